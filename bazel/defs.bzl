@@ -1,0 +1,80 @@
+"""Build macros shared by every SkipSwarm package.
+
+The wrappers add the project's warning flags to our own code only; system
+headers (/usr/include, libtorch) are included as system headers, so their
+warnings stay out of our builds.
+"""
+
+WARNINGS = [
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+    "-Werror=return-type",
+]
+
+def ss_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = WARNINGS + copts, **kwargs)
+
+def ss_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(name = name, copts = WARNINGS + copts, **kwargs)
+
+def ss_cc_test(name, copts = [], deps = [], **kwargs):
+    """A gtest binary; links gtest/gmock with their main() unless deps say otherwise."""
+    native.cc_test(
+        name = name,
+        copts = WARNINGS + copts,
+        deps = deps + ["//third_party:gtest_main"],
+        **kwargs
+    )
+
+def ss_cc_benchmark(name, copts = [], deps = [], tags = [], **kwargs):
+    """A Google Benchmark binary; tagged so `bazel test //...` builds but never runs it."""
+    native.cc_binary(
+        name = name,
+        testonly = True,
+        copts = WARNINGS + copts,
+        deps = deps + ["//third_party:benchmark_main"],
+        tags = tags + ["benchmark"],
+        **kwargs
+    )
+
+def ss_cc_proto_library(name, srcs, deps = [], grpc = False, visibility = None):
+    """C++ protobuf (and optionally gRPC) code generated with the system protoc.
+
+    Bazel's native proto_library needs @com_google_protobuf, which would be
+    downloaded; a genrule over /usr/bin/protoc keeps the build offline.
+
+    Args:
+      name: the cc_library to create.
+      srcs: .proto files in this package; they import each other as
+        "proto/<file>.proto" (paths relative to the workspace root).
+      deps: other ss_cc_proto_library targets whose .proto files are imported.
+      grpc: also generate service stubs with grpc_cpp_plugin.
+      visibility: of the cc_library.
+    """
+    pkg = native.package_name()
+    outs = []
+    for src in srcs:
+        base = src[:-len(".proto")]
+        outs += [base + ".pb.h", base + ".pb.cc"]
+        if grpc:
+            outs += [base + ".grpc.pb.h", base + ".grpc.pb.cc"]
+    dep_protos = [d + "_protos" for d in deps]
+    native.filegroup(name = name + "_protos", srcs = srcs + dep_protos)
+    cmd = "/usr/bin/protoc -I. --cpp_out=$(GENDIR)"
+    if grpc:
+        cmd += " --plugin=protoc-gen-grpc=/usr/bin/grpc_cpp_plugin --grpc_out=$(GENDIR)"
+    cmd += " " + " ".join([pkg + "/" + s for s in srcs])
+    native.genrule(
+        name = name + "_gen",
+        srcs = srcs + dep_protos,
+        outs = outs,
+        cmd = cmd,
+    )
+    native.cc_library(
+        name = name,
+        srcs = [o for o in outs if o.endswith(".cc")],
+        hdrs = [o for o in outs if o.endswith(".h")],
+        deps = deps + ["//third_party:protobuf"] + (["//third_party:grpc"] if grpc else []),
+        visibility = visibility,
+    )
