@@ -1,0 +1,45 @@
+// A `skipswarm` subcommand, as registered by the module that owns it.
+//
+// The owning module defines the command's ABSL_FLAGs in its own .cc file and
+// returns a Command describing it:
+//
+//   // scheduler/plan_command.cc
+//   ABSL_FLAG(std::string, scenario, "", "Scenario file (JSON).");
+//   common::cli::Command PlanCommand() {
+//     return {"plan", "Plan routes for a scenario and compare planners",
+//             "skipswarm plan --scenario=FILE [--planner=NAME]",
+//             {"scheduler/plan_command.cc"},
+//             [](const std::vector<std::string>& args) { ...; return 0; }};
+//   }
+//
+// The `skipswarm` binary (node/) lists every Command and hands them to
+// RunCli (runner.h), which handles help, the config file and flag parsing.
+#ifndef SKIPSWARM_COMMON_CLI_COMMAND_H_
+#define SKIPSWARM_COMMON_CLI_COMMAND_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace skipswarm::common::cli {
+
+struct Command {
+  // The word after `skipswarm`, e.g. "plan".
+  std::string name;
+  // One line for `skipswarm help`.
+  std::string summary;
+  // Printed by `skipswarm <name> --help` above the flag list.
+  std::string usage;
+  // Source files (path suffixes, e.g. "scheduler/plan_command.cc") whose
+  // ABSL_FLAGs belong to this command. Only these flags (and the common ones:
+  // --config, --log_level, --verbosity) are accepted on its command line and
+  // in its config file.
+  std::vector<std::string> flag_files;
+  // Runs the command once flags and the config file are applied. `args` are
+  // the positional arguments after the command name. Returns the exit code.
+  std::function<int(const std::vector<std::string>& args)> run;
+};
+
+}  // namespace skipswarm::common::cli
+
+#endif  // SKIPSWARM_COMMON_CLI_COMMAND_H_

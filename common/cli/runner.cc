@@ -1,0 +1,222 @@
+#include "common/cli/runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+
+ABSL_FLAG(std::string, config, "",
+          "Optional JSON config file whose keys are this command's flag "
+          "names; flags on the command line override it.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Least severe log messages written to stderr: info, warning or "
+          "error.");
+ABSL_FLAG(int, verbosity, 0, "Verbose logging level (VLOG).");
+
+namespace skipswarm::common::cli {
+namespace {
+
+constexpr char kCommonFlagsFile[] = "common/cli/runner.cc";
+
+bool FileMatches(const std::string& file, const std::string& suffix) {
+  return absl::EndsWith(file, suffix);
+}
+
+const Command* FindCommand(const std::vector<Command>& commands,
+                           absl::string_view name) {
+  for (const Command& c : commands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+// "--name=value" / "--name" / "-name" → "name"; empty if not a flag.
+std::string FlagName(const std::string& arg) {
+  if (arg.size() < 2 || arg[0] != '-' || arg == "--") return "";
+  size_t start = arg[1] == '-' ? 2 : 1;
+  size_t eq = arg.find('=');
+  return arg.substr(start, eq == std::string::npos ? std::string::npos
+                                                   : eq - start);
+}
+
+bool IsHelpArg(const std::string& arg) {
+  return arg == "--help" || arg == "-h" || arg == "-help" ||
+         arg == "--helpfull" || arg == "help";
+}
+
+int ParseLogLevel(const std::string& level) {
+  if (level == "warning") return 1;
+  if (level == "error") return 2;
+  return 0;
+}
+
+}  // namespace
+
+bool FlagBelongsTo(const Command& command, const std::string& name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr || flag->IsRetired()) return false;
+  std::string file = flag->Filename();
+  if (FileMatches(file, kCommonFlagsFile)) return true;
+  return std::any_of(command.flag_files.begin(), command.flag_files.end(),
+                     [&](const std::string& s) { return FileMatches(file, s); });
+}
+
+std::string TopLevelHelp(const std::vector<Command>& commands) {
+  std::string out =
+      "skipswarm: train one language model together over the internet.\n\n"
+      "usage: skipswarm <command> [flags] [args]\n\ncommands:\n";
+  for (const Command& c : commands) {
+    absl::StrAppendFormat(&out, "  %-10s %s\n", c.name, c.summary);
+  }
+  absl::StrAppend(&out, "  help       Show this list, or `skipswarm help <command>`\n",
+                  "\nRun `skipswarm <command> --help` for a command's flags.\n",
+                  "Every command accepts --config=FILE (JSON; its keys are the "
+                  "command's flag names).\n");
+  return out;
+}
+
+std::string CommandHelp(const Command& command) {
+  std::string out = absl::StrCat("usage: ", command.usage, "\n\n",
+                                 command.summary, "\n\nflags:\n");
+  std::vector<absl::CommandLineFlag*> own, common;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->IsRetired()) continue;
+    if (FileMatches(flag->Filename(), kCommonFlagsFile)) {
+      common.push_back(flag);
+    } else if (FlagBelongsTo(command, std::string(name))) {
+      own.push_back(flag);
+    }
+  }
+  auto by_name = [](absl::CommandLineFlag* a, absl::CommandLineFlag* b) {
+    return a->Name() < b->Name();
+  };
+  std::sort(own.begin(), own.end(), by_name);
+  std::sort(common.begin(), common.end(), by_name);
+  auto print = [&](const std::vector<absl::CommandLineFlag*>& flags) {
+    for (absl::CommandLineFlag* f : flags) {
+      absl::StrAppendFormat(&out, "  --%s (default: \"%s\")\n      %s\n",
+                            f->Name(), f->DefaultValue(), f->Help());
+    }
+  };
+  print(own);
+  absl::StrAppend(&out, "\ncommon flags:\n");
+  print(common);
+  return out;
+}
+
+absl::Status ApplyConfig(const Command& command,
+                         const std::vector<ConfigEntry>& entries,
+                         const std::string& source) {
+  for (const ConfigEntry& entry : entries) {
+    if (entry.key == "config") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config file '", source, "': key 'config' cannot nest config files"));
+    }
+    if (!FlagBelongsTo(command, entry.key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config file '", source, "': unknown key '", entry.key,
+          "' for 'skipswarm ", command.name,
+          "' (keys are its flag names; see skipswarm ", command.name,
+          " --help)"));
+    }
+    std::string error;
+    if (!absl::FindCommandLineFlag(entry.key)->ParseFrom(entry.value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config file '", source, "': key '", entry.key,
+                       "': bad value \"", entry.value, "\": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFlagsBelong(const Command& command,
+                              const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;  // the rest are positional
+    std::string name = FlagName(arg);
+    if (name.empty()) continue;
+    if (FlagBelongsTo(command, name)) continue;
+    // --nofoo negates boolean flag foo.
+    if (absl::StartsWith(name, "no") && FlagBelongsTo(command, name.substr(2))) {
+      continue;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag --", name, " for 'skipswarm ", command.name,
+                     "' (see skipswarm ", command.name, " --help)"));
+  }
+  return absl::OkStatus();
+}
+
+int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
+  if (argc < 2 || IsHelpArg(argv[1])) {
+    if (argc >= 3) {
+      const Command* c = FindCommand(commands, argv[2]);
+      if (c == nullptr) {
+        std::cerr << "skipswarm: unknown command '" << argv[2] << "'\n\n"
+                  << TopLevelHelp(commands);
+        return 2;
+      }
+      std::cout << CommandHelp(*c);
+      return 0;
+    }
+    std::cout << TopLevelHelp(commands);
+    return argc < 2 ? 2 : 0;
+  }
+  const Command* command = FindCommand(commands, argv[1]);
+  if (command == nullptr) {
+    std::cerr << "skipswarm: unknown command '" << argv[1] << "'\n\n"
+              << TopLevelHelp(commands);
+    return 2;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (IsHelpArg(arg) && arg != "help") {
+      std::cout << CommandHelp(*command);
+      return 0;
+    }
+  }
+  if (absl::Status s = CheckFlagsBelong(*command, args); !s.ok()) {
+    std::cerr << "skipswarm: " << s.message() << "\n";
+    return 2;
+  }
+  // The config file first, so that command-line flags override it.
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (absl::StartsWith(args[i], "--config=")) {
+      path = args[i].substr(9);
+    } else if (args[i] == "--config" && i + 1 < args.size()) {
+      path = args[i + 1];
+    } else {
+      continue;
+    }
+    auto entries = ReadConfigFile(path);
+    absl::Status s = entries.ok() ? ApplyConfig(*command, *entries, path)
+                                  : entries.status();
+    if (!s.ok()) {
+      std::cerr << "skipswarm: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  std::vector<char*> parse_argv{argv[0]};
+  for (int i = 2; i < argc; ++i) parse_argv.push_back(argv[i]);
+  std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(parse_argv.size()), parse_argv.data());
+  std::vector<std::string> positional(rest.begin() + 1, rest.end());
+
+  LoggingOptions logging;
+  logging.min_log_level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  logging.verbosity = absl::GetFlag(FLAGS_verbosity);
+  InitLogging(argv[0], logging);
+  return command->run(positional);
+}
+
+}  // namespace skipswarm::common::cli

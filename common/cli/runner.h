@@ -1,0 +1,50 @@
+// Entry point of the `skipswarm` binary: picks the subcommand, prints help,
+// applies the config file and flags, sets up logging and runs the command.
+//
+//   int main(int argc, char** argv) {
+//     return common::cli::RunCli(argc, argv, {PlanCommand(), NodeCommand()});
+//   }
+//
+//   skipswarm help                   # lists commands
+//   skipswarm help plan              # same as: skipswarm plan --help
+//   skipswarm plan --config=c.json --budget_ms=50
+//
+// Common flags, accepted by every command: --config=FILE (JSON, see
+// config_file.h; command-line flags override it), --log_level
+// (info|warning|error), --verbosity=N (VLOG level).
+#ifndef SKIPSWARM_COMMON_CLI_RUNNER_H_
+#define SKIPSWARM_COMMON_CLI_RUNNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/cli/command.h"
+#include "common/cli/config_file.h"
+
+namespace skipswarm::common::cli {
+
+// Runs the CLI; returns the process exit code (0 ok, 1 command failure,
+// 2 usage error).
+int RunCli(int argc, char** argv, const std::vector<Command>& commands);
+
+// Text of `skipswarm help`.
+std::string TopLevelHelp(const std::vector<Command>& commands);
+// Text of `skipswarm <command> --help`: usage plus the command's flags.
+std::string CommandHelp(const Command& command);
+
+// Whether flag `name` may be used with `command` (its own or a common flag).
+bool FlagBelongsTo(const Command& command, const std::string& name);
+
+// Applies config entries to `command`'s flags. Errors name the key.
+absl::Status ApplyConfig(const Command& command,
+                         const std::vector<ConfigEntry>& entries,
+                         const std::string& source);
+
+// Checks that every "--flag" in `args` belongs to `command`.
+absl::Status CheckFlagsBelong(const Command& command,
+                              const std::vector<std::string>& args);
+
+}  // namespace skipswarm::common::cli
+
+#endif  // SKIPSWARM_COMMON_CLI_RUNNER_H_

@@ -1,0 +1,90 @@
+#include "common/cli/runner.h"
+
+#include "absl/flags/flag.h"
+#include "gtest/gtest.h"
+
+ABSL_FLAG(int, runner_test_budget, 10, "A test flag owned by the test command.");
+ABSL_FLAG(bool, runner_test_fast, false, "A boolean test flag.");
+
+namespace skipswarm::common::cli {
+namespace {
+
+Command TestCommand() {
+  return {"test", "A command for tests", "skipswarm test [flags]",
+          {"common/cli/runner_test.cc"},
+          [](const std::vector<std::string>&) { return 0; }};
+}
+
+Command OtherCommand() {
+  return {"other", "Another command", "skipswarm other", {"nowhere.cc"},
+          [](const std::vector<std::string>&) { return 0; }};
+}
+
+TEST(RunnerTest, FlagsBelongToTheirCommandAndCommonFlagsToAll) {
+  EXPECT_TRUE(FlagBelongsTo(TestCommand(), "runner_test_budget"));
+  EXPECT_TRUE(FlagBelongsTo(TestCommand(), "config"));
+  EXPECT_FALSE(FlagBelongsTo(OtherCommand(), "runner_test_budget"));
+  EXPECT_TRUE(FlagBelongsTo(OtherCommand(), "log_level"));
+  EXPECT_FALSE(FlagBelongsTo(TestCommand(), "no_such_flag"));
+}
+
+TEST(RunnerTest, ConfigSetsFlagsAndNamesUnknownKeys) {
+  absl::SetFlag(&FLAGS_runner_test_budget, 10);
+  ASSERT_TRUE(ApplyConfig(TestCommand(), {{"runner_test_budget", "42"}}, "c.json").ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 42);
+
+  absl::Status unknown = ApplyConfig(TestCommand(), {{"budgit", "1"}}, "c.json");
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("unknown key 'budgit'"), std::string::npos);
+
+  absl::Status other = ApplyConfig(OtherCommand(), {{"runner_test_budget", "1"}}, "c.json");
+  EXPECT_FALSE(other.ok());
+}
+
+TEST(RunnerTest, BadConfigValueNamesKeyAndValue) {
+  absl::Status s = ApplyConfig(TestCommand(), {{"runner_test_budget", "many"}}, "c.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("key 'runner_test_budget'"), std::string::npos);
+  EXPECT_NE(s.message().find("\"many\""), std::string::npos);
+}
+
+TEST(RunnerTest, CommandLineFlagsAreCheckedAgainstTheCommand) {
+  EXPECT_TRUE(CheckFlagsBelong(TestCommand(), {"--runner_test_budget=3", "pos"}).ok());
+  EXPECT_TRUE(CheckFlagsBelong(TestCommand(), {"--norunner_test_fast"}).ok());
+  EXPECT_TRUE(CheckFlagsBelong(TestCommand(), {"--", "--not-a-flag"}).ok());
+  absl::Status s = CheckFlagsBelong(OtherCommand(), {"--runner_test_budget=3"});
+  EXPECT_NE(s.message().find("unknown flag --runner_test_budget"), std::string::npos);
+}
+
+TEST(RunnerTest, HelpTextsListCommandsAndOwnFlags) {
+  std::vector<Command> commands{TestCommand(), OtherCommand()};
+  std::string top = TopLevelHelp(commands);
+  EXPECT_NE(top.find("test"), std::string::npos);
+  EXPECT_NE(top.find("Another command"), std::string::npos);
+  std::string help = CommandHelp(TestCommand());
+  EXPECT_NE(help.find("--runner_test_budget"), std::string::npos);
+  EXPECT_NE(help.find("--config"), std::string::npos);
+  EXPECT_EQ(CommandHelp(OtherCommand()).find("--runner_test_budget"), std::string::npos);
+}
+
+TEST(RunnerTest, RunCliDispatchesAndRejectsUnknownCommands) {
+  int ran_with = -1;
+  Command c = TestCommand();
+  c.run = [&](const std::vector<std::string>& args) {
+    ran_with = static_cast<int>(args.size());
+    return 7;
+  };
+  char prog[] = "skipswarm", cmd[] = "test", flag[] = "--runner_test_budget=5",
+       pos[] = "file.txt";
+  char* argv[] = {prog, cmd, flag, pos};
+  EXPECT_EQ(RunCli(4, argv, {c}), 7);
+  EXPECT_EQ(ran_with, 1);
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 5);
+
+  char bogus[] = "bogus";
+  char* argv2[] = {prog, bogus};
+  EXPECT_EQ(RunCli(2, argv2, {c}), 2);
+}
+
+}  // namespace
+}  // namespace skipswarm::common::cli
