@@ -18,10 +18,11 @@ def ss_cc_library(name, copts = [], **kwargs):
 def ss_cc_binary(name, copts = [], **kwargs):
     native.cc_binary(name = name, copts = WARNINGS + copts, **kwargs)
 
-def ss_cc_test(name, copts = [], deps = [], **kwargs):
-    """A gtest binary; links gtest/gmock with their main() unless deps say otherwise."""
+def ss_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
+    """A gtest binary linked with gtest/gmock's main(); small unless told otherwise."""
     native.cc_test(
         name = name,
+        size = size,
         copts = WARNINGS + copts,
         deps = deps + ["//third_party:gtest_main"],
         **kwargs
