@@ -1,0 +1,159 @@
+#include "node/transport/frame_validator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "node/transport/crc32c.h"
+#include "proto/version.h"
+
+namespace skipswarm::node {
+
+FrameValidator::FrameValidator(ValidatorOptions options)
+    : options_(std::move(options)), self_bytes_(options_.self.Bytes()) {}
+
+absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
+  absl::Status version = proto::CheckProtocolVersion(h.protocol_version());
+  if (!version.ok()) return version;
+  if (!options_.swarm_id.empty() && h.swarm_id() != options_.swarm_id) {
+    return absl::PermissionDeniedError(
+        "frame is for another swarm (swarm_id differs from this node's)");
+  }
+  if (h.route_size() == 0 || h.route_size() > kMaxRouteHops) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "route has ", h.route_size(), " hops; must be 1..", kMaxRouteHops));
+  }
+  if (h.hop_index() >= static_cast<uint32_t>(h.route_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hop_index ", h.hop_index(), " out of range for a route of ",
+        h.route_size(), " hops"));
+  }
+  if (h.route(h.hop_index()).node_id() != self_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "route[", h.hop_index(), "] is not this node (",
+        options_.self.ShortString(), ")"));
+  }
+  if (h.direction() != proto::DIRECTION_FORWARD &&
+      h.direction() != proto::DIRECTION_BACKWARD) {
+    return absl::InvalidArgumentError("direction is not forward or backward");
+  }
+  const uint64_t bytes = h.tensor().payload_bytes();
+  if (bytes > options_.max_payload_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload of ", bytes, " bytes exceeds the limit of ",
+                     options_.max_payload_bytes));
+  }
+  const uint64_t min_chunks = ChunkCountFor(bytes);
+  if (h.chunk_count() < min_chunks || h.chunk_count() > bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk_count ", h.chunk_count(), " inconsistent with payload_bytes ",
+        bytes, " (chunks must hold 1 B..1 MiB each)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameValidator::CheckChunk(const proto::FrameHeader& h,
+                                        uint32_t expected_index,
+                                        uint64_t bytes_so_far,
+                                        const proto::PayloadChunk& chunk) const {
+  if (chunk.index() != expected_index) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", chunk.index(), " arrived where chunk ", expected_index,
+        " was expected"));
+  }
+  if (expected_index >= h.chunk_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "more chunks than the header's chunk_count ", h.chunk_count()));
+  }
+  const uint64_t size = chunk.data().size();
+  if (size == 0 || size > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", chunk.index(), " has ", size,
+                     " bytes; must be 1..", kMaxChunkBytes));
+  }
+  if (bytes_so_far + size > h.tensor().payload_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunks exceed payload_bytes ", h.tensor().payload_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameValidator::CheckPayload(const proto::FrameHeader& h,
+                                          const absl::Cord& payload) const {
+  if (payload.size() != h.tensor().payload_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload has ", payload.size(), " bytes, header says ",
+                     h.tensor().payload_bytes()));
+  }
+  const uint32_t crc = Crc32c(payload);
+  if (crc != h.tensor().payload_crc32c()) {
+    return absl::DataLossError(absl::StrCat(
+        "payload CRC-32C mismatch: computed ", crc, ", header says ",
+        h.tensor().payload_crc32c()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameValidator::CheckFrame(const Frame& frame) const {
+  absl::Status status = CheckHeader(frame.header);
+  if (!status.ok()) return status;
+  return CheckPayload(frame.header, frame.payload);
+}
+
+absl::Status FrameValidator::Reserve(const proto::FrameHeader& header) {
+  FrameKey key = FrameKey::Of(header);
+  absl::MutexLock lock(&mu_);
+  if (seen_.contains(key)) {
+    return absl::AlreadyExistsError(
+        "duplicate frame: this (origin, iteration, mb, direction, hop) was "
+        "already admitted");
+  }
+  const uint64_t seq = next_seq_++;
+  seen_.emplace(key, seq);
+  order_.emplace_back(std::move(key), seq);
+  while (order_.size() > options_.duplicate_window) {
+    auto it = seen_.find(order_.front().first);
+    if (it != seen_.end() && it->second == order_.front().second) {
+      seen_.erase(it);
+    }
+    order_.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+void FrameValidator::Release(const FrameKey& key) {
+  absl::MutexLock lock(&mu_);
+  seen_.erase(key);  // its stale entry in order_ is skipped on eviction
+}
+
+void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,
+                      const absl::Status& why) {
+  LOG(WARNING) << "rejected frame from " << from << " ("
+               << DescribeFrame(header) << "): " << why;
+}
+
+void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
+                const std::shared_ptr<const FrameHandler>& handler,
+                const PeerId& from, Frame frame, AckFn ack) {
+  absl::Status status = validator->CheckPayload(frame.header, frame.payload);
+  if (status.ok()) status = validator->Reserve(frame.header);
+  if (!status.ok()) {
+    LogRejectedFrame(from, frame.header, status);
+    ack(std::move(status));
+    return;
+  }
+  FrameKey key = FrameKey::Of(frame.header);
+  if (handler == nullptr || !*handler) {
+    validator->Release(key);
+    ack(absl::UnavailableError("node has no frame handler yet"));
+    return;
+  }
+  (*handler)(from, std::move(frame),
+             [validator, key = std::move(key),
+              ack = std::move(ack)](absl::Status admission) mutable {
+               if (!admission.ok()) validator->Release(key);
+               ack(std::move(admission));
+             });
+}
+
+}  // namespace skipswarm::node

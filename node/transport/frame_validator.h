@@ -1,0 +1,96 @@
+// Receiver-side checks on every frame from a peer, run before any payload
+// byte is used. Peers are untrusted (DESIGN.md §4): nothing here CHECKs.
+//
+// Note [Frame validation]
+// A receiving transport runs, in order:
+//   1. CheckHeader when the header arrives: protocol version
+//      (FAILED_PRECONDITION), swarm id (PERMISSION_DENIED), route length
+//      1..64, hop_index < route length, route[hop_index] == this node,
+//      direction set, TensorMeta.payload_bytes ≤ the limit, chunk_count
+//      consistent with payload_bytes (0 iff empty; every chunk 1 B..1 MiB)
+//      (INVALID_ARGUMENT).
+//   2. CheckChunk per chunk: index == next expected, size 1 B..1 MiB, total
+//      not beyond payload_bytes (INVALID_ARGUMENT).
+//   3. CheckPayload on the whole payload: exact size (INVALID_ARGUMENT) and
+//      CRC-32C (DATA_LOSS).
+//   4. Reserve: (origin, iteration, mb, direction, hop) not seen before
+//      (ALREADY_EXISTS); the handler's refusal Releases the key again so a
+//      refused frame may be retried once a slot frees.
+// A failed check becomes the frame's ack and a LOG(WARNING); the stream and
+// the server keep going. Tensor shape/dtype are the stage's business
+// (model/ wire codec), checked by the frame handler.
+//
+// Thread rule: thread-safe (the duplicate window is behind a mutex).
+#ifndef SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
+#define SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/node_id.h"
+#include "node/transport/frame.h"
+#include "node/transport/transport.h"
+
+namespace skipswarm::node {
+
+struct ValidatorOptions {
+  common::NodeId self;
+  // Frames must carry exactly this swarm id. Empty: accept any (tests).
+  std::string swarm_id;
+  uint64_t max_payload_bytes = kMaxPayloadBytes;
+  // How many recent frame keys are remembered for duplicate detection.
+  size_t duplicate_window = 1 << 16;
+};
+
+class FrameValidator {
+ public:
+  explicit FrameValidator(ValidatorOptions options);
+
+  absl::Status CheckHeader(const proto::FrameHeader& header) const;
+  // `expected_index` chunks totalling `bytes_so_far` came before `chunk`.
+  absl::Status CheckChunk(const proto::FrameHeader& header,
+                          uint32_t expected_index, uint64_t bytes_so_far,
+                          const proto::PayloadChunk& chunk) const;
+  absl::Status CheckPayload(const proto::FrameHeader& header,
+                            const absl::Cord& payload) const;
+  // Header + payload, for transports that move whole frames (in-process).
+  absl::Status CheckFrame(const Frame& frame) const;
+
+  // Claims the frame's key; ALREADY_EXISTS if it was claimed before.
+  absl::Status Reserve(const proto::FrameHeader& header);
+  // Un-claims it (the handler refused the frame).
+  void Release(const FrameKey& key);
+
+  const ValidatorOptions& options() const { return options_; }
+
+ private:
+  const ValidatorOptions options_;
+  const std::string self_bytes_;
+
+  absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<FrameKey, uint64_t> seen_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<FrameKey, uint64_t>> order_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs steps 3-4 of Note [Frame validation] on a complete frame, hands it
+// to `handler` and routes the verdict to `ack`, releasing the duplicate
+// key on refusal and logging every rejection. Shared by the transports.
+// `handler` may be null or empty (frame refused with UNAVAILABLE).
+void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
+                const std::shared_ptr<const FrameHandler>& handler,
+                const PeerId& from, Frame frame, AckFn ack);
+
+// LOG(WARNING) line for a rejected frame.
+void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,
+                      const absl::Status& why);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
