@@ -1,0 +1,79 @@
+// Cost model and discrete-event iteration evaluator (DESIGN.md §5).
+//
+// Cost model. Forward of one MB on node v: c_v = t_v x layers x samples
+// (TopologyView::forward_s). Backward: 1.5 c_v. Loss + head at the origin:
+// 0.25 c_o. A hop u->v: d(u,v) = TopologyView::hop_s, the same both ways.
+// Contention-free latency of a route (RouteLatency, route_search.h):
+//   sum_v 2.5 c_v + 0.25 c_o + 2 sum d(edges of the cycle).
+//
+// Simulation. A route o,v1..v_{P-1},o becomes 2P+1 tasks in a chain:
+//   F(o) F(v1) .. F(v_{P-1}) | Loss(o) | B(v_{P-1}) .. B(v1) B(o)
+// with the hop time between consecutive tasks on different nodes. Each node
+// is one non-preemptive server. A forward may start on v only while v has a
+// free memory slot; the slot is taken when the forward starts and freed
+// when the same MB's backward on v ends. A free node picks among its ready
+// tasks by (route priority, backward/loss before forward, earliest ready,
+// mb id). The first task is ready at the route's release_s. Iteration time
+// = the moment the last B(o) ends. Links never contend (contention mode is
+// not implemented; see plan_command.h for what is missing).
+// A plan whose MBs wait on each other's memory slots in a cycle deadlocks:
+// the result then has `deadlocked` set and iteration time +infinity.
+//
+// Example (tests: evaluator_test.cc "OneRoute"): view with c = 1 s on every
+// node and every hop 0.5 s; one route o,a,o: F(o) 0..1, hop, F(a) 1.5..2.5,
+// hop, Loss(o) 3..3.25, hop, B(a) 3.75..5.25, hop, B(o) 5.75..7.25.
+// RouteLatency = 2.5 + 2.5 + 0.25 + 2 x (0.5 + 0.5) = 7.25.
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_SCHEDULER_EVALUATOR_H_
+#define SKIPSWARM_SCHEDULER_EVALUATOR_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/route.h"
+#include "scheduler/topology.h"
+
+namespace skipswarm::scheduler {
+
+struct Evaluation {
+  double iteration_time_s = 0;
+  bool deadlocked = false;
+  std::vector<double> node_busy_s;       // per node index
+  std::vector<double> node_utilisation;  // busy / iteration time
+  std::vector<int> stage_visits;         // StageVisits(view, plan)
+  std::vector<double> route_finish_s;    // per plan.routes index
+  std::vector<double> origin_finish_s;   // per node index (0 if not origin)
+};
+
+// Simulates one iteration of `plan`. Fails (InvalidArgument) only on
+// structurally broken routes (bad indices, origin not first and last); it
+// does not enforce the route rules (use ValidatePlan for that).
+absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
+                                    const Plan& plan);
+
+// Fast variant for planners' inner loops: REQUIRES structurally valid
+// routes. Returns iteration time (+inf on deadlock) and, when non-null,
+// fills `route_finish_s`.
+double EvaluateTime(const TopologyView& view, const Plan& plan,
+                    std::vector<double>* route_finish_s);
+
+// Plan-independent lower bound for the workload on this view: the maximum of
+//  (a) each origin's own work, M x 2.75 c_o;
+//  (b) each origin's ceil(M / memory_slots) x its fastest valid route
+//      latency (an MB holds an origin slot for at least that long);
+//  (c) all non-origin work spread perfectly over the non-origin nodes:
+//      (#data nodes x M x (P-1)) / sum_v 1/(2.5 c_v).
+struct LowerBound {
+  double seconds = 0;
+  double origin_work_s = 0;
+  double origin_memory_s = 0;
+  double spread_work_s = 0;
+  std::vector<double> fastest_route_s;  // per data node, data_nodes() order
+};
+absl::StatusOr<LowerBound> ComputeLowerBound(const TopologyView& view,
+                                             const Workload& workload);
+
+}  // namespace skipswarm::scheduler
+
+#endif  // SKIPSWARM_SCHEDULER_EVALUATOR_H_
