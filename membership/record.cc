@@ -1,0 +1,109 @@
+#include "membership/record.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace skipswarm::membership {
+
+absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,
+                                                   proto::NodeRecord record,
+                                                   absl::Time now) {
+  record.set_node_id(identity.id().Bytes());
+  record.set_public_key(identity.public_key());
+  record.set_signed_at_unix_ms(absl::ToUnixMillis(now));
+  proto::SignedNodeRecord out;
+  if (!record.SerializeToString(out.mutable_record())) {
+    return absl::InternalError("cannot serialize node record");
+  }
+  SS_ASSIGN_OR_RETURN(*out.mutable_signature(), identity.Sign(out.record()));
+  return out;
+}
+
+proto::MemberState OwnerState(const proto::NodeRecord& record) {
+  return record.state() == proto::MEMBER_STATE_UNSPECIFIED
+             ? proto::MEMBER_STATE_ALIVE
+             : record.state();
+}
+
+absl::StatusOr<proto::NodeRecord> VerifyRecord(
+    const proto::SignedNodeRecord& signed_record, const RecordPolicy& policy,
+    absl::Time now) {
+  if (signed_record.record().size() > kMaxRecordBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record is ", signed_record.record().size(), " bytes (limit ",
+        kMaxRecordBytes, ")"));
+  }
+  proto::NodeRecord record;
+  if (!record.ParseFromString(signed_record.record())) {
+    return absl::InvalidArgumentError("node record does not parse");
+  }
+  if (record.public_key().size() != kPublicKeyBytes) {
+    return absl::UnauthenticatedError("node record has no Ed25519 public key");
+  }
+  const common::NodeId id = common::NodeId::FromPublicKey(record.public_key());
+  if (record.node_id() != id.Bytes()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "node record claims an id that is not the hash of its key (key hashes "
+        "to ", id.ShortString(), ")"));
+  }
+  if (absl::Status s = VerifySignature(record.public_key(),
+                                       signed_record.record(),
+                                       signed_record.signature());
+      !s.ok()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "node record of ", id.ShortString(), " is forged: ", s.message()));
+  }
+  if (record.swarm_id() != policy.swarm_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", id.ShortString(), " belongs to another swarm"));
+  }
+  if (!policy.allowed_ids.empty() && !policy.allowed_ids.contains(id)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node ", id.ShortString(), " is not on this swarm's allow-list"));
+  }
+  const absl::Time signed_at = absl::FromUnixMillis(record.signed_at_unix_ms());
+  if (signed_at > now + policy.max_future_skew) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " is signed ",
+        absl::FormatDuration(signed_at - now),
+        " in the future (is its clock wrong?)"));
+  }
+  if (signed_at < now - policy.max_age) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " is stale (signed ",
+        absl::FormatDuration(now - signed_at), " ago)"));
+  }
+  if (record.addresses_size() > kMaxAddresses ||
+      record.stages_size() > kMaxStages ||
+      record.stage_digests_size() > kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has too many addresses/stages"));
+  }
+  const double speed = record.seconds_per_layer_per_sample();
+  if (!std::isfinite(speed) || speed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has a bad compute speed"));
+  }
+  const proto::MemberState state = OwnerState(record);
+  if (state != proto::MEMBER_STATE_ALIVE && state != proto::MEMBER_STATE_LEFT) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(),
+        " states SUSPECT/DEAD about itself"));
+  }
+  return record;
+}
+
+absl::Status CheckNewer(uint64_t known_incarnation,
+                        const proto::NodeRecord& incoming) {
+  if (incoming.incarnation() > known_incarnation) return absl::OkStatus();
+  if (incoming.incarnation() == known_incarnation) {
+    return absl::AlreadyExistsError("duplicate node record");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "replayed/stale node record: incarnation ", incoming.incarnation(),
+      " < known ", known_incarnation));
+}
+
+}  // namespace skipswarm::membership

@@ -1,0 +1,75 @@
+// Signed node records: every node owns one NodeRecord (proto/gossip.proto),
+// signs it with its identity key and bumps its incarnation on every change.
+// Receivers keep a record only if it verifies here AND is newer than what
+// they hold (IsNewerRecord), so a forged, replayed or stale record never
+// reaches a view.
+//
+//   proto::NodeRecord r = ...;            // node_id/public_key filled by Sign
+//   SS_ASSIGN_OR_RETURN(auto signed_r, SignRecord(identity, r));
+//   ...
+//   SS_ASSIGN_OR_RETURN(proto::NodeRecord got,
+//                       VerifyRecord(signed_r, policy, clock->Now()));
+//
+// Checks, in order (the first failure is returned; all are Unauthenticated
+// for forgery, FailedPrecondition for a wrong swarm / not allowed, and
+// InvalidArgument for malformed or out-of-range content):
+//   size ≤ kMaxRecordBytes, parse, public key 32 bytes, node_id ==
+//   sha256(public_key), signature, swarm id, allow-list, signed_at within
+//   [now - max_age, now + max_future_skew], field limits.
+//
+// Thread rule: free functions, thread-safe.
+#ifndef SKIPSWARM_MEMBERSHIP_RECORD_H_
+#define SKIPSWARM_MEMBERSHIP_RECORD_H_
+
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/node_id.h"
+#include "membership/identity.h"
+#include "proto/gossip.pb.h"
+
+namespace skipswarm::membership {
+
+inline constexpr size_t kMaxRecordBytes = 8 * 1024;
+inline constexpr int kMaxAddresses = 8;
+inline constexpr int kMaxStages = 64;
+
+struct RecordPolicy {
+  // Records of other swarms are rejected.
+  std::string swarm_id;
+  // A record signed further than this in the future is rejected (clock skew).
+  absl::Duration max_future_skew = absl::Minutes(5);
+  // A record signed longer ago than this is stale; owners re-sign well
+  // within it (Membership re-signs every max_age / 4).
+  absl::Duration max_age = absl::Hours(24);
+  // Private swarm allow-list: when non-empty, only these node ids may be
+  // members.
+  absl::flat_hash_set<common::NodeId> allowed_ids;
+};
+
+// Fills node_id, public_key, signed_at_unix_ms (= `now`) of `record` from
+// `identity` and signs its serialization.
+absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,
+                                                   proto::NodeRecord record,
+                                                   absl::Time now);
+
+// Verifies everything that can be checked without history (see above).
+absl::StatusOr<proto::NodeRecord> VerifyRecord(
+    const proto::SignedNodeRecord& signed_record, const RecordPolicy& policy,
+    absl::Time now);
+
+// The owner's state in a record: UNSPECIFIED reads as ALIVE.
+proto::MemberState OwnerState(const proto::NodeRecord& record);
+
+// Replay protection against what a receiver already holds for that node:
+// OK if `incoming` has a higher incarnation than `known_incarnation`;
+// AlreadyExists if equal (a duplicate — harmless, ignore it);
+// FailedPrecondition("replayed/stale") if lower.
+absl::Status CheckNewer(uint64_t known_incarnation,
+                        const proto::NodeRecord& incoming);
+
+}  // namespace skipswarm::membership
+
+#endif  // SKIPSWARM_MEMBERSHIP_RECORD_H_

@@ -1,0 +1,122 @@
+#include "membership/record.h"
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::membership {
+namespace {
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
+class RecordTest : public ::testing::Test {
+ protected:
+  RecordTest()
+      : alice_(*Identity::FromSeed(std::string(32, 'a'))),
+        mallory_(*Identity::FromSeed(std::string(32, 'm'))) {
+    policy_.swarm_id = "swarm-1";
+    record_.set_swarm_id("swarm-1");
+    record_.add_addresses("10.0.0.1:7000");
+    record_.add_stages(2);
+    record_.set_memory_slots(4);
+    record_.set_seconds_per_layer_per_sample(0.01);
+    record_.set_incarnation(5);
+  }
+  proto::SignedNodeRecord Sign(const proto::NodeRecord& r,
+                               absl::Time at = kNow) {
+    return *SignRecord(*alice_, r, at);
+  }
+
+  std::unique_ptr<Identity> alice_, mallory_;
+  RecordPolicy policy_;
+  proto::NodeRecord record_;
+};
+
+TEST_F(RecordTest, ValidRecordVerifies) {
+  auto got = VerifyRecord(Sign(record_), policy_, kNow);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->node_id(), alice_->id().Bytes());
+  EXPECT_EQ(got->stages(0), 2u);
+  EXPECT_EQ(OwnerState(*got), proto::MEMBER_STATE_ALIVE);
+}
+
+TEST_F(RecordTest, TamperedRecordIsRejectedAsForged) {
+  auto s = Sign(record_);
+  proto::NodeRecord r;
+  r.ParseFromString(s.record());
+  r.set_memory_slots(400);  // changed after signing
+  r.SerializeToString(s.mutable_record());
+  EXPECT_EQ(VerifyRecord(s, policy_, kNow).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(RecordTest, BadSignatureIsRejected) {
+  auto s = Sign(record_);
+  (*s.mutable_signature())[3] ^= 1;
+  EXPECT_EQ(VerifyRecord(s, policy_, kNow).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  s.set_signature("short");
+  EXPECT_FALSE(VerifyRecord(s, policy_, kNow).ok());
+}
+
+TEST_F(RecordTest, IdThatIsNotTheKeyHashIsRejected) {
+  // Mallory signs a record with her own key but claims Alice's id.
+  auto s = *SignRecord(*mallory_, record_, kNow);
+  proto::NodeRecord r;
+  r.ParseFromString(s.record());
+  r.set_node_id(alice_->id().Bytes());
+  r.SerializeToString(s.mutable_record());
+  s.set_signature(*mallory_->Sign(s.record()));
+  auto status = VerifyRecord(s, policy_, kNow).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(status.message().find("not the hash of its key"), std::string::npos);
+}
+
+TEST_F(RecordTest, OtherSwarmIsRejected) {
+  record_.set_swarm_id("swarm-2");
+  EXPECT_EQ(VerifyRecord(Sign(record_), policy_, kNow).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RecordTest, AllowListIsEnforced) {
+  policy_.allowed_ids.insert(mallory_->id());
+  EXPECT_EQ(VerifyRecord(Sign(record_), policy_, kNow).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  policy_.allowed_ids.insert(alice_->id());
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+}
+
+TEST_F(RecordTest, FutureAndStaleRecordsAreRejected) {
+  EXPECT_FALSE(
+      VerifyRecord(Sign(record_, kNow + absl::Minutes(6)), policy_, kNow).ok());
+  EXPECT_TRUE(
+      VerifyRecord(Sign(record_, kNow + absl::Minutes(4)), policy_, kNow).ok());
+  auto stale = VerifyRecord(Sign(record_, kNow - absl::Hours(25)), policy_, kNow);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stale.status().message().find("stale"), std::string::npos);
+}
+
+TEST_F(RecordTest, OutOfRangeFieldsAreRejected) {
+  auto bad = record_;
+  for (int i = 0; i < 9; ++i) bad.add_addresses("h:1");
+  EXPECT_FALSE(VerifyRecord(Sign(bad), policy_, kNow).ok());
+  bad = record_;
+  bad.set_seconds_per_layer_per_sample(-1);
+  EXPECT_FALSE(VerifyRecord(Sign(bad), policy_, kNow).ok());
+  bad = record_;
+  bad.set_state(proto::MEMBER_STATE_DEAD);
+  EXPECT_FALSE(VerifyRecord(Sign(bad), policy_, kNow).ok());
+  proto::SignedNodeRecord junk;
+  junk.set_record("\xff\xff garbage");
+  EXPECT_FALSE(VerifyRecord(junk, policy_, kNow).ok());
+}
+
+TEST_F(RecordTest, ReplayedOrDuplicateIncarnationIsNotNewer) {
+  auto r = *VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_TRUE(CheckNewer(4, r).ok());
+  EXPECT_EQ(CheckNewer(5, r).code(), absl::StatusCode::kAlreadyExists);
+  auto replay = CheckNewer(6, r);
+  EXPECT_EQ(replay.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(replay.message().find("replayed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace skipswarm::membership
