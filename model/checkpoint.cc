@@ -1,0 +1,260 @@
+#include "model/checkpoint.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "model/crc32c.h"
+#include "nlohmann/json.hpp"
+
+namespace skipswarm::model {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'S', 'W', 'C', 'K', 'P', 'T', '\n'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxHeader = 1 << 20;
+
+template <typename T>
+void Put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+template <typename T>
+T Get(absl::string_view bytes, size_t at) {
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof(v));
+  return v;
+}
+
+struct Parsed {
+  CheckpointInfo info;
+  absl::string_view state;
+};
+
+absl::StatusOr<Parsed> Parse(absl::string_view b) {
+  auto loss = [](auto... parts) {
+    return absl::DataLossError(absl::StrCat("checkpoint: ", parts...));
+  };
+  if (b.size() < 8 + 4 + 4 + 8 + 4) return loss("file of ", b.size(), " bytes is too short");
+  if (std::memcmp(b.data(), kMagic, 8) != 0) {
+    return absl::FailedPreconditionError("checkpoint: not a SkipSwarm stage checkpoint (bad magic)");
+  }
+  const uint32_t version = Get<uint32_t>(b, 8);
+  if (version != kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint: format version ", version, " is not supported (this build reads ",
+        kVersion, ")"));
+  }
+  const uint32_t crc = Get<uint32_t>(b, b.size() - 4);
+  if (Crc32c(b.data(), b.size() - 4) != crc) return loss("CRC mismatch (file corrupted)");
+  const uint32_t header_len = Get<uint32_t>(b, 12);
+  if (header_len > kMaxHeader || 16 + uint64_t{header_len} + 8 + 4 > b.size()) {
+    return loss("bad header length ", header_len);
+  }
+  const size_t state_at = 16 + header_len + 8;
+  const uint64_t state_len = Get<uint64_t>(b, 16 + header_len);
+  if (state_len != b.size() - 4 - state_at) return loss("bad state length ", state_len);
+  Parsed p;
+  p.state = b.substr(state_at, state_len);
+  nlohmann::json h = nlohmann::json::parse(b.substr(16, header_len), nullptr, false);
+  if (h.is_discarded() || !h.is_object()) return loss("header is not JSON");
+  try {
+    absl::StatusOr<ModelConfig> config = ModelConfigFromJson(h.at("config").dump());
+    if (!config.ok()) return loss(config.status().message());
+    p.info.config = *config;
+    p.info.stage = h.at("stage").get<int>();
+    p.info.step = h.at("step").get<int64_t>();
+    p.info.extra = h.value("extra", "");
+    if (h.at("config_hash").get<std::string>() != config->ConfigHash()) {
+      return loss("config hash does not match the stored config");
+    }
+  } catch (const std::exception& e) {
+    return loss("bad header: ", e.what());
+  }
+  if (p.info.stage < 0 || p.info.stage >= p.info.config.num_stages) {
+    return loss("stage ", p.info.stage, " out of range");
+  }
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeStageState(StageModule& module,
+                                                torch::optim::Optimizer* optimizer, int64_t step,
+                                                const std::string& extra) {
+  std::string state;
+  try {
+    torch::serialize::OutputArchive archive;
+    for (const auto& item : module.named_parameters()) {
+      archive.write("param/" + item.key(), item.value().detach().to(at::kCPU));
+    }
+    if (optimizer != nullptr) {
+      torch::serialize::OutputArchive opt;
+      optimizer->save(opt);
+      archive.write("optimizer", opt);
+    }
+    archive.save_to([&state](const void* data, size_t n) {
+      state.append(static_cast<const char*>(data), n);
+      return n;
+    });
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("checkpoint: serialising: ", e.what()));
+  }
+  nlohmann::json h;
+  h["config_hash"] = module.config().ConfigHash();
+  h["config"] = nlohmann::json::parse(ModelConfigToJson(module.config()));
+  h["stage"] = module.stage();
+  h["step"] = step;
+  h["extra"] = extra;
+  const std::string header = h.dump();
+  std::string out(kMagic, 8);
+  Put<uint32_t>(out, kVersion);
+  Put<uint32_t>(out, static_cast<uint32_t>(header.size()));
+  out += header;
+  Put<uint64_t>(out, state.size());
+  out += state;
+  Put<uint32_t>(out, Crc32c(out.data(), out.size()));
+  return out;
+}
+
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes) {
+  absl::StatusOr<Parsed> p = Parse(bytes);
+  if (!p.ok()) return p.status();
+  return p->info;
+}
+
+absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
+                                                 torch::optim::Optimizer* optimizer) {
+  absl::StatusOr<Parsed> p = Parse(bytes);
+  if (!p.ok()) return p.status();
+  if (p->info.config.ConfigHash() != module.config().ConfigHash()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint is for model config ", p->info.config.ConfigHash(), " (",
+        p->info.config.num_layers, " layers, d_model ", p->info.config.d_model,
+        "), this model is ", module.config().ConfigHash(), " (", module.config().num_layers,
+        " layers, d_model ", module.config().d_model, ")"));
+  }
+  if (p->info.stage != module.stage()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint holds stage ", p->info.stage, ", not stage ", module.stage()));
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(p->state.data(), p->state.size());
+    // Read and check everything first so a bad file leaves the module as is.
+    std::map<std::string, at::Tensor> loaded;
+    for (const auto& item : module.named_parameters()) {
+      at::Tensor t;
+      if (!archive.try_read("param/" + item.key(), t) || !t.defined()) {
+        return absl::DataLossError(absl::StrCat("checkpoint: missing parameter ", item.key()));
+      }
+      if (!t.sizes().equals(item.value().sizes()) || t.scalar_type() != item.value().scalar_type()) {
+        return absl::DataLossError(absl::StrCat("checkpoint: parameter ", item.key(),
+                                                " has the wrong shape or dtype"));
+      }
+      loaded[item.key()] = t;
+    }
+    torch::serialize::InputArchive opt;
+    const bool has_opt = optimizer != nullptr && archive.try_read("optimizer", opt);
+    c10::NoGradGuard no_grad;
+    for (auto& item : module.named_parameters()) item.value().copy_(loaded[item.key()]);
+    if (has_opt) optimizer->load(opt);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("checkpoint: unreadable state: ", e.what()));
+  }
+  return p->info;
+}
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
+  return ss.str();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  auto err = [&](const char* what) {
+    return absl::UnavailableError(absl::StrCat(what, " '", tmp, "': ", std::strerror(errno)));
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return err("cannot create");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status s = err("cannot write");
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = err("cannot fsync");
+    ::close(fd);
+    return s;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return err("cannot rename");
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // best effort: some filesystems refuse directory fsync
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
+                                 torch::optim::Optimizer* optimizer, int64_t step,
+                                 const std::string& extra) {
+  absl::StatusOr<std::string> bytes = SerializeStageState(module, optimizer, step, extra);
+  if (!bytes.ok()) return bytes.status();
+  return WriteFileAtomically(path, *bytes);
+}
+
+absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, StageModule& module,
+                                                   torch::optim::Optimizer* optimizer) {
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<CheckpointInfo> info = RestoreStageState(*bytes, module, optimizer);
+  if (!info.ok()) {
+    return absl::Status(info.status().code(), absl::StrCat(path, ": ", info.status().message()));
+  }
+  return info;
+}
+
+std::string ParameterDigest(StageModule& module) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (const auto& item : module.named_parameters()) {
+    const std::string& name = item.key();
+    EVP_DigestUpdate(ctx, name.data(), name.size() + 1);
+    at::Tensor t = item.value().detach().to(at::kCPU, at::kFloat).contiguous();
+    for (int64_t d : t.sizes()) EVP_DigestUpdate(ctx, &d, sizeof(d));
+    EVP_DigestUpdate(ctx, t.data_ptr(), t.numel() * sizeof(float));
+  }
+  unsigned char digest[32];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  EVP_MD_CTX_free(ctx);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), len));
+}
+
+}  // namespace skipswarm::model

@@ -1,0 +1,72 @@
+// Per-stage checkpoints (weights + AdamW state + step + config hash) and
+// the parameter digest replicas gossip to prove they agree.
+//
+//   SS_RETURN_IF_ERROR(SaveStageCheckpoint(path, module, &opt.adamw(), step));
+//   SS_ASSIGN_OR_RETURN(CheckpointInfo info, LoadStageCheckpoint(path, module, &opt.adamw()));
+//   std::string d = ParameterDigest(module);     // 64 hex chars
+//
+// File layout (version 1, little-endian):
+//   "SSWCKPT\n" | u32 version | u32 header_len | header JSON |
+//   u64 state_len | state (libtorch archive: "param/<name>" tensors and the
+//   "optimizer" sub-archive) | u32 CRC-32C of everything before it.
+// The header JSON holds config_hash, config, stage, step and `extra` (free
+// text for the caller, e.g. the trainer's data position).
+//
+// Saving is atomic: write "<path>.tmp", fsync, rename over <path>, fsync
+// the folder. Loading checks magic, version, sizes, CRC, config hash and
+// stage before touching the module, and every parameter name and shape
+// before copying; a corrupted or foreign checkpoint is a clear Status
+// (DataLoss / FailedPrecondition) and leaves the module unchanged.
+// SerializeStageState/RestoreStageState are the same bytes without the file,
+// for state transfer to a joining replica.
+//
+// Thread rule: free functions; the caller serialises access to the module.
+#ifndef SKIPSWARM_MODEL_CHECKPOINT_H_
+#define SKIPSWARM_MODEL_CHECKPOINT_H_
+
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/model_config.h"
+#include "model/stage_module.h"
+
+namespace skipswarm::model {
+
+struct CheckpointInfo {
+  ModelConfig config;
+  int stage = 0;
+  int64_t step = 0;
+  std::string extra;
+};
+
+// `optimizer` may be null (weights only).
+absl::StatusOr<std::string> SerializeStageState(StageModule& module,
+                                                torch::optim::Optimizer* optimizer, int64_t step,
+                                                const std::string& extra = "");
+// Restores into `module` (and `optimizer` when both it and the saved state
+// are present). The bytes must be for module.config() and module.stage().
+absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
+                                                 torch::optim::Optimizer* optimizer);
+// Header only (validated, CRC checked): what a file holds.
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes);
+
+absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
+                                 torch::optim::Optimizer* optimizer, int64_t step,
+                                 const std::string& extra = "");
+absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, StageModule& module,
+                                                   torch::optim::Optimizer* optimizer);
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+// Atomic file replacement (temp + fsync + rename + fsync of the folder).
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+
+// SHA-256 (hex) over every parameter's name, shape and float32 bytes, in
+// order. Equal digests <=> bit-identical replicas.
+std::string ParameterDigest(StageModule& module);
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_CHECKPOINT_H_

@@ -1,0 +1,109 @@
+#include "model/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/local_pipeline.h"
+#include "model/optimizer.h"
+#include "model/test_util.h"
+
+namespace skipswarm::model {
+namespace {
+
+using testing::TinyConfig;
+using testing::TinyTokens;
+
+std::string TempPath(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/" + name;
+}
+
+// Trains stage 1 of a pipeline for one step and returns the pipeline.
+std::unique_ptr<LocalPipeline> Trained(StageOptimizer** opt_out,
+                                       std::unique_ptr<StageOptimizer>& holder) {
+  auto pipe = LocalPipeline::Create(TinyConfig()).value();
+  holder = std::make_unique<StageOptimizer>(pipe->stage(1).module(), OptimizerOptions());
+  EXPECT_TRUE(pipe->TrainMicroBatch(1, {0, 1, 2}, TinyTokens(1), TinyTokens(2)).ok());
+  EXPECT_TRUE(holder->Step(0, 1).ok());
+  *opt_out = holder.get();
+  return pipe;
+}
+
+TEST(CheckpointTest, RoundTripRestoresWeightsAndOptimizerState) {
+  std::unique_ptr<StageOptimizer> h1, h2;
+  StageOptimizer* o1;
+  auto p1 = Trained(&o1, h1);
+  const std::string path = TempPath("stage1.ckpt");
+  ASSERT_TRUE(SaveStageCheckpoint(path, p1->stage(1).module(), &o1->adamw(), 7, "note").ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  auto p2 = LocalPipeline::Create(TinyConfig()).value();
+  h2 = std::make_unique<StageOptimizer>(p2->stage(1).module(), OptimizerOptions());
+  EXPECT_NE(ParameterDigest(p1->stage(1).module()), ParameterDigest(p2->stage(1).module()));
+  absl::StatusOr<CheckpointInfo> info = LoadStageCheckpoint(path, p2->stage(1).module(), &h2->adamw());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->step, 7);
+  EXPECT_EQ(info->stage, 1);
+  EXPECT_EQ(info->extra, "note");
+  EXPECT_EQ(ParameterDigest(p1->stage(1).module()), ParameterDigest(p2->stage(1).module()));
+
+  // One more identical step on both: identical again only if the AdamW
+  // moments were restored too.
+  for (auto* p : {p1.get(), p2.get()}) {
+    ASSERT_TRUE(p->TrainMicroBatch(2, {0, 1, 2}, TinyTokens(3), TinyTokens(4)).ok());
+  }
+  ASSERT_TRUE(o1->Step(1, 1).ok());
+  ASSERT_TRUE(h2->Step(1, 1).ok());
+  EXPECT_EQ(ParameterDigest(p1->stage(1).module()), ParameterDigest(p2->stage(1).module()));
+}
+
+TEST(CheckpointTest, RejectsCorruptedTruncatedAndForeignCheckpoints) {
+  std::unique_ptr<StageOptimizer> h;
+  StageOptimizer* o;
+  auto pipe = Trained(&o, h);
+  StageModule& m = pipe->stage(1).module();
+  std::string bytes = SerializeStageState(m, &o->adamw(), 3).value();
+  const std::string before = ParameterDigest(m);
+  ASSERT_TRUE(RestoreStageState(bytes, m, &o->adamw()).ok());
+
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 1;
+  EXPECT_EQ(RestoreStageState(flipped, m, nullptr).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(RestoreStageState(bytes.substr(0, bytes.size() - 10), m, nullptr).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(RestoreStageState("", m, nullptr).status().code(), absl::StatusCode::kDataLoss);
+  std::string magic = bytes;
+  magic[0] = 'X';
+  EXPECT_EQ(RestoreStageState(magic, m, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Another stage of the same model.
+  absl::Status wrong_stage = RestoreStageState(bytes, pipe->stage(2).module(), nullptr).status();
+  EXPECT_EQ(wrong_stage.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong_stage.message().find("stage 1"), std::string::npos);
+  // Another model.
+  ModelConfig other = TinyConfig();
+  other.ffn_dim = 32;
+  StageModule foreign(other, 1);
+  absl::Status wrong_model = RestoreStageState(bytes, foreign, nullptr).status();
+  EXPECT_EQ(wrong_model.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong_model.message().find("model config"), std::string::npos) << wrong_model;
+  EXPECT_EQ(ParameterDigest(m), before);
+  EXPECT_EQ(LoadStageCheckpoint(TempPath("missing.ckpt"), m, nullptr).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ParameterDigestTest, ChangesWithAnyParameter) {
+  StageModule a(TinyConfig(), 2), b(TinyConfig(), 2);
+  EXPECT_EQ(ParameterDigest(a), ParameterDigest(b));
+  EXPECT_EQ(ParameterDigest(a).size(), 64u);
+  {
+    c10::NoGradGuard g;
+    b.parameters().back()[0].add_(1e-6);
+  }
+  EXPECT_NE(ParameterDigest(a), ParameterDigest(b));
+}
+
+}  // namespace
+}  // namespace skipswarm::model

@@ -1,0 +1,85 @@
+// Optimiser pieces shared by the reference trainer and the node daemon:
+// AdamW with warm-up + cosine learning rate, gradient-norm clipping, and
+// gradient weighting by micro-batch visit counts (DESIGN.md §6).
+//
+//   StageOptimizer opt(executor->module(), options);
+//   ... run MBs through the executor; node: average FlattenGradients() over
+//   ... replicas (sum of grads, sum of visits) and SetGradientsFromFlat() ...
+//   SS_ASSIGN_OR_RETURN(StepStats s, opt.Step(iteration, total_visits));
+//
+// Note [Visit weighting]: each MB backward adds the gradient of that MB's
+// mean token loss, so after an iteration a stage holds the sum over the MBs
+// that visited it. Step() divides by the number of visits (summed over
+// replicas), giving every stage the mean gradient of the MBs it actually
+// saw; a stage nobody visited does not step. Clipping (max norm 1.0) is per
+// stage, because in the swarm each stage's replicas step on their own.
+//
+// Thread rule: thread-compatible; borrows the module, which must outlive it.
+#ifndef SKIPSWARM_MODEL_OPTIMIZER_H_
+#define SKIPSWARM_MODEL_OPTIMIZER_H_
+
+#include <ATen/ATen.h>
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/stage_module.h"
+
+namespace skipswarm::model {
+
+struct OptimizerOptions {
+  double peak_lr = 1e-3;
+  double min_lr = 1e-4;          // reached at total_steps, kept after
+  int64_t warmup_steps = 100;    // linear from peak_lr / warmup_steps
+  int64_t total_steps = 2000;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;     // matrices only; norms and vectors are not decayed
+  double grad_clip = 1.0;        // max L2 norm of a stage's gradient; <= 0: off
+};
+
+// Learning rate of step `step` (0-based).
+double LearningRate(const OptimizerOptions& options, int64_t step);
+
+struct StepStats {
+  bool stepped = false;     // false when visits == 0
+  double grad_norm = 0;     // after visit weighting, before clipping
+  double lr = 0;
+};
+
+class StageOptimizer {
+ public:
+  StageOptimizer(StageModule& module, const OptimizerOptions& options);
+
+  // Divides gradients by `visits` (Note [Visit weighting]), clips, sets the
+  // learning rate of `step`, takes one AdamW step and clears the gradients.
+  // InvalidArgument on non-finite gradients (nothing is changed then except
+  // that gradients are cleared).
+  absl::StatusOr<StepStats> Step(int64_t step, double visits);
+
+  torch::optim::AdamW& adamw() { return *adamw_; }
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  StageModule& module_;
+  OptimizerOptions options_;
+  std::unique_ptr<torch::optim::AdamW> adamw_;
+};
+
+// All gradients of `module` as one float32 CPU vector in parameter order
+// (zeros where a parameter has no gradient): the unit of replica averaging.
+at::Tensor FlattenGradients(StageModule& module);
+// Inverse of FlattenGradients; InvalidArgument when the size is wrong.
+absl::Status SetGradientsFromFlat(StageModule& module, const at::Tensor& flat);
+
+// Scales gradients so their global L2 norm is at most max_norm; returns the
+// norm before scaling.
+double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm);
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_OPTIMIZER_H_
