@@ -60,6 +60,12 @@ class PendingSend : public std::enable_shared_from_this<PendingSend> {
     return true;
   }
 
+  // Whether `done` already ran (or is running).
+  bool completed() {
+    absl::MutexLock lock(&mu_);
+    return !done_;
+  }
+
   // Completes later on the clock (never inline in the caller).
   void CompleteSoon(absl::Status status, absl::Duration after = absl::ZeroDuration()) {
     clock_->RunAfter(after, [self = shared_from_this(),

@@ -1,0 +1,327 @@
+#include "node/transport/grpc_transport.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <grpc/support/time.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "glog/logging.h"
+#include "node/transport/frame_validator.h"
+#include "node/transport/grpc_streams.h"
+#include "node/transport/pending_send.h"
+#include "proto/pipeline.grpc.pb.h"
+
+namespace skipswarm::node {
+namespace {
+
+// Largest PipelineMessage we accept: one full chunk plus a generous header.
+constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkBytes) + (256 << 10);
+
+int Ms(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+}  // namespace
+
+class GrpcTransport::Impl final : public proto::PipelineService::CallbackService {
+ public:
+  Impl(GrpcTransportOptions options, common::Clock* clock)
+      : options_(std::move(options)),
+        clock_(clock),
+        validator_(std::make_shared<FrameValidator>(ValidatorOptions{
+            options_.self, options_.swarm_id, options_.max_payload_bytes,
+            options_.duplicate_window})) {}
+
+  ~Impl() override {
+    std::vector<std::shared_ptr<internal::PeerStream>> streams;
+    {
+      absl::MutexLock lock(&mu_);
+      shutting_down_ = true;
+      for (auto& [id, peer] : peers_) {
+        if (peer.stream) streams.push_back(std::move(peer.stream));
+      }
+    }
+    for (auto& stream : streams) stream->Close();
+    // Cancels the calls peers have open to us at once (no grace period).
+    if (server_) server_->Shutdown(gpr_inf_past(GPR_CLOCK_MONOTONIC));
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](int* live) { return *live == 0; }, &live_streams_));
+    }
+    if (server_) server_->Wait();
+  }
+
+  absl::Status StartServer() {
+    if (options_.listen_address.empty()) return absl::OkStatus();
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.listen_address,
+                             grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(options_.keepalive_time));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               Ms(options_.keepalive_timeout));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    // Let peers ping as often as our own keepalive asks them to.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                               Ms(options_.keepalive_time) / 2);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "could not serve the pipeline service on ", options_.listen_address));
+    }
+    return absl::OkStatus();
+  }
+
+  // PipelineService: a peer opened a stream to us.
+  grpc::ServerBidiReactor<proto::PipelineMessage, proto::FrameAck>* Stream(
+      grpc::CallbackServerContext* context) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++live_streams_;
+    }
+    internal::ServerStreamEnv env;
+    env.validator = validator_;
+    env.handler = [this] {
+      absl::MutexLock lock(&mu_);
+      return handler_;
+    };
+    env.on_done = [this] {
+      absl::MutexLock lock(&mu_);
+      --live_streams_;
+    };
+    return new internal::ServerStream(context, std::move(env));
+  }
+
+  void Send(const PeerId& to, Frame frame, SendDone done) {
+    auto pending = std::make_shared<PendingSend>(clock_, std::move(done));
+    const proto::FrameHeader& header = frame.header;
+    if (header.tensor().payload_bytes() != frame.payload.size() ||
+        header.chunk_count() != ChunkCountFor(frame.payload.size())) {
+      pending->CompleteSoon(absl::InvalidArgumentError(
+          "frame not sealed: payload_bytes / chunk_count do not match the "
+          "payload (call SealFrame)"));
+      return;
+    }
+    pending->ArmDeadline(FrameDeadline(header, options_.default_deadline));
+    std::shared_ptr<internal::PeerStream> stream;
+    bool start = false;
+    absl::Status error;
+    {
+      absl::MutexLock lock(&mu_);
+      error = StreamToLocked(to, stream, start);
+    }
+    if (!error.ok()) {
+      pending->CompleteSoon(std::move(error));
+      return;
+    }
+    if (start) stream->Start();
+    absl::Status queued = stream->Enqueue(std::move(frame), pending);
+    if (!queued.ok()) pending->CompleteSoon(std::move(queued));
+  }
+
+  void SetPeerAddress(const PeerId& peer, std::string address) {
+    std::shared_ptr<internal::PeerStream> old;
+    {
+      absl::MutexLock lock(&mu_);
+      Peer& p = peers_[peer];
+      if (p.address == address) return;
+      p.address = std::move(address);
+      p.stub.reset();
+      old = std::move(p.stream);
+    }
+    if (old) old->Close();
+  }
+
+  void ForgetPeer(const PeerId& peer) {
+    std::shared_ptr<internal::PeerStream> old;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = peers_.find(peer);
+      if (it == peers_.end()) return;
+      old = std::move(it->second.stream);
+      peers_.erase(it);
+    }
+    if (old) old->Close();
+  }
+
+  void SetFrameHandler(FrameHandler handler) {
+    auto shared = std::make_shared<const FrameHandler>(std::move(handler));
+    absl::MutexLock lock(&mu_);
+    handler_ = std::move(shared);
+  }
+
+  void SetPeerFailureHandler(PeerFailureHandler handler) {
+    auto shared = std::make_shared<const PeerFailureHandler>(std::move(handler));
+    absl::MutexLock lock(&mu_);
+    on_failure_ = std::move(shared);
+  }
+
+  const GrpcTransportOptions& options() const { return options_; }
+  int port() const { return port_; }
+
+ private:
+  struct Peer {
+    std::string address;
+    std::shared_ptr<proto::PipelineService::Stub> stub;
+    std::shared_ptr<internal::PeerStream> stream;
+    int failures = 0;  // consecutive broken streams
+    absl::Duration retry_at = absl::ZeroDuration();
+  };
+
+  // The stream to `to`, creating it (not started: `start` = true) if the
+  // back-off allows.
+  absl::Status StreamToLocked(const PeerId& to,
+                              std::shared_ptr<internal::PeerStream>& stream,
+                              bool& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutting_down_) return absl::UnavailableError("transport is shutting down");
+    auto it = peers_.find(to);
+    if (it == peers_.end() || it->second.address.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("no address known for peer ", to.ShortString()));
+    }
+    Peer& peer = it->second;
+    if (peer.stream == nullptr) {
+      const absl::Duration now = clock_->SteadyNow();
+      if (now < peer.retry_at) {
+        return absl::UnavailableError(absl::StrCat(
+            "peer ", to.ShortString(), " failed recently; reconnecting in ",
+            absl::FormatDuration(peer.retry_at - now)));
+      }
+      if (peer.stub == nullptr) peer.stub = NewStub(peer.address);
+      internal::PeerStreamEnv env;
+      env.self = options_.self;
+      env.peer = to;
+      env.stub = peer.stub;
+      env.max_queued_frames = options_.max_queued_frames_per_peer;
+      env.on_ack = [this, to] { OnAck(to); };
+      env.on_done = [this, to](internal::PeerStream* stream,
+                               const absl::Status& why, bool deliberate) {
+        OnStreamDone(to, stream, why, deliberate);
+      };
+      peer.stream = internal::PeerStream::Create(std::move(env));
+      ++live_streams_;
+      start = true;
+    }
+    stream = peer.stream;
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<proto::PipelineService::Stub> NewStub(const std::string& address) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(options_.keepalive_time));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(options_.keepalive_timeout));
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, Ms(options_.initial_backoff));
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Ms(options_.initial_backoff));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Ms(options_.max_backoff));
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    // Each transport owns its connections (several transports share a
+    // process in tests and the local swarm).
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return proto::PipelineService::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  // A stream to `peer` ended; its pending sends have failed already.
+  void OnStreamDone(const PeerId& peer, internal::PeerStream* stream,
+                    const absl::Status& why, bool deliberate) {
+    std::shared_ptr<const PeerFailureHandler> on_failure;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = peers_.find(peer);
+      if (it != peers_.end() && it->second.stream.get() == stream) {
+        Peer& p = it->second;
+        p.stream.reset();
+        if (!deliberate) {
+          ++p.failures;
+          absl::Duration backoff = options_.initial_backoff;
+          for (int i = 1; i < p.failures && backoff < options_.max_backoff; ++i) {
+            backoff *= 2;
+          }
+          p.retry_at = clock_->SteadyNow() + std::min(backoff, options_.max_backoff);
+        }
+      }
+      if (!deliberate && !shutting_down_) on_failure = on_failure_;
+    }
+    if (!deliberate) {
+      LOG(WARNING) << "lost stream to peer " << peer << ": " << why;
+    }
+    if (on_failure != nullptr && *on_failure) (*on_failure)(peer, why);
+    // Last: the destructor may proceed once this reaches zero.
+    absl::MutexLock lock(&mu_);
+    --live_streams_;
+  }
+
+  void OnAck(const PeerId& peer) {
+    absl::MutexLock lock(&mu_);
+    auto it = peers_.find(peer);
+    if (it != peers_.end()) it->second.failures = 0;
+  }
+
+  const GrpcTransportOptions options_;
+  common::Clock* const clock_;
+  const std::shared_ptr<FrameValidator> validator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int live_streams_ ABSL_GUARDED_BY(mu_) = 0;  // client and server reactors
+  absl::flat_hash_map<PeerId, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const FrameHandler> handler_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PeerFailureHandler> on_failure_ ABSL_GUARDED_BY(mu_);
+};
+
+GrpcTransport::GrpcTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GrpcTransport::~GrpcTransport() = default;
+
+absl::StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::Create(
+    GrpcTransportOptions options, common::Clock* clock) {
+  if (options.self.IsZero()) {
+    return absl::InvalidArgumentError("GrpcTransportOptions.self is not set");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), clock);
+  absl::Status started = impl->StartServer();
+  if (!started.ok()) return started;
+  return std::unique_ptr<GrpcTransport>(new GrpcTransport(std::move(impl)));
+}
+
+int GrpcTransport::port() const { return impl_->port(); }
+
+std::string GrpcTransport::loopback_address() const {
+  return absl::StrCat("127.0.0.1:", impl_->port());
+}
+
+PeerId GrpcTransport::self() const { return impl_->options().self; }
+
+void GrpcTransport::SetFrameHandler(FrameHandler handler) {
+  impl_->SetFrameHandler(std::move(handler));
+}
+
+void GrpcTransport::SetPeerFailureHandler(PeerFailureHandler handler) {
+  impl_->SetPeerFailureHandler(std::move(handler));
+}
+
+void GrpcTransport::SetPeerAddress(const PeerId& peer, std::string address) {
+  impl_->SetPeerAddress(peer, std::move(address));
+}
+
+void GrpcTransport::ForgetPeer(const PeerId& peer) { impl_->ForgetPeer(peer); }
+
+void GrpcTransport::Send(const PeerId& to, Frame frame, SendDone done) {
+  impl_->Send(to, std::move(frame), std::move(done));
+}
+
+}  // namespace skipswarm::node

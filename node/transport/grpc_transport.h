@@ -1,0 +1,97 @@
+// The production transport: one long-lived bidirectional
+// PipelineService.Stream per peer, reused for every frame to it; frames go
+// as a header and ≤ 1 MiB chunks and each gets one ack (proto/pipeline.proto).
+//
+//   GrpcTransportOptions opts;
+//   opts.self = my_id;
+//   opts.listen_address = "0.0.0.0:7420";   // port 0: pick one (tests)
+//   opts.swarm_id = swarm_id;
+//   SS_ASSIGN_OR_RETURN(auto transport, GrpcTransport::Create(opts, clock));
+//   transport->SetFrameHandler(...);
+//   transport->SetPeerAddress(peer, "10.0.0.7:7420");
+//   transport->Send(peer, std::move(frame), done);
+//
+// Behaviour:
+// - Connection reuse and keepalive: one channel per peer address (HTTP/2
+//   keepalive pings from channel args) and one stream on it; a broken
+//   stream fails its pending sends with UNAVAILABLE and raises one
+//   peer-failure event; the next Send opens a new stream once the
+//   reconnect back-off (doubling from initial_backoff to max_backoff, reset
+//   by any ack) has passed; until then sends fail UNAVAILABLE at once.
+// - Deadlines: a send that has no ack within header.deadline_ms (else
+//   default_deadline) completes with DEADLINE_EXCEEDED; if it was still
+//   queued, it is not written.
+// - Back-pressure: at most max_queued_frames frames wait per peer (beyond:
+//   RESOURCE_EXHAUSTED at once); one frame is written at a time, so gRPC's
+//   HTTP/2 flow control paces the sender to the receiver's reads. The
+//   receiver reads the next frame while earlier ones wait for admission.
+// - Receiving: the callback-API server validates every frame (Note [Frame
+//   validation]) and passes it to the frame handler; gRPC's standard health
+//   service (grpc.health.v1) answers SERVING.
+// - Senders identify themselves with their NodeId in stream metadata; it is
+//   not authenticated yet (TLS with node keys comes with the daemon's
+//   security work).
+//
+// Thread rule: thread-safe; see transport.h. Handlers and `done` run on
+// gRPC callback threads (or the clock's timer thread for deadlines and
+// immediate failures). The clock must outlive the transport. The destructor
+// cancels every stream, fails pending sends with UNAVAILABLE and waits for
+// gRPC to finish with them; it must not run on a gRPC or clock callback.
+#ifndef SKIPSWARM_NODE_TRANSPORT_GRPC_TRANSPORT_H_
+#define SKIPSWARM_NODE_TRANSPORT_GRPC_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "node/transport/transport.h"
+
+namespace skipswarm::node {
+
+struct GrpcTransportOptions {
+  PeerId self;
+  // "host:port" to serve on; port 0 picks a free port (see port()).
+  // Empty: send only (no server).
+  std::string listen_address = "127.0.0.1:0";
+  // Frames must carry this swarm id (empty: accept any; tests only).
+  std::string swarm_id;
+  uint64_t max_payload_bytes = kMaxPayloadBytes;
+  size_t duplicate_window = 1 << 16;
+  size_t max_queued_frames_per_peer = 8;
+  absl::Duration default_deadline = absl::Seconds(30);
+  absl::Duration keepalive_time = absl::Seconds(10);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class GrpcTransport final : public Transport {
+ public:
+  // Starts the server (if listen_address is set). `clock` is borrowed.
+  static absl::StatusOr<std::unique_ptr<GrpcTransport>> Create(
+      GrpcTransportOptions options, common::Clock* clock);
+  ~GrpcTransport() override;
+
+  // The port the server listens on (0 without a server).
+  int port() const;
+  // "127.0.0.1:<port>"-style address peers can reach on loopback.
+  std::string loopback_address() const;
+
+  PeerId self() const override;
+  void SetFrameHandler(FrameHandler handler) override;
+  void SetPeerFailureHandler(PeerFailureHandler handler) override;
+  void SetPeerAddress(const PeerId& peer, std::string address) override;
+  void ForgetPeer(const PeerId& peer) override;
+  void Send(const PeerId& to, Frame frame, SendDone done) override;
+
+ private:
+  class Impl;
+  explicit GrpcTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRANSPORT_GRPC_TRANSPORT_H_
