@@ -1,0 +1,115 @@
+// StageCompute: the node's compute seam (DESIGN.md §3 "Compute"). The stage
+// server and the data-node driver run every forward, tail and backward of a
+// micro-batch through this interface and never touch libtorch, so the same
+// node code runs with real maths (TorchStageCompute, torch_stage_compute.h)
+// or with modelled time only (TimedStageCompute, timed_stage_compute.h; the
+// simulator's choice).
+//
+// Tensors cross the seam in wire form (WireTensor: proto TensorMeta + bytes),
+// exactly as a frame carries them, so an implementation decodes and checks
+// untrusted input itself and the node copies no tensor.
+//
+//   // at the origin (stage 0)                 // at a relay hosting stage s
+//   compute0->Start(mb, batch, done(x));        compute->Forward(mb, x, done(y));
+//   compute0->Tail(mb, x_last, done(loss, g));  compute->Backward(mb, gy, done(gx));
+//   compute0->Backward(mb, g, done(empty));     // ends the MB at the origin
+//
+// Iteration end (after every MB of the iteration finished or was dropped):
+//   GradientSum sum = compute->TakeGradients();          // visit-summed grads
+//   ... replicas add their sums; average = sum / visits ...
+//   compute->ApplyUpdate(average, clip_coef);            // AdamW step
+//   uint64_t digest = compute->ParamsDigest();           // equal on replicas
+//
+// Gradients accumulate as a sum over the MBs this replica processed (each
+// MB's loss is its token mean, unscaled); visits() counts completed
+// backwards. Dividing the replicas' summed gradients by their summed visits
+// is the visit-weighted average of DESIGN.md §6.
+//
+// Thread rule: implementations are thread-safe, but the node issues one
+// micro-batch task at a time per StageCompute. `done` is never run inside the
+// call that was given it; it runs on the implementation's runner thread or
+// clock timer, with no lock of the implementation held. The synchronous
+// iteration-end methods must not overlap a running task.
+#ifndef SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
+#define SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "proto/common.pb.h"
+
+namespace skipswarm::node {
+
+// A tensor as it travels: what FrameHeader.tensor and Frame.payload carry.
+struct WireTensor {
+  proto::TensorMeta meta;
+  absl::Cord payload;
+};
+
+// Token ids of one micro-batch, row-major [samples, seq].
+struct MicroBatchData {
+  int64_t samples = 0;
+  int64_t seq = 0;
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> targets;  // next-token targets, same shape
+};
+
+struct TailOutput {
+  double loss = 0;   // mean token cross-entropy of the MB
+  WireTensor grad;   // gradient of the loss w.r.t. the route's last activation
+};
+
+// One replica's gradient for one iteration: the sum over its MBs.
+struct GradientSum {
+  std::vector<float> flat;  // parameters in a fixed order; size == num_params
+  int64_t visits = 0;       // MBs whose backward completed here
+};
+
+using TensorDone = absl::AnyInvocable<void(absl::StatusOr<WireTensor> out)>;
+using TailDone = absl::AnyInvocable<void(absl::StatusOr<TailOutput> out)>;
+
+class StageCompute {
+ public:
+  virtual ~StageCompute() = default;
+
+  virtual int stage() const = 0;
+  // Number of float parameters (length of GradientSum::flat).
+  virtual int64_t num_params() const = 0;
+
+  // Stage 0: embeds `data` and runs stage 0's blocks; keeps the targets for
+  // Tail. `mb` must be unique among this compute's pending MBs
+  // (ALREADY_EXISTS otherwise).
+  virtual void Start(uint64_t mb, MicroBatchData data, TensorDone done) = 0;
+  // Stage > 0: this stage's blocks on the activation.
+  virtual void Forward(uint64_t mb, WireTensor input, TensorDone done) = 0;
+  // Stage 0: loss of a started MB and the gradient of its last activation.
+  // NOT_FOUND if `mb` was not started here.
+  virtual void Tail(uint64_t mb, WireTensor activation, TailDone done) = 0;
+  // Backward of an earlier Start/Forward of `mb`; ends its pending state and
+  // counts a visit. Returns the input gradient (an empty WireTensor after
+  // Start). NOT_FOUND if `mb` is not pending.
+  virtual void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) = 0;
+  // Drops a pending MB (lost downstream). Returns whether it was pending.
+  virtual bool Discard(uint64_t mb) = 0;
+  virtual size_t pending() const = 0;
+
+  // Iteration end. TakeGradients returns the accumulated sum and visits and
+  // leaves them in place; ApplyUpdate sets the gradient to `average`
+  // (length num_params()), scales it by `clip_coef` (<= 1), takes one
+  // optimiser step and zeroes gradients and visits.
+  virtual absl::StatusOr<GradientSum> TakeGradients() = 0;
+  virtual absl::Status ApplyUpdate(const std::vector<float>& average, double clip_coef) = 0;
+  // Zeroes gradients and visits without a step (an iteration without data).
+  virtual void ZeroGrad() = 0;
+  // Digest of the parameters (and optimiser step): replicas must agree.
+  virtual uint64_t ParamsDigest() = 0;
+  // Optimiser steps taken so far.
+  virtual int64_t step() const = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_

@@ -1,0 +1,300 @@
+#include "node/compute/torch_stage_compute.h"
+
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "model/stage_executor.h"
+
+namespace skipswarm::node {
+
+struct TorchStageCompute::Targets {
+  at::Tensor targets;
+};
+
+namespace {
+
+// Turns a libtorch / std exception escaping `fn` into an Internal status.
+template <typename Fn>
+auto Guard(const char* what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": libtorch: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<at::Tensor> TokensTensor(const std::vector<int64_t>& ids, int64_t samples,
+                                        int64_t seq, const char* what) {
+  if (samples < 1 || seq < 1 || static_cast<int64_t>(ids.size()) != samples * seq) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", ids.size(), " ids for a [",
+                                                   samples, ", ", seq, "] micro-batch"));
+  }
+  return at::from_blob(const_cast<int64_t*>(ids.data()), {samples, seq}, at::kLong).clone();
+}
+
+uint64_t HashBytes(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+model::TensorMeta FromProto(const proto::TensorMeta& meta) {
+  model::TensorMeta m;
+  m.dtype = static_cast<model::WireDType>(meta.dtype());
+  m.shape.assign(meta.shape().begin(), meta.shape().end());
+  m.codec = static_cast<model::Codec>(meta.codec());
+  m.payload_bytes = meta.payload_bytes();
+  m.payload_crc32c = meta.payload_crc32c();
+  m.block_size = meta.block_size();
+  return m;
+}
+
+proto::TensorMeta ToProto(const model::TensorMeta& meta) {
+  proto::TensorMeta m;
+  m.set_dtype(static_cast<proto::DType>(meta.dtype));
+  for (int64_t d : meta.shape) m.add_shape(d);
+  m.set_codec(static_cast<proto::Codec>(meta.codec));
+  m.set_payload_bytes(meta.payload_bytes);
+  m.set_payload_crc32c(meta.payload_crc32c);
+  m.set_block_size(meta.block_size);
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<TorchStageCompute>> TorchStageCompute::Create(
+    const Options& options, TaskRunner* runner) {
+  absl::StatusOr<std::unique_ptr<model::StageExecutor>> executor =
+      model::StageExecutor::Create(options.model, options.stage, options.runtime);
+  if (!executor.ok()) return executor.status();
+  return Guard("optimiser", [&]() -> absl::StatusOr<std::unique_ptr<TorchStageCompute>> {
+    return std::unique_ptr<TorchStageCompute>(
+        new TorchStageCompute(options, runner, std::move(executor).value()));
+  });
+}
+
+TorchStageCompute::TorchStageCompute(const Options& options, TaskRunner* runner,
+                                     std::unique_ptr<model::StageExecutor> executor)
+    : options_(options), runner_(runner), executor_(std::move(executor)) {
+  std::vector<at::Tensor> params = executor_->module().parameters();
+  for (const at::Tensor& p : params) num_params_ += p.numel();
+  const OptimizerOptions& o = options.optimizer;
+  torch::optim::AdamWOptions adamw(o.lr);
+  adamw.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(params, adamw);
+}
+
+TorchStageCompute::~TorchStageCompute() = default;
+
+void TorchStageCompute::Start(uint64_t mb, MicroBatchData data, TensorDone done) {
+  runner_->Post([this, mb, data = std::move(data), done = std::move(done)]() mutable {
+    absl::StatusOr<WireTensor> out = DoStart(mb, data);
+    done(std::move(out));
+  });
+}
+
+void TorchStageCompute::Forward(uint64_t mb, WireTensor input, TensorDone done) {
+  runner_->Post([this, mb, input = std::move(input), done = std::move(done)]() mutable {
+    absl::StatusOr<WireTensor> out = DoForward(mb, input);
+    done(std::move(out));
+  });
+}
+
+void TorchStageCompute::Tail(uint64_t mb, WireTensor activation, TailDone done) {
+  runner_->Post([this, mb, activation = std::move(activation), done = std::move(done)]() mutable {
+    absl::StatusOr<TailOutput> out = DoTail(mb, activation);
+    done(std::move(out));
+  });
+}
+
+void TorchStageCompute::Backward(uint64_t mb, WireTensor grad_output, TensorDone done) {
+  runner_->Post([this, mb, grad = std::move(grad_output), done = std::move(done)]() mutable {
+    absl::StatusOr<WireTensor> out = DoBackward(mb, grad);
+    done(std::move(out));
+  });
+}
+
+namespace {
+
+absl::StatusOr<WireTensor> Encode(const at::Tensor& t, const model::EncodeOptions& encode) {
+  absl::StatusOr<model::EncodedTensor> enc = model::EncodeTensor(t, encode);
+  if (!enc.ok()) return enc.status();
+  WireTensor out;
+  out.meta = ToProto(enc->meta);
+  out.payload = absl::Cord(std::move(enc->payload));
+  return out;
+}
+
+absl::StatusOr<at::Tensor> DecodeActivation(const WireTensor& in, const model::ModelConfig& c,
+                                            int64_t max_samples) {
+  model::DecodeExpectations want;
+  want.dtype = model::WireDType::kFloat32;
+  want.shape = {-1, -1, c.d_model};
+  want.max_dim = std::max<int64_t>({max_samples, c.seq_len, c.d_model});
+  std::string flat(in.payload);
+  return model::DecodeTensor(FromProto(in.meta), flat, want);
+}
+
+}  // namespace
+
+absl::StatusOr<WireTensor> TorchStageCompute::DoStart(uint64_t mb, const MicroBatchData& data) {
+  if (options_.stage != 0) return absl::FailedPreconditionError("Start needs stage 0");
+  return Guard("Start", [&]() -> absl::StatusOr<WireTensor> {
+    absl::StatusOr<at::Tensor> tokens = TokensTensor(data.tokens, data.samples, data.seq, "tokens");
+    if (!tokens.ok()) return tokens.status();
+    absl::StatusOr<at::Tensor> targets =
+        TokensTensor(data.targets, data.samples, data.seq, "targets");
+    if (!targets.ok()) return targets.status();
+    absl::MutexLock lock(&mu_);
+    if (targets_.contains(mb)) {
+      return absl::AlreadyExistsError(absl::StrCat("micro-batch ", mb, " already started"));
+    }
+    absl::StatusOr<at::Tensor> x = executor_->Start(mb, *tokens);
+    if (!x.ok()) return x.status();
+    targets_[mb] = std::make_shared<Targets>(Targets{*std::move(targets)});
+    return Encode(*x, options_.encode);
+  });
+}
+
+absl::StatusOr<WireTensor> TorchStageCompute::DoForward(uint64_t mb, const WireTensor& input) {
+  return Guard("Forward", [&]() -> absl::StatusOr<WireTensor> {
+    absl::StatusOr<at::Tensor> x = DecodeActivation(input, options_.model, options_.max_samples);
+    if (!x.ok()) return x.status();
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<at::Tensor> y = executor_->Forward(mb, *x);
+    if (!y.ok()) return y.status();
+    return Encode(*y, options_.encode);
+  });
+}
+
+absl::StatusOr<TailOutput> TorchStageCompute::DoTail(uint64_t mb, const WireTensor& activation) {
+  return Guard("Tail", [&]() -> absl::StatusOr<TailOutput> {
+    absl::StatusOr<at::Tensor> x =
+        DecodeActivation(activation, options_.model, options_.max_samples);
+    if (!x.ok()) return x.status();
+    absl::MutexLock lock(&mu_);
+    auto it = targets_.find(mb);
+    if (it == targets_.end()) {
+      return absl::NotFoundError(absl::StrCat("tail of micro-batch ", mb, " that was not started"));
+    }
+    absl::StatusOr<model::TailResult> r = executor_->Tail(*x, it->second->targets, 1.0);
+    if (!r.ok()) return r.status();
+    targets_.erase(it);
+    absl::StatusOr<WireTensor> g = Encode(r->grad_input, options_.encode);
+    if (!g.ok()) return g.status();
+    return TailOutput{r->loss, *std::move(g)};
+  });
+}
+
+absl::StatusOr<WireTensor> TorchStageCompute::DoBackward(uint64_t mb, const WireTensor& grad) {
+  return Guard("Backward", [&]() -> absl::StatusOr<WireTensor> {
+    absl::StatusOr<at::Tensor> g = DecodeActivation(grad, options_.model, options_.max_samples);
+    if (!g.ok()) return g.status();
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<at::Tensor> gx = executor_->Backward(mb, *g);
+    if (!gx.ok()) return gx.status();
+    targets_.erase(mb);
+    if (!gx->defined()) return WireTensor{};
+    return Encode(*gx, options_.encode);
+  });
+}
+
+bool TorchStageCompute::Discard(uint64_t mb) {
+  absl::MutexLock lock(&mu_);
+  targets_.erase(mb);
+  return executor_->Discard(mb);
+}
+
+size_t TorchStageCompute::pending() const {
+  absl::MutexLock lock(&mu_);
+  return executor_->pending();
+}
+
+absl::StatusOr<GradientSum> TorchStageCompute::TakeGradients() {
+  absl::MutexLock lock(&mu_);
+  return Guard("TakeGradients", [&]() -> absl::StatusOr<GradientSum> {
+    GradientSum sum;
+    sum.visits = executor_->visits();
+    sum.flat.resize(num_params_, 0.0f);
+    int64_t offset = 0;
+    for (const at::Tensor& p : executor_->module().parameters()) {
+      const at::Tensor& grad = p.grad();
+      if (grad.defined()) {
+        at::Tensor g = grad.detach().to(at::kCPU, at::kFloat).contiguous();
+        std::memcpy(sum.flat.data() + offset, g.data_ptr<float>(), g.numel() * sizeof(float));
+      }
+      offset += p.numel();
+    }
+    return sum;
+  });
+}
+
+absl::Status TorchStageCompute::ApplyUpdate(const std::vector<float>& average, double clip_coef) {
+  if (static_cast<int64_t>(average.size()) != num_params_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update has ", average.size(), " elements, stage has ", num_params_));
+  }
+  absl::MutexLock lock(&mu_);
+  return Guard("ApplyUpdate", [&]() -> absl::Status {
+    int64_t offset = 0;
+    for (at::Tensor& p : executor_->module().parameters()) {
+      at::Tensor g = at::from_blob(const_cast<float*>(average.data()) + offset, p.sizes(),
+                                   at::kFloat)
+                         .to(p.device(), p.scalar_type());
+      if (clip_coef < 1.0) g.mul_(clip_coef);
+      p.mutable_grad() = g;
+      offset += p.numel();
+    }
+    const OptimizerOptions& o = options_.optimizer;
+    double lr = o.schedule ? o.schedule(step_) : o.lr;
+    for (auto& group : optimizer_->param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    }
+    {
+      c10::NoGradGuard no_grad;
+      optimizer_->step();
+    }
+    ++step_;
+    executor_->ZeroGrad();
+    return absl::OkStatus();
+  });
+}
+
+void TorchStageCompute::ZeroGrad() {
+  absl::MutexLock lock(&mu_);
+  executor_->ZeroGrad();
+}
+
+uint64_t TorchStageCompute::ParamsDigest() {
+  absl::MutexLock lock(&mu_);
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = HashBytes(h, &step_, sizeof(step_));
+  for (const at::Tensor& p : executor_->module().parameters()) {
+    at::Tensor c = p.detach().to(at::kCPU).contiguous();
+    h = HashBytes(h, c.data_ptr(), c.numel() * c.element_size());
+  }
+  return h;
+}
+
+int64_t TorchStageCompute::step() const {
+  absl::MutexLock lock(&mu_);
+  return step_;
+}
+
+}  // namespace skipswarm::node

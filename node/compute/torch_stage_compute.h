@@ -1,0 +1,111 @@
+// TorchStageCompute: the real StageCompute, over model::StageExecutor.
+// Decodes untrusted wire tensors with the model's codec (shape, dtype and
+// checksum checked before use), runs the stage, encodes the result with the
+// configured codec, and owns the stage's AdamW optimiser.
+//
+//   TorchStageCompute::Options o;
+//   o.model = config; o.stage = 2; o.codec = model::Codec::kRawFp32;
+//   SS_ASSIGN_OR_RETURN(auto compute, TorchStageCompute::Create(o, &runner));
+//
+// Thread rule: thread-safe. Micro-batch work runs as tasks on `runner`
+// (which must outlive this object and every task it was given); `done` runs
+// on the runner's thread after the work, with no lock held. The synchronous
+// methods take the same lock as the tasks, so they wait for a running task.
+#ifndef SKIPSWARM_NODE_COMPUTE_TORCH_STAGE_COMPUTE_H_
+#define SKIPSWARM_NODE_COMPUTE_TORCH_STAGE_COMPUTE_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "model/model_config.h"
+#include "model/tensor_codec.h"
+#include "node/compute/stage_compute.h"
+#include "node/compute/task_runner.h"
+
+namespace skipswarm::model {
+class StageExecutor;
+}
+namespace torch::optim {
+class AdamW;
+}
+
+namespace skipswarm::node {
+
+// AdamW hyper-parameters (DESIGN.md §6). Clipping is the node's job: it
+// passes the coefficient to ApplyUpdate.
+struct OptimizerOptions {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  // Learning rate for step `step` (0-based); empty = constant `lr`.
+  std::function<double(int64_t step)> schedule;
+};
+
+class TorchStageCompute final : public StageCompute {
+ public:
+  struct Options {
+    model::ModelConfig model;
+    int stage = 0;
+    model::RuntimeOptions runtime;
+    // Codec of activations and gradients this stage sends.
+    model::EncodeOptions encode;
+    // Largest accepted micro-batch (samples) in a received activation.
+    int64_t max_samples = 256;
+    OptimizerOptions optimizer;
+  };
+
+  static absl::StatusOr<std::unique_ptr<TorchStageCompute>> Create(const Options& options,
+                                                                   TaskRunner* runner);
+  ~TorchStageCompute() override;
+
+  int stage() const override { return options_.stage; }
+  int64_t num_params() const override { return num_params_; }
+  void Start(uint64_t mb, MicroBatchData data, TensorDone done) override;
+  void Forward(uint64_t mb, WireTensor input, TensorDone done) override;
+  void Tail(uint64_t mb, WireTensor activation, TailDone done) override;
+  void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override;
+  bool Discard(uint64_t mb) override;
+  size_t pending() const override;
+  absl::StatusOr<GradientSum> TakeGradients() override;
+  absl::Status ApplyUpdate(const std::vector<float>& average, double clip_coef) override;
+  void ZeroGrad() override;
+  uint64_t ParamsDigest() override;
+  int64_t step() const override;
+
+  // For tests and checkpoints. REQUIRES: no task running.
+  model::StageExecutor& executor() { return *executor_; }
+
+ private:
+  TorchStageCompute(const Options& options, TaskRunner* runner,
+                    std::unique_ptr<model::StageExecutor> executor);
+
+  absl::StatusOr<WireTensor> DoStart(uint64_t mb, const MicroBatchData& data);
+  absl::StatusOr<WireTensor> DoForward(uint64_t mb, const WireTensor& input);
+  absl::StatusOr<TailOutput> DoTail(uint64_t mb, const WireTensor& activation);
+  absl::StatusOr<WireTensor> DoBackward(uint64_t mb, const WireTensor& grad);
+
+  const Options options_;
+  TaskRunner* const runner_;
+  int64_t num_params_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<model::StageExecutor> executor_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<torch::optim::AdamW> optimizer_ ABSL_GUARDED_BY(mu_);
+  // Stage 0: targets of started MBs, until their Tail.
+  struct Targets;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Targets>> targets_ ABSL_GUARDED_BY(mu_);
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// proto::TensorMeta <-> model::TensorMeta (same fields, same enum values).
+model::TensorMeta FromProto(const proto::TensorMeta& meta);
+proto::TensorMeta ToProto(const model::TensorMeta& meta);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_COMPUTE_TORCH_STAGE_COMPUTE_H_
