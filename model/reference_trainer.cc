@@ -1,0 +1,113 @@
+#include "model/reference_trainer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "common/random.h"
+#include "common/status_macros.h"
+#include "model/checkpoint.h"
+#include "model/route.h"
+
+namespace skipswarm::model {
+
+std::string StageCheckpointPath(const std::string& dir, int stage) {
+  return absl::StrCat(dir, "/stage-", stage, ".ckpt");
+}
+
+absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
+    const TrainerOptions& options, const Corpus& corpus) {
+  if (options.mbs_per_iteration < 1) {
+    return absl::InvalidArgumentError("mbs_per_iteration must be >= 1");
+  }
+  if (!(options.skip_ratio >= 0 && options.skip_ratio < 1)) {
+    return absl::InvalidArgumentError("skip_ratio must be in [0, 1)");
+  }
+  SS_ASSIGN_OR_RETURN(auto pipe, LocalPipeline::Create(options.model, options.runtime));
+  SamplerOptions s;
+  s.samples_per_mb = options.samples_per_mb;
+  s.seq_len = options.model.seq_len;
+  s.seed = options.seed;
+  SS_ASSIGN_OR_RETURN(auto sampler, MicroBatchSampler::Create(corpus.train, s));
+  return std::unique_ptr<ReferenceTrainer>(
+      new ReferenceTrainer(options, std::move(pipe), std::move(sampler)));
+}
+
+ReferenceTrainer::ReferenceTrainer(const TrainerOptions& options,
+                                   std::unique_ptr<LocalPipeline> pipe,
+                                   std::unique_ptr<MicroBatchSampler> sampler)
+    : options_(options), pipe_(std::move(pipe)), sampler_(std::move(sampler)) {
+  for (int s = 0; s < pipe_->num_stages(); ++s) {
+    optimizers_.push_back(
+        std::make_unique<StageOptimizer>(pipe_->stage(s).module(), options.optimizer));
+  }
+}
+
+absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
+  const int m = options_.mbs_per_iteration;
+  const int stages = pipe_->num_stages();
+  IterationStats stats;
+  stats.iteration = iteration_;
+  common::Random routes = common::Random(options_.seed).Fork("routes").Fork(iteration_);
+  double loss_sum = 0;
+  for (int j = 0; j < m; ++j) {
+    const uint64_t mb = static_cast<uint64_t>(iteration_) * m + j;
+    MicroBatch batch = sampler_->Get(mb);
+    std::vector<int> route = options_.skip_ratio > 0
+                                 ? RandomSkipRoute(stages, options_.skip_ratio, routes)
+                                 : FullRoute(stages);
+    SS_ASSIGN_OR_RETURN(double loss, pipe_->TrainMicroBatch(mb, route, batch.tokens, batch.targets));
+    loss_sum += loss;
+    stats.tokens += batch.tokens.numel();
+  }
+  stats.loss = loss_sum / m;
+  for (int s = 0; s < stages; ++s) {
+    StageExecutor& exec = pipe_->stage(s);
+    stats.visits.push_back(exec.visits());
+    SS_ASSIGN_OR_RETURN(StepStats step,
+                        optimizers_[s]->Step(iteration_, static_cast<double>(exec.visits())));
+    exec.ZeroGrad();
+    stats.lr = step.lr;
+    stats.max_grad_norm = std::max(stats.max_grad_norm, step.grad_norm);
+  }
+  ++iteration_;
+  return stats;
+}
+
+absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
+  const std::string extra = absl::StrCat("{\"seed\":", options_.seed, ",\"skip_ratio\":",
+                                         options_.skip_ratio, "}");
+  for (int s = 0; s < pipe_->num_stages(); ++s) {
+    SS_RETURN_IF_ERROR(SaveStageCheckpoint(StageCheckpointPath(dir, s), pipe_->stage(s).module(),
+                                           &optimizers_[s]->adamw(), iteration_, extra));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir) {
+  int64_t step = -1;
+  for (int s = 0; s < pipe_->num_stages(); ++s) {
+    SS_ASSIGN_OR_RETURN(CheckpointInfo info,
+                        LoadStageCheckpoint(StageCheckpointPath(dir, s), pipe_->stage(s).module(),
+                                            &optimizers_[s]->adamw()));
+    if (step >= 0 && info.step != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint '", dir, "' is inconsistent: stage ", s, " is at iteration ", info.step,
+          ", stage 0 at ", step));
+    }
+    step = info.step;
+  }
+  iteration_ = step;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalResult> ReferenceTrainer::Evaluate(const std::vector<int>& route,
+                                                      const std::vector<MicroBatch>& batches) {
+  return EvaluateRoute(*pipe_, route, batches);
+}
+
+}  // namespace skipswarm::model

@@ -1,0 +1,88 @@
+// ReferenceTrainer: single-process training of the staged model with the
+// swarm's semantics (DESIGN.md §6), the yardstick a distributed run must
+// match. Each iteration injects mbs_per_iteration micro-batches, each along
+// its own route (the full pipeline, or a random skip route with ratio k),
+// then every stage takes one visit-weighted, clipped AdamW step
+// (Note [Visit weighting] in optimizer.h).
+//
+//   SS_ASSIGN_OR_RETURN(auto trainer, ReferenceTrainer::Create(options, corpus));
+//   while (trainer->iteration() < 2000) {
+//     SS_ASSIGN_OR_RETURN(IterationStats s, trainer->RunIteration());
+//   }
+//   SS_RETURN_IF_ERROR(trainer->SaveCheckpoint(dir));
+//
+// Everything random (init, data, routes) derives from the options' seeds and
+// the iteration number, so a resumed run continues exactly as an
+// uninterrupted one would.
+//
+// Thread rule: thread-compatible. Borrows `corpus`, which must outlive it.
+#ifndef SKIPSWARM_MODEL_REFERENCE_TRAINER_H_
+#define SKIPSWARM_MODEL_REFERENCE_TRAINER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/dataset.h"
+#include "model/evaluate.h"
+#include "model/local_pipeline.h"
+#include "model/optimizer.h"
+
+namespace skipswarm::model {
+
+struct TrainerOptions {
+  ModelConfig model;
+  RuntimeOptions runtime;
+  OptimizerOptions optimizer;
+  int mbs_per_iteration = 2;
+  int samples_per_mb = 4;
+  double skip_ratio = 0;   // 0: every MB visits every stage
+  uint64_t seed = 1;       // data order and routes
+};
+
+struct IterationStats {
+  int64_t iteration = 0;   // the iteration just finished (0-based)
+  double loss = 0;         // mean MB training loss
+  double lr = 0;
+  double max_grad_norm = 0;  // over stages, before clipping
+  int64_t tokens = 0;      // tokens injected this iteration
+  std::vector<int64_t> visits;  // per stage
+};
+
+class ReferenceTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReferenceTrainer>> Create(const TrainerOptions& options,
+                                                                  const Corpus& corpus);
+
+  absl::StatusOr<IterationStats> RunIteration();
+  int64_t iteration() const { return iteration_; }  // completed iterations
+
+  // One file per stage, "<dir>/stage-<s>.ckpt"; the iteration is the step.
+  absl::Status SaveCheckpoint(const std::string& dir);
+  // Loads every stage; FailedPrecondition if the files disagree on the step
+  // or were written for another model.
+  absl::Status LoadCheckpoint(const std::string& dir);
+
+  absl::StatusOr<EvalResult> Evaluate(const std::vector<int>& route,
+                                      const std::vector<MicroBatch>& batches);
+
+  LocalPipeline& pipeline() { return *pipe_; }
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  ReferenceTrainer(const TrainerOptions& options, std::unique_ptr<LocalPipeline> pipe,
+                   std::unique_ptr<MicroBatchSampler> sampler);
+
+  TrainerOptions options_;
+  std::unique_ptr<LocalPipeline> pipe_;
+  std::unique_ptr<MicroBatchSampler> sampler_;
+  std::vector<std::unique_ptr<StageOptimizer>> optimizers_;
+  int64_t iteration_ = 0;
+};
+
+std::string StageCheckpointPath(const std::string& dir, int stage);
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_REFERENCE_TRAINER_H_

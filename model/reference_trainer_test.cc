@@ -1,0 +1,92 @@
+#include "model/reference_trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "model/checkpoint.h"
+#include "model/route.h"
+#include "model/test_util.h"
+
+namespace skipswarm::model {
+namespace {
+
+Corpus TinyCorpus() {
+  Corpus c;
+  for (int i = 0; i < 5000; ++i) c.train.push_back((i * 7 + i / 13) % 32);
+  for (int i = 0; i < 500; ++i) c.validation.push_back((i * 7 + i / 13) % 32);
+  return c;
+}
+
+TrainerOptions Options(double skip = 0) {
+  TrainerOptions o;
+  o.model = testing::TinyConfig();
+  o.model.num_stages = 6;
+  o.optimizer.peak_lr = 1e-2;
+  o.optimizer.warmup_steps = 2;
+  o.optimizer.total_steps = 40;
+  o.mbs_per_iteration = 3;
+  o.samples_per_mb = 2;
+  o.skip_ratio = skip;
+  return o;
+}
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/" + name;
+}
+
+TEST(ReferenceTrainerTest, LossFallsAndEvaluationImproves) {
+  Corpus corpus = TinyCorpus();
+  auto trainer = ReferenceTrainer::Create(Options(), corpus).value();
+  std::vector<MicroBatch> val = SequentialBatches(corpus.validation, 2, 8, 8);
+  double before = trainer->Evaluate(FullRoute(6), val).value().loss;
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(trainer->RunIteration().ok());
+  double after = trainer->Evaluate(FullRoute(6), val).value().loss;
+  EXPECT_LT(after, before * 0.8);
+  absl::StatusOr<DropResult> dropped = EvaluateDropped(trainer->pipeline(), 2, val, 3);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->subsets, 3);
+}
+
+TEST(ReferenceTrainerTest, SkipRoutesVisitFourOfSixStages) {
+  Corpus corpus = TinyCorpus();
+  auto trainer = ReferenceTrainer::Create(Options(0.33), corpus).value();
+  absl::StatusOr<IterationStats> s = trainer->RunIteration();
+  ASSERT_TRUE(s.ok()) << s.status();
+  int64_t nonzero = 0;
+  for (int st = 1; st < 6; ++st) nonzero += s->visits[st];
+  EXPECT_EQ(s->visits[0], 3);
+  EXPECT_EQ(nonzero, 3 * 3);  // each MB visits 3 non-zero stages
+}
+
+TEST(ReferenceTrainerTest, ResumeContinuesExactlyAsUninterrupted) {
+  Corpus corpus = TinyCorpus();
+  const std::string dir = TempDir("resume_ckpt");
+  auto straight = ReferenceTrainer::Create(Options(0.33), corpus).value();
+  auto first = ReferenceTrainer::Create(Options(0.33), corpus).value();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(straight->RunIteration().ok());
+    ASSERT_TRUE(first->RunIteration().ok());
+  }
+  ASSERT_TRUE(first->SaveCheckpoint(dir).ok());
+  auto resumed = ReferenceTrainer::Create(Options(0.33), corpus).value();
+  ASSERT_TRUE(resumed->LoadCheckpoint(dir).ok());
+  EXPECT_EQ(resumed->iteration(), 4);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(straight->RunIteration().ok());
+    ASSERT_TRUE(resumed->RunIteration().ok());
+  }
+  for (int s = 0; s < 6; ++s) {
+    EXPECT_EQ(ParameterDigest(straight->pipeline().stage(s).module()),
+              ParameterDigest(resumed->pipeline().stage(s).module()))
+        << "stage " << s;
+  }
+  TrainerOptions other = Options();
+  other.model.d_model = 32;
+  auto foreign = ReferenceTrainer::Create(other, corpus).value();
+  EXPECT_EQ(foreign->LoadCheckpoint(dir).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace skipswarm::model
