@@ -1,0 +1,434 @@
+#include "scheduler/skippipe_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/random.h"
+#include "scheduler/evaluator.h"
+#include "scheduler/route_search.h"
+
+namespace skipswarm::scheduler {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kEps = 1e-9;
+
+// All mutable state of one planning call. Route of origin index i, MB j is
+// routes[i * M + j]; see skippipe_planner.h for the algorithm.
+class Search {
+ public:
+  Search(const PlanRequest& request, const Workload& rules)
+      : view_(*request.view),
+        request_(request),
+        rules_(rules),
+        rng_(common::Random(request.seed).Fork("skippipe")),
+        searcher_(view_, rules),
+        data_(view_.data_nodes()),
+        m_(rules.mb_per_data_node),
+        n_(view_.num_nodes()) {}
+
+  absl::StatusOr<Plan> Run() {
+    if (absl::Status st = Rank(); !st.ok()) return st;
+    if (absl::Status st = Greedy(); !st.ok()) return st;
+    Repair();
+    Improve();
+    Plan plan;
+    plan.routes = routes_;
+    return plan;
+  }
+
+ private:
+  int NumRoutes() const { return static_cast<int>(routes_.size()); }
+
+  absl::Status Rank() {
+    const int d = static_cast<int>(data_.size());
+    std::vector<double> bound(d);
+    for (int i = 0; i < d; ++i) {
+      const int o = data_[i];
+      std::optional<FoundRoute> best = searcher_.Best(o, BaseQuery());
+      if (!best) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "data node '", view_.node(o).name, "' has no valid route of length ",
+            rules_.path_length));
+      }
+      const int waves = (m_ + view_.memory_slots(o) - 1) / view_.memory_slots(o);
+      bound[i] = std::max(waves * best->latency_s, m_ * 2.75 * view_.forward_s(o));
+    }
+    order_.resize(d);
+    std::iota(order_.begin(), order_.end(), 0);
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](int a, int b) { return bound[a] > bound[b]; });
+    rank_.assign(d, 0);
+    for (int r = 0; r < d; ++r) rank_[order_[r]] = r;
+    double mean_c = 0;
+    for (int v = 0; v < n_; ++v) mean_c += view_.forward_s(v);
+    unit_ = 2.5 * mean_c / n_;
+    const int total = d * m_ * (rules_.path_length - 1);
+    range_ = BalanceRange(view_, rules_, total);
+    stage_count_.assign(view_.num_stages(), 0);
+    node_work_.assign(n_, 0);
+    origin_work_.assign(static_cast<size_t>(d) * n_, 0);
+    routes_.resize(static_cast<size_t>(d) * m_);
+    return absl::OkStatus();
+  }
+
+  RouteSearcher::Query BaseQuery() const {
+    RouteSearcher::Query q;
+    q.max_candidates = request_.candidates_per_stage;
+    q.path_length = rules_.path_length;
+    q.max_swaps = rules_.max_swaps;
+    return q;
+  }
+
+  // Penalties for origin index i with `placed` MBs already routed.
+  void FillPenalty(int i, int placed, double jitter) {
+    penalty_.assign(n_, 0);
+    const double expected = static_cast<double>(placed + 1) *
+                            (rules_.path_length - 1) / (view_.num_stages() - 1);
+    for (int v = 0; v < n_; ++v) {
+      const int s = view_.stage(v);
+      if (s == 0) continue;
+      const double others = node_work_[v] - origin_work_[i * n_ + v];
+      double factor = 1;
+      if (jitter > 0) factor = rng_.Uniform(1 - jitter, 1 + jitter);
+      penalty_[v] = kBeta * others * factor +
+                    kGamma * unit_ * std::max(0.0, stage_count_[s] + 1 - expected);
+    }
+    allowed_.assign(view_.num_stages(), true);
+    for (int s = 1; s < view_.num_stages(); ++s) {
+      allowed_[s] = stage_count_[s] < range_.max;
+    }
+  }
+
+  void Account(int mb, int sign) {
+    const Route& r = routes_[mb];
+    const int i = mb / m_;
+    for (size_t h = 1; h + 1 < r.nodes.size(); ++h) {
+      const int v = r.nodes[h];
+      const double w = sign * 2.5 * view_.forward_s(v);
+      node_work_[v] += w;
+      origin_work_[i * n_ + v] += w;
+      stage_count_[view_.stage(v)] += sign;
+    }
+  }
+
+  void SetRoute(int mb, std::vector<int> nodes) {
+    Route& r = routes_[mb];
+    const int i = mb / m_;
+    r.mb = mb;
+    r.origin = data_[i];
+    r.nodes = std::move(nodes);
+    r.priority = rank_[i];
+    r.release_s = 0;
+  }
+
+  absl::Status Greedy() {
+    int placed = 0;
+    for (int j = 0; j < m_; ++j) {
+      for (int i : order_) {
+        const int mb = i * m_ + j;
+        FillPenalty(i, placed, 0);
+        RouteSearcher::Query q = BaseQuery();
+        q.node_penalty = &penalty_;
+        q.stage_allowed = &allowed_;
+        std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
+        if (!found) {
+          q.stage_allowed = nullptr;
+          found = searcher_.Best(data_[i], q);
+        }
+        if (!found) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "no valid route for a micro-batch of '", view_.node(data_[i]).name,
+              "'"));
+        }
+        SetRoute(mb, found->nodes);
+        Account(mb, +1);
+        ++placed;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  bool Balanced() const {
+    for (int s = 1; s < view_.num_stages(); ++s) {
+      if (stage_count_[s] < range_.min || stage_count_[s] > range_.max) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // With one MB's visits removed from stage_count_: does replacing its
+  // route `old_nodes` by `nodes` keep the balance (or at least not worsen a
+  // stage that is already out of range)?
+  bool FitsBalance(const std::vector<int>& old_nodes,
+                   const std::vector<int>& nodes) const {
+    std::vector<int> before = stage_count_;
+    std::vector<int> after = stage_count_;
+    for (size_t h = 1; h + 1 < old_nodes.size(); ++h) {
+      ++before[view_.stage(old_nodes[h])];
+    }
+    for (size_t h = 1; h + 1 < nodes.size(); ++h) ++after[view_.stage(nodes[h])];
+    for (int s = 1; s < view_.num_stages(); ++s) {
+      if (after[s] > range_.max && after[s] > before[s]) return false;
+      if (after[s] < range_.min && after[s] < before[s]) return false;
+    }
+    return true;
+  }
+
+  // Pull visits into stages below the balance floor, taking them from MBs of
+  // the least critical origins first.
+  void Repair() {
+    const int s_count = view_.num_stages();
+    for (int guard = 0; guard < NumRoutes() * rules_.path_length; ++guard) {
+      int low = -1;
+      for (int s = 1; s < s_count; ++s) {
+        if (stage_count_[s] < range_.min &&
+            (low < 0 || stage_count_[s] < stage_count_[low])) {
+          low = s;
+        }
+      }
+      if (low < 0) return;
+      bool fixed = false;
+      for (int r = static_cast<int>(order_.size()) - 1; r >= 0 && !fixed; --r) {
+        const int i = order_[r];
+        for (int j = m_ - 1; j >= 0 && !fixed; --j) {
+          const int mb = i * m_ + j;
+          const std::vector<int> old = routes_[mb].nodes;
+          if (std::any_of(old.begin(), old.end(),
+                          [&](int v) { return view_.stage(v) == low; })) {
+            continue;
+          }
+          Account(mb, -1);
+          FillPenalty(i, NumRoutes() - 1, 0);
+          for (int v : view_.stage_nodes(low)) penalty_[v] -= 1e6;
+          for (int s = 1; s < s_count; ++s) {
+            allowed_[s] = stage_count_[s] < range_.max;
+          }
+          RouteSearcher::Query q = BaseQuery();
+          q.node_penalty = &penalty_;
+          q.stage_allowed = &allowed_;
+          std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
+          bool ok = found.has_value();
+          if (ok) {
+            ok = std::any_of(found->nodes.begin(), found->nodes.end(),
+                             [&](int v) { return view_.stage(v) == low; });
+            for (size_t h = 1; ok && h + 1 < old.size(); ++h) {
+              const int s = view_.stage(old[h]);
+              const bool kept = std::any_of(
+                  found->nodes.begin(), found->nodes.end(),
+                  [&](int v) { return view_.stage(v) == s; });
+              if (!kept && stage_count_[s] < range_.min) ok = false;
+            }
+          }
+          if (ok) SetRoute(mb, found->nodes);
+          Account(mb, +1);
+          fixed = ok;
+        }
+      }
+      if (!fixed) return;  // ValidatePlan will report the imbalance
+    }
+  }
+
+  // Iteration time and sum of MB finish times of the current routes.
+  std::pair<double, double> Score() {
+    Plan plan;
+    plan.routes = routes_;
+    const double t = EvaluateTime(view_, plan, &finish_);
+    double sum = 0;
+    for (double f : finish_) sum += f;
+    ++evaluations_;
+    return {t, sum};
+  }
+
+  int CriticalOrigin() const {
+    int best = 0;
+    double latest = -1;
+    for (size_t r = 0; r < finish_.size(); ++r) {
+      if (finish_[r] > latest) {
+        latest = finish_[r];
+        best = static_cast<int>(r) / m_;
+      }
+    }
+    return best;
+  }
+
+  void Improve() {
+    auto [best_t, best_sum] = Score();
+    std::vector<double> best_finish = finish_;
+    const bool has_deadline = request_.clock != nullptr;
+    const absl::Duration deadline =
+        has_deadline ? request_.clock->SteadyNow() + request_.budget
+                     : absl::ZeroDuration();
+    const int d = static_cast<int>(data_.size());
+    int stall = 0;
+    while (evaluations_ < request_.max_evaluations &&
+           stall < request_.stall_evaluations) {
+      if (has_deadline && evaluations_ % 4 == 0 &&
+          request_.clock->SteadyNow() >= deadline) {
+        break;
+      }
+      finish_ = best_finish;
+      const int i = rng_.Bernoulli(0.6) ? CriticalOrigin()
+                                        : static_cast<int>(rng_.UniformInt(0, d - 1));
+      const int mb = i * m_ + static_cast<int>(rng_.UniformInt(0, m_ - 1));
+      const double u = rng_.UniformDouble();
+      // Undo information.
+      const std::vector<int> old_nodes = routes_[mb].nodes;
+      int swapped_with = -1;
+      bool changed = false;
+      if (u < 0.45) {  // re-route with jittered penalties
+        Account(mb, -1);
+        FillPenalty(i, NumRoutes() - 1, 0.7);
+        if (rng_.Bernoulli(0.4)) {
+          const int h = static_cast<int>(
+              rng_.UniformInt(1, static_cast<int64_t>(old_nodes.size()) - 2));
+          penalty_[old_nodes[h]] = kInf;
+        }
+        RouteSearcher::Query q = BaseQuery();
+        q.node_penalty = &penalty_;
+        q.stage_allowed = &allowed_;
+        std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
+        if (found && found->nodes != old_nodes &&
+            FitsBalance(old_nodes, found->nodes)) {
+          SetRoute(mb, found->nodes);
+          changed = true;
+        }
+        Account(mb, +1);
+      } else if (u < 0.75) {  // one hop to another replica of its stage
+        const int h = static_cast<int>(
+            rng_.UniformInt(1, static_cast<int64_t>(old_nodes.size()) - 2));
+        const std::vector<int>& replicas =
+            view_.stage_nodes(view_.stage(old_nodes[h]));
+        const int v = replicas[rng_.UniformInt(0, replicas.size() - 1)];
+        if (v != old_nodes[h] && std::isfinite(view_.hop_s(old_nodes[h - 1], v)) &&
+            std::isfinite(view_.hop_s(v, old_nodes[h + 1]))) {
+          Account(mb, -1);
+          routes_[mb].nodes[h] = v;
+          Account(mb, +1);
+          changed = true;
+        }
+      } else if (u < 0.9) {  // copy a sibling MB's route
+        const int sib = i * m_ + static_cast<int>(rng_.UniformInt(0, m_ - 1));
+        if (routes_[sib].nodes != old_nodes) {
+          Account(mb, -1);
+          if (FitsBalance(old_nodes, routes_[sib].nodes)) {
+            routes_[mb].nodes = routes_[sib].nodes;
+            changed = true;
+          }
+          Account(mb, +1);
+        }
+      } else if (d > 1) {  // exchange two origins' priorities
+        swapped_with = static_cast<int>(rng_.UniformInt(0, d - 1));
+        if (swapped_with != i) {
+          SwapPriorities(i, swapped_with);
+          changed = true;
+        } else {
+          swapped_with = -1;
+        }
+      }
+      if (!changed) {
+        ++stall;
+        ++evaluations_;  // count the attempt so a stuck search still ends
+        continue;
+      }
+      auto [t, sum] = Score();
+      const bool better = t < best_t - kEps ||
+                          (t <= best_t + kEps && sum < best_sum - kEps);
+      if (better) {
+        stall = (t < best_t - kEps || sum < best_sum - 1e-6) ? 0 : stall + 1;
+        best_t = t;
+        best_sum = sum;
+        best_finish = finish_;
+        continue;
+      }
+      ++stall;
+      if (swapped_with >= 0) {
+        SwapPriorities(i, swapped_with);
+      } else {
+        Account(mb, -1);
+        routes_[mb].nodes = old_nodes;
+        Account(mb, +1);
+      }
+    }
+    finish_ = best_finish;
+  }
+
+  void SwapPriorities(int a, int b) {
+    std::swap(rank_[a], rank_[b]);
+    for (int j = 0; j < m_; ++j) {
+      routes_[a * m_ + j].priority = rank_[a];
+      routes_[b * m_ + j].priority = rank_[b];
+    }
+  }
+
+  static constexpr double kBeta = 1.0;
+  static constexpr double kGamma = 0.5;
+
+  const TopologyView& view_;
+  const PlanRequest& request_;
+  const Workload rules_;
+  common::Random rng_;
+  RouteSearcher searcher_;
+  const std::vector<int> data_;
+  const int m_;
+  const int n_;
+  std::vector<int> order_;  // origin indices, most critical first
+  std::vector<int> rank_;   // origin index -> priority
+  double unit_ = 1;
+  VisitRange range_;
+  std::vector<int> stage_count_;
+  std::vector<double> node_work_;
+  std::vector<double> origin_work_;
+  std::vector<Route> routes_;
+  std::vector<double> penalty_;
+  std::vector<bool> allowed_;
+  std::vector<double> finish_;
+  int evaluations_ = 0;
+};
+
+class SkipPipePlanner : public Planner {
+ public:
+  explicit SkipPipePlanner(bool full_routes) : full_(full_routes) {}
+  std::string name() const override { return full_ ? "noskip" : "skippipe"; }
+  int PathLength(const PlanRequest& request) const override {
+    return full_ ? request.view->num_stages() : request.workload.path_length;
+  }
+  int MaxSwaps(const PlanRequest& request) const override {
+    return full_ ? 0 : request.workload.max_swaps;
+  }
+  absl::StatusOr<Plan> MakePlan(const PlanRequest& request) override {
+    if (request.view == nullptr) {
+      return absl::InvalidArgumentError("PlanRequest.view is null");
+    }
+    const Workload rules = RulesFor(*this, request);
+    if (absl::Status st = ValidateWorkload(*request.view, rules); !st.ok()) {
+      return st;
+    }
+    Search search(request, rules);
+    absl::StatusOr<Plan> plan = search.Run();
+    if (!plan.ok()) return plan.status();
+    plan->planner = name();
+    if (absl::Status st =
+            ValidatePlan(*request.view, rules, *plan, rules.path_length);
+        !st.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name(), " could not meet the rules: ", st.message()));
+    }
+    return plan;
+  }
+
+ private:
+  const bool full_;
+};
+
+}  // namespace
+
+std::unique_ptr<Planner> NewSkipPipePlanner(bool full_routes) {
+  return std::make_unique<SkipPipePlanner>(full_routes);
+}
+
+}  // namespace skipswarm::scheduler
