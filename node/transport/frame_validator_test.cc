@@ -1,0 +1,177 @@
+#include "node/transport/frame_validator.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "node/transport/test_util.h"
+
+namespace skipswarm::node {
+namespace {
+
+using ::skipswarm::node::testing::kTestSwarm;
+using ::skipswarm::node::testing::MakeTestFrame;
+
+class FrameValidatorTest : public ::testing::Test {
+ protected:
+  FrameValidatorTest()
+      : origin_(PeerId::ForName("origin")),
+        self_(PeerId::ForName("self")),
+        validator_(ValidatorOptions{self_, kTestSwarm, 8 << 20, 4}) {}
+
+  // A valid frame for this node (hop 1 of origin -> self -> origin).
+  Frame Valid(size_t bytes = 3 << 20, uint64_t mb = 0) {
+    return MakeTestFrame({origin_, self_, origin_}, 1, bytes, mb);
+  }
+
+  absl::StatusCode HeaderCode(const proto::FrameHeader& h) {
+    return validator_.CheckHeader(h).code();
+  }
+
+  PeerId origin_;
+  PeerId self_;
+  FrameValidator validator_;
+};
+
+TEST_F(FrameValidatorTest, AcceptsAValidFrame) {
+  EXPECT_TRUE(validator_.CheckFrame(Valid()).ok());
+  EXPECT_TRUE(validator_.CheckFrame(Valid(0)).ok());
+}
+
+TEST_F(FrameValidatorTest, RejectsWrongProtocolVersion) {
+  Frame f = Valid();
+  f.header.set_protocol_version(proto::PROTOCOL_VERSION_UNSPECIFIED);
+  EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kFailedPrecondition);
+  f.header.set_protocol_version(static_cast<proto::ProtocolVersion>(7));
+  absl::Status status = validator_.CheckHeader(f.header);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("v7"), absl::string_view::npos) << status;
+}
+
+TEST_F(FrameValidatorTest, RejectsForeignSwarm) {
+  Frame f = Valid();
+  f.header.set_swarm_id("other");
+  EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(FrameValidatorTest, RejectsBadRoutes) {
+  Frame empty = Valid();
+  empty.header.clear_route();
+  EXPECT_EQ(HeaderCode(empty.header), absl::StatusCode::kInvalidArgument);
+
+  Frame too_long = Valid();
+  while (too_long.header.route_size() <= kMaxRouteHops) {
+    too_long.header.add_route()->set_node_id(origin_.Bytes());
+  }
+  EXPECT_EQ(HeaderCode(too_long.header), absl::StatusCode::kInvalidArgument);
+
+  Frame out_of_range = Valid();
+  out_of_range.header.set_hop_index(3);
+  EXPECT_EQ(HeaderCode(out_of_range.header), absl::StatusCode::kInvalidArgument);
+
+  Frame not_me = Valid();
+  not_me.header.set_hop_index(2);  // route[2] is the origin
+  absl::Status status = validator_.CheckHeader(not_me.header);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("not this node"), absl::string_view::npos);
+}
+
+TEST_F(FrameValidatorTest, RejectsMissingDirection) {
+  Frame f = Valid();
+  f.header.set_direction(proto::DIRECTION_UNSPECIFIED);
+  EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FrameValidatorTest, RejectsOversizedPayload) {
+  Frame f = Valid();
+  f.header.mutable_tensor()->set_payload_bytes(9 << 20);
+  f.header.set_chunk_count(9);
+  absl::Status status = validator_.CheckHeader(f.header);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("exceeds the limit"), absl::string_view::npos);
+}
+
+TEST_F(FrameValidatorTest, RejectsChunkCountInconsistentWithSize) {
+  Frame f = Valid(3 << 20);
+  for (uint32_t bad : {0u, 2u}) {  // 3 MiB needs at least 3 chunks
+    f.header.set_chunk_count(bad);
+    EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  Frame empty = Valid(0);
+  empty.header.set_chunk_count(1);
+  EXPECT_EQ(HeaderCode(empty.header), absl::StatusCode::kInvalidArgument);
+  Frame tiny = Valid(2);
+  tiny.header.set_chunk_count(3);  // 3 chunks cannot each hold ≥ 1 byte of 2
+  EXPECT_EQ(HeaderCode(tiny.header), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FrameValidatorTest, ChecksChunkOrderSizesAndTotal) {
+  Frame f = Valid(3 << 20);
+  proto::PayloadChunk chunk;
+  chunk.set_index(0);
+  chunk.set_data(std::string(kMaxChunkBytes, 'a'));
+  EXPECT_TRUE(validator_.CheckChunk(f.header, 0, 0, chunk).ok());
+
+  chunk.set_index(1);  // expected 0
+  EXPECT_EQ(validator_.CheckChunk(f.header, 0, 0, chunk).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  chunk.set_index(3);  // beyond chunk_count
+  EXPECT_EQ(validator_.CheckChunk(f.header, 3, 3 << 20, chunk).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  proto::PayloadChunk big;
+  big.set_index(0);
+  big.set_data(std::string(kMaxChunkBytes + 1, 'a'));
+  EXPECT_EQ(validator_.CheckChunk(f.header, 0, 0, big).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  proto::PayloadChunk empty;
+  empty.set_index(0);
+  EXPECT_EQ(validator_.CheckChunk(f.header, 0, 0, empty).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  proto::PayloadChunk overflow;
+  overflow.set_index(2);
+  overflow.set_data(std::string(kMaxChunkBytes, 'a'));
+  EXPECT_EQ(validator_.CheckChunk(f.header, 2, (3 << 20) - 10, overflow).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FrameValidatorTest, RejectsPayloadSizeMismatch) {
+  Frame f = Valid(1000);
+  f.payload.RemoveSuffix(1);
+  EXPECT_EQ(validator_.CheckFrame(f).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FrameValidatorTest, RejectsBadChecksumWithDataLoss) {
+  Frame f = Valid(1000);
+  f.header.mutable_tensor()->set_payload_crc32c(f.header.tensor().payload_crc32c() ^ 1);
+  absl::Status status = validator_.CheckFrame(f);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("CRC-32C"), absl::string_view::npos);
+}
+
+TEST_F(FrameValidatorTest, DetectsDuplicatesUntilReleased) {
+  Frame f = Valid(10, /*mb=*/5);
+  EXPECT_TRUE(validator_.Reserve(f.header).ok());
+  EXPECT_EQ(validator_.Reserve(f.header).code(), absl::StatusCode::kAlreadyExists);
+  // The same micro-batch going backward is a different frame.
+  Frame back = MakeTestFrame({origin_, self_, origin_}, 1, 10, 5,
+                             proto::DIRECTION_BACKWARD);
+  EXPECT_TRUE(validator_.Reserve(back.header).ok());
+  // A refused frame may come again.
+  validator_.Release(FrameKey::Of(f.header));
+  EXPECT_TRUE(validator_.Reserve(f.header).ok());
+}
+
+TEST_F(FrameValidatorTest, ForgetsKeysBeyondTheWindow) {
+  for (uint64_t mb = 0; mb < 5; ++mb) {  // window is 4
+    EXPECT_TRUE(validator_.Reserve(Valid(10, mb).header).ok());
+  }
+  EXPECT_TRUE(validator_.Reserve(Valid(10, 0).header).ok());   // evicted
+  EXPECT_FALSE(validator_.Reserve(Valid(10, 4).header).ok());  // still known
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,42 @@
+// Test helpers for node/transport (testonly).
+#ifndef SKIPSWARM_NODE_TRANSPORT_TEST_UTIL_H_
+#define SKIPSWARM_NODE_TRANSPORT_TEST_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "node/transport/frame.h"
+#include "node/transport/transport.h"
+
+namespace skipswarm::node::testing {
+
+inline constexpr char kTestSwarm[] = "test-swarm";
+
+// A sealed frame of `payload_bytes` deterministic bytes at hop `hop` of a
+// route through `route` (route[0] is the origin).
+Frame MakeTestFrame(const std::vector<PeerId>& route, uint32_t hop,
+                    size_t payload_bytes, uint64_t mb_id = 0,
+                    proto::Direction direction = proto::DIRECTION_FORWARD);
+
+// Deterministic payload bytes.
+std::string TestPayload(size_t bytes, uint64_t seed = 1);
+
+// One Send's outcome, waitable from the test thread.
+class AckWaiter {
+ public:
+  SendDone Callback();
+  // Blocks until the callback ran; returns its status.
+  absl::Status Wait();
+  bool HasRun() { return done_.HasBeenNotified(); }
+
+ private:
+  absl::Notification done_;
+  absl::Status status_;
+};
+
+}  // namespace skipswarm::node::testing
+
+#endif  // SKIPSWARM_NODE_TRANSPORT_TEST_UTIL_H_
