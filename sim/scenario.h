@@ -1,0 +1,78 @@
+// Simulation scenarios: a swarm topology, a workload, how many iterations to
+// run with which planner, the failure detector's timing and a churn trace.
+// The full format is documented in sim/README.md; in short:
+//
+//   {
+//     "name": "gcp12-42",
+//     "iterations": 20, "planner": "skippipe", "replay_key": "ca-paths",
+//     "topology_file": "skippipe-gcp20-schedule.json",   // either a file in
+//         // scheduler/'s format or SkipPipe's schedule.json (relative to
+//         // this file), or an inline "topology" object: scheduler/'s format
+//         // (scheduler/scenario.h) plus generators expanded here:
+//     "topology": {
+//       "model": {...}, "workload": {...},
+//       "links_csv": "gcp12-links.csv",  "compute_csv": "gcp12-compute.csv",
+//       "intra_region": {"latency_ms": 1, "bandwidth_gib_s": 1},
+//       "groups": [{"regions": ["Belgium"], "stages": [0, 1], "count": 2,
+//                   "memory_slots": 3, "speed_factor": 1.0,
+//                   "speed_spread": 0.2}]},
+//     "skippipe": {"forward_s": 0.44, "path_length": 4, "mb_per_data_node": 6},
+//     "workload": {...},                     // overrides the topology's
+//     "detector": {"probe_interval_s": 0.5, "suspicion_timeout_s": 1.2,
+//                  "stream_timeout_s": 0.5},       // sim/detector.h
+//     "state_transfer_s": 10, "protect_last_replica": true,
+//     "churn": [{"type": "kill", "node": "belgium-s1-0", "at_s": 30}, ...]
+//   }
+//
+// Loading expands the churn trace with the run's seed (Poisson draws), adds
+// every node that may join to the "universe" topology (absent until its
+// join), and validates everything; errors name the field at fault.
+//
+//   SS_ASSIGN_OR_RETURN(SimScenario sc, LoadSimScenario(path, /*seed=*/7));
+//
+// Thread rule: plain values.
+#ifndef SKIPSWARM_SIM_SCENARIO_H_
+#define SKIPSWARM_SIM_SCENARIO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/scenario.h"
+#include "sim/churn.h"
+#include "sim/detector.h"
+
+namespace skipswarm::sim {
+
+struct SimScenario {
+  std::string name;
+  std::string source_path;  // the file it came from ("" if parsed from text)
+  uint64_t seed = 0;        // the run's seed (drives churn expansion)
+  int iterations = 10;
+  std::string planner = "skippipe";
+  std::string replay_key;   // route set for planner "replay"
+  // Every node that is ever part of the swarm: the initial members and all
+  // joiners (absent until their join). Workload and route sets as loaded.
+  scheduler::Scenario universe;
+  std::vector<bool> initially_present;  // per universe node
+  std::vector<bool> auto_stage;         // joiner whose stage is chosen late
+  DetectorParams detector;
+  double state_transfer_s = 10;  // a joiner serves this long after joining
+  // Random failures never take the last live node of a stage (the swarm
+  // would move a node there instead); explicit kills and outages may.
+  bool protect_last_replica = true;
+  ChurnTrace churn;              // expanded, sorted by time
+};
+
+// `base_dir` resolves relative file names inside the scenario.
+absl::StatusOr<SimScenario> ParseSimScenario(absl::string_view json_text,
+                                             const std::string& base_dir,
+                                             uint64_t seed);
+absl::StatusOr<SimScenario> LoadSimScenario(const std::string& path,
+                                            uint64_t seed);
+
+}  // namespace skipswarm::sim
+
+#endif  // SKIPSWARM_SIM_SCENARIO_H_

@@ -1,0 +1,109 @@
+#include "sim/scenario.h"
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::sim {
+namespace {
+
+constexpr char kDir[] = "sim/scenarios";
+
+TEST(SimScenarioTest, LoadsGeneratedTopologyFromTheGcpTables) {
+  absl::StatusOr<SimScenario> sc =
+      LoadSimScenario(std::string(kDir) + "/gcp12-42.json", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  const auto& view = sc->universe.view;
+  EXPECT_EQ(view.num_nodes(), 42);
+  EXPECT_EQ(view.num_stages(), 8);
+  EXPECT_EQ(view.data_nodes().size(), 7u);
+  EXPECT_EQ(sc->universe.workload.path_length, 6);
+  // Belgium <-> Australia: 129 ms + 32 MiB at 0.0098 GiB/s.
+  const int b = view.FindNode("belgium-s0-0");
+  const int a = view.FindNode("australia-s1-0");
+  ASSERT_GE(b, 0);
+  ASSERT_GE(a, 0);
+  EXPECT_NEAR(view.hop_s(b, a), 0.129 + (1.0 / 32) / 0.00982666015625, 1e-9);
+  EXPECT_NEAR(view.forward_s(a), 0.055 * 4 * 2, 1e-12);
+}
+
+TEST(SimScenarioTest, LoadsSkipPipesOwnFileWithItsRoutes) {
+  absl::StatusOr<SimScenario> sc =
+      LoadSimScenario(std::string(kDir) + "/gcp20-skippipe.json", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  EXPECT_EQ(sc->universe.view.num_nodes(), 20);
+  EXPECT_TRUE(sc->universe.route_sets.count("ca-paths"));
+}
+
+TEST(SimScenarioTest, ExpandsChurnAndAddsJoinersToTheUniverse) {
+  absl::StatusOr<SimScenario> sc =
+      LoadSimScenario(std::string(kDir) + "/small-churn.json", 3);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  const int n = sc->universe.view.num_nodes();
+  EXPECT_EQ(n, 2 + 6 + 1);
+  EXPECT_FALSE(sc->initially_present[n - 1]);
+  EXPECT_TRUE(sc->auto_stage[n - 1]);
+  ASSERT_EQ(sc->churn.events.size(), 4u);  // kill, join, slow start, end
+  EXPECT_EQ(sc->churn.events[0].kind, ChurnKind::kKill);
+  EXPECT_EQ(sc->churn.events[1].kind, ChurnKind::kJoin);
+  EXPECT_EQ(sc->churn.events[3].kind, ChurnKind::kSlowEnd);
+}
+
+TEST(SimScenarioTest, PoissonTimesDependOnTheSeedOnly) {
+  const std::string text = R"({
+    "topology_file": "gcp12-42.json",
+    "churn": [{"type": "poisson_failures", "fraction": 0.5, "to_s": 100}]})";
+  auto a = ParseSimScenario(text, kDir, 5);
+  auto b = ParseSimScenario(text, kDir, 5);
+  auto c = ParseSimScenario(text, kDir, 6);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->churn.events.size(), 18u);  // half of 35 non-data nodes
+  ASSERT_EQ(c->churn.events.size(), 18u);
+  for (size_t i = 0; i < a->churn.events.size(); ++i) {
+    EXPECT_EQ(a->churn.events[i].at_s, b->churn.events[i].at_s);
+  }
+  EXPECT_NE(a->churn.events[0].at_s, c->churn.events[0].at_s);
+}
+
+TEST(SimScenarioTest, CorrelatedFailuresTakeWholeRegions) {
+  const std::string text = R"({
+    "topology_file": "gcp12-42.json",
+    "churn": [{"type": "correlated_failures", "fraction": 0.25, "to_s": 50}]})";
+  auto sc = ParseSimScenario(text, kDir, 5);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  size_t killed = 0;
+  for (const ChurnEvent& e : sc->churn.events) {
+    EXPECT_EQ(e.kind, ChurnKind::kKill);
+    killed += e.nodes.size();
+  }
+  EXPECT_EQ(killed, 9u);  // round(0.25 x 35)
+}
+
+TEST(SimScenarioTest, ErrorsNameTheField) {
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    auto sc = ParseSimScenario(text, kDir, 1);
+    ASSERT_FALSE(sc.ok()) << text;
+    EXPECT_NE(sc.status().message().find(needle), std::string::npos)
+        << sc.status();
+  };
+  expect_error("[1]", "not a JSON object");
+  expect_error("{}", "topology");
+  expect_error(R"({"topology_file": "gcp12-42.json", "iterations": -1})",
+               "iterations");
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "churn": [{"type": "kill", "node": "nobody", "at_s": 1}]})",
+               "churn[0].node");
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "churn": [{"type": "meteor", "at_s": 1}]})",
+               "unknown churn type");
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "churn": [{"type": "partition", "regions": ["Mars"],
+                              "at_s": 1}]})",
+               "unknown region Mars");
+  expect_error(R"({"topology_file": "gcp12-42.json", "planner": "replay"})",
+               "replay_key");
+  expect_error(R"({"topology_file": "nope.json"})", "cannot read");
+  expect_error(R"({"topology_file": "gcp12-42.json", "name": 3})",
+               "wrong type");
+}
+
+}  // namespace
+}  // namespace skipswarm::sim
