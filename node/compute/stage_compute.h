@@ -16,14 +16,15 @@
 //
 // Iteration end (after every MB of the iteration finished or was dropped):
 //   GradientSum sum = compute->TakeGradients();          // visit-summed grads
-//   ... replicas add their sums; average = sum / visits ...
-//   compute->ApplyUpdate(average, clip_coef);            // AdamW step
+//   ... replicas add their sums and their visits (fixed replica order) ...
+//   compute->ApplyUpdate(total.flat, total.visits);      // /visits, clip, AdamW
 //   uint64_t digest = compute->ParamsDigest();           // equal on replicas
 //
 // Gradients accumulate as a sum over the MBs this replica processed (each
 // MB's loss is its token mean, unscaled); visits() counts completed
 // backwards. Dividing the replicas' summed gradients by their summed visits
-// is the visit-weighted average of DESIGN.md §6.
+// is the visit-weighted average of DESIGN.md §6 (Note [Visit weighting] in
+// model/optimizer.h); clipping is per stage, as in the reference trainer.
 //
 // Thread rule: implementations are thread-safe, but the node issues one
 // micro-batch task at a time per StageCompute. `done` is never run inside the
@@ -55,6 +56,12 @@ struct MicroBatchData {
   int64_t seq = 0;
   std::vector<int64_t> tokens;
   std::vector<int64_t> targets;  // next-token targets, same shape
+};
+
+struct UpdateStats {
+  bool stepped = false;   // false when total visits were 0
+  double grad_norm = 0;   // of the averaged gradient, before clipping
+  double lr = 0;
 };
 
 struct TailOutput {
@@ -97,16 +104,19 @@ class StageCompute {
   virtual size_t pending() const = 0;
 
   // Iteration end. TakeGradients returns the accumulated sum and visits and
-  // leaves them in place; ApplyUpdate sets the gradient to `average`
-  // (length num_params()), scales it by `clip_coef` (<= 1), takes one
-  // optimiser step and zeroes gradients and visits.
+  // leaves them in place. ApplyUpdate sets the gradient to `summed` (the
+  // replicas' sums added, length num_params()), divides it by
+  // `total_visits`, clips it and takes optimiser step number step(); then
+  // zeroes gradients and visits. With total_visits == 0 nothing steps but
+  // step() still advances, so replicas keep counting iterations alike.
   virtual absl::StatusOr<GradientSum> TakeGradients() = 0;
-  virtual absl::Status ApplyUpdate(const std::vector<float>& average, double clip_coef) = 0;
+  virtual absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
+                                                  int64_t total_visits) = 0;
   // Zeroes gradients and visits without a step (an iteration without data).
   virtual void ZeroGrad() = 0;
   // Digest of the parameters (and optimiser step): replicas must agree.
   virtual uint64_t ParamsDigest() = 0;
-  // Optimiser steps taken so far.
+  // Iterations applied so far (the next ApplyUpdate's step number).
   virtual int64_t step() const = 0;
 };
 

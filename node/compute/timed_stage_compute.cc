@@ -123,15 +123,18 @@ absl::StatusOr<GradientSum> TimedStageCompute::TakeGradients() {
   return sum;
 }
 
-absl::Status TimedStageCompute::ApplyUpdate(const std::vector<float>& average, double clip_coef) {
-  if (static_cast<int64_t>(average.size()) != options_.num_params) {
-    return absl::InvalidArgumentError(absl::StrCat("update has ", average.size(),
+absl::StatusOr<UpdateStats> TimedStageCompute::ApplyUpdate(const std::vector<float>& summed,
+                                                            int64_t total_visits) {
+  if (static_cast<int64_t>(summed.size()) != options_.num_params) {
+    return absl::InvalidArgumentError(absl::StrCat("update has ", summed.size(),
                                                    " elements, stage has ", options_.num_params));
   }
   absl::MutexLock lock(&mu_);
   ++step_;
   visits_ = 0;
-  return absl::OkStatus();
+  UpdateStats stats;
+  stats.stepped = total_visits > 0;
+  return stats;
 }
 
 void TimedStageCompute::ZeroGrad() {

@@ -51,7 +51,8 @@ class TimedStageCompute final : public StageCompute {
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
-  absl::Status ApplyUpdate(const std::vector<float>& average, double clip_coef) override;
+  absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
+                                          int64_t total_visits) override;
   void ZeroGrad() override;
   uint64_t ParamsDigest() override;
   int64_t step() const override;

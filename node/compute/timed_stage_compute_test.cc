@@ -59,11 +59,11 @@ TEST(TimedStageComputeTest, StepChangesDigestEquallyOnReplicas) {
   common::SimClock clock;
   TimedStageCompute a(&clock, {.stage = 3}), b(&clock, {.stage = 3});
   EXPECT_EQ(a.ParamsDigest(), b.ParamsDigest());
-  ASSERT_TRUE(a.ApplyUpdate(std::vector<float>(16, 0.f), 1.0).ok());
+  ASSERT_TRUE(a.ApplyUpdate(std::vector<float>(16, 0.f), 1).ok());
   EXPECT_NE(a.ParamsDigest(), b.ParamsDigest());
-  ASSERT_TRUE(b.ApplyUpdate(std::vector<float>(16, 0.f), 1.0).ok());
+  ASSERT_TRUE(b.ApplyUpdate(std::vector<float>(16, 0.f), 1).ok());
   EXPECT_EQ(a.ParamsDigest(), b.ParamsDigest());
-  EXPECT_FALSE(a.ApplyUpdate(std::vector<float>(3, 0.f), 1.0).ok());
+  EXPECT_FALSE(a.ApplyUpdate(std::vector<float>(3, 0.f), 1).ok());
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
-#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cstring>
@@ -94,10 +93,7 @@ TorchStageCompute::TorchStageCompute(const Options& options, TaskRunner* runner,
     : options_(options), runner_(runner), executor_(std::move(executor)) {
   std::vector<at::Tensor> params = executor_->module().parameters();
   for (const at::Tensor& p : params) num_params_ += p.numel();
-  const OptimizerOptions& o = options.optimizer;
-  torch::optim::AdamWOptions adamw(o.lr);
-  adamw.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(params, adamw);
+  optimizer_ = std::make_unique<model::StageOptimizer>(executor_->module(), options.optimizer);
 }
 
 TorchStageCompute::~TorchStageCompute() = default;
@@ -245,34 +241,25 @@ absl::StatusOr<GradientSum> TorchStageCompute::TakeGradients() {
   });
 }
 
-absl::Status TorchStageCompute::ApplyUpdate(const std::vector<float>& average, double clip_coef) {
-  if (static_cast<int64_t>(average.size()) != num_params_) {
+absl::StatusOr<UpdateStats> TorchStageCompute::ApplyUpdate(const std::vector<float>& summed,
+                                                            int64_t total_visits) {
+  if (static_cast<int64_t>(summed.size()) != num_params_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("update has ", average.size(), " elements, stage has ", num_params_));
+        absl::StrCat("update has ", summed.size(), " elements, stage has ", num_params_));
   }
   absl::MutexLock lock(&mu_);
-  return Guard("ApplyUpdate", [&]() -> absl::Status {
-    int64_t offset = 0;
-    for (at::Tensor& p : executor_->module().parameters()) {
-      at::Tensor g = at::from_blob(const_cast<float*>(average.data()) + offset, p.sizes(),
-                                   at::kFloat)
-                         .to(p.device(), p.scalar_type());
-      if (clip_coef < 1.0) g.mul_(clip_coef);
-      p.mutable_grad() = g;
-      offset += p.numel();
-    }
-    const OptimizerOptions& o = options_.optimizer;
-    double lr = o.schedule ? o.schedule(step_) : o.lr;
-    for (auto& group : optimizer_->param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    }
-    {
-      c10::NoGradGuard no_grad;
-      optimizer_->step();
-    }
+  return Guard("ApplyUpdate", [&]() -> absl::StatusOr<UpdateStats> {
+    at::Tensor flat = at::from_blob(const_cast<float*>(summed.data()),
+                                    {static_cast<int64_t>(summed.size())}, at::kFloat);
+    absl::Status set = model::SetGradientsFromFlat(executor_->module(), flat);
+    if (!set.ok()) return set;
+    absl::StatusOr<model::StepStats> s =
+        optimizer_->Step(step_, static_cast<double>(total_visits));
+    // The step number advances even on failure so replicas stay in step.
     ++step_;
     executor_->ZeroGrad();
-    return absl::OkStatus();
+    if (!s.ok()) return s.status();
+    return UpdateStats{s->stepped, s->grad_norm, s->lr};
   });
 }
 

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "model/model_config.h"
+#include "model/optimizer.h"
 #include "model/tensor_codec.h"
 #include "node/compute/stage_compute.h"
 #include "node/compute/task_runner.h"
@@ -28,23 +29,8 @@
 namespace skipswarm::model {
 class StageExecutor;
 }
-namespace torch::optim {
-class AdamW;
-}
 
 namespace skipswarm::node {
-
-// AdamW hyper-parameters (DESIGN.md §6). Clipping is the node's job: it
-// passes the coefficient to ApplyUpdate.
-struct OptimizerOptions {
-  double lr = 3e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;
-  // Learning rate for step `step` (0-based); empty = constant `lr`.
-  std::function<double(int64_t step)> schedule;
-};
 
 class TorchStageCompute final : public StageCompute {
  public:
@@ -56,7 +42,8 @@ class TorchStageCompute final : public StageCompute {
     model::EncodeOptions encode;
     // Largest accepted micro-batch (samples) in a received activation.
     int64_t max_samples = 256;
-    OptimizerOptions optimizer;
+    // AdamW, schedule and clipping: the reference trainer's (optimizer.h).
+    model::OptimizerOptions optimizer;
   };
 
   static absl::StatusOr<std::unique_ptr<TorchStageCompute>> Create(const Options& options,
@@ -72,7 +59,8 @@ class TorchStageCompute final : public StageCompute {
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
-  absl::Status ApplyUpdate(const std::vector<float>& average, double clip_coef) override;
+  absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
+                                          int64_t total_visits) override;
   void ZeroGrad() override;
   uint64_t ParamsDigest() override;
   int64_t step() const override;
@@ -95,7 +83,7 @@ class TorchStageCompute final : public StageCompute {
 
   mutable absl::Mutex mu_;
   std::unique_ptr<model::StageExecutor> executor_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<torch::optim::AdamW> optimizer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<model::StageOptimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   // Stage 0: targets of started MBs, until their Tail.
   struct Targets;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Targets>> targets_ ABSL_GUARDED_BY(mu_);

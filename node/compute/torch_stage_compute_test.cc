@@ -117,7 +117,7 @@ TEST_F(TorchStageComputeTest, UpdateChangesDigestAndZeroesVisits) {
   ASSERT_TRUE(Train(0, Batch(1, 8, 2)).ok());
   auto sum = stages_[1]->TakeGradients();
   ASSERT_TRUE(sum.ok());
-  ASSERT_TRUE(stages_[1]->ApplyUpdate(sum->flat, 0.5).ok());
+  ASSERT_TRUE(stages_[1]->ApplyUpdate(sum->flat, sum->visits).ok());
   EXPECT_NE(stages_[1]->ParamsDigest(), before);
   EXPECT_EQ(stages_[1]->step(), 1);
   EXPECT_EQ(stages_[1]->TakeGradients()->visits, 0);
