@@ -88,6 +88,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     {
       absl::MutexLock lock(&mu_);
       ++live_streams_;
+      ++stats_.streams_accepted;
     }
     internal::ServerStreamEnv env;
     env.validator = validator_;
@@ -167,6 +168,10 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
   }
 
   const GrpcTransportOptions& options() const { return options_; }
+  GrpcTransportStats stats() {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
   int port() const { return port_; }
 
  private:
@@ -210,6 +215,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       };
       peer.stream = internal::PeerStream::Create(std::move(env));
       ++live_streams_;
+      ++stats_.streams_opened;
       start = true;
     }
     stream = peer.stream;
@@ -278,6 +284,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   int live_streams_ ABSL_GUARDED_BY(mu_) = 0;  // client and server reactors
+  GrpcTransportStats stats_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PeerId, Peer> peers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const FrameHandler> handler_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PeerFailureHandler> on_failure_ ABSL_GUARDED_BY(mu_);
@@ -303,6 +310,8 @@ int GrpcTransport::port() const { return impl_->port(); }
 std::string GrpcTransport::loopback_address() const {
   return absl::StrCat("127.0.0.1:", impl_->port());
 }
+
+GrpcTransportStats GrpcTransport::stats() const { return impl_->stats(); }
 
 PeerId GrpcTransport::self() const { return impl_->options().self; }
 

@@ -67,6 +67,12 @@ struct GrpcTransportOptions {
   absl::Duration max_backoff = absl::Seconds(5);
 };
 
+// Counters for tests and metrics.
+struct GrpcTransportStats {
+  int64_t streams_opened = 0;    // to peers (one per peer unless it broke)
+  int64_t streams_accepted = 0;  // from peers
+};
+
 class GrpcTransport final : public Transport {
  public:
   // Starts the server (if listen_address is set). `clock` is borrowed.
@@ -78,6 +84,7 @@ class GrpcTransport final : public Transport {
   int port() const;
   // "127.0.0.1:<port>"-style address peers can reach on loopback.
   std::string loopback_address() const;
+  GrpcTransportStats stats() const;
 
   PeerId self() const override;
   void SetFrameHandler(FrameHandler handler) override;

@@ -1,0 +1,421 @@
+#include "node/transport/grpc_transport.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "gtest/gtest.h"
+#include "node/transport/grpc_streams.h"
+#include "node/transport/test_util.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/pipeline.grpc.pb.h"
+
+namespace skipswarm::node {
+namespace {
+
+using ::skipswarm::node::testing::AckWaiter;
+using ::skipswarm::node::testing::kTestSwarm;
+using ::skipswarm::node::testing::MakeTestFrame;
+
+// Frames a transport's handler admitted, waitable from the test thread.
+class Inbox {
+ public:
+  FrameHandler Handler(absl::Status verdict = absl::OkStatus()) {
+    return [this, verdict](const PeerId& from, Frame frame, AckFn ack) {
+      {
+        absl::MutexLock lock(&mu_);
+        froms_.push_back(from);
+        frames_.push_back(std::move(frame));
+      }
+      ack(verdict);
+    };
+  }
+  // Blocks until `n` frames have arrived.
+  void WaitFor(size_t n) {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::pair<std::vector<Frame>*, size_t>* arg) {
+          return arg->first->size() >= arg->second;
+        },
+        new_arg(n)));
+  }
+  std::vector<Frame> frames() {
+    absl::MutexLock lock(&mu_);
+    return frames_;
+  }
+  std::vector<PeerId> froms() {
+    absl::MutexLock lock(&mu_);
+    return froms_;
+  }
+
+ private:
+  std::pair<std::vector<Frame>*, size_t>* new_arg(size_t n) {
+    arg_ = {&frames_, n};
+    return &arg_;
+  }
+  absl::Mutex mu_;
+  std::vector<Frame> frames_ ABSL_GUARDED_BY(mu_);
+  std::vector<PeerId> froms_ ABSL_GUARDED_BY(mu_);
+  std::pair<std::vector<Frame>*, size_t> arg_;
+};
+
+class GrpcTransportTest : public ::testing::Test {
+ protected:
+  GrpcTransportTest()
+      : clock_(common::RealClock::Create()),
+        a_id_(PeerId::ForName("a")),
+        b_id_(PeerId::ForName("b")) {
+    a_ = Make(a_id_);
+    b_ = Make(b_id_);
+    a_->SetPeerAddress(b_id_, b_->loopback_address());
+    b_->SetPeerAddress(a_id_, a_->loopback_address());
+  }
+
+  std::unique_ptr<GrpcTransport> Make(const PeerId& id,
+                                      GrpcTransportOptions options = {}) {
+    options.self = id;
+    options.swarm_id = kTestSwarm;
+    return GrpcTransport::Create(options, clock_.get()).value();
+  }
+
+  Frame AToB(size_t bytes, uint64_t mb = 0) {
+    return MakeTestFrame({a_id_, b_id_, a_id_}, 1, bytes, mb);
+  }
+
+  std::unique_ptr<common::RealClock> clock_;  // outlives the transports
+  PeerId a_id_, b_id_;
+  std::unique_ptr<GrpcTransport> a_, b_;
+};
+
+TEST_F(GrpcTransportTest, CarriesAChunkedFrameAndItsAck) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  Frame frame = AToB((4 << 20) + 123, /*mb=*/9);
+  const Frame sent = frame;
+  AckWaiter ack;
+  a_->Send(b_id_, std::move(frame), ack.Callback());
+  EXPECT_TRUE(ack.Wait().ok());
+  const std::vector<Frame> frames = inbox.frames();
+  ASSERT_EQ(frames.size(), 1u);
+  const Frame& got = frames[0];
+  EXPECT_EQ(got.header.SerializeAsString(), sent.header.SerializeAsString());
+  EXPECT_EQ(got.header.chunk_count(), 5u);
+  EXPECT_TRUE(got.payload == sent.payload);
+  EXPECT_EQ(inbox.froms()[0], a_id_);
+}
+
+TEST_F(GrpcTransportTest, CarriesAnEmptyFrame) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  AckWaiter ack;
+  a_->Send(b_id_, AToB(0), ack.Callback());
+  EXPECT_TRUE(ack.Wait().ok());
+  ASSERT_EQ(inbox.frames().size(), 1u);
+  EXPECT_TRUE(inbox.frames()[0].payload.empty());
+}
+
+TEST_F(GrpcTransportTest, ReusesOneStreamPerPeer) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  std::vector<AckWaiter> acks(8);
+  for (uint64_t mb = 0; mb < acks.size(); ++mb) {
+    a_->Send(b_id_, AToB(300'000, mb), acks[mb].Callback());
+  }
+  for (AckWaiter& ack : acks) EXPECT_TRUE(ack.Wait().ok());
+  AckWaiter more;
+  a_->Send(b_id_, AToB(10, 100), more.Callback());
+  EXPECT_TRUE(more.Wait().ok());
+  EXPECT_EQ(a_->stats().streams_opened, 1);
+  EXPECT_EQ(b_->stats().streams_accepted, 1);
+  EXPECT_EQ(inbox.frames().size(), 9u);
+}
+
+TEST_F(GrpcTransportTest, HandlerRefusalReachesTheSender) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler(absl::ResourceExhaustedError("all 2 slots busy")));
+  AckWaiter ack;
+  a_->Send(b_id_, AToB(1000), ack.Callback());
+  absl::Status status = ack.Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(), "all 2 slots busy");
+  // The refused frame may be offered again once a slot frees.
+  b_->SetFrameHandler(inbox.Handler());
+  AckWaiter again;
+  a_->Send(b_id_, AToB(1000), again.Callback());
+  EXPECT_TRUE(again.Wait().ok());
+}
+
+TEST_F(GrpcTransportTest, BothDirectionsAtOnce) {
+  Inbox at_a, at_b;
+  a_->SetFrameHandler(at_a.Handler());
+  b_->SetFrameHandler(at_b.Handler());
+  constexpr int kFrames = 12;
+  std::vector<AckWaiter> a_acks(kFrames), b_acks(kFrames);
+  std::thread from_b([&] {
+    for (int i = 0; i < kFrames; ++i) {
+      // Backward frames: hop 2 of the route is a.
+      b_->Send(a_id_,
+               MakeTestFrame({a_id_, b_id_, a_id_}, 2, 200'000, i,
+                             proto::DIRECTION_BACKWARD),
+               b_acks[i].Callback());
+      EXPECT_TRUE(b_acks[i].Wait().ok());
+    }
+  });
+  for (int i = 0; i < kFrames; ++i) {
+    a_->Send(b_id_, AToB(200'000, i), a_acks[i].Callback());
+    EXPECT_TRUE(a_acks[i].Wait().ok());
+  }
+  from_b.join();
+  for (AckWaiter& ack : b_acks) EXPECT_TRUE(ack.Wait().ok());
+  EXPECT_EQ(at_a.frames().size(), size_t{kFrames});
+  EXPECT_EQ(at_b.frames().size(), size_t{kFrames});
+}
+
+TEST_F(GrpcTransportTest, UnansweredFrameMissesItsDeadlineAndTheStreamGoesOn) {
+  absl::Mutex mu;
+  std::vector<AckFn> held;
+  absl::Notification arrived;
+  b_->SetFrameHandler([&](const PeerId&, Frame frame, AckFn ack) {
+    if (frame.header.mb_id() == 1) {
+      absl::MutexLock lock(&mu);
+      held.push_back(std::move(ack));
+      arrived.Notify();
+      return;
+    }
+    ack(absl::OkStatus());
+  });
+  Frame slow = AToB(100, 1);
+  slow.header.set_deadline_ms(50);
+  AckWaiter late;
+  a_->Send(b_id_, std::move(slow), late.Callback());
+  EXPECT_EQ(late.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  arrived.WaitForNotification();
+  {
+    absl::MutexLock lock(&mu);
+    held[0](absl::OkStatus());  // the late ack is matched and ignored
+  }
+  AckWaiter next;
+  a_->Send(b_id_, AToB(100, 2), next.Callback());
+  EXPECT_TRUE(next.Wait().ok());
+  EXPECT_EQ(a_->stats().streams_opened, 1);
+}
+
+TEST_F(GrpcTransportTest, UnreachablePeerFailsFastAndBacksOff) {
+  auto gone = Make(PeerId::ForName("gone"));
+  const std::string address = gone->loopback_address();
+  gone.reset();
+  GrpcTransportOptions options;
+  options.initial_backoff = absl::Seconds(30);  // long: the test must not race it
+  auto c = Make(PeerId::ForName("c"), options);
+  absl::Notification failed;
+  c->SetPeerFailureHandler([&](const PeerId& peer, const absl::Status& why) {
+    EXPECT_EQ(peer, PeerId::ForName("gone"));
+    EXPECT_EQ(why.code(), absl::StatusCode::kUnavailable);
+    failed.Notify();
+  });
+  c->SetPeerAddress(PeerId::ForName("gone"), address);
+  const PeerId gone_id = PeerId::ForName("gone");
+  AckWaiter first;
+  c->Send(gone_id, MakeTestFrame({c->self(), gone_id, c->self()}, 1, 10), first.Callback());
+  EXPECT_EQ(first.Wait().code(), absl::StatusCode::kUnavailable);
+  failed.WaitForNotification();
+  AckWaiter second;
+  c->Send(gone_id, MakeTestFrame({c->self(), gone_id, c->self()}, 1, 10, 1),
+          second.Callback());
+  absl::Status status = second.Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(status.message().find("reconnecting"), absl::string_view::npos) << status;
+  EXPECT_EQ(c->stats().streams_opened, 1);
+}
+
+TEST_F(GrpcTransportTest, PeerDeathRaisesAFailureEvent) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  absl::Notification failed;
+  a_->SetPeerFailureHandler([&](const PeerId& peer, const absl::Status&) {
+    EXPECT_EQ(peer, b_id_);
+    failed.Notify();
+  });
+  AckWaiter ack;
+  a_->Send(b_id_, AToB(100), ack.Callback());
+  ASSERT_TRUE(ack.Wait().ok());
+  b_.reset();
+  failed.WaitForNotification();
+  AckWaiter after;
+  a_->Send(b_id_, AToB(100, 1), after.Callback());
+  EXPECT_EQ(after.Wait().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(GrpcTransportTest, UnknownPeerAndUnsealedFramesAreRefusedLocally) {
+  AckWaiter unknown;
+  a_->Send(PeerId::ForName("x"), AToB(10), unknown.Callback());
+  EXPECT_EQ(unknown.Wait().code(), absl::StatusCode::kUnavailable);
+  Frame unsealed = AToB(10);
+  unsealed.payload.Append("more");
+  AckWaiter bad;
+  a_->Send(b_id_, std::move(unsealed), bad.Callback());
+  EXPECT_EQ(bad.Wait().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A listening socket that never accepts: connections hang in the backlog,
+// so nothing sent to it ever completes.
+class BlackHole {
+ public:
+  BlackHole() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 4);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~BlackHole() { close(fd_); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_;
+};
+
+TEST_F(GrpcTransportTest, FullSendQueueRefusesWithResourceExhausted) {
+  BlackHole hole;
+  GrpcTransportOptions options;
+  options.max_queued_frames_per_peer = 1;
+  auto c = Make(PeerId::ForName("c"), options);
+  const PeerId stuck = PeerId::ForName("stuck");
+  c->SetPeerAddress(stuck, hole.address());
+  Frame first = MakeTestFrame({c->self(), stuck, c->self()}, 1, 4 << 20, 1);
+  first.header.set_deadline_ms(100);
+  AckWaiter first_ack, second_ack;
+  c->Send(stuck, std::move(first), first_ack.Callback());
+  c->Send(stuck, MakeTestFrame({c->self(), stuck, c->self()}, 1, 10, 2),
+          second_ack.Callback());
+  EXPECT_EQ(second_ack.Wait().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(first_ack.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  c.reset();  // cancels the stuck stream
+}
+
+// Speaks the wire protocol directly, to send what GrpcTransport never would.
+class RawStream {
+ public:
+  RawStream(const std::string& address, const PeerId* from) {
+    stub_ = proto::PipelineService::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    if (from != nullptr) context_.AddMetadata(internal::kNodeIdMetadata, from->Hex());
+    stream_ = stub_->Stream(&context_);
+  }
+  void Write(const proto::FrameHeader& header) {
+    proto::PipelineMessage m;
+    *m.mutable_header() = header;
+    ASSERT_TRUE(stream_->Write(m));
+  }
+  void WriteChunk(uint32_t index, std::string data) {
+    proto::PipelineMessage m;
+    m.mutable_chunk()->set_index(index);
+    m.mutable_chunk()->set_data(std::move(data));
+    ASSERT_TRUE(stream_->Write(m));
+  }
+  void WriteFrame(const Frame& frame) {
+    Write(frame.header);
+    std::string bytes(frame.payload);
+    for (uint32_t i = 0; i * kMaxChunkBytes < bytes.size(); ++i) {
+      WriteChunk(i, bytes.substr(i * kMaxChunkBytes, kMaxChunkBytes));
+    }
+  }
+  // Closes the sending side and returns every ack's status, then the
+  // stream's final status.
+  std::vector<absl::StatusCode> Finish(grpc::Status* final_status) {
+    stream_->WritesDone();
+    std::vector<absl::StatusCode> codes;
+    proto::FrameAck ack;
+    while (stream_->Read(&ack)) codes.push_back(static_cast<absl::StatusCode>(ack.code()));
+    *final_status = stream_->Finish();
+    return codes;
+  }
+
+ private:
+  std::unique_ptr<proto::PipelineService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::PipelineMessage, proto::FrameAck>> stream_;
+};
+
+TEST_F(GrpcTransportTest, ServerRejectsBadFramesWithClearAcksAndKeepsServing) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  RawStream raw(b_->loopback_address(), &a_id_);
+
+  Frame old_version = AToB(10, 1);
+  old_version.header.set_protocol_version(proto::PROTOCOL_VERSION_UNSPECIFIED);
+  raw.WriteFrame(old_version);                       // FAILED_PRECONDITION
+  Frame foreign = AToB(10, 2);
+  foreign.header.set_swarm_id("another swarm");
+  raw.WriteFrame(foreign);                           // PERMISSION_DENIED
+  raw.WriteFrame(MakeTestFrame({a_id_, a_id_, a_id_}, 1, 10, 3));  // not on route
+  Frame huge = AToB(10, 4);
+  huge.header.mutable_tensor()->set_payload_bytes(uint64_t{300} << 20);
+  huge.header.set_chunk_count(300);
+  raw.Write(huge.header);                            // INVALID_ARGUMENT (size)
+  Frame disordered = AToB(10, 5);
+  raw.Write(disordered.header);
+  raw.WriteChunk(1, "0123456789");                   // INVALID_ARGUMENT (index)
+  Frame corrupt = AToB(10, 6);
+  corrupt.header.mutable_tensor()->set_payload_crc32c(1);
+  raw.WriteFrame(corrupt);                           // DATA_LOSS
+  raw.WriteFrame(AToB(10, 7));                       // OK
+  raw.WriteFrame(AToB(10, 7));                       // ALREADY_EXISTS
+  Frame cut = AToB((1 << 20) + 5, 8);
+  raw.Write(cut.header);
+  raw.WriteChunk(0, std::string(1 << 20, 'x'));      // INVALID_ARGUMENT (cut short)
+  raw.WriteFrame(AToB(3 << 20, 9));                  // OK
+
+  grpc::Status final_status;
+  std::vector<absl::StatusCode> codes = raw.Finish(&final_status);
+  EXPECT_TRUE(final_status.ok()) << final_status.error_message();
+  using C = absl::StatusCode;
+  EXPECT_EQ(codes, (std::vector<C>{C::kFailedPrecondition, C::kPermissionDenied,
+                                   C::kInvalidArgument, C::kInvalidArgument,
+                                   C::kInvalidArgument, C::kDataLoss, C::kOk,
+                                   C::kAlreadyExists, C::kInvalidArgument, C::kOk}));
+  ASSERT_EQ(inbox.frames().size(), 2u);
+  EXPECT_EQ(inbox.frames()[1].payload.size(), size_t{3} << 20);
+
+  // The transport's own traffic is unaffected.
+  AckWaiter ack;
+  a_->Send(b_id_, AToB(100, 10), ack.Callback());
+  EXPECT_TRUE(ack.Wait().ok());
+}
+
+TEST_F(GrpcTransportTest, StreamWithoutNodeIdIsRefused) {
+  RawStream raw(b_->loopback_address(), nullptr);
+  grpc::Status final_status;
+  std::vector<absl::StatusCode> codes = raw.Finish(&final_status);
+  EXPECT_TRUE(codes.empty());
+  EXPECT_EQ(final_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(GrpcTransportTest, HealthServiceReportsServing) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(b_->loopback_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = stub->Check(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
