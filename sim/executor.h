@@ -1,0 +1,145 @@
+// Runs one training iteration of a plan on the simulated clock while nodes
+// die, slow down or become unreachable, re-routing the micro-batches that
+// hit a failure.
+//
+// Without failures it is the scheduler's discrete-event evaluator
+// (scheduler/evaluator.h) step for step: same servers, memory slots, task
+// order and hop costs, so the two give the same iteration time (a test
+// checks it). It is a separate loop because the evaluator is a pure
+// function with no way to inject failures mid-iteration; it stands in for
+// the real stage server + data-node driver until those run in the simulator
+// (see sim/README.md, "What runs real code").
+//
+// Failures (Note [Failure handling in the simulator]):
+//  * A node dies at time t (the world says so through WorldHooks and the
+//    driver calls OnNodeDeath from a clock timer).
+//  * An MB whose next forward hop is on the dead node (in flight, queued or
+//    running there) is re-routed by the node that holds its activations,
+//    the previous node of its route, once that node notices: after
+//    stream_timeout_s, or at once if gossip already declared the node dead.
+//    The rest of the route comes from the scheduler's
+//    RouteSearcher::BestCompletion over the alive nodes (prefix kept).
+//  * An MB that keeps activations on the dead node (forward done there,
+//    backward not), or whose origin died, is dropped: its backward cannot
+//    be computed. Its memory slots are freed when the loss is noticed.
+//  * A hop over a cut link (partition) fails like a hop to a dead node.
+//  * Re-route time = detection -> the activation arrives at the new node.
+//
+//   IterationExecutor exec(view, workload, &clock, &world, options);
+//   IterationResult r = exec.Run(plan);   // advances the clock to its end
+//
+// Thread rule: single-threaded; the clock's timers fire inside Run on the
+// calling thread. `view`, `clock` and `world` must outlive the executor.
+#ifndef SKIPSWARM_SIM_EXECUTOR_H_
+#define SKIPSWARM_SIM_EXECUTOR_H_
+
+#include <memory>
+#include <optional>
+#include <queue>
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "scheduler/route.h"
+#include "scheduler/route_search.h"
+#include "scheduler/topology.h"
+
+namespace skipswarm::sim {
+
+// The executor's window on the simulated world, in view indices. Times are
+// clock seconds (SteadyNow).
+class WorldHooks {
+ public:
+  virtual ~WorldHooks() = default;
+  // When the node died; +infinity while alive.
+  virtual double DeathTime(int v) = 0;
+  // When every member's gossip view said "dead"; +infinity if not yet.
+  virtual double GossipDeadTime(int v) = 0;
+  virtual bool LinkUp(int u, int v) = 0;
+  // Multiplies the node's compute time right now (stragglers).
+  virtual double SpeedFactor(int v) = 0;
+};
+
+struct ExecutorOptions {
+  double stream_timeout_s = 0.5;
+  // false: a failed hop drops the MB (a full-pipeline system without
+  // re-routing).
+  bool reroute = true;
+};
+
+struct RerouteRecord {
+  int mb = 0;
+  int failed_node = 0;      // view index
+  double failed_at_s = 0;   // when this MB met the failure: the death, or
+                            // a later send to the dead/unreachable node
+  double detected_s = 0;    // when the holder noticed
+  double resumed_s = 0;     // activation at the replacement (dropped: -1)
+  bool dropped = false;
+};
+
+struct IterationResult {
+  double start_s = 0;
+  double end_s = 0;
+  int mbs = 0;
+  int completed = 0;
+  int dropped = 0;
+  int rerouted = 0;  // MBs re-routed at least once (and not dropped)
+  bool deadlocked = false;
+  std::vector<double> node_busy_s;  // per view node, useful work only
+  std::vector<int> stage_visits;    // of completed MBs, per stage
+  std::vector<RerouteRecord> events;
+};
+
+class IterationExecutor {
+ public:
+  IterationExecutor(const scheduler::TopologyView& view,
+                    const scheduler::Workload& workload,
+                    common::SimClock* clock, WorldHooks* world,
+                    ExecutorOptions options);
+  ~IterationExecutor();
+
+  // Runs `plan` (view indices; structurally valid) starting now. Returns
+  // once every MB finished or was dropped.
+  IterationResult Run(const scheduler::Plan& plan);
+
+  // Tells a running iteration that view node `v` just died.
+  void OnNodeDeath(int v);
+
+ private:
+  struct Mb;
+  struct Event;
+  struct EventLater {
+    bool operator()(const Event& a, const Event& b) const;
+  };
+  struct Ready;
+  struct NodeState;
+
+  double Now();
+  void Push(Event e);
+  void SendHop(int m, int task, int from, double now);
+  void Fail(int m, int task, int from, int to, double failed_at, double detect);
+  void OnDetect(const Event& e, double now);
+  void Drop(int m, double now, int failed_node, double failed_at);
+  void TryStart(int v, double now);
+  void Finish(int m, double now);
+
+  const scheduler::TopologyView& view_;
+  scheduler::Workload workload_;
+  common::SimClock* clock_;
+  WorldHooks* world_;
+  ExecutorOptions options_;
+  scheduler::RouteSearcher searcher_;
+
+  // Per-run state.
+  std::vector<Mb> mbs_;
+  std::vector<NodeState> nodes_;
+  std::vector<Event> heap_;
+  long seq_ = 0;
+  int open_ = 0;  // MBs neither finished nor dropped
+  bool running_ = false;
+  IterationResult result_;
+  std::vector<int> touched_;
+};
+
+}  // namespace skipswarm::sim
+
+#endif  // SKIPSWARM_SIM_EXECUTOR_H_
