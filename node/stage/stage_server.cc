@@ -1,0 +1,646 @@
+#include "node/stage/stage_server.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "node/transport/frame.h"
+
+namespace skipswarm::node {
+
+// Identifies one visit of one micro-batch at this node (Note [Route hops]):
+// the same MB may visit twice when this node hosts two of its stages.
+struct StageServer::MbKey {
+  std::string origin;
+  uint64_t iteration = 0;
+  uint64_t mb = 0;
+  uint32_t hop = 0;
+
+  static MbKey Of(const proto::FrameHeader& h) {
+    return {h.origin(), h.iteration(), h.mb_id(), h.hop_index()};
+  }
+  friend bool operator==(const MbKey& a, const MbKey& b) {
+    return a.origin == b.origin && a.iteration == b.iteration && a.mb == b.mb && a.hop == b.hop;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const MbKey& k) {
+    return H::combine(std::move(h), k.origin, k.iteration, k.mb, k.hop);
+  }
+};
+
+struct StageServer::Entry {
+  uint64_t local_id = 0;  // the StageCompute's micro-batch id
+  int stage = 0;
+  bool holds_slot = false;
+  bool forward_done = false;
+  bool tail_done = false;  // origin only
+};
+
+struct StageServer::Task {
+  enum Kind { kStart, kForward, kTail, kBackward } kind = kForward;
+  proto::FrameHeader header;  // hop_index = the hop this task runs
+  absl::Cord payload;
+  MicroBatchData data;  // kStart
+};
+
+class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl> {
+ public:
+  Impl(Transport* transport, common::Clock* clock, SwarmView* view,
+       std::map<int, StageCompute*> stages, StageServerOptions options)
+      : transport_(transport),
+        clock_(clock),
+        view_(view),
+        stages_(std::move(stages)),
+        options_(std::move(options)),
+        self_(transport->self()),
+        self_bytes_(self_.Bytes()) {}
+
+  absl::Status Admit(const Frame& frame, bool* runnable);
+  void MaybeDispatch();
+  void Run(Task task);
+  void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
+  void OnTailDone(Task task, absl::StatusOr<TailOutput> out);
+  void OnBackwardDone(Task task, absl::StatusOr<WireTensor> out);
+  // Sends `frame` to route[hop_index] (locally when that is this node).
+  // `failed`: peers that already failed this frame.
+  void SendFrame(Frame frame, std::vector<PeerId> failed);
+  void OnAck(Frame frame, PeerId to, std::vector<PeerId> failed, absl::Status ack);
+  // Rewrites the route so hop_index names a live replica not in `failed`,
+  // or skips the hop. False when neither is possible.
+  bool Repair(proto::FrameHeader& header, const std::vector<PeerId>& failed);
+  // Drops the MB visit `key` held here, if any; tells the listener when
+  // this node is its origin.
+  void Drop(const MbKey& key, const absl::Status& why);
+  void DropLocked(const MbKey& key, const absl::Status& why,
+                  std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                  std::vector<std::pair<MbKey, absl::Status>>& finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(const std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+              const std::vector<std::pair<MbKey, absl::Status>>& finished);
+  void Done() {
+    {
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
+    }
+    MaybeDispatch();
+  }
+  bool Holds(const MbKey& key) {
+    absl::MutexLock lock(&mu_);
+    return entries_.contains(key);
+  }
+  StageCompute* ComputeFor(int stage) const {
+    auto it = stages_.find(stage);
+    return it == stages_.end() ? nullptr : it->second;
+  }
+
+  Transport* const transport_;
+  common::Clock* const clock_;
+  SwarmView* const view_;
+  const std::map<int, StageCompute*> stages_;
+  const StageServerOptions options_;
+  const PeerId self_;
+  const std::string self_bytes_;
+
+  mutable absl::Mutex mu_;
+  OriginListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<MbKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> backward_q_ ABSL_GUARDED_BY(mu_);  // backwards and tails
+  std::deque<Task> forward_q_ ABSL_GUARDED_BY(mu_);   // starts and forwards
+  std::deque<Task> deferred_ ABSL_GUARDED_BY(mu_);    // forwards of later iterations
+  StageServerStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+bool IsForward(const proto::FrameHeader& h) { return h.direction() == proto::DIRECTION_FORWARD; }
+
+absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, absl::string_view why) {
+  return absl::Status(code, absl::StrCat(why, " (", DescribeFrame(h), ")"));
+}
+
+}  // namespace
+
+absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
+  const proto::FrameHeader& h = frame.header;
+  *runnable = false;
+  if (h.hop_index() >= static_cast<uint32_t>(h.route_size()) ||
+      h.route(h.hop_index()).node_id() != self_bytes_) {
+    return Refuse(absl::StatusCode::kInvalidArgument, h, "route does not name this node here");
+  }
+  const int stage = static_cast<int>(h.route(h.hop_index()).stage());
+  absl::MutexLock lock(&mu_);
+  if (h.iteration() < iteration_) {
+    return Refuse(absl::StatusCode::kFailedPrecondition, h,
+                  absl::StrCat("iteration is over (now ", iteration_, ")"));
+  }
+  const MbKey key = MbKey::Of(h);
+  auto it = entries_.find(key);
+  Task task;
+  task.header = h;
+  task.payload = frame.payload;
+  if (IsForward(h) && h.hop_index() == 0) {  // the tail, at the origin
+    if (h.origin() != self_bytes_) {
+      return Refuse(absl::StatusCode::kInvalidArgument, h, "tail frame for another origin");
+    }
+    if (it == entries_.end() || !it->second.forward_done || it->second.tail_done) {
+      return Refuse(absl::StatusCode::kNotFound, h, "tail of an unknown micro-batch");
+    }
+    it->second.tail_done = true;
+    task.kind = Task::kTail;
+    backward_q_.push_back(std::move(task));
+  } else if (IsForward(h)) {
+    if (ComputeFor(stage) == nullptr || stage == 0) {
+      return Refuse(absl::StatusCode::kInvalidArgument, h,
+                    absl::StrCat("stage ", stage, " is not hosted here"));
+    }
+    if (it != entries_.end()) {
+      return Refuse(absl::StatusCode::kAlreadyExists, h, "duplicate micro-batch");
+    }
+    const size_t waiting = forward_q_.size() + deferred_.size();
+    if (slots_in_use_ + static_cast<int>(waiting) >=
+        options_.memory_slots + options_.max_queued_forwards) {
+      return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
+    }
+    entries_[key] = Entry{next_local_id_++, stage};
+    task.kind = Task::kForward;
+    (h.iteration() > iteration_ ? deferred_ : forward_q_).push_back(std::move(task));
+  } else if (h.direction() == proto::DIRECTION_BACKWARD) {
+    if (it == entries_.end() || !it->second.forward_done || it->second.stage != stage) {
+      return Refuse(absl::StatusCode::kNotFound, h, "gradient for an unknown micro-batch");
+    }
+    task.kind = Task::kBackward;
+    backward_q_.push_back(std::move(task));
+  } else {
+    return Refuse(absl::StatusCode::kInvalidArgument, h, "no direction");
+  }
+  ++stats_.frames_admitted;
+  *runnable = true;
+  return absl::OkStatus();
+}
+
+void StageServer::Impl::MaybeDispatch() {
+  Task task;
+  {
+    absl::MutexLock lock(&mu_);
+    if (busy_) return;
+    if (!backward_q_.empty()) {
+      task = std::move(backward_q_.front());
+      backward_q_.pop_front();
+    } else if (!forward_q_.empty() && slots_in_use_ < options_.memory_slots) {
+      task = std::move(forward_q_.front());
+      forward_q_.pop_front();
+      auto it = entries_.find(MbKey::Of(task.header));
+      if (it == entries_.end()) return;  // dropped while queued; cannot happen
+      it->second.holds_slot = true;
+      ++slots_in_use_;
+    } else {
+      return;
+    }
+    busy_ = true;
+  }
+  Run(std::move(task));
+}
+
+void StageServer::Impl::Run(Task task) {
+  const proto::FrameHeader& h = task.header;
+  const int stage = static_cast<int>(h.route(h.hop_index()).stage());
+  StageCompute* compute = ComputeFor(stage);
+  uint64_t local_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(MbKey::Of(h));
+    if (it == entries_.end() || compute == nullptr) {
+      busy_ = false;  // dropped while queued (iteration ended)
+      local_id = 0;
+    } else {
+      local_id = it->second.local_id;
+    }
+  }
+  if (local_id == 0) return MaybeDispatch();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  WireTensor input{h.tensor(), task.payload};
+  switch (task.kind) {
+    case Task::kStart: {
+      MicroBatchData data = std::move(task.data);
+      compute->Start(local_id, std::move(data),
+                     [weak, task = std::move(task)](absl::StatusOr<WireTensor> out) mutable {
+                       if (auto self = weak.lock()) self->OnForwardDone(std::move(task), std::move(out));
+                     });
+      break;
+    }
+    case Task::kForward:
+      compute->Forward(local_id, std::move(input),
+                       [weak, task = std::move(task)](absl::StatusOr<WireTensor> out) mutable {
+                         if (auto self = weak.lock()) self->OnForwardDone(std::move(task), std::move(out));
+                       });
+      break;
+    case Task::kTail:
+      compute->Tail(local_id, std::move(input),
+                    [weak, task = std::move(task)](absl::StatusOr<TailOutput> out) mutable {
+                      if (auto self = weak.lock()) self->OnTailDone(std::move(task), std::move(out));
+                    });
+      break;
+    case Task::kBackward:
+      compute->Backward(local_id, std::move(input),
+                        [weak, task = std::move(task)](absl::StatusOr<WireTensor> out) mutable {
+                          if (auto self = weak.lock()) self->OnBackwardDone(std::move(task), std::move(out));
+                        });
+      break;
+  }
+}
+
+void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out) {
+  const MbKey key = MbKey::Of(task.header);
+  if (!out.ok()) {
+    LOG(WARNING) << "forward failed, dropping: " << DescribeFrame(task.header) << ": "
+                 << out.status();
+    Drop(key, out.status());
+    return Done();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      it->second.forward_done = true;
+      ++stats_.forwards;
+    }
+  }
+  if (!Holds(key)) return Done();
+  Frame next;
+  next.header = std::move(task.header);
+  const uint32_t hop = next.header.hop_index();
+  next.header.set_hop_index(hop + 1 < static_cast<uint32_t>(next.header.route_size()) ? hop + 1 : 0);
+  next.header.set_direction(proto::DIRECTION_FORWARD);
+  *next.header.mutable_tensor() = out->meta;
+  next.payload = std::move(out->payload);
+  SendFrame(std::move(next), {});
+  Done();
+}
+
+void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
+  const MbKey key = MbKey::Of(task.header);
+  if (!out.ok()) {
+    LOG(WARNING) << "tail failed, dropping: " << DescribeFrame(task.header) << ": "
+                 << out.status();
+    Drop(key, out.status());
+    return Done();
+  }
+  OriginListener* listener;
+  {
+    absl::MutexLock lock(&mu_);
+    listener = listener_;
+  }
+  if (!Holds(key)) return Done();  // abandoned while the tail ran
+  if (listener != nullptr) listener->OnTail(key.iteration, key.mb, out->loss);
+  Frame back;
+  back.header = std::move(task.header);
+  back.header.set_hop_index(back.header.route_size() - 1);
+  back.header.set_direction(proto::DIRECTION_BACKWARD);
+  *back.header.mutable_tensor() = out->grad.meta;
+  back.payload = std::move(out->grad.payload);
+  SendFrame(std::move(back), {});
+  Done();
+}
+
+void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out) {
+  const MbKey key = MbKey::Of(task.header);
+  if (!out.ok()) {
+    LOG(WARNING) << "backward failed, dropping: " << DescribeFrame(task.header) << ": "
+                 << out.status();
+    Drop(key, out.status());
+    return Done();
+  }
+  OriginListener* listener = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      if (it->second.holds_slot) --slots_in_use_;
+      entries_.erase(it);
+      ++stats_.backwards;
+      if (key.hop == 0) listener = listener_;
+    }
+  }
+  if (key.hop == 0) {
+    if (listener != nullptr) listener->OnFinished(key.iteration, key.mb, absl::OkStatus());
+    return Done();
+  }
+  Frame back;
+  back.header = std::move(task.header);
+  back.header.set_hop_index(key.hop - 1);
+  *back.header.mutable_tensor() = out->meta;
+  back.payload = std::move(out->payload);
+  SendFrame(std::move(back), {});
+  Done();
+}
+
+void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
+  frame.header.set_deadline_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
+  SealFrame(frame);
+  const std::string& to_bytes = frame.header.route(frame.header.hop_index()).node_id();
+  absl::StatusOr<PeerId> to = PeerId::FromBytes(to_bytes);
+  if (!to.ok()) {
+    LOG(ERROR) << "bad node id in our own route: " << DescribeFrame(frame.header);
+    Drop(MbKey::Of(frame.header), to.status());
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_sent += frame.payload.size();
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  if (*to == self_) {
+    // Local hop: admit as if it had arrived, acknowledge asynchronously.
+    bool runnable = false;
+    absl::Status admitted = Admit(frame, &runnable);
+    clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
+                                            failed = std::move(failed), admitted]() mutable {
+      if (auto self = weak.lock()) {
+        self->OnAck(std::move(frame), to, std::move(failed), admitted);
+        self->MaybeDispatch();
+      }
+    });
+    return;
+  }
+  Frame copy = frame;  // kept for a repair; the Cord shares the bytes
+  transport_->Send(*to, std::move(frame),
+                   [weak, copy = std::move(copy), to = *to,
+                    failed = std::move(failed)](absl::Status ack) mutable {
+                     if (auto self = weak.lock()) {
+                       self->OnAck(std::move(copy), to, std::move(failed), std::move(ack));
+                     }
+                   });
+}
+
+void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed,
+                              absl::Status ack) {
+  if (ack.ok()) return;
+  proto::FrameHeader& h = frame.header;
+  if (absl::IsUnavailable(ack)) view_->MarkDead(to);
+  failed.push_back(to);
+  // The visit this frame came from: the sender's own hop.
+  const bool forward = IsForward(h);
+  LOG(WARNING) << "hop to " << to << " failed: " << DescribeFrame(h) << ": " << ack;
+  if (forward && h.hop_index() != 0 && IsRetryElsewhere(ack) &&
+      static_cast<int>(h.reroutes()) < options_.max_reroutes && Repair(h, failed)) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.rerouted;
+    }
+    LOG(INFO) << "re-routed: " << DescribeFrame(h) << " now to hop " << h.hop_index();
+    SendFrame(std::move(frame), std::move(failed));
+    return;
+  }
+  // Cannot be repaired: this node drops what it holds of the MB. Upstream
+  // visits are freed when the iteration ends; the origin's deadline (or this
+  // drop, at the origin) ends the MB there.
+  const absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(),
+                                                  " failed: ", ack.message()));
+  MbKey mine = MbKey::Of(h);
+  const uint32_t n = static_cast<uint32_t>(h.route_size());
+  if (forward) {
+    mine.hop = h.hop_index() == 0 ? n - 1 : h.hop_index() - 1;
+  } else {
+    mine.hop = h.hop_index() + 1 == n ? 0 : h.hop_index() + 1;
+    if (h.hop_index() + 1 == n) {
+      Drop(mine, why);  // the origin's tail could not send its gradient
+      return;
+    }
+    // Our own visit already ended with the backward; only count the drop.
+    absl::MutexLock lock(&mu_);
+    ++stats_.dropped;
+    return;
+  }
+  Drop(mine, why);
+}
+
+bool StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<PeerId>& failed) {
+  const uint32_t hop = h.hop_index();
+  const int stage = static_cast<int>(h.route(hop).stage());
+  std::vector<PeerId> candidates;
+  for (const PeerId& p : view_->Replicas(stage)) {
+    if (std::find(failed.begin(), failed.end(), p) != failed.end()) continue;
+    candidates.push_back(p);
+  }
+  h.set_reroutes(h.reroutes() + 1);
+  if (!candidates.empty()) {
+    // Spread repairs of different MBs over the replicas, deterministically.
+    const PeerId& pick = candidates[(h.mb_id() + h.iteration()) % candidates.size()];
+    h.mutable_route(hop)->set_node_id(pick.Bytes());
+    return true;
+  }
+  if (!options_.allow_skip) return false;
+  h.mutable_route()->erase(h.mutable_route()->begin() + hop);
+  if (hop == static_cast<uint32_t>(h.route_size())) h.set_hop_index(0);  // skip the last hop
+  return true;
+}
+
+void StageServer::Impl::Drop(const MbKey& key, const absl::Status& why) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    DropLocked(key, why, discards, finished);
+  }
+  Finish(discards, finished);
+}
+
+void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why,
+                                   std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                                   std::vector<std::pair<MbKey, absl::Status>>& finished) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  if (it->second.holds_slot) --slots_in_use_;
+  discards.emplace_back(ComputeFor(it->second.stage), it->second.local_id);
+  entries_.erase(it);
+  ++stats_.dropped;
+  if (key.origin == self_bytes_ && key.hop == 0) finished.emplace_back(key, why);
+}
+
+void StageServer::Impl::Finish(const std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                               const std::vector<std::pair<MbKey, absl::Status>>& finished) {
+  for (const auto& [compute, id] : discards) {
+    if (compute != nullptr) compute->Discard(id);
+  }
+  OriginListener* listener;
+  {
+    absl::MutexLock lock(&mu_);
+    listener = listener_;
+  }
+  if (listener == nullptr) return;
+  for (const auto& [key, why] : finished) listener->OnFinished(key.iteration, key.mb, why);
+}
+
+// ---------------------------------------------------------------------------
+
+StageServer::StageServer(Transport* transport, common::Clock* clock, SwarmView* view,
+                         std::map<int, StageCompute*> stages, StageServerOptions options)
+    : impl_(std::make_shared<Impl>(transport, clock, view, std::move(stages), std::move(options))),
+      self_(transport->self()) {}
+
+StageServer::~StageServer() = default;
+
+void StageServer::Attach() {
+  std::weak_ptr<Impl> weak = impl_;
+  impl_->transport_->SetFrameHandler([weak](const PeerId& from, Frame frame, AckFn ack) {
+    auto self = weak.lock();
+    if (!self) return ack(absl::UnavailableError("stage server is gone"));
+    bool runnable = false;
+    absl::Status admitted = self->Admit(frame, &runnable);
+    if (!admitted.ok()) {
+      LOG(WARNING) << "refused frame from " << from << ": " << admitted;
+      absl::MutexLock lock(&self->mu_);
+      ++self->stats_.frames_refused;
+    }
+    ack(admitted);
+    if (runnable) self->MaybeDispatch();
+  });
+  impl_->transport_->SetPeerFailureHandler([weak](const PeerId& peer, const absl::Status& why) {
+    if (auto self = weak.lock()) {
+      LOG(WARNING) << "peer " << peer << " failed: " << why;
+      self->view_->MarkDead(peer);
+    }
+  });
+}
+
+void StageServer::Detach() {
+  impl_->transport_->SetFrameHandler(nullptr);
+  impl_->transport_->SetPeerFailureHandler(nullptr);
+}
+
+void StageServer::SetOriginListener(OriginListener* listener) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->listener_ = listener;
+}
+
+uint64_t StageServer::iteration() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->iteration_;
+}
+
+bool StageServer::CanInject() const {
+  absl::MutexLock lock(&impl_->mu_);
+  const int waiting = static_cast<int>(impl_->forward_q_.size() + impl_->deferred_.size());
+  return impl_->slots_in_use_ + waiting < impl_->options_.memory_slots;
+}
+
+absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
+                                 const std::vector<RouteHop>& route, MicroBatchData data) {
+  if (route.empty() || route[0].node != self_ || route[0].stage != 0 ||
+      impl_->ComputeFor(0) == nullptr) {
+    return absl::InvalidArgumentError("a route must start at this data node with stage 0");
+  }
+  if (route.size() > static_cast<size_t>(kMaxRouteHops)) {
+    return absl::InvalidArgumentError("route too long");
+  }
+  Task task;
+  task.kind = Task::kStart;
+  proto::FrameHeader& h = task.header;
+  h.set_swarm_id(impl_->options_.swarm_id);
+  h.set_iteration(iteration);
+  h.set_mb_id(mb);
+  h.set_origin(impl_->self_bytes_);
+  for (const RouteHop& hop : route) {
+    proto::Hop* p = h.add_route();
+    p->set_node_id(hop.node.Bytes());
+    p->set_stage(static_cast<uint32_t>(hop.stage));
+  }
+  h.set_hop_index(0);
+  h.set_direction(proto::DIRECTION_FORWARD);
+  task.data = std::move(data);
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (iteration != impl_->iteration_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("inject into iteration ", iteration, " while at ", impl_->iteration_));
+    }
+    const MbKey key = MbKey::Of(h);
+    if (impl_->entries_.contains(key)) {
+      return absl::AlreadyExistsError(absl::StrCat("micro-batch ", mb, " already injected"));
+    }
+    const int waiting = static_cast<int>(impl_->forward_q_.size() + impl_->deferred_.size());
+    if (impl_->slots_in_use_ + waiting >= impl_->options_.memory_slots) {
+      return absl::ResourceExhaustedError("no free memory slot at the origin");
+    }
+    impl_->entries_[key] = Entry{impl_->next_local_id_++, 0};
+    impl_->forward_q_.push_back(std::move(task));
+  }
+  impl_->MaybeDispatch();
+  return absl::OkStatus();
+}
+
+void StageServer::Abandon(uint64_t iteration, uint64_t mb) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    std::vector<MbKey> keys;
+    for (const auto& [key, entry] : impl_->entries_) {
+      if (key.origin == impl_->self_bytes_ && key.iteration == iteration && key.mb == mb) {
+        keys.push_back(key);
+      }
+    }
+    for (const MbKey& key : keys) {
+      impl_->DropLocked(key, absl::DeadlineExceededError("abandoned by the origin"), discards,
+                        finished);
+    }
+  }
+  impl_->Finish(discards, {});  // the caller already knows
+}
+
+void StageServer::BeginIteration(uint64_t iteration) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (iteration <= impl_->iteration_ && iteration != 0) return;
+    impl_->iteration_ = iteration;
+    std::vector<MbKey> old;
+    for (const auto& [key, entry] : impl_->entries_) {
+      if (key.iteration < iteration) old.push_back(key);
+    }
+    for (const MbKey& key : old) {
+      impl_->DropLocked(key, absl::AbortedError("iteration ended"), discards, finished);
+    }
+    auto stale = [&](const Task& t) { return t.header.iteration() < iteration; };
+    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) {
+      q->erase(std::remove_if(q->begin(), q->end(), stale), q->end());
+    }
+    std::deque<Task> later;
+    for (Task& t : impl_->deferred_) {
+      (t.header.iteration() == iteration ? impl_->forward_q_ : later).push_back(std::move(t));
+    }
+    impl_->deferred_ = std::move(later);
+  }
+  if (!discards.empty()) {
+    LOG(WARNING) << "iteration " << iteration << " begins: dropped " << discards.size()
+                 << " unfinished micro-batch visits of earlier iterations";
+  }
+  impl_->Finish(discards, finished);
+  impl_->MaybeDispatch();
+}
+
+int StageServer::HeldBefore(uint64_t iteration) const {
+  absl::MutexLock lock(&impl_->mu_);
+  int n = 0;
+  for (const auto& [key, entry] : impl_->entries_) n += key.iteration < iteration;
+  return n;
+}
+
+StageServerStats StageServer::stats() const {
+  absl::MutexLock lock(&impl_->mu_);
+  StageServerStats s = impl_->stats_;
+  s.slots_in_use = impl_->slots_in_use_;
+  s.queued = static_cast<int>(impl_->forward_q_.size() + impl_->backward_q_.size() +
+                              impl_->deferred_.size());
+  return s;
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,151 @@
+// StageServer: a node's micro-batch engine (DESIGN.md §1, §4, §5). It
+// admits frames from the transport within the node's memory slots, runs one
+// compute task at a time (backward before forward), sends each result to
+// the next hop of the route carried in the frame header, keeps a
+// micro-batch's activations only until its backward, and repairs routes
+// whose next hop fails. At a data node it also starts the micro-batches the
+// driver injects and reports their loss and end to an OriginListener.
+//
+//   StageServer server(transport, &clock, &view, {{0, compute0.get()}}, options);
+//   server.SetOriginListener(&driver);
+//   server.Attach();                                  // takes the transport handlers
+//   server.Inject(iteration, mb, route, std::move(batch));
+//   ... OnTail(loss) ... OnFinished(OK or why it was dropped) ...
+//   server.BeginIteration(iteration + 1);             // after replica averaging
+//
+// Note [Route hops]
+// header.route = [origin (stage 0), v1, ..., v_{P-1}]; hop_index h names the
+// hop that must process the frame. Forward frames: h in 1..P-1 run
+// route[h].stage's Forward; the result goes to h+1, or to the origin with
+// hop_index 0 after the last hop (h == 0 on a forward frame means "the
+// tail": loss at the origin). Backward frames: the tail's gradient goes to
+// hop P-1; hop h > 0 runs Backward and sends to h-1; hop 0 is the origin's
+// Backward, which ends the micro-batch. A node that repairs the route
+// rewrites header.route for the hops after it, so every later frame (and
+// the whole backward) carries the repaired route. Consecutive hops on this
+// node are delivered locally, without the transport.
+//
+// Admission: a forward frame needs a memory slot to run; up to
+// max_queued_forwards more may wait for one; beyond that it is refused with
+// RESOURCE_EXHAUSTED (the sender tries another replica). A slot is taken
+// when the forward starts and freed by the MB's backward (or its drop).
+// Backward and tail frames of MBs held here are always admitted. Refused
+// with a clear status (and logged): a stage this node does not host
+// (INVALID_ARGUMENT), a duplicate MB (ALREADY_EXISTS), a backward or tail
+// for an unknown MB (NOT_FOUND), a past iteration (FAILED_PRECONDITION).
+// Frames of a later iteration are admitted but wait for BeginIteration.
+//
+// Thread rule: thread-safe. Handlers run on transport / compute threads;
+// no lock is held while calling the transport, a StageCompute or the
+// listener. The transport, clock, view and computes must outlive the server;
+// call Detach() (or destroy the transport) before destroying it.
+#ifndef SKIPSWARM_NODE_STAGE_STAGE_SERVER_H_
+#define SKIPSWARM_NODE_STAGE_STAGE_SERVER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "node/compute/stage_compute.h"
+#include "node/stage/swarm_view.h"
+#include "node/transport/transport.h"
+
+namespace skipswarm::node {
+
+struct RouteHop {
+  PeerId node;
+  int stage = 0;
+};
+
+// Told about micro-batches this node originated. Called with no lock held,
+// from transport or compute threads.
+class OriginListener {
+ public:
+  virtual ~OriginListener() = default;
+  virtual void OnTail(uint64_t iteration, uint64_t mb, double loss) = 0;
+  // OK: the backward reached the origin. Otherwise the MB was dropped here
+  // (the status says why) and its gradient contribution is partial.
+  virtual void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) = 0;
+};
+
+struct StageServerOptions {
+  int memory_slots = 4;
+  int max_queued_forwards = 8;
+  // Route repairs one MB may undergo (header.reroutes) before it is dropped.
+  int max_reroutes = 4;
+  // Repair by skipping the failed stage when no other replica is alive.
+  bool allow_skip = false;
+  // Ack deadline written into every frame (header.deadline_ms).
+  absl::Duration hop_deadline = absl::Seconds(10);
+  std::string swarm_id;
+};
+
+struct StageServerStats {
+  int64_t frames_admitted = 0;
+  int64_t frames_refused = 0;
+  int64_t forwards = 0;
+  int64_t backwards = 0;
+  int64_t rerouted = 0;
+  int64_t dropped = 0;
+  int64_t bytes_sent = 0;
+  int slots_in_use = 0;
+  int queued = 0;
+};
+
+class StageServer {
+ public:
+  // `stages`: the computes of the stages this node hosts, by stage id.
+  StageServer(Transport* transport, common::Clock* clock, SwarmView* view,
+              std::map<int, StageCompute*> stages, StageServerOptions options);
+  ~StageServer();
+
+  // Installs the frame and peer-failure handlers on the transport.
+  void Attach();
+  // Removes them (frames are then refused UNAVAILABLE by the transport).
+  void Detach();
+  void SetOriginListener(OriginListener* listener);
+
+  PeerId self() const { return self_; }
+  uint64_t iteration() const;
+
+  // Data node: starts micro-batch `mb` of `iteration` along `route`
+  // (route[0] must be this node with stage 0). RESOURCE_EXHAUSTED when the
+  // admission limit is reached (inject again after an OnFinished).
+  absl::Status Inject(uint64_t iteration, uint64_t mb, const std::vector<RouteHop>& route,
+                      MicroBatchData data);
+  // Whether an Inject would be admitted now.
+  bool CanInject() const;
+
+  // Drops an MB this node originated (deadline passed): frees its state
+  // here; later frames for it are refused. No OnFinished is sent for it.
+  void Abandon(uint64_t iteration, uint64_t mb);
+
+  // Ends every older iteration: drops what is left of its MBs (counted),
+  // then runs the frames of `iteration` that were waiting. Call after the
+  // replica update of iteration-1, before injecting into `iteration`.
+  void BeginIteration(uint64_t iteration);
+
+  // MBs of iterations before `iteration` still held here.
+  int HeldBefore(uint64_t iteration) const;
+
+  StageServerStats stats() const;
+
+ private:
+  struct MbKey;
+  struct Entry;
+  struct Task;
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+  PeerId self_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_STAGE_STAGE_SERVER_H_

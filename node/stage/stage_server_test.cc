@@ -1,0 +1,224 @@
+#include "node/stage/stage_server.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/transport/fault_transport.h"
+#include "node/transport/frame.h"
+#include "node/transport/inproc_transport.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+struct Recorder : OriginListener {
+  void OnTail(uint64_t, uint64_t mb, double loss) override { losses[mb] = loss; }
+  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override { finished[mb] = s; }
+  std::map<uint64_t, double> losses;
+  std::map<uint64_t, absl::Status> finished;
+};
+
+// A swarm of nodes, each hosting one stage, on a SimClock with timed compute.
+class Swarm {
+ public:
+  // stages[i] = stage hosted by node i ("n<i>"); slots per node.
+  Swarm(std::vector<int> stages, int slots = 4, int queue = 8)
+      : board_(&clock_, {.latency = absl::Milliseconds(1)}) {
+    std::vector<PeerInfo> members;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      ids_.push_back(NodeId::ForName("n" + std::to_string(i)));
+      members.push_back({ids_.back(), {stages[i]}, stages[i] == 0 ? 4 : slots, ""});
+    }
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto views = std::make_unique<StaticSwarmView>(members);
+      auto t = board_.Attach(ids_[i]);
+      EXPECT_TRUE(t.ok());
+      auto faulty = std::make_unique<FaultInjectingTransport>(*std::move(t), &clock_, 1);
+      faults_.push_back(faulty.get());
+      auto compute = std::make_unique<TimedStageCompute>(
+          &clock_, TimedStageCompute::Options{.stage = stages[i],
+                                              .forward = absl::Milliseconds(10)});
+      StageServerOptions o;
+      o.memory_slots = stages[i] == 0 ? 4 : slots;
+      o.max_queued_forwards = queue;
+      auto server = std::make_unique<StageServer>(
+          faulty.get(), &clock_, views.get(),
+          std::map<int, StageCompute*>{{stages[i], compute.get()}}, o);
+      server->Attach();
+      server->SetOriginListener(&recorder_);
+      transports_.push_back(std::move(faulty));
+      views_.push_back(std::move(views));
+      computes_.push_back(std::move(compute));
+      servers_.push_back(std::move(server));
+    }
+  }
+
+  std::vector<RouteHop> Route(std::vector<int> nodes) {
+    std::vector<RouteHop> r;
+    for (int n : nodes) r.push_back({ids_[n], computes_[n]->stage()});
+    return r;
+  }
+
+  // Kills node i: its endpoint vanishes from the switchboard.
+  void Kill(int i) {
+    servers_[i]->Detach();
+    transports_[i].reset();
+  }
+
+  common::SimClock clock_;
+  Switchboard board_;
+  std::vector<NodeId> ids_;
+  std::vector<FaultInjectingTransport*> faults_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<StaticSwarmView>> views_;
+  std::vector<std::unique_ptr<TimedStageCompute>> computes_;
+  std::vector<std::unique_ptr<StageServer>> servers_;
+  Recorder recorder_;
+};
+
+TEST(StageServerTest, MicroBatchTravelsRouteAndBack) {
+  Swarm swarm({0, 1, 2});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 7, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.count(7), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[7].ok()) << swarm.recorder_.finished[7];
+  EXPECT_EQ(swarm.recorder_.losses.count(7), 1u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(swarm.computes_[i]->TakeGradients()->visits, 1) << i;
+    EXPECT_EQ(swarm.computes_[i]->pending(), 0u) << i;
+    EXPECT_EQ(swarm.servers_[i]->stats().slots_in_use, 0) << i;
+  }
+  // 10 ms fwd x3, 2.5 ms tail, 15 ms bwd x3 and 6 hops of 2 ms (frame + ack
+  // latency only delays the ack; delivery takes 1 ms).
+  EXPECT_EQ(swarm.servers_[1]->stats().forwards, 1);
+}
+
+TEST(StageServerTest, OriginRespectsMemorySlots) {
+  Swarm swarm({0, 1});
+  swarm.servers_[0]->Inject(0, 10, swarm.Route({0, 1}), {}).IgnoreError();
+  swarm.servers_[0]->Inject(0, 11, swarm.Route({0, 1}), {}).IgnoreError();
+  EXPECT_TRUE(swarm.servers_[0]->Inject(0, 1, swarm.Route({0, 1}), {}).ok());
+  EXPECT_TRUE(swarm.servers_[0]->Inject(0, 2, swarm.Route({0, 1}), {}).ok());
+  EXPECT_FALSE(swarm.servers_[0]->CanInject());
+  EXPECT_TRUE(absl::IsResourceExhausted(swarm.servers_[0]->Inject(0, 3, swarm.Route({0, 1}), {})));
+  EXPECT_TRUE(absl::IsAlreadyExists(swarm.servers_[0]->Inject(0, 1, swarm.Route({0, 1}), {})));
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(swarm.recorder_.finished.size(), 4u);
+  EXPECT_TRUE(swarm.servers_[0]->CanInject());
+}
+
+TEST(StageServerTest, FullRelayRefusesAndSenderRetriesAnotherReplica) {
+  // n1 and n2 both host stage 1 with one slot and no queue (the origin has 4).
+  Swarm swarm({0, 1, 1}, /*slots=*/1, /*queue=*/0);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 2, swarm.Route({0, 1}), {}).ok());
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 4, swarm.Route({0, 1}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[2].ok());
+  EXPECT_TRUE(swarm.recorder_.finished[4].ok());
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_refused, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted, 1);
+  EXPECT_EQ(swarm.computes_[1]->TakeGradients()->visits, 1);
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
+}
+
+TEST(StageServerTest, KilledReplicaIsRoutedAround) {
+  Swarm swarm({0, 1, 1, 2});
+  swarm.Kill(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted, 1);
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
+}
+
+TEST(StageServerTest, NoReplicaLeftDropsAtOriginOrSkips) {
+  Swarm swarm({0, 1, 2});
+  swarm.Kill(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsUnavailable(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[0]->stats().dropped, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().slots_in_use, 0);
+}
+
+// Sends a hand-made frame from node `from` and returns the ack.
+absl::Status SendRaw(Swarm& swarm, int from, int to, proto::FrameHeader header) {
+  Frame f;
+  f.header = std::move(header);
+  f.header.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
+  f.header.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
+  f.header.mutable_tensor()->add_shape(1);
+  f.payload = absl::Cord(std::string(4, '\0'));
+  SealFrame(f);
+  std::optional<absl::Status> ack;
+  swarm.transports_[from]->Send(swarm.ids_[to], std::move(f), [&](absl::Status s) { ack = s; });
+  swarm.clock_.Advance(absl::Milliseconds(5));
+  return ack.value_or(absl::InternalError("no ack"));
+}
+
+proto::FrameHeader Header(Swarm& swarm, std::vector<int> nodes, int hop, bool forward,
+                          uint64_t mb) {
+  proto::FrameHeader h;
+  h.set_iteration(0);
+  h.set_mb_id(mb);
+  h.set_origin(swarm.ids_[nodes[0]].Bytes());
+  for (int n : nodes) {
+    auto* r = h.add_route();
+    r->set_node_id(swarm.ids_[n].Bytes());
+    r->set_stage(swarm.computes_[n]->stage());
+  }
+  h.set_hop_index(hop);
+  h.set_direction(forward ? proto::DIRECTION_FORWARD : proto::DIRECTION_BACKWARD);
+  return h;
+}
+
+TEST(StageServerTest, RejectsBadFramesAndKeepsServing) {
+  Swarm swarm({0, 1, 2});
+  // Route that does not include n1 at the hop: refused by the transport's
+  // validator or by the server.
+  EXPECT_TRUE(absl::IsInvalidArgument(SendRaw(swarm, 0, 1, Header(swarm, {0, 2, 1}, 1, true, 1))));
+  // Gradient for an unknown micro-batch.
+  EXPECT_TRUE(absl::IsNotFound(SendRaw(swarm, 2, 1, Header(swarm, {0, 1, 2}, 1, false, 2))));
+  // Tail for a micro-batch that was never started.
+  EXPECT_TRUE(absl::IsNotFound(SendRaw(swarm, 2, 0, Header(swarm, {0, 1, 2}, 0, true, 3))));
+  // A stage the node does not host.
+  proto::FrameHeader wrong_stage = Header(swarm, {0, 1, 2}, 1, true, 4);
+  wrong_stage.mutable_route(1)->set_stage(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(SendRaw(swarm, 0, 1, wrong_stage)));
+  // A forward admitted once; the duplicate is refused.
+  EXPECT_TRUE(SendRaw(swarm, 0, 1, Header(swarm, {0, 1, 2}, 1, true, 5)).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(SendRaw(swarm, 0, 1, Header(swarm, {0, 1, 2}, 1, true, 5))));
+  EXPECT_GE(swarm.servers_[1]->stats().frames_refused, 2);
+  // Still serving.
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 9, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[9].ok());
+}
+
+TEST(StageServerTest, LaterIterationWaitsAndOlderIsRefused) {
+  Swarm swarm({0, 1});
+  proto::FrameHeader future = Header(swarm, {0, 1}, 1, true, 1);
+  future.set_iteration(1);
+  EXPECT_TRUE(SendRaw(swarm, 0, 1, future).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(swarm.servers_[1]->stats().forwards, 0);
+  swarm.servers_[1]->BeginIteration(1);
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(swarm.servers_[1]->stats().forwards, 1);
+  proto::FrameHeader past = Header(swarm, {0, 1}, 1, true, 2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(SendRaw(swarm, 0, 1, past)));
+  // Ending iteration 1 frees the visit that never got its backward.
+  swarm.servers_[1]->BeginIteration(2);
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,49 @@
+#include "node/stage/swarm_view.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace skipswarm::node {
+namespace {
+
+std::vector<PeerInfo> Sorted(std::vector<PeerInfo> members) {
+  std::sort(members.begin(), members.end(),
+            [](const PeerInfo& a, const PeerInfo& b) { return a.id < b.id; });
+  return members;
+}
+
+}  // namespace
+
+StaticSwarmView::StaticSwarmView(std::vector<PeerInfo> members)
+    : members_(Sorted(std::move(members))) {}
+
+std::vector<PeerInfo> StaticSwarmView::Members() const { return members_; }
+
+bool StaticSwarmView::IsAlive(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  if (dead_.contains(id)) return false;
+  return std::any_of(members_.begin(), members_.end(),
+                     [&](const PeerInfo& p) { return p.id == id; });
+}
+
+std::vector<common::NodeId> StaticSwarmView::Replicas(int stage) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<common::NodeId> out;
+  for (const PeerInfo& p : members_) {
+    if (dead_.contains(p.id)) continue;
+    if (std::find(p.stages.begin(), p.stages.end(), stage) != p.stages.end()) out.push_back(p.id);
+  }
+  return out;
+}
+
+void StaticSwarmView::MarkDead(const common::NodeId& id) {
+  absl::MutexLock lock(&mu_);
+  if (dead_.insert(id).second) ++version_;
+}
+
+uint64_t StaticSwarmView::version() const {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+}  // namespace skipswarm::node

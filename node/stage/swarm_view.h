@@ -1,0 +1,64 @@
+// SwarmView: the node's picture of who is in the swarm and which stages
+// they host, as node code reads it (re-routing, planning, replica groups).
+// Until gossip lands (issue 6) it comes from the config file's static peer
+// list (StaticSwarmView); gossip will implement the same interface.
+//
+//   StaticSwarmView view({{a, {0}, 4}, {b, {1}, 4}, {c, {1}, 4}});
+//   std::vector<PeerId> r = view.Replicas(1);    // {b, c}, ascending id
+//   view.MarkDead(b);                            // local verdict
+//
+// Thread rule: implementations are thread-safe.
+#ifndef SKIPSWARM_NODE_STAGE_SWARM_VIEW_H_
+#define SKIPSWARM_NODE_STAGE_SWARM_VIEW_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "common/node_id.h"
+
+namespace skipswarm::node {
+
+struct PeerInfo {
+  common::NodeId id;
+  std::vector<int> stages;  // hosted stages; 0 = data node
+  int memory_slots = 4;
+  std::string address;      // "host:port" (gRPC); empty in-process
+};
+
+class SwarmView {
+ public:
+  virtual ~SwarmView() = default;
+  // Every known member, alive or not, ascending id.
+  virtual std::vector<PeerInfo> Members() const = 0;
+  virtual bool IsAlive(const common::NodeId& id) const = 0;
+  // Alive members hosting `stage`, ascending id.
+  virtual std::vector<common::NodeId> Replicas(int stage) const = 0;
+  // Records that this node saw `id` fail (transport event or deadline).
+  virtual void MarkDead(const common::NodeId& id) = 0;
+  // Increases whenever membership or liveness changes.
+  virtual uint64_t version() const = 0;
+};
+
+class StaticSwarmView final : public SwarmView {
+ public:
+  explicit StaticSwarmView(std::vector<PeerInfo> members);
+
+  std::vector<PeerInfo> Members() const override;
+  bool IsAlive(const common::NodeId& id) const override;
+  std::vector<common::NodeId> Replicas(int stage) const override;
+  void MarkDead(const common::NodeId& id) override;
+  uint64_t version() const override;
+
+ private:
+  const std::vector<PeerInfo> members_;  // sorted by id
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_STAGE_SWARM_VIEW_H_
