@@ -1,0 +1,192 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include <nlohmann/json.hpp>
+
+namespace skipswarm::sim {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+// Rounded to microseconds: keeps the report readable; the values are
+// deterministic either way.
+double R(double x) {
+  if (!std::isfinite(x)) return -1;
+  return std::round(x * 1e6) / 1e6;
+}
+
+ordered_json Rounded(const std::vector<double>& xs) {
+  ordered_json out = ordered_json::array();
+  for (double x : xs) out.push_back(R(x));
+  return out;
+}
+
+}  // namespace
+
+ReportSummary Summarise(const SimReport& report) {
+  ReportSummary s;
+  double total = 0;
+  for (const IterationRecord& it : report.iterations) {
+    total += it.time_s;
+    s.mbs += it.mbs;
+    s.completed += it.completed;
+    s.dropped += it.dropped;
+    s.rerouted += it.rerouted;
+  }
+  if (!report.iterations.empty()) s.mean_iteration_s = total / report.iterations.size();
+  if (report.total_s > 0) s.throughput_mb_per_s = s.completed / report.total_s;
+  for (const FailureRecord& f : report.failures) {
+    for (double d : f.detect_s) s.max_detect_s = std::max(s.max_detect_s, d);
+    for (double d : f.reroute_s) s.max_reroute_s = std::max(s.max_reroute_s, d);
+    s.max_gossip_detect_s = std::max(s.max_gossip_detect_s, f.gossip_detect_s);
+  }
+  return s;
+}
+
+std::string ReportJson(const SimReport& report) {
+  const ReportSummary s = Summarise(report);
+  ordered_json j;
+  j["scenario"] = report.scenario;
+  j["seed"] = report.seed;
+  j["planner"] = report.planner;
+  j["wait_for_replacement"] = report.wait_for_replacement;
+  j["summary"] = {{"iterations", report.iterations.size()},
+                  {"total_s", R(report.total_s)},
+                  {"mean_iteration_s", R(s.mean_iteration_s)},
+                  {"mbs", s.mbs},
+                  {"mbs_completed", s.completed},
+                  {"mbs_dropped", s.dropped},
+                  {"mbs_rerouted", s.rerouted},
+                  {"throughput_mb_per_s", R(s.throughput_mb_per_s)},
+                  {"failures", report.failures.size()},
+                  {"max_detect_s", R(s.max_detect_s)},
+                  {"max_reroute_s", R(s.max_reroute_s)},
+                  {"max_gossip_detect_s", R(s.max_gossip_detect_s)},
+                  {"stalled_s", R(report.stalled_s)},
+                  {"link_failures", report.link_failures},
+                  {"stopped_early", report.stopped_early}};
+  ordered_json its = ordered_json::array();
+  for (const IterationRecord& it : report.iterations) {
+    its.push_back({{"index", it.index},
+                   {"start_s", R(it.start_s)},
+                   {"time_s", R(it.time_s)},
+                   {"planned_s", R(it.planned_s)},
+                   {"members", it.members},
+                   {"mbs", it.mbs},
+                   {"completed", it.completed},
+                   {"dropped", it.dropped},
+                   {"rerouted", it.rerouted},
+                   {"replanned", it.replanned},
+                   {"deadlocked", it.deadlocked}});
+  }
+  j["iterations"] = std::move(its);
+  ordered_json fs = ordered_json::array();
+  for (const FailureRecord& f : report.failures) {
+    fs.push_back({{"node", f.node},
+                  {"stage", f.stage},
+                  {"region", f.region},
+                  {"cause", f.cause},
+                  {"at_s", R(f.at_s)},
+                  {"gossip_detect_s", R(f.gossip_detect_s)},
+                  {"mbs_rerouted", f.mbs_rerouted},
+                  {"mbs_dropped", f.mbs_dropped},
+                  {"detect_s", Rounded(f.detect_s)},
+                  {"reroute_s", Rounded(f.reroute_s)}});
+  }
+  j["failures"] = std::move(fs);
+  ordered_json cs = ordered_json::array();
+  for (const ChurnRecord& c : report.churn) {
+    cs.push_back({{"at_s", R(c.at_s)}, {"kind", c.kind}, {"what", c.what}});
+  }
+  j["churn"] = std::move(cs);
+  j["stage_visits"] = report.stage_visits;
+  ordered_json ns = ordered_json::array();
+  for (const NodeRecord& n : report.nodes) {
+    ns.push_back({{"name", n.name},
+                  {"stage", n.stage},
+                  {"region", n.region},
+                  {"busy_s", R(n.busy_s)},
+                  {"utilisation", R(n.utilisation)}});
+  }
+  j["nodes"] = std::move(ns);
+  return j.dump(1) + "\n";
+}
+
+std::string ReportSvg(const SimReport& report) {
+  const double w = 800, h = 360, left = 60, right = 20, top = 40, bottom = 50;
+  double t_max = std::max(report.total_s, 1e-9);
+  double y_max = 1e-9;
+  for (const IterationRecord& it : report.iterations) {
+    y_max = std::max(y_max, it.time_s);
+  }
+  y_max *= 1.1;
+  auto x = [&](double t) { return left + (w - left - right) * t / t_max; };
+  auto y = [&](double v) { return h - bottom - (h - top - bottom) * v / y_max; };
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+      "<text x=\"%g\" y=\"20\" font-size=\"14\">%s (planner %s, seed %d)"
+      "</text>\n",
+      w, h, left, report.scenario.substr(0, 70), report.planner, report.seed);
+  absl::StrAppendFormat(&svg,
+                        "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" "
+                        "stroke=\"black\"/>\n<line x1=\"%g\" y1=\"%g\" "
+                        "x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n",
+                        left, h - bottom, w - right, h - bottom, left, top,
+                        left, h - bottom);
+  for (int i = 0; i <= 4; ++i) {
+    const double v = y_max * i / 4, t = t_max * i / 4;
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.1f"
+                          "</text>\n<text x=\"%g\" y=\"%g\" "
+                          "text-anchor=\"middle\">%.0f</text>\n",
+                          left - 5, y(v) + 4, v, x(t), h - bottom + 15, t);
+  }
+  absl::StrAppendFormat(&svg,
+                        "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">"
+                        "simulated time (s)</text>\n<text x=\"14\" y=\"%g\" "
+                        "transform=\"rotate(-90 14 %g)\" "
+                        "text-anchor=\"middle\">iteration time (s)</text>\n",
+                        (left + w - right) / 2, h - 12, (top + h - bottom) / 2,
+                        (top + h - bottom) / 2);
+  for (const FailureRecord& f : report.failures) {
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" "
+                          "stroke=\"red\" stroke-opacity=\"0.5\"><title>%s "
+                          "died at %.2f s</title></line>\n",
+                          x(f.at_s), top, x(f.at_s), h - bottom, f.node, f.at_s);
+  }
+  for (const ChurnRecord& c : report.churn) {
+    if (c.kind != "join" && c.kind != "revive" && c.kind != "replaced") continue;
+    absl::StrAppendFormat(&svg,
+                          "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" "
+                          "stroke=\"green\" stroke-opacity=\"0.5\" "
+                          "stroke-dasharray=\"4 3\"/>\n",
+                          x(c.at_s), top, x(c.at_s), h - bottom);
+  }
+  std::string points;
+  for (const IterationRecord& it : report.iterations) {
+    absl::StrAppendFormat(&points, "%.2f,%.2f ", x(it.start_s + it.time_s),
+                          y(it.time_s));
+  }
+  absl::StrAppendFormat(&svg,
+                        "<polyline fill=\"none\" stroke=\"steelblue\" "
+                        "stroke-width=\"2\" points=\"%s\"/>\n",
+                        points);
+  for (const IterationRecord& it : report.iterations) {
+    absl::StrAppendFormat(&svg,
+                          "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
+                          "fill=\"%s\"/>\n",
+                          x(it.start_s + it.time_s), y(it.time_s),
+                          it.dropped > 0 ? "red" : "steelblue");
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace skipswarm::sim
