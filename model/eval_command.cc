@@ -1,0 +1,144 @@
+#include "model/eval_command.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/checkpoint.h"
+#include "model/evaluate.h"
+#include "model/model_flags.h"
+#include "model/reference_trainer.h"
+#include "model/route.h"
+#include "model/stage_executor.h"
+#include "model/tokenizer.h"
+
+ABSL_FLAG(std::string, checkpoint, "",
+          "Checkpoint folder written by train-ref (stage-<s>.ckpt files).");
+ABSL_FLAG(std::vector<std::string>, drop_stages, {},
+          "Non-zero stages to remove, comma separated (e.g. 2,4).");
+ABSL_FLAG(double, keep_fraction, -1,
+          "Keep this fraction of all stages, removing the rest from the non-zero ones "
+          "(averaged over stage subsets).");
+ABSL_FLAG(int, eval_subsets, 10,
+          "Stage subsets averaged per removal level (all of them when fewer).");
+
+namespace skipswarm::model {
+namespace {
+
+absl::Status Run() {
+  SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint);
+  if (dir.empty()) return absl::InvalidArgumentError("--checkpoint=DIR is required");
+  // The model's shape comes from the checkpoint, not from the flags.
+  SS_ASSIGN_OR_RETURN(std::string head, ReadFileBytes(StageCheckpointPath(dir, 0)));
+  SS_ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(head));
+  head.clear();
+  const ModelConfig config = info.config;
+  SS_RETURN_IF_ERROR(ApplyRuntimeOptions(flags.runtime).status());
+  SS_ASSIGN_OR_RETURN(auto pipe, LocalPipeline::Create(config, flags.runtime));
+  for (int s = 0; s < config.num_stages; ++s) {
+    SS_ASSIGN_OR_RETURN(CheckpointInfo stage_info,
+                        LoadStageCheckpoint(StageCheckpointPath(dir, s), pipe->stage(s).module(),
+                                            nullptr));
+    if (stage_info.step != info.step) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint '", dir, "': stage ", s, " is at iteration ", stage_info.step,
+                       ", stage 0 at ", info.step));
+    }
+  }
+  ByteTokenizer tokenizer;
+  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, tokenizer));
+  std::vector<MicroBatch> val =
+      SequentialBatches(corpus.validation, flags.samples_per_mb, config.seq_len, flags.eval_batches);
+  std::printf("checkpoint %s: iteration %lld, %d stages, %.2f M parameters, %lld validation "
+              "tokens\n",
+              dir.c_str(), static_cast<long long>(info.step), config.num_stages,
+              config.ParameterCount() / 1e6,
+              static_cast<long long>(val.size()) * flags.samples_per_mb * config.seq_len);
+
+  SS_ASSIGN_OR_RETURN(EvalResult full, EvaluateRoute(*pipe, FullRoute(config.num_stages), val));
+  const std::vector<std::string> drop_flag = absl::GetFlag(FLAGS_drop_stages);
+  if (!drop_flag.empty()) {
+    std::vector<int> dropped;
+    for (const std::string& s : drop_flag) {
+      int stage;
+      if (!absl::SimpleAtoi(s, &stage)) {
+        return absl::InvalidArgumentError(absl::StrCat("--drop_stages: bad stage '", s, "'"));
+      }
+      dropped.push_back(stage);
+    }
+    SS_ASSIGN_OR_RETURN(std::vector<int> route, RouteWithout(config.num_stages, dropped));
+    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(*pipe, route, val));
+    std::printf("full model:          val_loss %.4f  ppl %.3f  bits/byte %.4f\n", full.loss,
+                full.perplexity, full.bits_per_byte);
+    std::printf("without stages %-5s val_loss %.4f  ppl %.3f  bits/byte %.4f  (ppl %+.1f%%)\n",
+                absl::StrJoin(dropped, ",").c_str(), e.loss, e.perplexity, e.bits_per_byte,
+                100.0 * (e.perplexity / full.perplexity - 1));
+    return absl::OkStatus();
+  }
+  std::vector<int> levels;
+  const double keep = absl::GetFlag(FLAGS_keep_fraction);
+  if (keep >= 0) {
+    if (keep > 1) return absl::InvalidArgumentError("--keep_fraction must be in [0, 1]");
+    levels = {StagesForFraction(config.num_stages, 1.0 - keep)};
+  } else {
+    for (double f : {0.0, 1.0 / 6, 1.0 / 3, 0.5}) {
+      levels.push_back(StagesForFraction(config.num_stages, f));
+    }
+  }
+  std::printf("%-8s %-7s %-8s %-9s %-9s %-9s %-10s %s\n", "removed", "stages", "subsets",
+              "val_loss", "ppl", "bits/byte", "ppl_rise", "worst_ppl");
+  for (int k : levels) {
+    EvalResult e = full;
+    int subsets = 1;
+    double worst = full.perplexity;
+    if (k > 0) {
+      SS_ASSIGN_OR_RETURN(DropResult d,
+                          EvaluateDropped(*pipe, k, val, absl::GetFlag(FLAGS_eval_subsets)));
+      e = d.mean;
+      subsets = d.subsets;
+      worst = d.worst_perplexity;
+    }
+    std::printf("%-8s %-7d %-8d %-9.4f %-9.3f %-9.4f %-10s %.3f\n",
+                absl::StrCat(static_cast<int>(100.0 * k / config.num_stages + 0.5), "%").c_str(),
+                k, subsets, e.loss, e.perplexity, e.bits_per_byte,
+                absl::StrFormat("%+.1f%%", 100.0 * (e.perplexity / full.perplexity - 1)).c_str(),
+                worst);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+common::cli::Command EvalCommand() {
+  common::cli::Command c;
+  c.name = "eval";
+  c.summary = "Validation perplexity of a checkpoint, whole and with stages removed";
+  c.usage =
+      "skipswarm eval --checkpoint=DIR [--drop_stages=S,S | --keep_fraction=F]\n"
+      "Without --drop_stages/--keep_fraction prints a table for 0/17/33/50% of the stages\n"
+      "removed (mean over stage subsets; removed stages are bypassed through the residual\n"
+      "stream). The model shape is read from the checkpoint.";
+  c.flag_files = {"model/eval_command.cc", kModelFlagsFile};
+  c.run = [](const std::vector<std::string>& args) {
+    if (!args.empty()) {
+      std::fprintf(stderr, "eval takes no positional arguments\n");
+      return 2;
+    }
+    absl::Status status = Run();
+    if (!status.ok()) {
+      std::fprintf(stderr, "eval: %s\n", status.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  };
+  return c;
+}
+
+}  // namespace skipswarm::model

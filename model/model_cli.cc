@@ -1,0 +1,13 @@
+// A development entry point with only model/'s commands, so model/ can be
+// exercised before (and without) the full `skipswarm` binary in node/.
+//
+//   bazel build //model:model_cli
+//   bazel-bin/model/model_cli train-ref --iterations=20
+#include "common/cli/runner.h"
+#include "model/eval_command.h"
+#include "model/train_ref_command.h"
+
+int main(int argc, char** argv) {
+  return skipswarm::common::cli::RunCli(
+      argc, argv, {skipswarm::model::TrainRefCommand(), skipswarm::model::EvalCommand()});
+}

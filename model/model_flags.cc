@@ -1,0 +1,82 @@
+#include "model/model_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+
+// Defaults are the default small model (ModelConfig's defaults): 12 blocks,
+// d_model 256, 6 stages, about 9.6 M parameters.
+ABSL_FLAG(int, layers, 12, "Transformer blocks in the whole model.");
+ABSL_FLAG(int, d_model, 256, "Residual stream width.");
+ABSL_FLAG(int, heads, 8, "Attention heads (d_model must be divisible by it).");
+ABSL_FLAG(int, ffn, 688, "SwiGLU hidden width.");
+ABSL_FLAG(int, vocab, 256, "Vocabulary size (256 for the byte tokenizer).");
+ABSL_FLAG(int, seq_len, 128, "Sequence length in tokens.");
+ABSL_FLAG(int, stages, 6, "Pipeline stages (stage 0 is the data stage).");
+ABSL_FLAG(bool, tie_embeddings, true, "Share the embedding matrix with the LM head.");
+ABSL_FLAG(uint64_t, init_seed, 1, "Parameter initialisation seed.");
+
+ABSL_FLAG(std::string, device, "cpu", "Compute device: cpu, cuda, cuda:N.");
+ABSL_FLAG(int, threads, 0, "Intra-op threads (0 = all cores).");
+ABSL_FLAG(bool, bf16, false, "bf16 autocast where the device supports it.");
+
+ABSL_FLAG(double, lr, 1e-3, "Peak AdamW learning rate.");
+ABSL_FLAG(double, min_lr, 1e-4, "Final learning rate of the cosine schedule.");
+ABSL_FLAG(int64_t, warmup_steps, 100, "Linear warm-up iterations.");
+ABSL_FLAG(double, weight_decay, 0.1, "AdamW weight decay (matrices only).");
+ABSL_FLAG(double, grad_clip, 1.0, "Per-stage gradient-norm clip (<= 0: off).");
+
+ABSL_FLAG(std::vector<std::string>, corpus, {},
+          "Training text: files or directories, comma separated (default: the Debian "
+          "fortunes in /usr/share/games/fortunes).");
+ABSL_FLAG(double, validation_fraction, 0.05, "Share of the corpus held out for validation.");
+ABSL_FLAG(int, samples_per_mb, 4, "Sequences per micro-batch.");
+ABSL_FLAG(int, eval_batches, 32, "Validation micro-batches per evaluation.");
+
+ABSL_FLAG(uint64_t, seed, 1, "Seed for data order and routes (logged).");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Folder of per-stage checkpoints.");
+
+namespace skipswarm::model {
+
+absl::StatusOr<ModelFlags> ReadModelFlags() {
+  ModelFlags f;
+  f.model.num_layers = absl::GetFlag(FLAGS_layers);
+  f.model.d_model = absl::GetFlag(FLAGS_d_model);
+  f.model.num_heads = absl::GetFlag(FLAGS_heads);
+  f.model.ffn_dim = absl::GetFlag(FLAGS_ffn);
+  f.model.vocab_size = absl::GetFlag(FLAGS_vocab);
+  f.model.seq_len = absl::GetFlag(FLAGS_seq_len);
+  f.model.num_stages = absl::GetFlag(FLAGS_stages);
+  f.model.tie_embeddings = absl::GetFlag(FLAGS_tie_embeddings);
+  f.model.init_seed = absl::GetFlag(FLAGS_init_seed);
+  absl::Status valid = f.model.Validate();
+  if (!valid.ok()) return valid;
+
+  f.runtime.device = absl::GetFlag(FLAGS_device);
+  f.runtime.threads = absl::GetFlag(FLAGS_threads);
+  f.runtime.bf16_autocast = absl::GetFlag(FLAGS_bf16);
+
+  f.optimizer.peak_lr = absl::GetFlag(FLAGS_lr);
+  f.optimizer.min_lr = absl::GetFlag(FLAGS_min_lr);
+  f.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  f.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  f.optimizer.grad_clip = absl::GetFlag(FLAGS_grad_clip);
+  if (!(f.optimizer.peak_lr > 0) || f.optimizer.min_lr < 0 || f.optimizer.warmup_steps < 0) {
+    return absl::InvalidArgumentError("need --lr > 0, --min_lr >= 0, --warmup_steps >= 0");
+  }
+
+  f.corpus.paths = absl::GetFlag(FLAGS_corpus);
+  f.corpus.validation_fraction = absl::GetFlag(FLAGS_validation_fraction);
+  f.samples_per_mb = absl::GetFlag(FLAGS_samples_per_mb);
+  f.eval_batches = absl::GetFlag(FLAGS_eval_batches);
+  if (f.samples_per_mb < 1 || f.eval_batches < 1) {
+    return absl::InvalidArgumentError("need --samples_per_mb >= 1 and --eval_batches >= 1");
+  }
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  return f;
+}
+
+}  // namespace skipswarm::model

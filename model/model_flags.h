@@ -1,0 +1,48 @@
+// Command-line flags shared by every command that builds or trains the
+// model (train-ref, eval, and the node daemon): the architecture, runtime,
+// optimiser and data flags live here once, so flag names stay unique in the
+// `skipswarm` binary. A command lists "model/model_flags.cc" in its
+// Command::flag_files to accept them (and thus also from the config file).
+//
+//   SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
+//   SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
+//
+// Flags: --layers --d_model --heads --ffn --vocab --seq_len --stages
+// --tie_embeddings --init_seed | --device --threads --bf16 | --lr --min_lr
+// --warmup_steps --weight_decay --grad_clip | --corpus --validation_fraction
+// --samples_per_mb --eval_batches | --seed --checkpoint_dir.
+//
+// Thread rule: call from main's thread after flags are parsed.
+#ifndef SKIPSWARM_MODEL_MODEL_FLAGS_H_
+#define SKIPSWARM_MODEL_MODEL_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/dataset.h"
+#include "model/model_config.h"
+#include "model/optimizer.h"
+
+namespace skipswarm::model {
+
+struct ModelFlags {
+  ModelConfig model;
+  RuntimeOptions runtime;
+  OptimizerOptions optimizer;  // total_steps is left for the command to set
+  CorpusOptions corpus;
+  int samples_per_mb = 4;
+  int eval_batches = 32;
+  uint64_t seed = 1;
+  std::string checkpoint_dir;
+};
+
+// Reads the flags above; InvalidArgument when the model config is invalid.
+absl::StatusOr<ModelFlags> ReadModelFlags();
+
+// The source file whose flags these are, for Command::flag_files.
+inline constexpr char kModelFlagsFile[] = "model/model_flags.cc";
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_MODEL_FLAGS_H_

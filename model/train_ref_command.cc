@@ -1,0 +1,204 @@
+#include "model/train_ref_command.h"
+
+#include <ATen/Parallel.h>
+#include <glog/logging.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/random.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/evaluate.h"
+#include "model/model_flags.h"
+#include "model/reference_trainer.h"
+#include "model/route.h"
+#include "model/stage_executor.h"
+#include "model/tokenizer.h"
+
+ABSL_FLAG(int64_t, iterations, 2000,
+          "Total training iterations (also the length of the cosine schedule).");
+ABSL_FLAG(int, mbs_per_iteration, 2, "Micro-batches injected per iteration.");
+ABSL_FLAG(double, skip_ratio, 0.0,
+          "Skip ratio k in [0, 1): each micro-batch takes a random in-order route through "
+          "round((1-k)*stages) stages. 0 trains the full pipeline.");
+ABSL_FLAG(int64_t, checkpoint_every, 200, "Checkpoint period in iterations (0: only at the end).");
+ABSL_FLAG(bool, resume, false, "Continue from --checkpoint_dir if it holds a checkpoint.");
+ABSL_FLAG(int64_t, eval_every, 200, "Validation period in iterations (0: only start and end).");
+ABSL_FLAG(int64_t, log_every, 10, "Progress line period in iterations.");
+ABSL_FLAG(std::string, metrics_out, "", "Append one JSON line per logged iteration here.");
+
+namespace skipswarm::model {
+namespace {
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(seconds);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
+  return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+}
+
+absl::Status Run() {
+  SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
+  const int64_t iterations = absl::GetFlag(FLAGS_iterations);
+  if (iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
+  ByteTokenizer tokenizer;
+  if (flags.model.vocab_size < tokenizer.vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--vocab must be >= ", tokenizer.vocab_size(),
+                                                   " for the byte tokenizer"));
+  }
+  SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
+  LOG(INFO) << "train-ref: seed " << flags.seed << ", init_seed " << flags.model.init_seed
+            << ", device " << device << ", threads " << at::get_num_threads();
+
+  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, tokenizer));
+  TrainerOptions options;
+  options.model = flags.model;
+  options.runtime = flags.runtime;
+  options.optimizer = flags.optimizer;
+  options.optimizer.total_steps = iterations;
+  options.mbs_per_iteration = absl::GetFlag(FLAGS_mbs_per_iteration);
+  options.samples_per_mb = flags.samples_per_mb;
+  options.skip_ratio = absl::GetFlag(FLAGS_skip_ratio);
+  options.seed = flags.seed;
+  SS_ASSIGN_OR_RETURN(auto trainer, ReferenceTrainer::Create(options, corpus));
+
+  const int stages = flags.model.num_stages;
+  common::Random probe(0);
+  const int route_len =
+      static_cast<int>(RandomSkipRoute(stages, options.skip_ratio, probe).size());
+  std::printf("model: %d layers, d_model %d, %d heads, ffn %d, seq_len %d, %d stages, %.2f M "
+              "parameters, config %s\n",
+              flags.model.num_layers, flags.model.d_model, flags.model.num_heads,
+              flags.model.ffn_dim, flags.model.seq_len, stages,
+              flags.model.ParameterCount() / 1e6, flags.model.ConfigHash().c_str());
+  std::printf("data: %zu files, %zu train / %zu validation tokens; %d MBs x %d x %d tokens per "
+              "iteration; routes through %d of %d stages (skip ratio %.2f)\n",
+              corpus.files.size(), corpus.train.size(), corpus.validation.size(),
+              options.mbs_per_iteration, options.samples_per_mb, flags.model.seq_len, route_len,
+              stages, options.skip_ratio);
+
+  const std::string& dir = flags.checkpoint_dir;
+  if (absl::GetFlag(FLAGS_resume)) {
+    if (dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+    if (std::filesystem::exists(StageCheckpointPath(dir, 0))) {
+      SS_RETURN_IF_ERROR(trainer->LoadCheckpoint(dir));
+      std::printf("resumed from %s at iteration %lld\n", dir.c_str(),
+                  static_cast<long long>(trainer->iteration()));
+    } else {
+      std::printf("no checkpoint in %s yet; starting fresh\n", dir.c_str());
+    }
+  }
+
+  std::vector<MicroBatch> val = SequentialBatches(corpus.validation, flags.samples_per_mb,
+                                                  flags.model.seq_len, flags.eval_batches);
+  std::unique_ptr<std::ofstream> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_out).empty()) {
+    metrics = std::make_unique<std::ofstream>(absl::GetFlag(FLAGS_metrics_out), std::ios::app);
+    if (!*metrics) return absl::UnavailableError("cannot open --metrics_out");
+  }
+  auto evaluate = [&](int64_t at) -> absl::Status {
+    SS_ASSIGN_OR_RETURN(EvalResult e, trainer->Evaluate(FullRoute(stages), val));
+    std::printf("eval  iter %6lld  val_loss %.4f  val_ppl %.3f  val_bits_per_byte %.4f  (%lld "
+                "tokens)\n",
+                static_cast<long long>(at), e.loss, e.perplexity, e.bits_per_byte,
+                static_cast<long long>(e.tokens));
+    std::fflush(stdout);
+    if (metrics) {
+      *metrics << absl::StrFormat(
+                      "{\"iteration\":%d,\"val_loss\":%.6f,\"val_bits_per_byte\":%.6f}", at,
+                      e.loss, e.bits_per_byte)
+               << std::endl;
+    }
+    return absl::OkStatus();
+  };
+  auto checkpoint = [&]() -> absl::Status {
+    if (dir.empty()) return absl::OkStatus();
+    SS_RETURN_IF_ERROR(trainer->SaveCheckpoint(dir));
+    std::printf("checkpoint  iter %lld  -> %s\n", static_cast<long long>(trainer->iteration()),
+                dir.c_str());
+    return absl::OkStatus();
+  };
+
+  SS_RETURN_IF_ERROR(evaluate(trainer->iteration()));
+  std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
+  const absl::Duration start = clock->SteadyNow();
+  const int64_t first = trainer->iteration();
+  const int64_t log_every = std::max<int64_t>(1, absl::GetFlag(FLAGS_log_every));
+  const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+  const int64_t ckpt_every = absl::GetFlag(FLAGS_checkpoint_every);
+  int64_t tokens = 0;
+  double loss_window = 0;
+  int window = 0;
+  while (trainer->iteration() < iterations) {
+    SS_ASSIGN_OR_RETURN(IterationStats s, trainer->RunIteration());
+    tokens += s.tokens;
+    loss_window += s.loss;
+    ++window;
+    const int64_t done = trainer->iteration();
+    if (done % log_every == 0 || done == iterations) {
+      const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - start);
+      const double per_iter = elapsed / static_cast<double>(done - first);
+      std::printf("iter %6lld/%lld  loss %.4f  lr %.2e  gnorm %.3f  tok/s %.0f  %.2f s/it  "
+                  "ETA %s\n",
+                  static_cast<long long>(done), static_cast<long long>(iterations),
+                  loss_window / window, s.lr, s.max_grad_norm, tokens / elapsed, per_iter,
+                  FormatDuration(per_iter * static_cast<double>(iterations - done)).c_str());
+      std::fflush(stdout);
+      if (metrics) {
+        *metrics << absl::StrFormat(
+                        "{\"iteration\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,"
+                        "\"tokens_per_s\":%.1f,\"elapsed_s\":%.2f}",
+                        done, loss_window / window, s.lr, s.max_grad_norm, tokens / elapsed,
+                        elapsed)
+                 << std::endl;
+      }
+      loss_window = 0;
+      window = 0;
+    }
+    if (eval_every > 0 && done % eval_every == 0 && done != iterations) {
+      SS_RETURN_IF_ERROR(evaluate(done));
+    }
+    if (ckpt_every > 0 && done % ckpt_every == 0 && done != iterations) {
+      SS_RETURN_IF_ERROR(checkpoint());
+    }
+  }
+  SS_RETURN_IF_ERROR(evaluate(trainer->iteration()));
+  return checkpoint();
+}
+
+}  // namespace
+
+common::cli::Command TrainRefCommand() {
+  common::cli::Command c;
+  c.name = "train-ref";
+  c.summary = "Train the staged model in one process (the reference run)";
+  c.usage =
+      "skipswarm train-ref [--iterations=N] [--skip_ratio=K] [--checkpoint_dir=DIR [--resume]]\n"
+      "                    [model, optimiser and data flags]\n"
+      "Trains all stages in this process with the swarm's optimiser (AdamW, warm-up + cosine,\n"
+      "per-stage clipping, visit-weighted gradients); prints progress, evaluates on the\n"
+      "validation split and writes per-stage checkpoints that `skipswarm eval` reads.";
+  c.flag_files = {"model/train_ref_command.cc", kModelFlagsFile};
+  c.run = [](const std::vector<std::string>& args) {
+    if (!args.empty()) {
+      std::fprintf(stderr, "train-ref takes no positional arguments\n");
+      return 2;
+    }
+    absl::Status status = Run();
+    if (!status.ok()) {
+      std::fprintf(stderr, "train-ref: %s\n", status.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  };
+  return c;
+}
+
+}  // namespace skipswarm::model
