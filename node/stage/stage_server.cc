@@ -43,6 +43,7 @@ struct StageServer::Task {
   proto::FrameHeader header;  // hop_index = the hop this task runs
   absl::Cord payload;
   MicroBatchData data;  // kStart
+  uint64_t local_id = 0;  // set when it runs
 };
 
 class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl> {
@@ -80,11 +81,26 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   void Finish(const std::vector<std::pair<StageCompute*, uint64_t>>& discards,
               const std::vector<std::pair<MbKey, absl::Status>>& finished);
   void Done() {
+    absl::AnyInvocable<void()> quiesced;
     {
       absl::MutexLock lock(&mu_);
       busy_ = false;
+      quiesced = std::move(quiesced_);
     }
+    if (quiesced) return quiesced();
     MaybeDispatch();
+  }
+  // Drops every visit of iterations before `iteration` and makes it current.
+  void AdvanceLocked(uint64_t iteration,
+                     std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                     std::vector<std::pair<MbKey, absl::Status>>& finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task finished for an MB dropped meanwhile: make sure the compute
+  // keeps nothing of it (the drop's Discard may have run before the task).
+  void Forget(const Task& task) {
+    StageCompute* compute =
+        ComputeFor(static_cast<int>(task.header.route(task.header.hop_index()).stage()));
+    if (compute != nullptr) compute->Discard(task.local_id);
   }
   bool Holds(const MbKey& key) {
     absl::MutexLock lock(&mu_);
@@ -108,6 +124,8 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<MbKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::deque<Task> backward_q_ ABSL_GUARDED_BY(mu_);  // backwards and tails
@@ -188,7 +206,7 @@ void StageServer::Impl::MaybeDispatch() {
   Task task;
   {
     absl::MutexLock lock(&mu_);
-    if (busy_) return;
+    if (busy_ || paused_) return;
     if (!backward_q_.empty()) {
       task = std::move(backward_q_.front());
       backward_q_.pop_front();
@@ -215,14 +233,10 @@ void StageServer::Impl::Run(Task task) {
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(MbKey::Of(h));
-    if (it == entries_.end() || compute == nullptr) {
-      busy_ = false;  // dropped while queued (iteration ended)
-      local_id = 0;
-    } else {
-      local_id = it->second.local_id;
-    }
+    if (it != entries_.end() && compute != nullptr) local_id = it->second.local_id;
   }
-  if (local_id == 0) return MaybeDispatch();
+  if (local_id == 0) return Done();  // dropped while queued (iteration ended)
+  task.local_id = local_id;
   std::weak_ptr<Impl> weak = weak_from_this();
   WireTensor input{h.tensor(), task.payload};
   switch (task.kind) {
@@ -271,7 +285,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
       ++stats_.forwards;
     }
   }
-  if (!Holds(key)) return Done();
+  if (!Holds(key)) return Forget(task), Done();  // dropped while it ran
   Frame next;
   next.header = std::move(task.header);
   const uint32_t hop = next.header.hop_index();
@@ -296,7 +310,7 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
     absl::MutexLock lock(&mu_);
     listener = listener_;
   }
-  if (!Holds(key)) return Done();  // abandoned while the tail ran
+  if (!Holds(key)) return Forget(task), Done();  // abandoned while the tail ran
   if (listener != nullptr) listener->OnTail(key.iteration, key.mb, out->loss);
   Frame back;
   back.header = std::move(task.header);
@@ -317,16 +331,19 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
     return Done();
   }
   OriginListener* listener = nullptr;
+  bool found = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
+      found = true;
       if (it->second.holds_slot) --slots_in_use_;
       entries_.erase(it);
       ++stats_.backwards;
       if (key.hop == 0) listener = listener_;
     }
   }
+  if (!found) return Done();  // dropped while it ran: nothing goes on
   if (key.hop == 0) {
     if (listener != nullptr) listener->OnFinished(key.iteration, key.mb, absl::OkStatus());
     return Done();
@@ -595,29 +612,55 @@ void StageServer::Abandon(uint64_t iteration, uint64_t mb) {
   impl_->Finish(discards, {});  // the caller already knows
 }
 
+void StageServer::Impl::AdvanceLocked(uint64_t iteration,
+                                      std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                                      std::vector<std::pair<MbKey, absl::Status>>& finished) {
+  if (iteration > iteration_) iteration_ = iteration;
+  std::vector<MbKey> old;
+  for (const auto& [key, entry] : entries_) {
+    if (key.iteration < iteration) old.push_back(key);
+  }
+  for (const MbKey& key : old) {
+    DropLocked(key, absl::AbortedError("iteration ended"), discards, finished);
+  }
+  auto stale = [&](const Task& t) { return t.header.iteration() < iteration; };
+  for (auto* q : {&backward_q_, &forward_q_, &deferred_}) {
+    q->erase(std::remove_if(q->begin(), q->end(), stale), q->end());
+  }
+  std::deque<Task> later;
+  for (Task& t : deferred_) {
+    (t.header.iteration() == iteration_ ? forward_q_ : later).push_back(std::move(t));
+  }
+  deferred_ = std::move(later);
+}
+
+void StageServer::EndIteration(uint64_t iteration, absl::AnyInvocable<void()> quiesced) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  bool idle;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->AdvanceLocked(iteration + 1, discards, finished);
+    impl_->paused_ = true;
+    idle = !impl_->busy_;
+    if (!idle) impl_->quiesced_ = std::move(quiesced);
+  }
+  if (!discards.empty()) {
+    LOG(WARNING) << "iteration " << iteration << " ends with " << discards.size()
+                 << " unfinished micro-batch visits here: dropped";
+  }
+  // The running task (if any) sees its entry gone and drops its result.
+  impl_->Finish(discards, finished);
+  if (idle) impl_->clock_->RunAfter(absl::ZeroDuration(), std::move(quiesced));
+}
+
 void StageServer::BeginIteration(uint64_t iteration) {
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
   {
     absl::MutexLock lock(&impl_->mu_);
-    if (iteration <= impl_->iteration_ && iteration != 0) return;
-    impl_->iteration_ = iteration;
-    std::vector<MbKey> old;
-    for (const auto& [key, entry] : impl_->entries_) {
-      if (key.iteration < iteration) old.push_back(key);
-    }
-    for (const MbKey& key : old) {
-      impl_->DropLocked(key, absl::AbortedError("iteration ended"), discards, finished);
-    }
-    auto stale = [&](const Task& t) { return t.header.iteration() < iteration; };
-    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) {
-      q->erase(std::remove_if(q->begin(), q->end(), stale), q->end());
-    }
-    std::deque<Task> later;
-    for (Task& t : impl_->deferred_) {
-      (t.header.iteration() == iteration ? impl_->forward_q_ : later).push_back(std::move(t));
-    }
-    impl_->deferred_ = std::move(later);
+    impl_->AdvanceLocked(iteration, discards, finished);
+    impl_->paused_ = false;
   }
   if (!discards.empty()) {
     LOG(WARNING) << "iteration " << iteration << " begins: dropped " << discards.size()

@@ -127,9 +127,14 @@ class StageServer {
   // here; later frames for it are refused. No OnFinished is sent for it.
   void Abandon(uint64_t iteration, uint64_t mb);
 
-  // Ends every older iteration: drops what is left of its MBs (counted),
-  // then runs the frames of `iteration` that were waiting. Call after the
-  // replica update of iteration-1, before injecting into `iteration`.
+  // Iteration boundary (after the barrier, DESIGN.md §1): EndIteration
+  // refuses further frames of `iteration` and earlier, drops what is left of
+  // their MBs (counted; these are lost MBs), pauses dispatching, and runs
+  // `quiesced` (never inline) once no compute task is running, so the
+  // gradients can be taken and the replicas stepped. BeginIteration then
+  // resumes with the frames of `iteration` that were waiting. BeginIteration
+  // alone does both (without waiting) and may skip iterations.
+  void EndIteration(uint64_t iteration, absl::AnyInvocable<void()> quiesced);
   void BeginIteration(uint64_t iteration);
 
   // MBs of iterations before `iteration` still held here.
