@@ -135,8 +135,9 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
 void ServerStream::RejectCurrent(const proto::FrameHeader& header,
                                  absl::Status why) {
   LogRejectedFrame(from_, header, why);
+  proto::FrameAck ack = AckFor(header);  // `header` may live in assembling_
   assembling_.reset();
-  FillAck(ReserveAck(), AckFor(header), why);
+  FillAck(ReserveAck(), std::move(ack), why);
 }
 
 uint64_t ServerStream::ReserveAck() {
@@ -226,7 +227,7 @@ std::shared_ptr<PeerStream> PeerStream::Create(PeerStreamEnv env) {
 
 void PeerStream::Start() {
   self_ = shared_from_this();
-  env_.stub->async()->Stream(&context_, this);
+  env_.stub->async()->Stream(&context_, this);  // last use of the stub
   AddHold();
   StartRead(&in_);
   StartCall();

@@ -98,8 +98,10 @@ class PeerStream;
 struct PeerStreamEnv {
   PeerId self;
   PeerId peer;
-  // Kept alive as long as the call.
-  std::shared_ptr<proto::PipelineService::Stub> stub;
+  // Borrowed; must outlive Start(). (The owner keeps stubs, and so their
+  // channels, until it is destroyed on its own thread: destroying the last
+  // channel on a gRPC callback thread crashes gRPC 1.51.)
+  proto::PipelineService::Stub* stub = nullptr;
   size_t max_queued_frames = 8;
   // Called on every ack (the stream works).
   std::function<void()> on_ack;

@@ -114,6 +114,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       return;
     }
     pending->ArmDeadline(FrameDeadline(header, options_.default_deadline));
+    EnsureStub(to);
     std::shared_ptr<internal::PeerStream> stream;
     bool start = false;
     absl::Status error;
@@ -137,7 +138,6 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       Peer& p = peers_[peer];
       if (p.address == address) return;
       p.address = std::move(address);
-      p.stub.reset();
       old = std::move(p.stream);
     }
     if (old) old->Close();
@@ -177,7 +177,6 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
  private:
   struct Peer {
     std::string address;
-    std::shared_ptr<proto::PipelineService::Stub> stub;
     std::shared_ptr<internal::PeerStream> stream;
     int failures = 0;  // consecutive broken streams
     absl::Duration retry_at = absl::ZeroDuration();
@@ -202,11 +201,14 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
             "peer ", to.ShortString(), " failed recently; reconnecting in ",
             absl::FormatDuration(peer.retry_at - now)));
       }
-      if (peer.stub == nullptr) peer.stub = NewStub(peer.address);
+      auto stub = stubs_.find(peer.address);
+      if (stub == stubs_.end()) {
+        return absl::UnavailableError("peer address changed; retry");
+      }
       internal::PeerStreamEnv env;
       env.self = options_.self;
       env.peer = to;
-      env.stub = peer.stub;
+      env.stub = stub->second.get();
       env.max_queued_frames = options_.max_queued_frames_per_peer;
       env.on_ack = [this, to] { OnAck(to); };
       env.on_done = [this, to](internal::PeerStream* stream,
@@ -222,7 +224,27 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     return absl::OkStatus();
   }
 
-  std::shared_ptr<proto::PipelineService::Stub> NewStub(const std::string& address) {
+  // Makes sure a stub (channel) for `to`'s address exists. Channels are
+  // created outside the lock and kept until the transport is destroyed
+  // (see PeerStreamEnv::stub); an unused channel goes idle and closes its
+  // connection on its own.
+  void EnsureStub(const PeerId& to) {
+    std::string address;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = peers_.find(to);
+      if (it == peers_.end() || it->second.address.empty() ||
+          stubs_.contains(it->second.address)) {
+        return;
+      }
+      address = it->second.address;
+    }
+    std::unique_ptr<proto::PipelineService::Stub> stub = NewStub(address);
+    absl::MutexLock lock(&mu_);
+    stubs_.try_emplace(address, std::move(stub));  // a racing twin is unused
+  }
+
+  std::unique_ptr<proto::PipelineService::Stub> NewStub(const std::string& address) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(options_.keepalive_time));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(options_.keepalive_timeout));
@@ -286,6 +308,8 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
   int live_streams_ ABSL_GUARDED_BY(mu_) = 0;  // client and server reactors
   GrpcTransportStats stats_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PeerId, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<proto::PipelineService::Stub>>
+      stubs_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const FrameHandler> handler_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PeerFailureHandler> on_failure_ ABSL_GUARDED_BY(mu_);
 };
