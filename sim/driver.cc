@@ -392,7 +392,8 @@ void Sim::Record(const IterationResult& r, const scheduler::Plan& plan) {
       ++f.mbs_dropped;
     } else {
       ++f.mbs_rerouted;
-      f.reroute_s.push_back(e.resumed_s - e.detected_s);
+      f.reroute_s.push_back(e.sent_s - e.detected_s);
+      f.resume_s.push_back(e.resumed_s - e.detected_s);
     }
   }
   for (size_t s = 0; s < r.stage_visits.size(); ++s) {
@@ -431,6 +432,7 @@ absl::StatusOr<SimReport> Sim::Run() {
   ExecutorOptions eopts;
   eopts.stream_timeout_s = sc_.detector.stream_timeout_s;
   eopts.reroute = !opts_.wait_for_replacement;
+  eopts.reroute_compute_s = sc_.reroute_compute_s;
   for (int it = 0; it < iterations;) {
     bool changed = false;
     absl::Status built = BuildView(&changed);

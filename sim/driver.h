@@ -79,10 +79,10 @@ struct FailureRecord {
   double gossip_detect_s = 0;  // crash -> dead in every view
   int mbs_rerouted = 0;
   int mbs_dropped = 0;
-  // Per affected MB: its hop failed -> holder noticed; noticed -> its
-  // activation reached the replacement node.
+  // Per affected MB: its hop failed -> the holder noticed.
   std::vector<double> detect_s;
-  std::vector<double> reroute_s;
+  std::vector<double> reroute_s;  // noticed -> new route chosen, resent
+  std::vector<double> resume_s;   // noticed -> activation at the new node
 };
 
 struct ChurnRecord {  // joins, revivals, stragglers, partitions, spared kills

@@ -33,7 +33,7 @@ struct IterationExecutor::Mb {
   std::vector<int> slot_nodes;  // nodes where it holds a memory slot
 };
 
-enum EventType { kArrive, kDone, kDetect, kDrop };
+enum EventType { kArrive, kDone, kDetect, kDrop, kResend };
 
 struct IterationExecutor::Event {
   double time;
@@ -195,7 +195,7 @@ void IterationExecutor::Drop(int m, double now, int failed_node,
     }
   }
   mb.slot_nodes.clear();
-  result_.events.push_back({m, failed_node, failed_at, now, -1, true});
+  result_.events.push_back({m, failed_node, failed_at, now, -1, -1, true});
 }
 
 void IterationExecutor::OnDetect(const Event& e, double now) {
@@ -231,10 +231,15 @@ void IterationExecutor::OnDetect(const Event& e, double now) {
   mb.route.nodes = found->nodes;
   mb.rerouted = true;
   ++mb.gen;
+  // The holder resends once it has chosen; the MB waits as "awaiting" so a
+  // death in between is seen at the resend.
+  Event resend{now + options_.reroute_compute_s, 0, kResend, e.from, e.mb,
+               e.task, mb.gen};
+  mb.awaiting = true;
   const int to = mb.route.nodes[e.task];
-  result_.events.push_back({e.mb, e.node, e.failed_at, now,
-                            now + view_.hop_s(e.from, to), false});
-  SendHop(e.mb, e.task, e.from, now);
+  result_.events.push_back({e.mb, e.node, e.failed_at, now, resend.time,
+                            resend.time + view_.hop_s(e.from, to), false});
+  Push(resend);
 }
 
 void IterationExecutor::Finish(int m, double now) {
@@ -362,6 +367,12 @@ IterationResult IterationExecutor::Run(const scheduler::Plan& plan) {
         case kDrop:
           Drop(e.mb, now, e.node, e.failed_at);
           touch = -1;
+          break;
+        case kResend:
+          touch = -1;
+          if (mb.done || mb.dropped || mb.gen != e.gen) break;
+          mb.awaiting = false;
+          SendHop(e.mb, e.task, e.node, now);
           break;
       }
       if (touch >= 0 && !nodes_[touch].touched) {

@@ -23,7 +23,9 @@
 //    backward not), or whose origin died, is dropped: its backward cannot
 //    be computed. Its memory slots are freed when the loss is noticed.
 //  * A hop over a cut link (partition) fails like a hop to a dead node.
-//  * Re-route time = detection -> the activation arrives at the new node.
+//  * Re-route time = detection -> the new route is chosen and the
+//    activation sent again (reroute_compute_s later); it then arrives at
+//    the replacement one hop later ("resume").
 //
 //   IterationExecutor exec(view, workload, &clock, &world, options);
 //   IterationResult r = exec.Run(plan);   // advances the clock to its end
@@ -61,6 +63,9 @@ class WorldHooks {
 
 struct ExecutorOptions {
   double stream_timeout_s = 0.5;
+  // Simulated time the holder spends choosing the new route (the
+  // scheduler's BestCompletion; its benchmark bounds it at 1 ms).
+  double reroute_compute_s = 0.001;
   // false: a failed hop drops the MB (a full-pipeline system without
   // re-routing).
   bool reroute = true;
@@ -72,6 +77,7 @@ struct RerouteRecord {
   double failed_at_s = 0;   // when this MB met the failure: the death, or
                             // a later send to the dead/unreachable node
   double detected_s = 0;    // when the holder noticed
+  double sent_s = 0;        // new route chosen, activation sent again
   double resumed_s = 0;     // activation at the replacement (dropped: -1)
   bool dropped = false;
 };

@@ -42,6 +42,7 @@ ReportSummary Summarise(const SimReport& report) {
   for (const FailureRecord& f : report.failures) {
     for (double d : f.detect_s) s.max_detect_s = std::max(s.max_detect_s, d);
     for (double d : f.reroute_s) s.max_reroute_s = std::max(s.max_reroute_s, d);
+    for (double d : f.resume_s) s.max_resume_s = std::max(s.max_resume_s, d);
     s.max_gossip_detect_s = std::max(s.max_gossip_detect_s, f.gossip_detect_s);
   }
   return s;
@@ -65,6 +66,7 @@ std::string ReportJson(const SimReport& report) {
                   {"failures", report.failures.size()},
                   {"max_detect_s", R(s.max_detect_s)},
                   {"max_reroute_s", R(s.max_reroute_s)},
+                  {"max_resume_s", R(s.max_resume_s)},
                   {"max_gossip_detect_s", R(s.max_gossip_detect_s)},
                   {"stalled_s", R(report.stalled_s)},
                   {"link_failures", report.link_failures},
@@ -95,7 +97,8 @@ std::string ReportJson(const SimReport& report) {
                   {"mbs_rerouted", f.mbs_rerouted},
                   {"mbs_dropped", f.mbs_dropped},
                   {"detect_s", Rounded(f.detect_s)},
-                  {"reroute_s", Rounded(f.reroute_s)}});
+                  {"reroute_s", Rounded(f.reroute_s)},
+                  {"resume_s", Rounded(f.resume_s)}});
   }
   j["failures"] = std::move(fs);
   ordered_json cs = ordered_json::array();

@@ -10,14 +10,16 @@
 //    "summary": {"iterations", "total_s", "mean_iteration_s",
 //                "mbs", "mbs_completed", "mbs_dropped", "mbs_rerouted",
 //                "throughput_mb_per_s", "failures", "max_detect_s",
-//                "max_reroute_s", "max_gossip_detect_s", "stalled_s",
+//                "max_reroute_s", "max_resume_s", "max_gossip_detect_s",
+//                "stalled_s",
 //                "link_failures", "stopped_early"},
 //    "iterations": [{"index", "start_s", "time_s", "planned_s", "members",
 //                    "mbs", "completed", "dropped", "rerouted",
 //                    "replanned", "deadlocked"}],
 //    "failures": [{"node", "stage", "region", "cause", "at_s",
 //                  "gossip_detect_s", "mbs_rerouted", "mbs_dropped",
-//                  "detect_s": [...], "reroute_s": [...]}],
+//                  "detect_s": [...], "reroute_s": [...],
+//                  "resume_s": [...]}],
 //    "churn": [{"at_s", "kind", "what"}],
 //    "stage_visits": [...],
 //    "nodes": [{"name", "stage", "region", "busy_s", "utilisation"}]}
@@ -41,6 +43,7 @@ struct ReportSummary {
   double throughput_mb_per_s = 0;  // completed MBs / total simulated time
   double max_detect_s = 0;
   double max_reroute_s = 0;
+  double max_resume_s = 0;
   double max_gossip_detect_s = 0;
 };
 ReportSummary Summarise(const SimReport& report);

@@ -210,6 +210,8 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
   sc.replay_key = root.value("replay_key", std::string());
   SS_ASSIGN_OR_RETURN(sc.state_transfer_s,
                       Num(root, "state_transfer_s", "scenario", 10));
+  SS_ASSIGN_OR_RETURN(sc.reroute_compute_s,
+                      Num(root, "reroute_compute_s", "scenario", 0.001));
   sc.protect_last_replica = root.value("protect_last_replica", true);
   json det = root.value("detector", json::object());
   DetectorParams& d = sc.detector;

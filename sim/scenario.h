@@ -60,6 +60,7 @@ struct SimScenario {
   std::vector<bool> auto_stage;         // joiner whose stage is chosen late
   DetectorParams detector;
   double state_transfer_s = 10;  // a joiner serves this long after joining
+  double reroute_compute_s = 0.001;  // sim/executor.h
   // Random failures never take the last live node of a stage (the swarm
   // would move a node there instead); explicit kills and outages may.
   bool protect_last_replica = true;

@@ -1,0 +1,118 @@
+#include "sim/sim_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "common/real_clock.h"
+#include "sim/driver.h"
+#include "sim/report.h"
+#include "sim/scenario.h"
+
+ABSL_FLAG(std::string, sim_scenario, "",
+          "Simulation scenario (JSON, sim/README.md); or give it as the "
+          "positional argument.");
+ABSL_FLAG(uint64_t, sim_seed, 1, "Seed of the run (churn draws, detector).");
+ABSL_FLAG(std::string, sim_report, "sim-report.json",
+          "Where the JSON report goes (\"-\": stdout, \"\": nowhere).");
+ABSL_FLAG(std::string, sim_svg, "sim-report.svg",
+          "Where the SVG plot goes (\"\": nowhere).");
+ABSL_FLAG(std::string, sim_planner, "",
+          "Override the scenario's planner: pipeline, noskip, random, "
+          "skippipe, replay.");
+ABSL_FLAG(int, sim_iterations, 0, "Override the scenario's iteration count.");
+ABSL_FLAG(bool, sim_wait_for_replacement, false,
+          "Baseline: no re-routing; dead nodes are replaced after "
+          "--sim_replacement_s.");
+ABSL_FLAG(double, sim_replacement_s, 60,
+          "Seconds until a dead node's replacement serves (baseline).");
+ABSL_FLAG(std::string, sim_replan, "full",
+          "full: re-plan on every view change; incremental: re-route only "
+          "the MBs that used departed nodes.");
+ABSL_FLAG(bool, sim_progress, true, "Print a progress bar on stderr.");
+
+namespace skipswarm::sim {
+namespace {
+
+bool WriteTo(const std::string& path, const std::string& text) {
+  if (path.empty()) return true;
+  if (path == "-") {
+    std::cout << text;
+    return true;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+int RunSim(const std::vector<std::string>& args) {
+  std::string path = absl::GetFlag(FLAGS_sim_scenario);
+  if (path.empty() && args.size() == 1) path = args[0];
+  if (path.empty() || args.size() > 1) {
+    std::cerr << "usage: skipswarm sim --sim_scenario=FILE [--sim_seed=N]\n";
+    return 2;
+  }
+  const uint64_t seed = absl::GetFlag(FLAGS_sim_seed);
+  std::cerr << "sim: scenario " << path << ", seed " << seed << "\n";
+  absl::StatusOr<SimScenario> sc = LoadSimScenario(path, seed);
+  if (!sc.ok()) {
+    std::cerr << "sim: " << sc.status().message() << "\n";
+    return 1;
+  }
+  auto wall = common::RealClock::Create();
+  SimOptions opts;
+  opts.planner = absl::GetFlag(FLAGS_sim_planner);
+  opts.iterations = absl::GetFlag(FLAGS_sim_iterations);
+  opts.wait_for_replacement = absl::GetFlag(FLAGS_sim_wait_for_replacement);
+  opts.replacement_s = absl::GetFlag(FLAGS_sim_replacement_s);
+  opts.replan = absl::GetFlag(FLAGS_sim_replan);
+  if (opts.replan != "full" && opts.replan != "incremental") {
+    std::cerr << "sim: --sim_replan must be full or incremental\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_sim_progress)) opts.progress = &std::cerr;
+  opts.wall_clock = wall.get();
+  const absl::Duration t0 = wall->SteadyNow();
+  absl::StatusOr<SimReport> report = RunSimulation(*sc, opts);
+  const double wall_s = absl::ToDoubleSeconds(wall->SteadyNow() - t0);
+  if (!report.ok()) {
+    std::cerr << "sim: " << report.status().message() << "\n";
+    return 1;
+  }
+  if (!WriteTo(absl::GetFlag(FLAGS_sim_report), ReportJson(*report)) ||
+      !WriteTo(absl::GetFlag(FLAGS_sim_svg), ReportSvg(*report))) {
+    std::cerr << "sim: cannot write the report\n";
+    return 1;
+  }
+  const ReportSummary s = Summarise(*report);
+  std::ostream& out = absl::GetFlag(FLAGS_sim_report) == "-" ? std::cerr : std::cout;
+  out << absl::StrFormat(
+      "%s: %d iterations in %.1f simulated s (mean %.2f s, planner %s); "
+      "%d/%d MBs completed, %d re-routed, %d dropped; %d failures (max "
+      "detect %.2f s, max re-route %.3f s, max resume %.2f s, gossip <= "
+      "%.2f s); wall %.2f s "
+      "(planning %.0f ms over %d plans)%s\n",
+      report->scenario.substr(0, report->scenario.find(':')),
+      static_cast<int>(report->iterations.size()), report->total_s,
+      s.mean_iteration_s, report->planner, s.completed, s.mbs, s.rerouted,
+      s.dropped, static_cast<int>(report->failures.size()), s.max_detect_s,
+      s.max_reroute_s, s.max_resume_s, s.max_gossip_detect_s, wall_s,
+      report->planning_wall_ms, report->plans,
+      report->stopped_early.empty() ? ""
+                                    : "; STOPPED EARLY: " + report->stopped_early);
+  return report->stopped_early.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+common::cli::Command SimCommand() {
+  return {"sim",
+          "Simulate a swarm with churn on a simulated clock; write a report",
+          "skipswarm sim --sim_scenario=FILE [--sim_seed=N] "
+          "[--sim_report=report.json] [--sim_svg=report.svg]",
+          {"sim/sim_command.cc"},
+          RunSim};
+}
+
+}  // namespace skipswarm::sim
