@@ -1,0 +1,528 @@
+// Membership's protocol: lifecycle, probing, gossip, anti-entropy, join,
+// leave and the GossipHandler side. The table lives in membership_state.cc.
+#include "membership/membership.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "membership/membership_impl.h"
+#include "proto/version.h"
+
+namespace skipswarm::membership {
+
+
+Membership::Impl::Impl(MembershipOptions options, const Identity* identity,
+                       GossipTransport* transport, common::Clock* clock,
+                       common::Random rng)
+    : options_(std::move(options)),
+      identity_(identity),
+      transport_(transport),
+      clock_(clock),
+      self_(identity->id()),
+      rng_(std::move(rng)),
+      link_stats_(options_.rtt_alpha, options_.throughput_alpha) {
+  timers_.assign(kTimerSlots, common::kNoTimer);
+}
+
+bool Membership::Impl::Enter() {
+  absl::MutexLock lock(&life_mu_);
+  if (destroyed_) return false;
+  ++running_;
+  return true;
+}
+
+void Membership::Impl::Exit() {
+  absl::MutexLock lock(&life_mu_);
+  --running_;
+}
+
+void Membership::Impl::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  for (common::TimerId t : timers_) clock_->Cancel(t);
+  for (auto& [id, m] : members_) {
+    clock_->Cancel(m.suspicion_timer);
+    m.suspicion_timer = common::kNoTimer;
+  }
+}
+
+void Membership::Impl::Shutdown() {
+  Stop();
+  absl::MutexLock lock(&life_mu_);
+  destroyed_ = true;
+  // REQUIRES: not called from inside one of our own callbacks.
+  life_mu_.Await(absl::Condition(
+      +[](int* running) { return *running == 0; }, &running_));
+}
+
+// ---------------------------------------------------------------- timers
+
+void Membership::Impl::ScheduleProbe() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  timers_[kProbeTimer] =
+      clock_->RunAfter(options_.probe_interval, Guard([this] { ProbeTick(); }));
+}
+
+void Membership::Impl::ScheduleGossip() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  timers_[kGossipTimer] = clock_->RunAfter(options_.gossip_interval,
+                                           Guard([this] { GossipTick(); }));
+}
+
+void Membership::Impl::SchedulePushPull() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  // Jitter spreads anti-entropy of nodes started together.
+  const absl::Duration delay =
+      first_push_pull_done_
+          ? options_.push_pull_interval * rng_.Uniform(0.75, 1.25)
+          : options_.probe_interval * rng_.Uniform(1.0, 2.0);
+  first_push_pull_done_ = true;
+  timers_[kPushPullTimer] =
+      clock_->RunAfter(delay, Guard([this] { PushPullTick(); }));
+}
+
+void Membership::Impl::ScheduleRefresh() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  // Re-sign well within the record horizon so peers never find it stale.
+  timers_[kRefreshTimer] = clock_->RunAfter(
+      options_.policy.max_age / 4, Guard([this] {
+        {
+          absl::MutexLock lock(&mu_);
+          if (stopped_) return;
+          SignSelfLocked(0, members_[self_].state).IgnoreError();
+        }
+        ScheduleRefresh();
+      }));
+}
+
+void Membership::Impl::ScheduleReconnect() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  timers_[kReconnectTimer] = clock_->RunAfter(
+      options_.reconnect_interval, Guard([this] {
+        ScheduleReconnect();
+        PeerRef to;
+        {
+          absl::MutexLock lock(&mu_);
+          if (stopped_) return;
+          std::vector<common::NodeId> dead;
+          for (const auto& [id, m] : members_) {
+            if (m.state == proto::MEMBER_STATE_DEAD) dead.push_back(id);
+          }
+          if (dead.empty()) return;
+          std::sort(dead.begin(), dead.end());
+          to = RefLocked(members_[dead[rng_.UniformInt(
+              0, static_cast<int64_t>(dead.size()) - 1)]]);
+        }
+        PushPull(to, [](absl::Status) {});
+      }));
+}
+
+proto::PingRequest Membership::Impl::NewPingLocked(uint64_t seq) {
+  proto::PingRequest req;
+  req.set_protocol_version(proto::kProtocolVersion);
+  req.set_swarm_id(options_.policy.swarm_id);
+  req.set_from(self_.Bytes());
+  req.set_seq(seq);
+  return req;
+}
+
+void Membership::Impl::ObserveRtt(const common::NodeId& peer,
+                                  absl::Duration sent_at) {
+  absl::MutexLock lock(&mu_);
+  link_stats_.ObserveRtt(peer, clock_->SteadyNow() - sent_at, clock_->Now());
+}
+
+// ---------------------------------------------------------------- probing
+
+absl::Duration Membership::Impl::ProbeTimeout(const common::NodeId& peer) {
+  // Far peers get longer: 3 smoothed RTTs, within [probe_timeout,
+  // 60% of the period] so the indirect round still fits in the period.
+  absl::MutexLock lock(&mu_);
+  absl::Duration timeout = options_.probe_timeout;
+  const absl::Duration rtt = link_stats_.Rtt(peer);
+  if (rtt != absl::InfiniteDuration()) timeout = std::max(timeout, 3 * rtt);
+  return std::min(timeout, options_.probe_interval * 0.6);
+}
+
+void Membership::Impl::ProbeTick() {
+  ScheduleProbe();
+  PeerRef to;
+  proto::PingRequest req;
+  uint64_t incarnation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    CollectGarbageLocked();
+    const Member* target = nullptr;
+    for (size_t tries = 0; target == nullptr && tries < 2; ++tries) {
+      while (probe_index_ < probe_order_.size() && target == nullptr) {
+        auto it = members_.find(probe_order_[probe_index_++]);
+        if (it != members_.end() && it->second.live()) target = &it->second;
+      }
+      if (target == nullptr) {  // end of a round: reshuffle
+        probe_order_ = LiveOthersLocked();
+        rng_.Shuffle(probe_order_);
+        probe_index_ = 0;
+      }
+    }
+    if (target == nullptr) return;
+    to = RefLocked(*target);
+    incarnation = target->incarnation();
+    req = NewPingLocked(++seq_);
+    FillGossipLocked(req.mutable_gossip());
+    AddOpinionAboutLocked(target->id, req.mutable_gossip());
+    ++stats_.probes;
+  }
+  const absl::Duration sent_at = clock_->SteadyNow();
+  transport_->Ping(to, req, ProbeTimeout(to.id),
+                   Guard([this, id = to.id, incarnation,
+                          sent_at](absl::StatusOr<proto::Ack> ack) {
+                     OnProbeResult(id, incarnation, sent_at, std::move(ack));
+                   }));
+}
+
+void Membership::Impl::OnProbeResult(const common::NodeId& target,
+                                     uint64_t incarnation,
+                                     absl::Duration sent_at,
+                                     absl::StatusOr<proto::Ack> ack) {
+  if (ack.ok() && ack->from() == target.Bytes()) {
+    ObserveRtt(target, sent_at);
+    Changes changes;
+    {
+      absl::MutexLock lock(&mu_);
+      ApplyGossipLocked(ack->gossip(), target, &changes);
+    }
+    Publish(changes);
+    return;
+  }
+  VLOG(2) << "membership " << self_ << ": probe of " << target << " failed: "
+          << (ack.ok() ? absl::UnauthenticatedError("wrong responder")
+                       : ack.status());
+  IndirectProbe(target, incarnation);
+}
+
+void Membership::Impl::IndirectProbe(const common::NodeId& target,
+                                     uint64_t incarnation) {
+  struct Round {
+    int pending = 0;
+    bool alive = false;
+  };
+  auto round = std::make_shared<Round>();
+  std::vector<std::pair<PeerRef, proto::PingRequest>> sends;
+  Changes changes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    std::vector<common::NodeId> helpers = LiveOthersLocked();
+    helpers.erase(std::remove(helpers.begin(), helpers.end(), target),
+                  helpers.end());
+    rng_.Shuffle(helpers);
+    if (static_cast<int>(helpers.size()) > options_.indirect_probes) {
+      helpers.resize(options_.indirect_probes);
+    }
+    if (helpers.empty()) {
+      SuspectLocked(target, incarnation, &changes);
+    }
+    if (!changes.empty()) NotifySuspectLater(target);
+    for (const common::NodeId& h : helpers) {
+      proto::PingRequest req = NewPingLocked(++seq_);
+      req.set_target(target.Bytes());
+      FillGossipLocked(req.mutable_gossip());
+      sends.push_back({RefLocked(members_[h]), std::move(req)});
+      ++stats_.indirect_probes;
+    }
+    round->pending = static_cast<int>(sends.size());
+  }
+  Publish(changes);
+  const absl::Duration timeout =
+      std::max(options_.probe_interval - ProbeTimeout(target),
+               options_.probe_timeout);
+  for (auto& [to, req] : sends) {
+    transport_->PingReq(
+        to, req, timeout,
+        Guard([this, round, target, incarnation,
+               helper = to.id](absl::StatusOr<proto::Ack> ack) {
+          Changes changes;
+          {
+            absl::MutexLock lock(&mu_);
+            if (ack.ok()) {
+              ApplyGossipLocked(ack->gossip(), helper, &changes);
+              round->alive |= ack->target_alive();
+            }
+            if (--round->pending == 0 && !round->alive) {
+              SuspectLocked(target, incarnation, &changes);
+            }
+          }
+          if (!changes.empty()) NotifySuspectLater(target);
+          Publish(changes);
+        }));
+  }
+}
+
+void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
+  // Tell the suspect directly: if it is alive but its link is lossy, it
+  // refutes within one round trip instead of waiting for gossip to reach it.
+  clock_->RunAfter(absl::ZeroDuration(), Guard([this, target] {
+    PeerRef to;
+    proto::PingRequest req;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = members_.find(target);
+      if (stopped_ || it == members_.end() ||
+          it->second.state != proto::MEMBER_STATE_SUSPECT) {
+        return;
+      }
+      to = RefLocked(it->second);
+      req = NewPingLocked(++seq_);
+      AddOpinionAboutLocked(target, req.mutable_gossip());
+    }
+    transport_->Ping(to, req, options_.probe_interval,
+                     Guard([this, target](absl::StatusOr<proto::Ack> ack) {
+                       if (!ack.ok() || ack->from() != target.Bytes()) return;
+                       Changes changes;
+                       {
+                         absl::MutexLock lock(&mu_);
+                         ApplyGossipLocked(ack->gossip(), target, &changes);
+                       }
+                       Publish(changes);
+                     }));
+  }));
+}
+
+// ---------------------------------------------------------------- gossip
+
+void Membership::Impl::GossipTick() {
+  ScheduleGossip();
+  std::vector<std::pair<PeerRef, proto::PingRequest>> sends;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || broadcasts_.empty()) return;
+    std::vector<common::NodeId> peers = LiveOthersLocked();
+    rng_.Shuffle(peers);
+    if (static_cast<int>(peers.size()) > options_.gossip_fanout) {
+      peers.resize(options_.gossip_fanout);
+    }
+    for (const common::NodeId& p : peers) {
+      proto::PingRequest req = NewPingLocked(++seq_);
+      FillGossipLocked(req.mutable_gossip());
+      AddOpinionAboutLocked(p, req.mutable_gossip());
+      sends.push_back({RefLocked(members_[p]), std::move(req)});
+    }
+  }
+  const absl::Duration sent_at = clock_->SteadyNow();
+  for (auto& [to, req] : sends) {
+    transport_->Ping(to, req, options_.probe_timeout,
+                     Guard([this, id = to.id,
+                            sent_at](absl::StatusOr<proto::Ack> ack) {
+                       if (!ack.ok() || ack->from() != id.Bytes()) return;
+                       ObserveRtt(id, sent_at);
+                       Changes changes;
+                       {
+                         absl::MutexLock lock(&mu_);
+                         ApplyGossipLocked(ack->gossip(), id, &changes);
+                       }
+                       Publish(changes);
+                     }));
+  }
+}
+
+// ---------------------------------------------------------------- anti-entropy
+
+void Membership::Impl::PushPullTick() {
+  SchedulePushPull();
+  PeerRef to;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    std::vector<common::NodeId> peers = LiveOthersLocked();
+    if (peers.empty()) {
+      // Alone (or everybody looks dead, e.g. after our own outage): try the
+      // tombstones and the bootstrap list so two halves can find each other.
+      for (const auto& [id, m] : members_) {
+        if (id != self_ && m.state == proto::MEMBER_STATE_DEAD) {
+          peers.push_back(id);
+        }
+      }
+      std::sort(peers.begin(), peers.end());
+    }
+    if (!peers.empty()) {
+      to = RefLocked(
+          members_[peers[rng_.UniformInt(0, static_cast<int64_t>(peers.size()) - 1)]]);
+    } else if (!bootstrap_.empty()) {
+      to.address = bootstrap_[rng_.UniformInt(
+          0, static_cast<int64_t>(bootstrap_.size()) - 1)];
+    } else {
+      return;
+    }
+  }
+  PushPull(to, [](absl::Status) {});
+}
+
+void Membership::Impl::PushPull(const PeerRef& to,
+                                absl::AnyInvocable<void(absl::Status)> done) {
+  proto::PushPullRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    req.set_protocol_version(proto::kProtocolVersion);
+    req.set_swarm_id(options_.policy.swarm_id);
+    req.set_from(self_.Bytes());
+    for (proto::RecordDigest& d : DigestsLocked()) {
+      *req.add_digests() = std::move(d);
+    }
+    *req.mutable_gossip()->add_records() = members_[self_].signed_record;
+  }
+  transport_->PushPull(
+      to, req, options_.push_pull_timeout,
+      Guard([this, to, done = std::move(done)](
+                absl::StatusOr<proto::PushPullResponse> resp) mutable {
+        if (!resp.ok()) {
+          done(resp.status());
+          return;
+        }
+        OnPushPullResponse(to, *std::move(resp));
+        done(absl::OkStatus());
+      }));
+}
+
+void Membership::Impl::OnPushPullResponse(const PeerRef& to,
+                                          proto::PushPullResponse resp) {
+  Changes changes;
+  proto::PushPullRequest push_back;
+  PeerRef back_to = to;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(resp.from());
+    const common::NodeId sender = from.ok() ? *from : common::NodeId();
+    ApplyGossipLocked(resp.gossip(), sender, &changes);
+    // What the responder lacks, we push back.
+    absl::flat_hash_map<common::NodeId, uint64_t> theirs;
+    for (const proto::RecordDigest& d : resp.digests()) {
+      absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(d.node_id());
+      if (!id.ok()) continue;
+      theirs[*id] = d.incarnation();
+      if (d.state() == proto::MEMBER_STATE_SUSPECT ||
+          d.state() == proto::MEMBER_STATE_DEAD) {
+        ApplyOpinionLocked(*id, d.state(), d.incarnation(), false,
+                                &changes);
+      }
+    }
+    for (const auto& [id, m] : members_) {
+      auto it = theirs.find(id);
+      if ((it == theirs.end() || it->second < m.incarnation()) &&
+          push_back.gossip().records_size() < options_.max_push_pull_records) {
+        *push_back.mutable_gossip()->add_records() = m.signed_record;
+      }
+    }
+    if (back_to.id.IsZero()) back_to.id = sender;
+    if (push_back.gossip().records_size() > 0) {
+      push_back.set_protocol_version(proto::kProtocolVersion);
+      push_back.set_swarm_id(options_.policy.swarm_id);
+      push_back.set_from(self_.Bytes());
+      for (proto::RecordDigest& d : DigestsLocked()) {
+        *push_back.add_digests() = std::move(d);
+      }
+    }
+  }
+  Publish(changes);
+  if (push_back.gossip().records_size() > 0) {
+    transport_->PushPull(back_to, push_back, options_.push_pull_timeout,
+                         Guard([](absl::StatusOr<proto::PushPullResponse>) {}));
+  }
+}
+
+// ---------------------------------------------------------------- join
+
+void Membership::Impl::JoinRound(std::shared_ptr<JoinState> join) {
+  {
+    absl::MutexLock lock(&join->mu);
+    join->errors.assign(join->addresses.size(), "");
+    join->pending = static_cast<int>(join->addresses.size());
+  }
+  for (size_t i = 0; i < join->addresses.size(); ++i) {
+    PushPull(PeerRef{join->addresses[i], common::NodeId()},
+             [this, join, i](absl::Status status) {
+               absl::AnyInvocable<void(absl::Status)> done;
+               absl::Status result;
+               bool retry = false;
+               absl::Duration backoff = options_.join_backoff;
+               {
+                 absl::MutexLock lock(&join->mu);
+                 if (join->finished) return;
+                 if (status.ok()) {
+                   join->finished = true;
+                   LOG(INFO) << "membership " << self_ << ": joined via "
+                             << join->addresses[i];
+                   done = std::move(join->done);
+                 } else {
+                   join->errors[i] = absl::StrCat(join->addresses[i], ": ",
+                                                  status.ToString());
+                   if (--join->pending > 0) return;
+                   if (++join->round >= options_.join_rounds) {
+                     join->finished = true;
+                     done = std::move(join->done);
+                     result = absl::UnavailableError(absl::StrCat(
+                         "could not join through any bootstrap peer after ",
+                         join->round, " rounds; last errors: ",
+                         absl::StrJoin(join->errors, "; ")));
+                   } else {
+                     retry = true;
+                     for (int r = 1; r < join->round; ++r) backoff *= 2;
+                     backoff = std::min(backoff, options_.join_backoff_max);
+                   }
+                 }
+               }
+               if (retry) {
+                 clock_->RunAfter(backoff,
+                                  Guard([this, join] { JoinRound(join); }));
+               } else if (done) {
+                 done(result);
+               }
+             });
+  }
+}
+
+// ---------------------------------------------------------------- handlers
+
+absl::Status Membership::Impl::CheckRequest(const PeerInfo& from, int version,
+                                            const std::string& swarm_id,
+                                            const std::string& from_id,
+                                            common::NodeId* sender) {
+  absl::Status status = proto::CheckProtocolVersion(version);
+  if (status.ok() && swarm_id != options_.policy.swarm_id) {
+    status = absl::FailedPreconditionError(
+        "swarm id mismatch: the peer belongs to another swarm (check --swarm)");
+  }
+  if (status.ok()) {
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(from_id);
+    if (!id.ok()) {
+      status = absl::InvalidArgumentError("request has no valid sender id");
+    } else if (!from.authenticated_id.IsZero() && from.authenticated_id != *id) {
+      status = absl::UnauthenticatedError(absl::StrCat(
+          "peer authenticated as ", from.authenticated_id.ShortString(),
+          " but claims to be ", id->ShortString()));
+    } else if (!options_.policy.allowed_ids.empty() &&
+               !options_.policy.allowed_ids.contains(*id)) {
+      status = absl::PermissionDeniedError(absl::StrCat(
+          "node ", id->ShortString(), " is not on this swarm's allow-list"));
+    } else {
+      *sender = *id;
+    }
+  }
+  if (!status.ok()) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.requests_rejected;
+    LOG_EVERY_N(WARNING, 20) << "membership " << self_
+                             << ": rejected request from " << from.address
+                             << ": " << status;
+  }
+  return status;
+}
+
+}  // namespace skipswarm::membership

@@ -1,0 +1,155 @@
+// SWIM membership (Das et al. 2002, with memberlist's refinements): who is in
+// the swarm and alive, what each member hosts, and how fast its links are.
+//
+// Protocol, per node (Note [SWIM in SkipSwarm]):
+//  * every probe_interval, ping the next member of a shuffled round-robin;
+//    no ack within probe_timeout => ask indirect_probes other members to
+//    ping it (PingReq); no ack by the end of the interval => SUSPECT.
+//  * a SUSPECT member that does not refute within suspicion_timeout (by
+//    signing its record again with a higher incarnation) becomes DEAD. Every
+//    node that hears of the suspicion runs its own timer.
+//  * news (signed records, suspect/dead opinions) rides on pings and acks;
+//    every gossip_interval news also goes to gossip_fanout random members.
+//  * every push_pull_interval, full anti-entropy with one random member;
+//    every reconnect_interval, with one random DEAD member (partitions heal).
+//  * join = push-pull with a bootstrap address (retried with back-off);
+//    leave = sign our record with state LEFT and push it to a few members.
+// Records are verified (record.h) before they touch the table; opinions
+// are applied only to the incarnation they name.
+//
+//   auto m = *Membership::Create(options, identity.get(), transport, clock, rng);
+//   m->AddListener([&](const MemberChange&) { daemon.Replan(); });
+//   net.Serve(address, m.get());                 // or the gRPC server
+//   m->Start();
+//   m->Join({"seed.example.org:7000"}, [](absl::Status s) { ... });
+//   View v = m->GetView();
+//
+// Thread rule: thread-safe. Timer callbacks, transport callbacks and
+// incoming requests may run on any thread; listeners run with no lock held,
+// on whichever thread applied the change. Destroy the server/transport that
+// calls the handler before the Membership; pending timers and callbacks are
+// dropped safely by the destructor.
+#ifndef SKIPSWARM_MEMBERSHIP_MEMBERSHIP_H_
+#define SKIPSWARM_MEMBERSHIP_MEMBERSHIP_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "membership/identity.h"
+#include "membership/record.h"
+#include "membership/transport.h"
+#include "membership/view.h"
+
+namespace skipswarm::membership {
+
+struct MembershipOptions {
+  RecordPolicy policy;                 // swarm id, clock skew, allow-list
+  std::vector<std::string> addresses;  // advertised "host:port"s
+  // Initial record contents (change later with UpdateLocalRecord).
+  std::vector<uint32_t> stages;
+  uint32_t memory_slots = 1;
+  double seconds_per_layer_per_sample = 0;
+
+  // Defaults detect a crashed member in every view within ~2-3 s
+  // (membership_sim_test measures it).
+  absl::Duration probe_interval = absl::Milliseconds(300);
+  // Direct-ack deadline; grows to 3 smoothed RTTs for far peers (at most
+  // 60% of probe_interval), the rest of the period is for indirect probes.
+  absl::Duration probe_timeout = absl::Milliseconds(120);
+  int indirect_probes = 3;
+  absl::Duration suspicion_timeout = absl::Milliseconds(1000);
+  absl::Duration gossip_interval = absl::Milliseconds(200);
+  int gossip_fanout = 3;
+  int retransmit_mult = 4;
+  // The first push-pull after Start comes within 1-2 probe intervals, so
+  // joiners that met through different peers learn of each other early.
+  absl::Duration push_pull_interval = absl::Seconds(5);
+  absl::Duration push_pull_timeout = absl::Seconds(2);
+  // Push-pull with a random DEAD member this often, so the two sides of a
+  // healed partition (or a node back from an outage) find each other again.
+  absl::Duration reconnect_interval = absl::Seconds(3);
+  absl::Duration dead_retention = absl::Minutes(10);  // tombstones
+  // Join: rounds over the bootstrap list, back-off doubling between rounds.
+  int join_rounds = 5;
+  absl::Duration join_backoff = absl::Milliseconds(250);
+  absl::Duration join_backoff_max = absl::Seconds(5);
+  // Message limits (each Gossip).
+  int max_records_per_message = 64;
+  int max_updates_per_message = 64;
+  int max_links_per_message = 32;
+  int max_push_pull_records = 512;
+  // EWMA weights of new samples.
+  double rtt_alpha = 0.2;
+  double throughput_alpha = 0.3;
+};
+
+struct MembershipStats {
+  uint64_t records_rejected = 0;   // forged / stale / wrong swarm / ...
+  uint64_t requests_rejected = 0;  // version, swarm id, identity mismatch
+  uint64_t probes = 0;
+  uint64_t indirect_probes = 0;
+  uint64_t suspicions = 0;  // raised by this node
+  uint64_t refutations = 0; // of suspicions about this node
+};
+
+class Membership final : public GossipHandler {
+ public:
+  using Listener = std::function<void(const MemberChange&)>;
+
+  // `identity`, `transport` and `clock` must outlive the Membership.
+  static absl::StatusOr<std::unique_ptr<Membership>> Create(
+      MembershipOptions options, const Identity* identity,
+      GossipTransport* transport, common::Clock* clock, common::Random rng);
+  ~Membership() override;
+
+  // REQUIRES: before Start.
+  void AddListener(Listener listener);
+  // Starts the periodic probe, gossip and push-pull timers.
+  void Start();
+  // Contacts the bootstrap addresses until one push-pull succeeds; `done`
+  // gets OK, or Unavailable naming each address's last error.
+  void Join(std::vector<std::string> bootstrap,
+            absl::AnyInvocable<void(absl::Status)> done);
+  // Announces LEFT to a few members, then stops the timers; `done` runs
+  // once those pushes are answered or timed out.
+  void Leave(absl::AnyInvocable<void()> done);
+  // Stops the timers (a crash, from the swarm's point of view).
+  void Stop();
+
+  // Edits this node's record (stages, slots, speed, digests, iteration),
+  // re-signs it with a higher incarnation and gossips it.
+  absl::Status UpdateLocalRecord(
+      absl::FunctionRef<void(proto::NodeRecord*)> edit);
+  absl::Status SetComputeSpeed(double seconds_per_layer_per_sample);
+  // For the pipeline transport: `bytes` moved with `peer` in `elapsed`.
+  void ReportTransfer(const common::NodeId& peer, uint64_t bytes,
+                      absl::Duration elapsed);
+
+  const common::NodeId& id() const;
+  View GetView() const;
+  MembershipStats stats() const;
+
+  // GossipHandler (called by the transport's server side).
+  void HandlePing(const PeerInfo& from, const proto::PingRequest& req,
+                  AckCallback reply) override;
+  void HandlePingReq(const PeerInfo& from, const proto::PingRequest& req,
+                     AckCallback reply) override;
+  void HandlePushPull(const PeerInfo& from, const proto::PushPullRequest& req,
+                      PushPullCallback reply) override;
+
+ private:
+  class Impl;
+  explicit Membership(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace skipswarm::membership
+
+#endif  // SKIPSWARM_MEMBERSHIP_MEMBERSHIP_H_

@@ -1,0 +1,338 @@
+// Membership's public methods and its GossipHandler side.
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "membership/membership.h"
+#include "membership/membership_impl.h"
+#include "proto/version.h"
+
+namespace skipswarm::membership {
+
+absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
+    MembershipOptions options, const Identity* identity,
+    GossipTransport* transport, common::Clock* clock, common::Random rng) {
+  if (identity == nullptr || transport == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("identity, transport and clock required");
+  }
+  if (options.probe_timeout >= options.probe_interval ||
+      options.probe_interval <= absl::ZeroDuration() ||
+      options.gossip_interval <= absl::ZeroDuration() ||
+      options.push_pull_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need 0 < probe_timeout < probe_interval and positive intervals");
+  }
+  if (options.addresses.empty() ||
+      static_cast<int>(options.addresses.size()) > kMaxAddresses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a member advertises 1..", kMaxAddresses, " addresses"));
+  }
+  if (options.memory_slots == 0) {
+    return absl::InvalidArgumentError("memory_slots must be >= 1");
+  }
+  auto impl = std::make_shared<Impl>(std::move(options), identity, transport,
+                                     clock, std::move(rng));
+  {
+    absl::MutexLock lock(&impl->mu_);
+    proto::NodeRecord& r = impl->members_[impl->self_].record;
+    r.set_swarm_id(impl->options_.policy.swarm_id);
+    for (const std::string& a : impl->options_.addresses) r.add_addresses(a);
+    for (uint32_t s : impl->options_.stages) r.add_stages(s);
+    r.set_memory_slots(impl->options_.memory_slots);
+    r.set_seconds_per_layer_per_sample(
+        impl->options_.seconds_per_layer_per_sample);
+    // Start above any incarnation of an earlier life of this key: the wall
+    // clock in milliseconds only grows across restarts (barring big steps).
+    const int64_t ms = absl::ToUnixMillis(clock->Now());
+    absl::Status s = impl->SignSelfLocked(
+        static_cast<uint64_t>(std::max<int64_t>(ms, 1)),
+        proto::MEMBER_STATE_ALIVE);
+    if (!s.ok()) return s;
+  }
+  return std::unique_ptr<Membership>(new Membership(std::move(impl)));
+}
+
+Membership::Membership(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Membership::~Membership() { impl_->Shutdown(); }
+
+void Membership::AddListener(Listener listener) {
+  impl_->listeners_.push_back(std::move(listener));
+}
+
+void Membership::Start() {
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (impl_->started_ || impl_->stopped_) return;
+    impl_->started_ = true;
+  }
+  impl_->ScheduleProbe();
+  impl_->ScheduleGossip();
+  impl_->SchedulePushPull();
+  impl_->ScheduleRefresh();
+  impl_->ScheduleReconnect();
+}
+
+void Membership::Join(std::vector<std::string> bootstrap,
+                      absl::AnyInvocable<void(absl::Status)> done) {
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    for (std::string& a : bootstrap) {
+      if (std::find(impl_->options_.addresses.begin(),
+                    impl_->options_.addresses.end(),
+                    a) == impl_->options_.addresses.end()) {
+        addresses.push_back(a);
+      }
+    }
+    impl_->bootstrap_ = addresses;
+  }
+  if (addresses.empty()) {
+    // Only ourselves: we are the first member of a new swarm.
+    done(absl::OkStatus());
+    return;
+  }
+  auto join = std::make_shared<JoinState>();
+  join->addresses = std::move(addresses);
+  {
+    absl::MutexLock lock(&join->mu);
+    join->done = std::move(done);
+  }
+  impl_->JoinRound(std::move(join));
+}
+
+void Membership::Leave(absl::AnyInvocable<void()> done) {
+  std::vector<std::pair<PeerRef, proto::PingRequest>> sends;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->SignSelfLocked(0, proto::MEMBER_STATE_LEFT).IgnoreError();
+    std::vector<common::NodeId> peers = impl_->LiveOthersLocked();
+    impl_->rng_.Shuffle(peers);
+    const size_t n = std::min(peers.size(),
+                              static_cast<size_t>(2 * impl_->options_.gossip_fanout));
+    for (size_t i = 0; i < n; ++i) {
+      proto::PingRequest req = impl_->NewPingLocked(++impl_->seq_);
+      *req.mutable_gossip()->add_records() =
+          impl_->members_[impl_->self_].signed_record;
+      sends.push_back({impl_->RefLocked(impl_->members_[peers[i]]), req});
+    }
+  }
+  LOG(INFO) << "membership " << impl_->self_ << ": leaving, telling "
+            << sends.size() << " members";
+  struct Pending {
+    absl::Mutex mu;
+    int left ABSL_GUARDED_BY(mu) = 0;
+    absl::AnyInvocable<void()> done ABSL_GUARDED_BY(mu);
+  };
+  auto pending = std::make_shared<Pending>();
+  {
+    absl::MutexLock lock(&pending->mu);
+    pending->left = static_cast<int>(sends.size());
+    pending->done = std::move(done);
+  }
+  auto finish = [impl = impl_.get(), pending] {
+    absl::AnyInvocable<void()> cb;
+    {
+      absl::MutexLock lock(&pending->mu);
+      if (--pending->left > 0) return;
+      cb = std::move(pending->done);
+    }
+    impl->Stop();
+    if (cb) cb();
+  };
+  if (sends.empty()) {
+    absl::MutexLock lock(&pending->mu);
+    pending->left = 1;
+  }
+  if (sends.empty()) {
+    finish();
+    return;
+  }
+  for (auto& [to, req] : sends) {
+    impl_->transport_->Ping(to, req, impl_->options_.probe_interval,
+                            impl_->Guard([finish](absl::StatusOr<proto::Ack>) {
+                              finish();
+                            }));
+  }
+}
+
+void Membership::Stop() { impl_->Stop(); }
+
+absl::Status Membership::UpdateLocalRecord(
+    absl::FunctionRef<void(proto::NodeRecord*)> edit) {
+  Impl::Changes changes;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    Impl::Member& me = impl_->members_[impl_->self_];
+    proto::NodeRecord saved = me.record;
+    edit(&me.record);
+    // The owner may not change what the record is about.
+    me.record.set_node_id(saved.node_id());
+    me.record.set_public_key(saved.public_key());
+    me.record.set_swarm_id(saved.swarm_id());
+    me.record.set_incarnation(saved.incarnation());
+    me.record.set_state(saved.state());
+    absl::Status s = impl_->SignSelfLocked(0, me.state);
+    if (!s.ok()) {
+      me.record = saved;
+      return s;
+    }
+    changes.push_back({impl_->self_, me.state, me.state, true});
+  }
+  impl_->Publish(changes);
+  return absl::OkStatus();
+}
+
+absl::Status Membership::SetComputeSpeed(double seconds_per_layer_per_sample) {
+  if (!(seconds_per_layer_per_sample >= 0) ||
+      !std::isfinite(seconds_per_layer_per_sample)) {
+    return absl::InvalidArgumentError("compute speed must be finite and >= 0");
+  }
+  return UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->set_seconds_per_layer_per_sample(seconds_per_layer_per_sample);
+  });
+}
+
+void Membership::ReportTransfer(const common::NodeId& peer, uint64_t bytes,
+                                absl::Duration elapsed) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->link_stats_.ObserveTransfer(peer, bytes, elapsed, impl_->clock_->Now());
+}
+
+const common::NodeId& Membership::id() const { return impl_->self_; }
+
+View Membership::GetView() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->ViewLocked();
+}
+
+MembershipStats Membership::stats() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->stats_;
+}
+
+// ---------------------------------------------------------------- handlers
+
+void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
+                            AckCallback reply) {
+  common::NodeId sender;
+  absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
+                                            req.swarm_id(), req.from(), &sender);
+  if (!status.ok()) {
+    reply(status);
+    return;
+  }
+  Impl::Changes changes;
+  proto::Ack ack;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    ack.set_protocol_version(proto::kProtocolVersion);
+    ack.set_from(impl_->self_.Bytes());
+    ack.set_seq(req.seq());
+    impl_->FillGossipLocked(ack.mutable_gossip());
+    impl_->AddOpinionAboutLocked(sender, ack.mutable_gossip());
+    if (impl_->members_[impl_->self_].state == proto::MEMBER_STATE_LEFT) {
+      *ack.mutable_gossip()->add_records() =
+          impl_->members_[impl_->self_].signed_record;
+    }
+  }
+  impl_->Publish(changes);
+  reply(std::move(ack));
+}
+
+void Membership::HandlePingReq(const PeerInfo& from,
+                               const proto::PingRequest& req,
+                               AckCallback reply) {
+  common::NodeId sender;
+  absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
+                                            req.swarm_id(), req.from(), &sender);
+  if (!status.ok()) {
+    reply(status);
+    return;
+  }
+  absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());
+  Impl::Changes changes;
+  proto::Ack ack;
+  PeerRef to;
+  proto::PingRequest ping;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    ack.set_protocol_version(proto::kProtocolVersion);
+    ack.set_from(impl_->self_.Bytes());
+    ack.set_seq(req.seq());
+    auto it = target.ok() ? impl_->members_.find(*target) : impl_->members_.end();
+    if (it != impl_->members_.end()) {
+      to = impl_->RefLocked(it->second);
+      ping = impl_->NewPingLocked(++impl_->seq_);
+      impl_->FillGossipLocked(ping.mutable_gossip());
+    }
+  }
+  impl_->Publish(changes);
+  if (to.address.empty()) {
+    ack.set_target_alive(false);
+    reply(std::move(ack));
+    return;
+  }
+  // Not guarded: the reply must be sent even while we shut down, and it
+  // touches nothing of ours.
+  impl_->transport_->Ping(
+      to, ping, impl_->options_.probe_timeout,
+      [ack = std::move(ack), id = to.id,
+       reply = std::move(reply)](absl::StatusOr<proto::Ack> result) mutable {
+        ack.set_target_alive(result.ok() && result->from() == id.Bytes());
+        reply(std::move(ack));
+      });
+}
+
+void Membership::HandlePushPull(const PeerInfo& from,
+                                const proto::PushPullRequest& req,
+                                PushPullCallback reply) {
+  common::NodeId sender;
+  absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
+                                            req.swarm_id(), req.from(), &sender);
+  if (status.ok() && req.digests_size() > 4 * impl_->options_.max_push_pull_records) {
+    status = absl::InvalidArgumentError("too many digests");
+  }
+  if (!status.ok()) {
+    reply(status);
+    return;
+  }
+  Impl::Changes changes;
+  proto::PushPullResponse resp;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    absl::flat_hash_map<common::NodeId, std::pair<uint64_t, proto::MemberState>>
+        theirs;
+    for (const proto::RecordDigest& d : req.digests()) {
+      absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(d.node_id());
+      if (!id.ok()) continue;
+      theirs[*id] = {d.incarnation(), d.state()};
+      if (d.state() == proto::MEMBER_STATE_SUSPECT ||
+          d.state() == proto::MEMBER_STATE_DEAD) {
+        impl_->ApplyOpinionLocked(*id, d.state(), d.incarnation(), false,
+                                &changes);
+      }
+    }
+    resp.set_protocol_version(proto::kProtocolVersion);
+    resp.set_from(impl_->self_.Bytes());
+    for (const auto& [id, m] : impl_->members_) {
+      auto it = theirs.find(id);
+      if ((it == theirs.end() || it->second.first < m.incarnation()) &&
+          resp.gossip().records_size() < impl_->options_.max_push_pull_records) {
+        *resp.mutable_gossip()->add_records() = m.signed_record;
+      }
+    }
+    for (proto::RecordDigest& d : impl_->DigestsLocked()) {
+      *resp.add_digests() = std::move(d);
+    }
+    impl_->FillGossipLocked(resp.mutable_gossip());
+  }
+  impl_->Publish(changes);
+  reply(std::move(resp));
+}
+
+}  // namespace skipswarm::membership

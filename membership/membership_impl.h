@@ -1,0 +1,183 @@
+// Private to membership.cc / membership_state.cc: the state behind
+// Membership. Not part of the API.
+//
+// Note [SWIM in SkipSwarm]
+// * The member table holds, per node, its latest verified signed record and
+//   this node's opinion of it: ALIVE / LEFT come from the owner's record;
+//   SUSPECT / DEAD are opinions that name the record's incarnation. The
+//   order for one incarnation is ALIVE < SUSPECT < DEAD, and LEFT is final;
+//   a record with a higher incarnation overrides any opinion (refutation,
+//   restart).
+// * Opinions about an incarnation we do not hold are ignored: nobody can
+//   kill a record we have not seen, and anti-entropy brings the record.
+// * Hearsay DEAD never kills here: it makes an ALIVE member SUSPECT and our
+//   own suspicion timer decides. A node that was cut off (a flapping link)
+//   suspects everybody, and when it reconnects its verdicts would otherwise
+//   kill healthy members before they can refute. Detection time barely
+//   changes: everybody hears the first suspicion within a few gossip rounds.
+// * First-hand only link samples: a LinkSample is accepted from the node it
+//   is `from`, so a peer cannot put words in another's mouth.
+// * Locking: one mutex (mu_) guards everything. Work that calls out
+//   (transport, listeners) is prepared under the lock and done after it is
+//   released; every asynchronous callback goes through Guard(), which drops
+//   it once the Membership is being destroyed and makes the destructor wait
+//   for callbacks already running.
+#ifndef SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
+#define SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "membership/broadcast_queue.h"
+#include "membership/link_stats.h"
+#include "membership/membership.h"
+
+namespace skipswarm::membership {
+
+// One Join call: rounds over the bootstrap list.
+struct JoinState {
+  std::vector<std::string> addresses;  // immutable
+  absl::Mutex mu;
+  absl::AnyInvocable<void(absl::Status)> done ABSL_GUARDED_BY(mu);
+  int round ABSL_GUARDED_BY(mu) = 0;
+  int pending ABSL_GUARDED_BY(mu) = 0;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::string> errors ABSL_GUARDED_BY(mu);  // this round's
+};
+
+class Membership::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(MembershipOptions options, const Identity* identity,
+       GossipTransport* transport, common::Clock* clock, common::Random rng);
+
+  struct Member {
+    common::NodeId id;
+    proto::SignedNodeRecord signed_record;
+    proto::NodeRecord record;
+    proto::MemberState state = proto::MEMBER_STATE_ALIVE;
+    absl::Duration state_since;
+    common::TimerId suspicion_timer = common::kNoTimer;
+    uint64_t incarnation() const { return record.incarnation(); }
+    bool live() const {
+      return state == proto::MEMBER_STATE_ALIVE ||
+             state == proto::MEMBER_STATE_SUSPECT;
+    }
+  };
+  using Changes = std::vector<MemberChange>;
+
+  // Wraps `f` so it runs only while the Membership exists (see Note).
+  template <typename F>
+  auto Guard(F f) {
+    return [weak = weak_from_this(), f = std::move(f)](auto&&... args) mutable {
+      std::shared_ptr<Impl> self = weak.lock();
+      if (self == nullptr || !self->Enter()) return;
+      f(std::forward<decltype(args)>(args)...);
+      self->Exit();
+    };
+  }
+  bool Enter();
+  void Exit();
+  void Shutdown();  // destructor: drop future callbacks, wait for running ones
+
+  // ---- membership_state.cc: the table (REQUIRES mu_) ----
+  absl::Status SignSelfLocked(uint64_t min_incarnation, proto::MemberState state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyGossipLocked(const proto::Gossip& gossip,
+                         const common::NodeId& sender, Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyRecordLocked(const proto::SignedNodeRecord& signed_record,
+                         Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `first_hand`: our own probe or suspicion timer, not hearsay.
+  void ApplyOpinionLocked(const common::NodeId& id, proto::MemberState state,
+                          uint64_t incarnation, bool first_hand,
+                          Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetStateLocked(Member& m, proto::MemberState state, Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SuspectLocked(const common::NodeId& id, uint64_t incarnation,
+                     Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnSuspicionTimeout(const common::NodeId& id, uint64_t incarnation);
+  // Our news and first-hand link samples for one outgoing message.
+  void FillGossipLocked(proto::Gossip* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells `peer` what we think of it if that is not ALIVE (it can refute).
+  void AddOpinionAboutLocked(const common::NodeId& peer, proto::Gossip* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<proto::RecordDigest> DigestsLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<common::NodeId> LiveOthersLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PeerRef RefLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CollectGarbageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  View ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(const Changes& changes);
+
+  // ---- membership.cc: the protocol ----
+  enum TimerSlot {
+    kProbeTimer, kGossipTimer, kPushPullTimer, kRefreshTimer, kReconnectTimer,
+    kTimerSlots
+  };
+  void ScheduleReconnect();
+  void Stop();
+  void ScheduleRefresh();
+  void ScheduleProbe();
+  absl::Duration ProbeTimeout(const common::NodeId& peer);
+  void ProbeTick();
+  void OnProbeResult(const common::NodeId& target, uint64_t incarnation,
+                     absl::Duration sent_at, absl::StatusOr<proto::Ack> ack);
+  void IndirectProbe(const common::NodeId& target, uint64_t incarnation);
+  void NotifySuspectLater(const common::NodeId& target);
+  void ScheduleGossip();
+  void GossipTick();
+  void SchedulePushPull();
+  void PushPullTick();
+  void PushPull(const PeerRef& to, absl::AnyInvocable<void(absl::Status)> done);
+  void OnPushPullResponse(const PeerRef& to, proto::PushPullResponse resp);
+  void JoinRound(std::shared_ptr<JoinState> join);
+  absl::Status CheckRequest(const PeerInfo& from, int version,
+                            const std::string& swarm_id,
+                            const std::string& from_id, common::NodeId* sender);
+  void ObserveRtt(const common::NodeId& peer, absl::Duration sent_at);
+  proto::PingRequest NewPingLocked(uint64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const MembershipOptions options_;
+  const Identity* const identity_;
+  GossipTransport* const transport_;
+  common::Clock* const clock_;
+  const common::NodeId self_;
+  std::vector<Listener> listeners_;  // fixed once started
+
+  mutable absl::Mutex mu_;
+  common::Random rng_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, Member> members_ ABSL_GUARDED_BY(mu_);
+  BroadcastQueue broadcasts_ ABSL_GUARDED_BY(mu_);
+  LinkStats link_stats_ ABSL_GUARDED_BY(mu_);
+  // Second-hand view of other nodes' links: (from, to) -> latest sample.
+  absl::flat_hash_map<std::pair<common::NodeId, common::NodeId>,
+                      proto::LinkSample>
+      links_ ABSL_GUARDED_BY(mu_);
+  std::vector<common::NodeId> probe_order_ ABSL_GUARDED_BY(mu_);
+  size_t probe_index_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t link_cursor_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool first_push_pull_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> bootstrap_ ABSL_GUARDED_BY(mu_);
+  std::vector<common::TimerId> timers_ ABSL_GUARDED_BY(mu_);  // periodic
+  MembershipStats stats_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex life_mu_;
+  bool destroyed_ ABSL_GUARDED_BY(life_mu_) = false;
+  int running_ ABSL_GUARDED_BY(life_mu_) = 0;
+};
+
+}  // namespace skipswarm::membership
+
+#endif  // SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_

@@ -1,0 +1,348 @@
+// The member table of Membership::Impl: applying records, opinions and link
+// samples (Note [SWIM in SkipSwarm] in membership_impl.h), and views.
+#include <algorithm>
+#include <cmath>
+
+#include "glog/logging.h"
+#include "membership/membership_impl.h"
+
+namespace skipswarm::membership {
+namespace {
+
+int Rank(proto::MemberState s) {
+  switch (s) {
+    case proto::MEMBER_STATE_SUSPECT: return 1;
+    case proto::MEMBER_STATE_DEAD: return 2;
+    case proto::MEMBER_STATE_LEFT: return 3;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+absl::Status Membership::Impl::SignSelfLocked(uint64_t min_incarnation,
+                                              proto::MemberState state) {
+  Member& me = members_[self_];
+  proto::NodeRecord record = me.record;
+  record.set_incarnation(std::max(record.incarnation() + 1, min_incarnation));
+  record.set_state(state);
+  absl::StatusOr<proto::SignedNodeRecord> signed_record =
+      SignRecord(*identity_, record, clock_->Now());
+  if (!signed_record.ok()) return signed_record.status();
+  me.id = self_;
+  me.signed_record = *std::move(signed_record);
+  me.record.ParseFromString(me.signed_record.record());
+  me.state = state;
+  me.state_since = clock_->SteadyNow();
+  broadcasts_.QueueRecord(self_, me.signed_record);
+  ++version_;
+  return absl::OkStatus();
+}
+
+void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
+                                         const common::NodeId& sender,
+                                         Changes* changes) {
+  for (const proto::SignedNodeRecord& r : gossip.records()) {
+    ApplyRecordLocked(r, changes);
+  }
+  for (const proto::MembershipUpdate& u : gossip.updates()) {
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(u.node_id());
+    if (!id.ok()) continue;
+    if (u.state() != proto::MEMBER_STATE_SUSPECT &&
+        u.state() != proto::MEMBER_STATE_DEAD) {
+      continue;  // opinions are only ever suspicion or death
+    }
+    ApplyOpinionLocked(*id, u.state(), u.incarnation(), false, changes);
+  }
+  for (const proto::LinkSample& s : gossip.links()) {
+    if (s.from() != sender.Bytes()) continue;  // first-hand only
+    absl::StatusOr<common::NodeId> to = common::NodeId::FromBytes(s.to());
+    if (!to.ok() || !members_.contains(*to) || !members_.contains(sender)) {
+      continue;
+    }
+    proto::LinkSample& slot = links_[{sender, *to}];
+    if (s.measured_at_unix_ms() >= slot.measured_at_unix_ms()) slot = s;
+  }
+}
+
+void Membership::Impl::ApplyRecordLocked(
+    const proto::SignedNodeRecord& signed_record, Changes* changes) {
+  // Gossip repeats itself: skip the signature check for what we hold.
+  proto::NodeRecord peek;
+  if (peek.ParseFromString(signed_record.record())) {
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(peek.node_id());
+    if (id.ok()) {
+      auto it = members_.find(*id);
+      if (it != members_.end() &&
+          (it->second.incarnation() > peek.incarnation() ||
+           it->second.signed_record.signature() == signed_record.signature())) {
+        return;  // duplicate or older: nothing to learn
+      }
+    }
+  }
+  absl::StatusOr<proto::NodeRecord> record =
+      VerifyRecord(signed_record, options_.policy, clock_->Now());
+  if (!record.ok()) {
+    ++stats_.records_rejected;
+    LOG_EVERY_N(WARNING, 20) << "membership " << self_
+                             << ": rejected node record: " << record.status();
+    return;
+  }
+  const common::NodeId id = *common::NodeId::FromBytes(record->node_id());
+  if (id == self_) {
+    // Our own record from an earlier life (or clock skew): outbid it.
+    if (record->incarnation() >= members_[self_].incarnation()) {
+      SignSelfLocked(record->incarnation() + 1, members_[self_].state)
+          .IgnoreError();
+    }
+    return;
+  }
+  auto it = members_.find(id);
+  const bool is_new = it == members_.end();
+  if (!is_new) {
+    absl::Status newer = CheckNewer(it->second.incarnation(), *record);
+    if (!newer.ok()) {
+      if (absl::IsFailedPrecondition(newer)) ++stats_.records_rejected;
+      return;
+    }
+  }
+  Member& m = members_[id];
+  const proto::MemberState old_state = is_new ? proto::MEMBER_STATE_UNSPECIFIED
+                                              : m.state;
+  m.id = id;
+  m.signed_record = signed_record;
+  m.record = *std::move(record);
+  if (m.suspicion_timer != common::kNoTimer) {
+    clock_->Cancel(m.suspicion_timer);
+    m.suspicion_timer = common::kNoTimer;
+  }
+  const proto::MemberState new_state = OwnerState(m.record);
+  if (new_state != old_state) m.state_since = clock_->SteadyNow();
+  m.state = new_state;
+  broadcasts_.QueueRecord(id, signed_record);
+  ++version_;
+  changes->push_back({id, old_state, new_state, /*record_changed=*/true});
+}
+
+void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
+                                          proto::MemberState state,
+                                          uint64_t incarnation, bool first_hand,
+                                          Changes* changes) {
+  if (id == self_) {
+    Member& me = members_[self_];
+    if (me.state == proto::MEMBER_STATE_LEFT) return;
+    if (incarnation >= me.incarnation()) {
+      // Refute: "I am alive", with a newer incarnation than the rumour.
+      ++stats_.refutations;
+      SignSelfLocked(incarnation + 1, proto::MEMBER_STATE_ALIVE).IgnoreError();
+    }
+    return;
+  }
+  auto it = members_.find(id);
+  if (it == members_.end()) return;
+  Member& m = it->second;
+  if (incarnation != m.incarnation()) return;  // see Note
+  if (m.state == proto::MEMBER_STATE_LEFT || Rank(state) <= Rank(m.state)) {
+    return;
+  }
+  if (state == proto::MEMBER_STATE_DEAD && !first_hand) {
+    // Someone else's verdict: at most a suspicion here, and our own timer
+    // decides, which gives the member time to refute (see Note).
+    if (m.state != proto::MEMBER_STATE_ALIVE) return;
+    state = proto::MEMBER_STATE_SUSPECT;
+  }
+  SetStateLocked(m, state, changes);
+  proto::MembershipUpdate update;
+  update.set_node_id(id.Bytes());
+  update.set_state(state);
+  update.set_incarnation(incarnation);
+  update.set_reporter(self_.Bytes());
+  broadcasts_.QueueUpdate(id, update);
+}
+
+void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
+                                      Changes* changes) {
+  const proto::MemberState old_state = m.state;
+  m.state = state;
+  m.state_since = clock_->SteadyNow();
+  ++version_;
+  if (m.suspicion_timer != common::kNoTimer) {
+    clock_->Cancel(m.suspicion_timer);
+    m.suspicion_timer = common::kNoTimer;
+  }
+  if (state == proto::MEMBER_STATE_SUSPECT) {
+    m.suspicion_timer = clock_->RunAfter(
+        options_.suspicion_timeout,
+        Guard([this, id = m.id, inc = m.incarnation()] {
+          OnSuspicionTimeout(id, inc);
+        }));
+  }
+  changes->push_back({m.id, old_state, state, false});
+  VLOG(1) << "membership " << self_ << ": " << m.id << " "
+          << proto::MemberState_Name(old_state) << " -> "
+          << proto::MemberState_Name(state);
+}
+
+void Membership::Impl::SuspectLocked(const common::NodeId& id,
+                                     uint64_t incarnation, Changes* changes) {
+  auto it = members_.find(id);
+  if (it == members_.end() || it->second.state != proto::MEMBER_STATE_ALIVE ||
+      it->second.incarnation() != incarnation) {
+    return;
+  }
+  ++stats_.suspicions;
+  ApplyOpinionLocked(id, proto::MEMBER_STATE_SUSPECT, incarnation, true,
+                     changes);
+}
+
+void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
+                                          uint64_t incarnation) {
+  Changes changes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(id);
+    if (it == members_.end() || it->second.state != proto::MEMBER_STATE_SUSPECT ||
+        it->second.incarnation() != incarnation) {
+      return;
+    }
+    it->second.suspicion_timer = common::kNoTimer;
+    ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, true,
+                       &changes);
+  }
+  Publish(changes);
+}
+
+void Membership::Impl::FillGossipLocked(proto::Gossip* out) {
+  size_t live = 0;
+  for (const auto& [id, m] : members_) live += m.live() ? 1 : 0;
+  const int limit = options_.retransmit_mult *
+                    static_cast<int>(std::ceil(std::log10(live + 1.0)));
+  broadcasts_.Fill(std::max(limit, 1), options_.max_records_per_message,
+                   options_.max_updates_per_message, out);
+  // Our own measurements, a window at a time (they can outnumber the limit).
+  std::vector<proto::LinkSample> samples = link_stats_.Samples(self_);
+  const size_t n = samples.size();
+  const size_t take = std::min(n, static_cast<size_t>(options_.max_links_per_message));
+  for (size_t i = 0; i < take; ++i) {
+    *out->add_links() = samples[(link_cursor_ + i) % n];
+  }
+  if (n > 0) link_cursor_ = (link_cursor_ + take) % n;
+}
+
+void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
+                                             proto::Gossip* out) {
+  auto it = members_.find(peer);
+  if (it == members_.end()) return;
+  const Member& m = it->second;
+  if (m.state != proto::MEMBER_STATE_SUSPECT &&
+      m.state != proto::MEMBER_STATE_DEAD) {
+    return;
+  }
+  proto::MembershipUpdate* u = out->add_updates();
+  u->set_node_id(peer.Bytes());
+  u->set_state(m.state);
+  u->set_incarnation(m.incarnation());
+  u->set_reporter(self_.Bytes());
+}
+
+std::vector<proto::RecordDigest> Membership::Impl::DigestsLocked() const {
+  std::vector<proto::RecordDigest> out;
+  out.reserve(members_.size());
+  for (const auto& [id, m] : members_) {
+    proto::RecordDigest d;
+    d.set_node_id(id.Bytes());
+    d.set_incarnation(m.incarnation());
+    d.set_state(m.state);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<common::NodeId> Membership::Impl::LiveOthersLocked() const {
+  std::vector<common::NodeId> out;
+  for (const auto& [id, m] : members_) {
+    if (id != self_ && m.live()) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());  // hash order is not deterministic
+  return out;
+}
+
+PeerRef Membership::Impl::RefLocked(const Member& m) const {
+  return PeerRef{m.record.addresses_size() > 0 ? m.record.addresses(0) : "",
+                 m.id};
+}
+
+void Membership::Impl::CollectGarbageLocked() {
+  const absl::Duration now = clock_->SteadyNow();
+  std::vector<common::NodeId> gone;
+  for (const auto& [id, m] : members_) {
+    if (!m.live() && id != self_ &&
+        now - m.state_since > options_.dead_retention) {
+      gone.push_back(id);
+    }
+  }
+  for (const common::NodeId& id : gone) {
+    members_.erase(id);
+    link_stats_.Forget(id);
+  }
+  if (gone.empty()) return;
+  for (auto it = links_.begin(); it != links_.end();) {
+    auto next = std::next(it);
+    if (!members_.contains(it->first.first) ||
+        !members_.contains(it->first.second)) {
+      links_.erase(it);
+    }
+    it = next;
+  }
+}
+
+View Membership::Impl::ViewLocked() const {
+  View view;
+  view.self = self_;
+  view.version = version_;
+  for (const auto& [id, m] : members_) {
+    MemberInfo info;
+    info.id = id;
+    info.state = m.state;
+    info.incarnation = m.incarnation();
+    info.addresses.assign(m.record.addresses().begin(),
+                          m.record.addresses().end());
+    info.stages.assign(m.record.stages().begin(), m.record.stages().end());
+    info.memory_slots = m.record.memory_slots();
+    info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();
+    for (const auto& [stage, digest] : m.record.stage_digests()) {
+      info.stage_digests[stage] = digest;
+    }
+    info.iteration = m.record.iteration();
+    info.state_since = m.state_since;
+    view.members.push_back(std::move(info));
+  }
+  std::sort(view.members.begin(), view.members.end(),
+            [](const MemberInfo& a, const MemberInfo& b) { return a.id < b.id; });
+  auto add_link = [&](const proto::LinkSample& s) {
+    LinkInfo link;
+    link.from = *common::NodeId::FromBytes(s.from());
+    link.to = *common::NodeId::FromBytes(s.to());
+    link.rtt = s.rtt_us() == 0 ? absl::InfiniteDuration()
+                               : absl::Microseconds(s.rtt_us());
+    link.bytes_per_second = s.bytes_per_second();
+    link.measured_at = absl::FromUnixMillis(s.measured_at_unix_ms());
+    view.links.push_back(link);
+  };
+  for (const proto::LinkSample& s : link_stats_.Samples(self_)) add_link(s);
+  for (const auto& [key, s] : links_) add_link(s);
+  std::sort(view.links.begin(), view.links.end(),
+            [](const LinkInfo& a, const LinkInfo& b) {
+              return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+            });
+  return view;
+}
+
+void Membership::Impl::Publish(const Changes& changes) {
+  if (changes.empty()) return;
+  for (const MemberChange& change : changes) {
+    for (const Listener& listener : listeners_) listener(change);
+  }
+}
+
+}  // namespace skipswarm::membership

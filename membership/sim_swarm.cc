@@ -1,0 +1,153 @@
+#include "membership/sim_swarm.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace skipswarm::membership {
+
+struct SimSwarm::Node {
+  std::unique_ptr<Identity> identity;
+  std::string address;
+  std::vector<uint32_t> stages;
+  GossipTransport* transport = nullptr;
+  std::unique_ptr<Membership> membership;
+  bool running = false;
+  int generation = 0;
+};
+
+Membership& SimSwarm::node(int i) { return *nodes_[i]->membership; }
+const std::string& SimSwarm::address(int i) const { return nodes_[i]->address; }
+common::NodeId SimSwarm::id(int i) const { return nodes_[i]->identity->id(); }
+bool SimSwarm::alive(int i) const { return nodes_[i]->running; }
+
+SimSwarm::SimSwarm(uint64_t seed, SimNetwork::Options net,
+                   MembershipOptions options)
+    // A wall clock in the 2020s so record timestamps look real.
+    : clock_(absl::FromUnixSeconds(1'800'000'000)),
+      net_(&clock_, seed, net),
+      options_(std::move(options)),
+      rng_(seed) {}
+
+SimSwarm::~SimSwarm() {
+  for (auto& n : nodes_) net_.Detach(n->address);
+  nodes_.clear();
+}
+
+int SimSwarm::AddNode(std::vector<uint32_t> stages) {
+  const int i = size();
+  auto node = std::make_unique<Node>();
+  std::string seed(32, '\0');
+  common::Random key_rng = rng_.Fork(absl::StrCat("key", i));
+  for (char& c : seed) c = static_cast<char>(key_rng.UniformInt(0, 255));
+  node->identity = *Identity::FromSeed(seed);
+  node->address = absl::StrCat("node", i, ":7000");
+  node->stages = std::move(stages);
+  node->transport = net_.AddEndpoint(node->address, node->identity->id());
+  nodes_.push_back(std::move(node));
+  CreateMembership(i);
+  return i;
+}
+
+void SimSwarm::CreateMembership(int i) {
+  Node& n = *nodes_[i];
+  MembershipOptions options = options_;
+  options.addresses = {n.address};
+  options.stages = n.stages;
+  auto m = Membership::Create(
+      options, n.identity.get(), n.transport, &clock_,
+      rng_.Fork(absl::StrCat("node", i, "/", n.generation++)));
+  CHECK(m.ok()) << m.status();
+  n.membership = *std::move(m);
+  n.membership->AddListener([this, i](const MemberChange& c) {
+    if (c.old_state == c.new_state) return;
+    transitions_.push_back({i, IndexOf(c.id), c.new_state, clock_.SteadyNow()});
+  });
+  net_.Serve(n.address, n.membership.get());
+}
+
+int SimSwarm::IndexOf(const common::NodeId& id) const {
+  for (int i = 0; i < size(); ++i) {
+    if (nodes_[i]->identity->id() == id) return i;
+  }
+  return -1;
+}
+
+void SimSwarm::StartAndJoin(int i, std::vector<int> bootstrap) {
+  Node& n = *nodes_[i];
+  n.running = true;
+  n.membership->Start();
+  std::vector<std::string> addresses;
+  for (int b : bootstrap) addresses.push_back(address(b));
+  n.membership->Join(addresses, [i](absl::Status s) {
+    LOG_IF(WARNING, !s.ok()) << "node " << i << " failed to join: " << s;
+  });
+}
+
+void SimSwarm::StartAll(int bootstrap) {
+  StartAndJoin(bootstrap, {});
+  for (int i = 0; i < size(); ++i) {
+    if (i != bootstrap) StartAndJoin(i, {bootstrap});
+  }
+}
+
+void SimSwarm::Kill(int i) {
+  nodes_[i]->membership->Stop();
+  nodes_[i]->running = false;
+  net_.SetDown(address(i), true);
+}
+
+void SimSwarm::Restart(int i, int bootstrap) {
+  Node& n = *nodes_[i];
+  net_.Detach(n.address);
+  n.membership.reset();
+  net_.SetDown(n.address, false);
+  CreateMembership(i);
+  StartAndJoin(i, {bootstrap});
+}
+
+bool SimSwarm::Converged() {
+  std::vector<common::NodeId> expected;
+  for (int i = 0; i < size(); ++i) {
+    if (nodes_[i]->running) expected.push_back(id(i));
+  }
+  std::sort(expected.begin(), expected.end());
+  bool first = true;
+  uint64_t digest = 0;
+  for (int i = 0; i < size(); ++i) {
+    if (!nodes_[i]->running) continue;
+    View view = nodes_[i]->membership->GetView();
+    std::vector<common::NodeId> live;
+    for (const MemberInfo* m : view.Live()) live.push_back(m->id);
+    if (live != expected) return false;
+    if (first) {
+      digest = view.digest();
+      first = false;
+    } else if (view.digest() != digest) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool SimSwarm::AllSee(int victim, proto::MemberState state) {
+  for (int i = 0; i < size(); ++i) {
+    if (i == victim || !nodes_[i]->running) continue;
+    const MemberInfo* m = nodes_[i]->membership->GetView().Find(id(victim));
+    if (m == nullptr || m->state != state) return false;
+  }
+  return true;
+}
+
+absl::Duration SimSwarm::RunUntil(const std::function<bool()>& done,
+                                  absl::Duration limit, absl::Duration step) {
+  const absl::Duration start = clock_.SteadyNow();
+  while (!done()) {
+    if (clock_.SteadyNow() - start >= limit) return absl::InfiniteDuration();
+    clock_.Advance(step);
+  }
+  return clock_.SteadyNow() - start;
+}
+
+}  // namespace skipswarm::membership

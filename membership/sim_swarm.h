@@ -1,0 +1,90 @@
+// Test and simulator harness: N Membership instances on one SimClock and
+// SimNetwork, with deterministic identities (seeded keys) and addresses
+// "node<i>:7000".
+//
+//   SimSwarm swarm(/*seed=*/1, net_options, membership_options);
+//   for (int i = 0; i < 12; ++i) swarm.AddNode();
+//   swarm.StartAll(/*bootstrap=*/0);
+//   absl::Duration t = swarm.RunUntil([&] { return swarm.Converged(); },
+//                                     absl::Seconds(10));
+//
+// Thread rule: single-threaded, like SimClock and SimNetwork.
+#ifndef SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_
+#define SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "membership/membership.h"
+#include "membership/sim_network.h"
+
+namespace skipswarm::membership {
+
+class SimSwarm {
+ public:
+  SimSwarm(uint64_t seed, SimNetwork::Options net, MembershipOptions options);
+  ~SimSwarm();
+
+  // Adds node i (not started). Returns i.
+  int AddNode(std::vector<uint32_t> stages = {});
+  int size() const { return static_cast<int>(nodes_.size()); }
+  Membership& node(int i);
+  const std::string& address(int i) const;
+  common::NodeId id(int i) const;
+
+  // Starts node i and joins it through `bootstrap` (-1: none).
+  void StartAndJoin(int i, std::vector<int> bootstrap);
+  // Starts every node; all but `bootstrap` join through it at once.
+  void StartAll(int bootstrap);
+  // A crash: stops the node's timers and cuts it off the network.
+  void Kill(int i);
+  // Restarts a killed node with a fresh Membership (same key) that joins
+  // through `bootstrap`.
+  void Restart(int i, int bootstrap);
+  bool alive(int i) const;
+
+  // True when every running node's view has exactly the running nodes as
+  // live members (ALIVE or SUSPECT) and all view digests are equal.
+  bool Converged();
+  // True when every running node other than `victim` sees `victim` as
+  // `state`.
+  bool AllSee(int victim, proto::MemberState state);
+
+  // Advances the clock in `step`s until `done()` or `limit` elapsed; returns
+  // the elapsed time, or InfiniteDuration on timeout.
+  absl::Duration RunUntil(const std::function<bool()>& done,
+                          absl::Duration limit,
+                          absl::Duration step = absl::Milliseconds(10));
+  void Run(absl::Duration d) { clock_.Advance(d); }
+
+  // Every (observer, subject, new state) transition seen by listeners.
+  struct Transition {
+    int observer;
+    int subject;
+    proto::MemberState state;
+    absl::Duration at;
+  };
+  const std::vector<Transition>& transitions() const { return transitions_; }
+
+  common::SimClock& clock() { return clock_; }
+  SimNetwork& net() { return net_; }
+
+ private:
+  struct Node;
+  void CreateMembership(int i);
+  int IndexOf(const common::NodeId& id) const;
+
+  common::SimClock clock_;
+  SimNetwork net_;
+  MembershipOptions options_;
+  common::Random rng_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Transition> transitions_;
+};
+
+}  // namespace skipswarm::membership
+
+#endif  // SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_

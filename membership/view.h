@@ -1,0 +1,82 @@
+// A consistent snapshot of one node's picture of the swarm (DESIGN.md §1
+// "view"): who is a member and in what state, what each hosts, how fast it
+// computes, and the measured links between members. Planners take a View;
+// two nodes whose views have the same digest() plan from the same swarm.
+//
+//   View view = membership->GetView();
+//   for (const MemberInfo& m : view.members)
+//     if (m.state == proto::MEMBER_STATE_ALIVE) ...
+//
+// Thread rule: value types; thread-compatible.
+#ifndef SKIPSWARM_MEMBERSHIP_VIEW_H_
+#define SKIPSWARM_MEMBERSHIP_VIEW_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/node_id.h"
+#include "proto/gossip.pb.h"
+
+namespace skipswarm::membership {
+
+struct MemberInfo {
+  common::NodeId id;
+  proto::MemberState state = proto::MEMBER_STATE_ALIVE;
+  uint64_t incarnation = 0;
+  std::vector<std::string> addresses;
+  std::vector<uint32_t> stages;
+  uint32_t memory_slots = 0;
+  double seconds_per_layer_per_sample = 0;
+  std::map<uint32_t, uint64_t> stage_digests;
+  uint64_t iteration = 0;
+  // Since when (this node's steady clock) the member is in `state`.
+  absl::Duration state_since;
+
+  bool live() const {
+    return state == proto::MEMBER_STATE_ALIVE ||
+           state == proto::MEMBER_STATE_SUSPECT;
+  }
+};
+
+struct LinkInfo {
+  common::NodeId from;
+  common::NodeId to;
+  absl::Duration rtt;          // smoothed; InfiniteDuration when unknown
+  double bytes_per_second = 0; // smoothed; 0 when unknown
+  absl::Time measured_at;
+};
+
+struct View {
+  common::NodeId self;
+  // Every known member including this node and tombstones (DEAD, LEFT),
+  // sorted by id.
+  std::vector<MemberInfo> members;
+  // Latest sample per (from, to), sorted by (from, to).
+  std::vector<LinkInfo> links;
+  // Bumped by every change this node applies.
+  uint64_t version = 0;
+
+  // Members that count for planning: ALIVE or SUSPECT.
+  std::vector<const MemberInfo*> Live() const;
+  const MemberInfo* Find(const common::NodeId& id) const;
+  // Stable hash (identical on every machine) of the live member set, their
+  // incarnations and hosted stages. Equal digests = same member set and
+  // stage map.
+  uint64_t digest() const;
+};
+
+// Change notification (Membership::AddListener).
+struct MemberChange {
+  common::NodeId id;
+  proto::MemberState old_state = proto::MEMBER_STATE_UNSPECIFIED;  // new member
+  proto::MemberState new_state = proto::MEMBER_STATE_UNSPECIFIED;
+  // The member's signed record changed (stages, slots, speed, addresses...).
+  bool record_changed = false;
+};
+
+}  // namespace skipswarm::membership
+
+#endif  // SKIPSWARM_MEMBERSHIP_VIEW_H_
