@@ -2,7 +2,11 @@
 
 #include <iostream>
 
+#include "membership/keygen_command.h"
+#include "model/eval_command.h"
+#include "model/train_ref_command.h"
 #include "proto/version.h"
+#include "scheduler/plan_command.h"
 
 namespace skipswarm::node {
 namespace {
@@ -23,6 +27,10 @@ common::cli::Command VersionCommand() {
 
 std::vector<common::cli::Command> AllCommands() {
   return {
+      scheduler::PlanCommand(),
+      model::TrainRefCommand(),
+      model::EvalCommand(),
+      membership::KeygenCommand(),
       VersionCommand(),
   };
 }
