@@ -20,7 +20,8 @@ struct Ready {
   int route;
   int task;
 };
-struct ReadyLater {  // min-heap order
+// Heap order: the top (front) is the task to serve first.
+struct ReadyLater {
   bool operator()(const Ready& a, const Ready& b) const {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.ready_s != b.ready_s) return a.ready_s > b.ready_s;
@@ -28,29 +29,12 @@ struct ReadyLater {  // min-heap order
     return a.route > b.route;
   }
 };
-using ReadyQueue = std::priority_queue<Ready, std::vector<Ready>, ReadyLater>;
 
-struct Event {
-  double time;
-  long seq;
-  bool done;  // true: a task finished on `node`; false: a task arrived
-  int node;
-  int route;
-  int task;
-};
 struct EventLater {
-  bool operator()(const Event& a, const Event& b) const {
+  bool operator()(const SimEvent& a, const SimEvent& b) const {
     if (a.time != b.time) return a.time > b.time;
     return a.seq > b.seq;
   }
-};
-
-struct NodeState {
-  bool busy = false;
-  int slots_used = 0;
-  double busy_s = 0;
-  ReadyQueue forward;
-  ReadyQueue backward;  // loss and backward tasks
 };
 
 // Task t of a route with p = nodes.size() - 1 hops: see evaluator.h.
@@ -60,39 +44,55 @@ inline int TaskNode(const std::vector<int>& nodes, int p, int t) {
   return nodes[2 * p - t];
 }
 
-struct SimOut {
-  double iteration_s = 0;
-  bool deadlocked = false;
-  std::vector<double>* route_finish = nullptr;
-  std::vector<double>* node_busy = nullptr;
+}  // namespace
+
+struct IterationSimulator::NodeState {
+  bool busy = false;
+  int slots_used = 0;
+  double busy_s = 0;
+  std::vector<Ready> forward;   // heaps (ReadyLater)
+  std::vector<Ready> backward;  // loss and backward tasks
 };
 
-void Simulate(const TopologyView& view, const Plan& plan, SimOut& out) {
+IterationSimulator::IterationSimulator() = default;
+IterationSimulator::~IterationSimulator() = default;
+
+double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
+                               std::vector<double>* route_finish,
+                               std::vector<double>* node_busy,
+                               bool* deadlocked) {
   const int n = view.num_nodes();
   const int num_routes = static_cast<int>(plan.routes.size());
-  std::vector<NodeState> nodes(n);
-  std::priority_queue<Event, std::vector<Event>, EventLater> events;
+  if (static_cast<int>(nodes_.size()) < n) nodes_.resize(n);
+  for (int v = 0; v < n; ++v) {
+    NodeState& ns = nodes_[v];
+    ns.busy = false;
+    ns.slots_used = 0;
+    ns.busy_s = 0;
+    ns.forward.clear();
+    ns.backward.clear();
+  }
+  events_.clear();
+  const EventLater later;
+  const ReadyLater ready_later;
   long seq = 0;
+  auto push_event = [&](const SimEvent& e) {
+    events_.push_back(e);
+    std::push_heap(events_.begin(), events_.end(), later);
+  };
   for (int r = 0; r < num_routes; ++r) {
     const Route& route = plan.routes[r];
-    events.push({std::max(0.0, route.release_s), seq++, false, route.nodes[0],
-                 r, 0});
+    push_event({std::max(0.0, route.release_s), seq++, false, route.nodes[0],
+                r, 0});
   }
-  if (out.route_finish) out.route_finish->assign(num_routes, kInf);
+  if (route_finish) route_finish->assign(num_routes, kInf);
   int finished = 0;
   double last = 0;
-  std::vector<int> touched;
-  std::vector<char> is_touched(n, 0);
+  touched_.clear();
+  is_touched_.assign(n, 0);
 
-  auto duration = [&](int r, int t, int v) {
-    const int p = static_cast<int>(plan.routes[r].nodes.size()) - 1;
-    const double c = view.forward_s(v);
-    if (t < p) return c;
-    if (t == p) return 0.25 * c;
-    return 1.5 * c;
-  };
   auto try_start = [&](int v, double now) {
-    NodeState& ns = nodes[v];
+    NodeState& ns = nodes_[v];
     if (ns.busy) return;
     const bool fwd_ok =
         !ns.forward.empty() && ns.slots_used < view.memory_slots(v);
@@ -100,70 +100,73 @@ void Simulate(const TopologyView& view, const Plan& plan, SimOut& out) {
     if (!fwd_ok && !bwd_ok) return;
     bool take_fwd = fwd_ok;
     if (fwd_ok && bwd_ok) {
-      take_fwd = ns.forward.top().priority < ns.backward.top().priority;
+      take_fwd = ns.forward.front().priority < ns.backward.front().priority;
     }
-    Ready task = take_fwd ? ns.forward.top() : ns.backward.top();
-    (take_fwd ? ns.forward : ns.backward).pop();
+    std::vector<Ready>& queue = take_fwd ? ns.forward : ns.backward;
+    std::pop_heap(queue.begin(), queue.end(), ready_later);
+    const Ready task = queue.back();
+    queue.pop_back();
     if (take_fwd) ++ns.slots_used;
     ns.busy = true;
-    const double d = duration(task.route, task.task, v);
+    const int p = static_cast<int>(plan.routes[task.route].nodes.size()) - 1;
+    const double c = view.forward_s(v);
+    const double d = task.task < p ? c : task.task == p ? 0.25 * c : 1.5 * c;
     ns.busy_s += d;
-    events.push({now + d, seq++, true, v, task.route, task.task});
+    push_event({now + d, seq++, true, v, task.route, task.task});
   };
 
-  while (!events.empty()) {
-    const double now = events.top().time;
-    while (!events.empty() && events.top().time <= now) {
-      const Event e = events.top();
-      events.pop();
+  while (!events_.empty()) {
+    const double now = events_.front().time;
+    while (!events_.empty() && events_.front().time <= now) {
+      std::pop_heap(events_.begin(), events_.end(), later);
+      const SimEvent e = events_.back();
+      events_.pop_back();
       const Route& route = plan.routes[e.route];
       const int p = static_cast<int>(route.nodes.size()) - 1;
       if (!e.done) {
-        Ready ready{route.priority, e.time, route.mb, e.route, e.task};
-        (e.task < p ? nodes[e.node].forward : nodes[e.node].backward)
-            .push(ready);
+        std::vector<Ready>& queue =
+            e.task < p ? nodes_[e.node].forward : nodes_[e.node].backward;
+        queue.push_back({route.priority, e.time, route.mb, e.route, e.task});
+        std::push_heap(queue.begin(), queue.end(), ready_later);
       } else {
-        NodeState& ns = nodes[e.node];
+        NodeState& ns = nodes_[e.node];
         ns.busy = false;
         if (e.task > p) --ns.slots_used;
         if (e.task == 2 * p) {
           ++finished;
           last = std::max(last, e.time);
-          if (out.route_finish) (*out.route_finish)[e.route] = e.time;
+          if (route_finish) (*route_finish)[e.route] = e.time;
         } else {
           const int next = TaskNode(route.nodes, p, e.task + 1);
-          events.push({e.time + view.hop_s(e.node, next), seq++, false, next,
-                       e.route, e.task + 1});
+          push_event({e.time + view.hop_s(e.node, next), seq++, false, next,
+                      e.route, e.task + 1});
         }
       }
-      if (!is_touched[e.node]) {
-        is_touched[e.node] = 1;
-        touched.push_back(e.node);
+      if (!is_touched_[e.node]) {
+        is_touched_[e.node] = 1;
+        touched_.push_back(e.node);
       }
     }
-    std::sort(touched.begin(), touched.end());
-    for (int v : touched) {
+    std::sort(touched_.begin(), touched_.end());
+    for (int v : touched_) {
       try_start(v, now);
-      is_touched[v] = 0;
+      is_touched_[v] = 0;
     }
-    touched.clear();
+    touched_.clear();
   }
-  out.deadlocked = finished < num_routes;
-  out.iteration_s = out.deadlocked ? kInf : last;
-  if (out.node_busy) {
-    out.node_busy->resize(n);
-    for (int v = 0; v < n; ++v) (*out.node_busy)[v] = nodes[v].busy_s;
+  const bool stuck = finished < num_routes;
+  if (deadlocked) *deadlocked = stuck;
+  if (node_busy) {
+    node_busy->resize(n);
+    for (int v = 0; v < n; ++v) (*node_busy)[v] = nodes_[v].busy_s;
   }
+  return stuck ? kInf : last;
 }
-
-}  // namespace
 
 double EvaluateTime(const TopologyView& view, const Plan& plan,
                     std::vector<double>* route_finish_s) {
-  SimOut out;
-  out.route_finish = route_finish_s;
-  Simulate(view, plan, out);
-  return out.iteration_s;
+  IterationSimulator sim;
+  return sim.Run(view, plan, route_finish_s);
 }
 
 absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
@@ -194,12 +197,9 @@ absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
     }
   }
   Evaluation ev;
-  SimOut out;
-  out.route_finish = &ev.route_finish_s;
-  out.node_busy = &ev.node_busy_s;
-  Simulate(view, plan, out);
-  ev.iteration_time_s = out.iteration_s;
-  ev.deadlocked = out.deadlocked;
+  IterationSimulator sim;
+  ev.iteration_time_s = sim.Run(view, plan, &ev.route_finish_s,
+                                &ev.node_busy_s, &ev.deadlocked);
   ev.node_utilisation.resize(view.num_nodes());
   for (int v = 0; v < view.num_nodes(); ++v) {
     ev.node_utilisation[v] =

@@ -58,6 +58,35 @@ absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
 double EvaluateTime(const TopologyView& view, const Plan& plan,
                     std::vector<double>* route_finish_s);
 
+// EvaluateTime with buffers kept between runs, for planners' inner loops.
+// Thread rule: one thread at a time per object.
+struct SimEvent {
+  double time;
+  long seq;
+  bool done;  // true: a task finished on `node`; false: a task arrived
+  int node;
+  int route;
+  int task;
+};
+class IterationSimulator {
+ public:
+  IterationSimulator();
+  ~IterationSimulator();
+  // REQUIRES: structurally valid routes. Returns the iteration time, +inf
+  // on deadlock.
+  double Run(const TopologyView& view, const Plan& plan,
+             std::vector<double>* route_finish_s,
+             std::vector<double>* node_busy_s = nullptr,
+             bool* deadlocked = nullptr);
+
+ private:
+  struct NodeState;
+  std::vector<NodeState> nodes_;
+  std::vector<SimEvent> events_;
+  std::vector<int> touched_;
+  std::vector<char> is_touched_;
+};
+
 // Plan-independent lower bound for the workload on this view: the maximum of
 //  (a) each origin's own work, M x 2.75 c_o;
 //  (b) each origin's ceil(M / memory_slots) x its fastest valid route

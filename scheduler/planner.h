@@ -60,7 +60,7 @@ struct PlanRequest {
   common::Clock* clock = nullptr;
   absl::Duration budget = absl::Milliseconds(200);
   int max_evaluations = 20000;
-  int stall_evaluations = 2500;
+  int stall_evaluations = 1500;
   // Consider at most this many nodes per stage when searching one route
   // (the cheapest for the MB's origin); 0 = all. Speed knob for big swarms.
   int candidates_per_stage = 12;

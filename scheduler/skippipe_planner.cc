@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/random.h"
@@ -35,9 +36,7 @@ class Search {
     if (absl::Status st = Greedy(); !st.ok()) return st;
     Repair();
     Improve();
-    Plan plan;
-    plan.routes = routes_;
-    return plan;
+    return plan_;
   }
 
  private:
@@ -63,6 +62,13 @@ class Search {
                      [&](int a, int b) { return bound[a] > bound[b]; });
     rank_.assign(d, 0);
     for (int r = 0; r < d; ++r) rank_[order_[r]] = r;
+    // An origin with little slack against the worst bound must not be
+    // pushed off its fast routes: its penalties shrink with its slack.
+    const double worst = bound[order_[0]];
+    slack_.assign(d, 1);
+    for (int i = 0; i < d; ++i) {
+      slack_[i] = std::clamp((worst - bound[i]) / (0.1 * worst), 0.02, 1.0);
+    }
     double mean_c = 0;
     for (int v = 0; v < n_; ++v) mean_c += view_.forward_s(v);
     unit_ = 2.5 * mean_c / n_;
@@ -71,6 +77,14 @@ class Search {
     stage_count_.assign(view_.num_stages(), 0);
     node_work_.assign(n_, 0);
     origin_work_.assign(static_cast<size_t>(d) * n_, 0);
+    waves_ = 1;
+    for (int o : data_) {
+      waves_ = std::max(waves_, (m_ + view_.memory_slots(o) - 1) /
+                                    view_.memory_slots(o));
+    }
+    wave_count_.assign(static_cast<size_t>(d) * waves_ * n_, 0);
+    conc_.assign(static_cast<size_t>(d) * n_, 0);
+    total_conc_.assign(n_, 0);
     routes_.resize(static_cast<size_t>(d) * m_);
     return absl::OkStatus();
   }
@@ -83,8 +97,17 @@ class Search {
     return q;
   }
 
-  // Penalties for origin index i with `placed` MBs already routed.
-  void FillPenalty(int i, int placed, double jitter) {
+  // Penalties for MB `mb` (origin index i = mb / M) with `placed` MBs
+  // already routed. Three terms, all scaled by the origin's slack:
+  //  * kBeta x compute other origins already put on the node;
+  //  * kGamma x how far the node's stage is ahead of its fair share;
+  //  * kMemory x (slots the node would need beyond its memory_slots if the
+  //    busiest wave of every origin using it were in flight together).
+  //    Slots are what collide hardest: a forward waits for a whole
+  //    backward elsewhere, not for a 0.4 s compute.
+  void FillPenalty(int mb, int placed, double jitter) {
+    const int i = mb / m_;
+    const int wave = (mb % m_) / view_.memory_slots(data_[i]);
     penalty_.assign(n_, 0);
     const double expected = static_cast<double>(placed + 1) *
                             (rules_.path_length - 1) / (view_.num_stages() - 1);
@@ -94,8 +117,14 @@ class Search {
       const double others = node_work_[v] - origin_work_[i * n_ + v];
       double factor = 1;
       if (jitter > 0) factor = rng_.Uniform(1 - jitter, 1 + jitter);
-      penalty_[v] = kBeta * others * factor +
-                    kGamma * unit_ * std::max(0.0, stage_count_[s] + 1 - expected);
+      const int demand = total_conc_[v] - conc_[i * n_ + v] +
+                         WaveCount(i, wave, v) + 1;
+      const int excess = std::max(0, demand - view_.memory_slots(v));
+      penalty_[v] =
+          slack_[i] * (kBeta * others * factor +
+                       kGamma * unit_ *
+                           std::max(0.0, stage_count_[s] + 1 - expected) +
+                       kMemory * unit_ * excess);
     }
     allowed_.assign(view_.num_stages(), true);
     for (int s = 1; s < view_.num_stages(); ++s) {
@@ -103,15 +132,25 @@ class Search {
     }
   }
 
+  int& WaveCount(int i, int wave, int v) {
+    return wave_count_[(static_cast<size_t>(i) * waves_ + wave) * n_ + v];
+  }
+
   void Account(int mb, int sign) {
     const Route& r = routes_[mb];
     const int i = mb / m_;
+    const int wave = (mb % m_) / view_.memory_slots(data_[i]);
     for (size_t h = 1; h + 1 < r.nodes.size(); ++h) {
       const int v = r.nodes[h];
       const double w = sign * 2.5 * view_.forward_s(v);
       node_work_[v] += w;
       origin_work_[i * n_ + v] += w;
       stage_count_[view_.stage(v)] += sign;
+      WaveCount(i, wave, v) += sign;
+      int conc = 0;
+      for (int k = 0; k < waves_; ++k) conc = std::max(conc, WaveCount(i, k, v));
+      total_conc_[v] += conc - conc_[i * n_ + v];
+      conc_[i * n_ + v] = conc;
     }
   }
 
@@ -127,10 +166,10 @@ class Search {
 
   absl::Status Greedy() {
     int placed = 0;
-    for (int j = 0; j < m_; ++j) {
-      for (int i : order_) {
+    for (int i : order_) {
+      for (int j = 0; j < m_; ++j) {
         const int mb = i * m_ + j;
-        FillPenalty(i, placed, 0);
+        FillPenalty(mb, placed, 0);
         RouteSearcher::Query q = BaseQuery();
         q.node_penalty = &penalty_;
         q.stage_allowed = &allowed_;
@@ -161,24 +200,6 @@ class Search {
     return true;
   }
 
-  // With one MB's visits removed from stage_count_: does replacing its
-  // route `old_nodes` by `nodes` keep the balance (or at least not worsen a
-  // stage that is already out of range)?
-  bool FitsBalance(const std::vector<int>& old_nodes,
-                   const std::vector<int>& nodes) const {
-    std::vector<int> before = stage_count_;
-    std::vector<int> after = stage_count_;
-    for (size_t h = 1; h + 1 < old_nodes.size(); ++h) {
-      ++before[view_.stage(old_nodes[h])];
-    }
-    for (size_t h = 1; h + 1 < nodes.size(); ++h) ++after[view_.stage(nodes[h])];
-    for (int s = 1; s < view_.num_stages(); ++s) {
-      if (after[s] > range_.max && after[s] > before[s]) return false;
-      if (after[s] < range_.min && after[s] < before[s]) return false;
-    }
-    return true;
-  }
-
   // Pull visits into stages below the balance floor, taking them from MBs of
   // the least critical origins first.
   void Repair() {
@@ -203,7 +224,7 @@ class Search {
             continue;
           }
           Account(mb, -1);
-          FillPenalty(i, NumRoutes() - 1, 0);
+          FillPenalty(mb, NumRoutes() - 1, 0);
           for (int v : view_.stage_nodes(low)) penalty_[v] -= 1e6;
           for (int s = 1; s < s_count; ++s) {
             allowed_[s] = stage_count_[s] < range_.max;
@@ -235,9 +256,7 @@ class Search {
 
   // Iteration time and sum of MB finish times of the current routes.
   std::pair<double, double> Score() {
-    Plan plan;
-    plan.routes = routes_;
-    const double t = EvaluateTime(view_, plan, &finish_);
+    const double t = sim_.Run(view_, plan_, &finish_);
     double sum = 0;
     for (double f : finish_) sum += f;
     ++evaluations_;
@@ -256,8 +275,122 @@ class Search {
     return best;
   }
 
+  struct Snapshot {
+    std::vector<Route> routes;
+    std::vector<int> rank;
+    std::vector<int> stage_count;
+    std::vector<double> node_work;
+    std::vector<double> origin_work;
+    std::vector<int> wave_count;
+    std::vector<int> conc;
+    std::vector<int> total_conc;
+  };
+  Snapshot Save() const {
+    return {routes_,       rank_,       stage_count_, node_work_,
+            origin_work_,  wave_count_, conc_,        total_conc_};
+  }
+  void Restore(Snapshot& s) {
+    routes_.swap(s.routes);
+    rank_.swap(s.rank);
+    stage_count_.swap(s.stage_count);
+    node_work_.swap(s.node_work);
+    origin_work_.swap(s.origin_work);
+    wave_count_.swap(s.wave_count);
+    conc_.swap(s.conc);
+    total_conc_.swap(s.total_conc);
+  }
+
+  // Re-routes one MB with jittered penalties (and sometimes one of its
+  // nodes banned). Balance may break; the caller rebalances.
+  bool Reroute(int mb) {
+    const int i = mb / m_;
+    const std::vector<int> old_nodes = routes_[mb].nodes;
+    Account(mb, -1);
+    FillPenalty(mb, NumRoutes() - 1, 0.7);
+    if (rng_.Bernoulli(0.4)) {
+      const int h = static_cast<int>(
+          rng_.UniformInt(1, static_cast<int64_t>(old_nodes.size()) - 2));
+      penalty_[old_nodes[h]] = kInf;
+    }
+    RouteSearcher::Query q = BaseQuery();
+    q.node_penalty = &penalty_;
+    std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
+    const bool changed = found && found->nodes != old_nodes;
+    if (changed) SetRoute(mb, found->nodes);
+    Account(mb, +1);
+    return changed;
+  }
+
+  // Restores the balance after a move by re-routing other MBs (never
+  // `keep`), most slack first: over-full stages are forbidden and
+  // under-full stages get a large bonus. Returns Balanced().
+  bool Rebalance(int keep) {
+    const int num_stages = view_.num_stages();
+    for (int attempt = 0; attempt < 8 && !Balanced(); ++attempt) {
+      std::vector<int> low;
+      std::vector<bool> high(num_stages, false);
+      for (int s = 1; s < num_stages; ++s) {
+        if (stage_count_[s] < range_.min) low.push_back(s);
+        if (stage_count_[s] > range_.max) high[s] = true;
+      }
+      // A random MB, weighted towards origins with slack, that visits an
+      // over-full stage or misses an under-full one.
+      int mb = -1;
+      for (int tries = 0; tries < 16 && mb < 0; ++tries) {
+        const int r = static_cast<int>(rng_.UniformInt(0, NumRoutes() - 1));
+        if (r == keep ||
+            rng_.UniformDouble() > std::max(0.25, slack_[r / m_])) {
+          continue;
+        }
+        bool useful = false;
+        for (size_t h = 1; h + 1 < routes_[r].nodes.size(); ++h) {
+          useful = useful || high[view_.stage(routes_[r].nodes[h])];
+        }
+        for (int s : low) {
+          bool visits = false;
+          for (int v : routes_[r].nodes) visits = visits || view_.stage(v) == s;
+          useful = useful || !visits;
+        }
+        if (useful) mb = r;
+      }
+      if (mb < 0) continue;
+      const int i = mb / m_;
+      Account(mb, -1);
+      FillPenalty(mb, NumRoutes() - 1, 0.3);
+      for (int s : low) {
+        for (int v : view_.stage_nodes(s)) penalty_[v] -= 1e4 * unit_;
+      }
+      for (int s = 1; s < num_stages; ++s) {
+        allowed_[s] = stage_count_[s] < range_.max;
+      }
+      RouteSearcher::Query q = BaseQuery();
+      q.node_penalty = &penalty_;
+      q.stage_allowed = &allowed_;
+      std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
+      if (found) SetRoute(mb, found->nodes);
+      Account(mb, +1);
+    }
+    return Balanced();
+  }
+
+  void SetSubPriority(int mb, int sub) {
+    routes_[mb].priority = rank_[mb / m_] * 2 * m_ + sub;
+  }
+
   void Improve() {
+    // Start from the better of two orders within each origin: first
+    // injected first, or later MBs first (a freed slot is refilled at once,
+    // before the earlier MBs' backwards; this spreads the last wave out).
+    for (int mb = 0; mb < NumRoutes(); ++mb) SetSubPriority(mb, m_ + mb % m_);
+    const auto forward_order = Score();
+    for (int mb = 0; mb < NumRoutes(); ++mb) {
+      SetSubPriority(mb, m_ - 1 - mb % m_);
+    }
     auto [best_t, best_sum] = Score();
+    if (forward_order.first < best_t - kEps) {
+      for (int mb = 0; mb < NumRoutes(); ++mb) SetSubPriority(mb, m_ + mb % m_);
+      std::tie(best_t, best_sum) = Score();
+    }
     std::vector<double> best_finish = finish_;
     const bool has_deadline = request_.clock != nullptr;
     const absl::Duration deadline =
@@ -265,80 +398,65 @@ class Search {
                      : absl::ZeroDuration();
     const int d = static_cast<int>(data_.size());
     int stall = 0;
-    while (evaluations_ < request_.max_evaluations &&
+    int attempts = 0;
+    while (attempts < request_.max_evaluations &&
            stall < request_.stall_evaluations) {
-      if (has_deadline && evaluations_ % 4 == 0 &&
+      ++attempts;
+      if (has_deadline && attempts % 4 == 0 &&
           request_.clock->SteadyNow() >= deadline) {
         break;
       }
       finish_ = best_finish;
-      const int i = rng_.Bernoulli(0.6) ? CriticalOrigin()
-                                        : static_cast<int>(rng_.UniformInt(0, d - 1));
+      const int i = rng_.Bernoulli(0.6)
+                        ? CriticalOrigin()
+                        : static_cast<int>(rng_.UniformInt(0, d - 1));
       const int mb = i * m_ + static_cast<int>(rng_.UniformInt(0, m_ - 1));
-      const double u = rng_.UniformDouble();
-      // Undo information.
       const std::vector<int> old_nodes = routes_[mb].nodes;
-      int swapped_with = -1;
+      const double u = rng_.UniformDouble();
+      Snapshot saved = Save();
       bool changed = false;
-      if (u < 0.45) {  // re-route with jittered penalties
-        Account(mb, -1);
-        FillPenalty(i, NumRoutes() - 1, 0.7);
-        if (rng_.Bernoulli(0.4)) {
-          const int h = static_cast<int>(
-              rng_.UniformInt(1, static_cast<int64_t>(old_nodes.size()) - 2));
-          penalty_[old_nodes[h]] = kInf;
-        }
-        RouteSearcher::Query q = BaseQuery();
-        q.node_penalty = &penalty_;
-        q.stage_allowed = &allowed_;
-        std::optional<FoundRoute> found = searcher_.Best(data_[i], q);
-        if (found && found->nodes != old_nodes &&
-            FitsBalance(old_nodes, found->nodes)) {
-          SetRoute(mb, found->nodes);
-          changed = true;
-        }
-        Account(mb, +1);
-      } else if (u < 0.75) {  // one hop to another replica of its stage
+      if (u < 0.4) {
+        changed = Reroute(mb);
+      } else if (u < 0.65) {  // one hop to another replica of its stage
         const int h = static_cast<int>(
             rng_.UniformInt(1, static_cast<int64_t>(old_nodes.size()) - 2));
         const std::vector<int>& replicas =
             view_.stage_nodes(view_.stage(old_nodes[h]));
         const int v = replicas[rng_.UniformInt(0, replicas.size() - 1)];
-        if (v != old_nodes[h] && std::isfinite(view_.hop_s(old_nodes[h - 1], v)) &&
+        if (v != old_nodes[h] &&
+            std::isfinite(view_.hop_s(old_nodes[h - 1], v)) &&
             std::isfinite(view_.hop_s(v, old_nodes[h + 1]))) {
           Account(mb, -1);
           routes_[mb].nodes[h] = v;
           Account(mb, +1);
           changed = true;
         }
-      } else if (u < 0.9) {  // copy a sibling MB's route
+      } else if (u < 0.85) {  // copy a sibling MB's route
         const int sib = i * m_ + static_cast<int>(rng_.UniformInt(0, m_ - 1));
         if (routes_[sib].nodes != old_nodes) {
           Account(mb, -1);
-          if (FitsBalance(old_nodes, routes_[sib].nodes)) {
-            routes_[mb].nodes = routes_[sib].nodes;
-            changed = true;
-          }
+          routes_[mb].nodes = routes_[sib].nodes;
           Account(mb, +1);
-        }
-      } else if (d > 1) {  // exchange two origins' priorities
-        swapped_with = static_cast<int>(rng_.UniformInt(0, d - 1));
-        if (swapped_with != i) {
-          SwapPriorities(i, swapped_with);
           changed = true;
-        } else {
-          swapped_with = -1;
+        }
+      } else if (u < 0.93) {  // reorder MBs within their origin
+        SetSubPriority(mb, static_cast<int>(rng_.UniformInt(0, 2 * m_ - 1)));
+        changed = routes_[mb].priority != saved.routes[mb].priority;
+      } else if (d > 1) {  // exchange two origins' ranks
+        const int other = static_cast<int>(rng_.UniformInt(0, d - 1));
+        if (other != i) {
+          SwapRanks(i, other);
+          changed = true;
         }
       }
+      if (changed && !Balanced()) changed = Rebalance(mb);
       if (!changed) {
+        Restore(saved);
         ++stall;
-        ++evaluations_;  // count the attempt so a stuck search still ends
         continue;
       }
       auto [t, sum] = Score();
-      const bool better = t < best_t - kEps ||
-                          (t <= best_t + kEps && sum < best_sum - kEps);
-      if (better) {
+      if (t < best_t - kEps || (t <= best_t + kEps && sum < best_sum - kEps)) {
         stall = (t < best_t - kEps || sum < best_sum - 1e-6) ? 0 : stall + 1;
         best_t = t;
         best_sum = sum;
@@ -346,27 +464,24 @@ class Search {
         continue;
       }
       ++stall;
-      if (swapped_with >= 0) {
-        SwapPriorities(i, swapped_with);
-      } else {
-        Account(mb, -1);
-        routes_[mb].nodes = old_nodes;
-        Account(mb, +1);
-      }
+      Restore(saved);
     }
     finish_ = best_finish;
   }
 
-  void SwapPriorities(int a, int b) {
+  void SwapRanks(int a, int b) {
     std::swap(rank_[a], rank_[b]);
     for (int j = 0; j < m_; ++j) {
-      routes_[a * m_ + j].priority = rank_[a];
-      routes_[b * m_ + j].priority = rank_[b];
+      const int sub_a = routes_[a * m_ + j].priority % (2 * m_);
+      const int sub_b = routes_[b * m_ + j].priority % (2 * m_);
+      SetSubPriority(a * m_ + j, sub_a);
+      SetSubPriority(b * m_ + j, sub_b);
     }
   }
 
   static constexpr double kBeta = 1.0;
   static constexpr double kGamma = 0.5;
+  static constexpr double kMemory = 4.0;
 
   const TopologyView& view_;
   const PlanRequest& request_;
@@ -378,12 +493,19 @@ class Search {
   const int n_;
   std::vector<int> order_;  // origin indices, most critical first
   std::vector<int> rank_;   // origin index -> priority
+  std::vector<double> slack_;  // origin index -> penalty scale in (0, 1]
   double unit_ = 1;
   VisitRange range_;
   std::vector<int> stage_count_;
   std::vector<double> node_work_;
   std::vector<double> origin_work_;
-  std::vector<Route> routes_;
+  int waves_ = 1;
+  std::vector<int> wave_count_;  // [origin][wave][node] MBs through node
+  std::vector<int> conc_;        // [origin][node] max over waves
+  std::vector<int> total_conc_;  // [node] sum over origins of conc_
+  Plan plan_;
+  std::vector<Route>& routes_ = plan_.routes;
+  IterationSimulator sim_;
   std::vector<double> penalty_;
   std::vector<bool> allowed_;
   std::vector<double> finish_;
