@@ -1,0 +1,179 @@
+#include "node/train/data_node_driver.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
+                               RoutePlanner* planner, const DataSource* data,
+                               DriverOptions options)
+    : server_(server),
+      clock_(clock),
+      view_(view),
+      planner_(planner),
+      data_(data),
+      options_(options) {}
+
+DataNodeDriver::~DataNodeDriver() {
+  *alive_ = false;
+  absl::MutexLock lock(&mu_);
+  for (auto& [mb, f] : in_flight_) clock_->Cancel(f.deadline);
+}
+
+absl::Duration DataNodeDriver::DeadlineLocked() const {
+  if (last_slowest_ <= absl::ZeroDuration()) return options_.initial_deadline;
+  return std::max(options_.min_deadline, last_slowest_ * options_.deadline_factor);
+}
+
+void DataNodeDriver::RunIteration(uint64_t iteration,
+                                  absl::AnyInvocable<void(IterationReport)> done) {
+  const PeerId self = server_->self();
+  // Stable data order: rank among every configured data node (Note [Data order]).
+  int rank = 0, num_data = 0;
+  for (const PeerInfo& p : view_->Members()) {
+    if (std::find(p.stages.begin(), p.stages.end(), 0) == p.stages.end()) continue;
+    if (p.id == self) rank = num_data;
+    ++num_data;
+  }
+  IterationReport report;
+  report.iteration = iteration;
+  std::deque<Pending> pending;
+  PlanInput input{iteration, self, options_.mbs_per_iteration, options_.num_stages};
+  absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, *view_);
+  if (!routes.ok()) report.status = routes.status();
+  if (report.status.ok()) {
+    for (PlannedRoute& r : *routes) {
+      absl::StatusOr<MicroBatchData> d = data_->Get(GlobalMicroBatchIndex(
+          iteration, rank, std::max(1, num_data), options_.mbs_per_iteration, r.index));
+      if (!d.ok()) {
+        report.status = d.status();
+        break;
+      }
+      pending.push_back({static_cast<uint64_t>(r.index), std::move(r.hops), *std::move(d)});
+    }
+  }
+  if (!report.status.ok() || pending.empty()) {
+    LOG(ERROR) << "iteration " << iteration << " cannot start: " << report.status;
+    report.loss = std::numeric_limits<double>::quiet_NaN();
+    clock_->RunAfter(absl::ZeroDuration(),
+                     [done = std::move(done), report]() mutable { done(report); });
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = true;
+    iteration_ = iteration;
+    started_ = clock_->SteadyNow();
+    pending_ = std::move(pending);
+    in_flight_.clear();
+    report_ = report;
+    loss_sum_ = 0;
+    if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
+    slowest_ = absl::ZeroDuration();
+    done_ = std::move(done);
+  }
+  InjectMore();
+}
+
+void DataNodeDriver::InjectMore() {
+  for (;;) {
+    Pending next;
+    uint64_t iteration;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!running_ || pending_.empty() || !server_->CanInject()) return;
+      next = std::move(pending_.front());
+      pending_.pop_front();
+      iteration = iteration_;
+      InFlight f;
+      f.started = clock_->SteadyNow();
+      f.tokens = next.data.samples * next.data.seq;
+      std::weak_ptr<bool> alive = alive_;
+      const uint64_t mb = next.mb;
+      f.deadline = clock_->RunAfter(DeadlineLocked(), [this, alive, iteration, mb] {
+        if (alive.lock()) OnDeadline(iteration, mb);
+      });
+      in_flight_[mb] = f;
+    }
+    const uint64_t mb = next.mb;
+    absl::Status s = server_->Inject(iteration, mb, next.route, std::move(next.data));
+    if (absl::IsResourceExhausted(s)) {
+      // Raced with another injector for the slot: put it back and wait.
+      absl::MutexLock lock(&mu_);
+      clock_->Cancel(in_flight_[mb].deadline);
+      in_flight_.erase(mb);
+      pending_.push_front(std::move(next));
+      return;
+    }
+    if (!s.ok()) End(iteration, mb, s);
+  }
+}
+
+void DataNodeDriver::OnTail(uint64_t iteration, uint64_t mb, double loss) {
+  absl::MutexLock lock(&mu_);
+  if (!running_ || iteration != iteration_) return;
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) return;
+  it->second.loss = loss;
+  it->second.has_loss = true;
+}
+
+void DataNodeDriver::OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) {
+  End(iteration, mb, status);
+  InjectMore();
+}
+
+void DataNodeDriver::OnDeadline(uint64_t iteration, uint64_t mb) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_ || iteration != iteration_ || !in_flight_.contains(mb)) return;
+    in_flight_[mb].deadline = common::kNoTimer;
+  }
+  server_->Abandon(iteration, mb);
+  End(iteration, mb, absl::DeadlineExceededError("micro-batch deadline passed"));
+  InjectMore();
+}
+
+void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& status) {
+  absl::AnyInvocable<void(IterationReport)> done;
+  IterationReport report;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_ || iteration != iteration_) return;
+    auto it = in_flight_.find(mb);
+    if (it == in_flight_.end()) return;
+    InFlight f = it->second;
+    in_flight_.erase(it);
+    if (f.deadline != common::kNoTimer) clock_->Cancel(f.deadline);
+    if (status.ok()) {
+      ++report_.completed;
+      loss_sum_ += f.loss;
+      report_.tokens += f.tokens;
+      slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
+    } else {
+      ++report_.dropped;
+      LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb
+                   << " dropped: " << status;
+    }
+    if (!in_flight_.empty() || !pending_.empty()) return;
+    running_ = false;
+    report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
+                                         : std::numeric_limits<double>::quiet_NaN();
+    report_.elapsed = clock_->SteadyNow() - started_;
+    report = report_;
+    done = std::move(done_);
+  }
+  if (done) {
+    clock_->RunAfter(absl::ZeroDuration(),
+                     [done = std::move(done), report]() mutable { done(report); });
+  }
+}
+
+}  // namespace skipswarm::node

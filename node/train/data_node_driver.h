@@ -1,0 +1,113 @@
+// DataNodeDriver: runs a data node's side of one iteration (DESIGN.md §1):
+// plans the routes of its M micro-batches, injects them into the local
+// StageServer as memory slots allow, collects each MB's loss at the tail and
+// its end (backward done, or dropped), and reports the iteration.
+//
+//   DataNodeDriver driver(&server, &clock, &view, &planner, &data, options);
+//   server.SetOriginListener(&driver);
+//   driver.RunIteration(it, [](IterationReport r) { LOG(INFO) << r.loss; });
+//
+// Never hangs: every MB has a deadline (Note [MB deadline]); when it passes,
+// the MB is abandoned and counted as dropped.
+//
+// Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
+// round trip (inject -> backward done) seen in the previous iteration); the
+// first iteration uses initial_deadline. The round trip includes queueing,
+// so the deadline adapts to load and link speed without fixed constants.
+//
+// Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
+// The server, clock, view, planner and data source must outlive it.
+#ifndef SKIPSWARM_NODE_TRAIN_DATA_NODE_DRIVER_H_
+#define SKIPSWARM_NODE_TRAIN_DATA_NODE_DRIVER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_source.h"
+#include "node/train/route_planner.h"
+
+namespace skipswarm::node {
+
+struct DriverOptions {
+  int mbs_per_iteration = 4;  // M
+  int num_stages = 1;         // S
+  absl::Duration initial_deadline = absl::Seconds(120);
+  absl::Duration min_deadline = absl::Seconds(5);
+  double deadline_factor = 4.0;
+};
+
+struct IterationReport {
+  uint64_t iteration = 0;
+  absl::Status status;   // planning / data errors; drops are not errors
+  double loss = 0;       // mean loss of the MBs that finished (NaN if none)
+  int completed = 0;
+  int dropped = 0;
+  int64_t tokens = 0;    // tokens of the completed MBs
+  absl::Duration elapsed;
+};
+
+class DataNodeDriver final : public OriginListener {
+ public:
+  DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
+                 RoutePlanner* planner, const DataSource* data, DriverOptions options);
+  ~DataNodeDriver() override;
+
+  // REQUIRES: the previous iteration's `done` ran; the server is at
+  // `iteration` (BeginIteration).
+  void RunIteration(uint64_t iteration, absl::AnyInvocable<void(IterationReport)> done);
+
+  void OnTail(uint64_t iteration, uint64_t mb, double loss) override;
+  void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) override;
+
+ private:
+  struct InFlight {
+    absl::Duration started;
+    common::TimerId deadline = common::kNoTimer;
+    double loss = 0;
+    bool has_loss = false;
+    int64_t tokens = 0;
+  };
+  struct Pending {
+    uint64_t mb;
+    std::vector<RouteHop> route;
+    MicroBatchData data;
+  };
+  void InjectMore();
+  void OnDeadline(uint64_t iteration, uint64_t mb);
+  // Ends `mb` (finished or dropped) and completes the iteration if it was
+  // the last.
+  void End(uint64_t iteration, uint64_t mb, const absl::Status& status);
+  absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  StageServer* const server_;
+  common::Clock* const clock_;
+  const SwarmView* const view_;
+  RoutePlanner* const planner_;
+  const DataSource* const data_;
+  const DriverOptions options_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  absl::Mutex mu_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration started_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  IterationReport report_ ABSL_GUARDED_BY(mu_);
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration slowest_ ABSL_GUARDED_BY(mu_);       // this iteration
+  absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);  // previous iteration
+  absl::AnyInvocable<void(IterationReport)> done_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_DATA_NODE_DRIVER_H_

@@ -1,0 +1,69 @@
+// GroupComm: what the nodes of a swarm say to each other at an iteration
+// boundary (DESIGN.md §1, §6): a barrier ("every live data node finished
+// iteration i") and, per stage, an all-reduce of the replicas' gradient
+// sums and visit counts. Implementations: InProcessGroupHub (tests, the
+// simulator); a gRPC one over StageService.PushGradients is to come.
+//
+//   group->Barrier(it, self, /*data_node=*/true, [&](absl::Status s) {
+//     group->AllReduce(it, stage, {self, sum.flat, sum.visits, digest},
+//                      [&](absl::StatusOr<ReduceResult> r) {
+//                        compute->ApplyUpdate(r->sum, r->visits);
+//                      });
+//   });
+//
+// Semantics every implementation keeps:
+//  * The reduce result is the same bytes on every replica: contributions are
+//    added in ascending node-id order, so replicas take identical steps.
+//  * A member that dies (MarkDead, or the transport says so) is dropped
+//    from pending barriers and reduces; the rest finish without it. A
+//    replica with zero visits still contributes (zeros) and gets the result.
+//  * params_digest is each replica's digest before the step; the result says
+//    whether they all agreed (a diverged replica must re-sync; logged).
+//
+// Thread rule: thread-safe; `done` runs exactly once, never inline, with no
+// lock held.
+#ifndef SKIPSWARM_NODE_TRAIN_GROUP_COMM_H_
+#define SKIPSWARM_NODE_TRAIN_GROUP_COMM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "common/node_id.h"
+
+namespace skipswarm::node {
+
+struct GradientContribution {
+  common::NodeId from;
+  std::vector<float> flat;  // sum of this replica's MB gradients
+  int64_t visits = 0;
+  uint64_t params_digest = 0;
+};
+
+struct ReduceResult {
+  std::vector<float> sum;     // sum over contributors (ascending id)
+  int64_t visits = 0;         // total visits
+  int contributors = 0;
+  bool digests_agree = true;
+};
+
+using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;
+using ReduceDone = absl::AnyInvocable<void(absl::StatusOr<ReduceResult> result)>;
+
+class GroupComm {
+ public:
+  virtual ~GroupComm() = default;
+  // Arrives at the end of `iteration`; done when every live data node has
+  // arrived. Non-data nodes arrive too (they only wait).
+  virtual void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+                       BarrierDone done) = 0;
+  // This replica's contribution for `stage`; done with the sum over the
+  // stage's live replicas.
+  virtual void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
+                         ReduceDone done) = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_GROUP_COMM_H_

@@ -1,0 +1,129 @@
+#include "node/train/inproc_group.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members)
+    : clock_(clock), members_(std::move(members)) {}
+
+std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage) const {
+  std::vector<common::NodeId> out;
+  for (const PeerInfo& p : members_) {
+    if (dead_.contains(p.id)) continue;
+    if (std::find(p.stages.begin(), p.stages.end(), stage) != p.stages.end()) out.push_back(p.id);
+  }
+  return out;
+}
+
+void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+                                BarrierDone done) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    BarrierState& b = barriers_[iteration];
+    if (data_node) b.arrived.insert(self);
+    b.waiters.push_back(std::move(done));
+    calls = SweepLocked();
+  }
+  Deliver(std::move(calls));
+}
+
+void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
+                                  GradientContribution contribution, ReduceDone done) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    ReduceState& r = reduces_[{iteration, stage}];
+    const common::NodeId from = contribution.from;
+    r.contributions[from] = std::move(contribution);
+    r.waiters.push_back(std::move(done));
+    calls = SweepLocked();
+  }
+  Deliver(std::move(calls));
+}
+
+void InProcessGroupHub::MarkDead(const common::NodeId& id) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.insert(id).second) return;
+    calls = SweepLocked();
+  }
+  Deliver(std::move(calls));
+}
+
+std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0);
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    BarrierState& b = it->second;
+    const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
+                                      [&](const common::NodeId& d) { return b.arrived.contains(d); });
+    if (!complete) {
+      ++it;
+      continue;
+    }
+    for (BarrierDone& w : b.waiters) {
+      calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
+    }
+    b.waiters.clear();
+    // Keep the entry while live nodes may still arrive late; they then pass at once.
+    ++it;
+  }
+  for (auto it = reduces_.begin(); it != reduces_.end();) {
+    ReduceState& r = it->second;
+    const std::vector<common::NodeId> hosts = LiveHostsLocked(it->first.second);
+    const bool complete = std::all_of(hosts.begin(), hosts.end(), [&](const common::NodeId& h) {
+      return r.contributions.count(h) > 0;
+    });
+    if (!complete || r.waiters.empty()) {
+      ++it;
+      continue;
+    }
+    ReduceResult sum;
+    absl::Status error;
+    bool first = true;
+    uint64_t digest = 0;
+    for (const auto& [id, c] : r.contributions) {
+      if (dead_.contains(id)) continue;  // died after contributing: dropped
+      if (first) {
+        sum.sum = c.flat;
+        digest = c.params_digest;
+        first = false;
+      } else if (c.flat.size() != sum.sum.size()) {
+        error = absl::InvalidArgumentError(absl::StrCat("replica ", id.ShortString(), " sent ",
+                                                        c.flat.size(), " elements, expected ",
+                                                        sum.sum.size()));
+        break;
+      } else {
+        for (size_t i = 0; i < c.flat.size(); ++i) sum.sum[i] += c.flat[i];
+        if (c.params_digest != digest) sum.digests_agree = false;
+      }
+      sum.visits += c.visits;
+      ++sum.contributors;
+    }
+    auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
+    if (!error.ok()) *result = error;
+    for (ReduceDone& w : r.waiters) {
+      calls.push_back([w = std::move(w), result]() mutable { w(*result); });
+    }
+    r.waiters.clear();
+    ++it;
+  }
+  // Forget rounds that are long over (keep a few for late arrivals).
+  while (barriers_.size() > 4) barriers_.erase(barriers_.begin());
+  while (reduces_.size() > 64) reduces_.erase(reduces_.begin());
+  return calls;
+}
+
+void InProcessGroupHub::Deliver(std::vector<absl::AnyInvocable<void()>> calls) {
+  for (auto& call : calls) clock_->RunAfter(absl::ZeroDuration(), std::move(call));
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,61 @@
+// InProcessGroupHub: GroupComm for nodes in one process (tests, the
+// simulator). One hub is shared by every node; it knows the members and
+// their stages, and learns of deaths through MarkDead (the harness plays
+// the failure detector).
+//
+//   InProcessGroupHub hub(&clock, members);
+//   ... node i uses &hub as its GroupComm ...
+//   hub.MarkDead(killed);       // pending barriers / reduces finish without it
+//
+// Thread rule: thread-safe; results are delivered as zero-delay clock timers.
+#ifndef SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
+#define SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/group_comm.h"
+
+namespace skipswarm::node {
+
+class InProcessGroupHub final : public GroupComm {
+ public:
+  InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members);
+
+  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+               BarrierDone done) override;
+  void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
+                 ReduceDone done) override;
+  void MarkDead(const common::NodeId& id);
+
+ private:
+  struct BarrierState {
+    absl::flat_hash_set<common::NodeId> arrived;
+    std::vector<BarrierDone> waiters;
+  };
+  struct ReduceState {
+    std::map<common::NodeId, GradientContribution> contributions;  // ascending id
+    std::vector<ReduceDone> waiters;
+  };
+  // Completes whatever is complete; returns the callbacks to run.
+  std::vector<absl::AnyInvocable<void()>> SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<common::NodeId> LiveHostsLocked(int stage) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
+
+  common::Clock* const clock_;
+  const std::vector<PeerInfo> members_;
+  absl::Mutex mu_;
+  absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, int>, ReduceState> reduces_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_

@@ -1,0 +1,174 @@
+#include "node/train/node_trainer.h"
+
+#include <glog/logging.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+// Shared with every pending callback so that a destroyed trainer turns
+// late callbacks into no-ops (`stopped`).
+struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
+  StageServer* server;
+  std::map<int, StageCompute*> stages;
+  DataNodeDriver* driver;
+  GroupComm* group;
+  common::Clock* clock;
+
+  absl::Mutex mu;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  bool stop_requested ABSL_GUARDED_BY(mu) = false;
+  uint64_t end = 0;
+  IterationCallback on_iteration;
+  DoneCallback on_done;
+
+  bool Stopped() {
+    absl::MutexLock lock(&mu);
+    return stopped;
+  }
+  void Start(uint64_t iteration);
+  void AfterData(uint64_t iteration, std::optional<IterationReport> data);
+  void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
+  void Finish(NodeIterationReport report);
+};
+
+void NodeTrainer::State::Start(uint64_t iteration) {
+  if (Stopped()) return;
+  std::weak_ptr<State> weak = weak_from_this();
+  if (driver != nullptr) {
+    driver->RunIteration(iteration, [weak, iteration](IterationReport r) {
+      if (auto self = weak.lock()) self->AfterData(iteration, std::move(r));
+    });
+  } else {
+    AfterData(iteration, std::nullopt);
+  }
+}
+
+void NodeTrainer::State::AfterData(uint64_t iteration, std::optional<IterationReport> data) {
+  if (Stopped()) return;
+  std::weak_ptr<State> weak = weak_from_this();
+  group->Barrier(iteration, server->self(), driver != nullptr,
+                 [weak, iteration, data = std::move(data)](absl::Status s) mutable {
+                   auto self = weak.lock();
+                   if (!self || self->Stopped()) return;
+                   NodeIterationReport report;
+                   report.iteration = iteration;
+                   report.data = std::move(data);
+                   report.status = s;
+                   self->server->EndIteration(iteration, [weak, report = std::move(report)]() mutable {
+                     auto self = weak.lock();
+                     if (!self || self->Stopped()) return;
+                     self->UpdateStage(std::move(report), self->stages.begin());
+                   });
+                 });
+}
+
+void NodeTrainer::State::UpdateStage(NodeIterationReport report,
+                                     std::map<int, StageCompute*>::iterator it) {
+  if (it == stages.end()) return Finish(std::move(report));
+  StageCompute* compute = it->second;
+  const int stage = it->first;
+  absl::StatusOr<GradientSum> sum = compute->TakeGradients();
+  if (!sum.ok()) {
+    report.status = sum.status();
+    return Finish(std::move(report));
+  }
+  GradientContribution c;
+  c.from = server->self();
+  c.visits = sum->visits;
+  c.flat = std::move(sum->flat);
+  c.params_digest = compute->ParamsDigest();
+  const int64_t here = c.visits;
+  std::weak_ptr<State> weak = weak_from_this();
+  const uint64_t iteration = report.iteration;
+  group->AllReduce(
+      iteration, stage, std::move(c),
+      [weak, report = std::move(report), it, here](absl::StatusOr<ReduceResult> r) mutable {
+        auto self = weak.lock();
+        if (!self || self->Stopped()) return;
+        StageCompute* compute = it->second;
+        StageStep step;
+        step.visits_here = here;
+        if (!r.ok()) {
+          LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                     << ": replica averaging failed: " << r.status();
+          report.status = r.status();
+          compute->ZeroGrad();
+        } else {
+          step.visits_total = r->visits;
+          step.replicas = r->contributors;
+          step.digests_agree = r->digests_agree;
+          if (!r->digests_agree) {
+            LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                       << ": replica parameter digests disagree";
+          }
+          absl::StatusOr<UpdateStats> u = compute->ApplyUpdate(r->sum, r->visits);
+          if (u.ok()) {
+            step.update = *u;
+          } else {
+            LOG(ERROR) << "stage " << it->first << " update: " << u.status();
+            report.status = u.status();
+          }
+        }
+        step.digest_after = compute->ParamsDigest();
+        report.stages[it->first] = step;
+        self->UpdateStage(std::move(report), std::next(it));
+      });
+}
+
+void NodeTrainer::State::Finish(NodeIterationReport report) {
+  report.server = server->stats();
+  const uint64_t next = report.iteration + 1;
+  bool stop;
+  {
+    absl::MutexLock lock(&mu);
+    stop = stop_requested || next >= end;
+  }
+  if (on_iteration) on_iteration(report);
+  server->BeginIteration(next);
+  if (!stop) return Start(next);
+  DoneCallback done;
+  {
+    absl::MutexLock lock(&mu);
+    done = std::move(on_done);
+    if (stop_requested) stopped = true;
+  }
+  if (done) done(next >= end ? absl::OkStatus() : absl::CancelledError("stopped"));
+}
+
+NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stages,
+                         DataNodeDriver* driver, GroupComm* group, common::Clock* clock)
+    : state_(std::make_shared<State>()) {
+  state_->server = server;
+  state_->stages = std::move(stages);
+  state_->driver = driver;
+  state_->group = group;
+  state_->clock = clock;
+}
+
+NodeTrainer::~NodeTrainer() {
+  absl::MutexLock lock(&state_->mu);
+  state_->stopped = true;
+}
+
+void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_iteration,
+                      DoneCallback on_done) {
+  state_->end = first + count;
+  state_->on_iteration = std::move(on_iteration);
+  state_->on_done = std::move(on_done);
+  std::weak_ptr<State> weak = state_;
+  state_->server->BeginIteration(first);
+  state_->clock->RunAfter(absl::ZeroDuration(), [weak, first] {
+    if (auto self = weak.lock()) self->Start(first);
+  });
+}
+
+void NodeTrainer::Stop() {
+  absl::MutexLock lock(&state_->mu);
+  state_->stop_requested = true;
+}
+
+}  // namespace skipswarm::node

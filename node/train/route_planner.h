@@ -1,0 +1,62 @@
+// RoutePlanner: how a data node chooses the routes of its micro-batches for
+// one iteration, from its current SwarmView (DESIGN.md §5: every data node
+// plans its own iteration, deterministically, and the route rides in every
+// frame header).
+//
+//   InOrderPlanner planner;                       // "pipeline"-like default
+//   SS_ASSIGN_OR_RETURN(auto routes, planner.Plan({.iteration = it,
+//                                                  .self = me, .mbs = 4}, view));
+//
+// InOrderPlanner: every MB visits every stage in order (no skipping); MB j
+// of data node d (d = rank of this node among the data nodes) uses replica
+// (j + d) mod R of each stage, spreading load over replicas. A scheduler-
+// backed planner (skippipe etc.) plugs in behind the same interface.
+//
+// Thread rule: one caller at a time.
+#ifndef SKIPSWARM_NODE_TRAIN_ROUTE_PLANNER_H_
+#define SKIPSWARM_NODE_TRAIN_ROUTE_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "node/stage/stage_server.h"
+#include "node/stage/swarm_view.h"
+
+namespace skipswarm::node {
+
+struct PlanInput {
+  uint64_t iteration = 0;
+  PeerId self;
+  int mbs = 1;         // micro-batches this data node injects
+  int num_stages = 1;  // S
+};
+
+struct PlannedRoute {
+  int index = 0;  // 0..mbs-1 within this data node's iteration
+  std::vector<RouteHop> hops;
+};
+
+class RoutePlanner {
+ public:
+  virtual ~RoutePlanner() = default;
+  virtual std::string name() const = 0;
+  // UNAVAILABLE when some stage has no live replica.
+  virtual absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                         const SwarmView& view) = 0;
+};
+
+class InOrderPlanner final : public RoutePlanner {
+ public:
+  std::string name() const override { return "inorder"; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                 const SwarmView& view) override;
+};
+
+// Rank of `self` among the live data nodes (ascending id), or -1.
+int DataNodeRank(const SwarmView& view, const PeerId& self);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_ROUTE_PLANNER_H_

@@ -1,0 +1,94 @@
+// TestSwarm: an in-process swarm of real nodes (StageServer, DataNodeDriver,
+// NodeTrainer) on a SimClock, connected by the in-process transport with a
+// fault wrapper per node, averaging through an InProcessGroupHub. Compute is
+// whatever the factory makes (timed or libtorch). For tests and benchmarks.
+//
+//   TestSwarm swarm(options, factory, &data);
+//   swarm.KillAt(3, absl::Milliseconds(250));
+//   ASSERT_TRUE(swarm.Run(/*iterations=*/5));
+//   swarm.reports(0)[4].data->dropped ...
+//
+// Thread rule: single-threaded (everything runs on the SimClock's thread).
+#ifndef SKIPSWARM_NODE_TRAIN_TEST_SWARM_H_
+#define SKIPSWARM_NODE_TRAIN_TEST_SWARM_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "node/compute/stage_compute.h"
+#include "node/compute/task_runner.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/inproc_group.h"
+#include "node/train/node_trainer.h"
+#include "node/transport/fault_transport.h"
+#include "node/transport/inproc_transport.h"
+
+namespace skipswarm::node {
+
+struct TestSwarmOptions {
+  std::vector<std::vector<int>> node_stages;  // stages hosted by node i
+  int num_stages = 1;
+  int memory_slots = 4;
+  int max_queued_forwards = 8;
+  bool allow_skip = false;
+  absl::Duration latency = absl::Milliseconds(1);
+  DriverOptions driver;  // num_stages is filled in
+};
+
+using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
+    int node, int stage, common::Clock* clock, TaskRunner* runner)>;
+
+class TestSwarm {
+ public:
+  TestSwarm(TestSwarmOptions options, ComputeFactory factory, const DataSource* data);
+  ~TestSwarm();
+
+  // Runs `count` more iterations on every live node; false if `limit` of
+  // simulated time passes first (a hang).
+  bool Run(uint64_t count, absl::Duration limit = absl::Hours(1));
+
+  // Kills node i now / at simulated time `at`: its endpoint leaves the
+  // switchboard (peers that talk to it see failures) and the hub drops it.
+  void Kill(int node);
+  void KillAt(int node, absl::Duration at);
+  bool alive(int node) const { return nodes_[node]->server != nullptr; }
+
+  int size() const { return static_cast<int>(nodes_.size()); }
+  common::NodeId id(int node) const { return nodes_[node]->id; }
+  const std::vector<NodeIterationReport>& reports(int node) const { return nodes_[node]->reports; }
+  StageCompute* compute(int node, int stage);
+  StageServer* server(int node) { return nodes_[node]->server.get(); }
+  FaultInjectingTransport* faults(int node) { return nodes_[node]->faults; }
+  common::SimClock& clock() { return clock_; }
+
+ private:
+  struct Node {
+    common::NodeId id;
+    std::map<int, std::unique_ptr<StageCompute>> computes;  // kept after a kill
+    std::unique_ptr<StaticSwarmView> view;
+    std::unique_ptr<Transport> transport;
+    FaultInjectingTransport* faults = nullptr;
+    std::unique_ptr<StageServer> server;
+    std::unique_ptr<InOrderPlanner> planner;
+    std::unique_ptr<DataNodeDriver> driver;
+    std::unique_ptr<NodeTrainer> trainer;
+    std::vector<NodeIterationReport> reports;
+    bool done = false;
+  };
+
+  TestSwarmOptions options_;
+  const DataSource* data_;
+  common::SimClock clock_;
+  ClockTaskRunner runner_{&clock_};
+  Switchboard board_;
+  std::unique_ptr<InProcessGroupHub> hub_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  uint64_t next_iteration_ = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_TEST_SWARM_H_

@@ -1,0 +1,91 @@
+// The real node code (server, driver, trainer, averaging) on timed compute.
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/train/data_source.h"
+#include "node/train/test_swarm.h"
+
+namespace skipswarm::node {
+namespace {
+
+ComputeFactory Timed(absl::Duration forward = absl::Milliseconds(10)) {
+  return [forward](int, int stage, common::Clock* clock, TaskRunner*) {
+    return std::make_unique<TimedStageCompute>(
+        clock, TimedStageCompute::Options{.stage = stage, .forward = forward});
+  };
+}
+
+// 2 data nodes and 2 replicas of each of stages 1..3.
+TestSwarmOptions TwoByTwo() {
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}};
+  o.num_stages = 4;
+  o.driver.mbs_per_iteration = 4;
+  return o;
+}
+
+TEST(TimedSwarmTest, IterationsCompleteAndReplicasAgree) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarm swarm(TwoByTwo(), Timed(), &data);
+  ASSERT_TRUE(swarm.Run(5));
+  for (int n = 0; n < swarm.size(); ++n) {
+    ASSERT_EQ(swarm.reports(n).size(), 5u) << n;
+    for (const NodeIterationReport& r : swarm.reports(n)) {
+      EXPECT_TRUE(r.status.ok()) << r.status;
+      for (const auto& [stage, step] : r.stages) {
+        EXPECT_EQ(step.replicas, 2);
+        EXPECT_TRUE(step.digests_agree);
+        // 2 data nodes x 4 MBs, every MB visits every stage.
+        EXPECT_EQ(step.visits_total, 8) << "stage " << stage;
+      }
+      if (r.data) {
+        EXPECT_EQ(r.data->completed, 4);
+        EXPECT_EQ(r.data->dropped, 0);
+      }
+    }
+  }
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(swarm.compute(2 * s, s)->ParamsDigest(), swarm.compute(2 * s + 1, s)->ParamsDigest());
+    EXPECT_EQ(swarm.compute(2 * s, s)->step(), 5);
+  }
+}
+
+TEST(TimedSwarmTest, KilledReplicaMidIterationIsRoutedAroundAndDropped) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o = TwoByTwo();
+  o.driver.mbs_per_iteration = 6;
+  TestSwarm swarm(o, Timed(), &data);
+  ASSERT_TRUE(swarm.Run(2));
+  const absl::Duration t = swarm.clock().SteadyNow();
+  // Node 4 (a stage-2 replica) dies while iteration 2 is in flight.
+  swarm.KillAt(4, t + absl::Milliseconds(60));
+  ASSERT_TRUE(swarm.Run(3)) << "an iteration hung";
+  int dropped = 0, rerouted = 0, completed = 0;
+  for (int n : {0, 1}) {
+    ASSERT_EQ(swarm.reports(n).size(), 5u);
+    for (const NodeIterationReport& r : swarm.reports(n)) {
+      dropped += r.data->dropped;
+      completed += r.data->completed;
+    }
+  }
+  for (int n = 0; n < swarm.size(); ++n) {
+    if (swarm.alive(n)) rerouted += swarm.server(n)->stats().rerouted;
+  }
+  EXPECT_GT(dropped, 0) << "MBs whose activations were on the dead node";
+  EXPECT_GT(rerouted, 0);
+  EXPECT_EQ(completed + dropped, 5 * 2 * 6);
+  // Iterations after the kill: the survivor carries stage 2 alone.
+  const NodeIterationReport& last = swarm.reports(5).back();
+  EXPECT_EQ(last.stages.at(2).replicas, 1);
+  EXPECT_EQ(last.stages.at(2).visits_total, 12);
+  // Surviving replicas agree.
+  for (int s : {1, 3}) {
+    EXPECT_EQ(swarm.compute(2 * s, s)->ParamsDigest(),
+              swarm.compute(2 * s + 1, s)->ParamsDigest());
+  }
+  EXPECT_EQ(swarm.compute(0, 0)->ParamsDigest(), swarm.compute(1, 0)->ParamsDigest());
+}
+
+}  // namespace
+}  // namespace skipswarm::node
