@@ -1,0 +1,40 @@
+// bazel run -c opt //sim:experiments -- --exp=1|2|3|speed|all
+//     [--seeds=N] [--max_evaluations=N] [--stall_evaluations=N]
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "common/real_clock.h"
+#include "sim/experiments.h"
+
+ABSL_FLAG(std::string, exp, "1", "Which experiment: 1, 2, 3, speed or all.");
+ABSL_FLAG(int, seeds, 1, "Runs averaged per cell (experiment 2).");
+ABSL_FLAG(int, max_evaluations, 3000,
+          "skippipe planner: evaluation limit (experiments 2, 3, speed).");
+ABSL_FLAG(int, stall_evaluations, 500,
+          "skippipe planner: stop after this many non-improving steps.");
+ABSL_FLAG(std::string, scenarios_dir, "sim/scenarios",
+          "Folder of the shipped scenarios and tables.");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto wall = skipswarm::common::RealClock::Create();
+  skipswarm::sim::ExperimentOptions o;
+  o.scenarios_dir = absl::GetFlag(FLAGS_scenarios_dir);
+  o.seeds = absl::GetFlag(FLAGS_seeds);
+  o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
+  o.stall_evaluations = absl::GetFlag(FLAGS_stall_evaluations);
+  o.wall = wall.get();
+  const std::string exp = absl::GetFlag(FLAGS_exp);
+  absl::Status st;
+  auto want = [&](const char* e) { return exp == e || exp == "all"; };
+  if (st.ok() && want("1")) st = skipswarm::sim::RunExperiment1(o, std::cout);
+  if (st.ok() && want("2")) st = skipswarm::sim::RunExperiment2(o, std::cout);
+  if (st.ok() && want("3")) st = skipswarm::sim::RunExperiment3(o, std::cout);
+  if (st.ok() && want("speed")) st = skipswarm::sim::RunSpeed(o, std::cout);
+  if (!st.ok()) {
+    std::cerr << "experiments: " << st << "\n";
+    return 1;
+  }
+  return 0;
+}
