@@ -22,7 +22,7 @@ fi
 ran=0
 if has plan; then
   echo "== Planning routes on SkipPipe's 20-node, 12-region swarm =="
-  "$bin" plan --scenario=scheduler/testdata/skippipe-gcp20.json --planner=all
+  "$bin" plan --scenario=scheduler/testdata/skippipe_gcp20_schedule.json --planner=all
   ran=1
 fi
 if has train-ref; then
