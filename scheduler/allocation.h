@@ -1,0 +1,63 @@
+// Node -> stage allocation (DESIGN.md §5): on formation, on every join, and
+// when a stage becomes the bottleneck.
+//
+// Throughput model. Every non-zero stage must serve an equal share of the
+// MB visits (the balance rule), so the swarm runs at the pace of its
+// weakest stage: capacity(s) = sum over its nodes of 1 / (2.5 c_v) visits
+// per second, throughput ~ min_s capacity(s). A node goes where it raises
+// that minimum most (the weakest stage first); among stages it would raise
+// equally (within 1%), it picks the one whose nodes, and the data nodes,
+// it reaches fastest (mean hop time), so routes through it stay short.
+//
+//   std::vector<NodeSpec> nodes = ...;   // data nodes have stage 0,
+//                                        // the others stage -1
+//   SS_ASSIGN_OR_RETURN(std::vector<int> stages,
+//                       AllocateStages(model, nodes, hops));
+//   // later, a node joins:
+//   SS_ASSIGN_OR_RETURN(int s, ChooseStageForJoiner(view, joiner, hop_row));
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_SCHEDULER_ALLOCATION_H_
+#define SKIPSWARM_SCHEDULER_ALLOCATION_H_
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/topology.h"
+
+namespace skipswarm::scheduler {
+
+// Formation. `nodes[i].stage` is 0 for data nodes (kept) and -1 for nodes
+// to place; `hop_s` is row-major as for TopologyView::Create. Returns the
+// stage of every node. Fails if there are fewer free nodes than non-zero
+// stages or a node has a non-positive speed. Deterministic: nodes are
+// placed fastest first, ties by index.
+absl::StatusOr<std::vector<int>> AllocateStages(
+    const ModelShape& model, const std::vector<NodeSpec>& nodes,
+    const std::vector<double>& hop_s);
+
+// One joiner: the non-zero stage it should host. `hop_to` is its hop time
+// to every node of `view` (index order), kNoLink where unknown.
+absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
+                                         const NodeSpec& joiner,
+                                         const std::vector<double>& hop_to);
+
+// Capacity (visits per second) of every stage of the view; index 0 is the
+// data stage's (informational).
+std::vector<double> StageCapacities(const TopologyView& view);
+
+// When the weakest stage is below `ratio` x the mean capacity, the move of
+// one node (from the strongest stage with more than one node) that raises
+// the minimum most, or nullopt.
+struct StageMove {
+  int node = -1;
+  int from = -1;
+  int to = -1;
+};
+std::optional<StageMove> SuggestRebalance(const TopologyView& view,
+                                          double ratio = 0.8);
+
+}  // namespace skipswarm::scheduler
+
+#endif  // SKIPSWARM_SCHEDULER_ALLOCATION_H_
