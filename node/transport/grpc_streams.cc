@@ -214,7 +214,8 @@ void ServerStream::OnDone() {
 
 // ---------------------------------------------------------------- client end
 
-PeerStream::PeerStream(PeerStreamEnv env) : env_(std::move(env)) {}
+PeerStream::PeerStream(PeerStreamEnv env)
+    : on_destroyed_{std::move(env.on_destroyed)}, env_(std::move(env)) {}
 
 std::shared_ptr<PeerStream> PeerStream::Create(PeerStreamEnv env) {
   std::shared_ptr<PeerStream> stream(new PeerStream(std::move(env)));

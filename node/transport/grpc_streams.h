@@ -105,6 +105,9 @@ struct PeerStreamEnv {
   size_t max_queued_frames = 8;
   // Called on every ack (the stream works).
   std::function<void()> on_ack;
+  // Runs at the very end of the stream's destruction, after its
+  // ClientContext (which holds a channel reference) is gone.
+  std::function<void()> on_destroyed;
   // Called once from OnDone with the stream's final status and whether it
   // was closed on purpose (Close()). Runs with no lock held.
   std::function<void(PeerStream* stream, const absl::Status& status,
@@ -142,12 +145,21 @@ class PeerStream final
     std::shared_ptr<PendingSend> pending;
   };
 
+  // Runs a callback when destroyed; declared first, so destroyed last.
+  struct RunOnDestroy {
+    std::function<void()> fn;
+    ~RunOnDestroy() {
+      if (fn) fn();
+    }
+  };
+
   explicit PeerStream(PeerStreamEnv env);
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the stream broken; releases the call hold once writes are idle.
   void Break() ABSL_LOCKS_EXCLUDED(mu_);
   bool TakeHoldReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  RunOnDestroy on_destroyed_;
   const PeerStreamEnv env_;
   grpc::ClientContext context_;
   proto::FrameAck in_;            // owned by the single outstanding read

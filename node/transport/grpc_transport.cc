@@ -48,6 +48,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       }
     }
     for (auto& stream : streams) stream->Close();
+    streams.clear();  // a stream counts as live until it is destroyed
     // Cancels the calls peers have open to us at once (no grace period).
     if (server_) server_->Shutdown(gpr_inf_past(GPR_CLOCK_MONOTONIC));
     {
@@ -215,6 +216,12 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
                                const absl::Status& why, bool deliberate) {
         OnStreamDone(to, stream, why, deliberate);
       };
+      // The destructor waits for this: the stream's ClientContext holds a
+      // channel reference, and the last one must go on our own thread.
+      env.on_destroyed = [this] {
+        absl::MutexLock lock(&mu_);
+        --live_streams_;
+      };
       peer.stream = internal::PeerStream::Create(std::move(env));
       ++live_streams_;
       ++stats_.streams_opened;
@@ -251,7 +258,9 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, Ms(options_.initial_backoff));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Ms(options_.initial_backoff));
+    // gRPC 1.51 also uses this as the minimum connect timeout: keep it long
+    // enough for a TLS handshake over a slow, far link.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Ms(options_.connect_timeout));
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Ms(options_.max_backoff));
     args.SetMaxSendMessageSize(kMaxMessageBytes);
     // Each transport owns its connections (several transports share a
@@ -286,9 +295,6 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       LOG(WARNING) << "lost stream to peer " << peer << ": " << why;
     }
     if (on_failure != nullptr && *on_failure) (*on_failure)(peer, why);
-    // Last: the destructor may proceed once this reaches zero.
-    absl::MutexLock lock(&mu_);
-    --live_streams_;
   }
 
   void OnAck(const PeerId& peer) {

@@ -63,6 +63,10 @@ struct GrpcTransportOptions {
   absl::Duration default_deadline = absl::Seconds(30);
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(5);
+  // How long one connection attempt may take (gRPC's minimum connect
+  // timeout); frame deadlines usually give up on a silent peer sooner.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Stream re-open back-off after a failure (also gRPC's reconnect back-off).
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
 };
