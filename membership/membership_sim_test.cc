@@ -97,7 +97,9 @@ TEST(MembershipSimTest, KilledNodeIsDeadInEveryViewWithinThreeSeconds) {
     ++runs;
     // Nobody else was declared dead on the way.
     for (int i = 0; i < kNodes; ++i) {
-      if (i != victim) EXPECT_EQ(CountTransitionsTo(swarm, proto::MEMBER_STATE_DEAD, i), 0);
+      if (i != victim) {
+        EXPECT_EQ(CountTransitionsTo(swarm, proto::MEMBER_STATE_DEAD, i), 0);
+      }
     }
   }
   Figure("detection_seconds_worst", absl::ToDoubleSeconds(worst));
@@ -152,8 +154,8 @@ TEST(MembershipSimTest, PartitionIsDetectedAndHeals) {
                          false &&  // side A still sees 0 alive...
                          [&] {
                            for (int i = kNodes / 2; i < kNodes; ++i) {
-                             const MemberInfo* m =
-                                 swarm.node(i).GetView().Find(swarm.id(0));
+                             const View view = swarm.node(i).GetView();
+                             const MemberInfo* m = view.Find(swarm.id(0));
                              if (m == nullptr || m->state != proto::MEMBER_STATE_DEAD)
                                return false;
                            }

@@ -134,7 +134,8 @@ bool SimSwarm::Converged() {
 bool SimSwarm::AllSee(int victim, proto::MemberState state) {
   for (int i = 0; i < size(); ++i) {
     if (i == victim || !nodes_[i]->running) continue;
-    const MemberInfo* m = nodes_[i]->membership->GetView().Find(id(victim));
+    const View view = nodes_[i]->membership->GetView();
+    const MemberInfo* m = view.Find(id(victim));
     if (m == nullptr || m->state != state) return false;
   }
   return true;

@@ -1,0 +1,289 @@
+// Membership unit behaviour on the simulated network: security checks
+// (forged / replayed / stale records, wrong swarm, identity mismatch,
+// allow-list), refutation, record updates, join diagnostics, link probing.
+#include "membership/membership.h"
+
+#include "gtest/gtest.h"
+#include "membership/link_stats.h"
+#include "membership/sim_swarm.h"
+#include "proto/version.h"
+
+namespace skipswarm::membership {
+namespace {
+
+MembershipOptions Defaults() {
+  MembershipOptions o;
+  o.policy.swarm_id = "unit-swarm";
+  return o;
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  MembershipTest() : swarm_(42, SimNetwork::Options(), Defaults()) {
+    for (int i = 0; i < 3; ++i) swarm_.AddNode({static_cast<uint32_t>(i)});
+    swarm_.StartAll(0);
+    EXPECT_NE(swarm_.RunUntil([&] { return swarm_.Converged(); }, absl::Seconds(10)),
+              absl::InfiniteDuration());
+    mallory_ = *Identity::FromSeed(std::string(32, 'M'));
+    mallory_net_ = swarm_.net().AddEndpoint("mallory:1", mallory_->id());
+  }
+
+  proto::PingRequest Ping(const common::NodeId& from) {
+    proto::PingRequest req;
+    req.set_protocol_version(proto::kProtocolVersion);
+    req.set_swarm_id("unit-swarm");
+    req.set_from(from.Bytes());
+    req.set_seq(1);
+    return req;
+  }
+
+  // Sends `req` from mallory to node 0 and returns the reply.
+  absl::StatusOr<proto::Ack> Send(const proto::PingRequest& req) {
+    absl::StatusOr<proto::Ack> result = absl::UnknownError("no reply");
+    mallory_net_->Ping({swarm_.address(0), swarm_.id(0)}, req, absl::Seconds(1),
+                       [&](absl::StatusOr<proto::Ack> ack) { result = std::move(ack); });
+    swarm_.Run(absl::Milliseconds(100));
+    return result;
+  }
+
+  proto::NodeRecord RecordOf(int i) {
+    const View view = swarm_.node(0).GetView();
+    const MemberInfo* m = view.Find(swarm_.id(i));
+    proto::NodeRecord r;
+    if (m != nullptr) r.set_incarnation(m->incarnation);
+    return r;
+  }
+
+  SimSwarm swarm_;
+  std::unique_ptr<Identity> mallory_;
+  GossipTransport* mallory_net_;
+};
+
+proto::NodeRecord ValidRecord() {
+  proto::NodeRecord r;
+  r.set_swarm_id("unit-swarm");
+  r.add_addresses("mallory:1");
+  r.set_memory_slots(1);
+  r.set_incarnation(1'900'000'000'000);
+  return r;
+}
+
+TEST_F(MembershipTest, ValidPeerRecordIsAccepted) {
+  proto::PingRequest req = Ping(mallory_->id());
+  *req.mutable_gossip()->add_records() =
+      *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
+  ASSERT_TRUE(Send(req).ok());
+  EXPECT_NE(swarm_.node(0).GetView().Find(mallory_->id()), nullptr);
+}
+
+TEST_F(MembershipTest, ForgedRecordIsRejectedAndViewUnchanged) {
+  const uint64_t digest = swarm_.node(0).GetView().digest();
+  proto::PingRequest req = Ping(mallory_->id());
+  auto signed_record = *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
+  (*signed_record.mutable_signature())[0] ^= 1;
+  *req.mutable_gossip()->add_records() = signed_record;
+  ASSERT_TRUE(Send(req).ok());  // the ping itself is fine
+  EXPECT_EQ(swarm_.node(0).GetView().Find(mallory_->id()), nullptr);
+  EXPECT_EQ(swarm_.node(0).GetView().digest(), digest);
+  EXPECT_GE(swarm_.node(0).stats().records_rejected, 1u);
+}
+
+TEST_F(MembershipTest, RecordForSomeoneElsesIdIsRejected) {
+  // Mallory signs a record that claims node 1's id, to take over its stages.
+  proto::NodeRecord r = ValidRecord();
+  auto s = *SignRecord(*mallory_, r, swarm_.clock().Now());
+  proto::NodeRecord inner;
+  inner.ParseFromString(s.record());
+  inner.set_node_id(swarm_.id(1).Bytes());
+  inner.set_incarnation(RecordOf(1).incarnation() + 100);
+  inner.SerializeToString(s.mutable_record());
+  s.set_signature(*mallory_->Sign(s.record()));
+  proto::PingRequest req = Ping(mallory_->id());
+  *req.mutable_gossip()->add_records() = s;
+  const uint64_t before = RecordOf(1).incarnation();
+  ASSERT_TRUE(Send(req).ok());
+  EXPECT_EQ(RecordOf(1).incarnation(), before);
+  EXPECT_GE(swarm_.node(0).stats().records_rejected, 1u);
+}
+
+TEST_F(MembershipTest, ReplayedOldRecordDoesNotRollBackTheView) {
+  // Capture node 1's current record, then let it change its stages.
+  proto::PushPullRequest pp;
+  pp.set_protocol_version(proto::kProtocolVersion);
+  pp.set_swarm_id("unit-swarm");
+  pp.set_from(mallory_->id().Bytes());
+  proto::SignedNodeRecord old_record;
+  mallory_net_->PushPull({swarm_.address(1), swarm_.id(1)}, pp, absl::Seconds(1),
+                         [&](absl::StatusOr<proto::PushPullResponse> r) {
+                           ASSERT_TRUE(r.ok());
+                           for (const auto& rec : r->gossip().records()) {
+                             proto::NodeRecord n;
+                             n.ParseFromString(rec.record());
+                             if (n.node_id() == swarm_.id(1).Bytes()) old_record = rec;
+                           }
+                         });
+  swarm_.Run(absl::Milliseconds(100));
+  ASSERT_FALSE(old_record.record().empty());
+  ASSERT_TRUE(swarm_.node(1).UpdateLocalRecord([](proto::NodeRecord* r) {
+    r->clear_stages();
+    r->add_stages(7);
+  }).ok());
+  swarm_.Run(absl::Seconds(1));
+  const View view = swarm_.node(0).GetView();
+  const MemberInfo* now = view.Find(swarm_.id(1));
+  ASSERT_EQ(now->stages, std::vector<uint32_t>{7});
+  proto::PingRequest req = Ping(mallory_->id());
+  *req.mutable_gossip()->add_records() = old_record;
+  ASSERT_TRUE(Send(req).ok());
+  EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(1))->stages,
+            std::vector<uint32_t>{7});
+}
+
+TEST_F(MembershipTest, StaleRecordIsRejected) {
+  proto::PingRequest req = Ping(mallory_->id());
+  *req.mutable_gossip()->add_records() = *SignRecord(
+      *mallory_, ValidRecord(), swarm_.clock().Now() - absl::Hours(48));
+  ASSERT_TRUE(Send(req).ok());
+  EXPECT_EQ(swarm_.node(0).GetView().Find(mallory_->id()), nullptr);
+  EXPECT_GE(swarm_.node(0).stats().records_rejected, 1u);
+}
+
+TEST_F(MembershipTest, WrongSwarmAndWrongVersionAreRefused) {
+  proto::PingRequest req = Ping(mallory_->id());
+  req.set_swarm_id("other-swarm");
+  auto ack = Send(req);
+  EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(ack.status().message().find("swarm"), std::string::npos);
+  req = Ping(mallory_->id());
+  req.set_protocol_version(proto::PROTOCOL_VERSION_UNSPECIFIED);
+  EXPECT_EQ(Send(req).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_GE(swarm_.node(0).stats().requests_rejected, 2u);
+}
+
+TEST_F(MembershipTest, PeerClaimingAnotherIdIsRefused) {
+  // The transport authenticated mallory, but the request says node 2.
+  auto ack = Send(Ping(swarm_.id(2)));
+  EXPECT_EQ(ack.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(MembershipTest, FalseSuspicionIsRefutedWithHigherIncarnation) {
+  const uint64_t before = RecordOf(2).incarnation();
+  proto::PingRequest req = Ping(mallory_->id());
+  proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+  u->set_node_id(swarm_.id(2).Bytes());
+  u->set_state(proto::MEMBER_STATE_DEAD);
+  u->set_incarnation(before);
+  ASSERT_TRUE(Send(req).ok());
+  // Hearsay death only makes node 0 suspect node 2 ...
+  EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(2))->state,
+            proto::MEMBER_STATE_SUSPECT);
+  swarm_.Run(absl::Seconds(2));
+  // ... and node 2 refutes before anyone's timer runs out.
+  EXPECT_GT(RecordOf(2).incarnation(), before);
+  EXPECT_TRUE(swarm_.Converged());
+  EXPECT_GE(swarm_.node(2).stats().refutations, 1u);
+}
+
+TEST_F(MembershipTest, ForgedLinkSamplesAreIgnored) {
+  proto::PingRequest req = Ping(mallory_->id());
+  proto::LinkSample* s = req.mutable_gossip()->add_links();
+  s->set_from(swarm_.id(1).Bytes());  // not the sender
+  s->set_to(swarm_.id(2).Bytes());
+  s->set_rtt_us(1);
+  s->set_measured_at_unix_ms(absl::ToUnixMillis(swarm_.clock().Now()) + 10'000);
+  ASSERT_TRUE(Send(req).ok());
+  for (const LinkInfo& l : swarm_.node(0).GetView().links) {
+    EXPECT_FALSE(l.from == swarm_.id(1) && l.to == swarm_.id(2) &&
+                 l.rtt == absl::Microseconds(1));
+  }
+}
+
+TEST_F(MembershipTest, RecordUpdatesReachEveryViewAndListeners) {
+  ASSERT_TRUE(swarm_.node(2).SetComputeSpeed(0.004).ok());
+  swarm_.Run(absl::Seconds(1));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(
+        swarm_.node(i).GetView().Find(swarm_.id(2))->seconds_per_layer_per_sample,
+        0.004);
+  }
+  EXPECT_TRUE(swarm_.Converged());
+  EXPECT_FALSE(swarm_.node(2).SetComputeSpeed(-1).ok());
+}
+
+TEST(MembershipJoinTest, UnreachableBootstrapNamesEachAddress) {
+  MembershipOptions o = Defaults();
+  o.join_rounds = 2;
+  SimSwarm swarm(1, SimNetwork::Options(), o);
+  swarm.AddNode();
+  swarm.node(0).Start();
+  absl::Status result = absl::UnknownError("pending");
+  swarm.node(0).Join({"nowhere:1", "node0:7000"},  // itself is skipped
+                     [&](absl::Status s) { result = s; });
+  swarm.Run(absl::Seconds(10));
+  EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(result.message().find("nowhere:1"), std::string::npos);
+}
+
+TEST(MembershipJoinTest, AllowListKeepsStrangersOut) {
+  MembershipOptions o = Defaults();
+  SimSwarm probe(2, SimNetwork::Options(), o);
+  for (int i = 0; i < 3; ++i) probe.AddNode();
+  o.policy.allowed_ids = {probe.id(0), probe.id(1)};  // same seeds => same ids
+  SimSwarm swarm(2, SimNetwork::Options(), o);
+  for (int i = 0; i < 3; ++i) swarm.AddNode();
+  swarm.StartAndJoin(0, {});
+  swarm.StartAndJoin(1, {0});
+  absl::Status stranger = absl::UnknownError("pending");
+  swarm.node(2).Start();
+  swarm.node(2).Join({swarm.address(0)}, [&](absl::Status s) { stranger = s; });
+  swarm.Run(absl::Seconds(20));
+  EXPECT_FALSE(stranger.ok());
+  EXPECT_NE(stranger.message().find("allow-list"), std::string::npos) << stranger;
+  EXPECT_EQ(swarm.node(0).GetView().Find(swarm.id(2)), nullptr);
+  EXPECT_NE(swarm.node(0).GetView().Find(swarm.id(1)), nullptr);
+}
+
+TEST(LinkProbingTest, RttAndThroughputAreMeasuredSmoothedAndGossiped) {
+  SimNetwork::Options net;
+  net.latency = absl::Milliseconds(10);
+  SimSwarm swarm(3, net, Defaults());
+  for (int i = 0; i < 4; ++i) swarm.AddNode();
+  swarm.net().SetLinkLatency(swarm.address(0), swarm.address(1),
+                             absl::Milliseconds(40));
+  swarm.StartAll(0);
+  swarm.Run(absl::Seconds(20));
+  swarm.node(0).ReportTransfer(swarm.id(2), 10'000'000, absl::Seconds(1));
+  swarm.node(0).ReportTransfer(swarm.id(2), 20'000'000, absl::Seconds(1));
+  swarm.Run(absl::Seconds(10));
+  // Node 3 holds node 0's first-hand samples.
+  View view = swarm.node(3).GetView();
+  const LinkInfo* to1 = nullptr;
+  const LinkInfo* to2 = nullptr;
+  for (const LinkInfo& l : view.links) {
+    if (l.from == swarm.id(0) && l.to == swarm.id(1)) to1 = &l;
+    if (l.from == swarm.id(0) && l.to == swarm.id(2)) to2 = &l;
+  }
+  ASSERT_NE(to1, nullptr);
+  ASSERT_NE(to2, nullptr);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(to1->rtt), 80, 2);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(to2->rtt), 20, 2);
+  // EWMA with alpha 0.3: 10e6 then 0.3 * 20e6 + 0.7 * 10e6.
+  EXPECT_NEAR(to2->bytes_per_second, 13e6, 1);
+}
+
+TEST(LinkStatsTest, EwmaStartsAtFirstSample) {
+  LinkStats stats(0.5, 0.5);
+  const common::NodeId peer = common::NodeId::ForName("p");
+  EXPECT_EQ(stats.Rtt(peer), absl::InfiniteDuration());
+  stats.ObserveRtt(peer, absl::Milliseconds(10), absl::UnixEpoch());
+  stats.ObserveRtt(peer, absl::Milliseconds(20), absl::UnixEpoch());
+  EXPECT_EQ(stats.Rtt(peer), absl::Milliseconds(15));
+  stats.ObserveTransfer(peer, 100, absl::ZeroDuration(), absl::UnixEpoch());
+  EXPECT_EQ(stats.BytesPerSecond(peer), 0);
+  stats.ObserveTransfer(peer, 100, absl::Seconds(1), absl::UnixEpoch());
+  EXPECT_EQ(stats.BytesPerSecond(peer), 100);
+  EXPECT_EQ(stats.Samples(common::NodeId::ForName("me")).size(), 1u);
+}
+
+}  // namespace
+}  // namespace skipswarm::membership
