@@ -17,10 +17,24 @@ std::vector<PeerInfo> Sorted(std::vector<PeerInfo> members) {
 StaticSwarmView::StaticSwarmView(std::vector<PeerInfo> members)
     : members_(Sorted(std::move(members))) {}
 
-std::vector<PeerInfo> StaticSwarmView::Members() const { return members_; }
+std::vector<PeerInfo> StaticSwarmView::Members() const {
+  absl::MutexLock lock(&mu_);
+  return members_;
+}
+
+void StaticSwarmView::SetAddresses(const common::NodeId& id, const std::string& address,
+                                   const std::string& group_address) {
+  absl::MutexLock lock(&mu_);
+  for (PeerInfo& p : members_) {
+    if (p.id != id) continue;
+    p.address = address;
+    p.group_address = group_address;
+    ++version_;
+  }
+}
 
 bool StaticSwarmView::IsAlive(const common::NodeId& id) const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);  // members_ and dead_
   if (dead_.contains(id)) return false;
   return std::any_of(members_.begin(), members_.end(),
                      [&](const PeerInfo& p) { return p.id == id; });

@@ -25,7 +25,8 @@ struct PeerInfo {
   common::NodeId id;
   std::vector<int> stages;  // hosted stages; 0 = data node
   int memory_slots = 4;
-  std::string address;      // "host:port" (gRPC); empty in-process
+  std::string address;        // pipeline "host:port" (gRPC); empty in-process
+  std::string group_address;  // StageService "host:port" (replica averaging)
 };
 
 class SwarmView {
@@ -52,9 +53,13 @@ class StaticSwarmView final : public SwarmView {
   void MarkDead(const common::NodeId& id) override;
   uint64_t version() const override;
 
+  // Replaces the addresses of member `info.id` (ports found at runtime).
+  void SetAddresses(const common::NodeId& id, const std::string& address,
+                    const std::string& group_address);
+
  private:
-  const std::vector<PeerInfo> members_;  // sorted by id
   mutable absl::Mutex mu_;
+  std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);  // sorted by id
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -1,0 +1,100 @@
+#include "node/train/grpc_group.h"
+
+#include <memory>
+#include <optional>
+
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+// Three nodes on loopback: n0 a data node, n1 and n2 replicas of stage 1.
+class GrpcGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_ = common::RealClock::Create();
+    std::vector<int> stages = {0, 1, 1};
+    std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+    // Servers first (port 0), then views with the discovered addresses.
+    for (int i = 0; i < 3; ++i) ids_.push_back(NodeId::ForName("g" + std::to_string(i)));
+    std::vector<PeerInfo> members;
+    for (int i = 0; i < 3; ++i) members.push_back({ids_[i], {stages[i]}, 4, "", ""});
+    for (int i = 0; i < 3; ++i) {
+      views_.push_back(std::make_unique<StaticSwarmView>(members));
+    }
+    for (int i = 0; i < 3; ++i) {
+      GrpcGroupOptions o;
+      o.self = ids_[i];
+      o.push_deadline = absl::Seconds(5);
+      auto g = GrpcGroupComm::Create(o, views_[i].get(), clock_.get());
+      ASSERT_TRUE(g.ok()) << g.status();
+      groups_.push_back(*std::move(g));
+    }
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        views_[i]->SetAddresses(ids_[j], "", "127.0.0.1:" + std::to_string(groups_[j]->port()));
+      }
+    }
+  }
+  void TearDown() override {
+    groups_.clear();
+    views_.clear();
+  }
+
+  std::unique_ptr<common::RealClock> clock_;
+  std::vector<NodeId> ids_;
+  std::vector<std::unique_ptr<StaticSwarmView>> views_;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups_;
+};
+
+TEST_F(GrpcGroupTest, BarrierThenAllReduceGivesEqualSums) {
+  ASSERT_TRUE(groups_[1]->AwaitPeers(absl::Seconds(10)).ok());
+  absl::Notification b1, b2;
+  groups_[1]->Barrier(0, ids_[1], false, [&](absl::Status s) { EXPECT_TRUE(s.ok()); b1.Notify(); });
+  groups_[2]->Barrier(0, ids_[2], false, [&](absl::Status s) { EXPECT_TRUE(s.ok()); b2.Notify(); });
+  EXPECT_FALSE(b1.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  absl::Notification b0;
+  groups_[0]->Barrier(0, ids_[0], true, [&](absl::Status) { b0.Notify(); });
+  ASSERT_TRUE(b0.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(b1.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(b2.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  // 300k elements: more than one 1 MiB chunk.
+  const size_t n = 300000;
+  std::optional<absl::StatusOr<ReduceResult>> r1, r2;
+  absl::Notification d1, d2;
+  GradientContribution c1{ids_[1], std::vector<float>(n, 1.5f), 3, 42};
+  GradientContribution c2{ids_[2], std::vector<float>(n, 0.25f), 1, 42};
+  c2.flat[n - 1] = 2.0f;
+  groups_[1]->AllReduce(0, 1, c1, [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  groups_[2]->AllReduce(0, 1, c2, [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(d2.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(r1->ok() && r2->ok());
+  EXPECT_EQ((*r1)->visits, 4);
+  EXPECT_EQ((*r1)->contributors, 2);
+  EXPECT_TRUE((*r1)->digests_agree);
+  EXPECT_EQ((*r1)->sum, (*r2)->sum);
+  EXPECT_FLOAT_EQ((*r1)->sum[0], 1.75f);
+  EXPECT_FLOAT_EQ((*r1)->sum[n - 1], 3.5f);
+}
+
+TEST_F(GrpcGroupTest, DeadReplicaIsDroppedFromTheReduce) {
+  // n2 is gone: its server stops; n1's push fails and n1 finishes alone.
+  groups_[2].reset();
+  std::optional<absl::StatusOr<ReduceResult>> r1;
+  absl::Notification d1;
+  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7},
+                        [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(r1->ok());
+  EXPECT_EQ((*r1)->contributors, 1);
+  EXPECT_EQ((*r1)->visits, 2);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
