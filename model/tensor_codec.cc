@@ -219,7 +219,8 @@ absl::StatusOr<EncodedTensor> EncodeImpl(const at::Tensor& tensor, const EncodeO
 // past the buffer is possible) and under the limit; CRC; only then decode;
 // finally int8 scales and the decoded values for NaN/Inf.
 absl::StatusOr<at::Tensor> DecodeImpl(const TensorMeta& meta, absl::string_view payload,
-                                      const DecodeExpectations& want, DecodeStats* stats) {
+                                      const DecodeExpectations& want, DecodeStats* stats,
+                                      std::string* adopt) {
   auto bad = [](auto... parts) {
     return absl::InvalidArgumentError(absl::StrCat("decode: ", parts...));
   };
@@ -283,6 +284,28 @@ absl::StatusOr<at::Tensor> DecodeImpl(const TensorMeta& meta, absl::string_view 
                                             " does not match header ", meta.payload_crc32c));
   }
   const uint8_t* in = reinterpret_cast<const uint8_t*>(payload.data());
+  const size_t align = codec == Codec::kRawInt64 ? 8 : 4;
+  if (adopt != nullptr && (codec == Codec::kRawInt64 || codec == Codec::kRawFp32)) {
+    // Move the buffer to the heap first (a short string's bytes live inside
+    // the string object), then let the tensor own it.
+    auto* owned = new std::string(std::move(*adopt));
+    if (reinterpret_cast<uintptr_t>(owned->data()) % align == 0) {
+      at::Tensor out = at::from_blob(
+          owned->data(), meta.shape, [owned](void*) { delete owned; },
+          at::TensorOptions().dtype(codec == Codec::kRawInt64 ? at::kLong : at::kFloat));
+      if (codec == Codec::kRawFp32) {
+        const int64_t non_finite = CountNonFinite(out.data_ptr<float>(), numel);
+        if (non_finite > 0 && want.non_finite == NonFinitePolicy::kReject) {
+          return bad(non_finite, " of ", numel, " values are NaN or Inf");
+        }
+        if (stats != nullptr) stats->non_finite += non_finite;
+      }
+      return out;
+    }
+    *adopt = std::move(*owned);  // misaligned: fall back to copying
+    delete owned;
+    in = reinterpret_cast<const uint8_t*>(adopt->data());
+  }
   if (codec == Codec::kRawInt64) {
     at::Tensor out = at::empty(meta.shape, at::kLong);
     std::memcpy(out.data_ptr(), in, expected_bytes);
@@ -346,7 +369,16 @@ absl::StatusOr<EncodedTensor> EncodeTensor(const at::Tensor& tensor, const Encod
 absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, absl::string_view payload,
                                         const DecodeExpectations& expect, DecodeStats* stats) {
   try {
-    return DecodeImpl(meta, payload, expect, stats);
+    return DecodeImpl(meta, payload, expect, stats, nullptr);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("decode: ", e.what()));
+  }
+}
+
+absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, std::string&& payload,
+                                        const DecodeExpectations& expect, DecodeStats* stats) {
+  try {
+    return DecodeImpl(meta, payload, expect, stats, &payload);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("decode: ", e.what()));
   }

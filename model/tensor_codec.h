@@ -98,6 +98,12 @@ absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, absl::string_vie
                                         const DecodeExpectations& expect,
                                         DecodeStats* stats = nullptr);
 
+// Same checks; for the lossless raw codecs the tensor takes over `payload`'s
+// buffer instead of copying it (zero-copy). Other codecs decode as above.
+absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, std::string&& payload,
+                                        const DecodeExpectations& expect,
+                                        DecodeStats* stats = nullptr);
+
 // Error a codec introduced: max |a - b| and ||a - b|| / ||a||.
 struct CodecError {
   double max_abs = 0;

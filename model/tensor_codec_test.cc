@@ -52,6 +52,24 @@ TEST(TensorCodecTest, RoundTripsEveryCodecWithinItsError) {
   }
 }
 
+TEST(TensorCodecTest, RawDecodeCanAdoptThePayload) {
+  at::Tensor x = Activation();
+  EncodedTensor enc = EncodeTensor(x, {Codec::kRawFp32}).value();
+  std::string payload = enc.payload;
+  const char* bytes = payload.data();
+  absl::StatusOr<at::Tensor> dec = DecodeTensor(enc.meta, std::move(payload), Want());
+  ASSERT_TRUE(dec.ok()) << dec.status();
+  EXPECT_TRUE(dec->equal(x));
+  EXPECT_EQ(static_cast<const void*>(dec->data_ptr()), static_cast<const void*>(bytes));
+  // Checks still apply to the adopting overload.
+  std::string corrupt = enc.payload;
+  corrupt[3] ^= 1;
+  EXPECT_EQ(DecodeTensor(enc.meta, std::move(corrupt), Want()).status().code(),
+            absl::StatusCode::kDataLoss);
+  EncodedTensor half = EncodeTensor(x, {Codec::kFp16}).value();
+  EXPECT_TRUE(DecodeTensor(half.meta, std::move(half.payload), Want()).ok());
+}
+
 TEST(TensorCodecTest, Int8HandlesPartialLastBlockAndZeros) {
   at::Tensor x = at::cat({at::zeros({70}), Activation({30})});
   absl::StatusOr<EncodedTensor> enc = EncodeTensor(x, {Codec::kInt8Blockwise, 64});
