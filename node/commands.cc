@@ -7,6 +7,7 @@
 #include "model/train_ref_command.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
+#include "sim/sim_command.h"
 
 namespace skipswarm::node {
 namespace {
@@ -30,6 +31,7 @@ std::vector<common::cli::Command> AllCommands() {
       scheduler::PlanCommand(),
       model::TrainRefCommand(),
       model::EvalCommand(),
+      sim::SimCommand(),
       membership::KeygenCommand(),
       VersionCommand(),
   };
