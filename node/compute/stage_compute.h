@@ -35,6 +35,7 @@
 #define SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -118,6 +119,12 @@ class StageCompute {
   virtual uint64_t ParamsDigest() = 0;
   // Iterations applied so far (the next ApplyUpdate's step number).
   virtual int64_t step() const = 0;
+
+  // Checkpoints (weights, optimiser state, step) atomically to `path` /
+  // restores from it, returning the restored step. REQUIRES: no task
+  // running (between iterations).
+  virtual absl::Status SaveCheckpoint(const std::string& path) = 0;
+  virtual absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) = 0;
 };
 
 }  // namespace skipswarm::node

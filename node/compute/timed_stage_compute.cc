@@ -152,4 +152,19 @@ int64_t TimedStageCompute::step() const {
   return step_;
 }
 
+// The timed compute has no weights: its checkpoint is the step number.
+absl::Status TimedStageCompute::SaveCheckpoint(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  checkpoints_[path] = step_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TimedStageCompute::LoadCheckpoint(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = checkpoints_.find(path);
+  if (it == checkpoints_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint ", path));
+  step_ = it->second;
+  return step_;
+}
+
 }  // namespace skipswarm::node

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -56,6 +57,8 @@ class TimedStageCompute final : public StageCompute {
   void ZeroGrad() override;
   uint64_t ParamsDigest() override;
   int64_t step() const override;
+  absl::Status SaveCheckpoint(const std::string& path) override;
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override;
 
  private:
   // Adds `mb` to the pending set; ALREADY_EXISTS if it is there.
@@ -72,6 +75,7 @@ class TimedStageCompute final : public StageCompute {
   absl::flat_hash_set<uint64_t> started_ ABSL_GUARDED_BY(mu_);  // stage 0: awaiting Tail
   int64_t visits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int64_t> checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "model/checkpoint.h"
 #include "model/stage_executor.h"
 
 namespace skipswarm::node {
@@ -282,6 +283,24 @@ uint64_t TorchStageCompute::ParamsDigest() {
 int64_t TorchStageCompute::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
+}
+
+absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  return Guard("SaveCheckpoint", [&]() -> absl::Status {
+    return model::SaveStageCheckpoint(path, executor_->module(), &optimizer_->adamw(), step_);
+  });
+}
+
+absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  return Guard("LoadCheckpoint", [&]() -> absl::StatusOr<int64_t> {
+    absl::StatusOr<model::CheckpointInfo> info =
+        model::LoadStageCheckpoint(path, executor_->module(), &optimizer_->adamw());
+    if (!info.ok()) return info.status();
+    step_ = info->step;
+    return step_;
+  });
 }
 
 }  // namespace skipswarm::node

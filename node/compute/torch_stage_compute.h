@@ -64,6 +64,8 @@ class TorchStageCompute final : public StageCompute {
   void ZeroGrad() override;
   uint64_t ParamsDigest() override;
   int64_t step() const override;
+  absl::Status SaveCheckpoint(const std::string& path) override;
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override;
 
   // For tests and checkpoints. REQUIRES: no task running.
   model::StageExecutor& executor() { return *executor_; }

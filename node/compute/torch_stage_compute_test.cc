@@ -151,3 +151,28 @@ TEST_F(TorchStageComputeTest, RejectsBadInputWithStatus) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+TEST_F(TorchStageComputeTest, CheckpointRoundTripRestoresDigestAndStep) {
+  ASSERT_TRUE(Train(0, Batch(1, 8, 3)).ok());
+  auto sum = stages_[1]->TakeGradients();
+  ASSERT_TRUE(stages_[1]->ApplyUpdate(sum->flat, sum->visits).ok());
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/s1.ckpt";
+  ASSERT_TRUE(stages_[1]->SaveCheckpoint(path).ok());
+  const uint64_t digest = stages_[1]->ParamsDigest();
+  TorchStageCompute::Options o;
+  o.model = TinyConfig();
+  o.stage = 1;
+  auto fresh = TorchStageCompute::Create(o, &runner_);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE((*fresh)->ParamsDigest(), digest);
+  auto step = (*fresh)->LoadCheckpoint(path);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+  EXPECT_EQ((*fresh)->ParamsDigest(), digest);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
