@@ -1,0 +1,303 @@
+#include "membership/grpc_gossip.h"
+
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "membership/bootstrap_diagnostics.h"
+#include "proto/grpc_status.h"
+
+namespace skipswarm::membership {
+namespace {
+
+// Gossip messages are small (≤ 64 records of ≤ 8 KiB each, plus digests).
+constexpr int kMaxMessageBytes = 4 << 20;
+
+absl::StatusOr<std::shared_ptr<grpc::experimental::StaticDataCertificateProvider>>
+Provider(const GrpcSecurity& security, absl::Time now) {
+  if (security.identity == nullptr) {
+    return absl::InvalidArgumentError(
+        "TLS needs the node identity (or run with --insecure for local tests)");
+  }
+  absl::StatusOr<std::string> cert =
+      security.identity->SelfSignedCertificatePem(now);
+  if (!cert.ok()) return cert.status();
+  return std::make_shared<grpc::experimental::StaticDataCertificateProvider>(
+      std::vector<grpc::experimental::IdentityKeyCertPair>{
+          {security.identity->PrivateKeyPem(), *cert}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const GrpcSecurity& security, absl::Time now) {
+  if (security.insecure) return grpc::InsecureServerCredentials();
+  auto provider = Provider(security, now);
+  if (!provider.ok()) return provider.status();
+  grpc::experimental::TlsServerCredentialsOptions options(*provider);
+  options.watch_identity_key_cert_pairs();
+  // Self-signed peers: ask for the client certificate but do not check it
+  // against a CA; the handler checks that its key hashes to the sender id.
+  options.set_cert_request_type(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const GrpcSecurity& security, absl::Time now) {
+  if (security.insecure) return grpc::InsecureChannelCredentials();
+  auto provider = Provider(security, now);
+  if (!provider.ok()) return provider.status();
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(*provider);
+  options.watch_identity_key_cert_pairs();
+  // See ServerCredentials: identity is the key hash, checked per call.
+  options.set_verify_server_certs(false);
+  options.set_check_call_host(false);
+  options.set_certificate_verifier(
+      std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  return grpc::experimental::TlsCredentials(options);
+}
+
+absl::StatusOr<common::NodeId> PeerIdFromAuthContext(
+    const grpc::AuthContext& auth) {
+  std::vector<grpc::string_ref> pems = auth.FindPropertyValues("x509_pem_cert");
+  if (pems.empty()) {
+    return absl::UnauthenticatedError("peer presented no TLS certificate");
+  }
+  absl::StatusOr<std::string> key = PublicKeyFromCertificatePem(
+      absl::string_view(pems[0].data(), pems[0].size()));
+  if (!key.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("peer certificate: ", key.status().message()));
+  }
+  return common::NodeId::FromPublicKey(*key);
+}
+
+// ---------------------------------------------------------------- server
+
+class GrpcGossipServer::Service final
+    : public proto::GossipService::CallbackService {
+ public:
+  Service(GossipHandler* handler, bool insecure)
+      : handler_(handler), insecure_(insecure) {}
+
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
+                                 const proto::PingRequest* req,
+                                 proto::Ack* resp) override {
+    return Serve<proto::Ack>(ctx, resp, [&](const PeerInfo& peer, auto reply) {
+      handler_->HandlePing(peer, *req, std::move(reply));
+    });
+  }
+  grpc::ServerUnaryReactor* PingReq(grpc::CallbackServerContext* ctx,
+                                    const proto::PingRequest* req,
+                                    proto::Ack* resp) override {
+    return Serve<proto::Ack>(ctx, resp, [&](const PeerInfo& peer, auto reply) {
+      handler_->HandlePingReq(peer, *req, std::move(reply));
+    });
+  }
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* ctx,
+                                     const proto::PushPullRequest* req,
+                                     proto::PushPullResponse* resp) override {
+    return Serve<proto::PushPullResponse>(
+        ctx, resp, [&](const PeerInfo& peer, auto reply) {
+          handler_->HandlePushPull(peer, *req, std::move(reply));
+        });
+  }
+
+ private:
+  template <typename Resp, typename Dispatch>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, Resp* resp,
+                                  Dispatch dispatch) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    PeerInfo peer;
+    peer.address = ctx->peer();
+    if (!insecure_) {
+      absl::StatusOr<common::NodeId> id =
+          PeerIdFromAuthContext(*ctx->auth_context());
+      if (!id.ok()) {
+        reactor->Finish(proto::ToGrpcStatus(id.status()));
+        return reactor;
+      }
+      peer.authenticated_id = *id;
+    }
+    dispatch(peer, absl::AnyInvocable<void(absl::StatusOr<Resp>)>(
+                       [reactor, resp](absl::StatusOr<Resp> result) {
+                         if (!result.ok()) {
+                           reactor->Finish(proto::ToGrpcStatus(result.status()));
+                           return;
+                         }
+                         *resp = *std::move(result);
+                         reactor->Finish(grpc::Status::OK);
+                       }));
+    return reactor;
+  }
+
+  GossipHandler* const handler_;
+  const bool insecure_;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
+    const std::string& address, GossipHandler* handler,
+    const GrpcSecurity& security, absl::Time now) {
+  auto credentials = ServerCredentials(security, now);
+  if (!credentials.ok()) return credentials.status();
+  std::unique_ptr<GrpcGossipServer> server(new GrpcGossipServer());
+  server->service_ = std::make_unique<Service>(handler, security.insecure);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, *credentials, &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        " (address in use, or not an address of this host?)"));
+  }
+  return server;
+}
+
+GrpcGossipServer::~GrpcGossipServer() { Shutdown(); }
+
+void GrpcGossipServer::Shutdown() {
+  if (server_ != nullptr) {
+    server_->Shutdown();
+    server_->Wait();
+    server_.reset();
+  }
+}
+
+// ---------------------------------------------------------------- client
+
+GrpcGossipTransport::GrpcGossipTransport(GrpcSecurity security,
+                                         common::Clock* clock)
+    : security_(security), clock_(clock) {}
+
+GrpcGossipTransport::~GrpcGossipTransport() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &in_flight_));
+}
+
+void GrpcGossipTransport::CallStarted() {
+  absl::MutexLock lock(&mu_);
+  ++in_flight_;
+}
+
+void GrpcGossipTransport::CallFinished() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+absl::StatusOr<proto::GossipService::Stub*> GrpcGossipTransport::StubFor(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto it = stubs_.find(address);
+  if (it != stubs_.end()) return it->second.get();
+  if (credentials_ == nullptr) {
+    auto credentials = ChannelCredentials(security_, clock_->Now());
+    if (!credentials.ok()) return credentials.status();
+    credentials_ = *credentials;
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Fail fast and retry at our level (SWIM probes have their own deadline).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  auto stub = proto::GossipService::NewStub(
+      grpc::CreateCustomChannel(address, credentials_, args));
+  auto* raw = stub.get();
+  stubs_[address] = std::move(stub);
+  return raw;
+}
+
+template <typename Resp>
+absl::Status GrpcGossipTransport::CheckPeer(const PeerRef& to,
+                                            grpc::ClientContext& ctx,
+                                            const Resp& resp) {
+  if (security_.insecure) return absl::OkStatus();
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return absl::UnauthenticatedError("no TLS context");
+  absl::StatusOr<common::NodeId> id = PeerIdFromAuthContext(*auth);
+  if (!id.ok()) return id.status();
+  if (!to.id.IsZero() && *id != to.id) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "peer's certificate is node ", id->ShortString(), ", expected ",
+        to.id.ShortString()));
+  }
+  if (resp.from() != id->Bytes()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "peer's certificate is node ", id->ShortString(),
+        " but its reply claims another id"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+template <typename Req, typename Resp>
+struct ClientCall {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+  absl::AnyInvocable<void(absl::StatusOr<Resp>)> done;
+};
+
+}  // namespace
+
+#define SS_GOSSIP_CALL(Method, Req, Resp)                                     \
+  do {                                                                        \
+    auto stub = StubFor(to.address);                                          \
+    if (!stub.ok()) {                                                         \
+      clock_->RunAfter(absl::ZeroDuration(),                                  \
+                       [done = std::move(done), s = stub.status()]() mutable { \
+                         done(s);                                             \
+                       });                                                    \
+      return;                                                                 \
+    }                                                                         \
+    auto* call = new ClientCall<Req, Resp>();                                 \
+    call->req = req;                                                          \
+    call->done = std::move(done);                                             \
+    call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + timeout));      \
+    CallStarted();                                                            \
+    (*stub)->async()->Method(                                                 \
+        &call->ctx, &call->req, &call->resp, [this, call, to](grpc::Status s) { \
+          absl::StatusOr<Resp> result;                                        \
+          if (!s.ok()) {                                                      \
+            result = ExplainGossipError(proto::ToAbslStatus(s), to.address);  \
+          } else if (absl::Status c = CheckPeer(to, call->ctx, call->resp);   \
+                     !c.ok()) {                                               \
+            result = ExplainGossipError(c, to.address);                       \
+          } else {                                                            \
+            result = std::move(call->resp);                                   \
+          }                                                                   \
+          auto cb = std::move(call->done);                                    \
+          delete call;                                                        \
+          cb(std::move(result));                                              \
+          CallFinished();                                                     \
+        });                                                                   \
+  } while (false)
+
+void GrpcGossipTransport::Ping(const PeerRef& to, const proto::PingRequest& req,
+                               absl::Duration timeout, AckCallback done) {
+  SS_GOSSIP_CALL(Ping, proto::PingRequest, proto::Ack);
+}
+
+void GrpcGossipTransport::PingReq(const PeerRef& to,
+                                  const proto::PingRequest& req,
+                                  absl::Duration timeout, AckCallback done) {
+  SS_GOSSIP_CALL(PingReq, proto::PingRequest, proto::Ack);
+}
+
+void GrpcGossipTransport::PushPull(const PeerRef& to,
+                                   const proto::PushPullRequest& req,
+                                   absl::Duration timeout,
+                                   PushPullCallback done) {
+  SS_GOSSIP_CALL(PushPull, proto::PushPullRequest, proto::PushPullResponse);
+}
+
+#undef SS_GOSSIP_CALL
+
+}  // namespace skipswarm::membership
