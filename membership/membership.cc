@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
@@ -444,6 +445,8 @@ void Membership::Impl::JoinRound(std::shared_ptr<JoinState> join) {
     absl::MutexLock lock(&join->mu);
     join->errors.assign(join->addresses.size(), "");
     join->pending = static_cast<int>(join->addresses.size());
+    join->all_permanent = true;
+    join->permanent = absl::OkStatus();
   }
   for (size_t i = 0; i < join->addresses.size(); ++i) {
     PushPull(PeerRef{join->addresses[i], common::NodeId()},
@@ -461,10 +464,28 @@ void Membership::Impl::JoinRound(std::shared_ptr<JoinState> join) {
                              << join->addresses[i];
                    done = std::move(join->done);
                  } else {
-                   join->errors[i] = absl::StrCat(join->addresses[i], ": ",
-                                                  status.ToString());
+                   join->errors[i] =
+                       absl::StartsWith(status.message(), join->addresses[i])
+                           ? status.ToString()
+                           : absl::StrCat(join->addresses[i], ": ",
+                                          status.ToString());
+                   // STYLE rule 4: these codes mean "do not retry".
+                   const bool permanent =
+                       absl::IsFailedPrecondition(status) ||
+                       absl::IsPermissionDenied(status) ||
+                       absl::IsUnauthenticated(status) ||
+                       absl::IsInvalidArgument(status);
+                   join->all_permanent &= permanent;
+                   if (permanent && join->permanent.ok()) join->permanent = status;
                    if (--join->pending > 0) return;
-                   if (++join->round >= options_.join_rounds) {
+                   if (join->all_permanent) {
+                     join->finished = true;
+                     done = std::move(join->done);
+                     result = absl::Status(
+                         join->permanent.code(),
+                         absl::StrCat("cannot join (retrying will not help): ",
+                                      absl::StrJoin(join->errors, "; ")));
+                   } else if (++join->round >= options_.join_rounds) {
                      join->finished = true;
                      done = std::move(join->done);
                      result = absl::UnavailableError(absl::StrCat(

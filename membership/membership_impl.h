@@ -48,6 +48,10 @@ struct JoinState {
   int pending ABSL_GUARDED_BY(mu) = 0;
   bool finished ABSL_GUARDED_BY(mu) = false;
   std::vector<std::string> errors ABSL_GUARDED_BY(mu);  // this round's
+  // Whether every failure this round was one retrying cannot fix (other
+  // swarm, version, identity, allow-list), and the first such status.
+  bool all_permanent ABSL_GUARDED_BY(mu) = true;
+  absl::Status permanent ABSL_GUARDED_BY(mu);
 };
 
 class Membership::Impl : public std::enable_shared_from_this<Impl> {

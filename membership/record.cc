@@ -1,11 +1,28 @@
 #include "membership/record.h"
 
+#include <openssl/sha.h>
+
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace skipswarm::membership {
+
+std::string DeriveSwarmId(absl::string_view name, absl::string_view secret) {
+  if (secret.empty()) return std::string(name);
+  // Length-prefixed so ("ab", "c") and ("a", "bc") differ.
+  const std::string input = absl::StrCat("skipswarm swarm id v1|", name.size(),
+                                         "|", name, "|", secret);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(),
+         digest);
+  return absl::StrCat(
+      name, "/",
+      absl::BytesToHexString(absl::string_view(
+          reinterpret_cast<const char*>(digest), 16)));
+}
 
 absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,
                                                    proto::NodeRecord record,

@@ -49,6 +49,12 @@ struct RecordPolicy {
   absl::flat_hash_set<common::NodeId> allowed_ids;
 };
 
+// The swarm id of a swarm named `name`; with a non-empty `secret`, a private
+// swarm: "<name>/<hex of SHA-256(name, secret)>", so a node without the
+// secret cannot present the id every request and record must carry (and
+// TLS keeps it off the wire in clear). The secret itself is never sent.
+std::string DeriveSwarmId(absl::string_view name, absl::string_view secret);
+
 // Fills node_id, public_key, signed_at_unix_ms (= `now`) of `record` from
 // `identity` and signs its serialization.
 absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,

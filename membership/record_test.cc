@@ -109,6 +109,16 @@ TEST_F(RecordTest, OutOfRangeFieldsAreRejected) {
   EXPECT_FALSE(VerifyRecord(junk, policy_, kNow).ok());
 }
 
+TEST(SwarmIdTest, SecretMakesAPrivateSwarmId) {
+  EXPECT_EQ(DeriveSwarmId("public", ""), "public");
+  const std::string a = DeriveSwarmId("lab", "s3cret");
+  EXPECT_EQ(a, DeriveSwarmId("lab", "s3cret"));
+  EXPECT_NE(a, DeriveSwarmId("lab", "guess"));
+  EXPECT_NE(DeriveSwarmId("ab", "c"), DeriveSwarmId("a", "bc"));
+  EXPECT_EQ(a.find("s3cret"), std::string::npos);
+  EXPECT_EQ(a.rfind("lab/", 0), 0u);
+}
+
 TEST_F(RecordTest, ReplayedOrDuplicateIncarnationIsNotNewer) {
   auto r = *VerifyRecord(Sign(record_), policy_, kNow);
   EXPECT_TRUE(CheckNewer(4, r).ok());
