@@ -29,6 +29,7 @@ struct World {
   std::vector<double> ready_at;  // serving from (state transfer done)
   std::vector<int> stage;
   std::vector<double> speed;  // straggler factor
+  std::vector<double> benched_until;  // idle pipeline (baseline), until
   std::vector<std::vector<std::string>> partitions;  // active region sets
 };
 
@@ -142,8 +143,24 @@ void Sim::Kill(int u, const std::string& cause) {
   clock_.RunAt(absl::Seconds(w_.gossip_dead[u]), [] {});
   last_failure_[u] = static_cast<int>(report_.failures.size());
   report_.failures.push_back(std::move(f));
+  const double back = now + opts_.replacement_s;
   if (opts_.wait_for_replacement) {
-    clock_.RunAfter(absl::Seconds(opts_.replacement_s), [this, u] {
+    // A fixed pipeline that lost a member stands idle until the
+    // replacement arrives: bench the rest of its routes' nodes.
+    if (!inverse_.empty() && inverse_[u] >= 0) {
+      for (const scheduler::Route& r : plan_.routes) {
+        if (std::find(r.nodes.begin(), r.nodes.end(), inverse_[u]) ==
+            r.nodes.end()) {
+          continue;
+        }
+        for (int v : r.nodes) {
+          if (v >= 0) w_.benched_until[map_[v]] = back;
+        }
+      }
+    }
+  }
+  if (opts_.replacement_s > 0) {
+    clock_.RunAt(absl::Seconds(back), [this, u] {
       w_.death[u] = w_.gossip_dead[u] = kInf;
       w_.ready_at[u] = Now();
       report_.churn.push_back({Now(), "replaced", uni_.node(u).name});
@@ -260,7 +277,8 @@ absl::Status Sim::BuildView(bool* changed) {
   std::vector<int> members;
   std::string key;
   for (int u = 0; u < uni_.num_nodes(); ++u) {
-    if (w_.present[u] && w_.ready_at[u] <= now && w_.gossip_dead[u] > now) {
+    if (w_.present[u] && w_.ready_at[u] <= now && w_.gossip_dead[u] > now &&
+        w_.benched_until[u] <= now) {
       members.push_back(u);
       absl::StrAppend(&key, u, ":", w_.stage[u], ":", w_.speed[u], ",");
     }
@@ -370,6 +388,18 @@ absl::StatusOr<scheduler::Plan> Sim::MakePlan(bool view_changed,
   const absl::Duration t0 = opts_.wall_clock ? opts_.wall_clock->SteadyNow()
                                              : absl::ZeroDuration();
   absl::StatusOr<scheduler::Plan> plan = planner_->MakePlan(req);
+  // A depleted swarm may not fit the balance rule; train on with a looser
+  // one rather than stop (reported), up to "any balance".
+  for (double tol = std::max(0.1, 2 * req.workload.balance_tolerance);
+       !plan.ok() && tol <= 8; tol *= 2) {
+    req.workload.balance_tolerance = tol;
+    plan = planner_->MakePlan(req);
+    if (plan.ok()) {
+      report_.churn.push_back({Now(), "balance_relaxed",
+                               absl::StrCat("tolerance ", tol, ": ",
+                                            view_.num_nodes(), " members")});
+    }
+  }
   if (opts_.wall_clock) {
     report_.planning_wall_ms +=
         absl::ToDoubleMilliseconds(opts_.wall_clock->SteadyNow() - t0);
@@ -412,12 +442,14 @@ absl::StatusOr<SimReport> Sim::Run() {
   w_.gossip_dead.assign(n, kInf);
   w_.ready_at.assign(n, 0);
   w_.speed.assign(n, 1);
+  w_.benched_until.assign(n, 0);
   for (int u = 0; u < n; ++u) w_.stage.push_back(uni_.stage(u));
   member_time_.assign(n, 0);
   report_.scenario = sc_.name;
   report_.seed = sc_.seed;
   report_.planner = opts_.planner.empty() ? sc_.planner : opts_.planner;
   report_.wait_for_replacement = opts_.wait_for_replacement;
+  report_.replacement_s = opts_.replacement_s;
   report_.stage_visits.assign(uni_.num_stages(), 0);
   for (int u = 0; u < n; ++u) {
     report_.nodes.push_back({uni_.node(u).name, uni_.stage(u),

@@ -47,6 +47,7 @@ TEST(RunSimulationTest, WaitForReplacementDropsInsteadOfRerouting) {
   SimOptions opts;
   opts.planner = "pipeline";
   opts.wait_for_replacement = true;
+  opts.replacement_s = 30;
   auto report = RunSimulation(Load("small-churn.json", 7), opts);
   ASSERT_TRUE(report.ok()) << report.status();
   const ReportSummary s = Summarise(*report);

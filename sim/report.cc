@@ -55,6 +55,7 @@ std::string ReportJson(const SimReport& report) {
   j["seed"] = report.seed;
   j["planner"] = report.planner;
   j["wait_for_replacement"] = report.wait_for_replacement;
+  j["replacement_s"] = R(report.replacement_s);
   j["summary"] = {{"iterations", report.iterations.size()},
                   {"total_s", R(report.total_s)},
                   {"mean_iteration_s", R(s.mean_iteration_s)},

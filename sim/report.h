@@ -6,7 +6,7 @@
 //   std::string svg = ReportSvg(report);
 //
 // JSON layout (numbers rounded to microseconds):
-//   {"scenario", "seed", "planner", "wait_for_replacement",
+//   {"scenario", "seed", "planner", "wait_for_replacement", "replacement_s",
 //    "summary": {"iterations", "total_s", "mean_iteration_s",
 //                "mbs", "mbs_completed", "mbs_dropped", "mbs_rerouted",
 //                "throughput_mb_per_s", "failures", "max_detect_s",

@@ -1,5 +1,6 @@
 #include "sim/sim_command.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -25,12 +26,15 @@ ABSL_FLAG(int, sim_iterations, 0, "Override the scenario's iteration count.");
 ABSL_FLAG(bool, sim_wait_for_replacement, false,
           "Baseline: no re-routing; dead nodes are replaced after "
           "--sim_replacement_s.");
-ABSL_FLAG(double, sim_replacement_s, 60,
-          "Seconds until a dead node's replacement serves (baseline).");
+ABSL_FLAG(double, sim_replacement_s, 0,
+          "> 0: a crashed node's identical replacement serves this many "
+          "seconds later (needed with --sim_wait_for_replacement).");
 ABSL_FLAG(std::string, sim_replan, "full",
           "full: re-plan on every view change; incremental: re-route only "
           "the MBs that used departed nodes.");
 ABSL_FLAG(bool, sim_progress, true, "Print a progress bar on stderr.");
+ABSL_FLAG(int, sim_max_evaluations, 3000,
+          "skippipe planner: evaluation limit per plan (effort).");
 
 namespace skipswarm::sim {
 namespace {
@@ -67,6 +71,8 @@ int RunSim(const std::vector<std::string>& args) {
   opts.wait_for_replacement = absl::GetFlag(FLAGS_sim_wait_for_replacement);
   opts.replacement_s = absl::GetFlag(FLAGS_sim_replacement_s);
   opts.replan = absl::GetFlag(FLAGS_sim_replan);
+  opts.max_evaluations = absl::GetFlag(FLAGS_sim_max_evaluations);
+  opts.stall_evaluations = std::max(100, opts.max_evaluations / 6);
   if (opts.replan != "full" && opts.replan != "incremental") {
     std::cerr << "sim: --sim_replan must be full or incremental\n";
     return 2;
