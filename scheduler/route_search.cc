@@ -131,10 +131,19 @@ std::optional<FoundRoute> RouteSearcher::Run(int origin,
       parent_[idx] = from;
     }
   };
+  // Only start nodes and candidates can hold a finite cost.
+  std::vector<int>& active = active_;
+  active.clear();
+  for (const Start& st : starts) active.push_back(st.node);
+  for (const std::vector<int>& list : candidates_) {
+    active.insert(active.end(), list.begin(), list.end());
+  }
+  std::sort(active.begin(), active.end());
+  active.erase(std::unique(active.begin(), active.end()), active.end());
   for (int k = first_k; k < p - 1; ++k) {
     for (int w = 0; w <= max_swaps_; ++w) {
       for (int m = 0; m < 3; ++m) {
-        for (int v = 0; v < n_; ++v) {
+        for (int v : active) {
           const int from = Index(k, w, m, v);
           const double c = cost_[from];
           if (!std::isfinite(c)) continue;
@@ -169,7 +178,7 @@ std::optional<FoundRoute> RouteSearcher::Run(int origin,
   int best_idx = -1;
   for (int w = 0; w <= max_swaps_; ++w) {
     for (int m : {0, 2}) {
-      for (int v = 0; v < n_; ++v) {
+      for (int v : active) {
         const int idx = Index(p - 1, w, m, v);
         if (!std::isfinite(cost_[idx])) continue;
         const double total = cost_[idx] + 2 * view_.hop_s(v, origin);

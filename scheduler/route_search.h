@@ -92,6 +92,7 @@ class RouteSearcher {
   std::vector<double> cost_;
   std::vector<int> parent_;
   std::vector<std::vector<int>> candidates_;
+  std::vector<int> active_;
   std::vector<bool> visited_stage_;
 };
 
