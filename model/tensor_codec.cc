@@ -117,18 +117,26 @@ void FloatToInt8Blocks(const float* in, int64_t n, uint32_t block, char* out) {
   int8_t* q = reinterpret_cast<int8_t*>(out + blocks * 4);
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t lo = b * block, hi = std::min<int64_t>(n, lo + block);
+    // One branch-free pass for the scale; a NaN or Inf fails `a <= max`.
     float amax = 0;
-    for (int64_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(in[i]));
-    // Non-finite inputs make a non-finite scale, which the decoder reports.
-    bool finite = std::isfinite(amax);
-    for (int64_t i = lo; i < hi && finite; ++i) finite = std::isfinite(in[i]);
+    int finite = 1;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float a = std::fabs(in[i]);
+      amax = a > amax ? a : amax;
+      finite &= a <= std::numeric_limits<float>::max();
+    }
+    // A non-finite input makes a NaN scale, which the decoder reports.
     const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
     std::memcpy(scales + 4 * b, &scale, 4);
-    const float inv = (finite && amax > 0) ? 127.0f / amax : 0.0f;
+    if (!finite) {
+      std::memset(q + lo, 0, hi - lo);
+      continue;
+    }
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
     for (int64_t i = lo; i < hi; ++i) {
-      float v = std::nearbyint(in[i] * inv);
-      v = std::min(127.0f, std::max(-127.0f, v));
-      q[i] = static_cast<int8_t>(finite ? v : 0.0f);
+      // |in * inv| <= 127 here, so the rounding below cannot overflow int8.
+      const float v = in[i] * inv;
+      q[i] = static_cast<int8_t>(static_cast<int>(v + (v >= 0 ? 0.5f : -0.5f)));
     }
   }
 }
