@@ -25,6 +25,9 @@ namespace {
 // Largest PipelineMessage we accept: one full chunk plus a generous header.
 constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkBytes) + (256 << 10);
 
+// Per-stream HTTP/2 receive window.
+constexpr int kReceiveWindowBytes = 16 << 20;
+
 int Ms(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
 
 }  // namespace
@@ -75,6 +78,9 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                                Ms(options_.keepalive_time) / 2);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    // Activations are MBs: a large per-stream receive window keeps a
+    // long fat link busy (BDP probing would get there, slowly).
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kReceiveWindowBytes);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(absl::StrCat(
@@ -263,6 +269,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Ms(options_.connect_timeout));
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Ms(options_.max_backoff));
     args.SetMaxSendMessageSize(kMaxMessageBytes);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kReceiveWindowBytes);
     // Each transport owns its connections (several transports share a
     // process in tests and the local swarm).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

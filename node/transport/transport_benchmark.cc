@@ -1,0 +1,225 @@
+// Transport benchmarks (issue 5 "Throughput", issue 7 shaper on a real clock).
+//
+//   bazel run -c opt //node/transport:transport_benchmark
+//
+// BM_GrpcHopOverhead4MB   one 4 MB activation hop over loopback gRPC, one at
+//                         a time: seal (CRC) + chunk + send + receive +
+//                         reassemble + validate (CRC) + ack.
+// BM_GrpcStreamThroughput activations through one stream, 4 frames in flight.
+// BM_RawTcpCopy           the same bytes through a plain loopback TCP socket
+//                         (write → read into a buffer), the ceiling.
+// BM_ShapedTransferRealClock  10 MB over a shaped 10 MB/s, 50 ms link on the
+//                         real clock (expect ≈ 1.05 s).
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "benchmark/benchmark.h"
+#include "common/real_clock.h"
+#include "node/transport/grpc_transport.h"
+#include "node/transport/inproc_transport.h"
+#include "node/transport/malloc_tuning.h"
+#include "node/transport/shaping_transport.h"
+#include "node/transport/test_util.h"
+
+namespace skipswarm::node {
+namespace {
+
+using ::skipswarm::node::testing::kTestSwarm;
+using ::skipswarm::node::testing::MakeTestFrame;
+
+constexpr size_t kActivationBytes = 4 << 20;
+
+// What the daemon's main does (see malloc_tuning.h). Process-wide and
+// irreversible: figures without it come from GLIBC_TUNABLES-free runs of an
+// older build (README.md).
+void TuneMalloc() {
+  static const bool tuned = [] {
+    absl::Status status = TuneMallocForLargeFrames();
+    if (!status.ok()) fprintf(stderr, "%s\n", status.ToString().c_str());
+    return status.ok();
+  }();
+  (void)tuned;
+}
+
+// Two gRPC transports on loopback; b accepts everything.
+struct LoopbackPair {
+  LoopbackPair() : clock(common::RealClock::Create()) {
+    TuneMalloc();
+    GrpcTransportOptions options;
+    options.swarm_id = kTestSwarm;
+    options.self = PeerId::ForName("a");
+    a = GrpcTransport::Create(options, clock.get()).value();
+    options.self = PeerId::ForName("b");
+    b = GrpcTransport::Create(options, clock.get()).value();
+    a->SetPeerAddress(b->self(), b->loopback_address());
+    b->SetFrameHandler(AdmitWith([](const PeerId&, Frame) { return absl::OkStatus(); }));
+  }
+  Frame Next(const Frame& prototype) {
+    Frame frame = prototype;  // the Cord shares the payload buffer
+    frame.header.set_mb_id(next_mb++);
+    return frame;
+  }
+  std::unique_ptr<common::RealClock> clock;
+  std::unique_ptr<GrpcTransport> a, b;
+  uint64_t next_mb = 0;
+};
+
+void BM_GrpcHopOverhead4MB(benchmark::State& state) {
+  LoopbackPair pair;
+  const Frame prototype =
+      MakeTestFrame({pair.a->self(), pair.b->self(), pair.a->self()}, 1, kActivationBytes);
+  for (auto _ : state) {
+    Frame frame = pair.Next(prototype);
+    SealFrame(frame);  // the sender's CRC is part of the hop
+    absl::Notification acked;
+    absl::Status status;
+    pair.a->Send(pair.b->self(), std::move(frame), [&](absl::Status s) {
+      status = std::move(s);
+      acked.Notify();
+    });
+    acked.WaitForNotification();
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+  }
+  state.SetBytesProcessed(state.iterations() * kActivationBytes);
+}
+BENCHMARK(BM_GrpcHopOverhead4MB)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GrpcStreamThroughput(benchmark::State& state) {
+  LoopbackPair pair;
+  const Frame prototype =
+      MakeTestFrame({pair.a->self(), pair.b->self(), pair.a->self()}, 1, kActivationBytes);
+  constexpr int kFramesPerIteration = 16;
+  constexpr int kWindow = 4;
+  for (auto _ : state) {
+    absl::Mutex mu;
+    int in_flight = 0;
+    int done = 0;
+    bool failed = false;
+    for (int i = 0; i < kFramesPerIteration; ++i) {
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(
+            +[](int* n) { return *n < kWindow; }, &in_flight));
+        ++in_flight;
+      }
+      pair.a->Send(pair.b->self(), pair.Next(prototype), [&](absl::Status s) {
+        absl::MutexLock lock(&mu);
+        --in_flight;
+        ++done;
+        failed |= !s.ok();
+      });
+    }
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n == kFramesPerIteration; }, &done));
+    if (failed) state.SkipWithError("a send failed");
+  }
+  state.SetBytesProcessed(state.iterations() * kFramesPerIteration * kActivationBytes);
+}
+BENCHMARK(BM_GrpcStreamThroughput)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RawTcpCopy(benchmark::State& state) {
+  TuneMalloc();
+  constexpr size_t kBytesPerIteration = 16 * kActivationBytes;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  listen(listener, 1);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  int writer = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(writer, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    state.SkipWithError("connect failed");
+    return;
+  }
+  int reader = accept(listener, nullptr, nullptr);
+  std::atomic<bool> stop{false};
+  // The reader drains kBytesPerIteration into a buffer, then answers 1 byte.
+  std::thread drain([&] {
+    std::vector<char> buffer(1 << 20);
+    while (!stop.load()) {
+      size_t got = 0;
+      while (got < kBytesPerIteration) {
+        ssize_t n = read(reader, buffer.data(), buffer.size());
+        if (n <= 0) return;
+        got += static_cast<size_t>(n);
+      }
+      char ack = 1;
+      if (write(reader, &ack, 1) != 1) return;
+    }
+  });
+  const std::string payload = testing::TestPayload(kActivationBytes);
+  for (auto _ : state) {
+    for (size_t sent = 0; sent < kBytesPerIteration; sent += payload.size()) {
+      size_t off = 0;
+      while (off < payload.size()) {
+        ssize_t n = write(writer, payload.data() + off, payload.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+    }
+    char ack;
+    if (read(writer, &ack, 1) != 1) state.SkipWithError("no ack");
+  }
+  stop.store(true);
+  shutdown(writer, SHUT_RDWR);
+  close(writer);
+  drain.join();
+  close(reader);
+  close(listener);
+  state.SetBytesProcessed(state.iterations() * kBytesPerIteration);
+}
+BENCHMARK(BM_RawTcpCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ShapedTransferRealClock(benchmark::State& state) {
+  auto clock = common::RealClock::Create();
+  Switchboard board(clock.get());
+  ShapingOptions options;
+  options.default_link = {absl::Milliseconds(50), 10e6};
+  auto a = std::make_unique<ShapingTransport>(
+      board.Attach(PeerId::ForName("a")).value(), clock.get(), options);
+  auto b = board.Attach(PeerId::ForName("b")).value();
+  absl::Mutex mu;
+  absl::Notification* arrived = nullptr;
+  b->SetFrameHandler(AdmitWith([&](const PeerId&, Frame) {
+    absl::MutexLock lock(&mu);
+    arrived->Notify();
+    return absl::OkStatus();
+  }));
+  const Frame prototype = MakeTestFrame({a->self(), b->self(), a->self()}, 1, 10'000'000);
+  uint64_t mb = 0;
+  for (auto _ : state) {
+    absl::Notification here;
+    {
+      absl::MutexLock lock(&mu);
+      arrived = &here;
+    }
+    Frame frame = prototype;
+    frame.header.set_mb_id(mb++);
+    a->Send(b->self(), std::move(frame), [](absl::Status) {});
+    here.WaitForNotification();  // delivery, not the ack (+50 ms)
+  }
+  state.SetBytesProcessed(state.iterations() * 10'000'000);
+  a.reset();
+  b.reset();
+}
+BENCHMARK(BM_ShapedTransferRealClock)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+}  // namespace
+}  // namespace skipswarm::node
