@@ -113,8 +113,12 @@ void Membership::Impl::ScheduleReconnect() {
           absl::MutexLock lock(&mu_);
           if (stopped_) return;
           std::vector<common::NodeId> dead;
+          const absl::Duration now = clock_->SteadyNow();
           for (const auto& [id, m] : members_) {
-            if (m.state == proto::MEMBER_STATE_DEAD) dead.push_back(id);
+            if (m.state == proto::MEMBER_STATE_DEAD &&
+                now - m.state_since < options_.reconnect_window) {
+              dead.push_back(id);
+            }
           }
           if (dead.empty()) return;
           std::sort(dead.begin(), dead.end());
@@ -415,6 +419,7 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
       }
     }
     for (const auto& [id, m] : members_) {
+      if (m.state == proto::MEMBER_STATE_DEAD) continue;  // see HandlePushPull
       auto it = theirs.find(id);
       if ((it == theirs.end() || it->second < m.incarnation()) &&
           push_back.gossip().records_size() < options_.max_push_pull_records) {

@@ -75,7 +75,12 @@ struct MembershipOptions {
   // Push-pull with a random DEAD member this often, so the two sides of a
   // healed partition (or a node back from an outage) find each other again.
   absl::Duration reconnect_interval = absl::Seconds(3);
-  absl::Duration dead_retention = absl::Minutes(10);  // tombstones
+  // Tombstones (DEAD, LEFT) are kept this long so replays of a departed
+  // node's records stay rejected; keep it >= policy.max_age, after which
+  // its records are stale anyway.
+  absl::Duration dead_retention = absl::Hours(25);
+  // Reconnect only to members dead for less than this.
+  absl::Duration reconnect_window = absl::Minutes(10);
   // Join: rounds over the bootstrap list, back-off doubling between rounds.
   int join_rounds = 5;
   absl::Duration join_backoff = absl::Milliseconds(250);
