@@ -136,6 +136,15 @@ class Membership final : public GossipHandler {
   // For the pipeline transport: `bytes` moved with `peer` in `elapsed`.
   void ReportTransfer(const common::NodeId& peer, uint64_t bytes,
                       absl::Duration elapsed);
+  // For the pipeline transport: a round trip it timed (frame -> ack).
+  void ReportRtt(const common::NodeId& peer, absl::Duration rtt);
+
+  // Reachability self-check: asks a live member to ping us at our first
+  // advertised address (a PingReq whose target is ourselves). `done` gets
+  // OK, FailedPrecondition explaining that peers cannot reach us (NAT,
+  // firewall, wrong advertised address), or Unavailable if no member
+  // answered the request at all.
+  void CheckReachability(absl::AnyInvocable<void(absl::Status)> done);
 
   const common::NodeId& id() const;
   View GetView() const;

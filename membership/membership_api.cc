@@ -200,6 +200,52 @@ void Membership::ReportTransfer(const common::NodeId& peer, uint64_t bytes,
   impl_->link_stats_.ObserveTransfer(peer, bytes, elapsed, impl_->clock_->Now());
 }
 
+void Membership::ReportRtt(const common::NodeId& peer, absl::Duration rtt) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->link_stats_.ObserveRtt(peer, rtt, impl_->clock_->Now());
+}
+
+void Membership::CheckReachability(absl::AnyInvocable<void(absl::Status)> done) {
+  PeerRef helper;
+  proto::PingRequest req;
+  std::string address;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    std::vector<common::NodeId> peers = impl_->LiveOthersLocked();
+    if (!peers.empty()) {
+      helper = impl_->RefLocked(impl_->members_[peers[impl_->rng_.UniformInt(
+          0, static_cast<int64_t>(peers.size()) - 1)]]);
+    }
+    req = impl_->NewPingLocked(++impl_->seq_);
+    req.set_target(impl_->self_.Bytes());
+    *req.mutable_gossip()->add_records() =
+        impl_->members_[impl_->self_].signed_record;
+    const proto::NodeRecord& me = impl_->members_[impl_->self_].record;
+    address = me.addresses_size() > 0 ? me.addresses(0) : "";
+  }
+  if (helper.address.empty()) {
+    done(absl::UnavailableError("no live member to check reachability with"));
+    return;
+  }
+  impl_->transport_->PingReq(
+      helper, req, impl_->options_.probe_interval * 3,
+      [address, helper, done = std::move(done)](
+          absl::StatusOr<proto::Ack> ack) mutable {
+        if (!ack.ok()) {
+          done(absl::UnavailableError(absl::StrCat(
+              "reachability check via ", helper.address,
+              " failed: ", ack.status().message())));
+        } else if (!ack->target_alive()) {
+          done(absl::FailedPreconditionError(absl::StrCat(
+              "peers cannot reach this node at ", address,
+              " (", helper.address, " tried); behind NAT or a firewall? "
+              "forward the port or advertise a reachable address")));
+        } else {
+          done(absl::OkStatus());
+        }
+      });
+}
+
 const common::NodeId& Membership::id() const { return impl_->self_; }
 
 View Membership::GetView() const {

@@ -210,6 +210,24 @@ TEST_F(MembershipTest, RecordUpdatesReachEveryViewAndListeners) {
   EXPECT_FALSE(swarm_.node(2).SetComputeSpeed(-1).ok());
 }
 
+TEST_F(MembershipTest, ReachabilitySelfCheckTellsANodeBehindNat) {
+  absl::Status ok = absl::UnknownError("pending");
+  swarm_.node(1).CheckReachability([&](absl::Status s) { ok = s; });
+  swarm_.Run(absl::Seconds(2));
+  EXPECT_TRUE(ok.ok()) << ok;
+  // Node 2 can reach out, but nobody can reach in (a NAT without forwarding):
+  // model it by advertising an address where nothing listens.
+  ASSERT_TRUE(swarm_.node(2).UpdateLocalRecord([](proto::NodeRecord* r) {
+    r->set_addresses(0, "behind-nat:7000");
+  }).ok());
+  swarm_.Run(absl::Seconds(1));
+  absl::Status nat = absl::UnknownError("pending");
+  swarm_.node(2).CheckReachability([&](absl::Status s) { nat = s; });
+  swarm_.Run(absl::Seconds(2));
+  EXPECT_EQ(nat.code(), absl::StatusCode::kFailedPrecondition) << nat;
+  EXPECT_NE(nat.message().find("NAT"), std::string::npos);
+}
+
 TEST(MembershipJoinTest, UnreachableBootstrapNamesEachAddress) {
   MembershipOptions o = Defaults();
   o.join_rounds = 2;
