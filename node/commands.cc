@@ -5,6 +5,7 @@
 #include "membership/keygen_command.h"
 #include "model/eval_command.h"
 #include "model/train_ref_command.h"
+#include "node/daemon/node_command.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
 #include "sim/sim_command.h"
@@ -32,6 +33,7 @@ std::vector<common::cli::Command> AllCommands() {
       model::TrainRefCommand(),
       model::EvalCommand(),
       sim::SimCommand(),
+      NodeCommand(),
       membership::KeygenCommand(),
       VersionCommand(),
   };

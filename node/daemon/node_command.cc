@@ -1,0 +1,81 @@
+#include "node/daemon/node_command.h"
+
+#include <glog/logging.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "common/status_macros.h"
+#include "model/model_flags.h"
+#include "node/daemon/node_daemon.h"
+#include "node/daemon/swarm_spec.h"
+
+ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
+ABSL_FLAG(std::string, swarm, "",
+          "Every node of the swarm, comma-separated NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR "
+          "entries (STAGES like 0 or 1+2); the same list on every node.");
+ABSL_FLAG(std::string, listen, "", "Pipeline listen address (default: this node's entry).");
+ABSL_FLAG(std::string, group_listen, "",
+          "Replica-averaging (StageService) listen address (default: this node's entry).");
+ABSL_FLAG(int, metrics_port, -1, "Serve Prometheus /metrics on this port (0: any; -1: off).");
+ABSL_FLAG(int, memory_slots, 4, "Micro-batches admitted between forward and backward.");
+ABSL_FLAG(int, node_mbs, 4, "Micro-batches each data node injects per iteration.");
+ABSL_FLAG(int64_t, node_iterations, 100, "Iterations to train (also the LR schedule length).");
+ABSL_FLAG(int64_t, node_checkpoint_every, 0,
+          "Checkpoint every N iterations into --checkpoint_dir (0: only at the end).");
+ABSL_FLAG(std::string, swarm_id, "skipswarm", "Swarm id; frames of other swarms are refused.");
+ABSL_FLAG(std::string, progress_file, "", "Append one JSON line per iteration (data nodes).");
+ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answer.");
+
+namespace skipswarm::node {
+namespace {
+
+std::atomic<bool> g_stop{false};  // main-level: set by the signal handler
+
+void OnSignal(int) { g_stop.store(true); }
+
+absl::Status Run() {
+  NodeDaemonOptions o;
+  SS_ASSIGN_OR_RETURN(o.model, model::ReadModelFlags());
+  o.name = absl::GetFlag(FLAGS_name);
+  if (o.name.empty()) return absl::InvalidArgumentError("--name is required");
+  o.memory_slots = absl::GetFlag(FLAGS_memory_slots);
+  if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
+  SS_ASSIGN_OR_RETURN(o.swarm, ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
+                                              o.model.model.num_stages, o.memory_slots));
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.group_listen = absl::GetFlag(FLAGS_group_listen);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.mbs_per_iteration = absl::GetFlag(FLAGS_node_mbs);
+  if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--node_mbs must be >= 1");
+  o.iterations = absl::GetFlag(FLAGS_node_iterations);
+  if (o.iterations < 1) return absl::InvalidArgumentError("--node_iterations must be >= 1");
+  o.checkpoint_every = absl::GetFlag(FLAGS_node_checkpoint_every);
+  o.swarm_id = absl::GetFlag(FLAGS_swarm_id);
+  o.progress_file = absl::GetFlag(FLAGS_progress_file);
+  o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  return daemon->Run(&g_stop);
+}
+
+}  // namespace
+
+common::cli::Command NodeCommand() {
+  return {"node", "Run one swarm daemon (hosts stages, trains with its peers)",
+          "skipswarm node --config=FILE   (or --name=N --swarm=... and model flags)",
+          {"node/daemon/node_command.cc", model::kModelFlagsFile},
+          [](const std::vector<std::string>&) {
+            absl::Status s = Run();
+            if (!s.ok()) {
+              std::cerr << "skipswarm node: " << s << "\n";
+              return 1;
+            }
+            return 0;
+          }};
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,274 @@
+#include "node/daemon/node_daemon.h"
+
+#include <glog/logging.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/stage_executor.h"
+#include "model/tokenizer.h"
+#include "node/compute/task_runner.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/metrics.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/grpc_group.h"
+#include "node/train/node_trainer.h"
+#include "node/train/route_planner.h"
+#include "node/train/sampler_data_source.h"
+#include "node/transport/grpc_transport.h"
+
+namespace skipswarm::node {
+
+// Declaration order is destruction order reversed: things that call into
+// others are declared after them, so they go first.
+struct NodeDaemon::Parts {
+  NodeDaemonOptions options;
+  common::NodeId self;
+  std::vector<int> stages;
+  std::unique_ptr<common::RealClock> clock;
+  model::Corpus corpus;
+  std::unique_ptr<SamplerDataSource> data;
+  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::unique_ptr<StaticSwarmView> view;
+  std::unique_ptr<GrpcTransport> transport;
+  std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<StageServer> server;
+  std::unique_ptr<InOrderPlanner> planner;
+  std::unique_ptr<DataNodeDriver> driver;
+  std::unique_ptr<NodeTrainer> trainer;
+  Metrics metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  int64_t start_iteration = 0;
+  absl::Duration run_started;
+
+  std::string CheckpointPath(int stage) const {
+    return absl::StrCat(options.model.checkpoint_dir, "/", options.name, "-stage-", stage,
+                        ".ckpt");
+  }
+  absl::Status Checkpoint() {
+    if (options.model.checkpoint_dir.empty()) return absl::OkStatus();
+    std::error_code ec;
+    std::filesystem::create_directories(options.model.checkpoint_dir, ec);
+    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
+    LOG(INFO) << options.name << ": checkpointed step " << computes.begin()->second->step()
+              << " to " << options.model.checkpoint_dir;
+    return absl::OkStatus();
+  }
+  void OnIteration(const NodeIterationReport& r);
+};
+
+namespace {
+
+std::string StagesString(const std::vector<int>& stages) {
+  std::string s;
+  for (int x : stages) absl::StrAppend(&s, s.empty() ? "" : "+", x);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonOptions& options) {
+  auto p = std::make_unique<Parts>();
+  p->options = options;
+  const SwarmMember* me = nullptr;
+  std::vector<PeerInfo> members;
+  for (const SwarmMember& m : options.swarm) {
+    members.push_back(m.info);
+    if (m.name == options.name) me = &m;
+  }
+  if (me == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--name '", options.name,
+                                                   "' is not in --swarm"));
+  }
+  p->self = me->info.id;
+  p->stages = me->info.stages;
+  p->clock = common::RealClock::Create();
+  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(options.model.runtime));
+  LOG(INFO) << options.name << " (" << p->self << "): stages " << StagesString(p->stages)
+            << ", device " << device << ", seed " << options.model.seed;
+
+  // Compute and, on data nodes, data.
+  p->runner = std::make_unique<ThreadTaskRunner>();
+  for (int s : p->stages) {
+    TorchStageCompute::Options o;
+    o.model = options.model.model;
+    o.stage = s;
+    o.runtime = options.model.runtime;
+    o.optimizer = options.model.optimizer;
+    o.optimizer.total_steps = options.iterations;
+    SS_ASSIGN_OR_RETURN(p->computes[s], TorchStageCompute::Create(o, p->runner.get()));
+  }
+  const bool data_node = p->computes.count(0) > 0;
+  if (data_node) {
+    model::ByteTokenizer tokenizer;
+    SS_ASSIGN_OR_RETURN(p->corpus, model::LoadCorpus(options.model.corpus, tokenizer));
+    model::SamplerOptions so;
+    so.samples_per_mb = options.model.samples_per_mb;
+    so.seq_len = options.model.model.seq_len;
+    so.seed = options.model.seed;
+    SS_ASSIGN_OR_RETURN(p->data, SamplerDataSource::Create(p->corpus.train, so));
+  }
+
+  // Resume.
+  if (!options.model.checkpoint_dir.empty()) {
+    std::vector<int64_t> steps;
+    for (auto& [s, c] : p->computes) {
+      if (!std::filesystem::exists(p->CheckpointPath(s))) continue;
+      SS_ASSIGN_OR_RETURN(int64_t step, c->LoadCheckpoint(p->CheckpointPath(s)));
+      steps.push_back(step);
+    }
+    if (!steps.empty()) {
+      if (steps.size() != p->computes.size() ||
+          std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) != steps.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoints in ", options.model.checkpoint_dir, " disagree on the step"));
+      }
+      p->start_iteration = steps.front();
+      LOG(INFO) << options.name << ": resumed at iteration " << p->start_iteration;
+    }
+  }
+
+  // Network.
+  p->view = std::make_unique<StaticSwarmView>(members);
+  GrpcTransportOptions to;
+  to.self = p->self;
+  to.listen_address = options.listen.empty() ? me->info.address : options.listen;
+  to.swarm_id = options.swarm_id;
+  SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
+  for (const PeerInfo& m : members) {
+    if (m.id != p->self) p->transport->SetPeerAddress(m.id, m.address);
+  }
+  GrpcGroupOptions go;
+  go.self = p->self;
+  go.listen_address = options.group_listen.empty() ? me->info.group_address : options.group_listen;
+  go.swarm_id = options.swarm_id;
+  SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
+
+  std::map<int, StageCompute*> stages;
+  for (auto& [s, c] : p->computes) stages[s] = c.get();
+  StageServerOptions so;
+  so.memory_slots = options.memory_slots;
+  so.swarm_id = options.swarm_id;
+  p->server = std::make_unique<StageServer>(p->transport.get(), p->clock.get(), p->view.get(),
+                                            stages, so);
+  p->server->Attach();
+  if (data_node) {
+    p->planner = std::make_unique<InOrderPlanner>();
+    DriverOptions d;
+    d.mbs_per_iteration = options.mbs_per_iteration;
+    d.num_stages = options.model.model.num_stages;
+    p->driver = std::make_unique<DataNodeDriver>(p->server.get(), p->clock.get(), p->view.get(),
+                                                 p->planner.get(), p->data.get(), d);
+    p->server->SetOriginListener(p->driver.get());
+  }
+  p->trainer = std::make_unique<NodeTrainer>(p->server.get(), stages, p->driver.get(),
+                                             p->group.get(), p->clock.get());
+  if (options.metrics_port >= 0) {
+    SS_ASSIGN_OR_RETURN(p->metrics_server, MetricsServer::Start(&p->metrics, options.metrics_host,
+                                                                options.metrics_port));
+    LOG(INFO) << options.name << ": /metrics on " << options.metrics_host << ":"
+              << p->metrics_server->port();
+  }
+  return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));
+}
+
+NodeDaemon::NodeDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+NodeDaemon::~NodeDaemon() {
+  if (parts_->server) parts_->server->Detach();
+}
+
+void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
+  const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
+  metrics.Set("skipswarm_iteration", static_cast<double>(r.iteration));
+  metrics.Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
+  metrics.Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
+  metrics.Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(r.server.dropped));
+  metrics.Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
+  metrics.Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
+  std::string line = absl::StrFormat("[%s] it %d", options.name, r.iteration);
+  for (const auto& [s, step] : r.stages) {
+    const std::string label = absl::StrCat("stage=\"", s, "\"");
+    metrics.Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
+    metrics.Set("skipswarm_stage_replicas", step.replicas, label);
+    metrics.Set("skipswarm_stage_grad_norm", step.update.grad_norm, label);
+    metrics.Set("skipswarm_stage_digests_agree", step.digests_agree ? 1 : 0, label);
+    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f%s", s,
+                                           step.visits_here, step.visits_total, step.replicas,
+                                           step.update.grad_norm,
+                                           step.digests_agree ? "" : " DIGEST MISMATCH"));
+  }
+  if (r.data) {
+    const IterationReport& d = *r.data;
+    const double tps = d.tokens / std::max(1e-9, absl::ToDoubleSeconds(d.elapsed));
+    metrics.Set("skipswarm_loss", d.loss);
+    metrics.Set("skipswarm_tokens_per_second", tps);
+    metrics.Add("skipswarm_micro_batches_completed_total", d.completed);
+    metrics.Add("skipswarm_micro_batches_dropped_total", d.dropped);
+    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d rerouted %d %.0f tok/s",
+                                           d.loss, d.completed, d.dropped, r.server.rerouted, tps));
+    if (!options.progress_file.empty()) {
+      std::ofstream out(options.progress_file, std::ios::app);
+      out << absl::StrFormat(
+          "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
+          "\"rerouted\":%d,\"tokens\":%d,\"iteration_s\":%.4f,\"elapsed_s\":%.3f}\n",
+          options.name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed,
+          d.dropped, r.server.rerouted, d.tokens, absl::ToDoubleSeconds(d.elapsed), elapsed);
+    }
+  }
+  if (!r.status.ok()) absl::StrAppend(&line, " | error: ", r.status.ToString());
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  const int64_t done = static_cast<int64_t>(r.iteration) + 1;
+  if (options.checkpoint_every > 0 && done % options.checkpoint_every == 0 &&
+      done < options.iterations) {
+    absl::Status s = Checkpoint();
+    if (!s.ok()) LOG(ERROR) << "checkpoint failed: " << s;
+  }
+}
+
+absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
+  Parts& p = *parts_;
+  if (p.start_iteration >= p.options.iterations) {
+    LOG(INFO) << p.options.name << ": already trained " << p.start_iteration << " iterations";
+    return absl::OkStatus();
+  }
+  SS_RETURN_IF_ERROR(p.group->AwaitPeers(p.options.startup_timeout));
+  LOG(INFO) << p.options.name << ": all " << p.options.swarm.size()
+            << " members answer; training iterations " << p.start_iteration << ".."
+            << p.options.iterations - 1;
+  p.run_started = p.clock->SteadyNow();
+  absl::Notification finished;
+  absl::Status result;
+  p.trainer->Run(
+      p.start_iteration, p.options.iterations - p.start_iteration,
+      [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+      [&](absl::Status s) {
+        result = s;
+        finished.Notify();
+      });
+  bool stopping = false;
+  while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!stopping && stop != nullptr && stop->load()) {
+      LOG(INFO) << p.options.name << ": stopping after the current iteration";
+      p.trainer->Stop();
+      stopping = true;
+    }
+  }
+  SS_RETURN_IF_ERROR(p.Checkpoint());
+  if (absl::IsCancelled(result)) return absl::OkStatus();
+  return result;
+}
+
+}  // namespace skipswarm::node

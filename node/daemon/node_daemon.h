@@ -1,0 +1,71 @@
+// NodeDaemon: one `skipswarm node` process. Wires the real pieces together:
+// gRPC transport (pipeline frames), gRPC group (barrier + replica
+// averaging), libtorch computes for the hosted stages, the stage server,
+// the data-node driver (when hosting stage 0) and the iteration loop; adds
+// checkpoints, a progress line per iteration and Prometheus /metrics.
+//
+//   NodeDaemonOptions o = ...;                      // from flags / config
+//   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
+//   std::atomic<bool> stop{false};                  // set by SIGINT/SIGTERM
+//   return daemon->Run(&stop);
+//
+// Startup: every member's StageService must answer within startup_timeout
+// (launch order does not matter). Resume: a node with checkpoints in
+// checkpoint_dir continues at their step; all nodes must resume at the
+// same iteration (they do when they checkpoint together, as here).
+// Shutdown: `stop` lets the current iteration finish (in-flight MBs drain,
+// replicas step), then checkpoints and returns.
+//
+// Thread rule: Create and Run on main's thread; callbacks run on the clock's
+// and gRPC's threads.
+#ifndef SKIPSWARM_NODE_DAEMON_NODE_DAEMON_H_
+#define SKIPSWARM_NODE_DAEMON_NODE_DAEMON_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "model/model_flags.h"
+#include "node/daemon/swarm_spec.h"
+
+namespace skipswarm::node {
+
+struct NodeDaemonOptions {
+  std::string name;                // this node's entry in `swarm`
+  std::vector<SwarmMember> swarm;
+  std::string listen;              // pipeline address; empty: from the swarm entry
+  std::string group_listen;        // StageService address; empty: from the entry
+  int metrics_port = -1;           // -1: no /metrics; 0: any free port
+  std::string metrics_host = "127.0.0.1";
+  int memory_slots = 4;
+  int mbs_per_iteration = 4;       // per data node
+  int64_t iterations = 100;        // total (also the LR schedule length)
+  int64_t checkpoint_every = 0;    // 0: only at the end
+  std::string swarm_id;
+  std::string progress_file;       // JSON line per iteration (data nodes); empty: none
+  absl::Duration startup_timeout = absl::Seconds(120);
+  model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
+};
+
+class NodeDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<NodeDaemon>> Create(const NodeDaemonOptions& options);
+  ~NodeDaemon();
+
+  // Trains until `iterations` or until *stop becomes true; then
+  // checkpoints (if checkpoint_dir is set).
+  absl::Status Run(const std::atomic<bool>* stop);
+
+  struct Parts;
+
+ private:
+  explicit NodeDaemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_NODE_DAEMON_H_
