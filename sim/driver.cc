@@ -11,7 +11,9 @@
 #include "common/sim_clock.h"
 #include "common/status_macros.h"
 #include "scheduler/evaluator.h"
+#include "scheduler/allocation.h"
 #include "scheduler/planner.h"
+#include "scheduler/replan.h"
 #include "scheduler/route_search.h"
 #include "sim/detector.h"
 #include "sim/executor.h"
@@ -61,7 +63,7 @@ class Sim : public WorldHooks {
   void Apply(const ChurnEvent& e);
   void Kill(int u, const std::string& cause);
   void Join(int u, const std::string& kind);
-  int AutoStage() const;
+  int AutoStage(int joiner) const;
   absl::Status BuildView(bool* changed);
   absl::StatusOr<scheduler::Plan> MakePlan(bool view_changed, bool* replanned);
   void Record(const IterationResult& r, const scheduler::Plan& plan);
@@ -169,9 +171,16 @@ void Sim::Kill(int u, const std::string& cause) {
   if (running_ != nullptr && inverse_[u] >= 0) running_->OnNodeDeath(inverse_[u]);
 }
 
-int Sim::AutoStage() const {
-  // Interim allocation until scheduler/ has one: the non-data stage with
-  // the least compute capacity (sum of 1/forward time) gets the joiner.
+int Sim::AutoStage(int joiner) const {
+  // The scheduler's allocation, on the current view.
+  if (view_ok_ && view_.num_nodes() > 0) {
+    std::vector<double> hop_to;
+    for (int v : map_) hop_to.push_back(uni_.hop_s(joiner, v));
+    absl::StatusOr<int> s =
+        scheduler::ChooseStageForJoiner(view_, uni_.node(joiner), hop_to);
+    if (s.ok()) return *s;
+  }
+  // No view yet: the non-data stage with the least compute capacity.
   std::vector<double> cap(uni_.num_stages(), 0);
   for (size_t v = 0; v < w_.present.size(); ++v) {
     if (w_.present[v] && w_.death[v] == kInf) {
@@ -187,7 +196,7 @@ int Sim::AutoStage() const {
 
 void Sim::Join(int u, const std::string& kind) {
   const double now = Now();
-  if (sc_.auto_stage[u]) w_.stage[u] = AutoStage();
+  if (sc_.auto_stage[u]) w_.stage[u] = AutoStage(u);
   w_.present[u] = true;
   w_.death[u] = w_.gossip_dead[u] = kInf;
   w_.ready_at[u] = now + sc_.state_transfer_s +
@@ -317,12 +326,29 @@ absl::Status Sim::BuildView(bool* changed) {
     only_removals_ = false;
     return view.status();
   }
+  std::vector<int> inverse(uni_.num_nodes(), -1);
+  for (int i = 0; i < n; ++i) inverse[members[i]] = i;
+  if (only_removals_ && opts_.replan == "incremental" && !plan_.routes.empty()) {
+    // The scheduler's incremental re-plan, one departed node at a time, on
+    // the old view (its indices), before the plan moves to the new one.
+    scheduler::TopologyView old_view = view_;
+    for (int i = 0; i < old_view.num_nodes() && only_removals_; ++i) {
+      if (inverse[old_map[i]] >= 0) continue;
+      absl::StatusOr<scheduler::ReplanResult> r = scheduler::ReplanWithoutNode(
+          old_view, sc_.universe.workload, plan_, i);
+      if (!r.ok()) {
+        only_removals_ = false;  // full re-plan instead
+        break;
+      }
+      old_view = std::move(r->view);
+      plan_ = std::move(r->plan);
+    }
+  }
   view_ = *std::move(view);
   map_ = members;
   view_speed_.clear();
   for (int u : members) view_speed_.push_back(w_.speed[u]);
-  inverse_.assign(uni_.num_nodes(), -1);
-  for (int i = 0; i < n; ++i) inverse_[members[i]] = i;
+  inverse_ = std::move(inverse);
   // Remap the old plan for an incremental update.
   if (only_removals_) {
     for (scheduler::Route& r : plan_.routes) {
@@ -365,7 +391,8 @@ absl::StatusOr<scheduler::Plan> Sim::MakePlan(bool view_changed,
     scheduler::RouteSearcher searcher(view_, req.workload);
     std::vector<scheduler::Route> kept;
     for (scheduler::Route& r : replay.routes) {
-      if (r.origin < 0) continue;  // its data node is gone
+      // Its data node is gone (or, incremental, the scheduler dropped it).
+      if (r.origin < 0) continue;
       if (std::count(r.nodes.begin(), r.nodes.end(), -1)) {
         scheduler::RouteSearcher::Query q;
         q.path_length = static_cast<int>(r.nodes.size()) - 1;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/time/time.h"
+#include "scheduler/replan.h"
 
 namespace skipswarm::sim {
 namespace {
@@ -207,6 +208,23 @@ void IterationExecutor::OnDetect(const Event& e, double now) {
     return;
   }
   const int n = view_.num_nodes();
+  // The scheduler's in-flight repair first; it knows only that e.node is
+  // gone, so if its answer uses another node the holder knows to be dead
+  // or cannot reach, search again with those banned.
+  auto usable = [&](const std::vector<int>& nodes) {
+    for (size_t i = e.task; i < nodes.size(); ++i) {
+      const int v = nodes[i];
+      if (v == e.node || world_->GossipDeadTime(v) <= now) return false;
+    }
+    return e.task >= static_cast<int>(nodes.size()) ||
+           world_->LinkUp(e.from, nodes[e.task]);
+  };
+  absl::StatusOr<scheduler::Route> fixed = scheduler::RerouteInFlight(
+      view_, workload_, mb.route, e.task - 1, e.node);
+  if (fixed.ok() && usable(fixed->nodes)) {
+    Resume(e, now, fixed->nodes);
+    return;
+  }
   std::vector<double> ban(n, 0);
   for (int v = 0; v < n; ++v) {
     // What the holder knows: the node it just lost, gossip's verdicts and
@@ -224,11 +242,18 @@ void IterationExecutor::OnDetect(const Event& e, double now) {
                           mb.route.nodes.begin() + e.task);
   std::optional<scheduler::FoundRoute> found =
       searcher_.BestCompletion(prefix, q);
-  if (!found || found->nodes.size() != mb.route.nodes.size()) {
+  if (!found) {
     Drop(e.mb, now, e.node, e.failed_at);
     return;
   }
-  mb.route.nodes = found->nodes;
+  Resume(e, now, found->nodes);
+}
+
+void IterationExecutor::Resume(const Event& e, double now,
+                               const std::vector<int>& nodes) {
+  Mb& mb = mbs_[e.mb];
+  mb.route.nodes = nodes;
+  mb.p = static_cast<int>(nodes.size()) - 1;  // a skip may shorten it
   mb.rerouted = true;
   ++mb.gen;
   // The holder resends once it has chosen; the MB waits as "awaiting" so a
@@ -236,7 +261,7 @@ void IterationExecutor::OnDetect(const Event& e, double now) {
   Event resend{now + options_.reroute_compute_s, 0, kResend, e.from, e.mb,
                e.task, mb.gen};
   mb.awaiting = true;
-  const int to = mb.route.nodes[e.task];
+  const int to = TaskNode(mb.route.nodes, mb.p, e.task);
   result_.events.push_back({e.mb, e.node, e.failed_at, now, resend.time,
                             resend.time + view_.hop_s(e.from, to), false});
   Push(resend);

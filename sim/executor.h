@@ -17,8 +17,10 @@
 //    running there) is re-routed by the node that holds its activations,
 //    the previous node of its route, once that node notices: after
 //    stream_timeout_s, or at once if gossip already declared the node dead.
-//    The rest of the route comes from the scheduler's
-//    RouteSearcher::BestCompletion over the alive nodes (prefix kept).
+//    The rest of the route comes from the scheduler's RerouteInFlight
+//    (another replica, a better completion, or a skip); if that answer uses
+//    a node the holder knows is dead or cannot reach, from
+//    RouteSearcher::BestCompletion with those nodes banned.
 //  * An MB that keeps activations on the dead node (forward done there,
 //    backward not), or whose origin died, is dropped: its backward cannot
 //    be computed. Its memory slots are freed when the loss is noticed.
@@ -124,6 +126,7 @@ class IterationExecutor {
   void SendHop(int m, int task, int from, double now);
   void Fail(int m, int task, int from, int to, double failed_at, double detect);
   void OnDetect(const Event& e, double now);
+  void Resume(const Event& e, double now, const std::vector<int>& nodes);
   void Drop(int m, double now, int failed_node, double failed_at);
   void TryStart(int v, double now);
   void Finish(int m, double now);

@@ -94,6 +94,17 @@ class SchedulerRoutePlanner final : public node::RoutePlanner {
     req.seed = seed_;
     req.max_evaluations = options_.max_evaluations;
     req.stall_evaluations = options_.stall_evaluations;
+    // Routes given from outside are in universe indices: usable while every
+    // node of the universe is a member.
+    absl::StatusOr<scheduler::Plan> replay = absl::NotFoundError("no routes");
+    if (planner_->name() == "replay") {
+      if (n != u.num_nodes()) {
+        return absl::UnavailableError("replay needs the whole swarm alive");
+      }
+      replay = uni_->RouteSet(options_.replay_key);
+      if (!replay.ok()) return replay.status();
+      req.replay = &*replay;
+    }
     SS_ASSIGN_OR_RETURN(plan_, planner_->MakePlan(req));
     return absl::OkStatus();
   }

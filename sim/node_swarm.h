@@ -36,6 +36,7 @@ struct NodeSwarmOptions {
   std::vector<std::pair<std::string, double>> kills;  // node name, at_s
   int max_evaluations = 3000;
   int stall_evaluations = 500;
+  std::string replay_key;  // route set for planner "replay"
 };
 
 struct NodeSwarmResult {
