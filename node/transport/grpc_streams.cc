@@ -75,6 +75,10 @@ void ServerStream::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     again = !cancelled_ && !finished_;
+    if (again && unfilled_ >= env_.max_unacked_frames) {
+      read_paused_ = true;  // FillAck resumes
+      again = false;
+    }
     in_read_ = again;
   }
   if (again) {
@@ -151,11 +155,19 @@ void ServerStream::FillAck(uint64_t seq, proto::FrameAck ack,
                            const absl::Status& status) {
   ack.set_code(static_cast<int>(status.code()));
   ack.set_message(std::string(status.message()));
+  bool resume;
   {
     absl::MutexLock lock(&mu_);
     acks_[seq - first_seq_] = std::move(ack);
     --unfilled_;
+    resume = read_paused_ && !cancelled_ && !finished_ &&
+             unfilled_ < env_.max_unacked_frames;
+    if (resume) {
+      read_paused_ = false;
+      in_read_ = true;
+    }
   }
+  if (resume) StartRead(&in_);
   Pump();
 }
 

@@ -46,6 +46,9 @@ struct ServerStreamEnv {
   std::function<std::shared_ptr<const FrameHandler>()> handler;
   // Called once from OnDone, just before the reactor deletes itself.
   std::function<void()> on_done;
+  // The stream stops reading while this many frames wait for the handler's
+  // verdict, so HTTP/2 flow control holds the sender back.
+  int max_unacked_frames = 4;
 };
 
 class ServerStream final
@@ -85,6 +88,7 @@ class ServerStream final
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;
   int unfilled_ ABSL_GUARDED_BY(mu_) = 0;
   bool in_read_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // too many unacked frames
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -99,6 +99,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     }
     internal::ServerStreamEnv env;
     env.validator = validator_;
+    env.max_unacked_frames = options_.max_frames_awaiting_admission;
     env.handler = [this] {
       absl::MutexLock lock(&mu_);
       return handler_;

@@ -59,7 +59,13 @@ struct GrpcTransportOptions {
   std::string swarm_id;
   uint64_t max_payload_bytes = kMaxPayloadBytes;
   size_t duplicate_window = 1 << 16;
+  // Sending: frames waiting per peer beyond the one being written.
   size_t max_queued_frames_per_peer = 8;
+  // Receiving: a stream stops reading while this many of its frames wait
+  // for the frame handler's verdict (HTTP/2 flow control then holds the
+  // sender back), so a node buffers at most this many frames per peer
+  // beyond what its handler admitted.
+  int max_frames_awaiting_admission = 4;
   absl::Duration default_deadline = absl::Seconds(30);
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(5);

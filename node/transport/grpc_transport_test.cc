@@ -209,6 +209,42 @@ TEST_F(GrpcTransportTest, UnansweredFrameMissesItsDeadlineAndTheStreamGoesOn) {
   EXPECT_EQ(a_->stats().streams_opened, 1);
 }
 
+TEST_F(GrpcTransportTest, ReceiverStopsReadingWhileFramesAwaitAdmission) {
+  GrpcTransportOptions options;
+  options.max_frames_awaiting_admission = 2;
+  const PeerId c_id = PeerId::ForName("c");
+  auto c = Make(c_id, options);
+  a_->SetPeerAddress(c_id, c->loopback_address());
+  absl::Mutex mu;
+  std::vector<AckFn> held;
+  int arrived = 0;
+  c->SetFrameHandler([&](const PeerId&, Frame, AckFn ack) {
+    absl::MutexLock lock(&mu);
+    EXPECT_LT(held.size(), 2u) << "read a frame while 2 awaited admission";
+    held.push_back(std::move(ack));
+    ++arrived;
+  });
+  constexpr int kFrames = 5;
+  std::vector<AckWaiter> acks(kFrames);
+  for (int i = 0; i < kFrames; ++i) {
+    a_->Send(c_id, MakeTestFrame({a_id_, c_id, a_id_}, 1, 1000, i), acks[i].Callback());
+  }
+  for (int released = 0; released < kFrames; ++released) {
+    AckFn ack;
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(+[](std::vector<AckFn>* h) { return !h->empty(); },
+                               &held));
+      ack = std::move(held.front());
+      held.erase(held.begin());
+    }
+    ack(absl::OkStatus());
+  }
+  for (AckWaiter& ack : acks) EXPECT_TRUE(ack.Wait().ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(arrived, kFrames);
+}
+
 TEST_F(GrpcTransportTest, UnreachablePeerFailsFastAndBacksOff) {
   auto gone = Make(PeerId::ForName("gone"));
   const std::string address = gone->loopback_address();
