@@ -83,11 +83,12 @@ std::string FormatTable(const Scenario& scenario, const Comparison& table) {
   std::string out = absl::StrFormat(
       "scenario: %s\n%d nodes, %d stages, %d data nodes, %d MBs per data "
       "node, path length %d\nlower bound: %.3f s (origin work %.3f, origin "
-      "memory %.3f, spread work %.3f)\n\n",
+      "memory %.3f, spread work %.3f, origin tail %.3f)\n\n",
       scenario.name, scenario.view.num_nodes(), scenario.view.num_stages(),
       static_cast<int>(scenario.view.data_nodes().size()),
       scenario.workload.mb_per_data_node, scenario.workload.path_length,
-      lb.seconds, lb.origin_work_s, lb.origin_memory_s, lb.spread_work_s);
+      lb.seconds, lb.origin_work_s, lb.origin_memory_s, lb.spread_work_s,
+      lb.origin_tail_s);
   absl::StrAppend(&out, absl::StrFormat(
       "%-18s %12s %8s %12s %6s %13s %6s %s\n", "planner", "iteration_s",
       "vs_lb", "planning_ms", "valid", "stage_visits", "util", "note"));

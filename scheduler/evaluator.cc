@@ -75,15 +75,14 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
   events_.clear();
   const EventLater later;
   const ReadyLater ready_later;
-  long seq = 0;
+  int32_t seq = 0;
   auto push_event = [&](const SimEvent& e) {
     events_.push_back(e);
     std::push_heap(events_.begin(), events_.end(), later);
   };
   for (int r = 0; r < num_routes; ++r) {
     const Route& route = plan.routes[r];
-    push_event({std::max(0.0, route.release_s), seq++, false, route.nodes[0],
-                r, 0});
+    push_event({std::max(0.0, route.release_s), seq++, r, 0, false});
   }
   if (route_finish) route_finish->assign(num_routes, kInf);
   int finished = 0;
@@ -112,7 +111,7 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
     const double c = view.forward_s(v);
     const double d = task.task < p ? c : task.task == p ? 0.25 * c : 1.5 * c;
     ns.busy_s += d;
-    push_event({now + d, seq++, true, v, task.route, task.task});
+    push_event({now + d, seq++, task.route, task.task, true});
   };
 
   while (!events_.empty()) {
@@ -123,13 +122,14 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
       events_.pop_back();
       const Route& route = plan.routes[e.route];
       const int p = static_cast<int>(route.nodes.size()) - 1;
+      const int node = TaskNode(route.nodes, p, e.task);
       if (!e.done) {
         std::vector<Ready>& queue =
-            e.task < p ? nodes_[e.node].forward : nodes_[e.node].backward;
+            e.task < p ? nodes_[node].forward : nodes_[node].backward;
         queue.push_back({route.priority, e.time, route.mb, e.route, e.task});
         std::push_heap(queue.begin(), queue.end(), ready_later);
       } else {
-        NodeState& ns = nodes_[e.node];
+        NodeState& ns = nodes_[node];
         ns.busy = false;
         if (e.task > p) --ns.slots_used;
         if (e.task == 2 * p) {
@@ -138,13 +138,14 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
           if (route_finish) (*route_finish)[e.route] = e.time;
         } else {
           const int next = TaskNode(route.nodes, p, e.task + 1);
-          push_event({e.time + view.hop_s(e.node, next), seq++, false, next,
-                      e.route, e.task + 1});
+          push_event(
+              {e.time + view.hop_s(node, next), seq++, e.route, e.task + 1,
+               false});
         }
       }
-      if (!is_touched_[e.node]) {
-        is_touched_[e.node] = 1;
-        touched_.push_back(e.node);
+      if (!is_touched_[node]) {
+        is_touched_[node] = 1;
+        touched_.push_back(node);
       }
     }
     std::sort(touched_.begin(), touched_.end());
@@ -234,6 +235,13 @@ absl::StatusOr<LowerBound> ComputeLowerBound(const TopologyView& view,
     lb.fastest_route_s.push_back(best->latency_s);
     const int waves = (m + view.memory_slots(o) - 1) / view.memory_slots(o);
     lb.origin_memory_s = std::max(lb.origin_memory_s, waves * best->latency_s);
+    const int slots = view.memory_slots(o);
+    if (m > slots) {
+      const double l = best->latency_s;
+      lb.origin_tail_s =
+          std::max(lb.origin_tail_s, 2 * l - 1.5 * c + (m - slots) * 1.5 * c +
+                                         (m - slots - 1) * c);
+    }
   }
   double capacity = 0;  // visits per second over all non-origin nodes
   for (int s = 1; s < view.num_stages(); ++s) {
@@ -242,8 +250,8 @@ absl::StatusOr<LowerBound> ComputeLowerBound(const TopologyView& view,
   const double visits = static_cast<double>(view.data_nodes().size()) * m *
                         (workload.path_length - 1);
   lb.spread_work_s = visits / capacity;
-  lb.seconds =
-      std::max({lb.origin_work_s, lb.origin_memory_s, lb.spread_work_s});
+  lb.seconds = std::max({lb.origin_work_s, lb.origin_memory_s,
+                         lb.spread_work_s, lb.origin_tail_s});
   return lb;
 }
 

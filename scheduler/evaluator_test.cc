@@ -57,6 +57,7 @@ TEST(EvaluatorTest, MemorySlotGatesTheNextForward) {
   EXPECT_EQ(lb->origin_work_s, 5.5);
   EXPECT_EQ(lb->origin_memory_s, 14.5);
   EXPECT_EQ(lb->spread_work_s, 5.0);
+  EXPECT_EQ(lb->origin_tail_s, 14.5);  // 2 x 7.25 - 1.5 + 1 x 1.5 + 0
   EXPECT_EQ(lb->seconds, 14.5);
 }
 
@@ -96,6 +97,32 @@ TEST(EvaluatorTest, RejectsBrokenRoutes) {
   EXPECT_FALSE(Evaluate(view, plan).ok());
   plan.routes[0].nodes = {0, 7, 0};
   EXPECT_FALSE(Evaluate(view, plan).ok());
+}
+
+}  // namespace
+}  // namespace skipswarm::scheduler
+
+namespace skipswarm::scheduler {
+namespace {
+
+TEST(EvaluatorTest, OriginTailBoundIsReachedByASpacedSchedule) {
+  // One origin, 2 slots, 4 MBs, one private relay per MB pair: the tail
+  // bound 2L - 1.5c + 2 x 1.5c + 1 x c = 2 x 7.25 + 2.5 = 17 s.
+  TopologyView view = testing::UniformView({1, 2}, 1.0, 0.5, 2);
+  Workload w;
+  w.mb_per_data_node = 4;
+  w.path_length = 2;
+  auto lb = ComputeLowerBound(view, w);
+  ASSERT_TRUE(lb.ok());
+  EXPECT_EQ(lb->origin_tail_s, 17.0);
+  EXPECT_EQ(lb->seconds, 17.0);
+  // MBs 0, 2 on relay 1 and 1, 3 on relay 2; release 1 at 2.5 s.
+  Plan plan{"test",
+            {testing::MakeRoute(0, {0, 1, 0}), testing::MakeRoute(1, {0, 2, 0}),
+             testing::MakeRoute(2, {0, 1, 0}), testing::MakeRoute(3, {0, 2, 0})}};
+  auto ev = Evaluate(view, plan);
+  ASSERT_TRUE(ev.ok());
+  EXPECT_GE(ev->iteration_time_s, lb->seconds);
 }
 
 }  // namespace

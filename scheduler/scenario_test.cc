@@ -40,7 +40,9 @@ TEST(ScenarioTest, AustraliaBoundsTheReferenceIteration) {
   EXPECT_NEAR(best->latency_s, 15.141895, 1e-5);
   auto lb = ComputeLowerBound(sc->view, sc->workload);
   ASSERT_TRUE(lb.ok());
-  EXPECT_NEAR(lb->seconds, 2 * 15.141895, 1e-4);
+  EXPECT_NEAR(lb->origin_memory_s, 2 * 15.141895, 1e-4);
+  EXPECT_NEAR(lb->origin_tail_s, 2 * 15.141895 + 5 * 0.44, 1e-4);
+  EXPECT_NEAR(lb->seconds, lb->origin_tail_s, 1e-12);
 }
 
 TEST(ScenarioTest, LoadsOurOwnFormat) {

@@ -159,9 +159,7 @@ class Search {
     const int i = mb / m_;
     r.mb = mb;
     r.origin = data_[i];
-    r.nodes = std::move(nodes);
-    r.priority = rank_[i];
-    r.release_s = 0;
+    r.nodes = std::move(nodes);  // priority and release_s stay
   }
 
   absl::Status Greedy() {
@@ -184,6 +182,7 @@ class Search {
               "'"));
         }
         SetRoute(mb, found->nodes);
+        routes_[mb].priority = rank_[i];
         Account(mb, +1);
         ++placed;
       }
@@ -377,19 +376,56 @@ class Search {
     routes_[mb].priority = rank_[mb / m_] * 2 * m_ + sub;
   }
 
-  void Improve() {
-    // Start from the better of two orders within each origin: first
-    // injected first, or later MBs first (a freed slot is refilled at once,
-    // before the earlier MBs' backwards; this spreads the last wave out).
-    for (int mb = 0; mb < NumRoutes(); ++mb) SetSubPriority(mb, m_ + mb % m_);
-    const auto forward_order = Score();
+  void ApplyStyle(int style) {
     for (int mb = 0; mb < NumRoutes(); ++mb) {
-      SetSubPriority(mb, m_ - 1 - mb % m_);
+      const int j = mb % m_;
+      SetSubPriority(mb, style % 2 == 0 ? m_ + j : m_ - 1 - j);
+      Route& r = routes_[mb];
+      r.release_s = 0;
+      const int slots = view_.memory_slots(r.origin);
+      if (style >= 2 && j < slots) {
+        double slowest = 0;
+        for (int v : r.nodes) slowest = std::max(slowest, view_.forward_s(v));
+        r.release_s = j * 2.5 * slowest;
+      }
     }
-    auto [best_t, best_sum] = Score();
-    if (forward_order.first < best_t - kEps) {
-      for (int mb = 0; mb < NumRoutes(); ++mb) SetSubPriority(mb, m_ + mb % m_);
-      std::tie(best_t, best_sum) = Score();
+  }
+
+  void Improve() {
+    // Start from the best of four per-origin disciplines: first injected
+    // first or later MBs first (a freed slot is refilled before earlier
+    // MBs' backwards), each with or without spacing the first wave's
+    // injections by 2.5 x the slowest forward on the route - the time a
+    // node needs for one MB's forward and backward - so that MBs sharing a
+    // pipeline of nodes never queue behind each other's backwards.
+    double best_t = kInf;
+    double best_sum = kInf;
+    int best_style = 0;
+    for (int style = 0; style < 4; ++style) {
+      ApplyStyle(style);
+      const auto [t, sum] = Score();
+      if (t < best_t - kEps || (t <= best_t + kEps && sum < best_sum - kEps)) {
+        best_t = t;
+        best_sum = sum;
+        best_style = style;
+      }
+    }
+    ApplyStyle(best_style);
+    Score();
+    // When the route searches are exact (every replica is a candidate) the
+    // evaluator's lower bound is known; a plan that reaches it is optimal.
+    double target = -kInf;
+    bool exact = request_.candidates_per_stage <= 0;
+    if (!exact) {
+      exact = true;
+      for (int st = 1; st < view_.num_stages(); ++st) {
+        exact = exact && static_cast<int>(view_.stage_nodes(st).size()) <=
+                             request_.candidates_per_stage;
+      }
+    }
+    if (exact) {
+      absl::StatusOr<LowerBound> lb = ComputeLowerBound(view_, rules_);
+      if (lb.ok()) target = lb->seconds;
     }
     std::vector<double> best_finish = finish_;
     const bool has_deadline = request_.clock != nullptr;
@@ -400,7 +436,7 @@ class Search {
     int stall = 0;
     int attempts = 0;
     while (attempts < request_.max_evaluations &&
-           stall < request_.stall_evaluations) {
+           stall < request_.stall_evaluations && best_t > target + kEps) {
       ++attempts;
       if (has_deadline && attempts % 4 == 0 &&
           request_.clock->SteadyNow() >= deadline) {
@@ -439,9 +475,15 @@ class Search {
           Account(mb, +1);
           changed = true;
         }
-      } else if (u < 0.93) {  // reorder MBs within their origin
+      } else if (u < 0.9) {  // reorder MBs within their origin
         SetSubPriority(mb, static_cast<int>(rng_.UniformInt(0, 2 * m_ - 1)));
         changed = routes_[mb].priority != saved.routes[mb].priority;
+      } else if (u < 0.95) {  // hold an injection back, or release it
+        double& release = routes_[mb].release_s;
+        release = rng_.Bernoulli(0.3)
+                      ? 0.0
+                      : std::max(0.0, release + rng_.Uniform(-1, 1) * unit_);
+        changed = release != saved.routes[mb].release_s;
       } else if (d > 1) {  // exchange two origins' ranks
         const int other = static_cast<int>(rng_.UniformInt(0, d - 1));
         if (other != i) {
