@@ -203,6 +203,7 @@ absl::StatusOr<proto::GossipService::Stub*> GrpcGossipTransport::StubFor(
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  if (!security_.insecure) args.SetSslTargetNameOverride(kCertificateDnsName);
   // Fail fast and retry at our level (SWIM probes have their own deadline).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);

@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -209,6 +210,21 @@ absl::StatusOr<std::string> Identity::SelfSignedCertificatePem(
                              reinterpret_cast<const unsigned char*>(cn.c_str()),
                              -1, -1, 0);
   X509_set_issuer_name(x, name);
+  // A fixed DNS name that every client asks for (grpc_gossip.cc overrides
+  // the TLS target name with it), so SNI matches whatever address a peer
+  // was dialled at; identity comes from the key hash, not from names.
+  X509V3_CTX v3;
+  X509V3_set_ctx_nodb(&v3);
+  X509V3_set_ctx(&v3, x, x, nullptr, nullptr, 0);
+  const std::string alt_name = absl::StrCat("DNS:", kCertificateDnsName);
+  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, &v3, NID_subject_alt_name,
+                                            alt_name.c_str());
+  if (san == nullptr || X509_add_ext(x, san, -1) != 1) {
+    X509_EXTENSION_free(san);
+    return absl::InternalError(
+        absl::StrCat("cannot add subjectAltName: ", OpenSslError()));
+  }
+  X509_EXTENSION_free(san);
   if (X509_set_pubkey(x, key_->pkey) != 1 ||
       X509_sign(x, key_->pkey, nullptr) <= 0) {  // Ed25519: no digest
     return absl::InternalError(

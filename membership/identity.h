@@ -29,6 +29,9 @@ namespace skipswarm::membership {
 
 inline constexpr size_t kPublicKeyBytes = 32;
 inline constexpr size_t kSignatureBytes = 64;
+// subjectAltName of every SkipSwarm certificate, and the TLS target name
+// clients ask for (names carry no identity here; key hashes do).
+inline constexpr char kCertificateDnsName[] = "skipswarm";
 
 class Identity {
  public:
@@ -66,7 +69,8 @@ class Identity {
   absl::StatusOr<std::string> Sign(absl::string_view data) const;
 
   // Self-signed X.509 v3 certificate (PEM) for this key, subject
-  // "CN=skipswarm-<id hex>", valid from now-1d to now+`validity`.
+  // "CN=skipswarm-<id hex>", subjectAltName DNS:skipswarm, valid from
+  // now-1d to now+`validity`.
   absl::StatusOr<std::string> SelfSignedCertificatePem(
       absl::Time now, absl::Duration validity = absl::Hours(24 * 3650)) const;
 
