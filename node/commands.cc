@@ -5,6 +5,7 @@
 #include "membership/keygen_command.h"
 #include "model/eval_command.h"
 #include "model/train_ref_command.h"
+#include "node/daemon/local_command.h"
 #include "node/daemon/node_command.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
@@ -34,6 +35,7 @@ std::vector<common::cli::Command> AllCommands() {
       model::EvalCommand(),
       sim::SimCommand(),
       NodeCommand(),
+      LocalCommand(),
       membership::KeygenCommand(),
       VersionCommand(),
   };

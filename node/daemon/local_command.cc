@@ -1,0 +1,334 @@
+#include "node/daemon/local_command.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "model/model_flags.h"
+#include "node/daemon/swarm_spec.h"
+
+ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
+ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
+ABSL_FLAG(int64_t, local_iterations, 200, "Iterations to train.");
+ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
+ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
+ABSL_FLAG(std::string, kill, "",
+          "Fault injection: comma-separated NAME@ITER; SIGKILL node NAME once iteration ITER "
+          "is reported (e.g. s2r1@50).");
+ABSL_FLAG(std::string, local_dir, "skipswarm-local",
+          "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
+
+namespace skipswarm::node {
+namespace {
+
+std::atomic<bool> g_interrupted{false};  // main-level: set by SIGINT/SIGTERM
+void OnSignal(int) { g_interrupted.store(true); }
+
+absl::StatusOr<int> FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return absl::UnavailableError("cannot find a free port");
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;
+};
+
+struct Point {
+  double loss_sum = 0;
+  int n = 0;
+  int dropped = 0;
+  int rerouted = 0;
+  double tokens = 0;
+  double elapsed = 0;
+};
+
+// Parses progress.jsonl lines (flat JSON written by NodeDaemon).
+void ReadProgress(const std::string& path, std::map<int64_t, Point>& points) {
+  std::ifstream in(path);
+  std::string line;
+  points.clear();
+  while (std::getline(in, line)) {
+    std::map<std::string, std::string> kv;
+    absl::string_view body = line;
+    absl::ConsumePrefix(&body, "{");
+    absl::ConsumeSuffix(&body, "}");
+    for (absl::string_view field : absl::StrSplit(body, ',')) {
+      std::vector<std::string> p = absl::StrSplit(field, absl::MaxSplits(':', 1));
+      if (p.size() == 2) kv[std::string(absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripPrefix(p[0], "\""), "\"")))] = p[1];
+    }
+    int64_t it;
+    double loss = 0, tokens = 0, elapsed = 0;
+    int dropped = 0, rerouted = 0;
+    if (!absl::SimpleAtoi(kv["iteration"], &it) || !absl::SimpleAtod(kv["loss"], &loss)) continue;
+    absl::SimpleAtod(kv["tokens"], &tokens);
+    absl::SimpleAtod(kv["elapsed_s"], &elapsed);
+    absl::SimpleAtoi(kv["dropped"], &dropped);
+    absl::SimpleAtoi(kv["rerouted"], &rerouted);
+    Point& pt = points[it];
+    if (loss >= 0) {
+      pt.loss_sum += loss;
+      ++pt.n;
+    }
+    pt.dropped += dropped;
+    pt.rerouted = std::max(pt.rerouted, rerouted);
+    pt.tokens += tokens;
+    pt.elapsed = std::max(pt.elapsed, elapsed);
+  }
+}
+
+void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points) {
+  std::ofstream csv(dir + "/loss.csv");
+  csv << "iteration,loss,dropped,elapsed_s\n";
+  double lo = 1e9, hi = -1e9;
+  int64_t last = 0;
+  for (const auto& [it, p] : points) {
+    if (p.n == 0) continue;
+    const double loss = p.loss_sum / p.n;
+    csv << it << "," << loss << "," << p.dropped << "," << p.elapsed << "\n";
+    lo = std::min(lo, loss);
+    hi = std::max(hi, loss);
+    last = it;
+  }
+  if (hi < lo) return;
+  std::ofstream svg(dir + "/loss.svg");
+  const double w = 640, h = 360, m = 40;
+  svg << absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+      "<text x=\"%d\" y=\"20\" font-family=\"sans-serif\" font-size=\"14\">skipswarm local: "
+      "training loss (%.3f .. %.3f) over %d iterations</text>\n<polyline fill=\"none\" "
+      "stroke=\"steelblue\" stroke-width=\"1.5\" points=\"",
+      static_cast<int>(w), static_cast<int>(h), static_cast<int>(m), lo, hi, last + 1);
+  for (const auto& [it, p] : points) {
+    if (p.n == 0) continue;
+    const double x = m + (w - 2 * m) * (last > 0 ? static_cast<double>(it) / last : 0);
+    const double y = h - m - (h - 2 * m) * ((p.loss_sum / p.n - lo) / std::max(1e-9, hi - lo));
+    svg << absl::StrFormat("%.1f,%.1f ", x, y);
+  }
+  svg << "\"/>\n</svg>\n";
+}
+
+absl::Status Run() {
+  SS_ASSIGN_OR_RETURN(model::ModelFlags flags, model::ReadModelFlags());
+  const int stages = flags.model.num_stages;
+  const int data_nodes = absl::GetFlag(FLAGS_local_data_nodes);
+  const int replicas = absl::GetFlag(FLAGS_local_replicas);
+  const int64_t iterations = absl::GetFlag(FLAGS_local_iterations);
+  if (data_nodes < 1 || replicas < 1 || iterations < 1) {
+    return absl::InvalidArgumentError("--local_data_nodes, --local_replicas and "
+                                      "--local_iterations must be >= 1");
+  }
+  const std::string dir = std::filesystem::absolute(absl::GetFlag(FLAGS_local_dir)).string();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir + "/logs", ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+
+  // Layout and ports.
+  std::vector<std::pair<std::string, std::vector<int>>> layout;
+  for (int d = 0; d < data_nodes; ++d) layout.push_back({absl::StrCat("d", d), {0}});
+  for (int s = 1; s < stages; ++s) {
+    for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
+  }
+  std::vector<std::string> entries;
+  for (const auto& [name, st] : layout) {
+    SS_ASSIGN_OR_RETURN(int p1, FreePort());
+    SS_ASSIGN_OR_RETURN(int p2, FreePort());
+    entries.push_back(FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
+                                       absl::StrCat("127.0.0.1:", p2)));
+  }
+  const std::string swarm = absl::StrJoin(entries, ",");
+
+  // The model flags as given to us, passed on to every node.
+  std::vector<std::string> model_settings;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::EndsWith(flag->Filename(), model::kModelFlagsFile)) continue;
+    if (name == "checkpoint_dir" || name == "threads") continue;
+    model_settings.push_back(absl::StrCat(JsonString(std::string(name)), ": ",
+                                          JsonString(flag->CurrentValue())));
+  }
+  const std::string progress = dir + "/progress.jsonl";
+  std::vector<Child> children;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  for (const auto& [name, st] : layout) {
+    const std::string config = absl::StrCat(dir, "/", name, ".json");
+    std::ofstream out(config);
+    out << "{\n  \"name\": " << JsonString(name) << ",\n  \"swarm\": " << JsonString(swarm)
+        << ",\n  \"node_iterations\": " << iterations
+        << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
+        << ",\n  \"memory_slots\": " << absl::GetFlag(FLAGS_local_memory_slots)
+        << ",\n  \"checkpoint_dir\": " << JsonString(dir + "/checkpoints")
+        << ",\n  \"threads\": 1"
+        << (st[0] == 0 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress)) : "")
+        << ",\n  " << absl::StrJoin(model_settings, ",\n  ") << "\n}\n";
+    out.close();
+    Child c;
+    c.name = name;
+    c.pid = fork();
+    if (c.pid < 0) return absl::UnavailableError("fork failed");
+    if (c.pid == 0) {
+      const std::string log = absl::StrCat(dir, "/logs/", name);
+      int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(o, 1);
+      dup2(e, 2);
+      const std::string cfg = "--config=" + config;
+      execl("/proc/self/exe", "skipswarm", "node", cfg.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    children.push_back(c);
+  }
+  std::printf("skipswarm local: %zu nodes (%d data nodes, %d stages x %d replicas), %lld "
+              "iterations; logs in %s/logs\n",
+              children.size(), data_nodes, stages - 1, replicas,
+              static_cast<long long>(iterations), dir.c_str());
+
+  // Fault plan.
+  std::map<std::string, int64_t> kills;
+  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_kill), ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(k, '@');
+    int64_t at;
+    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &at)) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "' is not NAME@ITER"));
+    }
+    kills[p[0]] = at;
+  }
+
+  std::map<int64_t, Point> points;
+  bool interrupted_sent = false;
+  int alive = static_cast<int>(children.size());
+  int64_t shown = -1;
+  while (alive > 0) {
+    for (Child& c : children) {
+      if (c.exited) continue;
+      if (waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
+        c.exited = true;
+        --alive;
+      }
+    }
+    ReadProgress(progress, points);
+    int64_t reported = points.empty() ? -1 : points.rbegin()->first;
+    for (Child& c : children) {
+      auto k = kills.find(c.name);
+      if (k != kills.end() && !c.exited && reported >= k->second) {
+        std::printf("\nkilling %s (SIGKILL) after iteration %lld\n", c.name.c_str(),
+                    static_cast<long long>(reported));
+        kill(c.pid, SIGKILL);
+        kills.erase(k);
+      }
+    }
+    if (!points.empty() && reported != shown) {
+      shown = reported;
+      const Point& p = points.rbegin()->second;
+      int dropped = 0;
+      for (const auto& [it, q] : points) dropped += q.dropped;
+      // Training throughput since the first iteration (daemon clocks).
+      const double secs = p.elapsed;
+      double tokens = 0;
+      for (const auto& [it, q] : points) tokens += q.tokens;
+      const int width = 30;
+      const int filled = static_cast<int>(width * (reported + 1) / iterations);
+      std::printf("\r[%s%s] it %lld/%lld loss %.4f  %.0f tok/s  re-routed %d  dropped %d   ",
+                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                  static_cast<long long>(reported + 1), static_cast<long long>(iterations),
+                  p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs), p.rerouted,
+                  dropped);
+      std::fflush(stdout);
+    }
+    if (g_interrupted.load() && !interrupted_sent) {
+      std::printf("\ninterrupted: asking every node to finish its iteration and checkpoint\n");
+      for (Child& c : children) {
+        if (!c.exited) kill(c.pid, SIGTERM);
+      }
+      interrupted_sent = true;
+    }
+    usleep(200 * 1000);
+  }
+  std::printf("\n");
+  ReadProgress(progress, points);
+  WriteSummary(dir, points);
+  int failed = 0;
+  for (const Child& c : children) {
+    const bool killed = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL;
+    if (!killed && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {
+      ++failed;
+      std::printf("node %s failed (see %s/logs/%s.err)\n", c.name.c_str(), dir.c_str(),
+                  c.name.c_str());
+    }
+  }
+  std::printf("summary: %s/loss.csv, %s/loss.svg\n", dir.c_str(), dir.c_str());
+  if (failed > 0) return absl::InternalError(absl::StrCat(failed, " node(s) failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+common::cli::Command LocalCommand() {
+  return {"local", "Train with a real swarm of node processes on this machine",
+          "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
+          "[--kill=NAME@ITER] [model flags]",
+          {"node/daemon/local_command.cc", model::kModelFlagsFile},
+          [](const std::vector<std::string>&) {
+            absl::Status s = Run();
+            if (!s.ok()) {
+              std::cerr << "skipswarm local: " << s << "\n";
+              return 1;
+            }
+            return 0;
+          }};
+}
+
+}  // namespace skipswarm::node
