@@ -25,7 +25,8 @@ namespace {
 
 // A node::RoutePlanner backed by the scheduler: builds a TopologyView of the
 // members this data node believes alive (from the scenario's universe) and
-// returns its own routes of the scheduler planner's plan. The plan is kept
+// returns its own routes of the scheduler planner's plan (all of them,
+// however many the plan gives this origin). The plan is kept
 // while the set of live members is unchanged.
 class SchedulerRoutePlanner final : public node::RoutePlanner {
  public:
@@ -62,15 +63,9 @@ class SchedulerRoutePlanner final : public node::RoutePlanner {
       }
       out.push_back(std::move(pr));
     }
-    if (out.empty()) {
-      return absl::UnavailableError("the plan has no route for this node");
-    }
-    for (int i = static_cast<int>(out.size()); i < input.mbs; ++i) {
-      node::PlannedRoute copy = out[i % out.size()];
-      copy.index = i;
-      out.push_back(std::move(copy));
-    }
-    out.resize(input.mbs);
+    // Every route the plan gives this origin, which may be more or fewer
+    // than input.mbs: the pipeline planner spreads all D x M MBs over its
+    // pipelines' data nodes only.
     return out;
   }
 
