@@ -39,6 +39,9 @@ ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
 ABSL_FLAG(int64_t, local_iterations, 200, "Iterations to train.");
 ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
 ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
+ABSL_FLAG(std::string, local_planner, "inorder",
+          "Route planner of the data nodes (inorder, skippipe, pipeline, noskip, random).");
+ABSL_FLAG(int, local_path_length, 0, "Stages per route incl. stage 0 (skipping); 0: all.");
 ABSL_FLAG(std::string, kill, "",
           "Fault injection: comma-separated NAME@ITER; SIGKILL node NAME once iteration ITER "
           "is reported (e.g. s2r1@50).");
@@ -211,6 +214,8 @@ absl::Status Run() {
         << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
         << ",\n  \"memory_slots\": " << absl::GetFlag(FLAGS_local_memory_slots)
         << ",\n  \"checkpoint_dir\": " << JsonString(dir + "/checkpoints")
+        << ",\n  \"node_planner\": " << JsonString(absl::GetFlag(FLAGS_local_planner))
+        << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
         << ",\n  \"threads\": 1"
         << (st[0] == 0 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress)) : "")
         << ",\n  " << absl::StrJoin(model_settings, ",\n  ") << "\n}\n";

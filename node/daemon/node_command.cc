@@ -26,6 +26,10 @@ ABSL_FLAG(int64_t, node_iterations, 100, "Iterations to train (also the LR sched
 ABSL_FLAG(int64_t, node_checkpoint_every, 0,
           "Checkpoint every N iterations into --checkpoint_dir (0: only at the end).");
 ABSL_FLAG(std::string, swarm_id, "skipswarm", "Swarm id; frames of other swarms are refused.");
+ABSL_FLAG(std::string, node_planner, "inorder",
+          "Route planner: inorder (full routes), or skippipe, pipeline, noskip, random.");
+ABSL_FLAG(int, node_path_length, 0,
+          "Stages each micro-batch visits, counting stage 0 (skipping planners); 0: all.");
 ABSL_FLAG(std::string, progress_file, "", "Append one JSON line per iteration (data nodes).");
 ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answer.");
 
@@ -55,6 +59,8 @@ absl::Status Run() {
   o.checkpoint_every = absl::GetFlag(FLAGS_node_checkpoint_every);
   o.swarm_id = absl::GetFlag(FLAGS_swarm_id);
   o.progress_file = absl::GetFlag(FLAGS_progress_file);
+  o.planner = absl::GetFlag(FLAGS_node_planner);
+  o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
   std::signal(SIGINT, OnSignal);

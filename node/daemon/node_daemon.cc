@@ -25,6 +25,7 @@
 #include "node/train/node_trainer.h"
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
+#include "node/train/scheduler_planner.h"
 #include "node/transport/grpc_transport.h"
 
 namespace skipswarm::node {
@@ -44,7 +45,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StageServer> server;
-  std::unique_ptr<InOrderPlanner> planner;
+  std::unique_ptr<RoutePlanner> planner;
   std::unique_ptr<DataNodeDriver> driver;
   std::unique_ptr<NodeTrainer> trainer;
   Metrics metrics;
@@ -164,7 +165,16 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
                                             stages, so);
   p->server->Attach();
   if (data_node) {
-    p->planner = std::make_unique<InOrderPlanner>();
+    if (options.planner == "inorder") {
+      p->planner = std::make_unique<InOrderPlanner>();
+    } else {
+      SchedulerPlannerOptions po;
+      po.planner = options.planner;
+      po.path_length = options.path_length;
+      po.samples_per_mb = options.model.samples_per_mb;
+      po.seed = options.model.seed;
+      SS_ASSIGN_OR_RETURN(p->planner, SchedulerPlanner::Create(po));
+    }
     DriverOptions d;
     d.mbs_per_iteration = options.mbs_per_iteration;
     d.num_stages = options.model.model.num_stages;

@@ -45,6 +45,10 @@ struct NodeDaemonOptions {
   int64_t iterations = 100;        // total (also the LR schedule length)
   int64_t checkpoint_every = 0;    // 0: only at the end
   std::string swarm_id;
+  // "inorder" (full in-order routes, replicas round-robin) or a scheduler
+  // planner: "skippipe", "pipeline", "noskip", "random".
+  std::string planner = "inorder";
+  int path_length = 0;             // P for skipping planners; 0 = all stages
   std::string progress_file;       // JSON line per iteration (data nodes); empty: none
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir

@@ -50,8 +50,12 @@ void DataNodeDriver::RunIteration(uint64_t iteration,
   if (!routes.ok()) report.status = routes.status();
   if (report.status.ok()) {
     for (PlannedRoute& r : *routes) {
-      absl::StatusOr<MicroBatchData> d = data_->Get(GlobalMicroBatchIndex(
-          iteration, rank, std::max(1, num_data), options_.mbs_per_iteration, r.index));
+      const uint64_t global =
+          r.data_slot >= 0
+              ? iteration * std::max(1, num_data) * options_.mbs_per_iteration + r.data_slot
+              : GlobalMicroBatchIndex(iteration, rank, std::max(1, num_data),
+                                      options_.mbs_per_iteration, r.index);
+      absl::StatusOr<MicroBatchData> d = data_->Get(global);
       if (!d.ok()) {
         report.status = d.status();
         break;

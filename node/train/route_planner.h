@@ -34,7 +34,10 @@ struct PlanInput {
 };
 
 struct PlannedRoute {
-  int index = 0;  // 0..mbs-1 within this data node's iteration
+  int index = 0;  // 0..k-1 within this data node's iteration (the MB id)
+  // Position in the whole iteration's batch over all data nodes when the
+  // planner assigns MBs unevenly (Note [Data order]); -1: rank * M + index.
+  int data_slot = -1;
   std::vector<RouteHop> hops;
 };
 

@@ -41,7 +41,7 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     n.server = std::make_unique<StageServer>(n.transport.get(), &clock_, n.view.get(), stages, so);
     n.server->Attach();
     if (stages.count(0)) {
-      n.planner = std::make_unique<InOrderPlanner>();
+      n.planner = options_.planner ? options_.planner() : std::make_unique<InOrderPlanner>();
       n.driver = std::make_unique<DataNodeDriver>(n.server.get(), &clock_, n.view.get(),
                                                   n.planner.get(), data_, options_.driver);
       n.server->SetOriginListener(n.driver.get());

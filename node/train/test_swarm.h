@@ -36,6 +36,8 @@ struct TestSwarmOptions {
   bool allow_skip = false;
   absl::Duration latency = absl::Milliseconds(1);
   DriverOptions driver;  // num_stages is filled in
+  // Makes each data node's planner; empty: InOrderPlanner.
+  std::function<std::unique_ptr<RoutePlanner>()> planner;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -72,7 +74,7 @@ class TestSwarm {
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;
     std::unique_ptr<StageServer> server;
-    std::unique_ptr<InOrderPlanner> planner;
+    std::unique_ptr<RoutePlanner> planner;
     std::unique_ptr<DataNodeDriver> driver;
     std::unique_ptr<NodeTrainer> trainer;
     std::vector<NodeIterationReport> reports;

@@ -1,0 +1,57 @@
+// SchedulerPlanner: a RoutePlanner backed by scheduler/'s planners
+// ("pipeline", "noskip", "random", "skippipe", chosen by name; DESIGN.md §5).
+// Every data node builds the same TopologyView from its SwarmView and plans
+// the whole iteration with the same seed (iteration-derived), so all data
+// nodes compute the same plan and each injects the routes whose origin it
+// is; no coordinator is needed.
+//
+//   SchedulerPlannerOptions o{.planner = "skippipe", .path_length = 4};
+//   SS_ASSIGN_OR_RETURN(auto planner, SchedulerPlanner::Create(o));
+//
+// Until gossip measures them, compute speed and hop costs are the uniform
+// estimates in the options (the planner then balances load and respects the
+// route rules; network awareness comes with measured link samples).
+// Each node must host exactly one stage (the scheduler's model).
+//
+// Thread rule: one caller at a time.
+#ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
+#define SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
+
+#include <memory>
+#include <string>
+
+#include "node/train/route_planner.h"
+#include "scheduler/planner.h"
+
+namespace skipswarm::node {
+
+struct SchedulerPlannerOptions {
+  std::string planner = "skippipe";
+  int path_length = 0;        // P (stages visited incl. 0); 0 = all stages
+  int layers_per_stage = 1;
+  int samples_per_mb = 1;
+  double sec_per_layer_sample = 1e-3;  // estimate until measured
+  double hop_s = 0.01;                 // estimate until measured
+  uint64_t seed = 1;
+};
+
+class SchedulerPlanner final : public RoutePlanner {
+ public:
+  static absl::StatusOr<std::unique_ptr<SchedulerPlanner>> Create(
+      const SchedulerPlannerOptions& options);
+
+  std::string name() const override { return options_.planner; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                 const SwarmView& view) override;
+
+ private:
+  SchedulerPlanner(const SchedulerPlannerOptions& options,
+                   std::unique_ptr<scheduler::Planner> planner)
+      : options_(options), planner_(std::move(planner)) {}
+  SchedulerPlannerOptions options_;
+  std::unique_ptr<scheduler::Planner> planner_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
