@@ -80,12 +80,17 @@ absl::Status FrameValidator::CheckChunk(const proto::FrameHeader& h,
 
 absl::Status FrameValidator::CheckPayload(const proto::FrameHeader& h,
                                           const absl::Cord& payload) const {
+  return CheckPayload(h, payload, Crc32c(payload));
+}
+
+absl::Status FrameValidator::CheckPayload(const proto::FrameHeader& h,
+                                          const absl::Cord& payload,
+                                          uint32_t crc) const {
   if (payload.size() != h.tensor().payload_bytes()) {
     return absl::InvalidArgumentError(
         absl::StrCat("payload has ", payload.size(), " bytes, header says ",
                      h.tensor().payload_bytes()));
   }
-  const uint32_t crc = Crc32c(payload);
   if (crc != h.tensor().payload_crc32c()) {
     return absl::DataLossError(absl::StrCat(
         "payload CRC-32C mismatch: computed ", crc, ", header says ",
@@ -134,8 +139,11 @@ void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,
 
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
                 const std::shared_ptr<const FrameHandler>& handler,
-                const PeerId& from, Frame frame, AckFn ack) {
-  absl::Status status = validator->CheckPayload(frame.header, frame.payload);
+                const PeerId& from, Frame frame, AckFn ack,
+                std::optional<uint32_t> crc) {
+  absl::Status status =
+      crc.has_value() ? validator->CheckPayload(frame.header, frame.payload, *crc)
+                      : validator->CheckPayload(frame.header, frame.payload);
   if (status.ok()) status = validator->Reserve(frame.header);
   if (!status.ok()) {
     LogRejectedFrame(from, frame.header, status);

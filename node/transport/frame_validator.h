@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -59,6 +60,9 @@ class FrameValidator {
                           const proto::PayloadChunk& chunk) const;
   absl::Status CheckPayload(const proto::FrameHeader& header,
                             const absl::Cord& payload) const;
+  // The same, given the payload's CRC-32C computed while it arrived.
+  absl::Status CheckPayload(const proto::FrameHeader& header,
+                            const absl::Cord& payload, uint32_t crc) const;
   // Header + payload, for transports that move whole frames (in-process).
   absl::Status CheckFrame(const Frame& frame) const;
 
@@ -83,9 +87,11 @@ class FrameValidator {
 // to `handler` and routes the verdict to `ack`, releasing the duplicate
 // key on refusal and logging every rejection. Shared by the transports.
 // `handler` may be null or empty (frame refused with UNAVAILABLE).
+// `crc`: the payload's CRC-32C if the caller computed it on the way in.
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
                 const std::shared_ptr<const FrameHandler>& handler,
-                const PeerId& from, Frame frame, AckFn ack);
+                const PeerId& from, Frame frame, AckFn ack,
+                std::optional<uint32_t> crc = std::nullopt);
 
 // LOG(WARNING) line for a rejected frame.
 void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,

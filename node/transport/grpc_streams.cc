@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "node/transport/crc32c.h"
 #include "proto/grpc_status.h"
 
 namespace skipswarm::node::internal {
@@ -69,7 +70,8 @@ void ServerStream::OnReadDone(bool ok) {
     AdmitFrame(env_.validator, env_.handler(), from_, std::move(*frame),
                [this, seq, ack = std::move(ack)](absl::Status status) mutable {
                  FillAck(seq, std::move(ack), status);
-               });
+               },
+               crc_so_far_);
   }
   bool again;
   {
@@ -108,6 +110,7 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
     }
     next_chunk_ = 0;
     bytes_so_far_ = 0;
+    crc_so_far_ = 0;
     if (frame.header.chunk_count() == 0) return frame;
     assembling_ = std::move(frame);
     return std::nullopt;
@@ -127,6 +130,7 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
   }
   std::string* data = message.mutable_chunk()->mutable_data();
   bytes_so_far_ += data->size();
+  crc_so_far_ = Crc32cExtend(crc_so_far_, *data);
   ++next_chunk_;
   // Moving the string into the Cord adopts its buffer without a copy.
   assembling_->payload.Append(absl::Cord(std::move(*data)));

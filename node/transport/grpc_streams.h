@@ -81,6 +81,7 @@ class ServerStream final
   std::optional<Frame> assembling_;
   uint32_t next_chunk_ = 0;
   uint64_t bytes_so_far_ = 0;
+  uint32_t crc_so_far_ = 0;  // CRC-32C of the chunks so far, while cache-hot
   bool skipping_ = false;  // discarding chunks of a rejected frame
 
   absl::Mutex mu_;
