@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include <nlohmann/json.hpp>
+#include <cmath>
 #include "common/sim_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
@@ -180,8 +182,7 @@ absl::StatusOr<NodeSwarmResult> RunNodeSwarm(const SimScenario& sc,
       node::DriverOptions d;
       d.mbs_per_iteration = w.mb_per_data_node;
       d.num_stages = u.num_stages();
-      d.initial_deadline = absl::Seconds(600);
-      d.min_deadline = absl::Seconds(60);
+      // MB deadlines: the node's defaults (Note [MB deadline]).
       n->driver = std::make_unique<node::DataNodeDriver>(
           n->server.get(), &clock, n->view.get(), n->planner.get(), &data, d);
       n->server->SetOriginListener(n->driver.get());
@@ -249,6 +250,42 @@ absl::StatusOr<NodeSwarmResult> RunNodeSwarm(const SimScenario& sc,
   while (clock.RunNext()) {
   }
   return result;
+}
+
+std::vector<std::pair<std::string, double>> ExplicitKills(
+    const SimScenario& scenario, int* unsupported) {
+  std::vector<std::pair<std::string, double>> kills;
+  *unsupported = 0;
+  for (const ChurnEvent& e : scenario.churn.events) {
+    if (e.kind != ChurnKind::kKill) {
+      ++*unsupported;
+      continue;
+    }
+    for (const std::string& n : e.nodes) kills.push_back({n, e.at_s});
+  }
+  return kills;
+}
+
+std::string NodeSwarmJson(const SimScenario& scenario,
+                          const std::string& planner,
+                          const NodeSwarmResult& result, int unsupported) {
+  auto r = [](double x) { return std::round(x * 1e6) / 1e6; };
+  nlohmann::ordered_json j;
+  j["scenario"] = scenario.name;
+  j["seed"] = scenario.seed;
+  j["backend"] = "nodes";
+  j["planner"] = planner;
+  j["total_s"] = r(result.total_s);
+  j["completed"] = result.completed;
+  j["dropped"] = result.dropped;
+  j["rerouted"] = result.rerouted;
+  j["unsupported_churn_events"] = unsupported;
+  nlohmann::ordered_json its = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < result.iteration_s.size(); ++i) {
+    its.push_back({{"index", i}, {"time_s", r(result.iteration_s[i])}});
+  }
+  j["iterations"] = std::move(its);
+  return j.dump(1) + "\n";
 }
 
 }  // namespace skipswarm::sim

@@ -50,6 +50,20 @@ struct NodeSwarmResult {
 absl::StatusOr<NodeSwarmResult> RunNodeSwarm(const SimScenario& scenario,
                                              const NodeSwarmOptions& options);
 
+// The scenario's explicit kills ("kill" entries, region outages, correlated
+// failures) as NodeSwarmOptions::kills; `unsupported` counts the churn
+// events this backend cannot play yet (joins, random kills, stragglers,
+// partitions, revivals).
+std::vector<std::pair<std::string, double>> ExplicitKills(
+    const SimScenario& scenario, int* unsupported);
+
+// {"scenario", "seed", "backend": "nodes", "planner", "total_s",
+//  "completed", "dropped", "rerouted", "unsupported_churn_events",
+//  "iterations": [{"index", "time_s"}]}; deterministic.
+std::string NodeSwarmJson(const SimScenario& scenario,
+                          const std::string& planner,
+                          const NodeSwarmResult& result, int unsupported);
+
 }  // namespace skipswarm::sim
 
 #endif  // SKIPSWARM_SIM_NODE_SWARM_H_
