@@ -55,7 +55,8 @@ absl::StatusOr<Comparison> ComparePlanners(const Scenario& scenario,
     const Workload rules = RulesFor(**planner, request);
     result.validity = ValidatePlan(scenario.view, rules, result.plan,
                                    name == "replay" ? -1 : rules.path_length);
-    absl::StatusOr<Evaluation> ev = Evaluate(scenario.view, result.plan);
+    absl::StatusOr<Evaluation> ev =
+        Evaluate(scenario.view, result.plan, options.link_contention);
     if (!ev.ok()) {
       result.status = ev.status();
       table.results.push_back(std::move(result));

@@ -29,6 +29,7 @@ struct ComparisonOptions {
   common::Clock* clock = nullptr;     // null: no timing, no deadline
   absl::Duration budget = absl::Milliseconds(200);
   int candidates_per_stage = 12;
+  bool link_contention = false;       // evaluate with contended links
 };
 
 struct PlannerResult {

@@ -60,7 +60,7 @@ IterationSimulator::~IterationSimulator() = default;
 double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
                                std::vector<double>* route_finish,
                                std::vector<double>* node_busy,
-                               bool* deadlocked) {
+                               bool* deadlocked, bool link_contention) {
   const int n = view.num_nodes();
   const int num_routes = static_cast<int>(plan.routes.size());
   if (static_cast<int>(nodes_.size()) < n) nodes_.resize(n);
@@ -89,6 +89,7 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
   double last = 0;
   touched_.clear();
   is_touched_.assign(n, 0);
+  link_free_.clear();
 
   auto try_start = [&](int v, double now) {
     NodeState& ns = nodes_[v];
@@ -138,9 +139,15 @@ double IterationSimulator::Run(const TopologyView& view, const Plan& plan,
           if (route_finish) (*route_finish)[e.route] = e.time;
         } else {
           const int next = TaskNode(route.nodes, p, e.task + 1);
-          push_event(
-              {e.time + view.hop_s(node, next), seq++, e.route, e.task + 1,
-               false});
+          double depart = e.time;
+          const double hop = view.hop_s(node, next);
+          if (link_contention) {
+            double& free_at =
+                link_free_[static_cast<int64_t>(node) * n + next];
+            depart = std::max(depart, free_at);
+            free_at = depart + hop;
+          }
+          push_event({depart + hop, seq++, e.route, e.task + 1, false});
         }
       }
       if (!is_touched_[node]) {
@@ -171,7 +178,7 @@ double EvaluateTime(const TopologyView& view, const Plan& plan,
 }
 
 absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
-                                    const Plan& plan) {
+                                    const Plan& plan, bool link_contention) {
   for (const Route& r : plan.routes) {
     if (r.nodes.size() < 3 || r.nodes.front() != r.origin ||
         r.nodes.back() != r.origin) {
@@ -200,7 +207,8 @@ absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
   Evaluation ev;
   IterationSimulator sim;
   ev.iteration_time_s = sim.Run(view, plan, &ev.route_finish_s,
-                                &ev.node_busy_s, &ev.deadlocked);
+                                &ev.node_busy_s, &ev.deadlocked,
+                                link_contention);
   ev.node_utilisation.resize(view.num_nodes());
   for (int v = 0; v < view.num_nodes(); ++v) {
     ev.node_utilisation[v] =

@@ -14,8 +14,10 @@
 // when the same MB's backward on v ends. A free node picks among its ready
 // tasks by (route priority, backward/loss before forward, earliest ready,
 // mb id). The first task is ready at the route's release_s. Iteration time
-// = the moment the last B(o) ends. Links never contend (contention mode is
-// not implemented; see plan_command.h for what is missing).
+// = the moment the last B(o) ends. Links do not contend unless
+// `link_contention` is on: then each directed link carries one MB at a
+// time, first come first served, and is busy for the whole hop time (the
+// view does not split latency from transfer time, so this is pessimistic).
 // A plan whose MBs wait on each other's memory slots in a cycle deadlocks:
 // the result then has `deadlocked` set and iteration time +infinity.
 //
@@ -31,6 +33,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "scheduler/route.h"
 #include "scheduler/topology.h"
@@ -51,7 +54,8 @@ struct Evaluation {
 // structurally broken routes (bad indices, origin not first and last); it
 // does not enforce the route rules (use ValidatePlan for that).
 absl::StatusOr<Evaluation> Evaluate(const TopologyView& view,
-                                    const Plan& plan);
+                                    const Plan& plan,
+                                    bool link_contention = false);
 
 // Fast variant for planners' inner loops: REQUIRES structurally valid
 // routes. Returns iteration time (+inf on deadlock) and, when non-null,
@@ -77,7 +81,7 @@ class IterationSimulator {
   double Run(const TopologyView& view, const Plan& plan,
              std::vector<double>* route_finish_s,
              std::vector<double>* node_busy_s = nullptr,
-             bool* deadlocked = nullptr);
+             bool* deadlocked = nullptr, bool link_contention = false);
 
  private:
   struct NodeState;
@@ -85,6 +89,7 @@ class IterationSimulator {
   std::vector<SimEvent> events_;
   std::vector<int> touched_;
   std::vector<char> is_touched_;
+  absl::flat_hash_map<int64_t, double> link_free_;  // contention mode
 };
 
 // Plan-independent lower bound for the workload on this view: the maximum of

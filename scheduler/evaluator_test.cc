@@ -127,3 +127,25 @@ TEST(EvaluatorTest, OriginTailBoundIsReachedByASpacedSchedule) {
 
 }  // namespace
 }  // namespace skipswarm::scheduler
+
+namespace skipswarm::scheduler {
+namespace {
+
+TEST(EvaluatorTest, LinkContentionSerialisesHopsOnOneLink) {
+  // Two MBs from d0 over relay a (2 slots everywhere). Without contention,
+  // F1 waits only for d0: F0 0..1, F1 1..2; hops 1..1.5 and 2..2.5 do not
+  // overlap anyway, so make the hop long (3 s) to force an overlap.
+  TopologyView view = testing::UniformView({1, 1}, 1.0, 3.0, 2);
+  Plan plan{"test",
+            {testing::MakeRoute(0, {0, 1, 0}), testing::MakeRoute(1, {0, 1, 0})}};
+  auto free_links = Evaluate(view, plan);
+  auto contended = Evaluate(view, plan, /*link_contention=*/true);
+  ASSERT_TRUE(free_links.ok() && contended.ok());
+  // Free: mb 1 reaches a at 2 + 3 = 5. Contended: the d0->a link is busy
+  // with mb 0 until 4, so mb 1 arrives at 7.
+  EXPECT_GT(contended->route_finish_s[1], free_links->route_finish_s[1]);
+  EXPECT_EQ(contended->route_finish_s[0], free_links->route_finish_s[0]);
+}
+
+}  // namespace
+}  // namespace skipswarm::scheduler

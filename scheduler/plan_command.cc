@@ -39,6 +39,8 @@ ABSL_FLAG(int64_t, plan_seed, 1, "Seed of the randomised planners.");
 ABSL_FLAG(int, candidates_per_stage, 12,
           "Nodes per stage a route search considers (0: all).");
 ABSL_FLAG(std::string, format, "text", "text | json");
+ABSL_FLAG(bool, link_contention, false,
+          "Evaluate plans with links that carry one micro-batch at a time.");
 ABSL_FLAG(bool, show_routes, false, "Text output: also print the routes.");
 
 namespace skipswarm::scheduler {
@@ -98,6 +100,7 @@ int RunPlan(const std::vector<std::string>& args) {
   options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_plan_seed));
   options.budget = absl::Milliseconds(absl::GetFlag(FLAGS_budget_ms));
   options.candidates_per_stage = absl::GetFlag(FLAGS_candidates_per_stage);
+  options.link_contention = absl::GetFlag(FLAGS_link_contention);
   std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
   options.clock = clock.get();
   absl::StatusOr<Comparison> table = ComparePlanners(*scenario, options);
