@@ -59,6 +59,11 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
         self_bytes_(self_.Bytes()) {}
 
   absl::Status Admit(const Frame& frame, bool* runnable);
+  // Admit, or handle an abort notice (Note [Abort notices]).
+  absl::Status Receive(const Frame& frame, bool* runnable);
+  absl::Status HandleAbort(const Frame& frame);
+  // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
+  void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
   void MaybeDispatch();
   void Run(Task task);
   void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
@@ -143,6 +148,77 @@ absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, absl::st
 }
 
 }  // namespace
+
+// Note [Abort notices]
+// When a micro-batch can go no further (a hop failed and could not be
+// repaired, or a compute step failed), the node that notices drops its own
+// visit and sends an abort notice upstream: a BACKWARD frame with an empty
+// payload and no tensor, to hop k (skipping a dead hop). The receiver drops
+// its visit (freeing the slot and the stashed activations) and passes the
+// notice on to hop k-1; at the origin the MB ends with ABORTED. Without
+// notices upstream visits would hold their slots until the origin's MB
+// deadline; a lost notice falls back to that deadline.
+bool IsAbortNotice(const Frame& f) {
+  return f.header.direction() == proto::DIRECTION_BACKWARD && f.payload.empty() &&
+         f.header.tensor().dtype() == proto::DTYPE_UNSPECIFIED;
+}
+
+absl::Status StageServer::Impl::Receive(const Frame& frame, bool* runnable) {
+  *runnable = false;
+  if (IsAbortNotice(frame)) return HandleAbort(frame);
+  return Admit(frame, runnable);
+}
+
+absl::Status StageServer::Impl::HandleAbort(const Frame& frame) {
+  const proto::FrameHeader& h = frame.header;
+  if (h.hop_index() >= static_cast<uint32_t>(h.route_size()) ||
+      h.route(h.hop_index()).node_id() != self_bytes_) {
+    return Refuse(absl::StatusCode::kInvalidArgument, h, "abort notice not for this node");
+  }
+  const absl::Status why = absl::AbortedError("micro-batch lost downstream");
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!entries_.contains(MbKey::Of(h))) {
+      return Refuse(absl::StatusCode::kNotFound, h, "abort for an unknown micro-batch");
+    }
+    DropLocked(MbKey::Of(h), why, discards, finished);
+  }
+  Finish(discards, finished);
+  if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
+  return absl::OkStatus();
+}
+
+void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop,
+                                  const absl::Status& why) {
+  Frame f;
+  f.header = header;
+  f.header.set_hop_index(hop);
+  f.header.set_direction(proto::DIRECTION_BACKWARD);
+  f.header.clear_tensor();
+  f.header.set_deadline_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
+  SealFrame(f);
+  absl::StatusOr<PeerId> to = PeerId::FromBytes(f.header.route(hop).node_id());
+  if (!to.ok()) return;
+  VLOG(1) << "abort notice to hop " << hop << ": " << DescribeFrame(f.header) << ": " << why;
+  if (*to == self_) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    clock_->RunAfter(absl::ZeroDuration(), [weak, f = std::move(f)] {
+      if (auto self = weak.lock()) self->HandleAbort(f).IgnoreError();
+    });
+    return;
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const uint32_t next = hop;
+  transport_->Send(*to, std::move(f), [weak, header, next](absl::Status ack) {
+    // The notice could not reach hop `next` (dead too): skip it.
+    auto self = weak.lock();
+    if (!self || ack.ok() || absl::IsNotFound(ack) || next == 0) return;
+    self->SendAbort(header, next - 1, ack);
+  });
+}
 
 absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
   const proto::FrameHeader& h = frame.header;
@@ -275,6 +351,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
     LOG(WARNING) << "forward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
     Drop(key, out.status());
+    if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
   {
@@ -303,6 +380,7 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
     LOG(WARNING) << "tail failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
     Drop(key, out.status());
+    if (task.header.route_size() > 1) SendAbort(task.header, task.header.route_size() - 1, out.status());
     return Done();
   }
   OriginListener* listener;
@@ -328,6 +406,7 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
     LOG(WARNING) << "backward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
     Drop(key, out.status());
+    if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
   OriginListener* listener = nullptr;
@@ -376,7 +455,7 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
   if (*to == self_) {
     // Local hop: admit as if it had arrived, acknowledge asynchronously.
     bool runnable = false;
-    absl::Status admitted = Admit(frame, &runnable);
+    absl::Status admitted = Receive(frame, &runnable);
     clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
                                             failed = std::move(failed), admitted]() mutable {
       if (auto self = weak.lock()) {
@@ -424,18 +503,25 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
   const uint32_t n = static_cast<uint32_t>(h.route_size());
   if (forward) {
     mine.hop = h.hop_index() == 0 ? n - 1 : h.hop_index() - 1;
-  } else {
-    mine.hop = h.hop_index() + 1 == n ? 0 : h.hop_index() + 1;
-    if (h.hop_index() + 1 == n) {
-      Drop(mine, why);  // the origin's tail could not send its gradient
-      return;
-    }
-    // Our own visit already ended with the backward; only count the drop.
-    absl::MutexLock lock(&mu_);
-    ++stats_.dropped;
+    Drop(mine, why);
+    if (mine.hop > 0) SendAbort(h, mine.hop - 1, why);  // Note [Abort notices]
     return;
   }
-  Drop(mine, why);
+  if (h.hop_index() + 1 == n) {
+    // The origin's tail could not send its gradient: end the MB here and
+    // free hops n-2..1.
+    mine.hop = 0;
+    Drop(mine, why);
+    if (n >= 3) SendAbort(h, n - 2, why);
+    return;
+  }
+  // Our own visit already ended with the backward; the hops before the
+  // dead one still hold the MB.
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.dropped;
+  }
+  if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
 }
 
 bool StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<PeerId>& failed) {
@@ -510,7 +596,7 @@ void StageServer::Attach() {
     auto self = weak.lock();
     if (!self) return ack(absl::UnavailableError("stage server is gone"));
     bool runnable = false;
-    absl::Status admitted = self->Admit(frame, &runnable);
+    absl::Status admitted = self->Receive(frame, &runnable);
     if (!admitted.ok()) {
       LOG(WARNING) << "refused frame from " << from << ": " << admitted;
       absl::MutexLock lock(&self->mu_);

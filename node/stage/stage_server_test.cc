@@ -23,16 +23,22 @@ struct Recorder : OriginListener {
   std::map<uint64_t, absl::Status> finished;
 };
 
+SwitchboardOptions Latency(absl::Duration d) {
+  SwitchboardOptions o;
+  o.latency = d;
+  return o;
+}
+
 // A swarm of nodes, each hosting one stage, on a SimClock with timed compute.
 class Swarm {
  public:
   // stages[i] = stage hosted by node i ("n<i>"); slots per node.
   Swarm(std::vector<int> stages, int slots = 4, int queue = 8)
-      : board_(&clock_, {.latency = absl::Milliseconds(1)}) {
+      : board_(&clock_, Latency(absl::Milliseconds(1))) {
     std::vector<PeerInfo> members;
     for (size_t i = 0; i < stages.size(); ++i) {
       ids_.push_back(NodeId::ForName("n" + std::to_string(i)));
-      members.push_back({ids_.back(), {stages[i]}, stages[i] == 0 ? 4 : slots, ""});
+      members.push_back({ids_.back(), {stages[i]}, stages[i] == 0 ? 4 : slots, "", ""});
     }
     for (size_t i = 0; i < stages.size(); ++i) {
       auto views = std::make_unique<StaticSwarmView>(members);
@@ -146,6 +152,32 @@ TEST(StageServerTest, NoReplicaLeftDropsAtOriginOrSkips) {
   EXPECT_TRUE(absl::IsUnavailable(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
   EXPECT_EQ(swarm.servers_[0]->stats().dropped, 1);
   EXPECT_EQ(swarm.servers_[0]->stats().slots_in_use, 0);
+}
+
+TEST(StageServerTest, LostMicroBatchIsAbortedUpstreamAtOnce) {
+  Swarm swarm({0, 1, 2, 3});
+  swarm.Kill(2);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(100));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
+  EXPECT_EQ(swarm.servers_[0]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[0]->pending(), 0u);
+}
+
+TEST(StageServerTest, BackwardToDeadHopAbortsTheHopsBefore) {
+  Swarm swarm({0, 1, 2, 3});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 6, swarm.Route({0, 1, 2, 3}), {}).ok());
+  // Forward reaches n3 (3 x 10 ms + hops); kill n2 before the backward passes.
+  swarm.clock_.Advance(absl::Milliseconds(40));
+  swarm.Kill(2);
+  swarm.clock_.Advance(absl::Milliseconds(200));
+  ASSERT_EQ(swarm.recorder_.finished.count(6), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[6])) << swarm.recorder_.finished[6];
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
 }
 
 // Sends a hand-made frame from node `from` and returns the ack.

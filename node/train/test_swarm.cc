@@ -10,13 +10,17 @@ namespace skipswarm::node {
 TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const DataSource* data)
     : options_(std::move(options)),
       data_(data),
-      board_(&clock_, {.latency = options_.latency}) {
+      board_(&clock_, [this] {
+        SwitchboardOptions o;
+        o.latency = options_.latency;
+        return o;
+      }()) {
   options_.driver.num_stages = options_.num_stages;
   std::vector<PeerInfo> members;
   for (size_t i = 0; i < options_.node_stages.size(); ++i) {
     auto node = std::make_unique<Node>();
     node->id = common::NodeId::ForName("node" + std::to_string(i));
-    members.push_back({node->id, options_.node_stages[i], options_.memory_slots, ""});
+    members.push_back({node->id, options_.node_stages[i], options_.memory_slots, "", ""});
     nodes_.push_back(std::move(node));
   }
   hub_ = std::make_unique<InProcessGroupHub>(&clock_, members);
