@@ -1,0 +1,45 @@
+#include "scheduler/plan_command.h"
+
+#include <fstream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "gtest/gtest.h"
+
+ABSL_DECLARE_FLAG(std::string, scenario);
+ABSL_DECLARE_FLAG(std::string, planner);
+ABSL_DECLARE_FLAG(std::string, format);
+ABSL_DECLARE_FLAG(int, budget_ms);
+
+namespace skipswarm::scheduler {
+namespace {
+
+TEST(PlanCommandTest, DescribesItself) {
+  common::cli::Command command = PlanCommand();
+  EXPECT_EQ(command.name, "plan");
+  EXPECT_EQ(command.flag_files,
+            std::vector<std::string>{"scheduler/plan_command.cc"});
+  EXPECT_TRUE(static_cast<bool>(command.run));
+}
+
+TEST(PlanCommandTest, PlansTheReferenceFileAndRejectsBadScenarios) {
+  common::cli::Command command = PlanCommand();
+  absl::SetFlag(&FLAGS_scenario,
+                "scheduler/testdata/skippipe_gcp20_schedule.json");
+  absl::SetFlag(&FLAGS_planner, "pipeline");
+  absl::SetFlag(&FLAGS_format, "json");
+  EXPECT_EQ(command.run({}), 0);
+  EXPECT_EQ(command.run({"extra"}), 2);
+
+  const std::string bad = ::testing::TempDir() + "/bad.json";
+  std::ofstream(bad) << R"({"model": {"num_stages": 2}, "nodes": []})";
+  absl::SetFlag(&FLAGS_scenario, bad);
+  EXPECT_EQ(command.run({}), 1);
+  absl::SetFlag(&FLAGS_planner, "nonsense");
+  absl::SetFlag(&FLAGS_scenario,
+                "scheduler/testdata/skippipe_gcp20_schedule.json");
+  EXPECT_EQ(command.run({}), 1);
+}
+
+}  // namespace
+}  // namespace skipswarm::scheduler
