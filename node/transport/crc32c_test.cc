@@ -16,11 +16,20 @@ TEST(Crc32cTest, MatchesPublishedCheckValues) {
 
 TEST(Crc32cTest, HardwareAndPortableAgree) {
   std::string data;
-  for (int i = 0; i < 10007; ++i) data.push_back(static_cast<char>(i * 131 + 7));
-  for (size_t n : {0, 1, 7, 8, 9, 63, 1000, 10007}) {
+  for (int i = 0; i < 300007; ++i) data.push_back(static_cast<char>(i * 131 + 7 + (i >> 9)));
+  // Around and beyond the three-lane block (3 x 8 KiB) of the fast path.
+  for (size_t n : {0, 1, 7, 8, 9, 63, 1000, 10007, 24575, 24576, 24577, 49152,
+                   100003, 300007}) {
     absl::string_view part(data.data(), n);
     EXPECT_EQ(Crc32c(part), Crc32cExtendPortable(0, part)) << n;
   }
+}
+
+TEST(Crc32cTest, LongInputMatchesABitwiseReference) {
+  // Expected value from a bit-at-a-time CRC-32C written in Python.
+  std::string data;
+  for (int i = 0; i < 100003; ++i) data.push_back(static_cast<char>(i * 131 + 7 + (i >> 9)));
+  EXPECT_EQ(Crc32c(data), 0x2f845dcdu);
 }
 
 TEST(Crc32cTest, StreamingEqualsOneShot) {

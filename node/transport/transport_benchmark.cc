@@ -8,6 +8,7 @@
 // BM_GrpcStreamThroughput activations through one stream, 4 frames in flight.
 // BM_RawTcpCopy           the same bytes through a plain loopback TCP socket
 //                         (write → read into a buffer), the ceiling.
+// BM_Crc32c4MB            CRC-32C of a 4 MB payload (hardware / table).
 // BM_ShapedTransferRealClock  10 MB over a shaped 10 MB/s, 50 ms link on the
 //                         real clock (expect ≈ 1.05 s).
 #include <netinet/in.h>
@@ -26,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
+#include "node/transport/crc32c.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/malloc_tuning.h"
@@ -183,6 +185,17 @@ void BM_RawTcpCopy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBytesPerIteration);
 }
 BENCHMARK(BM_RawTcpCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Crc32c4MB(benchmark::State& state) {
+  const std::string data = testing::TestPayload(kActivationBytes);
+  const bool portable = state.range(0) == 1;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(portable ? Crc32cExtendPortable(0, data) : Crc32c(data));
+  }
+  state.SetBytesProcessed(state.iterations() * kActivationBytes);
+  state.SetLabel(portable ? "table" : "sse4.2");
+}
+BENCHMARK(BM_Crc32c4MB)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_ShapedTransferRealClock(benchmark::State& state) {
   auto clock = common::RealClock::Create();
