@@ -36,6 +36,17 @@ struct StageServer::Entry {
   bool holds_slot = false;
   bool forward_done = false;
   bool tail_done = false;  // origin only
+  // The next hop that admitted this visit's forward output (Note [Lost
+  // with a neighbour]); zero until acknowledged.
+  PeerId next_admitted;
+  proto::FrameHeader header;  // route as sent on (for abort notices); no tensor
+
+  static Entry Make(uint64_t local_id, int stage) {
+    Entry e;
+    e.local_id = local_id;
+    e.stage = stage;
+    return e;
+  }
 };
 
 struct StageServer::Task {
@@ -62,6 +73,7 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // Admit, or handle an abort notice (Note [Abort notices]).
   absl::Status Receive(const Frame& frame, bool* runnable);
   absl::Status HandleAbort(const Frame& frame);
+  void OnPeerFailure(const PeerId& peer);
   // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
   void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
   void MaybeDispatch();
@@ -190,6 +202,36 @@ absl::Status StageServer::Impl::HandleAbort(const Frame& frame) {
   return absl::OkStatus();
 }
 
+// Note [Lost with a neighbour]
+// A visit whose forward output was admitted by the next hop is lost when
+// that node dies: the activation (or the MB's later path) died with it, and
+// the backward can never come back through it. So on a peer-failure event
+// each node drops its visits whose next_admitted is the dead peer and aborts
+// the hops before (Note [Abort notices]); the hops after are handled by the
+// dead node's other neighbour. MBs still waiting to be sent are re-routed
+// by the failing send instead.
+void StageServer::Impl::OnPeerFailure(const PeerId& peer) {
+  view_->MarkDead(peer);
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<std::pair<proto::FrameHeader, uint32_t>> aborts;
+  const absl::Status why =
+      absl::AbortedError(absl::StrCat("next hop ", peer.ShortString(), " died holding it"));
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::pair<MbKey, proto::FrameHeader>> lost;
+    for (const auto& [key, entry] : entries_) {
+      if (entry.next_admitted == peer) lost.push_back({key, entry.header});
+    }
+    for (const auto& [key, header] : lost) {
+      DropLocked(key, why, discards, finished);
+      if (key.hop > 0) aborts.push_back({header, key.hop - 1});
+    }
+  }
+  Finish(discards, finished);
+  for (const auto& [header, hop] : aborts) SendAbort(header, hop, why);
+}
+
 void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop,
                                   const absl::Status& why) {
   Frame f;
@@ -261,7 +303,7 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
         options_.memory_slots + options_.max_queued_forwards) {
       return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
     }
-    entries_[key] = Entry{next_local_id_++, stage};
+    entries_[key] = Entry::Make(next_local_id_++, stage);
     task.kind = Task::kForward;
     (h.iteration() > iteration_ ? deferred_ : forward_q_).push_back(std::move(task));
   } else if (h.direction() == proto::DIRECTION_BACKWARD) {
@@ -359,6 +401,8 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       it->second.forward_done = true;
+      it->second.header = task.header;
+      it->second.header.clear_tensor();
       ++stats_.forwards;
     }
   }
@@ -477,7 +521,17 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
 
 void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed,
                               absl::Status ack) {
-  if (ack.ok()) return;
+  if (ack.ok()) {
+    if (IsForward(frame.header)) {
+      const proto::FrameHeader& h = frame.header;
+      MbKey mine = MbKey::Of(h);
+      mine.hop = h.hop_index() == 0 ? h.route_size() - 1 : h.hop_index() - 1;
+      absl::MutexLock lock(&mu_);
+      auto it = entries_.find(mine);
+      if (it != entries_.end()) it->second.next_admitted = to;
+    }
+    return;
+  }
   proto::FrameHeader& h = frame.header;
   if (absl::IsUnavailable(ack)) view_->MarkDead(to);
   failed.push_back(to);
@@ -608,7 +662,7 @@ void StageServer::Attach() {
   impl_->transport_->SetPeerFailureHandler([weak](const PeerId& peer, const absl::Status& why) {
     if (auto self = weak.lock()) {
       LOG(WARNING) << "peer " << peer << " failed: " << why;
-      self->view_->MarkDead(peer);
+      self->OnPeerFailure(peer);
     }
   });
 }
@@ -672,7 +726,7 @@ absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
     if (impl_->slots_in_use_ + waiting >= impl_->options_.memory_slots) {
       return absl::ResourceExhaustedError("no free memory slot at the origin");
     }
-    impl_->entries_[key] = Entry{impl_->next_local_id_++, 0};
+    impl_->entries_[key] = Entry::Make(impl_->next_local_id_++, 0);
     impl_->forward_q_.push_back(std::move(task));
   }
   impl_->MaybeDispatch();
