@@ -64,7 +64,16 @@ void Membership::Impl::ScheduleProbe() {
   absl::MutexLock lock(&mu_);
   if (stopped_) return;
   timers_[kProbeTimer] =
-      clock_->RunAfter(options_.probe_interval, Guard([this] { ProbeTick(); }));
+      clock_->RunAfter(ProbeIntervalLocked(), Guard([this] { ProbeTick(); }));
+}
+
+void Membership::Impl::AdjustHealthLocked(int delta) {
+  health_ = std::clamp(health_ + delta, 0, options_.max_health_score);
+  stats_.health_score = health_;
+}
+
+absl::Duration Membership::Impl::ProbeIntervalLocked() const {
+  return options_.probe_interval * (1 + health_);
 }
 
 void Membership::Impl::ScheduleGossip() {
@@ -153,7 +162,8 @@ absl::Duration Membership::Impl::ProbeTimeout(const common::NodeId& peer) {
   absl::Duration timeout = options_.probe_timeout;
   const absl::Duration rtt = link_stats_.Rtt(peer);
   if (rtt != absl::InfiniteDuration()) timeout = std::max(timeout, 3 * rtt);
-  return std::min(timeout, options_.probe_interval * 0.6);
+  timeout *= 1 + health_;
+  return std::min(timeout, ProbeIntervalLocked() * 0.6);
 }
 
 void Membership::Impl::ProbeTick() {
@@ -202,6 +212,7 @@ void Membership::Impl::OnProbeResult(const common::NodeId& target,
     Changes changes;
     {
       absl::MutexLock lock(&mu_);
+      AdjustHealthLocked(-1);
       ApplyGossipLocked(ack->gossip(), target, &changes);
     }
     Publish(changes);
@@ -233,6 +244,7 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
       helpers.resize(options_.indirect_probes);
     }
     if (helpers.empty()) {
+      AdjustHealthLocked(+1);
       SuspectLocked(target, incarnation, &changes);
     }
     if (!changes.empty()) NotifySuspectLater(target);
@@ -246,9 +258,13 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
     round->pending = static_cast<int>(sends.size());
   }
   Publish(changes);
+  absl::Duration interval;
+  {
+    absl::MutexLock lock(&mu_);
+    interval = ProbeIntervalLocked();
+  }
   const absl::Duration timeout =
-      std::max(options_.probe_interval - ProbeTimeout(target),
-               options_.probe_timeout);
+      std::max(interval - ProbeTimeout(target), options_.probe_timeout);
   for (auto& [to, req] : sends) {
     transport_->PingReq(
         to, req, timeout,
@@ -262,6 +278,7 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
               round->alive |= ack->target_alive();
             }
             if (--round->pending == 0 && !round->alive) {
+              AdjustHealthLocked(+1);
               SuspectLocked(target, incarnation, &changes);
             }
           }

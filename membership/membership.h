@@ -64,6 +64,12 @@ struct MembershipOptions {
   // 60% of probe_interval), the rest of the period is for indirect probes.
   absl::Duration probe_timeout = absl::Milliseconds(120);
   int indirect_probes = 3;
+  // Local health awareness (Lifeguard): each failed probe round or
+  // refutation of a suspicion about us raises a score (≤ this), each
+  // answered probe lowers it; probe interval and timeout scale by
+  // (1 + score). A node that is itself slow or cut off then suspects others
+  // less eagerly.
+  int max_health_score = 8;
   absl::Duration suspicion_timeout = absl::Milliseconds(1000);
   absl::Duration gossip_interval = absl::Milliseconds(200);
   int gossip_fanout = 3;
@@ -102,6 +108,7 @@ struct MembershipStats {
   uint64_t indirect_probes = 0;
   uint64_t suspicions = 0;  // raised by this node
   uint64_t refutations = 0; // of suspicions about this node
+  int health_score = 0;      // current local health score (0 = healthy)
 };
 
 class Membership final : public GossipHandler {

@@ -129,6 +129,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   void Stop();
   void ScheduleRefresh();
   void ScheduleProbe();
+  void AdjustHealthLocked(int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration ProbeIntervalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration ProbeTimeout(const common::NodeId& peer);
   void ProbeTick();
   void OnProbeResult(const common::NodeId& target, uint64_t incarnation,
@@ -171,6 +173,7 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  int health_ ABSL_GUARDED_BY(mu_) = 0;  // see MembershipOptions
   bool first_push_pull_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> bootstrap_ ABSL_GUARDED_BY(mu_);

@@ -134,6 +134,7 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
     if (incarnation >= me.incarnation()) {
       // Refute: "I am alive", with a newer incarnation than the rumour.
       ++stats_.refutations;
+      AdjustHealthLocked(+1);  // others find us slow: probe less eagerly
       SignSelfLocked(incarnation + 1, proto::MEMBER_STATE_ALIVE).IgnoreError();
     }
     return;
