@@ -73,6 +73,17 @@ BENCHMARK(BM_SkipPipe100ms)
     ->Iterations(3);
 BENCHMARK(BM_Pipeline)->Args({100, 8})->Unit(benchmark::kMillisecond)->Iterations(3);
 
+void BM_SkipPipe2s(benchmark::State& state) { Plan(state, "skippipe", 2000); }
+BENCHMARK(BM_SkipPipe2s)->Args({100, 8})->Unit(benchmark::kMillisecond)->Iterations(1);
+
+void BM_LowerBound(benchmark::State& state) {
+  const Scenario& sc = Swarm(state.range(0), state.range(1));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ComputeLowerBound(sc.view, sc.workload));
+  }
+}
+BENCHMARK(BM_LowerBound)->Args({100, 8})->Args({1000, 16})->Unit(benchmark::kMillisecond);
+
 void BM_Evaluate(benchmark::State& state) {
   const Scenario& sc = Swarm(state.range(0), state.range(1));
   auto plan = (*CreatePlanner("random"))->MakePlan(

@@ -521,9 +521,11 @@ class Search {
     }
   }
 
-  static constexpr double kBeta = 1.0;
+  // Weights tuned on the reference file and on synthetic 100 x 8 and
+  // 1000 x 16 swarms (greedy alone: 1.00, 1.32 and 1.66 x lower bound).
+  static constexpr double kBeta = 0.1;
   static constexpr double kGamma = 0.5;
-  static constexpr double kMemory = 4.0;
+  static constexpr double kMemory = 2.0;
 
   const TopologyView& view_;
   const PlanRequest& request_;

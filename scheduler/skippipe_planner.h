@@ -42,12 +42,13 @@
 // 1) -> n16 (Japan, 3) -> n9 (Taiwan, 2) -> n11 at 15.142 s, and 6 MBs on
 // 3 slots, so it ranks first and takes that route for all six MBs. The
 // Japanese data node, whose own fastest route uses the same three nodes,
-// finds their slots full (kMemory) and goes elsewhere. The greedy plan
-// ends at 32.924 s, like SkipPipe's own ca-paths: n11's second wave
-// follows its first at 0.44 s intervals and queues on the 0.66 s
-// backwards. The search spaces n11's first wave 1.1 s apart; its last MB
-// then ends at 2 x 15.142 + 5 x 0.44 = 32.484 s, which is the evaluator's
-// lower bound (term (d)), so the search stops: optimal for this model.
+// finds their slots full (kMemory) and goes elsewhere. Injected at once,
+// n11's MBs would end at 32.924 s, like SkipPipe's own ca-paths: its second
+// wave follows the first at 0.44 s intervals and queues behind the 0.66 s
+// backwards. The spaced discipline injects the first wave 1.1 s apart; the
+// last MB then ends at 2 x 15.142 + 5 x 0.44 = 32.484 s, the evaluator's
+// lower bound (term (d)), so the search stops at once: optimal for this
+// cost model, in well under a millisecond.
 //
 // Thread rule: see planner.h.
 #ifndef SKIPSWARM_SCHEDULER_SKIPPIPE_PLANNER_H_
