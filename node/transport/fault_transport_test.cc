@@ -12,8 +12,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testing::kTestSwarm;
-using ::skipswarm::node::testing::MakeTestFrame;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
 
 class FaultInjectingTransportTest : public ::testing::Test {
  protected:

@@ -55,6 +55,12 @@ ServerStream::ServerStream(grpc::CallbackServerContext* context,
 
 void ServerStream::OnReadDone(bool ok) {
   if (!ok) {
+    if (assembling_.has_value()) {  // every header gets its ack
+      RejectCurrent(assembling_->header,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "stream ended after ", next_chunk_, " of ",
+                        assembling_->header.chunk_count(), " chunks")));
+    }
     {
       absl::MutexLock lock(&mu_);
       in_read_ = false;

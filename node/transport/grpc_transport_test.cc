@@ -12,8 +12,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/random.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
+#include "node/transport/frame_validator.h"
 #include "node/transport/grpc_streams.h"
 #include "node/transport/test_util.h"
 #include "proto/health.grpc.pb.h"
@@ -22,9 +24,9 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testing::AckWaiter;
-using ::skipswarm::node::testing::kTestSwarm;
-using ::skipswarm::node::testing::MakeTestFrame;
+using ::skipswarm::node::testutil::AckWaiter;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
 
 // Frames a transport's handler admitted, waitable from the test thread.
 class Inbox {
@@ -416,6 +418,7 @@ TEST_F(GrpcTransportTest, ServerRejectsBadFramesWithClearAcksAndKeepsServing) {
   raw.Write(cut.header);
   raw.WriteChunk(0, std::string(1 << 20, 'x'));      // INVALID_ARGUMENT (cut short)
   raw.WriteFrame(AToB(3 << 20, 9));                  // OK
+  raw.Write(AToB(10, 11).header);                    // INVALID_ARGUMENT (ends)
 
   grpc::Status final_status;
   std::vector<absl::StatusCode> codes = raw.Finish(&final_status);
@@ -424,13 +427,56 @@ TEST_F(GrpcTransportTest, ServerRejectsBadFramesWithClearAcksAndKeepsServing) {
   EXPECT_EQ(codes, (std::vector<C>{C::kFailedPrecondition, C::kPermissionDenied,
                                    C::kInvalidArgument, C::kInvalidArgument,
                                    C::kInvalidArgument, C::kDataLoss, C::kOk,
-                                   C::kAlreadyExists, C::kInvalidArgument, C::kOk}));
+                                   C::kAlreadyExists, C::kInvalidArgument, C::kOk,
+                                   C::kInvalidArgument}));
   ASSERT_EQ(inbox.frames().size(), 2u);
   EXPECT_EQ(inbox.frames()[1].payload.size(), size_t{3} << 20);
 
   // The transport's own traffic is unaffected.
   AckWaiter ack;
   a_->Send(b_id_, AToB(100, 10), ack.Callback());
+  EXPECT_TRUE(ack.Wait().ok());
+}
+
+// Seeded garbage: random headers (fields drawn around the valid ranges)
+// and random chunks. Every header gets exactly one ack, nothing reaches the
+// handler unless it is valid, and the server still serves afterwards.
+TEST_F(GrpcTransportTest, SurvivesRandomHostileMessages) {
+  Inbox inbox;
+  b_->SetFrameHandler(inbox.Handler());
+  RawStream raw(b_->loopback_address(), &a_id_);
+  common::Random rng(20261202);
+  int headers = 0;
+  for (int i = 0; i < 300; ++i) {
+    if (rng.Bernoulli(0.5)) {
+      Frame f = AToB(static_cast<size_t>(rng.UniformInt(0, 3000)), 1000 + i);
+      proto::FrameHeader& h = f.header;
+      switch (rng.UniformInt(0, 7)) {
+        case 0: h.set_protocol_version(static_cast<proto::ProtocolVersion>(rng.UniformInt(0, 9))); break;
+        case 1: h.set_hop_index(static_cast<uint32_t>(rng.UniformInt(0, 100))); break;
+        case 2: h.mutable_tensor()->set_payload_bytes(rng()); break;
+        case 3: h.set_chunk_count(static_cast<uint32_t>(rng.UniformInt(0, 1 << 20))); break;
+        case 4: h.set_direction(static_cast<proto::Direction>(rng.UniformInt(0, 5))); break;
+        case 5: h.mutable_route(0)->set_node_id(std::string(rng.UniformInt(0, 40), 'z')); break;
+        case 6: h.set_swarm_id(testutil::TestPayload(8, rng())); break;
+        default: break;  // valid header
+      }
+      raw.Write(h);
+      ++headers;
+    } else {
+      raw.WriteChunk(static_cast<uint32_t>(rng.UniformInt(0, 3)),
+                     testutil::TestPayload(static_cast<size_t>(rng.UniformInt(0, 2000)), rng()));
+    }
+  }
+  grpc::Status final_status;
+  std::vector<absl::StatusCode> codes = raw.Finish(&final_status);
+  EXPECT_TRUE(final_status.ok()) << final_status.error_message();
+  EXPECT_EQ(codes.size(), static_cast<size_t>(headers));
+  for (const Frame& f : inbox.frames()) {
+    EXPECT_TRUE(FrameValidator(ValidatorOptions{b_id_, kTestSwarm}).CheckFrame(f).ok());
+  }
+  AckWaiter ack;
+  a_->Send(b_id_, AToB(100, 1), ack.Callback());
   EXPECT_TRUE(ack.Wait().ok());
 }
 

@@ -11,8 +11,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testing::kTestSwarm;
-using ::skipswarm::node::testing::MakeTestFrame;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
 
 class InProcessTransportTest : public ::testing::Test {
  protected:

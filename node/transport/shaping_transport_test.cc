@@ -13,8 +13,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testing::kTestSwarm;
-using ::skipswarm::node::testing::MakeTestFrame;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
 
 TEST(TokenBucketTest, PacesTransfersBackToBack) {
   TokenBucket bucket(1e6, /*burst_bytes=*/0);

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace skipswarm::node::testing {
+namespace skipswarm::node::testutil {
 
 std::string TestPayload(size_t bytes, uint64_t seed) {
   std::string out(bytes, '\0');
@@ -52,4 +52,4 @@ absl::Status AckWaiter::Wait() {
   return status_;
 }
 
-}  // namespace skipswarm::node::testing
+}  // namespace skipswarm::node::testutil

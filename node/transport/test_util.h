@@ -11,7 +11,7 @@
 #include "node/transport/frame.h"
 #include "node/transport/transport.h"
 
-namespace skipswarm::node::testing {
+namespace skipswarm::node::testutil {
 
 inline constexpr char kTestSwarm[] = "test-swarm";
 
@@ -37,6 +37,6 @@ class AckWaiter {
   absl::Status status_;
 };
 
-}  // namespace skipswarm::node::testing
+}  // namespace skipswarm::node::testutil
 
 #endif  // SKIPSWARM_NODE_TRANSPORT_TEST_UTIL_H_

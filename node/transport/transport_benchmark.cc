@@ -37,8 +37,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testing::kTestSwarm;
-using ::skipswarm::node::testing::MakeTestFrame;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
 
 constexpr size_t kActivationBytes = 4 << 20;
 
@@ -163,7 +163,7 @@ void BM_RawTcpCopy(benchmark::State& state) {
       if (write(reader, &ack, 1) != 1) return;
     }
   });
-  const std::string payload = testing::TestPayload(kActivationBytes);
+  const std::string payload = testutil::TestPayload(kActivationBytes);
   for (auto _ : state) {
     for (size_t sent = 0; sent < kBytesPerIteration; sent += payload.size()) {
       size_t off = 0;
@@ -187,7 +187,7 @@ void BM_RawTcpCopy(benchmark::State& state) {
 BENCHMARK(BM_RawTcpCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Crc32c4MB(benchmark::State& state) {
-  const std::string data = testing::TestPayload(kActivationBytes);
+  const std::string data = testutil::TestPayload(kActivationBytes);
   const bool portable = state.range(0) == 1;
   for (auto _ : state) {
     benchmark::DoNotOptimize(portable ? Crc32cExtendPortable(0, data) : Crc32c(data));
