@@ -86,11 +86,19 @@ absl::StatusOr<Corpus> LoadCorpus(const CorpusOptions& options, const Tokenizer&
   }
   const uint64_t threshold =
       static_cast<uint64_t>(options.validation_fraction * 1e6);
-  for (size_t at = 0, chunk = 0; at < text.size(); at += options.chunk_bytes, ++chunk) {
-    std::vector<int32_t> ids =
-        tokenizer.Encode(absl::string_view(text).substr(at, options.chunk_bytes));
-    const bool validation = common::MixSeed(chunk + 0x5eed) % 1000000 < threshold;
-    auto& out = validation ? corpus.validation : corpus.train;
+  const size_t chunks = (text.size() + options.chunk_bytes - 1) / options.chunk_bytes;
+  std::vector<bool> validation(chunks, false);
+  bool any = false;
+  for (size_t chunk = 0; chunk < chunks; ++chunk) {
+    validation[chunk] = common::MixSeed(chunk + 0x5eed) % 1000000 < threshold;
+    any = any || validation[chunk];
+  }
+  // A small corpus may draw no validation chunk at all: hold out the last.
+  if (!any && threshold > 0 && chunks >= 2) validation[chunks - 1] = true;
+  for (size_t chunk = 0; chunk < chunks; ++chunk) {
+    std::vector<int32_t> ids = tokenizer.Encode(
+        absl::string_view(text).substr(chunk * options.chunk_bytes, options.chunk_bytes));
+    auto& out = validation[chunk] ? corpus.validation : corpus.train;
     out.insert(out.end(), ids.begin(), ids.end());
   }
   return corpus;

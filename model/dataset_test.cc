@@ -65,6 +65,16 @@ TEST(DatasetTest, SplitIsDeterministicAndCoversEverything) {
   EXPECT_LT(a.validation.size(), 6000u);
 }
 
+TEST(DatasetTest, SmallCorpusStillHoldsOutValidation) {
+  std::string dir = TempDir("corpus_small");
+  Write(dir + "/t", std::string(3 * 4096 + 10, 'x'));
+  CorpusOptions opts;
+  opts.paths = {dir};
+  auto c = LoadCorpus(opts, ByteTokenizer()).value();
+  EXPECT_GT(c.validation.size(), 0u);
+  EXPECT_GT(c.train.size(), 0u);
+}
+
 TEST(DatasetTest, DefaultCorpusIsTheFortunes) {
   if (!std::filesystem::exists(kDefaultCorpusDir)) GTEST_SKIP() << "fortunes not installed";
   auto corpus = LoadCorpus(CorpusOptions(), ByteTokenizer());

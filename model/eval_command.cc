@@ -56,6 +56,12 @@ absl::Status Run() {
   SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, tokenizer));
   std::vector<MicroBatch> val =
       SequentialBatches(corpus.validation, flags.samples_per_mb, config.seq_len, flags.eval_batches);
+  if (val.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the validation split has ", corpus.validation.size(),
+        " tokens, fewer than one micro-batch; give more text or a larger "
+        "--validation_fraction"));
+  }
   std::printf("checkpoint %s: iteration %lld, %d stages, %.2f M parameters, %lld validation "
               "tokens\n",
               dir.c_str(), static_cast<long long>(info.step), config.num_stages,
@@ -89,7 +95,8 @@ absl::Status Run() {
     levels = {StagesForFraction(config.num_stages, 1.0 - keep)};
   } else {
     for (double f : {0.0, 1.0 / 6, 1.0 / 3, 0.5}) {
-      levels.push_back(StagesForFraction(config.num_stages, f));
+      const int k = StagesForFraction(config.num_stages, f);
+      if (levels.empty() || levels.back() != k) levels.push_back(k);
     }
   }
   std::printf("%-8s %-7s %-8s %-9s %-9s %-9s %-10s %s\n", "removed", "stages", "subsets",

@@ -98,6 +98,12 @@ absl::Status Run() {
 
   std::vector<MicroBatch> val = SequentialBatches(corpus.validation, flags.samples_per_mb,
                                                   flags.model.seq_len, flags.eval_batches);
+  if (val.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the validation split has ", corpus.validation.size(),
+        " tokens, fewer than one micro-batch (", flags.samples_per_mb * flags.model.seq_len + 1,
+        "); give more text or a larger --validation_fraction"));
+  }
   std::unique_ptr<std::ofstream> metrics;
   if (!absl::GetFlag(FLAGS_metrics_out).empty()) {
     metrics = std::make_unique<std::ofstream>(absl::GetFlag(FLAGS_metrics_out), std::ios::app);

@@ -1,0 +1,81 @@
+// End to end: train-ref on a tiny model and corpus, resume, then eval.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "model/eval_command.h"
+#include "model/train_ref_command.h"
+
+ABSL_DECLARE_FLAG(int, layers);
+ABSL_DECLARE_FLAG(int, d_model);
+ABSL_DECLARE_FLAG(int, heads);
+ABSL_DECLARE_FLAG(int, ffn);
+ABSL_DECLARE_FLAG(int, seq_len);
+ABSL_DECLARE_FLAG(int, stages);
+ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(int, eval_batches);
+ABSL_DECLARE_FLAG(int, samples_per_mb);
+ABSL_DECLARE_FLAG(std::vector<std::string>, corpus);
+ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
+ABSL_DECLARE_FLAG(int64_t, iterations);
+ABSL_DECLARE_FLAG(int64_t, warmup_steps);
+ABSL_DECLARE_FLAG(double, skip_ratio);
+ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(std::string, checkpoint);
+ABSL_DECLARE_FLAG(std::vector<std::string>, drop_stages);
+
+namespace skipswarm::model {
+namespace {
+
+TEST(CommandsTest, TrainRefResumeAndEval) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(base ? base : "/tmp") + "/commands_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream text(dir + "/text.txt");
+    for (int i = 0; i < 400; ++i) text << "The quick brown fox jumps over the lazy dog " << i << ".\n";
+  }
+  absl::SetFlag(&FLAGS_layers, 4);
+  absl::SetFlag(&FLAGS_d_model, 16);
+  absl::SetFlag(&FLAGS_heads, 2);
+  absl::SetFlag(&FLAGS_ffn, 32);
+  absl::SetFlag(&FLAGS_seq_len, 16);
+  absl::SetFlag(&FLAGS_stages, 4);
+  absl::SetFlag(&FLAGS_threads, 1);
+  absl::SetFlag(&FLAGS_eval_batches, 2);
+  absl::SetFlag(&FLAGS_samples_per_mb, 2);
+  absl::SetFlag(&FLAGS_corpus, std::vector<std::string>{dir + "/text.txt"});
+  absl::SetFlag(&FLAGS_checkpoint_dir, dir + "/ckpt");
+  absl::SetFlag(&FLAGS_iterations, 3);
+  absl::SetFlag(&FLAGS_warmup_steps, 1);
+  absl::SetFlag(&FLAGS_skip_ratio, 0.25);
+
+  common::cli::Command train = TrainRefCommand();
+  EXPECT_EQ(train.name, "train-ref");
+  ASSERT_EQ(train.run({}), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/stage-3.ckpt"));
+  absl::SetFlag(&FLAGS_iterations, 5);
+  absl::SetFlag(&FLAGS_resume, true);
+  ASSERT_EQ(train.run({}), 0);
+  EXPECT_EQ(train.run({"extra"}), 2);
+
+  common::cli::Command eval = EvalCommand();
+  absl::SetFlag(&FLAGS_checkpoint, dir + "/ckpt");
+  EXPECT_EQ(eval.run({}), 0);
+  absl::SetFlag(&FLAGS_drop_stages, std::vector<std::string>{"2"});
+  EXPECT_EQ(eval.run({}), 0);
+  absl::SetFlag(&FLAGS_drop_stages, std::vector<std::string>{"0"});
+  EXPECT_EQ(eval.run({}), 1);
+  absl::SetFlag(&FLAGS_checkpoint, dir + "/missing");
+  EXPECT_EQ(eval.run({}), 1);
+}
+
+}  // namespace
+}  // namespace skipswarm::model
