@@ -24,7 +24,8 @@
 // - Back-pressure: at most max_queued_frames frames wait per peer (beyond:
 //   RESOURCE_EXHAUSTED at once); one frame is written at a time, so gRPC's
 //   HTTP/2 flow control paces the sender to the receiver's reads. The
-//   receiver reads the next frame while earlier ones wait for admission.
+//   receiver keeps reading while fewer than max_frames_awaiting_admission
+//   frames of that stream wait for the handler's verdict, then pauses.
 // - Receiving: the callback-API server validates every frame (Note [Frame
 //   validation]) and passes it to the frame handler; gRPC's standard health
 //   service (grpc.health.v1) answers SERVING.
