@@ -30,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
 #include "node/daemon/swarm_spec.h"
@@ -273,6 +274,9 @@ absl::Status Run() {
                     static_cast<long long>(reported));
         kill(c.pid, SIGKILL);
         kills.erase(k);
+        std::ofstream log(dir + "/kills.log", std::ios::app);
+        log << absl::FormatTime("%Y%m%d %H:%M:%E6S", absl::Now(), absl::LocalTimeZone()) << " "
+            << c.name << " after iteration " << reported << "\n";
       }
     }
     if (!points.empty() && reported != shown) {

@@ -220,11 +220,18 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
+      std::set<common::NodeId>& missing = this->missing;
       const std::vector<common::NodeId> data_nodes = view_->Replicas(0);
+      missing.clear();
       for (auto it = barrier_waiters_.begin(); it != barrier_waiters_.end();) {
         const auto& arrived = arrived_[it->first];
-        const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
-                                          [&](const common::NodeId& d) { return arrived.count(d); });
+        bool complete = true;
+        for (const common::NodeId& d : data_nodes) {
+          if (!arrived.count(d)) {
+            complete = false;
+            missing.insert(d);
+          }
+        }
         if (!complete) {
           ++it;
           continue;
@@ -239,7 +246,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         auto& got = received_[key];
         bool complete = true;
         for (const common::NodeId& r : view_->Replicas(key.second)) {
-          if (r != options_.self && !got.count(r)) complete = false;
+          if (r != options_.self && !got.count(r)) {
+            complete = false;
+            missing.insert(r);
+          }
         }
         if (!complete) {
           ++it;
@@ -267,10 +277,55 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       std::weak_ptr<Impl> weak = weak_from_this();
       clock_->RunAfter(options_.recheck, [weak] {
         if (auto self = weak.lock()) {
+          std::set<common::NodeId> probe;
           {
             absl::MutexLock lock(&self->mu_);
             self->recheck_armed_ = false;
+            probe = self->missing;
           }
+          self->ProbeMissing(probe);
+          self->Sweep();
+        }
+      });
+    }
+  }
+
+  // Note [Group liveness]: replicas of a stage need not share a pipeline
+  // stream, so the transport may never tell one that another died. While a
+  // barrier or reduce waits for a member, the member's StageService is
+  // probed (Health, short deadline) every probe_interval; a member that does
+  // not answer is marked dead and the round finishes without it.
+  void ProbeMissing(const std::set<common::NodeId>& members) {
+    const absl::Duration now = clock_->SteadyNow();
+    for (const common::NodeId& m : members) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = probed_.find(m);
+        if (it != probed_.end() && now - it->second < options_.probe_interval) continue;
+        probed_[m] = now;
+      }
+      std::string address;
+      for (const PeerInfo& p : view_->Members()) {
+        if (p.id == m) address = p.group_address;
+      }
+      std::weak_ptr<Impl> weak = weak_from_this();
+      const size_t which = std::hash<std::string>()(m.Bytes()) % pushers_.size();
+      pushers_[which]->Post([weak, m, address] {
+        auto self = weak.lock();
+        if (!self) return;
+        auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+        auto stub = proto::StageService::NewStub(channel);
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() +
+                             absl::ToChronoMilliseconds(self->options_.probe_timeout));
+        proto::HealthRequest request;
+        request.set_protocol_version(proto::kProtocolVersion);
+        proto::HealthResponse response;
+        grpc::Status s = stub->Health(&context, request, &response);
+        if (!s.ok()) {
+          LOG(WARNING) << "member " << m << " (" << address
+                       << ") does not answer; dropping it from the group: " << s.error_message();
+          self->view_->MarkDead(m);
           self->Sweep();
         }
       });
@@ -317,6 +372,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool recheck_armed_ ABSL_GUARDED_BY(mu_) = false;
+  // Members a pending barrier or reduce still waits for (last sweep).
+  std::set<common::NodeId> missing ABSL_GUARDED_BY(mu_);
+  // When each member was last probed (clock time).
+  std::map<common::NodeId, absl::Duration> probed_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<common::NodeId>> arrived_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int>, std::map<common::NodeId, GradientContribution>> received_
       ABSL_GUARDED_BY(mu_);

@@ -49,6 +49,9 @@ struct GrpcGroupOptions {
   absl::Duration push_deadline = absl::Seconds(60);
   // How often pending barriers / reduces re-check the view for deaths.
   absl::Duration recheck = absl::Milliseconds(50);
+  // Liveness of awaited members (Note [Group liveness] in grpc_group.cc).
+  absl::Duration probe_interval = absl::Seconds(1);
+  absl::Duration probe_timeout = absl::Milliseconds(500);
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
 };

@@ -98,3 +98,23 @@ TEST_F(GrpcGroupTest, DeadReplicaIsDroppedFromTheReduce) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+TEST_F(GrpcGroupTest, ReplicaThatDiesAfterItsPeerPushedIsProbedAndDropped) {
+  // n1 contributes and pushes to n2 (alive, so the push succeeds); n2 then
+  // dies without contributing. Only the liveness probe can tell n1.
+  std::optional<absl::StatusOr<ReduceResult>> r1;
+  absl::Notification d1;
+  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7},
+                        [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  EXPECT_FALSE(d1.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  groups_[2].reset();
+  ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(r1->ok());
+  EXPECT_EQ((*r1)->contributors, 1);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
