@@ -6,9 +6,9 @@
 // (scheduler/evaluator.h) step for step: same servers, memory slots, task
 // order and hop costs, so the two give the same iteration time (a test
 // checks it). It is a separate loop because the evaluator is a pure
-// function with no way to inject failures mid-iteration; it stands in for
-// the real stage server + data-node driver until those run in the simulator
-// (see sim/README.md, "What runs real code").
+// function with no way to inject failures mid-iteration. sim/node_swarm.h
+// runs the real stage server + data-node driver instead, with fewer kinds
+// of churn (see sim/README.md, "What runs real code", for how they agree).
 //
 // Failures (Note [Failure handling in the simulator]):
 //  * A node dies at time t (the world says so through WorldHooks and the

@@ -10,9 +10,9 @@
 // All on one SimClock: deterministic, no libtorch.
 //
 // This is the "real node" backend: no protocol logic of its own, unlike
-// sim/executor.h. It does not yet run the churn trace (only kills at given
-// times) nor gossip (the SwarmView is the static member list, updated by the
-// nodes' own failure verdicts).
+// sim/executor.h. It does not yet run the whole churn trace (only kills at
+// given times: ExplicitKills) nor gossip (the SwarmView is the static member
+// list, updated by the nodes' own failure verdicts).
 //
 //   NodeSwarmOptions o;  o.iterations = 3;  o.kills = {{"nl-s1-0", 2.0}};
 //   SS_ASSIGN_OR_RETURN(NodeSwarmResult r, RunNodeSwarm(scenario, o));
