@@ -16,7 +16,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "model/crc32c.h"
+#include "common/crc32c.h"
 #include "nlohmann/json.hpp"
 
 namespace skipswarm::model {
@@ -57,7 +57,7 @@ absl::StatusOr<Parsed> Parse(absl::string_view b) {
         kVersion, ")"));
   }
   const uint32_t crc = Get<uint32_t>(b, b.size() - 4);
-  if (Crc32c(b.data(), b.size() - 4) != crc) return loss("CRC mismatch (file corrupted)");
+  if (common::Crc32c(b.data(), b.size() - 4) != crc) return loss("CRC mismatch (file corrupted)");
   const uint32_t header_len = Get<uint32_t>(b, 12);
   if (header_len > kMaxHeader || 16 + uint64_t{header_len} + 8 + 4 > b.size()) {
     return loss("bad header length ", header_len);
@@ -124,7 +124,7 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
   out += header;
   Put<uint64_t>(out, state.size());
   out += state;
-  Put<uint32_t>(out, Crc32c(out.data(), out.size()));
+  Put<uint32_t>(out, common::Crc32c(out.data(), out.size()));
   return out;
 }
 

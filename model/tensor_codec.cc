@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/crc32c.h"
+#include "common/crc32c.h"
 
 namespace skipswarm::model {
 namespace {
@@ -213,7 +213,7 @@ absl::StatusOr<EncodedTensor> EncodeImpl(const at::Tensor& tensor, const EncodeO
     case Codec::kInt8Blockwise: FloatToInt8Blocks(t.data_ptr<float>(), n, block, out); break;
     default: break;
   }
-  enc.meta.payload_crc32c = Crc32c(out, bytes);
+  enc.meta.payload_crc32c = common::Crc32c(out, bytes);
   return enc;
 }
 
@@ -286,7 +286,7 @@ absl::StatusOr<at::Tensor> DecodeImpl(const TensorMeta& meta, absl::string_view 
                "), shape ", Shape(meta.shape), " with ", CodecName(codec), " needs ",
                expected_bytes);
   }
-  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  const uint32_t crc = common::Crc32c(payload.data(), payload.size());
   if (crc != meta.payload_crc32c) {
     return absl::DataLossError(absl::StrCat("decode: payload CRC-32C ", crc,
                                             " does not match header ", meta.payload_crc32c));

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/random.h"
-#include "model/crc32c.h"
+#include "common/crc32c.h"
 
 namespace skipswarm::model {
 namespace {
@@ -21,16 +21,7 @@ DecodeExpectations Want(std::vector<int64_t> shape = {-1, 8, 16}) {
   return w;
 }
 
-TEST(Crc32cTest, KnownValueAndPortableAgree) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
-  std::string data(1000, '\0');
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
-  for (size_t n : {0, 1, 7, 8, 9, 100, 1000}) {
-    EXPECT_EQ(Crc32c(data.data(), n), Crc32cExtendPortable(0, data.data(), n));
-  }
-  EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), 300), data.data() + 300, 700),
-            Crc32c(data.data(), 1000));
-}
+// CRC-32C itself is tested in common/crc32c_test.cc.
 
 TEST(TensorCodecTest, RoundTripsEveryCodecWithinItsError) {
   at::Tensor x = Activation();
@@ -185,7 +176,7 @@ TEST_F(DecoderRejectsTest, NegativeInt8ScaleRejected) {
   EncodedTensor enc = EncodeTensor(Activation(), {Codec::kInt8Blockwise, 64}).value();
   float neg = -1.0f;
   std::memcpy(enc.payload.data(), &neg, 4);
-  enc.meta.payload_crc32c = Crc32c(enc.payload.data(), enc.payload.size());
+  enc.meta.payload_crc32c = common::Crc32c(enc.payload.data(), enc.payload.size());
   EXPECT_EQ(Code(enc.meta, enc.payload), absl::StatusCode::kInvalidArgument);
 }
 
@@ -208,7 +199,7 @@ TEST_F(DecoderRejectsTest, RandomMutationsNeverCrash) {
       case 5: m.dtype = static_cast<WireDType>(rng.UniformInt(0, 7)); break;
       case 6: m.payload_bytes = rng(); break;
     }
-    if (rng.Bernoulli(0.5)) m.payload_crc32c = Crc32c(p.data(), p.size());
+    if (rng.Bernoulli(0.5)) m.payload_crc32c = common::Crc32c(p.data(), p.size());
     DecodeExpectations w;
     w.non_finite = NonFinitePolicy::kCount;
     absl::StatusOr<at::Tensor> dec = DecodeTensor(m, p, w);

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/node_id.h"
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 #include "proto/version.h"
 
 namespace skipswarm::node {
@@ -15,7 +15,7 @@ void SealFrame(Frame& frame) {
   proto::FrameHeader& h = frame.header;
   h.set_protocol_version(proto::kProtocolVersion);
   h.mutable_tensor()->set_payload_bytes(frame.payload.size());
-  h.mutable_tensor()->set_payload_crc32c(Crc32c(frame.payload));
+  h.mutable_tensor()->set_payload_crc32c(common::Crc32c(frame.payload));
   h.set_chunk_count(ChunkCountFor(frame.payload.size()));
 }
 

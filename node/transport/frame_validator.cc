@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 #include "proto/version.h"
 
 namespace skipswarm::node {
@@ -80,7 +80,7 @@ absl::Status FrameValidator::CheckChunk(const proto::FrameHeader& h,
 
 absl::Status FrameValidator::CheckPayload(const proto::FrameHeader& h,
                                           const absl::Cord& payload) const {
-  return CheckPayload(h, payload, Crc32c(payload));
+  return CheckPayload(h, payload, common::Crc32c(payload));
 }
 
 absl::Status FrameValidator::CheckPayload(const proto::FrameHeader& h,

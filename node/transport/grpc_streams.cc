@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 #include "proto/grpc_status.h"
 
 namespace skipswarm::node::internal {
@@ -136,7 +136,7 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
   }
   std::string* data = message.mutable_chunk()->mutable_data();
   bytes_so_far_ += data->size();
-  crc_so_far_ = Crc32cExtend(crc_so_far_, *data);
+  crc_so_far_ = common::Crc32cExtend(crc_so_far_, *data);
   ++next_chunk_;
   // Moving the string into the Cord adopts its buffer without a copy.
   assembling_->payload.Append(absl::Cord(std::move(*data)));

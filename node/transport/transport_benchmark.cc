@@ -27,7 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/malloc_tuning.h"
@@ -190,7 +190,7 @@ void BM_Crc32c4MB(benchmark::State& state) {
   const std::string data = testutil::TestPayload(kActivationBytes);
   const bool portable = state.range(0) == 1;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(portable ? Crc32cExtendPortable(0, data) : Crc32c(data));
+    benchmark::DoNotOptimize(portable ? common::Crc32cExtendPortable(0, data) : common::Crc32c(data));
   }
   state.SetBytesProcessed(state.iterations() * kActivationBytes);
   state.SetLabel(portable ? "table" : "sse4.2");

@@ -1,11 +1,11 @@
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 
 #include <nmmintrin.h>
 
 #include <array>
 #include <cstring>
 
-namespace skipswarm::node {
+namespace skipswarm::common {
 namespace {
 
 constexpr uint32_t kPolyReflected = 0x82F63B78u;
@@ -117,4 +117,4 @@ uint32_t Crc32c(const absl::Cord& data) {
   return crc;
 }
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::common

@@ -1,10 +1,10 @@
-#include "node/transport/crc32c.h"
+#include "common/crc32c.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace skipswarm::node {
+namespace skipswarm::common {
 namespace {
 
 TEST(Crc32cTest, MatchesPublishedCheckValues) {
@@ -45,4 +45,4 @@ TEST(Crc32cTest, StreamingEqualsOneShot) {
 }
 
 }  // namespace
-}  // namespace skipswarm::node
+}  // namespace skipswarm::common
