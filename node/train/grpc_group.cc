@@ -89,7 +89,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       const size_t n = chunk.data().size() / sizeof(float);
       const size_t at = c.flat.size();
       c.flat.resize(at + n);
-      std::memcpy(c.flat.data() + at, chunk.data().data(), n * sizeof(float));
+      if (n > 0) std::memcpy(c.flat.data() + at, chunk.data().data(), n * sizeof(float));
       ++expected;
     }
     if (expected != count || c.flat.size() != total) {
