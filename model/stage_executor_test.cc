@@ -8,28 +8,15 @@
 
 #include "model/local_pipeline.h"
 #include "model/route.h"
+#include "model/test_util.h"
 
 namespace skipswarm::model {
 namespace {
 
-ModelConfig Tiny(bool tied = true) {
-  ModelConfig c;
-  c.num_layers = 6;
-  c.d_model = 16;
-  c.num_heads = 2;
-  c.ffn_dim = 24;
-  c.vocab_size = 32;
-  c.seq_len = 8;
-  c.num_stages = 3;
-  c.tie_embeddings = tied;
-  c.init_seed = 11;
-  return c;
-}
+using ::skipswarm::model::testing::TinyConfig;
 
-at::Tensor Tokens(int64_t seed) {
-  at::Generator gen = MakeInitGenerator(seed, 0);
-  return at::randint(32, {2, 8}, gen, at::kLong);
-}
+ModelConfig Tiny(bool tied = true) { return TinyConfig(tied); }
+at::Tensor Tokens(int64_t seed) { return testing::TinyTokens(static_cast<uint64_t>(seed)); }
 
 using Grads = std::map<std::string, at::Tensor>;
 
