@@ -39,7 +39,8 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfigText(
     // Re-parse with exceptions only to recover the position of the error.
     std::string where;
     try {
-      (void)json::parse(text.begin(), text.end(), nullptr, true, true);
+      json unused = json::parse(text.begin(), text.end(), nullptr, true, true);
+      (void)unused;
     } catch (const json::parse_error& e) {
       where = e.what();
     }
