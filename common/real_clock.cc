@@ -46,6 +46,12 @@ bool RealClock::Cancel(TimerId id) {
   return timers_.Remove(id);
 }
 
+std::chrono::system_clock::time_point SystemDeadlineAfter(absl::Duration delay) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             absl::ToChronoNanoseconds(delay));
+}
+
 void RealClock::SleepFor(absl::Duration delay) { absl::SleepFor(delay); }
 
 void RealClock::TimerLoop() {

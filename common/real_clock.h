@@ -12,6 +12,7 @@
 #ifndef SKIPSWARM_COMMON_REAL_CLOCK_H_
 #define SKIPSWARM_COMMON_REAL_CLOCK_H_
 
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -45,6 +46,11 @@ class RealClock final : public Clock {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// A deadline `delay` from now on the system clock, for the APIs whose
+// deadlines are real time by nature (gRPC ClientContext / Server::Shutdown).
+// Code with an injected Clock uses it for everything else.
+std::chrono::system_clock::time_point SystemDeadlineAfter(absl::Duration delay);
 
 }  // namespace skipswarm::common
 

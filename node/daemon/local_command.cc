@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
 #include "node/daemon/swarm_spec.h"
@@ -165,6 +166,9 @@ void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points
 }
 
 absl::Status Run() {
+  // The launcher is main-level code: it picks the real clock for its
+  // timestamps and polling.
+  std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
   SS_ASSIGN_OR_RETURN(model::ModelFlags flags, model::ReadModelFlags());
   const int stages = flags.model.num_stages;
   const int data_nodes = absl::GetFlag(FLAGS_local_data_nodes);
@@ -275,7 +279,7 @@ absl::Status Run() {
         kill(c.pid, SIGKILL);
         kills.erase(k);
         std::ofstream log(dir + "/kills.log", std::ios::app);
-        log << absl::FormatTime("%Y%m%d %H:%M:%E6S", absl::Now(), absl::LocalTimeZone()) << " "
+        log << absl::FormatTime("%Y%m%d %H:%M:%E6S", clock->Now(), absl::LocalTimeZone()) << " "
             << c.name << " after iteration " << reported << "\n";
       }
     }
@@ -304,7 +308,7 @@ absl::Status Run() {
       }
       interrupted_sent = true;
     }
-    usleep(200 * 1000);
+    clock->SleepFor(absl::Milliseconds(200));
   }
   std::printf("\n");
   ReadProgress(progress, points);

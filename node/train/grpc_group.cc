@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "absl/synchronization/mutex.h"
 #include "node/compute/task_runner.h"
@@ -54,7 +55,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    if (server_) server_->Shutdown(common::SystemDeadlineAfter(absl::ZeroDuration()));
     pushers_.clear();  // joins the push threads
   }
 
@@ -181,8 +182,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         absl::ToChronoMilliseconds(options_.push_deadline));
+    context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
     // Fail fast on a dead peer (startup waits in AwaitPeers instead).
     auto stream = stub->PushGradients(&context);
     const size_t n = c.flat.size();
@@ -316,8 +316,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
         auto stub = proto::StageService::NewStub(channel);
         grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() +
-                             absl::ToChronoMilliseconds(self->options_.probe_timeout));
+        context.set_deadline(common::SystemDeadlineAfter(self->options_.probe_timeout));
         proto::HealthRequest request;
         request.set_protocol_version(proto::kProtocolVersion);
         proto::HealthResponse response;
@@ -398,7 +397,7 @@ GrpcGroupComm::~GrpcGroupComm() { impl_->Shutdown(); }
 int GrpcGroupComm::port() const { return impl_->port_; }
 
 absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout) {
-  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+  const auto deadline = common::SystemDeadlineAfter(timeout);
   std::vector<std::string> missing;
   for (const PeerInfo& p : impl_->view_->Members()) {
     if (p.id == impl_->options_.self) continue;
