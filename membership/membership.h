@@ -134,6 +134,12 @@ class Membership final : public GossipHandler {
   void Leave(absl::AnyInvocable<void()> done);
   // Stops the timers (a crash, from the swarm's point of view).
   void Stop();
+  // Push-pull with every live member at once (not just gossip's random
+  // few), so a change of our record is known everywhere when `done` runs.
+  // `done(reached, asked)`: how many answered out of how many were asked.
+  // The daemon's joiner uses it before it relies on others knowing its
+  // entry iteration (node/daemon, Note [Entry iteration]).
+  void Announce(absl::AnyInvocable<void(int reached, int asked)> done);
 
   // Edits this node's record (stages, slots, speed, digests, iteration),
   // re-signs it with a higher incarnation and gossips it.

@@ -159,6 +159,47 @@ void Membership::Leave(absl::AnyInvocable<void()> done) {
 
 void Membership::Stop() { impl_->Stop(); }
 
+void Membership::Announce(absl::AnyInvocable<void(int, int)> done) {
+  std::vector<PeerRef> peers;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    for (const common::NodeId& id : impl_->LiveOthersLocked()) {
+      peers.push_back(impl_->RefLocked(impl_->members_[id]));
+    }
+  }
+  if (peers.empty()) {
+    done(0, 0);
+    return;
+  }
+  struct Pending {
+    absl::Mutex mu;
+    int left ABSL_GUARDED_BY(mu) = 0;
+    int reached ABSL_GUARDED_BY(mu) = 0;
+    absl::AnyInvocable<void(int, int)> done ABSL_GUARDED_BY(mu);
+  };
+  auto pending = std::make_shared<Pending>();
+  const int asked = static_cast<int>(peers.size());
+  {
+    absl::MutexLock lock(&pending->mu);
+    pending->left = asked;
+    pending->done = std::move(done);
+  }
+  for (const PeerRef& to : peers) {
+    impl_->PushPull(to, [pending, asked](absl::Status s) {
+      absl::AnyInvocable<void(int, int)> cb;
+      int reached;
+      {
+        absl::MutexLock lock(&pending->mu);
+        if (s.ok()) ++pending->reached;
+        if (--pending->left > 0) return;
+        cb = std::move(pending->done);
+        reached = pending->reached;
+      }
+      if (cb) cb(reached, asked);
+    });
+  }
+}
+
 absl::Status Membership::UpdateLocalRecord(
     absl::FunctionRef<void(proto::NodeRecord*)> edit) {
   Impl::Changes changes;

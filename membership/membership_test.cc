@@ -210,6 +210,26 @@ TEST_F(MembershipTest, RecordUpdatesReachEveryViewAndListeners) {
   EXPECT_FALSE(swarm_.node(2).SetComputeSpeed(-1).ok());
 }
 
+TEST_F(MembershipTest, AnnounceReachesEveryLiveMemberBeforeDone) {
+  ASSERT_TRUE(swarm_.node(2).UpdateLocalRecord([](proto::NodeRecord* r) {
+    r->set_iteration(17);
+  }).ok());
+  int reached = -1, asked = -1;
+  bool everyone_knew = false;
+  swarm_.node(2).Announce([&](int r, int a) {
+    reached = r;
+    asked = a;
+    everyone_knew = true;
+    for (int i = 0; i < 2; ++i) {
+      everyone_knew &= swarm_.node(i).GetView().Find(swarm_.id(2))->iteration == 17;
+    }
+  });
+  swarm_.Run(absl::Seconds(1));
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(reached, 2);
+  EXPECT_TRUE(everyone_knew);
+}
+
 TEST_F(MembershipTest, ReachabilitySelfCheckTellsANodeBehindNat) {
   absl::Status ok = absl::UnknownError("pending");
   swarm_.node(1).CheckReachability([&](absl::Status s) { ok = s; });
