@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "node/transport/frame.h"
 
@@ -67,7 +68,11 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
         stages_(std::move(stages)),
         options_(std::move(options)),
         self_(transport->self()),
-        self_bytes_(self_.Bytes()) {}
+        self_bytes_(self_.Bytes()),
+        repairer_(options_.repairer != nullptr ? options_.repairer : &default_repairer_),
+        hops_(HopStatsOptions{.initial = options_.hop_deadline,
+                              .min = std::min(options_.min_hop_deadline, options_.hop_deadline),
+                              .factor = options_.hop_deadline_factor}) {}
 
   absl::Status Admit(const Frame& frame, bool* runnable);
   // Admit, or handle an abort notice (Note [Abort notices]).
@@ -77,6 +82,13 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
   void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
   void MaybeDispatch();
+  // The first waiting task of `q` by Note [Queue order]: lowest priority,
+  // then arrival.
+  static std::deque<Task>::iterator Best(std::deque<Task>& q) {
+    return std::min_element(q.begin(), q.end(), [](const Task& a, const Task& b) {
+      return a.header.priority() < b.header.priority();
+    });
+  }
   void Run(Task task);
   void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
   void OnTailDone(Task task, absl::StatusOr<TailOutput> out);
@@ -85,13 +97,13 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // `failed`: peers that already failed this frame.
   void SendFrame(Frame frame, std::vector<PeerId> failed);
   void OnAck(Frame frame, PeerId to, std::vector<PeerId> failed, absl::Status ack);
-  // Rewrites the route so hop_index names a live replica not in `failed`,
-  // or skips the hop. False when neither is possible.
-  bool Repair(proto::FrameHeader& header, const std::vector<PeerId>& failed);
-  // Drops the MB visit `key` held here, if any; tells the listener when
-  // this node is its origin.
-  void Drop(const MbKey& key, const absl::Status& why);
-  void DropLocked(const MbKey& key, const absl::Status& why,
+  // Asks the repairer for a new route after this node's hop (Note [Hop
+  // failures]) and rewrites the header. The error says why not.
+  absl::Status Repair(proto::FrameHeader& header, const std::vector<PeerId>& failed);
+  // Drops the MB visit `key` held here, if any (counted under `reason`);
+  // tells the listener when this node is its origin.
+  void Drop(const MbKey& key, const absl::Status& why, const char* reason);
+  void DropLocked(const MbKey& key, const absl::Status& why, const char* reason,
                   std::vector<std::pair<StageCompute*, uint64_t>>& discards,
                   std::vector<std::pair<MbKey, absl::Status>>& finished)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -135,6 +147,9 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   const StageServerOptions options_;
   const PeerId self_;
   const std::string self_bytes_;
+  ReplicaRouteRepairer default_repairer_;
+  RouteRepairer* const repairer_;
+  HopStats hops_;
 
   mutable absl::Mutex mu_;
   OriginListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -145,6 +160,7 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<MbKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // Arrival order; served by Note [Queue order].
   std::deque<Task> backward_q_ ABSL_GUARDED_BY(mu_);  // backwards and tails
   std::deque<Task> forward_q_ ABSL_GUARDED_BY(mu_);   // starts and forwards
   std::deque<Task> deferred_ ABSL_GUARDED_BY(mu_);    // forwards of later iterations
@@ -157,6 +173,16 @@ bool IsForward(const proto::FrameHeader& h) { return h.direction() == proto::DIR
 
 absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, absl::string_view why) {
   return absl::Status(code, absl::StrCat(why, " (", DescribeFrame(h), ")"));
+}
+
+constexpr absl::string_view kMarkedDead = "peer marked dead in the view";
+
+// Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
+const char* RerouteReason(const absl::Status& ack) {
+  if (absl::IsResourceExhausted(ack)) return "resource_exhausted";
+  if (absl::IsDeadlineExceeded(ack)) return "deadline";
+  if (absl::StartsWith(ack.message(), kMarkedDead)) return "peer_dead";
+  return "unavailable";
 }
 
 }  // namespace
@@ -195,7 +221,7 @@ absl::Status StageServer::Impl::HandleAbort(const Frame& frame) {
     if (!entries_.contains(MbKey::Of(h))) {
       return Refuse(absl::StatusCode::kNotFound, h, "abort for an unknown micro-batch");
     }
-    DropLocked(MbKey::Of(h), why, discards, finished);
+    DropLocked(MbKey::Of(h), why, "aborted_downstream", discards, finished);
   }
   Finish(discards, finished);
   if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
@@ -224,7 +250,7 @@ void StageServer::Impl::OnPeerFailure(const PeerId& peer) {
       if (entry.next_admitted == peer) lost.push_back({key, entry.header});
     }
     for (const auto& [key, header] : lost) {
-      DropLocked(key, why, discards, finished);
+      DropLocked(key, why, "next_hop_died", discards, finished);
       if (key.hop > 0) aborts.push_back({header, key.hop - 1});
     }
   }
@@ -325,18 +351,25 @@ void StageServer::Impl::MaybeDispatch() {
   {
     absl::MutexLock lock(&mu_);
     if (busy_ || paused_) return;
-    if (!backward_q_.empty()) {
-      task = std::move(backward_q_.front());
-      backward_q_.pop_front();
-    } else if (!forward_q_.empty() && slots_in_use_ < options_.memory_slots) {
-      task = std::move(forward_q_.front());
-      forward_q_.pop_front();
+    const bool backward_ok = !backward_q_.empty();
+    const bool forward_ok = !forward_q_.empty() && slots_in_use_ < options_.memory_slots;
+    if (!backward_ok && !forward_ok) return;
+    auto bwd = Best(backward_q_);
+    auto fwd = Best(forward_q_);
+    // Note [Queue order]: a forward goes first only with a strictly lower
+    // priority (as in scheduler/evaluator.cc).
+    const bool take_forward =
+        forward_ok && (!backward_ok || fwd->header.priority() < bwd->header.priority());
+    if (!take_forward) {
+      task = std::move(*bwd);
+      backward_q_.erase(bwd);
+    } else {
+      task = std::move(*fwd);
+      forward_q_.erase(fwd);
       auto it = entries_.find(MbKey::Of(task.header));
       if (it == entries_.end()) return;  // dropped while queued; cannot happen
       it->second.holds_slot = true;
       ++slots_in_use_;
-    } else {
-      return;
     }
     busy_ = true;
   }
@@ -392,7 +425,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
   if (!out.ok()) {
     LOG(WARNING) << "forward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status());
+    Drop(key, out.status(), "compute_failed");
     if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
@@ -423,7 +456,7 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
   if (!out.ok()) {
     LOG(WARNING) << "tail failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status());
+    Drop(key, out.status(), "compute_failed");
     if (task.header.route_size() > 1) SendAbort(task.header, task.header.route_size() - 1, out.status());
     return Done();
   }
@@ -449,7 +482,7 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
   if (!out.ok()) {
     LOG(WARNING) << "backward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status());
+    Drop(key, out.status(), "compute_failed");
     if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
@@ -481,20 +514,16 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
 }
 
 void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
-  frame.header.set_deadline_ms(
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
-  SealFrame(frame);
   const std::string& to_bytes = frame.header.route(frame.header.hop_index()).node_id();
   absl::StatusOr<PeerId> to = PeerId::FromBytes(to_bytes);
   if (!to.ok()) {
     LOG(ERROR) << "bad node id in our own route: " << DescribeFrame(frame.header);
-    Drop(MbKey::Of(frame.header), to.status());
+    Drop(MbKey::Of(frame.header), to.status(), "bad_route");
     return;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.bytes_sent += frame.payload.size();
-  }
+  frame.header.set_deadline_ms(static_cast<uint32_t>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(hops_.Deadline(*to)))));
+  SealFrame(frame);
   std::weak_ptr<Impl> weak = weak_from_this();
   if (*to == self_) {
     // Local hop: admit as if it had arrived, acknowledge asynchronously.
@@ -509,11 +538,29 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
     });
     return;
   }
+  if (!view_->IsAlive(*to)) {
+    // Note [Hop failures]: the view already gave up on it; do not wait for
+    // the transport to find out.
+    clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
+                                            failed = std::move(failed)]() mutable {
+      if (auto self = weak.lock()) {
+        self->OnAck(std::move(frame), to, std::move(failed), absl::UnavailableError(kMarkedDead));
+      }
+    });
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_sent += frame.payload.size();
+  }
+  hops_.RecordSent(*to, static_cast<int64_t>(frame.payload.size()));
   Frame copy = frame;  // kept for a repair; the Cord shares the bytes
+  const absl::Duration sent = clock_->SteadyNow();
   transport_->Send(*to, std::move(frame),
-                   [weak, copy = std::move(copy), to = *to,
-                    failed = std::move(failed)](absl::Status ack) mutable {
+                   [weak, copy = std::move(copy), to = *to, failed = std::move(failed),
+                    sent](absl::Status ack) mutable {
                      if (auto self = weak.lock()) {
+                       if (ack.ok()) self->hops_.RecordAck(to, self->clock_->SteadyNow() - sent);
                        self->OnAck(std::move(copy), to, std::move(failed), std::move(ack));
                      }
                    });
@@ -535,37 +582,47 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
   proto::FrameHeader& h = frame.header;
   if (absl::IsUnavailable(ack)) view_->MarkDead(to);
   failed.push_back(to);
-  // The visit this frame came from: the sender's own hop.
   const bool forward = IsForward(h);
   LOG(WARNING) << "hop to " << to << " failed: " << DescribeFrame(h) << ": " << ack;
-  if (forward && h.hop_index() != 0 && IsRetryElsewhere(ack) &&
-      static_cast<int>(h.reroutes()) < options_.max_reroutes && Repair(h, failed)) {
+  absl::Status repair = absl::FailedPreconditionError("not a forward hop that can be re-routed");
+  if (forward && h.hop_index() != 0 && IsRetryElsewhere(ack)) {
+    repair = static_cast<int>(h.reroutes()) < options_.max_reroutes
+                 ? Repair(h, failed)
+                 : absl::AbortedError(absl::StrCat("re-routed ", h.reroutes(), " times already"));
+  }
+  if (repair.ok()) {
+    const char* reason = RerouteReason(ack);
     {
       absl::MutexLock lock(&mu_);
       ++stats_.rerouted;
+      ++stats_.rerouted_by_reason[reason];
+      if (stats_.first_reroute_at == absl::InfiniteDuration()) {
+        stats_.first_reroute_at = clock_->SteadyNow();
+      }
     }
-    LOG(INFO) << "re-routed: " << DescribeFrame(h) << " now to hop " << h.hop_index();
+    LOG(INFO) << "re-routed (" << reason << "): " << DescribeFrame(h) << " now to hop "
+              << h.hop_index();
     SendFrame(std::move(frame), std::move(failed));
     return;
   }
-  // Cannot be repaired: this node drops what it holds of the MB. Upstream
-  // visits are freed when the iteration ends; the origin's deadline (or this
-  // drop, at the origin) ends the MB there.
-  const absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(),
-                                                  " failed: ", ack.message()));
+  // Cannot be repaired: this node drops what it holds of the MB and tells
+  // the hops before (Note [Abort notices]).
+  const absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(), " failed: ",
+                                                  ack.message(), "; not re-routed: ",
+                                                  repair.message()));
   MbKey mine = MbKey::Of(h);
   const uint32_t n = static_cast<uint32_t>(h.route_size());
   if (forward) {
     mine.hop = h.hop_index() == 0 ? n - 1 : h.hop_index() - 1;
-    Drop(mine, why);
-    if (mine.hop > 0) SendAbort(h, mine.hop - 1, why);  // Note [Abort notices]
+    Drop(mine, why, "unrepairable");
+    if (mine.hop > 0) SendAbort(h, mine.hop - 1, why);
     return;
   }
   if (h.hop_index() + 1 == n) {
     // The origin's tail could not send its gradient: end the MB here and
     // free hops n-2..1.
     mine.hop = 0;
-    Drop(mine, why);
+    Drop(mine, why, "backward_hop_lost");
     if (n >= 3) SendAbort(h, n - 2, why);
     return;
   }
@@ -574,42 +631,51 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
   {
     absl::MutexLock lock(&mu_);
     ++stats_.dropped;
+    ++stats_.dropped_by_reason["backward_hop_lost"];
   }
   if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
 }
 
-bool StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<PeerId>& failed) {
-  const uint32_t hop = h.hop_index();
-  const int stage = static_cast<int>(h.route(hop).stage());
-  std::vector<PeerId> candidates;
-  for (const PeerId& p : view_->Replicas(stage)) {
-    if (std::find(failed.begin(), failed.end(), p) != failed.end()) continue;
-    candidates.push_back(p);
+absl::Status StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<PeerId>& failed) {
+  RepairRequest r;
+  r.iteration = h.iteration();
+  r.mb = h.mb_id();
+  r.holder = static_cast<int>(h.hop_index()) - 1;
+  r.failed = failed;
+  r.allow_shorter = options_.allow_skip;
+  for (const proto::Hop& hop : h.route()) {
+    absl::StatusOr<PeerId> id = PeerId::FromBytes(hop.node_id());
+    if (!id.ok()) return id.status();
+    r.route.push_back({*id, static_cast<int>(hop.stage())});
   }
+  absl::StatusOr<std::vector<RouteHop>> fixed = repairer_->Repair(r, *view_);
+  if (!fixed.ok()) return fixed.status();
+  absl::Status checked = CheckRepair(r, *view_, *fixed);
+  if (!checked.ok()) return checked;
+  h.clear_route();
+  for (const RouteHop& hop : *fixed) {
+    proto::Hop* p = h.add_route();
+    p->set_node_id(hop.node.Bytes());
+    p->set_stage(static_cast<uint32_t>(hop.stage));
+  }
+  // Everything after the holder skipped: straight to the tail at the origin.
+  const uint32_t next = static_cast<uint32_t>(r.holder) + 1;
+  h.set_hop_index(next < fixed->size() ? next : 0);
   h.set_reroutes(h.reroutes() + 1);
-  if (!candidates.empty()) {
-    // Spread repairs of different MBs over the replicas, deterministically.
-    const PeerId& pick = candidates[(h.mb_id() + h.iteration()) % candidates.size()];
-    h.mutable_route(hop)->set_node_id(pick.Bytes());
-    return true;
-  }
-  if (!options_.allow_skip) return false;
-  h.mutable_route()->erase(h.mutable_route()->begin() + hop);
-  if (hop == static_cast<uint32_t>(h.route_size())) h.set_hop_index(0);  // skip the last hop
-  return true;
+  return absl::OkStatus();
 }
 
-void StageServer::Impl::Drop(const MbKey& key, const absl::Status& why) {
+void StageServer::Impl::Drop(const MbKey& key, const absl::Status& why, const char* reason) {
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
   {
     absl::MutexLock lock(&mu_);
-    DropLocked(key, why, discards, finished);
+    DropLocked(key, why, reason, discards, finished);
   }
   Finish(discards, finished);
 }
 
-void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why,
+void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why, const char* reason,
                                    std::vector<std::pair<StageCompute*, uint64_t>>& discards,
                                    std::vector<std::pair<MbKey, absl::Status>>& finished) {
   auto it = entries_.find(key);
@@ -618,6 +684,9 @@ void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why,
   discards.emplace_back(ComputeFor(it->second.stage), it->second.local_id);
   entries_.erase(it);
   ++stats_.dropped;
+  ++stats_.dropped_by_reason[reason];
+  VLOG(1) << "dropped visit (" << reason << ") of mb " << key.mb << " it " << key.iteration
+          << " hop " << key.hop << ": " << why;
   if (key.origin == self_bytes_ && key.hop == 0) finished.emplace_back(key, why);
 }
 
@@ -649,6 +718,7 @@ void StageServer::Attach() {
   impl_->transport_->SetFrameHandler([weak](const PeerId& from, Frame frame, AckFn ack) {
     auto self = weak.lock();
     if (!self) return ack(absl::UnavailableError("stage server is gone"));
+    self->hops_.RecordReceived(from, static_cast<int64_t>(frame.payload.size()));
     bool runnable = false;
     absl::Status admitted = self->Receive(frame, &runnable);
     if (!admitted.ok()) {
@@ -689,7 +759,8 @@ bool StageServer::CanInject() const {
 }
 
 absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
-                                 const std::vector<RouteHop>& route, MicroBatchData data) {
+                                 const std::vector<RouteHop>& route, MicroBatchData data,
+                                 int priority) {
   if (route.empty() || route[0].node != self_ || route[0].stage != 0 ||
       impl_->ComputeFor(0) == nullptr) {
     return absl::InvalidArgumentError("a route must start at this data node with stage 0");
@@ -711,6 +782,7 @@ absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
   }
   h.set_hop_index(0);
   h.set_direction(proto::DIRECTION_FORWARD);
+  h.set_priority(priority);
   task.data = std::move(data);
   {
     absl::MutexLock lock(&impl_->mu_);
@@ -745,8 +817,8 @@ void StageServer::Abandon(uint64_t iteration, uint64_t mb) {
       }
     }
     for (const MbKey& key : keys) {
-      impl_->DropLocked(key, absl::DeadlineExceededError("abandoned by the origin"), discards,
-                        finished);
+      impl_->DropLocked(key, absl::DeadlineExceededError("abandoned by the origin"),
+                        "mb_deadline", discards, finished);
     }
   }
   impl_->Finish(discards, {});  // the caller already knows
@@ -761,7 +833,7 @@ void StageServer::Impl::AdvanceLocked(uint64_t iteration,
     if (key.iteration < iteration) old.push_back(key);
   }
   for (const MbKey& key : old) {
-    DropLocked(key, absl::AbortedError("iteration ended"), discards, finished);
+    DropLocked(key, absl::AbortedError("iteration ended"), "iteration_ended", discards, finished);
   }
   auto stale = [&](const Task& t) { return t.header.iteration() < iteration; };
   for (auto* q : {&backward_q_, &forward_q_, &deferred_}) {
@@ -820,6 +892,8 @@ int StageServer::HeldBefore(uint64_t iteration) const {
 StageServerStats StageServer::stats() const {
   absl::MutexLock lock(&impl_->mu_);
   StageServerStats s = impl_->stats_;
+  s.hop_latency = impl_->hops_.Histogram();
+  s.traffic = impl_->hops_.Traffic();
   s.slots_in_use = impl_->slots_in_use_;
   s.queued = static_cast<int>(impl_->forward_q_.size() + impl_->backward_q_.size() +
                               impl_->deferred_.size());

@@ -3,13 +3,14 @@
 // compute task at a time (backward before forward), sends each result to
 // the next hop of the route carried in the frame header, keeps a
 // micro-batch's activations only until its backward, and repairs routes
-// whose next hop fails. At a data node it also starts the micro-batches the
-// driver injects and reports their loss and end to an OriginListener.
+// whose next hop fails (through an injected RouteRepairer, route_repair.h).
+// At a data node it also starts the micro-batches the driver injects and
+// reports their loss and end to an OriginListener.
 //
 //   StageServer server(transport, &clock, &view, {{0, compute0.get()}}, options);
 //   server.SetOriginListener(&driver);
 //   server.Attach();                                  // takes the transport handlers
-//   server.Inject(iteration, mb, route, std::move(batch));
+//   server.Inject(iteration, mb, route, std::move(batch), /*priority=*/3);
 //   ... OnTail(loss) ... OnFinished(OK or why it was dropped) ...
 //   server.BeginIteration(iteration + 1);             // after replica averaging
 //
@@ -24,6 +25,23 @@
 // rewrites header.route for the hops after it, so every later frame (and
 // the whole backward) carries the repaired route. Consecutive hops on this
 // node are delivered locally, without the transport.
+//
+// Note [Queue order]: waiting tasks are served as scheduler/evaluator.h
+// serves them, so plans run on the node as they were scored: the lowest
+// header.priority first (the plan's route priority, carried by every frame
+// of the MB); among equal priorities a backward or tail before a forward,
+// then arrival order. A forward also needs a free memory slot.
+//
+// Note [Hop failures]: a forward frame whose send fails with a
+// retry-elsewhere ack (UNAVAILABLE: stream broke or peer gone;
+// DEADLINE_EXCEEDED: no ack within the adaptive deadline, Note [Hop
+// deadline] in hop_stats.h; RESOURCE_EXHAUSTED: no slot there), or whose
+// next hop the view already calls dead (not sent at all), is re-routed at
+// once by this node with options.repairer (another replica, a different
+// completion, or a skip if allow_skip), at most max_reroutes times per MB.
+// Otherwise the MB is dropped here and the hops before are told (Note
+// [Abort notices]). Every re-route and drop is counted by reason in
+// StageServerStats and logged.
 //
 // Admission: a forward frame needs a memory slot to run; up to
 // max_queued_forwards more may wait for one; beyond that it is refused with
@@ -54,15 +72,12 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "node/compute/stage_compute.h"
+#include "node/stage/hop_stats.h"
+#include "node/stage/route_repair.h"
 #include "node/stage/swarm_view.h"
 #include "node/transport/transport.h"
 
 namespace skipswarm::node {
-
-struct RouteHop {
-  PeerId node;
-  int stage = 0;
-};
 
 // Told about micro-batches this node originated. Called with no lock held,
 // from transport or compute threads.
@@ -80,10 +95,18 @@ struct StageServerOptions {
   int max_queued_forwards = 8;
   // Route repairs one MB may undergo (header.reroutes) before it is dropped.
   int max_reroutes = 4;
-  // Repair by skipping the failed stage when no other replica is alive.
+  // Repairs may shorten the route (skip stages) when no replica is left.
   bool allow_skip = false;
-  // Ack deadline written into every frame (header.deadline_ms).
+  // Chooses repaired routes (Note [Hop failures]); borrowed, must outlive
+  // the server. Null: a ReplicaRouteRepairer of the server's own.
+  RouteRepairer* repairer = nullptr;
+  // Ack deadline written into every frame (header.deadline_ms): the first
+  // frames to a peer and the cap use hop_deadline, later ones adapt to the
+  // peer's observed ack times (Note [Hop deadline]), never below
+  // min_hop_deadline.
   absl::Duration hop_deadline = absl::Seconds(10);
+  absl::Duration min_hop_deadline = absl::Seconds(1);
+  double hop_deadline_factor = 4.0;
   std::string swarm_id;
 };
 
@@ -97,6 +120,16 @@ struct StageServerStats {
   int64_t bytes_sent = 0;
   int slots_in_use = 0;
   int queued = 0;
+  // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
+  // "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
+  // "unrepairable", "backward_hop_lost", "aborted_downstream",
+  // "compute_failed", "mb_deadline", "iteration_ended", "bad_route".
+  std::map<std::string, int64_t> rerouted_by_reason;
+  std::map<std::string, int64_t> dropped_by_reason;
+  // Clock time (SteadyNow) of the first re-route, infinite if none.
+  absl::Duration first_reroute_at = absl::InfiniteDuration();
+  HopHistogram hop_latency;  // send -> admission ack, successful hops
+  std::map<PeerId, PeerTraffic> traffic;  // payload bytes by peer
 };
 
 class StageServer {
@@ -118,8 +151,9 @@ class StageServer {
   // Data node: starts micro-batch `mb` of `iteration` along `route`
   // (route[0] must be this node with stage 0). RESOURCE_EXHAUSTED when the
   // admission limit is reached (inject again after an OnFinished).
+  // `priority`: the plan's (Note [Queue order]).
   absl::Status Inject(uint64_t iteration, uint64_t mb, const std::vector<RouteHop>& route,
-                      MicroBatchData data);
+                      MicroBatchData data, int priority = 0);
   // Whether an Inject would be admitted now.
   bool CanInject() const;
 

@@ -18,9 +18,24 @@ using common::NodeId;
 
 struct Recorder : OriginListener {
   void OnTail(uint64_t, uint64_t mb, double loss) override { losses[mb] = loss; }
-  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override { finished[mb] = s; }
+  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override {
+    finished[mb] = s;
+    order.push_back(mb);
+  }
   std::map<uint64_t, double> losses;
   std::map<uint64_t, absl::Status> finished;
+  std::vector<uint64_t> order;
+};
+
+// Returns a fixed route (or error) and records what it was asked.
+struct FakeRepairer : RouteRepairer {
+  absl::StatusOr<std::vector<RouteHop>> Repair(const RepairRequest& r,
+                                               const SwarmView&) override {
+    requests.push_back(r);
+    return answer;
+  }
+  absl::StatusOr<std::vector<RouteHop>> answer = absl::AbortedError("no");
+  std::vector<RepairRequest> requests;
 };
 
 SwitchboardOptions Latency(absl::Duration d) {
@@ -33,7 +48,8 @@ SwitchboardOptions Latency(absl::Duration d) {
 class Swarm {
  public:
   // stages[i] = stage hosted by node i ("n<i>"); slots per node.
-  Swarm(std::vector<int> stages, int slots = 4, int queue = 8)
+  Swarm(std::vector<int> stages, int slots = 4, int queue = 8,
+        std::function<void(StageServerOptions&)> tweak = nullptr)
       : board_(&clock_, Latency(absl::Milliseconds(1))) {
     std::vector<PeerInfo> members;
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -52,6 +68,7 @@ class Swarm {
       StageServerOptions o;
       o.memory_slots = stages[i] == 0 ? 4 : slots;
       o.max_queued_forwards = queue;
+      if (tweak) tweak(o);
       auto server = std::make_unique<StageServer>(
           faulty.get(), &clock_, views.get(),
           std::map<int, StageCompute*>{{stages[i], compute.get()}}, o);
@@ -140,7 +157,95 @@ TEST(StageServerTest, KilledReplicaIsRoutedAround) {
   ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
   EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
   EXPECT_EQ(swarm.servers_[0]->stats().rerouted, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted_by_reason.at("unavailable"), 1);
   EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
+}
+
+TEST(StageServerTest, PeerTheViewCallsDeadIsRoutedAroundWithoutSending) {
+  Swarm swarm({0, 1, 1, 2});
+  swarm.views_[0]->MarkDead(swarm.ids_[1]);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted_by_reason.at("peer_dead"), 1);
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_admitted, 0);
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
+}
+
+TEST(StageServerTest, HungPeerIsGivenUpAfterItsObservedHopTimes) {
+  Swarm swarm({0, 1, 1, 2}, 4, 8, [](StageServerOptions& o) {
+    o.hop_deadline = absl::Seconds(10);
+    o.min_hop_deadline = absl::Milliseconds(50);
+  });
+  // Ten healthy hops to n1 teach n0 its ack time (2 ms on this board).
+  for (uint64_t mb = 0; mb < 10; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(0, mb, swarm.Route({0, 1, 3}), {}).ok());
+    swarm.clock_.Advance(absl::Milliseconds(200));
+  }
+  ASSERT_EQ(swarm.recorder_.finished.size(), 10u);
+  // n1 swallows the next frame (no ack, no broken stream).
+  swarm.faults_[0]->DropNext(swarm.ids_[1], 1);
+  const absl::Duration t0 = swarm.clock_.SteadyNow();
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 100, swarm.Route({0, 1, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[100].ok()) << swarm.recorder_.finished[100];
+  const StageServerStats s = swarm.servers_[0]->stats();
+  EXPECT_EQ(s.rerouted_by_reason.at("deadline"), 1);
+  // 10 ms start + the 50 ms floor, not the 10 s initial deadline.
+  EXPECT_LE(s.first_reroute_at - t0, absl::Milliseconds(70));
+  EXPECT_GE(s.hop_latency.count, 10 + 10 + 1);  // to n1 and n3 x10, then n2
+  EXPECT_GT(s.traffic.at(swarm.ids_[1]).frames_sent, 10);
+}
+
+TEST(StageServerTest, InjectedRepairerChoosesTheRoute) {
+  FakeRepairer fake;
+  Swarm swarm({0, 1, 1, 2}, 4, 8, [&](StageServerOptions& o) { o.repairer = &fake; });
+  swarm.Kill(1);
+  // The repairer sends it to the other replica and skips stage 2.
+  fake.answer = std::vector<RouteHop>{{swarm.ids_[0], 0}, {swarm.ids_[2], 1}};
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(fake.requests.size(), 1u);
+  EXPECT_EQ(fake.requests[0].holder, 0);
+  EXPECT_EQ(fake.requests[0].failed, std::vector<NodeId>{swarm.ids_[1]});
+  // Shorter than planned but allow_skip is off: refused, dropped.
+  EXPECT_TRUE(absl::IsUnavailable(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 0);
+}
+
+TEST(StageServerTest, SkipRepairFromTheInjectedRepairerRunsTheShorterRoute) {
+  FakeRepairer fake;
+  Swarm swarm({0, 1, 1, 2}, 4, 8, [&](StageServerOptions& o) {
+    o.repairer = &fake;
+    o.allow_skip = true;
+  });
+  swarm.Kill(1);
+  fake.answer = std::vector<RouteHop>{{swarm.ids_[0], 0}, {swarm.ids_[2], 1}};
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 3}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
+  EXPECT_EQ(swarm.computes_[3]->TakeGradients()->visits, 0);
+}
+
+TEST(StageServerTest, ServesLowerPriorityFirst) {
+  Swarm swarm({0, 1}, /*slots=*/1);
+  // All three wait at the origin, which starts them by priority.
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 1, swarm.Route({0, 1}), {}, 5).ok());
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 2, swarm.Route({0, 1}), {}, 9).ok());
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 3, swarm.Route({0, 1}), {}, 1).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  // MB 1 started at once (the origin was idle); then 3 before 2 everywhere.
+  EXPECT_EQ(swarm.recorder_.order, (std::vector<uint64_t>{1, 3, 2}));
+}
+
+TEST(StageServerTest, EqualPrioritiesKeepArrivalOrder) {
+  Swarm swarm({0, 1}, /*slots=*/1);
+  for (uint64_t mb : {4, 2, 3}) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(0, mb, swarm.Route({0, 1}), {}).ok());
+  }
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(swarm.recorder_.order, (std::vector<uint64_t>{4, 2, 3}));
 }
 
 TEST(StageServerTest, NoReplicaLeftDropsAtOriginOrSkips) {
@@ -151,6 +256,7 @@ TEST(StageServerTest, NoReplicaLeftDropsAtOriginOrSkips) {
   ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
   EXPECT_TRUE(absl::IsUnavailable(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
   EXPECT_EQ(swarm.servers_[0]->stats().dropped, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().dropped_by_reason.at("unrepairable"), 1);
   EXPECT_EQ(swarm.servers_[0]->stats().slots_in_use, 0);
 }
 

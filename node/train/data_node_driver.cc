@@ -60,8 +60,14 @@ void DataNodeDriver::RunIteration(uint64_t iteration,
         report.status = d.status();
         break;
       }
-      pending.push_back({static_cast<uint64_t>(r.index), std::move(r.hops), *std::move(d)});
+      pending.push_back(
+          {static_cast<uint64_t>(r.index), std::move(r.hops), *std::move(d), r.priority});
     }
+    // The origin serves its own starts by priority too (Note [Queue order]),
+    // but only sees the few the memory slots let in: inject in that order.
+    std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+      return a.priority < b.priority;
+    });
   }
   if (!report.status.ok() || pending.empty()) {
     LOG(ERROR) << "iteration " << iteration << " cannot start: " << report.status;
@@ -107,7 +113,9 @@ void DataNodeDriver::InjectMore() {
       in_flight_[mb] = f;
     }
     const uint64_t mb = next.mb;
-    absl::Status s = server_->Inject(iteration, mb, next.route, std::move(next.data));
+    absl::Status s =
+        // A copy: on a lost race the MB goes back to pending_ intact.
+        server_->Inject(iteration, mb, next.route, next.data, next.priority);
     if (absl::IsResourceExhausted(s)) {
       // Raced with another injector for the slot: put it back and wait.
       absl::MutexLock lock(&mu_);

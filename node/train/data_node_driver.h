@@ -79,6 +79,7 @@ class DataNodeDriver final : public OriginListener {
     uint64_t mb;
     std::vector<RouteHop> route;
     MicroBatchData data;
+    int priority = 0;
   };
   void InjectMore();
   void OnDeadline(uint64_t iteration, uint64_t mb);

@@ -39,6 +39,9 @@ struct PlannedRoute {
   // planner assigns MBs unevenly (Note [Data order]); -1: rank * M + index.
   int data_slot = -1;
   std::vector<RouteHop> hops;
+  // The plan's priority (lower = served first on every node; Note [Queue
+  // order] in stage_server.h). The driver injects in this order too.
+  int priority = 0;
 };
 
 class RoutePlanner {

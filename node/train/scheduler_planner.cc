@@ -72,6 +72,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
       PlannedRoute pr;
       pr.index = static_cast<int>(out.size());
       pr.data_slot = slot;
+      pr.priority = r->priority;
       for (size_t i = 0; i + 1 < r->nodes.size(); ++i) {
         pr.hops.push_back({topo->node(r->nodes[i]).id, topo->stage(r->nodes[i])});
       }

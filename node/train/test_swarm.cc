@@ -42,6 +42,10 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     so.memory_slots = options_.memory_slots;
     so.max_queued_forwards = options_.max_queued_forwards;
     so.allow_skip = options_.allow_skip;
+    if (options_.repairer) {
+      n.repairer = options_.repairer();
+      so.repairer = n.repairer.get();
+    }
     n.server = std::make_unique<StageServer>(n.transport.get(), &clock_, n.view.get(), stages, so);
     n.server->Attach();
     if (stages.count(0)) {

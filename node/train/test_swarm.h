@@ -38,6 +38,8 @@ struct TestSwarmOptions {
   DriverOptions driver;  // num_stages is filled in
   // Makes each data node's planner; empty: InOrderPlanner.
   std::function<std::unique_ptr<RoutePlanner>()> planner;
+  // Makes each node's route repairer; empty: the server's default.
+  std::function<std::unique_ptr<RouteRepairer>()> repairer;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -73,6 +75,7 @@ class TestSwarm {
     std::unique_ptr<StaticSwarmView> view;
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;
+    std::unique_ptr<RouteRepairer> repairer;
     std::unique_ptr<StageServer> server;
     std::unique_ptr<RoutePlanner> planner;
     std::unique_ptr<DataNodeDriver> driver;

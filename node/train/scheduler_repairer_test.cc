@@ -1,0 +1,148 @@
+#include "node/train/scheduler_repairer.h"
+
+#include <map>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/train/data_source.h"
+#include "node/train/test_swarm.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+NodeId Id(const std::string& name) { return NodeId::ForName(name); }
+
+// o: data node; a1, a2, a3: stage 1; b: stage 2; c: stage 3.
+StaticSwarmView View() {
+  return StaticSwarmView({{Id("o"), {0}, 4, "", ""},
+                          {Id("a1"), {1}, 4, "", ""},
+                          {Id("a2"), {1}, 4, "", ""},
+                          {Id("a3"), {1}, 4, "", ""},
+                          {Id("b"), {2}, 4, "", ""},
+                          {Id("c"), {3}, 4, "", ""}});
+}
+
+RepairRequest Request(uint64_t mb) {
+  RepairRequest r;
+  r.mb = mb;
+  r.route = {{Id("o"), 0}, {Id("a1"), 1}, {Id("b"), 2}, {Id("c"), 3}};
+  r.holder = 0;
+  r.failed = {Id("a1")};
+  return r;
+}
+
+TEST(SchedulerRouteRepairerTest, ReplacesTheFailedHopWithAnotherReplica) {
+  StaticSwarmView view = View();
+  view.MarkDead(Id("a1"));
+  SchedulerRouteRepairer repairer({});
+  std::map<NodeId, int> chosen;
+  for (uint64_t mb = 0; mb < 30; ++mb) {
+    absl::StatusOr<std::vector<RouteHop>> fixed = repairer.Repair(Request(mb), view);
+    ASSERT_TRUE(fixed.ok()) << fixed.status();
+    ASSERT_EQ(fixed->size(), 4u);
+    EXPECT_EQ((*fixed)[0].node, Id("o"));
+    EXPECT_EQ((*fixed)[1].stage, 1);
+    EXPECT_NE((*fixed)[1].node, Id("a1"));
+    // The rest is b, c in either order (a swap of adjacent stages is a
+    // valid completion of the same cost).
+    EXPECT_TRUE(((*fixed)[2].node == Id("b") && (*fixed)[3].node == Id("c")) ||
+                ((*fixed)[2].node == Id("c") && (*fixed)[3].node == Id("b")));
+    EXPECT_TRUE(CheckRepair(Request(mb), view, *fixed).ok());
+    ++chosen[(*fixed)[1].node];
+  }
+  // Equal estimated costs: the tie-break spreads MBs over both survivors.
+  EXPECT_GT(chosen[Id("a2")], 5);
+  EXPECT_GT(chosen[Id("a3")], 5);
+  // Deterministic.
+  EXPECT_EQ((*repairer.Repair(Request(7), view))[1].node,
+            (*repairer.Repair(Request(7), view))[1].node);
+}
+
+TEST(SchedulerRouteRepairerTest, SkipsALostStageOnlyWithinTheBudget) {
+  StaticSwarmView view = View();
+  RepairRequest r = Request(1);
+  r.route = {{Id("o"), 0}, {Id("a1"), 1}, {Id("b"), 2}, {Id("c"), 3}};
+  r.holder = 1;  // a1 ran; b (the only stage-2 node) failed
+  r.failed = {Id("b")};
+  view.MarkDead(Id("b"));
+  SchedulerRouteRepairer repairer({});
+  EXPECT_TRUE(absl::IsAborted(repairer.Repair(r, view).status()));
+  r.allow_shorter = true;
+  absl::StatusOr<std::vector<RouteHop>> fixed = repairer.Repair(r, view);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  ASSERT_EQ(fixed->size(), 3u);
+  EXPECT_EQ((*fixed)[1].node, Id("a1"));
+  EXPECT_EQ((*fixed)[2].node, Id("c"));
+  EXPECT_TRUE(CheckRepair(r, view, *fixed).ok());
+}
+
+TEST(SchedulerRouteRepairerTest, NeverReturnsToAFailedPeerThatIsNotDeadInTheView) {
+  // a2 refused for memory (RESOURCE_EXHAUSTED): failed, but alive.
+  StaticSwarmView view = View();
+  view.MarkDead(Id("a1"));
+  SchedulerRouteRepairer repairer({});
+  for (uint64_t mb = 0; mb < 20; ++mb) {
+    RepairRequest r = Request(mb);
+    r.failed = {Id("a1"), Id("a2")};
+    absl::StatusOr<std::vector<RouteHop>> fixed = repairer.Repair(r, view);
+    ASSERT_TRUE(fixed.ok()) << fixed.status();
+    EXPECT_EQ((*fixed)[1].node, Id("a3"));
+  }
+}
+
+TEST(SchedulerRouteRepairerTest, TheOriginCannotBeReplaced) {
+  StaticSwarmView view = View();
+  RepairRequest r = Request(1);
+  r.holder = 3;  // the last hop's output goes back to the origin
+  r.failed = {Id("o")};
+  SchedulerRouteRepairer repairer({});
+  EXPECT_TRUE(absl::IsAborted(repairer.Repair(r, view).status()));
+}
+
+// The real node code with the scheduler's repairer: a replica killed in the
+// middle of an iteration; every iteration completes, MBs are re-routed
+// within the same simulated instant the failure is seen.
+TEST(SchedulerRouteRepairerTest, SwarmReroutesAroundAKilledReplica) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}};
+  o.num_stages = 4;
+  o.driver.mbs_per_iteration = 6;
+  o.repairer = [] { return std::make_unique<SchedulerRouteRepairer>(SchedulerRepairerOptions{}); };
+  TestSwarm swarm(o, [](int, int stage, common::Clock* clock, TaskRunner*) {
+    return std::make_unique<TimedStageCompute>(
+        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
+  }, &data);
+  ASSERT_TRUE(swarm.Run(2));
+  const absl::Duration kill_at = swarm.clock().SteadyNow() + absl::Milliseconds(60);
+  swarm.KillAt(4, kill_at);
+  ASSERT_TRUE(swarm.Run(3)) << "an iteration hung";
+  int completed = 0, dropped = 0;
+  for (int n : {0, 1}) {
+    for (const NodeIterationReport& r : swarm.reports(n)) {
+      completed += r.data->completed;
+      dropped += r.data->dropped;
+    }
+  }
+  EXPECT_EQ(completed + dropped, 5 * 2 * 6);
+  absl::Duration first = absl::InfiniteDuration();
+  int64_t rerouted = 0;
+  for (int n = 0; n < swarm.size(); ++n) {
+    if (!swarm.alive(n)) continue;
+    const StageServerStats s = swarm.server(n)->stats();
+    rerouted += s.rerouted;
+    first = std::min(first, s.first_reroute_at);
+  }
+  EXPECT_GT(rerouted, 0);
+  // In-process the break is seen at once: the first re-route follows the
+  // kill by at most one compute step (10 ms) plus a hop.
+  EXPECT_GE(first, kill_at);
+  EXPECT_LE(first - kill_at, absl::Milliseconds(30));
+  EXPECT_EQ(swarm.compute(2, 1)->ParamsDigest(), swarm.compute(3, 1)->ParamsDigest());
+}
+
+}  // namespace
+}  // namespace skipswarm::node
