@@ -1,0 +1,126 @@
+// TrainingMembers: the daemon's SwarmView (node/stage/swarm_view.h) built
+// from gossip (membership/), so training peers come from the membership
+// View instead of a static list. Two faces share one state:
+//   group()   - for GrpcGroupComm: who takes part in iteration i's barrier
+//               and replica averaging;
+//   routing() - for the StageServer and the data-node planner: who may be
+//               sent micro-batches in iteration i.
+//
+//   TrainingMembers members(self);
+//   membership->AddListener([&](auto&) { members.Update(membership->GetView()); });
+//   members.SetIteration(first);                      // then at every boundary
+//   GrpcGroupComm::Create(go, members.group(), clock);
+//   StageServer server(transport, clock, members.routing(), ...);
+//
+// Note [Daemon records]: what a daemon puts in its signed NodeRecord.
+//   addresses = [gossip, pipeline, group (StageService of GrpcGroupComm),
+//                state (StateServer: FetchState, Health)];
+//   stages    = hosted stages; empty while a joiner is still preparing
+//               (such a member is in the swarm but not in training);
+//   iteration = entry iteration: 0 for a founder (trains from the start or
+//               from its checkpoints), e >= 1 for a joiner.
+//
+// Note [Entry iteration]: a joiner that announced entry e is
+//   * in the replica group (barrier messages, averaging) from iteration e:
+//     it has the state after step e-1 (state_transfer.h), contributes zero
+//     gradients with zero visits in iteration e - which leaves everyone's
+//     sum bit-identical (x + 0 == x) - and takes the same step e as its
+//     replicas, so its digest equals theirs after its first step;
+//   * routable (gets micro-batches) from iteration e+1.
+// Every node evaluates this rule against its own iteration counter, so
+// all agree as long as the joiner's record reached everyone before they
+// reach iteration e: the joiner picks e a few iterations ahead of its
+// source replica and Announces (push-pull with every live member) before
+// fetching; a late record shows up as a digest mismatch in the report.
+// Members leave both faces the moment gossip says DEAD or LEFT (and when
+// this node's own transport saw them fail: MarkDead, until they re-sign
+// with a higher incarnation), so a dead member is dropped from a pending
+// barrier or reduce; a joiner only ever enters at a boundary.
+//
+// Thread rule: thread-safe; the faces may be used from any thread.
+#ifndef SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
+#define SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "membership/view.h"
+#include "node/stage/swarm_view.h"
+
+namespace skipswarm::node {
+
+// Record addresses (Note [Daemon records]).
+struct DaemonEndpoints {
+  std::string gossip;
+  std::string pipeline;
+  std::string group;
+  std::string state;
+};
+std::vector<std::string> EndpointsToAddresses(const DaemonEndpoints& e);
+// InvalidArgument unless the member advertises all four.
+absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m);
+
+enum class TrainingFace { kGroup, kRouting };
+
+// Whether member `m` trains in `iteration` under Note [Entry iteration]
+// (liveness aside): it hosts stages, advertises the daemon endpoints and
+// its entry rule admits it.
+bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face);
+
+// Live members of `view` (other than `self`) that host `stage` and train
+// in `iteration` (group face): the replicas a leaving node would leave
+// behind (Note [Leaving] in node_daemon.cc).
+std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
+                                              const common::NodeId& self, int stage,
+                                              uint64_t iteration);
+
+class TrainingMembers {
+ public:
+  explicit TrainingMembers(common::NodeId self);
+  ~TrainingMembers();
+
+  // A new membership snapshot (from a listener; any thread).
+  void Update(membership::View view);
+  // The iteration this node is in; call at every boundary, before the
+  // next iteration's planning starts.
+  void SetIteration(uint64_t iteration);
+  uint64_t iteration() const;
+  // Called (no lock held) with every member whose pipeline address is new
+  // or changed, so the transport can dial it.
+  void SetAddressListener(std::function<void(const PeerInfo&)> listener);
+
+  SwarmView* group();
+  SwarmView* routing();
+  membership::View view() const;
+
+ private:
+  class Face;
+  std::vector<PeerInfo> MembersOf(TrainingFace face) const;
+  bool IsAlive(const common::NodeId& id, TrainingFace face) const;
+  std::vector<common::NodeId> ReplicasOf(int stage, TrainingFace face) const;
+  void MarkDead(const common::NodeId& id);
+  uint64_t Version() const;
+
+  const common::NodeId self_;
+  mutable absl::Mutex mu_;
+  membership::View view_ ABSL_GUARDED_BY(mu_);
+  uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  // Local failure verdicts: id -> the incarnation they apply to.
+  absl::flat_hash_map<common::NodeId, uint64_t> dead_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<common::NodeId, std::string> dialed_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const PeerInfo&)> address_listener_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Face> group_;
+  std::unique_ptr<Face> routing_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_

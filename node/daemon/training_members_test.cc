@@ -1,0 +1,108 @@
+#include "node/daemon/training_members.h"
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
+                              uint64_t entry) {
+  membership::MemberInfo m;
+  m.id = common::NodeId::ForName(name);
+  m.stages = std::move(stages);
+  m.iteration = entry;
+  m.incarnation = 1;
+  m.memory_slots = 2;
+  m.addresses = {name + ":1", name + ":2", name + ":3", name + ":4"};
+  return m;
+}
+
+membership::View ViewOf(std::vector<membership::MemberInfo> members, uint64_t version) {
+  membership::View v;
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  v.members = std::move(members);
+  v.version = version;
+  return v;
+}
+
+TEST(TrainingMembersTest, JoinerEntersGroupAtItsEntryAndRoutesOneLater) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {1}, 5);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, j}, 1));
+  members.SetIteration(4);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
+  members.SetIteration(5);
+  auto group = members.group()->Replicas(1);
+  EXPECT_EQ(group.size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  members.SetIteration(6);
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  // Addresses come from the record (Note [Daemon records]).
+  for (const PeerInfo& p : members.routing()->Members()) {
+    if (p.id == j.id) {
+      EXPECT_EQ(p.address, "j:2");
+      EXPECT_EQ(p.group_address, "j:3");
+    }
+  }
+}
+
+TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
+  const auto d = Member("d", {0}, 0), p = Member("p", {}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, p}, 1));
+  EXPECT_EQ(members.group()->Members().size(), 1u);
+  EXPECT_FALSE(members.group()->IsAlive(p.id));
+}
+
+TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, q}, 1));
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  r.state = proto::MEMBER_STATE_DEAD;
+  q.state = proto::MEMBER_STATE_LEFT;
+  const uint64_t before = members.group()->version();
+  members.Update(ViewOf({d, r, q}, 2));
+  EXPECT_GT(members.group()->version(), before);
+  EXPECT_TRUE(members.group()->Replicas(1).empty());
+  // Listed still (stable data order), just not alive.
+  EXPECT_EQ(members.routing()->Members().size(), 3u);
+  // An older snapshot arriving late does not revive them.
+  r.state = proto::MEMBER_STATE_ALIVE;
+  members.Update(ViewOf({d, r}, 1));
+  EXPECT_FALSE(members.group()->IsAlive(r.id));
+}
+
+TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r}, 1));
+  members.routing()->MarkDead(r.id);
+  EXPECT_FALSE(members.group()->IsAlive(r.id));
+  EXPECT_TRUE(members.group()->IsAlive(d.id));
+  r.incarnation = 2;  // it refuted / re-signed
+  members.Update(ViewOf({d, r}, 2));
+  EXPECT_TRUE(members.group()->IsAlive(r.id));
+}
+
+TEST(TrainingMembersTest, NewAddressesReachTheListener) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  TrainingMembers members(d.id);
+  std::vector<std::string> dialed;
+  members.SetAddressListener([&](const PeerInfo& p) { dialed.push_back(p.address); });
+  members.Update(ViewOf({d, r}, 1));
+  members.Update(ViewOf({d, r}, 2));
+  EXPECT_EQ(dialed, std::vector<std::string>{"r:2"});
+}
+
+TEST(TrainingMembersTest, OtherLiveReplicasCountsOnlyLiveTrainingHosts) {
+  auto a = Member("a", {1}, 0), b = Member("b", {1}, 0), c = Member("c", {1}, 9);
+  b.state = proto::MEMBER_STATE_DEAD;
+  const membership::View v = ViewOf({a, b, c}, 1);
+  EXPECT_TRUE(OtherLiveReplicas(v, a.id, 1, 3).empty());  // c enters at 9
+  EXPECT_EQ(OtherLiveReplicas(v, a.id, 1, 9), std::vector<common::NodeId>{c.id});
+}
+
+}  // namespace
+}  // namespace skipswarm::node
