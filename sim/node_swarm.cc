@@ -59,6 +59,7 @@ class SchedulerRoutePlanner final : public node::RoutePlanner {
       if (members_[r.origin] != self) continue;
       node::PlannedRoute pr;
       pr.index = static_cast<int>(out.size());
+      pr.priority = r.priority;  // served in plan order (Note [Queue order])
       for (size_t h = 0; h + 1 < r.nodes.size(); ++h) {
         const int v = members_[r.nodes[h]];
         pr.hops.push_back({u.node(v).id, u.stage(v)});
