@@ -4,12 +4,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "model/eval_command.h"
+#include "model/sentencepiece_tokenizer.h"
 #include "model/train_ref_command.h"
 
 ABSL_DECLARE_FLAG(int, layers);
@@ -29,13 +31,17 @@ ABSL_DECLARE_FLAG(double, skip_ratio);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 ABSL_DECLARE_FLAG(std::vector<std::string>, drop_stages);
+ABSL_DECLARE_FLAG(int, vocab);
+ABSL_DECLARE_FLAG(std::string, tokenizer);
+ABSL_DECLARE_FLAG(std::string, sp_model);
 
 namespace skipswarm::model {
 namespace {
 
-TEST(CommandsTest, TrainRefResumeAndEval) {
+// A fresh folder holding text.txt, and the tiny-model flags that train on it.
+std::string SetUpTinyRun(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(base ? base : "/tmp") + "/commands_test";
+  const std::string dir = std::string(base ? base : "/tmp") + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   {
@@ -56,7 +62,13 @@ TEST(CommandsTest, TrainRefResumeAndEval) {
   absl::SetFlag(&FLAGS_iterations, 3);
   absl::SetFlag(&FLAGS_warmup_steps, 1);
   absl::SetFlag(&FLAGS_skip_ratio, 0.25);
+  absl::SetFlag(&FLAGS_resume, false);
+  absl::SetFlag(&FLAGS_drop_stages, std::vector<std::string>{});
+  return dir;
+}
 
+TEST(CommandsTest, TrainRefResumeAndEval) {
+  const std::string dir = SetUpTinyRun("commands_test");
   common::cli::Command train = TrainRefCommand();
   EXPECT_EQ(train.name, "train-ref");
   ASSERT_EQ(train.run({}), 0);
@@ -75,6 +87,37 @@ TEST(CommandsTest, TrainRefResumeAndEval) {
   EXPECT_EQ(eval.run({}), 1);
   absl::SetFlag(&FLAGS_checkpoint, dir + "/missing");
   EXPECT_EQ(eval.run({}), 1);
+}
+
+TEST(CommandsTest, TrainRefAndEvalWithSentencePiece) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "no SentencePiece in ASan builds";
+#endif
+  const std::string dir = SetUpTinyRun("commands_sp_test");
+  std::ifstream in(dir + "/text.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> model = SentencePieceTokenizer::Train(
+      text, "--vocab_size=48 --hard_vocab_limit=false --model_type=unigram --minloglevel=2");
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::ofstream(dir + "/m.model", std::ios::binary) << *model;
+  absl::SetFlag(&FLAGS_tokenizer, "sentencepiece");
+  absl::SetFlag(&FLAGS_sp_model, dir + "/m.model");
+
+  common::cli::Command train = TrainRefCommand();
+  absl::SetFlag(&FLAGS_vocab, 32);  // fewer than the model's pieces (at least 42)
+  EXPECT_EQ(train.run({}), 1);
+  absl::SetFlag(&FLAGS_vocab, 48);
+  ASSERT_EQ(train.run({}), 0);
+
+  common::cli::Command eval = EvalCommand();
+  absl::SetFlag(&FLAGS_checkpoint, dir + "/ckpt");
+  EXPECT_EQ(eval.run({}), 0);
+  absl::SetFlag(&FLAGS_sp_model, dir + "/text.txt");  // not a model
+  EXPECT_EQ(eval.run({}), 1);
+  absl::SetFlag(&FLAGS_tokenizer, "bytes");  // 256 ids do not fit a 48-token model
+  absl::SetFlag(&FLAGS_sp_model, "");
+  EXPECT_EQ(eval.run({}), 1);
+  absl::SetFlag(&FLAGS_vocab, 256);
 }
 
 }  // namespace

@@ -96,10 +96,12 @@ absl::StatusOr<Corpus> LoadCorpus(const CorpusOptions& options, const Tokenizer&
   // A small corpus may draw no validation chunk at all: hold out the last.
   if (!any && threshold > 0 && chunks >= 2) validation[chunks - 1] = true;
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
-    std::vector<int32_t> ids = tokenizer.Encode(
-        absl::string_view(text).substr(chunk * options.chunk_bytes, options.chunk_bytes));
+    const absl::string_view piece =
+        absl::string_view(text).substr(chunk * options.chunk_bytes, options.chunk_bytes);
+    std::vector<int32_t> ids = tokenizer.Encode(piece);
     auto& out = validation[chunk] ? corpus.validation : corpus.train;
     out.insert(out.end(), ids.begin(), ids.end());
+    (validation[chunk] ? corpus.validation_bytes : corpus.train_bytes) += piece.size();
   }
   return corpus;
 }

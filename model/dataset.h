@@ -43,6 +43,16 @@ struct Corpus {
   std::vector<std::string> files;
   std::vector<int32_t> train;
   std::vector<int32_t> validation;
+  // Text bytes behind each stream (equal to the token counts for the byte
+  // tokenizer); bits per byte = loss / ln 2 / BytesPerToken().
+  size_t train_bytes = 0;
+  size_t validation_bytes = 0;
+  // Mean bytes per validation token (1 for the byte tokenizer, 1 when empty).
+  double BytesPerToken() const {
+    return validation.empty() ? 1.0
+                              : static_cast<double>(validation_bytes) /
+                                    static_cast<double>(validation.size());
+  }
 };
 
 // The files a corpus would read, sorted. In directories, skips hidden

@@ -15,8 +15,8 @@
 #include "model/model_flags.h"
 #include "model/reference_trainer.h"
 #include "model/route.h"
+#include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
-#include "model/tokenizer.h"
 
 ABSL_FLAG(std::string, checkpoint, "",
           "Checkpoint folder written by train-ref (stage-<s>.ckpt files).");
@@ -52,8 +52,15 @@ absl::Status Run() {
                        ", stage 0 at ", info.step));
     }
   }
-  ByteTokenizer tokenizer;
-  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, tokenizer));
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, CreateTokenizer(flags.tokenizer));
+  if (tokenizer->vocab_size() > config.vocab_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", dir, "' has a vocabulary of ", config.vocab_size, ", smaller than the ",
+        tokenizer->name(), " tokenizer's ", tokenizer->vocab_size(),
+        "; evaluate with the tokenizer it was trained with (--tokenizer, --sp_model)"));
+  }
+  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, *tokenizer));
+  const double bytes_per_token = corpus.BytesPerToken();
   std::vector<MicroBatch> val =
       SequentialBatches(corpus.validation, flags.samples_per_mb, config.seq_len, flags.eval_batches);
   if (val.empty()) {
@@ -68,7 +75,8 @@ absl::Status Run() {
               config.ParameterCount() / 1e6,
               static_cast<long long>(val.size()) * flags.samples_per_mb * config.seq_len);
 
-  SS_ASSIGN_OR_RETURN(EvalResult full, EvaluateRoute(*pipe, FullRoute(config.num_stages), val));
+  SS_ASSIGN_OR_RETURN(EvalResult full, EvaluateRoute(*pipe, FullRoute(config.num_stages), val,
+                                                     bytes_per_token));
   const std::vector<std::string> drop_flag = absl::GetFlag(FLAGS_drop_stages);
   if (!drop_flag.empty()) {
     std::vector<int> dropped;
@@ -80,7 +88,7 @@ absl::Status Run() {
       dropped.push_back(stage);
     }
     SS_ASSIGN_OR_RETURN(std::vector<int> route, RouteWithout(config.num_stages, dropped));
-    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(*pipe, route, val));
+    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(*pipe, route, val, bytes_per_token));
     std::printf("full model:          val_loss %.4f  ppl %.3f  bits/byte %.4f\n", full.loss,
                 full.perplexity, full.bits_per_byte);
     std::printf("without stages %-5s val_loss %.4f  ppl %.3f  bits/byte %.4f  (ppl %+.1f%%)\n",
@@ -107,7 +115,8 @@ absl::Status Run() {
     double worst = full.perplexity;
     if (k > 0) {
       SS_ASSIGN_OR_RETURN(DropResult d,
-                          EvaluateDropped(*pipe, k, val, absl::GetFlag(FLAGS_eval_subsets)));
+                          EvaluateDropped(*pipe, k, val, absl::GetFlag(FLAGS_eval_subsets),
+                                          bytes_per_token));
       e = d.mean;
       subsets = d.subsets;
       worst = d.worst_perplexity;

@@ -35,6 +35,14 @@ ABSL_FLAG(double, validation_fraction, 0.05, "Share of the corpus held out for v
 ABSL_FLAG(int, samples_per_mb, 4, "Sequences per micro-batch.");
 ABSL_FLAG(int, eval_batches, 32, "Validation micro-batches per evaluation.");
 
+ABSL_FLAG(std::string, tokenizer, "bytes",
+          "Tokenizer: bytes (default; vocab 256, loss converts to bits per byte) or "
+          "sentencepiece (needs --sp_model; set --vocab to at least its piece count).");
+ABSL_FLAG(std::string, sp_model, "", "SentencePiece model file for --tokenizer=sentencepiece.");
+ABSL_FLAG(std::string, sp_library, "",
+          "Path of libskipswarm_sentencepiece.so (default: next to this binary, then its "
+          "Bazel runfiles, then the loader's search path).");
+
 ABSL_FLAG(uint64_t, seed, 1, "Seed for data order and routes (logged).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Folder of per-stage checkpoints.");
 
@@ -74,6 +82,9 @@ absl::StatusOr<ModelFlags> ReadModelFlags() {
   if (f.samples_per_mb < 1 || f.eval_batches < 1) {
     return absl::InvalidArgumentError("need --samples_per_mb >= 1 and --eval_batches >= 1");
   }
+  f.tokenizer.kind = absl::GetFlag(FLAGS_tokenizer);
+  f.tokenizer.sp_model = absl::GetFlag(FLAGS_sp_model);
+  f.tokenizer.sp_library = absl::GetFlag(FLAGS_sp_library);
   f.seed = absl::GetFlag(FLAGS_seed);
   f.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   return f;

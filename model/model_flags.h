@@ -10,7 +10,8 @@
 // Flags: --layers --d_model --heads --ffn --vocab --seq_len --stages
 // --tie_embeddings --init_seed | --device --threads --bf16 | --lr --min_lr
 // --warmup_steps --weight_decay --grad_clip | --corpus --validation_fraction
-// --samples_per_mb --eval_batches | --seed --checkpoint_dir.
+// --samples_per_mb --eval_batches | --tokenizer --sp_model --sp_library |
+// --seed --checkpoint_dir.
 //
 // Thread rule: call from main's thread after flags are parsed.
 #ifndef SKIPSWARM_MODEL_MODEL_FLAGS_H_
@@ -23,6 +24,7 @@
 #include "model/dataset.h"
 #include "model/model_config.h"
 #include "model/optimizer.h"
+#include "model/sentencepiece_tokenizer.h"
 
 namespace skipswarm::model {
 
@@ -31,6 +33,7 @@ struct ModelFlags {
   RuntimeOptions runtime;
   OptimizerOptions optimizer;  // total_steps is left for the command to set
   CorpusOptions corpus;
+  TokenizerOptions tokenizer;  // checked by CreateTokenizer, not here
   int samples_per_mb = 4;
   int eval_batches = 32;
   uint64_t seed = 1;

@@ -106,8 +106,9 @@ absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir) {
 }
 
 absl::StatusOr<EvalResult> ReferenceTrainer::Evaluate(const std::vector<int>& route,
-                                                      const std::vector<MicroBatch>& batches) {
-  return EvaluateRoute(*pipe_, route, batches);
+                                                      const std::vector<MicroBatch>& batches,
+                                                      double bytes_per_token) {
+  return EvaluateRoute(*pipe_, route, batches, bytes_per_token);
 }
 
 }  // namespace skipswarm::model

@@ -64,8 +64,10 @@ class ReferenceTrainer {
   // or were written for another model.
   absl::Status LoadCheckpoint(const std::string& dir);
 
+  // `bytes_per_token` converts to bits per byte (Corpus::BytesPerToken()).
   absl::StatusOr<EvalResult> Evaluate(const std::vector<int>& route,
-                                      const std::vector<MicroBatch>& batches);
+                                      const std::vector<MicroBatch>& batches,
+                                      double bytes_per_token = 1.0);
 
   LocalPipeline& pipeline() { return *pipe_; }
   const TrainerOptions& options() const { return options_; }

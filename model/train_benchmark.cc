@@ -5,12 +5,30 @@
 // one intra-op thread; items_per_second = tokens/s.
 //
 //   bazel build //model:train_benchmark
-//   bazel-bin/model/train_benchmark --benchmark_repetitions=3
-//       --benchmark_enable_random_interleaving=true
+//   bazel-bin/model/train_benchmark --benchmark_filter=Paired
+//
+// Note [Paired overhead measurement]
+// On a shared machine the speed of a core drifts by ±15% within seconds,
+// more than the overhead we look for, so two benchmarks timed one after the
+// other (even with --benchmark_enable_random_interleaving) compare
+// different machines. BM_PairedOverhead instead runs the two loops in
+// alternation inside one process, one iteration each per pair (the order
+// flips every pair), times each on this thread's CPU clock (time spent
+// descheduled does not count), and reports the median and the 10th/90th
+// percentiles of the per-pair ratio train-ref / plain: a slow phase of the
+// machine slows both halves of a pair alike. The plain and train-ref steps
+// are separate noinline functions so `valgrind --tool=callgrind
+// --toggle-collect=...` can count their instructions, a load-independent
+// check (model/README.md gives the command).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "model/local_pipeline.h"
 #include "model/optimizer.h"
@@ -33,52 +51,131 @@ TrainerOptions Options() {
   return o;
 }
 
+// The baseline: the same model and data as one autograd graph per MB.
+class PlainLoop {
+ public:
+  explicit PlainLoop(const Corpus& corpus) : options_(Options()) {
+    pipe_ = LocalPipeline::Create(options_.model).value();
+    for (int s = 0; s < pipe_->num_stages(); ++s) {
+      modules_.push_back(&pipe_->stage(s).module());
+      for (auto& p : modules_.back()->parameters()) params_.push_back(p);
+    }
+    adamw_ = std::make_unique<torch::optim::AdamW>(
+        params_, torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1));
+    SamplerOptions so;
+    so.samples_per_mb = options_.samples_per_mb;
+    so.seq_len = options_.model.seq_len;
+    sampler_ = MicroBatchSampler::Create(corpus.train, so).value();
+    route_ = FullRoute(options_.model.num_stages);
+  }
+
+  // One iteration; returns its tokens.
+  int64_t Step() {
+    int64_t tokens = 0;
+    for (int j = 0; j < options_.mbs_per_iteration; ++j) {
+      MicroBatch b = sampler_->Get(mb_++);
+      at::Tensor loss =
+          MonolithicLoss(modules_, route_, b.tokens, b.targets) / options_.mbs_per_iteration;
+      loss.backward();
+      tokens += b.tokens.numel();
+    }
+    ClipGradNorm(params_, 1.0);
+    adamw_->step();
+    adamw_->zero_grad();
+    return tokens;
+  }
+
+ private:
+  TrainerOptions options_;
+  std::unique_ptr<LocalPipeline> pipe_;
+  std::vector<StageModule*> modules_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> adamw_;
+  std::unique_ptr<MicroBatchSampler> sampler_;
+  std::vector<int> route_;
+  uint64_t mb_ = 0;
+};
+
+__attribute__((noinline)) int64_t TrainRefStep(ReferenceTrainer& trainer) {
+  return trainer.RunIteration().value().tokens;
+}
+
+__attribute__((noinline)) int64_t PlainStep(PlainLoop& plain) { return plain.Step(); }
+
+// This thread's CPU time in seconds (a measurement, not a clock the code
+// acts on, so it is read here rather than through common/'s Clock).
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
 void BM_TrainRefIteration(benchmark::State& state) {
   at::set_num_threads(1);
   Corpus corpus = SyntheticCorpus();
   auto trainer = ReferenceTrainer::Create(Options(), corpus).value();
   int64_t tokens = 0;
-  for (auto _ : state) {
-    IterationStats s = trainer->RunIteration().value();
-    tokens += s.tokens;
-  }
+  for (auto _ : state) tokens += TrainRefStep(*trainer);
   state.SetItemsProcessed(tokens);
 }
 
 void BM_PlainLibtorchIteration(benchmark::State& state) {
   at::set_num_threads(1);
   Corpus corpus = SyntheticCorpus();
-  TrainerOptions o = Options();
-  auto pipe = LocalPipeline::Create(o.model).value();
-  std::vector<StageModule*> modules;
-  std::vector<at::Tensor> params;
-  for (int s = 0; s < pipe->num_stages(); ++s) {
-    modules.push_back(&pipe->stage(s).module());
-    for (auto& p : modules.back()->parameters()) params.push_back(p);
-  }
-  torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1));
-  SamplerOptions so;
-  so.samples_per_mb = o.samples_per_mb;
-  so.seq_len = o.model.seq_len;
-  auto sampler = MicroBatchSampler::Create(corpus.train, so).value();
-  const std::vector<int> route = FullRoute(o.model.num_stages);
-  int64_t tokens = 0, mb = 0;
+  PlainLoop plain(corpus);
+  int64_t tokens = 0;
+  for (auto _ : state) tokens += PlainStep(plain);
+  state.SetItemsProcessed(tokens);
+}
+
+// Note [Paired overhead measurement]. One benchmark iteration = one pair.
+void BM_PairedOverhead(benchmark::State& state) {
+  at::set_num_threads(1);
+  Corpus corpus = SyntheticCorpus();
+  auto trainer = ReferenceTrainer::Create(Options(), corpus).value();
+  PlainLoop plain(corpus);
+  TrainRefStep(*trainer);  // warm-up: optimiser state, allocator caches
+  PlainStep(plain);
+  std::vector<double> ref_s, plain_s, ratio;
+  int64_t tokens = 0;
   for (auto _ : state) {
-    for (int j = 0; j < o.mbs_per_iteration; ++j) {
-      MicroBatch b = sampler->Get(mb++);
-      at::Tensor loss = MonolithicLoss(modules, route, b.tokens, b.targets) / o.mbs_per_iteration;
-      loss.backward();
-      tokens += b.tokens.numel();
-    }
-    ClipGradNorm(params, 1.0);
-    adamw.step();
-    adamw.zero_grad();
+    const bool ref_first = ratio.size() % 2 == 0;
+    double t0 = ThreadCpuSeconds();
+    tokens += ref_first ? TrainRefStep(*trainer) : PlainStep(plain);
+    double t1 = ThreadCpuSeconds();
+    tokens += ref_first ? PlainStep(plain) : TrainRefStep(*trainer);
+    double t2 = ThreadCpuSeconds();
+    const double ref = ref_first ? t1 - t0 : t2 - t1;
+    const double base = ref_first ? t2 - t1 : t1 - t0;
+    ref_s.push_back(ref);
+    plain_s.push_back(base);
+    ratio.push_back(ref / base);
   }
   state.SetItemsProcessed(tokens);
+  state.counters["pairs"] = static_cast<double>(ratio.size());
+  state.counters["ref_ms_med"] = 1e3 * Quantile(ref_s, 0.5);
+  state.counters["plain_ms_med"] = 1e3 * Quantile(plain_s, 0.5);
+  state.counters["overhead_pct_p10"] = 100 * (Quantile(ratio, 0.1) - 1);
+  state.counters["overhead_pct_med"] = 100 * (Quantile(ratio, 0.5) - 1);
+  state.counters["overhead_pct_p90"] = 100 * (Quantile(ratio, 0.9) - 1);
 }
 
 BENCHMARK(BM_TrainRefIteration)->Unit(benchmark::kMillisecond)->MinTime(8.0);
 BENCHMARK(BM_PlainLibtorchIteration)->Unit(benchmark::kMillisecond)->MinTime(8.0);
+// 40 pairs: about 100 s on an idle core; --benchmark_repetitions=N repeats
+// the whole paired run.
+BENCHMARK(BM_PairedOverhead)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(40)
+    ->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace skipswarm::model

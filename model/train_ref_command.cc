@@ -19,8 +19,8 @@
 #include "model/model_flags.h"
 #include "model/reference_trainer.h"
 #include "model/route.h"
+#include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
-#include "model/tokenizer.h"
 
 ABSL_FLAG(int64_t, iterations, 2000,
           "Total training iterations (also the length of the cosine schedule).");
@@ -48,16 +48,19 @@ absl::Status Run() {
   SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
   const int64_t iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
-  ByteTokenizer tokenizer;
-  if (flags.model.vocab_size < tokenizer.vocab_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("--vocab must be >= ", tokenizer.vocab_size(),
-                                                   " for the byte tokenizer"));
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, CreateTokenizer(flags.tokenizer));
+  if (flags.model.vocab_size < tokenizer->vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--vocab=", flags.model.vocab_size,
+                                                   " is smaller than the ", tokenizer->name(),
+                                                   " tokenizer's vocabulary; pass --vocab=",
+                                                   tokenizer->vocab_size()));
   }
   SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
   LOG(INFO) << "train-ref: seed " << flags.seed << ", init_seed " << flags.model.init_seed
             << ", device " << device << ", threads " << at::get_num_threads();
 
-  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, tokenizer));
+  SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, *tokenizer));
+  const double bytes_per_token = corpus.BytesPerToken();
   TrainerOptions options;
   options.model = flags.model;
   options.runtime = flags.runtime;
@@ -78,9 +81,11 @@ absl::Status Run() {
               flags.model.num_layers, flags.model.d_model, flags.model.num_heads,
               flags.model.ffn_dim, flags.model.seq_len, stages,
               flags.model.ParameterCount() / 1e6, flags.model.ConfigHash().c_str());
-  std::printf("data: %zu files, %zu train / %zu validation tokens; %d MBs x %d x %d tokens per "
-              "iteration; routes through %d of %d stages (skip ratio %.2f)\n",
+  std::printf("data: %zu files, %zu train / %zu validation tokens (%s tokenizer, %.2f bytes per "
+              "token); %d MBs x %d x %d tokens per iteration; routes through %d of %d stages "
+              "(skip ratio %.2f)\n",
               corpus.files.size(), corpus.train.size(), corpus.validation.size(),
+              tokenizer->name().c_str(), bytes_per_token,
               options.mbs_per_iteration, options.samples_per_mb, flags.model.seq_len, route_len,
               stages, options.skip_ratio);
 
@@ -110,7 +115,7 @@ absl::Status Run() {
     if (!*metrics) return absl::UnavailableError("cannot open --metrics_out");
   }
   auto evaluate = [&](int64_t at) -> absl::Status {
-    SS_ASSIGN_OR_RETURN(EvalResult e, trainer->Evaluate(FullRoute(stages), val));
+    SS_ASSIGN_OR_RETURN(EvalResult e, trainer->Evaluate(FullRoute(stages), val, bytes_per_token));
     std::printf("eval  iter %6lld  val_loss %.4f  val_ppl %.3f  val_bits_per_byte %.4f  (%lld "
                 "tokens)\n",
                 static_cast<long long>(at), e.loss, e.perplexity, e.bits_per_byte,

@@ -12,7 +12,7 @@ PACKAGES=(
   libabsl-dev libssl-dev openssl
   libtorch-dev libgloo-dev libopenblas0-openmp
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgoogle-glog-dev nlohmann-json3-dev libcpp-httplib-dev
+  libgoogle-glog-dev nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev
   fortunes
 )
 
