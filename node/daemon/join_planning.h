@@ -1,0 +1,40 @@
+// What a joiner decides from its membership View before it trains
+// (issue 6 "joining a stage"): which stage to host (the scheduler's
+// allocation: the stage whose capacity its speed raises most, weakest
+// first), and which live replicas to fetch that stage's state from.
+//
+//   SS_ASSIGN_OR_RETURN(int stage, ChooseJoinStage(view, self, shape, my_speed));
+//   std::vector<std::string> from = StateSources(view, self, stage);
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
+#define SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "membership/view.h"
+#include "scheduler/topology.h"
+
+namespace skipswarm::node {
+
+// Speed assumed for a member that has not measured itself yet.
+inline constexpr double kDefaultSecPerLayerSample = 1e-3;
+
+// The non-zero stage `self` should host. Every live training member of
+// `view` must host exactly one stage (FailedPrecondition otherwise);
+// `model.num_stages` >= 2. Hops come from the view's smoothed RTTs (1 ms
+// where unmeasured).
+absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
+                                    const scheduler::ModelShape& model,
+                                    double sec_per_layer_sample);
+
+// State addresses (Note [Daemon records]) of the live members hosting
+// `stage`, founders first, then by id: the order a joiner tries them.
+std::vector<std::string> StateSources(const membership::View& view, const common::NodeId& self,
+                                      int stage);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
