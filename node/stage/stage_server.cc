@@ -81,7 +81,12 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   void OnPeerFailure(const PeerId& peer);
   // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
   void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
+  // Note [Dispatch at the end of the instant]: a free node picks its next
+  // task only after every event of the current instant (frames arriving,
+  // tasks ending at the same time) is in, as the evaluator does; so the
+  // pick is posted as a zero-delay clock timer (one at a time).
   void MaybeDispatch();
+  void DispatchNow();
   // The first waiting task of `q` by Note [Queue order]: lowest priority,
   // then arrival.
   static std::deque<Task>::iterator Best(std::deque<Task>& q) {
@@ -156,6 +161,7 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool dispatch_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
@@ -347,9 +353,22 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
 }
 
 void StageServer::Impl::MaybeDispatch() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (dispatch_posted_ || busy_ || paused_) return;
+    dispatch_posted_ = true;
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  clock_->RunAfter(absl::ZeroDuration(), [weak] {
+    if (auto self = weak.lock()) self->DispatchNow();
+  });
+}
+
+void StageServer::Impl::DispatchNow() {
   Task task;
   {
     absl::MutexLock lock(&mu_);
+    dispatch_posted_ = false;
     if (busy_ || paused_) return;
     const bool backward_ok = !backward_q_.empty();
     const bool forward_ok = !forward_q_.empty() && slots_in_use_ < options_.memory_slots;
