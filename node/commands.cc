@@ -7,12 +7,24 @@
 #include "model/train_ref_command.h"
 #include "node/daemon/local_command.h"
 #include "node/daemon/node_command.h"
+#include "node/transport/shaping_flags.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
 #include "sim/sim_command.h"
+#include "sim/wan_local.h"
 
 namespace skipswarm::node {
 namespace {
+
+// `skipswarm local`, with WAN emulation (--wan=SCENARIO, sim/wan_local.h)
+// plugged in here: node/daemon may not depend on sim/.
+common::cli::Command LocalWithWan() {
+  common::cli::Command c = LocalCommand(sim::WanLocalPlanner());
+  c.flag_files.push_back(sim::kWanLocalFlagsFile);
+  c.flag_files.push_back(kShapingFlagsFile);
+  c.usage += " [--wan=SCENARIO --wan_time_scale=K --wan_planner=NAME]";
+  return c;
+}
 
 common::cli::Command VersionCommand() {
   return {"version", "Print the software and protocol versions",
@@ -35,7 +47,7 @@ std::vector<common::cli::Command> AllCommands() {
       model::EvalCommand(),
       sim::SimCommand(),
       NodeCommand(),
-      LocalCommand(),
+      LocalWithWan(),
       membership::KeygenCommand(),
       VersionCommand(),
   };

@@ -329,6 +329,16 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
            {"memory_slots", j.memory_slots > 0 ? j.memory_slots : Median(slots)}});
     }
     SS_ASSIGN_OR_RETURN(sc.universe, scheduler::ParseScenario(topo.dump()));
+    // Parsed above by the scheduler, so the fields are valid here.
+    sc.hop_overhead_s = topo.value("hop_overhead_s", 0.0);
+    if (auto it = topo.find("region_links"); it != topo.end() && it->is_array()) {
+      for (const json& l : *it) {
+        std::string a = l.value("a", ""), b = l.value("b", "");
+        if (b < a) std::swap(a, b);
+        sc.region_links[{a, b}] = {l.value("latency_ms", 0.0) / 1000,
+                                   l.value("bandwidth_gib_s", 0.0) * 1024.0 * 1024.0 * 1024.0};
+      }
+    }
   }
   SS_RETURN_IF_ERROR(ApplyWorkloadOverrides(root, sc.universe.workload));
   const int n = sc.universe.view.num_nodes();

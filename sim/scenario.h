@@ -35,7 +35,9 @@
 #define SKIPSWARM_SIM_SCENARIO_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -65,6 +67,12 @@ struct SimScenario {
   // would move a node there instead); explicit kills and outages may.
   bool protect_last_replica = true;
   ChurnTrace churn;              // expanded, sorted by time
+  // The region link table the topology was built from (empty for SkipPipe
+  // files, whose per-node-pair delays are all there is), keyed by the
+  // region pair in ascending order, and the fixed per-hop overhead. The WAN
+  // emulation of real daemons (sim/wan_local.h) shapes links with it.
+  std::map<std::pair<std::string, std::string>, scheduler::LinkSpec> region_links;
+  double hop_overhead_s = 0;
 };
 
 // `base_dir` resolves relative file names inside the scenario.

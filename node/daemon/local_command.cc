@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -165,7 +166,7 @@ void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points
   svg << "\"/>\n</svg>\n";
 }
 
-absl::Status Run() {
+absl::Status Run(const LocalSwarmPlanner& wan) {
   // The launcher is main-level code: it picks the real clock for its
   // timestamps and polling.
   std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
@@ -173,7 +174,7 @@ absl::Status Run() {
   const int stages = flags.model.num_stages;
   const int data_nodes = absl::GetFlag(FLAGS_local_data_nodes);
   const int replicas = absl::GetFlag(FLAGS_local_replicas);
-  const int64_t iterations = absl::GetFlag(FLAGS_local_iterations);
+  int64_t iterations = absl::GetFlag(FLAGS_local_iterations);
   if (data_nodes < 1 || replicas < 1 || iterations < 1) {
     return absl::InvalidArgumentError("--local_data_nodes, --local_replicas and "
                                       "--local_iterations must be >= 1");
@@ -185,10 +186,23 @@ absl::Status Run() {
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
 
   // Layout and ports.
+  std::optional<LocalSwarmPlan> wan_plan;
+  if (wan) {
+    SS_ASSIGN_OR_RETURN(wan_plan, wan(dir));
+  }
   std::vector<std::pair<std::string, std::vector<int>>> layout;
-  for (int d = 0; d < data_nodes; ++d) layout.push_back({absl::StrCat("d", d), {0}});
-  for (int s = 1; s < stages; ++s) {
-    for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
+  std::map<std::string, std::string> extra_config;
+  if (wan_plan) {
+    for (const LocalNodePlan& n : wan_plan->nodes) {
+      layout.push_back({n.name, n.stages});
+      extra_config[n.name] = n.extra_config;
+    }
+    if (wan_plan->iterations > 0) iterations = wan_plan->iterations;
+  } else {
+    for (int d = 0; d < data_nodes; ++d) layout.push_back({absl::StrCat("d", d), {0}});
+    for (int s = 1; s < stages; ++s) {
+      for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
+    }
   }
   std::vector<std::string> entries;
   for (const auto& [name, st] : layout) {
@@ -223,7 +237,8 @@ absl::Status Run() {
         << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
         << ",\n  \"threads\": 1"
         << (st[0] == 0 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress)) : "")
-        << ",\n  " << absl::StrJoin(model_settings, ",\n  ") << "\n}\n";
+        << ",\n  " << absl::StrJoin(model_settings, ",\n  ")
+        << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
     out.close();
     Child c;
     c.name = name;
@@ -241,10 +256,16 @@ absl::Status Run() {
     }
     children.push_back(c);
   }
-  std::printf("skipswarm local: %zu nodes (%d data nodes, %d stages x %d replicas), %lld "
-              "iterations; logs in %s/logs\n",
-              children.size(), data_nodes, stages - 1, replicas,
-              static_cast<long long>(iterations), dir.c_str());
+  if (wan_plan) {
+    std::printf("skipswarm local: %zu nodes, %s, %lld iterations; logs in %s/logs\n",
+                children.size(), wan_plan->description.c_str(),
+                static_cast<long long>(iterations), dir.c_str());
+  } else {
+    std::printf("skipswarm local: %zu nodes (%d data nodes, %d stages x %d replicas), %lld "
+                "iterations; logs in %s/logs\n",
+                children.size(), data_nodes, stages - 1, replicas,
+                static_cast<long long>(iterations), dir.c_str());
+  }
 
   // Fault plan.
   std::map<std::string, int64_t> kills;
@@ -323,19 +344,20 @@ absl::Status Run() {
     }
   }
   std::printf("summary: %s/loss.csv, %s/loss.svg\n", dir.c_str(), dir.c_str());
+  if (wan_plan && wan_plan->after_run && failed == 0) wan_plan->after_run();
   if (failed > 0) return absl::InternalError(absl::StrCat(failed, " node(s) failed"));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-common::cli::Command LocalCommand() {
+common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
   return {"local", "Train with a real swarm of node processes on this machine",
           "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
           "[--kill=NAME@ITER] [model flags]",
           {"node/daemon/local_command.cc", model::kModelFlagsFile},
-          [](const std::vector<std::string>&) {
-            absl::Status s = Run();
+          [wan](const std::vector<std::string>&) {
+            absl::Status s = Run(wan);
             if (!s.ok()) {
               std::cerr << "skipswarm local: " << s << "\n";
               return 1;

@@ -9,11 +9,38 @@
 #ifndef SKIPSWARM_NODE_DAEMON_LOCAL_COMMAND_H_
 #define SKIPSWARM_NODE_DAEMON_LOCAL_COMMAND_H_
 
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "common/cli/command.h"
 
 namespace skipswarm::node {
 
-common::cli::Command LocalCommand();
+// WAN emulation (`skipswarm local --wan=SCENARIO`, issue 7). Scenarios are
+// sim/'s, and node/ may not depend on sim/, so node/commands.cc hands the
+// launcher a hook made by sim/ (sim/wan_local.h) that lays the swarm out.
+struct LocalNodePlan {
+  std::string name;
+  std::vector<int> stages;
+  // JSON members ("key": value, ...) appended to the node's config file
+  // (later keys win over the launcher's defaults).
+  std::string extra_config;
+};
+struct LocalSwarmPlan {
+  std::vector<LocalNodePlan> nodes;
+  int64_t iterations = 0;           // > 0: overrides --local_iterations
+  std::string description;          // printed at start
+  std::function<void()> after_run;  // e.g. compare with the simulator
+};
+// Gets the run folder (wiped, exists); nullopt when no WAN run was asked for.
+using LocalSwarmPlanner =
+    std::function<absl::StatusOr<std::optional<LocalSwarmPlan>>(const std::string& dir)>;
+
+common::cli::Command LocalCommand(LocalSwarmPlanner wan = nullptr);
 
 }  // namespace skipswarm::node
 

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "model/model_flags.h"
 #include "node/daemon/node_daemon.h"
 #include "node/daemon/swarm_spec.h"
+#include "node/transport/shaping_flags.h"
 
 ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
 ABSL_FLAG(std::string, swarm, "",
@@ -32,6 +34,15 @@ ABSL_FLAG(int, node_path_length, 0,
           "Stages each micro-batch visits, counting stage 0 (skipping planners); 0: all.");
 ABSL_FLAG(std::string, progress_file, "", "Append one JSON line per iteration (data nodes).");
 ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answer.");
+// Experiments with WAN emulation (issue 7; shaping flags: node/transport/shaping_flags.h).
+ABSL_FLAG(double, node_timed_forward_s, 0,
+          "Experiments: > 0 replaces libtorch with timed compute (forward seconds per MB, "
+          "divided by --wan_time_scale; backward 1.5x) and dummy payloads.");
+ABSL_FLAG(int64_t, node_timed_payload_bytes, 1 << 20,
+          "Timed compute: bytes of each activation / gradient frame.");
+ABSL_FLAG(std::string, node_routes, "",
+          "Replay the routes in this file every iteration instead of planning "
+          "(node/daemon/routes_file_planner.h).");
 
 namespace skipswarm::node {
 namespace {
@@ -62,6 +73,15 @@ absl::Status Run() {
   o.planner = absl::GetFlag(FLAGS_node_planner);
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  SS_ASSIGN_OR_RETURN(ShapingFlags shaping, ReadShapingFlags());
+  o.wan.wan_table = shaping.wan_table;
+  o.wan.time_scale = shaping.time_scale;
+  o.wan.max_upload_bytes_per_second = shaping.max_upload_bytes_per_second;
+  o.wan.max_download_bytes_per_second = shaping.max_download_bytes_per_second;
+  o.wan.timed_forward_s = absl::GetFlag(FLAGS_node_timed_forward_s);
+  o.wan.timed_payload_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));
+  o.wan.routes_file = absl::GetFlag(FLAGS_node_routes);
   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -72,8 +92,9 @@ absl::Status Run() {
 
 common::cli::Command NodeCommand() {
   return {"node", "Run one swarm daemon (hosts stages, trains with its peers)",
-          "skipswarm node --config=FILE   (or --name=N --swarm=... and model flags)",
-          {"node/daemon/node_command.cc", model::kModelFlagsFile},
+          "skipswarm node --config=FILE   (or --name=N --swarm=... and model flags) "
+          "[--max_upload_mbps=X --max_download_mbps=Y]",
+          {"node/daemon/node_command.cc", model::kModelFlagsFile, kShapingFlagsFile},
           [](const std::vector<std::string>&) {
             absl::Status s = Run();
             if (!s.ok()) {

@@ -17,16 +17,21 @@
 #include "model/stage_executor.h"
 #include "model/tokenizer.h"
 #include "node/compute/task_runner.h"
+#include "node/compute/timed_stage_compute.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/metrics.h"
+#include "node/daemon/routes_file_planner.h"
 #include "node/stage/stage_server.h"
 #include "node/train/data_node_driver.h"
 #include "node/train/grpc_group.h"
 #include "node/train/node_trainer.h"
+#include "node/train/data_source.h"
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
 #include "node/train/scheduler_planner.h"
 #include "node/transport/grpc_transport.h"
+#include "node/transport/shaping_transport.h"
+#include "node/transport/wan_table.h"
 
 namespace skipswarm::node {
 
@@ -38,11 +43,11 @@ struct NodeDaemon::Parts {
   std::vector<int> stages;
   std::unique_ptr<common::RealClock> clock;
   model::Corpus corpus;
-  std::unique_ptr<SamplerDataSource> data;
-  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  std::unique_ptr<DataSource> data;
+  std::map<int, std::unique_ptr<StageCompute>> computes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
-  std::unique_ptr<GrpcTransport> transport;
+  std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StageServer> server;
   std::unique_ptr<RoutePlanner> planner;
@@ -67,7 +72,39 @@ struct NodeDaemon::Parts {
     return absl::OkStatus();
   }
   void OnIteration(const NodeIterationReport& r);
+  absl::Status WrapWithShaping();
 };
+
+// WAN emulation / operator caps: wraps the gRPC transport (issue 7).
+absl::Status NodeDaemon::Parts::WrapWithShaping() {
+  const NodeDaemonOptions::Wan& w = options.wan;
+  WanShaping shaping;
+  if (!w.wan_table.empty()) {
+    SS_ASSIGN_OR_RETURN(WanTable table, ReadWanTable(w.wan_table));
+    SS_ASSIGN_OR_RETURN(shaping, WanShapingFor(table, options.name, w.time_scale));
+    for (const std::string& m : shaping.missing) {
+      LOG(WARNING) << options.name << ": no WAN link to " << m << " (left unshaped)";
+    }
+  }
+  ApplyBandwidthCaps(w.max_upload_bytes_per_second, w.max_download_bytes_per_second,
+                     &shaping.options);
+  if (w.wan_table.empty() && shaping.options.uplink_bytes_per_second <= 0 &&
+      shaping.options.downlink_bytes_per_second <= 0) {
+    return absl::OkStatus();
+  }
+  auto shaped = std::make_unique<ShapingTransport>(std::move(transport), clock.get(),
+                                                   shaping.options);
+  for (const SwarmMember& m : options.swarm) {
+    auto link = shaping.links.find(m.name);
+    if (link != shaping.links.end()) shaped->SetLink(m.info.id, link->second);
+  }
+  LOG(INFO) << options.name << ": shaped transport: " << shaping.links.size()
+            << " WAN links (time scale " << w.time_scale << "), uplink "
+            << shaping.options.uplink_bytes_per_second << " B/s, downlink "
+            << shaping.options.downlink_bytes_per_second << " B/s (0: unlimited)";
+  transport = std::move(shaped);
+  return absl::OkStatus();
+}
 
 namespace {
 
@@ -101,7 +138,16 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
 
   // Compute and, on data nodes, data.
   p->runner = std::make_unique<ThreadTaskRunner>();
+  const bool timed = options.wan.timed_forward_s > 0;
   for (int s : p->stages) {
+    if (timed) {
+      TimedStageCompute::Options o;
+      o.stage = s;
+      o.forward = absl::Seconds(options.wan.timed_forward_s / options.wan.time_scale);
+      o.payload_bytes = options.wan.timed_payload_bytes;
+      p->computes[s] = std::make_unique<TimedStageCompute>(p->clock.get(), o);
+      continue;
+    }
     TorchStageCompute::Options o;
     o.model = options.model.model;
     o.stage = s;
@@ -111,7 +157,10 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     SS_ASSIGN_OR_RETURN(p->computes[s], TorchStageCompute::Create(o, p->runner.get()));
   }
   const bool data_node = p->computes.count(0) > 0;
-  if (data_node) {
+  if (data_node && timed) {
+    p->data = std::make_unique<SyntheticDataSource>(options.model.samples_per_mb,
+                                                    options.model.model.seq_len, 256);
+  } else if (data_node) {
     model::ByteTokenizer tokenizer;
     SS_ASSIGN_OR_RETURN(p->corpus, model::LoadCorpus(options.model.corpus, tokenizer));
     model::SamplerOptions so;
@@ -147,6 +196,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
   to.swarm_id = options.swarm_id;
   SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
+  SS_RETURN_IF_ERROR(p->WrapWithShaping());
   for (const PeerInfo& m : members) {
     if (m.id != p->self) p->transport->SetPeerAddress(m.id, m.address);
   }
@@ -165,7 +215,11 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
                                             stages, so);
   p->server->Attach();
   if (data_node) {
-    if (options.planner == "inorder") {
+    if (!options.wan.routes_file.empty()) {
+      std::map<std::string, PeerId> ids;
+      for (const SwarmMember& m : options.swarm) ids[m.name] = m.info.id;
+      SS_ASSIGN_OR_RETURN(p->planner, RoutesFilePlanner::Read(options.wan.routes_file, ids));
+    } else if (options.planner == "inorder") {
       p->planner = std::make_unique<InOrderPlanner>();
     } else {
       SchedulerPlannerOptions po;

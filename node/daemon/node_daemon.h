@@ -52,6 +52,24 @@ struct NodeDaemonOptions {
   std::string progress_file;       // JSON line per iteration (data nodes); empty: none
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
+  // WAN emulation and bandwidth caps (issue 7, node/transport/wan_table.h):
+  // when wan_table is set or a cap is > 0, the pipeline transport is
+  // wrapped in a ShapingTransport. wan_table: this node's region and the
+  // link table (all members by name); time_scale k: latencies / k,
+  // bandwidths x k (and timed compute / k). Caps in bytes/s, <= 0: none.
+  struct Wan {
+    std::string wan_table;
+    double time_scale = 1;
+    double max_upload_bytes_per_second = 0;
+    double max_download_bytes_per_second = 0;
+    // > 0: TimedStageCompute with this forward time (scenario seconds,
+    // divided by time_scale) and dummy payloads instead of libtorch, for
+    // WAN experiments on a small machine; the data node reads no corpus.
+    double timed_forward_s = 0;
+    uint64_t timed_payload_bytes = 1 << 20;
+    // Non-empty: replay these routes (RoutesFilePlanner) instead of `planner`.
+    std::string routes_file;
+  } wan;
 };
 
 class NodeDaemon {

@@ -111,6 +111,9 @@ absl::StatusOr<WanShaping> WanShapingFor(const WanTable& table, const std::strin
     return absl::InvalidArgumentError(absl::StrCat("node ", self, " is not in the WAN table"));
   }
   WanShaping s;
+  // An emulated link serialises every byte (no burst allowance), so a frame
+  // takes bytes / rate as in the scheduler's cost model.
+  s.options.burst_bytes = 0;
   s.options.uplink_bytes_per_second = me->second.uplink_bytes_per_second * time_scale;
   s.options.downlink_bytes_per_second = me->second.downlink_bytes_per_second * time_scale;
   for (const auto& [name, e] : table.nodes) {

@@ -14,6 +14,9 @@
 // (WanShapingFor reports them in `missing`). A region's link to itself
 // shapes traffic between nodes of the same region.
 //
+// Buckets have no burst allowance (a frame takes bytes / rate, as in the
+// scheduler's cost model).
+//
 // Time scale: WanShapingFor(table, self, k) divides latencies by k and
 // multiplies bandwidths (and node caps) by k, so an emulated run is k
 // times faster than the scenario: real seconds x k = scenario seconds.

@@ -53,6 +53,7 @@ TEST(WanTableTest, ShapingForANodeAppliesTheTimeScale) {
   EXPECT_EQ(s->links.at("d0").bytes_per_second, 20e6);
   EXPECT_EQ(s->links.at("s2").latency, absl::Microseconds(500));
   EXPECT_TRUE(s->missing.empty());
+  EXPECT_EQ(s->options.burst_bytes, 0u);  // links serialise every byte
   // d0's region has no link to itself; only other regions matter to it.
   WanShaping d0 = WanShapingFor(t, "d0", 1).value();
   EXPECT_EQ(d0.links.size(), 2u);

@@ -1,0 +1,67 @@
+#include "node/daemon/routes_file_planner.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace skipswarm::node {
+
+absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Parse(
+    absl::string_view text, const std::map<std::string, PeerId>& ids) {
+  std::map<PeerId, std::vector<PlannedRoute>> routes;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = line.substr(0, line.find('#'));
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (f.empty()) continue;
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("routes file line ", line_no, ": ", why));
+    };
+    if (f.size() < 4) return bad("expected: ORIGIN DATA_SLOT NAME/STAGE NAME/STAGE ...");
+    auto origin = ids.find(std::string(f[0]));
+    if (origin == ids.end()) return bad(absl::StrCat("unknown node ", f[0]));
+    PlannedRoute r;
+    if (!absl::SimpleAtoi(f[1], &r.data_slot) || r.data_slot < -1) return bad("bad DATA_SLOT");
+    for (size_t i = 2; i < f.size(); ++i) {
+      std::vector<std::string> hop = absl::StrSplit(f[i], '/');
+      int stage = -1;
+      auto id = hop.size() == 2 ? ids.find(hop[0]) : ids.end();
+      if (id == ids.end() || !absl::SimpleAtoi(hop[1], &stage) || stage < 0) {
+        return bad(absl::StrCat("bad hop '", f[i], "' (NAME/STAGE of a known node)"));
+      }
+      r.hops.push_back({id->second, stage});
+    }
+    if (r.hops[0].node != origin->second || r.hops[0].stage != 0) {
+      return bad("a route starts at its origin on stage 0");
+    }
+    std::vector<PlannedRoute>& mine = routes[origin->second];
+    r.index = static_cast<int>(mine.size());
+    mine.push_back(std::move(r));
+  }
+  return std::unique_ptr<RoutesFilePlanner>(new RoutesFilePlanner(std::move(routes)));
+}
+
+absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Read(
+    const std::string& path, const std::map<std::string, PeerId>& ids) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read routes file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto p = Parse(ss.str(), ids);
+  if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", p.status().message()));
+  return p;
+}
+
+absl::StatusOr<std::vector<PlannedRoute>> RoutesFilePlanner::Plan(const PlanInput& input,
+                                                                  const SwarmView&) {
+  auto it = routes_.find(input.self);
+  if (it == routes_.end()) return std::vector<PlannedRoute>();
+  return it->second;
+}
+
+}  // namespace skipswarm::node
