@@ -26,6 +26,7 @@
 #define SKIPSWARM_NODE_TRAIN_GROUP_COMM_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -46,6 +47,9 @@ struct ReduceResult {
   int64_t visits = 0;         // total visits
   int contributors = 0;
   bool digests_agree = true;
+  // Each contributor's parameter digest before the step, ascending id
+  // (Note [Digest re-sync] in node_trainer.h).
+  std::vector<std::pair<common::NodeId, uint64_t>> digests;
 };
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;

@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "absl/synchronization/mutex.h"
 #include "node/compute/task_runner.h"
+#include "node/train/sharded_reduce.h"
 #include "proto/grpc_status.h"
 #include "proto/stage.grpc.pb.h"
 #include "proto/version.h"
@@ -26,6 +27,8 @@ namespace {
 
 constexpr size_t kChunkFloats = (size_t{1} << 20) / sizeof(float);
 constexpr int kPushThreads = 4;
+constexpr int kMaxMembers = 64;          // replicas in one round
+constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
 
 }  // namespace
 
@@ -64,47 +67,79 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::GradientAck, proto::GradientChunk>* stream) override {
     proto::GradientChunk chunk;
-    GradientContribution c;
-    uint32_t stage = 0, expected = 0, count = 0;
-    uint64_t iteration = 0, total = 0;
+    ReduceMessage m;
+    std::vector<float> data;
+    uint32_t stage = 0, expected = 0, count = 0, phase = 0;
+    uint64_t total = 0;
     while (stream->Read(&chunk)) {
-      absl::Status ok = CheckChunk(chunk, expected, c.flat.size());
+      absl::Status ok = CheckChunk(chunk, expected, data.size());
       if (ok.ok() && expected == 0) {
-        auto from = common::NodeId::FromBytes(chunk.from());
         stage = chunk.stage();
-        iteration = chunk.iteration();
+        phase = chunk.phase();
         count = chunk.chunk_count();
-        total = chunk.tensor().shape_size() == 1 ? chunk.tensor().shape(0) : 0;
-        c.from = *from;
-        c.visits = chunk.visits();
-        c.params_digest = chunk.params_digest();
-        if (stage != kBarrierStage) c.flat.reserve(total);
-      } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != iteration ||
-                             chunk.chunk_count() != count)) {
-        ok = absl::InvalidArgumentError("chunks of one push disagree on stage/iteration/count");
+        total = chunk.tensor().shape(0);
+        ok = Header(chunk, &m);
+        data.reserve(total);
+      } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
+                             chunk.chunk_count() != count || chunk.phase() != phase ||
+                             static_cast<int>(chunk.shard()) != m.shard)) {
+        ok = absl::InvalidArgumentError("chunks of one push disagree on their header");
       }
       if (!ok.ok()) {
         LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << ok;
         return proto::ToGrpcStatus(ok);
       }
       const size_t n = chunk.data().size() / sizeof(float);
-      const size_t at = c.flat.size();
-      c.flat.resize(at + n);
-      if (n > 0) std::memcpy(c.flat.data() + at, chunk.data().data(), n * sizeof(float));
+      const size_t at = data.size();
+      data.resize(at + n);
+      if (n > 0) std::memcpy(data.data() + at, chunk.data().data(), n * sizeof(float));
       ++expected;
     }
-    if (expected != count || c.flat.size() != total) {
+    if (expected != count || data.size() != total) {
       absl::Status bad = absl::InvalidArgumentError(
-          absl::StrCat("push ended after ", expected, "/", count, " chunks, ", c.flat.size(), "/",
+          absl::StrCat("push ended after ", expected, "/", count, " chunks, ", data.size(), "/",
                        total, " elements"));
       LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << bad;
       return proto::ToGrpcStatus(bad);
     }
-    Receive(iteration, stage, std::move(c));
+    if (phase == 0) {
+      ReceiveBarrier(m.iteration, m.from);
+    } else {
+      m.data = std::make_shared<const std::vector<float>>(std::move(data));
+      ReceiveReduce(std::move(m));
+    }
     proto::GradientAck ack;
     ack.set_chunk_index(count == 0 ? 0 : count - 1);
     stream->Write(ack);
     return grpc::Status::OK;
+  }
+
+  // The ReduceMessage fields of a push's first chunk (data aside).
+  static absl::Status Header(const proto::GradientChunk& c, ReduceMessage* m) {
+    m->iteration = c.iteration();
+    m->stage = static_cast<int>(c.stage());
+    m->from = *common::NodeId::FromBytes(c.from());  // checked by CheckChunk
+    m->shard = static_cast<int>(c.shard());
+    m->total = static_cast<int64_t>(c.total_elements());
+    m->visits = c.visits();
+    m->digest = c.params_digest();
+    m->digests.assign(c.member_digests().begin(), c.member_digests().end());
+    if (c.phase() == 0) {
+      return c.stage() == kBarrierStage && c.tensor().shape(0) == 0
+                 ? absl::OkStatus()
+                 : absl::InvalidArgumentError("a barrier message carries no gradient");
+    }
+    if (c.phase() > 2 || c.stage() == kBarrierStage) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown push phase ", c.phase()));
+    }
+    m->phase = c.phase() == 1 ? ReduceMessage::Phase::kScatter : ReduceMessage::Phase::kGather;
+    if (c.members_size() > kMaxMembers) return absl::InvalidArgumentError("too many members");
+    for (const std::string& b : c.members()) {
+      absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b);
+      if (!id.ok()) return absl::InvalidArgumentError("bad member id");
+      m->members.push_back(*id);
+    }
+    return absl::OkStatus();
   }
 
   grpc::Status Health(grpc::ServerContext*, const proto::HealthRequest*,
@@ -131,7 +166,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
                                                      expected));
     }
     if (chunk.tensor().shape_size() != 1 || chunk.tensor().shape(0) < 0 ||
-        chunk.tensor().shape(0) > options_.max_elements) {
+        chunk.tensor().shape(0) > options_.max_elements ||
+        chunk.total_elements() > static_cast<uint64_t>(options_.max_elements)) {
       return absl::InvalidArgumentError("tensor shape must be [n] within the size limit");
     }
     if (chunk.offset() != have || chunk.data().size() % sizeof(float) != 0 ||
@@ -144,30 +180,73 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   }
 
   // --- bookkeeping ---
-  void Receive(uint64_t iteration, uint32_t stage, GradientContribution c) {
+  void ReceiveBarrier(uint64_t iteration, const common::NodeId& from) {
     {
       absl::MutexLock lock(&mu_);
-      if (stage == kBarrierStage) {
-        arrived_[iteration].insert(c.from);
-      } else {
-        received_[{iteration, static_cast<int>(stage)}][c.from] = std::move(c);
-      }
+      arrived_[iteration].insert(from);
     }
     Sweep();
   }
 
-  void Push(const common::NodeId& to, uint64_t iteration, uint32_t stage,
-            std::shared_ptr<const GradientContribution> c) {
-    std::string address;
-    for (const PeerInfo& p : view_->Members()) {
-      if (p.id == to) address = p.group_address;
+  void ReceiveReduce(ReduceMessage m) {
+    std::vector<OutgoingReduce> out;
+    {
+      absl::MutexLock lock(&mu_);
+      const std::pair<uint64_t, int> key{m.iteration, m.stage};
+      auto it = reduces_.find(key);
+      if (it == reduces_.end()) {
+        // Before our own AllReduce for it: kept until then.
+        auto& early = early_[key];
+        if (early.size() < 4 * kMaxMembers) early.push_back(std::move(m));
+        while (early_.size() > 64) early_.erase(early_.begin());
+        return;
+      }
+      ShardedReduce& r = *it->second.reduce;
+      // Note [Gradient exchange]: a peer redoing a round we finished (it saw
+      // a death after our round completed) gets our part again.
+      if (it->second.delivered && m.members != r.members() &&
+          std::includes(r.members().begin(), r.members().end(), m.members.begin(),
+                        m.members.end())) {
+        out = r.Start(m.members);
+      }
+      absl::StatusOr<std::vector<OutgoingReduce>> more = r.Receive(std::move(m));
+      if (!more.ok()) {
+        LOG(WARNING) << "refused a gradient shard: " << more.status();
+      } else {
+        out.insert(out.end(), std::make_move_iterator(more->begin()),
+                   std::make_move_iterator(more->end()));
+      }
     }
+    Send(std::move(out));
+    Sweep();
+  }
+
+  std::string AddressOf(const common::NodeId& to) const {
+    for (const PeerInfo& p : view_->Members()) {
+      if (p.id == to) return p.group_address;
+    }
+    return "";
+  }
+
+  void Send(std::vector<OutgoingReduce> out) {
+    for (OutgoingReduce& o : out) {
+      const uint32_t phase = o.message.phase == ReduceMessage::Phase::kScatter ? 1 : 2;
+      Push(o.to, phase, o.message.iteration, static_cast<uint32_t>(o.message.stage),
+           std::make_shared<const ReduceMessage>(std::move(o.message)));
+    }
+  }
+
+  // Pushes `m` (null: a barrier message) to `to` on its push thread; a
+  // failed push marks `to` dead (its rounds restart without it).
+  void Push(const common::NodeId& to, uint32_t phase, uint64_t iteration, uint32_t stage,
+            std::shared_ptr<const ReduceMessage> m) {
+    const std::string address = AddressOf(to);
     std::weak_ptr<Impl> weak = weak_from_this();
     const size_t which = std::hash<std::string>()(to.Bytes()) % pushers_.size();
-    pushers_[which]->Post([weak, to, address, iteration, stage, c] {
+    pushers_[which]->Post([weak, to, address, phase, iteration, stage, m] {
       auto self = weak.lock();
       if (!self) return;
-      absl::Status s = self->PushNow(address, iteration, stage, *c);
+      absl::Status s = self->PushNow(address, phase, iteration, stage, m.get());
       if (!s.ok()) {
         LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
         self->view_->MarkDead(to);
@@ -176,17 +255,19 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     });
   }
 
-  absl::Status PushNow(const std::string& address, uint64_t iteration, uint32_t stage,
-                       const GradientContribution& c) {
+  absl::Status PushNow(const std::string& address, uint32_t phase, uint64_t iteration,
+                       uint32_t stage, const ReduceMessage* m) {
     if (address.empty()) return absl::UnavailableError("no StageService address");
     auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
-    // Fail fast on a dead peer (startup waits in AwaitPeers instead).
     auto stream = stub->PushGradients(&context);
-    const size_t n = c.flat.size();
-    const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, (n + kChunkFloats - 1) / kChunkFloats));
+    static const std::vector<float> kEmpty;
+    const std::vector<float>& data = m != nullptr ? *m->data : kEmpty;
+    const size_t n = data.size();
+    const uint32_t count =
+        static_cast<uint32_t>(std::max<size_t>(1, (n + kChunkFloats - 1) / kChunkFloats));
     for (uint32_t i = 0; i < count; ++i) {
       proto::GradientChunk chunk;
       chunk.set_protocol_version(proto::kProtocolVersion);
@@ -194,8 +275,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       chunk.set_from(options_.self.Bytes());
       chunk.set_stage(stage);
       chunk.set_iteration(iteration);
-      chunk.set_visits(static_cast<uint32_t>(c.visits));
-      chunk.set_params_digest(c.params_digest);
+      chunk.set_phase(phase);
+      if (m != nullptr) {
+        chunk.set_visits(static_cast<uint32_t>(m->visits));
+        chunk.set_params_digest(m->digest);
+        chunk.set_shard(static_cast<uint32_t>(m->shard));
+        chunk.set_total_elements(static_cast<uint64_t>(m->total));
+        if (i == 0) {
+          for (const common::NodeId& id : m->members) chunk.add_members(id.Bytes());
+          for (uint64_t d : m->digests) chunk.add_member_digests(d);
+        }
+      }
       chunk.set_chunk_index(i);
       chunk.set_chunk_count(count);
       const size_t begin = std::min(n, i * kChunkFloats);
@@ -204,7 +294,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       chunk.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
       chunk.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
       chunk.mutable_tensor()->add_shape(static_cast<int64_t>(n));
-      chunk.set_data(reinterpret_cast<const char*>(c.flat.data() + begin),
+      chunk.set_data(reinterpret_cast<const char*>(data.data() + begin),
                      (end - begin) * sizeof(float));
       if (!stream->Write(chunk)) break;
     }
@@ -214,9 +304,21 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     return proto::ToAbslStatus(stream->Finish());
   }
 
+  // The stage's replicas the view calls alive, and this node.
+  std::vector<common::NodeId> LiveMembers(int stage) const {
+    std::vector<common::NodeId> live = view_->Replicas(stage);
+    if (std::find(live.begin(), live.end(), options_.self) == live.end()) {
+      live.push_back(options_.self);
+    }
+    std::sort(live.begin(), live.end());
+    return live;
+  }
+
   void Sweep() {
     std::vector<absl::AnyInvocable<void()>> calls;
+    std::vector<OutgoingReduce> out;
     bool recheck = false;
+    int waiting = 0;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -241,37 +343,43 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         }
         it = barrier_waiters_.erase(it);
       }
-      for (auto it = reduces_.begin(); it != reduces_.end();) {
-        const auto& [key, pending] = *it;
-        auto& got = received_[key];
-        bool complete = true;
-        for (const common::NodeId& r : view_->Replicas(key.second)) {
-          if (r != options_.self && !got.count(r)) {
-            complete = false;
-            missing.insert(r);
-          }
+      uint64_t newest = 0;
+      for (auto& [key, pending] : reduces_) {
+        newest = std::max(newest, key.first);
+        if (pending.delivered) continue;
+        ShardedReduce& r = *pending.reduce;
+        const std::vector<common::NodeId> live = LiveMembers(key.second);
+        if (live != r.members()) {
+          LOG(WARNING) << "iteration " << key.first << " stage " << key.second
+                       << ": replica group now " << live.size() << " (was "
+                       << r.members().size() << "); averaging again without the lost";
+          std::vector<OutgoingReduce> more = r.Start(live);
+          out.insert(out.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
         }
-        if (!complete) {
-          ++it;
+        if (!r.done()) {
+          for (const common::NodeId& m : r.Missing()) missing.insert(m);
+          ++waiting;
           continue;
         }
-        std::map<common::NodeId, const GradientContribution*> all;
-        for (const auto& [id, c] : got) all[id] = &c;
-        all[options_.self] = &pending.own;
-        auto result = std::make_shared<absl::StatusOr<ReduceResult>>(Sum(all));
-        for (ReduceDone& w : it->second.waiters) {
+        auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
+        for (ReduceDone& w : pending.waiters) {
           calls.push_back([w = std::move(w), result]() mutable { w(*result); });
         }
-        received_.erase(key);
-        it = reduces_.erase(it);
+        pending.waiters.clear();
+        pending.delivered = true;
       }
-      recheck = !barrier_waiters_.empty() || !reduces_.empty();
+      // Finished rounds stay a few iterations for peers that redo them.
+      while (!reduces_.empty() && reduces_.begin()->first.first + kKeepIterations < newest) {
+        reduces_.erase(reduces_.begin());
+      }
+      recheck = !barrier_waiters_.empty() || waiting > 0;
       // Forget messages of rounds long over.
       while (arrived_.size() > 8) arrived_.erase(arrived_.begin());
-      while (received_.size() > 64) received_.erase(received_.begin());
       if (recheck && recheck_armed_) recheck = false;
       if (recheck) recheck_armed_ = true;
     }
+    Send(std::move(out));
     for (auto& call : calls) clock_->RunAfter(absl::ZeroDuration(), std::move(call));
     if (recheck) {
       std::weak_ptr<Impl> weak = weak_from_this();
@@ -331,34 +439,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     }
   }
 
-  static absl::StatusOr<ReduceResult> Sum(
-      const std::map<common::NodeId, const GradientContribution*>& all) {
-    ReduceResult r;
-    bool first = true;
-    uint64_t digest = 0;
-    for (const auto& [id, c] : all) {
-      if (first) {
-        r.sum = c->flat;
-        digest = c->params_digest;
-        first = false;
-      } else {
-        if (c->flat.size() != r.sum.size()) {
-          return absl::InvalidArgumentError(absl::StrCat("replica ", id.ShortString(), " sent ",
-                                                         c->flat.size(), " elements, expected ",
-                                                         r.sum.size()));
-        }
-        for (size_t i = 0; i < r.sum.size(); ++i) r.sum[i] += c->flat[i];
-        if (c->params_digest != digest) r.digests_agree = false;
-      }
-      r.visits += c->visits;
-      ++r.contributors;
-    }
-    return r;
-  }
-
   struct PendingReduce {
-    GradientContribution own;
+    std::unique_ptr<ShardedReduce> reduce;
     std::vector<ReduceDone> waiters;
+    bool delivered = false;
   };
 
   const GrpcGroupOptions options_;
@@ -376,10 +460,11 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // When each member was last probed (clock time).
   std::map<common::NodeId, absl::Duration> probed_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<common::NodeId>> arrived_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<uint64_t, int>, std::map<common::NodeId, GradientContribution>> received_
-      ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<BarrierDone>> barrier_waiters_ ABSL_GUARDED_BY(mu_);
+  // By (iteration, stage); kept kKeepIterations after delivery.
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
+  // Shards that came before our own AllReduce for them.
+  std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>> early_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
@@ -429,10 +514,9 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
     impl_->barrier_waiters_[iteration].push_back(std::move(done));
   }
   if (data_node) {
-    auto empty = std::make_shared<const GradientContribution>();
     for (const PeerInfo& p : impl_->view_->Members()) {
       if (p.id != self && impl_->view_->IsAlive(p.id)) {
-        impl_->Push(p.id, iteration, kBarrierStage, empty);
+        impl_->Push(p.id, /*phase=*/0, iteration, kBarrierStage, nullptr);
       }
     }
   }
@@ -441,16 +525,34 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
 
 void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                               ReduceDone done) {
-  auto shared = std::make_shared<const GradientContribution>(contribution);
+  std::vector<OutgoingReduce> out;
+  const std::vector<common::NodeId> live = impl_->LiveMembers(stage);
   {
     absl::MutexLock lock(&impl_->mu_);
-    auto& pending = impl_->reduces_[{iteration, stage}];
-    pending.own = std::move(contribution);
+    const std::pair<uint64_t, int> key{iteration, stage};
+    auto& pending = impl_->reduces_[key];
+    if (pending.reduce == nullptr) {
+      pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
+                                                       std::move(contribution));
+      out = pending.reduce->Start(live);
+      auto early = impl_->early_.find(key);
+      if (early != impl_->early_.end()) {
+        for (ReduceMessage& m : early->second) {
+          auto more = pending.reduce->Receive(std::move(m));
+          if (!more.ok()) {
+            LOG(WARNING) << "refused a gradient shard: " << more.status();
+            continue;
+          }
+          out.insert(out.end(), std::make_move_iterator(more->begin()),
+                     std::make_move_iterator(more->end()));
+        }
+        impl_->early_.erase(early);
+      }
+    }
     pending.waiters.push_back(std::move(done));
+    pending.delivered = false;
   }
-  for (const common::NodeId& r : impl_->view_->Replicas(stage)) {
-    if (r != impl_->options_.self) impl_->Push(r, iteration, static_cast<uint32_t>(stage), shared);
-  }
+  impl_->Send(std::move(out));
   impl_->Sweep();
 }
 

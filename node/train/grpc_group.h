@@ -6,18 +6,25 @@
 //   SS_RETURN_IF_ERROR(group->AwaitPeers(absl::Seconds(60)));   // startup
 //   group->AllReduce(it, stage, contribution, done);
 //
-// Note [Gradient exchange]: each replica streams its whole contribution
-// (flat float32 gradient sum in <= 1 MiB GradientChunks, with its visits and
-// parameter digest) to every other live replica of the stage with
-// PushGradients; the receiver answers one GradientAck after the last chunk.
-// A replica completes when it holds a contribution from every replica the
-// view still calls alive, and adds them (its own included) in ascending
-// node-id order, so all replicas compute the same bytes. A replica that
-// dies before sending is dropped once the view marks it dead (transport
-// failure or a failed push); one that dies half-way may leave replicas
-// with different sums, which the next iteration's digest check reports.
-// All-to-all moves copies per replica: fine for the 2-3 replicas a
-// stage has; a ring or tree is the bandwidth-aware next step.
+// Note [Gradient exchange]: a chunked reduce-scatter + all-gather among the
+// stage's live replicas (ShardedReduce, sharded_reduce.h). The flat float32
+// gradient is cut into one shard per replica; each replica pushes shard k
+// of its own sum (with its visits and parameter digest) to the replica that
+// owns shard k, which adds the parts in ascending node-id order and pushes
+// the reduced shard (with the round's visits and every member's digest) to
+// all the others; every push goes in <= 1 MiB GradientChunks on
+// StageService.PushGradients. Each replica thus sends 2 (R-1)/R of the
+// gradient instead of the copies of all-to-all, and every replica
+// ends with the same bytes (the same additions as summing whole
+// contributions in id order). A replica that dies mid-way (failed push,
+// view verdict, or silent to the probes of Note [Group liveness]) makes
+// the survivors redo the round without it from their kept contributions,
+// so the result is the survivors' sum over the survivors' visits (the
+// weights re-normalised). A survivor that had already finished the old
+// round answers a peer redoing it, but keeps its own result: the two then
+// step differently, which the next reduce's digest check reports and
+// NodeTrainer repairs (Note [Digest re-sync], node_trainer.h). Finished
+// rounds are kept kKeepIterations for that.
 //
 // Note [Barrier message]: the iteration barrier rides the same RPC: a data
 // node that finished iteration i pushes one empty GradientChunk with

@@ -118,3 +118,61 @@ TEST_F(GrpcGroupTest, ReplicaThatDiesAfterItsPeerPushedIsProbedAndDropped) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Four replicas of one stage on loopback; one dies right after it starts
+// its part of the reduce. The three survivors finish together, with the
+// same bytes, summed over themselves only.
+TEST(GrpcGroupShardedTest, SurvivorsOfAReplicaDyingMidWayAgree) {
+  auto clock = common::RealClock::Create();
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 4; ++i) {
+    members.push_back({NodeId::ForName("s" + std::to_string(i)), {1}, 4, "", ""});
+  }
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 4; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = members[i].id;
+    o.push_deadline = absl::Seconds(5);
+    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (auto& v : views) {
+    for (int j = 0; j < 4; ++j) {
+      v->SetAddresses(members[j].id, "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  const size_t n = 600000;  // shards of 150k floats: more than one chunk each
+  std::vector<std::optional<absl::StatusOr<ReduceResult>>> results(4);
+  std::vector<std::unique_ptr<absl::Notification>> done;
+  for (int i = 0; i < 4; ++i) done.push_back(std::make_unique<absl::Notification>());
+  for (int i : {0, 1, 2, 3}) {
+    GradientContribution c{members[i].id, std::vector<float>(n, 0.5f * (i + 1)), i + 1, 9};
+    groups[i]->AllReduce(0, 1, std::move(c), [&, i](absl::StatusOr<ReduceResult> r) {
+      results[i] = r;
+      done[i]->Notify();
+    });
+    if (i == 3) groups[3].reset();  // dies with its pushes half done
+  }
+  for (int i : {0, 1, 2}) {
+    ASSERT_TRUE(done[i]->WaitForNotificationWithTimeout(absl::Seconds(30))) << i;
+    ASSERT_TRUE(results[i]->ok()) << results[i]->status();
+  }
+  for (int i : {0, 1, 2}) {
+    const ReduceResult& r = **results[i];
+    EXPECT_EQ(r.contributors, 3);
+    EXPECT_EQ(r.visits, 1 + 2 + 3);
+    EXPECT_TRUE(r.digests_agree);
+    EXPECT_EQ(r.sum, (*results[0])->sum);
+    EXPECT_FLOAT_EQ(r.sum[0], 3.0f);
+    EXPECT_FLOAT_EQ(r.sum[n - 1], 3.0f);
+  }
+}
+
+}  // namespace
+}  // namespace skipswarm::node
