@@ -49,7 +49,7 @@ class SwarmMembership::Forwarder final : public membership::GossipHandler {
 };
 
 absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
-    const SwarmMembershipOptions& options, DaemonEndpoints endpoints, common::Clock* clock) {
+    const SwarmMembershipOptions& options, common::Clock* clock) {
   std::unique_ptr<SwarmMembership> s(new SwarmMembership());
   s->options_ = options;
   s->clock_ = clock;
@@ -67,27 +67,32 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   SS_ASSIGN_OR_RETURN(s->server_, membership::GrpcGossipServer::Start(
                                       options.listen, s->forwarder_.get(), security,
                                       clock->Now()));
-  endpoints.gossip = absl::StrCat(options.advertise_host, ":", s->server_->port());
-  s->endpoints_ = endpoints;
   s->transport_ = std::make_unique<membership::GrpcGossipTransport>(security, clock);
   s->swarm_id_ = membership::DeriveSwarmId(options.swarm_name, options.swarm_secret);
-  membership::MembershipOptions mo = options.tuning;
-  mo.policy.swarm_id = s->swarm_id_;
-  mo.addresses = EndpointsToAddresses(endpoints);
-  mo.memory_slots = std::max<uint32_t>(1, options.memory_slots);
-  common::Random rng(options.seed);
-  SS_ASSIGN_OR_RETURN(s->membership_,
-                      membership::Membership::Create(mo, s->identity_.get(), s->transport_.get(),
-                                                     clock, rng.Fork("membership")));
-  s->forwarder_->Set(s->membership_.get());
-  LOG(INFO) << "node id " << s->identity_->id() << ", gossip on " << endpoints.gossip
-            << (options.insecure ? " (plain text: --insecure)" : " (mutual TLS)")
-            << ", swarm " << options.swarm_name << (options.swarm_secret.empty() ? "" : " (private)");
   return s;
+}
+
+absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
+  endpoints.gossip = absl::StrCat(options_.advertise_host, ":", server_->port());
+  endpoints_ = endpoints;
+  membership::MembershipOptions mo = options_.tuning;
+  mo.policy.swarm_id = swarm_id_;
+  mo.addresses = EndpointsToAddresses(endpoints);
+  mo.memory_slots = std::max<uint32_t>(1, options_.memory_slots);
+  common::Random rng(options_.seed);
+  SS_ASSIGN_OR_RETURN(membership_,
+                      membership::Membership::Create(mo, identity_.get(), transport_.get(),
+                                                     clock_, rng.Fork("membership")));
+  forwarder_->Set(membership_.get());
+  LOG(INFO) << "node id " << identity_->id() << ", gossip on " << endpoints.gossip
+            << (options_.insecure ? " (plain text: --insecure)" : " (mutual TLS)") << ", swarm "
+            << options_.swarm_name << (options_.swarm_secret.empty() ? "" : " (private)");
+  return absl::OkStatus();
 }
 
 SwarmMembership::~SwarmMembership() {
   if (server_) server_->Shutdown();
+  if (forwarder_) forwarder_->Set(nullptr);
   if (membership_) membership_->Stop();
   membership_.reset();
   transport_.reset();

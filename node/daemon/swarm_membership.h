@@ -51,10 +51,13 @@ struct SwarmMembershipOptions {
 
 class SwarmMembership {
  public:
-  // `endpoints.gossip` is filled in from the server's port. `clock` must
-  // outlive this.
+  // Loads (or makes) the identity and starts the gossip server; the
+  // Membership comes with CreateMembership once the daemon's other
+  // services know their ports. `clock` must outlive this.
   static absl::StatusOr<std::unique_ptr<SwarmMembership>> Start(
-      const SwarmMembershipOptions& options, DaemonEndpoints endpoints, common::Clock* clock);
+      const SwarmMembershipOptions& options, common::Clock* clock);
+  // `endpoints.gossip` is filled in from the gossip server's port.
+  absl::Status CreateMembership(DaemonEndpoints endpoints);
   ~SwarmMembership();
 
   membership::Membership* membership() { return membership_.get(); }
@@ -62,6 +65,7 @@ class SwarmMembership {
   const std::string& swarm_id() const { return swarm_id_; }
   const DaemonEndpoints& endpoints() const { return endpoints_; }
 
+  // REQUIRES: CreateMembership done.
   // Starts the protocol and joins the bootstrap addresses. The error names
   // every address with the step that failed and a hint.
   absl::Status Join();

@@ -106,9 +106,10 @@ void TrainingMembers::Update(membership::View view) {
   }
 }
 
-void TrainingMembers::SetIteration(uint64_t iteration) {
+void TrainingMembers::SetIteration(uint64_t iteration, absl::Duration now) {
   absl::MutexLock lock(&mu_);
   iteration_ = iteration;
+  iteration_started_ = now;
   ++version_;
 }
 
@@ -150,6 +151,9 @@ bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const
   if (id == self_) return true;
   auto dead = dead_.find(id);
   if (dead != dead_.end() && dead->second >= m->incarnation) return false;
+  if (face == TrainingFace::kGroup && m->state == proto::MEMBER_STATE_LEFT) {
+    return m->state_since >= iteration_started_;  // Note [Leaving]
+  }
   return m->live();
 }
 
