@@ -132,8 +132,8 @@ absl::StatusOr<WanSetup> MakeWanSetup(const SimScenario& sc, const WanSetupOptio
     for (size_t h = 0; h + 1 < r.nodes.size(); ++h) {
       hops.push_back(absl::StrCat(u.node(r.nodes[h]).name, "/", u.stage(r.nodes[h])));
     }
-    absl::StrAppend(&w.routes, u.node(r.origin).name, " -1 ", absl::StrJoin(hops, " "),
-                    "   # mb ", r.mb, " priority ", r.priority, "\n");
+    absl::StrAppend(&w.routes, u.node(r.origin).name, " -1 priority=", r.priority, " ",
+                    absl::StrJoin(hops, " "), "   # mb ", r.mb, "\n");
   }
 
   // Daemons.

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -27,7 +28,13 @@ absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Parse(
     if (origin == ids.end()) return bad(absl::StrCat("unknown node ", f[0]));
     PlannedRoute r;
     if (!absl::SimpleAtoi(f[1], &r.data_slot) || r.data_slot < -1) return bad("bad DATA_SLOT");
-    for (size_t i = 2; i < f.size(); ++i) {
+    size_t first_hop = 2;
+    if (absl::StartsWith(f[2], "priority=")) {
+      if (!absl::SimpleAtoi(f[2].substr(9), &r.priority)) return bad("bad priority");
+      first_hop = 3;
+    }
+    if (f.size() - first_hop < 2) return bad("a route needs its origin and at least one hop");
+    for (size_t i = first_hop; i < f.size(); ++i) {
       std::vector<std::string> hop = absl::StrSplit(f[i], '/');
       int stage = -1;
       auto id = hop.size() == 2 ? ids.find(hop[0]) : ids.end();

@@ -8,10 +8,12 @@
 //
 // File format, one micro-batch per line, `#` starts a comment:
 //
-//   ORIGIN DATA_SLOT NAME/STAGE NAME/STAGE ...   # the route, origin first,
-//   d0 0 d0/0 s1/1 s2/2                           # without the return hop
+//   ORIGIN DATA_SLOT [priority=N] NAME/STAGE ...  # the route, origin first,
+//   d0 0 priority=2 d0/0 s1/1 s2/2                 # without the return hop
 //
 // DATA_SLOT: the MB's position in the iteration's batch (-1: default).
+// priority: the plan's (lower is served first; Note [Queue order]), 0 if
+// not given.
 // Every iteration replays the same routes; a hop on a node that has died is
 // repaired by the stage server as for any plan (Note [Route hops]).
 //
