@@ -60,7 +60,7 @@ int RunSim(const std::vector<std::string>& args) {
   std::string path = absl::GetFlag(FLAGS_sim_scenario);
   if (path.empty() && args.size() == 1) path = args[0];
   if (path.empty() || args.size() > 1) {
-    std::cerr << "usage: skipswarm sim --sim_scenario=FILE [--sim_seed=N]\n";
+    std::cerr << "usage: skipswarm sim --scenario=FILE [--seed=N]\n";
     return 2;
   }
   const uint64_t seed = absl::GetFlag(FLAGS_sim_seed);
@@ -156,10 +156,13 @@ int RunSim(const std::vector<std::string>& args) {
 common::cli::Command SimCommand() {
   return {"sim",
           "Simulate a swarm with churn on a simulated clock; write a report",
-          "skipswarm sim --sim_scenario=FILE [--sim_seed=N] "
+          "skipswarm sim --scenario=FILE [--seed=N] "
           "[--sim_report=report.json] [--sim_svg=report.svg]",
           {"sim/sim_command.cc"},
-          RunSim};
+          RunSim,
+          // The spelling; the flags stay prefixed because
+          // scheduler/ owns --scenario and model/ owns --seed.
+          {{"scenario", "sim_scenario"}, {"seed", "sim_seed"}}};
 }
 
 }  // namespace skipswarm::sim

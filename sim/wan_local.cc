@@ -86,6 +86,9 @@ absl::StatusOr<WanSetup> MakeWanSetup(const SimScenario& sc, const WanSetupOptio
   SS_ASSIGN_OR_RETURN(w.plan, planner->MakePlan(req));
   SS_ASSIGN_OR_RETURN(scheduler::Evaluation ev, scheduler::Evaluate(u, w.plan));
   w.planned_s = ev.iteration_time_s;
+  SS_ASSIGN_OR_RETURN(scheduler::Evaluation contended,
+                      scheduler::Evaluate(u, w.plan, /*link_contention=*/true));
+  w.planned_contention_s = contended.iteration_time_s;
 
   // Links. With the scenario's region table when it reproduces every hop
   // time (no per-node overrides); else one "region" per node with
@@ -254,11 +257,12 @@ node::LocalSwarmPlanner WanLocalPlanner() {
       const double gap = *sim > 0 ? (med - *sim) / *sim * 100 : 0;
       std::string text = absl::StrFormat(
           "WAN emulation vs simulator: %s, planner %s, time scale %g, %s compute\n"
-          "  simulated iteration (skipswarm sim, same routes): %.3f s  [evaluator: %.3f s]\n"
+          "  simulated iteration (skipswarm sim, same routes): %.3f s  [evaluator: %.3f s; with "
+          "link contention: %.3f s]\n"
           "  real daemons, gRPC + shaping on loopback:         %.3f s  (median of %d; measured "
           "x %g; per iteration:%s)\n"
           "  gap: %+.1f%%\n",
-          path, w.planner, k, compute, *sim, w.planned_s, med,
+          path, w.planner, k, compute, *sim, w.planned_s, w.planned_contention_s, med,
           static_cast<int>(measured.size()), k, per_iteration, gap);
       std::printf("%s", text.c_str());
       WriteFile(dir + "/wan-compare.txt", text);

@@ -60,6 +60,9 @@ struct WanSetup {
   std::string planner;
   scheduler::Plan plan;          // in universe indices
   double planned_s = 0;          // the evaluator's iteration time for it
+  // The same with links contending (a link carries one MB at a time, as
+  // the emulated links do; the simulator's links do not contend).
+  double planned_contention_s = 0;
   node::WanTable table;          // bandwidths scaled to payload_bytes
   std::string routes;            // RoutesFilePlanner text
   double payload_bytes = 0;

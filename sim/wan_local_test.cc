@@ -17,7 +17,9 @@ SimScenario Load(const std::string& name) {
 
 TEST(WanSetupTest, SmallWanUsesTheRegionTableScaledToThePayload) {
   SimScenario sc = Load("small-wan.json");
-  absl::StatusOr<WanSetup> w = MakeWanSetup(sc, {.payload_bytes = 1 << 20});
+  WanSetupOptions o;
+  o.payload_bytes = 1 << 20;
+  absl::StatusOr<WanSetup> w = MakeWanSetup(sc, o);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_FALSE(w->per_node_links);
   EXPECT_EQ(w->payload_bytes, 1 << 20);
@@ -43,11 +45,14 @@ TEST(WanSetupTest, SimulatedIterationMatchesTheEvaluatorForThePlan) {
   absl::StatusOr<double> s = SimulatedIterationSeconds(sc, w.plan);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_NEAR(*s, w.planned_s, 1e-9);
+  EXPECT_GE(w.planned_contention_s, w.planned_s - 1e-9);
 }
 
 TEST(WanSetupTest, SkipPipeDelaysBecomePerNodePairLinks) {
   SimScenario sc = Load("gcp20-skippipe.json");
-  WanSetup w = MakeWanSetup(sc, {.planner = "replay"}).value();
+  WanSetupOptions o;
+  o.planner = "replay";
+  WanSetup w = MakeWanSetup(sc, o).value();
   EXPECT_TRUE(w.per_node_links);
   const auto& u = sc.universe.view;
   const node::LinkShape* l = w.table.FindLink(u.node(0).name, u.node(5).name);

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace skipswarm::common::cli {
@@ -38,6 +39,12 @@ struct Command {
   // Runs the command once flags and the config file are applied. `args` are
   // the positional arguments after the command name. Returns the exit code.
   std::function<int(const std::vector<std::string>& args)> run;
+  // Other names for this command's flags, {alias, flag}: Abseil flag names
+  // are global to the binary, so a command whose natural flag name is taken
+  // by another module (`skipswarm sim --scenario`, while scheduler/ owns
+  // --scenario) defines a prefixed flag (--sim_scenario) and accepts the
+  // short name here, on its command line and in its config file.
+  std::vector<std::pair<std::string, std::string>> flag_aliases = {};
 };
 
 }  // namespace skipswarm::common::cli

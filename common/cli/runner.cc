@@ -60,6 +60,13 @@ int ParseLogLevel(const std::string& level) {
 
 }  // namespace
 
+std::string ResolveFlagAlias(const Command& command, const std::string& name) {
+  for (const auto& [alias, flag] : command.flag_aliases) {
+    if (name == alias) return flag;
+  }
+  return name;
+}
+
 bool FlagBelongsTo(const Command& command, const std::string& name) {
   absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   if (flag == nullptr || flag->IsRetired()) return false;
@@ -107,6 +114,9 @@ std::string CommandHelp(const Command& command) {
     }
   };
   print(own);
+  for (const auto& [alias, flag] : command.flag_aliases) {
+    absl::StrAppendFormat(&out, "  --%s: same as --%s\n", alias, flag);
+  }
   absl::StrAppend(&out, "\ncommon flags:\n");
   print(common);
   return out;
@@ -115,7 +125,8 @@ std::string CommandHelp(const Command& command) {
 absl::Status ApplyConfig(const Command& command,
                          const std::vector<ConfigEntry>& entries,
                          const std::string& source) {
-  for (const ConfigEntry& entry : entries) {
+  for (ConfigEntry entry : entries) {
+    entry.key = ResolveFlagAlias(command, entry.key);
     if (entry.key == "config") {
       return absl::InvalidArgumentError(absl::StrCat(
           "config file '", source, "': key 'config' cannot nest config files"));
@@ -141,7 +152,7 @@ absl::Status CheckFlagsBelong(const Command& command,
                               const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "--") break;  // the rest are positional
-    std::string name = FlagName(arg);
+    std::string name = ResolveFlagAlias(command, FlagName(arg));
     if (name.empty()) continue;
     if (FlagBelongsTo(command, name)) continue;
     // --nofoo negates boolean flag foo.
@@ -177,6 +188,14 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
     return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
+  // Aliases become the flags they stand for before anything reads them.
+  for (std::string& arg : args) {
+    if (arg == "--") break;
+    const std::string name = FlagName(arg);
+    const std::string flag = ResolveFlagAlias(*command, name);
+    if (name.empty() || flag == name) continue;
+    arg = absl::StrCat(arg[1] == '-' ? "--" : "-", flag, arg.substr(arg.find(name) + name.size()));
+  }
   for (const std::string& arg : args) {
     if (arg == "--") break;
     if (IsHelpArg(arg) && arg != "help") {
@@ -207,7 +226,7 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
     }
   }
   std::vector<char*> parse_argv{argv[0]};
-  for (int i = 2; i < argc; ++i) parse_argv.push_back(argv[i]);
+  for (std::string& arg : args) parse_argv.push_back(arg.data());
   std::vector<char*> rest =
       absl::ParseCommandLine(static_cast<int>(parse_argv.size()), parse_argv.data());
   std::vector<std::string> positional(rest.begin() + 1, rest.end());

@@ -33,6 +33,10 @@ std::string TopLevelHelp(const std::vector<Command>& commands);
 // Text of `skipswarm <command> --help`: usage plus the command's flags.
 std::string CommandHelp(const Command& command);
 
+// The flag an alias of `command` stands for (Command::flag_aliases), or
+// `name` itself.
+std::string ResolveFlagAlias(const Command& command, const std::string& name);
+
 // Whether flag `name` may be used with `command` (its own or a common flag).
 bool FlagBelongsTo(const Command& command, const std::string& name);
 

@@ -86,5 +86,32 @@ TEST(RunnerTest, RunCliDispatchesAndRejectsUnknownCommands) {
   EXPECT_EQ(RunCli(2, argv2, {c}), 2);
 }
 
+TEST(RunnerTest, AliasesStandForTheCommandsFlags) {
+  Command c = TestCommand();
+  c.flag_aliases = {{"budget", "runner_test_budget"}};
+  EXPECT_EQ(ResolveFlagAlias(c, "budget"), "runner_test_budget");
+  EXPECT_EQ(ResolveFlagAlias(c, "other"), "other");
+  EXPECT_TRUE(CheckFlagsBelong(c, {"--budget=3"}).ok());
+  EXPECT_FALSE(CheckFlagsBelong(TestCommand(), {"--budget=3"}).ok());
+  ASSERT_TRUE(ApplyConfig(c, {{"budget", "11"}}, "c.json").ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 11);
+  EXPECT_NE(CommandHelp(c).find("--budget: same as --runner_test_budget"), std::string::npos);
+
+  int ran = 0;
+  c.run = [&](const std::vector<std::string>& args) {
+    ran = static_cast<int>(args.size());
+    return 0;
+  };
+  char prog[] = "skipswarm", cmd[] = "test", flag[] = "--budget=23", flag2[] = "-budget",
+       value[] = "24", pos[] = "p";
+  char* argv[] = {prog, cmd, flag, pos};
+  EXPECT_EQ(RunCli(4, argv, {c}), 0);
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 23);
+  EXPECT_EQ(ran, 1);
+  char* argv2[] = {prog, cmd, flag2, value};
+  EXPECT_EQ(RunCli(4, argv2, {c}), 0);
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 24);
+}
+
 }  // namespace
 }  // namespace skipswarm::common::cli
