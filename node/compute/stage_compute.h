@@ -41,6 +41,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 #include "proto/common.pb.h"
 
 namespace skipswarm::node {
@@ -125,6 +126,17 @@ class StageCompute {
   // running (between iterations).
   virtual absl::Status SaveCheckpoint(const std::string& path) = 0;
   virtual absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) = 0;
+
+  // The same state as bytes in memory, and its restore (returns the
+  // restored step): replica re-sync (Note [Digest re-sync] in
+  // node/train/node_trainer.h). REQUIRES: no task running. Decorators that
+  // do not forward these answer UNIMPLEMENTED.
+  virtual absl::StatusOr<std::string> ExportState() {
+    return absl::UnimplementedError("this StageCompute cannot export its state");
+  }
+  virtual absl::StatusOr<int64_t> ImportState(absl::string_view bytes) {
+    return absl::UnimplementedError("this StageCompute cannot import a state");
+  }
 };
 
 }  // namespace skipswarm::node

@@ -1,8 +1,12 @@
 #include "node/compute/timed_stage_compute.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace skipswarm::node {
 namespace {
@@ -164,6 +168,28 @@ absl::StatusOr<int64_t> TimedStageCompute::LoadCheckpoint(const std::string& pat
   auto it = checkpoints_.find(path);
   if (it == checkpoints_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint ", path));
   step_ = it->second;
+  return step_;
+}
+
+absl::StatusOr<std::string> TimedStageCompute::ExportState() {
+  absl::MutexLock lock(&mu_);
+  return absl::StrCat("timed/", options_.stage, "/", step_);
+}
+
+absl::StatusOr<int64_t> TimedStageCompute::ImportState(absl::string_view bytes) {
+  std::vector<std::string> parts = absl::StrSplit(bytes, '/');
+  int stage = 0;
+  int64_t step = 0;
+  if (parts.size() != 3 || parts[0] != "timed" || !absl::SimpleAtoi(parts[1], &stage) ||
+      !absl::SimpleAtoi(parts[2], &step) || step < 0) {
+    return absl::InvalidArgumentError("not a timed stage state");
+  }
+  absl::MutexLock lock(&mu_);
+  if (stage != options_.stage) {
+    return absl::InvalidArgumentError(absl::StrCat("state of stage ", stage, ", this is stage ",
+                                                   options_.stage));
+  }
+  step_ = step;
   return step_;
 }
 

@@ -59,6 +59,8 @@ class TimedStageCompute final : public StageCompute {
   int64_t step() const override;
   absl::Status SaveCheckpoint(const std::string& path) override;
   absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override;
+  absl::StatusOr<std::string> ExportState() override;
+  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override;
 
  private:
   // Adds `mb` to the pending set; ALREADY_EXISTS if it is there.

@@ -303,4 +303,22 @@ absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& pat
   });
 }
 
+absl::StatusOr<std::string> TorchStageCompute::ExportState() {
+  absl::MutexLock lock(&mu_);
+  return Guard("ExportState", [&]() -> absl::StatusOr<std::string> {
+    return model::SerializeStageState(executor_->module(), &optimizer_->adamw(), step_);
+  });
+}
+
+absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) {
+  absl::MutexLock lock(&mu_);
+  return Guard("ImportState", [&]() -> absl::StatusOr<int64_t> {
+    absl::StatusOr<model::CheckpointInfo> info =
+        model::RestoreStageState(bytes, executor_->module(), &optimizer_->adamw());
+    if (!info.ok()) return info.status();
+    step_ = info->step;
+    return step_;
+  });
+}
+
 }  // namespace skipswarm::node

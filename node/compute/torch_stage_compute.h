@@ -66,6 +66,8 @@ class TorchStageCompute final : public StageCompute {
   int64_t step() const override;
   absl::Status SaveCheckpoint(const std::string& path) override;
   absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override;
+  absl::StatusOr<std::string> ExportState() override;
+  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override;
 
   // For tests and checkpoints. REQUIRES: no task running.
   model::StageExecutor& executor() { return *executor_; }

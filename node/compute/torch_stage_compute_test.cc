@@ -174,5 +174,29 @@ TEST_F(TorchStageComputeTest, CheckpointRoundTripRestoresDigestAndStep) {
   EXPECT_EQ((*fresh)->ParamsDigest(), digest);
 }
 
+TEST_F(TorchStageComputeTest, ExportedStateImportsIntoAFreshReplica) {
+  ASSERT_TRUE(Train(0, Batch(1, 8, 3)).ok());
+  auto sum = stages_[1]->TakeGradients();
+  ASSERT_TRUE(stages_[1]->ApplyUpdate(sum->flat, sum->visits).ok());
+  absl::StatusOr<std::string> state = stages_[1]->ExportState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  TorchStageCompute::Options o;
+  o.model = TinyConfig();
+  o.stage = 1;
+  auto fresh = TorchStageCompute::Create(o, &runner_);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_NE((*fresh)->ParamsDigest(), stages_[1]->ParamsDigest());
+  absl::StatusOr<int64_t> step = (*fresh)->ImportState(*state);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 1);
+  EXPECT_EQ((*fresh)->ParamsDigest(), stages_[1]->ParamsDigest());
+  // Another stage's state is refused.
+  o.stage = 0;
+  auto other = TorchStageCompute::Create(o, &runner_);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE((*other)->ImportState(*state).ok());
+  EXPECT_FALSE((*other)->ImportState("not a state").ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -17,17 +18,79 @@ void Metrics::Add(const std::string& name, double delta, const std::string& labe
   values_[name][labels] += delta;
 }
 
+void Metrics::SetHistogram(const std::string& name, const HistogramValue& value,
+                           const std::string& labels) {
+  absl::MutexLock lock(&mu_);
+  histograms_[name][labels] = value;
+}
+
+namespace {
+
+std::string Number(double v) { return absl::StrFormat("%.10g", v); }
+
+std::string Labels(const std::string& labels, const std::string& more = "") {
+  if (labels.empty() && more.empty()) return "";
+  return absl::StrCat("{", labels, !labels.empty() && !more.empty() ? "," : "", more, "}");
+}
+
+}  // namespace
+
 std::string Metrics::Render() const {
   absl::MutexLock lock(&mu_);
   std::string out;
   for (const auto& [name, series] : values_) {
-    absl::StrAppend(&out, "# TYPE ", name, " gauge\n");
+    const bool counter = absl::EndsWith(name, "_total");
+    absl::StrAppend(&out, "# TYPE ", name, counter ? " counter\n" : " gauge\n");
     for (const auto& [labels, value] : series) {
-      absl::StrAppend(&out, name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ",
-                      absl::StrFormat("%.10g", value), "\n");
+      absl::StrAppend(&out, name, Labels(labels), " ", Number(value), "\n");
+    }
+  }
+  for (const auto& [name, series] : histograms_) {
+    absl::StrAppend(&out, "# TYPE ", name, " histogram\n");
+    for (const auto& [labels, h] : series) {
+      for (size_t i = 0; i < h.bounds.size() && i < h.cumulative.size(); ++i) {
+        absl::StrAppend(&out, name, "_bucket",
+                        Labels(labels, absl::StrCat("le=\"", Number(h.bounds[i]), "\"")), " ",
+                        h.cumulative[i], "\n");
+      }
+      absl::StrAppend(&out, name, "_bucket", Labels(labels, "le=\"+Inf\""), " ", h.count, "\n");
+      absl::StrAppend(&out, name, "_sum", Labels(labels), " ", Number(h.sum), "\n");
+      absl::StrAppend(&out, name, "_count", Labels(labels), " ", h.count, "\n");
     }
   }
   return out;
+}
+
+void ExportServerStats(const StageServerStats& s, Metrics* m) {
+  for (const auto& [peer, t] : s.traffic) {
+    const std::string label = absl::StrCat("peer=\"", peer.ShortString(), "\"");
+    m->Set("skipswarm_peer_bytes_sent_total", static_cast<double>(t.bytes_sent), label);
+    m->Set("skipswarm_peer_bytes_received_total", static_cast<double>(t.bytes_received), label);
+    m->Set("skipswarm_peer_frames_sent_total", static_cast<double>(t.frames_sent), label);
+    m->Set("skipswarm_peer_frames_received_total", static_cast<double>(t.frames_received),
+           label);
+  }
+  m->SetHistogram("skipswarm_hop_latency_seconds",
+                  {s.hop_latency.bounds_s, s.hop_latency.cumulative, s.hop_latency.count,
+                   s.hop_latency.sum_s});
+  for (const auto& [reason, n] : s.rerouted_by_reason) {
+    m->Set("skipswarm_micro_batches_rerouted_by_reason_total", static_cast<double>(n),
+           absl::StrCat("reason=\"", reason, "\""));
+  }
+  for (const auto& [reason, n] : s.dropped_by_reason) {
+    m->Set("skipswarm_micro_batch_visits_dropped_by_reason_total", static_cast<double>(n),
+           absl::StrCat("reason=\"", reason, "\""));
+  }
+  if (s.first_reroute_at != absl::InfiniteDuration()) {
+    m->Set("skipswarm_first_reroute_seconds", absl::ToDoubleSeconds(s.first_reroute_at));
+  }
+}
+
+void ExportDrops(const IterationReport& r, Metrics* m) {
+  for (const auto& [reason, n] : r.dropped_by_reason) {
+    m->Add("skipswarm_micro_batches_dropped_by_reason_total", n,
+           absl::StrCat("reason=\"", reason, "\""));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metrics* metrics,

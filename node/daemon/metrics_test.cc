@@ -25,5 +25,50 @@ TEST(MetricsTest, RendersTextFormatAndServesIt) {
   EXPECT_EQ(res->body, text);
 }
 
+TEST(MetricsTest, RendersHistogramsAndCounters) {
+  Metrics m;
+  m.SetHistogram("skipswarm_hop_latency_seconds", {{0.01, 0.1}, {2, 3}, 4, 1.25});
+  m.Set("skipswarm_x_total", 3, "peer=\"ab\"");
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE skipswarm_x_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE skipswarm_hop_latency_seconds histogram\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"0.01\"} 2\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"0.1\"} 3\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"+Inf\"} 4\n"
+                      "skipswarm_hop_latency_seconds_sum 1.25\n"
+                      "skipswarm_hop_latency_seconds_count 4\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MetricsTest, ExportsPerPeerTrafficAndReasons) {
+  StageServerStats s;
+  const common::NodeId peer = common::NodeId::ForName("p");
+  s.traffic[peer] = {100, 40, 2, 1};
+  s.rerouted_by_reason["deadline"] = 3;
+  s.dropped_by_reason["next_hop_died"] = 2;
+  s.hop_latency = {{0.5}, {1}, 1, 0.2};
+  Metrics m;
+  ExportServerStats(s, &m);
+  IterationReport r;
+  r.dropped_by_reason["mb_deadline"] = 1;
+  ExportDrops(r, &m);
+  ExportDrops(r, &m);
+  const std::string text = m.Render();
+  const std::string label = "{peer=\"" + peer.ShortString() + "\"}";
+  EXPECT_NE(text.find("skipswarm_peer_bytes_sent_total" + label + " 100\n"), std::string::npos);
+  EXPECT_NE(text.find("skipswarm_peer_bytes_received_total" + label + " 40\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batches_rerouted_by_reason_total{reason=\"deadline\"} 3"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batch_visits_dropped_by_reason_total{reason=\"next_hop_"
+                      "died\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batches_dropped_by_reason_total{reason=\"mb_deadline\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_hop_latency_seconds_count 1\n"), std::string::npos);
+  EXPECT_EQ(text.find("skipswarm_first_reroute_seconds"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

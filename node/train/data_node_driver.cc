@@ -171,6 +171,10 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
     } else {
       ++report_.dropped;
+      ++report_.dropped_by_reason[absl::IsDeadlineExceeded(status) ? "mb_deadline"
+                                  : absl::IsAborted(status)        ? "lost_downstream"
+                                  : IsRetryElsewhere(status)       ? "unrepairable"
+                                                                   : "error"];
       LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb
                    << " dropped: " << status;
     }

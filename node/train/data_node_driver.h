@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <string>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +52,10 @@ struct IterationReport {
   double loss = 0;       // mean loss of the MBs that finished (NaN if none)
   int completed = 0;
   int dropped = 0;
+  // Dropped MBs by cause: "mb_deadline" (Note [MB deadline]),
+  // "lost_downstream" (aborted by a hop after this node), "unrepairable"
+  // (the next hop failed and no re-route was possible), "error".
+  std::map<std::string, int> dropped_by_reason;
   int64_t tokens = 0;    // tokens of the completed MBs
   absl::Duration elapsed;
 };

@@ -26,6 +26,8 @@
 #define SKIPSWARM_NODE_TRAIN_GROUP_COMM_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,11 @@ struct ReduceResult {
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;
 using ReduceDone = absl::AnyInvocable<void(absl::StatusOr<ReduceResult> result)>;
+// Serves this node's state of `stage` as it is at the start of `iteration`
+// (after its update of iteration - 1): UNAVAILABLE while it is not there
+// yet, FAILED_PRECONDITION once it is past. Called on a group thread.
+using StateProvider = std::function<absl::StatusOr<std::string>(int stage, uint64_t iteration)>;
+using StateDone = absl::AnyInvocable<void(absl::StatusOr<std::string> state)>;
 
 class GroupComm {
  public:
@@ -66,6 +73,14 @@ class GroupComm {
   // stage's live replicas.
   virtual void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                          ReduceDone done) = 0;
+
+  // State transfer between replicas (Note [Digest re-sync] in
+  // node_trainer.h): what node `self` serves, and a fetch of `from`'s state
+  // of `stage` at the start of `iteration` (UNAVAILABLE answers are retried
+  // for a while; then done gets the last error).
+  virtual void SetStateProvider(const common::NodeId& self, StateProvider provider) = 0;
+  virtual void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                          StateDone done) = 0;
 };
 
 }  // namespace skipswarm::node

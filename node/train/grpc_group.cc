@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/crc32c.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "absl/synchronization/mutex.h"
@@ -140,6 +141,105 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       m->members.push_back(*id);
     }
     return absl::OkStatus();
+  }
+
+  // Note [Digest re-sync] (node_trainer.h): serves the provider's bytes in
+  // <= 1 MiB chunks, each with its CRC-32C.
+  grpc::Status FetchState(grpc::ServerContext* context, const proto::StateRequest* request,
+                          grpc::ServerWriter<proto::StateChunk>* writer) override {
+    absl::Status ok = proto::CheckProtocolVersion(request->protocol_version());
+    if (ok.ok() && !options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
+      ok = absl::PermissionDeniedError("wrong swarm id");
+    }
+    StateProvider provider;
+    {
+      absl::MutexLock lock(&mu_);
+      provider = provider_;
+    }
+    if (ok.ok() && !provider) ok = absl::UnavailableError("no state to serve yet");
+    absl::StatusOr<std::string> state = ok;
+    if (ok.ok()) state = provider(static_cast<int>(request->stage()), request->iteration());
+    if (!state.ok()) {
+      VLOG(1) << "state request from " << context->peer() << ": " << state.status();
+      return proto::ToGrpcStatus(state.status());
+    }
+    const uint64_t total = state->size();
+    uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
+    do {
+      const uint64_t n = std::min<uint64_t>(total - offset, uint64_t{1} << 20);
+      proto::StateChunk chunk;
+      chunk.set_stage(request->stage());
+      chunk.set_iteration(request->iteration());
+      chunk.set_total_bytes(total);
+      chunk.set_offset(offset);
+      chunk.set_data(state->data() + offset, n);
+      chunk.set_crc32c(common::Crc32c(chunk.data()));
+      if (!writer->Write(chunk)) break;
+      offset += n;
+    } while (offset < total);
+    return grpc::Status::OK;
+  }
+
+  absl::StatusOr<std::string> FetchNow(const std::string& address, uint64_t iteration,
+                                       int stage) {
+    if (address.empty()) return absl::UnavailableError("no StageService address");
+    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    auto stub = proto::StageService::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
+    proto::StateRequest request;
+    request.set_protocol_version(proto::kProtocolVersion);
+    request.set_swarm_id(options_.swarm_id);
+    request.set_from(options_.self.Bytes());
+    request.set_stage(static_cast<uint32_t>(stage));
+    request.set_iteration(iteration);
+    auto reader = stub->FetchState(&context, request);
+    std::string bytes;
+    proto::StateChunk chunk;
+    uint64_t total = 0;
+    absl::Status bad;
+    while (reader->Read(&chunk)) {
+      if (bytes.empty()) total = chunk.total_bytes();
+      if (chunk.offset() != bytes.size() || chunk.total_bytes() != total ||
+          bytes.size() + chunk.data().size() > total ||
+          common::Crc32c(chunk.data()) != chunk.crc32c()) {
+        bad = absl::DataLossError("state chunk out of order, oversized or corrupt");
+        context.TryCancel();
+        break;
+      }
+      bytes += chunk.data();
+    }
+    absl::Status s = proto::ToAbslStatus(reader->Finish());
+    if (!bad.ok()) return bad;
+    if (!s.ok()) return s;
+    if (bytes.size() != total) return absl::DataLossError("state transfer ended early");
+    return bytes;
+  }
+
+  // Retries UNAVAILABLE answers every 100 ms for 10 s while `from` is alive.
+  void TryFetch(uint64_t iteration, int stage, common::NodeId from,
+                std::shared_ptr<StateDone> done, int attempt) {
+    constexpr int kMaxAttempts = 100;
+    std::weak_ptr<Impl> weak = weak_from_this();
+    const absl::Duration wait = attempt == 0 ? absl::ZeroDuration() : absl::Milliseconds(100);
+    clock_->RunAfter(wait, [weak, iteration, stage, from, done, attempt] {
+      auto self = weak.lock();
+      if (!self) return;
+      const size_t which = std::hash<std::string>()(from.Bytes()) % self->pushers_.size();
+      self->pushers_[which]->Post([weak, iteration, stage, from, done, attempt] {
+        auto self = weak.lock();
+        if (!self) return;
+        absl::StatusOr<std::string> state =
+            self->FetchNow(self->AddressOf(from), iteration, stage);
+        if (absl::IsUnavailable(state.status()) && attempt + 1 < kMaxAttempts &&
+            self->view_->IsAlive(from)) {
+          return self->TryFetch(iteration, stage, from, done, attempt + 1);
+        }
+        self->clock_->RunAfter(absl::ZeroDuration(), [done, state = std::move(state)]() mutable {
+          (*done)(std::move(state));
+        });
+      });
+    });
   }
 
   grpc::Status Health(grpc::ServerContext*, const proto::HealthRequest*,
@@ -454,6 +554,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  StateProvider provider_ ABSL_GUARDED_BY(mu_);
   bool recheck_armed_ ABSL_GUARDED_BY(mu_) = false;
   // Members a pending barrier or reduce still waits for (last sweep).
   std::set<common::NodeId> missing ABSL_GUARDED_BY(mu_);
@@ -521,6 +622,16 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
     }
   }
   impl_->Sweep();
+}
+
+void GrpcGroupComm::SetStateProvider(const common::NodeId&, StateProvider provider) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->provider_ = std::move(provider);
+}
+
+void GrpcGroupComm::FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                               StateDone done) {
+  impl_->TryFetch(iteration, stage, from, std::make_shared<StateDone>(std::move(done)), 0);
 }
 
 void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContribution contribution,

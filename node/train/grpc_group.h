@@ -79,6 +79,11 @@ class GrpcGroupComm final : public GroupComm {
                BarrierDone done) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
+  // Served by StageService.FetchState (<= 1 MiB chunks with CRC-32C); the
+  // fetch retries UNAVAILABLE every 100 ms for 10 s while `from` is alive.
+  void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
+  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                  StateDone done) override;
 
   class Impl;
 

@@ -106,6 +106,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
         if (c.params_digest != digest) sum.digests_agree = false;
       }
       sum.visits += c.visits;
+      sum.digests.emplace_back(id, c.params_digest);
       ++sum.contributors;
     }
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
@@ -120,6 +121,39 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
   while (barriers_.size() > 4) barriers_.erase(barriers_.begin());
   while (reduces_.size() > 64) reduces_.erase(reduces_.begin());
   return calls;
+}
+
+void InProcessGroupHub::SetStateProvider(const common::NodeId& self, StateProvider provider) {
+  absl::MutexLock lock(&mu_);
+  providers_[self] = std::move(provider);
+}
+
+void InProcessGroupHub::FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                                   StateDone done) {
+  TryFetch(iteration, stage, from, std::make_shared<StateDone>(std::move(done)), 0);
+}
+
+void InProcessGroupHub::TryFetch(uint64_t iteration, int stage, common::NodeId from,
+                                 std::shared_ptr<StateDone> done, int attempt) {
+  constexpr int kMaxAttempts = 500;
+  const absl::Duration wait = attempt == 0 ? absl::ZeroDuration() : absl::Milliseconds(10);
+  clock_->RunAfter(wait, [this, iteration, stage, from, done, attempt] {
+    StateProvider provider;
+    bool dead;
+    {
+      absl::MutexLock lock(&mu_);
+      dead = dead_.contains(from);
+      auto it = providers_.find(from);
+      if (it != providers_.end()) provider = it->second;
+    }
+    absl::StatusOr<std::string> state =
+        dead || !provider ? absl::UnavailableError(absl::StrCat(from.ShortString(), " is gone"))
+                          : provider(stage, iteration);
+    if (absl::IsUnavailable(state.status()) && !dead && attempt + 1 < kMaxAttempts) {
+      return TryFetch(iteration, stage, from, done, attempt + 1);
+    }
+    (*done)(std::move(state));
+  });
 }
 
 void InProcessGroupHub::Deliver(std::vector<absl::AnyInvocable<void()>> calls) {

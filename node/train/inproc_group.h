@@ -12,6 +12,7 @@
 #define SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,11 @@ class InProcessGroupHub final : public GroupComm {
                BarrierDone done) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
+  void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
+  // Asks `from`'s provider every 10 ms (clock time) while it answers
+  // UNAVAILABLE, at most 500 times.
+  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                  StateDone done) override;
   void MarkDead(const common::NodeId& id);
 
  private:
@@ -47,6 +53,8 @@ class InProcessGroupHub final : public GroupComm {
   std::vector<absl::AnyInvocable<void()>> SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<common::NodeId> LiveHostsLocked(int stage) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
+  void TryFetch(uint64_t iteration, int stage, common::NodeId from,
+                std::shared_ptr<StateDone> done, int attempt);
 
   common::Clock* const clock_;
   const std::vector<PeerInfo> members_;
@@ -54,6 +62,7 @@ class InProcessGroupHub final : public GroupComm {
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int>, ReduceState> reduces_ ABSL_GUARDED_BY(mu_);
+  std::map<common::NodeId, StateProvider> providers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node

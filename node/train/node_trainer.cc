@@ -2,10 +2,14 @@
 
 #include <glog/logging.h>
 
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/node_id.h"
 
 namespace skipswarm::node {
 
@@ -19,6 +23,9 @@ struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
   common::Clock* clock;
 
   absl::Mutex mu;
+  // Per hosted stage: its state is the one at the start of this iteration
+  // (its update of the one before is applied). What the provider serves.
+  std::map<int, uint64_t> at_start_of ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
   uint64_t end = 0;
@@ -32,8 +39,63 @@ struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
   void Start(uint64_t iteration);
   void AfterData(uint64_t iteration, std::optional<IterationReport> data);
   void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
+  // Note [Digest re-sync]: replaces this stage's state with `source`'s.
+  void Resync(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
+              StageStep step, common::NodeId source);
   void Finish(NodeIterationReport report);
+  void MarkAt(int stage, uint64_t iteration) {
+    absl::MutexLock lock(&mu);
+    at_start_of[stage] = iteration;
+  }
+  absl::StatusOr<std::string> ServeState(int stage, uint64_t iteration);
 };
+
+absl::StatusOr<std::string> NodeTrainer::State::ServeState(int stage, uint64_t iteration) {
+  auto it = stages.find(stage);
+  if (it == stages.end()) {
+    return absl::NotFoundError(absl::StrCat("stage ", stage, " is not hosted here"));
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto at = at_start_of.find(stage);
+    if (at == at_start_of.end() || at->second < iteration) {
+      return absl::UnavailableError(absl::StrCat("stage ", stage, " is not at iteration ",
+                                                 iteration, " yet"));
+    }
+    if (at->second > iteration) {
+      return absl::FailedPreconditionError(absl::StrCat("stage ", stage, " is past iteration ",
+                                                        iteration, " (at ", at->second, ")"));
+    }
+  }
+  // The next update needs the asking replica's gradients, so the state
+  // cannot move on while it waits for this answer.
+  return it->second->ExportState();
+}
+
+namespace {
+
+// Note [Digest re-sync]: the member to copy from, or nullopt when `mine` is
+// the reference digest (or there is nothing to compare).
+std::optional<common::NodeId> ResyncSource(
+    const std::vector<std::pair<common::NodeId, uint64_t>>& digests, uint64_t mine) {
+  std::map<uint64_t, int> count;
+  for (const auto& [id, d] : digests) ++count[d];
+  uint64_t reference = 0;
+  int best = 0;
+  for (const auto& [id, d] : digests) {  // ascending id: ties go to the lowest
+    if (count[d] > best) {
+      best = count[d];
+      reference = d;
+    }
+  }
+  if (best == 0 || mine == reference) return std::nullopt;
+  for (const auto& [id, d] : digests) {
+    if (d == reference) return id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 void NodeTrainer::State::Start(uint64_t iteration) {
   if (Stopped()) return;
@@ -82,11 +144,12 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
   c.flat = std::move(sum->flat);
   c.params_digest = compute->ParamsDigest();
   const int64_t here = c.visits;
+  const uint64_t mine = c.params_digest;
   std::weak_ptr<State> weak = weak_from_this();
   const uint64_t iteration = report.iteration;
   group->AllReduce(
       iteration, stage, std::move(c),
-      [weak, report = std::move(report), it, here](absl::StatusOr<ReduceResult> r) mutable {
+      [weak, report = std::move(report), it, here, mine](absl::StatusOr<ReduceResult> r) mutable {
         auto self = weak.lock();
         if (!self || self->Stopped()) return;
         StageCompute* compute = it->second;
@@ -104,6 +167,11 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
           if (!r->digests_agree) {
             LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                        << ": replica parameter digests disagree";
+            std::optional<common::NodeId> source = ResyncSource(r->digests, mine);
+            if (source.has_value()) {
+              self->Resync(std::move(report), it, std::move(step), *source);
+              return;
+            }
           }
           absl::StatusOr<UpdateStats> u = compute->ApplyUpdate(r->sum, r->visits);
           if (u.ok()) {
@@ -112,6 +180,41 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
             LOG(ERROR) << "stage " << it->first << " update: " << u.status();
             report.status = u.status();
           }
+        }
+        step.digest_after = compute->ParamsDigest();
+        report.stages[it->first] = step;
+        self->MarkAt(it->first, report.iteration + 1);
+        self->UpdateStage(std::move(report), std::next(it));
+      });
+}
+
+void NodeTrainer::State::Resync(NodeIterationReport report,
+                                std::map<int, StageCompute*>::iterator it, StageStep step,
+                                common::NodeId source) {
+  StageCompute* compute = it->second;
+  compute->ZeroGrad();  // this iteration's gradients apply to another state
+  const uint64_t iteration = report.iteration;
+  LOG(WARNING) << "iteration " << iteration << " stage " << it->first
+               << ": diverged; fetching the state of " << source.ShortString();
+  std::weak_ptr<State> weak = weak_from_this();
+  group->FetchState(
+      iteration + 1, it->first, source,
+      [weak, report = std::move(report), it, step, source](absl::StatusOr<std::string> state) mutable {
+        auto self = weak.lock();
+        if (!self || self->Stopped()) return;
+        StageCompute* compute = it->second;
+        absl::StatusOr<int64_t> restored =
+            state.ok() ? compute->ImportState(*state) : absl::StatusOr<int64_t>(state.status());
+        if (restored.ok()) {
+          step.resynced = true;
+          LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
+                       << ": re-synced from " << source.ShortString() << " (step " << *restored
+                       << ")";
+          self->MarkAt(it->first, report.iteration + 1);
+        } else {
+          LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                     << ": re-sync from " << source.ShortString()
+                     << " failed, keeping this state: " << restored.status();
         }
         step.digest_after = compute->ParamsDigest();
         report.stages[it->first] = step;
@@ -147,6 +250,13 @@ NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stage
   state_->driver = driver;
   state_->group = group;
   state_->clock = clock;
+  std::weak_ptr<State> weak = state_;
+  group->SetStateProvider(server->self(),
+                          [weak](int stage, uint64_t iteration) -> absl::StatusOr<std::string> {
+                            auto self = weak.lock();
+                            if (!self) return absl::UnavailableError("node is stopping");
+                            return self->ServeState(stage, iteration);
+                          });
 }
 
 NodeTrainer::~NodeTrainer() {
@@ -159,6 +269,7 @@ void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_itera
   state_->end = first + count;
   state_->on_iteration = std::move(on_iteration);
   state_->on_done = std::move(on_done);
+  for (const auto& [stage, compute] : state_->stages) state_->MarkAt(stage, first);
   std::weak_ptr<State> weak = state_;
   state_->server->BeginIteration(first);
   state_->clock->RunAfter(absl::ZeroDuration(), [weak, first] {

@@ -10,9 +10,20 @@
 //   NodeTrainer trainer(&server, computes, &driver_or_null, &group, &clock);
 //   trainer.Run(/*first=*/0, /*count=*/50, on_iteration, on_done);
 //
-// Digests: every replica sends its parameter digest (before the step) with
-// its gradients; a disagreement is logged and reported (re-sync from a peer
-// is the membership issue's state transfer).
+// Note [Digest re-sync]: every replica sends its parameter digest with its
+// gradients, so each reduce lists the digests of the states its members
+// start the iteration from: the check after every step rides on the next
+// gradient exchange instead of an extra round trip. When they disagree, the
+// reference is the digest most members hold (a tie: the lowest-id member's
+// among the tied). A replica whose digest differs skips the averaged update
+// (its gradients are zeroed), fetches the state of the lowest-id member
+// holding the reference as it is after that member's update of this
+// iteration (GroupComm::FetchState, served by the provider every trainer
+// installs: StageCompute::ExportState once the stage's update of
+// iteration - 1 is applied), and imports it (StageCompute::ImportState:
+// weights, AdamW state, step). Every replica then starts the next iteration
+// equal, which that iteration's digests confirm. If the fetch fails the
+// replica keeps its state and the next iteration tries again.
 //
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
@@ -41,6 +52,7 @@ struct StageStep {
   int64_t visits_total = 0;  // over the replica group
   int replicas = 0;          // contributors
   bool digests_agree = true;
+  bool resynced = false;  // this replica took a peer's state (Note [Digest re-sync])
   uint64_t digest_after = 0;
 };
 
