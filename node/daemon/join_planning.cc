@@ -29,7 +29,7 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
     if (m.stages.size() != 1) {
       return absl::FailedPreconditionError(absl::StrCat(
           "member ", m.id.ShortString(), " hosts ", m.stages.size(),
-          " stages; choosing a stage needs one stage per member (pass --stages)"));
+          " stages; choosing a stage needs one stage per member (pass --host_stages)"));
     }
     scheduler::NodeSpec n;
     n.name = m.id.ShortString();

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
+#include "node/daemon/gossip_command.h"
 #include "node/daemon/node_daemon.h"
 #include "node/daemon/swarm_spec.h"
 #include "node/transport/shaping_flags.h"
@@ -58,8 +59,11 @@ absl::Status Run() {
   if (o.name.empty()) return absl::InvalidArgumentError("--name is required");
   o.memory_slots = absl::GetFlag(FLAGS_memory_slots);
   if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
-  SS_ASSIGN_OR_RETURN(o.swarm, ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
-                                              o.model.model.num_stages, o.memory_slots));
+  // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
+  if (!absl::GetFlag(FLAGS_swarm).empty()) {
+    SS_ASSIGN_OR_RETURN(o.swarm, ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
+                                                o.model.model.num_stages, o.memory_slots));
+  }
   o.listen = absl::GetFlag(FLAGS_listen);
   o.group_listen = absl::GetFlag(FLAGS_group_listen);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -73,6 +77,7 @@ absl::Status Run() {
   o.planner = absl::GetFlag(FLAGS_node_planner);
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  if (o.swarm.empty()) return RunGossipNode(o);
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, ReadShapingFlags());
   o.wan.wan_table = shaping.wan_table;
   o.wan.time_scale = shaping.time_scale;
@@ -92,10 +97,13 @@ absl::Status Run() {
 
 common::cli::Command NodeCommand() {
   return {"node", "Run one swarm daemon (hosts stages, trains with its peers)",
+          "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
+          "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... and model flags) "
           "[--max_upload_mbps=X --max_download_mbps=Y]",
-          {"node/daemon/node_command.cc", model::kModelFlagsFile, kShapingFlagsFile},
-          [](const std::vector<std::string>&) {
+          {"node/daemon/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, kShapingFlagsFile},
+          [](const std::vector<std::string>& args) {
+            if (!args.empty() && args[0] == "drain") return RunDrainCommand();
             absl::Status s = Run();
             if (!s.ok()) {
               std::cerr << "skipswarm node: " << s << "\n";

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
     SS_ASSIGN_OR_RETURN(s->identity_, membership::Identity::Generate());
   } else {
     return absl::InvalidArgumentError(
-        "--key_file is required for a gossip swarm (make one with `skipswarm keygen`), or "
+        "--node_key_file is required for a gossip swarm (make one with `skipswarm keygen`), or "
         "pass --insecure for a local test swarm");
   }
   membership::GrpcSecurity security{s->identity_.get(), options.insecure};

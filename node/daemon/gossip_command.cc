@@ -1,0 +1,118 @@
+#include "node/daemon/gossip_command.h"
+
+#include <glog/logging.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "node/daemon/gossip_daemon.h"
+
+ABSL_FLAG(std::string, join, "",
+          "Gossip swarm: bootstrap peers host:port[,host:port...] (IPv4 or [IPv6]); empty "
+          "(and no --swarm): start a new swarm.");
+ABSL_FLAG(std::string, host_stages, "",
+          "Stages this node hosts, like 0 or 1+2. Founders need it; a joiner without it asks "
+          "the scheduler's allocation.");
+ABSL_FLAG(int, expect_members, 0,
+          "Founders: start training once this many members (this one included) are live "
+          "and every stage has a replica. 0 with --join: join a swarm that is training.");
+ABSL_FLAG(std::string, gossip_listen, "127.0.0.1:0", "Gossip (membership) listen address.");
+ABSL_FLAG(std::string, state_listen, "127.0.0.1:0", "State-transfer listen address.");
+ABSL_FLAG(std::string, advertise_host, "127.0.0.1",
+          "Host (name or address) peers use to reach this node's ports.");
+ABSL_FLAG(std::string, node_key_file, "",
+          "Ed25519 key file (made if missing, 0600); the node id is its public key's hash.");
+ABSL_FLAG(bool, insecure, false,
+          "Plain-text gossip without a key file (local test swarms only).");
+ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
+ABSL_FLAG(std::string, swarm_secret, "",
+          "Private swarm secret: nodes without it cannot join (never sent).");
+ABSL_FLAG(int, entry_lead, 3,
+          "A joiner enters this many iterations after its source replica's current one.");
+ABSL_FLAG(bool, force, false,
+          "Leave (SIGTERM, drain) even as the last live replica of a stage.");
+ABSL_FLAG(int, control_port, 0,
+          "NodeControl (drain) on 127.0.0.1:PORT (0: any free port, printed; -1: off).");
+ABSL_FLAG(std::string, control, "", "`skipswarm node drain`: the node's control address.");
+ABSL_FLAG(std::string, join_report, "",
+          "A joiner appends its time-to-first-useful-work breakdown (JSON line) here.");
+
+namespace skipswarm::node {
+namespace {
+
+DaemonSignals* g_signals = nullptr;  // main-level: set by the signal handlers
+
+void OnSigint(int) {
+  if (g_signals) g_signals->stop.store(true);
+}
+void OnSigterm(int) {
+  if (g_signals) g_signals->drain.store(true);
+}
+
+absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, '+', absl::SkipEmpty())) {
+    int s;
+    if (!absl::SimpleAtoi(part, &s)) {
+      return absl::InvalidArgumentError(absl::StrCat("--host_stages: '", part, "' is not a stage"));
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char kGossipFlagsFile[] = "node/daemon/gossip_command.cc";
+
+absl::Status RunGossipNode(const NodeDaemonOptions& base) {
+  GossipDaemonOptions o;
+  o.base = base;
+  SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
+  o.expect_members = absl::GetFlag(FLAGS_expect_members);
+  o.state_listen = absl::GetFlag(FLAGS_state_listen);
+  o.entry_lead = absl::GetFlag(FLAGS_entry_lead);
+  o.force_leave = absl::GetFlag(FLAGS_force);
+  o.control_port = absl::GetFlag(FLAGS_control_port);
+  o.join_report_file = absl::GetFlag(FLAGS_join_report);
+  SwarmMembershipOptions& g = o.gossip;
+  g.key_file = absl::GetFlag(FLAGS_node_key_file);
+  g.insecure = absl::GetFlag(FLAGS_insecure);
+  g.swarm_name = absl::GetFlag(FLAGS_swarm_name);
+  g.swarm_secret = absl::GetFlag(FLAGS_swarm_secret);
+  g.listen = absl::GetFlag(FLAGS_gossip_listen);
+  g.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  g.join = absl::StrSplit(absl::GetFlag(FLAGS_join), ',', absl::SkipEmpty());
+  g.join_timeout = base.startup_timeout;
+  g.seed = base.model.seed;
+  g.memory_slots = static_cast<uint32_t>(base.memory_slots);
+  LOG(INFO) << "seed " << base.model.seed;
+  SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
+  static DaemonSignals signals;
+  g_signals = &signals;
+  std::signal(SIGINT, OnSigint);
+  std::signal(SIGTERM, OnSigterm);
+  return daemon->Run(&signals);
+}
+
+int RunDrainCommand() {
+  const std::string control = absl::GetFlag(FLAGS_control);
+  if (control.empty()) {
+    std::cerr << "skipswarm node drain: --control=HOST:PORT is required (the node prints it "
+                 "at start: 'control 127.0.0.1:PORT')\n";
+    return 2;
+  }
+  absl::StatusOr<std::string> answer = SendDrain(control, absl::GetFlag(FLAGS_force));
+  if (!answer.ok()) {
+    std::cerr << "skipswarm node drain: " << answer.status() << "\n";
+    return 1;
+  }
+  std::cout << *answer << "\n";
+  return 0;
+}
+
+}  // namespace skipswarm::node

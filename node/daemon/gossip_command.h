@@ -1,0 +1,25 @@
+// `skipswarm node` in a gossip swarm (--join / a first node) and
+// `skipswarm node drain`; the flags live in gossip_command.cc. The node
+// command (node_command.cc) hands over here when no --swarm list is given.
+//
+// Thread rule: main's thread.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_
+
+#include "absl/status/status.h"
+#include "node/daemon/node_daemon.h"
+
+namespace skipswarm::node {
+
+// For Command::flag_files.
+extern const char kGossipFlagsFile[];
+
+// Runs a GossipDaemon built from `base` (the node flags) and the gossip
+// flags until it is done, stopped (SIGINT) or drained (SIGTERM).
+absl::Status RunGossipNode(const NodeDaemonOptions& base);
+// `skipswarm node drain --control=HOST:PORT [--force]`: exit code.
+int RunDrainCommand();
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_

@@ -1,0 +1,700 @@
+#include "node/daemon/gossip_daemon.h"
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/stage_executor.h"
+#include "model/tokenizer.h"
+#include "node/compute/task_runner.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/control.grpc.pb.h"
+#include "node/daemon/first_work_probe.h"
+#include "node/daemon/join_planning.h"
+#include "node/daemon/metrics.h"
+#include "node/daemon/state_transfer.h"
+#include "node/daemon/training_members.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/grpc_group.h"
+#include "node/train/node_trainer.h"
+#include "node/train/route_planner.h"
+#include "node/train/sampler_data_source.h"
+#include "node/train/scheduler_planner.h"
+#include "node/transport/grpc_transport.h"
+#include "proto/grpc_status.h"
+
+namespace skipswarm::node {
+namespace {
+
+std::string StagesString(const std::vector<int>& stages) {
+  std::string s;
+  for (int x : stages) absl::StrAppend(&s, s.empty() ? "" : "+", x);
+  return s;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+// A joiner's milestones (steady clock), for its time-to-first-useful-work.
+struct JoinTimeline {
+  absl::Duration start, bootstrapped, announced, state_loaded, first_step, routable,
+      first_forward, first_backward;
+  uint64_t entry = 0;
+  size_t state_bytes = 0;
+  int streams = 0;
+  int sources_tried = 0;
+  std::string source;
+  uint64_t digest_after_first_step = 0;
+  int digests_checked = -1;  // -1: not yet; 1: agreed at the next reduce; 0: disagreed
+  bool reported = false;
+};
+
+// Declaration order is destruction order reversed: the gossip side goes
+// first (no more listener calls), the computes last.
+struct GossipDaemon::Parts {
+  GossipDaemonOptions options;
+  std::unique_ptr<common::RealClock> clock;
+  common::NodeId self;
+  std::vector<int> stages;
+  bool joiner = false;
+  std::unique_ptr<TrainingMembers> members;
+  model::Corpus corpus;
+  std::unique_ptr<SamplerDataSource> data;
+  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
+  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::unique_ptr<GrpcTransport> transport;
+  std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<StateServer> state;
+  std::unique_ptr<StageServer> server;
+  std::unique_ptr<RoutePlanner> planner;
+  std::unique_ptr<DataNodeDriver> driver;
+  std::unique_ptr<NodeTrainer> trainer;
+  Metrics metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  std::unique_ptr<grpc::Server> control;
+  std::unique_ptr<proto::NodeControl::Service> control_service;
+  std::unique_ptr<SwarmMembership> gossip;
+  int64_t start_iteration = 0;
+  absl::Duration run_started;
+
+  absl::Mutex mu;
+  JoinTimeline timeline ABSL_GUARDED_BY(mu);
+  bool draining ABSL_GUARDED_BY(mu) = false;
+
+  const NodeDaemonOptions& base() const { return options.base; }
+  std::string CheckpointPath(int stage) const {
+    return absl::StrCat(base().model.checkpoint_dir, "/", base().name, "-stage-", stage, ".ckpt");
+  }
+  absl::Status Checkpoint() {
+    if (base().model.checkpoint_dir.empty()) return absl::OkStatus();
+    std::error_code ec;
+    std::filesystem::create_directories(base().model.checkpoint_dir, ec);
+    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
+    return absl::OkStatus();
+  }
+  std::string ScratchPath(int stage, const std::string& what) const {
+    return (std::filesystem::temp_directory_path() /
+            absl::StrCat("skipswarm-", self.ShortString(), "-", what, "-stage-", stage))
+        .string();
+  }
+  absl::StatusOr<StageSnapshot> Snapshot(int stage);
+  std::map<int, uint64_t> Digests() {
+    std::map<int, uint64_t> d;
+    for (auto& [s, c] : computes) d[s] = c->ParamsDigest();
+    return d;
+  }
+  absl::Status CanLeave(bool force);
+  absl::Status BuildTraining();
+  absl::Status WaitForFounders();
+  absl::Status EnterAsJoiner();
+  void OnIteration(const NodeIterationReport& r);
+  void OnMemberChange(const membership::MemberChange& c);
+  void ReportJoin();
+  absl::Status StartControl();
+};
+
+absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
+  auto it = computes.find(stage);
+  if (it == computes.end()) return absl::NotFoundError("stage not hosted");
+  const std::string path = ScratchPath(stage, "snapshot");
+  SS_RETURN_IF_ERROR(it->second->SaveCheckpoint(path));
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  return StageSnapshot{bytes.str(), it->second->ParamsDigest()};
+}
+
+void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
+  if (c.id == self || c.old_state == c.new_state) return;
+  // The faces already see it (listener below); the data nodes' next plan
+  // uses it.
+  LOG(INFO) << base().name << ": member " << c.id.ShortString() << " "
+            << proto::MemberState_Name(c.old_state) << " -> "
+            << proto::MemberState_Name(c.new_state) << "; next iteration re-plans with it";
+  metrics.Add("skipswarm_membership_changes_total", 1);
+}
+
+absl::Status GossipDaemon::Parts::CanLeave(bool force) {
+  if (force) return absl::OkStatus();
+  const membership::View view = gossip->membership()->GetView();
+  const uint64_t it = members->iteration();
+  for (int s : stages) {
+    if (OtherLiveReplicas(view, self, s, it).empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this node is the last live replica of stage ", s,
+          "; leaving would stop the swarm's training (use --force to leave anyway)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::RequestDrain(bool force) {
+  Parts& p = *parts_;
+  SS_RETURN_IF_ERROR(p.CanLeave(force));
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) return absl::OkStatus();
+    p.draining = true;
+  }
+  // Note [Leaving]: LEFT first (no new micro-batches come our way), then
+  // this iteration finishes (we stay in its barrier and averaging).
+  LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
+            << p.members->iteration();
+  p.gossip->Leave(absl::Seconds(2));
+  if (p.trainer) p.trainer->Stop();
+  return absl::OkStatus();
+}
+
+namespace {
+
+class ControlService final : public proto::NodeControl::Service {
+ public:
+  explicit ControlService(GossipDaemon* daemon) : daemon_(daemon) {}
+  grpc::Status Drain(grpc::ServerContext*, const proto::DrainRequest* request,
+                     proto::DrainResponse* response) override {
+    absl::Status s = daemon_->RequestDrain(request->force());
+    if (!s.ok()) return proto::ToGrpcStatus(s);
+    response->set_message("draining: finishing the current iteration, then leaving");
+    return grpc::Status::OK;
+  }
+
+ private:
+  GossipDaemon* const daemon_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> SendDrain(const std::string& address, bool force) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = proto::NodeControl::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
+  proto::DrainRequest request;
+  request.set_force(force);
+  proto::DrainResponse response;
+  absl::Status s = proto::ToAbslStatus(stub->Drain(&context, request, &response));
+  if (!s.ok()) return s;
+  return response.message();
+}
+
+absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
+    const GossipDaemonOptions& options) {
+  auto p = std::make_unique<Parts>();
+  p->options = options;
+  const NodeDaemonOptions& base = options.base;
+  p->clock = common::RealClock::Create();
+  const absl::Duration t0 = p->clock->SteadyNow();
+  p->joiner = !options.gossip.join.empty() && options.expect_members == 0;
+  if (!p->joiner && options.stages.empty()) {
+    return absl::InvalidArgumentError(
+        "a founding node (no --join, or --expect_members) needs --host_stages");
+  }
+  for (int s : options.stages) {
+    if (s < 0 || s >= base.model.model.num_stages) {
+      return absl::InvalidArgumentError(absl::StrCat("--host_stages: stage ", s, " outside [0, ",
+                                                     base.model.model.num_stages, ")"));
+    }
+    if (p->joiner && s == 0) {
+      return absl::InvalidArgumentError(
+          "a joiner cannot host stage 0 (data nodes found the swarm; their data order "
+          "depends on the set of data nodes)");
+    }
+  }
+  SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(options.gossip, p->clock.get()));
+  p->self = p->gossip->id();
+  p->members = std::make_unique<TrainingMembers>(p->self);
+  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(base.model.runtime));
+
+  // Services whose ports go into our record.
+  const std::string& host = options.gossip.advertise_host;
+  GrpcTransportOptions to;
+  to.self = p->self;
+  to.listen_address = base.listen.empty() ? "127.0.0.1:0" : base.listen;
+  to.swarm_id = p->gossip->swarm_id();
+  SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
+  GrpcGroupOptions go;
+  go.self = p->self;
+  go.listen_address = base.group_listen.empty() ? "127.0.0.1:0" : base.group_listen;
+  go.swarm_id = p->gossip->swarm_id();
+  SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
+  StateServerOptions so;
+  so.self = p->self;
+  so.listen_address = options.state_listen;
+  so.swarm_id = p->gossip->swarm_id();
+  Parts* raw = p.get();
+  SS_ASSIGN_OR_RETURN(p->state,
+                      StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
+  DaemonEndpoints endpoints;
+  endpoints.pipeline = absl::StrCat(host, ":", p->transport->port());
+  endpoints.group = absl::StrCat(host, ":", p->group->port());
+  endpoints.state = absl::StrCat(host, ":", p->state->port());
+  SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
+  membership::Membership* m = p->gossip->membership();
+  m->AddListener([raw, m](const membership::MemberChange& c) {
+    raw->members->Update(m->GetView());
+    raw->OnMemberChange(c);
+  });
+  p->members->SetAddressListener([raw](const PeerInfo& peer) {
+    raw->transport->SetPeerAddress(peer.id, peer.address);
+  });
+  p->members->Update(m->GetView());
+  LOG(INFO) << base.name << " (" << p->self << "): "
+            << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
+            << base.model.seed << "; pipeline " << endpoints.pipeline << ", group "
+            << endpoints.group << ", state " << endpoints.state;
+
+  // Bootstrap: the error names the failed step and a hint.
+  SS_RETURN_IF_ERROR(p->gossip->Join());
+  {
+    absl::MutexLock lock(&p->mu);
+    p->timeline.start = t0;
+    p->timeline.bootstrapped = p->clock->SteadyNow();
+  }
+
+  // Which stage: given, or the allocation's answer for a joiner.
+  p->stages = options.stages;
+  if (p->stages.empty()) {
+    scheduler::ModelShape shape;
+    shape.num_stages = base.model.model.num_stages;
+    shape.layers_per_stage = std::max(1, base.model.model.num_layers / shape.num_stages);
+    shape.samples_per_mb = base.model.samples_per_mb;
+    absl::StatusOr<int> s = absl::UnavailableError("no view yet");
+    const absl::Duration deadline = p->clock->SteadyNow() + base.startup_timeout;
+    while (true) {
+      s = ChooseJoinStage(m->GetView(), p->self, shape, 0);
+      if (s.ok() || p->clock->SteadyNow() > deadline) break;
+      p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
+    }
+    if (!s.ok()) return s.status();
+    p->stages = {*s};
+    LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
+  }
+  SS_RETURN_IF_ERROR(p->BuildTraining());
+  auto daemon = std::unique_ptr<GossipDaemon>(new GossipDaemon(std::move(p)));
+  SS_RETURN_IF_ERROR(daemon->parts_->StartControl());
+  return daemon;
+}
+
+absl::Status GossipDaemon::Parts::StartControl() {
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::BuildTraining() {
+  const NodeDaemonOptions& o = base();
+  runner = std::make_unique<ThreadTaskRunner>();
+  for (int s : stages) {
+    TorchStageCompute::Options co;
+    co.model = o.model.model;
+    co.stage = s;
+    co.runtime = o.model.runtime;
+    co.optimizer = o.model.optimizer;
+    co.optimizer.total_steps = o.iterations;
+    SS_ASSIGN_OR_RETURN(computes[s], TorchStageCompute::Create(co, runner.get()));
+    probes[s] = std::make_unique<FirstWorkProbe>(computes[s].get(), [this](bool backward) {
+      absl::MutexLock lock(&mu);
+      (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
+    });
+  }
+  const bool data_node = computes.count(0) > 0;
+  if (data_node) {
+    model::ByteTokenizer tokenizer;
+    SS_ASSIGN_OR_RETURN(corpus, model::LoadCorpus(o.model.corpus, tokenizer));
+    model::SamplerOptions so;
+    so.samples_per_mb = o.model.samples_per_mb;
+    so.seq_len = o.model.model.seq_len;
+    so.seed = o.model.seed;
+    SS_ASSIGN_OR_RETURN(data, SamplerDataSource::Create(corpus.train, so));
+  }
+  // Founders resume from their checkpoints; a joiner takes a replica's state.
+  if (!joiner && !o.model.checkpoint_dir.empty()) {
+    std::vector<int64_t> steps;
+    for (auto& [s, c] : computes) {
+      if (!std::filesystem::exists(CheckpointPath(s))) continue;
+      SS_ASSIGN_OR_RETURN(int64_t step, c->LoadCheckpoint(CheckpointPath(s)));
+      steps.push_back(step);
+    }
+    if (!steps.empty()) {
+      if (steps.size() != computes.size() ||
+          std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) != steps.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("checkpoints in ", o.model.checkpoint_dir, " disagree on the step"));
+      }
+      start_iteration = steps.front();
+      LOG(INFO) << o.name << ": resumed at iteration " << start_iteration;
+    }
+  }
+  std::map<int, StageCompute*> hosted;
+  for (auto& [s, probe] : probes) hosted[s] = probe.get();
+  StageServerOptions sso;
+  sso.memory_slots = o.memory_slots;
+  sso.swarm_id = gossip->swarm_id();
+  server = std::make_unique<StageServer>(transport.get(), clock.get(), members->routing(), hosted,
+                                         sso);
+  server->Attach();
+  if (data_node) {
+    if (o.planner == "inorder") {
+      planner = std::make_unique<InOrderPlanner>();
+    } else {
+      SchedulerPlannerOptions po;
+      po.planner = o.planner;
+      po.path_length = o.path_length;
+      po.samples_per_mb = o.model.samples_per_mb;
+      po.seed = o.model.seed;
+      SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
+    }
+    DriverOptions d;
+    d.mbs_per_iteration = o.mbs_per_iteration;
+    d.num_stages = o.model.model.num_stages;
+    driver = std::make_unique<DataNodeDriver>(server.get(), clock.get(), members->routing(),
+                                              planner.get(), data.get(), d);
+    server->SetOriginListener(driver.get());
+  }
+  trainer = std::make_unique<NodeTrainer>(server.get(), hosted, driver.get(), group.get(),
+                                          clock.get());
+  if (o.metrics_port >= 0) {
+    SS_ASSIGN_OR_RETURN(metrics_server, MetricsServer::Start(&metrics, o.metrics_host,
+                                                             o.metrics_port));
+    LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << metrics_server->port();
+  }
+  return absl::OkStatus();
+}
+
+GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {
+  Parts& p = *parts_;
+  if (p.options.control_port < 0) return;
+  p.control_service = std::make_unique<ControlService>(this);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", p.options.control_port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(p.control_service.get());
+  p.control = builder.BuildAndStart();
+  if (p.control == nullptr || port == 0) {
+    LOG(ERROR) << p.base().name << ": cannot serve NodeControl on port " << p.options.control_port;
+    return;
+  }
+  LOG(INFO) << p.base().name << ": control on 127.0.0.1:" << port
+            << " (skipswarm node drain --control=127.0.0.1:" << port << ")";
+  std::printf("control 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+}
+
+GossipDaemon::~GossipDaemon() {
+  Parts& p = *parts_;
+  if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  if (p.gossip) p.gossip.reset();  // no more listener calls
+  if (p.server) p.server->Detach();
+}
+
+absl::Status GossipDaemon::Parts::WaitForFounders() {
+  const NodeDaemonOptions& o = base();
+  SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->clear_stages();
+    for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
+    r->set_iteration(0);  // a founder (Note [Daemon records])
+  }));
+  const size_t want = static_cast<size_t>(std::max(1, options.expect_members));
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  std::string missing;
+  while (true) {
+    const membership::View view = gossip->membership()->GetView();
+    size_t ready = 0;
+    std::vector<bool> covered(o.model.model.num_stages, false);
+    for (const membership::MemberInfo* mi : view.Live()) {
+      if (!TrainsIn(*mi, start_iteration, TrainingFace::kGroup)) continue;
+      ++ready;
+      for (uint32_t s : mi->stages) {
+        if (s < covered.size()) covered[s] = true;
+      }
+    }
+    missing.clear();
+    for (size_t s = 0; s < covered.size(); ++s) {
+      if (!covered[s]) absl::StrAppend(&missing, missing.empty() ? "" : ",", s);
+    }
+    if (ready >= want && missing.empty()) break;
+    if (clock->SteadyNow() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the swarm did not form: ", ready, " of ", want, " members ready",
+          missing.empty() ? "" : absl::StrCat(", no replica of stage(s) ", missing)));
+    }
+    clock->SleepFor(absl::Milliseconds(50));
+  }
+  members->SetIteration(start_iteration, clock->SteadyNow());
+  state->OnBoundary(start_iteration, Digests());
+  SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout));
+  LOG(INFO) << o.name << ": swarm formed (" << members->group()->Members().size()
+            << " members); training iterations " << start_iteration << ".." << o.iterations - 1;
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::EnterAsJoiner() {
+  const NodeDaemonOptions& o = base();
+  const int stage = stages.front();
+  membership::Membership* m = gossip->membership();
+  // The source's current iteration fixes our entry (Note [Entry iteration]).
+  std::vector<std::string> sources;
+  absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  while (true) {
+    sources = StateSources(m->GetView(), self, stage);
+    for (const std::string& a : sources) {
+      current = QuerySourceIteration(a, absl::Seconds(2));
+      if (current.ok()) break;
+    }
+    if (current.ok() || clock->SteadyNow() > deadline) break;
+    clock->SleepFor(absl::Milliseconds(100));  // replicas not training yet
+  }
+  if (!current.ok()) {
+    return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
+                                               " answers: ", current.status().message()));
+  }
+  const uint64_t entry = *current + std::max(1, options.entry_lead);
+  if (entry >= static_cast<uint64_t>(o.iterations)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
+  }
+  SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->clear_stages();
+    r->add_stages(static_cast<uint32_t>(stage));
+    r->set_iteration(entry);
+  }));
+  SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
+  {
+    absl::MutexLock lock(&mu);
+    timeline.announced = clock->SteadyNow();
+    timeline.entry = entry;
+  }
+  absl::StatusOr<uint64_t> now_at = QuerySourceIteration(sources.front(), absl::Seconds(2));
+  LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
+            << " (source at " << *current << ", now " << (now_at.ok() ? *now_at : 0)
+            << "); announced to " << reached << " members";
+  if (now_at.ok() && *now_at + 1 >= entry) {
+    LOG(WARNING) << o.name << ": the swarm moved close to our entry iteration while we "
+                 << "announced; a member that missed our record shows up as a digest mismatch";
+  }
+
+  FetchOptions fo;
+  fo.self = self;
+  fo.swarm_id = gossip->swarm_id();
+  fo.stage = stage;
+  fo.iteration = entry;
+  fo.deadline = o.startup_timeout;
+  SS_ASSIGN_OR_RETURN(FetchedState fetched, FetchStageState(sources, fo));
+  const std::string path = ScratchPath(stage, "joined");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(fetched.bytes.data(), static_cast<std::streamsize>(fetched.bytes.size()));
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  absl::StatusOr<int64_t> step = computes[stage]->LoadCheckpoint(path);
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (!step.ok()) return step.status();
+  if (static_cast<uint64_t>(*step) != entry) {
+    return absl::DataLossError(
+        absl::StrCat("transferred state is at step ", *step, ", wanted ", entry));
+  }
+  if (computes[stage]->ParamsDigest() != fetched.params_digest) {
+    return absl::DataLossError("transferred state's digest differs from its source's");
+  }
+  {
+    absl::MutexLock lock(&mu);
+    timeline.state_loaded = clock->SteadyNow();
+    timeline.state_bytes = fetched.bytes.size();
+    timeline.streams = fetched.streams;
+    timeline.sources_tried = fetched.sources_tried;
+    timeline.source = fetched.source;
+  }
+  start_iteration = static_cast<int64_t>(entry);
+  members->SetIteration(entry, clock->SteadyNow());
+  state->OnBoundary(entry, Digests());
+  LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
+            << fetched.bytes.size() << " bytes, " << fetched.streams << " stream(s)) from "
+            << fetched.source << "; digest " << absl::StrFormat("%016x", fetched.params_digest);
+  return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::ReportJoin() {
+  JoinTimeline t;
+  {
+    absl::MutexLock lock(&mu);
+    if (!joiner || timeline.reported || timeline.first_backward == absl::ZeroDuration() ||
+        timeline.digests_checked < 0) {
+      return;
+    }
+    timeline.reported = true;
+    t = timeline;
+  }
+  const double bootstrap = Seconds(t.bootstrapped - t.start);
+  const double view = Seconds(t.announced - t.bootstrapped);
+  const double transfer = Seconds(t.state_loaded - t.announced);
+  const double boundary = Seconds(t.routable - t.state_loaded);
+  const double first_mb = Seconds(t.first_backward - t.routable);
+  const double total = Seconds(t.first_backward - t.start);
+  const std::string line = absl::StrFormat(
+      "{\"node\":\"%s\",\"stage\":%d,\"entry\":%d,\"bootstrap_s\":%.3f,\"view_s\":%.3f,"
+      "\"state_transfer_s\":%.3f,\"wait_boundary_s\":%.3f,\"first_mb_s\":%.3f,"
+      "\"total_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,\"digest_after_first_step\":"
+      "\"%016x\",\"digests_agree\":%s}",
+      base().name, stages.front(), t.entry, bootstrap, view, transfer, boundary, first_mb, total,
+      t.state_bytes, t.streams, t.digest_after_first_step,
+      t.digests_checked == 1 ? "true" : "false");
+  LOG(INFO) << base().name << ": JOIN " << line;
+  std::printf("JOIN %s\n", line.c_str());
+  std::fflush(stdout);
+  if (!options.join_report_file.empty()) {
+    std::ofstream out(options.join_report_file, std::ios::app);
+    out << line << "\n";
+  }
+}
+
+void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
+  const NodeDaemonOptions& o = base();
+  const uint64_t next = r.iteration + 1;
+  // The boundary: the faces move on (a joiner announced for `next` enters
+  // the group), joiners waiting for this boundary get their snapshot.
+  members->SetIteration(next, clock->SteadyNow());
+  state->OnBoundary(next, Digests());
+  {
+    absl::MutexLock lock(&mu);
+    if (joiner && timeline.entry == r.iteration && !r.stages.empty()) {
+      timeline.first_step = clock->SteadyNow();
+      timeline.routable = timeline.first_step;
+      timeline.digest_after_first_step = r.stages.begin()->second.digest_after;
+    } else if (joiner && timeline.entry + 1 == r.iteration && !r.stages.empty()) {
+      // The digests compared in this reduce are the ones after our first step.
+      timeline.digests_checked = r.stages.begin()->second.digests_agree ? 1 : 0;
+    }
+  }
+  ReportJoin();
+
+  const double elapsed = Seconds(clock->SteadyNow() - run_started);
+  metrics.Set("skipswarm_iteration", static_cast<double>(r.iteration));
+  metrics.Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
+  metrics.Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
+  metrics.Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(r.server.dropped));
+  metrics.Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
+  metrics.Set("skipswarm_live_members",
+              static_cast<double>(gossip->membership()->GetView().Live().size()));
+  std::string line = absl::StrFormat("[%s] it %d", o.name, r.iteration);
+  for (const auto& [s, step] : r.stages) {
+    const std::string label = absl::StrCat("stage=\"", s, "\"");
+    metrics.Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
+    metrics.Set("skipswarm_stage_replicas", step.replicas, label);
+    metrics.Set("skipswarm_stage_digests_agree", step.digests_agree ? 1 : 0, label);
+    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %016x%s", s,
+                                           step.visits_here, step.visits_total, step.replicas,
+                                           step.update.grad_norm, step.digest_after,
+                                           step.digests_agree ? "" : " DIGEST MISMATCH"));
+  }
+  if (r.data) {
+    const IterationReport& d = *r.data;
+    const double tps = d.tokens / std::max(1e-9, Seconds(d.elapsed));
+    metrics.Set("skipswarm_loss", d.loss);
+    metrics.Set("skipswarm_tokens_per_second", tps);
+    metrics.Add("skipswarm_micro_batches_completed_total", d.completed);
+    metrics.Add("skipswarm_micro_batches_dropped_total", d.dropped);
+    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d rerouted %d %.0f tok/s",
+                                           d.loss, d.completed, d.dropped, r.server.rerouted, tps));
+    if (!o.progress_file.empty()) {
+      std::ofstream out(o.progress_file, std::ios::app);
+      out << absl::StrFormat(
+          "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
+          "\"rerouted\":%d,\"tokens\":%d,\"iteration_s\":%.4f,\"elapsed_s\":%.3f}\n",
+          o.name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed, d.dropped,
+          r.server.rerouted, d.tokens, Seconds(d.elapsed), elapsed);
+    }
+  }
+  if (!r.status.ok()) absl::StrAppend(&line, " | error: ", r.status.ToString());
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  const int64_t done = static_cast<int64_t>(r.iteration) + 1;
+  if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < o.iterations) {
+    absl::Status s = Checkpoint();
+    if (!s.ok()) LOG(ERROR) << "checkpoint failed: " << s;
+  }
+}
+
+absl::Status GossipDaemon::Run(DaemonSignals* signals) {
+  Parts& p = *parts_;
+  const NodeDaemonOptions& o = p.base();
+  if (p.joiner) {
+    SS_RETURN_IF_ERROR(p.EnterAsJoiner());
+  } else {
+    if (p.start_iteration >= o.iterations) {
+      LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(p.WaitForFounders());
+  }
+  p.run_started = p.clock->SteadyNow();
+  absl::Notification finished;
+  absl::Status result;
+  p.trainer->Run(
+      p.start_iteration, o.iterations - p.start_iteration,
+      [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+      [&](absl::Status s) {
+        result = s;
+        finished.Notify();
+      });
+  bool stopping = false;
+  bool left = false;
+  while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (signals == nullptr) continue;
+    if (!stopping && signals->stop.load()) {
+      LOG(INFO) << o.name << ": stopping after the current iteration";
+      p.trainer->Stop();
+      stopping = true;
+    }
+    if (!stopping && signals->drain.exchange(false)) {
+      absl::Status s = RequestDrain(p.options.force_leave);
+      if (!s.ok()) LOG(WARNING) << o.name << ": SIGTERM ignored: " << s;
+    }
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) stopping = left = true;
+  }
+  SS_RETURN_IF_ERROR(p.Checkpoint());
+  if (!left) p.gossip->Leave(absl::Seconds(2));  // tell the swarm we are gone
+  LOG(INFO) << o.name << ": left the swarm";
+  if (absl::IsCancelled(result)) return absl::OkStatus();
+  return result;
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,92 @@
+// GossipDaemon: `skipswarm node` in a gossip swarm (issue 6): training peers
+// come from membership/ (SWIM over mutual-TLS gRPC) instead of a static
+// --swarm list (NodeDaemon, node_daemon.h, which stays for static and WAN
+// experiment swarms).
+//
+//   GossipDaemonOptions o = ...;                       // from flags
+//   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
+//   return daemon->Run(&signals);                      // SIGINT / SIGTERM
+//
+// Roles:
+//  * founder (no --join, or --expect_members=N > 0): hosts --host_stages; once
+//    its view holds N live members covering every stage, starts training
+//    at iteration 0 (or its checkpoints' iteration).
+//  * joiner (--join and no --expect_members): joins a training swarm. With
+//    no --host_stages it asks the scheduler's allocation (join_planning.h);
+//    picks an entry iteration a few iterations ahead of a live replica,
+//    announces it, fetches the stage's weights and optimiser state at that
+//    boundary (state_transfer.h) and enters training there without
+//    stalling the others (Note [Entry iteration], training_members.h).
+//    It logs, and appends to join_report_file, its time to first useful
+//    work: bootstrap, view, state transfer, wait for the boundary, first MB.
+// Membership changes (join, dead, left) reach the faces at once; every data
+// node plans each iteration from the faces, so the next iteration's plan
+// uses the change (a dead member is also dropped from a pending barrier or
+// reduce; a joiner enters only at its boundary).
+// Leaving (Note [Leaving]): SIGTERM or the Drain RPC (`skipswarm node
+// drain`) - refused while this node is the last live replica of a stage
+// unless forced; otherwise signs LEFT, finishes the current iteration,
+// checkpoints and exits. SIGINT stops the same way without the check
+// (the operator stops the whole swarm; `skipswarm local` uses it).
+//
+// Thread rule: Create and Run on main's thread.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "node/daemon/node_daemon.h"
+#include "node/daemon/swarm_membership.h"
+
+namespace skipswarm::node {
+
+struct GossipDaemonOptions {
+  // name, listen, group_listen, metrics, slots, mbs, iterations,
+  // checkpoints, planner, progress file, startup timeout, model. (`swarm`
+  // and `wan` are not used; `swarm_id` comes from the gossip options.)
+  NodeDaemonOptions base;
+  SwarmMembershipOptions gossip;
+  std::string state_listen = "127.0.0.1:0";
+  std::vector<int> stages;   // empty: a joiner asks the allocation
+  int expect_members = 0;    // > 0: a founder waiting for this many
+  // A joiner enters this many iterations after its source's current one.
+  int entry_lead = 3;
+  bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
+  int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
+  std::string join_report_file;  // JSON line with a joiner's timings
+};
+
+// What main's signal handlers set.
+struct DaemonSignals {
+  std::atomic<bool> stop{false};   // SIGINT
+  std::atomic<bool> drain{false};  // SIGTERM
+};
+
+class GossipDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<GossipDaemon>> Create(const GossipDaemonOptions& options);
+  ~GossipDaemon();
+
+  absl::Status Run(DaemonSignals* signals);
+  // Drain request (the control RPC; SIGTERM uses the same path): OK when
+  // the node will leave after its current iteration.
+  absl::Status RequestDrain(bool force);
+
+  struct Parts;
+
+ private:
+  explicit GossipDaemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+// `skipswarm node drain`: asks the node whose control port is `address`
+// to drain; the node's answer (or refusal) as a Status.
+absl::StatusOr<std::string> SendDrain(const std::string& address, bool force);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_H_
