@@ -29,6 +29,7 @@
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
 #include "node/train/scheduler_planner.h"
+#include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/shaping_transport.h"
 #include "node/transport/wan_table.h"
@@ -49,6 +50,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<StaticSwarmView> view;
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
   std::unique_ptr<StageServer> server;
   std::unique_ptr<RoutePlanner> planner;
   std::unique_ptr<DataNodeDriver> driver;
@@ -211,6 +213,14 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   StageServerOptions so;
   so.memory_slots = options.memory_slots;
   so.swarm_id = options.swarm_id;
+  // Failed hops are re-routed with the scheduler's RerouteInFlight; a stage
+  // may be skipped only when the plan skips stages anyway.
+  SchedulerRepairerOptions ro;
+  ro.samples_per_mb = options.model.samples_per_mb;
+  p->repairer = std::make_unique<SchedulerRouteRepairer>(ro);
+  so.repairer = p->repairer.get();
+  so.allow_skip =
+      options.path_length > 0 && options.path_length < options.model.model.num_stages;
   p->server = std::make_unique<StageServer>(p->transport.get(), p->clock.get(), p->view.get(),
                                             stages, so);
   p->server->Attach();
@@ -261,6 +271,8 @@ void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   metrics.Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(r.server.dropped));
   metrics.Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
   metrics.Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
+  ExportServerStats(r.server, &metrics);  // per-peer bytes, hop latency, reasons
+  if (r.data) ExportDrops(*r.data, &metrics);
   std::string line = absl::StrFormat("[%s] it %d", options.name, r.iteration);
   for (const auto& [s, step] : r.stages) {
     const std::string label = absl::StrCat("stage=\"", s, "\"");
