@@ -12,29 +12,87 @@ WARNINGS = [
     "-Werror=return-type",
 ]
 
-def ss_cc_library(name, copts = [], **kwargs):
-    native.cc_library(name = name, copts = WARNINGS + copts, **kwargs)
+# The flags of an opt compile of our code (the toolchain's, .bazelrc's and
+# WARNINGS), which GCC's precompiled-header check compares: a .gch built
+# with other flags is silently ignored. Keep in step with .bazelrc; to
+# check, build with --copt=-Winvalid-pch and look for "not used because".
+PCH_FLAGS = [
+    "-U_FORTIFY_SOURCE",
+    "-fstack-protector",
+    "-Wall",
+    "-Wunused-but-set-parameter",
+    "-Wno-free-nonheap-object",
+    "-fno-omit-frame-pointer",
+    "-g0",
+    "-O2",
+    "-D_FORTIFY_SOURCE=1",
+    "-DNDEBUG",
+    "-ffunction-sections",
+    "-fdata-sections",
+    "-fPIC",
+    "-D_GLIBCXX_USE_CXX11_ABI=1",
+    "-std=c++17",
+    "-fno-canonical-system-headers",
+    "-Wno-builtin-macro-redefined",
+    "-D__DATE__=\\\"redacted\\\"",
+    "-D__TIMESTAMP__=\\\"redacted\\\"",
+    "-D__TIME__=\\\"redacted\\\"",
+] + WARNINGS
 
-def ss_cc_binary(name, copts = [], **kwargs):
-    native.cc_binary(name = name, copts = WARNINGS + copts, **kwargs)
+def _torch_copts(torch):
+    """`torch = True`: the TU starts with libtorch's precompiled header (opt builds)."""
+    if not torch:
+        return []
+    return select({
+        "//bazel:opt": ["-include", "third_party/torch_pch.h"],
+        "//conditions:default": [],
+    })
 
-def ss_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
+def _torch_deps(torch):
+    if not torch:
+        return []
+    return select({
+        "//bazel:opt": ["//third_party:torch_pch"],
+        "//conditions:default": [],
+    })
+
+# Every macro takes `torch`: set it on targets whose sources include
+# libtorch headers (directly or through model/ headers). It only speeds
+# the compile up; the target must still depend on what it includes.
+
+def ss_cc_library(name, copts = [], deps = [], torch = False, **kwargs):
+    native.cc_library(
+        name = name,
+        copts = WARNINGS + copts + _torch_copts(torch),
+        deps = deps + _torch_deps(torch),
+        **kwargs
+    )
+
+def ss_cc_binary(name, copts = [], deps = [], torch = False, **kwargs):
+    native.cc_binary(
+        name = name,
+        copts = WARNINGS + copts + _torch_copts(torch),
+        deps = deps + _torch_deps(torch),
+        **kwargs
+    )
+
+def ss_cc_test(name, copts = [], deps = [], size = "small", torch = False, **kwargs):
     """A gtest binary linked with gtest/gmock's main(); small unless told otherwise."""
     native.cc_test(
         name = name,
         size = size,
-        copts = WARNINGS + copts,
-        deps = deps + ["//third_party:gtest_main"],
+        copts = WARNINGS + copts + _torch_copts(torch),
+        deps = deps + ["//third_party:gtest_main"] + _torch_deps(torch),
         **kwargs
     )
 
-def ss_cc_benchmark(name, copts = [], deps = [], tags = [], **kwargs):
+def ss_cc_benchmark(name, copts = [], deps = [], tags = [], torch = False, **kwargs):
     """A Google Benchmark binary; tagged so `bazel test //...` builds but never runs it."""
     native.cc_binary(
         name = name,
         testonly = True,
-        copts = WARNINGS + copts,
-        deps = deps + ["//third_party:benchmark_main"],
+        copts = WARNINGS + copts + _torch_copts(torch),
+        deps = deps + ["//third_party:benchmark_main"] + _torch_deps(torch),
         tags = tags + ["benchmark"],
         **kwargs
     )
