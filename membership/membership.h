@@ -132,6 +132,11 @@ class Membership final : public GossipHandler {
   // Announces LEFT to a few members, then stops the timers; `done` runs
   // once those pushes are answered or timed out.
   void Leave(absl::AnyInvocable<void()> done);
+  // Same, with a last edit of the record signed together with LEFT (the
+  // daemon records the last iteration it trains in, Note [Leaving] in
+  // node/daemon/training_members.h).
+  void Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
+             absl::AnyInvocable<void()> done);
   // Stops the timers (a crash, from the swarm's point of view).
   void Stop();
   // Push-pull with every live member at once (not just gossip's random

@@ -103,9 +103,23 @@ void Membership::Join(std::vector<std::string> bootstrap,
 }
 
 void Membership::Leave(absl::AnyInvocable<void()> done) {
+  Leave([](proto::NodeRecord*) {}, std::move(done));
+}
+
+void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
+                       absl::AnyInvocable<void()> done) {
   std::vector<std::pair<PeerRef, proto::PingRequest>> sends;
   {
     absl::MutexLock lock(&impl_->mu_);
+    Impl::Member& me = impl_->members_[impl_->self_];
+    const proto::NodeRecord saved = me.record;
+    edit(&me.record);
+    // As in UpdateLocalRecord: the owner may not change what it is about.
+    me.record.set_node_id(saved.node_id());
+    me.record.set_public_key(saved.public_key());
+    me.record.set_swarm_id(saved.swarm_id());
+    me.record.set_incarnation(saved.incarnation());
+    me.record.set_state(saved.state());
     impl_->SignSelfLocked(0, proto::MEMBER_STATE_LEFT).IgnoreError();
     std::vector<common::NodeId> peers = impl_->LiveOthersLocked();
     impl_->rng_.Shuffle(peers);

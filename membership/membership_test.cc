@@ -230,6 +230,19 @@ TEST_F(MembershipTest, AnnounceReachesEveryLiveMemberBeforeDone) {
   EXPECT_TRUE(everyone_knew);
 }
 
+TEST_F(MembershipTest, LeaveSignsTheLastEditTogetherWithLeft) {
+  bool done = false;
+  swarm_.node(1).Leave([](proto::NodeRecord* r) { r->set_iteration(41); }, [&] { done = true; });
+  swarm_.Run(absl::Seconds(1));
+  EXPECT_TRUE(done);
+  for (int i : {0, 2}) {
+    const MemberInfo* m = swarm_.node(i).GetView().Find(swarm_.id(1));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->state, proto::MEMBER_STATE_LEFT);
+    EXPECT_EQ(m->iteration, 41u);
+  }
+}
+
 TEST_F(MembershipTest, ReachabilitySelfCheckTellsANodeBehindNat) {
   absl::Status ok = absl::UnknownError("pending");
   swarm_.node(1).CheckReachability([&](absl::Status s) { ok = s; });

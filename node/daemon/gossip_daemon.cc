@@ -95,6 +95,7 @@ struct GossipDaemon::Parts {
   absl::Mutex mu;
   JoinTimeline timeline ABSL_GUARDED_BY(mu);
   bool draining ABSL_GUARDED_BY(mu) = false;
+  absl::Duration drain_started ABSL_GUARDED_BY(mu);
 
   const NodeDaemonOptions& base() const { return options.base; }
   std::string CheckpointPath(int stage) const {
@@ -173,11 +174,17 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
     if (p.draining) return absl::OkStatus();
     p.draining = true;
   }
-  // Note [Leaving]: LEFT first (no new micro-batches come our way), then
-  // this iteration finishes (we stay in its barrier and averaging).
+  // Note [Leaving]: LEFT with our exit iteration first (no new micro-
+  // batches come our way), then this iteration finishes (we stay in its
+  // barrier and averaging everywhere).
+  const uint64_t exit_iteration = p.members->iteration();
   LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
-            << p.members->iteration();
-  p.gossip->Leave(absl::Seconds(2));
+            << exit_iteration;
+  p.gossip->Leave(absl::Seconds(2), exit_iteration);
+  {
+    absl::MutexLock lock(&p.mu);
+    p.drain_started = p.clock->SteadyNow();
+  }
   if (p.trainer) p.trainer->Stop();
   return absl::OkStatus();
 }
@@ -456,7 +463,12 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
     }
     clock->SleepFor(absl::Milliseconds(50));
   }
-  members->SetIteration(start_iteration, clock->SteadyNow());
+  // Everything we know (every founder's record) to every live member, so
+  // no founder starts routing through a peer that cannot yet dial the next
+  // hop.
+  SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
+  (void)reached;
+  members->SetIteration(start_iteration);
   state->OnBoundary(start_iteration, Digests());
   SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout));
   LOG(INFO) << o.name << ": swarm formed (" << members->group()->Members().size()
@@ -543,7 +555,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     timeline.source = fetched.source;
   }
   start_iteration = static_cast<int64_t>(entry);
-  members->SetIteration(entry, clock->SteadyNow());
+  members->SetIteration(entry);
   state->OnBoundary(entry, Digests());
   LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
             << fetched.bytes.size() << " bytes, " << fetched.streams << " stream(s)) from "
@@ -590,7 +602,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const uint64_t next = r.iteration + 1;
   // The boundary: the faces move on (a joiner announced for `next` enters
   // the group), joiners waiting for this boundary get their snapshot.
-  members->SetIteration(next, clock->SteadyNow());
+  members->SetIteration(next);
   state->OnBoundary(next, Digests());
   {
     absl::MutexLock lock(&mu);
@@ -665,18 +677,24 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     SS_RETURN_IF_ERROR(p.WaitForFounders());
   }
   p.run_started = p.clock->SteadyNow();
-  absl::Notification finished;
-  absl::Status result;
+  // Shared with the trainer's callback, which may outlive this frame when a
+  // drain times out.
+  struct Finish {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto finish = std::make_shared<Finish>();
   p.trainer->Run(
       p.start_iteration, o.iterations - p.start_iteration,
       [&p](const NodeIterationReport& r) { p.OnIteration(r); },
-      [&](absl::Status s) {
-        result = s;
-        finished.Notify();
+      [finish](absl::Status s) {
+        finish->status = s;
+        finish->done.Notify();
       });
   bool stopping = false;
   bool left = false;
-  while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+  bool timed_out = false;
+  while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     if (signals == nullptr) continue;
     if (!stopping && signals->stop.load()) {
       LOG(INFO) << o.name << ": stopping after the current iteration";
@@ -689,12 +707,20 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     }
     absl::MutexLock lock(&p.mu);
     if (p.draining) stopping = left = true;
+    // A drain must end even if a peer never answers our last averaging.
+    if (p.draining && p.clock->SteadyNow() - p.drain_started > o.startup_timeout) {
+      LOG(WARNING) << o.name << ": the last iteration did not finish within "
+                   << o.startup_timeout << " of the drain; leaving without a checkpoint";
+      timed_out = true;
+      break;
+    }
   }
+  if (timed_out) return absl::OkStatus();
   SS_RETURN_IF_ERROR(p.Checkpoint());
-  if (!left) p.gossip->Leave(absl::Seconds(2));  // tell the swarm we are gone
+  if (!left) p.gossip->Leave(absl::Seconds(2), p.members->iteration());  // we are gone
   LOG(INFO) << o.name << ": left the swarm";
-  if (absl::IsCancelled(result)) return absl::OkStatus();
-  return result;
+  if (absl::IsCancelled(finish->status)) return absl::OkStatus();
+  return finish->status;
 }
 
 }  // namespace skipswarm::node

@@ -146,9 +146,10 @@ absl::StatusOr<int> SwarmMembership::Announce(absl::Duration timeout) {
   return r->reached;
 }
 
-void SwarmMembership::Leave(absl::Duration timeout) {
+void SwarmMembership::Leave(absl::Duration timeout, uint64_t exit_iteration) {
   auto done = std::make_shared<absl::Notification>();
-  membership_->Leave([done] { done->Notify(); });
+  membership_->Leave([&](proto::NodeRecord* r) { r->set_iteration(exit_iteration); },
+                     [done] { done->Notify(); });
   done->WaitForNotificationWithTimeout(timeout);
 }
 

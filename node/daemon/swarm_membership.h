@@ -71,8 +71,10 @@ class SwarmMembership {
   absl::Status Join();
   // Announce (membership.h); returns how many of the live members answered.
   absl::StatusOr<int> Announce(absl::Duration timeout);
-  // Signs LEFT and tells a few members; returns once they answered or timed out.
-  void Leave(absl::Duration timeout);
+  // Signs LEFT, with `exit_iteration` (the last iteration this node
+  // trains in, Note [Leaving]) as the record's iteration, and tells a few
+  // members; returns once they answered or timed out.
+  void Leave(absl::Duration timeout, uint64_t exit_iteration);
 
  private:
   class Forwarder;

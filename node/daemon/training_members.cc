@@ -23,6 +23,7 @@ absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m) {
 bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face) {
   if (m.stages.empty() || m.addresses.size() < 4) return false;
   if (m.iteration == 0) return true;  // a founder
+  if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
   return face == TrainingFace::kGroup ? m.iteration <= iteration : m.iteration < iteration;
 }
 
@@ -106,10 +107,9 @@ void TrainingMembers::Update(membership::View view) {
   }
 }
 
-void TrainingMembers::SetIteration(uint64_t iteration, absl::Duration now) {
+void TrainingMembers::SetIteration(uint64_t iteration) {
   absl::MutexLock lock(&mu_);
   iteration_ = iteration;
-  iteration_started_ = now;
   ++version_;
 }
 
@@ -151,8 +151,8 @@ bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const
   if (id == self_) return true;
   auto dead = dead_.find(id);
   if (dead != dead_.end() && dead->second >= m->incarnation) return false;
-  if (face == TrainingFace::kGroup && m->state == proto::MEMBER_STATE_LEFT) {
-    return m->state_since >= iteration_started_;  // Note [Leaving]
+  if (m->state == proto::MEMBER_STATE_LEFT) {  // Note [Leaving]
+    return face == TrainingFace::kGroup && iteration_ <= m->iteration;
   }
   return m->live();
 }

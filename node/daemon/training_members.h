@@ -37,11 +37,13 @@
 // with a higher incarnation), so a dead member is dropped from a pending
 // barrier or reduce; a joiner only ever enters at a boundary.
 //
-// Note [Leaving]: a member that signs LEFT during our current iteration is
-// draining: it finishes that iteration (its in-flight micro-batches, the
-// barrier, its share of the averaging) and only then exits. So it leaves
-// the routing face at once (no new micro-batches) but stays in the group
-// face until our next boundary; DEAD members leave both at once.
+// Note [Leaving]: a draining member signs LEFT together with its exit
+// iteration x (the iteration it is in, in record.iteration): it finishes x
+// (its in-flight micro-batches, the barrier, its share of the averaging)
+// and then exits. It leaves the routing face at once (no new micro-batches)
+// and stays in the group face while our iteration is <= x. Nobody can be
+// past x without its contribution to x, so every node agrees. DEAD
+// members leave both faces at once.
 //
 // Thread rule: thread-safe; the faces may be used from any thread.
 #ifndef SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
@@ -75,9 +77,10 @@ absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m);
 
 enum class TrainingFace { kGroup, kRouting };
 
-// Whether member `m` trains in `iteration` under Note [Entry iteration]
+// Whether member `m` is listed for `iteration` under Note [Entry iteration]
 // (liveness aside): it hosts stages, advertises the daemon endpoints and
-// its entry rule admits it.
+// its entry rule admits it (a LEFT member, whose record.iteration is its
+// exit iteration, stays listed).
 bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face);
 
 // Live members of `view` (other than `self`) that host `stage` and train
@@ -95,9 +98,8 @@ class TrainingMembers {
   // A new membership snapshot (from a listener; any thread).
   void Update(membership::View view);
   // The iteration this node is in; call at every boundary, before the
-  // next iteration's planning starts. `now`: the membership clock's
-  // SteadyNow (the time base of MemberInfo::state_since).
-  void SetIteration(uint64_t iteration, absl::Duration now = absl::ZeroDuration());
+  // next iteration's planning starts.
+  void SetIteration(uint64_t iteration);
   uint64_t iteration() const;
   // Called (no lock held) with every member whose pipeline address is new
   // or changed, so the transport can dial it.
@@ -119,7 +121,6 @@ class TrainingMembers {
   mutable absl::Mutex mu_;
   membership::View view_ ABSL_GUARDED_BY(mu_);
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration iteration_started_ ABSL_GUARDED_BY(mu_);
   // Local failure verdicts: id -> the incarnation they apply to.
   absl::flat_hash_map<common::NodeId, uint64_t> dead_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -58,10 +58,11 @@ TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
 TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   TrainingMembers members(d.id);
-  members.SetIteration(3, absl::Seconds(5));
+  members.SetIteration(3);
   members.Update(ViewOf({d, r, q}, 1));
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
-  r.state = proto::MEMBER_STATE_DEAD;  // state_since 0: before iteration 3
+  r.state = proto::MEMBER_STATE_DEAD;
+  q.iteration = 2;  // left after iteration 2
   q.state = proto::MEMBER_STATE_LEFT;
   const uint64_t before = members.group()->version();
   members.Update(ViewOf({d, r, q}, 2));
@@ -75,17 +76,18 @@ TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
   EXPECT_FALSE(members.group()->IsAlive(r.id));
 }
 
-TEST(TrainingMembersTest, LeaverFinishesItsIterationInTheGroupButGetsNoNewWork) {
+TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWork) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   TrainingMembers members(d.id);
-  members.SetIteration(7, absl::Seconds(10));
+  members.SetIteration(7);
   q.state = proto::MEMBER_STATE_LEFT;
-  q.state_since = absl::Seconds(11);  // signed LEFT during iteration 7
+  q.iteration = 7;  // signed LEFT with exit iteration 7
   members.Update(ViewOf({d, r, q}, 1));
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
-  members.SetIteration(8, absl::Seconds(12));
+  members.SetIteration(8);
   EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_EQ(members.routing()->Members().size(), 3u);  // still listed
 }
 
 TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
