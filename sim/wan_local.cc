@@ -191,8 +191,20 @@ absl::StatusOr<std::map<int, double>> ReadIterationTimes(const std::string& prog
 node::LocalSwarmPlanner WanLocalPlanner() {
   return [](const std::string& dir) -> absl::StatusOr<std::optional<node::LocalSwarmPlan>> {
     const std::string path = absl::GetFlag(FLAGS_wan);
-    if (path.empty()) return std::nullopt;
     SS_ASSIGN_OR_RETURN(node::ShapingFlags shaping, node::ReadShapingFlags());
+    if (!shaping.wan_table.empty()) {
+      return absl::InvalidArgumentError("skipswarm local writes its own --wan_table (use --wan)");
+    }
+    if (path.empty()) {
+      // The plain launcher does not pass shaping on to its nodes.
+      if (shaping.time_scale != 1 || shaping.max_upload_bytes_per_second > 0 ||
+          shaping.max_download_bytes_per_second > 0) {
+        return absl::InvalidArgumentError(
+            "--wan_time_scale, --max_upload_mbps and --max_download_mbps apply to "
+            "skipswarm local --wan=SCENARIO (or to each skipswarm node)");
+      }
+      return std::nullopt;
+    }
     const std::string compute = absl::GetFlag(FLAGS_wan_compute);
     if (compute != "timed" && compute != "torch") {
       return absl::InvalidArgumentError("--wan_compute must be timed or torch");
