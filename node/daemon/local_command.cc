@@ -48,6 +48,12 @@ ABSL_FLAG(int, local_path_length, 0, "Stages per route incl. stage 0 (skipping);
 ABSL_FLAG(std::string, kill, "",
           "Fault injection: comma-separated NAME@ITER; SIGKILL node NAME once iteration ITER "
           "is reported (e.g. s2r1@50).");
+ABSL_FLAG(std::string, local_membership, "gossip",
+          "gossip: node d0 starts the swarm and the others --join it (membership/); static: "
+          "every node gets the full --swarm list (always so with --wan).");
+ABSL_FLAG(int64_t, local_join_at, -1,
+          "Gossip: once iteration N is reported, start one more node (j0, no stage given) that "
+          "joins the training swarm; its time-to-first-useful-work goes to join.jsonl.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -166,6 +172,24 @@ void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points
   svg << "\"/>\n</svg>\n";
 }
 
+// Forks `skipswarm node --config=CONFIG` with stdout/stderr in logs/NAME.*.
+absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
+                                const std::string& config) {
+  const pid_t pid = fork();
+  if (pid < 0) return absl::UnavailableError("fork failed");
+  if (pid == 0) {
+    const std::string log = absl::StrCat(dir, "/logs/", name);
+    int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    const std::string cfg = "--config=" + config;
+    execl("/proc/self/exe", "skipswarm", "node", cfg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
 absl::Status Run(const LocalSwarmPlanner& wan) {
   // The launcher is main-level code: it picks the real clock for its
   // timestamps and polling.
@@ -204,14 +228,42 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
     }
   }
-  std::vector<std::string> entries;
-  for (const auto& [name, st] : layout) {
-    SS_ASSIGN_OR_RETURN(int p1, FreePort());
-    SS_ASSIGN_OR_RETURN(int p2, FreePort());
-    entries.push_back(FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
-                                       absl::StrCat("127.0.0.1:", p2)));
+  // Membership: gossip (d0 founds, the others --join it; every other port
+  // is picked by the node) or the static list (WAN runs name their links).
+  const bool gossip = !wan_plan && absl::GetFlag(FLAGS_local_membership) == "gossip";
+  if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
+    return absl::InvalidArgumentError("--local_membership must be gossip or static");
   }
-  const std::string swarm = absl::StrJoin(entries, ",");
+  std::string swarm, bootstrap;
+  if (gossip) {
+    SS_ASSIGN_OR_RETURN(int port, FreePort());
+    bootstrap = absl::StrCat("127.0.0.1:", port);
+  } else {
+    std::vector<std::string> entries;
+    for (const auto& [name, st] : layout) {
+      SS_ASSIGN_OR_RETURN(int p1, FreePort());
+      SS_ASSIGN_OR_RETURN(int p2, FreePort());
+      entries.push_back(FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
+                                         absl::StrCat("127.0.0.1:", p2)));
+    }
+    swarm = absl::StrJoin(entries, ",");
+  }
+  auto membership_config = [&](const std::string& name, const std::vector<int>& st) {
+    if (!gossip) return absl::StrCat("\"swarm\": ", JsonString(swarm));
+    std::string stages;
+    for (int s : st) absl::StrAppend(&stages, stages.empty() ? "" : "+", s);
+    std::string c = absl::StrCat("\"insecure\": true,\n  \"control_port\": -1");
+    if (!stages.empty()) {
+      absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages),
+                      ",\n  \"expect_members\": ", layout.size());
+    } else {
+      absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(dir + "/join.jsonl"));
+    }
+    absl::StrAppend(&c, name == layout.front().first
+                            ? absl::StrCat(",\n  \"gossip_listen\": ", JsonString(bootstrap))
+                            : absl::StrCat(",\n  \"join\": ", JsonString(bootstrap)));
+    return c;
+  };
 
   // The model flags as given to us, passed on to every node.
   std::vector<std::string> model_settings;
@@ -225,10 +277,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  for (const auto& [name, st] : layout) {
+  auto write_config = [&](const std::string& name, const std::vector<int>& st) {
     const std::string config = absl::StrCat(dir, "/", name, ".json");
     std::ofstream out(config);
-    out << "{\n  \"name\": " << JsonString(name) << ",\n  \"swarm\": " << JsonString(swarm)
+    out << "{\n  \"name\": " << JsonString(name) << ",\n  " << membership_config(name, st)
         << ",\n  \"node_iterations\": " << iterations
         << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
         << ",\n  \"memory_slots\": " << absl::GetFlag(FLAGS_local_memory_slots)
@@ -236,24 +288,18 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         << ",\n  \"node_planner\": " << JsonString(absl::GetFlag(FLAGS_local_planner))
         << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
         << ",\n  \"threads\": 1"
-        << (st[0] == 0 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress)) : "")
+        << (!st.empty() && st[0] == 0
+                ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress))
+                : "")
         << ",\n  " << absl::StrJoin(model_settings, ",\n  ")
         << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
-    out.close();
+    return config;
+  };
+  for (const auto& [name, st] : layout) {
+    const std::string config = write_config(name, st);
     Child c;
     c.name = name;
-    c.pid = fork();
-    if (c.pid < 0) return absl::UnavailableError("fork failed");
-    if (c.pid == 0) {
-      const std::string log = absl::StrCat(dir, "/logs/", name);
-      int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(o, 1);
-      dup2(e, 2);
-      const std::string cfg = "--config=" + config;
-      execl("/proc/self/exe", "skipswarm", "node", cfg.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
+    SS_ASSIGN_OR_RETURN(c.pid, SpawnNode(dir, name, config));
     children.push_back(c);
   }
   if (wan_plan) {
@@ -279,6 +325,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
 
   std::map<int64_t, Point> points;
+  const int64_t join_at = absl::GetFlag(FLAGS_local_join_at);
+  absl::Duration joiner_spawned = absl::InfiniteDuration();
+  absl::Duration joined_after = absl::InfiniteDuration();  // spawn -> JOIN line
+  std::string join_line;
   bool interrupted_sent = false;
   int alive = static_cast<int>(children.size());
   int64_t shown = -1;
@@ -304,6 +354,20 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             << c.name << " after iteration " << reported << "\n";
       }
     }
+    if (gossip && join_at >= 0 && joiner_spawned == absl::InfiniteDuration() &&
+        reported >= join_at) {
+      std::printf("\nstarting joiner j0 after iteration %lld\n", static_cast<long long>(reported));
+      Child c;
+      c.name = "j0";
+      SS_ASSIGN_OR_RETURN(c.pid, SpawnNode(dir, c.name, write_config(c.name, {})));
+      children.push_back(c);
+      ++alive;
+      joiner_spawned = clock->SteadyNow();
+    }
+    if (joiner_spawned != absl::InfiniteDuration() && joined_after == absl::InfiniteDuration()) {
+      std::ifstream in(dir + "/join.jsonl");
+      if (std::getline(in, join_line)) joined_after = clock->SteadyNow() - joiner_spawned;
+    }
     if (!points.empty() && reported != shown) {
       shown = reported;
       const Point& p = points.rbegin()->second;
@@ -325,7 +389,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     if (g_interrupted.load() && !interrupted_sent) {
       std::printf("\ninterrupted: asking every node to finish its iteration and checkpoint\n");
       for (Child& c : children) {
-        if (!c.exited) kill(c.pid, SIGTERM);
+        if (!c.exited) kill(c.pid, SIGINT);  // stop (SIGTERM would be a drain)
       }
       interrupted_sent = true;
     }
@@ -344,6 +408,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
   }
   std::printf("summary: %s/loss.csv, %s/loss.svg\n", dir.c_str(), dir.c_str());
+  if (joined_after != absl::InfiniteDuration()) {
+    std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "
+                "start and libtorch load) %.3f s\n",
+                join_line.c_str(), absl::ToDoubleSeconds(joined_after));
+  }
   if (wan_plan && wan_plan->after_run && failed == 0) wan_plan->after_run();
   if (failed > 0) return absl::InternalError(absl::StrCat(failed, " node(s) failed"));
   return absl::OkStatus();
