@@ -183,7 +183,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   absl::StatusOr<std::string> FetchNow(const std::string& address, uint64_t iteration,
                                        int stage) {
     if (address.empty()) return absl::UnavailableError("no StageService address");
-    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    auto channel = ChannelFor(address);
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
@@ -302,13 +302,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         return;
       }
       ShardedReduce& r = *it->second.reduce;
-      // Note [Gradient exchange]: a peer redoing a round we finished (it saw
-      // a death after our round completed) gets our part again.
-      if (it->second.delivered && m.members != r.members() &&
-          std::includes(r.members().begin(), r.members().end(), m.members.begin(),
-                        m.members.end())) {
-        out = r.Start(m.members);
-      }
+      VLOG(1) << options_.self.ShortString() << ": shard " << m.shard << " phase "
+              << static_cast<int>(m.phase) << " from " << m.from.ShortString() << " for a round of "
+              << m.members.size() << " (ours " << r.members().size() << ", done " << r.done()
+              << ", delivered " << it->second.delivered << ")";
       absl::StatusOr<std::vector<OutgoingReduce>> more = r.Receive(std::move(m));
       if (!more.ok()) {
         LOG(WARNING) << "refused a gradient shard: " << more.status();
@@ -319,6 +316,22 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     }
     Send(std::move(out));
     Sweep();
+  }
+
+  // One channel (one HTTP/2 connection) per peer address, reused by every
+  // push and state fetch; the channels live as long as this object.
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address) {
+    absl::MutexLock lock(&channels_mu_);
+    std::shared_ptr<grpc::Channel>& c = channels_[address];
+    if (c == nullptr) {
+      // A restarted peer at the same address is found again within a second.
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+      args.SetMaxReceiveMessageSize(8 << 20);
+      c = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    }
+    return c;
   }
 
   std::string AddressOf(const common::NodeId& to) const {
@@ -358,7 +371,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   absl::Status PushNow(const std::string& address, uint32_t phase, uint64_t iteration,
                        uint32_t stage, const ReduceMessage* m) {
     if (address.empty()) return absl::UnavailableError("no StageService address");
-    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    auto channel = ChannelFor(address);
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
@@ -446,8 +459,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       uint64_t newest = 0;
       for (auto& [key, pending] : reduces_) {
         newest = std::max(newest, key.first);
-        if (pending.delivered) continue;
         ShardedReduce& r = *pending.reduce;
+        if (pending.delivered) {
+          // Note [Gradient exchange]: peers redoing a round we finished (they
+          // saw a death after our round completed) get our part again.
+          if (std::optional<std::vector<common::NodeId>> round = r.SmallerRoundWaiting()) {
+            std::vector<OutgoingReduce> more = r.Start(*round);
+            out.insert(out.end(), std::make_move_iterator(more.begin()),
+                       std::make_move_iterator(more.end()));
+          }
+          continue;
+        }
         const std::vector<common::NodeId> live = LiveMembers(key.second);
         if (live != r.members()) {
           LOG(WARNING) << "iteration " << key.first << " stage " << key.second
@@ -552,6 +574,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 
+  absl::Mutex channels_mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(channels_mu_);
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   StateProvider provider_ ABSL_GUARDED_BY(mu_);

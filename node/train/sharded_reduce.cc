@@ -186,6 +186,17 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
   return out;
 }
 
+std::optional<std::vector<common::NodeId>> ShardedReduce::SmallerRoundWaiting() const {
+  for (auto it = later_.rbegin(); it != later_.rend(); ++it) {
+    const std::vector<common::NodeId>& round = it->first;
+    if (round.size() < members_.size() && Contains(round, self_) &&
+        std::includes(members_.begin(), members_.end(), round.begin(), round.end())) {
+      return round;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<common::NodeId> ShardedReduce::Missing() const {
   std::vector<common::NodeId> missing;
   for (int k = 0; k < static_cast<int>(members_.size()); ++k) {

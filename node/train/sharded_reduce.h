@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,10 @@ class ShardedReduce {
   const std::vector<common::NodeId>& members() const { return members_; }
   // Members whose message the current round still waits for.
   std::vector<common::NodeId> Missing() const;
+  // A round of fewer members (this one included) that peers have started
+  // and sent us messages for: once this replica is done, it redoes that
+  // round for them (Start) although its own result stands.
+  std::optional<std::vector<common::NodeId>> SmallerRoundWaiting() const;
 
  private:
   struct Part {

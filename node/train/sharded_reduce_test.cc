@@ -1,6 +1,7 @@
 #include "node/train/sharded_reduce.h"
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -56,6 +57,29 @@ class Group {
       Send(*std::move(out));
     }
   }
+  // Delivers (in queue order) every queued message `pass(to, from)` allows,
+  // and those its answers produce, until none is left that passes.
+  void DeliverIf(const std::function<bool(int to, const ReduceMessage& m)>& pass) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t i = 0; i < queue_.size(); ++i) {
+        if (!pass(Index(queue_[i].to), queue_[i].message)) continue;
+        const int to = Index(queue_[i].to);
+        OutgoingReduce o = std::move(queue_[i]);
+        queue_.erase(queue_.begin() + i);
+        auto out = reduces_[to]->Receive(std::move(o.message));
+        ASSERT_TRUE(out.ok()) << out.status();
+        Send(*std::move(out));
+        moved = true;
+        break;
+      }
+    }
+  }
+  void Restart(int r) {
+    auto round = reduces_[r]->SmallerRoundWaiting();
+    ASSERT_TRUE(round.has_value()) << r;
+    Send(reduces_[r]->Start(*round));
+  }
   void Kill(int r) { dead_.insert(r); }
 
   // Sum over `who` in ascending id order, whole vectors (the reference).
@@ -67,6 +91,7 @@ class Group {
     return sum;
   }
 
+  NodeId id(int r) const { return ids_[r]; }
   int Index(const NodeId& id) const {
     return static_cast<int>(std::find(ids_.begin(), ids_.end(), id) - ids_.begin());
   }
@@ -155,6 +180,37 @@ TEST(ShardedReduceTest, SurvivorsFinishWithoutAReplicaThatDiesMidWay) {
       EXPECT_EQ(g.at(r).result()->contributors, 3);
     }
   }
+}
+
+// Replica 0 gives up on 3 and restarts; 1 and 2 still finish the round
+// with 3 (its last messages reach them), having kept 0's new-round
+// messages: they redo that round for 0, which then finishes too.
+TEST(ShardedReduceTest, FinishedReplicasRedoASmallerRoundForALaggard) {
+  Group g(4, 101);
+  const NodeId three = g.id(3);
+  auto gather_from_3_to_0 = [three](int to, const ReduceMessage& m) {
+    return to == 0 && m.from == three && m.phase == ReduceMessage::Phase::kGather;
+  };
+  g.StartAll({0, 1, 2, 3});
+  // Everything but 3's reduced shard for 0, and 3's shard for the others.
+  g.DeliverIf([&](int to, const ReduceMessage& m) {
+    return !gather_from_3_to_0(to, m) && !(m.from == three && m.phase == ReduceMessage::Phase::kGather);
+  });
+  ASSERT_FALSE(g.at(1).done());
+  g.Start(0, {0, 1, 2});  // 0 gives up on 3
+  g.DeliverIf([&](int, const ReduceMessage& m) { return m.from == g.id(0); });
+  // 3's last shard reaches 1 and 2 only.
+  g.DeliverIf([&](int to, const ReduceMessage& m) { return to != 0 && m.from == three; });
+  ASSERT_TRUE(g.at(1).done() && g.at(2).done());
+  EXPECT_EQ(g.at(1).result()->contributors, 4);
+  ASSERT_FALSE(g.at(0).done());
+  EXPECT_FALSE(g.at(3).SmallerRoundWaiting().has_value());
+  g.Restart(1);
+  g.Restart(2);
+  g.DeliverIf([&](int to, const ReduceMessage& m) { return to != 3 && m.from != three; });
+  ASSERT_TRUE(g.at(0).done());
+  EXPECT_EQ(g.at(0).result()->contributors, 3);
+  EXPECT_EQ(g.at(0).result()->sum, g.Expected({0, 1, 2}));
 }
 
 TEST(ShardedReduceTest, MissingNamesWhoTheRoundWaitsFor) {
