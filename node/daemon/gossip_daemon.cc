@@ -166,6 +166,8 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
   return absl::OkStatus();
 }
 
+std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
+
 absl::Status GossipDaemon::RequestDrain(bool force) {
   Parts& p = *parts_;
   SS_RETURN_IF_ERROR(p.CanLeave(force));
@@ -662,6 +664,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     absl::Status s = Checkpoint();
     if (!s.ok()) LOG(ERROR) << "checkpoint failed: " << s;
   }
+  if (options.observer) options.observer(r);
 }
 
 absl::Status GossipDaemon::Run(DaemonSignals* signals) {
@@ -717,7 +720,12 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   }
   if (timed_out) return absl::OkStatus();
   SS_RETURN_IF_ERROR(p.Checkpoint());
-  if (!left) p.gossip->Leave(absl::Seconds(2), p.members->iteration());  // we are gone
+  {
+    absl::MutexLock lock(&p.mu);
+    left = p.draining;  // a drain signed LEFT with its exit iteration already
+  }
+  // Done or stopped: we are gone after the last iteration we finished.
+  if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
   LOG(INFO) << o.name << ": left the swarm";
   if (absl::IsCancelled(finish->status)) return absl::OkStatus();
   return finish->status;

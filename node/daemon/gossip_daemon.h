@@ -34,6 +34,7 @@
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "node/daemon/node_daemon.h"
 #include "node/daemon/swarm_membership.h"
+#include "node/train/node_trainer.h"
 
 namespace skipswarm::node {
 
@@ -58,6 +60,8 @@ struct GossipDaemonOptions {
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   std::string join_report_file;  // JSON line with a joiner's timings
+  // Called after every iteration (trainer thread), for tests and embedders.
+  std::function<void(const NodeIterationReport&)> observer;
 };
 
 // What main's signal handlers set.
@@ -75,6 +79,8 @@ class GossipDaemon {
   // Drain request (the control RPC; SIGTERM uses the same path): OK when
   // the node will leave after its current iteration.
   absl::Status RequestDrain(bool force);
+  // Our advertised gossip "host:port" (what others --join).
+  std::string gossip_address() const;
 
   struct Parts;
 

@@ -147,6 +147,7 @@ absl::StatusOr<int> SwarmMembership::Announce(absl::Duration timeout) {
 }
 
 void SwarmMembership::Leave(absl::Duration timeout, uint64_t exit_iteration) {
+  if (left_.exchange(true)) return;  // LEFT is final; its exit iteration too
   auto done = std::make_shared<absl::Notification>();
   membership_->Leave([&](proto::NodeRecord* r) { r->set_iteration(exit_iteration); },
                      [done] { done->Notify(); });

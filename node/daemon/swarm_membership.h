@@ -19,6 +19,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_SWARM_MEMBERSHIP_H_
 #define SKIPSWARM_NODE_DAEMON_SWARM_MEMBERSHIP_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,7 +74,8 @@ class SwarmMembership {
   absl::StatusOr<int> Announce(absl::Duration timeout);
   // Signs LEFT, with `exit_iteration` (the last iteration this node
   // trains in, Note [Leaving]) as the record's iteration, and tells a few
-  // members; returns once they answered or timed out.
+  // members; returns once they answered or timed out. Only the first call
+  // counts.
   void Leave(absl::Duration timeout, uint64_t exit_iteration);
 
  private:
@@ -89,6 +91,7 @@ class SwarmMembership {
   std::unique_ptr<membership::GrpcGossipTransport> transport_;
   std::unique_ptr<membership::GrpcGossipServer> server_;
   std::unique_ptr<membership::Membership> membership_;
+  std::atomic<bool> left_{false};
 };
 
 }  // namespace skipswarm::node

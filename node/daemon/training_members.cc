@@ -139,6 +139,8 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   std::vector<PeerInfo> out;
   for (const membership::MemberInfo& m : view_.members) {  // sorted by id
+    // A leaver takes no new routes (Note [Leaving]).
+    if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
     if (TrainsIn(m, iteration_, face)) out.push_back(ToPeer(m));
   }
   return out;
@@ -149,11 +151,12 @@ bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const
   const membership::MemberInfo* m = view_.Find(id);
   if (m == nullptr || !TrainsIn(*m, iteration_, face)) return false;
   if (id == self_) return true;
+  // Note [Leaving]. A local verdict does not cut a draining member out of
+  // the group: routing to it fails by design (it takes no new work), and
+  // it still finishes its exit iteration's barrier and averaging.
+  if (m->state == proto::MEMBER_STATE_LEFT) return iteration_ <= m->iteration;
   auto dead = dead_.find(id);
   if (dead != dead_.end() && dead->second >= m->incarnation) return false;
-  if (m->state == proto::MEMBER_STATE_LEFT) {  // Note [Leaving]
-    return face == TrainingFace::kGroup && iteration_ <= m->iteration;
-  }
   return m->live();
 }
 
@@ -162,6 +165,7 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
   {
     absl::MutexLock lock(&mu_);
     for (const membership::MemberInfo& m : view_.members) {
+      if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
       if (std::find(m.stages.begin(), m.stages.end(), static_cast<uint32_t>(stage)) !=
           m.stages.end()) {
         candidates.push_back(m.id);

@@ -40,9 +40,12 @@
 // Note [Leaving]: a draining member signs LEFT together with its exit
 // iteration x (the iteration it is in, in record.iteration): it finishes x
 // (its in-flight micro-batches, the barrier, its share of the averaging)
-// and then exits. It leaves the routing face at once (no new micro-batches)
-// and stays in the group face while our iteration is <= x. Nobody can be
-// past x without its contribution to x, so every node agrees. DEAD
+// and then exits. In the routing face it is no longer listed and no
+// replica (no new routes) but stays alive while our iteration is <= x, so
+// hops of micro-batches already routed through it (their backwards
+// retrace the route) still go to it; in the group face it stays a member
+// through x. Nobody can be past x without its contribution to x, so every
+// node agrees. Local failure verdicts (MarkDead) do not apply to it. DEAD
 // members leave both faces at once.
 //
 // Thread rule: thread-safe; the faces may be used from any thread.

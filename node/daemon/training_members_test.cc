@@ -69,7 +69,7 @@ TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
   EXPECT_GT(members.group()->version(), before);
   EXPECT_TRUE(members.group()->Replicas(1).empty());
   // Listed still (stable data order), just not alive.
-  EXPECT_EQ(members.routing()->Members().size(), 3u);
+  EXPECT_EQ(members.group()->Members().size(), 3u);
   // An older snapshot arriving late does not revive them.
   r.state = proto::MEMBER_STATE_ALIVE;
   members.Update(ViewOf({d, r}, 1));
@@ -85,9 +85,15 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
   members.Update(ViewOf({d, r, q}, 1));
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  // Micro-batches already routed through it still reach it; no new ones.
+  EXPECT_TRUE(members.routing()->IsAlive(q.id));
+  EXPECT_EQ(members.routing()->Members().size(), 2u);
+  // A local failure verdict does not cut it out of its last iteration.
+  members.routing()->MarkDead(q.id);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   members.SetIteration(8);
   EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
-  EXPECT_EQ(members.routing()->Members().size(), 3u);  // still listed
+  EXPECT_EQ(members.group()->Members().size(), 3u);  // still listed (data order)
 }
 
 TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
