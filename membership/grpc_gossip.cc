@@ -1,9 +1,5 @@
 #include "membership/grpc_gossip.h"
 
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_certificate_verifier.h>
-#include <grpcpp/security/tls_credentials_options.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "membership/bootstrap_diagnostics.h"
@@ -15,66 +11,7 @@ namespace {
 // Gossip messages are small (≤ 64 records of ≤ 8 KiB each, plus digests).
 constexpr int kMaxMessageBytes = 4 << 20;
 
-absl::StatusOr<std::shared_ptr<grpc::experimental::StaticDataCertificateProvider>>
-Provider(const GrpcSecurity& security, absl::Time now) {
-  if (security.identity == nullptr) {
-    return absl::InvalidArgumentError(
-        "TLS needs the node identity (or run with --insecure for local tests)");
-  }
-  absl::StatusOr<std::string> cert =
-      security.identity->SelfSignedCertificatePem(now);
-  if (!cert.ok()) return cert.status();
-  return std::make_shared<grpc::experimental::StaticDataCertificateProvider>(
-      std::vector<grpc::experimental::IdentityKeyCertPair>{
-          {security.identity->PrivateKeyPem(), *cert}});
-}
-
 }  // namespace
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const GrpcSecurity& security, absl::Time now) {
-  if (security.insecure) return grpc::InsecureServerCredentials();
-  auto provider = Provider(security, now);
-  if (!provider.ok()) return provider.status();
-  grpc::experimental::TlsServerCredentialsOptions options(*provider);
-  options.watch_identity_key_cert_pairs();
-  // Self-signed peers: ask for the client certificate but do not check it
-  // against a CA; the handler checks that its key hashes to the sender id.
-  options.set_cert_request_type(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
-  return grpc::experimental::TlsServerCredentials(options);
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const GrpcSecurity& security, absl::Time now) {
-  if (security.insecure) return grpc::InsecureChannelCredentials();
-  auto provider = Provider(security, now);
-  if (!provider.ok()) return provider.status();
-  grpc::experimental::TlsChannelCredentialsOptions options;
-  options.set_certificate_provider(*provider);
-  options.watch_identity_key_cert_pairs();
-  // See ServerCredentials: identity is the key hash, checked per call.
-  options.set_verify_server_certs(false);
-  options.set_check_call_host(false);
-  options.set_certificate_verifier(
-      std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
-  return grpc::experimental::TlsCredentials(options);
-}
-
-absl::StatusOr<common::NodeId> PeerIdFromAuthContext(
-    const grpc::AuthContext& auth) {
-  std::vector<grpc::string_ref> pems = auth.FindPropertyValues("x509_pem_cert");
-  if (pems.empty()) {
-    return absl::UnauthenticatedError("peer presented no TLS certificate");
-  }
-  absl::StatusOr<std::string> key = PublicKeyFromCertificatePem(
-      absl::string_view(pems[0].data(), pems[0].size()));
-  if (!key.ok()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("peer certificate: ", key.status().message()));
-  }
-  return common::NodeId::FromPublicKey(*key);
-}
 
 // ---------------------------------------------------------------- server
 
@@ -142,12 +79,12 @@ class GrpcGossipServer::Service final
 absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
     const std::string& address, GossipHandler* handler,
     const GrpcSecurity& security, absl::Time now) {
-  auto credentials = ServerCredentials(security, now);
+  auto credentials = PeerCredentials::Create(security, now);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<GrpcGossipServer> server(new GrpcGossipServer());
   server->service_ = std::make_unique<Service>(handler, security.insecure);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, *credentials, &server->port_);
+  builder.AddListeningPort(address, (*credentials)->ForServer(), &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   server->server_ = builder.BuildAndStart();
@@ -197,18 +134,18 @@ absl::StatusOr<proto::GossipService::Stub*> GrpcGossipTransport::StubFor(
   auto it = stubs_.find(address);
   if (it != stubs_.end()) return it->second.get();
   if (credentials_ == nullptr) {
-    auto credentials = ChannelCredentials(security_, clock_->Now());
+    auto credentials = PeerCredentials::Create(security_, clock_->Now());
     if (!credentials.ok()) return credentials.status();
-    credentials_ = *credentials;
+    credentials_ = *std::move(credentials);
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  if (!security_.insecure) args.SetSslTargetNameOverride(kCertificateDnsName);
+  credentials_->ConfigureChannel(args);
   // Fail fast and retry at our level (SWIM probes have their own deadline).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   auto stub = proto::GossipService::NewStub(
-      grpc::CreateCustomChannel(address, credentials_, args));
+      grpc::CreateCustomChannel(address, credentials_->ForChannel(), args));
   auto* raw = stub.get();
   stubs_[address] = std::move(stub);
   return raw;

@@ -31,28 +31,11 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "membership/identity.h"
+#include "membership/tls_credentials.h"
 #include "membership/transport.h"
 #include "proto/gossip.grpc.pb.h"
 
 namespace skipswarm::membership {
-
-struct GrpcSecurity {
-  // Our identity (certificate and key). Must outlive server/transport.
-  // Required unless `insecure`.
-  const Identity* identity = nullptr;
-  // Plain text, no peer authentication: only behind an explicit --insecure.
-  bool insecure = false;
-};
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const GrpcSecurity& security, absl::Time now);
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const GrpcSecurity& security, absl::Time now);
-
-// The node id proven by the peer's TLS certificate (Unauthenticated when the
-// connection is not TLS or the certificate is not an Ed25519 one).
-absl::StatusOr<common::NodeId> PeerIdFromAuthContext(
-    const grpc::AuthContext& auth);
 
 class GrpcGossipServer {
  public:
@@ -99,7 +82,7 @@ class GrpcGossipTransport final : public GossipTransport {
   const GrpcSecurity security_;
   common::Clock* const clock_;
   absl::Mutex mu_;
-  std::shared_ptr<grpc::ChannelCredentials> credentials_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PeerCredentials> credentials_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<proto::GossipService::Stub>>
       stubs_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
