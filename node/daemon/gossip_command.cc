@@ -31,8 +31,9 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
 ABSL_FLAG(std::string, swarm_secret, "",
           "Private swarm secret: nodes without it cannot join (never sent).");
-ABSL_FLAG(int, entry_lead, 3,
-          "A joiner enters this many iterations after its source replica's current one.");
+ABSL_FLAG(int, entry_lead, 2,
+          "A joiner enters at least this many (>= 2) iterations after its source replica's "
+          "current one; more when iterations are shorter than ~0.5 s.");
 ABSL_FLAG(bool, force, false,
           "Leave (SIGTERM, drain) even as the last live replica of a stage.");
 ABSL_FLAG(int, control_port, 0,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -51,7 +52,7 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // A joiner's milestones (steady clock), for its time-to-first-useful-work.
 struct JoinTimeline {
-  absl::Duration start, bootstrapped, announced, state_loaded, first_step, routable,
+  absl::Duration start, bootstrapped, announced, first_chunk, state_loaded, first_step, routable,
       first_forward, first_backward;
   uint64_t entry = 0;
   size_t state_bytes = 0;
@@ -91,6 +92,9 @@ struct GossipDaemon::Parts {
   std::unique_ptr<SwarmMembership> gossip;
   int64_t start_iteration = 0;
   absl::Duration run_started;
+  // A joiner's first look at its source's iteration (for its pace).
+  std::optional<uint64_t> source_first_iteration;
+  absl::Duration source_first_asked;
 
   absl::Mutex mu;
   JoinTimeline timeline ABSL_GUARDED_BY(mu);
@@ -315,6 +319,15 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     p->stages = {*s};
     LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
   }
+  if (p->joiner) {
+    for (const std::string& a : StateSources(m->GetView(), p->self, p->stages.front())) {
+      absl::StatusOr<uint64_t> it = QuerySourceIteration(a, absl::Seconds(2));
+      if (!it.ok()) continue;
+      p->source_first_iteration = *it;
+      p->source_first_asked = p->clock->SteadyNow();
+      break;
+    }
+  }
   SS_RETURN_IF_ERROR(p->BuildTraining());
   auto daemon = std::unique_ptr<GossipDaemon>(new GossipDaemon(std::move(p)));
   SS_RETURN_IF_ERROR(daemon->parts_->StartControl());
@@ -485,11 +498,13 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   // The source's current iteration fixes our entry (Note [Entry iteration]).
   std::vector<std::string> sources;
   absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
+  std::string source_asked;
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
   while (true) {
     sources = StateSources(m->GetView(), self, stage);
     for (const std::string& a : sources) {
       current = QuerySourceIteration(a, absl::Seconds(2));
+      source_asked = a;
       if (current.ok()) break;
     }
     if (current.ok() || clock->SteadyNow() > deadline) break;
@@ -499,7 +514,20 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
                                                " answers: ", current.status().message()));
   }
-  const uint64_t entry = *current + std::max(1, options.entry_lead);
+  // Note [Entry iteration]: our record must reach every member before any
+  // of them starts the entry iteration. Members are within one iteration
+  // of each other, so two iterations ahead of the source suffice when
+  // announcing takes a small part of an iteration; with fast iterations
+  // the lead grows to cover ~0.5 s. The iteration time comes from the
+  // source's progress since we first asked (in Create).
+  int lead = std::max(2, options.entry_lead);
+  if (source_first_iteration.has_value() && *current > *source_first_iteration) {
+    const absl::Duration per_iteration =
+        (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
+    lead += static_cast<int>(std::ceil(absl::FDivDuration(absl::Milliseconds(500), per_iteration)));
+    LOG(INFO) << o.name << ": swarm iterations take ~" << per_iteration << "; entry lead " << lead;
+  }
+  const uint64_t entry = *current + lead;
   if (entry >= static_cast<uint64_t>(o.iterations)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
@@ -515,11 +543,11 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     timeline.announced = clock->SteadyNow();
     timeline.entry = entry;
   }
-  absl::StatusOr<uint64_t> now_at = QuerySourceIteration(sources.front(), absl::Seconds(2));
+  absl::StatusOr<uint64_t> now_at = QuerySourceIteration(source_asked, absl::Seconds(2));
   LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
             << " (source at " << *current << ", now " << (now_at.ok() ? *now_at : 0)
             << "); announced to " << reached << " members";
-  if (now_at.ok() && *now_at + 1 >= entry) {
+  if (now_at.ok() && *now_at + 2 > entry) {
     LOG(WARNING) << o.name << ": the swarm moved close to our entry iteration while we "
                  << "announced; a member that missed our record shows up as a digest mismatch";
   }
@@ -530,6 +558,10 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   fo.stage = stage;
   fo.iteration = entry;
   fo.deadline = o.startup_timeout;
+  fo.on_first_chunk = [this] {
+    absl::MutexLock lock(&mu);
+    if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
+  };
   SS_ASSIGN_OR_RETURN(FetchedState fetched, FetchStageState(sources, fo));
   const std::string path = ScratchPath(stage, "joined");
   {
@@ -578,16 +610,18 @@ void GossipDaemon::Parts::ReportJoin() {
   }
   const double bootstrap = Seconds(t.bootstrapped - t.start);
   const double view = Seconds(t.announced - t.bootstrapped);
-  const double transfer = Seconds(t.state_loaded - t.announced);
+  const double source_boundary = Seconds(t.first_chunk - t.announced);
+  const double transfer = Seconds(t.state_loaded - t.first_chunk);
   const double boundary = Seconds(t.routable - t.state_loaded);
   const double first_mb = Seconds(t.first_backward - t.routable);
   const double total = Seconds(t.first_backward - t.start);
   const std::string line = absl::StrFormat(
       "{\"node\":\"%s\",\"stage\":%d,\"entry\":%d,\"bootstrap_s\":%.3f,\"view_s\":%.3f,"
-      "\"state_transfer_s\":%.3f,\"wait_boundary_s\":%.3f,\"first_mb_s\":%.3f,"
-      "\"total_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,\"digest_after_first_step\":"
-      "\"%016x\",\"digests_agree\":%s}",
-      base().name, stages.front(), t.entry, bootstrap, view, transfer, boundary, first_mb, total,
+      "\"wait_source_boundary_s\":%.3f,\"state_transfer_s\":%.3f,\"entry_iteration_s\":%.3f,"
+      "\"first_mb_s\":%.3f,\"total_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,"
+      "\"digest_after_first_step\":\"%016x\",\"digests_agree\":%s}",
+      base().name, stages.front(), t.entry, bootstrap, view, source_boundary, transfer, boundary,
+      first_mb, total,
       t.state_bytes, t.streams, t.digest_after_first_step,
       t.digests_checked == 1 ? "true" : "false");
   LOG(INFO) << base().name << ": JOIN " << line;

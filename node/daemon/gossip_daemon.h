@@ -55,8 +55,10 @@ struct GossipDaemonOptions {
   std::string state_listen = "127.0.0.1:0";
   std::vector<int> stages;   // empty: a joiner asks the allocation
   int expect_members = 0;    // > 0: a founder waiting for this many
-  // A joiner enters this many iterations after its source's current one.
-  int entry_lead = 3;
+  // A joiner enters at least this many (>= 2) iterations after its
+  // source's current one; more when iterations are short (Note [Entry
+  // iteration]).
+  int entry_lead = 2;
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   std::string join_report_file;  // JSON line with a joiner's timings

@@ -258,6 +258,7 @@ absl::Status FetchOnce(proto::StageService::Stub* stub, const FetchOptions& o, s
     }
     if (first) {
       first = false;
+      if (o.on_first_chunk) o.on_first_chunk();
       total = chunk.total_bytes();
       if (!sha->empty() && chunk.sha256() != *sha) {
         // Another snapshot than the bytes held: restart from zero.

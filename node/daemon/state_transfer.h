@@ -103,6 +103,9 @@ struct FetchOptions {
   absl::Duration deadline = absl::Seconds(60);
   // Resumes at the same source after a broken stream before moving on.
   int resumes_per_source = 2;
+  // Called (on the caller's thread) when the first chunk arrives: the
+  // source reached the boundary and the bytes start to flow.
+  std::function<void()> on_first_chunk;
 };
 
 struct FetchedState {

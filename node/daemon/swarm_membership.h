@@ -64,6 +64,9 @@ class SwarmMembership {
   membership::Membership* membership() { return membership_.get(); }
   const common::NodeId& id() const;
   const std::string& swarm_id() const { return swarm_id_; }
+  // Our key (for the other services' mutual TLS). Lives as long as this.
+  const membership::Identity* identity() const { return identity_.get(); }
+  bool insecure() const { return options_.insecure; }
   const DaemonEndpoints& endpoints() const { return endpoints_; }
 
   // REQUIRES: CreateMembership done.
