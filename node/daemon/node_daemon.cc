@@ -197,6 +197,9 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   to.self = p->self;
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
   to.swarm_id = options.swarm_id;
+  // A static --swarm list names nodes (NodeId::ForName), it has no keys to
+  // authenticate: plain text. Mutual TLS needs gossip membership (GossipDaemon).
+  to.credentials = membership::PeerCredentials::Insecure();
   SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
   SS_RETURN_IF_ERROR(p->WrapWithShaping());
   for (const PeerInfo& m : members) {
@@ -206,6 +209,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.self = p->self;
   go.listen_address = options.group_listen.empty() ? me->info.group_address : options.group_listen;
   go.swarm_id = options.swarm_id;
+  go.credentials = to.credentials;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
   std::map<int, StageCompute*> stages;

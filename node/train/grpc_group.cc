@@ -43,7 +43,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(options_.listen_address, creds().ForServer(), &port_);
     builder.SetMaxReceiveMessageSize(8 << 20);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
@@ -80,6 +80,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         count = chunk.chunk_count();
         total = chunk.tensor().shape(0);
         ok = Header(chunk, &m);
+        if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
         data.reserve(total);
       } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
                              chunk.chunk_count() != count || chunk.phase() != phase ||
@@ -151,6 +152,12 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     if (ok.ok() && !options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
       ok = absl::PermissionDeniedError("wrong swarm id");
     }
+    if (ok.ok() && !creds().insecure()) {
+      absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(request->from());
+      ok = from.ok() ? creds().CheckPeer(context->auth_context(), *from)
+                     : absl::UnauthenticatedError("state request without a sender id");
+      if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
+    }
     StateProvider provider;
     {
       absl::MutexLock lock(&mu_);
@@ -180,10 +187,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     return grpc::Status::OK;
   }
 
-  absl::StatusOr<std::string> FetchNow(const std::string& address, uint64_t iteration,
-                                       int stage) {
+  absl::StatusOr<std::string> FetchNow(const std::string& address, const common::NodeId& to,
+                                       uint64_t iteration, int stage) {
     if (address.empty()) return absl::UnavailableError("no StageService address");
-    auto channel = ChannelFor(address);
+    auto channel = ChannelFor(address, to);
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
@@ -230,7 +237,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         auto self = weak.lock();
         if (!self) return;
         absl::StatusOr<std::string> state =
-            self->FetchNow(self->AddressOf(from), iteration, stage);
+            self->FetchNow(self->AddressOf(from), from, iteration, stage);
         if (absl::IsUnavailable(state.status()) && attempt + 1 < kMaxAttempts &&
             self->view_->IsAlive(from)) {
           return self->TryFetch(iteration, stage, from, done, attempt + 1);
@@ -318,18 +325,21 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     Sweep();
   }
 
-  // One channel (one HTTP/2 connection) per peer address, reused by every
-  // push and state fetch; the channels live as long as this object.
-  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address) {
+  // One channel (one HTTP/2 connection) per peer address and node (a TLS
+  // channel talks only to its node), reused by every push and state fetch;
+  // the channels live as long as this object.
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address,
+                                            const common::NodeId& to) {
     absl::MutexLock lock(&channels_mu_);
-    std::shared_ptr<grpc::Channel>& c = channels_[address];
+    std::shared_ptr<grpc::Channel>& c = channels_[absl::StrCat(address, "/", to.Hex())];
     if (c == nullptr) {
       // A restarted peer at the same address is found again within a second.
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
       args.SetMaxReceiveMessageSize(8 << 20);
-      c = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+      creds().ConfigureChannel(args);
+      c = grpc::CreateCustomChannel(address, creds().ForChannel(to), args);
     }
     return c;
   }
@@ -359,7 +369,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     pushers_[which]->Post([weak, to, address, phase, iteration, stage, m] {
       auto self = weak.lock();
       if (!self) return;
-      absl::Status s = self->PushNow(address, phase, iteration, stage, m.get());
+      absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
       if (!s.ok()) {
         LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
         self->view_->MarkDead(to);
@@ -368,10 +378,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     });
   }
 
-  absl::Status PushNow(const std::string& address, uint32_t phase, uint64_t iteration,
-                       uint32_t stage, const ReduceMessage* m) {
+  absl::Status PushNow(const std::string& address, const common::NodeId& to, uint32_t phase,
+                       uint64_t iteration, uint32_t stage, const ReduceMessage* m) {
     if (address.empty()) return absl::UnavailableError("no StageService address");
-    auto channel = ChannelFor(address);
+    auto channel = ChannelFor(address, to);
     auto stub = proto::StageService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
@@ -543,8 +553,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       pushers_[which]->Post([weak, m, address] {
         auto self = weak.lock();
         if (!self) return;
-        auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-        auto stub = proto::StageService::NewStub(channel);
+        auto stub = proto::StageService::NewStub(self->ProbeChannel(address, m));
         grpc::ClientContext context;
         context.set_deadline(common::SystemDeadlineAfter(self->options_.probe_timeout));
         proto::HealthRequest request;
@@ -561,6 +570,16 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     }
   }
 
+  // A fresh channel for one Health call to member `to`.
+  std::shared_ptr<grpc::Channel> ProbeChannel(const std::string& address,
+                                              const common::NodeId& to) const {
+    grpc::ChannelArguments args;
+    creds().ConfigureChannel(args);
+    return grpc::CreateCustomChannel(address, creds().ForChannel(to), args);
+  }
+
+  const membership::PeerCredentials& creds() const { return *credentials_; }
+
   struct PendingReduce {
     std::unique_ptr<ShardedReduce> reduce;
     std::vector<ReduceDone> waiters;
@@ -568,6 +587,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   };
 
   const GrpcGroupOptions options_;
+  // options_.credentials, or plain text when the caller set none.
+  const std::shared_ptr<const membership::PeerCredentials> credentials_ =
+      options_.credentials != nullptr ? options_.credentials
+                                      : membership::PeerCredentials::Insecure();
   SwarmView* const view_;
   common::Clock* const clock_;
   std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_;
@@ -594,6 +617,14 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
 
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
     const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock) {
+  if (options.credentials == nullptr) {
+    LOG(WARNING) << "GrpcGroupOptions.credentials not set: replica group in plain text, "
+                    "peers unauthenticated";
+  } else if (!options.credentials->insecure() && options.credentials->id() != options.self) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GrpcGroupOptions.self ", options.self.ShortString(),
+        " is not the node id of the TLS identity (", options.credentials->id().ShortString(), ")"));
+  }
   auto impl = std::make_shared<Impl>(options, view, clock);
   absl::Status started = impl->Start();
   if (!started.ok()) return started;
@@ -611,8 +642,7 @@ absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout) {
   std::vector<std::string> missing;
   for (const PeerInfo& p : impl_->view_->Members()) {
     if (p.id == impl_->options_.self) continue;
-    auto channel = grpc::CreateChannel(p.group_address, grpc::InsecureChannelCredentials());
-    auto stub = proto::StageService::NewStub(channel);
+    auto stub = proto::StageService::NewStub(impl_->ProbeChannel(p.group_address, p.id));
     grpc::ClientContext context;
     context.set_deadline(deadline);
     context.set_wait_for_ready(true);

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "membership/tls_credentials.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
 
@@ -61,6 +62,13 @@ struct GrpcGroupOptions {
   absl::Duration probe_timeout = absl::Milliseconds(500);
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
+  // Note [Peer authentication] (membership/tls_credentials.h): TLS from the
+  // node's identity (`self` must be its id; a push or state request whose
+  // sender is not the caller's certificate is refused UNAUTHENTICATED, and
+  // calls to a member fail unless its server proves to be it), or
+  // PeerCredentials::Insecure() behind --insecure. Null: plain text with a
+  // warning (callers not yet migrated).
+  std::shared_ptr<const membership::PeerCredentials> credentials;
 };
 
 class GrpcGroupComm final : public GroupComm {

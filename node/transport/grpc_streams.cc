@@ -34,13 +34,20 @@ ServerStream::ServerStream(grpc::CallbackServerContext* context,
                 "pipeline stream without ", kNodeIdMetadata, " metadata")))
           : PeerId::FromHex(absl::string_view(it->second.data(), it->second.size()));
   if (!id.ok()) {
+    id = absl::InvalidArgumentError(
+        absl::StrCat("bad ", kNodeIdMetadata, ": ", id.status().message()));
+  } else if (env_.credentials != nullptr) {
+    // Note [Peer authentication]: the certificate must be the claimed node's.
+    absl::Status auth = env_.credentials->CheckPeer(context->auth_context(), *id);
+    if (!auth.ok()) id = auth;
+  }
+  if (!id.ok()) {
     LOG(WARNING) << "refused pipeline stream from " << context->peer() << ": "
                  << id.status();
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
-      finish_status_ = proto::ToGrpcStatus(absl::InvalidArgumentError(
-          absl::StrCat("bad ", kNodeIdMetadata, ": ", id.status().message())));
+      finish_status_ = proto::ToGrpcStatus(id.status());
     }
     Pump();
     return;

@@ -67,7 +67,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen_address,
-                             grpc::InsecureServerCredentials(), &port_);
+                             options_.credentials->ForServer(), &port_);
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(options_.keepalive_time));
@@ -99,6 +99,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     }
     internal::ServerStreamEnv env;
     env.validator = validator_;
+    env.credentials = options_.credentials.get();
     env.max_unacked_frames = options_.max_frames_awaiting_admission;
     env.handler = [this] {
       absl::MutexLock lock(&mu_);
@@ -209,7 +210,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
             "peer ", to.ShortString(), " failed recently; reconnecting in ",
             absl::FormatDuration(peer.retry_at - now)));
       }
-      auto stub = stubs_.find(peer.address);
+      auto stub = stubs_.find(StubKey(peer.address, to));
       if (stub == stubs_.end()) {
         return absl::UnavailableError("peer address changed; retry");
       }
@@ -238,6 +239,12 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     return absl::OkStatus();
   }
 
+  // Channels are per (address, node): a TLS channel only talks to the node
+  // it was made for (Note [Peer authentication]).
+  static std::string StubKey(const std::string& address, const PeerId& peer) {
+    return absl::StrCat(address, "/", peer.Hex());
+  }
+
   // Makes sure a stub (channel) for `to`'s address exists. Channels are
   // created outside the lock and kept until the transport is destroyed
   // (see PeerStreamEnv::stub); an unused channel goes idle and closes its
@@ -248,17 +255,18 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
       absl::MutexLock lock(&mu_);
       auto it = peers_.find(to);
       if (it == peers_.end() || it->second.address.empty() ||
-          stubs_.contains(it->second.address)) {
+          stubs_.contains(StubKey(it->second.address, to))) {
         return;
       }
       address = it->second.address;
     }
-    std::unique_ptr<proto::PipelineService::Stub> stub = NewStub(address);
+    std::unique_ptr<proto::PipelineService::Stub> stub = NewStub(address, to);
     absl::MutexLock lock(&mu_);
-    stubs_.try_emplace(address, std::move(stub));  // a racing twin is unused
+    stubs_.try_emplace(StubKey(address, to), std::move(stub));  // a racing twin is unused
   }
 
-  std::unique_ptr<proto::PipelineService::Stub> NewStub(const std::string& address) {
+  std::unique_ptr<proto::PipelineService::Stub> NewStub(const std::string& address,
+                                                        const PeerId& peer) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(options_.keepalive_time));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(options_.keepalive_timeout));
@@ -274,8 +282,9 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     // Each transport owns its connections (several transports share a
     // process in tests and the local swarm).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    return proto::PipelineService::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    options_.credentials->ConfigureChannel(args);
+    return proto::PipelineService::NewStub(grpc::CreateCustomChannel(
+        address, options_.credentials->ForChannel(peer), args));
   }
 
   // A stream to `peer` ended; its pending sends have failed already.
@@ -322,6 +331,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
   int live_streams_ ABSL_GUARDED_BY(mu_) = 0;  // client and server reactors
   GrpcTransportStats stats_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PeerId, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // By StubKey(address, peer).
   absl::flat_hash_map<std::string, std::unique_ptr<proto::PipelineService::Stub>>
       stubs_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const FrameHandler> handler_ ABSL_GUARDED_BY(mu_);
@@ -336,6 +346,19 @@ absl::StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::Create(
     GrpcTransportOptions options, common::Clock* clock) {
   if (options.self.IsZero()) {
     return absl::InvalidArgumentError("GrpcTransportOptions.self is not set");
+  }
+  if (options.credentials == nullptr) {
+    // TODO(security): refuse (InvalidArgument) once every caller passes
+    // credentials; until then plain text, loudly.
+    LOG(WARNING) << "GrpcTransportOptions.credentials not set: pipeline in plain text, "
+                    "peers unauthenticated";
+    options.credentials = membership::PeerCredentials::Insecure();
+  }
+  if (!options.credentials->insecure() && options.credentials->id() != options.self) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GrpcTransportOptions.self ", options.self.ShortString(),
+        " is not the node id of the TLS identity (", options.credentials->id().ShortString(),
+        ")"));
   }
   auto impl = std::make_unique<Impl>(std::move(options), clock);
   absl::Status started = impl->StartServer();

@@ -6,6 +6,8 @@
 //   opts.self = my_id;
 //   opts.listen_address = "0.0.0.0:7420";   // port 0: pick one (tests)
 //   opts.swarm_id = swarm_id;
+//   SS_ASSIGN_OR_RETURN(opts.credentials, membership::PeerCredentials::Create(
+//                                             {identity.get()}, clock->Now()));
 //   SS_ASSIGN_OR_RETURN(auto transport, GrpcTransport::Create(opts, clock));
 //   transport->SetFrameHandler(...);
 //   transport->SetPeerAddress(peer, "10.0.0.7:7420");
@@ -29,9 +31,13 @@
 // - Receiving: the callback-API server validates every frame (Note [Frame
 //   validation]) and passes it to the frame handler; gRPC's standard health
 //   service (grpc.health.v1) answers SERVING.
-// - Senders identify themselves with their NodeId in stream metadata; it is
-//   not authenticated yet (TLS with node keys comes with the daemon's
-//   security work).
+// - Security (Note [Peer authentication], membership/tls_credentials.h):
+//   mutual TLS with the nodes' Ed25519 certificates. A sender names itself
+//   in stream metadata (ss-node-id); the server refuses a stream whose TLS
+//   certificate is not that node's (UNAUTHENTICATED, logged; the server
+//   keeps serving), and a sender's channel to peer P fails its handshake
+//   unless the server there proves to be P (sends fail UNAVAILABLE).
+//   Plain text only with PeerCredentials::Insecure() (--insecure).
 //
 // Thread rule: thread-safe; see transport.h. Handlers and `done` run on
 // gRPC callback threads (or the clock's timer thread for deadlines and
@@ -47,12 +53,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "membership/tls_credentials.h"
 #include "node/transport/transport.h"
 
 namespace skipswarm::node {
 
 struct GrpcTransportOptions {
+  // With TLS credentials, the id of their identity.
   PeerId self;
+  // TLS from the node's identity, or PeerCredentials::Insecure() when the
+  // caller said --insecure. Null is plain text with a warning, for callers
+  // not yet migrated (to be refused).
+  std::shared_ptr<const membership::PeerCredentials> credentials;
   // "host:port" to serve on; port 0 picks a free port (see port()).
   // Empty: send only (no server).
   std::string listen_address = "127.0.0.1:0";

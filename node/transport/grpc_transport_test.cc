@@ -86,6 +86,10 @@ class GrpcTransportTest : public ::testing::Test {
                                       GrpcTransportOptions options = {}) {
     options.self = id;
     options.swarm_id = kTestSwarm;
+    // TLS cases: grpc_transport_tls_test.cc.
+    if (options.credentials == nullptr) {
+      options.credentials = membership::PeerCredentials::Insecure();
+    }
     return GrpcTransport::Create(options, clock_.get()).value();
   }
 

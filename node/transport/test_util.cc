@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
+
 namespace skipswarm::node::testutil {
 
 std::string TestPayload(size_t bytes, uint64_t seed) {
@@ -50,6 +52,36 @@ SendDone AckWaiter::Callback() {
 absl::Status AckWaiter::Wait() {
   done_.WaitForNotification();
   return status_;
+}
+
+LogCapture::LogCapture() { google::AddLogSink(this); }
+
+LogCapture::~LogCapture() { google::RemoveLogSink(this); }
+
+void LogCapture::send(google::LogSeverity severity, const char*, const char*,
+                      int, const google::LogMessageTime&, const char* message,
+                      size_t message_len) {
+  if (severity < google::GLOG_WARNING) return;
+  absl::MutexLock lock(&mu_);
+  lines_.emplace_back(message, message_len);
+}
+
+bool LogCapture::WaitFor(absl::string_view needle, absl::Duration timeout) {
+  auto found = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const std::string& line : lines_) {
+      if (absl::StrContains(line, needle)) return true;
+    }
+    return false;
+  };
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&found), timeout);
+}
+
+int LogCapture::Count(absl::string_view needle) {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const std::string& line : lines_) n += absl::StrContains(line, needle);
+  return n;
 }
 
 }  // namespace skipswarm::node::testutil

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "node/transport/frame.h"
@@ -35,6 +38,27 @@ class AckWaiter {
  private:
   absl::Notification done_;
   absl::Status status_;
+};
+
+// Collects WARNING and worse glog lines while it exists, so tests can check
+// that a rejection was logged. Thread-safe.
+class LogCapture final : public google::LogSink {
+ public:
+  LogCapture();
+  ~LogCapture() override;
+
+  void send(google::LogSeverity severity, const char* full_filename,
+            const char* base_filename, int line,
+            const google::LogMessageTime& time, const char* message,
+            size_t message_len) override;
+  // Blocks until a captured line contains `needle` (false after `timeout`).
+  bool WaitFor(absl::string_view needle,
+               absl::Duration timeout = absl::Seconds(10));
+  int Count(absl::string_view needle);
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node::testutil

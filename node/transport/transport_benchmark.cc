@@ -6,6 +6,8 @@
 //                         a time: seal (CRC) + chunk + send + receive +
 //                         reassemble + validate (CRC) + ack.
 // BM_GrpcStreamThroughput activations through one stream, 4 frames in flight.
+//                         Both: /0 plain text (--insecure), /1 mutual TLS
+//                         with Ed25519 node certificates (the default).
 // BM_RawTcpCopy           the same bytes through a plain loopback TCP socket
 //                         (write → read into a buffer), the ceiling.
 // BM_Crc32c4MB            CRC-32C of a 4 MB payload (hardware / table).
@@ -28,6 +30,8 @@
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
 #include "common/crc32c.h"
+#include "membership/identity.h"
+#include "membership/tls_credentials.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/malloc_tuning.h"
@@ -54,15 +58,29 @@ void TuneMalloc() {
   (void)tuned;
 }
 
-// Two gRPC transports on loopback; b accepts everything.
+// Two gRPC transports on loopback, plain text or mutual TLS; b accepts
+// everything.
 struct LoopbackPair {
-  LoopbackPair() : clock(common::RealClock::Create()) {
+  explicit LoopbackPair(bool tls) : clock(common::RealClock::Create()) {
     TuneMalloc();
     GrpcTransportOptions options;
     options.swarm_id = kTestSwarm;
     options.self = PeerId::ForName("a");
+    options.credentials = membership::PeerCredentials::Insecure();
+    if (tls) {
+      a_key = membership::Identity::FromSeed(std::string(32, 'a')).value();
+      options.self = a_key->id();
+      options.credentials =
+          membership::PeerCredentials::Create({a_key.get()}, clock->Now()).value();
+    }
     a = GrpcTransport::Create(options, clock.get()).value();
     options.self = PeerId::ForName("b");
+    if (tls) {
+      b_key = membership::Identity::FromSeed(std::string(32, 'b')).value();
+      options.self = b_key->id();
+      options.credentials =
+          membership::PeerCredentials::Create({b_key.get()}, clock->Now()).value();
+    }
     b = GrpcTransport::Create(options, clock.get()).value();
     a->SetPeerAddress(b->self(), b->loopback_address());
     b->SetFrameHandler(AdmitWith([](const PeerId&, Frame) { return absl::OkStatus(); }));
@@ -73,12 +91,14 @@ struct LoopbackPair {
     return frame;
   }
   std::unique_ptr<common::RealClock> clock;
+  std::unique_ptr<membership::Identity> a_key, b_key;  // outlive the transports
   std::unique_ptr<GrpcTransport> a, b;
   uint64_t next_mb = 0;
 };
 
 void BM_GrpcHopOverhead4MB(benchmark::State& state) {
-  LoopbackPair pair;
+  LoopbackPair pair(state.range(0) == 1);
+  state.SetLabel(state.range(0) == 1 ? "tls" : "plain");
   const Frame prototype =
       MakeTestFrame({pair.a->self(), pair.b->self(), pair.a->self()}, 1, kActivationBytes);
   for (auto _ : state) {
@@ -95,10 +115,11 @@ void BM_GrpcHopOverhead4MB(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kActivationBytes);
 }
-BENCHMARK(BM_GrpcHopOverhead4MB)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GrpcHopOverhead4MB)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_GrpcStreamThroughput(benchmark::State& state) {
-  LoopbackPair pair;
+  LoopbackPair pair(state.range(0) == 1);
+  state.SetLabel(state.range(0) == 1 ? "tls" : "plain");
   const Frame prototype =
       MakeTestFrame({pair.a->self(), pair.b->self(), pair.a->self()}, 1, kActivationBytes);
   constexpr int kFramesPerIteration = 16;
@@ -129,7 +150,7 @@ void BM_GrpcStreamThroughput(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kFramesPerIteration * kActivationBytes);
 }
-BENCHMARK(BM_GrpcStreamThroughput)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GrpcStreamThroughput)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RawTcpCopy(benchmark::State& state) {
   TuneMalloc();
