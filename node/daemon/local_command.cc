@@ -54,6 +54,9 @@ ABSL_FLAG(std::string, local_membership, "gossip",
 ABSL_FLAG(int64_t, local_join_at, -1,
           "Gossip: once iteration N is reported, start one more node (j0, no stage given) that "
           "joins the training swarm; its time-to-first-useful-work goes to join.jsonl.");
+ABSL_FLAG(bool, local_tls, false,
+          "Gossip membership: mutual TLS between the nodes (a key per node in "
+          "LOCAL_DIR/keys/) instead of plain text (--insecure, the default for speed).");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -234,6 +237,15 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
     return absl::InvalidArgumentError("--local_membership must be gossip or static");
   }
+  const bool tls = absl::GetFlag(FLAGS_local_tls);
+  if (tls && !gossip) {
+    return absl::InvalidArgumentError(
+        "--local_tls needs --local_membership=gossip (static lists have no node keys)");
+  }
+  if (tls) {
+    std::filesystem::create_directories(dir + "/keys", ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, "/keys"));
+  }
   std::string swarm, bootstrap;
   if (gossip) {
     SS_ASSIGN_OR_RETURN(int port, FreePort());
@@ -252,7 +264,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     if (!gossip) return absl::StrCat("\"swarm\": ", JsonString(swarm));
     std::string stages;
     for (int s : st) absl::StrAppend(&stages, stages.empty() ? "" : "+", s);
-    std::string c = absl::StrCat("\"insecure\": true,\n  \"control_port\": -1");
+    std::string c = absl::StrCat(
+        tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"))
+            : "\"insecure\": true",
+        ",\n  \"control_port\": -1");
     if (!stages.empty()) {
       absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages),
                       ",\n  \"expect_members\": ", layout.size());
