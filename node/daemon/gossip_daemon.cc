@@ -261,6 +261,14 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   to.self = p->self;
   to.listen_address = base.listen.empty() ? "127.0.0.1:0" : base.listen;
   to.swarm_id = p->gossip->swarm_id();
+  // Pipeline frames: mutual TLS from our key (Note [Peer authentication]).
+  if (p->gossip->insecure()) {
+    to.credentials = membership::PeerCredentials::Insecure();
+  } else {
+    SS_ASSIGN_OR_RETURN(to.credentials,
+                        membership::PeerCredentials::Create(
+                            {p->gossip->identity(), false}, p->clock->Now()));
+  }
   SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
   GrpcGroupOptions go;
   go.self = p->self;
