@@ -407,6 +407,8 @@ void StageServer::Impl::Run(Task task) {
   }
   if (local_id == 0) return Done();  // dropped while queued (iteration ended)
   task.local_id = local_id;
+  VLOG(2) << "run " << static_cast<int>(task.kind) << " at " << clock_->SteadyNow() << ": "
+          << DescribeFrame(h) << " prio " << h.priority();
   std::weak_ptr<Impl> weak = weak_from_this();
   WireTensor input{h.tensor(), task.payload};
   switch (task.kind) {

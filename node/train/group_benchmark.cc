@@ -65,6 +65,7 @@ void BM_GrpcAllReduce(benchmark::State& state) {
 }
 BENCHMARK(BM_GrpcAllReduce)
     ->ArgNames({"replicas", "floats"})
+    ->Args({2, 1 << 16})
     ->Args({2, 4 << 20})
     ->Args({3, 4 << 20})
     ->Args({4, 4 << 20})
