@@ -348,11 +348,9 @@ absl::StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::Create(
     return absl::InvalidArgumentError("GrpcTransportOptions.self is not set");
   }
   if (options.credentials == nullptr) {
-    // TODO(security): refuse (InvalidArgument) once every caller passes
-    // credentials; until then plain text, loudly.
-    LOG(WARNING) << "GrpcTransportOptions.credentials not set: pipeline in plain text, "
-                    "peers unauthenticated";
-    options.credentials = membership::PeerCredentials::Insecure();
+    return absl::InvalidArgumentError(
+        "GrpcTransportOptions.credentials is not set (TLS from the node identity, or "
+        "PeerCredentials::Insecure() behind --insecure)");
   }
   if (!options.credentials->insecure() && options.credentials->id() != options.self) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -61,9 +61,8 @@ namespace skipswarm::node {
 struct GrpcTransportOptions {
   // With TLS credentials, the id of their identity.
   PeerId self;
-  // TLS from the node's identity, or PeerCredentials::Insecure() when the
-  // caller said --insecure. Null is plain text with a warning, for callers
-  // not yet migrated (to be refused).
+  // Required: TLS from the node's identity, or PeerCredentials::Insecure()
+  // when the caller said --insecure (Create refuses null).
   std::shared_ptr<const membership::PeerCredentials> credentials;
   // "host:port" to serve on; port 0 picks a free port (see port()).
   // Empty: send only (no server).

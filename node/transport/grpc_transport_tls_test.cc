@@ -142,6 +142,10 @@ TEST_F(GrpcTransportTlsTest, RefusesSelfThatIsNotTheIdentitysId) {
   options.credentials = Creds(*a_key_);
   EXPECT_EQ(GrpcTransport::Create(options, clock_.get()).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options.self = a_id();
+  options.credentials = nullptr;  // plain text must be asked for
+  EXPECT_EQ(GrpcTransport::Create(options, clock_.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(GrpcTransportTlsTest, PeerWithoutACertificateIsRefused) {
