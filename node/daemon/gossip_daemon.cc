@@ -78,6 +78,7 @@ struct GossipDaemon::Parts {
   std::map<int, std::unique_ptr<TorchStageCompute>> computes;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::shared_ptr<const membership::PeerCredentials> credentials;  // every node service
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StateServer> state;
@@ -269,6 +270,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                         membership::PeerCredentials::Create(
                             {p->gossip->identity(), false}, p->clock->Now()));
   }
+  p->credentials = to.credentials;
   SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
   GrpcGroupOptions go;
   go.self = p->self;
@@ -280,6 +282,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   so.self = p->self;
   so.listen_address = options.state_listen;
   so.swarm_id = p->gossip->swarm_id();
+  so.credentials = to.credentials;
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
@@ -329,8 +332,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
   }
   if (p->joiner) {
-    for (const std::string& a : StateSources(m->GetView(), p->self, p->stages.front())) {
-      absl::StatusOr<uint64_t> it = QuerySourceIteration(a, absl::Seconds(2));
+    for (const StateSource& a : StateSources(m->GetView(), p->self, p->stages.front())) {
+      absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
       if (!it.ok()) continue;
       p->source_first_iteration = *it;
       p->source_first_asked = p->clock->SteadyNow();
@@ -505,14 +508,14 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const int stage = stages.front();
   membership::Membership* m = gossip->membership();
   // The source's current iteration fixes our entry (Note [Entry iteration]).
-  std::vector<std::string> sources;
+  std::vector<StateSource> sources;
   absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
-  std::string source_asked;
+  StateSource source_asked;
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
   while (true) {
     sources = StateSources(m->GetView(), self, stage);
-    for (const std::string& a : sources) {
-      current = QuerySourceIteration(a, absl::Seconds(2));
+    for (const StateSource& a : sources) {
+      current = QuerySourceIteration(a, credentials, absl::Seconds(2));
       source_asked = a;
       if (current.ok()) break;
     }
@@ -552,7 +555,8 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     timeline.announced = clock->SteadyNow();
     timeline.entry = entry;
   }
-  absl::StatusOr<uint64_t> now_at = QuerySourceIteration(source_asked, absl::Seconds(2));
+  absl::StatusOr<uint64_t> now_at =
+      QuerySourceIteration(source_asked, credentials, absl::Seconds(2));
   LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
             << " (source at " << *current << ", now " << (now_at.ok() ? *now_at : 0)
             << "); announced to " << reached << " members";
@@ -564,6 +568,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   FetchOptions fo;
   fo.self = self;
   fo.swarm_id = gossip->swarm_id();
+  fo.credentials = credentials;
   fo.stage = stage;
   fo.iteration = entry;
   fo.deadline = o.startup_timeout;

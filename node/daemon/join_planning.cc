@@ -73,7 +73,7 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
   return scheduler::ChooseStageForJoiner(*topo, joiner, hop_to);
 }
 
-std::vector<std::string> StateSources(const membership::View& view, const common::NodeId& self,
+std::vector<StateSource> StateSources(const membership::View& view, const common::NodeId& self,
                                       int stage) {
   std::vector<const membership::MemberInfo*> hosts;
   for (const membership::MemberInfo& m : view.members) {
@@ -87,8 +87,8 @@ std::vector<std::string> StateSources(const membership::View& view, const common
   std::stable_sort(hosts.begin(), hosts.end(), [](const auto* a, const auto* b) {
     return (a->iteration == 0) > (b->iteration == 0);
   });
-  std::vector<std::string> out;
-  for (const auto* m : hosts) out.push_back(m->addresses[3]);
+  std::vector<StateSource> out;
+  for (const auto* m : hosts) out.push_back({m->addresses[3], m->id});
   return out;
 }
 

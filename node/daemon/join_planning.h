@@ -4,7 +4,7 @@
 // first), and which live replicas to fetch that stage's state from.
 //
 //   SS_ASSIGN_OR_RETURN(int stage, ChooseJoinStage(view, self, shape, my_speed));
-//   std::vector<std::string> from = StateSources(view, self, stage);
+//   std::vector<StateSource> from = StateSources(view, self, stage);
 //
 // Thread rule: pure functions.
 #ifndef SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "membership/view.h"
+#include "node/daemon/state_transfer.h"
 #include "scheduler/topology.h"
 
 namespace skipswarm::node {
@@ -30,9 +31,9 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
                                     const scheduler::ModelShape& model,
                                     double sec_per_layer_sample);
 
-// State addresses (Note [Daemon records]) of the live members hosting
-// `stage`, founders first, then by id: the order a joiner tries them.
-std::vector<std::string> StateSources(const membership::View& view, const common::NodeId& self,
+// State addresses (Note [Daemon records]) and ids of the live members
+// hosting `stage`, founders first, then by id: the order a joiner tries them.
+std::vector<StateSource> StateSources(const membership::View& view, const common::NodeId& self,
                                       int stage);
 
 }  // namespace skipswarm::node

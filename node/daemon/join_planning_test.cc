@@ -56,8 +56,11 @@ TEST(JoinPlanningTest, SourcesAreLiveHostsFoundersFirst) {
   auto dead = Member("dead", {1});
   dead.state = proto::MEMBER_STATE_DEAD;
   membership::View v = ViewOf({Member("d", {0}), late, dead, Member("x", {1}), Member("y", {2})});
-  EXPECT_EQ(StateSources(v, common::NodeId::ForName("me"), 1),
-            (std::vector<std::string>{"x:s", "late:s"}));
+  std::vector<std::string> addresses;
+  for (const StateSource& s : StateSources(v, common::NodeId::ForName("me"), 1)) {
+    addresses.push_back(s.address);
+  }
+  EXPECT_EQ(addresses, (std::vector<std::string>{"x:s", "late:s"}));
 }
 
 }  // namespace

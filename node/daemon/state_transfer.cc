@@ -42,7 +42,10 @@ class StateServer::Impl final : public proto::StageService::Service {
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(options_.listen_address,
+                             options_.credentials ? options_.credentials->ForServer()
+                                                  : grpc::InsecureServerCredentials(),
+                             &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
@@ -123,6 +126,12 @@ class StateServer::Impl final : public proto::StageService::Service {
     if (ok.ok() && !options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
       ok = absl::PermissionDeniedError("wrong swarm id");
     }
+    if (ok.ok() && options_.credentials) {
+      absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(request->from());
+      ok = from.ok() ? options_.credentials->CheckPeer(context->auth_context(), *from)
+                     : absl::InvalidArgumentError("bad sender id");
+    }
+    if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
     if (!ok.ok()) return proto::ToGrpcStatus(ok);
     const int stage = static_cast<int>(request->stage());
     const uint64_t it = request->iteration();
@@ -234,6 +243,17 @@ int StateServer::waiting() const {
 
 namespace {
 
+std::shared_ptr<grpc::Channel> ChannelTo(
+    const StateSource& source,
+    const std::shared_ptr<const membership::PeerCredentials>& credentials) {
+  if (!credentials) {
+    return grpc::CreateChannel(source.address, grpc::InsecureChannelCredentials());
+  }
+  grpc::ChannelArguments args;
+  credentials->ConfigureChannel(args);
+  return grpc::CreateCustomChannel(source.address, credentials->ForChannel(source.id), args);
+}
+
 // One FetchState call; appends to `got` (which holds `got->size()` bytes of
 // the snapshot whose SHA-256 is `*sha`, empty when nothing is held yet).
 absl::Status FetchOnce(proto::StageService::Stub* stub, const FetchOptions& o, std::string* got,
@@ -296,14 +316,15 @@ absl::Status FetchOnce(proto::StageService::Stub* stub, const FetchOptions& o, s
 
 }  // namespace
 
-absl::StatusOr<FetchedState> FetchStageState(const std::vector<std::string>& sources,
+absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
                                              const FetchOptions& options) {
   FetchedState out;
   std::string sha;
   std::vector<std::string> errors;
-  for (const std::string& address : sources) {
+  for (const StateSource& source : sources) {
+    const std::string& address = source.address;
     ++out.sources_tried;
-    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    auto channel = ChannelTo(source, options.credentials);
     auto stub = proto::StageService::NewStub(channel);
     absl::Status last;
     for (int attempt = 0; attempt <= options.resumes_per_source; ++attempt) {
@@ -325,9 +346,12 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<std::string>& sou
                                              absl::StrJoin(errors, "; ")));
 }
 
-absl::StatusOr<uint64_t> QuerySourceIteration(const std::string& address,
-                                              absl::Duration deadline) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const membership::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  const std::string& address = source.address;
+  auto channel = ChannelTo(source, credentials);
   auto stub = proto::StageService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(deadline));

@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/node_id.h"
+#include "membership/tls_credentials.h"
 
 namespace skipswarm::node {
 
@@ -53,8 +54,22 @@ struct StageSnapshot {
   uint64_t params_digest = 0;  // StageCompute::ParamsDigest at the snapshot
 };
 
+// A replica to fetch from: its state address and, when known, its node id
+// (with TLS the handshake then fails unless the server proves to be it).
+struct StateSource {
+  StateSource() = default;
+  StateSource(std::string a, common::NodeId i = common::NodeId())  // NOLINT: implicit
+      : address(std::move(a)), id(i) {}
+  std::string address;
+  common::NodeId id;
+};
+
 struct StateServerOptions {
   common::NodeId self;
+  // Note [Peer authentication] (membership/tls_credentials.h): with TLS a
+  // request whose `from` is not the caller's certificate is refused
+  // UNAUTHENTICATED. Null: plain text (tests, --insecure).
+  std::shared_ptr<const membership::PeerCredentials> credentials;
   std::string listen_address = "127.0.0.1:0";
   std::string swarm_id;
   size_t chunk_bytes = size_t{1} << 20;
@@ -95,6 +110,7 @@ class StateServer {
 
 struct FetchOptions {
   common::NodeId self;
+  std::shared_ptr<const membership::PeerCredentials> credentials;  // null: plain text
   std::string swarm_id;
   int stage = 0;
   uint64_t iteration = 0;  // the boundary wanted (Note [Boundary snapshots])
@@ -118,13 +134,15 @@ struct FetchedState {
 
 // Tries `sources` in order; each chunk's CRC-32C and the whole's SHA-256
 // are checked. UNAVAILABLE naming every source's error when none delivered.
-absl::StatusOr<FetchedState> FetchStageState(const std::vector<std::string>& sources,
+absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
                                              const FetchOptions& options);
 
 // The iteration the StateServer at `address` is in (Health), for choosing
 // an entry iteration.
-absl::StatusOr<uint64_t> QuerySourceIteration(const std::string& address,
-                                              absl::Duration deadline);
+absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const membership::PeerCredentials>& credentials,
+    absl::Duration deadline);
 
 }  // namespace skipswarm::node
 

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "common/real_clock.h"
+#include "membership/identity.h"
 
 namespace skipswarm::node {
 namespace {
@@ -26,7 +28,7 @@ std::string Pattern(size_t n, int seed) {
 
 struct Source {
   explicit Source(StateServerOptions o = {}, size_t bytes = (size_t{5} << 20) / 2) {
-    o.self = common::NodeId::ForName("source");
+    if (o.self == common::NodeId()) o.self = common::NodeId::ForName("source");
     o.swarm_id = "t";
     server = *StateServer::Create(o, [this, bytes](int stage) -> absl::StatusOr<StageSnapshot> {
       ++snapshots;
@@ -52,7 +54,7 @@ FetchOptions Wanted(int stage, uint64_t iteration) {
 // Runs the fetch on a thread; once its request waits at the source, the
 // source reaches the wanted boundary (no sleeps: waiting() is the signal).
 absl::StatusOr<FetchedState> FetchAcrossBoundary(Source& src, const FetchOptions& o,
-                                                 std::vector<std::string> sources) {
+                                                 std::vector<StateSource> sources) {
   src.server->OnBoundary(o.iteration - 1, {{o.stage, 1}});
   absl::StatusOr<FetchedState> got = absl::UnknownError("not run");
   std::thread t([&] { got = FetchStageState(sources, o); });
@@ -79,7 +81,7 @@ TEST(StateTransferTest, JoinerGetsTheBoundarySnapshotChunkedAndChecked) {
 TEST(StateTransferTest, PassedBoundaryWithoutSnapshotIsRefused) {
   Source src;
   src.server->OnBoundary(9, {{1, 5}});
-  EXPECT_EQ(*QuerySourceIteration(src.address, absl::Seconds(5)), 9u);
+  EXPECT_EQ(*QuerySourceIteration(src.address, nullptr, absl::Seconds(5)), 9u);
   absl::StatusOr<FetchedState> got = FetchStageState({src.address}, Wanted(1, 4));
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("already started"), std::string::npos) << got.status();
@@ -112,6 +114,36 @@ TEST(StateTransferTest, DeadReplicaIsSkippedForALiveOne) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->source, fresh.address);
   EXPECT_EQ(got->sources_tried, 2);
+}
+
+TEST(StateTransferTest, MutualTlsChecksBothEnds) {
+  // Certificates are dated from the wall clock (TLS checks validity).
+  const absl::Time now = common::RealClock::Create()->Now();
+  auto source_key = *membership::Identity::Generate();
+  auto joiner_key = *membership::Identity::Generate();
+  auto other_key = *membership::Identity::Generate();
+  StateServerOptions so;
+  so.self = source_key->id();
+  so.credentials = *membership::PeerCredentials::Create({source_key.get()}, now);
+  Source src(so, 3000);
+  FetchOptions o = Wanted(1, 4);
+  o.self = joiner_key->id();
+  o.credentials = *membership::PeerCredentials::Create({joiner_key.get()}, now);
+  absl::StatusOr<FetchedState> got =
+      FetchAcrossBoundary(src, o, {StateSource(src.address, source_key->id())});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bytes.size(), 3000u);
+  // A caller claiming someone else's id is refused...
+  FetchOptions liar = o;
+  liar.self = other_key->id();
+  EXPECT_EQ(FetchStageState({StateSource(src.address, source_key->id())}, liar).status().code(),
+            absl::StatusCode::kUnavailable);  // UNAUTHENTICATED, reported per source
+  // ...and a server that is not the replica we meant is not trusted.
+  EXPECT_FALSE(FetchStageState({StateSource(src.address, other_key->id())}, o).ok());
+  // Plain text cannot talk to a TLS source.
+  FetchOptions plain = o;
+  plain.credentials = nullptr;
+  EXPECT_FALSE(FetchStageState({src.address}, plain).ok());
 }
 
 }  // namespace
