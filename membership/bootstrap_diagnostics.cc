@@ -45,9 +45,14 @@ JoinStep ClassifyGossipError(const absl::Status& status) {
       absl::StrContains(msg, "tls") || absl::StrContains(msg, "certificate")) {
     return JoinStep::kTls;
   }
+  // The TCP connection was accepted and then closed without a word: what a
+  // TLS server does to a plain-text (--insecure) client's HTTP/2 preface
+  // (measured: gRPC reports "Socket closed"; a closed port says "refused").
+  if (absl::StrContains(msg, "socket closed") && !absl::StrContains(msg, "refused")) {
+    return JoinStep::kTls;
+  }
   if (absl::StrContains(msg, "connect") || absl::StrContains(msg, "refused") ||
       absl::StrContains(msg, "unreachable") ||
-      absl::StrContains(msg, "socket closed") ||
       absl::StrContains(msg, "no host")) {
     return JoinStep::kTcp;
   }

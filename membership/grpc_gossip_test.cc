@@ -128,6 +128,16 @@ TEST_F(GrpcGossipTest, InsecureModeWorksAndCannotTalkToTls) {
   std::cout << "TLS-vs-plain diagnosis: " << bad.status() << std::endl;
 }
 
+TEST_F(GrpcGossipTest, PlainTextClientAgainstTlsIsDiagnosedAsTls) {
+  StartServer(/*insecure=*/false);
+  GrpcGossipTransport plain({nullptr, true}, clock_.get());
+  auto ack = Ping(plain, server_id_->id());
+  ASSERT_FALSE(ack.ok());
+  std::cout << "plain-vs-TLS diagnosis: " << ack.status() << std::endl;
+  EXPECT_EQ(ClassifyGossipError(ack.status()), JoinStep::kTls);
+  EXPECT_NE(ack.status().message().find("--insecure"), std::string::npos);
+}
+
 TEST_F(GrpcGossipTest, ClosedPortIsDiagnosedAsTcp) {
   StartServer(false);
   server_->Shutdown();
