@@ -34,6 +34,7 @@ void BM_GrpcAllReduce(benchmark::State& state) {
     views.push_back(std::make_unique<StaticSwarmView>(members));
     GrpcGroupOptions o;
     o.self = members[r].id;
+    o.credentials = membership::PeerCredentials::Insecure();
     auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
     if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
     groups.push_back(*std::move(g));

@@ -587,10 +587,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   };
 
   const GrpcGroupOptions options_;
-  // options_.credentials, or plain text when the caller set none.
-  const std::shared_ptr<const membership::PeerCredentials> credentials_ =
-      options_.credentials != nullptr ? options_.credentials
-                                      : membership::PeerCredentials::Insecure();
+  const std::shared_ptr<const membership::PeerCredentials> credentials_ = options_.credentials;
   SwarmView* const view_;
   common::Clock* const clock_;
   std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_;
@@ -618,9 +615,11 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
     const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock) {
   if (options.credentials == nullptr) {
-    LOG(WARNING) << "GrpcGroupOptions.credentials not set: replica group in plain text, "
-                    "peers unauthenticated";
-  } else if (!options.credentials->insecure() && options.credentials->id() != options.self) {
+    return absl::InvalidArgumentError(
+        "GrpcGroupOptions.credentials is not set (TLS from the node identity, or "
+        "PeerCredentials::Insecure() behind --insecure)");
+  }
+  if (!options.credentials->insecure() && options.credentials->id() != options.self) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GrpcGroupOptions.self ", options.self.ShortString(),
         " is not the node id of the TLS identity (", options.credentials->id().ShortString(), ")"));

@@ -83,8 +83,8 @@ struct GrpcGroupOptions {
   // node's identity (`self` must be its id; a push or state request whose
   // sender is not the caller's certificate is refused UNAUTHENTICATED, and
   // calls to a member fail unless its server proves to be it), or
-  // PeerCredentials::Insecure() behind --insecure. Null: plain text with a
-  // warning (callers not yet migrated).
+  // PeerCredentials::Insecure() behind --insecure. Required (Create refuses
+  // null).
   std::shared_ptr<const membership::PeerCredentials> credentials;
 };
 
