@@ -559,9 +559,13 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
     });
     return;
   }
-  if (!view_->IsAlive(*to)) {
-    // Note [Hop failures]: the view already gave up on it; do not wait for
-    // the transport to find out.
+  const bool tried = std::find(failed.begin(), failed.end(), *to) != failed.end();
+  if (IsForward(frame.header) && frame.header.hop_index() != 0 && !tried &&
+      !view_->IsAlive(*to)) {
+    // Note [Hop failures]: the view already gave up on it; re-route without
+    // waiting for the transport to find out. (Backward frames and the tail
+    // have nowhere else to go: they are always sent, and so is a forward
+    // that cannot be re-routed, in case the verdict was wrong.)
     clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
                                             failed = std::move(failed)]() mutable {
       if (auto self = weak.lock()) {
@@ -623,6 +627,13 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
     }
     LOG(INFO) << "re-routed (" << reason << "): " << DescribeFrame(h) << " now to hop "
               << h.hop_index();
+    SendFrame(std::move(frame), std::move(failed));
+    return;
+  }
+  if (absl::StartsWith(ack.message(), kMarkedDead)) {
+    // Only the view's verdict, nothing sent yet: try the peer after all.
+    LOG(WARNING) << "no other route for " << DescribeFrame(h) << " (" << repair.message()
+                 << "); sending to " << to.ShortString() << " although the view calls it dead";
     SendFrame(std::move(frame), std::move(failed));
     return;
   }

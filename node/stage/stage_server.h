@@ -44,8 +44,8 @@
 // retry-elsewhere ack (UNAVAILABLE: stream broke or peer gone;
 // DEADLINE_EXCEEDED: no ack within the adaptive deadline, Note [Hop
 // deadline] in hop_stats.h; RESOURCE_EXHAUSTED: no slot there), or whose
-// next hop the view already calls dead (not sent at all), is re-routed at
-// once by this node with options.repairer (another replica, a different
+// next hop the view already calls dead (not sent, unless no re-route
+// exists: a view verdict can be wrong), is re-routed at once by this node with options.repairer (another replica, a different
 // completion, or a skip if allow_skip), at most max_reroutes times per MB.
 // Otherwise the MB is dropped here and the hops before are told (Note
 // [Abort notices]). Every re-route and drop is counted by reason in

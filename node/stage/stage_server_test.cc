@@ -172,6 +172,21 @@ TEST(StageServerTest, PeerTheViewCallsDeadIsRoutedAroundWithoutSending) {
   EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 1);
 }
 
+TEST(StageServerTest, AWrongDeathVerdictDoesNotLoseMicroBatches) {
+  // Every view but n1's own calls n1 dead (say, a slow probe answer); n1 is
+  // the only replica of stage 1. Forwards with no other route and
+  // backwards are still sent to it.
+  Swarm swarm({0, 1, 2});
+  swarm.views_[0]->MarkDead(swarm.ids_[1]);
+  swarm.views_[2]->MarkDead(swarm.ids_[1]);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.computes_[1]->TakeGradients()->visits, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted, 0);
+  EXPECT_EQ(swarm.servers_[0]->stats().dropped, 0);
+}
+
 TEST(StageServerTest, HungPeerIsGivenUpAfterItsObservedHopTimes) {
   Swarm swarm({0, 1, 1, 2}, 4, 8, [](StageServerOptions& o) {
     o.hop_deadline = absl::Seconds(10);

@@ -38,6 +38,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
  public:
   Impl(const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock)
       : options_(options), view_(view), clock_(clock) {
+    absl::MutexLock lock(&pushers_mu_);
     for (int i = 0; i < kPushThreads; ++i) pushers_.push_back(std::make_unique<ThreadTaskRunner>());
   }
 
@@ -60,7 +61,12 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       stopping_ = true;
     }
     if (server_) server_->Shutdown(common::SystemDeadlineAfter(absl::ZeroDuration()));
-    pushers_.clear();  // joins the push threads
+    std::vector<std::unique_ptr<ThreadTaskRunner>> pushers;
+    {
+      absl::WriterMutexLock lock(&pushers_mu_);
+      pushers.swap(pushers_);  // later posts see none and are dropped
+    }
+    pushers.clear();  // joins the push threads (their tasks may still post)
   }
 
   // --- StageService (sync API; runs on gRPC's threads) ---
@@ -232,8 +238,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     clock_->RunAfter(wait, [weak, iteration, stage, from, done, attempt] {
       auto self = weak.lock();
       if (!self) return;
-      const size_t which = std::hash<std::string>()(from.Bytes()) % self->pushers_.size();
-      self->pushers_[which]->Post([weak, iteration, stage, from, done, attempt] {
+      self->PostFor(from, [weak, iteration, stage, from, done, attempt] {
         auto self = weak.lock();
         if (!self) return;
         absl::StatusOr<std::string> state =
@@ -344,6 +349,14 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     return c;
   }
 
+  // Runs `task` on the push thread of `peer` (one per peer, so its pushes
+  // stay in order); dropped once Shutdown has begun.
+  void PostFor(const common::NodeId& peer, Task task) {
+    absl::ReaderMutexLock lock(&pushers_mu_);
+    if (pushers_.empty()) return;
+    pushers_[std::hash<std::string>()(peer.Bytes()) % pushers_.size()]->Post(std::move(task));
+  }
+
   std::string AddressOf(const common::NodeId& to) const {
     for (const PeerInfo& p : view_->Members()) {
       if (p.id == to) return p.group_address;
@@ -365,8 +378,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
             std::shared_ptr<const ReduceMessage> m) {
     const std::string address = AddressOf(to);
     std::weak_ptr<Impl> weak = weak_from_this();
-    const size_t which = std::hash<std::string>()(to.Bytes()) % pushers_.size();
-    pushers_[which]->Post([weak, to, address, phase, iteration, stage, m] {
+    PostFor(to, [weak, to, address, phase, iteration, stage, m] {
       auto self = weak.lock();
       if (!self) return;
       absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
@@ -534,7 +546,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // stream, so the transport may never tell one that another died. While a
   // barrier or reduce waits for a member, the member's StageService is
   // probed (Health, short deadline) every probe_interval; a member that does
-  // not answer is marked dead and the round finishes without it.
+  // not answer probe_failures times in a row is marked dead and the round
+  // finishes without it (a dead process refuses connections, so that takes
+  // about probe_failures x probe_interval; failed pushes mark it at once).
   void ProbeMissing(const std::set<common::NodeId>& members) {
     const absl::Duration now = clock_->SteadyNow();
     for (const common::NodeId& m : members) {
@@ -549,8 +563,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         if (p.id == m) address = p.group_address;
       }
       std::weak_ptr<Impl> weak = weak_from_this();
-      const size_t which = std::hash<std::string>()(m.Bytes()) % pushers_.size();
-      pushers_[which]->Post([weak, m, address] {
+      PostFor(m, [weak, m, address] {
         auto self = weak.lock();
         if (!self) return;
         auto stub = proto::StageService::NewStub(self->ProbeChannel(address, m));
@@ -560,11 +573,21 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         request.set_protocol_version(proto::kProtocolVersion);
         proto::HealthResponse response;
         grpc::Status s = stub->Health(&context, request, &response);
-        if (!s.ok()) {
-          LOG(WARNING) << "member " << m << " (" << address
-                       << ") does not answer; dropping it from the group: " << s.error_message();
+        int failures = 0;
+        {
+          absl::MutexLock lock(&self->mu_);
+          failures = s.ok() ? 0 : self->probe_failures_[m] + 1;
+          self->probe_failures_[m] = failures;
+        }
+        if (failures >= self->options_.probe_failures) {
+          LOG(WARNING) << "member " << m << " (" << address << ") did not answer " << failures
+                       << " probes; dropping it from the group: " << s.error_message();
           self->view_->MarkDead(m);
           self->Sweep();
+        } else if (!s.ok()) {
+          LOG(WARNING) << "member " << m << " (" << address << ") did not answer a probe ("
+                       << failures << "/" << self->options_.probe_failures
+                       << "): " << s.error_message();
         }
       });
     }
@@ -590,7 +613,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   const std::shared_ptr<const membership::PeerCredentials> credentials_ = options_.credentials;
   SwarmView* const view_;
   common::Clock* const clock_;
-  std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_;
+  absl::Mutex pushers_mu_;  // Shutdown empties pushers_ while timers may post
+  std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_ ABSL_GUARDED_BY(pushers_mu_);
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 
@@ -604,6 +628,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::set<common::NodeId> missing ABSL_GUARDED_BY(mu_);
   // When each member was last probed (clock time).
   std::map<common::NodeId, absl::Duration> probed_ ABSL_GUARDED_BY(mu_);
+  // Consecutive failed probes per member.
+  std::map<common::NodeId, int> probe_failures_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<common::NodeId>> arrived_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<BarrierDone>> barrier_waiters_ ABSL_GUARDED_BY(mu_);
   // By (iteration, stage); kept kKeepIterations after delivery.

@@ -76,7 +76,11 @@ struct GrpcGroupOptions {
   absl::Duration recheck = absl::Milliseconds(50);
   // Liveness of awaited members (Note [Group liveness] in grpc_group.cc).
   absl::Duration probe_interval = absl::Seconds(1);
-  absl::Duration probe_timeout = absl::Milliseconds(500);
+  absl::Duration probe_timeout = absl::Seconds(1);
+  // Consecutive failed probes before the member is marked dead: one slow
+  // answer on a loaded machine is not a death (StaticSwarmView verdicts are
+  // final; a false one cost a live data node its MBs every iteration).
+  int probe_failures = 3;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (membership/tls_credentials.h): TLS from the
