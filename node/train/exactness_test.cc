@@ -3,6 +3,23 @@
 // single-process reference trainer given the same model, optimiser, seed
 // and data order (Note [Data order]): loss per iteration within 1e-4
 // relative.
+//
+// Real processes (2026-12-02, `skipswarm local`: 2 data nodes + 5 stages x
+// 2 replicas = 12 `skipswarm node` processes over gRPC, default model,
+// 40 iterations, against `skipswarm train-ref --mbs_per_iteration=8
+// --iterations=40 --threads=1`): with --threads=1 on every node the loss
+// matches to max 3.4e-7 relative (the order in which replicas add their
+// MBs' gradients); with the default --threads=0 (2 intra-op threads here)
+// to 1.2e-5 — BLAS's reduction order changes with the thread count, and
+// two swarm runs that differ only in it differ by the same ~1e-6..1e-5 up
+// to iteration 90. Larger gaps come from dropped MBs: every drop changes
+// that iteration's batch. In a 150-iteration pair of runs at load ~15 a
+// Health probe of the group timed out, a relay marked live data node d0
+// dead, and from iteration 96 its backward frames were not sent (2, then
+// 6 MBs dropped per iteration): the loss moved by 0.6-2.4% at once. That
+// is the likely cause of the old report (1e-5 to iteration 32, then
+// 0.86%); since commit 86d0f41 a probe must fail 3 times and backward
+// frames are always sent.
 #include <cmath>
 #include <memory>
 
