@@ -6,20 +6,23 @@
 //
 // Real processes (2026-12-02, `skipswarm local`: 2 data nodes + 5 stages x
 // 2 replicas = 12 `skipswarm node` processes over gRPC, default model,
-// 40 iterations, against `skipswarm train-ref --mbs_per_iteration=8
-// --iterations=40 --threads=1`): with --threads=1 on every node the loss
-// matches to max 3.4e-7 relative (the order in which replicas add their
-// MBs' gradients); with the default --threads=0 (2 intra-op threads here)
-// to 1.2e-5 — BLAS's reduction order changes with the thread count, and
-// two swarm runs that differ only in it differ by the same ~1e-6..1e-5 up
-// to iteration 90. Larger gaps come from dropped MBs: every drop changes
-// that iteration's batch. In a 150-iteration pair of runs at load ~15 a
-// Health probe of the group timed out, a relay marked live data node d0
-// dead, and from iteration 96 its backward frames were not sent (2, then
-// 6 MBs dropped per iteration): the loss moved by 0.6-2.4% at once. That
-// is the likely cause of the old report (1e-5 to iteration 32, then
-// 0.86%); since commit 86d0f41 a probe must fail 3 times and backward
-// frames are always sent.
+// against `skipswarm train-ref --mbs_per_iteration=8 --threads=1`, same
+// iteration count): with --threads=1 everywhere the loss matches to max
+// 3.4e-7 relative over 40 iterations; with the default --threads=0 (2
+// intra-op threads here) to 1.2e-5. Differences of that size are float
+// summation order, amplified by training: a replica adds its MBs'
+// gradients in arrival order (not fixed across processes) and BLAS's
+// reduction order follows the thread count. Two 150-iteration runs with
+// identical flags agree exactly to iteration 40, then differ by 3.5e-7
+// (it 45), 2.4e-6 (60), 2.2e-5 (85); threads 1 vs 2 differ alike. Larger
+// gaps come from dropped MBs (each drop changes that iteration's batch):
+// in one such run at load ~15 a group Health probe timed out, a relay
+// marked live data node d0 dead and from iteration 96 stopped sending its
+// backward frames (2, later 6 MBs dropped per iteration): the loss moved
+// by 0.6-7% from then on. That is the likely cause of the old report (1e-5
+// to iteration 32, then 0.86%); since commit 86d0f41 a probe must fail 3
+// times and backward frames are always sent, and the same run had no drop
+// in 127+ iterations (/tmp/ex7: --local_iterations=150 --threads=1).
 #include <cmath>
 #include <memory>
 
