@@ -49,7 +49,7 @@ class TrainingMembers::Face final : public SwarmView {
   std::vector<common::NodeId> Replicas(int stage) const override {
     return owner_->ReplicasOf(stage, face_);
   }
-  void MarkDead(const common::NodeId& id) override { owner_->MarkDead(id); }
+  void MarkDead(const common::NodeId& id) override { owner_->MarkDead(id, face_); }
   uint64_t version() const override { return owner_->Version(); }
 
  private:
@@ -154,7 +154,11 @@ bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const
   // Note [Leaving]. A local verdict does not cut a draining member out of
   // the group: routing to it fails by design (it takes no new work), and
   // it still finishes its exit iteration's barrier and averaging.
-  if (m->state == proto::MEMBER_STATE_LEFT) return iteration_ <= m->iteration;
+  if (m->state == proto::MEMBER_STATE_LEFT) {
+    auto gone = group_dead_.find(id);
+    if (gone != group_dead_.end() && gone->second >= m->incarnation) return false;
+    return iteration_ <= m->iteration;
+  }
   auto dead = dead_.find(id);
   if (dead != dead_.end() && dead->second >= m->incarnation) return false;
   return m->live();
@@ -179,15 +183,18 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
   return out;
 }
 
-void TrainingMembers::MarkDead(const common::NodeId& id) {
+void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
   absl::MutexLock lock(&mu_);
   if (id == self_) return;
   const membership::MemberInfo* m = view_.Find(id);
   const uint64_t incarnation = m == nullptr ? 0 : m->incarnation;
-  auto [it, inserted] = dead_.try_emplace(id, incarnation);
-  if (inserted || it->second < incarnation) {
-    it->second = incarnation;
-    ++version_;
+  for (auto* verdicts : {&dead_, face == TrainingFace::kGroup ? &group_dead_ : nullptr}) {
+    if (verdicts == nullptr) continue;
+    auto [it, inserted] = verdicts->try_emplace(id, incarnation);
+    if (inserted || it->second < incarnation) {
+      it->second = incarnation;
+      ++version_;
+    }
   }
 }
 

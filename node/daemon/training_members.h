@@ -45,8 +45,10 @@
 // hops of micro-batches already routed through it (their backwards
 // retrace the route) still go to it; in the group face it stays a member
 // through x. Nobody can be past x without its contribution to x, so every
-// node agrees. Local failure verdicts (MarkDead) do not apply to it. DEAD
-// members leave both faces at once.
+// node agrees. Failed hops to it (MarkDead through the routing face) do
+// not cut it out of its exit iteration; the replica group's own verdicts
+// (a leaver that exited or crashed and does not answer its probes) do, so
+// nobody waits for it forever. DEAD members leave both faces at once.
 //
 // Thread rule: thread-safe; the faces may be used from any thread.
 #ifndef SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
@@ -117,15 +119,17 @@ class TrainingMembers {
   std::vector<PeerInfo> MembersOf(TrainingFace face) const;
   bool IsAlive(const common::NodeId& id, TrainingFace face) const;
   std::vector<common::NodeId> ReplicasOf(int stage, TrainingFace face) const;
-  void MarkDead(const common::NodeId& id);
+  void MarkDead(const common::NodeId& id, TrainingFace face);
   uint64_t Version() const;
 
   const common::NodeId self_;
   mutable absl::Mutex mu_;
   membership::View view_ ABSL_GUARDED_BY(mu_);
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
-  // Local failure verdicts: id -> the incarnation they apply to.
+  // Local failure verdicts: id -> the incarnation they apply to; the
+  // group's verdicts (its liveness probes and pushes) apply to leavers too.
   absl::flat_hash_map<common::NodeId, uint64_t> dead_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, uint64_t> group_dead_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<common::NodeId, std::string> dialed_ ABSL_GUARDED_BY(mu_);
   std::function<void(const PeerInfo&)> address_listener_ ABSL_GUARDED_BY(mu_);

@@ -88,9 +88,12 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
   // Micro-batches already routed through it still reach it; no new ones.
   EXPECT_TRUE(members.routing()->IsAlive(q.id));
   EXPECT_EQ(members.routing()->Members().size(), 2u);
-  // A local failure verdict does not cut it out of its last iteration.
+  // A failed hop does not cut it out of its last iteration...
   members.routing()->MarkDead(q.id);
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  // ...but the group's own verdict (it exited and does not answer) does.
+  members.group()->MarkDead(q.id);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
   members.SetIteration(8);
   EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
   EXPECT_EQ(members.group()->Members().size(), 3u);  // still listed (data order)
