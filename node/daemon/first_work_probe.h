@@ -56,6 +56,10 @@ class FirstWorkProbe final : public StageCompute {
   absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
     return inner_->LoadCheckpoint(path);
   }
+  absl::StatusOr<std::string> ExportState() override { return inner_->ExportState(); }
+  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override {
+    return inner_->ImportState(bytes);
+  }
 
  private:
   TensorDone Wrap(bool backward, TensorDone done) {

@@ -18,6 +18,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
+#include "model/sentencepiece_tokenizer.h"
 #include "model/tokenizer.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
@@ -34,17 +35,12 @@
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
 #include "node/train/scheduler_planner.h"
+#include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "proto/grpc_status.h"
 
 namespace skipswarm::node {
 namespace {
-
-std::string StagesString(const std::vector<int>& stages) {
-  std::string s;
-  for (int x : stages) absl::StrAppend(&s, s.empty() ? "" : "+", x);
-  return s;
-}
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
@@ -82,6 +78,7 @@ struct GossipDaemon::Parts {
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StateServer> state;
+  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
   std::unique_ptr<StageServer> server;
   std::unique_ptr<RoutePlanner> planner;
   std::unique_ptr<DataNodeDriver> driver;
@@ -368,8 +365,16 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
   }
   const bool data_node = computes.count(0) > 0;
   if (data_node) {
-    model::ByteTokenizer tokenizer;
-    SS_ASSIGN_OR_RETURN(corpus, model::LoadCorpus(o.model.corpus, tokenizer));
+    // The tokenizer the model was configured for (--tokenizer), as train-ref.
+    SS_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                        model::CreateTokenizer(o.model.tokenizer));
+    if (o.model.model.vocab_size < tokenizer->vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vocab=", o.model.model.vocab_size, " is smaller than the ",
+                       tokenizer->name(), " tokenizer's vocabulary; pass --vocab=",
+                       tokenizer->vocab_size()));
+    }
+    SS_ASSIGN_OR_RETURN(corpus, model::LoadCorpus(o.model.corpus, *tokenizer));
     model::SamplerOptions so;
     so.samples_per_mb = o.model.samples_per_mb;
     so.seq_len = o.model.model.seq_len;
@@ -399,6 +404,13 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
   StageServerOptions sso;
   sso.memory_slots = o.memory_slots;
   sso.swarm_id = gossip->swarm_id();
+  // Failed hops are re-routed with the scheduler's RerouteInFlight, as in
+  // NodeDaemon; a stage may be skipped only when the plan skips stages.
+  SchedulerRepairerOptions ro;
+  ro.samples_per_mb = o.model.samples_per_mb;
+  repairer = std::make_unique<SchedulerRouteRepairer>(ro);
+  sso.repairer = repairer.get();
+  sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
   server = std::make_unique<StageServer>(transport.get(), clock.get(), members->routing(), hosted,
                                          sso);
   server->Attach();
@@ -673,6 +685,9 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   metrics.Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
   metrics.Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(r.server.dropped));
   metrics.Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
+  metrics.Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
+  ExportServerStats(r.server, &metrics);  // per-peer bytes, hop latency, reasons
+  if (r.data) ExportDrops(*r.data, &metrics);
   metrics.Set("skipswarm_live_members",
               static_cast<double>(gossip->membership()->GetView().Live().size()));
   std::string line = absl::StrFormat("[%s] it %d", o.name, r.iteration);

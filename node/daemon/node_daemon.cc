@@ -15,6 +15,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
+#include "model/sentencepiece_tokenizer.h"
 #include "model/tokenizer.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/timed_stage_compute.h"
@@ -163,8 +164,16 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     p->data = std::make_unique<SyntheticDataSource>(options.model.samples_per_mb,
                                                     options.model.model.seq_len, 256);
   } else if (data_node) {
-    model::ByteTokenizer tokenizer;
-    SS_ASSIGN_OR_RETURN(p->corpus, model::LoadCorpus(options.model.corpus, tokenizer));
+    // The tokenizer the model was configured for (--tokenizer), as train-ref.
+    SS_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                        model::CreateTokenizer(options.model.tokenizer));
+    if (options.model.model.vocab_size < tokenizer->vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vocab=", options.model.model.vocab_size, " is smaller than the ",
+                       tokenizer->name(), " tokenizer's vocabulary; pass --vocab=",
+                       tokenizer->vocab_size()));
+    }
+    SS_ASSIGN_OR_RETURN(p->corpus, model::LoadCorpus(options.model.corpus, *tokenizer));
     model::SamplerOptions so;
     so.samples_per_mb = options.model.samples_per_mb;
     so.seq_len = options.model.model.seq_len;

@@ -55,8 +55,8 @@
 // kills (kills.log vs the first "re-routed" log line), every iteration
 // completing; the streams break at once (UNAVAILABLE), later MBs skip the
 // dead peer without sending ("peer_dead"):
-//   skipswarm local --local_dir=/tmp/ssl1 --local_iterations=60 \
-//     --kill=s2r1@15,s3r0@30,s4r1@45 --layers=6 --d_model=64 --heads=4 \
+//   skipswarm local --local_dir=/tmp/ssl1 --local_iterations=60
+//     --kill=s2r1@15,s3r0@30,s4r1@45 --layers=6 --d_model=64 --heads=4
 //     --ffn=128 --seq_len=32 --samples_per_mb=2 --threads=1
 //
 // Admission: a forward frame needs a memory slot to run; up to

@@ -40,7 +40,7 @@
 // Shards are equal in size; weighting them by measured link bandwidth is
 // the next step.
 //   bazel build //node/train:group_benchmark
-//   bazel-bin/node/train/group_benchmark --benchmark_repetitions=3 \
+//   bazel-bin/node/train/group_benchmark --benchmark_repetitions=3
 //       --benchmark_report_aggregates_only=true
 //
 // Note [Barrier message]: the iteration barrier rides the same RPC: a data
