@@ -20,6 +20,7 @@
 #include "node/compute/task_runner.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/compute/torch_stage_compute.h"
+#include "node/daemon/iteration_report.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/routes_file_planner.h"
 #include "node/stage/stage_server.h"
@@ -278,45 +279,8 @@ NodeDaemon::~NodeDaemon() {
 
 void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
-  metrics.Set("skipswarm_iteration", static_cast<double>(r.iteration));
-  metrics.Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
-  metrics.Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
-  metrics.Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(r.server.dropped));
-  metrics.Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
-  metrics.Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
-  ExportServerStats(r.server, &metrics);  // per-peer bytes, hop latency, reasons
-  if (r.data) ExportDrops(*r.data, &metrics);
-  std::string line = absl::StrFormat("[%s] it %d", options.name, r.iteration);
-  for (const auto& [s, step] : r.stages) {
-    const std::string label = absl::StrCat("stage=\"", s, "\"");
-    metrics.Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
-    metrics.Set("skipswarm_stage_replicas", step.replicas, label);
-    metrics.Set("skipswarm_stage_grad_norm", step.update.grad_norm, label);
-    metrics.Set("skipswarm_stage_digests_agree", step.digests_agree ? 1 : 0, label);
-    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f%s", s,
-                                           step.visits_here, step.visits_total, step.replicas,
-                                           step.update.grad_norm,
-                                           step.digests_agree ? "" : " DIGEST MISMATCH"));
-  }
-  if (r.data) {
-    const IterationReport& d = *r.data;
-    const double tps = d.tokens / std::max(1e-9, absl::ToDoubleSeconds(d.elapsed));
-    metrics.Set("skipswarm_loss", d.loss);
-    metrics.Set("skipswarm_tokens_per_second", tps);
-    metrics.Add("skipswarm_micro_batches_completed_total", d.completed);
-    metrics.Add("skipswarm_micro_batches_dropped_total", d.dropped);
-    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d rerouted %d %.0f tok/s",
-                                           d.loss, d.completed, d.dropped, r.server.rerouted, tps));
-    if (!options.progress_file.empty()) {
-      std::ofstream out(options.progress_file, std::ios::app);
-      out << absl::StrFormat(
-          "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
-          "\"rerouted\":%d,\"tokens\":%d,\"iteration_s\":%.4f,\"elapsed_s\":%.3f}\n",
-          options.name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed,
-          d.dropped, r.server.rerouted, d.tokens, absl::ToDoubleSeconds(d.elapsed), elapsed);
-    }
-  }
-  if (!r.status.ok()) absl::StrAppend(&line, " | error: ", r.status.ToString());
+  const std::string line =
+      ReportIteration(options.name, r, elapsed, options.progress_file, &metrics);
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
   const int64_t done = static_cast<int64_t>(r.iteration) + 1;
