@@ -178,7 +178,9 @@ TEST(GrpcGroupShardedTest, SurvivorsOfAReplicaDyingMidWayAgree) {
     EXPECT_FLOAT_EQ(r.sum[0], without ? 3.0f : 5.0f);
     EXPECT_FLOAT_EQ(r.sum[n - 1], without ? 3.0f : 5.0f);
     for (int j : {0, 1, 2}) {
-      if ((*results[j])->contributors == r.contributors) EXPECT_EQ(r.sum, (*results[j])->sum);
+      if ((*results[j])->contributors == r.contributors) {
+        EXPECT_EQ(r.sum, (*results[j])->sum);
+      }
     }
   }
 }
