@@ -26,9 +26,21 @@ struct Running {
   absl::Mutex mu;
   std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
   std::function<void(const NodeIterationReport&)> hook;  // set before Start
+  absl::Notification finished;  // Run returned (`result` is final)
 
   void Start() {
-    thread = std::thread([this] { result = daemon->Run(&signals); });
+    thread = std::thread([this] {
+      result = daemon->Run(&signals);
+      finished.Notify();
+    });
+  }
+  // Waits for `n`; false if this daemon's Run returns first (so a daemon
+  // that gives up fails the test instead of hanging it).
+  bool WaitUnlessFinished(absl::Notification& n) {
+    while (!n.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      if (finished.HasBeenNotified()) return n.HasBeenNotified();
+    }
+    return true;
   }
   void Join() {
     if (thread.joinable()) thread.join();
@@ -86,7 +98,10 @@ class GossipDaemonTest : public ::testing::Test {
     return r;
   }
 
-  static constexpr int64_t kIterations = 60;
+  // Enough iterations for the joiner to enter while the founders train:
+  // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
+  // on a quiet machine (Note [Entry iteration] in gossip_daemon.cc).
+  static constexpr int64_t kIterations = 300;
   std::string dir_, corpus_;
 };
 
@@ -123,7 +138,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
       if (r.iteration == 5 && !trained_a_bit.HasBeenNotified()) trained_a_bit.Notify();
     };
   }
-  trained_a_bit.WaitForNotification();
+  ASSERT_TRUE(ra->WaitUnlessFinished(trained_a_bit)) << ra->result;
   GossipDaemonOptions j = Options("j", {1});
   j.gossip.join = {bootstrap};
   absl::Notification checked;
@@ -142,7 +157,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
     rj->daemon = *std::move(d);
     rj->Start();
   }
-  checked.WaitForNotification();
+  ASSERT_TRUE(rj->WaitUnlessFinished(checked)) << rj->result;
   uint64_t joiner_digest = 0;
   {
     absl::MutexLock lock(&rj->mu);
