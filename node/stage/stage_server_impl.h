@@ -1,0 +1,200 @@
+// Private to node/stage:stage_server: the StageServer's state and its
+// Impl class, shared by stage_server.cc (admission, dispatch, compute
+// results, iteration boundaries) and stage_server_send.cc (sending frames,
+// acks, route repair, drops). Not a public header.
+#ifndef SKIPSWARM_NODE_STAGE_STAGE_SERVER_IMPL_H_
+#define SKIPSWARM_NODE_STAGE_STAGE_SERVER_IMPL_H_
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "node/stage/stage_server.h"
+#include "node/transport/frame.h"
+
+namespace skipswarm::node {
+
+// Identifies one visit of one micro-batch at this node (Note [Route hops]):
+// the same MB may visit twice when this node hosts two of its stages.
+struct StageServer::MbKey {
+  std::string origin;
+  uint64_t iteration = 0;
+  uint64_t mb = 0;
+  uint32_t hop = 0;
+
+  static MbKey Of(const proto::FrameHeader& h) {
+    return {h.origin(), h.iteration(), h.mb_id(), h.hop_index()};
+  }
+  friend bool operator==(const MbKey& a, const MbKey& b) {
+    return a.origin == b.origin && a.iteration == b.iteration && a.mb == b.mb && a.hop == b.hop;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const MbKey& k) {
+    return H::combine(std::move(h), k.origin, k.iteration, k.mb, k.hop);
+  }
+};
+
+struct StageServer::Entry {
+  uint64_t local_id = 0;  // the StageCompute's micro-batch id
+  int stage = 0;
+  bool holds_slot = false;
+  bool forward_done = false;
+  bool tail_done = false;  // origin only
+  // The next hop that admitted this visit's forward output (Note [Lost
+  // with a neighbour]); zero until acknowledged.
+  PeerId next_admitted;
+  proto::FrameHeader header;  // route as sent on (for abort notices); no tensor
+
+  static Entry Make(uint64_t local_id, int stage) {
+    Entry e;
+    e.local_id = local_id;
+    e.stage = stage;
+    return e;
+  }
+};
+
+struct StageServer::Task {
+  enum Kind { kStart, kForward, kTail, kBackward } kind = kForward;
+  proto::FrameHeader header;  // hop_index = the hop this task runs
+  absl::Cord payload;
+  MicroBatchData data;  // kStart
+  uint64_t local_id = 0;  // set when it runs
+};
+
+class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl> {
+ public:
+  Impl(Transport* transport, common::Clock* clock, SwarmView* view,
+       std::map<int, StageCompute*> stages, StageServerOptions options)
+      : transport_(transport),
+        clock_(clock),
+        view_(view),
+        stages_(std::move(stages)),
+        options_(std::move(options)),
+        self_(transport->self()),
+        self_bytes_(self_.Bytes()),
+        repairer_(options_.repairer != nullptr ? options_.repairer : &default_repairer_),
+        hops_(HopStatsOptions{.initial = options_.hop_deadline,
+                              .min = std::min(options_.min_hop_deadline, options_.hop_deadline),
+                              .factor = options_.hop_deadline_factor}) {}
+
+  absl::Status Admit(const Frame& frame, bool* runnable);
+  // Admit, or handle an abort notice (Note [Abort notices]).
+  absl::Status Receive(const Frame& frame, bool* runnable);
+  absl::Status HandleAbort(const Frame& frame);
+  void OnPeerFailure(const PeerId& peer);
+  // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
+  void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
+  // Note [Dispatch at the end of the instant]: a free node picks its next
+  // task only after every event of the current instant (frames arriving,
+  // tasks ending at the same time) is in, as the evaluator does; so the
+  // pick is posted as a zero-delay clock timer (one at a time).
+  void MaybeDispatch();
+  void DispatchNow();
+  // The first waiting task of `q` by Note [Queue order]: lowest priority,
+  // then arrival.
+  static std::deque<Task>::iterator Best(std::deque<Task>& q) {
+    return std::min_element(q.begin(), q.end(), [](const Task& a, const Task& b) {
+      return a.header.priority() < b.header.priority();
+    });
+  }
+  void Run(Task task);
+  void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
+  void OnTailDone(Task task, absl::StatusOr<TailOutput> out);
+  void OnBackwardDone(Task task, absl::StatusOr<WireTensor> out);
+  // Sends `frame` to route[hop_index] (locally when that is this node).
+  // `failed`: peers that already failed this frame.
+  void SendFrame(Frame frame, std::vector<PeerId> failed);
+  void OnAck(Frame frame, PeerId to, std::vector<PeerId> failed, absl::Status ack);
+  // Asks the repairer for a new route after this node's hop (Note [Hop
+  // failures]) and rewrites the header. The error says why not.
+  absl::Status Repair(proto::FrameHeader& header, const std::vector<PeerId>& failed);
+  // Drops the MB visit `key` held here, if any (counted under `reason`);
+  // tells the listener when this node is its origin.
+  void Drop(const MbKey& key, const absl::Status& why, const char* reason);
+  void DropLocked(const MbKey& key, const absl::Status& why, const char* reason,
+                  std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                  std::vector<std::pair<MbKey, absl::Status>>& finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(const std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+              const std::vector<std::pair<MbKey, absl::Status>>& finished);
+  void Done() {
+    absl::AnyInvocable<void()> quiesced;
+    {
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
+      quiesced = std::move(quiesced_);
+    }
+    if (quiesced) return quiesced();
+    MaybeDispatch();
+  }
+  // Drops every visit of iterations before `iteration` and makes it current.
+  void AdvanceLocked(uint64_t iteration,
+                     std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                     std::vector<std::pair<MbKey, absl::Status>>& finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task finished for an MB dropped meanwhile: make sure the compute
+  // keeps nothing of it (the drop's Discard may have run before the task).
+  void Forget(const Task& task) {
+    StageCompute* compute =
+        ComputeFor(static_cast<int>(task.header.route(task.header.hop_index()).stage()));
+    if (compute != nullptr) compute->Discard(task.local_id);
+  }
+  bool Holds(const MbKey& key) {
+    absl::MutexLock lock(&mu_);
+    return entries_.contains(key);
+  }
+  StageCompute* ComputeFor(int stage) const {
+    auto it = stages_.find(stage);
+    return it == stages_.end() ? nullptr : it->second;
+  }
+
+  Transport* const transport_;
+  common::Clock* const clock_;
+  SwarmView* const view_;
+  const std::map<int, StageCompute*> stages_;
+  const StageServerOptions options_;
+  const PeerId self_;
+  const std::string self_bytes_;
+  ReplicaRouteRepairer default_repairer_;
+  RouteRepairer* const repairer_;
+  HopStats hops_;
+
+  mutable absl::Mutex mu_;
+  OriginListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool dispatch_posted_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
+  int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<MbKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // Arrival order; served by Note [Queue order].
+  std::deque<Task> backward_q_ ABSL_GUARDED_BY(mu_);  // backwards and tails
+  std::deque<Task> forward_q_ ABSL_GUARDED_BY(mu_);   // starts and forwards
+  std::deque<Task> deferred_ ABSL_GUARDED_BY(mu_);    // forwards of later iterations
+  StageServerStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+inline bool IsForward(const proto::FrameHeader& h) { return h.direction() == proto::DIRECTION_FORWARD; }
+
+inline absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, absl::string_view why) {
+  return absl::Status(code, absl::StrCat(why, " (", DescribeFrame(h), ")"));
+}
+
+inline constexpr absl::string_view kMarkedDead = "peer marked dead in the view";
+
+// Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
+inline const char* RerouteReason(const absl::Status& ack) {
+  if (absl::IsResourceExhausted(ack)) return "resource_exhausted";
+  if (absl::IsDeadlineExceeded(ack)) return "deadline";
+  if (absl::StartsWith(ack.message(), kMarkedDead)) return "peer_dead";
+  return "unavailable";
+}
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_STAGE_STAGE_SERVER_IMPL_H_

@@ -1,0 +1,196 @@
+// StageServer, part 2: sending frames to the next hop, their acks, route
+// repair through the injected RouteRepairer, and dropping visits (Notes in
+// stage_server.h). Part 1 is stage_server.cc.
+#include "node/stage/stage_server_impl.h"
+
+namespace skipswarm::node {
+
+void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
+  const std::string& to_bytes = frame.header.route(frame.header.hop_index()).node_id();
+  absl::StatusOr<PeerId> to = PeerId::FromBytes(to_bytes);
+  if (!to.ok()) {
+    LOG(ERROR) << "bad node id in our own route: " << DescribeFrame(frame.header);
+    Drop(MbKey::Of(frame.header), to.status(), "bad_route");
+    return;
+  }
+  frame.header.set_deadline_ms(static_cast<uint32_t>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(hops_.Deadline(*to)))));
+  SealFrame(frame);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  if (*to == self_) {
+    // Local hop: admit as if it had arrived, acknowledge asynchronously.
+    bool runnable = false;
+    absl::Status admitted = Receive(frame, &runnable);
+    clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
+                                            failed = std::move(failed), admitted]() mutable {
+      if (auto self = weak.lock()) {
+        self->OnAck(std::move(frame), to, std::move(failed), admitted);
+        self->MaybeDispatch();
+      }
+    });
+    return;
+  }
+  const bool tried = std::find(failed.begin(), failed.end(), *to) != failed.end();
+  if (IsForward(frame.header) && frame.header.hop_index() != 0 && !tried &&
+      !view_->IsAlive(*to)) {
+    // Note [Hop failures]: the view already gave up on it; re-route without
+    // waiting for the transport to find out. (Backward frames and the tail
+    // have nowhere else to go: they are always sent, and so is a forward
+    // that cannot be re-routed, in case the verdict was wrong.)
+    clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
+                                            failed = std::move(failed)]() mutable {
+      if (auto self = weak.lock()) {
+        self->OnAck(std::move(frame), to, std::move(failed), absl::UnavailableError(kMarkedDead));
+      }
+    });
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_sent += frame.payload.size();
+  }
+  hops_.RecordSent(*to, static_cast<int64_t>(frame.payload.size()));
+  Frame copy = frame;  // kept for a repair; the Cord shares the bytes
+  const absl::Duration sent = clock_->SteadyNow();
+  transport_->Send(*to, std::move(frame),
+                   [weak, copy = std::move(copy), to = *to, failed = std::move(failed),
+                    sent](absl::Status ack) mutable {
+                     if (auto self = weak.lock()) {
+                       if (ack.ok()) self->hops_.RecordAck(to, self->clock_->SteadyNow() - sent);
+                       self->OnAck(std::move(copy), to, std::move(failed), std::move(ack));
+                     }
+                   });
+}
+
+void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed,
+                              absl::Status ack) {
+  if (ack.ok()) {
+    if (IsForward(frame.header)) {
+      const proto::FrameHeader& h = frame.header;
+      MbKey mine = MbKey::Of(h);
+      mine.hop = h.hop_index() == 0 ? h.route_size() - 1 : h.hop_index() - 1;
+      absl::MutexLock lock(&mu_);
+      auto it = entries_.find(mine);
+      if (it != entries_.end()) it->second.next_admitted = to;
+    }
+    return;
+  }
+  proto::FrameHeader& h = frame.header;
+  if (absl::IsUnavailable(ack)) view_->MarkDead(to);
+  failed.push_back(to);
+  const bool forward = IsForward(h);
+  LOG(WARNING) << "hop to " << to << " failed: " << DescribeFrame(h) << ": " << ack;
+  absl::Status repair = absl::FailedPreconditionError("not a forward hop that can be re-routed");
+  if (forward && h.hop_index() != 0 && IsRetryElsewhere(ack)) {
+    repair = static_cast<int>(h.reroutes()) < options_.max_reroutes
+                 ? Repair(h, failed)
+                 : absl::AbortedError(absl::StrCat("re-routed ", h.reroutes(), " times already"));
+  }
+  if (repair.ok()) {
+    const char* reason = RerouteReason(ack);
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.rerouted;
+      ++stats_.rerouted_by_reason[reason];
+      if (stats_.first_reroute_at == absl::InfiniteDuration()) {
+        stats_.first_reroute_at = clock_->SteadyNow();
+      }
+    }
+    LOG(INFO) << "re-routed (" << reason << "): " << DescribeFrame(h) << " now to hop "
+              << h.hop_index();
+    SendFrame(std::move(frame), std::move(failed));
+    return;
+  }
+  if (absl::StartsWith(ack.message(), kMarkedDead)) {
+    // Only the view's verdict, nothing sent yet: try the peer after all.
+    LOG(WARNING) << "no other route for " << DescribeFrame(h) << " (" << repair.message()
+                 << "); sending to " << to.ShortString() << " although the view calls it dead";
+    SendFrame(std::move(frame), std::move(failed));
+    return;
+  }
+  // Cannot be repaired: this node drops what it holds of the MB and tells
+  // the hops before (Note [Abort notices]).
+  const absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(), " failed: ",
+                                                  ack.message(), "; not re-routed: ",
+                                                  repair.message()));
+  MbKey mine = MbKey::Of(h);
+  const uint32_t n = static_cast<uint32_t>(h.route_size());
+  if (forward) {
+    mine.hop = h.hop_index() == 0 ? n - 1 : h.hop_index() - 1;
+    Drop(mine, why, "unrepairable");
+    if (mine.hop > 0) SendAbort(h, mine.hop - 1, why);
+    return;
+  }
+  if (h.hop_index() + 1 == n) {
+    // The origin's tail could not send its gradient: end the MB here and
+    // free hops n-2..1.
+    mine.hop = 0;
+    Drop(mine, why, "backward_hop_lost");
+    if (n >= 3) SendAbort(h, n - 2, why);
+    return;
+  }
+  // Our own visit already ended with the backward; the hops before the
+  // dead one still hold the MB.
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.dropped;
+    ++stats_.dropped_by_reason["backward_hop_lost"];
+  }
+  if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
+}
+
+absl::Status StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<PeerId>& failed) {
+  RepairRequest r;
+  r.iteration = h.iteration();
+  r.mb = h.mb_id();
+  r.holder = static_cast<int>(h.hop_index()) - 1;
+  r.failed = failed;
+  r.allow_shorter = options_.allow_skip;
+  for (const proto::Hop& hop : h.route()) {
+    absl::StatusOr<PeerId> id = PeerId::FromBytes(hop.node_id());
+    if (!id.ok()) return id.status();
+    r.route.push_back({*id, static_cast<int>(hop.stage())});
+  }
+  absl::StatusOr<std::vector<RouteHop>> fixed = repairer_->Repair(r, *view_);
+  if (!fixed.ok()) return fixed.status();
+  absl::Status checked = CheckRepair(r, *view_, *fixed);
+  if (!checked.ok()) return checked;
+  h.clear_route();
+  for (const RouteHop& hop : *fixed) {
+    proto::Hop* p = h.add_route();
+    p->set_node_id(hop.node.Bytes());
+    p->set_stage(static_cast<uint32_t>(hop.stage));
+  }
+  // Everything after the holder skipped: straight to the tail at the origin.
+  const uint32_t next = static_cast<uint32_t>(r.holder) + 1;
+  h.set_hop_index(next < fixed->size() ? next : 0);
+  h.set_reroutes(h.reroutes() + 1);
+  return absl::OkStatus();
+}
+
+void StageServer::Impl::Drop(const MbKey& key, const absl::Status& why, const char* reason) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    DropLocked(key, why, reason, discards, finished);
+  }
+  Finish(discards, finished);
+}
+
+void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why, const char* reason,
+                                   std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                                   std::vector<std::pair<MbKey, absl::Status>>& finished) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  if (it->second.holds_slot) --slots_in_use_;
+  discards.emplace_back(ComputeFor(it->second.stage), it->second.local_id);
+  entries_.erase(it);
+  ++stats_.dropped;
+  ++stats_.dropped_by_reason[reason];
+  VLOG(1) << "dropped visit (" << reason << ") of mb " << key.mb << " it " << key.iteration
+          << " hop " << key.hop << ": " << why;
+  if (key.origin == self_bytes_ && key.hop == 0) finished.emplace_back(key, why);
+}
+
+}  // namespace skipswarm::node
