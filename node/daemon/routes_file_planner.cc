@@ -1,28 +1,20 @@
 #include "node/daemon/routes_file_planner.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "common/text_table.h"
 
 namespace skipswarm::node {
 
 absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Parse(
     absl::string_view text, const std::map<std::string, PeerId>& ids) {
   std::map<PeerId, std::vector<PlannedRoute>> routes;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_no;
-    line = line.substr(0, line.find('#'));
-    std::vector<absl::string_view> f =
-        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-    if (f.empty()) continue;
-    auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat("routes file line ", line_no, ": ", why));
-    };
+  auto bad = [](absl::string_view why) { return absl::InvalidArgumentError(why); };
+  absl::Status parsed = common::ForEachTableRow(text, "routes file", [&](const common::TableRow& f) {
     if (f.size() < 4) return bad("expected: ORIGIN DATA_SLOT NAME/STAGE NAME/STAGE ...");
     auto origin = ids.find(std::string(f[0]));
     if (origin == ids.end()) return bad(absl::StrCat("unknown node ", f[0]));
@@ -49,17 +41,16 @@ absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Parse(
     std::vector<PlannedRoute>& mine = routes[origin->second];
     r.index = static_cast<int>(mine.size());
     mine.push_back(std::move(r));
-  }
+    return absl::OkStatus();
+  });
+  if (!parsed.ok()) return parsed;
   return std::unique_ptr<RoutesFilePlanner>(new RoutesFilePlanner(std::move(routes)));
 }
 
 absl::StatusOr<std::unique_ptr<RoutesFilePlanner>> RoutesFilePlanner::Read(
     const std::string& path, const std::map<std::string, PeerId>& ids) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read routes file ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto p = Parse(ss.str(), ids);
+  SS_ASSIGN_OR_RETURN(std::string text, common::ReadTextFile(path, "routes file"));
+  auto p = Parse(text, ids);
   if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", p.status().message()));
   return p;
 }

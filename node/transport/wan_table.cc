@@ -1,14 +1,13 @@
 #include "node/transport/wan_table.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/text_table.h"
 
 namespace skipswarm::node {
 namespace {
@@ -41,16 +40,8 @@ const LinkShape* WanTable::FindLink(const std::string& a, const std::string& b) 
 
 absl::StatusOr<WanTable> ParseWanTable(absl::string_view text) {
   WanTable table;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_no;
-    line = line.substr(0, line.find('#'));
-    std::vector<absl::string_view> f =
-        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-    if (f.empty()) continue;
-    auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat("WAN table line ", line_no, ": ", why));
-    };
+  auto bad = [](absl::string_view why) { return absl::InvalidArgumentError(why); };
+  absl::Status parsed = common::ForEachTableRow(text, "WAN table", [&](const common::TableRow& f) {
     if (f[0] == "node") {
       if (f.size() != 3 && f.size() != 5) {
         return bad("expected: node NAME REGION [UPLINK_BYTES_PER_S DOWNLINK_BYTES_PER_S]");
@@ -73,16 +64,16 @@ absl::StatusOr<WanTable> ParseWanTable(absl::string_view text) {
     } else {
       return bad(absl::StrCat("unknown entry '", f[0], "' (node or link)"));
     }
-  }
+    return absl::OkStatus();
+  });
+  if (!parsed.ok()) return parsed;
   return table;
 }
 
 absl::StatusOr<WanTable> ReadWanTable(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read WAN table ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<WanTable> t = ParseWanTable(ss.str());
+  absl::StatusOr<std::string> text = common::ReadTextFile(path, "WAN table");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<WanTable> t = ParseWanTable(*text);
   if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", t.status().message()));
   return t;
 }
