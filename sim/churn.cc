@@ -5,6 +5,8 @@
 #include <limits>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 

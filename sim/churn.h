@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "common/random.h"
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace skipswarm::sim {
 

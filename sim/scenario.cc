@@ -9,6 +9,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
