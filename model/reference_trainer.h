@@ -55,12 +55,25 @@ class ReferenceTrainer {
   static absl::StatusOr<std::unique_ptr<ReferenceTrainer>> Create(const TrainerOptions& options,
                                                                   const Corpus& corpus);
 
+// One micro-batch of a replayed iteration (`train-ref --routes_file`,
+// model/route_record.h): the sampler's global micro-batch number (Note
+// [Data order] in node/train/data_source.h) and the stages it visits.
+struct RoutedMicroBatch {
+  uint64_t index = 0;
+  std::vector<int> route;
+};
+
   absl::StatusOr<IterationStats> RunIteration();
   int64_t iteration() const { return iteration_; }  // completed iterations
 
   // One file per stage, "<dir>/stage-<s>.ckpt"; the iteration is the step.
   absl::Status SaveCheckpoint(const std::string& dir);
   // Loads every stage; FailedPrecondition if the files disagree on the step
+  // One iteration over exactly `mbs` (a swarm's recorded routes) instead of
+  // the options' data order and routes; the same visit-weighted step
+  // (reference_trainer_replay.cc). InvalidArgument for an empty list or a
+  // route ValidateRoute refuses.
+  absl::StatusOr<IterationStats> RunIteration(const std::vector<RoutedMicroBatch>& mbs);
   // or were written for another model.
   absl::Status LoadCheckpoint(const std::string& dir);
 

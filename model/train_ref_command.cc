@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@
 #include "model/model_flags.h"
 #include "model/reference_trainer.h"
 #include "model/route.h"
+#include "model/route_record.h"
 #include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
 
@@ -32,6 +36,11 @@ ABSL_FLAG(int64_t, checkpoint_every, 200, "Checkpoint period in iterations (0: o
 ABSL_FLAG(bool, resume, false, "Continue from --checkpoint_dir if it holds a checkpoint.");
 ABSL_FLAG(int64_t, eval_every, 200, "Validation period in iterations (0: only start and end).");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line period in iterations.");
+ABSL_FLAG(std::vector<std::string>, routes_file, {},
+          "Replay a swarm's recorded routes (comma-separated files, model/route_record.h; "
+          "`skipswarm local --local_record_routes` writes LOCAL_DIR/routes/*.routes): every "
+          "iteration trains exactly the recorded micro-batches along their stages, instead of "
+          "--mbs_per_iteration and --skip_ratio.");
 ABSL_FLAG(std::string, metrics_out, "", "Append one JSON line per logged iteration here.");
 
 namespace skipswarm::model {
@@ -88,6 +97,26 @@ absl::Status Run() {
               tokenizer->name().c_str(), bytes_per_token,
               options.mbs_per_iteration, options.samples_per_mb, flags.model.seq_len, route_len,
               stages, options.skip_ratio);
+
+  // Route replay: every iteration's micro-batches must be in the record.
+  std::map<int64_t, std::vector<RoutedMicroBatch>> replay;
+  if (!absl::GetFlag(FLAGS_routes_file).empty()) {
+    SS_ASSIGN_OR_RETURN(RouteRecord record, ReadRouteRecord(absl::GetFlag(FLAGS_routes_file)));
+    size_t mbs = 0;
+    for (int64_t i = 0; i < iterations; ++i) {
+      auto it = record.find(i);
+      if (it == record.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--routes_file has no micro-batch for iteration ", i, " (of ",
+                         iterations, "); the record covers ", record.size(), " iterations"));
+      }
+      for (const RecordedRoute& r : it->second) replay[i].push_back({r.global_mb, r.stages});
+      mbs += it->second.size();
+    }
+    std::printf("routes: replaying %zu recorded micro-batches (%.2f per iteration) over %lld "
+                "iterations\n",
+                mbs, static_cast<double>(mbs) / iterations, static_cast<long long>(iterations));
+  }
 
   const std::string& dir = flags.checkpoint_dir;
   if (absl::GetFlag(FLAGS_resume)) {
@@ -148,7 +177,9 @@ absl::Status Run() {
   double loss_window = 0;
   int window = 0;
   while (trainer->iteration() < iterations) {
-    SS_ASSIGN_OR_RETURN(IterationStats s, trainer->RunIteration());
+    SS_ASSIGN_OR_RETURN(IterationStats s, replay.empty()
+                                              ? trainer->RunIteration()
+                                              : trainer->RunIteration(replay[trainer->iteration()]));
     tokens += s.tokens;
     loss_window += s.loss;
     ++window;
@@ -191,7 +222,8 @@ common::cli::Command TrainRefCommand() {
   c.name = "train-ref";
   c.summary = "Train the staged model in one process (the reference run)";
   c.usage =
-      "skipswarm train-ref [--iterations=N] [--skip_ratio=K] [--checkpoint_dir=DIR [--resume]]\n"
+      "skipswarm train-ref [--iterations=N] [--skip_ratio=K | --routes_file=F,...]\n"
+      "                    [--checkpoint_dir=DIR [--resume]]\n"
       "                    [model, optimiser and data flags]\n"
       "Trains all stages in this process with the swarm's optimiser (AdamW, warm-up + cosine,\n"
       "per-stage clipping, visit-weighted gradients); prints progress, evaluates on the\n"

@@ -27,6 +27,7 @@
 #include "node/daemon/join_planning.h"
 #include "node/daemon/iteration_report.h"
 #include "node/daemon/metrics.h"
+#include "node/daemon/route_recorder.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/training_members.h"
 #include "node/stage/stage_server.h"
@@ -334,6 +335,11 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
       if (!it.ok()) continue;
       p->source_first_iteration = *it;
+    if (!o.record_routes.empty()) {
+      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
+                                                            o.record_routes,
+                                                            o.mbs_per_iteration));
+    }
       p->source_first_asked = p->clock->SteadyNow();
       break;
     }

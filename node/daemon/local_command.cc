@@ -35,6 +35,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
+#include "node/daemon/eval_snapshots.h"
 #include "node/daemon/swarm_spec.h"
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
@@ -57,6 +58,12 @@ ABSL_FLAG(int64_t, local_join_at, -1,
 ABSL_FLAG(bool, local_tls, false,
           "Gossip membership: mutual TLS between the nodes (a key per node in "
           "LOCAL_DIR/keys/) instead of plain text (--insecure, the default for speed).");
+ABSL_FLAG(bool, local_record_routes, false,
+          "Every data node appends the routes it plans to LOCAL_DIR/routes/NAME.routes "
+          "(model/route_record.h), for `skipswarm train-ref --routes_file=...`.");
+ABSL_FLAG(int64_t, local_eval_every, 0,
+          "> 0: nodes checkpoint every N iterations and the launcher keeps a copy per step in "
+          "LOCAL_DIR/evals/iter-NNNNNN/ (plus the final one) for `skipswarm eval --checkpoint`.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -289,6 +296,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                                           JsonString(flag->CurrentValue())));
   }
   const std::string progress = dir + "/progress.jsonl";
+  const bool record_routes = absl::GetFlag(FLAGS_local_record_routes);
+  if (record_routes) std::filesystem::create_directories(dir + "/routes", ec);
+  const int64_t eval_every = absl::GetFlag(FLAGS_local_eval_every);
+  std::optional<EvalSnapshots> snapshots;
+  if (eval_every > 0) snapshots.emplace(dir + "/checkpoints", dir + "/evals", stages);
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -306,6 +318,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         << (!st.empty() && st[0] == 0
                 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress))
                 : "")
+        << (record_routes && !st.empty() && st[0] == 0
+                ? absl::StrCat(",\n  \"node_record_routes\": ",
+                               JsonString(absl::StrCat(dir, "/routes/", name, ".routes")))
+                : "")
+        << (eval_every > 0 ? absl::StrCat(",\n  \"node_checkpoint_every\": ", eval_every) : "")
         << ",\n  " << absl::StrJoin(model_settings, ",\n  ")
         << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
     return config;
@@ -408,9 +425,15 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       }
       interrupted_sent = true;
     }
+    if (snapshots) snapshots->Poll();
     clock->SleepFor(absl::Milliseconds(200));
   }
   std::printf("\n");
+  if (snapshots) {
+    snapshots->Poll();  // the final checkpoints
+    std::printf("eval snapshots: %zu steps in %s/evals (skipswarm eval --checkpoint=DIR)\n",
+                snapshots->taken().size(), dir.c_str());
+  }
   ReadProgress(progress, points);
   WriteSummary(dir, points);
   int failed = 0;

@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, node_planner, "inorder",
           "Route planner: inorder (full routes), or skippipe, pipeline, noskip, random.");
 ABSL_FLAG(int, node_path_length, 0,
           "Stages each micro-batch visits, counting stage 0 (skipping planners); 0: all.");
+ABSL_FLAG(std::string, node_record_routes, "",
+          "Data nodes: append every planned route to this file (model/route_record.h), for "
+          "`skipswarm train-ref --routes_file`.");
 ABSL_FLAG(std::string, progress_file, "", "Append one JSON line per iteration (data nodes).");
 ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answer.");
 // Experiments with WAN emulation (issue 7; shaping flags: node/transport/shaping_flags.h).
@@ -74,6 +77,7 @@ absl::Status Run() {
   o.checkpoint_every = absl::GetFlag(FLAGS_node_checkpoint_every);
   o.swarm_id = absl::GetFlag(FLAGS_swarm_id);
   o.progress_file = absl::GetFlag(FLAGS_progress_file);
+  o.record_routes = absl::GetFlag(FLAGS_node_record_routes);
   o.planner = absl::GetFlag(FLAGS_node_planner);
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));

@@ -21,6 +21,7 @@
 #include "node/compute/timed_stage_compute.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/iteration_report.h"
+#include "node/daemon/route_recorder.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/routes_file_planner.h"
 #include "node/stage/stage_server.h"
@@ -252,6 +253,12 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
       po.samples_per_mb = options.model.samples_per_mb;
       po.seed = options.model.seed;
       SS_ASSIGN_OR_RETURN(p->planner, SchedulerPlanner::Create(po));
+    }
+    if (!options.record_routes.empty()) {
+      SS_ASSIGN_OR_RETURN(p->planner,
+                          RecordingPlanner::Create(std::move(p->planner), options.name,
+                                                   options.record_routes,
+                                                   options.mbs_per_iteration));
     }
     DriverOptions d;
     d.mbs_per_iteration = options.mbs_per_iteration;

@@ -50,6 +50,7 @@ struct NodeDaemonOptions {
   std::string planner = "inorder";
   int path_length = 0;             // P for skipping planners; 0 = all stages
   std::string progress_file;       // JSON line per iteration (data nodes); empty: none
+  std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
   // WAN emulation and bandwidth caps (issue 7, node/transport/wan_table.h):

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Acceptance experiment "Training" (issue 5): `skipswarm local` with default
+# settings trains ITERS iterations (default 200) while its data nodes record
+# the routes they run; then `skipswarm train-ref` replays those routes (same
+# micro-batches, same stages, same global batch, same schedule length), and
+# the validation loss of both is compared at every EVAL_EVERY iterations.
+#
+#   bash tools/experiments/local_vs_ref.sh                 # ~35 min (swarm) + train-ref on 2 quiet cores
+#   ITERS=20 EVAL_EVERY=10 OUT=/tmp/lvr bash tools/experiments/local_vs_ref.sh --stages=3 --layers=3
+#
+# Extra arguments are model flags, given to both runs (and to eval).
+# Environment:
+#   BIN         the skipswarm binary (default: a copy of bazel-bin/node/skipswarm in OUT,
+#               so a rebuild does not replace it mid-run)
+#   OUT         output folder (default /tmp/skipswarm-local-vs-ref)
+#   ITERS       iterations (default 200); EVAL_EVERY (default 25)
+#   SKIP_LOCAL=1  reuse OUT/local from an earlier run (only train-ref and the table)
+#   NICE        nice level for both runs (default 5)
+# Output: OUT/local (the swarm's folder: routes/, evals/, progress.jsonl, logs/),
+# OUT/ref.log, OUT/ref.jsonl, OUT/eval-*.log, and the table OUT/table.txt:
+#   iteration  swarm_val_loss  ref_val_loss  rel_diff
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/skipswarm-local-vs-ref}
+ITERS=${ITERS:-200}
+EVAL_EVERY=${EVAL_EVERY:-25}
+NICE=${NICE:-5}
+mkdir -p "$OUT"
+if [[ -z "${BIN:-}" ]]; then
+  bazel build //node:skipswarm
+  cp -f bazel-bin/node/skipswarm "$OUT/skipswarm.new" && mv -f "$OUT/skipswarm.new" "$OUT/skipswarm"
+  BIN="$OUT/skipswarm"
+fi
+echo "local_vs_ref: $(date -u +%FT%TZ) iterations $ITERS, eval every $EVAL_EVERY, model flags: $*"
+
+if [[ "${SKIP_LOCAL:-0}" != 1 ]]; then
+  # Default settings; only the record, the eval snapshots and the folder are added.
+  nice -n "$NICE" "$BIN" local --local_iterations="$ITERS" --local_record_routes \
+    --local_eval_every="$EVAL_EVERY" --local_dir="$OUT/local" "$@" | tr '\r' '\n' | \
+    grep -v '^\[' || true
+  echo "local: done $(date -u +%FT%TZ)"
+fi
+test -s "$OUT/local/progress.jsonl" || { echo "no swarm run in $OUT/local" >&2; exit 1; }
+
+# Micro-batches per iteration and drops, from the record and the progress file.
+routes=$(ls "$OUT"/local/routes/*.routes | paste -sd, -)
+global_batch=$(awk '$1 == 0' "$OUT"/local/routes/*.routes | wc -l)
+python3 - "$OUT/local/progress.jsonl" <<'PY'
+import json, sys
+dropped = rerouted = 0
+for line in open(sys.argv[1]):
+    p = json.loads(line)
+    dropped += p.get("dropped", 0)
+    rerouted = max(rerouted, p.get("rerouted", 0))
+print(f"swarm: {dropped} micro-batches dropped, {rerouted} re-routed (cumulative max)")
+PY
+
+nice -n "$NICE" "$BIN" train-ref --iterations="$ITERS" --routes_file="$routes" \
+  --mbs_per_iteration="$global_batch" --eval_every="$EVAL_EVERY" --checkpoint_every=0 \
+  --metrics_out="$OUT/ref.jsonl.new" "$@" > "$OUT/ref.log" 2>&1
+mv -f "$OUT/ref.jsonl.new" "$OUT/ref.jsonl"
+echo "train-ref: done $(date -u +%FT%TZ) ($(grep -c '^iter' "$OUT/ref.log") progress lines)"
+
+: > "$OUT/swarm-val.txt"
+for d in "$OUT"/local/evals/iter-*; do
+  it=$((10#${d##*iter-}))
+  nice -n "$NICE" "$BIN" eval --checkpoint="$d" --keep_fraction=1 "$@" > "$OUT/eval-$it.log" 2>&1
+  # The row "0% 0 1 VAL_LOSS ...": the full model (no stage removed) on the validation split,
+  # the batches train-ref evaluates.
+  loss=$(awk '$1 == "0%" {print $4}' "$OUT/eval-$it.log")
+  echo "$it $loss" >> "$OUT/swarm-val.txt"
+done
+
+python3 - "$OUT/swarm-val.txt" "$OUT/ref.jsonl" <<'PY' | tee "$OUT/table.txt"
+import json, sys
+swarm = {int(a): float(b) for a, b in (l.split() for l in open(sys.argv[1]) if l.strip())}
+ref = {}
+for line in open(sys.argv[2]):
+    p = json.loads(line)
+    if "val_loss" in p:
+        ref[p["iteration"]] = p["val_loss"]
+print(f"{'iteration':>9}  {'swarm_val_loss':>14}  {'ref_val_loss':>12}  {'rel_diff':>9}")
+worst = 0.0
+for it in sorted(set(swarm) | set(ref)):
+    s, r = swarm.get(it), ref.get(it)
+    if s is None or r is None:
+        print(f"{it:>9}  {s if s is not None else '-':>14}  {r if r is not None else '-':>12}")
+        continue
+    rel = abs(s - r) / abs(r)
+    worst = max(worst, rel)
+    print(f"{it:>9}  {s:>14.4f}  {r:>12.4f}  {100 * rel:>8.3f}%")
+print(f"max relative difference {100 * worst:.3f}% (target 2%)")
+PY
