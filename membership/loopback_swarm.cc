@@ -19,31 +19,51 @@
 #include "common/real_clock.h"
 #include "membership/grpc_gossip.h"
 #include "membership/membership.h"
+#include "membership/swarm_recorder.h"
 
 ABSL_FLAG(int, nodes, 12, "Swarm size.");
 ABSL_FLAG(int, soak_seconds, 0, "Run this long after the kill and count false DEADs.");
 ABSL_FLAG(bool, insecure, false, "Plain-text gRPC instead of mutual TLS.");
 ABSL_FLAG(uint64_t, seed, 1, "Random seed.");
+ABSL_FLAG(bool, report, true,
+          "Print per-minute timing (timer lag, starvation, ping latency) and "
+          "an explanation of each false DEAD verdict.");
 
 namespace skipswarm::membership {
 namespace {
 
-// Lets the server start (and pick its port) before the Membership exists.
+// Lets the server start (and pick its port) before the Membership exists;
+// tells the recorder when a request arrives and when a suspect is told.
 class Forwarder : public GossipHandler {
  public:
   Membership* target = nullptr;
+  SwarmRecorder* recorder = nullptr;
   void HandlePing(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
+    Observe(r);
     target->HandlePing(f, r, std::move(cb));
   }
   void HandlePingReq(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
+    Observe(r);
     target->HandlePingReq(f, r, std::move(cb));
   }
   void HandlePushPull(const PeerInfo& f, const proto::PushPullRequest& r,
                       PushPullCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     target->HandlePushPull(f, r, std::move(cb));
+  }
+
+ private:
+  void Observe(const proto::PingRequest& r) {
+    recorder->Arrived(r.from(), r.seq());
+    for (const proto::MembershipUpdate& u : r.gossip().updates()) {
+      if (u.node_id() == target->id().Bytes() &&
+          u.state() == proto::MEMBER_STATE_SUSPECT) {
+        recorder->Told(target->id());
+        return;
+      }
+    }
   }
 };
 
@@ -52,6 +72,7 @@ struct Node {
   Forwarder forwarder;
   std::unique_ptr<GrpcGossipServer> server;
   std::unique_ptr<GrpcGossipTransport> transport;
+  std::unique_ptr<TimedTransport> timed;
   std::unique_ptr<Membership> membership;
   bool running = true;
 };
@@ -62,6 +83,8 @@ int Run() {
   const bool insecure = absl::GetFlag(FLAGS_insecure);
   common::Random rng(absl::GetFlag(FLAGS_seed));
   LOG(INFO) << "seed " << rng.seed();
+  SwarmRecorder recorder(clock.get());
+  recorder.Start();
   std::vector<std::unique_ptr<Node>> nodes;
   absl::Mutex mu;
   int false_dead = 0;
@@ -73,18 +96,22 @@ int Run() {
     node->server = *GrpcGossipServer::Start("127.0.0.1:0", &node->forwarder,
                                             security, clock->Now());
     node->transport = std::make_unique<GrpcGossipTransport>(security, clock.get());
+    node->timed = std::make_unique<TimedTransport>(node->transport.get(), &recorder);
     MembershipOptions o;
     o.policy.swarm_id = "loopback";
     o.addresses = {absl::StrCat("127.0.0.1:", node->server->port())};
     o.stages = {static_cast<uint32_t>(i % 4)};
     node->membership = *Membership::Create(o, node->identity.get(),
-                                           node->transport.get(), clock.get(),
+                                           node->timed.get(), clock.get(),
                                            rng.Fork(i));
+    recorder.Name(node->identity->id(), i);
     node->membership->AddListener([&, i](const MemberChange& c) {
+      recorder.Transition(i, c);
       if (c.new_state != proto::MEMBER_STATE_DEAD) return;
       absl::MutexLock lock(&mu);
       if (victim < 0 || c.id != nodes[victim]->identity->id()) ++false_dead;
     });
+    node->forwarder.recorder = &recorder;
     node->forwarder.target = node->membership.get();
     nodes.push_back(std::move(node));
   }
@@ -147,8 +174,17 @@ int Run() {
     std::cout << "false_dead_verdicts=" << false_dead << " over "
               << absl::GetFlag(FLAGS_soak_seconds) << "s soak\n";
   }
+  for (int i = 0; i < n; ++i) {
+    const MembershipStats st = nodes[i]->membership->stats();
+    std::cout << "node " << i << ": probes=" << st.probes
+              << " suspicions_raised=" << st.suspicions
+              << " refutations=" << st.refutations
+              << " health=" << st.health_score << "\n";
+  }
+  if (absl::GetFlag(FLAGS_report)) recorder.Report(std::cout, victim);
   for (auto& node : nodes) node->server->Shutdown();
   for (auto& node : nodes) node->membership.reset();
+  recorder.Stop();
   return 0;
 }
 

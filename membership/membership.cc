@@ -63,8 +63,15 @@ void Membership::Impl::Shutdown() {
 void Membership::Impl::ScheduleProbe() {
   absl::MutexLock lock(&mu_);
   if (stopped_) return;
-  timers_[kProbeTimer] =
-      clock_->RunAfter(ProbeIntervalLocked(), Guard([this] { ProbeTick(); }));
+  const absl::Duration deadline = clock_->SteadyNow() + ProbeIntervalLocked();
+  timers_[kProbeTimer] = clock_->RunAt(
+      deadline, Guard([this, deadline] { ProbeTick(deadline); }));
+}
+
+void Membership::Impl::ObserveLatenessLocked(absl::Duration lateness) {
+  VLOG(1) << "membership " << self_ << ": our timer fired " << lateness
+          << " late (this process stalled)";
+  AdjustHealthLocked(+1);
 }
 
 void Membership::Impl::AdjustHealthLocked(int delta) {
@@ -166,16 +173,31 @@ absl::Duration Membership::Impl::ProbeTimeout(const common::NodeId& peer) {
   return std::min(timeout, ProbeIntervalLocked() * 0.6);
 }
 
-void Membership::Impl::ProbeTick() {
-  ScheduleProbe();
+void Membership::Impl::ProbeTick(absl::Duration deadline) {
   PeerRef to;
   proto::PingRequest req;
   uint64_t incarnation = 0;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
+    // A late tick: we stalled, so acks may be late for reasons of ours.
+    const absl::Duration lateness = clock_->SteadyNow() - deadline;
+    if (lateness > LateTimerThreshold()) {
+      ++stats_.late_ticks;
+      ObserveLatenessLocked(lateness);
+    }
+  }
+  ScheduleProbe();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
     CollectGarbageLocked();
     const Member* target = nullptr;
+    while (target == nullptr && !probe_next_.empty()) {
+      auto it = members_.find(probe_next_.front());
+      probe_next_.erase(probe_next_.begin());
+      if (it != members_.end() && it->second.live()) target = &it->second;
+    }
     for (size_t tries = 0; target == nullptr && tries < 2; ++tries) {
       while (probe_index_ < probe_order_.size() && target == nullptr) {
         auto it = members_.find(probe_order_[probe_index_++]);
@@ -228,6 +250,8 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
                                      uint64_t incarnation) {
   struct Round {
     int pending = 0;
+    int asked = 0;
+    int answered = 0;  // acks and nacks (target_alive = false)
     bool alive = false;
   };
   auto round = std::make_shared<Round>();
@@ -243,11 +267,12 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
     if (static_cast<int>(helpers.size()) > options_.indirect_probes) {
       helpers.resize(options_.indirect_probes);
     }
+    bool notify = false;
     if (helpers.empty()) {
       AdjustHealthLocked(+1);
-      SuspectLocked(target, incarnation, &changes);
+      notify = SuspectLocked(target, incarnation, &changes);
     }
-    if (!changes.empty()) NotifySuspectLater(target);
+    if (notify) NotifySuspectLater(target);
     for (const common::NodeId& h : helpers) {
       proto::PingRequest req = NewPingLocked(++seq_);
       req.set_target(target.Bytes());
@@ -255,7 +280,7 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
       sends.push_back({RefLocked(members_[h]), std::move(req)});
       ++stats_.indirect_probes;
     }
-    round->pending = static_cast<int>(sends.size());
+    round->pending = round->asked = static_cast<int>(sends.size());
   }
   Publish(changes);
   absl::Duration interval;
@@ -271,18 +296,22 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
         Guard([this, round, target, incarnation,
                helper = to.id](absl::StatusOr<proto::Ack> ack) {
           Changes changes;
+          bool notify = false;
           {
             absl::MutexLock lock(&mu_);
-            if (ack.ok()) {
+            if (ack.ok() && ack->from() == helper.Bytes()) {
               ApplyGossipLocked(ack->gossip(), helper, &changes);
               round->alive |= ack->target_alive();
+              ++round->answered;
             }
             if (--round->pending == 0 && !round->alive) {
-              AdjustHealthLocked(+1);
-              SuspectLocked(target, incarnation, &changes);
+              // Lifeguard: helpers that answered "no" (nacks) show that our
+              // own messages get through; each silent one counts against us.
+              AdjustHealthLocked(round->asked - round->answered);
+              notify = SuspectLocked(target, incarnation, &changes);
             }
           }
-          if (!changes.empty()) NotifySuspectLater(target);
+          if (notify) NotifySuspectLater(target);
           Publish(changes);
         }));
   }
@@ -294,6 +323,7 @@ void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
   clock_->RunAfter(absl::ZeroDuration(), Guard([this, target] {
     PeerRef to;
     proto::PingRequest req;
+    absl::Duration timeout = options_.probe_interval;
     {
       absl::MutexLock lock(&mu_);
       auto it = members_.find(target);
@@ -304,8 +334,13 @@ void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
       to = RefLocked(it->second);
       req = NewPingLocked(++seq_);
       AddOpinionAboutLocked(target, req.mutable_gossip());
+      // As long as the suspicion can last: a suspect that was only slow
+      // still gets its refutation back to us in the ack.
+      if (it->second.suspicion.has_value()) {
+        timeout = it->second.suspicion->bounds().max;
+      }
     }
-    transport_->Ping(to, req, options_.probe_interval,
+    transport_->Ping(to, req, timeout,
                      Guard([this, target](absl::StatusOr<proto::Ack> ack) {
                        if (!ack.ok() || ack->from() != target.Bytes()) return;
                        Changes changes;
@@ -431,8 +466,8 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
       theirs[*id] = d.incarnation();
       if (d.state() == proto::MEMBER_STATE_SUSPECT ||
           d.state() == proto::MEMBER_STATE_DEAD) {
-        ApplyOpinionLocked(*id, d.state(), d.incarnation(), false,
-                                &changes);
+        ApplyOpinionLocked(*id, d.state(), d.incarnation(), common::NodeId(),
+                           /*first_hand=*/false, &changes);
       }
     }
     for (const auto& [id, m] : members_) {

@@ -70,7 +70,17 @@ struct MembershipOptions {
   // (1 + score). A node that is itself slow or cut off then suspects others
   // less eagerly.
   int max_health_score = 8;
+  // Suspicion (Lifeguard's dynamic timeout, Note [Dynamic suspicion] in
+  // membership_impl.h): a SUSPECT member is declared DEAD after between
+  // min = suspicion_timeout * max(1, log10(live members)) and
+  // suspicion_max_multiplier * min; the timeout starts at the max and
+  // shrinks (log scale) to the min with suspicion_confirmations independent
+  // confirmations (other members' own failed probes). A dead member is
+  // confirmed by everybody within a few periods; a suspicion raised by one
+  // slow member stays long enough for the suspect to refute.
   absl::Duration suspicion_timeout = absl::Milliseconds(1000);
+  double suspicion_max_multiplier = 4;
+  int suspicion_confirmations = 3;
   absl::Duration gossip_interval = absl::Milliseconds(200);
   int gossip_fanout = 3;
   int retransmit_mult = 4;
@@ -108,6 +118,9 @@ struct MembershipStats {
   uint64_t indirect_probes = 0;
   uint64_t suspicions = 0;  // raised by this node
   uint64_t refutations = 0; // of suspicions about this node
+  uint64_t confirmations = 0;  // independent confirmations counted
+  uint64_t deferred_verdicts = 0;  // suspicion timer fired late (we stalled)
+  uint64_t late_ticks = 0;         // probe tick fired late (we stalled)
   int health_score = 0;      // current local health score (0 = healthy)
 };
 

@@ -414,8 +414,9 @@ void Membership::HandlePushPull(const PeerInfo& from,
       theirs[*id] = {d.incarnation(), d.state()};
       if (d.state() == proto::MEMBER_STATE_SUSPECT ||
           d.state() == proto::MEMBER_STATE_DEAD) {
-        impl_->ApplyOpinionLocked(*id, d.state(), d.incarnation(), false,
-                                &changes);
+        impl_->ApplyOpinionLocked(*id, d.state(), d.incarnation(),
+                                  common::NodeId(), /*first_hand=*/false,
+                                  &changes);
       }
     }
     resp.set_protocol_version(proto::kProtocolVersion);

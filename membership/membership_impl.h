@@ -15,8 +15,41 @@
 //   suspects everybody, and when it reconnects its verdicts would otherwise
 //   kill healthy members before they can refute. Detection time barely
 //   changes: everybody hears the first suspicion within a few gossip rounds.
+// * Opinions carry their reporter; a node that passes hearsay on keeps the
+//   original reporter, so a receiver can tell independent suspicions apart
+//   (Note [Dynamic suspicion]).
 // * First-hand only link samples: a LinkSample is accepted from the node it
 //   is `from`, so a peer cannot put words in another's mouth.
+//
+// Note [Dynamic suspicion] (Lifeguard, Dadgar et al. 2018)
+// * A suspicion's timeout starts at SuspicionBounds::max and shrinks towards
+//   min as other members confirm it independently (suspicion.h). A
+//   confirmation is a SUSPECT (or DEAD) opinion about the same incarnation
+//   from a reporter other than the first, or our own failed probe of a member
+//   we already suspect; each new one is counted once and passed on (with its
+//   reporter), each re-arms the timer at start + timeout(confirmations).
+//   A lone suspicion, typically raised by a member that is itself slow and
+//   missed the acks, leaves the suspect the long timeout to refute; a dead
+//   member fails everybody's probes, so confirmations pile up and the
+//   verdict comes after the short one (membership_sim_test measures both).
+// * Hearsay is checked: a member we hear is suspected is the next one we
+//   probe. A dead member then collects its confirmations within about one
+//   protocol period (so the short timeout applies and detection stays within
+//   ~3 s), and a live one gets our ping, which carries the suspicion, so it
+//   can refute even if nobody else reached it.
+// * Buddy system: whoever raises or confirms a suspicion tells the suspect
+//   directly, with a deadline as long as the suspicion itself, so a suspect
+//   that was merely slow answers with its refutation as soon as it runs.
+// * Late timers: a suspicion timer that fires more than kLateTimer after its
+//   deadline means our own process did not run for that long (a starved
+//   machine); refutations may be queued behind it. Such a verdict is
+//   deferred by the lateness (at most `max` in total) and our health score
+//   rises, instead of convicting a member for our own stall. A probe tick
+//   that fires late raises the health score the same way.
+// * Local health (MembershipOptions::max_health_score): +1 per helper of an
+//   indirect probe that did not answer at all (a missed nack: the problem
+//   is likely ours), +1 for a failed probe with no helper to ask, +1 per
+//   refuted suspicion about us or late tick, -1 per answered probe.
 // * Locking: one mutex (mu_) guards everything. Work that calls out
 //   (transport, listeners) is prepared under the lock and done after it is
 //   released; every asynchronous callback goes through Guard(), which drops
@@ -26,6 +59,7 @@
 #define SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +70,7 @@
 #include "membership/broadcast_queue.h"
 #include "membership/link_stats.h"
 #include "membership/membership.h"
+#include "membership/suspicion.h"
 
 namespace skipswarm::membership {
 
@@ -66,6 +101,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     proto::MemberState state = proto::MEMBER_STATE_ALIVE;
     absl::Duration state_since;
     common::TimerId suspicion_timer = common::kNoTimer;
+    std::optional<Suspicion> suspicion;  // while SUSPECT
+    absl::Duration deferred;  // verdict deferred for our own lateness
     uint64_t incarnation() const { return record.incarnation(); }
     bool live() const {
       return state == proto::MEMBER_STATE_ALIVE ||
@@ -96,16 +133,26 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyRecordLocked(const proto::SignedNodeRecord& signed_record,
                          Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `first_hand`: our own probe or suspicion timer, not hearsay.
+  // `first_hand`: our own probe or suspicion timer, not hearsay (then
+  // `reporter` is us). `reporter` may be zero (unknown, e.g. a digest).
   void ApplyOpinionLocked(const common::NodeId& id, proto::MemberState state,
-                          uint64_t incarnation, bool first_hand,
-                          Changes* changes)
+                          uint64_t incarnation, const common::NodeId& reporter,
+                          bool first_hand, Changes* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetStateLocked(Member& m, proto::MemberState state, Changes* changes)
+  void SetStateLocked(Member& m, proto::MemberState state,
+                      const common::NodeId& reporter, Changes* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SuspectLocked(const common::NodeId& id, uint64_t incarnation,
+  void QueueOpinionLocked(const Member& m, proto::MemberState state,
+                          const common::NodeId& reporter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmSuspicionTimerLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Our own probe of `id` failed: raises a suspicion, or confirms the one we
+  // hold. True if either happened (then the caller tells the suspect).
+  bool SuspectLocked(const common::NodeId& id, uint64_t incarnation,
                      Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnSuspicionTimeout(const common::NodeId& id, uint64_t incarnation);
+  void OnSuspicionTimeout(const common::NodeId& id, uint64_t incarnation,
+                          absl::Duration deadline);
+  int LiveCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our news and first-hand link samples for one outgoing message.
   void FillGossipLocked(proto::Gossip* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells `peer` what we think of it if that is not ALIVE (it can refute).
@@ -132,11 +179,18 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   void AdjustHealthLocked(int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration ProbeIntervalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration ProbeTimeout(const common::NodeId& peer);
-  void ProbeTick();
+  void ProbeTick(absl::Duration deadline);
   void OnProbeResult(const common::NodeId& target, uint64_t incarnation,
                      absl::Duration sent_at, absl::StatusOr<proto::Ack> ack);
   void IndirectProbe(const common::NodeId& target, uint64_t incarnation);
   void NotifySuspectLater(const common::NodeId& target);
+  // A timer this late means our process stalled (Note [Dynamic suspicion]).
+  absl::Duration LateTimerThreshold() const {
+    return options_.probe_interval / 2;
+  }
+  // Our own timers fired `lateness` after their deadline.
+  void ObserveLatenessLocked(absl::Duration lateness)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleGossip();
   void GossipTick();
   void SchedulePushPull();
@@ -168,6 +222,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
                       proto::LinkSample>
       links_ ABSL_GUARDED_BY(mu_);
   std::vector<common::NodeId> probe_order_ ABSL_GUARDED_BY(mu_);
+  // Suspects we heard of: probed before the round-robin goes on.
+  std::vector<common::NodeId> probe_next_ ABSL_GUARDED_BY(mu_);
   size_t probe_index_ ABSL_GUARDED_BY(mu_) = 0;
   size_t link_cursor_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;

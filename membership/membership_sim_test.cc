@@ -5,6 +5,8 @@
 
 #include "gtest/gtest.h"
 #include "membership/sim_swarm.h"
+#include "membership/suspicion.h"
+#include "proto/version.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -231,6 +233,132 @@ TEST(MembershipSimTest, GracefulLeaveIsSeenAsLeftNotDead) {
   swarm.Run(absl::Seconds(10));
   EXPECT_EQ(CountTransitionsTo(swarm, proto::MEMBER_STATE_DEAD, 8), 0);
   EXPECT_TRUE(swarm.Converged());
+}
+
+// The same timeouts as before dynamic suspicion: always the minimum.
+MembershipOptions FixedSuspicion() {
+  MembershipOptions o = Defaults();
+  o.suspicion_max_multiplier = 1;
+  o.suspicion_confirmations = 0;
+  return o;
+}
+
+struct SlowRun {
+  int dead_about_slow = 0;    // verdicts about the slow member
+  int dead_about_others = 0;  // verdicts about anybody else
+};
+
+// Node 3 handles every message `delay` late for `window`, then recovers.
+SlowRun RunWithSlowMember(uint64_t seed, const MembershipOptions& options,
+                          absl::Duration delay, absl::Duration window) {
+  SimSwarm swarm(seed, Net(), options);
+  for (int i = 0; i < kNodes; ++i) swarm.AddNode();
+  swarm.StartAll(0);
+  EXPECT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(30)),
+            absl::InfiniteDuration());
+  swarm.Run(absl::Milliseconds(100) * static_cast<double>(seed));  // vary phase
+  const int slow = 3;
+  swarm.SetInboundDelay(slow, delay);
+  swarm.Run(window);
+  swarm.SetInboundDelay(slow, absl::ZeroDuration());
+  swarm.Run(absl::Seconds(15));
+  EXPECT_TRUE(swarm.Converged()) << "seed " << seed;
+  SlowRun r;
+  for (const auto& t : swarm.transitions()) {
+    if (t.state != proto::MEMBER_STATE_DEAD) continue;
+    ++(t.subject == slow ? r.dead_about_slow : r.dead_about_others);
+  }
+  return r;
+}
+
+// A member whose handlers run 1.5 s late (more than suspicion_timeout) for a
+// second - a starved process - fails everybody's probes, but it is told of
+// the suspicion directly (buddy system, with a deadline as long as the
+// suspicion) and its refutation arrives before the dynamic timeout runs
+// out. With the old fixed timeout the same stall gets it declared dead, so
+// the scenario is known to bite.
+TEST(MembershipSimTest, SlowButAliveMemberIsNotDeclaredDead) {
+  int dynamic_deaths = 0, fixed_deaths = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    SlowRun dynamic = RunWithSlowMember(seed, Defaults(), absl::Milliseconds(1500),
+                                        absl::Seconds(1));
+    EXPECT_EQ(dynamic.dead_about_slow, 0) << "seed " << seed;
+    EXPECT_EQ(dynamic.dead_about_others, 0) << "seed " << seed;
+    dynamic_deaths += dynamic.dead_about_slow;
+    fixed_deaths += RunWithSlowMember(seed, FixedSuspicion(),
+                                      absl::Milliseconds(1500), absl::Seconds(1))
+                        .dead_about_slow;
+  }
+  Figure("slow_member_false_dead_dynamic", dynamic_deaths);
+  Figure("slow_member_false_dead_fixed_timeout", fixed_deaths);
+  EXPECT_GT(fixed_deaths, 0);
+}
+
+// Lifeguard's dynamic suspicion, seen from node 0 of 12 while only node 0
+// probes (the others' timers are stopped; they still answer): its lone
+// suspicion of a crashed member lasts the maximum, 4 x 1 s x log10(12);
+// each independent confirmation (another member's SUSPECT opinion,
+// injected here) brings the verdict closer to the minimum.
+TEST(MembershipSimTest, SuspicionTimeoutShrinksWithIndependentConfirmations) {
+  const MembershipOptions o = Defaults();
+  const SuspicionBounds bounds = ComputeSuspicionBounds(
+      o.suspicion_timeout, o.suspicion_max_multiplier, o.suspicion_confirmations,
+      kNodes);
+  std::vector<absl::Duration> measured;
+  for (int confirmations : {0, 1, 2, 3}) {
+    SimSwarm swarm(21, Net(), o);
+    for (int i = 0; i < kNodes; ++i) swarm.AddNode();
+    swarm.StartAll(0);
+    ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(30)),
+              absl::InfiniteDuration());
+    const int victim = 5;
+    for (int i = 1; i < kNodes; ++i) {
+      if (i != victim) swarm.node(i).Stop();
+    }
+    swarm.Kill(victim);
+    auto state_at_0 = [&] {
+      const View view = swarm.node(0).GetView();
+      return *view.Find(swarm.id(victim));
+    };
+    ASSERT_NE(swarm.RunUntil(
+                  [&] { return state_at_0().state == proto::MEMBER_STATE_SUSPECT; },
+                  absl::Seconds(10), absl::Milliseconds(1)),
+              absl::InfiniteDuration());
+    const absl::Duration suspected = swarm.clock().SteadyNow();
+    for (int k = 1; k <= confirmations; ++k) {
+      proto::PingRequest req;
+      req.set_protocol_version(proto::kProtocolVersion);
+      req.set_swarm_id(o.policy.swarm_id);
+      req.set_from(swarm.id(k).Bytes());
+      proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+      u->set_node_id(swarm.id(victim).Bytes());
+      u->set_state(proto::MEMBER_STATE_SUSPECT);
+      u->set_incarnation(state_at_0().incarnation);
+      u->set_reporter(swarm.id(k).Bytes());
+      swarm.node(0).HandlePing({swarm.address(k), swarm.id(k)}, req,
+                               [](absl::StatusOr<proto::Ack>) {});
+      swarm.node(0).HandlePing({swarm.address(k), swarm.id(k)}, req,  // again
+                               [](absl::StatusOr<proto::Ack>) {});
+    }
+    ASSERT_NE(swarm.RunUntil(
+                  [&] { return state_at_0().state == proto::MEMBER_STATE_DEAD; },
+                  absl::Seconds(10), absl::Milliseconds(1)),
+              absl::InfiniteDuration());
+    const absl::Duration took = swarm.clock().SteadyNow() - suspected;
+    std::cout << confirmations << " confirmations: DEAD after " << took
+              << " (expected " << SuspicionTimeout(bounds, confirmations) << ")"
+              << std::endl;
+    EXPECT_NEAR(absl::ToDoubleSeconds(took),
+                absl::ToDoubleSeconds(SuspicionTimeout(bounds, confirmations)),
+                0.01)
+        << confirmations << " confirmations";
+    EXPECT_EQ(swarm.node(0).stats().confirmations,
+              static_cast<uint64_t>(confirmations));
+    measured.push_back(took);
+  }
+  EXPECT_EQ(bounds.max, 4 * bounds.min);
+  Figure("lone_suspicion_seconds", absl::ToDoubleSeconds(measured.front()));
+  Figure("suspicion_seconds_3_confirmations", absl::ToDoubleSeconds(measured.back()));
 }
 
 }  // namespace

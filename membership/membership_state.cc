@@ -52,7 +52,11 @@ void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
         u.state() != proto::MEMBER_STATE_DEAD) {
       continue;  // opinions are only ever suspicion or death
     }
-    ApplyOpinionLocked(*id, u.state(), u.incarnation(), false, changes);
+    absl::StatusOr<common::NodeId> reporter =
+        common::NodeId::FromBytes(u.reporter());
+    ApplyOpinionLocked(*id, u.state(), u.incarnation(),
+                       reporter.ok() ? *reporter : common::NodeId(),
+                       /*first_hand=*/false, changes);
   }
   for (const proto::LinkSample& s : gossip.links()) {
     if (s.from() != sender.Bytes()) continue;  // first-hand only
@@ -116,6 +120,7 @@ void Membership::Impl::ApplyRecordLocked(
     clock_->Cancel(m.suspicion_timer);
     m.suspicion_timer = common::kNoTimer;
   }
+  m.suspicion.reset();
   const proto::MemberState new_state = OwnerState(m.record);
   if (new_state != old_state) m.state_since = clock_->SteadyNow();
   m.state = new_state;
@@ -126,8 +131,9 @@ void Membership::Impl::ApplyRecordLocked(
 
 void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
                                           proto::MemberState state,
-                                          uint64_t incarnation, bool first_hand,
-                                          Changes* changes) {
+                                          uint64_t incarnation,
+                                          const common::NodeId& reporter,
+                                          bool first_hand, Changes* changes) {
   if (id == self_) {
     Member& me = members_[self_];
     if (me.state == proto::MEMBER_STATE_LEFT) return;
@@ -143,25 +149,50 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
   if (it == members_.end()) return;
   Member& m = it->second;
   if (incarnation != m.incarnation()) return;  // see Note
-  if (m.state == proto::MEMBER_STATE_LEFT || Rank(state) <= Rank(m.state)) {
+  if (m.state == proto::MEMBER_STATE_LEFT) return;
+  if (m.state == proto::MEMBER_STATE_SUSPECT &&
+      (state == proto::MEMBER_STATE_SUSPECT ||
+       (state == proto::MEMBER_STATE_DEAD && !first_hand))) {
+    // Another member's suspicion (or its verdict) about what we suspect:
+    // an independent confirmation if the reporter is new (Note [Dynamic
+    // suspicion]); it shortens our timeout and is passed on.
+    if (m.suspicion.has_value() && m.suspicion->Confirm(reporter)) {
+      ++stats_.confirmations;
+      ArmSuspicionTimerLocked(m);
+      QueueOpinionLocked(m, proto::MEMBER_STATE_SUSPECT, reporter);
+      VLOG(1) << "membership " << self_ << ": " << id << " suspicion confirmed by "
+              << reporter << " (" << m.suspicion->confirmations() << "), timeout "
+              << m.suspicion->Timeout();
+    }
     return;
   }
+  if (Rank(state) <= Rank(m.state)) return;
   if (state == proto::MEMBER_STATE_DEAD && !first_hand) {
     // Someone else's verdict: at most a suspicion here, and our own timer
     // decides, which gives the member time to refute (see Note).
     if (m.state != proto::MEMBER_STATE_ALIVE) return;
     state = proto::MEMBER_STATE_SUSPECT;
   }
-  SetStateLocked(m, state, changes);
+  SetStateLocked(m, state, reporter, changes);
+  QueueOpinionLocked(m, state, first_hand ? self_ : reporter);
+  if (state == proto::MEMBER_STATE_SUSPECT && !first_hand) {
+    probe_next_.push_back(id);  // check the rumour (see Note)
+  }
+}
+
+void Membership::Impl::QueueOpinionLocked(const Member& m,
+                                          proto::MemberState state,
+                                          const common::NodeId& reporter) {
   proto::MembershipUpdate update;
-  update.set_node_id(id.Bytes());
+  update.set_node_id(m.id.Bytes());
   update.set_state(state);
-  update.set_incarnation(incarnation);
-  update.set_reporter(self_.Bytes());
-  broadcasts_.QueueUpdate(id, update);
+  update.set_incarnation(m.incarnation());
+  if (!reporter.IsZero()) update.set_reporter(reporter.Bytes());
+  broadcasts_.QueueUpdate(m.id, update);
 }
 
 void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
+                                      const common::NodeId& reporter,
                                       Changes* changes) {
   const proto::MemberState old_state = m.state;
   m.state = state;
@@ -171,12 +202,16 @@ void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
     clock_->Cancel(m.suspicion_timer);
     m.suspicion_timer = common::kNoTimer;
   }
+  m.suspicion.reset();
   if (state == proto::MEMBER_STATE_SUSPECT) {
-    m.suspicion_timer = clock_->RunAfter(
-        options_.suspicion_timeout,
-        Guard([this, id = m.id, inc = m.incarnation()] {
-          OnSuspicionTimeout(id, inc);
-        }));
+    m.suspicion.emplace(
+        reporter, clock_->SteadyNow(),
+        ComputeSuspicionBounds(options_.suspicion_timeout,
+                               options_.suspicion_max_multiplier,
+                               options_.suspicion_confirmations,
+                               LiveCountLocked()));
+    m.deferred = absl::ZeroDuration();
+    ArmSuspicionTimerLocked(m);
   }
   changes->push_back({m.id, old_state, state, false});
   VLOG(1) << "membership " << self_ << ": " << m.id << " "
@@ -184,20 +219,40 @@ void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
           << proto::MemberState_Name(state);
 }
 
-void Membership::Impl::SuspectLocked(const common::NodeId& id,
+void Membership::Impl::ArmSuspicionTimerLocked(Member& m) {
+  if (m.suspicion_timer != common::kNoTimer) clock_->Cancel(m.suspicion_timer);
+  // A deadline already past fires at once (asynchronously).
+  const absl::Duration deadline = m.suspicion->Deadline() + m.deferred;
+  m.suspicion_timer = clock_->RunAt(
+      deadline, Guard([this, id = m.id, inc = m.incarnation(), deadline] {
+        OnSuspicionTimeout(id, inc, deadline);
+      }));
+}
+
+bool Membership::Impl::SuspectLocked(const common::NodeId& id,
                                      uint64_t incarnation, Changes* changes) {
   auto it = members_.find(id);
-  if (it == members_.end() || it->second.state != proto::MEMBER_STATE_ALIVE ||
-      it->second.incarnation() != incarnation) {
-    return;
+  if (it == members_.end() || it->second.incarnation() != incarnation) {
+    return false;
   }
-  ++stats_.suspicions;
-  ApplyOpinionLocked(id, proto::MEMBER_STATE_SUSPECT, incarnation, true,
-                     changes);
+  Member& m = it->second;
+  if (m.state == proto::MEMBER_STATE_ALIVE) {
+    ++stats_.suspicions;
+    ApplyOpinionLocked(id, proto::MEMBER_STATE_SUSPECT, incarnation, self_,
+                       /*first_hand=*/true, changes);
+    return true;
+  }
+  // Already suspected (by hearsay): our failed probe confirms it.
+  if (m.state != proto::MEMBER_STATE_SUSPECT) return false;
+  const uint64_t before = stats_.confirmations;
+  ApplyOpinionLocked(id, proto::MEMBER_STATE_SUSPECT, incarnation, self_,
+                     /*first_hand=*/true, changes);
+  return stats_.confirmations != before;
 }
 
 void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
-                                          uint64_t incarnation) {
+                                          uint64_t incarnation,
+                                          absl::Duration deadline) {
   Changes changes;
   {
     absl::MutexLock lock(&mu_);
@@ -206,11 +261,31 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
         it->second.incarnation() != incarnation) {
       return;
     }
-    it->second.suspicion_timer = common::kNoTimer;
-    ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, true,
-                       &changes);
+    Member& m = it->second;
+    m.suspicion_timer = common::kNoTimer;
+    const absl::Duration lateness = clock_->SteadyNow() - deadline;
+    if (lateness > LateTimerThreshold() && m.suspicion.has_value() &&
+        m.deferred < m.suspicion->bounds().max) {
+      // We did not run for `lateness`: the refutation may be waiting in our
+      // queues. Give the time back (Note [Dynamic suspicion], late timers).
+      ++stats_.deferred_verdicts;
+      ObserveLatenessLocked(lateness);
+      const absl::Duration until = clock_->SteadyNow() + lateness;
+      m.deferred = std::min(until - m.suspicion->Deadline(),
+                            m.suspicion->bounds().max);
+      ArmSuspicionTimerLocked(m);
+      return;
+    }
+    ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
+                       /*first_hand=*/true, &changes);
   }
   Publish(changes);
+}
+
+int Membership::Impl::LiveCountLocked() const {
+  int n = 0;
+  for (const auto& [id, m] : members_) n += m.live() ? 1 : 0;
+  return n;
 }
 
 void Membership::Impl::FillGossipLocked(proto::Gossip* out) {

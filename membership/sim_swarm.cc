@@ -12,9 +12,92 @@ struct SimSwarm::Node {
   std::string address;
   std::vector<uint32_t> stages;
   GossipTransport* transport = nullptr;
+  std::unique_ptr<DelayedTransport> delayed_transport;
+  std::unique_ptr<DelayedHandler> delayed_handler;
   std::unique_ptr<Membership> membership;
+  absl::Duration inbound_delay;  // SetInboundDelay
   bool running = false;
   int generation = 0;
+};
+
+// Hands requests to the node's Membership `inbound_delay` late (directly
+// when it is zero, so undelayed runs are exactly as before).
+class SimSwarm::DelayedHandler final : public GossipHandler {
+ public:
+  DelayedHandler(SimSwarm* swarm, Node* node) : swarm_(swarm), node_(node) {}
+  void HandlePing(const PeerInfo& from, const proto::PingRequest& req,
+                  AckCallback reply) override {
+    Later([=, reply = std::move(reply)](Membership* m) mutable {
+      m->HandlePing(from, req, std::move(reply));
+    });
+  }
+  void HandlePingReq(const PeerInfo& from, const proto::PingRequest& req,
+                     AckCallback reply) override {
+    Later([=, reply = std::move(reply)](Membership* m) mutable {
+      m->HandlePingReq(from, req, std::move(reply));
+    });
+  }
+  void HandlePushPull(const PeerInfo& from, const proto::PushPullRequest& req,
+                      PushPullCallback reply) override {
+    Later([=, reply = std::move(reply)](Membership* m) mutable {
+      m->HandlePushPull(from, req, std::move(reply));
+    });
+  }
+
+ private:
+  template <typename F>
+  void Later(F f) {
+    if (node_->inbound_delay <= absl::ZeroDuration()) {
+      f(node_->membership.get());
+      return;
+    }
+    const int generation = node_->generation;
+    swarm_->clock_.RunAfter(
+        node_->inbound_delay, [this, generation, f = std::move(f)]() mutable {
+          // A restarted node's new Membership never sees old requests.
+          if (node_->generation == generation && node_->membership != nullptr) {
+            f(node_->membership.get());
+          }
+        });
+  }
+  SimSwarm* const swarm_;
+  Node* const node_;
+};
+
+// Delivers replies to the node's own requests `inbound_delay` late.
+class SimSwarm::DelayedTransport final : public GossipTransport {
+ public:
+  DelayedTransport(SimSwarm* swarm, Node* node) : swarm_(swarm), node_(node) {}
+  void Ping(const PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, AckCallback done) override {
+    node_->transport->Ping(to, req, timeout, Later(std::move(done)));
+  }
+  void PingReq(const PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, AckCallback done) override {
+    node_->transport->PingReq(to, req, timeout, Later(std::move(done)));
+  }
+  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, PushPullCallback done) override {
+    node_->transport->PushPull(to, req, timeout, Later(std::move(done)));
+  }
+
+ private:
+  template <typename Result>
+  absl::AnyInvocable<void(Result)> Later(absl::AnyInvocable<void(Result)> done) {
+    return [this, done = std::move(done)](Result result) mutable {
+      if (node_->inbound_delay <= absl::ZeroDuration()) {
+        done(std::move(result));
+        return;
+      }
+      swarm_->clock_.RunAfter(node_->inbound_delay,
+                              [done = std::move(done),
+                               result = std::move(result)]() mutable {
+                                done(std::move(result));
+                              });
+    };
+  }
+  SimSwarm* const swarm_;
+  Node* const node_;
 };
 
 Membership& SimSwarm::node(int i) { return *nodes_[i]->membership; }
@@ -45,6 +128,8 @@ int SimSwarm::AddNode(std::vector<uint32_t> stages) {
   node->address = absl::StrCat("node", i, ":7000");
   node->stages = std::move(stages);
   node->transport = net_.AddEndpoint(node->address, node->identity->id());
+  node->delayed_transport = std::make_unique<DelayedTransport>(this, node.get());
+  node->delayed_handler = std::make_unique<DelayedHandler>(this, node.get());
   nodes_.push_back(std::move(node));
   CreateMembership(i);
   return i;
@@ -56,7 +141,7 @@ void SimSwarm::CreateMembership(int i) {
   options.addresses = {n.address};
   options.stages = n.stages;
   auto m = Membership::Create(
-      options, n.identity.get(), n.transport, &clock_,
+      options, n.identity.get(), n.delayed_transport.get(), &clock_,
       rng_.Fork(absl::StrCat("node", i, "/", n.generation++)));
   CHECK(m.ok()) << m.status();
   n.membership = *std::move(m);
@@ -64,7 +149,11 @@ void SimSwarm::CreateMembership(int i) {
     if (c.old_state == c.new_state) return;
     transitions_.push_back({i, IndexOf(c.id), c.new_state, clock_.SteadyNow()});
   });
-  net_.Serve(n.address, n.membership.get());
+  net_.Serve(n.address, n.delayed_handler.get());
+}
+
+void SimSwarm::SetInboundDelay(int i, absl::Duration delay) {
+  nodes_[i]->inbound_delay = delay;
 }
 
 int SimSwarm::IndexOf(const common::NodeId& id) const {

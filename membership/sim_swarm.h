@@ -45,6 +45,10 @@ class SimSwarm {
   // through `bootstrap`.
   void Restart(int i, int bootstrap);
   bool alive(int i) const;
+  // From now on node i handles every incoming request, and every reply to
+  // its own requests, `delay` late (a starved process, or a queue in front
+  // of its handlers); its timers still run on time. Zero: normal again.
+  void SetInboundDelay(int i, absl::Duration delay);
 
   // True when every running node's view has exactly the running nodes as
   // live members (ALIVE or SUSPECT) and all view digests are equal.
@@ -74,6 +78,8 @@ class SimSwarm {
 
  private:
   struct Node;
+  class DelayedHandler;
+  class DelayedTransport;
   void CreateMembership(int i);
   int IndexOf(const common::NodeId& id) const;
 
