@@ -17,6 +17,7 @@
 #include "model/route.h"
 #include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
+#include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, checkpoint, "",
           "Checkpoint folder written by train-ref (stage-<s>.ckpt files).");
@@ -27,9 +28,23 @@ ABSL_FLAG(double, keep_fraction, -1,
           "(averaged over stage subsets).");
 ABSL_FLAG(int, eval_subsets, 10,
           "Stage subsets averaged per removal level (all of them when fewer).");
+ABSL_FLAG(bool, depth_calibration, true,
+          "Scale the stage updates of routes deeper than the training routes by r_t / r "
+          "(Note [Depth calibration] in model/evaluate.h); false: the plain model.");
+ABSL_FLAG(double, train_skip_ratio, -1,
+          "Skip ratio the checkpoint was trained with, for --depth_calibration; negative: "
+          "read it from the checkpoint (train-ref records it; 0 when absent).");
 
 namespace skipswarm::model {
 namespace {
+
+// The skip ratio train-ref recorded in the checkpoint's `extra` JSON, 0 when
+// there is none (a swarm checkpoint, or one from before it was recorded).
+double RecordedSkipRatio(const std::string& extra) {
+  nlohmann::json j = nlohmann::json::parse(extra, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("skip_ratio") || !j["skip_ratio"].is_number()) return 0;
+  return j["skip_ratio"].get<double>();
+}
 
 absl::Status Run() {
   SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
@@ -74,9 +89,22 @@ absl::Status Run() {
               dir.c_str(), static_cast<long long>(info.step), config.num_stages,
               config.ParameterCount() / 1e6,
               static_cast<long long>(val.size()) * flags.samples_per_mb * config.seq_len);
+  double skip = absl::GetFlag(FLAGS_train_skip_ratio);
+  if (skip < 0) skip = RecordedSkipRatio(info.extra);
+  if (skip >= 1) return absl::InvalidArgumentError("--train_skip_ratio must be < 1");
+  if (!absl::GetFlag(FLAGS_depth_calibration)) skip = 0;
+  const double full_scale =
+      DepthCalibrationScale(config.num_stages, skip, FullRoute(config.num_stages));
+  std::printf("depth calibration: %s\n",
+              full_scale == 1.0
+                  ? "none (plain model)"
+                  : absl::StrFormat("trained with skip ratio %.2f, stage updates of the full "
+                                    "route scaled by %.3f",
+                                    skip, full_scale)
+                        .c_str());
 
   SS_ASSIGN_OR_RETURN(EvalResult full, EvaluateRoute(*pipe, FullRoute(config.num_stages), val,
-                                                     bytes_per_token));
+                                                     bytes_per_token, skip));
   const std::vector<std::string> drop_flag = absl::GetFlag(FLAGS_drop_stages);
   if (!drop_flag.empty()) {
     std::vector<int> dropped;
@@ -88,7 +116,7 @@ absl::Status Run() {
       dropped.push_back(stage);
     }
     SS_ASSIGN_OR_RETURN(std::vector<int> route, RouteWithout(config.num_stages, dropped));
-    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(*pipe, route, val, bytes_per_token));
+    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(*pipe, route, val, bytes_per_token, skip));
     std::printf("full model:          val_loss %.4f  ppl %.3f  bits/byte %.4f\n", full.loss,
                 full.perplexity, full.bits_per_byte);
     std::printf("without stages %-5s val_loss %.4f  ppl %.3f  bits/byte %.4f  (ppl %+.1f%%)\n",
@@ -116,7 +144,7 @@ absl::Status Run() {
     if (k > 0) {
       SS_ASSIGN_OR_RETURN(DropResult d,
                           EvaluateDropped(*pipe, k, val, absl::GetFlag(FLAGS_eval_subsets),
-                                          bytes_per_token));
+                                          bytes_per_token, skip));
       e = d.mean;
       subsets = d.subsets;
       worst = d.worst_perplexity;
@@ -140,7 +168,8 @@ common::cli::Command EvalCommand() {
       "skipswarm eval --checkpoint=DIR [--drop_stages=S,S | --keep_fraction=F]\n"
       "Without --drop_stages/--keep_fraction prints a table for 0/17/33/50% of the stages\n"
       "removed (mean over stage subsets; removed stages are bypassed through the residual\n"
-      "stream). The model shape is read from the checkpoint.";
+      "stream). The model shape is read from the checkpoint. Routes deeper than the\n"
+      "training routes of a skip-trained model are depth-calibrated (--depth_calibration).";
   c.flag_files = {"model/eval_command.cc", kModelFlagsFile};
   c.run = [](const std::vector<std::string>& args) {
     if (!args.empty()) {

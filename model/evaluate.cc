@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/route.h"
 
 namespace skipswarm::model {
 namespace {
@@ -33,14 +34,23 @@ void Subsets(int first, int last, int k, std::vector<int>& cur,
 
 }  // namespace
 
+double DepthCalibrationScale(int num_stages, double train_skip_ratio,
+                             const std::vector<int>& route) {
+  const int trained = StagesPerRoute(num_stages, train_skip_ratio) - 1;
+  const int visited = static_cast<int>(route.size()) - 1;
+  if (visited <= trained || visited <= 0) return 1.0;
+  return static_cast<double>(trained) / visited;
+}
+
 absl::StatusOr<EvalResult> EvaluateRoute(LocalPipeline& pipe, const std::vector<int>& route,
                                          const std::vector<MicroBatch>& batches,
-                                         double bytes_per_token) {
+                                         double bytes_per_token, double train_skip_ratio) {
   if (batches.empty()) return absl::InvalidArgumentError("evaluation: no validation batches");
+  const double scale = DepthCalibrationScale(pipe.num_stages(), train_skip_ratio, route);
   double sum = 0;
   int64_t tokens = 0;
   for (const MicroBatch& b : batches) {
-    SS_ASSIGN_OR_RETURN(double loss, pipe.EvalMicroBatch(route, b.tokens, b.targets));
+    SS_ASSIGN_OR_RETURN(double loss, pipe.EvalMicroBatch(route, b.tokens, b.targets, scale));
     sum += loss * b.tokens.numel();
     tokens += b.tokens.numel();
   }
@@ -78,7 +88,8 @@ int StagesForFraction(int num_stages, double fraction) {
 
 absl::StatusOr<DropResult> EvaluateDropped(LocalPipeline& pipe, int num_dropped,
                                            const std::vector<MicroBatch>& batches,
-                                           int max_subsets, double bytes_per_token) {
+                                           int max_subsets, double bytes_per_token,
+                                           double train_skip_ratio) {
   std::vector<std::vector<int>> all = NonZeroStageSubsets(pipe.num_stages(), num_dropped);
   if (all.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot drop ", num_dropped, " of ",
@@ -94,7 +105,8 @@ absl::StatusOr<DropResult> EvaluateDropped(LocalPipeline& pipe, int num_dropped,
   int64_t tokens = 0;
   for (const auto& dropped : chosen) {
     SS_ASSIGN_OR_RETURN(std::vector<int> route, RouteWithout(pipe.num_stages(), dropped));
-    SS_ASSIGN_OR_RETURN(EvalResult e, EvaluateRoute(pipe, route, batches, bytes_per_token));
+    SS_ASSIGN_OR_RETURN(EvalResult e,
+                        EvaluateRoute(pipe, route, batches, bytes_per_token, train_skip_ratio));
     sum += e.loss;
     tokens = e.tokens;
     r.worst_perplexity = std::max(r.worst_perplexity, e.perplexity);

@@ -1,5 +1,7 @@
 #include "model/local_pipeline.h"
 
+#include <exception>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/route.h"
@@ -46,11 +48,21 @@ absl::StatusOr<double> LocalPipeline::TrainMicroBatch(uint64_t mb, const std::ve
 
 absl::StatusOr<double> LocalPipeline::EvalMicroBatch(const std::vector<int>& route,
                                                      const at::Tensor& tokens,
-                                                     const at::Tensor& targets) {
+                                                     const at::Tensor& targets,
+                                                     double residual_scale) {
   SS_RETURN_IF_ERROR(ValidateRoute(route, num_stages()));
   SS_ASSIGN_OR_RETURN(at::Tensor x, executors_[0]->Start(0, tokens, Mode::kEval));
   for (size_t i = 1; i < route.size(); ++i) {
-    SS_ASSIGN_OR_RETURN(x, executors_[route[i]]->Forward(0, x, Mode::kEval));
+    SS_ASSIGN_OR_RETURN(at::Tensor y, executors_[route[i]]->Forward(0, x, Mode::kEval));
+    if (residual_scale == 1.0) {
+      x = y;
+    } else {
+      try {
+        x = x + residual_scale * (y - x);
+      } catch (const std::exception& e) {
+        return absl::InternalError(absl::StrCat("residual scaling: ", e.what()));
+      }
+    }
   }
   SS_ASSIGN_OR_RETURN(TailResult tail, executors_[0]->Tail(x, targets, 1.0, Mode::kEval));
   return tail.loss;

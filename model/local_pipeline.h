@@ -38,9 +38,12 @@ class LocalPipeline {
   absl::StatusOr<double> TrainMicroBatch(uint64_t mb, const std::vector<int>& route,
                                          const at::Tensor& tokens, const at::Tensor& targets,
                                          double loss_scale = 1.0);
-  // Forward only (no autograd); returns the mean token loss.
+  // Forward only (no autograd); returns the mean token loss. Each non-zero
+  // stage's residual update is scaled by `residual_scale`: x <- x + a*(F(x) - x)
+  // for a hop x -> F(x) (Note [Depth calibration] in evaluate.h); 1 runs the
+  // plain model.
   absl::StatusOr<double> EvalMicroBatch(const std::vector<int>& route, const at::Tensor& tokens,
-                                        const at::Tensor& targets);
+                                        const at::Tensor& targets, double residual_scale = 1.0);
 
   void ZeroGrad();
 

@@ -50,14 +50,20 @@ absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
   IterationStats stats;
   stats.iteration = iteration_;
   common::Random routes = common::Random(options_.seed).Fork("routes").Fork(iteration_);
+  std::vector<std::vector<int>> plan;
+  if (options_.skip_ratio <= 0) {
+    plan.assign(m, FullRoute(stages));
+  } else if (options_.balanced_routes) {
+    plan = BalancedSkipRoutes(stages, options_.skip_ratio, m, routes);
+  } else {
+    for (int j = 0; j < m; ++j) plan.push_back(RandomSkipRoute(stages, options_.skip_ratio, routes));
+  }
   double loss_sum = 0;
   for (int j = 0; j < m; ++j) {
     const uint64_t mb = static_cast<uint64_t>(iteration_) * m + j;
     MicroBatch batch = sampler_->Get(mb);
-    std::vector<int> route = options_.skip_ratio > 0
-                                 ? RandomSkipRoute(stages, options_.skip_ratio, routes)
-                                 : FullRoute(stages);
-    SS_ASSIGN_OR_RETURN(double loss, pipe_->TrainMicroBatch(mb, route, batch.tokens, batch.targets));
+    SS_ASSIGN_OR_RETURN(double loss,
+                        pipe_->TrainMicroBatch(mb, plan[j], batch.tokens, batch.targets));
     loss_sum += loss;
     stats.tokens += batch.tokens.numel();
   }
@@ -108,7 +114,7 @@ absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir) {
 absl::StatusOr<EvalResult> ReferenceTrainer::Evaluate(const std::vector<int>& route,
                                                       const std::vector<MicroBatch>& batches,
                                                       double bytes_per_token) {
-  return EvaluateRoute(*pipe_, route, batches, bytes_per_token);
+  return EvaluateRoute(*pipe_, route, batches, bytes_per_token, options_.skip_ratio);
 }
 
 }  // namespace skipswarm::model

@@ -1,7 +1,8 @@
 // ReferenceTrainer: single-process training of the staged model with the
 // swarm's semantics (DESIGN.md §6), the yardstick a distributed run must
 // match. Each iteration injects mbs_per_iteration micro-batches, each along
-// its own route (the full pipeline, or a random skip route with ratio k),
+// its own route (the full pipeline, or a random skip route with ratio k,
+// the iteration's routes balanced over the stages),
 // then every stage takes one visit-weighted, clipped AdamW step
 // (Note [Visit weighting] in optimizer.h).
 //
@@ -38,6 +39,10 @@ struct TrainerOptions {
   int mbs_per_iteration = 2;
   int samples_per_mb = 4;
   double skip_ratio = 0;   // 0: every MB visits every stage
+  // Skip routes of an iteration drawn together with balanced visit counts
+  // (BalancedSkipRoutes, Note [Balanced skip routes]); false: each MB's
+  // route drawn on its own (RandomSkipRoute), the behaviour before 2026-12-02.
+  bool balanced_routes = true;
   uint64_t seed = 1;       // data order and routes
 };
 
@@ -50,11 +55,6 @@ struct IterationStats {
   std::vector<int64_t> visits;  // per stage
 };
 
-class ReferenceTrainer {
- public:
-  static absl::StatusOr<std::unique_ptr<ReferenceTrainer>> Create(const TrainerOptions& options,
-                                                                  const Corpus& corpus);
-
 // One micro-batch of a replayed iteration (`train-ref --routes_file`,
 // model/route_record.h): the sampler's global micro-batch number (Note
 // [Data order] in node/train/data_source.h) and the stages it visits.
@@ -63,21 +63,28 @@ struct RoutedMicroBatch {
   std::vector<int> route;
 };
 
-  absl::StatusOr<IterationStats> RunIteration();
-  int64_t iteration() const { return iteration_; }  // completed iterations
+class ReferenceTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReferenceTrainer>> Create(const TrainerOptions& options,
+                                                                  const Corpus& corpus);
 
-  // One file per stage, "<dir>/stage-<s>.ckpt"; the iteration is the step.
-  absl::Status SaveCheckpoint(const std::string& dir);
-  // Loads every stage; FailedPrecondition if the files disagree on the step
+  absl::StatusOr<IterationStats> RunIteration();
   // One iteration over exactly `mbs` (a swarm's recorded routes) instead of
   // the options' data order and routes; the same visit-weighted step
   // (reference_trainer_replay.cc). InvalidArgument for an empty list or a
   // route ValidateRoute refuses.
   absl::StatusOr<IterationStats> RunIteration(const std::vector<RoutedMicroBatch>& mbs);
+  int64_t iteration() const { return iteration_; }  // completed iterations
+
+  // One file per stage, "<dir>/stage-<s>.ckpt"; the iteration is the step.
+  absl::Status SaveCheckpoint(const std::string& dir);
+  // Loads every stage; FailedPrecondition if the files disagree on the step
   // or were written for another model.
   absl::Status LoadCheckpoint(const std::string& dir);
 
   // `bytes_per_token` converts to bits per byte (Corpus::BytesPerToken()).
+  // Depth-calibrated for the trainer's skip ratio (Note [Depth calibration]
+  // in evaluate.h; the plain model when skip_ratio is 0).
   absl::StatusOr<EvalResult> Evaluate(const std::vector<int>& route,
                                       const std::vector<MicroBatch>& batches,
                                       double bytes_per_token = 1.0);

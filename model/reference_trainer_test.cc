@@ -60,6 +60,27 @@ TEST(ReferenceTrainerTest, SkipRoutesVisitFourOfSixStages) {
   EXPECT_EQ(nonzero, 3 * 3);  // each MB visits 3 non-zero stages
 }
 
+TEST(ReferenceTrainerTest, BalancedRoutesStepEveryStageEveryIteration) {
+  // 2 MBs x 3 of 5 non-zero stages: independent routes leave some stage
+  // unvisited (no step) in ~16% of iterations; balanced routes never do.
+  Corpus corpus = TinyCorpus();
+  TrainerOptions o = Options(0.33);
+  o.mbs_per_iteration = 2;
+  auto balanced = ReferenceTrainer::Create(o, corpus).value();
+  o.balanced_routes = false;
+  auto independent = ReferenceTrainer::Create(o, corpus).value();
+  int unvisited_independent = 0;
+  for (int i = 0; i < 25; ++i) {
+    IterationStats b = balanced->RunIteration().value();
+    IterationStats d = independent->RunIteration().value();
+    for (int st = 1; st < 6; ++st) {
+      EXPECT_GE(b.visits[st], 1) << "iteration " << i << " stage " << st;
+      if (d.visits[st] == 0) ++unvisited_independent;
+    }
+  }
+  EXPECT_GT(unvisited_independent, 0);
+}
+
 TEST(ReferenceTrainerTest, ResumeContinuesExactlyAsUninterrupted) {
   Corpus corpus = TinyCorpus();
   const std::string dir = TempDir("resume_ckpt");

@@ -56,10 +56,14 @@ int CountSwaps(const std::vector<int>& route) {
   return swaps;
 }
 
-std::vector<int> RandomSkipRoute(int num_stages, double skip_ratio, common::Random& rng) {
+int StagesPerRoute(int num_stages, double skip_ratio) {
   skip_ratio = std::clamp(skip_ratio, 0.0, 0.999);
-  int p = static_cast<int>(std::lround((1.0 - skip_ratio) * num_stages));
-  p = std::clamp(p, 1, num_stages);
+  const int p = static_cast<int>(std::lround((1.0 - skip_ratio) * num_stages));
+  return std::clamp(p, 1, num_stages);
+}
+
+std::vector<int> RandomSkipRoute(int num_stages, double skip_ratio, common::Random& rng) {
+  const int p = StagesPerRoute(num_stages, skip_ratio);
   std::vector<int> others;
   for (int s = 1; s < num_stages; ++s) others.push_back(s);
   rng.Shuffle(others);
@@ -68,6 +72,40 @@ std::vector<int> RandomSkipRoute(int num_stages, double skip_ratio, common::Rand
   std::vector<int> route = {0};
   route.insert(route.end(), others.begin(), others.end());
   return route;
+}
+
+// Note [Balanced skip routes]: with independent routes (RandomSkipRoute per
+// MB) a non-zero stage of the default run (2 MBs, 3 of 5 stages each) is
+// missed by both MBs in (2/5)^2 = 16% of iterations, and a stage nobody
+// visited takes no optimiser step (Note [Visit weighting]); over 2,000
+// iterations each non-zero stage lost ~320 of its 2,000 AdamW updates while
+// seeing the same 60% of the tokens. Dealing each route the P - 1 stages
+// least visited so far in the iteration (ties broken by a fresh shuffle)
+// keeps the visit counts within one of each other, so every stage steps on
+// every iteration whenever the iteration has enough visits to go round. Each
+// route is still uniform over the (P-1)-subsets and in order; only the
+// routes of one iteration are coupled.
+std::vector<std::vector<int>> BalancedSkipRoutes(int num_stages, double skip_ratio,
+                                                 int num_routes, common::Random& rng) {
+  const int p = StagesPerRoute(num_stages, skip_ratio);
+  std::vector<int> visits(num_stages, 0);
+  std::vector<std::vector<int>> routes;
+  for (int j = 0; j < num_routes; ++j) {
+    std::vector<int> others;
+    for (int s = 1; s < num_stages; ++s) others.push_back(s);
+    rng.Shuffle(others);
+    std::stable_sort(others.begin(), others.end(),
+                     [&visits](int a, int b) { return visits[a] < visits[b]; });
+    others.resize(p - 1);
+    std::sort(others.begin(), others.end());
+    std::vector<int> route = {0};
+    for (int s : others) {
+      ++visits[s];
+      route.push_back(s);
+    }
+    routes.push_back(std::move(route));
+  }
+  return routes;
 }
 
 }  // namespace skipswarm::model

@@ -40,10 +40,23 @@ std::vector<int> FullRoute(int num_stages);
 // Number of swaps in `route` (see RouteLimits::max_swaps).
 int CountSwaps(const std::vector<int>& route);
 
-// An in-order route through P = round((1 - skip_ratio) * num_stages) stages
+// P = round((1 - skip_ratio) * num_stages), clamped to [1, num_stages]: the
+// stages on a skip route, stage 0 included (skip_ratio clamped to [0, 1)).
+int StagesPerRoute(int num_stages, double skip_ratio);
+
+// An in-order route through P = StagesPerRoute(num_stages, skip_ratio) stages
 // (at least stage 0): stage 0 plus P - 1 distinct non-zero stages drawn
 // uniformly. skip_ratio is clamped to [0, 1).
 std::vector<int> RandomSkipRoute(int num_stages, double skip_ratio, common::Random& rng);
+
+// `num_routes` in-order routes of RandomSkipRoute's length whose visits are
+// balanced over the non-zero stages (Note [Balanced skip routes]): across the
+// set, any two non-zero stages' visit counts differ by at most one, so when
+// num_routes * (P - 1) >= num_stages - 1 every stage is visited (and steps)
+// in the iteration. Which stages get the extra visits is uniform. The
+// skippipe planner balances visits the same way (DESIGN.md §4).
+std::vector<std::vector<int>> BalancedSkipRoutes(int num_stages, double skip_ratio,
+                                                 int num_routes, common::Random& rng);
 
 }  // namespace skipswarm::model
 
