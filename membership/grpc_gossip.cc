@@ -1,5 +1,7 @@
 #include "membership/grpc_gossip.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "membership/bootstrap_diagnostics.h"
@@ -128,11 +130,11 @@ void GrpcGossipTransport::CallFinished() {
   --in_flight_;
 }
 
-absl::StatusOr<proto::GossipService::Stub*> GrpcGossipTransport::StubFor(
+absl::StatusOr<GrpcGossipTransport::Peer*> GrpcGossipTransport::PeerFor(
     const std::string& address) {
   absl::MutexLock lock(&mu_);
-  auto it = stubs_.find(address);
-  if (it != stubs_.end()) return it->second.get();
+  auto it = peers_.find(address);
+  if (it != peers_.end()) return it->second.get();
   if (credentials_ == nullptr) {
     auto credentials = PeerCredentials::Create(security_, clock_->Now());
     if (!credentials.ok()) return credentials.status();
@@ -144,11 +146,23 @@ absl::StatusOr<proto::GossipService::Stub*> GrpcGossipTransport::StubFor(
   // Fail fast and retry at our level (SWIM probes have their own deadline).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto stub = proto::GossipService::NewStub(
-      grpc::CreateCustomChannel(address, credentials_->ForChannel(), args));
-  auto* raw = stub.get();
-  stubs_[address] = std::move(stub);
+  auto peer = std::make_unique<Peer>();
+  peer->channel =
+      grpc::CreateCustomChannel(address, credentials_->ForChannel(), args);
+  peer->stub = proto::GossipService::NewStub(peer->channel);
+  Peer* raw = peer.get();
+  peers_[address] = std::move(peer);
   return raw;
+}
+
+absl::Duration GrpcGossipTransport::Budget(Peer* peer, absl::Duration timeout) {
+  // try_to_connect: an idle channel starts connecting now. A call on a
+  // CONNECTING channel waits for the attempt; a TRANSIENT_FAILURE one
+  // (refused, or backing off) fails at once whatever the deadline.
+  if (peer->channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    return timeout;
+  }
+  return std::max(timeout, kConnectBudget);
 }
 
 template <typename Resp>
@@ -187,10 +201,10 @@ struct ClientCall {
 
 #define SS_GOSSIP_CALL(Method, Req, Resp)                                     \
   do {                                                                        \
-    auto stub = StubFor(to.address);                                          \
-    if (!stub.ok()) {                                                         \
+    auto peer = PeerFor(to.address);                                          \
+    if (!peer.ok()) {                                                         \
       clock_->RunAfter(absl::ZeroDuration(),                                  \
-                       [done = std::move(done), s = stub.status()]() mutable { \
+                       [done = std::move(done), s = peer.status()]() mutable { \
                          done(s);                                             \
                        });                                                    \
       return;                                                                 \
@@ -198,9 +212,10 @@ struct ClientCall {
     auto* call = new ClientCall<Req, Resp>();                                 \
     call->req = req;                                                          \
     call->done = std::move(done);                                             \
-    call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + timeout));      \
+    call->ctx.set_deadline(                                                   \
+        absl::ToChronoTime(clock_->Now() + Budget(*peer, timeout)));          \
     CallStarted();                                                            \
-    (*stub)->async()->Method(                                                 \
+    (*peer)->stub->async()->Method(                                           \
         &call->ctx, &call->req, &call->resp, [this, call, to](grpc::Status s) { \
           absl::StatusOr<Resp> result;                                        \
           if (!s.ok()) {                                                      \

@@ -14,6 +14,15 @@
 // Errors from the client carry the step that failed, for bootstrap
 // diagnostics (DiagnoseGossipError in bootstrap_diagnostics.h).
 //
+// Connection setup is not the peer being slow: a call on a channel that is
+// not connected yet (first contact, or after the peer went away) gets at
+// least kConnectBudget instead of `timeout`, because TCP + the TLS handshake
+// on a loaded machine can take longer than a 120 ms probe timeout, and a
+// probe lost to it made SWIM suspect a healthy member (measured: the false
+// DEADs of a loaded 12-node loopback start, membership/README.md). A refused
+// connection still fails at once; calls on a connected channel keep
+// `timeout`.
+//
 // Thread rule: thread-safe. Client callbacks and handler calls run on gRPC
 // threads. Shut the server down before destroying its handler; destroy the
 // transport only after every `done` has run (the destructor waits).
@@ -60,6 +69,8 @@ class GrpcGossipServer {
 
 class GrpcGossipTransport final : public GossipTransport {
  public:
+  static constexpr absl::Duration kConnectBudget = absl::Seconds(1);
+
   // `clock` (deadlines) must outlive the transport.
   GrpcGossipTransport(GrpcSecurity security, common::Clock* clock);
   ~GrpcGossipTransport() override;
@@ -72,7 +83,13 @@ class GrpcGossipTransport final : public GossipTransport {
                 absl::Duration timeout, PushPullCallback done) override;
 
  private:
-  absl::StatusOr<proto::GossipService::Stub*> StubFor(const std::string& address);
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<proto::GossipService::Stub> stub;
+  };
+  absl::StatusOr<Peer*> PeerFor(const std::string& address);
+  // `timeout`, or kConnectBudget while `peer`'s channel is not connected.
+  static absl::Duration Budget(Peer* peer, absl::Duration timeout);
   template <typename Resp>
   absl::Status CheckPeer(const PeerRef& to, grpc::ClientContext& ctx,
                          const Resp& resp);
@@ -83,8 +100,8 @@ class GrpcGossipTransport final : public GossipTransport {
   common::Clock* const clock_;
   absl::Mutex mu_;
   std::shared_ptr<const PeerCredentials> credentials_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<proto::GossipService::Stub>>
-      stubs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_
+      ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -5,11 +5,19 @@
 // soaks and counts false DEAD verdicts.
 //
 //   bazel run -c opt //membership:loopback_swarm -- --nodes=12 --soak_seconds=60
+//   ... --kills=10                       detection distribution over 10 kills
+//   ... --slow_every_seconds=20          slow one node's handlers now and then
+//   ... --suspicion_max_multiplier=1 --suspicion_confirmations=0   fixed timeout
 //
 // A tool, not a test: real time on a shared machine is not deterministic.
+#include <algorithm>
+#include <atomic>
 #include <iostream>
 #include <memory>
 #include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -22,15 +30,45 @@
 #include "membership/swarm_recorder.h"
 
 ABSL_FLAG(int, nodes, 12, "Swarm size.");
-ABSL_FLAG(int, soak_seconds, 0, "Run this long after the kill and count false DEADs.");
+ABSL_FLAG(int, soak_seconds, 0, "Run this long after the kills and count false DEADs.");
+ABSL_FLAG(int, kills, 1,
+          "Kill this many nodes one after the other (each replaced by a new "
+          "node once it is DEAD everywhere), for a detection distribution.");
 ABSL_FLAG(bool, insecure, false, "Plain-text gRPC instead of mutual TLS.");
 ABSL_FLAG(uint64_t, seed, 1, "Random seed.");
 ABSL_FLAG(bool, report, true,
           "Print per-minute timing (timer lag, starvation, ping latency) and "
           "an explanation of each false DEAD verdict.");
+ABSL_FLAG(double, suspicion_max_multiplier,
+          skipswarm::membership::MembershipOptions().suspicion_max_multiplier,
+          "MembershipOptions::suspicion_max_multiplier (1: fixed timeout).");
+ABSL_FLAG(int, suspicion_confirmations,
+          skipswarm::membership::MembershipOptions().suspicion_confirmations,
+          "MembershipOptions::suspicion_confirmations (0: fixed timeout).");
+ABSL_FLAG(int, slow_every_seconds, 0,
+          "Chaos during the soak: this often, one random node handles every "
+          "message --slow_delay_ms late for --slow_for_ms (0: off).");
+ABSL_FLAG(int, slow_delay_ms, 1500, "See --slow_every_seconds.");
+ABSL_FLAG(int, slow_for_ms, 1000, "See --slow_every_seconds.");
 
 namespace skipswarm::membership {
 namespace {
+
+// A node's artificial slowness (--slow_every_seconds): how late it handles
+// incoming requests and the replies to its own requests.
+struct Slowness {
+  common::RealClock* clock = nullptr;
+  std::atomic<int64_t> delay_ms{0};
+  template <typename F>
+  void Run(F f) {
+    const int64_t ms = delay_ms.load();
+    if (ms <= 0) {
+      f();
+      return;
+    }
+    clock->RunAfter(absl::Milliseconds(ms), std::move(f));
+  }
+};
 
 // Lets the server start (and pick its port) before the Membership exists;
 // tells the recorder when a request arrives and when a suspect is told.
@@ -38,20 +76,27 @@ class Forwarder : public GossipHandler {
  public:
   Membership* target = nullptr;
   SwarmRecorder* recorder = nullptr;
+  Slowness* slowness = nullptr;
   void HandlePing(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     Observe(r);
-    target->HandlePing(f, r, std::move(cb));
+    slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
+      target->HandlePing(f, r, std::move(cb));
+    });
   }
   void HandlePingReq(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     Observe(r);
-    target->HandlePingReq(f, r, std::move(cb));
+    slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
+      target->HandlePingReq(f, r, std::move(cb));
+    });
   }
   void HandlePushPull(const PeerInfo& f, const proto::PushPullRequest& r,
                       PushPullCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
-    target->HandlePushPull(f, r, std::move(cb));
+    slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
+      target->HandlePushPull(f, r, std::move(cb));
+    });
   }
 
  private:
@@ -67,15 +112,51 @@ class Forwarder : public GossipHandler {
   }
 };
 
+// Hands replies to the node's own requests over `slowness` late.
+class SlowTransport final : public GossipTransport {
+ public:
+  SlowTransport(GossipTransport* inner, Slowness* slowness)
+      : inner_(inner), slowness_(slowness) {}
+  void Ping(const PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, AckCallback done) override {
+    inner_->Ping(to, req, timeout, Later(std::move(done)));
+  }
+  void PingReq(const PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, AckCallback done) override {
+    inner_->PingReq(to, req, timeout, Later(std::move(done)));
+  }
+  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, PushPullCallback done) override {
+    inner_->PushPull(to, req, timeout, Later(std::move(done)));
+  }
+
+ private:
+  template <typename R>
+  absl::AnyInvocable<void(R)> Later(absl::AnyInvocable<void(R)> done) {
+    return [this, done = std::move(done)](R result) mutable {
+      slowness_->Run([done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+    };
+  }
+  GossipTransport* const inner_;
+  Slowness* const slowness_;
+};
+
 struct Node {
+  int index = 0;
   std::unique_ptr<Identity> identity;
+  Slowness slowness;
   Forwarder forwarder;
   std::unique_ptr<GrpcGossipServer> server;
   std::unique_ptr<GrpcGossipTransport> transport;
   std::unique_ptr<TimedTransport> timed;
+  std::unique_ptr<SlowTransport> slow;
   std::unique_ptr<Membership> membership;
   bool running = true;
 };
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 int Run() {
   auto clock = common::RealClock::Create();
@@ -85,103 +166,190 @@ int Run() {
   LOG(INFO) << "seed " << rng.seed();
   SwarmRecorder recorder(clock.get());
   recorder.Start();
+  // Nodes are never destroyed before the end (a killed one is stopped and
+  // kept), so gRPC callbacks in flight always find them.
   std::vector<std::unique_ptr<Node>> nodes;
   absl::Mutex mu;
   int false_dead = 0;
-  int victim = -1;
-  for (int i = 0; i < n; ++i) {
+  int dead_while_slowed = 0;
+  absl::flat_hash_set<common::NodeId> killed;  // guarded by mu
+  absl::flat_hash_set<common::NodeId> slowed;  // ever slowed; guarded by mu
+  std::vector<int> killed_index;
+  std::string seed_address;
+
+  auto make_node = [&](int index) -> Node* {
     auto node = std::make_unique<Node>();
+    node->index = index;
     node->identity = *Identity::Generate();
+    node->slowness.clock = clock.get();
     GrpcSecurity security{node->identity.get(), insecure};
     node->server = *GrpcGossipServer::Start("127.0.0.1:0", &node->forwarder,
                                             security, clock->Now());
     node->transport = std::make_unique<GrpcGossipTransport>(security, clock.get());
     node->timed = std::make_unique<TimedTransport>(node->transport.get(), &recorder);
+    node->slow = std::make_unique<SlowTransport>(node->timed.get(), &node->slowness);
     MembershipOptions o;
     o.policy.swarm_id = "loopback";
     o.addresses = {absl::StrCat("127.0.0.1:", node->server->port())};
-    o.stages = {static_cast<uint32_t>(i % 4)};
+    o.stages = {static_cast<uint32_t>(index % 4)};
+    o.suspicion_max_multiplier = absl::GetFlag(FLAGS_suspicion_max_multiplier);
+    o.suspicion_confirmations = absl::GetFlag(FLAGS_suspicion_confirmations);
     node->membership = *Membership::Create(o, node->identity.get(),
-                                           node->timed.get(), clock.get(),
-                                           rng.Fork(i));
-    recorder.Name(node->identity->id(), i);
-    node->membership->AddListener([&, i](const MemberChange& c) {
-      recorder.Transition(i, c);
+                                           node->slow.get(), clock.get(),
+                                           rng.Fork(index));
+    recorder.Name(node->identity->id(), index);
+    node->membership->AddListener([&, index](const MemberChange& c) {
+      recorder.Transition(index, c);
       if (c.new_state != proto::MEMBER_STATE_DEAD) return;
       absl::MutexLock lock(&mu);
-      if (victim < 0 || c.id != nodes[victim]->identity->id()) ++false_dead;
+      if (killed.contains(c.id)) return;
+      ++false_dead;
+      if (slowed.contains(c.id)) ++dead_while_slowed;
     });
     node->forwarder.recorder = &recorder;
+    node->forwarder.slowness = &node->slowness;
     node->forwarder.target = node->membership.get();
     nodes.push_back(std::move(node));
-  }
-  const MembershipOptions defaults;
+    return nodes.back().get();
+  };
+  auto start = [&](Node* node) {
+    node->membership->Start();
+    node->membership->Join(
+        seed_address.empty() ? std::vector<std::string>{}
+                             : std::vector<std::string>{seed_address},
+        [i = node->index](absl::Status s) {
+          LOG_IF(ERROR, !s.ok()) << "node " << i << ": " << s;
+        });
+  };
+  auto running = [&] {
+    std::vector<Node*> out;
+    for (auto& x : nodes) {
+      if (x->running) out.push_back(x.get());
+    }
+    return out;
+  };
   auto converged = [&] {
     uint64_t digest = 0;
-    for (int i = 0; i < n; ++i) {
-      if (!nodes[i]->running) continue;
-      View v = nodes[i]->membership->GetView();
-      size_t expect = 0;
-      for (auto& x : nodes) expect += x->running ? 1 : 0;
-      if (v.Live().size() != expect) return false;
+    const std::vector<Node*> live = running();
+    for (Node* node : live) {
+      View v = node->membership->GetView();
+      if (v.Live().size() != live.size()) return false;
       if (digest == 0) digest = v.digest();
       if (v.digest() != digest) return false;
     }
     return true;
   };
-  const std::string seed = absl::StrCat("127.0.0.1:", nodes[0]->server->port());
+
+  for (int i = 0; i < n; ++i) make_node(i);
+  const MembershipOptions defaults;
   const absl::Duration t0 = clock->SteadyNow();
   for (int i = 0; i < n; ++i) {
-    nodes[i]->membership->Start();
-    nodes[i]->membership->Join(i == 0 ? std::vector<std::string>{}
-                                      : std::vector<std::string>{seed},
-                               [i](absl::Status s) {
-                                 LOG_IF(ERROR, !s.ok()) << "node " << i << ": " << s;
-                               });
+    start(nodes[i].get());
+    if (i == 0) seed_address = absl::StrCat("127.0.0.1:", nodes[0]->server->port());
   }
   while (!converged()) clock->SleepFor(absl::Milliseconds(5));
   const absl::Duration convergence = clock->SteadyNow() - t0;
-  std::cout << "nodes=" << n << " tls=" << !insecure << "\n"
+  std::cout << "nodes=" << n << " tls=" << !insecure
+            << " suspicion_max_multiplier=" << absl::GetFlag(FLAGS_suspicion_max_multiplier)
+            << " suspicion_confirmations=" << absl::GetFlag(FLAGS_suspicion_confirmations)
+            << "\n"
             << "convergence=" << convergence << " ("
             << absl::FDivDuration(convergence, defaults.probe_interval)
             << " protocol periods of " << defaults.probe_interval << ")\n";
 
-  clock->SleepFor(absl::Seconds(1));
-  {
-    absl::MutexLock lock(&mu);
-    victim = n / 2;
-  }
-  const common::NodeId victim_id = nodes[victim]->identity->id();
-  const absl::Duration t1 = clock->SteadyNow();
-  nodes[victim]->running = false;
-  nodes[victim]->server->Shutdown();
-  nodes[victim]->membership->Stop();
-  auto all_dead = [&] {
-    for (int i = 0; i < n; ++i) {
-      if (!nodes[i]->running) continue;
-      View v = nodes[i]->membership->GetView();
-      const MemberInfo* m = v.Find(victim_id);
-      if (m == nullptr || m->state != proto::MEMBER_STATE_DEAD) return false;
+  // Kill, wait for DEAD everywhere, replace with a new node, converge, again.
+  std::vector<double> detections;
+  for (int k = 0; k < absl::GetFlag(FLAGS_kills); ++k) {
+    clock->SleepFor(absl::Seconds(1));
+    std::vector<Node*> live = running();
+    Node* victim = live[1 + rng.UniformInt(0, static_cast<int64_t>(live.size()) - 2)];
+    const common::NodeId victim_id = victim->identity->id();
+    {
+      absl::MutexLock lock(&mu);
+      killed.insert(victim_id);
     }
-    return true;
-  };
-  while (!all_dead()) clock->SleepFor(absl::Milliseconds(5));
-  std::cout << "detection=" << clock->SteadyNow() - t1 << " (killed node DEAD in all "
-            << n - 1 << " views)\n";
-  clock->SleepFor(absl::Seconds(absl::GetFlag(FLAGS_soak_seconds)));
+    killed_index.push_back(victim->index);
+    const absl::Duration t1 = clock->SteadyNow();
+    victim->running = false;
+    victim->server->Shutdown();
+    victim->membership->Stop();
+    auto all_dead = [&] {
+      for (Node* node : running()) {
+        View v = node->membership->GetView();
+        const MemberInfo* m = v.Find(victim_id);
+        if (m == nullptr || m->state != proto::MEMBER_STATE_DEAD) return false;
+      }
+      return true;
+    };
+    while (!all_dead()) clock->SleepFor(absl::Milliseconds(5));
+    detections.push_back(Seconds(clock->SteadyNow() - t1));
+    std::cout << "detection=" << clock->SteadyNow() - t1 << " (node "
+              << victim->index << " DEAD in all " << running().size()
+              << " views)\n";
+    if (k + 1 < absl::GetFlag(FLAGS_kills)) {
+      start(make_node(static_cast<int>(nodes.size())));
+      while (!converged()) clock->SleepFor(absl::Milliseconds(5));
+    }
+  }
+  if (!detections.empty()) {
+    std::vector<double> d = detections;
+    std::sort(d.begin(), d.end());
+    double sum = 0;
+    for (double x : d) sum += x;
+    std::cout << absl::StrFormat(
+        "detection over %d kills: mean %.2fs median %.2fs min %.2fs worst %.2fs\n",
+        static_cast<int>(d.size()), sum / d.size(), d[d.size() / 2], d.front(),
+        d.back());
+  }
+
+  // Soak, optionally slowing one random node at a time.
+  const absl::Duration soak = absl::Seconds(absl::GetFlag(FLAGS_soak_seconds));
+  const absl::Duration soak_end = clock->SteadyNow() + soak;
+  int slowdowns = 0;
+  const int every = absl::GetFlag(FLAGS_slow_every_seconds);
+  while (clock->SteadyNow() < soak_end) {
+    const absl::Duration left = soak_end - clock->SteadyNow();
+    if (every <= 0) {
+      clock->SleepFor(left);
+      break;
+    }
+    clock->SleepFor(std::min(left, absl::Seconds(every)));
+    if (clock->SteadyNow() >= soak_end) break;
+    std::vector<Node*> live = running();
+    Node* slow = live[rng.UniformInt(0, static_cast<int64_t>(live.size()) - 1)];
+    {
+      absl::MutexLock lock(&mu);
+      slowed.insert(slow->identity->id());
+    }
+    ++slowdowns;
+    slow->slowness.delay_ms = absl::GetFlag(FLAGS_slow_delay_ms);
+    clock->SleepFor(absl::Milliseconds(absl::GetFlag(FLAGS_slow_for_ms)));
+    slow->slowness.delay_ms = 0;
+  }
   {
     absl::MutexLock lock(&mu);
     std::cout << "false_dead_verdicts=" << false_dead << " over "
-              << absl::GetFlag(FLAGS_soak_seconds) << "s soak\n";
+              << absl::GetFlag(FLAGS_soak_seconds) << "s soak";
+    if (every > 0) {
+      std::cout << " (" << slowdowns << " slowdowns of "
+                << absl::GetFlag(FLAGS_slow_for_ms) << " ms with handlers "
+                << absl::GetFlag(FLAGS_slow_delay_ms) << " ms late; "
+                << dead_while_slowed << " verdicts about slowed nodes)";
+    }
+    std::cout << "\n";
   }
-  for (int i = 0; i < n; ++i) {
-    const MembershipStats st = nodes[i]->membership->stats();
-    std::cout << "node " << i << ": probes=" << st.probes
+  for (auto& node : nodes) {
+    if (!node->running) continue;
+    const MembershipStats st = node->membership->stats();
+    std::cout << "node " << node->index << ": probes=" << st.probes
               << " suspicions_raised=" << st.suspicions
+              << " confirmations=" << st.confirmations
               << " refutations=" << st.refutations
+              << " deferred_verdicts=" << st.deferred_verdicts
+              << " late_ticks=" << st.late_ticks
               << " health=" << st.health_score << "\n";
   }
-  if (absl::GetFlag(FLAGS_report)) recorder.Report(std::cout, victim);
+  if (absl::GetFlag(FLAGS_report)) recorder.Report(std::cout, killed_index);
   for (auto& node : nodes) node->server->Shutdown();
   for (auto& node : nodes) node->membership.reset();
   recorder.Stop();

@@ -225,7 +225,7 @@ void SwarmRecorder::Incident(std::ostream& out, const Event& dead) {
       Quantile(ping, 0.99));
 }
 
-void SwarmRecorder::Report(std::ostream& out, int victim) {
+void SwarmRecorder::Report(std::ostream& out, const std::vector<int>& killed) {
   absl::MutexLock lock(&mu_);
   out << "period  timer_lag_max  starvation_max  pings  failed(deadline)  "
          "ping_p50/p99/max_ms  delivery_max_ms  suspicions  deads\n";
@@ -269,7 +269,10 @@ void SwarmRecorder::Report(std::ostream& out, int victim) {
                          Quantile(all_ping, 0.999));
   int incidents = 0;
   for (const Event& e : events_) {
-    if (e.to != proto::MEMBER_STATE_DEAD || e.subject == victim) continue;
+    if (e.to != proto::MEMBER_STATE_DEAD ||
+        std::find(killed.begin(), killed.end(), e.subject) != killed.end()) {
+      continue;
+    }
     if (++incidents > 60) continue;  // enough to see the pattern
     Incident(out, e);
   }

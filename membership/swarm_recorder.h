@@ -20,7 +20,7 @@
 //   handler entry: rec.Arrived(from, seq, now); rec.Told(...)
 //   membership->AddListener([&](const MemberChange& c) { rec.Transition(i, c); });
 //   ...
-//   rec.Report(std::cout, victim_index);
+//   rec.Report(std::cout, killed_indices);
 //
 // Thread rule: thread-safe. Stop() before destroying; the clock and the
 // transports must outlive it.
@@ -61,9 +61,9 @@ class SwarmRecorder {
   void Told(const common::NodeId& subject);
   void Transition(int observer, const MemberChange& change);
 
-  // Per-period summary and the false-DEAD incidents (victim: the node that
-  // was killed on purpose, -1 for none).
-  void Report(std::ostream& out, int victim);
+  // Per-period summary and the false-DEAD incidents (`killed`: the nodes
+  // that were killed on purpose).
+  void Report(std::ostream& out, const std::vector<int>& killed);
   absl::Duration Now() { return clock_->SteadyNow(); }
 
  private:
