@@ -96,13 +96,9 @@ absl::Status RunExperiment1(const ExperimentOptions& o, std::ostream& out) {
       SS_ASSIGN_OR_RETURN(SimReport r, RunSimulation(sc, opts));
       cell.time = r.iterations.at(0).time_s;
       cell.plan_ms = r.planning_wall_ms;
-      NodeSwarmOptions no;
-      no.planner = p;
-      no.replay_key = sc.replay_key;
-      no.max_evaluations = opts.max_evaluations;
-      no.stall_evaluations = opts.stall_evaluations;
-      SS_ASSIGN_OR_RETURN(NodeSwarmResult real, RunNodeSwarm(sc, no));
-      cell.real = real.iteration_s.at(0);
+      opts.wall_clock = nullptr;
+      SS_ASSIGN_OR_RETURN(SimReport real, RunNodeSimulation(sc, opts));
+      cell.real = real.iterations.at(0).time_s;
       rows[p].push_back(cell);
     }
   }

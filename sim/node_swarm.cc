@@ -3,290 +3,570 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include <nlohmann/json.hpp>
-#include <cmath>
+#include "absl/strings/str_join.h"
+#include "common/random.h"
 #include "common/sim_clock.h"
 #include "common/status_macros.h"
-#include "node/compute/task_runner.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/stage/stage_server.h"
-#include "node/stage/swarm_view.h"
 #include "node/train/data_node_driver.h"
 #include "node/train/data_source.h"
 #include "node/train/inproc_group.h"
 #include "node/train/node_trainer.h"
-#include "node/train/route_planner.h"
+#include "node/train/scheduler_repairer.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/shaping_transport.h"
-#include "scheduler/planner.h"
+#include "sim/detector.h"
+#include "sim/node_planner.h"
+#include "sim/node_world.h"
 
 namespace skipswarm::sim {
 namespace {
 
-// A node::RoutePlanner backed by the scheduler: builds a TopologyView of the
-// members this data node believes alive (from the scenario's universe) and
-// returns its own routes of the scheduler planner's plan (all of them,
-// however many the plan gives this origin). The plan is kept
-// while the set of live members is unchanged.
-class SchedulerRoutePlanner final : public node::RoutePlanner {
+using MbKey = std::tuple<int, uint64_t, uint64_t>;  // origin, iteration, mb
+
+class NodeSim;
+
+// Passes the repairer's answers to the simulation's log.
+class LoggedRepairer final : public node::RouteRepairer {
  public:
-  SchedulerRoutePlanner(const scheduler::Scenario* universe,
-                        std::unique_ptr<scheduler::Planner> planner,
-                        uint64_t seed, const NodeSwarmOptions& options)
-      : uni_(universe), planner_(std::move(planner)), seed_(seed),
-        options_(options) {}
-
-  std::string name() const override { return planner_->name(); }
-
-  absl::StatusOr<std::vector<node::PlannedRoute>> Plan(
-      const node::PlanInput& input, const node::SwarmView& view) override {
-    const scheduler::TopologyView& u = uni_->view;
-    std::vector<int> members;
-    for (const node::PeerInfo& m : view.Members()) {
-      const int v = u.FindNode(m.id);
-      if (v >= 0 && view.IsAlive(m.id)) members.push_back(v);
-    }
-    std::sort(members.begin(), members.end());
-    if (members != members_) {
-      members_ = members;
-      SS_RETURN_IF_ERROR(Replan());
-    }
-    const int self = u.FindNode(input.self);
-    std::vector<node::PlannedRoute> out;
-    for (const scheduler::Route& r : plan_.routes) {
-      if (members_[r.origin] != self) continue;
-      node::PlannedRoute pr;
-      pr.index = static_cast<int>(out.size());
-      pr.priority = r.priority;  // served in plan order (Note [Queue order])
-      for (size_t h = 0; h + 1 < r.nodes.size(); ++h) {
-        const int v = members_[r.nodes[h]];
-        pr.hops.push_back({u.node(v).id, u.stage(v)});
-      }
-      out.push_back(std::move(pr));
-    }
-    // Every route the plan gives this origin, which may be more or fewer
-    // than input.mbs: the pipeline planner spreads all D x M MBs over its
-    // pipelines' data nodes only.
-    return out;
-  }
+  LoggedRepairer(std::unique_ptr<node::RouteRepairer> inner, NodeSim* sim, int holder)
+      : inner_(std::move(inner)), sim_(sim), holder_(holder) {}
+  absl::StatusOr<std::vector<node::RouteHop>> Repair(const node::RepairRequest& r,
+                                                     const node::SwarmView& view) override;
 
  private:
-  absl::Status Replan() {
-    const scheduler::TopologyView& u = uni_->view;
-    const int n = static_cast<int>(members_.size());
-    std::vector<scheduler::NodeSpec> specs;
-    std::vector<double> hops(static_cast<size_t>(n) * n, 0);
-    for (int i = 0; i < n; ++i) {
-      specs.push_back(u.node(members_[i]));
-      for (int j = 0; j < n; ++j) {
-        if (i != j) hops[i * n + j] = u.hop_s(members_[i], members_[j]);
-      }
-    }
-    SS_ASSIGN_OR_RETURN(view_, scheduler::TopologyView::Create(
-                                   u.model(), std::move(specs), std::move(hops)));
-    scheduler::PlanRequest req;
-    req.view = &view_;
-    req.workload = uni_->workload;
-    req.seed = seed_;
-    req.max_evaluations = options_.max_evaluations;
-    req.stall_evaluations = options_.stall_evaluations;
-    // Routes given from outside are in universe indices: usable while every
-    // node of the universe is a member.
-    absl::StatusOr<scheduler::Plan> replay = absl::NotFoundError("no routes");
-    if (planner_->name() == "replay") {
-      if (n != u.num_nodes()) {
-        return absl::UnavailableError("replay needs the whole swarm alive");
-      }
-      replay = uni_->RouteSet(options_.replay_key);
-      if (!replay.ok()) return replay.status();
-      req.replay = &*replay;
-    }
-    SS_ASSIGN_OR_RETURN(plan_, planner_->MakePlan(req));
-    return absl::OkStatus();
-  }
-
-  const scheduler::Scenario* uni_;
-  std::unique_ptr<scheduler::Planner> planner_;
-  uint64_t seed_;
-  NodeSwarmOptions options_;
-  std::vector<int> members_;
-  scheduler::TopologyView view_;
-  scheduler::Plan plan_;
+  std::unique_ptr<node::RouteRepairer> inner_;
+  NodeSim* sim_;
+  int holder_;
 };
 
-struct Node {
-  // Declared first: outlives the server and trainer that use it.
-  std::unique_ptr<node::StageCompute> compute;
-  common::NodeId id;
-  std::unique_ptr<node::StaticSwarmView> view;
+// The data node's OriginListener, seen by the simulation on the way.
+class OriginTap final : public node::OriginListener {
+ public:
+  OriginTap(node::OriginListener* driver, NodeSim* sim, int origin)
+      : driver_(driver), sim_(sim), origin_(origin) {}
+  void OnTail(uint64_t iteration, uint64_t mb, double loss) override {
+    driver_->OnTail(iteration, mb, loss);
+  }
+  void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) override;
+
+ private:
+  node::OriginListener* driver_;
+  NodeSim* sim_;
+  int origin_;
+};
+
+struct SimNode {
+  // Kept after a crash: timers of its tasks may still run.
+  std::unique_ptr<WorldCompute> compute;
+  std::unique_ptr<WorldSwarmView> view;
   std::unique_ptr<node::Transport> transport;
+  std::unique_ptr<node::RouteRepairer> repairer;
   std::unique_ptr<node::StageServer> server;
-  std::unique_ptr<SchedulerRoutePlanner> planner;
+  std::unique_ptr<BoardRoutePlanner> planner;
   std::unique_ptr<node::DataNodeDriver> driver;
+  std::unique_ptr<OriginTap> tap;
   std::unique_ptr<node::NodeTrainer> trainer;
   bool done = false;
+  double member_since = 0;
 };
+
+struct IterationBook {
+  bool planned = false;
+  double end = 0;
+  int mbs = 0;
+  int completed = 0;
+  int rerouted = 0;
+  int attributed_drops = 0;
+  int members = 0;
+  double planned_s = 0;
+  bool replanned = false;
+};
+
+class NodeSim {
+ public:
+  NodeSim(const SimScenario& sc, const SimOptions& opts)
+      : sc_(sc),
+        opts_(opts),
+        uni_(sc.universe.view),
+        world_(&clock_, &sc.universe.view, sc.detector.stream_timeout_s),
+        board_(&sc, &world_, opts, opts.planner.empty() ? sc.planner : opts.planner),
+        victims_(common::Random(sc.seed).Fork("victims")),
+        detect_rng_(common::Random(sc.seed).Fork("detector")) {}
+
+  absl::StatusOr<SimReport> Run();
+
+  void OnRepair(int holder, const node::RepairRequest& r, const std::vector<node::RouteHop>& fixed);
+  void OnFinished(int origin, uint64_t iteration, uint64_t mb, const absl::Status& status);
+
+ private:
+  double Now() const { return world_.now(); }
+  int AliveMembers() const;
+  absl::Status StartNode(int u, uint64_t first);
+  void TearDown(int u);
+  void Kill(int u, const std::string& cause);
+  void Revive(int u, double ready_at, const std::string& kind);
+  void Apply(const ChurnEvent& e);
+  void OnReport(int u, const node::NodeIterationReport& r);
+  int FailureFor(double t, const std::string& message) const;
+  IterationBook& Book(uint64_t i) {
+    if (i >= books_.size()) books_.resize(i + 1);
+    return books_[i];
+  }
+
+  const SimScenario& sc_;
+  const SimOptions& opts_;
+  const scheduler::TopologyView& uni_;
+  common::SimClock clock_;
+  NodeWorld world_;
+  PlanBoard board_;
+  common::Random victims_;
+  common::Random detect_rng_;
+  std::unique_ptr<node::Switchboard> board_net_;
+  std::unique_ptr<node::InProcessGroupHub> hub_;
+  node::SyntheticDataSource data_{2, 8, 32};
+  std::vector<std::unique_ptr<SimNode>> nodes_;       // per universe node
+  std::vector<std::unique_ptr<SimNode>> graveyard_;   // crashed incarnations
+  std::vector<double> busy_s_;                        // over incarnations
+  std::vector<double> member_s_;
+  std::vector<int> waiting_;  // revived, to start at the next boundary
+  std::vector<IterationBook> books_;
+  std::map<int, int> last_failure_;  // universe node -> report_.failures
+  std::set<MbKey> repaired_;
+  int iterations_ = 0;
+  uint64_t next_iteration_ = 0;  // the first iteration not yet reported
+  SimReport report_;
+};
+
+absl::StatusOr<std::vector<node::RouteHop>> LoggedRepairer::Repair(const node::RepairRequest& r,
+                                                                   const node::SwarmView& view) {
+  absl::StatusOr<std::vector<node::RouteHop>> fixed = inner_->Repair(r, view);
+  if (fixed.ok()) sim_->OnRepair(holder_, r, *fixed);
+  return fixed;
+}
+
+void OriginTap::OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) {
+  sim_->OnFinished(origin_, iteration, mb, status);
+  driver_->OnFinished(iteration, mb, status);
+}
+
+int NodeSim::AliveMembers() const {
+  int n = 0;
+  for (int u = 0; u < world_.size(); ++u) n += world_.Alive(u);
+  return n;
+}
+
+absl::Status NodeSim::StartNode(int u, uint64_t first) {
+  auto n = std::make_unique<SimNode>();
+  const common::NodeId id = uni_.node(u).id;
+  const int stage = world_.node(u).stage;
+  n->compute = std::make_unique<WorldCompute>(
+      std::make_unique<node::TimedStageCompute>(
+          &clock_, node::TimedStageCompute::Options{
+                       .stage = stage, .forward = absl::Seconds(uni_.forward_s(u))}),
+      &world_, u);
+  n->view = std::make_unique<WorldSwarmView>(&world_);
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<node::Transport> endpoint, board_net_->Attach(id));
+  auto shaped = std::make_unique<node::ShapingTransport>(std::move(endpoint), &clock_,
+                                                         node::ShapingOptions());
+  for (int v = 0; v < uni_.num_nodes(); ++v) {
+    if (v != u) shaped->SetLink(uni_.node(v).id, {absl::Seconds(uni_.hop_s(u, v)), 0});
+  }
+  n->transport = std::make_unique<WorldTransport>(std::move(shaped), &world_, u);
+  node::SchedulerRepairerOptions ro;
+  ro.layers_per_stage = uni_.model().layers_per_stage;
+  ro.samples_per_mb = uni_.model().samples_per_mb;
+  ro.max_swaps = sc_.universe.workload.max_swaps;
+  ro.max_jump = sc_.universe.workload.max_jump;
+  NodeWorld* world = &world_;
+  ro.sec_per_layer_sample_of = [world](const common::NodeId& id) {
+    const int v = world->Find(id);
+    return world->universe().node(v).sec_per_layer_sample * world->node(v).speed;
+  };
+  ro.hop_s_of = [world](const common::NodeId& a, const common::NodeId& b) {
+    const int x = world->Find(a), y = world->Find(b);
+    return world->LinkUp(x, y) ? world->universe().hop_s(x, y) : scheduler::kNoLink;
+  };
+  n->repairer = std::make_unique<LoggedRepairer>(
+      std::make_unique<node::SchedulerRouteRepairer>(ro), this, u);
+  node::StageServerOptions so;
+  so.memory_slots = uni_.memory_slots(u);
+  so.allow_skip = true;  // RerouteInFlight may skip a stage, as in the executor
+  so.hop_deadline = absl::Seconds(120);
+  so.repairer = n->repairer.get();
+  std::map<int, node::StageCompute*> stages = {{stage, n->compute.get()}};
+  n->server = std::make_unique<node::StageServer>(n->transport.get(), &clock_, n->view.get(),
+                                                  stages, so);
+  n->server->Attach();
+  if (stage == 0) {
+    n->planner = std::make_unique<BoardRoutePlanner>(&board_);
+    node::DriverOptions d;
+    d.mbs_per_iteration = sc_.universe.workload.mb_per_data_node;
+    d.num_stages = uni_.num_stages();
+    // MB deadlines: the node's defaults (Note [MB deadline]).
+    n->driver = std::make_unique<node::DataNodeDriver>(n->server.get(), &clock_, n->view.get(),
+                                                       n->planner.get(), &data_, d);
+    n->tap = std::make_unique<OriginTap>(n->driver.get(), this, u);
+    n->server->SetOriginListener(n->tap.get());
+  }
+  n->trainer = std::make_unique<node::NodeTrainer>(n->server.get(), stages, n->driver.get(),
+                                                   hub_.get(), &clock_);
+  n->member_since = Now();
+  SimNode* raw = n.get();
+  nodes_[u] = std::move(n);
+  if (first >= static_cast<uint64_t>(iterations_)) {
+    raw->done = true;
+    return absl::OkStatus();
+  }
+  raw->trainer->Run(
+      first, iterations_ - first,
+      [this, u](const node::NodeIterationReport& r) { OnReport(u, r); },
+      [raw](absl::Status) { raw->done = true; });
+  return absl::OkStatus();
+}
+
+void NodeSim::TearDown(int u) {
+  std::unique_ptr<SimNode>& n = nodes_[u];
+  if (n == nullptr || n->server == nullptr) return;
+  n->trainer.reset();
+  n->server->Detach();
+  n->server.reset();
+  n->driver.reset();
+  n->transport.reset();  // leaves the switchboard
+  busy_s_[u] += n->compute->busy_s();
+  member_s_[u] += Now() - n->member_since;
+  graveyard_.push_back(std::move(n));
+}
+
+void NodeSim::Kill(int u, const std::string& cause) {
+  if (!world_.Alive(u)) return;
+  const double now = Now();
+  const int s = world_.node(u).stage;
+  const bool random_kill =
+      cause == "poisson_failures" || cause.rfind("correlated_failures", 0) == 0;
+  if (random_kill && sc_.protect_last_replica) {
+    int alive_in_stage = 0;
+    for (int v = 0; v < world_.size(); ++v) {
+      alive_in_stage += world_.Alive(v) && world_.node(v).stage == s;
+    }
+    if (alive_in_stage <= 1) {
+      report_.churn.push_back({now, "spared", absl::StrCat(uni_.node(u).name,
+                                                           " (last live node of stage ", s, ")")});
+      return;
+    }
+  }
+  const double detect = GossipDetectSeconds(sc_.detector, AliveMembers(), detect_rng_);
+  world_.Crash(u);
+  TearDown(u);
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), u), waiting_.end());
+  FailureRecord f;
+  f.node = uni_.node(u).name;
+  f.stage = s;
+  f.region = uni_.node(u).region;
+  f.cause = cause;
+  f.at_s = now;
+  f.gossip_detect_s = detect;
+  last_failure_[u] = static_cast<int>(report_.failures.size());
+  report_.failures.push_back(std::move(f));
+  const common::NodeId id = uni_.node(u).id;
+  clock_.RunAfter(absl::Seconds(detect), [this, u, id, now] {
+    if (world_.node(u).death != now) return;  // revived and crashed again
+    world_.DeclareDead(u);
+    hub_->MarkDead(id);
+  });
+  if (opts_.replacement_s > 0) {
+    clock_.RunAfter(absl::Seconds(opts_.replacement_s), [this, u] {
+      if (world_.Alive(u)) return;
+      Revive(u, Now(), "replaced");
+    });
+  }
+}
+
+void NodeSim::Revive(int u, double ready_at, const std::string& kind) {
+  report_.churn.push_back({Now(), kind, absl::StrCat(uni_.node(u).name, " stage ",
+                                                     world_.node(u).stage)});
+  // Not a member (planners and repairers ignore it) until it starts.
+  world_.node(u).present = true;
+  world_.node(u).death = world_.node(u).declared_dead = kNever;
+  world_.node(u).ready_at = kNever;
+  clock_.RunAt(absl::Seconds(std::max(ready_at, Now())), [this, u] {
+    if (world_.node(u).death == kNever) waiting_.push_back(u);
+  });
+}
+
+void NodeSim::Apply(const ChurnEvent& e) {
+  const double now = Now();
+  switch (e.kind) {
+    case ChurnKind::kKill:
+      for (const std::string& n : e.nodes) Kill(uni_.FindNode(n), e.cause);
+      break;
+    case ChurnKind::kKillRandom: {
+      std::vector<int> eligible;
+      for (int v = 0; v < world_.size(); ++v) {
+        if (!world_.Alive(v)) continue;
+        const int s = world_.node(v).stage;
+        const bool ok = e.stages.empty() ? s != 0
+                                         : std::count(e.stages.begin(), e.stages.end(), s);
+        if (ok) eligible.push_back(v);
+      }
+      if (eligible.empty()) break;
+      Kill(eligible[victims_.UniformInt(0, eligible.size() - 1)], e.cause);
+      break;
+    }
+    case ChurnKind::kJoin:
+    case ChurnKind::kRevive:
+      for (const std::string& n : e.nodes) {
+        const int u = uni_.FindNode(n);
+        if (e.kind == ChurnKind::kRevive && world_.Alive(u)) continue;
+        if (sc_.auto_stage[u]) {
+          report_.churn.push_back({now, "not_played", absl::StrCat(n, " (join, stage auto)")});
+          continue;
+        }
+        Revive(u, now + sc_.state_transfer_s + GossipSpreadSeconds(sc_.detector, AliveMembers()),
+               ChurnKindName(e.kind));
+      }
+      break;
+    case ChurnKind::kSlowStart: {
+      std::vector<int> who;
+      for (const std::string& n : e.nodes) who.push_back(uni_.FindNode(n));
+      if (who.empty()) {
+        std::vector<int> alive;
+        for (int v = 0; v < world_.size(); ++v) {
+          if (world_.Alive(v)) alive.push_back(v);
+        }
+        victims_.Shuffle(alive);
+        alive.resize(std::min<size_t>(alive.size(), e.count));
+        std::sort(alive.begin(), alive.end());
+        who = alive;
+        ChurnEvent end = e;
+        end.kind = ChurnKind::kSlowEnd;
+        for (int v : who) end.nodes.push_back(uni_.node(v).name);
+        clock_.RunAfter(absl::Seconds(e.duration_s), [this, end] { Apply(end); });
+      }
+      for (int v : who) {
+        world_.SetSpeed(v, e.factor);
+        report_.churn.push_back({now, "slow_start", absl::StrCat(uni_.node(v).name, " x",
+                                                                 e.factor)});
+      }
+      break;
+    }
+    case ChurnKind::kSlowEnd:
+      for (const std::string& n : e.nodes) {
+        world_.SetSpeed(uni_.FindNode(n), 1);
+        report_.churn.push_back({now, "slow_end", n});
+      }
+      break;
+    case ChurnKind::kPartitionStart:
+      world_.AddPartition(e.regions);
+      report_.churn.push_back({now, "partition_start", absl::StrJoin(e.regions, ",")});
+      break;
+    case ChurnKind::kPartitionEnd:
+      world_.RemovePartition(e.regions);
+      report_.churn.push_back({now, "partition_end", absl::StrJoin(e.regions, ",")});
+      break;
+  }
+}
+
+void NodeSim::OnRepair(int holder, const node::RepairRequest& r,
+                       const std::vector<node::RouteHop>& fixed) {
+  if (r.failed.empty()) return;
+  const double now = Now();
+  const int f = world_.Find(r.failed.back());
+  const int origin = world_.Find(r.route.front().node);
+  if (f < 0 || origin < 0) return;
+  const FailedSend& send = world_.last_failed_send();
+  double failed_at = now;  // the view's verdict: known without sending
+  if (send.valid && send.iteration == r.iteration && send.mb == r.mb && send.to == f) {
+    failed_at = std::max(send.sent_s, world_.node(f).death);
+  }
+  const bool crashed = world_.node(f).death <= now;
+  if (!crashed && world_.LinkUp(holder, f)) return;  // a full peer: not a failure
+  repaired_.insert({origin, r.iteration, r.mb});  // counted if it completes
+  if (!crashed) {
+    ++report_.link_failures;
+    return;
+  }
+  auto it = last_failure_.find(f);
+  if (it == last_failure_.end()) return;
+  FailureRecord& rec = report_.failures[it->second];
+  ++rec.mbs_rerouted;
+  rec.detect_s.push_back(now - failed_at);
+  rec.reroute_s.push_back(0);
+  const size_t next = static_cast<size_t>(r.holder) + 1;
+  const int to = world_.Find(next < fixed.size() ? fixed[next].node : fixed.front().node);
+  const int from = world_.Find(fixed[r.holder].node);
+  rec.resume_s.push_back(from == to ? 0 : uni_.hop_s(from, to));
+}
+
+int NodeSim::FailureFor(double t, const std::string& message) const {
+  // The status names the peer that failed (node/stage's drop messages).
+  int named = -1;
+  for (int i = 0; i < static_cast<int>(report_.failures.size()); ++i) {
+    const FailureRecord& f = report_.failures[i];
+    if (f.at_s > t) break;
+    const std::string id = uni_.node(uni_.FindNode(f.node)).id.ShortString();
+    if (!message.empty() && message.find(id) != std::string::npos) named = i;
+  }
+  if (named >= 0) return named;
+  for (int i = static_cast<int>(report_.failures.size()) - 1; i >= 0; --i) {
+    if (report_.failures[i].at_s <= t) return i;
+  }
+  return -1;
+}
+
+void NodeSim::OnFinished(int origin, uint64_t iteration, uint64_t mb, const absl::Status& status) {
+  IterationBook& b = Book(iteration);
+  if (status.ok()) {
+    ++b.completed;
+    if (repaired_.count({origin, iteration, mb})) ++b.rerouted;
+    return;
+  }
+  const int f = FailureFor(Now(), std::string(status.message()));
+  if (f >= 0) {
+    ++report_.failures[f].mbs_dropped;
+    ++b.attributed_drops;
+  }
+}
+
+void NodeSim::OnReport(int u, const node::NodeIterationReport& r) {
+  IterationBook& b = Book(r.iteration);
+  b.end = std::max(b.end, Now());
+  for (const auto& [stage, step] : r.stages) {
+    report_.stage_visits[stage] += static_cast<int>(step.visits_here);
+  }
+  if (r.data && r.iteration + 1 > next_iteration_) {
+    // The first data node's report of this iteration: revived nodes whose
+    // state transfer is done join the next one.
+    next_iteration_ = r.iteration + 1;
+    if (opts_.progress) {
+      const int width = 40, done = static_cast<int>(next_iteration_) * width / iterations_;
+      *opts_.progress << "\r[" << std::string(done, '#') << std::string(width - done, '.')
+                      << "] " << next_iteration_ << "/" << iterations_ << " iterations, t="
+                      << static_cast<long>(Now()) << " s (real nodes)"
+                      << (static_cast<int>(next_iteration_) == iterations_ ? "\n" : "")
+                      << std::flush;
+    }
+    std::vector<int> ready;
+    ready.swap(waiting_);
+    for (int v : ready) {
+      world_.Revive(v, Now());
+      hub_->MarkAlive(uni_.node(v).id, next_iteration_);
+      absl::Status s = StartNode(v, next_iteration_);
+      if (!s.ok()) report_.stopped_early = std::string(s.message());
+    }
+  }
+}
+
+absl::StatusOr<SimReport> NodeSim::Run() {
+  if (opts_.wait_for_replacement) {
+    return absl::InvalidArgumentError(
+        "the full-pipeline baseline (wait_for_replacement) runs on the executor backend only");
+  }
+  const int n = uni_.num_nodes();
+  iterations_ = opts_.iterations > 0 ? opts_.iterations : sc_.iterations;
+  report_.scenario = sc_.name;
+  report_.seed = sc_.seed;
+  report_.planner = board_.planner_name();
+  report_.replacement_s = opts_.replacement_s;
+  report_.stage_visits.assign(uni_.num_stages(), 0);
+  for (int u = 0; u < n; ++u) {
+    report_.nodes.push_back({uni_.node(u).name, uni_.stage(u), uni_.node(u).region, 0, 0});
+  }
+  busy_s_.assign(n, 0);
+  member_s_.assign(n, 0);
+  nodes_.resize(n);
+  board_net_ = std::make_unique<node::Switchboard>(&clock_);
+  std::vector<node::PeerInfo> members;
+  for (int u = 0; u < n; ++u) {
+    members.push_back({uni_.node(u).id, {uni_.stage(u)}, uni_.memory_slots(u), "", ""});
+  }
+  hub_ = std::make_unique<node::InProcessGroupHub>(&clock_, members);
+  for (int u = 0; u < n; ++u) {
+    if (!sc_.initially_present[u]) hub_->MarkDead(uni_.node(u).id);
+  }
+  board_.SetHandout([this](uint64_t iteration, int, int routes, const BoardPlan& plan,
+                           bool fresh) {
+    IterationBook& b = Book(iteration);
+    b.mbs += routes;
+    b.replanned |= fresh;
+    if (!b.planned) {
+      b.planned = true;
+      b.members = static_cast<int>(plan.members.size());
+      b.planned_s = plan.planned_s;
+      if (plan.balance_relaxed && fresh) {
+        report_.churn.push_back({Now(), "balance_relaxed",
+                                 absl::StrCat("tolerance ", plan.tolerance, ": ",
+                                              plan.members.size(), " members")});
+      }
+    }
+  });
+  for (int u = 0; u < n; ++u) {
+    if (!sc_.initially_present[u]) continue;
+    world_.node(u).present = true;
+  }
+  for (int u = 0; u < n; ++u) {
+    if (sc_.initially_present[u]) SS_RETURN_IF_ERROR(StartNode(u, 0));
+  }
+  for (const ChurnEvent& e : sc_.churn.events) {
+    clock_.RunAt(absl::Seconds(e.at_s), [this, e] { Apply(e); });
+  }
+  const absl::Duration limit = absl::Hours(24 * 30);
+  for (;;) {
+    bool all = true;
+    for (auto& node : nodes_) all &= node == nullptr || node->done;
+    if (all) break;
+    if (clock_.next_deadline_or(limit) >= limit || !clock_.RunNext()) {
+      report_.stopped_early = "the node swarm hung (no event left or 30 simulated days)";
+      break;
+    }
+  }
+  report_.total_s = Now();
+  report_.planning_wall_ms = board_.planning_wall_ms();
+  report_.plans = board_.plans();
+  double prev = 0;
+  for (size_t i = 0; i < books_.size() && static_cast<int>(i) < iterations_; ++i) {
+    IterationBook& b = books_[i];
+    IterationRecord rec;
+    rec.index = static_cast<int>(i);
+    rec.start_s = prev;
+    rec.time_s = b.end - prev;
+    rec.planned_s = b.planned_s;
+    rec.members = b.members;
+    rec.mbs = b.mbs;
+    rec.completed = b.completed;
+    rec.dropped = b.mbs - b.completed;
+    rec.rerouted = b.rerouted;
+    rec.replanned = b.replanned;
+    // MBs lost without a status (MB deadline, a dead origin): the latest
+    // crash before the iteration ended.
+    const int silent = rec.dropped - b.attributed_drops;
+    const int f = FailureFor(b.end, "");
+    if (silent > 0 && f >= 0) report_.failures[f].mbs_dropped += silent;
+    prev = b.end;
+    report_.iterations.push_back(rec);
+  }
+  for (int u = 0; u < n; ++u) TearDown(u);
+  while (clock_.RunNext()) {
+  }
+  for (int u = 0; u < n; ++u) {
+    report_.nodes[u].stage = world_.node(u).stage;
+    report_.nodes[u].busy_s = busy_s_[u];
+    report_.nodes[u].utilisation = member_s_[u] > 0 ? busy_s_[u] / member_s_[u] : 0;
+  }
+  return report_;
+}
 
 }  // namespace
 
-absl::StatusOr<NodeSwarmResult> RunNodeSwarm(const SimScenario& sc,
-                                             const NodeSwarmOptions& options) {
-  const scheduler::TopologyView& u = sc.universe.view;
-  const scheduler::Workload& w = sc.universe.workload;
-  const std::string planner_name =
-      options.planner.empty() ? sc.planner : options.planner;
-  common::SimClock clock;
-  node::ClockTaskRunner runner(&clock);
-  node::Switchboard board(&clock, {});
-  node::SyntheticDataSource data(2, 8, 32);
-  std::vector<node::PeerInfo> members;
-  std::vector<int> index;  // node slot -> universe index
-  for (int v = 0; v < u.num_nodes(); ++v) {
-    if (!sc.initially_present[v]) continue;
-    members.push_back({u.node(v).id, {u.stage(v)}, u.memory_slots(v), "", ""});
-    index.push_back(v);
-  }
-  node::InProcessGroupHub hub(&clock, members);
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (size_t i = 0; i < index.size(); ++i) {
-    const int v = index[i];
-    auto n = std::make_unique<Node>();
-    n->id = u.node(v).id;
-    n->compute = std::make_unique<node::TimedStageCompute>(
-        &clock, node::TimedStageCompute::Options{
-                    .stage = u.stage(v), .forward = absl::Seconds(u.forward_s(v))});
-    n->view = std::make_unique<node::StaticSwarmView>(members);
-    SS_ASSIGN_OR_RETURN(std::unique_ptr<node::Transport> endpoint,
-                        board.Attach(n->id));
-    auto shaped = std::make_unique<node::ShapingTransport>(
-        std::move(endpoint), &clock, node::ShapingOptions());
-    for (size_t j = 0; j < index.size(); ++j) {
-      if (j == i) continue;
-      shaped->SetLink(u.node(index[j]).id,
-                      {absl::Seconds(u.hop_s(v, index[j])), 0});
-    }
-    n->transport = std::move(shaped);
-    node::StageServerOptions so;
-    so.memory_slots = u.memory_slots(v);
-    so.allow_skip = false;
-    so.hop_deadline = absl::Seconds(120);
-    std::map<int, node::StageCompute*> stages = {{u.stage(v), n->compute.get()}};
-    n->server = std::make_unique<node::StageServer>(n->transport.get(), &clock,
-                                                    n->view.get(), stages, so);
-    n->server->Attach();
-    if (u.stage(v) == 0) {
-      SS_ASSIGN_OR_RETURN(auto planner, scheduler::CreatePlanner(planner_name));
-      n->planner = std::make_unique<SchedulerRoutePlanner>(
-          &sc.universe, std::move(planner), sc.seed, options);
-      node::DriverOptions d;
-      d.mbs_per_iteration = w.mb_per_data_node;
-      d.num_stages = u.num_stages();
-      // MB deadlines: the node's defaults (Note [MB deadline]).
-      n->driver = std::make_unique<node::DataNodeDriver>(
-          n->server.get(), &clock, n->view.get(), n->planner.get(), &data, d);
-      n->server->SetOriginListener(n->driver.get());
-    }
-    n->trainer = std::make_unique<node::NodeTrainer>(
-        n->server.get(), stages, n->driver.get(), &hub, &clock);
-    nodes.push_back(std::move(n));
-  }
-  auto kill = [&](size_t i) {
-    Node& n = *nodes[i];
-    if (n.server == nullptr) return;
-    n.trainer.reset();
-    n.server->Detach();
-    n.server.reset();
-    n.driver.reset();
-    n.transport.reset();  // leaves the switchboard: peers see failures
-    hub.MarkDead(n.id);
-  };
-  for (const auto& [name, at] : options.kills) {
-    const int v = u.FindNode(name);
-    auto it = std::find(index.begin(), index.end(), v);
-    if (it == index.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("no node ", name));
-    }
-    const size_t i = it - index.begin();
-    clock.RunAt(absl::Seconds(at), [&kill, i] { kill(i); });
-  }
-  NodeSwarmResult result;
-  std::vector<double> finished(options.iterations, 0);
-  for (auto& node : nodes) {
-    Node* n = node.get();
-    n->trainer->Run(
-        0, options.iterations,
-        [&, n](const node::NodeIterationReport& r) {
-          if (r.iteration < finished.size()) {
-            finished[r.iteration] = std::max(
-                finished[r.iteration], absl::ToDoubleSeconds(clock.SteadyNow()));
-          }
-          if (r.data) {
-            result.completed += r.data->completed;
-            result.dropped += r.data->dropped;
-          }
-        },
-        [n](absl::Status) { n->done = true; });
-  }
-  const absl::Duration limit = absl::Hours(24);
-  for (;;) {
-    bool all = true;
-    for (auto& n : nodes) all &= n->server == nullptr || n->done;
-    if (all) break;
-    if (clock.next_deadline_or(limit) >= limit || !clock.RunNext()) {
-      return absl::DeadlineExceededError("the node swarm hung");
-    }
-  }
-  for (auto& n : nodes) {
-    if (n->server) result.rerouted += n->server->stats().rerouted;
-  }
-  double prev = 0;
-  for (double t : finished) {
-    result.iteration_s.push_back(t - prev);
-    prev = t;
-  }
-  result.total_s = absl::ToDoubleSeconds(clock.SteadyNow());
-  for (size_t i = 0; i < nodes.size(); ++i) kill(i);
-  while (clock.RunNext()) {
-  }
-  return result;
-}
-
-std::vector<std::pair<std::string, double>> ExplicitKills(
-    const SimScenario& scenario, int* unsupported) {
-  std::vector<std::pair<std::string, double>> kills;
-  *unsupported = 0;
-  for (const ChurnEvent& e : scenario.churn.events) {
-    if (e.kind != ChurnKind::kKill) {
-      ++*unsupported;
-      continue;
-    }
-    for (const std::string& n : e.nodes) kills.push_back({n, e.at_s});
-  }
-  return kills;
-}
-
-std::string NodeSwarmJson(const SimScenario& scenario,
-                          const std::string& planner,
-                          const NodeSwarmResult& result, int unsupported) {
-  auto r = [](double x) { return std::round(x * 1e6) / 1e6; };
-  nlohmann::ordered_json j;
-  j["scenario"] = scenario.name;
-  j["seed"] = scenario.seed;
-  j["backend"] = "nodes";
-  j["planner"] = planner;
-  j["total_s"] = r(result.total_s);
-  j["completed"] = result.completed;
-  j["dropped"] = result.dropped;
-  j["rerouted"] = result.rerouted;
-  j["unsupported_churn_events"] = unsupported;
-  nlohmann::ordered_json its = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < result.iteration_s.size(); ++i) {
-    its.push_back({{"index", i}, {"time_s", r(result.iteration_s[i])}});
-  }
-  j["iterations"] = std::move(its);
-  return j.dump(1) + "\n";
+absl::StatusOr<SimReport> RunNodeSimulation(const SimScenario& scenario,
+                                            const SimOptions& options) {
+  NodeSim sim(scenario, options);
+  return sim.Run();
 }
 
 }  // namespace skipswarm::sim

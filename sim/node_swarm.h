@@ -1,68 +1,69 @@
-// The scenario's swarm run by the real node code: every node is a
-// StageServer (+ DataNodeDriver on data nodes) with a NodeTrainer that
-// averages replicas through an InProcessGroupHub, on TimedStageCompute
-// (forward time = the scenario's c_v), over the in-process switchboard
-// wrapped in a ShapingTransport per node whose per-peer link latency is the
-// scenario's hop time for that pair (bandwidth left unlimited, so one
-// frame's transfer takes exactly the cost model's d(u, v); the uplink /
-// downlink contention of the shaper is not used). Data nodes plan with the
-// scheduler's planner (SchedulerRoutePlanner below) from their SwarmView.
-// All on one SimClock: deterministic, no libtorch.
+// The real-node backend of `skipswarm sim` (`--sim_backend=nodes`): the
+// scenario's swarm run by node/'s own classes on one SimClock, with the
+// scenario's whole churn trace, reported in the same SimReport (and so the
+// same JSON, sim/report.h) as the executor backend (sim/driver.h).
 //
-// This is the "real node" backend: no protocol logic of its own, unlike
-// sim/executor.h. It does not yet run the whole churn trace (only kills at
-// given times: ExplicitKills) nor gossip (the SwarmView is the static member
-// list, updated by the nodes' own failure verdicts).
+// Every node is a StageServer (+ DataNodeDriver on data nodes) with a
+// NodeTrainer that averages replicas through an InProcessGroupHub, on
+// TimedStageCompute (forward = the scenario's c_v), over the in-process
+// switchboard wrapped in a ShapingTransport (per-peer latency = the
+// scenario's hop time, bandwidth unlimited, so one frame takes exactly the
+// cost model's d(u, v)). Re-routes are chosen by node/'s
+// SchedulerRouteRepairer (the scheduler's RerouteInFlight) on the scenario's
+// costs; data nodes plan with the scheduler's planner through
+// sim/node_planner.h. The world — crashes, the failure detector's verdicts,
+// stragglers, partitions — reaches them only through the seams of
+// sim/node_world.h. No libtorch.
 //
-//   NodeSwarmOptions o;  o.iterations = 3;  o.kills = {{"nl-s1-0", 2.0}};
-//   SS_ASSIGN_OR_RETURN(NodeSwarmResult r, RunNodeSwarm(scenario, o));
+// Churn, as played here (Note [Real-node churn]):
+//  * kill / poisson_failures / correlated_failures / region_outage: the
+//    node's server, trainer and transport are torn down at the crash; peers
+//    notice through failed sends and broken streams (stream_timeout_s, see
+//    NodeWorld), and every view and the replica hub call it dead at the
+//    detector model's delay (sim/detector.h, as the executor backend; the
+//    real SWIM code's delay is measured in experiment 3). Random victims are
+//    drawn exactly as sim/driver.h draws them (same seed stream, same rule
+//    for sparing a stage's last node), so both backends kill the same nodes
+//    at the same times.
+//  * revivals (region outage end, SimOptions::replacement_s) and joins
+//    with a fixed stage: the node gets a fresh server and compute with the
+//    same identity once its state transfer is done, and starts at the next
+//    iteration boundary (a data node's first report after that): the hub
+//    counts it from that iteration (InProcessGroupHub::MarkAlive) and the
+//    trainer's digest re-sync copies a replica's state. Joins with
+//    "stage": "auto" are not played (listed in the churn log as
+//    "not_played").
+//  * stragglers: compute held longer (WorldCompute); planners see the
+//    measured speed at once, as in the executor backend.
+//  * partitions: sends across the cut fail after the stream timeout.
+//
+// Report fields come from what the real code did: iteration times from the
+// trainers' reports, MBs from the data nodes' OriginListener events, every
+// re-route from the repairer call (detect_s = the failed send's start, or
+// the crash if later, to the repair; reroute_s = 0: the stage server
+// re-sends in the same instant; resume_s adds the hop to the new node), and
+// drops are attributed to the crashed node their status names, else to the
+// latest crash before them.
+//
+//   SS_ASSIGN_OR_RETURN(SimReport r, RunNodeSimulation(scenario, options));
+//   std::string json = ReportJson(r);
+//
+// Not supported: SimOptions::wait_for_replacement (the full-pipeline
+// baseline is a policy of the executor backend), replan "incremental"
+// (plans are recomputed on every view change).
 //
 // Thread rule: single-threaded (everything runs on the SimClock's thread).
 #ifndef SKIPSWARM_SIM_NODE_SWARM_H_
 #define SKIPSWARM_SIM_NODE_SWARM_H_
 
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "absl/status/statusor.h"
+#include "sim/driver.h"
 #include "sim/scenario.h"
 
 namespace skipswarm::sim {
 
-struct NodeSwarmOptions {
-  std::string planner;  // empty: the scenario's
-  int iterations = 1;
-  std::vector<std::pair<std::string, double>> kills;  // node name, at_s
-  int max_evaluations = 3000;
-  int stall_evaluations = 500;
-  std::string replay_key;  // route set for planner "replay"
-};
-
-struct NodeSwarmResult {
-  std::vector<double> iteration_s;  // per iteration (data nodes' max)
-  int completed = 0;
-  int dropped = 0;
-  int rerouted = 0;  // route repairs done by stage servers
-  double total_s = 0;
-};
-
-absl::StatusOr<NodeSwarmResult> RunNodeSwarm(const SimScenario& scenario,
-                                             const NodeSwarmOptions& options);
-
-// The scenario's explicit kills ("kill" entries, region outages, correlated
-// failures) as NodeSwarmOptions::kills; `unsupported` counts the churn
-// events this backend cannot play yet (joins, random kills, stragglers,
-// partitions, revivals).
-std::vector<std::pair<std::string, double>> ExplicitKills(
-    const SimScenario& scenario, int* unsupported);
-
-// {"scenario", "seed", "backend": "nodes", "planner", "total_s",
-//  "completed", "dropped", "rerouted", "unsupported_churn_events",
-//  "iterations": [{"index", "time_s"}]}; deterministic.
-std::string NodeSwarmJson(const SimScenario& scenario,
-                          const std::string& planner,
-                          const NodeSwarmResult& result, int unsupported);
+absl::StatusOr<SimReport> RunNodeSimulation(const SimScenario& scenario,
+                                            const SimOptions& options);
 
 }  // namespace skipswarm::sim
 

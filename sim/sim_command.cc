@@ -35,10 +35,11 @@ ABSL_FLAG(std::string, sim_replan, "full",
           "the MBs that used departed nodes.");
 ABSL_FLAG(bool, sim_progress, true, "Print a progress bar on stderr.");
 ABSL_FLAG(std::string, sim_backend, "executor",
-          "executor: the evaluator-semantics executor with the full churn "
-          "trace and report; nodes: node/'s real StageServer, DataNodeDriver "
-          "and NodeTrainer on timed compute (explicit kills only, short "
-          "report).");
+          "nodes: node/'s real StageServer, DataNodeDriver, NodeTrainer and "
+          "route repairer on timed compute over the simulated transport "
+          "(sim/node_swarm.h); executor: the evaluator-semantics executor "
+          "(sim/executor.h; also runs --sim_wait_for_replacement). Both play "
+          "the churn trace and write the same report.");
 ABSL_FLAG(int, sim_max_evaluations, 3000,
           "skippipe planner: evaluation limit per plan (effort).");
 
@@ -72,37 +73,7 @@ int RunSim(const std::vector<std::string>& args) {
   }
   auto wall = common::RealClock::Create();
   const std::string backend = absl::GetFlag(FLAGS_sim_backend);
-  if (backend == "nodes") {
-    NodeSwarmOptions no;
-    no.planner = absl::GetFlag(FLAGS_sim_planner);
-    if (no.planner.empty()) no.planner = sc->planner;
-    no.iterations = absl::GetFlag(FLAGS_sim_iterations) > 0
-                        ? absl::GetFlag(FLAGS_sim_iterations)
-                        : sc->iterations;
-    no.replay_key = sc->replay_key;
-    no.max_evaluations = absl::GetFlag(FLAGS_sim_max_evaluations);
-    no.stall_evaluations = std::max(100, no.max_evaluations / 6);
-    int unsupported = 0;
-    no.kills = ExplicitKills(*sc, &unsupported);
-    absl::StatusOr<NodeSwarmResult> r = RunNodeSwarm(*sc, no);
-    if (!r.ok()) {
-      std::cerr << "sim: " << r.status().message() << "\n";
-      return 1;
-    }
-    if (!WriteTo(absl::GetFlag(FLAGS_sim_report),
-                 NodeSwarmJson(*sc, no.planner, *r, unsupported))) {
-      std::cerr << "sim: cannot write the report\n";
-      return 1;
-    }
-    std::cerr << absl::StrFormat(
-        "%d iterations on the real node code in %.1f simulated s: %d MBs "
-        "completed, %d dropped, %d route repairs (%d churn events not "
-        "played by this backend)\n",
-        static_cast<int>(r->iteration_s.size()), r->total_s, r->completed,
-        r->dropped, r->rerouted, unsupported);
-    return 0;
-  }
-  if (backend != "executor") {
+  if (backend != "executor" && backend != "nodes") {
     std::cerr << "sim: --sim_backend must be executor or nodes\n";
     return 2;
   }
@@ -121,7 +92,8 @@ int RunSim(const std::vector<std::string>& args) {
   if (absl::GetFlag(FLAGS_sim_progress)) opts.progress = &std::cerr;
   opts.wall_clock = wall.get();
   const absl::Duration t0 = wall->SteadyNow();
-  absl::StatusOr<SimReport> report = RunSimulation(*sc, opts);
+  absl::StatusOr<SimReport> report =
+      backend == "nodes" ? RunNodeSimulation(*sc, opts) : RunSimulation(*sc, opts);
   const double wall_s = absl::ToDoubleSeconds(wall->SteadyNow() - t0);
   if (!report.ok()) {
     std::cerr << "sim: " << report.status().message() << "\n";

@@ -170,6 +170,14 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       report_.tokens += f.tokens;
       slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
     } else {
+      // An MB abandoned at its deadline took at least that long: without
+      // this, a data node whose routes became slower than the deadline (a
+      // replica died, the rest is far away) would drop every MB from then
+      // on, its deadline never growing (seen on the simulator's real-node
+      // backend, sim/node_swarm.h).
+      if (absl::IsDeadlineExceeded(status)) {
+        slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
+      }
       ++report_.dropped;
       ++report_.dropped_by_reason[absl::IsDeadlineExceeded(status) ? "mb_deadline"
                                   : absl::IsAborted(status)        ? "lost_downstream"

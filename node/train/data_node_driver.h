@@ -11,8 +11,9 @@
 // the MB is abandoned and counted as dropped.
 //
 // Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
-// round trip (inject -> backward done) seen in the previous iteration); the
-// first iteration uses initial_deadline. The round trip includes queueing,
+// round trip (inject -> backward done) seen in the previous iteration, an
+// MB abandoned at its deadline counting as that long); the first iteration
+// uses initial_deadline. The round trip includes queueing,
 // so the deadline adapts to load and link speed without fixed constants.
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.

@@ -12,10 +12,13 @@ namespace skipswarm::node {
 InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members)
     : clock_(clock), members_(std::move(members)) {}
 
-std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage) const {
+std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
+                                                               uint64_t iteration) const {
   std::vector<common::NodeId> out;
   for (const PeerInfo& p : members_) {
     if (dead_.contains(p.id)) continue;
+    auto back = back_from_.find(p.id);
+    if (back != back_from_.end() && back->second > iteration) continue;
     if (std::find(p.stages.begin(), p.stages.end(), stage) != p.stages.end()) out.push_back(p.id);
   }
   return out;
@@ -58,11 +61,17 @@ void InProcessGroupHub::MarkDead(const common::NodeId& id) {
   Deliver(std::move(calls));
 }
 
+void InProcessGroupHub::MarkAlive(const common::NodeId& id, uint64_t from_iteration) {
+  absl::MutexLock lock(&mu_);
+  dead_.erase(id);
+  back_from_[id] = from_iteration;
+}
+
 std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
   std::vector<absl::AnyInvocable<void()>> calls;
-  const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0);
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     BarrierState& b = it->second;
+    const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
     const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
                                       [&](const common::NodeId& d) { return b.arrived.contains(d); });
     if (!complete) {
@@ -78,7 +87,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
   }
   for (auto it = reduces_.begin(); it != reduces_.end();) {
     ReduceState& r = it->second;
-    const std::vector<common::NodeId> hosts = LiveHostsLocked(it->first.second);
+    const std::vector<common::NodeId> hosts = LiveHostsLocked(it->first.second, it->first.first);
     const bool complete = std::all_of(hosts.begin(), hosts.end(), [&](const common::NodeId& h) {
       return r.contributions.count(h) > 0;
     });

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -39,6 +40,11 @@ class InProcessGroupHub final : public GroupComm {
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;
   void MarkDead(const common::NodeId& id);
+  // `id` (a member given to the constructor) is back, e.g. a replacement
+  // with the same identity: it counts in the barriers and reduces of
+  // `from_iteration` and later only, so rounds already under way do not
+  // wait for it.
+  void MarkAlive(const common::NodeId& id, uint64_t from_iteration);
 
  private:
   struct BarrierState {
@@ -51,7 +57,8 @@ class InProcessGroupHub final : public GroupComm {
   };
   // Completes whatever is complete; returns the callbacks to run.
   std::vector<absl::AnyInvocable<void()>> SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<common::NodeId> LiveHostsLocked(int stage) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<common::NodeId> LiveHostsLocked(int stage, uint64_t iteration) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
@@ -60,6 +67,8 @@ class InProcessGroupHub final : public GroupComm {
   const std::vector<PeerInfo> members_;
   absl::Mutex mu_;
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  // Members back from the dead: the first iteration they count in.
+  absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int>, ReduceState> reduces_ ABSL_GUARDED_BY(mu_);
   std::map<common::NodeId, StateProvider> providers_ ABSL_GUARDED_BY(mu_);

@@ -25,6 +25,19 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
   return static_cast<double>(h >> 11) / 9007199254740992.0;
 }
 
+std::vector<double> HopTable(const std::vector<PeerInfo>& members,
+                             const SchedulerRepairerOptions& options) {
+  const size_t n = members.size();
+  std::vector<double> hops(n * n, options.hop_s);
+  if (!options.hop_s_of) return hops;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      hops[i * n + j] = i == j ? 0 : options.hop_s_of(members[i].id, members[j].id);
+    }
+  }
+  return hops;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const RepairRequest& r,
@@ -38,8 +51,9 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
     n.name = m.id.ShortString();
     n.id = m.id;
     n.stage = m.stages[0];
-    n.sec_per_layer_sample =
-        options_.sec_per_layer_sample * (1 + 1e-3 * Jitter(r.iteration, r.mb, m.id));
+    const double speed = options_.sec_per_layer_sample_of ? options_.sec_per_layer_sample_of(m.id)
+                                                          : options_.sec_per_layer_sample;
+    n.sec_per_layer_sample = speed * (1 + 1e-3 * Jitter(r.iteration, r.mb, m.id));
     n.memory_slots = std::max(1, m.memory_slots);
     num_stages = std::max(num_stages, n.stage + 1);
     nodes.push_back(std::move(n));
@@ -71,7 +85,7 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
   shape.samples_per_mb = options_.samples_per_mb;
   const size_t n = nodes.size();
   absl::StatusOr<scheduler::TopologyView> topo = scheduler::TopologyView::Create(
-      shape, std::move(nodes), std::vector<double>(n * n, options_.hop_s));
+      shape, std::move(nodes), HopTable(members, options_));
   if (!topo.ok()) return absl::AbortedError(topo.status().message());
   for (size_t v = 0; v < n; ++v) {
     const bool failed =

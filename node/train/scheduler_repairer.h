@@ -20,10 +20,16 @@
 // ReplicaRouteRepairer. Cost: O(n^2) per repair for n members (the hop
 // table), a few microseconds for a daemon swarm of tens of nodes.
 //
+// Measured costs, when set (SchedulerRepairerOptions::costs), replace the
+// uniform estimates: per-member compute speed and per-pair hop time. The
+// simulator's real-node backend (sim/node_swarm.h) sets them to the
+// scenario's; gossip-measured samples can feed the same seam.
+//
 // Thread rule: thread-safe (no mutable state).
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 #define SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 
+#include <functional>
 #include <vector>
 
 #include "node/stage/route_repair.h"
@@ -37,6 +43,10 @@ struct SchedulerRepairerOptions {
   double hop_s = 0.01;                 // estimate until measured
   int max_swaps = 2;                   // route rules (scheduler::Workload)
   int max_jump = 4;
+  // Measured costs; each unset one falls back to the estimate above.
+  // hop_s may return scheduler::kNoLink (infinity) for an unusable link.
+  std::function<double(const common::NodeId&)> sec_per_layer_sample_of;
+  std::function<double(const common::NodeId& from, const common::NodeId& to)> hop_s_of;
 };
 
 class SchedulerRouteRepairer final : public RouteRepairer {

@@ -1,0 +1,243 @@
+// NodeWorld: the simulated world around node/'s real classes on the
+// real-node backend (sim/node_swarm.h) — what no node knows: who crashed and
+// when, when the failure detector's verdict reached every member, which
+// regions are cut off from the rest, who is slowed down — and the three
+// seams through which the real StageServer / DataNodeDriver / NodeTrainer
+// see it:
+//
+//  * WorldSwarmView (node::SwarmView, one per node): the members that have
+//    joined and finished state transfer; a member is alive until the
+//    failure detector has declared it dead (NodeWorld::DeclareDead, at the
+//    detector's delay after the crash) or this node's own transport-level
+//    verdict (MarkDead, from the stage server) says so. Own verdicts about a
+//    peer are forgotten when the world brings it back (a partition heals, a
+//    crashed node is replaced).
+//  * WorldTransport (node::Transport decorator, one per node, above the
+//    shaper): a send to a crashed peer or over a cut link fails UNAVAILABLE
+//    after stream_timeout_s (a WAN stream to a silent peer); a send already
+//    on the wire to a peer that crashes fails no earlier than crash +
+//    stream_timeout_s. A crash or a cut raises a peer-failure event,
+//    stream_timeout_s later, at every node that had sent to that peer (its
+//    stream breaks); the wrapped transport's own failure events are ignored.
+//    Frames already on the wire across a new cut are delivered.
+//  * WorldCompute (node::StageCompute decorator): while its node is a
+//    straggler (speed factor f > 1 when the task starts) a task's result is
+//    held (f - 1) x its duration longer; busy time (f x duration) is summed.
+//
+// No protocol logic lives here: re-routing, drops, aborts, deadlines,
+// barriers and averaging are node/'s; the world only decides what the
+// network and the machines do.
+//
+//   NodeWorld world(&clock, universe, /*stream_timeout_s=*/0.5);
+//   world.node(u).present = true;
+//   auto t = std::make_unique<WorldTransport>(std::move(shaped), &world, u);
+//   world.Crash(u);                       // at the clock's now
+//
+// Thread rule: single-threaded — everything runs on the SimClock's thread
+// (the node classes call these seams from clock callbacks). The clock and
+// the universe outlive the world; the world outlives every seam.
+#ifndef SKIPSWARM_SIM_NODE_WORLD_H_
+#define SKIPSWARM_SIM_NODE_WORLD_H_
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "common/sim_clock.h"
+#include "node/compute/stage_compute.h"
+#include "node/stage/swarm_view.h"
+#include "node/transport/transport.h"
+#include "scheduler/topology.h"
+
+namespace skipswarm::sim {
+
+class WorldTransport;
+class WorldSwarmView;
+
+inline constexpr double kNever = std::numeric_limits<double>::infinity();
+
+struct WorldNode {
+  common::NodeId id;
+  int stage = 0;
+  bool present = false;       // a member (joined, not left for good)
+  double death = kNever;      // crash time
+  double declared_dead = kNever;  // the detector's verdict, in every view
+  double ready_at = 0;        // serving from (state transfer done)
+  double speed = 1;           // straggler factor (compute time x)
+};
+
+// The last send that failed, as the sender's WorldTransport saw it; set
+// just before the stage server's ack callback runs (which may re-route
+// synchronously) and cleared after. For detection times in reports.
+struct FailedSend {
+  bool valid = false;
+  uint64_t iteration = 0;
+  uint64_t mb = 0;
+  int from = -1;
+  int to = -1;
+  double sent_s = 0;
+};
+
+class NodeWorld {
+ public:
+  NodeWorld(common::SimClock* clock, const scheduler::TopologyView* universe,
+            double stream_timeout_s);
+
+  double now() const;
+  common::SimClock* clock() const { return clock_; }
+  const scheduler::TopologyView& universe() const { return *universe_; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+  WorldNode& node(int u) { return nodes_[u]; }
+  const WorldNode& node(int u) const { return nodes_[u]; }
+  int Find(const common::NodeId& id) const;  // -1 if not in the universe
+
+  bool Alive(int u) const { return nodes_[u].present && nodes_[u].death > now(); }
+  // No active partition separates a and b.
+  bool LinkUp(int a, int b) const;
+  // `from` can reach `to` right now.
+  bool Reachable(int from, int to) const { return Alive(to) && LinkUp(from, to); }
+  // Whether `u` is in views: joined, state transferred, not declared dead.
+  bool Member(int u) const;
+
+  // u crashes now: peer-failure events stream_timeout_s later.
+  void Crash(int u);
+  // Every view now calls u dead (the detector's verdict).
+  void DeclareDead(int u);
+  // u is a member again (a replacement with the same identity, serving
+  // from ready_at): own verdicts about it are forgotten then.
+  void Revive(int u, double ready_at);
+  void SetSpeed(int u, double factor);
+  void AddPartition(const std::vector<std::string>& regions);
+  void RemovePartition(const std::vector<std::string>& regions);
+  const std::vector<std::vector<std::string>>& partitions() const { return partitions_; }
+
+  // Changes whenever membership, verdicts, speeds or partitions change.
+  uint64_t version() const { return version_; }
+
+  FailedSend& last_failed_send() { return last_failed_send_; }
+  double stream_timeout_s() const { return stream_timeout_s_; }
+
+  // Registration of the seams (constructor / destructor of each).
+  void Register(int u, WorldTransport* t);
+  void Unregister(int u, WorldTransport* t);
+  void Register(WorldSwarmView* v) { views_.insert(v); }
+  void Unregister(WorldSwarmView* v) { views_.erase(v); }
+
+ private:
+  void Touch() { ++version_; }
+  void RaiseAfterTimeout(int at, int peer);
+  void ForgetVerdicts(int u);
+
+  common::SimClock* const clock_;
+  const scheduler::TopologyView* const universe_;
+  const double stream_timeout_s_;
+  std::vector<WorldNode> nodes_;
+  absl::flat_hash_map<common::NodeId, int> index_;
+  std::vector<std::vector<std::string>> partitions_;
+  std::vector<WorldTransport*> transports_;  // per universe node, live only
+  std::set<WorldSwarmView*> views_;
+  uint64_t version_ = 0;
+  FailedSend last_failed_send_;
+};
+
+class WorldSwarmView final : public node::SwarmView {
+ public:
+  explicit WorldSwarmView(NodeWorld* world);
+  ~WorldSwarmView() override;
+
+  std::vector<node::PeerInfo> Members() const override;
+  bool IsAlive(const common::NodeId& id) const override;
+  std::vector<common::NodeId> Replicas(int stage) const override;
+  void MarkDead(const common::NodeId& id) override;
+  uint64_t version() const override;
+
+  // The world brought `id` back: drop this node's verdict about it.
+  void Forget(const common::NodeId& id);
+
+ private:
+  NodeWorld* const world_;
+  mutable absl::Mutex mu_;  // the interface promises thread safety
+  absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  uint64_t local_version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class WorldTransport final : public node::Transport {
+ public:
+  WorldTransport(std::unique_ptr<node::Transport> inner, NodeWorld* world, int self);
+  ~WorldTransport() override;
+
+  node::PeerId self() const override { return inner_->self(); }
+  void SetFrameHandler(node::FrameHandler handler) override;
+  void SetPeerFailureHandler(node::PeerFailureHandler handler) override;
+  void SetPeerAddress(const node::PeerId& peer, std::string address) override;
+  void ForgetPeer(const node::PeerId& peer) override;
+  void Send(const node::PeerId& to, node::Frame frame, node::SendDone done) override;
+
+  // The world's failure event for `peer`, if this node had sent to it.
+  void RaiseIfContacted(int peer);
+
+ private:
+  void Fail(node::SendDone done, absl::Status why, uint64_t iteration, uint64_t mb,
+            int to, double sent_s);
+
+  std::unique_ptr<node::Transport> inner_;
+  NodeWorld* const world_;
+  const int self_;
+  node::PeerFailureHandler on_failure_;
+  std::set<int> contacted_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+class WorldCompute final : public node::StageCompute {
+ public:
+  WorldCompute(std::unique_ptr<node::StageCompute> inner, NodeWorld* world, int self);
+
+  double busy_s() const { return *busy_s_; }
+
+  int stage() const override { return inner_->stage(); }
+  int64_t num_params() const override { return inner_->num_params(); }
+  void Start(uint64_t mb, node::MicroBatchData data, node::TensorDone done) override;
+  void Forward(uint64_t mb, node::WireTensor input, node::TensorDone done) override;
+  void Tail(uint64_t mb, node::WireTensor activation, node::TailDone done) override;
+  void Backward(uint64_t mb, node::WireTensor grad_output, node::TensorDone done) override;
+  bool Discard(uint64_t mb) override { return inner_->Discard(mb); }
+  size_t pending() const override { return inner_->pending(); }
+  absl::StatusOr<node::GradientSum> TakeGradients() override { return inner_->TakeGradients(); }
+  absl::StatusOr<node::UpdateStats> ApplyUpdate(const std::vector<float>& summed,
+                                                int64_t total_visits) override {
+    return inner_->ApplyUpdate(summed, total_visits);
+  }
+  void ZeroGrad() override { inner_->ZeroGrad(); }
+  uint64_t ParamsDigest() override { return inner_->ParamsDigest(); }
+  int64_t step() const override { return inner_->step(); }
+  absl::Status SaveCheckpoint(const std::string& path) override {
+    return inner_->SaveCheckpoint(path);
+  }
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
+    return inner_->LoadCheckpoint(path);
+  }
+  absl::StatusOr<std::string> ExportState() override { return inner_->ExportState(); }
+  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override {
+    return inner_->ImportState(bytes);
+  }
+
+ private:
+  // Wraps `done` so the result is held while the node is slow.
+  template <typename Done>
+  Done Slowed(Done done);
+
+  std::unique_ptr<node::StageCompute> inner_;
+  NodeWorld* const world_;
+  const int self_;
+  std::shared_ptr<double> busy_s_ = std::make_shared<double>(0);
+};
+
+}  // namespace skipswarm::sim
+
+#endif  // SKIPSWARM_SIM_NODE_WORLD_H_
