@@ -246,7 +246,8 @@ TEST_F(MembershipTest, LeaveSignsTheLastEditTogetherWithLeft) {
   swarm_.Run(absl::Seconds(1));
   EXPECT_TRUE(done);
   for (int i : {0, 2}) {
-    const MemberInfo* m = swarm_.node(i).GetView().Find(swarm_.id(1));
+    const View view = swarm_.node(i).GetView();  // Find points into it
+    const MemberInfo* m = view.Find(swarm_.id(1));
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(m->state, proto::MEMBER_STATE_LEFT);
     EXPECT_EQ(m->iteration, 41u);
