@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,7 @@ struct Child {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;
+  double cpu_s = 0;  // user + system CPU seconds, once exited (wait4)
 };
 
 struct Point {
@@ -367,8 +369,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   while (alive > 0) {
     for (Child& c : children) {
       if (c.exited) continue;
-      if (waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
+      struct rusage ru {};
+      if (wait4(c.pid, &c.status, WNOHANG, &ru) == c.pid) {
         c.exited = true;
+        c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                  1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
         --alive;
       }
     }
@@ -445,6 +450,16 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                   c.name.c_str());
     }
   }
+  // Throughput on a shared machine depends on the CPU share; tokens per CPU
+  // second compares with `train-ref` fairly (process start and set-up included).
+  double cpu_s = 0, tokens = 0;
+  for (const Child& c : children) cpu_s += c.cpu_s;
+  for (const auto& [it, p] : points) tokens += p.tokens;
+  const double wall_s = points.empty() ? 0 : points.rbegin()->second.elapsed;
+  std::printf("throughput: %.0f tokens in %.1f s (%.0f tok/s); nodes used %.1f CPU-s (%.0f tokens "
+              "per CPU-s)\n",
+              tokens, wall_s, tokens / std::max(1e-9, wall_s), cpu_s,
+              tokens / std::max(1e-9, cpu_s));
   std::printf("summary: %s/loss.csv, %s/loss.svg\n", dir.c_str(), dir.c_str());
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "
