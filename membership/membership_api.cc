@@ -329,6 +329,7 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   {
     absl::MutexLock lock(&impl_->mu_);
     impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->HeardFromLocked(sender);
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
     ack.set_seq(req.seq());
@@ -361,6 +362,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
   {
     absl::MutexLock lock(&impl_->mu_);
     impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->HeardFromLocked(sender);
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
     ack.set_seq(req.seq());
@@ -406,6 +408,7 @@ void Membership::HandlePushPull(const PeerInfo& from,
   {
     absl::MutexLock lock(&impl_->mu_);
     impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->HeardFromLocked(sender);
     absl::flat_hash_map<common::NodeId, std::pair<uint64_t, proto::MemberState>>
         theirs;
     for (const proto::RecordDigest& d : req.digests()) {

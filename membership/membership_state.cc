@@ -175,7 +175,9 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
   }
   SetStateLocked(m, state, reporter, changes);
   QueueOpinionLocked(m, state, first_hand ? self_ : reporter);
-  if (state == proto::MEMBER_STATE_SUSPECT && !first_hand) {
+  if (state == proto::MEMBER_STATE_SUSPECT && !first_hand &&
+      std::find(probe_next_.begin(), probe_next_.end(), id) ==
+          probe_next_.end()) {
     probe_next_.push_back(id);  // check the rumour (see Note)
   }
 }
@@ -280,6 +282,19 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
                        /*first_hand=*/true, &changes);
   }
   Publish(changes);
+}
+
+void Membership::Impl::HeardFromLocked(const common::NodeId& sender) {
+  auto it = members_.find(sender);
+  if (it == members_.end() ||
+      it->second.state != proto::MEMBER_STATE_SUSPECT ||
+      !it->second.suspicion.has_value()) {
+    return;
+  }
+  Member& m = it->second;
+  const absl::Duration before = m.suspicion->Deadline();
+  m.suspicion->HeardFromSuspect(clock_->SteadyNow());
+  if (m.suspicion->Deadline() != before) ArmSuspicionTimerLocked(m);
 }
 
 int Membership::Impl::LiveCountLocked() const {

@@ -38,4 +38,14 @@ bool Suspicion::Confirm(const common::NodeId& reporter) {
   return true;
 }
 
+void Suspicion::HeardFromSuspect(absl::Duration at) {
+  heard_ = std::max(heard_, at);
+}
+
+absl::Duration Suspicion::Deadline() const {
+  const absl::Duration deadline = start_ + Timeout();
+  if (heard_ == -absl::InfiniteDuration()) return deadline;
+  return std::max(deadline, std::min(heard_ + bounds_.min, start_ + bounds_.max));
+}
+
 }  // namespace skipswarm::membership

@@ -7,6 +7,7 @@
 //
 //   Suspicion s(first_reporter, now, bounds);
 //   if (s.Confirm(other_reporter)) { re-arm the timer at s.Deadline(); }
+//   s.HeardFromSuspect(now);  // a request from the suspect: re-arm too
 //
 // Thread rule: thread-compatible (Membership guards it with its mutex).
 #ifndef SKIPSWARM_MEMBERSHIP_SUSPICION_H_
@@ -47,10 +48,16 @@ class Suspicion {
   // and passes the confirmation on.
   bool Confirm(const common::NodeId& reporter);
 
+  // The suspect itself sent us a request at `at` (an authenticated sign of
+  // life: it is slow to answer, not dead). The verdict then waits until it
+  // has been silent for `min`, but never past start + max, so a member that
+  // talks but never answers is still declared dead.
+  void HeardFromSuspect(absl::Duration at);
+
   int confirmations() const { return static_cast<int>(confirmers_.size()); }
   absl::Duration start() const { return start_; }
   absl::Duration Timeout() const { return SuspicionTimeout(bounds_, confirmations()); }
-  absl::Duration Deadline() const { return start_ + Timeout(); }
+  absl::Duration Deadline() const;
   const SuspicionBounds& bounds() const { return bounds_; }
 
  private:
@@ -58,6 +65,7 @@ class Suspicion {
   absl::Duration start_;
   SuspicionBounds bounds_;
   std::vector<common::NodeId> confirmers_;
+  absl::Duration heard_ = -absl::InfiniteDuration();
 };
 
 }  // namespace skipswarm::membership

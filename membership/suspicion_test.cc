@@ -50,5 +50,18 @@ TEST(SuspicionTest, OnlyNewIndependentReportersConfirm) {
   EXPECT_EQ(s.Deadline(), absl::Seconds(11));
 }
 
+TEST(SuspicionTest, ASuspectThatTalksGetsTimeToRefuteButNotForever) {
+  const NodeId a = NodeId::ForName("a");
+  Suspicion s(a, absl::Seconds(10), {absl::Seconds(1), absl::Seconds(4), 3});
+  for (const char* name : {"b", "c", "d"}) s.Confirm(NodeId::ForName(name));
+  EXPECT_EQ(s.Deadline(), absl::Seconds(11));  // fully confirmed: the min
+  s.HeardFromSuspect(absl::Seconds(10.8));
+  EXPECT_EQ(s.Deadline(), absl::Seconds(11.8));  // silent for min since
+  s.HeardFromSuspect(absl::Seconds(10.5));       // older news changes nothing
+  EXPECT_EQ(s.Deadline(), absl::Seconds(11.8));
+  s.HeardFromSuspect(absl::Seconds(13.9));
+  EXPECT_EQ(s.Deadline(), absl::Seconds(14));  // capped at start + max
+}
+
 }  // namespace
 }  // namespace skipswarm::membership
