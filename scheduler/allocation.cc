@@ -103,6 +103,13 @@ std::vector<double> StageCapacities(const TopologyView& view) {
 absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
                                          const NodeSpec& joiner,
                                          const std::vector<double>& hop_to) {
+  return ChooseStageForJoiner(view, joiner, hop_to, JoinChoiceOptions());
+}
+
+absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
+                                         const NodeSpec& joiner,
+                                         const std::vector<double>& hop_to,
+                                         const JoinChoiceOptions& options) {
   if (hop_to.size() != static_cast<size_t>(view.num_nodes())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hop_to has ", hop_to.size(), " entries for ", view.num_nodes(),
@@ -120,7 +127,15 @@ absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
     }
     link[s] = MeanHop(hops);
   }
-  return PickStage(StageCapacities(view), link);
+  const std::vector<double> capacity = StageCapacities(view);
+  if (options.allow_data_stage && view.num_stages() >= 2) {
+    double weakest_other = std::numeric_limits<double>::infinity();
+    for (int s = 1; s < view.num_stages(); ++s) {
+      weakest_other = std::min(weakest_other, capacity[s]);
+    }
+    if (capacity[0] * 1.01 + 1e-12 < weakest_other) return 0;
+  }
+  return PickStage(capacity, link);
 }
 
 std::optional<StageMove> SuggestRebalance(const TopologyView& view,

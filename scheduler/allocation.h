@@ -43,6 +43,20 @@ absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
                                          const NodeSpec& joiner,
                                          const std::vector<double>& hop_to);
 
+// The same, with the data stage as a candidate when `allow_data_stage`:
+// stage 0 (the joiner becomes a data node, with its own data shard, Note
+// [Data order] in node/train/data_source.h) only when its capacity is
+// below every other stage's by more than the 1% tie band. A data node
+// also raises the global batch and loads the corpus, so it is never the
+// tie-break choice.
+struct JoinChoiceOptions {
+  bool allow_data_stage = false;
+};
+absl::StatusOr<int> ChooseStageForJoiner(const TopologyView& view,
+                                         const NodeSpec& joiner,
+                                         const std::vector<double>& hop_to,
+                                         const JoinChoiceOptions& options);
+
 // Capacity (visits per second) of every stage of the view; index 0 is the
 // data stage's (informational).
 std::vector<double> StageCapacities(const TopologyView& view);

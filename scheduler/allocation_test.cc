@@ -59,6 +59,22 @@ TEST(AllocationTest, JoinerGoesToTheWeakestStage) {
   EXPECT_EQ(*s, 2);
 }
 
+TEST(AllocationTest, JoinerTakesTheDataStageOnlyWhenItIsClearlyTheBottleneck) {
+  // One data node against two replicas of every other stage: stage 0 has
+  // half their capacity.
+  TopologyView starved = testing::UniformView({1, 2, 2}, 1.0, 0.5, 2);
+  const std::vector<double> hops(starved.num_nodes(), 0.2);
+  EXPECT_EQ(*ChooseStageForJoiner(starved, Node("new", -1, 1), hops, {true}), 0);
+  // The old entry point never offers it (simulator callers).
+  EXPECT_NE(*ChooseStageForJoiner(starved, Node("new", -1, 1), hops), 0);
+  EXPECT_NE(*ChooseStageForJoiner(starved, Node("new", -1, 1), hops, {false}), 0);
+  // Equal capacities: a tie never makes a data node.
+  TopologyView even = testing::UniformView({2, 2, 2}, 1.0, 0.5, 2);
+  EXPECT_NE(*ChooseStageForJoiner(even, Node("new", -1, 1),
+                                  std::vector<double>(even.num_nodes(), 0.2), {true}),
+            0);
+}
+
 TEST(AllocationTest, SuggestsMovingANodeToAStarvedStage) {
   TopologyView view = testing::UniformView({1, 3, 1}, 1.0, 0.5, 2);
   auto move = SuggestRebalance(view);

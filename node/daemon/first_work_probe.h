@@ -1,13 +1,17 @@
 // FirstWorkProbe: a StageCompute decorator that notes when the node's first
 // micro-batch task completes here (a forward, then its backward), for a
-// joiner's time-to-first-useful-work (issue 6 acceptance). Everything else
-// is forwarded unchanged.
+// joiner's time-to-first-useful-work (issue 6 acceptance), and, with a
+// clock, times every forward and backward task (call -> done) for the
+// node's measured compute speed (speed_reports.h). Everything else is
+// forwarded unchanged.
 //
-//   FirstWorkProbe probe(compute.get(), [&](bool backward) { ... });
+//   FirstWorkProbe probe(compute.get(), [&](bool backward) { ... },
+//                        clock, [&](bool backward, absl::Duration t) { ... });
 //   StageServer server(..., {{stage, &probe}}, ...);
 //
 // Thread rule: as the wrapped compute; `on_first` runs once per kind
-// (forward, backward) on the compute's callback thread.
+// (forward, backward) and `on_timed` once per successful task, on the
+// compute's callback thread.
 #ifndef SKIPSWARM_NODE_DAEMON_FIRST_WORK_PROBE_H_
 #define SKIPSWARM_NODE_DAEMON_FIRST_WORK_PROBE_H_
 
@@ -16,15 +20,22 @@
 #include <string>
 #include <utility>
 
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "node/compute/stage_compute.h"
 
 namespace skipswarm::node {
 
 class FirstWorkProbe final : public StageCompute {
  public:
-  // `inner` must outlive the probe.
-  FirstWorkProbe(StageCompute* inner, std::function<void(bool backward)> on_first)
-      : inner_(inner), on_first_(std::move(on_first)) {}
+  // `inner` (and `clock`, when given) must outlive the probe.
+  FirstWorkProbe(StageCompute* inner, std::function<void(bool backward)> on_first,
+                 common::Clock* clock = nullptr,
+                 std::function<void(bool backward, absl::Duration elapsed)> on_timed = nullptr)
+      : inner_(inner),
+        on_first_(std::move(on_first)),
+        clock_(clock),
+        on_timed_(clock != nullptr ? std::move(on_timed) : nullptr) {}
 
   int stage() const override { return inner_->stage(); }
   int64_t num_params() const override { return inner_->num_params(); }
@@ -64,9 +75,12 @@ class FirstWorkProbe final : public StageCompute {
  private:
   TensorDone Wrap(bool backward, TensorDone done) {
     std::atomic<bool>& seen = backward ? backward_seen_ : forward_seen_;
-    if (seen.load()) return done;
-    return [this, backward, &seen, done = std::move(done)](absl::StatusOr<WireTensor> out) mutable {
+    if (seen.load() && !on_timed_) return done;
+    const absl::Duration started = clock_ != nullptr ? clock_->SteadyNow() : absl::ZeroDuration();
+    return [this, backward, &seen, started,
+            done = std::move(done)](absl::StatusOr<WireTensor> out) mutable {
       const bool ok = out.ok();
+      if (ok && on_timed_) on_timed_(backward, clock_->SteadyNow() - started);
       done(std::move(out));
       if (ok && !seen.exchange(true) && on_first_) on_first_(backward);
     };
@@ -74,6 +88,8 @@ class FirstWorkProbe final : public StageCompute {
 
   StageCompute* const inner_;
   const std::function<void(bool)> on_first_;
+  common::Clock* const clock_;
+  const std::function<void(bool, absl::Duration)> on_timed_;
   std::atomic<bool> forward_seen_{false};
   std::atomic<bool> backward_seen_{false};
 };

@@ -2,8 +2,12 @@
 
 #include <glog/logging.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -31,8 +35,8 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
 ABSL_FLAG(std::string, swarm_secret, "",
           "Private swarm secret: nodes without it cannot join (never sent).");
-ABSL_FLAG(int, entry_lead, 2,
-          "A joiner enters at least this many (>= 2) iterations after its source replica's "
+ABSL_FLAG(int, entry_lead, 1,
+          "A joiner enters at least this many (>= 1) iterations after its source replica's "
           "current one; more when iterations are shorter than ~0.5 s.");
 ABSL_FLAG(bool, force, false,
           "Leave (SIGTERM, drain) even as the last live replica of a stage.");
@@ -52,6 +56,27 @@ void OnSigint(int) {
 }
 void OnSigterm(int) {
   if (g_signals) g_signals->drain.store(true);
+}
+
+// How long ago this process was started (exec), from /proc: main's one
+// look at it, for a joiner's time-to-first-useful-work (the part before
+// main: loading libtorch and the other shared libraries). 0 if unknown.
+absl::Duration ProcessAge() {
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Field 22 (starttime, clock ticks since boot) follows the ')' that ends
+  // the command name (which may contain spaces).
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return absl::ZeroDuration();
+  std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
+  double start_ticks = 0, uptime_s = 0;
+  if (fields.size() < 20 || !absl::SimpleAtod(fields[19], &start_ticks)) {
+    return absl::ZeroDuration();
+  }
+  std::ifstream uptime("/proc/uptime");
+  if (!(uptime >> uptime_s)) return absl::ZeroDuration();
+  const double age = uptime_s - start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return age > 0 ? absl::Seconds(age) : absl::ZeroDuration();
 }
 
 absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
@@ -80,6 +105,7 @@ absl::Status RunGossipNode(const NodeDaemonOptions& base) {
   o.force_leave = absl::GetFlag(FLAGS_force);
   o.control_port = absl::GetFlag(FLAGS_control_port);
   o.join_report_file = absl::GetFlag(FLAGS_join_report);
+  o.process_age_at_start = ProcessAge();
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
   g.insecure = absl::GetFlag(FLAGS_insecure);

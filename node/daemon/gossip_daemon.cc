@@ -24,10 +24,12 @@
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/control.grpc.pb.h"
 #include "node/daemon/first_work_probe.h"
+#include "node/daemon/gossip_daemon_parts.h"
 #include "node/daemon/join_planning.h"
 #include "node/daemon/iteration_report.h"
-#include "node/daemon/metrics.h"
 #include "node/daemon/route_recorder.h"
+#include "node/daemon/speed_reports.h"
+#include "node/daemon/metrics.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/training_members.h"
 #include "node/stage/stage_server.h"
@@ -47,104 +49,6 @@ namespace {
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace
-
-// A joiner's milestones (steady clock), for its time-to-first-useful-work.
-struct JoinTimeline {
-  absl::Duration start, bootstrapped, announced, first_chunk, state_loaded, first_step, routable,
-      first_forward, first_backward;
-  uint64_t entry = 0;
-  size_t state_bytes = 0;
-  int streams = 0;
-  int sources_tried = 0;
-  std::string source;
-  uint64_t digest_after_first_step = 0;
-  int digests_checked = -1;  // -1: not yet; 1: agreed at the next reduce; 0: disagreed
-  bool reported = false;
-};
-
-// Declaration order is destruction order reversed: the gossip side goes
-// first (no more listener calls), the computes last.
-struct GossipDaemon::Parts {
-  GossipDaemonOptions options;
-  std::unique_ptr<common::RealClock> clock;
-  common::NodeId self;
-  std::vector<int> stages;
-  bool joiner = false;
-  std::unique_ptr<TrainingMembers> members;
-  model::Corpus corpus;
-  std::unique_ptr<SamplerDataSource> data;
-  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
-  std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
-  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
-  std::shared_ptr<const membership::PeerCredentials> credentials;  // every node service
-  std::unique_ptr<GrpcTransport> transport;
-  std::unique_ptr<GrpcGroupComm> group;
-  std::unique_ptr<StateServer> state;
-  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
-  std::unique_ptr<StageServer> server;
-  std::unique_ptr<RoutePlanner> planner;
-  std::unique_ptr<DataNodeDriver> driver;
-  std::unique_ptr<NodeTrainer> trainer;
-  Metrics metrics;
-  std::unique_ptr<MetricsServer> metrics_server;
-  std::unique_ptr<grpc::Server> control;
-  std::unique_ptr<proto::NodeControl::Service> control_service;
-  std::unique_ptr<SwarmMembership> gossip;
-  int64_t start_iteration = 0;
-  absl::Duration run_started;
-  // A joiner's first look at its source's iteration (for its pace).
-  std::optional<uint64_t> source_first_iteration;
-  absl::Duration source_first_asked;
-
-  absl::Mutex mu;
-  JoinTimeline timeline ABSL_GUARDED_BY(mu);
-  bool draining ABSL_GUARDED_BY(mu) = false;
-  absl::Duration drain_started ABSL_GUARDED_BY(mu);
-
-  const NodeDaemonOptions& base() const { return options.base; }
-  std::string CheckpointPath(int stage) const {
-    return absl::StrCat(base().model.checkpoint_dir, "/", base().name, "-stage-", stage, ".ckpt");
-  }
-  absl::Status Checkpoint() {
-    if (base().model.checkpoint_dir.empty()) return absl::OkStatus();
-    std::error_code ec;
-    std::filesystem::create_directories(base().model.checkpoint_dir, ec);
-    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
-    return absl::OkStatus();
-  }
-  std::string ScratchPath(int stage, const std::string& what) const {
-    return (std::filesystem::temp_directory_path() /
-            absl::StrCat("skipswarm-", self.ShortString(), "-", what, "-stage-", stage))
-        .string();
-  }
-  absl::StatusOr<StageSnapshot> Snapshot(int stage);
-  std::map<int, uint64_t> Digests() {
-    std::map<int, uint64_t> d;
-    for (auto& [s, c] : computes) d[s] = c->ParamsDigest();
-    return d;
-  }
-  absl::Status CanLeave(bool force);
-  absl::Status BuildTraining();
-  absl::Status WaitForFounders();
-  absl::Status EnterAsJoiner();
-  void OnIteration(const NodeIterationReport& r);
-  void OnMemberChange(const membership::MemberChange& c);
-  void ReportJoin();
-  absl::Status StartControl();
-};
-
-absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
-  auto it = computes.find(stage);
-  if (it == computes.end()) return absl::NotFoundError("stage not hosted");
-  const std::string path = ScratchPath(stage, "snapshot");
-  SS_RETURN_IF_ERROR(it->second->SaveCheckpoint(path));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-  return StageSnapshot{bytes.str(), it->second->ParamsDigest()};
-}
 
 void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
   if (c.id == self || c.old_state == c.new_state) return;
@@ -171,6 +75,8 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
 }
 
 std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
+
+membership::View GossipDaemon::view() const { return parts_->gossip->membership()->GetView(); }
 
 absl::Status GossipDaemon::RequestDrain(bool force) {
   Parts& p = *parts_;
@@ -244,11 +150,6 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       return absl::InvalidArgumentError(absl::StrCat("--host_stages: stage ", s, " outside [0, ",
                                                      base.model.model.num_stages, ")"));
     }
-    if (p->joiner && s == 0) {
-      return absl::InvalidArgumentError(
-          "a joiner cannot host stage 0 (data nodes found the swarm; their data order "
-          "depends on the set of data nodes)");
-    }
   }
   SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(options.gossip, p->clock.get()));
   p->self = p->gossip->id();
@@ -308,6 +209,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   SS_RETURN_IF_ERROR(p->gossip->Join());
   {
     absl::MutexLock lock(&p->mu);
+    p->timeline.process_age = options.process_age_at_start;
     p->timeline.start = t0;
     p->timeline.bootstrapped = p->clock->SteadyNow();
   }
@@ -322,7 +224,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     absl::StatusOr<int> s = absl::UnavailableError("no view yet");
     const absl::Duration deadline = p->clock->SteadyNow() + base.startup_timeout;
     while (true) {
-      s = ChooseJoinStage(m->GetView(), p->self, shape, 0);
+      s = ChooseJoinStage(m->GetView(), p->self, shape, 0, /*allow_data_stage=*/true);
       if (s.ok() || p->clock->SteadyNow() > deadline) break;
       p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
     }
@@ -335,16 +237,15 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
       if (!it.ok()) continue;
       p->source_first_iteration = *it;
-    if (!o.record_routes.empty()) {
-      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
-                                                            o.record_routes,
-                                                            o.mbs_per_iteration));
-    }
       p->source_first_asked = p->clock->SteadyNow();
       break;
     }
   }
   SS_RETURN_IF_ERROR(p->BuildTraining());
+  {
+    absl::MutexLock lock(&p->mu);
+    p->timeline.placed = p->clock->SteadyNow();
+  }
   auto daemon = std::unique_ptr<GossipDaemon>(new GossipDaemon(std::move(p)));
   SS_RETURN_IF_ERROR(daemon->parts_->StartControl());
   return daemon;
@@ -357,6 +258,15 @@ absl::Status GossipDaemon::Parts::StartControl() {
 absl::Status GossipDaemon::Parts::BuildTraining() {
   const NodeDaemonOptions& o = base();
   runner = std::make_unique<ThreadTaskRunner>();
+  ComputeSpeedOptions speed_options;
+  speed_options.layers_per_stage =
+      std::max(1, o.model.model.num_layers / std::max(1, o.model.model.num_stages));
+  speed_options.samples_per_mb = o.model.samples_per_mb;
+  speed = std::make_unique<ComputeSpeedMeter>(speed_options);
+  {
+    absl::WriterMutexLock lock(&link_mu);
+    link_sink = gossip->membership();
+  }
   for (int s : stages) {
     TorchStageCompute::Options co;
     co.model = o.model.model;
@@ -365,10 +275,14 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     co.optimizer = o.model.optimizer;
     co.optimizer.total_steps = o.iterations;
     SS_ASSIGN_OR_RETURN(computes[s], TorchStageCompute::Create(co, runner.get()));
-    probes[s] = std::make_unique<FirstWorkProbe>(computes[s].get(), [this](bool backward) {
-      absl::MutexLock lock(&mu);
-      (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
-    });
+    probes[s] = std::make_unique<FirstWorkProbe>(
+        computes[s].get(),
+        [this](bool backward) {
+          absl::MutexLock lock(&mu);
+          (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
+        },
+        clock.get(),
+        [this](bool backward, absl::Duration elapsed) { speed->Observe(backward, elapsed); });
   }
   const bool data_node = computes.count(0) > 0;
   if (data_node) {
@@ -418,8 +332,15 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
   repairer = std::make_unique<SchedulerRouteRepairer>(ro);
   sso.repairer = repairer.get();
   sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
-  server = std::make_unique<StageServer>(transport.get(), clock.get(), members->routing(), hosted,
-                                         sso);
+  // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
+  timed_transport = std::make_unique<LinkTimingTransport>(
+      transport.get(), clock.get(),
+      [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
+        absl::ReaderMutexLock lock(&link_mu);
+        if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
+      });
+  server = std::make_unique<StageServer>(timed_transport.get(), clock.get(), members->routing(),
+                                         hosted, sso);
   server->Attach();
   if (data_node) {
     if (o.planner == "inorder") {
@@ -431,6 +352,11 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
       po.samples_per_mb = o.model.samples_per_mb;
       po.seed = o.model.seed;
       SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
+    }
+    if (!o.record_routes.empty()) {
+      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
+                                                            o.record_routes,
+                                                            o.mbs_per_iteration));
     }
     DriverOptions d;
     d.mbs_per_iteration = o.mbs_per_iteration;
@@ -472,6 +398,10 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
 GossipDaemon::~GossipDaemon() {
   Parts& p = *parts_;
   if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  {
+    absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
+    p.link_sink = nullptr;
+  }
   if (p.gossip) p.gossip.reset();  // no more listener calls
   if (p.server) p.server->Detach();
 }
@@ -522,150 +452,6 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
   return absl::OkStatus();
 }
 
-absl::Status GossipDaemon::Parts::EnterAsJoiner() {
-  const NodeDaemonOptions& o = base();
-  const int stage = stages.front();
-  membership::Membership* m = gossip->membership();
-  // The source's current iteration fixes our entry (Note [Entry iteration]).
-  std::vector<StateSource> sources;
-  absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
-  StateSource source_asked;
-  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
-  while (true) {
-    sources = StateSources(m->GetView(), self, stage);
-    for (const StateSource& a : sources) {
-      current = QuerySourceIteration(a, credentials, absl::Seconds(2));
-      source_asked = a;
-      if (current.ok()) break;
-    }
-    if (current.ok() || clock->SteadyNow() > deadline) break;
-    clock->SleepFor(absl::Milliseconds(100));  // replicas not training yet
-  }
-  if (!current.ok()) {
-    return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
-                                               " answers: ", current.status().message()));
-  }
-  // Note [Entry iteration]: our record must reach every member before any
-  // of them starts the entry iteration. Members are within one iteration
-  // of each other, so two iterations ahead of the source suffice when
-  // announcing takes a small part of an iteration; with fast iterations
-  // the lead grows to cover ~0.5 s. The iteration time comes from the
-  // source's progress since we first asked (in Create).
-  int lead = std::max(2, options.entry_lead);
-  if (source_first_iteration.has_value() && *current > *source_first_iteration) {
-    const absl::Duration per_iteration =
-        (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
-    lead += static_cast<int>(std::ceil(absl::FDivDuration(absl::Milliseconds(500), per_iteration)));
-    LOG(INFO) << o.name << ": swarm iterations take ~" << per_iteration << "; entry lead " << lead;
-  }
-  const uint64_t entry = *current + lead;
-  if (entry >= static_cast<uint64_t>(o.iterations)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
-  }
-  SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
-    r->clear_stages();
-    r->add_stages(static_cast<uint32_t>(stage));
-    r->set_iteration(entry);
-  }));
-  SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
-  {
-    absl::MutexLock lock(&mu);
-    timeline.announced = clock->SteadyNow();
-    timeline.entry = entry;
-  }
-  absl::StatusOr<uint64_t> now_at =
-      QuerySourceIteration(source_asked, credentials, absl::Seconds(2));
-  LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
-            << " (source at " << *current << ", now " << (now_at.ok() ? *now_at : 0)
-            << "); announced to " << reached << " members";
-  if (now_at.ok() && *now_at + 2 > entry) {
-    LOG(WARNING) << o.name << ": the swarm moved close to our entry iteration while we "
-                 << "announced; a member that missed our record shows up as a digest mismatch";
-  }
-
-  FetchOptions fo;
-  fo.self = self;
-  fo.swarm_id = gossip->swarm_id();
-  fo.credentials = credentials;
-  fo.stage = stage;
-  fo.iteration = entry;
-  fo.deadline = o.startup_timeout;
-  fo.on_first_chunk = [this] {
-    absl::MutexLock lock(&mu);
-    if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
-  };
-  SS_ASSIGN_OR_RETURN(FetchedState fetched, FetchStageState(sources, fo));
-  const std::string path = ScratchPath(stage, "joined");
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(fetched.bytes.data(), static_cast<std::streamsize>(fetched.bytes.size()));
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  }
-  absl::StatusOr<int64_t> step = computes[stage]->LoadCheckpoint(path);
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-  if (!step.ok()) return step.status();
-  if (static_cast<uint64_t>(*step) != entry) {
-    return absl::DataLossError(
-        absl::StrCat("transferred state is at step ", *step, ", wanted ", entry));
-  }
-  if (computes[stage]->ParamsDigest() != fetched.params_digest) {
-    return absl::DataLossError("transferred state's digest differs from its source's");
-  }
-  {
-    absl::MutexLock lock(&mu);
-    timeline.state_loaded = clock->SteadyNow();
-    timeline.state_bytes = fetched.bytes.size();
-    timeline.streams = fetched.streams;
-    timeline.sources_tried = fetched.sources_tried;
-    timeline.source = fetched.source;
-  }
-  start_iteration = static_cast<int64_t>(entry);
-  members->SetIteration(entry);
-  state->OnBoundary(entry, Digests());
-  LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
-            << fetched.bytes.size() << " bytes, " << fetched.streams << " stream(s)) from "
-            << fetched.source << "; digest " << absl::StrFormat("%016x", fetched.params_digest);
-  return absl::OkStatus();
-}
-
-void GossipDaemon::Parts::ReportJoin() {
-  JoinTimeline t;
-  {
-    absl::MutexLock lock(&mu);
-    if (!joiner || timeline.reported || timeline.first_backward == absl::ZeroDuration() ||
-        timeline.digests_checked < 0) {
-      return;
-    }
-    timeline.reported = true;
-    t = timeline;
-  }
-  const double bootstrap = Seconds(t.bootstrapped - t.start);
-  const double view = Seconds(t.announced - t.bootstrapped);
-  const double source_boundary = Seconds(t.first_chunk - t.announced);
-  const double transfer = Seconds(t.state_loaded - t.first_chunk);
-  const double boundary = Seconds(t.routable - t.state_loaded);
-  const double first_mb = Seconds(t.first_backward - t.routable);
-  const double total = Seconds(t.first_backward - t.start);
-  const std::string line = absl::StrFormat(
-      "{\"node\":\"%s\",\"stage\":%d,\"entry\":%d,\"bootstrap_s\":%.3f,\"view_s\":%.3f,"
-      "\"wait_source_boundary_s\":%.3f,\"state_transfer_s\":%.3f,\"entry_iteration_s\":%.3f,"
-      "\"first_mb_s\":%.3f,\"total_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,"
-      "\"digest_after_first_step\":\"%016x\",\"digests_agree\":%s}",
-      base().name, stages.front(), t.entry, bootstrap, view, source_boundary, transfer, boundary,
-      first_mb, total,
-      t.state_bytes, t.streams, t.digest_after_first_step,
-      t.digests_checked == 1 ? "true" : "false");
-  LOG(INFO) << base().name << ": JOIN " << line;
-  std::printf("JOIN %s\n", line.c_str());
-  std::fflush(stdout);
-  if (!options.join_report_file.empty()) {
-    std::ofstream out(options.join_report_file, std::ios::app);
-    out << line << "\n";
-  }
-}
-
 void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const NodeDaemonOptions& o = base();
   const uint64_t next = r.iteration + 1;
@@ -677,7 +463,6 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     absl::MutexLock lock(&mu);
     if (joiner && timeline.entry == r.iteration && !r.stages.empty()) {
       timeline.first_step = clock->SteadyNow();
-      timeline.routable = timeline.first_step;
       timeline.digest_after_first_step = r.stages.begin()->second.digest_after;
     } else if (joiner && timeline.entry + 1 == r.iteration && !r.stages.empty()) {
       // The digests compared in this reduce are the ones after our first step.
@@ -686,6 +471,16 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   }
   ReportJoin();
 
+  // Our measured speed into our record, when it moved (Note [Measured speeds]).
+  if (std::optional<double> v = speed->TakePublishable(clock->SteadyNow())) {
+    absl::Status s = gossip->membership()->SetComputeSpeed(*v);
+    if (!s.ok()) LOG(WARNING) << o.name << ": cannot publish our compute speed: " << s;
+    if (s.ok()) {
+      LOG(INFO) << o.name << ": measured compute speed " << *v
+                << " s per layer per sample (published in our record)";
+    }
+    metrics.Set("skipswarm_seconds_per_layer_sample", *v);
+  }
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   metrics.Set("skipswarm_live_members",
               static_cast<double>(gossip->membership()->GetView().Live().size()));

@@ -13,12 +13,13 @@
 //    at iteration 0 (or its checkpoints' iteration).
 //  * joiner (--join and no --expect_members): joins a training swarm. With
 //    no --host_stages it asks the scheduler's allocation (join_planning.h);
-//    picks an entry iteration a few iterations ahead of a live replica,
-//    announces it, fetches the stage's weights and optimiser state at that
-//    boundary (state_transfer.h) and enters training there without
-//    stalling the others (Note [Entry iteration], training_members.h).
+//    picks the next boundary of a live replica (more when iterations are
+//    short), announces it, fetches the stage's weights and optimiser state
+//    at that boundary (state_transfer.h) and trains from there, micro-
+//    batches included (Note [Entry iteration], training_members.h).
 //    It logs, and appends to join_report_file, its time to first useful
-//    work: bootstrap, view, state transfer, wait for the boundary, first MB.
+//    work: process start, bootstrap, placement and model build, announce,
+//    wait for the boundary, state transfer, first MB.
 // Membership changes (join, dead, left) reach the faces at once; every data
 // node plans each iteration from the faces, so the next iteration's plan
 // uses the change (a dead member is also dropped from a pending barrier or
@@ -55,13 +56,16 @@ struct GossipDaemonOptions {
   std::string state_listen = "127.0.0.1:0";
   std::vector<int> stages;   // empty: a joiner asks the allocation
   int expect_members = 0;    // > 0: a founder waiting for this many
-  // A joiner enters at least this many (>= 2) iterations after its
+  // A joiner enters at least this many (>= 1) iterations after its
   // source's current one; more when iterations are short (Note [Entry
   // iteration]).
-  int entry_lead = 2;
+  int entry_lead = 1;
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   std::string join_report_file;  // JSON line with a joiner's timings
+  // How long the process had run when the daemon was created (process
+  // start, libtorch load, flags), for the joiner's report; 0: unknown.
+  absl::Duration process_age_at_start;
   // Called after every iteration (trainer thread), for tests and embedders.
   std::function<void(const NodeIterationReport&)> observer;
 };
@@ -83,6 +87,9 @@ class GossipDaemon {
   absl::Status RequestDrain(bool force);
   // Our advertised gossip "host:port" (what others --join).
   std::string gossip_address() const;
+  // This node's membership view (records with their measured speeds, link
+  // stats; Note [Measured speeds] in speed_reports.h). Thread-safe.
+  membership::View view() const;
 
   struct Parts;
 

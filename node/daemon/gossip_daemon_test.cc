@@ -100,7 +100,7 @@ class GossipDaemonTest : public ::testing::Test {
 
   // Enough iterations for the joiner to enter while the founders train:
   // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
-  // on a quiet machine (Note [Entry iteration] in gossip_daemon.cc).
+  // on a quiet machine (gossip_daemon_join.cc).
   static constexpr int64_t kIterations = 300;
   std::string dir_, corpus_;
 };
@@ -165,7 +165,10 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
     // Its second averaging compared every replica's digest after its first step.
     EXPECT_TRUE(rj->reports[1].stages.at(1).digests_agree);
     EXPECT_EQ(rj->reports[1].stages.at(1).replicas, 2);
-    EXPECT_EQ(rj->reports[0].stages.at(1).visits_here, 0);  // no work in its entry iteration
+    // Note [Entry iteration]: micro-batches from its entry iteration on
+    // (a data node that planned it before our record came routes none).
+    EXPECT_GT(rj->reports[0].stages.at(1).visits_here + rj->reports[1].stages.at(1).visits_here,
+              0);
     joiner_digest = rj->reports[0].stages.at(1).digest_after;
   }
   {
@@ -196,6 +199,18 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(ra->result.ok()) << ra->result;
   EXPECT_TRUE(rb->result.ok()) << rb->result;
+  // Note [Measured speeds]: every founder published its compute speed, and
+  // d0's link stats hold the throughput of its pipeline hops.
+  const membership::View view = founder->daemon->view();
+  for (const membership::MemberInfo& m : view.members) {
+    if (m.stages.empty() || m.iteration != 0) continue;  // founders only
+    EXPECT_GT(m.seconds_per_layer_per_sample, 0) << m.id;
+  }
+  int measured_links = 0;
+  for (const membership::LinkInfo& l : view.links) {
+    if (l.from == view.self && l.bytes_per_second > 0) ++measured_links;
+  }
+  EXPECT_GE(measured_links, 1);
   absl::MutexLock lock(&founder->mu);
   ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
   int dropped = 0;
@@ -203,6 +218,91 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
     EXPECT_TRUE(r.stages.at(0).digests_agree);
     if (r.data) dropped += r.data->dropped;
   }
+  EXPECT_EQ(dropped, 0);
+}
+
+// Issue 6 (b): a joiner may host stage 0. It becomes a data node with its
+// own data shard (its rank among the data nodes, Note [Data order]) from
+// its entry iteration, takes stage 0's weights and AdamW state from the
+// founding data node, and its stage-0 digest equals d0's after its first
+// step; no micro-batch is dropped.
+TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  GossipDaemonOptions a = Options("a", {1});
+  a.expect_members = 3;
+  a.gossip.join = {bootstrap};
+  GossipDaemonOptions b = Options("b", {2});
+  b.expect_members = 3;
+  b.gossip.join = {bootstrap};
+  auto ra = Launch(a);
+  auto rb = Launch(b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  absl::Notification trained_a_bit;
+  {
+    absl::MutexLock lock(&founder->mu);
+    founder->hook = [&](const NodeIterationReport& r) {
+      if (r.iteration == 5 && !trained_a_bit.HasBeenNotified()) trained_a_bit.Notify();
+    };
+  }
+  ASSERT_TRUE(founder->WaitUnlessFinished(trained_a_bit)) << founder->result;
+
+  GossipDaemonOptions j = Options("j", {0});
+  j.gossip.join = {bootstrap};
+  absl::Notification checked;
+  auto rj = std::make_unique<Running>();
+  {
+    Running* raw = rj.get();
+    j.observer = [raw, &checked](const NodeIterationReport& r) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(r);
+      if (raw->reports.size() == 3 && !checked.HasBeenNotified()) checked.Notify();
+    };
+    auto d = GossipDaemon::Create(j);
+    ASSERT_TRUE(d.ok()) << d.status();
+    rj->daemon = *std::move(d);
+    rj->Start();
+  }
+  ASSERT_TRUE(rj->WaitUnlessFinished(checked)) << rj->result;
+  uint64_t first = 0, joiner_digest = 0;
+  int joiner_mbs = 0;
+  {
+    absl::MutexLock lock(&rj->mu);
+    first = rj->reports[0].iteration;
+    joiner_digest = rj->reports[0].stages.at(0).digest_after;
+    EXPECT_TRUE(rj->reports[1].stages.at(0).digests_agree);
+    EXPECT_EQ(rj->reports[1].stages.at(0).replicas, 2);
+    for (const NodeIterationReport& r : rj->reports) {
+      ASSERT_TRUE(r.data.has_value()) << "a data node reports its micro-batches";
+      EXPECT_TRUE(r.data->status.ok()) << r.data->status;
+      EXPECT_EQ(r.data->dropped, 0);
+      joiner_mbs += r.data->completed;
+    }
+  }
+  EXPECT_GT(joiner_mbs, 0);
+  ASSERT_TRUE(rj->daemon->RequestDrain(/*force=*/false).ok());
+  rj->Join();
+  EXPECT_TRUE(rj->result.ok()) << rj->result;
+  founder->Join();
+  ra->Join();
+  rb->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  absl::MutexLock lock(&founder->mu);
+  bool found = false;
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.iteration == first) {
+      EXPECT_EQ(r.stages.at(0).digest_after, joiner_digest) << "after the joiner's first step";
+      found = true;
+    }
+    EXPECT_TRUE(r.stages.at(0).digests_agree) << "iteration " << r.iteration;
+    if (r.data) dropped += r.data->dropped;
+  }
+  EXPECT_TRUE(found);
   EXPECT_EQ(dropped, 0);
 }
 

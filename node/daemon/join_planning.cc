@@ -21,7 +21,7 @@ double SpeedOf(const membership::MemberInfo& m) {
 
 absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
                                     const scheduler::ModelShape& model,
-                                    double sec_per_layer_sample) {
+                                    double sec_per_layer_sample, bool allow_data_stage) {
   std::vector<const membership::MemberInfo*> members;
   std::vector<scheduler::NodeSpec> nodes;
   for (const membership::MemberInfo& m : view.members) {
@@ -70,7 +70,9 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
   joiner.sec_per_layer_sample =
       sec_per_layer_sample > 0 ? sec_per_layer_sample : kDefaultSecPerLayerSample;
   joiner.memory_slots = 1;
-  return scheduler::ChooseStageForJoiner(*topo, joiner, hop_to);
+  scheduler::JoinChoiceOptions choice;
+  choice.allow_data_stage = allow_data_stage;
+  return scheduler::ChooseStageForJoiner(*topo, joiner, hop_to, choice);
 }
 
 std::vector<StateSource> StateSources(const membership::View& view, const common::NodeId& self,

@@ -23,13 +23,17 @@ namespace skipswarm::node {
 // Speed assumed for a member that has not measured itself yet.
 inline constexpr double kDefaultSecPerLayerSample = 1e-3;
 
-// The non-zero stage `self` should host. Every live training member of
-// `view` must host exactly one stage (FailedPrecondition otherwise);
-// `model.num_stages` >= 2. Hops come from the view's smoothed RTTs (1 ms
-// where unmeasured).
+// The stage `self` should host: a non-zero one, or stage 0 (a data node
+// with its own data shard) when `allow_data_stage` and the data nodes are
+// clearly the bottleneck (scheduler::JoinChoiceOptions). Every live
+// training member of `view` must host exactly one stage (FailedPrecondition
+// otherwise); `model.num_stages` >= 2. Speeds come from the members'
+// records (their measured speeds, speed_reports.h; kDefaultSecPerLayerSample
+// where unmeasured); hops from the view's smoothed RTTs (1 ms where
+// unmeasured).
 absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
                                     const scheduler::ModelShape& model,
-                                    double sec_per_layer_sample);
+                                    double sec_per_layer_sample, bool allow_data_stage = false);
 
 // State addresses (Note [Daemon records]) and ids of the live members
 // hosting `stage`, founders first, then by id: the order a joiner tries them.

@@ -321,6 +321,7 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
   FetchedState out;
   std::string sha;
   std::vector<std::string> errors;
+  int passed = 0;  // sources already past the boundary
   for (const StateSource& source : sources) {
     const std::string& address = source.address;
     ++out.sources_tried;
@@ -339,11 +340,17 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
       // Retrying the same source only helps for a broken stream.
       if (!absl::IsUnavailable(last) && !absl::IsAborted(last) && !absl::IsDataLoss(last)) break;
     }
+    if (absl::IsFailedPrecondition(last)) ++passed;
     errors.push_back(absl::StrCat(address, ": ", last.ToString()));
   }
-  return absl::UnavailableError(absl::StrCat("no replica delivered stage ", options.stage,
-                                             " at iteration ", options.iteration, ": ",
-                                             absl::StrJoin(errors, "; ")));
+  const std::string why = absl::StrCat("no replica delivered stage ", options.stage,
+                                       " at iteration ", options.iteration, ": ",
+                                       absl::StrJoin(errors, "; "));
+  // Every source is past that boundary: the caller needs a later one.
+  if (!sources.empty() && passed == static_cast<int>(sources.size())) {
+    return absl::FailedPreconditionError(why);
+  }
+  return absl::UnavailableError(why);
 }
 
 absl::StatusOr<uint64_t> QuerySourceIteration(

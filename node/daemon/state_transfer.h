@@ -133,7 +133,9 @@ struct FetchedState {
 };
 
 // Tries `sources` in order; each chunk's CRC-32C and the whole's SHA-256
-// are checked. UNAVAILABLE naming every source's error when none delivered.
+// are checked. UNAVAILABLE naming every source's error when none delivered;
+// FAILED_PRECONDITION when every source had passed the boundary already
+// (the caller needs a later one).
 absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
                                              const FetchOptions& options);
 

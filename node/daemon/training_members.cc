@@ -24,7 +24,11 @@ bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace 
   if (m.stages.empty() || m.addresses.size() < 4) return false;
   if (m.iteration == 0) return true;  // a founder
   if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
-  return face == TrainingFace::kGroup ? m.iteration <= iteration : m.iteration < iteration;
+  // Note [Entry iteration]: both faces from the entry on (the routing face
+  // used to wait one more iteration; frames that arrive before the joiner's
+  // state is loaded wait in its StageServer for BeginIteration(entry)).
+  (void)face;
+  return m.iteration <= iteration;
 }
 
 std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,

@@ -20,18 +20,27 @@
 //   iteration = entry iteration: 0 for a founder (trains from the start or
 //               from its checkpoints), e >= 1 for a joiner.
 //
-// Note [Entry iteration]: a joiner that announced entry e is
-//   * in the replica group (barrier messages, averaging) from iteration e:
-//     it has the state after step e-1 (state_transfer.h), contributes zero
-//     gradients with zero visits in iteration e - which leaves everyone's
-//     sum bit-identical (x + 0 == x) - and takes the same step e as its
-//     replicas, so its digest equals theirs after its first step;
-//   * routable (gets micro-batches) from iteration e+1.
-// Every node evaluates this rule against its own iteration counter, so
-// all agree as long as the joiner's record reached everyone before they
-// reach iteration e: the joiner picks e a few iterations ahead of its
-// source replica and Announces (push-pull with every live member) before
-// fetching; a late record shows up as a digest mismatch in the report.
+// Note [Entry iteration]: a joiner that announced entry e is in both faces
+// from iteration e: it holds the state after step e-1 (state_transfer.h,
+// fetched at its source's boundary e), gets micro-batches in iteration e
+// like any replica and takes the same step e as its replicas (its summed
+// gradient is theirs), so its digest equals theirs after its first step.
+// Frames routed to it before its state is loaded are admitted by its
+// StageServer and wait for BeginIteration(e) (a later iteration's frames
+// always do), so it is safe to route to it at e; the wait is at most its
+// transfer. Every node evaluates this rule against its own iteration
+// counter. What must hold: its record reaches its replicas before they
+// start the averaging of e and the data nodes before their barrier of e
+// (both at the end of e), and its state request reaches the source before
+// the source's boundary e. The joiner therefore picks e = the source's
+// current iteration + 1 when iterations are long enough (more when they
+// are short), Announces (push-pull with every live member) and asks for
+// the state at once; if the source passed e meanwhile (FAILED_PRECONDITION)
+// it announces a later entry, and a member that planned e with the
+// joiner loses at most those frames (dropped with the iteration). A data
+// node that missed the record when planning e simply does not route to
+// the joiner in e (harmless); a late record elsewhere shows up as a digest
+// mismatch in the report.
 // Members leave both faces the moment gossip says DEAD or LEFT (and when
 // this node's own transport saw them fail: MarkDead, until they re-sign
 // with a higher incarnation), so a dead member is dropped from a pending

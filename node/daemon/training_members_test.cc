@@ -1,6 +1,10 @@
 #include "node/daemon/training_members.h"
 
+#include <algorithm>
+#include <set>
+
 #include "gtest/gtest.h"
+#include "node/train/data_source.h"
 
 namespace skipswarm::node {
 namespace {
@@ -26,18 +30,19 @@ membership::View ViewOf(std::vector<membership::MemberInfo> members, uint64_t ve
   return v;
 }
 
-TEST(TrainingMembersTest, JoinerEntersGroupAtItsEntryAndRoutesOneLater) {
+TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {1}, 5);
   TrainingMembers members(d.id);
   members.Update(ViewOf({d, r, j}, 1));
   members.SetIteration(4);
   EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
-  members.SetIteration(5);
-  auto group = members.group()->Replicas(1);
-  EXPECT_EQ(group.size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
-  members.SetIteration(6);
+  EXPECT_FALSE(members.routing()->IsAlive(j.id));
+  // Note [Entry iteration]: at e it averages and gets micro-batches.
+  members.SetIteration(5);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  EXPECT_TRUE(members.routing()->IsAlive(j.id));
   // Addresses come from the record (Note [Daemon records]).
   for (const PeerInfo& p : members.routing()->Members()) {
     if (p.id == j.id) {
@@ -45,6 +50,35 @@ TEST(TrainingMembersTest, JoinerEntersGroupAtItsEntryAndRoutesOneLater) {
       EXPECT_EQ(p.group_address, "j:3");
     }
   }
+}
+
+// A data-node joiner (stage 0) gets its own shard from its entry on: the
+// data nodes' ranks come from the routing face (Note [Data order]), so d
+// and j read disjoint micro-batches, and nothing another data node reads.
+TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {0}, 5);
+  auto ranks = [&](uint64_t iteration) {
+    TrainingMembers members(d.id);
+    members.Update(ViewOf({d, r, j}, 1));
+    members.SetIteration(iteration);
+    std::vector<common::NodeId> data;
+    for (const PeerInfo& p : members.routing()->Members()) {
+      if (std::find(p.stages.begin(), p.stages.end(), 0) != p.stages.end()) data.push_back(p.id);
+    }
+    return data;
+  };
+  EXPECT_EQ(ranks(4), std::vector<common::NodeId>{d.id});
+  const std::vector<common::NodeId> data = ranks(5);
+  ASSERT_EQ(data.size(), 2u);
+  constexpr int kMbs = 4;
+  std::set<uint64_t> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int mb = 0; mb < kMbs; ++mb) {
+      EXPECT_TRUE(seen.insert(GlobalMicroBatchIndex(5, rank, 2, kMbs, mb)).second);
+    }
+  }
+  // Nothing read in iteration 4 (d alone) is read again in 5.
+  for (int mb = 0; mb < kMbs; ++mb) EXPECT_EQ(seen.count(GlobalMicroBatchIndex(4, 0, 1, kMbs, mb)), 0u);
 }
 
 TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {

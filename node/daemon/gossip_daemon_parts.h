@@ -1,0 +1,144 @@
+// GossipDaemon's parts (private to gossip_daemon*.cc): what one daemon
+// owns, in destruction order, and the steps Create/Run are made of. The
+// joiner's entry and its time-to-first-useful-work report live in
+// gossip_daemon_join.cc.
+//
+// Thread rule: as GossipDaemon (main's thread) except where a member says
+// otherwise; `mu` guards the fields marked with it.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_PARTS_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_PARTS_H_
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/dataset.h"
+#include "node/compute/task_runner.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/control.grpc.pb.h"
+#include "node/daemon/first_work_probe.h"
+#include "node/daemon/gossip_daemon.h"
+#include "node/daemon/metrics.h"
+#include "node/daemon/speed_reports.h"
+#include "node/daemon/state_transfer.h"
+#include "node/daemon/swarm_membership.h"
+#include "node/daemon/training_members.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/grpc_group.h"
+#include "node/train/node_trainer.h"
+#include "node/train/route_planner.h"
+#include "node/train/sampler_data_source.h"
+#include "node/transport/grpc_transport.h"
+
+namespace skipswarm::node {
+
+// A joiner's milestones (steady clock), for its time-to-first-useful-work.
+struct JoinTimeline {
+  absl::Duration process_age;  // exec -> daemon start (0: unknown)
+  absl::Duration start, bootstrapped, placed, announced, first_chunk, state_loaded, first_step,
+      first_forward, first_backward;
+  int entry_attempts = 0;
+  uint64_t entry = 0;
+  size_t state_bytes = 0;
+  int streams = 0;
+  int sources_tried = 0;
+  std::string source;
+  uint64_t digest_after_first_step = 0;
+  int digests_checked = -1;  // -1: not yet; 1: agreed at the next reduce; 0: disagreed
+  bool reported = false;
+};
+
+// Declaration order is destruction order reversed: the gossip side goes
+// first (no more listener calls), the computes last.
+struct GossipDaemon::Parts {
+  GossipDaemonOptions options;
+  std::unique_ptr<common::RealClock> clock;
+  common::NodeId self;
+  std::vector<int> stages;
+  bool joiner = false;
+  std::unique_ptr<TrainingMembers> members;
+  model::Corpus corpus;
+  std::unique_ptr<SamplerDataSource> data;
+  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
+  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::shared_ptr<const membership::PeerCredentials> credentials;  // every node service
+  // Borrows `transport` (declared after it, so it goes after it too; the
+  // server, which sends through it, goes before both).
+  std::unique_ptr<LinkTimingTransport> timed_transport;
+  std::unique_ptr<GrpcTransport> transport;
+  std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<StateServer> state;
+  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
+  std::unique_ptr<StageServer> server;
+  std::unique_ptr<RoutePlanner> planner;
+  std::unique_ptr<DataNodeDriver> driver;
+  std::unique_ptr<NodeTrainer> trainer;
+  Metrics metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  std::unique_ptr<grpc::Server> control;
+  std::unique_ptr<proto::NodeControl::Service> control_service;
+  std::unique_ptr<SwarmMembership> gossip;
+  int64_t start_iteration = 0;
+  absl::Duration run_started;
+  // A joiner's first look at its source's iteration (for its pace).
+  std::optional<uint64_t> source_first_iteration;
+  absl::Duration source_first_asked;
+
+  std::unique_ptr<ComputeSpeedMeter> speed;
+  // Where hop timings go: the membership while it lives (Note [Measured
+  // speeds] in speed_reports.h).
+  absl::Mutex link_mu;
+  membership::Membership* link_sink ABSL_GUARDED_BY(link_mu) = nullptr;
+
+  absl::Mutex mu;
+  JoinTimeline timeline ABSL_GUARDED_BY(mu);
+  bool draining ABSL_GUARDED_BY(mu) = false;
+  absl::Duration drain_started ABSL_GUARDED_BY(mu);
+
+  const NodeDaemonOptions& base() const { return options.base; }
+  std::string CheckpointPath(int stage) const {
+    return absl::StrCat(base().model.checkpoint_dir, "/", base().name, "-stage-", stage, ".ckpt");
+  }
+  absl::Status Checkpoint() {
+    if (base().model.checkpoint_dir.empty()) return absl::OkStatus();
+    std::error_code ec;
+    std::filesystem::create_directories(base().model.checkpoint_dir, ec);
+    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
+    return absl::OkStatus();
+  }
+  std::string ScratchPath(int stage, const std::string& what) const {
+    return (std::filesystem::temp_directory_path() /
+            absl::StrCat("skipswarm-", self.ShortString(), "-", what, "-stage-", stage))
+        .string();
+  }
+  absl::StatusOr<StageSnapshot> Snapshot(int stage);
+  std::map<int, uint64_t> Digests() {
+    std::map<int, uint64_t> d;
+    for (auto& [s, c] : computes) d[s] = c->ParamsDigest();
+    return d;
+  }
+  absl::Status CanLeave(bool force);
+  absl::Status BuildTraining();
+  absl::Status WaitForFounders();
+  absl::Status EnterAsJoiner();
+  void OnIteration(const NodeIterationReport& r);
+  void OnMemberChange(const membership::MemberChange& c);
+  void ReportJoin();
+  absl::Status StartControl();
+};
+
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_DAEMON_PARTS_H_
