@@ -173,4 +173,46 @@ std::optional<StageMove> SuggestRebalance(const TopologyView& view,
   return best;
 }
 
+std::optional<RebalanceMove> ChooseRebalanceMove(const TopologyView& view,
+                                                 const RebalanceOptions& options) {
+  const int num_stages = view.num_stages();
+  if (num_stages < 3) return std::nullopt;  // one non-data stage: nowhere to go
+  const std::vector<double> capacity = StageCapacities(view);
+  auto bottleneck = [&](int v, int from, int to) {
+    const double speed = 1 / (2.5 * view.forward_s(v));
+    double m = std::numeric_limits<double>::infinity();
+    for (int s = 1; s < num_stages; ++s) {
+      double c = capacity[s];
+      if (s == from) c -= speed;
+      if (s == to) c += speed;
+      m = std::min(m, c);
+    }
+    return m;
+  };
+  double before = std::numeric_limits<double>::infinity();
+  for (int s = 1; s < num_stages; ++s) before = std::min(before, capacity[s]);
+  std::optional<RebalanceMove> best;
+  for (int from = 1; from < num_stages; ++from) {
+    const std::vector<int>& nodes = view.stage_nodes(from);
+    if (nodes.size() < 2) continue;  // never the last replica
+    for (int v : nodes) {
+      if (std::find(options.pinned.begin(), options.pinned.end(), v) != options.pinned.end()) {
+        continue;
+      }
+      for (int to = 1; to < num_stages; ++to) {
+        if (to == from) continue;
+        const double after = bottleneck(v, from, to);
+        if (!(after >= before * (1 + options.min_gain)) || !std::isfinite(after)) continue;
+        const bool better =
+            !best || after > best->bottleneck_after * (1 + 1e-9) ||
+            (after >= best->bottleneck_after * (1 - 1e-9) &&
+             (view.forward_s(v) < view.forward_s(best->node) ||
+              (view.forward_s(v) == view.forward_s(best->node) && v < best->node)));
+        if (better) best = RebalanceMove{v, from, to, before, after};
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace skipswarm::scheduler

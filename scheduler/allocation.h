@@ -72,6 +72,32 @@ struct StageMove {
 std::optional<StageMove> SuggestRebalance(const TopologyView& view,
                                           double ratio = 0.8);
 
+// Note [Stage rebalancing] (issue 6; a Petals-like balance rule): every
+// non-data stage's throughput is the sum of its replicas' measured speeds
+// (StageCapacities); the swarm runs at its bottleneck, the minimum. A
+// replica of another stage moves to a new stage only if, after the move,
+// the bottleneck throughput is at least (1 + min_gain) times what it is
+// now; the move chosen is the one that raises it most (ties: the fastest
+// node, then the lowest index). Because the gain must be a strict margin,
+// the move back can never qualify (it lowers the minimum), and speed
+// noise below the margin moves nobody: no flapping. The last replica of a
+// stage never moves, data nodes (stage 0) never move, and nodes listed in
+// `pinned` (e.g. still entering) stay. Every node evaluates the same rule
+// on its own view; only the chosen node acts.
+struct RebalanceOptions {
+  double min_gain = 0.2;
+  std::vector<int> pinned;  // node indices that may not move
+};
+struct RebalanceMove {
+  int node = -1;
+  int from = -1;
+  int to = -1;
+  double bottleneck_before = 0;  // visits per second
+  double bottleneck_after = 0;
+};
+std::optional<RebalanceMove> ChooseRebalanceMove(const TopologyView& view,
+                                                 const RebalanceOptions& options);
+
 }  // namespace skipswarm::scheduler
 
 #endif  // SKIPSWARM_SCHEDULER_ALLOCATION_H_

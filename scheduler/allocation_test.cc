@@ -85,5 +85,59 @@ TEST(AllocationTest, SuggestsMovingANodeToAStarvedStage) {
   EXPECT_FALSE(SuggestRebalance(even).has_value());
 }
 
+// Note [Stage rebalancing].
+TEST(AllocationTest, RebalanceMovesAReplicaToTheBottleneckOnlyForAClearGain) {
+  // Stage 1: three replicas, stage 2: one. Moving one of stage 1's raises
+  // the bottleneck from 1 to 2 replicas' worth (+100%).
+  TopologyView view = testing::UniformView({1, 3, 1}, 1.0, 0.5, 2);
+  std::optional<RebalanceMove> move = ChooseRebalanceMove(view, {});
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->from, 1);
+  EXPECT_EQ(move->to, 2);
+  EXPECT_NEAR(move->bottleneck_after / move->bottleneck_before, 2.0, 1e-9);
+  EXPECT_EQ(view.stage_nodes(1)[0], move->node) << "ties: the lowest index";
+  // After the move (2 and 2) nothing qualifies, in particular not the move back.
+  TopologyView moved = testing::UniformView({1, 2, 2}, 1.0, 0.5, 2);
+  EXPECT_FALSE(ChooseRebalanceMove(moved, {}).has_value());
+  // (2, 3) replicas: the best move makes (3, 2), the bottleneck stays at
+  // 2 replicas' worth; no gain, no move.
+  TopologyView close = testing::UniformView({1, 2, 3}, 1.0, 0.5, 2);
+  EXPECT_FALSE(ChooseRebalanceMove(close, {}).has_value());
+}
+
+TEST(AllocationTest, RebalanceNeverMovesTheLastReplicaOrAPinnedNode) {
+  // Stage 1 has one fast node, stage 2 one slow one: moving either would
+  // leave a stage empty.
+  std::vector<NodeSpec> nodes = {Node("d", 0, 1), Node("fast", 1, 0.25), Node("slow", 2, 4)};
+  ModelShape model{3, 1, 1, 0};
+  TopologyView one_each = *TopologyView::Create(model, nodes, std::vector<double>(9, 0.1));
+  EXPECT_FALSE(ChooseRebalanceMove(one_each, {}).has_value());
+  // With a second replica on stage 1 it may move, unless pinned.
+  nodes.push_back(Node("fast2", 1, 0.25));
+  TopologyView two = *TopologyView::Create(model, nodes, std::vector<double>(16, 0.1));
+  std::optional<RebalanceMove> move = ChooseRebalanceMove(two, {});
+  ASSERT_TRUE(move.has_value());
+  EXPECT_EQ(move->to, 2);
+  RebalanceOptions pinned;
+  pinned.pinned = {1, 3};
+  EXPECT_FALSE(ChooseRebalanceMove(two, pinned).has_value());
+}
+
+TEST(AllocationTest, RebalanceUsesMeasuredSpeedsAndTheMoveThatRaisesTheBottleneckMost) {
+  // Equal replica counts, but stage 2's node is 4x slower than the others:
+  // stage 1's fastest replica moves there.
+  std::vector<NodeSpec> nodes = {Node("d", 0, 1), Node("a", 1, 1), Node("b", 1, 0.5),
+                                 Node("c", 2, 4), Node("e", 2, 4)};
+  ModelShape model{3, 1, 1, 0};
+  TopologyView view = *TopologyView::Create(model, nodes, std::vector<double>(25, 0.1));
+  std::optional<RebalanceMove> move = ChooseRebalanceMove(view, {});
+  ASSERT_TRUE(move.has_value());
+  // a -> stage 2: (0.8, 0.6) visits/s; b -> stage 2: (0.4, 1.0): a's move
+  // leaves the higher minimum.
+  EXPECT_EQ(move->node, 1);
+  EXPECT_EQ(move->from, 1);
+  EXPECT_EQ(move->to, 2);
+}
+
 }  // namespace
 }  // namespace skipswarm::scheduler
