@@ -28,6 +28,9 @@ struct ExperimentOptions {
   int max_evaluations = 3000;     // skippipe planner effort (exp 2, 3)
   int stall_evaluations = 500;
   common::Clock* wall = nullptr;  // times planning and runs (required)
+  // Experiment 2 and speed: "executor" (sim/driver.h), "nodes" (node/'s
+  // classes, sim/node_swarm.h) or "both" (exp 2: ours on both, side by side).
+  std::string backend = "nodes";
 };
 
 absl::Status RunExperiment1(const ExperimentOptions& o, std::ostream& out);

@@ -1,5 +1,6 @@
 // bazel run -c opt //sim:experiments -- --exp=1|2|3|speed|all
 //     [--seeds=N] [--max_evaluations=N] [--stall_evaluations=N]
+//     [--backend=nodes|executor|both]
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -13,6 +14,9 @@ ABSL_FLAG(int, max_evaluations, 3000,
           "skippipe planner: evaluation limit (experiments 2, 3, speed).");
 ABSL_FLAG(int, stall_evaluations, 500,
           "skippipe planner: stop after this many non-improving steps.");
+ABSL_FLAG(std::string, backend, "nodes",
+          "Experiment 2 and speed: nodes (node/'s real classes), executor, or "
+          "both (experiment 2 side by side).");
 ABSL_FLAG(std::string, scenarios_dir, "sim/scenarios",
           "Folder of the shipped scenarios and tables.");
 
@@ -25,6 +29,7 @@ int main(int argc, char** argv) {
   o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
   o.stall_evaluations = absl::GetFlag(FLAGS_stall_evaluations);
   o.wall = wall.get();
+  o.backend = absl::GetFlag(FLAGS_backend);
   const std::string exp = absl::GetFlag(FLAGS_exp);
   absl::Status st;
   auto want = [&](const char* e) { return exp == e || exp == "all"; };

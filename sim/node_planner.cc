@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "scheduler/evaluator.h"
+#include "scheduler/replan.h"
+#include "scheduler/route_search.h"
 
 namespace skipswarm::sim {
 
@@ -16,19 +18,69 @@ PlanBoard::PlanBoard(const SimScenario* scenario, NodeWorld* world, const SimOpt
 absl::StatusOr<const BoardPlan*> PlanBoard::PlanFor(const std::vector<int>& members,
                                                     bool* fresh) {
   *fresh = false;
-  std::string key;
-  for (int u : members) absl::StrAppend(&key, u, ":", world_->node(u).speed, ",");
-  for (const auto& p : world_->partitions()) absl::StrAppend(&key, "|", absl::StrJoin(p, ","));
+  std::string key, conditions;
+  for (int u : members) absl::StrAppend(&key, u, ",");
+  for (int u = 0; u < world_->size(); ++u) {
+    if (world_->node(u).speed != 1) absl::StrAppend(&conditions, u, "x", world_->node(u).speed, ",");
+  }
+  for (const auto& p : world_->partitions()) {
+    absl::StrAppend(&conditions, "|", absl::StrJoin(p, ","));
+  }
+  key += "/" + conditions;
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second.get();
-  SS_ASSIGN_OR_RETURN(BoardPlan plan, Compute(members));
+  SS_ASSIGN_OR_RETURN(BoardPlan plan, Compute(members, conditions));
   *fresh = true;
   auto& slot = cache_[key];
   slot = std::make_unique<BoardPlan>(std::move(plan));
+  last_ = slot.get();
+  last_conditions_ = conditions;
   return slot.get();
 }
 
-absl::StatusOr<BoardPlan> PlanBoard::Compute(const std::vector<int>& members) {
+// As sim/driver.h's incremental mode: the scheduler's ReplanWithoutNode for
+// each departed member on the old plan, then the plan moved to the new view;
+// a route still on a departed node (the scheduler could not repair it) is
+// searched again from its origin, and routes of departed origins go.
+absl::StatusOr<scheduler::Plan> PlanBoard::Incremental(const BoardPlan& old,
+                                                       const BoardPlan& now) const {
+  std::vector<int> inverse(sc_->universe.view.num_nodes(), -1);
+  for (size_t i = 0; i < now.members.size(); ++i) inverse[now.members[i]] = static_cast<int>(i);
+  for (int u : now.members) {
+    if (!std::binary_search(old.members.begin(), old.members.end(), u)) {
+      return absl::FailedPreconditionError("a member joined: full re-plan");
+    }
+  }
+  scheduler::TopologyView view = old.view;
+  scheduler::Plan plan = old.plan;
+  for (int i = 0; i < view.num_nodes(); ++i) {
+    if (inverse[old.members[i]] >= 0) continue;
+    SS_ASSIGN_OR_RETURN(scheduler::ReplanResult r, scheduler::ReplanWithoutNode(
+                                                       view, sc_->universe.workload, plan, i));
+    view = std::move(r.view);
+    plan = std::move(r.plan);
+  }
+  scheduler::RouteSearcher searcher(now.view, sc_->universe.workload);
+  std::vector<scheduler::Route> kept;
+  for (scheduler::Route& r : plan.routes) {
+    for (int& v : r.nodes) v = inverse[old.members[v]];
+    r.origin = r.nodes.front();
+    if (r.origin < 0) continue;
+    if (std::count(r.nodes.begin(), r.nodes.end(), -1)) {
+      scheduler::RouteSearcher::Query q;
+      q.path_length = static_cast<int>(r.nodes.size()) - 1;
+      std::optional<scheduler::FoundRoute> found = searcher.Best(r.origin, q);
+      if (!found) continue;
+      r.nodes = found->nodes;
+    }
+    kept.push_back(r);
+  }
+  plan.routes = std::move(kept);
+  return plan;
+}
+
+absl::StatusOr<BoardPlan> PlanBoard::Compute(const std::vector<int>& members,
+                                             const std::string& conditions) {
   if (planner_ == nullptr) {
     SS_ASSIGN_OR_RETURN(planner_, scheduler::CreatePlanner(planner_name_));
   }
@@ -38,6 +90,7 @@ absl::StatusOr<BoardPlan> PlanBoard::Compute(const std::vector<int>& members) {
   std::vector<double> hops(static_cast<size_t>(n) * n, scheduler::kNoLink);
   for (int i = 0; i < n; ++i) {
     scheduler::NodeSpec spec = u.node(members[i]);
+    spec.stage = world_->node(members[i]).stage;  // a joiner's is chosen late
     spec.sec_per_layer_sample *= world_->node(members[i]).speed;  // measured
     specs.push_back(spec);
     for (int j = 0; j < n; ++j) {
@@ -52,6 +105,15 @@ absl::StatusOr<BoardPlan> PlanBoard::Compute(const std::vector<int>& members) {
   out.members = members;
   SS_ASSIGN_OR_RETURN(out.view,
                       scheduler::TopologyView::Create(u.model(), std::move(specs), std::move(hops)));
+  if (options_.replan == "incremental" && last_ != nullptr && conditions == last_conditions_) {
+    absl::StatusOr<scheduler::Plan> kept = Incremental(*last_, out);
+    if (kept.ok()) {
+      ++plans_;
+      out.plan = *std::move(kept);
+      out.planned_s = scheduler::EvaluateTime(out.view, out.plan, nullptr);
+      return out;
+    }
+  }
   scheduler::PlanRequest req;
   req.view = &out.view;
   req.workload = sc_->universe.workload;
@@ -110,7 +172,7 @@ absl::StatusOr<std::vector<node::PlannedRoute>> BoardRoutePlanner::Plan(
     pr.priority = r.priority;  // served in plan order (Note [Queue order])
     for (size_t h = 0; h + 1 < r.nodes.size(); ++h) {
       const int v = bp->members[r.nodes[h]];
-      pr.hops.push_back({u.node(v).id, u.stage(v)});
+      pr.hops.push_back({u.node(v).id, bp->view.stage(r.nodes[h])});
     }
     out.push_back(std::move(pr));
   }

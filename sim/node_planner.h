@@ -10,7 +10,9 @@
 // distinct view (the board caches it: data nodes that agree on the members
 // compute the same plan, seeded and without a wall-clock budget, so sharing
 // changes nothing but the wall time). A depleted swarm whose plan cannot meet
-// the balance rule is planned with a looser one, as sim/driver.h does.
+// the balance rule is planned with a looser one, as sim/driver.h does. With
+// SimOptions::replan "incremental", a view that only lost members keeps the
+// last plan, repaired by the scheduler's ReplanWithoutNode.
 //
 //   PlanBoard board(&scenario, &world, options, planner_name);
 //   BoardRoutePlanner planner(&board);       // one per data node
@@ -63,13 +65,17 @@ class PlanBoard {
     if (handout_) handout_(iteration, origin, routes, plan, fresh);
   }
 
+  // The plan computed last (null before the first).
+  const BoardPlan* latest() const { return last_; }
   double planning_wall_ms() const { return planning_wall_ms_; }
   int plans() const { return plans_; }
   const std::string& planner_name() const { return planner_name_; }
   const scheduler::TopologyView& universe() const { return sc_->universe.view; }
 
  private:
-  absl::StatusOr<BoardPlan> Compute(const std::vector<int>& members);
+  // `conditions`: the speeds and partitions the plan is for.
+  absl::StatusOr<BoardPlan> Compute(const std::vector<int>& members, const std::string& conditions);
+  absl::StatusOr<scheduler::Plan> Incremental(const BoardPlan& old, const BoardPlan& now) const;
 
   const SimScenario* sc_;
   NodeWorld* world_;
@@ -77,6 +83,8 @@ class PlanBoard {
   const std::string planner_name_;
   std::unique_ptr<scheduler::Planner> planner_;
   std::map<std::string, std::unique_ptr<BoardPlan>> cache_;
+  const BoardPlan* last_ = nullptr;  // the latest computed, for "incremental"
+  std::string last_conditions_;
   Handout handout_;
   double planning_wall_ms_ = 0;
   int plans_ = 0;

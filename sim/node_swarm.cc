@@ -20,6 +20,7 @@
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/shaping_transport.h"
+#include "scheduler/allocation.h"
 #include "sim/detector.h"
 #include "sim/node_planner.h"
 #include "sim/node_world.h"
@@ -111,6 +112,7 @@ class NodeSim {
   void TearDown(int u);
   void Kill(int u, const std::string& cause);
   void Revive(int u, double ready_at, const std::string& kind);
+  int AutoStage(int joiner) const;
   void Apply(const ChurnEvent& e);
   void OnReport(int u, const node::NodeIterationReport& r);
   int FailureFor(double t, const std::string& message) const;
@@ -287,6 +289,26 @@ void NodeSim::Kill(int u, const std::string& cause) {
   }
 }
 
+// As sim/driver.h: the scheduler's allocation on the latest plan's view, or
+// (no plan yet) the non-data stage with the least compute capacity.
+int NodeSim::AutoStage(int joiner) const {
+  if (const BoardPlan* p = board_.latest()) {
+    std::vector<double> hop_to;
+    for (int v : p->members) hop_to.push_back(uni_.hop_s(joiner, v));
+    absl::StatusOr<int> s = scheduler::ChooseStageForJoiner(p->view, uni_.node(joiner), hop_to);
+    if (s.ok()) return *s;
+  }
+  std::vector<double> cap(uni_.num_stages(), 0);
+  for (int v = 0; v < world_.size(); ++v) {
+    if (world_.Alive(v)) cap[world_.node(v).stage] += 1 / (uni_.forward_s(v) * world_.node(v).speed);
+  }
+  int best = std::min(1, uni_.num_stages() - 1);
+  for (int s = 1; s < uni_.num_stages(); ++s) {
+    if (cap[s] < cap[best]) best = s;
+  }
+  return best;
+}
+
 void NodeSim::Revive(int u, double ready_at, const std::string& kind) {
   report_.churn.push_back({Now(), kind, absl::StrCat(uni_.node(u).name, " stage ",
                                                      world_.node(u).stage)});
@@ -323,10 +345,7 @@ void NodeSim::Apply(const ChurnEvent& e) {
       for (const std::string& n : e.nodes) {
         const int u = uni_.FindNode(n);
         if (e.kind == ChurnKind::kRevive && world_.Alive(u)) continue;
-        if (sc_.auto_stage[u]) {
-          report_.churn.push_back({now, "not_played", absl::StrCat(n, " (join, stage auto)")});
-          continue;
-        }
+        if (sc_.auto_stage[u]) world_.node(u).stage = AutoStage(u);
         Revive(u, now + sc_.state_transfer_s + GossipSpreadSeconds(sc_.detector, AliveMembers()),
                ChurnKindName(e.kind));
       }
@@ -455,7 +474,8 @@ void NodeSim::OnReport(int u, const node::NodeIterationReport& r) {
     ready.swap(waiting_);
     for (int v : ready) {
       world_.Revive(v, Now());
-      hub_->MarkAlive(uni_.node(v).id, next_iteration_);
+      hub_->Admit({uni_.node(v).id, {world_.node(v).stage}, uni_.memory_slots(v), "", ""},
+                  next_iteration_);
       absl::Status s = StartNode(v, next_iteration_);
       if (!s.ok()) report_.stopped_early = std::string(s.message());
     }
@@ -483,12 +503,10 @@ absl::StatusOr<SimReport> NodeSim::Run() {
   board_net_ = std::make_unique<node::Switchboard>(&clock_);
   std::vector<node::PeerInfo> members;
   for (int u = 0; u < n; ++u) {
+    if (!sc_.initially_present[u]) continue;  // joiners: Admit, later
     members.push_back({uni_.node(u).id, {uni_.stage(u)}, uni_.memory_slots(u), "", ""});
   }
   hub_ = std::make_unique<node::InProcessGroupHub>(&clock_, members);
-  for (int u = 0; u < n; ++u) {
-    if (!sc_.initially_present[u]) hub_->MarkDead(uni_.node(u).id);
-  }
   board_.SetHandout([this](uint64_t iteration, int, int routes, const BoardPlan& plan,
                            bool fresh) {
     IterationBook& b = Book(iteration);

@@ -25,14 +25,14 @@
 //    drawn exactly as sim/driver.h draws them (same seed stream, same rule
 //    for sparing a stage's last node), so both backends kill the same nodes
 //    at the same times.
-//  * revivals (region outage end, SimOptions::replacement_s) and joins
-//    with a fixed stage: the node gets a fresh server and compute with the
-//    same identity once its state transfer is done, and starts at the next
+//  * revivals (region outage end, SimOptions::replacement_s) and joins:
+//    the node gets a fresh server and compute (same identity for a
+//    revival) once its state transfer is done, and starts at the next
 //    iteration boundary (a data node's first report after that): the hub
-//    counts it from that iteration (InProcessGroupHub::MarkAlive) and the
-//    trainer's digest re-sync copies a replica's state. Joins with
-//    "stage": "auto" are not played (listed in the churn log as
-//    "not_played").
+//    counts it from that iteration (InProcessGroupHub::Admit) and the
+//    trainer's digest re-sync copies a replica's state. A joiner with
+//    "stage": "auto" gets the stage the scheduler's ChooseStageForJoiner
+//    picks when it joins, as in sim/driver.h.
 //  * stragglers: compute held longer (WorldCompute); planners see the
 //    measured speed at once, as in the executor backend.
 //  * partitions: sends across the cut fail after the stream timeout.
@@ -49,8 +49,7 @@
 //   std::string json = ReportJson(r);
 //
 // Not supported: SimOptions::wait_for_replacement (the full-pipeline
-// baseline is a policy of the executor backend), replan "incremental"
-// (plans are recomputed on every view change).
+// baseline is a policy of the executor backend).
 //
 // Thread rule: single-threaded (everything runs on the SimClock's thread).
 #ifndef SKIPSWARM_SIM_NODE_SWARM_H_

@@ -143,6 +143,28 @@ TEST(NodeSwarmChurnTest, RegionOutageCompletesAndTheRegionRejoins) {
   EXPECT_EQ(r->iterations.back().members, 42);  // back after state transfer
 }
 
+TEST(NodeSwarmChurnTest, JoinersGetAStageAndServe) {
+  SimScenario sc = Parse(R"({"topology_file": "gcp12-42.json", "iterations": 5,
+      "churn": [{"type": "join", "region": "Iowa", "stage": "auto", "count": 2, "at_s": 5}]})");
+  auto r = RunNodeSimulation(sc, Quick());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectAccounted(*r, 5);
+  EXPECT_EQ(Summarise(*r).dropped, 0);
+  int joins = 0;
+  for (const ChurnRecord& c : r->churn) joins += c.kind == "join";
+  EXPECT_EQ(joins, 2);
+  EXPECT_EQ(r->iterations.front().members, 42);
+  EXPECT_EQ(r->iterations.back().members, 44);
+  double joiner_busy = 0;
+  for (const NodeRecord& n : r->nodes) {
+    if (n.name.rfind("join-", 0) == 0) {
+      EXPECT_GT(n.stage, 0);
+      joiner_busy += n.busy_s;
+    }
+  }
+  EXPECT_GT(joiner_busy, 0);  // they ran MBs of the plans that include them
+}
+
 TEST(NodeSwarmChurnTest, StragglersSlowAndPartitionsCutTheRealNodes) {
   const std::string base = R"({"topology_file": "gcp12-42.json", "iterations": 3)";
   auto calm = RunNodeSimulation(Parse(base + "}"), Quick());

@@ -8,6 +8,7 @@
 #include "sim/driver.h"
 #include "sim/experiments.h"
 #include "sim/gossip_bench.h"
+#include "sim/node_swarm.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
 
@@ -87,11 +88,13 @@ absl::Status RunSpeed(const ExperimentOptions& o, std::ostream& out) {
       ParseSimScenario(
           ScaleScenarioJson(kNodes, kStages, 8, 4, kIterations, 0.05, span),
           o.scenarios_dir, 1));
+  const bool nodes = o.backend == "nodes";
   const absl::Duration w0 = o.wall->SteadyNow();
-  SS_ASSIGN_OR_RETURN(SimReport r, RunSimulation(sc, opts));
+  SS_ASSIGN_OR_RETURN(SimReport r, nodes ? RunNodeSimulation(sc, opts) : RunSimulation(sc, opts));
   const double wall_s = absl::ToDoubleSeconds(o.wall->SteadyNow() - w0);
   const ReportSummary s = Summarise(r);
-  out << "Speed: " << kNodes << " nodes, " << kStages << " stages, "
+  out << "Speed (" << (nodes ? "real node code, sim/node_swarm.h" : "executor, sim/driver.h")
+      << "): " << kNodes << " nodes, " << kStages << " stages, "
       << r.iterations.size() << " iterations, " << r.failures.size()
       << " failures (5% of non-data nodes, Poisson over the run)\n\n"
       << "| wall s (one core) | planning wall ms | plans | simulated s | "

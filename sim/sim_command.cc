@@ -34,12 +34,16 @@ ABSL_FLAG(std::string, sim_replan, "full",
           "full: re-plan on every view change; incremental: re-route only "
           "the MBs that used departed nodes.");
 ABSL_FLAG(bool, sim_progress, true, "Print a progress bar on stderr.");
-ABSL_FLAG(std::string, sim_backend, "executor",
+ABSL_FLAG(std::string, sim_backend, "auto",
           "nodes: node/'s real StageServer, DataNodeDriver, NodeTrainer and "
           "route repairer on timed compute over the simulated transport "
           "(sim/node_swarm.h); executor: the evaluator-semantics executor "
-          "(sim/executor.h; also runs --sim_wait_for_replacement). Both play "
-          "the churn trace and write the same report.");
+          "(sim/executor.h). Both play the churn trace and write the same "
+          "report. auto: nodes, except --sim_wait_for_replacement (executor "
+          "only) and swarms above --sim_nodes_backend_max nodes.");
+ABSL_FLAG(int, sim_nodes_backend_max, 1000,
+          "--sim_backend=auto: largest swarm (universe nodes) run on the real "
+          "node code.");
 ABSL_FLAG(int, sim_max_evaluations, 3000,
           "skippipe planner: evaluation limit per plan (effort).");
 
@@ -72,11 +76,17 @@ int RunSim(const std::vector<std::string>& args) {
     return 1;
   }
   auto wall = common::RealClock::Create();
-  const std::string backend = absl::GetFlag(FLAGS_sim_backend);
+  std::string backend = absl::GetFlag(FLAGS_sim_backend);
+  if (backend == "auto") {
+    const bool too_big =
+        sc->universe.view.num_nodes() > absl::GetFlag(FLAGS_sim_nodes_backend_max);
+    backend = absl::GetFlag(FLAGS_sim_wait_for_replacement) || too_big ? "executor" : "nodes";
+  }
   if (backend != "executor" && backend != "nodes") {
-    std::cerr << "sim: --sim_backend must be executor or nodes\n";
+    std::cerr << "sim: --sim_backend must be auto, executor or nodes\n";
     return 2;
   }
+  std::cerr << "sim: backend " << backend << "\n";
   SimOptions opts;
   opts.planner = absl::GetFlag(FLAGS_sim_planner);
   opts.iterations = absl::GetFlag(FLAGS_sim_iterations);

@@ -61,10 +61,17 @@ void InProcessGroupHub::MarkDead(const common::NodeId& id) {
   Deliver(std::move(calls));
 }
 
-void InProcessGroupHub::MarkAlive(const common::NodeId& id, uint64_t from_iteration) {
+void InProcessGroupHub::Admit(const PeerInfo& member, uint64_t from_iteration) {
   absl::MutexLock lock(&mu_);
-  dead_.erase(id);
-  back_from_[id] = from_iteration;
+  auto it = std::find_if(members_.begin(), members_.end(),
+                         [&](const PeerInfo& p) { return p.id == member.id; });
+  if (it == members_.end()) {
+    members_.push_back(member);
+  } else {
+    *it = member;
+  }
+  dead_.erase(member.id);
+  back_from_[member.id] = from_iteration;
 }
 
 std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {

@@ -40,11 +40,11 @@ class InProcessGroupHub final : public GroupComm {
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;
   void MarkDead(const common::NodeId& id);
-  // `id` (a member given to the constructor) is back, e.g. a replacement
-  // with the same identity: it counts in the barriers and reduces of
+  // A member joins, or comes back (a replacement with the same identity;
+  // its entry is replaced): it counts in the barriers and reduces of
   // `from_iteration` and later only, so rounds already under way do not
   // wait for it.
-  void MarkAlive(const common::NodeId& id, uint64_t from_iteration);
+  void Admit(const PeerInfo& member, uint64_t from_iteration);
 
  private:
   struct BarrierState {
@@ -64,8 +64,8 @@ class InProcessGroupHub final : public GroupComm {
                 std::shared_ptr<StateDone> done, int attempt);
 
   common::Clock* const clock_;
-  const std::vector<PeerInfo> members_;
   absl::Mutex mu_;
+  std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
