@@ -43,6 +43,14 @@ ABSL_FLAG(bool, force, false,
 ABSL_FLAG(int, control_port, 0,
           "NodeControl (drain) on 127.0.0.1:PORT (0: any free port, printed; -1: off).");
 ABSL_FLAG(std::string, control, "", "`skipswarm node drain`: the node's control address.");
+ABSL_FLAG(int, rebalance_every, 0,
+          "Every N iterations a one-stage relay checks the stage balance rule and moves to the "
+          "bottleneck stage when the swarm's throughput rises by --rebalance_min_gain (0: off).");
+ABSL_FLAG(double, rebalance_min_gain, 0.2,
+          "Relative bottleneck-throughput gain a stage move must bring (the hysteresis).");
+ABSL_FLAG(double, fixed_compute_speed, 0,
+          "> 0: publish this many seconds per layer per sample as this node's speed instead of "
+          "the measured one (emulating heterogeneous nodes).");
 ABSL_FLAG(std::string, join_report, "",
           "A joiner appends its time-to-first-useful-work breakdown (JSON line) here.");
 
@@ -106,6 +114,9 @@ absl::Status RunGossipNode(const NodeDaemonOptions& base) {
   o.control_port = absl::GetFlag(FLAGS_control_port);
   o.join_report_file = absl::GetFlag(FLAGS_join_report);
   o.process_age_at_start = ProcessAge();
+  o.rebalance_every = absl::GetFlag(FLAGS_rebalance_every);
+  o.rebalance_min_gain = absl::GetFlag(FLAGS_rebalance_min_gain);
+  o.fixed_compute_speed = absl::GetFlag(FLAGS_fixed_compute_speed);
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
   g.insecure = absl::GetFlag(FLAGS_insecure);

@@ -255,6 +255,83 @@ absl::Status GossipDaemon::Parts::StartControl() {
   return absl::OkStatus();
 }
 
+absl::Status GossipDaemon::Parts::AddCompute(int s) {
+  const NodeDaemonOptions& o = base();
+  TorchStageCompute::Options co;
+  co.model = o.model.model;
+  co.stage = s;
+  co.runtime = o.model.runtime;
+  co.optimizer = o.model.optimizer;
+  co.optimizer.total_steps = o.iterations;
+  SS_ASSIGN_OR_RETURN(computes[s], TorchStageCompute::Create(co, runner.get()));
+  probes[s] = std::make_unique<FirstWorkProbe>(
+      computes[s].get(),
+      [this](bool backward) {
+        absl::MutexLock lock(&mu);
+        (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
+      },
+      clock.get(),
+      [this](bool backward, absl::Duration elapsed) { speed->Observe(backward, elapsed); });
+  return absl::OkStatus();
+}
+
+// The StageServer over the hosted computes, the data node's planner and
+// driver, and the trainer (again after a stage move, Note [Stage moves]).
+absl::Status GossipDaemon::Parts::BuildServing() {
+  const NodeDaemonOptions& o = base();
+  const bool data_node = computes.count(0) > 0;
+  std::map<int, StageCompute*> hosted;
+  for (auto& [s, probe] : probes) hosted[s] = probe.get();
+  StageServerOptions sso;
+  sso.memory_slots = o.memory_slots;
+  sso.swarm_id = gossip->swarm_id();
+  // Failed hops are re-routed with the scheduler's RerouteInFlight, as in
+  // NodeDaemon; a stage may be skipped only when the plan skips stages.
+  SchedulerRepairerOptions ro;
+  ro.samples_per_mb = o.model.samples_per_mb;
+  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(ro);
+  sso.repairer = repairer.get();
+  sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
+  // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
+  if (!timed_transport) {
+    timed_transport = std::make_unique<LinkTimingTransport>(
+        transport.get(), clock.get(),
+        [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
+          absl::ReaderMutexLock lock(&link_mu);
+          if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
+        });
+  }
+  server = std::make_unique<StageServer>(timed_transport.get(), clock.get(), members->routing(),
+                                         hosted, sso);
+  server->Attach();
+  if (data_node) {
+    if (o.planner == "inorder") {
+      planner = std::make_unique<InOrderPlanner>();
+    } else {
+      SchedulerPlannerOptions po;
+      po.planner = o.planner;
+      po.path_length = o.path_length;
+      po.samples_per_mb = o.model.samples_per_mb;
+      po.seed = o.model.seed;
+      SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
+    }
+    if (!o.record_routes.empty()) {
+      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
+                                                            o.record_routes,
+                                                            o.mbs_per_iteration));
+    }
+    DriverOptions d;
+    d.mbs_per_iteration = o.mbs_per_iteration;
+    d.num_stages = o.model.model.num_stages;
+    driver = std::make_unique<DataNodeDriver>(server.get(), clock.get(), members->routing(),
+                                              planner.get(), data.get(), d);
+    server->SetOriginListener(driver.get());
+  }
+  trainer = std::make_unique<NodeTrainer>(server.get(), hosted, driver.get(), group.get(),
+                                          clock.get());
+  return absl::OkStatus();
+}
+
 absl::Status GossipDaemon::Parts::BuildTraining() {
   const NodeDaemonOptions& o = base();
   runner = std::make_unique<ThreadTaskRunner>();
@@ -267,23 +344,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     absl::WriterMutexLock lock(&link_mu);
     link_sink = gossip->membership();
   }
-  for (int s : stages) {
-    TorchStageCompute::Options co;
-    co.model = o.model.model;
-    co.stage = s;
-    co.runtime = o.model.runtime;
-    co.optimizer = o.model.optimizer;
-    co.optimizer.total_steps = o.iterations;
-    SS_ASSIGN_OR_RETURN(computes[s], TorchStageCompute::Create(co, runner.get()));
-    probes[s] = std::make_unique<FirstWorkProbe>(
-        computes[s].get(),
-        [this](bool backward) {
-          absl::MutexLock lock(&mu);
-          (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
-        },
-        clock.get(),
-        [this](bool backward, absl::Duration elapsed) { speed->Observe(backward, elapsed); });
-  }
+  for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
   const bool data_node = computes.count(0) > 0;
   if (data_node) {
     // The tokenizer the model was configured for (--tokenizer), as train-ref.
@@ -320,53 +381,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
       LOG(INFO) << o.name << ": resumed at iteration " << start_iteration;
     }
   }
-  std::map<int, StageCompute*> hosted;
-  for (auto& [s, probe] : probes) hosted[s] = probe.get();
-  StageServerOptions sso;
-  sso.memory_slots = o.memory_slots;
-  sso.swarm_id = gossip->swarm_id();
-  // Failed hops are re-routed with the scheduler's RerouteInFlight, as in
-  // NodeDaemon; a stage may be skipped only when the plan skips stages.
-  SchedulerRepairerOptions ro;
-  ro.samples_per_mb = o.model.samples_per_mb;
-  repairer = std::make_unique<SchedulerRouteRepairer>(ro);
-  sso.repairer = repairer.get();
-  sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
-  // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
-  timed_transport = std::make_unique<LinkTimingTransport>(
-      transport.get(), clock.get(),
-      [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
-        absl::ReaderMutexLock lock(&link_mu);
-        if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
-      });
-  server = std::make_unique<StageServer>(timed_transport.get(), clock.get(), members->routing(),
-                                         hosted, sso);
-  server->Attach();
-  if (data_node) {
-    if (o.planner == "inorder") {
-      planner = std::make_unique<InOrderPlanner>();
-    } else {
-      SchedulerPlannerOptions po;
-      po.planner = o.planner;
-      po.path_length = o.path_length;
-      po.samples_per_mb = o.model.samples_per_mb;
-      po.seed = o.model.seed;
-      SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
-    }
-    if (!o.record_routes.empty()) {
-      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
-                                                            o.record_routes,
-                                                            o.mbs_per_iteration));
-    }
-    DriverOptions d;
-    d.mbs_per_iteration = o.mbs_per_iteration;
-    d.num_stages = o.model.model.num_stages;
-    driver = std::make_unique<DataNodeDriver>(server.get(), clock.get(), members->routing(),
-                                              planner.get(), data.get(), d);
-    server->SetOriginListener(driver.get());
-  }
-  trainer = std::make_unique<NodeTrainer>(server.get(), hosted, driver.get(), group.get(),
-                                          clock.get());
+  SS_RETURN_IF_ERROR(BuildServing());
   if (o.metrics_port >= 0) {
     SS_ASSIGN_OR_RETURN(metrics_server, MetricsServer::Start(&metrics, o.metrics_host,
                                                              o.metrics_port));
@@ -398,6 +413,12 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
 GossipDaemon::~GossipDaemon() {
   Parts& p = *parts_;
   if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  std::thread worker;  // a move's: ends within its fetch deadline
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.move != nullptr) worker = std::move(p.move->worker);
+  }
+  if (worker.joinable()) worker.join();
   {
     absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
     p.link_sink = nullptr;
@@ -470,9 +491,16 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     }
   }
   ReportJoin();
+  StepMove(r.iteration);
 
   // Our measured speed into our record, when it moved (Note [Measured speeds]).
-  if (std::optional<double> v = speed->TakePublishable(clock->SteadyNow())) {
+  std::optional<double> v = speed->TakePublishable(clock->SteadyNow());
+  if (options.fixed_compute_speed > 0) {  // an emulated node (tests, experiments)
+    v = r.iteration == static_cast<uint64_t>(start_iteration)
+            ? std::optional<double>(options.fixed_compute_speed)
+            : std::nullopt;
+  }
+  if (v.has_value()) {
     absl::Status s = gossip->membership()->SetComputeSpeed(*v);
     if (!s.ok()) LOG(WARNING) << o.name << ": cannot publish our compute speed: " << s;
     if (s.ok()) {
@@ -514,37 +542,51 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     absl::Notification done;
     absl::Status status;
   };
-  auto finish = std::make_shared<Finish>();
-  p.trainer->Run(
-      p.start_iteration, o.iterations - p.start_iteration,
-      [&p](const NodeIterationReport& r) { p.OnIteration(r); },
-      [finish](absl::Status s) {
-        finish->status = s;
-        finish->done.Notify();
-      });
+  std::shared_ptr<Finish> finish;
   bool stopping = false;
   bool left = false;
   bool timed_out = false;
-  while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    if (signals == nullptr) continue;
-    if (!stopping && signals->stop.load()) {
-      LOG(INFO) << o.name << ": stopping after the current iteration";
-      p.trainer->Stop();
-      stopping = true;
+  // One segment per hosted stage: a stage move (Note [Stage moves]) ends
+  // one at its switch boundary and starts the next.
+  while (true) {
+    finish = std::make_shared<Finish>();
+    p.trainer->Run(
+        p.start_iteration, o.iterations - p.start_iteration,
+        [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+        [finish](absl::Status s) {
+          finish->status = s;
+          finish->done.Notify();
+        });
+    while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (signals == nullptr) continue;
+      if (!stopping && signals->stop.load()) {
+        LOG(INFO) << o.name << ": stopping after the current iteration";
+        p.trainer->Stop();
+        stopping = true;
+      }
+      if (!stopping && signals->drain.exchange(false)) {
+        absl::Status s = RequestDrain(p.options.force_leave);
+        if (!s.ok()) LOG(WARNING) << o.name << ": SIGTERM ignored: " << s;
+      }
+      absl::MutexLock lock(&p.mu);
+      if (p.draining) stopping = left = true;
+      // A drain must end even if a peer never answers our last averaging.
+      if (p.draining && p.clock->SteadyNow() - p.drain_started > o.startup_timeout) {
+        LOG(WARNING) << o.name << ": the last iteration did not finish within "
+                     << o.startup_timeout << " of the drain; leaving without a checkpoint";
+        timed_out = true;
+        break;
+      }
     }
-    if (!stopping && signals->drain.exchange(false)) {
-      absl::Status s = RequestDrain(p.options.force_leave);
-      if (!s.ok()) LOG(WARNING) << o.name << ": SIGTERM ignored: " << s;
+    if (timed_out) break;
+    bool switching = false;
+    {
+      absl::MutexLock lock(&p.mu);
+      switching = p.move != nullptr && p.move->stop_requested && !p.draining &&
+                  absl::IsCancelled(finish->status);
     }
-    absl::MutexLock lock(&p.mu);
-    if (p.draining) stopping = left = true;
-    // A drain must end even if a peer never answers our last averaging.
-    if (p.draining && p.clock->SteadyNow() - p.drain_started > o.startup_timeout) {
-      LOG(WARNING) << o.name << ": the last iteration did not finish within "
-                   << o.startup_timeout << " of the drain; leaving without a checkpoint";
-      timed_out = true;
-      break;
-    }
+    if (!switching || stopping) break;
+    SS_RETURN_IF_ERROR(p.SwitchStage());
   }
   if (timed_out) return absl::OkStatus();
   SS_RETURN_IF_ERROR(p.Checkpoint());

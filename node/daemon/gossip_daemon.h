@@ -24,6 +24,10 @@
 // node plans each iteration from the faces, so the next iteration's plan
 // uses the change (a dead member is also dropped from a pending barrier or
 // reduce; a joiner enters only at its boundary).
+// Rebalancing (rebalance_every > 0): a relay that the balance rule picks
+// announces its new stage two or more iterations ahead, fetches that
+// stage's state at the switch boundary while it keeps training its old
+// stage, and switches there (Note [Stage moves] in training_members.h).
 // Leaving (Note [Leaving]): SIGTERM or the Drain RPC (`skipswarm node
 // drain`) - refused while this node is the last live replica of a stage
 // unless forced; otherwise signs LEFT, finishes the current iteration,
@@ -63,6 +67,14 @@ struct GossipDaemonOptions {
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   std::string join_report_file;  // JSON line with a joiner's timings
+  // Note [Stage moves]: every this many iterations a one-stage relay
+  // checks the balance rule (scheduler's Note [Stage rebalancing]) on its
+  // view and moves when it is the node chosen; 0: never.
+  int rebalance_every = 0;
+  double rebalance_min_gain = 0.2;
+  // > 0: publish this as our compute speed instead of the measured one
+  // (emulated heterogeneous nodes in tests and experiments).
+  double fixed_compute_speed = 0;
   // How long the process had run when the daemon was created (process
   // start, libtorch load, flags), for the joiner's report; 0: unknown.
   absl::Duration process_age_at_start;

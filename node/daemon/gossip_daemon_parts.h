@@ -13,12 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/dataset.h"
@@ -101,7 +103,20 @@ struct GossipDaemon::Parts {
   absl::Mutex link_mu;
   membership::Membership* link_sink ABSL_GUARDED_BY(link_mu) = nullptr;
 
+  // Note [Stage moves] (training_members.h): a move this node announced.
+  // Started on the trainer thread (StepMove), switched on main's (Run).
+  struct PendingMove {
+    int from = -1;
+    int to = -1;
+    uint64_t at = 0;              // the switch boundary (entry in `to`)
+    bool stop_requested = false;  // the trainer stops after at - 1
+    absl::Notification fetched;   // `state` is final
+    absl::StatusOr<FetchedState> state = absl::UnknownError("not fetched");
+    std::thread worker;           // announces, then fetches `to` at `at`
+  };
+
   absl::Mutex mu;
+  std::unique_ptr<PendingMove> move ABSL_GUARDED_BY(mu);
   JoinTimeline timeline ABSL_GUARDED_BY(mu);
   bool draining ABSL_GUARDED_BY(mu) = false;
   absl::Duration drain_started ABSL_GUARDED_BY(mu);
@@ -130,6 +145,15 @@ struct GossipDaemon::Parts {
   }
   absl::Status CanLeave(bool force);
   absl::Status BuildTraining();
+  absl::Status AddCompute(int stage);
+  absl::Status BuildServing();
+  // Trainer thread, after iteration `done`'s update: checks the balance
+  // rule every rebalance_every iterations and starts a move, and asks the
+  // trainer to stop before a pending move's switch.
+  void StepMove(uint64_t done);
+  // Main thread, the trainer stopped at the switch: swaps the old stage's
+  // compute, server and trainer for the new stage's, with the fetched state.
+  absl::Status SwitchStage();
   absl::Status WaitForFounders();
   absl::Status EnterAsJoiner();
   void OnIteration(const NodeIterationReport& r);

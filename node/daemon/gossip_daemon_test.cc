@@ -8,7 +8,9 @@
 #include "node/daemon/gossip_daemon.h"
 
 #include <fstream>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -303,6 +305,91 @@ TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
     if (r.data) dropped += r.data->dropped;
   }
   EXPECT_TRUE(found);
+  EXPECT_EQ(dropped, 0);
+}
+
+// Issue 6 (c), Note [Stage moves]: stage 1 has two fast replicas, stage 2
+// one slow one (speeds fixed, so the rule's inputs are known). One of the
+// fast ones moves to stage 2 at a boundary: it averages stage 2 with c
+// from its switch with zero visits (its digest is c's after that step),
+// gets micro-batches one iteration later, and nobody moves again
+// (hysteresis); no micro-batch is dropped.
+TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
+  auto options = [&](const std::string& name, int stage, double speed) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.fixed_compute_speed = speed;
+    o.rebalance_every = 10;
+    return o;
+  };
+  auto founder = Launch(options("d0", 0, 1e-3));
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> relays;
+  for (auto [name, stage, speed] : std::vector<std::tuple<std::string, int, double>>{
+           {"a", 1, 1e-3}, {"b", 1, 1e-3}, {"c", 2, 1e-2}}) {
+    GossipDaemonOptions o = options(name, stage, speed);
+    o.gossip.join = {bootstrap};
+    relays.push_back(Launch(o));
+    ASSERT_NE(relays.back(), nullptr);
+  }
+  founder->Join();
+  for (auto& r : relays) r->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : relays) EXPECT_TRUE(r->result.ok()) << r->result;
+
+  // Who moved, and when: the first report with stage 2 among a and b.
+  Running* mover = nullptr;
+  Running* stayer = nullptr;
+  uint64_t switched = 0;
+  for (int i : {0, 1}) {
+    absl::MutexLock lock(&relays[i]->mu);
+    for (const NodeIterationReport& r : relays[i]->reports) {
+      if (r.stages.count(2) > 0) {
+        mover = relays[i].get();
+        switched = r.iteration;
+        break;
+      }
+    }
+    if (mover != relays[i].get()) stayer = relays[i].get();
+  }
+  ASSERT_NE(mover, nullptr) << "nobody moved";
+  ASSERT_NE(stayer, nullptr) << "both moved";
+  std::map<uint64_t, StageStep> c_steps;
+  {
+    absl::MutexLock lock(&relays[2]->mu);
+    for (const NodeIterationReport& r : relays[2]->reports) c_steps[r.iteration] = r.stages.at(2);
+  }
+  {
+    absl::MutexLock lock(&mover->mu);
+    ASSERT_EQ(mover->reports.size(), static_cast<size_t>(kIterations));
+    for (const NodeIterationReport& r : mover->reports) {
+      ASSERT_EQ(r.stages.size(), 1u);
+      EXPECT_EQ(r.stages.count(r.iteration < switched ? 1 : 2), 1u) << "moved once, at "
+                                                                  << switched;
+      if (r.iteration == switched) {
+        EXPECT_EQ(r.stages.at(2).visits_here, 0) << "routed one iteration after its switch";
+        EXPECT_EQ(r.stages.at(2).replicas, 2);
+        EXPECT_EQ(r.stages.at(2).digest_after, c_steps[r.iteration].digest_after);
+      }
+      if (r.iteration > switched) EXPECT_TRUE(r.stages.at(2).digests_agree) << r.iteration;
+    }
+    EXPECT_GT(mover->reports.back().stages.at(2).visits_here +
+                  mover->reports[kIterations - 2].stages.at(2).visits_here,
+              0);
+  }
+  {
+    absl::MutexLock lock(&stayer->mu);
+    for (const NodeIterationReport& r : stayer->reports) {
+      EXPECT_EQ(r.stages.count(1), 1u);
+      if (r.iteration > switched) EXPECT_EQ(r.stages.at(1).replicas, 1) << r.iteration;
+    }
+  }
+  absl::MutexLock lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.data) dropped += r.data->dropped;
+  }
   EXPECT_EQ(dropped, 0);
 }
 

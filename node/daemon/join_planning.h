@@ -10,6 +10,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
 #define SKIPSWARM_NODE_DAEMON_JOIN_PLANNING_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,21 @@ inline constexpr double kDefaultSecPerLayerSample = 1e-3;
 absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
                                     const scheduler::ModelShape& model,
                                     double sec_per_layer_sample, bool allow_data_stage = false);
+
+// Note [Stage rebalancing] (scheduler/allocation.h) seen from one member:
+// the move `self` should make now (from its stage to `to`), or nullopt when
+// the rule picks nobody, picks another member, or a member is still
+// entering or moving (record iteration > `iteration`). Speeds come from
+// the records as for ChooseJoinStage.
+struct OwnMove {
+  int from = -1;
+  int to = -1;
+  double gain = 1;  // bottleneck throughput after / before
+};
+absl::StatusOr<std::optional<OwnMove>> ChooseOwnMove(const membership::View& view,
+                                                     const common::NodeId& self,
+                                                     const scheduler::ModelShape& model,
+                                                     uint64_t iteration, double min_gain);
 
 // State addresses (Note [Daemon records]) and ids of the live members
 // hosting `stage`, founders first, then by id: the order a joiner tries them.

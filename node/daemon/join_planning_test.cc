@@ -45,6 +45,36 @@ TEST(JoinPlanningTest, JoinerGoesToTheWeakestStage) {
   EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3), 1);
 }
 
+TEST(JoinPlanningTest, DataStageOnlyWhenTheDataNodesAreTheBottleneck) {
+  const common::NodeId me = common::NodeId::ForName("me");
+  membership::View v = ViewOf({Member("d", {0}, 0, 4e-3), Member("a", {1}), Member("c", {2})});
+  EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/true), 0);
+  EXPECT_NE(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/false), 0);
+}
+
+// Note [Stage rebalancing] from each member's side: only the chosen one
+// moves; nobody while someone is entering.
+TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
+  const auto d = Member("d", {0}), a = Member("a", {1}), b = Member("b", {1}, 0, 2e-3),
+             c = Member("c", {2}, 0, 4e-3);
+  const membership::View v = ViewOf({d, a, b, c});
+  // Capacities (visits/s): a 200, b 100, c 50; stage 1 = 300, stage 2 =
+  // 50. Moving b gives min(200, 150) = x3, moving a min(100, 250) = x2.
+  absl::StatusOr<std::optional<OwnMove>> mine = ChooseOwnMove(v, b.id, Shape(), 10, 0.2);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_TRUE(mine->has_value());
+  EXPECT_EQ((*mine)->from, 1);
+  EXPECT_EQ((*mine)->to, 2);
+  EXPECT_NEAR((*mine)->gain, 3.0, 1e-9);
+  for (const auto& other : {d, a, c}) {
+    EXPECT_FALSE(ChooseOwnMove(v, other.id, Shape(), 10, 0.2)->has_value());
+  }
+  const membership::View entering = ViewOf({d, a, b, c, Member("j", {2}, 12)});
+  EXPECT_FALSE(ChooseOwnMove(entering, b.id, Shape(), 10, 0.2)->has_value());
+  // A margin above the gain: nobody.
+  EXPECT_FALSE(ChooseOwnMove(v, b.id, Shape(), 10, 2.5)->has_value());
+}
+
 TEST(JoinPlanningTest, MultiStageMembersNeedAnExplicitStage) {
   membership::View v = ViewOf({Member("d", {0}), Member("a", {1, 2})});
   absl::StatusOr<int> s = ChooseJoinStage(v, common::NodeId::ForName("me"), Shape(), 1e-3);

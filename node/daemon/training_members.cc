@@ -94,6 +94,18 @@ void TrainingMembers::Update(membership::View view) {
     absl::MutexLock lock(&mu_);
     // Snapshots may arrive out of order from different threads.
     if (view.version < view_.version && !view_.members.empty()) return;
+    // Note [Stage moves]: a member that trained one stage and now announces
+    // another from a later entry keeps the old one until then.
+    for (const membership::MemberInfo& m : view.members) {
+      const membership::MemberInfo* old = view_.Find(m.id);
+      if (old == nullptr || old->stages.empty() || old->stages == m.stages ||
+          old->incarnation >= m.incarnation || m.iteration == 0 ||
+          old->iteration >= m.iteration || m.state == proto::MEMBER_STATE_LEFT ||
+          old->addresses.size() < 4) {
+        continue;
+      }
+      moves_[m.id] = Move{old->stages, old->iteration, m.iteration};
+    }
     view_ = std::move(view);
     ++version_;
     for (const membership::MemberInfo& m : view_.members) {
@@ -139,13 +151,29 @@ membership::View TrainingMembers::view() const {
   return view_;
 }
 
+std::optional<membership::MemberInfo> TrainingMembers::AsOfLocked(const membership::MemberInfo& m,
+                                                                 TrainingFace face) const {
+  membership::MemberInfo e = m;
+  auto move = moves_.find(m.id);
+  if (move != moves_.end() && move->second.switch_at == m.iteration) {
+    if (iteration_ < move->second.switch_at) {
+      e.stages = move->second.stages;  // still the old stage (Note [Stage moves])
+      e.iteration = move->second.entry;
+    } else if (face == TrainingFace::kRouting && iteration_ == move->second.switch_at) {
+      return std::nullopt;  // averages the new stage from its switch, routed one later
+    }
+  }
+  if (!TrainsIn(e, iteration_, face)) return std::nullopt;
+  return e;
+}
+
 std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   std::vector<PeerInfo> out;
   for (const membership::MemberInfo& m : view_.members) {  // sorted by id
     // A leaver takes no new routes (Note [Leaving]).
     if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
-    if (TrainsIn(m, iteration_, face)) out.push_back(ToPeer(m));
+    if (std::optional<membership::MemberInfo> e = AsOfLocked(m, face)) out.push_back(ToPeer(*e));
   }
   return out;
 }
@@ -153,7 +181,7 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
 bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   const membership::MemberInfo* m = view_.Find(id);
-  if (m == nullptr || !TrainsIn(*m, iteration_, face)) return false;
+  if (m == nullptr || !AsOfLocked(*m, face).has_value()) return false;
   if (id == self_) return true;
   // Note [Leaving]. A local verdict does not cut a draining member out of
   // the group: routing to it fails by design (it takes no new work), and
@@ -174,8 +202,9 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
     absl::MutexLock lock(&mu_);
     for (const membership::MemberInfo& m : view_.members) {
       if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
-      if (std::find(m.stages.begin(), m.stages.end(), static_cast<uint32_t>(stage)) !=
-          m.stages.end()) {
+      std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
+      if (e && std::find(e->stages.begin(), e->stages.end(), static_cast<uint32_t>(stage)) !=
+                   e->stages.end()) {
         candidates.push_back(m.id);
       }
     }

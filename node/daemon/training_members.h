@@ -59,6 +59,18 @@
 // (a leaver that exited or crashed and does not answer its probes) do, so
 // nobody waits for it forever. DEAD members leave both faces at once.
 //
+// Note [Stage moves] (rebalancing, scheduler's Note [Stage rebalancing]):
+// a member that trained stage a and re-signs its record with stage b and
+// a later entry e (record.iteration) moves at boundary e: every node that
+// saw its old record keeps it in stage a (both faces) through e-1, puts it
+// in stage b's group from e (it takes step e with zero visits, its state
+// fetched at boundary e like a joiner's, so its digest equals its new
+// replicas' after it) and routes stage b to it from e+1, when its new
+// StageServer is surely up. Like a joiner it announces e at least two
+// iterations ahead, so the record is everywhere before e. A node that
+// never saw the old record (it joined during the move) sees the mover
+// only from e.
+//
 // Thread rule: thread-safe; the faces may be used from any thread.
 #ifndef SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
 #define SKIPSWARM_NODE_DAEMON_TRAINING_MEMBERS_H_
@@ -66,6 +78,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,6 +143,17 @@ class TrainingMembers {
   std::vector<common::NodeId> ReplicasOf(int stage, TrainingFace face) const;
   void MarkDead(const common::NodeId& id, TrainingFace face);
   uint64_t Version() const;
+  // `m` as it trains in our current iteration under Notes [Entry iteration]
+  // and [Stage moves], or nullopt when it is not listed in `face`.
+  std::optional<membership::MemberInfo> AsOfLocked(const membership::MemberInfo& m,
+                                                   TrainingFace face) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Move {
+    std::vector<uint32_t> stages;  // before the switch
+    uint64_t entry = 0;            // of the old record
+    uint64_t switch_at = 0;        // the new record's entry
+  };
 
   const common::NodeId self_;
   mutable absl::Mutex mu_;
@@ -140,6 +164,7 @@ class TrainingMembers {
   absl::flat_hash_map<common::NodeId, uint64_t> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<common::NodeId, uint64_t> group_dead_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<common::NodeId, Move> moves_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<common::NodeId, std::string> dialed_ ABSL_GUARDED_BY(mu_);
   std::function<void(const PeerInfo&)> address_listener_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Face> group_;

@@ -81,6 +81,40 @@ TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
   for (int mb = 0; mb < kMbs; ++mb) EXPECT_EQ(seen.count(GlobalMicroBatchIndex(4, 0, 1, kMbs, mb)), 0u);
 }
 
+// Note [Stage moves].
+TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater) {
+  const auto d = Member("d", {0}, 0), a = Member("a", {1}, 0), c = Member("c", {2}, 0);
+  auto m = Member("m", {1}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, a, c, m}, 1));
+  auto moved = m;
+  moved.stages = {2};
+  moved.iteration = 7;
+  moved.incarnation = 2;
+  members.Update(ViewOf({d, a, c, moved}, 2));
+  members.SetIteration(6);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.group()->Replicas(2), std::vector<common::NodeId>{c.id});
+  members.SetIteration(7);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_EQ(members.group()->Replicas(2).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
+  members.SetIteration(8);
+  EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
+  // Its PeerInfo names the stage it has in each iteration.
+  for (const PeerInfo& p : members.group()->Members()) {
+    if (p.id == m.id) EXPECT_EQ(p.stages, std::vector<int>{2});
+  }
+  // A node that only ever saw the new record lists it from the switch.
+  TrainingMembers late(c.id);
+  late.Update(ViewOf({d, a, c, moved}, 2));
+  late.SetIteration(6);
+  EXPECT_EQ(late.group()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_FALSE(late.group()->IsAlive(m.id));
+}
+
 TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
   const auto d = Member("d", {0}, 0), p = Member("p", {}, 0);
   TrainingMembers members(d.id);
