@@ -157,13 +157,13 @@ absl::StatusOr<std::vector<node::PlannedRoute>> BoardRoutePlanner::Plan(
   std::vector<int> members;
   const scheduler::TopologyView& u = board_->universe();
   for (const node::PeerInfo& m : peers) {
-    const int v = u.FindNode(m.id);
+    const int v = board_->world().Find(m.id);
     if (v >= 0 && view.IsAlive(m.id)) members.push_back(v);
   }
   std::sort(members.begin(), members.end());
   bool fresh = false;
   SS_ASSIGN_OR_RETURN(const BoardPlan* bp, board_->PlanFor(members, &fresh));
-  const int self = u.FindNode(input.self);
+  const int self = board_->world().Find(input.self);
   std::vector<node::PlannedRoute> out;
   for (const scheduler::Route& r : bp->plan.routes) {
     if (bp->members[r.origin] != self) continue;

@@ -71,6 +71,7 @@ class PlanBoard {
   int plans() const { return plans_; }
   const std::string& planner_name() const { return planner_name_; }
   const scheduler::TopologyView& universe() const { return sc_->universe.view; }
+  const NodeWorld& world() const { return *world_; }
 
  private:
   // `conditions`: the speeds and partitions the plan is for.

@@ -316,6 +316,7 @@ void NodeSim::Revive(int u, double ready_at, const std::string& kind) {
   world_.node(u).present = true;
   world_.node(u).death = world_.node(u).declared_dead = kNever;
   world_.node(u).ready_at = kNever;
+  world_.Touch();
   clock_.RunAt(absl::Seconds(std::max(ready_at, Now())), [this, u] {
     if (world_.node(u).death == kNever) waiting_.push_back(u);
   });
@@ -345,7 +346,10 @@ void NodeSim::Apply(const ChurnEvent& e) {
       for (const std::string& n : e.nodes) {
         const int u = uni_.FindNode(n);
         if (e.kind == ChurnKind::kRevive && world_.Alive(u)) continue;
-        if (sc_.auto_stage[u]) world_.node(u).stage = AutoStage(u);
+        if (sc_.auto_stage[u]) {
+          world_.node(u).stage = AutoStage(u);
+          world_.Touch();
+        }
         Revive(u, now + sc_.state_transfer_s + GossipSpreadSeconds(sc_.detector, AliveMembers()),
                ChurnKindName(e.kind));
       }
@@ -527,6 +531,7 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     if (!sc_.initially_present[u]) continue;
     world_.node(u).present = true;
   }
+  world_.Touch();
   for (int u = 0; u < n; ++u) {
     if (sc_.initially_present[u]) SS_RETURN_IF_ERROR(StartNode(u, 0));
   }

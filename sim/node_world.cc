@@ -121,18 +121,21 @@ WorldSwarmView::WorldSwarmView(NodeWorld* world) : world_(world) { world_->Regis
 
 WorldSwarmView::~WorldSwarmView() { world_->Unregister(this); }
 
-std::vector<node::PeerInfo> WorldSwarmView::Members() const {
-  std::vector<node::PeerInfo> out;
-  const scheduler::TopologyView& u = world_->universe();
-  for (int v = 0; v < world_->size(); ++v) {
-    const WorldNode& n = world_->node(v);
-    if (!n.present || n.ready_at > world_->now()) continue;
-    out.push_back({n.id, {n.stage}, u.memory_slots(v), "", ""});
+const std::vector<node::PeerInfo>& NodeWorld::Members() const {
+  if (members_version_ == version_) return members_;
+  members_.clear();
+  for (int v = 0; v < size(); ++v) {
+    const WorldNode& n = nodes_[v];
+    if (!n.present || n.ready_at > now()) continue;
+    members_.push_back({n.id, {n.stage}, universe_->memory_slots(v), "", ""});
   }
-  std::sort(out.begin(), out.end(),
+  std::sort(members_.begin(), members_.end(),
             [](const node::PeerInfo& a, const node::PeerInfo& b) { return a.id < b.id; });
-  return out;
+  members_version_ = version_;
+  return members_;
 }
+
+std::vector<node::PeerInfo> WorldSwarmView::Members() const { return world_->Members(); }
 
 bool WorldSwarmView::IsAlive(const common::NodeId& id) const {
   const int v = world_->Find(id);

@@ -117,8 +117,13 @@ class NodeWorld {
   void RemovePartition(const std::vector<std::string>& regions);
   const std::vector<std::vector<std::string>>& partitions() const { return partitions_; }
 
-  // Changes whenever membership, verdicts, speeds or partitions change.
+  // Changes whenever membership, verdicts, speeds or partitions change;
+  // whoever writes a WorldNode directly calls Touch().
   uint64_t version() const { return version_; }
+  void Touch() { ++version_; }
+  // Joined and state-transferred nodes (alive or not), ascending id; cached
+  // per version.
+  const std::vector<node::PeerInfo>& Members() const;
 
   FailedSend& last_failed_send() { return last_failed_send_; }
   double stream_timeout_s() const { return stream_timeout_s_; }
@@ -130,7 +135,6 @@ class NodeWorld {
   void Unregister(WorldSwarmView* v) { views_.erase(v); }
 
  private:
-  void Touch() { ++version_; }
   void RaiseAfterTimeout(int at, int peer);
   void ForgetVerdicts(int u);
 
@@ -144,6 +148,8 @@ class NodeWorld {
   std::set<WorldSwarmView*> views_;
   uint64_t version_ = 0;
   FailedSend last_failed_send_;
+  mutable std::vector<node::PeerInfo> members_;
+  mutable uint64_t members_version_ = ~uint64_t{0};
 };
 
 class WorldSwarmView final : public node::SwarmView {

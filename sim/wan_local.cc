@@ -173,6 +173,25 @@ absl::StatusOr<double> SimulatedIterationSeconds(const SimScenario& scenario,
   return r.iterations[0].time_s;
 }
 
+std::map<std::string, int64_t> ScheduledKills(const SimScenario& scenario, double iteration_s,
+                                              int* skipped) {
+  std::map<std::string, int64_t> kills;
+  *skipped = 0;
+  for (const ChurnEvent& e : scenario.churn.events) {
+    if (e.kind != ChurnKind::kKill) {
+      ++*skipped;
+      continue;
+    }
+    // The real run has one more iteration first (opening the streams), and
+    // the launcher kills once an iteration is reported: "k" kills at the
+    // start of the scenario's iteration k, the one at_s falls in.
+    const int64_t at =
+        iteration_s > 0 ? static_cast<int64_t>(std::floor(e.at_s / iteration_s)) : 0;
+    for (const std::string& n : e.nodes) kills.emplace(n, at);
+  }
+  return kills;
+}
+
 absl::StatusOr<std::map<int, double>> ReadIterationTimes(const std::string& progress_file) {
   std::ifstream in(progress_file);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", progress_file));
@@ -210,9 +229,6 @@ node::LocalSwarmPlanner WanLocalPlanner() {
       return absl::InvalidArgumentError("--wan_compute must be timed or torch");
     }
     SS_ASSIGN_OR_RETURN(SimScenario sc, LoadSimScenario(path, absl::GetFlag(FLAGS_wan_seed)));
-    if (!sc.churn.events.empty()) {
-      std::cerr << "skipswarm local --wan: the scenario's churn trace is not played\n";
-    }
     WanSetupOptions o;
     o.planner = absl::GetFlag(FLAGS_wan_planner);
     o.payload_bytes = static_cast<double>(std::max<int64_t>(1, absl::GetFlag(FLAGS_wan_payload_bytes)));
@@ -245,6 +261,19 @@ node::LocalSwarmPlanner WanLocalPlanner() {
                                ? absl::GetFlag(FLAGS_wan_iterations)
                                : sc.iterations + 1;
     plan.iterations = iterations;
+    if (!sc.churn.events.empty()) {
+      SS_ASSIGN_OR_RETURN(double iteration_s, SimulatedIterationSeconds(sc, w.plan));
+      int skipped = 0;
+      plan.kills = ScheduledKills(sc, iteration_s, &skipped);
+      for (const auto& [name, at] : plan.kills) {
+        std::cerr << "skipswarm local --wan: killing " << name << " after iteration " << at
+                  << " (the scenario's kill)\n";
+      }
+      if (skipped > 0) {
+        std::cerr << "skipswarm local --wan: " << skipped
+                  << " churn events other than kills are not played\n";
+      }
+    }
     plan.description = absl::StrFormat(
         "WAN emulation of %s (%s routes, %d MBs, time scale %g, %s compute, %.0f-byte "
         "frames, %s links)",

@@ -80,6 +80,15 @@ absl::StatusOr<WanSetup> MakeWanSetup(const SimScenario& scenario,
 absl::StatusOr<double> SimulatedIterationSeconds(const SimScenario& scenario,
                                                  const scheduler::Plan& plan);
 
+// The scenario's explicit kills ("kill" churn entries) for the launcher:
+// node name -> k for the launcher's --kill=NAME@k (SIGKILL once iteration k
+// is reported; the real run's iteration 0 opens the streams, so this is the
+// start of the scenario's iteration k = floor(at_s / iteration_s), the one
+// the kill falls in). `skipped` counts the other churn events, which the
+// WAN emulation does not play.
+std::map<std::string, int64_t> ScheduledKills(const SimScenario& scenario, double iteration_s,
+                                              int* skipped);
+
 // Per iteration, the slowest data node's iteration_s in a progress.jsonl
 // written by the daemons.
 absl::StatusOr<std::map<int, double>> ReadIterationTimes(const std::string& progress_file);

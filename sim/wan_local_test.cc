@@ -61,6 +61,19 @@ TEST(WanSetupTest, SkipPipeDelaysBecomePerNodePairLinks) {
   EXPECT_NEAR(w.payload_bytes / l->bytes_per_second, u.hop_s(0, 5), 1e-9);
 }
 
+TEST(ScheduledKillsTest, KillsFallInTheirIterationAndOtherChurnIsCounted) {
+  auto sc = ParseSimScenario(R"({"topology_file": "small-static.json", "churn": [
+      {"type": "kill", "node": "canada-s1-0", "at_s": 2.0},
+      {"type": "kill", "node": "london-s2-0", "at_s": 11.0},
+      {"type": "straggler", "node": "canada-s2-0", "factor": 3, "at_s": 4, "duration_s": 6}]})",
+                             "sim/scenarios", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  int skipped = 0;
+  const std::map<std::string, int64_t> kills = ScheduledKills(*sc, 5.0, &skipped);
+  EXPECT_EQ(kills, (std::map<std::string, int64_t>{{"canada-s1-0", 0}, {"london-s2-0", 2}}));
+  EXPECT_EQ(skipped, 2);  // the straggler's start and end
+}
+
 TEST(ReadIterationTimesTest, TakesTheSlowestDataNodePerIteration) {
   const std::string path = ::testing::TempDir() + "/progress.jsonl";
   std::ofstream(path) << "{\"node\":\"a\",\"iteration\":0,\"iteration_s\":1.5}\n"

@@ -357,6 +357,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     kills[p[0]] = at;
   }
+  if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
 
   std::map<int64_t, Point> points;
   const int64_t join_at = absl::GetFlag(FLAGS_local_join_at);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct LocalSwarmPlan {
   int64_t iterations = 0;           // > 0: overrides --local_iterations
   std::string description;          // printed at start
   std::function<void()> after_run;  // e.g. compare with the simulator
+  // Scheduled kills, as --kill=NAME@ITER (added to the flag's).
+  std::map<std::string, int64_t> kills;
 };
 // Gets the run folder (wiped, exists); nullopt when no WAN run was asked for.
 using LocalSwarmPlanner =

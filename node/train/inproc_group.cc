@@ -32,7 +32,8 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
     BarrierState& b = barriers_[iteration];
     if (data_node) b.arrived.insert(self);
     b.waiters.push_back(std::move(done));
-    calls = SweepLocked();
+    const Round round{true, iteration, 0};
+    calls = SweepLocked(&round);
   }
   Deliver(std::move(calls));
 }
@@ -46,7 +47,8 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
     const common::NodeId from = contribution.from;
     r.contributions[from] = std::move(contribution);
     r.waiters.push_back(std::move(done));
-    calls = SweepLocked();
+    const Round round{false, iteration, stage};
+    calls = SweepLocked(&round);
   }
   Deliver(std::move(calls));
 }
@@ -74,9 +76,13 @@ void InProcessGroupHub::Admit(const PeerInfo& member, uint64_t from_iteration) {
   back_from_[member.id] = from_iteration;
 }
 
-std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
+std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Round* only) {
   std::vector<absl::AnyInvocable<void()>> calls;
   for (auto it = barriers_.begin(); it != barriers_.end();) {
+    if (only != nullptr && (!only->barrier || it->first != only->iteration)) {
+      ++it;
+      continue;
+    }
     BarrierState& b = it->second;
     const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
     const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
@@ -93,6 +99,11 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked() {
     ++it;
   }
   for (auto it = reduces_.begin(); it != reduces_.end();) {
+    if (only != nullptr && (only->barrier || it->first != std::make_pair(only->iteration,
+                                                                         only->stage))) {
+      ++it;
+      continue;
+    }
     ReduceState& r = it->second;
     const std::vector<common::NodeId> hosts = LiveHostsLocked(it->first.second, it->first.first);
     const bool complete = std::all_of(hosts.begin(), hosts.end(), [&](const common::NodeId& h) {

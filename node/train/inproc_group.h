@@ -55,8 +55,17 @@ class InProcessGroupHub final : public GroupComm {
     std::map<common::NodeId, GradientContribution> contributions;  // ascending id
     std::vector<ReduceDone> waiters;
   };
-  // Completes whatever is complete; returns the callbacks to run.
-  std::vector<absl::AnyInvocable<void()>> SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes whatever is complete; returns the callbacks to run. A call
+  // that only added to one round sweeps that round only (`barrier` or
+  // `reduce` set): the others cannot have changed (O(members) per call
+  // instead of O(rounds x members); the simulator runs 1,000 nodes on it).
+  struct Round {
+    bool barrier = false;
+    uint64_t iteration = 0;
+    int stage = 0;
+  };
+  std::vector<absl::AnyInvocable<void()>> SweepLocked(const Round* only = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<common::NodeId> LiveHostsLocked(int stage, uint64_t iteration) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
