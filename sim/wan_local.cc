@@ -279,7 +279,7 @@ node::LocalSwarmPlanner WanLocalPlanner() {
         "frames, %s links)",
         sc.name.substr(0, sc.name.find(':')), w.planner, static_cast<int>(w.plan.routes.size()),
         k, compute, w.payload_bytes, w.per_node_links ? "per-node-pair" : "region");
-    plan.after_run = [dir, sc, w, k, compute, path]() {
+    plan.after_run = [dir, sc, w, k, compute, path, kills = plan.kills]() {
       absl::StatusOr<std::map<int, double>> real = ReadIterationTimes(dir + "/progress.jsonl");
       absl::StatusOr<double> sim = SimulatedIterationSeconds(sc, w.plan);
       if (!real.ok() || !sim.ok()) {
@@ -305,6 +305,13 @@ node::LocalSwarmPlanner WanLocalPlanner() {
           "  gap: %+.1f%%\n",
           path, w.planner, k, compute, *sim, w.planned_s, w.planned_contention_s, med,
           static_cast<int>(measured.size()), k, per_iteration, gap);
+      if (!kills.empty()) {
+        std::string played;
+        for (const auto& [name, at] : kills) absl::StrAppend(&played, " ", name, "@", at);
+        absl::StrAppend(&text, "  kills played:", played,
+                        " (the simulated figure is the whole swarm's; compare the iterations "
+                        "before the first kill)\n");
+      }
       std::printf("%s", text.c_str());
       WriteFile(dir + "/wan-compare.txt", text);
     };
