@@ -449,6 +449,8 @@ void Sim::Record(const IterationResult& r, const scheduler::Plan& plan) {
       ++f.mbs_dropped;
     } else {
       ++f.mbs_rerouted;
+      const double first = e.sent_s - f.at_s;
+      if (f.first_reroute_s < 0 || first < f.first_reroute_s) f.first_reroute_s = first;
       f.reroute_s.push_back(e.sent_s - e.detected_s);
       f.resume_s.push_back(e.resumed_s - e.detected_s);
     }

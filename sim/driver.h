@@ -82,6 +82,9 @@ struct FailureRecord {
   std::string cause;
   double at_s = 0;
   double gossip_detect_s = 0;  // crash -> dead in every view
+  // Crash -> the first MB re-routed around it (new route chosen and the
+  // activation sent again); -1 if none was.
+  double first_reroute_s = -1;
   int mbs_rerouted = 0;
   int mbs_dropped = 0;
   // Per affected MB: its hop failed -> the holder noticed.

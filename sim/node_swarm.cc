@@ -418,6 +418,7 @@ void NodeSim::OnRepair(int holder, const node::RepairRequest& r,
   if (it == last_failure_.end()) return;
   FailureRecord& rec = report_.failures[it->second];
   ++rec.mbs_rerouted;
+  if (rec.first_reroute_s < 0) rec.first_reroute_s = now - rec.at_s;
   rec.detect_s.push_back(now - failed_at);
   rec.reroute_s.push_back(0);
   const size_t next = static_cast<size_t>(r.holder) + 1;

@@ -123,6 +123,12 @@ TEST(NodeSwarmChurnTest, PoissonFailuresCompleteEveryIterationWithDropsCounted) 
     // A holder notices within the stream timeout, or at once when its view
     // already calls the peer dead.
     for (double d : f.detect_s) EXPECT_LE(d, sc.detector.stream_timeout_s + 1e-9);
+    // Time to the first re-route around it, from the real repairer's call.
+    if (f.mbs_rerouted > 0) {
+      EXPECT_GE(f.first_reroute_s, 0) << f.node;
+    } else {
+      EXPECT_EQ(f.first_reroute_s, -1) << f.node;
+    }
   }
   EXPECT_GT(rerouted, 0);  // the real repairer re-routed MBs in flight
   EXPECT_GT(Summarise(*r).rerouted, 0);

@@ -95,6 +95,7 @@ std::string ReportJson(const SimReport& report) {
                   {"cause", f.cause},
                   {"at_s", R(f.at_s)},
                   {"gossip_detect_s", R(f.gossip_detect_s)},
+                  {"first_reroute_s", R(f.first_reroute_s)},
                   {"mbs_rerouted", f.mbs_rerouted},
                   {"mbs_dropped", f.mbs_dropped},
                   {"detect_s", Rounded(f.detect_s)},

@@ -17,7 +17,7 @@
 //                    "mbs", "completed", "dropped", "rerouted",
 //                    "replanned", "deadlocked"}],
 //    "failures": [{"node", "stage", "region", "cause", "at_s",
-//                  "gossip_detect_s", "mbs_rerouted", "mbs_dropped",
+//                  "gossip_detect_s", "first_reroute_s", "mbs_rerouted", "mbs_dropped",
 //                  "detect_s": [...], "reroute_s": [...],
 //                  "resume_s": [...]}],
 //    "churn": [{"at_s", "kind", "what"}],
