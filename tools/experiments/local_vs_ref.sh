@@ -5,11 +5,13 @@
 # micro-batches, same stages, same global batch, same schedule length), and
 # the validation loss of both is compared at every EVAL_EVERY iterations.
 #
-#   bash tools/experiments/local_vs_ref.sh                 # ~35 min (swarm) + train-ref on 2 quiet cores
+#   bash tools/experiments/local_vs_ref.sh     # 2026-12-02, shared 2 cores: swarm 17 min, train-ref 52 min
 #   ITERS=20 EVAL_EVERY=10 OUT=/tmp/lvr bash tools/experiments/local_vs_ref.sh --stages=3 --layers=3
 #
 # Extra arguments are model flags, given to both runs (and to eval).
 # Environment:
+#   LOCAL_FLAGS `skipswarm local` flags only, e.g. LOCAL_FLAGS="--local_planner=skippipe
+#               --local_path_length=4" (skip routes; train-ref replays them all the same)
 #   BIN         the skipswarm binary (default: a copy of bazel-bin/node/skipswarm in OUT,
 #               so a rebuild does not replace it mid-run)
 #   OUT         output folder (default /tmp/skipswarm-local-vs-ref)
@@ -32,12 +34,13 @@ if [[ -z "${BIN:-}" ]]; then
   cp -f bazel-bin/node/skipswarm "$OUT/skipswarm.new" && mv -f "$OUT/skipswarm.new" "$OUT/skipswarm"
   BIN="$OUT/skipswarm"
 fi
-echo "local_vs_ref: $(date -u +%FT%TZ) iterations $ITERS, eval every $EVAL_EVERY, model flags: $*"
+echo "local_vs_ref: $(date -u +%FT%TZ) iterations $ITERS, eval every $EVAL_EVERY, model flags: $*," \
+  "local flags: ${LOCAL_FLAGS:-}"
 
 if [[ "${SKIP_LOCAL:-0}" != 1 ]]; then
   # Default settings; only the record, the eval snapshots and the folder are added.
   nice -n "$NICE" "$BIN" local --local_iterations="$ITERS" --local_record_routes \
-    --local_eval_every="$EVAL_EVERY" --local_dir="$OUT/local" "$@" | tr '\r' '\n' | \
+    --local_eval_every="$EVAL_EVERY" --local_dir="$OUT/local" ${LOCAL_FLAGS:-} "$@" | tr '\r' '\n' | \
     grep -v '^\[' | tee "$OUT/local.log" || true
   echo "local: done $(date -u +%FT%TZ)"
 fi
