@@ -1,7 +1,8 @@
 // ReferenceTrainer: single-process training of the staged model with the
 // swarm's semantics (DESIGN.md §6), the yardstick a distributed run must
 // match. Each iteration injects mbs_per_iteration micro-batches, each along
-// its own route (the full pipeline, or a random skip route with ratio k),
+// its own route (the full pipeline, or a random skip route with ratio k,
+// the iteration's routes balanced over the stages),
 // then every stage takes one visit-weighted, clipped AdamW step
 // (Note [Visit weighting] in optimizer.h).
 //
@@ -38,11 +39,11 @@ struct TrainerOptions {
   int mbs_per_iteration = 2;
   int samples_per_mb = 4;
   double skip_ratio = 0;   // 0: every MB visits every stage
-  // true: the skip routes of an iteration are drawn together with balanced
-  // visit counts (BalancedSkipRoutes, Note [Balanced skip routes]); false
-  // (default): each MB's route is drawn on its own (RandomSkipRoute).
-  // Measured over 2,000 iterations, balancing did not lower the loss.
-  bool balanced_routes = false;
+  // true (default): the skip routes of an iteration are drawn together with
+  // balanced visit counts (BalancedSkipRoutes, Note [Balanced skip routes]),
+  // as the swarm's planner balances them; false: each MB's route is drawn on
+  // its own (RandomSkipRoute), the behaviour before 2026-12-02.
+  bool balanced_routes = true;
   uint64_t seed = 1;       // data order and routes
 };
 

@@ -66,9 +66,9 @@ TEST(ReferenceTrainerTest, BalancedRoutesStepEveryStageEveryIteration) {
   Corpus corpus = TinyCorpus();
   TrainerOptions o = Options(0.33);
   o.mbs_per_iteration = 2;
+  auto balanced = ReferenceTrainer::Create(o, corpus).value();  // the default
+  o.balanced_routes = false;
   auto independent = ReferenceTrainer::Create(o, corpus).value();
-  o.balanced_routes = true;
-  auto balanced = ReferenceTrainer::Create(o, corpus).value();
   int unvisited_independent = 0;
   for (int i = 0; i < 25; ++i) {
     IterationStats b = balanced->RunIteration().value();

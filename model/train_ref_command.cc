@@ -32,10 +32,9 @@ ABSL_FLAG(int, mbs_per_iteration, 2, "Micro-batches injected per iteration.");
 ABSL_FLAG(double, skip_ratio, 0.0,
           "Skip ratio k in [0, 1): each micro-batch takes a random in-order route through "
           "round((1-k)*stages) stages. 0 trains the full pipeline.");
-ABSL_FLAG(bool, balanced_routes, false,
+ABSL_FLAG(bool, balanced_routes, true,
           "Draw an iteration's skip routes together so every non-zero stage gets a visit "
-          "(Note [Balanced skip routes] in model/route.cc); measured no better than "
-          "independent routes (model/README.md).");
+          "(Note [Balanced skip routes] in model/route.cc); false: each route on its own.");
 ABSL_FLAG(int64_t, checkpoint_every, 200, "Checkpoint period in iterations (0: only at the end).");
 ABSL_FLAG(bool, resume, false, "Continue from --checkpoint_dir if it holds a checkpoint.");
 ABSL_FLAG(int64_t, eval_every, 200, "Validation period in iterations (0: only start and end).");
