@@ -372,7 +372,9 @@ TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
         EXPECT_EQ(r.stages.at(2).replicas, 2);
         EXPECT_EQ(r.stages.at(2).digest_after, c_steps[r.iteration].digest_after);
       }
-      if (r.iteration > switched) EXPECT_TRUE(r.stages.at(2).digests_agree) << r.iteration;
+      if (r.iteration > switched) {
+        EXPECT_TRUE(r.stages.at(2).digests_agree) << r.iteration;
+      }
     }
     EXPECT_GT(mover->reports.back().stages.at(2).visits_here +
                   mover->reports[kIterations - 2].stages.at(2).visits_here,
@@ -382,7 +384,9 @@ TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
     absl::MutexLock lock(&stayer->mu);
     for (const NodeIterationReport& r : stayer->reports) {
       EXPECT_EQ(r.stages.count(1), 1u);
-      if (r.iteration > switched) EXPECT_EQ(r.stages.at(1).replicas, 1) << r.iteration;
+      if (r.iteration > switched) {
+        EXPECT_EQ(r.stages.at(1).replicas, 1) << r.iteration;
+      }
     }
   }
   absl::MutexLock lock(&founder->mu);

@@ -20,9 +20,15 @@ std::string TempPath(const std::string& name) {
 // 2 data nodes, 3 stages x 2 replicas.
 std::vector<PeerInfo> Members() {
   std::vector<PeerInfo> m;
-  for (const char* n : {"d0", "d1"}) m.push_back({PeerId::ForName(n), {0}});
-  for (const char* n : {"a1", "b1"}) m.push_back({PeerId::ForName(n), {1}});
-  for (const char* n : {"a2", "b2"}) m.push_back({PeerId::ForName(n), {2}});
+  auto add = [&m](const char* name, int stage) {
+    PeerInfo p;
+    p.id = PeerId::ForName(name);
+    p.stages = {stage};
+    m.push_back(p);
+  };
+  for (const char* n : {"d0", "d1"}) add(n, 0);
+  for (const char* n : {"a1", "b1"}) add(n, 1);
+  for (const char* n : {"a2", "b2"}) add(n, 2);
   return m;
 }
 

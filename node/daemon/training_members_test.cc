@@ -105,7 +105,9 @@ TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater
   EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
   // Its PeerInfo names the stage it has in each iteration.
   for (const PeerInfo& p : members.group()->Members()) {
-    if (p.id == m.id) EXPECT_EQ(p.stages, std::vector<int>{2});
+    if (p.id == m.id) {
+      EXPECT_EQ(p.stages, std::vector<int>{2});
+    }
   }
   // A node that only ever saw the new record lists it from the switch.
   TrainingMembers late(c.id);
