@@ -47,8 +47,6 @@ ReferenceTrainer::ReferenceTrainer(const TrainerOptions& options,
 absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
   const int m = options_.mbs_per_iteration;
   const int stages = pipe_->num_stages();
-  IterationStats stats;
-  stats.iteration = iteration_;
   common::Random routes = common::Random(options_.seed).Fork("routes").Fork(iteration_);
   std::vector<std::vector<int>> plan;
   if (options_.skip_ratio <= 0) {
@@ -58,27 +56,16 @@ absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
   } else {
     for (int j = 0; j < m; ++j) plan.push_back(RandomSkipRoute(stages, options_.skip_ratio, routes));
   }
-  double loss_sum = 0;
+  // Sample j of iteration i is sample i*m+j of the shuffled stream; the
+  // step itself is RunIteration(mbs) (reference_trainer_replay.cc).
+  std::vector<RoutedMicroBatch> mbs;
   for (int j = 0; j < m; ++j) {
-    const uint64_t mb = static_cast<uint64_t>(iteration_) * m + j;
-    MicroBatch batch = sampler_->Get(mb);
-    SS_ASSIGN_OR_RETURN(double loss,
-                        pipe_->TrainMicroBatch(mb, plan[j], batch.tokens, batch.targets));
-    loss_sum += loss;
-    stats.tokens += batch.tokens.numel();
+    RoutedMicroBatch r;
+    r.index = static_cast<uint64_t>(iteration_) * m + j;
+    r.route = plan[j];
+    mbs.push_back(std::move(r));
   }
-  stats.loss = loss_sum / m;
-  for (int s = 0; s < stages; ++s) {
-    StageExecutor& exec = pipe_->stage(s);
-    stats.visits.push_back(exec.visits());
-    SS_ASSIGN_OR_RETURN(StepStats step,
-                        optimizers_[s]->Step(iteration_, static_cast<double>(exec.visits())));
-    exec.ZeroGrad();
-    stats.lr = step.lr;
-    stats.max_grad_norm = std::max(stats.max_grad_norm, step.grad_norm);
-  }
-  ++iteration_;
-  return stats;
+  return RunIteration(mbs);
 }
 
 absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir) {

@@ -1,8 +1,8 @@
 // ReferenceTrainer::RunIteration over given micro-batches and routes: the
-// replay of a swarm's recorded routes (`skipswarm train-ref --routes_file`).
-// Kept apart from reference_trainer.cc so that file's own data order and
-// route drawing stay in one place; the step is the same visit-weighted,
-// clipped AdamW step.
+// one training step of the reference trainer. RunIteration() (in
+// reference_trainer.cc) draws its own data order and routes and calls it;
+// `skipswarm train-ref --routes_file` calls it with a swarm's recorded
+// routes. The step is the visit-weighted, clipped AdamW step.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
