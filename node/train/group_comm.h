@@ -52,6 +52,14 @@ struct ReduceResult {
   // Each contributor's parameter digest before the step, ascending id
   // (Note [Digest re-sync] in node_trainer.h).
   std::vector<std::pair<common::NodeId, uint64_t>> digests;
+  // Each contributor's uplink figure (bytes/s, 0 = unknown), ascending id:
+  // the next round's shard layout (Note [Shard layout] in sharded_reduce.h).
+  // Implementations without shards leave it empty.
+  std::vector<std::pair<common::NodeId, uint64_t>> bandwidths;
+  // The shard weights the round used (empty: equal shards), and whether the
+  // members disagreed on them and fell back to equal shards.
+  std::vector<uint32_t> shard_weights;
+  bool layout_fell_back = false;
 };
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;

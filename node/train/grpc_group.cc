@@ -31,6 +31,40 @@ constexpr int kPushThreads = 4;
 constexpr int kMaxMembers = 64;          // replicas in one round
 constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
 
+// Note [Uplink figure] (grpc_group.h): gradient bytes pushed over the time
+// at least one push was in flight.
+class UplinkMeter {
+ public:
+  void Begin(absl::Duration now) {
+    absl::MutexLock lock(&mu_);
+    if (active_++ == 0) busy_since_ = now;
+  }
+  void End(absl::Duration now, uint64_t bytes, bool ok) {
+    absl::MutexLock lock(&mu_);
+    if (--active_ == 0) busy_ += now - busy_since_;
+    if (ok) bytes_ += bytes;
+  }
+  // Bytes/s, smoothed; 0 until 256 KiB have been pushed.
+  uint64_t Take() {
+    absl::MutexLock lock(&mu_);
+    if (bytes_ >= (uint64_t{1} << 18) && busy_ > absl::ZeroDuration()) {
+      const double sample = static_cast<double>(bytes_) / absl::ToDoubleSeconds(busy_);
+      estimate_ = estimate_ == 0 ? sample : 0.5 * estimate_ + 0.5 * sample;
+      bytes_ = 0;
+      busy_ = absl::ZeroDuration();
+    }
+    return static_cast<uint64_t>(std::min(estimate_, 1e18));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration busy_since_ ABSL_GUARDED_BY(mu_);
+  absl::Duration busy_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double estimate_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace
 
 class GrpcGroupComm::Impl : public proto::StageService::Service,
@@ -132,6 +166,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     m->visits = c.visits();
     m->digest = c.params_digest();
     m->digests.assign(c.member_digests().begin(), c.member_digests().end());
+    m->bandwidth = c.uplink_bytes_per_second();
+    m->bandwidths.assign(c.member_uplinks().begin(), c.member_uplinks().end());
+    m->layout.weights.assign(c.shard_weights().begin(), c.shard_weights().end());
     if (c.phase() == 0) {
       return c.stage() == kBarrierStage && c.tensor().shape(0) == 0
                  ? absl::OkStatus()
@@ -141,7 +178,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       return absl::InvalidArgumentError(absl::StrCat("unknown push phase ", c.phase()));
     }
     m->phase = c.phase() == 1 ? ReduceMessage::Phase::kScatter : ReduceMessage::Phase::kGather;
-    if (c.members_size() > kMaxMembers) return absl::InvalidArgumentError("too many members");
+    if (c.members_size() > kMaxMembers || c.shard_weights_size() > kMaxMembers ||
+        c.member_uplinks_size() > kMaxMembers || c.member_digests_size() > kMaxMembers) {
+      return absl::InvalidArgumentError("too many members");
+    }
     for (const std::string& b : c.members()) {
       absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b);
       if (!id.ok()) return absl::InvalidArgumentError("bad member id");
@@ -381,7 +421,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     PostFor(to, [weak, to, address, phase, iteration, stage, m] {
       auto self = weak.lock();
       if (!self) return;
+      const uint64_t bytes = m != nullptr ? m->data->size() * sizeof(float) : 0;
+      if (bytes > 0) self->uplink_.Begin(self->clock_->SteadyNow());
       absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
+      if (bytes > 0) self->uplink_.End(self->clock_->SteadyNow(), bytes, s.ok());
       if (!s.ok()) {
         LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
         self->view_->MarkDead(to);
@@ -416,9 +459,12 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         chunk.set_params_digest(m->digest);
         chunk.set_shard(static_cast<uint32_t>(m->shard));
         chunk.set_total_elements(static_cast<uint64_t>(m->total));
+        chunk.set_uplink_bytes_per_second(m->bandwidth);
         if (i == 0) {
           for (const common::NodeId& id : m->members) chunk.add_members(id.Bytes());
           for (uint64_t d : m->digests) chunk.add_member_digests(d);
+          for (uint32_t w : m->layout.weights) chunk.add_shard_weights(w);
+          for (uint64_t b : m->bandwidths) chunk.add_member_uplinks(b);
         }
       }
       chunk.set_chunk_index(i);
@@ -447,6 +493,27 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     }
     std::sort(live.begin(), live.end());
     return live;
+  }
+
+  // Note [Shard layout] (sharded_reduce.h): the cut of a round of `members`
+  // from the figures the stage's last finished round handed back.
+  ShardLayout LayoutFor(int stage, const std::vector<common::NodeId>& members) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = figures_.find(stage);
+    if (it == figures_.end()) return ShardLayout();
+    std::vector<uint64_t> figures;
+    for (const common::NodeId& m : members) {
+      auto f = it->second.find(m);
+      if (f == it->second.end()) return ShardLayout();  // unknown: equal shards
+      figures.push_back(f->second);
+    }
+    return ShardLayout::FromBandwidths(figures);
+  }
+
+  // This member's figure for a new round.
+  uint64_t OwnUplink() {
+    return options_.uplink_bytes_per_second ? options_.uplink_bytes_per_second()
+                                            : uplink_.Take();
   }
 
   void Sweep() {
@@ -486,7 +553,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
           // Note [Gradient exchange]: peers redoing a round we finished (they
           // saw a death after our round completed) get our part again.
           if (std::optional<std::vector<common::NodeId>> round = r.SmallerRoundWaiting()) {
-            std::vector<OutgoingReduce> more = r.Start(*round);
+            std::vector<OutgoingReduce> more = r.Start(*round, LayoutFor(key.second, *round));
             out.insert(out.end(), std::make_move_iterator(more.begin()),
                        std::make_move_iterator(more.end()));
           }
@@ -497,7 +564,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
           LOG(WARNING) << "iteration " << key.first << " stage " << key.second
                        << ": replica group now " << live.size() << " (was "
                        << r.members().size() << "); averaging again without the lost";
-          std::vector<OutgoingReduce> more = r.Start(live);
+          std::vector<OutgoingReduce> more = r.Start(live, LayoutFor(key.second, live));
           out.insert(out.end(), std::make_move_iterator(more.begin()),
                      std::make_move_iterator(more.end()));
         }
@@ -507,6 +574,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
           continue;
         }
         auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
+        if (result->ok()) {
+          // The next round's inputs (Note [Shard layout]).
+          std::map<common::NodeId, uint64_t>& figures = figures_[key.second];
+          figures.clear();
+          for (const auto& [id, b] : (*result)->bandwidths) figures[id] = b;
+          if ((*result)->layout_fell_back) {
+            LOG(WARNING) << "iteration " << key.first << " stage " << key.second
+                         << ": replicas disagreed on the shard layout; averaged on equal "
+                            "shards";
+          }
+        }
         for (ReduceDone& w : pending.waiters) {
           calls.push_back([w = std::move(w), result]() mutable { w(*result); });
         }
@@ -636,6 +714,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
   // Shards that came before our own AllReduce for them.
   std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>> early_ ABSL_GUARDED_BY(mu_);
+  // Per stage: every member's uplink figure from its last finished round.
+  std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
+  UplinkMeter uplink_;
 };
 
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
@@ -717,14 +798,15 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
                               ReduceDone done) {
   std::vector<OutgoingReduce> out;
   const std::vector<common::NodeId> live = impl_->LiveMembers(stage);
+  const uint64_t uplink = impl_->OwnUplink();  // outside mu_: a caller's function
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
       pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
-                                                       std::move(contribution));
-      out = pending.reduce->Start(live);
+                                                       std::move(contribution), uplink);
+      out = pending.reduce->Start(live, impl_->LayoutFor(stage, live));
       auto early = impl_->early_.find(key);
       if (early != impl_->early_.end()) {
         for (ReduceMessage& m : early->second) {

@@ -37,8 +37,20 @@
 // replaced: R=2 133-348 vs 122-226 ms, R=3 207-426 vs 406-417 ms, R=4
 // 355-642 vs 727-1056 ms; that is 46-121 / 38-77 / 25-45 MB/s of gradient
 // averaged for R = 2 / 3 / 4 (all-to-all: 71-131 / 38-39 / 15-22 MB/s).
-// Shards are equal in size; weighting them by measured link bandwidth is
-// the next step.
+// Shards are sized by the members' uplink figures (Note [Shard layout] in
+// sharded_reduce.h): each member puts its figure in its reduce-scatter
+// pushes, every member gets all of them back with the reduced shards, and
+// the stage's next round is cut in proportion to them (equal shards while
+// any member's is unknown, and whenever members disagree on the cut).
+// Note [Uplink figure]: a member's figure is, unless
+// GrpcGroupOptions::uplink_bytes_per_second supplies one, measured from its
+// own reduce pushes: gradient bytes pushed / the time at least one push was
+// in flight (pushes to different peers overlap on one uplink), smoothed
+// over rounds (half old, half new). Like the pipeline's hop throughput
+// (node/daemon/speed_reports.h) it is a lower bound: a push ends at the
+// receiver's ack. The simulated-clock figure for 3 replicas at 10/10/2
+// MB/s (sharded_reduce_test TimedRound...): 10.67 s per 16 MB round with
+// equal shards, 8.73 s sized (1.22x).
 //   bazel build //node/train:group_benchmark
 //   bazel-bin/node/train/group_benchmark --benchmark_repetitions=3
 //       --benchmark_report_aggregates_only=true
@@ -53,6 +65,7 @@
 #ifndef SKIPSWARM_NODE_TRAIN_GRPC_GROUP_H_
 #define SKIPSWARM_NODE_TRAIN_GRPC_GROUP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -81,6 +94,10 @@ struct GrpcGroupOptions {
   // answer on a loaded machine is not a death (StaticSwarmView verdicts are
   // final; a false one cost a live data node its MBs every iteration).
   int probe_failures = 3;
+  // This member's uplink figure in bytes/s (0 = unknown) for the shard
+  // layout, read at each AllReduce; unset: measured from this member's own
+  // gradient pushes (Note [Uplink figure]).
+  std::function<uint64_t()> uplink_bytes_per_second;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (membership/tls_credentials.h): TLS from the

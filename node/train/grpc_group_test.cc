@@ -1,11 +1,13 @@
 #include "node/train/grpc_group.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
+#include "node/train/sharded_reduce.h"
 
 namespace skipswarm::node {
 namespace {
@@ -181,6 +183,97 @@ TEST(GrpcGroupShardedTest, SurvivorsOfAReplicaDyingMidWayAgree) {
       if ((*results[j])->contributors == r.contributors) {
         EXPECT_EQ(r.sum, (*results[j])->sum);
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Three replicas with uplink figures 10 / 10 / 2 MB/s (given, not
+// measured): the first round has no figures yet (equal shards) and hands
+// them to everyone; the second is cut by them (Note [Shard layout]); its
+// sums are the same bytes as the first's (same contributions); a third
+// round loses a member mid-way and the survivors finish on their own cut.
+TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
+  auto clock = common::RealClock::Create();
+  const std::vector<uint64_t> uplinks = {10'000'000, 10'000'000, 2'000'000};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 3; ++i) {
+    members.push_back({NodeId::ForName("u" + std::to_string(i)), {1}, 4, "", ""});
+  }
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = members[i].id;
+    o.push_deadline = absl::Seconds(5);
+    o.credentials = membership::PeerCredentials::Insecure();
+    o.uplink_bytes_per_second = [b = uplinks[i]] { return b; };
+    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (auto& v : views) {
+    for (int j = 0; j < 3; ++j) {
+      v->SetAddresses(members[j].id, "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  // members sorted by id in the round; the expected cut follows that order.
+  std::vector<int> order = {0, 1, 2};
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return members[a].id < members[b].id; });
+  std::vector<uint64_t> by_id;
+  for (int i : order) by_id.push_back(uplinks[i]);
+  const std::vector<uint32_t> sized = ShardLayout::FromBandwidths(by_id).weights;
+  ASSERT_FALSE(sized.empty());
+
+  const size_t n = 300001;
+  auto round = [&](uint64_t it, const std::vector<int>& who,
+                   int dies) -> std::vector<std::optional<absl::StatusOr<ReduceResult>>> {
+    std::vector<std::optional<absl::StatusOr<ReduceResult>>> results(3);
+    std::vector<std::unique_ptr<absl::Notification>> done;
+    for (int i = 0; i < 3; ++i) done.push_back(std::make_unique<absl::Notification>());
+    for (int i : who) {
+      std::vector<float> flat(n);
+      for (size_t k = 0; k < n; ++k) flat[k] = 0.1f * (i + 1) + 1e-6f * static_cast<float>(k);
+      groups[i]->AllReduce(it, 1, {members[i].id, std::move(flat), i + 1, 5},
+                           [&results, &done, i](absl::StatusOr<ReduceResult> r) {
+                             results[i] = r;
+                             done[i]->Notify();
+                           });
+      if (i == dies) groups[i].reset();
+    }
+    for (int i : who) {
+      if (i == dies) continue;
+      EXPECT_TRUE(done[i]->WaitForNotificationWithTimeout(absl::Seconds(30))) << i;
+    }
+    return results;
+  };
+  auto first = round(0, {0, 1, 2}, -1);
+  auto second = round(1, {0, 1, 2}, -1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(first[i].has_value() && first[i]->ok());
+    ASSERT_TRUE(second[i].has_value() && second[i]->ok());
+    EXPECT_TRUE((*first[i])->shard_weights.empty());
+    EXPECT_EQ((*second[i])->shard_weights, sized);
+    EXPECT_FALSE((*second[i])->layout_fell_back);
+    EXPECT_EQ((*second[i])->sum, (*first[0])->sum);  // bitwise
+  }
+  // Round three: the slow member (index 2) dies as it starts.
+  auto third = round(2, {0, 1, 2}, 2);
+  for (int i : {0, 1}) {
+    ASSERT_TRUE(third[i].has_value() && third[i]->ok());
+    const ReduceResult& r = **third[i];
+    ASSERT_TRUE(r.contributors == 2 || r.contributors == 3) << r.contributors;
+    if (r.contributors == 2) {
+      EXPECT_EQ(r.visits, 1 + 2);
+      // 10 and 10 MB/s: equal figures are the equal cut.
+      EXPECT_TRUE(r.shard_weights.empty());
     }
   }
 }

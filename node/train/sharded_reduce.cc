@@ -1,6 +1,7 @@
 #include "node/train/sharded_reduce.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,9 +17,64 @@ bool Contains(const std::vector<common::NodeId>& v, const common::NodeId& x) {
 
 }  // namespace
 
+ShardLayout ShardLayout::FromBandwidths(const std::vector<uint64_t>& bytes_per_second) {
+  if (bytes_per_second.size() < 2) return {};
+  uint64_t top = 0;
+  for (uint64_t b : bytes_per_second) {
+    if (b == 0) return {};  // someone unknown: equal shards
+    top = std::max(top, b);
+  }
+  // Integer weights in [kShardWeightScale / kMaxShardSpread,
+  // kShardWeightScale]: the same on every machine.
+  ShardLayout layout;
+  for (uint64_t b : bytes_per_second) {
+    const unsigned __int128 scaled =
+        (static_cast<unsigned __int128>(b) * kShardWeightScale + top / 2) / top;
+    layout.weights.push_back(std::max<uint32_t>(kShardWeightScale / kMaxShardSpread,
+                                                static_cast<uint32_t>(scaled)));
+  }
+  if (std::adjacent_find(layout.weights.begin(), layout.weights.end(),
+                         std::not_equal_to<>()) == layout.weights.end()) {
+    return {};  // all equal: the canonical equal layout
+  }
+  return layout;
+}
+
+std::pair<int64_t, int64_t> ShardLayout::Range(int64_t total, int members, int shard) const {
+  if (weights.empty()) return ShardedReduce::ShardRange(total, members, shard);
+  uint64_t before = 0, sum = 0;
+  for (int k = 0; k < static_cast<int>(weights.size()); ++k) {
+    if (k < shard) before += weights[k];
+    sum += weights[k];
+  }
+  const uint64_t through = before + weights[shard];
+  auto cut = [total, sum](uint64_t w) {
+    return static_cast<int64_t>(static_cast<__int128>(total) * w / sum);
+  };
+  return {cut(before), cut(through)};
+}
+
+absl::Status ShardLayout::Validate(int members) const {
+  if (weights.empty()) return absl::OkStatus();
+  if (static_cast<int>(weights.size()) != members) {
+    return absl::InvalidArgumentError(absl::StrCat("a shard layout of ", weights.size(),
+                                                   " weights for a round of ", members));
+  }
+  for (uint32_t w : weights) {
+    if (w == 0 || w > (uint32_t{1} << 16)) {
+      return absl::InvalidArgumentError(absl::StrCat("shard weight ", w, " out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 ShardedReduce::ShardedReduce(common::NodeId self, uint64_t iteration, int stage,
-                             GradientContribution own)
-    : self_(self), iteration_(iteration), stage_(stage), own_(std::move(own)) {}
+                             GradientContribution own, uint64_t bandwidth)
+    : self_(self),
+      iteration_(iteration),
+      stage_(stage),
+      own_(std::move(own)),
+      bandwidth_(bandwidth) {}
 
 std::pair<int64_t, int64_t> ShardedReduce::ShardRange(int64_t total, int members, int shard) {
   return {total * shard / members, total * (shard + 1) / members};
@@ -33,26 +89,32 @@ ReduceMessage ShardedReduce::Message(ReduceMessage::Phase phase, int shard) cons
   m.members = members_;
   m.shard = shard;
   m.total = static_cast<int64_t>(own_.flat.size());
+  m.layout = layout_;
   if (phase == ReduceMessage::Phase::kScatter) {
-    const auto [begin, end] = ShardRange(m.total, static_cast<int>(members_.size()), shard);
+    const auto [begin, end] = layout_.Range(m.total, static_cast<int>(members_.size()), shard);
     m.data = std::make_shared<const std::vector<float>>(own_.flat.begin() + begin,
                                                         own_.flat.begin() + end);
     m.visits = own_.visits;
     m.digest = own_.params_digest;
+    m.bandwidth = bandwidth_;
   } else {
     const Part& mine = gather_.at(index_);
     m.data = mine.data;
     m.visits = mine.visits;
     m.digests = mine.digests;
+    m.bandwidths = mine.bandwidths;
   }
   return m;
 }
 
-std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> members) {
+std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> members,
+                                                 ShardLayout layout) {
   if (!Contains(members, self_)) members.push_back(self_);
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   members_ = std::move(members);
+  layout_ = layout.Validate(static_cast<int>(members_.size())).ok() ? std::move(layout)
+                                                                     : ShardLayout();
   index_ = static_cast<int>(std::lower_bound(members_.begin(), members_.end(), self_) -
                             members_.begin());
   scatter_.clear();
@@ -65,19 +127,37 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
     if (j != index_) out.push_back({members_[j], Message(ReduceMessage::Phase::kScatter, j)});
   }
   ReduceMessage own = Message(ReduceMessage::Phase::kScatter, index_);
-  scatter_[self_] = Part{own.data, own.visits, own.digest, {}};
+  scatter_[self_] = Part{own.data, own.visits, own.digest, {}, bandwidth_, {}};
+  std::vector<OutgoingReduce> more = Advance();
+  out.insert(out.end(), std::make_move_iterator(more.begin()),
+             std::make_move_iterator(more.end()));
   auto it = later_.find(members_);
   if (it != later_.end()) {
     std::vector<ReduceMessage> replay = std::move(it->second);
     later_.erase(it);
-    for (ReduceMessage& m : replay) {
-      if (Check(m).ok()) Accept(std::move(m));
-    }
+    // Take may restart the round (a layout disagreement); the rest of the
+    // replay then goes to the restarted round.
+    for (ReduceMessage& m : replay) Take(std::move(m), &out);
   }
-  std::vector<OutgoingReduce> more = Advance();
-  out.insert(out.end(), std::make_move_iterator(more.begin()),
-             std::make_move_iterator(more.end()));
   return out;
+}
+
+void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out) {
+  if (m.layout != layout_) {
+    // Note [Shard layout]: on equal shards, an unequal message is stale or
+    // its sender's own view; it falls back when our messages reach it.
+    if (layout_.equal()) return;
+    fell_back_ = true;
+    std::vector<OutgoingReduce> again = Start(members_, ShardLayout());
+    out->insert(out->end(), std::make_move_iterator(again.begin()),
+                std::make_move_iterator(again.end()));
+    if (!m.layout.equal()) return;
+  }
+  if (!Check(m).ok()) return;
+  Accept(std::move(m));
+  std::vector<OutgoingReduce> more = Advance();
+  out->insert(out->end(), std::make_move_iterator(more.begin()),
+              std::make_move_iterator(more.end()));
 }
 
 absl::StatusOr<std::vector<OutgoingReduce>> ShardedReduce::Receive(ReduceMessage m) {
@@ -89,16 +169,21 @@ absl::StatusOr<std::vector<OutgoingReduce>> ShardedReduce::Receive(ReduceMessage
       !Contains(m.members, m.from) || !Contains(m.members, self_) || m.data == nullptr) {
     return absl::InvalidArgumentError("round members must be ascending and name both ends");
   }
+  absl::Status layout_ok = m.layout.Validate(static_cast<int>(m.members.size()));
+  if (!layout_ok.ok()) return layout_ok;
   if (m.members != members_) {
     if (later_.size() < kMaxLaterRounds || later_.count(m.members)) {
       later_[m.members].push_back(std::move(m));
     }
     return std::vector<OutgoingReduce>();
   }
-  absl::Status ok = Check(m);
-  if (!ok.ok()) return ok;
-  Accept(std::move(m));
-  return Advance();
+  std::vector<OutgoingReduce> out;
+  if (m.layout == layout_) {
+    absl::Status ok = Check(m);
+    if (!ok.ok()) return ok;
+  }
+  Take(std::move(m), &out);
+  return out;
 }
 
 absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
@@ -109,7 +194,8 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
                                                    own_.flat.size()));
   }
   if (m.shard < 0 || m.shard >= r) return absl::InvalidArgumentError("no such shard");
-  const auto [begin, end] = ShardRange(m.total, r, m.shard);
+  if (m.layout != layout_) return absl::InvalidArgumentError("a message of another shard layout");
+  const auto [begin, end] = layout_.Range(m.total, r, m.shard);
   if (static_cast<int64_t>(m.data->size()) != end - begin) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", m.shard, " has ", m.data->size(),
                                                    " elements, expected ", end - begin));
@@ -120,8 +206,9 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
     if (m.from != members_[m.shard]) {
       return absl::InvalidArgumentError("a reduced shard from a replica that does not own it");
     }
-    if (static_cast<int>(m.digests.size()) != r) {
-      return absl::InvalidArgumentError("a reduced shard without every member's digest");
+    if (static_cast<int>(m.digests.size()) != r || static_cast<int>(m.bandwidths.size()) != r) {
+      return absl::InvalidArgumentError(
+          "a reduced shard without every member's digest and bandwidth");
     }
   }
   return absl::OkStatus();
@@ -129,9 +216,10 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
 
 void ShardedReduce::Accept(ReduceMessage m) {
   if (m.phase == ReduceMessage::Phase::kScatter) {
-    scatter_[m.from] = Part{std::move(m.data), m.visits, m.digest, {}};
+    scatter_[m.from] = Part{std::move(m.data), m.visits, m.digest, {}, m.bandwidth, {}};
   } else {
-    gather_[m.shard] = Part{std::move(m.data), m.visits, 0, std::move(m.digests)};
+    gather_[m.shard] = Part{std::move(m.data), m.visits,          0,
+                            std::move(m.digests), 0,     std::move(m.bandwidths)};
   }
 }
 
@@ -146,11 +234,13 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     Part reduced;
     reduced.visits = it->second.visits;
     reduced.digests.push_back(it->second.digest);
+    reduced.bandwidths.push_back(it->second.bandwidth);
     for (++it; it != scatter_.end(); ++it) {
       const std::vector<float>& part = *it->second.data;
       for (size_t i = 0; i < sum->size(); ++i) (*sum)[i] += part[i];
       reduced.visits += it->second.visits;
       reduced.digests.push_back(it->second.digest);
+      reduced.bandwidths.push_back(it->second.bandwidth);
     }
     reduced.data = std::move(sum);
     gather_[index_] = std::move(reduced);
@@ -171,7 +261,8 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     for (int k = 0; k < r; ++k) {
       const Part& p = gather_.at(k);
       result.sum.insert(result.sum.end(), p.data->begin(), p.data->end());
-      if (p.visits != mine.visits || p.digests != mine.digests) {
+      if (p.visits != mine.visits || p.digests != mine.digests ||
+          p.bandwidths != mine.bandwidths) {
         result_ = absl::InternalError(
             absl::StrCat("reduced shards of one round disagree (shard ", k, ")"));
         return out;
@@ -180,7 +271,10 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     for (int k = 0; k < r; ++k) {
       result.digests.emplace_back(members_[k], mine.digests[k]);
       if (mine.digests[k] != mine.digests[0]) result.digests_agree = false;
+      result.bandwidths.emplace_back(members_[k], mine.bandwidths[k]);
     }
+    result.shard_weights = layout_.weights;
+    result.layout_fell_back = fell_back_;
     result_ = std::move(result);
   }
   return out;

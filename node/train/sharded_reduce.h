@@ -5,8 +5,8 @@
 // machine runs over gRPC (GrpcGroupComm) and in tests that pass messages by
 // hand.
 //
-//   ShardedReduce r(self, iteration, stage, std::move(own));
-//   Send(r.Start(live_replicas));              // ascending ids, self included
+//   ShardedReduce r(self, iteration, stage, std::move(own), my_uplink);
+//   Send(r.Start(live_replicas, layout));      // ascending ids, self included
 //   ... on a message from a peer:   Send(r.Receive(std::move(m)));
 //   ... when the view loses one:    Send(r.Start(fewer_replicas));
 //   if (r.done()) use(r.result());
@@ -22,6 +22,11 @@
 // parameter digest, to every member. A replica is done when it holds all R
 // reduced shards. Each replica sends 2 (R-1)/R n floats per round instead
 // of n for all-to-all.
+//
+// Shard sizes (Note [Shard layout]): the cut is a ShardLayout, one weight
+// per member; shard k gets weight_k / sum of the elements. Every message
+// carries its round's layout, and a round is only finished with messages
+// of one layout from every member.
 //
 // Failures: a round only completes with a part from every member, so every
 // shard of a completed round has the same contributors. When a member dies
@@ -47,6 +52,58 @@
 
 namespace skipswarm::node {
 
+// Note [Shard layout]
+// Why: a member's uplink carries (n - s_k) floats of reduce-scatter and
+// s_k of all-gather for its shard of s_k elements, so with equal
+// shards a member on a slow link finishes last by n/R / its uplink;
+// giving it a shard in proportion to its bandwidth makes the round end
+// sooner (node/train/sharded_reduce_test.cc, TimedRound*: 3 replicas at
+// 10/10/2 MB/s).
+// Agreement: every member must cut the gradient the same way. The inputs
+// are the members' own uplink figures (bytes/s, 0 = unknown), carried in
+// the round's reduce-scatter messages and handed back to every member in
+// the all-gather, so a finished round leaves every member with the same
+// figures (ReduceResult::bandwidths); the next round's layout is computed
+// from them (FromBandwidths: pure integer weights, no floating point in
+// the cut). Members whose views differ (one finished the previous round
+// with other members, a joiner without figures) would compute different
+// layouts: every message names its layout, a member that receives a
+// message of its round with another layout restarts the round with equal
+// shards (and drops messages of any unequal layout from then on), and a
+// member on equal shards ignores unequal messages, whose sender falls back
+// when it gets this member's equal ones. Every member sends to every
+// other one in the reduce-scatter, so a disagreement between any two is
+// seen by both and the round ends on equal shards; a round cannot finish
+// with mixed layouts because finishing takes a message of its layout from
+// every member (ReduceResult::layout_fell_back reports the fallback).
+// Bounds: unknown figures (any member's) give equal shards; a figure is
+// raised to at least 1/kMaxShardSpread of the largest, so no member's
+// shard is more than kMaxShardSpread times another's (a wrong or
+// exaggerated figure costs at most that much) and no member with a
+// bandwidth gets an empty shard unless the gradient has fewer elements
+// than the weights need (a few elements per member).
+inline constexpr uint32_t kMaxShardSpread = 8;
+inline constexpr uint32_t kShardWeightScale = 1024;  // weight of the fastest member
+
+struct ShardLayout {
+  // One weight per member (member order), each in [1, 2^16]; empty: equal
+  // shards.
+  std::vector<uint32_t> weights;
+
+  // From each member's uplink figure in member order (bytes/s; 0 or any
+  // member unknown: equal shards). Equal figures give the equal layout.
+  static ShardLayout FromBandwidths(const std::vector<uint64_t>& bytes_per_second);
+  bool equal() const { return weights.empty(); }
+  // [begin, end) of shard `shard` of `total` elements cut for `members`
+  // members. REQUIRES: weights empty or of size `members`.
+  std::pair<int64_t, int64_t> Range(int64_t total, int members, int shard) const;
+  // OK when usable for a round of `members`; INVALID_ARGUMENT otherwise
+  // (a peer's layout).
+  absl::Status Validate(int members) const;
+  bool operator==(const ShardLayout& o) const { return weights == o.weights; }
+  bool operator!=(const ShardLayout& o) const { return weights != o.weights; }
+};
+
 struct ReduceMessage {
   enum class Phase { kScatter = 1, kGather = 2 };
   Phase phase = Phase::kScatter;
@@ -60,6 +117,9 @@ struct ReduceMessage {
   int64_t visits = 0;    // scatter: the sender's; gather: the round's total
   uint64_t digest = 0;   // scatter: the sender's parameter digest
   std::vector<uint64_t> digests;  // gather: every member's, in member order
+  ShardLayout layout;             // the round's cut (Note [Shard layout])
+  uint64_t bandwidth = 0;         // scatter: the sender's uplink figure, bytes/s
+  std::vector<uint64_t> bandwidths;  // gather: every member's, in member order
 };
 
 struct OutgoingReduce {
@@ -69,14 +129,20 @@ struct OutgoingReduce {
 
 class ShardedReduce {
  public:
-  ShardedReduce(common::NodeId self, uint64_t iteration, int stage, GradientContribution own);
+  // `bandwidth`: this member's uplink figure (bytes/s, 0 = unknown), passed
+  // on to every member for the next round's layout.
+  ShardedReduce(common::NodeId self, uint64_t iteration, int stage, GradientContribution own,
+                uint64_t bandwidth = 0);
 
-  // [begin, end) of shard `shard` when `total` elements are cut for
+  // [begin, end) of shard `shard` when `total` elements are cut equally for
   // `members` members.
   static std::pair<int64_t, int64_t> ShardRange(int64_t total, int members, int shard);
 
-  // (Re)starts the round over `members` (ascending, must contain self).
-  std::vector<OutgoingReduce> Start(std::vector<common::NodeId> members);
+  // (Re)starts the round over `members` (ascending, must contain self), cut
+  // by `layout` (one weight per member after self is added; a layout of
+  // another size is replaced by equal shards).
+  std::vector<OutgoingReduce> Start(std::vector<common::NodeId> members,
+                                    ShardLayout layout = {});
   // A peer's message. INVALID_ARGUMENT for one that cannot belong to this
   // reduce (wrong sizes, shard, sender); nothing changes then.
   absl::StatusOr<std::vector<OutgoingReduce>> Receive(ReduceMessage m);
@@ -86,6 +152,7 @@ class ShardedReduce {
   // REQUIRES: done(). Fails if the members' gradients differ in size.
   const absl::StatusOr<ReduceResult>& result() const { return result_; }
   const std::vector<common::NodeId>& members() const { return members_; }
+  const ShardLayout& layout() const { return layout_; }
   // Members whose message the current round still waits for.
   std::vector<common::NodeId> Missing() const;
   // A round of fewer members (this one included) that peers have started
@@ -99,8 +166,13 @@ class ShardedReduce {
     int64_t visits = 0;
     uint64_t digest = 0;
     std::vector<uint64_t> digests;
+    uint64_t bandwidth = 0;
+    std::vector<uint64_t> bandwidths;
   };
   absl::Status Check(const ReduceMessage& m) const;
+  // A checked message of the current members: layout agreement (Note
+  // [Shard layout]), then Accept + Advance.
+  void Take(ReduceMessage m, std::vector<OutgoingReduce>* out);
   void Accept(ReduceMessage m);
   std::vector<OutgoingReduce> Advance();
   ReduceMessage Message(ReduceMessage::Phase phase, int shard) const;
@@ -109,7 +181,10 @@ class ShardedReduce {
   const uint64_t iteration_;
   const int stage_;
   const GradientContribution own_;
+  const uint64_t bandwidth_;
   std::vector<common::NodeId> members_;
+  ShardLayout layout_;
+  bool fell_back_ = false;  // this round left a disagreeing layout
   int index_ = -1;  // this replica's shard
   std::map<common::NodeId, Part> scatter_;  // parts of my shard, by sender
   std::map<int, Part> gather_;              // reduced shards, by shard

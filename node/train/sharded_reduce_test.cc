@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -19,7 +20,8 @@ using common::NodeId;
 // random order; a killed replica's queued and later messages vanish.
 class Group {
  public:
-  Group(int replicas, int64_t n, uint64_t seed = 1) : rng_(seed) {
+  Group(int replicas, int64_t n, uint64_t seed = 1, std::vector<uint64_t> bandwidths = {})
+      : rng_(seed) {
     for (int r = 0; r < replicas; ++r) ids_.push_back(NodeId::ForName(absl::StrCat("r", r)));
     std::sort(ids_.begin(), ids_.end());
     for (int r = 0; r < replicas; ++r) {
@@ -29,19 +31,20 @@ class Group {
       c.params_digest = 42;
       for (int64_t i = 0; i < n; ++i) c.flat.push_back(0.1f * (i % 13) + 0.37f * r + 1e-3f * i);
       own_.push_back(c);
-      reduces_.push_back(std::make_unique<ShardedReduce>(ids_[r], 5, 2, c));
+      const uint64_t bandwidth = r < static_cast<int>(bandwidths.size()) ? bandwidths[r] : 0;
+      reduces_.push_back(std::make_unique<ShardedReduce>(ids_[r], 5, 2, c, bandwidth));
     }
   }
 
-  void StartAll(const std::vector<int>& who) {
+  void StartAll(const std::vector<int>& who, const ShardLayout& layout = {}) {
     std::vector<NodeId> members;
     for (int r : who) members.push_back(ids_[r]);
-    for (int r : who) Send(reduces_[r]->Start(members));
+    for (int r : who) Send(reduces_[r]->Start(members, layout));
   }
-  void Start(int r, const std::vector<int>& who) {
+  void Start(int r, const std::vector<int>& who, const ShardLayout& layout = {}) {
     std::vector<NodeId> members;
     for (int x : who) members.push_back(ids_[x]);
-    Send(reduces_[r]->Start(members));
+    Send(reduces_[r]->Start(members, layout));
   }
   // Delivers up to `count` queued messages (all: -1).
   void Deliver(int count = -1) {
@@ -269,6 +272,258 @@ TEST(ShardedReduceTest, RefusesMessagesThatCannotBelong) {
   EXPECT_TRUE(absl::IsInvalidArgument(a.Receive(m).status()));
   m.members = ids;
   EXPECT_TRUE(a.Receive(m).ok());
+}
+
+
+TEST(ShardLayoutTest, WeightsAreProportionalToBandwidths) {
+  // 10 / 10 / 2 MB/s: 1024 / 1024 / 205 (2/10 of the fastest, rounded).
+  const ShardLayout l = ShardLayout::FromBandwidths({10'000'000, 10'000'000, 2'000'000});
+  EXPECT_EQ(l.weights, (std::vector<uint32_t>{1024, 1024, 205}));
+  const int64_t n = 2253;  // the weights' sum: every shard exactly its weight
+  EXPECT_EQ(l.Range(n, 3, 0), (std::pair<int64_t, int64_t>{0, 1024}));
+  EXPECT_EQ(l.Range(n, 3, 1), (std::pair<int64_t, int64_t>{1024, 2048}));
+  EXPECT_EQ(l.Range(n, 3, 2), (std::pair<int64_t, int64_t>{2048, 2253}));
+  // Shares of a large gradient within one element of the exact ratio.
+  const int64_t big = 4'000'000;
+  const auto [b2, e2] = l.Range(big, 3, 2);
+  EXPECT_NEAR(static_cast<double>(e2 - b2) / big, 205.0 / 2253, 1e-6);
+  EXPECT_EQ(e2, big);
+}
+
+TEST(ShardLayoutTest, UnknownOrEqualBandwidthsGiveEqualShards) {
+  EXPECT_TRUE(ShardLayout::FromBandwidths({}).equal());
+  EXPECT_TRUE(ShardLayout::FromBandwidths({5'000'000}).equal());
+  EXPECT_TRUE(ShardLayout::FromBandwidths({5'000'000, 0, 7'000'000}).equal());
+  EXPECT_TRUE(ShardLayout::FromBandwidths({3'000'000, 3'000'000, 3'000'000}).equal());
+}
+
+TEST(ShardLayoutTest, ClampsTheSpreadSoNobodyGetsAnEmptyShard) {
+  // 1000x slower: raised to 1/8 of the fastest.
+  const ShardLayout l = ShardLayout::FromBandwidths({1'000'000'000, 1'000'000, 1});
+  EXPECT_EQ(l.weights, (std::vector<uint32_t>{1024, 128, 128}));
+  for (int64_t n : {int64_t{10}, int64_t{1000}, int64_t{1} << 28}) {
+    int64_t next = 0;
+    for (int k = 0; k < 3; ++k) {
+      const auto [b, e] = l.Range(n, 3, k);
+      EXPECT_EQ(b, next);
+      EXPECT_GT(e, b) << "n=" << n << " shard " << k;
+      next = e;
+    }
+    EXPECT_EQ(next, n);
+  }
+  // Huge figures do not overflow.
+  const ShardLayout h = ShardLayout::FromBandwidths({~uint64_t{0}, ~uint64_t{0} / 2});
+  EXPECT_EQ(h.weights, (std::vector<uint32_t>{1024, 512}));
+}
+
+TEST(ShardLayoutTest, RefusesMalformedLayouts) {
+  EXPECT_TRUE(ShardLayout{}.Validate(3).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ShardLayout{{1, 2}}.Validate(3)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ShardLayout{{1, 0, 2}}.Validate(3)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ShardLayout{{1, 2, 1u << 20}}.Validate(3)));
+}
+
+TEST(ShardedReduceTest, SizedShardsGiveTheSameBytesAsEqualShards) {
+  const std::vector<uint64_t> bw = {10'000'000, 2'000'000, 10'000'000, 7'000'000};
+  for (int replicas : {2, 3, 4}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      std::vector<uint64_t> mine(bw.begin(), bw.begin() + replicas);
+      Group g(replicas, 1001, seed, mine);
+      std::vector<int> all;
+      std::vector<uint64_t> by_member;
+      for (int r = 0; r < replicas; ++r) all.push_back(r);
+      // The layout from the members' figures in member (id) order.
+      for (int r = 0; r < replicas; ++r) by_member.push_back(mine[r]);
+      const ShardLayout layout = ShardLayout::FromBandwidths(by_member);
+      ASSERT_FALSE(layout.equal());
+      g.StartAll(all, layout);
+      g.Deliver();
+      for (int r = 0; r < replicas; ++r) {
+        ASSERT_TRUE(g.at(r).done()) << replicas << " replicas, replica " << r;
+        const absl::StatusOr<ReduceResult>& res = g.at(r).result();
+        ASSERT_TRUE(res.ok()) << res.status();
+        EXPECT_EQ(res->sum, g.Expected(all));  // bitwise, as with equal shards
+        EXPECT_EQ(res->shard_weights, layout.weights);
+        EXPECT_FALSE(res->layout_fell_back);
+        // Every member gets every member's figure back, for the next layout.
+        ASSERT_EQ(res->bandwidths.size(), static_cast<size_t>(replicas));
+        for (int k = 0; k < replicas; ++k) {
+          EXPECT_EQ(res->bandwidths[k], std::make_pair(g.id(k), mine[k]));
+        }
+      }
+    }
+  }
+}
+
+// Replicas that computed different layouts (different views) notice it
+// from each other's messages and all finish on equal shards.
+TEST(ShardedReduceTest, DisagreeingLayoutsFallBackToEqualShards) {
+  const ShardLayout a = ShardLayout::FromBandwidths({10, 10, 2, 5});
+  const ShardLayout b = ShardLayout::FromBandwidths({10, 9, 2, 5});
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Group g(4, 777, seed);
+    // 0, 1 and 2 agree on `a`, 3 has `b` (or no figures: equal shards).
+    const ShardLayout odd = seed % 2 ? b : ShardLayout();
+    g.Start(0, {0, 1, 2, 3}, a);
+    g.Start(1, {0, 1, 2, 3}, a);
+    g.Deliver(4);
+    g.Start(2, {0, 1, 2, 3}, a);
+    g.Start(3, {0, 1, 2, 3}, odd);
+    g.Deliver();
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_TRUE(g.at(r).done()) << "seed " << seed << " replica " << r;
+      const absl::StatusOr<ReduceResult>& res = g.at(r).result();
+      ASSERT_TRUE(res.ok()) << res.status();
+      EXPECT_EQ(res->sum, g.Expected({0, 1, 2, 3}));
+      EXPECT_TRUE(res->shard_weights.empty());
+      // Replica 3 with equal shards never left them; the others did.
+      if (r < 3 || !odd.equal()) EXPECT_TRUE(res->layout_fell_back) << r;
+    }
+  }
+}
+
+// A member dies mid-way through a round on sized shards; the survivors
+// redo it on the layout of their own figures.
+TEST(ShardedReduceTest, SurvivorsOfSizedShardsFinishWithoutTheDead) {
+  const std::vector<uint64_t> bw = {10'000'000, 10'000'000, 2'000'000, 4'000'000};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Group g(4, 999, seed, bw);
+    g.StartAll({0, 1, 2, 3}, ShardLayout::FromBandwidths(bw));
+    g.Deliver(5);
+    g.Kill(1);
+    const ShardLayout survivors = ShardLayout::FromBandwidths({bw[0], bw[2], bw[3]});
+    g.Start(3, {0, 2, 3}, survivors);
+    g.Deliver(3);
+    g.Start(0, {0, 2, 3}, survivors);
+    g.Deliver(2);
+    g.Start(2, {0, 2, 3}, survivors);
+    g.Deliver();
+    for (int r : {0, 2, 3}) {
+      ASSERT_TRUE(g.at(r).done()) << "seed " << seed << " replica " << r;
+      ASSERT_TRUE(g.at(r).result().ok());
+      EXPECT_EQ(g.at(r).result()->sum, g.Expected({0, 2, 3}));
+      EXPECT_EQ(g.at(r).result()->contributors, 3);
+      EXPECT_EQ(g.at(r).result()->shard_weights, survivors.weights);
+    }
+  }
+}
+
+TEST(ShardedReduceTest, RefusesAMalformedLayout) {
+  std::vector<NodeId> ids = {NodeId::ForName("a"), NodeId::ForName("b")};
+  std::sort(ids.begin(), ids.end());
+  ShardedReduce a(ids[0], 0, 1, {ids[0], {1, 2, 3, 4}, 1, 7});
+  a.Start(ids);
+  ReduceMessage m;
+  m.stage = 1;
+  m.from = ids[1];
+  m.members = ids;
+  m.shard = 0;
+  m.total = 4;
+  m.data = std::make_shared<const std::vector<float>>(std::vector<float>{1, 2});
+  m.layout.weights = {1, 2, 3};  // three weights for two members
+  EXPECT_TRUE(absl::IsInvalidArgument(a.Receive(m).status()));
+  m.layout.weights = {0, 2};
+  EXPECT_TRUE(absl::IsInvalidArgument(a.Receive(m).status()));
+}
+
+// Simulated clock: each replica's uplink sends its messages one after the
+// other at its bandwidth (downlinks and latency free); a message arrives
+// when its last byte is sent. The round's time is when the last replica is
+// done. Same state machine as over gRPC, deterministic.
+class TimedRound {
+ public:
+  TimedRound(std::vector<double> uplink_bytes_per_second, int64_t n)
+      : uplink_(std::move(uplink_bytes_per_second)) {
+    const int r = static_cast<int>(uplink_.size());
+    for (int k = 0; k < r; ++k) ids_.push_back(NodeId::ForName(absl::StrCat("t", k)));
+    std::sort(ids_.begin(), ids_.end());
+    for (int k = 0; k < r; ++k) {
+      GradientContribution c;
+      c.from = ids_[k];
+      c.visits = 1;
+      for (int64_t i = 0; i < n; ++i) c.flat.push_back(0.5f * k + 1e-4f * (i % 1000));
+      own_.push_back(std::move(c));
+    }
+    free_at_.assign(r, 0);
+    done_at_.assign(r, -1);
+  }
+  // Runs iteration `it` cut by `layout`; the round's seconds.
+  double Run(uint64_t it, const ShardLayout& layout) {
+    const int r = static_cast<int>(ids_.size());
+    std::fill(free_at_.begin(), free_at_.end(), start_);
+    std::fill(done_at_.begin(), done_at_.end(), -1);
+    reduces_.clear();
+    for (int k = 0; k < r; ++k) {
+      reduces_.push_back(std::make_unique<ShardedReduce>(
+          ids_[k], it, 1, own_[k], static_cast<uint64_t>(uplink_[k])));
+    }
+    for (int k = 0; k < r; ++k) Send(k, start_, reduces_[k]->Start(ids_, layout));
+    while (!events_.empty()) {
+      auto e = events_.begin();
+      const double at = e->first.first;
+      OutgoingReduce o = std::move(e->second);
+      events_.erase(e);
+      const int to = Index(o.to);
+      auto out = reduces_[to]->Receive(std::move(o.message));
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) break;
+      Send(to, at, *std::move(out));
+      if (reduces_[to]->done() && done_at_[to] < 0) done_at_[to] = at;
+    }
+    double end = start_;
+    for (int k = 0; k < r; ++k) {
+      EXPECT_TRUE(reduces_[k]->done() && reduces_[k]->result().ok()) << k;
+      end = std::max(end, done_at_[k]);
+    }
+    const double seconds = end - start_;
+    start_ = end;
+    return seconds;
+  }
+  const ReduceResult& result(int k) const { return *reduces_[k]->result(); }
+
+ private:
+  int Index(const NodeId& id) const {
+    return static_cast<int>(std::find(ids_.begin(), ids_.end(), id) - ids_.begin());
+  }
+  void Send(int from, double now, std::vector<OutgoingReduce> out) {
+    for (OutgoingReduce& o : out) {
+      const double bytes = 4.0 * static_cast<double>(o.message.data->size());
+      free_at_[from] = std::max(free_at_[from], now) + bytes / uplink_[from];
+      events_.emplace(std::make_pair(free_at_[from], seq_++), std::move(o));
+    }
+  }
+  std::vector<double> uplink_;
+  std::vector<NodeId> ids_;
+  std::vector<GradientContribution> own_;
+  std::vector<std::unique_ptr<ShardedReduce>> reduces_;
+  std::vector<double> free_at_, done_at_;
+  std::map<std::pair<double, uint64_t>, OutgoingReduce> events_;
+  uint64_t seq_ = 0;
+  double start_ = 0;
+};
+
+// Issue 5: 3 replicas with 10 / 10 / 2 MB/s uplinks, 16 MB of gradient.
+// The first round has no figures (equal shards) and hands every replica
+// the figures; the second is cut by them.
+TEST(ShardedReduceTest, TimedRoundIsShorterWithSizedShardsOnAHeterogeneousGroup) {
+  const int64_t n = 4'000'000;  // 16 MB of float32
+  TimedRound group({10e6, 10e6, 2e6}, n);
+  const double equal = group.Run(0, ShardLayout());
+  // The next layout from what the round handed back (the same on all).
+  std::vector<uint64_t> figures;
+  for (const auto& [id, b] : group.result(0).bandwidths) figures.push_back(b);
+  for (int k = 1; k < 3; ++k) EXPECT_EQ(group.result(k).bandwidths, group.result(0).bandwidths);
+  const ShardLayout sized = ShardLayout::FromBandwidths(figures);
+  ASSERT_FALSE(sized.equal());
+  const double with_sizes = group.Run(1, sized);
+  EXPECT_EQ(group.result(0).sum, group.result(2).sum);
+  // Equal: the slow uplink carries 2/3 n of scatter + 2/3 n of gather =
+  // 10.67 MB at 2 MB/s; sized (205/2253 of n): 14.55 + 2.91 MB -> 8.73 s.
+  EXPECT_NEAR(equal, 16e6 * 4 / 3 / 2e6, 0.01);
+  EXPECT_NEAR(with_sizes, (16e6 * (1 + 205.0 / 2253)) / 2e6, 0.01);
+  EXPECT_LT(with_sizes, 0.85 * equal);
+  std::cout << "FIGURE timed_round_equal_s=" << equal << "\nFIGURE timed_round_sized_s="
+            << with_sizes << "\nFIGURE timed_round_speedup=" << equal / with_sizes << "\n";
 }
 
 }  // namespace
