@@ -7,6 +7,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
@@ -17,8 +18,13 @@
 
 ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
 ABSL_FLAG(std::string, swarm, "",
-          "Every node of the swarm, comma-separated NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR "
-          "entries (STAGES like 0 or 1+2); the same list on every node.");
+          "Every node of the swarm, comma-separated NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR[/NODE_ID] "
+          "entries (STAGES like 0 or 1+2; NODE_ID: the node's id from `skipswarm keygen`, "
+          "required with --node_key_file); the same list on every node. Needs --node_key_file "
+          "(mutual TLS) or --insecure.");
+// Shared with the gossip node (defined in gossip_command.cc).
+ABSL_DECLARE_FLAG(std::string, node_key_file);
+ABSL_DECLARE_FLAG(bool, insecure);
 ABSL_FLAG(std::string, listen, "", "Pipeline listen address (default: this node's entry).");
 ABSL_FLAG(std::string, group_listen, "",
           "Replica-averaging (StageService) listen address (default: this node's entry).");
@@ -91,6 +97,8 @@ absl::Status Run() {
   o.wan.timed_payload_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));
   o.wan.routes_file = absl::GetFlag(FLAGS_node_routes);
+  o.key_file = absl::GetFlag(FLAGS_node_key_file);
+  o.insecure = absl::GetFlag(FLAGS_insecure);
   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -103,8 +111,8 @@ common::cli::Command NodeCommand() {
   return {"node", "Run one swarm daemon (hosts stages, trains with its peers)",
           "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
-          "skipswarm node --config=FILE   (or --name=N --swarm=... and model flags) "
-          "[--max_upload_mbps=X --max_download_mbps=Y]",
+          "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
+          "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
           {"node/daemon/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, kShapingFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();

@@ -24,6 +24,7 @@
 #include "node/daemon/route_recorder.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/routes_file_planner.h"
+#include "node/daemon/swarm_spec_tls.h"
 #include "node/stage/stage_server.h"
 #include "node/train/data_node_driver.h"
 #include "node/train/grpc_group.h"
@@ -51,6 +52,7 @@ struct NodeDaemon::Parts {
   std::map<int, std::unique_ptr<StageCompute>> computes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
+  StaticSwarmTls tls;  // the identity outlives the transport and group
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
@@ -208,11 +210,22 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   to.self = p->self;
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
   to.swarm_id = options.swarm_id;
-  // A static --swarm list names nodes (NodeId::ForName), it has no keys to
-  // authenticate: plain text. Mutual TLS needs gossip membership (GossipDaemon).
-  to.credentials = membership::PeerCredentials::Insecure();
+  // Note [Static swarm security]: TLS pinned to the list's node ids, or
+  // plain text behind --insecure.
+  SS_ASSIGN_OR_RETURN(p->tls, StaticSwarmTls::Create({options.key_file, options.insecure},
+                                                     options.swarm, options.name,
+                                                     p->clock->Now()));
+  LOG(INFO) << options.name << ": "
+            << (p->tls.credentials->insecure() ? "plain text (--insecure)"
+                                               : "mutual TLS, peers pinned to their --swarm ids");
+  to.credentials = p->tls.credentials;
   SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
   SS_RETURN_IF_ERROR(p->WrapWithShaping());
+  {
+    std::vector<PeerId> ids;
+    for (const PeerInfo& m : members) ids.push_back(m.id);
+    p->transport = std::make_unique<ListedPeersOnlyTransport>(std::move(p->transport), ids);
+  }
   for (const PeerInfo& m : members) {
     if (m.id != p->self) p->transport->SetPeerAddress(m.id, m.address);
   }
@@ -221,6 +234,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.listen_address = options.group_listen.empty() ? me->info.group_address : options.group_listen;
   go.swarm_id = options.swarm_id;
   go.credentials = to.credentials;
+  go.members_only = true;  // the list is the whole swarm
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
   std::map<int, StageCompute*> stages;

@@ -9,6 +9,8 @@
 //   std::atomic<bool> stop{false};                  // set by SIGINT/SIGTERM
 //   return daemon->Run(&stop);
 //
+// Security: mutual TLS from key_file with every peer pinned to its --swarm
+// entry's node id, or plain text behind `insecure` (swarm_spec_tls.h).
 // Startup: every member's StageService must answer within startup_timeout
 // (launch order does not matter). Resume: a node with checkpoints in
 // checkpoint_dir continues at their step; all nodes must resume at the
@@ -45,6 +47,11 @@ struct NodeDaemonOptions {
   int64_t iterations = 100;        // total (also the LR schedule length)
   int64_t checkpoint_every = 0;    // 0: only at the end
   std::string swarm_id;
+  // Note [Static swarm security] (swarm_spec_tls.h): mutual TLS from this
+  // key (every --swarm entry pinned to its node id), or plain text only
+  // with `insecure`. Exactly one of the two.
+  std::string key_file;
+  bool insecure = false;
   // "inorder" (full in-order routes, replicas round-robin) or a scheduler
   // planner: "skippipe", "pipeline", "noskip", "random".
   std::string planner = "inorder";

@@ -15,12 +15,13 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
   std::vector<SwarmMember> out;
   std::set<std::string> names;
   std::set<int> hosted;
+  std::set<common::NodeId> ids;
   for (absl::string_view entry : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     entry = absl::StripAsciiWhitespace(entry);
     std::vector<std::string> f = absl::StrSplit(entry, '/');
-    if (f.size() != 4 || f[0].empty()) {
+    if ((f.size() != 4 && f.size() != 5) || f[0].empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "swarm entry '", entry, "' must be NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR"));
+          "swarm entry '", entry, "' must be NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR[/NODE_ID]"));
     }
     if (!names.insert(f[0]).second) {
       return absl::InvalidArgumentError(absl::StrCat("swarm entry '", entry, "': duplicate name"));
@@ -28,6 +29,20 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
     SwarmMember m;
     m.name = f[0];
     m.info.id = common::NodeId::ForName(f[0]);
+    if (f.size() == 5) {
+      absl::StatusOr<common::NodeId> id = common::NodeId::FromHex(f[4]);
+      if (f[4].size() != 64 || !id.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "swarm entry '", entry, "': node id '", f[4],
+            "' must be 64 hex digits (the id `skipswarm keygen` prints for the node's key)"));
+      }
+      m.info.id = *id;
+      m.pinned = true;
+    }
+    if (!ids.insert(m.info.id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("swarm entry '", entry, "': node id already used by another entry"));
+    }
     m.info.memory_slots = memory_slots;
     m.info.address = f[2];
     m.info.group_address = f[3];
@@ -53,8 +68,10 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
 }
 
 std::string FormatSwarmEntry(const std::string& name, const std::vector<int>& stages,
-                             const std::string& address, const std::string& group_address) {
-  return absl::StrCat(name, "/", absl::StrJoin(stages, "+"), "/", address, "/", group_address);
+                             const std::string& address, const std::string& group_address,
+                             const std::string& node_id_hex) {
+  return absl::StrCat(name, "/", absl::StrJoin(stages, "+"), "/", address, "/", group_address,
+                      node_id_hex.empty() ? "" : "/", node_id_hex);
 }
 
 }  // namespace skipswarm::node

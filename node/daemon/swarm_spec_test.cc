@@ -27,5 +27,39 @@ TEST(SwarmSpecTest, ErrorsNameTheEntry) {
   EXPECT_FALSE(ParseSwarmSpec("r/1/a:1/a:2", 2, 4).ok());
 }
 
+TEST(SwarmSpecTest, AnEntryMayPinItsNodeId) {
+  const std::string hex(64, 'a');
+  auto s = ParseSwarmSpec("d0/0/h:1/h:2/" + hex + ",r1/1/h:3/h:4", 2, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)[0].pinned);
+  EXPECT_EQ((*s)[0].info.id, common::NodeId::FromHex(hex).value());
+  EXPECT_FALSE((*s)[1].pinned);
+  EXPECT_EQ((*s)[1].info.id, common::NodeId::ForName("r1"));
+  EXPECT_EQ(FormatSwarmEntry("d0", {0}, "h:1", "h:2", hex), "d0/0/h:1/h:2/" + hex);
+  // Upper case is the same id.
+  auto upper = ParseSwarmSpec("d0/0/h:1/h:2/" + std::string(64, 'A') + ",r1/1/h:3/h:4", 2, 4);
+  ASSERT_TRUE(upper.ok());
+  EXPECT_EQ((*upper)[0].info.id, (*s)[0].info.id);
+}
+
+TEST(SwarmSpecTest, MalformedNodeIdsAreRefusedByName) {
+  for (const std::string& id :
+       {std::string(63, 'a'), std::string(65, 'a'), std::string(63, 'a') + "g", std::string(""),
+        std::string("d0")}) {
+    const std::string entry = "d0/0/h:1/h:2/" + id;
+    auto bad = ParseSwarmSpec(entry + ",r1/1/h:3/h:4", 2, 4);
+    ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << id;
+    EXPECT_NE(bad.status().message().find("'" + entry + "'"), std::string::npos) << bad.status();
+    EXPECT_NE(bad.status().message().find("64 hex digits"), std::string::npos) << bad.status();
+  }
+  // Six fields, and one key's id on two entries.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParseSwarmSpec("d0/0/h:1/h:2/" + std::string(64, 'a') + "/x,r1/1/h:3/h:4", 2, 4).status()));
+  auto twice = ParseSwarmSpec(
+      "d0/0/h:1/h:2/" + std::string(64, 'b') + ",r1/1/h:3/h:4/" + std::string(64, 'B'), 2, 4);
+  EXPECT_TRUE(absl::IsInvalidArgument(twice.status()));
+  EXPECT_NE(twice.status().message().find("already used"), std::string::npos) << twice.status();
+}
+
 }  // namespace
 }  // namespace skipswarm::node

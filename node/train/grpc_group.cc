@@ -121,6 +121,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         total = chunk.tensor().shape(0);
         ok = Header(chunk, &m);
         if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
+        if (ok.ok()) ok = CheckMember(m.from);
         data.reserve(total);
       } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
                              chunk.chunk_count() != count || chunk.phase() != phase ||
@@ -202,6 +203,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(request->from());
       ok = from.ok() ? creds().CheckPeer(context->auth_context(), *from)
                      : absl::UnauthenticatedError("state request without a sender id");
+      if (ok.ok()) ok = CheckMember(*from);
       if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
     }
     StateProvider provider;
@@ -329,6 +331,16 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       return absl::InvalidArgumentError("chunk offset or size out of range");
     }
     return absl::OkStatus();
+  }
+
+  // GrpcGroupOptions::members_only.
+  absl::Status CheckMember(const common::NodeId& from) const {
+    if (!options_.members_only) return absl::OkStatus();
+    for (const PeerInfo& p : view_->Members()) {
+      if (p.id == from) return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat("node ", from.ShortString(), " is not a member of this swarm"));
   }
 
   // --- bookkeeping ---
@@ -756,8 +768,23 @@ absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout) {
     request.set_protocol_version(proto::kProtocolVersion);
     proto::HealthResponse response;
     grpc::Status s = stub->Health(&context, request, &response);
-    if (!s.ok() || response.node_id() != p.id.Bytes()) {
-      missing.push_back(absl::StrCat(p.id.ShortString(), "@", p.group_address));
+    if (!s.ok()) {
+      // wait_for_ready hides why the channel never became ready (a refused
+      // TLS handshake: the wrong node's certificate, or no TLS there); one
+      // immediate call says it.
+      grpc::ClientContext again;
+      again.set_deadline(common::SystemDeadlineAfter(absl::Seconds(1)));
+      grpc::Status why = stub->Health(&again, request, &response);
+      if (!why.ok()) s = why;
+    }
+    if (!s.ok()) {
+      missing.push_back(
+          absl::StrCat(p.id.ShortString(), "@", p.group_address, " (", s.error_message(), ")"));
+    } else if (response.node_id() != p.id.Bytes()) {
+      absl::StatusOr<common::NodeId> other = common::NodeId::FromBytes(response.node_id());
+      missing.push_back(absl::StrCat(p.id.ShortString(), "@", p.group_address,
+                                     " (answered as node ",
+                                     other.ok() ? other->ShortString() : "?", ")"));
     }
   }
   if (!missing.empty()) {

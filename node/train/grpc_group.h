@@ -94,6 +94,10 @@ struct GrpcGroupOptions {
   // answer on a loaded machine is not a death (StaticSwarmView verdicts are
   // final; a false one cost a live data node its MBs every iteration).
   int probe_failures = 3;
+  // Refuse pushes and state requests from senders the view does not list
+  // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS
+  // the sender is its certificate's key; plain text only trusts its word.
+  bool members_only = false;
   // This member's uplink figure in bytes/s (0 = unknown) for the shard
   // layout, read at each AllReduce; unset: measured from this member's own
   // gradient pushes (Note [Uplink figure]).
