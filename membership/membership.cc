@@ -470,12 +470,12 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
                            /*first_hand=*/false, &changes);
       }
     }
-    for (const auto& [id, m] : members_) {
-      if (m.state == proto::MEMBER_STATE_DEAD) continue;  // see HandlePushPull
+    for (const auto& [id, m] : MembersForPushPullLocked(sender)) {
+      if (m->state == proto::MEMBER_STATE_DEAD) continue;  // see HandlePushPull
       auto it = theirs.find(id);
-      if ((it == theirs.end() || it->second < m.incarnation()) &&
+      if ((it == theirs.end() || it->second < m->incarnation()) &&
           push_back.gossip().records_size() < options_.max_push_pull_records) {
-        *push_back.mutable_gossip()->add_records() = m.signed_record;
+        *push_back.mutable_gossip()->add_records() = m->signed_record;
       }
     }
     if (back_to.id.IsZero()) back_to.id = sender;

@@ -424,15 +424,15 @@ void Membership::HandlePushPull(const PeerInfo& from,
     }
     resp.set_protocol_version(proto::kProtocolVersion);
     resp.set_from(impl_->self_.Bytes());
-    for (const auto& [id, m] : impl_->members_) {
+    for (const auto& [id, m] : impl_->MembersForPushPullLocked(sender)) {
       // A dead member's record says "alive" (it is the owner's); sending it
       // would make a joiner list the member as live until its own timer
       // runs out. LEFT records carry their state and do travel.
-      if (m.state == proto::MEMBER_STATE_DEAD) continue;
+      if (m->state == proto::MEMBER_STATE_DEAD) continue;
       auto it = theirs.find(id);
-      if ((it == theirs.end() || it->second.first < m.incarnation()) &&
+      if ((it == theirs.end() || it->second.first < m->incarnation()) &&
           resp.gossip().records_size() < impl_->options_.max_push_pull_records) {
-        *resp.mutable_gossip()->add_records() = m.signed_record;
+        *resp.mutable_gossip()->add_records() = m->signed_record;
       }
     }
     for (proto::RecordDigest& d : impl_->DigestsLocked()) {

@@ -173,6 +173,13 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<common::NodeId> LiveOthersLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every member, in id order from the first id >= `peer` on, cyclically
+  // (hash order is not deterministic across runs; starting at the peer, a
+  // message that holds only the first max_push_pull_records does not always
+  // favour the same ids).
+  std::vector<std::pair<common::NodeId, const Member*>> MembersForPushPullLocked(
+      const common::NodeId& peer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PeerRef RefLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   View ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

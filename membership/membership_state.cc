@@ -311,6 +311,7 @@ void Membership::Impl::FillGossipLocked(proto::Gossip* out) {
   broadcasts_.Fill(std::max(limit, 1), options_.max_records_per_message,
                    options_.max_updates_per_message, out);
   // Our own measurements, a window at a time (they can outnumber the limit).
+  if (options_.max_links_per_message <= 0) return;  // (none wanted: skip the copy)
   std::vector<proto::LinkSample> samples = link_stats_.Samples(self_);
   const size_t n = samples.size();
   const size_t take = std::min(n, static_cast<size_t>(options_.max_links_per_message));
@@ -337,15 +338,34 @@ void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
 }
 
 std::vector<proto::RecordDigest> Membership::Impl::DigestsLocked() const {
+  std::vector<std::pair<common::NodeId, const Member*>> sorted;
+  sorted.reserve(members_.size());
+  for (const auto& [id, m] : members_) sorted.push_back({id, &m});
+  // Id order: hash order is not deterministic across runs.
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<proto::RecordDigest> out;
-  out.reserve(members_.size());
-  for (const auto& [id, m] : members_) {
+  out.reserve(sorted.size());
+  for (const auto& [id, m] : sorted) {
     proto::RecordDigest d;
     d.set_node_id(id.Bytes());
-    d.set_incarnation(m.incarnation());
-    d.set_state(m.state);
+    d.set_incarnation(m->incarnation());
+    d.set_state(m->state);
     out.push_back(std::move(d));
   }
+  return out;
+}
+
+std::vector<std::pair<common::NodeId, const Membership::Impl::Member*>>
+Membership::Impl::MembersForPushPullLocked(const common::NodeId& peer) const {
+  std::vector<std::pair<common::NodeId, const Member*>> out;
+  out.reserve(members_.size());
+  for (const auto& [id, m] : members_) out.push_back({id, &m});
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto from = std::lower_bound(out.begin(), out.end(), peer,
+                               [](const auto& a, const common::NodeId& p) { return a.first < p; });
+  std::rotate(out.begin(), from, out.end());
   return out;
 }
 

@@ -121,7 +121,7 @@ bool SimNetwork::Deliverable(const std::string& from, const std::string& to) {
     return it == side_.end() ? 0 : it->second;
   };
   bool ok = src != nullptr && dst != nullptr && !src->down_ && !dst->down_ &&
-            side(from) == side(to);
+            side(from) == side(to) && (!link_filter_ || link_filter_(from, to));
   // Draw for loss on every message so the random sequence does not depend
   // on partitions and crashes.
   if (rng_.Bernoulli(options_.loss)) ok = false;
@@ -132,8 +132,13 @@ bool SimNetwork::Deliverable(const std::string& from, const std::string& to) {
 absl::Duration SimNetwork::Latency(const std::string& from,
                                    const std::string& to) {
   absl::Duration d = options_.latency;
-  auto it = link_latency_.find({from, to});
-  if (it != link_latency_.end()) d = it->second;
+  auto it = link_latency_.empty() ? link_latency_.end()
+                                  : link_latency_.find({from, to});
+  if (it != link_latency_.end()) {
+    d = it->second;
+  } else if (latency_fn_) {
+    d = latency_fn_(from, to);
+  }
   if (options_.jitter > absl::ZeroDuration()) {
     d += options_.jitter * rng_.UniformDouble();
   }

@@ -21,6 +21,7 @@
 #ifndef SKIPSWARM_MEMBERSHIP_SIM_NETWORK_H_
 #define SKIPSWARM_MEMBERSHIP_SIM_NETWORK_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,6 +66,16 @@ class SimNetwork {
   // Extra one-way latency between two addresses (both directions).
   void SetLinkLatency(const std::string& a, const std::string& b,
                       absl::Duration latency);
+  // One-way latency of every pair without a SetLinkLatency entry (the
+  // simulator's link table); null: Options::latency. Jitter is added.
+  using LatencyFunction =
+      std::function<absl::Duration(const std::string& from, const std::string& to)>;
+  void SetLatencyFunction(LatencyFunction f) { latency_fn_ = std::move(f); }
+  // Whether a message from `from` can reach `to` now (the simulator's
+  // partitions, any number of them); null: every link is up. Checked for
+  // each message when it is sent, as Partition is.
+  using LinkFilter = std::function<bool(const std::string& from, const std::string& to)>;
+  void SetLinkFilter(LinkFilter f) { link_filter_ = std::move(f); }
   // Splits the network: `side` on one side, everybody else on the other.
   void Partition(const std::vector<std::string>& side);
   void Heal();
@@ -95,6 +106,8 @@ class SimNetwork {
   absl::flat_hash_map<std::string, int> side_;
   absl::flat_hash_map<std::pair<std::string, std::string>, absl::Duration>
       link_latency_;
+  LatencyFunction latency_fn_;
+  LinkFilter link_filter_;
   uint64_t sent_ = 0;
   uint64_t dropped_ = 0;
 };

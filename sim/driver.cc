@@ -140,6 +140,7 @@ void Sim::Kill(int u, const std::string& cause) {
   f.cause = cause;
   f.at_s = now;
   f.gossip_detect_s = w_.gossip_dead[u] - now;
+  f.first_gossip_detect_s = f.gossip_detect_s;  // the model: every view at once
   // Gossip's verdict changes the view: give a stalled swarm a moment to
   // wake up at.
   clock_.RunAt(absl::Seconds(w_.gossip_dead[u]), [] {});

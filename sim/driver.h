@@ -59,6 +59,13 @@ struct SimOptions {
   std::ostream* progress = nullptr;  // progress bar, if set
   // Times planning (wall clock) for SimReport::planning_wall_ms; optional.
   common::Clock* wall_clock = nullptr;
+  // Failure detection on the nodes backend (sim/node_swarm.h): "swim" runs
+  // membership/'s real SWIM code, one Membership per node
+  // (sim/swim_gossip.h); "model" the detector model (sim/detector.h);
+  // "auto" SWIM up to swim_max_nodes universe nodes, the model above (its
+  // cost, sim/README.md "Speed"). The executor backend always uses the model.
+  std::string detection = "auto";
+  int swim_max_nodes = 300;
 };
 
 struct IterationRecord {
@@ -81,7 +88,12 @@ struct FailureRecord {
   std::string region;
   std::string cause;
   double at_s = 0;
-  double gossip_detect_s = 0;  // crash -> dead in every view
+  // Crash -> dead in every live node's view; -1 if that never happened
+  // (the node came back first, or the run ended).
+  double gossip_detect_s = 0;
+  // Crash -> the first view that called it dead (the model: every view at
+  // once, so equal to gossip_detect_s); -1 if none did.
+  double first_gossip_detect_s = 0;
   // Crash -> the first MB re-routed around it (new route chosen and the
   // activation sent again); -1 if none was.
   double first_reroute_s = -1;
@@ -111,6 +123,10 @@ struct SimReport {
   std::string scenario;
   uint64_t seed = 0;
   std::string planner;
+  std::string detection = "model";  // "swim" or "model" (SimOptions)
+  // SWIM only: verdicts DEAD about a member that was alive and reachable
+  // from the observer (false positives of the real protocol).
+  int gossip_false_dead = 0;
   bool wait_for_replacement = false;
   double replacement_s = 0;
   std::vector<IterationRecord> iterations;
@@ -126,6 +142,8 @@ struct SimReport {
   // (it would break byte-identical reports); the experiments print it.
   double planning_wall_ms = 0;
   int plans = 0;
+  // SWIM: gossip messages sent over the whole run (requests and replies).
+  uint64_t gossip_messages = 0;
 };
 
 absl::StatusOr<SimReport> RunSimulation(const SimScenario& scenario,

@@ -1,5 +1,6 @@
 #include "sim/experiments.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -151,17 +152,25 @@ absl::Status RunExperiment2(const ExperimentOptions& o, std::ostream& out) {
       << o.seeds << " seed(s) per cell\n\n"
       << "| system | failures | share | nodes killed | MBs completed | "
          "MB/s | throughput kept | MBs dropped | MBs re-routed | mean iteration s | "
-         "max detect s | max re-route s | max resume s | mean first re-route s |\n"
-      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "max detect s | max re-route s | max resume s | mean first re-route s | "
+         "gossip detect s: mean first / mean all / max all | false DEAD |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   struct System {
     std::string name;
     std::string planner;
     bool wait;
     bool nodes;  // run on node/'s classes (sim/node_swarm.h)
+    std::string detection = "model";  // on the nodes backend
   };
   std::vector<System> systems;
   if (o.backend != "executor") {
-    systems.push_back({"skippipe + re-route (ours), real node code", "skippipe", false, true});
+    std::vector<std::string> detections = {o.detection == "auto" ? "swim" : o.detection};
+    if (o.detection == "both") detections = {"swim", "model"};
+    for (const std::string& d : detections) {
+      systems.push_back({absl::StrCat("skippipe + re-route (ours), real node code, ",
+                                      d == "swim" ? "real SWIM" : "detector model"),
+                         "skippipe", false, true, d});
+    }
   }
   if (o.backend != "nodes") {
     systems.push_back({"skippipe + re-route (ours), executor", "skippipe", false, false});
@@ -179,6 +188,8 @@ absl::Status RunExperiment2(const ExperimentOptions& o, std::ostream& out) {
         double tput = 0, mean_it = 0, det = 0, rer = 0, res = 0;
         double first_sum = 0;  // crash -> first re-route, over failures
         int first_n = 0;       // that had one
+        double gfirst = 0, gall = 0, gmax = 0;  // gossip verdicts, over failures
+        int gfirst_n = 0, gall_n = 0, false_dead = 0;
         for (int seed = 1; seed <= o.seeds; ++seed) {
           json sc = {{"topology_file", "gcp12-42.json"},
                      {"name", "gcp12-42"},
@@ -201,6 +212,7 @@ absl::Status RunExperiment2(const ExperimentOptions& o, std::ostream& out) {
           opts.replacement_s = 60;  // both systems get replacements
           opts.max_evaluations = o.max_evaluations;
           opts.stall_evaluations = o.stall_evaluations;
+          opts.detection = sys.detection;
           SS_ASSIGN_OR_RETURN(SimReport r, sys.nodes ? RunNodeSimulation(scenario, opts)
                                                      : RunSimulation(scenario, opts));
           const ReportSummary s = Summarise(r);
@@ -211,7 +223,17 @@ absl::Status RunExperiment2(const ExperimentOptions& o, std::ostream& out) {
           tput += s.throughput_mb_per_s;
           mean_it += s.mean_iteration_s;
           det = std::max(det, s.max_detect_s);
+          false_dead += r.gossip_false_dead;
           for (const FailureRecord& fr : r.failures) {
+            if (fr.first_gossip_detect_s >= 0) {
+              gfirst += fr.first_gossip_detect_s;
+              ++gfirst_n;
+            }
+            if (fr.gossip_detect_s >= 0) {
+              gall += fr.gossip_detect_s;
+              ++gall_n;
+              gmax = std::max(gmax, fr.gossip_detect_s);
+            }
             if (fr.first_reroute_s < 0) continue;
             first_sum += fr.first_reroute_s;
             ++first_n;
@@ -223,11 +245,15 @@ absl::Status RunExperiment2(const ExperimentOptions& o, std::ostream& out) {
         if (f == 0) base_tput = tput / k;
         out << absl::StrFormat(
             "| %s | %s | %.0f%% | %.1f | %.0f | %.3f | %s | %.1f | %.1f | %.1f | "
-            "%.2f | %.3f | %.2f | %s |\n",
+            "%.2f | %.3f | %.2f | %s | %s | %.1f |\n",
             sys.name, f == 0 ? "none" : mode, 100 * f, killed / k,
             completed / k, tput / k, Pct(tput / k, base_tput), dropped / k,
             rerouted / k, mean_it / k, det, rer, res,
-            first_n > 0 ? absl::StrFormat("%.2f", first_sum / first_n) : std::string("-"));
+            first_n > 0 ? absl::StrFormat("%.2f", first_sum / first_n) : std::string("-"),
+            gall_n > 0 ? absl::StrFormat("%.2f / %.2f / %.2f", gfirst / std::max(gfirst_n, 1),
+                                         gall / gall_n, gmax)
+                       : std::string("-"),
+            false_dead / k);
       }
     }
   }

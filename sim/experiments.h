@@ -5,7 +5,8 @@
 //      and correlated), ours vs full pipelines waiting for a replacement;
 //   3  scale: 100/300/1000 nodes (iteration and planning time; gossip
 //      convergence of the real membership code on its simulated network);
-//   speed: 1,000 nodes, 16 stages, 100 iterations, 5% failing, timed.
+//   speed: 1,000 nodes, 16 stages, 100 iterations, 5% failing, timed
+//      (other sizes with ExperimentOptions::speed_nodes).
 // Each prints a markdown table to the stream.
 //
 //   bazel run -c opt //sim:experiments -- --exp=1
@@ -16,6 +17,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/clock.h"
@@ -31,6 +33,11 @@ struct ExperimentOptions {
   // Experiment 2 and speed: "executor" (sim/driver.h), "nodes" (node/'s
   // classes, sim/node_swarm.h) or "both" (exp 2: ours on both, side by side).
   std::string backend = "nodes";
+  // Failure detection on the nodes backend (SimOptions::detection): "auto",
+  // "swim", "model", or "both" (experiment 2 and speed: a row of each).
+  std::string detection = "auto";
+  // Speed: swarm sizes to time (the acceptance run is 1,000).
+  std::vector<int> speed_nodes = {1000};
 };
 
 absl::Status RunExperiment1(const ExperimentOptions& o, std::ostream& out);

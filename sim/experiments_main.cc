@@ -1,10 +1,14 @@
 // bazel run -c opt //sim:experiments -- --exp=1|2|3|speed|all
 //     [--seeds=N] [--max_evaluations=N] [--stall_evaluations=N]
-//     [--backend=nodes|executor|both]
+//     [--backend=nodes|executor|both] [--detection=auto|swim|model|both]
+//     [--speed_nodes=100,300,1000]
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "common/real_clock.h"
 #include "sim/experiments.h"
 
@@ -17,6 +21,12 @@ ABSL_FLAG(int, stall_evaluations, 500,
 ABSL_FLAG(std::string, backend, "nodes",
           "Experiment 2 and speed: nodes (node/'s real classes), executor, or "
           "both (experiment 2 side by side).");
+ABSL_FLAG(std::string, detection, "auto",
+          "Nodes backend's failure detection: swim (membership/'s real SWIM), "
+          "model (sim/detector.h), auto (swim up to 300 nodes), or both "
+          "(experiment 2 and speed: a row of each).");
+ABSL_FLAG(std::vector<std::string>, speed_nodes, {"1000"},
+          "Speed: swarm sizes to time, e.g. 100,300,1000.");
 ABSL_FLAG(std::string, scenarios_dir, "sim/scenarios",
           "Folder of the shipped scenarios and tables.");
 
@@ -30,6 +40,16 @@ int main(int argc, char** argv) {
   o.stall_evaluations = absl::GetFlag(FLAGS_stall_evaluations);
   o.wall = wall.get();
   o.backend = absl::GetFlag(FLAGS_backend);
+  o.detection = absl::GetFlag(FLAGS_detection);
+  o.speed_nodes.clear();
+  for (const std::string& n : absl::GetFlag(FLAGS_speed_nodes)) {
+    int v = 0;
+    if (!absl::SimpleAtoi(n, &v) || v < 32) {
+      std::cerr << "experiments: --speed_nodes: bad size " << n << "\n";
+      return 2;
+    }
+    o.speed_nodes.push_back(v);
+  }
   const std::string exp = absl::GetFlag(FLAGS_exp);
   absl::Status st;
   auto want = [&](const char* e) { return exp == e || exp == "all"; };

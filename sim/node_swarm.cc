@@ -24,11 +24,18 @@
 #include "sim/detector.h"
 #include "sim/node_planner.h"
 #include "sim/node_world.h"
+#include "sim/swim_gossip.h"
 
 namespace skipswarm::sim {
 namespace {
 
 using MbKey = std::tuple<int, uint64_t, uint64_t>;  // origin, iteration, mb
+
+// SWIM: a crash that is not out of every view this long after it is taken
+// out of the replica hub anyway (and logged), so averaging cannot hang.
+constexpr double kSwimVerdictLimitS = 60;
+// A run with no report and no finished MB for this long has hung.
+constexpr double kHungAfterS = 24 * 3600;
 
 class NodeSim;
 
@@ -103,6 +110,7 @@ class NodeSim {
   absl::StatusOr<SimReport> Run();
 
   void OnRepair(int holder, const node::RepairRequest& r, const std::vector<node::RouteHop>& fixed);
+  void OnVerdict(int observer, int subject, proto::MemberState state);
   void OnFinished(int origin, uint64_t iteration, uint64_t mb, const absl::Status& status);
 
  private:
@@ -116,6 +124,9 @@ class NodeSim {
   void Apply(const ChurnEvent& e);
   void OnReport(int u, const node::NodeIterationReport& r);
   int FailureFor(double t, const std::string& message) const;
+  // SWIM: whether every running node but `victim` has it out of its view;
+  // then the failure's gossip_detect_s is set and the hub drops it.
+  void CheckAllSee(int victim);
   IterationBook& Book(uint64_t i) {
     if (i >= books_.size()) books_.resize(i + 1);
     return books_[i];
@@ -142,7 +153,13 @@ class NodeSim {
   std::set<MbKey> repaired_;
   int iterations_ = 0;
   uint64_t next_iteration_ = 0;  // the first iteration not yet reported
+  double last_progress_ = 0;     // simulated time of the last report or MB
   SimReport report_;
+  // Real SWIM detection (SimOptions::detection); null: the detector model.
+  // Declared after world_ and the clock: destroyed before them.
+  std::unique_ptr<SwimGossip> swim_;
+  // SWIM: crashed nodes not yet out of every view -> their failure record.
+  std::map<int, int> pending_;
 };
 
 absl::StatusOr<std::vector<node::RouteHop>> LoggedRepairer::Repair(const node::RepairRequest& r,
@@ -172,7 +189,7 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
           &clock_, node::TimedStageCompute::Options{
                        .stage = stage, .forward = absl::Seconds(uni_.forward_s(u))}),
       &world_, u);
-  n->view = std::make_unique<WorldSwarmView>(&world_);
+  n->view = std::make_unique<WorldSwarmView>(&world_, u, swim_.get());
   SS_ASSIGN_OR_RETURN(std::unique_ptr<node::Transport> endpoint, board_net_->Attach(id));
   auto shaped = std::make_unique<node::ShapingTransport>(std::move(endpoint), &clock_,
                                                          node::ShapingOptions());
@@ -262,8 +279,10 @@ void NodeSim::Kill(int u, const std::string& cause) {
       return;
     }
   }
-  const double detect = GossipDetectSeconds(sc_.detector, AliveMembers(), detect_rng_);
+  const double detect =
+      swim_ ? -1 : GossipDetectSeconds(sc_.detector, AliveMembers(), detect_rng_);
   world_.Crash(u);
+  if (swim_) swim_->Crash(u);
   TearDown(u);
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), u), waiting_.end());
   FailureRecord f;
@@ -272,15 +291,31 @@ void NodeSim::Kill(int u, const std::string& cause) {
   f.region = uni_.node(u).region;
   f.cause = cause;
   f.at_s = now;
-  f.gossip_detect_s = detect;
+  f.gossip_detect_s = f.first_gossip_detect_s = detect;
   last_failure_[u] = static_cast<int>(report_.failures.size());
   report_.failures.push_back(std::move(f));
   const common::NodeId id = uni_.node(u).id;
-  clock_.RunAfter(absl::Seconds(detect), [this, u, id, now] {
-    if (world_.node(u).death != now) return;  // revived and crashed again
-    world_.DeclareDead(u);
-    hub_->MarkDead(id);
-  });
+  if (swim_) {
+    // Detected by the nodes' own Memberships (OnVerdict). The crash may
+    // also complete another victim's detection: u no longer has a say.
+    pending_[u] = last_failure_[u];
+    std::vector<int> others;
+    for (const auto& [v, index] : pending_) others.push_back(v);
+    for (int v : others) CheckAllSee(v);
+    // Never wait for a verdict forever (replica averaging would).
+    clock_.RunAfter(absl::Seconds(kSwimVerdictLimitS), [this, u, id, now] {
+      if (world_.node(u).death != now || !pending_.count(u)) return;
+      pending_.erase(u);
+      report_.churn.push_back({Now(), "gossip_verdict_missing", uni_.node(u).name});
+      hub_->MarkDead(id);
+    });
+  } else {
+    clock_.RunAfter(absl::Seconds(detect), [this, u, id, now] {
+      if (world_.node(u).death != now) return;  // revived and crashed again
+      world_.DeclareDead(u);
+      hub_->MarkDead(id);
+    });
+  }
   if (opts_.replacement_s > 0) {
     clock_.RunAfter(absl::Seconds(opts_.replacement_s), [this, u] {
       if (world_.Alive(u)) return;
@@ -312,6 +347,16 @@ int NodeSim::AutoStage(int joiner) const {
 void NodeSim::Revive(int u, double ready_at, const std::string& kind) {
   report_.churn.push_back({Now(), kind, absl::StrCat(uni_.node(u).name, " stage ",
                                                      world_.node(u).stage)});
+  if (swim_) {
+    // Its machine is back: the daemon's Membership starts now (a fresh one,
+    // same key), while the state transfer runs.
+    if (auto it = pending_.find(u); it != pending_.end()) {
+      pending_.erase(it);
+      hub_->MarkDead(uni_.node(u).id);  // its old life: no verdict came
+    }
+    absl::Status s = swim_->Start(u, /*founder=*/false);
+    if (!s.ok()) report_.stopped_early = std::string(s.message());
+  }
   // Not a member (planners and repairers ignore it) until it starts.
   world_.node(u).present = true;
   world_.node(u).death = world_.node(u).declared_dead = kNever;
@@ -350,7 +395,11 @@ void NodeSim::Apply(const ChurnEvent& e) {
           world_.node(u).stage = AutoStage(u);
           world_.Touch();
         }
-        Revive(u, now + sc_.state_transfer_s + GossipSpreadSeconds(sc_.detector, AliveMembers()),
+        // With SWIM the news of it spreads by the real protocol (each view
+        // has it once its record arrived); the model adds its spread time.
+        Revive(u,
+               now + sc_.state_transfer_s +
+                   (swim_ ? 0 : GossipSpreadSeconds(sc_.detector, AliveMembers())),
                ChurnKindName(e.kind));
       }
       break;
@@ -427,6 +476,36 @@ void NodeSim::OnRepair(int holder, const node::RepairRequest& r,
   rec.resume_s.push_back(from == to ? 0 : uni_.hop_s(from, to));
 }
 
+void NodeSim::OnVerdict(int observer, int subject, proto::MemberState state) {
+  if (state != proto::MEMBER_STATE_DEAD) return;
+  auto it = pending_.find(subject);
+  if (it != pending_.end()) {
+    FailureRecord& f = report_.failures[it->second];
+    if (f.first_gossip_detect_s < 0) f.first_gossip_detect_s = Now() - f.at_s;
+    CheckAllSee(subject);
+    return;
+  }
+  // A verdict about a member that is up and reachable from the observer
+  // (not a crashed node, not across a partition) is a false positive.
+  if (world_.Alive(subject) && world_.LinkUp(observer, subject) &&
+      world_.node(subject).ready_at <= Now()) {
+    ++report_.gossip_false_dead;
+  }
+}
+
+void NodeSim::CheckAllSee(int victim) {
+  for (int w = 0; w < world_.size(); ++w) {
+    if (w != victim && swim_->running(w) && swim_->Live(w, victim)) return;
+  }
+  auto it = pending_.find(victim);
+  if (it == pending_.end()) return;
+  FailureRecord& f = report_.failures[it->second];
+  f.gossip_detect_s = Now() - f.at_s;
+  if (f.first_gossip_detect_s < 0) f.first_gossip_detect_s = f.gossip_detect_s;
+  pending_.erase(it);
+  hub_->MarkDead(uni_.node(victim).id);
+}
+
 int NodeSim::FailureFor(double t, const std::string& message) const {
   // The status names the peer that failed (node/stage's drop messages).
   int named = -1;
@@ -444,6 +523,7 @@ int NodeSim::FailureFor(double t, const std::string& message) const {
 }
 
 void NodeSim::OnFinished(int origin, uint64_t iteration, uint64_t mb, const absl::Status& status) {
+  last_progress_ = Now();
   IterationBook& b = Book(iteration);
   if (status.ok()) {
     ++b.completed;
@@ -458,6 +538,7 @@ void NodeSim::OnFinished(int origin, uint64_t iteration, uint64_t mb, const absl
 }
 
 void NodeSim::OnReport(int u, const node::NodeIterationReport& r) {
+  last_progress_ = Now();
   IterationBook& b = Book(r.iteration);
   b.end = std::max(b.end, Now());
   for (const auto& [stage, step] : r.stages) {
@@ -498,6 +579,18 @@ absl::StatusOr<SimReport> NodeSim::Run() {
   report_.seed = sc_.seed;
   report_.planner = board_.planner_name();
   report_.replacement_s = opts_.replacement_s;
+  const bool swim = opts_.detection == "swim" ||
+                    (opts_.detection == "auto" && n <= opts_.swim_max_nodes);
+  if (!swim && opts_.detection != "model" && opts_.detection != "auto") {
+    return absl::InvalidArgumentError("detection must be auto, swim or model");
+  }
+  report_.detection = swim ? "swim" : "model";
+  if (swim) {
+    swim_ = std::make_unique<SwimGossip>(&clock_, &world_, &sc_, sc_.seed);
+    swim_->SetVerdictListener([this](int observer, int subject, proto::MemberState state) {
+      OnVerdict(observer, subject, state);
+    });
+  }
   report_.stage_visits.assign(uni_.num_stages(), 0);
   for (int u = 0; u < n; ++u) {
     report_.nodes.push_back({uni_.node(u).name, uni_.stage(u), uni_.node(u).region, 0, 0});
@@ -533,6 +626,9 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     world_.node(u).present = true;
   }
   world_.Touch();
+  for (int u = 0; u < n && swim_; ++u) {
+    if (sc_.initially_present[u]) SS_RETURN_IF_ERROR(swim_->Start(u, /*founder=*/true));
+  }
   for (int u = 0; u < n; ++u) {
     if (sc_.initially_present[u]) SS_RETURN_IF_ERROR(StartNode(u, 0));
   }
@@ -544,7 +640,10 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     bool all = true;
     for (auto& node : nodes_) all &= node == nullptr || node->done;
     if (all) break;
-    if (clock_.next_deadline_or(limit) >= limit || !clock_.RunNext()) {
+    // (Gossip timers never run out: a run that stopped making progress
+    // has hung too.)
+    if (clock_.next_deadline_or(limit) >= limit || Now() > last_progress_ + kHungAfterS ||
+        !clock_.RunNext()) {
       report_.stopped_early = "the node swarm hung (no event left or 30 simulated days)";
       break;
     }
@@ -575,6 +674,10 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     report_.iterations.push_back(rec);
   }
   for (int u = 0; u < n; ++u) TearDown(u);
+  // Gossip's periodic timers stop with the Memberships; what is in flight
+  // then drains.
+  for (int u = 0; u < n && swim_; ++u) swim_->Crash(u);
+  if (swim_) report_.gossip_messages = swim_->messages_sent();
   while (clock_.RunNext()) {
   }
   for (int u = 0; u < n; ++u) {

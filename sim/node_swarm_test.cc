@@ -203,6 +203,7 @@ TEST(NodeSwarmChurnTest, SameSeedGivesByteIdenticalReports) {
   auto b = RunNodeSimulation(*seven, o);
   auto c = RunNodeSimulation(*eight, o);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->detection, "swim");  // the default up to 300 nodes
   EXPECT_FALSE(a->failures.empty());
   EXPECT_EQ(ReportJson(*a), ReportJson(*b));
   EXPECT_NE(ReportJson(*a), ReportJson(*c));
@@ -219,10 +220,13 @@ TEST(NodeSwarmChurnTest, BackendsAgreeOnASmallScenario) {
   SimScenario sc = Parse(R"({"topology_file": "small-static.json", "iterations": 6,
       "workload": {"mb_per_data_node": 3},
       "churn": [{"type": "kill", "node": "canada-s1-0", "at_s": 4.0}]})");
-  auto real = RunNodeSimulation(sc, Quick());
-  auto model = RunSimulation(sc, Quick());
+  SimOptions o = Quick();
+  o.detection = "model";  // the same detector delays on both backends
+  auto real = RunNodeSimulation(sc, o);
+  auto model = RunSimulation(sc, o);
   ASSERT_TRUE(real.ok()) << real.status();
   ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(real->detection, "model");
   ASSERT_EQ(real->iterations.size(), 6u);
   ASSERT_EQ(model->iterations.size(), 6u);
   ASSERT_EQ(real->failures.size(), 1u);
@@ -238,6 +242,54 @@ TEST(NodeSwarmChurnTest, BackendsAgreeOnASmallScenario) {
   const ReportSummary a = Summarise(*real), b = Summarise(*model);
   EXPECT_EQ(a.mbs, b.mbs);
   EXPECT_NEAR(a.completed, b.completed, 0.1 * b.completed);
+}
+
+// Failure detection by membership/'s real SWIM code (sim/swim_gossip.h),
+// the default at this size: a stage-3 replica crashes during iteration 1;
+// the other nodes' own Memberships call it dead, the first view within the
+// protocol's bound, and MBs planned through it are re-routed by the holder
+// whose view already says so.
+TEST(NodeSwarmSwimTest, AKilledNodeIsDetectedByRealSwimAndItsMicroBatchesReRouted) {
+  SimScenario sc = Parse(R"({"topology_file": "gcp12-42.json", "iterations": 4,
+      "churn": [{"type": "kill", "node": "germany-s3-0", "at_s": 35}]})");
+  auto r = RunNodeSimulation(sc, Quick());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->detection, "swim");
+  ExpectAccounted(*r, 4);
+  ASSERT_EQ(r->failures.size(), 1u);
+  const FailureRecord& f = r->failures[0];
+  // Bound for 42 members on gcp12's WAN: two probe periods (1.056 s: 4x the
+  // largest round trip) + Lifeguard's longest suspicion (4 x 1.2 s x
+  // log10(42)) = 9.9 s.
+  const double bound = 2 * 1.056 + 4 * 1.2 * std::log10(42.0);
+  EXPECT_GT(f.first_gossip_detect_s, 1.0);  // a probe period and a suspicion at least
+  EXPECT_LE(f.first_gossip_detect_s, f.gossip_detect_s);
+  EXPECT_LE(f.gossip_detect_s, bound);
+  EXPECT_GT(f.mbs_rerouted, 0);
+  EXPECT_GE(f.first_reroute_s, f.first_gossip_detect_s);
+  for (double d : f.detect_s) EXPECT_EQ(d, 0);  // the holder's view already said dead
+  for (double d : f.reroute_s) EXPECT_LE(d, 1.0);
+  EXPECT_EQ(r->gossip_false_dead, 0);
+  EXPECT_GT(r->gossip_messages, 0u);
+}
+
+// The same scenario with the detector model: the report says which ran.
+TEST(NodeSwarmSwimTest, TheModelIsStillSelectable) {
+  SimScenario sc = Parse(R"({"topology_file": "small-static.json", "iterations": 2,
+      "churn": [{"type": "kill", "node": "canada-s1-0", "at_s": 1.0}]})");
+  SimOptions o = Quick();
+  o.detection = "model";
+  auto r = RunNodeSimulation(sc, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->detection, "model");
+  EXPECT_EQ(r->gossip_messages, 0u);
+  ASSERT_EQ(r->failures.size(), 1u);
+  EXPECT_EQ(r->failures[0].first_gossip_detect_s, r->failures[0].gossip_detect_s);
+  o.detection = "auto";
+  o.swim_max_nodes = 5;  // small-static has 6 nodes
+  auto big = RunNodeSimulation(sc, o);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->detection, "model");
 }
 
 }  // namespace

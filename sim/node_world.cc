@@ -117,7 +117,10 @@ void NodeWorld::Unregister(int u, WorldTransport* t) {
 
 // --- WorldSwarmView ---------------------------------------------------------
 
-WorldSwarmView::WorldSwarmView(NodeWorld* world) : world_(world) { world_->Register(this); }
+WorldSwarmView::WorldSwarmView(NodeWorld* world, int self, const GossipLiveness* gossip)
+    : world_(world), self_(self), gossip_(gossip) {
+  world_->Register(this);
+}
 
 WorldSwarmView::~WorldSwarmView() { world_->Unregister(this); }
 
@@ -140,6 +143,7 @@ std::vector<node::PeerInfo> WorldSwarmView::Members() const { return world_->Mem
 bool WorldSwarmView::IsAlive(const common::NodeId& id) const {
   const int v = world_->Find(id);
   if (v < 0 || !world_->Member(v)) return false;
+  if (gossip_ != nullptr && !gossip_->Live(self_, v)) return false;
   absl::MutexLock lock(&mu_);
   return !dead_.contains(id);
 }
@@ -166,7 +170,9 @@ void WorldSwarmView::Forget(const common::NodeId& id) {
 
 uint64_t WorldSwarmView::version() const {
   absl::MutexLock lock(&mu_);
-  return world_->version() * 1000003 + local_version_;
+  // Each term only grows, so the sum does whenever one of them does.
+  return world_->version() * 1000003 + local_version_ +
+         (gossip_ != nullptr ? gossip_->version(self_) : 0);
 }
 
 // --- WorldTransport ---------------------------------------------------------

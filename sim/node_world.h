@@ -7,11 +7,13 @@
 //
 //  * WorldSwarmView (node::SwarmView, one per node): the members that have
 //    joined and finished state transfer; a member is alive until the
-//    failure detector has declared it dead (NodeWorld::DeclareDead, at the
-//    detector's delay after the crash) or this node's own transport-level
-//    verdict (MarkDead, from the stage server) says so. Own verdicts about a
-//    peer are forgotten when the world brings it back (a partition heals, a
-//    crashed node is replaced).
+//    failure detector has declared it dead or this node's own
+//    transport-level verdict (MarkDead, from the stage server) says so. The
+//    detector is either this node's own gossip view (a GossipLiveness:
+//    membership/'s real SWIM, sim/swim_gossip.h) or the detector model
+//    (NodeWorld::DeclareDead, in every view at once, at the model's delay
+//    after the crash). Own verdicts about a peer are forgotten when the
+//    world brings it back (a partition heals, a crashed node is replaced).
 //  * WorldTransport (node::Transport decorator, one per node, above the
 //    shaper): a send to a crashed peer or over a cut link fails UNAVAILABLE
 //    after stream_timeout_s (a WAN stream to a silent peer); a send already
@@ -84,6 +86,17 @@ struct FailedSend {
   double sent_s = 0;
 };
 
+// A node's gossip view of who is alive (sim/swim_gossip.h), by universe
+// index; single-threaded like the world.
+class GossipLiveness {
+ public:
+  virtual ~GossipLiveness() = default;
+  // Whether `observer`'s view holds `subject` live (ALIVE or SUSPECT).
+  virtual bool Live(int observer, int subject) const = 0;
+  // Increases whenever Live(observer, .) may have changed.
+  virtual uint64_t version(int observer) const = 0;
+};
+
 class NodeWorld {
  public:
   NodeWorld(common::SimClock* clock, const scheduler::TopologyView* universe,
@@ -154,7 +167,10 @@ class NodeWorld {
 
 class WorldSwarmView final : public node::SwarmView {
  public:
-  explicit WorldSwarmView(NodeWorld* world);
+  // `gossip` (may be null: the detector model's verdicts in the world) must
+  // outlive the view; `self` is this node's universe index.
+  explicit WorldSwarmView(NodeWorld* world, int self = -1,
+                          const GossipLiveness* gossip = nullptr);
   ~WorldSwarmView() override;
 
   std::vector<node::PeerInfo> Members() const override;
@@ -168,6 +184,8 @@ class WorldSwarmView final : public node::SwarmView {
 
  private:
   NodeWorld* const world_;
+  const int self_;
+  const GossipLiveness* const gossip_;
   mutable absl::Mutex mu_;  // the interface promises thread safety
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   uint64_t local_version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -54,6 +54,7 @@ std::string ReportJson(const SimReport& report) {
   j["scenario"] = report.scenario;
   j["seed"] = report.seed;
   j["planner"] = report.planner;
+  j["detection"] = report.detection;
   j["wait_for_replacement"] = report.wait_for_replacement;
   j["replacement_s"] = R(report.replacement_s);
   j["summary"] = {{"iterations", report.iterations.size()},
@@ -69,6 +70,7 @@ std::string ReportJson(const SimReport& report) {
                   {"max_reroute_s", R(s.max_reroute_s)},
                   {"max_resume_s", R(s.max_resume_s)},
                   {"max_gossip_detect_s", R(s.max_gossip_detect_s)},
+                  {"gossip_false_dead", report.gossip_false_dead},
                   {"stalled_s", R(report.stalled_s)},
                   {"link_failures", report.link_failures},
                   {"stopped_early", report.stopped_early}};
@@ -95,6 +97,7 @@ std::string ReportJson(const SimReport& report) {
                   {"cause", f.cause},
                   {"at_s", R(f.at_s)},
                   {"gossip_detect_s", R(f.gossip_detect_s)},
+                  {"first_gossip_detect_s", R(f.first_gossip_detect_s)},
                   {"first_reroute_s", R(f.first_reroute_s)},
                   {"mbs_rerouted", f.mbs_rerouted},
                   {"mbs_dropped", f.mbs_dropped},

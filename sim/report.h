@@ -6,18 +6,20 @@
 //   std::string svg = ReportSvg(report);
 //
 // JSON layout (numbers rounded to microseconds):
-//   {"scenario", "seed", "planner", "wait_for_replacement", "replacement_s",
+//   {"scenario", "seed", "planner", "detection" ("swim" | "model"),
+//    "wait_for_replacement", "replacement_s",
 //    "summary": {"iterations", "total_s", "mean_iteration_s",
 //                "mbs", "mbs_completed", "mbs_dropped", "mbs_rerouted",
 //                "throughput_mb_per_s", "failures", "max_detect_s",
 //                "max_reroute_s", "max_resume_s", "max_gossip_detect_s",
-//                "stalled_s",
+//                "gossip_false_dead", "stalled_s",
 //                "link_failures", "stopped_early"},
 //    "iterations": [{"index", "start_s", "time_s", "planned_s", "members",
 //                    "mbs", "completed", "dropped", "rerouted",
 //                    "replanned", "deadlocked"}],
 //    "failures": [{"node", "stage", "region", "cause", "at_s",
-//                  "gossip_detect_s", "first_reroute_s", "mbs_rerouted", "mbs_dropped",
+//                  "gossip_detect_s", "first_gossip_detect_s", "first_reroute_s",
+//                  "mbs_rerouted", "mbs_dropped",
 //                  "detect_s": [...], "reroute_s": [...],
 //                  "resume_s": [...]}],
 //    "churn": [{"at_s", "kind", "what"}],

@@ -44,6 +44,12 @@ ABSL_FLAG(std::string, sim_backend, "auto",
 ABSL_FLAG(int, sim_nodes_backend_max, 1000,
           "--sim_backend=auto: largest swarm (universe nodes) run on the real "
           "node code.");
+ABSL_FLAG(std::string, sim_detection, "auto",
+          "Failure detection on the nodes backend: swim (membership/'s real "
+          "SWIM code, one Membership per node), model (sim/detector.h), auto "
+          "(swim up to --sim_swim_max_nodes universe nodes, model above).");
+ABSL_FLAG(int, sim_swim_max_nodes, 300,
+          "--sim_detection=auto: largest swarm run with real SWIM.");
 ABSL_FLAG(int, sim_max_evaluations, 3000,
           "skippipe planner: evaluation limit per plan (effort).");
 
@@ -94,6 +100,12 @@ int RunSim(const std::vector<std::string>& args) {
   opts.replacement_s = absl::GetFlag(FLAGS_sim_replacement_s);
   opts.replan = absl::GetFlag(FLAGS_sim_replan);
   opts.max_evaluations = absl::GetFlag(FLAGS_sim_max_evaluations);
+  opts.detection = absl::GetFlag(FLAGS_sim_detection);
+  opts.swim_max_nodes = absl::GetFlag(FLAGS_sim_swim_max_nodes);
+  if (opts.detection != "auto" && opts.detection != "swim" && opts.detection != "model") {
+    std::cerr << "sim: --sim_detection must be auto, swim or model\n";
+    return 2;
+  }
   opts.stall_evaluations = std::max(100, opts.max_evaluations / 6);
   if (opts.replan != "full" && opts.replan != "incremental") {
     std::cerr << "sim: --sim_replan must be full or incremental\n";
@@ -119,15 +131,15 @@ int RunSim(const std::vector<std::string>& args) {
   out << absl::StrFormat(
       "%s: %d iterations in %.1f simulated s (mean %.2f s, planner %s); "
       "%d/%d MBs completed, %d re-routed, %d dropped; %d failures (max "
-      "detect %.2f s, max re-route %.3f s, max resume %.2f s, gossip <= "
-      "%.2f s); wall %.2f s "
-      "(planning %.0f ms over %d plans)%s\n",
+      "detect %.2f s, max re-route %.3f s, max resume %.2f s, %s detection "
+      "<= %.2f s); wall %.2f s "
+      "(planning %.0f ms over %d plans; %d gossip messages)%s\n",
       report->scenario.substr(0, report->scenario.find(':')),
       static_cast<int>(report->iterations.size()), report->total_s,
       s.mean_iteration_s, report->planner, s.completed, s.mbs, s.rerouted,
       s.dropped, static_cast<int>(report->failures.size()), s.max_detect_s,
-      s.max_reroute_s, s.max_resume_s, s.max_gossip_detect_s, wall_s,
-      report->planning_wall_ms, report->plans,
+      s.max_reroute_s, s.max_resume_s, report->detection, s.max_gossip_detect_s, wall_s,
+      report->planning_wall_ms, report->plans, static_cast<int>(report->gossip_messages),
       report->stopped_early.empty() ? ""
                                     : "; STOPPED EARLY: " + report->stopped_early);
   return report->stopped_early.empty() ? 0 : 1;
