@@ -39,20 +39,42 @@ PCH_FLAGS = [
     "-D__TIME__=\\\"redacted\\\"",
 ] + WARNINGS
 
-def _torch_copts(torch):
-    """`torch = True`: the TU starts with libtorch's precompiled header (opt builds)."""
-    if not torch:
+# A test's sources compile at -O1 (_TEST_OPT below); its precompiled header
+# is built the same way.
+TEST_PCH_FLAGS = ["-O1"]
+
+def _pch_copts(torch, test = False, pch = True):
+    """The precompiled header a TU starts from in opt builds.
+
+    `torch = True`: libtorch's (third_party/torch_pch.in.h); otherwise the
+    common system headers' (third_party/common_pch.in.h), with GoogleTest
+    for tests. `pch = False`: none (sources whose system headers clash with
+    those, e.g. SentencePiece's own absl::string_view).
+    """
+    if not pch:
         return []
+    if torch:
+        header = "third_party/torch_pch.h"
+    elif test:
+        header = "third_party/test_pch.h"
+    else:
+        header = "third_party/common_pch.h"
     return select({
-        "//bazel:opt": ["-include", "third_party/torch_pch.h"],
+        "//bazel:opt": ["-include", header],
         "//conditions:default": [],
     })
 
-def _torch_deps(torch):
-    if not torch:
+def _pch_deps(torch, test = False, pch = True):
+    if not pch:
         return []
+    if torch:
+        label = "//third_party:torch_pch"
+    elif test:
+        label = "//third_party:test_pch"
+    else:
+        label = "//third_party:common_pch"
     return select({
-        "//bazel:opt": ["//third_party:torch_pch"],
+        "//bazel:opt": [label],
         "//conditions:default": [],
     })
 
@@ -60,19 +82,19 @@ def _torch_deps(torch):
 # libtorch headers (directly or through model/ headers). It only speeds
 # the compile up; the target must still depend on what it includes.
 
-def ss_cc_library(name, copts = [], deps = [], torch = False, **kwargs):
+def ss_cc_library(name, copts = [], deps = [], torch = False, pch = True, **kwargs):
     native.cc_library(
         name = name,
-        copts = WARNINGS + copts + _torch_copts(torch),
-        deps = deps + _torch_deps(torch),
+        copts = WARNINGS + copts + _pch_copts(torch, pch = pch),
+        deps = deps + _pch_deps(torch, pch = pch),
         **kwargs
     )
 
-def ss_cc_binary(name, copts = [], deps = [], torch = False, **kwargs):
+def ss_cc_binary(name, copts = [], deps = [], torch = False, pch = True, **kwargs):
     native.cc_binary(
         name = name,
-        copts = WARNINGS + copts + _torch_copts(torch),
-        deps = deps + _torch_deps(torch),
+        copts = WARNINGS + copts + _pch_copts(torch, pch = pch),
+        deps = deps + _pch_deps(torch, pch = pch),
         **kwargs
     )
 
@@ -85,23 +107,23 @@ _TEST_OPT = select({
     "//conditions:default": [],
 })
 
-def ss_cc_test(name, copts = [], deps = [], size = "small", torch = False, **kwargs):
+def ss_cc_test(name, copts = [], deps = [], size = "small", torch = False, pch = True, **kwargs):
     """A gtest binary linked with gtest/gmock's main(); small unless told otherwise."""
     native.cc_test(
         name = name,
         size = size,
-        copts = WARNINGS + copts + _torch_copts(torch) + _TEST_OPT,
-        deps = deps + ["//third_party:gtest_main"] + _torch_deps(torch),
+        copts = WARNINGS + copts + _pch_copts(torch, test = True, pch = pch) + _TEST_OPT,
+        deps = deps + ["//third_party:gtest_main"] + _pch_deps(torch, test = True, pch = pch),
         **kwargs
     )
 
-def ss_cc_benchmark(name, copts = [], deps = [], tags = [], torch = False, **kwargs):
+def ss_cc_benchmark(name, copts = [], deps = [], tags = [], torch = False, pch = True, **kwargs):
     """A Google Benchmark binary; tagged so `bazel test //...` builds but never runs it."""
     native.cc_binary(
         name = name,
         testonly = True,
-        copts = WARNINGS + copts + _torch_copts(torch),
-        deps = deps + ["//third_party:benchmark_main"] + _torch_deps(torch),
+        copts = WARNINGS + copts + _pch_copts(torch, pch = pch),
+        deps = deps + ["//third_party:benchmark_main"] + _pch_deps(torch, pch = pch),
         tags = tags + ["benchmark"],
         **kwargs
     )
