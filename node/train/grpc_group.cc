@@ -833,7 +833,11 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     if (pending.reduce == nullptr) {
       pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
                                                        std::move(contribution), uplink);
-      out = pending.reduce->Start(live, impl_->LayoutFor(stage, live));
+      ShardLayout layout = impl_->LayoutFor(stage, live);
+      VLOG(1) << "iteration " << iteration << " stage " << stage << ": own uplink " << uplink
+              << " B/s, shard weights "
+              << (layout.equal() ? std::string("equal") : absl::StrJoin(layout.weights, "/"));
+      out = pending.reduce->Start(live, std::move(layout));
       auto early = impl_->early_.find(key);
       if (early != impl_->early_.end()) {
         for (ReduceMessage& m : early->second) {
