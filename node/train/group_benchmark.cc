@@ -7,6 +7,14 @@
 // bytes_per_second = N x 4 / wall time of one all-reduce (every replica
 // done): the gradient bytes averaged per second ("algorithm bandwidth").
 // The counter sent_per_replica_MB is what each replica put on the wire.
+//
+// BM_GrpcAllReduceShaped: 3 replicas whose pushes are paced to 10 / 10 / 2
+// MB/s uplinks (GrpcGroupOptions::max_upload_bytes_per_second), 4 MiB of
+// gradient; sized:0 gives every member the same uplink figure (equal
+// shards), sized:1 lets each measure its own (Note [Uplink figure]) so
+// rounds are cut by bandwidth (Note [Shard layout]). Two untimed rounds
+// first (the figures come from the previous round).
+//   bazel run -c opt //node/train:group_benchmark -- --benchmark_filter=Shaped
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -73,6 +81,68 @@ BENCHMARK(BM_GrpcAllReduce)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
+
+void BM_GrpcAllReduceShaped(benchmark::State& state) {
+  const bool sized = state.range(0) != 0;
+  const int64_t n = int64_t{1} << 20;
+  const std::vector<double> uplinks = {10e6, 10e6, 2e6};
+  const int replicas = static_cast<int>(uplinks.size());
+  auto clock = common::RealClock::Create();
+  std::vector<PeerInfo> members;
+  for (int r = 0; r < replicas; ++r) {
+    members.push_back({common::NodeId::ForName(absl::StrCat("w", r)), {1}, 4, "", ""});
+  }
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int r = 0; r < replicas; ++r) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = members[r].id;
+    o.credentials = membership::PeerCredentials::Insecure();
+    o.max_upload_bytes_per_second = uplinks[r];
+    if (!sized) o.uplink_bytes_per_second = [] { return uint64_t{1}; };  // all alike: equal
+    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
+    if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
+    groups.push_back(*std::move(g));
+  }
+  for (int r = 0; r < replicas; ++r) {
+    for (auto& v : views) {
+      v->SetAddresses(members[r].id, "", absl::StrCat("127.0.0.1:", groups[r]->port()));
+    }
+  }
+  std::vector<float> grad(n);
+  for (int64_t i = 0; i < n; ++i) grad[i] = static_cast<float>(i % 97) * 0.01f;
+  uint64_t iteration = 0;
+  bool ok = true;
+  bool cut = true;
+  auto round = [&] {
+    absl::BlockingCounter done(replicas);
+    for (int r = 0; r < replicas; ++r) {
+      GradientContribution c{members[r].id, grad, 1, 7};
+      groups[r]->AllReduce(iteration, 1, std::move(c), [&](absl::StatusOr<ReduceResult> res) {
+        if (!res.ok() || res->contributors != replicas) ok = false;
+        if (res.ok() && res->shard_weights.empty() == sized) cut = false;
+        done.DecrementCount();
+      });
+    }
+    done.Wait();
+    ++iteration;
+  };
+  round();
+  round();
+  cut = true;
+  for (auto _ : state) round();
+  if (!ok) return state.SkipWithError("all-reduce failed");
+  if (!cut) return state.SkipWithError("rounds were not cut as asked");
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+BENCHMARK(BM_GrpcAllReduceShaped)
+    ->ArgNames({"sized"})
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace skipswarm::node

@@ -17,6 +17,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "node/compute/task_runner.h"
 #include "node/train/sharded_reduce.h"
 #include "proto/grpc_status.h"
@@ -63,6 +64,25 @@ class UplinkMeter {
   absl::Duration busy_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double estimate_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// GrpcGroupOptions::max_upload_bytes_per_second: chunks take back-to-back
+// slots of the uplink; a chunk is written when its slot ends (store and
+// forward, like a link of that bandwidth).
+class UploadPacer {
+ public:
+  explicit UploadPacer(double bytes_per_second) : rate_(bytes_per_second) {}
+  // How long a chunk of `bytes` waits at `now` before it is written.
+  absl::Duration Reserve(uint64_t bytes, absl::Duration now) {
+    absl::MutexLock lock(&mu_);
+    next_ = std::max(next_, now) + absl::Seconds(static_cast<double>(bytes) / rate_);
+    return next_ - now;
+  }
+
+ private:
+  const double rate_;
+  absl::Mutex mu_;
+  absl::Duration next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -489,6 +509,14 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       chunk.mutable_tensor()->add_shape(static_cast<int64_t>(n));
       chunk.set_data(reinterpret_cast<const char*>(data.data() + begin),
                      (end - begin) * sizeof(float));
+      if (pacer_ != nullptr && end > begin) {
+        // Blocks this push thread (its peer's pushes queue behind it, as
+        // on a link) on a clock timer.
+        absl::Notification slot;
+        clock_->RunAfter(pacer_->Reserve((end - begin) * sizeof(float), clock_->SteadyNow()),
+                         [&slot] { slot.Notify(); });
+        slot.WaitForNotification();
+      }
       if (!stream->Write(chunk)) break;
     }
     stream->WritesDone();
@@ -729,6 +757,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // Per stage: every member's uplink figure from its last finished round.
   std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
   UplinkMeter uplink_;
+  const std::unique_ptr<UploadPacer> pacer_ =
+      options_.max_upload_bytes_per_second > 0
+          ? std::make_unique<UploadPacer>(options_.max_upload_bytes_per_second)
+          : nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(

@@ -48,9 +48,13 @@
 // in flight (pushes to different peers overlap on one uplink), smoothed
 // over rounds (half old, half new). Like the pipeline's hop throughput
 // (node/daemon/speed_reports.h) it is a lower bound: a push ends at the
-// receiver's ack. The simulated-clock figure for 3 replicas at 10/10/2
-// MB/s (sharded_reduce_test TimedRound...): 10.67 s per 16 MB round with
-// equal shards, 8.73 s sized (1.22x).
+// receiver's ack. 3 replicas at 10/10/2 MB/s uplinks: on the simulated
+// clock (sharded_reduce_test TimedRound...) 10.67 s per 16 MB round with
+// equal shards, 8.73 s sized (1.22x); over gRPC on loopback with pushes
+// paced to those uplinks (group_benchmark BM_GrpcAllReduceShaped, 4 MiB,
+// figures measured by the members themselves, 2 x 3 rounds, load 5-7):
+// 2817 / 2818 ms equal vs 2311 / 2320 ms sized (1.22x; the slow member's
+// uplink carries (1 + (R-2) s/n) n: 2.80 s vs 2.29 s predicted).
 //   bazel build //node/train:group_benchmark
 //   bazel-bin/node/train/group_benchmark --benchmark_repetitions=3
 //       --benchmark_report_aggregates_only=true
@@ -102,6 +106,10 @@ struct GrpcGroupOptions {
   // layout, read at each AllReduce; unset: measured from this member's own
   // gradient pushes (Note [Uplink figure]).
   std::function<uint64_t()> uplink_bytes_per_second;
+  // > 0: this member's gradient pushes share an uplink of this many bytes/s
+  // (each <= 1 MiB chunk waits for its slot on the clock): emulation of a
+  // home link for benchmarks and tests.
+  double max_upload_bytes_per_second = 0;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (membership/tls_credentials.h): TLS from the
