@@ -8,10 +8,20 @@
 //   SchedulerPlannerOptions o{.planner = "skippipe", .path_length = 4};
 //   SS_ASSIGN_OR_RETURN(auto planner, SchedulerPlanner::Create(o));
 //
+// "skippipe" is the daemons' default planner. With path_length 0 (or S) it
+// plans full routes that visit every stage in order, choosing per micro-batch
+// the replicas, priorities and injection order (the scheduler's `noskip`
+// search); only skip routes (path_length < S) may swap stages. Why: Note
+// [Full routes stay in order] in scheduler_planner.cc.
+//
 // Until gossip measures them, compute speed and hop costs are the uniform
-// estimates in the options (the planner then balances load and respects the
-// route rules; network awareness comes with measured link samples).
-// Each node must host exactly one stage (the scheduler's model).
+// estimates in the options (the planner then balances load, memory slots and
+// collisions and respects the route rules; network awareness comes with
+// measured link samples).
+// Each node must host exactly one stage (the scheduler's model); for full
+// routes a view where some member hosts several stages (static --swarm
+// lists like 1+2) is planned by InOrderPlanner instead, as
+// SchedulerRouteRepairer falls back to ReplicaRouteRepairer.
 //
 // Thread rule: one caller at a time.
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
@@ -28,6 +38,10 @@ namespace skipswarm::node {
 struct SchedulerPlannerOptions {
   std::string planner = "skippipe";
   int path_length = 0;        // P (stages visited incl. 0); 0 = all stages
+  // Route rules (scheduler::Workload) of skip routes; full routes never
+  // swap (Note [Full routes stay in order]).
+  int max_swaps = 2;
+  int max_jump = 4;
   int layers_per_stage = 1;
   int samples_per_mb = 1;
   double sec_per_layer_sample = 1e-3;  // estimate until measured
@@ -50,6 +64,7 @@ class SchedulerPlanner final : public RoutePlanner {
       : options_(options), planner_(std::move(planner)) {}
   SchedulerPlannerOptions options_;
   std::unique_ptr<scheduler::Planner> planner_;
+  InOrderPlanner in_order_;  // full routes over members with several stages
 };
 
 }  // namespace skipswarm::node

@@ -98,7 +98,10 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
   }
   scheduler::Workload rules;
   rules.path_length = static_cast<int>(r.route.size());
-  rules.max_swaps = options_.max_swaps;
+  // A full route stays in order (Note [Full routes stay in order] in
+  // scheduler_planner.cc): its completion may not swap the stages left.
+  const bool full_route = static_cast<int>(r.route.size()) >= num_stages;
+  rules.max_swaps = full_route ? 0 : options_.max_swaps;
   rules.max_jump = options_.max_jump;
   absl::StatusOr<scheduler::Route> fixed =
       scheduler::RerouteInFlight(*topo, rules, route, r.holder, dead);

@@ -4,6 +4,8 @@
 // cheapest live replica of the failed hop's stage, or the cheapest valid
 // completion of the route from the holder (which may visit other stages),
 // the same length first, one stage shorter only if the skip budget allows.
+// A route through every stage is completed in stage order (no swaps; Note
+// [Full routes stay in order] in scheduler_planner.cc).
 //
 //   SchedulerRepairerOptions o{.path_rules = {.max_swaps = 2, .max_jump = 4}};
 //   SchedulerRouteRepairer repairer(o);
@@ -41,7 +43,8 @@ struct SchedulerRepairerOptions {
   int samples_per_mb = 1;
   double sec_per_layer_sample = 1e-3;  // estimate until measured
   double hop_s = 0.01;                 // estimate until measured
-  int max_swaps = 2;                   // route rules (scheduler::Workload)
+  int max_swaps = 2;                   // route rules (scheduler::Workload);
+                                       // full routes: 0
   int max_jump = 4;
   // Measured costs; each unset one falls back to the estimate above.
   // hop_s may return scheduler::kNoLink (infinity) for an unusable link.

@@ -46,10 +46,11 @@ TEST(SchedulerRouteRepairerTest, ReplacesTheFailedHopWithAnotherReplica) {
     EXPECT_EQ((*fixed)[0].node, Id("o"));
     EXPECT_EQ((*fixed)[1].stage, 1);
     EXPECT_NE((*fixed)[1].node, Id("a1"));
-    // The rest is b, c in either order (a swap of adjacent stages is a
-    // valid completion of the same cost).
-    EXPECT_TRUE(((*fixed)[2].node == Id("b") && (*fixed)[3].node == Id("c")) ||
-                ((*fixed)[2].node == Id("c") && (*fixed)[3].node == Id("b")));
+    // The rest is b, c in order: a swap of adjacent stages would cost the
+    // same, but a full route stays in order (Note [Full routes stay in
+    // order]).
+    EXPECT_EQ((*fixed)[2].node, Id("b"));
+    EXPECT_EQ((*fixed)[3].node, Id("c"));
     EXPECT_TRUE(CheckRepair(Request(mb), view, *fixed).ok());
     ++chosen[(*fixed)[1].node];
   }
