@@ -44,9 +44,14 @@ ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
 ABSL_FLAG(int64_t, local_iterations, 200, "Iterations to train.");
 ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
 ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
-ABSL_FLAG(std::string, local_planner, "inorder",
-          "Route planner of the data nodes (inorder, skippipe, pipeline, noskip, random).");
+ABSL_FLAG(std::string, local_planner, "skippipe",
+          "Route planner of the data nodes: skippipe (the scheduler's; full in-order routes at "
+          "--local_path_length=0, skip routes that may swap stages below it), inorder, "
+          "pipeline, noskip, random.");
 ABSL_FLAG(int, local_path_length, 0, "Stages per route incl. stage 0 (skipping); 0: all.");
+ABSL_FLAG(int, local_rebalance_every, 0,
+          "Gossip: every node gets --rebalance_every=N (stage rebalancing, Note [Stage moves]; "
+          "0: off).");
 ABSL_FLAG(std::string, kill, "",
           "Fault injection: comma-separated NAME@ITER; SIGKILL node NAME once iteration ITER "
           "is reported (e.g. s2r1@50).");
@@ -246,6 +251,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
     return absl::InvalidArgumentError("--local_membership must be gossip or static");
   }
+  const int rebalance_every = absl::GetFlag(FLAGS_local_rebalance_every);
+  if (rebalance_every < 0 || (rebalance_every > 0 && !gossip)) {
+    return absl::InvalidArgumentError(
+        "--local_rebalance_every needs --local_membership=gossip (no --wan) and N >= 0");
+  }
   const bool tls = absl::GetFlag(FLAGS_local_tls);
   if (tls && !gossip) {
     return absl::InvalidArgumentError(
@@ -277,6 +287,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"))
             : "\"insecure\": true",
         ",\n  \"control_port\": -1");
+    if (rebalance_every > 0) absl::StrAppend(&c, ",\n  \"rebalance_every\": ", rebalance_every);
     if (!stages.empty()) {
       absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages),
                       ",\n  \"expect_members\": ", layout.size());
@@ -477,7 +488,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
 common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
   return {"local", "Train with a real swarm of node processes on this machine",
           "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
-          "[--kill=NAME@ITER] [model flags]",
+          "[--local_planner=skippipe --local_path_length=0] [--kill=NAME@ITER] [model flags]",
           {"node/daemon/local_command.cc", model::kModelFlagsFile},
           [wan](const std::vector<std::string>&) {
             absl::Status s = Run(wan);
