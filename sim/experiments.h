@@ -38,6 +38,7 @@ struct ExperimentOptions {
   std::string detection = "auto";
   // Speed: swarm sizes to time (the acceptance run is 1,000).
   std::vector<int> speed_nodes = {1000};
+  int speed_iterations = 100;  // the acceptance run's 100
 };
 
 absl::Status RunExperiment1(const ExperimentOptions& o, std::ostream& out);

@@ -27,6 +27,8 @@ ABSL_FLAG(std::string, detection, "auto",
           "(experiment 2 and speed: a row of each).");
 ABSL_FLAG(std::vector<std::string>, speed_nodes, {"1000"},
           "Speed: swarm sizes to time, e.g. 100,300,1000.");
+ABSL_FLAG(int, speed_iterations, 100,
+          "Speed: iterations per run (the acceptance run: 100).");
 ABSL_FLAG(std::string, scenarios_dir, "sim/scenarios",
           "Folder of the shipped scenarios and tables.");
 
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   o.wall = wall.get();
   o.backend = absl::GetFlag(FLAGS_backend);
   o.detection = absl::GetFlag(FLAGS_detection);
+  o.speed_iterations = absl::GetFlag(FLAGS_speed_iterations);
   o.speed_nodes.clear();
   for (const std::string& n : absl::GetFlag(FLAGS_speed_nodes)) {
     int v = 0;

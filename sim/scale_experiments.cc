@@ -70,7 +70,8 @@ absl::Status RunExperiment3(const ExperimentOptions& o, std::ostream& out) {
 }
 
 absl::Status RunSpeed(const ExperimentOptions& o, std::ostream& out) {
-  constexpr int kStages = 16, kIterations = 100;
+  constexpr int kStages = 16;
+  const int kIterations = o.speed_iterations;
   const bool nodes = o.backend == "nodes";
   std::vector<std::string> detections = {o.detection};
   if (o.detection == "both") detections = {"swim", "model"};
@@ -101,7 +102,6 @@ absl::Status RunSpeed(const ExperimentOptions& o, std::ostream& out) {
                          o.scenarios_dir, 1));
     for (const std::string& detection : detections) {
       opts.detection = detection;
-      opts.swim_max_nodes = 300;
       const absl::Duration w0 = o.wall->SteadyNow();
       // CPU time too: on the shared 2-core machine the wall time mostly
       // measures the other processes (load average 5-10).

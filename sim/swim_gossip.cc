@@ -29,6 +29,11 @@ membership::MembershipOptions MembershipOptionsFor(const DetectorParams& d, doub
   // scenario, not from gossip: no link samples ride on the messages (with
   // them every message copies one sample per member, O(N) per message).
   o.max_links_per_message = 0;
+  // Anti-entropy every 30 s instead of the LAN default's 5 s (hashicorp's
+  // memberlist uses 60 s for a WAN): each push-pull carries every member's
+  // record and digest, O(N) per message, and it plays no part in failure
+  // detection (probes and piggy-backed gossip do that).
+  o.push_pull_interval = absl::Seconds(30);
   return o;
 }
 
