@@ -8,7 +8,7 @@
 //   ShardedReduce r(self, iteration, stage, std::move(own), my_uplink);
 //   Send(r.Start(live_replicas, layout));      // ascending ids, self included
 //   ... on a message from a peer:   Send(r.Receive(std::move(m)));
-//   ... when the view loses one:    Send(r.Start(fewer_replicas));
+//   ... when the view loses one:    Send(r.Start(fewer_replicas, their_layout));
 //   if (r.done()) use(r.result());
 //
 // A round is the list of members (ascending id). The flat gradient of n
