@@ -13,15 +13,20 @@
 // costs; data nodes plan with the scheduler's planner through
 // sim/node_planner.h. The world — crashes, the failure detector's verdicts,
 // stragglers, partitions — reaches them only through the seams of
-// sim/node_world.h. No libtorch.
+// sim/node_world.h; failure detection is membership/'s real SWIM code, one
+// Membership per node on the same clock (sim/swim_gossip.h), or the
+// detector model for larger swarms. No libtorch.
 //
 // Churn, as played here (Note [Real-node churn]):
 //  * kill / poisson_failures / correlated_failures / region_outage: the
 //    node's server, trainer and transport are torn down at the crash; peers
 //    notice through failed sends and broken streams (stream_timeout_s, see
-//    NodeWorld), and every view and the replica hub call it dead at the
-//    detector model's delay (sim/detector.h, as the executor backend; the
-//    real SWIM code's delay is measured in experiment 3). Random victims are
+//    NodeWorld). With SimOptions::detection "swim" (the default up to
+//    swim_max_nodes) its Membership stops and each node's view drops it
+//    when that node's own Membership calls it dead (sim/swim_gossip.h); the
+//    replica hub drops it once every live view has. With "model" every view
+//    and the hub call it dead at the detector model's delay (sim/detector.h,
+//    as the executor backend). Random victims are
 //    drawn exactly as sim/driver.h draws them (same seed stream, same rule
 //    for sparing a stage's last node), so both backends kill the same nodes
 //    at the same times.
