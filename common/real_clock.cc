@@ -15,11 +15,11 @@ absl::Duration SteadySinceStart() {
 
 }  // namespace
 
-std::unique_ptr<RealClock> RealClock::Create() {
-  return std::unique_ptr<RealClock>(new RealClock());
+std::unique_ptr<RealClock> RealClock::Create(absl::Duration max_sleep) {
+  return std::unique_ptr<RealClock>(new RealClock(max_sleep));
 }
 
-RealClock::RealClock() {
+RealClock::RealClock(absl::Duration max_sleep) : max_sleep_(max_sleep) {
   SteadySinceStart();
   thread_ = std::thread([this] { TimerLoop(); });
 }
@@ -66,17 +66,23 @@ void RealClock::TimerLoop() {
           callback = std::move(*due);
           break;
         }
-        auto next = timers_.NextDeadline();
-        // Wake on the next deadline, on a new (possibly earlier) timer, or on
-        // shutdown; re-check at least every 50 ms to bound wake-up error.
-        absl::Duration wait = absl::Milliseconds(50);
-        if (next) wait = std::min(wait, *next - SteadySinceStart());
-        size_t before = timers_.size();
-        auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return stopping_ || timers_.size() != before;
+        // Note [Timer thread wake-up]: sleep until `wake` (the earliest
+        // deadline, at most max_sleep_ away) unless a timer due before
+        // `wake` is scheduled meanwhile. The condition is a state, not an
+        // event count. Waiting for "the queue's size changed" missed a timer
+        // scheduled while another was cancelled before this thread
+        // re-evaluated its condition (size unchanged), and that timer, often
+        // a stage server's zero-delay dispatch, waited out the whole 50 ms.
+        const absl::Duration now = SteadySinceStart();
+        absl::Duration wake = now + max_sleep_;
+        if (auto next = timers_.NextDeadline()) wake = std::min(wake, *next);
+        auto earlier = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          if (stopping_) return true;
+          auto first = timers_.NextDeadline();
+          return first.has_value() && *first < wake;
         };
-        mu_.AwaitWithTimeout(absl::Condition(&changed),
-                             std::max(wait, absl::ZeroDuration()));
+        mu_.AwaitWithTimeout(absl::Condition(&earlier),
+                             std::max(wake - now, absl::ZeroDuration()));
       }
     }
     callback();

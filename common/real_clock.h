@@ -25,7 +25,12 @@ namespace skipswarm::common {
 
 class RealClock final : public Clock {
  public:
-  static std::unique_ptr<RealClock> Create();
+  // The timer thread sleeps until the earliest deadline or until an earlier
+  // timer is scheduled (Note [Timer thread wake-up] in real_clock.cc), and
+  // at most `max_sleep` at a time: a safety net that timely firing does not
+  // depend on (tests pass an hour to prove it).
+  static std::unique_ptr<RealClock> Create(
+      absl::Duration max_sleep = absl::Milliseconds(50));
   ~RealClock() override;
 
   absl::Time Now() override;
@@ -38,9 +43,10 @@ class RealClock final : public Clock {
   void SleepFor(absl::Duration delay);
 
  private:
-  RealClock();
+  explicit RealClock(absl::Duration max_sleep);
   void TimerLoop();
 
+  const absl::Duration max_sleep_;
   absl::Mutex mu_;
   TimerQueue timers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -75,6 +75,27 @@ TEST(RealClockTest, CallbackCanScheduleAnotherTimer) {
   SUCCEED();
 }
 
+// Regression (Note [Timer thread wake-up]): the timer thread used to sleep
+// until the number of pending timers changed, so a timer scheduled while
+// another was cancelled (no net change) waited out the whole sleep: 50 ms
+// stalls between pipeline hops. Here the sleep is an hour, so every round
+// that hits that interleaving would hang; each round schedules a due timer
+// and at once cancels a far one while the timer thread sleeps.
+TEST(RealClockTest, TimerAddedWhileAnotherIsCancelledRunsWithoutWaitingOutTheSleep) {
+  auto clock = RealClock::Create(/*max_sleep=*/absl::Hours(1));
+  constexpr int kRounds = 200;
+  std::vector<TimerId> far;
+  for (int i = 0; i < kRounds; ++i) far.push_back(clock->RunAfter(absl::Hours(2), [] {}));
+  for (int i = 0; i < kRounds; ++i) {
+    absl::Notification ran;
+    clock->RunAfter(absl::ZeroDuration(), [&] { ran.Notify(); });
+    ASSERT_TRUE(clock->Cancel(far[i]));
+    // A liveness bound, not a timing assertion: it only ends a hung test.
+    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(20)))
+        << "round " << i << ": the due timer waited for the timer thread's sleep";
+  }
+}
+
 TEST(RealClockTest, DestructorDropsPendingTimers) {
   bool ran = false;
   {
