@@ -11,9 +11,10 @@
 // gives each route (Note [Data order]: DataNodeDriver's rank among every
 // configured data node, or the plan's data slot) and its hops. A hop the
 // stage server later repairs (Note [Route hops]) is not seen here: with
-// the default in-order planner a repair picks another replica of the same
-// stage (skipping is off without --node_path_length), so the stages are
-// the ones run; a dropped micro-batch is not marked (progress.jsonl counts
+// full routes (the default --node_path_length=0, either planner) a repair
+// picks another replica of the same stage (no skip without a skip budget,
+// no swap: Note [Full routes stay in order]), so the stages are the ones
+// run; a dropped micro-batch is not marked (progress.jsonl counts
 // drops and re-routes per iteration). Each Plan's lines go out in one
 // append and are flushed, so a killed node leaves whole lines.
 //

@@ -3,14 +3,15 @@
 // plans its own iteration, deterministically, and the route rides in every
 // frame header).
 //
-//   InOrderPlanner planner;                       // "pipeline"-like default
+//   InOrderPlanner planner;                       // "inorder"
 //   SS_ASSIGN_OR_RETURN(auto routes, planner.Plan({.iteration = it,
 //                                                  .self = me, .mbs = 4}, view));
 //
 // InOrderPlanner: every MB visits every stage in order (no skipping); MB j
 // of data node d (d = rank of this node among the data nodes) uses replica
-// (j + d) mod R of each stage, spreading load over replicas. A scheduler-
-// backed planner (skippipe etc.) plugs in behind the same interface.
+// (j + d) mod R of each stage, spreading load over replicas. The daemons'
+// default is the scheduler-backed SchedulerPlanner ("skippipe";
+// scheduler_planner.h) behind the same interface.
 //
 // Thread rule: one caller at a time.
 #ifndef SKIPSWARM_NODE_TRAIN_ROUTE_PLANNER_H_

@@ -5,13 +5,14 @@
 # micro-batches, same stages, same global batch, same schedule length), and
 # the validation loss of both is compared at every EVAL_EVERY iterations.
 #
-#   bash tools/experiments/local_vs_ref.sh     # 2026-12-02, shared 2 cores: swarm 17 min, train-ref 52 min
+#   bash tools/experiments/local_vs_ref.sh     # 2026-12-02, shared 2 cores: swarm 11-17 min, train-ref 22-52 min
 #   ITERS=20 EVAL_EVERY=10 OUT=/tmp/lvr bash tools/experiments/local_vs_ref.sh --stages=3 --layers=3
 #
 # Extra arguments are model flags, given to both runs (and to eval).
 # Environment:
-#   LOCAL_FLAGS `skipswarm local` flags only, e.g. LOCAL_FLAGS="--local_planner=skippipe
-#               --local_path_length=4" (skip routes; train-ref replays them all the same)
+#   LOCAL_FLAGS `skipswarm local` flags only, e.g. LOCAL_FLAGS="--local_path_length=4" (skip
+#               routes of the default skippipe planner, swaps allowed; train-ref replays them
+#               all the same), or "--local_planner=inorder"
 #   BIN         the skipswarm binary (default: a copy of bazel-bin/node/skipswarm in OUT,
 #               so a rebuild does not replace it mid-run)
 #   OUT         output folder (default /tmp/skipswarm-local-vs-ref)
@@ -56,8 +57,11 @@ for line in open(sys.argv[1]):
     p = json.loads(line)
     dropped += p.get("dropped", 0)
     rerouted = max(rerouted, p.get("rerouted", 0))
-print(f"swarm: {dropped} micro-batches dropped, {rerouted} re-routed (cumulative max)")
+print(f"swarm: {dropped} micro-batches dropped, {rerouted} re-routed by the data nodes (cumulative max)")
 PY
+# progress.jsonl counts only the data nodes' own re-routes; a relay that re-routes a hop
+# logs it (stage_server_send.cc "re-routed (REASON)").
+echo "swarm: $(cat "$OUT"/local/logs/*.err | grep -c 're-routed (' || true) hops re-routed in all nodes' logs"
 
 # --threads=1 as the launcher gives every node: the same summation order, and on a
 # busy machine intra-op threads mostly wait for each other.
