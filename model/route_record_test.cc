@@ -23,6 +23,16 @@ TEST(RouteRecordTest, FormatParsesBackSortedByMicroBatch) {
   EXPECT_EQ(r[2][1].stages, (std::vector<int>{0, 3}));
 }
 
+TEST(RouteRecordTest, SwappedStagesKeepTheirVisitingOrder) {
+  // A skip route of the skippipe planner may swap adjacent stages; the
+  // replay must train them in the order the swarm ran them.
+  RecordedRoute a{.iteration = 0, .global_mb = 3, .origin = "d0", .nodes = {"a", "b", "c", "d"},
+                  .stages = {0, 1, 5, 4}};
+  RouteRecord r;
+  ASSERT_TRUE(ParseRouteRecord(FormatRecordedRoute(a), &r).ok());
+  EXPECT_EQ(r[0][0].stages, (std::vector<int>{0, 1, 5, 4}));
+}
+
 TEST(RouteRecordTest, TheLaterLineForAMicroBatchWins) {
   RouteRecord r;
   ASSERT_TRUE(ParseRouteRecord("0 1 d0 x/0 y/1 z/2\n0 1 d0 x/0 z/2\n", &r).ok());
