@@ -21,9 +21,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
+#include "model/corpus.h"
 #include "model/model_config.h"
-#include "model/optimizer.h"
+#include "model/optimizer_options.h"
 #include "model/sentencepiece_tokenizer.h"
 
 namespace skipswarm::model {
