@@ -34,8 +34,10 @@ using MbKey = std::tuple<int, uint64_t, uint64_t>;  // origin, iteration, mb
 // SWIM: a crash that is not out of every view this long after it is taken
 // out of the replica hub anyway (and logged), so averaging cannot hang.
 constexpr double kSwimVerdictLimitS = 60;
-// A run with no report and no finished MB for this long has hung.
-constexpr double kHungAfterS = 24 * 3600;
+// A run with no report, no finished MB and no churn for this long has hung
+// (with SWIM the clock always has gossip timers, so "no event left" cannot
+// tell).
+constexpr double kHungAfterS = 3600;
 
 class NodeSim;
 
@@ -369,6 +371,7 @@ void NodeSim::Revive(int u, double ready_at, const std::string& kind) {
 
 void NodeSim::Apply(const ChurnEvent& e) {
   const double now = Now();
+  last_progress_ = now;
   switch (e.kind) {
     case ChurnKind::kKill:
       for (const std::string& n : e.nodes) Kill(uni_.FindNode(n), e.cause);
@@ -644,7 +647,8 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     // has hung too.)
     if (clock_.next_deadline_or(limit) >= limit || Now() > last_progress_ + kHungAfterS ||
         !clock_.RunNext()) {
-      report_.stopped_early = "the node swarm hung (no event left or 30 simulated days)";
+      report_.stopped_early =
+          "the node swarm hung (no event left, 30 simulated days, or an hour without progress)";
       break;
     }
   }
