@@ -19,7 +19,7 @@
 // Stragglers are compute-slow only: a daemon's gossip runs on its own
 // threads, so a straggler answers probes on time here.
 //
-//   SwimGossip gossip(&clock, &world, &scenario, seed, MembershipOptionsFor(sc.detector));
+//   SwimGossip gossip(&clock, &world, &scenario, seed);  // WAN-tuned timers
 //   gossip.SetVerdictListener([&](int observer, int subject, proto::MemberState s) { ... });
 //   gossip.Start(u, /*founder=*/true);       // every initial member, at time 0
 //   gossip.Crash(u);  gossip.Start(u, false);  // a crash and a replacement
