@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "membership/identity.h"
 #include "model/model_flags.h"
 #include "node/daemon/eval_snapshots.h"
 #include "node/daemon/swarm_spec.h"
@@ -62,8 +63,8 @@ ABSL_FLAG(int64_t, local_join_at, -1,
           "Gossip: once iteration N is reported, start one more node (j0, no stage given) that "
           "joins the training swarm; its time-to-first-useful-work goes to join.jsonl.");
 ABSL_FLAG(bool, local_tls, false,
-          "Gossip membership: mutual TLS between the nodes (a key per node in "
-          "LOCAL_DIR/keys/) instead of plain text (--insecure, the default for speed).");
+          "Mutual TLS between the nodes (a key per node in LOCAL_DIR/keys/; static lists pin "
+          "each node's id) instead of plain text (--insecure, the default for speed).");
 ABSL_FLAG(bool, local_record_routes, false,
           "Every data node appends the routes it plans to LOCAL_DIR/routes/NAME.routes "
           "(model/route_record.h), for `skipswarm train-ref --routes_file=...`.");
@@ -257,10 +258,6 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         "--local_rebalance_every needs --local_membership=gossip (no --wan) and N >= 0");
   }
   const bool tls = absl::GetFlag(FLAGS_local_tls);
-  if (tls && !gossip) {
-    return absl::InvalidArgumentError(
-        "--local_tls needs --local_membership=gossip (static lists have no node keys)");
-  }
   if (tls) {
     std::filesystem::create_directories(dir + "/keys", ec);
     if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, "/keys"));
@@ -274,13 +271,26 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     for (const auto& [name, st] : layout) {
       SS_ASSIGN_OR_RETURN(int p1, FreePort());
       SS_ASSIGN_OR_RETURN(int p2, FreePort());
+      // Note [Static swarm security]: with --local_tls every entry pins its
+      // node's id, so the keys exist before any node starts.
+      std::string id_hex;
+      if (tls) {
+        SS_ASSIGN_OR_RETURN(auto identity,
+                            membership::Identity::LoadOrCreate(dir + "/keys/" + name + ".key"));
+        id_hex = identity->id().Hex();
+      }
       entries.push_back(FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
-                                         absl::StrCat("127.0.0.1:", p2)));
+                                         absl::StrCat("127.0.0.1:", p2), id_hex));
     }
     swarm = absl::StrJoin(entries, ",");
   }
   auto membership_config = [&](const std::string& name, const std::vector<int>& st) {
-    if (!gossip) return absl::StrCat("\"swarm\": ", JsonString(swarm));
+    if (!gossip) {
+      return absl::StrCat(
+          "\"swarm\": ", JsonString(swarm), ",\n  ",
+          tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"))
+              : "\"insecure\": true");
+    }
     std::string stages;
     for (int s : st) absl::StrAppend(&stages, stages.empty() ? "" : "+", s);
     std::string c = absl::StrCat(

@@ -35,8 +35,9 @@ ABSL_FLAG(int64_t, node_iterations, 100, "Iterations to train (also the LR sched
 ABSL_FLAG(int64_t, node_checkpoint_every, 0,
           "Checkpoint every N iterations into --checkpoint_dir (0: only at the end).");
 ABSL_FLAG(std::string, swarm_id, "skipswarm", "Swarm id; frames of other swarms are refused.");
-ABSL_FLAG(std::string, node_planner, "inorder",
-          "Route planner: inorder (full routes), or skippipe, pipeline, noskip, random.");
+ABSL_FLAG(std::string, node_planner, "skippipe",
+          "Route planner: skippipe (default; full in-order routes at --node_path_length=0, "
+          "skip routes that may swap stages below it), inorder, pipeline, noskip, random.");
 ABSL_FLAG(int, node_path_length, 0,
           "Stages each micro-batch visits, counting stage 0 (skipping planners); 0: all.");
 ABSL_FLAG(std::string, node_record_routes, "",
