@@ -65,7 +65,7 @@ struct SimOptions {
   // "auto" SWIM up to swim_max_nodes universe nodes, the model above (its
   // cost, sim/README.md "Speed"). The executor backend always uses the model.
   std::string detection = "auto";
-  int swim_max_nodes = 200;
+  int swim_max_nodes = 300;
 };
 
 struct IterationRecord {

@@ -23,7 +23,7 @@ ABSL_FLAG(std::string, backend, "nodes",
           "both (experiment 2 side by side).");
 ABSL_FLAG(std::string, detection, "auto",
           "Nodes backend's failure detection: swim (membership/'s real SWIM), "
-          "model (sim/detector.h), auto (swim up to 200 nodes), or both "
+          "model (sim/detector.h), auto (swim up to 300 nodes), or both "
           "(experiment 2 and speed: a row of each).");
 ABSL_FLAG(std::vector<std::string>, speed_nodes, {"1000"},
           "Speed: swarm sizes to time, e.g. 100,300,1000.");

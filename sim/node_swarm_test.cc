@@ -203,7 +203,7 @@ TEST(NodeSwarmChurnTest, SameSeedGivesByteIdenticalReports) {
   auto b = RunNodeSimulation(*seven, o);
   auto c = RunNodeSimulation(*eight, o);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(a->detection, "swim");  // the default up to 200 nodes
+  EXPECT_EQ(a->detection, "swim");  // the default up to 300 nodes
   EXPECT_FALSE(a->failures.empty());
   EXPECT_EQ(ReportJson(*a), ReportJson(*b));
   EXPECT_NE(ReportJson(*a), ReportJson(*c));

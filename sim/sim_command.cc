@@ -48,7 +48,7 @@ ABSL_FLAG(std::string, sim_detection, "auto",
           "Failure detection on the nodes backend: swim (membership/'s real "
           "SWIM code, one Membership per node), model (sim/detector.h), auto "
           "(swim up to --sim_swim_max_nodes universe nodes, model above).");
-ABSL_FLAG(int, sim_swim_max_nodes, 200,
+ABSL_FLAG(int, sim_swim_max_nodes, 300,
           "--sim_detection=auto: largest swarm run with real SWIM.");
 ABSL_FLAG(int, sim_max_evaluations, 3000,
           "skippipe planner: evaluation limit per plan (effort).");

@@ -34,6 +34,10 @@ membership::MembershipOptions MembershipOptionsFor(const DetectorParams& d, doub
   // record and digest, O(N) per message, and it plays no part in failure
   // detection (probes and piggy-backed gossip do that).
   o.push_pull_interval = absl::Seconds(30);
+  // Push-pull with a DEAD member (to heal partitions) every 10 s instead of
+  // 3 s: every crashed node stays a tombstone for the reconnect window, and
+  // each attempt builds a request with every member's digest.
+  o.reconnect_interval = absl::Seconds(10);
   return o;
 }
 
