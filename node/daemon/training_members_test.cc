@@ -52,6 +52,25 @@ TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
   }
 }
 
+// The planner's compute costs come from the records (Note [Planning from
+// measured speeds] in node/train/scheduler_planner.cc); 0 = not published.
+TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  r.seconds_per_layer_per_sample = 0.05;
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, s}, 1));
+  int seen = 0;
+  for (const PeerInfo& p : members.routing()->Members()) {
+    if (p.id == r.id) {
+      EXPECT_EQ(p.sec_per_layer_sample, 0.05);
+      ++seen;
+    } else {
+      EXPECT_EQ(p.sec_per_layer_sample, 0) << p.id.ShortString();
+    }
+  }
+  EXPECT_EQ(seen, 1);
+}
+
 // A data-node joiner (stage 0) gets its own shard from its entry on: the
 // data nodes' ranks come from the routing face (Note [Data order]), so d
 // and j read disjoint micro-batches, and nothing another data node reads.

@@ -27,6 +27,11 @@ struct PeerInfo {
   int memory_slots = 4;
   std::string address;        // pipeline "host:port" (gRPC); empty in-process
   std::string group_address;  // StageService "host:port" (replica averaging)
+  // Measured compute speed, seconds per layer per sample (the record's
+  // seconds_per_layer_per_sample, Note [Measured speeds] in
+  // node/daemon/speed_reports.h); 0 = unknown (static lists, the simulator,
+  // a member that has not published yet). Planners fall back to estimates.
+  double sec_per_layer_sample = 0;
 };
 
 class SwarmView {

@@ -1,5 +1,8 @@
 #include "node/train/scheduler_planner.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -21,9 +24,9 @@ namespace skipswarm::node {
 // inference run the stages in order (model/evaluate.h, `skipswarm eval`),
 // and train-ref's routes are in order, so each swapped micro-batch trains
 // the weights on a composition the evaluated model never computes: noise in
-// the gradient, not a sample of the target. With uniform cost estimates a
+// the gradient, not a sample of the target. With uniform hop estimates a
 // swap cannot shorten a route either (the same nodes cost the same in any
-// order); it only moves queueing around.
+// order, measured compute speeds included); it only moves queueing around.
 // So at full length the daemons' planner keeps routes in order (max_swaps
 // 0: the scheduler's `noskip`, the same search) and still chooses, per
 // micro-batch, the replicas (load, memory slots, collisions, dead members
@@ -32,6 +35,70 @@ namespace skipswarm::node {
 // the model trains on varying sub-networks anyway, the route rides in the
 // record, and train-ref replays swapped routes as given
 // (LocalPipeline::TrainMicroBatch takes any valid order).
+
+// Note [Planning from measured speeds]
+// Every member publishes its measured compute speed in its signed record
+// (Note [Measured speeds] in node/daemon/speed_reports.h); TrainingMembers
+// hands it over as PeerInfo::sec_per_layer_sample, and each node's t_v in
+// the TopologyView is that value, so the search sends fewer micro-batches
+// through a slow replica (its forwards and backwards cost more, and the
+// evaluator queues them there).
+// Determinism: every data node plans the whole iteration from its own view
+// with the same seed and injects only the routes whose origin it is. The
+// views are gossip's, so two data nodes may hold different estimates of
+// the same member (a record re-signed in between) and then compute
+// different plans. That costs balance, never correctness: each MB is still
+// injected by exactly one origin on a valid route, with a data slot of its
+// own as long as the data nodes agree on the member set and M (what they
+// already had to agree on before speeds were measured); a node routed more
+// MBs than its peers expected only queues them. To make such differences
+// rare, a speed is rounded to the nearest power of 1.25 before planning
+// (QuantizeMeasuredSpeed): an estimate moving by 1% changes its bucket
+// with probability ~4.5%, and a member republishes only after a 20% move
+// anyway. The bucket value is made by repeated multiplication (exact IEEE
+// steps), not pow(), so a bucket index gives the same double everywhere
+// (only the index, from log(), could differ between C libraries, and only
+// for a value at a bucket's very edge).
+// A member that has not published yet (a joiner before its first tasks)
+// counts as the median measured speed of the view (the lower middle one,
+// itself a bucket value): the option's estimate is on another scale than
+// measured seconds and would make it look far faster or slower than its
+// peers. With no measurement in the view (static --swarm lists, the
+// simulator's nodes backend) every node gets the option's estimate and the
+// plan is exactly the one planned before speeds were measured.
+
+double QuantizeMeasuredSpeed(double seconds) {
+  const long k = std::clamp(std::lround(std::log(seconds) / std::log(kSpeedBucket)), -400L, 400L);
+  double v = 1;
+  for (long i = 0; i < std::labs(k); ++i) v *= kSpeedBucket;
+  return k >= 0 ? v : 1 / v;
+}
+
+namespace {
+
+bool Measured(const PeerInfo& m) {
+  return m.sec_per_layer_sample > 0 && std::isfinite(m.sec_per_layer_sample);
+}
+
+// The t_v of every member (Note [Planning from measured speeds]).
+std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double estimate) {
+  std::vector<double> known;
+  for (const PeerInfo& m : members) {
+    if (Measured(m)) known.push_back(QuantizeMeasuredSpeed(m.sec_per_layer_sample));
+  }
+  double fallback = estimate;
+  if (!known.empty()) {
+    std::sort(known.begin(), known.end());
+    fallback = known[(known.size() - 1) / 2];
+  }
+  std::vector<double> out;
+  for (const PeerInfo& m : members) {
+    out.push_back(Measured(m) ? QuantizeMeasuredSpeed(m.sec_per_layer_sample) : fallback);
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SchedulerPlanner>> SchedulerPlanner::Create(
     const SchedulerPlannerOptions& options) {
@@ -46,8 +113,10 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   const bool full_routes =
       options_.path_length <= 0 || options_.path_length >= input.num_stages;
   const std::vector<PeerInfo> members = view.Members();
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.sec_per_layer_sample);
   std::vector<scheduler::NodeSpec> nodes;
-  for (const PeerInfo& m : members) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    const PeerInfo& m = members[i];
     if (m.stages.size() != 1 && full_routes && options_.planner == "skippipe") {
       return in_order_.Plan(input, view);  // outside the scheduler's model
     }
@@ -60,7 +129,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
     n.name = m.id.ShortString();
     n.id = m.id;
     n.stage = m.stages[0];
-    n.sec_per_layer_sample = options_.sec_per_layer_sample;
+    n.sec_per_layer_sample = speeds[i];
     n.memory_slots = m.memory_slots;
     nodes.push_back(n);
   }

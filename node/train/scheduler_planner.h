@@ -14,10 +14,15 @@
 // search); only skip routes (path_length < S) may swap stages. Why: Note
 // [Full routes stay in order] in scheduler_planner.cc.
 //
-// Until gossip measures them, compute speed and hop costs are the uniform
-// estimates in the options (the planner then balances load, memory slots and
-// collisions and respects the route rules; network awareness comes with
-// measured link samples).
+// Compute speeds are the members' measured ones (PeerInfo::
+// sec_per_layer_sample, from gossip records; Note [Planning from measured
+// speeds] in scheduler_planner.cc), quantized so that every data node plans
+// the same from slightly different views; unmeasured members count as the
+// median measured speed, and a view with no measurement (static lists, the
+// simulator) plans with the uniform estimate in the options, as before.
+// Hop costs are still the uniform `hop_s` estimate (the planner balances
+// load, compute speed, memory slots and collisions and respects the route
+// rules; network awareness comes with measured link costs).
 // Each node must host exactly one stage (the scheduler's model); for full
 // routes a view where some member hosts several stages (static --swarm
 // lists like 1+2) is planned by InOrderPlanner instead, as
@@ -44,10 +49,16 @@ struct SchedulerPlannerOptions {
   int max_jump = 4;
   int layers_per_stage = 1;
   int samples_per_mb = 1;
-  double sec_per_layer_sample = 1e-3;  // estimate until measured
-  double hop_s = 0.01;                 // estimate until measured
+  double sec_per_layer_sample = 1e-3;  // estimate while no member is measured
+  double hop_s = 0.01;                 // estimate (links are not measured here yet)
   uint64_t seed = 1;
 };
+
+// A measured speed rounded to the nearest power of 1.25 (kSpeedBucket), so
+// two views whose measurements differ by a few percent give the same value
+// (Note [Planning from measured speeds]). REQUIRES: seconds > 0.
+inline constexpr double kSpeedBucket = 1.25;
+double QuantizeMeasuredSpeed(double seconds);
 
 class SchedulerPlanner final : public RoutePlanner {
  public:

@@ -1,5 +1,6 @@
 #include "node/train/scheduler_planner.h"
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -143,6 +144,134 @@ TEST(SchedulerPlannerTest, FullRoutesOverMultiStageMembersArePlannedInOrder) {
   ASSERT_TRUE(skip.ok());
   EXPECT_EQ((*skip)->Plan({0, members[0].id, 2, 3}, view).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Micro-batches each member is routed over one iteration (both data
+// nodes' routes).
+std::map<common::NodeId, int> VisitsPerMember(SchedulerPlanner* planner, const SwarmView& view,
+                                              uint64_t iteration, int mbs, int num_stages) {
+  std::map<common::NodeId, int> visits;
+  for (const char* origin : {"d0", "d1"}) {
+    auto routes = planner->Plan({iteration, common::NodeId::ForName(origin), mbs, num_stages},
+                                view);
+    EXPECT_TRUE(routes.ok()) << routes.status();
+    if (!routes.ok()) continue;
+    for (const PlannedRoute& r : *routes) {
+      for (const RouteHop& h : r.hops) ++visits[h.node];
+    }
+  }
+  return visits;
+}
+
+std::vector<std::vector<PlannedRoute>> PlansOf(SchedulerPlanner* planner, const SwarmView& view,
+                                               uint64_t iteration, int mbs, int num_stages) {
+  std::vector<std::vector<PlannedRoute>> out;
+  for (const char* origin : {"d0", "d1"}) {
+    auto routes = planner->Plan({iteration, common::NodeId::ForName(origin), mbs, num_stages},
+                                view);
+    EXPECT_TRUE(routes.ok()) << routes.status();
+    out.push_back(routes.ok() ? *routes : std::vector<PlannedRoute>{});
+  }
+  return out;
+}
+
+// Note [Planning from measured speeds].
+TEST(SchedulerPlannerTest, AReplicaMeasuredFiveTimesSlowerGetsFewerMicroBatches) {
+  std::vector<PeerInfo> members = LocalLayout();
+  const common::NodeId fast = common::NodeId::ForName("s2r0");
+  const common::NodeId slow = common::NodeId::ForName("s2r1");
+  for (PeerInfo& m : members) m.sec_per_layer_sample = m.id == slow ? 0.09 : 0.018;
+  StaticSwarmView view(members);
+  auto planner = SchedulerPlanner::Create({.planner = "skippipe"});
+  ASSERT_TRUE(planner.ok());
+  int fast_total = 0, slow_total = 0;
+  for (uint64_t it = 0; it < 4; ++it) {
+    std::map<common::NodeId, int> visits = VisitsPerMember(planner->get(), view, it, 8, 6);
+    EXPECT_EQ(visits[fast] + visits[slow], 16) << "iteration " << it;  // every MB visits stage 2
+    EXPECT_LT(2 * visits[slow], visits[fast]) << "iteration " << it;
+    fast_total += visits[fast];
+    slow_total += visits[slow];
+  }
+  // The same swarm unmeasured: the two replicas share the load.
+  for (PeerInfo& m : members) m.sec_per_layer_sample = 0;
+  StaticSwarmView uniform(members);
+  std::map<common::NodeId, int> even = VisitsPerMember(planner->get(), uniform, 0, 8, 6);
+  EXPECT_EQ(even[fast], 8);
+  EXPECT_EQ(even[slow], 8);
+  RecordProperty("fast_replica_mbs", fast_total);
+  RecordProperty("slow_replica_mbs", slow_total);
+}
+
+TEST(SchedulerPlannerTest, MeasurementsOnePercentApartPlanIdentically) {
+  // Heterogeneous measured speeds, all well inside their buckets, and the
+  // same view with every measurement 1% higher.
+  // (0.018 = 1.25^-18.004, 0.028 = 1.25^-16.02, ...: 1% is 0.045 of a
+  // bucket's exponent width.)
+  const std::vector<double> base = {0.018, 0.028, 0.018, 0.044, 0.018, 0.088,
+                                    0.035, 0.018, 0.028, 0.018, 0.055, 0.018};
+  std::vector<PeerInfo> a = LocalLayout(), b = LocalLayout();
+  ASSERT_EQ(a.size(), base.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i].sec_per_layer_sample = base[i];
+    b[i].sec_per_layer_sample = base[i] * 1.01;
+    ASSERT_EQ(QuantizeMeasuredSpeed(a[i].sec_per_layer_sample),
+              QuantizeMeasuredSpeed(b[i].sec_per_layer_sample));
+  }
+  StaticSwarmView va(a), vb(b);
+  for (int path_length : {0, 4}) {
+    auto pa = SchedulerPlanner::Create({.planner = "skippipe", .path_length = path_length});
+    auto pb = SchedulerPlanner::Create({.planner = "skippipe", .path_length = path_length});
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    for (uint64_t it = 0; it < 3; ++it) {
+      std::vector<std::vector<PlannedRoute>> ra = PlansOf(pa->get(), va, it, 6, 6);
+      std::vector<std::vector<PlannedRoute>> rb = PlansOf(pb->get(), vb, it, 6, 6);
+      ASSERT_EQ(ra.size(), rb.size());
+      for (size_t d = 0; d < ra.size(); ++d) {
+        ASSERT_EQ(ra[d].size(), rb[d].size());
+        for (size_t i = 0; i < ra[d].size(); ++i) {
+          EXPECT_EQ(ra[d][i].data_slot, rb[d][i].data_slot);
+          EXPECT_EQ(ra[d][i].priority, rb[d][i].priority);
+          ASSERT_EQ(ra[d][i].hops.size(), rb[d][i].hops.size());
+          for (size_t h = 0; h < ra[d][i].hops.size(); ++h) {
+            EXPECT_EQ(ra[d][i].hops[h].node, rb[d][i].hops[h].node);
+            EXPECT_EQ(ra[d][i].hops[h].stage, rb[d][i].hops[h].stage);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SchedulerPlannerTest, QuantizedSpeedsArePowersOfTheBucket) {
+  EXPECT_EQ(QuantizeMeasuredSpeed(1.0), 1.0);
+  EXPECT_EQ(QuantizeMeasuredSpeed(1.1), 1.0);    // below sqrt(1.25) = 1.118
+  EXPECT_EQ(QuantizeMeasuredSpeed(1.13), 1.25);
+  EXPECT_EQ(QuantizeMeasuredSpeed(0.8), 0.8);    // 1 / 1.25
+  EXPECT_EQ(QuantizeMeasuredSpeed(0.018), QuantizeMeasuredSpeed(0.01818));
+  // Near a bucket's edge (1.25^-17.5 = 0.02012) 1% does cross it.
+  EXPECT_NE(QuantizeMeasuredSpeed(0.02), QuantizeMeasuredSpeed(0.0202));
+  EXPECT_NE(QuantizeMeasuredSpeed(0.018), QuantizeMeasuredSpeed(0.09));
+  for (double x : {1e-6, 3.7e-4, 0.02, 0.5, 7.0}) {
+    const double q = QuantizeMeasuredSpeed(x);
+    EXPECT_LE(q / x, 1.119) << x;
+    EXPECT_GE(q / x, 1 / 1.119) << x;
+  }
+}
+
+// A member that has not published its speed yet plans as the median
+// measured member, not as the option's estimate (another scale).
+TEST(SchedulerPlannerTest, AnUnmeasuredMemberCountsAsTheMedianMeasuredOne) {
+  std::vector<PeerInfo> members = LocalLayout();
+  std::vector<PeerInfo> all_measured = members;
+  for (PeerInfo& m : members) {
+    m.sec_per_layer_sample = m.id == common::NodeId::ForName("s3r1") ? 0 : 0.018;
+  }
+  for (PeerInfo& m : all_measured) m.sec_per_layer_sample = 0.018;
+  StaticSwarmView partly(members), fully(all_measured);
+  auto planner = SchedulerPlanner::Create({.planner = "skippipe"});
+  ASSERT_TRUE(planner.ok());
+  EXPECT_EQ(VisitsPerMember(planner->get(), partly, 0, 8, 6),
+            VisitsPerMember(planner->get(), fully, 0, 8, 6));
 }
 
 }  // namespace
