@@ -1,5 +1,6 @@
 #include "node/daemon/gossip_daemon.h"
 
+#include <algorithm>
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
@@ -312,6 +313,8 @@ absl::Status GossipDaemon::Parts::BuildServing() {
       po.planner = o.planner;
       po.path_length = o.path_length;
       po.samples_per_mb = o.model.samples_per_mb;
+      po.layers_per_stage =
+          std::max(1, o.model.model.num_layers / o.model.model.num_stages);
       po.seed = o.model.seed;
       SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
     }

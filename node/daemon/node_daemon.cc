@@ -1,5 +1,6 @@
 #include "node/daemon/node_daemon.h"
 
+#include <algorithm>
 #include <glog/logging.h>
 
 #include <cmath>
@@ -265,6 +266,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
       po.planner = options.planner;
       po.path_length = options.path_length;
       po.samples_per_mb = options.model.samples_per_mb;
+      po.layers_per_stage =
+          std::max(1, options.model.model.num_layers / options.model.model.num_stages);
       po.seed = options.model.seed;
       SS_ASSIGN_OR_RETURN(p->planner, SchedulerPlanner::Create(po));
     }
