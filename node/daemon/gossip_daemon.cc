@@ -1,9 +1,9 @@
 #include "node/daemon/gossip_daemon.h"
 
-#include <algorithm>
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

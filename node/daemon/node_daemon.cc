@@ -1,8 +1,8 @@
 #include "node/daemon/node_daemon.h"
 
-#include <algorithm>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
