@@ -33,6 +33,7 @@
 namespace skipswarm::model {
 namespace {
 
+#if !defined(__SANITIZE_ADDRESS__)
 std::vector<std::string> CandidatePaths(const std::string& library_path) {
   if (!library_path.empty()) return {library_path};
   std::vector<std::string> out;
@@ -47,6 +48,7 @@ std::vector<std::string> CandidatePaths(const std::string& library_path) {
   out.push_back(kSentencePieceLibraryName);  // LD_LIBRARY_PATH, ld.so.cache
   return out;
 }
+#endif
 
 absl::StatusOr<const sp_shim::Api*> LoadApi(const std::string& library_path) {
 #if defined(__SANITIZE_ADDRESS__)

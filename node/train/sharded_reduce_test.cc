@@ -377,7 +377,9 @@ TEST(ShardedReduceTest, DisagreeingLayoutsFallBackToEqualShards) {
       EXPECT_EQ(res->sum, g.Expected({0, 1, 2, 3}));
       EXPECT_TRUE(res->shard_weights.empty());
       // Replica 3 with equal shards never left them; the others did.
-      if (r < 3 || !odd.equal()) EXPECT_TRUE(res->layout_fell_back) << r;
+      if (r < 3 || !odd.equal()) {
+        EXPECT_TRUE(res->layout_fell_back) << r;
+      }
     }
   }
 }
