@@ -42,6 +42,7 @@
 #include "node/train/scheduler_planner.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
+#include "node/transport/wan_table.h"
 #include "proto/grpc_status.h"
 
 namespace skipswarm::node {
@@ -172,12 +173,33 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                             {p->gossip->identity(), false}, p->clock->Now()));
   }
   p->credentials = to.credentials;
-  SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<GrpcTransport> grpc,
+                      GrpcTransport::Create(to, p->clock.get()));
+  p->grpc = grpc.get();
+  p->transport = std::move(grpc);
+  // The operator's caps on a home connection (node/transport/shaping_flags.h):
+  // pipeline frames through a ShapingTransport, gradient pushes paced by the
+  // replica group. WAN emulation tables name nodes, so they need --swarm.
+  if (!base.wan.wan_table.empty()) {
+    return absl::InvalidArgumentError(
+        "--wan_table needs a static --swarm list (it names nodes); with --join use "
+        "--max_upload_mbps / --max_download_mbps");
+  }
+  ShapingOptions caps;
+  ApplyBandwidthCaps(base.wan.max_upload_bytes_per_second, base.wan.max_download_bytes_per_second,
+                     &caps);
+  if (caps.uplink_bytes_per_second > 0 || caps.downlink_bytes_per_second > 0) {
+    p->transport =
+        std::make_unique<ShapingTransport>(std::move(p->transport), p->clock.get(), caps);
+    LOG(INFO) << base.name << ": bandwidth caps: uplink " << caps.uplink_bytes_per_second
+              << " B/s, downlink " << caps.downlink_bytes_per_second << " B/s (0: unlimited)";
+  }
   GrpcGroupOptions go;
   go.self = p->self;
   go.listen_address = base.group_listen.empty() ? "127.0.0.1:0" : base.group_listen;
   go.swarm_id = p->gossip->swarm_id();
   go.credentials = to.credentials;  // the replica group too (same key, same rule)
+  go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;
@@ -188,7 +210,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
   DaemonEndpoints endpoints;
-  endpoints.pipeline = absl::StrCat(host, ":", p->transport->port());
+  endpoints.pipeline = absl::StrCat(host, ":", p->grpc->port());
   endpoints.group = absl::StrCat(host, ":", p->group->port());
   endpoints.state = absl::StrCat(host, ":", p->state->port());
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));

@@ -41,6 +41,7 @@
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
 #include "node/transport/grpc_transport.h"
+#include "node/transport/shaping_transport.h"
 
 namespace skipswarm::node {
 
@@ -78,7 +79,10 @@ struct GossipDaemon::Parts {
   // Borrows `transport` (declared after it, so it goes after it too; the
   // server, which sends through it, goes before both).
   std::unique_ptr<LinkTimingTransport> timed_transport;
-  std::unique_ptr<GrpcTransport> transport;
+  // The pipeline transport: `grpc`, wrapped in a ShapingTransport when the
+  // operator caps this node's bandwidth (--max_upload_mbps / --max_download_mbps).
+  std::unique_ptr<Transport> transport;
+  GrpcTransport* grpc = nullptr;  // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StateServer> state;
   std::unique_ptr<RouteRepairer> repairer;  // the server borrows it

@@ -88,12 +88,13 @@ absl::Status Run() {
   o.planner = absl::GetFlag(FLAGS_node_planner);
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
-  if (o.swarm.empty()) return RunGossipNode(o);
+  // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, ReadShapingFlags());
   o.wan.wan_table = shaping.wan_table;
   o.wan.time_scale = shaping.time_scale;
   o.wan.max_upload_bytes_per_second = shaping.max_upload_bytes_per_second;
   o.wan.max_download_bytes_per_second = shaping.max_download_bytes_per_second;
+  if (o.swarm.empty()) return RunGossipNode(o);
   o.wan.timed_forward_s = absl::GetFlag(FLAGS_node_timed_forward_s);
   o.wan.timed_payload_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));

@@ -236,6 +236,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.swarm_id = options.swarm_id;
   go.credentials = to.credentials;
   go.members_only = true;  // the list is the whole swarm
+  // The operator's upload cap paces gradient pushes too (0: none).
+  go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
   std::map<int, StageCompute*> stages;
