@@ -59,7 +59,7 @@ TEST(StaticSwarmTlsTest, PlainTextOnlyWhenAskedFor) {
   auto s1 = SavedKey('s', "rules-s1");
   auto swarm = ParseSwarmSpec(Spec(*d0, *s1), 2, 4);
   ASSERT_TRUE(swarm.ok()) << swarm.status();
-  const absl::Time now = absl::Now();
+  const absl::Time now = common::RealClock::Create()->Now();  // certificate validity
   auto none = StaticSwarmTls::Create({}, *swarm, "d0", now);
   EXPECT_TRUE(absl::IsInvalidArgument(none.status()));
   EXPECT_NE(none.status().message().find("--insecure"), std::string::npos) << none.status();
@@ -79,7 +79,7 @@ TEST(StaticSwarmTlsTest, PlainTextOnlyWhenAskedFor) {
 TEST(StaticSwarmTlsTest, AKeyNeedsEveryEntryPinnedAndItsOwnId) {
   auto d0 = SavedKey('d', "pin-d0");
   auto s1 = SavedKey('s', "pin-s1");
-  const absl::Time now = absl::Now();
+  const absl::Time now = common::RealClock::Create()->Now();  // certificate validity
   // s1 has no id: nobody could check it.
   auto half = ParseSwarmSpec(
       absl::StrCat(FormatSwarmEntry("d0", {0}, "h:1", "h:2", d0->id().Hex()), ",s1/1/h:3/h:4"),
