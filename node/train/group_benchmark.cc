@@ -17,9 +17,12 @@
 //   bazel run -c opt //node/train:group_benchmark -- --benchmark_filter=Shaped
 #include <benchmark/benchmark.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/str_cat.h"
 #include "common/real_clock.h"
@@ -28,30 +31,48 @@
 namespace skipswarm::node {
 namespace {
 
+// `replicas` GrpcGroupComms on loopback (plain text), each with its own
+// StaticSwarmView of the others' addresses. `tune(r, options)` adjusts
+// replica r's options before it is created.
+struct LoopbackGroup {
+  std::vector<PeerInfo> members;
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+};
+
+absl::StatusOr<LoopbackGroup> MakeLoopbackGroup(
+    int replicas, const std::string& prefix, common::Clock* clock,
+    const std::function<void(int, GrpcGroupOptions&)>& tune = nullptr) {
+  LoopbackGroup g;
+  for (int r = 0; r < replicas; ++r) {
+    g.members.push_back({common::NodeId::ForName(absl::StrCat(prefix, r)), {1}, 4, "", ""});
+  }
+  for (int r = 0; r < replicas; ++r) {
+    g.views.push_back(std::make_unique<StaticSwarmView>(g.members));
+    GrpcGroupOptions o;
+    o.self = g.members[r].id;
+    o.credentials = membership::PeerCredentials::Insecure();
+    if (tune) tune(r, o);
+    auto group = GrpcGroupComm::Create(o, g.views.back().get(), clock);
+    if (!group.ok()) return group.status();
+    g.groups.push_back(*std::move(group));
+  }
+  for (int r = 0; r < replicas; ++r) {
+    for (auto& v : g.views) {
+      v->SetAddresses(g.members[r].id, "", absl::StrCat("127.0.0.1:", g.groups[r]->port()));
+    }
+  }
+  return g;
+}
+
 void BM_GrpcAllReduce(benchmark::State& state) {
   const int replicas = static_cast<int>(state.range(0));
   const int64_t n = state.range(1);
   auto clock = common::RealClock::Create();
-  std::vector<PeerInfo> members;
-  for (int r = 0; r < replicas; ++r) {
-    members.push_back({common::NodeId::ForName(absl::StrCat("r", r)), {1}, 4, "", ""});
-  }
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int r = 0; r < replicas; ++r) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = members[r].id;
-    o.credentials = membership::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
-    if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
-    groups.push_back(*std::move(g));
-  }
-  for (int r = 0; r < replicas; ++r) {
-    for (auto& v : views) {
-      v->SetAddresses(members[r].id, "", absl::StrCat("127.0.0.1:", groups[r]->port()));
-    }
-  }
+  auto made = MakeLoopbackGroup(replicas, "r", clock.get());
+  if (!made.ok()) return state.SkipWithError(made.status().ToString().c_str());
+  const std::vector<PeerInfo>& members = made->members;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = made->groups;
   std::vector<float> grad(n);
   for (int64_t i = 0; i < n; ++i) grad[i] = static_cast<float>(i % 97) * 0.01f;
   uint64_t iteration = 0;
@@ -88,28 +109,13 @@ void BM_GrpcAllReduceShaped(benchmark::State& state) {
   const std::vector<double> uplinks = {10e6, 10e6, 2e6};
   const int replicas = static_cast<int>(uplinks.size());
   auto clock = common::RealClock::Create();
-  std::vector<PeerInfo> members;
-  for (int r = 0; r < replicas; ++r) {
-    members.push_back({common::NodeId::ForName(absl::StrCat("w", r)), {1}, 4, "", ""});
-  }
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int r = 0; r < replicas; ++r) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = members[r].id;
-    o.credentials = membership::PeerCredentials::Insecure();
+  auto made = MakeLoopbackGroup(replicas, "w", clock.get(), [&](int r, GrpcGroupOptions& o) {
     o.max_upload_bytes_per_second = uplinks[r];
     if (!sized) o.uplink_bytes_per_second = [] { return uint64_t{1}; };  // all alike: equal
-    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
-    if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
-    groups.push_back(*std::move(g));
-  }
-  for (int r = 0; r < replicas; ++r) {
-    for (auto& v : views) {
-      v->SetAddresses(members[r].id, "", absl::StrCat("127.0.0.1:", groups[r]->port()));
-    }
-  }
+  });
+  if (!made.ok()) return state.SkipWithError(made.status().ToString().c_str());
+  const std::vector<PeerInfo>& members = made->members;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = made->groups;
   std::vector<float> grad(n);
   for (int64_t i = 0; i < n; ++i) grad[i] = static_cast<float>(i % 97) * 0.01f;
   uint64_t iteration = 0;
