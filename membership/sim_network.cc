@@ -1,5 +1,6 @@
 #include "membership/sim_network.h"
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace skipswarm::membership {
@@ -192,6 +193,13 @@ void SimNetwork::Send(Endpoint* from, const PeerRef& to, const Req& req,
         };
         dispatch(dst->handler_, PeerInfo{src, src_id}, req, std::move(reply));
       });
+}
+
+std::unique_ptr<Identity> SimIdentity(const common::Random& rng, int index) {
+  std::string seed(32, '\0');
+  common::Random key_rng = rng.Fork(absl::StrCat("key", index));
+  for (char& c : seed) c = static_cast<char>(key_rng.UniformInt(0, 255));
+  return *Identity::FromSeed(seed);
 }
 
 }  // namespace skipswarm::membership

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "membership/identity.h"
 #include "membership/transport.h"
 
 namespace skipswarm::membership {
@@ -111,6 +112,10 @@ class SimNetwork {
   uint64_t sent_ = 0;
   uint64_t dropped_ = 0;
 };
+
+// Simulated node `index`'s key, derived from `rng` (its "key<index>" fork):
+// the same seed gives every simulated swarm the same node ids.
+std::unique_ptr<Identity> SimIdentity(const common::Random& rng, int index);
 
 }  // namespace skipswarm::membership
 

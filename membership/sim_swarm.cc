@@ -121,10 +121,7 @@ SimSwarm::~SimSwarm() {
 int SimSwarm::AddNode(std::vector<uint32_t> stages) {
   const int i = size();
   auto node = std::make_unique<Node>();
-  std::string seed(32, '\0');
-  common::Random key_rng = rng_.Fork(absl::StrCat("key", i));
-  for (char& c : seed) c = static_cast<char>(key_rng.UniformInt(0, 255));
-  node->identity = *Identity::FromSeed(seed);
+  node->identity = SimIdentity(rng_, i);
   node->address = absl::StrCat("node", i, ":7000");
   node->stages = std::move(stages);
   node->transport = net_.AddEndpoint(node->address, node->identity->id());

@@ -89,10 +89,7 @@ GossipFigures MeasureGossip(const GossipBenchOptions& o) {
   std::vector<Member> members(o.nodes);
   for (int i = 0; i < o.nodes; ++i) {
     Member& m = members[i];
-    std::string seed(32, '\0');
-    common::Random key_rng = rng.Fork(absl::StrCat("key", i));
-    for (char& c : seed) c = static_cast<char>(key_rng.UniformInt(0, 255));
-    m.identity = *membership::Identity::FromSeed(seed);
+    m.identity = membership::SimIdentity(rng, i);
     m.address = absl::StrCat("node", i, ":7000");
     m.transport = std::make_unique<CountingTransport>(
         net.AddEndpoint(m.address, m.identity->id()), &traffic);

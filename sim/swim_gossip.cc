@@ -77,10 +77,7 @@ SwimGossip::SwimGossip(common::SimClock* clock, const NodeWorld* world,
   for (int v = 0; v < n_; ++v) {
     region_.push_back(regions[u.node(v).region]);
     Node& node = nodes_[v];
-    std::string key(32, '\0');
-    common::Random key_rng = rng_.Fork(absl::StrCat("key", v));
-    for (char& c : key) c = static_cast<char>(key_rng.UniformInt(0, 255));
-    node.identity = *membership::Identity::FromSeed(key);
+    node.identity = membership::SimIdentity(rng_, v);
     node.address = absl::StrCat("n", v, ":7000");
     by_id_[node.identity->id()] = v;
     by_address_[node.address] = v;
