@@ -60,9 +60,12 @@ class MicroBatchSampler {
   size_t begin_, end_;
 };
 
-// Consecutive non-overlapping windows from the start of `tokens` (the
-// validation stream), at most max_batches of them: a fixed evaluation set.
-std::vector<MicroBatch> SequentialBatches(const std::vector<int32_t>& tokens, int samples_per_mb,
+// A fixed evaluation set from `tokens` (the validation stream), cut into
+// non-overlapping windows of samples_per_mb x seq_len tokens (+1 for the
+// targets). max_batches <= 0, or at least the number of windows: every
+// window, in order (the whole split). Otherwise max_batches windows spread
+// evenly over the stream, first window included (Note [Validation sample]).
+std::vector<MicroBatch> ValidationBatches(const std::vector<int32_t>& tokens, int samples_per_mb,
                                           int seq_len, int max_batches);
 
 }  // namespace skipswarm::model

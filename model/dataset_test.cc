@@ -127,13 +127,32 @@ TEST(MicroBatchSamplerTest, ShardsNeverOverlap) {
   }
 }
 
-TEST(SequentialBatchesTest, NonOverlappingWindows) {
+TEST(ValidationBatchesTest, AllWindowsInOrder) {
   std::vector<int32_t> tokens(100);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i);
-  std::vector<MicroBatch> b = SequentialBatches(tokens, 2, 10, 100);
-  ASSERT_EQ(b.size(), 4u);  // 4 * 20 + 1 <= 100 < 5 * 20 + 1
-  EXPECT_EQ(b[1].tokens[0][0].item<int64_t>(), 20);
-  EXPECT_EQ(b[1].targets[1][9].item<int64_t>(), 40);
+  for (int max_batches : {0, 4, 100}) {
+    std::vector<MicroBatch> b = ValidationBatches(tokens, 2, 10, max_batches);
+    ASSERT_EQ(b.size(), 4u) << max_batches;  // 4 * 20 + 1 <= 100 < 5 * 20 + 1
+    EXPECT_EQ(b[1].tokens[0][0].item<int64_t>(), 20);
+    EXPECT_EQ(b[1].targets[1][9].item<int64_t>(), 40);
+  }
+}
+
+TEST(ValidationBatchesTest, ShortSampleIsSpreadOverTheSplit) {
+  std::vector<int32_t> tokens(1001);  // 100 windows of 10 tokens
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i);
+  std::vector<MicroBatch> b = ValidationBatches(tokens, 1, 10, 4);
+  ASSERT_EQ(b.size(), 4u);
+  // Windows 0, 25, 50, 75: the sample reaches the end of the split.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(b[i].tokens[0][0].item<int64_t>(), 250 * i);
+    EXPECT_EQ(b[i].targets[0][9].item<int64_t>(), 250 * i + 10);
+  }
+}
+
+TEST(ValidationBatchesTest, TooShortGivesNothing) {
+  std::vector<int32_t> tokens(20);
+  EXPECT_TRUE(ValidationBatches(tokens, 2, 10, 0).empty());  // needs 21
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ absl::Status Run() {
   SS_ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(flags.corpus, *tokenizer));
   const double bytes_per_token = corpus.BytesPerToken();
   std::vector<MicroBatch> val =
-      SequentialBatches(corpus.validation, flags.samples_per_mb, config.seq_len, flags.eval_batches);
+      ValidationBatches(corpus.validation, flags.samples_per_mb, config.seq_len,
+                        flags.final_eval_batches);
   if (val.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the validation split has ", corpus.validation.size(),

@@ -2,7 +2,7 @@
 // any set of non-zero stages removed (SkipPipe's robustness experiment:
 // removed stages are bypassed through the residual stream).
 //
-//   std::vector<MicroBatch> val = SequentialBatches(corpus.validation, 4, 128, 16);
+//   std::vector<MicroBatch> val = ValidationBatches(corpus.validation, 4, 128, 16);
 //   SS_ASSIGN_OR_RETURN(EvalResult full, EvaluateRoute(pipe, FullRoute(6), val));
 //   SS_ASSIGN_OR_RETURN(DropResult half, EvaluateDropped(pipe, /*num_dropped=*/3, val));
 //   // a model trained with skip ratio 0.33, depth-calibrated:

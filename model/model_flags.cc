@@ -33,7 +33,12 @@ ABSL_FLAG(std::vector<std::string>, corpus, {},
           "fortunes in /usr/share/games/fortunes).");
 ABSL_FLAG(double, validation_fraction, 0.05, "Share of the corpus held out for validation.");
 ABSL_FLAG(int, samples_per_mb, 4, "Sequences per micro-batch.");
-ABSL_FLAG(int, eval_batches, 32, "Validation micro-batches per evaluation.");
+ABSL_FLAG(int, eval_batches, 32,
+          "Validation micro-batches of each periodic evaluation during training, spread evenly "
+          "over the validation split (0: the whole split).");
+ABSL_FLAG(int, final_eval_batches, 0,
+          "Validation micro-batches of train-ref's final evaluation and of eval "
+          "(0: the whole split).");
 
 ABSL_FLAG(std::string, tokenizer, "bytes",
           "Tokenizer: bytes (default; vocab 256, loss converts to bits per byte) or "
@@ -79,8 +84,10 @@ absl::StatusOr<ModelFlags> ReadModelFlags() {
   f.corpus.validation_fraction = absl::GetFlag(FLAGS_validation_fraction);
   f.samples_per_mb = absl::GetFlag(FLAGS_samples_per_mb);
   f.eval_batches = absl::GetFlag(FLAGS_eval_batches);
-  if (f.samples_per_mb < 1 || f.eval_batches < 1) {
-    return absl::InvalidArgumentError("need --samples_per_mb >= 1 and --eval_batches >= 1");
+  f.final_eval_batches = absl::GetFlag(FLAGS_final_eval_batches);
+  if (f.samples_per_mb < 1 || f.eval_batches < 0 || f.final_eval_batches < 0) {
+    return absl::InvalidArgumentError(
+        "need --samples_per_mb >= 1, --eval_batches >= 0 and --final_eval_batches >= 0");
   }
   f.tokenizer.kind = absl::GetFlag(FLAGS_tokenizer);
   f.tokenizer.sp_model = absl::GetFlag(FLAGS_sp_model);

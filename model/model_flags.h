@@ -10,7 +10,7 @@
 // Flags: --layers --d_model --heads --ffn --vocab --seq_len --stages
 // --tie_embeddings --init_seed | --device --threads --bf16 | --lr --min_lr
 // --warmup_steps --weight_decay --grad_clip | --corpus --validation_fraction
-// --samples_per_mb --eval_batches | --tokenizer --sp_model --sp_library |
+// --samples_per_mb --eval_batches --final_eval_batches | --tokenizer --sp_model --sp_library |
 // --seed --checkpoint_dir.
 //
 // Thread rule: call from main's thread after flags are parsed.
@@ -35,7 +35,8 @@ struct ModelFlags {
   CorpusOptions corpus;
   TokenizerOptions tokenizer;  // checked by CreateTokenizer, not here
   int samples_per_mb = 4;
-  int eval_batches = 32;
+  int eval_batches = 32;       // periodic validation sample; 0 = whole split
+  int final_eval_batches = 0;  // train-ref's last validation and `eval`; 0 = whole split
   uint64_t seed = 1;
   std::string checkpoint_dir;
 };

@@ -39,7 +39,7 @@ std::string TempDir(const std::string& name) {
 TEST(ReferenceTrainerTest, LossFallsAndEvaluationImproves) {
   Corpus corpus = TinyCorpus();
   auto trainer = ReferenceTrainer::Create(Options(), corpus).value();
-  std::vector<MicroBatch> val = SequentialBatches(corpus.validation, 2, 8, 8);
+  std::vector<MicroBatch> val = ValidationBatches(corpus.validation, 2, 8, 8);
   double before = trainer->Evaluate(FullRoute(6), val).value().loss;
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(trainer->RunIteration().ok());
   double after = trainer->Evaluate(FullRoute(6), val).value().loss;

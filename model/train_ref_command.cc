@@ -134,8 +134,13 @@ absl::Status Run() {
     }
   }
 
-  std::vector<MicroBatch> val = SequentialBatches(corpus.validation, flags.samples_per_mb,
-                                                  flags.model.seq_len, flags.eval_batches);
+  // Periodic validation on an evenly spread sample, the final one on
+  // --final_eval_batches (default: the whole split; Note [Validation sample]).
+  const std::vector<MicroBatch> val = ValidationBatches(corpus.validation, flags.samples_per_mb,
+                                                        flags.model.seq_len, flags.eval_batches);
+  const std::vector<MicroBatch> final_val =
+      ValidationBatches(corpus.validation, flags.samples_per_mb, flags.model.seq_len,
+                        flags.final_eval_batches);
   if (val.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the validation split has ", corpus.validation.size(),
@@ -147,8 +152,9 @@ absl::Status Run() {
     metrics = std::make_unique<std::ofstream>(absl::GetFlag(FLAGS_metrics_out), std::ios::app);
     if (!*metrics) return absl::UnavailableError("cannot open --metrics_out");
   }
-  auto evaluate = [&](int64_t at) -> absl::Status {
-    SS_ASSIGN_OR_RETURN(EvalResult e, trainer->Evaluate(FullRoute(stages), val, bytes_per_token));
+  auto evaluate = [&](int64_t at, const std::vector<MicroBatch>& batches) -> absl::Status {
+    SS_ASSIGN_OR_RETURN(EvalResult e,
+                        trainer->Evaluate(FullRoute(stages), batches, bytes_per_token));
     std::printf("eval  iter %6lld  val_loss %.4f  val_ppl %.3f  val_bits_per_byte %.4f  (%lld "
                 "tokens)\n",
                 static_cast<long long>(at), e.loss, e.perplexity, e.bits_per_byte,
@@ -156,8 +162,9 @@ absl::Status Run() {
     std::fflush(stdout);
     if (metrics) {
       *metrics << absl::StrFormat(
-                      "{\"iteration\":%d,\"val_loss\":%.6f,\"val_bits_per_byte\":%.6f}", at,
-                      e.loss, e.bits_per_byte)
+                      "{\"iteration\":%d,\"val_loss\":%.6f,\"val_bits_per_byte\":%.6f,"
+                      "\"val_tokens\":%d}",
+                      at, e.loss, e.bits_per_byte, e.tokens)
                << std::endl;
     }
     return absl::OkStatus();
@@ -170,7 +177,7 @@ absl::Status Run() {
     return absl::OkStatus();
   };
 
-  SS_RETURN_IF_ERROR(evaluate(trainer->iteration()));
+  SS_RETURN_IF_ERROR(evaluate(trainer->iteration(), val));
   std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
   const absl::Duration start = clock->SteadyNow();
   const int64_t first = trainer->iteration();
@@ -209,13 +216,13 @@ absl::Status Run() {
       window = 0;
     }
     if (eval_every > 0 && done % eval_every == 0 && done != iterations) {
-      SS_RETURN_IF_ERROR(evaluate(done));
+      SS_RETURN_IF_ERROR(evaluate(done, val));
     }
     if (ckpt_every > 0 && done % ckpt_every == 0 && done != iterations) {
       SS_RETURN_IF_ERROR(checkpoint());
     }
   }
-  SS_RETURN_IF_ERROR(evaluate(trainer->iteration()));
+  SS_RETURN_IF_ERROR(evaluate(trainer->iteration(), final_val));
   return checkpoint();
 }
 

@@ -20,6 +20,8 @@
 #   SKIP_LOCAL=1  reuse OUT/local from an earlier run (only train-ref and the table)
 #   SKIP_REF=1    also reuse OUT/ref.jsonl (only the evaluations and the table)
 #   NICE        nice level for both runs (default 5)
+#   EVAL_BATCHES validation micro-batches of every comparison point (default 32, spread over the
+#               split; 0 = the whole split): train-ref and eval get the same sample
 # Output: OUT/local (the swarm's folder: routes/, evals/, progress.jsonl, logs/),
 # OUT/ref.log, OUT/ref.jsonl, OUT/eval-*.log, and the table OUT/table.txt:
 #   iteration  swarm_val_loss  ref_val_loss  rel_diff
@@ -29,6 +31,7 @@ OUT=${OUT:-/tmp/skipswarm-local-vs-ref}
 ITERS=${ITERS:-200}
 EVAL_EVERY=${EVAL_EVERY:-25}
 NICE=${NICE:-5}
+EVAL_BATCHES=${EVAL_BATCHES:-32}
 mkdir -p "$OUT"
 if [[ -z "${BIN:-}" ]]; then
   bazel build //node:skipswarm
@@ -70,6 +73,7 @@ if [[ "${SKIP_REF:-0}" != 1 ]]; then
   TIMEFORMAT='train-ref: %U s user + %S s system CPU, %R s wall (incl. its validation passes)'
   { time nice -n "$NICE" "$BIN" train-ref --iterations="$ITERS" --routes_file="$routes" --threads=1 \
     --mbs_per_iteration="$global_batch" --eval_every="$EVAL_EVERY" --checkpoint_every=0 \
+    --eval_batches="$EVAL_BATCHES" --final_eval_batches="$EVAL_BATCHES" \
     --metrics_out="$OUT/ref.jsonl.new" "$@" > "$OUT/ref.log" 2>&1 ; } 2> "$OUT/ref.time"
   cat "$OUT/ref.time"
   mv -f "$OUT/ref.jsonl.new" "$OUT/ref.jsonl"
@@ -80,7 +84,8 @@ test -s "$OUT/ref.jsonl" || { echo "no train-ref run in $OUT/ref.jsonl" >&2; exi
 : > "$OUT/swarm-val.txt"
 for d in "$OUT"/local/evals/iter-*; do
   it=$((10#${d##*iter-}))
-  nice -n "$NICE" "$BIN" eval --checkpoint="$d" --keep_fraction=1 --threads=1 "$@" > "$OUT/eval-$it.log" 2>&1
+  nice -n "$NICE" "$BIN" eval --checkpoint="$d" --keep_fraction=1 --threads=1 \
+    --final_eval_batches="$EVAL_BATCHES" "$@" > "$OUT/eval-$it.log" 2>&1
   # The row "0% 0 1 VAL_LOSS ...": the full model (no stage removed) on the validation split,
   # the batches train-ref evaluates.
   loss=$(awk '$1 == "0%" {print $4}' "$OUT/eval-$it.log")
