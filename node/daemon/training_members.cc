@@ -1,6 +1,7 @@
 #include "node/daemon/training_members.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,10 @@ class TrainingMembers::Face final : public SwarmView {
   }
   void MarkDead(const common::NodeId& id) override { owner_->MarkDead(id, face_); }
   uint64_t version() const override { return owner_->Version(); }
+  std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                   const common::NodeId& to) const override {
+    return owner_->LinkOf(from, to);
+  }
 
  private:
   TrainingMembers* const owner_;
@@ -230,6 +235,21 @@ void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
       ++version_;
     }
   }
+}
+
+std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
+                                                    const common::NodeId& to) const {
+  absl::MutexLock lock(&mu_);
+  // view_.links is sorted by (from, to), one sample per pair.
+  auto it = std::lower_bound(view_.links.begin(), view_.links.end(), std::tie(from, to),
+                             [](const membership::LinkInfo& l, const auto& key) {
+                               return std::tie(l.from, l.to) < key;
+                             });
+  if (it == view_.links.end() || it->from != from || it->to != to) return std::nullopt;
+  LinkEstimate e;
+  e.rtt = it->rtt;
+  e.bytes_per_second = it->bytes_per_second;
+  return e;
 }
 
 uint64_t TrainingMembers::Version() const {

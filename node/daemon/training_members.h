@@ -5,6 +5,10 @@
 //               and replica averaging;
 //   routing() - for the StageServer and the data-node planner: who may be
 //               sent micro-batches in iteration i.
+// Both also answer SwarmView::Link from the view's measured links
+// (membership::View::links: gossip RTT and pipeline throughput), which the
+// data node's planner turns into hop costs (Note [Planning from measured
+// links] in node/train/scheduler_planner.cc).
 //
 //   TrainingMembers members(self);
 //   membership->AddListener([&](auto&) { members.Update(membership->GetView()); });
@@ -143,6 +147,9 @@ class TrainingMembers {
   std::vector<common::NodeId> ReplicasOf(int stage, TrainingFace face) const;
   void MarkDead(const common::NodeId& id, TrainingFace face);
   uint64_t Version() const;
+  // The view's sample of link from -> to (both faces: links do not depend
+  // on who trains when).
+  std::optional<LinkEstimate> LinkOf(const common::NodeId& from, const common::NodeId& to) const;
   // `m` as it trains in our current iteration under Notes [Entry iteration]
   // and [Stage moves], or nullopt when it is not listed in `face`.
   std::optional<membership::MemberInfo> AsOfLocked(const membership::MemberInfo& m,

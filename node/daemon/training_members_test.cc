@@ -1,10 +1,13 @@
 #include "node/daemon/training_members.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "node/train/data_source.h"
+#include "node/train/scheduler_planner.h"
 
 namespace skipswarm::node {
 namespace {
@@ -69,6 +72,57 @@ TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
     }
   }
   EXPECT_EQ(seen, 1);
+}
+
+// Measured links reach the planner (Note [Planning from measured links] in
+// node/train/scheduler_planner.cc): SwarmView::Link answers from the
+// view's samples, and the data node's planner routes off the slow one.
+TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  membership::View view = ViewOf({d, r, s}, 1);
+  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
+                 absl::Duration rtt, double bps) {
+    membership::LinkInfo l;
+    l.from = from.id;
+    l.to = to.id;
+    l.rtt = rtt;
+    l.bytes_per_second = bps;
+    return l;
+  };
+  view.links = {link(d, s, absl::Milliseconds(200), 1e6), link(d, r, absl::Milliseconds(20), 1e8),
+                link(s, d, absl::InfiniteDuration(), 2e6)};
+  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+  });
+  TrainingMembers members(d.id);
+  members.Update(view);
+  std::optional<LinkEstimate> ds = members.routing()->Link(d.id, s.id);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->rtt, absl::Milliseconds(200));
+  EXPECT_EQ(ds->bytes_per_second, 1e6);
+  std::optional<LinkEstimate> sd = members.group()->Link(s.id, d.id);
+  ASSERT_TRUE(sd.has_value());
+  EXPECT_EQ(sd->rtt, absl::InfiniteDuration());
+  EXPECT_EQ(sd->bytes_per_second, 2e6);
+  EXPECT_FALSE(members.routing()->Link(r.id, d.id).has_value());  // r published nothing
+  EXPECT_FALSE(members.routing()->Link(d.id, d.id).has_value());
+
+  SchedulerPlannerOptions o;
+  o.bytes_per_mb = 1 << 20;  // 1 s over d <-> s, 10 ms over d <-> r
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  auto routes = (*planner)->Plan({0, d.id, 4, 2}, *members.routing());
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  ASSERT_EQ(routes->size(), 4u);
+  for (const PlannedRoute& route : *routes) EXPECT_EQ(route.hops[1].node, r.id);
+  // Without the samples (uniform hops, negligible compute) it sends them
+  // all to s.
+  view.links.clear();
+  view.version = 2;
+  members.Update(view);
+  auto blind = (*planner)->Plan({0, d.id, 4, 2}, *members.routing());
+  ASSERT_TRUE(blind.ok());
+  for (const PlannedRoute& route : *blind) EXPECT_EQ(route.hops[1].node, s.id);
 }
 
 // A data-node joiner (stage 0) gets its own shard from its entry on: the

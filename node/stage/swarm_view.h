@@ -1,22 +1,27 @@
 // SwarmView: the node's picture of who is in the swarm and which stages
 // they host, as node code reads it (re-routing, planning, replica groups).
-// Until gossip lands (issue 6) it comes from the config file's static peer
-// list (StaticSwarmView); gossip will implement the same interface.
+// It comes from the config file's static peer list (StaticSwarmView), from
+// gossip (TrainingMembers in node/daemon) or from the simulator's world.
 //
 //   StaticSwarmView view({{a, {0}, 4}, {b, {1}, 4}, {c, {1}, 4}});
 //   std::vector<PeerId> r = view.Replicas(1);    // {b, c}, ascending id
 //   view.MarkDead(b);                            // local verdict
 //
+// Members carry their measured compute speed; Link() gives measured links
+// where the implementation has them (gossip: TrainingMembers).
+//
 // Thread rule: implementations are thread-safe.
 #ifndef SKIPSWARM_NODE_STAGE_SWARM_VIEW_H_
 #define SKIPSWARM_NODE_STAGE_SWARM_VIEW_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/node_id.h"
 
 namespace skipswarm::node {
@@ -34,6 +39,13 @@ struct PeerInfo {
   double sec_per_layer_sample = 0;
 };
 
+// What `from` measured of its link to `to` (membership::LinkInfo, from
+// gossip ping/ack and pipeline transfers); either part may be unknown.
+struct LinkEstimate {
+  absl::Duration rtt = absl::InfiniteDuration();  // smoothed; infinite = unknown
+  double bytes_per_second = 0;                    // smoothed; <= 0 = unknown
+};
+
 class SwarmView {
  public:
   virtual ~SwarmView() = default;
@@ -46,6 +58,16 @@ class SwarmView {
   virtual void MarkDead(const common::NodeId& id) = 0;
   // Increases whenever membership or liveness changes.
   virtual uint64_t version() const = 0;
+  // The latest measurement `from` published of its link to `to`, or
+  // nullopt when there is none. Views without measurements (static lists,
+  // the simulator) keep this default; planners then use estimates (Note
+  // [Planning from measured links] in node/train/scheduler_planner.cc).
+  virtual std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                           const common::NodeId& to) const {
+    (void)from;
+    (void)to;
+    return std::nullopt;
+  }
 };
 
 class StaticSwarmView final : public SwarmView {

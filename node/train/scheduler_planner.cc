@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "scheduler/topology.h"
 
 namespace skipswarm::node {
@@ -27,9 +30,11 @@ namespace skipswarm::node {
 // the gradient, not a sample of the target. With uniform hop estimates a
 // swap cannot shorten a route either (the same nodes cost the same in any
 // order, measured compute speeds included); it only moves queueing around.
-// So at full length the daemons' planner keeps routes in order (max_swaps
-// 0: the scheduler's `noskip`, the same search) and still chooses, per
-// micro-batch, the replicas (load, memory slots, collisions, dead members
+// With measured links (Note [Planning from measured links]) a swap can
+// shorten one, but choosing the replica of each stage avoids a slow link
+// too, without changing the network the MB trains. So at full length the
+// daemons' planner keeps routes in order (max_swaps 0: the scheduler's
+// `noskip`, the same search) and still chooses, per micro-batch, the replicas (load, memory slots, collisions, dead members
 // left out), the priorities and the injection times. Swaps stay what
 // DESIGN.md §1 makes them, a tool of skip routes (path_length < S): there
 // the model trains on varying sub-networks anyway, the route rides in the
@@ -67,8 +72,65 @@ namespace skipswarm::node {
 // simulator's nodes backend) every node gets the option's estimate and the
 // plan is exactly the one planned before speeds were measured.
 
-double QuantizeMeasuredSpeed(double seconds) {
-  const long k = std::clamp(std::lround(std::log(seconds) / std::log(kSpeedBucket)), -400L, 400L);
+// Note [Planning from measured links]
+// Every node measures its links (membership/link_stats.h): RTT from gossip
+// ping/ack, throughput from the pipeline hops it sends (LinkTimingTransport:
+// payload bytes over send -> ack). Samples are gossiped first-hand
+// (from = the measuring node) and TrainingMembers answers SwarmView::Link
+// with them. The planner turns them into the hop costs of DESIGN.md §5:
+//   d(u,v) = rtt/2 + bytes_per_mb / bytes_per_second + hop_s
+// (scheduler::HopSeconds with latency rtt/2 and hop_s as the fixed per-hop
+// overhead; bytes_per_mb is the activation of one micro-batch on the wire,
+// planner_factory.h). The measured throughput already contains a latency
+// (send -> ack), so rtt/2 is counted twice on a throughput-measured link:
+// a small bias towards low-latency links, which is the right direction.
+// Direction: TopologyView needs d(u,v) = d(v,u) (a route's backward
+// retraces its forward), while u measures u->v and v measures v->u. The
+// pair takes the slower of what is known, per part: the larger RTT and the
+// smaller throughput of the two samples. Why the slower: a hop crosses the
+// link both ways (activation forward, gradient backward), so the worse
+// direction is paid on every route through it, and an asymmetric home
+// connection (slow upload) should count as slow.
+// Unknown parts: a pair with no RTT takes the median (lower middle) RTT of
+// the measured pairs, one with no throughput the median throughput, not an
+// option's estimate, for the reason speeds do (Note [Planning from measured
+// speeds]): estimates are on another scale than measurements and would
+// make every unmeasured link look far better or worse than the measured
+// ones; as typical links, unmeasured ones still get traffic and so get
+// measured. With no RTT measured anywhere the RTT term is 0; with no
+// throughput anywhere (or bytes_per_mb 0) the transfer term is 0. With no
+// measurement at all every hop costs hop_s, the plan of unmeasured links.
+// Limitation: throughput is only measured where frames flow, so a link the
+// plans avoid keeps its last (slow) throughput until gossip forgets the
+// member; its RTT keeps being refreshed by pings.
+// Agreement: every part is quantized (QuantizeMeasurement, powers of 1.25)
+// before it is combined, so medians are bucket values and the hop matrix
+// is the same double for views whose samples differ by a few percent (the
+// EWMAs of link_stats.h move on every sample, so this is the common case).
+// Views can still disagree: a sample near a bucket's edge, a sample one
+// data node has and another has not yet received, which also moves the
+// medians. Then the data nodes plan different iterations. What that costs,
+// checked against Plan() below: (1) each data node injects only the routes
+// whose origin it is (key.first == input.self), so every MB is injected by
+// exactly one node; (2) each route comes from a plan over the planner's own
+// view, so it is valid (distinct stages by the route rules, alive replicas
+// of this node's view) whatever the others planned; (3) a route's data
+// slot is its rank in (origin id, mb) order over the plan's routes, and
+// the search makes exactly M routes per alive data node, MB i*M+j for the
+// i-th (ascending index = ascending id; SetRoute in
+// scheduler/skippipe_planner.cc), so the slot is i*M + j: it depends on
+// the origin, j and the set of alive data nodes, never on hop costs. Data
+// order stays disjoint (Note [Data order]) as long as the data nodes agree
+// on the data node set and M, which they needed before links were
+// measured. So a
+// disagreement on links costs collision avoidance only: the other data
+// nodes' routes were planned against a different picture, MBs may meet at
+// a replica the plan thought free and queue there (memory slots bound the
+// queue, StageServer admission), and priorities of different plans
+// interleave arbitrarily. It never loses or duplicates an MB.
+
+double QuantizeMeasurement(double value) {
+  const long k = std::clamp(std::lround(std::log(value) / std::log(kSpeedBucket)), -400L, 400L);
   double v = 1;
   for (long i = 0; i < std::labs(k); ++i) v *= kSpeedBucket;
   return k >= 0 ? v : 1 / v;
@@ -98,7 +160,59 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
   return out;
 }
 
+bool Finite(double x) { return x > 0 && std::isfinite(x); }
+
+// The lower middle of `known` (a bucket value when they all are).
+double Median(std::vector<double> known) {
+  std::sort(known.begin(), known.end());
+  return known[(known.size() - 1) / 2];
+}
+
 }  // namespace
+
+std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
+                                 const SchedulerPlannerOptions& options) {
+  const size_t n = members.size();
+  std::vector<double> hops(n * n, options.hop_s);
+  // Per pair u < v, the slower of the two directions' quantized parts;
+  // 0 = unknown (Note [Planning from measured links]).
+  std::vector<double> rtt(n * n, 0), bps(n * n, 0);
+  std::vector<double> known_rtt, known_bps;
+  for (size_t u = 0; u < n; ++u) {
+    for (size_t v = u + 1; v < n; ++v) {
+      double& r = rtt[u * n + v];
+      double& b = bps[u * n + v];
+      for (const auto& [from, to] : {std::pair(u, v), std::pair(v, u)}) {
+        std::optional<LinkEstimate> e = view.Link(members[from].id, members[to].id);
+        if (!e) continue;
+        const double rtt_s = absl::ToDoubleSeconds(e->rtt);  // inf when unknown
+        if (Finite(rtt_s)) r = std::max(r, QuantizeMeasurement(rtt_s));
+        if (Finite(e->bytes_per_second)) {
+          const double q = QuantizeMeasurement(e->bytes_per_second);
+          b = b == 0 ? q : std::min(b, q);
+        }
+      }
+      if (r > 0) known_rtt.push_back(r);
+      if (b > 0) known_bps.push_back(b);
+    }
+  }
+  if (known_rtt.empty() && known_bps.empty()) return hops;  // as before links were measured
+  const double median_rtt = known_rtt.empty() ? 0 : Median(known_rtt);
+  const double median_bps = known_bps.empty() ? 0 : Median(known_bps);
+  for (size_t u = 0; u < n; ++u) {
+    for (size_t v = u + 1; v < n; ++v) {
+      scheduler::LinkSpec link;
+      link.latency_s = (rtt[u * n + v] > 0 ? rtt[u * n + v] : median_rtt) / 2;
+      link.bandwidth_bytes_per_s = bps[u * n + v] > 0 ? bps[u * n + v] : median_bps;
+      const double d = link.bandwidth_bytes_per_s > 0
+                           ? scheduler::HopSeconds(link, options.bytes_per_mb, options.hop_s)
+                           : link.latency_s + options.hop_s;  // no throughput known anywhere
+      hops[u * n + v] = d;
+      hops[v * n + u] = d;
+    }
+  }
+  return hops;
+}
 
 absl::StatusOr<std::unique_ptr<SchedulerPlanner>> SchedulerPlanner::Create(
     const SchedulerPlannerOptions& options) {
@@ -137,10 +251,11 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   shape.num_stages = input.num_stages;
   shape.layers_per_stage = options_.layers_per_stage;
   shape.samples_per_mb = options_.samples_per_mb;
+  shape.bytes_per_mb = options_.bytes_per_mb;
   const size_t n = nodes.size();
-  std::vector<double> hops(n * n, options_.hop_s);
+  // Note [Planning from measured links].
   absl::StatusOr<scheduler::TopologyView> topo =
-      scheduler::TopologyView::Create(shape, nodes, hops);
+      scheduler::TopologyView::Create(shape, nodes, PlanningHops(members, view, options_));
   if (!topo.ok()) return topo.status();
   for (size_t v = 0; v < n; ++v) {
     if (view.IsAlive(members[v].id)) continue;

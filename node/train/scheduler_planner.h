@@ -20,9 +20,13 @@
 // the same from slightly different views; unmeasured members count as the
 // median measured speed, and a view with no measurement (static lists, the
 // simulator) plans with the uniform estimate in the options, as before.
-// Hop costs are still the uniform `hop_s` estimate (the planner balances
-// load, compute speed, memory slots and collisions and respects the route
-// rules; network awareness comes with measured link costs).
+// Hop costs come from the view's measured links (SwarmView::Link: gossip
+// RTT and pipeline throughput): d(u,v) = rtt/2 + bytes_per_mb / (bytes/s)
+// + hop_s, both directions combined into the slower, quantized like speeds
+// and with unmeasured links at the median measured link (Note [Planning
+// from measured links] in scheduler_planner.cc), so routes avoid slow
+// links. A view with no link measurement plans every hop at the uniform
+// `hop_s` estimate, exactly as before links were measured.
 // Each node must host exactly one stage (the scheduler's model); for full
 // routes a view where some member hosts several stages (static --swarm
 // lists like 1+2) is planned by InOrderPlanner instead, as
@@ -34,6 +38,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "node/train/route_planner.h"
 #include "scheduler/planner.h"
@@ -50,15 +55,30 @@ struct SchedulerPlannerOptions {
   int layers_per_stage = 1;
   int samples_per_mb = 1;
   double sec_per_layer_sample = 1e-3;  // estimate while no member is measured
-  double hop_s = 0.01;                 // estimate (links are not measured here yet)
+  // Per-hop estimate: the whole cost of a hop while no link is measured,
+  // the fixed overhead added to measured rtt/2 + transfer time otherwise.
+  double hop_s = 0.01;
+  // Activation (or gradient) bytes of one micro-batch hop; the transfer
+  // term of a measured link. The daemons fill it (planner_factory.h); 0
+  // leaves the transfer time out (RTT alone ranks links).
+  double bytes_per_mb = 0;
   uint64_t seed = 1;
 };
 
-// A measured speed rounded to the nearest power of 1.25 (kSpeedBucket), so
-// two views whose measurements differ by a few percent give the same value
-// (Note [Planning from measured speeds]). REQUIRES: seconds > 0.
+// A measurement rounded to the nearest power of 1.25 (kSpeedBucket), so two
+// views whose measurements differ by a few percent give the same value
+// (Notes [Planning from measured speeds] and [Planning from measured
+// links]): compute speeds (seconds), RTTs (seconds) and throughputs (bytes
+// per second). REQUIRES: value > 0 and finite.
 inline constexpr double kSpeedBucket = 1.25;
-double QuantizeMeasuredSpeed(double seconds);
+double QuantizeMeasurement(double value);
+inline double QuantizeMeasuredSpeed(double seconds) { return QuantizeMeasurement(seconds); }
+
+// The symmetric hop matrix (row-major, members.size()^2) the planner gives
+// the scheduler for `members` under `view`'s links (Note [Planning from
+// measured links]); uniform options.hop_s when no link is measured.
+std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
+                                 const SchedulerPlannerOptions& options);
 
 class SchedulerPlanner final : public RoutePlanner {
  public:

@@ -1,7 +1,11 @@
 #include "node/train/scheduler_planner.h"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
+#include <random>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -272,6 +276,285 @@ TEST(SchedulerPlannerTest, AnUnmeasuredMemberCountsAsTheMedianMeasuredOne) {
   ASSERT_TRUE(planner.ok());
   EXPECT_EQ(VisitsPerMember(planner->get(), partly, 0, 8, 6),
             VisitsPerMember(planner->get(), fully, 0, 8, 6));
+}
+
+
+// Note [Planning from measured links]: a StaticSwarmView plus measured
+// links, as TrainingMembers answers them from gossip.
+class MeasuredLinksView final : public SwarmView {
+ public:
+  explicit MeasuredLinksView(const std::vector<PeerInfo>& members) : members_(members) {}
+  // rtt_s <= 0 / bps <= 0: that part unknown.
+  void Measure(const std::string& from, const std::string& to, double rtt_s, double bps) {
+    MeasureIds(common::NodeId::ForName(from), common::NodeId::ForName(to), rtt_s, bps);
+  }
+  void MeasureIds(const common::NodeId& from, const common::NodeId& to, double rtt_s,
+                  double bps) {
+    LinkEstimate e;
+    if (rtt_s > 0) e.rtt = absl::Seconds(rtt_s);
+    e.bytes_per_second = bps;
+    links_[{from, to}] = e;
+  }
+  std::vector<PeerInfo> Members() const override { return members_.Members(); }
+  bool IsAlive(const common::NodeId& id) const override { return members_.IsAlive(id); }
+  std::vector<common::NodeId> Replicas(int stage) const override {
+    return members_.Replicas(stage);
+  }
+  void MarkDead(const common::NodeId& id) override { members_.MarkDead(id); }
+  uint64_t version() const override { return members_.version(); }
+  std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                   const common::NodeId& to) const override {
+    auto it = links_.find({from, to});
+    if (it == links_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  StaticSwarmView members_;
+  std::map<std::pair<common::NodeId, common::NodeId>, LinkEstimate> links_;
+};
+
+// d0, d1; stage 1 on s1a, s1b; stage 2 on s2a, s2b.
+std::vector<PeerInfo> TwoReplicaLayout() {
+  std::vector<PeerInfo> members;
+  for (const auto& [name, stage] : std::vector<std::pair<std::string, int>>{
+           {"d0", 0}, {"d1", 0}, {"s1a", 1}, {"s1b", 1}, {"s2a", 2}, {"s2b", 2}}) {
+    PeerInfo p;
+    p.id = common::NodeId::ForName(name);
+    p.stages = {stage};
+    members.push_back(p);
+  }
+  return members;
+}
+
+const std::vector<std::string>& TwoReplicaNames() {
+  static const std::vector<std::string> names = {"d0", "d1", "s1a", "s1b", "s2a", "s2b"};
+  return names;
+}
+
+// Both directions of every pair measured at `rtt_s` and `bps`.
+void MeasureAll(MeasuredLinksView* view, double rtt_s, double bps) {
+  for (const std::string& a : TwoReplicaNames()) {
+    for (const std::string& b : TwoReplicaNames()) {
+      if (a != b) view->Measure(a, b, rtt_s, bps);
+    }
+  }
+}
+
+// A daemon-like planner: 4 MiB activations, measured compute of 20 ms per
+// layer and sample (forward 0.08 s, so hops and compute both matter).
+SchedulerPlannerOptions LinkAwareOptions() {
+  SchedulerPlannerOptions o;
+  o.planner = "skippipe";
+  o.layers_per_stage = 2;
+  o.samples_per_mb = 2;
+  o.bytes_per_mb = 4 << 20;
+  return o;
+}
+
+std::vector<PeerInfo> MeasuredSpeeds(std::vector<PeerInfo> members) {
+  for (PeerInfo& m : members) m.sec_per_layer_sample = 0.02;
+  return members;
+}
+
+std::map<common::NodeId, int> TwoReplicaVisits(SchedulerPlanner* planner, const SwarmView& view,
+                                               uint64_t iteration) {
+  return VisitsPerMember(planner, view, iteration, 4, 3);
+}
+
+int Visits(const std::map<common::NodeId, int>& visits, const std::string& name) {
+  auto it = visits.find(common::NodeId::ForName(name));
+  return it == visits.end() ? 0 : it->second;
+}
+
+TEST(SchedulerPlannerTest, LinksToAReplicaMeasuredTenTimesSlowerCarryFewerMicroBatches) {
+  const std::vector<PeerInfo> members = MeasuredSpeeds(TwoReplicaLayout());
+  MeasuredLinksView view(members);
+  MeasureAll(&view, 0.02, 100e6);  // 20 ms, 100 MB/s
+  for (const char* d : {"d0", "d1"}) {
+    view.Measure(d, "s1a", 0.2, 10e6);  // 10x: 200 ms, 10 MB/s
+    view.Measure("s1a", d, 0.2, 10e6);
+  }
+  auto planner = SchedulerPlanner::Create(LinkAwareOptions());
+  ASSERT_TRUE(planner.ok());
+  int slow_total = 0;
+  for (uint64_t it = 0; it < 4; ++it) {
+    std::map<common::NodeId, int> visits = TwoReplicaVisits(planner->get(), view, it);
+    EXPECT_EQ(Visits(visits, "s1a") + Visits(visits, "s1b"), 8) << "iteration " << it;
+    EXPECT_LE(Visits(visits, "s1a"), 1) << "iteration " << it;  // measured: 1 of 8 each
+    slow_total += Visits(visits, "s1a");
+  }
+  // Unmeasured, the two replicas share the load.
+  StaticSwarmView uniform(members);
+  std::map<common::NodeId, int> even = TwoReplicaVisits(planner->get(), uniform, 0);
+  EXPECT_EQ(Visits(even, "s1a"), 4);
+  EXPECT_EQ(Visits(even, "s1b"), 4);
+  RecordProperty("slow_replica_mbs_of_32", slow_total);
+}
+
+TEST(SchedulerPlannerTest, RttAloneSteersMicroBatchesOffASlowLink) {
+  const std::vector<PeerInfo> members = MeasuredSpeeds(TwoReplicaLayout());
+  MeasuredLinksView view(members);
+  MeasureAll(&view, 0.02, 0);  // throughput never measured
+  for (const char* d : {"d0", "d1"}) {
+    view.Measure(d, "s1a", 0.2, 0);
+    view.Measure("s1a", d, 0.2, 0);
+  }
+  auto planner = SchedulerPlanner::Create(LinkAwareOptions());
+  ASSERT_TRUE(planner.ok());
+  int slow_total = 0;
+  for (uint64_t it = 0; it < 4; ++it) {
+    std::map<common::NodeId, int> visits = TwoReplicaVisits(planner->get(), view, it);
+    // Measured: 3, 3, 2, 3 of 8 (hops of 0.11 s against 0.02 s, forwards
+    // of 0.08 s: some MBs still gain from the second replica).
+    EXPECT_LE(Visits(visits, "s1a"), 3) << "iteration " << it;
+    slow_total += Visits(visits, "s1a");
+  }
+  EXPECT_LE(slow_total, 11);  // of 32; 16 unmeasured
+}
+
+// u measures u -> v, v measures v -> u; the pair plans as the slower.
+TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
+  const std::vector<PeerInfo> members = MeasuredSpeeds(TwoReplicaLayout());
+  MeasuredLinksView view(members);
+  MeasureAll(&view, 0.02, 100e6);
+  for (const char* d : {"d0", "d1"}) view.Measure("s1a", d, 0.2, 10e6);  // s1a's upload
+  const SchedulerPlannerOptions o = LinkAwareOptions();
+  const std::vector<double> hops = PlanningHops(view.Members(), view, o);
+  const size_t n = members.size();
+  std::map<common::NodeId, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[view.Members()[i].id] = i;
+  for (size_t u = 0; u < n; ++u) {
+    for (size_t v = 0; v < n; ++v) EXPECT_EQ(hops[u * n + v], hops[v * n + u]);
+  }
+  const size_t d0 = index[common::NodeId::ForName("d0")];
+  const size_t a = index[common::NodeId::ForName("s1a")];
+  const size_t b = index[common::NodeId::ForName("s1b")];
+  const double slow = QuantizeMeasurement(0.2) / 2 + o.bytes_per_mb / QuantizeMeasurement(10e6) +
+                      o.hop_s;
+  EXPECT_EQ(hops[d0 * n + a], slow);
+  EXPECT_EQ(hops[a * n + d0], slow);
+  EXPECT_EQ(hops[d0 * n + b], QuantizeMeasurement(0.02) / 2 +
+                                  o.bytes_per_mb / QuantizeMeasurement(100e6) + o.hop_s);
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  for (uint64_t it = 0; it < 4; ++it) {
+    EXPECT_LE(Visits(TwoReplicaVisits(planner->get(), view, it), "s1a"), 1) << "iteration " << it;
+  }
+}
+
+// A pair nobody measured costs the median measured pair (the lower middle),
+// each part on its own: here RTT from one pair set, throughput from another.
+TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
+  const std::vector<PeerInfo> members = TwoReplicaLayout();
+  MeasuredLinksView view(members);
+  view.Measure("d0", "s1a", 0.01, 0);
+  view.Measure("d0", "s1b", 0.04, 0);
+  view.Measure("d1", "s1a", 0.16, 0);
+  view.Measure("s1a", "s2a", -1, 50e6);
+  view.Measure("s1b", "s2b", -1, 200e6);
+  const SchedulerPlannerOptions o = LinkAwareOptions();
+  const std::vector<PeerInfo> sorted = view.Members();
+  const std::vector<double> hops = PlanningHops(sorted, view, o);
+  const size_t n = sorted.size();
+  auto at = [&](const std::string& x, const std::string& y) {
+    size_t u = 0, v = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (sorted[i].id == common::NodeId::ForName(x)) u = i;
+      if (sorted[i].id == common::NodeId::ForName(y)) v = i;
+    }
+    return hops[u * n + v];
+  };
+  const double median_rtt = QuantizeMeasurement(0.04);  // of 0.01, 0.04, 0.16
+  const double median_bps = QuantizeMeasurement(50e6);  // lower middle of 50e6, 200e6
+  EXPECT_EQ(at("d1", "s2b"), median_rtt / 2 + o.bytes_per_mb / median_bps + o.hop_s);
+  EXPECT_EQ(at("d0", "s1a"),
+            QuantizeMeasurement(0.01) / 2 + o.bytes_per_mb / median_bps + o.hop_s);
+  EXPECT_EQ(at("s1b", "s2b"),
+            median_rtt / 2 + o.bytes_per_mb / QuantizeMeasurement(200e6) + o.hop_s);
+}
+
+void ExpectSamePlans(const std::vector<std::vector<PlannedRoute>>& a,
+                     const std::vector<std::vector<PlannedRoute>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t d = 0; d < a.size(); ++d) {
+    ASSERT_EQ(a[d].size(), b[d].size()) << what;
+    for (size_t i = 0; i < a[d].size(); ++i) {
+      EXPECT_EQ(a[d][i].index, b[d][i].index) << what;
+      EXPECT_EQ(a[d][i].data_slot, b[d][i].data_slot) << what;
+      EXPECT_EQ(a[d][i].priority, b[d][i].priority) << what;
+      ASSERT_EQ(a[d][i].hops.size(), b[d][i].hops.size()) << what;
+      for (size_t h = 0; h < a[d][i].hops.size(); ++h) {
+        EXPECT_EQ(a[d][i].hops[h].node, b[d][i].hops[h].node) << what;
+        EXPECT_EQ(a[d][i].hops[h].stage, b[d][i].hops[h].stage) << what;
+      }
+    }
+  }
+}
+
+// With no link measured (no samples, or samples whose parts are unknown)
+// the plan is the one of uniform hop estimates, as before links counted.
+TEST(SchedulerPlannerTest, UnknownLinksPlanExactlyAsUniformHops) {
+  std::vector<PeerInfo> members = LocalLayout();
+  members[3].sec_per_layer_sample = 0.02;  // speeds still count
+  StaticSwarmView plain(members);
+  MeasuredLinksView none(members), unknown(members);
+  for (const char* a : {"d0", "d1", "s1r0", "s2r1"}) {
+    for (const char* b : {"d0", "s1r1", "s3r0"}) {
+      if (std::string(a) != b) unknown.Measure(a, b, -1, 0);
+    }
+  }
+  SchedulerPlannerOptions o = LinkAwareOptions();
+  const std::vector<double> hops = PlanningHops(members, unknown, o);
+  for (double h : hops) EXPECT_EQ(h, o.hop_s);
+  for (int path_length : {0, 4}) {
+    o.path_length = path_length;
+    auto planner = SchedulerPlanner::Create(o);
+    ASSERT_TRUE(planner.ok());
+    for (uint64_t it = 0; it < 3; ++it) {
+      const auto want = PlansOf(planner->get(), plain, it, 6, 6);
+      ExpectSamePlans(want, PlansOf(planner->get(), none, it, 6, 6), "no samples");
+      ExpectSamePlans(want, PlansOf(planner->get(), unknown, it, 6, 6), "unknown samples");
+    }
+  }
+}
+
+// Link measurements a few percent apart (EWMA noise) fall in the same
+// buckets: every data node plans the same.
+TEST(SchedulerPlannerTest, LinkMeasurementsAFewPercentApartPlanIdentically) {
+  const std::vector<PeerInfo> members = MeasuredSpeeds(LocalLayout());
+  MeasuredLinksView a(members), b(members);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> rtt_bucket(-20, -12);  // 11 ms .. 69 ms
+  std::uniform_int_distribution<int> bps_bucket(70, 85);     // 6 MB/s .. 170 MB/s
+  std::uniform_real_distribution<double> noise(0.97, 1.03);  // a bucket is x/÷ 1.118
+  auto bucket = [](int k) {
+    double v = 1;
+    for (int i = 0; i < std::abs(k); ++i) v *= kSpeedBucket;
+    return k >= 0 ? v : 1 / v;
+  };
+  for (const PeerInfo& x : members) {
+    for (const PeerInfo& y : members) {
+      if (x.id == y.id || rng() % 4 == 0) continue;  // a quarter unmeasured
+      const double rtt = bucket(rtt_bucket(rng)), bps = bucket(bps_bucket(rng));
+      a.MeasureIds(x.id, y.id, rtt * noise(rng), bps * noise(rng));
+      b.MeasureIds(x.id, y.id, rtt * noise(rng), bps * noise(rng));
+    }
+  }
+  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions()),
+            PlanningHops(members, b, LinkAwareOptions()));
+  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions()),
+            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions()));
+  for (int path_length : {0, 4}) {
+    SchedulerPlannerOptions o = LinkAwareOptions();
+    o.path_length = path_length;
+    auto planner = SchedulerPlanner::Create(o);
+    ASSERT_TRUE(planner.ok());
+    for (uint64_t it = 0; it < 3; ++it) {
+      ExpectSamePlans(PlansOf(planner->get(), a, it, 6, 6), PlansOf(planner->get(), b, it, 6, 6),
+                      "noisy links");
+    }
+  }
 }
 
 }  // namespace
