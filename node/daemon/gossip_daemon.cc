@@ -28,9 +28,9 @@
 #include "node/daemon/gossip_daemon_parts.h"
 #include "node/daemon/join_planning.h"
 #include "node/daemon/iteration_report.h"
-#include "node/daemon/route_recorder.h"
 #include "node/daemon/speed_reports.h"
 #include "node/daemon/metrics.h"
+#include "node/daemon/planner_factory.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/training_members.h"
 #include "node/stage/stage_server.h"
@@ -39,7 +39,6 @@
 #include "node/train/node_trainer.h"
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
-#include "node/train/scheduler_planner.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/wan_table.h"
@@ -328,23 +327,8 @@ absl::Status GossipDaemon::Parts::BuildServing() {
                                          hosted, sso);
   server->Attach();
   if (data_node) {
-    if (o.planner == "inorder") {
-      planner = std::make_unique<InOrderPlanner>();
-    } else {
-      SchedulerPlannerOptions po;
-      po.planner = o.planner;
-      po.path_length = o.path_length;
-      po.samples_per_mb = o.model.samples_per_mb;
-      po.layers_per_stage =
-          std::max(1, o.model.model.num_layers / o.model.model.num_stages);
-      po.seed = o.model.seed;
-      SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(po));
-    }
-    if (!o.record_routes.empty()) {
-      SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
-                                                            o.record_routes,
-                                                            o.mbs_per_iteration));
-    }
+    // No names: a routes file needs a static --swarm list (refused).
+    SS_ASSIGN_OR_RETURN(planner, CreateDataNodePlanner(o, {}));
     DriverOptions d;
     d.mbs_per_iteration = o.mbs_per_iteration;
     d.num_stages = o.model.model.num_stages;

@@ -64,6 +64,10 @@ class GossipDaemonTest : public ::testing::Test {
     o.base.iterations = kIterations;
     o.base.mbs_per_iteration = 2;
     o.base.memory_slots = 2;
+    // Membership, joins and moves are checked here, not planning: in-order
+    // routes with round-robin replicas give every replica micro-batches in
+    // every iteration it is routed (the joiner's and the mover's checks).
+    o.base.planner = "inorder";
     o.base.startup_timeout = absl::Seconds(60);
     o.base.model.model.num_layers = 3;
     o.base.model.model.d_model = 16;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cmath>
@@ -50,6 +51,12 @@ ABSL_FLAG(std::string, local_planner, "skippipe",
           "--local_path_length=0, skip routes that may swap stages below it), inorder, "
           "pipeline, noskip, random.");
 ABSL_FLAG(int, local_path_length, 0, "Stages per route incl. stage 0 (skipping); 0: all.");
+ABSL_FLAG(bool, local_planner_link_costs, true,
+          "Nodes get --node_planner_link_costs: hop costs from measured links (gossip); false: "
+          "uniform hop estimates (for comparisons).");
+ABSL_FLAG(std::string, local_caps, "",
+          "Slow links: comma-separated NAME@MBIT; node NAME gets --max_upload_mbps and "
+          "--max_download_mbps = MBIT (its pipeline frames through a ShapingTransport).");
 ABSL_FLAG(int, local_rebalance_every, 0,
           "Gossip: every node gets --rebalance_every=N (stage rebalancing, Note [Stage moves]; "
           "0: off).");
@@ -246,6 +253,23 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
     }
   }
+  // Per-node bandwidth caps (a replica behind a slow home link).
+  for (absl::string_view c :
+       absl::StrSplit(absl::GetFlag(FLAGS_local_caps), ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(c, '@');
+    double mbit;
+    if (p.size() != 2 || !absl::SimpleAtod(p[1], &mbit) || mbit <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local_caps entry '", c, "' is not NAME@MBIT (MBIT > 0)"));
+    }
+    if (std::none_of(layout.begin(), layout.end(),
+                     [&](const auto& n) { return n.first == p[0]; })) {
+      return absl::InvalidArgumentError(absl::StrCat("--local_caps names no node: ", p[0]));
+    }
+    std::string& extra = extra_config[p[0]];
+    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_upload_mbps\": ", mbit,
+                    ",\n  \"max_download_mbps\": ", mbit);
+  }
   // Membership: gossip (d0 founds, the others --join it; every other port
   // is picked by the node) or the static list (WAN runs name their links).
   const bool gossip = !wan_plan && absl::GetFlag(FLAGS_local_membership) == "gossip";
@@ -337,6 +361,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         << ",\n  \"checkpoint_dir\": " << JsonString(dir + "/checkpoints")
         << ",\n  \"node_planner\": " << JsonString(absl::GetFlag(FLAGS_local_planner))
         << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
+        << ",\n  \"node_planner_link_costs\": "
+        << (absl::GetFlag(FLAGS_local_planner_link_costs) ? "true" : "false")
         << ",\n  \"threads\": 1"
         << (!st.empty() && st[0] == 0
                 ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress))

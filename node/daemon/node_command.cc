@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, swarm_id, "skipswarm", "Swarm id; frames of other swarms 
 ABSL_FLAG(std::string, node_planner, "skippipe",
           "Route planner: skippipe (default; full in-order routes at --node_path_length=0, "
           "skip routes that may swap stages below it), inorder, pipeline, noskip, random.");
+ABSL_FLAG(bool, node_planner_link_costs, true,
+          "Scheduler planners: hop costs from the measured links gossip reports (RTT, "
+          "throughput); false: one uniform estimate per hop (for comparisons).");
 ABSL_FLAG(int, node_path_length, 0,
           "Stages each micro-batch visits, counting stage 0 (skipping planners); 0: all.");
 ABSL_FLAG(std::string, node_record_routes, "",
@@ -87,6 +90,7 @@ absl::Status Run() {
   o.record_routes = absl::GetFlag(FLAGS_node_record_routes);
   o.planner = absl::GetFlag(FLAGS_node_planner);
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
+  o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, ReadShapingFlags());

@@ -22,9 +22,8 @@
 #include "node/compute/timed_stage_compute.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/iteration_report.h"
-#include "node/daemon/route_recorder.h"
 #include "node/daemon/metrics.h"
-#include "node/daemon/routes_file_planner.h"
+#include "node/daemon/planner_factory.h"
 #include "node/daemon/swarm_spec_tls.h"
 #include "node/stage/stage_server.h"
 #include "node/train/data_node_driver.h"
@@ -33,7 +32,6 @@
 #include "node/train/data_source.h"
 #include "node/train/route_planner.h"
 #include "node/train/sampler_data_source.h"
-#include "node/train/scheduler_planner.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/shaping_transport.h"
@@ -257,28 +255,9 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
                                             stages, so);
   p->server->Attach();
   if (data_node) {
-    if (!options.wan.routes_file.empty()) {
-      std::map<std::string, PeerId> ids;
-      for (const SwarmMember& m : options.swarm) ids[m.name] = m.info.id;
-      SS_ASSIGN_OR_RETURN(p->planner, RoutesFilePlanner::Read(options.wan.routes_file, ids));
-    } else if (options.planner == "inorder") {
-      p->planner = std::make_unique<InOrderPlanner>();
-    } else {
-      SchedulerPlannerOptions po;
-      po.planner = options.planner;
-      po.path_length = options.path_length;
-      po.samples_per_mb = options.model.samples_per_mb;
-      po.layers_per_stage =
-          std::max(1, options.model.model.num_layers / options.model.model.num_stages);
-      po.seed = options.model.seed;
-      SS_ASSIGN_OR_RETURN(p->planner, SchedulerPlanner::Create(po));
-    }
-    if (!options.record_routes.empty()) {
-      SS_ASSIGN_OR_RETURN(p->planner,
-                          RecordingPlanner::Create(std::move(p->planner), options.name,
-                                                   options.record_routes,
-                                                   options.mbs_per_iteration));
-    }
+    std::map<std::string, PeerId> names;
+    for (const SwarmMember& m : options.swarm) names[m.name] = m.info.id;
+    SS_ASSIGN_OR_RETURN(p->planner, CreateDataNodePlanner(options, names));
     DriverOptions d;
     d.mbs_per_iteration = options.mbs_per_iteration;
     d.num_stages = options.model.model.num_stages;

@@ -3,8 +3,9 @@
 // --wan=SCENARIO` (sim/wan_local.h) plans the scenario's iteration with the
 // scheduler on the scenario's own topology, exactly as `skipswarm sim` does,
 // and hands every daemon the result, so the WAN-emulated real swarm and the
-// simulator run the same routes (the daemon's own SchedulerPlanner only
-// knows uniform cost estimates until gossip measures links).
+// simulator run the same routes (the daemon's own SchedulerPlanner plans
+// from measured links only under gossip membership: a static --swarm list,
+// as WAN runs use, carries no link measurements).
 //
 // File format, one micro-batch per line, `#` starts a comment:
 //

@@ -174,6 +174,7 @@ std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const Swa
                                  const SchedulerPlannerOptions& options) {
   const size_t n = members.size();
   std::vector<double> hops(n * n, options.hop_s);
+  if (!options.link_costs) return hops;
   // Per pair u < v, the slower of the two directions' quantized parts;
   // 0 = unknown (Note [Planning from measured links]).
   std::vector<double> rtt(n * n, 0), bps(n * n, 0);

@@ -62,6 +62,9 @@ struct SchedulerPlannerOptions {
   // term of a measured link. The daemons fill it (planner_factory.h); 0
   // leaves the transfer time out (RTT alone ranks links).
   double bytes_per_mb = 0;
+  // false: every hop at hop_s whatever the view measured (the planner
+  // before links were measured; for comparisons).
+  bool link_costs = true;
   uint64_t seed = 1;
 };
 

@@ -1,0 +1,76 @@
+#include "node/daemon/planner_factory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+#include "model/tensor_codec.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/route_recorder.h"
+#include "node/daemon/routes_file_planner.h"
+
+namespace skipswarm::node {
+namespace {
+
+// Payload bytes of `numel` float elements in `encode` (the sizes of
+// model/tensor_codec.h's codecs).
+double WireBytes(const model::EncodeOptions& encode, double numel) {
+  switch (encode.codec) {
+    case model::Codec::kFp16:
+    case model::Codec::kBf16:
+      return 2 * numel;
+    case model::Codec::kInt8Blockwise:  // one float32 scale per block, then int8s
+      return numel + 4 * std::ceil(numel / std::max<uint32_t>(1, encode.block_size));
+    default:
+      return 4 * numel;
+  }
+}
+
+}  // namespace
+
+double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o) {
+  if (o.wan.timed_forward_s > 0) return static_cast<double>(o.wan.timed_payload_bytes);
+  const double elements = static_cast<double>(o.model.samples_per_mb) * o.model.model.seq_len *
+                          o.model.model.d_model;
+  // Both daemons build their TorchStageComputes without setting `encode`.
+  return WireBytes(TorchStageCompute::Options().encode, elements);
+}
+
+SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o) {
+  SchedulerPlannerOptions po;
+  po.planner = o.planner;
+  po.path_length = o.path_length;
+  po.samples_per_mb = o.model.samples_per_mb;
+  po.layers_per_stage =
+      std::max(1, o.model.model.num_layers / std::max(1, o.model.model.num_stages));
+  po.seed = o.model.seed;
+  po.bytes_per_mb = ActivationBytesPerMicroBatch(o);
+  po.link_costs = o.planner_link_costs;
+  return po;
+}
+
+absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
+    const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names) {
+  std::unique_ptr<RoutePlanner> planner;
+  if (!o.wan.routes_file.empty()) {
+    if (names.empty()) {
+      return absl::InvalidArgumentError(
+          "a routes file names nodes: it needs a static --swarm list, not gossip membership");
+    }
+    SS_ASSIGN_OR_RETURN(planner, RoutesFilePlanner::Read(o.wan.routes_file, names));
+  } else if (o.planner == "inorder") {
+    planner = std::make_unique<InOrderPlanner>();
+  } else {
+    SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(DataNodeSchedulerOptions(o)));
+  }
+  if (!o.record_routes.empty()) {
+    SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,
+                                                          o.record_routes, o.mbs_per_iteration));
+  }
+  return planner;
+}
+
+}  // namespace skipswarm::node
