@@ -78,7 +78,7 @@ namespace skipswarm::node {
 // payload bytes over send -> ack). Samples are gossiped first-hand
 // (from = the measuring node) and TrainingMembers answers SwarmView::Link
 // with them. The planner turns them into the hop costs of DESIGN.md §5:
-//   d(u,v) = rtt/2 + bytes_per_mb / bytes_per_second + hop_s
+//   d(u,v) = rtt/2 + bytes_per_mb / bytes_per_second + hop_s, quantized
 // (scheduler::HopSeconds with latency rtt/2 and hop_s as the fixed per-hop
 // overhead; bytes_per_mb is the activation of one micro-batch on the wire,
 // planner_factory.h). The measured throughput already contains a latency
@@ -104,9 +104,13 @@ namespace skipswarm::node {
 // plans avoid keeps its last (slow) throughput until gossip forgets the
 // member; its RTT keeps being refreshed by pings.
 // Agreement: every part is quantized (QuantizeMeasurement, powers of 1.25)
-// before it is combined, so medians are bucket values and the hop matrix
-// is the same double for views whose samples differ by a few percent (the
-// EWMAs of link_stats.h move on every sample, so this is the common case).
+// before it is combined, so medians are bucket values, and so is the sum:
+// the hop matrix is the same double for views whose samples differ by a
+// few percent (the EWMAs of link_stats.h move on every sample, so this is
+// the common case). Quantizing the parts alone is not enough: a small part
+// jitters by whole buckets (loopback RTTs measured 0.2-6 ms under load in
+// `skipswarm local`), and any change of the matrix can change the search's
+// plan; next to hop_s (10 ms) such a part rarely moves the sum's bucket.
 // Views can still disagree: a sample near a bucket's edge, a sample one
 // data node has and another has not yet received, which also moves the
 // medians. Then the data nodes plan different iterations. What that costs,
@@ -205,9 +209,12 @@ std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const Swa
       scheduler::LinkSpec link;
       link.latency_s = (rtt[u * n + v] > 0 ? rtt[u * n + v] : median_rtt) / 2;
       link.bandwidth_bytes_per_s = bps[u * n + v] > 0 ? bps[u * n + v] : median_bps;
-      const double d = link.bandwidth_bytes_per_s > 0
-                           ? scheduler::HopSeconds(link, options.bytes_per_mb, options.hop_s)
-                           : link.latency_s + options.hop_s;  // no throughput known anywhere
+      // The sum is quantized again: parts far below hop_s (loopback or
+      // LAN RTTs, jittery by whole buckets) then cannot move it.
+      const double d = QuantizeMeasurement(
+          link.bandwidth_bytes_per_s > 0
+              ? scheduler::HopSeconds(link, options.bytes_per_mb, options.hop_s)
+              : link.latency_s + options.hop_s);  // no throughput known anywhere
       hops[u * n + v] = d;
       hops[v * n + u] = d;
     }

@@ -381,9 +381,10 @@ TEST(SchedulerPlannerTest, LinksToAReplicaMeasuredTenTimesSlowerCarryFewerMicroB
   for (uint64_t it = 0; it < 4; ++it) {
     std::map<common::NodeId, int> visits = TwoReplicaVisits(planner->get(), view, it);
     EXPECT_EQ(Visits(visits, "s1a") + Visits(visits, "s1b"), 8) << "iteration " << it;
-    EXPECT_LE(Visits(visits, "s1a"), 1) << "iteration " << it;  // measured: 1 of 8 each
+    EXPECT_LE(Visits(visits, "s1a"), 2) << "iteration " << it;  // measured: 1, 1, 2, 2 of 8
     slow_total += Visits(visits, "s1a");
   }
+  EXPECT_LE(slow_total, 6);  // of 32
   // Unmeasured, the two replicas share the load.
   StaticSwarmView uniform(members);
   std::map<common::NodeId, int> even = TwoReplicaVisits(planner->get(), uniform, 0);
@@ -405,12 +406,12 @@ TEST(SchedulerPlannerTest, RttAloneSteersMicroBatchesOffASlowLink) {
   int slow_total = 0;
   for (uint64_t it = 0; it < 4; ++it) {
     std::map<common::NodeId, int> visits = TwoReplicaVisits(planner->get(), view, it);
-    // Measured: 3, 3, 2, 3 of 8 (hops of 0.11 s against 0.02 s, forwards
+    // Measured: 3 of 8 in each (hops of ~0.11 s against ~0.02 s, forwards
     // of 0.08 s: some MBs still gain from the second replica).
     EXPECT_LE(Visits(visits, "s1a"), 3) << "iteration " << it;
     slow_total += Visits(visits, "s1a");
   }
-  EXPECT_LE(slow_total, 11);  // of 32; 16 unmeasured
+  EXPECT_LE(slow_total, 12);  // of 32; 16 unmeasured
 }
 
 // u measures u -> v, v measures v -> u; the pair plans as the slower.
@@ -430,16 +431,18 @@ TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   const size_t d0 = index[common::NodeId::ForName("d0")];
   const size_t a = index[common::NodeId::ForName("s1a")];
   const size_t b = index[common::NodeId::ForName("s1b")];
-  const double slow = QuantizeMeasurement(0.2) / 2 + o.bytes_per_mb / QuantizeMeasurement(10e6) +
-                      o.hop_s;
+  const double slow = QuantizeMeasurement(QuantizeMeasurement(0.2) / 2 +
+                                          o.bytes_per_mb / QuantizeMeasurement(10e6) + o.hop_s);
   EXPECT_EQ(hops[d0 * n + a], slow);
   EXPECT_EQ(hops[a * n + d0], slow);
-  EXPECT_EQ(hops[d0 * n + b], QuantizeMeasurement(0.02) / 2 +
-                                  o.bytes_per_mb / QuantizeMeasurement(100e6) + o.hop_s);
+  EXPECT_EQ(hops[d0 * n + b], QuantizeMeasurement(QuantizeMeasurement(0.02) / 2 +
+                                                  o.bytes_per_mb / QuantizeMeasurement(100e6) +
+                                                  o.hop_s));
   auto planner = SchedulerPlanner::Create(o);
   ASSERT_TRUE(planner.ok());
   for (uint64_t it = 0; it < 4; ++it) {
-    EXPECT_LE(Visits(TwoReplicaVisits(planner->get(), view, it), "s1a"), 1) << "iteration " << it;
+    // Measured: 1, 1, 2, 2 of 8, as with both directions slow.
+    EXPECT_LE(Visits(TwoReplicaVisits(planner->get(), view, it), "s1a"), 2) << "iteration " << it;
   }
 }
 
@@ -467,11 +470,12 @@ TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
   };
   const double median_rtt = QuantizeMeasurement(0.04);  // of 0.01, 0.04, 0.16
   const double median_bps = QuantizeMeasurement(50e6);  // lower middle of 50e6, 200e6
-  EXPECT_EQ(at("d1", "s2b"), median_rtt / 2 + o.bytes_per_mb / median_bps + o.hop_s);
-  EXPECT_EQ(at("d0", "s1a"),
-            QuantizeMeasurement(0.01) / 2 + o.bytes_per_mb / median_bps + o.hop_s);
-  EXPECT_EQ(at("s1b", "s2b"),
-            median_rtt / 2 + o.bytes_per_mb / QuantizeMeasurement(200e6) + o.hop_s);
+  const auto cost = [&](double rtt, double bps) {
+    return QuantizeMeasurement(rtt / 2 + o.bytes_per_mb / bps + o.hop_s);
+  };
+  EXPECT_EQ(at("d1", "s2b"), cost(median_rtt, median_bps));
+  EXPECT_EQ(at("d0", "s1a"), cost(QuantizeMeasurement(0.01), median_bps));
+  EXPECT_EQ(at("s1b", "s2b"), cost(median_rtt, QuantizeMeasurement(200e6)));
 }
 
 void ExpectSamePlans(const std::vector<std::vector<PlannedRoute>>& a,
