@@ -307,11 +307,10 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   StageServerOptions sso;
   sso.memory_slots = o.memory_slots;
   sso.swarm_id = gossip->swarm_id();
-  // Failed hops are re-routed with the scheduler's RerouteInFlight, as in
-  // NodeDaemon; a stage may be skipped only when the plan skips stages.
-  SchedulerRepairerOptions ro;
-  ro.samples_per_mb = o.model.samples_per_mb;
-  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(ro);
+  // Failed hops are re-routed with the scheduler's RerouteInFlight at the
+  // planner's costs, as in NodeDaemon; a stage may be skipped only when the
+  // plan skips stages.
+  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(o));
   sso.repairer = repairer.get();
   sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
   // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).

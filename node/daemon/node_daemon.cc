@@ -243,11 +243,10 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   StageServerOptions so;
   so.memory_slots = options.memory_slots;
   so.swarm_id = options.swarm_id;
-  // Failed hops are re-routed with the scheduler's RerouteInFlight; a stage
-  // may be skipped only when the plan skips stages anyway.
-  SchedulerRepairerOptions ro;
-  ro.samples_per_mb = options.model.samples_per_mb;
-  p->repairer = std::make_unique<SchedulerRouteRepairer>(ro);
+  // Failed hops are re-routed with the scheduler's RerouteInFlight at the
+  // planner's costs (DaemonRepairerOptions); a stage may be skipped only
+  // when the plan skips stages anyway.
+  p->repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(options));
   so.repairer = p->repairer.get();
   so.allow_skip =
       options.path_length > 0 && options.path_length < options.model.model.num_stages;

@@ -52,6 +52,18 @@ SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o) {
   return po;
 }
 
+SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o) {
+  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o);
+  SchedulerRepairerOptions ro;
+  ro.layers_per_stage = po.layers_per_stage;
+  ro.samples_per_mb = po.samples_per_mb;
+  ro.sec_per_layer_sample = po.sec_per_layer_sample;
+  ro.hop_s = po.hop_s;
+  ro.bytes_per_mb = po.bytes_per_mb;
+  ro.link_costs = po.link_costs;
+  return ro;
+}
+
 absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
     const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names) {
   std::unique_ptr<RoutePlanner> planner;

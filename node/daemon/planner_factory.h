@@ -12,6 +12,8 @@
 //   planner "inorder"    -> InOrderPlanner (full in-order routes)
 //   any other planner    -> SchedulerPlanner (DataNodeSchedulerOptions)
 //   record_routes set    -> the above inside a RecordingPlanner
+// and every node's in-flight repairer options (DaemonRepairerOptions): the
+// same costs, so a repair avoids the links the plan avoids.
 //
 // Thread rule: pure functions (CreateDataNodePlanner reads the routes file
 // and opens the record file).
@@ -26,6 +28,7 @@
 #include "node/daemon/node_daemon_options.h"
 #include "node/train/route_planner.h"
 #include "node/train/scheduler_planner.h"
+#include "node/train/scheduler_repairer.h"
 
 namespace skipswarm::node {
 
@@ -40,6 +43,11 @@ double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o);
 // shape, seed and the activation bytes of a hop (Note [Planning from
 // measured links] in node/train/scheduler_planner.cc).
 SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o);
+
+// Every node's SchedulerRouteRepairer (relays repair too): the model shape,
+// bytes_per_mb and link_costs of DataNodeSchedulerOptions, so repairs cost
+// hops with the planner's PlanningHops (Note [Planning from measured links]).
+SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o);
 
 // See the file comment. InvalidArgument for a routes file without `names`
 // (gossip membership) or a bad file; the planner's own errors otherwise.

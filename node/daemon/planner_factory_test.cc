@@ -58,6 +58,23 @@ TEST(PlannerFactoryTest, SchedulerOptionsComeFromTheDaemonOptions) {
   EXPECT_FALSE(po.link_costs);
 }
 
+// Repairs cost hops as plans do (Note [Planning from measured links]).
+TEST(PlannerFactoryTest, RepairerOptionsMatchThePlannersCosts) {
+  for (bool link_costs : {true, false}) {
+    NodeDaemonOptions o = Options();
+    o.planner_link_costs = link_costs;
+    const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o);
+    const SchedulerRepairerOptions ro = DaemonRepairerOptions(o);
+    EXPECT_EQ(ro.layers_per_stage, po.layers_per_stage);
+    EXPECT_EQ(ro.samples_per_mb, po.samples_per_mb);
+    EXPECT_EQ(ro.sec_per_layer_sample, po.sec_per_layer_sample);
+    EXPECT_EQ(ro.hop_s, po.hop_s);
+    EXPECT_EQ(ro.bytes_per_mb, 1024);
+    EXPECT_EQ(ro.link_costs, link_costs);
+    EXPECT_FALSE(ro.hop_s_of);  // the view's links, not the simulator's
+  }
+}
+
 TEST(PlannerFactoryTest, BuildsEachKindOfPlanner) {
   NodeDaemonOptions o = Options();
   o.planner = "inorder";

@@ -146,7 +146,16 @@ bool Measured(const PeerInfo& m) {
   return m.sec_per_layer_sample > 0 && std::isfinite(m.sec_per_layer_sample);
 }
 
-// The t_v of every member (Note [Planning from measured speeds]).
+bool Finite(double x) { return x > 0 && std::isfinite(x); }
+
+// The lower middle of `known` (a bucket value when they all are).
+double Median(std::vector<double> known) {
+  std::sort(known.begin(), known.end());
+  return known[(known.size() - 1) / 2];
+}
+
+}  // namespace
+
 std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double estimate) {
   std::vector<double> known;
   for (const PeerInfo& m : members) {
@@ -163,16 +172,6 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
   }
   return out;
 }
-
-bool Finite(double x) { return x > 0 && std::isfinite(x); }
-
-// The lower middle of `known` (a bucket value when they all are).
-double Median(std::vector<double> known) {
-  std::sort(known.begin(), known.end());
-  return known[(known.size() - 1) / 2];
-}
-
-}  // namespace
 
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
                                  const SchedulerPlannerOptions& options) {

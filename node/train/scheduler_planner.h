@@ -77,9 +77,15 @@ inline constexpr double kSpeedBucket = 1.25;
 double QuantizeMeasurement(double value);
 inline double QuantizeMeasuredSpeed(double seconds) { return QuantizeMeasurement(seconds); }
 
+// The t_v of every member, in order (Note [Planning from measured speeds]):
+// its quantized measured speed, the median measured one when unmeasured,
+// `estimate` for all when none is measured.
+std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double estimate);
+
 // The symmetric hop matrix (row-major, members.size()^2) the planner gives
 // the scheduler for `members` under `view`'s links (Note [Planning from
-// measured links]); uniform options.hop_s when no link is measured.
+// measured links]); uniform options.hop_s when no link is measured. The one
+// hop cost of the daemons: SchedulerRouteRepairer uses it too.
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
                                  const SchedulerPlannerOptions& options);
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
+#include "node/train/measured_links_view.h"
 #include "node/train/test_swarm.h"
 
 namespace skipswarm::node {
@@ -278,41 +279,6 @@ TEST(SchedulerPlannerTest, AnUnmeasuredMemberCountsAsTheMedianMeasuredOne) {
             VisitsPerMember(planner->get(), fully, 0, 8, 6));
 }
 
-
-// Note [Planning from measured links]: a StaticSwarmView plus measured
-// links, as TrainingMembers answers them from gossip.
-class MeasuredLinksView final : public SwarmView {
- public:
-  explicit MeasuredLinksView(const std::vector<PeerInfo>& members) : members_(members) {}
-  // rtt_s <= 0 / bps <= 0: that part unknown.
-  void Measure(const std::string& from, const std::string& to, double rtt_s, double bps) {
-    MeasureIds(common::NodeId::ForName(from), common::NodeId::ForName(to), rtt_s, bps);
-  }
-  void MeasureIds(const common::NodeId& from, const common::NodeId& to, double rtt_s,
-                  double bps) {
-    LinkEstimate e;
-    if (rtt_s > 0) e.rtt = absl::Seconds(rtt_s);
-    e.bytes_per_second = bps;
-    links_[{from, to}] = e;
-  }
-  std::vector<PeerInfo> Members() const override { return members_.Members(); }
-  bool IsAlive(const common::NodeId& id) const override { return members_.IsAlive(id); }
-  std::vector<common::NodeId> Replicas(int stage) const override {
-    return members_.Replicas(stage);
-  }
-  void MarkDead(const common::NodeId& id) override { members_.MarkDead(id); }
-  uint64_t version() const override { return members_.version(); }
-  std::optional<LinkEstimate> Link(const common::NodeId& from,
-                                   const common::NodeId& to) const override {
-    auto it = links_.find({from, to});
-    if (it == links_.end()) return std::nullopt;
-    return it->second;
-  }
-
- private:
-  StaticSwarmView members_;
-  std::map<std::pair<common::NodeId, common::NodeId>, LinkEstimate> links_;
-};
 
 // d0, d1; stage 1 on s1a, s1b; stage 2 on s2a, s2b.
 std::vector<PeerInfo> TwoReplicaLayout() {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "node/train/scheduler_planner.h"
 #include "scheduler/replan.h"
 #include "scheduler/topology.h"
 
@@ -25,11 +26,18 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
   return static_cast<double>(h >> 11) / 9007199254740992.0;
 }
 
-std::vector<double> HopTable(const std::vector<PeerInfo>& members,
+// The planner's hop costs (PlanningHops) unless the options bring their own.
+std::vector<double> HopTable(const std::vector<PeerInfo>& members, const SwarmView& view,
                              const SchedulerRepairerOptions& options) {
   const size_t n = members.size();
+  if (!options.hop_s_of) {
+    SchedulerPlannerOptions costs;
+    costs.hop_s = options.hop_s;
+    costs.bytes_per_mb = options.bytes_per_mb;
+    costs.link_costs = options.link_costs;
+    return PlanningHops(members, view, costs);
+  }
   std::vector<double> hops(n * n, options.hop_s);
-  if (!options.hop_s_of) return hops;
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
       hops[i * n + j] = i == j ? 0 : options.hop_s_of(members[i].id, members[j].id);
@@ -43,16 +51,19 @@ std::vector<double> HopTable(const std::vector<PeerInfo>& members,
 absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const RepairRequest& r,
                                                                      const SwarmView& view) {
   const std::vector<PeerInfo> members = view.Members();
+  // The planner's compute costs unless the options bring their own.
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.sec_per_layer_sample);
   std::vector<scheduler::NodeSpec> nodes;
   int num_stages = 0;
-  for (const PeerInfo& m : members) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    const PeerInfo& m = members[i];
     if (m.stages.size() != 1) return fallback_.Repair(r, view);
     scheduler::NodeSpec n;
     n.name = m.id.ShortString();
     n.id = m.id;
     n.stage = m.stages[0];
     const double speed = options_.sec_per_layer_sample_of ? options_.sec_per_layer_sample_of(m.id)
-                                                          : options_.sec_per_layer_sample;
+                                                          : speeds[i];
     n.sec_per_layer_sample = speed * (1 + 1e-3 * Jitter(r.iteration, r.mb, m.id));
     n.memory_slots = std::max(1, m.memory_slots);
     num_stages = std::max(num_stages, n.stage + 1);
@@ -83,9 +94,10 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
   shape.num_stages = num_stages;
   shape.layers_per_stage = options_.layers_per_stage;
   shape.samples_per_mb = options_.samples_per_mb;
+  shape.bytes_per_mb = options_.bytes_per_mb;
   const size_t n = nodes.size();
   absl::StatusOr<scheduler::TopologyView> topo = scheduler::TopologyView::Create(
-      shape, std::move(nodes), HopTable(members, options_));
+      shape, std::move(nodes), HopTable(members, view, options_));
   if (!topo.ok()) return absl::AbortedError(topo.status().message());
   for (size_t v = 0; v < n; ++v) {
     const bool failed =

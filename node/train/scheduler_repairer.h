@@ -11,21 +11,25 @@
 //   SchedulerRouteRepairer repairer(o);
 //   StageServerOptions so;  so.repairer = &repairer;  so.allow_skip = true;
 //
-// The TopologyView is built from the SwarmView per repair, like
-// SchedulerPlanner's (uniform compute and hop estimates until gossip
-// measures them), with the view's dead members and the request's failed
-// peers removed. With uniform estimates every replica costs the same; ties
-// are broken by a deterministic per-(iteration, mb, node) perturbation of
-// compute speed of 0.1%, so repairs of different MBs spread over the
-// replicas instead of piling onto the lowest id. Views whose members host
-// several stages (outside the scheduler's model) fall back to
-// ReplicaRouteRepairer. Cost: O(n^2) per repair for n members (the hop
-// table), a few microseconds for a daemon swarm of tens of nodes.
+// The TopologyView is built from the SwarmView per repair with the data
+// nodes' planner's costs (node/train/scheduler_planner.h): compute speeds
+// from PlanningSpeeds (measured, else the median measured, else the
+// estimate below) and hop costs from PlanningHops over the view's measured
+// links (Note [Planning from measured links]; one formula for plans and
+// repairs), so a repair avoids a slow link as the plan does. The view's
+// dead members and the request's failed peers are removed. Where nothing is
+// measured (static lists) every replica costs the same; ties are broken by
+// a deterministic per-(iteration, mb, node) perturbation of compute speed
+// of 0.1%, so repairs of different MBs spread over the replicas instead of
+// piling onto the lowest id. Views whose members host several stages
+// (outside the scheduler's model) fall back to ReplicaRouteRepairer. Cost:
+// O(n^2) per repair for n members (the hop table), a few microseconds for a
+// daemon swarm of tens of nodes.
 //
-// Measured costs, when set (SchedulerRepairerOptions::costs), replace the
-// uniform estimates: per-member compute speed and per-pair hop time. The
-// simulator's real-node backend (sim/node_swarm.h) sets them to the
-// scenario's; gossip-measured samples can feed the same seam.
+// The daemons fill the options like their planner's (DaemonRepairerOptions
+// in node/daemon/planner_factory.h). Costs from outside, when set
+// (sec_per_layer_sample_of, hop_s_of), replace the view's: the simulator's
+// real-node backend (sim/node_swarm.h) sets them to the scenario's.
 //
 // Thread rule: thread-safe (no mutable state).
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
@@ -41,12 +45,17 @@ namespace skipswarm::node {
 struct SchedulerRepairerOptions {
   int layers_per_stage = 1;
   int samples_per_mb = 1;
-  double sec_per_layer_sample = 1e-3;  // estimate until measured
-  double hop_s = 0.01;                 // estimate until measured
+  double sec_per_layer_sample = 1e-3;  // estimate while no member is measured
+  // Hop costs as SchedulerPlannerOptions' (PlanningHops): hop_s the whole
+  // hop while no link is measured, else the fixed overhead; bytes_per_mb the
+  // activation of one hop; link_costs false: hop_s everywhere.
+  double hop_s = 0.01;
+  double bytes_per_mb = 0;
+  bool link_costs = true;
   int max_swaps = 2;                   // route rules (scheduler::Workload);
                                        // full routes: 0
   int max_jump = 4;
-  // Measured costs; each unset one falls back to the estimate above.
+  // Costs from outside; each set one replaces the view's measurements.
   // hop_s may return scheduler::kNoLink (infinity) for an unusable link.
   std::function<double(const common::NodeId&)> sec_per_layer_sample_of;
   std::function<double(const common::NodeId& from, const common::NodeId& to)> hop_s_of;

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
+#include "node/train/measured_links_view.h"
 #include "node/train/test_swarm.h"
 
 namespace skipswarm::node {
@@ -101,6 +102,74 @@ TEST(SchedulerRouteRepairerTest, TheOriginCannotBeReplaced) {
   r.failed = {Id("o")};
   SchedulerRouteRepairer repairer({});
   EXPECT_TRUE(absl::IsAborted(repairer.Repair(r, view).status()));
+}
+
+// Every link of View()'s members measured at 20 ms RTT and 100 MB/s,
+// except those to and from `slow`: 200 ms and 10 MB/s, 10x slower.
+void MeasureLinks(const std::string& slow, MeasuredLinksView* view) {
+  const std::vector<std::string> names = {"o", "a1", "a2", "a3", "b", "c"};
+  for (const std::string& from : names) {
+    for (const std::string& to : names) {
+      if (from == to) continue;
+      const bool slow_link = from == slow || to == slow;
+      view->Measure(from, to, slow_link ? 0.2 : 0.02, slow_link ? 10e6 : 100e6);
+    }
+  }
+}
+
+// The daemons' options (DaemonRepairerOptions): 4 MiB activations.
+SchedulerRepairerOptions LinkAwareOptions() {
+  SchedulerRepairerOptions o;
+  o.bytes_per_mb = 4 << 20;
+  return o;
+}
+
+// Note [Planning from measured links]: a repair costs hops as the plan does.
+TEST(SchedulerRouteRepairerTest, ARepairAvoidsAReplicaBehindATenTimesSlowerLink) {
+  for (const std::string slow : {"a2", "a3"}) {
+    const std::string fast = slow == "a2" ? "a3" : "a2";
+    MeasuredLinksView view(View().Members());
+    MeasureLinks(slow, &view);
+    view.MarkDead(Id("a1"));
+    SchedulerRouteRepairer repairer(LinkAwareOptions());
+    for (uint64_t mb = 0; mb < 30; ++mb) {
+      absl::StatusOr<std::vector<RouteHop>> fixed = repairer.Repair(Request(mb), view);
+      ASSERT_TRUE(fixed.ok()) << fixed.status();
+      EXPECT_EQ((*fixed)[1].node, Id(fast)) << "slow " << slow << ", mb " << mb;
+      EXPECT_TRUE(CheckRepair(Request(mb), view, *fixed).ok());
+    }
+  }
+  // link_costs false (the daemons' --node_planner_link_costs=false): the
+  // uniform estimate, so the tie-break spreads MBs over both again.
+  MeasuredLinksView view(View().Members());
+  MeasureLinks("a2", &view);
+  view.MarkDead(Id("a1"));
+  SchedulerRepairerOptions uniform = LinkAwareOptions();
+  uniform.link_costs = false;
+  SchedulerRouteRepairer repairer(uniform);
+  std::map<NodeId, int> chosen;
+  for (uint64_t mb = 0; mb < 30; ++mb) ++chosen[(*repairer.Repair(Request(mb), view))[1].node];
+  EXPECT_GT(chosen[Id("a2")], 5);
+  EXPECT_GT(chosen[Id("a3")], 5);
+}
+
+TEST(SchedulerRouteRepairerTest, UnmeasuredLinksRepairExactlyAsUniformHops) {
+  // Same members, no link measured: the same choice as before links were
+  // measured (uniform hop_s and the tie-break), MB by MB.
+  StaticSwarmView uniform_view = View();
+  MeasuredLinksView unmeasured(View().Members());
+  uniform_view.MarkDead(Id("a1"));
+  unmeasured.MarkDead(Id("a1"));
+  SchedulerRepairerOptions before;  // bytes_per_mb 0, as the daemons had it
+  SchedulerRouteRepairer old_repairer(before);
+  SchedulerRouteRepairer new_repairer(LinkAwareOptions());
+  for (uint64_t mb = 0; mb < 30; ++mb) {
+    absl::StatusOr<std::vector<RouteHop>> a = old_repairer.Repair(Request(mb), uniform_view);
+    absl::StatusOr<std::vector<RouteHop>> b = new_repairer.Repair(Request(mb), unmeasured);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) EXPECT_EQ((*a)[i].node, (*b)[i].node) << mb;
+  }
 }
 
 // The real node code with the scheduler's repairer: a replica killed in the
