@@ -30,6 +30,7 @@
 #include "node/daemon/iteration_report.h"
 #include "node/daemon/speed_reports.h"
 #include "node/daemon/metrics.h"
+#include "node/daemon/gossip_mode_options.h"
 #include "node/daemon/planner_factory.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/training_members.h"
@@ -136,9 +137,11 @@ absl::StatusOr<std::string> SendDrain(const std::string& address, bool force) {
 
 absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     const GossipDaemonOptions& options) {
+  const NodeDaemonOptions& base = options.base;
+  // Static-list-only options are refused, never silently ignored.
+  SS_RETURN_IF_ERROR(CheckGossipModeOptions(base));
   auto p = std::make_unique<Parts>();
   p->options = options;
-  const NodeDaemonOptions& base = options.base;
   p->clock = common::RealClock::Create();
   const absl::Duration t0 = p->clock->SteadyNow();
   p->joiner = !options.gossip.join.empty() && options.expect_members == 0;
@@ -178,12 +181,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->transport = std::move(grpc);
   // The operator's caps on a home connection (node/transport/shaping_flags.h):
   // pipeline frames through a ShapingTransport, gradient pushes paced by the
-  // replica group. WAN emulation tables name nodes, so they need --swarm.
-  if (!base.wan.wan_table.empty()) {
-    return absl::InvalidArgumentError(
-        "--wan_table needs a static --swarm list (it names nodes); with --join use "
-        "--max_upload_mbps / --max_download_mbps");
-  }
+  // replica group (WAN emulation tables need --swarm: CheckGossipModeOptions).
   ShapingOptions caps;
   ApplyBandwidthCaps(base.wan.max_upload_bytes_per_second, base.wan.max_download_bytes_per_second,
                      &caps);

@@ -111,6 +111,16 @@ class GossipDaemonTest : public ::testing::Test {
   std::string dir_, corpus_;
 };
 
+// A static-list-only flag is refused before anything starts, never ignored
+// (gossip_mode_options.h; `skipswarm node --node_routes=F --host_stages=0`).
+TEST_F(GossipDaemonTest, RefusesARoutesFileInsteadOfIgnoringIt) {
+  GossipDaemonOptions o = Options("d0", {0});
+  o.base.wan.routes_file = "d0.routes";
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("--node_routes"), absl::string_view::npos) << d.status();
+}
+
 TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   // The bootstrap node picks its gossip port; the others learn it from its
   // record... which they cannot read before joining, so it listens on a

@@ -51,12 +51,14 @@ ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answ
 // Experiments with WAN emulation (issue 7; shaping flags: node/transport/shaping_flags.h).
 ABSL_FLAG(double, node_timed_forward_s, 0,
           "Experiments: > 0 replaces libtorch with timed compute (forward seconds per MB, "
-          "divided by --wan_time_scale; backward 1.5x) and dummy payloads.");
+          "divided by --wan_time_scale; backward 1.5x) and dummy payloads. Static --swarm "
+          "lists only (refused with --join / --host_stages).");
 ABSL_FLAG(int64_t, node_timed_payload_bytes, 1 << 20,
           "Timed compute: bytes of each activation / gradient frame.");
 ABSL_FLAG(std::string, node_routes, "",
           "Replay the routes in this file every iteration instead of planning "
-          "(node/daemon/routes_file_planner.h).");
+          "(node/daemon/routes_file_planner.h). Static --swarm lists only: the file names "
+          "nodes by their --swarm names; a gossip node (--join / --host_stages) refuses it.");
 
 namespace skipswarm::node {
 namespace {
@@ -98,11 +100,13 @@ absl::Status Run() {
   o.wan.time_scale = shaping.time_scale;
   o.wan.max_upload_bytes_per_second = shaping.max_upload_bytes_per_second;
   o.wan.max_download_bytes_per_second = shaping.max_download_bytes_per_second;
-  if (o.swarm.empty()) return RunGossipNode(o);
+  // Read before choosing the mode: a gossip node refuses the static-list-only
+  // ones (CheckGossipModeOptions) instead of ignoring them.
   o.wan.timed_forward_s = absl::GetFlag(FLAGS_node_timed_forward_s);
   o.wan.timed_payload_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));
   o.wan.routes_file = absl::GetFlag(FLAGS_node_routes);
+  if (o.swarm.empty()) return RunGossipNode(o);
   o.key_file = absl::GetFlag(FLAGS_node_key_file);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
