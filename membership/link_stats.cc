@@ -19,11 +19,12 @@ void LinkStats::ObserveTransfer(const common::NodeId& peer, uint64_t bytes,
   if (elapsed <= absl::ZeroDuration()) return;
   Link& link = links_[peer];
   const double bps = static_cast<double>(bytes) / absl::ToDoubleSeconds(elapsed);
+  const bool restart = link.bytes_per_second <= 0 ||
+                       now - link.throughput_measured_at > throughput_restart_after_;
   link.bytes_per_second =
-      link.bytes_per_second <= 0
-          ? bps
-          : throughput_alpha_ * bps + (1 - throughput_alpha_) * link.bytes_per_second;
+      restart ? bps : throughput_alpha_ * bps + (1 - throughput_alpha_) * link.bytes_per_second;
   link.measured_at = now;
+  link.throughput_measured_at = now;
 }
 
 void LinkStats::Forget(const common::NodeId& peer) { links_.erase(peer); }
@@ -52,6 +53,9 @@ std::vector<proto::LinkSample> LinkStats::Samples(
     s.set_rtt_us(link.rtt_us < 0 ? 0 : static_cast<uint64_t>(link.rtt_us));
     s.set_bytes_per_second(link.bytes_per_second);
     s.set_measured_at_unix_ms(absl::ToUnixMillis(link.measured_at));
+    if (link.bytes_per_second > 0) {
+      s.set_throughput_measured_at_unix_ms(absl::ToUnixMillis(link.throughput_measured_at));
+    }
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {

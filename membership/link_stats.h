@@ -2,7 +2,13 @@
 // from gossip ping/ack pairs and throughput from transfers the pipeline
 // transport reports. Both use an exponentially weighted moving average
 // (EWMA): new = alpha * sample + (1 - alpha) * old; the first sample is
-// taken as is.
+// taken as is, and so is a throughput sample that follows the previous one
+// after more than `throughput_restart_after`: the average of a link that
+// carried nothing for that long describes the past (a link that planners
+// avoided, Note [Planning from measured links] in
+// node/train/scheduler_planner.cc), and the new sample is the only fact
+// about the present. Each sample carries when its throughput was last
+// measured, apart from the RTT's time, which pings refresh all the time.
 //
 //   LinkStats stats(/*rtt_alpha=*/0.2, /*throughput_alpha=*/0.3);
 //   stats.ObserveRtt(peer, absl::Milliseconds(42), now);
@@ -24,8 +30,11 @@ namespace skipswarm::membership {
 
 class LinkStats {
  public:
-  LinkStats(double rtt_alpha, double throughput_alpha)
-      : rtt_alpha_(rtt_alpha), throughput_alpha_(throughput_alpha) {}
+  LinkStats(double rtt_alpha, double throughput_alpha,
+            absl::Duration throughput_restart_after = absl::InfiniteDuration())
+      : rtt_alpha_(rtt_alpha),
+        throughput_alpha_(throughput_alpha),
+        throughput_restart_after_(throughput_restart_after) {}
 
   void ObserveRtt(const common::NodeId& peer, absl::Duration rtt,
                   absl::Time now);
@@ -46,10 +55,12 @@ class LinkStats {
   struct Link {
     double rtt_us = -1;  // < 0: unknown
     double bytes_per_second = 0;
-    absl::Time measured_at;
+    absl::Time measured_at;             // latest sample of either kind
+    absl::Time throughput_measured_at;  // latest throughput sample
   };
   double rtt_alpha_;
   double throughput_alpha_;
+  absl::Duration throughput_restart_after_;
   absl::flat_hash_map<common::NodeId, Link> links_;
 };
 

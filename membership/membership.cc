@@ -23,7 +23,8 @@ Membership::Impl::Impl(MembershipOptions options, const Identity* identity,
       clock_(clock),
       self_(identity->id()),
       rng_(std::move(rng)),
-      link_stats_(options_.rtt_alpha, options_.throughput_alpha) {
+      link_stats_(options_.rtt_alpha, options_.throughput_alpha,
+                  options_.throughput_restart_after) {
   timers_.assign(kTimerSlots, common::kNoTimer);
 }
 

@@ -109,6 +109,11 @@ struct MembershipOptions {
   // EWMA weights of new samples.
   double rtt_alpha = 0.2;
   double throughput_alpha = 0.3;
+  // A throughput sample after this long without one starts the link's
+  // average afresh (link_stats.h). One minute: far above the gap between
+  // hops of a link in use (an iteration, seconds), and below the planners'
+  // throughput_ttl (5 min), so a link they re-admit is averaged anew.
+  absl::Duration throughput_restart_after = absl::Minutes(1);
 };
 
 struct MembershipStats {

@@ -438,6 +438,9 @@ View Membership::Impl::ViewLocked() const {
                                : absl::Microseconds(s.rtt_us());
     link.bytes_per_second = s.bytes_per_second();
     link.measured_at = absl::FromUnixMillis(s.measured_at_unix_ms());
+    link.throughput_measured_at = s.throughput_measured_at_unix_ms() > 0
+                                      ? absl::FromUnixMillis(s.throughput_measured_at_unix_ms())
+                                      : link.measured_at;
     view.links.push_back(link);
   };
   for (const proto::LinkSample& s : link_stats_.Samples(self_)) add_link(s);

@@ -331,6 +331,11 @@ TEST(LinkProbingTest, RttAndThroughputAreMeasuredSmoothedAndGossiped) {
   EXPECT_NEAR(absl::ToDoubleMilliseconds(to2->rtt), 20, 2);
   // EWMA with alpha 0.3: 10e6 then 0.3 * 20e6 + 0.7 * 10e6.
   EXPECT_NEAR(to2->bytes_per_second, 13e6, 1);
+  // The throughput's own time travels with it, apart from the RTT's: pings
+  // went on for 10 s after the transfers (Note [Planning from measured
+  // links] in node/train/scheduler_planner.cc).
+  EXPECT_LT(to2->throughput_measured_at, to2->measured_at - absl::Seconds(5));
+  EXPECT_GE(to2->throughput_measured_at, to2->measured_at - absl::Seconds(11));
 }
 
 TEST(LinkStatsTest, EwmaStartsAtFirstSample) {
@@ -345,6 +350,30 @@ TEST(LinkStatsTest, EwmaStartsAtFirstSample) {
   stats.ObserveTransfer(peer, 100, absl::Seconds(1), absl::UnixEpoch());
   EXPECT_EQ(stats.BytesPerSecond(peer), 100);
   EXPECT_EQ(stats.Samples(common::NodeId::ForName("me")).size(), 1u);
+}
+
+TEST(LinkStatsTest, ThroughputHasItsOwnTimeAndRestartsAfterAPause) {
+  LinkStats stats(0.5, 0.5, /*throughput_restart_after=*/absl::Minutes(1));
+  const common::NodeId me = common::NodeId::ForName("me");
+  const common::NodeId peer = common::NodeId::ForName("p");
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  stats.ObserveTransfer(peer, 100, absl::Seconds(1), t0);
+  stats.ObserveTransfer(peer, 300, absl::Seconds(1), t0 + absl::Seconds(30));
+  EXPECT_EQ(stats.BytesPerSecond(peer), 200);  // averaged: 30 s apart
+  stats.ObserveRtt(peer, absl::Milliseconds(10), t0 + absl::Seconds(80));
+  std::vector<proto::LinkSample> samples = stats.Samples(me);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].measured_at_unix_ms(), absl::ToUnixMillis(t0 + absl::Seconds(80)));
+  EXPECT_EQ(samples[0].throughput_measured_at_unix_ms(),
+            absl::ToUnixMillis(t0 + absl::Seconds(30)));
+  // 61 s after the last throughput sample (pings in between): a new average.
+  stats.ObserveTransfer(peer, 5000, absl::Seconds(1), t0 + absl::Seconds(91));
+  EXPECT_EQ(stats.BytesPerSecond(peer), 5000);
+  // Without a throughput, no throughput time.
+  stats.ObserveRtt(common::NodeId::ForName("q"), absl::Milliseconds(10), t0);
+  for (const proto::LinkSample& s : stats.Samples(me)) {
+    EXPECT_EQ(s.throughput_measured_at_unix_ms() == 0, s.bytes_per_second() == 0);
+  }
 }
 
 }  // namespace

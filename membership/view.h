@@ -46,7 +46,10 @@ struct LinkInfo {
   common::NodeId to;
   absl::Duration rtt;          // smoothed; InfiniteDuration when unknown
   double bytes_per_second = 0; // smoothed; 0 when unknown
-  absl::Time measured_at;
+  absl::Time measured_at;      // latest sample of either kind (sender's clock)
+  // Latest throughput sample (sender's clock); measured_at when the sender
+  // did not say (LinkSample.throughput_measured_at_unix_ms).
+  absl::Time throughput_measured_at;
 };
 
 struct View {

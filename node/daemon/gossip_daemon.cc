@@ -308,7 +308,8 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   // Failed hops are re-routed with the scheduler's RerouteInFlight at the
   // planner's costs, as in NodeDaemon; a stage may be skipped only when the
   // plan skips stages.
-  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(o));
+  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(
+        DaemonRepairerOptions(o, clock.get()));
   sso.repairer = repairer.get();
   sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
   // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
@@ -325,7 +326,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   server->Attach();
   if (data_node) {
     // No names: a routes file needs a static --swarm list (refused).
-    SS_ASSIGN_OR_RETURN(planner, CreateDataNodePlanner(o, {}));
+    SS_ASSIGN_OR_RETURN(planner, CreateDataNodePlanner(o, {}, clock.get()));
     DriverOptions d;
     d.mbs_per_iteration = o.mbs_per_iteration;
     d.num_stages = o.model.model.num_stages;

@@ -246,7 +246,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   // Failed hops are re-routed with the scheduler's RerouteInFlight at the
   // planner's costs (DaemonRepairerOptions); a stage may be skipped only
   // when the plan skips stages anyway.
-  p->repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(options));
+  p->repairer = std::make_unique<SchedulerRouteRepairer>(
+      DaemonRepairerOptions(options, p->clock.get()));
   so.repairer = p->repairer.get();
   so.allow_skip =
       options.path_length > 0 && options.path_length < options.model.model.num_stages;
@@ -256,7 +257,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   if (data_node) {
     std::map<std::string, PeerId> names;
     for (const SwarmMember& m : options.swarm) names[m.name] = m.info.id;
-    SS_ASSIGN_OR_RETURN(p->planner, CreateDataNodePlanner(options, names));
+    SS_ASSIGN_OR_RETURN(p->planner, CreateDataNodePlanner(options, names, p->clock.get()));
     DriverOptions d;
     d.mbs_per_iteration = options.mbs_per_iteration;
     d.num_stages = options.model.model.num_stages;

@@ -39,7 +39,8 @@ double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o) {
   return WireBytes(TorchStageCompute::Options().encode, elements);
 }
 
-SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o) {
+SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o,
+                                                 common::Clock* clock) {
   SchedulerPlannerOptions po;
   po.planner = o.planner;
   po.path_length = o.path_length;
@@ -49,11 +50,13 @@ SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o) {
   po.seed = o.model.seed;
   po.bytes_per_mb = ActivationBytesPerMicroBatch(o);
   po.link_costs = o.planner_link_costs;
+  po.clock = clock;
   return po;
 }
 
-SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o) {
-  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o);
+SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o,
+                                               common::Clock* clock) {
+  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, clock);
   SchedulerRepairerOptions ro;
   ro.layers_per_stage = po.layers_per_stage;
   ro.samples_per_mb = po.samples_per_mb;
@@ -61,11 +64,14 @@ SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o) {
   ro.hop_s = po.hop_s;
   ro.bytes_per_mb = po.bytes_per_mb;
   ro.link_costs = po.link_costs;
+  ro.throughput_ttl = po.throughput_ttl;
+  ro.clock = po.clock;
   return ro;
 }
 
 absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
-    const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names) {
+    const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names,
+    common::Clock* clock) {
   std::unique_ptr<RoutePlanner> planner;
   if (!o.wan.routes_file.empty()) {
     if (names.empty()) {
@@ -76,7 +82,7 @@ absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
   } else if (o.planner == "inorder") {
     planner = std::make_unique<InOrderPlanner>();
   } else {
-    SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(DataNodeSchedulerOptions(o)));
+    SS_ASSIGN_OR_RETURN(planner, SchedulerPlanner::Create(DataNodeSchedulerOptions(o, clock)));
   }
   if (!o.record_routes.empty()) {
     SS_ASSIGN_OR_RETURN(planner, RecordingPlanner::Create(std::move(planner), o.name,

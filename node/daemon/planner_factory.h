@@ -4,7 +4,11 @@
 //
 //   std::map<std::string, PeerId> names = ...;      // static lists; empty with gossip
 //   SS_ASSIGN_OR_RETURN(std::unique_ptr<RoutePlanner> planner,
-//                       CreateDataNodePlanner(options, names));
+//                       CreateDataNodePlanner(options, names, clock));
+//
+// `clock` (borrowed; must outlive the planner and repairer) dates link
+// throughputs: one older than throughput_ttl counts as unknown (Note
+// [Planning from measured links] in node/train/scheduler_planner.cc).
 //
 // What it builds:
 //   wan.routes_file set  -> RoutesFilePlanner (replays the file; its node
@@ -25,6 +29,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "node/daemon/node_daemon_options.h"
 #include "node/train/route_planner.h"
 #include "node/train/scheduler_planner.h"
@@ -42,17 +47,21 @@ double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o);
 // The scheduler planner of a data node: planner name, path length, model
 // shape, seed and the activation bytes of a hop (Note [Planning from
 // measured links] in node/train/scheduler_planner.cc).
-SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o);
+SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o,
+                                                 common::Clock* clock);
 
 // Every node's SchedulerRouteRepairer (relays repair too): the model shape,
-// bytes_per_mb and link_costs of DataNodeSchedulerOptions, so repairs cost
+// bytes_per_mb, link_costs, throughput_ttl and clock of
+// DataNodeSchedulerOptions, so repairs cost
 // hops with the planner's PlanningHops (Note [Planning from measured links]).
-SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o);
+SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o,
+                                               common::Clock* clock);
 
 // See the file comment. InvalidArgument for a routes file without `names`
 // (gossip membership) or a bad file; the planner's own errors otherwise.
 absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
-    const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names);
+    const NodeDaemonOptions& o, const std::map<std::string, PeerId>& names,
+    common::Clock* clock);
 
 }  // namespace skipswarm::node
 

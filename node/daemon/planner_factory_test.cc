@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/compute/torch_stage_compute.h"
 
@@ -27,7 +28,7 @@ NodeDaemonOptions Options() {
 TEST(PlannerFactoryTest, DaemonsPlanWithSkipPipeByDefault) {
   EXPECT_EQ(NodeDaemonOptions().planner, "skippipe");
   EXPECT_TRUE(NodeDaemonOptions().planner_link_costs);
-  auto planner = CreateDataNodePlanner(Options(), {});
+  auto planner = CreateDataNodePlanner(Options(), {}, nullptr);
   ASSERT_TRUE(planner.ok()) << planner.status();
   EXPECT_EQ((*planner)->name(), "skippipe");
 }
@@ -48,7 +49,7 @@ TEST(PlannerFactoryTest, SchedulerOptionsComeFromTheDaemonOptions) {
   NodeDaemonOptions o = Options();
   o.planner = "noskip";
   o.planner_link_costs = false;
-  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o);
+  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, nullptr);
   EXPECT_EQ(po.planner, "noskip");
   EXPECT_EQ(po.path_length, 2);
   EXPECT_EQ(po.layers_per_stage, 2);  // 6 layers over 3 stages
@@ -63,14 +64,18 @@ TEST(PlannerFactoryTest, RepairerOptionsMatchThePlannersCosts) {
   for (bool link_costs : {true, false}) {
     NodeDaemonOptions o = Options();
     o.planner_link_costs = link_costs;
-    const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o);
-    const SchedulerRepairerOptions ro = DaemonRepairerOptions(o);
+    common::SimClock clock;
+    const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, &clock);
+    const SchedulerRepairerOptions ro = DaemonRepairerOptions(o, &clock);
     EXPECT_EQ(ro.layers_per_stage, po.layers_per_stage);
     EXPECT_EQ(ro.samples_per_mb, po.samples_per_mb);
     EXPECT_EQ(ro.sec_per_layer_sample, po.sec_per_layer_sample);
     EXPECT_EQ(ro.hop_s, po.hop_s);
     EXPECT_EQ(ro.bytes_per_mb, 1024);
     EXPECT_EQ(ro.link_costs, link_costs);
+    EXPECT_EQ(ro.throughput_ttl, po.throughput_ttl);
+    EXPECT_EQ(po.clock, &clock);  // link throughputs age (Note [Planning from measured links])
+    EXPECT_EQ(ro.clock, &clock);
     EXPECT_FALSE(ro.hop_s_of);  // the view's links, not the simulator's
   }
 }
@@ -78,12 +83,12 @@ TEST(PlannerFactoryTest, RepairerOptionsMatchThePlannersCosts) {
 TEST(PlannerFactoryTest, BuildsEachKindOfPlanner) {
   NodeDaemonOptions o = Options();
   o.planner = "inorder";
-  auto in_order = CreateDataNodePlanner(o, {});
+  auto in_order = CreateDataNodePlanner(o, {}, nullptr);
   ASSERT_TRUE(in_order.ok()) << in_order.status();
   EXPECT_EQ((*in_order)->name(), InOrderPlanner().name());
 
   o.planner = "nope";
-  EXPECT_FALSE(CreateDataNodePlanner(o, {}).ok());
+  EXPECT_FALSE(CreateDataNodePlanner(o, {}, nullptr).ok());
 
   // A routes file replays named nodes: static lists only.
   const std::string dir = ::testing::TempDir();
@@ -93,16 +98,16 @@ TEST(PlannerFactoryTest, BuildsEachKindOfPlanner) {
   const std::map<std::string, PeerId> names = {{"d0", common::NodeId::ForName("d0")},
                                                 {"s1", common::NodeId::ForName("s1")},
                                                 {"s2", common::NodeId::ForName("s2")}};
-  auto replay = CreateDataNodePlanner(o, names);
+  auto replay = CreateDataNodePlanner(o, names, nullptr);
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_EQ((*replay)->name(), "routes-file");
-  EXPECT_EQ(CreateDataNodePlanner(o, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateDataNodePlanner(o, {}, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 
   // Recording wraps whichever planner was built and keeps its name.
   o.wan.routes_file.clear();
   o.record_routes = dir + "/planner_factory_test.record";
   std::filesystem::remove(o.record_routes);
-  auto recorded = CreateDataNodePlanner(o, {});
+  auto recorded = CreateDataNodePlanner(o, {}, nullptr);
   ASSERT_TRUE(recorded.ok()) << recorded.status();
   EXPECT_EQ((*recorded)->name(), "skippipe");
   EXPECT_TRUE(std::filesystem::exists(o.record_routes));

@@ -249,6 +249,7 @@ std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
   LinkEstimate e;
   e.rtt = it->rtt;
   e.bytes_per_second = it->bytes_per_second;
+  e.throughput_measured_at = it->throughput_measured_at;
   return e;
 }
 

@@ -87,6 +87,7 @@ TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
     l.to = to.id;
     l.rtt = rtt;
     l.bytes_per_second = bps;
+    l.throughput_measured_at = absl::FromUnixSeconds(1000);
     return l;
   };
   view.links = {link(d, s, absl::Milliseconds(200), 1e6), link(d, r, absl::Milliseconds(20), 1e8),
@@ -100,6 +101,8 @@ TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
   ASSERT_TRUE(ds.has_value());
   EXPECT_EQ(ds->rtt, absl::Milliseconds(200));
   EXPECT_EQ(ds->bytes_per_second, 1e6);
+  // Its age too (Note [Planning from measured links]: old throughputs).
+  EXPECT_EQ(ds->throughput_measured_at, absl::FromUnixSeconds(1000));
   std::optional<LinkEstimate> sd = members.group()->Link(s.id, d.id);
   ASSERT_TRUE(sd.has_value());
   EXPECT_EQ(sd->rtt, absl::InfiniteDuration());

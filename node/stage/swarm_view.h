@@ -44,6 +44,10 @@ struct PeerInfo {
 struct LinkEstimate {
   absl::Duration rtt = absl::InfiniteDuration();  // smoothed; infinite = unknown
   double bytes_per_second = 0;                    // smoothed; <= 0 = unknown
+  // When `from` last measured bytes_per_second (its wall clock; pings do not
+  // refresh it). Planners stop trusting an old one (Note [Planning from
+  // measured links]); InfiniteFuture: unknown, never ages.
+  absl::Time throughput_measured_at = absl::InfiniteFuture();
 };
 
 class SwarmView {

@@ -26,11 +26,19 @@ class MeasuredLinksView final : public SwarmView {
   void Measure(const std::string& from, const std::string& to, double rtt_s, double bps) {
     MeasureIds(common::NodeId::ForName(from), common::NodeId::ForName(to), rtt_s, bps);
   }
+  // As Measure, the throughput measured by `from` at `throughput_at` (its
+  // wall clock); Measure's samples never age.
+  void MeasureAt(const std::string& from, const std::string& to, double rtt_s, double bps,
+                 absl::Time throughput_at) {
+    MeasureIds(common::NodeId::ForName(from), common::NodeId::ForName(to), rtt_s, bps,
+               throughput_at);
+  }
   void MeasureIds(const common::NodeId& from, const common::NodeId& to, double rtt_s,
-                  double bps) {
+                  double bps, absl::Time throughput_at = absl::InfiniteFuture()) {
     LinkEstimate e;
     if (rtt_s > 0) e.rtt = absl::Seconds(rtt_s);
     e.bytes_per_second = bps;
+    e.throughput_measured_at = throughput_at;
     links_[{from, to}] = e;
   }
   std::vector<PeerInfo> Members() const override { return members_.Members(); }

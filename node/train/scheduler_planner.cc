@@ -100,9 +100,35 @@ namespace skipswarm::node {
 // measured. With no RTT measured anywhere the RTT term is 0; with no
 // throughput anywhere (or bytes_per_mb 0) the transfer term is 0. With no
 // measurement at all every hop costs hop_s, the plan of unmeasured links.
-// Limitation: throughput is only measured where frames flow, so a link the
-// plans avoid keeps its last (slow) throughput until gossip forgets the
-// member; its RTT keeps being refreshed by pings.
+// Old throughputs: throughput is only measured where frames flow, so a link
+// the plans avoid would keep its last (slow) throughput for ever, even after
+// it recovers (its RTT alone keeps being refreshed by pings). So every
+// throughput carries the time of its latest sample, stamped by the
+// measuring node's wall clock (LinkSample.throughput_measured_at_unix_ms,
+// apart from measured_at, which pings refresh every round), and one older
+// than options.throughput_ttl (default 5 min) counts as unknown here: the
+// link is planned at the median throughput, gets MBs like a typical link
+// and is re-measured; still slow, it is avoided for another TTL. A data node
+// judges the age with its own wall clock (options.clock, the clock seam;
+// without one nothing ages). Why 5 min: a link in use is re-measured every
+// iteration it carries a hop (seconds), so only an avoided link ever gets
+// near the TTL; each expiry costs one probe (MBs over a link that may still
+// be slow, for the iterations until the new sample is gossiped: seconds,
+// push-pull every 5 s at worst), i.e. a few seconds in 300, while a home link whose congestion ended (an
+// upload finished) is back in the plans within minutes. Throughput samples
+// more than a minute apart also restart the measuring node's average
+// (MembershipOptions::throughput_restart_after), so a re-admitted link is
+// judged on its present, not blended with the sample that got it avoided.
+// Agreement: ageing cannot flip plans back and forth, because a sample's
+// age only grows until a new sample replaces it: each sample turns stale
+// once. All data nodes hold the same first-hand sample with the same stamp
+// (gossip keeps the newest per link), so they disagree on its staleness only
+// in a window around its expiry as wide as the difference of their wall
+// clocks plus the difference of the moments they plan the same iteration
+// (NTP-synchronised clocks: milliseconds; unsynchronised: the skew). A
+// measuring node's own skew shifts the expiry equally for everyone. Inside
+// that window their plans differ, which costs collision avoidance only, as
+// below; a sample stamped in a data node's future counts as fresh.
 // Agreement: every part is quantized (QuantizeMeasurement, powers of 1.25)
 // before it is combined, so medians are bucket values, and so is the sum:
 // the hop matrix is the same double for views whose samples differ by a
@@ -174,7 +200,7 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 }
 
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const SchedulerPlannerOptions& options) {
+                                 const SchedulerPlannerOptions& options, absl::Time now) {
   const size_t n = members.size();
   std::vector<double> hops(n * n, options.hop_s);
   if (!options.link_costs) return hops;
@@ -191,7 +217,10 @@ std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const Swa
         if (!e) continue;
         const double rtt_s = absl::ToDoubleSeconds(e->rtt);  // inf when unknown
         if (Finite(rtt_s)) r = std::max(r, QuantizeMeasurement(rtt_s));
-        if (Finite(e->bytes_per_second)) {
+        // An old throughput is unknown: it may describe a link that has
+        // recovered while the plans avoided it.
+        const bool fresh = now - e->throughput_measured_at <= options.throughput_ttl;
+        if (Finite(e->bytes_per_second) && fresh) {
           const double q = QuantizeMeasurement(e->bytes_per_second);
           b = b == 0 ? q : std::min(b, q);
         }
@@ -262,7 +291,10 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   const size_t n = nodes.size();
   // Note [Planning from measured links].
   absl::StatusOr<scheduler::TopologyView> topo =
-      scheduler::TopologyView::Create(shape, nodes, PlanningHops(members, view, options_));
+      scheduler::TopologyView::Create(
+          shape, nodes,
+          PlanningHops(members, view, options_,
+                       options_.clock != nullptr ? options_.clock->Now() : absl::InfinitePast()));
   if (!topo.ok()) return topo.status();
   for (size_t v = 0; v < n; ++v) {
     if (view.IsAlive(members[v].id)) continue;

@@ -25,8 +25,10 @@
 // + hop_s, both directions combined into the slower, quantized like speeds
 // and with unmeasured links at the median measured link (Note [Planning
 // from measured links] in scheduler_planner.cc), so routes avoid slow
-// links. A view with no link measurement plans every hop at the uniform
-// `hop_s` estimate, exactly as before links were measured.
+// links. A throughput older than `throughput_ttl` (by the options' clock)
+// counts as unknown, so a link avoided since it was measured slow gets MBs
+// and is re-measured again. A view with no link measurement plans every hop
+// at the uniform `hop_s` estimate, exactly as before links were measured.
 // Each node must host exactly one stage (the scheduler's model); for full
 // routes a view where some member hosts several stages (static --swarm
 // lists like 1+2) is planned by InOrderPlanner instead, as
@@ -40,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "node/train/route_planner.h"
 #include "scheduler/planner.h"
 
@@ -65,6 +69,15 @@ struct SchedulerPlannerOptions {
   // false: every hop at hop_s whatever the view measured (the planner
   // before links were measured; for comparisons).
   bool link_costs = true;
+  // A throughput sample older than this (by `clock`'s wall time against the
+  // measuring node's LinkEstimate::throughput_measured_at) counts as
+  // unknown, so an avoided link is planned at the median again, carries
+  // MBs and is re-measured (Note [Planning from measured links]: why 5 min,
+  // and what two data nodes' clocks can disagree on). The clock is
+  // borrowed and must outlive the planner; nullptr: samples never age (the
+  // simulator, static lists).
+  absl::Duration throughput_ttl = absl::Minutes(5);
+  common::Clock* clock = nullptr;
   uint64_t seed = 1;
 };
 
@@ -84,10 +97,12 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 
 // The symmetric hop matrix (row-major, members.size()^2) the planner gives
 // the scheduler for `members` under `view`'s links (Note [Planning from
-// measured links]); uniform options.hop_s when no link is measured. The one
-// hop cost of the daemons: SchedulerRouteRepairer uses it too.
+// measured links]); uniform options.hop_s when no link is measured. A
+// throughput measured before `now` - options.throughput_ttl counts as
+// unknown (InfinitePast: none ages). The one hop cost of the daemons:
+// SchedulerRouteRepairer uses it too.
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const SchedulerPlannerOptions& options);
+                                 const SchedulerPlannerOptions& options, absl::Time now);
 
 class SchedulerPlanner final : public RoutePlanner {
  public:

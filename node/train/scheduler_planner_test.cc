@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
@@ -380,6 +381,63 @@ TEST(SchedulerPlannerTest, RttAloneSteersMicroBatchesOffASlowLink) {
   EXPECT_LE(slow_total, 12);  // of 32; 16 unmeasured
 }
 
+// Note [Planning from measured links], "Old throughputs": a link measured
+// slow and then avoided carries no traffic, so nothing re-measures it; once
+// its throughput is older than throughput_ttl it counts as unknown (the
+// median), gets MBs again and so is re-measured.
+TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatchesAgain) {
+  const std::vector<PeerInfo> members = MeasuredSpeeds(TwoReplicaLayout());
+  common::SimClock clock(absl::FromUnixSeconds(1'800'000'000));
+  const absl::Time t0 = clock.Now();
+  // Every link 20 ms and 100 MB/s, in use (Measure: never ages); s1a's links
+  // to the data nodes throughput-measured 10x slower at t0 (a capped home
+  // upload: its pings stay fast and keep the RTT fresh).
+  MeasuredLinksView view(members);
+  MeasureAll(&view, 0.02, 100e6);
+  for (const char* d : {"d0", "d1"}) {
+    view.MeasureAt(d, "s1a", 0.02, 10e6, t0);
+    view.MeasureAt("s1a", d, 0.02, 10e6, t0);
+  }
+  MeasuredLinksView all_fast(members);
+  MeasureAll(&all_fast, 0.02, 100e6);
+  SchedulerPlannerOptions o = LinkAwareOptions();
+  ASSERT_EQ(o.throughput_ttl, absl::Minutes(5));  // the documented default
+  o.clock = &clock;
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  auto slow_mbs = [&](const SwarmView& v) {
+    int total = 0;
+    for (uint64_t it = 0; it < 4; ++it) total += Visits(TwoReplicaVisits(planner->get(), v, it), "s1a");
+    return total;  // of 32
+  };
+  // Fresh (just under the TTL): avoided.
+  clock.Advance(absl::Minutes(5) - absl::Seconds(1));
+  const int fresh = slow_mbs(view);
+  EXPECT_LE(fresh, 6);
+  // Just past the TTL: planned as if nothing were known of its throughput,
+  // i.e. at the median, as fast as the others: the plan of all_fast.
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(PlanningHops(members, view, o, clock.Now()),
+            PlanningHops(members, all_fast, o, clock.Now()));
+  const int aged = slow_mbs(view);
+  EXPECT_EQ(aged, slow_mbs(all_fast));
+  EXPECT_GE(aged, 12);
+  // The MBs it gets re-measure it: still slow, fresh again, avoided again
+  // for another TTL (one probe per TTL, never a flip every iteration).
+  for (const char* d : {"d0", "d1"}) {
+    view.MeasureAt(d, "s1a", 0.02, 10e6, clock.Now());
+    view.MeasureAt("s1a", d, 0.02, 10e6, clock.Now());
+  }
+  EXPECT_EQ(slow_mbs(view), fresh);
+  // Without a clock (the simulator, static lists) Plan passes InfinitePast:
+  // nothing ages.
+  o.clock = nullptr;
+  EXPECT_NE(PlanningHops(members, view, o, absl::InfinitePast()),
+            PlanningHops(members, all_fast, o, absl::InfinitePast()));
+  RecordProperty("fresh_slow_mbs_of_32", fresh);
+  RecordProperty("aged_slow_mbs_of_32", aged);
+}
+
 // u measures u -> v, v measures v -> u; the pair plans as the slower.
 TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   const std::vector<PeerInfo> members = MeasuredSpeeds(TwoReplicaLayout());
@@ -387,7 +445,7 @@ TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   MeasureAll(&view, 0.02, 100e6);
   for (const char* d : {"d0", "d1"}) view.Measure("s1a", d, 0.2, 10e6);  // s1a's upload
   const SchedulerPlannerOptions o = LinkAwareOptions();
-  const std::vector<double> hops = PlanningHops(view.Members(), view, o);
+  const std::vector<double> hops = PlanningHops(view.Members(), view, o, absl::InfinitePast());
   const size_t n = members.size();
   std::map<common::NodeId, size_t> index;
   for (size_t i = 0; i < n; ++i) index[view.Members()[i].id] = i;
@@ -424,7 +482,7 @@ TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
   view.Measure("s1b", "s2b", -1, 200e6);
   const SchedulerPlannerOptions o = LinkAwareOptions();
   const std::vector<PeerInfo> sorted = view.Members();
-  const std::vector<double> hops = PlanningHops(sorted, view, o);
+  const std::vector<double> hops = PlanningHops(sorted, view, o, absl::InfinitePast());
   const size_t n = sorted.size();
   auto at = [&](const std::string& x, const std::string& y) {
     size_t u = 0, v = 0;
@@ -475,7 +533,7 @@ TEST(SchedulerPlannerTest, UnknownLinksPlanExactlyAsUniformHops) {
     }
   }
   SchedulerPlannerOptions o = LinkAwareOptions();
-  const std::vector<double> hops = PlanningHops(members, unknown, o);
+  const std::vector<double> hops = PlanningHops(members, unknown, o, absl::InfinitePast());
   for (double h : hops) EXPECT_EQ(h, o.hop_s);
   for (int path_length : {0, 4}) {
     o.path_length = path_length;
@@ -511,10 +569,11 @@ TEST(SchedulerPlannerTest, LinkMeasurementsAFewPercentApartPlanIdentically) {
       b.MeasureIds(x.id, y.id, rtt * noise(rng), bps * noise(rng));
     }
   }
-  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions()),
-            PlanningHops(members, b, LinkAwareOptions()));
-  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions()),
-            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions()));
+  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions(), absl::InfinitePast()),
+            PlanningHops(members, b, LinkAwareOptions(), absl::InfinitePast()));
+  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions(), absl::InfinitePast()),
+            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions(),
+                         absl::InfinitePast()));
   for (int path_length : {0, 4}) {
     SchedulerPlannerOptions o = LinkAwareOptions();
     o.path_length = path_length;

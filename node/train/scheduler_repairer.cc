@@ -35,7 +35,9 @@ std::vector<double> HopTable(const std::vector<PeerInfo>& members, const SwarmVi
     costs.hop_s = options.hop_s;
     costs.bytes_per_mb = options.bytes_per_mb;
     costs.link_costs = options.link_costs;
-    return PlanningHops(members, view, costs);
+    costs.throughput_ttl = options.throughput_ttl;
+    return PlanningHops(members, view, costs,
+                        options.clock != nullptr ? options.clock->Now() : absl::InfinitePast());
   }
   std::vector<double> hops(n * n, options.hop_s);
   for (size_t i = 0; i < n; ++i) {

@@ -38,6 +38,8 @@
 #include <functional>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "node/stage/route_repair.h"
 
 namespace skipswarm::node {
@@ -52,6 +54,10 @@ struct SchedulerRepairerOptions {
   double hop_s = 0.01;
   double bytes_per_mb = 0;
   bool link_costs = true;
+  // A throughput older than throughput_ttl by `clock` (borrowed, outlives
+  // the repairer; nullptr: never ages) counts as unknown, as in plans.
+  absl::Duration throughput_ttl = absl::Minutes(5);
+  common::Clock* clock = nullptr;
   int max_swaps = 2;                   // route rules (scheduler::Workload);
                                        // full routes: 0
   int max_jump = 4;

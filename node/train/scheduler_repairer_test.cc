@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
@@ -151,6 +152,32 @@ TEST(SchedulerRouteRepairerTest, ARepairAvoidsAReplicaBehindATenTimesSlowerLink)
   for (uint64_t mb = 0; mb < 30; ++mb) ++chosen[(*repairer.Repair(Request(mb), view))[1].node];
   EXPECT_GT(chosen[Id("a2")], 5);
   EXPECT_GT(chosen[Id("a3")], 5);
+}
+
+// As in plans, a throughput older than throughput_ttl counts as unknown.
+TEST(SchedulerRouteRepairerTest, AnOldSlowThroughputNoLongerSteersRepairs) {
+  common::SimClock clock(absl::FromUnixSeconds(1'800'000'000));
+  MeasuredLinksView view(View().Members());
+  MeasureLinks("", &view);  // all 20 ms, 100 MB/s, never aging
+  for (const std::string peer : {"o", "b"}) {  // a2's links on the route, 10x slower at t0
+    view.MeasureAt(peer, "a2", 0.02, 10e6, clock.Now());
+    view.MeasureAt("a2", peer, 0.02, 10e6, clock.Now());
+  }
+  view.MarkDead(Id("a1"));
+  SchedulerRepairerOptions o = LinkAwareOptions();
+  o.clock = &clock;
+  SchedulerRouteRepairer repairer(o);
+  auto chosen = [&] {
+    std::map<NodeId, int> out;
+    for (uint64_t mb = 0; mb < 30; ++mb) ++out[(*repairer.Repair(Request(mb), view))[1].node];
+    return out;
+  };
+  clock.Advance(o.throughput_ttl);  // at the TTL: still trusted
+  EXPECT_EQ(chosen()[Id("a3")], 30);
+  clock.Advance(absl::Seconds(1));  // past it: unknown, the median, a tie
+  std::map<NodeId, int> aged = chosen();
+  EXPECT_GT(aged[Id("a2")], 5);
+  EXPECT_GT(aged[Id("a3")], 5);
 }
 
 TEST(SchedulerRouteRepairerTest, UnmeasuredLinksRepairExactlyAsUniformHops) {
