@@ -7,7 +7,7 @@
 // A route through every stage is completed in stage order (no swaps; Note
 // [Full routes stay in order] in scheduler_planner.cc).
 //
-//   SchedulerRepairerOptions o{.path_rules = {.max_swaps = 2, .max_jump = 4}};
+//   SchedulerRepairerOptions o;  o.bytes_per_mb = 4 << 20;  o.clock = clock;
 //   SchedulerRouteRepairer repairer(o);
 //   StageServerOptions so;  so.repairer = &repairer;  so.allow_skip = true;
 //
