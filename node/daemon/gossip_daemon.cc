@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -19,11 +18,9 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
-#include "model/sentencepiece_tokenizer.h"
-#include "model/tokenizer.h"
 #include "node/compute/task_runner.h"
-#include "node/compute/torch_stage_compute.h"
 #include "node/daemon/control.grpc.pb.h"
+#include "node/daemon/data_source_factory.h"
 #include "node/daemon/first_work_probe.h"
 #include "node/daemon/gossip_daemon_parts.h"
 #include "node/daemon/join_planning.h"
@@ -32,14 +29,13 @@
 #include "node/daemon/metrics.h"
 #include "node/daemon/gossip_mode_options.h"
 #include "node/daemon/planner_factory.h"
+#include "node/daemon/stage_checkpoints.h"
+#include "node/daemon/stage_computes.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/training_members.h"
-#include "node/stage/stage_server.h"
-#include "node/train/data_node_driver.h"
+#include "node/daemon/training_stack.h"
 #include "node/train/grpc_group.h"
 #include "node/train/node_trainer.h"
-#include "node/train/route_planner.h"
-#include "node/train/sampler_data_source.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/wan_table.h"
@@ -99,7 +95,7 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
     absl::MutexLock lock(&p.mu);
     p.drain_started = p.clock->SteadyNow();
   }
-  if (p.trainer) p.trainer->Stop();
+  if (p.stack) p.stack->trainer()->Stop();
   return absl::OkStatus();
 }
 
@@ -276,14 +272,7 @@ absl::Status GossipDaemon::Parts::StartControl() {
 }
 
 absl::Status GossipDaemon::Parts::AddCompute(int s) {
-  const NodeDaemonOptions& o = base();
-  TorchStageCompute::Options co;
-  co.model = o.model.model;
-  co.stage = s;
-  co.runtime = o.model.runtime;
-  co.optimizer = o.model.optimizer;
-  co.optimizer.total_steps = o.iterations;
-  SS_ASSIGN_OR_RETURN(computes[s], TorchStageCompute::Create(co, runner.get()));
+  SS_ASSIGN_OR_RETURN(computes[s], CreateTorchStageCompute(base(), s, runner.get()));
   probes[s] = std::make_unique<FirstWorkProbe>(
       computes[s].get(),
       [this](bool backward) {
@@ -296,22 +285,15 @@ absl::Status GossipDaemon::Parts::AddCompute(int s) {
 }
 
 // The StageServer over the hosted computes, the data node's planner and
-// driver, and the trainer (again after a stage move, Note [Stage moves]).
+// driver, and the trainer (again after a stage move, Note [Stage moves]):
+// the TrainingStack both daemons build, over gossip's own transport,
+// routing view and probed computes.
 absl::Status GossipDaemon::Parts::BuildServing() {
   const NodeDaemonOptions& o = base();
-  const bool data_node = computes.count(0) > 0;
-  std::map<int, StageCompute*> hosted;
-  for (auto& [s, probe] : probes) hosted[s] = probe.get();
-  StageServerOptions sso;
-  sso.memory_slots = o.memory_slots;
-  sso.swarm_id = gossip->swarm_id();
-  // Failed hops are re-routed with the scheduler's RerouteInFlight at the
-  // planner's costs, as in NodeDaemon; a stage may be skipped only when the
-  // plan skips stages.
-  if (!repairer) repairer = std::make_unique<SchedulerRouteRepairer>(
-        DaemonRepairerOptions(o, clock.get()));
-  sso.repairer = repairer.get();
-  sso.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
+  // Failed hops are re-routed at the planner's costs, as in NodeDaemon.
+  if (!repairer) {
+    repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(o, clock.get()));
+  }
   // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
   if (!timed_transport) {
     timed_transport = std::make_unique<LinkTimingTransport>(
@@ -321,21 +303,17 @@ absl::Status GossipDaemon::Parts::BuildServing() {
           if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
         });
   }
-  server = std::make_unique<StageServer>(timed_transport.get(), clock.get(), members->routing(),
-                                         hosted, sso);
-  server->Attach();
-  if (data_node) {
-    // No names: a routes file needs a static --swarm list (refused).
-    SS_ASSIGN_OR_RETURN(planner, CreateDataNodePlanner(o, {}, clock.get()));
-    DriverOptions d;
-    d.mbs_per_iteration = o.mbs_per_iteration;
-    d.num_stages = o.model.model.num_stages;
-    driver = std::make_unique<DataNodeDriver>(server.get(), clock.get(), members->routing(),
-                                              planner.get(), data.get(), d);
-    server->SetOriginListener(driver.get());
-  }
-  trainer = std::make_unique<NodeTrainer>(server.get(), hosted, driver.get(), group.get(),
-                                          clock.get());
+  TrainingStackInputs in;
+  in.transport = timed_transport.get();
+  in.clock = clock.get();
+  in.routing = members->routing();
+  in.group = group.get();
+  in.repairer = repairer.get();
+  for (auto& [s, probe] : probes) in.stages[s] = probe.get();
+  in.data = data.source.get();
+  in.swarm_id = gossip->swarm_id();
+  // No names: a routes file needs a static --swarm list (refused).
+  SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();
 }
 
@@ -352,41 +330,12 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     link_sink = gossip->membership();
   }
   for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
-  const bool data_node = computes.count(0) > 0;
-  if (data_node) {
-    // The tokenizer the model was configured for (--tokenizer), as train-ref.
-    SS_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                        model::CreateTokenizer(o.model.tokenizer));
-    if (o.model.model.vocab_size < tokenizer->vocab_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--vocab=", o.model.model.vocab_size, " is smaller than the ",
-                       tokenizer->name(), " tokenizer's vocabulary; pass --vocab=",
-                       tokenizer->vocab_size()));
-    }
-    SS_ASSIGN_OR_RETURN(corpus, model::LoadCorpus(o.model.corpus, *tokenizer));
-    model::SamplerOptions so;
-    so.samples_per_mb = o.model.samples_per_mb;
-    so.seq_len = o.model.model.seq_len;
-    so.seed = o.model.seed;
-    SS_ASSIGN_OR_RETURN(data, SamplerDataSource::Create(corpus.train, so));
+  if (computes.count(0) > 0) {
+    SS_ASSIGN_OR_RETURN(data, CreateDataNodeData(o));
   }
   // Founders resume from their checkpoints; a joiner takes a replica's state.
-  if (!joiner && !o.model.checkpoint_dir.empty()) {
-    std::vector<int64_t> steps;
-    for (auto& [s, c] : computes) {
-      if (!std::filesystem::exists(CheckpointPath(s))) continue;
-      SS_ASSIGN_OR_RETURN(int64_t step, c->LoadCheckpoint(CheckpointPath(s)));
-      steps.push_back(step);
-    }
-    if (!steps.empty()) {
-      if (steps.size() != computes.size() ||
-          std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) != steps.end()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("checkpoints in ", o.model.checkpoint_dir, " disagree on the step"));
-      }
-      start_iteration = steps.front();
-      LOG(INFO) << o.name << ": resumed at iteration " << start_iteration;
-    }
+  if (!joiner) {
+    SS_ASSIGN_OR_RETURN(start_iteration, ResumeFromStageCheckpoints(o, BorrowComputes(computes)));
   }
   SS_RETURN_IF_ERROR(BuildServing());
   if (o.metrics_port >= 0) {
@@ -431,7 +380,7 @@ GossipDaemon::~GossipDaemon() {
     p.link_sink = nullptr;
   }
   if (p.gossip) p.gossip.reset();  // no more listener calls
-  if (p.server) p.server->Detach();
+  p.stack.reset();  // detaches the server first (training_stack.h)
 }
 
 absl::Status GossipDaemon::Parts::WaitForFounders() {
@@ -557,7 +506,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // one at its switch boundary and starts the next.
   while (true) {
     finish = std::make_shared<Finish>();
-    p.trainer->Run(
+    p.stack->trainer()->Run(
         p.start_iteration, o.iterations - p.start_iteration,
         [&p](const NodeIterationReport& r) { p.OnIteration(r); },
         [finish](absl::Status s) {
@@ -568,7 +517,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
-        p.trainer->Stop();
+        p.stack->trainer()->Stop();
         stopping = true;
       }
       if (!stopping && signals->drain.exchange(false)) {

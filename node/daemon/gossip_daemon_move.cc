@@ -40,7 +40,7 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
         // NodeTrainer decides whether to go on before this callback, so a
         // stop asked now ends the segment after the next iteration: at - 1.
         move->stop_requested = true;
-        trainer->Stop();
+        stack->trainer()->Stop();
       }
       return;
     }
@@ -129,9 +129,7 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
   }
   // The old stage's work is done (the trainer stopped after at - 1's
   // update; the server quiesced): out with it.
-  server->Detach();
-  trainer.reset();
-  server.reset();
+  stack.reset();  // detaches the server first
   probes.erase(m->from);
   computes.erase(m->from);
   SS_RETURN_IF_ERROR(AddCompute(m->to));

@@ -23,23 +23,22 @@
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "model/dataset.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/control.grpc.pb.h"
+#include "node/daemon/data_source_factory.h"
 #include "node/daemon/first_work_probe.h"
 #include "node/daemon/gossip_daemon.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/speed_reports.h"
+#include "node/daemon/stage_checkpoints.h"
+#include "node/daemon/stage_computes.h"
 #include "node/daemon/state_transfer.h"
 #include "node/daemon/swarm_membership.h"
 #include "node/daemon/training_members.h"
-#include "node/stage/stage_server.h"
-#include "node/train/data_node_driver.h"
+#include "node/daemon/training_stack.h"
+#include "node/stage/route_repair.h"
 #include "node/train/grpc_group.h"
-#include "node/train/node_trainer.h"
-#include "node/train/route_planner.h"
-#include "node/train/sampler_data_source.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/shaping_transport.h"
 
@@ -70,8 +69,7 @@ struct GossipDaemon::Parts {
   std::vector<int> stages;
   bool joiner = false;
   std::unique_ptr<TrainingMembers> members;
-  model::Corpus corpus;
-  std::unique_ptr<SamplerDataSource> data;
+  DataNodeData data;  // data nodes only
   std::map<int, std::unique_ptr<TorchStageCompute>> computes;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
@@ -85,11 +83,11 @@ struct GossipDaemon::Parts {
   GrpcTransport* grpc = nullptr;  // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StateServer> state;
-  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
-  std::unique_ptr<StageServer> server;
-  std::unique_ptr<RoutePlanner> planner;
-  std::unique_ptr<DataNodeDriver> driver;
-  std::unique_ptr<NodeTrainer> trainer;
+  // Every stack borrows it; kept across stage moves (BuildServing).
+  std::unique_ptr<RouteRepairer> repairer;
+  // Server, planner, driver and trainer over `probes`; rebuilt by a stage
+  // move (SwitchStage).
+  std::unique_ptr<TrainingStack> stack;
   Metrics metrics;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> control;
@@ -126,15 +124,8 @@ struct GossipDaemon::Parts {
   absl::Duration drain_started ABSL_GUARDED_BY(mu);
 
   const NodeDaemonOptions& base() const { return options.base; }
-  std::string CheckpointPath(int stage) const {
-    return absl::StrCat(base().model.checkpoint_dir, "/", base().name, "-stage-", stage, ".ckpt");
-  }
   absl::Status Checkpoint() {
-    if (base().model.checkpoint_dir.empty()) return absl::OkStatus();
-    std::error_code ec;
-    std::filesystem::create_directories(base().model.checkpoint_dir, ec);
-    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
-    return absl::OkStatus();
+    return SaveStageCheckpoints(base(), BorrowComputes(computes));
   }
   std::string ScratchPath(int stage, const std::string& what) const {
     return (std::filesystem::temp_directory_path() /

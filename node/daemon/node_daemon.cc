@@ -2,36 +2,25 @@
 
 #include <glog/logging.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
-#include "model/sentencepiece_tokenizer.h"
-#include "model/tokenizer.h"
 #include "node/compute/task_runner.h"
-#include "node/compute/timed_stage_compute.h"
-#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/data_source_factory.h"
 #include "node/daemon/iteration_report.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/planner_factory.h"
+#include "node/daemon/stage_checkpoints.h"
+#include "node/daemon/stage_computes.h"
 #include "node/daemon/swarm_spec_tls.h"
-#include "node/stage/stage_server.h"
-#include "node/train/data_node_driver.h"
+#include "node/daemon/training_stack.h"
 #include "node/train/grpc_group.h"
-#include "node/train/node_trainer.h"
-#include "node/train/data_source.h"
-#include "node/train/route_planner.h"
-#include "node/train/sampler_data_source.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/shaping_transport.h"
@@ -46,33 +35,23 @@ struct NodeDaemon::Parts {
   common::NodeId self;
   std::vector<int> stages;
   std::unique_ptr<common::RealClock> clock;
-  model::Corpus corpus;
-  std::unique_ptr<DataSource> data;
+  DataNodeData data;  // data nodes only
   std::map<int, std::unique_ptr<StageCompute>> computes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   std::unique_ptr<GrpcGroupComm> group;
-  std::unique_ptr<RouteRepairer> repairer;  // the server borrows it
-  std::unique_ptr<StageServer> server;
-  std::unique_ptr<RoutePlanner> planner;
-  std::unique_ptr<DataNodeDriver> driver;
-  std::unique_ptr<NodeTrainer> trainer;
+  std::unique_ptr<RouteRepairer> repairer;  // the stack borrows it
+  std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
   Metrics metrics;
   std::unique_ptr<MetricsServer> metrics_server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
 
-  std::string CheckpointPath(int stage) const {
-    return absl::StrCat(options.model.checkpoint_dir, "/", options.name, "-stage-", stage,
-                        ".ckpt");
-  }
   absl::Status Checkpoint() {
     if (options.model.checkpoint_dir.empty()) return absl::OkStatus();
-    std::error_code ec;
-    std::filesystem::create_directories(options.model.checkpoint_dir, ec);
-    for (auto& [s, c] : computes) SS_RETURN_IF_ERROR(c->SaveCheckpoint(CheckpointPath(s)));
+    SS_RETURN_IF_ERROR(SaveStageCheckpoints(options, BorrowComputes(computes)));
     LOG(INFO) << options.name << ": checkpointed step " << computes.begin()->second->step()
               << " to " << options.model.checkpoint_dir;
     return absl::OkStatus();
@@ -144,64 +123,17 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
 
   // Compute and, on data nodes, data.
   p->runner = std::make_unique<ThreadTaskRunner>();
-  const bool timed = options.wan.timed_forward_s > 0;
   for (int s : p->stages) {
-    if (timed) {
-      TimedStageCompute::Options o;
-      o.stage = s;
-      o.forward = absl::Seconds(options.wan.timed_forward_s / options.wan.time_scale);
-      o.payload_bytes = options.wan.timed_payload_bytes;
-      p->computes[s] = std::make_unique<TimedStageCompute>(p->clock.get(), o);
-      continue;
-    }
-    TorchStageCompute::Options o;
-    o.model = options.model.model;
-    o.stage = s;
-    o.runtime = options.model.runtime;
-    o.optimizer = options.model.optimizer;
-    o.optimizer.total_steps = options.iterations;
-    SS_ASSIGN_OR_RETURN(p->computes[s], TorchStageCompute::Create(o, p->runner.get()));
+    SS_ASSIGN_OR_RETURN(p->computes[s],
+                        CreateStageCompute(options, s, p->runner.get(), p->clock.get()));
   }
-  const bool data_node = p->computes.count(0) > 0;
-  if (data_node && timed) {
-    p->data = std::make_unique<SyntheticDataSource>(options.model.samples_per_mb,
-                                                    options.model.model.seq_len, 256);
-  } else if (data_node) {
-    // The tokenizer the model was configured for (--tokenizer), as train-ref.
-    SS_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                        model::CreateTokenizer(options.model.tokenizer));
-    if (options.model.model.vocab_size < tokenizer->vocab_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--vocab=", options.model.model.vocab_size, " is smaller than the ",
-                       tokenizer->name(), " tokenizer's vocabulary; pass --vocab=",
-                       tokenizer->vocab_size()));
-    }
-    SS_ASSIGN_OR_RETURN(p->corpus, model::LoadCorpus(options.model.corpus, *tokenizer));
-    model::SamplerOptions so;
-    so.samples_per_mb = options.model.samples_per_mb;
-    so.seq_len = options.model.model.seq_len;
-    so.seed = options.model.seed;
-    SS_ASSIGN_OR_RETURN(p->data, SamplerDataSource::Create(p->corpus.train, so));
+  if (p->computes.count(0) > 0) {
+    SS_ASSIGN_OR_RETURN(p->data, CreateDataNodeData(options));
   }
 
   // Resume.
-  if (!options.model.checkpoint_dir.empty()) {
-    std::vector<int64_t> steps;
-    for (auto& [s, c] : p->computes) {
-      if (!std::filesystem::exists(p->CheckpointPath(s))) continue;
-      SS_ASSIGN_OR_RETURN(int64_t step, c->LoadCheckpoint(p->CheckpointPath(s)));
-      steps.push_back(step);
-    }
-    if (!steps.empty()) {
-      if (steps.size() != p->computes.size() ||
-          std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) != steps.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoints in ", options.model.checkpoint_dir, " disagree on the step"));
-      }
-      p->start_iteration = steps.front();
-      LOG(INFO) << options.name << ": resumed at iteration " << p->start_iteration;
-    }
-  }
+  SS_ASSIGN_OR_RETURN(p->start_iteration,
+                      ResumeFromStageCheckpoints(options, BorrowComputes(p->computes)));
 
   // Network.
   p->view = std::make_unique<StaticSwarmView>(members);
@@ -238,35 +170,20 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
-  std::map<int, StageCompute*> stages;
-  for (auto& [s, c] : p->computes) stages[s] = c.get();
-  StageServerOptions so;
-  so.memory_slots = options.memory_slots;
-  so.swarm_id = options.swarm_id;
-  // Failed hops are re-routed with the scheduler's RerouteInFlight at the
-  // planner's costs (DaemonRepairerOptions); a stage may be skipped only
-  // when the plan skips stages anyway.
+  // Failed hops are re-routed at the planner's costs (DaemonRepairerOptions).
   p->repairer = std::make_unique<SchedulerRouteRepairer>(
       DaemonRepairerOptions(options, p->clock.get()));
-  so.repairer = p->repairer.get();
-  so.allow_skip =
-      options.path_length > 0 && options.path_length < options.model.model.num_stages;
-  p->server = std::make_unique<StageServer>(p->transport.get(), p->clock.get(), p->view.get(),
-                                            stages, so);
-  p->server->Attach();
-  if (data_node) {
-    std::map<std::string, PeerId> names;
-    for (const SwarmMember& m : options.swarm) names[m.name] = m.info.id;
-    SS_ASSIGN_OR_RETURN(p->planner, CreateDataNodePlanner(options, names, p->clock.get()));
-    DriverOptions d;
-    d.mbs_per_iteration = options.mbs_per_iteration;
-    d.num_stages = options.model.model.num_stages;
-    p->driver = std::make_unique<DataNodeDriver>(p->server.get(), p->clock.get(), p->view.get(),
-                                                 p->planner.get(), p->data.get(), d);
-    p->server->SetOriginListener(p->driver.get());
-  }
-  p->trainer = std::make_unique<NodeTrainer>(p->server.get(), stages, p->driver.get(),
-                                             p->group.get(), p->clock.get());
+  TrainingStackInputs in;
+  in.transport = p->transport.get();
+  in.clock = p->clock.get();
+  in.routing = p->view.get();
+  in.group = p->group.get();
+  in.repairer = p->repairer.get();
+  in.stages = BorrowComputes(p->computes);
+  in.data = p->data.source.get();
+  in.swarm_id = options.swarm_id;
+  for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
+  SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
   if (options.metrics_port >= 0) {
     SS_ASSIGN_OR_RETURN(p->metrics_server, MetricsServer::Start(&p->metrics, options.metrics_host,
                                                                 options.metrics_port));
@@ -279,7 +196,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
 NodeDaemon::NodeDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
 NodeDaemon::~NodeDaemon() {
-  if (parts_->server) parts_->server->Detach();
+  // The server detaches before anything it borrows goes (training_stack.h).
+  parts_->stack.reset();
 }
 
 void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
@@ -309,7 +227,7 @@ absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
   p.run_started = p.clock->SteadyNow();
   absl::Notification finished;
   absl::Status result;
-  p.trainer->Run(
+  p.stack->trainer()->Run(
       p.start_iteration, p.options.iterations - p.start_iteration,
       [&p](const NodeIterationReport& r) { p.OnIteration(r); },
       [&](absl::Status s) {
@@ -320,7 +238,7 @@ absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
   while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     if (!stopping && stop != nullptr && stop->load()) {
       LOG(INFO) << p.options.name << ": stopping after the current iteration";
-      p.trainer->Stop();
+      p.stack->trainer()->Stop();
       stopping = true;
     }
   }
