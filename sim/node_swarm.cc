@@ -200,8 +200,8 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
   }
   n->transport = std::make_unique<WorldTransport>(std::move(shaped), &world_, u);
   node::SchedulerRepairerOptions ro;
-  ro.layers_per_stage = uni_.model().layers_per_stage;
-  ro.samples_per_mb = uni_.model().samples_per_mb;
+  ro.costs.layers_per_stage = uni_.model().layers_per_stage;
+  ro.costs.samples_per_mb = uni_.model().samples_per_mb;
   ro.max_swaps = sc_.universe.workload.max_swaps;
   ro.max_jump = sc_.universe.workload.max_jump;
   NodeWorld* world = &world_;

@@ -44,28 +44,20 @@ SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o,
   SchedulerPlannerOptions po;
   po.planner = o.planner;
   po.path_length = o.path_length;
-  po.samples_per_mb = o.model.samples_per_mb;
-  po.layers_per_stage =
+  po.costs.samples_per_mb = o.model.samples_per_mb;
+  po.costs.layers_per_stage =
       std::max(1, o.model.model.num_layers / std::max(1, o.model.model.num_stages));
   po.seed = o.model.seed;
-  po.bytes_per_mb = ActivationBytesPerMicroBatch(o);
-  po.link_costs = o.planner_link_costs;
-  po.clock = clock;
+  po.costs.bytes_per_mb = ActivationBytesPerMicroBatch(o);
+  po.costs.link_costs = o.planner_link_costs;
+  po.costs.clock = clock;
   return po;
 }
 
 SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o,
                                                common::Clock* clock) {
-  const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, clock);
   SchedulerRepairerOptions ro;
-  ro.layers_per_stage = po.layers_per_stage;
-  ro.samples_per_mb = po.samples_per_mb;
-  ro.sec_per_layer_sample = po.sec_per_layer_sample;
-  ro.hop_s = po.hop_s;
-  ro.bytes_per_mb = po.bytes_per_mb;
-  ro.link_costs = po.link_costs;
-  ro.throughput_ttl = po.throughput_ttl;
-  ro.clock = po.clock;
+  ro.costs = DataNodeSchedulerOptions(o, clock).costs;
   return ro;
 }
 

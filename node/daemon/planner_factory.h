@@ -50,10 +50,11 @@ double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o);
 SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o,
                                                  common::Clock* clock);
 
-// Every node's SchedulerRouteRepairer (relays repair too): the model shape,
-// bytes_per_mb, link_costs, throughput_ttl and clock of
-// DataNodeSchedulerOptions, so repairs cost
-// hops with the planner's PlanningHops (Note [Planning from measured links]).
+// Every node's SchedulerRouteRepairer (relays repair too): the PlanningCosts
+// of DataNodeSchedulerOptions (model shape, bytes_per_mb, link_costs,
+// throughput_ttl, clock), so repairs cost hops with the planner's
+// PlanningHops (Note [Planning from measured links]). Route rules
+// (max_swaps, max_jump) stay the repairer's defaults, as before.
 SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o,
                                                common::Clock* clock);
 

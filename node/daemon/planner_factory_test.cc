@@ -52,11 +52,24 @@ TEST(PlannerFactoryTest, SchedulerOptionsComeFromTheDaemonOptions) {
   const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, nullptr);
   EXPECT_EQ(po.planner, "noskip");
   EXPECT_EQ(po.path_length, 2);
-  EXPECT_EQ(po.layers_per_stage, 2);  // 6 layers over 3 stages
-  EXPECT_EQ(po.samples_per_mb, 2);
+  EXPECT_EQ(po.costs.layers_per_stage, 2);  // 6 layers over 3 stages
+  EXPECT_EQ(po.costs.samples_per_mb, 2);
   EXPECT_EQ(po.seed, 7u);
-  EXPECT_EQ(po.bytes_per_mb, 1024);
-  EXPECT_FALSE(po.link_costs);
+  EXPECT_EQ(po.costs.bytes_per_mb, 1024);
+  EXPECT_FALSE(po.costs.link_costs);
+}
+
+// Every field of PlanningCosts, so a field added there is compared here
+// once it is added to this list.
+void ExpectSameCosts(const PlanningCosts& a, const PlanningCosts& b) {
+  EXPECT_EQ(a.layers_per_stage, b.layers_per_stage);
+  EXPECT_EQ(a.samples_per_mb, b.samples_per_mb);
+  EXPECT_EQ(a.sec_per_layer_sample, b.sec_per_layer_sample);
+  EXPECT_EQ(a.hop_s, b.hop_s);
+  EXPECT_EQ(a.bytes_per_mb, b.bytes_per_mb);
+  EXPECT_EQ(a.link_costs, b.link_costs);
+  EXPECT_EQ(a.throughput_ttl, b.throughput_ttl);
+  EXPECT_EQ(a.clock, b.clock);
 }
 
 // Repairs cost hops as plans do (Note [Planning from measured links]).
@@ -67,16 +80,16 @@ TEST(PlannerFactoryTest, RepairerOptionsMatchThePlannersCosts) {
     common::SimClock clock;
     const SchedulerPlannerOptions po = DataNodeSchedulerOptions(o, &clock);
     const SchedulerRepairerOptions ro = DaemonRepairerOptions(o, &clock);
-    EXPECT_EQ(ro.layers_per_stage, po.layers_per_stage);
-    EXPECT_EQ(ro.samples_per_mb, po.samples_per_mb);
-    EXPECT_EQ(ro.sec_per_layer_sample, po.sec_per_layer_sample);
-    EXPECT_EQ(ro.hop_s, po.hop_s);
-    EXPECT_EQ(ro.bytes_per_mb, 1024);
-    EXPECT_EQ(ro.link_costs, link_costs);
-    EXPECT_EQ(ro.throughput_ttl, po.throughput_ttl);
-    EXPECT_EQ(po.clock, &clock);  // link throughputs age (Note [Planning from measured links])
-    EXPECT_EQ(ro.clock, &clock);
-    EXPECT_FALSE(ro.hop_s_of);  // the view's links, not the simulator's
+    ExpectSameCosts(ro.costs, po.costs);
+    EXPECT_EQ(ro.costs.layers_per_stage, 2);
+    EXPECT_EQ(ro.costs.samples_per_mb, 2);
+    EXPECT_EQ(ro.costs.bytes_per_mb, 1024);
+    EXPECT_EQ(ro.costs.link_costs, link_costs);
+    EXPECT_EQ(ro.costs.clock, &clock);  // throughputs age (Note [Planning from measured links])
+    EXPECT_EQ(ro.max_swaps, SchedulerRepairerOptions().max_swaps);  // route rules: defaults
+    EXPECT_EQ(ro.max_jump, SchedulerRepairerOptions().max_jump);
+    EXPECT_FALSE(ro.sec_per_layer_sample_of);  // the view's speeds and links,
+    EXPECT_FALSE(ro.hop_s_of);                 // not the simulator's
   }
 }
 

@@ -111,7 +111,7 @@ TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
   EXPECT_FALSE(members.routing()->Link(d.id, d.id).has_value());
 
   SchedulerPlannerOptions o;
-  o.bytes_per_mb = 1 << 20;  // 1 s over d <-> s, 10 ms over d <-> r
+  o.costs.bytes_per_mb = 1 << 20;  // 1 s over d <-> s, 10 ms over d <-> r
   auto planner = SchedulerPlanner::Create(o);
   ASSERT_TRUE(planner.ok());
   auto routes = (*planner)->Plan({0, d.id, 4, 2}, *members.routing());

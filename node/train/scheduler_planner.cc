@@ -106,10 +106,10 @@ namespace skipswarm::node {
 // throughput carries the time of its latest sample, stamped by the
 // measuring node's wall clock (LinkSample.throughput_measured_at_unix_ms,
 // apart from measured_at, which pings refresh every round), and one older
-// than options.throughput_ttl (default 5 min) counts as unknown here: the
+// than PlanningCosts::throughput_ttl (default 5 min) counts as unknown here: the
 // link is planned at the median throughput, gets MBs like a typical link
 // and is re-measured; still slow, it is avoided for another TTL. A data node
-// judges the age with its own wall clock (options.clock, the clock seam;
+// judges the age with its own wall clock (PlanningCosts::clock, the clock seam;
 // without one nothing ages). Why 5 min: a link in use is re-measured every
 // iteration it carries a hop (seconds), so only an avoided link ever gets
 // near the TTL; each expiry costs one probe (MBs over a link that may still
@@ -200,10 +200,10 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 }
 
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const SchedulerPlannerOptions& options, absl::Time now) {
+                                 const PlanningCosts& costs, absl::Time now) {
   const size_t n = members.size();
-  std::vector<double> hops(n * n, options.hop_s);
-  if (!options.link_costs) return hops;
+  std::vector<double> hops(n * n, costs.hop_s);
+  if (!costs.link_costs) return hops;
   // Per pair u < v, the slower of the two directions' quantized parts;
   // 0 = unknown (Note [Planning from measured links]).
   std::vector<double> rtt(n * n, 0), bps(n * n, 0);
@@ -219,7 +219,7 @@ std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const Swa
         if (Finite(rtt_s)) r = std::max(r, QuantizeMeasurement(rtt_s));
         // An old throughput is unknown: it may describe a link that has
         // recovered while the plans avoided it.
-        const bool fresh = now - e->throughput_measured_at <= options.throughput_ttl;
+        const bool fresh = now - e->throughput_measured_at <= costs.throughput_ttl;
         if (Finite(e->bytes_per_second) && fresh) {
           const double q = QuantizeMeasurement(e->bytes_per_second);
           b = b == 0 ? q : std::min(b, q);
@@ -241,8 +241,8 @@ std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const Swa
       // LAN RTTs, jittery by whole buckets) then cannot move it.
       const double d = QuantizeMeasurement(
           link.bandwidth_bytes_per_s > 0
-              ? scheduler::HopSeconds(link, options.bytes_per_mb, options.hop_s)
-              : link.latency_s + options.hop_s);  // no throughput known anywhere
+              ? scheduler::HopSeconds(link, costs.bytes_per_mb, costs.hop_s)
+              : link.latency_s + costs.hop_s);  // no throughput known anywhere
       hops[u * n + v] = d;
       hops[v * n + u] = d;
     }
@@ -263,7 +263,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   const bool full_routes =
       options_.path_length <= 0 || options_.path_length >= input.num_stages;
   const std::vector<PeerInfo> members = view.Members();
-  const std::vector<double> speeds = PlanningSpeeds(members, options_.sec_per_layer_sample);
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs.sec_per_layer_sample);
   std::vector<scheduler::NodeSpec> nodes;
   for (size_t i = 0; i < members.size(); ++i) {
     const PeerInfo& m = members[i];
@@ -285,16 +285,17 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   }
   scheduler::ModelShape shape;
   shape.num_stages = input.num_stages;
-  shape.layers_per_stage = options_.layers_per_stage;
-  shape.samples_per_mb = options_.samples_per_mb;
-  shape.bytes_per_mb = options_.bytes_per_mb;
+  shape.layers_per_stage = options_.costs.layers_per_stage;
+  shape.samples_per_mb = options_.costs.samples_per_mb;
+  shape.bytes_per_mb = options_.costs.bytes_per_mb;
   const size_t n = nodes.size();
   // Note [Planning from measured links].
   absl::StatusOr<scheduler::TopologyView> topo =
       scheduler::TopologyView::Create(
           shape, nodes,
-          PlanningHops(members, view, options_,
-                       options_.clock != nullptr ? options_.clock->Now() : absl::InfinitePast()));
+          PlanningHops(members, view, options_.costs,
+                       options_.costs.clock != nullptr ? options_.costs.clock->Now()
+                                                       : absl::InfinitePast()));
   if (!topo.ok()) return topo.status();
   for (size_t v = 0; v < n; ++v) {
     if (view.IsAlive(members[v].id)) continue;

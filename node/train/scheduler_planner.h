@@ -6,6 +6,7 @@
 // is; no coordinator is needed.
 //
 //   SchedulerPlannerOptions o{.planner = "skippipe", .path_length = 4};
+//   o.costs.bytes_per_mb = 4 << 20;  o.costs.clock = clock;
 //   SS_ASSIGN_OR_RETURN(auto planner, SchedulerPlanner::Create(o));
 //
 // "skippipe" is the daemons' default planner. With path_length 0 (or S) it
@@ -19,13 +20,13 @@
 // speeds] in scheduler_planner.cc), quantized so that every data node plans
 // the same from slightly different views; unmeasured members count as the
 // median measured speed, and a view with no measurement (static lists, the
-// simulator) plans with the uniform estimate in the options, as before.
+// simulator) plans with the uniform estimate in the costs, as before.
 // Hop costs come from the view's measured links (SwarmView::Link: gossip
 // RTT and pipeline throughput): d(u,v) = rtt/2 + bytes_per_mb / (bytes/s)
 // + hop_s, both directions combined into the slower, quantized like speeds
 // and with unmeasured links at the median measured link (Note [Planning
 // from measured links] in scheduler_planner.cc), so routes avoid slow
-// links. A throughput older than `throughput_ttl` (by the options' clock)
+// links. A throughput older than `throughput_ttl` (by the costs' clock)
 // counts as unknown, so a link avoided since it was measured slow gets MBs
 // and is re-measured again. A view with no link measurement plans every hop
 // at the uniform `hop_s` estimate, exactly as before links were measured.
@@ -49,13 +50,14 @@
 
 namespace skipswarm::node {
 
-struct SchedulerPlannerOptions {
-  std::string planner = "skippipe";
-  int path_length = 0;        // P (stages visited incl. 0); 0 = all stages
-  // Route rules (scheduler::Workload) of skip routes; full routes never
-  // swap (Note [Full routes stay in order]).
-  int max_swaps = 2;
-  int max_jump = 4;
+// The cost inputs of a plan (SchedulerPlanner) and of a repair
+// (SchedulerRouteRepairer), one struct so that both cost compute and hops
+// by the same numbers (PlanningSpeeds, PlanningHops; Note [Planning from
+// measured links] in scheduler_planner.cc). The daemons fill it once
+// (DataNodeSchedulerOptions in node/daemon/planner_factory.h) and give the
+// repairer the same copy.
+struct PlanningCosts {
+  // The model shape of the TopologyView (scheduler::ModelShape).
   int layers_per_stage = 1;
   int samples_per_mb = 1;
   double sec_per_layer_sample = 1e-3;  // estimate while no member is measured
@@ -74,10 +76,20 @@ struct SchedulerPlannerOptions {
   // unknown, so an avoided link is planned at the median again, carries
   // MBs and is re-measured (Note [Planning from measured links]: why 5 min,
   // and what two data nodes' clocks can disagree on). The clock is
-  // borrowed and must outlive the planner; nullptr: samples never age (the
-  // simulator, static lists).
+  // borrowed and must outlive the planner or repairer given these costs;
+  // nullptr: samples never age (the simulator, static lists).
   absl::Duration throughput_ttl = absl::Minutes(5);
   common::Clock* clock = nullptr;
+};
+
+struct SchedulerPlannerOptions {
+  std::string planner = "skippipe";
+  int path_length = 0;        // P (stages visited incl. 0); 0 = all stages
+  // Route rules (scheduler::Workload) of skip routes; full routes never
+  // swap (Note [Full routes stay in order]).
+  int max_swaps = 2;
+  int max_jump = 4;
+  PlanningCosts costs{};  // {}: designated initializers may leave it out
   uint64_t seed = 1;
 };
 
@@ -97,12 +109,13 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 
 // The symmetric hop matrix (row-major, members.size()^2) the planner gives
 // the scheduler for `members` under `view`'s links (Note [Planning from
-// measured links]); uniform options.hop_s when no link is measured. A
-// throughput measured before `now` - options.throughput_ttl counts as
-// unknown (InfinitePast: none ages). The one hop cost of the daemons:
-// SchedulerRouteRepairer uses it too.
+// measured links]); uniform costs.hop_s when no link is measured. A
+// throughput measured before `now` - costs.throughput_ttl counts as
+// unknown (InfinitePast: none ages). Reads hop_s, bytes_per_mb, link_costs
+// and throughput_ttl, not costs.clock (the caller's `now`). The one hop
+// cost of the daemons: SchedulerRouteRepairer uses it too.
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const SchedulerPlannerOptions& options, absl::Time now);
+                                 const PlanningCosts& costs, absl::Time now);
 
 class SchedulerPlanner final : public RoutePlanner {
  public:

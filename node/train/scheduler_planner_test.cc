@@ -313,9 +313,9 @@ void MeasureAll(MeasuredLinksView* view, double rtt_s, double bps) {
 SchedulerPlannerOptions LinkAwareOptions() {
   SchedulerPlannerOptions o;
   o.planner = "skippipe";
-  o.layers_per_stage = 2;
-  o.samples_per_mb = 2;
-  o.bytes_per_mb = 4 << 20;
+  o.costs.layers_per_stage = 2;
+  o.costs.samples_per_mb = 2;
+  o.costs.bytes_per_mb = 4 << 20;
   return o;
 }
 
@@ -401,8 +401,8 @@ TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatch
   MeasuredLinksView all_fast(members);
   MeasureAll(&all_fast, 0.02, 100e6);
   SchedulerPlannerOptions o = LinkAwareOptions();
-  ASSERT_EQ(o.throughput_ttl, absl::Minutes(5));  // the documented default
-  o.clock = &clock;
+  ASSERT_EQ(o.costs.throughput_ttl, absl::Minutes(5));  // the documented default
+  o.costs.clock = &clock;
   auto planner = SchedulerPlanner::Create(o);
   ASSERT_TRUE(planner.ok());
   auto slow_mbs = [&](const SwarmView& v) {
@@ -417,8 +417,8 @@ TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatch
   // Just past the TTL: planned as if nothing were known of its throughput,
   // i.e. at the median, as fast as the others: the plan of all_fast.
   clock.Advance(absl::Seconds(2));
-  EXPECT_EQ(PlanningHops(members, view, o, clock.Now()),
-            PlanningHops(members, all_fast, o, clock.Now()));
+  EXPECT_EQ(PlanningHops(members, view, o.costs, clock.Now()),
+            PlanningHops(members, all_fast, o.costs, clock.Now()));
   const int aged = slow_mbs(view);
   EXPECT_EQ(aged, slow_mbs(all_fast));
   EXPECT_GE(aged, 12);
@@ -431,9 +431,9 @@ TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatch
   EXPECT_EQ(slow_mbs(view), fresh);
   // Without a clock (the simulator, static lists) Plan passes InfinitePast:
   // nothing ages.
-  o.clock = nullptr;
-  EXPECT_NE(PlanningHops(members, view, o, absl::InfinitePast()),
-            PlanningHops(members, all_fast, o, absl::InfinitePast()));
+  o.costs.clock = nullptr;
+  EXPECT_NE(PlanningHops(members, view, o.costs, absl::InfinitePast()),
+            PlanningHops(members, all_fast, o.costs, absl::InfinitePast()));
   RecordProperty("fresh_slow_mbs_of_32", fresh);
   RecordProperty("aged_slow_mbs_of_32", aged);
 }
@@ -444,8 +444,8 @@ TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   MeasuredLinksView view(members);
   MeasureAll(&view, 0.02, 100e6);
   for (const char* d : {"d0", "d1"}) view.Measure("s1a", d, 0.2, 10e6);  // s1a's upload
-  const SchedulerPlannerOptions o = LinkAwareOptions();
-  const std::vector<double> hops = PlanningHops(view.Members(), view, o, absl::InfinitePast());
+  const PlanningCosts c = LinkAwareOptions().costs;
+  const std::vector<double> hops = PlanningHops(view.Members(), view, c, absl::InfinitePast());
   const size_t n = members.size();
   std::map<common::NodeId, size_t> index;
   for (size_t i = 0; i < n; ++i) index[view.Members()[i].id] = i;
@@ -456,13 +456,13 @@ TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   const size_t a = index[common::NodeId::ForName("s1a")];
   const size_t b = index[common::NodeId::ForName("s1b")];
   const double slow = QuantizeMeasurement(QuantizeMeasurement(0.2) / 2 +
-                                          o.bytes_per_mb / QuantizeMeasurement(10e6) + o.hop_s);
+                                          c.bytes_per_mb / QuantizeMeasurement(10e6) + c.hop_s);
   EXPECT_EQ(hops[d0 * n + a], slow);
   EXPECT_EQ(hops[a * n + d0], slow);
   EXPECT_EQ(hops[d0 * n + b], QuantizeMeasurement(QuantizeMeasurement(0.02) / 2 +
-                                                  o.bytes_per_mb / QuantizeMeasurement(100e6) +
-                                                  o.hop_s));
-  auto planner = SchedulerPlanner::Create(o);
+                                                  c.bytes_per_mb / QuantizeMeasurement(100e6) +
+                                                  c.hop_s));
+  auto planner = SchedulerPlanner::Create(LinkAwareOptions());
   ASSERT_TRUE(planner.ok());
   for (uint64_t it = 0; it < 4; ++it) {
     // Measured: 1, 1, 2, 2 of 8, as with both directions slow.
@@ -482,7 +482,7 @@ TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
   view.Measure("s1b", "s2b", -1, 200e6);
   const SchedulerPlannerOptions o = LinkAwareOptions();
   const std::vector<PeerInfo> sorted = view.Members();
-  const std::vector<double> hops = PlanningHops(sorted, view, o, absl::InfinitePast());
+  const std::vector<double> hops = PlanningHops(sorted, view, o.costs, absl::InfinitePast());
   const size_t n = sorted.size();
   auto at = [&](const std::string& x, const std::string& y) {
     size_t u = 0, v = 0;
@@ -495,7 +495,7 @@ TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
   const double median_rtt = QuantizeMeasurement(0.04);  // of 0.01, 0.04, 0.16
   const double median_bps = QuantizeMeasurement(50e6);  // lower middle of 50e6, 200e6
   const auto cost = [&](double rtt, double bps) {
-    return QuantizeMeasurement(rtt / 2 + o.bytes_per_mb / bps + o.hop_s);
+    return QuantizeMeasurement(rtt / 2 + o.costs.bytes_per_mb / bps + o.costs.hop_s);
   };
   EXPECT_EQ(at("d1", "s2b"), cost(median_rtt, median_bps));
   EXPECT_EQ(at("d0", "s1a"), cost(QuantizeMeasurement(0.01), median_bps));
@@ -533,8 +533,8 @@ TEST(SchedulerPlannerTest, UnknownLinksPlanExactlyAsUniformHops) {
     }
   }
   SchedulerPlannerOptions o = LinkAwareOptions();
-  const std::vector<double> hops = PlanningHops(members, unknown, o, absl::InfinitePast());
-  for (double h : hops) EXPECT_EQ(h, o.hop_s);
+  const std::vector<double> hops = PlanningHops(members, unknown, o.costs, absl::InfinitePast());
+  for (double h : hops) EXPECT_EQ(h, o.costs.hop_s);
   for (int path_length : {0, 4}) {
     o.path_length = path_length;
     auto planner = SchedulerPlanner::Create(o);
@@ -569,10 +569,10 @@ TEST(SchedulerPlannerTest, LinkMeasurementsAFewPercentApartPlanIdentically) {
       b.MeasureIds(x.id, y.id, rtt * noise(rng), bps * noise(rng));
     }
   }
-  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions(), absl::InfinitePast()),
-            PlanningHops(members, b, LinkAwareOptions(), absl::InfinitePast()));
-  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions(), absl::InfinitePast()),
-            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions(),
+  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions().costs, absl::InfinitePast()),
+            PlanningHops(members, b, LinkAwareOptions().costs, absl::InfinitePast()));
+  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions().costs, absl::InfinitePast()),
+            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions().costs,
                          absl::InfinitePast()));
   for (int path_length : {0, 4}) {
     SchedulerPlannerOptions o = LinkAwareOptions();

@@ -30,16 +30,12 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
 std::vector<double> HopTable(const std::vector<PeerInfo>& members, const SwarmView& view,
                              const SchedulerRepairerOptions& options) {
   const size_t n = members.size();
+  const PlanningCosts& costs = options.costs;
   if (!options.hop_s_of) {
-    SchedulerPlannerOptions costs;
-    costs.hop_s = options.hop_s;
-    costs.bytes_per_mb = options.bytes_per_mb;
-    costs.link_costs = options.link_costs;
-    costs.throughput_ttl = options.throughput_ttl;
     return PlanningHops(members, view, costs,
-                        options.clock != nullptr ? options.clock->Now() : absl::InfinitePast());
+                        costs.clock != nullptr ? costs.clock->Now() : absl::InfinitePast());
   }
-  std::vector<double> hops(n * n, options.hop_s);
+  std::vector<double> hops(n * n, costs.hop_s);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
       hops[i * n + j] = i == j ? 0 : options.hop_s_of(members[i].id, members[j].id);
@@ -54,7 +50,7 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
                                                                      const SwarmView& view) {
   const std::vector<PeerInfo> members = view.Members();
   // The planner's compute costs unless the options bring their own.
-  const std::vector<double> speeds = PlanningSpeeds(members, options_.sec_per_layer_sample);
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs.sec_per_layer_sample);
   std::vector<scheduler::NodeSpec> nodes;
   int num_stages = 0;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -94,9 +90,9 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
 
   scheduler::ModelShape shape;
   shape.num_stages = num_stages;
-  shape.layers_per_stage = options_.layers_per_stage;
-  shape.samples_per_mb = options_.samples_per_mb;
-  shape.bytes_per_mb = options_.bytes_per_mb;
+  shape.layers_per_stage = options_.costs.layers_per_stage;
+  shape.samples_per_mb = options_.costs.samples_per_mb;
+  shape.bytes_per_mb = options_.costs.bytes_per_mb;
   const size_t n = nodes.size();
   absl::StatusOr<scheduler::TopologyView> topo = scheduler::TopologyView::Create(
       shape, std::move(nodes), HopTable(members, view, options_));

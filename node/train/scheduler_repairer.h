@@ -7,14 +7,14 @@
 // A route through every stage is completed in stage order (no swaps; Note
 // [Full routes stay in order] in scheduler_planner.cc).
 //
-//   SchedulerRepairerOptions o;  o.bytes_per_mb = 4 << 20;  o.clock = clock;
+//   SchedulerRepairerOptions o;  o.costs.bytes_per_mb = 4 << 20;  o.costs.clock = clock;
 //   SchedulerRouteRepairer repairer(o);
 //   StageServerOptions so;  so.repairer = &repairer;  so.allow_skip = true;
 //
 // The TopologyView is built from the SwarmView per repair with the data
 // nodes' planner's costs (node/train/scheduler_planner.h): compute speeds
 // from PlanningSpeeds (measured, else the median measured, else the
-// estimate below) and hop costs from PlanningHops over the view's measured
+// costs' estimate) and hop costs from PlanningHops over the view's measured
 // links (Note [Planning from measured links]; one formula for plans and
 // repairs), so a repair avoids a slow link as the plan does. The view's
 // dead members and the request's failed peers are removed. Where nothing is
@@ -26,7 +26,7 @@
 // O(n^2) per repair for n members (the hop table), a few microseconds for a
 // daemon swarm of tens of nodes.
 //
-// The daemons fill the options like their planner's (DaemonRepairerOptions
+// The daemons give it their planner's costs (DaemonRepairerOptions
 // in node/daemon/planner_factory.h). Costs from outside, when set
 // (sec_per_layer_sample_of, hop_s_of), replace the view's: the simulator's
 // real-node backend (sim/node_swarm.h) sets them to the scenario's.
@@ -38,26 +38,16 @@
 #include <functional>
 #include <vector>
 
-#include "absl/time/time.h"
-#include "common/clock.h"
 #include "node/stage/route_repair.h"
+#include "node/train/scheduler_planner.h"
 
 namespace skipswarm::node {
 
 struct SchedulerRepairerOptions {
-  int layers_per_stage = 1;
-  int samples_per_mb = 1;
-  double sec_per_layer_sample = 1e-3;  // estimate while no member is measured
-  // Hop costs as SchedulerPlannerOptions' (PlanningHops): hop_s the whole
-  // hop while no link is measured, else the fixed overhead; bytes_per_mb the
-  // activation of one hop; link_costs false: hop_s everywhere.
-  double hop_s = 0.01;
-  double bytes_per_mb = 0;
-  bool link_costs = true;
-  // A throughput older than throughput_ttl by `clock` (borrowed, outlives
-  // the repairer; nullptr: never ages) counts as unknown, as in plans.
-  absl::Duration throughput_ttl = absl::Minutes(5);
-  common::Clock* clock = nullptr;
+  // Compute and hop costs as the planner's (PlanningSpeeds, PlanningHops;
+  // Note [Planning from measured links]); costs.clock, when set, must
+  // outlive the repairer.
+  PlanningCosts costs;
   int max_swaps = 2;                   // route rules (scheduler::Workload);
                                        // full routes: 0
   int max_jump = 4;

@@ -121,7 +121,7 @@ void MeasureLinks(const std::string& slow, MeasuredLinksView* view) {
 // The daemons' options (DaemonRepairerOptions): 4 MiB activations.
 SchedulerRepairerOptions LinkAwareOptions() {
   SchedulerRepairerOptions o;
-  o.bytes_per_mb = 4 << 20;
+  o.costs.bytes_per_mb = 4 << 20;
   return o;
 }
 
@@ -146,7 +146,7 @@ TEST(SchedulerRouteRepairerTest, ARepairAvoidsAReplicaBehindATenTimesSlowerLink)
   MeasureLinks("a2", &view);
   view.MarkDead(Id("a1"));
   SchedulerRepairerOptions uniform = LinkAwareOptions();
-  uniform.link_costs = false;
+  uniform.costs.link_costs = false;
   SchedulerRouteRepairer repairer(uniform);
   std::map<NodeId, int> chosen;
   for (uint64_t mb = 0; mb < 30; ++mb) ++chosen[(*repairer.Repair(Request(mb), view))[1].node];
@@ -165,14 +165,14 @@ TEST(SchedulerRouteRepairerTest, AnOldSlowThroughputNoLongerSteersRepairs) {
   }
   view.MarkDead(Id("a1"));
   SchedulerRepairerOptions o = LinkAwareOptions();
-  o.clock = &clock;
+  o.costs.clock = &clock;
   SchedulerRouteRepairer repairer(o);
   auto chosen = [&] {
     std::map<NodeId, int> out;
     for (uint64_t mb = 0; mb < 30; ++mb) ++out[(*repairer.Repair(Request(mb), view))[1].node];
     return out;
   };
-  clock.Advance(o.throughput_ttl);  // at the TTL: still trusted
+  clock.Advance(o.costs.throughput_ttl);  // at the TTL: still trusted
   EXPECT_EQ(chosen()[Id("a3")], 30);
   clock.Advance(absl::Seconds(1));  // past it: unknown, the median, a tie
   std::map<NodeId, int> aged = chosen();
