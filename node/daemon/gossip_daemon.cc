@@ -366,21 +366,34 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
   std::fflush(stdout);
 }
 
+// Note [Gossip daemon teardown]: who calls whom decides the order.
+//  - The trainer's iteration callback (Parts::OnIteration, on a trainer
+//    thread) uses the gossip side (records, view, compute speed), `members`,
+//    `state`, `metrics` and may start a stage move's worker (StepMove).
+//  - A move's worker uses the gossip side (announce, view, state fetch).
+//  - Gossip's listeners use `members`, `transport` and `metrics`, never the
+//    stack.
+// So: no more drain requests (control), then the stack, whose trainer's
+// destructor waits for an iteration callback in progress and turns later
+// ones into no-ops (node_trainer.h), so no new move worker can start; then
+// the worker; then gossip. On the drain-timeout path Run returns with the
+// trainer still mid-iteration (waiting on a peer), which is why this order
+// matters: gossip must not go while a callback can still reach it.
 GossipDaemon::~GossipDaemon() {
   Parts& p = *parts_;
   if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  {
+    absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
+    p.link_sink = nullptr;
+  }
+  p.stack.reset();  // detaches the server, then waits out the trainer's callback
   std::thread worker;  // a move's: ends within its fetch deadline
   {
     absl::MutexLock lock(&p.mu);
     if (p.move != nullptr) worker = std::move(p.move->worker);
   }
   if (worker.joinable()) worker.join();
-  {
-    absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
-    p.link_sink = nullptr;
-  }
   if (p.gossip) p.gossip.reset();  // no more listener calls
-  p.stack.reset();  // detaches the server first (training_stack.h)
 }
 
 absl::Status GossipDaemon::Parts::WaitForFounders() {

@@ -60,8 +60,10 @@ struct JoinTimeline {
   bool reported = false;
 };
 
-// Declaration order is destruction order reversed: the gossip side goes
-// first (no more listener calls), the computes last.
+// Declaration order is destruction order reversed, the computes last;
+// ~GossipDaemon first takes down the stack (waiting out the trainer's
+// callback, which uses the gossip side), then a move's worker, then the
+// gossip side (Note [Gossip daemon teardown] in gossip_daemon.cc).
 struct GossipDaemon::Parts {
   GossipDaemonOptions options;
   std::unique_ptr<common::RealClock> clock;

@@ -26,8 +26,11 @@
 // first (no more frames reach it), then the trainer, driver, planner and
 // server go, in that order (each borrows the ones after it).
 //
-// Thread rule: Create and destruction on the daemon's main thread, while
-// the trainer is not running; the accessors' objects have their own rules.
+// Thread rule: Create and destruction on the daemon's main thread, never
+// from inside the trainer's iteration callback. Destruction while the
+// trainer is mid-run (a drain that timed out) waits for an iteration
+// callback in progress and makes later ones no-ops (node_trainer.h); the
+// accessors' objects have their own rules.
 #ifndef SKIPSWARM_NODE_DAEMON_TRAINING_STACK_H_
 #define SKIPSWARM_NODE_DAEMON_TRAINING_STACK_H_
 

@@ -27,6 +27,10 @@ struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
   // (its update of the one before is applied). What the provider serves.
   std::map<int, uint64_t> at_start_of ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
+  // Held while on_iteration runs, so ~NodeTrainer can wait for a call in
+  // progress (it takes this after setting `stopped`). Not `mu`: the
+  // callback may call Stop(). Never held by anything the callback waits on.
+  absl::Mutex callback_mu;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
   uint64_t end = 0;
   IterationCallback on_iteration;
@@ -230,7 +234,12 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
     absl::MutexLock lock(&mu);
     stop = stop_requested || next >= end;
   }
-  if (on_iteration) on_iteration(report);
+  {
+    absl::MutexLock lock(&callback_mu);
+    if (Stopped()) return;  // destroyed: nothing borrowed may be used
+    if (on_iteration) on_iteration(report);
+  }
+  if (Stopped()) return;
   server->BeginIteration(next);
   if (!stop) return Start(next);
   DoneCallback done;
@@ -260,8 +269,12 @@ NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stage
 }
 
 NodeTrainer::~NodeTrainer() {
-  absl::MutexLock lock(&state_->mu);
-  state_->stopped = true;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopped = true;
+  }
+  // Waits for an on_iteration call in progress; later ones see `stopped`.
+  absl::MutexLock wait(&state_->callback_mu);
 }
 
 void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_iteration,

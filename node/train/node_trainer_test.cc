@@ -1,0 +1,74 @@
+// NodeTrainer's teardown contract (node_trainer.h): destroying a trainer
+// waits for an iteration callback in progress, so what the callback uses
+// (a daemon's gossip side, Note [Gossip daemon teardown]) may go right
+// after the trainer.
+#include "node/train/node_trainer.h"
+
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "node/stage/stage_server.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/inproc_group.h"
+#include "node/transport/inproc_transport.h"
+
+namespace skipswarm::node {
+namespace {
+
+TEST(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
+  // One relay that hosts no stage: an iteration is a barrier, the server's
+  // end of iteration and the report, all on the SimClock.
+  common::SimClock clock;
+  const common::NodeId self = common::NodeId::ForName("relay");
+  const std::vector<PeerInfo> members = {{self, {1}, 4, "", ""}};
+  InProcessGroupHub hub(&clock, members);
+  StaticSwarmView view(members);
+  Switchboard board(&clock);
+  auto endpoint = board.Attach(self);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  std::unique_ptr<Transport> transport = *std::move(endpoint);
+  StageServer server(transport.get(), &clock, &view, {}, StageServerOptions{});
+  server.Attach();
+  auto trainer = std::make_unique<NodeTrainer>(&server, std::map<int, StageCompute*>{},
+                                               /*driver=*/nullptr, &hub, &clock);
+
+  absl::Notification entered, release, returned;
+  trainer->Run(0, 1,
+               [&](const NodeIterationReport&) {
+                 entered.Notify();
+                 release.WaitForNotification();
+                 returned.Notify();
+               },
+               [](absl::Status) {});
+  // The clock's callbacks (the iteration, then its report) on their own
+  // thread, as a daemon's trainer runs beside its main thread.
+  std::thread pump([&] {
+    while (clock.RunNext()) {
+    }
+  });
+  entered.WaitForNotification();
+  // The destroyer is running before the callback may go on. Passing does
+  // not depend on who wins; a trainer that did not wait would almost
+  // always finish destroying first and fail.
+  bool callback_had_returned = false;
+  absl::Notification destroying;
+  std::thread destroyer([&] {
+    destroying.Notify();
+    trainer.reset();
+    callback_had_returned = returned.HasBeenNotified();
+  });
+  destroying.WaitForNotification();
+  release.Notify();
+  destroyer.join();
+  pump.join();
+  EXPECT_TRUE(callback_had_returned);
+  server.Detach();
+}
+
+}  // namespace
+}  // namespace skipswarm::node
