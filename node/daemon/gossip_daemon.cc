@@ -24,7 +24,7 @@
 #include "node/daemon/first_work_probe.h"
 #include "node/daemon/gossip_daemon_parts.h"
 #include "node/daemon/join_planning.h"
-#include "node/daemon/iteration_report.h"
+#include "node/daemon/daemon_reporting.h"
 #include "node/daemon/speed_reports.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/gossip_mode_options.h"
@@ -338,11 +338,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     SS_ASSIGN_OR_RETURN(start_iteration, ResumeFromStageCheckpoints(o, BorrowComputes(computes)));
   }
   SS_RETURN_IF_ERROR(BuildServing());
-  if (o.metrics_port >= 0) {
-    SS_ASSIGN_OR_RETURN(metrics_server, MetricsServer::Start(&metrics, o.metrics_host,
-                                                             o.metrics_port));
-    LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << metrics_server->port();
-  }
+  SS_ASSIGN_OR_RETURN(metrics_server, StartDaemonMetricsServer(o, &metrics));
   return absl::OkStatus();
 }
 
@@ -481,14 +477,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   metrics.Set("skipswarm_live_members",
               static_cast<double>(gossip->membership()->GetView().Live().size()));
-  const std::string line = ReportIteration(o.name, r, elapsed, o.progress_file, &metrics);
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-  const int64_t done = static_cast<int64_t>(r.iteration) + 1;
-  if (o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < o.iterations) {
-    absl::Status s = Checkpoint();
-    if (!s.ok()) LOG(ERROR) << "checkpoint failed: " << s;
-  }
+  PrintProgressAndCheckpoint(o, r, elapsed, &metrics, [this] { return Checkpoint(); });
   if (options.observer) options.observer(r);
 }
 

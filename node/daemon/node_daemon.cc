@@ -12,8 +12,8 @@
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/daemon_reporting.h"
 #include "node/daemon/data_source_factory.h"
-#include "node/daemon/iteration_report.h"
 #include "node/daemon/metrics.h"
 #include "node/daemon/planner_factory.h"
 #include "node/daemon/stage_checkpoints.h"
@@ -184,12 +184,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
-  if (options.metrics_port >= 0) {
-    SS_ASSIGN_OR_RETURN(p->metrics_server, MetricsServer::Start(&p->metrics, options.metrics_host,
-                                                                options.metrics_port));
-    LOG(INFO) << options.name << ": /metrics on " << options.metrics_host << ":"
-              << p->metrics_server->port();
-  }
+  SS_ASSIGN_OR_RETURN(p->metrics_server, StartDaemonMetricsServer(options, &p->metrics));
   return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));
 }
 
@@ -202,16 +197,7 @@ NodeDaemon::~NodeDaemon() {
 
 void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
-  const std::string line =
-      ReportIteration(options.name, r, elapsed, options.progress_file, &metrics);
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-  const int64_t done = static_cast<int64_t>(r.iteration) + 1;
-  if (options.checkpoint_every > 0 && done % options.checkpoint_every == 0 &&
-      done < options.iterations) {
-    absl::Status s = Checkpoint();
-    if (!s.ok()) LOG(ERROR) << "checkpoint failed: " << s;
-  }
+  PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 
 absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
