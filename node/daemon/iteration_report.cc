@@ -43,17 +43,26 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     metrics->Set("skipswarm_tokens_per_second", tps);
     metrics->Add("skipswarm_micro_batches_completed_total", d.completed);
     metrics->Add("skipswarm_micro_batches_dropped_total", d.dropped);
-    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d rerouted %d %.0f tok/s",
-                                           d.loss, d.completed, d.dropped, r.server.rerouted, tps));
+    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d %.0f tok/s", d.loss,
+                                           d.completed, d.dropped, tps));
     if (!progress_file.empty()) {
       std::ofstream out(progress_file, std::ios::app);
       out << absl::StrFormat(
           "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
-          "\"rerouted\":%d,\"tokens\":%d,\"iteration_s\":%.4f,\"elapsed_s\":%.3f}\n",
+          "\"rerouted\":%d,\"rerouted_here\":%d,\"tokens\":%d,\"iteration_s\":%.4f,"
+          "\"elapsed_s\":%.3f}\n",
           node_name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed, d.dropped,
-          r.server.rerouted, d.tokens, iteration_s, elapsed_s);
+          r.server.rerouted, r.rerouted_here, d.tokens, iteration_s, elapsed_s);
     }
+  } else if (!progress_file.empty()) {
+    // A relay: only what it did itself (no loss, tokens or timings).
+    std::ofstream out(progress_file, std::ios::app);
+    out << absl::StrFormat("{\"node\":\"%s\",\"iteration\":%d,\"rerouted_here\":%d}\n",
+                           node_name, r.iteration, r.rerouted_here);
   }
+  // Every node's own re-routes, as a data node or as a relay.
+  absl::StrAppend(&line, absl::StrFormat(" | rerouted %d (total %d)", r.rerouted_here,
+                                         r.server.rerouted));
   if (!r.status.ok()) absl::StrAppend(&line, " | error: ", r.status.ToString());
   return line;
 }

@@ -1,7 +1,16 @@
 // What a daemon makes of each finished iteration (NodeTrainer's report):
 // the Prometheus gauges and counters, the one-line progress log, and the
-// JSON line a data node appends to its progress file. Shared by both
-// daemons (static --swarm and gossip) so they report alike.
+// JSON line it appends to its progress file. Shared by both daemons
+// (static --swarm and gossip) so they report alike.
+//
+// Re-routes: every node's line ends in "| rerouted N (total T)": N hops its
+// own server re-routed in this iteration (NodeIterationReport::
+// rerouted_here; as a data node or as a relay), T since it started (also
+// skipswarm_micro_batches_rerouted_total). In the progress file a data
+// node's line has "rerouted" (T, as before) and "rerouted_here" (N) beside
+// its loss and tokens; a relay's line has only node, iteration and
+// "rerouted_here", so summing "rerouted_here" over all lines counts every
+// re-route in the swarm once.
 //
 //   std::string line = ReportIteration(name, report, elapsed_s, progress_file, &metrics);
 //   std::printf("%s\n", line.c_str());

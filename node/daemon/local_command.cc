@@ -122,20 +122,24 @@ struct Child {
   double cpu_s = 0;  // user + system CPU seconds, once exited (wait4)
 };
 
+// One iteration, over the data nodes' lines.
 struct Point {
   double loss_sum = 0;
   int n = 0;
   int dropped = 0;
-  int rerouted = 0;
   double tokens = 0;
   double elapsed = 0;
 };
 
-// Parses progress.jsonl lines (flat JSON written by NodeDaemon).
-void ReadProgress(const std::string& path, std::map<int64_t, Point>& points) {
+// Parses progress.jsonl lines (flat JSON written by the daemons,
+// iteration_report.h): `points` from the data nodes' lines (the ones with a
+// loss); `rerouted` sums every node's "rerouted_here" (its own re-routes in
+// that iteration, data node or relay) over all lines.
+void ReadProgress(const std::string& path, std::map<int64_t, Point>& points, int64_t& rerouted) {
   std::ifstream in(path);
   std::string line;
   points.clear();
+  rerouted = 0;
   while (std::getline(in, line)) {
     std::map<std::string, std::string> kv;
     absl::string_view body = line;
@@ -147,19 +151,19 @@ void ReadProgress(const std::string& path, std::map<int64_t, Point>& points) {
     }
     int64_t it;
     double loss = 0, tokens = 0, elapsed = 0;
-    int dropped = 0, rerouted = 0;
+    int dropped = 0;
+    int64_t rerouted_here = 0;
+    if (absl::SimpleAtoi(kv["rerouted_here"], &rerouted_here)) rerouted += rerouted_here;
     if (!absl::SimpleAtoi(kv["iteration"], &it) || !absl::SimpleAtod(kv["loss"], &loss)) continue;
     absl::SimpleAtod(kv["tokens"], &tokens);
     absl::SimpleAtod(kv["elapsed_s"], &elapsed);
     absl::SimpleAtoi(kv["dropped"], &dropped);
-    absl::SimpleAtoi(kv["rerouted"], &rerouted);
     Point& pt = points[it];
     if (loss >= 0) {
       pt.loss_sum += loss;
       ++pt.n;
     }
     pt.dropped += dropped;
-    pt.rerouted = std::max(pt.rerouted, rerouted);
     pt.tokens += tokens;
     pt.elapsed = std::max(pt.elapsed, elapsed);
   }
@@ -364,9 +368,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         << ",\n  \"node_planner_link_costs\": "
         << (absl::GetFlag(FLAGS_local_planner_link_costs) ? "true" : "false")
         << ",\n  \"threads\": 1"
-        << (!st.empty() && st[0] == 0
-                ? absl::StrCat(",\n  \"progress_file\": ", JsonString(progress))
-                : "")
+        // Every node: relays add their own re-routes (iteration_report.h).
+        << ",\n  \"progress_file\": " << JsonString(progress)
         << (record_routes && !st.empty() && st[0] == 0
                 ? absl::StrCat(",\n  \"node_record_routes\": ",
                                JsonString(absl::StrCat(dir, "/routes/", name, ".routes")))
@@ -407,6 +410,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
 
   std::map<int64_t, Point> points;
+  int64_t rerouted = 0;  // every node's re-routes so far (ReadProgress)
   const int64_t join_at = absl::GetFlag(FLAGS_local_join_at);
   absl::Duration joiner_spawned = absl::InfiniteDuration();
   absl::Duration joined_after = absl::InfiniteDuration();  // spawn -> JOIN line
@@ -425,7 +429,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         --alive;
       }
     }
-    ReadProgress(progress, points);
+    ReadProgress(progress, points, rerouted);
     int64_t reported = points.empty() ? -1 : points.rbegin()->first;
     for (Child& c : children) {
       auto k = kills.find(c.name);
@@ -467,7 +471,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       std::printf("\r[%s%s] it %lld/%lld loss %.4f  %.0f tok/s  re-routed %d  dropped %d   ",
                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                   static_cast<long long>(reported + 1), static_cast<long long>(iterations),
-                  p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs), p.rerouted,
+                  p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs),
+                  static_cast<int>(rerouted),
                   dropped);
       std::fflush(stdout);
     }
@@ -487,7 +492,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::printf("eval snapshots: %zu steps in %s/evals (skipswarm eval --checkpoint=DIR)\n",
                 snapshots->taken().size(), dir.c_str());
   }
-  ReadProgress(progress, points);
+  ReadProgress(progress, points, rerouted);
   WriteSummary(dir, points);
   int failed = 0;
   for (const Child& c : children) {

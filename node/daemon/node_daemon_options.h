@@ -42,7 +42,7 @@ struct NodeDaemonOptions {
   // from measured links]); false: the uniform estimate, for comparisons.
   bool planner_link_costs = true;
   int path_length = 0;             // P for skipping planners; 0 = all stages
-  std::string progress_file;       // JSON line per iteration (data nodes); empty: none
+  std::string progress_file;       // JSON line per iteration (iteration_report.h); empty: none
   std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir

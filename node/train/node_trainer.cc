@@ -32,6 +32,8 @@ struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
   // callback may call Stop(). Never held by anything the callback waits on.
   absl::Mutex callback_mu;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
+  // server->stats().rerouted at the previous report (rerouted_here).
+  int64_t rerouted_reported ABSL_GUARDED_BY(mu) = 0;
   uint64_t end = 0;
   IterationCallback on_iteration;
   DoneCallback on_done;
@@ -233,6 +235,8 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
   {
     absl::MutexLock lock(&mu);
     stop = stop_requested || next >= end;
+    report.rerouted_here = report.server.rerouted - rerouted_reported;
+    rerouted_reported = report.server.rerouted;
   }
   {
     absl::MutexLock lock(&callback_mu);
@@ -259,6 +263,10 @@ NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stage
   state_->driver = driver;
   state_->group = group;
   state_->clock = clock;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->rerouted_reported = server->stats().rerouted;
+  }
   std::weak_ptr<State> weak = state_;
   group->SetStateProvider(server->self(),
                           [weak](int stage, uint64_t iteration) -> absl::StatusOr<std::string> {

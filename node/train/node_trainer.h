@@ -63,7 +63,12 @@ struct NodeIterationReport {
   uint64_t iteration = 0;
   std::optional<IterationReport> data;  // data nodes only
   std::map<int, StageStep> stages;
-  StageServerStats server;
+  StageServerStats server;  // cumulative since the server started
+  // Hops this node's server re-routed since the trainer's previous report
+  // (its first: since the trainer was made): as a data node's first hop or
+  // as a relay forwarding someone else's micro-batch. A re-route of this
+  // iteration's hop that happens after its report counts in the next one.
+  int64_t rerouted_here = 0;
   absl::Status status;  // a failed reduce or update
 };
 

@@ -87,6 +87,33 @@ TEST(TimedSwarmTest, KilledReplicaMidIterationIsRoutedAroundAndDropped) {
   EXPECT_EQ(swarm.compute(0, 0)->ParamsDigest(), swarm.compute(1, 0)->ParamsDigest());
 }
 
+// The hops to a killed stage-2 replica are sent by the stage-1 relays, so
+// the re-routes are theirs: each node's reports carry the re-routes its own
+// server made (NodeIterationReport::rerouted_here), relays included.
+TEST(TimedSwarmTest, ARelaysReRoutesAreInItsOwnReports) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o = TwoByTwo();
+  o.driver.mbs_per_iteration = 6;
+  TestSwarm swarm(o, Timed(), &data);
+  ASSERT_TRUE(swarm.Run(2));
+  swarm.KillAt(4, swarm.clock().SteadyNow() + absl::Milliseconds(60));
+  ASSERT_TRUE(swarm.Run(3)) << "an iteration hung";
+  int64_t by_relays = 0;
+  for (int n = 0; n < swarm.size(); ++n) {
+    if (!swarm.alive(n)) continue;
+    int64_t reported = 0;
+    for (const NodeIterationReport& r : swarm.reports(n)) {
+      EXPECT_GE(r.rerouted_here, 0);
+      EXPECT_LE(r.rerouted_here, r.server.rerouted);
+      reported += r.rerouted_here;
+    }
+    // Per iteration, they add up to the server's running count.
+    EXPECT_EQ(reported, swarm.reports(n).back().server.rerouted) << "node " << n;
+    if (n == 2 || n == 3) by_relays += reported;  // the stage-1 relays
+  }
+  EXPECT_GT(by_relays, 0);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 

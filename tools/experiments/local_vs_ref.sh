@@ -59,11 +59,11 @@ dropped = rerouted = 0
 for line in open(sys.argv[1]):
     p = json.loads(line)
     dropped += p.get("dropped", 0)
-    rerouted = max(rerouted, p.get("rerouted", 0))
-print(f"swarm: {dropped} micro-batches dropped, {rerouted} re-routed by the data nodes (cumulative max)")
+    # Every node's own re-routes per iteration, relays included (iteration_report.h).
+    rerouted += p.get("rerouted_here", 0)
+print(f"swarm: {dropped} micro-batches dropped, {rerouted} hops re-routed by all nodes")
 PY
-# progress.jsonl counts only the data nodes' own re-routes; a relay that re-routes a hop
-# logs it (stage_server_send.cc "re-routed (REASON)").
+# Cross-check: every re-route is also logged (stage_server_send.cc "re-routed (REASON)").
 echo "swarm: $(cat "$OUT"/local/logs/*.err | grep -c 're-routed (' || true) hops re-routed in all nodes' logs"
 
 # --threads=1 as the launcher gives every node: the same summation order, and on a
