@@ -110,13 +110,24 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metric
     return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", host, ":", port));
   }
   httplib::Server* raw = s->server_.get();
-  s->thread_ = std::thread([raw] { raw->listen_after_bind(); });
+  std::atomic<bool>* returned = &s->listen_returned_;
+  s->thread_ = std::thread([raw, returned] {
+    raw->listen_after_bind();
+    returned->store(true);
+  });
   return s;
 }
 
+// httplib's stop() does nothing until the listen loop has begun
+// (is_running()), so a server destroyed right after Start (a daemon whose
+// start-up fails a step later) stayed listening and the join never
+// returned. Wait for the loop to begin, or to have ended on its own; it
+// begins as soon as the thread runs, so the wait is a few microseconds.
 MetricsServer::~MetricsServer() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  while (!server_->is_running() && !listen_returned_.load()) std::this_thread::yield();
+  server_->stop();
+  thread_.join();
 }
 
 }  // namespace skipswarm::node

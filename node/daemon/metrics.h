@@ -15,6 +15,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_METRICS_H_
 #define SKIPSWARM_NODE_DAEMON_METRICS_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,6 +83,7 @@ class MetricsServer {
   MetricsServer() = default;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};  // set by thread_ when its loop ends
   int port_ = 0;
 };
 

@@ -25,6 +25,17 @@ TEST(MetricsTest, RendersTextFormatAndServesIt) {
   EXPECT_EQ(res->body, text);
 }
 
+// A daemon whose start-up fails right after the metrics server started
+// destroys it at once: httplib's stop() used to be a no-op before the listen
+// loop began, and the destructor's join never returned (the test timed out).
+TEST(MetricsTest, ServerDestroyedRightAfterStartShutsDown) {
+  Metrics m;
+  for (int i = 0; i < 50; ++i) {
+    auto server = MetricsServer::Start(&m, "127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+  }
+}
+
 TEST(MetricsTest, RendersHistogramsAndCounters) {
   Metrics m;
   m.SetHistogram("skipswarm_hop_latency_seconds", {{0.01, 0.1}, {2, 3}, 4, 1.25});
