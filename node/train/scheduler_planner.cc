@@ -200,7 +200,8 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 }
 
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const PlanningCosts& costs, absl::Time now) {
+                                 const PlanningCosts& costs) {
+  const absl::Time now = costs.clock != nullptr ? costs.clock->Now() : absl::InfinitePast();
   const size_t n = members.size();
   std::vector<double> hops(n * n, costs.hop_s);
   if (!costs.link_costs) return hops;
@@ -293,9 +294,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   absl::StatusOr<scheduler::TopologyView> topo =
       scheduler::TopologyView::Create(
           shape, nodes,
-          PlanningHops(members, view, options_.costs,
-                       options_.costs.clock != nullptr ? options_.costs.clock->Now()
-                                                       : absl::InfinitePast()));
+          PlanningHops(members, view, options_.costs));
   if (!topo.ok()) return topo.status();
   for (size_t v = 0; v < n; ++v) {
     if (view.IsAlive(members[v].id)) continue;

@@ -110,12 +110,11 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
 // The symmetric hop matrix (row-major, members.size()^2) the planner gives
 // the scheduler for `members` under `view`'s links (Note [Planning from
 // measured links]); uniform costs.hop_s when no link is measured. A
-// throughput measured before `now` - costs.throughput_ttl counts as
-// unknown (InfinitePast: none ages). Reads hop_s, bytes_per_mb, link_costs
-// and throughput_ttl, not costs.clock (the caller's `now`). The one hop
-// cost of the daemons: SchedulerRouteRepairer uses it too.
+// throughput measured more than costs.throughput_ttl before costs.clock's
+// Now() counts as unknown (no clock: none ages). The one hop cost of the
+// daemons: SchedulerRouteRepairer uses it too.
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
-                                 const PlanningCosts& costs, absl::Time now);
+                                 const PlanningCosts& costs);
 
 class SchedulerPlanner final : public RoutePlanner {
  public:

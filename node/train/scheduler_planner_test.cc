@@ -417,8 +417,8 @@ TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatch
   // Just past the TTL: planned as if nothing were known of its throughput,
   // i.e. at the median, as fast as the others: the plan of all_fast.
   clock.Advance(absl::Seconds(2));
-  EXPECT_EQ(PlanningHops(members, view, o.costs, clock.Now()),
-            PlanningHops(members, all_fast, o.costs, clock.Now()));
+  EXPECT_EQ(PlanningHops(members, view, o.costs),
+            PlanningHops(members, all_fast, o.costs));
   const int aged = slow_mbs(view);
   EXPECT_EQ(aged, slow_mbs(all_fast));
   EXPECT_GE(aged, 12);
@@ -429,11 +429,11 @@ TEST(SchedulerPlannerTest, AnAvoidedLinksOldThroughputAgesOutAndItGetsMicroBatch
     view.MeasureAt("s1a", d, 0.02, 10e6, clock.Now());
   }
   EXPECT_EQ(slow_mbs(view), fresh);
-  // Without a clock (the simulator, static lists) Plan passes InfinitePast:
+  // Without a clock (the simulator, static lists):
   // nothing ages.
   o.costs.clock = nullptr;
-  EXPECT_NE(PlanningHops(members, view, o.costs, absl::InfinitePast()),
-            PlanningHops(members, all_fast, o.costs, absl::InfinitePast()));
+  EXPECT_NE(PlanningHops(members, view, o.costs),
+            PlanningHops(members, all_fast, o.costs));
   RecordProperty("fresh_slow_mbs_of_32", fresh);
   RecordProperty("aged_slow_mbs_of_32", aged);
 }
@@ -445,7 +445,7 @@ TEST(SchedulerPlannerTest, AsymmetricSamplesPlanTheSlowerDirectionBothWays) {
   MeasureAll(&view, 0.02, 100e6);
   for (const char* d : {"d0", "d1"}) view.Measure("s1a", d, 0.2, 10e6);  // s1a's upload
   const PlanningCosts c = LinkAwareOptions().costs;
-  const std::vector<double> hops = PlanningHops(view.Members(), view, c, absl::InfinitePast());
+  const std::vector<double> hops = PlanningHops(view.Members(), view, c);
   const size_t n = members.size();
   std::map<common::NodeId, size_t> index;
   for (size_t i = 0; i < n; ++i) index[view.Members()[i].id] = i;
@@ -482,7 +482,7 @@ TEST(SchedulerPlannerTest, AnUnmeasuredLinkCostsTheMedianMeasuredOne) {
   view.Measure("s1b", "s2b", -1, 200e6);
   const SchedulerPlannerOptions o = LinkAwareOptions();
   const std::vector<PeerInfo> sorted = view.Members();
-  const std::vector<double> hops = PlanningHops(sorted, view, o.costs, absl::InfinitePast());
+  const std::vector<double> hops = PlanningHops(sorted, view, o.costs);
   const size_t n = sorted.size();
   auto at = [&](const std::string& x, const std::string& y) {
     size_t u = 0, v = 0;
@@ -533,7 +533,7 @@ TEST(SchedulerPlannerTest, UnknownLinksPlanExactlyAsUniformHops) {
     }
   }
   SchedulerPlannerOptions o = LinkAwareOptions();
-  const std::vector<double> hops = PlanningHops(members, unknown, o.costs, absl::InfinitePast());
+  const std::vector<double> hops = PlanningHops(members, unknown, o.costs);
   for (double h : hops) EXPECT_EQ(h, o.costs.hop_s);
   for (int path_length : {0, 4}) {
     o.path_length = path_length;
@@ -569,11 +569,10 @@ TEST(SchedulerPlannerTest, LinkMeasurementsAFewPercentApartPlanIdentically) {
       b.MeasureIds(x.id, y.id, rtt * noise(rng), bps * noise(rng));
     }
   }
-  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions().costs, absl::InfinitePast()),
-            PlanningHops(members, b, LinkAwareOptions().costs, absl::InfinitePast()));
-  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions().costs, absl::InfinitePast()),
-            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions().costs,
-                         absl::InfinitePast()));
+  EXPECT_EQ(PlanningHops(members, a, LinkAwareOptions().costs),
+            PlanningHops(members, b, LinkAwareOptions().costs));
+  EXPECT_NE(PlanningHops(members, a, LinkAwareOptions().costs),
+            PlanningHops(members, StaticSwarmView(members), LinkAwareOptions().costs));
   for (int path_length : {0, 4}) {
     SchedulerPlannerOptions o = LinkAwareOptions();
     o.path_length = path_length;

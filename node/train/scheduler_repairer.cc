@@ -32,8 +32,7 @@ std::vector<double> HopTable(const std::vector<PeerInfo>& members, const SwarmVi
   const size_t n = members.size();
   const PlanningCosts& costs = options.costs;
   if (!options.hop_s_of) {
-    return PlanningHops(members, view, costs,
-                        costs.clock != nullptr ? costs.clock->Now() : absl::InfinitePast());
+    return PlanningHops(members, view, costs);
   }
   std::vector<double> hops(n * n, costs.hop_s);
   for (size_t i = 0; i < n; ++i) {
