@@ -18,8 +18,8 @@
 // not connected yet (first contact, or after the peer went away) gets at
 // least kConnectBudget instead of `timeout`, because TCP + the TLS handshake
 // on a loaded machine can take longer than a 120 ms probe timeout, and a
-// probe lost to it made SWIM suspect a healthy member (measured: the false
-// DEADs of a loaded 12-node loopback start, membership/README.md). A refused
+// probe lost to it made SWIM suspect a healthy member (the false DEADs of a
+// loaded 12-node loopback start, membership/README.md). A refused
 // connection still fails at once; calls on a connected channel keep
 // `timeout`.
 //

@@ -527,7 +527,8 @@ void Membership::Impl::JoinRound(std::shared_ptr<JoinState> join) {
                            ? status.ToString()
                            : absl::StrCat(join->addresses[i], ": ",
                                           status.ToString());
-                   // STYLE rule 4: these codes mean "do not retry".
+                   // Codes that mean "do not retry" (docs/ARCHITECTURE.md
+                   // "Conventions").
                    const bool permanent =
                        absl::IsFailedPrecondition(status) ||
                        absl::IsPermissionDenied(status) ||

@@ -40,10 +40,9 @@
 // * A suspect that talks is slow, not dead: a request from the suspect
 //   itself (its sender id is authenticated) postpones our verdict until it
 //   has been silent for `min`, never past start + max. A crashed member
-//   sends nothing, so its detection does not change. Measured effect is
-//   small: with loopback_swarm --slow_every_seconds=20 (handlers 1.5 s late
-//   for 1 s) 13 verdicts in 3 of 28 episodes with it, 12 in 2 without,
-//   because a slow member reaches only a few others within a second.
+//   sends nothing, so its detection does not change. Its effect is small
+//   (membership/README.md), because a slow member reaches only a few
+//   others within a second.
 // * Buddy system: whoever raises or confirms a suspicion tells the suspect
 //   directly, with a deadline as long as the suspicion itself, so a suspect
 //   that was merely slow answers with its refutation as soon as it runs.

@@ -1,4 +1,4 @@
-// A consistent snapshot of one node's picture of the swarm (DESIGN.md §1
+// A consistent snapshot of one node's picture of the swarm (docs/DESIGN.md §1
 // "view"): who is a member and in what state, what each hosts, how fast it
 // computes, and the measured links between members. Planners take a View;
 // two nodes whose views have the same digest() plan from the same swarm.

@@ -19,9 +19,8 @@
 // (removal experiments) and models trained without skipping (r_t = S - 1)
 // run unscaled, so the scale is 1 whenever the route is no deeper than the
 // training routes; nothing is amplified. Training and the swarm are not
-// affected: this is evaluation only. Measured on the 2,000-iteration
-// skip-33% model of 2026-12-02 (full route, 3 of 5 stages in training):
-// scale 1 -> 1.7122, 0.8 -> 1.7003, 0.6 (= 3/5) -> 1.6981, 1.2 -> 1.7295.
+// affected: this is evaluation only. The losses at other scales (the rule
+// is not a tuned value) are in model/README.md.
 //
 // Thread rule: thread-compatible (uses the pipeline).
 #ifndef SKIPSWARM_MODEL_EVALUATE_H_

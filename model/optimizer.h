@@ -1,6 +1,6 @@
 // Optimiser pieces shared by the reference trainer and the node daemon:
 // AdamW with warm-up + cosine learning rate, gradient-norm clipping, and
-// gradient weighting by micro-batch visit counts (DESIGN.md §6).
+// gradient weighting by micro-batch visit counts (docs/DESIGN.md §6).
 //
 //   StageOptimizer opt(executor->module(), options);
 //   ... run MBs through the executor; node: average FlattenGradients() over

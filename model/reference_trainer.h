@@ -1,5 +1,5 @@
 // ReferenceTrainer: single-process training of the staged model with the
-// swarm's semantics (DESIGN.md §6), the yardstick a distributed run must
+// swarm's semantics (docs/DESIGN.md §6), the yardstick a distributed run must
 // match. Each iteration injects mbs_per_iteration micro-batches, each along
 // its own route (the full pipeline, or a random skip route with ratio k,
 // the iteration's routes balanced over the stages),
@@ -42,7 +42,7 @@ struct TrainerOptions {
   // true (default): the skip routes of an iteration are drawn together with
   // balanced visit counts (BalancedSkipRoutes, Note [Balanced skip routes]),
   // as the swarm's planner balances them; false: each MB's route is drawn on
-  // its own (RandomSkipRoute), the behaviour before 2026-12-02.
+  // its own (RandomSkipRoute), the former behaviour, kept for comparisons.
   bool balanced_routes = true;
   uint64_t seed = 1;       // data order and routes
 };

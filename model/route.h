@@ -1,4 +1,4 @@
-// Routes: the order in which a micro-batch visits stages (DESIGN.md §1).
+// Routes: the order in which a micro-batch visits stages (docs/DESIGN.md §1).
 //
 //   std::vector<int> route = {0, 1, 3, 2, 5};    // skips 4, swaps 3 and 2
 //   SS_RETURN_IF_ERROR(ValidateRoute(route, /*num_stages=*/6));
@@ -21,7 +21,7 @@
 namespace skipswarm::model {
 
 // Optional policy limits; negative means unlimited. The scheduler owns the
-// policy; DesignDefaults() are DESIGN.md's (2 adjacent swaps, jumps <= 4).
+// policy; DesignDefaults() are docs/DESIGN.md §1's (2 adjacent swaps, jumps <= 4).
 struct RouteLimits {
   int max_swaps = -1;         // visits to a stage below the highest so far
   bool adjacent_swaps = false;  // a swap must go exactly one below the highest
@@ -54,7 +54,7 @@ std::vector<int> RandomSkipRoute(int num_stages, double skip_ratio, common::Rand
 // set, any two non-zero stages' visit counts differ by at most one, so when
 // num_routes * (P - 1) >= num_stages - 1 every stage is visited (and steps)
 // in the iteration. Which stages get the extra visits is uniform. The
-// skippipe planner balances visits the same way (DESIGN.md §4).
+// skippipe planner balances visits the same way (docs/DESIGN.md §5).
 std::vector<std::vector<int>> BalancedSkipRoutes(int num_stages, double skip_ratio,
                                                  int num_routes, common::Random& rng);
 

@@ -1,5 +1,5 @@
 // StageExecutor: runs one pipeline stage one hop at a time, as the node
-// daemon drives it (DESIGN.md §3 "Compute").
+// daemon drives it (docs/DESIGN.md §3 "Compute").
 //
 // Forward keeps what the backward needs, keyed by a micro-batch id chosen
 // by the caller (unique among in-flight MBs of this executor); Backward
@@ -19,7 +19,7 @@
 // exception is caught: errors come back as absl::Status.
 //
 // Thread rule: thread-compatible. One caller at a time (a node serves one
-// task at a time, DESIGN.md §5); wrap it in a lock otherwise.
+// task at a time, docs/DESIGN.md §5); wrap it in a lock otherwise.
 #ifndef SKIPSWARM_MODEL_STAGE_EXECUTOR_H_
 #define SKIPSWARM_MODEL_STAGE_EXECUTOR_H_
 

@@ -1,4 +1,4 @@
-// StageModule: the parameters and maths of one pipeline stage (DESIGN.md §1).
+// StageModule: the parameters and maths of one pipeline stage (docs/DESIGN.md §1).
 //
 //   Stage 0 (data stage): token embedding, blocks [StageBlocks(0)], and the
 //     final RMSNorm + LM head + loss (the "tail", run at the end of a route).

@@ -2,7 +2,7 @@
 //
 // Each module that owns a subcommand provides a `common::cli::Command`; this
 // file only lists them. `main` is the one place that picks concrete
-// implementations (STYLE.md rule 1), and the commands do that in their run
+// implementations (docs/DESIGN.md §2), and the commands do that in their run
 // functions.
 #include <iostream>
 #include <vector>

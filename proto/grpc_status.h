@@ -1,6 +1,6 @@
 // Conversion between grpc::Status and absl::Status. Both use the same
 // canonical codes; messages are kept. Every gRPC boundary in SkipSwarm goes
-// through these two functions (STYLE.md rule 6).
+// through these two functions (docs/ARCHITECTURE.md "Conventions").
 #ifndef SKIPSWARM_PROTO_GRPC_STATUS_H_
 #define SKIPSWARM_PROTO_GRPC_STATUS_H_
 

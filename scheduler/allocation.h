@@ -1,4 +1,4 @@
-// Node -> stage allocation (DESIGN.md §5): on formation, on every join, and
+// Node -> stage allocation (docs/DESIGN.md §5): on formation, on every join, and
 // when a stage becomes the bottleneck.
 //
 // Throughput model. Every non-zero stage must serve an equal share of the
@@ -72,7 +72,7 @@ struct StageMove {
 std::optional<StageMove> SuggestRebalance(const TopologyView& view,
                                           double ratio = 0.8);
 
-// Note [Stage rebalancing] (issue 6; a Petals-like balance rule): every
+// Note [Stage rebalancing] (a Petals-like balance rule): every
 // non-data stage's throughput is the sum of its replicas' measured speeds
 // (StageCapacities); the swarm runs at its bottleneck, the minimum. A
 // replica of another stage moves to a new stage only if, after the move,

@@ -1,4 +1,4 @@
-// Cost model and discrete-event iteration evaluator (DESIGN.md §5).
+// Cost model and discrete-event iteration evaluator (docs/DESIGN.md §5).
 //
 // Cost model. Forward of one MB on node v: c_v = t_v x layers x samples
 // (TopologyView::forward_s). Backward: 1.5 c_v. Loss + head at the origin:

@@ -1,4 +1,4 @@
-// Route planners behind one interface, chosen by name (DESIGN.md §5).
+// Route planners behind one interface, chosen by name (docs/DESIGN.md §5).
 //
 //   SS_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner,
 //                       CreatePlanner("skippipe"));

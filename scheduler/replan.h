@@ -1,4 +1,4 @@
-// Incremental re-planning when a node dies (DESIGN.md §5, "Decentralised").
+// Incremental re-planning when a node dies (docs/DESIGN.md §5, "Decentralised").
 //
 //   // Between iterations: gossip says node 7 is dead.
 //   SS_ASSIGN_OR_RETURN(ReplanResult r,

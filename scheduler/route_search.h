@@ -12,7 +12,7 @@
 //
 // Cost of a route o, v1..v_{P-1}, o:
 //   RouteLatency (2.5 c_o + 0.25 c_o + sum_{v != o} 2.5 c_v + 2 sum d(edges),
-//   the contention-free latency of DESIGN.md §5) + sum_{v != o} penalty_v.
+//   the contention-free latency of docs/DESIGN.md §5) + sum_{v != o} penalty_v.
 //
 //   RouteSearcher searcher(view, workload);
 //   RouteSearcher::Query q;                 // no penalties: fastest route

@@ -9,7 +9,7 @@
 //   std::vector<double> hops(n * n, 0.05);      // seconds per micro-batch hop
 //   SS_ASSIGN_OR_RETURN(TopologyView view,
 //                       TopologyView::Create(model, nodes, hops));
-//   double c = view.forward_s(3);                // c_v of DESIGN.md §5
+//   double c = view.forward_s(3);                // c_v of docs/DESIGN.md §5
 //
 // Nodes are addressed by their dense index 0..num_nodes()-1 everywhere in
 // scheduler/ (routes, evaluations); NodeSpec::id maps back to the swarm.

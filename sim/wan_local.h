@@ -1,4 +1,4 @@
-// WAN emulation of a simulation scenario with the real daemons (issue 7):
+// WAN emulation of a simulation scenario with the real daemons:
 // `skipswarm local --wan=SCENARIO` runs one `skipswarm node` process per
 // scenario node on loopback, over real gRPC, each with its pipeline
 // transport wrapped in a ShapingTransport (node/transport/wan_table.h) that

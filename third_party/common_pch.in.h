@@ -3,8 +3,7 @@
 // per build into a GCC precompiled header (third_party:common_pch; tests
 // get third_party:test_pch, the same list plus GoogleTest, built at the
 // tests' -O1). Targets without `torch = True` start from it in opt builds
-// (bazel/defs.bzl): ~0.6 s less per library TU and ~1 s less per test TU
-// on our 2-core machines, for ~0.2 s to load it.
+// (bazel/defs.bzl); what it saves per TU is in third_party/README.md.
 //
 // Contract: only system headers here, never our own (a change to one of
 // ours would rebuild everything). Every TU must still include what it uses:

@@ -2,7 +2,7 @@
 // once per build into a GCC precompiled header (third_party:torch_pch).
 // Targets built with `torch = True` (bazel/defs.bzl) get it through
 // `-include third_party/torch_pch.h`, which cuts each such compile by about
-// half (libtorch's headers cost ~8 s per TU on our 2-core machines).
+// half (third_party/README.md).
 //
 // Contract: only system headers here, never our own (a change to them would
 // rebuild every torch TU). GCC uses the .gch only when the compile's flags

@@ -1,4 +1,4 @@
-// StageCompute: the node's compute seam (DESIGN.md §3 "Compute"). The stage
+// StageCompute: the node's compute seam (docs/DESIGN.md §3 "Compute"). The stage
 // server and the data-node driver run every forward, tail and backward of a
 // micro-batch through this interface and never touch libtorch, so the same
 // node code runs with real maths (TorchStageCompute, torch_stage_compute.h)
@@ -23,7 +23,7 @@
 // Gradients accumulate as a sum over the MBs this replica processed (each
 // MB's loss is its token mean, unscaled); visits() counts completed
 // backwards. Dividing the replicas' summed gradients by their summed visits
-// is the visit-weighted average of DESIGN.md §6 (Note [Visit weighting] in
+// is the visit-weighted average of docs/DESIGN.md §6 (Note [Visit weighting] in
 // model/optimizer.h); clipping is per stage, as in the reference trainer.
 //
 // Thread rule: implementations are thread-safe, but the node issues one

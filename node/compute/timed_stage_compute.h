@@ -1,5 +1,5 @@
 // TimedStageCompute: a StageCompute with no maths. Every task completes
-// after its modelled duration on the injected clock (DESIGN.md §5 cost
+// after its modelled duration on the injected clock (docs/DESIGN.md §5 cost
 // model: forward c, backward 1.5 c, tail 0.25 c), and outputs are dummy
 // payloads of a configured size so transports and shapers see realistic
 // byte counts. The simulator runs hundreds of real nodes on it.

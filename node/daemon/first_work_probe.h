@@ -1,6 +1,6 @@
 // FirstWorkProbe: a StageCompute decorator that notes when the node's first
 // micro-batch task completes here (a forward, then its backward), for a
-// joiner's time-to-first-useful-work (issue 6 acceptance), and, with a
+// joiner's time-to-first-useful-work (node/daemon/README.md), and, with a
 // clock, times every forward and backward task (call -> done) for the
 // node's measured compute speed (speed_reports.h). Everything else is
 // forwarded unchanged.

@@ -1,4 +1,4 @@
-// GossipDaemon: `skipswarm node` in a gossip swarm (issue 6): training peers
+// GossipDaemon: `skipswarm node` in a gossip swarm: training peers
 // come from membership/ (SWIM over mutual-TLS gRPC) instead of a static
 // --swarm list (NodeDaemon, node_daemon.h, which stays for static and WAN
 // experiment swarms).

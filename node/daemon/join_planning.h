@@ -1,5 +1,5 @@
 // What a joiner decides from its membership View before it trains
-// (issue 6 "joining a stage"): which stage to host (the scheduler's
+// (docs/DESIGN.md §5 "Allocation"): which stage to host (the scheduler's
 // allocation: the stage whose capacity its speed raises most, weakest
 // first), and which live replicas to fetch that stage's state from.
 //

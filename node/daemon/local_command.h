@@ -21,7 +21,7 @@
 
 namespace skipswarm::node {
 
-// WAN emulation (`skipswarm local --wan=SCENARIO`, issue 7). Scenarios are
+// WAN emulation (`skipswarm local --wan=SCENARIO`). Scenarios are
 // sim/'s, and node/ may not depend on sim/, so node/commands.cc hands the
 // launcher a hook made by sim/ (sim/wan_local.h) that lays the swarm out.
 struct LocalNodePlan {

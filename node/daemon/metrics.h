@@ -1,5 +1,5 @@
-// Prometheus text metrics for the daemon (DESIGN.md, issue 5 "Config and
-// observability"): a tiny registry of gauges and counters rendered in the
+// Prometheus text metrics for the daemon (docs/ARCHITECTURE.md
+// "Observability"): a tiny registry of gauges and counters rendered in the
 // text exposition format, and an HTTP server (cpp-httplib) for /metrics.
 //
 //   Metrics m;

@@ -46,7 +46,7 @@ struct NodeDaemonOptions {
   std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
-  // WAN emulation and bandwidth caps (issue 7, node/transport/wan_table.h):
+  // WAN emulation and bandwidth caps (node/transport/wan_table.h):
   // when wan_table is set or a cap is > 0, the pipeline transport is
   // wrapped in a ShapingTransport. wan_table: this node's region and the
   // link table (all members by name); time_scale k: latencies / k,

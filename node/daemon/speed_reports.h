@@ -1,5 +1,5 @@
-// What a daemon measures about itself for the planners (issue 6 "link
-// probing"; DESIGN.md §5): its compute speed, from the timings of its own
+// What a daemon measures about itself for the planners (docs/DESIGN.md
+// §5 "Cost model"): its compute speed, from the timings of its own
 // forward and backward tasks, and the speed of its pipeline hops, from the
 // frames it sends. Both go into membership (the record's
 // seconds_per_layer_per_sample; Membership::ReportTransfer for the link

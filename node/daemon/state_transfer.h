@@ -1,7 +1,8 @@
-// State transfer to a joining replica (DESIGN.md §4 StageService.FetchState,
-// issue 6 "joining a stage"): weights AND optimiser state of one stage, as
-// the stage's checkpoint bytes, chunked (<= 1 MiB), every chunk with its
-// CRC-32C and the SHA-256 of the whole, resumable from a byte offset.
+// State transfer to a joining replica (docs/DESIGN.md §4
+// StageService.FetchState; §5 "Allocation"): weights AND optimiser state
+// of one stage, as the stage's checkpoint bytes, chunked (<= 1 MiB), every
+// chunk with its CRC-32C and the SHA-256 of the whole, resumable from a
+// byte offset.
 //
 // Source side (every daemon runs one StateServer, advertised as the
 // record's 4th address, Note [Daemon records] in training_members.h):

@@ -1,6 +1,6 @@
-// The static swarm description a daemon starts from (until gossip, issue 6,
-// discovers peers): one entry per node, the same list in every node's
-// config, and --name picks this node's entry.
+// The static swarm description a daemon starts from (static mode; a gossip
+// swarm discovers its peers instead): one entry per node, the same list in
+// every node's config, and --name picks this node's entry.
 //
 //   Entry:  NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR[/NODE_ID]   STAGES: "0", "1+2"
 //   e.g.    --swarm=d0/0/127.0.0.1:7400/127.0.0.1:7401,r1/1/127.0.0.1:7402/127.0.0.1:7403

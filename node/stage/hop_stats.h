@@ -1,5 +1,5 @@
-// HopStats: what a node observes of its hops (DESIGN.md §5 "Deadlines
-// adapt to observed hop times"; issue 5 observability): per-peer ack
+// HopStats: what a node observes of its hops (docs/DESIGN.md §5 "Deadlines
+// adapt to observed hop times"; the daemon's metrics): per-peer ack
 // latencies (send -> the peer's admission ack), from which each frame's ack
 // deadline is derived, a latency histogram, and per-peer bytes sent and
 // received.

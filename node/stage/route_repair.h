@@ -1,5 +1,5 @@
 // RouteRepairer: how the node holding a micro-batch chooses the rest of its
-// route when the next hop fails (DESIGN.md §5 "Decentralised"): a
+// route when the next hop fails (docs/DESIGN.md §5 "Decentralised"): a
 // connection error, an ack deadline (HopStats), a peer the view marks dead,
 // or a refusal for memory (RESOURCE_EXHAUSTED). The StageServer asks its
 // repairer and rewrites header.route after its own hop; every later frame

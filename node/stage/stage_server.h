@@ -1,4 +1,4 @@
-// StageServer: a node's micro-batch engine (DESIGN.md §1, §4, §5). It
+// StageServer: a node's micro-batch engine (docs/DESIGN.md §1, §4, §5). It
 // admits frames from the transport within the node's memory slots, runs one
 // compute task at a time (backward before forward), sends each result to
 // the next hop of the route carried in the frame header, keeps a
@@ -32,13 +32,8 @@
 // of the MB); among equal priorities a backward or tail before a forward,
 // then arrival order. A forward also needs a free memory slot. Note
 // [Dispatch at the end of the instant] (stage_server.cc) completes the
-// match. On the simulator's real-node backend (`skipswarm sim
-// --sim_backend=nodes --sim_iterations=1`, 2026-12-02), iteration seconds
-// before -> after priorities + end-of-instant dispatch (simulator's own
-// evaluator in brackets): gcp12-42 skippipe 32.41 -> 31.25 (29.87),
-// pipeline 42.82 -> 44.36 (44.36); gcp20 skippipe 32.70 -> 32.92 (32.48),
-// pipeline 76.91 -> 80.87 (80.87); small-static skippipe 5.62 -> 5.62
-// (5.01). The remaining skippipe gap is not explained yet.
+// match. What the order changed on the simulator's real-node backend is in
+// node/stage/README.md.
 //
 // Note [Hop failures]: a forward frame whose send fails with a
 // retry-elsewhere ack (UNAVAILABLE: stream broke or peer gone;
@@ -49,15 +44,9 @@
 // completion, or a skip if allow_skip), at most max_reroutes times per MB.
 // Otherwise the MB is dropped here and the hops before are told (Note
 // [Abort notices]). Every re-route and drop is counted by reason in
-// StageServerStats and logged. Measured 2026-12-02 on loopback (12
-// `skipswarm node` processes, default deadlines, 2-core box at load ~10):
-// SIGKILL of a replica -> first re-routed MB 121, 111 and 59 ms for three
-// kills (kills.log vs the first "re-routed" log line), every iteration
-// completing; the streams break at once (UNAVAILABLE), later MBs skip the
-// dead peer without sending ("peer_dead"):
-//   skipswarm local --local_dir=/tmp/ssl1 --local_iterations=60
-//     --kill=s2r1@15,s3r0@30,s4r1@45 --layers=6 --d_model=64 --heads=4
-//     --ffn=128 --seq_len=32 --samples_per_mb=2 --threads=1
+// StageServerStats and logged. After a SIGKILL of a replica the streams
+// break at once (UNAVAILABLE) and later MBs skip the dead peer without
+// sending ("peer_dead"); how fast, measured: node/stage/README.md.
 //
 // Admission: a forward frame needs a memory slot to run; up to
 // max_queued_forwards more may wait for one; beyond that it is refused with
@@ -177,7 +166,7 @@ class StageServer {
   // here; later frames for it are refused. No OnFinished is sent for it.
   void Abandon(uint64_t iteration, uint64_t mb);
 
-  // Iteration boundary (after the barrier, DESIGN.md §1): EndIteration
+  // Iteration boundary (after the barrier, docs/DESIGN.md §1): EndIteration
   // refuses further frames of `iteration` and earlier, drops what is left of
   // their MBs (counted; these are lost MBs), pauses dispatching, and runs
   // `quiesced` (never inline) once no compute task is running, so the

@@ -1,4 +1,4 @@
-// DataNodeDriver: runs a data node's side of one iteration (DESIGN.md §1):
+// DataNodeDriver: runs a data node's side of one iteration (docs/DESIGN.md §1):
 // plans the routes of its M micro-batches, injects them into the local
 // StageServer as memory slots allow, collects each MB's loss at the tail and
 // its end (backward done, or dropped), and reports the iteration.

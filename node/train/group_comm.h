@@ -1,8 +1,9 @@
 // GroupComm: what the nodes of a swarm say to each other at an iteration
-// boundary (DESIGN.md §1, §6): a barrier ("every live data node finished
+// boundary (docs/DESIGN.md §1, §6): a barrier ("every live data node finished
 // iteration i") and, per stage, an all-reduce of the replicas' gradient
 // sums and visit counts. Implementations: InProcessGroupHub (tests, the
-// simulator); a gRPC one over StageService.PushGradients is to come.
+// simulator, inproc_group.h) and GrpcGroupComm (daemons, over
+// StageService.PushGradients, grpc_group.h).
 //
 //   group->Barrier(it, self, /*data_node=*/true, [&](absl::Status s) {
 //     group->AllReduce(it, stage, {self, sum.flat, sum.visits, digest},

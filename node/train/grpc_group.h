@@ -28,15 +28,8 @@
 // redoes a smaller round its peers restarted (ShardedReduce::
 // SmallerRoundWaiting), so no survivor waits forever.
 //
-// Figures (group_benchmark: R replicas in one process on loopback, 16 MB
-// of float32 per replica, all sharing this 2-core box at load 8-14, so
-// only the wire volume is a firm result): bytes on the wire per replica per
-// reduce 1.0 / 1.33 / 1.5 x the gradient for R = 2 / 3 / 4 (all-to-all
-// before: 1 / 2 / 3 x; checked in sharded_reduce_test). Median wall time
-// per all-reduce, two interleaved runs each, sharded vs the all-to-all it
-// replaced: R=2 133-348 vs 122-226 ms, R=3 207-426 vs 406-417 ms, R=4
-// 355-642 vs 727-1056 ms; that is 46-121 / 38-77 / 25-45 MB/s of gradient
-// averaged for R = 2 / 3 / 4 (all-to-all: 71-131 / 38-39 / 15-22 MB/s).
+// Bytes on the wire per replica per reduce: 2 (R-1)/R x the gradient
+// (checked in sharded_reduce_test; measured figures: node/train/README.md).
 // Shards are sized by the members' uplink figures (Note [Shard layout] in
 // sharded_reduce.h): each member puts its figure in its reduce-scatter
 // pushes, every member gets all of them back with the reduced shards, and
@@ -48,16 +41,9 @@
 // in flight (pushes to different peers overlap on one uplink), smoothed
 // over rounds (half old, half new). Like the pipeline's hop throughput
 // (node/daemon/speed_reports.h) it is a lower bound: a push ends at the
-// receiver's ack. 3 replicas at 10/10/2 MB/s uplinks: on the simulated
-// clock (sharded_reduce_test TimedRound...) 10.67 s per 16 MB round with
-// equal shards, 8.73 s sized (1.22x); over gRPC on loopback with pushes
-// paced to those uplinks (group_benchmark BM_GrpcAllReduceShaped, 4 MiB,
-// figures measured by the members themselves, 2 x 3 rounds, load 5-7):
-// 2817 / 2818 ms equal vs 2311 / 2320 ms sized (1.22x; the slow member's
-// uplink carries (1 + (R-2) s/n) n: 2.80 s vs 2.29 s predicted).
-//   bazel build //node/train:group_benchmark
-//   bazel-bin/node/train/group_benchmark --benchmark_repetitions=3
-//       --benchmark_report_aggregates_only=true
+// receiver's ack. What sized shards gain (sharded_reduce_test TimedRound*
+// on the simulated clock, group_benchmark BM_GrpcAllReduceShaped over
+// gRPC): node/train/README.md.
 //
 // Note [Barrier message]: the iteration barrier rides the same RPC: a data
 // node that finished iteration i pushes one empty GradientChunk with

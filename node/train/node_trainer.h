@@ -1,4 +1,4 @@
-// NodeTrainer: one node's iteration loop (DESIGN.md §1, §6), the same on
+// NodeTrainer: one node's iteration loop (docs/DESIGN.md §1, §6), the same on
 // data nodes and relays:
 //
 //   data node: driver.RunIteration(i) ──┐

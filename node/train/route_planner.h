@@ -1,5 +1,5 @@
 // RoutePlanner: how a data node chooses the routes of its micro-batches for
-// one iteration, from its current SwarmView (DESIGN.md §5: every data node
+// one iteration, from its current SwarmView (docs/DESIGN.md §5: every data node
 // plans its own iteration, deterministically, and the route rides in every
 // frame header).
 //

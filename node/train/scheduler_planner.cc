@@ -36,7 +36,7 @@ namespace skipswarm::node {
 // daemons' planner keeps routes in order (max_swaps 0: the scheduler's
 // `noskip`, the same search) and still chooses, per micro-batch, the replicas (load, memory slots, collisions, dead members
 // left out), the priorities and the injection times. Swaps stay what
-// DESIGN.md §1 makes them, a tool of skip routes (path_length < S): there
+// docs/DESIGN.md §1 makes them, a tool of skip routes (path_length < S): there
 // the model trains on varying sub-networks anyway, the route rides in the
 // record, and train-ref replays swapped routes as given
 // (LocalPipeline::TrainMicroBatch takes any valid order).
@@ -77,7 +77,7 @@ namespace skipswarm::node {
 // ping/ack, throughput from the pipeline hops it sends (LinkTimingTransport:
 // payload bytes over send -> ack). Samples are gossiped first-hand
 // (from = the measuring node) and TrainingMembers answers SwarmView::Link
-// with them. The planner turns them into the hop costs of DESIGN.md §5:
+// with them. The planner turns them into the hop costs of docs/DESIGN.md §5:
 //   d(u,v) = rtt/2 + bytes_per_mb / bytes_per_second + hop_s, quantized
 // (scheduler::HopSeconds with latency rtt/2 and hop_s as the fixed per-hop
 // overhead; bytes_per_mb is the activation of one micro-batch on the wire,

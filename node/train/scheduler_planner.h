@@ -1,5 +1,5 @@
 // SchedulerPlanner: a RoutePlanner backed by scheduler/'s planners
-// ("pipeline", "noskip", "random", "skippipe", chosen by name; DESIGN.md §5).
+// ("pipeline", "noskip", "random", "skippipe", chosen by name; docs/DESIGN.md §5).
 // Every data node builds the same TopologyView from its SwarmView and plans
 // the whole iteration with the same seed (iteration-derived), so all data
 // nodes compute the same plan and each injects the routes whose origin it

@@ -1,6 +1,6 @@
 // SchedulerRouteRepairer: the RouteRepairer (node/stage/route_repair.h) that
 // re-routes a micro-batch in flight with the scheduler's incremental
-// re-route, scheduler::RerouteInFlight (DESIGN.md §5 "Decentralised"): the
+// re-route, scheduler::RerouteInFlight (docs/DESIGN.md §5 "Decentralised"): the
 // cheapest live replica of the failed hop's stage, or the cheapest valid
 // completion of the route from the holder (which may visit other stages),
 // the same length first, one stage shorter only if the skip budget allows.

@@ -1,6 +1,6 @@
 // ShardedReduce: one replica's side of the chunked reduce-scatter /
 // all-gather that averages a stage's gradients over its replica group
-// (DESIGN.md §6; Note [Gradient exchange] in grpc_group.h). Transport-free:
+// (docs/DESIGN.md §6; Note [Gradient exchange] in grpc_group.h). Transport-free:
 // it turns received messages into messages to send, so the same state
 // machine runs over gRPC (GrpcGroupComm) and in tests that pass messages by
 // hand.

@@ -20,7 +20,7 @@
 
 namespace skipswarm::node {
 
-// Largest PayloadChunk on the wire (DESIGN.md §4).
+// Largest PayloadChunk on the wire (docs/DESIGN.md §4).
 inline constexpr size_t kMaxChunkBytes = size_t{1} << 20;
 // Largest payload a frame may carry (TensorMeta.payload_bytes limit).
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{256} << 20;

@@ -1,5 +1,5 @@
 // Receiver-side checks on every frame from a peer, run before any payload
-// byte is used. Peers are untrusted (DESIGN.md §4): nothing here CHECKs.
+// byte is used. Peers are untrusted (docs/DESIGN.md §4): nothing here CHECKs.
 //
 // Note [Frame validation]
 // A receiving transport runs, in order:

@@ -6,9 +6,8 @@
 //
 // Why: glibc serves allocations ≥ 128 KiB-32 MiB with fresh mmap()s and
 // returns them on free, so every 1 MiB chunk a stream sends or receives
-// page-faults its memory in again. On the 2-core VMs measured this cut gRPC
-// stream throughput to 90-210 MB/s; with these settings the same stream
-// moves 600-990 MB/s (raw TCP: 1.2-1.5 GB/s). The price is that up to
+// page-faults its memory in again, which cuts gRPC stream throughput several
+// times (figures: node/transport/README.md). The price is that up to
 // `trim_threshold` bytes of freed memory stay in the process heap.
 //
 // Thread rule: call before starting threads (mallopt is process-wide).

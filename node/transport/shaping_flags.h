@@ -1,5 +1,5 @@
-// Command-line flags of WAN emulation and the operator's bandwidth caps
-// (issue 7), shared by `skipswarm node` and `skipswarm local` (both list
+// Command-line flags of WAN emulation and the operator's bandwidth caps,
+// shared by `skipswarm node` and `skipswarm local` (both list
 // kShapingFlagsFile in their Command::flag_files; model/model_flags.h is
 // the same pattern):
 //

@@ -1,4 +1,4 @@
-// WAN shaping around any Transport (issue 7): per-peer one-way latency and
+// WAN shaping around any Transport: per-peer one-way latency and
 // a bandwidth token bucket per link, plus this node's uplink and downlink
 // buckets, all timed on the injected clock. The same wrapper is the
 // operator's bandwidth cap (`--max_upload_mbps` / `--max_download_mbps`:

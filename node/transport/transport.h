@@ -1,4 +1,4 @@
-// The narrow seam through which node code reaches its peers (DESIGN.md §3):
+// The narrow seam through which node code reaches its peers (docs/DESIGN.md §3):
 // send a frame to a peer id, receive frames, learn of peer failures, keep an
 // address book. Implementations: GrpcTransport (production),
 // InProcessTransport (tests, simulator); wrappers add faults

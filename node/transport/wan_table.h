@@ -1,4 +1,4 @@
-// A WAN link table for ShapingTransport (issue 7): which region each node is
+// A WAN link table for ShapingTransport: which region each node is
 // in, the one-way latency and bandwidth between regions, and optional
 // per-node uplink/downlink caps. `skipswarm local --wan=SCENARIO` writes one
 // from a simulation scenario (sim/wan_local.h) and every daemon reads it
