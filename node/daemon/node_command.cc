@@ -48,7 +48,7 @@ ABSL_FLAG(std::string, node_record_routes, "",
           "`skipswarm train-ref --routes_file`.");
 ABSL_FLAG(std::string, progress_file, "", "Append one JSON line per iteration (data nodes).");
 ABSL_FLAG(int, startup_timeout_s, 120, "Seconds to wait for every member to answer.");
-// Experiments with WAN emulation (issue 7; shaping flags: node/transport/shaping_flags.h).
+// Experiments with WAN emulation (shaping flags: node/transport/shaping_flags.h).
 ABSL_FLAG(double, node_timed_forward_s, 0,
           "Experiments: > 0 replaces libtorch with timed compute (forward seconds per MB, "
           "divided by --wan_time_scale; backward 1.5x) and dummy payloads. Static --swarm "

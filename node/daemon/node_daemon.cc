@@ -60,7 +60,7 @@ struct NodeDaemon::Parts {
   absl::Status WrapWithShaping();
 };
 
-// WAN emulation / operator caps: wraps the gRPC transport (issue 7).
+// WAN emulation / operator caps: wraps the gRPC transport.
 absl::Status NodeDaemon::Parts::WrapWithShaping() {
   const NodeDaemonOptions::Wan& w = options.wan;
   WanShaping shaping;
