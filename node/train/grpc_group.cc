@@ -232,8 +232,14 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       provider = provider_;
     }
     if (ok.ok() && !provider) ok = absl::UnavailableError("no state to serve yet");
-    absl::StatusOr<std::string> state = ok;
-    if (ok.ok()) state = provider(static_cast<int>(request->stage()), request->iteration());
+    // A StatusOr must never be built from an OK status (Abseil aborts), so the
+    // refusal and the provider's answer take separate paths.
+    if (!ok.ok()) {
+      VLOG(1) << "state request from " << context->peer() << ": " << ok;
+      return proto::ToGrpcStatus(ok);
+    }
+    absl::StatusOr<std::string> state =
+        provider(static_cast<int>(request->stage()), request->iteration());
     if (!state.ok()) {
       VLOG(1) << "state request from " << context->peer() << ": " << state.status();
       return proto::ToGrpcStatus(state.status());

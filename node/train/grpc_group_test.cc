@@ -280,3 +280,33 @@ TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// The success path of a state request: the provider's bytes (more than one
+// 1 MiB chunk) arrive whole, and the serving replica is still alive after.
+TEST_F(GrpcGroupTest, StateRequestIsServedAndTheServerSurvives) {
+  std::string served(3 * (1 << 20) + 17, '\0');
+  for (size_t i = 0; i < served.size(); ++i) served[i] = static_cast<char>(i * 31 + 7);
+  groups_[2]->SetStateProvider(ids_[2], [&](int stage, uint64_t iteration)
+                                            -> absl::StatusOr<std::string> {
+    EXPECT_EQ(stage, 1);
+    EXPECT_EQ(iteration, 5u);
+    return served;
+  });
+  for (int round = 0; round < 2; ++round) {
+    std::optional<absl::StatusOr<std::string>> got;
+    absl::Notification done;
+    groups_[1]->FetchState(5, 1, ids_[2], [&](absl::StatusOr<std::string> s) {
+      got = std::move(s);
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    ASSERT_TRUE(got->ok()) << got->status();
+    EXPECT_EQ(**got, served);
+  }
+}
+
+}  // namespace
+}  // namespace skipswarm::node
