@@ -1,7 +1,7 @@
 // The model the end-to-end tests train: 3 stages, 3 blocks, d_model 64,
 // 32-token sequences (0.14 M parameters), one intra-op thread per process,
-// a short warm-up so a few iterations show learning. A 6-process `local`
-// swarm runs 20 iterations of it in ~5 s on 2 cores.
+// a short warm-up so a few iterations show learning. Small enough that a
+// 6-process `local` swarm trains it in seconds on 2 cores (tests/README.md).
 #ifndef SKIPSWARM_TESTS_E2E_TINY_MODEL_H_
 #define SKIPSWARM_TESTS_E2E_TINY_MODEL_H_
 
