@@ -185,7 +185,7 @@ WorldTransport::WorldTransport(std::unique_ptr<node::Transport> inner, NodeWorld
 }
 
 WorldTransport::~WorldTransport() {
-  *alive_ = false;
+  guard_.Close();
   world_->Unregister(self_, this);
 }
 
@@ -222,23 +222,21 @@ void WorldTransport::Send(const node::PeerId& to, node::Frame frame, node::SendD
   const uint64_t iteration = frame.header.iteration();
   const uint64_t mb = frame.header.mb_id();
   const double sent = world_->now();
-  std::weak_ptr<bool> alive = alive_;
   if (v >= 0 && !world_->Reachable(self_, v)) {
-    // Nobody answers: the stream times out.
+    // Nobody answers: the stream times out (a no-op if this node is gone
+    // too).
     world_->clock()->RunAfter(
         absl::Seconds(world_->stream_timeout_s()),
-        [this, alive, done = std::move(done), iteration, mb, v, sent]() mutable {
-          if (alive.expired()) return;  // this node is gone too
+        guard_.Wrap([this, done = std::move(done), iteration, mb, v, sent]() mutable {
           Fail(std::move(done), absl::UnavailableError("stream timed out"), iteration, mb, v,
                sent);
-        });
+        }));
     return;
   }
   if (v >= 0) contacted_.insert(v);
   inner_->Send(to, std::move(frame),
-               [this, alive, done = std::move(done), iteration, mb, v,
-                sent](absl::Status ack) mutable {
-                 if (alive.expired()) return;
+               guard_.Wrap([this, done = std::move(done), iteration, mb, v,
+                            sent](absl::Status ack) mutable {
                  if (ack.ok() || v < 0) return done(std::move(ack));
                  // A crashed machine does not refuse: its peer finds out
                  // when the stream times out.
@@ -251,12 +249,11 @@ void WorldTransport::Send(const node::PeerId& to, node::Frame frame, node::SendD
                    return Fail(std::move(done), std::move(ack), iteration, mb, v, sent);
                  }
                  world_->clock()->RunAt(
-                     absl::Seconds(at), [this, alive, done = std::move(done), ack, iteration,
-                                         mb, v, sent]() mutable {
-                       if (alive.expired()) return;
+                     absl::Seconds(at), guard_.Wrap([this, done = std::move(done), ack,
+                                                     iteration, mb, v, sent]() mutable {
                        Fail(std::move(done), ack, iteration, mb, v, sent);
-                     });
-               });
+                     }));
+               }));
 }
 
 // --- WorldCompute -----------------------------------------------------------

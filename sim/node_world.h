@@ -51,6 +51,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/lifetime_guard.h"
 #include "common/sim_clock.h"
 #include "node/compute/stage_compute.h"
 #include "node/stage/swarm_view.h"
@@ -215,7 +216,8 @@ class WorldTransport final : public node::Transport {
   const int self_;
   node::PeerFailureHandler on_failure_;
   std::set<int> contacted_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Send completions and stream time-outs act only while this transport lives.
+  common::LifetimeGuard guard_;
 };
 
 class WorldCompute final : public node::StageCompute {

@@ -37,7 +37,12 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
 }
 
 TrainingStack::~TrainingStack() {
-  if (server_) server_->Detach();
+  if (server_) {
+    server_->Detach();
+    // Waits for a driver call in progress on a compute thread: the driver
+    // goes before the server.
+    if (driver_) server_->SetOriginListener(nullptr);
+  }
 }
 
 }  // namespace skipswarm::node

@@ -292,13 +292,15 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
     if (task.header.route_size() > 1) SendAbort(task.header, task.header.route_size() - 1, out.status());
     return Done();
   }
-  OriginListener* listener;
-  {
-    absl::MutexLock lock(&mu_);
-    listener = listener_;
-  }
   if (!Holds(key)) return Forget(task), Done();  // abandoned while the tail ran
-  if (listener != nullptr) listener->OnTail(key.iteration, key.mb, out->loss);
+  {
+    ListenerCall call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = ListenerLocked();
+    }
+    if (call) call.listener->OnTail(key.iteration, key.mb, out->loss);
+  }
   Frame back;
   back.header = std::move(task.header);
   back.header.set_hop_index(back.header.route_size() - 1);
@@ -318,7 +320,7 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
     if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
-  OriginListener* listener = nullptr;
+  ListenerCall call;
   bool found = false;
   {
     absl::MutexLock lock(&mu_);
@@ -328,12 +330,12 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
       if (it->second.holds_slot) --slots_in_use_;
       entries_.erase(it);
       ++stats_.backwards;
-      if (key.hop == 0) listener = listener_;
+      if (key.hop == 0) call = ListenerLocked();
     }
   }
   if (!found) return Done();  // dropped while it ran: nothing goes on
   if (key.hop == 0) {
-    if (listener != nullptr) listener->OnFinished(key.iteration, key.mb, absl::OkStatus());
+    if (call) call.listener->OnFinished(key.iteration, key.mb, absl::OkStatus());
     return Done();
   }
   Frame back;
@@ -350,13 +352,14 @@ void StageServer::Impl::Finish(const std::vector<std::pair<StageCompute*, uint64
   for (const auto& [compute, id] : discards) {
     if (compute != nullptr) compute->Discard(id);
   }
-  OriginListener* listener;
+  if (finished.empty()) return;
+  ListenerCall call;
   {
     absl::MutexLock lock(&mu_);
-    listener = listener_;
+    call = ListenerLocked();
   }
-  if (listener == nullptr) return;
-  for (const auto& [key, why] : finished) listener->OnFinished(key.iteration, key.mb, why);
+  if (!call) return;
+  for (const auto& [key, why] : finished) call.listener->OnFinished(key.iteration, key.mb, why);
 }
 
 // ---------------------------------------------------------------------------
@@ -398,8 +401,16 @@ void StageServer::Detach() {
 }
 
 void StageServer::SetOriginListener(OriginListener* listener) {
-  absl::MutexLock lock(&impl_->mu_);
-  impl_->listener_ = listener;
+  absl::MutexLock set(&impl_->listener_set_mu_);
+  std::unique_ptr<common::LifetimeGuard> old = std::move(impl_->listener_guard_);
+  impl_->listener_guard_ = std::make_unique<common::LifetimeGuard>();
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    impl_->listener_ = listener;
+    impl_->listener_token_ = impl_->listener_guard_->token();
+  }
+  // Waits for calls to the old listener in progress (on other threads).
+  if (old != nullptr) old->Close();
 }
 
 uint64_t StageServer::iteration() const {

@@ -148,6 +148,9 @@ class StageServer {
   void Attach();
   // Removes them (frames are then refused UNAVAILABLE by the transport).
   void Detach();
+  // Replaces the origin listener (null: none) and waits for calls to the
+  // previous one in progress on other threads, so its owner may destroy it
+  // next. Not from inside a listener call.
   void SetOriginListener(OriginListener* listener);
 
   PeerId self() const { return self_; }

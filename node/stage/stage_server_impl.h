@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/lifetime_guard.h"
 #include "node/stage/stage_server.h"
 #include "node/transport/frame.h"
 
@@ -164,6 +165,21 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
 
   mutable absl::Mutex mu_;
   OriginListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Entered around every listener call, so SetOriginListener can wait for
+  // the calls to the listener it replaces (its owner may then destroy it).
+  common::LifetimeGuard::Token listener_token_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex listener_set_mu_;  // serialises SetOriginListener
+  std::unique_ptr<common::LifetimeGuard> listener_guard_ ABSL_GUARDED_BY(listener_set_mu_);
+
+  // The listener to call, entered: hold the result while calling it.
+  struct ListenerCall {
+    OriginListener* listener = nullptr;
+    common::LifetimeGuard::Entry entry;
+    explicit operator bool() const { return listener != nullptr && entry; }
+  };
+  ListenerCall ListenerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ListenerCall{listener_, listener_token_.Enter()};
+  }
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;

@@ -22,7 +22,7 @@ DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const 
       options_(options) {}
 
 DataNodeDriver::~DataNodeDriver() {
-  *alive_ = false;
+  guard_.Close();  // first: waits for an OnDeadline in progress
   absl::MutexLock lock(&mu_);
   for (auto& [mb, f] : in_flight_) clock_->Cancel(f.deadline);
 }
@@ -105,11 +105,10 @@ void DataNodeDriver::InjectMore() {
       InFlight f;
       f.started = clock_->SteadyNow();
       f.tokens = next.data.samples * next.data.seq;
-      std::weak_ptr<bool> alive = alive_;
       const uint64_t mb = next.mb;
-      f.deadline = clock_->RunAfter(DeadlineLocked(), [this, alive, iteration, mb] {
-        if (alive.lock()) OnDeadline(iteration, mb);
-      });
+      f.deadline = clock_->RunAfter(DeadlineLocked(), guard_.Wrap([this, iteration, mb] {
+        OnDeadline(iteration, mb);
+      }));
       in_flight_[mb] = f;
     }
     const uint64_t mb = next.mb;

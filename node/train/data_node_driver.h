@@ -18,6 +18,10 @@
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
+// Destruction waits for a deadline callback running on the clock's thread
+// (common::LifetimeGuard); later ones do nothing. The server's owner unsets
+// the origin listener before destroying the driver
+// (StageServer::SetOriginListener waits for a listener call in progress).
 #ifndef SKIPSWARM_NODE_TRAIN_DATA_NODE_DRIVER_H_
 #define SKIPSWARM_NODE_TRAIN_DATA_NODE_DRIVER_H_
 
@@ -33,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/lifetime_guard.h"
 #include "node/stage/stage_server.h"
 #include "node/train/data_source.h"
 #include "node/train/route_planner.h"
@@ -101,7 +106,8 @@ class DataNodeDriver final : public OriginListener {
   RoutePlanner* const planner_;
   const DataSource* const data_;
   const DriverOptions options_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Deadline timers run OnDeadline only while the driver lives.
+  common::LifetimeGuard guard_;
 
   absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;

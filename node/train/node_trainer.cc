@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/lifetime_guard.h"
 #include "common/node_id.h"
 
 namespace skipswarm::node {
 
-// Shared with every pending callback so that a destroyed trainer turns
-// late callbacks into no-ops (`stopped`).
-struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
+// Every callback that reaches it is wrapped by `guard`: ~NodeTrainer closes
+// the guard, which waits for a callback in progress (the whole chain it runs
+// inline, on_iteration included) and turns later ones into no-ops; so
+// nothing borrowed is touched once the destructor returned.
+struct NodeTrainer::State {
   StageServer* server;
   std::map<int, StageCompute*> stages;
   DataNodeDriver* driver;
@@ -27,10 +30,7 @@ struct NodeTrainer::State : std::enable_shared_from_this<NodeTrainer::State> {
   // (its update of the one before is applied). What the provider serves.
   std::map<int, uint64_t> at_start_of ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
-  // Held while on_iteration runs, so ~NodeTrainer can wait for a call in
-  // progress (it takes this after setting `stopped`). Not `mu`: the
-  // callback may call Stop(). Never held by anything the callback waits on.
-  absl::Mutex callback_mu;
+  common::LifetimeGuard guard;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
   // server->stats().rerouted at the previous report (rerouted_here).
   int64_t rerouted_reported ABSL_GUARDED_BY(mu) = 0;
@@ -105,11 +105,10 @@ std::optional<common::NodeId> ResyncSource(
 
 void NodeTrainer::State::Start(uint64_t iteration) {
   if (Stopped()) return;
-  std::weak_ptr<State> weak = weak_from_this();
   if (driver != nullptr) {
-    driver->RunIteration(iteration, [weak, iteration](IterationReport r) {
-      if (auto self = weak.lock()) self->AfterData(iteration, std::move(r));
-    });
+    driver->RunIteration(iteration, guard.Wrap([this, iteration](IterationReport r) {
+      AfterData(iteration, std::move(r));
+    }));
   } else {
     AfterData(iteration, std::nullopt);
   }
@@ -117,21 +116,19 @@ void NodeTrainer::State::Start(uint64_t iteration) {
 
 void NodeTrainer::State::AfterData(uint64_t iteration, std::optional<IterationReport> data) {
   if (Stopped()) return;
-  std::weak_ptr<State> weak = weak_from_this();
   group->Barrier(iteration, server->self(), driver != nullptr,
-                 [weak, iteration, data = std::move(data)](absl::Status s) mutable {
-                   auto self = weak.lock();
-                   if (!self || self->Stopped()) return;
+                 guard.Wrap([this, iteration, data = std::move(data)](absl::Status s) mutable {
+                   if (Stopped()) return;
                    NodeIterationReport report;
                    report.iteration = iteration;
                    report.data = std::move(data);
                    report.status = s;
-                   self->server->EndIteration(iteration, [weak, report = std::move(report)]() mutable {
-                     auto self = weak.lock();
-                     if (!self || self->Stopped()) return;
-                     self->UpdateStage(std::move(report), self->stages.begin());
-                   });
-                 });
+                   server->EndIteration(
+                       iteration, guard.Wrap([this, report = std::move(report)]() mutable {
+                         if (Stopped()) return;
+                         UpdateStage(std::move(report), stages.begin());
+                       }));
+                 }));
 }
 
 void NodeTrainer::State::UpdateStage(NodeIterationReport report,
@@ -151,13 +148,13 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
   c.params_digest = compute->ParamsDigest();
   const int64_t here = c.visits;
   const uint64_t mine = c.params_digest;
-  std::weak_ptr<State> weak = weak_from_this();
   const uint64_t iteration = report.iteration;
+  State* self = this;
   group->AllReduce(
       iteration, stage, std::move(c),
-      [weak, report = std::move(report), it, here, mine](absl::StatusOr<ReduceResult> r) mutable {
-        auto self = weak.lock();
-        if (!self || self->Stopped()) return;
+      guard.Wrap([self, report = std::move(report), it, here,
+                  mine](absl::StatusOr<ReduceResult> r) mutable {
+        if (self->Stopped()) return;
         StageCompute* compute = it->second;
         StageStep step;
         step.visits_here = here;
@@ -191,7 +188,7 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         report.stages[it->first] = step;
         self->MarkAt(it->first, report.iteration + 1);
         self->UpdateStage(std::move(report), std::next(it));
-      });
+      }));
 }
 
 void NodeTrainer::State::Resync(NodeIterationReport report,
@@ -202,12 +199,12 @@ void NodeTrainer::State::Resync(NodeIterationReport report,
   const uint64_t iteration = report.iteration;
   LOG(WARNING) << "iteration " << iteration << " stage " << it->first
                << ": diverged; fetching the state of " << source.ShortString();
-  std::weak_ptr<State> weak = weak_from_this();
+  State* self = this;
   group->FetchState(
       iteration + 1, it->first, source,
-      [weak, report = std::move(report), it, step, source](absl::StatusOr<std::string> state) mutable {
-        auto self = weak.lock();
-        if (!self || self->Stopped()) return;
+      guard.Wrap([self, report = std::move(report), it, step,
+                  source](absl::StatusOr<std::string> state) mutable {
+        if (self->Stopped()) return;
         StageCompute* compute = it->second;
         absl::StatusOr<int64_t> restored =
             state.ok() ? compute->ImportState(*state) : absl::StatusOr<int64_t>(state.status());
@@ -225,7 +222,7 @@ void NodeTrainer::State::Resync(NodeIterationReport report,
         step.digest_after = compute->ParamsDigest();
         report.stages[it->first] = step;
         self->UpdateStage(std::move(report), std::next(it));
-      });
+      }));
 }
 
 void NodeTrainer::State::Finish(NodeIterationReport report) {
@@ -238,11 +235,9 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
     report.rerouted_here = report.server.rerouted - rerouted_reported;
     rerouted_reported = report.server.rerouted;
   }
-  {
-    absl::MutexLock lock(&callback_mu);
-    if (Stopped()) return;  // destroyed: nothing borrowed may be used
-    if (on_iteration) on_iteration(report);
-  }
+  // Runs inside a guarded callback: ~NodeTrainer waits for it to return.
+  if (Stopped()) return;  // destroyed: nothing borrowed may be used
+  if (on_iteration) on_iteration(report);
   if (Stopped()) return;
   server->BeginIteration(next);
   if (!stop) return Start(next);
@@ -257,7 +252,7 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
 
 NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stages,
                          DataNodeDriver* driver, GroupComm* group, common::Clock* clock)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_unique<State>()) {
   state_->server = server;
   state_->stages = std::move(stages);
   state_->driver = driver;
@@ -267,13 +262,14 @@ NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stage
     absl::MutexLock lock(&state_->mu);
     state_->rerouted_reported = server->stats().rerouted;
   }
-  std::weak_ptr<State> weak = state_;
-  group->SetStateProvider(server->self(),
-                          [weak](int stage, uint64_t iteration) -> absl::StatusOr<std::string> {
-                            auto self = weak.lock();
-                            if (!self) return absl::UnavailableError("node is stopping");
-                            return self->ServeState(stage, iteration);
-                          });
+  State* self = state_.get();
+  group->SetStateProvider(
+      server->self(), [self, token = state_->guard.token()](
+                          int stage, uint64_t iteration) -> absl::StatusOr<std::string> {
+        common::LifetimeGuard::Entry entry = token.Enter();
+        if (!entry) return absl::UnavailableError("node is stopping");
+        return self->ServeState(stage, iteration);
+      });
 }
 
 NodeTrainer::~NodeTrainer() {
@@ -281,8 +277,9 @@ NodeTrainer::~NodeTrainer() {
     absl::MutexLock lock(&state_->mu);
     state_->stopped = true;
   }
-  // Waits for an on_iteration call in progress; later ones see `stopped`.
-  absl::MutexLock wait(&state_->callback_mu);
+  // Waits for a callback in progress (an on_iteration call included); later
+  // ones do nothing.
+  state_->guard.Close();
 }
 
 void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_iteration,
@@ -291,11 +288,10 @@ void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_itera
   state_->on_iteration = std::move(on_iteration);
   state_->on_done = std::move(on_done);
   for (const auto& [stage, compute] : state_->stages) state_->MarkAt(stage, first);
-  std::weak_ptr<State> weak = state_;
+  State* self = state_.get();
   state_->server->BeginIteration(first);
-  state_->clock->RunAfter(absl::ZeroDuration(), [weak, first] {
-    if (auto self = weak.lock()) self->Start(first);
-  });
+  state_->clock->RunAfter(absl::ZeroDuration(),
+                          state_->guard.Wrap([self, first] { self->Start(first); }));
 }
 
 void NodeTrainer::Stop() {

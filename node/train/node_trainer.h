@@ -28,9 +28,10 @@
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
 // destroying it is safe at any time (pending callbacks become no-ops).
-// Destruction waits for an on_iteration call in progress to return, so what
-// that callback uses may go right after the trainer; it must not be
-// destroyed from inside its own on_iteration.
+// Destruction waits for a callback in progress (an on_iteration call
+// included) to return (common::LifetimeGuard), so what the callbacks use may
+// go right after the trainer; it must not be destroyed from inside its own
+// on_iteration.
 #ifndef SKIPSWARM_NODE_TRAIN_NODE_TRAINER_H_
 #define SKIPSWARM_NODE_TRAIN_NODE_TRAINER_H_
 
@@ -89,7 +90,7 @@ class NodeTrainer {
 
  private:
   struct State;
-  std::shared_ptr<State> state_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace skipswarm::node
