@@ -60,6 +60,7 @@ def _pch_copts(torch, test = False, pch = True):
     else:
         header = "third_party/common_pch.h"
     return select({
+        "//bazel:opt_no_pch": [],
         "//bazel:opt": ["-include", header],
         "//conditions:default": [],
     })
@@ -74,6 +75,7 @@ def _pch_deps(torch, test = False, pch = True):
     else:
         label = "//third_party:common_pch"
     return select({
+        "//bazel:opt_no_pch": [],
         "//bazel:opt": [label],
         "//conditions:default": [],
     })

@@ -8,6 +8,7 @@
 #include <exception>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -41,7 +42,13 @@ uint64_t PayloadBytes(Codec codec, uint64_t numel, uint32_t block_size) {
 
 #if defined(__x86_64__)
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // F16C from CPUID (clang 14's __builtin_cpu_supports does not know "f16c");
+  // "avx" also checks that the OS saves the YMM registers.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0 &&
+           __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 __attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, uint16_t* out,

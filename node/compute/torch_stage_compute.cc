@@ -226,6 +226,7 @@ size_t TorchStageCompute::pending() const {
 absl::StatusOr<GradientSum> TorchStageCompute::TakeGradients() {
   absl::MutexLock lock(&mu_);
   return Guard("TakeGradients", [&]() -> absl::StatusOr<GradientSum> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     GradientSum sum;
     sum.visits = executor_->visits();
     sum.flat.resize(num_params_, 0.0f);
@@ -250,6 +251,7 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyUpdate(const std::vector<flo
   }
   absl::MutexLock lock(&mu_);
   return Guard("ApplyUpdate", [&]() -> absl::StatusOr<UpdateStats> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     at::Tensor flat = at::from_blob(const_cast<float*>(summed.data()),
                                     {static_cast<int64_t>(summed.size())}, at::kFloat);
     absl::Status set = model::SetGradientsFromFlat(executor_->module(), flat);
@@ -288,6 +290,7 @@ int64_t TorchStageCompute::step() const {
 absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
   return Guard("SaveCheckpoint", [&]() -> absl::Status {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     return model::SaveStageCheckpoint(path, executor_->module(), &optimizer_->adamw(), step_);
   });
 }
@@ -295,6 +298,7 @@ absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
 absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
   return Guard("LoadCheckpoint", [&]() -> absl::StatusOr<int64_t> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     absl::StatusOr<model::CheckpointInfo> info =
         model::LoadStageCheckpoint(path, executor_->module(), &optimizer_->adamw());
     if (!info.ok()) return info.status();
@@ -306,6 +310,7 @@ absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& pat
 absl::StatusOr<std::string> TorchStageCompute::ExportState() {
   absl::MutexLock lock(&mu_);
   return Guard("ExportState", [&]() -> absl::StatusOr<std::string> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     return model::SerializeStageState(executor_->module(), &optimizer_->adamw(), step_);
   });
 }
@@ -313,6 +318,7 @@ absl::StatusOr<std::string> TorchStageCompute::ExportState() {
 absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) {
   absl::MutexLock lock(&mu_);
   return Guard("ImportState", [&]() -> absl::StatusOr<int64_t> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
     absl::StatusOr<model::CheckpointInfo> info =
         model::RestoreStageState(bytes, executor_->module(), &optimizer_->adamw());
     if (!info.ok()) return info.status();

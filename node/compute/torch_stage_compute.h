@@ -69,8 +69,9 @@ class TorchStageCompute final : public StageCompute {
   absl::StatusOr<std::string> ExportState() override;
   absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override;
 
-  // For tests and checkpoints. REQUIRES: no task running.
-  model::StageExecutor& executor() { return *executor_; }
+  // For tests and checkpoints. REQUIRES: no task running (so nothing else
+  // reads or writes the executor; the caller's promise, not a lock).
+  model::StageExecutor& executor() ABSL_NO_THREAD_SAFETY_ANALYSIS { return *executor_; }
 
  private:
   TorchStageCompute(const Options& options, TaskRunner* runner,
