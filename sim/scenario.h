@@ -70,7 +70,7 @@ struct SimScenario {
   // The region link table the topology was built from (empty for SkipPipe
   // files, whose per-node-pair delays are all there is), keyed by the
   // region pair in ascending order, and the fixed per-hop overhead. The WAN
-  // emulation of real daemons (sim/wan_local.h) shapes links with it.
+  // emulation of real daemons (launcher/wan_local.h) shapes links with it.
   std::map<std::pair<std::string, std::string>, scheduler::LinkSpec> region_links;
   double hop_overhead_s = 0;
 };

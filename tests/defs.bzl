@@ -3,7 +3,7 @@
 load("//bazel:defs.bzl", "ss_cc_test")
 
 # The binary under test: the one place that names its label.
-SKIPSWARM_BINARY = "//node:skipswarm"
+SKIPSWARM_BINARY = "//cli:skipswarm"
 
 def ss_binary_test(name, data = [], deps = [], env = {}, **kwargs):
     """A gtest that spawns `skipswarm` (tests/harness/skipswarm_process.h).

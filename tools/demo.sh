@@ -10,5 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build //node:skipswarm
-exec bazel-bin/node/skipswarm local "$@"
+bazel build //cli:skipswarm
+exec bazel-bin/cli/skipswarm local "$@"

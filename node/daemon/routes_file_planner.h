@@ -1,6 +1,6 @@
 // RoutesFilePlanner: a RoutePlanner that replays routes planned elsewhere,
 // read from a file (`skipswarm node --node_routes=FILE`). `skipswarm local
-// --wan=SCENARIO` (sim/wan_local.h) plans the scenario's iteration with the
+// --wan=SCENARIO` (launcher/wan_local.h) plans the scenario's iteration with the
 // scheduler on the scenario's own topology, exactly as `skipswarm sim` does,
 // and hands every daemon the result, so the WAN-emulated real swarm and the
 // simulator run the same routes (the daemon's own SchedulerPlanner plans

@@ -1,7 +1,7 @@
 // A WAN link table for ShapingTransport: which region each node is
 // in, the one-way latency and bandwidth between regions, and optional
 // per-node uplink/downlink caps. `skipswarm local --wan=SCENARIO` writes one
-// from a simulation scenario (sim/wan_local.h) and every daemon reads it
+// from a simulation scenario (launcher/wan_local.h) and every daemon reads it
 // (`--wan_table=FILE`) to shape its pipeline transport; `--max_upload_mbps`
 // and `--max_download_mbps` (operator caps) combine with it.
 //

@@ -13,7 +13,7 @@
 #   LOCAL_FLAGS `skipswarm local` flags only, e.g. LOCAL_FLAGS="--local_path_length=4" (skip
 #               routes of the default skippipe planner, swaps allowed; train-ref replays them
 #               all the same), or "--local_planner=inorder"
-#   BIN         the skipswarm binary (default: a copy of bazel-bin/node/skipswarm in OUT,
+#   BIN         the skipswarm binary (default: a copy of bazel-bin/cli/skipswarm in OUT,
 #               so a rebuild does not replace it mid-run)
 #   OUT         output folder (default /tmp/skipswarm-local-vs-ref)
 #   ITERS       iterations (default 200); EVAL_EVERY (default 25)
@@ -34,8 +34,8 @@ NICE=${NICE:-5}
 EVAL_BATCHES=${EVAL_BATCHES:-32}
 mkdir -p "$OUT"
 if [[ -z "${BIN:-}" ]]; then
-  bazel build //node:skipswarm
-  cp -f bazel-bin/node/skipswarm "$OUT/skipswarm.new" && mv -f "$OUT/skipswarm.new" "$OUT/skipswarm"
+  bazel build //cli:skipswarm
+  cp -f bazel-bin/cli/skipswarm "$OUT/skipswarm.new" && mv -f "$OUT/skipswarm.new" "$OUT/skipswarm"
   BIN="$OUT/skipswarm"
 fi
 echo "local_vs_ref: $(date -u +%FT%TZ) iterations $ITERS, eval every $EVAL_EVERY, model flags: $*," \

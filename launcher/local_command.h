@@ -6,8 +6,8 @@
 // --local_dir. Layout: --local_data_nodes data nodes (d0, d1, ...) and
 // --local_replicas replicas of every other stage (s1r0, s1r1, ...).
 // Ports are free ports found at start-up; each child gets a config file.
-#ifndef SKIPSWARM_NODE_DAEMON_LOCAL_COMMAND_H_
-#define SKIPSWARM_NODE_DAEMON_LOCAL_COMMAND_H_
+#ifndef SKIPSWARM_LAUNCHER_LOCAL_COMMAND_H_
+#define SKIPSWARM_LAUNCHER_LOCAL_COMMAND_H_
 
 #include <cstdint>
 #include <functional>
@@ -19,11 +19,12 @@
 #include "absl/status/statusor.h"
 #include "common/cli/command.h"
 
-namespace skipswarm::node {
+namespace skipswarm::launcher {
 
 // WAN emulation (`skipswarm local --wan=SCENARIO`). Scenarios are
-// sim/'s, and node/ may not depend on sim/, so node/commands.cc hands the
-// launcher a hook made by sim/ (sim/wan_local.h) that lays the swarm out.
+// sim/'s; the hook that lays the swarm out from one is made by
+// wan_local.h and plugged in by cli/commands.cc, so this launcher builds
+// without the simulator.
 struct LocalNodePlan {
   std::string name;
   std::vector<int> stages;
@@ -45,6 +46,6 @@ using LocalSwarmPlanner =
 
 common::cli::Command LocalCommand(LocalSwarmPlanner wan = nullptr);
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::launcher
 
-#endif  // SKIPSWARM_NODE_DAEMON_LOCAL_COMMAND_H_
+#endif  // SKIPSWARM_LAUNCHER_LOCAL_COMMAND_H_

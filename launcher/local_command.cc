@@ -1,4 +1,4 @@
-#include "node/daemon/local_command.h"
+#include "launcher/local_command.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -81,7 +81,7 @@ ABSL_FLAG(int64_t, local_eval_every, 0,
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
-namespace skipswarm::node {
+namespace skipswarm::launcher {
 namespace {
 
 std::atomic<bool> g_interrupted{false};  // main-level: set by SIGINT/SIGTERM
@@ -307,7 +307,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                             membership::Identity::LoadOrCreate(dir + "/keys/" + name + ".key"));
         id_hex = identity->id().Hex();
       }
-      entries.push_back(FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
+      entries.push_back(node::FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
                                          absl::StrCat("127.0.0.1:", p2), id_hex));
     }
     swarm = absl::StrJoin(entries, ",");
@@ -350,7 +350,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const bool record_routes = absl::GetFlag(FLAGS_local_record_routes);
   if (record_routes) std::filesystem::create_directories(dir + "/routes", ec);
   const int64_t eval_every = absl::GetFlag(FLAGS_local_eval_every);
-  std::optional<EvalSnapshots> snapshots;
+  std::optional<node::EvalSnapshots> snapshots;
   if (eval_every > 0) snapshots.emplace(dir + "/checkpoints", dir + "/evals", stages);
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
@@ -530,7 +530,7 @@ common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
   return {"local", "Train with a real swarm of node processes on this machine",
           "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
           "[--local_planner=skippipe --local_path_length=0] [--kill=NAME@ITER] [model flags]",
-          {"node/daemon/local_command.cc", model::kModelFlagsFile},
+          {"launcher/local_command.cc", model::kModelFlagsFile},
           [wan](const std::vector<std::string>&) {
             absl::Status s = Run(wan);
             if (!s.ok()) {
@@ -541,4 +541,4 @@ common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
           }};
 }
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::launcher

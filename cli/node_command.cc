@@ -1,4 +1,4 @@
-#include "node/daemon/node_command.h"
+#include "cli/node_command.h"
 
 #include <glog/logging.h>
 
@@ -9,9 +9,9 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "cli/gossip_command.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
-#include "node/daemon/gossip_command.h"
 #include "node/daemon/node_daemon.h"
 #include "node/daemon/swarm_spec.h"
 #include "node/transport/shaping_flags.h"
@@ -60,8 +60,12 @@ ABSL_FLAG(std::string, node_routes, "",
           "(node/daemon/routes_file_planner.h). Static --swarm lists only: the file names "
           "nodes by their --swarm names; a gossip node (--join / --host_stages) refuses it.");
 
-namespace skipswarm::node {
+namespace skipswarm::cli {
 namespace {
+
+using node::NodeDaemon;
+using node::NodeDaemonOptions;
+using node::ShapingFlags;
 
 std::atomic<bool> g_stop{false};  // main-level: set by the signal handler
 
@@ -76,7 +80,7 @@ absl::Status Run() {
   if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
   // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
   if (!absl::GetFlag(FLAGS_swarm).empty()) {
-    SS_ASSIGN_OR_RETURN(o.swarm, ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
+    SS_ASSIGN_OR_RETURN(o.swarm, node::ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
                                                 o.model.model.num_stages, o.memory_slots));
   }
   o.listen = absl::GetFlag(FLAGS_listen);
@@ -95,7 +99,7 @@ absl::Status Run() {
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
-  SS_ASSIGN_OR_RETURN(ShapingFlags shaping, ReadShapingFlags());
+  SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());
   o.wan.wan_table = shaping.wan_table;
   o.wan.time_scale = shaping.time_scale;
   o.wan.max_upload_bytes_per_second = shaping.max_upload_bytes_per_second;
@@ -123,7 +127,7 @@ common::cli::Command NodeCommand() {
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
-          {"node/daemon/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, kShapingFlagsFile},
+          {"cli/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, node::kShapingFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();
             absl::Status s = Run();
@@ -135,4 +139,4 @@ common::cli::Command NodeCommand() {
           }};
 }
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::cli

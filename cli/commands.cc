@@ -1,27 +1,27 @@
-#include "node/commands.h"
+#include "cli/commands.h"
 
 #include <iostream>
 
+#include "cli/node_command.h"
+#include "launcher/local_command.h"
+#include "launcher/wan_local.h"
 #include "membership/keygen_command.h"
 #include "model/eval_command.h"
 #include "model/train_ref_command.h"
-#include "node/daemon/local_command.h"
-#include "node/daemon/node_command.h"
 #include "node/transport/shaping_flags.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
 #include "sim/sim_command.h"
-#include "sim/wan_local.h"
 
-namespace skipswarm::node {
+namespace skipswarm::cli {
 namespace {
 
-// `skipswarm local`, with WAN emulation (--wan=SCENARIO, sim/wan_local.h)
-// plugged in here: node/daemon may not depend on sim/.
+// `skipswarm local`, with WAN emulation (--wan=SCENARIO, launcher/wan_local.h)
+// plugged in here: the launcher's process management builds without sim/.
 common::cli::Command LocalWithWan() {
-  common::cli::Command c = LocalCommand(sim::WanLocalPlanner());
-  c.flag_files.push_back(sim::kWanLocalFlagsFile);
-  c.flag_files.push_back(kShapingFlagsFile);
+  common::cli::Command c = launcher::LocalCommand(launcher::WanLocalPlanner());
+  c.flag_files.push_back(launcher::kWanLocalFlagsFile);
+  c.flag_files.push_back(node::kShapingFlagsFile);
   c.usage += " [--wan=SCENARIO --wan_time_scale=K --wan_planner=NAME]";
   return c;
 }
@@ -53,4 +53,4 @@ std::vector<common::cli::Command> AllCommands() {
   };
 }
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::cli

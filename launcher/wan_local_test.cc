@@ -1,4 +1,4 @@
-#include "sim/wan_local.h"
+#include "launcher/wan_local.h"
 
 #include <cstdio>
 #include <fstream>
@@ -6,11 +6,13 @@
 #include "gtest/gtest.h"
 #include "node/transport/wan_table.h"
 
-namespace skipswarm::sim {
+namespace skipswarm::launcher {
 namespace {
 
+using sim::SimScenario;
+
 SimScenario Load(const std::string& name) {
-  absl::StatusOr<SimScenario> sc = LoadSimScenario("sim/scenarios/" + name, 1);
+  absl::StatusOr<SimScenario> sc = sim::LoadSimScenario("sim/scenarios/" + name, 1);
   EXPECT_TRUE(sc.ok()) << sc.status();
   return *sc;
 }
@@ -62,7 +64,7 @@ TEST(WanSetupTest, SkipPipeDelaysBecomePerNodePairLinks) {
 }
 
 TEST(ScheduledKillsTest, KillsFallInTheirIterationAndOtherChurnIsCounted) {
-  auto sc = ParseSimScenario(R"({"topology_file": "small-static.json", "churn": [
+  auto sc = sim::ParseSimScenario(R"({"topology_file": "small-static.json", "churn": [
       {"type": "kill", "node": "canada-s1-0", "at_s": 2.0},
       {"type": "kill", "node": "london-s2-0", "at_s": 11.0},
       {"type": "straggler", "node": "canada-s2-0", "factor": 3, "at_s": 4, "duration_s": 6}]})",
@@ -87,4 +89,4 @@ TEST(ReadIterationTimesTest, TakesTheSlowestDataNodePerIteration) {
 }
 
 }  // namespace
-}  // namespace skipswarm::sim
+}  // namespace skipswarm::launcher

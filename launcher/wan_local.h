@@ -32,22 +32,22 @@
 // folder): the fidelity check.
 //
 // Thread rule: main's thread only.
-#ifndef SKIPSWARM_SIM_WAN_LOCAL_H_
-#define SKIPSWARM_SIM_WAN_LOCAL_H_
+#ifndef SKIPSWARM_LAUNCHER_WAN_LOCAL_H_
+#define SKIPSWARM_LAUNCHER_WAN_LOCAL_H_
 
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "node/daemon/local_command.h"
+#include "launcher/local_command.h"
 #include "node/transport/wan_table.h"
 #include "scheduler/route.h"
 #include "sim/scenario.h"
 
-namespace skipswarm::sim {
+namespace skipswarm::launcher {
 
-inline constexpr char kWanLocalFlagsFile[] = "sim/wan_local.cc";
+inline constexpr char kWanLocalFlagsFile[] = "launcher/wan_local.cc";
 
 struct WanSetupOptions {
   std::string planner;           // empty: the scenario's
@@ -67,17 +67,17 @@ struct WanSetup {
   std::string routes;            // RoutesFilePlanner text
   double payload_bytes = 0;
   // Per node: config keys for its daemon (JSON members), by name.
-  std::vector<node::LocalNodePlan> nodes;
+  std::vector<LocalNodePlan> nodes;
   bool per_node_links = false;   // links from per-pair hop times (no region table)
 };
 
 // Plans and lays out the scenario's initial members (churn is not played).
-absl::StatusOr<WanSetup> MakeWanSetup(const SimScenario& scenario,
+absl::StatusOr<WanSetup> MakeWanSetup(const sim::SimScenario& scenario,
                                       const WanSetupOptions& options);
 
 // One iteration of `scenario` in the simulator (executor) on exactly
 // `plan`'s routes: the simulated figure the real run is compared with.
-absl::StatusOr<double> SimulatedIterationSeconds(const SimScenario& scenario,
+absl::StatusOr<double> SimulatedIterationSeconds(const sim::SimScenario& scenario,
                                                  const scheduler::Plan& plan);
 
 // The scenario's explicit kills ("kill" churn entries) for the launcher:
@@ -86,17 +86,17 @@ absl::StatusOr<double> SimulatedIterationSeconds(const SimScenario& scenario,
 // start of the scenario's iteration k = floor(at_s / iteration_s), the one
 // the kill falls in). `skipped` counts the other churn events, which the
 // WAN emulation does not play.
-std::map<std::string, int64_t> ScheduledKills(const SimScenario& scenario, double iteration_s,
+std::map<std::string, int64_t> ScheduledKills(const sim::SimScenario& scenario, double iteration_s,
                                               int* skipped);
 
 // Per iteration, the slowest data node's iteration_s in a progress.jsonl
 // written by the daemons.
 absl::StatusOr<std::map<int, double>> ReadIterationTimes(const std::string& progress_file);
 
-// The hook for node::LocalCommand: reads --wan and friends (this file's
+// The hook for LocalCommand (local_command.h): reads --wan and friends (this file's
 // flags plus --wan_time_scale, node/transport/shaping_flags.h).
-node::LocalSwarmPlanner WanLocalPlanner();
+LocalSwarmPlanner WanLocalPlanner();
 
-}  // namespace skipswarm::sim
+}  // namespace skipswarm::launcher
 
-#endif  // SKIPSWARM_SIM_WAN_LOCAL_H_
+#endif  // SKIPSWARM_LAUNCHER_WAN_LOCAL_H_

@@ -3,23 +3,23 @@
 // command (node_command.cc) hands over here when no --swarm list is given.
 //
 // Thread rule: main's thread.
-#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_
-#define SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_
+#ifndef SKIPSWARM_CLI_GOSSIP_COMMAND_H_
+#define SKIPSWARM_CLI_GOSSIP_COMMAND_H_
 
 #include "absl/status/status.h"
 #include "node/daemon/node_daemon.h"
 
-namespace skipswarm::node {
+namespace skipswarm::cli {
 
 // For Command::flag_files.
 extern const char kGossipFlagsFile[];
 
 // Runs a GossipDaemon built from `base` (the node flags) and the gossip
 // flags until it is done, stopped (SIGINT) or drained (SIGTERM).
-absl::Status RunGossipNode(const NodeDaemonOptions& base);
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base);
 // `skipswarm node drain --control=HOST:PORT [--force]`: exit code.
 int RunDrainCommand();
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::cli
 
-#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_COMMAND_H_
+#endif  // SKIPSWARM_CLI_GOSSIP_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "node/daemon/gossip_command.h"
+#include "cli/gossip_command.h"
 
 #include <glog/logging.h>
 
@@ -54,8 +54,13 @@ ABSL_FLAG(double, fixed_compute_speed, 0,
 ABSL_FLAG(std::string, join_report, "",
           "A joiner appends its time-to-first-useful-work breakdown (JSON line) here.");
 
-namespace skipswarm::node {
+namespace skipswarm::cli {
 namespace {
+
+using node::DaemonSignals;
+using node::GossipDaemon;
+using node::GossipDaemonOptions;
+using node::SwarmMembershipOptions;
 
 DaemonSignals* g_signals = nullptr;  // main-level: set by the signal handlers
 
@@ -101,9 +106,9 @@ absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
 
 }  // namespace
 
-const char kGossipFlagsFile[] = "node/daemon/gossip_command.cc";
+const char kGossipFlagsFile[] = "cli/gossip_command.cc";
 
-absl::Status RunGossipNode(const NodeDaemonOptions& base) {
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   GossipDaemonOptions o;
   o.base = base;
   SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
@@ -144,7 +149,7 @@ int RunDrainCommand() {
                  "at start: 'control 127.0.0.1:PORT')\n";
     return 2;
   }
-  absl::StatusOr<std::string> answer = SendDrain(control, absl::GetFlag(FLAGS_force));
+  absl::StatusOr<std::string> answer = node::SendDrain(control, absl::GetFlag(FLAGS_force));
   if (!answer.ok()) {
     std::cerr << "skipswarm node drain: " << answer.status() << "\n";
     return 1;
@@ -153,4 +158,4 @@ int RunDrainCommand() {
   return 0;
 }
 
-}  // namespace skipswarm::node
+}  // namespace skipswarm::cli

@@ -1,10 +1,10 @@
-#include "node/commands.h"
+#include "cli/commands.h"
 
 #include "absl/container/flat_hash_set.h"
 #include "common/cli/runner.h"
 #include "gtest/gtest.h"
 
-namespace skipswarm::node {
+namespace skipswarm::cli {
 namespace {
 
 TEST(CommandsTest, NamesAreUniqueAndEveryCommandHasHelp) {
@@ -33,4 +33,4 @@ TEST(CommandsTest, EveryFlagFileOwnsAtLeastOneFlag) {
 }
 
 }  // namespace
-}  // namespace skipswarm::node
+}  // namespace skipswarm::cli

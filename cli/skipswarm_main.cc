@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common/cli/runner.h"
-#include "node/commands.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   return skipswarm::common::cli::RunCli(argc, argv,
-                                        skipswarm::node::AllCommands());
+                                        skipswarm::cli::AllCommands());
 }

@@ -1,4 +1,4 @@
-#include "sim/wan_local.h"
+#include "launcher/wan_local.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,8 +37,14 @@ ABSL_FLAG(int64_t, wan_payload_bytes, 256 << 10,
           "Timed compute: real bytes per activation/gradient frame (<= the scenario's "
           "bytes_per_mb); link bandwidths are scaled by the same ratio.");
 
-namespace skipswarm::sim {
+namespace skipswarm::launcher {
 namespace {
+
+using sim::ChurnEvent;
+using sim::ChurnKind;
+using sim::SimOptions;
+using sim::SimReport;
+using sim::SimScenario;
 
 using nlohmann::json;
 
@@ -141,7 +147,7 @@ absl::StatusOr<WanSetup> MakeWanSetup(const SimScenario& sc, const WanSetupOptio
 
   // Daemons.
   for (int v = 0; v < u.num_nodes(); ++v) {
-    node::LocalNodePlan n;
+    LocalNodePlan n;
     n.name = u.node(v).name;
     n.stages = {u.stage(v)};
     std::vector<std::string> kv = {
@@ -168,7 +174,7 @@ absl::StatusOr<double> SimulatedIterationSeconds(const SimScenario& scenario,
   SimOptions o;
   o.planner = "replay";
   o.iterations = 1;
-  SS_ASSIGN_OR_RETURN(SimReport r, RunSimulation(sc, o));
+  SS_ASSIGN_OR_RETURN(SimReport r, sim::RunSimulation(sc, o));
   if (r.iterations.empty()) return absl::InternalError("the simulation ran no iteration");
   return r.iterations[0].time_s;
 }
@@ -207,8 +213,8 @@ absl::StatusOr<std::map<int, double>> ReadIterationTimes(const std::string& prog
   return out;
 }
 
-node::LocalSwarmPlanner WanLocalPlanner() {
-  return [](const std::string& dir) -> absl::StatusOr<std::optional<node::LocalSwarmPlan>> {
+LocalSwarmPlanner WanLocalPlanner() {
+  return [](const std::string& dir) -> absl::StatusOr<std::optional<LocalSwarmPlan>> {
     const std::string path = absl::GetFlag(FLAGS_wan);
     SS_ASSIGN_OR_RETURN(node::ShapingFlags shaping, node::ReadShapingFlags());
     if (!shaping.wan_table.empty()) {
@@ -228,7 +234,7 @@ node::LocalSwarmPlanner WanLocalPlanner() {
     if (compute != "timed" && compute != "torch") {
       return absl::InvalidArgumentError("--wan_compute must be timed or torch");
     }
-    SS_ASSIGN_OR_RETURN(SimScenario sc, LoadSimScenario(path, absl::GetFlag(FLAGS_wan_seed)));
+    SS_ASSIGN_OR_RETURN(SimScenario sc, sim::LoadSimScenario(path, absl::GetFlag(FLAGS_wan_seed)));
     WanSetupOptions o;
     o.planner = absl::GetFlag(FLAGS_wan_planner);
     o.payload_bytes = static_cast<double>(std::max<int64_t>(1, absl::GetFlag(FLAGS_wan_payload_bytes)));
@@ -242,8 +248,8 @@ node::LocalSwarmPlanner WanLocalPlanner() {
       return absl::UnavailableError(absl::StrCat("cannot write into ", dir));
     }
     const double k = shaping.time_scale;
-    node::LocalSwarmPlan plan;
-    for (node::LocalNodePlan& n : w.nodes) {
+    LocalSwarmPlan plan;
+    for (LocalNodePlan& n : w.nodes) {
       absl::StrAppend(&n.extra_config, ",\n  \"wan_table\": ", Quote(table_file),
                       ",\n  \"wan_time_scale\": ", absl::StrFormat("%.9g", k),
                       ",\n  \"node_routes\": ", Quote(routes_file));
@@ -319,4 +325,4 @@ node::LocalSwarmPlanner WanLocalPlanner() {
   };
 }
 
-}  // namespace skipswarm::sim
+}  // namespace skipswarm::launcher
