@@ -313,6 +313,8 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   in.data = data.source.get();
   in.swarm_id = gossip->swarm_id();
   // No names: a routes file needs a static --swarm list (refused).
+  GrpcTransport* health = grpc;
+  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();
 }

@@ -41,6 +41,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
+  GrpcTransport* grpc = nullptr;         // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<RouteRepairer> repairer;  // the stack borrows it
   std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
@@ -150,7 +151,12 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
             << (p->tls.credentials->insecure() ? "plain text (--insecure)"
                                                : "mutual TLS, peers pinned to their --swarm ids");
   to.credentials = p->tls.credentials;
-  SS_ASSIGN_OR_RETURN(p->transport, GrpcTransport::Create(to, p->clock.get()));
+  {
+    SS_ASSIGN_OR_RETURN(std::unique_ptr<GrpcTransport> grpc,
+                        GrpcTransport::Create(to, p->clock.get()));
+    p->grpc = grpc.get();
+    p->transport = std::move(grpc);
+  }
   SS_RETURN_IF_ERROR(p->WrapWithShaping());
   {
     std::vector<PeerId> ids;
@@ -183,6 +189,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.data = p->data.source.get();
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
+  GrpcTransport* health = p->grpc;
+  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
   SS_ASSIGN_OR_RETURN(p->metrics_server, StartDaemonMetricsServer(options, &p->metrics));
   return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));

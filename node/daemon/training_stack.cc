@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     DriverOptions d;
     d.mbs_per_iteration = o.mbs_per_iteration;
     d.num_stages = o.model.model.num_stages;
+    d.seed = o.model.seed;  // the back-off's jitter (Note [Paused training])
+    d.on_pause_change = in.on_pause_change;
     stack->driver_ = std::make_unique<DataNodeDriver>(stack->server_.get(), in.clock, in.routing,
                                                       stack->planner_.get(), in.data, d);
     stack->server_->SetOriginListener(stack->driver_.get());

@@ -34,6 +34,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_TRAINING_STACK_H_
 #define SKIPSWARM_NODE_DAEMON_TRAINING_STACK_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,9 @@ struct TrainingStackInputs {
   std::string swarm_id;
   // Node names for a routes file (CreateDataNodePlanner); empty with gossip.
   std::map<std::string, PeerId> names;
+  // Optional: told when a data node's training pauses and resumes
+  // (DriverOptions::on_pause_change); the daemons set their health.
+  std::function<void(const absl::Status&)> on_pause_change;
 };
 
 class TrainingStack {

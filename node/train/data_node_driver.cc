@@ -19,11 +19,13 @@ DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const 
       view_(view),
       planner_(planner),
       data_(data),
-      options_(options) {}
+      options_(options),
+      backoff_(options.pause_backoff, options.seed) {}
 
 DataNodeDriver::~DataNodeDriver() {
   guard_.Close();  // first: waits for an OnDeadline in progress
   absl::MutexLock lock(&mu_);
+  if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
   for (auto& [mb, f] : in_flight_) clock_->Cancel(f.deadline);
 }
 
@@ -34,6 +36,56 @@ absl::Duration DataNodeDriver::DeadlineLocked() const {
 
 void DataNodeDriver::RunIteration(uint64_t iteration,
                                   absl::AnyInvocable<void(IterationReport)> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_ = true;
+    waiting_iteration_ = iteration;
+    waiting_done_ = std::move(done);
+  }
+  TryStart();
+}
+
+absl::Status DataNodeDriver::paused() const {
+  absl::MutexLock lock(&mu_);
+  return pause_reason_;
+}
+
+int64_t DataNodeDriver::plan_attempts() const {
+  absl::MutexLock lock(&mu_);
+  return plan_attempts_;
+}
+
+void DataNodeDriver::Cancel() {
+  absl::AnyInvocable<void(IterationReport)> done;
+  IterationReport report;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!waiting_) return;
+    waiting_ = false;
+    if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
+    retry_ = common::kNoTimer;
+    done = std::move(waiting_done_);
+    report.iteration = waiting_iteration_;
+    report.status = absl::CancelledError(
+        pause_reason_.ok() ? std::string("stopped")
+                           : absl::StrCat("stopped while paused: ", pause_reason_.message()));
+    report.loss = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (done) {
+    clock_->RunAfter(absl::ZeroDuration(),
+                     [done = std::move(done), report]() mutable { done(report); });
+  }
+}
+
+void DataNodeDriver::TryStart() {
+  uint64_t iteration;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!waiting_) return;
+    retry_ = common::kNoTimer;
+    iteration = waiting_iteration_;
+    ++plan_attempts_;
+  }
   const PeerId self = server_->self();
   // Stable data order: rank among every configured data node (Note [Data order]).
   int rank = 0, num_data = 0;
@@ -47,7 +99,47 @@ void DataNodeDriver::RunIteration(uint64_t iteration,
   std::deque<Pending> pending;
   PlanInput input{iteration, self, options_.mbs_per_iteration, options_.num_stages};
   absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, *view_);
-  if (!routes.ok()) report.status = routes.status();
+  if (routes.ok() && routes->empty()) {
+    routes = absl::UnavailableError("the planner gave this data node no micro-batches");
+  }
+  if (!routes.ok()) {
+    // Note [Paused training]: re-plan the same iteration later.
+    const absl::Status why = routes.status();
+    bool changed;
+    absl::Duration delay;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!waiting_) return;  // cancelled meanwhile
+      changed = pause_reason_.ok() || pause_reason_.message() != why.message();
+      if (pause_reason_.ok()) paused_since_ = clock_->SteadyNow();
+      pause_reason_ = why;
+      delay = backoff_.Next();
+      retry_ = clock_->RunAfter(delay, guard_.Wrap([this] { TryStart(); }));
+    }
+    if (changed) {
+      LOG(WARNING) << "training paused at iteration " << iteration << ": " << why
+                   << " (re-planning with back-off)";
+      if (options_.on_pause_change) options_.on_pause_change(why);
+    }
+    return;
+  }
+  absl::AnyInvocable<void(IterationReport)> done;
+  bool resumed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!waiting_) return;  // cancelled meanwhile
+    waiting_ = false;
+    done = std::move(waiting_done_);
+    if (!pause_reason_.ok()) {
+      resumed = true;
+      LOG(WARNING) << "training resumed at iteration " << iteration << " after "
+                   << (clock_->SteadyNow() - paused_since_) << " paused (" << plan_attempts_
+                   << " planning attempts so far)";
+      pause_reason_ = absl::OkStatus();
+    }
+    backoff_.Reset();
+  }
+  if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
   if (report.status.ok()) {
     for (PlannedRoute& r : *routes) {
       const uint64_t global =
@@ -182,8 +274,11 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
                                   : absl::IsAborted(status)        ? "lost_downstream"
                                   : IsRetryElsewhere(status)       ? "unrepairable"
                                                                    : "error"];
-      LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb
-                   << " dropped: " << status;
+      if (int64_t held = 0; drop_log_.Allow(clock_->SteadyNow(), &held)) {
+        LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb
+                     << " dropped: " << status
+                     << (held > 0 ? absl::StrCat(" (", held, " more drops not logged)") : "");
+      }
     }
     if (!in_flight_.empty() || !pending_.empty()) return;
     running_ = false;

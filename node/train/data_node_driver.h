@@ -10,6 +10,15 @@
 // Never hangs: every MB has a deadline (Note [MB deadline]); when it passes,
 // the MB is abandoned and counted as dropped.
 //
+// Note [Paused training]: when the planner cannot plan the iteration (a
+// stage has no live replica), the iteration does not fail at once (that was
+// a busy loop of empty iterations): the driver pauses, re-plans the same
+// iteration after a back-off with jitter (options.pause_backoff, seeded by
+// options.seed, timed by the injected clock) and logs one line when it
+// pauses, when the reason changes and when it resumes. paused() says why
+// (the daemon's health reports NOT_SERVING with it). Cancel() ends a paused
+// iteration with CANCELLED, so a stop never waits for a replica to return.
+//
 // Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
 // round trip (inject -> backward done) seen in the previous iteration, an
 // MB abandoned at its deadline counting as that long); the first iteration
@@ -27,6 +36,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <memory>
@@ -36,6 +46,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/lifetime_guard.h"
 #include "node/stage/stage_server.h"
@@ -50,6 +61,12 @@ struct DriverOptions {
   absl::Duration initial_deadline = absl::Seconds(120);
   absl::Duration min_deadline = absl::Seconds(5);
   double deadline_factor = 4.0;
+  // Note [Paused training].
+  common::BackoffOptions pause_backoff;
+  uint64_t seed = 1;
+  // Called with the reason when training pauses or the reason changes, and
+  // with OK when it resumes; on the clock's thread, no lock held.
+  std::function<void(const absl::Status&)> on_pause_change;
 };
 
 struct IterationReport {
@@ -76,6 +93,15 @@ class DataNodeDriver final : public OriginListener {
   // `iteration` (BeginIteration).
   void RunIteration(uint64_t iteration, absl::AnyInvocable<void(IterationReport)> done);
 
+  // OK while training; otherwise why the current iteration is paused
+  // (Note [Paused training]).
+  absl::Status paused() const;
+  // Ends a paused iteration at once (its `done` gets CANCELLED); no-op
+  // otherwise.
+  void Cancel();
+  // How many times the planner was asked (for tests and metrics).
+  int64_t plan_attempts() const;
+
   void OnTail(uint64_t iteration, uint64_t mb, double loss) override;
   void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) override;
 
@@ -93,6 +119,8 @@ class DataNodeDriver final : public OriginListener {
     MicroBatchData data;
     int priority = 0;
   };
+  // Plans and starts the waiting iteration, or pauses it.
+  void TryStart();
   void InjectMore();
   void OnDeadline(uint64_t iteration, uint64_t mb);
   // Ends `mb` (finished or dropped) and completes the iteration if it was
@@ -109,7 +137,18 @@ class DataNodeDriver final : public OriginListener {
   // Deadline timers run OnDeadline only while the driver lives.
   common::LifetimeGuard guard_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  // Note [Paused training]: an iteration handed to RunIteration that has
+  // not started (planning) or is paused.
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t waiting_iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::AnyInvocable<void(IterationReport)> waiting_done_ ABSL_GUARDED_BY(mu_);
+  absl::Status pause_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Duration paused_since_ ABSL_GUARDED_BY(mu_);
+  common::Backoff backoff_ ABSL_GUARDED_BY(mu_);
+  common::TimerId retry_ ABSL_GUARDED_BY(mu_) = common::kNoTimer;
+  int64_t plan_attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  common::LogLimiter drop_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration started_ ABSL_GUARDED_BY(mu_);

@@ -49,6 +49,7 @@ struct NodeTrainer::State {
   void Resync(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
               StageStep step, common::NodeId source);
   void Finish(NodeIterationReport report);
+  void EndCancelled(uint64_t iteration);
   void MarkAt(int stage, uint64_t iteration) {
     absl::MutexLock lock(&mu);
     at_start_of[stage] = iteration;
@@ -107,6 +108,8 @@ void NodeTrainer::State::Start(uint64_t iteration) {
   if (Stopped()) return;
   if (driver != nullptr) {
     driver->RunIteration(iteration, guard.Wrap([this, iteration](IterationReport r) {
+      // Stopped while paused (Note [Paused training]): nothing to average.
+      if (absl::IsCancelled(r.status)) return EndCancelled(iteration);
       AfterData(iteration, std::move(r));
     }));
   } else {
@@ -250,6 +253,19 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
   if (done) done(next >= end ? absl::OkStatus() : absl::CancelledError("stopped"));
 }
 
+void NodeTrainer::State::EndCancelled(uint64_t iteration) {
+  DoneCallback done;
+  {
+    absl::MutexLock lock(&mu);
+    if (stopped) return;
+    stopped = true;
+    done = std::move(on_done);
+  }
+  if (done) {
+    done(absl::CancelledError(absl::StrCat("stopped while iteration ", iteration, " was paused")));
+  }
+}
+
 NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stages,
                          DataNodeDriver* driver, GroupComm* group, common::Clock* clock)
     : state_(std::make_unique<State>()) {
@@ -295,8 +311,12 @@ void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_itera
 }
 
 void NodeTrainer::Stop() {
-  absl::MutexLock lock(&state_->mu);
-  state_->stop_requested = true;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stop_requested = true;
+  }
+  // A paused iteration (Note [Paused training]) would never reach its end.
+  if (state_->driver != nullptr) state_->driver->Cancel();
 }
 
 }  // namespace skipswarm::node

@@ -85,7 +85,9 @@ class NodeTrainer {
 
   // Runs iterations [first, first + count). REQUIRES: not running.
   void Run(uint64_t first, uint64_t count, IterationCallback on_iteration, DoneCallback on_done);
-  // Stops after the current iteration's update (on_done gets CANCELLED).
+  // Stops after the current iteration's update (on_done gets CANCELLED);
+  // a data node's paused iteration ends at once (Note [Paused training]
+  // in data_node_driver.h).
   void Stop();
 
  private:

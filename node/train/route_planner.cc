@@ -6,6 +6,21 @@
 
 namespace skipswarm::node {
 
+absl::Status UsableForPlanning(const PeerInfo& p, int num_stages) {
+  if (p.stages.empty()) return absl::InvalidArgumentError("hosts no stage");
+  for (int s : p.stages) {
+    if (s < 0 || s >= num_stages) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", s, " is outside the model's 0..", num_stages - 1));
+    }
+  }
+  if (p.memory_slots < 1 || p.memory_slots > kMaxMemorySlots) {
+    return absl::InvalidArgumentError(absl::StrCat("memory_slots ", p.memory_slots,
+                                                   " is outside 1..", kMaxMemorySlots));
+  }
+  return absl::OkStatus();
+}
+
 int DataNodeRank(const SwarmView& view, const PeerId& self) {
   std::vector<PeerId> data = view.Replicas(0);
   auto it = std::find(data.begin(), data.end(), self);
@@ -16,8 +31,16 @@ absl::StatusOr<std::vector<PlannedRoute>> InOrderPlanner::Plan(const PlanInput& 
                                                                const SwarmView& view) {
   const int rank = std::max(0, DataNodeRank(view, input.self));
   std::vector<std::vector<PeerId>> replicas(input.num_stages);
+  std::vector<PeerId> unusable;  // Note [Unusable records]
+  for (const PeerInfo& p : view.Members()) {
+    if (!UsableForPlanning(p, input.num_stages).ok()) unusable.push_back(p.id);
+  }
   for (int s = 1; s < input.num_stages; ++s) {
-    replicas[s] = view.Replicas(s);
+    for (const PeerId& id : view.Replicas(s)) {
+      if (std::find(unusable.begin(), unusable.end(), id) == unusable.end()) {
+        replicas[s].push_back(id);
+      }
+    }
     if (replicas[s].empty()) {
       return absl::UnavailableError(absl::StrCat("no live replica of stage ", s));
     }

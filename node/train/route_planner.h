@@ -61,6 +61,13 @@ class InOrderPlanner final : public RoutePlanner {
                                                  const SwarmView& view) override;
 };
 
+// Note [Unusable records]: a member record the planner cannot use (a stage
+// outside 0..num_stages-1, memory_slots outside 1..kMaxMemorySlots) is left
+// out of planning, like a dead member, instead of failing every iteration.
+// OK when `p` is usable, else why not.
+inline constexpr int kMaxMemorySlots = 4096;
+absl::Status UsableForPlanning(const PeerInfo& p, int num_stages);
+
 // Rank of `self` among the live data nodes (ascending id), or -1.
 int DataNodeRank(const SwarmView& view, const PeerId& self);
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "scheduler/topology.h"
@@ -263,7 +265,27 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
                                                                  const SwarmView& view) {
   const bool full_routes =
       options_.path_length <= 0 || options_.path_length >= input.num_stages;
-  const std::vector<PeerInfo> members = view.Members();
+  // Dead members and unusable records (Note [Unusable records] in
+  // route_planner.h) leave the planner's input at once; a dead record kept
+  // by gossip (dead_retention) must not fail later iterations.
+  std::vector<PeerInfo> members;
+  std::vector<bool> stage_covered(std::max(0, input.num_stages), false);
+  for (PeerInfo& m : view.Members()) {
+    if (!view.IsAlive(m.id)) continue;
+    if (absl::Status usable = UsableForPlanning(m, input.num_stages); !usable.ok()) {
+      if (warned_.insert(m.id).second) {
+        LOG(WARNING) << "planner ignores member " << m.id.ShortString() << ": " << usable;
+      }
+      continue;
+    }
+    for (int s : m.stages) stage_covered[s] = true;
+    members.push_back(std::move(m));
+  }
+  for (int s = 0; s < input.num_stages; ++s) {
+    if (!stage_covered[s]) {
+      return absl::UnavailableError(absl::StrCat("no live replica of stage ", s));
+    }
+  }
   const std::vector<double> speeds = PlanningSpeeds(members, options_.costs.sec_per_layer_sample);
   std::vector<scheduler::NodeSpec> nodes;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -289,19 +311,12 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   shape.layers_per_stage = options_.costs.layers_per_stage;
   shape.samples_per_mb = options_.costs.samples_per_mb;
   shape.bytes_per_mb = options_.costs.bytes_per_mb;
-  const size_t n = nodes.size();
   // Note [Planning from measured links].
   absl::StatusOr<scheduler::TopologyView> topo =
       scheduler::TopologyView::Create(
           shape, nodes,
           PlanningHops(members, view, options_.costs));
   if (!topo.ok()) return topo.status();
-  for (size_t v = 0; v < n; ++v) {
-    if (view.IsAlive(members[v].id)) continue;
-    absl::StatusOr<scheduler::TopologyView> without = topo->WithoutNode(static_cast<int>(v));
-    if (!without.ok()) return absl::UnavailableError(without.status().message());
-    topo = *std::move(without);
-  }
   scheduler::PlanRequest request;
   request.view = &*topo;
   request.workload.mb_per_data_node = input.mbs;

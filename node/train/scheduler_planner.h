@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "node/train/route_planner.h"
@@ -132,6 +133,8 @@ class SchedulerPlanner final : public RoutePlanner {
   SchedulerPlannerOptions options_;
   std::unique_ptr<scheduler::Planner> planner_;
   InOrderPlanner in_order_;  // full routes over members with several stages
+  // Members whose unusable record was logged (once each).
+  absl::flat_hash_set<common::NodeId> warned_;
 };
 
 }  // namespace skipswarm::node

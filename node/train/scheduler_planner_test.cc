@@ -587,3 +587,62 @@ TEST(SchedulerPlannerTest, LinkMeasurementsAFewPercentApartPlanIdentically) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Unusable records] (route_planner.h): a record with a stage outside
+// the model or memory_slots 0 or huge is left out, as is a dead member of
+// a stage whose other replica is also unusable; planning goes on.
+TEST(SchedulerPlannerTest, UnusableAndDeadRecordsAreLeftOutOfPlanning) {
+  std::vector<PeerInfo> members = LocalLayout();
+  auto bad = [&](const std::string& name, int stage, int slots) {
+    PeerInfo p;
+    p.id = common::NodeId::ForName(name);
+    p.stages = {stage};
+    p.memory_slots = slots;
+    members.push_back(p);
+  };
+  bad("stage99", 99, 4);
+  bad("noslots", 3, 0);
+  bad("hugeslots", 4, 2000000000);
+  bad("deadbad", 77, 4);
+  StaticSwarmView view(members);
+  view.MarkDead(common::NodeId::ForName("deadbad"));
+  const std::set<common::NodeId> unusable = {
+      common::NodeId::ForName("stage99"), common::NodeId::ForName("noslots"),
+      common::NodeId::ForName("hugeslots"), common::NodeId::ForName("deadbad")};
+  for (const std::string& name : {std::string("skippipe"), std::string("noskip")}) {
+    auto planner = SchedulerPlanner::Create({.planner = name});
+    ASSERT_TRUE(planner.ok());
+    for (uint64_t it = 0; it < 3; ++it) {
+      auto routes = (*planner)->Plan({it, common::NodeId::ForName("d0"), 4, 6}, view);
+      ASSERT_TRUE(routes.ok()) << name << ": " << routes.status();
+      ASSERT_EQ(routes->size(), 4u);
+      for (const PlannedRoute& r : *routes) {
+        for (const RouteHop& h : r.hops) EXPECT_EQ(unusable.count(h.node), 0u) << name;
+      }
+    }
+  }
+  InOrderPlanner in_order;
+  auto routes = in_order.Plan({0, common::NodeId::ForName("d0"), 4, 6}, view);
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  for (const PlannedRoute& r : *routes) {
+    for (const RouteHop& h : r.hops) EXPECT_EQ(unusable.count(h.node), 0u);
+  }
+}
+
+TEST(SchedulerPlannerTest, AStageWithOnlyDeadReplicasIsUnavailable) {
+  std::vector<PeerInfo> members = LocalLayout();
+  StaticSwarmView view(members);
+  view.MarkDead(common::NodeId::ForName("s3r0"));
+  view.MarkDead(common::NodeId::ForName("s3r1"));
+  auto planner = SchedulerPlanner::Create({.planner = "skippipe"});
+  ASSERT_TRUE(planner.ok());
+  auto routes = (*planner)->Plan({0, common::NodeId::ForName("d0"), 4, 6}, view);
+  EXPECT_TRUE(absl::IsUnavailable(routes.status())) << routes.status();
+  EXPECT_NE(routes.status().message().find("stage 3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -65,6 +65,8 @@ class TestSwarm {
   const std::vector<NodeIterationReport>& reports(int node) const { return nodes_[node]->reports; }
   StageCompute* compute(int node, int stage);
   StageServer* server(int node) { return nodes_[node]->server.get(); }
+  DataNodeDriver* driver(int node) { return nodes_[node]->driver.get(); }
+  NodeTrainer* trainer(int node) { return nodes_[node]->trainer.get(); }
   FaultInjectingTransport* faults(int node) { return nodes_[node]->faults; }
   common::SimClock& clock() { return clock_; }
 

@@ -62,6 +62,11 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     if (server_) server_->Wait();
   }
 
+  void SetServing(bool serving) {
+    if (server_ == nullptr || server_->GetHealthCheckService() == nullptr) return;
+    server_->GetHealthCheckService()->SetServingStatus(serving);
+  }
+
   absl::Status StartServer() {
     if (options_.listen_address.empty()) return absl::OkStatus();
     grpc::EnableDefaultHealthCheckService(true);
@@ -365,6 +370,8 @@ absl::StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::Create(
 }
 
 int GrpcTransport::port() const { return impl_->port(); }
+
+void GrpcTransport::SetServing(bool serving) { impl_->SetServing(serving); }
 
 std::string GrpcTransport::loopback_address() const {
   return absl::StrCat("127.0.0.1:", impl_->port());

@@ -107,6 +107,10 @@ class GrpcTransport final : public Transport {
   // "127.0.0.1:<port>"-style address peers can reach on loopback.
   std::string loopback_address() const;
   GrpcTransportStats stats() const;
+  // The standard gRPC health service's overall status (SERVING at start);
+  // a paused data node reports NOT_SERVING (Note [Paused training] in
+  // node/train/data_node_driver.h).
+  void SetServing(bool serving);
 
   PeerId self() const override;
   void SetFrameHandler(FrameHandler handler) override;

@@ -503,5 +503,21 @@ TEST_F(GrpcTransportTest, HealthServiceReportsServing) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+// Note [Paused training]: a paused data node answers NOT_SERVING.
+TEST_F(GrpcTransportTest, HealthServiceFollowsSetServing) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(b_->loopback_address(), grpc::InsecureChannelCredentials()));
+  for (bool serving : {false, true}) {
+    b_->SetServing(serving);
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = stub->Check(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.status(), serving ? grpc::health::v1::HealthCheckResponse::SERVING
+                                         : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  }
+}
+
 }  // namespace
 }  // namespace skipswarm::node

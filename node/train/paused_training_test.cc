@@ -1,0 +1,115 @@
+// Note [Paused training] (data_node_driver.h): a data node whose planner
+// cannot plan does not spin through empty iterations; it re-plans with
+// back-off on the simulated clock and resumes when it can.
+#include <glog/logging.h>
+
+#include <cmath>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/train/data_source.h"
+#include "node/train/test_swarm.h"
+
+namespace skipswarm::node {
+namespace {
+
+ComputeFactory Timed() {
+  return [](int, int stage, common::Clock* clock, TaskRunner*) {
+    return std::make_unique<TimedStageCompute>(
+        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
+  };
+}
+
+// Fails (UNAVAILABLE) until simulated time `until`, then plans in order.
+class UnavailableUntil final : public RoutePlanner {
+ public:
+  // `*clock` is read at each Plan (the swarm that owns the clock is made
+  // after its planners).
+  UnavailableUntil(common::Clock* const* clock, absl::Duration until)
+      : clock_(clock), until_(until) {}
+  std::string name() const override { return "unavailable-until"; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                 const SwarmView& view) override {
+    if ((*clock_)->SteadyNow() < until_) return absl::UnavailableError("no live replica of stage 1");
+    return in_order_.Plan(input, view);
+  }
+
+ private:
+  common::Clock* const* const clock_;
+  const absl::Duration until_;
+  InOrderPlanner in_order_;
+};
+
+// Counts the plans asked of an in-order planner.
+class Counting final : public RoutePlanner {
+ public:
+  explicit Counting(int64_t* count) : count_(count) {}
+  std::string name() const override { return "counting"; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                 const SwarmView& view) override {
+    ++*count_;
+    return in_order_.Plan(input, view);
+  }
+
+ private:
+  int64_t* const count_;
+  InOrderPlanner in_order_;
+};
+
+TEST(PausedTrainingTest, AStageWithNoLiveReplicaPausesWithBoundedAttempts) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}};
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 2;
+  int64_t attempts = 0;
+  o.planner = [&attempts] { return std::make_unique<Counting>(&attempts); };
+  TestSwarm swarm(o, Timed(), &data);
+  ASSERT_TRUE(swarm.Run(1));
+  swarm.Kill(1);  // the only replica of stage 1
+  attempts = 0;
+  // Old code: 2,000 empty iterations at one simulated instant.
+  EXPECT_FALSE(swarm.Run(2000, absl::Seconds(60)));
+  EXPECT_EQ(attempts, swarm.driver(0)->plan_attempts() - 1);
+  // 1 + backoff 0.1 s doubling to a 10 s cap, jitter <= 50%: about 15 in 60 s.
+  EXPECT_LE(attempts, 40) << "re-planned without back-off";
+  EXPECT_GE(attempts, 5);
+  EXPECT_LE(swarm.reports(0).size(), 3u) << "empty iterations were run";
+  LOG(INFO) << "plans asked in 60 simulated seconds with a dead stage: " << attempts;
+  const absl::Status why = swarm.driver(0)->paused();
+  EXPECT_TRUE(absl::IsUnavailable(why)) << why;
+  EXPECT_NE(why.message().find("stage 1"), std::string::npos) << why;
+  // A stop while paused ends the paused iteration at once: no more plans.
+  swarm.trainer(0)->Stop();
+  swarm.clock().Advance(absl::Seconds(60));
+  EXPECT_EQ(swarm.driver(0)->plan_attempts() - 1, attempts);
+}
+
+TEST(PausedTrainingTest, TrainingResumesWhenThePlannerCanPlanAgain) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}};
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 2;
+  common::Clock* clock = nullptr;
+  o.planner = [&clock]() -> std::unique_ptr<RoutePlanner> {
+    return std::make_unique<UnavailableUntil>(&clock, absl::Seconds(30));
+  };
+  auto swarm = std::make_unique<TestSwarm>(o, Timed(), &data);
+  clock = &swarm->clock();
+  ASSERT_TRUE(swarm->Run(3, absl::Seconds(120)));
+  ASSERT_EQ(swarm->reports(0).size(), 3u);
+  for (const NodeIterationReport& r : swarm->reports(0)) {
+    ASSERT_TRUE(r.data.has_value());
+    EXPECT_TRUE(r.data->status.ok()) << r.data->status;
+    EXPECT_TRUE(std::isfinite(r.data->loss));
+    EXPECT_EQ(r.data->completed, 2);
+  }
+  EXPECT_GE(swarm->clock().SteadyNow(), absl::Seconds(30));
+  EXPECT_LE(swarm->driver(0)->plan_attempts(), 3 + 15);
+  EXPECT_TRUE(swarm->driver(0)->paused().ok());
+}
+
+}  // namespace
+}  // namespace skipswarm::node
