@@ -219,6 +219,9 @@ absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
   return pid;
 }
 
+// Marks a folder `skipswarm local` made, so that only such a folder is wiped.
+constexpr char kLocalDirMarker[] = ".skipswarm-local";
+
 absl::Status Run(const LocalSwarmPlanner& wan) {
   // The launcher is main-level code: it picks the real clock for its
   // timestamps and polling.
@@ -234,9 +237,28 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   const std::string dir = std::filesystem::absolute(absl::GetFlag(FLAGS_local_dir)).string();
   std::error_code ec;
+  // Only a folder this launcher made (its marker file inside) is wiped:
+  // --local_dir=$HOME must not erase a home.
+  const std::string marker = dir + "/" + kLocalDirMarker;
+  if (std::filesystem::exists(dir, ec)) {
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local_dir=", dir, " exists and is not a folder"));
+    }
+    if (!std::filesystem::is_empty(dir, ec) && !std::filesystem::exists(marker, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--local_dir=", dir, " is not empty and was not made by skipswarm local (no ",
+          kLocalDirMarker, " file in it); refusing to delete it: pass a new or empty folder"));
+    }
+  }
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir + "/logs", ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  {
+    std::ofstream m(marker);
+    m << "made by skipswarm local; the next run with this --local_dir deletes this folder\n";
+    if (!m) return absl::UnavailableError(absl::StrCat("cannot write ", marker));
+  }
 
   // Layout and ports.
   std::optional<LocalSwarmPlan> wan_plan;
@@ -379,6 +401,33 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
     return config;
   };
+  // Fault plan.
+  std::map<std::string, int64_t> kills;
+  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_kill), ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(k, '@');
+    int64_t at;
+    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &at)) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "' is not NAME@ITER"));
+    }
+    if (at < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "': ITER must be >= 0"));
+    }
+    kills[p[0]] = at;
+  }
+  if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
+  // A fault experiment must not "pass" without its fault.
+  for (const auto& [name, at] : kills) {
+    if (!(name == "j0" && absl::GetFlag(FLAGS_local_join_at) >= 0) &&
+        std::none_of(layout.begin(), layout.end(),
+                     [&](const auto& n) { return n.first == name; })) {
+      std::vector<std::string> names;
+      for (const auto& n : layout) names.push_back(n.first);
+      return absl::InvalidArgumentError(absl::StrCat("--kill names no node: '", name,
+                                                     "' (the nodes are ",
+                                                     absl::StrJoin(names, ", "), ")"));
+    }
+  }
+
   for (const auto& [name, st] : layout) {
     const std::string config = write_config(name, st);
     Child c;
@@ -397,18 +446,6 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 static_cast<long long>(iterations), dir.c_str());
   }
 
-  // Fault plan.
-  std::map<std::string, int64_t> kills;
-  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_kill), ',', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(k, '@');
-    int64_t at;
-    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &at)) {
-      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "' is not NAME@ITER"));
-    }
-    kills[p[0]] = at;
-  }
-  if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
-
   std::map<int64_t, Point> points;
   int64_t rerouted = 0;  // every node's re-routes so far (ReadProgress)
   const int64_t join_at = absl::GetFlag(FLAGS_local_join_at);
@@ -416,6 +453,14 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   absl::Duration joined_after = absl::InfiniteDuration();  // spawn -> JOIN line
   std::string join_line;
   bool interrupted_sent = false;
+  // Stage loss (no live host of a stage before the last iteration): the
+  // swarm cannot go on (restoring a stage is not done here), so the run
+  // stops with an error naming the stage instead of printing empty
+  // iterations (Note [Paused training] keeps the data nodes waiting).
+  std::string lost;
+  std::map<std::string, int64_t> killed_after;
+  absl::Duration stop_deadline = absl::InfiniteDuration();
+  constexpr absl::Duration kStopGrace = absl::Seconds(30);
   int alive = static_cast<int>(children.size());
   int64_t shown = -1;
   while (alive > 0) {
@@ -437,11 +482,57 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         std::printf("\nkilling %s (SIGKILL) after iteration %lld\n", c.name.c_str(),
                     static_cast<long long>(reported));
         kill(c.pid, SIGKILL);
+        killed_after[c.name] = reported;
         kills.erase(k);
         std::ofstream log(dir + "/kills.log", std::ios::app);
         log << absl::FormatTime("%Y%m%d %H:%M:%E6S", clock->Now(), absl::LocalTimeZone()) << " "
             << c.name << " after iteration " << reported << "\n";
       }
+    }
+    if (lost.empty() && reported + 1 < iterations && !g_interrupted.load()) {
+      std::map<int, std::vector<std::string>> hosts;  // stage -> live hosts
+      for (const auto& [name, st] : layout) {
+        for (int s : st) hosts[s];
+      }
+      for (const Child& c : children) {
+        if (c.exited) continue;
+        for (const auto& [name, st] : layout) {
+          if (name != c.name) continue;
+          for (int s : st) hosts[s].push_back(name);
+        }
+      }
+      for (const auto& [s, live] : hosts) {
+        if (!live.empty()) continue;
+        std::vector<std::string> gone;
+        for (const auto& [name, st] : layout) {
+          if (std::find(st.begin(), st.end(), s) == st.end()) continue;
+          auto k = killed_after.find(name);
+          gone.push_back(k == killed_after.end()
+                             ? absl::StrCat(name, " exited")
+                             : absl::StrCat(name, " killed after iteration ", k->second));
+        }
+        lost = absl::StrCat("stage ", s, " was lost: no live replica is left (",
+                            absl::StrJoin(gone, ", "), "); training stopped after iteration ",
+                            reported, " of ", iterations,
+                            " (restoring a lost stage is not supported)");
+        break;
+      }
+      if (!lost.empty()) {
+        std::printf("\n%s; stopping every node\n", lost.c_str());
+        for (Child& c : children) {
+          if (!c.exited) kill(c.pid, SIGINT);
+        }
+        stop_deadline = clock->SteadyNow() + kStopGrace;
+      }
+    }
+    if (clock->SteadyNow() > stop_deadline) {
+      for (Child& c : children) {
+        if (c.exited) continue;
+        std::printf("\n%s did not stop within %s; SIGKILL\n", c.name.c_str(),
+                    absl::FormatDuration(kStopGrace).c_str());
+        kill(c.pid, SIGKILL);
+      }
+      stop_deadline = absl::InfiniteDuration();
     }
     if (gossip && join_at >= 0 && joiner_spawned == absl::InfiniteDuration() &&
         reported >= join_at) {
@@ -494,6 +585,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   ReadProgress(progress, points, rerouted);
   WriteSummary(dir, points);
+  if (!lost.empty()) return absl::FailedPreconditionError(lost);
   int failed = 0;
   for (const Child& c : children) {
     const bool killed = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL;
@@ -521,6 +613,19 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   if (wan_plan && wan_plan->after_run && failed == 0) wan_plan->after_run();
   if (failed > 0) return absl::InternalError(absl::StrCat(failed, " node(s) failed"));
+  // Never a silent success: the last iteration must have trained with a
+  // finite loss (a data node's NaN is left out of its point, n == 0).
+  if (points.empty()) return absl::DataLossError("no iteration trained");
+  const auto& [last_it, last] = *points.rbegin();
+  const double final_loss = last.n > 0 ? last.loss_sum / last.n : NAN;
+  if (!std::isfinite(final_loss)) {
+    return absl::DataLossError(absl::StrCat("iteration ", last_it, " ended with a non-finite loss (",
+                                            final_loss, "); the run did not train"));
+  }
+  if (last_it + 1 < iterations && !g_interrupted.load()) {
+    return absl::DataLossError(absl::StrCat("only ", last_it + 1, " of ", iterations,
+                                            " iterations trained"));
+  }
   return absl::OkStatus();
 }
 

@@ -155,6 +155,10 @@ absl::Status Run() {
   auto evaluate = [&](int64_t at, const std::vector<MicroBatch>& batches) -> absl::Status {
     SS_ASSIGN_OR_RETURN(EvalResult e,
                         trainer->Evaluate(FullRoute(stages), batches, bytes_per_token));
+    if (!std::isfinite(e.loss)) {
+      return absl::DataLossError(
+          absl::StrCat("iteration ", at, ": the validation loss is ", e.loss));
+    }
     std::printf("eval  iter %6lld  val_loss %.4f  val_ppl %.3f  val_bits_per_byte %.4f  (%lld "
                 "tokens)\n",
                 static_cast<long long>(at), e.loss, e.perplexity, e.bits_per_byte,
@@ -191,6 +195,13 @@ absl::Status Run() {
     SS_ASSIGN_OR_RETURN(IterationStats s, replay.empty()
                                               ? trainer->RunIteration()
                                               : trainer->RunIteration(replay[trainer->iteration()]));
+    // Never train on (or report) a non-finite loss: the update it made is
+    // already in the weights, so stop with the iteration named.
+    if (!std::isfinite(s.loss)) {
+      return absl::DataLossError(absl::StrCat(
+          "iteration ", trainer->iteration(), ": the training loss is ", s.loss,
+          "; stopping without a checkpoint (try a lower --lr or a --grad_clip)"));
+    }
     tokens += s.tokens;
     loss_window += s.loss;
     ++window;

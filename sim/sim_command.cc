@@ -142,6 +142,11 @@ int RunSim(const std::vector<std::string>& args) {
       report->planning_wall_ms, report->plans, static_cast<int>(report->gossip_messages),
       report->stopped_early.empty() ? ""
                                     : "; STOPPED EARLY: " + report->stopped_early);
+  if (s.completed == 0) {
+    std::cerr << "sim: no micro-batch completed in " << report->iterations.size()
+              << " iterations; nothing was trained\n";
+    return 1;
+  }
   return report->stopped_early.empty() ? 0 : 1;
 }
 

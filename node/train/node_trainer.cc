@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +34,10 @@ struct NodeTrainer::State {
   bool stopped ABSL_GUARDED_BY(mu) = false;
   common::LifetimeGuard guard;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
+  // Note [Non-finite steps]: consecutive skipped steps per stage, and the
+  // error that ends the run once a stage reaches kMaxNonFiniteSteps.
+  std::map<int, int> nonfinite_steps ABSL_GUARDED_BY(mu);
+  absl::Status fatal ABSL_GUARDED_BY(mu);
   // server->stats().rerouted at the previous report (rerouted_here).
   int64_t rerouted_reported ABSL_GUARDED_BY(mu) = 0;
   uint64_t end = 0;
@@ -50,6 +56,19 @@ struct NodeTrainer::State {
               StageStep step, common::NodeId source);
   void Finish(NodeIterationReport report);
   void EndCancelled(uint64_t iteration);
+  void CountNonFinite(uint64_t iteration, int stage, bool nonfinite) {
+    absl::MutexLock lock(&mu);
+    int& n = nonfinite_steps[stage];
+    n = nonfinite ? n + 1 : 0;
+    if (!nonfinite) return;
+    LOG(ERROR) << "iteration " << iteration << " stage " << stage
+               << ": the averaged gradient is not finite; step skipped (" << n << " in a row)";
+    if (n >= kMaxNonFiniteSteps && fatal.ok()) {
+      fatal = absl::DataLossError(absl::StrCat(
+          "stage ", stage, ": non-finite gradients in ", n, " consecutive iterations (last ",
+          iteration, "); stopping instead of training on NaN (try a lower --lr or --grad_clip)"));
+    }
+  }
   void MarkAt(int stage, uint64_t iteration) {
     absl::MutexLock lock(&mu);
     at_start_of[stage] = iteration;
@@ -179,7 +198,14 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
               return;
             }
           }
-          absl::StatusOr<UpdateStats> u = compute->ApplyUpdate(r->sum, r->visits);
+          const bool finite = std::all_of(r->sum.begin(), r->sum.end(),
+                                          [](float x) { return std::isfinite(x); });
+          if (!finite) step.skipped_nonfinite = true;
+          self->CountNonFinite(report.iteration, it->first, !finite);
+          // Note [Non-finite steps]: zero visits step nothing on every replica.
+          absl::StatusOr<UpdateStats> u =
+              finite ? compute->ApplyUpdate(r->sum, r->visits)
+                     : compute->ApplyUpdate(std::vector<float>(r->sum.size(), 0.f), 0);
           if (u.ok()) {
             step.update = *u;
           } else {
@@ -232,9 +258,11 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
   report.server = server->stats();
   const uint64_t next = report.iteration + 1;
   bool stop;
+  absl::Status failed;
   {
     absl::MutexLock lock(&mu);
-    stop = stop_requested || next >= end;
+    failed = fatal;
+    stop = stop_requested || next >= end || !failed.ok();
     report.rerouted_here = report.server.rerouted - rerouted_reported;
     rerouted_reported = report.server.rerouted;
   }
@@ -248,9 +276,13 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
   {
     absl::MutexLock lock(&mu);
     done = std::move(on_done);
-    if (stop_requested) stopped = true;
+    if (stop_requested || !failed.ok()) stopped = true;
   }
-  if (done) done(next >= end ? absl::OkStatus() : absl::CancelledError("stopped"));
+  if (done) {
+    done(!failed.ok()   ? failed
+         : next >= end ? absl::OkStatus()
+                       : absl::CancelledError("stopped"));
+  }
 }
 
 void NodeTrainer::State::EndCancelled(uint64_t iteration) {

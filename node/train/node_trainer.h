@@ -25,6 +25,14 @@
 // equal, which that iteration's digests confirm. If the fetch fails the
 // replica keeps its state and the next iteration tries again.
 //
+// Note [Non-finite steps]: when a stage's averaged gradient holds a NaN or
+// an infinity, every replica skips that step (no update; step() still
+// advances, as with zero visits): the averaged sum is the same bytes on
+// every replica, so they all decide alike and their digests stay equal.
+// After kMaxNonFiniteSteps consecutive skipped steps of one stage the
+// trainer stops and on_done gets DATA_LOSS naming the stage, instead of
+// training on with nonsense.
+//
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
 // destroying it is safe at any time (pending callbacks become no-ops).
@@ -57,6 +65,9 @@ struct StageStep {
   int replicas = 0;          // contributors
   bool digests_agree = true;
   bool resynced = false;  // this replica took a peer's state (Note [Digest re-sync])
+  // The averaged gradient was not finite: the step was skipped (Note
+  // [Non-finite steps]).
+  bool skipped_nonfinite = false;
   uint64_t digest_after = 0;
 };
 
@@ -75,6 +86,9 @@ struct NodeIterationReport {
 
 class NodeTrainer {
  public:
+  // Note [Non-finite steps].
+  static constexpr int kMaxNonFiniteSteps = 3;
+
   using IterationCallback = absl::AnyInvocable<void(const NodeIterationReport&)>;
   using DoneCallback = absl::AnyInvocable<void(absl::Status)>;
 

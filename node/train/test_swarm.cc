@@ -82,7 +82,10 @@ bool TestSwarm::Run(uint64_t count, absl::Duration limit) {
     n->done = false;
     n->trainer->Run(
         first, count, [n](const NodeIterationReport& r) { n->reports.push_back(r); },
-        [n](absl::Status) { n->done = true; });
+        [n](absl::Status s) {
+          n->done = true;
+          n->done_status = s;
+        });
   }
   const absl::Duration deadline = clock_.SteadyNow() + limit;
   for (;;) {

@@ -63,6 +63,8 @@ class TestSwarm {
   int size() const { return static_cast<int>(nodes_.size()); }
   common::NodeId id(int node) const { return nodes_[node]->id; }
   const std::vector<NodeIterationReport>& reports(int node) const { return nodes_[node]->reports; }
+  // What node i's trainer ended its last Run with.
+  const absl::Status& done_status(int node) const { return nodes_[node]->done_status; }
   StageCompute* compute(int node, int stage);
   StageServer* server(int node) { return nodes_[node]->server.get(); }
   DataNodeDriver* driver(int node) { return nodes_[node]->driver.get(); }
@@ -84,6 +86,7 @@ class TestSwarm {
     std::unique_ptr<NodeTrainer> trainer;
     std::vector<NodeIterationReport> reports;
     bool done = false;
+    absl::Status done_status;
   };
 
   TestSwarmOptions options_;

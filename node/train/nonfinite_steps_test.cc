@@ -1,0 +1,120 @@
+// Note [Non-finite steps] (node_trainer.h): a stage whose averaged gradient
+// is not finite skips the step on every replica alike, and the run stops
+// with DATA_LOSS after kMaxNonFiniteSteps such steps in a row.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/train/data_source.h"
+#include "node/train/test_swarm.h"
+
+namespace skipswarm::node {
+namespace {
+
+// TimedStageCompute whose gradients are NaN in the listed steps.
+class PoisonedCompute final : public StageCompute {
+ public:
+  PoisonedCompute(common::Clock* clock, int stage, std::set<int64_t> poisoned)
+      : inner_(clock, TimedStageCompute::Options{.stage = stage}), poisoned_(poisoned) {}
+  int stage() const override { return inner_.stage(); }
+  int64_t num_params() const override { return inner_.num_params(); }
+  void Start(uint64_t mb, MicroBatchData data, TensorDone done) override {
+    inner_.Start(mb, std::move(data), std::move(done));
+  }
+  void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
+    inner_.Forward(mb, std::move(input), std::move(done));
+  }
+  void Tail(uint64_t mb, WireTensor activation, TailDone done) override {
+    inner_.Tail(mb, std::move(activation), std::move(done));
+  }
+  void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override {
+    inner_.Backward(mb, std::move(grad_output), std::move(done));
+  }
+  bool Discard(uint64_t mb) override { return inner_.Discard(mb); }
+  size_t pending() const override { return inner_.pending(); }
+  absl::StatusOr<GradientSum> TakeGradients() override {
+    absl::StatusOr<GradientSum> g = inner_.TakeGradients();
+    if (g.ok() && poisoned_.count(inner_.step()) > 0 && !g->flat.empty()) {
+      g->flat[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    return g;
+  }
+  absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
+                                          int64_t total_visits) override {
+    for (float x : summed) {
+      if (!std::isfinite(x)) ++nonfinite_applied;
+    }
+    return inner_.ApplyUpdate(summed, total_visits);
+  }
+  void ZeroGrad() override { inner_.ZeroGrad(); }
+  uint64_t ParamsDigest() override { return inner_.ParamsDigest(); }
+  int64_t step() const override { return inner_.step(); }
+  absl::Status SaveCheckpoint(const std::string& path) override {
+    return inner_.SaveCheckpoint(path);
+  }
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
+    return inner_.LoadCheckpoint(path);
+  }
+
+  int nonfinite_applied = 0;
+
+ private:
+  TimedStageCompute inner_;
+  const std::set<int64_t> poisoned_;
+};
+
+TestSwarmOptions OneStageTwoReplicas() {
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}, {1}};
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 2;
+  return o;
+}
+
+// Replica 1 of stage 1 (node 2) sends NaN gradients in `poisoned` steps.
+ComputeFactory Poisoned(std::set<int64_t> poisoned, std::vector<PoisonedCompute*>* made) {
+  return [poisoned, made](int node, int stage, common::Clock* clock,
+                          TaskRunner*) -> std::unique_ptr<StageCompute> {
+    auto c = std::make_unique<PoisonedCompute>(clock, stage,
+                                               node == 2 ? poisoned : std::set<int64_t>{});
+    made->push_back(c.get());
+    return c;
+  };
+}
+
+TEST(NonFiniteStepsTest, ANonFiniteAverageIsSkippedOnEveryReplicaAlike) {
+  SyntheticDataSource data(2, 8, 32);
+  std::vector<PoisonedCompute*> made;
+  TestSwarm swarm(OneStageTwoReplicas(), Poisoned({1}, &made), &data);
+  ASSERT_TRUE(swarm.Run(4));
+  for (PoisonedCompute* c : made) EXPECT_EQ(c->nonfinite_applied, 0);
+  for (int n : {1, 2}) {
+    ASSERT_EQ(swarm.reports(n).size(), 4u);
+    EXPECT_TRUE(swarm.reports(n)[1].stages.at(1).skipped_nonfinite) << n;
+    EXPECT_FALSE(swarm.reports(n)[2].stages.at(1).skipped_nonfinite) << n;
+    EXPECT_TRUE(swarm.reports(n)[3].stages.at(1).digests_agree) << n;
+  }
+  EXPECT_EQ(swarm.compute(1, 1)->ParamsDigest(), swarm.compute(2, 1)->ParamsDigest());
+  EXPECT_EQ(swarm.compute(1, 1)->step(), 4);
+}
+
+TEST(NonFiniteStepsTest, ConsecutiveNonFiniteStepsStopTheRunWithDataLoss) {
+  SyntheticDataSource data(2, 8, 32);
+  std::vector<PoisonedCompute*> made;
+  TestSwarm swarm(OneStageTwoReplicas(), Poisoned({2, 3, 4, 5, 6, 7, 8, 9}, &made), &data);
+  // The replicas stop after kMaxNonFiniteSteps; the data node, left
+  // without a replica of stage 1, pauses (Note [Paused training]).
+  (void)swarm.Run(10, absl::Minutes(10));
+  for (PoisonedCompute* c : made) EXPECT_EQ(c->nonfinite_applied, 0);
+  for (int n : {1, 2}) {
+    EXPECT_EQ(swarm.reports(n).size(), 2u + NodeTrainer::kMaxNonFiniteSteps) << n;
+    EXPECT_TRUE(absl::IsDataLoss(swarm.done_status(n))) << swarm.done_status(n);
+    EXPECT_NE(swarm.done_status(n).message().find("stage 1"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace skipswarm::node
