@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli/node_command.h"
+#include "identity/keygen_command.h"
 #include "launcher/local_command.h"
 #include "launcher/wan_local.h"
-#include "membership/keygen_command.h"
 #include "model/eval_command.h"
 #include "model/train_ref_command.h"
 #include "node/transport/shaping_flags.h"
@@ -48,7 +48,7 @@ std::vector<common::cli::Command> AllCommands() {
       sim::SimCommand(),
       NodeCommand(),
       LocalWithWan(),
-      membership::KeygenCommand(),
+      identity::KeygenCommand(),
       VersionCommand(),
   };
 }

@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "model/model_flags.h"
 #include "node/daemon/eval_snapshots.h"
 #include "node/daemon/swarm_spec.h"
@@ -326,7 +326,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       std::string id_hex;
       if (tls) {
         SS_ASSIGN_OR_RETURN(auto identity,
-                            membership::Identity::LoadOrCreate(dir + "/keys/" + name + ".key"));
+                            identity::Identity::LoadOrCreate(dir + "/keys/" + name + ".key"));
         id_hex = identity->id().Hex();
       }
       entries.push_back(node::FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),

@@ -55,7 +55,7 @@ class GrpcGossipServer::Service final
     peer.address = ctx->peer();
     if (!insecure_) {
       absl::StatusOr<common::NodeId> id =
-          PeerIdFromAuthContext(*ctx->auth_context());
+          identity::PeerIdFromAuthContext(*ctx->auth_context());
       if (!id.ok()) {
         reactor->Finish(proto::ToGrpcStatus(id.status()));
         return reactor;
@@ -80,8 +80,8 @@ class GrpcGossipServer::Service final
 
 absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
     const std::string& address, GossipHandler* handler,
-    const GrpcSecurity& security, absl::Time now) {
-  auto credentials = PeerCredentials::Create(security, now);
+    const identity::GrpcSecurity& security, absl::Time now) {
+  auto credentials = identity::PeerCredentials::Create(security, now);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<GrpcGossipServer> server(new GrpcGossipServer());
   server->service_ = std::make_unique<Service>(handler, security.insecure);
@@ -110,7 +110,7 @@ void GrpcGossipServer::Shutdown() {
 
 // ---------------------------------------------------------------- client
 
-GrpcGossipTransport::GrpcGossipTransport(GrpcSecurity security,
+GrpcGossipTransport::GrpcGossipTransport(identity::GrpcSecurity security,
                                          common::Clock* clock)
     : security_(security), clock_(clock) {}
 
@@ -136,7 +136,7 @@ absl::StatusOr<GrpcGossipTransport::Peer*> GrpcGossipTransport::PeerFor(
   auto it = peers_.find(address);
   if (it != peers_.end()) return it->second.get();
   if (credentials_ == nullptr) {
-    auto credentials = PeerCredentials::Create(security_, clock_->Now());
+    auto credentials = identity::PeerCredentials::Create(security_, clock_->Now());
     if (!credentials.ok()) return credentials.status();
     credentials_ = *std::move(credentials);
   }
@@ -172,7 +172,7 @@ absl::Status GrpcGossipTransport::CheckPeer(const PeerRef& to,
   if (security_.insecure) return absl::OkStatus();
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (auth == nullptr) return absl::UnauthenticatedError("no TLS context");
-  absl::StatusOr<common::NodeId> id = PeerIdFromAuthContext(*auth);
+  absl::StatusOr<common::NodeId> id = identity::PeerIdFromAuthContext(*auth);
   if (!id.ok()) return id.status();
   if (!to.id.IsZero() && *id != to.id) {
     return absl::UnauthenticatedError(absl::StrCat(

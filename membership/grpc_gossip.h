@@ -39,8 +39,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "membership/identity.h"
-#include "membership/tls_credentials.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
 #include "membership/transport.h"
 #include "proto/gossip.grpc.pb.h"
 
@@ -52,7 +52,7 @@ class GrpcGossipServer {
   // outlive the server (or Shutdown).
   static absl::StatusOr<std::unique_ptr<GrpcGossipServer>> Start(
       const std::string& address, GossipHandler* handler,
-      const GrpcSecurity& security, absl::Time now);
+      const identity::GrpcSecurity& security, absl::Time now);
   ~GrpcGossipServer();
 
   int port() const { return port_; }
@@ -72,7 +72,7 @@ class GrpcGossipTransport final : public GossipTransport {
   static constexpr absl::Duration kConnectBudget = absl::Seconds(1);
 
   // `clock` (deadlines) must outlive the transport.
-  GrpcGossipTransport(GrpcSecurity security, common::Clock* clock);
+  GrpcGossipTransport(identity::GrpcSecurity security, common::Clock* clock);
   ~GrpcGossipTransport() override;
 
   void Ping(const PeerRef& to, const proto::PingRequest& req,
@@ -96,10 +96,10 @@ class GrpcGossipTransport final : public GossipTransport {
   void CallStarted();
   void CallFinished();
 
-  const GrpcSecurity security_;
+  const identity::GrpcSecurity security_;
   common::Clock* const clock_;
   absl::Mutex mu_;
-  std::shared_ptr<const PeerCredentials> credentials_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const identity::PeerCredentials> credentials_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_
       ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;

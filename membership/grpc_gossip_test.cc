@@ -66,8 +66,8 @@ class GrpcGossipTest : public ::testing::Test {
  protected:
   GrpcGossipTest()
       : clock_(common::RealClock::Create()),
-        server_id_(*Identity::Generate()),
-        client_id_(*Identity::Generate()),
+        server_id_(*identity::Identity::Generate()),
+        client_id_(*identity::Identity::Generate()),
         handler_(server_id_->id()) {}
 
   void StartServer(bool insecure) {
@@ -88,7 +88,7 @@ class GrpcGossipTest : public ::testing::Test {
   }
 
   std::unique_ptr<common::RealClock> clock_;
-  std::unique_ptr<Identity> server_id_, client_id_;
+  std::unique_ptr<identity::Identity> server_id_, client_id_;
   FakeHandler handler_;
   std::unique_ptr<GrpcGossipServer> server_;
   std::string address_;
@@ -192,7 +192,7 @@ TEST(BootstrapDiagnosticsTest, ClassifiesEachStep) {
 TEST(GrpcMembershipTest, NodesJoinOverMutualTlsAndOtherSwarmIsRefused) {
   auto clock = common::RealClock::Create();
   struct Node {
-    std::unique_ptr<Identity> identity;
+    std::unique_ptr<identity::Identity> identity;
     std::unique_ptr<GrpcGossipTransport> transport;
     std::unique_ptr<Membership> membership;
     std::unique_ptr<GrpcGossipServer> server;
@@ -202,9 +202,9 @@ TEST(GrpcMembershipTest, NodesJoinOverMutualTlsAndOtherSwarmIsRefused) {
   int joined = 0;
   for (int i = 0; i < 4; ++i) {
     Node& n = nodes[i];
-    n.identity = *Identity::Generate();
+    n.identity = *identity::Identity::Generate();
     n.transport = std::make_unique<GrpcGossipTransport>(
-        GrpcSecurity{n.identity.get(), false}, clock.get());
+        identity::GrpcSecurity{n.identity.get(), false}, clock.get());
     MembershipOptions o;
     o.policy.swarm_id = i < 3 ? "grpc-swarm" : "another-swarm";
     o.probe_interval = absl::Milliseconds(100);

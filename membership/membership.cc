@@ -14,7 +14,7 @@
 namespace skipswarm::membership {
 
 
-Membership::Impl::Impl(MembershipOptions options, const Identity* identity,
+Membership::Impl::Impl(MembershipOptions options, const identity::Identity* identity,
                        GossipTransport* transport, common::Clock* clock,
                        common::Random rng)
     : options_(std::move(options)),

@@ -42,7 +42,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/random.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "membership/record.h"
 #include "membership/transport.h"
 #include "membership/view.h"
@@ -135,7 +135,7 @@ class Membership final : public GossipHandler {
 
   // `identity`, `transport` and `clock` must outlive the Membership.
   static absl::StatusOr<std::unique_ptr<Membership>> Create(
-      MembershipOptions options, const Identity* identity,
+      MembershipOptions options, const identity::Identity* identity,
       GossipTransport* transport, common::Clock* clock, common::Random rng);
   ~Membership() override;
 

@@ -11,7 +11,7 @@
 namespace skipswarm::membership {
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
-    MembershipOptions options, const Identity* identity,
+    MembershipOptions options, const identity::Identity* identity,
     GossipTransport* transport, common::Clock* clock, common::Random rng) {
   if (identity == nullptr || transport == nullptr || clock == nullptr) {
     return absl::InvalidArgumentError("identity, transport and clock required");

@@ -97,7 +97,7 @@ struct JoinState {
 
 class Membership::Impl : public std::enable_shared_from_this<Impl> {
  public:
-  Impl(MembershipOptions options, const Identity* identity,
+  Impl(MembershipOptions options, const identity::Identity* identity,
        GossipTransport* transport, common::Clock* clock, common::Random rng);
 
   struct Member {
@@ -223,7 +223,7 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const MembershipOptions options_;
-  const Identity* const identity_;
+  const identity::Identity* const identity_;
   GossipTransport* const transport_;
   common::Clock* const clock_;
   const common::NodeId self_;

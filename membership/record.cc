@@ -24,7 +24,7 @@ std::string DeriveSwarmId(absl::string_view name, absl::string_view secret) {
           reinterpret_cast<const char*>(digest), 16)));
 }
 
-absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,
+absl::StatusOr<proto::SignedNodeRecord> SignRecord(const identity::Identity& identity,
                                                    proto::NodeRecord record,
                                                    absl::Time now) {
   record.set_node_id(identity.id().Bytes());
@@ -56,7 +56,7 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
   if (!record.ParseFromString(signed_record.record())) {
     return absl::InvalidArgumentError("node record does not parse");
   }
-  if (record.public_key().size() != kPublicKeyBytes) {
+  if (record.public_key().size() != identity::kPublicKeyBytes) {
     return absl::UnauthenticatedError("node record has no Ed25519 public key");
   }
   const common::NodeId id = common::NodeId::FromPublicKey(record.public_key());
@@ -65,7 +65,7 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
         "node record claims an id that is not the hash of its key (key hashes "
         "to ", id.ShortString(), ")"));
   }
-  if (absl::Status s = VerifySignature(record.public_key(),
+  if (absl::Status s = identity::VerifySignature(record.public_key(),
                                        signed_record.record(),
                                        signed_record.signature());
       !s.ok()) {

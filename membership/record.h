@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/node_id.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "proto/gossip.pb.h"
 
 namespace skipswarm::membership {
@@ -57,7 +57,7 @@ std::string DeriveSwarmId(absl::string_view name, absl::string_view secret);
 
 // Fills node_id, public_key, signed_at_unix_ms (= `now`) of `record` from
 // `identity` and signs its serialization.
-absl::StatusOr<proto::SignedNodeRecord> SignRecord(const Identity& identity,
+absl::StatusOr<proto::SignedNodeRecord> SignRecord(const identity::Identity& identity,
                                                    proto::NodeRecord record,
                                                    absl::Time now);
 

@@ -10,8 +10,8 @@ const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
 class RecordTest : public ::testing::Test {
  protected:
   RecordTest()
-      : alice_(*Identity::FromSeed(std::string(32, 'a'))),
-        mallory_(*Identity::FromSeed(std::string(32, 'm'))) {
+      : alice_(*identity::Identity::FromSeed(std::string(32, 'a'))),
+        mallory_(*identity::Identity::FromSeed(std::string(32, 'm'))) {
     policy_.swarm_id = "swarm-1";
     record_.set_swarm_id("swarm-1");
     record_.add_addresses("10.0.0.1:7000");
@@ -25,7 +25,7 @@ class RecordTest : public ::testing::Test {
     return *SignRecord(*alice_, r, at);
   }
 
-  std::unique_ptr<Identity> alice_, mallory_;
+  std::unique_ptr<identity::Identity> alice_, mallory_;
   RecordPolicy policy_;
   proto::NodeRecord record_;
 };

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/random.h"
 #include "common/sim_clock.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "membership/membership.h"
-#include "membership/sim_network.h"
+#include "sim/sim_network.h"
 
 namespace skipswarm::sim {
 namespace {
@@ -70,7 +70,7 @@ class CountingTransport final : public membership::GossipTransport {
 };
 
 struct Member {
-  std::unique_ptr<membership::Identity> identity;
+  std::unique_ptr<identity::Identity> identity;
   std::string address;
   std::unique_ptr<CountingTransport> transport;
   std::unique_ptr<membership::Membership> membership;
@@ -82,14 +82,14 @@ struct Member {
 GossipFigures MeasureGossip(const GossipBenchOptions& o) {
   GossipFigures g;
   common::SimClock clock(absl::FromUnixSeconds(1'800'000'000));
-  membership::SimNetwork net(&clock, o.seed,
+  SimNetwork net(&clock, o.seed,
                              {.latency = o.latency, .jitter = o.jitter});
   common::Random rng(o.seed);
   Traffic traffic;
   std::vector<Member> members(o.nodes);
   for (int i = 0; i < o.nodes; ++i) {
     Member& m = members[i];
-    m.identity = membership::SimIdentity(rng, i);
+    m.identity = SimIdentity(rng, i);
     m.address = absl::StrCat("node", i, ":7000");
     m.transport = std::make_unique<CountingTransport>(
         net.AddEndpoint(m.address, m.identity->id()), &traffic);

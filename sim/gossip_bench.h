@@ -1,5 +1,5 @@
 // Gossip at scale: N real membership::Membership instances (SWIM, signed
-// records) on membership::SimNetwork, each behind a byte-counting
+// records) on SimNetwork, each behind a byte-counting
 // GossipTransport decorator, so the simulator can report convergence time,
 // crash-detection time and gossip traffic in bytes per node per second.
 //

@@ -61,7 +61,7 @@ absl::Status RunExperiment3(const ExperimentOptions& o, std::ostream& out) {
     out.flush();
   }
   out << "\nGossip: membership/'s SWIM code (default options: probe 0.5 s, "
-         "suspicion 1.2 s, push-pull 5 s) on membership::SimNetwork with "
+         "suspicion 1.2 s, push-pull 5 s) on SimNetwork with "
          "40 ms + U(0, 20 ms) one-way latency; all nodes join through node 0 "
          "at once; traffic counted by a decorator on each node's transport "
          "(serialized protobuf sizes of requests and replies, no gRPC/TLS "

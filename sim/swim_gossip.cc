@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 
 namespace skipswarm::sim {
 namespace {
@@ -77,7 +77,7 @@ SwimGossip::SwimGossip(common::SimClock* clock, const NodeWorld* world,
   for (int v = 0; v < n_; ++v) {
     region_.push_back(regions[u.node(v).region]);
     Node& node = nodes_[v];
-    node.identity = membership::SimIdentity(rng_, v);
+    node.identity = SimIdentity(rng_, v);
     node.address = absl::StrCat("n", v, ":7000");
     by_id_[node.identity->id()] = v;
     by_address_[node.address] = v;

@@ -1,5 +1,5 @@
 // SwimGossip: membership/'s real SWIM code (membership::Membership, one per
-// simulated node) on the simulator's clock, over a membership::SimNetwork
+// simulated node) on the simulator's clock, over a SimNetwork
 // whose links follow the scenario: one-way latency from the scenario's
 // region link table, a crashed node neither sends nor answers, a partition
 // cuts the links NodeWorld::LinkUp says are cut. The real-node backend
@@ -40,10 +40,10 @@
 #include "absl/status/status.h"
 #include "common/sim_clock.h"
 #include "membership/membership.h"
-#include "membership/sim_network.h"
 #include "sim/detector.h"
 #include "sim/node_world.h"
 #include "sim/scenario.h"
+#include "sim/sim_network.h"
 
 namespace skipswarm::sim {
 
@@ -89,7 +89,7 @@ class SwimGossip final : public GossipLiveness {
 
  private:
   struct Node {
-    std::unique_ptr<membership::Identity> identity;
+    std::unique_ptr<identity::Identity> identity;
     std::string address;
     membership::GossipTransport* transport = nullptr;  // owned by net_
     std::unique_ptr<membership::Membership> membership;
@@ -106,7 +106,7 @@ class SwimGossip final : public GossipLiveness {
   const SimScenario* const sc_;
   membership::MembershipOptions options_;
   common::Random rng_;
-  membership::SimNetwork net_;
+  SimNetwork net_;
   const int n_;
   std::vector<Node> nodes_;
   std::vector<bool> founder_;

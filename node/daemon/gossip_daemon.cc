@@ -20,15 +20,15 @@
 #include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/control.grpc.pb.h"
+#include "node/daemon/daemon_reporting.h"
 #include "node/daemon/data_source_factory.h"
 #include "node/daemon/first_work_probe.h"
 #include "node/daemon/gossip_daemon_parts.h"
-#include "node/daemon/join_planning.h"
-#include "node/daemon/daemon_reporting.h"
-#include "node/daemon/speed_reports.h"
-#include "node/daemon/metrics.h"
 #include "node/daemon/gossip_mode_options.h"
+#include "node/daemon/join_planning.h"
+#include "node/daemon/metrics.h"
 #include "node/daemon/planner_factory.h"
+#include "node/daemon/speed_reports.h"
 #include "node/daemon/stage_checkpoints.h"
 #include "node/daemon/stage_computes.h"
 #include "node/daemon/state_transfer.h"
@@ -164,10 +164,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   to.swarm_id = p->gossip->swarm_id();
   // Pipeline frames: mutual TLS from our key (Note [Peer authentication]).
   if (p->gossip->insecure()) {
-    to.credentials = membership::PeerCredentials::Insecure();
+    to.credentials = identity::PeerCredentials::Insecure();
   } else {
     SS_ASSIGN_OR_RETURN(to.credentials,
-                        membership::PeerCredentials::Create(
+                        identity::PeerCredentials::Create(
                             {p->gossip->identity(), false}, p->clock->Now()));
   }
   p->credentials = to.credentials;

@@ -75,7 +75,7 @@ struct GossipDaemon::Parts {
   std::map<int, std::unique_ptr<TorchStageCompute>> computes;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
-  std::shared_ptr<const membership::PeerCredentials> credentials;  // every node service
+  std::shared_ptr<const identity::PeerCredentials> credentials;  // every node service
   // Borrows `transport` (declared after it, so it goes after it too; the
   // server, which sends through it, goes before both).
   std::unique_ptr<LinkTimingTransport> timed_transport;

@@ -245,7 +245,7 @@ namespace {
 
 std::shared_ptr<grpc::Channel> ChannelTo(
     const StateSource& source,
-    const std::shared_ptr<const membership::PeerCredentials>& credentials) {
+    const std::shared_ptr<const identity::PeerCredentials>& credentials) {
   if (!credentials) {
     return grpc::CreateChannel(source.address, grpc::InsecureChannelCredentials());
   }
@@ -355,7 +355,7 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
 
 absl::StatusOr<uint64_t> QuerySourceIteration(
     const StateSource& source,
-    const std::shared_ptr<const membership::PeerCredentials>& credentials,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline) {
   const std::string& address = source.address;
   auto channel = ChannelTo(source, credentials);

@@ -46,7 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/node_id.h"
-#include "membership/tls_credentials.h"
+#include "identity/tls_credentials.h"
 
 namespace skipswarm::node {
 
@@ -67,10 +67,10 @@ struct StateSource {
 
 struct StateServerOptions {
   common::NodeId self;
-  // Note [Peer authentication] (membership/tls_credentials.h): with TLS a
+  // Note [Peer authentication] (identity/tls_credentials.h): with TLS a
   // request whose `from` is not the caller's certificate is refused
   // UNAUTHENTICATED. Null: plain text (tests, --insecure).
-  std::shared_ptr<const membership::PeerCredentials> credentials;
+  std::shared_ptr<const identity::PeerCredentials> credentials;
   std::string listen_address = "127.0.0.1:0";
   std::string swarm_id;
   size_t chunk_bytes = size_t{1} << 20;
@@ -111,7 +111,7 @@ class StateServer {
 
 struct FetchOptions {
   common::NodeId self;
-  std::shared_ptr<const membership::PeerCredentials> credentials;  // null: plain text
+  std::shared_ptr<const identity::PeerCredentials> credentials;  // null: plain text
   std::string swarm_id;
   int stage = 0;
   uint64_t iteration = 0;  // the boundary wanted (Note [Boundary snapshots])
@@ -144,7 +144,7 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
 // an entry iteration.
 absl::StatusOr<uint64_t> QuerySourceIteration(
     const StateSource& source,
-    const std::shared_ptr<const membership::PeerCredentials>& credentials,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline);
 
 }  // namespace skipswarm::node

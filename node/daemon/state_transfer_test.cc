@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "common/real_clock.h"
-#include "membership/identity.h"
+#include "gtest/gtest.h"
+#include "identity/identity.h"
 
 namespace skipswarm::node {
 namespace {
@@ -119,16 +119,16 @@ TEST(StateTransferTest, DeadReplicaIsSkippedForALiveOne) {
 TEST(StateTransferTest, MutualTlsChecksBothEnds) {
   // Certificates are dated from the wall clock (TLS checks validity).
   const absl::Time now = common::RealClock::Create()->Now();
-  auto source_key = *membership::Identity::Generate();
-  auto joiner_key = *membership::Identity::Generate();
-  auto other_key = *membership::Identity::Generate();
+  auto source_key = *identity::Identity::Generate();
+  auto joiner_key = *identity::Identity::Generate();
+  auto other_key = *identity::Identity::Generate();
   StateServerOptions so;
   so.self = source_key->id();
-  so.credentials = *membership::PeerCredentials::Create({source_key.get()}, now);
+  so.credentials = *identity::PeerCredentials::Create({source_key.get()}, now);
   Source src(so, 3000);
   FetchOptions o = Wanted(1, 4);
   o.self = joiner_key->id();
-  o.credentials = *membership::PeerCredentials::Create({joiner_key.get()}, now);
+  o.credentials = *identity::PeerCredentials::Create({joiner_key.get()}, now);
   absl::StatusOr<FetchedState> got =
       FetchAcrossBoundary(src, o, {StateSource(src.address, source_key->id())});
   ASSERT_TRUE(got.ok()) << got.status();

@@ -8,8 +8,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/random.h"
 #include "common/status_macros.h"
+#include "identity/identity.h"
 #include "membership/grpc_gossip.h"
-#include "membership/identity.h"
 #include "membership/record.h"
 
 namespace skipswarm::node {
@@ -54,15 +54,15 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   s->options_ = options;
   s->clock_ = clock;
   if (!options.key_file.empty()) {
-    SS_ASSIGN_OR_RETURN(s->identity_, membership::Identity::LoadOrCreate(options.key_file));
+    SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::LoadOrCreate(options.key_file));
   } else if (options.insecure) {
-    SS_ASSIGN_OR_RETURN(s->identity_, membership::Identity::Generate());
+    SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::Generate());
   } else {
     return absl::InvalidArgumentError(
         "--node_key_file is required for a gossip swarm (make one with `skipswarm keygen`), or "
         "pass --insecure for a local test swarm");
   }
-  membership::GrpcSecurity security{s->identity_.get(), options.insecure};
+  identity::GrpcSecurity security{s->identity_.get(), options.insecure};
   s->forwarder_ = std::make_unique<Forwarder>();
   SS_ASSIGN_OR_RETURN(s->server_, membership::GrpcGossipServer::Start(
                                       options.listen, s->forwarder_.get(), security,

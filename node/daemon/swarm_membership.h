@@ -65,7 +65,7 @@ class SwarmMembership {
   const common::NodeId& id() const;
   const std::string& swarm_id() const { return swarm_id_; }
   // Our key (for the other services' mutual TLS). Lives as long as this.
-  const membership::Identity* identity() const { return identity_.get(); }
+  const identity::Identity* identity() const { return identity_.get(); }
   bool insecure() const { return options_.insecure; }
   const DaemonEndpoints& endpoints() const { return endpoints_; }
 
@@ -89,7 +89,7 @@ class SwarmMembership {
   common::Clock* clock_ = nullptr;
   std::string swarm_id_;
   DaemonEndpoints endpoints_;
-  std::unique_ptr<membership::Identity> identity_;
+  std::unique_ptr<identity::Identity> identity_;
   std::unique_ptr<Forwarder> forwarder_;
   std::unique_ptr<membership::GrpcGossipTransport> transport_;
   std::unique_ptr<membership::GrpcGossipServer> server_;

@@ -6,7 +6,7 @@
 //   e.g.    --swarm=d0/0/127.0.0.1:7400/127.0.0.1:7401,r1/1/127.0.0.1:7402/127.0.0.1:7403
 //
 // NODE_ID, when given, is the node's key hash as `skipswarm keygen` prints
-// it (64 hex digits, membership/identity.h): the node's id, and the
+// it (64 hex digits, identity/identity.h): the node's id, and the
 // certificate its peers insist on over mutual TLS (static_security.h).
 // Without it the id is NodeId::ForName(NAME), which only plain-text
 // (--insecure) swarms accept.

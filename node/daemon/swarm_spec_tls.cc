@@ -18,7 +18,7 @@ absl::StatusOr<StaticSwarmTls> StaticSwarmTls::Create(const StaticSwarmSecurityO
   }
   StaticSwarmTls out;
   if (options.insecure) {
-    out.credentials = membership::PeerCredentials::Insecure();
+    out.credentials = identity::PeerCredentials::Insecure();
     return out;
   }
   if (options.key_file.empty()) {
@@ -42,8 +42,8 @@ absl::StatusOr<StaticSwarmTls> StaticSwarmTls::Create(const StaticSwarmSecurityO
         "digits from `skipswarm keygen`) so its certificate can be checked; without one: ",
         absl::StrJoin(unpinned, ", ")));
   }
-  absl::StatusOr<std::unique_ptr<membership::Identity>> identity =
-      membership::Identity::Load(options.key_file);
+  absl::StatusOr<std::unique_ptr<identity::Identity>> identity =
+      identity::Identity::Load(options.key_file);
   if (!identity.ok()) {
     return absl::Status(identity.status().code(),
                         absl::StrCat("--node_key_file=", options.key_file, ": ",
@@ -59,8 +59,8 @@ absl::StatusOr<StaticSwarmTls> StaticSwarmTls::Create(const StaticSwarmSecurityO
         "; its peers would refuse it (wrong key file, or the entry's id is stale)"));
   }
   out.identity = *std::move(identity);
-  absl::StatusOr<std::shared_ptr<const membership::PeerCredentials>> credentials =
-      membership::PeerCredentials::Create({out.identity.get()}, now);
+  absl::StatusOr<std::shared_ptr<const identity::PeerCredentials>> credentials =
+      identity::PeerCredentials::Create({out.identity.get()}, now);
   if (!credentials.ok()) return credentials.status();
   out.credentials = *std::move(credentials);
   return out;

@@ -14,7 +14,7 @@
 // Note [Static swarm security]: every entry of the list carries its node's
 // id (NAME/STAGES/PIPE/GROUP/ID, the key hash `skipswarm keygen` prints),
 // so the id a peer is dialled as, and the id a caller claims, are key
-// hashes; membership/tls_credentials.h then does the rest: a channel to a
+// hashes; identity/tls_credentials.h then does the rest: a channel to a
 // member fails its handshake unless the server's certificate is that
 // member's key, and a server refuses a stream or push whose certificate is
 // not the claimed sender's. Create refuses a list with an entry without
@@ -38,8 +38,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "membership/identity.h"
-#include "membership/tls_credentials.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
 #include "node/daemon/swarm_spec.h"
 #include "node/transport/transport.h"
 
@@ -52,8 +52,8 @@ struct StaticSwarmSecurityOptions {
 
 struct StaticSwarmTls {
   // Null when insecure.
-  std::unique_ptr<membership::Identity> identity;
-  std::shared_ptr<const membership::PeerCredentials> credentials;
+  std::unique_ptr<identity::Identity> identity;
+  std::shared_ptr<const identity::PeerCredentials> credentials;
 
   // INVALID_ARGUMENT / NOT_FOUND / FAILED_PRECONDITION with a message that
   // says what to change (Note [Static swarm security]).

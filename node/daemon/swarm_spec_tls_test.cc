@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "node/daemon/swarm_spec.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/grpc_transport.h"
@@ -25,8 +25,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::membership::Identity;
-using ::skipswarm::membership::PeerCredentials;
+using ::skipswarm::identity::Identity;
+using ::skipswarm::identity::PeerCredentials;
 using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::MakeTestFrame;

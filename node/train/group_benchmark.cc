@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/real_clock.h"
 #include "node/train/grpc_group.h"
 
@@ -51,7 +51,7 @@ absl::StatusOr<LoopbackGroup> MakeLoopbackGroup(
     g.views.push_back(std::make_unique<StaticSwarmView>(g.members));
     GrpcGroupOptions o;
     o.self = g.members[r].id;
-    o.credentials = membership::PeerCredentials::Insecure();
+    o.credentials = identity::PeerCredentials::Insecure();
     if (tune) tune(r, o);
     auto group = GrpcGroupComm::Create(o, g.views.back().get(), clock);
     if (!group.ok()) return group.status();

@@ -13,11 +13,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/crc32c.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "node/compute/task_runner.h"
 #include "node/train/sharded_reduce.h"
 #include "proto/grpc_status.h"
@@ -725,7 +725,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     return grpc::CreateCustomChannel(address, creds().ForChannel(to), args);
   }
 
-  const membership::PeerCredentials& creds() const { return *credentials_; }
+  const identity::PeerCredentials& creds() const { return *credentials_; }
 
   struct PendingReduce {
     std::unique_ptr<ShardedReduce> reduce;
@@ -734,7 +734,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   };
 
   const GrpcGroupOptions options_;
-  const std::shared_ptr<const membership::PeerCredentials> credentials_ = options_.credentials;
+  const std::shared_ptr<const identity::PeerCredentials> credentials_ = options_.credentials;
   SwarmView* const view_;
   common::Clock* const clock_;
   absl::Mutex pushers_mu_;  // Shutdown empties pushers_ while timers may post

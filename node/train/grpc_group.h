@@ -62,7 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "membership/tls_credentials.h"
+#include "identity/tls_credentials.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
 
@@ -98,13 +98,13 @@ struct GrpcGroupOptions {
   double max_upload_bytes_per_second = 0;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
-  // Note [Peer authentication] (membership/tls_credentials.h): TLS from the
+  // Note [Peer authentication] (identity/tls_credentials.h): TLS from the
   // node's identity (`self` must be its id; a push or state request whose
   // sender is not the caller's certificate is refused UNAUTHENTICATED, and
   // calls to a member fail unless its server proves to be it), or
   // PeerCredentials::Insecure() behind --insecure. Required (Create refuses
   // null).
-  std::shared_ptr<const membership::PeerCredentials> credentials;
+  std::shared_ptr<const identity::PeerCredentials> credentials;
 };
 
 class GrpcGroupComm final : public GroupComm {

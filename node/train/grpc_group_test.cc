@@ -32,7 +32,7 @@ class GrpcGroupTest : public ::testing::Test {
       GrpcGroupOptions o;
       o.self = ids_[i];
       o.push_deadline = absl::Seconds(5);
-      o.credentials = membership::PeerCredentials::Insecure();  // TLS: grpc_group_tls_test
+      o.credentials = identity::PeerCredentials::Insecure();  // TLS: grpc_group_tls_test
       auto g = GrpcGroupComm::Create(o, views_[i].get(), clock_.get());
       ASSERT_TRUE(g.ok()) << g.status();
       groups_.push_back(*std::move(g));
@@ -140,7 +140,7 @@ TEST(GrpcGroupShardedTest, SurvivorsOfAReplicaDyingMidWayAgree) {
     GrpcGroupOptions o;
     o.self = members[i].id;
     o.push_deadline = absl::Seconds(5);
-    o.credentials = membership::PeerCredentials::Insecure();
+    o.credentials = identity::PeerCredentials::Insecure();
     auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
     ASSERT_TRUE(g.ok()) << g.status();
     groups.push_back(*std::move(g));
@@ -212,7 +212,7 @@ TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
     GrpcGroupOptions o;
     o.self = members[i].id;
     o.push_deadline = absl::Seconds(5);
-    o.credentials = membership::PeerCredentials::Insecure();
+    o.credentials = identity::PeerCredentials::Insecure();
     o.uplink_bytes_per_second = [b = uplinks[i]] { return b; };
     auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
     ASSERT_TRUE(g.ok()) << g.status();

@@ -1,5 +1,5 @@
 // GrpcGroupComm over mutual TLS (Note [Peer authentication],
-// membership/tls_credentials.h): barrier and averaging work between members
+// identity/tls_credentials.h): barrier and averaging work between members
 // with valid identities; a push or state request from a certificate that is
 // not the claimed sender, or from a peer without a certificate, is refused
 // (UNAUTHENTICATED, logged) and the group keeps serving; a member whose
@@ -16,8 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
-#include "membership/identity.h"
-#include "membership/tls_credentials.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/test_util.h"
 #include "proto/stage.grpc.pb.h"
@@ -27,8 +27,8 @@ namespace skipswarm::node {
 namespace {
 
 using ::skipswarm::common::NodeId;
-using ::skipswarm::membership::Identity;
-using ::skipswarm::membership::PeerCredentials;
+using ::skipswarm::identity::Identity;
+using ::skipswarm::identity::PeerCredentials;
 using ::skipswarm::node::testutil::LogCapture;
 
 // g0 a data node, g1 and g2 replicas of stage 1, all with TLS identities;
@@ -70,7 +70,7 @@ class GrpcGroupTlsTest : public ::testing::Test {
   std::unique_ptr<proto::StageService::Stub> Stub(
       int i, std::shared_ptr<grpc::ChannelCredentials> credentials) {
     grpc::ChannelArguments args;
-    args.SetSslTargetNameOverride(membership::kCertificateDnsName);
+    args.SetSslTargetNameOverride(identity::kCertificateDnsName);
     return proto::StageService::NewStub(grpc::CreateCustomChannel(address(i), credentials, args));
   }
 

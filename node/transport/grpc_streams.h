@@ -30,7 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "membership/tls_credentials.h"
+#include "identity/tls_credentials.h"
 #include "node/transport/frame_validator.h"
 #include "node/transport/pending_send.h"
 #include "node/transport/transport.h"
@@ -45,7 +45,7 @@ struct ServerStreamEnv {
   std::shared_ptr<FrameValidator> validator;
   // Checks the sender's certificate against the id it claims (Note [Peer
   // authentication]). Borrowed: the transport outlives its streams.
-  const membership::PeerCredentials* credentials = nullptr;
+  const identity::PeerCredentials* credentials = nullptr;
   // Current frame handler (may be null).
   std::function<std::shared_ptr<const FrameHandler>()> handler;
   // Called once from OnDone, just before the reactor deletes itself.

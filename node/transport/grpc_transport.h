@@ -6,7 +6,7 @@
 //   opts.self = my_id;
 //   opts.listen_address = "0.0.0.0:7420";   // port 0: pick one (tests)
 //   opts.swarm_id = swarm_id;
-//   SS_ASSIGN_OR_RETURN(opts.credentials, membership::PeerCredentials::Create(
+//   SS_ASSIGN_OR_RETURN(opts.credentials, identity::PeerCredentials::Create(
 //                                             {identity.get()}, clock->Now()));
 //   SS_ASSIGN_OR_RETURN(auto transport, GrpcTransport::Create(opts, clock));
 //   transport->SetFrameHandler(...);
@@ -31,7 +31,7 @@
 // - Receiving: the callback-API server validates every frame (Note [Frame
 //   validation]) and passes it to the frame handler; gRPC's standard health
 //   service (grpc.health.v1) answers SERVING.
-// - Security (Note [Peer authentication], membership/tls_credentials.h):
+// - Security (Note [Peer authentication], identity/tls_credentials.h):
 //   mutual TLS with the nodes' Ed25519 certificates. A sender names itself
 //   in stream metadata (ss-node-id); the server refuses a stream whose TLS
 //   certificate is not that node's (UNAUTHENTICATED, logged; the server
@@ -53,7 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "membership/tls_credentials.h"
+#include "identity/tls_credentials.h"
 #include "node/transport/transport.h"
 
 namespace skipswarm::node {
@@ -63,7 +63,7 @@ struct GrpcTransportOptions {
   PeerId self;
   // Required: TLS from the node's identity, or PeerCredentials::Insecure()
   // when the caller said --insecure (Create refuses null).
-  std::shared_ptr<const membership::PeerCredentials> credentials;
+  std::shared_ptr<const identity::PeerCredentials> credentials;
   // "host:port" to serve on; port 0 picks a free port (see port()).
   // Empty: send only (no server).
   std::string listen_address = "127.0.0.1:0";

@@ -88,7 +88,7 @@ class GrpcTransportTest : public ::testing::Test {
     options.swarm_id = kTestSwarm;
     // TLS cases: grpc_transport_tls_test.cc.
     if (options.credentials == nullptr) {
-      options.credentials = membership::PeerCredentials::Insecure();
+      options.credentials = identity::PeerCredentials::Insecure();
     }
     return GrpcTransport::Create(options, clock_.get()).value();
   }

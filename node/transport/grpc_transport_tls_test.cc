@@ -1,5 +1,5 @@
 // GrpcTransport over mutual TLS (Note [Peer authentication],
-// membership/tls_credentials.h): frames flow between nodes with valid
+// identity/tls_credentials.h): frames flow between nodes with valid
 // identities; a peer without a certificate, with a certificate for another
 // id, or a server that is not the node the sender dialled, is refused and
 // logged, and the server keeps serving.
@@ -12,8 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
-#include "membership/identity.h"
-#include "membership/tls_credentials.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
 #include "node/transport/grpc_streams.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/test_util.h"
@@ -22,8 +22,8 @@
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::membership::Identity;
-using ::skipswarm::membership::PeerCredentials;
+using ::skipswarm::identity::Identity;
+using ::skipswarm::identity::PeerCredentials;
 using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::LogCapture;
@@ -105,7 +105,7 @@ grpc::Status RawStream(const std::string& address,
                        const PeerId& claimed, const Frame& frame,
                        std::vector<int>* ack_codes) {
   grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride(membership::kCertificateDnsName);
+  args.SetSslTargetNameOverride(identity::kCertificateDnsName);
   auto stub = proto::PipelineService::NewStub(
       grpc::CreateCustomChannel(address, credentials, args));
   grpc::ClientContext context;

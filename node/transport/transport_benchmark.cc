@@ -28,10 +28,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
-#include "common/real_clock.h"
 #include "common/crc32c.h"
-#include "membership/identity.h"
-#include "membership/tls_credentials.h"
+#include "common/real_clock.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/malloc_tuning.h"
@@ -66,20 +66,20 @@ struct LoopbackPair {
     GrpcTransportOptions options;
     options.swarm_id = kTestSwarm;
     options.self = PeerId::ForName("a");
-    options.credentials = membership::PeerCredentials::Insecure();
+    options.credentials = identity::PeerCredentials::Insecure();
     if (tls) {
-      a_key = membership::Identity::FromSeed(std::string(32, 'a')).value();
+      a_key = identity::Identity::FromSeed(std::string(32, 'a')).value();
       options.self = a_key->id();
       options.credentials =
-          membership::PeerCredentials::Create({a_key.get()}, clock->Now()).value();
+          identity::PeerCredentials::Create({a_key.get()}, clock->Now()).value();
     }
     a = GrpcTransport::Create(options, clock.get()).value();
     options.self = PeerId::ForName("b");
     if (tls) {
-      b_key = membership::Identity::FromSeed(std::string(32, 'b')).value();
+      b_key = identity::Identity::FromSeed(std::string(32, 'b')).value();
       options.self = b_key->id();
       options.credentials =
-          membership::PeerCredentials::Create({b_key.get()}, clock->Now()).value();
+          identity::PeerCredentials::Create({b_key.get()}, clock->Now()).value();
     }
     b = GrpcTransport::Create(options, clock.get()).value();
     a->SetPeerAddress(b->self(), b->loopback_address());
@@ -91,7 +91,7 @@ struct LoopbackPair {
     return frame;
   }
   std::unique_ptr<common::RealClock> clock;
-  std::unique_ptr<membership::Identity> a_key, b_key;  // outlive the transports
+  std::unique_ptr<identity::Identity> a_key, b_key;  // outlive the transports
   std::unique_ptr<GrpcTransport> a, b;
   uint64_t next_mb = 0;
 };

@@ -1,20 +1,20 @@
-#include "membership/sim_swarm.h"
+#include "sim/sim_swarm.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::sim {
 
 struct SimSwarm::Node {
-  std::unique_ptr<Identity> identity;
+  std::unique_ptr<identity::Identity> identity;
   std::string address;
   std::vector<uint32_t> stages;
-  GossipTransport* transport = nullptr;
+  membership::GossipTransport* transport = nullptr;
   std::unique_ptr<DelayedTransport> delayed_transport;
   std::unique_ptr<DelayedHandler> delayed_handler;
-  std::unique_ptr<Membership> membership;
+  std::unique_ptr<membership::Membership> membership;
   absl::Duration inbound_delay;  // SetInboundDelay
   bool running = false;
   int generation = 0;
@@ -22,24 +22,24 @@ struct SimSwarm::Node {
 
 // Hands requests to the node's Membership `inbound_delay` late (directly
 // when it is zero, so undelayed runs are exactly as before).
-class SimSwarm::DelayedHandler final : public GossipHandler {
+class SimSwarm::DelayedHandler final : public membership::GossipHandler {
  public:
   DelayedHandler(SimSwarm* swarm, Node* node) : swarm_(swarm), node_(node) {}
-  void HandlePing(const PeerInfo& from, const proto::PingRequest& req,
-                  AckCallback reply) override {
-    Later([=, reply = std::move(reply)](Membership* m) mutable {
+  void HandlePing(const membership::PeerInfo& from, const proto::PingRequest& req,
+                  membership::AckCallback reply) override {
+    Later([=, reply = std::move(reply)](membership::Membership* m) mutable {
       m->HandlePing(from, req, std::move(reply));
     });
   }
-  void HandlePingReq(const PeerInfo& from, const proto::PingRequest& req,
-                     AckCallback reply) override {
-    Later([=, reply = std::move(reply)](Membership* m) mutable {
+  void HandlePingReq(const membership::PeerInfo& from, const proto::PingRequest& req,
+                     membership::AckCallback reply) override {
+    Later([=, reply = std::move(reply)](membership::Membership* m) mutable {
       m->HandlePingReq(from, req, std::move(reply));
     });
   }
-  void HandlePushPull(const PeerInfo& from, const proto::PushPullRequest& req,
-                      PushPullCallback reply) override {
-    Later([=, reply = std::move(reply)](Membership* m) mutable {
+  void HandlePushPull(const membership::PeerInfo& from, const proto::PushPullRequest& req,
+                      membership::PushPullCallback reply) override {
+    Later([=, reply = std::move(reply)](membership::Membership* m) mutable {
       m->HandlePushPull(from, req, std::move(reply));
     });
   }
@@ -65,19 +65,19 @@ class SimSwarm::DelayedHandler final : public GossipHandler {
 };
 
 // Delivers replies to the node's own requests `inbound_delay` late.
-class SimSwarm::DelayedTransport final : public GossipTransport {
+class SimSwarm::DelayedTransport final : public membership::GossipTransport {
  public:
   DelayedTransport(SimSwarm* swarm, Node* node) : swarm_(swarm), node_(node) {}
-  void Ping(const PeerRef& to, const proto::PingRequest& req,
-            absl::Duration timeout, AckCallback done) override {
+  void Ping(const membership::PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, membership::AckCallback done) override {
     node_->transport->Ping(to, req, timeout, Later(std::move(done)));
   }
-  void PingReq(const PeerRef& to, const proto::PingRequest& req,
-               absl::Duration timeout, AckCallback done) override {
+  void PingReq(const membership::PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, membership::AckCallback done) override {
     node_->transport->PingReq(to, req, timeout, Later(std::move(done)));
   }
-  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
-                absl::Duration timeout, PushPullCallback done) override {
+  void PushPull(const membership::PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, membership::PushPullCallback done) override {
     node_->transport->PushPull(to, req, timeout, Later(std::move(done)));
   }
 
@@ -100,13 +100,13 @@ class SimSwarm::DelayedTransport final : public GossipTransport {
   Node* const node_;
 };
 
-Membership& SimSwarm::node(int i) { return *nodes_[i]->membership; }
+membership::Membership& SimSwarm::node(int i) { return *nodes_[i]->membership; }
 const std::string& SimSwarm::address(int i) const { return nodes_[i]->address; }
 common::NodeId SimSwarm::id(int i) const { return nodes_[i]->identity->id(); }
 bool SimSwarm::alive(int i) const { return nodes_[i]->running; }
 
 SimSwarm::SimSwarm(uint64_t seed, SimNetwork::Options net,
-                   MembershipOptions options)
+                   membership::MembershipOptions options)
     // A wall clock in the 2020s so record timestamps look real.
     : clock_(absl::FromUnixSeconds(1'800'000'000)),
       net_(&clock_, seed, net),
@@ -134,15 +134,15 @@ int SimSwarm::AddNode(std::vector<uint32_t> stages) {
 
 void SimSwarm::CreateMembership(int i) {
   Node& n = *nodes_[i];
-  MembershipOptions options = options_;
+  membership::MembershipOptions options = options_;
   options.addresses = {n.address};
   options.stages = n.stages;
-  auto m = Membership::Create(
+  auto m = membership::Membership::Create(
       options, n.identity.get(), n.delayed_transport.get(), &clock_,
       rng_.Fork(absl::StrCat("node", i, "/", n.generation++)));
   CHECK(m.ok()) << m.status();
   n.membership = *std::move(m);
-  n.membership->AddListener([this, i](const MemberChange& c) {
+  n.membership->AddListener([this, i](const membership::MemberChange& c) {
     if (c.old_state == c.new_state) return;
     transitions_.push_back({i, IndexOf(c.id), c.new_state, clock_.SteadyNow()});
   });
@@ -203,9 +203,9 @@ bool SimSwarm::Converged() {
   uint64_t digest = 0;
   for (int i = 0; i < size(); ++i) {
     if (!nodes_[i]->running) continue;
-    View view = nodes_[i]->membership->GetView();
+    membership::View view = nodes_[i]->membership->GetView();
     std::vector<common::NodeId> live;
-    for (const MemberInfo* m : view.Live()) live.push_back(m->id);
+    for (const membership::MemberInfo* m : view.Live()) live.push_back(m->id);
     if (live != expected) return false;
     if (first) {
       digest = view.digest();
@@ -220,8 +220,8 @@ bool SimSwarm::Converged() {
 bool SimSwarm::AllSee(int victim, proto::MemberState state) {
   for (int i = 0; i < size(); ++i) {
     if (i == victim || !nodes_[i]->running) continue;
-    const View view = nodes_[i]->membership->GetView();
-    const MemberInfo* m = view.Find(id(victim));
+    const membership::View view = nodes_[i]->membership->GetView();
+    const membership::MemberInfo* m = view.Find(id(victim));
     if (m == nullptr || m->state != state) return false;
   }
   return true;
@@ -237,4 +237,4 @@ absl::Duration SimSwarm::RunUntil(const std::function<bool()>& done,
   return clock_.SteadyNow() - start;
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::sim

@@ -5,11 +5,14 @@
 
 #include "gtest/gtest.h"
 #include "membership/link_stats.h"
-#include "membership/sim_swarm.h"
 #include "proto/version.h"
+#include "sim/sim_swarm.h"
 
 namespace skipswarm::membership {
 namespace {
+
+using sim::SimNetwork;
+using sim::SimSwarm;
 
 MembershipOptions Defaults() {
   MembershipOptions o;
@@ -24,7 +27,7 @@ class MembershipTest : public ::testing::Test {
     swarm_.StartAll(0);
     EXPECT_NE(swarm_.RunUntil([&] { return swarm_.Converged(); }, absl::Seconds(10)),
               absl::InfiniteDuration());
-    mallory_ = *Identity::FromSeed(std::string(32, 'M'));
+    mallory_ = *identity::Identity::FromSeed(std::string(32, 'M'));
     mallory_net_ = swarm_.net().AddEndpoint("mallory:1", mallory_->id());
   }
 
@@ -55,7 +58,7 @@ class MembershipTest : public ::testing::Test {
   }
 
   SimSwarm swarm_;
-  std::unique_ptr<Identity> mallory_;
+  std::unique_ptr<identity::Identity> mallory_;
   GossipTransport* mallory_net_;
 };
 
@@ -336,44 +339,6 @@ TEST(LinkProbingTest, RttAndThroughputAreMeasuredSmoothedAndGossiped) {
   // links] in node/train/scheduler_planner.cc).
   EXPECT_LT(to2->throughput_measured_at, to2->measured_at - absl::Seconds(5));
   EXPECT_GE(to2->throughput_measured_at, to2->measured_at - absl::Seconds(11));
-}
-
-TEST(LinkStatsTest, EwmaStartsAtFirstSample) {
-  LinkStats stats(0.5, 0.5);
-  const common::NodeId peer = common::NodeId::ForName("p");
-  EXPECT_EQ(stats.Rtt(peer), absl::InfiniteDuration());
-  stats.ObserveRtt(peer, absl::Milliseconds(10), absl::UnixEpoch());
-  stats.ObserveRtt(peer, absl::Milliseconds(20), absl::UnixEpoch());
-  EXPECT_EQ(stats.Rtt(peer), absl::Milliseconds(15));
-  stats.ObserveTransfer(peer, 100, absl::ZeroDuration(), absl::UnixEpoch());
-  EXPECT_EQ(stats.BytesPerSecond(peer), 0);
-  stats.ObserveTransfer(peer, 100, absl::Seconds(1), absl::UnixEpoch());
-  EXPECT_EQ(stats.BytesPerSecond(peer), 100);
-  EXPECT_EQ(stats.Samples(common::NodeId::ForName("me")).size(), 1u);
-}
-
-TEST(LinkStatsTest, ThroughputHasItsOwnTimeAndRestartsAfterAPause) {
-  LinkStats stats(0.5, 0.5, /*throughput_restart_after=*/absl::Minutes(1));
-  const common::NodeId me = common::NodeId::ForName("me");
-  const common::NodeId peer = common::NodeId::ForName("p");
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  stats.ObserveTransfer(peer, 100, absl::Seconds(1), t0);
-  stats.ObserveTransfer(peer, 300, absl::Seconds(1), t0 + absl::Seconds(30));
-  EXPECT_EQ(stats.BytesPerSecond(peer), 200);  // averaged: 30 s apart
-  stats.ObserveRtt(peer, absl::Milliseconds(10), t0 + absl::Seconds(80));
-  std::vector<proto::LinkSample> samples = stats.Samples(me);
-  ASSERT_EQ(samples.size(), 1u);
-  EXPECT_EQ(samples[0].measured_at_unix_ms(), absl::ToUnixMillis(t0 + absl::Seconds(80)));
-  EXPECT_EQ(samples[0].throughput_measured_at_unix_ms(),
-            absl::ToUnixMillis(t0 + absl::Seconds(30)));
-  // 61 s after the last throughput sample (pings in between): a new average.
-  stats.ObserveTransfer(peer, 5000, absl::Seconds(1), t0 + absl::Seconds(91));
-  EXPECT_EQ(stats.BytesPerSecond(peer), 5000);
-  // Without a throughput, no throughput time.
-  stats.ObserveRtt(common::NodeId::ForName("q"), absl::Milliseconds(10), t0);
-  for (const proto::LinkSample& s : stats.Samples(me)) {
-    EXPECT_EQ(s.throughput_measured_at_unix_ms() == 0, s.bytes_per_second() == 0);
-  }
 }
 
 }  // namespace

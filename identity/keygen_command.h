@@ -6,8 +6,8 @@
 //   skipswarm keygen --key_file=node.key --show    # print id of existing key
 //
 // Thread rule: run from the CLI's main thread only.
-#ifndef SKIPSWARM_MEMBERSHIP_KEYGEN_COMMAND_H_
-#define SKIPSWARM_MEMBERSHIP_KEYGEN_COMMAND_H_
+#ifndef SKIPSWARM_IDENTITY_KEYGEN_COMMAND_H_
+#define SKIPSWARM_IDENTITY_KEYGEN_COMMAND_H_
 
 #include <string>
 
@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "common/cli/command.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 
 struct KeygenOptions {
   std::string key_file = "node.key";
@@ -30,6 +30,6 @@ absl::StatusOr<std::string> RunKeygen(const KeygenOptions& options,
 
 common::cli::Command KeygenCommand();
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity
 
-#endif  // SKIPSWARM_MEMBERSHIP_KEYGEN_COMMAND_H_
+#endif  // SKIPSWARM_IDENTITY_KEYGEN_COMMAND_H_

@@ -18,8 +18,8 @@
 //
 // Thread rule: not thread-safe. Call it, and advance the clock, from one
 // thread (the simulator's). Callbacks run from clock timers.
-#ifndef SKIPSWARM_MEMBERSHIP_SIM_NETWORK_H_
-#define SKIPSWARM_MEMBERSHIP_SIM_NETWORK_H_
+#ifndef SKIPSWARM_SIM_SIM_NETWORK_H_
+#define SKIPSWARM_SIM_SIM_NETWORK_H_
 
 #include <functional>
 #include <memory>
@@ -31,10 +31,10 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/random.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 #include "membership/transport.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::sim {
 
 class SimNetwork {
  public:
@@ -52,11 +52,11 @@ class SimNetwork {
 
   // Creates the endpoint for `address` (owned by the network; valid for its
   // lifetime). REQUIRES: `address` is new.
-  GossipTransport* AddEndpoint(const std::string& address,
+  membership::GossipTransport* AddEndpoint(const std::string& address,
                                const common::NodeId& id);
   // Routes requests for `address` to `handler` (nullptr: no listener;
   // requests are dropped). `handler` must stay valid until replaced.
-  void Serve(const std::string& address, GossipHandler* handler);
+  void Serve(const std::string& address, membership::GossipHandler* handler);
   // Forgets every pending callback of requests sent from `address` and stops
   // serving it: after Detach the endpoint's owner may be destroyed.
   void Detach(const std::string& address);
@@ -95,7 +95,7 @@ class SimNetwork {
   Endpoint* Find(const std::string& address);
 
   template <typename Req, typename Resp, typename Dispatch>
-  void Send(Endpoint* from, const PeerRef& to, const Req& req,
+  void Send(Endpoint* from, const membership::PeerRef& to, const Req& req,
             absl::Duration timeout,
             absl::AnyInvocable<void(absl::StatusOr<Resp>)> done,
             Dispatch dispatch);
@@ -115,8 +115,8 @@ class SimNetwork {
 
 // Simulated node `index`'s key, derived from `rng` (its "key<index>" fork):
 // the same seed gives every simulated swarm the same node ids.
-std::unique_ptr<Identity> SimIdentity(const common::Random& rng, int index);
+std::unique_ptr<identity::Identity> SimIdentity(const common::Random& rng, int index);
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::sim
 
-#endif  // SKIPSWARM_MEMBERSHIP_SIM_NETWORK_H_
+#endif  // SKIPSWARM_SIM_SIM_NETWORK_H_

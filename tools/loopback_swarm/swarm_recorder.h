@@ -24,8 +24,8 @@
 //
 // Thread rule: thread-safe. Stop() before destroying; the clock and the
 // transports must outlive it.
-#ifndef SKIPSWARM_MEMBERSHIP_SWARM_RECORDER_H_
-#define SKIPSWARM_MEMBERSHIP_SWARM_RECORDER_H_
+#ifndef SKIPSWARM_TOOLS_LOOPBACK_SWARM_SWARM_RECORDER_H_
+#define SKIPSWARM_TOOLS_LOOPBACK_SWARM_SWARM_RECORDER_H_
 
 #include <ostream>
 #include <string>
@@ -40,7 +40,7 @@
 #include "membership/transport.h"
 #include "membership/view.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::tools {
 
 class SwarmRecorder {
  public:
@@ -59,7 +59,7 @@ class SwarmRecorder {
   void Completed(Kind kind, absl::Duration elapsed, const absl::Status& status);
   // `subject` received a message saying that it is suspected.
   void Told(const common::NodeId& subject);
-  void Transition(int observer, const MemberChange& change);
+  void Transition(int observer, const membership::MemberChange& change);
 
   // Per-period summary and the false-DEAD incidents (`killed`: the nodes
   // that were killed on purpose).
@@ -109,23 +109,23 @@ class SwarmRecorder {
 };
 
 // A GossipTransport decorator that times every call for a SwarmRecorder.
-class TimedTransport final : public GossipTransport {
+class TimedTransport final : public membership::GossipTransport {
  public:
   // `inner` and `recorder` must outlive this.
-  TimedTransport(GossipTransport* inner, SwarmRecorder* recorder)
+  TimedTransport(membership::GossipTransport* inner, SwarmRecorder* recorder)
       : inner_(inner), recorder_(recorder) {}
-  void Ping(const PeerRef& to, const proto::PingRequest& req,
-            absl::Duration timeout, AckCallback done) override;
-  void PingReq(const PeerRef& to, const proto::PingRequest& req,
-               absl::Duration timeout, AckCallback done) override;
-  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
-                absl::Duration timeout, PushPullCallback done) override;
+  void Ping(const membership::PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, membership::AckCallback done) override;
+  void PingReq(const membership::PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, membership::AckCallback done) override;
+  void PushPull(const membership::PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, membership::PushPullCallback done) override;
 
  private:
-  GossipTransport* const inner_;
+  membership::GossipTransport* const inner_;
   SwarmRecorder* const recorder_;
 };
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::tools
 
-#endif  // SKIPSWARM_MEMBERSHIP_SWARM_RECORDER_H_
+#endif  // SKIPSWARM_TOOLS_LOOPBACK_SWARM_SWARM_RECORDER_H_

@@ -13,8 +13,8 @@
 //
 // Thread rule: an Identity is immutable after creation; all methods are
 // thread-safe.
-#ifndef SKIPSWARM_MEMBERSHIP_IDENTITY_H_
-#define SKIPSWARM_MEMBERSHIP_IDENTITY_H_
+#ifndef SKIPSWARM_IDENTITY_IDENTITY_H_
+#define SKIPSWARM_IDENTITY_IDENTITY_H_
 
 #include <memory>
 #include <string>
@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "common/node_id.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 
 inline constexpr size_t kPublicKeyBytes = 32;
 inline constexpr size_t kSignatureBytes = 64;
@@ -102,6 +102,6 @@ absl::StatusOr<std::string> PublicKeyFromCertificatePem(absl::string_view pem);
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents, int mode);
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity
 
-#endif  // SKIPSWARM_MEMBERSHIP_IDENTITY_H_
+#endif  // SKIPSWARM_IDENTITY_IDENTITY_H_

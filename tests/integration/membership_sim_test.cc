@@ -4,12 +4,15 @@
 #include <iostream>
 
 #include "gtest/gtest.h"
-#include "membership/sim_swarm.h"
 #include "membership/suspicion.h"
 #include "proto/version.h"
+#include "sim/sim_swarm.h"
 
 namespace skipswarm::membership {
 namespace {
+
+using sim::SimNetwork;
+using sim::SimSwarm;
 
 constexpr int kNodes = 12;
 

@@ -9,8 +9,8 @@
 //                                     absl::Seconds(10));
 //
 // Thread rule: single-threaded, like SimClock and SimNetwork.
-#ifndef SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_
-#define SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_
+#ifndef SKIPSWARM_SIM_SIM_SWARM_H_
+#define SKIPSWARM_SIM_SIM_SWARM_H_
 
 #include <functional>
 #include <memory>
@@ -19,19 +19,19 @@
 
 #include "common/sim_clock.h"
 #include "membership/membership.h"
-#include "membership/sim_network.h"
+#include "sim/sim_network.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::sim {
 
 class SimSwarm {
  public:
-  SimSwarm(uint64_t seed, SimNetwork::Options net, MembershipOptions options);
+  SimSwarm(uint64_t seed, SimNetwork::Options net, membership::MembershipOptions options);
   ~SimSwarm();
 
   // Adds node i (not started). Returns i.
   int AddNode(std::vector<uint32_t> stages = {});
   int size() const { return static_cast<int>(nodes_.size()); }
-  Membership& node(int i);
+  membership::Membership& node(int i);
   const std::string& address(int i) const;
   common::NodeId id(int i) const;
 
@@ -85,12 +85,12 @@ class SimSwarm {
 
   common::SimClock clock_;
   SimNetwork net_;
-  MembershipOptions options_;
+  membership::MembershipOptions options_;
   common::Random rng_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Transition> transitions_;
 };
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::sim
 
-#endif  // SKIPSWARM_MEMBERSHIP_SIM_SWARM_H_
+#endif  // SKIPSWARM_SIM_SIM_SWARM_H_

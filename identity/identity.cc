@@ -1,4 +1,4 @@
-#include "membership/identity.h"
+#include "identity/identity.h"
 
 #include <fcntl.h>
 #include <openssl/bio.h>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 namespace {
 
 std::string OpenSslError() {
@@ -341,4 +341,4 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity

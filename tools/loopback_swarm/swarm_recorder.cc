@@ -1,11 +1,11 @@
-#include "membership/swarm_recorder.h"
+#include "tools/loopback_swarm/swarm_recorder.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::tools {
 namespace {
 
 constexpr absl::Duration kTick = absl::Milliseconds(20);
@@ -126,7 +126,7 @@ void SwarmRecorder::Told(const common::NodeId& subject) {
   told_.push_back({now, IndexLocked(subject)});
 }
 
-void SwarmRecorder::Transition(int observer, const MemberChange& change) {
+void SwarmRecorder::Transition(int observer, const membership::MemberChange& change) {
   const bool interesting =
       change.new_state == proto::MEMBER_STATE_SUSPECT ||
       change.new_state == proto::MEMBER_STATE_DEAD ||
@@ -281,8 +281,8 @@ void SwarmRecorder::Report(std::ostream& out, const std::vector<int>& killed) {
 
 // ---------------------------------------------------------------- transport
 
-void TimedTransport::Ping(const PeerRef& to, const proto::PingRequest& req,
-                          absl::Duration timeout, AckCallback done) {
+void TimedTransport::Ping(const membership::PeerRef& to, const proto::PingRequest& req,
+                          absl::Duration timeout, membership::AckCallback done) {
   const absl::Duration start = recorder_->Now();
   recorder_->Sent(req.from(), req.seq(), start);
   inner_->Ping(to, req, timeout,
@@ -294,8 +294,8 @@ void TimedTransport::Ping(const PeerRef& to, const proto::PingRequest& req,
                });
 }
 
-void TimedTransport::PingReq(const PeerRef& to, const proto::PingRequest& req,
-                             absl::Duration timeout, AckCallback done) {
+void TimedTransport::PingReq(const membership::PeerRef& to, const proto::PingRequest& req,
+                             absl::Duration timeout, membership::AckCallback done) {
   const absl::Duration start = recorder_->Now();
   recorder_->Sent(req.from(), req.seq(), start);
   inner_->PingReq(to, req, timeout,
@@ -307,9 +307,9 @@ void TimedTransport::PingReq(const PeerRef& to, const proto::PingRequest& req,
                   });
 }
 
-void TimedTransport::PushPull(const PeerRef& to,
+void TimedTransport::PushPull(const membership::PeerRef& to,
                               const proto::PushPullRequest& req,
-                              absl::Duration timeout, PushPullCallback done) {
+                              absl::Duration timeout, membership::PushPullCallback done) {
   const absl::Duration start = recorder_->Now();
   inner_->PushPull(to, req, timeout,
                    [this, start, done = std::move(done)](
@@ -321,4 +321,4 @@ void TimedTransport::PushPull(const PeerRef& to,
                    });
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::tools

@@ -31,8 +31,8 @@
 //
 // Thread rule: immutable after creation; thread-safe. The identity must
 // outlive the object and every channel and server built from it.
-#ifndef SKIPSWARM_MEMBERSHIP_TLS_CREDENTIALS_H_
-#define SKIPSWARM_MEMBERSHIP_TLS_CREDENTIALS_H_
+#ifndef SKIPSWARM_IDENTITY_TLS_CREDENTIALS_H_
+#define SKIPSWARM_IDENTITY_TLS_CREDENTIALS_H_
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -43,9 +43,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/node_id.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 
 struct GrpcSecurity {
   // Our identity (certificate and key). Must outlive everything built from
@@ -98,6 +98,6 @@ absl::StatusOr<common::NodeId> PeerIdFromAuthContext(
 // The node id a PEM certificate proves (UNAUTHENTICATED if none).
 absl::StatusOr<common::NodeId> NodeIdFromCertificatePem(absl::string_view pem);
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity
 
-#endif  // SKIPSWARM_MEMBERSHIP_TLS_CREDENTIALS_H_
+#endif  // SKIPSWARM_IDENTITY_TLS_CREDENTIALS_H_

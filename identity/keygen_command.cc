@@ -1,4 +1,4 @@
-#include "membership/keygen_command.h"
+#include "identity/keygen_command.h"
 
 #include <iostream>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "membership/identity.h"
+#include "identity/identity.h"
 
 ABSL_FLAG(std::string, key_file, "node.key",
           "Path of the node's Ed25519 private key (PEM, mode 0600).");
@@ -17,7 +17,7 @@ ABSL_FLAG(bool, overwrite_key, false,
 ABSL_FLAG(bool, show_key, false,
           "keygen: do not create anything; print the id of --key_file.");
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 
 absl::StatusOr<std::string> RunKeygen(const KeygenOptions& options,
                                       absl::Time now) {
@@ -48,7 +48,7 @@ common::cli::Command KeygenCommand() {
           "Create the node identity key (Ed25519) and print the node id",
           "skipswarm keygen [--key_file=node.key] [--cert_file=node.crt] "
           "[--overwrite_key] [--show_key]",
-          {"membership/keygen_command.cc"},
+          {"identity/keygen_command.cc"},
           [](const std::vector<std::string>& args) {
             if (!args.empty()) {
               std::cerr << "keygen takes no positional arguments\n";
@@ -69,4 +69,4 @@ common::cli::Command KeygenCommand() {
           }};
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity

@@ -4,7 +4,7 @@
 // and reports the time until every view marks it DEAD, then (optionally)
 // soaks and counts false DEAD verdicts.
 //
-//   bazel run -c opt //membership:loopback_swarm -- --nodes=12 --soak_seconds=60
+//   bazel run -c opt //tools/loopback_swarm:loopback_swarm -- --nodes=12 --soak_seconds=60
 //   ... --kills=10                       detection distribution over 10 kills
 //   ... --slow_every_seconds=20          slow one node's handlers now and then
 //   ... --suspicion_max_multiplier=1 --suspicion_confirmations=0   fixed timeout
@@ -23,11 +23,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "glog/logging.h"
 #include "common/real_clock.h"
+#include "glog/logging.h"
 #include "membership/grpc_gossip.h"
 #include "membership/membership.h"
-#include "membership/swarm_recorder.h"
+#include "tools/loopback_swarm/swarm_recorder.h"
 
 ABSL_FLAG(int, nodes, 12, "Swarm size.");
 ABSL_FLAG(int, soak_seconds, 0, "Run this long after the kills and count false DEADs.");
@@ -41,17 +41,17 @@ ABSL_FLAG(bool, report, true,
           "an explanation of each false DEAD verdict.");
 ABSL_FLAG(double, suspicion_max_multiplier,
           skipswarm::membership::MembershipOptions().suspicion_max_multiplier,
-          "MembershipOptions::suspicion_max_multiplier (1: fixed timeout).");
+          "membership::MembershipOptions::suspicion_max_multiplier (1: fixed timeout).");
 ABSL_FLAG(int, suspicion_confirmations,
           skipswarm::membership::MembershipOptions().suspicion_confirmations,
-          "MembershipOptions::suspicion_confirmations (0: fixed timeout).");
+          "membership::MembershipOptions::suspicion_confirmations (0: fixed timeout).");
 ABSL_FLAG(int, slow_every_seconds, 0,
           "Chaos during the soak: this often, one random node handles every "
           "message --slow_delay_ms late for --slow_for_ms (0: off).");
 ABSL_FLAG(int, slow_delay_ms, 1500, "See --slow_every_seconds.");
 ABSL_FLAG(int, slow_for_ms, 1000, "See --slow_every_seconds.");
 
-namespace skipswarm::membership {
+namespace skipswarm::tools {
 namespace {
 
 // A node's artificial slowness (--slow_every_seconds): how late it handles
@@ -72,27 +72,27 @@ struct Slowness {
 
 // Lets the server start (and pick its port) before the Membership exists;
 // tells the recorder when a request arrives and when a suspect is told.
-class Forwarder : public GossipHandler {
+class Forwarder : public membership::GossipHandler {
  public:
-  Membership* target = nullptr;
+  membership::Membership* target = nullptr;
   SwarmRecorder* recorder = nullptr;
   Slowness* slowness = nullptr;
-  void HandlePing(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
+  void HandlePing(const membership::PeerInfo& f, const proto::PingRequest& r, membership::AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     Observe(r);
     slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
       target->HandlePing(f, r, std::move(cb));
     });
   }
-  void HandlePingReq(const PeerInfo& f, const proto::PingRequest& r, AckCallback cb) override {
+  void HandlePingReq(const membership::PeerInfo& f, const proto::PingRequest& r, membership::AckCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     Observe(r);
     slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
       target->HandlePingReq(f, r, std::move(cb));
     });
   }
-  void HandlePushPull(const PeerInfo& f, const proto::PushPullRequest& r,
-                      PushPullCallback cb) override {
+  void HandlePushPull(const membership::PeerInfo& f, const proto::PushPullRequest& r,
+                      membership::PushPullCallback cb) override {
     if (target == nullptr) return cb(absl::UnavailableError("starting"));
     slowness->Run([this, f, r, cb = std::move(cb)]() mutable {
       target->HandlePushPull(f, r, std::move(cb));
@@ -113,20 +113,20 @@ class Forwarder : public GossipHandler {
 };
 
 // Hands replies to the node's own requests over `slowness` late.
-class SlowTransport final : public GossipTransport {
+class SlowTransport final : public membership::GossipTransport {
  public:
-  SlowTransport(GossipTransport* inner, Slowness* slowness)
+  SlowTransport(membership::GossipTransport* inner, Slowness* slowness)
       : inner_(inner), slowness_(slowness) {}
-  void Ping(const PeerRef& to, const proto::PingRequest& req,
-            absl::Duration timeout, AckCallback done) override {
+  void Ping(const membership::PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, membership::AckCallback done) override {
     inner_->Ping(to, req, timeout, Later(std::move(done)));
   }
-  void PingReq(const PeerRef& to, const proto::PingRequest& req,
-               absl::Duration timeout, AckCallback done) override {
+  void PingReq(const membership::PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, membership::AckCallback done) override {
     inner_->PingReq(to, req, timeout, Later(std::move(done)));
   }
-  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
-                absl::Duration timeout, PushPullCallback done) override {
+  void PushPull(const membership::PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, membership::PushPullCallback done) override {
     inner_->PushPull(to, req, timeout, Later(std::move(done)));
   }
 
@@ -139,20 +139,20 @@ class SlowTransport final : public GossipTransport {
       });
     };
   }
-  GossipTransport* const inner_;
+  membership::GossipTransport* const inner_;
   Slowness* const slowness_;
 };
 
 struct Node {
   int index = 0;
-  std::unique_ptr<Identity> identity;
+  std::unique_ptr<identity::Identity> identity;
   Slowness slowness;
   Forwarder forwarder;
-  std::unique_ptr<GrpcGossipServer> server;
-  std::unique_ptr<GrpcGossipTransport> transport;
+  std::unique_ptr<membership::GrpcGossipServer> server;
+  std::unique_ptr<membership::GrpcGossipTransport> transport;
   std::unique_ptr<TimedTransport> timed;
   std::unique_ptr<SlowTransport> slow;
-  std::unique_ptr<Membership> membership;
+  std::unique_ptr<membership::Membership> membership;
   bool running = true;
 };
 
@@ -180,25 +180,25 @@ int Run() {
   auto make_node = [&](int index) -> Node* {
     auto node = std::make_unique<Node>();
     node->index = index;
-    node->identity = *Identity::Generate();
+    node->identity = *identity::Identity::Generate();
     node->slowness.clock = clock.get();
-    GrpcSecurity security{node->identity.get(), insecure};
-    node->server = *GrpcGossipServer::Start("127.0.0.1:0", &node->forwarder,
+    identity::GrpcSecurity security{node->identity.get(), insecure};
+    node->server = *membership::GrpcGossipServer::Start("127.0.0.1:0", &node->forwarder,
                                             security, clock->Now());
-    node->transport = std::make_unique<GrpcGossipTransport>(security, clock.get());
+    node->transport = std::make_unique<membership::GrpcGossipTransport>(security, clock.get());
     node->timed = std::make_unique<TimedTransport>(node->transport.get(), &recorder);
     node->slow = std::make_unique<SlowTransport>(node->timed.get(), &node->slowness);
-    MembershipOptions o;
+    membership::MembershipOptions o;
     o.policy.swarm_id = "loopback";
     o.addresses = {absl::StrCat("127.0.0.1:", node->server->port())};
     o.stages = {static_cast<uint32_t>(index % 4)};
     o.suspicion_max_multiplier = absl::GetFlag(FLAGS_suspicion_max_multiplier);
     o.suspicion_confirmations = absl::GetFlag(FLAGS_suspicion_confirmations);
-    node->membership = *Membership::Create(o, node->identity.get(),
+    node->membership = *membership::Membership::Create(o, node->identity.get(),
                                            node->slow.get(), clock.get(),
                                            rng.Fork(index));
     recorder.Name(node->identity->id(), index);
-    node->membership->AddListener([&, index](const MemberChange& c) {
+    node->membership->AddListener([&, index](const membership::MemberChange& c) {
       recorder.Transition(index, c);
       if (c.new_state != proto::MEMBER_STATE_DEAD) return;
       absl::MutexLock lock(&mu);
@@ -232,7 +232,7 @@ int Run() {
     uint64_t digest = 0;
     const std::vector<Node*> live = running();
     for (Node* node : live) {
-      View v = node->membership->GetView();
+      membership::View v = node->membership->GetView();
       if (v.Live().size() != live.size()) return false;
       if (digest == 0) digest = v.digest();
       if (v.digest() != digest) return false;
@@ -241,7 +241,7 @@ int Run() {
   };
 
   for (int i = 0; i < n; ++i) make_node(i);
-  const MembershipOptions defaults;
+  const membership::MembershipOptions defaults;
   const absl::Duration t0 = clock->SteadyNow();
   for (int i = 0; i < n; ++i) {
     start(nodes[i].get());
@@ -275,8 +275,8 @@ int Run() {
     victim->membership->Stop();
     auto all_dead = [&] {
       for (Node* node : running()) {
-        View v = node->membership->GetView();
-        const MemberInfo* m = v.Find(victim_id);
+        membership::View v = node->membership->GetView();
+        const membership::MemberInfo* m = v.Find(victim_id);
         if (m == nullptr || m->state != proto::MEMBER_STATE_DEAD) return false;
       }
       return true;
@@ -340,7 +340,7 @@ int Run() {
   }
   for (auto& node : nodes) {
     if (!node->running) continue;
-    const MembershipStats st = node->membership->stats();
+    const membership::MembershipStats st = node->membership->stats();
     std::cout << "node " << node->index << ": probes=" << st.probes
               << " suspicions_raised=" << st.suspicions
               << " confirmations=" << st.confirmations
@@ -357,10 +357,10 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::tools
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   skipswarm::common::InitLogging(argv[0]);
-  return skipswarm::membership::Run();
+  return skipswarm::tools::Run();
 }

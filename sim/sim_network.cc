@@ -1,39 +1,39 @@
-#include "membership/sim_network.h"
+#include "sim/sim_network.h"
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::sim {
 
-class SimNetwork::Endpoint final : public GossipTransport {
+class SimNetwork::Endpoint final : public membership::GossipTransport {
  public:
   Endpoint(SimNetwork* net, std::string address, common::NodeId id)
       : net_(net), address_(std::move(address)), id_(id) {}
 
-  void Ping(const PeerRef& to, const proto::PingRequest& req,
-            absl::Duration timeout, AckCallback done) override {
+  void Ping(const membership::PeerRef& to, const proto::PingRequest& req,
+            absl::Duration timeout, membership::AckCallback done) override {
     net_->Send<proto::PingRequest, proto::Ack>(
         this, to, req, timeout, std::move(done),
-        [](GossipHandler* h, const PeerInfo& info,
-           const proto::PingRequest& r, AckCallback reply) {
+        [](membership::GossipHandler* h, const membership::PeerInfo& info,
+           const proto::PingRequest& r, membership::AckCallback reply) {
           h->HandlePing(info, r, std::move(reply));
         });
   }
-  void PingReq(const PeerRef& to, const proto::PingRequest& req,
-               absl::Duration timeout, AckCallback done) override {
+  void PingReq(const membership::PeerRef& to, const proto::PingRequest& req,
+               absl::Duration timeout, membership::AckCallback done) override {
     net_->Send<proto::PingRequest, proto::Ack>(
         this, to, req, timeout, std::move(done),
-        [](GossipHandler* h, const PeerInfo& info,
-           const proto::PingRequest& r, AckCallback reply) {
+        [](membership::GossipHandler* h, const membership::PeerInfo& info,
+           const proto::PingRequest& r, membership::AckCallback reply) {
           h->HandlePingReq(info, r, std::move(reply));
         });
   }
-  void PushPull(const PeerRef& to, const proto::PushPullRequest& req,
-                absl::Duration timeout, PushPullCallback done) override {
+  void PushPull(const membership::PeerRef& to, const proto::PushPullRequest& req,
+                absl::Duration timeout, membership::PushPullCallback done) override {
     net_->Send<proto::PushPullRequest, proto::PushPullResponse>(
         this, to, req, timeout, std::move(done),
-        [](GossipHandler* h, const PeerInfo& info,
-           const proto::PushPullRequest& r, PushPullCallback reply) {
+        [](membership::GossipHandler* h, const membership::PeerInfo& info,
+           const proto::PushPullRequest& r, membership::PushPullCallback reply) {
           h->HandlePushPull(info, r, std::move(reply));
         });
   }
@@ -41,7 +41,7 @@ class SimNetwork::Endpoint final : public GossipTransport {
   SimNetwork* net_;
   std::string address_;
   common::NodeId id_;
-  GossipHandler* handler_ = nullptr;
+  membership::GossipHandler* handler_ = nullptr;
   bool down_ = false;
   // Bumped by Detach; calls started under an older generation are forgotten.
   uint64_t generation_ = 0;
@@ -69,7 +69,7 @@ SimNetwork::SimNetwork(common::Clock* clock, uint64_t seed, Options options)
 
 SimNetwork::~SimNetwork() = default;
 
-GossipTransport* SimNetwork::AddEndpoint(const std::string& address,
+membership::GossipTransport* SimNetwork::AddEndpoint(const std::string& address,
                                          const common::NodeId& id) {
   auto& slot = endpoints_[address];
   CHECK(slot == nullptr) << "duplicate sim address " << address;
@@ -82,7 +82,7 @@ SimNetwork::Endpoint* SimNetwork::Find(const std::string& address) {
   return it == endpoints_.end() ? nullptr : it->second.get();
 }
 
-void SimNetwork::Serve(const std::string& address, GossipHandler* handler) {
+void SimNetwork::Serve(const std::string& address, membership::GossipHandler* handler) {
   Endpoint* e = Find(address);
   CHECK(e != nullptr) << "unknown sim address " << address;
   e->handler_ = handler;
@@ -147,7 +147,7 @@ absl::Duration SimNetwork::Latency(const std::string& from,
 }
 
 template <typename Req, typename Resp, typename Dispatch>
-void SimNetwork::Send(Endpoint* from, const PeerRef& to, const Req& req,
+void SimNetwork::Send(Endpoint* from, const membership::PeerRef& to, const Req& req,
                       absl::Duration timeout,
                       absl::AnyInvocable<void(absl::StatusOr<Resp>)> done,
                       Dispatch dispatch) {
@@ -191,15 +191,15 @@ void SimNetwork::Send(Endpoint* from, const PeerRef& to, const Req& req,
             call->Finish(std::move(r));
           });
         };
-        dispatch(dst->handler_, PeerInfo{src, src_id}, req, std::move(reply));
+        dispatch(dst->handler_, membership::PeerInfo{src, src_id}, req, std::move(reply));
       });
 }
 
-std::unique_ptr<Identity> SimIdentity(const common::Random& rng, int index) {
+std::unique_ptr<identity::Identity> SimIdentity(const common::Random& rng, int index) {
   std::string seed(32, '\0');
   common::Random key_rng = rng.Fork(absl::StrCat("key", index));
   for (char& c : seed) c = static_cast<char>(key_rng.UniformInt(0, 255));
-  return *Identity::FromSeed(seed);
+  return *identity::Identity::FromSeed(seed);
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::sim

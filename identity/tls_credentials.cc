@@ -1,4 +1,4 @@
-#include "membership/tls_credentials.h"
+#include "identity/tls_credentials.h"
 
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
@@ -11,7 +11,7 @@
 #include "glog/logging.h"
 #include "proto/grpc_status.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 namespace {
 
 // Client side of Note [Peer authentication]: the server we dialled must be
@@ -146,4 +146,4 @@ absl::StatusOr<common::NodeId> PeerIdFromAuthContext(
   return NodeIdFromCertificatePem(absl::string_view(pems[0].data(), pems[0].size()));
 }
 
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity

@@ -1,4 +1,4 @@
-#include "membership/identity.h"
+#include "identity/identity.h"
 
 #include <sys/stat.h>
 
@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "membership/keygen_command.h"
+#include "identity/keygen_command.h"
 
-namespace skipswarm::membership {
+namespace skipswarm::identity {
 namespace {
 
 std::string TempPath(const std::string& name) {
@@ -118,4 +118,4 @@ TEST(KeygenTest, WritesKeyAndCertificateAndShowsId) {
 }
 
 }  // namespace
-}  // namespace skipswarm::membership
+}  // namespace skipswarm::identity
