@@ -354,25 +354,6 @@ absl::StatusOr<at::Tensor> DecodeImpl(const TensorMeta& meta, absl::string_view 
 
 }  // namespace
 
-const char* CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kRawFp32: return "fp32";
-    case Codec::kFp16: return "fp16";
-    case Codec::kBf16: return "bf16";
-    case Codec::kInt8Blockwise: return "int8";
-    case Codec::kRawInt64: return "int64";
-    default: return "unknown";
-  }
-}
-
-absl::StatusOr<Codec> ParseCodec(absl::string_view name) {
-  for (Codec c : {Codec::kRawFp32, Codec::kFp16, Codec::kBf16, Codec::kInt8Blockwise}) {
-    if (name == CodecName(c)) return c;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown codec '", name, "' (want fp32, fp16, bf16 or int8)"));
-}
-
 absl::StatusOr<EncodedTensor> EncodeTensor(const at::Tensor& tensor, const EncodeOptions& opt) {
   try {
     return EncodeImpl(tensor, opt);

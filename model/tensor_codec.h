@@ -1,7 +1,8 @@
 // Wire codec: tensors <-> bytes plus the metadata a receiver needs to check
-// them. Enum values equal proto/common.proto's DType and Codec, and
-// TensorMeta mirrors its TensorMeta message field by field, so the node
-// layer maps one to the other with static_casts.
+// them. The enums and EncodeOptions are in codec_options.h (values equal
+// proto/common.proto's DType and Codec); TensorMeta mirrors its TensorMeta
+// message field by field, so the node layer maps one to the other with
+// static_casts.
 //
 //   SS_ASSIGN_OR_RETURN(EncodedTensor enc,
 //                       EncodeTensor(activation, {Codec::kInt8Blockwise}));
@@ -31,18 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/codec_options.h"
 
 namespace skipswarm::model {
-
-enum class WireDType : int {
-  kUnspecified = 0, kFloat32 = 1, kFloat16 = 2, kBFloat16 = 3, kInt8 = 4, kInt64 = 5,
-};
-enum class Codec : int {
-  kUnspecified = 0, kRawFp32 = 1, kFp16 = 2, kBf16 = 3, kInt8Blockwise = 4, kRawInt64 = 5,
-};
-const char* CodecName(Codec codec);
-// Parses "fp32", "fp16", "bf16", "int8" (the flag spelling).
-absl::StatusOr<Codec> ParseCodec(absl::string_view name);
 
 struct TensorMeta {
   WireDType dtype = WireDType::kUnspecified;  // logical dtype of the decoded tensor
@@ -60,11 +52,6 @@ struct EncodedTensor {
 
 inline constexpr uint64_t kMaxPayloadBytes = 256ull << 20;  // proto limit
 inline constexpr int kMaxRank = 8;
-
-struct EncodeOptions {
-  Codec codec = Codec::kRawFp32;
-  uint32_t block_size = 256;  // kInt8Blockwise
-};
 
 // Encodes a float tensor (float codecs) or an integer tensor (kRawInt64),
 // any device, any layout. InvalidArgument on a dtype/codec mismatch, an

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "model/codec_options.h"
 #include "model/model_flags.h"
 #include "node/daemon/swarm_spec.h"
 
@@ -46,6 +47,10 @@ struct NodeDaemonOptions {
   std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
+  // How the libtorch computes encode activations and gradients on the wire
+  // (CreateTorchStageCompute); the planners' hop cost sizes a hop with it
+  // (ActivationBytesPerMicroBatch).
+  model::EncodeOptions activation_encode;
   // WAN emulation and bandwidth caps (node/transport/wan_table.h):
   // when wan_table is set or a cap is > 0, the pipeline transport is
   // wrapped in a ShapingTransport. wan_table: this node's region and the

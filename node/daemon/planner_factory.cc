@@ -7,36 +7,16 @@
 
 #include "absl/status/status.h"
 #include "common/status_macros.h"
-#include "model/tensor_codec.h"
-#include "node/compute/torch_stage_compute.h"
+#include "model/codec_options.h"
 #include "node/daemon/route_recorder.h"
 #include "node/daemon/routes_file_planner.h"
 
 namespace skipswarm::node {
-namespace {
-
-// Payload bytes of `numel` float elements in `encode` (the sizes of
-// model/tensor_codec.h's codecs).
-double WireBytes(const model::EncodeOptions& encode, double numel) {
-  switch (encode.codec) {
-    case model::Codec::kFp16:
-    case model::Codec::kBf16:
-      return 2 * numel;
-    case model::Codec::kInt8Blockwise:  // one float32 scale per block, then int8s
-      return numel + 4 * std::ceil(numel / std::max<uint32_t>(1, encode.block_size));
-    default:
-      return 4 * numel;
-  }
-}
-
-}  // namespace
-
 double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o) {
   if (o.wan.timed_forward_s > 0) return static_cast<double>(o.wan.timed_payload_bytes);
   const double elements = static_cast<double>(o.model.samples_per_mb) * o.model.model.seq_len *
                           o.model.model.d_model;
-  // Both daemons build their TorchStageComputes without setting `encode`.
-  return WireBytes(TorchStageCompute::Options().encode, elements);
+  return model::EncodedFloatBytes(o.activation_encode, elements);
 }
 
 SchedulerPlannerOptions DataNodeSchedulerOptions(const NodeDaemonOptions& o,

@@ -39,9 +39,9 @@ namespace skipswarm::node {
 
 // Bytes of one micro-batch's activation (or its gradient) on the wire, as
 // the daemons' computes send it: samples_per_mb x seq_len x d_model
-// elements in the activation codec (TorchStageCompute's, whose default
-// neither daemon changes: float32, 4 bytes), or the dummy payload of timed
-// compute (wan.timed_forward_s > 0).
+// elements in o.activation_encode (the codec CreateTorchStageCompute gives
+// the computes; float32 by default), or the dummy payload of timed compute
+// (wan.timed_forward_s > 0).
 double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o);
 
 // The scheduler planner of a data node: planner name, path length, model

@@ -7,7 +7,6 @@
 
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
-#include "node/compute/torch_stage_compute.h"
 
 namespace skipswarm::node {
 namespace {
@@ -36,10 +35,12 @@ TEST(PlannerFactoryTest, DaemonsPlanWithSkipPipeByDefault) {
 // Note [Planning from measured links]: the transfer term needs the bytes
 // of one hop as the computes send them.
 TEST(PlannerFactoryTest, ActivationBytesFollowTheModelAndTheCodec) {
-  // The daemons leave TorchStageCompute's codec at its default.
-  ASSERT_EQ(TorchStageCompute::Options().encode.codec, model::Codec::kRawFp32);
   NodeDaemonOptions o = Options();
+  ASSERT_EQ(o.activation_encode.codec, model::Codec::kRawFp32);
   EXPECT_EQ(ActivationBytesPerMicroBatch(o), 2 * 8 * 16 * 4);  // samples x seq x d_model x fp32
+  o.activation_encode.codec = model::Codec::kFp16;
+  EXPECT_EQ(ActivationBytesPerMicroBatch(o), 2 * 8 * 16 * 2);
+  o.activation_encode.codec = model::Codec::kRawFp32;
   o.wan.timed_forward_s = 0.1;  // timed compute sends its dummy payload
   o.wan.timed_payload_bytes = 12345;
   EXPECT_EQ(ActivationBytesPerMicroBatch(o), 12345);

@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<TorchStageCompute>> CreateTorchStageCompute(
   co.model = o.model.model;
   co.stage = stage;
   co.runtime = o.model.runtime;
+  co.encode = o.activation_encode;
   co.optimizer = o.model.optimizer;
   co.optimizer.total_steps = o.iterations;
   return TorchStageCompute::Create(co, runner);
