@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -64,10 +65,16 @@ using node::SwarmMembershipOptions;
 
 DaemonSignals* g_signals = nullptr;  // main-level: set by the signal handlers
 
-void OnSigint(int) {
+std::atomic<int> g_signal_count{0};  // main-level: SIGINT and SIGTERM together
+
+// Note [Stopping] (gossip_daemon.cc): the first signal stops with a
+// checkpoint; a second one exits at once (async-signal-safe: _exit).
+void OnSigint(int sig) {
+  if (g_signal_count.fetch_add(1) > 0) _exit(128 + sig);
   if (g_signals) g_signals->stop.store(true);
 }
-void OnSigterm(int) {
+void OnSigterm(int sig) {
+  if (g_signal_count.fetch_add(1) > 0) _exit(128 + sig);
   if (g_signals) g_signals->drain.store(true);
 }
 

@@ -1,5 +1,7 @@
 #include "cli/node_command.h"
 
+#include <unistd.h>
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -69,7 +71,11 @@ using node::ShapingFlags;
 
 std::atomic<bool> g_stop{false};  // main-level: set by the signal handler
 
-void OnSignal(int) { g_stop.store(true); }
+// The first SIGINT / SIGTERM stops after the current iteration with a
+// checkpoint; a second one exits at once (async-signal-safe: _exit).
+void OnSignal(int sig) {
+  if (g_stop.exchange(true)) _exit(128 + sig);
+}
 
 absl::Status Run() {
   NodeDaemonOptions o;

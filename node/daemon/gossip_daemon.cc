@@ -364,6 +364,17 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
   std::fflush(stdout);
 }
 
+// Note [Stopping]: every stop ends within a bound. A signal while founders
+// wait for the swarm to form ends the wait at once (nothing trained, exit 0).
+// SIGINT stops after the current iteration; SIGTERM drains (leaves after its
+// exit iteration), or, when leaving would lose a stage (the last replica,
+// without --force), stops like SIGINT instead of being ignored. A stop whose
+// iteration has not finished within options.stop_timeout (default 30 s: a
+// peer never answers, the data nodes are paused) abandons it: the training
+// stack goes first (its callbacks end), then the checkpoint of the last
+// finished step is written and the node leaves. A second SIGINT or SIGTERM
+// exits at once from the signal handler (cli/gossip_command.cc).
+//
 // Note [Gossip daemon teardown]: who calls whom decides the order.
 //  - The trainer's iteration callback (Parts::OnIteration, on a trainer
 //    thread) uses the gossip side (records, view, compute speed), `members`,
@@ -420,6 +431,10 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
       if (!covered[s]) absl::StrAppend(&missing, missing.empty() ? "" : ",", s);
     }
     if (ready >= want && missing.empty()) break;
+    // Note [Stopping]: a signal while the swarm forms is honoured at once.
+    if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
+      return absl::CancelledError("stopped by a signal while waiting for the swarm to form");
+    }
     if (clock->SteadyNow() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "the swarm did not form: ", ready, " of ", want, " members ready",
@@ -486,6 +501,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
 absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   Parts& p = *parts_;
   const NodeDaemonOptions& o = p.base();
+  p.signals = signals;
   if (p.joiner) {
     SS_RETURN_IF_ERROR(p.EnterAsJoiner());
   } else {
@@ -493,7 +509,13 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
       return absl::OkStatus();
     }
-    SS_RETURN_IF_ERROR(p.WaitForFounders());
+    absl::Status formed = p.WaitForFounders();
+    if (absl::IsCancelled(formed)) {
+      LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(formed);
   }
   p.run_started = p.clock->SteadyNow();
   // Shared with the trainer's callback, which may outlive this frame when a
@@ -506,6 +528,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   bool stopping = false;
   bool left = false;
   bool timed_out = false;
+  // Note [Stopping]: when a stop began, and whether it ran out of time.
+  absl::Duration stop_started = absl::InfiniteDuration();
+  bool stop_timed_out = false;
   // One segment per hosted stage: a stage move (Note [Stage moves]) ends
   // one at its switch boundary and starts the next.
   while (true) {
@@ -523,10 +548,25 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
         p.stack->trainer()->Stop();
         stopping = true;
+        stop_started = p.clock->SteadyNow();
       }
       if (!stopping && signals->drain.exchange(false)) {
         absl::Status s = RequestDrain(p.options.force_leave);
-        if (!s.ok()) LOG(WARNING) << o.name << ": SIGTERM ignored: " << s;
+        if (!s.ok()) {
+          // Note [Stopping]: SIGTERM always stops; leaving would lose a
+          // stage, so this stops with a checkpoint instead of a drain.
+          LOG(WARNING) << o.name << ": SIGTERM: cannot leave the swarm (" << s.message()
+                       << "); stopping after the current iteration with a checkpoint instead";
+          p.stack->trainer()->Stop();
+          stopping = true;
+          stop_started = p.clock->SteadyNow();
+        }
+      }
+      if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {
+        LOG(WARNING) << o.name << ": the current iteration did not finish within "
+                     << p.options.stop_timeout << " of the stop; abandoning it";
+        stop_timed_out = true;
+        break;
       }
       absl::MutexLock lock(&p.mu);
       if (p.draining) stopping = left = true;
@@ -538,7 +578,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         break;
       }
     }
-    if (timed_out) break;
+    if (timed_out || stop_timed_out) break;
     bool switching = false;
     {
       absl::MutexLock lock(&p.mu);
@@ -549,6 +589,13 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     SS_RETURN_IF_ERROR(p.SwitchStage());
   }
   if (timed_out) return absl::OkStatus();
+  if (stop_timed_out) {
+    // The trainer must be quiet before its computes are saved: destroying
+    // the stack waits for a callback in progress and silences later ones.
+    // The computes hold the state after the last finished step.
+    p.stack.reset();
+    finish->status = absl::CancelledError("stop timed out");
+  }
   SS_RETURN_IF_ERROR(p.Checkpoint());
   {
     absl::MutexLock lock(&p.mu);

@@ -65,6 +65,11 @@ struct GossipDaemonOptions {
   // iteration]).
   int entry_lead = 1;
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
+  // Note [Stopping]: a stop (SIGINT, or a SIGTERM that cannot drain: the
+  // last replica of a stage) that has not finished its iteration within
+  // this abandons it, writes the checkpoint of the last finished step and
+  // exits.
+  absl::Duration stop_timeout = absl::Seconds(30);
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   std::string join_report_file;  // JSON line with a joiner's timings
   // Note [Stage moves]: every this many iterations a one-stage relay
@@ -82,7 +87,8 @@ struct GossipDaemonOptions {
   std::function<void(const NodeIterationReport&)> observer;
 };
 
-// What main's signal handlers set.
+// What main's signal handlers set (a second signal exits at once, in the
+// handler: Note [Stopping] in gossip_daemon.cc).
 struct DaemonSignals {
   std::atomic<bool> stop{false};   // SIGINT
   std::atomic<bool> drain{false};  // SIGTERM

@@ -151,7 +151,9 @@ struct GossipDaemon::Parts {
   // Main thread, the trainer stopped at the switch: swaps the old stage's
   // compute, server and trainer for the new stage's, with the fetched state.
   absl::Status SwitchStage();
+  // CANCELLED when `signals` asks to stop while waiting.
   absl::Status WaitForFounders();
+  DaemonSignals* signals = nullptr;  // Run's; null in embedders without signals
   absl::Status EnterAsJoiner();
   void OnIteration(const NodeIterationReport& r);
   void OnMemberChange(const membership::MemberChange& c);

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <map>
 #include <set>
@@ -567,9 +568,13 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     std::vector<OutgoingReduce> out;
     bool recheck = false;
     int waiting = 0;
+    std::set<common::NodeId> silent;  // Note [Silent members]
+    std::string silent_where;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
+      const absl::Duration now = clock_->SteadyNow();
+      const absl::Duration deadline = SilentDeadlineLocked();
       std::set<common::NodeId>& missing = this->missing;
       const std::vector<common::NodeId> data_nodes = view_->Replicas(0);
       missing.clear();
@@ -583,8 +588,23 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
           }
         }
         if (!complete) {
+          const absl::Duration since = barrier_since_.count(it->first) > 0
+                                           ? barrier_since_[it->first]
+                                           : now;
+          bool any_arrived = false;
+          for (const common::NodeId& d : data_nodes) any_arrived |= arrived.count(d) > 0;
+          if (any_arrived && now - since > deadline) {
+            for (const common::NodeId& d : data_nodes) {
+              if (!arrived.count(d) && d != options_.self) silent.insert(d);
+            }
+            silent_where = absl::StrCat("barrier of iteration ", it->first);
+          }
           ++it;
           continue;
+        }
+        if (barrier_since_.count(it->first) > 0) {
+          RecordWaitLocked(now - barrier_since_[it->first]);
+          barrier_since_.erase(it->first);
         }
         for (BarrierDone& w : it->second) {
           calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
@@ -616,9 +636,16 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         }
         if (!r.done()) {
           for (const common::NodeId& m : r.Missing()) missing.insert(m);
+          if (now - pending.since > deadline) {
+            for (const common::NodeId& m : r.Missing()) {
+              if (m != options_.self) silent.insert(m);
+            }
+            silent_where = absl::StrCat("averaging of iteration ", key.first, " stage ", key.second);
+          }
           ++waiting;
           continue;
         }
+        RecordWaitLocked(now - pending.since);
         auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
         if (result->ok()) {
           // The next round's inputs (Note [Shard layout]).
@@ -644,11 +671,24 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       recheck = !barrier_waiters_.empty() || waiting > 0;
       // Forget messages of rounds long over.
       while (arrived_.size() > 8) arrived_.erase(arrived_.begin());
+      while (barrier_since_.size() > 8) barrier_since_.erase(barrier_since_.begin());
+      if (!silent.empty()) {
+        LOG(WARNING) << "the " << silent_where << " waited more than " << deadline
+                     << " for " << silent.size()
+                     << " member(s) that answer probes but sent nothing; dropping them";
+      }
       if (recheck && recheck_armed_) recheck = false;
       if (recheck) recheck_armed_ = true;
     }
     Send(std::move(out));
     for (auto& call : calls) clock_->RunAfter(absl::ZeroDuration(), std::move(call));
+    if (!silent.empty()) {
+      for (const common::NodeId& m : silent) view_->MarkDead(m);
+      std::weak_ptr<Impl> weak = weak_from_this();
+      clock_->RunAfter(absl::ZeroDuration(), [weak] {
+        if (auto self = weak.lock()) self->Sweep();
+      });
+    }
     if (recheck) {
       std::weak_ptr<Impl> weak = weak_from_this();
       clock_->RunAfter(options_.recheck, [weak] {
@@ -731,7 +771,30 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     std::unique_ptr<ShardedReduce> reduce;
     std::vector<ReduceDone> waiters;
     bool delivered = false;
+    absl::Duration since;  // our own AllReduce (clock time)
   };
+
+  // Note [Silent members]: a member that answers its probes but never sends
+  // its barrier or gradients would stall every replica forever. A barrier
+  // that at least one data node reached, or a reduce, that waits longer
+  // than SilentDeadline drops the members it still waits for (MarkDead
+  // through the group view: out of this round, which is then averaged
+  // without them; they re-sign or re-sync to come back). A barrier no data
+  // node reached is left waiting: the data nodes are paused (Note [Paused
+  // training] in data_node_driver.h), and relays must not spin through
+  // empty iterations. The deadline follows measured waits: factor x the
+  // slowest of the last kWaitSamples completed barriers and reduces, never
+  // under the floor.
+  absl::Duration SilentDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (waits_.empty()) return options_.silent_initial;
+    const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
+    return std::max(options_.silent_floor, slowest * options_.silent_factor);
+  }
+  void RecordWaitLocked(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    waits_.push_back(d);
+    while (waits_.size() > kWaitSamples) waits_.pop_front();
+  }
+  static constexpr size_t kWaitSamples = 16;
 
   const GrpcGroupOptions options_;
   const std::shared_ptr<const identity::PeerCredentials> credentials_ = options_.credentials;
@@ -756,6 +819,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<common::NodeId, int> probe_failures_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<common::NodeId>> arrived_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<BarrierDone>> barrier_waiters_ ABSL_GUARDED_BY(mu_);
+  // When our barrier of each iteration began (clock time).
+  std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
+  // Durations of recent completed barriers and reduces (Note [Silent members]).
+  std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
   // By (iteration, stage); kept kKeepIterations after delivery.
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
   // Shards that came before our own AllReduce for them.
@@ -838,6 +905,7 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
     absl::MutexLock lock(&impl_->mu_);
     if (data_node) impl_->arrived_[iteration].insert(self);
     impl_->barrier_waiters_[iteration].push_back(std::move(done));
+    impl_->barrier_since_.try_emplace(iteration, impl_->clock_->SteadyNow());
   }
   if (data_node) {
     for (const PeerInfo& p : impl_->view_->Members()) {
@@ -889,6 +957,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
         }
         impl_->early_.erase(early);
       }
+    }
+    if (pending.waiters.empty() && !pending.delivered) {
+      pending.since = impl_->clock_->SteadyNow();
     }
     pending.waiters.push_back(std::move(done));
     pending.delivered = false;

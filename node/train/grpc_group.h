@@ -84,6 +84,13 @@ struct GrpcGroupOptions {
   // answer on a loaded machine is not a death (StaticSwarmView verdicts are
   // final; a false one cost a live data node its MBs every iteration).
   int probe_failures = 3;
+  // Note [Silent members] (grpc_group.cc): how long a barrier or reduce
+  // waits for a member that answers probes but sends nothing: factor x the
+  // slowest of the last waits that completed, at least the floor; before
+  // any wait completed, the initial value.
+  absl::Duration silent_initial = absl::Minutes(5);
+  absl::Duration silent_floor = absl::Seconds(30);
+  double silent_factor = 4.0;
   // Refuse pushes and state requests from senders the view does not list
   // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS
   // the sender is its certificate's key; plain text only trusts its word.

@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/train/sharded_reduce.h"
 
@@ -306,6 +307,79 @@ TEST_F(GrpcGroupTest, StateRequestIsServedAndTheServerSurvives) {
     ASSERT_TRUE(got->ok()) << got->status();
     EXPECT_EQ(**got, served);
   }
+}
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Silent members]: a replica that answers health probes but never
+// sends its gradients is dropped from the averaging after a deadline that
+// follows the measured waits (here: the 30 s floor, as the first round
+// took milliseconds), instead of stalling its replica forever.
+TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadline) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
+                             NodeId::ForName("s2")};
+  std::vector<PeerInfo> members;
+  const std::vector<int> stages = {0, 1, 1};
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {stages[i]}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    o.push_deadline = absl::Seconds(5);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  // Steps the simulated clock until `n` is notified or `limit` passes; the
+  // short real waits let pushes travel over loopback between steps.
+  auto run_until = [&](absl::Notification& n, absl::Duration step, absl::Duration limit) {
+    const absl::Duration end = clock.SteadyNow() + limit;
+    while (!n.HasBeenNotified() && clock.SteadyNow() < end) {
+      clock.Advance(step);
+      n.WaitForNotificationWithTimeout(absl::Milliseconds(2));
+    }
+    return n.HasBeenNotified();
+  };
+
+  // Round 0: both replicas send; it completes at once (simulated time).
+  std::optional<absl::StatusOr<ReduceResult>> r1, r2;
+  absl::Notification d1, d2;
+  groups[1]->AllReduce(0, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7},
+                       [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  groups[2]->AllReduce(0, 1, {ids[2], std::vector<float>(8, 2.f), 1, 7},
+                       [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(run_until(d1, absl::Milliseconds(10), absl::Seconds(20)));
+  ASSERT_TRUE(run_until(d2, absl::Milliseconds(10), absl::Seconds(20)));
+  ASSERT_TRUE(r1->ok() && r2->ok());
+  EXPECT_EQ((*r1)->contributors, 2);
+
+  // Round 1: s2 stays alive (its server answers probes) but sends nothing.
+  std::optional<absl::StatusOr<ReduceResult>> r3;
+  absl::Notification d3;
+  const absl::Duration start = clock.SteadyNow();
+  groups[1]->AllReduce(1, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7},
+                       [&](absl::StatusOr<ReduceResult> r) { r3 = r; d3.Notify(); });
+  ASSERT_TRUE(run_until(d3, absl::Milliseconds(500), absl::Minutes(10)))
+      << "the silent replica stalled the averaging";
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(r3->ok()) << r3->status();
+  EXPECT_EQ((*r3)->contributors, 1);
+  EXPECT_GE(waited, absl::Seconds(30));
+  EXPECT_LE(waited, absl::Seconds(40));
+  EXPECT_FALSE(views[1]->IsAlive(ids[2]));
 }
 
 }  // namespace
