@@ -86,6 +86,9 @@ absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
   std::unique_ptr<GrpcGossipServer> server(new GrpcGossipServer());
   server->service_ = std::make_unique<Service>(handler, security.insecure);
   grpc::ServerBuilder builder;
+  // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+  // daemon on the same port start a second swarm silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(address, (*credentials)->ForServer(), &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -93,7 +96,7 @@ absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", address,
-        " (address in use, or not an address of this host?)"));
+        " (address in use, or not an address of this host?); see --gossip_listen"));
   }
   return server;
 }

@@ -349,13 +349,17 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
   if (p.options.control_port < 0) return;
   p.control_service = std::make_unique<ControlService>(this);
   grpc::ServerBuilder builder;
+  // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+  // daemon on the same port start a second swarm silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", p.options.control_port),
                            grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(p.control_service.get());
   p.control = builder.BuildAndStart();
   if (p.control == nullptr || port == 0) {
-    LOG(ERROR) << p.base().name << ": cannot serve NodeControl on port " << p.options.control_port;
+    LOG(ERROR) << p.base().name << ": cannot serve NodeControl on port " << p.options.control_port
+               << " (in use?); see --control_port";
     return;
   }
   LOG(INFO) << p.base().name << ": control on 127.0.0.1:" << port

@@ -101,13 +101,20 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metric
   s->server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics->Render(), "text/plain; version=0.0.4");
   });
+  // httplib's default socket options add SO_REUSEPORT, with which a second
+  // daemon bound the same port and scrapes alternated between the two.
+  s->server_->set_socket_options([](auto sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   if (port == 0) {
     s->port_ = s->server_->bind_to_any_port(host);
   } else {
     s->port_ = s->server_->bind_to_port(host, port) ? port : -1;
   }
   if (s->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", host, ":", port));
+    return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", host, ":", port,
+                                               " (port in use?); see --metrics_port"));
   }
   httplib::Server* raw = s->server_.get();
   std::atomic<bool>* returned = &s->listen_returned_;

@@ -36,6 +36,18 @@ TEST(MetricsTest, ServerDestroyedRightAfterStartShutsDown) {
   }
 }
 
+// Ports are exclusive (no SO_REUSEPORT): a second server on the same port
+// fails with an error naming the flag instead of sharing the scrapes.
+TEST(MetricsTest, ASecondServerOnTheSamePortFailsNamingTheFlag) {
+  Metrics m;
+  auto first = MetricsServer::Start(&m, "127.0.0.1", 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = MetricsServer::Start(&m, "127.0.0.1", (*first)->port());
+  ASSERT_FALSE(second.ok()) << "two servers bound port " << (*first)->port();
+  EXPECT_NE(second.status().message().find("--metrics_port"), std::string::npos)
+      << second.status();
+}
+
 TEST(MetricsTest, RendersHistogramsAndCounters) {
   Metrics m;
   m.SetHistogram("skipswarm_hop_latency_seconds", {{0.01, 0.1}, {2, 3}, 4, 1.25});

@@ -42,6 +42,9 @@ class StateServer::Impl final : public proto::StageService::Service {
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
+    // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+    // daemon on the same port start a second swarm silently.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddListeningPort(options_.listen_address,
                              options_.credentials ? options_.credentials->ForServer()
                                                   : grpc::InsecureServerCredentials(),
@@ -50,7 +53,8 @@ class StateServer::Impl final : public proto::StageService::Service {
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(
-          absl::StrCat("cannot serve state transfer on ", options_.listen_address));
+          absl::StrCat("cannot serve state transfer on ", options_.listen_address,
+                       " (port in use, or not an address of this host?); see --state_listen"));
     }
     return absl::OkStatus();
   }

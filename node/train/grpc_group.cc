@@ -99,13 +99,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
+    // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+    // daemon on the same port start a second swarm silently.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddListeningPort(options_.listen_address, creds().ForServer(), &port_);
     builder.SetMaxReceiveMessageSize(8 << 20);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(
-          absl::StrCat("cannot serve StageService on ", options_.listen_address));
+          absl::StrCat("cannot serve StageService on ", options_.listen_address,
+                       " (port in use, or not an address of this host?); see --group_listen"));
     }
     return absl::OkStatus();
   }

@@ -87,6 +87,19 @@ TEST_F(GrpcGroupTest, BarrierThenAllReduceGivesEqualSums) {
   EXPECT_FLOAT_EQ((*r1)->sum[n - 1], 3.5f);
 }
 
+// Ports are exclusive (gRPC's SO_REUSEPORT off): a second group server on
+// a taken port fails with an error naming the flag.
+TEST_F(GrpcGroupTest, ASecondServerOnTheSamePortFailsNamingTheFlag) {
+  GrpcGroupOptions o;
+  o.self = NodeId::ForName("g9");
+  o.listen_address = "127.0.0.1:" + std::to_string(groups_[1]->port());
+  o.credentials = identity::PeerCredentials::Insecure();
+  auto second = GrpcGroupComm::Create(o, views_[1].get(), clock_.get());
+  ASSERT_FALSE(second.ok()) << "two servers listen on " << o.listen_address;
+  EXPECT_NE(second.status().message().find("--group_listen"), std::string::npos)
+      << second.status();
+}
+
 TEST_F(GrpcGroupTest, DeadReplicaIsDroppedFromTheReduce) {
   // n2 is gone: its server stops; n1's push fails and n1 finishes alone.
   groups_[2].reset();

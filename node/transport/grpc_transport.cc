@@ -71,6 +71,9 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     if (options_.listen_address.empty()) return absl::OkStatus();
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
+    // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+    // daemon on the same port start a second swarm silently.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddListeningPort(options_.listen_address,
                              options_.credentials->ForServer(), &port_);
     builder.RegisterService(this);
@@ -89,7 +92,8 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(absl::StrCat(
-          "could not serve the pipeline service on ", options_.listen_address));
+          "could not serve the pipeline service on ", options_.listen_address,
+          " (port in use, or not an address of this host?); see --listen"));
     }
     return absl::OkStatus();
   }

@@ -492,6 +492,19 @@ TEST_F(GrpcTransportTest, StreamWithoutNodeIdIsRefused) {
   EXPECT_EQ(final_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Ports are exclusive (gRPC's SO_REUSEPORT off): a second transport on
+// b's port fails with an error naming the flag.
+TEST_F(GrpcTransportTest, ASecondServerOnTheSamePortFailsNamingTheFlag) {
+  GrpcTransportOptions o;
+  o.self = PeerId::ForName("c");
+  o.swarm_id = kTestSwarm;
+  o.credentials = identity::PeerCredentials::Insecure();
+  o.listen_address = b_->loopback_address();
+  auto second = GrpcTransport::Create(o, clock_.get());
+  ASSERT_FALSE(second.ok()) << "two servers listen on " << o.listen_address;
+  EXPECT_NE(second.status().message().find("--listen"), std::string::npos) << second.status();
+}
+
 TEST_F(GrpcTransportTest, HealthServiceReportsServing) {
   auto stub = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(b_->loopback_address(), grpc::InsecureChannelCredentials()));
