@@ -1,10 +1,8 @@
 #include "common/text_table.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/bounded_file.h"
 
 namespace skipswarm::common {
 
@@ -25,11 +23,12 @@ absl::Status ForEachTableRow(absl::string_view text, absl::string_view what,
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // Bounded, regular files only (routes files, WAN tables, route records).
+  absl::StatusOr<std::string> text = ReadBoundedFile(path, what);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  }
+  return text;
 }
 
 }  // namespace skipswarm::common

@@ -32,6 +32,11 @@ TEST(TextTableTest, AnErrorNamesTheTableAndLineAndStops) {
   EXPECT_EQ(rows, 2);
 }
 
+TEST(TextTableTest, ANonRegularFileIsRefused) {
+  absl::StatusOr<std::string> t = ReadTextFile("/dev/zero", "routes file");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+}
+
 TEST(TextTableTest, MissingFileIsNotFound) {
   absl::StatusOr<std::string> t = ReadTextFile("/nonexistent/skipswarm/x", "routes file");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);

@@ -1,10 +1,13 @@
 #include "model/model_flags.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 // Defaults are the default small model (ModelConfig's defaults): 12 blocks,
 // d_model 256, 6 stages, about 9.6 M parameters.
@@ -79,6 +82,24 @@ absl::StatusOr<ModelFlags> ReadModelFlags() {
   if (!(f.optimizer.peak_lr > 0) || f.optimizer.min_lr < 0 || f.optimizer.warmup_steps < 0) {
     return absl::InvalidArgumentError("need --lr > 0, --min_lr >= 0, --warmup_steps >= 0");
   }
+  // Every value is range-checked here, with the flag named: a non-finite
+  // learning rate or clip trains into NaN, a negative thread count is not
+  // "all cores".
+  auto finite = [](const char* flag, double v) -> absl::Status {
+    if (std::isfinite(v)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", v, " is not a finite number"));
+  };
+  SS_RETURN_IF_ERROR(finite("lr", f.optimizer.peak_lr));
+  SS_RETURN_IF_ERROR(finite("min_lr", f.optimizer.min_lr));
+  SS_RETURN_IF_ERROR(finite("weight_decay", f.optimizer.weight_decay));
+  SS_RETURN_IF_ERROR(finite("grad_clip", f.optimizer.grad_clip));
+  if (f.optimizer.weight_decay < 0) {
+    return absl::InvalidArgumentError("--weight_decay must be >= 0");
+  }
+  if (f.runtime.threads < 0 || f.runtime.threads > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--threads=", f.runtime.threads, " is outside 0..4096 (0: all cores)"));
+  }
 
   f.corpus.paths = absl::GetFlag(FLAGS_corpus);
   f.corpus.validation_fraction = absl::GetFlag(FLAGS_validation_fraction);
@@ -88,6 +109,18 @@ absl::StatusOr<ModelFlags> ReadModelFlags() {
   if (f.samples_per_mb < 1 || f.eval_batches < 0 || f.final_eval_batches < 0) {
     return absl::InvalidArgumentError(
         "need --samples_per_mb >= 1, --eval_batches >= 0 and --final_eval_batches >= 0");
+  }
+  SS_RETURN_IF_ERROR(finite("validation_fraction", f.corpus.validation_fraction));
+  if (f.corpus.validation_fraction < 0 || f.corpus.validation_fraction >= 1) {
+    return absl::InvalidArgumentError("--validation_fraction must be in [0, 1)");
+  }
+  // Tokens per micro-batch feed int arithmetic all the way down.
+  constexpr int64_t kMaxTokensPerMb = int64_t{1} << 24;
+  if (static_cast<int64_t>(f.samples_per_mb) * f.model.seq_len > kMaxTokensPerMb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--samples_per_mb=", f.samples_per_mb, " x --seq_len=", f.model.seq_len, " = ",
+        static_cast<int64_t>(f.samples_per_mb) * f.model.seq_len,
+        " tokens per micro-batch; at most ", kMaxTokensPerMb));
   }
   f.tokenizer.kind = absl::GetFlag(FLAGS_tokenizer);
   f.tokenizer.sp_model = absl::GetFlag(FLAGS_sp_model);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 
@@ -9,6 +12,9 @@ ABSL_DECLARE_FLAG(int, layers);
 ABSL_DECLARE_FLAG(int, stages);
 ABSL_DECLARE_FLAG(int, heads);
 ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(double, grad_clip);
+ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(int, samples_per_mb);
 
 namespace skipswarm::model {
 namespace {
@@ -32,6 +38,31 @@ TEST(ModelFlagsTest, FlagsChangeTheConfigAndBadOnesAreRejected) {
   absl::SetFlag(&FLAGS_heads, 8);
   absl::SetFlag(&FLAGS_lr, -1.0);
   EXPECT_EQ(ReadModelFlags().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Values the parser used to accept: a non-finite learning rate or clip, a
+// negative thread count, a micro-batch whose token count overflows.
+TEST(ModelFlagsTest, NonFiniteAndOutOfRangeValuesAreRejectedNamingTheFlag) {
+  auto rejects = [](const std::string& flag) {
+    absl::Status s = ReadModelFlags().status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag << ": " << s;
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s;
+  };
+  absl::SetFlag(&FLAGS_lr, 1e-3);  // the test before leaves a bad one
+  ASSERT_TRUE(ReadModelFlags().ok()) << ReadModelFlags().status();
+  absl::SetFlag(&FLAGS_lr, std::numeric_limits<double>::infinity());
+  rejects("--lr");
+  absl::SetFlag(&FLAGS_lr, 1e-3);
+  absl::SetFlag(&FLAGS_grad_clip, std::numeric_limits<double>::quiet_NaN());
+  rejects("--grad_clip");
+  absl::SetFlag(&FLAGS_grad_clip, 1.0);
+  absl::SetFlag(&FLAGS_threads, -5);
+  rejects("--threads");
+  absl::SetFlag(&FLAGS_threads, 0);
+  absl::SetFlag(&FLAGS_samples_per_mb, 1000000000);
+  rejects("--samples_per_mb");
+  absl::SetFlag(&FLAGS_samples_per_mb, 4);
+  EXPECT_TRUE(ReadModelFlags().ok());
 }
 
 }  // namespace

@@ -9,9 +9,12 @@
 namespace skipswarm::scheduler {
 
 absl::Status ValidateWorkload(const TopologyView& view, const Workload& w) {
-  if (w.mb_per_data_node < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mb_per_data_node must be >= 1, got ", w.mb_per_data_node));
+  // Bounded: every planner allocates per micro-batch (1e9 was a bad_alloc).
+  constexpr int kMaxMbPerDataNode = 1 << 16;
+  if (w.mb_per_data_node < 1 || w.mb_per_data_node > kMaxMbPerDataNode) {
+    return absl::InvalidArgumentError(absl::StrCat("mb_per_data_node must be in 1..",
+                                                   kMaxMbPerDataNode, ", got ",
+                                                   w.mb_per_data_node));
   }
   if (w.path_length < 2 || w.path_length > view.num_stages()) {
     return absl::InvalidArgumentError(

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/bounded_file.h"
 #include "common/status_macros.h"
 #include <nlohmann/json.hpp>
 
@@ -430,11 +431,9 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view json_text,
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
                                           const SkipPipeOptions& skippipe) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<Scenario> scenario = ParseScenario(text.str(), skippipe);
+  // Bounded, regular files only (common/bounded_file.h).
+  SS_ASSIGN_OR_RETURN(std::string text, common::ReadBoundedFile(path, "scenario file"));
+  absl::StatusOr<Scenario> scenario = ParseScenario(text, skippipe);
   if (!scenario.ok()) return common::Annotate(scenario.status(), path);
   return scenario;
 }

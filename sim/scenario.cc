@@ -12,8 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/bounded_file.h"
 #include "common/status_macros.h"
+#include "scheduler/planner.h"
 
 namespace skipswarm::sim {
 namespace {
@@ -24,12 +27,13 @@ absl::Status Bad(const std::string& where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
+// Scenarios and their tables: bounded regular files (common/bounded_file.h).
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = common::ReadBoundedFile(path, "scenario file");
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  return text;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& name) {
@@ -180,6 +184,11 @@ absl::Status ApplyWorkloadOverrides(const json& root,
   SS_ASSIGN_OR_RETURN(double j, Num(o, "max_jump", "workload", w.max_jump));
   SS_ASSIGN_OR_RETURN(w.balance_tolerance, Num(o, "balance_tolerance",
                                                "workload", w.balance_tolerance));
+  // Casts of numbers past int's range are undefined: bound them first.
+  for (const auto& [key, v] : {std::pair<const char*, double>{"mb_per_data_node", m},
+                               {"path_length", p}, {"max_swaps", s}, {"max_jump", j}}) {
+    if (v > 1e6) return Bad(absl::StrCat("workload.", key), "must be <= 1000000");
+  }
   w.mb_per_data_node = static_cast<int>(m);
   w.path_length = static_cast<int>(p);
   w.max_swaps = static_cast<int>(s);
@@ -261,6 +270,7 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
                         Num(*it, "path_length", "skippipe", spo.path_length));
     SS_ASSIGN_OR_RETURN(double m, Num(*it, "mb_per_data_node", "skippipe",
                                       spo.mb_per_data_node));
+    if (p > 1e6 || m > 1e6) return Bad("skippipe", "path_length and mb_per_data_node must be <= 1000000");
     spo.path_length = static_cast<int>(p);
     spo.mb_per_data_node = static_cast<int>(m);
   }
@@ -350,6 +360,11 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
   for (int v = first_joiner; v < n; ++v) {
     sc.initially_present[v] = false;
     sc.auto_stage[v] = joiners[v - first_joiner].stage < 0;
+  }
+  if (sc.planner != "replay" && !scheduler::CreatePlanner(sc.planner).ok()) {
+    return Bad("scenario.planner",
+               absl::StrCat("unknown planner \"", sc.planner, "\" (known: ",
+                            absl::StrJoin(scheduler::PlannerNames(), ", "), ", replay)"));
   }
   if (sc.planner == "replay") {
     if (sc.replay_key.empty()) {

@@ -103,6 +103,15 @@ TEST(SimScenarioTest, ErrorsNameTheField) {
   expect_error(R"({"topology_file": "nope.json"})", "cannot read");
   expect_error(R"({"topology_file": "gcp12-42.json", "name": 3})",
                "wrong type");
+  // Used to pass: bad_alloc in the planner, and an empty report with exit 0.
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "workload": {"mb_per_data_node": 1e9}})",
+               "mb_per_data_node");
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "workload": {"mb_per_data_node": 100000}})",
+               "mb_per_data_node must be in 1..65536");
+  expect_error(R"({"topology_file": "gcp12-42.json", "planner": "nosuch"})",
+               "unknown planner \"nosuch\"");
 }
 
 }  // namespace

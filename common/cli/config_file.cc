@@ -1,12 +1,10 @@
 #include "common/cli/config_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bounded_file.h"
 
 namespace skipswarm::common::cli {
 namespace {
@@ -41,7 +39,7 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfigText(
     try {
       json unused = json::parse(text.begin(), text.end(), nullptr, true, true);
       (void)unused;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range (1e400)
       where = e.what();
     }
     return absl::InvalidArgumentError(
@@ -78,14 +76,10 @@ absl::StatusOr<std::vector<ConfigEntry>> ParseConfigText(
 }
 
 absl::StatusOr<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open config file '", path, "'"));
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseConfigText(buffer.str(), path);
+  // Bounded, regular files only: --config=/dev/zero read gigabytes.
+  absl::StatusOr<std::string> text = ReadBoundedFile(path, "config file");
+  if (!text.ok()) return text.status();
+  return ParseConfigText(*text, path);
 }
 
 }  // namespace skipswarm::common::cli

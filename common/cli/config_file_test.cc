@@ -45,5 +45,23 @@ TEST(ConfigFileTest, MissingFileIsNotFound) {
   EXPECT_EQ(entries.status().code(), absl::StatusCode::kNotFound);
 }
 
+// A number out of double's range used to escape as an uncaught
+// nlohmann::json out_of_range exception and abort the process.
+TEST(ConfigFileTest, ANumberOutOfRangeIsAClearError) {
+  auto entries = ParseConfigText("{\n  \"lr\": 1e400\n}\n", "c.json");
+  ASSERT_FALSE(entries.ok());
+  EXPECT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(entries.status().message().find("c.json"), std::string::npos) << entries.status();
+  EXPECT_NE(entries.status().message().find("1e400"), std::string::npos) << entries.status();
+}
+
+// --config=/dev/zero read gigabytes before failing.
+TEST(ConfigFileTest, ANonRegularFileIsRefusedAtOnce) {
+  auto entries = ReadConfigFile("/dev/zero");
+  ASSERT_FALSE(entries.ok());
+  EXPECT_NE(entries.status().message().find("not a regular file"), std::string::npos)
+      << entries.status();
+}
+
 }  // namespace
 }  // namespace skipswarm::common::cli
