@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "node/daemon/gossip_daemon.h"
+#include "node/daemon/gossip/gossip_daemon.h"
 
 ABSL_FLAG(std::string, join, "",
           "Gossip swarm: bootstrap peers host:port[,host:port...] (IPv4 or [IPv6]); empty "

@@ -7,7 +7,7 @@
 #define SKIPSWARM_CLI_GOSSIP_COMMAND_H_
 
 #include "absl/status/status.h"
-#include "node/daemon/node_daemon.h"
+#include "node/daemon/static_swarm/node_daemon.h"
 
 namespace skipswarm::cli {
 

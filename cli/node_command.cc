@@ -14,8 +14,8 @@
 #include "cli/gossip_command.h"
 #include "common/status_macros.h"
 #include "model/model_flags.h"
-#include "node/daemon/node_daemon.h"
-#include "node/daemon/swarm_spec.h"
+#include "node/daemon/stack/swarm_spec.h"
+#include "node/daemon/static_swarm/node_daemon.h"
 #include "node/transport/shaping_flags.h"
 
 ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
@@ -59,7 +59,7 @@ ABSL_FLAG(int64_t, node_timed_payload_bytes, 1 << 20,
           "Timed compute: bytes of each activation / gradient frame.");
 ABSL_FLAG(std::string, node_routes, "",
           "Replay the routes in this file every iteration instead of planning "
-          "(node/daemon/routes_file_planner.h). Static --swarm lists only: the file names "
+          "(node/daemon/stack/routes_file_planner.h). Static --swarm lists only: the file names "
           "nodes by their --swarm names; a gossip node (--join / --host_stages) refuses it.");
 
 namespace skipswarm::cli {

@@ -37,9 +37,9 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "identity/identity.h"
+#include "launcher/eval_snapshots.h"
 #include "model/model_flags.h"
-#include "node/daemon/eval_snapshots.h"
-#include "node/daemon/swarm_spec.h"
+#include "node/daemon/stack/swarm_spec.h"
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
 ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
@@ -372,7 +372,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const bool record_routes = absl::GetFlag(FLAGS_local_record_routes);
   if (record_routes) std::filesystem::create_directories(dir + "/routes", ec);
   const int64_t eval_every = absl::GetFlag(FLAGS_local_eval_every);
-  std::optional<node::EvalSnapshots> snapshots;
+  std::optional<EvalSnapshots> snapshots;
   if (eval_every > 0) snapshots.emplace(dir + "/checkpoints", dir + "/evals", stages);
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);

@@ -152,7 +152,7 @@ class Membership final : public GossipHandler {
   void Leave(absl::AnyInvocable<void()> done);
   // Same, with a last edit of the record signed together with LEFT (the
   // daemon records the last iteration it trains in, Note [Leaving] in
-  // node/daemon/training_members.h).
+  // node/daemon/gossip/training_members.h).
   void Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
              absl::AnyInvocable<void()> done);
   // Stops the timers (a crash, from the swarm's point of view).

@@ -1,7 +1,7 @@
 // Recorded routes: the skip routes a swarm's data nodes ran, one micro-batch
 // per line, so that `skipswarm train-ref --routes_file=FILE` can train the
 // same micro-batches along the same stages (`skipswarm local
-// --local_record_routes` writes them; node/daemon/route_recorder.h).
+// --local_record_routes` writes them; node/daemon/stack/route_recorder.h).
 //
 // Format (a common/text_table.h table, `#` comments):
 //

@@ -4,7 +4,7 @@
 // region link table, a crashed node neither sends nor answers, a partition
 // cuts the links NodeWorld::LinkUp says are cut. The real-node backend
 // (sim/node_swarm.h) reads each node's own view through GossipLiveness, as
-// the daemon reads its Membership through node/daemon/training_members.h:
+// the daemon reads its Membership through node/daemon/gossip/training_members.h:
 // a member leaves a node's view when that node's Membership holds it DEAD
 // or LEFT (SUSPECT still counts as alive).
 //

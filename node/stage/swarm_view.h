@@ -34,7 +34,7 @@ struct PeerInfo {
   std::string group_address;  // StageService "host:port" (replica averaging)
   // Measured compute speed, seconds per layer per sample (the record's
   // seconds_per_layer_per_sample, Note [Measured speeds] in
-  // node/daemon/speed_reports.h); 0 = unknown (static lists, the simulator,
+  // node/daemon/reporting/speed_reports.h); 0 = unknown (static lists, the simulator,
   // a member that has not published yet). Planners fall back to estimates.
   double sec_per_layer_sample = 0;
 };

@@ -40,7 +40,7 @@
 // own reduce pushes: gradient bytes pushed / the time at least one push was
 // in flight (pushes to different peers overlap on one uplink), smoothed
 // over rounds (half old, half new). Like the pipeline's hop throughput
-// (node/daemon/speed_reports.h) it is a lower bound: a push ends at the
+// (node/daemon/reporting/speed_reports.h) it is a lower bound: a push ends at the
 // receiver's ack. What sized shards gain (sharded_reduce_test TimedRound*
 // on the simulated clock, group_benchmark BM_GrpcAllReduceShaped over
 // gRPC): node/train/README.md.

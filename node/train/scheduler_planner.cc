@@ -45,7 +45,7 @@ namespace skipswarm::node {
 
 // Note [Planning from measured speeds]
 // Every member publishes its measured compute speed in its signed record
-// (Note [Measured speeds] in node/daemon/speed_reports.h); TrainingMembers
+// (Note [Measured speeds] in node/daemon/reporting/speed_reports.h); TrainingMembers
 // hands it over as PeerInfo::sec_per_layer_sample, and each node's t_v in
 // the TopologyView is that value, so the search sends fewer micro-batches
 // through a slow replica (its forwards and backwards cost more, and the

@@ -55,7 +55,7 @@ namespace skipswarm::node {
 // (SchedulerRouteRepairer), one struct so that both cost compute and hops
 // by the same numbers (PlanningSpeeds, PlanningHops; Note [Planning from
 // measured links] in scheduler_planner.cc). The daemons fill it once
-// (DataNodeSchedulerOptions in node/daemon/planner_factory.h) and give the
+// (DataNodeSchedulerOptions in node/daemon/stack/planner_factory.h) and give the
 // repairer the same copy.
 struct PlanningCosts {
   // The model shape of the TopologyView (scheduler::ModelShape).

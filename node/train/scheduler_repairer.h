@@ -27,7 +27,7 @@
 // daemon swarm of tens of nodes.
 //
 // The daemons give it their planner's costs (DaemonRepairerOptions
-// in node/daemon/planner_factory.h). Costs from outside, when set
+// in node/daemon/stack/planner_factory.h). Costs from outside, when set
 // (sec_per_layer_sample_of, hop_s_of), replace the view's: the simulator's
 // real-node backend (sim/node_swarm.h) sets them to the scenario's.
 //

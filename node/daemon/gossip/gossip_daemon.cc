@@ -1,0 +1,615 @@
+#include "node/daemon/gossip/gossip_daemon.h"
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/stage_executor.h"
+#include "node/compute/task_runner.h"
+#include "node/daemon/gossip/control.grpc.pb.h"
+#include "node/daemon/gossip/first_work_probe.h"
+#include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "node/daemon/gossip/gossip_mode_options.h"
+#include "node/daemon/gossip/join_planning.h"
+#include "node/daemon/gossip/state_transfer.h"
+#include "node/daemon/gossip/training_members.h"
+#include "node/daemon/reporting/daemon_reporting.h"
+#include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/speed_reports.h"
+#include "node/daemon/stack/data_source_factory.h"
+#include "node/daemon/stack/planner_factory.h"
+#include "node/daemon/stack/stage_checkpoints.h"
+#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/training_stack.h"
+#include "node/train/grpc_group.h"
+#include "node/train/node_trainer.h"
+#include "node/train/scheduler_repairer.h"
+#include "node/transport/grpc_transport.h"
+#include "node/transport/wan_table.h"
+#include "proto/grpc_status.h"
+
+namespace skipswarm::node {
+namespace {
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
+  if (c.id == self || c.old_state == c.new_state) return;
+  // The faces already see it (listener below); the data nodes' next plan
+  // uses it.
+  LOG(INFO) << base().name << ": member " << c.id.ShortString() << " "
+            << proto::MemberState_Name(c.old_state) << " -> "
+            << proto::MemberState_Name(c.new_state) << "; next iteration re-plans with it";
+  metrics.Add("skipswarm_membership_changes_total", 1);
+}
+
+absl::Status GossipDaemon::Parts::CanLeave(bool force) {
+  if (force) return absl::OkStatus();
+  const membership::View view = gossip->membership()->GetView();
+  const uint64_t it = members->iteration();
+  for (int s : stages) {
+    if (OtherLiveReplicas(view, self, s, it).empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this node is the last live replica of stage ", s,
+          "; leaving would stop the swarm's training (use --force to leave anyway)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
+
+membership::View GossipDaemon::view() const { return parts_->gossip->membership()->GetView(); }
+
+absl::Status GossipDaemon::RequestDrain(bool force) {
+  Parts& p = *parts_;
+  SS_RETURN_IF_ERROR(p.CanLeave(force));
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) return absl::OkStatus();
+    p.draining = true;
+  }
+  // Note [Leaving]: LEFT with our exit iteration first (no new micro-
+  // batches come our way), then this iteration finishes (we stay in its
+  // barrier and averaging everywhere).
+  const uint64_t exit_iteration = p.members->iteration();
+  LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
+            << exit_iteration;
+  p.gossip->Leave(absl::Seconds(2), exit_iteration);
+  {
+    absl::MutexLock lock(&p.mu);
+    p.drain_started = p.clock->SteadyNow();
+  }
+  if (p.stack) p.stack->trainer()->Stop();
+  return absl::OkStatus();
+}
+
+namespace {
+
+class ControlService final : public proto::NodeControl::Service {
+ public:
+  explicit ControlService(GossipDaemon* daemon) : daemon_(daemon) {}
+  grpc::Status Drain(grpc::ServerContext*, const proto::DrainRequest* request,
+                     proto::DrainResponse* response) override {
+    absl::Status s = daemon_->RequestDrain(request->force());
+    if (!s.ok()) return proto::ToGrpcStatus(s);
+    response->set_message("draining: finishing the current iteration, then leaving");
+    return grpc::Status::OK;
+  }
+
+ private:
+  GossipDaemon* const daemon_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> SendDrain(const std::string& address, bool force) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = proto::NodeControl::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
+  proto::DrainRequest request;
+  request.set_force(force);
+  proto::DrainResponse response;
+  absl::Status s = proto::ToAbslStatus(stub->Drain(&context, request, &response));
+  if (!s.ok()) return s;
+  return response.message();
+}
+
+absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
+    const GossipDaemonOptions& options) {
+  const NodeDaemonOptions& base = options.base;
+  // Static-list-only options are refused, never silently ignored.
+  SS_RETURN_IF_ERROR(CheckGossipModeOptions(base));
+  auto p = std::make_unique<Parts>();
+  p->options = options;
+  p->clock = common::RealClock::Create();
+  const absl::Duration t0 = p->clock->SteadyNow();
+  p->joiner = !options.gossip.join.empty() && options.expect_members == 0;
+  if (!p->joiner && options.stages.empty()) {
+    return absl::InvalidArgumentError(
+        "a founding node (no --join, or --expect_members) needs --host_stages");
+  }
+  for (int s : options.stages) {
+    if (s < 0 || s >= base.model.model.num_stages) {
+      return absl::InvalidArgumentError(absl::StrCat("--host_stages: stage ", s, " outside [0, ",
+                                                     base.model.model.num_stages, ")"));
+    }
+  }
+  SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(options.gossip, p->clock.get()));
+  p->self = p->gossip->id();
+  p->members = std::make_unique<TrainingMembers>(p->self);
+  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(base.model.runtime));
+
+  // Services whose ports go into our record.
+  const std::string& host = options.gossip.advertise_host;
+  GrpcTransportOptions to;
+  to.self = p->self;
+  to.listen_address = base.listen.empty() ? "127.0.0.1:0" : base.listen;
+  to.swarm_id = p->gossip->swarm_id();
+  // Pipeline frames: mutual TLS from our key (Note [Peer authentication]).
+  if (p->gossip->insecure()) {
+    to.credentials = identity::PeerCredentials::Insecure();
+  } else {
+    SS_ASSIGN_OR_RETURN(to.credentials,
+                        identity::PeerCredentials::Create(
+                            {p->gossip->identity(), false}, p->clock->Now()));
+  }
+  p->credentials = to.credentials;
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<GrpcTransport> grpc,
+                      GrpcTransport::Create(to, p->clock.get()));
+  p->grpc = grpc.get();
+  p->transport = std::move(grpc);
+  // The operator's caps on a home connection (node/transport/shaping_flags.h):
+  // pipeline frames through a ShapingTransport, gradient pushes paced by the
+  // replica group (WAN emulation tables need --swarm: CheckGossipModeOptions).
+  ShapingOptions caps;
+  ApplyBandwidthCaps(base.wan.max_upload_bytes_per_second, base.wan.max_download_bytes_per_second,
+                     &caps);
+  if (caps.uplink_bytes_per_second > 0 || caps.downlink_bytes_per_second > 0) {
+    p->transport =
+        std::make_unique<ShapingTransport>(std::move(p->transport), p->clock.get(), caps);
+    LOG(INFO) << base.name << ": bandwidth caps: uplink " << caps.uplink_bytes_per_second
+              << " B/s, downlink " << caps.downlink_bytes_per_second << " B/s (0: unlimited)";
+  }
+  GrpcGroupOptions go;
+  go.self = p->self;
+  go.listen_address = base.group_listen.empty() ? "127.0.0.1:0" : base.group_listen;
+  go.swarm_id = p->gossip->swarm_id();
+  go.credentials = to.credentials;  // the replica group too (same key, same rule)
+  go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
+  SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
+  StateServerOptions so;
+  so.self = p->self;
+  so.listen_address = options.state_listen;
+  so.swarm_id = p->gossip->swarm_id();
+  so.credentials = to.credentials;
+  Parts* raw = p.get();
+  SS_ASSIGN_OR_RETURN(p->state,
+                      StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
+  DaemonEndpoints endpoints;
+  endpoints.pipeline = absl::StrCat(host, ":", p->grpc->port());
+  endpoints.group = absl::StrCat(host, ":", p->group->port());
+  endpoints.state = absl::StrCat(host, ":", p->state->port());
+  SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
+  membership::Membership* m = p->gossip->membership();
+  m->AddListener([raw, m](const membership::MemberChange& c) {
+    raw->members->Update(m->GetView());
+    raw->OnMemberChange(c);
+  });
+  p->members->SetAddressListener([raw](const PeerInfo& peer) {
+    raw->transport->SetPeerAddress(peer.id, peer.address);
+  });
+  p->members->Update(m->GetView());
+  LOG(INFO) << base.name << " (" << p->self << "): "
+            << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
+            << base.model.seed << "; pipeline " << endpoints.pipeline << ", group "
+            << endpoints.group << ", state " << endpoints.state;
+
+  // Bootstrap: the error names the failed step and a hint.
+  SS_RETURN_IF_ERROR(p->gossip->Join());
+  {
+    absl::MutexLock lock(&p->mu);
+    p->timeline.process_age = options.process_age_at_start;
+    p->timeline.start = t0;
+    p->timeline.bootstrapped = p->clock->SteadyNow();
+  }
+
+  // Which stage: given, or the allocation's answer for a joiner.
+  p->stages = options.stages;
+  if (p->stages.empty()) {
+    scheduler::ModelShape shape;
+    shape.num_stages = base.model.model.num_stages;
+    shape.layers_per_stage = std::max(1, base.model.model.num_layers / shape.num_stages);
+    shape.samples_per_mb = base.model.samples_per_mb;
+    absl::StatusOr<int> s = absl::UnavailableError("no view yet");
+    const absl::Duration deadline = p->clock->SteadyNow() + base.startup_timeout;
+    while (true) {
+      s = ChooseJoinStage(m->GetView(), p->self, shape, 0, /*allow_data_stage=*/true);
+      if (s.ok() || p->clock->SteadyNow() > deadline) break;
+      p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
+    }
+    if (!s.ok()) return s.status();
+    p->stages = {*s};
+    LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
+  }
+  if (p->joiner) {
+    for (const StateSource& a : StateSources(m->GetView(), p->self, p->stages.front())) {
+      absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
+      if (!it.ok()) continue;
+      p->source_first_iteration = *it;
+      p->source_first_asked = p->clock->SteadyNow();
+      break;
+    }
+  }
+  SS_RETURN_IF_ERROR(p->BuildTraining());
+  {
+    absl::MutexLock lock(&p->mu);
+    p->timeline.placed = p->clock->SteadyNow();
+  }
+  auto daemon = std::unique_ptr<GossipDaemon>(new GossipDaemon(std::move(p)));
+  SS_RETURN_IF_ERROR(daemon->parts_->StartControl());
+  return daemon;
+}
+
+absl::Status GossipDaemon::Parts::StartControl() {
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::AddCompute(int s) {
+  SS_ASSIGN_OR_RETURN(computes[s], CreateTorchStageCompute(base(), s, runner.get()));
+  probes[s] = std::make_unique<FirstWorkProbe>(
+      computes[s].get(),
+      [this](bool backward) {
+        absl::MutexLock lock(&mu);
+        (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
+      },
+      clock.get(),
+      [this](bool backward, absl::Duration elapsed) { speed->Observe(backward, elapsed); });
+  return absl::OkStatus();
+}
+
+// The StageServer over the hosted computes, the data node's planner and
+// driver, and the trainer (again after a stage move, Note [Stage moves]):
+// the TrainingStack both daemons build, over gossip's own transport,
+// routing view and probed computes.
+absl::Status GossipDaemon::Parts::BuildServing() {
+  const NodeDaemonOptions& o = base();
+  // Failed hops are re-routed at the planner's costs, as in NodeDaemon.
+  if (!repairer) {
+    repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(o, clock.get()));
+  }
+  // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
+  if (!timed_transport) {
+    timed_transport = std::make_unique<LinkTimingTransport>(
+        transport.get(), clock.get(),
+        [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
+          absl::ReaderMutexLock lock(&link_mu);
+          if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
+        });
+  }
+  TrainingStackInputs in;
+  in.transport = timed_transport.get();
+  in.clock = clock.get();
+  in.routing = members->routing();
+  in.group = group.get();
+  in.repairer = repairer.get();
+  for (auto& [s, probe] : probes) in.stages[s] = probe.get();
+  in.data = data.source.get();
+  in.swarm_id = gossip->swarm_id();
+  // No names: a routes file needs a static --swarm list (refused).
+  GrpcTransport* health = grpc;
+  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
+  SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::BuildTraining() {
+  const NodeDaemonOptions& o = base();
+  runner = std::make_unique<ThreadTaskRunner>();
+  ComputeSpeedOptions speed_options;
+  speed_options.layers_per_stage =
+      std::max(1, o.model.model.num_layers / std::max(1, o.model.model.num_stages));
+  speed_options.samples_per_mb = o.model.samples_per_mb;
+  speed = std::make_unique<ComputeSpeedMeter>(speed_options);
+  {
+    absl::WriterMutexLock lock(&link_mu);
+    link_sink = gossip->membership();
+  }
+  for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
+  if (computes.count(0) > 0) {
+    SS_ASSIGN_OR_RETURN(data, CreateDataNodeData(o));
+  }
+  // Founders resume from their checkpoints; a joiner takes a replica's state.
+  if (!joiner) {
+    SS_ASSIGN_OR_RETURN(start_iteration, ResumeFromStageCheckpoints(o, BorrowComputes(computes)));
+  }
+  SS_RETURN_IF_ERROR(BuildServing());
+  SS_ASSIGN_OR_RETURN(metrics_server, StartDaemonMetricsServer(o, &metrics));
+  return absl::OkStatus();
+}
+
+GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {
+  Parts& p = *parts_;
+  if (p.options.control_port < 0) return;
+  p.control_service = std::make_unique<ControlService>(this);
+  grpc::ServerBuilder builder;
+  // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+  // daemon on the same port start a second swarm silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", p.options.control_port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(p.control_service.get());
+  p.control = builder.BuildAndStart();
+  if (p.control == nullptr || port == 0) {
+    LOG(ERROR) << p.base().name << ": cannot serve NodeControl on port " << p.options.control_port
+               << " (in use?); see --control_port";
+    return;
+  }
+  LOG(INFO) << p.base().name << ": control on 127.0.0.1:" << port
+            << " (skipswarm node drain --control=127.0.0.1:" << port << ")";
+  std::printf("control 127.0.0.1:%d\n", port);
+  std::fflush(stdout);
+}
+
+// Note [Stopping]: every stop ends within a bound. A signal while founders
+// wait for the swarm to form ends the wait at once (nothing trained, exit 0).
+// SIGINT stops after the current iteration; SIGTERM drains (leaves after its
+// exit iteration), or, when leaving would lose a stage (the last replica,
+// without --force), stops like SIGINT instead of being ignored. A stop whose
+// iteration has not finished within options.stop_timeout (default 30 s: a
+// peer never answers, the data nodes are paused) abandons it: the training
+// stack goes first (its callbacks end), then the checkpoint of the last
+// finished step is written and the node leaves. A second SIGINT or SIGTERM
+// exits at once from the signal handler (cli/gossip_command.cc).
+//
+// Note [Gossip daemon teardown]: who calls whom decides the order.
+//  - The trainer's iteration callback (Parts::OnIteration, on a trainer
+//    thread) uses the gossip side (records, view, compute speed), `members`,
+//    `state`, `metrics` and may start a stage move's worker (StepMove).
+//  - A move's worker uses the gossip side (announce, view, state fetch).
+//  - Gossip's listeners use `members`, `transport` and `metrics`, never the
+//    stack.
+// So: no more drain requests (control), then the stack, whose trainer's
+// destructor waits for an iteration callback in progress and turns later
+// ones into no-ops (node_trainer.h), so no new move worker can start; then
+// the worker; then gossip. On the drain-timeout path Run returns with the
+// trainer still mid-iteration (waiting on a peer), which is why this order
+// matters: gossip must not go while a callback can still reach it.
+GossipDaemon::~GossipDaemon() {
+  Parts& p = *parts_;
+  if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  {
+    absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
+    p.link_sink = nullptr;
+  }
+  p.stack.reset();  // detaches the server, then waits out the trainer's callback
+  std::thread worker;  // a move's: ends within its fetch deadline
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.move != nullptr) worker = std::move(p.move->worker);
+  }
+  if (worker.joinable()) worker.join();
+  if (p.gossip) p.gossip.reset();  // no more listener calls
+}
+
+absl::Status GossipDaemon::Parts::WaitForFounders() {
+  const NodeDaemonOptions& o = base();
+  SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->clear_stages();
+    for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
+    r->set_iteration(0);  // a founder (Note [Daemon records])
+  }));
+  const size_t want = static_cast<size_t>(std::max(1, options.expect_members));
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  std::string missing;
+  while (true) {
+    const membership::View view = gossip->membership()->GetView();
+    size_t ready = 0;
+    std::vector<bool> covered(o.model.model.num_stages, false);
+    for (const membership::MemberInfo* mi : view.Live()) {
+      if (!TrainsIn(*mi, start_iteration, TrainingFace::kGroup)) continue;
+      ++ready;
+      for (uint32_t s : mi->stages) {
+        if (s < covered.size()) covered[s] = true;
+      }
+    }
+    missing.clear();
+    for (size_t s = 0; s < covered.size(); ++s) {
+      if (!covered[s]) absl::StrAppend(&missing, missing.empty() ? "" : ",", s);
+    }
+    if (ready >= want && missing.empty()) break;
+    // Note [Stopping]: a signal while the swarm forms is honoured at once.
+    if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
+      return absl::CancelledError("stopped by a signal while waiting for the swarm to form");
+    }
+    if (clock->SteadyNow() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the swarm did not form: ", ready, " of ", want, " members ready",
+          missing.empty() ? "" : absl::StrCat(", no replica of stage(s) ", missing)));
+    }
+    clock->SleepFor(absl::Milliseconds(50));
+  }
+  // Everything we know (every founder's record) to every live member, so
+  // no founder starts routing through a peer that cannot yet dial the next
+  // hop.
+  SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
+  (void)reached;
+  members->SetIteration(start_iteration);
+  state->OnBoundary(start_iteration, Digests());
+  SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout));
+  LOG(INFO) << o.name << ": swarm formed (" << members->group()->Members().size()
+            << " members); training iterations " << start_iteration << ".." << o.iterations - 1;
+  return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
+  const NodeDaemonOptions& o = base();
+  const uint64_t next = r.iteration + 1;
+  // The boundary: the faces move on (a joiner announced for `next` enters
+  // the group), joiners waiting for this boundary get their snapshot.
+  members->SetIteration(next);
+  state->OnBoundary(next, Digests());
+  {
+    absl::MutexLock lock(&mu);
+    if (joiner && timeline.entry == r.iteration && !r.stages.empty()) {
+      timeline.first_step = clock->SteadyNow();
+      timeline.digest_after_first_step = r.stages.begin()->second.digest_after;
+    } else if (joiner && timeline.entry + 1 == r.iteration && !r.stages.empty()) {
+      // The digests compared in this reduce are the ones after our first step.
+      timeline.digests_checked = r.stages.begin()->second.digests_agree ? 1 : 0;
+    }
+  }
+  ReportJoin();
+  StepMove(r.iteration);
+
+  // Our measured speed into our record, when it moved (Note [Measured speeds]).
+  std::optional<double> v = speed->TakePublishable(clock->SteadyNow());
+  if (options.fixed_compute_speed > 0) {  // an emulated node (tests, experiments)
+    v = r.iteration == static_cast<uint64_t>(start_iteration)
+            ? std::optional<double>(options.fixed_compute_speed)
+            : std::nullopt;
+  }
+  if (v.has_value()) {
+    absl::Status s = gossip->membership()->SetComputeSpeed(*v);
+    if (!s.ok()) LOG(WARNING) << o.name << ": cannot publish our compute speed: " << s;
+    if (s.ok()) {
+      LOG(INFO) << o.name << ": measured compute speed " << *v
+                << " s per layer per sample (published in our record)";
+    }
+    metrics.Set("skipswarm_seconds_per_layer_sample", *v);
+  }
+  const double elapsed = Seconds(clock->SteadyNow() - run_started);
+  metrics.Set("skipswarm_live_members",
+              static_cast<double>(gossip->membership()->GetView().Live().size()));
+  PrintProgressAndCheckpoint(o, r, elapsed, &metrics, [this] { return Checkpoint(); });
+  if (options.observer) options.observer(r);
+}
+
+absl::Status GossipDaemon::Run(DaemonSignals* signals) {
+  Parts& p = *parts_;
+  const NodeDaemonOptions& o = p.base();
+  p.signals = signals;
+  if (p.joiner) {
+    SS_RETURN_IF_ERROR(p.EnterAsJoiner());
+  } else {
+    if (p.start_iteration >= o.iterations) {
+      LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
+      return absl::OkStatus();
+    }
+    absl::Status formed = p.WaitForFounders();
+    if (absl::IsCancelled(formed)) {
+      LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(formed);
+  }
+  p.run_started = p.clock->SteadyNow();
+  // Shared with the trainer's callback, which may outlive this frame when a
+  // drain times out.
+  struct Finish {
+    absl::Notification done;
+    absl::Status status;
+  };
+  std::shared_ptr<Finish> finish;
+  bool stopping = false;
+  bool left = false;
+  bool timed_out = false;
+  // Note [Stopping]: when a stop began, and whether it ran out of time.
+  absl::Duration stop_started = absl::InfiniteDuration();
+  bool stop_timed_out = false;
+  // One segment per hosted stage: a stage move (Note [Stage moves]) ends
+  // one at its switch boundary and starts the next.
+  while (true) {
+    finish = std::make_shared<Finish>();
+    p.stack->trainer()->Run(
+        p.start_iteration, o.iterations - p.start_iteration,
+        [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+        [finish](absl::Status s) {
+          finish->status = s;
+          finish->done.Notify();
+        });
+    while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (signals == nullptr) continue;
+      if (!stopping && signals->stop.load()) {
+        LOG(INFO) << o.name << ": stopping after the current iteration";
+        p.stack->trainer()->Stop();
+        stopping = true;
+        stop_started = p.clock->SteadyNow();
+      }
+      if (!stopping && signals->drain.exchange(false)) {
+        absl::Status s = RequestDrain(p.options.force_leave);
+        if (!s.ok()) {
+          // Note [Stopping]: SIGTERM always stops; leaving would lose a
+          // stage, so this stops with a checkpoint instead of a drain.
+          LOG(WARNING) << o.name << ": SIGTERM: cannot leave the swarm (" << s.message()
+                       << "); stopping after the current iteration with a checkpoint instead";
+          p.stack->trainer()->Stop();
+          stopping = true;
+          stop_started = p.clock->SteadyNow();
+        }
+      }
+      if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {
+        LOG(WARNING) << o.name << ": the current iteration did not finish within "
+                     << p.options.stop_timeout << " of the stop; abandoning it";
+        stop_timed_out = true;
+        break;
+      }
+      absl::MutexLock lock(&p.mu);
+      if (p.draining) stopping = left = true;
+      // A drain must end even if a peer never answers our last averaging.
+      if (p.draining && p.clock->SteadyNow() - p.drain_started > o.startup_timeout) {
+        LOG(WARNING) << o.name << ": the last iteration did not finish within "
+                     << o.startup_timeout << " of the drain; leaving without a checkpoint";
+        timed_out = true;
+        break;
+      }
+    }
+    if (timed_out || stop_timed_out) break;
+    bool switching = false;
+    {
+      absl::MutexLock lock(&p.mu);
+      switching = p.move != nullptr && p.move->stop_requested && !p.draining &&
+                  absl::IsCancelled(finish->status);
+    }
+    if (!switching || stopping) break;
+    SS_RETURN_IF_ERROR(p.SwitchStage());
+  }
+  if (timed_out) return absl::OkStatus();
+  if (stop_timed_out) {
+    // The trainer must be quiet before its computes are saved: destroying
+    // the stack waits for a callback in progress and silences later ones.
+    // The computes hold the state after the last finished step.
+    p.stack.reset();
+    finish->status = absl::CancelledError("stop timed out");
+  }
+  SS_RETURN_IF_ERROR(p.Checkpoint());
+  {
+    absl::MutexLock lock(&p.mu);
+    left = p.draining;  // a drain signed LEFT with its exit iteration already
+  }
+  // Done or stopped: we are gone after the last iteration we finished.
+  if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
+  LOG(INFO) << o.name << ": left the swarm";
+  if (absl::IsCancelled(finish->status)) return absl::OkStatus();
+  return finish->status;
+}
+
+}  // namespace skipswarm::node

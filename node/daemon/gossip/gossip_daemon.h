@@ -1,0 +1,125 @@
+// GossipDaemon: `skipswarm node` in a gossip swarm: training peers
+// come from membership/ (SWIM over mutual-TLS gRPC) instead of a static
+// --swarm list (NodeDaemon, static_swarm/node_daemon.h, which stays for static and WAN
+// experiment swarms).
+//
+//   GossipDaemonOptions o = ...;                       // from flags
+//   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
+//   return daemon->Run(&signals);                      // SIGINT / SIGTERM
+//
+// Roles:
+//  * founder (no --join, or --expect_members=N > 0): hosts --host_stages; once
+//    its view holds N live members covering every stage, starts training
+//    at iteration 0 (or its checkpoints' iteration).
+//  * joiner (--join and no --expect_members): joins a training swarm. With
+//    no --host_stages it asks the scheduler's allocation (join_planning.h);
+//    picks the next boundary of a live replica (more when iterations are
+//    short), announces it, fetches the stage's weights and optimiser state
+//    at that boundary (state_transfer.h) and trains from there, micro-
+//    batches included (Note [Entry iteration], training_members.h).
+//    It logs, and appends to join_report_file, its time to first useful
+//    work: process start, bootstrap, placement and model build, announce,
+//    wait for the boundary, state transfer, first MB.
+// Membership changes (join, dead, left) reach the faces at once; every data
+// node plans each iteration from the faces, so the next iteration's plan
+// uses the change (a dead member is also dropped from a pending barrier or
+// reduce; a joiner enters only at its boundary).
+// Rebalancing (rebalance_every > 0): a relay that the balance rule picks
+// announces its new stage two or more iterations ahead, fetches that
+// stage's state at the switch boundary while it keeps training its old
+// stage, and switches there (Note [Stage moves] in training_members.h).
+// Leaving (Note [Leaving]): SIGTERM or the Drain RPC (`skipswarm node
+// drain`) - refused while this node is the last live replica of a stage
+// unless forced; otherwise signs LEFT, finishes the current iteration,
+// checkpoints and exits. SIGINT stops the same way without the check
+// (the operator stops the whole swarm; `skipswarm local` uses it).
+//
+// Thread rule: Create and Run on main's thread.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "node/daemon/gossip/swarm_membership.h"
+#include "node/daemon/stack/node_daemon_options.h"
+#include "node/train/node_trainer.h"
+
+namespace skipswarm::node {
+
+struct GossipDaemonOptions {
+  // name, listen, group_listen, metrics, slots, mbs, iterations,
+  // checkpoints, planner, progress file, startup timeout, model. (`swarm`
+  // and `wan` are not used; `swarm_id` comes from the gossip options.)
+  NodeDaemonOptions base;
+  SwarmMembershipOptions gossip;
+  std::string state_listen = "127.0.0.1:0";
+  std::vector<int> stages;   // empty: a joiner asks the allocation
+  int expect_members = 0;    // > 0: a founder waiting for this many
+  // A joiner enters at least this many (>= 1) iterations after its
+  // source's current one; more when iterations are short (Note [Entry
+  // iteration]).
+  int entry_lead = 1;
+  bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
+  // Note [Stopping]: a stop (SIGINT, or a SIGTERM that cannot drain: the
+  // last replica of a stage) that has not finished its iteration within
+  // this abandons it, writes the checkpoint of the last finished step and
+  // exits.
+  absl::Duration stop_timeout = absl::Seconds(30);
+  int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
+  std::string join_report_file;  // JSON line with a joiner's timings
+  // Note [Stage moves]: every this many iterations a one-stage relay
+  // checks the balance rule (scheduler's Note [Stage rebalancing]) on its
+  // view and moves when it is the node chosen; 0: never.
+  int rebalance_every = 0;
+  double rebalance_min_gain = 0.2;
+  // > 0: publish this as our compute speed instead of the measured one
+  // (emulated heterogeneous nodes in tests and experiments).
+  double fixed_compute_speed = 0;
+  // How long the process had run when the daemon was created (process
+  // start, libtorch load, flags), for the joiner's report; 0: unknown.
+  absl::Duration process_age_at_start;
+  // Called after every iteration (trainer thread), for tests and embedders.
+  std::function<void(const NodeIterationReport&)> observer;
+};
+
+// What main's signal handlers set (a second signal exits at once, in the
+// handler: Note [Stopping] in gossip_daemon.cc).
+struct DaemonSignals {
+  std::atomic<bool> stop{false};   // SIGINT
+  std::atomic<bool> drain{false};  // SIGTERM
+};
+
+class GossipDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<GossipDaemon>> Create(const GossipDaemonOptions& options);
+  ~GossipDaemon();
+
+  absl::Status Run(DaemonSignals* signals);
+  // Drain request (the control RPC; SIGTERM uses the same path): OK when
+  // the node will leave after its current iteration.
+  absl::Status RequestDrain(bool force);
+  // Our advertised gossip "host:port" (what others --join).
+  std::string gossip_address() const;
+  // This node's membership view (records with their measured speeds, link
+  // stats; Note [Measured speeds] in speed_reports.h). Thread-safe.
+  membership::View view() const;
+
+  struct Parts;
+
+ private:
+  explicit GossipDaemon(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+// `skipswarm node drain`: asks the node whose control port is `address`
+// to drain; the node's answer (or refusal) as a Status.
+absl::StatusOr<std::string> SendDrain(const std::string& address, bool force);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_H_

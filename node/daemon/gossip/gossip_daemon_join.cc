@@ -1,0 +1,183 @@
+// GossipDaemon, the joiner's side (Note [Entry iteration] in
+// training_members.h): choosing the entry iteration, announcing it,
+// fetching the stage's state at that boundary, and the time-to-first-
+// useful-work report. Also the source side's snapshot.
+#include <glog/logging.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+#include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "node/daemon/gossip/join_planning.h"
+
+namespace skipswarm::node {
+namespace {
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+// How long announcing our entry and registering our state request may take
+// at most, as a share of an iteration: the entry lead covers it.
+constexpr absl::Duration kEntryMargin = absl::Milliseconds(500);
+constexpr int kEntryAttempts = 4;
+
+}  // namespace
+
+absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
+  auto it = computes.find(stage);
+  if (it == computes.end()) return absl::NotFoundError("stage not hosted");
+  // In memory (no scratch file): the same bytes a checkpoint holds.
+  SS_ASSIGN_OR_RETURN(std::string bytes, it->second->ExportState());
+  return StageSnapshot{std::move(bytes), it->second->ParamsDigest()};
+}
+
+absl::Status GossipDaemon::Parts::EnterAsJoiner() {
+  const NodeDaemonOptions& o = base();
+  const int stage = stages.front();
+  membership::Membership* m = gossip->membership();
+  // The source's current iteration fixes our entry (Note [Entry iteration]).
+  std::vector<StateSource> sources;
+  absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
+  StateSource source_asked;
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  auto ask_sources = [&] {
+    while (true) {
+      sources = StateSources(m->GetView(), self, stage);
+      for (const StateSource& a : sources) {
+        current = QuerySourceIteration(a, credentials, absl::Seconds(2));
+        source_asked = a;
+        if (current.ok()) break;
+      }
+      if (current.ok() || clock->SteadyNow() > deadline) break;
+      clock->SleepFor(absl::Milliseconds(100));  // replicas not training yet
+    }
+  };
+  ask_sources();
+  if (!current.ok()) {
+    return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
+                                               " answers: ", current.status().message()));
+  }
+  // The very next boundary when an iteration is long enough to announce
+  // and register our state request in it; more iterations when they are
+  // short. The iteration time comes from the source's progress since we
+  // first asked (in Create).
+  int lead = std::max(1, options.entry_lead);
+  if (source_first_iteration.has_value() && *current > *source_first_iteration) {
+    const absl::Duration per_iteration =
+        (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
+    lead = std::max(lead,
+                    static_cast<int>(std::ceil(absl::FDivDuration(kEntryMargin, per_iteration))));
+    LOG(INFO) << o.name << ": swarm iterations take ~" << per_iteration << "; entry lead " << lead;
+  }
+  FetchOptions fo;
+  fo.self = self;
+  fo.swarm_id = gossip->swarm_id();
+  fo.credentials = credentials;
+  fo.stage = stage;
+  fo.deadline = o.startup_timeout;
+  fo.on_first_chunk = [this] {
+    absl::MutexLock lock(&mu);
+    if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
+  };
+  uint64_t entry = 0;
+  absl::StatusOr<FetchedState> fetched = absl::UnknownError("not fetched");
+  for (int attempt = 1;; ++attempt) {
+    entry = *current + lead;
+    if (entry >= static_cast<uint64_t>(o.iterations)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
+    }
+    SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
+      r->clear_stages();
+      r->add_stages(static_cast<uint32_t>(stage));
+      r->set_iteration(entry);
+    }));
+    SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
+    {
+      absl::MutexLock lock(&mu);
+      timeline.announced = clock->SteadyNow();
+      timeline.entry = entry;
+      timeline.entry_attempts = attempt;
+    }
+    LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
+              << " (source at " << *current << "); announced to " << reached << " members";
+    // At once: the request must reach the source before its boundary.
+    fo.iteration = entry;
+    fetched = FetchStageState(sources, fo);
+    if (fetched.ok() || !absl::IsFailedPrecondition(fetched.status()) ||
+        attempt == kEntryAttempts) {
+      break;
+    }
+    // The sources passed boundary `entry` before our request came: a later
+    // entry (members that planned `entry` with us drop those frames when
+    // we skip it; Note [Entry iteration]).
+    LOG(WARNING) << o.name << ": " << fetched.status().message() << "; announcing a later entry";
+    ++lead;
+    ask_sources();
+    if (!current.ok()) return current.status();
+  }
+  if (!fetched.ok()) return fetched.status();
+  absl::StatusOr<int64_t> step = computes[stage]->ImportState(fetched->bytes);
+  if (!step.ok()) return step.status();
+  if (static_cast<uint64_t>(*step) != entry) {
+    return absl::DataLossError(
+        absl::StrCat("transferred state is at step ", *step, ", wanted ", entry));
+  }
+  if (computes[stage]->ParamsDigest() != fetched->params_digest) {
+    return absl::DataLossError("transferred state's digest differs from its source's");
+  }
+  {
+    absl::MutexLock lock(&mu);
+    timeline.state_loaded = clock->SteadyNow();
+    timeline.state_bytes = fetched->bytes.size();
+    timeline.streams = fetched->streams;
+    timeline.sources_tried = fetched->sources_tried;
+    timeline.source = fetched->source;
+  }
+  start_iteration = static_cast<int64_t>(entry);
+  members->SetIteration(entry);
+  state->OnBoundary(entry, Digests());
+  LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
+            << fetched->bytes.size() << " bytes, " << fetched->streams << " stream(s)) from "
+            << fetched->source << "; digest " << absl::StrFormat("%016x", fetched->params_digest);
+  return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::ReportJoin() {
+  JoinTimeline t;
+  {
+    absl::MutexLock lock(&mu);
+    if (!joiner || timeline.reported || timeline.first_backward == absl::ZeroDuration() ||
+        timeline.digests_checked < 0) {
+      return;
+    }
+    timeline.reported = true;
+    t = timeline;
+  }
+  // Note [Entry iteration]: the first micro-batch may come in the entry
+  // iteration itself; its frames wait for the state, so it ends after
+  // state_loaded.
+  const double total = Seconds(t.first_backward - t.start);
+  const std::string line = absl::StrFormat(
+      "{\"node\":\"%s\",\"stage\":%d,\"entry\":%d,\"entry_attempts\":%d,\"process_s\":%.3f,"
+      "\"bootstrap_s\":%.3f,\"place_build_s\":%.3f,\"announce_s\":%.3f,"
+      "\"wait_source_boundary_s\":%.3f,\"state_transfer_s\":%.3f,\"first_mb_s\":%.3f,"
+      "\"total_s\":%.3f,\"from_spawn_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,"
+      "\"digest_after_first_step\":\"%016x\",\"digests_agree\":%s}",
+      base().name, stages.front(), t.entry, t.entry_attempts, Seconds(t.process_age),
+      Seconds(t.bootstrapped - t.start), Seconds(t.placed - t.bootstrapped),
+      Seconds(t.announced - t.placed), Seconds(t.first_chunk - t.announced),
+      Seconds(t.state_loaded - t.first_chunk), Seconds(t.first_backward - t.state_loaded), total,
+      Seconds(t.process_age) + total, t.state_bytes, t.streams, t.digest_after_first_step,
+      t.digests_checked == 1 ? "true" : "false");
+  LOG(INFO) << base().name << ": JOIN " << line;
+  std::printf("JOIN %s\n", line.c_str());
+  std::fflush(stdout);
+  if (!options.join_report_file.empty()) {
+    std::ofstream out(options.join_report_file, std::ios::app);
+    out << line << "\n";
+  }
+}
+
+}  // namespace skipswarm::node

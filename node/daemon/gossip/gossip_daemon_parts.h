@@ -1,0 +1,167 @@
+// GossipDaemon's parts (private to gossip_daemon*.cc): what one daemon
+// owns, in destruction order, and the steps Create/Run are made of. The
+// joiner's entry and its time-to-first-useful-work report live in
+// gossip_daemon_join.cc.
+//
+// Thread rule: as GossipDaemon (main's thread) except where a member says
+// otherwise; `mu` guards the fields marked with it.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_PARTS_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_PARTS_H_
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "node/compute/task_runner.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/daemon/gossip/control.grpc.pb.h"
+#include "node/daemon/gossip/first_work_probe.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/gossip/state_transfer.h"
+#include "node/daemon/gossip/swarm_membership.h"
+#include "node/daemon/gossip/training_members.h"
+#include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/speed_reports.h"
+#include "node/daemon/stack/data_source_factory.h"
+#include "node/daemon/stack/stage_checkpoints.h"
+#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/training_stack.h"
+#include "node/stage/route_repair.h"
+#include "node/train/grpc_group.h"
+#include "node/transport/grpc_transport.h"
+#include "node/transport/shaping_transport.h"
+
+namespace skipswarm::node {
+
+// A joiner's milestones (steady clock), for its time-to-first-useful-work.
+struct JoinTimeline {
+  absl::Duration process_age;  // exec -> daemon start (0: unknown)
+  absl::Duration start, bootstrapped, placed, announced, first_chunk, state_loaded, first_step,
+      first_forward, first_backward;
+  int entry_attempts = 0;
+  uint64_t entry = 0;
+  size_t state_bytes = 0;
+  int streams = 0;
+  int sources_tried = 0;
+  std::string source;
+  uint64_t digest_after_first_step = 0;
+  int digests_checked = -1;  // -1: not yet; 1: agreed at the next reduce; 0: disagreed
+  bool reported = false;
+};
+
+// Declaration order is destruction order reversed, the computes last;
+// ~GossipDaemon first takes down the stack (waiting out the trainer's
+// callback, which uses the gossip side), then a move's worker, then the
+// gossip side (Note [Gossip daemon teardown] in gossip_daemon.cc).
+struct GossipDaemon::Parts {
+  GossipDaemonOptions options;
+  std::unique_ptr<common::RealClock> clock;
+  common::NodeId self;
+  std::vector<int> stages;
+  bool joiner = false;
+  std::unique_ptr<TrainingMembers> members;
+  DataNodeData data;  // data nodes only
+  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
+  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::shared_ptr<const identity::PeerCredentials> credentials;  // every node service
+  // Borrows `transport` (declared after it, so it goes after it too; the
+  // server, which sends through it, goes before both).
+  std::unique_ptr<LinkTimingTransport> timed_transport;
+  // The pipeline transport: `grpc`, wrapped in a ShapingTransport when the
+  // operator caps this node's bandwidth (--max_upload_mbps / --max_download_mbps).
+  std::unique_ptr<Transport> transport;
+  GrpcTransport* grpc = nullptr;  // inside `transport`
+  std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<StateServer> state;
+  // Every stack borrows it; kept across stage moves (BuildServing).
+  std::unique_ptr<RouteRepairer> repairer;
+  // Server, planner, driver and trainer over `probes`; rebuilt by a stage
+  // move (SwitchStage).
+  std::unique_ptr<TrainingStack> stack;
+  Metrics metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  std::unique_ptr<grpc::Server> control;
+  std::unique_ptr<proto::NodeControl::Service> control_service;
+  std::unique_ptr<SwarmMembership> gossip;
+  int64_t start_iteration = 0;
+  absl::Duration run_started;
+  // A joiner's first look at its source's iteration (for its pace).
+  std::optional<uint64_t> source_first_iteration;
+  absl::Duration source_first_asked;
+
+  std::unique_ptr<ComputeSpeedMeter> speed;
+  // Where hop timings go: the membership while it lives (Note [Measured
+  // speeds] in speed_reports.h).
+  absl::Mutex link_mu;
+  membership::Membership* link_sink ABSL_GUARDED_BY(link_mu) = nullptr;
+
+  // Note [Stage moves] (training_members.h): a move this node announced.
+  // Started on the trainer thread (StepMove), switched on main's (Run).
+  struct PendingMove {
+    int from = -1;
+    int to = -1;
+    uint64_t at = 0;              // the switch boundary (entry in `to`)
+    bool stop_requested = false;  // the trainer stops after at - 1
+    absl::Notification fetched;   // `state` is final
+    absl::StatusOr<FetchedState> state = absl::UnknownError("not fetched");
+    std::thread worker;           // announces, then fetches `to` at `at`
+  };
+
+  absl::Mutex mu;
+  std::unique_ptr<PendingMove> move ABSL_GUARDED_BY(mu);
+  JoinTimeline timeline ABSL_GUARDED_BY(mu);
+  bool draining ABSL_GUARDED_BY(mu) = false;
+  absl::Duration drain_started ABSL_GUARDED_BY(mu);
+
+  const NodeDaemonOptions& base() const { return options.base; }
+  absl::Status Checkpoint() {
+    return SaveStageCheckpoints(base(), BorrowComputes(computes));
+  }
+  std::string ScratchPath(int stage, const std::string& what) const {
+    return (std::filesystem::temp_directory_path() /
+            absl::StrCat("skipswarm-", self.ShortString(), "-", what, "-stage-", stage))
+        .string();
+  }
+  absl::StatusOr<StageSnapshot> Snapshot(int stage);
+  std::map<int, uint64_t> Digests() {
+    std::map<int, uint64_t> d;
+    for (auto& [s, c] : computes) d[s] = c->ParamsDigest();
+    return d;
+  }
+  absl::Status CanLeave(bool force);
+  absl::Status BuildTraining();
+  absl::Status AddCompute(int stage);
+  absl::Status BuildServing();
+  // Trainer thread, after iteration `done`'s update: checks the balance
+  // rule every rebalance_every iterations and starts a move, and asks the
+  // trainer to stop before a pending move's switch.
+  void StepMove(uint64_t done);
+  // Main thread, the trainer stopped at the switch: swaps the old stage's
+  // compute, server and trainer for the new stage's, with the fetched state.
+  absl::Status SwitchStage();
+  // CANCELLED when `signals` asks to stop while waiting.
+  absl::Status WaitForFounders();
+  DaemonSignals* signals = nullptr;  // Run's; null in embedders without signals
+  absl::Status EnterAsJoiner();
+  void OnIteration(const NodeIterationReport& r);
+  void OnMemberChange(const membership::MemberChange& c);
+  void ReportJoin();
+  absl::Status StartControl();
+};
+
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_PARTS_H_

@@ -1,0 +1,429 @@
+// Four GossipDaemons in one process over loopback gRPC (ports 0, plain
+// text): three founders (stages 0, 1, 2) form a swarm through one
+// bootstrap address; a joiner enters stage 1 while they train, takes its
+// first step with a digest equal to its replica's; the last replica of
+// stage 2 is refused when it asks to leave; the joiner drains cleanly and
+// the founders finish without it. Tiny model; waits on notifications, no
+// sleeps.
+#include "node/daemon/gossip/gossip_daemon.h"
+
+#include <fstream>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+struct Running {
+  std::unique_ptr<GossipDaemon> daemon;
+  std::thread thread;
+  absl::Status result = absl::UnknownError("running");
+  DaemonSignals signals;
+  absl::Mutex mu;
+  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
+  std::function<void(const NodeIterationReport&)> hook;  // set before Start
+  absl::Notification finished;  // Run returned (`result` is final)
+
+  void Start() {
+    thread = std::thread([this] {
+      result = daemon->Run(&signals);
+      finished.Notify();
+    });
+  }
+  // Waits for `n`; false if this daemon's Run returns first (so a daemon
+  // that gives up fails the test instead of hanging it).
+  bool WaitUnlessFinished(absl::Notification& n) {
+    while (!n.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      if (finished.HasBeenNotified()) return n.HasBeenNotified();
+    }
+    return true;
+  }
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+class GossipDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir();
+    corpus_ = dir_ + "/corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o;
+    o.base.name = name;
+    o.base.iterations = kIterations;
+    o.base.mbs_per_iteration = 2;
+    o.base.memory_slots = 2;
+    // Membership, joins and moves are checked here, not planning: in-order
+    // routes with round-robin replicas give every replica micro-batches in
+    // every iteration it is routed (the joiner's and the mover's checks).
+    o.base.planner = "inorder";
+    o.base.startup_timeout = absl::Seconds(60);
+    o.base.model.model.num_layers = 3;
+    o.base.model.model.d_model = 16;
+    o.base.model.model.num_heads = 2;
+    o.base.model.model.ffn_dim = 24;
+    o.base.model.model.seq_len = 8;
+    o.base.model.model.num_stages = 3;
+    o.base.model.samples_per_mb = 2;
+    o.base.model.corpus.paths = {corpus_};
+    o.gossip.insecure = true;
+    o.gossip.swarm_name = "gossip-daemon-test";
+    o.stages = std::move(stages);
+    o.control_port = -1;
+    return o;
+  }
+
+  std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
+    auto r = std::make_unique<Running>();
+    Running* raw = r.get();
+    o.observer = [raw](const NodeIterationReport& report) {
+      std::function<void(const NodeIterationReport&)> hook;
+      {
+        absl::MutexLock lock(&raw->mu);
+        raw->reports.push_back(report);
+        hook = raw->hook;
+      }
+      if (hook) hook(report);
+    };
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return nullptr;
+    r->daemon = *std::move(d);
+    r->Start();
+    return r;
+  }
+
+  // Enough iterations for the joiner to enter while the founders train:
+  // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
+  // on a quiet machine (gossip_daemon_join.cc).
+  static constexpr int64_t kIterations = 300;
+  std::string dir_, corpus_;
+};
+
+// A static-list-only flag is refused before anything starts, never ignored
+// (gossip_mode_options.h; `skipswarm node --node_routes=F --host_stages=0`).
+TEST_F(GossipDaemonTest, RefusesARoutesFileInsteadOfIgnoringIt) {
+  GossipDaemonOptions o = Options("d0", {0});
+  o.base.wan.routes_file = "d0.routes";
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("--node_routes"), absl::string_view::npos) << d.status();
+}
+
+TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
+  // The bootstrap node picks its gossip port; the others learn it from its
+  // record... which they cannot read before joining, so it listens on a
+  // port the test reserves by letting gRPC pick one for a first daemon.
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  d0.gossip.listen = "127.0.0.1:0";
+  // Create d0 first (it starts its gossip server in Create), then read its
+  // advertised gossip address from its own view.
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  GossipDaemonOptions a = Options("a", {1});
+  a.expect_members = 3;
+  a.gossip.join = {bootstrap};
+  GossipDaemonOptions b = Options("b", {2});
+  b.expect_members = 3;
+  b.gossip.join = {bootstrap};
+  auto ra = Launch(a);
+  auto rb = Launch(b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+
+  // The joiner comes once the swarm trains (its entry is a few iterations
+  // ahead of its source); it reports when its second iteration's averaging
+  // compared digests after its first step.
+  absl::Notification trained_a_bit;
+  {
+    absl::MutexLock lock(&ra->mu);
+    ra->hook = [&](const NodeIterationReport& r) {
+      if (r.iteration == 5 && !trained_a_bit.HasBeenNotified()) trained_a_bit.Notify();
+    };
+  }
+  ASSERT_TRUE(ra->WaitUnlessFinished(trained_a_bit)) << ra->result;
+  GossipDaemonOptions j = Options("j", {1});
+  j.gossip.join = {bootstrap};
+  absl::Notification checked;
+  uint64_t first = 0;
+  auto rj = std::make_unique<Running>();
+  {
+    Running* raw = rj.get();
+    j.observer = [raw, &checked, &first](const NodeIterationReport& r) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(r);
+      if (raw->reports.size() == 1) first = r.iteration;
+      if (raw->reports.size() == 2 && !checked.HasBeenNotified()) checked.Notify();
+    };
+    auto d = GossipDaemon::Create(j);
+    ASSERT_TRUE(d.ok()) << d.status();
+    rj->daemon = *std::move(d);
+    rj->Start();
+  }
+  ASSERT_TRUE(rj->WaitUnlessFinished(checked)) << rj->result;
+  uint64_t joiner_digest = 0;
+  int64_t joiner_entry = -1;
+  {
+    absl::MutexLock lock(&rj->mu);
+    ASSERT_EQ(rj->reports.size(), 2u);
+    // Its second averaging compared every replica's digest after its first step.
+    EXPECT_TRUE(rj->reports[1].stages.at(1).digests_agree);
+    EXPECT_EQ(rj->reports[1].stages.at(1).replicas, 2);
+    // Note [Entry iteration]: micro-batches from its entry iteration on
+    // (a data node that planned it before our record came routes none).
+    EXPECT_GT(rj->reports[0].stages.at(1).visits_here + rj->reports[1].stages.at(1).visits_here,
+              0);
+    joiner_digest = rj->reports[0].stages.at(1).digest_after;
+    joiner_entry = rj->reports[0].iteration;
+  }
+  {
+    absl::MutexLock lock(&ra->mu);
+    bool found = false;
+    for (const NodeIterationReport& r : ra->reports) {
+      if (r.iteration == first) {
+        EXPECT_EQ(r.stages.at(1).digest_after, joiner_digest);
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found);
+  }
+
+  // b is stage 2's only replica: refused. The joiner leaves cleanly.
+  absl::Status refused = rb->daemon->RequestDrain(/*force=*/false);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("last live replica of stage 2"), std::string::npos);
+  ASSERT_TRUE(rj->daemon->RequestDrain(/*force=*/false).ok());
+  rj->Join();
+  EXPECT_TRUE(rj->result.ok()) << rj->result;
+  // With the joiner gone a is stage 1's last replica again.
+  // (Its LEFT record reaches a's view within a few gossip rounds; the
+  // founders' training finishing is the real check.)
+  founder->Join();
+  ra->Join();
+  rb->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  EXPECT_TRUE(ra->result.ok()) << ra->result;
+  EXPECT_TRUE(rb->result.ok()) << rb->result;
+  // Note [Measured speeds]: every founder published its compute speed, and
+  // d0's link stats hold the throughput of its pipeline hops.
+  const membership::View view = founder->daemon->view();
+  for (const membership::MemberInfo& m : view.members) {
+    if (m.stages.empty() || m.iteration != 0) continue;  // founders only
+    EXPECT_GT(m.seconds_per_layer_per_sample, 0) << m.id;
+  }
+  int measured_links = 0;
+  for (const membership::LinkInfo& l : view.links) {
+    if (l.from == view.self && l.bytes_per_second > 0) ++measured_links;
+  }
+  EXPECT_GE(measured_links, 1);
+  absl::MutexLock lock(&founder->mu);
+  ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
+  // Note [Entry iteration]: if the sources passed the announced entry
+  // before the joiner's fetch came, it announces a later one, and frames
+  // already routed to it for an iteration it skipped are dropped at their
+  // deadline (counted, never a hang). From its real entry on, none.
+  int dropped = 0;
+  int dropped_before_entry = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    EXPECT_TRUE(r.stages.at(0).digests_agree);
+    if (!r.data) continue;
+    if (static_cast<int64_t>(r.iteration) < joiner_entry) {
+      dropped_before_entry += r.data->dropped;
+    } else {
+      dropped += r.data->dropped;
+    }
+  }
+  EXPECT_EQ(dropped, 0);
+  // At most one skipped entry iteration's micro-batches (mbs_per_iteration).
+  EXPECT_LE(dropped_before_entry, 2);
+}
+
+// Issue 6 (b): a joiner may host stage 0. It becomes a data node with its
+// own data shard (its rank among the data nodes, Note [Data order]) from
+// its entry iteration, takes stage 0's weights and AdamW state from the
+// founding data node, and its stage-0 digest equals d0's after its first
+// step; no micro-batch is dropped.
+TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  GossipDaemonOptions a = Options("a", {1});
+  a.expect_members = 3;
+  a.gossip.join = {bootstrap};
+  GossipDaemonOptions b = Options("b", {2});
+  b.expect_members = 3;
+  b.gossip.join = {bootstrap};
+  auto ra = Launch(a);
+  auto rb = Launch(b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  absl::Notification trained_a_bit;
+  {
+    absl::MutexLock lock(&founder->mu);
+    founder->hook = [&](const NodeIterationReport& r) {
+      if (r.iteration == 5 && !trained_a_bit.HasBeenNotified()) trained_a_bit.Notify();
+    };
+  }
+  ASSERT_TRUE(founder->WaitUnlessFinished(trained_a_bit)) << founder->result;
+
+  GossipDaemonOptions j = Options("j", {0});
+  j.gossip.join = {bootstrap};
+  absl::Notification checked;
+  auto rj = std::make_unique<Running>();
+  {
+    Running* raw = rj.get();
+    j.observer = [raw, &checked](const NodeIterationReport& r) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(r);
+      if (raw->reports.size() == 3 && !checked.HasBeenNotified()) checked.Notify();
+    };
+    auto d = GossipDaemon::Create(j);
+    ASSERT_TRUE(d.ok()) << d.status();
+    rj->daemon = *std::move(d);
+    rj->Start();
+  }
+  ASSERT_TRUE(rj->WaitUnlessFinished(checked)) << rj->result;
+  uint64_t first = 0, joiner_digest = 0;
+  int joiner_mbs = 0;
+  {
+    absl::MutexLock lock(&rj->mu);
+    first = rj->reports[0].iteration;
+    joiner_digest = rj->reports[0].stages.at(0).digest_after;
+    EXPECT_TRUE(rj->reports[1].stages.at(0).digests_agree);
+    EXPECT_EQ(rj->reports[1].stages.at(0).replicas, 2);
+    for (const NodeIterationReport& r : rj->reports) {
+      ASSERT_TRUE(r.data.has_value()) << "a data node reports its micro-batches";
+      EXPECT_TRUE(r.data->status.ok()) << r.data->status;
+      EXPECT_EQ(r.data->dropped, 0);
+      joiner_mbs += r.data->completed;
+    }
+  }
+  EXPECT_GT(joiner_mbs, 0);
+  ASSERT_TRUE(rj->daemon->RequestDrain(/*force=*/false).ok());
+  rj->Join();
+  EXPECT_TRUE(rj->result.ok()) << rj->result;
+  founder->Join();
+  ra->Join();
+  rb->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  absl::MutexLock lock(&founder->mu);
+  bool found = false;
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.iteration == first) {
+      EXPECT_EQ(r.stages.at(0).digest_after, joiner_digest) << "after the joiner's first step";
+      found = true;
+    }
+    EXPECT_TRUE(r.stages.at(0).digests_agree) << "iteration " << r.iteration;
+    if (r.data) dropped += r.data->dropped;
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(dropped, 0);
+}
+
+// Issue 6 (c), Note [Stage moves]: stage 1 has two fast replicas, stage 2
+// one slow one (speeds fixed, so the rule's inputs are known). One of the
+// fast ones moves to stage 2 at a boundary: it averages stage 2 with c
+// from its switch with zero visits (its digest is c's after that step),
+// gets micro-batches one iteration later, and nobody moves again
+// (hysteresis); no micro-batch is dropped.
+TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
+  auto options = [&](const std::string& name, int stage, double speed) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.fixed_compute_speed = speed;
+    o.rebalance_every = 10;
+    return o;
+  };
+  auto founder = Launch(options("d0", 0, 1e-3));
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> relays;
+  for (auto [name, stage, speed] : std::vector<std::tuple<std::string, int, double>>{
+           {"a", 1, 1e-3}, {"b", 1, 1e-3}, {"c", 2, 1e-2}}) {
+    GossipDaemonOptions o = options(name, stage, speed);
+    o.gossip.join = {bootstrap};
+    relays.push_back(Launch(o));
+    ASSERT_NE(relays.back(), nullptr);
+  }
+  founder->Join();
+  for (auto& r : relays) r->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : relays) EXPECT_TRUE(r->result.ok()) << r->result;
+
+  // Who moved, and when: the first report with stage 2 among a and b.
+  Running* mover = nullptr;
+  Running* stayer = nullptr;
+  uint64_t switched = 0;
+  for (int i : {0, 1}) {
+    absl::MutexLock lock(&relays[i]->mu);
+    for (const NodeIterationReport& r : relays[i]->reports) {
+      if (r.stages.count(2) > 0) {
+        mover = relays[i].get();
+        switched = r.iteration;
+        break;
+      }
+    }
+    if (mover != relays[i].get()) stayer = relays[i].get();
+  }
+  ASSERT_NE(mover, nullptr) << "nobody moved";
+  ASSERT_NE(stayer, nullptr) << "both moved";
+  std::map<uint64_t, StageStep> c_steps;
+  {
+    absl::MutexLock lock(&relays[2]->mu);
+    for (const NodeIterationReport& r : relays[2]->reports) c_steps[r.iteration] = r.stages.at(2);
+  }
+  {
+    absl::MutexLock lock(&mover->mu);
+    ASSERT_EQ(mover->reports.size(), static_cast<size_t>(kIterations));
+    for (const NodeIterationReport& r : mover->reports) {
+      ASSERT_EQ(r.stages.size(), 1u);
+      EXPECT_EQ(r.stages.count(r.iteration < switched ? 1 : 2), 1u) << "moved once, at "
+                                                                  << switched;
+      if (r.iteration == switched) {
+        EXPECT_EQ(r.stages.at(2).visits_here, 0) << "routed one iteration after its switch";
+        EXPECT_EQ(r.stages.at(2).replicas, 2);
+        EXPECT_EQ(r.stages.at(2).digest_after, c_steps[r.iteration].digest_after);
+      }
+      if (r.iteration > switched) {
+        EXPECT_TRUE(r.stages.at(2).digests_agree) << r.iteration;
+      }
+    }
+    EXPECT_GT(mover->reports.back().stages.at(2).visits_here +
+                  mover->reports[kIterations - 2].stages.at(2).visits_here,
+              0);
+  }
+  {
+    absl::MutexLock lock(&stayer->mu);
+    for (const NodeIterationReport& r : stayer->reports) {
+      EXPECT_EQ(r.stages.count(1), 1u);
+      if (r.iteration > switched) {
+        EXPECT_EQ(r.stages.at(1).replicas, 1) << r.iteration;
+      }
+    }
+  }
+  absl::MutexLock lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.data) dropped += r.data->dropped;
+  }
+  EXPECT_EQ(dropped, 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,97 @@
+#include "node/daemon/gossip/join_planning.h"
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
+                              uint64_t entry = 0, double speed = 1e-3) {
+  membership::MemberInfo m;
+  m.id = common::NodeId::ForName(name);
+  m.stages = std::move(stages);
+  m.iteration = entry;
+  m.memory_slots = 2;
+  m.seconds_per_layer_per_sample = speed;
+  m.addresses = {name + ":g", name + ":p", name + ":r", name + ":s"};
+  return m;
+}
+
+membership::View ViewOf(std::vector<membership::MemberInfo> members) {
+  membership::View v;
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  v.members = std::move(members);
+  return v;
+}
+
+scheduler::ModelShape Shape() {
+  scheduler::ModelShape s;
+  s.num_stages = 3;
+  s.layers_per_stage = 1;
+  s.samples_per_mb = 2;
+  return s;
+}
+
+TEST(JoinPlanningTest, JoinerGoesToTheWeakestStage) {
+  const common::NodeId me = common::NodeId::ForName("me");
+  // Stage 1 has two replicas, stage 2 one: the joiner adds to stage 2.
+  membership::View v = ViewOf({Member("d", {0}), Member("a", {1}), Member("b", {1}),
+                               Member("c", {2})});
+  EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3), 2);
+  // A slow replica makes its stage the weakest even with two hosts.
+  v = ViewOf({Member("d", {0}), Member("a", {1}, 0, 9e-3), Member("b", {1}, 0, 9e-3),
+              Member("c", {2})});
+  EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3), 1);
+}
+
+TEST(JoinPlanningTest, DataStageOnlyWhenTheDataNodesAreTheBottleneck) {
+  const common::NodeId me = common::NodeId::ForName("me");
+  membership::View v = ViewOf({Member("d", {0}, 0, 4e-3), Member("a", {1}), Member("c", {2})});
+  EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/true), 0);
+  EXPECT_NE(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/false), 0);
+}
+
+// Note [Stage rebalancing] from each member's side: only the chosen one
+// moves; nobody while someone is entering.
+TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
+  const auto d = Member("d", {0}), a = Member("a", {1}), b = Member("b", {1}, 0, 2e-3),
+             c = Member("c", {2}, 0, 4e-3);
+  const membership::View v = ViewOf({d, a, b, c});
+  // Capacities (visits/s): a 200, b 100, c 50; stage 1 = 300, stage 2 =
+  // 50. Moving b gives min(200, 150) = x3, moving a min(100, 250) = x2.
+  absl::StatusOr<std::optional<OwnMove>> mine = ChooseOwnMove(v, b.id, Shape(), 10, 0.2);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_TRUE(mine->has_value());
+  EXPECT_EQ((*mine)->from, 1);
+  EXPECT_EQ((*mine)->to, 2);
+  EXPECT_NEAR((*mine)->gain, 3.0, 1e-9);
+  for (const auto& other : {d, a, c}) {
+    EXPECT_FALSE(ChooseOwnMove(v, other.id, Shape(), 10, 0.2)->has_value());
+  }
+  const membership::View entering = ViewOf({d, a, b, c, Member("j", {2}, 12)});
+  EXPECT_FALSE(ChooseOwnMove(entering, b.id, Shape(), 10, 0.2)->has_value());
+  // A margin above the gain: nobody.
+  EXPECT_FALSE(ChooseOwnMove(v, b.id, Shape(), 10, 2.5)->has_value());
+}
+
+TEST(JoinPlanningTest, MultiStageMembersNeedAnExplicitStage) {
+  membership::View v = ViewOf({Member("d", {0}), Member("a", {1, 2})});
+  absl::StatusOr<int> s = ChooseJoinStage(v, common::NodeId::ForName("me"), Shape(), 1e-3);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(JoinPlanningTest, SourcesAreLiveHostsFoundersFirst) {
+  auto late = Member("late", {1}, 12);
+  auto dead = Member("dead", {1});
+  dead.state = proto::MEMBER_STATE_DEAD;
+  membership::View v = ViewOf({Member("d", {0}), late, dead, Member("x", {1}), Member("y", {2})});
+  std::vector<std::string> addresses;
+  for (const StateSource& s : StateSources(v, common::NodeId::ForName("me"), 1)) {
+    addresses.push_back(s.address);
+  }
+  EXPECT_EQ(addresses, (std::vector<std::string>{"x:s", "late:s"}));
+}
+
+}  // namespace
+}  // namespace skipswarm::node

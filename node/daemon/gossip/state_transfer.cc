@@ -1,0 +1,380 @@
+#include "node/daemon/gossip/state_transfer.h"
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/crc32c.h"
+#include "common/real_clock.h"
+#include "proto/grpc_status.h"
+#include "proto/stage.grpc.pb.h"
+#include "proto/version.h"
+
+namespace skipswarm::node {
+namespace {
+
+std::string Sha256(const std::string& bytes) {
+  std::string out(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+         reinterpret_cast<unsigned char*>(out.data()));
+  return out;
+}
+
+struct Snapshot {
+  std::string bytes;
+  std::string sha256;
+  uint64_t params_digest = 0;
+};
+
+}  // namespace
+
+class StateServer::Impl final : public proto::StageService::Service {
+ public:
+  Impl(const StateServerOptions& options, SnapshotFn snapshot)
+      : options_(options), snapshot_(std::move(snapshot)) {}
+
+  absl::Status Start() {
+    grpc::ServerBuilder builder;
+    // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
+    // daemon on the same port start a second swarm silently.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddListeningPort(options_.listen_address,
+                             options_.credentials ? options_.credentials->ForServer()
+                                                  : grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve state transfer on ", options_.listen_address,
+                       " (port in use, or not an address of this host?); see --state_listen"));
+    }
+    return absl::OkStatus();
+  }
+
+  void Shutdown() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    if (server_) server_->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
+  }
+
+  void OnBoundary(uint64_t next, const std::map<int, uint64_t>& digests) {
+    std::set<int> wanted;
+    {
+      absl::MutexLock lock(&mu_);
+      at_boundary_ = next;
+      digests_ = digests;
+      for (const auto& [key, n] : wanted_) {
+        if (key.second == next) wanted.insert(key.first);
+      }
+    }
+    // Snapshot outside the lock (it serializes the stage: milliseconds to
+    // seconds); waiters re-check when it lands.
+    std::map<int, absl::StatusOr<StageSnapshot>> taken;
+    for (int stage : wanted) taken.emplace(stage, snapshot_(stage));
+    absl::MutexLock lock(&mu_);
+    for (auto& [stage, snap] : taken) {
+      if (!snap.ok()) {
+        LOG(ERROR) << "state snapshot of stage " << stage << " failed: " << snap.status();
+        failed_[{stage, next}] = snap.status();
+        continue;
+      }
+      Snapshot s;
+      s.sha256 = Sha256(snap->bytes);
+      s.params_digest = snap->params_digest;
+      s.bytes = std::move(snap->bytes);
+      LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << next << ": "
+                << s.bytes.size() << " bytes for joiners";
+      snapshots_[{stage, next}] = std::move(s);
+      while (static_cast<int>(snapshots_.size()) > std::max(1, options_.max_snapshots)) {
+        auto oldest = snapshots_.begin();
+        for (auto i = snapshots_.begin(); i != snapshots_.end(); ++i) {
+          if (i->first.second < oldest->first.second) oldest = i;
+        }
+        snapshots_.erase(oldest);
+      }
+    }
+    for (auto it = wanted_.begin(); it != wanted_.end();) {
+      it = it->first.second <= next ? wanted_.erase(it) : std::next(it);
+    }
+  }
+
+  grpc::Status Health(grpc::ServerContext*, const proto::HealthRequest*,
+                      proto::HealthResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    response->set_protocol_version(proto::kProtocolVersion);
+    response->set_node_id(options_.self.Bytes());
+    response->set_version(proto::kSoftwareVersion);
+    for (const auto& [stage, digest] : digests_) {
+      proto::StageHealth* h = response->add_stages();
+      h->set_stage(static_cast<uint32_t>(stage));
+      h->set_iteration(at_boundary_);
+      h->set_params_digest(digest);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status FetchState(grpc::ServerContext* context, const proto::StateRequest* request,
+                          grpc::ServerWriter<proto::StateChunk>* writer) override {
+    absl::Status ok = proto::CheckProtocolVersion(request->protocol_version());
+    if (ok.ok() && !options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
+      ok = absl::PermissionDeniedError("wrong swarm id");
+    }
+    if (ok.ok() && options_.credentials) {
+      absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(request->from());
+      ok = from.ok() ? options_.credentials->CheckPeer(context->auth_context(), *from)
+                     : absl::InvalidArgumentError("bad sender id");
+    }
+    if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
+    if (!ok.ok()) return proto::ToGrpcStatus(ok);
+    const int stage = static_cast<int>(request->stage());
+    const uint64_t it = request->iteration();
+    const std::pair<int, uint64_t> key{stage, it};
+    Snapshot snap;
+    {
+      absl::MutexLock lock(&mu_);
+      if (digests_.count(stage) == 0) {
+        return proto::ToGrpcStatus(absl::NotFoundError(
+            absl::StrCat("this node does not host stage ", stage)));
+      }
+      if (snapshots_.count(key) == 0 && at_boundary_ >= it) {
+        return proto::ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+            "iteration ", it, " already started here (at ", at_boundary_,
+            "); no snapshot of stage ", stage, " for it")));
+      }
+      ++wanted_[key];
+      ++waiting_;
+      // Wait in short slices so a cancelled call or a shutdown ends it.
+      absl::Duration waited;
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || snapshots_.count(key) > 0 || failed_.count(key) > 0 ||
+               at_boundary_ > it;
+      };
+      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
+        waited += absl::Milliseconds(100);
+        if (context->IsCancelled() || waited >= options_.max_wait) break;
+      }
+      --waiting_;
+      auto found = snapshots_.find(key);
+      if (found == snapshots_.end()) {
+        auto f = failed_.find(key);
+        absl::Status why = f != failed_.end() ? f->second
+                           : stopping_        ? absl::UnavailableError("shutting down")
+                                              : absl::DeadlineExceededError(absl::StrCat(
+                                                    "no snapshot of stage ", stage,
+                                                    " at iteration ", it, " here"));
+        return proto::ToGrpcStatus(why);
+      }
+      snap = found->second;  // a copy: streaming runs without the lock
+    }
+    const uint64_t total = snap.bytes.size();
+    uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
+    int sent = 0;
+    do {
+      const size_t n = std::min<uint64_t>(options_.chunk_bytes, total - offset);
+      proto::StateChunk chunk;
+      chunk.set_stage(static_cast<uint32_t>(stage));
+      chunk.set_iteration(it);
+      chunk.set_total_bytes(total);
+      chunk.set_offset(offset);
+      chunk.set_data(snap.bytes.data() + offset, n);
+      chunk.set_crc32c(common::Crc32c(chunk.data()));
+      chunk.set_sha256(snap.sha256);
+      chunk.set_params_digest(snap.params_digest);
+      if (options_.cut_first_stream_after_chunks > 0 &&
+          sent == options_.cut_first_stream_after_chunks) {
+        absl::MutexLock lock(&mu_);
+        if (!cut_done_) {
+          cut_done_ = true;
+          return proto::ToGrpcStatus(absl::UnavailableError("stream cut (fault injection)"));
+        }
+      }
+      if (!writer->Write(chunk)) {
+        return proto::ToGrpcStatus(absl::UnavailableError("joiner went away"));
+      }
+      ++sent;
+      offset += n;
+    } while (offset < total);
+    return grpc::Status::OK;
+  }
+
+  const StateServerOptions options_;
+  const SnapshotFn snapshot_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_done_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t at_boundary_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, uint64_t> digests_ ABSL_GUARDED_BY(mu_);
+  // (stage, iteration) -> requests waiting for that boundary.
+  std::map<std::pair<int, uint64_t>, int> wanted_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, uint64_t>, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, uint64_t>, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<StateServer>> StateServer::Create(
+    const StateServerOptions& options, SnapshotFn snapshot) {
+  auto impl = std::make_shared<Impl>(options, std::move(snapshot));
+  absl::Status s = impl->Start();
+  if (!s.ok()) return s;
+  return std::unique_ptr<StateServer>(new StateServer(std::move(impl)));
+}
+
+StateServer::StateServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StateServer::~StateServer() { impl_->Shutdown(); }
+int StateServer::port() const { return impl_->port_; }
+void StateServer::OnBoundary(uint64_t next_iteration, const std::map<int, uint64_t>& digests) {
+  impl_->OnBoundary(next_iteration, digests);
+}
+void StateServer::Shutdown() { impl_->Shutdown(); }
+int StateServer::waiting() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->waiting_;
+}
+
+namespace {
+
+std::shared_ptr<grpc::Channel> ChannelTo(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials) {
+  if (!credentials) {
+    return grpc::CreateChannel(source.address, grpc::InsecureChannelCredentials());
+  }
+  grpc::ChannelArguments args;
+  credentials->ConfigureChannel(args);
+  return grpc::CreateCustomChannel(source.address, credentials->ForChannel(source.id), args);
+}
+
+// One FetchState call; appends to `got` (which holds `got->size()` bytes of
+// the snapshot whose SHA-256 is `*sha`, empty when nothing is held yet).
+absl::Status FetchOnce(proto::StageService::Stub* stub, const FetchOptions& o, std::string* got,
+                       std::string* sha, uint64_t* digest) {
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(o.deadline));
+  proto::StateRequest request;
+  request.set_protocol_version(proto::kProtocolVersion);
+  request.set_swarm_id(o.swarm_id);
+  request.set_from(o.self.Bytes());
+  request.set_stage(static_cast<uint32_t>(o.stage));
+  request.set_iteration(o.iteration);
+  request.set_resume_offset(got->size());
+  auto reader = stub->FetchState(&context, request);
+  proto::StateChunk chunk;
+  bool first = true;
+  uint64_t total = 0;
+  while (reader->Read(&chunk)) {
+    if (chunk.stage() != static_cast<uint32_t>(o.stage) || chunk.iteration() != o.iteration) {
+      context.TryCancel();
+      return absl::InvalidArgumentError("source sent another stage or iteration");
+    }
+    if (first) {
+      first = false;
+      if (o.on_first_chunk) o.on_first_chunk();
+      total = chunk.total_bytes();
+      if (!sha->empty() && chunk.sha256() != *sha) {
+        // Another snapshot than the bytes held: restart from zero.
+        context.TryCancel();
+        got->clear();
+        *sha = chunk.sha256();
+        return absl::AbortedError("snapshot differs from the partial one; restarting");
+      }
+      *sha = chunk.sha256();
+      *digest = chunk.params_digest();
+    }
+    if (chunk.sha256() != *sha || chunk.total_bytes() != total || chunk.offset() != got->size() ||
+        got->size() + chunk.data().size() > total) {
+      context.TryCancel();
+      got->clear();
+      return absl::DataLossError("chunk out of sequence");
+    }
+    if (common::Crc32c(chunk.data()) != chunk.crc32c()) {
+      context.TryCancel();
+      return absl::DataLossError(absl::StrCat("chunk at ", chunk.offset(), " fails its CRC"));
+    }
+    got->append(chunk.data());
+  }
+  absl::Status s = proto::ToAbslStatus(reader->Finish());
+  if (!s.ok()) return s;
+  if (first || got->size() != total) {
+    return absl::UnavailableError(absl::StrCat("stream ended at ", got->size(), "/", total));
+  }
+  if (Sha256(*got) != *sha) {
+    got->clear();
+    return absl::DataLossError("SHA-256 of the transferred state does not match");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
+                                             const FetchOptions& options) {
+  FetchedState out;
+  std::string sha;
+  std::vector<std::string> errors;
+  int passed = 0;  // sources already past the boundary
+  for (const StateSource& source : sources) {
+    const std::string& address = source.address;
+    ++out.sources_tried;
+    auto channel = ChannelTo(source, options.credentials);
+    auto stub = proto::StageService::NewStub(channel);
+    absl::Status last;
+    for (int attempt = 0; attempt <= options.resumes_per_source; ++attempt) {
+      ++out.streams;
+      last = FetchOnce(stub.get(), options, &out.bytes, &sha, &out.params_digest);
+      if (last.ok()) {
+        out.source = address;
+        return out;
+      }
+      LOG(WARNING) << "state transfer of stage " << options.stage << " from " << address
+                   << " broke at byte " << out.bytes.size() << ": " << last;
+      // Retrying the same source only helps for a broken stream.
+      if (!absl::IsUnavailable(last) && !absl::IsAborted(last) && !absl::IsDataLoss(last)) break;
+    }
+    if (absl::IsFailedPrecondition(last)) ++passed;
+    errors.push_back(absl::StrCat(address, ": ", last.ToString()));
+  }
+  const std::string why = absl::StrCat("no replica delivered stage ", options.stage,
+                                       " at iteration ", options.iteration, ": ",
+                                       absl::StrJoin(errors, "; "));
+  // Every source is past that boundary: the caller needs a later one.
+  if (!sources.empty() && passed == static_cast<int>(sources.size())) {
+    return absl::FailedPreconditionError(why);
+  }
+  return absl::UnavailableError(why);
+}
+
+absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  const std::string& address = source.address;
+  auto channel = ChannelTo(source, credentials);
+  auto stub = proto::StageService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(deadline));
+  proto::HealthRequest request;
+  request.set_protocol_version(proto::kProtocolVersion);
+  proto::HealthResponse response;
+  absl::Status s = proto::ToAbslStatus(stub->Health(&context, request, &response));
+  if (!s.ok()) return s;
+  if (response.stages_size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(address, " is not training yet"));
+  }
+  return response.stages(0).iteration();
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,152 @@
+// State transfer to a joining replica (docs/DESIGN.md §4
+// StageService.FetchState; §5 "Allocation"): weights AND optimiser state
+// of one stage, as the stage's checkpoint bytes, chunked (<= 1 MiB), every
+// chunk with its CRC-32C and the SHA-256 of the whole, resumable from a
+// byte offset.
+//
+// Source side (every daemon runs one StateServer, advertised as the
+// record's 4th address, Note [Daemon records] in training_members.h):
+//
+//   auto server = *StateServer::Create(options, [&](int stage) {
+//     return SnapshotOf(stage);     // checkpoint bytes; between iterations
+//   });
+//   server->OnBoundary(next_iteration, digests);  // every boundary
+//
+// Note [Boundary snapshots]: a joiner asks for the state at the start of
+// iteration e (its entry iteration, Note [Entry iteration]). A request for
+// a boundary this source has not reached yet is remembered and the call
+// waits; when the source reaches boundary e (its previous update done, no
+// task running) it snapshots the stage once and serves every waiter and
+// every later resume from the cached bytes. A request for a boundary the
+// source has already passed without a snapshot fails FAILED_PRECONDITION
+// (the joiner picks another replica or a later entry). Snapshots of the
+// same stage at the same boundary are byte-identical on every replica (the
+// replicas are bit-identical), so a transfer cut off at one replica
+// resumes at another when the SHA-256 matches.
+//
+// Joiner side:
+//
+//   FetchOptions o{.stage = 2, .iteration = e, ...};
+//   SS_ASSIGN_OR_RETURN(FetchedState st, FetchStageState({addr_a, addr_b}, o));
+//   compute->LoadCheckpoint(write st.bytes to a file);
+//
+// Thread rule: StateServer is thread-safe; its gRPC handlers run on gRPC's
+// threads and the snapshot function runs on the OnBoundary caller's thread.
+// FetchStageState blocks its caller.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_STATE_TRANSFER_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_STATE_TRANSFER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/node_id.h"
+#include "identity/tls_credentials.h"
+
+namespace skipswarm::node {
+
+struct StageSnapshot {
+  std::string bytes;           // the stage's checkpoint (weights + optimiser + step)
+  uint64_t params_digest = 0;  // StageCompute::ParamsDigest at the snapshot
+};
+
+// A replica to fetch from: its state address and, when known, its node id
+// (with TLS the handshake then fails unless the server proves to be it).
+struct StateSource {
+  StateSource() = default;
+  StateSource(std::string a, common::NodeId i = common::NodeId())  // NOLINT: implicit
+      : address(std::move(a)), id(i) {}
+  std::string address;
+  common::NodeId id;
+};
+
+struct StateServerOptions {
+  common::NodeId self;
+  // Note [Peer authentication] (identity/tls_credentials.h): with TLS a
+  // request whose `from` is not the caller's certificate is refused
+  // UNAUTHENTICATED. Null: plain text (tests, --insecure).
+  std::shared_ptr<const identity::PeerCredentials> credentials;
+  std::string listen_address = "127.0.0.1:0";
+  std::string swarm_id;
+  size_t chunk_bytes = size_t{1} << 20;
+  // How long a request may wait for its boundary.
+  absl::Duration max_wait = absl::Seconds(60);
+  // Snapshots kept (oldest dropped first).
+  int max_snapshots = 4;
+  // Fault injection for tests: the first transfer that reaches this many
+  // chunks is cut off (the stream ends with UNAVAILABLE). 0: never.
+  int cut_first_stream_after_chunks = 0;
+};
+
+class StateServer {
+ public:
+  using SnapshotFn = std::function<absl::StatusOr<StageSnapshot>(int stage)>;
+
+  static absl::StatusOr<std::unique_ptr<StateServer>> Create(const StateServerOptions& options,
+                                                             SnapshotFn snapshot);
+  ~StateServer();
+
+  int port() const;
+  // This node is at the boundary before `next_iteration` (no task running):
+  // takes the snapshots waiting requests want for this boundary, answers
+  // requests for passed boundaries, and publishes `digests` (per hosted
+  // stage) and the iteration in Health.
+  void OnBoundary(uint64_t next_iteration, const std::map<int, uint64_t>& digests);
+  // Requests waiting for a boundary now.
+  int waiting() const;
+  // Stops serving; waiting requests fail UNAVAILABLE.
+  void Shutdown();
+
+  class Impl;
+
+ private:
+  explicit StateServer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+struct FetchOptions {
+  common::NodeId self;
+  std::shared_ptr<const identity::PeerCredentials> credentials;  // null: plain text
+  std::string swarm_id;
+  int stage = 0;
+  uint64_t iteration = 0;  // the boundary wanted (Note [Boundary snapshots])
+  // For the whole transfer from one source (including the wait for its
+  // boundary).
+  absl::Duration deadline = absl::Seconds(60);
+  // Resumes at the same source after a broken stream before moving on.
+  int resumes_per_source = 2;
+  // Called (on the caller's thread) when the first chunk arrives: the
+  // source reached the boundary and the bytes start to flow.
+  std::function<void()> on_first_chunk;
+};
+
+struct FetchedState {
+  std::string bytes;
+  uint64_t params_digest = 0;
+  std::string source;       // the address that completed the transfer
+  int streams = 0;          // FetchState calls made (1 = no resume)
+  int sources_tried = 0;
+};
+
+// Tries `sources` in order; each chunk's CRC-32C and the whole's SHA-256
+// are checked. UNAVAILABLE naming every source's error when none delivered;
+// FAILED_PRECONDITION when every source had passed the boundary already
+// (the caller needs a later one).
+absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
+                                             const FetchOptions& options);
+
+// The iteration the StateServer at `address` is in (Health), for choosing
+// an entry iteration.
+absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_STATE_TRANSFER_H_

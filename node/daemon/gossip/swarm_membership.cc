@@ -1,0 +1,157 @@
+#include "node/daemon/gossip/swarm_membership.h"
+
+#include <glog/logging.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/random.h"
+#include "common/status_macros.h"
+#include "identity/identity.h"
+#include "membership/grpc_gossip.h"
+#include "membership/record.h"
+
+namespace skipswarm::node {
+
+// The gossip server must exist before the Membership (its port goes into
+// the record), so it starts with this forwarder as its handler; until the
+// Membership is set, calls are refused as "not ready" (retryable).
+class SwarmMembership::Forwarder final : public membership::GossipHandler {
+ public:
+  void Set(membership::Membership* target) {
+    absl::MutexLock lock(&mu_);
+    target_ = target;
+  }
+  void HandlePing(const membership::PeerInfo& from, const proto::PingRequest& req,
+                  membership::AckCallback reply) override {
+    if (auto* t = Target()) return t->HandlePing(from, req, std::move(reply));
+    reply(absl::UnavailableError("node starting"));
+  }
+  void HandlePingReq(const membership::PeerInfo& from, const proto::PingRequest& req,
+                     membership::AckCallback reply) override {
+    if (auto* t = Target()) return t->HandlePingReq(from, req, std::move(reply));
+    reply(absl::UnavailableError("node starting"));
+  }
+  void HandlePushPull(const membership::PeerInfo& from, const proto::PushPullRequest& req,
+                      membership::PushPullCallback reply) override {
+    if (auto* t = Target()) return t->HandlePushPull(from, req, std::move(reply));
+    reply(absl::UnavailableError("node starting"));
+  }
+
+ private:
+  membership::Membership* Target() {
+    absl::MutexLock lock(&mu_);
+    return target_;
+  }
+  absl::Mutex mu_;
+  membership::Membership* target_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
+    const SwarmMembershipOptions& options, common::Clock* clock) {
+  std::unique_ptr<SwarmMembership> s(new SwarmMembership());
+  s->options_ = options;
+  s->clock_ = clock;
+  if (!options.key_file.empty()) {
+    SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::LoadOrCreate(options.key_file));
+  } else if (options.insecure) {
+    SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::Generate());
+  } else {
+    return absl::InvalidArgumentError(
+        "--node_key_file is required for a gossip swarm (make one with `skipswarm keygen`), or "
+        "pass --insecure for a local test swarm");
+  }
+  identity::GrpcSecurity security{s->identity_.get(), options.insecure};
+  s->forwarder_ = std::make_unique<Forwarder>();
+  SS_ASSIGN_OR_RETURN(s->server_, membership::GrpcGossipServer::Start(
+                                      options.listen, s->forwarder_.get(), security,
+                                      clock->Now()));
+  s->transport_ = std::make_unique<membership::GrpcGossipTransport>(security, clock);
+  s->swarm_id_ = membership::DeriveSwarmId(options.swarm_name, options.swarm_secret);
+  return s;
+}
+
+absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
+  endpoints.gossip = absl::StrCat(options_.advertise_host, ":", server_->port());
+  endpoints_ = endpoints;
+  membership::MembershipOptions mo = options_.tuning;
+  mo.policy.swarm_id = swarm_id_;
+  mo.addresses = EndpointsToAddresses(endpoints);
+  mo.memory_slots = std::max<uint32_t>(1, options_.memory_slots);
+  common::Random rng(options_.seed);
+  SS_ASSIGN_OR_RETURN(membership_,
+                      membership::Membership::Create(mo, identity_.get(), transport_.get(),
+                                                     clock_, rng.Fork("membership")));
+  forwarder_->Set(membership_.get());
+  LOG(INFO) << "node id " << identity_->id() << ", gossip on " << endpoints.gossip
+            << (options_.insecure ? " (plain text: --insecure)" : " (mutual TLS)") << ", swarm "
+            << options_.swarm_name << (options_.swarm_secret.empty() ? "" : " (private)");
+  return absl::OkStatus();
+}
+
+SwarmMembership::~SwarmMembership() {
+  if (server_) server_->Shutdown();
+  if (forwarder_) forwarder_->Set(nullptr);
+  if (membership_) membership_->Stop();
+  membership_.reset();
+  transport_.reset();
+}
+
+const common::NodeId& SwarmMembership::id() const { return identity_->id(); }
+
+absl::Status SwarmMembership::Join() {
+  membership_->Start();
+  if (options_.join.empty()) {
+    LOG(INFO) << "no --join: starting a new swarm at " << endpoints_.gossip;
+    return absl::OkStatus();
+  }
+  absl::Notification done;
+  absl::Status result;
+  membership_->Join(options_.join, [&](absl::Status s) {
+    result = s;
+    done.Notify();
+  });
+  if (!done.WaitForNotificationWithTimeout(options_.join_timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "[timeout] no bootstrap peer answered within ", absl::FormatDuration(options_.join_timeout),
+        "; hint: check the --join addresses and that those nodes are running"));
+  }
+  if (!result.ok()) {
+    return absl::Status(result.code(), absl::StrCat("joining the swarm failed: ",
+                                                    result.message()));
+  }
+  LOG(INFO) << "joined the swarm through " << options_.join.front() << "; "
+            << membership_->GetView().Live().size() << " live members";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SwarmMembership::Announce(absl::Duration timeout) {
+  struct Result {
+    absl::Notification done;
+    int reached = 0, asked = 0;
+  };
+  auto r = std::make_shared<Result>();
+  membership_->Announce([r](int reached, int asked) {
+    r->reached = reached;
+    r->asked = asked;
+    r->done.Notify();
+  });
+  if (!r->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError("announcing our record timed out");
+  }
+  if (r->reached < r->asked) {
+    LOG(WARNING) << "announce reached " << r->reached << " of " << r->asked << " members";
+  }
+  return r->reached;
+}
+
+void SwarmMembership::Leave(absl::Duration timeout, uint64_t exit_iteration) {
+  if (left_.exchange(true)) return;  // LEFT is final; its exit iteration too
+  auto done = std::make_shared<absl::Notification>();
+  membership_->Leave([&](proto::NodeRecord* r) { r->set_iteration(exit_iteration); },
+                     [done] { done->Notify(); });
+  done->WaitForNotificationWithTimeout(timeout);
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,102 @@
+// SwarmMembership: the daemon's gossip side (membership/ wired for a real
+// `skipswarm node`): its Identity (key file, or an in-memory key with
+// --insecure), a GrpcGossipServer, the GrpcGossipTransport and the
+// Membership, advertising the daemon's endpoints (Note [Daemon records] in
+// training_members.h), plus the blocking steps main needs: join the
+// bootstrap addresses (failures name the step: dns, tcp, tls, identity,
+// version, swarm, allow-list, timeout, with a hint), announce, leave.
+//
+//   SwarmMembershipOptions o = ...;                 // from flags
+//   SS_ASSIGN_OR_RETURN(auto gossip, SwarmMembership::Start(o, endpoints, clock));
+//   gossip->membership()->AddListener(...);         // REQUIRES: before Join
+//   SS_RETURN_IF_ERROR(gossip->Join());             // no-op for a first node
+//   ...
+//   gossip->Leave();                                // announces LEFT
+//
+// Thread rule: Start/Join/Announce/Leave block their caller (main's
+// thread); membership() is thread-safe. Destroy after everything that
+// listens to the membership.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_SWARM_MEMBERSHIP_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_SWARM_MEMBERSHIP_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "membership/membership.h"
+#include "node/daemon/gossip/training_members.h"
+
+namespace skipswarm::membership {
+class GrpcGossipServer;
+class GrpcGossipTransport;
+}  // namespace skipswarm::membership
+
+namespace skipswarm::node {
+
+struct SwarmMembershipOptions {
+  std::string key_file;       // empty: an in-memory key (only with insecure)
+  bool insecure = false;      // plain-text gossip, local tests only
+  std::string swarm_name = "skipswarm";
+  std::string swarm_secret;   // private swarm (membership/record.h)
+  std::string listen = "127.0.0.1:0";      // gossip server
+  std::string advertise_host = "127.0.0.1";
+  std::vector<std::string> join;            // bootstrap "host:port"s; empty: new swarm
+  absl::Duration join_timeout = absl::Seconds(30);
+  uint64_t seed = 1;
+  uint32_t memory_slots = 4;
+  membership::MembershipOptions tuning;     // timers (defaults: membership.h)
+};
+
+class SwarmMembership {
+ public:
+  // Loads (or makes) the identity and starts the gossip server; the
+  // Membership comes with CreateMembership once the daemon's other
+  // services know their ports. `clock` must outlive this.
+  static absl::StatusOr<std::unique_ptr<SwarmMembership>> Start(
+      const SwarmMembershipOptions& options, common::Clock* clock);
+  // `endpoints.gossip` is filled in from the gossip server's port.
+  absl::Status CreateMembership(DaemonEndpoints endpoints);
+  ~SwarmMembership();
+
+  membership::Membership* membership() { return membership_.get(); }
+  const common::NodeId& id() const;
+  const std::string& swarm_id() const { return swarm_id_; }
+  // Our key (for the other services' mutual TLS). Lives as long as this.
+  const identity::Identity* identity() const { return identity_.get(); }
+  bool insecure() const { return options_.insecure; }
+  const DaemonEndpoints& endpoints() const { return endpoints_; }
+
+  // REQUIRES: CreateMembership done.
+  // Starts the protocol and joins the bootstrap addresses. The error names
+  // every address with the step that failed and a hint.
+  absl::Status Join();
+  // Announce (membership.h); returns how many of the live members answered.
+  absl::StatusOr<int> Announce(absl::Duration timeout);
+  // Signs LEFT, with `exit_iteration` (the last iteration this node
+  // trains in, Note [Leaving]) as the record's iteration, and tells a few
+  // members; returns once they answered or timed out. Only the first call
+  // counts.
+  void Leave(absl::Duration timeout, uint64_t exit_iteration);
+
+ private:
+  class Forwarder;
+  SwarmMembership() = default;
+
+  SwarmMembershipOptions options_;
+  common::Clock* clock_ = nullptr;
+  std::string swarm_id_;
+  DaemonEndpoints endpoints_;
+  std::unique_ptr<identity::Identity> identity_;
+  std::unique_ptr<Forwarder> forwarder_;
+  std::unique_ptr<membership::GrpcGossipTransport> transport_;
+  std::unique_ptr<membership::GrpcGossipServer> server_;
+  std::unique_ptr<membership::Membership> membership_;
+  std::atomic<bool> left_{false};
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_SWARM_MEMBERSHIP_H_

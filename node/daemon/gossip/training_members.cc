@@ -1,0 +1,261 @@
+#include "node/daemon/gossip/training_members.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+std::vector<std::string> EndpointsToAddresses(const DaemonEndpoints& e) {
+  return {e.gossip, e.pipeline, e.group, e.state};
+}
+
+absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m) {
+  if (m.addresses.size() < 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "member ", m.id.ShortString(), " advertises ", m.addresses.size(),
+        " addresses; a daemon advertises gossip, pipeline, group and state"));
+  }
+  return DaemonEndpoints{m.addresses[0], m.addresses[1], m.addresses[2], m.addresses[3]};
+}
+
+bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face) {
+  if (m.stages.empty() || m.addresses.size() < 4) return false;
+  if (m.iteration == 0) return true;  // a founder
+  if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
+  // Note [Entry iteration]: both faces from the entry on (the routing face
+  // used to wait one more iteration; frames that arrive before the joiner's
+  // state is loaded wait in its StageServer for BeginIteration(entry)).
+  (void)face;
+  return m.iteration <= iteration;
+}
+
+std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
+                                              const common::NodeId& self, int stage,
+                                              uint64_t iteration) {
+  std::vector<common::NodeId> out;
+  for (const membership::MemberInfo& m : view.members) {
+    if (m.id == self || !m.live() || !TrainsIn(m, iteration, TrainingFace::kGroup)) continue;
+    if (std::find(m.stages.begin(), m.stages.end(), static_cast<uint32_t>(stage)) !=
+        m.stages.end()) {
+      out.push_back(m.id);
+    }
+  }
+  return out;
+}
+
+class TrainingMembers::Face final : public SwarmView {
+ public:
+  Face(TrainingMembers* owner, TrainingFace face) : owner_(owner), face_(face) {}
+  std::vector<PeerInfo> Members() const override { return owner_->MembersOf(face_); }
+  bool IsAlive(const common::NodeId& id) const override { return owner_->IsAlive(id, face_); }
+  std::vector<common::NodeId> Replicas(int stage) const override {
+    return owner_->ReplicasOf(stage, face_);
+  }
+  void MarkDead(const common::NodeId& id) override { owner_->MarkDead(id, face_); }
+  uint64_t version() const override { return owner_->Version(); }
+  std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                   const common::NodeId& to) const override {
+    return owner_->LinkOf(from, to);
+  }
+
+ private:
+  TrainingMembers* const owner_;
+  const TrainingFace face_;
+};
+
+namespace {
+
+PeerInfo ToPeer(const membership::MemberInfo& m) {
+  PeerInfo p;
+  p.id = m.id;
+  for (uint32_t s : m.stages) p.stages.push_back(static_cast<int>(s));
+  p.memory_slots = static_cast<int>(m.memory_slots);
+  p.sec_per_layer_sample = m.seconds_per_layer_per_sample;  // 0 until published
+  if (m.addresses.size() >= 4) {
+    p.address = m.addresses[1];
+    p.group_address = m.addresses[2];
+  }
+  return p;
+}
+
+}  // namespace
+
+TrainingMembers::TrainingMembers(common::NodeId self)
+    : self_(self),
+      group_(std::make_unique<Face>(this, TrainingFace::kGroup)),
+      routing_(std::make_unique<Face>(this, TrainingFace::kRouting)) {}
+
+TrainingMembers::~TrainingMembers() = default;
+
+SwarmView* TrainingMembers::group() { return group_.get(); }
+SwarmView* TrainingMembers::routing() { return routing_.get(); }
+
+void TrainingMembers::Update(membership::View view) {
+  std::vector<PeerInfo> to_dial;
+  std::function<void(const PeerInfo&)> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    // Snapshots may arrive out of order from different threads.
+    if (view.version < view_.version && !view_.members.empty()) return;
+    // Note [Stage moves]: a member that trained one stage and now announces
+    // another from a later entry keeps the old one until then.
+    for (const membership::MemberInfo& m : view.members) {
+      const membership::MemberInfo* old = view_.Find(m.id);
+      if (old == nullptr || old->stages.empty() || old->stages == m.stages ||
+          old->incarnation >= m.incarnation || m.iteration == 0 ||
+          old->iteration >= m.iteration || m.state == proto::MEMBER_STATE_LEFT ||
+          old->addresses.size() < 4) {
+        continue;
+      }
+      moves_[m.id] = Move{old->stages, old->iteration, m.iteration};
+    }
+    view_ = std::move(view);
+    ++version_;
+    for (const membership::MemberInfo& m : view_.members) {
+      if (m.id == self_ || m.addresses.size() < 4) continue;
+      auto [it, inserted] = dialed_.try_emplace(m.id, m.addresses[1]);
+      if (inserted || it->second != m.addresses[1]) {
+        it->second = m.addresses[1];
+        to_dial.push_back(ToPeer(m));
+      }
+    }
+    listener = address_listener_;
+  }
+  if (listener) {
+    for (const PeerInfo& p : to_dial) listener(p);
+  }
+}
+
+void TrainingMembers::SetIteration(uint64_t iteration) {
+  absl::MutexLock lock(&mu_);
+  iteration_ = iteration;
+  ++version_;
+}
+
+uint64_t TrainingMembers::iteration() const {
+  absl::MutexLock lock(&mu_);
+  return iteration_;
+}
+
+void TrainingMembers::SetAddressListener(std::function<void(const PeerInfo&)> listener) {
+  std::vector<PeerInfo> known;
+  {
+    absl::MutexLock lock(&mu_);
+    address_listener_ = listener;
+    for (const membership::MemberInfo& m : view_.members) {
+      if (m.id != self_ && m.addresses.size() >= 4) known.push_back(ToPeer(m));
+    }
+  }
+  for (const PeerInfo& p : known) listener(p);
+}
+
+membership::View TrainingMembers::view() const {
+  absl::MutexLock lock(&mu_);
+  return view_;
+}
+
+std::optional<membership::MemberInfo> TrainingMembers::AsOfLocked(const membership::MemberInfo& m,
+                                                                 TrainingFace face) const {
+  membership::MemberInfo e = m;
+  auto move = moves_.find(m.id);
+  if (move != moves_.end() && move->second.switch_at == m.iteration) {
+    if (iteration_ < move->second.switch_at) {
+      e.stages = move->second.stages;  // still the old stage (Note [Stage moves])
+      e.iteration = move->second.entry;
+    } else if (face == TrainingFace::kRouting && iteration_ == move->second.switch_at) {
+      return std::nullopt;  // averages the new stage from its switch, routed one later
+    }
+  }
+  if (!TrainsIn(e, iteration_, face)) return std::nullopt;
+  return e;
+}
+
+std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<PeerInfo> out;
+  for (const membership::MemberInfo& m : view_.members) {  // sorted by id
+    // A leaver takes no new routes (Note [Leaving]).
+    if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
+    if (std::optional<membership::MemberInfo> e = AsOfLocked(m, face)) out.push_back(ToPeer(*e));
+  }
+  return out;
+}
+
+bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const {
+  absl::MutexLock lock(&mu_);
+  const membership::MemberInfo* m = view_.Find(id);
+  if (m == nullptr || !AsOfLocked(*m, face).has_value()) return false;
+  if (id == self_) return true;
+  // Note [Leaving]. A local verdict does not cut a draining member out of
+  // the group: routing to it fails by design (it takes no new work), and
+  // it still finishes its exit iteration's barrier and averaging.
+  if (m->state == proto::MEMBER_STATE_LEFT) {
+    auto gone = group_dead_.find(id);
+    if (gone != group_dead_.end() && gone->second >= m->incarnation) return false;
+    return iteration_ <= m->iteration;
+  }
+  auto dead = dead_.find(id);
+  if (dead != dead_.end() && dead->second >= m->incarnation) return false;
+  return m->live();
+}
+
+std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace face) const {
+  std::vector<common::NodeId> candidates;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const membership::MemberInfo& m : view_.members) {
+      if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
+      std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
+      if (e && std::find(e->stages.begin(), e->stages.end(), static_cast<uint32_t>(stage)) !=
+                   e->stages.end()) {
+        candidates.push_back(m.id);
+      }
+    }
+  }
+  std::vector<common::NodeId> out;
+  for (const common::NodeId& id : candidates) {
+    if (IsAlive(id, face)) out.push_back(id);
+  }
+  return out;
+}
+
+void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
+  absl::MutexLock lock(&mu_);
+  if (id == self_) return;
+  const membership::MemberInfo* m = view_.Find(id);
+  const uint64_t incarnation = m == nullptr ? 0 : m->incarnation;
+  for (auto* verdicts : {&dead_, face == TrainingFace::kGroup ? &group_dead_ : nullptr}) {
+    if (verdicts == nullptr) continue;
+    auto [it, inserted] = verdicts->try_emplace(id, incarnation);
+    if (inserted || it->second < incarnation) {
+      it->second = incarnation;
+      ++version_;
+    }
+  }
+}
+
+std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
+                                                    const common::NodeId& to) const {
+  absl::MutexLock lock(&mu_);
+  // view_.links is sorted by (from, to), one sample per pair.
+  auto it = std::lower_bound(view_.links.begin(), view_.links.end(), std::tie(from, to),
+                             [](const membership::LinkInfo& l, const auto& key) {
+                               return std::tie(l.from, l.to) < key;
+                             });
+  if (it == view_.links.end() || it->from != from || it->to != to) return std::nullopt;
+  LinkEstimate e;
+  e.rtt = it->rtt;
+  e.bytes_per_second = it->bytes_per_second;
+  e.throughput_measured_at = it->throughput_measured_at;
+  return e;
+}
+
+uint64_t TrainingMembers::Version() const {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+}  // namespace skipswarm::node

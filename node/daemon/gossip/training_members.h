@@ -1,0 +1,183 @@
+// TrainingMembers: the daemon's SwarmView (node/stage/swarm_view.h) built
+// from gossip (membership/), so training peers come from the membership
+// View instead of a static list. Two faces share one state:
+//   group()   - for GrpcGroupComm: who takes part in iteration i's barrier
+//               and replica averaging;
+//   routing() - for the StageServer and the data-node planner: who may be
+//               sent micro-batches in iteration i.
+// Both also answer SwarmView::Link from the view's measured links
+// (membership::View::links: gossip RTT and pipeline throughput), which the
+// data node's planner turns into hop costs (Note [Planning from measured
+// links] in node/train/scheduler_planner.cc).
+//
+//   TrainingMembers members(self);
+//   membership->AddListener([&](auto&) { members.Update(membership->GetView()); });
+//   members.SetIteration(first);                      // then at every boundary
+//   GrpcGroupComm::Create(go, members.group(), clock);
+//   StageServer server(transport, clock, members.routing(), ...);
+//
+// Note [Daemon records]: what a daemon puts in its signed NodeRecord.
+//   addresses = [gossip, pipeline, group (StageService of GrpcGroupComm),
+//                state (StateServer: FetchState, Health)];
+//   stages    = hosted stages; empty while a joiner is still preparing
+//               (such a member is in the swarm but not in training);
+//   iteration = entry iteration: 0 for a founder (trains from the start or
+//               from its checkpoints), e >= 1 for a joiner.
+//
+// Note [Entry iteration]: a joiner that announced entry e is in both faces
+// from iteration e: it holds the state after step e-1 (state_transfer.h,
+// fetched at its source's boundary e), gets micro-batches in iteration e
+// like any replica and takes the same step e as its replicas (its summed
+// gradient is theirs), so its digest equals theirs after its first step.
+// Frames routed to it before its state is loaded are admitted by its
+// StageServer and wait for BeginIteration(e) (a later iteration's frames
+// always do), so it is safe to route to it at e; the wait is at most its
+// transfer. Every node evaluates this rule against its own iteration
+// counter. What must hold: its record reaches its replicas before they
+// start the averaging of e and the data nodes before their barrier of e
+// (both at the end of e), and its state request reaches the source before
+// the source's boundary e. The joiner therefore picks e = the source's
+// current iteration + 1 when iterations are long enough (more when they
+// are short), Announces (push-pull with every live member) and asks for
+// the state at once; if the source passed e meanwhile (FAILED_PRECONDITION)
+// it announces a later entry, and a member that planned e with the
+// joiner loses at most those frames (dropped with the iteration). A data
+// node that missed the record when planning e simply does not route to
+// the joiner in e (harmless); a late record elsewhere shows up as a digest
+// mismatch in the report.
+// Members leave both faces the moment gossip says DEAD or LEFT (and when
+// this node's own transport saw them fail: MarkDead, until they re-sign
+// with a higher incarnation), so a dead member is dropped from a pending
+// barrier or reduce; a joiner only ever enters at a boundary.
+//
+// Note [Leaving]: a draining member signs LEFT together with its exit
+// iteration x (the iteration it is in, in record.iteration): it finishes x
+// (its in-flight micro-batches, the barrier, its share of the averaging)
+// and then exits. In the routing face it is no longer listed and no
+// replica (no new routes) but stays alive while our iteration is <= x, so
+// hops of micro-batches already routed through it (their backwards
+// retrace the route) still go to it; in the group face it stays a member
+// through x. Nobody can be past x without its contribution to x, so every
+// node agrees. Failed hops to it (MarkDead through the routing face) do
+// not cut it out of its exit iteration; the replica group's own verdicts
+// (a leaver that exited or crashed and does not answer its probes) do, so
+// nobody waits for it forever. DEAD members leave both faces at once.
+//
+// Note [Stage moves] (rebalancing, scheduler's Note [Stage rebalancing]):
+// a member that trained stage a and re-signs its record with stage b and
+// a later entry e (record.iteration) moves at boundary e: every node that
+// saw its old record keeps it in stage a (both faces) through e-1, puts it
+// in stage b's group from e (it takes step e with zero visits, its state
+// fetched at boundary e like a joiner's, so its digest equals its new
+// replicas' after it) and routes stage b to it from e+1, when its new
+// StageServer is surely up. Like a joiner it announces e at least two
+// iterations ahead, so the record is everywhere before e. A node that
+// never saw the old record (it joined during the move) sees the mover
+// only from e.
+//
+// Thread rule: thread-safe; the faces may be used from any thread.
+#ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
+#define SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "membership/view.h"
+#include "node/stage/swarm_view.h"
+
+namespace skipswarm::node {
+
+// Record addresses (Note [Daemon records]).
+struct DaemonEndpoints {
+  std::string gossip;
+  std::string pipeline;
+  std::string group;
+  std::string state;
+};
+std::vector<std::string> EndpointsToAddresses(const DaemonEndpoints& e);
+// InvalidArgument unless the member advertises all four.
+absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m);
+
+enum class TrainingFace { kGroup, kRouting };
+
+// Whether member `m` is listed for `iteration` under Note [Entry iteration]
+// (liveness aside): it hosts stages, advertises the daemon endpoints and
+// its entry rule admits it (a LEFT member, whose record.iteration is its
+// exit iteration, stays listed).
+bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face);
+
+// Live members of `view` (other than `self`) that host `stage` and train
+// in `iteration` (group face): the replicas a leaving node would leave
+// behind (Note [Leaving] in node_daemon.cc).
+std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
+                                              const common::NodeId& self, int stage,
+                                              uint64_t iteration);
+
+class TrainingMembers {
+ public:
+  explicit TrainingMembers(common::NodeId self);
+  ~TrainingMembers();
+
+  // A new membership snapshot (from a listener; any thread).
+  void Update(membership::View view);
+  // The iteration this node is in; call at every boundary, before the
+  // next iteration's planning starts.
+  void SetIteration(uint64_t iteration);
+  uint64_t iteration() const;
+  // Called (no lock held) with every member whose pipeline address is new
+  // or changed, so the transport can dial it.
+  void SetAddressListener(std::function<void(const PeerInfo&)> listener);
+
+  SwarmView* group();
+  SwarmView* routing();
+  membership::View view() const;
+
+ private:
+  class Face;
+  std::vector<PeerInfo> MembersOf(TrainingFace face) const;
+  bool IsAlive(const common::NodeId& id, TrainingFace face) const;
+  std::vector<common::NodeId> ReplicasOf(int stage, TrainingFace face) const;
+  void MarkDead(const common::NodeId& id, TrainingFace face);
+  uint64_t Version() const;
+  // The view's sample of link from -> to (both faces: links do not depend
+  // on who trains when).
+  std::optional<LinkEstimate> LinkOf(const common::NodeId& from, const common::NodeId& to) const;
+  // `m` as it trains in our current iteration under Notes [Entry iteration]
+  // and [Stage moves], or nullopt when it is not listed in `face`.
+  std::optional<membership::MemberInfo> AsOfLocked(const membership::MemberInfo& m,
+                                                   TrainingFace face) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Move {
+    std::vector<uint32_t> stages;  // before the switch
+    uint64_t entry = 0;            // of the old record
+    uint64_t switch_at = 0;        // the new record's entry
+  };
+
+  const common::NodeId self_;
+  mutable absl::Mutex mu_;
+  membership::View view_ ABSL_GUARDED_BY(mu_);
+  uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  // Local failure verdicts: id -> the incarnation they apply to; the
+  // group's verdicts (its liveness probes and pushes) apply to leavers too.
+  absl::flat_hash_map<common::NodeId, uint64_t> dead_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, uint64_t> group_dead_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<common::NodeId, Move> moves_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, std::string> dialed_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const PeerInfo&)> address_listener_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Face> group_;
+  std::unique_ptr<Face> routing_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_

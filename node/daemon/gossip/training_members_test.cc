@@ -1,0 +1,279 @@
+#include "node/daemon/gossip/training_members.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "node/train/data_source.h"
+#include "node/train/scheduler_planner.h"
+
+namespace skipswarm::node {
+namespace {
+
+membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
+                              uint64_t entry) {
+  membership::MemberInfo m;
+  m.id = common::NodeId::ForName(name);
+  m.stages = std::move(stages);
+  m.iteration = entry;
+  m.incarnation = 1;
+  m.memory_slots = 2;
+  m.addresses = {name + ":1", name + ":2", name + ":3", name + ":4"};
+  return m;
+}
+
+membership::View ViewOf(std::vector<membership::MemberInfo> members, uint64_t version) {
+  membership::View v;
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  v.members = std::move(members);
+  v.version = version;
+  return v;
+}
+
+TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {1}, 5);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, j}, 1));
+  members.SetIteration(4);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_FALSE(members.routing()->IsAlive(j.id));
+  // Note [Entry iteration]: at e it averages and gets micro-batches.
+  members.SetIteration(5);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  EXPECT_TRUE(members.routing()->IsAlive(j.id));
+  // Addresses come from the record (Note [Daemon records]).
+  for (const PeerInfo& p : members.routing()->Members()) {
+    if (p.id == j.id) {
+      EXPECT_EQ(p.address, "j:2");
+      EXPECT_EQ(p.group_address, "j:3");
+    }
+  }
+}
+
+// The planner's compute costs come from the records (Note [Planning from
+// measured speeds] in node/train/scheduler_planner.cc); 0 = not published.
+TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  r.seconds_per_layer_per_sample = 0.05;
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, s}, 1));
+  int seen = 0;
+  for (const PeerInfo& p : members.routing()->Members()) {
+    if (p.id == r.id) {
+      EXPECT_EQ(p.sec_per_layer_sample, 0.05);
+      ++seen;
+    } else {
+      EXPECT_EQ(p.sec_per_layer_sample, 0) << p.id.ShortString();
+    }
+  }
+  EXPECT_EQ(seen, 1);
+}
+
+// Measured links reach the planner (Note [Planning from measured links] in
+// node/train/scheduler_planner.cc): SwarmView::Link answers from the
+// view's samples, and the data node's planner routes off the slow one.
+TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  membership::View view = ViewOf({d, r, s}, 1);
+  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
+                 absl::Duration rtt, double bps) {
+    membership::LinkInfo l;
+    l.from = from.id;
+    l.to = to.id;
+    l.rtt = rtt;
+    l.bytes_per_second = bps;
+    l.throughput_measured_at = absl::FromUnixSeconds(1000);
+    return l;
+  };
+  view.links = {link(d, s, absl::Milliseconds(200), 1e6), link(d, r, absl::Milliseconds(20), 1e8),
+                link(s, d, absl::InfiniteDuration(), 2e6)};
+  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+  });
+  TrainingMembers members(d.id);
+  members.Update(view);
+  std::optional<LinkEstimate> ds = members.routing()->Link(d.id, s.id);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->rtt, absl::Milliseconds(200));
+  EXPECT_EQ(ds->bytes_per_second, 1e6);
+  // Its age too (Note [Planning from measured links]: old throughputs).
+  EXPECT_EQ(ds->throughput_measured_at, absl::FromUnixSeconds(1000));
+  std::optional<LinkEstimate> sd = members.group()->Link(s.id, d.id);
+  ASSERT_TRUE(sd.has_value());
+  EXPECT_EQ(sd->rtt, absl::InfiniteDuration());
+  EXPECT_EQ(sd->bytes_per_second, 2e6);
+  EXPECT_FALSE(members.routing()->Link(r.id, d.id).has_value());  // r published nothing
+  EXPECT_FALSE(members.routing()->Link(d.id, d.id).has_value());
+
+  SchedulerPlannerOptions o;
+  o.costs.bytes_per_mb = 1 << 20;  // 1 s over d <-> s, 10 ms over d <-> r
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  auto routes = (*planner)->Plan({0, d.id, 4, 2}, *members.routing());
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  ASSERT_EQ(routes->size(), 4u);
+  for (const PlannedRoute& route : *routes) EXPECT_EQ(route.hops[1].node, r.id);
+  // Without the samples (uniform hops, negligible compute) it sends them
+  // all to s.
+  view.links.clear();
+  view.version = 2;
+  members.Update(view);
+  auto blind = (*planner)->Plan({0, d.id, 4, 2}, *members.routing());
+  ASSERT_TRUE(blind.ok());
+  for (const PlannedRoute& route : *blind) EXPECT_EQ(route.hops[1].node, s.id);
+}
+
+// A data-node joiner (stage 0) gets its own shard from its entry on: the
+// data nodes' ranks come from the routing face (Note [Data order]), so d
+// and j read disjoint micro-batches, and nothing another data node reads.
+TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {0}, 5);
+  auto ranks = [&](uint64_t iteration) {
+    TrainingMembers members(d.id);
+    members.Update(ViewOf({d, r, j}, 1));
+    members.SetIteration(iteration);
+    std::vector<common::NodeId> data;
+    for (const PeerInfo& p : members.routing()->Members()) {
+      if (std::find(p.stages.begin(), p.stages.end(), 0) != p.stages.end()) data.push_back(p.id);
+    }
+    return data;
+  };
+  EXPECT_EQ(ranks(4), std::vector<common::NodeId>{d.id});
+  const std::vector<common::NodeId> data = ranks(5);
+  ASSERT_EQ(data.size(), 2u);
+  constexpr int kMbs = 4;
+  std::set<uint64_t> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int mb = 0; mb < kMbs; ++mb) {
+      EXPECT_TRUE(seen.insert(GlobalMicroBatchIndex(5, rank, 2, kMbs, mb)).second);
+    }
+  }
+  // Nothing read in iteration 4 (d alone) is read again in 5.
+  for (int mb = 0; mb < kMbs; ++mb) EXPECT_EQ(seen.count(GlobalMicroBatchIndex(4, 0, 1, kMbs, mb)), 0u);
+}
+
+// Note [Stage moves].
+TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater) {
+  const auto d = Member("d", {0}, 0), a = Member("a", {1}, 0), c = Member("c", {2}, 0);
+  auto m = Member("m", {1}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, a, c, m}, 1));
+  auto moved = m;
+  moved.stages = {2};
+  moved.iteration = 7;
+  moved.incarnation = 2;
+  members.Update(ViewOf({d, a, c, moved}, 2));
+  members.SetIteration(6);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.group()->Replicas(2), std::vector<common::NodeId>{c.id});
+  members.SetIteration(7);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_EQ(members.group()->Replicas(2).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
+  members.SetIteration(8);
+  EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
+  // Its PeerInfo names the stage it has in each iteration.
+  for (const PeerInfo& p : members.group()->Members()) {
+    if (p.id == m.id) {
+      EXPECT_EQ(p.stages, std::vector<int>{2});
+    }
+  }
+  // A node that only ever saw the new record lists it from the switch.
+  TrainingMembers late(c.id);
+  late.Update(ViewOf({d, a, c, moved}, 2));
+  late.SetIteration(6);
+  EXPECT_EQ(late.group()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_FALSE(late.group()->IsAlive(m.id));
+}
+
+TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
+  const auto d = Member("d", {0}, 0), p = Member("p", {}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, p}, 1));
+  EXPECT_EQ(members.group()->Members().size(), 1u);
+  EXPECT_FALSE(members.group()->IsAlive(p.id));
+}
+
+TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(3);
+  members.Update(ViewOf({d, r, q}, 1));
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  r.state = proto::MEMBER_STATE_DEAD;
+  q.iteration = 2;  // left after iteration 2
+  q.state = proto::MEMBER_STATE_LEFT;
+  const uint64_t before = members.group()->version();
+  members.Update(ViewOf({d, r, q}, 2));
+  EXPECT_GT(members.group()->version(), before);
+  EXPECT_TRUE(members.group()->Replicas(1).empty());
+  // Listed still (stable data order), just not alive.
+  EXPECT_EQ(members.group()->Members().size(), 3u);
+  // An older snapshot arriving late does not revive them.
+  r.state = proto::MEMBER_STATE_ALIVE;
+  members.Update(ViewOf({d, r}, 1));
+  EXPECT_FALSE(members.group()->IsAlive(r.id));
+}
+
+TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWork) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(7);
+  q.state = proto::MEMBER_STATE_LEFT;
+  q.iteration = 7;  // signed LEFT with exit iteration 7
+  members.Update(ViewOf({d, r, q}, 1));
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  // Micro-batches already routed through it still reach it; no new ones.
+  EXPECT_TRUE(members.routing()->IsAlive(q.id));
+  EXPECT_EQ(members.routing()->Members().size(), 2u);
+  // A failed hop does not cut it out of its last iteration...
+  members.routing()->MarkDead(q.id);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  // ...but the group's own verdict (it exited and does not answer) does.
+  members.group()->MarkDead(q.id);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
+  members.SetIteration(8);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_EQ(members.group()->Members().size(), 3u);  // still listed (data order)
+}
+
+TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r}, 1));
+  members.routing()->MarkDead(r.id);
+  EXPECT_FALSE(members.group()->IsAlive(r.id));
+  EXPECT_TRUE(members.group()->IsAlive(d.id));
+  r.incarnation = 2;  // it refuted / re-signed
+  members.Update(ViewOf({d, r}, 2));
+  EXPECT_TRUE(members.group()->IsAlive(r.id));
+}
+
+TEST(TrainingMembersTest, NewAddressesReachTheListener) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  TrainingMembers members(d.id);
+  std::vector<std::string> dialed;
+  members.SetAddressListener([&](const PeerInfo& p) { dialed.push_back(p.address); });
+  members.Update(ViewOf({d, r}, 1));
+  members.Update(ViewOf({d, r}, 2));
+  EXPECT_EQ(dialed, std::vector<std::string>{"r:2"});
+}
+
+TEST(TrainingMembersTest, OtherLiveReplicasCountsOnlyLiveTrainingHosts) {
+  auto a = Member("a", {1}, 0), b = Member("b", {1}, 0), c = Member("c", {1}, 9);
+  b.state = proto::MEMBER_STATE_DEAD;
+  const membership::View v = ViewOf({a, b, c}, 1);
+  EXPECT_TRUE(OtherLiveReplicas(v, a.id, 1, 3).empty());  // c enters at 9
+  EXPECT_EQ(OtherLiveReplicas(v, a.id, 1, 9), std::vector<common::NodeId>{c.id});
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,70 @@
+#include "node/daemon/reporting/iteration_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace skipswarm::node {
+
+std::string ReportIteration(const std::string& node_name, const NodeIterationReport& r,
+                            double elapsed_s, const std::string& progress_file,
+                            Metrics* metrics) {
+  metrics->Set("skipswarm_iteration", static_cast<double>(r.iteration));
+  metrics->Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
+  metrics->Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
+  metrics->Set("skipswarm_micro_batch_visits_dropped_total",
+               static_cast<double>(r.server.dropped));
+  metrics->Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
+  metrics->Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
+  ExportServerStats(r.server, metrics);  // per-peer bytes, hop latency, reasons
+  if (r.data) ExportDrops(*r.data, metrics);
+
+  std::string line = absl::StrFormat("[%s] it %d", node_name, r.iteration);
+  for (const auto& [s, step] : r.stages) {
+    const std::string label = absl::StrCat("stage=\"", s, "\"");
+    metrics->Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
+    metrics->Set("skipswarm_stage_replicas", step.replicas, label);
+    metrics->Set("skipswarm_stage_grad_norm", step.update.grad_norm, label);
+    metrics->Set("skipswarm_stage_digests_agree", step.digests_agree ? 1 : 0, label);
+    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %016x%s", s,
+                                           step.visits_here, step.visits_total, step.replicas,
+                                           step.update.grad_norm, step.digest_after,
+                                           step.digests_agree ? "" : " DIGEST MISMATCH"));
+  }
+  if (r.data) {
+    const IterationReport& d = *r.data;
+    const double iteration_s = absl::ToDoubleSeconds(d.elapsed);
+    const double tps = d.tokens / std::max(1e-9, iteration_s);
+    metrics->Set("skipswarm_loss", d.loss);
+    metrics->Set("skipswarm_tokens_per_second", tps);
+    metrics->Add("skipswarm_micro_batches_completed_total", d.completed);
+    metrics->Add("skipswarm_micro_batches_dropped_total", d.dropped);
+    absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d %.0f tok/s", d.loss,
+                                           d.completed, d.dropped, tps));
+    if (!progress_file.empty()) {
+      std::ofstream out(progress_file, std::ios::app);
+      out << absl::StrFormat(
+          "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
+          "\"rerouted\":%d,\"rerouted_here\":%d,\"tokens\":%d,\"iteration_s\":%.4f,"
+          "\"elapsed_s\":%.3f}\n",
+          node_name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed, d.dropped,
+          r.server.rerouted, r.rerouted_here, d.tokens, iteration_s, elapsed_s);
+    }
+  } else if (!progress_file.empty()) {
+    // A relay: only what it did itself (no loss, tokens or timings).
+    std::ofstream out(progress_file, std::ios::app);
+    out << absl::StrFormat("{\"node\":\"%s\",\"iteration\":%d,\"rerouted_here\":%d}\n",
+                           node_name, r.iteration, r.rerouted_here);
+  }
+  // Every node's own re-routes, as a data node or as a relay.
+  absl::StrAppend(&line, absl::StrFormat(" | rerouted %d (total %d)", r.rerouted_here,
+                                         r.server.rerouted));
+  if (!r.status.ok()) absl::StrAppend(&line, " | error: ", r.status.ToString());
+  return line;
+}
+
+}  // namespace skipswarm::node

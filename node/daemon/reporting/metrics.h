@@ -1,0 +1,92 @@
+// Prometheus text metrics for the daemon (docs/ARCHITECTURE.md
+// "Observability"): a tiny registry of gauges and counters rendered in the
+// text exposition format, and an HTTP server (cpp-httplib) for /metrics.
+//
+//   Metrics m;
+//   m.Set("skipswarm_iteration", 12);
+//   m.Set("skipswarm_bytes_sent_total", 1e6, "peer=\"ab12cd34\"");
+//   ExportServerStats(server.stats(), &m);   // per-peer bytes, hop latency, ...
+//   SS_ASSIGN_OR_RETURN(auto server, MetricsServer::Start(&m, "127.0.0.1", 0));
+//
+// Names ending in `_total` are rendered as counters, histograms as
+// histograms (`_bucket{le=...}`, `_sum`, `_count`), the rest as gauges.
+//
+// Thread rule: thread-safe; the server serves on its own thread.
+#ifndef SKIPSWARM_NODE_DAEMON_REPORTING_METRICS_H_
+#define SKIPSWARM_NODE_DAEMON_REPORTING_METRICS_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "node/stage/stage_server.h"
+#include "node/train/data_node_driver.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace skipswarm::node {
+
+// A histogram's state: cumulative[i] observations <= bounds[i].
+struct HistogramValue {
+  std::vector<double> bounds;
+  std::vector<int64_t> cumulative;
+  int64_t count = 0;
+  double sum = 0;
+};
+
+class Metrics {
+ public:
+  // Sets metric `name{labels}` to `value` (labels: `k="v",...`, may be empty).
+  void Set(const std::string& name, double value, const std::string& labels = "");
+  void Add(const std::string& name, double delta, const std::string& labels = "");
+  // Replaces histogram `name{labels}` (bounds.size() == cumulative.size()).
+  void SetHistogram(const std::string& name, const HistogramValue& value,
+                    const std::string& labels = "");
+  // Text exposition format, one "# TYPE" line per name.
+  std::string Render() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::map<std::string, double>> values_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, HistogramValue>> histograms_ ABSL_GUARDED_BY(mu_);
+};
+
+// The stage server's counters as of `stats` (they are cumulative, so Set):
+//   skipswarm_peer_{bytes,frames}_{sent,received}_total{peer="ab12cd34"}
+//   skipswarm_hop_latency_seconds (histogram: send -> the peer's admission ack)
+//   skipswarm_micro_batches_rerouted_by_reason_total{reason="deadline"}
+//   skipswarm_micro_batch_visits_dropped_by_reason_total{reason="next_hop_died"}
+//   skipswarm_first_reroute_seconds (clock time of the first re-route; absent if none)
+void ExportServerStats(const StageServerStats& stats, Metrics* metrics);
+
+// A data node's dropped micro-batches of one iteration, by reason, added to
+// skipswarm_micro_batches_dropped_by_reason_total{reason="mb_deadline"}.
+void ExportDrops(const IterationReport& report, Metrics* metrics);
+
+class MetricsServer {
+ public:
+  // Serves GET /metrics on host:port (0 = any free port).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const Metrics* metrics,
+                                                             const std::string& host, int port);
+  ~MetricsServer();
+  int port() const { return port_; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> listen_returned_{false};  // set by thread_ when its loop ends
+  int port_ = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_REPORTING_METRICS_H_

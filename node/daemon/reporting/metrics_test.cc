@@ -1,0 +1,97 @@
+#include "node/daemon/reporting/metrics.h"
+
+#include <httplib.h>
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+TEST(MetricsTest, RendersTextFormatAndServesIt) {
+  Metrics m;
+  m.Set("skipswarm_iteration", 12);
+  m.Add("skipswarm_bytes_sent_total", 5, "peer=\"ab\"");
+  m.Add("skipswarm_bytes_sent_total", 7, "peer=\"ab\"");
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE skipswarm_iteration gauge\nskipswarm_iteration 12\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_bytes_sent_total{peer=\"ab\"} 12\n"), std::string::npos);
+  auto server = MetricsServer::Start(&m, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, text);
+}
+
+// A daemon whose start-up fails right after the metrics server started
+// destroys it at once: httplib's stop() used to be a no-op before the listen
+// loop began, and the destructor's join never returned (the test timed out).
+TEST(MetricsTest, ServerDestroyedRightAfterStartShutsDown) {
+  Metrics m;
+  for (int i = 0; i < 50; ++i) {
+    auto server = MetricsServer::Start(&m, "127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+  }
+}
+
+// Ports are exclusive (no SO_REUSEPORT): a second server on the same port
+// fails with an error naming the flag instead of sharing the scrapes.
+TEST(MetricsTest, ASecondServerOnTheSamePortFailsNamingTheFlag) {
+  Metrics m;
+  auto first = MetricsServer::Start(&m, "127.0.0.1", 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = MetricsServer::Start(&m, "127.0.0.1", (*first)->port());
+  ASSERT_FALSE(second.ok()) << "two servers bound port " << (*first)->port();
+  EXPECT_NE(second.status().message().find("--metrics_port"), std::string::npos)
+      << second.status();
+}
+
+TEST(MetricsTest, RendersHistogramsAndCounters) {
+  Metrics m;
+  m.SetHistogram("skipswarm_hop_latency_seconds", {{0.01, 0.1}, {2, 3}, 4, 1.25});
+  m.Set("skipswarm_x_total", 3, "peer=\"ab\"");
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE skipswarm_x_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE skipswarm_hop_latency_seconds histogram\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"0.01\"} 2\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"0.1\"} 3\n"
+                      "skipswarm_hop_latency_seconds_bucket{le=\"+Inf\"} 4\n"
+                      "skipswarm_hop_latency_seconds_sum 1.25\n"
+                      "skipswarm_hop_latency_seconds_count 4\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MetricsTest, ExportsPerPeerTrafficAndReasons) {
+  StageServerStats s;
+  const common::NodeId peer = common::NodeId::ForName("p");
+  s.traffic[peer] = {100, 40, 2, 1};
+  s.rerouted_by_reason["deadline"] = 3;
+  s.dropped_by_reason["next_hop_died"] = 2;
+  s.hop_latency = {{0.5}, {1}, 1, 0.2};
+  Metrics m;
+  ExportServerStats(s, &m);
+  IterationReport r;
+  r.dropped_by_reason["mb_deadline"] = 1;
+  ExportDrops(r, &m);
+  ExportDrops(r, &m);
+  const std::string text = m.Render();
+  const std::string label = "{peer=\"" + peer.ShortString() + "\"}";
+  EXPECT_NE(text.find("skipswarm_peer_bytes_sent_total" + label + " 100\n"), std::string::npos);
+  EXPECT_NE(text.find("skipswarm_peer_bytes_received_total" + label + " 40\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batches_rerouted_by_reason_total{reason=\"deadline\"} 3"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batch_visits_dropped_by_reason_total{reason=\"next_hop_"
+                      "died\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_micro_batches_dropped_by_reason_total{reason=\"mb_deadline\"} 2"),
+            std::string::npos);
+  EXPECT_NE(text.find("skipswarm_hop_latency_seconds_count 1\n"), std::string::npos);
+  EXPECT_EQ(text.find("skipswarm_first_reroute_seconds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

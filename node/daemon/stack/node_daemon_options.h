@@ -1,0 +1,76 @@
+// NodeDaemonOptions: what `skipswarm node` is told (flags, config file),
+// for both daemons (NodeDaemon over a static --swarm list; GossipDaemon
+// holds one as its base) and the data node's planner factory
+// (planner_factory.h), which is why it has a header of its own.
+//
+// Thread rule: a plain value.
+#ifndef SKIPSWARM_NODE_DAEMON_STACK_NODE_DAEMON_OPTIONS_H_
+#define SKIPSWARM_NODE_DAEMON_STACK_NODE_DAEMON_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "model/codec_options.h"
+#include "model/model_flags.h"
+#include "node/daemon/stack/swarm_spec.h"
+
+namespace skipswarm::node {
+
+struct NodeDaemonOptions {
+  std::string name;                // this node's entry in `swarm`
+  std::vector<SwarmMember> swarm;
+  std::string listen;              // pipeline address; empty: from the swarm entry
+  std::string group_listen;        // StageService address; empty: from the entry
+  int metrics_port = -1;           // -1: no /metrics; 0: any free port
+  std::string metrics_host = "127.0.0.1";
+  int memory_slots = 4;
+  int mbs_per_iteration = 4;       // per data node
+  int64_t iterations = 100;        // total (also the LR schedule length)
+  int64_t checkpoint_every = 0;    // 0: only at the end
+  std::string swarm_id;
+  // Note [Static swarm security] (swarm_spec_tls.h): mutual TLS from this
+  // key (every --swarm entry pinned to its node id), or plain text only
+  // with `insecure`. Exactly one of the two.
+  std::string key_file;
+  bool insecure = false;
+  // A scheduler planner: "skippipe" (the default, as --node_planner),
+  // "pipeline", "noskip", "random"; or "inorder" (full in-order routes,
+  // replicas round-robin). Built by CreateDataNodePlanner.
+  std::string planner = "skippipe";
+  // The scheduler planner's hop costs from measured links (Note [Planning
+  // from measured links]); false: the uniform estimate, for comparisons.
+  bool planner_link_costs = true;
+  int path_length = 0;             // P for skipping planners; 0 = all stages
+  std::string progress_file;       // JSON line per iteration (iteration_report.h); empty: none
+  std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
+  absl::Duration startup_timeout = absl::Seconds(120);
+  model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
+  // How the libtorch computes encode activations and gradients on the wire
+  // (CreateTorchStageCompute); the planners' hop cost sizes a hop with it
+  // (ActivationBytesPerMicroBatch).
+  model::EncodeOptions activation_encode;
+  // WAN emulation and bandwidth caps (node/transport/wan_table.h):
+  // when wan_table is set or a cap is > 0, the pipeline transport is
+  // wrapped in a ShapingTransport. wan_table: this node's region and the
+  // link table (all members by name); time_scale k: latencies / k,
+  // bandwidths x k (and timed compute / k). Caps in bytes/s, <= 0: none.
+  struct Wan {
+    std::string wan_table;
+    double time_scale = 1;
+    double max_upload_bytes_per_second = 0;
+    double max_download_bytes_per_second = 0;
+    // > 0: TimedStageCompute with this forward time (scenario seconds,
+    // divided by time_scale) and dummy payloads instead of libtorch, for
+    // WAN experiments on a small machine; the data node reads no corpus.
+    double timed_forward_s = 0;
+    uint64_t timed_payload_bytes = 1 << 20;
+    // Non-empty: replay these routes (RoutesFilePlanner) instead of `planner`.
+    std::string routes_file;
+  } wan;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_STACK_NODE_DAEMON_OPTIONS_H_

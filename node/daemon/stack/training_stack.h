@@ -1,0 +1,105 @@
+// TrainingStack: what trains a node's hosted stages, over pieces its
+// daemon owns: the StageServer (attached to the transport), on a data node
+// the planner (CreateDataNodePlanner) and DataNodeDriver (the server's
+// origin listener), and the NodeTrainer that runs the iterations. The one
+// recipe of both daemons (NodeDaemon over a static --swarm list,
+// GossipDaemon over gossip, which builds a new stack after a stage move),
+// so a new serving or driving input is wired once.
+//
+//   TrainingStackInputs in;
+//   in.transport = transport.get(); in.clock = clock; in.routing = view;
+//   in.group = group.get(); in.repairer = repairer.get();
+//   in.stages = BorrowComputes(computes); in.data = data.source.get();
+//   in.swarm_id = options.swarm_id;
+//   SS_ASSIGN_OR_RETURN(auto stack, TrainingStack::Create(options, in));
+//   stack->trainer()->Run(...);
+//
+// What the daemons differ in stays with them and comes in as an input:
+// the transport (gossip's is wrapped in a LinkTimingTransport that feeds
+// the link stats), the routing view (a StaticSwarmView; gossip's
+// TrainingMembers::routing()), the swarm id (a flag; gossip's), the
+// computes (gossip's behind FirstWorkProbes) and the node names a routes
+// file needs (static lists only).
+//
+// Ownership: everything in TrainingStackInputs is borrowed and must
+// outlive the stack. Destruction detaches the server from the transport
+// first (no more frames reach it), then the trainer, driver, planner and
+// server go, in that order (each borrows the ones after it).
+//
+// Thread rule: Create and destruction on the daemon's main thread, never
+// from inside the trainer's iteration callback. Destruction while the
+// trainer is mid-run (a drain that timed out) waits for an iteration
+// callback in progress and makes later ones no-ops (node_trainer.h); the
+// accessors' objects have their own rules.
+#ifndef SKIPSWARM_NODE_DAEMON_STACK_TRAINING_STACK_H_
+#define SKIPSWARM_NODE_DAEMON_STACK_TRAINING_STACK_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "node/compute/stage_compute.h"
+#include "node/daemon/stack/node_daemon_options.h"
+#include "node/stage/route_repair.h"
+#include "node/stage/stage_server.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/data_source.h"
+#include "node/train/group_comm.h"
+#include "node/train/node_trainer.h"
+#include "node/train/route_planner.h"
+#include "node/transport/transport.h"
+
+namespace skipswarm::node {
+
+// Borrowed (see the file comment); all required unless marked otherwise.
+struct TrainingStackInputs {
+  Transport* transport = nullptr;  // pipeline frames; the server attaches to it
+  common::Clock* clock = nullptr;
+  SwarmView* routing = nullptr;    // whom the server and the driver route through
+  GroupComm* group = nullptr;      // barrier and replica averaging
+  // In-flight re-routes. Borrowed, not built here: GossipDaemon keeps one
+  // across the stacks of its stage moves.
+  RouteRepairer* repairer = nullptr;
+  std::map<int, StageCompute*> stages;  // hosted, by stage; stage 0: a data node
+  const DataSource* data = nullptr;     // required on a data node, else unused
+  std::string swarm_id;
+  // Node names for a routes file (CreateDataNodePlanner); empty with gossip.
+  std::map<std::string, PeerId> names;
+  // Optional: told when a data node's training pauses and resumes
+  // (DriverOptions::on_pause_change); the daemons set their health.
+  std::function<void(const absl::Status&)> on_pause_change;
+};
+
+class TrainingStack {
+ public:
+  // Builds and attaches the server; on a data node also the planner
+  // (o.planner, o.path_length, ...) and the driver (o.mbs_per_iteration
+  // per iteration). allow_skip when o.path_length skips stages. The
+  // planner's errors (CreateDataNodePlanner) are returned.
+  static absl::StatusOr<std::unique_ptr<TrainingStack>> Create(const NodeDaemonOptions& o,
+                                                               const TrainingStackInputs& in);
+  ~TrainingStack();
+  TrainingStack(const TrainingStack&) = delete;
+  TrainingStack& operator=(const TrainingStack&) = delete;
+
+  StageServer* server() const { return server_.get(); }
+  DataNodeDriver* driver() const { return driver_.get(); }  // null on a relay
+  NodeTrainer* trainer() const { return trainer_.get(); }
+
+ private:
+  TrainingStack() = default;
+
+  // Declaration order is destruction order reversed (see the file comment).
+  std::unique_ptr<StageServer> server_;
+  std::unique_ptr<RoutePlanner> planner_;
+  std::unique_ptr<DataNodeDriver> driver_;
+  std::unique_ptr<NodeTrainer> trainer_;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_STACK_TRAINING_STACK_H_

@@ -1,0 +1,244 @@
+#include "node/daemon/static_swarm/node_daemon.h"
+
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/stage_executor.h"
+#include "node/compute/task_runner.h"
+#include "node/daemon/reporting/daemon_reporting.h"
+#include "node/daemon/reporting/metrics.h"
+#include "node/daemon/stack/data_source_factory.h"
+#include "node/daemon/stack/planner_factory.h"
+#include "node/daemon/stack/stage_checkpoints.h"
+#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/training_stack.h"
+#include "node/daemon/static_swarm/swarm_spec_tls.h"
+#include "node/train/grpc_group.h"
+#include "node/train/scheduler_repairer.h"
+#include "node/transport/grpc_transport.h"
+#include "node/transport/shaping_transport.h"
+#include "node/transport/wan_table.h"
+
+namespace skipswarm::node {
+
+// Declaration order is destruction order reversed: things that call into
+// others are declared after them, so they go first.
+struct NodeDaemon::Parts {
+  NodeDaemonOptions options;
+  common::NodeId self;
+  std::vector<int> stages;
+  std::unique_ptr<common::RealClock> clock;
+  DataNodeData data;  // data nodes only
+  std::map<int, std::unique_ptr<StageCompute>> computes;
+  std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
+  std::unique_ptr<StaticSwarmView> view;
+  StaticSwarmTls tls;  // the identity outlives the transport and group
+  std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
+  GrpcTransport* grpc = nullptr;         // inside `transport`
+  std::unique_ptr<GrpcGroupComm> group;
+  std::unique_ptr<RouteRepairer> repairer;  // the stack borrows it
+  std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
+  Metrics metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  int64_t start_iteration = 0;
+  absl::Duration run_started;
+
+  absl::Status Checkpoint() {
+    if (options.model.checkpoint_dir.empty()) return absl::OkStatus();
+    SS_RETURN_IF_ERROR(SaveStageCheckpoints(options, BorrowComputes(computes)));
+    LOG(INFO) << options.name << ": checkpointed step " << computes.begin()->second->step()
+              << " to " << options.model.checkpoint_dir;
+    return absl::OkStatus();
+  }
+  void OnIteration(const NodeIterationReport& r);
+  absl::Status WrapWithShaping();
+};
+
+// WAN emulation / operator caps: wraps the gRPC transport.
+absl::Status NodeDaemon::Parts::WrapWithShaping() {
+  const NodeDaemonOptions::Wan& w = options.wan;
+  WanShaping shaping;
+  if (!w.wan_table.empty()) {
+    SS_ASSIGN_OR_RETURN(WanTable table, ReadWanTable(w.wan_table));
+    SS_ASSIGN_OR_RETURN(shaping, WanShapingFor(table, options.name, w.time_scale));
+    for (const std::string& m : shaping.missing) {
+      LOG(WARNING) << options.name << ": no WAN link to " << m << " (left unshaped)";
+    }
+  }
+  ApplyBandwidthCaps(w.max_upload_bytes_per_second, w.max_download_bytes_per_second,
+                     &shaping.options);
+  if (w.wan_table.empty() && shaping.options.uplink_bytes_per_second <= 0 &&
+      shaping.options.downlink_bytes_per_second <= 0) {
+    return absl::OkStatus();
+  }
+  auto shaped = std::make_unique<ShapingTransport>(std::move(transport), clock.get(),
+                                                   shaping.options);
+  for (const SwarmMember& m : options.swarm) {
+    auto link = shaping.links.find(m.name);
+    if (link != shaping.links.end()) shaped->SetLink(m.info.id, link->second);
+  }
+  LOG(INFO) << options.name << ": shaped transport: " << shaping.links.size()
+            << " WAN links (time scale " << w.time_scale << "), uplink "
+            << shaping.options.uplink_bytes_per_second << " B/s, downlink "
+            << shaping.options.downlink_bytes_per_second << " B/s (0: unlimited)";
+  transport = std::move(shaped);
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string StagesString(const std::vector<int>& stages) {
+  std::string s;
+  for (int x : stages) absl::StrAppend(&s, s.empty() ? "" : "+", x);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonOptions& options) {
+  auto p = std::make_unique<Parts>();
+  p->options = options;
+  const SwarmMember* me = nullptr;
+  std::vector<PeerInfo> members;
+  for (const SwarmMember& m : options.swarm) {
+    members.push_back(m.info);
+    if (m.name == options.name) me = &m;
+  }
+  if (me == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--name '", options.name,
+                                                   "' is not in --swarm"));
+  }
+  p->self = me->info.id;
+  p->stages = me->info.stages;
+  p->clock = common::RealClock::Create();
+  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(options.model.runtime));
+  LOG(INFO) << options.name << " (" << p->self << "): stages " << StagesString(p->stages)
+            << ", device " << device << ", seed " << options.model.seed;
+
+  // Compute and, on data nodes, data.
+  p->runner = std::make_unique<ThreadTaskRunner>();
+  for (int s : p->stages) {
+    SS_ASSIGN_OR_RETURN(p->computes[s],
+                        CreateStageCompute(options, s, p->runner.get(), p->clock.get()));
+  }
+  if (p->computes.count(0) > 0) {
+    SS_ASSIGN_OR_RETURN(p->data, CreateDataNodeData(options));
+  }
+
+  // Resume.
+  SS_ASSIGN_OR_RETURN(p->start_iteration,
+                      ResumeFromStageCheckpoints(options, BorrowComputes(p->computes)));
+
+  // Network.
+  p->view = std::make_unique<StaticSwarmView>(members);
+  GrpcTransportOptions to;
+  to.self = p->self;
+  to.listen_address = options.listen.empty() ? me->info.address : options.listen;
+  to.swarm_id = options.swarm_id;
+  // Note [Static swarm security]: TLS pinned to the list's node ids, or
+  // plain text behind --insecure.
+  SS_ASSIGN_OR_RETURN(p->tls, StaticSwarmTls::Create({options.key_file, options.insecure},
+                                                     options.swarm, options.name,
+                                                     p->clock->Now()));
+  LOG(INFO) << options.name << ": "
+            << (p->tls.credentials->insecure() ? "plain text (--insecure)"
+                                               : "mutual TLS, peers pinned to their --swarm ids");
+  to.credentials = p->tls.credentials;
+  {
+    SS_ASSIGN_OR_RETURN(std::unique_ptr<GrpcTransport> grpc,
+                        GrpcTransport::Create(to, p->clock.get()));
+    p->grpc = grpc.get();
+    p->transport = std::move(grpc);
+  }
+  SS_RETURN_IF_ERROR(p->WrapWithShaping());
+  {
+    std::vector<PeerId> ids;
+    for (const PeerInfo& m : members) ids.push_back(m.id);
+    p->transport = std::make_unique<ListedPeersOnlyTransport>(std::move(p->transport), ids);
+  }
+  for (const PeerInfo& m : members) {
+    if (m.id != p->self) p->transport->SetPeerAddress(m.id, m.address);
+  }
+  GrpcGroupOptions go;
+  go.self = p->self;
+  go.listen_address = options.group_listen.empty() ? me->info.group_address : options.group_listen;
+  go.swarm_id = options.swarm_id;
+  go.credentials = to.credentials;
+  go.members_only = true;  // the list is the whole swarm
+  // The operator's upload cap paces gradient pushes too (0: none).
+  go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
+  SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
+
+  // Failed hops are re-routed at the planner's costs (DaemonRepairerOptions).
+  p->repairer = std::make_unique<SchedulerRouteRepairer>(
+      DaemonRepairerOptions(options, p->clock.get()));
+  TrainingStackInputs in;
+  in.transport = p->transport.get();
+  in.clock = p->clock.get();
+  in.routing = p->view.get();
+  in.group = p->group.get();
+  in.repairer = p->repairer.get();
+  in.stages = BorrowComputes(p->computes);
+  in.data = p->data.source.get();
+  in.swarm_id = options.swarm_id;
+  for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
+  GrpcTransport* health = p->grpc;
+  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
+  SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
+  SS_ASSIGN_OR_RETURN(p->metrics_server, StartDaemonMetricsServer(options, &p->metrics));
+  return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));
+}
+
+NodeDaemon::NodeDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+NodeDaemon::~NodeDaemon() {
+  // The server detaches before anything it borrows goes (training_stack.h).
+  parts_->stack.reset();
+}
+
+void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
+  const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
+  PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
+}
+
+absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
+  Parts& p = *parts_;
+  if (p.start_iteration >= p.options.iterations) {
+    LOG(INFO) << p.options.name << ": already trained " << p.start_iteration << " iterations";
+    return absl::OkStatus();
+  }
+  SS_RETURN_IF_ERROR(p.group->AwaitPeers(p.options.startup_timeout));
+  LOG(INFO) << p.options.name << ": all " << p.options.swarm.size()
+            << " members answer; training iterations " << p.start_iteration << ".."
+            << p.options.iterations - 1;
+  p.run_started = p.clock->SteadyNow();
+  absl::Notification finished;
+  absl::Status result;
+  p.stack->trainer()->Run(
+      p.start_iteration, p.options.iterations - p.start_iteration,
+      [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+      [&](absl::Status s) {
+        result = s;
+        finished.Notify();
+      });
+  bool stopping = false;
+  while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!stopping && stop != nullptr && stop->load()) {
+      LOG(INFO) << p.options.name << ": stopping after the current iteration";
+      p.stack->trainer()->Stop();
+      stopping = true;
+    }
+  }
+  SS_RETURN_IF_ERROR(p.Checkpoint());
+  if (absl::IsCancelled(result)) return absl::OkStatus();
+  return result;
+}
+
+}  // namespace skipswarm::node
