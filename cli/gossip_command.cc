@@ -30,7 +30,10 @@ ABSL_FLAG(std::string, state_listen, "127.0.0.1:0", "State-transfer listen addre
 ABSL_FLAG(std::string, advertise_host, "127.0.0.1",
           "Host (name or address) peers use to reach this node's ports.");
 ABSL_FLAG(std::string, node_key_file, "",
-          "Ed25519 key file (made if missing, 0600); the node id is its public key's hash.");
+          "Ed25519 key file (must exist unless --create_key); the node id is its public key's "
+          "hash.");
+ABSL_FLAG(bool, create_key, false,
+          "Create --node_key_file (0600) if it does not exist: a new node identity.");
 ABSL_FLAG(bool, insecure, false,
           "Plain-text gossip without a key file (local test swarms only).");
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
@@ -131,6 +134,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   o.fixed_compute_speed = absl::GetFlag(FLAGS_fixed_compute_speed);
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
+  g.create_key = absl::GetFlag(FLAGS_create_key);
   g.insecure = absl::GetFlag(FLAGS_insecure);
   g.swarm_name = absl::GetFlag(FLAGS_swarm_name);
   g.swarm_secret = absl::GetFlag(FLAGS_swarm_secret);

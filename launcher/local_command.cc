@@ -279,6 +279,26 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
     }
   }
+  {
+    // Note [Memory estimate] (model/model_flags.h): every node of the
+    // layout runs on this machine.
+    int64_t params = 0, blocks = 0;
+    for (const auto& [name, st] : layout) {
+      for (int s : st) {
+        if (s < 0 || s >= stages) continue;
+        params += flags.model.StageParameterCount(s);
+        auto [first, end] = flags.model.StageBlocks(s);
+        blocks += end - first;
+      }
+    }
+    const int64_t needed =
+        model::EstimateTrainingBytes(flags, params, blocks, absl::GetFlag(FLAGS_local_mbs)) +
+        static_cast<int64_t>(layout.size()) * (int64_t{200} << 20);  // per process
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    SS_RETURN_IF_ERROR(model::CheckFitsInMemory(
+        needed, pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0,
+        absl::StrCat("skipswarm local (", layout.size(), " node processes)")));
+  }
   // Per-node bandwidth caps (a replica behind a slow home link).
   for (absl::string_view c :
        absl::StrSplit(absl::GetFlag(FLAGS_local_caps), ',', absl::SkipEmpty())) {
@@ -344,7 +364,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::string stages;
     for (int s : st) absl::StrAppend(&stages, stages.empty() ? "" : "+", s);
     std::string c = absl::StrCat(
-        tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"))
+        tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"),
+                           ",\n  \"create_key\": true")
             : "\"insecure\": true",
         ",\n  \"control_port\": -1");
     if (rebalance_every > 0) absl::StrAppend(&c, ",\n  \"rebalance_every\": ", rebalance_every);

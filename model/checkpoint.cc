@@ -163,6 +163,11 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
         return absl::DataLossError(absl::StrCat("checkpoint: parameter ", item.key(),
                                                 " has the wrong shape or dtype"));
       }
+      // A diverged run's weights load and evaluate to NaN: refuse them.
+      if (t.is_floating_point() && !at::isfinite(t).all().item<bool>()) {
+        return absl::DataLossError(absl::StrCat("checkpoint: parameter ", item.key(),
+                                                " holds non-finite values (NaN or infinity)"));
+      }
       loaded[item.key()] = t;
     }
     torch::serialize::InputArchive opt;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -92,6 +93,28 @@ TEST(CheckpointTest, RejectsCorruptedTruncatedAndForeignCheckpoints) {
   EXPECT_EQ(ParameterDigest(m), before);
   EXPECT_EQ(LoadStageCheckpoint(TempPath("missing.ckpt"), m, nullptr).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A checkpoint of a diverged run (NaN weights) used to load and evaluate
+// to NaN with exit 0; it is refused and the module is left as it was.
+TEST(CheckpointTest, RefusesNonFiniteWeights) {
+  std::unique_ptr<StageOptimizer> h;
+  StageOptimizer* o;
+  auto pipe = Trained(&o, h);
+  StageModule& m = pipe->stage(1).module();
+  const std::string before = ParameterDigest(m);
+  auto fresh = LocalPipeline::Create(TinyConfig()).value();
+  StageModule& poisoned = fresh->stage(1).module();
+  {
+    c10::NoGradGuard no_grad;
+    poisoned.named_parameters().begin()->value().fill_(std::nanf(""));
+  }
+  const std::string path = TempPath("nan.ckpt");
+  ASSERT_TRUE(SaveStageCheckpoint(path, poisoned, nullptr, 1, "").ok());
+  absl::Status s = LoadStageCheckpoint(path, m, nullptr).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("non-finite"), std::string::npos) << s;
+  EXPECT_EQ(ParameterDigest(m), before);
 }
 
 TEST(ParameterDigestTest, ChangesWithAnyParameter) {

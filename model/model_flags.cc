@@ -1,11 +1,13 @@
 #include "model/model_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
@@ -128,6 +130,26 @@ absl::StatusOr<ModelFlags> ReadModelFlags() {
   f.seed = absl::GetFlag(FLAGS_seed);
   f.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   return f;
+}
+
+int64_t EstimateTrainingBytes(const ModelFlags& flags, int64_t params, int64_t blocks,
+                              int mbs_in_flight) {
+  const double per_token_block =
+      4.0 * (16.0 * flags.model.d_model + 3.0 * flags.model.ffn_dim);
+  const double tokens = static_cast<double>(flags.samples_per_mb) * flags.model.seq_len;
+  const double activations = per_token_block * tokens * static_cast<double>(blocks) *
+                             std::max(1, mbs_in_flight);
+  const double bytes = 16.0 * static_cast<double>(params) + activations + double(1 << 30);
+  return bytes > 9e18 ? int64_t{9000000000000000000} : static_cast<int64_t>(bytes);
+}
+
+absl::Status CheckFitsInMemory(int64_t needed, uint64_t available, const std::string& what) {
+  if (available == 0 || static_cast<uint64_t>(needed) <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s needs about %.1f GiB of memory (weights, gradients, AdamW state and activations; "
+      "estimate) but this machine has %.1f GiB: choose a smaller model (--layers, --d_model, "
+      "--ffn, --vocab) or fewer --samples_per_mb",
+      what, needed / double(1 << 30), available / double(1 << 30)));
 }
 
 }  // namespace skipswarm::model

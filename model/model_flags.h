@@ -44,6 +44,17 @@ struct ModelFlags {
 // Reads the flags above; InvalidArgument when the model config is invalid.
 absl::StatusOr<ModelFlags> ReadModelFlags();
 
+// Note [Memory estimate]: a rough upper estimate of the memory that
+// training `params` parameters takes (fp32 weights, gradients and the two
+// AdamW moments: 16 bytes each) plus the activations of `mbs_in_flight`
+// micro-batches kept for their backward passes (per block and token about
+// 16 x d_model + 3 x ffn floats), plus 1 GiB for the runtime.
+int64_t EstimateTrainingBytes(const ModelFlags& flags, int64_t params, int64_t blocks,
+                              int mbs_in_flight);
+// RESOURCE_EXHAUSTED, with the estimate and `available` printed in GiB, when
+// `needed` is more than `available` (the machine's memory, which main reads).
+absl::Status CheckFitsInMemory(int64_t needed, uint64_t available, const std::string& what);
+
 // The source file whose flags these are, for Command::flag_files.
 inline constexpr char kModelFlagsFile[] = "model/model_flags.cc";
 

@@ -65,5 +65,19 @@ TEST(ModelFlagsTest, NonFiniteAndOutOfRangeValuesAreRejectedNamingTheFlag) {
   EXPECT_TRUE(ReadModelFlags().ok());
 }
 
+// Note [Memory estimate]: a model that cannot fit is refused with the
+// estimate printed, instead of being stopped by the OS.
+TEST(ModelFlagsTest, AModelThatDoesNotFitIsRefusedWithTheEstimate) {
+  ModelFlags f;
+  const int64_t small = EstimateTrainingBytes(f, 1000000, 12, 2);
+  EXPECT_TRUE(CheckFitsInMemory(small, uint64_t{64} << 30, "train-ref").ok());
+  const int64_t big = EstimateTrainingBytes(f, int64_t{1} << 30, 12, 2);  // 1 G parameters
+  EXPECT_GT(big, int64_t{16} << 30);
+  absl::Status s = CheckFitsInMemory(big, uint64_t{8} << 30, "train-ref");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("GiB"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("8.0 GiB"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace skipswarm::model

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -66,6 +67,16 @@ absl::Status Run() {
                                                    " is smaller than the ", tokenizer->name(),
                                                    " tokenizer's vocabulary; pass --vocab=",
                                                    tokenizer->vocab_size()));
+  }
+  {
+    // Note [Memory estimate]: refuse a model this machine cannot hold.
+    const int64_t needed = EstimateTrainingBytes(
+        flags, flags.model.ParameterCount(), flags.model.num_layers,
+        absl::GetFlag(FLAGS_mbs_per_iteration));
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const uint64_t available =
+        pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+    SS_RETURN_IF_ERROR(CheckFitsInMemory(needed, available, "train-ref"));
   }
   SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
   LOG(INFO) << "train-ref: seed " << flags.seed << ", init_seed " << flags.model.init_seed

@@ -54,7 +54,16 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   s->options_ = options;
   s->clock_ = clock;
   if (!options.key_file.empty()) {
-    SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::LoadOrCreate(options.key_file));
+    absl::StatusOr<std::unique_ptr<identity::Identity>> loaded =
+        options.create_key ? identity::Identity::LoadOrCreate(options.key_file)
+                           : identity::Identity::Load(options.key_file);
+    if (absl::IsNotFound(loaded.status())) {
+      return absl::NotFoundError(absl::StrCat(
+          "--node_key_file=", options.key_file,
+          " does not exist; make one with `skipswarm keygen` or pass --create_key to create "
+          "it (a new key is a new node identity)"));
+    }
+    SS_ASSIGN_OR_RETURN(s->identity_, std::move(loaded));
   } else if (options.insecure) {
     SS_ASSIGN_OR_RETURN(s->identity_, identity::Identity::Generate());
   } else {

@@ -38,6 +38,9 @@ namespace skipswarm::node {
 
 struct SwarmMembershipOptions {
   std::string key_file;       // empty: an in-memory key (only with insecure)
+  // A missing key_file is an error (a typo would silently make a new node
+  // identity) unless this asks to create it.
+  bool create_key = false;
   bool insecure = false;      // plain-text gossip, local tests only
   std::string swarm_name = "skipswarm";
   std::string swarm_secret;   // private swarm (membership/record.h)
