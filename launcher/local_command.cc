@@ -437,7 +437,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
   // A fault experiment must not "pass" without its fault.
-  for (const auto& [name, at] : kills) {
+  for (const auto& kill_entry : kills) {
+    const std::string& name = kill_entry.first;  // a lambda cannot capture a binding
     if (!(name == "j0" && absl::GetFlag(FLAGS_local_join_at) >= 0) &&
         std::none_of(layout.begin(), layout.end(),
                      [&](const auto& n) { return n.first == name; })) {
