@@ -465,12 +465,16 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
       absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(d.node_id());
       if (!id.ok()) continue;
       theirs[*id] = d.incarnation();
-      if (d.state() == proto::MEMBER_STATE_SUSPECT ||
-          d.state() == proto::MEMBER_STATE_DEAD) {
-        ApplyOpinionLocked(*id, d.state(), d.incarnation(), common::NodeId(),
+      // Digests are unsigned: only one about us counts, as a reason to
+      // refute (Note [Incarnation bounds]); opinions of others come signed.
+      if (*id == self_ && (d.state() == proto::MEMBER_STATE_SUSPECT ||
+                           d.state() == proto::MEMBER_STATE_DEAD)) {
+        ApplyOpinionLocked(*id, d.state(), d.incarnation(), sender,
                            /*first_hand=*/false, &changes);
       }
     }
+    AddOpinionsForDigestsLocked(resp.digests(), options_.max_updates_per_message,
+                                push_back.mutable_gossip());
     for (const auto& [id, m] : MembersForPushPullLocked(sender)) {
       if (m->state == proto::MEMBER_STATE_DEAD) continue;  // see HandlePushPull
       auto it = theirs.find(id);
@@ -480,7 +484,8 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
       }
     }
     if (back_to.id.IsZero()) back_to.id = sender;
-    if (push_back.gossip().records_size() > 0) {
+    if (push_back.gossip().records_size() > 0 ||
+        push_back.gossip().updates_size() > 0) {
       push_back.set_protocol_version(proto::kProtocolVersion);
       push_back.set_swarm_id(options_.policy.swarm_id);
       push_back.set_from(self_.Bytes());
@@ -490,7 +495,8 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
     }
   }
   Publish(changes);
-  if (push_back.gossip().records_size() > 0) {
+  if (push_back.gossip().records_size() > 0 ||
+      push_back.gossip().updates_size() > 0) {
     transport_->PushPull(back_to, push_back, options_.push_pull_timeout,
                          Guard([](absl::StatusOr<proto::PushPullResponse>) {}));
   }

@@ -119,6 +119,9 @@ struct MembershipOptions {
 struct MembershipStats {
   uint64_t records_rejected = 0;   // forged / stale / wrong swarm / ...
   uint64_t requests_rejected = 0;  // version, swarm id, identity mismatch
+  // Opinions unsigned, forged, from a non-member, or naming an incarnation
+  // of ours out of reach (Note [Incarnation bounds]).
+  uint64_t opinions_rejected = 0;
   uint64_t probes = 0;
   uint64_t indirect_probes = 0;
   uint64_t suspicions = 0;  // raised by this node

@@ -415,11 +415,11 @@ void Membership::HandlePushPull(const PeerInfo& from,
       absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(d.node_id());
       if (!id.ok()) continue;
       theirs[*id] = {d.incarnation(), d.state()};
-      if (d.state() == proto::MEMBER_STATE_SUSPECT ||
-          d.state() == proto::MEMBER_STATE_DEAD) {
-        impl_->ApplyOpinionLocked(*id, d.state(), d.incarnation(),
-                                  common::NodeId(), /*first_hand=*/false,
-                                  &changes);
+      // Unsigned: only one about us counts (Note [Incarnation bounds]).
+      if (*id == impl_->self_ && (d.state() == proto::MEMBER_STATE_SUSPECT ||
+                                  d.state() == proto::MEMBER_STATE_DEAD)) {
+        impl_->ApplyOpinionLocked(*id, d.state(), d.incarnation(), sender,
+                                  /*first_hand=*/false, &changes);
       }
     }
     resp.set_protocol_version(proto::kProtocolVersion);
@@ -439,6 +439,9 @@ void Membership::HandlePushPull(const PeerInfo& from,
       *resp.add_digests() = std::move(d);
     }
     impl_->FillGossipLocked(resp.mutable_gossip());
+    impl_->AddOpinionsForDigestsLocked(
+        req.digests(), impl_->options_.max_updates_per_message,
+        resp.mutable_gossip());
   }
   impl_->Publish(changes);
   reply(std::move(resp));

@@ -15,9 +15,26 @@
 //   suspects everybody, and when it reconnects its verdicts would otherwise
 //   kill healthy members before they can refute. Detection time barely
 //   changes: everybody hears the first suspicion within a few gossip rounds.
-// * Opinions carry their reporter; a node that passes hearsay on keeps the
-//   original reporter, so a receiver can tell independent suspicions apart
-//   (Note [Dynamic suspicion]).
+// * Opinions carry their reporter and its signature; a node that passes
+//   hearsay on forwards the reporter's signed update unchanged, so a
+//   receiver can tell independent suspicions apart (Note [Dynamic
+//   suspicion]) and nobody can speak for another. Hearsay counts only if
+//   its reporter is a live member we hold and the signature verifies; the
+//   digests of anti-entropy carry no opinions (they are unsigned), the
+//   signed updates ride along instead.
+//
+// Note [Incarnation bounds]
+// * Incarnations start at the wall clock in ms (~2^41) and grow by one per
+//   change or refutation. A record above kMaxIncarnation (2^62) is refused,
+//   and SignSelfLocked refuses to go past it (saturates) rather than wrap:
+//   a wrapped incarnation is older than every copy peers hold, so the node
+//   could never refute again and would stay DEAD for good.
+// * We refute an opinion about ourselves that names our incarnation (even
+//   unsigned: refuting costs one increment), or a higher one within
+//   kMaxRefutationJump (an earlier life of our key) if it is signed by a
+//   member. Anything else is forged and ignored, so a stranger can neither
+//   push us towards the ceiling nor make peers hold an incarnation above
+//   the one we can sign.
 // * First-hand only link samples: a LinkSample is accepted from the node it
 //   is `from`, so a peer cannot put words in another's mouth.
 //
@@ -109,6 +126,9 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     common::TimerId suspicion_timer = common::kNoTimer;
     std::optional<Suspicion> suspicion;  // while SUSPECT
     absl::Duration deferred;  // verdict deferred for our own lateness
+    // The signed update behind a SUSPECT / DEAD state (ours or a member's),
+    // passed on in gossip and anti-entropy and shown to the suspect.
+    proto::MembershipUpdate opinion;
     uint64_t incarnation() const { return record.incarnation(); }
     bool live() const {
       return state == proto::MEMBER_STATE_ALIVE ||
@@ -140,16 +160,32 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   void ApplyRecordLocked(const proto::SignedNodeRecord& signed_record,
                          Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `first_hand`: our own probe or suspicion timer, not hearsay (then
-  // `reporter` is us). `reporter` may be zero (unknown, e.g. a digest).
+  // `reporter` is us and `heard` null). Hearsay passes the received update
+  // as `heard`; it has effect only if authentic (OpinionAuthenticLocked).
   void ApplyOpinionLocked(const common::NodeId& id, proto::MemberState state,
                           uint64_t incarnation, const common::NodeId& reporter,
-                          bool first_hand, Changes* changes)
+                          bool first_hand, Changes* changes,
+                          const proto::MembershipUpdate* heard = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsLiveMemberLocked(const common::NodeId& id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `u` is signed by its reporter, a live member other than us.
+  bool OpinionAuthenticLocked(const proto::MembershipUpdate& u)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Our own signed opinion of `m` (state, its incarnation).
+  proto::MembershipUpdate OwnOpinionLocked(const Member& m,
+                                           proto::MemberState state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Signed opinions about members the peer's digests show as less dead
+  // than we hold them (anti-entropy for opinions), at most `limit`.
+  void AddOpinionsForDigestsLocked(
+      const google::protobuf::RepeatedPtrField<proto::RecordDigest>& digests,
+      int limit, proto::Gossip* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(Member& m, proto::MemberState state,
                       const common::NodeId& reporter, Changes* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void QueueOpinionLocked(const Member& m, proto::MemberState state,
-                          const common::NodeId& reporter)
+  // Gossips `signed_update` about `m` and keeps it as m.opinion.
+  void QueueOpinionLocked(Member& m, const proto::MembershipUpdate& signed_update)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmSuspicionTimerLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our own probe of `id` failed: raises a suspicion, or confirms the one we

@@ -24,7 +24,15 @@ absl::Status Membership::Impl::SignSelfLocked(uint64_t min_incarnation,
                                               proto::MemberState state) {
   Member& me = members_[self_];
   proto::NodeRecord record = me.record;
-  record.set_incarnation(std::max(record.incarnation() + 1, min_incarnation));
+  // Note [Incarnation bounds]: saturate, never wrap.
+  const uint64_t next =
+      std::max(std::min(record.incarnation(), kMaxIncarnation) + 1,
+               min_incarnation);
+  if (next > kMaxIncarnation) {
+    return absl::FailedPreconditionError(
+        "incarnation at its ceiling: the record stays as it is");
+  }
+  record.set_incarnation(next);
   record.set_state(state);
   absl::StatusOr<proto::SignedNodeRecord> signed_record =
       SignRecord(*identity_, record, clock_->Now());
@@ -54,9 +62,9 @@ void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
     }
     absl::StatusOr<common::NodeId> reporter =
         common::NodeId::FromBytes(u.reporter());
-    ApplyOpinionLocked(*id, u.state(), u.incarnation(),
-                       reporter.ok() ? *reporter : common::NodeId(),
-                       /*first_hand=*/false, changes);
+    if (!reporter.ok() || *reporter == self_) continue;
+    ApplyOpinionLocked(*id, u.state(), u.incarnation(), *reporter,
+                       /*first_hand=*/false, changes, &u);
   }
   for (const proto::LinkSample& s : gossip.links()) {
     if (s.from() != sender.Bytes()) continue;  // first-hand only
@@ -133,11 +141,25 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
                                           proto::MemberState state,
                                           uint64_t incarnation,
                                           const common::NodeId& reporter,
-                                          bool first_hand, Changes* changes) {
+                                          bool first_hand, Changes* changes,
+                                          const proto::MembershipUpdate* heard) {
   if (id == self_) {
     Member& me = members_[self_];
     if (me.state == proto::MEMBER_STATE_LEFT) return;
-    if (incarnation >= me.incarnation()) {
+    // Note [Incarnation bounds]: only our own incarnation, or a signed
+    // member's opinion of an earlier life's, is worth a refutation.
+    const bool ours = incarnation == me.incarnation();
+    const bool earlier_life =
+        incarnation > me.incarnation() &&
+        incarnation - me.incarnation() <= kMaxRefutationJump &&
+        (first_hand ||
+         (heard != nullptr ? OpinionAuthenticLocked(*heard)
+                           : IsLiveMemberLocked(reporter)));  // a digest
+    if (!ours && !earlier_life) {
+      if (incarnation > me.incarnation()) ++stats_.opinions_rejected;
+      return;
+    }
+    {
       // Refute: "I am alive", with a newer incarnation than the rumour.
       ++stats_.refutations;
       AdjustHealthLocked(+1);  // others find us slow: probe less eagerly
@@ -150,6 +172,21 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
   Member& m = it->second;
   if (incarnation != m.incarnation()) return;  // see Note
   if (m.state == proto::MEMBER_STATE_LEFT) return;
+  if (!first_hand) {
+    // Hearsay: signed by a live member, or nothing (see Note).
+    if (heard == nullptr || reporter.IsZero()) return;
+    const bool could_matter =
+        (m.state == proto::MEMBER_STATE_SUSPECT && m.suspicion.has_value() &&
+         !m.suspicion->HasReporter(reporter)) ||
+        Rank(state) > Rank(m.state);
+    if (!could_matter) return;  // (skips the signature check of repeats)
+    if (!OpinionAuthenticLocked(*heard)) {
+      ++stats_.opinions_rejected;
+      return;
+    }
+  }
+  const proto::MembershipUpdate signed_update =
+      first_hand ? OwnOpinionLocked(m, state) : *heard;
   if (m.state == proto::MEMBER_STATE_SUSPECT &&
       (state == proto::MEMBER_STATE_SUSPECT ||
        (state == proto::MEMBER_STATE_DEAD && !first_hand))) {
@@ -159,7 +196,7 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
     if (m.suspicion.has_value() && m.suspicion->Confirm(reporter)) {
       ++stats_.confirmations;
       ArmSuspicionTimerLocked(m);
-      QueueOpinionLocked(m, proto::MEMBER_STATE_SUSPECT, reporter);
+      QueueOpinionLocked(m, signed_update);
       VLOG(1) << "membership " << self_ << ": " << id << " suspicion confirmed by "
               << reporter << " (" << m.suspicion->confirmations() << "), timeout "
               << m.suspicion->Timeout();
@@ -174,7 +211,7 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
     state = proto::MEMBER_STATE_SUSPECT;
   }
   SetStateLocked(m, state, reporter, changes);
-  QueueOpinionLocked(m, state, first_hand ? self_ : reporter);
+  QueueOpinionLocked(m, signed_update);
   if (state == proto::MEMBER_STATE_SUSPECT && !first_hand &&
       std::find(probe_next_.begin(), probe_next_.end(), id) ==
           probe_next_.end()) {
@@ -182,15 +219,61 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
   }
 }
 
-void Membership::Impl::QueueOpinionLocked(const Member& m,
-                                          proto::MemberState state,
-                                          const common::NodeId& reporter) {
+void Membership::Impl::QueueOpinionLocked(
+    Member& m, const proto::MembershipUpdate& signed_update) {
+  m.opinion = signed_update;
+  broadcasts_.QueueUpdate(m.id, signed_update);
+}
+
+proto::MembershipUpdate Membership::Impl::OwnOpinionLocked(
+    const Member& m, proto::MemberState state) {
   proto::MembershipUpdate update;
   update.set_node_id(m.id.Bytes());
   update.set_state(state);
   update.set_incarnation(m.incarnation());
-  if (!reporter.IsZero()) update.set_reporter(reporter.Bytes());
-  broadcasts_.QueueUpdate(m.id, update);
+  // A failed signature (it does not fail with a valid key) leaves the
+  // opinion unsigned: peers then ignore it and judge for themselves.
+  absl::Status s = SignOpinion(*identity_, options_.policy.swarm_id, &update);
+  if (!s.ok()) LOG(WARNING) << "membership " << self_ << ": " << s;
+  return update;
+}
+
+bool Membership::Impl::IsLiveMemberLocked(const common::NodeId& id) const {
+  if (id.IsZero() || id == self_) return false;
+  auto it = members_.find(id);
+  return it != members_.end() && it->second.live();
+}
+
+bool Membership::Impl::OpinionAuthenticLocked(const proto::MembershipUpdate& u) {
+  absl::StatusOr<common::NodeId> reporter = common::NodeId::FromBytes(u.reporter());
+  if (!reporter.ok() || *reporter == self_) return false;
+  auto it = members_.find(*reporter);
+  if (it == members_.end() || !it->second.live()) return false;  // members only
+  return VerifyOpinion(u, options_.policy.swarm_id,
+                       it->second.record.public_key())
+      .ok();
+}
+
+void Membership::Impl::AddOpinionsForDigestsLocked(
+    const google::protobuf::RepeatedPtrField<proto::RecordDigest>& digests,
+    int limit, proto::Gossip* out) {
+  int added = 0;
+  for (const proto::RecordDigest& d : digests) {
+    if (added >= limit) break;
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(d.node_id());
+    if (!id.ok()) continue;
+    auto it = members_.find(*id);
+    if (it == members_.end()) continue;
+    const Member& m = it->second;
+    if ((m.state != proto::MEMBER_STATE_SUSPECT &&
+         m.state != proto::MEMBER_STATE_DEAD) ||
+        m.opinion.incarnation() != m.incarnation() ||
+        d.incarnation() != m.incarnation() || Rank(d.state()) >= Rank(m.state)) {
+      continue;
+    }
+    *out->add_updates() = m.opinion;
+    ++added;
+  }
 }
 
 void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
@@ -325,16 +408,16 @@ void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
                                              proto::Gossip* out) {
   auto it = members_.find(peer);
   if (it == members_.end()) return;
-  const Member& m = it->second;
+  Member& m = it->second;
   if (m.state != proto::MEMBER_STATE_SUSPECT &&
       m.state != proto::MEMBER_STATE_DEAD) {
     return;
   }
-  proto::MembershipUpdate* u = out->add_updates();
-  u->set_node_id(peer.Bytes());
-  u->set_state(m.state);
-  u->set_incarnation(m.incarnation());
-  u->set_reporter(self_.Bytes());
+  if (m.opinion.incarnation() != m.incarnation() ||
+      m.opinion.state() != m.state || m.opinion.signature().empty()) {
+    m.opinion = OwnOpinionLocked(m, m.state);
+  }
+  *out->add_updates() = m.opinion;
 }
 
 std::vector<proto::RecordDigest> Membership::Impl::DigestsLocked() const {

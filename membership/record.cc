@@ -38,6 +38,45 @@ absl::StatusOr<proto::SignedNodeRecord> SignRecord(const identity::Identity& ide
   return out;
 }
 
+std::string OpinionSignedBytes(const proto::MembershipUpdate& update,
+                               absl::string_view swarm_id) {
+  // Length-prefixed fields: no two distinct opinions share their bytes.
+  return absl::StrCat("skipswarm opinion v1|", swarm_id.size(), "|", swarm_id,
+                      "|", update.node_id().size(), "|", update.node_id(), "|",
+                      static_cast<int>(update.state()), "|",
+                      update.incarnation(), "|", update.reporter().size(), "|",
+                      update.reporter());
+}
+
+absl::Status SignOpinion(const identity::Identity& identity,
+                         absl::string_view swarm_id,
+                         proto::MembershipUpdate* update) {
+  update->set_reporter(identity.id().Bytes());
+  SS_ASSIGN_OR_RETURN(*update->mutable_signature(),
+                      identity.Sign(OpinionSignedBytes(*update, swarm_id)));
+  return absl::OkStatus();
+}
+
+absl::Status VerifyOpinion(const proto::MembershipUpdate& update,
+                           absl::string_view swarm_id,
+                           absl::string_view reporter_public_key) {
+  if (update.signature().size() != identity::kSignatureBytes) {
+    return absl::UnauthenticatedError("opinion is not signed");
+  }
+  if (common::NodeId::FromPublicKey(reporter_public_key).Bytes() !=
+      update.reporter()) {
+    return absl::UnauthenticatedError("opinion's reporter is not the key's owner");
+  }
+  absl::Status s = identity::VerifySignature(
+      reporter_public_key, OpinionSignedBytes(update, swarm_id),
+      update.signature());
+  if (!s.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("forged opinion: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 proto::MemberState OwnerState(const proto::NodeRecord& record) {
   return record.state() == proto::MEMBER_STATE_UNSPECIFIED
              ? proto::MEMBER_STATE_ALIVE
@@ -97,6 +136,11 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
       record.stage_digests_size() > kMaxStages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "node record of ", id.ShortString(), " has too many addresses/stages"));
+  }
+  if (record.incarnation() > kMaxIncarnation) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has incarnation ",
+        record.incarnation(), " (limit ", kMaxIncarnation, ")"));
   }
   const double speed = record.seconds_per_layer_per_sample();
   if (!std::isfinite(speed) || speed < 0) {

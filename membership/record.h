@@ -35,6 +35,14 @@ namespace skipswarm::membership {
 inline constexpr size_t kMaxRecordBytes = 8 * 1024;
 inline constexpr int kMaxAddresses = 8;
 inline constexpr int kMaxStages = 64;
+// Incarnations never come near the top of uint64 (Note [Incarnation
+// bounds]): a record above kMaxIncarnation is refused, and a node never
+// signs one (its refutations saturate there instead of wrapping to 0).
+inline constexpr uint64_t kMaxIncarnation = uint64_t{1} << 62;
+// An opinion about ourselves may name an incarnation above our own (a
+// record of an earlier life of our key) by at most this; anything further
+// is forged, and refuting it would hand the forger our incarnation space.
+inline constexpr uint64_t kMaxRefutationJump = uint64_t{1} << 24;
 
 struct RecordPolicy {
   // Records of other swarms are rejected.
@@ -65,6 +73,20 @@ absl::StatusOr<proto::SignedNodeRecord> SignRecord(const identity::Identity& ide
 absl::StatusOr<proto::NodeRecord> VerifyRecord(
     const proto::SignedNodeRecord& signed_record, const RecordPolicy& policy,
     absl::Time now);
+
+// The bytes a reporter signs for `update` (its signature field excluded),
+// bound to `swarm_id` so an opinion cannot be replayed in another swarm.
+std::string OpinionSignedBytes(const proto::MembershipUpdate& update,
+                               absl::string_view swarm_id);
+// Sets `update`'s reporter to `identity` and signs it.
+absl::Status SignOpinion(const identity::Identity& identity,
+                         absl::string_view swarm_id,
+                         proto::MembershipUpdate* update);
+// Unauthenticated unless `update` is signed by the owner of
+// `reporter_public_key` (the reporter's key from the receiver's table).
+absl::Status VerifyOpinion(const proto::MembershipUpdate& update,
+                           absl::string_view swarm_id,
+                           absl::string_view reporter_public_key);
 
 // The owner's state in a record: UNSPECIFIED reads as ALIVE.
 proto::MemberState OwnerState(const proto::NodeRecord& record);

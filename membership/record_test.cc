@@ -128,5 +128,31 @@ TEST_F(RecordTest, ReplayedOrDuplicateIncarnationIsNotNewer) {
   EXPECT_NE(replay.message().find("replayed"), std::string::npos);
 }
 
+TEST_F(RecordTest, IncarnationAboveTheCeilingIsRejected) {
+  record_.set_incarnation(kMaxIncarnation);
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+  record_.set_incarnation(kMaxIncarnation + 1);
+  EXPECT_EQ(VerifyRecord(Sign(record_), policy_, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RecordTest, OpinionVerifiesOnlyWithItsReportersKeyAndSwarm) {
+  proto::MembershipUpdate u;
+  u.set_node_id(mallory_->id().Bytes());
+  u.set_state(proto::MEMBER_STATE_SUSPECT);
+  u.set_incarnation(7);
+  ASSERT_TRUE(SignOpinion(*alice_, "swarm-1", &u).ok());
+  EXPECT_EQ(u.reporter(), alice_->id().Bytes());
+  EXPECT_TRUE(VerifyOpinion(u, "swarm-1", alice_->public_key()).ok());
+  EXPECT_FALSE(VerifyOpinion(u, "swarm-2", alice_->public_key()).ok());
+  EXPECT_FALSE(VerifyOpinion(u, "swarm-1", mallory_->public_key()).ok());
+  proto::MembershipUpdate changed = u;
+  changed.set_incarnation(8);
+  EXPECT_FALSE(VerifyOpinion(changed, "swarm-1", alice_->public_key()).ok());
+  changed = u;
+  changed.clear_signature();
+  EXPECT_FALSE(VerifyOpinion(changed, "swarm-1", alice_->public_key()).ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::membership

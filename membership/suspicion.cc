@@ -27,13 +27,15 @@ Suspicion::Suspicion(const common::NodeId& first_reporter,
                      absl::Duration start, SuspicionBounds bounds)
     : first_reporter_(first_reporter), start_(start), bounds_(bounds) {}
 
+bool Suspicion::HasReporter(const common::NodeId& reporter) const {
+  return reporter.IsZero() || reporter == first_reporter_ ||
+         confirmations() >= bounds_.confirmations ||
+         std::find(confirmers_.begin(), confirmers_.end(), reporter) !=
+             confirmers_.end();
+}
+
 bool Suspicion::Confirm(const common::NodeId& reporter) {
-  if (reporter.IsZero() || reporter == first_reporter_ ||
-      confirmations() >= bounds_.confirmations ||
-      std::find(confirmers_.begin(), confirmers_.end(), reporter) !=
-          confirmers_.end()) {
-    return false;
-  }
+  if (HasReporter(reporter)) return false;
   confirmers_.push_back(reporter);
   return true;
 }

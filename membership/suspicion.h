@@ -47,6 +47,9 @@ class Suspicion {
   // zero id, at most k). True if it counted: the caller re-arms its timer
   // and passes the confirmation on.
   bool Confirm(const common::NodeId& reporter);
+  // Whether Confirm(reporter) would not count (already counted, the first
+  // reporter, zero, or k reached).
+  bool HasReporter(const common::NodeId& reporter) const;
 
   // The suspect itself sent us a request at `at` (an authenticated sign of
   // life: it is slow to answer, not dead). The verdict then waits until it

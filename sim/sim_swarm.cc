@@ -103,6 +103,10 @@ class SimSwarm::DelayedTransport final : public membership::GossipTransport {
 membership::Membership& SimSwarm::node(int i) { return *nodes_[i]->membership; }
 const std::string& SimSwarm::address(int i) const { return nodes_[i]->address; }
 common::NodeId SimSwarm::id(int i) const { return nodes_[i]->identity->id(); }
+
+const identity::Identity& SimSwarm::identity(int i) const {
+  return *nodes_[i]->identity;
+}
 bool SimSwarm::alive(int i) const { return nodes_[i]->running; }
 
 SimSwarm::SimSwarm(uint64_t seed, SimNetwork::Options net,

@@ -32,6 +32,8 @@ class SimSwarm {
   int AddNode(std::vector<uint32_t> stages = {});
   int size() const { return static_cast<int>(nodes_.size()); }
   membership::Membership& node(int i);
+  // Node i's key (tests sign opinions with it).
+  const identity::Identity& identity(int i) const;
   const std::string& address(int i) const;
   common::NodeId id(int i) const;
 

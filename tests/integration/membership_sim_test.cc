@@ -342,7 +342,7 @@ TEST(MembershipSimTest, SuspicionTimeoutShrinksWithIndependentConfirmations) {
       u->set_node_id(swarm.id(victim).Bytes());
       u->set_state(proto::MEMBER_STATE_SUSPECT);
       u->set_incarnation(state_at_0().incarnation);
-      u->set_reporter(swarm.id(k).Bytes());
+      ASSERT_TRUE(SignOpinion(swarm.identity(k), o.policy.swarm_id, u).ok());
       swarm.node(0).HandlePing({swarm.address(k), swarm.id(k)}, req,
                                [](absl::StatusOr<proto::Ack>) {});
       swarm.node(0).HandlePing({swarm.address(k), swarm.id(k)}, req,  // again

@@ -3,6 +3,8 @@
 // allow-list), refutation, record updates, join diagnostics, link probing.
 #include "membership/membership.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 #include "membership/link_stats.h"
 #include "proto/version.h"
@@ -172,10 +174,14 @@ TEST_F(MembershipTest, PeerClaimingAnotherIdIsRefused) {
 TEST_F(MembershipTest, FalseSuspicionIsRefutedWithHigherIncarnation) {
   const uint64_t before = RecordOf(2).incarnation();
   proto::PingRequest req = Ping(mallory_->id());
+  // Mallory is a member (her record rides along) and signs her opinion.
+  *req.mutable_gossip()->add_records() =
+      *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
   proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
   u->set_node_id(swarm_.id(2).Bytes());
   u->set_state(proto::MEMBER_STATE_DEAD);
   u->set_incarnation(before);
+  ASSERT_TRUE(SignOpinion(*mallory_, "unit-swarm", u).ok());
   ASSERT_TRUE(Send(req).ok());
   // Hearsay death only makes node 0 suspect node 2 (and probe it at once,
   // telling it) ...
@@ -195,6 +201,106 @@ TEST_F(MembershipTest, FalseSuspicionIsRefutedWithHigherIncarnation) {
             proto::MEMBER_STATE_ALIVE);
   EXPECT_TRUE(swarm_.Converged());
   EXPECT_GE(swarm_.node(2).stats().refutations, 1u);
+}
+
+// The measured attack: a stranger's ping tells the victim it is suspected at
+// incarnation 2^64-2, so its refutation signs 2^64-1; the next suspicion
+// wrapped its refutation to 0, older than every copy peers held, and every
+// peer declared it DEAD for good. Five pings sufficed.
+TEST_F(MembershipTest, ForgedSuspicionNearTheIncarnationCeilingEvictsNobody) {
+  const int victim = 2;
+  const uint64_t before = RecordOf(victim).incarnation();
+  auto forged = [&](uint64_t incarnation, proto::MemberState state) {
+    proto::PingRequest req = Ping(mallory_->id());
+    proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+    u->set_node_id(swarm_.id(victim).Bytes());
+    u->set_state(state);
+    u->set_incarnation(incarnation);
+    u->set_reporter(mallory_->id().Bytes());
+    return req;
+  };
+  auto send_to = [&](int node, const proto::PingRequest& req) {
+    swarm_.node(node).HandlePing({"mallory:1", mallory_->id()}, req,
+                                 [](absl::StatusOr<proto::Ack>) {});
+  };
+  const uint64_t kTop = std::numeric_limits<uint64_t>::max();
+  send_to(victim, forged(kTop - 1, proto::MEMBER_STATE_SUSPECT));
+  swarm_.Run(absl::Seconds(1));
+  for (int node = 0; node < 3; ++node) {
+    send_to(node, forged(kTop, proto::MEMBER_STATE_SUSPECT));
+    send_to(node, forged(RecordOf(victim).incarnation(), proto::MEMBER_STATE_DEAD));
+  }
+  swarm_.Run(absl::Seconds(10));
+  for (int node = 0; node < 3; ++node) {
+    const MemberInfo* m = swarm_.node(node).GetView().Find(swarm_.id(victim));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->state, proto::MEMBER_STATE_ALIVE) << "view of node " << node;
+    EXPECT_LE(m->incarnation, before + 2) << "view of node " << node;
+  }
+  EXPECT_GE(swarm_.node(victim).stats().opinions_rejected, 1u);
+  for (const auto& t : swarm_.transitions()) {
+    EXPECT_FALSE(t.subject == victim && t.state == proto::MEMBER_STATE_DEAD);
+  }
+}
+
+// A member may suspect anybody, signed; the victim refutes within a probe
+// period and stays live in every view, and a signed opinion that names an
+// incarnation far above the victim's cannot spend its incarnation space.
+TEST_F(MembershipTest, MembersSuspicionIsRefutedAndAFarIncarnationIgnored) {
+  const int victim = 1;
+  proto::PingRequest join = Ping(mallory_->id());
+  *join.mutable_gossip()->add_records() =
+      *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
+  for (int node = 0; node < 3; ++node) {
+    swarm_.node(node).HandlePing({"mallory:1", mallory_->id()}, join,
+                                 [](absl::StatusOr<proto::Ack>) {});
+  }
+  const uint64_t before = RecordOf(victim).incarnation();
+  auto signed_suspicion = [&](uint64_t incarnation) {
+    proto::PingRequest req = Ping(mallory_->id());
+    proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+    u->set_node_id(swarm_.id(victim).Bytes());
+    u->set_state(proto::MEMBER_STATE_SUSPECT);
+    u->set_incarnation(incarnation);
+    EXPECT_TRUE(SignOpinion(*mallory_, "unit-swarm", u).ok());
+    return req;
+  };
+  swarm_.node(victim).HandlePing({"mallory:1", mallory_->id()},
+                                 signed_suspicion(before + (uint64_t{1} << 40)),
+                                 [](absl::StatusOr<proto::Ack>) {});
+  EXPECT_EQ(swarm_.node(victim).stats().refutations, 0u);
+  swarm_.node(0).HandlePing({"mallory:1", mallory_->id()}, signed_suspicion(before),
+                            [](absl::StatusOr<proto::Ack>) {});
+  EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(victim))->state,
+            proto::MEMBER_STATE_SUSPECT);
+  swarm_.Run(absl::Seconds(1));  // ~3 probe periods
+  for (int node = 0; node < 3; ++node) {
+    const MemberInfo* m = swarm_.node(node).GetView().Find(swarm_.id(victim));
+    EXPECT_EQ(m->state, proto::MEMBER_STATE_ALIVE) << "view of node " << node;
+    EXPECT_GT(m->incarnation, before);
+    EXPECT_LT(m->incarnation, before + 10);
+  }
+}
+
+// Unsigned or wrongly signed suspicion changes nobody's view.
+TEST_F(MembershipTest, UnsignedOrForgedSuspicionIsIgnored) {
+  const uint64_t inc = RecordOf(1).incarnation();
+  proto::PingRequest req = Ping(mallory_->id());
+  *req.mutable_gossip()->add_records() =
+      *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
+  proto::MembershipUpdate* unsigned_u = req.mutable_gossip()->add_updates();
+  unsigned_u->set_node_id(swarm_.id(1).Bytes());
+  unsigned_u->set_state(proto::MEMBER_STATE_SUSPECT);
+  unsigned_u->set_incarnation(inc);
+  unsigned_u->set_reporter(swarm_.id(2).Bytes());  // speaks for node 2
+  proto::MembershipUpdate* forged = req.mutable_gossip()->add_updates();
+  *forged = *unsigned_u;
+  ASSERT_TRUE(SignOpinion(*mallory_, "unit-swarm", forged).ok());
+  forged->set_reporter(swarm_.id(2).Bytes());  // mallory's signature, node 2's name
+  ASSERT_TRUE(Send(req).ok());
+  EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(1))->state,
+            proto::MEMBER_STATE_ALIVE);
+  EXPECT_GE(swarm_.node(0).stats().opinions_rejected, 1u);
 }
 
 TEST_F(MembershipTest, ForgedLinkSamplesAreIgnored) {
