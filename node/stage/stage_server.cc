@@ -118,6 +118,12 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     return Refuse(absl::StatusCode::kFailedPrecondition, h,
                   absl::StrCat("iteration is over (now ", iteration_, ")"));
   }
+  if (h.iteration() - iteration_ > 1) {
+    // Note [Admitted iterations]: the current and the next, nothing else.
+    return Refuse(absl::StatusCode::kUnavailable, h,
+                  absl::StrCat("iteration ", h.iteration(), " is neither the current (",
+                               iteration_, ") nor the next"));
+  }
   const MbKey key = MbKey::Of(h);
   auto it = entries_.find(key);
   Task task;
@@ -141,14 +147,19 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     if (it != entries_.end()) {
       return Refuse(absl::StatusCode::kAlreadyExists, h, "duplicate micro-batch");
     }
-    const size_t waiting = forward_q_.size() + deferred_.size();
-    if (slots_in_use_ + static_cast<int>(waiting) >=
-        options_.memory_slots + options_.max_queued_forwards) {
-      return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
+    // Note [Admitted iterations]: the next iteration's frames wait in a
+    // queue of their own, as long as one iteration's admission, so they
+    // never take the current iteration's slots or queue.
+    const bool next = h.iteration() > iteration_;
+    const int capacity = options_.memory_slots + options_.max_queued_forwards;
+    if (next ? static_cast<int>(deferred_.size()) >= capacity
+             : slots_in_use_ + static_cast<int>(forward_q_.size()) >= capacity) {
+      return Refuse(absl::StatusCode::kResourceExhausted, h,
+                    next ? "the next iteration's queue is full" : "no free memory slot");
     }
     entries_[key] = Entry::Make(next_local_id_++, stage);
     task.kind = Task::kForward;
-    (h.iteration() > iteration_ ? deferred_ : forward_q_).push_back(std::move(task));
+    (next ? deferred_ : forward_q_).push_back(std::move(task));
   } else if (h.direction() == proto::DIRECTION_BACKWARD) {
     if (it == entries_.end() || !it->second.forward_done || it->second.stage != stage) {
       return Refuse(absl::StatusCode::kNotFound, h, "gradient for an unknown micro-batch");
@@ -420,7 +431,8 @@ uint64_t StageServer::iteration() const {
 
 bool StageServer::CanInject() const {
   absl::MutexLock lock(&impl_->mu_);
-  const int waiting = static_cast<int>(impl_->forward_q_.size() + impl_->deferred_.size());
+  // The next iteration's frames do not count (Note [Admitted iterations]).
+  const int waiting = static_cast<int>(impl_->forward_q_.size());
   return impl_->slots_in_use_ + waiting < impl_->options_.memory_slots;
 }
 
@@ -460,7 +472,7 @@ absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
     if (impl_->entries_.contains(key)) {
       return absl::AlreadyExistsError(absl::StrCat("micro-batch ", mb, " already injected"));
     }
-    const int waiting = static_cast<int>(impl_->forward_q_.size() + impl_->deferred_.size());
+    const int waiting = static_cast<int>(impl_->forward_q_.size());
     if (impl_->slots_in_use_ + waiting >= impl_->options_.memory_slots) {
       return absl::ResourceExhaustedError("no free memory slot at the origin");
     }

@@ -56,7 +56,15 @@
 // with a clear status (and logged): a stage this node does not host
 // (INVALID_ARGUMENT), a duplicate MB (ALREADY_EXISTS), a backward or tail
 // for an unknown MB (NOT_FOUND), a past iteration (FAILED_PRECONDITION).
-// Frames of a later iteration are admitted but wait for BeginIteration.
+//
+// Note [Admitted iterations]: only the current iteration and the next are
+// admitted. A frame of the next waits for BeginIteration in a queue of its
+// own, bounded like one iteration's admission (memory_slots +
+// max_queued_forwards; RESOURCE_EXHAUSTED beyond), and never counts
+// against the current iteration's slots or Inject; any later iteration is
+// refused with UNAVAILABLE (this node lags: try another replica), never
+// parked. Parked far-future frames from a stranger once held every slot.
+// Barriers keep honest nodes within one iteration of each other.
 //
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the

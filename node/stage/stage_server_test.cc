@@ -374,5 +374,38 @@ TEST(StageServerTest, LaterIterationWaitsAndOlderIsRefused) {
   EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
 }
 
+// The measured attack: a stranger's frames for a far-future iteration were
+// parked and counted against admission, so no micro-batch ran afterwards.
+TEST(StageServerTest, FarFutureFramesAreRefusedAndNormalTrafficCompletes) {
+  Swarm swarm({0, 1});
+  int refused = 0, next_admitted = 0, next_refused = 0;
+  for (int k = 0; k < 24; ++k) {
+    proto::FrameHeader far = Header(swarm, {0, 1}, 1, true, 1000 + k);
+    far.set_iteration(1'000'000 + k);
+    refused += absl::IsUnavailable(SendRaw(swarm, 0, 1, far));
+  }
+  EXPECT_EQ(refused, 24);
+  for (int k = 0; k < 24; ++k) {  // the next iteration: bounded on its own
+    proto::FrameHeader next = Header(swarm, {0, 1}, 1, true, 2000 + k);
+    next.set_iteration(1);
+    const absl::Status s = SendRaw(swarm, 0, 1, next);
+    next_admitted += s.ok();
+    next_refused += absl::IsResourceExhausted(s);
+  }
+  EXPECT_GT(next_admitted, 0);
+  EXPECT_GT(next_refused, 0);
+  EXPECT_EQ(next_admitted + next_refused, 24);
+  // The current iteration is untouched: the data node injects and finishes.
+  for (int mb = 0; mb < 4; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->CanInject());
+    ASSERT_TRUE(swarm.servers_[0]->Inject(0, mb, swarm.Route({0, 1}), {}).ok()) << mb;
+    swarm.clock_.Advance(absl::Seconds(1));
+  }
+  swarm.clock_.Advance(absl::Seconds(5));
+  int finished = 0;
+  for (const auto& [mb, status] : swarm.recorder_.finished) finished += status.ok();
+  EXPECT_EQ(finished, 4);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
