@@ -165,7 +165,7 @@ absl::Status Identity::Save(const std::string& path, bool overwrite) const {
     return absl::AlreadyExistsError(absl::StrCat(
         "key file ", path,
         " already exists; refusing to replace a node identity (pass "
-        "--overwrite to replace it; the node gets a new id)"));
+        "--overwrite_key to replace it; the node gets a new id)"));
   }
   return WriteFileAtomically(path, PrivateKeyPem(), 0600);
 }

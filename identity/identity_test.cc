@@ -58,7 +58,10 @@ TEST(IdentityTest, SaveLoadRoundTripWith0600) {
   EXPECT_EQ((*loaded)->id(), identity->id());
   // Refuses to clobber an identity unless asked.
   auto other = *Identity::Generate();
-  EXPECT_EQ(other->Save(path).code(), absl::StatusCode::kAlreadyExists);
+  const absl::Status refused = other->Save(path);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists);
+  // The hint names keygen's real flag (it once said --overwrite, which does not exist).
+  EXPECT_NE(refused.message().find("--overwrite_key "), std::string::npos) << refused;
   EXPECT_TRUE(other->Save(path, /*overwrite=*/true).ok());
   EXPECT_EQ((*Identity::Load(path))->id(), other->id());
 }

@@ -38,6 +38,8 @@
 #include "common/status_macros.h"
 #include "identity/identity.h"
 #include "launcher/eval_snapshots.h"
+#include "launcher/progress_log.h"
+#include "nlohmann/json.hpp"
 #include "model/model_flags.h"
 #include "node/daemon/stack/swarm_spec.h"
 
@@ -105,14 +107,7 @@ absl::StatusOr<int> FreePort() {
   return port;
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+std::string JsonString(const std::string& s) { return nlohmann::json(s).dump(); }
 
 struct Child {
   std::string name;
@@ -122,52 +117,7 @@ struct Child {
   double cpu_s = 0;  // user + system CPU seconds, once exited (wait4)
 };
 
-// One iteration, over the data nodes' lines.
-struct Point {
-  double loss_sum = 0;
-  int n = 0;
-  int dropped = 0;
-  double tokens = 0;
-  double elapsed = 0;
-};
-
-// Parses progress.jsonl lines (flat JSON written by the daemons,
-// iteration_report.h): `points` from the data nodes' lines (the ones with a
-// loss); `rerouted` sums every node's "rerouted_here" (its own re-routes in
-// that iteration, data node or relay) over all lines.
-void ReadProgress(const std::string& path, std::map<int64_t, Point>& points, int64_t& rerouted) {
-  std::ifstream in(path);
-  std::string line;
-  points.clear();
-  rerouted = 0;
-  while (std::getline(in, line)) {
-    std::map<std::string, std::string> kv;
-    absl::string_view body = line;
-    absl::ConsumePrefix(&body, "{");
-    absl::ConsumeSuffix(&body, "}");
-    for (absl::string_view field : absl::StrSplit(body, ',')) {
-      std::vector<std::string> p = absl::StrSplit(field, absl::MaxSplits(':', 1));
-      if (p.size() == 2) kv[std::string(absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripPrefix(p[0], "\""), "\"")))] = p[1];
-    }
-    int64_t it;
-    double loss = 0, tokens = 0, elapsed = 0;
-    int dropped = 0;
-    int64_t rerouted_here = 0;
-    if (absl::SimpleAtoi(kv["rerouted_here"], &rerouted_here)) rerouted += rerouted_here;
-    if (!absl::SimpleAtoi(kv["iteration"], &it) || !absl::SimpleAtod(kv["loss"], &loss)) continue;
-    absl::SimpleAtod(kv["tokens"], &tokens);
-    absl::SimpleAtod(kv["elapsed_s"], &elapsed);
-    absl::SimpleAtoi(kv["dropped"], &dropped);
-    Point& pt = points[it];
-    if (loss >= 0) {
-      pt.loss_sum += loss;
-      ++pt.n;
-    }
-    pt.dropped += dropped;
-    pt.tokens += tokens;
-    pt.elapsed = std::max(pt.elapsed, elapsed);
-  }
-}
+using Point = ProgressPoint;
 
 void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points) {
   std::ofstream csv(dir + "/loss.csv");

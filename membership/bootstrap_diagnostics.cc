@@ -77,8 +77,8 @@ std::string JoinStepHint(JoinStep step) {
       return "the nodes run incompatible skipswarm versions; upgrade the "
              "older one";
     case JoinStep::kSwarm:
-      return "the peer belongs to another swarm; check --swarm and the swarm "
-             "secret";
+      return "the peer belongs to another swarm; both sides need the same "
+             "--swarm_name and --swarm_secret";
     case JoinStep::kAllowList:
       return "this is a private swarm and our node id is not on its "
              "allow-list; send `skipswarm keygen --show_key` output to its "

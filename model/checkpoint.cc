@@ -140,10 +140,9 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
   if (!p.ok()) return p.status();
   if (p->info.config.ConfigHash() != module.config().ConfigHash()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint is for model config ", p->info.config.ConfigHash(), " (",
-        p->info.config.num_layers, " layers, d_model ", p->info.config.d_model,
-        "), this model is ", module.config().ConfigHash(), " (", module.config().num_layers,
-        " layers, d_model ", module.config().d_model, ")"));
+        "checkpoint is for model config ", p->info.config.ConfigHash(), ", this model is ",
+        module.config().ConfigHash(), "; they differ in ",
+        ModelConfigDiff(p->info.config, module.config()), " (checkpoint vs this run)"));
   }
   if (p->info.stage != module.stage()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -1,10 +1,14 @@
 #include "model/checkpoint.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+
+#include "absl/strings/str_cat.h"
 
 #include "model/local_pipeline.h"
 #include "model/optimizer.h"
@@ -90,6 +94,16 @@ TEST(CheckpointTest, RejectsCorruptedTruncatedAndForeignCheckpoints) {
   absl::Status wrong_model = RestoreStageState(bytes, foreign, nullptr).status();
   EXPECT_EQ(wrong_model.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(wrong_model.message().find("model config"), std::string::npos) << wrong_model;
+  // Only --seq_len differs: the message names it (the old one printed layers and d_model,
+  // the same on both sides).
+  ModelConfig longer = TinyConfig();
+  longer.seq_len = TinyConfig().seq_len * 2;
+  StageModule longer_module(longer, 1);
+  absl::Status wrong_len = RestoreStageState(bytes, longer_module, nullptr).status();
+  EXPECT_NE(wrong_len.message().find(absl::StrCat("seq_len ", TinyConfig().seq_len, " vs ",
+                                                  longer.seq_len)),
+            std::string::npos)
+      << wrong_len;
   EXPECT_EQ(ParameterDigest(m), before);
   EXPECT_EQ(LoadStageCheckpoint(TempPath("missing.ckpt"), m, nullptr).status().code(),
             absl::StatusCode::kNotFound);

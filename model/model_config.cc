@@ -88,6 +88,18 @@ std::string ModelConfig::ConfigHash() const {
       absl::string_view(reinterpret_cast<const char*>(digest), 8));
 }
 
+std::string ModelConfigDiff(const ModelConfig& a, const ModelConfig& b) {
+  const nlohmann::json ja = ToJsonObject(a), jb = ToJsonObject(b);
+  std::string out;
+  for (const auto& [key, value] : ja.items()) {
+    const auto other = jb.find(key);
+    if (other != jb.end() && *other == value) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", key, " ", value.dump(), " vs ",
+                    other == jb.end() ? "-" : other->dump());
+  }
+  return out;
+}
+
 std::string ModelConfigToJson(const ModelConfig& config) {
   return ToJsonObject(config).dump(2);
 }

@@ -64,6 +64,11 @@ struct RuntimeOptions {
   bool bf16_autocast = false;  // bf16 autocast where the device supports it
 };
 
+// The fields on which `a` and `b` differ, as "seq_len 64 vs 128, d_model
+// 256 vs 128" (a's value first); empty when the hashes agree. Error messages
+// print this instead of two summaries that may look alike.
+std::string ModelConfigDiff(const ModelConfig& a, const ModelConfig& b);
+
 // JSON object with the field names above ("num_layers", "d_model", ...).
 std::string ModelConfigToJson(const ModelConfig& config);
 // Parses such an object; missing fields keep their defaults, unknown fields

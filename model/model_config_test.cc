@@ -49,6 +49,18 @@ TEST(ModelConfigTest, JsonRoundTripAndHash) {
   EXPECT_EQ(c.ConfigHash().size(), 16u);
 }
 
+TEST(ModelConfigTest, DiffNamesOnlyTheFieldsThatDiffer) {
+  ModelConfig a, b;
+  EXPECT_EQ(ModelConfigDiff(a, b), "");
+  b.seq_len = 64;
+  EXPECT_EQ(ModelConfigDiff(a, b), "seq_len 128 vs 64");
+  b.rope_theta = 500.0;
+  const std::string diff = ModelConfigDiff(a, b);
+  EXPECT_NE(diff.find("seq_len 128 vs 64"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("rope_theta"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("d_model"), std::string::npos) << diff;
+}
+
 TEST(ModelConfigTest, JsonRejectsUnknownFieldAndGarbage) {
   EXPECT_FALSE(ModelConfigFromJson(R"({"num_layer": 3})").ok());
   EXPECT_FALSE(ModelConfigFromJson("not json").ok());

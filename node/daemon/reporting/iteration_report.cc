@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace skipswarm::node {
 
@@ -46,19 +47,25 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d %.0f tok/s", d.loss,
                                            d.completed, d.dropped, tps));
     if (!progress_file.empty()) {
-      std::ofstream out(progress_file, std::ios::app);
-      out << absl::StrFormat(
-          "{\"node\":\"%s\",\"iteration\":%d,\"loss\":%.6f,\"completed\":%d,\"dropped\":%d,"
-          "\"rerouted\":%d,\"rerouted_here\":%d,\"tokens\":%d,\"iteration_s\":%.4f,"
-          "\"elapsed_s\":%.3f}\n",
-          node_name, r.iteration, std::isfinite(d.loss) ? d.loss : -1.0, d.completed, d.dropped,
-          r.server.rerouted, r.rerouted_here, d.tokens, iteration_s, elapsed_s);
+      // nlohmann::json escapes the node name (a comma or a quote in it broke
+      // the launcher's reading of the hand-made line).
+      nlohmann::json j = {{"node", node_name},
+                          {"iteration", r.iteration},
+                          {"loss", std::isfinite(d.loss) ? d.loss : -1.0},
+                          {"completed", d.completed},
+                          {"dropped", d.dropped},
+                          {"rerouted", r.server.rerouted},
+                          {"rerouted_here", r.rerouted_here},
+                          {"tokens", d.tokens},
+                          {"iteration_s", iteration_s},
+                          {"elapsed_s", elapsed_s}};
+      std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
     }
   } else if (!progress_file.empty()) {
     // A relay: only what it did itself (no loss, tokens or timings).
-    std::ofstream out(progress_file, std::ios::app);
-    out << absl::StrFormat("{\"node\":\"%s\",\"iteration\":%d,\"rerouted_here\":%d}\n",
-                           node_name, r.iteration, r.rerouted_here);
+    nlohmann::json j = {
+        {"node", node_name}, {"iteration", r.iteration}, {"rerouted_here", r.rerouted_here}};
+    std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
   }
   // Every node's own re-routes, as a data node or as a relay.
   absl::StrAppend(&line, absl::StrFormat(" | rerouted %d (total %d)", r.rerouted_here,

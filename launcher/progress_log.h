@@ -1,0 +1,38 @@
+// The launcher's reading of the daemons' progress.jsonl (one JSON object per
+// line, written by node/daemon/reporting/iteration_report.cc): the loss per
+// iteration from the data nodes' lines and the re-routes of every node.
+//
+//   std::map<int64_t, ProgressPoint> points;
+//   int64_t rerouted = 0;
+//   ReadProgress(dir + "/progress.jsonl", points, rerouted);
+//
+// Thread rule: plain functions.
+#ifndef SKIPSWARM_LAUNCHER_PROGRESS_LOG_H_
+#define SKIPSWARM_LAUNCHER_PROGRESS_LOG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace skipswarm::launcher {
+
+// One iteration, over the data nodes' lines.
+struct ProgressPoint {
+  double loss_sum = 0;  // over the data nodes that reported a finite loss
+  int n = 0;            // how many did
+  int dropped = 0;
+  double tokens = 0;
+  double elapsed = 0;   // the latest elapsed_s of the iteration's lines
+};
+
+// Replaces `points` with the data nodes' lines of `path` (those with an
+// iteration and a loss; a loss < 0 stands for a non-finite one and is left
+// out of the mean) and sets `rerouted` to the sum of every line's
+// "rerouted_here". Lines that are not JSON objects (a line cut short while
+// its writer runs) are skipped.
+void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& points,
+                  int64_t& rerouted);
+
+}  // namespace skipswarm::launcher
+
+#endif  // SKIPSWARM_LAUNCHER_PROGRESS_LOG_H_
