@@ -32,6 +32,16 @@ constexpr size_t kChunkFloats = (size_t{1} << 20) / sizeof(float);
 constexpr int kPushThreads = 4;
 constexpr int kMaxMembers = 64;          // replicas in one round
 constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
+// Note [Push admission]: a push names an iteration at most this far past
+// the newest this node has reached (Barrier / AllReduce called); honest
+// members are never more than one ahead (the barrier), so anything later
+// is refused before a byte of its data is held.
+constexpr uint64_t kMaxIterationsAhead = 2;
+// Shards held before our own AllReduce (early_): at most this many bytes
+// while no stage's size is known, else kEarlyRounds rounds of every known
+// stage (a round brings each member at most twice its stage's size).
+constexpr uint64_t kUnknownEarlyBytes = uint64_t{64} << 20;
+constexpr uint64_t kEarlyRounds = 2;
 
 // Note [Uplink figure] (grpc_group.h): gradient bytes pushed over the time
 // at least one push was in flight.
@@ -147,7 +157,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
         ok = Header(chunk, &m);
         if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
         if (ok.ok()) ok = CheckMember(m.from);
-        data.reserve(total);
+        if (ok.ok() && phase != 0) ok = AdmitPush(m, total);
+        if (ok.ok()) data.reserve(total);
       } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
                              chunk.chunk_count() != count || chunk.phase() != phase ||
                              static_cast<int>(chunk.shard()) != m.shard)) {
@@ -364,6 +375,47 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     return absl::OkStatus();
   }
 
+  // Note [Push admission]: the iteration window, the stage's known size
+  // and the early-shard budget, checked at a push's first chunk.
+  absl::Status AdmitPush(const ReduceMessage& m, uint64_t elements) {
+    absl::MutexLock lock(&mu_);
+    if (reached_any_ && m.iteration > reached_ && m.iteration - reached_ > kMaxIterationsAhead) {
+      ++stats_pushes_refused_;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push for iteration ", m.iteration, " while this node is at ", reached_));
+    }
+    if (reached_any_ && m.iteration + kKeepIterations < reached_) {
+      ++stats_pushes_refused_;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push for iteration ", m.iteration, ", long over (now ", reached_, ")"));
+    }
+    auto size = stage_elements_.find(m.stage);
+    if (size != stage_elements_.end() &&
+        (elements > size->second || static_cast<uint64_t>(m.total) > size->second)) {
+      ++stats_pushes_refused_;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push of ", elements, " elements for stage ", m.stage, " of ", size->second));
+    }
+    if (reduces_.count({m.iteration, m.stage}) == 0 &&
+        early_bytes_ + elements * sizeof(float) > EarlyBudgetLocked()) {
+      ++stats_pushes_refused_;
+      return absl::ResourceExhaustedError("too many gradient shards waiting already");
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stage_elements_.empty()) return kUnknownEarlyBytes;
+    uint64_t known = 0;
+    for (const auto& [stage, n] : stage_elements_) known += n * sizeof(float);
+    return std::max(kUnknownEarlyBytes, kEarlyRounds * 2 * known);
+  }
+
+  void ReachedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!reached_any_ || iteration > reached_) reached_ = iteration;
+    reached_any_ = true;
+  }
+
   // GrpcGroupOptions::members_only.
   absl::Status CheckMember(const common::NodeId& from) const {
     if (!options_.members_only) return absl::OkStatus();
@@ -391,9 +443,15 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       auto it = reduces_.find(key);
       if (it == reduces_.end()) {
         // Before our own AllReduce for it: kept until then.
+        // Bounded (Note [Push admission]): admitted at the first chunk,
+        // checked again now that the bytes are here.
+        const uint64_t bytes = m.data->size() * sizeof(float);
         auto& early = early_[key];
-        if (early.size() < 4 * kMaxMembers) early.push_back(std::move(m));
-        while (early_.size() > 64) early_.erase(early_.begin());
+        if (early.size() < 4 * kMaxMembers && early_bytes_ + bytes <= EarlyBudgetLocked()) {
+          early_bytes_ += bytes;
+          early.push_back(std::move(m));
+        }
+        while (early_.size() > 64) EraseEarlyLocked(early_.begin());
         return;
       }
       ShardedReduce& r = *it->second.reduce;
@@ -829,8 +887,24 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
   // By (iteration, stage); kept kKeepIterations after delivery.
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
-  // Shards that came before our own AllReduce for them.
+  // Shards that came before our own AllReduce for them, and their bytes.
   std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>> early_ ABSL_GUARDED_BY(mu_);
+  uint64_t early_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest iteration this node reached (Barrier / AllReduce), and the
+  // element count of each stage it reduced (Note [Push admission]).
+  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, uint64_t> stage_elements_ ABSL_GUARDED_BY(mu_);
+  uint64_t stats_pushes_refused_ ABSL_GUARDED_BY(mu_) = 0;
+
+  void EraseEarlyLocked(
+      std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const ReduceMessage& m : it->second) {
+      early_bytes_ -= m.data != nullptr ? m.data->size() * sizeof(float) : 0;
+    }
+    early_.erase(it);
+  }
   // Per stage: every member's uplink figure from its last finished round.
   std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
   UplinkMeter uplink_;
@@ -908,6 +982,7 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
   {
     absl::MutexLock lock(&impl_->mu_);
     if (data_node) impl_->arrived_[iteration].insert(self);
+    impl_->ReachedLocked(iteration);
     impl_->barrier_waiters_[iteration].push_back(std::move(done));
     impl_->barrier_since_.try_emplace(iteration, impl_->clock_->SteadyNow());
   }
@@ -919,6 +994,16 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
     }
   }
   impl_->Sweep();
+}
+
+uint64_t GrpcGroupComm::pushes_refused() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->stats_pushes_refused_;
+}
+
+uint64_t GrpcGroupComm::early_bytes() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->early_bytes_;
 }
 
 void GrpcGroupComm::SetStateProvider(const common::NodeId&, StateProvider provider) {
@@ -939,6 +1024,8 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};
+    impl_->ReachedLocked(iteration);
+    impl_->stage_elements_[stage] = contribution.flat.size();
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
       pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
@@ -959,7 +1046,11 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
           out.insert(out.end(), std::make_move_iterator(more->begin()),
                      std::make_move_iterator(more->end()));
         }
+        impl_->early_bytes_ = 0;  // (moved out above; recounted below)
         impl_->early_.erase(early);
+        for (const auto& [k, msgs] : impl_->early_) {
+          for (const ReduceMessage& m : msgs) impl_->early_bytes_ += m.data->size() * sizeof(float);
+        }
       }
     }
     if (pending.waiters.empty() && !pending.delivered) {

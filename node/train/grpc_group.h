@@ -136,6 +136,12 @@ class GrpcGroupComm final : public GroupComm {
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;
 
+  // Note [Push admission] (grpc_group.cc): pushes refused at their first
+  // chunk (iteration window, stage size, early-shard budget), and the bytes
+  // of shards held before this node's own AllReduce for them.
+  uint64_t pushes_refused() const;
+  uint64_t early_bytes() const;
+
   class Impl;
 
  private:
