@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <set>
@@ -938,19 +939,33 @@ GrpcGroupComm::~GrpcGroupComm() { impl_->Shutdown(); }
 
 int GrpcGroupComm::port() const { return impl_->port_; }
 
-absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout) {
-  const auto deadline = common::SystemDeadlineAfter(timeout);
+absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout,
+                                       const std::function<bool()>& cancelled) {
+  const absl::Duration end = impl_->clock_->SteadyNow() + timeout;
   std::vector<std::string> missing;
   for (const PeerInfo& p : impl_->view_->Members()) {
     if (p.id == impl_->options_.self) continue;
     auto stub = proto::StageService::NewStub(impl_->ProbeChannel(p.group_address, p.id));
-    grpc::ClientContext context;
-    context.set_deadline(deadline);
-    context.set_wait_for_ready(true);
     proto::HealthRequest request;
     request.set_protocol_version(proto::kProtocolVersion);
     proto::HealthResponse response;
-    grpc::Status s = stub->Health(&context, request, &response);
+    grpc::Status s;
+    // Short waits in a loop, so a stop is seen within ~200 ms.
+    while (true) {
+      if (cancelled && cancelled()) {
+        return absl::CancelledError("stopped while waiting for the swarm's peers to answer");
+      }
+      const absl::Duration left = end - impl_->clock_->SteadyNow();
+      grpc::ClientContext context;
+      context.set_deadline(common::SystemDeadlineAfter(
+          std::max(absl::ZeroDuration(), std::min(left, absl::Milliseconds(200)))));
+      context.set_wait_for_ready(true);
+      s = stub->Health(&context, request, &response);
+      if (s.ok() || s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+          left <= absl::Milliseconds(200)) {
+        break;
+      }
+    }
     if (!s.ok()) {
       // wait_for_ready hides why the channel never became ready (a refused
       // TLS handshake: the wrong node's certificate, or no TLS there); one

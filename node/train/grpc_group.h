@@ -124,7 +124,10 @@ class GrpcGroupComm final : public GroupComm {
   int port() const;
   // Waits (blocking) until every member's StageService answers Health, or
   // fails with DEADLINE_EXCEEDED naming the missing ones. For startup.
-  absl::Status AwaitPeers(absl::Duration timeout);
+  // `cancelled` (optional) is polled about every 200 ms: when it turns true
+  // the wait ends with CANCELLED (a stop signal while the swarm forms).
+  absl::Status AwaitPeers(absl::Duration timeout,
+                          const std::function<bool()>& cancelled = nullptr);
 
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;

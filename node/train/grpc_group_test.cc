@@ -397,3 +397,20 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Stopping]: waiting for a peer that never answers (a static swarm
+// whose other nodes are not up) ends at once when asked to, instead of
+// holding a stop signal for the whole startup timeout.
+TEST_F(GrpcGroupTest, AwaitPeersEndsAtOnceWhenCancelled) {
+  groups_[2].reset();  // never answers
+  int polls = 0;
+  absl::Status s = groups_[0]->AwaitPeers(absl::Seconds(600), [&polls] { return ++polls > 3; });
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_LE(polls, 10);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -453,7 +453,9 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
   (void)reached;
   members->SetIteration(start_iteration);
   state->OnBoundary(start_iteration, Digests());
-  SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout));
+  SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout, [this] {
+    return signals != nullptr && (signals->stop.load() || signals->drain.load());
+  }));
   LOG(INFO) << o.name << ": swarm formed (" << members->group()->Members().size()
             << " members); training iterations " << start_iteration << ".." << o.iterations - 1;
   return absl::OkStatus();

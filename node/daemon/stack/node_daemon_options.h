@@ -46,6 +46,10 @@ struct NodeDaemonOptions {
   std::string progress_file;       // JSON line per iteration (iteration_report.h); empty: none
   std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);
+  // A stop that has not finished its iteration within this abandons it
+  // and exits with the checkpoint of the last finished step (Note
+  // [Stopping] in node/daemon/gossip/gossip_daemon.cc).
+  absl::Duration stop_timeout = absl::Seconds(30);
   model::ModelFlags model;         // model, runtime, optimiser, corpus, seed, checkpoint_dir
   // How the libtorch computes encode activations and gradients on the wire
   // (CreateTorchStageCompute); the planners' hop cost sizes a hop with it

@@ -214,7 +214,15 @@ absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
     LOG(INFO) << p.options.name << ": already trained " << p.start_iteration << " iterations";
     return absl::OkStatus();
   }
-  SS_RETURN_IF_ERROR(p.group->AwaitPeers(p.options.startup_timeout));
+  // Note [Stopping] (gossip_daemon.cc): a signal while the swarm forms
+  // ends the wait at once.
+  absl::Status formed = p.group->AwaitPeers(
+      p.options.startup_timeout, [stop] { return stop != nullptr && stop->load(); });
+  if (absl::IsCancelled(formed)) {
+    LOG(INFO) << p.options.name << ": " << formed.message() << "; nothing trained, exiting";
+    return absl::OkStatus();
+  }
+  SS_RETURN_IF_ERROR(formed);
   LOG(INFO) << p.options.name << ": all " << p.options.swarm.size()
             << " members answer; training iterations " << p.start_iteration << ".."
             << p.options.iterations - 1;
@@ -229,11 +237,23 @@ absl::Status NodeDaemon::Run(const std::atomic<bool>* stop) {
         finished.Notify();
       });
   bool stopping = false;
+  absl::Duration stop_started;
   while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     if (!stopping && stop != nullptr && stop->load()) {
       LOG(INFO) << p.options.name << ": stopping after the current iteration";
       p.stack->trainer()->Stop();
       stopping = true;
+      stop_started = p.clock->SteadyNow();
+    }
+    // Note [Stopping]: a stop ends within stop_timeout; the abandoned
+    // iteration's update was not applied, so the checkpoint holds the last
+    // finished step.
+    if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {
+      LOG(WARNING) << p.options.name << ": the current iteration did not finish within "
+                   << p.options.stop_timeout << " of the stop; abandoning it";
+      p.stack.reset();  // waits for a callback in progress, silences later ones
+      SS_RETURN_IF_ERROR(p.Checkpoint());
+      return absl::OkStatus();
     }
   }
   SS_RETURN_IF_ERROR(p.Checkpoint());
