@@ -233,10 +233,12 @@ void Membership::Impl::OnProbeResult(const common::NodeId& target,
   if (ack.ok() && ack->from() == target.Bytes()) {
     ObserveRtt(target, sent_at);
     Changes changes;
+    absl::StatusOr<VerifiedRecords> verified =
+        PrepareGossip(ack->gossip(), options_.max_records_per_message);
     {
       absl::MutexLock lock(&mu_);
       AdjustHealthLocked(-1);
-      ApplyGossipLocked(ack->gossip(), target, &changes);
+      if (verified.ok()) ApplyGossipLocked(ack->gossip(), target, &changes, &*verified);
     }
     Publish(changes);
     return;
@@ -298,10 +300,16 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
                helper = to.id](absl::StatusOr<proto::Ack> ack) {
           Changes changes;
           bool notify = false;
+          const bool answered = ack.ok() && ack->from() == helper.Bytes();
+          absl::StatusOr<VerifiedRecords> verified =
+              answered ? PrepareGossip(ack->gossip(), options_.max_records_per_message)
+                       : absl::StatusOr<VerifiedRecords>(VerifiedRecords());
           {
             absl::MutexLock lock(&mu_);
-            if (ack.ok() && ack->from() == helper.Bytes()) {
-              ApplyGossipLocked(ack->gossip(), helper, &changes);
+            if (answered) {
+              if (verified.ok()) {
+                ApplyGossipLocked(ack->gossip(), helper, &changes, &*verified);
+              }
               round->alive |= ack->target_alive();
               ++round->answered;
             }
@@ -345,9 +353,12 @@ void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
                      Guard([this, target](absl::StatusOr<proto::Ack> ack) {
                        if (!ack.ok() || ack->from() != target.Bytes()) return;
                        Changes changes;
+                       absl::StatusOr<VerifiedRecords> verified = PrepareGossip(
+                           ack->gossip(), options_.max_records_per_message);
+                       if (!verified.ok()) return;
                        {
                          absl::MutexLock lock(&mu_);
-                         ApplyGossipLocked(ack->gossip(), target, &changes);
+                         ApplyGossipLocked(ack->gossip(), target, &changes, &*verified);
                        }
                        Publish(changes);
                      }));
@@ -382,9 +393,12 @@ void Membership::Impl::GossipTick() {
                        if (!ack.ok() || ack->from() != id.Bytes()) return;
                        ObserveRtt(id, sent_at);
                        Changes changes;
+                       absl::StatusOr<VerifiedRecords> verified = PrepareGossip(
+                           ack->gossip(), options_.max_records_per_message);
+                       if (!verified.ok()) return;
                        {
                          absl::MutexLock lock(&mu_);
-                         ApplyGossipLocked(ack->gossip(), id, &changes);
+                         ApplyGossipLocked(ack->gossip(), id, &changes, &*verified);
                        }
                        Publish(changes);
                      }));
@@ -454,11 +468,14 @@ void Membership::Impl::OnPushPullResponse(const PeerRef& to,
   Changes changes;
   proto::PushPullRequest push_back;
   PeerRef back_to = to;
+  absl::StatusOr<VerifiedRecords> verified =
+      PrepareGossip(resp.gossip(), options_.max_push_pull_records);
+  if (!verified.ok()) return;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<common::NodeId> from = common::NodeId::FromBytes(resp.from());
     const common::NodeId sender = from.ok() ? *from : common::NodeId();
-    ApplyGossipLocked(resp.gossip(), sender, &changes);
+    ApplyGossipLocked(resp.gossip(), sender, &changes, &*verified);
     // What the responder lacks, we push back.
     absl::flat_hash_map<common::NodeId, uint64_t> theirs;
     for (const proto::RecordDigest& d : resp.digests()) {

@@ -122,6 +122,10 @@ struct MembershipStats {
   // Opinions unsigned, forged, from a non-member, or naming an incarnation
   // of ours out of reach (Note [Incarnation bounds]).
   uint64_t opinions_rejected = 0;
+  // Record signatures checked, and requests refused whole for their size
+  // or their sender's rate (Note [Gossip admission]).
+  uint64_t signatures_checked = 0;
+  uint64_t messages_refused = 0;
   uint64_t probes = 0;
   uint64_t indirect_probes = 0;
   uint64_t suspicions = 0;  // raised by this node

@@ -309,8 +309,14 @@ View Membership::GetView() const {
 }
 
 MembershipStats Membership::stats() const {
-  absl::MutexLock lock(&impl_->mu_);
-  return impl_->stats_;
+  MembershipStats stats;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    stats = impl_->stats_;
+  }
+  absl::MutexLock lock(&impl_->rate_mu_);
+  stats.messages_refused += impl_->rate_limited_;
+  return stats;
 }
 
 // ---------------------------------------------------------------- handlers
@@ -320,15 +326,20 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (!status.ok()) {
-    reply(status);
+  if (status.ok()) status = impl_->RateLimit(sender);
+  absl::StatusOr<VerifiedRecords> verified =
+      status.ok() ? impl_->PrepareGossip(req.gossip(),
+                                         impl_->options_.max_records_per_message)
+                  : status;
+  if (!verified.ok()) {
+    reply(verified.status());
     return;
   }
   Impl::Changes changes;
   proto::Ack ack;
   {
     absl::MutexLock lock(&impl_->mu_);
-    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes, &*verified);
     impl_->HeardFromLocked(sender);
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
@@ -350,8 +361,13 @@ void Membership::HandlePingReq(const PeerInfo& from,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (!status.ok()) {
-    reply(status);
+  if (status.ok()) status = impl_->RateLimit(sender);
+  absl::StatusOr<VerifiedRecords> verified =
+      status.ok() ? impl_->PrepareGossip(req.gossip(),
+                                         impl_->options_.max_records_per_message)
+                  : status;
+  if (!verified.ok()) {
+    reply(verified.status());
     return;
   }
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());
@@ -361,7 +377,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
   proto::PingRequest ping;
   {
     absl::MutexLock lock(&impl_->mu_);
-    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes, &*verified);
     impl_->HeardFromLocked(sender);
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
@@ -399,15 +415,20 @@ void Membership::HandlePushPull(const PeerInfo& from,
   if (status.ok() && req.digests_size() > 4 * impl_->options_.max_push_pull_records) {
     status = absl::InvalidArgumentError("too many digests");
   }
-  if (!status.ok()) {
-    reply(status);
+  if (status.ok()) status = impl_->RateLimit(sender);
+  absl::StatusOr<VerifiedRecords> verified =
+      status.ok() ? impl_->PrepareGossip(req.gossip(),
+                                         impl_->options_.max_push_pull_records)
+                  : status;
+  if (!verified.ok()) {
+    reply(verified.status());
     return;
   }
   Impl::Changes changes;
   proto::PushPullResponse resp;
   {
     absl::MutexLock lock(&impl_->mu_);
-    impl_->ApplyGossipLocked(req.gossip(), sender, &changes);
+    impl_->ApplyGossipLocked(req.gossip(), sender, &changes, &*verified);
     impl_->HeardFromLocked(sender);
     absl::flat_hash_map<common::NodeId, std::pair<uint64_t, proto::MemberState>>
         theirs;

@@ -112,6 +112,33 @@ struct JoinState {
   absl::Status permanent ABSL_GUARDED_BY(mu);
 };
 
+// Note [Gossip admission]
+// * A message's gossip is bounded before anything else is done with it:
+//   at most 2 x max_records_per_message + 1 records (max_push_pull_records
+//   + max_records_per_message + 1 in a push-pull), 2 x
+//   max_updates_per_message + 1 opinions (an honest sender's news plus the
+//   extras of acks and push-pulls) and kMaxIncomingLinks link samples; a larger one is refused whole (INVALID_ARGUMENT) without a
+//   single signature check. Records are at most kMaxRecordBytes each, so a
+//   message's verification work is bounded too.
+// * Record signatures are checked outside mu_ (PrepareGossip): a short
+//   locked pass picks the records that are news, they are verified without
+//   the lock, and the locked apply uses the results. A flood of records
+//   no longer stalls probes, acks and suspicion timers behind the lock.
+// * Each sender's requests pass a token bucket (kRequestsPerSecond, burst
+//   kRequestBurst); beyond it they are refused with RESOURCE_EXHAUSTED
+//   before the gossip is looked at. Honest members send a few per second.
+inline constexpr int kMaxIncomingLinks = 256;
+inline constexpr double kRequestsPerSecond = 100;
+inline constexpr double kRequestBurst = 200;
+inline constexpr size_t kMaxRateLimitedPeers = 4096;
+
+// Record verifications done outside the lock for one message (Note
+// [Gossip admission]): per record, its result, or nothing when the record
+// was old news at the time of the check.
+struct VerifiedRecords {
+  std::vector<std::optional<absl::StatusOr<proto::NodeRecord>>> results;
+};
+
 class Membership::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(MembershipOptions options, const identity::Identity* identity,
@@ -154,11 +181,27 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // ---- membership_state.cc: the table (REQUIRES mu_) ----
   absl::Status SignSelfLocked(uint64_t min_incarnation, proto::MemberState state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Gossip admission]: InvalidArgument if `gossip` is over the
+  // limits (`max_records` + max_records_per_message + 1 records), else the records that are news,
+  // verified without the lock.
+  absl::StatusOr<VerifiedRecords> PrepareGossip(const proto::Gossip& gossip,
+                                                int max_records)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Per-sender token bucket (Note [Gossip admission]).
+  absl::Status RateLimit(const common::NodeId& sender) ABSL_LOCKS_EXCLUDED(rate_mu_);
+  // `verified`: PrepareGossip's result for `gossip` (null: verify here).
   void ApplyGossipLocked(const proto::Gossip& gossip,
-                         const common::NodeId& sender, Changes* changes)
+                         const common::NodeId& sender, Changes* changes,
+                         const VerifiedRecords* verified = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyRecordLocked(const proto::SignedNodeRecord& signed_record,
-                         Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         Changes* changes,
+                         const std::optional<absl::StatusOr<proto::NodeRecord>>*
+                             verified = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `signed_record` is old news to us (a duplicate or older).
+  bool IsOldNewsLocked(const proto::SignedNodeRecord& signed_record) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `first_hand`: our own probe or suspicion timer, not hearsay (then
   // `reporter` is us and `heard` null). Hearsay passes the received update
   // as `heard`; it has effect only if authentic (OpinionAuthenticLocked).
@@ -288,6 +331,16 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::string> bootstrap_ ABSL_GUARDED_BY(mu_);
   std::vector<common::TimerId> timers_ ABSL_GUARDED_BY(mu_);  // periodic
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Per-sender request budget (Note [Gossip admission]); its own lock so a
+  // refused flood never touches mu_.
+  struct Bucket {
+    double tokens = kRequestBurst;
+    absl::Duration at;
+  };
+  absl::Mutex rate_mu_;
+  absl::flat_hash_map<common::NodeId, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);
+  uint64_t rate_limited_ ABSL_GUARDED_BY(rate_mu_) = 0;
 
   absl::Mutex life_mu_;
   bool destroyed_ ABSL_GUARDED_BY(life_mu_) = false;

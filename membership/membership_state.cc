@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "membership/membership_impl.h"
 
@@ -47,11 +48,82 @@ absl::Status Membership::Impl::SignSelfLocked(uint64_t min_incarnation,
   return absl::OkStatus();
 }
 
+absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
+    const proto::Gossip& gossip, int max_records) {
+  // Headroom over what an honest sender puts in: its news, plus the
+  // extras of acks and push-pulls (our record, opinions for digests).
+  max_records += options_.max_records_per_message + 1;
+  const int max_updates = 2 * options_.max_updates_per_message + 1;
+  if (gossip.records_size() > max_records ||
+      gossip.updates_size() > max_updates ||
+      gossip.links_size() > kMaxIncomingLinks) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.messages_refused;
+    LOG_EVERY_N(WARNING, 20) << "membership " << self_ << ": refused gossip of "
+                             << gossip.records_size() << " records, "
+                             << gossip.updates_size() << " opinions, "
+                             << gossip.links_size() << " link samples";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gossip over the limits: ", gossip.records_size(), " records (max ",
+        max_records, "), ", gossip.updates_size(), " opinions (max ",
+        max_updates, "), ", gossip.links_size(),
+        " link samples (max ", kMaxIncomingLinks, ")"));
+  }
+  VerifiedRecords out;
+  out.results.resize(gossip.records_size());
+  std::vector<int> news;
+  {
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < gossip.records_size(); ++i) {
+      if (!IsOldNewsLocked(gossip.records(i))) news.push_back(i);
+    }
+    stats_.signatures_checked += news.size();
+  }
+  const absl::Time now = clock_->Now();
+  for (int i : news) {
+    out.results[i] = VerifyRecord(gossip.records(i), options_.policy, now);
+  }
+  return out;
+}
+
+absl::Status Membership::Impl::RateLimit(const common::NodeId& sender) {
+  const absl::Duration now = clock_->SteadyNow();
+  absl::MutexLock lock(&rate_mu_);
+  if (buckets_.size() >= kMaxRateLimitedPeers && !buckets_.contains(sender)) {
+    // Many senders (a Sybil burst): forget the buckets that are full again.
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      auto next = std::next(it);
+      if (it->second.tokens + absl::ToDoubleSeconds(now - it->second.at) *
+                                  kRequestsPerSecond >= kRequestBurst) {
+        buckets_.erase(it);
+      }
+      it = next;
+    }
+  }
+  auto [it, inserted] = buckets_.try_emplace(sender);
+  Bucket& b = it->second;
+  if (inserted) b.at = now;
+  b.tokens = std::min(kRequestBurst,
+                      b.tokens + absl::ToDoubleSeconds(now - b.at) * kRequestsPerSecond);
+  b.at = now;
+  if (b.tokens < 1) {
+    ++rate_limited_;
+    return absl::ResourceExhaustedError("too many gossip requests from this node");
+  }
+  b.tokens -= 1;
+  return absl::OkStatus();
+}
+
 void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
                                          const common::NodeId& sender,
-                                         Changes* changes) {
-  for (const proto::SignedNodeRecord& r : gossip.records()) {
-    ApplyRecordLocked(r, changes);
+                                         Changes* changes,
+                                         const VerifiedRecords* verified) {
+  for (int i = 0; i < gossip.records_size(); ++i) {
+    ApplyRecordLocked(gossip.records(i), changes,
+                      verified != nullptr &&
+                              i < static_cast<int>(verified->results.size())
+                          ? &verified->results[i]
+                          : nullptr);
   }
   for (const proto::MembershipUpdate& u : gossip.updates()) {
     absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(u.node_id());
@@ -77,23 +149,29 @@ void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
   }
 }
 
-void Membership::Impl::ApplyRecordLocked(
-    const proto::SignedNodeRecord& signed_record, Changes* changes) {
-  // Gossip repeats itself: skip the signature check for what we hold.
+bool Membership::Impl::IsOldNewsLocked(
+    const proto::SignedNodeRecord& signed_record) const {
+  if (signed_record.record().size() > kMaxRecordBytes) return false;  // refused later
   proto::NodeRecord peek;
-  if (peek.ParseFromString(signed_record.record())) {
-    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(peek.node_id());
-    if (id.ok()) {
-      auto it = members_.find(*id);
-      if (it != members_.end() &&
-          (it->second.incarnation() > peek.incarnation() ||
-           it->second.signed_record.signature() == signed_record.signature())) {
-        return;  // duplicate or older: nothing to learn
-      }
-    }
-  }
+  if (!peek.ParseFromString(signed_record.record())) return false;
+  absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(peek.node_id());
+  if (!id.ok()) return false;
+  auto it = members_.find(*id);
+  return it != members_.end() &&
+         (it->second.incarnation() > peek.incarnation() ||
+          it->second.signed_record.signature() == signed_record.signature());
+}
+
+void Membership::Impl::ApplyRecordLocked(
+    const proto::SignedNodeRecord& signed_record, Changes* changes,
+    const std::optional<absl::StatusOr<proto::NodeRecord>>* verified) {
+  // Gossip repeats itself: skip the signature check for what we hold.
+  if (IsOldNewsLocked(signed_record)) return;  // duplicate or older
   absl::StatusOr<proto::NodeRecord> record =
-      VerifyRecord(signed_record, options_.policy, clock_->Now());
+      verified != nullptr && verified->has_value()
+          ? **verified
+          : (++stats_.signatures_checked,
+             VerifyRecord(signed_record, options_.policy, clock_->Now()));
   if (!record.ok()) {
     ++stats_.records_rejected;
     LOG_EVERY_N(WARNING, 20) << "membership " << self_

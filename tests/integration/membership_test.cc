@@ -4,6 +4,7 @@
 #include "membership/membership.h"
 
 #include <limits>
+#include <optional>
 
 #include "gtest/gtest.h"
 #include "membership/link_stats.h"
@@ -301,6 +302,50 @@ TEST_F(MembershipTest, UnsignedOrForgedSuspicionIsIgnored) {
   EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(1))->state,
             proto::MEMBER_STATE_ALIVE);
   EXPECT_GE(swarm_.node(0).stats().opinions_rejected, 1u);
+}
+
+// The measured flood: pings of 25,000 validly signed records cost the
+// victim seconds each under the membership lock. Now the message is refused
+// whole before any signature is checked.
+TEST_F(MembershipTest, PingOf25000RecordsIsRefusedWithoutASignatureCheck) {
+  const uint64_t checked = swarm_.node(0).stats().signatures_checked;
+  const uint64_t digest = swarm_.node(0).GetView().digest();
+  proto::PingRequest req = Ping(mallory_->id());
+  const proto::SignedNodeRecord record =
+      *SignRecord(*mallory_, ValidRecord(), swarm_.clock().Now());
+  for (int i = 0; i < 25000; ++i) *req.mutable_gossip()->add_records() = record;
+  std::optional<absl::Status> reply;
+  swarm_.node(0).HandlePing({"mallory:1", mallory_->id()}, req,
+                            [&](absl::StatusOr<proto::Ack> ack) { reply = ack.status(); });
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(*reply)) << *reply;
+  EXPECT_EQ(swarm_.node(0).stats().signatures_checked, checked);
+  EXPECT_GE(swarm_.node(0).stats().messages_refused, 1u);
+  EXPECT_EQ(swarm_.node(0).GetView().digest(), digest);
+  EXPECT_EQ(swarm_.node(0).GetView().Find(mallory_->id()), nullptr);
+}
+
+// One sender's requests pass a token bucket: a burst beyond it is refused
+// before its gossip is looked at, and the sender is served again later.
+TEST_F(MembershipTest, RequestFloodFromOneSenderIsRateLimited) {
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 1000; ++i) {
+    swarm_.node(0).HandlePing({"mallory:1", mallory_->id()}, Ping(mallory_->id()),
+                              [&](absl::StatusOr<proto::Ack> ack) {
+                                ok += ack.ok();
+                                limited += absl::IsResourceExhausted(ack.status());
+                              });
+  }
+  EXPECT_EQ(ok + limited, 1000);
+  EXPECT_LE(ok, 201);
+  EXPECT_GE(limited, 799);
+  swarm_.Run(absl::Seconds(2));
+  std::optional<absl::Status> later;
+  swarm_.node(0).HandlePing({"mallory:1", mallory_->id()}, Ping(mallory_->id()),
+                            [&](absl::StatusOr<proto::Ack> ack) { later = ack.status(); });
+  ASSERT_TRUE(later.has_value());
+  EXPECT_TRUE(later->ok()) << *later;
+  EXPECT_TRUE(swarm_.Converged());  // the members were never throttled
 }
 
 TEST_F(MembershipTest, ForgedLinkSamplesAreIgnored) {
