@@ -21,12 +21,14 @@ class FakeHandler : public GossipHandler {
   explicit FakeHandler(common::NodeId id) : id_(id) {}
   void HandlePing(const PeerInfo& from, const proto::PingRequest& req,
                   AckCallback reply) override {
+    common::NodeId id;
     {
       absl::MutexLock lock(&mu_);
       last_peer_ = from.authenticated_id;
+      id = id_;
     }
     proto::Ack ack;
-    ack.set_from(id_.Bytes());
+    ack.set_from(id.Bytes());
     ack.set_seq(req.seq());
     reply(ack);
   }
@@ -42,12 +44,16 @@ class FakeHandler : public GossipHandler {
     absl::MutexLock lock(&mu_);
     return last_peer_;
   }
-  void set_id(common::NodeId id) { id_ = id; }
+  // While calls may arrive (the server's threads read it).
+  void set_id(common::NodeId id) {
+    absl::MutexLock lock(&mu_);
+    id_ = id;
+  }
 
  private:
-  common::NodeId id_;
   absl::Mutex mu_;
-  common::NodeId last_peer_;
+  common::NodeId id_ ABSL_GUARDED_BY(mu_);
+  common::NodeId last_peer_ ABSL_GUARDED_BY(mu_);
 };
 
 template <typename T>
