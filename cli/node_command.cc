@@ -13,7 +13,9 @@
 #include "absl/flags/flag.h"
 #include "cli/gossip_command.h"
 #include "common/status_macros.h"
+#include "model/build_info.h"
 #include "model/model_flags.h"
+#include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/stack/swarm_spec.h"
 #include "node/daemon/static_swarm/node_daemon.h"
 #include "node/transport/shaping_flags.h"
@@ -30,7 +32,11 @@ ABSL_DECLARE_FLAG(bool, insecure);
 ABSL_FLAG(std::string, listen, "", "Pipeline listen address (default: this node's entry).");
 ABSL_FLAG(std::string, group_listen, "",
           "Replica-averaging (StageService) listen address (default: this node's entry).");
-ABSL_FLAG(int, metrics_port, -1, "Serve Prometheus /metrics on this port (0: any; -1: off).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus /metrics on 127.0.0.1 at this port (0: any; -1: off).");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve /metrics on HOST:PORT instead (e.g. 0.0.0.0:9464 for a scraper on another "
+          "host; [::]:9464 for IPv6); overrides --metrics_port.");
 ABSL_FLAG(int, memory_slots, 4, "Micro-batches admitted between forward and backward.");
 ABSL_FLAG(int, node_mbs, 4, "Micro-batches each data node injects per iteration.");
 ABSL_FLAG(int64_t, node_iterations, 100, "Iterations to train (also the LR schedule length).");
@@ -92,6 +98,10 @@ absl::Status Run() {
   o.listen = absl::GetFlag(FLAGS_listen);
   o.group_listen = absl::GetFlag(FLAGS_group_listen);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    SS_RETURN_IF_ERROR(ParseMetricsListen(absl::GetFlag(FLAGS_metrics_listen), &o));
+  }
+  o.libtorch_version = model::LibtorchVersion();
   o.mbs_per_iteration = absl::GetFlag(FLAGS_node_mbs);
   if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--node_mbs must be >= 1");
   o.iterations = absl::GetFlag(FLAGS_node_iterations);

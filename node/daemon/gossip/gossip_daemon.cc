@@ -313,8 +313,12 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   in.data = data.source.get();
   in.swarm_id = gossip->swarm_id();
   // No names: a routes file needs a static --swarm list (refused).
-  GrpcTransport* health = grpc;
-  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
+  if (health == nullptr) {  // kept across stage moves
+    health = std::make_unique<ServingHealth>(
+        o.name, [g = grpc](bool serving) { g->SetServing(serving); }, &metrics);
+  }
+  ServingHealth* h = health.get();
+  in.on_pause_change = [h](const absl::Status& why) { h->Set("paused", why); };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();
 }
@@ -500,6 +504,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   metrics.Set("skipswarm_live_members",
               static_cast<double>(gossip->membership()->GetView().Live().size()));
+  health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   PrintProgressAndCheckpoint(o, r, elapsed, &metrics, [this] { return Checkpoint(); });
   if (options.observer) options.observer(r);
 }

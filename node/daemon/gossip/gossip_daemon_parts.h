@@ -32,6 +32,7 @@
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/reporting/speed_reports.h"
 #include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
@@ -91,6 +92,7 @@ struct GossipDaemon::Parts {
   // move (SwitchStage).
   std::unique_ptr<TrainingStack> stack;
   Metrics metrics;
+  std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> control;
   std::unique_ptr<proto::NodeControl::Service> control_service;

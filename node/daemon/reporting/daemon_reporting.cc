@@ -5,18 +5,48 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "node/daemon/reporting/iteration_report.h"
+#include "proto/version.h"
 
 namespace skipswarm::node {
+namespace {
+
+// The build has no stamping (Bazel's --stamp would relink every binary on
+// each commit), so no git commit is known; the label stays for dashboards.
+constexpr char kGitCommit[] = "unknown";
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetricsServer(
     const NodeDaemonOptions& o, Metrics* metrics) {
   if (o.metrics_port < 0) return std::unique_ptr<MetricsServer>();
+  metrics->Set("skipswarm_build_info", 1,
+               absl::StrCat("version=\"", proto::kSoftwareVersion, "\",git_commit=\"",
+                            kGitCommit, "\",libtorch_version=\"", o.libtorch_version, "\""));
   SS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> server,
                       MetricsServer::Start(metrics, o.metrics_host, o.metrics_port));
   LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << server->port();
   return server;
+}
+
+absl::Status ParseMetricsListen(const std::string& value, NodeDaemonOptions* o) {
+  const size_t colon = value.rfind(':');
+  std::string host = colon == std::string::npos ? "" : value.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = -1;
+  if (host.empty() || !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_listen=", value, ": expected HOST:PORT (127.0.0.1:9464, 0.0.0.0:0, [::1]:9464)"));
+  }
+  o->metrics_host = host;
+  o->metrics_port = port;
+  return absl::OkStatus();
 }
 
 void PrintProgressAndCheckpoint(const NodeDaemonOptions& o, const NodeIterationReport& r,

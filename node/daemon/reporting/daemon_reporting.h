@@ -29,10 +29,15 @@
 namespace skipswarm::node {
 
 // Serves `metrics` on o.metrics_host:o.metrics_port (0: any free port) and
-// logs where; null when o.metrics_port < 0 (off). `metrics` must outlive
-// the server.
+// logs where; null when o.metrics_port < 0 (off). Sets skipswarm_build_info.
+// `metrics` must outlive the server.
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetricsServer(
     const NodeDaemonOptions& o, Metrics* metrics);
+
+// Parses --metrics_listen's HOST:PORT ([v6]:port for IPv6; PORT 0: any
+// free port) into o->metrics_host and o->metrics_port; an error names the
+// flag.
+absl::Status ParseMetricsListen(const std::string& value, NodeDaemonOptions* o);
 
 // Reports `r` (ReportIteration into `metrics` and o.progress_file), prints
 // its progress line to stdout and flushes; then, when iteration r + 1 is a

@@ -51,5 +51,34 @@ TEST(DaemonReportingTest, NoMetricsServerForANegativePort) {
   EXPECT_EQ(*off, nullptr);
 }
 
+TEST(DaemonReportingTest, MetricsListenTakesHostAndPortAndNamesTheFlagOnErrors) {
+  NodeDaemonOptions o;
+  ASSERT_TRUE(ParseMetricsListen("0.0.0.0:9464", &o).ok());
+  EXPECT_EQ(o.metrics_host, "0.0.0.0");
+  EXPECT_EQ(o.metrics_port, 9464);
+  ASSERT_TRUE(ParseMetricsListen("[::1]:0", &o).ok());
+  EXPECT_EQ(o.metrics_host, "::1");
+  EXPECT_EQ(o.metrics_port, 0);
+  for (const char* bad : {"9464", ":9464", "host:", "host:x", "host:70000", "host:-1"}) {
+    const absl::Status s = ParseMetricsListen(bad, &o);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--metrics_listen"), std::string::npos) << s;
+  }
+}
+
+TEST(DaemonReportingTest, MetricsServerSetsBuildInfo) {
+  NodeDaemonOptions o;
+  o.metrics_port = 0;
+  o.libtorch_version = "9.9.9";
+  Metrics metrics;
+  auto server = StartDaemonMetricsServer(o, &metrics);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("# TYPE skipswarm_build_info gauge\nskipswarm_build_info{version=\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("libtorch_version=\"9.9.9\"} 1\n"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace skipswarm::node

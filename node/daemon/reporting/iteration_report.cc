@@ -16,13 +16,12 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                             Metrics* metrics) {
   metrics->Set("skipswarm_iteration", static_cast<double>(r.iteration));
   metrics->Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
-  metrics->Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(r.server.rerouted));
-  metrics->Set("skipswarm_micro_batch_visits_dropped_total",
-               static_cast<double>(r.server.dropped));
   metrics->Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
   metrics->Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
-  ExportServerStats(r.server, metrics);  // per-peer bytes, hop latency, reasons
-  if (r.data) ExportDrops(*r.data, metrics);
+  // Re-routes and dropped visits by reason (labels; their sums are the
+  // server's totals), per-peer bytes, hop latency.
+  ExportServerStats(r.server, metrics);
+  if (r.data) ExportDrops(*r.data, metrics);  // dropped micro-batches by reason
 
   std::string line = absl::StrFormat("[%s] it %d", node_name, r.iteration);
   for (const auto& [s, step] : r.stages) {
@@ -41,9 +40,8 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     const double iteration_s = absl::ToDoubleSeconds(d.elapsed);
     const double tps = d.tokens / std::max(1e-9, iteration_s);
     metrics->Set("skipswarm_loss", d.loss);
-    metrics->Set("skipswarm_tokens_per_second", tps);
+    metrics->Add("skipswarm_tokens_trained_total", static_cast<double>(d.tokens));
     metrics->Add("skipswarm_micro_batches_completed_total", d.completed);
-    metrics->Add("skipswarm_micro_batches_dropped_total", d.dropped);
     absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d %.0f tok/s", d.loss,
                                            d.completed, d.dropped, tps));
     if (!progress_file.empty()) {

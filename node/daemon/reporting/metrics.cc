@@ -1,12 +1,78 @@
 #include "node/daemon/reporting/metrics.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace skipswarm::node {
+
+// Names follow Prometheus' conventions: base units (seconds, bytes), counters
+// end in `_total`, and a variant of a quantity is a label (reason=, peer=,
+// stage=), never a second name.
+const std::vector<MetricFamily>& MetricCatalog() {
+  using T = MetricType;
+  static const std::vector<MetricFamily> kCatalog = {
+      {"skipswarm_build_info", T::kGauge,
+       "Always 1; the labels name the build (version, git_commit, libtorch_version)."},
+      {"skipswarm_iteration", T::kGauge, "The last training iteration this node finished."},
+      {"skipswarm_loss", T::kGauge,
+       "Mean training loss of this data node's micro-batches in the last iteration."},
+      {"skipswarm_tokens_trained_total", T::kCounter,
+       "Tokens of the micro-batches this data node completed (rate() gives throughput)."},
+      {"skipswarm_micro_batches_completed_total", T::kCounter,
+       "Micro-batches this data node injected that finished forward and backward."},
+      {"skipswarm_micro_batches_dropped_total", T::kCounter,
+       "Micro-batches this data node gave up, by reason."},
+      {"skipswarm_micro_batches_rerouted_total", T::kCounter,
+       "Hops this node's stage server re-routed to another node, by reason."},
+      {"skipswarm_micro_batch_visits_dropped_total", T::kCounter,
+       "Micro-batch visits this node's stage server gave up, by reason."},
+      {"skipswarm_memory_slots_in_use", T::kGauge,
+       "Activation memory slots held by micro-batches on this node."},
+      {"skipswarm_bytes_sent_total", T::kCounter,
+       "Payload bytes this node's stage server sent to peers."},
+      {"skipswarm_frames_refused_total", T::kCounter,
+       "Frames this node refused (memory slots full, invalid, stale)."},
+      {"skipswarm_peer_bytes_sent_total", T::kCounter, "Payload bytes sent, by peer."},
+      {"skipswarm_peer_bytes_received_total", T::kCounter, "Payload bytes received, by peer."},
+      {"skipswarm_peer_frames_sent_total", T::kCounter, "Frames sent, by peer."},
+      {"skipswarm_peer_frames_received_total", T::kCounter, "Frames received, by peer."},
+      {"skipswarm_hop_latency_seconds", T::kHistogram,
+       "Time from sending a frame to the next hop's admission ack."},
+      {"skipswarm_first_reroute_seconds", T::kGauge,
+       "Steady-clock time of this node's first re-route (absent if none)."},
+      {"skipswarm_stage_visits", T::kGauge,
+       "Micro-batch visits this node's replica of the stage served in the last iteration."},
+      {"skipswarm_stage_replicas", T::kGauge,
+       "Replicas of the stage that averaged gradients in the last iteration."},
+      {"skipswarm_stage_grad_norm", T::kGauge,
+       "L2 norm of the stage's averaged gradient in the last iteration."},
+      {"skipswarm_stage_digests_agree", T::kGauge,
+       "1 if every replica of the stage had the same parameters after the last step."},
+      {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
+      {"skipswarm_membership_changes_total", T::kCounter,
+       "Changes in this node's gossip view (joins, deaths, leaves, record updates)."},
+      {"skipswarm_seconds_per_layer_sample", T::kGauge,
+       "This node's measured compute time per transformer layer and sample."},
+      {"skipswarm_stage_moves_total", T::kCounter,
+       "Times this node moved to another stage (rebalancing)."},
+      {"skipswarm_serving", T::kGauge,
+       "1 while the node's gRPC health is SERVING; 0 while a health cause holds."},
+      {"skipswarm_health_cause", T::kGauge,
+       "1 while the cause (paused, diverged) keeps the node NOT_SERVING; see the log."},
+  };
+  return kCatalog;
+}
 
 void Metrics::Set(const std::string& name, double value, const std::string& labels) {
   absl::MutexLock lock(&mu_);
@@ -35,18 +101,41 @@ std::string Labels(const std::string& labels, const std::string& more = "") {
 
 }  // namespace
 
+namespace {
+
+const MetricFamily* FindFamily(const std::string& name) {
+  for (const MetricFamily& f : MetricCatalog()) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+void AppendHeader(const std::string& name, MetricType fallback, std::string* out) {
+  const MetricFamily* f = FindFamily(name);
+  const MetricType type = f ? f->type : fallback;
+  absl::StrAppend(out, "# HELP ", name, " ",
+                  f ? f->help : "Not in skipswarm's metric catalog (metrics.cc).", "\n",
+                  "# TYPE ", name, " ",
+                  type == MetricType::kCounter     ? "counter"
+                  : type == MetricType::kHistogram ? "histogram"
+                                                   : "gauge",
+                  "\n");
+}
+
+}  // namespace
+
 std::string Metrics::Render() const {
   absl::MutexLock lock(&mu_);
   std::string out;
   for (const auto& [name, series] : values_) {
-    const bool counter = absl::EndsWith(name, "_total");
-    absl::StrAppend(&out, "# TYPE ", name, counter ? " counter\n" : " gauge\n");
+    AppendHeader(name, absl::EndsWith(name, "_total") ? MetricType::kCounter : MetricType::kGauge,
+                 &out);
     for (const auto& [labels, value] : series) {
       absl::StrAppend(&out, name, Labels(labels), " ", Number(value), "\n");
     }
   }
   for (const auto& [name, series] : histograms_) {
-    absl::StrAppend(&out, "# TYPE ", name, " histogram\n");
+    AppendHeader(name, MetricType::kHistogram, &out);
     for (const auto& [labels, h] : series) {
       for (size_t i = 0; i < h.bounds.size() && i < h.cumulative.size(); ++i) {
         absl::StrAppend(&out, name, "_bucket",
@@ -57,6 +146,65 @@ std::string Metrics::Render() const {
       absl::StrAppend(&out, name, "_sum", Labels(labels), " ", Number(h.sum), "\n");
       absl::StrAppend(&out, name, "_count", Labels(labels), " ", h.count, "\n");
     }
+  }
+  return out;
+}
+
+std::string RenderProcessMetrics() {
+  std::string out;
+  const auto family = [&out](const char* name, const char* type, const char* help,
+                             double value) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name,
+                    " ", Number(value), "\n");
+  };
+  // /proc/self/stat: fields after the command name (which may hold spaces
+  // and parentheses, hence the last ')'); proc(5) numbers them from 1, so
+  // utime (14) is rest[11].
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  const long ticks = sysconf(_SC_CLK_TCK);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (close != std::string::npos && ticks > 0 && page > 0) {
+    std::vector<std::string> rest =
+        absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+    double utime = 0, stime = 0, start = 0, vsize = 0, rss = 0;
+    if (rest.size() > 22 && absl::SimpleAtod(rest[11], &utime) &&
+        absl::SimpleAtod(rest[12], &stime) && absl::SimpleAtod(rest[19], &start) &&
+        absl::SimpleAtod(rest[20], &vsize) && absl::SimpleAtod(rest[21], &rss)) {
+      family("process_cpu_seconds_total", "counter", "User and system CPU time spent in seconds.",
+             (utime + stime) / ticks);
+      family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+             rss * page);
+      family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
+      // Start time: boot time (/proc/stat btime) + ticks since boot.
+      std::ifstream proc_stat("/proc/stat");
+      std::string line;
+      while (std::getline(proc_stat, line)) {
+        double btime = 0;
+        absl::string_view rest_of_line = line;
+        if (absl::ConsumePrefix(&rest_of_line, "btime ") &&
+            absl::SimpleAtod(rest_of_line, &btime)) {
+          family("process_start_time_seconds", "gauge",
+                 "Start time of the process since the Unix epoch in seconds.",
+                 btime + start / ticks);
+          break;
+        }
+      }
+    }
+  }
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    int fds = 0;
+    while (const dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.') ++fds;
+    }
+    closedir(dir);
+    family("process_open_fds", "gauge", "Number of open file descriptors.", fds - 1);  // our own
+  }
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    family("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+           static_cast<double>(limit.rlim_cur));
   }
   return out;
 }
@@ -74,11 +222,11 @@ void ExportServerStats(const StageServerStats& s, Metrics* m) {
                   {s.hop_latency.bounds_s, s.hop_latency.cumulative, s.hop_latency.count,
                    s.hop_latency.sum_s});
   for (const auto& [reason, n] : s.rerouted_by_reason) {
-    m->Set("skipswarm_micro_batches_rerouted_by_reason_total", static_cast<double>(n),
+    m->Set("skipswarm_micro_batches_rerouted_total", static_cast<double>(n),
            absl::StrCat("reason=\"", reason, "\""));
   }
   for (const auto& [reason, n] : s.dropped_by_reason) {
-    m->Set("skipswarm_micro_batch_visits_dropped_by_reason_total", static_cast<double>(n),
+    m->Set("skipswarm_micro_batch_visits_dropped_total", static_cast<double>(n),
            absl::StrCat("reason=\"", reason, "\""));
   }
   if (s.first_reroute_at != absl::InfiniteDuration()) {
@@ -88,7 +236,7 @@ void ExportServerStats(const StageServerStats& s, Metrics* m) {
 
 void ExportDrops(const IterationReport& r, Metrics* m) {
   for (const auto& [reason, n] : r.dropped_by_reason) {
-    m->Add("skipswarm_micro_batches_dropped_by_reason_total", n,
+    m->Add("skipswarm_micro_batches_dropped_total", n,
            absl::StrCat("reason=\"", reason, "\""));
   }
 }
@@ -99,7 +247,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metric
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->server_ = std::make_unique<httplib::Server>();
   s->server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics->Render(), "text/plain; version=0.0.4");
+    res.set_content(metrics->Render() + RenderProcessMetrics(), "text/plain; version=0.0.4");
   });
   // httplib's default socket options add SO_REUSEPORT, with which a second
   // daemon bound the same port and scrapes alternated between the two.

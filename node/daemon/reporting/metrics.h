@@ -8,8 +8,14 @@
 //   ExportServerStats(server.stats(), &m);   // per-peer bytes, hop latency, ...
 //   SS_ASSIGN_OR_RETURN(auto server, MetricsServer::Start(&m, "127.0.0.1", 0));
 //
-// Names ending in `_total` are rendered as counters, histograms as
-// histograms (`_bucket{le=...}`, `_sum`, `_count`), the rest as gauges.
+// Every family the daemons export is listed, with its type and help text,
+// in MetricCatalog() (metrics.cc): Render() writes "# HELP" and "# TYPE"
+// from it, so the output passes `promtool check metrics` (base units,
+// counters end in `_total`, a variant is a label, not a name). A name missing
+// from the catalog still renders (counter if it ends in `_total`, else
+// gauge) with a HELP line saying so; metrics_test keeps the catalog whole.
+// The server adds process metrics (process_resident_memory_bytes, ...) read
+// from /proc/self at each scrape.
 //
 // Thread rule: thread-safe; the server serves on its own thread.
 #ifndef SKIPSWARM_NODE_DAEMON_REPORTING_METRICS_H_
@@ -42,6 +48,17 @@ struct HistogramValue {
   double sum = 0;
 };
 
+enum class MetricType { kGauge, kCounter, kHistogram };
+
+struct MetricFamily {
+  const char* name;
+  MetricType type;
+  const char* help;
+};
+
+// Every family the daemons export (see the file comment).
+const std::vector<MetricFamily>& MetricCatalog();
+
 class Metrics {
  public:
   // Sets metric `name{labels}` to `value` (labels: `k="v",...`, may be empty).
@@ -50,7 +67,8 @@ class Metrics {
   // Replaces histogram `name{labels}` (bounds.size() == cumulative.size()).
   void SetHistogram(const std::string& name, const HistogramValue& value,
                     const std::string& labels = "");
-  // Text exposition format, one "# TYPE" line per name.
+  // Text exposition format: "# HELP" and "# TYPE" lines, then the samples,
+  // per family.
   std::string Render() const;
 
  private:
@@ -62,18 +80,25 @@ class Metrics {
 // The stage server's counters as of `stats` (they are cumulative, so Set):
 //   skipswarm_peer_{bytes,frames}_{sent,received}_total{peer="ab12cd34"}
 //   skipswarm_hop_latency_seconds (histogram: send -> the peer's admission ack)
-//   skipswarm_micro_batches_rerouted_by_reason_total{reason="deadline"}
-//   skipswarm_micro_batch_visits_dropped_by_reason_total{reason="next_hop_died"}
+//   skipswarm_micro_batches_rerouted_total{reason="deadline"}
+//   skipswarm_micro_batch_visits_dropped_total{reason="next_hop_died"}
 //   skipswarm_first_reroute_seconds (clock time of the first re-route; absent if none)
 void ExportServerStats(const StageServerStats& stats, Metrics* metrics);
 
 // A data node's dropped micro-batches of one iteration, by reason, added to
-// skipswarm_micro_batches_dropped_by_reason_total{reason="mb_deadline"}.
+// skipswarm_micro_batches_dropped_total{reason="mb_deadline"}.
 void ExportDrops(const IterationReport& report, Metrics* metrics);
+
+// The standard process metrics of this process, in the text format, read
+// from /proc/self: process_resident_memory_bytes, process_virtual_memory_bytes,
+// process_cpu_seconds_total, process_start_time_seconds, process_open_fds,
+// process_max_fds. Families whose file cannot be read are left out.
+std::string RenderProcessMetrics();
 
 class MetricsServer {
  public:
-  // Serves GET /metrics on host:port (0 = any free port).
+  // Serves GET /metrics (`metrics` and RenderProcessMetrics()) on host:port
+  // (0 = any free port).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const Metrics* metrics,
                                                              const std::string& host, int port);
   ~MetricsServer();

@@ -2,6 +2,10 @@
 
 #include <httplib.h>
 
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace skipswarm::node {
@@ -15,6 +19,8 @@ TEST(MetricsTest, RendersTextFormatAndServesIt) {
   const std::string text = m.Render();
   EXPECT_NE(text.find("# TYPE skipswarm_iteration gauge\nskipswarm_iteration 12\n"),
             std::string::npos);
+  EXPECT_NE(text.find("# HELP skipswarm_iteration The last training iteration"),
+            std::string::npos);
   EXPECT_NE(text.find("skipswarm_bytes_sent_total{peer=\"ab\"} 12\n"), std::string::npos);
   auto server = MetricsServer::Start(&m, "127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -22,7 +28,13 @@ TEST(MetricsTest, RendersTextFormatAndServesIt) {
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(res->body, text);
+  // The scrape adds the process's own metrics after the registry's.
+  EXPECT_EQ(res->body.substr(0, text.size()), text);
+  for (const char* family :
+       {"process_resident_memory_bytes", "process_cpu_seconds_total", "process_start_time_seconds",
+        "process_open_fds", "process_max_fds", "process_virtual_memory_bytes"}) {
+    EXPECT_NE(res->body.find(std::string("# TYPE ") + family), std::string::npos) << family;
+  }
 }
 
 // A daemon whose start-up fails right after the metrics server started
@@ -82,15 +94,58 @@ TEST(MetricsTest, ExportsPerPeerTrafficAndReasons) {
   EXPECT_NE(text.find("skipswarm_peer_bytes_sent_total" + label + " 100\n"), std::string::npos);
   EXPECT_NE(text.find("skipswarm_peer_bytes_received_total" + label + " 40\n"),
             std::string::npos);
-  EXPECT_NE(text.find("skipswarm_micro_batches_rerouted_by_reason_total{reason=\"deadline\"} 3"),
+  EXPECT_NE(text.find("skipswarm_micro_batches_rerouted_total{reason=\"deadline\"} 3"),
             std::string::npos);
-  EXPECT_NE(text.find("skipswarm_micro_batch_visits_dropped_by_reason_total{reason=\"next_hop_"
+  EXPECT_NE(text.find("skipswarm_micro_batch_visits_dropped_total{reason=\"next_hop_"
                       "died\"} 2"),
             std::string::npos);
-  EXPECT_NE(text.find("skipswarm_micro_batches_dropped_by_reason_total{reason=\"mb_deadline\"} 2"),
+  EXPECT_NE(text.find("skipswarm_micro_batches_dropped_total{reason=\"mb_deadline\"} 2"),
             std::string::npos);
+  EXPECT_EQ(text.find("by_reason"), std::string::npos) << "a reason is a label, not a name";
   EXPECT_NE(text.find("skipswarm_hop_latency_seconds_count 1\n"), std::string::npos);
   EXPECT_EQ(text.find("skipswarm_first_reroute_seconds"), std::string::npos);
+}
+
+// Every family the daemons write is in the catalog, and the catalog follows
+// Prometheus' conventions (what `promtool check metrics` lints): counters
+// and only counters end in _total; no rate or non-base-unit names.
+TEST(MetricsTest, CatalogFollowsPrometheusConventions) {
+  std::set<std::string> names;
+  for (const MetricFamily& f : MetricCatalog()) {
+    const std::string name = f.name;
+    EXPECT_TRUE(names.insert(name).second) << "listed twice: " << name;
+    EXPECT_GT(std::string(f.help).size(), 10u) << name;
+    EXPECT_EQ(f.type == MetricType::kCounter, absl::EndsWith(name, "_total")) << name;
+    for (const char* bad : {"_per_second", "_by_", "milliseconds", "_ms", "_kb", "_mb"}) {
+      EXPECT_EQ(name.find(bad), std::string::npos) << name;
+    }
+  }
+  // What one data node's iteration and its server stats write.
+  StageServerStats s;
+  s.traffic[common::NodeId::ForName("p")] = {1, 1, 1, 1};
+  s.rerouted_by_reason["deadline"] = 1;
+  s.dropped_by_reason["mb_deadline"] = 1;
+  s.first_reroute_at = absl::Seconds(1);
+  Metrics m;
+  ExportServerStats(s, &m);
+  IterationReport r;
+  r.dropped_by_reason["mb_deadline"] = 1;
+  ExportDrops(r, &m);
+  const std::string text = m.Render();
+  EXPECT_EQ(text.find("Not in skipswarm's metric catalog"), std::string::npos) << text;
+}
+
+// Process metrics come from /proc/self; the values are this test's own.
+TEST(MetricsTest, ProcessMetricsAreThisProcesssOwn) {
+  const std::string text = RenderProcessMetrics();
+  EXPECT_NE(text.find("# HELP process_cpu_seconds_total "), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos) << text;
+  const size_t at = text.find("\nprocess_resident_memory_bytes ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + 31)), 1e6) << text;  // a gtest binary holds > 1 MB
+  const size_t start = text.find("\nprocess_start_time_seconds ");
+  ASSERT_NE(start, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(start + 28)), 1.5e9) << text;  // after 2017
 }
 
 }  // namespace

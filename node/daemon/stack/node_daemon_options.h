@@ -24,7 +24,10 @@ struct NodeDaemonOptions {
   std::string listen;              // pipeline address; empty: from the swarm entry
   std::string group_listen;        // StageService address; empty: from the entry
   int metrics_port = -1;           // -1: no /metrics; 0: any free port
-  std::string metrics_host = "127.0.0.1";
+  std::string metrics_host = "127.0.0.1";  // --metrics_listen's host
+  // Labels of skipswarm_build_info beside the version (the binary fills
+  // them in; node/ links no torch version of its own).
+  std::string libtorch_version = "unknown";
   int memory_slots = 4;
   int mbs_per_iteration = 4;       // per data node
   int64_t iterations = 100;        // total (also the LR schedule length)

@@ -14,6 +14,7 @@
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
@@ -46,6 +47,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<RouteRepairer> repairer;  // the stack borrows it
   std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
   Metrics metrics;
+  std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
   std::unique_ptr<MetricsServer> metrics_server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
@@ -189,8 +191,10 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.data = p->data.source.get();
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
-  GrpcTransport* health = p->grpc;
-  in.on_pause_change = [health](const absl::Status& why) { health->SetServing(why.ok()); };
+  p->health = std::make_unique<ServingHealth>(
+      options.name, [grpc = p->grpc](bool serving) { grpc->SetServing(serving); }, &p->metrics);
+  ServingHealth* health = p->health.get();
+  in.on_pause_change = [health](const absl::Status& why) { health->Set("paused", why); };
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
   SS_ASSIGN_OR_RETURN(p->metrics_server, StartDaemonMetricsServer(options, &p->metrics));
   return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));
@@ -205,6 +209,7 @@ NodeDaemon::~NodeDaemon() {
 
 void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
+  health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 
