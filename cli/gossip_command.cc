@@ -144,6 +144,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   g.join_timeout = base.startup_timeout;
   g.seed = base.model.seed;
   g.memory_slots = static_cast<uint32_t>(base.memory_slots);
+  g.model_id = base.model.model.ConfigHash();
+  g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);
   LOG(INFO) << "seed " << base.model.seed;
   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
   static DaemonSignals signals;

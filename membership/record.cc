@@ -2,6 +2,7 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/escaping.h"
@@ -119,6 +120,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
     return absl::PermissionDeniedError(absl::StrCat(
         "node ", id.ShortString(), " is not on this swarm's allow-list"));
   }
+  if (!policy.model_id.empty() && record.model_id() != policy.model_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", id.ShortString(), " trains another model (model id '",
+        record.model_id(), "', this swarm's '", policy.model_id,
+        "'): check --stages and the model flags"));
+  }
   const absl::Time signed_at = absl::FromUnixMillis(record.signed_at_unix_ms());
   if (signed_at > now + policy.max_future_skew) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -143,9 +150,31 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
         record.incarnation(), " (limit ", kMaxIncarnation, ")"));
   }
   const double speed = record.seconds_per_layer_per_sample();
-  if (!std::isfinite(speed) || speed < 0) {
+  if (!std::isfinite(speed) || speed < 0 || speed > kMaxSecondsPerLayerPerSample) {
     return absl::InvalidArgumentError(absl::StrCat(
         "node record of ", id.ShortString(), " has a bad compute speed"));
+  }
+  if (record.memory_slots() > kMaxRecordMemorySlots) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " claims ", record.memory_slots(),
+        " memory slots (limit ", kMaxRecordMemorySlots, ")"));
+  }
+  for (const std::string& address : record.addresses()) {
+    if (address.empty() || address.size() > kMaxAddressBytes ||
+        address.find_first_of(" \t\r\n") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node record of ", id.ShortString(), " has a malformed address"));
+    }
+  }
+  if (policy.num_stages > 0) {
+    auto outside = [&](uint32_t stage) { return stage >= policy.num_stages; };
+    bool bad = std::any_of(record.stages().begin(), record.stages().end(), outside);
+    for (const auto& [stage, digest] : record.stage_digests()) bad |= outside(stage);
+    if (bad) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node record of ", id.ShortString(), " names a stage outside 0..",
+          policy.num_stages - 1));
+    }
   }
   const proto::MemberState state = OwnerState(record);
   if (state != proto::MEMBER_STATE_ALIVE && state != proto::MEMBER_STATE_LEFT) {

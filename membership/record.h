@@ -14,8 +14,9 @@
 // for forgery, FailedPrecondition for a wrong swarm / not allowed, and
 // InvalidArgument for malformed or out-of-range content):
 //   size ≤ kMaxRecordBytes, parse, public key 32 bytes, node_id ==
-//   sha256(public_key), signature, swarm id, allow-list, signed_at within
-//   [now - max_age, now + max_future_skew], field limits.
+//   sha256(public_key), signature, swarm id, allow-list, model id,
+//   signed_at within [now - max_age, now + max_future_skew], field limits
+//   (stages within the model, slots, speed, addresses, incarnation).
 //
 // Thread rule: free functions, thread-safe.
 #ifndef SKIPSWARM_MEMBERSHIP_RECORD_H_
@@ -35,6 +36,10 @@ namespace skipswarm::membership {
 inline constexpr size_t kMaxRecordBytes = 8 * 1024;
 inline constexpr int kMaxAddresses = 8;
 inline constexpr int kMaxStages = 64;
+inline constexpr uint32_t kMaxRecordMemorySlots = 4096;
+inline constexpr size_t kMaxAddressBytes = 256;
+// Seconds per layer per sample above this are nonsense (an hour).
+inline constexpr double kMaxSecondsPerLayerPerSample = 3600;
 // Incarnations never come near the top of uint64 (Note [Incarnation
 // bounds]): a record above kMaxIncarnation is refused, and a node never
 // signs one (its refutations saturate there instead of wrapping to 0).
@@ -55,6 +60,13 @@ struct RecordPolicy {
   // Private swarm allow-list: when non-empty, only these node ids may be
   // members.
   absl::flat_hash_set<common::NodeId> allowed_ids;
+  // When non-empty, the model every member trains (NodeRecord.model_id):
+  // records of another model, or of none, are refused (FailedPrecondition),
+  // and this node's own record carries it.
+  std::string model_id;
+  // When > 0, the model's stage count: a record hosting (or publishing a
+  // digest of) a stage outside 0..num_stages-1 is refused.
+  uint32_t num_stages = 0;
 };
 
 // The swarm id of a swarm named `name`; with a non-empty `secret`, a private

@@ -154,5 +154,38 @@ TEST_F(RecordTest, OpinionVerifiesOnlyWithItsReportersKeyAndSwarm) {
   EXPECT_FALSE(VerifyOpinion(changed, "swarm-1", alice_->public_key()).ok());
 }
 
+TEST_F(RecordTest, RecordOfAnotherModelOrOutsideItIsRejected) {
+  policy_.model_id = "model-a";
+  policy_.num_stages = 3;
+  record_.set_model_id("model-b");
+  auto other = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("another model"), std::string::npos);
+  record_.set_model_id("model-a");
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+  proto::NodeRecord outside = record_;
+  outside.add_stages(9);  // --stages=10 --host_stages=9 in a 3-stage swarm
+  EXPECT_EQ(VerifyRecord(Sign(outside), policy_, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  outside = record_;
+  (*outside.mutable_stage_digests())[7] = 1;
+  EXPECT_FALSE(VerifyRecord(Sign(outside), policy_, kNow).ok());
+}
+
+TEST_F(RecordTest, FieldsOutOfRangeAreRejected) {
+  proto::NodeRecord r = record_;
+  r.set_memory_slots(kMaxRecordMemorySlots + 1);
+  EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
+  r = record_;
+  r.set_seconds_per_layer_per_sample(1e9);
+  EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
+  r = record_;
+  r.add_addresses(std::string(kMaxAddressBytes + 1, 'x'));
+  EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
+  r = record_;
+  r.add_addresses("");
+  EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::membership

@@ -50,6 +50,12 @@ struct SwarmMembershipOptions {
   absl::Duration join_timeout = absl::Seconds(30);
   uint64_t seed = 1;
   uint32_t memory_slots = 4;
+  // The model this node trains (model::ModelConfig::ConfigHash) and its
+  // stage count: records of another model, or naming a stage outside it,
+  // are refused (membership/record.h), so planners never see them. Empty /
+  // 0: unchecked (tests).
+  std::string model_id;
+  uint32_t num_stages = 0;
   membership::MembershipOptions tuning;     // timers (defaults: membership.h)
 };
 
