@@ -119,36 +119,10 @@ struct Child {
 
 using Point = ProgressPoint;
 
-void WriteSummary(const std::string& dir, const std::map<int64_t, Point>& points) {
-  std::ofstream csv(dir + "/loss.csv");
-  csv << "iteration,loss,dropped,elapsed_s\n";
-  double lo = 1e9, hi = -1e9;
-  int64_t last = 0;
-  for (const auto& [it, p] : points) {
-    if (p.n == 0) continue;
-    const double loss = p.loss_sum / p.n;
-    csv << it << "," << loss << "," << p.dropped << "," << p.elapsed << "\n";
-    lo = std::min(lo, loss);
-    hi = std::max(hi, loss);
-    last = it;
-  }
-  if (hi < lo) return;
-  std::ofstream svg(dir + "/loss.svg");
-  const double w = 640, h = 360, m = 40;
-  svg << absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n"
-      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-      "<text x=\"%d\" y=\"20\" font-family=\"sans-serif\" font-size=\"14\">skipswarm local: "
-      "training loss (%.3f .. %.3f) over %d iterations</text>\n<polyline fill=\"none\" "
-      "stroke=\"steelblue\" stroke-width=\"1.5\" points=\"",
-      static_cast<int>(w), static_cast<int>(h), static_cast<int>(m), lo, hi, last + 1);
-  for (const auto& [it, p] : points) {
-    if (p.n == 0) continue;
-    const double x = m + (w - 2 * m) * (last > 0 ? static_cast<double>(it) / last : 0);
-    const double y = h - m - (h - 2 * m) * ((p.loss_sum / p.n - lo) / std::max(1e-9, hi - lo));
-    svg << absl::StrFormat("%.1f,%.1f ", x, y);
-  }
-  svg << "\"/>\n</svg>\n";
+// "1m05s", "42s" (the progress bar's ETA).
+std::string FormatEta(double s) {
+  const int64_t t = static_cast<int64_t>(std::max(0.0, std::round(s)));
+  return t >= 60 ? absl::StrFormat("%dm%02ds", t / 60, t % 60) : absl::StrFormat("%ds", t);
 }
 
 // Forks `skipswarm node --config=CONFIG` with stdout/stderr in logs/NAME.*.
@@ -431,6 +405,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   // iterations (Note [Paused training] keeps the data nodes waiting).
   std::string lost;
   std::map<std::string, int64_t> killed_after;
+  int64_t joined_at_iteration = -1;  // when j0 was started (plot marker)
   absl::Duration stop_deadline = absl::InfiniteDuration();
   constexpr absl::Duration kStopGrace = absl::Seconds(30);
   int alive = static_cast<int>(children.size());
@@ -515,6 +490,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       children.push_back(c);
       ++alive;
       joiner_spawned = clock->SteadyNow();
+      joined_at_iteration = reported;
     }
     if (joiner_spawned != absl::InfiniteDuration() && joined_after == absl::InfiniteDuration()) {
       std::ifstream in(dir + "/join.jsonl");
@@ -529,14 +505,18 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       const double secs = p.elapsed;
       double tokens = 0;
       for (const auto& [it, q] : points) tokens += q.tokens;
-      const int width = 30;
+      const int width = 24;
       const int filled = static_cast<int>(width * (reported + 1) / iterations);
-      std::printf("\r[%s%s] it %lld/%lld loss %.4f  %.0f tok/s  re-routed %d  dropped %d   ",
+      // Rate and ETA from the daemons' clock since the first iteration.
+      const double it_per_s = (reported + 1) / std::max(1e-9, secs);
+      const double eta_s = (iterations - reported - 1) / std::max(1e-9, it_per_s);
+      std::printf("\r[%s%s] it %lld/%lld %.2f it/s ETA %s loss %.4f %.0f tok/s re-routed %d "
+                  "dropped %d   ",
                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                   static_cast<long long>(reported + 1), static_cast<long long>(iterations),
+                  it_per_s, secs > 0 ? FormatEta(eta_s).c_str() : "--",
                   p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs),
-                  static_cast<int>(rerouted),
-                  dropped);
+                  static_cast<int>(rerouted), dropped);
       std::fflush(stdout);
     }
     if (g_interrupted.load() && !interrupted_sent) {
@@ -556,7 +536,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 snapshots->taken().size(), dir.c_str());
   }
   ReadProgress(progress, points, rerouted);
-  WriteSummary(dir, points);
+  std::vector<RunEvent> events;
+  for (const auto& [name, it] : killed_after) events.push_back({it, name + " killed"});
+  if (joined_at_iteration >= 0) events.push_back({joined_at_iteration, "j0 started"});
+  WriteLossSummary(dir, points, events);
   if (!lost.empty()) return absl::FailedPreconditionError(lost);
   int failed = 0;
   for (const Child& c : children) {
@@ -577,7 +560,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
               "per CPU-s)\n",
               tokens, wall_s, tokens / std::max(1e-9, wall_s), cpu_s,
               tokens / std::max(1e-9, cpu_s));
-  std::printf("summary: %s/loss.csv, %s/loss.svg\n", dir.c_str(), dir.c_str());
+  std::printf("outputs: %s/loss.svg (plot: loss, kills, re-routes), %s/loss.csv, logs in "
+              "%s/logs/, checkpoints in %s/checkpoints/\n",
+              dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "
                 "start and libtorch load) %.3f s\n",

@@ -1,6 +1,12 @@
 #include "launcher/progress_log.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/svg_plot.h"
 
 #include "nlohmann/json.hpp"
 
@@ -12,6 +18,7 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
   std::string line;
   points.clear();
   rerouted = 0;
+  std::map<int64_t, int64_t> rerouted_at;  // relays' lines too, hence kept apart
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) continue;
@@ -21,6 +28,9 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
     };
     rerouted += static_cast<int64_t>(number("rerouted_here", 0));
     const auto it = j.find("iteration");
+    if (it != j.end() && it->is_number_integer()) {
+      rerouted_at[it->get<int64_t>()] += static_cast<int64_t>(number("rerouted_here", 0));
+    }
     const auto loss = j.find("loss");
     if (it == j.end() || !it->is_number_integer() || loss == j.end() || !loss->is_number()) {
       continue;
@@ -34,6 +44,51 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
     pt.tokens += number("tokens", 0);
     pt.elapsed = std::max(pt.elapsed, number("elapsed_s", 0));
   }
+  for (auto& [it, pt] : points) {
+    auto r = rerouted_at.find(it);
+    if (r != rerouted_at.end()) pt.rerouted = r->second;
+  }
+}
+
+void WriteLossSummary(const std::string& dir, const std::map<int64_t, ProgressPoint>& points,
+                      const std::vector<RunEvent>& events) {
+  std::ofstream csv(dir + "/loss.csv");
+  csv << "iteration,loss,dropped,elapsed_s,rerouted\n";
+  common::SvgLinePlot plot;
+  plot.x_label = "iteration";
+  plot.y_label = "training loss (nats/token, mean of the data nodes)";
+  double first = NAN, last = NAN;
+  double wall_s = 0;
+  bool any_rerouted = false;
+  for (const auto& [it, p] : points) {
+    if (p.n == 0) continue;
+    const double loss = p.loss_sum / p.n;
+    csv << it << "," << loss << "," << p.dropped << "," << p.elapsed << "," << p.rerouted << "\n";
+    if (p.dropped > 0) plot.highlighted.push_back(plot.points.size());
+    plot.points.emplace_back(static_cast<double>(it), loss);
+    if (std::isnan(first)) first = loss;
+    last = loss;
+    wall_s = std::max(wall_s, p.elapsed);
+    if (p.rerouted > 0) {
+      common::SvgMarker m;
+      m.x = static_cast<double>(it);
+      m.label = absl::StrCat(p.rerouted, " hops re-routed");
+      m.color = "orange";
+      m.dashed = true;
+      m.text = !any_rerouted;  // the first one's label; the rest as tooltips
+      any_rerouted = true;
+      plot.markers.push_back(m);
+    }
+  }
+  if (plot.points.empty()) return;
+  for (const RunEvent& e : events) {
+    plot.markers.push_back({static_cast<double>(e.iteration), e.what, "red", false});
+  }
+  plot.title = absl::StrFormat(
+      "skipswarm local: loss %.3f to %.3f over %zu iterations in %.0f s (red dots: dropped "
+      "micro-batches)",
+      first, last, plot.points.size(), wall_s);
+  std::ofstream(dir + "/loss.svg") << common::RenderSvgLinePlot(plot);
 }
 
 }  // namespace skipswarm::launcher

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace skipswarm::launcher {
 
@@ -23,15 +24,29 @@ struct ProgressPoint {
   int dropped = 0;
   double tokens = 0;
   double elapsed = 0;   // the latest elapsed_s of the iteration's lines
+  int64_t rerouted = 0; // "rerouted_here" of every node's line of the iteration
 };
 
 // Replaces `points` with the data nodes' lines of `path` (those with an
 // iteration and a loss; a loss < 0 stands for a non-finite one and is left
 // out of the mean) and sets `rerouted` to the sum of every line's
-// "rerouted_here". Lines that are not JSON objects (a line cut short while
+// "rerouted_here" (each point's `rerouted` gets its iteration's). Lines that are not JSON objects (a line cut short while
 // its writer runs) are skipped.
 void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& points,
                   int64_t& rerouted);
+
+// Something that happened during the run, after iteration `iteration`.
+struct RunEvent {
+  int64_t iteration = 0;
+  std::string what;  // "s1r1 killed"
+};
+
+// Writes DIR/loss.csv (iteration, loss, dropped, elapsed_s, rerouted) and
+// DIR/loss.svg: the mean loss per iteration with axes and units, red
+// vertical markers for `events`, dashed orange ones for iterations with
+// re-routes and red dots for iterations that dropped micro-batches.
+void WriteLossSummary(const std::string& dir, const std::map<int64_t, ProgressPoint>& points,
+                      const std::vector<RunEvent>& events);
 
 }  // namespace skipswarm::launcher
 

@@ -59,6 +59,33 @@ TEST(ProgressLogTest, ReadsWhatTheDaemonsWriteWithCommasAndQuotesInNames) {
   EXPECT_DOUBLE_EQ(points[0].elapsed, 1.75);
   EXPECT_EQ(points[1].n, 0);  // a non-finite loss is left out of the mean
   EXPECT_EQ(rerouted, 2 + 2 + 2 + 5);
+  EXPECT_EQ(points[0].rerouted, 4);
+  EXPECT_EQ(points[1].rerouted, 2 + 5);  // the relay's line counts too
+}
+
+TEST(ProgressLogTest, LossSummaryHasAxesKillAndRerouteMarkers) {
+  std::map<int64_t, ProgressPoint> points;
+  for (int64_t i = 0; i < 10; ++i) {
+    ProgressPoint& p = points[i];
+    p.loss_sum = 5.0 - 0.2 * i;
+    p.n = 1;
+    p.elapsed = i;
+    p.rerouted = i == 5 ? 3 : 0;
+    p.dropped = i == 5 ? 1 : 0;
+  }
+  const std::string dir = ::testing::TempDir();
+  WriteLossSummary(dir, points, {{4, "s1r1 killed"}});
+  std::ifstream in(dir + "/loss.svg");
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find(">iteration</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("training loss (nats/token"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>s1r1 killed</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("3 hops re-routed"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("loss 5.000 to 3.200 over 10 iterations"), std::string::npos) << svg;
+  std::ifstream csv(dir + "/loss.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "iteration,loss,dropped,elapsed_s,rerouted");
 }
 
 }  // namespace

@@ -45,7 +45,9 @@ TEST(LocalKillTest, SwarmFinishesEveryIterationAfterAReplicaIsKilled) {
 
   // The last progress line reports every iteration and the counts.
   const std::vector<std::string> lines = Lines(r->out);
-  const std::regex progress(R"(it (\d+)/(\d+) loss ([0-9.]+) .* re-routed (\d+)  dropped (\d+))");
+  const std::regex progress(
+      R"(it (\d+)/(\d+) [0-9.]+ it/s ETA \S+ loss ([0-9.]+) [0-9]+ tok/s re-routed (\d+) )"
+      R"(dropped (\d+))");
   int last_it = -1, rerouted = -1, dropped = -1;
   for (const std::string& line : lines) {
     if (std::regex_search(line, m, progress)) {
@@ -70,7 +72,7 @@ TEST(LocalKillTest, SwarmFinishesEveryIterationAfterAReplicaIsKilled) {
   int csv_dropped = 0;
   for (int i = 1; i <= kIterations; ++i) {
     std::vector<std::string> f = absl::StrSplit(rows[i], ',');
-    ASSERT_EQ(f.size(), 4u) << rows[i];
+    ASSERT_EQ(f.size(), 5u) << rows[i];
     int64_t it;
     double loss;
     int d;
@@ -82,6 +84,10 @@ TEST(LocalKillTest, SwarmFinishesEveryIterationAfterAReplicaIsKilled) {
     csv_dropped += d;
   }
   EXPECT_EQ(csv_dropped, dropped);
+  // The plot marks the kill.
+  absl::StatusOr<std::string> svg = ReadFile(dir + "/run/loss.svg");
+  ASSERT_TRUE(svg.ok()) << svg.status();
+  EXPECT_TRUE(absl::StrContains(*svg, " killed</title>")) << *svg;
 }
 
 }  // namespace

@@ -25,18 +25,18 @@ TEST(LocalTrainTest, TinySwarmTrainsAndWritesItsOutputs) {
   EXPECT_TRUE(absl::StrContains(r->out, "6 nodes (2 data nodes, 2 stages x 2 replicas)"))
       << r->out;
   EXPECT_TRUE(absl::StrContains(r->out, "it 20/20")) << r->out;
-  EXPECT_TRUE(absl::StrContains(r->out, "summary: " + dir + "/run/loss.csv")) << r->out;
+  EXPECT_TRUE(absl::StrContains(r->out, "outputs: " + dir + "/run/loss.svg")) << r->out;
 
   // loss.csv: a header, then one row per iteration, in order.
   absl::StatusOr<std::string> csv = ReadFile(dir + "/run/loss.csv");
   ASSERT_TRUE(csv.ok()) << csv.status();
   std::vector<std::string> lines = Lines(*csv);
   ASSERT_EQ(lines.size(), 21u) << *csv;
-  EXPECT_EQ(lines[0], "iteration,loss,dropped,elapsed_s");
+  EXPECT_EQ(lines[0], "iteration,loss,dropped,elapsed_s,rerouted");
   std::vector<double> losses;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> f = absl::StrSplit(lines[i], ',');
-    ASSERT_EQ(f.size(), 4u) << lines[i];
+    ASSERT_EQ(f.size(), 5u) << lines[i];
     int64_t it;
     double loss;
     ASSERT_TRUE(absl::SimpleAtoi(f[0], &it) && absl::SimpleAtod(f[1], &loss)) << lines[i];
