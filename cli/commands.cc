@@ -7,6 +7,7 @@
 #include "launcher/local_command.h"
 #include "launcher/wan_local.h"
 #include "model/eval_command.h"
+#include "model/export_command.h"
 #include "model/train_ref_command.h"
 #include "node/transport/shaping_flags.h"
 #include "proto/version.h"
@@ -45,6 +46,7 @@ std::vector<common::cli::Command> AllCommands() {
       scheduler::PlanCommand(),
       model::TrainRefCommand(),
       model::EvalCommand(),
+      model::ExportCommand(),
       sim::SimCommand(),
       NodeCommand(),
       LocalWithWan(),

@@ -14,6 +14,8 @@
 #include "cli/gossip_command.h"
 #include "common/status_macros.h"
 #include "model/build_info.h"
+#include "model/device_memory.h"
+#include "model/memory_estimate.h"
 #include "model/model_flags.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/stack/swarm_spec.h"
@@ -90,6 +92,25 @@ absl::Status Run() {
   if (o.name.empty()) return absl::InvalidArgumentError("--name is required");
   o.memory_slots = absl::GetFlag(FLAGS_memory_slots);
   if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
+  {
+    // Note [Stage memory estimate] (model/memory_estimate.cc): refuse at start,
+    // with the numbers, when the device cannot hold the largest stage.
+    model::MemoryEstimateOptions mem;
+    mem.samples_per_mb = o.model.samples_per_mb;
+    mem.bf16_activations = o.model.runtime.bf16_autocast;
+    const model::StageMemoryEstimate e = model::EstimateLargestStage(o.model.model, mem);
+    const std::string device = o.model.runtime.device;
+    const int64_t free_bytes = model::FreeDeviceMemoryBytes(device);
+    LOG(INFO) << "memory estimate, largest " << model::DescribeStageMemory(e) << "; "
+              << o.memory_slots << " slot(s) need " << model::FormatBytes(e.total_bytes * o.memory_slots)
+              << "; free on " << device << ": "
+              << (free_bytes < 0 ? std::string("unknown") : model::FormatBytes(free_bytes));
+    SS_RETURN_IF_ERROR(model::CheckStageFits(e, free_bytes, device));
+    if (free_bytes >= 0 && e.total_bytes * o.memory_slots > free_bytes) {
+      LOG(WARNING) << "--memory_slots=" << o.memory_slots << " may not fit: " << device
+                   << " holds about " << free_bytes / e.total_bytes << " stage(s)";
+    }
+  }
   // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
   if (!absl::GetFlag(FLAGS_swarm).empty()) {
     SS_ASSIGN_OR_RETURN(o.swarm, node::ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),

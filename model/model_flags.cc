@@ -6,13 +6,19 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/internal/private_handle_accessor.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "model/presets.h"
 
 // Defaults are the default small model (ModelConfig's defaults): 12 blocks,
 // d_model 256, 6 stages, about 9.6 M parameters.
+ABSL_FLAG(std::string, model, "",
+          "Model preset: tiny, small (= the defaults), 125m, 350m, 1b (model/presets.h). The "
+          "shape flags below override the preset's values when given.");
 ABSL_FLAG(int, layers, 12, "Transformer blocks in the whole model.");
 ABSL_FLAG(int, d_model, 256, "Residual stream width.");
 ABSL_FLAG(int, heads, 8, "Attention heads (d_model must be divisible by it).");
@@ -60,13 +66,31 @@ namespace skipswarm::model {
 
 absl::StatusOr<ModelFlags> ReadModelFlags() {
   ModelFlags f;
-  f.model.num_layers = absl::GetFlag(FLAGS_layers);
-  f.model.d_model = absl::GetFlag(FLAGS_d_model);
-  f.model.num_heads = absl::GetFlag(FLAGS_heads);
-  f.model.ffn_dim = absl::GetFlag(FLAGS_ffn);
-  f.model.vocab_size = absl::GetFlag(FLAGS_vocab);
-  f.model.seq_len = absl::GetFlag(FLAGS_seq_len);
-  f.model.num_stages = absl::GetFlag(FLAGS_stages);
+  // A shape flag overrides the preset when it was given: on the command
+  // line, or (config file, tests) with a value other than its default. A
+  // config-file value equal to the default is indistinguishable from none.
+  const std::string preset = absl::GetFlag(FLAGS_model);
+  bool use_preset = !preset.empty();
+  if (use_preset) {
+    SS_ASSIGN_OR_RETURN(f.model, ModelPreset(preset));
+  }
+  auto shape = [use_preset](const char* name, int value, int* field) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    // Abseil keeps "was it on the command line" behind its internal
+    // accessor (public in later releases); the library is linked already.
+    const bool given =
+        flag != nullptr &&
+        (absl::flags_internal::PrivateHandleAccessor::IsSpecifiedOnCommandLine(*flag) ||
+         flag->CurrentValue() != flag->DefaultValue());
+    if (!use_preset || given) *field = value;
+  };
+  shape("layers", absl::GetFlag(FLAGS_layers), &f.model.num_layers);
+  shape("d_model", absl::GetFlag(FLAGS_d_model), &f.model.d_model);
+  shape("heads", absl::GetFlag(FLAGS_heads), &f.model.num_heads);
+  shape("ffn", absl::GetFlag(FLAGS_ffn), &f.model.ffn_dim);
+  shape("vocab", absl::GetFlag(FLAGS_vocab), &f.model.vocab_size);
+  shape("seq_len", absl::GetFlag(FLAGS_seq_len), &f.model.seq_len);
+  shape("stages", absl::GetFlag(FLAGS_stages), &f.model.num_stages);
   f.model.tie_embeddings = absl::GetFlag(FLAGS_tie_embeddings);
   f.model.init_seed = absl::GetFlag(FLAGS_init_seed);
   absl::Status valid = f.model.Validate();

@@ -7,7 +7,7 @@
 //   SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
 //   SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
 //
-// Flags: --layers --d_model --heads --ffn --vocab --seq_len --stages
+// Flags: --model (a preset, model/presets.h) --layers --d_model --heads --ffn --vocab --seq_len --stages
 // --tie_embeddings --init_seed | --device --threads --bf16 | --lr --min_lr
 // --warmup_steps --weight_decay --grad_clip | --corpus --validation_fraction
 // --samples_per_mb --eval_batches --final_eval_batches | --tokenizer --sp_model --sp_library |

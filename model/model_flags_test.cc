@@ -8,7 +8,9 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 
+ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int, layers);
+ABSL_DECLARE_FLAG(int, seq_len);
 ABSL_DECLARE_FLAG(int, stages);
 ABSL_DECLARE_FLAG(int, heads);
 ABSL_DECLARE_FLAG(double, lr);
@@ -77,6 +79,30 @@ TEST(ModelFlagsTest, AModelThatDoesNotFitIsRefusedWithTheEstimate) {
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("GiB"), std::string::npos) << s;
   EXPECT_NE(s.message().find("8.0 GiB"), std::string::npos) << s;
+}
+
+TEST(ModelFlagsTest, PresetSetsTheShapeAndGivenFlagsOverrideIt) {
+  absl::SetFlag(&FLAGS_layers, 12);
+  absl::SetFlag(&FLAGS_stages, 6);
+  absl::SetFlag(&FLAGS_heads, 8);
+  absl::SetFlag(&FLAGS_seq_len, 128);
+  absl::SetFlag(&FLAGS_model, std::string("125m"));
+  absl::StatusOr<ModelFlags> f = ReadModelFlags();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->model.d_model, 768);
+  EXPECT_EQ(f->model.num_heads, 12);
+  EXPECT_EQ(f->model.seq_len, 1024);
+  absl::SetFlag(&FLAGS_layers, 6);  // differs from its default: overrides
+  f = ReadModelFlags();
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->model.num_layers, 6);
+  EXPECT_EQ(f->model.d_model, 768);
+  absl::SetFlag(&FLAGS_model, std::string("7b"));
+  absl::Status s = ReadModelFlags().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("125m"), std::string::npos) << s;
+  absl::SetFlag(&FLAGS_model, std::string());
+  absl::SetFlag(&FLAGS_layers, 12);
 }
 
 }  // namespace

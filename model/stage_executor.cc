@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/torch_compat.h"
 
 namespace skipswarm::model {
 namespace {
@@ -34,30 +35,22 @@ std::string ShapeString(const at::Tensor& t) {
 // Enables bf16 autocast for the scope when asked for; a no-op otherwise.
 class AutocastScope {
  public:
-  AutocastScope(bool enable, const at::Device& device) : enabled_(enable) {
+  AutocastScope(bool enable, const at::Device& device)
+      : enabled_(enable), type_(device.type()) {
     if (!enabled_) return;
-    if (device.is_cuda()) {
-      prev_ = at::autocast::is_enabled();
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    } else {
-      prev_ = at::autocast::is_cpu_enabled();
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    }
-    cuda_ = device.is_cuda();
+    prev_ = compat::IsAutocastEnabled(type_);
+    compat::SetAutocast(type_, true, at::kBFloat16);
   }
   ~AutocastScope() {
     if (!enabled_) return;
-    if (cuda_) at::autocast::set_enabled(prev_);
-    else at::autocast::set_cpu_enabled(prev_);
+    compat::SetAutocast(type_, prev_, at::kBFloat16);
     at::autocast::clear_cache();
   }
 
  private:
   bool enabled_;
+  at::DeviceType type_;
   bool prev_ = false;
-  bool cuda_ = false;
 };
 
 }  // namespace

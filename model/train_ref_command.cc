@@ -19,7 +19,9 @@
 #include "common/random.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "model/device_memory.h"
 #include "model/evaluate.h"
+#include "model/memory_estimate.h"
 #include "model/model_flags.h"
 #include "model/reference_trainer.h"
 #include "model/route.h"
@@ -68,8 +70,10 @@ absl::Status Run() {
                                                    " tokenizer's vocabulary; pass --vocab=",
                                                    tokenizer->vocab_size()));
   }
-  {
-    // Note [Memory estimate]: refuse a model this machine cannot hold.
+  if (flags.runtime.device == "cpu") {
+    // Note [Memory estimate]: refuse a model this machine cannot hold (the
+    // machine's RAM; the device check with the per-stage figures follows
+    // once the device is known, Note [Stage memory estimate]).
     const int64_t needed = EstimateTrainingBytes(
         flags, flags.model.ParameterCount(), flags.model.num_layers,
         absl::GetFlag(FLAGS_mbs_per_iteration));
@@ -79,6 +83,18 @@ absl::Status Run() {
     SS_RETURN_IF_ERROR(CheckFitsInMemory(needed, available, "train-ref"));
   }
   SS_ASSIGN_OR_RETURN(at::Device device, ApplyRuntimeOptions(flags.runtime));
+  {
+    // train-ref holds every stage on one device, one micro-batch in flight.
+    MemoryEstimateOptions mem;
+    mem.samples_per_mb = flags.samples_per_mb;
+    mem.bf16_activations = flags.runtime.bf16_autocast && device.is_cuda();
+    const StageMemoryEstimate total = EstimateWholeModel(flags.model, mem);
+    const std::string dev = device.str();
+    const int64_t free_bytes = FreeDeviceMemoryBytes(dev);
+    std::printf("memory estimate: %s; %s free on %s\n", DescribeStageMemory(total).c_str(),
+                free_bytes < 0 ? "unknown" : FormatBytes(free_bytes).c_str(), dev.c_str());
+    SS_RETURN_IF_ERROR(CheckStageFits(total, free_bytes, dev));
+  }
   LOG(INFO) << "train-ref: seed " << flags.seed << ", init_seed " << flags.model.init_seed
             << ", device " << device << ", threads " << at::get_num_threads();
 

@@ -1,0 +1,103 @@
+#include "model/memory_estimate.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace skipswarm::model {
+
+// Note [Stage memory estimate]
+// Activations saved for backward, per token and per block, in elements
+// (model/layers.cc's Block::Forward, d = d_model, f = ffn_dim, h = heads,
+// t = seq_len):
+//   attention: the block input and its norm (2d), q/k/v before and q/k
+//     after rotary (5d), the scores, their masked copy and the softmax
+//     (3 h t), the attention output before and after the head merge (2d);
+//   MLP: the residual h and its norm (2d), gate, up, silu(gate) and the
+//     product (4f).
+// That is 11d + 4f + 3ht. Stage 0 adds the embedding output (d), the final
+// norm's input and output (2d) and, for the loss, the logits and their
+// log-softmax (2 vocab). Elements are 4 bytes, 2 under bf16 autocast for
+// everything but the norms' float32 inputs (counted as 4: 5d per block).
+StageMemoryEstimate EstimateStageMemory(const ModelConfig& config, int stage,
+                                        const MemoryEstimateOptions& options) {
+  StageMemoryEstimate e;
+  e.stage = stage;
+  e.parameters = config.StageParameterCount(stage);
+  e.weight_bytes = 4 * e.parameters;
+  e.gradient_bytes = 4 * e.parameters;
+  e.optimizer_bytes = 8 * e.parameters;
+  const int64_t d = config.d_model, f = config.ffn_dim, h = config.num_heads,
+                t = config.seq_len, v = config.vocab_size;
+  const auto [first, end] = config.StageBlocks(stage);
+  const int64_t blocks = end - first;
+  const int64_t tokens = static_cast<int64_t>(options.samples_per_mb) * t;
+  const int64_t elem = options.bf16_activations ? 2 : 4;
+  int64_t per_token = blocks * ((11 * d + 4 * f + 3 * h * t) * elem +
+                                (options.bf16_activations ? 5 * d * 2 : 0));
+  if (stage == 0) per_token += 3 * d * 4 + 2 * v * 4;
+  e.activation_bytes_per_mb = tokens * per_token;
+  e.in_flight_mbs = std::max(1, options.in_flight_mbs);
+  e.total_bytes = e.weight_bytes + e.gradient_bytes + e.optimizer_bytes +
+                  e.activation_bytes_per_mb * e.in_flight_mbs;
+  return e;
+}
+
+StageMemoryEstimate EstimateLargestStage(const ModelConfig& config,
+                                         const MemoryEstimateOptions& options) {
+  StageMemoryEstimate best;
+  for (int s = 0; s < config.num_stages; ++s) {
+    StageMemoryEstimate e = EstimateStageMemory(config, s, options);
+    if (s == 0 || e.total_bytes > best.total_bytes) best = e;
+  }
+  return best;
+}
+
+StageMemoryEstimate EstimateWholeModel(const ModelConfig& config,
+                                       const MemoryEstimateOptions& options) {
+  MemoryEstimateOptions one = options;
+  one.in_flight_mbs = 1;
+  StageMemoryEstimate sum;
+  sum.stage = -1;
+  for (int s = 0; s < config.num_stages; ++s) {
+    const StageMemoryEstimate e = EstimateStageMemory(config, s, one);
+    sum.parameters += e.parameters;
+    sum.weight_bytes += e.weight_bytes;
+    sum.gradient_bytes += e.gradient_bytes;
+    sum.optimizer_bytes += e.optimizer_bytes;
+    sum.activation_bytes_per_mb += e.activation_bytes_per_mb;
+    sum.total_bytes += e.total_bytes;
+  }
+  return sum;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.1f KiB", b / 1024);
+  if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", b / (1 << 20));
+  return absl::StrFormat("%.2f GiB", b / (1 << 30));
+}
+
+std::string DescribeStageMemory(const StageMemoryEstimate& e) {
+  return absl::StrFormat(
+      "%s: %.2f M params; weights %s + grads %s + AdamW %s + activations %s/micro-batch "
+      "x %d = %s",
+      e.stage < 0 ? std::string("all stages") : absl::StrCat("stage ", e.stage),
+      e.parameters / 1e6, FormatBytes(e.weight_bytes), FormatBytes(e.gradient_bytes),
+      FormatBytes(e.optimizer_bytes), FormatBytes(e.activation_bytes_per_mb), e.in_flight_mbs,
+      FormatBytes(e.total_bytes));
+}
+
+absl::Status CheckStageFits(const StageMemoryEstimate& e, int64_t free_bytes,
+                            const std::string& device) {
+  if (free_bytes < 0 || e.total_bytes <= free_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "device ", device, " has ", FormatBytes(free_bytes), " free (", free_bytes,
+      " bytes) but one stage needs an estimated ", FormatBytes(e.total_bytes), " (",
+      e.total_bytes, " bytes): ", DescribeStageMemory(e),
+      "; use a smaller --model, more --stages or a smaller --samples_per_mb"));
+}
+
+}  // namespace skipswarm::model

@@ -1,0 +1,89 @@
+#include "model/memory_estimate.h"
+
+#include <gtest/gtest.h>
+
+#include "model/presets.h"
+#include "model/stage_module.h"
+
+namespace skipswarm::model {
+namespace {
+
+int64_t RealParameterCount(const ModelConfig& config, int stage) {
+  StageModule m(config, stage);
+  int64_t n = 0;
+  for (const at::Tensor& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+TEST(MemoryEstimateTest, ParameterCountsMatchTheBuiltStages) {
+  for (const char* name : {"tiny", "small"}) {
+    ModelConfig c = *ModelPreset(name);
+    for (int s = 0; s < c.num_stages; ++s) {
+      StageMemoryEstimate e = EstimateStageMemory(c, s, MemoryEstimateOptions{});
+      EXPECT_EQ(e.parameters, RealParameterCount(c, s)) << name << " stage " << s;
+      EXPECT_EQ(e.weight_bytes, 4 * e.parameters);
+      EXPECT_EQ(e.optimizer_bytes, 8 * e.parameters);
+    }
+  }
+  ModelConfig untied = *ModelPreset("tiny");
+  untied.tie_embeddings = false;
+  EXPECT_EQ(EstimateStageMemory(untied, 0, {}).parameters, RealParameterCount(untied, 0));
+}
+
+TEST(MemoryEstimateTest, PresetsHaveTheirNominalSizes) {
+  EXPECT_NEAR(ModelPreset("small")->ParameterCount() / 1e6, 9.55, 0.1);
+  EXPECT_NEAR(ModelPreset("125m")->ParameterCount() / 1e6, 85.1, 1);
+  EXPECT_NEAR(ModelPreset("350m")->ParameterCount() / 1e6, 308.5, 2);
+  EXPECT_NEAR(ModelPreset("1b")->ParameterCount() / 1e9, 1.23, 0.02);
+  EXPECT_FALSE(ModelPreset("13b").ok());
+}
+
+TEST(MemoryEstimateTest, ActivationsScaleWithTheMicroBatchAndInFlightCount) {
+  ModelConfig c = *ModelPreset("125m");
+  MemoryEstimateOptions one;
+  one.samples_per_mb = 1;
+  MemoryEstimateOptions four = one;
+  four.samples_per_mb = 4;
+  four.in_flight_mbs = 2;
+  StageMemoryEstimate a = EstimateStageMemory(c, 1, one);
+  StageMemoryEstimate b = EstimateStageMemory(c, 1, four);
+  EXPECT_EQ(b.activation_bytes_per_mb, 4 * a.activation_bytes_per_mb);
+  EXPECT_EQ(b.total_bytes - a.total_bytes, 8 * a.activation_bytes_per_mb -
+                                               a.activation_bytes_per_mb);
+  // 2 blocks of 1024 tokens: (11 d + 4 f + 3 h t) floats per token and block.
+  EXPECT_EQ(a.activation_bytes_per_mb, 1024 * 2 * (11 * 768 + 4 * 2048 + 3 * 12 * 1024) * 4);
+  MemoryEstimateOptions bf16 = one;
+  bf16.bf16_activations = true;
+  EXPECT_LT(EstimateStageMemory(c, 1, bf16).activation_bytes_per_mb, a.activation_bytes_per_mb);
+}
+
+TEST(MemoryEstimateTest, ANodeThatCannotHoldAStageIsRefusedWithTheNumbers) {
+  StageMemoryEstimate e = EstimateLargestStage(*ModelPreset("1b"), MemoryEstimateOptions{});
+  absl::Status s = CheckStageFits(e, int64_t{1} << 30, "cuda:0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("cuda:0"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("1073741824 bytes"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(std::to_string(e.total_bytes)), std::string::npos) << s;
+  EXPECT_TRUE(CheckStageFits(e, e.total_bytes, "cuda:0").ok());
+  EXPECT_TRUE(CheckStageFits(e, -1, "cuda:0").ok());  // unknown: no refusal
+}
+
+TEST(MemoryEstimateTest, WholeModelIsTheSumOfItsStages) {
+  ModelConfig c = *ModelPreset("small");
+  StageMemoryEstimate all = EstimateWholeModel(c, MemoryEstimateOptions{});
+  EXPECT_EQ(all.parameters, c.ParameterCount());
+  int64_t total = 0;
+  for (int s = 0; s < c.num_stages; ++s) total += EstimateStageMemory(c, s, {}).total_bytes;
+  EXPECT_EQ(all.total_bytes, total);
+  EXPECT_EQ(DescribeStageMemory(all).rfind("all stages: 9.56 M params", 0), 0u)
+      << DescribeStageMemory(all);
+}
+
+TEST(MemoryEstimateTest, FormatsBytes) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(3 * 1024 + 205), "3.2 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace skipswarm::model
