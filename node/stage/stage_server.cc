@@ -118,12 +118,6 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     return Refuse(absl::StatusCode::kFailedPrecondition, h,
                   absl::StrCat("iteration is over (now ", iteration_, ")"));
   }
-  if (h.iteration() - iteration_ > 1) {
-    // Note [Admitted iterations]: the current and the next, nothing else.
-    return Refuse(absl::StatusCode::kUnavailable, h,
-                  absl::StrCat("iteration ", h.iteration(), " is neither the current (",
-                               iteration_, ") nor the next"));
-  }
   const MbKey key = MbKey::Of(h);
   auto it = entries_.find(key);
   Task task;
@@ -147,19 +141,32 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     if (it != entries_.end()) {
       return Refuse(absl::StatusCode::kAlreadyExists, h, "duplicate micro-batch");
     }
-    // Note [Admitted iterations]: the next iteration's frames wait in a
-    // queue of their own, as long as one iteration's admission, so they
-    // never take the current iteration's slots or queue.
-    const bool next = h.iteration() > iteration_;
+    // Note [Admitted iterations]: later iterations' frames wait in a queue
+    // of their own, as long as one iteration's admission, so they never
+    // take the current iteration's slots or queue; when it is full, a
+    // nearer iteration's frame displaces the farthest one.
+    const bool later = h.iteration() > iteration_;
     const int capacity = options_.memory_slots + options_.max_queued_forwards;
-    if (next ? static_cast<int>(deferred_.size()) >= capacity
-             : slots_in_use_ + static_cast<int>(forward_q_.size()) >= capacity) {
-      return Refuse(absl::StatusCode::kResourceExhausted, h,
-                    next ? "the next iteration's queue is full" : "no free memory slot");
+    if (later && static_cast<int>(deferred_.size()) >= capacity) {
+      auto farthest = std::max_element(
+          deferred_.begin(), deferred_.end(), [](const Task& a, const Task& b) {
+            return a.header.iteration() < b.header.iteration();
+          });
+      if (farthest == deferred_.end() || farthest->header.iteration() <= h.iteration()) {
+        return Refuse(absl::StatusCode::kResourceExhausted, h, "the later iterations' queue is full");
+      }
+      LOG_EVERY_N(WARNING, 20) << "dropped a waiting frame of iteration "
+                               << farthest->header.iteration() << " for one of iteration "
+                               << h.iteration();
+      entries_.erase(MbKey::Of(farthest->header));
+      deferred_.erase(farthest);
+      ++stats_.frames_displaced;
+    } else if (!later && slots_in_use_ + static_cast<int>(forward_q_.size()) >= capacity) {
+      return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
     }
     entries_[key] = Entry::Make(next_local_id_++, stage);
     task.kind = Task::kForward;
-    (next ? deferred_ : forward_q_).push_back(std::move(task));
+    (later ? deferred_ : forward_q_).push_back(std::move(task));
   } else if (h.direction() == proto::DIRECTION_BACKWARD) {
     if (it == entries_.end() || !it->second.forward_done || it->second.stage != stage) {
       return Refuse(absl::StatusCode::kNotFound, h, "gradient for an unknown micro-batch");

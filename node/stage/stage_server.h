@@ -57,14 +57,16 @@
 // (INVALID_ARGUMENT), a duplicate MB (ALREADY_EXISTS), a backward or tail
 // for an unknown MB (NOT_FOUND), a past iteration (FAILED_PRECONDITION).
 //
-// Note [Admitted iterations]: only the current iteration and the next are
-// admitted. A frame of the next waits for BeginIteration in a queue of its
-// own, bounded like one iteration's admission (memory_slots +
-// max_queued_forwards; RESOURCE_EXHAUSTED beyond), and never counts
-// against the current iteration's slots or Inject; any later iteration is
-// refused with UNAVAILABLE (this node lags: try another replica), never
-// parked. Parked far-future frames from a stranger once held every slot.
-// Barriers keep honest nodes within one iteration of each other.
+// Note [Admitted iterations]: a frame of a later iteration waits for
+// BeginIteration in a queue of its own, bounded like one iteration's
+// admission (memory_slots + max_queued_forwards), and never counts against
+// the current iteration's slots or Inject. When that queue is full, a
+// frame of a nearer iteration displaces the farthest one waiting (counted
+// in frames_displaced); otherwise it is refused with RESOURCE_EXHAUSTED.
+// Far-future frames from a stranger once held every slot for good; later
+// iterations cannot be refused outright, because a joiner's server waits at
+// an old iteration until its entry (Note [Entry iteration]) and relays may
+// trail the data nodes by more than one.
 //
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the
@@ -125,6 +127,9 @@ struct StageServerOptions {
 
 struct StageServerStats {
   int64_t frames_admitted = 0;
+  // Waiting frames of a far iteration displaced by nearer ones (Note
+  // [Admitted iterations]).
+  int64_t frames_displaced = 0;
   int64_t frames_refused = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
