@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/backoff.h"
 #include "common/lifetime_guard.h"
 #include "common/node_id.h"
 
@@ -38,6 +39,7 @@ struct NodeTrainer::State {
   // error that ends the run once a stage reaches kMaxNonFiniteSteps.
   std::map<int, int> nonfinite_steps ABSL_GUARDED_BY(mu);
   absl::Status fatal ABSL_GUARDED_BY(mu);
+  common::LogLimiter log_limit ABSL_GUARDED_BY(mu){absl::Seconds(10)};
   // server->stats().rerouted at the previous report (rerouted_here).
   int64_t rerouted_reported ABSL_GUARDED_BY(mu) = 0;
   uint64_t end = 0;
@@ -56,6 +58,11 @@ struct NodeTrainer::State {
               StageStep step, common::NodeId source);
   void Finish(NodeIterationReport report);
   void EndCancelled(uint64_t iteration);
+  // Per-iteration errors: at most one line per 10 s (common::LogLimiter).
+  bool AllowLog(int64_t* held) {
+    absl::MutexLock lock(&mu);
+    return log_limit.Allow(clock->SteadyNow(), held);
+  }
   void CountNonFinite(uint64_t iteration, int stage, bool nonfinite) {
     absl::MutexLock lock(&mu);
     int& n = nonfinite_steps[stage];
@@ -181,8 +188,11 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         StageStep step;
         step.visits_here = here;
         if (!r.ok()) {
-          LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
-                     << ": replica averaging failed: " << r.status();
+          if (int64_t held = 0; self->AllowLog(&held)) {
+            LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                       << ": replica averaging failed: " << r.status()
+                       << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+          }
           report.status = r.status();
           compute->ZeroGrad();
         } else {
@@ -190,8 +200,11 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
           step.replicas = r->contributors;
           step.digests_agree = r->digests_agree;
           if (!r->digests_agree) {
-            LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
-                       << ": replica parameter digests disagree";
+            if (int64_t held = 0; self->AllowLog(&held)) {
+              LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                         << ": replica parameter digests disagree"
+                         << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+            }
             std::optional<common::NodeId> source = ResyncSource(r->digests, mine);
             if (source.has_value()) {
               self->Resync(std::move(report), it, std::move(step), *source);
