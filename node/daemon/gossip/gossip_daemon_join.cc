@@ -88,6 +88,11 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
       return absl::FailedPreconditionError(absl::StrCat(
           "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
     }
+    // Note [Entry iteration]: frames routed to us for `entry` before our
+    // state is loaded must wait for BeginIteration(entry); the server only
+    // admits its current iteration and the next (Note [Admitted iterations]
+    // in node/stage/stage_server.h), so it stands at entry - 1 meanwhile.
+    if (entry > 0) stack->server()->BeginIteration(entry - 1);
     SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
       r->clear_stages();
       r->add_stages(static_cast<uint32_t>(stage));
