@@ -41,6 +41,8 @@ constexpr uint64_t kMaxIterationsAhead = 2;
 // Shards held before our own AllReduce (early_): at most this many bytes
 // while no stage's size is known, else kEarlyRounds rounds of every known
 // stage (a round brings each member at most twice its stage's size).
+// A fetched state (Note [Digest re-sync]) is bounded by the stage's known
+// size too (MaxStateBytes), whatever total its sender claims.
 constexpr uint64_t kUnknownEarlyBytes = uint64_t{64} << 20;
 constexpr uint64_t kEarlyRounds = 2;
 
@@ -291,6 +293,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     request.set_from(options_.self.Bytes());
     request.set_stage(static_cast<uint32_t>(stage));
     request.set_iteration(iteration);
+    const uint64_t limit = MaxStateBytes(stage);
     auto reader = stub->FetchState(&context, request);
     std::string bytes;
     proto::StateChunk chunk;
@@ -298,6 +301,13 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     absl::Status bad;
     while (reader->Read(&chunk)) {
       if (bytes.empty()) total = chunk.total_bytes();
+      if (total > limit) {
+        bad = absl::ResourceExhaustedError(absl::StrCat(
+            "state of stage ", stage, " claims ", total, " bytes; at most ", limit,
+            " expected (Note [Push admission])"));
+        context.TryCancel();
+        break;
+      }
       if (chunk.offset() != bytes.size() || chunk.total_bytes() != total ||
           bytes.size() + chunk.data().size() > total ||
           common::Crc32c(chunk.data()) != chunk.crc32c()) {
@@ -403,6 +413,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       return absl::ResourceExhaustedError("too many gradient shards waiting already");
     }
     return absl::OkStatus();
+  }
+
+  // A stage's state (weights and two AdamW moments, fp32, plus names and
+  // shapes) from its known size; before any round, max_elements' worth.
+  uint64_t MaxStateBytes(int stage) {
+    absl::MutexLock lock(&mu_);
+    auto it = stage_elements_.find(stage);
+    const uint64_t elements = it != stage_elements_.end()
+                                  ? it->second
+                                  : static_cast<uint64_t>(options_.max_elements);
+    return 4 * elements * sizeof(float) + (uint64_t{1} << 20);
   }
 
   uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
