@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgoogle-glog-dev nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev
   fortunes
+  clang libclang-rt-14-dev
 )
 
 missing=()
