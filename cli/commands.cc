@@ -10,6 +10,7 @@
 #include "model/export_command.h"
 #include "model/train_ref_command.h"
 #include "node/transport/shaping_flags.h"
+#include "model/build_info.h"
 #include "proto/version.h"
 #include "scheduler/plan_command.h"
 #include "sim/sim_command.h"
@@ -28,13 +29,15 @@ common::cli::Command LocalWithWan() {
 }
 
 common::cli::Command VersionCommand() {
-  return {"version", "Print the software and protocol versions",
-          "skipswarm version",
+  return {"version", "Print the version, protocol, git commit, libtorch version, CUDA",
+          "skipswarm version   (or skipswarm --version)",
           {},
           [](const std::vector<std::string>&) {
-            std::cout << "skipswarm " << proto::kSoftwareVersion
-                      << " (protocol v" << static_cast<int>(proto::kProtocolVersion)
-                      << ")\n";
+            std::cout << "skipswarm " << proto::kSoftwareVersion << " (protocol v"
+                      << static_cast<int>(proto::kProtocolVersion) << ")\n"
+                      << "git commit: unknown (the build is not stamped)\n"
+                      << "libtorch: " << model::LibtorchVersion() << "\n"
+                      << "CUDA available: " << (model::CudaAvailable() ? "yes" : "no") << "\n";
             return 0;
           }};
 }

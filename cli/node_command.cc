@@ -159,7 +159,7 @@ absl::Status Run() {
 }  // namespace
 
 common::cli::Command NodeCommand() {
-  return {"node", "Run one swarm daemon (hosts stages, trains with its peers)",
+  common::cli::Command c{"node", "Run one swarm daemon (hosts stages, trains with its peers)",
           "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
@@ -174,6 +174,22 @@ common::cli::Command NodeCommand() {
             }
             return 0;
           }};
+  c.help_groups = {
+      {"network",
+       {"join", "listen", "group_listen", "gossip_listen", "state_listen", "advertise_host",
+        "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+        "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps"}},
+      {"model", {}, {model::kModelFlagsFile}},
+      // Measurement and research switches; `--helpfull` lists them.
+      {"experiment",
+       {"node_planner", "node_planner_link_costs", "node_path_length", "node_record_routes",
+        "node_routes", "node_timed_forward_s", "node_timed_payload_bytes", "wan_table",
+        "wan_time_scale", "fixed_compute_speed", "join_report", "entry_lead", "rebalance_min_gain",
+        "progress_file"},
+       {},
+       /*hidden=*/true},
+  };
+  return c;
 }
 
 }  // namespace skipswarm::cli

@@ -45,6 +45,17 @@ struct Command {
   // --scenario) defines a prefixed flag (--sim_scenario) and accepts the
   // short name here, on its command line and in its config file.
   std::vector<std::pair<std::string, std::string>> flag_aliases = {};
+  // How --help lists the command's own flags: each flag goes under the first
+  // group that names it (in `flags`) or its file (in `files`); the rest under
+  // "flags". A `hidden` group (experiment-only flags) is left out of --help
+  // and listed by --helpfull; its flags work the same either way.
+  struct HelpGroup {
+    std::string title;
+    std::vector<std::string> flags;
+    std::vector<std::string> files = {};
+    bool hidden = false;
+  };
+  std::vector<HelpGroup> help_groups = {};
 };
 
 }  // namespace skipswarm::common::cli

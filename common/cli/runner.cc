@@ -90,9 +90,8 @@ std::string TopLevelHelp(const std::vector<Command>& commands) {
   return out;
 }
 
-std::string CommandHelp(const Command& command) {
-  std::string out = absl::StrCat("usage: ", command.usage, "\n\n",
-                                 command.summary, "\n\nflags:\n");
+std::string CommandHelp(const Command& command, bool full) {
+  std::string out = absl::StrCat("usage: ", command.usage, "\n\n", command.summary, "\n");
   std::vector<absl::CommandLineFlag*> own, common;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (flag->IsRetired()) continue;
@@ -113,12 +112,47 @@ std::string CommandHelp(const Command& command) {
                             f->Name(), f->DefaultValue(), f->Help());
     }
   };
-  print(own);
+  // Own flags by help group (Command::help_groups); the ungrouped ones first.
+  const size_t n = command.help_groups.size();
+  std::vector<std::vector<absl::CommandLineFlag*>> grouped(n + 1);
+  for (absl::CommandLineFlag* f : own) {
+    size_t g = 0;
+    for (; g < n; ++g) {
+      const Command::HelpGroup& group = command.help_groups[g];
+      const std::string name(f->Name());
+      if (std::find(group.flags.begin(), group.flags.end(), name) != group.flags.end()) break;
+      bool file_match = false;
+      for (const std::string& file : group.files) {
+        file_match = file_match || FileMatches(f->Filename(), file);
+      }
+      if (file_match) break;
+    }
+    grouped[g == n ? 0 : g + 1].push_back(f);
+  }
+  int hidden = 0;
+  if (!grouped[0].empty()) {
+    absl::StrAppend(&out, "\nflags:\n");
+    print(grouped[0]);
+  }
+  for (size_t g = 0; g < n; ++g) {
+    if (grouped[g + 1].empty()) continue;
+    const Command::HelpGroup& group = command.help_groups[g];
+    if (group.hidden && !full) {
+      hidden += static_cast<int>(grouped[g + 1].size());
+      continue;
+    }
+    absl::StrAppend(&out, "\n", group.title, " flags:\n");
+    print(grouped[g + 1]);
+  }
   for (const auto& [alias, flag] : command.flag_aliases) {
     absl::StrAppendFormat(&out, "  --%s: same as --%s\n", alias, flag);
   }
   absl::StrAppend(&out, "\ncommon flags:\n");
   print(common);
+  if (hidden > 0) {
+    absl::StrAppend(&out, "\n", hidden, " experiment flags are not shown; `skipswarm ",
+                    command.name, " --helpfull` lists them.\n");
+  }
   return out;
 }
 
@@ -167,6 +201,10 @@ absl::Status CheckFlagsBelong(const Command& command,
 }
 
 int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
+  // `skipswarm --version` is `skipswarm version` (when there is one).
+  if (argc == 2 && (argv[1] == std::string("--version") || argv[1] == std::string("-V"))) {
+    if (const Command* v = FindCommand(commands, "version")) return v->run({});
+  }
   if (argc < 2 || IsHelpArg(argv[1])) {
     if (argc >= 3) {
       const Command* c = FindCommand(commands, argv[2]);
@@ -175,7 +213,7 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
                   << TopLevelHelp(commands);
         return 2;
       }
-      std::cout << CommandHelp(*c);
+      std::cout << CommandHelp(*c, /*full=*/argv[1] == std::string("--helpfull"));
       return 0;
     }
     std::cout << TopLevelHelp(commands);
@@ -199,7 +237,7 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
   for (const std::string& arg : args) {
     if (arg == "--") break;
     if (IsHelpArg(arg) && arg != "help") {
-      std::cout << CommandHelp(*command);
+      std::cout << CommandHelp(*command, /*full=*/arg == "--helpfull");
       return 0;
     }
   }

@@ -31,7 +31,8 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands);
 // Text of `skipswarm help`.
 std::string TopLevelHelp(const std::vector<Command>& commands);
 // Text of `skipswarm <command> --help`: usage plus the command's flags.
-std::string CommandHelp(const Command& command);
+// `full` (--helpfull): also the flags of hidden help groups.
+std::string CommandHelp(const Command& command, bool full = false);
 
 // The flag an alias of `command` stands for (Command::flag_aliases), or
 // `name` itself.

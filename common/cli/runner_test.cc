@@ -113,5 +113,33 @@ TEST(RunnerTest, AliasesStandForTheCommandsFlags) {
   EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 24);
 }
 
+TEST(RunnerTest, HelpGroupsFlagsAndHidesExperimentOnesUntilHelpfull) {
+  Command c = TestCommand();
+  c.help_groups = {{"speed", {"runner_test_fast"}}, {"experiment", {"runner_test_budget"}, {}, true}};
+  const std::string help = CommandHelp(c);
+  EXPECT_NE(help.find("\nspeed flags:\n  --runner_test_fast"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--runner_test_budget"), std::string::npos) << help;
+  EXPECT_NE(help.find("1 experiment flags are not shown; `skipswarm test --helpfull`"),
+            std::string::npos)
+      << help;
+  const std::string full = CommandHelp(c, /*full=*/true);
+  EXPECT_NE(full.find("\nexperiment flags:\n  --runner_test_budget"), std::string::npos) << full;
+  // Hidden flags still work.
+  EXPECT_TRUE(CheckFlagsBelong(c, {"--runner_test_budget=3"}).ok());
+}
+
+TEST(RunnerTest, DashDashVersionRunsTheVersionCommand) {
+  int ran = 0;
+  Command version{"version", "v", "skipswarm version", {}, [&](const std::vector<std::string>&) {
+                    ++ran;
+                    return 0;
+                  }};
+  char prog[] = "skipswarm", flag[] = "--version";
+  char* argv[] = {prog, flag};
+  EXPECT_EQ(RunCli(2, argv, {TestCommand(), version}), 0);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(RunCli(2, argv, {TestCommand()}), 2);  // no version command: unknown
+}
+
 }  // namespace
 }  // namespace skipswarm::common::cli
