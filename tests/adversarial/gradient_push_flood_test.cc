@@ -43,7 +43,7 @@ grpc::Status HostilePush(const std::string& address, const NodeId& self, uint64_
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = proto::StageService::NewStub(channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(30)));
   auto stream = stub->PushGradients(&context);
   const std::string data(kChunkFloats * sizeof(float), '\0');
   const uint32_t count = static_cast<uint32_t>(kHugeElements / kChunkFloats);
