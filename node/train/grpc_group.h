@@ -77,14 +77,14 @@ struct GrpcGroupOptions {
   absl::Duration push_deadline = absl::Seconds(60);
   // How often pending barriers / reduces re-check the view for deaths.
   absl::Duration recheck = absl::Milliseconds(50);
-  // Liveness of awaited members (Note [Group liveness] in grpc_group.cc).
+  // Liveness of awaited members (Note [Group liveness] in grpc_group_sweep.cc).
   absl::Duration probe_interval = absl::Seconds(1);
   absl::Duration probe_timeout = absl::Seconds(1);
   // Consecutive failed probes before the member is marked dead: one slow
   // answer on a loaded machine is not a death (StaticSwarmView verdicts are
   // final; a false one cost a live data node its MBs every iteration).
   int probe_failures = 3;
-  // Note [Silent members] (grpc_group.cc): how long a barrier or reduce
+  // Note [Silent members] (grpc_group_sweep.cc): how long a barrier or reduce
   // waits for a member that answers probes but sends nothing: factor x the
   // slowest of the last waits that completed, at least the floor; before
   // any wait completed, the initial value.
@@ -139,7 +139,7 @@ class GrpcGroupComm final : public GroupComm {
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;
 
-  // Note [Push admission] (grpc_group.cc): pushes refused at their first
+  // Note [Push admission] (grpc_group_push.cc): pushes refused at their first
   // chunk (iteration window, stage size, early-shard budget), and the bytes
   // of shards held before this node's own AllReduce for them.
   uint64_t pushes_refused() const;

@@ -2,7 +2,7 @@
 // pushes (the measured attack held eight of them, +1.1 GB, for good). The
 // client is built from proto/stage.proto alone; the replica is the real
 // GrpcGroupComm on loopback (port 0). Note [Push admission] in
-// node/train/grpc_group.cc.
+// node/train/grpc_group_push.cc.
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>

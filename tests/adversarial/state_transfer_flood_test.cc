@@ -2,7 +2,7 @@
 // replica's FetchState (Note [Digest re-sync]) with a state that claims
 // 1 TiB and streams 1 MiB chunks for as long as it is read. The fetching
 // replica is the real GrpcGroupComm on loopback (port 0); it must stop at
-// its stage's known size (Note [Push admission] in node/train/grpc_group.cc).
+// its stage's known size (Note [Push admission] in node/train/grpc_group_push.cc).
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>

@@ -1,0 +1,173 @@
+// GrpcGroupComm::Impl: the state and StageService handlers behind
+// GrpcGroupComm (grpc_group.h). Private to the grpc_group target; its
+// methods live in one file per responsibility:
+//
+//   grpc_group.cc        the group core: start/stop, channels, push threads,
+//                        the public GroupComm calls (Barrier, AllReduce, ...)
+//   grpc_group_push.cc   PushGradients: chunk checks, Note [Push admission],
+//                        received barrier messages and shards, outgoing pushes
+//   grpc_group_sweep.cc  completing barriers and reduces, Note [Silent
+//                        members], Note [Group liveness] (probes, AwaitPeers)
+//   grpc_group_state.cc  FetchState served and fetched (Note [Digest re-sync]
+//                        in node_trainer.h), bounded by the stage's size
+//
+// Thread rule: as GrpcGroupComm. mu_ guards the group's bookkeeping;
+// channels_mu_ the channel cache; pushers_mu_ the push threads. No gRPC
+// call or callback runs with mu_ held.
+#ifndef SKIPSWARM_NODE_TRAIN_GRPC_GROUP_IMPL_H_
+#define SKIPSWARM_NODE_TRAIN_GRPC_GROUP_IMPL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "node/compute/task_runner.h"
+#include "node/train/grpc_group.h"
+#include "node/train/sharded_reduce.h"
+#include "node/train/uplink_meter.h"
+#include "proto/stage.grpc.pb.h"
+
+namespace skipswarm::node {
+
+class GrpcGroupComm::Impl : public proto::StageService::Service,
+                            public std::enable_shared_from_this<GrpcGroupComm::Impl> {
+ public:
+  static constexpr size_t kChunkFloats = (size_t{1} << 20) / sizeof(float);
+  static constexpr int kPushThreads = 4;
+  static constexpr int kMaxMembers = 64;          // replicas in one round
+  static constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
+  // Note [Push admission] (grpc_group_push.cc): a push names an iteration at
+  // most this far past the newest this node has reached (Barrier / AllReduce
+  // called); honest members are never more than one ahead (the barrier), so
+  // anything later is refused before a byte of its data is held.
+  static constexpr uint64_t kMaxIterationsAhead = 2;
+  // Shards held before our own AllReduce (early_): at most this many bytes
+  // while no stage's size is known, else kEarlyRounds rounds of every known
+  // stage (a round brings each member at most twice its stage's size).
+  // A fetched state (Note [Digest re-sync]) is bounded by the stage's known
+  // size too (MaxStateBytes), whatever total its sender claims.
+  static constexpr uint64_t kUnknownEarlyBytes = uint64_t{64} << 20;
+  static constexpr uint64_t kEarlyRounds = 2;
+  static constexpr size_t kWaitSamples = 16;
+
+  Impl(const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock);
+
+  // --- core (grpc_group.cc) ---
+  absl::Status Start();
+  void Shutdown();
+  grpc::Status Health(grpc::ServerContext*, const proto::HealthRequest*,
+                      proto::HealthResponse* response) override;
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address, const common::NodeId& to);
+  void PostFor(const common::NodeId& peer, Task task);
+  std::string AddressOf(const common::NodeId& to) const;
+  std::vector<common::NodeId> LiveMembers(int stage) const;
+  ShardLayout LayoutFor(int stage, const std::vector<common::NodeId>& members) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t OwnUplink();
+  const identity::PeerCredentials& creds() const { return *credentials_; }
+
+  // --- pushes in and out (grpc_group_push.cc) ---
+  grpc::Status PushGradients(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<proto::GradientAck, proto::GradientChunk>* stream) override;
+  static absl::Status Header(const proto::GradientChunk& c, ReduceMessage* m);
+  absl::Status CheckChunk(const proto::GradientChunk& chunk, uint32_t expected, size_t have) const;
+  absl::Status AdmitPush(const ReduceMessage& m, uint64_t elements);
+  uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReachedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckMember(const common::NodeId& from) const;
+  void ReceiveBarrier(uint64_t iteration, const common::NodeId& from);
+  void ReceiveReduce(ReduceMessage m);
+  void EraseEarlyLocked(std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(std::vector<OutgoingReduce> out);
+  void Push(const common::NodeId& to, uint32_t phase, uint64_t iteration, uint32_t stage,
+            std::shared_ptr<const ReduceMessage> m);
+  absl::Status PushNow(const std::string& address, const common::NodeId& to, uint32_t phase,
+                       uint64_t iteration, uint32_t stage, const ReduceMessage* m);
+
+  // --- completion and liveness (grpc_group_sweep.cc) ---
+  void Sweep();
+  void ProbeMissing(const std::set<common::NodeId>& members);
+  std::shared_ptr<grpc::Channel> ProbeChannel(const std::string& address,
+                                              const common::NodeId& to) const;
+  absl::Duration SilentDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordWaitLocked(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- state transfer (grpc_group_state.cc) ---
+  grpc::Status FetchState(grpc::ServerContext* context, const proto::StateRequest* request,
+                          grpc::ServerWriter<proto::StateChunk>* writer) override;
+  absl::StatusOr<std::string> FetchNow(const std::string& address, const common::NodeId& to,
+                                       uint64_t iteration, int stage);
+  void TryFetch(uint64_t iteration, int stage, common::NodeId from, std::shared_ptr<StateDone> done,
+                int attempt);
+  uint64_t MaxStateBytes(int stage);
+
+  struct PendingReduce {
+    std::unique_ptr<ShardedReduce> reduce;
+    std::vector<ReduceDone> waiters;
+    bool delivered = false;
+    absl::Duration since;  // our own AllReduce (clock time)
+  };
+
+  const GrpcGroupOptions options_;
+  const std::shared_ptr<const identity::PeerCredentials> credentials_ = options_.credentials;
+  SwarmView* const view_;
+  common::Clock* const clock_;
+  absl::Mutex pushers_mu_;  // Shutdown empties pushers_ while timers may post
+  std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_ ABSL_GUARDED_BY(pushers_mu_);
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  absl::Mutex channels_mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(channels_mu_);
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  StateProvider provider_ ABSL_GUARDED_BY(mu_);
+  bool recheck_armed_ ABSL_GUARDED_BY(mu_) = false;
+  // Members a pending barrier or reduce still waits for (last sweep).
+  std::set<common::NodeId> missing ABSL_GUARDED_BY(mu_);
+  // When each member was last probed (clock time).
+  std::map<common::NodeId, absl::Duration> probed_ ABSL_GUARDED_BY(mu_);
+  // Consecutive failed probes per member.
+  std::map<common::NodeId, int> probe_failures_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::set<common::NodeId>> arrived_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::vector<BarrierDone>> barrier_waiters_ ABSL_GUARDED_BY(mu_);
+  // When our barrier of each iteration began (clock time).
+  std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
+  // Durations of recent completed barriers and reduces (Note [Silent members]).
+  std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
+  // By (iteration, stage); kept kKeepIterations after delivery.
+  std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
+  // Shards that came before our own AllReduce for them, and their bytes.
+  std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>> early_ ABSL_GUARDED_BY(mu_);
+  uint64_t early_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest iteration this node reached (Barrier / AllReduce), and the
+  // element count of each stage it reduced (Note [Push admission]).
+  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, uint64_t> stage_elements_ ABSL_GUARDED_BY(mu_);
+  uint64_t stats_pushes_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per stage: every member's uplink figure from its last finished round.
+  std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
+  UplinkMeter uplink_;
+  const std::unique_ptr<UploadPacer> pacer_ =
+      options_.max_upload_bytes_per_second > 0
+          ? std::make_unique<UploadPacer>(options_.max_upload_bytes_per_second)
+          : nullptr;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_GRPC_GROUP_IMPL_H_

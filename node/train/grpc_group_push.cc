@@ -1,0 +1,330 @@
+// StageService.PushGradients: chunk checks, Note [Push admission], received
+// barrier messages and gradient shards, and this node's outgoing pushes.
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "node/train/grpc_group_impl.h"
+#include "proto/grpc_status.h"
+#include "proto/stage.grpc.pb.h"
+#include "proto/version.h"
+
+namespace skipswarm::node {
+
+grpc::Status GrpcGroupComm::Impl::PushGradients(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::GradientAck, proto::GradientChunk>* stream) {
+  proto::GradientChunk chunk;
+  ReduceMessage m;
+  std::vector<float> data;
+  uint32_t stage = 0, expected = 0, count = 0, phase = 0;
+  uint64_t total = 0;
+  while (stream->Read(&chunk)) {
+    absl::Status ok = CheckChunk(chunk, expected, data.size());
+    if (ok.ok() && expected == 0) {
+      stage = chunk.stage();
+      phase = chunk.phase();
+      count = chunk.chunk_count();
+      total = chunk.tensor().shape(0);
+      ok = Header(chunk, &m);
+      if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
+      if (ok.ok()) ok = CheckMember(m.from);
+      if (ok.ok() && phase != 0) ok = AdmitPush(m, total);
+      if (ok.ok()) data.reserve(total);
+    } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
+                           chunk.chunk_count() != count || chunk.phase() != phase ||
+                           static_cast<int>(chunk.shard()) != m.shard)) {
+      ok = absl::InvalidArgumentError("chunks of one push disagree on their header");
+    }
+    if (!ok.ok()) {
+      LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << ok;
+      return proto::ToGrpcStatus(ok);
+    }
+    const size_t n = chunk.data().size() / sizeof(float);
+    const size_t at = data.size();
+    data.resize(at + n);
+    if (n > 0) std::memcpy(data.data() + at, chunk.data().data(), n * sizeof(float));
+    ++expected;
+  }
+  if (expected != count || data.size() != total) {
+    absl::Status bad =
+        absl::InvalidArgumentError(absl::StrCat("push ended after ", expected, "/", count,
+                                                " chunks, ", data.size(), "/", total, " elements"));
+    LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << bad;
+    return proto::ToGrpcStatus(bad);
+  }
+  if (phase == 0) {
+    ReceiveBarrier(m.iteration, m.from);
+  } else {
+    m.data = std::make_shared<const std::vector<float>>(std::move(data));
+    ReceiveReduce(std::move(m));
+  }
+  proto::GradientAck ack;
+  ack.set_chunk_index(count == 0 ? 0 : count - 1);
+  stream->Write(ack);
+  return grpc::Status::OK;
+}
+
+// The ReduceMessage fields of a push's first chunk (data aside).
+absl::Status GrpcGroupComm::Impl::Header(const proto::GradientChunk& c, ReduceMessage* m) {
+  m->iteration = c.iteration();
+  m->stage = static_cast<int>(c.stage());
+  m->from = *common::NodeId::FromBytes(c.from());  // checked by CheckChunk
+  m->shard = static_cast<int>(c.shard());
+  m->total = static_cast<int64_t>(c.total_elements());
+  m->visits = c.visits();
+  m->digest = c.params_digest();
+  m->digests.assign(c.member_digests().begin(), c.member_digests().end());
+  m->bandwidth = c.uplink_bytes_per_second();
+  m->bandwidths.assign(c.member_uplinks().begin(), c.member_uplinks().end());
+  m->layout.weights.assign(c.shard_weights().begin(), c.shard_weights().end());
+  if (c.phase() == 0) {
+    return c.stage() == kBarrierStage && c.tensor().shape(0) == 0
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError("a barrier message carries no gradient");
+  }
+  if (c.phase() > 2 || c.stage() == kBarrierStage) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown push phase ", c.phase()));
+  }
+  m->phase = c.phase() == 1 ? ReduceMessage::Phase::kScatter : ReduceMessage::Phase::kGather;
+  if (c.members_size() > kMaxMembers || c.shard_weights_size() > kMaxMembers ||
+      c.member_uplinks_size() > kMaxMembers || c.member_digests_size() > kMaxMembers) {
+    return absl::InvalidArgumentError("too many members");
+  }
+  for (const std::string& b : c.members()) {
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b);
+    if (!id.ok()) return absl::InvalidArgumentError("bad member id");
+    m->members.push_back(*id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcGroupComm::Impl::CheckChunk(const proto::GradientChunk& chunk, uint32_t expected,
+                                             size_t have) const {
+  SS_RETURN_IF_ERROR(proto::CheckProtocolVersion(chunk.protocol_version()));
+  if (!options_.swarm_id.empty() && chunk.swarm_id() != options_.swarm_id) {
+    return absl::PermissionDeniedError("wrong swarm id");
+  }
+  if (!common::NodeId::FromBytes(chunk.from()).ok()) {
+    return absl::InvalidArgumentError("bad sender id");
+  }
+  if (chunk.chunk_index() != expected || chunk.chunk_count() == 0 ||
+      chunk.chunk_index() >= chunk.chunk_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", chunk.chunk_index(), "/",
+                                                   chunk.chunk_count(), ", expected ", expected));
+  }
+  if (chunk.tensor().shape_size() != 1 || chunk.tensor().shape(0) < 0 ||
+      chunk.tensor().shape(0) > options_.max_elements ||
+      chunk.total_elements() > static_cast<uint64_t>(options_.max_elements)) {
+    return absl::InvalidArgumentError("tensor shape must be [n] within the size limit");
+  }
+  if (chunk.offset() != have || chunk.data().size() % sizeof(float) != 0 ||
+      chunk.data().size() > (size_t{1} << 20) ||
+      have + chunk.data().size() / sizeof(float) > static_cast<uint64_t>(chunk.tensor().shape(0))) {
+    return absl::InvalidArgumentError("chunk offset or size out of range");
+  }
+  return absl::OkStatus();
+}
+
+// Note [Push admission]: the iteration window, the stage's known size
+// and the early-shard budget, checked at a push's first chunk.
+absl::Status GrpcGroupComm::Impl::AdmitPush(const ReduceMessage& m, uint64_t elements) {
+  absl::MutexLock lock(&mu_);
+  if (reached_any_ && m.iteration > reached_ && m.iteration - reached_ > kMaxIterationsAhead) {
+    ++stats_pushes_refused_;
+    return absl::FailedPreconditionError(
+        absl::StrCat("push for iteration ", m.iteration, " while this node is at ", reached_));
+  }
+  if (reached_any_ && m.iteration + kKeepIterations < reached_) {
+    ++stats_pushes_refused_;
+    return absl::FailedPreconditionError(
+        absl::StrCat("push for iteration ", m.iteration, ", long over (now ", reached_, ")"));
+  }
+  auto size = stage_elements_.find(m.stage);
+  if (size != stage_elements_.end() &&
+      (elements > size->second || static_cast<uint64_t>(m.total) > size->second)) {
+    ++stats_pushes_refused_;
+    return absl::InvalidArgumentError(
+        absl::StrCat("push of ", elements, " elements for stage ", m.stage, " of ", size->second));
+  }
+  if (reduces_.count({m.iteration, m.stage}) == 0 &&
+      early_bytes_ + elements * sizeof(float) > EarlyBudgetLocked()) {
+    ++stats_pushes_refused_;
+    return absl::ResourceExhaustedError("too many gradient shards waiting already");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t GrpcGroupComm::Impl::EarlyBudgetLocked() const {
+  if (stage_elements_.empty()) return kUnknownEarlyBytes;
+  uint64_t known = 0;
+  for (const auto& [stage, n] : stage_elements_) known += n * sizeof(float);
+  return std::max(kUnknownEarlyBytes, kEarlyRounds * 2 * known);
+}
+
+void GrpcGroupComm::Impl::ReachedLocked(uint64_t iteration) {
+  if (!reached_any_ || iteration > reached_) reached_ = iteration;
+  reached_any_ = true;
+}
+
+// GrpcGroupOptions::members_only.
+absl::Status GrpcGroupComm::Impl::CheckMember(const common::NodeId& from) const {
+  if (!options_.members_only) return absl::OkStatus();
+  for (const PeerInfo& p : view_->Members()) {
+    if (p.id == from) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("node ", from.ShortString(), " is not a member of this swarm"));
+}
+
+void GrpcGroupComm::Impl::ReceiveBarrier(uint64_t iteration, const common::NodeId& from) {
+  {
+    absl::MutexLock lock(&mu_);
+    arrived_[iteration].insert(from);
+  }
+  Sweep();
+}
+
+void GrpcGroupComm::Impl::ReceiveReduce(ReduceMessage m) {
+  std::vector<OutgoingReduce> out;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::pair<uint64_t, int> key{m.iteration, m.stage};
+    auto it = reduces_.find(key);
+    if (it == reduces_.end()) {
+      // Before our own AllReduce for it: kept until then.
+      // Bounded (Note [Push admission]): admitted at the first chunk,
+      // checked again now that the bytes are here.
+      const uint64_t bytes = m.data->size() * sizeof(float);
+      auto& early = early_[key];
+      if (early.size() < 4 * kMaxMembers && early_bytes_ + bytes <= EarlyBudgetLocked()) {
+        early_bytes_ += bytes;
+        early.push_back(std::move(m));
+      }
+      while (early_.size() > 64) EraseEarlyLocked(early_.begin());
+      return;
+    }
+    ShardedReduce& r = *it->second.reduce;
+    VLOG(1) << options_.self.ShortString() << ": shard " << m.shard << " phase "
+            << static_cast<int>(m.phase) << " from " << m.from.ShortString() << " for a round of "
+            << m.members.size() << " (ours " << r.members().size() << ", done " << r.done()
+            << ", delivered " << it->second.delivered << ")";
+    absl::StatusOr<std::vector<OutgoingReduce>> more = r.Receive(std::move(m));
+    if (!more.ok()) {
+      LOG(WARNING) << "refused a gradient shard: " << more.status();
+    } else {
+      out.insert(out.end(), std::make_move_iterator(more->begin()),
+                 std::make_move_iterator(more->end()));
+    }
+  }
+  Send(std::move(out));
+  Sweep();
+}
+
+void GrpcGroupComm::Impl::EraseEarlyLocked(
+    std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it) {
+  for (const ReduceMessage& m : it->second) {
+    early_bytes_ -= m.data != nullptr ? m.data->size() * sizeof(float) : 0;
+  }
+  early_.erase(it);
+}
+
+void GrpcGroupComm::Impl::Send(std::vector<OutgoingReduce> out) {
+  for (OutgoingReduce& o : out) {
+    const uint32_t phase = o.message.phase == ReduceMessage::Phase::kScatter ? 1 : 2;
+    Push(o.to, phase, o.message.iteration, static_cast<uint32_t>(o.message.stage),
+         std::make_shared<const ReduceMessage>(std::move(o.message)));
+  }
+}
+
+// Pushes `m` (null: a barrier message) to `to` on its push thread; a
+// failed push marks `to` dead (its rounds restart without it).
+void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_t iteration,
+                               uint32_t stage, std::shared_ptr<const ReduceMessage> m) {
+  const std::string address = AddressOf(to);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  PostFor(to, [weak, to, address, phase, iteration, stage, m] {
+    auto self = weak.lock();
+    if (!self) return;
+    const uint64_t bytes = m != nullptr ? m->data->size() * sizeof(float) : 0;
+    if (bytes > 0) self->uplink_.Begin(self->clock_->SteadyNow());
+    absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
+    if (bytes > 0) self->uplink_.End(self->clock_->SteadyNow(), bytes, s.ok());
+    if (!s.ok()) {
+      LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
+      self->view_->MarkDead(to);
+      self->Sweep();
+    }
+  });
+}
+
+absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const common::NodeId& to,
+                                          uint32_t phase, uint64_t iteration, uint32_t stage,
+                                          const ReduceMessage* m) {
+  if (address.empty()) return absl::UnavailableError("no StageService address");
+  auto channel = ChannelFor(address, to);
+  auto stub = proto::StageService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(options_.push_deadline));
+  auto stream = stub->PushGradients(&context);
+  static const std::vector<float> kEmpty;
+  const std::vector<float>& data = m != nullptr ? *m->data : kEmpty;
+  const size_t n = data.size();
+  const uint32_t count =
+      static_cast<uint32_t>(std::max<size_t>(1, (n + kChunkFloats - 1) / kChunkFloats));
+  for (uint32_t i = 0; i < count; ++i) {
+    proto::GradientChunk chunk;
+    chunk.set_protocol_version(proto::kProtocolVersion);
+    chunk.set_swarm_id(options_.swarm_id);
+    chunk.set_from(options_.self.Bytes());
+    chunk.set_stage(stage);
+    chunk.set_iteration(iteration);
+    chunk.set_phase(phase);
+    if (m != nullptr) {
+      chunk.set_visits(static_cast<uint32_t>(m->visits));
+      chunk.set_params_digest(m->digest);
+      chunk.set_shard(static_cast<uint32_t>(m->shard));
+      chunk.set_total_elements(static_cast<uint64_t>(m->total));
+      chunk.set_uplink_bytes_per_second(m->bandwidth);
+      if (i == 0) {
+        for (const common::NodeId& id : m->members) chunk.add_members(id.Bytes());
+        for (uint64_t d : m->digests) chunk.add_member_digests(d);
+        for (uint32_t w : m->layout.weights) chunk.add_shard_weights(w);
+        for (uint64_t b : m->bandwidths) chunk.add_member_uplinks(b);
+      }
+    }
+    chunk.set_chunk_index(i);
+    chunk.set_chunk_count(count);
+    const size_t begin = std::min(n, i * kChunkFloats);
+    const size_t end = std::min(n, begin + kChunkFloats);
+    chunk.set_offset(begin);
+    chunk.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
+    chunk.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
+    chunk.mutable_tensor()->add_shape(static_cast<int64_t>(n));
+    chunk.set_data(reinterpret_cast<const char*>(data.data() + begin),
+                   (end - begin) * sizeof(float));
+    if (pacer_ != nullptr && end > begin) {
+      // Blocks this push thread (its peer's pushes queue behind it, as
+      // on a link) on a clock timer.
+      absl::Notification slot;
+      clock_->RunAfter(pacer_->Reserve((end - begin) * sizeof(float), clock_->SteadyNow()),
+                       [&slot] { slot.Notify(); });
+      slot.WaitForNotification();
+    }
+    if (!stream->Write(chunk)) break;
+  }
+  stream->WritesDone();
+  proto::GradientAck ack;
+  stream->Read(&ack);
+  return proto::ToAbslStatus(stream->Finish());
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,295 @@
+// Completing barriers and reduces (Sweep), Note [Silent members] and Note
+// [Group liveness]: probes of awaited members, and AwaitPeers at startup.
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/real_clock.h"
+#include "node/train/grpc_group_impl.h"
+#include "proto/stage.grpc.pb.h"
+#include "proto/version.h"
+
+namespace skipswarm::node {
+
+void GrpcGroupComm::Impl::Sweep() {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  std::vector<OutgoingReduce> out;
+  bool recheck = false;
+  int waiting = 0;
+  std::set<common::NodeId> silent;  // Note [Silent members]
+  std::string silent_where;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    const absl::Duration now = clock_->SteadyNow();
+    const absl::Duration deadline = SilentDeadlineLocked();
+    std::set<common::NodeId>& missing = this->missing;
+    const std::vector<common::NodeId> data_nodes = view_->Replicas(0);
+    missing.clear();
+    for (auto it = barrier_waiters_.begin(); it != barrier_waiters_.end();) {
+      const auto& arrived = arrived_[it->first];
+      bool complete = true;
+      for (const common::NodeId& d : data_nodes) {
+        if (!arrived.count(d)) {
+          complete = false;
+          missing.insert(d);
+        }
+      }
+      if (!complete) {
+        const absl::Duration since =
+            barrier_since_.count(it->first) > 0 ? barrier_since_[it->first] : now;
+        bool any_arrived = false;
+        for (const common::NodeId& d : data_nodes) any_arrived |= arrived.count(d) > 0;
+        if (any_arrived && now - since > deadline) {
+          for (const common::NodeId& d : data_nodes) {
+            if (!arrived.count(d) && d != options_.self) silent.insert(d);
+          }
+          silent_where = absl::StrCat("barrier of iteration ", it->first);
+        }
+        ++it;
+        continue;
+      }
+      if (barrier_since_.count(it->first) > 0) {
+        RecordWaitLocked(now - barrier_since_[it->first]);
+        barrier_since_.erase(it->first);
+      }
+      for (BarrierDone& w : it->second) {
+        calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
+      }
+      it = barrier_waiters_.erase(it);
+    }
+    uint64_t newest = 0;
+    for (auto& [key, pending] : reduces_) {
+      newest = std::max(newest, key.first);
+      ShardedReduce& r = *pending.reduce;
+      if (pending.delivered) {
+        // Note [Gradient exchange]: peers redoing a round we finished (they
+        // saw a death after our round completed) get our part again.
+        if (std::optional<std::vector<common::NodeId>> round = r.SmallerRoundWaiting()) {
+          std::vector<OutgoingReduce> more = r.Start(*round, LayoutFor(key.second, *round));
+          out.insert(out.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
+        }
+        continue;
+      }
+      const std::vector<common::NodeId> live = LiveMembers(key.second);
+      if (live != r.members()) {
+        LOG(WARNING) << "iteration " << key.first << " stage " << key.second
+                     << ": replica group now " << live.size() << " (was " << r.members().size()
+                     << "); averaging again without the lost";
+        std::vector<OutgoingReduce> more = r.Start(live, LayoutFor(key.second, live));
+        out.insert(out.end(), std::make_move_iterator(more.begin()),
+                   std::make_move_iterator(more.end()));
+      }
+      if (!r.done()) {
+        for (const common::NodeId& m : r.Missing()) missing.insert(m);
+        if (now - pending.since > deadline) {
+          for (const common::NodeId& m : r.Missing()) {
+            if (m != options_.self) silent.insert(m);
+          }
+          silent_where = absl::StrCat("averaging of iteration ", key.first, " stage ", key.second);
+        }
+        ++waiting;
+        continue;
+      }
+      RecordWaitLocked(now - pending.since);
+      auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
+      if (result->ok()) {
+        // The next round's inputs (Note [Shard layout]).
+        std::map<common::NodeId, uint64_t>& figures = figures_[key.second];
+        figures.clear();
+        for (const auto& [id, b] : (*result)->bandwidths) figures[id] = b;
+        if ((*result)->layout_fell_back) {
+          LOG(WARNING) << "iteration " << key.first << " stage " << key.second
+                       << ": replicas disagreed on the shard layout; averaged on equal "
+                          "shards";
+        }
+      }
+      for (ReduceDone& w : pending.waiters) {
+        calls.push_back([w = std::move(w), result]() mutable { w(*result); });
+      }
+      pending.waiters.clear();
+      pending.delivered = true;
+    }
+    // Finished rounds stay a few iterations for peers that redo them.
+    while (!reduces_.empty() && reduces_.begin()->first.first + kKeepIterations < newest) {
+      reduces_.erase(reduces_.begin());
+    }
+    recheck = !barrier_waiters_.empty() || waiting > 0;
+    // Forget messages of rounds long over.
+    while (arrived_.size() > 8) arrived_.erase(arrived_.begin());
+    while (barrier_since_.size() > 8) barrier_since_.erase(barrier_since_.begin());
+    if (!silent.empty()) {
+      LOG(WARNING) << "the " << silent_where << " waited more than " << deadline << " for "
+                   << silent.size()
+                   << " member(s) that answer probes but sent nothing; dropping them";
+    }
+    if (recheck && recheck_armed_) recheck = false;
+    if (recheck) recheck_armed_ = true;
+  }
+  Send(std::move(out));
+  for (auto& call : calls) clock_->RunAfter(absl::ZeroDuration(), std::move(call));
+  if (!silent.empty()) {
+    for (const common::NodeId& m : silent) view_->MarkDead(m);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    clock_->RunAfter(absl::ZeroDuration(), [weak] {
+      if (auto self = weak.lock()) self->Sweep();
+    });
+  }
+  if (recheck) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    clock_->RunAfter(options_.recheck, [weak] {
+      if (auto self = weak.lock()) {
+        std::set<common::NodeId> probe;
+        {
+          absl::MutexLock lock(&self->mu_);
+          self->recheck_armed_ = false;
+          probe = self->missing;
+        }
+        self->ProbeMissing(probe);
+        self->Sweep();
+      }
+    });
+  }
+}
+
+// Note [Silent members]: a member that answers its probes but never sends
+// its barrier or gradients would stall every replica forever. A barrier
+// that at least one data node reached, or a reduce, that waits longer
+// than SilentDeadline drops the members it still waits for (MarkDead
+// through the group view: out of this round, which is then averaged
+// without them; they re-sign or re-sync to come back). A barrier no data
+// node reached is left waiting: the data nodes are paused (Note [Paused
+// training] in data_node_driver.h), and relays must not spin through
+// empty iterations. The deadline follows measured waits: factor x the
+// slowest of the last kWaitSamples completed barriers and reduces, never
+// under the floor.
+absl::Duration GrpcGroupComm::Impl::SilentDeadlineLocked() const {
+  if (waits_.empty()) return options_.silent_initial;
+  const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
+  return std::max(options_.silent_floor, slowest * options_.silent_factor);
+}
+void GrpcGroupComm::Impl::RecordWaitLocked(absl::Duration d) {
+  waits_.push_back(d);
+  while (waits_.size() > kWaitSamples) waits_.pop_front();
+}
+
+// Note [Group liveness]: replicas of a stage need not share a pipeline
+// stream, so the transport may never tell one that another died. While a
+// barrier or reduce waits for a member, the member's StageService is
+// probed (Health, short deadline) every probe_interval; a member that does
+// not answer probe_failures times in a row is marked dead and the round
+// finishes without it (a dead process refuses connections, so that takes
+// about probe_failures x probe_interval; failed pushes mark it at once).
+void GrpcGroupComm::Impl::ProbeMissing(const std::set<common::NodeId>& members) {
+  const absl::Duration now = clock_->SteadyNow();
+  for (const common::NodeId& m : members) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = probed_.find(m);
+      if (it != probed_.end() && now - it->second < options_.probe_interval) continue;
+      probed_[m] = now;
+    }
+    std::string address;
+    for (const PeerInfo& p : view_->Members()) {
+      if (p.id == m) address = p.group_address;
+    }
+    std::weak_ptr<Impl> weak = weak_from_this();
+    PostFor(m, [weak, m, address] {
+      auto self = weak.lock();
+      if (!self) return;
+      auto stub = proto::StageService::NewStub(self->ProbeChannel(address, m));
+      grpc::ClientContext context;
+      context.set_deadline(common::SystemDeadlineAfter(self->options_.probe_timeout));
+      proto::HealthRequest request;
+      request.set_protocol_version(proto::kProtocolVersion);
+      proto::HealthResponse response;
+      grpc::Status s = stub->Health(&context, request, &response);
+      int failures = 0;
+      {
+        absl::MutexLock lock(&self->mu_);
+        failures = s.ok() ? 0 : self->probe_failures_[m] + 1;
+        self->probe_failures_[m] = failures;
+      }
+      if (failures >= self->options_.probe_failures) {
+        LOG(WARNING) << "member " << m << " (" << address << ") did not answer " << failures
+                     << " probes; dropping it from the group: " << s.error_message();
+        self->view_->MarkDead(m);
+        self->Sweep();
+      } else if (!s.ok()) {
+        LOG(WARNING) << "member " << m << " (" << address << ") did not answer a probe ("
+                     << failures << "/" << self->options_.probe_failures
+                     << "): " << s.error_message();
+      }
+    });
+  }
+}
+
+// A fresh channel for one Health call to member `to`.
+std::shared_ptr<grpc::Channel> GrpcGroupComm::Impl::ProbeChannel(const std::string& address,
+                                                                 const common::NodeId& to) const {
+  grpc::ChannelArguments args;
+  creds().ConfigureChannel(args);
+  return grpc::CreateCustomChannel(address, creds().ForChannel(to), args);
+}
+
+absl::Status GrpcGroupComm::AwaitPeers(absl::Duration timeout,
+                                       const std::function<bool()>& cancelled) {
+  const absl::Duration end = impl_->clock_->SteadyNow() + timeout;
+  std::vector<std::string> missing;
+  for (const PeerInfo& p : impl_->view_->Members()) {
+    if (p.id == impl_->options_.self) continue;
+    auto stub = proto::StageService::NewStub(impl_->ProbeChannel(p.group_address, p.id));
+    proto::HealthRequest request;
+    request.set_protocol_version(proto::kProtocolVersion);
+    proto::HealthResponse response;
+    grpc::Status s;
+    // Short waits in a loop, so a stop is seen within ~200 ms.
+    while (true) {
+      if (cancelled && cancelled()) {
+        return absl::CancelledError("stopped while waiting for the swarm's peers to answer");
+      }
+      const absl::Duration left = end - impl_->clock_->SteadyNow();
+      grpc::ClientContext context;
+      context.set_deadline(common::SystemDeadlineAfter(
+          std::max(absl::ZeroDuration(), std::min(left, absl::Milliseconds(200)))));
+      context.set_wait_for_ready(true);
+      s = stub->Health(&context, request, &response);
+      if (s.ok() || s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+          left <= absl::Milliseconds(200)) {
+        break;
+      }
+    }
+    if (!s.ok()) {
+      // wait_for_ready hides why the channel never became ready (a refused
+      // TLS handshake: the wrong node's certificate, or no TLS there); one
+      // immediate call says it.
+      grpc::ClientContext again;
+      again.set_deadline(common::SystemDeadlineAfter(absl::Seconds(1)));
+      grpc::Status why = stub->Health(&again, request, &response);
+      if (!why.ok()) s = why;
+    }
+    if (!s.ok()) {
+      missing.push_back(
+          absl::StrCat(p.id.ShortString(), "@", p.group_address, " (", s.error_message(), ")"));
+    } else if (response.node_id() != p.id.Bytes()) {
+      absl::StatusOr<common::NodeId> other = common::NodeId::FromBytes(response.node_id());
+      missing.push_back(absl::StrCat(p.id.ShortString(), "@", p.group_address,
+                                     " (answered as node ", other.ok() ? other->ShortString() : "?",
+                                     ")"));
+    }
+  }
+  if (!missing.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("peers not answering: ", absl::StrJoin(missing, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace skipswarm::node
