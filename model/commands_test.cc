@@ -34,6 +34,9 @@ ABSL_DECLARE_FLAG(std::vector<std::string>, drop_stages);
 ABSL_DECLARE_FLAG(int, vocab);
 ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, sp_model);
+ABSL_DECLARE_FLAG(std::string, sdp);
+ABSL_DECLARE_FLAG(int, sdp_workers);
+ABSL_DECLARE_FLAG(double, sdp_keep);
 
 namespace skipswarm::model {
 namespace {
@@ -87,6 +90,30 @@ TEST(CommandsTest, TrainRefResumeAndEval) {
   EXPECT_EQ(eval.run({}), 1);
   absl::SetFlag(&FLAGS_checkpoint, dir + "/missing");
   EXPECT_EQ(eval.run({}), 1);
+}
+
+TEST(CommandsTest, TrainRefSdpBothVariantsThenEval) {
+  const std::string dir = SetUpTinyRun("commands_sdp_test");
+  common::cli::Command train = TrainRefCommand();
+  absl::SetFlag(&FLAGS_sdp_workers, 4);
+  absl::SetFlag(&FLAGS_sdp_keep, 0.75);  // 3 of 4 stages: {0, 1, 3} or {0, 2, 3}
+  absl::SetFlag(&FLAGS_sdp, "forward");
+  EXPECT_EQ(train.run({}), 1);  // --skip_ratio=0.25 is still set
+  absl::SetFlag(&FLAGS_skip_ratio, 0.0);
+  for (const char* mode : {"forward", "backward"}) {
+    absl::SetFlag(&FLAGS_sdp, mode);
+    std::filesystem::remove_all(dir + "/ckpt");
+    ASSERT_EQ(train.run({}), 0) << mode;
+    common::cli::Command eval = EvalCommand();
+    absl::SetFlag(&FLAGS_checkpoint, dir + "/ckpt");
+    EXPECT_EQ(eval.run({}), 0) << mode;
+  }
+  absl::SetFlag(&FLAGS_sdp_workers, 3);  // cannot own stages 1 and 2 equally
+  EXPECT_EQ(train.run({}), 1);
+  absl::SetFlag(&FLAGS_sdp, "sideways");
+  absl::SetFlag(&FLAGS_sdp_workers, 4);
+  EXPECT_EQ(train.run({}), 1);
+  absl::SetFlag(&FLAGS_sdp, "off");
 }
 
 TEST(CommandsTest, TrainRefAndEvalWithSentencePiece) {

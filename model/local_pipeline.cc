@@ -1,5 +1,6 @@
 #include "model/local_pipeline.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "absl/strings/str_cat.h"
@@ -22,8 +23,15 @@ absl::StatusOr<std::unique_ptr<LocalPipeline>> LocalPipeline::Create(
 absl::StatusOr<double> LocalPipeline::TrainMicroBatch(uint64_t mb, const std::vector<int>& route,
                                                       const at::Tensor& tokens,
                                                       const at::Tensor& targets,
-                                                      double loss_scale) {
+                                                      double loss_scale,
+                                                      const std::vector<int>& frozen) {
   SS_RETURN_IF_ERROR(ValidateRoute(route, num_stages()));
+  for (int s : frozen) {
+    if (s <= 0 || s >= num_stages()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("frozen stage ", s, " is not in [1, ", num_stages(), ")"));
+    }
+  }
   // On any error, drop what earlier hops stashed so the executors stay clean.
   auto cleanup = [&](absl::Status status) {
     for (int s : route) executors_[s]->Discard(mb);
@@ -39,7 +47,8 @@ absl::StatusOr<double> LocalPipeline::TrainMicroBatch(uint64_t mb, const std::ve
   if (!tail.ok()) return cleanup(tail.status());
   at::Tensor grad = tail->grad_input;
   for (size_t i = route.size(); i-- > 0;) {
-    absl::StatusOr<at::Tensor> g = executors_[route[i]]->Backward(mb, grad);
+    const bool train = std::find(frozen.begin(), frozen.end(), route[i]) == frozen.end();
+    absl::StatusOr<at::Tensor> g = executors_[route[i]]->Backward(mb, grad, train);
     if (!g.ok()) return cleanup(g.status());
     grad = *g;
   }

@@ -34,10 +34,13 @@ class LocalPipeline {
 
   // Forward along `route` (ValidateRoute), tail loss, then backward along the
   // reversed route; parameter gradients accumulate (scaled by loss_scale).
-  // Returns the MB's mean token loss.
+  // Stages in `frozen` are run forward and passed through backward without
+  // parameter gradients or visits (SDP backward masking); stage 0 cannot be
+  // frozen. Returns the MB's mean token loss.
   absl::StatusOr<double> TrainMicroBatch(uint64_t mb, const std::vector<int>& route,
                                          const at::Tensor& tokens, const at::Tensor& targets,
-                                         double loss_scale = 1.0);
+                                         double loss_scale = 1.0,
+                                         const std::vector<int>& frozen = {});
   // Forward only (no autograd); returns the mean token loss. Each non-zero
   // stage's residual update is scaled by `residual_scale`: x <- x + a*(F(x) - x)
   // for a hop x -> F(x) (Note [Depth calibration] in evaluate.h); 1 runs the

@@ -24,14 +24,21 @@ absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
   if (!(options.skip_ratio >= 0 && options.skip_ratio < 1)) {
     return absl::InvalidArgumentError("skip_ratio must be in [0, 1)");
   }
+  SdpAssignment sdp;
+  if (options.sdp.mode != SdpMode::kOff) {
+    SS_ASSIGN_OR_RETURN(sdp, AssignSubnetworks(options.model.num_stages, options.sdp.workers,
+                                               options.sdp.keep));
+  }
   SS_ASSIGN_OR_RETURN(auto pipe, LocalPipeline::Create(options.model, options.runtime));
   SamplerOptions s;
   s.samples_per_mb = options.samples_per_mb;
   s.seq_len = options.model.seq_len;
   s.seed = options.seed;
   SS_ASSIGN_OR_RETURN(auto sampler, MicroBatchSampler::Create(corpus.train, s));
-  return std::unique_ptr<ReferenceTrainer>(
+  auto trainer = std::unique_ptr<ReferenceTrainer>(
       new ReferenceTrainer(options, std::move(pipe), std::move(sampler)));
+  trainer->sdp_ = std::move(sdp);
+  return trainer;
 }
 
 ReferenceTrainer::ReferenceTrainer(const TrainerOptions& options,
@@ -44,8 +51,21 @@ ReferenceTrainer::ReferenceTrainer(const TrainerOptions& options,
   }
 }
 
+double ReferenceTrainer::effective_skip_ratio() const {
+  if (options_.sdp.mode == SdpMode::kOff) return options_.skip_ratio;
+  if (options_.sdp.mode == SdpMode::kBackward || sdp_.num_stages == 0) return 0;
+  return 1.0 - static_cast<double>(sdp_.stages_per_worker) / sdp_.num_stages;
+}
+
 absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
   const int m = options_.mbs_per_iteration;
+  if (options_.sdp.mode != SdpMode::kOff) {
+    std::vector<RoutedMicroBatch> mbs;
+    for (SdpMicroBatch& mb : SdpIterationPlan(sdp_, options_.sdp.mode, iteration_, m)) {
+      mbs.push_back({mb.index, std::move(mb.route), std::move(mb.frozen)});
+    }
+    return RunIteration(mbs);
+  }
   const int stages = pipe_->num_stages();
   common::Random routes = common::Random(options_.seed).Fork("routes").Fork(iteration_);
   std::vector<std::vector<int>> plan;
@@ -73,7 +93,7 @@ absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
   const std::string extra = absl::StrCat("{\"seed\":", options_.seed, ",\"skip_ratio\":",
-                                         options_.skip_ratio, "}");
+                                         effective_skip_ratio(), "}");
   for (int s = 0; s < pipe_->num_stages(); ++s) {
     SS_RETURN_IF_ERROR(SaveStageCheckpoint(StageCheckpointPath(dir, s), pipe_->stage(s).module(),
                                            &optimizers_[s]->adamw(), iteration_, extra));
@@ -101,7 +121,7 @@ absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir) {
 absl::StatusOr<EvalResult> ReferenceTrainer::Evaluate(const std::vector<int>& route,
                                                       const std::vector<MicroBatch>& batches,
                                                       double bytes_per_token) {
-  return EvaluateRoute(*pipe_, route, batches, bytes_per_token, options_.skip_ratio);
+  return EvaluateRoute(*pipe_, route, batches, bytes_per_token, effective_skip_ratio());
 }
 
 }  // namespace skipswarm::model

@@ -29,6 +29,7 @@
 #include "model/evaluate.h"
 #include "model/local_pipeline.h"
 #include "model/optimizer.h"
+#include "model/sdp_assignment.h"
 
 namespace skipswarm::model {
 
@@ -45,6 +46,12 @@ struct TrainerOptions {
   // its own (RandomSkipRoute), the former behaviour, kept for comparisons.
   bool balanced_routes = true;
   uint64_t seed = 1;       // data order and routes
+  // Subnetwork data parallelism (model/sdp_assignment.h): when on, each
+  // iteration simulates sdp.workers workers, each training
+  // mbs_per_iteration micro-batches (per worker) on its own subnetwork,
+  // instead of the skip routes above; a stage's step is the mean over the
+  // micro-batches that trained it (Note [SDP averaging] in sdp_assignment.h).
+  SdpOptions sdp;
 };
 
 struct IterationStats {
@@ -62,6 +69,8 @@ struct IterationStats {
 struct RoutedMicroBatch {
   uint64_t index = 0;
   std::vector<int> route;
+  // Stages run forward without parameter gradients (SDP backward masking).
+  std::vector<int> frozen;
 };
 
 class ReferenceTrainer {
@@ -91,6 +100,11 @@ class ReferenceTrainer {
                                       double bytes_per_token = 1.0);
 
   LocalPipeline& pipeline() { return *pipe_; }
+  // The SDP assignment (empty subnetworks when SDP is off).
+  const SdpAssignment& sdp_assignment() const { return sdp_; }
+  // The skip ratio the training routes amount to, for depth calibration:
+  // options().skip_ratio, or 1 - P/S under SDP forward masking.
+  double effective_skip_ratio() const;
   const TrainerOptions& options() const { return options_; }
 
  private:
@@ -101,6 +115,7 @@ class ReferenceTrainer {
   std::unique_ptr<LocalPipeline> pipe_;
   std::unique_ptr<MicroBatchSampler> sampler_;
   std::vector<std::unique_ptr<StageOptimizer>> optimizers_;
+  SdpAssignment sdp_;
   int64_t iteration_ = 0;
 };
 

@@ -24,7 +24,7 @@ absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration(
   for (const RoutedMicroBatch& r : mbs) {
     MicroBatch batch = sampler_->Get(r.index);
     absl::StatusOr<double> loss = pipe_->TrainMicroBatch(r.index, r.route, batch.tokens,
-                                                         batch.targets);
+                                                         batch.targets, 1.0, r.frozen);
     if (!loss.ok()) {
       return absl::Status(loss.status().code(),
                           absl::StrCat("iteration ", iteration_, ", micro-batch ", r.index, ": ",

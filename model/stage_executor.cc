@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <exception>
 #include <thread>
@@ -204,7 +205,8 @@ absl::StatusOr<TailResult> StageExecutor::Tail(const at::Tensor& activation,
   });
 }
 
-absl::StatusOr<at::Tensor> StageExecutor::Backward(uint64_t mb, const at::Tensor& grad_output) {
+absl::StatusOr<at::Tensor> StageExecutor::Backward(uint64_t mb, const at::Tensor& grad_output,
+                                                   bool train_parameters) {
   auto it = stash_.find(mb);
   if (it == stash_.end()) {
     return absl::NotFoundError(absl::StrCat("stage ", stage(), ": micro-batch ", mb,
@@ -221,6 +223,12 @@ absl::StatusOr<at::Tensor> StageExecutor::Backward(uint64_t mb, const at::Tensor
   Stash stash = std::move(it->second);
   stash_.erase(it);
   return Guard("Backward", [&]() -> absl::StatusOr<at::Tensor> {
+    if (!train_parameters) {
+      // Only d(output)/d(input): autograd prunes the weights' part of the graph.
+      if (!stash.input.defined()) return at::Tensor();
+      return torch::autograd::grad({stash.output}, {stash.input},
+                                   {grad_output.to(device_, at::kFloat)})[0];
+    }
     stash.output.backward(grad_output.to(device_, at::kFloat));
     ++visits_;
     if (!stash.input.defined()) return at::Tensor();

@@ -68,8 +68,12 @@ class StageExecutor {
                                   double loss_scale = 1.0, Mode mode = Mode::kTrain);
   // Backward of an earlier Start/Forward of `mb`: grad_output has the shape
   // of that output; returns the gradient of its input (undefined for Start).
-  // NotFound if no such MB is pending.
-  absl::StatusOr<at::Tensor> Backward(uint64_t mb, const at::Tensor& grad_output);
+  // NotFound if no such MB is pending. With train_parameters false (a stage
+  // frozen by SDP backward masking, model/sdp_assignment.h) only the input
+  // gradient is computed: no parameter gradient accumulates, the backward
+  // work of the weights is skipped, and no visit is counted.
+  absl::StatusOr<at::Tensor> Backward(uint64_t mb, const at::Tensor& grad_output,
+                                      bool train_parameters = true);
 
   // Drops a pending MB (lost downstream). Returns whether it was pending.
   bool Discard(uint64_t mb);

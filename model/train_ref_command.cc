@@ -26,12 +26,14 @@
 #include "model/reference_trainer.h"
 #include "model/route.h"
 #include "model/route_record.h"
+#include "model/sdp_flags.h"
 #include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
 
 ABSL_FLAG(int64_t, iterations, 2000,
           "Total training iterations (also the length of the cosine schedule).");
-ABSL_FLAG(int, mbs_per_iteration, 2, "Micro-batches injected per iteration.");
+ABSL_FLAG(int, mbs_per_iteration, 2,
+          "Micro-batches injected per iteration (with --sdp: per simulated worker).");
 ABSL_FLAG(double, skip_ratio, 0.0,
           "Skip ratio k in [0, 1): each micro-batch takes a random in-order route through "
           "round((1-k)*stages) stages. 0 trains the full pipeline.");
@@ -110,7 +112,27 @@ absl::Status Run() {
   options.skip_ratio = absl::GetFlag(FLAGS_skip_ratio);
   options.balanced_routes = absl::GetFlag(FLAGS_balanced_routes);
   options.seed = flags.seed;
+  SS_ASSIGN_OR_RETURN(options.sdp, ReadSdpFlags());
+  if (options.sdp.mode != SdpMode::kOff &&
+      (options.skip_ratio > 0 || !absl::GetFlag(FLAGS_routes_file).empty())) {
+    return absl::InvalidArgumentError(
+        "--sdp chooses every micro-batch's stages: drop --skip_ratio and --routes_file");
+  }
   SS_ASSIGN_OR_RETURN(auto trainer, ReferenceTrainer::Create(options, corpus));
+  if (options.sdp.mode != SdpMode::kOff) {
+    const SdpAssignment& a = trainer->sdp_assignment();
+    std::printf("sdp: %s masking, %d workers x %d MBs per iteration, %d of %d stages each "
+                "(keep %.2f); each stage owned by",
+                SdpModeName(options.sdp.mode).c_str(), options.sdp.workers,
+                options.mbs_per_iteration, a.stages_per_worker, flags.model.num_stages,
+                options.sdp.keep);
+    for (int c : a.coverage) std::printf(" %d", c);
+    std::printf(" workers\n");
+    for (size_t w = 0; w < a.subnetworks.size(); ++w) {
+      std::printf("sdp: worker %zu trains stages %s\n", w,
+                  FormatStageSet(a.subnetworks[w]).c_str());
+    }
+  }
 
   const int stages = flags.model.num_stages;
   common::Random probe(0);
@@ -271,13 +293,14 @@ common::cli::Command TrainRefCommand() {
   c.name = "train-ref";
   c.summary = "Train the staged model in one process (the reference run)";
   c.usage =
-      "skipswarm train-ref [--iterations=N] [--skip_ratio=K | --routes_file=F,...]\n"
+      "skipswarm train-ref [--iterations=N] [--skip_ratio=K | --routes_file=F,... |\n"
+      "                     --sdp=forward|backward --sdp_workers=K --sdp_keep=F]\n"
       "                    [--checkpoint_dir=DIR [--resume]]\n"
       "                    [model, optimiser and data flags]\n"
       "Trains all stages in this process with the swarm's optimiser (AdamW, warm-up + cosine,\n"
       "per-stage clipping, visit-weighted gradients); prints progress, evaluates on the\n"
       "validation split and writes per-stage checkpoints that `skipswarm eval` reads.";
-  c.flag_files = {"model/train_ref_command.cc", kModelFlagsFile};
+  c.flag_files = {"model/train_ref_command.cc", kModelFlagsFile, kSdpFlagsFile};
   c.run = [](const std::vector<std::string>& args) {
     if (!args.empty()) {
       std::fprintf(stderr, "train-ref takes no positional arguments\n");

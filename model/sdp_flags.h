@@ -1,0 +1,25 @@
+// The subnetwork data parallelism flags (model/sdp_assignment.h), shared by
+// `train-ref`, `skipswarm node` and `skipswarm local`; a command lists
+// kSdpFlagsFile in its Command::flag_files to accept them.
+//
+//   --sdp=forward|backward|off   --sdp_workers=K (train-ref)   --sdp_keep=F
+//
+//   SS_ASSIGN_OR_RETURN(SdpOptions sdp, ReadSdpFlags());
+//
+// Thread rule: call from main's thread after flags are parsed.
+#ifndef SKIPSWARM_MODEL_SDP_FLAGS_H_
+#define SKIPSWARM_MODEL_SDP_FLAGS_H_
+
+#include "absl/status/statusor.h"
+#include "model/sdp_assignment.h"
+
+namespace skipswarm::model {
+
+// InvalidArgument for an unknown mode, workers < 1 or keep outside (0, 1].
+absl::StatusOr<SdpOptions> ReadSdpFlags();
+
+inline constexpr char kSdpFlagsFile[] = "model/sdp_flags.cc";
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_SDP_FLAGS_H_
