@@ -82,6 +82,9 @@ absl::StatusOr<std::unique_ptr<TorchStageCompute>> TorchStageCompute::Create(
     const Options& options, TaskRunner* runner) {
   absl::StatusOr<std::unique_ptr<model::StageExecutor>> executor =
       model::StageExecutor::Create(options.model, options.stage, options.runtime);
+  if (options.frozen && options.stage == 0) {
+    return absl::InvalidArgumentError("stage 0 cannot be frozen (it ends every micro-batch)");
+  }
   if (!executor.ok()) return executor.status();
   return Guard("optimiser", [&]() -> absl::StatusOr<std::unique_ptr<TorchStageCompute>> {
     return std::unique_ptr<TorchStageCompute>(
@@ -95,6 +98,9 @@ TorchStageCompute::TorchStageCompute(const Options& options, TaskRunner* runner,
   std::vector<at::Tensor> params = executor_->module().parameters();
   for (const at::Tensor& p : params) num_params_ += p.numel();
   optimizer_ = std::make_unique<model::StageOptimizer>(executor_->module(), options.optimizer);
+  if (options.frozen) {
+    for (at::Tensor& p : params) p.requires_grad_(false);
+  }
 }
 
 TorchStageCompute::~TorchStageCompute() = default;
@@ -204,7 +210,7 @@ absl::StatusOr<WireTensor> TorchStageCompute::DoBackward(uint64_t mb, const Wire
     absl::StatusOr<at::Tensor> g = DecodeActivation(grad, options_.model, options_.max_samples);
     if (!g.ok()) return g.status();
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<at::Tensor> gx = executor_->Backward(mb, *g);
+    absl::StatusOr<at::Tensor> gx = executor_->Backward(mb, *g, !options_.frozen);
     if (!gx.ok()) return gx.status();
     targets_.erase(mb);
     if (!gx->defined()) return WireTensor{};
@@ -320,7 +326,8 @@ absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) 
   return Guard("ImportState", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     absl::StatusOr<model::CheckpointInfo> info =
-        model::RestoreStageState(bytes, executor_->module(), &optimizer_->adamw());
+        model::RestoreStageState(bytes, executor_->module(),
+                                 options_.frozen ? nullptr : &optimizer_->adamw());
     if (!info.ok()) return info.status();
     step_ = info->step;
     return step_;

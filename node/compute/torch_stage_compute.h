@@ -44,6 +44,12 @@ class TorchStageCompute final : public StageCompute {
     int64_t max_samples = 256;
     // AdamW, schedule and clipping: the reference trainer's (optimizer.h).
     model::OptimizerOptions optimizer;
+    // SDP backward masking (model/sdp_assignment.h): a stage this node runs
+    // forward but does not train. Backward passes only the input gradient
+    // (no parameter gradient, no visit, the weights' backward skipped),
+    // the parameters do not require gradients, and ImportState restores the
+    // weights only (no AdamW state is ever held). Not for stage 0.
+    bool frozen = false;
   };
 
   static absl::StatusOr<std::unique_ptr<TorchStageCompute>> Create(const Options& options,

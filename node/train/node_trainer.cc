@@ -45,12 +45,14 @@ struct NodeTrainer::State {
   uint64_t end = 0;
   IterationCallback on_iteration;
   DoneCallback on_done;
+  IterationHook before_iteration;
 
   bool Stopped() {
     absl::MutexLock lock(&mu);
     return stopped;
   }
   void Start(uint64_t iteration);
+  void StartWork(uint64_t iteration);
   void AfterData(uint64_t iteration, std::optional<IterationReport> data);
   void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
   // Note [Digest re-sync]: replaces this stage's state with `source`'s.
@@ -131,6 +133,17 @@ std::optional<common::NodeId> ResyncSource(
 }  // namespace
 
 void NodeTrainer::State::Start(uint64_t iteration) {
+  if (Stopped()) return;
+  if (!before_iteration) return StartWork(iteration);
+  before_iteration(iteration, guard.Wrap([this, iteration](absl::Status s) {
+    if (!s.ok()) {
+      LOG(ERROR) << "iteration " << iteration << ": before-iteration step failed: " << s;
+    }
+    StartWork(iteration);
+  }));
+}
+
+void NodeTrainer::State::StartWork(uint64_t iteration) {
   if (Stopped()) return;
   if (driver != nullptr) {
     driver->RunIteration(iteration, guard.Wrap([this, iteration](IterationReport r) {
@@ -341,6 +354,10 @@ NodeTrainer::~NodeTrainer() {
   // Waits for a callback in progress (an on_iteration call included); later
   // ones do nothing.
   state_->guard.Close();
+}
+
+void NodeTrainer::SetBeforeIteration(IterationHook hook) {
+  state_->before_iteration = std::move(hook);
 }
 
 void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_iteration,

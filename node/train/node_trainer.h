@@ -97,6 +97,15 @@ class NodeTrainer {
               GroupComm* group, common::Clock* clock);
   ~NodeTrainer();
 
+  // Called before each iteration starts, on this node's data or relay side:
+  // `hook(iteration, done)`; the iteration starts once `done` runs (an
+  // error is logged and the iteration starts anyway; the hook reports its
+  // own staleness). SDP backward masking refreshes its frozen stages here
+  // (node/train/sdp_shadows.h). REQUIRES: not running.
+  using StepDone = absl::AnyInvocable<void(absl::Status)>;
+  using IterationHook = absl::AnyInvocable<void(uint64_t iteration, StepDone done)>;
+  void SetBeforeIteration(IterationHook hook);
+
   // Runs iterations [first, first + count). REQUIRES: not running.
   void Run(uint64_t first, uint64_t count, IterationCallback on_iteration, DoneCallback on_done);
   // Stops after the current iteration's update (on_done gets CANCELLED);

@@ -31,6 +31,13 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
       n.computes[s] = factory(static_cast<int>(i), s, &clock_, &runner_);
       stages[s] = n.computes[s].get();
     }
+    std::map<int, StageCompute*> served = stages;
+    if (i < options_.shadow_stages.size()) {
+      for (int s : options_.shadow_stages[i]) {
+        n.shadow_computes[s] = options_.shadow_factory(static_cast<int>(i), s, &clock_, &runner_);
+        served[s] = n.shadow_computes[s].get();
+      }
+    }
     n.view = std::make_unique<StaticSwarmView>(members);
     auto endpoint = board_.Attach(n.id);
     CHECK(endpoint.ok()) << endpoint.status();
@@ -46,7 +53,7 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
       n.repairer = options_.repairer();
       so.repairer = n.repairer.get();
     }
-    n.server = std::make_unique<StageServer>(n.transport.get(), &clock_, n.view.get(), stages, so);
+    n.server = std::make_unique<StageServer>(n.transport.get(), &clock_, n.view.get(), served, so);
     n.server->Attach();
     if (stages.count(0)) {
       n.planner = options_.planner ? options_.planner() : std::make_unique<InOrderPlanner>();
@@ -56,6 +63,15 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     }
     n.trainer = std::make_unique<NodeTrainer>(n.server.get(), stages, n.driver.get(), hub_.get(),
                                               &clock_);
+    if (!n.shadow_computes.empty()) {
+      std::map<int, StageCompute*> frozen;
+      for (auto& [s, c] : n.shadow_computes) frozen[s] = c.get();
+      n.shadows = std::make_unique<SdpShadowStages>(n.id, frozen, n.view.get(), hub_.get());
+      SdpShadowStages* shadows = n.shadows.get();
+      n.trainer->SetBeforeIteration([shadows](uint64_t it, NodeTrainer::StepDone done) {
+        shadows->Refresh(it, std::move(done));
+      });
+    }
   }
 }
 
@@ -103,6 +119,7 @@ void TestSwarm::Kill(int node) {
   LOG(INFO) << "killing node " << node << " (" << n.id << ") at "
             << clock_.SteadyNow();
   n.trainer.reset();
+  n.shadows.reset();
   n.server->Detach();
   n.server.reset();
   n.driver.reset();

@@ -23,6 +23,7 @@
 #include "node/train/data_node_driver.h"
 #include "node/train/inproc_group.h"
 #include "node/train/node_trainer.h"
+#include "node/train/sdp_shadows.h"
 #include "node/transport/fault_transport.h"
 #include "node/transport/inproc_transport.h"
 
@@ -40,6 +41,13 @@ struct TestSwarmOptions {
   std::function<std::unique_ptr<RoutePlanner>()> planner;
   // Makes each node's route repairer; empty: the server's default.
   std::function<std::unique_ptr<RouteRepairer>()> repairer;
+  // SDP backward masking: node i's frozen stage copies (not in its record,
+  // refreshed before each iteration, Note [SDP frozen stages] in
+  // sdp_shadows.h), made by `shadow_factory`. Empty: none.
+  std::vector<std::vector<int>> shadow_stages;
+  std::function<std::unique_ptr<StageCompute>(int node, int stage, common::Clock* clock,
+                                              TaskRunner* runner)>
+      shadow_factory;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -70,12 +78,16 @@ class TestSwarm {
   DataNodeDriver* driver(int node) { return nodes_[node]->driver.get(); }
   NodeTrainer* trainer(int node) { return nodes_[node]->trainer.get(); }
   FaultInjectingTransport* faults(int node) { return nodes_[node]->faults; }
+  // Node i's frozen copies (null without shadow_stages).
+  const SdpShadowStages* shadows(int node) const { return nodes_[node]->shadows.get(); }
   common::SimClock& clock() { return clock_; }
 
  private:
   struct Node {
     common::NodeId id;
     std::map<int, std::unique_ptr<StageCompute>> computes;  // kept after a kill
+    std::map<int, std::unique_ptr<StageCompute>> shadow_computes;
+    std::unique_ptr<SdpShadowStages> shadows;
     std::unique_ptr<StaticSwarmView> view;
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;

@@ -1,0 +1,49 @@
+#include "node/train/sdp_planner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+std::string SdpPlanner::name() const { return absl::StrCat("sdp-", model::SdpModeName(mode_)); }
+
+absl::StatusOr<std::vector<PlannedRoute>> SdpPlanner::Plan(const PlanInput& input,
+                                                           const SwarmView& view) {
+  // Note [SDP worker order].
+  std::vector<std::pair<std::vector<int>, common::NodeId>> workers;
+  for (const PeerInfo& p : view.Members()) {
+    if (!view.IsAlive(p.id) || !UsableForPlanning(p, input.num_stages).ok()) continue;
+    std::vector<int> stages = p.stages;
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    if (stages.empty() || stages.front() != 0) continue;
+    workers.emplace_back(std::move(stages), p.id);
+  }
+  std::sort(workers.begin(), workers.end());
+  auto me = std::find_if(workers.begin(), workers.end(),
+                         [&](const auto& w) { return w.second == input.self; });
+  if (me == workers.end()) {
+    return absl::UnavailableError(
+        absl::StrCat(input.self.ShortString(), " is not a live data node of the view"));
+  }
+  const int rank = static_cast<int>(me - workers.begin());
+  std::vector<int> stages = me->first;
+  if (mode_ == model::SdpMode::kBackward) {
+    stages.clear();
+    for (int s = 0; s < input.num_stages; ++s) stages.push_back(s);
+  }
+  std::vector<PlannedRoute> routes;
+  for (int j = 0; j < input.mbs; ++j) {
+    PlannedRoute r;
+    r.index = j;
+    r.data_slot = rank * input.mbs + j;
+    r.priority = j;
+    for (int s : stages) r.hops.push_back({input.self, s});
+    routes.push_back(std::move(r));
+  }
+  return routes;
+}
+
+}  // namespace skipswarm::node

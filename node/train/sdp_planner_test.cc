@@ -1,0 +1,79 @@
+#include "node/train/sdp_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "model/sdp_assignment.h"
+
+namespace skipswarm::node {
+namespace {
+
+// Four SDP nodes hosting the keep-0.5 subnetworks of 6 stages, named so that
+// id order differs from subnetwork order.
+StaticSwarmView FourNodes(std::vector<common::NodeId>* ids) {
+  const model::SdpAssignment a = model::AssignSubnetworks(6, 4, 0.5).value();
+  std::vector<PeerInfo> members;
+  for (int w = 0; w < 4; ++w) {
+    ids->push_back(common::NodeId::ForName("sdp" + std::to_string(3 - w)));
+    members.push_back({ids->back(), a.subnetworks[w], 4, "", ""});
+  }
+  return StaticSwarmView(members);
+}
+
+TEST(SdpPlannerTest, ForwardRoutesStayOnTheNodeThroughItsSubnetwork) {
+  std::vector<common::NodeId> ids;
+  StaticSwarmView view = FourNodes(&ids);
+  const model::SdpAssignment a = model::AssignSubnetworks(6, 4, 0.5).value();
+  SdpPlanner planner(model::SdpMode::kForward);
+  EXPECT_EQ(planner.name(), "sdp-forward");
+  std::set<int> slots;
+  for (int w = 0; w < 4; ++w) {
+    auto routes = planner.Plan({.iteration = 3, .self = ids[w], .mbs = 2, .num_stages = 6}, view);
+    ASSERT_TRUE(routes.ok()) << routes.status();
+    ASSERT_EQ(routes->size(), 2u);
+    for (const PlannedRoute& r : *routes) {
+      std::vector<int> stages;
+      for (const RouteHop& h : r.hops) {
+        EXPECT_EQ(h.node, ids[w]);  // no frame leaves the node
+        stages.push_back(h.stage);
+      }
+      EXPECT_EQ(stages, a.subnetworks[w]);
+      // Note [SDP worker order]: worker w of the assignment, whatever its id.
+      EXPECT_EQ(r.data_slot, w * 2 + r.index);
+      slots.insert(r.data_slot);
+    }
+  }
+  EXPECT_EQ(slots.size(), 8u);
+}
+
+TEST(SdpPlannerTest, BackwardRoutesVisitEveryStageOnTheNode) {
+  std::vector<common::NodeId> ids;
+  StaticSwarmView view = FourNodes(&ids);
+  SdpPlanner planner(model::SdpMode::kBackward);
+  auto routes = planner.Plan({.iteration = 0, .self = ids[2], .mbs = 1, .num_stages = 6}, view);
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  ASSERT_EQ((*routes)[0].hops.size(), 6u);
+  for (int s = 0; s < 6; ++s) {
+    EXPECT_EQ((*routes)[0].hops[s].stage, s);
+    EXPECT_EQ((*routes)[0].hops[s].node, ids[2]);
+  }
+  EXPECT_EQ((*routes)[0].data_slot, 2);
+}
+
+TEST(SdpPlannerTest, ANodeOutsideTheViewCannotPlan) {
+  std::vector<common::NodeId> ids;
+  StaticSwarmView view = FourNodes(&ids);
+  view.MarkDead(ids[1]);
+  SdpPlanner planner(model::SdpMode::kForward);
+  auto dead = planner.Plan({.iteration = 0, .self = ids[1], .mbs = 1, .num_stages = 6}, view);
+  EXPECT_EQ(dead.status().code(), absl::StatusCode::kUnavailable);
+  // The live ones renumber: worker 2 is now the second.
+  auto r = planner.Plan({.iteration = 0, .self = ids[2], .mbs = 1, .num_stages = 6}, view);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].data_slot, 1);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
