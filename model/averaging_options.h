@@ -1,0 +1,65 @@
+// How the replicas of a stage average (Note [Outer steps] in
+// node/train/node_trainer.h): every iteration (outer_every = 1, the
+// gradient average of docs/DESIGN.md §6) or DiLoCo-style every H iterations
+// (local AdamW steps in between, then an outer Nesterov step on the
+// averaged pseudo-gradient), and the codec the averaged vector goes through.
+// Without libtorch: flags, the planner's cost model and the node's options
+// include this; the maths is model/outer_optimizer.h and model/avg_codec.h.
+//
+//   SS_ASSIGN_OR_RETURN(AvgCodecSpec c, ParseAvgCodec("topk:0.01"));
+//   double bytes = AveragedBytes(c, stage_params);   // one replica, one sync
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_MODEL_AVERAGING_OPTIONS_H_
+#define SKIPSWARM_MODEL_AVERAGING_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace skipswarm::model {
+
+enum class AvgCodecKind { kFp32, kBf16, kInt8, kTopK, kPowerSgd };
+
+struct AvgCodecSpec {
+  AvgCodecKind kind = AvgCodecKind::kFp32;
+  double topk_fraction = 0.01;  // kTopK: share of elements kept, (0, 1]
+  int rank = 4;                 // kPowerSgd: rank of the factors
+  uint32_t block_size = 256;    // kInt8: the wire codec's block
+};
+
+struct AveragingOptions {
+  // H: local optimiser steps between averages. 1 = gradients are averaged
+  // every iteration (today's behaviour); > 1 = pseudo-gradients are
+  // averaged every H steps and applied by the outer optimiser below.
+  int64_t outer_every = 1;
+  // Outer SGD with Nesterov momentum (DiLoCo's defaults); used when H > 1.
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  AvgCodecSpec codec;
+};
+
+// "fp32", "bf16", "int8", "topk:F" (0 < F <= 1), "powersgd:R" (R >= 1).
+absl::StatusOr<AvgCodecSpec> ParseAvgCodec(absl::string_view text);
+std::string AvgCodecName(const AvgCodecSpec& spec);
+// InvalidArgument naming the flag for an out-of-range value.
+absl::Status ValidateAveraging(const AveragingOptions& options);
+
+// true when the codec changes the averaged vector (everything but fp32).
+inline bool IsLossy(const AvgCodecSpec& spec) { return spec.kind != AvgCodecKind::kFp32; }
+
+// Payload bytes one replica contributes per average of `numel` floats
+// (the sizes avg_codec.h reports). topk: 4-byte index + 4-byte value per
+// kept element; powersgd: the two rank-R factors of the vector laid out as
+// a near-square matrix (avg_codec.h), fp32.
+double AveragedBytes(const AvgCodecSpec& spec, double numel);
+
+// PowerSGD's matrix view of a flat vector of `numel` elements: rows x cols
+// with rows = ceil(sqrt(numel)), cols = ceil(numel / rows) (zero padded).
+void PowerSgdShape(int64_t numel, int64_t* rows, int64_t* cols);
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_AVERAGING_OPTIONS_H_

@@ -1,0 +1,71 @@
+// AveragingCodec: what one replica's contribution to a stage average looks
+// like after the codec of --avg_codec (model/averaging_options.h), with
+// error feedback for the sparse and low-rank codecs.
+//
+//   AveragingCodec codec(spec, num_params, /*seed=*/stage);
+//   SS_ASSIGN_OR_RETURN(AveragingCodec::Result r, codec.Compress(flat));
+//   ... contribute r.decoded (what every peer decodes), count r.bytes ...
+//
+// Codecs: fp32 (the vector as is), bf16 and int8 blockwise (the wire codec,
+// tensor_codec.h: encoded and decoded again), topk:F (the ceil(F * n)
+// largest magnitudes, index + value each) and powersgd:R (one power
+// iteration of a rank-R factorisation of the vector viewed as a near-square
+// matrix, PowerSgdShape; the right factor is kept as the next call's warm
+// start).
+//
+// Note [Error feedback]: topk and powersgd drop most of the vector; what
+// they drop is kept in residual() and added to the next vector before it is
+// compressed, so every coordinate is sent eventually and the sum of what was
+// sent over many calls tracks the sum of the inputs (the residual is the
+// whole difference). bf16 and int8 keep no residual (their error is small
+// and unbiased enough). The residual is part of a replica's averaging state:
+// state transfer carries it (outer_optimizer.h's OuterState).
+//
+// Thread rule: thread-compatible.
+#ifndef SKIPSWARM_MODEL_AVG_CODEC_H_
+#define SKIPSWARM_MODEL_AVG_CODEC_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "model/averaging_options.h"
+
+namespace skipswarm::model {
+
+class AveragingCodec {
+ public:
+  struct Result {
+    at::Tensor decoded;  // float32 [numel]: what the peers average
+    int64_t bytes = 0;   // payload bytes this contribution takes on a wire
+  };
+
+  AveragingCodec(const AvgCodecSpec& spec, int64_t numel, uint64_t seed);
+
+  // `flat`: float32 vector of numel elements. InvalidArgument on a wrong
+  // size, a non-finite input (the residual is left unchanged then).
+  absl::StatusOr<Result> Compress(const at::Tensor& flat);
+
+  const AvgCodecSpec& spec() const { return spec_; }
+  int64_t numel() const { return numel_; }
+  bool has_residual() const {
+    return spec_.kind == AvgCodecKind::kTopK || spec_.kind == AvgCodecKind::kPowerSgd;
+  }
+  // Note [Error feedback]; zeros for codecs without one.
+  const at::Tensor& residual() const { return residual_; }
+  absl::Status SetResidual(const at::Tensor& residual);
+
+ private:
+  at::Tensor TopK(const at::Tensor& v) const;
+  at::Tensor LowRank(const at::Tensor& v);
+
+  AvgCodecSpec spec_;
+  int64_t numel_;
+  at::Tensor residual_;  // float32 [numel]
+  at::Tensor q_;         // powersgd: [cols, rank] warm start
+};
+
+}  // namespace skipswarm::model
+
+#endif  // SKIPSWARM_MODEL_AVG_CODEC_H_

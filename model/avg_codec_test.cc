@@ -1,0 +1,110 @@
+#include "model/avg_codec.h"
+
+#include <gtest/gtest.h>
+
+#include "model/averaging_options.h"
+
+namespace skipswarm::model {
+namespace {
+
+at::Tensor Vector(int64_t n, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  return at::randn({n}, gen, at::kFloat);
+}
+
+TEST(AveragingCodecTest, Fp32IsExact) {
+  AveragingCodec codec(*ParseAvgCodec("fp32"), 1000, 1);
+  at::Tensor v = Vector(1000, 3);
+  absl::StatusOr<AveragingCodec::Result> r = codec.Compress(v);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(at::equal(r->decoded, v));
+  EXPECT_EQ(r->bytes, 4000);
+}
+
+TEST(AveragingCodecTest, WireCodecsRoundTripWithTheirSizes) {
+  const int64_t n = 4096;
+  at::Tensor v = Vector(n, 5);
+  AveragingCodec bf16(*ParseAvgCodec("bf16"), n, 1);
+  AveragingCodec int8(*ParseAvgCodec("int8"), n, 1);
+  absl::StatusOr<AveragingCodec::Result> b = bf16.Compress(v);
+  absl::StatusOr<AveragingCodec::Result> i = int8.Compress(v);
+  ASSERT_TRUE(b.ok() && i.ok());
+  EXPECT_EQ(b->bytes, 2 * n);
+  EXPECT_EQ(i->bytes, n + 4 * n / 256);
+  EXPECT_LT((b->decoded - v).norm().item<double>() / v.norm().item<double>(), 0.01);
+  EXPECT_LT((i->decoded - v).norm().item<double>() / v.norm().item<double>(), 0.02);
+  // Compression ratio vs fp32.
+  EXPECT_NEAR(4.0 * n / i->bytes, 3.94, 0.01);
+}
+
+TEST(AveragingCodecTest, TopKKeepsTheLargestAndMeasuresItsRatio) {
+  const int64_t n = 10000;
+  AveragingCodec codec(*ParseAvgCodec("topk:0.01"), n, 1);
+  at::Tensor v = Vector(n, 7);
+  absl::StatusOr<AveragingCodec::Result> r = codec.Compress(v);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->decoded.ne(0).sum().item<int64_t>(), 100);
+  EXPECT_EQ(r->bytes, 800);                   // index + value per kept element
+  EXPECT_DOUBLE_EQ(4.0 * n / r->bytes, 50.0);  // 50x fewer bytes than fp32
+  // The kept ones are the largest magnitudes.
+  const double smallest_kept = r->decoded.abs().masked_select(r->decoded.ne(0)).min().item<double>();
+  const double largest_dropped = v.abs().masked_select(r->decoded.eq(0)).max().item<double>();
+  EXPECT_GE(smallest_kept, largest_dropped);
+}
+
+// Note [Error feedback]: what top-k drops now is sent later; after many
+// calls the sum sent equals the sum of the inputs minus the residual.
+TEST(AveragingCodecTest, ErrorFeedbackResendsTheAccumulatedResidual) {
+  const int64_t n = 1000;
+  AveragingCodec codec(*ParseAvgCodec("topk:0.01"), n, 1);
+  at::Tensor first = Vector(n, 11);
+  absl::StatusOr<AveragingCodec::Result> r1 = codec.Compress(first);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(at::allclose(codec.residual(), first - r1->decoded));
+  // A zero input: what goes out is purely the residual's largest entries.
+  absl::StatusOr<AveragingCodec::Result> r2 = codec.Compress(at::zeros({n}, at::kFloat));
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->decoded.ne(0).sum().item<int64_t>(), 10);
+  EXPECT_TRUE(at::allclose(r2->decoded.masked_select(r2->decoded.ne(0)),
+                           (first - r1->decoded).masked_select(r2->decoded.ne(0))));
+  // Keep sending the same vector: the running sum tracks the inputs'.
+  at::Tensor v = Vector(n, 13);
+  at::Tensor sent = r1->decoded + r2->decoded;
+  at::Tensor input = first.clone();
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<AveragingCodec::Result> r = codec.Compress(v);
+    ASSERT_TRUE(r.ok());
+    sent += r->decoded;
+    input += v;
+  }
+  EXPECT_TRUE(at::allclose(sent + codec.residual(), input, 1e-3, 1e-3));
+  // The residual stays bounded (each coordinate waits at most ~1/F calls),
+  // so the running sum's relative error shrinks as it grows.
+  EXPECT_LT((sent - input).norm().item<double>() / input.norm().item<double>(), 0.05);
+}
+
+TEST(AveragingCodecTest, PowerSgdIsLowRankWithErrorFeedback) {
+  const int64_t n = 64 * 64;
+  AveragingCodec codec(*ParseAvgCodec("powersgd:2"), n, 1);
+  // An exactly rank-1 matrix is recovered after one power iteration.
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  at::Tensor u = at::randn({64, 1}, gen, at::kFloat), w = at::randn({1, 64}, gen, at::kFloat);
+  at::Tensor v = at::matmul(u, w).reshape({-1});
+  absl::StatusOr<AveragingCodec::Result> r = codec.Compress(v);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->bytes, 4 * 2 * (64 + 64));
+  EXPECT_LT((r->decoded - v).norm().item<double>() / v.norm().item<double>(), 1e-4);
+  EXPECT_TRUE(at::allclose(codec.residual(), v - r->decoded));
+}
+
+TEST(AveragingCodecTest, RefusesWrongSizesAndNonFinite) {
+  AveragingCodec codec(*ParseAvgCodec("topk:0.5"), 10, 1);
+  EXPECT_FALSE(codec.Compress(at::zeros({9}, at::kFloat)).ok());
+  at::Tensor bad = at::zeros({10}, at::kFloat);
+  bad[3] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(codec.Compress(bad).ok());
+  EXPECT_EQ(codec.residual().abs().sum().item<double>(), 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::model
