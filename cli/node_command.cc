@@ -11,12 +11,14 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "cli/gossip_command.h"
 #include "common/status_macros.h"
 #include "model/build_info.h"
 #include "model/device_memory.h"
 #include "model/memory_estimate.h"
 #include "model/model_flags.h"
+#include "model/sdp_flags.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/stack/swarm_spec.h"
 #include "node/daemon/static_swarm/node_daemon.h"
@@ -132,6 +134,17 @@ absl::Status Run() {
   o.progress_file = absl::GetFlag(FLAGS_progress_file);
   o.record_routes = absl::GetFlag(FLAGS_node_record_routes);
   o.planner = absl::GetFlag(FLAGS_node_planner);
+  {
+    SS_ASSIGN_OR_RETURN(model::SdpOptions sdp, model::ReadSdpFlags());
+    o.sdp = sdp.mode;
+    // A subnetwork's micro-batch holds a memory slot per stage it visits,
+    // all on this node (backward masking: every stage).
+    if (o.sdp != model::SdpMode::kOff && o.memory_slots < o.model.model.num_stages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sdp=", model::SdpModeName(o.sdp), " runs each micro-batch's whole route here: "
+          "pass --memory_slots >= ", o.model.model.num_stages, " (one per stage)"));
+    }
+  }
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
@@ -164,7 +177,8 @@ common::cli::Command NodeCommand() {
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
-          {"cli/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, node::kShapingFlagsFile},
+          {"cli/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, node::kShapingFlagsFile,
+           model::kSdpFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();
             absl::Status s = Run();
@@ -179,7 +193,7 @@ common::cli::Command NodeCommand() {
        {"join", "listen", "group_listen", "gossip_listen", "state_listen", "advertise_host",
         "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps"}},
-      {"model", {}, {model::kModelFlagsFile}},
+      {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},
       // Measurement and research switches; `--helpfull` lists them.
       {"experiment",
        {"node_planner", "node_planner_link_costs", "node_path_length", "node_record_routes",

@@ -41,6 +41,7 @@
 #include "launcher/progress_log.h"
 #include "nlohmann/json.hpp"
 #include "model/model_flags.h"
+#include "model/sdp_flags.h"
 #include "node/daemon/stack/swarm_spec.h"
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
@@ -115,6 +116,7 @@ struct Child {
   bool exited = false;
   int status = 0;
   double cpu_s = 0;  // user + system CPU seconds, once exited (wait4)
+  int64_t max_rss_kib = 0;  // peak resident set, once exited (wait4)
 };
 
 using Point = ProgressPoint;
@@ -191,12 +193,29 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   std::vector<std::pair<std::string, std::vector<int>>> layout;
   std::map<std::string, std::string> extra_config;
+  SS_ASSIGN_OR_RETURN(const model::SdpOptions sdp, model::ReadSdpFlags());
+  if (sdp.mode != model::SdpMode::kOff && wan_plan) {
+    return absl::InvalidArgumentError("--sdp lays the swarm out itself: drop --wan");
+  }
+  model::SdpAssignment sdp_assignment;
+  // A subnetwork's micro-batch holds a slot per stage on its one node.
+  const int memory_slots = sdp.mode == model::SdpMode::kOff
+                               ? absl::GetFlag(FLAGS_local_memory_slots)
+                               : std::max(absl::GetFlag(FLAGS_local_memory_slots), stages);
   if (wan_plan) {
     for (const LocalNodePlan& n : wan_plan->nodes) {
       layout.push_back({n.name, n.stages});
       extra_config[n.name] = n.extra_config;
     }
     if (wan_plan->iterations > 0) iterations = wan_plan->iterations;
+  } else if (sdp.mode != model::SdpMode::kOff) {
+    // SDP: one data node per subnetwork, named by worker (Note [SDP worker
+    // order] numbers them the same way by their stages).
+    SS_ASSIGN_OR_RETURN(sdp_assignment,
+                        model::AssignSubnetworks(stages, sdp.workers, sdp.keep));
+    for (size_t w = 0; w < sdp_assignment.subnetworks.size(); ++w) {
+      layout.push_back({absl::StrCat("w", w), sdp_assignment.subnetworks[w]});
+    }
   } else {
     for (int d = 0; d < data_nodes; ++d) layout.push_back({absl::StrCat("d", d), {0}});
     for (int s = 1; s < stages; ++s) {
@@ -328,7 +347,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     out << "{\n  \"name\": " << JsonString(name) << ",\n  " << membership_config(name, st)
         << ",\n  \"node_iterations\": " << iterations
         << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
-        << ",\n  \"memory_slots\": " << absl::GetFlag(FLAGS_local_memory_slots)
+        << ",\n  \"memory_slots\": " << memory_slots
+        << (sdp.mode == model::SdpMode::kOff
+                ? ""
+                : absl::StrCat(",\n  \"sdp\": ", JsonString(model::SdpModeName(sdp.mode))))
         << ",\n  \"checkpoint_dir\": " << JsonString(dir + "/checkpoints")
         << ",\n  \"node_planner\": " << JsonString(absl::GetFlag(FLAGS_local_planner))
         << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
@@ -385,6 +407,15 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::printf("skipswarm local: %zu nodes, %s, %lld iterations; logs in %s/logs\n",
                 children.size(), wan_plan->description.c_str(),
                 static_cast<long long>(iterations), dir.c_str());
+  } else if (sdp.mode != model::SdpMode::kOff) {
+    std::printf("skipswarm local: %zu SDP nodes (%s masking, %d of %d stages each:",
+                children.size(), model::SdpModeName(sdp.mode).c_str(),
+                sdp_assignment.stages_per_worker, stages);
+    for (const auto& [name, st] : layout) {
+      std::printf(" %s=%s", name.c_str(), model::FormatStageSet(st).c_str());
+    }
+    std::printf("), %lld iterations; logs in %s/logs\n", static_cast<long long>(iterations),
+                dir.c_str());
   } else {
     std::printf("skipswarm local: %zu nodes (%d data nodes, %d stages x %d replicas), %lld "
                 "iterations; logs in %s/logs\n",
@@ -418,6 +449,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         c.exited = true;
         c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
                   1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+        c.max_rss_kib = ru.ru_maxrss;
         --alive;
       }
     }
@@ -560,6 +592,13 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
               "per CPU-s)\n",
               tokens, wall_s, tokens / std::max(1e-9, wall_s), cpu_s,
               tokens / std::max(1e-9, cpu_s));
+  // Peak memory per node process (wait4's ru_maxrss: libtorch's ~165 MB
+  // load included), the figure SDP is about.
+  std::printf("peak RSS per node (MiB):");
+  for (const Child& c : children) {
+    std::printf(" %s %.0f", c.name.c_str(), static_cast<double>(c.max_rss_kib) / 1024.0);
+  }
+  std::printf("\n");
   std::printf("outputs: %s/loss.svg (plot: loss, kills, re-routes), %s/loss.csv, logs in "
               "%s/logs/, checkpoints in %s/checkpoints/\n",
               dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
@@ -591,8 +630,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
 common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
   return {"local", "Train with a real swarm of node processes on this machine",
           "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
-          "[--local_planner=skippipe --local_path_length=0] [--kill=NAME@ITER] [model flags]",
-          {"launcher/local_command.cc", model::kModelFlagsFile},
+          "[--local_planner=skippipe --local_path_length=0] [--kill=NAME@ITER] [model flags]\n"
+          "       skipswarm local --sdp=forward|backward [--sdp_workers=4 --sdp_keep=0.5] "
+          "(one data node per subnetwork, model/sdp_assignment.h) [model flags]",
+          {"launcher/local_command.cc", model::kModelFlagsFile, model::kSdpFlagsFile},
           [wan](const std::vector<std::string>&) {
             absl::Status s = Run(wan);
             if (!s.ok()) {

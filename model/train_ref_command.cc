@@ -137,7 +137,9 @@ absl::Status Run() {
   const int stages = flags.model.num_stages;
   common::Random probe(0);
   const int route_len =
-      static_cast<int>(RandomSkipRoute(stages, options.skip_ratio, probe).size());
+      options.sdp.mode == SdpMode::kForward
+          ? trainer->sdp_assignment().stages_per_worker
+          : static_cast<int>(RandomSkipRoute(stages, options.skip_ratio, probe).size());
   std::printf("model: %d layers, d_model %d, %d heads, ffn %d, seq_len %d, %d stages, %.2f M "
               "parameters, config %s\n",
               flags.model.num_layers, flags.model.d_model, flags.model.num_heads,

@@ -310,6 +310,9 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   in.group = group.get();
   in.repairer = repairer.get();
   for (auto& [s, probe] : probes) in.stages[s] = probe.get();
+  for (auto& [s, c] : frozen) {
+    if (in.stages.count(s) == 0) in.frozen[s] = c.get();
+  }
   in.data = data.source.get();
   in.swarm_id = gossip->swarm_id();
   // No names: a routes file needs a static --swarm list (refused).
@@ -336,6 +339,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     link_sink = gossip->membership();
   }
   for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
+  SS_ASSIGN_OR_RETURN(frozen, CreateFrozenStageComputes(o, stages, runner.get()));
   if (computes.count(0) > 0) {
     SS_ASSIGN_OR_RETURN(data, CreateDataNodeData(o));
   }

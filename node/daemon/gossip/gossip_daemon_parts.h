@@ -74,6 +74,8 @@ struct GossipDaemon::Parts {
   std::unique_ptr<TrainingMembers> members;
   DataNodeData data;  // data nodes only
   std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  // SDP backward masking's frozen copies (Note [SDP frozen stages]).
+  std::map<int, std::unique_ptr<TorchStageCompute>> frozen;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::shared_ptr<const identity::PeerCredentials> credentials;  // every node service

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "model/codec_options.h"
 #include "model/model_flags.h"
+#include "model/sdp_assignment.h"
 #include "node/daemon/stack/swarm_spec.h"
 
 namespace skipswarm::node {
@@ -46,6 +47,11 @@ struct NodeDaemonOptions {
   // from measured links]); false: the uniform estimate, for comparisons.
   bool planner_link_costs = true;
   int path_length = 0;             // P for skipping planners; 0 = all stages
+  // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
+  // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
+  // with kBackward it also runs frozen copies of the other stages, kept
+  // current by SdpShadowStages (Note [SDP frozen stages]). Overrides `planner`.
+  model::SdpMode sdp = model::SdpMode::kOff;
   std::string progress_file;       // JSON line per iteration (iteration_report.h); empty: none
   std::string record_routes;       // data nodes: append planned routes (route_recorder.h)
   absl::Duration startup_timeout = absl::Seconds(120);

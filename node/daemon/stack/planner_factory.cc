@@ -10,6 +10,7 @@
 #include "model/codec_options.h"
 #include "node/daemon/stack/route_recorder.h"
 #include "node/daemon/stack/routes_file_planner.h"
+#include "node/train/sdp_planner.h"
 
 namespace skipswarm::node {
 double ActivationBytesPerMicroBatch(const NodeDaemonOptions& o) {
@@ -51,6 +52,8 @@ absl::StatusOr<std::unique_ptr<RoutePlanner>> CreateDataNodePlanner(
           "a routes file names nodes: it needs a static --swarm list, not gossip membership");
     }
     SS_ASSIGN_OR_RETURN(planner, RoutesFilePlanner::Read(o.wan.routes_file, names));
+  } else if (o.sdp != model::SdpMode::kOff) {
+    planner = std::make_unique<SdpPlanner>(o.sdp);
   } else if (o.planner == "inorder") {
     planner = std::make_unique<InOrderPlanner>();
   } else {

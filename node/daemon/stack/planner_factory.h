@@ -13,6 +13,7 @@
 // What it builds:
 //   wan.routes_file set  -> RoutesFilePlanner (replays the file; its node
 //                           names need `names`, so static lists only)
+//   sdp forward|backward -> SdpPlanner (every hop on the node itself)
 //   planner "inorder"    -> InOrderPlanner (full in-order routes)
 //   any other planner    -> SchedulerPlanner (DataNodeSchedulerOptions)
 //   record_routes set    -> the above inside a RecordingPlanner

@@ -17,6 +17,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -29,8 +30,16 @@ namespace skipswarm::node {
 
 // Stage `stage` of the model in o.model (runtime, optimiser; the LR
 // schedule spans o.iterations), on libtorch.
+// `frozen`: an SDP backward-masking copy (TorchStageCompute::Options::frozen).
 absl::StatusOr<std::unique_ptr<TorchStageCompute>> CreateTorchStageCompute(
-    const NodeDaemonOptions& o, int stage, TaskRunner* runner);
+    const NodeDaemonOptions& o, int stage, TaskRunner* runner, bool frozen = false);
+
+// With o.sdp == kBackward, a frozen copy of every stage not in `hosted`
+// (Note [SDP frozen stages]); otherwise none. InvalidArgument when the
+// node does not host stage 0 (only data nodes train subnetworks) or runs
+// timed compute.
+absl::StatusOr<std::map<int, std::unique_ptr<TorchStageCompute>>> CreateFrozenStageComputes(
+    const NodeDaemonOptions& o, const std::vector<int>& hosted, TaskRunner* runner);
 
 // A TimedStageCompute when o.wan.timed_forward_s > 0 (forward time divided
 // by o.wan.time_scale, dummy payloads of o.wan.timed_payload_bytes), else

@@ -57,5 +57,24 @@ TEST(StageComputesTest, BorrowsByStage) {
   EXPECT_EQ(borrowed.at(2), owned[2].get());
 }
 
+
+TEST(StageComputesTest, BackwardMaskingGetsFrozenCopiesOfTheOtherStages) {
+  ThreadTaskRunner runner;
+  NodeDaemonOptions o = Options();
+  o.model.model.num_layers = 4;
+  o.model.model.num_stages = 4;
+  auto none = CreateFrozenStageComputes(o, {0, 2}, &runner);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());  // --sdp off (and forward: nothing frozen)
+  o.sdp = model::SdpMode::kBackward;
+  auto frozen = CreateFrozenStageComputes(o, {0, 2}, &runner);
+  ASSERT_TRUE(frozen.ok()) << frozen.status();
+  ASSERT_EQ(frozen->size(), 2u);
+  EXPECT_EQ(frozen->count(1), 1u);
+  EXPECT_EQ(frozen->count(3), 1u);
+  EXPECT_EQ(CreateFrozenStageComputes(o, {1, 2}, &runner).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not a data node
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "node/daemon/stack/planner_factory.h"
 
@@ -19,8 +20,16 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
   // when the plan skips stages anyway.
   so.repairer = in.repairer;
   so.allow_skip = o.path_length > 0 && o.path_length < o.model.model.num_stages;
+  std::map<int, StageCompute*> served = in.stages;
+  for (const auto& [s, c] : in.frozen) {
+    if (served.count(s) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", s, " is both hosted and a frozen SDP copy"));
+    }
+    served[s] = c;
+  }
   stack->server_ =
-      std::make_unique<StageServer>(in.transport, in.clock, in.routing, in.stages, so);
+      std::make_unique<StageServer>(in.transport, in.clock, in.routing, served, so);
   stack->server_->Attach();
   if (in.stages.count(0) > 0) {
     SS_ASSIGN_OR_RETURN(stack->planner_, CreateDataNodePlanner(o, in.names, in.clock));
@@ -35,6 +44,14 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
   }
   stack->trainer_ = std::make_unique<NodeTrainer>(stack->server_.get(), in.stages,
                                                   stack->driver_.get(), in.group, in.clock);
+  if (!in.frozen.empty()) {
+    stack->shadows_ = std::make_unique<SdpShadowStages>(stack->server_->self(), in.frozen,
+                                                        in.routing, in.group);
+    SdpShadowStages* shadows = stack->shadows_.get();
+    stack->trainer_->SetBeforeIteration([shadows](uint64_t it, NodeTrainer::StepDone done) {
+      shadows->Refresh(it, std::move(done));
+    });
+  }
   return stack;
 }
 

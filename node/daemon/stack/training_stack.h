@@ -51,6 +51,7 @@
 #include "node/train/group_comm.h"
 #include "node/train/node_trainer.h"
 #include "node/train/route_planner.h"
+#include "node/train/sdp_shadows.h"
 #include "node/transport/transport.h"
 
 namespace skipswarm::node {
@@ -65,6 +66,10 @@ struct TrainingStackInputs {
   // across the stacks of its stage moves.
   RouteRepairer* repairer = nullptr;
   std::map<int, StageCompute*> stages;  // hosted, by stage; stage 0: a data node
+  // SDP backward masking: frozen copies of the stages not hosted, served
+  // to this node's own routes only, refreshed before every iteration by
+  // the stack's SdpShadowStages (Note [SDP frozen stages]). Optional.
+  std::map<int, StageCompute*> frozen;
   const DataSource* data = nullptr;     // required on a data node, else unused
   std::string swarm_id;
   // Node names for a routes file (CreateDataNodePlanner); empty with gossip.
@@ -89,6 +94,8 @@ class TrainingStack {
   StageServer* server() const { return server_.get(); }
   DataNodeDriver* driver() const { return driver_.get(); }  // null on a relay
   NodeTrainer* trainer() const { return trainer_.get(); }
+  // Null without frozen stages.
+  const SdpShadowStages* shadows() const { return shadows_.get(); }
 
  private:
   TrainingStack() = default;
@@ -97,6 +104,7 @@ class TrainingStack {
   std::unique_ptr<StageServer> server_;
   std::unique_ptr<RoutePlanner> planner_;
   std::unique_ptr<DataNodeDriver> driver_;
+  std::unique_ptr<SdpShadowStages> shadows_;  // the trainer's hook borrows it
   std::unique_ptr<NodeTrainer> trainer_;
 };
 

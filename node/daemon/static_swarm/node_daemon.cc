@@ -38,6 +38,8 @@ struct NodeDaemon::Parts {
   std::unique_ptr<common::RealClock> clock;
   DataNodeData data;  // data nodes only
   std::map<int, std::unique_ptr<StageCompute>> computes;
+  // SDP backward masking's frozen copies (Note [SDP frozen stages]).
+  std::map<int, std::unique_ptr<TorchStageCompute>> frozen;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
@@ -130,6 +132,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     SS_ASSIGN_OR_RETURN(p->computes[s],
                         CreateStageCompute(options, s, p->runner.get(), p->clock.get()));
   }
+  SS_ASSIGN_OR_RETURN(p->frozen, CreateFrozenStageComputes(options, p->stages, p->runner.get()));
   if (p->computes.count(0) > 0) {
     SS_ASSIGN_OR_RETURN(p->data, CreateDataNodeData(options));
   }
@@ -188,6 +191,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.group = p->group.get();
   in.repairer = p->repairer.get();
   in.stages = BorrowComputes(p->computes);
+  in.frozen = BorrowComputes(p->frozen);
   in.data = p->data.source.get();
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
