@@ -25,10 +25,15 @@ ABSL_FLAG(std::string, host_stages, "",
 ABSL_FLAG(int, expect_members, 0,
           "Founders: start training once this many members (this one included) are live "
           "and every stage has a replica. 0 with --join: join a swarm that is training.");
-ABSL_FLAG(std::string, gossip_listen, "127.0.0.1:0", "Gossip (membership) listen address.");
-ABSL_FLAG(std::string, state_listen, "127.0.0.1:0", "State-transfer listen address.");
-ABSL_FLAG(std::string, advertise_host, "127.0.0.1",
-          "Host (name or address) peers use to reach this node's ports.");
+ABSL_FLAG(std::string, advertise, "",
+          "HOST:PORT peers dial to reach this node (its record's address; every service is on "
+          "it). Default: --listen, with port 0 replaced by the bound port and 0.0.0.0 / [::] by "
+          "this host's address towards the first --join peer.");
+// Deprecated: one port per daemon (--listen / --advertise).
+ABSL_FLAG(std::string, gossip_listen, "", "Deprecated: use --listen (every service, one port).");
+ABSL_FLAG(std::string, state_listen, "", "Deprecated and ignored: state transfer is on --listen.");
+ABSL_FLAG(std::string, advertise_host, "",
+          "Deprecated: use --advertise=HOST:PORT (HOST:0 means the bound port).");
 ABSL_FLAG(std::string, node_key_file, "",
           "Ed25519 key file (must exist unless --create_key); the node id is its public key's "
           "hash.");
@@ -102,6 +107,42 @@ absl::Duration ProcessAge() {
   return age > 0 ? absl::Seconds(age) : absl::ZeroDuration();
 }
 
+void Deprecated(const std::string& message) {
+  LOG(WARNING) << "deprecated: " << message;
+  std::cerr << "skipswarm node: deprecated: " << message << "\n";
+}
+
+// Note [One port] (gossip_daemon.cc): the per-service listen flags of
+// earlier versions still start a node, with a message saying what to use.
+void ApplyDeprecatedAddressFlags(GossipDaemonOptions* o) {
+  const std::string gossip_listen = absl::GetFlag(FLAGS_gossip_listen);
+  if (!gossip_listen.empty()) {
+    if (o->base.listen.empty()) {
+      o->base.listen = gossip_listen;
+      Deprecated("--gossip_listen: every service now listens on one port; use --listen=" +
+                 gossip_listen);
+    } else {
+      Deprecated("--gossip_listen ignored: --listen is the one port of every service");
+    }
+  }
+  if (!absl::GetFlag(FLAGS_state_listen).empty()) {
+    Deprecated("--state_listen ignored: state transfer is served on --listen");
+  }
+  if (!o->base.group_listen.empty()) {
+    Deprecated("--group_listen ignored in a gossip swarm: replica averaging is served on --listen");
+  }
+  const std::string host = absl::GetFlag(FLAGS_advertise_host);
+  if (!host.empty()) {
+    if (o->advertise.empty()) {
+      o->advertise = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":0";
+      Deprecated("--advertise_host: use --advertise=" + o->advertise +
+                 " (port 0: the port --listen bound)");
+    } else {
+      Deprecated("--advertise_host ignored: --advertise is given");
+    }
+  }
+}
+
 absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(text, '+', absl::SkipEmpty())) {
@@ -123,7 +164,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   o.base = base;
   SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
   o.expect_members = absl::GetFlag(FLAGS_expect_members);
-  o.state_listen = absl::GetFlag(FLAGS_state_listen);
+  o.advertise = absl::GetFlag(FLAGS_advertise);
+  ApplyDeprecatedAddressFlags(&o);
   o.entry_lead = absl::GetFlag(FLAGS_entry_lead);
   o.force_leave = absl::GetFlag(FLAGS_force);
   o.control_port = absl::GetFlag(FLAGS_control_port);
@@ -138,8 +180,6 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   g.insecure = absl::GetFlag(FLAGS_insecure);
   g.swarm_name = absl::GetFlag(FLAGS_swarm_name);
   g.swarm_secret = absl::GetFlag(FLAGS_swarm_secret);
-  g.listen = absl::GetFlag(FLAGS_gossip_listen);
-  g.advertise_host = absl::GetFlag(FLAGS_advertise_host);
   g.join = absl::StrSplit(absl::GetFlag(FLAGS_join), ',', absl::SkipEmpty());
   g.join_timeout = base.startup_timeout;
   g.seed = base.model.seed;

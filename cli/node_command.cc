@@ -33,9 +33,13 @@ ABSL_FLAG(std::string, swarm, "",
 // Shared with the gossip node (defined in gossip_command.cc).
 ABSL_DECLARE_FLAG(std::string, node_key_file);
 ABSL_DECLARE_FLAG(bool, insecure);
-ABSL_FLAG(std::string, listen, "", "Pipeline listen address (default: this node's entry).");
+ABSL_FLAG(std::string, listen, "",
+          "HOST:PORT this node listens on: every gRPC service (pipeline, replica group, gossip, "
+          "state transfer, health) on one port; default 127.0.0.1:0 (any free port). With a "
+          "static --swarm list: the pipeline address (default: this node's entry).");
 ABSL_FLAG(std::string, group_listen, "",
-          "Replica-averaging (StageService) listen address (default: this node's entry).");
+          "Static --swarm lists only: the replica-averaging (StageService) listen address "
+          "(default: this node's entry).");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus /metrics on 127.0.0.1 at this port (0: any; -1: off).");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -190,8 +194,7 @@ common::cli::Command NodeCommand() {
           }};
   c.help_groups = {
       {"network",
-       {"join", "listen", "group_listen", "gossip_listen", "state_listen", "advertise_host",
-        "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+       {"join", "listen", "advertise", "group_listen", "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps"}},
       {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},
       // Measurement and research switches; `--helpfull` lists them.
@@ -202,6 +205,8 @@ common::cli::Command NodeCommand() {
         "progress_file"},
        {},
        /*hidden=*/true},
+      // Earlier per-service addresses (Note [One port]); they still work.
+      {"deprecated", {"gossip_listen", "state_listen", "advertise_host"}, {}, /*hidden=*/true},
   };
   return c;
 }

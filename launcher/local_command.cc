@@ -319,7 +319,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(dir + "/join.jsonl"));
     }
     absl::StrAppend(&c, name == layout.front().first
-                            ? absl::StrCat(",\n  \"gossip_listen\": ", JsonString(bootstrap))
+                            ? absl::StrCat(",\n  \"listen\": ", JsonString(bootstrap))
                             : absl::StrCat(",\n  \"join\": ", JsonString(bootstrap)));
     return c;
   };

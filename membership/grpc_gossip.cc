@@ -26,14 +26,14 @@ class GrpcGossipServer::Service final
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
                                  const proto::PingRequest* req,
                                  proto::Ack* resp) override {
-    return Serve<proto::Ack>(ctx, resp, [&](const PeerInfo& peer, auto reply) {
+    return Serve<proto::Ack>(ctx, *req, resp, [&](const PeerInfo& peer, auto reply) {
       handler_->HandlePing(peer, *req, std::move(reply));
     });
   }
   grpc::ServerUnaryReactor* PingReq(grpc::CallbackServerContext* ctx,
                                     const proto::PingRequest* req,
                                     proto::Ack* resp) override {
-    return Serve<proto::Ack>(ctx, resp, [&](const PeerInfo& peer, auto reply) {
+    return Serve<proto::Ack>(ctx, *req, resp, [&](const PeerInfo& peer, auto reply) {
       handler_->HandlePingReq(peer, *req, std::move(reply));
     });
   }
@@ -41,16 +41,24 @@ class GrpcGossipServer::Service final
                                      const proto::PushPullRequest* req,
                                      proto::PushPullResponse* resp) override {
     return Serve<proto::PushPullResponse>(
-        ctx, resp, [&](const PeerInfo& peer, auto reply) {
+        ctx, *req, resp, [&](const PeerInfo& peer, auto reply) {
           handler_->HandlePushPull(peer, *req, std::move(reply));
         });
   }
 
  private:
   template <typename Resp, typename Dispatch>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, Resp* resp,
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
+                                  const google::protobuf::Message& req, Resp* resp,
                                   Dispatch dispatch) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // On a daemon's one server (Register) the server-wide bound is the
+    // largest any service takes; gossip keeps its own.
+    if (req.ByteSizeLong() > static_cast<size_t>(kMaxMessageBytes)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "gossip message over 4 MiB"));
+      return reactor;
+    }
     PeerInfo peer;
     peer.address = ctx->peer();
     if (!insecure_) {
@@ -98,6 +106,15 @@ absl::StatusOr<std::unique_ptr<GrpcGossipServer>> GrpcGossipServer::Start(
         "cannot listen on ", address,
         " (address in use, or not an address of this host?); see --gossip_listen"));
   }
+  return server;
+}
+
+std::unique_ptr<GrpcGossipServer> GrpcGossipServer::Register(
+    grpc::ServerBuilder* builder, GossipHandler* handler,
+    const identity::GrpcSecurity& security) {
+  std::unique_ptr<GrpcGossipServer> server(new GrpcGossipServer());
+  server->service_ = std::make_unique<Service>(handler, security.insecure);
+  builder->RegisterService(server->service_.get());
   return server;
 }
 

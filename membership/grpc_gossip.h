@@ -53,6 +53,13 @@ class GrpcGossipServer {
   static absl::StatusOr<std::unique_ptr<GrpcGossipServer>> Start(
       const std::string& address, GossipHandler* handler,
       const identity::GrpcSecurity& security, absl::Time now);
+  // Registers the service on `builder` (a daemon's one server,
+  // node/transport/node_server.h) instead of listening itself: port() is 0,
+  // Shutdown does nothing, and the builder's server must be shut down
+  // before this is destroyed. The credentials are that server's.
+  static std::unique_ptr<GrpcGossipServer> Register(grpc::ServerBuilder* builder,
+                                                    GossipHandler* handler,
+                                                    const identity::GrpcSecurity& security);
   ~GrpcGossipServer();
 
   int port() const { return port_; }

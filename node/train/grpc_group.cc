@@ -26,6 +26,10 @@ GrpcGroupComm::Impl::Impl(const GrpcGroupOptions& options, SwarmView* view, comm
 }
 
 absl::Status GrpcGroupComm::Impl::Start() {
+  if (options_.serve_on != nullptr) {  // the daemon's one server (node_server.h)
+    options_.serve_on->RegisterService(this);
+    return absl::OkStatus();
+  }
   grpc::ServerBuilder builder;
   // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
   // daemon on the same port start a second swarm silently.

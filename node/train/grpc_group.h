@@ -66,6 +66,10 @@
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
 
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
 namespace skipswarm::node {
 
 inline constexpr uint32_t kBarrierStage = 0x7fffffff;
@@ -73,6 +77,11 @@ inline constexpr uint32_t kBarrierStage = 0x7fffffff;
 struct GrpcGroupOptions {
   common::NodeId self;
   std::string listen_address = "127.0.0.1:0";
+  // Set: the service registers on this builder (the daemon's one server,
+  // node/transport/node_server.h) instead of starting its own;
+  // listen_address is ignored, port() is 0, and the server's owner shuts it
+  // down before destroying this group.
+  grpc::ServerBuilder* serve_on = nullptr;
   std::string swarm_id;
   absl::Duration push_deadline = absl::Seconds(60);
   // How often pending barriers / reduces re-check the view for deaths.

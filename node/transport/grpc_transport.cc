@@ -68,6 +68,10 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
   }
 
   absl::Status StartServer() {
+    if (options_.serve_on != nullptr) {
+      options_.serve_on->RegisterService(this);
+      return absl::OkStatus();
+    }
     if (options_.listen_address.empty()) return absl::OkStatus();
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;

@@ -56,6 +56,10 @@
 #include "identity/tls_credentials.h"
 #include "node/transport/transport.h"
 
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
 namespace skipswarm::node {
 
 struct GrpcTransportOptions {
@@ -67,6 +71,11 @@ struct GrpcTransportOptions {
   // "host:port" to serve on; port 0 picks a free port (see port()).
   // Empty: send only (no server).
   std::string listen_address = "127.0.0.1:0";
+  // Set: the service registers on this builder (the daemon's one server,
+  // node_server.h) instead of starting its own; listen_address is ignored,
+  // port() is 0, SetServing is that server's, and its owner shuts it down
+  // before destroying this transport.
+  grpc::ServerBuilder* serve_on = nullptr;
   // Frames must carry this swarm id (empty: accept any; tests only).
   std::string swarm_id;
   uint64_t max_payload_bytes = kMaxPayloadBytes;

@@ -99,7 +99,7 @@ class GossipDaemonStopTest : public ::testing::Test {
 TEST_F(GossipDaemonStopTest, ASignalWhileTheSwarmFormsEndsTheWaitAtOnce) {
   GossipDaemonOptions o = Options("lonely", {0});
   o.expect_members = 3;  // never comes
-  o.gossip.listen = "127.0.0.1:0";
+  o.base.listen = "127.0.0.1:0";
   auto r = Launch(o);
   ASSERT_NE(r, nullptr);
   r->signals.drain.store(true);  // SIGTERM
@@ -113,7 +113,7 @@ TEST_F(GossipDaemonStopTest, ASignalWhileTheSwarmFormsEndsTheWaitAtOnce) {
 TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
-  d0.gossip.listen = "127.0.0.1:0";
+  d0.base.listen = "127.0.0.1:0";
   auto founder = Launch(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();

@@ -127,7 +127,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   // port the test reserves by letting gRPC pick one for a first daemon.
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
-  d0.gossip.listen = "127.0.0.1:0";
+  d0.base.listen = "127.0.0.1:0";
   // Create d0 first (it starts its gossip server in Create), then read its
   // advertised gossip address from its own view.
   auto founder = Launch(d0);

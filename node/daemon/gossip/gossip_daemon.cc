@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/gossip/advertise_address.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
@@ -151,16 +152,24 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                                                      base.model.model.num_stages, ")"));
     }
   }
-  SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(options.gossip, p->clock.get()));
+  // Note [One port]: every network-facing service registers on one
+  // server; its address is our record's (all four endpoints).
+  const std::string listen = base.listen.empty() ? "127.0.0.1:0" : base.listen;
+  SS_RETURN_IF_ERROR(ParseHostPort(listen, "--listen").status());
+  NodeServerOptions server_options;
+  server_options.listen_address = listen;
+  p->server = std::make_unique<NodeServer>(server_options);
+  grpc::ServerBuilder* server_builder = p->server->builder();
+  SwarmMembershipOptions gossip_options = options.gossip;
+  gossip_options.serve_on = server_builder;
+  SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(gossip_options, p->clock.get()));
   p->self = p->gossip->id();
   p->members = std::make_unique<TrainingMembers>(p->self);
   SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(base.model.runtime));
 
-  // Services whose ports go into our record.
-  const std::string& host = options.gossip.advertise_host;
   GrpcTransportOptions to;
   to.self = p->self;
-  to.listen_address = base.listen.empty() ? "127.0.0.1:0" : base.listen;
+  to.serve_on = server_builder;
   to.swarm_id = p->gossip->swarm_id();
   // Pipeline frames: mutual TLS from our key (Note [Peer authentication]).
   if (p->gossip->insecure()) {
@@ -189,23 +198,25 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   }
   GrpcGroupOptions go;
   go.self = p->self;
-  go.listen_address = base.group_listen.empty() ? "127.0.0.1:0" : base.group_listen;
+  go.serve_on = server_builder;
   go.swarm_id = p->gossip->swarm_id();
   go.credentials = to.credentials;  // the replica group too (same key, same rule)
   go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;
-  so.listen_address = options.state_listen;
+  so.serve_on = server_builder;
   so.swarm_id = p->gossip->swarm_id();
   so.credentials = to.credentials;
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
+  SS_RETURN_IF_ERROR(p->server->Start(to.credentials));
+  SS_ASSIGN_OR_RETURN(const std::string advertised,
+                      ResolveAdvertiseAddress(listen, options.advertise, p->server->port(),
+                                              options.gossip.join));
   DaemonEndpoints endpoints;
-  endpoints.pipeline = absl::StrCat(host, ":", p->grpc->port());
-  endpoints.group = absl::StrCat(host, ":", p->group->port());
-  endpoints.state = absl::StrCat(host, ":", p->state->port());
+  endpoints.gossip = endpoints.pipeline = endpoints.group = endpoints.state = advertised;
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
   membership::Membership* m = p->gossip->membership();
   m->AddListener([raw, m](const membership::MemberChange& c) {
@@ -218,8 +229,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->members->Update(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
             << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
-            << base.model.seed << "; pipeline " << endpoints.pipeline << ", group "
-            << endpoints.group << ", state " << endpoints.state;
+            << base.model.seed << "; listening on " << listen << " (port " << p->server->port()
+            << "), advertised as " << advertised;
+  std::printf("listening on %s, advertised as %s\n", listen.c_str(), advertised.c_str());
+  std::fflush(stdout);
 
   // Bootstrap: the error names the failed step and a hint.
   SS_RETURN_IF_ERROR(p->gossip->Join());
@@ -318,7 +331,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   // No names: a routes file needs a static --swarm list (refused).
   if (health == nullptr) {  // kept across stage moves
     health = std::make_unique<ServingHealth>(
-        o.name, [g = grpc](bool serving) { g->SetServing(serving); }, &metrics);
+        o.name, [s = server.get()](bool serving) { s->SetServing(serving); }, &metrics);
   }
   ServingHealth* h = health.get();
   in.on_pause_change = [h](const absl::Status& why) { h->Set("paused", why); };
@@ -376,6 +389,17 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
   std::fflush(stdout);
 }
 
+// Note [One port]: a daemon serves every gRPC service (pipeline frames,
+// replica group, gossip, state transfer, gRPC health) on one NodeServer
+// bound to --listen, and puts one address (--advertise, by default the
+// listen address with its port and an unspecified host resolved) in its
+// record for all of them: one port to forward or open, one address a
+// reachability check can dial back. The services are made first with
+// serve_on = the server's builder (gRPC registers services only before it
+// starts), then the server binds; since every service borrows that server,
+// it is shut down before any of them is destroyed. NodeControl (drain)
+// stays apart, on loopback only: it has no authentication of its own.
+//
 // Note [Stopping]: every stop ends within a bound. A signal while founders
 // wait for the swarm to form ends the wait at once (nothing trained, exit 0).
 // SIGINT stops after the current iteration; SIGTERM drains (leaves after its
@@ -414,6 +438,9 @@ GossipDaemon::~GossipDaemon() {
     if (p.move != nullptr) worker = std::move(p.move->worker);
   }
   if (worker.joinable()) worker.join();
+  // Note [One port]: the one server goes before any service registered on
+  // it (gossip's, then transport, group and state with the parts).
+  if (p.server) p.server->Shutdown(absl::ZeroDuration());
   if (p.gossip) p.gossip.reset();  // no more listener calls
 }
 

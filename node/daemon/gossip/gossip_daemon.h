@@ -52,12 +52,16 @@
 namespace skipswarm::node {
 
 struct GossipDaemonOptions {
-  // name, listen, group_listen, metrics, slots, mbs, iterations,
-  // checkpoints, planner, progress file, startup timeout, model. (`swarm`
-  // and `wan` are not used; `swarm_id` comes from the gossip options.)
+  // name, listen, metrics, slots, mbs, iterations, checkpoints, planner,
+  // progress file, startup timeout, model. (`swarm`, `group_listen` and
+  // `wan` are not used; `swarm_id` comes from the gossip options.)
+  // Note [One port]: base.listen ("HOST:PORT"; empty: 127.0.0.1:0) is the
+  // one address every gRPC service of the node serves on.
   NodeDaemonOptions base;
-  SwarmMembershipOptions gossip;
-  std::string state_listen = "127.0.0.1:0";
+  SwarmMembershipOptions gossip;  // serve_on: set by Create
+  // What peers dial (our record's address): "HOST:PORT"; empty: base.listen.
+  // Port 0 and an unspecified host are resolved (advertise_address.h).
+  std::string advertise;
   std::vector<int> stages;   // empty: a joiner asks the allocation
   int expect_members = 0;    // > 0: a founder waiting for this many
   // A joiner enters at least this many (>= 1) iterations after its
@@ -103,7 +107,7 @@ class GossipDaemon {
   // Drain request (the control RPC; SIGTERM uses the same path): OK when
   // the node will leave after its current iteration.
   absl::Status RequestDrain(bool force);
-  // Our advertised gossip "host:port" (what others --join).
+  // Our advertised "host:port" (what others --join; every service).
   std::string gossip_address() const;
   // This node's membership view (records with their measured speeds, link
   // stats; Note [Measured speeds] in speed_reports.h). Thread-safe.

@@ -41,6 +41,7 @@
 #include "node/stage/route_repair.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/grpc_transport.h"
+#include "node/transport/node_server.h"
 #include "node/transport/shaping_transport.h"
 
 namespace skipswarm::node {
@@ -99,6 +100,9 @@ struct GossipDaemon::Parts {
   std::unique_ptr<grpc::Server> control;
   std::unique_ptr<proto::NodeControl::Service> control_service;
   std::unique_ptr<SwarmMembership> gossip;
+  // Note [One port]: the server every service above registered on; goes
+  // first (a failed Create; ~GossipDaemon shuts it down before `gossip`).
+  std::unique_ptr<NodeServer> server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
   // A joiner's first look at its source's iteration (for its pace).

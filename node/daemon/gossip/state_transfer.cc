@@ -35,12 +35,16 @@ struct Snapshot {
 
 }  // namespace
 
-class StateServer::Impl final : public proto::StageService::Service {
+class StateServer::Impl final : public proto::StateTransferService::Service {
  public:
   Impl(const StateServerOptions& options, SnapshotFn snapshot)
       : options_(options), snapshot_(std::move(snapshot)) {}
 
   absl::Status Start() {
+    if (options_.serve_on != nullptr) {
+      options_.serve_on->RegisterService(this);
+      return absl::OkStatus();
+    }
     grpc::ServerBuilder builder;
     // Exclusive ports: gRPC sets SO_REUSEPORT by default, which let a second
     // daemon on the same port start a second swarm silently.
@@ -260,7 +264,7 @@ std::shared_ptr<grpc::Channel> ChannelTo(
 
 // One FetchState call; appends to `got` (which holds `got->size()` bytes of
 // the snapshot whose SHA-256 is `*sha`, empty when nothing is held yet).
-absl::Status FetchOnce(proto::StageService::Stub* stub, const FetchOptions& o, std::string* got,
+absl::Status FetchOnce(proto::StateTransferService::Stub* stub, const FetchOptions& o, std::string* got,
                        std::string* sha, uint64_t* digest) {
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(o.deadline));
@@ -330,7 +334,7 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
     const std::string& address = source.address;
     ++out.sources_tried;
     auto channel = ChannelTo(source, options.credentials);
-    auto stub = proto::StageService::NewStub(channel);
+    auto stub = proto::StateTransferService::NewStub(channel);
     absl::Status last;
     for (int attempt = 0; attempt <= options.resumes_per_source; ++attempt) {
       ++out.streams;
@@ -363,7 +367,7 @@ absl::StatusOr<uint64_t> QuerySourceIteration(
     absl::Duration deadline) {
   const std::string& address = source.address;
   auto channel = ChannelTo(source, credentials);
-  auto stub = proto::StageService::NewStub(channel);
+  auto stub = proto::StateTransferService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(deadline));
   proto::HealthRequest request;

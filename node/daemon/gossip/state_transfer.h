@@ -1,5 +1,5 @@
 // State transfer to a joining replica (docs/DESIGN.md §4
-// StageService.FetchState; §5 "Allocation"): weights AND optimiser state
+// StateTransferService.FetchState; §5 "Allocation"): weights AND optimiser state
 // of one stage, as the stage's checkpoint bytes, chunked (<= 1 MiB), every
 // chunk with its CRC-32C and the SHA-256 of the whole, resumable from a
 // byte offset.
@@ -48,6 +48,10 @@
 #include "common/node_id.h"
 #include "identity/tls_credentials.h"
 
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
 namespace skipswarm::node {
 
 struct StageSnapshot {
@@ -72,6 +76,11 @@ struct StateServerOptions {
   // UNAUTHENTICATED. Null: plain text (tests, --insecure).
   std::shared_ptr<const identity::PeerCredentials> credentials;
   std::string listen_address = "127.0.0.1:0";
+  // Set: the service registers on this builder (the daemon's one server,
+  // node/transport/node_server.h) instead of starting its own;
+  // listen_address is ignored, port() is 0, and the server's owner shuts it
+  // down before destroying this.
+  grpc::ServerBuilder* serve_on = nullptr;
   std::string swarm_id;
   size_t chunk_bytes = size_t{1} << 20;
   // How long a request may wait for its boundary.

@@ -73,16 +73,18 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   }
   identity::GrpcSecurity security{s->identity_.get(), options.insecure};
   s->forwarder_ = std::make_unique<Forwarder>();
-  SS_ASSIGN_OR_RETURN(s->server_, membership::GrpcGossipServer::Start(
-                                      options.listen, s->forwarder_.get(), security,
-                                      clock->Now()));
+  if (options.serve_on == nullptr) {
+    return absl::InvalidArgumentError("SwarmMembershipOptions.serve_on is not set");
+  }
+  s->server_ =
+      membership::GrpcGossipServer::Register(options.serve_on, s->forwarder_.get(), security);
   s->transport_ = std::make_unique<membership::GrpcGossipTransport>(security, clock);
   s->swarm_id_ = membership::DeriveSwarmId(options.swarm_name, options.swarm_secret);
   return s;
 }
 
 absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
-  endpoints.gossip = absl::StrCat(options_.advertise_host, ":", server_->port());
+  if (endpoints.gossip.empty()) return absl::InvalidArgumentError("no gossip address");
   endpoints_ = endpoints;
   membership::MembershipOptions mo = options_.tuning;
   mo.policy.swarm_id = swarm_id_;

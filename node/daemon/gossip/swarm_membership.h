@@ -7,7 +7,10 @@
 // version, swarm, allow-list, timeout, with a hint), announce, leave.
 //
 //   SwarmMembershipOptions o = ...;                 // from flags
-//   SS_ASSIGN_OR_RETURN(auto gossip, SwarmMembership::Start(o, endpoints, clock));
+//   o.serve_on = node_server.builder();
+//   SS_ASSIGN_OR_RETURN(auto gossip, SwarmMembership::Start(o, clock));
+//   ...node_server.Start()...
+//   SS_RETURN_IF_ERROR(gossip->CreateMembership(endpoints));
 //   gossip->membership()->AddListener(...);         // REQUIRES: before Join
 //   SS_RETURN_IF_ERROR(gossip->Join());             // no-op for a first node
 //   ...
@@ -29,6 +32,10 @@
 #include "membership/membership.h"
 #include "node/daemon/gossip/training_members.h"
 
+namespace grpc {
+class ServerBuilder;
+}  // namespace grpc
+
 namespace skipswarm::membership {
 class GrpcGossipServer;
 class GrpcGossipTransport;
@@ -44,8 +51,10 @@ struct SwarmMembershipOptions {
   bool insecure = false;      // plain-text gossip, local tests only
   std::string swarm_name = "skipswarm";
   std::string swarm_secret;   // private swarm (membership/record.h)
-  std::string listen = "127.0.0.1:0";      // gossip server
-  std::string advertise_host = "127.0.0.1";
+  // Required: the daemon's one server (node/transport/node_server.h), on
+  // which Start registers GossipService; shut it down before destroying
+  // this.
+  grpc::ServerBuilder* serve_on = nullptr;
   std::vector<std::string> join;            // bootstrap "host:port"s; empty: new swarm
   absl::Duration join_timeout = absl::Seconds(30);
   uint64_t seed = 1;
@@ -61,12 +70,12 @@ struct SwarmMembershipOptions {
 
 class SwarmMembership {
  public:
-  // Loads (or makes) the identity and starts the gossip server; the
-  // Membership comes with CreateMembership once the daemon's other
-  // services know their ports. `clock` must outlive this.
+  // Loads (or makes) the identity and registers the gossip service; the
+  // Membership comes with CreateMembership once the daemon's server is
+  // bound and its advertised address known. `clock` must outlive this.
   static absl::StatusOr<std::unique_ptr<SwarmMembership>> Start(
       const SwarmMembershipOptions& options, common::Clock* clock);
-  // `endpoints.gossip` is filled in from the gossip server's port.
+  // `endpoints`: our advertised addresses (with one port, all the same).
   absl::Status CreateMembership(DaemonEndpoints endpoints);
   ~SwarmMembership();
 

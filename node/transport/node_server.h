@@ -1,0 +1,84 @@
+// NodeServer: the one gRPC server of a daemon. Every network-facing
+// service (pipeline frames, replica group, gossip, state transfer, gRPC
+// health) registers on it, so a node listens on exactly one TCP port: one
+// port to open in a firewall, one address (`--advertise`) in its record.
+// The metrics/status HTTP server stays on its own optional port.
+//
+//   NodeServer server(NodeServerOptions{"0.0.0.0:7000"});
+//   GrpcTransportOptions to;  to.serve_on = server.builder();  ...
+//   ...create every service with serve_on = server.builder()...
+//   SS_RETURN_IF_ERROR(server.Start(creds)); // binds; server.port()
+//   ...
+//   server.Shutdown(absl::Seconds(1));       // before the services go
+//
+// The server-wide settings are the union of what the services need: the
+// largest message any of them accepts (each service still checks its own
+// bound), the pipeline's keepalive and its large per-stream receive window.
+//
+// Thread rule: builder() and Start on one thread before any call is
+// served; SetServing, port and Shutdown are thread-safe. Services must
+// outlive the server's Shutdown (gRPC calls into them until then).
+#ifndef SKIPSWARM_NODE_TRANSPORT_NODE_SERVER_H_
+#define SKIPSWARM_NODE_TRANSPORT_NODE_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "identity/tls_credentials.h"
+
+namespace skipswarm::node {
+
+struct NodeServerOptions {
+  // "host:port"; port 0 picks a free one (port() says which).
+  std::string listen_address = "127.0.0.1:0";
+  // The largest message any registered service accepts.
+  int max_receive_message_bytes = 8 << 20;
+  absl::Duration keepalive_time = absl::Seconds(10);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
+  // Per-stream HTTP/2 receive window (activations are MBs: a large window
+  // keeps a long fat link busy).
+  int stream_receive_window_bytes = 16 << 20;
+};
+
+class NodeServer {
+ public:
+  explicit NodeServer(NodeServerOptions options);
+  // Shutdown with no grace.
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  // Where services register. REQUIRES: Start not called yet.
+  grpc::ServerBuilder* builder() { return &builder_; }
+  // Binds and starts serving with the node's TLS credentials (or
+  // PeerCredentials::Insecure()). Unavailable (naming the address and the
+  // flag) when the port is taken or the host is not one of ours.
+  absl::Status Start(std::shared_ptr<const identity::PeerCredentials> credentials);
+  // The bound port (0 before Start).
+  int port() const { return port_; }
+  const std::string& listen_address() const { return options_.listen_address; }
+  // The gRPC health service's overall status (a paused or diverged node
+  // reports NOT_SERVING).
+  void SetServing(bool serving);
+  // Cancels calls still running after `grace`, waits for their handlers.
+  // Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  const NodeServerOptions options_;
+  grpc::ServerBuilder builder_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRANSPORT_NODE_SERVER_H_
