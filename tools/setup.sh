@@ -15,6 +15,7 @@ PACKAGES=(
   libgoogle-glog-dev nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev
   fortunes
   clang libclang-rt-14-dev
+  iproute2 iptables
 )
 
 missing=()

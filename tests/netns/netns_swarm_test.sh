@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Real `skipswarm node` processes on real (namespaced) hosts: a swarm of
+# public hosts trains; a home host behind NAT can dial out but not be
+# dialed. CI runs a short version (tiny model, NETNS_ITERATIONS=5); the
+# long one is in tests/netns/README.md. Needs root; skips loudly without
+# namespaces (netns_lib.sh).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/netns_lib.sh"
+
+BIN="${SKIPSWARM_BINARY:-bazel-bin/cli/skipswarm}"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+ITERATIONS="${NETNS_ITERATIONS:-5}"
+RATE="${NETNS_RATE:-50mbit}"
+TIMEOUT_S="${NETNS_TIMEOUT_S:-120}"
+OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/netns-swarm-$$"
+mkdir -p "$OUT"
+MODEL=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
+       --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
+CASES=(public_swarm_trains nat_blocks_inbound_only)
+
+netns_require "${CASES[@]}" || { nt_finish; exit $?; }
+netns_init
+netns_public p1
+netns_public p2
+netns_public p3
+netns_home h1
+for h in p1 p2 p3 h1; do netns_cap "$h" "$RATE"; done
+
+# A node on `host`: NAME STAGE [extra flags]; output in $OUT/NAME.{out,err},
+# its pid in LAST_PID.
+start_node() {
+  local host=$1 name=$2 stage=$3
+  shift 3
+  nx "$host" timeout "$TIMEOUT_S" "$BIN" node --name="$name" --host_stages="$stage" \
+    --node_key_file="$OUT/$name.key" --create_key --listen=0.0.0.0:7000 \
+    --expect_members=3 --node_iterations="$ITERATIONS" --control_port=-1 \
+    --checkpoint_dir="$OUT/ckpt-$name" "${MODEL[@]}" "$@" \
+    >"$OUT/$name.out" 2>"$OUT/$name.err" &
+  LAST_PID=$!
+}
+
+# --- public_swarm_trains: three public hosts, one stage each.
+t0=$SECONDS
+start_node p1 d0 0 --progress_file="$OUT/progress.jsonl"
+pid_d0=$LAST_PID
+ok=1
+# No --advertise and no --join: 0.0.0.0 resolves to the host's interface.
+wait_for_line "$OUT/d0.out" "advertised as ${NETNS_ADDR[p1]}:7000" 30 || ok=0
+start_node p2 s1 1 --join="${NETNS_ADDR[p1]}:7000"
+pid_s1=$LAST_PID
+start_node p3 s2 2 --join="${NETNS_ADDR[p1]}:7000"
+pid_s2=$LAST_PID
+for p in $pid_d0 $pid_s1 $pid_s2; do wait "$p" || ok=0; done
+lines=$(wc -l <"$OUT/progress.jsonl" 2>/dev/null || echo 0)
+grep -q "advertised as ${NETNS_ADDR[p2]}:7000" "$OUT/s1.out" || ok=0
+if [ "$ok" -eq 1 ] && [ "$lines" -eq "$ITERATIONS" ]; then
+  nt_case public_swarm_trains passed "$ITERATIONS iterations in $((SECONDS - t0)) s at $RATE"
+else
+  nt_case public_swarm_trains failed "progress lines $lines of $ITERATIONS; logs in $OUT"
+  for f in "$OUT"/*.err; do echo "== $f"; tail -n 5 "$f"; done
+fi
+
+# --- nat_blocks_inbound_only: h1 dials p1; p1 cannot dial h1 (nor its router).
+nx p1 timeout 10 python3 -c '
+import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7100)); s.listen(1); c,a=s.accept(); print(a[0])' >"$OUT/peer_seen" &
+listener=$!
+out_ok=0; in_ok=0
+for _ in $(seq 1 25); do  # until the listener is up (bounded)
+  nx h1 timeout 5 bash -c "exec 3<>/dev/tcp/${NETNS_ADDR[p1]}/7100" 2>/dev/null && { out_ok=1; break; }
+  sleep 0.2
+done
+wait "$listener"
+nx h1 timeout 10 python3 -c '
+import socket; s=socket.socket(); s.bind(("0.0.0.0", 7101)); s.listen(1); s.accept()' &
+home_listener=$!
+sleep 1  # the home listener is up (inbound must fail even so)
+nx p1 timeout 3 bash -c "exec 3<>/dev/tcp/${NETNS_ADDR[h1]}/7101" 2>/dev/null && in_ok=1
+nx p1 timeout 3 bash -c "exec 3<>/dev/tcp/10.231.0.101/7101" 2>/dev/null && in_ok=1
+kill "$home_listener" 2>/dev/null
+seen=$(cat "$OUT/peer_seen")
+if [ "$out_ok" -eq 1 ] && [ "$in_ok" -eq 0 ] && [ "$seen" = "10.231.0.101" ]; then
+  nt_case nat_blocks_inbound_only passed "outbound seen from the router 10.231.0.101"
+else
+  nt_case nat_blocks_inbound_only failed "outbound=$out_ok inbound=$in_ok seen=$seen"
+fi
+
+nt_finish
