@@ -7,11 +7,32 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_generation.h"
 
 namespace skipswarm::launcher {
 
 std::string EvalSnapshots::SnapshotDir(const std::string& out_dir, int64_t step) {
   return absl::StrFormat("%s/iter-%06d", out_dir, step);
+}
+
+bool EvalSnapshots::TakeGeneration(int64_t step, const std::map<int, std::string>& paths) {
+  std::map<int, std::string> bytes;
+  for (const auto& [stage, path] : paths) {
+    absl::StatusOr<std::string> b = model::ReadFileBytes(path);
+    // Replaced by a later step since the scan: not this step any more.
+    if (!b.ok()) return false;
+    absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*b);
+    if (!info.ok() || info->step != step || info->stage != stage) return false;
+    if (config_hash_.empty()) config_hash_ = info->config.ConfigHash();
+    bytes[stage] = *std::move(b);
+  }
+  absl::Status s = model::WriteGeneration(out_dir_, step, config_hash_, num_stages_,
+                                          bytes, generations_->keep);
+  if (!s.ok() && !absl::IsAlreadyExists(s)) {
+    LOG(WARNING) << "checkpoint generation " << step << " not written: " << s;
+    return false;
+  }
+  return true;
 }
 
 std::vector<int64_t> EvalSnapshots::Poll() {
@@ -41,6 +62,13 @@ std::vector<int64_t> EvalSnapshots::Poll() {
   std::vector<int64_t> now;
   for (const auto& [step, stages] : complete) {
     if (taken_.count(step) > 0 || static_cast<int>(stages.size()) < num_stages_) continue;
+    if (generations_) {
+      if (TakeGeneration(step, stages)) {
+        taken_.insert(step);
+        now.push_back(step);
+      }
+      continue;
+    }
     const std::string dir = SnapshotDir(out_dir_, step);
     fs::create_directories(dir, ec);
     bool ok = !ec;

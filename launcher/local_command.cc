@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "identity/identity.h"
 #include "launcher/eval_snapshots.h"
 #include "launcher/progress_log.h"
+#include "launcher/stage_recovery.h"
 #include "nlohmann/json.hpp"
 #include "model/model_flags.h"
 #include "model/sdp_flags.h"
@@ -81,6 +83,14 @@ ABSL_FLAG(bool, local_record_routes, false,
 ABSL_FLAG(int64_t, local_eval_every, 0,
           "> 0: nodes checkpoint every N iterations and the launcher keeps a copy per step in "
           "LOCAL_DIR/evals/iter-NNNNNN/ (plus the final one) for `skipswarm eval --checkpoint`.");
+ABSL_FLAG(int64_t, local_checkpoint_every, 10,
+          "Nodes checkpoint every N iterations and the launcher keeps the newest "
+          "--local_keep_generations complete sets as checkpoint generations in "
+          "LOCAL_DIR/generations/; a stage that loses every replica is restored from the newest "
+          "(every node resumes at its iteration). 0: none (a lost stage stops the run).");
+ABSL_FLAG(int, local_keep_generations, 3, "Checkpoint generations kept (>= 1).");
+ABSL_FLAG(int, local_max_restores, 3,
+          "Stage restores before a further stage loss stops the run.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -338,6 +348,21 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const int64_t eval_every = absl::GetFlag(FLAGS_local_eval_every);
   std::optional<EvalSnapshots> snapshots;
   if (eval_every > 0) snapshots.emplace(dir + "/checkpoints", dir + "/evals", stages);
+  // Note [Local stage restore] (launcher/stage_recovery.h).
+  const int64_t checkpoint_every = absl::GetFlag(FLAGS_local_checkpoint_every);
+  const int keep_generations = absl::GetFlag(FLAGS_local_keep_generations);
+  const int max_restores = absl::GetFlag(FLAGS_local_max_restores);
+  if (checkpoint_every < 0 || keep_generations < 1 || max_restores < 0) {
+    return absl::InvalidArgumentError("--local_checkpoint_every and --local_max_restores must be "
+                                      ">= 0, --local_keep_generations >= 1");
+  }
+  // One checkpoint period for both uses: the eval one when given.
+  const int64_t node_checkpoint_every = eval_every > 0 ? eval_every : checkpoint_every;
+  std::optional<EvalSnapshots> generations;
+  if (node_checkpoint_every > 0) {
+    generations.emplace(dir + "/checkpoints", dir + "/generations", stages,
+                        GenerationOptions{"", keep_generations});
+  }
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -363,7 +388,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 ? absl::StrCat(",\n  \"node_record_routes\": ",
                                JsonString(absl::StrCat(dir, "/routes/", name, ".routes")))
                 : "")
-        << (eval_every > 0 ? absl::StrCat(",\n  \"node_checkpoint_every\": ", eval_every) : "")
+        << (node_checkpoint_every > 0
+                ? absl::StrCat(",\n  \"node_checkpoint_every\": ", node_checkpoint_every)
+                : "")
         << ",\n  " << absl::StrJoin(model_settings, ",\n  ")
         << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
     return config;
@@ -431,10 +458,23 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   std::string join_line;
   bool interrupted_sent = false;
   // Stage loss (no live host of a stage before the last iteration): the
-  // swarm cannot go on (restoring a stage is not done here), so the run
-  // stops with an error naming the stage instead of printing empty
-  // iterations (Note [Paused training] keeps the data nodes waiting).
+  // swarm is restored from the newest checkpoint generation (Note [Local
+  // stage restore]); without one it stops with an error naming the stage
+  // instead of printing empty iterations (Note [Paused training] keeps the
+  // data nodes waiting meanwhile).
   std::string lost;
+  StageLossMonitor monitor(layout);
+  int restores = 0;
+  std::optional<RestorePlan> restoring;  // restored, training not yet resumed
+  absl::Duration paused_at;
+  // The daemons' clocks restart with them: training seconds before the
+  // latest restore's iteration, added to the later points' elapsed_s.
+  int64_t resumed_at = -1;
+  double elapsed_before = 0;
+  auto train_seconds = [&](int64_t it, const Point& p) {
+    return p.elapsed + (resumed_at >= 0 && it >= resumed_at ? elapsed_before : 0);
+  };
+  std::vector<RunEvent> restore_events;
   std::map<std::string, int64_t> killed_after;
   int64_t joined_at_iteration = -1;  // when j0 was started (plot marker)
   absl::Duration stop_deadline = absl::InfiniteDuration();
@@ -469,40 +509,82 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       }
     }
     if (lost.empty() && reported + 1 < iterations && !g_interrupted.load()) {
-      std::map<int, std::vector<std::string>> hosts;  // stage -> live hosts
-      for (const auto& [name, st] : layout) {
-        for (int s : st) hosts[s];
-      }
+      std::set<std::string> live;
       for (const Child& c : children) {
-        if (c.exited) continue;
-        for (const auto& [name, st] : layout) {
-          if (name != c.name) continue;
-          for (int s : st) hosts[s].push_back(name);
-        }
+        if (!c.exited) live.insert(c.name);
       }
-      for (const auto& [s, live] : hosts) {
-        if (!live.empty()) continue;
-        std::vector<std::string> gone;
-        for (const auto& [name, st] : layout) {
-          if (std::find(st.begin(), st.end(), s) == st.end()) continue;
-          auto k = killed_after.find(name);
-          gone.push_back(k == killed_after.end()
-                             ? absl::StrCat(name, " exited")
-                             : absl::StrCat(name, " killed after iteration ", k->second));
+      if (std::optional<LostStage> gone = monitor.Check(live, killed_after, reported)) {
+        absl::StatusOr<RestorePlan> plan = absl::FailedPreconditionError(absl::StrCat(
+            "stage ", gone->stage, " was lost: no live replica is left (", gone->why,
+            "); training stopped after iteration ", reported, " of ", iterations,
+            generations ? absl::StrCat(" (", restores, " restores done, --local_max_restores=",
+                                       max_restores, ")")
+                        : " (no checkpoint generations: --local_checkpoint_every=0)"));
+        if (generations && restores < max_restores) {
+          // Paused: every node stops (their state rolls back with the
+          // generation anyway); the generation is chosen once all are gone.
+          std::printf("\ntraining paused: stage %d has no live replica (%s) after iteration %lld; "
+                      "restoring it from the newest checkpoint generation\n",
+                      gone->stage, gone->why.c_str(), static_cast<long long>(reported));
+          paused_at = clock->SteadyNow();
+          for (Child& c : children) {
+            if (c.exited) continue;
+            kill(c.pid, SIGKILL);
+            struct rusage ru {};
+            wait4(c.pid, &c.status, 0, &ru);
+            c.exited = true;
+            --alive;
+          }
+          generations->Poll();
+          plan = PlanRestore(dir + "/generations", generations->config_hash(), stages, *gone);
         }
-        lost = absl::StrCat("stage ", s, " was lost: no live replica is left (",
-                            absl::StrJoin(gone, ", "), "); training stopped after iteration ",
-                            reported, " of ", iterations,
-                            " (restoring a lost stage is not supported)");
-        break;
-      }
-      if (!lost.empty()) {
-        std::printf("\n%s; stopping every node\n", lost.c_str());
-        for (Child& c : children) {
-          if (!c.exited) kill(c.pid, SIGINT);
+        if (plan.ok()) {
+          ++restores;
+          SS_RETURN_IF_ERROR(SeedNodeCheckpoints(*plan, dir + "/checkpoints", layout));
+          SS_RETURN_IF_ERROR(RewindProgress(
+              progress, plan->resume_at,
+              absl::StrCat(dir, "/progress.before-restore-", restores, ".jsonl")));
+          ReadProgress(progress, points, rerouted);
+          shown = -1;
+          elapsed_before = points.empty() ? 0 : train_seconds(points.rbegin()->first,
+                                                              points.rbegin()->second);
+          resumed_at = plan->resume_at;
+          for (const auto& [name, st] : layout) {
+            Child c;
+            c.name = name;
+            SS_ASSIGN_OR_RETURN(c.pid, SpawnNode(dir, name, absl::StrCat(dir, "/", name, ".json")));
+            children.push_back(c);
+            ++alive;
+          }
+          restoring = *std::move(plan);
+        } else {
+          lost = std::string(plan.status().message());
+          std::printf("\n%s; stopping every node\n", lost.c_str());
+          for (Child& c : children) {
+            if (!c.exited) kill(c.pid, SIGINT);
+          }
+          stop_deadline = clock->SteadyNow() + kStopGrace;
         }
-        stop_deadline = clock->SteadyNow() + kStopGrace;
+        continue;
       }
+    }
+    if (restoring && !points.empty() && points.rbegin()->first >= restoring->resume_at) {
+      // The first iteration after the restore is reported: training resumed.
+      const double pause_s = absl::ToDoubleSeconds(clock->SteadyNow() - paused_at);
+      const std::string line = DescribeRestore(*restoring, pause_s);
+      std::printf("\n%s\n", line.c_str());
+      std::ofstream log(dir + "/recovery.jsonl", std::ios::app);
+      log << nlohmann::json{{"stage", restoring->lost.stage},
+                            {"lost_after_iteration", restoring->lost.after_iteration},
+                            {"resumed_at_iteration", restoring->resume_at},
+                            {"iterations_redone", restoring->iterations_redone()},
+                            {"pause_s", pause_s},
+                            {"skipped", restoring->generation.skipped}}
+                 .dump()
+          << "\n";
+      restore_events.push_back({restoring->resume_at,
+                                absl::StrCat("stage ", restoring->lost.stage, " restored")});
+      restoring.reset();
     }
     if (clock->SteadyNow() > stop_deadline) {
       for (Child& c : children) {
@@ -534,7 +616,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       int dropped = 0;
       for (const auto& [it, q] : points) dropped += q.dropped;
       // Training throughput since the first iteration (daemon clocks).
-      const double secs = p.elapsed;
+      const double secs = train_seconds(reported, p);
       double tokens = 0;
       for (const auto& [it, q] : points) tokens += q.tokens;
       const int width = 24;
@@ -559,6 +641,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       interrupted_sent = true;
     }
     if (snapshots) snapshots->Poll();
+    if (generations) generations->Poll();
     clock->SleepFor(absl::Milliseconds(200));
   }
   std::printf("\n");
@@ -571,6 +654,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   std::vector<RunEvent> events;
   for (const auto& [name, it] : killed_after) events.push_back({it, name + " killed"});
   if (joined_at_iteration >= 0) events.push_back({joined_at_iteration, "j0 started"});
+  events.insert(events.end(), restore_events.begin(), restore_events.end());
   WriteLossSummary(dir, points, events);
   if (!lost.empty()) return absl::FailedPreconditionError(lost);
   int failed = 0;
@@ -587,7 +671,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   double cpu_s = 0, tokens = 0;
   for (const Child& c : children) cpu_s += c.cpu_s;
   for (const auto& [it, p] : points) tokens += p.tokens;
-  const double wall_s = points.empty() ? 0 : points.rbegin()->second.elapsed;
+  const double wall_s =
+      points.empty() ? 0 : train_seconds(points.rbegin()->first, points.rbegin()->second);
   std::printf("throughput: %.0f tokens in %.1f s (%.0f tok/s); nodes used %.1f CPU-s (%.0f tokens "
               "per CPU-s)\n",
               tokens, wall_s, tokens / std::max(1e-9, wall_s), cpu_s,

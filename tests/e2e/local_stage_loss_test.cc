@@ -1,7 +1,9 @@
 // `skipswarm local` when both replicas of a stage are killed: the run must
 // not end "successfully" with empty iterations (it used to print
-// `40/40 ... loss nan` and exit 0); it stops with an error naming the lost
-// stage and exits non-zero.
+// `40/40 ... loss nan` and exit 0). Without checkpoint generations
+// (--local_checkpoint_every=0) nothing can restore it: the run stops with an
+// error naming the lost stage and exits non-zero (local_stage_restore_test:
+// with generations it is restored).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@ TEST(LocalStageLossTest, LosingEveryReplicaOfAStageFailsNamingTheStage) {
   const std::string dir = *MakeTestDir("local_stage_loss");
   std::vector<std::string> args = TinyModelArgs("local");
   args.insert(args.end(), {"--local_dir=" + dir + "/run", "--local_iterations=60",
-                           "--kill=s1r1@3,s1r0@6"});
+                           "--local_checkpoint_every=0", "--kill=s1r1@3,s1r0@6"});
   absl::StatusOr<ProcessResult> r = RunSkipswarm(args, dir);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NE(r->exit_code, 0) << r->out << r->err;
