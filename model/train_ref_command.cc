@@ -27,6 +27,7 @@
 #include "model/route.h"
 #include "model/route_record.h"
 #include "model/sdp_flags.h"
+#include "model/sdp_traffic.h"
 #include "model/sentencepiece_tokenizer.h"
 #include "model/stage_executor.h"
 
@@ -132,6 +133,19 @@ absl::Status Run() {
       std::printf("sdp: worker %zu trains stages %s\n", w,
                   FormatStageSet(a.subnetworks[w]).c_str());
     }
+    // Bytes on the wire (model/sdp_traffic.h) against a pipeline swarm of
+    // the same global batch (K data nodes, each other stage on 2 hosts).
+    const int64_t tokens = static_cast<int64_t>(flags.samples_per_mb) * flags.model.seq_len;
+    const WireBytes sdp = SdpIterationBytes(flags.model, a, options.sdp.mode,
+                                            options.mbs_per_iteration, tokens);
+    const WireBytes pipe = PipelineIterationBytes(flags.model, options.sdp.workers, 2,
+                                                  options.mbs_per_iteration, tokens);
+    std::printf("sdp: wire bytes per token %.0f (averaging %.0f, frozen-copy refresh %.0f); a "
+                "pipeline swarm of %d data nodes and 2 hosts per other stage, same batch: %.0f "
+                "(activations %.0f, averaging %.0f)\n",
+                sdp.PerToken(), sdp.averaging / sdp.tokens, sdp.frozen_refresh / sdp.tokens,
+                options.sdp.workers, pipe.PerToken(), pipe.activations / pipe.tokens,
+                pipe.averaging / pipe.tokens);
   }
 
   const int stages = flags.model.num_stages;
