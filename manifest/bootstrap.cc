@@ -1,0 +1,203 @@
+#include "manifest/bootstrap.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "manifest/manifest_service.h"
+#include "membership/bootstrap_diagnostics.h"
+
+namespace skipswarm::manifest {
+namespace {
+
+std::string Hint(const std::string& step) {
+  using membership::JoinStep;
+  if (step == "http") {
+    return "an HTTP server answered there: that is a node's metrics or status port; --join "
+           "takes its node (gossip) port, printed at start as 'gossip on HOST:PORT'";
+  }
+  if (step == "admission") {
+    return "the swarm refused us: use the swarm's --swarm_name and --swarm_secret (ask its "
+           "operator)";
+  }
+  if (step == "manifest") {
+    return "this peer is not serving the swarm you meant (or runs an older skipswarm); check "
+           "the address or get a fresh swarm file from the founder";
+  }
+  if (step == "dns") return membership::JoinStepHint(JoinStep::kDns);
+  if (step == "tcp") return membership::JoinStepHint(JoinStep::kTcp);
+  if (step == "tls") return membership::JoinStepHint(JoinStep::kTls);
+  if (step == "timeout") return membership::JoinStepHint(JoinStep::kTimeout);
+  if (step == "version") return membership::JoinStepHint(JoinStep::kVersion);
+  return "see the error above";
+}
+
+// Steps worth trying again until the timeout: the peer may still be
+// starting (refused) or busy.
+bool Transient(const std::string& step) {
+  return step == "tcp" || step == "timeout" || step == "other";
+}
+
+// A connected TCP socket to `address` within `timeout`, or -1.
+int ConnectWithin(const std::string& address, absl::Duration timeout) {
+  auto [host, port] = SplitHostPort(address);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return -1;
+  int fd = -1;
+  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      close(fd);
+      fd = -1;
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+}  // namespace
+
+bool AnswersHttp(const std::string& address, absl::Duration timeout) {
+  if (!CheckJoinAddress(address).ok()) return false;
+  const int fd = ConnectWithin(address, timeout);
+  if (fd < 0) return false;
+  const std::string request = "GET / HTTP/1.0\r\nHost: skipswarm\r\n\r\n";
+  bool http = false;
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
+    pollfd p{fd, POLLIN, 0};
+    char buf[8] = {};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      http = n >= 5 && absl::string_view(buf, 5) == "HTTP/";
+    }
+  }
+  close(fd);
+  return http;
+}
+
+absl::Status ResolveJoinHost(const std::string& address) {
+  auto [host, port] = SplitHostPort(address);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (res != nullptr) freeaddrinfo(res);
+  if (rc == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(address, ": [dns] cannot resolve '", host,
+                                             "': ", gai_strerror(rc), "; hint: ", Hint("dns")));
+}
+
+std::string ClassifyBootstrapError(const absl::Status& status, const std::string& address) {
+  const std::string msg = absl::AsciiStrToLower(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kPermissionDenied: return "admission";
+    case absl::StatusCode::kUnimplemented: return "manifest";
+    case absl::StatusCode::kResourceExhausted: return "manifest";
+    case absl::StatusCode::kFailedPrecondition:
+      if (absl::StrContains(msg, "protocol version")) return "version";
+      break;
+    default: break;
+  }
+  // A metrics / status server: gRPC sees a TLS handshake fail or an
+  // HTTP/1.x answer; only asking it in HTTP tells them apart for sure.
+  if (status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kDeadlineExceeded ||
+      status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
+    if (!absl::StrContains(msg, "refused") && AnswersHttp(address, absl::Seconds(1))) {
+      return "http";
+    }
+  }
+  return membership::JoinStepName(membership::ClassifyGossipError(status));
+}
+
+absl::Status ExplainBootstrapError(const absl::Status& status, const std::string& address) {
+  if (status.ok()) return status;
+  const std::string step = ClassifyBootstrapError(status, address);
+  return absl::Status(status.code(), absl::StrCat(address, ": [", step, "] ", status.message(),
+                                                  "; hint: ", Hint(step)));
+}
+
+absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
+                                                    const BootstrapOptions& options,
+                                                    common::RealClock* clock) {
+  std::map<std::string, absl::Status> errors;
+  std::set<std::string> done;  // final failures
+  for (const std::string& a : targets.addresses) {
+    absl::Status ok = CheckJoinAddress(a);
+    if (ok.ok()) ok = ResolveJoinHost(a);
+    if (!ok.ok()) {
+      errors[a] = ok;
+      done.insert(a);
+    }
+  }
+  const absl::Duration deadline = clock->SteadyNow() + options.timeout;
+  bool waiting_logged = false;
+  while (done.size() < targets.addresses.size()) {
+    for (const std::string& a : targets.addresses) {
+      if (done.count(a)) continue;
+      const absl::Duration left = std::max(absl::Milliseconds(100), deadline - clock->SteadyNow());
+      absl::StatusOr<proto::SignedManifest> got =
+          CallGetManifest(a, options.credentials, options.swarm_id,
+                          std::min(options.call_timeout, left));
+      if (got.ok()) {
+        absl::StatusOr<VerifiedManifest> v = VerifyManifest(*got, targets.pinned_sha256);
+        if (v.ok()) return v;
+        errors[a] = absl::Status(v.status().code(),
+                                 absl::StrCat(a, ": [manifest] ", v.status().message(),
+                                              "; hint: ", Hint("manifest")));
+        done.insert(a);
+        continue;
+      }
+      const std::string step = ClassifyBootstrapError(got.status(), a);
+      errors[a] = absl::Status(got.status().code(),
+                               absl::StrCat(a, ": [", step, "] ", got.status().message(),
+                                            "; hint: ", Hint(step)));
+      if (!Transient(step)) done.insert(a);
+    }
+    if (done.size() == targets.addresses.size() || clock->SteadyNow() >= deadline) break;
+    if (!waiting_logged) {
+      LOG(INFO) << "no bootstrap peer answered yet (" << errors.begin()->second.message()
+                << "); retrying for up to " << options.timeout;
+      waiting_logged = true;
+    }
+    clock->SleepFor(absl::Milliseconds(200));
+  }
+  std::vector<std::string> lines;
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  for (const std::string& a : targets.addresses) {
+    lines.push_back(std::string(errors[a].message()));
+    code = errors[a].code();
+  }
+  if (targets.addresses.size() > 1) code = absl::StatusCode::kUnavailable;
+  return absl::Status(code, absl::StrCat("cannot fetch the swarm manifest from --join (",
+                                         targets.addresses.size(), " address(es)):\n  ",
+                                         absl::StrJoin(lines, "\n  ")));
+}
+
+}  // namespace skipswarm::manifest

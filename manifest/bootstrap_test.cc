@@ -1,0 +1,190 @@
+// Each bootstrap mistake, made against a real server on a port the kernel
+// picks (port 0), gets its own step and hint.
+#include "manifest/bootstrap.h"
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "manifest/manifest_service.h"
+#include "proto/version.h"
+
+namespace skipswarm::manifest {
+namespace {
+
+constexpr char kSwarmId[] = "swarm-a";
+
+proto::SignedManifest Signed(const identity::Identity& founder) {
+  proto::SwarmManifest m;
+  m.set_format(kManifestFormat);
+  m.set_protocol_version(proto::kProtocolVersion);
+  m.mutable_model()->set_num_layers(4);
+  return *SignManifest(m, founder);
+}
+
+// A gRPC server on 127.0.0.1:0 serving `service` (or nothing).
+struct Server {
+  explicit Server(grpc::Service* service,
+                  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials()) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", creds, &port);
+    if (service) b.RegisterService(service);
+    server = b.BuildAndStart();
+  }
+  ~Server() { server->Shutdown(); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+class BootstrapTest : public ::testing::Test {
+ protected:
+  BootstrapTest()
+      : founder_(*identity::Identity::FromSeed(std::string(32, '\x01'))),
+        signed_(Signed(*founder_)),
+        service_(signed_, kSwarmId),
+        clock_(common::RealClock::Create()) {}
+
+  absl::StatusOr<VerifiedManifest> Fetch(std::vector<std::string> addresses,
+                                         std::string pinned = "",
+                                         std::string swarm_id = kSwarmId,
+                                         std::shared_ptr<const identity::PeerCredentials> creds =
+                                             identity::PeerCredentials::Insecure()) {
+    JoinTargets t;
+    t.addresses = std::move(addresses);
+    t.pinned_sha256 = std::move(pinned);
+    BootstrapOptions o;
+    o.credentials = std::move(creds);
+    o.swarm_id = std::move(swarm_id);
+    o.timeout = absl::Milliseconds(300);
+    o.call_timeout = absl::Milliseconds(300);
+    return FetchSwarmManifest(t, o, clock_.get());
+  }
+
+  std::unique_ptr<identity::Identity> founder_;
+  proto::SignedManifest signed_;
+  ManifestService service_;
+  std::unique_ptr<common::RealClock> clock_;
+};
+
+TEST_F(BootstrapTest, TheManifestIsFetchedAndVerified) {
+  Server s(&service_);
+  auto v = Fetch({s.address()});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->manifest.model().num_layers(), 4);
+  EXPECT_EQ(v->founder, founder_->id());
+}
+
+TEST_F(BootstrapTest, TheFirstWorkingAddressOfSeveralServes) {
+  Server s(&service_);
+  auto v = Fetch({"no-such-host.invalid:7000", s.address()});
+  ASSERT_TRUE(v.ok()) << v.status();
+}
+
+TEST_F(BootstrapTest, AnotherSwarmIdIsAdmissionRefused) {
+  Server s(&service_);
+  auto v = Fetch({s.address()}, "", "swarm-b");
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kPermissionDenied) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[admission]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "--swarm_secret")) << v.status();
+}
+
+TEST_F(BootstrapTest, APinnedHashOfAnotherSwarmIsAManifestError) {
+  Server s(&service_);
+  auto v = Fetch({s.address()}, std::string(64, 'e'));
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[manifest]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "swarm file pins")) << v.status();
+}
+
+TEST_F(BootstrapTest, AWronglySignedManifestIsAManifestError) {
+  proto::SignedManifest forged = signed_;
+  forged.set_signature(std::string(64, '\0'));
+  ManifestService liar(forged, kSwarmId);
+  Server s(&liar);
+  auto v = Fetch({s.address()});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[manifest]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "signature")) << v.status();
+}
+
+TEST_F(BootstrapTest, AnOversizedAnswerIsRefusedByTheChannel) {
+  proto::SignedManifest huge = signed_;
+  huge.set_manifest(std::string(1 << 20, 'x'));
+  ManifestService liar(huge, kSwarmId);
+  Server s(&liar);
+  auto v = Fetch({s.address()});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[manifest]")) << v.status();
+}
+
+TEST_F(BootstrapTest, APeerWithoutTheServiceIsNamed) {
+  // The generated base class answers UNIMPLEMENTED, as a node of an older
+  // build (no manifest service on its port) does.
+  proto::SwarmManifestService::Service unimplemented;
+  Server s(&unimplemented);
+  auto v = Fetch({s.address()});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[manifest]")) << v.status();
+}
+
+TEST_F(BootstrapTest, TheMetricsPortIsRecognisedByItsHttpAnswer) {
+  httplib::Server http;
+  http.Get("/metrics", [](const httplib::Request&, httplib::Response& r) {
+    r.set_content("skipswarm_up 1\n", "text/plain");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { http.listen_after_bind(); });
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  EXPECT_TRUE(AnswersHttp(address, absl::Seconds(2)));
+  auto v = Fetch({address});
+  http.stop();
+  t.join();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[http]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "metrics or status port")) << v.status();
+}
+
+TEST_F(BootstrapTest, AClosedPortIsATcpErrorAfterRetries) {
+  // A port the kernel gave us and that we closed: nothing listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  close(fd);
+  const std::string address = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  EXPECT_FALSE(AnswersHttp(address, absl::Milliseconds(200)));
+  auto v = Fetch({address});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[tcp]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "is the peer running")) << v.status();
+}
+
+TEST_F(BootstrapTest, AnUnresolvableHostIsADnsError) {
+  auto v = Fetch({"no-such-host.invalid:7000"});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[dns]")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "does not resolve")) << v.status();
+}
+
+TEST_F(BootstrapTest, PlainTextAgainstATlsNodeIsATlsError) {
+  auto creds = *identity::PeerCredentials::Create({founder_.get(), false}, clock_->Now());
+  Server s(&service_, creds->ForServer());
+  auto v = Fetch({s.address()});
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[tls]")) << v.status();
+}
+
+TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
+  auto server_creds = *identity::PeerCredentials::Create({founder_.get(), false}, clock_->Now());
+  Server s(&service_, server_creds->ForServer());
+  auto joiner = *identity::Identity::FromSeed(std::string(32, '\x02'));
+  auto v = Fetch({s.address()}, "", kSwarmId,
+                 *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()));
+  ASSERT_TRUE(v.ok()) << v.status();
+}
+
+}  // namespace
+}  // namespace skipswarm::manifest
