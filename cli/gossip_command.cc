@@ -159,7 +159,7 @@ absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
 
 const char kGossipFlagsFile[] = "cli/gossip_command.cc";
 
-absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest) {
   GossipDaemonOptions o;
   o.base = base;
   SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
@@ -186,8 +186,12 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base) {
   g.memory_slots = static_cast<uint32_t>(base.memory_slots);
   g.model_id = base.model.model.ConfigHash();
   g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);
+  g.extra_services = {manifest->service.get()};
+  if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
+  o.manifest_fetch_time = manifest->fetch_time;
   LOG(INFO) << "seed " << base.model.seed;
   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
+  SS_RETURN_IF_ERROR(MaybeWriteSwarmFile(*manifest, daemon->gossip_address()));
   static DaemonSignals signals;
   g_signals = &signals;
   std::signal(SIGINT, OnSigint);

@@ -7,6 +7,7 @@
 #define SKIPSWARM_CLI_GOSSIP_COMMAND_H_
 
 #include "absl/status/status.h"
+#include "cli/manifest_step.h"
 #include "node/daemon/static_swarm/node_daemon.h"
 
 namespace skipswarm::cli {
@@ -15,8 +16,9 @@ namespace skipswarm::cli {
 extern const char kGossipFlagsFile[];
 
 // Runs a GossipDaemon built from `base` (the node flags) and the gossip
-// flags until it is done, stopped (SIGINT) or drained (SIGTERM).
-absl::Status RunGossipNode(const node::NodeDaemonOptions& base);
+// flags until it is done, stopped (SIGINT) or drained (SIGTERM); its node
+// server also serves `manifest` (PrepareSwarmManifest's).
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest);
 // `skipswarm node drain --control=HOST:PORT [--force]`: exit code.
 int RunDrainCommand();
 

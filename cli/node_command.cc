@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "cli/gossip_command.h"
+#include "cli/manifest_step.h"
 #include "common/status_macros.h"
 #include "model/build_info.h"
 #include "model/device_memory.h"
@@ -33,6 +34,7 @@ ABSL_FLAG(std::string, swarm, "",
 // Shared with the gossip node (defined in gossip_command.cc).
 ABSL_DECLARE_FLAG(std::string, node_key_file);
 ABSL_DECLARE_FLAG(bool, insecure);
+ABSL_DECLARE_FLAG(std::string, join);
 ABSL_FLAG(std::string, listen, "",
           "HOST:PORT this node listens on: every gRPC service (pipeline, replica group, gossip, "
           "state transfer, health) on one port; default 127.0.0.1:0 (any free port). With a "
@@ -93,11 +95,27 @@ void OnSignal(int sig) {
 
 absl::Status Run() {
   NodeDaemonOptions o;
-  SS_ASSIGN_OR_RETURN(o.model, model::ReadModelFlags());
+  // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
+  const bool gossip = absl::GetFlag(FLAGS_swarm).empty();
+  // A joiner's model comes from the swarm manifest (manifest_step.h), which
+  // is checked before the flags' own combination is.
+  const bool joiner = gossip && !absl::GetFlag(FLAGS_join).empty();
+  SS_ASSIGN_OR_RETURN(o.model, model::ReadModelFlags(/*validate_model=*/!joiner));
   o.name = absl::GetFlag(FLAGS_name);
   if (o.name.empty()) return absl::InvalidArgumentError("--name is required");
   o.memory_slots = absl::GetFlag(FLAGS_memory_slots);
   if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
+  o.mbs_per_iteration = absl::GetFlag(FLAGS_node_mbs);
+  if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--node_mbs must be >= 1");
+  o.iterations = absl::GetFlag(FLAGS_node_iterations);
+  if (o.iterations < 1) return absl::InvalidArgumentError("--node_iterations must be >= 1");
+  o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  // The founder signs the swarm manifest; a joiner fetches it and takes
+  // the model from it, before any state moves.
+  SwarmManifestStep manifest;
+  if (gossip) {
+    SS_ASSIGN_OR_RETURN(manifest, PrepareSwarmManifest(&o));
+  }
   {
     // Note [Stage memory estimate] (model/memory_estimate.cc): refuse at start,
     // with the numbers, when the device cannot hold the largest stage.
@@ -117,8 +135,7 @@ absl::Status Run() {
                    << " holds about " << free_bytes / e.total_bytes << " stage(s)";
     }
   }
-  // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
-  if (!absl::GetFlag(FLAGS_swarm).empty()) {
+  if (!gossip) {
     SS_ASSIGN_OR_RETURN(o.swarm, node::ParseSwarmSpec(absl::GetFlag(FLAGS_swarm),
                                                 o.model.model.num_stages, o.memory_slots));
   }
@@ -129,10 +146,6 @@ absl::Status Run() {
     SS_RETURN_IF_ERROR(ParseMetricsListen(absl::GetFlag(FLAGS_metrics_listen), &o));
   }
   o.libtorch_version = model::LibtorchVersion();
-  o.mbs_per_iteration = absl::GetFlag(FLAGS_node_mbs);
-  if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--node_mbs must be >= 1");
-  o.iterations = absl::GetFlag(FLAGS_node_iterations);
-  if (o.iterations < 1) return absl::InvalidArgumentError("--node_iterations must be >= 1");
   o.checkpoint_every = absl::GetFlag(FLAGS_node_checkpoint_every);
   o.swarm_id = absl::GetFlag(FLAGS_swarm_id);
   o.progress_file = absl::GetFlag(FLAGS_progress_file);
@@ -151,7 +164,6 @@ absl::Status Run() {
   }
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
-  o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());
   o.wan.wan_table = shaping.wan_table;
@@ -164,7 +176,7 @@ absl::Status Run() {
   o.wan.timed_payload_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));
   o.wan.routes_file = absl::GetFlag(FLAGS_node_routes);
-  if (o.swarm.empty()) return RunGossipNode(o);
+  if (gossip) return RunGossipNode(o, &manifest);
   o.key_file = absl::GetFlag(FLAGS_node_key_file);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
@@ -181,8 +193,8 @@ common::cli::Command NodeCommand() {
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
-          {"cli/node_command.cc", kGossipFlagsFile, model::kModelFlagsFile, node::kShapingFlagsFile,
-           model::kSdpFlagsFile},
+          {"cli/node_command.cc", kGossipFlagsFile, kManifestFlagsFile, model::kModelFlagsFile,
+           node::kShapingFlagsFile, model::kSdpFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();
             absl::Status s = Run();
@@ -194,7 +206,7 @@ common::cli::Command NodeCommand() {
           }};
   c.help_groups = {
       {"network",
-       {"join", "listen", "advertise", "group_listen", "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+       {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps"}},
       {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},
       // Measurement and research switches; `--helpfull` lists them.

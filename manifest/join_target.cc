@@ -115,6 +115,7 @@ absl::StatusOr<JoinTargets> ParseJoinFlag(absl::string_view flag) {
             file->manifest_sha256, "); give one"));
       }
       t.pinned_sha256 = file->manifest_sha256;
+      t.swarm_name = file->swarm_name;
       for (const std::string& a : file->bootstrap) add(a);
       continue;
     }

@@ -25,6 +25,7 @@ namespace skipswarm::manifest {
 struct JoinTargets {
   std::vector<std::string> addresses;  // in order, duplicates removed
   std::string pinned_sha256;           // from a swarm file; empty: none
+  std::string swarm_name;              // from a swarm file; empty: none
 };
 
 // InvalidArgument, explained, for a URL ("http://..."), a missing or

@@ -41,8 +41,10 @@ struct ModelFlags {
   std::string checkpoint_dir;
 };
 
-// Reads the flags above; InvalidArgument when the model config is invalid.
-absl::StatusOr<ModelFlags> ReadModelFlags();
+// Reads the flags above; InvalidArgument when the model config is invalid
+// (unless !validate_model: a swarm joiner checks its flags against the swarm
+// manifest first, which names a disagreeing flag better).
+absl::StatusOr<ModelFlags> ReadModelFlags(bool validate_model = true);
 
 // Note [Memory estimate]: a rough upper estimate of the memory that
 // training `params` parameters takes (fp32 weights, gradients and the two

@@ -87,6 +87,9 @@ struct GossipDaemonOptions {
   // How long the process had run when the daemon was created (process
   // start, libtorch load, flags), for the joiner's report; 0: unknown.
   absl::Duration process_age_at_start;
+  // A joiner's swarm manifest fetch (part of process_age_at_start), for
+  // its report.
+  absl::Duration manifest_fetch_time;
   // Called after every iteration (trainer thread), for tests and embedders.
   std::function<void(const NodeIterationReport&)> observer;
 };

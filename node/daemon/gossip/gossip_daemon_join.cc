@@ -166,11 +166,13 @@ void GossipDaemon::Parts::ReportJoin() {
   const double total = Seconds(t.first_backward - t.start);
   const std::string line = absl::StrFormat(
       "{\"node\":\"%s\",\"stage\":%d,\"entry\":%d,\"entry_attempts\":%d,\"process_s\":%.3f,"
+      "\"manifest_s\":%.3f,"
       "\"bootstrap_s\":%.3f,\"place_build_s\":%.3f,\"announce_s\":%.3f,"
       "\"wait_source_boundary_s\":%.3f,\"state_transfer_s\":%.3f,\"first_mb_s\":%.3f,"
       "\"total_s\":%.3f,\"from_spawn_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,"
       "\"digest_after_first_step\":\"%016x\",\"digests_agree\":%s}",
       base().name, stages.front(), t.entry, t.entry_attempts, Seconds(t.process_age),
+      Seconds(options.manifest_fetch_time),
       Seconds(t.bootstrapped - t.start), Seconds(t.placed - t.bootstrapped),
       Seconds(t.announced - t.placed), Seconds(t.first_chunk - t.announced),
       Seconds(t.state_loaded - t.first_chunk), Seconds(t.first_backward - t.state_loaded), total,

@@ -78,6 +78,8 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   }
   s->server_ =
       membership::GrpcGossipServer::Register(options.serve_on, s->forwarder_.get(), security);
+  // The manifest service (and any other) share the daemon's one port.
+  for (grpc::Service* extra : options.extra_services) options.serve_on->RegisterService(extra);
   s->transport_ = std::make_unique<membership::GrpcGossipTransport>(security, clock);
   s->swarm_id_ = membership::DeriveSwarmId(options.swarm_name, options.swarm_secret);
   return s;

@@ -34,6 +34,7 @@
 
 namespace grpc {
 class ServerBuilder;
+class Service;
 }  // namespace grpc
 
 namespace skipswarm::membership {
@@ -66,6 +67,9 @@ struct SwarmMembershipOptions {
   std::string model_id;
   uint32_t num_stages = 0;
   membership::MembershipOptions tuning;     // timers (defaults: membership.h)
+  // More services for the gossip server (the swarm manifest's,
+  // manifest/manifest_service.h). Borrowed: they must outlive this.
+  std::vector<grpc::Service*> extra_services;
 };
 
 class SwarmMembership {

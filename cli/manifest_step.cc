@@ -1,0 +1,206 @@
+#include "cli/manifest_step.h"
+
+#include <glog/logging.h>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/internal/private_handle_accessor.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
+#include "manifest/bootstrap.h"
+#include "manifest/join_target.h"
+#include "manifest/signed_manifest.h"
+#include "manifest/swarm_file.h"
+#include "manifest/swarm_settings.h"
+#include "membership/record.h"
+
+// Defined in gossip_command.cc.
+ABSL_DECLARE_FLAG(std::string, join);
+ABSL_DECLARE_FLAG(std::string, node_key_file);
+ABSL_DECLARE_FLAG(bool, create_key);
+ABSL_DECLARE_FLAG(bool, insecure);
+ABSL_DECLARE_FLAG(std::string, swarm_name);
+ABSL_DECLARE_FLAG(std::string, swarm_secret);
+
+ABSL_FLAG(std::string, write_swarm_file, "",
+          "Write a swarm file (swarm.json: the swarm manifest's sha256 and this node's address) "
+          "here once the node listens; others join with --join=swarm.json.");
+
+namespace skipswarm::cli {
+namespace {
+
+// Set explicitly: on the command line, or (config file) to a value other
+// than its default - the rule ReadModelFlags uses for the shape flags.
+bool FlagGiven(absl::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr &&
+         (absl::flags_internal::PrivateHandleAccessor::IsSpecifiedOnCommandLine(*flag) ||
+          flag->CurrentValue() != flag->DefaultValue());
+}
+
+std::string FlagText(absl::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag ? flag->CurrentValue() : "";
+}
+
+manifest::SwarmSettings SettingsOf(const node::NodeDaemonOptions& o) {
+  manifest::SwarmSettings s;
+  s.model = o.model;
+  s.preset = FlagText("model");
+  s.mbs_per_iteration = o.mbs_per_iteration;
+  s.iterations = o.iterations;
+  s.swarm_name = absl::GetFlag(FLAGS_swarm_name);
+  s.private_swarm = !absl::GetFlag(FLAGS_swarm_secret).empty();
+  s.tls = !absl::GetFlag(FLAGS_insecure);
+  // Replica averaging's flags, where this build has them (another module
+  // defines them; absent flags leave the manifest's fields unset).
+  int outer_every = 0;
+  if (FlagGiven("outer_every") && absl::SimpleAtoi(FlagText("outer_every"), &outer_every)) {
+    s.outer_every = outer_every;
+  }
+  if (FlagGiven("avg_codec")) s.avg_codec = FlagText("avg_codec");
+  return s;
+}
+
+absl::Status SetFlagText(absl::string_view name, const std::string& value) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return absl::OkStatus();
+  std::string error;
+  if (!flag->ParseFrom(value, &error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swarm manifest's ", name, "=", value, ": ", error));
+  }
+  return absl::OkStatus();
+}
+
+// The node key (also what the daemon loads next; loading twice is cheap),
+// or a throwaway one with --insecure.
+absl::StatusOr<std::unique_ptr<identity::Identity>> LoadKey() {
+  const std::string key_file = absl::GetFlag(FLAGS_node_key_file);
+  if (key_file.empty()) {
+    if (absl::GetFlag(FLAGS_insecure)) return identity::Identity::Generate();
+    return absl::InvalidArgumentError(
+        "--node_key_file is required for a gossip swarm (make one with `skipswarm keygen`), or "
+        "pass --insecure for a local test swarm");
+  }
+  absl::StatusOr<std::unique_ptr<identity::Identity>> loaded =
+      absl::GetFlag(FLAGS_create_key) ? identity::Identity::LoadOrCreate(key_file)
+                                      : identity::Identity::Load(key_file);
+  if (absl::IsNotFound(loaded.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "--node_key_file=", key_file,
+        " does not exist; make one with `skipswarm keygen` or pass --create_key to create it (a "
+        "new key is a new node identity)"));
+  }
+  return loaded;
+}
+
+}  // namespace
+
+const char kManifestFlagsFile[] = "cli/manifest_step.cc";
+
+absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* o) {
+  SwarmManifestStep step;
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<identity::Identity> key, LoadKey());
+  const std::string join = absl::GetFlag(FLAGS_join);
+  manifest::SwarmSettings settings = SettingsOf(*o);
+  proto::SignedManifest signed_manifest;
+  if (join.empty()) {
+    // Founder. The corpus is hashed for its identity; a founder that
+    // cannot read it (not a data node) leaves the hash empty.
+    manifest::CorpusIdentity corpus;
+    absl::StatusOr<manifest::CorpusIdentity> hashed = manifest::HashCorpus(o->model.corpus.paths);
+    if (hashed.ok()) {
+      corpus = *hashed;
+    } else {
+      LOG(WARNING) << "swarm manifest without a corpus hash: " << hashed.status().message();
+    }
+    SS_ASSIGN_OR_RETURN(proto::ManifestTokenizer tokenizer,
+                        manifest::TokenizerIdentity(o->model.tokenizer));
+    SS_ASSIGN_OR_RETURN(signed_manifest,
+                        manifest::SignManifest(manifest::BuildManifest(settings, corpus, tokenizer),
+                                               *key));
+    step.sha256 = manifest::Sha256Hex(signed_manifest.manifest());
+    step.swarm_name = settings.swarm_name;
+    step.founder_id = key->id().Hex();
+    LOG(INFO) << "swarm manifest " << step.sha256 << " (founder " << key->id() << "): "
+              << manifest::ManifestSummary(manifest::BuildManifest(settings, corpus, tokenizer));
+  } else {
+    step.joiner = true;
+    SS_ASSIGN_OR_RETURN(manifest::JoinTargets targets, manifest::ParseJoinFlag(join));
+    step.bootstrap = targets.addresses;
+    // A swarm file names its swarm; an explicit --swarm_name still wins
+    // (and admission tells when it is wrong).
+    if (!targets.swarm_name.empty() && !FlagGiven("swarm_name")) {
+      absl::SetFlag(&FLAGS_swarm_name, targets.swarm_name);
+      settings.swarm_name = targets.swarm_name;
+    }
+    manifest::BootstrapOptions bo;
+    auto clock = common::RealClock::Create();
+    if (absl::GetFlag(FLAGS_insecure)) {
+      bo.credentials = identity::PeerCredentials::Insecure();
+    } else {
+      SS_ASSIGN_OR_RETURN(bo.credentials,
+                          identity::PeerCredentials::Create({key.get(), false}, clock->Now()));
+    }
+    bo.swarm_id = membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
+                                            absl::GetFlag(FLAGS_swarm_secret));
+    bo.timeout = o->startup_timeout;
+    const absl::Duration start = clock->SteadyNow();
+    SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
+                        manifest::FetchSwarmManifest(targets, bo, clock.get()));
+    step.fetch_time = clock->SteadyNow() - start;
+    step.sha256 = v.sha256;
+    step.founder_id = v.founder.Hex();
+    // Before any state moves: a disagreeing flag ends the join here.
+    SS_RETURN_IF_ERROR(manifest::ApplyManifest(v.manifest, v.sha256, FlagGiven, &settings));
+    if (FlagGiven("corpus") && !v.manifest.data().corpus_sha256().empty()) {
+      absl::StatusOr<manifest::CorpusIdentity> mine =
+          manifest::HashCorpus(settings.model.corpus.paths);
+      if (mine.ok() && mine->sha256 != v.manifest.data().corpus_sha256()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--corpus=", FlagText("corpus"), " holds other text than the swarm's corpus (sha256 ",
+            mine->sha256.substr(0, 12), " vs the swarm manifest's ",
+            v.manifest.data().corpus_sha256().substr(0, 12), ")"));
+      }
+    }
+    o->model = settings.model;
+    o->mbs_per_iteration = settings.mbs_per_iteration;
+    o->iterations = settings.iterations;
+    if (settings.outer_every.has_value()) {
+      SS_RETURN_IF_ERROR(SetFlagText("outer_every", absl::StrCat(*settings.outer_every)));
+    }
+    if (settings.avg_codec.has_value()) {
+      SS_RETURN_IF_ERROR(SetFlagText("avg_codec", *settings.avg_codec));
+    }
+    step.swarm_name = settings.swarm_name;
+    signed_manifest = v.signed_manifest;
+    LOG(INFO) << "swarm manifest " << v.sha256 << " from founder " << v.founder << " in "
+              << step.fetch_time << ": " << manifest::ManifestSummary(v.manifest);
+  }
+  step.service = std::make_unique<manifest::ManifestService>(
+      signed_manifest, membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
+                                                 absl::GetFlag(FLAGS_swarm_secret)));
+  return step;
+}
+
+absl::Status MaybeWriteSwarmFile(const SwarmManifestStep& step,
+                                 const std::string& gossip_address) {
+  const std::string path = absl::GetFlag(FLAGS_write_swarm_file);
+  if (path.empty()) return absl::OkStatus();
+  manifest::SwarmFile f;
+  f.manifest_sha256 = step.sha256;
+  f.swarm_name = step.swarm_name;
+  f.founder_id = step.founder_id;
+  f.bootstrap = {gossip_address};
+  SS_RETURN_IF_ERROR(manifest::WriteSwarmFile(path, f));
+  LOG(INFO) << "swarm file " << path << " written (join with --join=" << path << ")";
+  return absl::OkStatus();
+}
+
+}  // namespace skipswarm::cli
