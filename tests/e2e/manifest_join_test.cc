@@ -1,0 +1,81 @@
+// Only the founder is told the model: two nodes that join with --join and
+// their stage take it from the swarm manifest, and the three train
+// together (real processes on loopback).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/tiny_model.h"
+#include "tests/harness/skipswarm_process.h"
+
+namespace skipswarm::tests {
+namespace {
+
+// A port the kernel gave us and we released, for the founder's --listen
+// (the joiners retry a refused connection while it starts).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(ManifestJoinTest, JoinersWithoutModelFlagsTrainTheFoundersModel) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string dir = *MakeTestDir("manifest_join");
+  std::vector<std::string> founder = TinyModelArgs("node");
+  for (const char* a : {"--name=f0", "--host_stages=0", "--expect_members=3", "--insecure",
+                        "--node_iterations=6", "--write_swarm_file=swarm.json"}) {
+    founder.push_back(a);
+  }
+  founder.push_back("--listen=" + address);
+  auto joiner = [&](const std::string& name, const std::string& stage) {
+    return std::vector<std::string>{"node", "--name=" + name, "--host_stages=" + stage,
+                                    "--expect_members=3", "--insecure", "--threads=1",
+                                    "--startup_timeout_s=60", "--join=" + address};
+  };
+  ProcessResult results[3];
+  std::vector<std::vector<std::string>> args = {founder, joiner("a", "1"), joiner("b", "2")};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = RunSkipswarm(args[i], dir);
+      if (r.ok()) results[i] = *r;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const ProcessResult& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string swarm_file = *ReadFile(dir + "/swarm.json");
+  // The joiners fetched the manifest the founder published, and its model.
+  for (int i = 1; i < 3; ++i) {
+    const std::string& err = results[i].err;
+    EXPECT_TRUE(absl::StrContains(err, "from founder")) << err;
+    EXPECT_TRUE(absl::StrContains(err, "model custom (3 layers, d_model 64, 4 heads, ffn 128"))
+        << err;
+    const size_t at = err.find("swarm manifest ");
+    ASSERT_NE(at, std::string::npos);
+    const std::string hash = err.substr(at + 15, 64);
+    EXPECT_TRUE(absl::StrContains(swarm_file, hash)) << swarm_file;
+  }
+  // They trained: every node logged its last iteration.
+  EXPECT_TRUE(absl::StrContains(results[0].out + results[0].err, "[f0] it 5")) << results[0].err;
+  EXPECT_TRUE(absl::StrContains(results[1].out + results[1].err, "[a] it 5")) << results[1].err;
+}
+
+}  // namespace
+}  // namespace skipswarm::tests
