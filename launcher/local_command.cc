@@ -684,6 +684,13 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::printf(" %s %.0f", c.name.c_str(), static_cast<double>(c.max_rss_kib) / 1024.0);
   }
   std::printf("\n");
+  {
+    // Note [Outer steps]: what the replicas sent to stage averages.
+    double avg_bytes = 0;
+    for (const auto& [it, p] : points) avg_bytes += p.avg_bytes;
+    std::printf("averaging: %.0f bytes contributed to stage averages (%.1f bytes per token)\n",
+                avg_bytes, avg_bytes / std::max(1.0, tokens));
+  }
   std::printf("outputs: %s/loss.svg (plot: loss, kills, re-routes), %s/loss.csv, logs in "
               "%s/logs/, checkpoints in %s/checkpoints/\n",
               dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());

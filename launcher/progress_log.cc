@@ -19,6 +19,7 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
   points.clear();
   rerouted = 0;
   std::map<int64_t, int64_t> rerouted_at;  // relays' lines too, hence kept apart
+  std::map<int64_t, double> avg_bytes_at;  // likewise
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) continue;
@@ -30,6 +31,7 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
     const auto it = j.find("iteration");
     if (it != j.end() && it->is_number_integer()) {
       rerouted_at[it->get<int64_t>()] += static_cast<int64_t>(number("rerouted_here", 0));
+      avg_bytes_at[it->get<int64_t>()] += number("avg_bytes", 0);
     }
     const auto loss = j.find("loss");
     if (it == j.end() || !it->is_number_integer() || loss == j.end() || !loss->is_number()) {
@@ -47,13 +49,15 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
   for (auto& [it, pt] : points) {
     auto r = rerouted_at.find(it);
     if (r != rerouted_at.end()) pt.rerouted = r->second;
+    auto b = avg_bytes_at.find(it);
+    if (b != avg_bytes_at.end()) pt.avg_bytes = b->second;
   }
 }
 
 void WriteLossSummary(const std::string& dir, const std::map<int64_t, ProgressPoint>& points,
                       const std::vector<RunEvent>& events) {
   std::ofstream csv(dir + "/loss.csv");
-  csv << "iteration,loss,dropped,elapsed_s,rerouted\n";
+  csv << "iteration,loss,dropped,elapsed_s,rerouted,avg_bytes\n";
   common::SvgLinePlot plot;
   plot.x_label = "iteration";
   plot.y_label = "training loss (nats/token, mean of the data nodes)";
@@ -63,7 +67,8 @@ void WriteLossSummary(const std::string& dir, const std::map<int64_t, ProgressPo
   for (const auto& [it, p] : points) {
     if (p.n == 0) continue;
     const double loss = p.loss_sum / p.n;
-    csv << it << "," << loss << "," << p.dropped << "," << p.elapsed << "," << p.rerouted << "\n";
+    csv << it << "," << loss << "," << p.dropped << "," << p.elapsed << "," << p.rerouted << ","
+        << p.avg_bytes << "\n";
     if (p.dropped > 0) plot.highlighted.push_back(plot.points.size());
     plot.points.emplace_back(static_cast<double>(it), loss);
     if (std::isnan(first)) first = loss;

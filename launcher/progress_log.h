@@ -25,6 +25,9 @@ struct ProgressPoint {
   double tokens = 0;
   double elapsed = 0;   // the latest elapsed_s of the iteration's lines
   int64_t rerouted = 0; // "rerouted_here" of every node's line of the iteration
+  // "avg_bytes" of every node's line of the iteration: payload bytes the
+  // replicas contributed to stage averages (Note [Outer steps]).
+  double avg_bytes = 0;
 };
 
 // Replaces `points` with the data nodes' lines of `path` (those with an
@@ -41,7 +44,8 @@ struct RunEvent {
   std::string what;  // "s1r1 killed"
 };
 
-// Writes DIR/loss.csv (iteration, loss, dropped, elapsed_s, rerouted) and
+// Writes DIR/loss.csv (iteration, loss, dropped, elapsed_s, rerouted,
+// avg_bytes) and
 // DIR/loss.svg: the mean loss per iteration with axes and units, red
 // vertical markers for `events`, dashed orange ones for iterations with
 // re-routes and red dots for iterations that dropped micro-batches.

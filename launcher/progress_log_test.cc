@@ -45,6 +45,7 @@ TEST(ProgressLogTest, ReadsWhatTheDaemonsWriteWithCommasAndQuotesInNames) {
   node::NodeIterationReport relay;
   relay.iteration = 1;
   relay.rerouted_here = 5;
+  relay.stages[2].avg_bytes = 4000;  // a replica's share of a stage average
   node::ReportIteration("relay,{x}", relay, 3.0, path, &metrics);
   std::ofstream(path, std::ios::app) << "{\"node\":\"cut sh";  // a line being written
 
@@ -61,6 +62,8 @@ TEST(ProgressLogTest, ReadsWhatTheDaemonsWriteWithCommasAndQuotesInNames) {
   EXPECT_EQ(rerouted, 2 + 2 + 2 + 5);
   EXPECT_EQ(points[0].rerouted, 4);
   EXPECT_EQ(points[1].rerouted, 2 + 5);  // the relay's line counts too
+  EXPECT_DOUBLE_EQ(points[1].avg_bytes, 4000);
+  EXPECT_DOUBLE_EQ(points[0].avg_bytes, 0);
 }
 
 TEST(ProgressLogTest, LossSummaryHasAxesKillAndRerouteMarkers) {
@@ -85,7 +88,7 @@ TEST(ProgressLogTest, LossSummaryHasAxesKillAndRerouteMarkers) {
   std::ifstream csv(dir + "/loss.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "iteration,loss,dropped,elapsed_s,rerouted");
+  EXPECT_EQ(header, "iteration,loss,dropped,elapsed_s,rerouted,avg_bytes");
 }
 
 }  // namespace

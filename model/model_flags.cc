@@ -39,6 +39,16 @@ ABSL_FLAG(int64_t, warmup_steps, 100, "Linear warm-up iterations.");
 ABSL_FLAG(double, weight_decay, 0.1, "AdamW weight decay (matrices only).");
 ABSL_FLAG(double, grad_clip, 1.0, "Per-stage gradient-norm clip (<= 0: off).");
 
+ABSL_FLAG(int64_t, outer_every, 1,
+          "H: local optimiser steps between replica averages. 1 (default): gradients are "
+          "averaged every iteration; > 1: DiLoCo-style, pseudo-gradients every H steps with "
+          "an outer Nesterov step (Note [Outer steps]). Every member must use the same.");
+ABSL_FLAG(double, outer_lr, 0.7, "Outer learning rate (with --outer_every > 1).");
+ABSL_FLAG(double, outer_momentum, 0.9, "Outer Nesterov momentum (with --outer_every > 1).");
+ABSL_FLAG(std::string, avg_codec, "fp32",
+          "Codec of what replicas average: fp32, bf16, int8 (blockwise), topk:F (share F of "
+          "the entries, error feedback), powersgd:R (rank R, error feedback).");
+
 ABSL_FLAG(std::vector<std::string>, corpus, {},
           "Training text: files or directories, comma separated (default: the Debian "
           "fortunes in /usr/share/games/fortunes).");
@@ -126,6 +136,12 @@ absl::StatusOr<ModelFlags> ReadModelFlags(bool validate_model) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--threads=", f.runtime.threads, " is outside 0..4096 (0: all cores)"));
   }
+
+  f.averaging.outer_every = absl::GetFlag(FLAGS_outer_every);
+  f.averaging.outer_lr = absl::GetFlag(FLAGS_outer_lr);
+  f.averaging.outer_momentum = absl::GetFlag(FLAGS_outer_momentum);
+  SS_ASSIGN_OR_RETURN(f.averaging.codec, ParseAvgCodec(absl::GetFlag(FLAGS_avg_codec)));
+  SS_RETURN_IF_ERROR(ValidateAveraging(f.averaging));
 
   f.corpus.paths = absl::GetFlag(FLAGS_corpus);
   f.corpus.validation_fraction = absl::GetFlag(FLAGS_validation_fraction);

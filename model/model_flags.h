@@ -9,7 +9,8 @@
 //
 // Flags: --model (a preset, model/presets.h) --layers --d_model --heads --ffn --vocab --seq_len --stages
 // --tie_embeddings --init_seed | --device --threads --bf16 | --lr --min_lr
-// --warmup_steps --weight_decay --grad_clip | --corpus --validation_fraction
+// --warmup_steps --weight_decay --grad_clip | --outer_every --outer_lr
+// --outer_momentum --avg_codec | --corpus --validation_fraction
 // --samples_per_mb --eval_batches --final_eval_batches | --tokenizer --sp_model --sp_library |
 // --seed --checkpoint_dir.
 //
@@ -22,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/corpus.h"
+#include "model/averaging_options.h"
 #include "model/model_config.h"
 #include "model/optimizer_options.h"
 #include "model/sentencepiece_tokenizer.h"
@@ -32,6 +34,7 @@ struct ModelFlags {
   ModelConfig model;
   RuntimeOptions runtime;
   OptimizerOptions optimizer;  // total_steps is left for the command to set
+  AveragingOptions averaging;  // replicas' averaging (Note [Outer steps])
   CorpusOptions corpus;
   TokenizerOptions tokenizer;  // checked by CreateTokenizer, not here
   int samples_per_mb = 4;

@@ -71,6 +71,23 @@ struct TailOutput {
   WireTensor grad;   // gradient of the loss w.r.t. the route's last activation
 };
 
+// How this stage's replicas average (Note [Outer steps] in
+// node/train/node_trainer.h): outer_every = H; lossy = the averaged vector
+// goes through a lossy codec (--avg_codec other than fp32).
+struct AveragingPlan {
+  int64_t outer_every = 1;
+  bool lossy = false;
+};
+
+// What a replica adds to a stage average: the vector as its peers decode
+// it, the payload bytes that takes with the codec, and the digest the
+// replicas compare (Note [Digest re-sync]).
+struct AverageContribution {
+  std::vector<float> flat;
+  int64_t bytes = 0;
+  uint64_t digest = 0;
+};
+
 // One replica's gradient for one iteration: the sum over its MBs.
 struct GradientSum {
   std::vector<float> flat;  // parameters in a fixed order; size == num_params
@@ -136,6 +153,29 @@ class StageCompute {
   }
   virtual absl::StatusOr<int64_t> ImportState(absl::string_view bytes) {
     return absl::UnimplementedError("this StageCompute cannot import a state");
+  }
+
+  // Note [Outer steps] in node/train/node_trainer.h. The default is today's
+  // per-iteration fp32 gradient average, which needs none of the methods
+  // below. REQUIRES (all three): no task running.
+  virtual AveragingPlan averaging() const { return {}; }
+  // outer_every == 1, lossy codec: `flat` (this replica's gradient sum)
+  // through the codec, with error feedback where the codec has it; digest =
+  // ParamsDigest().
+  virtual absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) {
+    return absl::UnimplementedError("this StageCompute has no averaging codec");
+  }
+  // outer_every > 1, at a sync: the pseudo-gradient since the last sync
+  // (anchor - parameters) through the codec; digest = the anchor's.
+  virtual absl::StatusOr<AverageContribution> TakePseudoGradient() {
+    return absl::UnimplementedError("this StageCompute has no outer optimiser");
+  }
+  // The outer step with the replicas' summed pseudo-gradients over
+  // `contributors`: parameters become the new anchor. contributors == 0 or a
+  // non-finite sum: parameters go back to the anchor (no outer step).
+  virtual absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
+                                                     int contributors) {
+    return absl::UnimplementedError("this StageCompute has no outer optimiser");
   }
 };
 

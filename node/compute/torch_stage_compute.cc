@@ -100,6 +100,16 @@ TorchStageCompute::TorchStageCompute(const Options& options, TaskRunner* runner,
   optimizer_ = std::make_unique<model::StageOptimizer>(executor_->module(), options.optimizer);
   if (options.frozen) {
     for (at::Tensor& p : params) p.requires_grad_(false);
+  } else {
+    if (options.averaging.outer_every > 1) {
+      outer_ = std::make_unique<model::OuterOptimizer>(
+          options.averaging, model::FlattenParameters(executor_->module()));
+    }
+    if (model::IsLossy(options.averaging.codec)) {
+      // The stage is the seed: replicas draw the same PowerSGD warm start.
+      codec_ = std::make_unique<model::AveragingCodec>(options.averaging.codec, num_params_,
+                                                       static_cast<uint64_t>(options.stage));
+    }
   }
 }
 
@@ -309,6 +319,7 @@ absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& pat
         model::LoadStageCheckpoint(path, executor_->module(), &optimizer_->adamw());
     if (!info.ok()) return info.status();
     step_ = info->step;
+    ResetAveragingLocked();
     return step_;
   });
 }
@@ -317,7 +328,7 @@ absl::StatusOr<std::string> TorchStageCompute::ExportState() {
   absl::MutexLock lock(&mu_);
   return Guard("ExportState", [&]() -> absl::StatusOr<std::string> {
     mu_.AssertHeld();  // the lambda runs under the lock above
-    return model::SerializeStageState(executor_->module(), &optimizer_->adamw(), step_);
+    return ExportLocked();
   });
 }
 
@@ -325,12 +336,7 @@ absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) 
   absl::MutexLock lock(&mu_);
   return Guard("ImportState", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
-    absl::StatusOr<model::CheckpointInfo> info =
-        model::RestoreStageState(bytes, executor_->module(),
-                                 options_.frozen ? nullptr : &optimizer_->adamw());
-    if (!info.ok()) return info.status();
-    step_ = info->step;
-    return step_;
+    return ImportLocked(bytes);
   });
 }
 

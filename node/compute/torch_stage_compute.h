@@ -21,7 +21,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "model/model_config.h"
+#include "model/averaging_options.h"
+#include "model/avg_codec.h"
 #include "model/optimizer.h"
+#include "model/outer_optimizer.h"
 #include "model/tensor_codec.h"
 #include "node/compute/stage_compute.h"
 #include "node/compute/task_runner.h"
@@ -50,6 +53,10 @@ class TorchStageCompute final : public StageCompute {
     // the parameters do not require gradients, and ImportState restores the
     // weights only (no AdamW state is ever held). Not for stage 0.
     bool frozen = false;
+    // Note [Outer steps] in node/train/node_trainer.h: H, the outer
+    // optimiser and the averaging codec. The default (H = 1, fp32) is the
+    // plain per-iteration gradient average. Ignored when frozen.
+    model::AveragingOptions averaging;
   };
 
   static absl::StatusOr<std::unique_ptr<TorchStageCompute>> Create(const Options& options,
@@ -74,6 +81,12 @@ class TorchStageCompute final : public StageCompute {
   absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override;
   absl::StatusOr<std::string> ExportState() override;
   absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override;
+  // torch_stage_compute_averaging.cc.
+  AveragingPlan averaging() const override;
+  absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) override;
+  absl::StatusOr<AverageContribution> TakePseudoGradient() override;
+  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
+                                             int contributors) override;
 
   // For tests and checkpoints. REQUIRES: no task running (so nothing else
   // reads or writes the executor; the caller's promise, not a lock).
@@ -99,6 +112,17 @@ class TorchStageCompute final : public StageCompute {
   struct Targets;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Targets>> targets_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Note [Averaging state] in model/outer_optimizer.h: null unless H > 1 /
+  // the codec is lossy.
+  std::unique_ptr<model::OuterOptimizer> outer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<model::AveragingCodec> codec_ ABSL_GUARDED_BY(mu_);
+
+  // The stage state plus the averaging state, and back (state transfer).
+  absl::StatusOr<std::string> ExportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> ImportLocked(absl::string_view bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After weights were loaded from a checkpoint: the anchor is the loaded
+  // weights, momentum and residual start at zero.
+  void ResetAveragingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 // proto::TensorMeta <-> model::TensorMeta (same fields, same enum values).

@@ -140,13 +140,16 @@ void GrpcGroupComm::Impl::TryFetch(uint64_t iteration, int stage, common::NodeId
 }
 
 // A stage's state (weights and two AdamW moments, fp32, plus names and
-// shapes) from its known size; before any round, max_elements' worth.
+// shapes; with Note [Outer steps] also the anchor, the outer momentum and
+// the error-feedback residual, Note [Averaging state]) from its known size:
+// 7 floats per element leave one spare; before any round, max_elements'
+// worth.
 uint64_t GrpcGroupComm::Impl::MaxStateBytes(int stage) {
   absl::MutexLock lock(&mu_);
   auto it = stage_elements_.find(stage);
   const uint64_t elements =
       it != stage_elements_.end() ? it->second : static_cast<uint64_t>(options_.max_elements);
-  return 4 * elements * sizeof(float) + (uint64_t{1} << 20);
+  return 7 * elements * sizeof(float) + (uint64_t{1} << 20);
 }
 
 }  // namespace skipswarm::node

@@ -55,6 +55,16 @@ struct NodeTrainer::State {
   void StartWork(uint64_t iteration);
   void AfterData(uint64_t iteration, std::optional<IterationReport> data);
   void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
+  // Note [Outer steps], H > 1: the local step, and every H-th step the sync.
+  void OuterStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
+                  GradientSum sum, int64_t outer_every);
+  void Next(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
+            StageStep step) {
+    step.digest_after = it->second->ParamsDigest();
+    report.stages[it->first] = step;
+    MarkAt(it->first, report.iteration + 1);
+    UpdateStage(std::move(report), std::next(it));
+  }
   // Note [Digest re-sync]: replaces this stage's state with `source`'s.
   void Resync(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
               StageStep step, common::NodeId source);
@@ -183,23 +193,41 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
     report.status = sum.status();
     return Finish(std::move(report));
   }
+  const AveragingPlan plan = compute->averaging();
+  if (plan.outer_every > 1) {
+    return OuterStage(std::move(report), it, std::move(sum).value(), plan.outer_every);
+  }
   GradientContribution c;
   c.from = server->self();
   c.visits = sum->visits;
-  c.flat = std::move(sum->flat);
-  c.params_digest = compute->ParamsDigest();
+  int64_t avg_bytes = static_cast<int64_t>(sum->flat.size() * sizeof(float));
+  if (plan.lossy) {
+    absl::StatusOr<AverageContribution> a = compute->CompressGradients(std::move(sum->flat));
+    if (!a.ok()) {
+      report.status = a.status();
+      compute->ZeroGrad();
+      return Finish(std::move(report));
+    }
+    c.flat = std::move(a->flat);
+    c.params_digest = a->digest;
+    avg_bytes = a->bytes;
+  } else {
+    c.flat = std::move(sum->flat);
+    c.params_digest = compute->ParamsDigest();
+  }
   const int64_t here = c.visits;
   const uint64_t mine = c.params_digest;
   const uint64_t iteration = report.iteration;
   State* self = this;
   group->AllReduce(
       iteration, stage, std::move(c),
-      guard.Wrap([self, report = std::move(report), it, here,
-                  mine](absl::StatusOr<ReduceResult> r) mutable {
+      guard.Wrap([self, report = std::move(report), it, here, mine,
+                  avg_bytes](absl::StatusOr<ReduceResult> r) mutable {
         if (self->Stopped()) return;
         StageCompute* compute = it->second;
         StageStep step;
         step.visits_here = here;
+        step.avg_bytes = avg_bytes;
         if (!r.ok()) {
           if (int64_t held = 0; self->AllowLog(&held)) {
             LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
@@ -243,6 +271,80 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         report.stages[it->first] = step;
         self->MarkAt(it->first, report.iteration + 1);
         self->UpdateStage(std::move(report), std::next(it));
+      }));
+}
+
+void NodeTrainer::State::OuterStage(NodeIterationReport report,
+                                    std::map<int, StageCompute*>::iterator it, GradientSum sum,
+                                    int64_t outer_every) {
+  StageCompute* compute = it->second;
+  StageStep step;
+  step.visits_here = sum.visits;
+  step.visits_total = sum.visits;
+  step.replicas = 1;
+  // The inner step: this replica's own visit-weighted AdamW step.
+  absl::StatusOr<UpdateStats> u = compute->ApplyUpdate(sum.flat, sum.visits);
+  if (u.ok()) {
+    step.update = *u;
+  } else {
+    // Non-finite local gradients: nothing stepped (the compute cleared them).
+    LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+               << " inner step: " << u.status();
+  }
+  if (compute->step() % outer_every != 0) return Next(std::move(report), it, step);
+
+  absl::StatusOr<AverageContribution> a = compute->TakePseudoGradient();
+  if (!a.ok()) {
+    report.status = a.status();
+    return Next(std::move(report), it, step);
+  }
+  GradientContribution c;
+  c.from = server->self();
+  c.visits = sum.visits;
+  c.flat = std::move(a->flat);
+  c.params_digest = a->digest;
+  step.avg_bytes = a->bytes;
+  const uint64_t mine = c.params_digest;
+  State* self = this;
+  group->AllReduce(
+      report.iteration, it->first, std::move(c),
+      guard.Wrap([self, report = std::move(report), it, step,
+                  mine](absl::StatusOr<ReduceResult> r) mutable {
+        if (self->Stopped()) return;
+        StageCompute* compute = it->second;
+        if (!r.ok()) {
+          if (int64_t held = 0; self->AllowLog(&held)) {
+            LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                       << ": outer sync failed, keeping the local parameters: " << r.status()
+                       << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+          }
+          report.status = r.status();
+          return self->Next(std::move(report), it, step);
+        }
+        step.visits_total = r->visits;
+        step.replicas = r->contributors;
+        step.digests_agree = r->digests_agree;
+        if (!r->digests_agree) {
+          LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                     << ": replica anchors disagree";
+          std::optional<common::NodeId> source = ResyncSource(r->digests, mine);
+          if (source.has_value()) {
+            self->Resync(std::move(report), it, std::move(step), *source);
+            return;
+          }
+        }
+        const bool finite = std::all_of(r->sum.begin(), r->sum.end(),
+                                        [](float x) { return std::isfinite(x); });
+        if (!finite) step.skipped_nonfinite = true;
+        self->CountNonFinite(report.iteration, it->first, !finite);
+        absl::StatusOr<UpdateStats> o = compute->ApplyOuterStep(r->sum, finite ? r->contributors : 0);
+        if (o.ok()) {
+          step.outer_step = o->stepped;
+        } else {
+          LOG(ERROR) << "stage " << it->first << " outer step: " << o.status();
+          report.status = o.status();
+        }
+        self->Next(std::move(report), it, step);
       }));
 }
 

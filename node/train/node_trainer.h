@@ -33,6 +33,25 @@
 // trainer stops and on_done gets DATA_LOSS naming the stage, instead of
 // training on with nonsense.
 //
+// Note [Outer steps]: how a stage's replicas average is the compute's
+// (StageCompute::averaging(), from --outer_every / --avg_codec; every
+// replica of a swarm is given the same). H = 1 with fp32 is the gradient
+// average above, unchanged. H = 1 with a lossy codec: each replica's
+// gradient sum goes through the codec (with error feedback for top-k and
+// PowerSGD) before it is added; the sum is then the same bytes on every
+// replica as before. H > 1 (DiLoCo): each replica steps on its own
+// gradients (its own visits) and does not average; after every H-th step
+// (step() % H == 0, equal on replicas) it sends its pseudo-gradient (what it
+// moved since the last sync, through the codec) with the digest of the
+// anchor it started from, the group sums them, and every replica applies
+// the same outer Nesterov step to the anchor (ApplyOuterStep): parameters
+// become the new anchor, equal on every replica. Disagreeing anchors re-sync
+// as in Note [Digest re-sync]; the state fetched carries the anchor, outer
+// momentum and residual (Note [Averaging state] in model/outer_optimizer.h).
+// A failed sync keeps the local parameters (the next sync's pseudo-gradient
+// covers both rounds); a non-finite averaged pseudo-gradient sends every
+// replica back to the anchor (Note [Non-finite steps]).
+//
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
 // destroying it is safe at any time (pending callbacks become no-ops).
@@ -69,6 +88,12 @@ struct StageStep {
   // [Non-finite steps]).
   bool skipped_nonfinite = false;
   uint64_t digest_after = 0;
+  // Payload bytes this replica contributed to the stage's average this
+  // iteration with the averaging codec (0 when it did not average: an
+  // inner step of Note [Outer steps]).
+  int64_t avg_bytes = 0;
+  // Note [Outer steps]: this iteration ended with an outer step (H > 1).
+  bool outer_step = false;
 };
 
 struct NodeIterationReport {

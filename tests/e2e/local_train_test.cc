@@ -32,7 +32,7 @@ TEST(LocalTrainTest, TinySwarmTrainsAndWritesItsOutputs) {
   ASSERT_TRUE(csv.ok()) << csv.status();
   std::vector<std::string> lines = Lines(*csv);
   ASSERT_EQ(lines.size(), 21u) << *csv;
-  EXPECT_EQ(lines[0], "iteration,loss,dropped,elapsed_s,rerouted");
+  EXPECT_EQ(lines[0], "iteration,loss,dropped,elapsed_s,rerouted,avg_bytes");
   std::vector<double> losses;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> f = absl::StrSplit(lines[i], ',');

@@ -24,12 +24,17 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
   if (r.data) ExportDrops(*r.data, metrics);  // dropped micro-batches by reason
 
   std::string line = absl::StrFormat("[%s] it %d", node_name, r.iteration);
+  int64_t avg_bytes = 0;  // over the hosted stages (Note [Outer steps])
   for (const auto& [s, step] : r.stages) {
     const std::string label = absl::StrCat("stage=\"", s, "\"");
     metrics->Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
     metrics->Set("skipswarm_stage_replicas", step.replicas, label);
     metrics->Set("skipswarm_stage_grad_norm", step.update.grad_norm, label);
     metrics->Set("skipswarm_stage_digests_agree", step.digests_agree ? 1 : 0, label);
+    metrics->Add("skipswarm_stage_averaged_bytes_total", static_cast<double>(step.avg_bytes),
+                 label);
+    if (step.outer_step) metrics->Add("skipswarm_stage_outer_steps_total", 1, label);
+    avg_bytes += step.avg_bytes;
     absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %016x%s", s,
                                            step.visits_here, step.visits_total, step.replicas,
                                            step.update.grad_norm, step.digest_after,
@@ -56,13 +61,15 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                           {"rerouted_here", r.rerouted_here},
                           {"tokens", d.tokens},
                           {"iteration_s", iteration_s},
-                          {"elapsed_s", elapsed_s}};
+                          {"elapsed_s", elapsed_s},
+                          {"avg_bytes", avg_bytes}};
       std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
     }
   } else if (!progress_file.empty()) {
     // A relay: only what it did itself (no loss, tokens or timings).
     nlohmann::json j = {
-        {"node", node_name}, {"iteration", r.iteration}, {"rerouted_here", r.rerouted_here}};
+        {"node", node_name},       {"iteration", r.iteration},
+        {"rerouted_here", r.rerouted_here}, {"avg_bytes", avg_bytes}};
     std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
   }
   // Every node's own re-routes, as a data node or as a relay.

@@ -59,6 +59,11 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "L2 norm of the stage's averaged gradient in the last iteration."},
       {"skipswarm_stage_digests_agree", T::kGauge,
        "1 if every replica of the stage had the same parameters after the last step."},
+      {"skipswarm_stage_averaged_bytes_total", T::kCounter,
+       "Payload bytes this replica contributed to the stage's averages, with the averaging "
+       "codec (--avg_codec; 0 on the inner steps of --outer_every)."},
+      {"skipswarm_stage_outer_steps_total", T::kCounter,
+       "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
       {"skipswarm_membership_changes_total", T::kCounter,
        "Changes in this node's gossip view (joins, deaths, leaves, record updates)."},

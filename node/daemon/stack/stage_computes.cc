@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<TorchStageCompute>> CreateTorchStageCompute(
   co.optimizer = o.model.optimizer;
   co.optimizer.total_steps = o.iterations;
   co.frozen = frozen;
+  co.averaging = o.model.averaging;
   return TorchStageCompute::Create(co, runner);
 }
 

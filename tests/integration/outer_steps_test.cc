@@ -1,0 +1,172 @@
+// Note [Outer steps] (node/train/node_trainer.h) on real libtorch computes
+// in an in-process swarm of 2 data nodes and 2 replicas of every other
+// stage: DiLoCo-style syncs every H iterations leave the replicas equal
+// and average nothing in between; compressed averaging (H = 1) keeps the
+// replicas equal every iteration; state transfer carries the averaging
+// state (Note [Averaging state]). H = 1 with fp32 is exactness_test's.
+#include <cmath>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "model/averaging_options.h"
+#include "model/model_config.h"
+#include "model/optimizer_options.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/train/sampler_data_source.h"
+#include "node/train/test_swarm.h"
+
+namespace skipswarm::node {
+namespace {
+
+model::Corpus TinyCorpus() {
+  model::Corpus c;
+  for (int i = 0; i < 5000; ++i) c.train.push_back((i * 7 + i / 13) % 32);
+  for (int i = 0; i < 500; ++i) c.validation.push_back((i * 7 + i / 13) % 32);
+  return c;
+}
+
+model::ModelConfig TinyModel() {
+  model::ModelConfig m;
+  m.num_layers = 4;
+  m.d_model = 16;
+  m.num_heads = 2;
+  m.ffn_dim = 24;
+  m.vocab_size = 32;
+  m.seq_len = 8;
+  m.num_stages = 4;
+  m.init_seed = 11;
+  return m;
+}
+
+struct TrainedSwarm {
+  std::unique_ptr<TestSwarm> swarm;
+  std::unique_ptr<SamplerDataSource> data;
+};
+
+// Nodes 0, 1: stage 0; nodes 2s, 2s+1: stage s.
+TrainedSwarm Train(const model::AveragingOptions& averaging, int iterations) {
+  const model::ModelConfig m = TinyModel();
+  model::OptimizerOptions opt;
+  opt.peak_lr = 1e-2;
+  opt.warmup_steps = 5;
+  opt.total_steps = iterations;
+  TrainedSwarm run;
+  static const model::Corpus* corpus = new model::Corpus(TinyCorpus());
+  auto data = SamplerDataSource::Create(corpus->train, {.samples_per_mb = 2, .seq_len = 8, .seed = 3});
+  CHECK(data.ok());
+  run.data = std::move(data).value();
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}};
+  o.num_stages = 4;
+  o.driver.mbs_per_iteration = 2;
+  run.swarm = std::make_unique<TestSwarm>(
+      o,
+      [m, opt, averaging](int, int stage, common::Clock*, TaskRunner* runner) {
+        TorchStageCompute::Options c;
+        c.model = m;
+        c.stage = stage;
+        c.optimizer = opt;
+        c.averaging = averaging;
+        auto compute = TorchStageCompute::Create(c, runner);
+        CHECK(compute.ok()) << compute.status();
+        return std::unique_ptr<StageCompute>(*std::move(compute));
+      },
+      run.data.get());
+  EXPECT_TRUE(run.swarm->Run(iterations));
+  return run;
+}
+
+double MeanLoss(const TestSwarm& swarm, int from, int to) {
+  double sum = 0;
+  int n = 0;
+  for (int d : {0, 1}) {
+    for (int i = from; i < to; ++i) {
+      sum += swarm.reports(d)[i].data->loss;
+      ++n;
+    }
+  }
+  return sum / n;
+}
+
+TEST(OuterStepsTest, ReplicasAverageOnlyEveryHStepsAndAgreeAfterEachSync) {
+  model::AveragingOptions a;
+  a.outer_every = 4;
+  a.outer_lr = 0.7;
+  a.outer_momentum = 0.9;
+  constexpr int kIterations = 24;
+  TrainedSwarm run = Train(a, kIterations);
+  TestSwarm& swarm = *run.swarm;
+  for (int stage = 0; stage < 4; ++stage) {
+    const int r0 = 2 * stage, r1 = 2 * stage + 1;
+    const int64_t n = swarm.compute(r0, stage)->num_params();
+    int diverged = 0;  // inner iterations after which the replicas differ
+    ASSERT_EQ(swarm.reports(r0).size(), static_cast<size_t>(kIterations));
+    for (int i = 0; i < kIterations; ++i) {
+      const StageStep& s0 = swarm.reports(r0)[i].stages.at(stage);
+      const StageStep& s1 = swarm.reports(r1)[i].stages.at(stage);
+      EXPECT_TRUE(swarm.reports(r0)[i].status.ok()) << swarm.reports(r0)[i].status;
+      const bool sync = (i + 1) % 4 == 0;
+      EXPECT_EQ(s0.outer_step, sync) << "stage " << stage << " iteration " << i;
+      EXPECT_EQ(s0.avg_bytes, sync ? 4 * n : 0);
+      if (sync) {
+        EXPECT_EQ(s0.replicas, 2);
+        EXPECT_TRUE(s0.digests_agree);
+        EXPECT_EQ(s0.digest_after, s1.digest_after) << "stage " << stage << " iteration " << i;
+      } else if (s0.digest_after != s1.digest_after) {
+        ++diverged;
+      }
+    }
+    // Between syncs the replicas train on their own micro-batches.
+    EXPECT_GT(diverged, kIterations / 2) << "stage " << stage;
+  }
+  EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
+}
+
+TEST(OuterStepsTest, CompressedGradientAveragingKeepsReplicasEqual) {
+  for (const char* codec : {"int8", "topk:0.1"}) {
+    model::AveragingOptions a;
+    a.codec = *model::ParseAvgCodec(codec);
+    constexpr int kIterations = 20;
+    TrainedSwarm run = Train(a, kIterations);
+    TestSwarm& swarm = *run.swarm;
+    for (int stage = 0; stage < 4; ++stage) {
+      const int64_t n = swarm.compute(2 * stage, stage)->num_params();
+      for (int i = 0; i < kIterations; ++i) {
+        const StageStep& s0 = swarm.reports(2 * stage)[i].stages.at(stage);
+        EXPECT_TRUE(s0.digests_agree) << codec << " stage " << stage << " iteration " << i;
+        EXPECT_EQ(s0.avg_bytes,
+                  static_cast<int64_t>(model::AveragedBytes(a.codec, static_cast<double>(n))));
+      }
+      EXPECT_EQ(swarm.compute(2 * stage, stage)->ParamsDigest(),
+                swarm.compute(2 * stage + 1, stage)->ParamsDigest())
+          << codec << " stage " << stage;
+    }
+    EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4)) << codec;
+  }
+}
+
+// Note [Averaging state]: a replica that imports a peer's state between
+// syncs continues from the same anchor, momentum and residual, so its next
+// pseudo-gradient is the peer's.
+TEST(OuterStepsTest, StateTransferCarriesTheAveragingState) {
+  model::AveragingOptions a;
+  a.outer_every = 4;
+  a.codec = *model::ParseAvgCodec("topk:0.2");
+  TrainedSwarm run = Train(a, 10);  // two syncs done, two inner steps since
+  TestSwarm& swarm = *run.swarm;
+  StageCompute* source = swarm.compute(4, 2);
+  StageCompute* joiner = swarm.compute(5, 2);
+  absl::StatusOr<std::string> state = source->ExportState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(joiner->ImportState(*state).ok());
+  EXPECT_EQ(joiner->ParamsDigest(), source->ParamsDigest());
+  absl::StatusOr<AverageContribution> g0 = source->TakePseudoGradient();
+  absl::StatusOr<AverageContribution> g1 = joiner->TakePseudoGradient();
+  ASSERT_TRUE(g0.ok() && g1.ok());
+  EXPECT_EQ(g0->digest, g1->digest);
+  EXPECT_EQ(g0->flat, g1->flat);  // same residual added, same entries kept
+  EXPECT_EQ(g0->bytes, g1->bytes);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
