@@ -17,6 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "model/torch_guard.h"
 #include "nlohmann/json.hpp"
 
 namespace skipswarm::model {
@@ -94,7 +95,7 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 torch::optim::Optimizer* optimizer, int64_t step,
                                                 const std::string& extra) {
   std::string state;
-  try {
+  absl::Status serialised = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
     torch::serialize::OutputArchive archive;
     for (const auto& item : module.named_parameters()) {
       archive.write("param/" + item.key(), item.value().detach().to(at::kCPU));
@@ -108,9 +109,9 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
       state.append(static_cast<const char*>(data), n);
       return n;
     });
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("checkpoint: serialising: ", e.what()));
-  }
+    return absl::OkStatus();
+  });
+  if (!serialised.ok()) return serialised;
   nlohmann::json h;
   h["config_hash"] = module.config().ConfigHash();
   h["config"] = nlohmann::json::parse(ModelConfigToJson(module.config()));
@@ -148,7 +149,7 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint holds stage ", p->info.stage, ", not stage ", module.stage()));
   }
-  try {
+  absl::Status restored = TorchGuard("checkpoint: unreadable state", [&]() -> absl::Status {
     torch::serialize::InputArchive archive;
     archive.load_from(p->state.data(), p->state.size());
     // Read and check everything first so a bad file leaves the module as is.
@@ -174,9 +175,9 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
     c10::NoGradGuard no_grad;
     for (auto& item : module.named_parameters()) item.value().copy_(loaded[item.key()]);
     if (has_opt) optimizer->load(opt);
-  } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat("checkpoint: unreadable state: ", e.what()));
-  }
+    return absl::OkStatus();
+  }, absl::StatusCode::kDataLoss);
+  if (!restored.ok()) return restored;
   return p->info;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/route.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::model {
 
@@ -66,11 +67,11 @@ absl::StatusOr<double> LocalPipeline::EvalMicroBatch(const std::vector<int>& rou
     if (residual_scale == 1.0) {
       x = y;
     } else {
-      try {
+      absl::Status scaled = TorchGuard("residual scaling", [&]() -> absl::Status {
         x = x + residual_scale * (y - x);
-      } catch (const std::exception& e) {
-        return absl::InternalError(absl::StrCat("residual scaling: ", e.what()));
-      }
+        return absl::OkStatus();
+      });
+      if (!scaled.ok()) return scaled;
     }
   }
   SS_ASSIGN_OR_RETURN(TailResult tail, executors_[0]->Tail(x, targets, 1.0, Mode::kEval));

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::model {
 
@@ -45,7 +46,7 @@ double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm) {
 absl::StatusOr<StepStats> StageOptimizer::Step(int64_t step, double visits) {
   StepStats stats;
   stats.lr = LearningRate(options_, step);
-  try {
+  return TorchGuard("optimizer step", [&]() -> absl::StatusOr<StepStats> {
     std::vector<at::Tensor> params = module_.parameters();
     if (visits <= 0) {
       adamw_->zero_grad();
@@ -68,9 +69,7 @@ absl::StatusOr<StepStats> StageOptimizer::Step(int64_t step, double visits) {
     adamw_->zero_grad();
     stats.stepped = true;
     return stats;
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("optimizer step: ", e.what()));
-  }
+  });
 }
 
 at::Tensor FlattenGradients(StageModule& module) {
@@ -92,7 +91,7 @@ absl::Status SetGradientsFromFlat(StageModule& module, const at::Tensor& flat) {
         "stage ", module.stage(), ": flat gradient must be a float vector of ", total,
         " elements"));
   }
-  try {
+  return TorchGuard("set gradients", [&]() -> absl::Status {
     c10::NoGradGuard no_grad;
     int64_t at = 0;
     for (auto& p : params) {
@@ -101,9 +100,7 @@ absl::Status SetGradientsFromFlat(StageModule& module, const at::Tensor& flat) {
       at += p.numel();
     }
     return absl::OkStatus();
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("set gradients: ", e.what()));
-  }
+  });
 }
 
 }  // namespace skipswarm::model

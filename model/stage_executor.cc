@@ -13,21 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/torch_compat.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::model {
 namespace {
-
-// Runs `fn` and turns any libtorch/std exception into an Internal status.
-template <typename Fn>
-auto Guard(const char* what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": libtorch: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
 
 std::string ShapeString(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ","), "]");
@@ -91,7 +80,7 @@ absl::StatusOr<std::unique_ptr<StageExecutor>> StageExecutor::Create(
   }
   absl::StatusOr<at::Device> device = ParseDevice(runtime.device);
   if (!device.ok()) return device.status();
-  return Guard("building stage", [&]() -> absl::StatusOr<std::unique_ptr<StageExecutor>> {
+  return TorchGuard("building stage", [&]() -> absl::StatusOr<std::unique_ptr<StageExecutor>> {
     auto module = std::make_shared<StageModule>(config, stage);
     module->MoveTo(*device);
     return std::unique_ptr<StageExecutor>(new StageExecutor(std::move(module), *device, runtime));
@@ -133,7 +122,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Start(uint64_t mb, const at::Tensor& t
   if (mode == Mode::kTrain && stash_.count(mb)) {
     return absl::FailedPreconditionError(absl::StrCat("micro-batch ", mb, " already pending"));
   }
-  return Guard("Start", [&]() -> absl::StatusOr<at::Tensor> {
+  return TorchGuard("Start", [&]() -> absl::StatusOr<at::Tensor> {
     at::Tensor t = tokens.to(device_, at::kLong);
     if (t.min().item<int64_t>() < 0 || t.max().item<int64_t>() >= c.vocab_size) {
       return absl::InvalidArgumentError(
@@ -157,7 +146,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Forward(uint64_t mb, const at::Tensor&
   if (mode == Mode::kTrain && stash_.count(mb)) {
     return absl::FailedPreconditionError(absl::StrCat("micro-batch ", mb, " already pending"));
   }
-  return Guard("Forward", [&]() -> absl::StatusOr<at::Tensor> {
+  return TorchGuard("Forward", [&]() -> absl::StatusOr<at::Tensor> {
     c10::AutoGradMode grad(mode == Mode::kTrain);
     at::Tensor x = input.to(device_, at::kFloat).detach();
     if (mode == Mode::kTrain) x.requires_grad_(true);
@@ -181,7 +170,7 @@ absl::StatusOr<TailResult> StageExecutor::Tail(const at::Tensor& activation,
                      activation.size(1), "], got ",
                      targets.defined() ? ShapeString(targets) : "undefined"));
   }
-  return Guard("Tail", [&]() -> absl::StatusOr<TailResult> {
+  return TorchGuard("Tail", [&]() -> absl::StatusOr<TailResult> {
     at::Tensor y = targets.to(device_, at::kLong);
     const int64_t vocab = config().vocab_size;
     if (y.min().item<int64_t>() < 0 || y.max().item<int64_t>() >= vocab) {
@@ -222,7 +211,7 @@ absl::StatusOr<at::Tensor> StageExecutor::Backward(uint64_t mb, const at::Tensor
   }
   Stash stash = std::move(it->second);
   stash_.erase(it);
-  return Guard("Backward", [&]() -> absl::StatusOr<at::Tensor> {
+  return TorchGuard("Backward", [&]() -> absl::StatusOr<at::Tensor> {
     if (!train_parameters) {
       // Only d(output)/d(input): autograd prunes the weights' part of the graph.
       if (!stash.input.defined()) return at::Tensor();

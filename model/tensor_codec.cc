@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/crc32c.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::model {
 namespace {
@@ -355,29 +356,17 @@ absl::StatusOr<at::Tensor> DecodeImpl(const TensorMeta& meta, absl::string_view 
 }  // namespace
 
 absl::StatusOr<EncodedTensor> EncodeTensor(const at::Tensor& tensor, const EncodeOptions& opt) {
-  try {
-    return EncodeImpl(tensor, opt);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("encode: ", e.what()));
-  }
+  return TorchGuard("encode", [&] { return EncodeImpl(tensor, opt); });
 }
 
 absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, absl::string_view payload,
                                         const DecodeExpectations& expect, DecodeStats* stats) {
-  try {
-    return DecodeImpl(meta, payload, expect, stats, nullptr);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("decode: ", e.what()));
-  }
+  return TorchGuard("decode", [&] { return DecodeImpl(meta, payload, expect, stats, nullptr); });
 }
 
 absl::StatusOr<at::Tensor> DecodeTensor(const TensorMeta& meta, std::string&& payload,
                                         const DecodeExpectations& expect, DecodeStats* stats) {
-  try {
-    return DecodeImpl(meta, payload, expect, stats, &payload);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("decode: ", e.what()));
-  }
+  return TorchGuard("decode", [&] { return DecodeImpl(meta, payload, expect, stats, &payload); });
 }
 
 CodecError MeasureCodecError(const at::Tensor& original, const at::Tensor& decoded) {

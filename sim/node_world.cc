@@ -178,10 +178,10 @@ uint64_t WorldSwarmView::version() const {
 // --- WorldTransport ---------------------------------------------------------
 
 WorldTransport::WorldTransport(std::unique_ptr<node::Transport> inner, NodeWorld* world, int self)
-    : inner_(std::move(inner)), world_(world), self_(self) {
+    : ForwardingTransport(std::move(inner)), world_(world), self_(self) {
   world_->Register(self_, this);
   // The world is the only source of failure events (see the header).
-  inner_->SetPeerFailureHandler([](const node::PeerId&, const absl::Status&) {});
+  this->inner()->SetPeerFailureHandler([](const node::PeerId&, const absl::Status&) {});
 }
 
 WorldTransport::~WorldTransport() {
@@ -189,19 +189,9 @@ WorldTransport::~WorldTransport() {
   world_->Unregister(self_, this);
 }
 
-void WorldTransport::SetFrameHandler(node::FrameHandler handler) {
-  inner_->SetFrameHandler(std::move(handler));
-}
-
 void WorldTransport::SetPeerFailureHandler(node::PeerFailureHandler handler) {
   on_failure_ = std::move(handler);
 }
-
-void WorldTransport::SetPeerAddress(const node::PeerId& peer, std::string address) {
-  inner_->SetPeerAddress(peer, std::move(address));
-}
-
-void WorldTransport::ForgetPeer(const node::PeerId& peer) { inner_->ForgetPeer(peer); }
 
 void WorldTransport::RaiseIfContacted(int peer) {
   if (!contacted_.count(peer) || !on_failure_) return;
@@ -234,7 +224,7 @@ void WorldTransport::Send(const node::PeerId& to, node::Frame frame, node::SendD
     return;
   }
   if (v >= 0) contacted_.insert(v);
-  inner_->Send(to, std::move(frame),
+  inner()->Send(to, std::move(frame),
                guard_.Wrap([this, done = std::move(done), iteration, mb, v,
                             sent](absl::Status ack) mutable {
                  if (ack.ok() || v < 0) return done(std::move(ack));
@@ -259,7 +249,7 @@ void WorldTransport::Send(const node::PeerId& to, node::Frame frame, node::SendD
 // --- WorldCompute -----------------------------------------------------------
 
 WorldCompute::WorldCompute(std::unique_ptr<node::StageCompute> inner, NodeWorld* world, int self)
-    : inner_(std::move(inner)), world_(world), self_(self) {}
+    : ForwardingStageCompute(std::move(inner)), world_(world), self_(self) {}
 
 template <typename Done>
 Done WorldCompute::Slowed(Done done) {
@@ -280,19 +270,19 @@ Done WorldCompute::Slowed(Done done) {
 }
 
 void WorldCompute::Start(uint64_t mb, node::MicroBatchData data, node::TensorDone done) {
-  inner_->Start(mb, std::move(data), Slowed(std::move(done)));
+  inner()->Start(mb, std::move(data), Slowed(std::move(done)));
 }
 
 void WorldCompute::Forward(uint64_t mb, node::WireTensor input, node::TensorDone done) {
-  inner_->Forward(mb, std::move(input), Slowed(std::move(done)));
+  inner()->Forward(mb, std::move(input), Slowed(std::move(done)));
 }
 
 void WorldCompute::Tail(uint64_t mb, node::WireTensor activation, node::TailDone done) {
-  inner_->Tail(mb, std::move(activation), Slowed(std::move(done)));
+  inner()->Tail(mb, std::move(activation), Slowed(std::move(done)));
 }
 
 void WorldCompute::Backward(uint64_t mb, node::WireTensor grad_output, node::TensorDone done) {
-  inner_->Backward(mb, std::move(grad_output), Slowed(std::move(done)));
+  inner()->Backward(mb, std::move(grad_output), Slowed(std::move(done)));
 }
 
 }  // namespace skipswarm::sim

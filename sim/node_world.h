@@ -53,9 +53,9 @@
 #include "absl/synchronization/mutex.h"
 #include "common/lifetime_guard.h"
 #include "common/sim_clock.h"
-#include "node/compute/stage_compute.h"
+#include "node/compute/forwarding_stage_compute.h"
 #include "node/stage/swarm_view.h"
-#include "node/transport/transport.h"
+#include "node/transport/forwarding_transport.h"
 #include "scheduler/topology.h"
 
 namespace skipswarm::sim {
@@ -192,16 +192,12 @@ class WorldSwarmView final : public node::SwarmView {
   uint64_t local_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-class WorldTransport final : public node::Transport {
+class WorldTransport final : public node::ForwardingTransport {
  public:
   WorldTransport(std::unique_ptr<node::Transport> inner, NodeWorld* world, int self);
   ~WorldTransport() override;
 
-  node::PeerId self() const override { return inner_->self(); }
-  void SetFrameHandler(node::FrameHandler handler) override;
   void SetPeerFailureHandler(node::PeerFailureHandler handler) override;
-  void SetPeerAddress(const node::PeerId& peer, std::string address) override;
-  void ForgetPeer(const node::PeerId& peer) override;
   void Send(const node::PeerId& to, node::Frame frame, node::SendDone done) override;
 
   // The world's failure event for `peer`, if this node had sent to it.
@@ -211,7 +207,6 @@ class WorldTransport final : public node::Transport {
   void Fail(node::SendDone done, absl::Status why, uint64_t iteration, uint64_t mb,
             int to, double sent_s);
 
-  std::unique_ptr<node::Transport> inner_;
   NodeWorld* const world_;
   const int self_;
   node::PeerFailureHandler on_failure_;
@@ -220,45 +215,22 @@ class WorldTransport final : public node::Transport {
   common::LifetimeGuard guard_;
 };
 
-class WorldCompute final : public node::StageCompute {
+class WorldCompute final : public node::ForwardingStageCompute {
  public:
   WorldCompute(std::unique_ptr<node::StageCompute> inner, NodeWorld* world, int self);
 
   double busy_s() const { return *busy_s_; }
 
-  int stage() const override { return inner_->stage(); }
-  int64_t num_params() const override { return inner_->num_params(); }
   void Start(uint64_t mb, node::MicroBatchData data, node::TensorDone done) override;
   void Forward(uint64_t mb, node::WireTensor input, node::TensorDone done) override;
   void Tail(uint64_t mb, node::WireTensor activation, node::TailDone done) override;
   void Backward(uint64_t mb, node::WireTensor grad_output, node::TensorDone done) override;
-  bool Discard(uint64_t mb) override { return inner_->Discard(mb); }
-  size_t pending() const override { return inner_->pending(); }
-  absl::StatusOr<node::GradientSum> TakeGradients() override { return inner_->TakeGradients(); }
-  absl::StatusOr<node::UpdateStats> ApplyUpdate(const std::vector<float>& summed,
-                                                int64_t total_visits) override {
-    return inner_->ApplyUpdate(summed, total_visits);
-  }
-  void ZeroGrad() override { inner_->ZeroGrad(); }
-  uint64_t ParamsDigest() override { return inner_->ParamsDigest(); }
-  int64_t step() const override { return inner_->step(); }
-  absl::Status SaveCheckpoint(const std::string& path) override {
-    return inner_->SaveCheckpoint(path);
-  }
-  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
-    return inner_->LoadCheckpoint(path);
-  }
-  absl::StatusOr<std::string> ExportState() override { return inner_->ExportState(); }
-  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override {
-    return inner_->ImportState(bytes);
-  }
 
  private:
   // Wraps `done` so the result is held while the node is slow.
   template <typename Done>
   Done Slowed(Done done);
 
-  std::unique_ptr<node::StageCompute> inner_;
   NodeWorld* const world_;
   const int self_;
   std::shared_ptr<double> busy_s_ = std::make_shared<double>(0);

@@ -26,6 +26,12 @@
 // is the visit-weighted average of docs/DESIGN.md §6 (Note [Visit weighting] in
 // model/optimizer.h); clipping is per stage, as in the reference trainer.
 //
+// Two interfaces: StageTasks (Start, Forward, Tail, Backward, Discard;
+// what the stage server calls) and StageState (gradients, the step,
+// digests, checkpoints, state export/import; what the trainer calls at the
+// iteration end). StageCompute is both; ForwardingStageCompute
+// (forwarding_stage_compute.h) is the base of its decorators.
+//
 // Thread rule: implementations are thread-safe, but the node issues one
 // micro-batch task at a time per StageCompute. `done` is never run inside the
 // call that was given it; it runs on the implementation's runner thread or
@@ -97,13 +103,13 @@ struct GradientSum {
 using TensorDone = absl::AnyInvocable<void(absl::StatusOr<WireTensor> out)>;
 using TailDone = absl::AnyInvocable<void(absl::StatusOr<TailOutput> out)>;
 
-class StageCompute {
+// The compute task interface: the micro-batch work the stage server runs,
+// one task at a time.
+class StageTasks {
  public:
-  virtual ~StageCompute() = default;
+  virtual ~StageTasks() = default;
 
   virtual int stage() const = 0;
-  // Number of float parameters (length of GradientSum::flat).
-  virtual int64_t num_params() const = 0;
 
   // Stage 0: embeds `data` and runs stage 0's blocks; keeps the targets for
   // Tail. `mb` must be unique among this compute's pending MBs
@@ -121,6 +127,17 @@ class StageCompute {
   // Drops a pending MB (lost downstream). Returns whether it was pending.
   virtual bool Discard(uint64_t mb) = 0;
   virtual size_t pending() const = 0;
+};
+
+// The state interface: the stage's weights, gradients and optimiser state
+// at iteration boundaries (averaging, the step, digests, checkpoints and
+// replica re-sync). REQUIRES for every method: no task running.
+class StageState {
+ public:
+  virtual ~StageState() = default;
+
+  // Number of float parameters (length of GradientSum::flat).
+  virtual int64_t num_params() const = 0;
 
   // Iteration end. TakeGradients returns the accumulated sum and visits and
   // leaves them in place. ApplyUpdate sets the gradient to `summed` (the
@@ -139,15 +156,14 @@ class StageCompute {
   virtual int64_t step() const = 0;
 
   // Checkpoints (weights, optimiser state, step) atomically to `path` /
-  // restores from it, returning the restored step. REQUIRES: no task
-  // running (between iterations).
+  // restores from it, returning the restored step.
   virtual absl::Status SaveCheckpoint(const std::string& path) = 0;
   virtual absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) = 0;
 
   // The same state as bytes in memory, and its restore (returns the
   // restored step): replica re-sync (Note [Digest re-sync] in
-  // node/train/node_trainer.h). REQUIRES: no task running. Decorators that
-  // do not forward these answer UNIMPLEMENTED.
+  // node/train/node_trainer.h). An implementation without a state to move
+  // answers UNIMPLEMENTED.
   virtual absl::StatusOr<std::string> ExportState() {
     return absl::UnimplementedError("this StageCompute cannot export its state");
   }
@@ -178,6 +194,11 @@ class StageCompute {
     return absl::UnimplementedError("this StageCompute has no outer optimiser");
   }
 };
+
+// One hosted stage: its tasks and its state, on one object (the stage
+// server runs the tasks, the trainer reads and updates the state between
+// iterations).
+class StageCompute : public StageTasks, public StageState {};
 
 }  // namespace skipswarm::node
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
 #include "model/stage_executor.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::node {
 
@@ -19,18 +20,6 @@ struct TorchStageCompute::Targets {
 };
 
 namespace {
-
-// Turns a libtorch / std exception escaping `fn` into an Internal status.
-template <typename Fn>
-auto Guard(const char* what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": libtorch: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
 
 absl::StatusOr<at::Tensor> TokensTensor(const std::vector<int64_t>& ids, int64_t samples,
                                         int64_t seq, const char* what) {
@@ -86,7 +75,7 @@ absl::StatusOr<std::unique_ptr<TorchStageCompute>> TorchStageCompute::Create(
     return absl::InvalidArgumentError("stage 0 cannot be frozen (it ends every micro-batch)");
   }
   if (!executor.ok()) return executor.status();
-  return Guard("optimiser", [&]() -> absl::StatusOr<std::unique_ptr<TorchStageCompute>> {
+  return model::TorchGuard("optimiser", [&]() -> absl::StatusOr<std::unique_ptr<TorchStageCompute>> {
     return std::unique_ptr<TorchStageCompute>(
         new TorchStageCompute(options, runner, std::move(executor).value()));
   });
@@ -168,7 +157,7 @@ absl::StatusOr<at::Tensor> DecodeActivation(const WireTensor& in, const model::M
 
 absl::StatusOr<WireTensor> TorchStageCompute::DoStart(uint64_t mb, const MicroBatchData& data) {
   if (options_.stage != 0) return absl::FailedPreconditionError("Start needs stage 0");
-  return Guard("Start", [&]() -> absl::StatusOr<WireTensor> {
+  return model::TorchGuard("Start", [&]() -> absl::StatusOr<WireTensor> {
     absl::StatusOr<at::Tensor> tokens = TokensTensor(data.tokens, data.samples, data.seq, "tokens");
     if (!tokens.ok()) return tokens.status();
     absl::StatusOr<at::Tensor> targets =
@@ -186,7 +175,7 @@ absl::StatusOr<WireTensor> TorchStageCompute::DoStart(uint64_t mb, const MicroBa
 }
 
 absl::StatusOr<WireTensor> TorchStageCompute::DoForward(uint64_t mb, const WireTensor& input) {
-  return Guard("Forward", [&]() -> absl::StatusOr<WireTensor> {
+  return model::TorchGuard("Forward", [&]() -> absl::StatusOr<WireTensor> {
     absl::StatusOr<at::Tensor> x = DecodeActivation(input, options_.model, options_.max_samples);
     if (!x.ok()) return x.status();
     absl::MutexLock lock(&mu_);
@@ -197,7 +186,7 @@ absl::StatusOr<WireTensor> TorchStageCompute::DoForward(uint64_t mb, const WireT
 }
 
 absl::StatusOr<TailOutput> TorchStageCompute::DoTail(uint64_t mb, const WireTensor& activation) {
-  return Guard("Tail", [&]() -> absl::StatusOr<TailOutput> {
+  return model::TorchGuard("Tail", [&]() -> absl::StatusOr<TailOutput> {
     absl::StatusOr<at::Tensor> x =
         DecodeActivation(activation, options_.model, options_.max_samples);
     if (!x.ok()) return x.status();
@@ -216,7 +205,7 @@ absl::StatusOr<TailOutput> TorchStageCompute::DoTail(uint64_t mb, const WireTens
 }
 
 absl::StatusOr<WireTensor> TorchStageCompute::DoBackward(uint64_t mb, const WireTensor& grad) {
-  return Guard("Backward", [&]() -> absl::StatusOr<WireTensor> {
+  return model::TorchGuard("Backward", [&]() -> absl::StatusOr<WireTensor> {
     absl::StatusOr<at::Tensor> g = DecodeActivation(grad, options_.model, options_.max_samples);
     if (!g.ok()) return g.status();
     absl::MutexLock lock(&mu_);
@@ -241,7 +230,7 @@ size_t TorchStageCompute::pending() const {
 
 absl::StatusOr<GradientSum> TorchStageCompute::TakeGradients() {
   absl::MutexLock lock(&mu_);
-  return Guard("TakeGradients", [&]() -> absl::StatusOr<GradientSum> {
+  return model::TorchGuard("TakeGradients", [&]() -> absl::StatusOr<GradientSum> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     GradientSum sum;
     sum.visits = executor_->visits();
@@ -266,7 +255,7 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyUpdate(const std::vector<flo
         absl::StrCat("update has ", summed.size(), " elements, stage has ", num_params_));
   }
   absl::MutexLock lock(&mu_);
-  return Guard("ApplyUpdate", [&]() -> absl::StatusOr<UpdateStats> {
+  return model::TorchGuard("ApplyUpdate", [&]() -> absl::StatusOr<UpdateStats> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     at::Tensor flat = at::from_blob(const_cast<float*>(summed.data()),
                                     {static_cast<int64_t>(summed.size())}, at::kFloat);
@@ -305,7 +294,7 @@ int64_t TorchStageCompute::step() const {
 
 absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
-  return Guard("SaveCheckpoint", [&]() -> absl::Status {
+  return model::TorchGuard("SaveCheckpoint", [&]() -> absl::Status {
     mu_.AssertHeld();  // the lambda runs under the lock above
     return model::SaveStageCheckpoint(path, executor_->module(), &optimizer_->adamw(), step_);
   });
@@ -313,7 +302,7 @@ absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
 
 absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
-  return Guard("LoadCheckpoint", [&]() -> absl::StatusOr<int64_t> {
+  return model::TorchGuard("LoadCheckpoint", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     absl::StatusOr<model::CheckpointInfo> info =
         model::LoadStageCheckpoint(path, executor_->module(), &optimizer_->adamw());
@@ -326,7 +315,7 @@ absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& pat
 
 absl::StatusOr<std::string> TorchStageCompute::ExportState() {
   absl::MutexLock lock(&mu_);
-  return Guard("ExportState", [&]() -> absl::StatusOr<std::string> {
+  return model::TorchGuard("ExportState", [&]() -> absl::StatusOr<std::string> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     return ExportLocked();
   });
@@ -334,7 +323,7 @@ absl::StatusOr<std::string> TorchStageCompute::ExportState() {
 
 absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) {
   absl::MutexLock lock(&mu_);
-  return Guard("ImportState", [&]() -> absl::StatusOr<int64_t> {
+  return model::TorchGuard("ImportState", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     return ImportLocked(bytes);
   });

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
 #include "node/train/test_swarm.h"
@@ -15,29 +16,15 @@ namespace skipswarm::node {
 namespace {
 
 // TimedStageCompute whose gradients are NaN in the listed steps.
-class PoisonedCompute final : public StageCompute {
+class PoisonedCompute final : public ForwardingStageCompute {
  public:
   PoisonedCompute(common::Clock* clock, int stage, std::set<int64_t> poisoned)
-      : inner_(clock, TimedStageCompute::Options{.stage = stage}), poisoned_(poisoned) {}
-  int stage() const override { return inner_.stage(); }
-  int64_t num_params() const override { return inner_.num_params(); }
-  void Start(uint64_t mb, MicroBatchData data, TensorDone done) override {
-    inner_.Start(mb, std::move(data), std::move(done));
-  }
-  void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
-    inner_.Forward(mb, std::move(input), std::move(done));
-  }
-  void Tail(uint64_t mb, WireTensor activation, TailDone done) override {
-    inner_.Tail(mb, std::move(activation), std::move(done));
-  }
-  void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override {
-    inner_.Backward(mb, std::move(grad_output), std::move(done));
-  }
-  bool Discard(uint64_t mb) override { return inner_.Discard(mb); }
-  size_t pending() const override { return inner_.pending(); }
+      : ForwardingStageCompute(std::make_unique<TimedStageCompute>(
+            clock, TimedStageCompute::Options{.stage = stage})),
+        poisoned_(poisoned) {}
   absl::StatusOr<GradientSum> TakeGradients() override {
-    absl::StatusOr<GradientSum> g = inner_.TakeGradients();
-    if (g.ok() && poisoned_.count(inner_.step()) > 0 && !g->flat.empty()) {
+    absl::StatusOr<GradientSum> g = inner()->TakeGradients();
+    if (g.ok() && poisoned_.count(inner()->step()) > 0 && !g->flat.empty()) {
       g->flat[0] = std::numeric_limits<float>::quiet_NaN();
     }
     return g;
@@ -47,22 +34,12 @@ class PoisonedCompute final : public StageCompute {
     for (float x : summed) {
       if (!std::isfinite(x)) ++nonfinite_applied;
     }
-    return inner_.ApplyUpdate(summed, total_visits);
-  }
-  void ZeroGrad() override { inner_.ZeroGrad(); }
-  uint64_t ParamsDigest() override { return inner_.ParamsDigest(); }
-  int64_t step() const override { return inner_.step(); }
-  absl::Status SaveCheckpoint(const std::string& path) override {
-    return inner_.SaveCheckpoint(path);
-  }
-  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
-    return inner_.LoadCheckpoint(path);
+    return inner()->ApplyUpdate(summed, total_visits);
   }
 
   int nonfinite_applied = 0;
 
  private:
-  TimedStageCompute inner_;
   const std::set<int64_t> poisoned_;
 };
 

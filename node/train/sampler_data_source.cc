@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "model/torch_guard.h"
 
 namespace skipswarm::node {
 
@@ -18,7 +19,7 @@ absl::StatusOr<std::unique_ptr<SamplerDataSource>> SamplerDataSource::Create(
 }
 
 absl::StatusOr<MicroBatchData> SamplerDataSource::Get(uint64_t index) const {
-  try {
+  return model::TorchGuard(absl::StrCat("sampling micro-batch ", index), [&]() -> absl::StatusOr<MicroBatchData> {
     model::MicroBatch mb = sampler_->Get(index);
     at::Tensor tokens = mb.tokens.to(at::kLong).contiguous();
     at::Tensor targets = mb.targets.to(at::kLong).contiguous();
@@ -28,9 +29,7 @@ absl::StatusOr<MicroBatchData> SamplerDataSource::Get(uint64_t index) const {
     d.tokens.assign(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel());
     d.targets.assign(targets.data_ptr<int64_t>(), targets.data_ptr<int64_t>() + targets.numel());
     return d;
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("sampling micro-batch ", index, ": ", e.what()));
-  }
+  });
 }
 
 }  // namespace skipswarm::node

@@ -13,7 +13,7 @@
 namespace skipswarm::node {
 
 struct FaultInjectingTransport::State {
-  State(std::unique_ptr<Transport> inner, common::Clock* clock, uint64_t seed,
+  State(std::shared_ptr<Transport> inner, common::Clock* clock, uint64_t seed,
         absl::Duration drop_timeout)
       : inner(std::move(inner)), clock(clock), drop_timeout(drop_timeout),
         rng(seed) {}
@@ -25,7 +25,9 @@ struct FaultInjectingTransport::State {
     return "";
   }
 
-  const std::unique_ptr<Transport> inner;
+  // The base's inner transport, shared so that a delayed send still has it
+  // after the decorator is gone.
+  const std::shared_ptr<Transport> inner;
   common::Clock* const clock;
   const absl::Duration drop_timeout;
 
@@ -44,8 +46,8 @@ struct FaultInjectingTransport::State {
 FaultInjectingTransport::FaultInjectingTransport(
     std::unique_ptr<Transport> inner, common::Clock* clock, uint64_t seed,
     absl::Duration drop_timeout)
-    : state_(std::make_shared<State>(std::move(inner), clock, seed,
-                                     drop_timeout)) {
+    : ForwardingTransport(std::move(inner)),
+      state_(std::make_shared<State>(shared_inner(), clock, seed, drop_timeout)) {
   std::weak_ptr<State> weak = state_;
   state_->inner->SetFrameHandler([weak](const PeerId& from, Frame frame,
                                         AckFn ack) {
@@ -156,8 +158,6 @@ void FaultInjectingTransport::Cut(const PeerId& peer, const char* why) {
   });
 }
 
-PeerId FaultInjectingTransport::self() const { return state_->inner->self(); }
-
 void FaultInjectingTransport::SetFrameHandler(FrameHandler handler) {
   auto shared = std::make_shared<const FrameHandler>(std::move(handler));
   absl::MutexLock lock(&state_->mu);
@@ -168,15 +168,6 @@ void FaultInjectingTransport::SetPeerFailureHandler(PeerFailureHandler handler) 
   auto shared = std::make_shared<const PeerFailureHandler>(std::move(handler));
   absl::MutexLock lock(&state_->mu);
   state_->on_failure = std::move(shared);
-}
-
-void FaultInjectingTransport::SetPeerAddress(const PeerId& peer,
-                                             std::string address) {
-  state_->inner->SetPeerAddress(peer, std::move(address));
-}
-
-void FaultInjectingTransport::ForgetPeer(const PeerId& peer) {
-  state_->inner->ForgetPeer(peer);
 }
 
 void FaultInjectingTransport::Send(const PeerId& to, Frame frame,

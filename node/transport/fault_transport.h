@@ -28,11 +28,11 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "node/transport/transport.h"
+#include "node/transport/forwarding_transport.h"
 
 namespace skipswarm::node {
 
-class FaultInjectingTransport final : public Transport {
+class FaultInjectingTransport final : public ForwardingTransport {
  public:
   // `seed` drives SetDropRate's coin flips.
   FaultInjectingTransport(std::unique_ptr<Transport> inner,
@@ -57,11 +57,8 @@ class FaultInjectingTransport final : public Transport {
   // Frames dropped so far.
   int64_t dropped();
 
-  PeerId self() const override;
   void SetFrameHandler(FrameHandler handler) override;
   void SetPeerFailureHandler(PeerFailureHandler handler) override;
-  void SetPeerAddress(const PeerId& peer, std::string address) override;
-  void ForgetPeer(const PeerId& peer) override;
   void Send(const PeerId& to, Frame frame, SendDone done) override;
 
  private:

@@ -18,7 +18,7 @@ struct ShapingTransport::State {
     TokenBucket bucket;
   };
 
-  State(std::unique_ptr<Transport> inner, common::Clock* clock,
+  State(std::shared_ptr<Transport> inner, common::Clock* clock,
         ShapingOptions options)
       : inner(std::move(inner)),
         clock(clock),
@@ -38,7 +38,9 @@ struct ShapingTransport::State {
     return it->second;
   }
 
-  const std::unique_ptr<Transport> inner;
+  // The base's inner transport, shared so that a frame waiting for its
+  // bucket still has it after the decorator is gone.
+  const std::shared_ptr<Transport> inner;
   common::Clock* const clock;
   const ShapingOptions options;
 
@@ -59,7 +61,8 @@ uint64_t WireBytes(const Frame& frame) {
 
 ShapingTransport::ShapingTransport(std::unique_ptr<Transport> inner,
                                    common::Clock* clock, ShapingOptions options)
-    : state_(std::make_shared<State>(std::move(inner), clock, options)) {
+    : ForwardingTransport(std::move(inner)),
+      state_(std::make_shared<State>(shared_inner(), clock, options)) {
   std::weak_ptr<State> weak = state_;
   state_->inner->SetFrameHandler([weak](const PeerId& from, Frame frame,
                                         AckFn ack) {
@@ -105,24 +108,10 @@ void ShapingTransport::SetLink(const PeerId& peer, LinkShape shape) {
                                            state_->options.burst_bytes)});
 }
 
-PeerId ShapingTransport::self() const { return state_->inner->self(); }
-
 void ShapingTransport::SetFrameHandler(FrameHandler handler) {
   auto shared = std::make_shared<const FrameHandler>(std::move(handler));
   absl::MutexLock lock(&state_->mu);
   state_->handler = std::move(shared);
-}
-
-void ShapingTransport::SetPeerFailureHandler(PeerFailureHandler handler) {
-  state_->inner->SetPeerFailureHandler(std::move(handler));
-}
-
-void ShapingTransport::SetPeerAddress(const PeerId& peer, std::string address) {
-  state_->inner->SetPeerAddress(peer, std::move(address));
-}
-
-void ShapingTransport::ForgetPeer(const PeerId& peer) {
-  state_->inner->ForgetPeer(peer);
 }
 
 void ShapingTransport::Send(const PeerId& to, Frame frame, SendDone done) {

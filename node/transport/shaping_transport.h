@@ -29,7 +29,7 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "node/transport/transport.h"
+#include "node/transport/forwarding_transport.h"
 
 namespace skipswarm::node {
 
@@ -48,7 +48,7 @@ struct ShapingOptions {
 // Megabits per second (operator flags) to bytes per second.
 inline double MbpsToBytesPerSecond(double mbps) { return mbps * 1e6 / 8; }
 
-class ShapingTransport final : public Transport {
+class ShapingTransport final : public ForwardingTransport {
  public:
   ShapingTransport(std::unique_ptr<Transport> inner, common::Clock* clock,
                    ShapingOptions options);
@@ -58,11 +58,7 @@ class ShapingTransport final : public Transport {
   // starts empty).
   void SetLink(const PeerId& peer, LinkShape shape);
 
-  PeerId self() const override;
   void SetFrameHandler(FrameHandler handler) override;
-  void SetPeerFailureHandler(PeerFailureHandler handler) override;
-  void SetPeerAddress(const PeerId& peer, std::string address) override;
-  void ForgetPeer(const PeerId& peer) override;
   void Send(const PeerId& to, Frame frame, SendDone done) override;
 
  private:

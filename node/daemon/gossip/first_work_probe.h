@@ -22,54 +22,29 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "node/compute/stage_compute.h"
+#include "node/compute/forwarding_stage_compute.h"
 
 namespace skipswarm::node {
 
-class FirstWorkProbe final : public StageCompute {
+class FirstWorkProbe final : public ForwardingStageCompute {
  public:
   // `inner` (and `clock`, when given) must outlive the probe.
   FirstWorkProbe(StageCompute* inner, std::function<void(bool backward)> on_first,
                  common::Clock* clock = nullptr,
                  std::function<void(bool backward, absl::Duration elapsed)> on_timed = nullptr)
-      : inner_(inner),
+      : ForwardingStageCompute(inner),
         on_first_(std::move(on_first)),
         clock_(clock),
         on_timed_(clock != nullptr ? std::move(on_timed) : nullptr) {}
 
-  int stage() const override { return inner_->stage(); }
-  int64_t num_params() const override { return inner_->num_params(); }
   void Start(uint64_t mb, MicroBatchData data, TensorDone done) override {
-    inner_->Start(mb, std::move(data), Wrap(false, std::move(done)));
+    inner()->Start(mb, std::move(data), Wrap(false, std::move(done)));
   }
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
-    inner_->Forward(mb, std::move(input), Wrap(false, std::move(done)));
-  }
-  void Tail(uint64_t mb, WireTensor activation, TailDone done) override {
-    inner_->Tail(mb, std::move(activation), std::move(done));
+    inner()->Forward(mb, std::move(input), Wrap(false, std::move(done)));
   }
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override {
-    inner_->Backward(mb, std::move(grad_output), Wrap(true, std::move(done)));
-  }
-  bool Discard(uint64_t mb) override { return inner_->Discard(mb); }
-  size_t pending() const override { return inner_->pending(); }
-  absl::StatusOr<GradientSum> TakeGradients() override { return inner_->TakeGradients(); }
-  absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
-                                          int64_t total_visits) override {
-    return inner_->ApplyUpdate(summed, total_visits);
-  }
-  void ZeroGrad() override { inner_->ZeroGrad(); }
-  uint64_t ParamsDigest() override { return inner_->ParamsDigest(); }
-  int64_t step() const override { return inner_->step(); }
-  absl::Status SaveCheckpoint(const std::string& path) override {
-    return inner_->SaveCheckpoint(path);
-  }
-  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path) override {
-    return inner_->LoadCheckpoint(path);
-  }
-  absl::StatusOr<std::string> ExportState() override { return inner_->ExportState(); }
-  absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override {
-    return inner_->ImportState(bytes);
+    inner()->Backward(mb, std::move(grad_output), Wrap(true, std::move(done)));
   }
   AveragingPlan averaging() const override { return inner_->averaging(); }
   absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) override {
@@ -97,7 +72,6 @@ class FirstWorkProbe final : public StageCompute {
     };
   }
 
-  StageCompute* const inner_;
   const std::function<void(bool)> on_first_;
   common::Clock* const clock_;
   const std::function<void(bool, absl::Duration)> on_timed_;

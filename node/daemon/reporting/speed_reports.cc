@@ -38,13 +38,13 @@ std::optional<double> ComputeSpeedMeter::TakePublishable(absl::Duration now) {
 
 LinkTimingTransport::LinkTimingTransport(Transport* inner, common::Clock* clock,
                                          HopReport report)
-    : inner_(inner), clock_(clock), report_(std::move(report)) {}
+    : ForwardingTransport(inner), clock_(clock), report_(std::move(report)) {}
 
 void LinkTimingTransport::Send(const PeerId& to, Frame frame, SendDone done) {
   const uint64_t bytes = frame.payload.size();
   const absl::Duration sent = clock_->SteadyNow();
   // By value: an ack may come while this wrapper is being torn down.
-  inner_->Send(to, std::move(frame),
+  inner()->Send(to, std::move(frame),
                [clock = clock_, report = report_, to, bytes, sent,
                 done = std::move(done)](absl::Status ack) mutable {
                  if (ack.ok() && report) report(to, bytes, clock->SteadyNow() - sent);

@@ -43,7 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "node/transport/transport.h"
+#include "node/transport/forwarding_transport.h"
 
 namespace skipswarm::node {
 
@@ -83,26 +83,14 @@ class ComputeSpeedMeter {
 // Reports every successful hop: `peer`, payload bytes, send -> OK ack.
 using HopReport = std::function<void(const PeerId& peer, uint64_t bytes, absl::Duration elapsed)>;
 
-class LinkTimingTransport final : public Transport {
+class LinkTimingTransport final : public ForwardingTransport {
  public:
   // Borrows `inner` and `clock` (both must outlive this).
   LinkTimingTransport(Transport* inner, common::Clock* clock, HopReport report);
 
-  PeerId self() const override { return inner_->self(); }
-  void SetFrameHandler(FrameHandler handler) override {
-    inner_->SetFrameHandler(std::move(handler));
-  }
-  void SetPeerFailureHandler(PeerFailureHandler handler) override {
-    inner_->SetPeerFailureHandler(std::move(handler));
-  }
-  void SetPeerAddress(const PeerId& peer, std::string address) override {
-    inner_->SetPeerAddress(peer, std::move(address));
-  }
-  void ForgetPeer(const PeerId& peer) override { inner_->ForgetPeer(peer); }
   void Send(const PeerId& to, Frame frame, SendDone done) override;
 
  private:
-  Transport* const inner_;
   common::Clock* const clock_;
   const HopReport report_;
 };

@@ -68,14 +68,14 @@ absl::StatusOr<StaticSwarmTls> StaticSwarmTls::Create(const StaticSwarmSecurityO
 
 ListedPeersOnlyTransport::ListedPeersOnlyTransport(std::unique_ptr<Transport> inner,
                                                    std::vector<PeerId> members)
-    : inner_(std::move(inner)), members_([&] {
+    : ForwardingTransport(std::move(inner)), members_([&] {
         std::sort(members.begin(), members.end());
         return std::move(members);
       }()) {}
 
 void ListedPeersOnlyTransport::SetFrameHandler(FrameHandler handler) {
-  if (!handler) return inner_->SetFrameHandler(nullptr);
-  inner_->SetFrameHandler(
+  if (!handler) return inner()->SetFrameHandler(nullptr);
+  inner()->SetFrameHandler(
       [this, handler = std::move(handler)](const PeerId& from, Frame frame, AckFn ack) {
         if (!std::binary_search(members_.begin(), members_.end(), from)) {
           LOG(WARNING) << "refused a frame from node " << from

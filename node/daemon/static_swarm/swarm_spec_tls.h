@@ -41,7 +41,7 @@
 #include "identity/identity.h"
 #include "identity/tls_credentials.h"
 #include "node/daemon/stack/swarm_spec.h"
-#include "node/transport/transport.h"
+#include "node/transport/forwarding_transport.h"
 
 namespace skipswarm::node {
 
@@ -66,25 +66,13 @@ struct StaticSwarmTls {
 // (PERMISSION_DENIED to the sender, logged) and passes everything else
 // through. `from` is the id the inner transport authenticated (with TLS:
 // the certificate's key). Thread rule: as the inner transport's.
-class ListedPeersOnlyTransport final : public Transport {
+class ListedPeersOnlyTransport final : public ForwardingTransport {
  public:
   ListedPeersOnlyTransport(std::unique_ptr<Transport> inner, std::vector<PeerId> members);
 
-  PeerId self() const override { return inner_->self(); }
   void SetFrameHandler(FrameHandler handler) override;
-  void SetPeerFailureHandler(PeerFailureHandler handler) override {
-    inner_->SetPeerFailureHandler(std::move(handler));
-  }
-  void SetPeerAddress(const PeerId& peer, std::string address) override {
-    inner_->SetPeerAddress(peer, std::move(address));
-  }
-  void ForgetPeer(const PeerId& peer) override { inner_->ForgetPeer(peer); }
-  void Send(const PeerId& to, Frame frame, SendDone done) override {
-    inner_->Send(to, std::move(frame), std::move(done));
-  }
 
  private:
-  const std::unique_ptr<Transport> inner_;
   const std::vector<PeerId> members_;  // sorted
 };
 
