@@ -17,7 +17,7 @@ OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/netns-swarm-$$"
 mkdir -p "$OUT"
 MODEL=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
        --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
-CASES=(public_swarm_trains nat_blocks_inbound_only)
+CASES=(public_swarm_trains nat_blocks_inbound_only reachability_at_join)
 
 netns_require "${CASES[@]}" || { nt_finish; exit $?; }
 netns_init
@@ -28,13 +28,13 @@ netns_home h1
 for h in p1 p2 p3 h1; do netns_cap "$h" "$RATE"; done
 
 # A node on `host`: NAME STAGE [extra flags]; output in $OUT/NAME.{out,err},
-# its pid in LAST_PID.
+# its pid in LAST_PID. EXPECT: founders to wait for (default 3).
 start_node() {
   local host=$1 name=$2 stage=$3
   shift 3
   nx "$host" timeout "$TIMEOUT_S" "$BIN" node --name="$name" --host_stages="$stage" \
     --node_key_file="$OUT/$name.key" --create_key --listen=0.0.0.0:7000 \
-    --expect_members=3 --node_iterations="$ITERATIONS" --control_port=-1 \
+    --expect_members="${EXPECT:-3}" --node_iterations="$ITERATIONS" --control_port=-1 \
     --checkpoint_dir="$OUT/ckpt-$name" "${MODEL[@]}" "$@" \
     >"$OUT/$name.out" 2>"$OUT/$name.err" &
   LAST_PID=$!
@@ -84,6 +84,37 @@ if [ "$out_ok" -eq 1 ] && [ "$in_ok" -eq 0 ] && [ "$seen" = "10.231.0.101" ]; th
   nt_case nat_blocks_inbound_only passed "outbound seen from the router 10.231.0.101"
 else
   nt_case nat_blocks_inbound_only failed "outbound=$out_ok inbound=$in_ok seen=$seen"
+fi
+
+# --- reachability_at_join: founders waiting for a 4th member; a public
+# joiner is dialed back, the home one (behind its NAT router) is not.
+EXPECT=4
+start_node p1 r0 0
+pid_r0=$LAST_PID
+wait_for_line "$OUT/r0.out" "advertised as" 30
+start_node p2 r1 1 --join="${NETNS_ADDR[p1]}:7000"
+pid_r1=$LAST_PID
+wait_for_line "$OUT/r1.out" "reachable at\|behind NAT\|reachability" 30
+start_node h1 r2 2 --join="${NETNS_ADDR[p1]}:7000" --metrics_port=9400
+pid_r2=$LAST_PID
+wait_for_line "$OUT/r2.out" "reachable at\|behind NAT\|reachability" 30
+metric=$(nx h1 python3 -c 'import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5).read().decode())' \
+  2>/dev/null | grep '^skipswarm_reachable ')
+# SIGTERM: background jobs of a script ignore SIGINT.
+for p in $pid_r0 $pid_r1 $pid_r2; do kill -TERM "$p" 2>/dev/null; done
+for p in $pid_r0 $pid_r1 $pid_r2; do wait "$p"; done
+public_line=$(grep -m1 "reachable at\|behind NAT\|reachability" "$OUT/r1.out")
+home_line=$(grep -m1 "reachable at\|behind NAT\|reachability" "$OUT/r2.out")
+echo "[netns] public joiner: $public_line"
+echo "[netns] home joiner:   $home_line"
+echo "[netns] home metric:   $metric"
+if [[ "$public_line" == "reachable at ${NETNS_ADDR[p2]}:7000 "* ]] &&
+   [[ "$home_line" == "behind NAT: outbound-only mode (${NETNS_ADDR[h1]}:7000 could not be dialed by 2 of 2 peers; they see this node as 10.231.0.101)" ]] &&
+   [ "$metric" = "skipswarm_reachable 0" ]; then
+  nt_case reachability_at_join passed "$home_line"
+else
+  nt_case reachability_at_join failed "public: '$public_line'; home: '$home_line'; metric: '$metric'"
 fi
 
 nt_finish

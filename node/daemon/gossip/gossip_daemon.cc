@@ -25,6 +25,7 @@
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/gossip_mode_options.h"
 #include "node/daemon/gossip/join_planning.h"
+#include "node/daemon/gossip/reachability.h"
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/reporting/daemon_reporting.h"
@@ -211,10 +212,17 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
+  // Note [Reachability at join]: peers dial our advertised address back.
+  p->reachability_options.self = p->self;
+  p->reachability_options.credentials = to.credentials;
+  p->reachability_options.swarm_id = p->gossip->swarm_id();
+  p->reachability = std::make_unique<ReachabilityService>(p->reachability_options);
+  server_builder->RegisterService(p->reachability.get());
   SS_RETURN_IF_ERROR(p->server->Start(to.credentials));
   SS_ASSIGN_OR_RETURN(const std::string advertised,
                       ResolveAdvertiseAddress(listen, options.advertise, p->server->port(),
                                               options.gossip.join));
+  p->advertised = advertised;
   DaemonEndpoints endpoints;
   endpoints.gossip = endpoints.pipeline = endpoints.group = endpoints.state = advertised;
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
@@ -236,6 +244,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
 
   // Bootstrap: the error names the failed step and a hint.
   SS_RETURN_IF_ERROR(p->gossip->Join());
+  p->CheckReachabilityOnce();  // a first node has nobody to ask yet
   {
     absl::MutexLock lock(&p->mu);
     p->timeline.process_age = options.process_age_at_start;
@@ -278,6 +287,50 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   auto daemon = std::unique_ptr<GossipDaemon>(new GossipDaemon(std::move(p)));
   SS_RETURN_IF_ERROR(daemon->parts_->StartControl());
   return daemon;
+}
+
+// Note [Reachability at join]: once a node has live peers (a joiner after
+// its bootstrap, the first founder once the swarm formed) up to three of
+// them dial its advertised address back (reachability.h). The verdict is
+// one line on stdout and in the log, and the skipswarm_reachable gauge.
+// A node nobody could dial is behind NAT (or a firewall): peers cannot open
+// connections to it.
+bool GossipDaemon::Parts::CheckReachabilityOnce() {
+  std::vector<std::string> peers;
+  const membership::View view = gossip->membership()->GetView();  // Live() points into it
+  for (const membership::MemberInfo* mi : view.Live()) {
+    if (mi->id == self || mi->addresses.empty()) continue;
+    peers.push_back(mi->addresses.front());
+    if (peers.size() == 3) break;
+  }
+  if (peers.empty()) return false;
+  const ReachabilityReport r =
+      CheckReachability(peers, advertised, reachability_options, absl::Seconds(5));
+  const std::string line = DescribeReachability(r);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (r.verdict == ReachabilityReport::Verdict::kUnknown) {
+    for (const DialBackAnswer& a : r.answers) {
+      LOG(WARNING) << base().name << ": reachability: " << a.peer << ": " << a.detail;
+    }
+    return false;
+  }
+  reachability_checked = true;
+  metrics.Set("skipswarm_reachable",
+              r.verdict == ReachabilityReport::Verdict::kReachable ? 1.0 : 0.0);
+  if (r.verdict == ReachabilityReport::Verdict::kBehindNat) {
+    LOG(WARNING) << base().name << ": " << line;
+    for (const DialBackAnswer& a : r.answers) {
+      if (!a.detail.empty()) LOG(WARNING) << "  " << a.peer << ": " << a.detail;
+    }
+    LOG(WARNING) << base().name << ": peers cannot open connections to this node; what they "
+                 << "send on connections of their own (pipeline frames, gradient pushes, gossip "
+                 << "probes) will fail. Forward the port and set --advertise to the public "
+                 << "address, or run this node where it is reachable";
+  } else {
+    LOG(INFO) << base().name << ": " << line;
+  }
+  return true;
 }
 
 absl::Status GossipDaemon::Parts::StartControl() {
@@ -486,6 +539,7 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
   // hop.
   SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
   (void)reached;
+  if (!reachability_checked) CheckReachabilityOnce();
   members->SetIteration(start_iteration);
   state->OnBoundary(start_iteration, Digests());
   SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout, [this] {

@@ -28,6 +28,7 @@
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/gossip/reachability.h"
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/gossip/training_members.h"
@@ -100,6 +101,11 @@ struct GossipDaemon::Parts {
   std::unique_ptr<grpc::Server> control;
   std::unique_ptr<proto::NodeControl::Service> control_service;
   std::unique_ptr<SwarmMembership> gossip;
+  // Note [Reachability at join] (gossip_daemon.cc).
+  ReachabilityOptions reachability_options;
+  std::unique_ptr<ReachabilityService> reachability;
+  std::string advertised;  // our record's address
+  bool reachability_checked = false;
   // Note [One port]: the server every service above registered on; goes
   // first (a failed Create; ~GossipDaemon shuts it down before `gossip`).
   std::unique_ptr<NodeServer> server;
@@ -167,6 +173,8 @@ struct GossipDaemon::Parts {
   void OnMemberChange(const membership::MemberChange& c);
   void ReportJoin();
   absl::Status StartControl();
+  // True once a check had an answer.
+  bool CheckReachabilityOnce();
 };
 
 

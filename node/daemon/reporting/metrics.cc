@@ -65,6 +65,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_stage_outer_steps_total", T::kCounter,
        "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
+      {"skipswarm_reachable", T::kGauge,
+       "1 when peers could dial this node's advertised address back at join, 0 when none "
+       "could (behind NAT); absent until a check had an answer."},
       {"skipswarm_membership_changes_total", T::kCounter,
        "Changes in this node's gossip view (joins, deaths, leaves, record updates)."},
       {"skipswarm_seconds_per_layer_sample", T::kGauge,
