@@ -15,6 +15,8 @@
 // Semantics every implementation keeps:
 //  * The reduce result is the same bytes on every replica: contributions are
 //    added in ascending node-id order, so replicas take identical steps.
+//    Each is checked first (Note [Robust averaging] in robust_sum.h): a
+//    non-finite one is left out, an outsized one scaled down.
 //  * A member that dies (MarkDead, or the transport says so) is dropped
 //    from pending barriers and reduces; the rest finish without it. A
 //    replica with zero visits still contributes (zeros) and gets the result.
@@ -35,6 +37,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "common/node_id.h"
+#include "node/train/robust_sum.h"
 
 namespace skipswarm::node {
 
@@ -61,6 +64,9 @@ struct ReduceResult {
   // members disagreed on them and fell back to equal shards.
   std::vector<uint32_t> shard_weights;
   bool layout_fell_back = false;
+  // Parts this replica left out or scaled down (Note [Robust averaging] in
+  // robust_sum.h): with shards, those of the shard it owns.
+  std::vector<PartVerdict> refused_parts;
 };
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;

@@ -208,7 +208,8 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
       pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
-                                                       std::move(contribution), uplink);
+                                                       std::move(contribution), uplink,
+                                                     impl_->options_.robust);
       ShardLayout layout = impl_->LayoutFor(stage, live);
       VLOG(1) << "iteration " << iteration << " stage " << stage << ": own uplink " << uplink
               << " B/s, shard weights "

@@ -112,6 +112,9 @@ struct GrpcGroupOptions {
   // (each <= 1 MiB chunk waits for its slot on the clock): emulation of a
   // home link for benchmarks and tests.
   double max_upload_bytes_per_second = 0;
+  // Note [Robust averaging] (robust_sum.h): how a shard owner judges the
+  // parts it adds.
+  RobustOptions robust;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (identity/tls_credentials.h): TLS from the

@@ -84,6 +84,7 @@ absl::Status GrpcGroupComm::Impl::Header(const proto::GradientChunk& c, ReduceMe
   m->digest = c.params_digest();
   m->digests.assign(c.member_digests().begin(), c.member_digests().end());
   m->bandwidth = c.uplink_bytes_per_second();
+  m->norm = c.contribution_norm();
   m->bandwidths.assign(c.member_uplinks().begin(), c.member_uplinks().end());
   m->layout.weights.assign(c.shard_weights().begin(), c.shard_weights().end());
   if (c.phase() == 0) {
@@ -195,6 +196,8 @@ void GrpcGroupComm::Impl::ReceiveBarrier(uint64_t iteration, const common::NodeI
 
 void GrpcGroupComm::Impl::ReceiveReduce(ReduceMessage m) {
   std::vector<OutgoingReduce> out;
+  const common::NodeId from = m.from;
+  bool poisoned = false;
   {
     absl::MutexLock lock(&mu_);
     const std::pair<uint64_t, int> key{m.iteration, m.stage};
@@ -219,11 +222,20 @@ void GrpcGroupComm::Impl::ReceiveReduce(ReduceMessage m) {
             << ", delivered " << it->second.delivered << ")";
     absl::StatusOr<std::vector<OutgoingReduce>> more = r.Receive(std::move(m));
     if (!more.ok()) {
-      LOG(WARNING) << "refused a gradient shard: " << more.status();
+      LOG(WARNING) << "refused a gradient shard from " << from.ShortString() << ": "
+                   << more.status();
+      poisoned = absl::IsDataLoss(more.status());
     } else {
       out.insert(out.end(), std::make_move_iterator(more->begin()),
                  std::make_move_iterator(more->end()));
     }
+  }
+  if (poisoned) {
+    // Note [Robust averaging]: a shard owner that sent a reduced shard that
+    // cannot be right leaves the group; the round is redone without it.
+    LOG(WARNING) << "dropping " << from.ShortString()
+                 << " from the group: it sent a poisoned reduced shard";
+    view_->MarkDead(from);
   }
   Send(std::move(out));
   Sweep();
@@ -294,6 +306,7 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
       chunk.set_shard(static_cast<uint32_t>(m->shard));
       chunk.set_total_elements(static_cast<uint64_t>(m->total));
       chunk.set_uplink_bytes_per_second(m->bandwidth);
+      chunk.set_contribution_norm(m->norm);
       if (i == 0) {
         for (const common::NodeId& id : m->members) chunk.add_members(id.Bytes());
         for (uint64_t d : m->digests) chunk.add_member_digests(d);

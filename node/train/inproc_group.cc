@@ -9,8 +9,9 @@
 
 namespace skipswarm::node {
 
-InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members)
-    : clock_(clock), members_(std::move(members)) {}
+InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
+                                     RobustOptions robust)
+    : clock_(clock), members_(std::move(members)), robust_(robust) {}
 
 std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
                                                                uint64_t iteration) const {
@@ -115,27 +116,27 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     }
     ReduceResult sum;
     absl::Status error;
-    bool first = true;
     uint64_t digest = 0;
+    std::vector<PartInput> parts;
     for (const auto& [id, c] : r.contributions) {
       if (dead_.contains(id)) continue;  // died after contributing: dropped
-      if (first) {
-        sum.sum = c.flat;
+      if (parts.empty()) {
         digest = c.params_digest;
-        first = false;
-      } else if (c.flat.size() != sum.sum.size()) {
+      } else if (c.flat.size() != parts.front().data->size()) {
         error = absl::InvalidArgumentError(absl::StrCat("replica ", id.ShortString(), " sent ",
                                                         c.flat.size(), " elements, expected ",
-                                                        sum.sum.size()));
+                                                        parts.front().data->size()));
         break;
-      } else {
-        for (size_t i = 0; i < c.flat.size(); ++i) sum.sum[i] += c.flat[i];
-        if (c.params_digest != digest) sum.digests_agree = false;
+      } else if (c.params_digest != digest) {
+        sum.digests_agree = false;
       }
+      parts.push_back({id, &c.flat, c.visits, -1});
       sum.visits += c.visits;
       sum.digests.emplace_back(id, c.params_digest);
       ++sum.contributors;
     }
+    // Note [Robust averaging]: whole contributions, in ascending id order.
+    if (error.ok() && !parts.empty()) sum.sum = RobustSum(parts, robust_, &sum.refused_parts);
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
     if (!error.ok()) *result = error;
     for (ReduceDone& w : r.waiters) {

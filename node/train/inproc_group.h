@@ -28,7 +28,10 @@ namespace skipswarm::node {
 
 class InProcessGroupHub final : public GroupComm {
  public:
-  InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members);
+  // Reduces add whole contributions with RobustSum (Note [Robust
+  // averaging] in robust_sum.h).
+  InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
+                    RobustOptions robust = {});
 
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;
@@ -76,6 +79,7 @@ class InProcessGroupHub final : public GroupComm {
   absl::Mutex mu_;
   std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  const RobustOptions robust_;
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);

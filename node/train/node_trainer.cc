@@ -14,6 +14,7 @@
 #include "common/backoff.h"
 #include "common/lifetime_guard.h"
 #include "common/node_id.h"
+#include "node/train/resync_source.h"
 
 namespace skipswarm::node {
 
@@ -117,30 +118,6 @@ absl::StatusOr<std::string> NodeTrainer::State::ServeState(int stage, uint64_t i
   return it->second->ExportState();
 }
 
-namespace {
-
-// Note [Digest re-sync]: the member to copy from, or nullopt when `mine` is
-// the reference digest (or there is nothing to compare).
-std::optional<common::NodeId> ResyncSource(
-    const std::vector<std::pair<common::NodeId, uint64_t>>& digests, uint64_t mine) {
-  std::map<uint64_t, int> count;
-  for (const auto& [id, d] : digests) ++count[d];
-  uint64_t reference = 0;
-  int best = 0;
-  for (const auto& [id, d] : digests) {  // ascending id: ties go to the lowest
-    if (count[d] > best) {
-      best = count[d];
-      reference = d;
-    }
-  }
-  if (best == 0 || mine == reference) return std::nullopt;
-  for (const auto& [id, d] : digests) {
-    if (d == reference) return id;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 void NodeTrainer::State::Start(uint64_t iteration) {
   if (Stopped()) return;
@@ -240,13 +217,21 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
           step.visits_total = r->visits;
           step.replicas = r->contributors;
           step.digests_agree = r->digests_agree;
+          step.refused_parts = r->refused_parts;
+          for (const PartVerdict& v : r->refused_parts) {
+            // Note [Robust averaging]: each sender named (one line per
+            // refused part; peers that keep sending them are counted in
+            // skipswarm_gradient_parts_refused_total).
+            LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first << ": "
+                         << DescribeVerdict(v);
+          }
           if (!r->digests_agree) {
             if (int64_t held = 0; self->AllowLog(&held)) {
               LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                          << ": replica parameter digests disagree"
                          << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
             }
-            std::optional<common::NodeId> source = ResyncSource(r->digests, mine);
+            std::optional<common::NodeId> source = ResyncSource(r->digests, mine, report.iteration);
             if (source.has_value()) {
               self->Resync(std::move(report), it, std::move(step), *source);
               return;

@@ -14,10 +14,13 @@
 // gradients, so each reduce lists the digests of the states its members
 // start the iteration from: the check after every step rides on the next
 // gradient exchange instead of an extra round trip. When they disagree, the
-// reference is the digest most members hold (a tie: the lowest-id member's
-// among the tied). A replica whose digest differs skips the averaged update
-// (its gradients are zeroed), fetches the state of the lowest-id member
-// holding the reference as it is after that member's update of this
+// reference is the digest most members hold, a tie going to the smallest
+// digest value: content, never node ids, which can be ground
+// (ResyncSource, resync_source.h). A replica whose digest differs skips the
+// averaged update (its gradients are zeroed), fetches the state of a member
+// holding the reference (rotating among them by iteration, so one that
+// serves a bad state is not asked again and again) as it is after that
+// member's update of this
 // iteration (GroupComm::FetchState, served by the provider every trainer
 // installs: StageCompute::ExportState once the stage's update of
 // iteration - 1 is applied), and imports it (StageCompute::ImportState:
@@ -26,7 +29,8 @@
 // replica keeps its state and the next iteration tries again.
 //
 // Note [Non-finite steps]: when a stage's averaged gradient holds a NaN or
-// an infinity, every replica skips that step (no update; step() still
+// an infinity (every replica's part of it did: one replica's alone is left
+// out, Note [Robust averaging] in robust_sum.h), every replica skips that step (no update; step() still
 // advances, as with zero visits): the averaged sum is the same bytes on
 // every replica, so they all decide alike and their digests stay equal.
 // After kMaxNonFiniteSteps consecutive skipped steps of one stage the
@@ -66,6 +70,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
@@ -94,6 +99,9 @@ struct StageStep {
   int64_t avg_bytes = 0;
   // Note [Outer steps]: this iteration ended with an outer step (H > 1).
   bool outer_step = false;
+  // Parts this replica left out or clipped as their shard's owner (Note
+  // [Robust averaging] in robust_sum.h), each naming its sender.
+  std::vector<PartVerdict> refused_parts;
 };
 
 struct NodeIterationReport {

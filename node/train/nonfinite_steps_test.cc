@@ -1,6 +1,8 @@
 // Note [Non-finite steps] (node_trainer.h): a stage whose averaged gradient
-// is not finite skips the step on every replica alike, and the run stops
-// with DATA_LOSS after kMaxNonFiniteSteps such steps in a row.
+// is not finite (every replica's gradient is: a shared divergence) skips
+// the step on every replica alike, and the run stops with DATA_LOSS after
+// kMaxNonFiniteSteps such steps in a row. One replica's NaN alone is left
+// out of the average (Note [Robust averaging], robust_sum.h).
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -51,12 +53,14 @@ TestSwarmOptions OneStageTwoReplicas() {
   return o;
 }
 
-// Replica 1 of stage 1 (node 2) sends NaN gradients in `poisoned` steps.
-ComputeFactory Poisoned(std::set<int64_t> poisoned, std::vector<PoisonedCompute*>* made) {
-  return [poisoned, made](int node, int stage, common::Clock* clock,
-                          TaskRunner*) -> std::unique_ptr<StageCompute> {
-    auto c = std::make_unique<PoisonedCompute>(clock, stage,
-                                               node == 2 ? poisoned : std::set<int64_t>{});
+// The replicas of stage 1 on `nodes` (1 and 2 host it) send NaN gradients
+// in `poisoned` steps.
+ComputeFactory Poisoned(std::set<int64_t> poisoned, std::vector<PoisonedCompute*>* made,
+                        std::set<int> nodes = {1, 2}) {
+  return [poisoned, made, nodes](int node, int stage, common::Clock* clock,
+                                 TaskRunner*) -> std::unique_ptr<StageCompute> {
+    auto c = std::make_unique<PoisonedCompute>(
+        clock, stage, nodes.count(node) > 0 ? poisoned : std::set<int64_t>{});
     made->push_back(c.get());
     return c;
   };
@@ -91,6 +95,34 @@ TEST(NonFiniteStepsTest, ConsecutiveNonFiniteStepsStopTheRunWithDataLoss) {
     EXPECT_TRUE(absl::IsDataLoss(swarm.done_status(n))) << swarm.done_status(n);
     EXPECT_NE(swarm.done_status(n).message().find("stage 1"), std::string::npos);
   }
+}
+
+// One replica's NaN used to skip the step on every replica, for as long as
+// it kept sending them (and stop the run after kMaxNonFiniteSteps): now its
+// part is left out, the others step, and the sender is named.
+TEST(NonFiniteStepsTest, OneReplicasNaNIsLeftOutAndTheStageStillSteps) {
+  SyntheticDataSource data(2, 8, 32);
+  std::vector<PoisonedCompute*> made;
+  TestSwarm swarm(OneStageTwoReplicas(), Poisoned({1, 2, 3, 4, 5, 6, 7, 8}, &made, {2}), &data);
+  ASSERT_TRUE(swarm.Run(8));
+  for (PoisonedCompute* c : made) EXPECT_EQ(c->nonfinite_applied, 0);
+  const common::NodeId liar = swarm.id(2);
+  for (int n : {1, 2}) {
+    ASSERT_EQ(swarm.reports(n).size(), 8u);
+    int named = 0;
+    for (size_t i = 1; i < 8; ++i) {
+      const StageStep& s = swarm.reports(n)[i].stages.at(1);
+      EXPECT_FALSE(s.skipped_nonfinite) << n << " " << i;
+      EXPECT_TRUE(s.digests_agree) << n << " " << i;
+      for (const PartVerdict& v : s.refused_parts) {
+        EXPECT_EQ(v.from, liar);
+        EXPECT_EQ(v.kind, PartVerdict::Kind::kNonFinite);
+        ++named;
+      }
+    }
+    EXPECT_EQ(named, 7) << n;
+  }
+  EXPECT_EQ(swarm.compute(1, 1)->ParamsDigest(), swarm.compute(2, 1)->ParamsDigest());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "node/train/sharded_reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -69,12 +70,15 @@ absl::Status ShardLayout::Validate(int members) const {
 }
 
 ShardedReduce::ShardedReduce(common::NodeId self, uint64_t iteration, int stage,
-                             GradientContribution own, uint64_t bandwidth)
+                             GradientContribution own, uint64_t bandwidth,
+                             RobustOptions robust)
     : self_(self),
       iteration_(iteration),
       stage_(stage),
       own_(std::move(own)),
-      bandwidth_(bandwidth) {}
+      bandwidth_(bandwidth),
+      robust_(robust),
+      own_norm_(L2Norm(own_.flat)) {}
 
 std::pair<int64_t, int64_t> ShardedReduce::ShardRange(int64_t total, int members, int shard) {
   return {total * shard / members, total * (shard + 1) / members};
@@ -97,6 +101,7 @@ ReduceMessage ShardedReduce::Message(ReduceMessage::Phase phase, int shard) cons
     m.visits = own_.visits;
     m.digest = own_.params_digest;
     m.bandwidth = bandwidth_;
+    m.norm = own_norm_;
   } else {
     const Part& mine = gather_.at(index_);
     m.data = mine.data;
@@ -120,6 +125,7 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
   scatter_.clear();
   gather_.clear();
   reduced_ = false;
+  verdicts_.clear();
   done_ = false;
   result_ = absl::UnavailableError("not done");
   std::vector<OutgoingReduce> out;
@@ -127,7 +133,7 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
     if (j != index_) out.push_back({members_[j], Message(ReduceMessage::Phase::kScatter, j)});
   }
   ReduceMessage own = Message(ReduceMessage::Phase::kScatter, index_);
-  scatter_[self_] = Part{own.data, own.visits, own.digest, {}, bandwidth_, {}};
+  scatter_[self_] = Part{own.data, own.visits, own.digest, {}, bandwidth_, {}, own_norm_};
   std::vector<OutgoingReduce> more = Advance();
   out.insert(out.end(), std::make_move_iterator(more.begin()),
              std::make_move_iterator(more.end()));
@@ -210,13 +216,24 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
       return absl::InvalidArgumentError(
           "a reduced shard without every member's digest and bandwidth");
     }
+    // Note [Robust averaging]: a reduced shard is non-finite only when every
+    // part of it was; this member's own part tells.
+    const bool mine_finite = std::all_of(own_.flat.begin() + begin, own_.flat.begin() + end,
+                                         [](float x) { return std::isfinite(x); });
+    if (mine_finite && !std::all_of(m.data->begin(), m.data->end(),
+                                    [](float x) { return std::isfinite(x); })) {
+      return absl::DataLossError(absl::StrCat("replica ", m.from.ShortString(),
+                                              " sent a non-finite reduced shard ", m.shard,
+                                              " although this member's part of it is finite"));
+    }
   }
   return absl::OkStatus();
 }
 
 void ShardedReduce::Accept(ReduceMessage m) {
   if (m.phase == ReduceMessage::Phase::kScatter) {
-    scatter_[m.from] = Part{std::move(m.data), m.visits, m.digest, {}, m.bandwidth, {}};
+    scatter_[m.from] =
+        Part{std::move(m.data), m.visits, m.digest, {}, m.bandwidth, {}, m.norm};
   } else {
     gather_[m.shard] = Part{std::move(m.data), m.visits,          0,
                             std::move(m.digests), 0,     std::move(m.bandwidths)};
@@ -228,20 +245,18 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
   const int r = static_cast<int>(members_.size());
   if (!reduced_ && static_cast<int>(scatter_.size()) == r) {
     // Ascending member order (scatter_ is ordered by id): the same sums as
-    // adding whole contributions in that order.
-    auto it = scatter_.begin();
-    auto sum = std::make_shared<std::vector<float>>(*it->second.data);
+    // adding whole contributions in that order, each part checked first
+    // (Note [Robust averaging]).
     Part reduced;
-    reduced.visits = it->second.visits;
-    reduced.digests.push_back(it->second.digest);
-    reduced.bandwidths.push_back(it->second.bandwidth);
-    for (++it; it != scatter_.end(); ++it) {
-      const std::vector<float>& part = *it->second.data;
-      for (size_t i = 0; i < sum->size(); ++i) (*sum)[i] += part[i];
-      reduced.visits += it->second.visits;
-      reduced.digests.push_back(it->second.digest);
-      reduced.bandwidths.push_back(it->second.bandwidth);
+    std::vector<PartInput> parts;
+    for (const auto& [from, part] : scatter_) {
+      parts.push_back({from, part.data.get(), part.visits, part.norm});
+      reduced.visits += part.visits;
+      reduced.digests.push_back(part.digest);
+      reduced.bandwidths.push_back(part.bandwidth);
     }
+    verdicts_.clear();
+    auto sum = std::make_shared<std::vector<float>>(RobustSum(parts, robust_, &verdicts_));
     reduced.data = std::move(sum);
     gather_[index_] = std::move(reduced);
     reduced_ = true;
@@ -275,6 +290,7 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     }
     result.shard_weights = layout_.weights;
     result.layout_fell_back = fell_back_;
+    result.refused_parts = verdicts_;
     result_ = std::move(result);
   }
   return out;

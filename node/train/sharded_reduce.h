@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "common/node_id.h"
 #include "node/train/group_comm.h"
+#include "node/train/robust_sum.h"
 
 namespace skipswarm::node {
 
@@ -119,6 +120,9 @@ struct ReduceMessage {
   std::vector<uint64_t> digests;  // gather: every member's, in member order
   ShardLayout layout;             // the round's cut (Note [Shard layout])
   uint64_t bandwidth = 0;         // scatter: the sender's uplink figure, bytes/s
+  // Scatter: the L2 norm of the sender's whole contribution (Note [Robust
+  // averaging] in robust_sum.h); < 0: unknown.
+  double norm = -1;
   std::vector<uint64_t> bandwidths;  // gather: every member's, in member order
 };
 
@@ -131,8 +135,9 @@ class ShardedReduce {
  public:
   // `bandwidth`: this member's uplink figure (bytes/s, 0 = unknown), passed
   // on to every member for the next round's layout.
+  // The owner of a shard adds its parts with RobustSum (`robust`).
   ShardedReduce(common::NodeId self, uint64_t iteration, int stage, GradientContribution own,
-                uint64_t bandwidth = 0);
+                uint64_t bandwidth = 0, RobustOptions robust = {});
 
   // [begin, end) of shard `shard` when `total` elements are cut equally for
   // `members` members.
@@ -144,7 +149,10 @@ class ShardedReduce {
   std::vector<OutgoingReduce> Start(std::vector<common::NodeId> members,
                                     ShardLayout layout = {});
   // A peer's message. INVALID_ARGUMENT for one that cannot belong to this
-  // reduce (wrong sizes, shard, sender); nothing changes then.
+  // reduce (wrong sizes, shard, sender); DATA_LOSS for a reduced shard that
+  // cannot be right (not finite where this member's own part of it is:
+  // Note [Robust averaging] leaves a non-finite part out, so the owner
+  // lied); nothing changes then.
   absl::StatusOr<std::vector<OutgoingReduce>> Receive(ReduceMessage m);
 
   bool started() const { return !members_.empty(); }
@@ -168,6 +176,7 @@ class ShardedReduce {
     std::vector<uint64_t> digests;
     uint64_t bandwidth = 0;
     std::vector<uint64_t> bandwidths;
+    double norm = -1;
   };
   absl::Status Check(const ReduceMessage& m) const;
   // A checked message of the current members: layout agreement (Note
@@ -182,6 +191,8 @@ class ShardedReduce {
   const int stage_;
   const GradientContribution own_;
   const uint64_t bandwidth_;
+  const RobustOptions robust_;
+  const double own_norm_;  // L2 norm of own_.flat (NaN if not finite)
   std::vector<common::NodeId> members_;
   ShardLayout layout_;
   bool fell_back_ = false;  // this round left a disagreeing layout
@@ -189,6 +200,7 @@ class ShardedReduce {
   std::map<common::NodeId, Part> scatter_;  // parts of my shard, by sender
   std::map<int, Part> gather_;              // reduced shards, by shard
   bool reduced_ = false;
+  std::vector<PartVerdict> verdicts_;  // of this member's shard, this round
   bool done_ = false;
   absl::StatusOr<ReduceResult> result_ = absl::UnavailableError("not done");
   // Messages of rounds not started (yet), by round.

@@ -3,10 +3,12 @@
 #include <deque>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -117,6 +119,120 @@ class Group {
   std::set<int> dead_;
   std::map<int, int64_t> sent_;
 };
+
+// Note [Robust averaging]: replicas whose messages are passed in FIFO order;
+// `tamper` may change each message before it is delivered.
+std::vector<absl::StatusOr<ReduceResult>> RunRound(
+    std::vector<GradientContribution> own,
+    const std::function<void(ReduceMessage*)>& tamper = nullptr,
+    std::vector<absl::Status>* refused = nullptr) {
+  std::vector<NodeId> ids;
+  for (const GradientContribution& c : own) ids.push_back(c.from);
+  std::vector<std::unique_ptr<ShardedReduce>> reduces;
+  for (const GradientContribution& c : own) {
+    reduces.push_back(std::make_unique<ShardedReduce>(c.from, 5, 2, c));
+  }
+  std::deque<OutgoingReduce> queue;
+  for (auto& r : reduces) {
+    for (OutgoingReduce& o : r->Start(ids)) queue.push_back(std::move(o));
+  }
+  while (!queue.empty()) {
+    OutgoingReduce o = std::move(queue.front());
+    queue.pop_front();
+    if (tamper) tamper(&o.message);
+    const size_t to = std::find(ids.begin(), ids.end(), o.to) - ids.begin();
+    auto out = reduces[to]->Receive(std::move(o.message));
+    if (!out.ok()) {
+      if (refused != nullptr) refused->push_back(out.status());
+      continue;
+    }
+    for (OutgoingReduce& m : *out) queue.push_back(std::move(m));
+  }
+  std::vector<absl::StatusOr<ReduceResult>> results;
+  for (auto& r : reduces) {
+    results.push_back(r->done() ? r->result() : absl::UnavailableError("not done"));
+  }
+  return results;
+}
+
+std::vector<GradientContribution> ThreeReplicas(int64_t n) {
+  std::vector<GradientContribution> own;
+  for (int r = 0; r < 3; ++r) {
+    GradientContribution c;
+    c.from = NodeId::ForName(absl::StrCat("p", r));
+    c.visits = 4;
+    c.params_digest = 9;
+    for (int64_t i = 0; i < n; ++i) c.flat.push_back(0.01f * ((i * 5 + r) % 11) - 0.05f);
+    own.push_back(c);
+  }
+  std::sort(own.begin(), own.end(),
+            [](const GradientContribution& a, const GradientContribution& b) {
+              return a.from < b.from;
+            });
+  return own;
+}
+
+// One replica's NaN used to reach every replica's sum (and skip the step on
+// all of them); now each shard's owner leaves it out and names the sender.
+TEST(ShardedReduceTest, ANonFiniteContributionIsLeftOutOnEveryReplica) {
+  std::vector<GradientContribution> own = ThreeReplicas(300);
+  for (int64_t i = 0; i < 300; i += 50) own[1].flat[i] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<absl::StatusOr<ReduceResult>> results = RunRound(own);
+  int named = 0;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->sum, results[0]->sum) << "every replica takes the same step";
+    for (float x : r->sum) ASSERT_TRUE(std::isfinite(x));
+    for (const PartVerdict& v : r->refused_parts) {
+      EXPECT_EQ(v.from, own[1].from);
+      EXPECT_EQ(v.kind, PartVerdict::Kind::kNonFinite);
+      ++named;
+    }
+  }
+  EXPECT_EQ(named, 3) << "each shard's owner names the sender once";
+  // The mean over all visits is the honest replicas' mean.
+  for (size_t i = 0; i < 300; ++i) {
+    EXPECT_NEAR(results[0]->sum[i] / 12.0, (own[0].flat[i] + own[2].flat[i]) / 8.0, 1e-6);
+  }
+}
+
+TEST(ShardedReduceTest, AScaledContributionIsClipped) {
+  std::vector<GradientContribution> own = ThreeReplicas(300);
+  for (float& x : own[2].flat) x *= 1e6f;
+  std::vector<absl::StatusOr<ReduceResult>> results = RunRound(own);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->sum, results[0]->sum);
+    ASSERT_EQ(r->refused_parts.size(), 1u);
+    EXPECT_EQ(r->refused_parts[0].from, own[2].from);
+    EXPECT_EQ(r->refused_parts[0].kind, PartVerdict::Kind::kClipped);
+  }
+  // At most the honest norms plus 8 x the (equal-visit) reference.
+  const double honest = L2Norm(own[0].flat) + L2Norm(own[1].flat);
+  EXPECT_LT(L2Norm(results[0]->sum), honest + 8.0 * 1.0001 * std::max(L2Norm(own[0].flat),
+                                                                       L2Norm(own[1].flat)));
+}
+
+// A shard owner's reduced shard was accepted if its size was right; one
+// with NaN where the receiver's own part is finite cannot be right.
+TEST(ShardedReduceTest, APoisonedReducedShardIsRefusedAsDataLoss) {
+  std::vector<GradientContribution> own = ThreeReplicas(300);
+  std::vector<absl::Status> refused;
+  std::vector<absl::StatusOr<ReduceResult>> results = RunRound(
+      own,
+      [&](ReduceMessage* m) {
+        if (m->phase == ReduceMessage::Phase::kGather && m->from == own[0].from) {
+          auto bad = std::make_shared<std::vector<float>>(*m->data);
+          (*bad)[0] = std::numeric_limits<float>::quiet_NaN();
+          m->data = bad;
+        }
+      },
+      &refused);
+  ASSERT_EQ(refused.size(), 2u);
+  for (const absl::Status& s : refused) EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_FALSE(results[1].ok()) << "waits for a good shard 0 (or the owner's removal)";
+  EXPECT_FALSE(results[2].ok());
+}
 
 TEST(ShardedReduceTest, ShardsCoverTheGradientOnce) {
   for (int64_t n : {0, 1, 5, 1000}) {

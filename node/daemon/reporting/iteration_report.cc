@@ -35,6 +35,11 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                  label);
     if (step.outer_step) metrics->Add("skipswarm_stage_outer_steps_total", 1, label);
     avg_bytes += step.avg_bytes;
+    for (const PartVerdict& v : step.refused_parts) {
+      metrics->Add("skipswarm_gradient_parts_refused_total", 1,
+                   absl::StrCat(label, ",from=\"", v.from.ShortString(), "\",reason=\"",
+                                PartVerdictName(v.kind), "\""));
+    }
     absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %016x%s", s,
                                            step.visits_here, step.visits_total, step.replicas,
                                            step.update.grad_norm, step.digest_after,

@@ -57,6 +57,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Replicas of the stage that averaged gradients in the last iteration."},
       {"skipswarm_stage_grad_norm", T::kGauge,
        "L2 norm of the stage's averaged gradient in the last iteration."},
+      {"skipswarm_gradient_parts_refused_total", T::kCounter,
+       "Replicas' gradient parts this node left out (non_finite) or scaled down (clipped) "
+       "while averaging, by stage, sender and reason."},
       {"skipswarm_stage_digests_agree", T::kGauge,
        "1 if every replica of the stage had the same parameters after the last step."},
       {"skipswarm_stage_averaged_bytes_total", T::kCounter,

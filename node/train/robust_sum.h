@@ -1,0 +1,83 @@
+// RobustSum: the sum of replicas' gradient parts that one peer cannot
+// poison (Note [Robust averaging]). Used by the shard owner of a sharded
+// reduce (sharded_reduce.h) and by the in-process group (inproc_group.h).
+//
+//   std::vector<PartVerdict> verdicts;
+//   std::vector<float> sum = RobustSum(parts, options, &verdicts);
+//   for (const PartVerdict& v : verdicts) count_against(v.from, v.kind);
+//
+// Note [Robust averaging]: every replica's part is checked before it is
+// added, per sender:
+//  * Non-finite (a NaN or an infinity): the part is left out and the others'
+//    sum is scaled by (all visits / the kept parts' visits), so the result,
+//    divided by the round's total visits as usual, is the mean of the kept
+//    parts: the group steps as if the sender had sent the others' mean, and
+//    never averages in its NaN. Only when every part is non-finite does the
+//    sum stay non-finite (then every replica skips the step alike, Note
+//    [Non-finite steps] in node_trainer.h: a shared divergence, not a peer).
+//  * Too large: a part's size is its sender's whole-contribution L2 norm
+//    (the larger of what the sender claims and what its part shows, so a
+//    low claim cannot hide a large part) over sqrt(visits): a sum of v
+//    micro-batch gradients grows between sqrt(v) (noise) and v (signal),
+//    and sqrt(v) is the middle in both regimes. The reference is the lower
+//    median of the parts that have visits (robust to any minority; with two
+//    parts it is the smaller). A part above clip_factor x the reference x
+//    sqrt(its visits) is scaled down to that bound; a part with no visits
+//    must be zeros and is scaled to zeros. Whole-contribution norms rather
+//    than the shard's own: a shard of an embedding table can be legitimately
+//    empty for one replica and not another.
+// With honest parts nothing is left out or scaled, and the sum is the same
+// float additions in the same (ascending id) order as the plain sum: the
+// bytes equal the plain mean's (Note [Exactness] holds).
+//
+// Thread rule: a pure function.
+#ifndef SKIPSWARM_NODE_TRAIN_ROBUST_SUM_H_
+#define SKIPSWARM_NODE_TRAIN_ROBUST_SUM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/node_id.h"
+
+namespace skipswarm::node {
+
+struct RobustOptions {
+  // A part above clip_factor x the reference norm (Note [Robust averaging])
+  // is scaled down to it; 0 turns clipping off (non-finite parts are still
+  // left out).
+  double clip_factor = 8.0;
+};
+
+struct PartInput {
+  common::NodeId from;
+  const std::vector<float>* data = nullptr;
+  int64_t visits = 0;
+  // The sender's claimed L2 norm of its whole contribution; < 0 or not
+  // finite: unknown (the part's own norm is used).
+  double claimed_norm = -1;
+};
+
+struct PartVerdict {
+  enum class Kind { kNonFinite, kClipped };
+  common::NodeId from;
+  Kind kind = Kind::kNonFinite;
+  double norm = 0;   // the part's size (whole-contribution norm)
+  double bound = 0;  // kClipped: what it was scaled down to
+};
+
+const char* PartVerdictName(PartVerdict::Kind kind);
+std::string DescribeVerdict(const PartVerdict& v);
+
+// The L2 norm of `v` (double accumulation); NaN if any element is not finite.
+double L2Norm(const std::vector<float>& v);
+
+// REQUIRES: parts non-empty, every data non-null and of one size. Parts are
+// added in the given order (callers pass ascending node ids). Appends one
+// verdict per part left out or scaled to `verdicts`.
+std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOptions& options,
+                             std::vector<PartVerdict>* verdicts);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_ROBUST_SUM_H_

@@ -1,0 +1,120 @@
+#include "node/train/robust_sum.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+struct Parts {
+  std::vector<NodeId> ids;
+  std::vector<std::vector<float>> data;
+  std::vector<int64_t> visits;
+  std::vector<PartInput> Inputs() const {
+    std::vector<PartInput> in;
+    for (size_t i = 0; i < ids.size(); ++i) in.push_back({ids[i], &data[i], visits[i], -1});
+    return in;
+  }
+};
+
+// Three honest replicas with similar gradients (seeded, deterministic).
+Parts Honest(size_t n = 1000) {
+  Parts p;
+  for (int r = 0; r < 3; ++r) {
+    p.ids.push_back(NodeId::ForName("r" + std::to_string(r)));
+    p.visits.push_back(r + 2);
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = 0.01f * static_cast<float>((i * 7 + r * 3) % 17) - 0.08f;
+    p.data.push_back(v);
+  }
+  return p;
+}
+
+std::vector<float> PlainSum(const Parts& p) {
+  std::vector<float> s = p.data[0];
+  for (size_t r = 1; r < p.data.size(); ++r) {
+    for (size_t i = 0; i < s.size(); ++i) s[i] += p.data[r][i];
+  }
+  return s;
+}
+
+TEST(RobustSumTest, HonestPartsGiveThePlainSumsBytes) {
+  Parts p = Honest();
+  std::vector<PartVerdict> verdicts;
+  EXPECT_EQ(RobustSum(p.Inputs(), {}, &verdicts), PlainSum(p));
+  EXPECT_TRUE(verdicts.empty());
+}
+
+TEST(RobustSumTest, ANonFinitePartIsLeftOutAndNamed) {
+  Parts p = Honest();
+  p.data[1][17] = std::numeric_limits<float>::quiet_NaN();
+  p.data[1][18] = std::numeric_limits<float>::infinity();
+  std::vector<PartVerdict> verdicts;
+  std::vector<float> sum = RobustSum(p.Inputs(), {}, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, p.ids[1]);
+  EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kNonFinite);
+  // Divided by all visits, the sum is the mean of the two kept parts.
+  const double all = p.visits[0] + p.visits[1] + p.visits[2];
+  const double kept = p.visits[0] + p.visits[2];
+  for (size_t i = 0; i < sum.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(sum[i]));
+    EXPECT_NEAR(sum[i] / all, (p.data[0][i] + p.data[2][i]) / kept, 1e-6) << i;
+  }
+}
+
+TEST(RobustSumTest, EveryPartNonFiniteStaysNonFinite) {
+  Parts p = Honest(10);
+  for (auto& d : p.data) d[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<PartVerdict> verdicts;
+  std::vector<float> sum = RobustSum(p.Inputs(), {}, &verdicts);
+  EXPECT_TRUE(std::isnan(sum[3]));
+  EXPECT_TRUE(verdicts.empty()) << "a shared divergence is nobody's fault";
+}
+
+TEST(RobustSumTest, AScaledPartIsClippedToTheBound) {
+  Parts p = Honest();
+  for (float& x : p.data[2]) x *= 1e4f;
+  std::vector<PartVerdict> verdicts;
+  std::vector<float> sum = RobustSum(p.Inputs(), {8.0}, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, p.ids[2]);
+  EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kClipped);
+  EXPECT_LT(verdicts[0].bound, verdicts[0].norm / 100);
+  // The clipped sum's norm is at most the honest parts' plus the bound.
+  const double honest = L2Norm(p.data[0]) + L2Norm(p.data[1]);
+  EXPECT_LE(L2Norm(sum), honest + verdicts[0].bound * 1.0001);
+  // Without clipping the scaled part dominates.
+  std::vector<PartVerdict> none;
+  EXPECT_GT(L2Norm(RobustSum(p.Inputs(), {0.0}, &none)), 100 * honest);
+  EXPECT_TRUE(none.empty());
+}
+
+TEST(RobustSumTest, ALowClaimDoesNotHideALargePart) {
+  Parts p = Honest();
+  for (float& x : p.data[0]) x *= 1e3f;
+  std::vector<PartInput> in = p.Inputs();
+  in[0].claimed_norm = 1e-6;
+  std::vector<PartVerdict> verdicts;
+  RobustSum(in, {}, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, p.ids[0]);
+}
+
+TEST(RobustSumTest, APartWithoutVisitsMustBeZeros) {
+  Parts p = Honest();
+  p.visits[1] = 0;
+  std::vector<PartVerdict> verdicts;
+  std::vector<float> sum = RobustSum(p.Inputs(), {}, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, p.ids[1]);
+  for (size_t i = 0; i < sum.size(); ++i) EXPECT_EQ(sum[i], p.data[0][i] + p.data[2][i]);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

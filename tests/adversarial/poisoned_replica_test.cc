@@ -1,0 +1,152 @@
+// A lying replica among three of a stage, each a real GrpcGroupComm on
+// loopback (port 0): it runs the protocol but contributes NaN, or its
+// gradient scaled by 1e6. Before Note [Robust averaging]
+// (node/train/robust_sum.h) its NaN reached every replica's averaged
+// gradient (every replica skipped the step, for as long as it kept
+// sending) and its scaled gradient was averaged in as it was.
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/node_id.h"
+#include "common/real_clock.h"
+#include "gtest/gtest.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/grpc_group.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+constexpr size_t kElements = 200000;
+constexpr int kReplicas = 3;
+
+class PoisonedReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_ = common::RealClock::Create();
+    for (int i = 0; i < kReplicas; ++i) ids_.push_back(NodeId::ForName("p" + std::to_string(i)));
+    std::sort(ids_.begin(), ids_.end());
+    std::vector<PeerInfo> members;
+    for (int i = 0; i < kReplicas; ++i) members.push_back({ids_[i], {1}, 4, "", ""});
+    for (int i = 0; i < kReplicas; ++i) {
+      views_.push_back(std::make_unique<StaticSwarmView>(members));
+    }
+    for (int i = 0; i < kReplicas; ++i) {
+      GrpcGroupOptions o;
+      o.self = ids_[i];
+      o.push_deadline = absl::Seconds(10);
+      o.credentials = identity::PeerCredentials::Insecure();
+      auto g = GrpcGroupComm::Create(o, views_[i].get(), clock_.get());
+      ASSERT_TRUE(g.ok()) << g.status();
+      groups_.push_back(*std::move(g));
+    }
+    for (int i = 0; i < kReplicas; ++i) {
+      for (int j = 0; j < kReplicas; ++j) {
+        views_[i]->SetAddresses(ids_[j], "", "127.0.0.1:" + std::to_string(groups_[j]->port()));
+      }
+    }
+  }
+
+  // Replica i's honest gradient sum (deterministic, distinct per replica).
+  static std::vector<float> Honest(int i) {
+    std::vector<float> v(kElements);
+    for (size_t k = 0; k < kElements; ++k) {
+      v[k] = 0.01f * static_cast<float>((k * 7 + i * 3) % 19) - 0.09f;
+    }
+    return v;
+  }
+
+  // One round; replica `liar` contributes `lie` instead of its gradient.
+  std::vector<ReduceResult> Round(uint64_t iteration, int liar, std::vector<float> lie) {
+    std::optional<absl::StatusOr<ReduceResult>> r[kReplicas];
+    absl::Notification done[kReplicas];
+    for (int i = 0; i < kReplicas; ++i) {
+      std::vector<float> flat = i == liar ? lie : Honest(i);
+      groups_[i]->AllReduce(iteration, 1, {ids_[i], std::move(flat), 4, 7},
+                            [&, i](absl::StatusOr<ReduceResult> got) {
+                              r[i] = std::move(got);
+                              done[i].Notify();
+                            });
+    }
+    std::vector<ReduceResult> out;
+    for (int i = 0; i < kReplicas; ++i) {
+      EXPECT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(60)));
+      EXPECT_TRUE(r[i].has_value() && r[i]->ok());
+      out.push_back(r[i].has_value() && r[i]->ok() ? **r[i] : ReduceResult());
+    }
+    return out;
+  }
+
+  std::unique_ptr<common::RealClock> clock_;
+  std::vector<NodeId> ids_;
+  std::vector<std::unique_ptr<StaticSwarmView>> views_;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups_;
+};
+
+TEST_F(PoisonedReplicaTest, NaNFromOneReplicaNeverReachesTheAverage) {
+  const int liar = 1;
+  std::vector<float> lie = Honest(liar);
+  for (size_t k = 0; k < kElements; k += 1000) lie[k] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<ReduceResult> r = Round(0, liar, lie);
+  ASSERT_EQ(r.size(), 3u);
+  int named = 0;
+  size_t nonfinite = 0;
+  double worst = 0;
+  const std::vector<float> a = Honest(0), c = Honest(2);
+  for (int i = 0; i < kReplicas; ++i) {
+    if (i == liar) continue;
+    ASSERT_EQ(r[i].sum.size(), kElements);
+    EXPECT_EQ(r[i].sum, r[0].sum) << "honest replicas take the same step";
+    for (size_t k = 0; k < kElements; ++k) {
+      if (!std::isfinite(r[i].sum[k])) ++nonfinite;
+      // Divided by the round's visits (12): the honest replicas' mean.
+      worst = std::max(worst, std::abs(r[i].sum[k] / 12.0 - (a[k] + c[k]) / 8.0));
+    }
+  }
+  for (int i = 0; i < kReplicas; ++i) {
+    for (const PartVerdict& v : r[i].refused_parts) {
+      EXPECT_EQ(v.from, ids_[liar]);
+      EXPECT_EQ(v.kind, PartVerdict::Kind::kNonFinite);
+      ++named;
+    }
+  }
+  std::cout << "FIGURE nan_replica: non-finite averaged elements on honest replicas " << nonfinite
+            << " (of " << 2 * kElements << "), max deviation from the honest mean " << worst
+            << ", parts refused naming the liar " << named << std::endl;
+  EXPECT_EQ(nonfinite, 0u);
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(named, kReplicas) << "each shard owner names it once";
+}
+
+TEST_F(PoisonedReplicaTest, AScaledGradientIsClippedNearTheGroupsNorm) {
+  const int liar = 2;
+  std::vector<float> lie = Honest(liar);
+  for (float& x : lie) x *= 1e6f;
+  std::vector<ReduceResult> r = Round(0, liar, lie);
+  ASSERT_EQ(r.size(), 3u);
+  const double honest = L2Norm(Honest(0)) + L2Norm(Honest(1));
+  const double plain = honest + L2Norm(lie);
+  const double got = L2Norm(r[0].sum);
+  int clipped = 0;
+  for (int i = 0; i < kReplicas; ++i) {
+    EXPECT_EQ(r[i].sum, r[0].sum);
+    for (const PartVerdict& v : r[i].refused_parts) {
+      EXPECT_EQ(v.from, ids_[liar]);
+      clipped += v.kind == PartVerdict::Kind::kClipped;
+    }
+  }
+  std::cout << "FIGURE scaled_replica: averaged-sum norm " << got << " (honest parts " << honest
+            << ", unclipped " << plain << "), parts clipped " << clipped << std::endl;
+  EXPECT_EQ(clipped, kReplicas);
+  EXPECT_LT(got, honest * 10);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
