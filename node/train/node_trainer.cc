@@ -285,7 +285,11 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
   }
   GradientContribution c;
   c.from = server->self();
-  c.visits = sum.visits;
+  // Every replica's pseudo-gradient weighs alike (ApplyOuterStep takes the
+  // mean over contributors): one visit each, so Note [Robust averaging]
+  // compares and re-weights them as equals (a replica without visits in
+  // this iteration still moved since the anchor).
+  c.visits = 1;
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   step.avg_bytes = a->bytes;
@@ -306,13 +310,18 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
           report.status = r.status();
           return self->Next(std::move(report), it, step);
         }
-        step.visits_total = r->visits;
+        step.visits_total = r->visits;  // the contributors (one visit each)
         step.replicas = r->contributors;
         step.digests_agree = r->digests_agree;
+        step.refused_parts = r->refused_parts;
+        for (const PartVerdict& v : r->refused_parts) {
+          LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
+                       << " (outer step): " << DescribeVerdict(v);
+        }
         if (!r->digests_agree) {
           LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                      << ": replica anchors disagree";
-          std::optional<common::NodeId> source = ResyncSource(r->digests, mine);
+          std::optional<common::NodeId> source = ResyncSource(r->digests, mine, report.iteration);
           if (source.has_value()) {
             self->Resync(std::move(report), it, std::move(step), *source);
             return;
