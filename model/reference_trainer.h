@@ -70,7 +70,7 @@ struct RoutedMicroBatch {
   uint64_t index = 0;
   std::vector<int> route;
   // Stages run forward without parameter gradients (SDP backward masking).
-  std::vector<int> frozen;
+  std::vector<int> frozen = {};  // (= {}: two-member brace inits stay warning-free)
 };
 
 class ReferenceTrainer {
