@@ -76,6 +76,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   fo.credentials = credentials;
   fo.stage = stage;
   fo.deadline = o.startup_timeout;
+  fo.max_bytes = StateBytesBound(static_cast<uint64_t>(computes.at(stage)->num_params()));
   fo.on_first_chunk = [this] {
     absl::MutexLock lock(&mu);
     if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "model/memory_estimate.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/join_planning.h"
 
@@ -101,6 +102,10 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
       fo.stage = raw->to;
       fo.iteration = raw->at;
       fo.deadline = base().startup_timeout;
+      // The new stage's compute is made after the fetch; its size comes
+      // from the model config.
+      fo.max_bytes = StateBytesBound(static_cast<uint64_t>(
+          model::EstimateStageMemory(base().model.model, raw->to, {}).parameters));
       return FetchStageState(StateSources(gossip->membership()->GetView(), self, raw->to), fo);
     }();
     raw->state = std::move(got);

@@ -288,6 +288,16 @@ absl::Status FetchOnce(proto::StateTransferService::Stub* stub, const FetchOptio
       first = false;
       if (o.on_first_chunk) o.on_first_chunk();
       total = chunk.total_bytes();
+      if (o.max_bytes > 0 && total > o.max_bytes) {
+        // A snapshot cannot be larger than its stage: refused before a byte
+        // of it is held (a source claiming 1 TiB was read until the deadline).
+        context.TryCancel();
+        got->clear();
+        sha->clear();
+        return absl::ResourceExhaustedError(absl::StrCat("snapshot of stage ", o.stage,
+                                                         " claims ", total, " bytes; at most ",
+                                                         o.max_bytes, " expected"));
+      }
       if (!sha->empty() && chunk.sha256() != *sha) {
         // Another snapshot than the bytes held: restart from zero.
         context.TryCancel();

@@ -127,6 +127,10 @@ struct FetchOptions {
   // For the whole transfer from one source (including the wait for its
   // boundary).
   absl::Duration deadline = absl::Seconds(60);
+  // > 0: a source whose snapshot claims more bytes is refused at its first
+  // chunk (RESOURCE_EXHAUSTED; the next source is tried) before anything is
+  // held. The daemons pass StateBytesBound of the stage's parameters.
+  uint64_t max_bytes = 0;
   // Resumes at the same source after a broken stream before moving on.
   int resumes_per_source = 2;
   // Called (on the caller's thread) when the first chunk arrives: the
@@ -141,6 +145,14 @@ struct FetchedState {
   int streams = 0;          // FetchState calls made (1 = no resume)
   int sources_tried = 0;
 };
+
+// The most bytes a stage's snapshot of `num_params` parameters can hold:
+// weights, two AdamW moments and (Note [Outer steps] in node_trainer.h)
+// anchor, outer momentum and residual in float32, plus names and shapes
+// (1 MiB); the same bound as a replica re-sync's (GrpcGroupComm).
+inline uint64_t StateBytesBound(uint64_t num_params) {
+  return 7 * num_params * sizeof(float) + (uint64_t{1} << 20);
+}
 
 // Tries `sources` in order; each chunk's CRC-32C and the whole's SHA-256
 // are checked. UNAVAILABLE naming every source's error when none delivered;

@@ -146,5 +146,31 @@ TEST(StateTransferTest, MutualTlsChecksBothEnds) {
   EXPECT_FALSE(FetchStageState({src.address}, plain).ok());
 }
 
+// A source whose snapshot is larger than the stage can be (it claimed any
+// size, and every byte was read and held until the deadline) is refused at
+// its first chunk; the next source delivers.
+TEST(StateTransferTest, ASnapshotLargerThanTheStageIsRefusedAtItsFirstChunk) {
+  Source big({}, size_t{8} << 20);
+  Source honest({}, size_t{1} << 20);
+  // Both reach boundary 3 with a joiner waiting (snapshots cached). Without
+  // the bound the whole 8 MiB was taken.
+  absl::StatusOr<FetchedState> unbounded = FetchAcrossBoundary(big, Wanted(1, 3), {big.address});
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  EXPECT_EQ(unbounded->bytes.size(), size_t{8} << 20);
+  ASSERT_TRUE(FetchAcrossBoundary(honest, Wanted(1, 3), {honest.address}).ok());
+
+  FetchOptions o = Wanted(1, 3);
+  o.max_bytes = StateBytesBound(64 * 1024);  // 1.75 MiB for 64 Ki parameters
+  absl::StatusOr<FetchedState> got = FetchStageState({big.address, honest.address}, o);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->source, honest.address);
+  EXPECT_EQ(got->sources_tried, 2);
+  EXPECT_EQ(got->streams, 2) << "the oversized source is not retried";
+  absl::StatusOr<FetchedState> refused = FetchStageState({big.address}, o);
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("RESOURCE_EXHAUSTED"), std::string::npos)
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace skipswarm::node
