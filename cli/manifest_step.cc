@@ -17,6 +17,7 @@
 #include "manifest/signed_manifest.h"
 #include "manifest/swarm_file.h"
 #include "manifest/swarm_settings.h"
+#include "model/averaging_options.h"
 #include "membership/record.h"
 
 // Defined in gossip_command.cc.
@@ -172,12 +173,17 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     o->model = settings.model;
     o->mbs_per_iteration = settings.mbs_per_iteration;
     o->iterations = settings.iterations;
+    // The flags were read into o->model already: the manifest's averaging
+    // goes into both (Note [Outer steps]: every member averages alike).
     if (settings.outer_every.has_value()) {
       SS_RETURN_IF_ERROR(SetFlagText("outer_every", absl::StrCat(*settings.outer_every)));
+      o->model.averaging.outer_every = *settings.outer_every;
     }
     if (settings.avg_codec.has_value()) {
       SS_RETURN_IF_ERROR(SetFlagText("avg_codec", *settings.avg_codec));
+      SS_ASSIGN_OR_RETURN(o->model.averaging.codec, model::ParseAvgCodec(*settings.avg_codec));
     }
+    SS_RETURN_IF_ERROR(model::ValidateAveraging(o->model.averaging));
     step.swarm_name = settings.swarm_name;
     signed_manifest = v.signed_manifest;
     LOG(INFO) << "swarm manifest " << v.sha256 << " from founder " << v.founder << " in "

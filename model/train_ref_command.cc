@@ -64,6 +64,13 @@ std::string FormatDuration(double seconds) {
 
 absl::Status Run() {
   SS_ASSIGN_OR_RETURN(ModelFlags flags, ReadModelFlags());
+  // One process, no replicas: nothing is averaged (Note [Outer steps] in
+  // node/train/node_trainer.h), so these flags would be silently ignored.
+  if (flags.averaging.outer_every != 1 || IsLossy(flags.averaging.codec)) {
+    return absl::InvalidArgumentError(
+        "train-ref has no replicas to average: --outer_every and --avg_codec apply to swarms "
+        "(skipswarm node / local); leave them at 1 and fp32");
+  }
   const int64_t iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   SS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, CreateTokenizer(flags.tokenizer));

@@ -145,6 +145,21 @@ absl::Status ExpandGenerators(json& topo, const std::string& base_dir,
     SS_ASSIGN_OR_RETURN(double spread, Num(grp, "speed_spread", where, 0));
     SS_ASSIGN_OR_RETURN(double fallback,
                         Num(grp, "sec_per_layer_sample", where, 0));
+    // Home uplinks (averaging cost, scheduler/averaging_cost.h): one value,
+    // or [low, high] spread evenly over the group's nodes of each stage.
+    double up_low = 0, up_high = 0;
+    if (auto up = grp.find("uplink_mbit"); up != grp.end()) {
+      if (up->is_number() && up->get<double>() > 0) {
+        up_low = up_high = up->get<double>();
+      } else if (up->is_array() && up->size() == 2 && (*up)[0].is_number() &&
+                 (*up)[1].is_number() && (*up)[0].get<double>() > 0 &&
+                 (*up)[1].get<double>() >= (*up)[0].get<double>()) {
+        up_low = (*up)[0].get<double>();
+        up_high = (*up)[1].get<double>();
+      } else {
+        return Bad(where + ".uplink_mbit", "must be a number > 0 or [low, high]");
+      }
+    }
     for (const std::string& r : regions) {
       double t = fallback;
       if (t == 0) {
@@ -165,6 +180,13 @@ absl::Status ExpandGenerators(json& topo, const std::string& base_dir,
                            {"region", r},
                            {"sec_per_layer_sample", t * factor * jitter},
                            {"memory_slots", static_cast<int>(slots)}});
+          if (up_low > 0) {
+            // Spread over the group's nodes of this stage, all regions.
+            const double of = regions.size() * count - 1;
+            const double at = &r - regions.data() + 0.0;
+            const double f = of > 0 ? (at * count + i) / of : 0.0;
+            nodes.back()["uplink_mbit"] = up_low + f * (up_high - up_low);
+          }
         }
       }
     }
@@ -218,6 +240,31 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
   if (iters < 1) return Bad("scenario.iterations", "must be >= 1");
   sc.iterations = static_cast<int>(iters);
   sc.planner = root.value("planner", std::string("skippipe"));
+  if (auto av = root.find("averaging"); av != root.end()) {
+    if (!av->is_object()) return Bad("averaging", "must be an object");
+    SimScenario::Averaging a;
+    SS_ASSIGN_OR_RETURN(a.model_params, Num(*av, "model_params", "averaging", 0));
+    if (!(a.model_params > 0)) return Bad("averaging.model_params", "must be > 0");
+    auto list = av->find("compare");
+    if (list == av->end() || !list->is_array() || list->empty()) {
+      return Bad("averaging.compare", "must be a non-empty list");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& e = (*list)[i];
+      const std::string where = absl::StrCat("averaging.compare[", i, "]");
+      if (!e.is_object()) return Bad(where, "must be an object");
+      model::AveragingOptions o;
+      SS_ASSIGN_OR_RETURN(double h, Num(e, "outer_every", where, 1));
+      if (h < 1 || h > 1e6) return Bad(where + ".outer_every", "must be in 1..1000000");
+      o.outer_every = static_cast<int64_t>(h);
+      absl::StatusOr<model::AvgCodecSpec> codec =
+          model::ParseAvgCodec(e.value("avg_codec", std::string("fp32")));
+      if (!codec.ok()) return Bad(where + ".avg_codec", std::string(codec.status().message()));
+      o.codec = *codec;
+      a.compare.push_back(o);
+    }
+    sc.averaging = a;
+  }
   sc.replay_key = root.value("replay_key", std::string());
   SS_ASSIGN_OR_RETURN(sc.state_transfer_s,
                       Num(root, "state_transfer_s", "scenario", 10));
@@ -308,6 +355,7 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
     for (const json& n : topo["nodes"]) {
       if (!n.is_object()) return Bad("topology.nodes", "entries must be objects");
       NodeBrief b{n.value("name", ""), n.value("region", ""), n.value("stage", 0)};
+      sc.uplinks.push_back({b.name, b.stage, n.value("uplink_mbit", 0.0) * 1e6 / 8});
       briefs.push_back(b);
       regions.insert(b.region);
       slots.push_back(n.value("memory_slots", 1));

@@ -36,12 +36,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/averaging_options.h"
 #include "scheduler/scenario.h"
 #include "sim/churn.h"
 #include "sim/detector.h"
@@ -73,6 +75,23 @@ struct SimScenario {
   // emulation of real daemons (launcher/wan_local.h) shapes links with it.
   std::map<std::pair<std::string, std::string>, scheduler::LinkSpec> region_links;
   double hop_overhead_s = 0;
+  // Replica averaging's cost (scheduler/averaging_cost.h), when the
+  // scenario has an "averaging" object: {"model_params": N, "compare":
+  // [{"outer_every": H, "avg_codec": "int8"}, ...]} (the first entry is the
+  // baseline the others are compared with). Each topology node's uplink
+  // comes from its group's "uplink_mbit" (a number, or [low, high] spread
+  // over the group's nodes; absent: unlimited).
+  struct Averaging {
+    double model_params = 0;
+    std::vector<model::AveragingOptions> compare;
+  };
+  std::optional<Averaging> averaging;
+  struct Uplink {
+    std::string name;
+    int stage = 0;
+    double bytes_per_s = 0;  // 0: unlimited
+  };
+  std::vector<Uplink> uplinks;  // initial topology nodes (not SkipPipe files)
 };
 
 // `base_dir` resolves relative file names inside the scenario.

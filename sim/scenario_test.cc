@@ -114,5 +114,34 @@ TEST(SimScenarioTest, ErrorsNameTheField) {
                "unknown planner \"nosuch\"");
 }
 
+// The shipped home-uplink scenario: uplinks spread over each stage's
+// nodes, and the averaging configurations to compare.
+TEST(SimScenarioTest, LoadsHomeUplinksAndAveragingConfigurations) {
+  auto sc = LoadSimScenario(std::string(kDir) + "/home-uplink.json", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_TRUE(sc->averaging.has_value());
+  EXPECT_DOUBLE_EQ(sc->averaging->model_params, 350e6);
+  ASSERT_EQ(sc->averaging->compare.size(), 8u);
+  EXPECT_EQ(sc->averaging->compare[3].outer_every, 8);
+  EXPECT_EQ(model::AvgCodecName(sc->averaging->compare[3].codec), "int8");
+  ASSERT_EQ(sc->uplinks.size(), 16u);
+  std::vector<double> stage1;
+  for (const auto& u : sc->uplinks) {
+    if (u.stage == 1) stage1.push_back(u.bytes_per_s);
+  }
+  // [10, 50] Mbit/s over the stage's two nodes (one per region).
+  ASSERT_EQ(stage1.size(), 2u);
+  EXPECT_DOUBLE_EQ(stage1[0], 10e6 / 8);
+  EXPECT_DOUBLE_EQ(stage1[1], 50e6 / 8);
+  auto bad = ParseSimScenario(
+      R"({"topology": {"model": {"num_stages": 1, "layers_per_stage": 1, "samples_per_mb": 1,
+          "bytes_per_mb": 1}, "workload": {"mb_per_data_node": 1, "path_length": 1},
+          "region_links": [{"a": "x", "b": "x", "latency_ms": 1, "bandwidth_gib_s": 1}],
+          "groups": [{"regions": ["x"], "stages": [0], "sec_per_layer_sample": 1}]},
+          "averaging": {"model_params": 1e6, "compare": [{"avg_codec": "zip"}]}})",
+      kDir, 1);
+  EXPECT_FALSE(bad.ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::sim

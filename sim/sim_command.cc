@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "common/real_clock.h"
+#include "scheduler/averaging_cost.h"
 #include "sim/driver.h"
 #include "sim/node_swarm.h"
 #include "sim/report.h"
@@ -65,6 +66,39 @@ bool WriteTo(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   return static_cast<bool>(out);
+}
+
+// The scenario's "averaging" comparison (scheduler/averaging_cost.h): each
+// configuration's averaging traffic and time on the scenario's uplinks,
+// added to the simulated compute iteration (averaging is not overlapped),
+// against the first configuration.
+void PrintAveragingCost(const SimScenario& sc, double compute_s, std::ostream& out) {
+  const int stages = sc.universe.view.num_stages();
+  std::vector<scheduler::AveragingGroup> groups(stages);
+  for (int st = 0; st < stages; ++st) {
+    groups[st].stage = st;
+    groups[st].params = sc.averaging->model_params / stages;
+  }
+  for (const SimScenario::Uplink& u : sc.uplinks) {
+    if (u.stage >= 0 && u.stage < stages) groups[u.stage].uplink_bytes_per_s.push_back(u.bytes_per_s);
+  }
+  out << absl::StrFormat(
+      "averaging: %.0f M parameters in %d stages, compute %.2f s per iteration (simulated)\n",
+      sc.averaging->model_params / 1e6, stages, compute_s);
+  double base_total = 0;
+  for (size_t i = 0; i < sc.averaging->compare.size(); ++i) {
+    const model::AveragingOptions& o = sc.averaging->compare[i];
+    const scheduler::AveragingCost c = scheduler::CostAveraging(groups, o);
+    const double total = compute_s + c.seconds_per_iteration;
+    if (i == 0) base_total = total;
+    out << absl::StrFormat(
+        "  H=%-3d %-10s %9.1f MB uploaded/iteration, sync %8.1f s (stage %d), %7.2f s/iteration "
+        "averaging = %5.1f%% of the iteration; tokens/s x%.1f vs the first\n",
+        static_cast<int>(o.outer_every), model::AvgCodecName(o.codec), c.bytes_per_iteration / 1e6,
+        c.sync_s, c.slowest_stage, c.seconds_per_iteration,
+        total > 0 ? 100.0 * c.seconds_per_iteration / total : 0.0,
+        total > 0 ? base_total / total : 0.0);
+  }
 }
 
 int RunSim(const std::vector<std::string>& args) {
@@ -142,6 +176,7 @@ int RunSim(const std::vector<std::string>& args) {
       report->planning_wall_ms, report->plans, static_cast<int>(report->gossip_messages),
       report->stopped_early.empty() ? ""
                                     : "; STOPPED EARLY: " + report->stopped_early);
+  if (sc->averaging.has_value()) PrintAveragingCost(*sc, s.mean_iteration_s, out);
   if (s.completed == 0) {
     std::cerr << "sim: no micro-batch completed in " << report->iterations.size()
               << " iterations; nothing was trained\n";
