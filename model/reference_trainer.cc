@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_generation.h"
 #include "model/route.h"
 
 namespace skipswarm::model {
+
+std::string GenerationsRoot(const std::string& dir) { return dir + "/generations"; }
 
 std::string StageCheckpointPath(const std::string& dir, int stage) {
   return absl::StrCat(dir, "/stage-", stage, ".ckpt");
@@ -88,24 +92,52 @@ absl::StatusOr<IterationStats> ReferenceTrainer::RunIteration() {
   return RunIteration(mbs);
 }
 
-absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir) {
+absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir, int keep) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
   const std::string extra = absl::StrCat("{\"seed\":", options_.seed, ",\"skip_ratio\":",
                                          effective_skip_ratio(), "}");
+  std::map<int, std::string> bytes;
   for (int s = 0; s < pipe_->num_stages(); ++s) {
-    SS_RETURN_IF_ERROR(SaveStageCheckpoint(StageCheckpointPath(dir, s), pipe_->stage(s).module(),
-                                           &optimizers_[s]->adamw(), iteration_, extra));
+    SS_ASSIGN_OR_RETURN(bytes[s], SerializeStageState(pipe_->stage(s).module(),
+                                                      &optimizers_[s]->adamw(), iteration_, extra));
+  }
+  // The generation is the consistent set (Note [Checkpoint generations]);
+  // the flat files after it are a convenience for `skipswarm eval` and may
+  // be torn by a crash between them.
+  absl::Status g = WriteGeneration(GenerationsRoot(dir), iteration_, pipe_->config().ConfigHash(),
+                                   pipe_->num_stages(), bytes, keep);
+  if (!g.ok() && !absl::IsAlreadyExists(g)) return g;
+  for (const auto& [s, b] : bytes) {
+    SS_RETURN_IF_ERROR(WriteFileAtomically(StageCheckpointPath(dir, s), b));
   }
   return absl::OkStatus();
 }
 
-absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir) {
+bool ReferenceTrainer::HasCheckpoint(const std::string& dir) {
+  return !ListGenerationFolders(GenerationsRoot(dir)).empty() ||
+         std::filesystem::exists(StageCheckpointPath(dir, 0));
+}
+
+absl::Status ReferenceTrainer::LoadCheckpoint(const std::string& dir,
+                                              std::vector<std::string>* skipped) {
+  std::vector<std::string> paths;
+  if (!ListGenerationFolders(GenerationsRoot(dir)).empty()) {
+    absl::StatusOr<FoundGeneration> found = FindNewestCompleteGeneration(
+        GenerationsRoot(dir), pipe_->config().ConfigHash(), pipe_->num_stages());
+    // Nothing to resume from is not worth a retry.
+    if (!found.ok()) return absl::FailedPreconditionError(found.status().message());
+    const FoundGeneration& g = *found;
+    if (skipped != nullptr) *skipped = g.skipped;
+    for (int s = 0; s < pipe_->num_stages(); ++s) paths.push_back(g.StagePath(s));
+  } else {
+    for (int s = 0; s < pipe_->num_stages(); ++s) paths.push_back(StageCheckpointPath(dir, s));
+  }
   int64_t step = -1;
   for (int s = 0; s < pipe_->num_stages(); ++s) {
     SS_ASSIGN_OR_RETURN(CheckpointInfo info,
-                        LoadStageCheckpoint(StageCheckpointPath(dir, s), pipe_->stage(s).module(),
+                        LoadStageCheckpoint(paths[s], pipe_->stage(s).module(),
                                             &optimizers_[s]->adamw()));
     if (step >= 0 && info.step != step) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -86,11 +86,20 @@ class ReferenceTrainer {
   absl::StatusOr<IterationStats> RunIteration(const std::vector<RoutedMicroBatch>& mbs);
   int64_t iteration() const { return iteration_; }  // completed iterations
 
-  // One file per stage, "<dir>/stage-<s>.ckpt"; the iteration is the step.
-  absl::Status SaveCheckpoint(const std::string& dir);
-  // Loads every stage; FailedPrecondition if the files disagree on the step
-  // or were written for another model.
-  absl::Status LoadCheckpoint(const std::string& dir);
+  // A checkpoint generation "<dir>/generations/gen-N/" (Note [Checkpoint
+  // generations]; the newest `keep` kept), then one file per stage,
+  // "<dir>/stage-<s>.ckpt" (what `skipswarm eval --checkpoint` reads); the
+  // iteration is the step.
+  absl::Status SaveCheckpoint(const std::string& dir, int keep = 3);
+  // Loads the newest complete generation under <dir>/generations (a torn
+  // one is skipped, logged and listed in `skipped`); without any generation
+  // folder, the per-stage files. FailedPrecondition with no complete
+  // generation of this model, or when the per-stage files disagree on the
+  // step or were written for another model.
+  absl::Status LoadCheckpoint(const std::string& dir,
+                              std::vector<std::string>* skipped = nullptr);
+  // Whether `dir` holds something LoadCheckpoint can try.
+  static bool HasCheckpoint(const std::string& dir);
 
   // `bytes_per_token` converts to bits per byte (Corpus::BytesPerToken()).
   // Depth-calibrated for the trainer's skip ratio (Note [Depth calibration]
@@ -120,6 +129,8 @@ class ReferenceTrainer {
 };
 
 std::string StageCheckpointPath(const std::string& dir, int stage);
+// <dir>/generations: the trainer's checkpoint generations.
+std::string GenerationsRoot(const std::string& dir);
 
 }  // namespace skipswarm::model
 

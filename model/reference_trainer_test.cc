@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "model/checkpoint.h"
+#include "model/checkpoint_generation.h"
 #include "model/route.h"
 #include "model/test_util.h"
 
@@ -107,6 +109,39 @@ TEST(ReferenceTrainerTest, ResumeContinuesExactlyAsUninterrupted) {
   other.model.d_model = 32;
   auto foreign = ReferenceTrainer::Create(other, corpus).value();
   EXPECT_EQ(foreign->LoadCheckpoint(dir).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A crash between a generation's stage files and its manifest (or after a
+// stage file was cut short) leaves a torn generation: resume skips it and
+// takes the newest complete one, even though the per-stage files of the
+// last save disagree on the step.
+TEST(ReferenceTrainerTest, ResumeSkipsATornGenerationForTheNewestCompleteOne) {
+  Corpus corpus = TinyCorpus();
+  const std::string dir = TempDir("resume_torn");
+  auto first = ReferenceTrainer::Create(Options(), corpus).value();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(first->RunIteration().ok());
+    ASSERT_TRUE(first->SaveCheckpoint(dir, /*keep=*/2).ok());
+  }
+  // Only the newest two generations stay.
+  EXPECT_EQ(ListGenerationFolders(GenerationsRoot(dir)), (std::vector<int64_t>{4, 3}));
+  const std::string digest = ParameterDigest(first->pipeline().stage(2).module());
+  ASSERT_TRUE(first->RunIteration().ok());
+  ASSERT_TRUE(first->SaveCheckpoint(dir, 2).ok());
+  // Generation 5 torn: its manifest never landed.
+  std::filesystem::remove(GenerationDir(GenerationsRoot(dir), 5) + "/MANIFEST.json");
+  // The flat files as a crash mid-save leaves them: stage 0 newer.
+  ASSERT_TRUE(std::filesystem::copy_file(GenerationDir(GenerationsRoot(dir), 4) + "/stage-1.ckpt",
+                                         StageCheckpointPath(dir, 1),
+                                         std::filesystem::copy_options::overwrite_existing));
+  EXPECT_TRUE(ReferenceTrainer::HasCheckpoint(dir));
+  auto resumed = ReferenceTrainer::Create(Options(), corpus).value();
+  std::vector<std::string> skipped;
+  ASSERT_TRUE(resumed->LoadCheckpoint(dir, &skipped).ok());
+  EXPECT_EQ(resumed->iteration(), 4);
+  EXPECT_EQ(ParameterDigest(resumed->pipeline().stage(2).module()), digest);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].rfind("generation 5 skipped: no manifest", 0), 0u) << skipped[0];
 }
 
 }  // namespace

@@ -42,7 +42,11 @@ ABSL_FLAG(bool, balanced_routes, true,
           "Draw an iteration's skip routes together so every non-zero stage gets a visit "
           "(Note [Balanced skip routes] in model/route.cc); false: each route on its own.");
 ABSL_FLAG(int64_t, checkpoint_every, 200, "Checkpoint period in iterations (0: only at the end).");
-ABSL_FLAG(bool, resume, false, "Continue from --checkpoint_dir if it holds a checkpoint.");
+ABSL_FLAG(bool, resume, false,
+          "Continue from --checkpoint_dir if it holds a checkpoint: the newest complete "
+          "checkpoint generation (a torn one is skipped).");
+ABSL_FLAG(int, keep_checkpoints, 3,
+          "Checkpoint generations kept in CHECKPOINT_DIR/generations (>= 1).");
 ABSL_FLAG(int64_t, eval_every, 200, "Validation period in iterations (0: only start and end).");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line period in iterations.");
 ABSL_FLAG(std::vector<std::string>, routes_file, {},
@@ -195,10 +199,14 @@ absl::Status Run() {
   }
 
   const std::string& dir = flags.checkpoint_dir;
+  const int keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  if (keep_checkpoints < 1) return absl::InvalidArgumentError("--keep_checkpoints must be >= 1");
   if (absl::GetFlag(FLAGS_resume)) {
     if (dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
-    if (std::filesystem::exists(StageCheckpointPath(dir, 0))) {
-      SS_RETURN_IF_ERROR(trainer->LoadCheckpoint(dir));
+    if (ReferenceTrainer::HasCheckpoint(dir)) {
+      std::vector<std::string> skipped;
+      SS_RETURN_IF_ERROR(trainer->LoadCheckpoint(dir, &skipped));
+      for (const std::string& why : skipped) std::printf("%s\n", why.c_str());
       std::printf("resumed from %s at iteration %lld\n", dir.c_str(),
                   static_cast<long long>(trainer->iteration()));
     } else {
@@ -247,7 +255,7 @@ absl::Status Run() {
   };
   auto checkpoint = [&]() -> absl::Status {
     if (dir.empty()) return absl::OkStatus();
-    SS_RETURN_IF_ERROR(trainer->SaveCheckpoint(dir));
+    SS_RETURN_IF_ERROR(trainer->SaveCheckpoint(dir, keep_checkpoints));
     std::printf("checkpoint  iter %lld  -> %s\n", static_cast<long long>(trainer->iteration()),
                 dir.c_str());
     return absl::OkStatus();
