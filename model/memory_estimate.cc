@@ -100,4 +100,12 @@ absl::Status CheckStageFits(const StageMemoryEstimate& e, int64_t free_bytes,
       "; use a smaller --model, more --stages or a smaller --samples_per_mb"));
 }
 
+int64_t MaxActivationBytes(const ModelConfig& config, int samples_per_mb) {
+  return int64_t{4} * std::max(1, samples_per_mb) * config.seq_len * config.d_model;
+}
+
+int64_t MaxFramePayloadBytes(const ModelConfig& config, int samples_per_mb) {
+  return 2 * MaxActivationBytes(config, samples_per_mb) + (int64_t{1} << 20);
+}
+
 }  // namespace skipswarm::model

@@ -63,6 +63,13 @@ std::string DescribeStageMemory(const StageMemoryEstimate& e);
 absl::Status CheckStageFits(const StageMemoryEstimate& e, int64_t free_bytes,
                             const std::string& device);
 
+// The largest pipeline payload a stage legally sends: one micro-batch's
+// activation or its gradient in float32 (samples x seq_len x d_model x 4
+// bytes); other codecs are smaller. The daemons refuse frames above twice
+// this plus 1 MiB (MaxFramePayloadBytes) instead of the wire's 256 MiB.
+int64_t MaxActivationBytes(const ModelConfig& config, int samples_per_mb);
+int64_t MaxFramePayloadBytes(const ModelConfig& config, int samples_per_mb);
+
 // Human form of a byte count: "512 B", "3.2 KiB", "1.50 GiB".
 std::string FormatBytes(int64_t bytes);
 

@@ -43,6 +43,15 @@ absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
         absl::StrCat("payload of ", bytes, " bytes exceeds the limit of ",
                      options_.max_payload_bytes));
   }
+  if (options_.check_tensor_shape && (bytes > 0 || h.tensor().shape_size() > 0)) {
+    absl::StatusOr<uint64_t> implied = ImpliedPayloadBytes(h.tensor());
+    if (!implied.ok()) return implied.status();
+    if (*implied != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "payload_bytes ", bytes, " does not match the declared tensor (", *implied,
+          " bytes for its shape and codec)"));
+    }
+  }
   const uint64_t min_chunks = ChunkCountFor(bytes);
   if (h.chunk_count() < min_chunks || h.chunk_count() > bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -50,6 +59,45 @@ absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
         bytes, " (chunks must hold 1 B..1 MiB each)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> FrameValidator::ImpliedPayloadBytes(const proto::TensorMeta& meta) {
+  if (meta.shape_size() < 1 || meta.shape_size() > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor rank ", meta.shape_size(), " is not in 1..8"));
+  }
+  // Bounded well below overflow: 2^40 elements is far beyond any limit.
+  constexpr uint64_t kMaxElements = uint64_t{1} << 40;
+  uint64_t n = 1;
+  for (int64_t d : meta.shape()) {
+    if (d < 1 || static_cast<uint64_t>(d) > kMaxElements / n) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor dim ", d, " out of range"));
+    }
+    n *= static_cast<uint64_t>(d);
+  }
+  const bool fp = meta.dtype() == proto::DTYPE_FLOAT32;
+  switch (meta.codec()) {
+    case proto::CODEC_RAW_FP32:
+      if (fp) return n * 4;
+      break;
+    case proto::CODEC_FP16:
+    case proto::CODEC_BF16:
+      if (fp) return n * 2;
+      break;
+    case proto::CODEC_INT8_BLOCKWISE:
+      if (fp && meta.block_size() >= 1 && meta.block_size() <= (1u << 20)) {
+        return (n + meta.block_size() - 1) / meta.block_size() * 4 + n;
+      }
+      break;
+    case proto::CODEC_RAW_INT64:
+      if (meta.dtype() == proto::DTYPE_INT64) return n * 8;
+      break;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("codec ", meta.codec(), " with dtype ",
+                                                 meta.dtype(), " (block ", meta.block_size(),
+                                                 ") is not a valid tensor encoding"));
 }
 
 absl::Status FrameValidator::CheckChunk(const proto::FrameHeader& h,

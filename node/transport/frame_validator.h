@@ -9,6 +9,10 @@
 //      direction set, TensorMeta.payload_bytes ≤ the limit, chunk_count
 //      consistent with payload_bytes (0 iff empty; every chunk 1 B..1 MiB)
 //      (INVALID_ARGUMENT).
+//   1b. With check_tensor_shape: rank 1..8, every dim >= 1, a known codec of
+//      the right dtype, and payload_bytes == what shape and codec imply
+//      (INVALID_ARGUMENT), so a frame cannot declare a small tensor and
+//      send (or make us reserve) a large payload.
 //   2. CheckChunk per chunk: index == next expected, size 1 B..1 MiB, total
 //      not beyond payload_bytes (INVALID_ARGUMENT).
 //   3. CheckPayload on the whole payload: exact size (INVALID_ARGUMENT) and
@@ -33,6 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/node_id.h"
 #include "node/transport/frame.h"
@@ -47,6 +52,11 @@ struct ValidatorOptions {
   uint64_t max_payload_bytes = kMaxPayloadBytes;
   // How many recent frame keys are remembered for duplicate detection.
   size_t duplicate_window = 1 << 16;
+  // Note [Frame validation] 1b: the header's tensor shape, codec and dtype
+  // must imply exactly its payload_bytes (refused before a payload byte is
+  // received or allocated). The daemons set it; off for transport tests
+  // whose frames carry arbitrary bytes.
+  bool check_tensor_shape = false;
 };
 
 class FrameValidator {
@@ -54,6 +64,8 @@ class FrameValidator {
   explicit FrameValidator(ValidatorOptions options);
 
   absl::Status CheckHeader(const proto::FrameHeader& header) const;
+  // Step 1b alone: the payload size `meta`'s shape and codec imply.
+  static absl::StatusOr<uint64_t> ImpliedPayloadBytes(const proto::TensorMeta& meta);
   // `expected_index` chunks totalling `bytes_so_far` came before `chunk`.
   absl::Status CheckChunk(const proto::FrameHeader& header,
                           uint32_t expected_index, uint64_t bytes_so_far,

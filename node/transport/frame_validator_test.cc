@@ -173,5 +173,34 @@ TEST_F(FrameValidatorTest, ForgetsKeysBeyondTheWindow) {
   EXPECT_FALSE(validator_.Reserve(Valid(10, 4).header).ok());  // still known
 }
 
+// A header that declares a small tensor but a large payload was accepted
+// (and its chunks received) until the decoder compared the sizes.
+TEST_F(FrameValidatorTest, PayloadThatDoesNotMatchTheDeclaredShapeIsRefusedAtTheHeader) {
+  FrameValidator strict(ValidatorOptions{self_, kTestSwarm, 8 << 20, 4, true});
+  Frame f = Valid(4096);  // shape {1024} fp32: 4096 bytes
+  EXPECT_TRUE(strict.CheckHeader(f.header).ok());
+  f.header.mutable_tensor()->set_shape(0, 16);  // declares 64 bytes
+  EXPECT_TRUE(validator_.CheckHeader(f.header).ok()) << "the old check let it in";
+  absl::Status s = strict.CheckHeader(f.header);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("does not match"), absl::string_view::npos) << s;
+  // Codecs: int8 blockwise (scales + values), int64, and nonsense.
+  proto::TensorMeta m;
+  m.add_shape(2);
+  m.add_shape(300);
+  m.set_dtype(proto::DTYPE_FLOAT32);
+  m.set_codec(proto::CODEC_INT8_BLOCKWISE);
+  m.set_block_size(256);
+  EXPECT_EQ(*FrameValidator::ImpliedPayloadBytes(m), 3u * 4 + 600);
+  m.set_codec(proto::CODEC_RAW_INT64);
+  EXPECT_FALSE(FrameValidator::ImpliedPayloadBytes(m).ok()) << "int64 with a float dtype";
+  m.set_dtype(proto::DTYPE_INT64);
+  EXPECT_EQ(*FrameValidator::ImpliedPayloadBytes(m), 600u * 8);
+  m.set_shape(1, 0);
+  EXPECT_FALSE(FrameValidator::ImpliedPayloadBytes(m).ok());
+  m.set_shape(1, int64_t{1} << 40);
+  EXPECT_FALSE(FrameValidator::ImpliedPayloadBytes(m).ok()) << "overflow-sized";
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -79,6 +79,8 @@ struct GrpcTransportOptions {
   // Frames must carry this swarm id (empty: accept any; tests only).
   std::string swarm_id;
   uint64_t max_payload_bytes = kMaxPayloadBytes;
+  // ValidatorOptions::check_tensor_shape (Note [Frame validation] 1b).
+  bool check_tensor_shape = false;
   size_t duplicate_window = 1 << 16;
   // Sending: frames waiting per peer beyond the one being written.
   size_t max_queued_frames_per_peer = 8;

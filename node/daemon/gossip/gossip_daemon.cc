@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "model/memory_estimate.h"
 #include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/gossip/advertise_address.h"
@@ -172,6 +173,11 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   to.self = p->self;
   to.serve_on = server_builder;
   to.swarm_id = p->gossip->swarm_id();
+  // Frames no larger than this model's activations allow, and of exactly
+  // the size their declared tensor implies (Note [Frame validation]).
+  to.max_payload_bytes = static_cast<uint64_t>(
+      model::MaxFramePayloadBytes(base.model.model, base.model.samples_per_mb));
+  to.check_tensor_shape = true;
   // Pipeline frames: mutual TLS from our key (Note [Peer authentication]).
   if (p->gossip->insecure()) {
     to.credentials = identity::PeerCredentials::Insecure();

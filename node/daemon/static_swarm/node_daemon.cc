@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "model/memory_estimate.h"
 #include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
@@ -147,6 +148,11 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   to.self = p->self;
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
   to.swarm_id = options.swarm_id;
+  // Frames no larger than this model's activations allow, and of exactly
+  // the size their declared tensor implies (Note [Frame validation]).
+  to.max_payload_bytes = static_cast<uint64_t>(
+      model::MaxFramePayloadBytes(options.model.model, options.model.samples_per_mb));
+  to.check_tensor_shape = true;
   // Note [Static swarm security]: TLS pinned to the list's node ids, or
   // plain text behind --insecure.
   SS_ASSIGN_OR_RETURN(p->tls, StaticSwarmTls::Create({options.key_file, options.insecure},
