@@ -1,5 +1,7 @@
 #include "node/daemon/stack/training_stack.h"
 
+#include <glog/logging.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +51,17 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
                                                         in.routing, in.group);
     SdpShadowStages* shadows = stack->shadows_.get();
     stack->trainer_->SetBeforeIteration([shadows](uint64_t it, NodeTrainer::StepDone done) {
-      shadows->Refresh(it, std::move(done));
+      shadows->Refresh(it, [shadows, it, done = std::move(done)](absl::Status s) mutable {
+        // The measured cost of Note [SDP frozen stages], now and then.
+        if (it < 3 || it % 100 == 0 || !s.ok()) {
+          const ShadowStats st = shadows->stats();
+          LOG(INFO) << "iteration " << it << ": frozen SDP stages refreshed, " << st.last_bytes
+                    << " bytes this iteration (" << st.bytes << " in all), staleness "
+                    << st.staleness << " (max " << st.max_staleness << "), " << st.failures
+                    << " failed fetches";
+        }
+        done(std::move(s));
+      });
     });
   }
   return stack;
