@@ -189,6 +189,13 @@ void Membership::Impl::ProbeTick(absl::Duration deadline) {
     }
   }
   ScheduleProbe();
+  Changes silent;  // Note [Outbound-only members]
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    SuspectSilentOutboundOnlyLocked(&silent);
+  }
+  Publish(silent);
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
@@ -197,15 +204,19 @@ void Membership::Impl::ProbeTick(absl::Duration deadline) {
     while (target == nullptr && !probe_next_.empty()) {
       auto it = members_.find(probe_next_.front());
       probe_next_.erase(probe_next_.begin());
-      if (it != members_.end() && it->second.live()) target = &it->second;
+      if (it != members_.end() && it->second.live() && !it->second.record.outbound_only()) {
+        target = &it->second;
+      }
     }
     for (size_t tries = 0; target == nullptr && tries < 2; ++tries) {
       while (probe_index_ < probe_order_.size() && target == nullptr) {
         auto it = members_.find(probe_order_[probe_index_++]);
-        if (it != members_.end() && it->second.live()) target = &it->second;
+        if (it != members_.end() && it->second.live() && !it->second.record.outbound_only()) {
+          target = &it->second;
+        }
       }
       if (target == nullptr) {  // end of a round: reshuffle
-        probe_order_ = LiveOthersLocked();
+        probe_order_ = DialableOthersLocked();
         rng_.Shuffle(probe_order_);
         probe_index_ = 0;
       }
@@ -263,7 +274,7 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
-    std::vector<common::NodeId> helpers = LiveOthersLocked();
+    std::vector<common::NodeId> helpers = DialableOthersLocked();
     helpers.erase(std::remove(helpers.begin(), helpers.end(), target),
                   helpers.end());
     rng_.Shuffle(helpers);
@@ -337,7 +348,8 @@ void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
       absl::MutexLock lock(&mu_);
       auto it = members_.find(target);
       if (stopped_ || it == members_.end() ||
-          it->second.state != proto::MEMBER_STATE_SUSPECT) {
+          it->second.state != proto::MEMBER_STATE_SUSPECT ||
+          it->second.record.outbound_only()) {  // cannot be dialed: it hears in our acks
         return;
       }
       to = RefLocked(it->second);
@@ -373,7 +385,7 @@ void Membership::Impl::GossipTick() {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_ || broadcasts_.empty()) return;
-    std::vector<common::NodeId> peers = LiveOthersLocked();
+    std::vector<common::NodeId> peers = DialableOthersLocked();
     rng_.Shuffle(peers);
     if (static_cast<int>(peers.size()) > options_.gossip_fanout) {
       peers.resize(options_.gossip_fanout);
@@ -413,7 +425,7 @@ void Membership::Impl::PushPullTick() {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
-    std::vector<common::NodeId> peers = LiveOthersLocked();
+    std::vector<common::NodeId> peers = DialableOthersLocked();
     if (peers.empty()) {
       // Alone (or everybody looks dead, e.g. after our own outage): try the
       // tombstones and the bootstrap list so two halves can find each other.

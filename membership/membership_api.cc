@@ -122,7 +122,7 @@ void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
     me.record.set_incarnation(saved.incarnation());
     me.record.set_state(saved.state());
     impl_->SignSelfLocked(0, proto::MEMBER_STATE_LEFT).IgnoreError();
-    std::vector<common::NodeId> peers = impl_->LiveOthersLocked();
+    std::vector<common::NodeId> peers = impl_->DialableOthersLocked();
     impl_->rng_.Shuffle(peers);
     const size_t n = std::min(peers.size(),
                               static_cast<size_t>(2 * impl_->options_.gossip_fanout));
@@ -178,7 +178,7 @@ void Membership::Announce(absl::AnyInvocable<void(int, int)> done) {
   std::vector<PeerRef> peers;
   {
     absl::MutexLock lock(&impl_->mu_);
-    for (const common::NodeId& id : impl_->LiveOthersLocked()) {
+    for (const common::NodeId& id : impl_->DialableOthersLocked()) {
       peers.push_back(impl_->RefLocked(impl_->members_[id]));
     }
   }
@@ -267,7 +267,7 @@ void Membership::CheckReachability(absl::AnyInvocable<void(absl::Status)> done) 
   std::string address;
   {
     absl::MutexLock lock(&impl_->mu_);
-    std::vector<common::NodeId> peers = impl_->LiveOthersLocked();
+    std::vector<common::NodeId> peers = impl_->DialableOthersLocked();
     if (!peers.empty()) {
       helper = impl_->RefLocked(impl_->members_[peers[impl_->rng_.UniformInt(
           0, static_cast<int64_t>(peers.size()) - 1)]]);

@@ -38,6 +38,23 @@
 // * First-hand only link samples: a LinkSample is accepted from the node it
 //   is `from`, so a peer cannot put words in another's mouth.
 //
+// Note [Outbound-only members]
+// * A member whose record says outbound_only (behind NAT: nobody can open a
+//   connection to it) is never a probe target, an indirect-probe helper, a
+//   gossip / push-pull / announce destination, nor told about its own
+//   suspicion directly: every such call would fail, and each failed probe
+//   made it SUSPECT (it flapped ALIVE <-> SUSPECT many times a minute).
+// * Its liveness comes from what it sends us: it probes, gossips and
+//   push-pulls the dialable members like anyone, on connections it opens,
+//   and each request it sends (authenticated sender) sets its last_heard.
+//   Every probe tick a member suspects, first-hand, an outbound-only member
+//   silent for longer than OutboundSilenceLimitLocked: about three rounds of
+//   its probes (it probes each of us once per round of the live members)
+//   plus slack, at least 3 s. The usual suspicion then runs: the member
+//   refutes in the acks of its next requests, or is declared DEAD.
+// * What it receives it gets in replies (acks, push-pull responses), so
+//   records and opinions still reach it.
+//
 // Note [Dynamic suspicion] (Lifeguard, Dadgar et al. 2018)
 // * A suspicion's timeout starts at SuspicionBounds::max and shrinks towards
 //   min as other members confirm it independently (suspicion.h). A
@@ -153,6 +170,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     common::TimerId suspicion_timer = common::kNoTimer;
     std::optional<Suspicion> suspicion;  // while SUSPECT
     absl::Duration deferred;  // verdict deferred for our own lateness
+    // When it last sent us a request (Note [Outbound-only members]).
+    absl::Duration last_heard;
     // The signed update behind a SUSPECT / DEAD state (ours or a member's),
     // passed on in gossip and anti-entropy and shown to the suspect.
     proto::MembershipUpdate opinion;
@@ -249,8 +268,15 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<proto::RecordDigest> DigestsLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<common::NodeId> LiveOthersLocked() const
+  // Live members other than us that we can send to: not outbound-only
+  // (Note [Outbound-only members]).
+  std::vector<common::NodeId> DialableOthersLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Suspects the outbound-only members that have been silent for longer
+  // than OutboundSilenceLimitLocked (first-hand, like a failed probe).
+  void SuspectSilentOutboundOnlyLocked(Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration OutboundSilenceLimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every member, in id order from the first id >= `peer` on, cyclically
   // (hash order is not deterministic across runs; starting at the peer, a
   // message that holds only the first max_push_pull_records does not always

@@ -447,6 +447,7 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
 
 void Membership::Impl::HeardFromLocked(const common::NodeId& sender) {
   auto it = members_.find(sender);
+  if (it != members_.end()) it->second.last_heard = clock_->SteadyNow();
   if (it == members_.end() ||
       it->second.state != proto::MEMBER_STATE_SUSPECT ||
       !it->second.suspicion.has_value()) {
@@ -456,6 +457,26 @@ void Membership::Impl::HeardFromLocked(const common::NodeId& sender) {
   const absl::Duration before = m.suspicion->Deadline();
   m.suspicion->HeardFromSuspect(clock_->SteadyNow());
   if (m.suspicion->Deadline() != before) ArmSuspicionTimerLocked(m);
+}
+
+absl::Duration Membership::Impl::OutboundSilenceLimitLocked() const {
+  const int live = LiveCountLocked();
+  return std::max(ProbeIntervalLocked() * (3 * live + 6), absl::Seconds(3));
+}
+
+void Membership::Impl::SuspectSilentOutboundOnlyLocked(Changes* changes) {
+  const absl::Duration now = clock_->SteadyNow();
+  const absl::Duration limit = OutboundSilenceLimitLocked();
+  std::vector<std::pair<common::NodeId, uint64_t>> silent;
+  for (const auto& [id, m] : members_) {
+    if (id == self_ || m.state != proto::MEMBER_STATE_ALIVE || !m.record.outbound_only()) {
+      continue;
+    }
+    if (now - std::max(m.last_heard, m.state_since) > limit) {
+      silent.push_back({id, m.incarnation()});
+    }
+  }
+  for (const auto& [id, incarnation] : silent) SuspectLocked(id, incarnation, changes);
 }
 
 int Membership::Impl::LiveCountLocked() const {
@@ -530,10 +551,10 @@ Membership::Impl::MembersForPushPullLocked(const common::NodeId& peer) const {
   return out;
 }
 
-std::vector<common::NodeId> Membership::Impl::LiveOthersLocked() const {
+std::vector<common::NodeId> Membership::Impl::DialableOthersLocked() const {
   std::vector<common::NodeId> out;
   for (const auto& [id, m] : members_) {
-    if (id != self_ && m.live()) out.push_back(id);
+    if (id != self_ && m.live() && !m.record.outbound_only()) out.push_back(id);
   }
   std::sort(out.begin(), out.end());  // hash order is not deterministic
   return out;

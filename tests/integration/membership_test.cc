@@ -426,6 +426,57 @@ TEST_F(MembershipTest, ReachabilitySelfCheckTellsANodeBehindNat) {
   EXPECT_NE(nat.message().find("NAT"), std::string::npos);
 }
 
+// Note [Outbound-only members]: node 2 can reach out but nobody can reach
+// in (its address is one where nothing listens). `outbound_only`: whether it
+// says so in its record. Returns how often nodes 0 and 1 saw it turn
+// SUSPECT or DEAD over a minute.
+int FalseVerdictsAboutANodeBehindNat(bool outbound_only) {
+  SimSwarm swarm(42, SimNetwork::Options(), Defaults());
+  for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
+  swarm.StartAll(0);
+  EXPECT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  EXPECT_TRUE(swarm.node(2).UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->set_addresses(0, "behind-nat:7000");
+    r->set_outbound_only(outbound_only);
+  }).ok());
+  const size_t before = swarm.transitions().size();
+  swarm.Run(absl::Seconds(60));
+  int verdicts = 0;
+  for (size_t i = before; i < swarm.transitions().size(); ++i) {
+    const SimSwarm::Transition& t = swarm.transitions()[i];
+    if (t.subject == 2 && t.observer != 2 &&
+        (t.state == proto::MEMBER_STATE_SUSPECT || t.state == proto::MEMBER_STATE_DEAD)) {
+      ++verdicts;
+    }
+  }
+  return verdicts;
+}
+
+TEST(OutboundOnlyMemberTest, ANodeBehindNatDoesNotFlapWhenItsRecordSaysSo) {
+  // Before: probes of the NATed node fail, so it flaps (or dies).
+  EXPECT_GT(FalseVerdictsAboutANodeBehindNat(/*outbound_only=*/false), 0);
+  EXPECT_EQ(FalseVerdictsAboutANodeBehindNat(/*outbound_only=*/true), 0);
+}
+
+TEST(OutboundOnlyMemberTest, ASilentOutboundOnlyMemberIsStillDeclaredDead) {
+  SimSwarm swarm(7, SimNetwork::Options(), Defaults());
+  for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
+  swarm.StartAll(0);
+  ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  ASSERT_TRUE(swarm.node(2).UpdateLocalRecord([](proto::NodeRecord* r) {
+    r->set_addresses(0, "behind-nat:7000");
+    r->set_outbound_only(true);
+  }).ok());
+  swarm.Run(absl::Seconds(5));
+  swarm.Kill(2);
+  const absl::Duration t =
+      swarm.RunUntil([&] { return swarm.AllSee(2, proto::MEMBER_STATE_DEAD); }, absl::Seconds(60));
+  EXPECT_NE(t, absl::InfiniteDuration()) << "a crashed outbound-only member was never declared dead";
+  EXPECT_LT(t, absl::Seconds(20));
+}
+
 TEST(MembershipJoinTest, UnreachableBootstrapNamesEachAddress) {
   MembershipOptions o = Defaults();
   o.join_rounds = 2;

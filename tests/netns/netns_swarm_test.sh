@@ -17,7 +17,8 @@ OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/netns-swarm-$$"
 mkdir -p "$OUT"
 MODEL=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
        --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
-CASES=(public_swarm_trains nat_blocks_inbound_only reachability_at_join)
+CASES=(public_swarm_trains nat_blocks_inbound_only reachability_at_join nat_member_no_false_verdicts)
+FLAP_WINDOW_S="${NETNS_FLAP_WINDOW_S:-20}"
 
 netns_require "${CASES[@]}" || { nt_finish; exit $?; }
 netns_init
@@ -101,6 +102,26 @@ wait_for_line "$OUT/r2.out" "reachable at\|behind NAT\|reachability" 30
 metric=$(nx h1 python3 -c 'import urllib.request
 print(urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5).read().decode())' \
   2>/dev/null | grep '^skipswarm_reachable ')
+# nat_member_no_false_verdicts: the home member stays in the swarm for the
+# window; count the public members' SUSPECT / DEAD verdicts about it once
+# its record says outbound-only (it marks it right after the check).
+home_id=$(sed -n 's/.*node id \([0-9a-f]*\),.*/\1/p' "$OUT/r2.err" | head -1)
+sleep 2
+skip0=$(wc -l <"$OUT/r0.err")
+skip1=$(wc -l <"$OUT/r1.err")
+sleep "$FLAP_WINDOW_S"
+verdicts() {  # state: count over both public members' logs in the window
+  { tail -n +"$((skip0 + 1))" "$OUT/r0.err"; tail -n +"$((skip1 + 1))" "$OUT/r1.err"; } |
+    grep -c "member ${home_id} MEMBER_STATE_[A-Z]* -> MEMBER_STATE_$1"
+}
+suspects=$(verdicts SUSPECT)
+deads=$(verdicts DEAD)
+echo "[netns] home member ${home_id}: ${suspects} SUSPECT, ${deads} DEAD verdicts by 2 public members in ${FLAP_WINDOW_S} s"
+if [ -n "$home_id" ] && [ "$suspects" -eq 0 ] && [ "$deads" -eq 0 ]; then
+  nt_case nat_member_no_false_verdicts passed "0 SUSPECT, 0 DEAD in ${FLAP_WINDOW_S} s"
+else
+  nt_case nat_member_no_false_verdicts failed "id '${home_id}': ${suspects} SUSPECT, ${deads} DEAD in ${FLAP_WINDOW_S} s"
+fi
 # SIGTERM: background jobs of a script ignore SIGINT.
 for p in $pid_r0 $pid_r1 $pid_r2; do kill -TERM "$p" 2>/dev/null; done
 for p in $pid_r0 $pid_r1 $pid_r2; do wait "$p"; done

@@ -329,10 +329,15 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
     for (const DialBackAnswer& a : r.answers) {
       if (!a.detail.empty()) LOG(WARNING) << "  " << a.peer << ": " << a.detail;
     }
-    LOG(WARNING) << base().name << ": peers cannot open connections to this node; what they "
-                 << "send on connections of their own (pipeline frames, gradient pushes, gossip "
-                 << "probes) will fail. Forward the port and set --advertise to the public "
-                 << "address, or run this node where it is reachable";
+    // Note [Outbound-only members] (membership_impl.h): members stop
+    // probing us and judge us by what we send them.
+    absl::Status marked = gossip->membership()->UpdateLocalRecord(
+        [](proto::NodeRecord* record) { record->set_outbound_only(true); });
+    if (!marked.ok()) LOG(WARNING) << base().name << ": cannot mark our record: " << marked;
+    LOG(WARNING) << base().name << ": outbound-only: gossip reaches this node in replies to "
+                 << "its own requests; pipeline frames and gradient pushes that peers send on "
+                 << "connections of their own still fail (forward the port and set --advertise, "
+                 << "or host no stage here)";
   } else {
     LOG(INFO) << base().name << ": " << line;
   }
