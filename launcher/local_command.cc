@@ -533,6 +533,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             struct rusage ru {};
             wait4(c.pid, &c.status, 0, &ru);
             c.exited = true;
+            c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                      1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+            c.max_rss_kib = ru.ru_maxrss;
             --alive;
           }
           generations->Poll();
