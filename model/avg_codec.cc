@@ -76,10 +76,12 @@ absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor
         break;
       case AvgCodecKind::kBf16:
       case AvgCodecKind::kInt8: {
+        // Note [Error feedback].
+        at::Tensor corrected = v + residual_;
         EncodeOptions o;
         o.codec = spec_.kind == AvgCodecKind::kBf16 ? Codec::kBf16 : Codec::kInt8Blockwise;
         o.block_size = spec_.block_size;
-        absl::StatusOr<EncodedTensor> enc = EncodeTensor(v, o);
+        absl::StatusOr<EncodedTensor> enc = EncodeTensor(corrected, o);
         if (!enc.ok()) return enc.status();
         DecodeExpectations want;
         want.shape = {numel_};
@@ -88,6 +90,7 @@ absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor
         if (!dec.ok()) return dec.status();
         r.bytes = static_cast<int64_t>(enc->payload.size());
         r.decoded = *dec;
+        residual_ = corrected - r.decoded;
         break;
       }
       case AvgCodecKind::kTopK:

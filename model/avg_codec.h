@@ -17,9 +17,13 @@
 // they drop is kept in residual() and added to the next vector before it is
 // compressed, so every coordinate is sent eventually and the sum of what was
 // sent over many calls tracks the sum of the inputs (the residual is the
-// whole difference). bf16 and int8 keep no residual (their error is small
-// and unbiased enough). The residual is part of a replica's averaging state:
-// state transfer carries it (outer_optimizer.h's OuterState).
+// whole difference). bf16 and int8 keep one too: blockwise int8 rounds
+// every entry below its block's absmax / 254 to zero, always the same small
+// entries (norm weights, rare tokens' rows), which AdamW's per-entry scaling
+// would otherwise never see (measured: H = 1 int8 without it ended 5% above
+// fp32's validation loss, node/train/README.md). The residual is part of a
+// replica's averaging state: state transfer carries it (Note [Averaging
+// state] in outer_optimizer.h).
 //
 // Thread rule: thread-compatible.
 #ifndef SKIPSWARM_MODEL_AVG_CODEC_H_
@@ -49,9 +53,7 @@ class AveragingCodec {
 
   const AvgCodecSpec& spec() const { return spec_; }
   int64_t numel() const { return numel_; }
-  bool has_residual() const {
-    return spec_.kind == AvgCodecKind::kTopK || spec_.kind == AvgCodecKind::kPowerSgd;
-  }
+  bool has_residual() const { return IsLossy(spec_); }
   // Note [Error feedback]; zeros for codecs without one.
   const at::Tensor& residual() const { return residual_; }
   absl::Status SetResidual(const at::Tensor& residual);

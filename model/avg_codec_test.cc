@@ -35,6 +35,15 @@ TEST(AveragingCodecTest, WireCodecsRoundTripWithTheirSizes) {
   EXPECT_LT((i->decoded - v).norm().item<double>() / v.norm().item<double>(), 0.02);
   // Compression ratio vs fp32.
   EXPECT_NEAR(4.0 * n / i->bytes, 3.94, 0.01);
+  // Note [Error feedback]: what int8 rounded away comes back next time.
+  EXPECT_TRUE(at::allclose(int8.residual(), v - i->decoded));
+  at::Tensor tiny = at::full({n}, 1e-4f, at::kFloat);
+  tiny[0] = 1.0f;  // its block's absmax: 1e-4 rounds to 0 in that block
+  AveragingCodec ef(*ParseAvgCodec("int8"), n, 1);
+  at::Tensor sent = at::zeros({n}, at::kFloat);
+  for (int k = 0; k < 100; ++k) sent += ef.Compress(tiny)->decoded;
+  EXPECT_EQ(sent[0].item<float>(), 100.0f);
+  EXPECT_NEAR(sent[1].item<float>(), 100 * 1e-4, 0.5 / 127);  // not 0
 }
 
 TEST(AveragingCodecTest, TopKKeepsTheLargestAndMeasuresItsRatio) {
