@@ -71,6 +71,19 @@ class ForwardingStageCompute : public StageCompute {
   absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override {
     return inner_->ImportState(bytes);
   }
+  // Note [Outer steps] (node/train/node_trainer.h): forwarded too, or a
+  // decorated compute would fall back to the interface's defaults.
+  AveragingPlan averaging() const override { return inner_->averaging(); }
+  absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) override {
+    return inner_->CompressGradients(std::move(flat));
+  }
+  absl::StatusOr<AverageContribution> TakePseudoGradient() override {
+    return inner_->TakePseudoGradient();
+  }
+  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
+                                             int contributors) override {
+    return inner_->ApplyOuterStep(summed, contributors);
+  }
 
  protected:
   StageCompute* inner() const { return inner_; }

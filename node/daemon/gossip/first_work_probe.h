@@ -46,17 +46,6 @@ class FirstWorkProbe final : public ForwardingStageCompute {
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override {
     inner()->Backward(mb, std::move(grad_output), Wrap(true, std::move(done)));
   }
-  AveragingPlan averaging() const override { return inner()->averaging(); }
-  absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) override {
-    return inner()->CompressGradients(std::move(flat));
-  }
-  absl::StatusOr<AverageContribution> TakePseudoGradient() override {
-    return inner()->TakePseudoGradient();
-  }
-  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
-                                             int contributors) override {
-    return inner()->ApplyOuterStep(summed, contributors);
-  }
 
  private:
   TensorDone Wrap(bool backward, TensorDone done) {
