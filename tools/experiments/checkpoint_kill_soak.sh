@@ -63,7 +63,7 @@ for k in $(seq 1 "$KILLS"); do
   else
     step="(killed while starting)"
   fi
-  n=$(grep -c "skipped:" "$OUT/run-$k.log" || true)
+  n=$(grep -c "^generation .* skipped:" "$OUT/run-$k.log" || true)
   skipped=$((skipped + n))
   printed=$(sed -n 's/^checkpoint  iter \([0-9]*\).*/\1/p' "$OUT/run-$k.log" | tail -1)
   last_step=${printed:-$last_step}
