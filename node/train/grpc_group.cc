@@ -35,7 +35,7 @@ absl::Status GrpcGroupComm::Impl::Start() {
   // daemon on the same port start a second swarm silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen_address, creds().ForServer(), &port_);
-  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(this);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -80,7 +80,7 @@ std::shared_ptr<grpc::Channel> GrpcGroupComm::Impl::ChannelFor(const std::string
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetMaxReceiveMessageSize(8 << 20);
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     creds().ConfigureChannel(args);
     c = grpc::CreateCustomChannel(address, creds().ForChannel(to), args);
   }

@@ -44,6 +44,11 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
                             public std::enable_shared_from_this<GrpcGroupComm::Impl> {
  public:
   static constexpr size_t kChunkFloats = (size_t{1} << 20) / sizeof(float);
+  // Every message is one <= 1 MiB GradientChunk or StateChunk plus its
+  // header (a first chunk lists at most kMaxMembers ids, digests, weights
+  // and uplinks: a few KiB); anything larger is refused by gRPC before it
+  // is read (it was 8 MiB).
+  static constexpr int kMaxMessageBytes = (1 << 20) + (64 << 10);
   static constexpr int kPushThreads = 4;
   static constexpr int kMaxMembers = 64;          // replicas in one round
   static constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
