@@ -182,8 +182,10 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
     }
     if (done.size() == targets.addresses.size() || clock->SteadyNow() >= deadline) break;
     if (!waiting_logged) {
-      LOG(INFO) << "no bootstrap peer answered yet (" << errors.begin()->second.message()
-                << "); retrying for up to " << options.timeout;
+      // Said at once, explained: a wrong port should not look like a hang.
+      LOG(WARNING) << "no bootstrap peer served the swarm manifest yet ("
+                   << errors.begin()->second.message() << "); retrying for up to "
+                   << options.timeout << " (--startup_timeout_s)";
       waiting_logged = true;
     }
     clock->SleepFor(absl::Milliseconds(200));

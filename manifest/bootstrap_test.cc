@@ -147,6 +147,21 @@ TEST_F(BootstrapTest, TheMetricsPortIsRecognisedByItsHttpAnswer) {
   EXPECT_TRUE(absl::StrContains(v.status().message(), "metrics or status port")) << v.status();
 }
 
+TEST_F(BootstrapTest, TheMetricsPortIsRecognisedOverTlsToo) {
+  // A TLS joiner's handshake meets an HTTP server: gRPC reports a TLS
+  // failure; the probe tells what is really there.
+  httplib::Server http;
+  http.Get("/", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok", "text/plain"); });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { http.listen_after_bind(); });
+  auto joiner = *identity::Identity::FromSeed(std::string(32, '\x03'));
+  auto v = Fetch({absl::StrCat("127.0.0.1:", port)}, "", kSwarmId,
+                 *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()));
+  http.stop();
+  t.join();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[http]")) << v.status();
+}
+
 TEST_F(BootstrapTest, AClosedPortIsATcpErrorAfterRetries) {
   // A port the kernel gave us and that we closed: nothing listens there.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
