@@ -58,25 +58,7 @@ manifest::SwarmSettings SettingsOf(const node::NodeDaemonOptions& o) {
   s.swarm_name = absl::GetFlag(FLAGS_swarm_name);
   s.private_swarm = !absl::GetFlag(FLAGS_swarm_secret).empty();
   s.tls = !absl::GetFlag(FLAGS_insecure);
-  // Replica averaging's flags, where this build has them (another module
-  // defines them; absent flags leave the manifest's fields unset).
-  int outer_every = 0;
-  if (FlagGiven("outer_every") && absl::SimpleAtoi(FlagText("outer_every"), &outer_every)) {
-    s.outer_every = outer_every;
-  }
-  if (FlagGiven("avg_codec")) s.avg_codec = FlagText("avg_codec");
   return s;
-}
-
-absl::Status SetFlagText(absl::string_view name, const std::string& value) {
-  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  if (flag == nullptr) return absl::OkStatus();
-  std::string error;
-  if (!flag->ParseFrom(value, &error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the swarm manifest's ", name, "=", value, ": ", error));
-  }
-  return absl::OkStatus();
 }
 
 // The node key (also what the daemon loads next; loading twice is cheap),
@@ -173,17 +155,8 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     o->model = settings.model;
     o->mbs_per_iteration = settings.mbs_per_iteration;
     o->iterations = settings.iterations;
-    // The flags were read into o->model already: the manifest's averaging
-    // goes into both (Note [Outer steps]: every member averages alike).
-    if (settings.outer_every.has_value()) {
-      SS_RETURN_IF_ERROR(SetFlagText("outer_every", absl::StrCat(*settings.outer_every)));
-      o->model.averaging.outer_every = *settings.outer_every;
-    }
-    if (settings.avg_codec.has_value()) {
-      SS_RETURN_IF_ERROR(SetFlagText("avg_codec", *settings.avg_codec));
-      SS_ASSIGN_OR_RETURN(o->model.averaging.codec, model::ParseAvgCodec(*settings.avg_codec));
-    }
-    SS_RETURN_IF_ERROR(model::ValidateAveraging(o->model.averaging));
+    // The manifest's averaging came with settings.model (ApplyManifest
+    // validated it; Note [Outer steps]: every member averages alike).
     step.swarm_name = settings.swarm_name;
     signed_manifest = v.signed_manifest;
     LOG(INFO) << "swarm manifest " << v.sha256 << " from founder " << v.founder << " in "

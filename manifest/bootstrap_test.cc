@@ -56,15 +56,16 @@ class BootstrapTest : public ::testing::Test {
                                          std::string pinned = "",
                                          std::string swarm_id = kSwarmId,
                                          std::shared_ptr<const identity::PeerCredentials> creds =
-                                             identity::PeerCredentials::Insecure()) {
+                                             identity::PeerCredentials::Insecure(),
+                                         absl::Duration timeout = absl::Milliseconds(300)) {
     JoinTargets t;
     t.addresses = std::move(addresses);
     t.pinned_sha256 = std::move(pinned);
     BootstrapOptions o;
     o.credentials = std::move(creds);
     o.swarm_id = std::move(swarm_id);
-    o.timeout = absl::Milliseconds(300);
-    o.call_timeout = absl::Milliseconds(300);
+    o.timeout = timeout;
+    o.call_timeout = timeout;
     return FetchSwarmManifest(t, o, clock_.get());
   }
 
@@ -76,7 +77,8 @@ class BootstrapTest : public ::testing::Test {
 
 TEST_F(BootstrapTest, TheManifestIsFetchedAndVerified) {
   Server s(&service_);
-  auto v = Fetch({s.address()});
+  auto v = Fetch({s.address()}, "", kSwarmId, identity::PeerCredentials::Insecure(),
+                 absl::Seconds(20));
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->manifest.model().num_layers(), 4);
   EXPECT_EQ(v->founder, founder_->id());
@@ -84,7 +86,8 @@ TEST_F(BootstrapTest, TheManifestIsFetchedAndVerified) {
 
 TEST_F(BootstrapTest, TheFirstWorkingAddressOfSeveralServes) {
   Server s(&service_);
-  auto v = Fetch({"no-such-host.invalid:7000", s.address()});
+  auto v = Fetch({"no-such-host.invalid:7000", s.address()}, "", kSwarmId,
+                 identity::PeerCredentials::Insecure(), absl::Seconds(20));
   ASSERT_TRUE(v.ok()) << v.status();
 }
 
@@ -196,8 +199,10 @@ TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
   auto server_creds = *identity::PeerCredentials::Create({founder_.get(), false}, clock_->Now());
   Server s(&service_, server_creds->ForServer());
   auto joiner = *identity::Identity::FromSeed(std::string(32, '\x02'));
+  // A generous deadline: two TLS handshakes on a loaded machine.
   auto v = Fetch({s.address()}, "", kSwarmId,
-                 *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()));
+                 *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()),
+                 absl::Seconds(20));
   ASSERT_TRUE(v.ok()) << v.status();
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "manifest/signed_manifest.h"
+#include "model/averaging_options.h"
 #include "model/corpus.h"
 #include "proto/version.h"
 
@@ -126,8 +127,14 @@ proto::SwarmManifest BuildManifest(const SwarmSettings& s, const CorpusIdentity&
   a->set_swarm_name(s.swarm_name);
   a->set_private_swarm(s.private_swarm);
   a->set_tls(s.tls);
-  if (s.outer_every.has_value()) m.mutable_averaging()->set_outer_every(*s.outer_every);
-  if (s.avg_codec.has_value()) m.mutable_averaging()->set_avg_codec(*s.avg_codec);
+  if (s.with_averaging) {
+    const model::AveragingOptions& avg = s.model.averaging;
+    proto::ManifestAveraging* out = m.mutable_averaging();
+    out->set_outer_every(avg.outer_every);
+    out->set_avg_codec(model::AvgCodecName(avg.codec));
+    out->set_outer_lr(avg.outer_lr);
+    out->set_outer_momentum(avg.outer_momentum);
+  }
   return m;
 }
 
@@ -182,17 +189,29 @@ absl::Status ApplyManifest(const proto::SwarmManifest& m, absl::string_view mani
   take("swarm_name", &s->swarm_name, m.admission().swarm_name());
   s->private_swarm = m.admission().private_swarm();
   s->tls = m.admission().tls();
-  if (m.averaging().has_outer_every()) {
-    int mine = s->outer_every.value_or(m.averaging().outer_every());
-    take("outer_every", &mine, m.averaging().outer_every());
-    s->outer_every = mine;
-  }
-  if (m.averaging().has_avg_codec()) {
-    std::string mine = s->avg_codec.value_or(m.averaging().avg_codec());
-    take("avg_codec", &mine, m.averaging().avg_codec());
-    s->avg_codec = mine;
+  // Averaging: a manifest written before these fields leaves ours as is.
+  model::AveragingOptions& avg = s->model.averaging;
+  const proto::ManifestAveraging& ma = m.averaging();
+  if (ma.has_outer_every()) take("outer_every", &avg.outer_every, ma.outer_every());
+  if (ma.has_outer_lr()) take("outer_lr", &avg.outer_lr, ma.outer_lr());
+  if (ma.has_outer_momentum()) take("outer_momentum", &avg.outer_momentum, ma.outer_momentum());
+  if (ma.has_avg_codec()) {
+    absl::StatusOr<model::AvgCodecSpec> codec = model::ParseAvgCodec(ma.avg_codec());
+    if (!codec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the swarm manifest's avg_codec '",
+                                                     ma.avg_codec(), "': ", codec.status().message(),
+                                                     " (upgrade skipswarm?)"));
+    }
+    std::string mine = model::AvgCodecName(avg.codec);
+    take("avg_codec", &mine, model::AvgCodecName(*codec));
+    avg.codec = *codec;
   }
   if (!first.ok()) return first;
+  absl::Status averaging = model::ValidateAveraging(avg);
+  if (!averaging.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the swarm manifest's averaging is not valid: ", averaging.message()));
+  }
   if (mm.config_hash() != c.ConfigHash()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the swarm manifest's model hash ", mm.config_hash(), " is not its shapes' (",

@@ -35,9 +35,9 @@ struct SwarmSettings {
   std::string swarm_name = "skipswarm";
   bool private_swarm = false;
   bool tls = true;
-  // Replica averaging (another module's flags); unset: not in the manifest.
-  std::optional<int> outer_every;
-  std::optional<std::string> avg_codec;
+  // Replica averaging (model.averaging) goes in the manifest unless this
+  // is false (tests of manifests written before it existed).
+  bool with_averaging = true;
 };
 
 struct CorpusIdentity {

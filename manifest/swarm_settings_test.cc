@@ -53,7 +53,7 @@ TEST(SwarmSettingsTest, AJoinerWithoutModelFlagsTakesEverythingFromTheManifest) 
   EXPECT_EQ(joiner.iterations, 50);
   EXPECT_EQ(joiner.swarm_name, "swarm-x");
   EXPECT_EQ(joiner.model.corpus.paths, std::vector<std::string>{"/data/corpus"});
-  EXPECT_FALSE(joiner.outer_every.has_value());
+  EXPECT_EQ(joiner.model.averaging.outer_every, 1);
 }
 
 TEST(SwarmSettingsTest, AGivenFlagThatDisagreesIsNamedWithBothValues) {
@@ -88,19 +88,26 @@ TEST(SwarmSettingsTest, OptimizerAndScheduleFlagsAreCheckedToo) {
   EXPECT_TRUE(absl::StrContains(s.message(), "--lr=0.01 but the swarm manifest says 0.003")) << s;
 }
 
-TEST(SwarmSettingsTest, AveragingFieldsAreOptional) {
+TEST(SwarmSettingsTest, AveragingSettingsTravelAndAreOptional) {
   SwarmSettings f = Founder();
-  f.outer_every = 8;
-  f.avg_codec = "int8";
+  f.model.averaging.outer_every = 8;
+  f.model.averaging.codec = *model::ParseAvgCodec("int8");
   const proto::SwarmManifest m = ManifestOf(f);
   EXPECT_TRUE(m.averaging().has_outer_every());
   SwarmSettings joiner;
   ASSERT_TRUE(ApplyManifest(m, "x", Given({}), &joiner).ok());
-  EXPECT_EQ(joiner.outer_every, 8);
-  EXPECT_EQ(joiner.avg_codec, "int8");
-  joiner.outer_every = 4;
+  EXPECT_EQ(joiner.model.averaging.outer_every, 8);
+  EXPECT_EQ(model::AvgCodecName(joiner.model.averaging.codec), "int8");
+  joiner.model.averaging.outer_every = 4;
   absl::Status s = ApplyManifest(m, "x", Given({"outer_every"}), &joiner);
   EXPECT_TRUE(absl::StrContains(s.message(), "--outer_every=4 but the swarm manifest says 8")) << s;
+  // A manifest without the fields (an older founder) leaves ours.
+  SwarmSettings old_founder = Founder();
+  old_founder.with_averaging = false;
+  SwarmSettings j2;
+  j2.model.averaging.outer_every = 3;
+  ASSERT_TRUE(ApplyManifest(ManifestOf(old_founder), "x", Given({}), &j2).ok());
+  EXPECT_EQ(j2.model.averaging.outer_every, 3);
 }
 
 TEST(SwarmSettingsTest, AManifestWithAnInvalidModelIsRefused) {

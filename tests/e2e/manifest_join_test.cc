@@ -67,9 +67,11 @@ TEST(ManifestJoinTest, JoinersWithoutModelFlagsTrainTheFoundersModel) {
     EXPECT_TRUE(absl::StrContains(err, "from founder")) << err;
     EXPECT_TRUE(absl::StrContains(err, "model custom (3 layers, d_model 64, 4 heads, ffn 128"))
         << err;
-    const size_t at = err.find("swarm manifest ");
+    // "swarm manifest <64 hex> from founder <id>"
+    const size_t at = err.find(" from founder ");
     ASSERT_NE(at, std::string::npos);
-    const std::string hash = err.substr(at + 15, 64);
+    ASSERT_GE(at, 64u);
+    const std::string hash = err.substr(at - 64, 64);
     EXPECT_TRUE(absl::StrContains(swarm_file, hash)) << swarm_file;
   }
   // They trained: every node logged its last iteration.
