@@ -1,8 +1,10 @@
 #include "cli/commands.h"
 
 #include <iostream>
+#include <string>
 
 #include "cli/node_command.h"
+#include "common/stamp/git_commit.h"
 #include "identity/keygen_command.h"
 #include "launcher/local_command.h"
 #include "launcher/wan_local.h"
@@ -35,7 +37,11 @@ common::cli::Command VersionCommand() {
           [](const std::vector<std::string>&) {
             std::cout << "skipswarm " << proto::kSoftwareVersion << " (protocol v"
                       << static_cast<int>(proto::kProtocolVersion) << ")\n"
-                      << "git commit: unknown (the build is not stamped)\n"
+                      << "git commit: " << common::GitCommit()
+                      << (std::string(common::GitCommit()) == "unknown"
+                              ? " (not stamped: build with --stamp in a git checkout)"
+                              : "")
+                      << "\n"
                       << "libtorch: " << model::LibtorchVersion() << "\n"
                       << "CUDA available: " << (model::CudaAvailable() ? "yes" : "no") << "\n";
             return 0;

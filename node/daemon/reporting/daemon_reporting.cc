@@ -7,25 +7,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/stamp/git_commit.h"
 #include "common/status_macros.h"
 #include "node/daemon/reporting/iteration_report.h"
 #include "proto/version.h"
 
 namespace skipswarm::node {
-namespace {
-
-// The build has no stamping (Bazel's --stamp would relink every binary on
-// each commit), so no git commit is known; the label stays for dashboards.
-constexpr char kGitCommit[] = "unknown";
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetricsServer(
     const NodeDaemonOptions& o, Metrics* metrics) {
   if (o.metrics_port < 0) return std::unique_ptr<MetricsServer>();
   metrics->Set("skipswarm_build_info", 1,
                absl::StrCat("version=\"", proto::kSoftwareVersion, "\",git_commit=\"",
-                            kGitCommit, "\",libtorch_version=\"", o.libtorch_version, "\""));
+                            common::GitCommit(), "\",libtorch_version=\"", o.libtorch_version, "\""));
   SS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> server,
                       MetricsServer::Start(metrics, o.metrics_host, o.metrics_port));
   LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << server->port();

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/stamp/git_commit.h"
 #include "gtest/gtest.h"
 
 namespace skipswarm::node {
@@ -78,6 +80,8 @@ TEST(DaemonReportingTest, MetricsServerSetsBuildInfo) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("libtorch_version=\"9.9.9\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(absl::StrCat("git_commit=\"", common::GitCommit(), "\"")), std::string::npos)
+      << text;
 }
 
 }  // namespace
