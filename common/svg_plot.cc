@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,6 +49,12 @@ std::string RenderSvgLinePlot(const SvgLinePlot& p) {
   const double margin = std::max(1e-9, (y_max - y_min) * 0.05);
   y_min -= margin;
   y_max += margin;
+  if (p.x_range && p.x_range->second > p.x_range->first) {
+    std::tie(x_min, x_max) = *p.x_range;
+  }
+  if (p.y_range && p.y_range->second > p.y_range->first) {
+    std::tie(y_min, y_max) = *p.y_range;
+  }
   const auto X = [&](double x) { return left + (w - left - right) * (x - x_min) / (x_max - x_min); };
   const auto Y = [&](double y) { return h - bottom - (h - top - bottom) * (y - y_min) / (y_max - y_min); };
 

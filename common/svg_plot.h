@@ -14,6 +14,7 @@
 #ifndef SKIPSWARM_COMMON_SVG_PLOT_H_
 #define SKIPSWARM_COMMON_SVG_PLOT_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,11 +37,14 @@ struct SvgLinePlot {
   // Indices into `points` drawn as red dots (e.g. iterations that dropped).
   std::vector<size_t> highlighted;
   std::vector<SvgMarker> markers;
+  // Fixed axis ranges (min, max) instead of the data's, e.g. from 0.
+  std::optional<std::pair<double, double>> x_range, y_range;
   double width = 800, height = 360;
 };
 
 // The chart; axis ranges cover the points and the markers (y from its
-// minimum to its maximum with a 5% margin). Empty points: axes only.
+// minimum to its maximum with a 5% margin) unless x_range / y_range fix
+// them. Empty points: axes only.
 std::string RenderSvgLinePlot(const SvgLinePlot& plot);
 
 }  // namespace skipswarm::common

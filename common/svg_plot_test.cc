@@ -35,5 +35,15 @@ TEST(SvgPlotTest, EmptyAndFlatSeriesStillRender) {
   EXPECT_EQ(svg.find("inf"), std::string::npos) << svg;
 }
 
+TEST(SvgPlotTest, FixedRangesPlaceThePoints) {
+  SvgLinePlot p;
+  p.points = {{5, 1.0}, {10, 2.0}};
+  p.x_range = std::make_pair(0.0, 10.0);
+  p.y_range = std::make_pair(0.0, 4.0);
+  const std::string svg = RenderSvgLinePlot(p);
+  // x: 64 + 716 * 5/10; y: 310 - 270 * 1/4 (left 64, right 20, top 40, bottom 50).
+  EXPECT_NE(svg.find("points=\"422.00,242.50 780.00,175.00 \""), std::string::npos) << svg;
+}
+
 }  // namespace
 }  // namespace skipswarm::common

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/svg_plot.h"
 #include <nlohmann/json.hpp>
 
 namespace skipswarm::sim {
@@ -125,76 +125,30 @@ std::string ReportJson(const SimReport& report) {
 }
 
 std::string ReportSvg(const SimReport& report) {
-  const double w = 800, h = 360, left = 60, right = 20, top = 40, bottom = 50;
-  double t_max = std::max(report.total_s, 1e-9);
+  common::SvgLinePlot plot;
+  plot.title = absl::StrFormat("%s (planner %s, seed %d)", report.scenario.substr(0, 70),
+                               report.planner, report.seed);
+  plot.x_label = "simulated time (s)";
+  plot.y_label = "iteration time (s)";
   double y_max = 1e-9;
   for (const IterationRecord& it : report.iterations) {
+    if (it.dropped > 0) plot.highlighted.push_back(plot.points.size());
+    plot.points.emplace_back(it.start_s + it.time_s, it.time_s);
     y_max = std::max(y_max, it.time_s);
   }
-  y_max *= 1.1;
-  auto x = [&](double t) { return left + (w - left - right) * t / t_max; };
-  auto y = [&](double v) { return h - bottom - (h - top - bottom) * v / y_max; };
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-      "<text x=\"%g\" y=\"20\" font-size=\"14\">%s (planner %s, seed %d)"
-      "</text>\n",
-      w, h, left, report.scenario.substr(0, 70), report.planner, report.seed);
-  absl::StrAppendFormat(&svg,
-                        "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" "
-                        "stroke=\"black\"/>\n<line x1=\"%g\" y1=\"%g\" "
-                        "x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n",
-                        left, h - bottom, w - right, h - bottom, left, top,
-                        left, h - bottom);
-  for (int i = 0; i <= 4; ++i) {
-    const double v = y_max * i / 4, t = t_max * i / 4;
-    absl::StrAppendFormat(&svg,
-                          "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.1f"
-                          "</text>\n<text x=\"%g\" y=\"%g\" "
-                          "text-anchor=\"middle\">%.0f</text>\n",
-                          left - 5, y(v) + 4, v, x(t), h - bottom + 15, t);
-  }
-  absl::StrAppendFormat(&svg,
-                        "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">"
-                        "simulated time (s)</text>\n<text x=\"14\" y=\"%g\" "
-                        "transform=\"rotate(-90 14 %g)\" "
-                        "text-anchor=\"middle\">iteration time (s)</text>\n",
-                        (left + w - right) / 2, h - 12, (top + h - bottom) / 2,
-                        (top + h - bottom) / 2);
+  plot.x_range = std::make_pair(0.0, std::max(report.total_s, 1e-9));
+  plot.y_range = std::make_pair(0.0, y_max * 1.1);
+  // Many failures and joins in a churn run: their labels are tooltips only.
   for (const FailureRecord& f : report.failures) {
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" "
-                          "stroke=\"red\" stroke-opacity=\"0.5\"><title>%s "
-                          "died at %.2f s</title></line>\n",
-                          x(f.at_s), top, x(f.at_s), h - bottom, f.node, f.at_s);
+    plot.markers.push_back({f.at_s, absl::StrFormat("%s died at %.2f s", f.node, f.at_s), "red",
+                            /*dashed=*/false, /*text=*/false});
   }
   for (const ChurnRecord& c : report.churn) {
     if (c.kind != "join" && c.kind != "revive" && c.kind != "replaced") continue;
-    absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.2f\" y1=\"%g\" x2=\"%.2f\" y2=\"%g\" "
-                          "stroke=\"green\" stroke-opacity=\"0.5\" "
-                          "stroke-dasharray=\"4 3\"/>\n",
-                          x(c.at_s), top, x(c.at_s), h - bottom);
+    plot.markers.push_back({c.at_s, absl::StrFormat("%s %s at %.2f s", c.kind, c.what, c.at_s),
+                            "green", /*dashed=*/true, /*text=*/false});
   }
-  std::string points;
-  for (const IterationRecord& it : report.iterations) {
-    absl::StrAppendFormat(&points, "%.2f,%.2f ", x(it.start_s + it.time_s),
-                          y(it.time_s));
-  }
-  absl::StrAppendFormat(&svg,
-                        "<polyline fill=\"none\" stroke=\"steelblue\" "
-                        "stroke-width=\"2\" points=\"%s\"/>\n",
-                        points);
-  for (const IterationRecord& it : report.iterations) {
-    absl::StrAppendFormat(&svg,
-                          "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
-                          "fill=\"%s\"/>\n",
-                          x(it.start_s + it.time_s), y(it.time_s),
-                          it.dropped > 0 ? "red" : "steelblue");
-  }
-  svg += "</svg>\n";
-  return svg;
+  return common::RenderSvgLinePlot(plot);
 }
 
 }  // namespace skipswarm::sim
