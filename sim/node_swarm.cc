@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/stage/stage_server.h"
+#include "node/train/node_stack.h"
 #include "node/train/data_node_driver.h"
 #include "node/train/data_source.h"
 #include "node/train/inproc_group.h"
@@ -77,11 +78,7 @@ struct SimNode {
   std::unique_ptr<WorldSwarmView> view;
   std::unique_ptr<node::Transport> transport;
   std::unique_ptr<node::RouteRepairer> repairer;
-  std::unique_ptr<node::StageServer> server;
-  std::unique_ptr<BoardRoutePlanner> planner;
-  std::unique_ptr<node::DataNodeDriver> driver;
-  std::unique_ptr<OriginTap> tap;
-  std::unique_ptr<node::NodeTrainer> trainer;
+  std::unique_ptr<node::NodeStack> stack;  // node/'s recipe; null once crashed
   bool done = false;
   double member_since = 0;
 };
@@ -215,28 +212,28 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
   };
   n->repairer = std::make_unique<LoggedRepairer>(
       std::make_unique<node::SchedulerRouteRepairer>(ro), this, u);
-  node::StageServerOptions so;
-  so.memory_slots = uni_.memory_slots(u);
-  so.allow_skip = true;  // RerouteInFlight may skip a stage, as in the executor
-  so.hop_deadline = absl::Seconds(120);
-  so.repairer = n->repairer.get();
-  std::map<int, node::StageCompute*> stages = {{stage, n->compute.get()}};
-  n->server = std::make_unique<node::StageServer>(n->transport.get(), &clock_, n->view.get(),
-                                                  stages, so);
-  n->server->Attach();
+  node::NodeStackOptions so;
+  so.server.memory_slots = uni_.memory_slots(u);
+  so.server.allow_skip = true;  // RerouteInFlight may skip a stage, as in the executor
+  so.server.hop_deadline = absl::Seconds(120);
+  so.driver.mbs_per_iteration = sc_.universe.workload.mb_per_data_node;
+  so.driver.num_stages = uni_.num_stages();
+  // MB deadlines: the node's defaults (Note [MB deadline]).
+  node::NodeStackInputs in;
+  in.transport = n->transport.get();
+  in.clock = &clock_;
+  in.routing = n->view.get();
+  in.group = hub_.get();
+  in.repairer = n->repairer.get();
+  in.stages = {{stage, n->compute.get()}};
+  in.data = &data_;
   if (stage == 0) {
-    n->planner = std::make_unique<BoardRoutePlanner>(&board_);
-    node::DriverOptions d;
-    d.mbs_per_iteration = sc_.universe.workload.mb_per_data_node;
-    d.num_stages = uni_.num_stages();
-    // MB deadlines: the node's defaults (Note [MB deadline]).
-    n->driver = std::make_unique<node::DataNodeDriver>(n->server.get(), &clock_, n->view.get(),
-                                                       n->planner.get(), &data_, d);
-    n->tap = std::make_unique<OriginTap>(n->driver.get(), this, u);
-    n->server->SetOriginListener(n->tap.get());
+    in.planner = std::make_unique<BoardRoutePlanner>(&board_);
+    in.origin_tap = [this, u](node::OriginListener* driver) {
+      return std::make_unique<OriginTap>(driver, this, u);
+    };
   }
-  n->trainer = std::make_unique<node::NodeTrainer>(n->server.get(), stages, n->driver.get(),
-                                                   hub_.get(), &clock_);
+  n->stack = node::NodeStack::Create(so, std::move(in));
   n->member_since = Now();
   SimNode* raw = n.get();
   nodes_[u] = std::move(n);
@@ -244,7 +241,7 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
     raw->done = true;
     return absl::OkStatus();
   }
-  raw->trainer->Run(
+  raw->stack->trainer()->Run(
       first, iterations_ - first,
       [this, u](const node::NodeIterationReport& r) { OnReport(u, r); },
       [raw](absl::Status) { raw->done = true; });
@@ -253,11 +250,8 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
 
 void NodeSim::TearDown(int u) {
   std::unique_ptr<SimNode>& n = nodes_[u];
-  if (n == nullptr || n->server == nullptr) return;
-  n->trainer.reset();
-  n->server->Detach();
-  n->server.reset();
-  n->driver.reset();
+  if (n == nullptr || n->stack == nullptr) return;
+  n->stack.reset();
   n->transport.reset();  // leaves the switchboard
   busy_s_[u] += n->compute->busy_s();
   member_s_[u] += Now() - n->member_since;

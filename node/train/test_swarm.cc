@@ -31,11 +31,11 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
       n.computes[s] = factory(static_cast<int>(i), s, &clock_, &runner_);
       stages[s] = n.computes[s].get();
     }
-    std::map<int, StageCompute*> served = stages;
+    std::map<int, StageCompute*> served_only;  // frozen copies (Note [SDP frozen stages])
     if (i < options_.shadow_stages.size()) {
       for (int s : options_.shadow_stages[i]) {
         n.shadow_computes[s] = options_.shadow_factory(static_cast<int>(i), s, &clock_, &runner_);
-        served[s] = n.shadow_computes[s].get();
+        served_only[s] = n.shadow_computes[s].get();
       }
     }
     n.view = std::make_unique<StaticSwarmView>(members);
@@ -45,30 +45,31 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
                                                             /*seed=*/i + 1);
     n.faults = faulty.get();
     n.transport = std::move(faulty);
-    StageServerOptions so;
-    so.memory_slots = options_.memory_slots;
-    so.max_queued_forwards = options_.max_queued_forwards;
-    so.allow_skip = options_.allow_skip;
+    NodeStackOptions so;
+    so.server.memory_slots = options_.memory_slots;
+    so.server.max_queued_forwards = options_.max_queued_forwards;
+    so.server.allow_skip = options_.allow_skip;
+    so.driver = options_.driver;
+    NodeStackInputs in;
+    in.transport = n.transport.get();
+    in.clock = &clock_;
+    in.routing = n.view.get();
+    in.group = hub_.get();
     if (options_.repairer) {
       n.repairer = options_.repairer();
-      so.repairer = n.repairer.get();
+      in.repairer = n.repairer.get();
     }
-    n.server = std::make_unique<StageServer>(n.transport.get(), &clock_, n.view.get(), served, so);
-    n.server->Attach();
+    in.stages = stages;
+    in.frozen = served_only;
+    in.data = data_;
     if (stages.count(0)) {
-      n.planner = options_.planner ? options_.planner() : std::make_unique<InOrderPlanner>();
-      n.driver = std::make_unique<DataNodeDriver>(n.server.get(), &clock_, n.view.get(),
-                                                  n.planner.get(), data_, options_.driver);
-      n.server->SetOriginListener(n.driver.get());
+      in.planner = options_.planner ? options_.planner() : std::make_unique<InOrderPlanner>();
     }
-    n.trainer = std::make_unique<NodeTrainer>(n.server.get(), stages, n.driver.get(), hub_.get(),
-                                              &clock_);
+    n.stack = NodeStack::Create(so, std::move(in));
     if (!n.shadow_computes.empty()) {
-      std::map<int, StageCompute*> frozen;
-      for (auto& [s, c] : n.shadow_computes) frozen[s] = c.get();
-      n.shadows = std::make_unique<SdpShadowStages>(n.id, frozen, n.view.get(), hub_.get());
+      n.shadows = std::make_unique<SdpShadowStages>(n.id, served_only, n.view.get(), hub_.get());
       SdpShadowStages* shadows = n.shadows.get();
-      n.trainer->SetBeforeIteration([shadows](uint64_t it, NodeTrainer::StepDone done) {
+      n.stack->trainer()->SetBeforeIteration([shadows](uint64_t it, NodeTrainer::StepDone done) {
         shadows->Refresh(it, std::move(done));
       });
     }
@@ -94,9 +95,9 @@ bool TestSwarm::Run(uint64_t count, absl::Duration limit) {
   next_iteration_ += count;
   for (auto& node : nodes_) {
     Node* n = node.get();
-    if (n->server == nullptr) continue;
+    if (n->stack == nullptr) continue;
     n->done = false;
-    n->trainer->Run(
+    n->stack->trainer()->Run(
         first, count, [n](const NodeIterationReport& r) { n->reports.push_back(r); },
         [n](absl::Status s) {
           n->done = true;
@@ -106,7 +107,7 @@ bool TestSwarm::Run(uint64_t count, absl::Duration limit) {
   const absl::Duration deadline = clock_.SteadyNow() + limit;
   for (;;) {
     bool all_done = true;
-    for (auto& n : nodes_) all_done &= (n->server == nullptr || n->done);
+    for (auto& n : nodes_) all_done &= (n->stack == nullptr || n->done);
     if (all_done) return true;
     if (clock_.next_deadline_or(deadline) >= deadline) return false;
     if (!clock_.RunNext()) return false;
@@ -115,14 +116,11 @@ bool TestSwarm::Run(uint64_t count, absl::Duration limit) {
 
 void TestSwarm::Kill(int node) {
   Node& n = *nodes_[node];
-  if (n.server == nullptr) return;
+  if (n.stack == nullptr) return;
   LOG(INFO) << "killing node " << node << " (" << n.id << ") at "
             << clock_.SteadyNow();
-  n.trainer.reset();
+  n.stack.reset();
   n.shadows.reset();
-  n.server->Detach();
-  n.server.reset();
-  n.driver.reset();
   n.transport.reset();  // leaves the switchboard
   n.faults = nullptr;
   hub_->MarkDead(n.id);

@@ -22,6 +22,7 @@
 #include "node/stage/stage_server.h"
 #include "node/train/data_node_driver.h"
 #include "node/train/inproc_group.h"
+#include "node/train/node_stack.h"
 #include "node/train/node_trainer.h"
 #include "node/train/sdp_shadows.h"
 #include "node/transport/fault_transport.h"
@@ -66,7 +67,7 @@ class TestSwarm {
   // switchboard (peers that talk to it see failures) and the hub drops it.
   void Kill(int node);
   void KillAt(int node, absl::Duration at);
-  bool alive(int node) const { return nodes_[node]->server != nullptr; }
+  bool alive(int node) const { return nodes_[node]->stack != nullptr; }
 
   int size() const { return static_cast<int>(nodes_.size()); }
   common::NodeId id(int node) const { return nodes_[node]->id; }
@@ -74,9 +75,13 @@ class TestSwarm {
   // What node i's trainer ended its last Run with.
   const absl::Status& done_status(int node) const { return nodes_[node]->done_status; }
   StageCompute* compute(int node, int stage);
-  StageServer* server(int node) { return nodes_[node]->server.get(); }
-  DataNodeDriver* driver(int node) { return nodes_[node]->driver.get(); }
-  NodeTrainer* trainer(int node) { return nodes_[node]->trainer.get(); }
+  StageServer* server(int node) { return alive(node) ? nodes_[node]->stack->server() : nullptr; }
+  DataNodeDriver* driver(int node) {
+    return alive(node) ? nodes_[node]->stack->driver() : nullptr;
+  }
+  NodeTrainer* trainer(int node) {
+    return alive(node) ? nodes_[node]->stack->trainer() : nullptr;
+  }
   FaultInjectingTransport* faults(int node) { return nodes_[node]->faults; }
   // Node i's frozen copies (null without shadow_stages).
   const SdpShadowStages* shadows(int node) const { return nodes_[node]->shadows.get(); }
@@ -92,10 +97,7 @@ class TestSwarm {
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;
     std::unique_ptr<RouteRepairer> repairer;
-    std::unique_ptr<StageServer> server;
-    std::unique_ptr<RoutePlanner> planner;
-    std::unique_ptr<DataNodeDriver> driver;
-    std::unique_ptr<NodeTrainer> trainer;
+    std::unique_ptr<NodeStack> stack;  // node/'s recipe; null once killed
     std::vector<NodeIterationReport> reports;
     bool done = false;
     absl::Status done_status;
