@@ -72,7 +72,11 @@ TEST(LocalKillTest, SwarmFinishesEveryIterationAfterAReplicaIsKilled) {
   int csv_dropped = 0;
   for (int i = 1; i <= kIterations; ++i) {
     std::vector<std::string> f = absl::StrSplit(rows[i], ',');
-    ASSERT_EQ(f.size(), 5u) << rows[i];
+    // iteration, loss, dropped, elapsed_s, rerouted, avg_bytes (bytes this
+    // iteration's replica averaging put on the wire: a count, never negative).
+    ASSERT_EQ(f.size(), 6u) << rows[i];
+    double avg_bytes = -1;
+    EXPECT_TRUE(absl::SimpleAtod(f[5], &avg_bytes) && avg_bytes >= 0) << rows[i];
     int64_t it;
     double loss;
     int d;

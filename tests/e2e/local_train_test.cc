@@ -36,7 +36,11 @@ TEST(LocalTrainTest, TinySwarmTrainsAndWritesItsOutputs) {
   std::vector<double> losses;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> f = absl::StrSplit(lines[i], ',');
-    ASSERT_EQ(f.size(), 5u) << lines[i];
+    // iteration, loss, dropped, elapsed_s, rerouted, avg_bytes (bytes this
+    // iteration's replica averaging put on the wire: a count, never negative).
+    ASSERT_EQ(f.size(), 6u) << lines[i];
+    double avg_bytes = -1;
+    EXPECT_TRUE(absl::SimpleAtod(f[5], &avg_bytes) && avg_bytes >= 0) << lines[i];
     int64_t it;
     double loss;
     ASSERT_TRUE(absl::SimpleAtoi(f[0], &it) && absl::SimpleAtod(f[1], &loss)) << lines[i];
