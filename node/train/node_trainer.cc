@@ -66,6 +66,15 @@ struct NodeTrainer::State {
     MarkAt(it->first, report.iteration + 1);
     UpdateStage(std::move(report), std::next(it));
   }
+  // The group's verdicts on one reduce, shared by the plain and the outer
+  // step: records them in `step`, names every refused part (Note [Robust
+  // averaging]) and, when the replicas' digests disagree and a source is
+  // known, hands the iteration to Resync (returns nullopt: the caller stops,
+  // `report` and `step` were moved). Otherwise returns whether the reduced
+  // sum is finite, counted by CountNonFinite.
+  std::optional<bool> AcceptReduce(NodeIterationReport& report,
+                                   std::map<int, StageCompute*>::iterator it, StageStep& step,
+                                   const ReduceResult& r, uint64_t mine, bool outer);
   // Note [Digest re-sync]: replaces this stage's state with `source`'s.
   void Resync(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
               StageStep step, common::NodeId source);
@@ -214,37 +223,13 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
           report.status = r.status();
           compute->ZeroGrad();
         } else {
-          step.visits_total = r->visits;
-          step.replicas = r->contributors;
-          step.digests_agree = r->digests_agree;
-          step.refused_parts = r->refused_parts;
-          for (const PartVerdict& v : r->refused_parts) {
-            // Note [Robust averaging]: each sender named (one line per
-            // refused part; peers that keep sending them are counted in
-            // skipswarm_gradient_parts_refused_total).
-            LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first << ": "
-                         << DescribeVerdict(v);
-          }
-          if (!r->digests_agree) {
-            if (int64_t held = 0; self->AllowLog(&held)) {
-              LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
-                         << ": replica parameter digests disagree"
-                         << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
-            }
-            std::optional<common::NodeId> source = ResyncSource(r->digests, mine, report.iteration);
-            if (source.has_value()) {
-              self->Resync(std::move(report), it, std::move(step), *source);
-              return;
-            }
-          }
-          const bool finite = std::all_of(r->sum.begin(), r->sum.end(),
-                                          [](float x) { return std::isfinite(x); });
-          if (!finite) step.skipped_nonfinite = true;
-          self->CountNonFinite(report.iteration, it->first, !finite);
+          const std::optional<bool> finite =
+              self->AcceptReduce(report, it, step, *r, mine, /*outer=*/false);
+          if (!finite.has_value()) return;  // re-syncing
           // Note [Non-finite steps]: zero visits step nothing on every replica.
           absl::StatusOr<UpdateStats> u =
-              finite ? compute->ApplyUpdate(r->sum, r->visits)
-                     : compute->ApplyUpdate(std::vector<float>(r->sum.size(), 0.f), 0);
+              *finite ? compute->ApplyUpdate(r->sum, r->visits)
+                      : compute->ApplyUpdate(std::vector<float>(r->sum.size(), 0.f), 0);
           if (u.ok()) {
             step.update = *u;
           } else {
@@ -252,10 +237,7 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
             report.status = u.status();
           }
         }
-        step.digest_after = compute->ParamsDigest();
-        report.stages[it->first] = step;
-        self->MarkAt(it->first, report.iteration + 1);
-        self->UpdateStage(std::move(report), std::next(it));
+        self->Next(std::move(report), it, step);
       }));
 }
 
@@ -310,28 +292,11 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
           report.status = r.status();
           return self->Next(std::move(report), it, step);
         }
-        step.visits_total = r->visits;  // the contributors (one visit each)
-        step.replicas = r->contributors;
-        step.digests_agree = r->digests_agree;
-        step.refused_parts = r->refused_parts;
-        for (const PartVerdict& v : r->refused_parts) {
-          LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
-                       << " (outer step): " << DescribeVerdict(v);
-        }
-        if (!r->digests_agree) {
-          LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
-                     << ": replica anchors disagree";
-          std::optional<common::NodeId> source = ResyncSource(r->digests, mine, report.iteration);
-          if (source.has_value()) {
-            self->Resync(std::move(report), it, std::move(step), *source);
-            return;
-          }
-        }
-        const bool finite = std::all_of(r->sum.begin(), r->sum.end(),
-                                        [](float x) { return std::isfinite(x); });
-        if (!finite) step.skipped_nonfinite = true;
-        self->CountNonFinite(report.iteration, it->first, !finite);
-        absl::StatusOr<UpdateStats> o = compute->ApplyOuterStep(r->sum, finite ? r->contributors : 0);
+        // visits_total counts the contributors here (one visit each).
+        const std::optional<bool> finite =
+            self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
+        if (!finite.has_value()) return;  // re-syncing
+        absl::StatusOr<UpdateStats> o = compute->ApplyOuterStep(r->sum, *finite ? r->contributors : 0);
         if (o.ok()) {
           step.outer_step = o->stepped;
         } else {
@@ -340,6 +305,39 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
         }
         self->Next(std::move(report), it, step);
       }));
+}
+
+std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report,
+                                                     std::map<int, StageCompute*>::iterator it,
+                                                     StageStep& step, const ReduceResult& r,
+                                                     uint64_t mine, bool outer) {
+  step.visits_total = r.visits;
+  step.replicas = r.contributors;
+  step.digests_agree = r.digests_agree;
+  step.refused_parts = r.refused_parts;
+  for (const PartVerdict& v : r.refused_parts) {
+    // One line per refused part; peers that keep sending them are counted in
+    // skipswarm_gradient_parts_refused_total.
+    LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
+                 << (outer ? " (outer step)" : "") << ": " << DescribeVerdict(v);
+  }
+  if (!r.digests_agree) {
+    if (int64_t held = 0; AllowLog(&held)) {
+      LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                 << (outer ? ": replica anchors disagree" : ": replica parameter digests disagree")
+                 << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+    }
+    std::optional<common::NodeId> source = ResyncSource(r.digests, mine, report.iteration);
+    if (source.has_value()) {
+      Resync(std::move(report), it, std::move(step), *source);
+      return std::nullopt;
+    }
+  }
+  const bool finite =
+      std::all_of(r.sum.begin(), r.sum.end(), [](float x) { return std::isfinite(x); });
+  if (!finite) step.skipped_nonfinite = true;
+  CountNonFinite(report.iteration, it->first, !finite);
+  return finite;
 }
 
 void NodeTrainer::State::Resync(NodeIterationReport report,
