@@ -1,10 +1,6 @@
 #include "launcher/local_command.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +35,8 @@
 #include "common/status_macros.h"
 #include "identity/identity.h"
 #include "launcher/eval_snapshots.h"
+#include "launcher/local_processes.h"
+#include "launcher/local_report.h"
 #include "launcher/progress_log.h"
 #include "launcher/stage_recovery.h"
 #include "nlohmann/json.hpp"
@@ -100,60 +98,10 @@ namespace {
 std::atomic<bool> g_interrupted{false};  // main-level: set by SIGINT/SIGTERM
 void OnSignal(int) { g_interrupted.store(true); }
 
-absl::StatusOr<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::UnavailableError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return absl::UnavailableError("cannot find a free port");
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
 std::string JsonString(const std::string& s) { return nlohmann::json(s).dump(); }
 
-struct Child {
-  std::string name;
-  pid_t pid = -1;
-  bool exited = false;
-  int status = 0;
-  double cpu_s = 0;  // user + system CPU seconds, once exited (wait4)
-  int64_t max_rss_kib = 0;  // peak resident set, once exited (wait4)
-};
-
+using Child = LocalChild;
 using Point = ProgressPoint;
-
-// "1m05s", "42s" (the progress bar's ETA).
-std::string FormatEta(double s) {
-  const int64_t t = static_cast<int64_t>(std::max(0.0, std::round(s)));
-  return t >= 60 ? absl::StrFormat("%dm%02ds", t / 60, t % 60) : absl::StrFormat("%ds", t);
-}
-
-// Forks `skipswarm node --config=CONFIG` with stdout/stderr in logs/NAME.*.
-absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
-                                const std::string& config) {
-  const pid_t pid = fork();
-  if (pid < 0) return absl::UnavailableError("fork failed");
-  if (pid == 0) {
-    const std::string log = absl::StrCat(dir, "/logs/", name);
-    int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    const std::string cfg = "--config=" + config;
-    execl("/proc/self/exe", "skipswarm", "node", cfg.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
 
 // Marks a folder `skipswarm local` made, so that only such a folder is wiped.
 constexpr char kLocalDirMarker[] = ".skipswarm-local";
@@ -396,32 +344,13 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     return config;
   };
   // Fault plan.
-  std::map<std::string, int64_t> kills;
-  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_kill), ',', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(k, '@');
-    int64_t at;
-    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &at)) {
-      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "' is not NAME@ITER"));
-    }
-    if (at < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "': ITER must be >= 0"));
-    }
-    kills[p[0]] = at;
-  }
-  if (wan_plan) kills.insert(wan_plan->kills.begin(), wan_plan->kills.end());  // the flag's win
-  // A fault experiment must not "pass" without its fault.
-  for (const auto& kill_entry : kills) {
-    const std::string& name = kill_entry.first;  // a lambda cannot capture a binding
-    if (!(name == "j0" && absl::GetFlag(FLAGS_local_join_at) >= 0) &&
-        std::none_of(layout.begin(), layout.end(),
-                     [&](const auto& n) { return n.first == name; })) {
-      std::vector<std::string> names;
-      for (const auto& n : layout) names.push_back(n.first);
-      return absl::InvalidArgumentError(absl::StrCat("--kill names no node: '", name,
-                                                     "' (the nodes are ",
-                                                     absl::StrJoin(names, ", "), ")"));
-    }
-  }
+  std::vector<std::string> node_names;
+  for (const auto& n : layout) node_names.push_back(n.first);
+  const std::map<std::string, int64_t> no_planned_kills;
+  SS_ASSIGN_OR_RETURN(auto kills,
+                      ParseKillPlan(absl::GetFlag(FLAGS_kill),
+                                    wan_plan ? wan_plan->kills : no_planned_kills, node_names,
+                                    absl::GetFlag(FLAGS_local_join_at) >= 0));
 
   for (const auto& [name, st] : layout) {
     const std::string config = write_config(name, st);
@@ -486,10 +415,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       if (c.exited) continue;
       struct rusage ru {};
       if (wait4(c.pid, &c.status, WNOHANG, &ru) == c.pid) {
-        c.exited = true;
-        c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-                  1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-        c.max_rss_kib = ru.ru_maxrss;
+        RecordExit(ru, c);
         --alive;
       }
     }
@@ -532,10 +458,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             kill(c.pid, SIGKILL);
             struct rusage ru {};
             wait4(c.pid, &c.status, 0, &ru);
-            c.exited = true;
-            c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-                      1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-            c.max_rss_kib = ru.ru_maxrss;
+            RecordExit(ru, c);
             --alive;
           }
           generations->Poll();
@@ -615,26 +538,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     if (!points.empty() && reported != shown) {
       shown = reported;
-      const Point& p = points.rbegin()->second;
-      int dropped = 0;
-      for (const auto& [it, q] : points) dropped += q.dropped;
       // Training throughput since the first iteration (daemon clocks).
-      const double secs = train_seconds(reported, p);
-      double tokens = 0;
-      for (const auto& [it, q] : points) tokens += q.tokens;
-      const int width = 24;
-      const int filled = static_cast<int>(width * (reported + 1) / iterations);
-      // Rate and ETA from the daemons' clock since the first iteration.
-      const double it_per_s = (reported + 1) / std::max(1e-9, secs);
-      const double eta_s = (iterations - reported - 1) / std::max(1e-9, it_per_s);
-      std::printf("\r[%s%s] it %lld/%lld %.2f it/s ETA %s loss %.4f %.0f tok/s re-routed %d "
-                  "dropped %d   ",
-                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                  static_cast<long long>(reported + 1), static_cast<long long>(iterations),
-                  it_per_s, secs > 0 ? FormatEta(eta_s).c_str() : "--",
-                  p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs),
-                  static_cast<int>(rerouted), dropped);
-      std::fflush(stdout);
+      PrintProgressLine(reported, iterations, points, train_seconds(reported, points.rbegin()->second),
+                        rerouted);
     }
     if (g_interrupted.load() && !interrupted_sent) {
       std::printf("\ninterrupted: asking every node to finish its iteration and checkpoint\n");
@@ -660,43 +566,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   events.insert(events.end(), restore_events.begin(), restore_events.end());
   WriteLossSummary(dir, points, events);
   if (!lost.empty()) return absl::FailedPreconditionError(lost);
-  int failed = 0;
-  for (const Child& c : children) {
-    const bool killed = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL;
-    if (!killed && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {
-      ++failed;
-      std::printf("node %s failed (see %s/logs/%s.err)\n", c.name.c_str(), dir.c_str(),
-                  c.name.c_str());
-    }
-  }
-  // Throughput on a shared machine depends on the CPU share; tokens per CPU
-  // second compares with `train-ref` fairly (process start and set-up included).
-  double cpu_s = 0, tokens = 0;
-  for (const Child& c : children) cpu_s += c.cpu_s;
-  for (const auto& [it, p] : points) tokens += p.tokens;
   const double wall_s =
       points.empty() ? 0 : train_seconds(points.rbegin()->first, points.rbegin()->second);
-  std::printf("throughput: %.0f tokens in %.1f s (%.0f tok/s); nodes used %.1f CPU-s (%.0f tokens "
-              "per CPU-s)\n",
-              tokens, wall_s, tokens / std::max(1e-9, wall_s), cpu_s,
-              tokens / std::max(1e-9, cpu_s));
-  // Peak memory per node process (wait4's ru_maxrss: libtorch's ~165 MB
-  // load included), the figure SDP is about.
-  std::printf("peak RSS per node (MiB):");
-  for (const Child& c : children) {
-    std::printf(" %s %.0f", c.name.c_str(), static_cast<double>(c.max_rss_kib) / 1024.0);
-  }
-  std::printf("\n");
-  {
-    // Note [Outer steps]: what the replicas sent to stage averages.
-    double avg_bytes = 0;
-    for (const auto& [it, p] : points) avg_bytes += p.avg_bytes;
-    std::printf("averaging: %.0f bytes contributed to stage averages (%.1f bytes per token)\n",
-                avg_bytes, avg_bytes / std::max(1.0, tokens));
-  }
-  std::printf("outputs: %s/loss.svg (plot: loss, kills, re-routes), %s/loss.csv, logs in "
-              "%s/logs/, checkpoints in %s/checkpoints/\n",
-              dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
+  const int failed = PrintRunSummary(dir, children, points, wall_s);
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "
                 "start and libtorch load) %.3f s\n",
@@ -705,19 +577,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (wan_plan && wan_plan->after_run && failed == 0) wan_plan->after_run();
   if (failed > 0) return absl::InternalError(absl::StrCat(failed, " node(s) failed"));
   // Never a silent success: the last iteration must have trained with a
-  // finite loss (a data node's NaN is left out of its point, n == 0).
-  if (points.empty()) return absl::DataLossError("no iteration trained");
-  const auto& [last_it, last] = *points.rbegin();
-  const double final_loss = last.n > 0 ? last.loss_sum / last.n : NAN;
-  if (!std::isfinite(final_loss)) {
-    return absl::DataLossError(absl::StrCat("iteration ", last_it, " ended with a non-finite loss (",
-                                            final_loss, "); the run did not train"));
-  }
-  if (last_it + 1 < iterations && !g_interrupted.load()) {
-    return absl::DataLossError(absl::StrCat("only ", last_it + 1, " of ", iterations,
-                                            " iterations trained"));
-  }
-  return absl::OkStatus();
+  // finite loss.
+  return CheckTrained(points, iterations, g_interrupted.load());
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#include "launcher/local_processes.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/status/status.h"
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace skipswarm::launcher {
+
+absl::StatusOr<int> FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return absl::UnavailableError("cannot find a free port");
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
+                                const std::string& config) {
+  const pid_t pid = fork();
+  if (pid < 0) return absl::UnavailableError("fork failed");
+  if (pid == 0) {
+    const std::string log = absl::StrCat(dir, "/logs/", name);
+    int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    const std::string cfg = "--config=" + config;
+    execl("/proc/self/exe", "skipswarm", "node", cfg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+void RecordExit(const struct rusage& ru, LocalChild& c) {
+  c.exited = true;
+  c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+            1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  c.max_rss_kib = ru.ru_maxrss;
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> ParseKillPlan(
+    absl::string_view flag, const std::map<std::string, int64_t>& planned,
+    const std::vector<std::string>& nodes, bool joiner) {
+  std::map<std::string, int64_t> kills;
+  for (absl::string_view k : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(k, '@');
+    int64_t at;
+    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &at)) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "' is not NAME@ITER"));
+    }
+    if (at < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill entry '", k, "': ITER must be >= 0"));
+    }
+    kills[p[0]] = at;
+  }
+  kills.insert(planned.begin(), planned.end());  // the flag's win
+  for (const auto& [name, at] : kills) {
+    if (!(name == "j0" && joiner) && std::find(nodes.begin(), nodes.end(), name) == nodes.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--kill names no node: '", name,
+                                                     "' (the nodes are ",
+                                                     absl::StrJoin(nodes, ", "), ")"));
+    }
+  }
+  return kills;
+}
+
+}  // namespace skipswarm::launcher

@@ -1,0 +1,66 @@
+// The node processes of `skipswarm local`: a free loopback port for a
+// node to listen on, a forked `skipswarm node --config=CONFIG` with its
+// stdout/stderr in DIR/logs/NAME.{out,err}, and the bookkeeping of a
+// child once it exited (its status, CPU seconds and peak memory), and the
+// --kill fault plan naming which of them to SIGKILL when.
+//
+//   SS_ASSIGN_OR_RETURN(int port, FreePort());
+//   LocalChild c{"d0"};
+//   SS_ASSIGN_OR_RETURN(c.pid, SpawnNode(dir, c.name, dir + "/d0.json"));
+//   struct rusage ru {};
+//   if (wait4(c.pid, &c.status, WNOHANG, &ru) == c.pid) RecordExit(ru, c);
+//
+// Thread rule: plain functions; SpawnNode forks, so call it from the
+// launcher's one thread only.
+#ifndef SKIPSWARM_LAUNCHER_LOCAL_PROCESSES_H_
+#define SKIPSWARM_LAUNCHER_LOCAL_PROCESSES_H_
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace skipswarm::launcher {
+
+// One node process the launcher started.
+struct LocalChild {
+  std::string name;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;           // wait4's status, once exited
+  double cpu_s = 0;         // user + system CPU seconds, once exited (wait4)
+  int64_t max_rss_kib = 0;  // peak resident set, once exited (wait4)
+};
+
+// A loopback port free right now (bound to port 0, then released).
+// Unavailable when no socket can be made or bound.
+absl::StatusOr<int> FreePort();
+
+// Forks and execs this binary as `skipswarm node --config=CONFIG`, its
+// stdout/stderr in DIR/logs/NAME.out and .err. REQUIRES: DIR/logs exists.
+// Returns the child's pid; Unavailable when fork fails.
+absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
+                                const std::string& config);
+
+// Marks `c` exited with the CPU seconds and peak RSS of `ru` (wait4's);
+// `c.status` is the caller's (wait4 writes it).
+void RecordExit(const struct rusage& ru, LocalChild& c);
+
+// The fault plan: node name -> iteration after which it is SIGKILLed, from
+// `flag` (NAME@ITER,...) plus `planned` (a WAN scenario's; the flag's win).
+// InvalidArgument for an entry that is not NAME@ITER with ITER >= 0, or that
+// names none of `nodes` (nor j0 when `joiner` is started): a fault
+// experiment must not "pass" without its fault.
+absl::StatusOr<std::map<std::string, int64_t>> ParseKillPlan(
+    absl::string_view flag, const std::map<std::string, int64_t>& planned,
+    const std::vector<std::string>& nodes, bool joiner);
+
+}  // namespace skipswarm::launcher
+
+#endif  // SKIPSWARM_LAUNCHER_LOCAL_PROCESSES_H_
