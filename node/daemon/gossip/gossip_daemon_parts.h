@@ -1,7 +1,9 @@
 // GossipDaemon's parts (private to gossip_daemon*.cc): what one daemon
 // owns, in destruction order, and the steps Create/Run are made of. The
 // joiner's entry and its time-to-first-useful-work report live in
-// gossip_daemon_join.cc.
+// gossip_daemon_join.cc, stage moves in gossip_daemon_move.cc, and the
+// set-up steps (computes, serving and training stack, the founders' wait,
+// the reachability check) in gossip_daemon_setup.cc.
 //
 // Thread rule: as GossipDaemon (main's thread) except where a member says
 // otherwise; `mu` guards the fields marked with it.
@@ -101,7 +103,7 @@ struct GossipDaemon::Parts {
   std::unique_ptr<grpc::Server> control;
   std::unique_ptr<proto::NodeControl::Service> control_service;
   std::unique_ptr<SwarmMembership> gossip;
-  // Note [Reachability at join] (gossip_daemon.cc).
+  // Note [Reachability at join] (gossip_daemon_setup.cc).
   ReachabilityOptions reachability_options;
   std::unique_ptr<ReachabilityService> reachability;
   std::string advertised;  // our record's address

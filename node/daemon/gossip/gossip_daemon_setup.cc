@@ -1,0 +1,222 @@
+// GossipDaemon's set-up steps (Parts, gossip_daemon_parts.h): the hosted
+// stages' computes and the training stack over them (again after a stage
+// move), the founders' wait for the swarm to form, and the reachability
+// check at join. Create and Run (gossip_daemon.cc) call them in order.
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "common/status_macros.h"
+#include "model/stage_executor.h"
+#include "node/compute/task_runner.h"
+#include "node/daemon/gossip/first_work_probe.h"
+#include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "node/daemon/gossip/reachability.h"
+#include "node/daemon/gossip/state_transfer.h"
+#include "node/daemon/gossip/training_members.h"
+#include "node/daemon/reporting/daemon_reporting.h"
+#include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/speed_reports.h"
+#include "node/daemon/stack/data_source_factory.h"
+#include "node/daemon/stack/planner_factory.h"
+#include "node/daemon/stack/stage_checkpoints.h"
+#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/training_stack.h"
+#include "node/train/grpc_group.h"
+#include "node/train/scheduler_repairer.h"
+#include "node/transport/grpc_transport.h"
+
+namespace skipswarm::node {
+
+// Note [Reachability at join]: once a node has live peers (a joiner after
+// its bootstrap, the first founder once the swarm formed) up to three of
+// them dial its advertised address back (reachability.h). The verdict is
+// one line on stdout and in the log, and the skipswarm_reachable gauge.
+// A node nobody could dial is behind NAT (or a firewall): peers cannot open
+// connections to it.
+bool GossipDaemon::Parts::CheckReachabilityOnce() {
+  std::vector<std::string> peers;
+  const membership::View view = gossip->membership()->GetView();  // Live() points into it
+  for (const membership::MemberInfo* mi : view.Live()) {
+    if (mi->id == self || mi->addresses.empty()) continue;
+    peers.push_back(mi->addresses.front());
+    if (peers.size() == 3) break;
+  }
+  if (peers.empty()) return false;
+  const ReachabilityReport r =
+      CheckReachability(peers, advertised, reachability_options, absl::Seconds(5));
+  const std::string line = DescribeReachability(r);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (r.verdict == ReachabilityReport::Verdict::kUnknown) {
+    for (const DialBackAnswer& a : r.answers) {
+      LOG(WARNING) << base().name << ": reachability: " << a.peer << ": " << a.detail;
+    }
+    return false;
+  }
+  reachability_checked = true;
+  metrics.Set("skipswarm_reachable",
+              r.verdict == ReachabilityReport::Verdict::kReachable ? 1.0 : 0.0);
+  if (r.verdict == ReachabilityReport::Verdict::kBehindNat) {
+    LOG(WARNING) << base().name << ": " << line;
+    for (const DialBackAnswer& a : r.answers) {
+      if (!a.detail.empty()) LOG(WARNING) << "  " << a.peer << ": " << a.detail;
+    }
+    // Note [Outbound-only members] (membership_impl.h): members stop
+    // probing us and judge us by what we send them.
+    absl::Status marked = gossip->membership()->UpdateLocalRecord(
+        [](proto::NodeRecord* record) { record->set_outbound_only(true); });
+    if (!marked.ok()) LOG(WARNING) << base().name << ": cannot mark our record: " << marked;
+    LOG(WARNING) << base().name << ": outbound-only: gossip reaches this node in replies to "
+                 << "its own requests; pipeline frames and gradient pushes that peers send on "
+                 << "connections of their own still fail (forward the port and set --advertise, "
+                 << "or host no stage here)";
+  } else {
+    LOG(INFO) << base().name << ": " << line;
+  }
+  return true;
+}
+
+absl::Status GossipDaemon::Parts::AddCompute(int s) {
+  SS_ASSIGN_OR_RETURN(computes[s], CreateTorchStageCompute(base(), s, runner.get()));
+  probes[s] = std::make_unique<FirstWorkProbe>(
+      computes[s].get(),
+      [this](bool backward) {
+        absl::MutexLock lock(&mu);
+        (backward ? timeline.first_backward : timeline.first_forward) = clock->SteadyNow();
+      },
+      clock.get(),
+      [this](bool backward, absl::Duration elapsed) { speed->Observe(backward, elapsed); });
+  return absl::OkStatus();
+}
+
+// The StageServer over the hosted computes, the data node's planner and
+// driver, and the trainer (again after a stage move, Note [Stage moves]):
+// the TrainingStack both daemons build, over gossip's own transport,
+// routing view and probed computes.
+absl::Status GossipDaemon::Parts::BuildServing() {
+  const NodeDaemonOptions& o = base();
+  // Failed hops are re-routed at the planner's costs, as in NodeDaemon.
+  if (!repairer) {
+    repairer = std::make_unique<SchedulerRouteRepairer>(DaemonRepairerOptions(o, clock.get()));
+  }
+  // Every hop's send -> ack time feeds the link stats (Note [Measured speeds]).
+  if (!timed_transport) {
+    timed_transport = std::make_unique<LinkTimingTransport>(
+        transport.get(), clock.get(),
+        [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
+          absl::ReaderMutexLock lock(&link_mu);
+          if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
+        });
+  }
+  TrainingStackInputs in;
+  in.transport = timed_transport.get();
+  in.clock = clock.get();
+  in.routing = members->routing();
+  in.group = group.get();
+  in.repairer = repairer.get();
+  for (auto& [s, probe] : probes) in.stages[s] = probe.get();
+  for (auto& [s, c] : frozen) {
+    if (in.stages.count(s) == 0) in.frozen[s] = c.get();
+  }
+  in.data = data.source.get();
+  in.swarm_id = gossip->swarm_id();
+  // No names: a routes file needs a static --swarm list (refused).
+  if (health == nullptr) {  // kept across stage moves
+    health = std::make_unique<ServingHealth>(
+        o.name, [s = server.get()](bool serving) { s->SetServing(serving); }, &metrics);
+  }
+  ServingHealth* h = health.get();
+  in.on_pause_change = [h](const absl::Status& why) { h->Set("paused", why); };
+  SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::BuildTraining() {
+  const NodeDaemonOptions& o = base();
+  runner = std::make_unique<ThreadTaskRunner>();
+  ComputeSpeedOptions speed_options;
+  speed_options.layers_per_stage =
+      std::max(1, o.model.model.num_layers / std::max(1, o.model.model.num_stages));
+  speed_options.samples_per_mb = o.model.samples_per_mb;
+  speed = std::make_unique<ComputeSpeedMeter>(speed_options);
+  {
+    absl::WriterMutexLock lock(&link_mu);
+    link_sink = gossip->membership();
+  }
+  for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
+  SS_ASSIGN_OR_RETURN(frozen, CreateFrozenStageComputes(o, stages, runner.get()));
+  if (computes.count(0) > 0) {
+    SS_ASSIGN_OR_RETURN(data, CreateDataNodeData(o));
+  }
+  // Founders resume from their checkpoints; a joiner takes a replica's state.
+  if (!joiner) {
+    SS_ASSIGN_OR_RETURN(start_iteration, ResumeFromStageCheckpoints(o, BorrowComputes(computes)));
+  }
+  SS_RETURN_IF_ERROR(BuildServing());
+  SS_ASSIGN_OR_RETURN(metrics_server, StartDaemonMetricsServer(o, &metrics));
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::WaitForFounders() {
+  const NodeDaemonOptions& o = base();
+  SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->clear_stages();
+    for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
+    r->set_iteration(0);  // a founder (Note [Daemon records])
+  }));
+  const size_t want = static_cast<size_t>(std::max(1, options.expect_members));
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  std::string missing;
+  while (true) {
+    const membership::View view = gossip->membership()->GetView();
+    size_t ready = 0;
+    std::vector<bool> covered(o.model.model.num_stages, false);
+    for (const membership::MemberInfo* mi : view.Live()) {
+      if (!TrainsIn(*mi, start_iteration, TrainingFace::kGroup)) continue;
+      ++ready;
+      for (uint32_t s : mi->stages) {
+        if (s < covered.size()) covered[s] = true;
+      }
+    }
+    missing.clear();
+    for (size_t s = 0; s < covered.size(); ++s) {
+      if (!covered[s]) absl::StrAppend(&missing, missing.empty() ? "" : ",", s);
+    }
+    if (ready >= want && missing.empty()) break;
+    // Note [Stopping]: a signal while the swarm forms is honoured at once.
+    if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
+      return absl::CancelledError("stopped by a signal while waiting for the swarm to form");
+    }
+    if (clock->SteadyNow() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the swarm did not form: ", ready, " of ", want, " members ready",
+          missing.empty() ? "" : absl::StrCat(", no replica of stage(s) ", missing)));
+    }
+    clock->SleepFor(absl::Milliseconds(50));
+  }
+  // Everything we know (every founder's record) to every live member, so
+  // no founder starts routing through a peer that cannot yet dial the next
+  // hop.
+  SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
+  (void)reached;
+  if (!reachability_checked) CheckReachabilityOnce();
+  members->SetIteration(start_iteration);
+  state->OnBoundary(start_iteration, Digests());
+  SS_RETURN_IF_ERROR(group->AwaitPeers(o.startup_timeout, [this] {
+    return signals != nullptr && (signals->stop.load() || signals->drain.load());
+  }));
+  LOG(INFO) << o.name << ": swarm formed (" << members->group()->Members().size()
+            << " members); training iterations " << start_iteration << ".." << o.iterations - 1;
+  return absl::OkStatus();
+}
+
+}  // namespace skipswarm::node
