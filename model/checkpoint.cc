@@ -93,7 +93,8 @@ absl::StatusOr<Parsed> Parse(absl::string_view b) {
 
 absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 torch::optim::Optimizer* optimizer, int64_t step,
-                                                const std::string& extra) {
+                                                const std::string& extra,
+                                                absl::string_view averaging) {
   std::string state;
   absl::Status serialised = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
     torch::serialize::OutputArchive archive;
@@ -104,6 +105,12 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
       torch::serialize::OutputArchive opt;
       optimizer->save(opt);
       archive.write("optimizer", opt);
+    }
+    if (!averaging.empty()) {
+      archive.write("averaging",
+                    at::from_blob(const_cast<char*>(averaging.data()),
+                                  {static_cast<int64_t>(averaging.size())}, at::kByte)
+                        .clone());
     }
     archive.save_to([&state](const void* data, size_t n) {
       state.append(static_cast<const char*>(data), n);
@@ -170,6 +177,15 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
       }
       loaded[item.key()] = t;
     }
+    at::Tensor averaging;
+    if (archive.try_read("averaging", averaging) && averaging.defined()) {
+      if (averaging.scalar_type() != at::kByte || averaging.dim() != 1) {
+        return absl::DataLossError("checkpoint: averaging state is not a byte vector");
+      }
+      averaging = averaging.contiguous();
+      p->info.averaging.assign(reinterpret_cast<const char*>(averaging.data_ptr<uint8_t>()),
+                               static_cast<size_t>(averaging.numel()));
+    }
     torch::serialize::InputArchive opt;
     const bool has_opt = optimizer != nullptr && archive.try_read("optimizer", opt);
     c10::NoGradGuard no_grad;
@@ -228,8 +244,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
 
 absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
                                  torch::optim::Optimizer* optimizer, int64_t step,
-                                 const std::string& extra) {
-  absl::StatusOr<std::string> bytes = SerializeStageState(module, optimizer, step, extra);
+                                 const std::string& extra, absl::string_view averaging) {
+  absl::StatusOr<std::string> bytes =
+      SerializeStageState(module, optimizer, step, extra, averaging);
   if (!bytes.ok()) return bytes.status();
   return WriteFileAtomically(path, *bytes);
 }

@@ -10,7 +10,9 @@
 //   u64 state_len | state (libtorch archive: "param/<name>" tensors and the
 //   "optimizer" sub-archive) | u32 CRC-32C of everything before it.
 // The header JSON holds config_hash, config, stage, step and `extra` (free
-// text for the caller, e.g. the trainer's data position).
+// text for the caller, e.g. the trainer's data position). The archive may
+// also hold "averaging" (uint8 bytes: Note [Averaging state] in
+// model/outer_optimizer.h, the outer state when H > 1); older files lack it.
 //
 // Saving is atomic: write "<path>.tmp", fsync, rename over <path>, fsync
 // the folder. Loading checks magic, version, sizes, CRC, config hash and
@@ -41,12 +43,17 @@ struct CheckpointInfo {
   int stage = 0;
   int64_t step = 0;
   std::string extra;
+  // The "averaging" bytes (Note [Averaging state]); empty when the file has
+  // none. Set by RestoreStageState only, not by ReadCheckpointInfo.
+  std::string averaging;
 };
 
-// `optimizer` may be null (weights only).
+// `optimizer` may be null (weights only); `averaging` is stored when not
+// empty.
 absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 torch::optim::Optimizer* optimizer, int64_t step,
-                                                const std::string& extra = "");
+                                                const std::string& extra = "",
+                                                absl::string_view averaging = {});
 // Restores into `module` (and `optimizer` when both it and the saved state
 // are present). The bytes must be for module.config() and module.stage().
 absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
@@ -56,7 +63,7 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes);
 
 absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
                                  torch::optim::Optimizer* optimizer, int64_t step,
-                                 const std::string& extra = "");
+                                 const std::string& extra = "", absl::string_view averaging = {});
 absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, StageModule& module,
                                                    torch::optim::Optimizer* optimizer);
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);

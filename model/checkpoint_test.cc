@@ -111,6 +111,24 @@ TEST(CheckpointTest, RejectsCorruptedTruncatedAndForeignCheckpoints) {
 
 // A checkpoint of a diverged run (NaN weights) used to load and evaluate
 // to NaN with exit 0; it is refused and the module is left as it was.
+// Note [Averaging state]: the outer state rides in the archive; a file
+// without it (older, or H = 1) restores with an empty `averaging`, and the
+// header (what generations check) reads the same either way.
+TEST(CheckpointTest, CarriesAveragingBytesAndOlderFilesHaveNone) {
+  auto pipe = LocalPipeline::Create(TinyConfig()).value();
+  StageModule& m = pipe->stage(1).module();
+  const std::string averaging("SSAVGST1\0\x01 outer state", 23);
+  const std::string with = SerializeStageState(m, nullptr, 5, "", averaging).value();
+  const std::string without = SerializeStageState(m, nullptr, 5).value();
+  absl::StatusOr<CheckpointInfo> a = RestoreStageState(with, m, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->averaging, averaging);
+  absl::StatusOr<CheckpointInfo> b = RestoreStageState(without, m, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->averaging.empty());
+  EXPECT_EQ(ReadCheckpointInfo(with)->step, 5);
+}
+
 TEST(CheckpointTest, RefusesNonFiniteWeights) {
   std::unique_ptr<StageOptimizer> h;
   StageOptimizer* o;

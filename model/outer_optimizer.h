@@ -22,7 +22,10 @@
 // replica that joins or re-syncs must take all three from its source, or
 // its next pseudo-gradient and the group's momentum diverge.
 // SerializeAveragingState / RestoreAveragingState carry them (state
-// transfer appends them to the stage state, torch_stage_compute.cc).
+// transfer appends them to the stage state, torch_stage_compute.cc; stage
+// checkpoints, and so checkpoint generations, hold them in their archive,
+// model/checkpoint.h). A checkpoint without them loads with the anchor at
+// the loaded weights and zero momentum and residual, and says so.
 //
 // Thread rule: thread-compatible.
 #ifndef SKIPSWARM_MODEL_OUTER_OPTIMIZER_H_

@@ -296,7 +296,11 @@ absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
   return model::TorchGuard("SaveCheckpoint", [&]() -> absl::Status {
     mu_.AssertHeld();  // the lambda runs under the lock above
-    return model::SaveStageCheckpoint(path, executor_->module(), &optimizer_->adamw(), step_);
+    // Note [Averaging state]: with H > 1 (or a residual) the file carries
+    // the outer state too, so a restart continues the same outer steps.
+    const std::string averaging = AveragingStateLocked();
+    return model::SaveStageCheckpoint(path, executor_->module(), &optimizer_->adamw(), step_,
+                                      /*extra=*/"", averaging);
   });
 }
 
@@ -308,7 +312,8 @@ absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& pat
         model::LoadStageCheckpoint(path, executor_->module(), &optimizer_->adamw());
     if (!info.ok()) return info.status();
     step_ = info->step;
-    ResetAveragingLocked();
+    absl::Status averaging = RestoreAveragingLocked(info->averaging, path);
+    if (!averaging.ok()) return averaging;
     return step_;
   });
 }

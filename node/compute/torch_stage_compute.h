@@ -120,9 +120,16 @@ class TorchStageCompute final : public StageCompute {
   // The stage state plus the averaging state, and back (state transfer).
   absl::StatusOr<std::string> ExportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> ImportLocked(absl::string_view bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After weights were loaded from a checkpoint: the anchor is the loaded
-  // weights, momentum and residual start at zero.
+  // After weights were loaded without averaging state: the anchor is the
+  // loaded weights, momentum and residual start at zero.
   void ResetAveragingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SerializeAveragingState's bytes, or "" when there is no averaging state.
+  std::string AveragingStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a checkpoint's weights were loaded: its averaging bytes restored,
+  // or (an older file, or none saved) the reset above with a log line
+  // naming `what`. A part the bytes lack is reset (anchor = weights).
+  absl::Status RestoreAveragingLocked(absl::string_view bytes, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 // proto::TensorMeta <-> model::TensorMeta (same fields, same enum values).

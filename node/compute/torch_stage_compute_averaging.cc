@@ -6,6 +6,8 @@
 #include <cstring>
 #include <exception>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
 #include "model/stage_executor.h"
@@ -133,6 +135,30 @@ void TorchStageCompute::ResetAveragingLocked() {
   if (codec_ != nullptr && codec_->has_residual()) {
     (void)codec_->SetResidual(at::zeros({num_params_}, at::kFloat));
   }
+}
+
+std::string TorchStageCompute::AveragingStateLocked() {
+  const bool has_state = outer_ != nullptr || (codec_ != nullptr && codec_->has_residual());
+  return has_state ? model::SerializeAveragingState(outer_.get(), codec_.get()) : std::string();
+}
+
+absl::Status TorchStageCompute::RestoreAveragingLocked(absl::string_view bytes,
+                                                       const std::string& what) {
+  ResetAveragingLocked();
+  const bool has_state = outer_ != nullptr || (codec_ != nullptr && codec_->has_residual());
+  if (!has_state) return absl::OkStatus();
+  if (bytes.empty()) {
+    LOG(INFO) << what << ": no averaging state saved (an older checkpoint, or saved with H = 1);"
+              << " stage " << options_.stage
+              << " starts its outer steps from the loaded weights with zero momentum";
+    return absl::OkStatus();
+  }
+  absl::Status s = model::RestoreAveragingState(bytes, outer_.get(), codec_.get());
+  if (!s.ok()) {
+    ResetAveragingLocked();
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TorchStageCompute::ExportLocked() {

@@ -2,13 +2,19 @@
 // in an in-process swarm of 2 data nodes and 2 replicas of every other
 // stage: DiLoCo-style syncs every H iterations leave the replicas equal
 // and average nothing in between; compressed averaging (H = 1) keeps the
-// replicas equal every iteration; state transfer carries the averaging
-// state (Note [Averaging state]). H = 1 with fp32 is exactness_test's.
+// replicas equal every iteration; state transfer and checkpoint
+// generations carry the averaging state (Note [Averaging state]). H = 1 with fp32 is exactness_test's.
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/averaging_options.h"
+#include "model/checkpoint.h"
+#include "model/checkpoint_generation.h"
 #include "model/model_config.h"
 #include "model/optimizer_options.h"
 #include "node/compute/torch_stage_compute.h"
@@ -166,6 +172,53 @@ TEST(OuterStepsTest, StateTransferCarriesTheAveragingState) {
   EXPECT_EQ(g0->digest, g1->digest);
   EXPECT_EQ(g0->flat, g1->flat);  // same residual added, same entries kept
   EXPECT_EQ(g0->bytes, g1->bytes);
+}
+
+// Note [Averaging state]: stage checkpoints taken between syncs, kept as a
+// checkpoint generation (model/checkpoint_generation.h), carry the anchor
+// and the outer momentum, so a fresh compute that loads one takes exactly
+// the outer step the uninterrupted replica takes.
+TEST(OuterStepsTest, CheckpointGenerationCarriesTheOuterState) {
+  model::AveragingOptions a;
+  a.outer_every = 4;
+  a.outer_lr = 0.7;
+  a.outer_momentum = 0.9;
+  TrainedSwarm run = Train(a, 10);  // two syncs (momentum set), two inner steps since
+  TestSwarm& swarm = *run.swarm;
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR"));
+  std::map<int, std::string> bytes;
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::string path = absl::StrCat(dir, "/outer-stage-", stage, ".ckpt");
+    ASSERT_TRUE(swarm.compute(2 * stage, stage)->SaveCheckpoint(path).ok());
+    bytes[stage] = model::ReadFileBytes(path).value();
+  }
+  StageCompute* source = swarm.compute(4, 2);
+  const std::string hash = TinyModel().ConfigHash();
+  ASSERT_TRUE(model::WriteGeneration(dir + "/gens", source->step(), hash, 4, bytes, 1).ok());
+  absl::StatusOr<model::FoundGeneration> g =
+      model::FindNewestCompleteGeneration(dir + "/gens", hash, 4);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string path = g->StagePath(2);
+  TorchStageCompute::Options c;
+  c.model = TinyModel();
+  c.stage = 2;
+  c.averaging = a;
+  ThreadTaskRunner runner;
+  auto fresh = TorchStageCompute::Create(c, &runner);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  absl::StatusOr<int64_t> step = (*fresh)->LoadCheckpoint(path);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, source->step());
+  EXPECT_EQ((*fresh)->ParamsDigest(), source->ParamsDigest());
+  absl::StatusOr<AverageContribution> g0 = source->TakePseudoGradient();
+  absl::StatusOr<AverageContribution> g1 = (*fresh)->TakePseudoGradient();
+  ASSERT_TRUE(g0.ok() && g1.ok());
+  EXPECT_EQ(g0->digest, g1->digest);  // same anchor, same sync count
+  EXPECT_EQ(g0->flat, g1->flat);
+  // The next outer step, with the same (the group's) summed pseudo-gradient.
+  ASSERT_TRUE(source->ApplyOuterStep(g0->flat, 1).ok());
+  ASSERT_TRUE((*fresh)->ApplyOuterStep(g0->flat, 1).ok());
+  EXPECT_EQ((*fresh)->ParamsDigest(), source->ParamsDigest());
 }
 
 }  // namespace
