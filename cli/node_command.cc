@@ -22,6 +22,7 @@
 #include "model/sdp_flags.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/stack/swarm_spec.h"
+#include "node/daemon/stack/torch_backend.h"
 #include "node/daemon/static_swarm/node_daemon.h"
 #include "node/transport/shaping_flags.h"
 
@@ -83,6 +84,7 @@ namespace {
 
 using node::NodeDaemon;
 using node::NodeDaemonOptions;
+using node::TorchNodeBackend;
 using node::ShapingFlags;
 
 std::atomic<bool> g_stop{false};  // main-level: set by the signal handler
@@ -179,7 +181,7 @@ absl::Status Run() {
   if (gossip) return RunGossipNode(o, &manifest);
   o.key_file = absl::GetFlag(FLAGS_node_key_file);
   o.insecure = absl::GetFlag(FLAGS_insecure);
-  SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
+  SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o, TorchNodeBackend()));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   return daemon->Run(&g_stop);

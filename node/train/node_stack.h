@@ -1,8 +1,8 @@
 // NodeStack: the recipe that puts a node's training classes together, for
-// the harnesses that run them: the in-process TestSwarm (test_swarm.h) and
-// the simulator's real-node backend (sim/node_swarm.h). The daemons'
-// TrainingStack (node/daemon/stack/training_stack.h) still wires the same
-// classes itself, in the same order; moving it onto NodeStack is open.
+// the daemons (TrainingStack, node/daemon/stack/training_stack.h, maps
+// their options onto NodeStackOptions) and the harnesses that run them: the
+// in-process TestSwarm (test_swarm.h) and the simulator's real-node backend
+// (sim/node_swarm.h).
 // It builds the StageServer and attaches it to the transport; on a data
 // node (one that hosts stage 0) the DataNodeDriver over the given planner,
 // as the server's origin listener; and the NodeTrainer over both. What the

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
 
 namespace skipswarm::node {
 namespace {
@@ -85,7 +86,7 @@ class GossipDaemonStopTest : public ::testing::Test {
         raw->reached.Notify();
       }
     };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
     EXPECT_TRUE(d.ok()) << d.status();
     if (!d.ok()) return nullptr;
     r->daemon = *std::move(d);

@@ -6,6 +6,7 @@
 // the founders finish without it. Tiny model; waits on notifications, no
 // sleeps.
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
 
 #include <fstream>
 #include <map>
@@ -96,7 +97,7 @@ class GossipDaemonTest : public ::testing::Test {
       }
       if (hook) hook(report);
     };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
     EXPECT_TRUE(d.ok()) << d.status();
     if (!d.ok()) return nullptr;
     r->daemon = *std::move(d);
@@ -116,7 +117,7 @@ class GossipDaemonTest : public ::testing::Test {
 TEST_F(GossipDaemonTest, RefusesARoutesFileInsteadOfIgnoringIt) {
   GossipDaemonOptions o = Options("d0", {0});
   o.base.wan.routes_file = "d0.routes";
-  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o);
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(d.status().message().find("--node_routes"), absl::string_view::npos) << d.status();
 }
@@ -168,7 +169,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
       if (raw->reports.size() == 1) first = r.iteration;
       if (raw->reports.size() == 2 && !checked.HasBeenNotified()) checked.Notify();
     };
-    auto d = GossipDaemon::Create(j);
+    auto d = GossipDaemon::Create(j, TorchNodeBackend());
     ASSERT_TRUE(d.ok()) << d.status();
     rj->daemon = *std::move(d);
     rj->Start();
@@ -292,7 +293,7 @@ TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
       raw->reports.push_back(r);
       if (raw->reports.size() == 3 && !checked.HasBeenNotified()) checked.Notify();
     };
-    auto d = GossipDaemon::Create(j);
+    auto d = GossipDaemon::Create(j, TorchNodeBackend());
     ASSERT_TRUE(d.ok()) << d.status();
     rj->daemon = *std::move(d);
     rj->Start();

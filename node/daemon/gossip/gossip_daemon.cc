@@ -18,7 +18,6 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/memory_estimate.h"
-#include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/gossip/advertise_address.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
@@ -32,10 +31,8 @@
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/speed_reports.h"
-#include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
-#include "node/daemon/stack/stage_computes.h"
 #include "node/daemon/stack/training_stack.h"
 #include "node/train/grpc_group.h"
 #include "node/train/node_trainer.h"
@@ -135,12 +132,13 @@ absl::StatusOr<std::string> SendDrain(const std::string& address, bool force) {
 }
 
 absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
-    const GossipDaemonOptions& options) {
+    const GossipDaemonOptions& options, NodeBackend backend) {
   const NodeDaemonOptions& base = options.base;
   // Static-list-only options are refused, never silently ignored.
   SS_RETURN_IF_ERROR(CheckGossipModeOptions(base));
   auto p = std::make_unique<Parts>();
   p->options = options;
+  p->backend = std::move(backend);
   p->clock = common::RealClock::Create();
   const absl::Duration t0 = p->clock->SteadyNow();
   p->joiner = !options.gossip.join.empty() && options.expect_members == 0;
@@ -167,7 +165,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(gossip_options, p->clock.get()));
   p->self = p->gossip->id();
   p->members = std::make_unique<TrainingMembers>(p->self);
-  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(base.model.runtime));
+  SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
   GrpcTransportOptions to;
   to.self = p->self;

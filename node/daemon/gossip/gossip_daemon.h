@@ -4,7 +4,7 @@
 // experiment swarms).
 //
 //   GossipDaemonOptions o = ...;                       // from flags
-//   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o));
+//   SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o, TorchNodeBackend()));
 //   return daemon->Run(&signals);                      // SIGINT / SIGTERM
 //
 // Roles:
@@ -46,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "node/daemon/gossip/swarm_membership.h"
+#include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/node_daemon_options.h"
 #include "node/train/node_trainer.h"
 
@@ -103,7 +104,11 @@ struct DaemonSignals {
 
 class GossipDaemon {
  public:
-  static absl::StatusOr<std::unique_ptr<GossipDaemon>> Create(const GossipDaemonOptions& options);
+  // `backend` builds the computes and the data (node_backend.h; the
+  // binary passes TorchNodeBackend()); kept for stage moves. Its computes
+  // must export and import their state (joiners and moves fetch it).
+  static absl::StatusOr<std::unique_ptr<GossipDaemon>> Create(const GossipDaemonOptions& options,
+                                                              NodeBackend backend);
   ~GossipDaemon();
 
   absl::Status Run(DaemonSignals* signals);

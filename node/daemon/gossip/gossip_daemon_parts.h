@@ -26,7 +26,6 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
-#include "node/compute/torch_stage_compute.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon.h"
@@ -37,9 +36,8 @@
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/reporting/speed_reports.h"
-#include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
-#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/training_stack.h"
 #include "node/stage/route_repair.h"
 #include "node/train/grpc_group.h"
@@ -76,10 +74,11 @@ struct GossipDaemon::Parts {
   std::vector<int> stages;
   bool joiner = false;
   std::unique_ptr<TrainingMembers> members;
-  DataNodeData data;  // data nodes only
-  std::map<int, std::unique_ptr<TorchStageCompute>> computes;
+  NodeBackend backend;  // builds `computes`, `frozen` and `data` (again on a stage move)
+  std::unique_ptr<DataSource> data;  // data nodes only
+  std::map<int, std::unique_ptr<StageCompute>> computes;
   // SDP backward masking's frozen copies (Note [SDP frozen stages]).
-  std::map<int, std::unique_ptr<TorchStageCompute>> frozen;
+  std::map<int, std::unique_ptr<StageCompute>> frozen;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::shared_ptr<const identity::PeerCredentials> credentials;  // every node service

@@ -15,7 +15,6 @@
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
@@ -25,10 +24,9 @@
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/speed_reports.h"
-#include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
-#include "node/daemon/stack/stage_computes.h"
+#include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/training_stack.h"
 #include "node/train/grpc_group.h"
 #include "node/train/scheduler_repairer.h"
@@ -86,7 +84,7 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
 }
 
 absl::Status GossipDaemon::Parts::AddCompute(int s) {
-  SS_ASSIGN_OR_RETURN(computes[s], CreateTorchStageCompute(base(), s, runner.get()));
+  SS_ASSIGN_OR_RETURN(computes[s], backend.create_compute(base(), s, runner.get(), clock.get()));
   probes[s] = std::make_unique<FirstWorkProbe>(
       computes[s].get(),
       [this](bool backward) {
@@ -127,7 +125,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   for (auto& [s, c] : frozen) {
     if (in.stages.count(s) == 0) in.frozen[s] = c.get();
   }
-  in.data = data.source.get();
+  in.data = data.get();
   in.swarm_id = gossip->swarm_id();
   // No names: a routes file needs a static --swarm list (refused).
   if (health == nullptr) {  // kept across stage moves
@@ -153,9 +151,9 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     link_sink = gossip->membership();
   }
   for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
-  SS_ASSIGN_OR_RETURN(frozen, CreateFrozenStageComputes(o, stages, runner.get()));
+  SS_ASSIGN_OR_RETURN(frozen, backend.create_frozen(o, stages, runner.get()));
   if (computes.count(0) > 0) {
-    SS_ASSIGN_OR_RETURN(data, CreateDataNodeData(o));
+    SS_ASSIGN_OR_RETURN(data, backend.create_data(o));
   }
   // Founders resume from their checkpoints; a joiner takes a replica's state.
   if (!joiner) {

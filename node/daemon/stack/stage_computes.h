@@ -5,7 +5,7 @@
 //   auto runner = std::make_unique<ThreadTaskRunner>();
 //   SS_ASSIGN_OR_RETURN(std::unique_ptr<StageCompute> c,
 //                       CreateStageCompute(options, stage, runner.get(), clock));
-//   std::map<int, StageCompute*> hosted = BorrowComputes(computes);
+//   std::map<int, StageCompute*> hosted = BorrowComputes(computes);  // node_backend.h
 //
 // `runner` and `clock` are borrowed: a TorchStageCompute runs its work on
 // the runner (join the runner before the computes go), a TimedStageCompute
@@ -24,6 +24,7 @@
 #include "node/compute/stage_compute.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
+#include "node/daemon/stack/node_backend.h"  // BorrowComputes
 #include "node/daemon/stack/node_daemon_options.h"
 
 namespace skipswarm::node {
@@ -49,16 +50,6 @@ absl::StatusOr<std::map<int, std::unique_ptr<TorchStageCompute>>> CreateFrozenSt
 absl::StatusOr<std::unique_ptr<StageCompute>> CreateStageCompute(const NodeDaemonOptions& o,
                                                                  int stage, TaskRunner* runner,
                                                                  common::Clock* clock);
-
-// The computes by stage, borrowed (what the server, trainer and
-// checkpoints take).
-template <typename Compute>
-std::map<int, StageCompute*> BorrowComputes(
-    const std::map<int, std::unique_ptr<Compute>>& computes) {
-  std::map<int, StageCompute*> borrowed;
-  for (const auto& [s, c] : computes) borrowed[s] = c.get();
-  return borrowed;
-}
 
 }  // namespace skipswarm::node
 

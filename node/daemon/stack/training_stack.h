@@ -1,15 +1,16 @@
 // TrainingStack: what trains a node's hosted stages, over pieces its
-// daemon owns: the StageServer (attached to the transport), on a data node
-// the planner (CreateDataNodePlanner) and DataNodeDriver (the server's
-// origin listener), and the NodeTrainer that runs the iterations. The one
-// recipe of both daemons (NodeDaemon over a static --swarm list,
+// daemon owns: node/'s one recipe (NodeStack, node/train/node_stack.h: the
+// StageServer attached to the transport, on a data node the DataNodeDriver
+// as the server's origin listener, the NodeTrainer) with the daemon's
+// options mapped onto its narrow ones and, on a data node, the daemon's
+// planner (CreateDataNodePlanner). Shared by both daemons (NodeDaemon over a static --swarm list,
 // GossipDaemon over gossip, which builds a new stack after a stage move),
 // so a new serving or driving input is wired once.
 //
 //   TrainingStackInputs in;
 //   in.transport = transport.get(); in.clock = clock; in.routing = view;
 //   in.group = group.get(); in.repairer = repairer.get();
-//   in.stages = BorrowComputes(computes); in.data = data.source.get();
+//   in.stages = BorrowComputes(computes); in.data = data.get();
 //   in.swarm_id = options.swarm_id;
 //   SS_ASSIGN_OR_RETURN(auto stack, TrainingStack::Create(options, in));
 //   stack->trainer()->Run(...);
@@ -22,9 +23,8 @@
 // file needs (static lists only).
 //
 // Ownership: everything in TrainingStackInputs is borrowed and must
-// outlive the stack. Destruction detaches the server from the transport
-// first (no more frames reach it), then the trainer, driver, planner and
-// server go, in that order (each borrows the ones after it).
+// outlive the stack. Destruction is NodeStack's (detach first, then the
+// trainer, driver, planner and server), then the SDP shadows.
 //
 // Thread rule: Create and destruction on the daemon's main thread, never
 // from inside the trainer's iteration callback. Destruction while the
@@ -49,6 +49,7 @@
 #include "node/train/data_node_driver.h"
 #include "node/train/data_source.h"
 #include "node/train/group_comm.h"
+#include "node/train/node_stack.h"
 #include "node/train/node_trainer.h"
 #include "node/train/route_planner.h"
 #include "node/train/sdp_shadows.h"
@@ -91,21 +92,23 @@ class TrainingStack {
   TrainingStack(const TrainingStack&) = delete;
   TrainingStack& operator=(const TrainingStack&) = delete;
 
-  StageServer* server() const { return server_.get(); }
-  DataNodeDriver* driver() const { return driver_.get(); }  // null on a relay
-  NodeTrainer* trainer() const { return trainer_.get(); }
+  StageServer* server() const { return stack_->server(); }
+  DataNodeDriver* driver() const { return stack_->driver(); }  // null on a relay
+  NodeTrainer* trainer() const { return stack_->trainer(); }
   // Null without frozen stages.
   const SdpShadowStages* shadows() const { return shadows_.get(); }
+
+  // The recipe's options for a daemon with options `o` (exposed for tests
+  // that build the same node elsewhere).
+  static NodeStackOptions StackOptions(const NodeDaemonOptions& o, const std::string& swarm_id);
 
  private:
   TrainingStack() = default;
 
-  // Declaration order is destruction order reversed (see the file comment).
-  std::unique_ptr<StageServer> server_;
-  std::unique_ptr<RoutePlanner> planner_;
-  std::unique_ptr<DataNodeDriver> driver_;
-  std::unique_ptr<SdpShadowStages> shadows_;  // the trainer's hook borrows it
-  std::unique_ptr<NodeTrainer> trainer_;
+  // Declaration order is destruction order reversed: the stack (whose
+  // trainer's hook borrows the shadows) goes first.
+  std::unique_ptr<SdpShadowStages> shadows_;
+  std::unique_ptr<NodeStack> stack_;
 };
 
 }  // namespace skipswarm::node

@@ -11,15 +11,12 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "model/memory_estimate.h"
-#include "model/stage_executor.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/serving_health.h"
-#include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
-#include "node/daemon/stack/stage_computes.h"
 #include "node/daemon/stack/training_stack.h"
 #include "node/daemon/static_swarm/swarm_spec_tls.h"
 #include "node/train/grpc_group.h"
@@ -37,10 +34,10 @@ struct NodeDaemon::Parts {
   common::NodeId self;
   std::vector<int> stages;
   std::unique_ptr<common::RealClock> clock;
-  DataNodeData data;  // data nodes only
+  std::unique_ptr<DataSource> data;  // data nodes only
   std::map<int, std::unique_ptr<StageCompute>> computes;
   // SDP backward masking's frozen copies (Note [SDP frozen stages]).
-  std::map<int, std::unique_ptr<TorchStageCompute>> frozen;
+  std::map<int, std::unique_ptr<StageCompute>> frozen;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
@@ -107,7 +104,8 @@ std::string StagesString(const std::vector<int>& stages) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonOptions& options) {
+absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonOptions& options,
+                                                              const NodeBackend& backend) {
   auto p = std::make_unique<Parts>();
   p->options = options;
   const SwarmMember* me = nullptr;
@@ -123,7 +121,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   p->self = me->info.id;
   p->stages = me->info.stages;
   p->clock = common::RealClock::Create();
-  SS_ASSIGN_OR_RETURN(at::Device device, model::ApplyRuntimeOptions(options.model.runtime));
+  SS_ASSIGN_OR_RETURN(std::string device, backend.prepare(options));
   LOG(INFO) << options.name << " (" << p->self << "): stages " << StagesString(p->stages)
             << ", device " << device << ", seed " << options.model.seed;
 
@@ -131,11 +129,11 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   p->runner = std::make_unique<ThreadTaskRunner>();
   for (int s : p->stages) {
     SS_ASSIGN_OR_RETURN(p->computes[s],
-                        CreateStageCompute(options, s, p->runner.get(), p->clock.get()));
+                        backend.create_compute(options, s, p->runner.get(), p->clock.get()));
   }
-  SS_ASSIGN_OR_RETURN(p->frozen, CreateFrozenStageComputes(options, p->stages, p->runner.get()));
+  SS_ASSIGN_OR_RETURN(p->frozen, backend.create_frozen(options, p->stages, p->runner.get()));
   if (p->computes.count(0) > 0) {
-    SS_ASSIGN_OR_RETURN(p->data, CreateDataNodeData(options));
+    SS_ASSIGN_OR_RETURN(p->data, backend.create_data(options));
   }
 
   // Resume.
@@ -198,7 +196,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.repairer = p->repairer.get();
   in.stages = BorrowComputes(p->computes);
   in.frozen = BorrowComputes(p->frozen);
-  in.data = p->data.source.get();
+  in.data = p->data.get();
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
   p->health = std::make_unique<ServingHealth>(

@@ -1,11 +1,12 @@
 // NodeDaemon: one `skipswarm node` process. Wires the real pieces together:
 // gRPC transport (pipeline frames), gRPC group (barrier + replica
-// averaging), libtorch computes for the hosted stages, the stage server,
+// averaging), the hosted stages' computes (from the NodeBackend main
+// passes in: libtorch's in the binary; this target links no libtorch), the stage server,
 // the data-node driver (when hosting stage 0) and the iteration loop; adds
 // checkpoints, a progress line per iteration and Prometheus /metrics.
 //
 //   NodeDaemonOptions o = ...;                      // from flags / config
-//   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o));
+//   SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o, TorchNodeBackend()));
 //   std::atomic<bool> stop{false};                  // set by SIGINT/SIGTERM
 //   return daemon->Run(&stop);
 //
@@ -29,13 +30,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/node_daemon_options.h"
 
 namespace skipswarm::node {
 
 class NodeDaemon {
  public:
-  static absl::StatusOr<std::unique_ptr<NodeDaemon>> Create(const NodeDaemonOptions& options);
+  // `backend` builds the computes and the data (node_backend.h; the
+  // binary passes TorchNodeBackend()); it is used only inside Create.
+  static absl::StatusOr<std::unique_ptr<NodeDaemon>> Create(const NodeDaemonOptions& options,
+                                                            const NodeBackend& backend);
   ~NodeDaemon();
 
   // Trains until `iterations` or until *stop becomes true; then
