@@ -12,19 +12,14 @@
 #include "model/checkpoint.h"
 #include "model/local_pipeline.h"
 #include "model/model_config.h"
+#include "model/tiny_config.h"
 
 namespace skipswarm::launcher {
 namespace {
 
 model::ModelConfig Tiny() {
-  model::ModelConfig c;
+  model::ModelConfig c = model::testing::TinyConfig();
   c.num_layers = 3;
-  c.d_model = 16;
-  c.num_heads = 2;
-  c.ffn_dim = 24;
-  c.vocab_size = 32;
-  c.seq_len = 8;
-  c.num_stages = 3;
   c.init_seed = 5;
   return c;
 }

@@ -6,22 +6,9 @@
 
 #include "model/layers.h"
 #include "model/model_config.h"
+#include "model/tiny_config.h"
 
 namespace skipswarm::model::testing {
-
-inline ModelConfig TinyConfig(bool tied = true) {
-  ModelConfig c;
-  c.num_layers = 6;
-  c.d_model = 16;
-  c.num_heads = 2;
-  c.ffn_dim = 24;
-  c.vocab_size = 32;
-  c.seq_len = 8;
-  c.num_stages = 3;
-  c.tie_embeddings = tied;
-  c.init_seed = 11;
-  return c;
-}
 
 // [2, 8] token ids below 32.
 inline at::Tensor TinyTokens(uint64_t seed) {

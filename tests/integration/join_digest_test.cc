@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
+#include "model/tiny_config.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/daemon/gossip/state_transfer.h"
@@ -56,14 +57,7 @@ class JoinDigestTest : public ::testing::Test {
  protected:
   std::unique_ptr<TorchStageCompute> Make(int stage, uint64_t init_seed) {
     TorchStageCompute::Options o;
-    // model/test_util.h's tiny config (that target is private to model/).
-    o.model.num_layers = 6;
-    o.model.d_model = 16;
-    o.model.num_heads = 2;
-    o.model.ffn_dim = 24;
-    o.model.vocab_size = 32;
-    o.model.seq_len = 8;
-    o.model.num_stages = 3;
+    o.model = model::testing::TinyConfig();
     o.model.init_seed = init_seed;
     o.stage = stage;
     o.optimizer.total_steps = 20;

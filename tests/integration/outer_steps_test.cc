@@ -17,6 +17,7 @@
 #include "model/checkpoint_generation.h"
 #include "model/model_config.h"
 #include "model/optimizer_options.h"
+#include "model/tiny_config.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/train/sampler_data_source.h"
 #include "node/train/test_swarm.h"
@@ -32,15 +33,9 @@ model::Corpus TinyCorpus() {
 }
 
 model::ModelConfig TinyModel() {
-  model::ModelConfig m;
+  model::ModelConfig m = model::testing::TinyConfig();
   m.num_layers = 4;
-  m.d_model = 16;
-  m.num_heads = 2;
-  m.ffn_dim = 24;
-  m.vocab_size = 32;
-  m.seq_len = 8;
   m.num_stages = 4;
-  m.init_seed = 11;
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "model/reference_trainer.h"
 #include "model/sdp_assignment.h"
+#include "model/tiny_config.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/train/sampler_data_source.h"
 #include "node/train/sdp_planner.h"
@@ -35,14 +36,8 @@ model::Corpus TinyCorpus() {
 
 model::TrainerOptions ReferenceOptions(model::SdpMode mode) {
   model::TrainerOptions o;
-  o.model.num_layers = 6;
-  o.model.d_model = 16;
-  o.model.num_heads = 2;
-  o.model.ffn_dim = 24;
-  o.model.vocab_size = 32;
-  o.model.seq_len = 8;
+  o.model = model::testing::TinyConfig();
   o.model.num_stages = 6;
-  o.model.init_seed = 11;
   o.optimizer.peak_lr = 1e-2;
   o.optimizer.warmup_steps = 5;
   o.optimizer.total_steps = kIterations;
