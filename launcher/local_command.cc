@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/free_port.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "identity/identity.h"
@@ -235,13 +236,13 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   std::string swarm, bootstrap;
   if (gossip) {
-    SS_ASSIGN_OR_RETURN(int port, FreePort());
+    SS_ASSIGN_OR_RETURN(int port, common::FreeLoopbackPort());
     bootstrap = absl::StrCat("127.0.0.1:", port);
   } else {
     std::vector<std::string> entries;
     for (const auto& [name, st] : layout) {
-      SS_ASSIGN_OR_RETURN(int p1, FreePort());
-      SS_ASSIGN_OR_RETURN(int p2, FreePort());
+      SS_ASSIGN_OR_RETURN(int p1, common::FreeLoopbackPort());
+      SS_ASSIGN_OR_RETURN(int p2, common::FreeLoopbackPort());
       // Note [Static swarm security]: with --local_tls every entry pins its
       // node's id, so the keys exist before any node starts.
       std::string id_hex;

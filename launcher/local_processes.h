@@ -1,10 +1,8 @@
-// The node processes of `skipswarm local`: a free loopback port for a
-// node to listen on, a forked `skipswarm node --config=CONFIG` with its
+// The node processes of `skipswarm local`: a forked `skipswarm node --config=CONFIG` with its
 // stdout/stderr in DIR/logs/NAME.{out,err}, and the bookkeeping of a
 // child once it exited (its status, CPU seconds and peak memory), and the
 // --kill fault plan naming which of them to SIGKILL when.
 //
-//   SS_ASSIGN_OR_RETURN(int port, FreePort());
 //   LocalChild c{"d0"};
 //   SS_ASSIGN_OR_RETURN(c.pid, SpawnNode(dir, c.name, dir + "/d0.json"));
 //   struct rusage ru {};
@@ -37,10 +35,6 @@ struct LocalChild {
   double cpu_s = 0;         // user + system CPU seconds, once exited (wait4)
   int64_t max_rss_kib = 0;  // peak resident set, once exited (wait4)
 };
-
-// A loopback port free right now (bound to port 0, then released).
-// Unavailable when no socket can be made or bound.
-absl::StatusOr<int> FreePort();
 
 // Forks and execs this binary as `skipswarm node --config=CONFIG`, its
 // stdout/stderr in DIR/logs/NAME.out and .err. REQUIRES: DIR/logs exists.

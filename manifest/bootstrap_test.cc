@@ -4,14 +4,13 @@
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/free_port.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest_service.h"
 #include "proto/version.h"
@@ -167,15 +166,9 @@ TEST_F(BootstrapTest, TheMetricsPortIsRecognisedOverTlsToo) {
 
 TEST_F(BootstrapTest, AClosedPortIsATcpErrorAfterRetries) {
   // A port the kernel gave us and that we closed: nothing listens there.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  const std::string address = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  absl::StatusOr<int> port = common::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
   EXPECT_FALSE(AnswersHttp(address, absl::Milliseconds(200)));
   auto v = Fetch({address});
   EXPECT_TRUE(absl::StrContains(v.status().message(), "[tcp]")) << v.status();

@@ -5,14 +5,13 @@
 // the kernel picks.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/free_port.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest_service.h"
@@ -131,15 +130,9 @@ TEST_F(JoinDiagnosticsTest, AnUnresolvableHostIsADnsError) {
 }
 
 TEST_F(JoinDiagnosticsTest, ARefusedConnectionIsATcpError) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);  // nothing listens there now
-  const ProcessResult r = Join("tcp", absl::StrCat("127.0.0.1:", ntohs(a.sin_port)));
+  absl::StatusOr<int> port = common::FreeLoopbackPort();  // nothing listens there
+  ASSERT_TRUE(port.ok()) << port.status();
+  const ProcessResult r = Join("tcp", absl::StrCat("127.0.0.1:", *port));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "[tcp]")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "is the peer running")) << r.err;

@@ -1,14 +1,13 @@
 // Only the founder is told the model: two nodes that join with --join and
 // their stage take it from the swarm manifest, and the three train
 // together (real processes on loopback).
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/free_port.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/tiny_model.h"
 #include "tests/harness/skipswarm_process.h"
@@ -16,26 +15,12 @@
 namespace skipswarm::tests {
 namespace {
 
-// A port the kernel gave us and we released, for the founder's --listen
-// (the joiners retry a refused connection while it starts).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(ManifestJoinTest, JoinersWithoutModelFlagsTrainTheFoundersModel) {
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
+  // The founder's --listen (the joiners retry a refused connection while it
+  // starts).
+  absl::StatusOr<int> port_or = common::FreeLoopbackPort();
+  ASSERT_TRUE(port_or.ok()) << port_or.status();
+  const int port = *port_or;
   const std::string address = absl::StrCat("127.0.0.1:", port);
   const std::string dir = *MakeTestDir("manifest_join");
   std::vector<std::string> founder = TinyModelArgs("node");
