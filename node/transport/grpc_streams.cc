@@ -41,6 +41,14 @@ ServerStream::ServerStream(grpc::CallbackServerContext* context,
     absl::Status auth = env_.credentials->CheckPeer(context->auth_context(), *id);
     if (!auth.ok()) id = auth;
   }
+  if (id.ok() && env_.quota != nullptr) {
+    absl::StatusOr<common::PeerQuota::StreamSlot> slot = env_.quota->OpenStream(*id);
+    if (slot.ok()) {
+      slot_ = std::move(*slot);
+    } else {
+      id = slot.status();
+    }
+  }
   if (!id.ok()) {
     LOG(WARNING) << "refused pipeline stream from " << context->peer() << ": "
                  << id.status();
@@ -116,8 +124,13 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
     Frame frame;
     frame.header = std::move(*message.mutable_header());
     absl::Status status = env_.validator->CheckHeader(frame.header);
+    bool quiet = false;  // the quota logs its refusals, one line per interval
+    if (status.ok() && env_.quota != nullptr) {
+      status = env_.quota->Admit(from_, frame.header.tensor().payload_bytes());
+      quiet = !status.ok();
+    }
     if (!status.ok()) {
-      RejectCurrent(frame.header, std::move(status));
+      RejectCurrent(frame.header, std::move(status), quiet);
       skipping_ = true;
       return std::nullopt;
     }
@@ -154,8 +167,8 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
 }
 
 void ServerStream::RejectCurrent(const proto::FrameHeader& header,
-                                 absl::Status why) {
-  LogRejectedFrame(from_, header, why);
+                                 absl::Status why, bool quiet) {
+  if (!quiet) LogRejectedFrame(from_, header, why);
   proto::FrameAck ack = AckFor(header);  // `header` may live in assembling_
   assembling_.reset();
   FillAck(ReserveAck(), std::move(ack), why);

@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/frame_validator.h"
 #include "node/transport/pending_send.h"
@@ -53,6 +54,9 @@ struct ServerStreamEnv {
   // The stream stops reading while this many frames wait for the handler's
   // verdict, so HTTP/2 flow control holds the sender back.
   int max_unacked_frames = 4;
+  // Note [Peer quotas]; null: none. Borrowed: the transport outlives its
+  // streams.
+  common::PeerQuota* quota = nullptr;
 };
 
 class ServerStream final
@@ -69,7 +73,9 @@ class ServerStream final
   // Message handling; returns a complete frame to admit, if any.
   std::optional<Frame> Consume(proto::PipelineMessage& message);
   // Queues the ack of a frame that failed a check, ends the current frame.
-  void RejectCurrent(const proto::FrameHeader& header, absl::Status why);
+  // `quiet`: the caller has logged it already.
+  void RejectCurrent(const proto::FrameHeader& header, absl::Status why,
+                     bool quiet = false);
   // Reserves the next ack slot; returns its sequence number.
   uint64_t ReserveAck() ABSL_LOCKS_EXCLUDED(mu_);
   void FillAck(uint64_t seq, proto::FrameAck ack, const absl::Status& status)
@@ -79,6 +85,7 @@ class ServerStream final
 
   ServerStreamEnv env_;
   PeerId from_;
+  common::PeerQuota::StreamSlot slot_;  // one of from_'s stream slots
   proto::PipelineMessage in_;  // owned by the single outstanding read
 
   // Frame being reassembled (touched only by OnReadDone, one at a time).

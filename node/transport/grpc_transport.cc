@@ -114,6 +114,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     env.validator = validator_;
     env.credentials = options_.credentials.get();
     env.max_unacked_frames = options_.max_frames_awaiting_admission;
+    env.quota = options_.quota.get();
     env.handler = [this] {
       absl::MutexLock lock(&mu_);
       return handler_;

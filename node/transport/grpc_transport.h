@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/transport.h"
 
@@ -98,6 +99,13 @@ struct GrpcTransportOptions {
   // Stream re-open back-off after a failure (also gRPC's reconnect back-off).
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  // Note [Peer quotas] (common/peer_quota.h): every stream a peer opens
+  // takes one of its stream slots, every frame header its payload_bytes
+  // and one message from its buckets; a refused stream ends
+  // RESOURCE_EXHAUSTED, a refused frame is acked RESOURCE_EXHAUSTED and
+  // its chunks are skipped. Shared: the daemon classifies peers and reads
+  // the refusals. Null: no quota.
+  std::shared_ptr<common::PeerQuota> quota;
 };
 
 // Counters for tests and metrics.

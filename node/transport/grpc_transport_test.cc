@@ -13,7 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/random.h"
+#include "common/peer_quota.h"
 #include "common/real_clock.h"
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/transport/frame_validator.h"
 #include "node/transport/grpc_streams.h"
@@ -482,6 +484,65 @@ TEST_F(GrpcTransportTest, SurvivesRandomHostileMessages) {
   AckWaiter ack;
   a_->Send(b_id_, AToB(100, 1), ack.Callback());
   EXPECT_TRUE(ack.Wait().ok());
+}
+
+// Note [Peer quotas]: a stranger's frames and streams are held to its small
+// budget at the header, before a payload byte is kept; a member's are not.
+TEST_F(GrpcTransportTest, AStrangersFramesAndStreamsAreHeldToItsQuota) {
+  common::SimClock quota_clock;  // time stands still: no refill
+  common::PeerQuotaOptions q;
+  q.service = "pipeline";
+  q.member = {/*messages_per_second=*/1000, /*message_burst=*/1000,
+              /*bytes_per_second=*/1e9, /*byte_burst=*/1e9, /*max_streams=*/4};
+  q.stranger = {2, 4, 16 << 10, 64 << 10, 1};
+  auto quota = std::make_shared<common::PeerQuota>(q, &quota_clock);
+  quota->SetClassifier([this](const PeerId& id) {
+    return id == a_id_ ? common::PeerClass::kMember : common::PeerClass::kStranger;
+  });
+  GrpcTransportOptions options;
+  options.quota = quota;
+  const PeerId c_id = PeerId::ForName("c");
+  auto c = Make(c_id, options);
+  Inbox inbox;
+  c->SetFrameHandler(inbox.Handler());
+
+  const PeerId stranger = PeerId::ForName("stranger");
+  RawStream raw(c->loopback_address(), &stranger);
+  raw.WriteFrame(MakeTestFrame({stranger, c_id, stranger}, 1, 100 << 10, 0));  // bytes
+  for (uint64_t mb = 1; mb <= 20; ++mb) {
+    raw.WriteFrame(MakeTestFrame({stranger, c_id, stranger}, 1, 10, mb));
+  }
+  inbox.WaitFor(4);  // the stream is open on the server: a second is refused
+  RawStream second(c->loopback_address(), &stranger);
+  grpc::Status second_status;
+  EXPECT_TRUE(second.Finish(&second_status).empty());
+  EXPECT_EQ(second_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << second_status.error_message();
+  grpc::Status final_status;
+  std::vector<absl::StatusCode> codes = raw.Finish(&final_status);
+  EXPECT_TRUE(final_status.ok()) << final_status.error_message();
+  using C = absl::StatusCode;
+  std::vector<C> expected(21, C::kResourceExhausted);
+  for (int i = 1; i <= 4; ++i) expected[i] = C::kOk;
+  EXPECT_EQ(codes, expected);
+
+  // The member: 50 frames, all admitted, on the same node at the same time.
+  a_->SetPeerAddress(c_id, c->loopback_address());
+  for (uint64_t mb = 0; mb < 50; ++mb) {
+    AckWaiter ack;
+    a_->Send(c_id, MakeTestFrame({a_id_, c_id, a_id_}, 1, 10 << 10, 100 + mb),
+             ack.Callback());
+    EXPECT_TRUE(ack.Wait().ok());
+  }
+  EXPECT_EQ(inbox.frames().size(), 54u);
+
+  auto refusals = quota->refusals();
+  using R = common::QuotaReason;
+  using P = common::PeerClass;
+  EXPECT_EQ((refusals[{R::kBytes, P::kStranger}]), 1u);
+  EXPECT_EQ((refusals[{R::kMessages, P::kStranger}]), 16u);
+  EXPECT_EQ((refusals[{R::kStreams, P::kStranger}]), 1u);
+  EXPECT_EQ(quota->total_refusals(), 18u);
 }
 
 TEST_F(GrpcTransportTest, StreamWithoutNodeIdIsRefused) {

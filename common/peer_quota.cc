@@ -1,0 +1,207 @@
+#include "common/peer_quota.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+
+namespace skipswarm::common {
+
+const char* PeerClassName(PeerClass c) {
+  return c == PeerClass::kMember ? "member" : "stranger";
+}
+
+const char* QuotaReasonName(QuotaReason r) {
+  switch (r) {
+    case QuotaReason::kMessages:
+      return "messages";
+    case QuotaReason::kBytes:
+      return "bytes";
+    case QuotaReason::kStreams:
+      return "streams";
+    case QuotaReason::kPeers:
+      return "peers";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string KeyOf(const NodeId& id) { return id.Hex(); }
+
+// A key as a log line shows it: a node id's short form, else as given.
+std::string ShowKey(const std::string& key) {
+  return key.size() == 64 ? key.substr(0, 8) : key;
+}
+
+}  // namespace
+
+PeerQuota::PeerQuota(PeerQuotaOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock), log_limit_(options_.log_interval) {}
+
+void PeerQuota::SetClassifier(Classifier classifier) {
+  absl::MutexLock lock(&classifier_mu_);
+  classifier_ = std::move(classifier);
+}
+
+PeerClass PeerQuota::ClassOf(const NodeId& peer) const {
+  Classifier classifier;
+  {
+    absl::MutexLock lock(&classifier_mu_);
+    classifier = classifier_;
+  }
+  return classifier ? classifier(peer) : PeerClass::kMember;
+}
+
+void PeerQuota::RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const {
+  const double dt = std::max(0.0, absl::ToDoubleSeconds(now - p.at));
+  p.messages = std::min(b.message_burst, p.messages + dt * b.messages_per_second);
+  p.bytes = std::min(b.byte_burst, p.bytes + dt * b.bytes_per_second);
+  p.at = now;
+}
+
+PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass peer_class,
+                                            absl::Duration now) {
+  const QuotaBudget& budget = BudgetOf(peer_class);
+  auto it = peers_.find(key);
+  if (it != peers_.end()) {
+    it->second.peer_class = peer_class;  // a stranger may have become a member
+    RefillLocked(it->second, budget, now);
+    return &it->second;
+  }
+  if (peers_.size() >= options_.max_peers) {
+    // Forget peers whose buckets are full again and that hold no stream:
+    // they are as if never seen (Note [Peer quotas]).
+    for (auto i = peers_.begin(); i != peers_.end();) {
+      auto next = std::next(i);
+      Peer& p = i->second;
+      const QuotaBudget& own = BudgetOf(p.peer_class);
+      RefillLocked(p, own, now);
+      if (p.streams == 0 && p.messages >= own.message_burst && p.bytes >= own.byte_burst) {
+        peers_.erase(i);
+      }
+      i = next;
+    }
+    if (peers_.size() >= options_.max_peers && peer_class == PeerClass::kStranger) {
+      return nullptr;
+    }
+  }
+  Peer& p = peers_[key];
+  p.peer_class = peer_class;
+  p.at = now;
+  p.messages = budget.message_burst;
+  p.bytes = budget.byte_burst;
+  return &p;
+}
+
+absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_class,
+                                     QuotaReason reason, absl::Duration now) {
+  ++refusals_[QuotaRefusalKey{reason, peer_class}];
+  const QuotaBudget& b = BudgetOf(peer_class);
+  std::string budget;
+  switch (reason) {
+    case QuotaReason::kMessages:
+      budget = absl::StrFormat("%g messages/s, burst %g", b.messages_per_second,
+                               b.message_burst);
+      break;
+    case QuotaReason::kBytes:
+      budget = absl::StrFormat("%g bytes/s, burst %g", b.bytes_per_second, b.byte_burst);
+      break;
+    case QuotaReason::kStreams:
+      budget = absl::StrCat(b.max_streams, " concurrent streams");
+      break;
+    case QuotaReason::kPeers:
+      budget = absl::StrCat(options_.max_peers, " tracked peers");
+      break;
+  }
+  std::string message =
+      absl::StrCat(options_.service, ": ", PeerClassName(peer_class), " ", ShowKey(key),
+                   " is over its ", QuotaReasonName(reason), " quota (", budget, ")");
+  if (int64_t held = 0; log_limit_.Allow(now, &held)) {
+    LOG(WARNING) << "refused: " << message << " (" << held
+                 << " more refusals not shown; skipswarm_peer_quota_refusals_total)";
+  }
+  return absl::ResourceExhaustedError(message);
+}
+
+absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes) {
+  return AdmitKey(KeyOf(peer), ClassOf(peer), bytes);
+}
+
+absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
+                                 uint64_t bytes) {
+  const absl::Duration now = clock_->SteadyNow();
+  const QuotaBudget& b = BudgetOf(peer_class);
+  absl::MutexLock lock(&mu_);
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  const bool limit_messages = b.messages_per_second > 0;
+  const bool limit_bytes = b.bytes_per_second > 0;
+  if (limit_messages && p->messages < 1) {
+    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now);
+  }
+  if (limit_bytes && p->bytes < static_cast<double>(bytes)) {
+    return RefuseLocked(key, peer_class, QuotaReason::kBytes, now);
+  }
+  if (limit_messages) p->messages -= 1;
+  if (limit_bytes) p->bytes -= static_cast<double>(bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStream(const NodeId& peer) {
+  return OpenStreamKey(KeyOf(peer), ClassOf(peer));
+}
+
+absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string& key,
+                                                               PeerClass peer_class) {
+  const absl::Duration now = clock_->SteadyNow();
+  const QuotaBudget& b = BudgetOf(peer_class);
+  absl::MutexLock lock(&mu_);
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  if (b.max_streams > 0 && p->streams >= b.max_streams) {
+    return RefuseLocked(key, peer_class, QuotaReason::kStreams, now);
+  }
+  ++p->streams;
+  return StreamSlot(this, key);
+}
+
+void PeerQuota::ReleaseStream(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(key);
+  if (it != peers_.end() && it->second.streams > 0) --it->second.streams;
+}
+
+PeerQuota::StreamSlot& PeerQuota::StreamSlot::operator=(StreamSlot&& o) noexcept {
+  if (this != &o) {
+    if (owner_ != nullptr) owner_->ReleaseStream(key_);
+    owner_ = o.owner_;
+    key_ = std::move(o.key_);
+    o.owner_ = nullptr;
+  }
+  return *this;
+}
+
+PeerQuota::StreamSlot::~StreamSlot() {
+  if (owner_ != nullptr) owner_->ReleaseStream(key_);
+}
+
+std::map<QuotaRefusalKey, uint64_t> PeerQuota::refusals() const {
+  absl::MutexLock lock(&mu_);
+  return refusals_;
+}
+
+uint64_t PeerQuota::total_refusals() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t n = 0;
+  for (const auto& [key, count] : refusals_) n += count;
+  return n;
+}
+
+size_t PeerQuota::tracked_peers() const {
+  absl::MutexLock lock(&mu_);
+  return peers_.size();
+}
+
+}  // namespace skipswarm::common

@@ -1,0 +1,171 @@
+// PeerQuota: per-peer budgets for one service a stranger can reach (Note
+// [Peer quotas]). Each peer gets a token bucket of messages, a token bucket
+// of bytes and a cap on its concurrent streams; a member (a peer with a
+// valid record) gets the member budget, anyone else the much smaller
+// stranger budget. Refusals are counted by (reason, peer class) for the
+// daemon's /metrics and logged, one line per interval.
+//
+//   PeerQuotaOptions o{"pipeline", /*member=*/{...}, /*stranger=*/{...}};
+//   PeerQuota quota(o, clock);
+//   quota.SetClassifier([&](const NodeId& id) { return view.IsMember(id); });
+//   absl::StatusOr<PeerQuota::StreamSlot> slot = quota.OpenStream(peer);
+//   if (!slot.ok()) return slot.status();        // RESOURCE_EXHAUSTED
+//   SS_RETURN_IF_ERROR(quota.Admit(peer, header.payload_bytes()));
+//
+// Time comes from the injected clock (SteadyNow), so tests advance a
+// SimClock instead of sleeping.
+//
+// Thread rule: thread-safe; the classifier is called without the lock held.
+#ifndef SKIPSWARM_COMMON_PEER_QUOTA_H_
+#define SKIPSWARM_COMMON_PEER_QUOTA_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/backoff.h"
+#include "common/clock.h"
+#include "common/node_id.h"
+
+namespace skipswarm::common {
+
+// Note [Peer quotas]
+// * Every service a peer can reach without being asked (pipeline frames,
+//   replica-group pushes, gossip requests, state-transfer requests, the
+//   manifest) passes its caller through a PeerQuota before doing work for
+//   it: the message (and the bytes it declares) against the peer's buckets,
+//   a stream against its concurrent-stream cap.
+// * The peer's class decides its budget. A member (its record is valid and
+//   in this node's view, or it is in the static --swarm list) gets a budget
+//   far above what honest traffic needs, so the defences cost honest
+//   training nothing; a stranger gets enough to join and little else.
+// * A refusal is RESOURCE_EXHAUSTED ("retry later, elsewhere"), counted as
+//   skipswarm_peer_quota_refusals_total{service,reason,peer_class} and
+//   logged at most once per interval per service.
+// * Buckets are kept for at most max_peers peers; when the table is full,
+//   buckets that are full again are forgotten first (a Sybil burst cannot
+//   grow it), and if none is, a stranger is refused (reason "peers").
+
+enum class PeerClass { kMember, kStranger };
+const char* PeerClassName(PeerClass c);  // "member" / "stranger"
+
+struct QuotaBudget {
+  // <= 0: unlimited.
+  double messages_per_second = 0;
+  double message_burst = 0;
+  double bytes_per_second = 0;
+  double byte_burst = 0;
+  // Concurrent streams one peer may hold open; <= 0: unlimited.
+  int max_streams = 0;
+};
+
+struct PeerQuotaOptions {
+  std::string service;  // names the service in logs and metrics
+  QuotaBudget member;
+  QuotaBudget stranger;
+  size_t max_peers = 4096;
+  absl::Duration log_interval = absl::Seconds(10);
+};
+
+// Why a request was refused (the metric's reason label).
+enum class QuotaReason { kMessages, kBytes, kStreams, kPeers };
+const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", ...
+
+struct QuotaRefusalKey {
+  QuotaReason reason;
+  PeerClass peer_class;
+  bool operator<(const QuotaRefusalKey& o) const {
+    return std::make_pair(reason, peer_class) < std::make_pair(o.reason, o.peer_class);
+  }
+};
+
+class PeerQuota {
+ public:
+  using Classifier = std::function<PeerClass(const NodeId&)>;
+
+  // `clock` is borrowed and must outlive the quota.
+  PeerQuota(PeerQuotaOptions options, Clock* clock);
+  PeerQuota(const PeerQuota&) = delete;
+  PeerQuota& operator=(const PeerQuota&) = delete;
+
+  // Without a classifier every peer is a member (tests, and a swarm without
+  // membership). Set it before serving.
+  void SetClassifier(Classifier classifier);
+  PeerClass ClassOf(const NodeId& peer) const;
+
+  // Charges one message of `bytes` to `peer`. OK, or RESOURCE_EXHAUSTED
+  // naming the budget it would exceed (nothing is charged then).
+  absl::Status Admit(const NodeId& peer, uint64_t bytes);
+  // The same for a caller known only by a key (an address: the manifest
+  // service serves strangers before they have an id) and a class.
+  absl::Status AdmitKey(const std::string& key, PeerClass peer_class, uint64_t bytes);
+
+  // Holds one of the peer's concurrent streams until destroyed. The quota
+  // must outlive its slots (the services that hold them are shut down
+  // first).
+  class StreamSlot {
+   public:
+    StreamSlot() = default;
+    StreamSlot(StreamSlot&& o) noexcept { *this = std::move(o); }
+    StreamSlot& operator=(StreamSlot&& o) noexcept;
+    ~StreamSlot();
+
+   private:
+    friend class PeerQuota;
+    StreamSlot(PeerQuota* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
+    PeerQuota* owner_ = nullptr;  // null: empty
+    std::string key_;
+  };
+  // RESOURCE_EXHAUSTED when `peer` holds max_streams already.
+  absl::StatusOr<StreamSlot> OpenStream(const NodeId& peer);
+  absl::StatusOr<StreamSlot> OpenStreamKey(const std::string& key, PeerClass peer_class);
+
+  // Refusals so far, by reason and class.
+  std::map<QuotaRefusalKey, uint64_t> refusals() const;
+  uint64_t total_refusals() const;
+  const PeerQuotaOptions& options() const { return options_; }
+  // Peers with a bucket or a stream right now.
+  size_t tracked_peers() const;
+
+ private:
+  struct Peer {
+    PeerClass peer_class = PeerClass::kStranger;
+    absl::Duration at;  // when the tokens below were counted
+    double messages = 0;
+    double bytes = 0;
+    int streams = 0;
+  };
+  const QuotaBudget& BudgetOf(PeerClass c) const {
+    return c == PeerClass::kMember ? options_.member : options_.stranger;
+  }
+  // The peer's entry with its tokens refilled to `now`; null when the
+  // table is full of busy peers and `peer_class` is a stranger.
+  Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const;
+  absl::Status RefuseLocked(const std::string& key, PeerClass peer_class, QuotaReason reason,
+                            absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseStream(const std::string& key);
+
+  const PeerQuotaOptions options_;
+  Clock* const clock_;
+  mutable absl::Mutex classifier_mu_;
+  Classifier classifier_ ABSL_GUARDED_BY(classifier_mu_);
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
+  LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace skipswarm::common
+
+#endif  // SKIPSWARM_COMMON_PEER_QUOTA_H_

@@ -1,0 +1,132 @@
+#include "common/peer_quota.h"
+
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+
+namespace skipswarm::common {
+namespace {
+
+PeerQuotaOptions Options() {
+  PeerQuotaOptions o;
+  o.service = "test";
+  o.member = QuotaBudget{/*messages_per_second=*/100, /*message_burst=*/200,
+                         /*bytes_per_second=*/1e6, /*byte_burst=*/4e6, /*max_streams=*/4};
+  o.stranger = QuotaBudget{2, 4, 1e3, 4e3, 1};
+  return o;
+}
+
+class PeerQuotaTest : public ::testing::Test {
+ protected:
+  PeerQuotaTest() : quota_(Options(), &clock_) {
+    quota_.SetClassifier([this](const NodeId& id) {
+      return id == member_ ? PeerClass::kMember : PeerClass::kStranger;
+    });
+  }
+  int AdmitMany(const NodeId& id, int n, uint64_t bytes) {
+    int ok = 0;
+    for (int i = 0; i < n; ++i) ok += quota_.Admit(id, bytes).ok();
+    return ok;
+  }
+
+  SimClock clock_;
+  PeerQuota quota_;
+  const NodeId member_ = NodeId::ForName("member");
+  const NodeId stranger_ = NodeId::ForName("stranger");
+};
+
+TEST_F(PeerQuotaTest, StrangerGetsAMuchSmallerMessageBudgetThanAMember) {
+  EXPECT_EQ(AdmitMany(member_, 1000, 10), 200);
+  EXPECT_EQ(AdmitMany(stranger_, 1000, 10), 4);
+  const absl::Status refused = quota_.Admit(stranger_, 10);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("stranger"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("messages"), std::string::npos) << refused;
+  auto refusals = quota_.refusals();
+  EXPECT_EQ((refusals[{QuotaReason::kMessages, PeerClass::kMember}]), 800u);
+  EXPECT_EQ((refusals[{QuotaReason::kMessages, PeerClass::kStranger}]), 997u);
+}
+
+TEST_F(PeerQuotaTest, BucketsRefillWithTheInjectedClock) {
+  EXPECT_EQ(AdmitMany(stranger_, 10, 1), 4);
+  clock_.Advance(absl::Seconds(1));  // 2 messages/s
+  EXPECT_EQ(AdmitMany(stranger_, 10, 1), 2);
+  clock_.Advance(absl::Seconds(100));  // never above the burst
+  EXPECT_EQ(AdmitMany(stranger_, 10, 1), 4);
+}
+
+TEST_F(PeerQuotaTest, BytesAreChargedAndALargeMessageRefusedWhole) {
+  // Stranger: 4,000 bytes of burst. One 5,000-byte message never passes.
+  EXPECT_EQ(quota_.Admit(stranger_, 5000).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(quota_.Admit(stranger_, 3000).ok());
+  EXPECT_EQ(quota_.Admit(stranger_, 2000).code(), absl::StatusCode::kResourceExhausted);
+  clock_.Advance(absl::Seconds(1));  // +1,000 bytes
+  EXPECT_TRUE(quota_.Admit(stranger_, 2000).ok());
+  // The member moves 4 MB at once and 1 MB/s after.
+  EXPECT_TRUE(quota_.Admit(member_, 4'000'000).ok());
+  EXPECT_FALSE(quota_.Admit(member_, 1'000'000).ok());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(quota_.Admit(member_, 1'000'000).ok());
+  auto refusals = quota_.refusals();
+  EXPECT_EQ((refusals[{QuotaReason::kBytes, PeerClass::kStranger}]), 2u);
+  EXPECT_EQ((refusals[{QuotaReason::kBytes, PeerClass::kMember}]), 1u);
+}
+
+TEST_F(PeerQuotaTest, ConcurrentStreamsAreCappedAndReleased) {
+  std::vector<PeerQuota::StreamSlot> slots;
+  for (int i = 0; i < 4; ++i) {
+    auto slot = quota_.OpenStream(member_);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    slots.push_back(std::move(*slot));
+  }
+  EXPECT_EQ(quota_.OpenStream(member_).status().code(), absl::StatusCode::kResourceExhausted);
+  slots.pop_back();  // one stream ends
+  EXPECT_TRUE(quota_.OpenStream(member_).ok());
+  {
+    auto one = quota_.OpenStream(stranger_);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(quota_.OpenStream(stranger_).status().code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  EXPECT_TRUE(quota_.OpenStream(stranger_).ok());
+  auto refusals = quota_.refusals();
+  EXPECT_EQ((refusals[{QuotaReason::kStreams, PeerClass::kMember}]), 1u);
+  EXPECT_EQ((refusals[{QuotaReason::kStreams, PeerClass::kStranger}]), 1u);
+}
+
+TEST_F(PeerQuotaTest, ASybilBurstCannotGrowTheTableOrCrowdOutMembers) {
+  PeerQuotaOptions o = Options();
+  o.max_peers = 16;
+  PeerQuota quota(o, &clock_);
+  quota.SetClassifier([this](const NodeId& id) {
+    return id == member_ ? PeerClass::kMember : PeerClass::kStranger;
+  });
+  int refused = 0;
+  for (int i = 0; i < 1000; ++i) {
+    // Each identity spends its whole burst, so none is full again.
+    const NodeId sybil = NodeId::ForName("sybil" + std::to_string(i));
+    for (int k = 0; k < 4; ++k) refused += !quota.Admit(sybil, 1).ok();
+  }
+  EXPECT_LE(quota.tracked_peers(), 16u);
+  EXPECT_GE(refused, 900 * 4);
+  EXPECT_TRUE(quota.Admit(member_, 1).ok());  // a member always gets a bucket
+  EXPECT_GE((quota.refusals()[{QuotaReason::kPeers, PeerClass::kStranger}]), 900u);
+  // Once their buckets are full again the table makes room for newcomers.
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_TRUE(quota.Admit(NodeId::ForName("latecomer"), 1).ok());
+}
+
+TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
+  PeerQuotaOptions open;
+  open.service = "open";
+  PeerQuota quota(open, &clock_);
+  EXPECT_EQ(quota.ClassOf(stranger_), PeerClass::kMember);
+  for (int i = 0; i < 10000; ++i) ASSERT_TRUE(quota.Admit(stranger_, 1 << 30).ok());
+  std::vector<PeerQuota::StreamSlot> slots;
+  for (int i = 0; i < 100; ++i) slots.push_back(*quota.OpenStream(stranger_));
+  EXPECT_EQ(quota.total_refusals(), 0u);
+}
+
+}  // namespace
+}  // namespace skipswarm::common
