@@ -85,7 +85,13 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     // Snapshot outside the lock (it serializes the stage: milliseconds to
     // seconds); waiters re-check when it lands.
     std::map<int, absl::StatusOr<StageSnapshot>> taken;
-    for (int stage : wanted) taken.emplace(stage, snapshot_(stage));
+    for (int stage : wanted) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (snapshots_.count({stage, next}) > 0) continue;  // published already
+      }
+      taken.emplace(stage, snapshot_(stage));
+    }
     absl::MutexLock lock(&mu_);
     for (auto& [stage, snap] : taken) {
       if (!snap.ok()) {
@@ -99,18 +105,55 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       s.bytes = std::move(snap->bytes);
       LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << next << ": "
                 << s.bytes.size() << " bytes for joiners";
-      snapshots_[{stage, next}] = std::move(s);
-      while (static_cast<int>(snapshots_.size()) > std::max(1, options_.max_snapshots)) {
-        auto oldest = snapshots_.begin();
-        for (auto i = snapshots_.begin(); i != snapshots_.end(); ++i) {
-          if (i->first.second < oldest->first.second) oldest = i;
-        }
-        snapshots_.erase(oldest);
-      }
+      KeepSnapshotLocked({stage, next}, std::move(s));
     }
     for (auto it = wanted_.begin(); it != wanted_.end();) {
       it = it->first.second <= next ? wanted_.erase(it) : std::next(it);
     }
+  }
+
+  void KeepSnapshotLocked(std::pair<int, uint64_t> key, Snapshot s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    snapshots_[key] = std::move(s);
+    while (static_cast<int>(snapshots_.size()) > std::max(1, options_.max_snapshots)) {
+      auto oldest = snapshots_.begin();
+      for (auto i = snapshots_.begin(); i != snapshots_.end(); ++i) {
+        if (i->first.second < oldest->first.second) oldest = i;
+      }
+      snapshots_.erase(oldest);
+    }
+  }
+
+  void Publish(int stage, uint64_t iteration, StageSnapshot snap) {
+    Snapshot s;
+    s.sha256 = Sha256(snap.bytes);
+    s.params_digest = snap.params_digest;
+    s.bytes = std::move(snap.bytes);
+    absl::MutexLock lock(&mu_);
+    KeepSnapshotLocked({stage, iteration}, std::move(s));
+  }
+
+  void HoldCopy(int stage, uint64_t iteration, StageSnapshot snap, int keep) {
+    Snapshot s;
+    s.sha256 = Sha256(snap.bytes);
+    s.params_digest = snap.params_digest;
+    s.bytes = std::move(snap.bytes);
+    absl::MutexLock lock(&mu_);
+    copies_[{stage, iteration}] = std::move(s);
+    // The newest `keep` of this stage (the map orders a stage's copies by
+    // iteration).
+    auto first = copies_.lower_bound({stage, 0});
+    auto end = copies_.lower_bound({stage + 1, 0});
+    for (auto n = std::distance(first, end); n > std::max(1, keep); --n) {
+      first = copies_.erase(first);
+    }
+  }
+
+  std::vector<std::pair<int, uint64_t>> HeldCopies() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::pair<int, uint64_t>> out;
+    for (const auto& [key, snap] : copies_) out.push_back(key);
+    return out;
   }
 
   grpc::Status Health(grpc::ServerContext*, const proto::HealthRequest*,
@@ -125,7 +168,48 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       h->set_iteration(at_boundary_);
       h->set_params_digest(digest);
     }
+    for (const auto& [key, snap] : copies_) {
+      proto::StageHealth* h = response->add_copies();
+      h->set_stage(static_cast<uint32_t>(key.first));
+      h->set_iteration(key.second);
+      h->set_params_digest(snap.params_digest);
+    }
     return grpc::Status::OK;
+  }
+
+  // A hosted stage's snapshot at boundary `it`: waits for the boundary
+  // when it is still ahead (Note [Boundary snapshots]).
+  absl::StatusOr<Snapshot> AwaitSnapshotLocked(grpc::ServerContext* context, int stage,
+                                               uint64_t it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::pair<int, uint64_t> key{stage, it};
+    if (digests_.count(stage) == 0) {
+      return absl::NotFoundError(absl::StrCat("this node does not host stage ", stage));
+    }
+    if (snapshots_.count(key) == 0 && at_boundary_ >= it) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("iteration ", it, " already started here (at ", at_boundary_,
+                       "); no snapshot of stage ", stage, " for it"));
+    }
+    ++wanted_[key];
+    ++waiting_;
+    // Wait in short slices so a cancelled call or a shutdown ends it.
+    absl::Duration waited;
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || snapshots_.count(key) > 0 || failed_.count(key) > 0 ||
+             at_boundary_ > it;
+    };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
+      waited += absl::Milliseconds(100);
+      if (context->IsCancelled() || waited >= options_.max_wait) break;
+    }
+    --waiting_;
+    auto found = snapshots_.find(key);
+    if (found != snapshots_.end()) return found->second;
+    auto f = failed_.find(key);
+    if (f != failed_.end()) return f->second;
+    if (stopping_) return absl::UnavailableError("shutting down");
+    return absl::DeadlineExceededError(
+        absl::StrCat("no snapshot of stage ", stage, " at iteration ", it, " here"));
   }
 
   grpc::Status FetchState(grpc::ServerContext* context, const proto::StateRequest* request,
@@ -147,39 +231,15 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     Snapshot snap;
     {
       absl::MutexLock lock(&mu_);
-      if (digests_.count(stage) == 0) {
-        return proto::ToGrpcStatus(absl::NotFoundError(
-            absl::StrCat("this node does not host stage ", stage)));
+      // Note [Checkpoint copies]: a copy held for another node's stage is
+      // served as it is, hosted or not, whatever the boundary.
+      if (auto copy = copies_.find(key); copy != copies_.end()) {
+        snap = copy->second;
+      } else {
+        absl::StatusOr<Snapshot> waited = AwaitSnapshotLocked(context, stage, it);
+        if (!waited.ok()) return proto::ToGrpcStatus(waited.status());
+        snap = *std::move(waited);  // a copy: streaming runs without the lock
       }
-      if (snapshots_.count(key) == 0 && at_boundary_ >= it) {
-        return proto::ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-            "iteration ", it, " already started here (at ", at_boundary_,
-            "); no snapshot of stage ", stage, " for it")));
-      }
-      ++wanted_[key];
-      ++waiting_;
-      // Wait in short slices so a cancelled call or a shutdown ends it.
-      absl::Duration waited;
-      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || snapshots_.count(key) > 0 || failed_.count(key) > 0 ||
-               at_boundary_ > it;
-      };
-      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
-        waited += absl::Milliseconds(100);
-        if (context->IsCancelled() || waited >= options_.max_wait) break;
-      }
-      --waiting_;
-      auto found = snapshots_.find(key);
-      if (found == snapshots_.end()) {
-        auto f = failed_.find(key);
-        absl::Status why = f != failed_.end() ? f->second
-                           : stopping_        ? absl::UnavailableError("shutting down")
-                                              : absl::DeadlineExceededError(absl::StrCat(
-                                                    "no snapshot of stage ", stage,
-                                                    " at iteration ", it, " here"));
-        return proto::ToGrpcStatus(why);
-      }
-      snap = found->second;  // a copy: streaming runs without the lock
     }
     const uint64_t total = snap.bytes.size();
     uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
@@ -227,6 +287,8 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
   std::map<std::pair<int, uint64_t>, int> wanted_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, uint64_t>, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, uint64_t>, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
+  // Note [Checkpoint copies]: (stage, iteration) -> a copy held for peers.
+  std::map<std::pair<int, uint64_t>, Snapshot> copies_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<StateServer>> StateServer::Create(
@@ -244,6 +306,15 @@ void StateServer::OnBoundary(uint64_t next_iteration, const std::map<int, uint64
   impl_->OnBoundary(next_iteration, digests);
 }
 void StateServer::Shutdown() { impl_->Shutdown(); }
+void StateServer::Publish(int stage, uint64_t iteration, StageSnapshot snapshot) {
+  impl_->Publish(stage, iteration, std::move(snapshot));
+}
+void StateServer::HoldCopy(int stage, uint64_t iteration, StageSnapshot snapshot, int keep) {
+  impl_->HoldCopy(stage, iteration, std::move(snapshot), keep);
+}
+std::vector<std::pair<int, uint64_t>> StateServer::HeldCopies() const {
+  return impl_->HeldCopies();
+}
 int StateServer::waiting() const {
   absl::MutexLock lock(&impl_->mu_);
   return impl_->waiting_;
@@ -389,6 +460,26 @@ absl::StatusOr<uint64_t> QuerySourceIteration(
     return absl::FailedPreconditionError(absl::StrCat(address, " is not training yet"));
   }
   return response.stages(0).iteration();
+}
+
+absl::StatusOr<std::vector<std::pair<int, uint64_t>>> QueryHeldCopies(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  auto channel = ChannelTo(source, credentials);
+  auto stub = proto::StateTransferService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(deadline));
+  proto::HealthRequest request;
+  request.set_protocol_version(proto::kProtocolVersion);
+  proto::HealthResponse response;
+  absl::Status s = proto::ToAbslStatus(stub->Health(&context, request, &response));
+  if (!s.ok()) return s;
+  std::vector<std::pair<int, uint64_t>> out;
+  for (const proto::StageHealth& h : response.copies()) {
+    out.push_back({static_cast<int>(h.stage()), h.iteration()});
+  }
+  return out;
 }
 
 }  // namespace skipswarm::node

@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -110,6 +111,16 @@ class StateServer {
   int waiting() const;
   // Stops serving; waiting requests fail UNAVAILABLE.
   void Shutdown();
+  // Note [Checkpoint copies] (checkpoint_copies.h). A hosted stage's state
+  // at boundary `iteration` (its checkpoint), served to requests for that
+  // boundary even after it has passed (kept like other snapshots).
+  void Publish(int stage, uint64_t iteration, StageSnapshot snapshot);
+  // A copy of another node's stage at `iteration`, served to any request
+  // for (stage, iteration) and listed in Health; the newest `keep` per
+  // stage are kept.
+  void HoldCopy(int stage, uint64_t iteration, StageSnapshot snapshot, int keep);
+  // (stage, iteration) of every copy held, ascending.
+  std::vector<std::pair<int, uint64_t>> HeldCopies() const;
 
   class Impl;
 
@@ -164,6 +175,13 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
 // The iteration the StateServer at `address` is in (Health), for choosing
 // an entry iteration.
 absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline);
+
+// The checkpoint copies the StateServer at `source` holds (Health):
+// (stage, iteration) pairs; empty from a node that holds none.
+absl::StatusOr<std::vector<std::pair<int, uint64_t>>> QueryHeldCopies(
     const StateSource& source,
     const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline);

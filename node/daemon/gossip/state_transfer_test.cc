@@ -172,5 +172,44 @@ TEST(StateTransferTest, ASnapshotLargerThanTheStageIsRefusedAtItsFirstChunk) {
       << refused.status();
 }
 
+// Note [Checkpoint copies]: a checkpoint published at its boundary is
+// served after the boundary has passed (a copy holder asks a little late).
+TEST(StateTransferTest, APublishedCheckpointIsServedAfterItsBoundary) {
+  Source src;
+  src.server->Publish(1, 10, StageSnapshot{Pattern(3000, 9), 5});
+  src.server->OnBoundary(12, {{1, 5}});
+  absl::StatusOr<FetchedState> got = FetchStageState({src.address}, Wanted(1, 10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bytes, Pattern(3000, 9));
+  EXPECT_EQ(src.snapshots, 0) << "the published bytes are served, not a new snapshot";
+}
+
+// A copy of a stage this node does not host is served whatever the
+// boundary, listed in Health, and only the newest `keep` per stage stay.
+TEST(StateTransferTest, HeldCopiesAreServedListedAndPruned) {
+  Source holder;
+  holder.server->OnBoundary(40, {{2, 1}});  // hosts stage 2 only
+  for (uint64_t it : {10, 20, 30}) {
+    holder.server->HoldCopy(1, it, StageSnapshot{Pattern(2000, static_cast<int>(it)), it}, 2);
+  }
+  holder.server->HoldCopy(3, 30, StageSnapshot{Pattern(100, 3), 1}, 2);
+  absl::StatusOr<std::vector<std::pair<int, uint64_t>>> held =
+      QueryHeldCopies(holder.address, nullptr, absl::Seconds(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(*held, (std::vector<std::pair<int, uint64_t>>{{1, 20}, {1, 30}, {3, 30}}));
+  absl::StatusOr<FetchedState> got = FetchStageState({holder.address}, Wanted(1, 30));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bytes, Pattern(2000, 30));
+  EXPECT_EQ(got->params_digest, 30u);
+  absl::StatusOr<FetchedState> pruned = FetchStageState({holder.address}, Wanted(1, 10));
+  EXPECT_FALSE(pruned.ok());
+  EXPECT_NE(pruned.status().message().find("does not host stage 1"), std::string::npos)
+      << pruned.status();
+  // A bounded fetch refuses a copy larger than the stage can be.
+  FetchOptions o = Wanted(1, 30);
+  o.max_bytes = 1000;
+  EXPECT_FALSE(FetchStageState({holder.address}, o).ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::node
