@@ -1,0 +1,232 @@
+#include "node/transport/relay/relay_service.h"
+
+#include <glog/logging.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/grpc_status.h"
+#include "proto/version.h"
+
+namespace skipswarm::node {
+namespace {
+
+grpc::Status Refuse(absl::Status status) { return proto::ToGrpcStatus(status); }
+
+}  // namespace
+
+RelayService::RelayService(RelayServiceOptions options) : options_(std::move(options)) {}
+
+RelayService::~RelayService() { Shutdown(); }
+
+void RelayService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  for (auto& [id, c] : circuits_) {
+    if (c.connect_context != nullptr) c.connect_context->TryCancel();
+    if (c.accept_context != nullptr) c.accept_context->TryCancel();
+  }
+  cv_.SignalAll();
+}
+
+RelayServiceStats RelayService::stats() const {
+  absl::MutexLock lock(&mu_);
+  return RelayServiceStats{static_cast<int>(attached_.size()), circuits_opened_,
+                           bytes_relayed_.load()};
+}
+
+absl::StatusOr<common::NodeId> RelayService::Caller(grpc::ServerContext* context,
+                                                    const std::string& claimed) const {
+  absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(claimed);
+  if (!id.ok()) return absl::InvalidArgumentError("relay: the caller did not name itself");
+  // Note [Peer authentication]: the certificate must be the claimed node's.
+  absl::Status auth = options_.credentials->CheckPeer(context->auth_context(), *id);
+  if (!auth.ok()) return auth;
+  return *id;
+}
+
+grpc::Status RelayService::Attach(grpc::ServerContext* context,
+                                  const proto::RelayAttachRequest* request,
+                                  grpc::ServerWriter<proto::RelayCall>* writer) {
+  if (absl::Status v = proto::CheckProtocolVersion(request->protocol_version()); !v.ok()) {
+    return Refuse(v);
+  }
+  if (!options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
+    return Refuse(absl::PermissionDeniedError("relay: another swarm"));
+  }
+  absl::StatusOr<common::NodeId> node = Caller(context, request->node_id());
+  if (!node.ok()) {
+    LOG(WARNING) << "relay: refused an attach: " << node.status();
+    return Refuse(node.status());
+  }
+  uint64_t generation = 0;
+  int attached = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return Refuse(absl::UnavailableError("relay: shutting down"));
+    if (static_cast<int>(attached_.size()) >= options_.max_attached &&
+        !attached_.contains(*node)) {
+      return Refuse(absl::ResourceExhaustedError(
+          absl::StrCat("relay: ", options_.max_attached, " nodes attached already")));
+    }
+    generation = ++next_generation_;
+    Attachment& a = attached_[*node];  // a re-attach replaces the older stream
+    a.generation = generation;
+    a.calls.clear();
+    cv_.SignalAll();
+    attached = static_cast<int>(attached_.size());
+  }
+  LOG(INFO) << "relay: node " << *node << " attached (" << attached << " attached here)";
+  bool open = writer->Write(proto::RelayCall());  // "attached"
+  while (open && !context->IsCancelled()) {
+    std::vector<proto::RelayCall> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = attached_.find(*node);
+      if (shut_down_ || it == attached_.end() || it->second.generation != generation) break;
+      if (it->second.calls.empty()) {
+        cv_.WaitWithTimeout(&mu_, options_.heartbeat);
+        it = attached_.find(*node);
+        if (shut_down_ || it == attached_.end() || it->second.generation != generation) break;
+      }
+      calls.assign(it->second.calls.begin(), it->second.calls.end());
+      it->second.calls.clear();
+    }
+    if (calls.empty()) calls.emplace_back();  // heartbeat
+    for (const proto::RelayCall& call : calls) {
+      if (!writer->Write(call)) {
+        open = false;
+        break;
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = attached_.find(*node);
+    if (it != attached_.end() && it->second.generation == generation) attached_.erase(it);
+  }
+  LOG(INFO) << "relay: node " << *node << " detached";
+  return grpc::Status::OK;
+}
+
+grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* stream) {
+  proto::RelayBytes first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no request");
+  if (absl::Status v = proto::CheckProtocolVersion(first.protocol_version()); !v.ok()) {
+    return Refuse(v);
+  }
+  absl::StatusOr<common::NodeId> caller = Caller(context, first.node_id());
+  if (!caller.ok()) return Refuse(caller.status());
+  absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(first.target());
+  if (!target.ok()) return Refuse(absl::InvalidArgumentError("relay: no target"));
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = attached_.find(*target);
+    if (shut_down_ || it == attached_.end()) {
+      return Refuse(absl::UnavailableError(
+          absl::StrCat("relay: node ", target->ShortString(), " is not attached here")));
+    }
+    if (it->second.circuits >= options_.max_circuits_per_node) {
+      return Refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "relay: node ", target->ShortString(), " has ", it->second.circuits, " circuits")));
+    }
+    id = ++next_circuit_;
+    ++it->second.circuits;
+    Circuit& c = circuits_[id];
+    c.caller = *caller;
+    c.target = *target;
+    c.connect_context = context;
+    c.connect = stream;
+    proto::RelayCall call;
+    call.set_circuit(id);
+    call.set_caller(caller->Bytes());
+    it->second.calls.push_back(std::move(call));
+    cv_.SignalAll();
+    // The attached node answers with Accept; wait for it (bounded).
+    const int64_t steps = std::max<int64_t>(1, options_.accept_timeout / absl::Milliseconds(50));
+    for (int64_t i = 0; i < steps && c.accept == nullptr && !shut_down_ &&
+                        !context->IsCancelled();
+         ++i) {
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+    }
+    if (c.accept == nullptr) {
+      circuits_.erase(id);
+      if (auto a = attached_.find(*target); a != attached_.end()) --a->second.circuits;
+      return Refuse(absl::UnavailableError(absl::StrCat(
+          "relay: node ", target->ShortString(), " did not accept within ",
+          absl::FormatDuration(options_.accept_timeout))));
+    }
+  }
+  Pump(id, /*connect_side=*/true);
+  return grpc::Status::OK;
+}
+
+grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* stream) {
+  proto::RelayBytes first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no request");
+  if (absl::Status v = proto::CheckProtocolVersion(first.protocol_version()); !v.ok()) {
+    return Refuse(v);
+  }
+  absl::StatusOr<common::NodeId> caller = Caller(context, first.node_id());
+  if (!caller.ok()) return Refuse(caller.status());
+  const uint64_t id = first.circuit();
+  BytesStream* connect = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = circuits_.find(id);
+    if (it == circuits_.end()) {
+      return Refuse(absl::NotFoundError(absl::StrCat("relay: no circuit ", id)));
+    }
+    if (it->second.target != *caller) {
+      return Refuse(absl::PermissionDeniedError("relay: the circuit is another node's"));
+    }
+    if (it->second.accept != nullptr) {
+      return Refuse(absl::AlreadyExistsError("relay: circuit accepted already"));
+    }
+    it->second.accept_context = context;
+    it->second.accept = stream;
+    connect = it->second.connect;
+    ++circuits_opened_;
+    cv_.SignalAll();
+  }
+  // Only this handler writes to the Connect stream (the Connect handler
+  // only reads it), so the "spliced" message needs no lock.
+  connect->Write(proto::RelayBytes());
+  Pump(id, /*connect_side=*/false);
+  return grpc::Status::OK;
+}
+
+// Each circuit has two handlers, one per stream; each reads its own stream
+// and writes the other's. Either one ending cancels both calls, and neither
+// returns (gRPC then frees its stream) until the other stopped touching it.
+void RelayService::Pump(uint64_t id, bool connect_side) {
+  BytesStream* from = nullptr;
+  BytesStream* to = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    Circuit& c = circuits_.at(id);
+    from = connect_side ? c.connect : c.accept;
+    to = connect_side ? c.accept : c.connect;
+  }
+  proto::RelayBytes message;
+  while (from->Read(&message)) {
+    if (message.data().empty()) continue;
+    bytes_relayed_ += static_cast<int64_t>(message.data().size());
+    if (!to->Write(message)) break;
+  }
+  absl::MutexLock lock(&mu_);
+  Circuit& c = circuits_.at(id);
+  c.connect_context->TryCancel();
+  c.accept_context->TryCancel();
+  (connect_side ? c.connect_done : c.accept_done) = true;
+  cv_.SignalAll();
+  while (!(c.connect_done && c.accept_done)) cv_.Wait(&mu_);
+  if (++c.left == 2) {
+    if (auto a = attached_.find(c.target); a != attached_.end()) --a->second.circuits;
+    circuits_.erase(id);
+  }
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,123 @@
+// RelayService: the relay's side of relayed connections (README.md). Every
+// reachable daemon serves it on its one port; an outbound-only node keeps an
+// Attach stream open to it, and peers reach that node by opening Connect
+// here. The service pairs each Connect with the attached node's Accept
+// and copies the bytes between the two streams (opaque: the two ends run
+// their own TLS inside).
+//
+//   RelayServiceOptions ro;  ro.self = id;  ro.credentials = creds;
+//   RelayService relay(ro);
+//   server.builder()->RegisterService(&relay);   // node_server.h
+//   ...
+//   relay.Shutdown();   // before the server's Shutdown: ends Attach streams
+//
+// Admission: callers are authenticated (TLS certificate = claimed id, Note
+// [Peer authentication]); at most max_attached nodes attach (beyond:
+// RESOURCE_EXHAUSTED, the node tries another relay) and each has at most
+// max_circuits_per_node open circuits. Only the attached node itself may
+// Accept its circuits.
+//
+// Thread rule: thread-safe. Every handler runs on a gRPC sync-server
+// thread and blocks it for the stream's life (a circuit holds two
+// threads); the service holds no lock while it reads or writes a stream.
+#ifndef SKIPSWARM_NODE_TRANSPORT_RELAY_RELAY_SERVICE_H_
+#define SKIPSWARM_NODE_TRANSPORT_RELAY_RELAY_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/node_id.h"
+#include "identity/tls_credentials.h"
+#include "node/transport/relay/relay.grpc.pb.h"
+
+namespace skipswarm::node {
+
+struct RelayServiceOptions {
+  common::NodeId self;
+  // TLS from the node's key, or PeerCredentials::Insecure() (--insecure).
+  std::shared_ptr<const identity::PeerCredentials> credentials;
+  std::string swarm_id;  // empty: any (tests)
+  int max_attached = 16;
+  int max_circuits_per_node = 64;
+  // How long a Connect waits for the attached node's Accept.
+  absl::Duration accept_timeout = absl::Seconds(5);
+  // Heartbeats on Attach streams (the node declares a silent relay lost).
+  absl::Duration heartbeat = absl::Milliseconds(500);
+};
+
+struct RelayServiceStats {
+  int attached = 0;             // nodes attached now
+  int64_t circuits_opened = 0;  // spliced circuits, ever
+  int64_t bytes_relayed = 0;    // both directions
+};
+
+class RelayService final : public proto::Relay::Service {
+ public:
+  explicit RelayService(RelayServiceOptions options);
+  ~RelayService() override;
+
+  grpc::Status Attach(grpc::ServerContext* context, const proto::RelayAttachRequest* request,
+                      grpc::ServerWriter<proto::RelayCall>* writer) override;
+  grpc::Status Connect(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<proto::RelayBytes, proto::RelayBytes>* stream)
+      override;
+  grpc::Status Accept(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<proto::RelayBytes, proto::RelayBytes>* stream)
+      override;
+
+  RelayServiceStats stats() const;
+  // Ends every Attach stream and refuses new ones; circuits end with the
+  // server's own shutdown. Idempotent.
+  void Shutdown();
+
+ private:
+  using BytesStream = grpc::ServerReaderWriter<proto::RelayBytes, proto::RelayBytes>;
+  struct Attachment {
+    uint64_t generation = 0;
+    std::deque<proto::RelayCall> calls;
+    int circuits = 0;
+  };
+  struct Circuit {
+    common::NodeId caller;
+    common::NodeId target;
+    grpc::ServerContext* connect_context = nullptr;
+    BytesStream* connect = nullptr;
+    grpc::ServerContext* accept_context = nullptr;
+    BytesStream* accept = nullptr;
+    bool connect_done = false;
+    bool accept_done = false;
+    int left = 0;  // handlers past their pump
+  };
+
+  // The caller's node id: its TLS certificate's, which must equal `claimed`
+  // (with plain text: `claimed` as given).
+  absl::StatusOr<common::NodeId> Caller(grpc::ServerContext* context,
+                                        const std::string& claimed) const;
+  // Copies circuit `id`'s bytes from this side's stream to the other's
+  // until either ends, then ends both calls and waits for the other
+  // handler to let go of the streams.
+  void Pump(uint64_t id, bool connect_side);
+
+  const RelayServiceOptions options_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // attachments' calls, accepts, circuit ends, shutdown
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_circuit_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<common::NodeId, Attachment> attached_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Circuit> circuits_ ABSL_GUARDED_BY(mu_);
+  int64_t circuits_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> bytes_relayed_{0};
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRANSPORT_RELAY_RELAY_SERVICE_H_
