@@ -175,6 +175,16 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
   impl_->Sweep();
 }
 
+absl::Status GrpcGroupComm::Impl::TakeQuota(common::PeerQuota& quota,
+                                            const common::NodeId& from, uint64_t bytes,
+                                            common::PeerQuota::StreamSlot* slot) {
+  absl::StatusOr<common::PeerQuota::StreamSlot> taken = quota.OpenStream(from);
+  if (!taken.ok()) return taken.status();
+  absl::Status admitted = quota.Admit(from, bytes);
+  if (admitted.ok()) *slot = std::move(*taken);
+  return admitted;
+}
+
 uint64_t GrpcGroupComm::pushes_refused() const {
   absl::MutexLock lock(&impl_->mu_);
   return impl_->stats_pushes_refused_;

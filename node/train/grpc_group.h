@@ -62,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
@@ -124,6 +125,14 @@ struct GrpcGroupOptions {
   // PeerCredentials::Insecure() behind --insecure. Required (Create refuses
   // null).
   std::shared_ptr<const identity::PeerCredentials> credentials;
+  // Note [Peer quotas] (common/peer_quota.h); null: none. A push holds one
+  // of its sender's stream slots while it is read and charges one message
+  // and its declared bytes (total_elements x 4) at its first chunk; a
+  // state request holds a slot while it is served and charges the bytes
+  // served. Refused: RESOURCE_EXHAUSTED. Shared with the daemon, which
+  // classifies peers and reads the refusals.
+  std::shared_ptr<common::PeerQuota> push_quota;
+  std::shared_ptr<common::PeerQuota> state_quota;
 };
 
 class GrpcGroupComm final : public GroupComm {

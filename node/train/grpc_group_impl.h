@@ -92,6 +92,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReachedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckMember(const common::NodeId& from) const;
+  // Note [Peer quotas]: one of `from`'s stream slots into `slot` and one
+  // message of `bytes` from its buckets.
+  static absl::Status TakeQuota(common::PeerQuota& quota, const common::NodeId& from,
+                                uint64_t bytes, common::PeerQuota::StreamSlot* slot);
   void ReceiveBarrier(uint64_t iteration, const common::NodeId& from);
   void ReceiveReduce(ReduceMessage m);
   void EraseEarlyLocked(std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)

@@ -27,6 +27,8 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
   std::vector<float> data;
   uint32_t stage = 0, expected = 0, count = 0, phase = 0;
   uint64_t total = 0;
+  common::PeerQuota::StreamSlot slot;  // Note [Peer quotas]: held while reading
+  bool over_quota = false;
   while (stream->Read(&chunk)) {
     absl::Status ok = CheckChunk(chunk, expected, data.size());
     if (ok.ok() && expected == 0) {
@@ -37,6 +39,10 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
       ok = Header(chunk, &m);
       if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
       if (ok.ok()) ok = CheckMember(m.from);
+      if (ok.ok() && options_.push_quota != nullptr) {
+        ok = TakeQuota(*options_.push_quota, m.from, total * sizeof(float), &slot);
+        over_quota = !ok.ok();
+      }
       if (ok.ok() && phase != 0) ok = AdmitPush(m, total);
       if (ok.ok()) data.reserve(total);
     } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
@@ -45,7 +51,10 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
       ok = absl::InvalidArgumentError("chunks of one push disagree on their header");
     }
     if (!ok.ok()) {
-      LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << ok;
+      // The quota logs its own refusals, one line per interval.
+      if (!over_quota) {
+        LOG(WARNING) << "refused gradient push from " << context->peer() << ": " << ok;
+      }
       return proto::ToGrpcStatus(ok);
     }
     const size_t n = chunk.data().size() / sizeof(float);

@@ -34,6 +34,14 @@ grpc::Status GrpcGroupComm::Impl::FetchState(grpc::ServerContext* context,
     if (ok.ok()) ok = CheckMember(*from);
     if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
   }
+  // Note [Peer quotas]: a slot while served, one message now, the bytes
+  // once their number is known. Plain text: the sender's word is its id.
+  common::PeerQuota::StreamSlot slot;
+  absl::StatusOr<common::NodeId> quota_id = common::NodeId::FromBytes(request->from());
+  if (ok.ok() && options_.state_quota != nullptr) {
+    ok = quota_id.ok() ? TakeQuota(*options_.state_quota, *quota_id, 0, &slot)
+                       : absl::InvalidArgumentError("state request without a sender id");
+  }
   StateProvider provider;
   {
     absl::MutexLock lock(&mu_);
@@ -53,6 +61,10 @@ grpc::Status GrpcGroupComm::Impl::FetchState(grpc::ServerContext* context,
     return proto::ToGrpcStatus(state.status());
   }
   const uint64_t total = state->size();
+  if (options_.state_quota != nullptr) {
+    absl::Status bytes = options_.state_quota->Admit(*quota_id, total);
+    if (!bytes.ok()) return proto::ToGrpcStatus(bytes);
+  }
   uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
   do {
     const uint64_t n = std::min<uint64_t>(total - offset, uint64_t{1} << 20);
