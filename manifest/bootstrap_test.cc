@@ -11,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/free_port.h"
+#include "common/peer_quota.h"
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest_service.h"
 #include "proto/version.h"
@@ -197,6 +199,40 @@ TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
                  *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()),
                  absl::Seconds(20));
   ASSERT_TRUE(v.ok()) << v.status();
+}
+
+// Note [Peer quotas]: a caller's address gets a stranger's budget; a flood
+// of GetManifest calls from it is refused once the burst is spent.
+TEST(ManifestServiceTest, ACallersFloodIsHeldToItsAddressesQuota) {
+  auto founder = *identity::Identity::FromSeed(std::string(32, '\x01'));
+  common::SimClock quota_clock;
+  common::PeerQuotaOptions q;
+  q.service = "manifest";
+  q.stranger = {/*messages_per_second=*/5, /*message_burst=*/20, 0, 0, 0};
+  auto quota = std::make_shared<common::PeerQuota>(q, &quota_clock);
+  ManifestService service(Signed(*founder), kSwarmId, quota);
+  Server s(&service);
+  auto clock = common::RealClock::Create();
+  int ok = 0, exhausted = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<proto::SignedManifest> got = CallGetManifest(
+        s.address(), identity::PeerCredentials::Insecure(), kSwarmId, absl::Seconds(20));
+    ok += got.ok();
+    exhausted += got.status().code() == absl::StatusCode::kResourceExhausted;
+  }
+  EXPECT_EQ(ok, 20);
+  EXPECT_EQ(exhausted, 80);
+  EXPECT_EQ(quota->tracked_peers(), 1u);  // one address: 127.0.0.1
+  quota_clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(CallGetManifest(s.address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                              absl::Seconds(20))
+                  .ok());
+}
+
+TEST(ManifestServiceTest, PeerHostDropsThePort) {
+  EXPECT_EQ(PeerHost("ipv4:10.0.0.1:5000"), "ipv4:10.0.0.1");
+  EXPECT_EQ(PeerHost("ipv6:[::1]:5000"), "ipv6:[::1]");
+  EXPECT_EQ(PeerHost("unix:/tmp/x"), "unix:/tmp/x");
 }
 
 }  // namespace

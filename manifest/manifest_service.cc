@@ -10,12 +10,28 @@
 
 namespace skipswarm::manifest {
 
-ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id)
-    : signed_manifest_(std::move(signed_manifest)), swarm_id_(std::move(swarm_id)) {}
+ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id,
+                                 std::shared_ptr<common::PeerQuota> quota)
+    : signed_manifest_(std::move(signed_manifest)),
+      swarm_id_(std::move(swarm_id)),
+      quota_(std::move(quota)) {}
+
+std::string PeerHost(const std::string& grpc_peer) {
+  const size_t colon = grpc_peer.rfind(':');
+  const size_t scheme = grpc_peer.find(':');
+  if (colon == std::string::npos || colon == scheme) return grpc_peer;
+  return grpc_peer.substr(0, colon);
+}
 
 grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
                                           const proto::GetManifestRequest* request,
                                           proto::GetManifestResponse* response) {
+  if (quota_ != nullptr) {
+    absl::Status admitted = quota_->AdmitKey(PeerHost(context->peer()),
+                                             common::PeerClass::kStranger,
+                                             request->ByteSizeLong());
+    if (!admitted.ok()) return proto::ToGrpcStatus(admitted);
+  }
   absl::Status version = proto::CheckProtocolVersion(request->protocol_version());
   if (!version.ok()) return proto::ToGrpcStatus(version);
   if (request->swarm_id() != swarm_id_) {

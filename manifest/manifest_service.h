@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 #include "manifest/manifest.grpc.pb.h"
 
@@ -28,7 +29,11 @@ namespace skipswarm::manifest {
 
 class ManifestService final : public proto::SwarmManifestService::Service {
  public:
-  ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id);
+  // `quota` (Note [Peer quotas], common/peer_quota.h; null: none): callers
+  // are strangers known by their address (host, without the port), each
+  // call one message of the request's size; refused: RESOURCE_EXHAUSTED.
+  ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id,
+                  std::shared_ptr<common::PeerQuota> quota = nullptr);
 
   grpc::Status GetManifest(grpc::ServerContext* context, const proto::GetManifestRequest* request,
                            proto::GetManifestResponse* response) override;
@@ -36,7 +41,12 @@ class ManifestService final : public proto::SwarmManifestService::Service {
  private:
   const proto::SignedManifest signed_manifest_;
   const std::string swarm_id_;
+  const std::shared_ptr<common::PeerQuota> quota_;
 };
+
+// The host part of a gRPC peer string ("ipv4:10.0.0.1:5000" ->
+// "ipv4:10.0.0.1", "ipv6:[::1]:5000" -> "ipv6:[::1]").
+std::string PeerHost(const std::string& grpc_peer);
 
 // One GetManifest call to `address` (HOST:PORT) with `credentials` (TLS
 // or plain text), as swarm `swarm_id`. The status is gRPC's, unexplained

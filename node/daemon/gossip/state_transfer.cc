@@ -225,6 +225,20 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     }
     if (!ok.ok()) LOG(WARNING) << "refused state request from " << context->peer() << ": " << ok;
     if (!ok.ok()) return proto::ToGrpcStatus(ok);
+    // Note [Peer quotas]: the slot is held while the request waits for its
+    // boundary and while it is streamed.
+    common::PeerQuota::StreamSlot slot;
+    absl::StatusOr<common::NodeId> quota_id = common::NodeId::FromBytes(request->from());
+    if (options_.quota != nullptr) {
+      if (!quota_id.ok()) {
+        return proto::ToGrpcStatus(absl::InvalidArgumentError("bad sender id"));
+      }
+      absl::StatusOr<common::PeerQuota::StreamSlot> taken = options_.quota->OpenStream(*quota_id);
+      if (!taken.ok()) return proto::ToGrpcStatus(taken.status());
+      slot = std::move(*taken);
+      absl::Status admitted = options_.quota->Admit(*quota_id, 0);
+      if (!admitted.ok()) return proto::ToGrpcStatus(admitted);
+    }
     const int stage = static_cast<int>(request->stage());
     const uint64_t it = request->iteration();
     const std::pair<int, uint64_t> key{stage, it};
@@ -243,6 +257,10 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     }
     const uint64_t total = snap.bytes.size();
     uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
+    if (options_.quota != nullptr) {
+      absl::Status bytes = options_.quota->Admit(*quota_id, total - offset);
+      if (!bytes.ok()) return proto::ToGrpcStatus(bytes);
+    }
     int sent = 0;
     do {
       const size_t n = std::min<uint64_t>(options_.chunk_bytes, total - offset);

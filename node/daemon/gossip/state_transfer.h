@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/node_id.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 
 namespace grpc {
@@ -91,6 +92,11 @@ struct StateServerOptions {
   // Fault injection for tests: the first transfer that reaches this many
   // chunks is cut off (the stream ends with UNAVAILABLE). 0: never.
   int cut_first_stream_after_chunks = 0;
+  // Note [Peer quotas] (common/peer_quota.h); null: none. A request holds
+  // one of its sender's stream slots while it waits and is served, and
+  // charges one message, then the snapshot's bytes; refused:
+  // RESOURCE_EXHAUSTED. Shared with the daemon (classifier, metrics).
+  std::shared_ptr<common::PeerQuota> quota;
 };
 
 class StateServer {

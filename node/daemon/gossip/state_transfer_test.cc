@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/peer_quota.h"
 #include "common/real_clock.h"
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 
@@ -209,6 +211,36 @@ TEST(StateTransferTest, HeldCopiesAreServedListedAndPruned) {
   FetchOptions o = Wanted(1, 30);
   o.max_bytes = 1000;
   EXPECT_FALSE(FetchStageState({holder.address}, o).ok());
+}
+
+// Note [Peer quotas]: a stranger asking for snapshots is held to its bytes
+// and stream budget; a member of the same source is served.
+TEST(StateTransferTest, AStrangersRequestsAreHeldToItsQuota) {
+  common::SimClock quota_clock;
+  common::PeerQuotaOptions q;
+  q.service = "state";
+  q.member = {100, 100, 1e9, 1e9, 4};
+  q.stranger = {1, 10, 1e5, 4e6, 1};
+  auto quota = std::make_shared<common::PeerQuota>(q, &quota_clock);
+  const common::NodeId member = common::NodeId::ForName("member");
+  quota->SetClassifier([member](const common::NodeId& id) {
+    return id == member ? common::PeerClass::kMember : common::PeerClass::kStranger;
+  });
+  StateServerOptions o;
+  o.quota = quota;
+  Source src(o);  // 2.5 MiB snapshots
+  absl::StatusOr<FetchedState> first = FetchAcrossBoundary(src, Wanted(2, 7), {src.address});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // 2.5 of the stranger's 4 MB are spent: the next copy is refused.
+  FetchOptions again = Wanted(2, 7);
+  again.deadline = absl::Seconds(2);
+  absl::StatusOr<FetchedState> second = FetchStageState({src.address}, again);
+  EXPECT_FALSE(second.ok());
+  EXPECT_EQ((quota->refusals()[{common::QuotaReason::kBytes, common::PeerClass::kStranger}]),
+            1u);
+  FetchOptions as_member = Wanted(2, 7);
+  as_member.self = member;
+  EXPECT_TRUE(FetchStageState({src.address}, as_member).ok());
 }
 
 }  // namespace
