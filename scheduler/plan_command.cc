@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/real_clock.h"
 #include "scheduler/compare.h"
+#include "scheduler/hybrid_flags.h"
 #include "scheduler/scenario.h"
 
 ABSL_FLAG(std::string, scenario, "",
@@ -45,6 +46,28 @@ ABSL_FLAG(bool, show_routes, false, "Text output: also print the routes.");
 
 namespace skipswarm::scheduler {
 namespace {
+
+// --hybrid: pipeline-only vs SDP-only vs mixed (hybrid_compare.h).
+int RunHybrid(const Scenario& scenario) {
+  absl::StatusOr<HybridInputs> in = HybridInputsFromFlags();
+  if (!in.ok()) {
+    std::cerr << in.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<HybridSwarm> swarm = SwarmFromScenario(scenario, *in);
+  if (!swarm.ok()) {
+    std::cerr << "hybrid: " << swarm.status().message() << "\n";
+    return 1;
+  }
+  HybridOptions options;
+  options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_plan_seed));
+  const std::vector<HybridRow> rows = CompareHybrid(*swarm, options);
+  std::cout << FormatHybridTable(*swarm, *in, rows);
+  for (const HybridRow& r : rows) {
+    if (r.label.rfind("mixed", 0) == 0 && !r.status.ok()) return 1;
+  }
+  return 0;
+}
 
 int RunPlan(const std::vector<std::string>& args) {
   if (!args.empty()) {
@@ -91,6 +114,8 @@ int RunPlan(const std::vector<std::string>& args) {
     std::cerr << "bad workload: " << st.message() << "\n";
     return 1;
   }
+
+  if (HybridRequested()) return RunHybrid(*scenario);
 
   ComparisonOptions options;
   const std::string planner = absl::GetFlag(FLAGS_planner);
@@ -148,8 +173,10 @@ common::cli::Command PlanCommand() {
       "  Acceptance table on SkipPipe's reference file:\n"
       "    skipswarm plan "
       "--scenario=scheduler/testdata/skippipe_gcp20_schedule.json "
-      "--planner=all";
-  command.flag_files = {"scheduler/plan_command.cc"};
+      "--planner=all\n"
+      "  Pipeline-only vs SDP-only vs mixed (per node SDP or pipeline hosting):\n"
+      "    skipswarm plan --scenario=FILE --hybrid [--hybrid_half_one_stage] ...";
+  command.flag_files = {"scheduler/plan_command.cc", kHybridFlagsFile};
   command.run = RunPlan;
   return command;
 }

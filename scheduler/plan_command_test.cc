@@ -18,7 +18,7 @@ TEST(PlanCommandTest, DescribesItself) {
   common::cli::Command command = PlanCommand();
   EXPECT_EQ(command.name, "plan");
   EXPECT_EQ(command.flag_files,
-            std::vector<std::string>{"scheduler/plan_command.cc"});
+            (std::vector<std::string>{"scheduler/plan_command.cc", "scheduler/hybrid_flags.cc"}));
   EXPECT_TRUE(static_cast<bool>(command.run));
 }
 

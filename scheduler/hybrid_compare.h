@@ -1,0 +1,70 @@
+// Pipeline-only vs SDP-only vs mixed (hybrid_plan.h) on one scenario: the
+// table `skipswarm plan --hybrid` and `skipswarm sim --hybrid` print.
+//
+//   HybridInputs in;                 // what scenario files do not say
+//   in.params = 1e9;
+//   in.half_one_stage = true;        // the heterogeneous-memory variant
+//   SS_ASSIGN_OR_RETURN(HybridSwarm swarm, SwarmFromScenario(scenario, in));
+//   std::vector<HybridRow> rows = CompareHybrid(swarm, {});
+//   std::cout << FormatHybridTable(swarm, in, rows);
+//
+// Links for averaging: a scenario gives each node pair's seconds per
+// micro-batch hop; with bytes_per_mb known, the pair's bandwidth is taken
+// as bytes_per_mb / hop_s (latency and overhead included, so it is a lower
+// bound). Uplinks come from `uplinks` (per node) or `uplink_bytes_per_s`.
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_SCHEDULER_HYBRID_COMPARE_H_
+#define SKIPSWARM_SCHEDULER_HYBRID_COMPARE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/hybrid_plan.h"
+#include "scheduler/scenario.h"
+
+namespace skipswarm::scheduler {
+
+struct HybridInputs {
+  double params = 1e9;          // whole model
+  int tokens_per_sample = 1024;
+  double activation_gib = 0.5;  // one MB at one stage
+  double bytes_per_mb = 0;      // 0: the scenario's model.bytes_per_mb
+  double memory_gib = 0;        // every node; <= 0: unlimited
+  // The heterogeneous-memory variant: every second node (odd index) has
+  // memory for its own stage and its slots only, never a subnetwork.
+  bool half_one_stage = false;
+  double uplink_bytes_per_s = 0;     // every node; <= 0: unlimited
+  std::vector<double> uplinks;       // per node, overrides when not empty
+  int sdp_stages = 0;                // 0: the workload's path length
+  model::AveragingOptions averaging;
+};
+
+// Fails with InvalidArgument when `uplinks` does not have one entry per
+// node or params <= 0.
+absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const HybridInputs& in);
+
+struct HybridRow {
+  std::string label;  // "pipeline-only", "sdp-only forward", "mixed backward", ...
+  bool backward_masking = false;
+  absl::Status status;
+  HybridPlan plan;
+};
+
+// Pipeline-only, then SDP-only and mixed with forward and with backward
+// masking (the swarm's own masking flag is ignored).
+std::vector<HybridRow> CompareHybrid(const HybridSwarm& swarm, const HybridOptions& options);
+
+// One row per plan: nodes per role, MBs, pipeline / SDP / averaging seconds,
+// iteration s, tokens/s, bytes/token and x vs pipeline-only; then the
+// mixed plans' roles by node.
+std::string FormatHybridTable(const HybridSwarm& swarm, const HybridInputs& in,
+                              const std::vector<HybridRow>& rows);
+
+// "pipeline: d0 n1 ..; sdp: n4[0+2+5] ..; idle: .." for one plan.
+std::string FormatRoles(const HybridSwarm& swarm, const HybridPlan& plan);
+
+}  // namespace skipswarm::scheduler
+
+#endif  // SKIPSWARM_SCHEDULER_HYBRID_COMPARE_H_
