@@ -600,6 +600,7 @@ View Membership::Impl::ViewLocked() const {
     info.incarnation = m.incarnation();
     info.addresses.assign(m.record.addresses().begin(),
                           m.record.addresses().end());
+    info.outbound_only = m.record.outbound_only();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.memory_slots = m.record.memory_slots();
     info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();

@@ -27,6 +27,9 @@ struct MemberInfo {
   proto::MemberState state = proto::MEMBER_STATE_ALIVE;
   uint64_t incarnation = 0;
   std::vector<std::string> addresses;
+  // Its record says it cannot be dialed (behind NAT; Note [Outbound-only
+  // members] in membership_impl.h).
+  bool outbound_only = false;
   std::vector<uint32_t> stages;
   uint32_t memory_slots = 0;
   double seconds_per_layer_per_sample = 0;

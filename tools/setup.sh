@@ -16,6 +16,7 @@ PACKAGES=(
   fortunes
   clang libclang-rt-14-dev
   iproute2 iptables
+  chromium
 )
 
 missing=()

@@ -13,10 +13,13 @@
 #include <thread>
 #include <tuple>
 
+#include <httplib.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace skipswarm::node {
 namespace {
@@ -129,6 +132,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
+  d0.base.metrics_port = 0;  // its status page is checked below
   // Create d0 first (it starts its gossip server in Create), then read its
   // advertised gossip address from its own view.
   auto founder = Launch(d0);
@@ -156,6 +160,27 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
     };
   }
   ASSERT_TRUE(ra->WaitUnlessFinished(trained_a_bit)) << ra->result;
+  {
+    // The founder's status page shows the swarm from its gossip view.
+    ASSERT_GT(founder->daemon->metrics_port(), 0);
+    httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
+    auto res = http.Get("/status.json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    const nlohmann::json st = nlohmann::json::parse(res->body);
+    EXPECT_EQ(st["node"]["name"], "d0");
+    EXPECT_EQ(st["node"]["mode"], "gossip");
+    EXPECT_EQ(st["node"]["serving"], true);
+    EXPECT_EQ(st["node"]["address"], bootstrap);
+    EXPECT_EQ(st["swarm"]["live_members"], 3);
+    ASSERT_EQ(st["swarm"]["stages"].size(), 3u);
+    for (const auto& s : st["swarm"]["stages"]) EXPECT_EQ(s["replicas"], 1) << s;
+    ASSERT_FALSE(st["history"].empty());
+    EXPECT_TRUE(st["history"][0]["loss"].is_number()) << st["history"][0];
+    auto page = http.Get("/");
+    ASSERT_TRUE(page);
+    EXPECT_NE(page->body.find("<table id=\"members\""), std::string::npos);
+  }
   GossipDaemonOptions j = Options("j", {1});
   j.gossip.join = {bootstrap};
   absl::Notification checked;

@@ -56,6 +56,12 @@ void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
             << proto::MemberState_Name(c.old_state) << " -> "
             << proto::MemberState_Name(c.new_state) << "; next iteration re-plans with it";
   metrics.Add("skipswarm_membership_changes_total", 1);
+  const auto state = [](proto::MemberState s) {
+    return s == proto::MEMBER_STATE_UNSPECIFIED ? std::string("new")
+                                                : proto::MemberState_Name(s).substr(13);
+  };
+  status->AddEvent("member", absl::StrCat(c.id.ShortString(), " ", state(c.old_state), " -> ",
+                                          state(c.new_state)));
 }
 
 absl::Status GossipDaemon::Parts::CanLeave(bool force) {
@@ -74,6 +80,10 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
 
 std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
 
+int GossipDaemon::metrics_port() const {
+  return parts_->metrics_server ? parts_->metrics_server->port() : -1;
+}
+
 membership::View GossipDaemon::view() const { return parts_->gossip->membership()->GetView(); }
 
 absl::Status GossipDaemon::RequestDrain(bool force) {
@@ -91,6 +101,8 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
   LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
             << exit_iteration;
   p.gossip->Leave(absl::Seconds(2), exit_iteration);
+  p.status->AddEvent("node", absl::StrCat("draining: announced LEFT, finishing iteration ",
+                                          exit_iteration));
   {
     absl::MutexLock lock(&p.mu);
     p.drain_started = p.clock->SteadyNow();
@@ -164,6 +176,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   gossip_options.serve_on = server_builder;
   SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(gossip_options, p->clock.get()));
   p->self = p->gossip->id();
+  p->status = MakeDaemonStatusBoard(base, "gossip", p->self.Hex(), p->clock.get());
   p->members = std::make_unique<TrainingMembers>(p->self);
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
@@ -227,18 +240,22 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                       ResolveAdvertiseAddress(listen, options.advertise, p->server->port(),
                                               options.gossip.join));
   p->advertised = advertised;
+  p->status->SetAddress(advertised);
   DaemonEndpoints endpoints;
   endpoints.gossip = endpoints.pipeline = endpoints.group = endpoints.state = advertised;
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
   membership::Membership* m = p->gossip->membership();
   m->AddListener([raw, m](const membership::MemberChange& c) {
-    raw->members->Update(m->GetView());
+    const membership::View view = m->GetView();
+    raw->members->Update(view);
+    raw->status->UpdateView(view);
     raw->OnMemberChange(c);
   });
   p->members->SetAddressListener([raw](const PeerInfo& peer) {
     raw->transport->SetPeerAddress(peer.id, peer.address);
   });
   p->members->Update(m->GetView());
+  p->status->UpdateView(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
             << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
             << base.model.seed << "; listening on " << listen << " (port " << p->server->port()
@@ -283,6 +300,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       break;
     }
   }
+  p->status->SetStages(p->stages);
   SS_RETURN_IF_ERROR(p->BuildTraining());
   {
     absl::MutexLock lock(&p->mu);
@@ -413,9 +431,11 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     metrics.Set("skipswarm_seconds_per_layer_sample", *v);
   }
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
-  metrics.Set("skipswarm_live_members",
-              static_cast<double>(gossip->membership()->GetView().Live().size()));
+  const membership::View view = gossip->membership()->GetView();
+  metrics.Set("skipswarm_live_members", static_cast<double>(view.Live().size()));
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
+  status->UpdateView(view);     // the links' latest measurements
+  status->ObserveIteration(r);
   PrintProgressAndCheckpoint(o, r, elapsed, &metrics, [this] { return Checkpoint(); });
   if (options.observer) options.observer(r);
 }

@@ -117,6 +117,8 @@ class GossipDaemon {
   absl::Status RequestDrain(bool force);
   // Our advertised "host:port" (what others --join; every service).
   std::string gossip_address() const;
+  // The port of /metrics and the status page (-1: off).
+  int metrics_port() const;
   // This node's membership view (records with their measured speeds, link
   // stats; Note [Measured speeds] in speed_reports.h). Thread-safe.
   membership::View view() const;

@@ -147,6 +147,7 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
     return absl::DataLossError("stage move: state's digest differs from its source's");
   }
   stages = {m->to};
+  status->SetStages(stages);  // an event on the page
   SS_RETURN_IF_ERROR(BuildServing());
   start_iteration = static_cast<int64_t>(m->at);
   members->SetIteration(m->at);

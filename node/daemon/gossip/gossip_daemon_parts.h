@@ -36,6 +36,7 @@
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/reporting/speed_reports.h"
+#include "node/daemon/reporting/status_board.h"
 #include "node/daemon/stack/stage_checkpoints.h"
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/training_stack.h"
@@ -98,6 +99,9 @@ struct GossipDaemon::Parts {
   std::unique_ptr<TrainingStack> stack;
   Metrics metrics;
   std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
+  // The live status page's data (status_page.h); fed by gossip's listener,
+  // the trainer's callback and the set-up steps; read by metrics_server.
+  std::unique_ptr<StatusBoard> status;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> control;
   std::unique_ptr<proto::NodeControl::Service> control_service;

@@ -61,6 +61,7 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
     return false;
   }
   reachability_checked = true;
+  status->SetReachable(r.verdict == ReachabilityReport::Verdict::kReachable);
   metrics.Set("skipswarm_reachable",
               r.verdict == ReachabilityReport::Verdict::kReachable ? 1.0 : 0.0);
   if (r.verdict == ReachabilityReport::Verdict::kBehindNat) {
@@ -130,7 +131,14 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   // No names: a routes file needs a static --swarm list (refused).
   if (health == nullptr) {  // kept across stage moves
     health = std::make_unique<ServingHealth>(
-        o.name, [s = server.get()](bool serving) { s->SetServing(serving); }, &metrics);
+        o.name,
+        [this, s = server.get()](bool serving) {
+          s->SetServing(serving);
+          status->AddEvent("health", serving ? std::string("SERVING")
+                                             : absl::StrCat("NOT_SERVING: ", health->Reasons()));
+        },
+        &metrics);
+    status->SetHealth(health.get());
   }
   ServingHealth* h = health.get();
   in.on_pause_change = [h](const absl::Status& why) { h->Set("paused", why); };
@@ -160,7 +168,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     SS_ASSIGN_OR_RETURN(start_iteration, ResumeFromStageCheckpoints(o, BorrowComputes(computes)));
   }
   SS_RETURN_IF_ERROR(BuildServing());
-  SS_ASSIGN_OR_RETURN(metrics_server, StartDaemonMetricsServer(o, &metrics));
+  SS_ASSIGN_OR_RETURN(metrics_server, StartDaemonMetricsServer(o, &metrics, status.get()));
   return absl::OkStatus();
 }
 

@@ -10,20 +10,38 @@
 #include "common/stamp/git_commit.h"
 #include "common/status_macros.h"
 #include "node/daemon/reporting/iteration_report.h"
+#include "node/daemon/reporting/status_page.h"
 #include "proto/version.h"
 
 namespace skipswarm::node {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetricsServer(
-    const NodeDaemonOptions& o, Metrics* metrics) {
+    const NodeDaemonOptions& o, Metrics* metrics, const StatusBoard* status) {
   if (o.metrics_port < 0) return std::unique_ptr<MetricsServer>();
   metrics->Set("skipswarm_build_info", 1,
                absl::StrCat("version=\"", proto::kSoftwareVersion, "\",git_commit=\"",
                             common::GitCommit(), "\",libtorch_version=\"", o.libtorch_version, "\""));
   SS_ASSIGN_OR_RETURN(std::unique_ptr<MetricsServer> server,
-                      MetricsServer::Start(metrics, o.metrics_host, o.metrics_port));
-  LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << server->port();
+                      MetricsServer::Start(metrics, o.metrics_host, o.metrics_port,
+                                           status != nullptr ? StatusPages(status)
+                                                             : std::vector<HttpPage>()));
+  LOG(INFO) << o.name << ": /metrics on " << o.metrics_host << ":" << server->port()
+            << (status != nullptr ? "; status page on the same port (GET /, /status.json)" : "");
   return server;
+}
+
+std::unique_ptr<StatusBoard> MakeDaemonStatusBoard(const NodeDaemonOptions& o,
+                                                   const std::string& mode,
+                                                   const std::string& node_id,
+                                                   common::Clock* clock) {
+  StatusBoardOptions so;
+  so.node_name = o.name;
+  so.node_id = node_id;
+  so.mode = mode;
+  so.num_stages = o.model.model.num_stages;
+  so.version = absl::StrCat(proto::kSoftwareVersion, " (commit ", common::GitCommit(),
+                            ", libtorch ", o.libtorch_version, ")");
+  return std::make_unique<StatusBoard>(so, clock);
 }
 
 absl::Status ParseMetricsListen(const std::string& value, NodeDaemonOptions* o) {

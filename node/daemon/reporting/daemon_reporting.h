@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/status_board.h"
 #include "node/daemon/stack/node_daemon_options.h"
 #include "node/train/node_trainer.h"
 
@@ -30,9 +31,19 @@ namespace skipswarm::node {
 
 // Serves `metrics` on o.metrics_host:o.metrics_port (0: any free port) and
 // logs where; null when o.metrics_port < 0 (off). Sets skipswarm_build_info.
-// `metrics` must outlive the server.
+// With `status`, the same port serves the live status page too (GET / and
+// /status.json, status_page.h). `metrics` and `status` must outlive the
+// server.
 absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetricsServer(
-    const NodeDaemonOptions& o, Metrics* metrics);
+    const NodeDaemonOptions& o, Metrics* metrics, const StatusBoard* status = nullptr);
+
+// The status page's board of a daemon: o.name, `node_id` (hex), `mode`
+// ("gossip" or "static"), the model's stage count, this build's version.
+// `clock` must outlive it.
+std::unique_ptr<StatusBoard> MakeDaemonStatusBoard(const NodeDaemonOptions& o,
+                                                   const std::string& mode,
+                                                   const std::string& node_id,
+                                                   common::Clock* clock);
 
 // Parses --metrics_listen's HOST:PORT ([v6]:port for IPv6; PORT 0: any
 // free port) into o->metrics_host and o->metrics_port; an error names the

@@ -254,12 +254,21 @@ void ExportDrops(const IterationReport& r, Metrics* m) {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metrics* metrics,
                                                                    const std::string& host,
-                                                                   int port) {
+                                                                   int port,
+                                                                   std::vector<HttpPage> pages) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->server_ = std::make_unique<httplib::Server>();
   s->server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics->Render() + RenderProcessMetrics(), "text/plain; version=0.0.4");
   });
+  for (HttpPage& page : pages) {
+    const std::string path = page.path;  // read before `page` moves into the handler
+    s->server_->Get(path, [page = std::move(page)](const httplib::Request&,
+                                                    httplib::Response& res) {
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(page.render(), page.content_type.c_str());
+    });
+  }
   // httplib's default socket options add SO_REUSEPORT, with which a second
   // daemon bound the same port and scrapes alternated between the two.
   s->server_->set_socket_options([](auto sock) {

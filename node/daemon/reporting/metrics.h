@@ -22,6 +22,7 @@
 #define SKIPSWARM_NODE_DAEMON_REPORTING_METRICS_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,12 +96,23 @@ void ExportDrops(const IterationReport& report, Metrics* metrics);
 // process_max_fds. Families whose file cannot be read are left out.
 std::string RenderProcessMetrics();
 
+// One more page the metrics server serves (the status page, status_page.h):
+// GET `path` answers `render()` with `content_type`. `render` runs on the
+// server's thread, once per request.
+struct HttpPage {
+  std::string path;
+  std::string content_type;
+  std::function<std::string()> render;
+};
+
 class MetricsServer {
  public:
-  // Serves GET /metrics (`metrics` and RenderProcessMetrics()) on host:port
-  // (0 = any free port).
+  // Serves GET /metrics (`metrics` and RenderProcessMetrics()) and `pages`
+  // on host:port (0 = any free port). Whatever `pages` borrow must outlive
+  // the server.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const Metrics* metrics,
-                                                             const std::string& host, int port);
+                                                             const std::string& host, int port,
+                                                             std::vector<HttpPage> pages = {});
   ~MetricsServer();
   int port() const { return port_; }
 

@@ -15,6 +15,7 @@
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/serving_health.h"
+#include "node/daemon/reporting/status_board.h"
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
 #include "node/daemon/stack/training_stack.h"
@@ -48,6 +49,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
   Metrics metrics;
   std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
+  std::unique_ptr<StatusBoard> status;     // the status page's data (no gossip view)
   std::unique_ptr<MetricsServer> metrics_server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
@@ -199,12 +201,25 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   in.data = p->data.get();
   in.swarm_id = options.swarm_id;
   for (const SwarmMember& m : options.swarm) in.names[m.name] = m.info.id;
+  p->status = MakeDaemonStatusBoard(options, "static", p->self.Hex(), p->clock.get());
+  p->status->SetStages(p->stages);
+  p->status->SetAddress(me->info.address);
+  StatusBoard* status = p->status.get();
+  Parts* raw = p.get();
   p->health = std::make_unique<ServingHealth>(
-      options.name, [grpc = p->grpc](bool serving) { grpc->SetServing(serving); }, &p->metrics);
+      options.name,
+      [grpc = p->grpc, status, raw](bool serving) {
+        grpc->SetServing(serving);
+        status->AddEvent("health", serving ? std::string("SERVING")
+                                           : absl::StrCat("NOT_SERVING: ", raw->health->Reasons()));
+      },
+      &p->metrics);
   ServingHealth* health = p->health.get();
+  status->SetHealth(health);
   in.on_pause_change = [health](const absl::Status& why) { health->Set("paused", why); };
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
-  SS_ASSIGN_OR_RETURN(p->metrics_server, StartDaemonMetricsServer(options, &p->metrics));
+  SS_ASSIGN_OR_RETURN(p->metrics_server,
+                      StartDaemonMetricsServer(options, &p->metrics, p->status.get()));
   return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(p)));
 }
 
@@ -218,6 +233,7 @@ NodeDaemon::~NodeDaemon() {
 void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
+  status->ObserveIteration(r);
   PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 
