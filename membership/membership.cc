@@ -26,6 +26,18 @@ Membership::Impl::Impl(MembershipOptions options, const identity::Identity* iden
       link_stats_(options_.rtt_alpha, options_.throughput_alpha,
                   options_.throughput_restart_after) {
   timers_.assign(kTimerSlots, common::kNoTimer);
+  common::PeerQuotaOptions q;
+  q.service = "gossip";
+  q.member = options_.member_quota;
+  q.stranger = options_.stranger_quota;
+  quota_ = std::make_unique<common::PeerQuota>(q, clock_);
+  // The quota belongs to this Impl and is only used by its handlers.
+  quota_->SetClassifier([this](const common::NodeId& id) {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(id);
+    return it != members_.end() && it->second.live() ? common::PeerClass::kMember
+                                                     : common::PeerClass::kStranger;
+  });
 }
 
 bool Membership::Impl::Enter() {

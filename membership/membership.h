@@ -40,6 +40,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "common/peer_quota.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "identity/identity.h"
@@ -114,6 +115,15 @@ struct MembershipOptions {
   // hops of a link in use (an iteration, seconds), and below the planners'
   // throughput_ttl (5 min), so a link they re-admit is averaged anew.
   absl::Duration throughput_restart_after = absl::Minutes(1);
+  // Note [Peer quotas] (common/peer_quota.h), Note [Gossip admission]: each
+  // sender's requests (Ping, PingReq, PushPull) and their bytes. A member
+  // (a live record in our table) sends a few small requests a second and
+  // push-pulls of at most ~4.6 MiB (577 records of <= 8 KiB); a stranger
+  // only needs to join (a push-pull or ping carrying its own record).
+  common::QuotaBudget member_quota = {/*messages_per_second=*/100, /*message_burst=*/200,
+                                      /*bytes_per_second=*/16 << 20,
+                                      /*byte_burst=*/32 << 20, /*max_streams=*/0};
+  common::QuotaBudget stranger_quota = {10, 20, 512 << 10, 2 << 20, 0};
 };
 
 struct MembershipStats {
@@ -192,6 +202,9 @@ class Membership final : public GossipHandler {
   const common::NodeId& id() const;
   View GetView() const;
   MembershipStats stats() const;
+  // Note [Peer quotas]: the per-sender budget of gossip requests, for its
+  // refusal counts (the daemon's /metrics).
+  const common::PeerQuota& quota() const;
 
   // GossipHandler (called by the transport's server side).
   void HandlePing(const PeerInfo& from, const proto::PingRequest& req,

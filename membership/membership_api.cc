@@ -315,10 +315,11 @@ MembershipStats Membership::stats() const {
     absl::MutexLock lock(&impl_->mu_);
     stats = impl_->stats_;
   }
-  absl::MutexLock lock(&impl_->rate_mu_);
-  stats.messages_refused += impl_->rate_limited_;
+  stats.messages_refused += impl_->quota_->total_refusals();
   return stats;
 }
+
+const common::PeerQuota& Membership::quota() const { return *impl_->quota_; }
 
 // ---------------------------------------------------------------- handlers
 
@@ -327,7 +328,7 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender);
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
   absl::StatusOr<VerifiedRecords> verified =
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_records_per_message)
@@ -362,7 +363,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender);
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
   absl::StatusOr<VerifiedRecords> verified =
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_records_per_message)
@@ -416,7 +417,7 @@ void Membership::HandlePushPull(const PeerInfo& from,
   if (status.ok() && req.digests_size() > 4 * impl_->options_.max_push_pull_records) {
     status = absl::InvalidArgumentError("too many digests");
   }
-  if (status.ok()) status = impl_->RateLimit(sender);
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
   absl::StatusOr<VerifiedRecords> verified =
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_push_pull_records)

@@ -141,13 +141,12 @@ struct JoinState {
 //   locked pass picks the records that are news, they are verified without
 //   the lock, and the locked apply uses the results. A flood of records
 //   no longer stalls probes, acks and suspicion timers behind the lock.
-// * Each sender's requests pass a token bucket (kRequestsPerSecond, burst
-//   kRequestBurst); beyond it they are refused with RESOURCE_EXHAUSTED
-//   before the gossip is looked at. Honest members send a few per second.
+// * Each sender's requests and their bytes pass its quota (Note [Peer
+//   quotas] in common/peer_quota.h; MembershipOptions::member_quota for a
+//   live member, stranger_quota for anyone else); beyond it they are
+//   refused with RESOURCE_EXHAUSTED before the gossip is looked at. Honest
+//   members send a few per second.
 inline constexpr int kMaxIncomingLinks = 256;
-inline constexpr double kRequestsPerSecond = 100;
-inline constexpr double kRequestBurst = 200;
-inline constexpr size_t kMaxRateLimitedPeers = 4096;
 
 // Record verifications done outside the lock for one message (Note
 // [Gossip admission]): per record, its result, or nothing when the record
@@ -206,8 +205,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   absl::StatusOr<VerifiedRecords> PrepareGossip(const proto::Gossip& gossip,
                                                 int max_records)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Per-sender token bucket (Note [Gossip admission]).
-  absl::Status RateLimit(const common::NodeId& sender) ABSL_LOCKS_EXCLUDED(rate_mu_);
+  // Per-sender quota of requests and bytes (Note [Gossip admission]).
+  absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // `verified`: PrepareGossip's result for `gossip` (null: verify here).
   void ApplyGossipLocked(const proto::Gossip& gossip,
                          const common::NodeId& sender, Changes* changes,
@@ -359,14 +358,9 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);
 
   // Per-sender request budget (Note [Gossip admission]); its own lock so a
-  // refused flood never touches mu_.
-  struct Bucket {
-    double tokens = kRequestBurst;
-    absl::Duration at;
-  };
-  absl::Mutex rate_mu_;
-  absl::flat_hash_map<common::NodeId, Bucket> buckets_ ABSL_GUARDED_BY(rate_mu_);
-  uint64_t rate_limited_ ABSL_GUARDED_BY(rate_mu_) = 0;
+  // refused flood never touches mu_ (the classifier takes mu_ briefly, for
+  // requests the quota has not refused on the table's size).
+  std::unique_ptr<common::PeerQuota> quota_;
 
   absl::Mutex life_mu_;
   bool destroyed_ ABSL_GUARDED_BY(life_mu_) = false;

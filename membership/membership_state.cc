@@ -86,32 +86,8 @@ absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
   return out;
 }
 
-absl::Status Membership::Impl::RateLimit(const common::NodeId& sender) {
-  const absl::Duration now = clock_->SteadyNow();
-  absl::MutexLock lock(&rate_mu_);
-  if (buckets_.size() >= kMaxRateLimitedPeers && !buckets_.contains(sender)) {
-    // Many senders (a Sybil burst): forget the buckets that are full again.
-    for (auto it = buckets_.begin(); it != buckets_.end();) {
-      auto next = std::next(it);
-      if (it->second.tokens + absl::ToDoubleSeconds(now - it->second.at) *
-                                  kRequestsPerSecond >= kRequestBurst) {
-        buckets_.erase(it);
-      }
-      it = next;
-    }
-  }
-  auto [it, inserted] = buckets_.try_emplace(sender);
-  Bucket& b = it->second;
-  if (inserted) b.at = now;
-  b.tokens = std::min(kRequestBurst,
-                      b.tokens + absl::ToDoubleSeconds(now - b.at) * kRequestsPerSecond);
-  b.at = now;
-  if (b.tokens < 1) {
-    ++rate_limited_;
-    return absl::ResourceExhaustedError("too many gossip requests from this node");
-  }
-  b.tokens -= 1;
-  return absl::OkStatus();
+absl::Status Membership::Impl::RateLimit(const common::NodeId& sender, uint64_t bytes) {
+  return quota_->Admit(sender, bytes);
 }
 
 void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
