@@ -18,12 +18,15 @@
 #include "node/train/data_source.h"
 #include "node/train/inproc_group.h"
 #include "node/train/node_trainer.h"
+#include "node/train/plan_cache.h"
+#include "node/train/scheduler_planner.h"
 #include "node/train/scheduler_repairer.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/shaping_transport.h"
 #include "scheduler/allocation.h"
+#include "scheduler/evaluator.h"
 #include "sim/detector.h"
-#include "sim/node_planner.h"
+#include "sim/node_planning.h"
 #include "sim/node_world.h"
 #include "sim/swim_gossip.h"
 
@@ -102,7 +105,7 @@ class NodeSim {
         opts_(opts),
         uni_(sc.universe.view),
         world_(&clock_, &sc.universe.view, sc.detector.stream_timeout_s),
-        board_(&sc, &world_, opts, opts.planner.empty() ? sc.planner : opts.planner),
+        plans_(WorldCostsKey(&world_), opts.wall_clock),
         victims_(common::Random(sc.seed).Fork("victims")),
         detect_rng_(common::Random(sc.seed).Fork("detector")) {}
 
@@ -122,6 +125,8 @@ class NodeSim {
   int AutoStage(int joiner) const;
   void Apply(const ChurnEvent& e);
   void OnReport(int u, const node::NodeIterationReport& r);
+  void OnHandout(const node::PlanInput& input, int routes, const node::SharedPlan& plan,
+                 bool fresh);
   int FailureFor(double t, const std::string& message) const;
   // SWIM: whether every running node but `victim` has it out of its view;
   // then the failure's gossip_detect_s is set and the hub drops it.
@@ -136,7 +141,9 @@ class NodeSim {
   const scheduler::TopologyView& uni_;
   common::SimClock clock_;
   NodeWorld world_;
-  PlanBoard board_;
+  // The data nodes' planners share their plans (sim/node_planning.h).
+  node::PlanCache plans_;
+  std::map<const node::SharedPlan*, double> planned_s_;  // the evaluator's time
   common::Random victims_;
   common::Random detect_rng_;
   std::unique_ptr<node::Switchboard> board_net_;
@@ -196,22 +203,8 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
     if (v != u) shaped->SetLink(uni_.node(v).id, {absl::Seconds(uni_.hop_s(u, v)), 0});
   }
   n->transport = std::make_unique<WorldTransport>(std::move(shaped), &world_, u);
-  node::SchedulerRepairerOptions ro;
-  ro.costs.layers_per_stage = uni_.model().layers_per_stage;
-  ro.costs.samples_per_mb = uni_.model().samples_per_mb;
-  ro.max_swaps = sc_.universe.workload.max_swaps;
-  ro.max_jump = sc_.universe.workload.max_jump;
-  NodeWorld* world = &world_;
-  ro.sec_per_layer_sample_of = [world](const common::NodeId& id) {
-    const int v = world->Find(id);
-    return world->universe().node(v).sec_per_layer_sample * world->node(v).speed;
-  };
-  ro.hop_s_of = [world](const common::NodeId& a, const common::NodeId& b) {
-    const int x = world->Find(a), y = world->Find(b);
-    return world->LinkUp(x, y) ? world->universe().hop_s(x, y) : scheduler::kNoLink;
-  };
   n->repairer = std::make_unique<LoggedRepairer>(
-      std::make_unique<node::SchedulerRouteRepairer>(ro), this, u);
+      std::make_unique<node::SchedulerRouteRepairer>(SimRepairerOptions(sc_, &world_)), this, u);
   node::NodeStackOptions so;
   so.server.memory_slots = uni_.memory_slots(u);
   so.server.allow_skip = true;  // RerouteInFlight may skip a stage, as in the executor
@@ -228,7 +221,8 @@ absl::Status NodeSim::StartNode(int u, uint64_t first) {
   in.stages = {{stage, n->compute.get()}};
   in.data = &data_;
   if (stage == 0) {
-    in.planner = std::make_unique<BoardRoutePlanner>(&board_);
+    SS_ASSIGN_OR_RETURN(in.planner, node::SchedulerPlanner::Create(
+                                        SimPlannerOptions(sc_, opts_, &world_, &plans_)));
     in.origin_tap = [this, u](node::OriginListener* driver) {
       return std::make_unique<OriginTap>(driver, this, u);
     };
@@ -323,9 +317,9 @@ void NodeSim::Kill(int u, const std::string& cause) {
 // As sim/driver.h: the scheduler's allocation on the latest plan's view, or
 // (no plan yet) the non-data stage with the least compute capacity.
 int NodeSim::AutoStage(int joiner) const {
-  if (const BoardPlan* p = board_.latest()) {
+  if (const node::SharedPlan* p = plans_.latest()) {
     std::vector<double> hop_to;
-    for (int v : p->members) hop_to.push_back(uni_.hop_s(joiner, v));
+    for (const node::PeerInfo& m : p->members) hop_to.push_back(uni_.hop_s(joiner, world_.Find(m.id)));
     absl::StatusOr<int> s = scheduler::ChooseStageForJoiner(p->view, uni_.node(joiner), hop_to);
     if (s.ok()) return *s;
   }
@@ -565,6 +559,25 @@ void NodeSim::OnReport(int u, const node::NodeIterationReport& r) {
   }
 }
 
+// Every route set handed to a data node (node::PlanCache's listener).
+void NodeSim::OnHandout(const node::PlanInput& input, int routes, const node::SharedPlan& plan,
+                        bool fresh) {
+  IterationBook& b = Book(input.iteration);
+  b.mbs += routes;
+  b.replanned |= fresh;
+  if (b.planned) return;
+  b.planned = true;
+  b.members = static_cast<int>(plan.members.size());
+  auto [it, added] = planned_s_.try_emplace(&plan, 0);
+  if (added) it->second = scheduler::EvaluateTime(plan.view, plan.plan, nullptr);
+  b.planned_s = it->second;
+  if (plan.balance_relaxed && fresh) {
+    report_.churn.push_back({Now(), "balance_relaxed",
+                             absl::StrCat("tolerance ", plan.tolerance, ": ",
+                                          plan.members.size(), " members")});
+  }
+}
+
 absl::StatusOr<SimReport> NodeSim::Run() {
   if (opts_.wait_for_replacement) {
     return absl::InvalidArgumentError(
@@ -574,7 +587,7 @@ absl::StatusOr<SimReport> NodeSim::Run() {
   iterations_ = opts_.iterations > 0 ? opts_.iterations : sc_.iterations;
   report_.scenario = sc_.name;
   report_.seed = sc_.seed;
-  report_.planner = board_.planner_name();
+  report_.planner = SimPlannerName(sc_, opts_);
   report_.replacement_s = opts_.replacement_s;
   const bool swim = opts_.detection == "swim" ||
                     (opts_.detection == "auto" && n <= opts_.swim_max_nodes);
@@ -602,22 +615,9 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     members.push_back({uni_.node(u).id, {uni_.stage(u)}, uni_.memory_slots(u), "", ""});
   }
   hub_ = std::make_unique<node::InProcessGroupHub>(&clock_, members);
-  board_.SetHandout([this](uint64_t iteration, int, int routes, const BoardPlan& plan,
-                           bool fresh) {
-    IterationBook& b = Book(iteration);
-    b.mbs += routes;
-    b.replanned |= fresh;
-    if (!b.planned) {
-      b.planned = true;
-      b.members = static_cast<int>(plan.members.size());
-      b.planned_s = plan.planned_s;
-      if (plan.balance_relaxed && fresh) {
-        report_.churn.push_back({Now(), "balance_relaxed",
-                                 absl::StrCat("tolerance ", plan.tolerance, ": ",
-                                              plan.members.size(), " members")});
-      }
-    }
-  });
+  plans_.SetListener([this](const node::PlanInput& input, int routes,
+                            const node::SharedPlan& plan,
+                            bool fresh) { OnHandout(input, routes, plan, fresh); });
   for (int u = 0; u < n; ++u) {
     if (!sc_.initially_present[u]) continue;
     world_.node(u).present = true;
@@ -647,8 +647,8 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     }
   }
   report_.total_s = Now();
-  report_.planning_wall_ms = board_.planning_wall_ms();
-  report_.plans = board_.plans();
+  report_.planning_wall_ms = plans_.planning_wall_ms();
+  report_.plans = plans_.plans();
   double prev = 0;
   for (size_t i = 0; i < books_.size() && static_cast<int>(i) < iterations_; ++i) {
     IterationBook& b = books_[i];

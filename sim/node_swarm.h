@@ -8,10 +8,11 @@
 // TimedStageCompute (forward = the scenario's c_v), over the in-process
 // switchboard wrapped in a ShapingTransport (per-peer latency = the
 // scenario's hop time, bandwidth unlimited, so one frame takes exactly the
-// cost model's d(u, v)). Re-routes are chosen by node/'s
-// SchedulerRouteRepairer (the scheduler's RerouteInFlight) on the scenario's
-// costs; data nodes plan with the scheduler's planner through
-// sim/node_planner.h. The world — crashes, the failure detector's verdicts,
+// cost model's d(u, v)). Data nodes plan with the daemons'
+// node::SchedulerPlanner and stage servers re-route with their
+// node::SchedulerRouteRepairer (the scheduler's RerouteInFlight), given the
+// scenario's costs where a daemon has its measurements, the data nodes
+// sharing their plans through a node::PlanCache (sim/node_planning.h). The world — crashes, the failure detector's verdicts,
 // stragglers, partitions — reaches them only through the seams of
 // sim/node_world.h; failure detection is membership/'s real SWIM code, one
 // Membership per node on the same clock (sim/swim_gossip.h), or the

@@ -266,8 +266,14 @@ TEST(NodeSwarmSwimTest, AKilledNodeIsDetectedByRealSwimAndItsMicroBatchesReRoute
   EXPECT_LE(f.first_gossip_detect_s, f.gossip_detect_s);
   EXPECT_LE(f.gossip_detect_s, bound);
   EXPECT_GT(f.mbs_rerouted, 0);
-  EXPECT_GE(f.first_reroute_s, f.first_gossip_detect_s);
-  for (double d : f.detect_s) EXPECT_EQ(d, 0);  // the holder's view already said dead
+  // Every re-route is by a holder whose view already said dead: its own
+  // Membership's verdict, or its own transport's (a stream to the victim
+  // broke). Here the second comes first: 2.9 s after the crash, before the
+  // first gossip verdict (5.1 s); with the simulator's own planner, before
+  // it planned with the daemons' SchedulerPlanner, the routes were others
+  // and the first re-route came after the gossip verdict.
+  EXPECT_GT(f.first_reroute_s, 0);
+  for (double d : f.detect_s) EXPECT_EQ(d, 0);
   for (double d : f.reroute_s) EXPECT_LE(d, 1.0);
   EXPECT_EQ(r->gossip_false_dead, 0);
   EXPECT_GT(r->gossip_messages, 0u);

@@ -201,11 +201,27 @@ std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double 
   return out;
 }
 
+std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members,
+                                   const PlanningCosts& costs) {
+  if (!costs.sec_per_layer_sample_of) return PlanningSpeeds(members, costs.sec_per_layer_sample);
+  std::vector<double> out;
+  for (const PeerInfo& m : members) out.push_back(costs.sec_per_layer_sample_of(m.id));
+  return out;
+}
+
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
                                  const PlanningCosts& costs) {
   const absl::Time now = costs.clock != nullptr ? costs.clock->Now() : absl::InfinitePast();
   const size_t n = members.size();
   std::vector<double> hops(n * n, costs.hop_s);
+  if (costs.hop_s_of) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        hops[i * n + j] = i == j ? 0 : costs.hop_s_of(members[i].id, members[j].id);
+      }
+    }
+    return hops;
+  }
   if (!costs.link_costs) return hops;
   // Per pair u < v, the slower of the two directions' quantized parts;
   // 0 = unknown (Note [Planning from measured links]).
@@ -286,10 +302,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
       return absl::UnavailableError(absl::StrCat("no live replica of stage ", s));
     }
   }
-  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs.sec_per_layer_sample);
-  std::vector<scheduler::NodeSpec> nodes;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const PeerInfo& m = members[i];
+  for (const PeerInfo& m : members) {
     if (m.stages.size() != 1 && full_routes && options_.planner == "skippipe") {
       return in_order_.Plan(input, view);  // outside the scheduler's model
     }
@@ -298,6 +311,81 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
           "planner '", options_.planner, "' needs one stage per node; ", m.id.ShortString(),
           " hosts ", m.stages.size()));
     }
+  }
+  bool fresh = false;
+  absl::StatusOr<const SharedPlan*> shared = PlanOver(input, std::move(members), view, &fresh);
+  if (!shared.ok()) return shared.status();
+  const scheduler::TopologyView& topo = (*shared)->view;
+
+  // Global slots in plan order (origin by id, then mb), so data order is
+  // disjoint across data nodes (Note [Data order]).
+  std::map<std::pair<common::NodeId, int>, const scheduler::Route*> ordered;
+  for (const scheduler::Route& r : (*shared)->plan.routes) {
+    ordered[{topo.node(r.origin).id, r.mb}] = &r;
+  }
+  std::vector<PlannedRoute> out;
+  int slot = 0;
+  for (const auto& [key, r] : ordered) {
+    if (key.first == input.self) {
+      PlannedRoute pr;
+      pr.index = static_cast<int>(out.size());
+      pr.data_slot = slot;
+      pr.priority = r->priority;
+      for (size_t i = 0; i + 1 < r->nodes.size(); ++i) {
+        pr.hops.push_back({topo.node(r->nodes[i]).id, topo.stage(r->nodes[i])});
+      }
+      out.push_back(std::move(pr));
+    }
+    ++slot;
+  }
+  if (options_.cache != nullptr) {
+    options_.cache->Handed(input, static_cast<int>(out.size()), **shared, fresh);
+  }
+  return out;
+}
+
+absl::StatusOr<const SharedPlan*> SchedulerPlanner::PlanOver(const PlanInput& input,
+                                                             std::vector<PeerInfo> members,
+                                                             const SwarmView& view, bool* fresh) {
+  *fresh = false;
+  PlanCache* cache = options_.cache;
+  std::string key;
+  if (cache != nullptr) {
+    // Everything the search reads but the costs, which costs_key() stands for.
+    key = absl::StrCat(cache->costs_key(), "|", options_.seed, "|",
+                       options_.seed_per_iteration ? input.iteration : 0, "|", input.mbs, "|",
+                       input.num_stages, "|");
+    for (const PeerInfo& m : members) {
+      absl::StrAppend(&key, m.id.Bytes(), ":", m.stages[0], ":", m.memory_slots, ",");
+    }
+    if (const SharedPlan* hit = cache->Find(key)) return hit;
+  }
+  absl::StatusOr<SharedPlan> plan = Search(input, std::move(members), view);
+  if (!plan.ok()) return plan.status();
+  *fresh = true;
+  if (cache != nullptr) return cache->Insert(key, *std::move(plan));
+  own_ = std::make_unique<SharedPlan>(*std::move(plan));
+  return own_.get();
+}
+
+// Note [Relaxed balance]
+// The search keeps every stage's visits within +-balance_tolerance of the
+// mean (scheduler::BalanceRange). A swarm depleted by failures (one replica
+// left of a stage that must carry a share of the visits) may have no plan
+// within that rule; rather than fail every iteration until members return,
+// the planner searches again with the tolerance doubled (at least 0.1),
+// up to 8, and trains on the first plan found. A plan within the rule is
+// always preferred: the looser searches run only after the first failed.
+// The simulator reports such plans as `balance_relaxed`.
+absl::StatusOr<SharedPlan> SchedulerPlanner::Search(const PlanInput& input,
+                                                    std::vector<PeerInfo> members,
+                                                    const SwarmView& view) {
+  const bool full_routes =
+      options_.path_length <= 0 || options_.path_length >= input.num_stages;
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs);
+  std::vector<scheduler::NodeSpec> nodes;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const PeerInfo& m = members[i];
     scheduler::NodeSpec n;
     n.name = m.id.ShortString();
     n.id = m.id;
@@ -311,46 +399,64 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   shape.layers_per_stage = options_.costs.layers_per_stage;
   shape.samples_per_mb = options_.costs.samples_per_mb;
   shape.bytes_per_mb = options_.costs.bytes_per_mb;
+  PlanCache* cache = options_.cache;
+  SharedPlan out;
   // Note [Planning from measured links].
-  absl::StatusOr<scheduler::TopologyView> topo =
-      scheduler::TopologyView::Create(
-          shape, nodes,
-          PlanningHops(members, view, options_.costs));
+  absl::StatusOr<scheduler::TopologyView> topo = scheduler::TopologyView::Create(
+      shape, std::move(nodes), PlanningHops(members, view, options_.costs));
   if (!topo.ok()) return topo.status();
+  out.members = std::move(members);
+  out.view = *std::move(topo);
+  if (cache != nullptr) out.costs_key = cache->costs_key();
   scheduler::PlanRequest request;
-  request.view = &*topo;
+  request.view = &out.view;
   request.workload.mb_per_data_node = input.mbs;
   request.workload.path_length = full_routes ? input.num_stages : options_.path_length;
   // Note [Full routes stay in order].
   request.workload.max_swaps = full_routes ? 0 : options_.max_swaps;
   request.workload.max_jump = options_.max_jump;
-  // Same seed on every data node for the same iteration: the same plan.
-  request.seed = options_.seed * 1000003 + input.iteration;
-  request.clock = nullptr;  // no time budget: deterministic
-  absl::StatusOr<scheduler::Plan> plan = planner_->MakePlan(request);
-  if (!plan.ok()) return plan.status();
-
-  // Global slots in plan order (origin by id, then mb), so data order is
-  // disjoint across data nodes (Note [Data order]).
-  std::map<std::pair<common::NodeId, int>, const scheduler::Route*> ordered;
-  for (const scheduler::Route& r : plan->routes) {
-    ordered[{topo->node(r.origin).id, r.mb}] = &r;
-  }
-  std::vector<PlannedRoute> out;
-  int slot = 0;
-  for (const auto& [key, r] : ordered) {
-    if (key.first == input.self) {
-      PlannedRoute pr;
-      pr.index = static_cast<int>(out.size());
-      pr.data_slot = slot;
-      pr.priority = r->priority;
-      for (size_t i = 0; i + 1 < r->nodes.size(); ++i) {
-        pr.hops.push_back({topo->node(r->nodes[i]).id, topo->stage(r->nodes[i])});
-      }
-      out.push_back(std::move(pr));
+  request.workload.balance_tolerance = options_.balance_tolerance;
+  out.tolerance = options_.balance_tolerance;
+  if (options_.incremental && cache != nullptr && cache->latest() != nullptr &&
+      cache->latest()->costs_key == out.costs_key) {
+    absl::StatusOr<scheduler::Plan> kept =
+        ReplanForLeavers(*cache->latest(), out.members, out.view, request.workload);
+    if (kept.ok()) {
+      cache->CountPlan();
+      out.plan = *std::move(kept);
+      out.incremental = true;
+      return out;
     }
-    ++slot;
   }
+  // Same seed on every data node for the same iteration: the same plan.
+  request.seed = options_.seed_per_iteration ? options_.seed * 1000003 + input.iteration
+                                             : options_.seed;
+  request.clock = nullptr;  // no time budget: deterministic
+  request.max_evaluations = options_.max_evaluations;
+  request.stall_evaluations = options_.stall_evaluations;
+  request.candidates_per_stage = options_.candidates_per_stage;
+  absl::StatusOr<scheduler::Plan> replay = absl::NotFoundError("no routes");
+  if (planner_->name() == "replay") {
+    if (!options_.replay) return absl::FailedPreconditionError("planner 'replay' has no routes");
+    replay = options_.replay(out.members);
+    if (!replay.ok()) return replay.status();
+    request.replay = &*replay;
+  }
+  if (cache != nullptr) cache->CountPlan();
+  common::Clock* wall = cache != nullptr ? cache->wall_clock() : nullptr;
+  const absl::Duration t0 = wall != nullptr ? wall->SteadyNow() : absl::ZeroDuration();
+  absl::StatusOr<scheduler::Plan> plan = planner_->MakePlan(request);
+  // Note [Relaxed balance].
+  for (double tol = std::max(0.1, 2 * request.workload.balance_tolerance); !plan.ok() && tol <= 8;
+       tol *= 2) {
+    request.workload.balance_tolerance = tol;
+    plan = planner_->MakePlan(request);
+    out.balance_relaxed = plan.ok();
+    out.tolerance = tol;
+  }
+  if (wall != nullptr) cache->AddPlanningTime(wall->SteadyNow() - t0);
+  if (!plan.ok()) return plan.status();
+  out.plan = *std::move(plan);
   return out;
 }
 

@@ -34,11 +34,18 @@
 // routes a view where some member hosts several stages (static --swarm
 // lists like 1+2) is planned by InOrderPlanner instead, as
 // SchedulerRouteRepairer falls back to ReplicaRouteRepairer.
+// Costs given from outside (PlanningCosts::sec_per_layer_sample_of,
+// hop_s_of) replace the view's measurements: the simulator's nodes run this
+// planner with the scenario's figures (sim/node_planning.h), sharing plans
+// through a PlanCache (plan_cache.h). A swarm too depleted for the balance
+// rule is planned with a looser one (Note [Relaxed balance] in
+// scheduler_planner.cc).
 //
 // Thread rule: one caller at a time.
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
 #define SKIPSWARM_NODE_TRAIN_SCHEDULER_PLANNER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +53,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "node/train/plan_cache.h"
 #include "node/train/route_planner.h"
 #include "scheduler/planner.h"
 
@@ -81,6 +89,13 @@ struct PlanningCosts {
   // nullptr: samples never age (the simulator, static lists).
   absl::Duration throughput_ttl = absl::Minutes(5);
   common::Clock* clock = nullptr;
+  // Costs from outside; each one set replaces what the view measured, in
+  // plans and repairs alike (the simulator's nodes backend, sim/node_swarm.h,
+  // sets both to the scenario's: a simulated node plans and repairs as a
+  // daemon whose measurements are the scenario's figures). hop_s_of may
+  // return scheduler::kNoLink (infinity) for an unusable link.
+  std::function<double(const common::NodeId&)> sec_per_layer_sample_of;
+  std::function<double(const common::NodeId& from, const common::NodeId& to)> hop_s_of;
 };
 
 struct SchedulerPlannerOptions {
@@ -92,6 +107,29 @@ struct SchedulerPlannerOptions {
   int max_jump = 4;
   PlanningCosts costs{};  // {}: designated initializers may leave it out
   uint64_t seed = 1;
+  // true (the daemons): iteration i is planned with seed * 1000003 + i, so
+  // skip routes vary between iterations. false: every iteration with
+  // `seed`, so an unchanged view gives the same plan and a PlanCache can
+  // reuse it across iterations (the simulator).
+  bool seed_per_iteration = true;
+  // Stage visits per stage within +-balance_tolerance of the mean
+  // (scheduler::Workload); a plan that cannot meet it is searched again
+  // with a looser one (Note [Relaxed balance] in scheduler_planner.cc).
+  double balance_tolerance = 0.10;
+  // Search effort (scheduler::PlanRequest's limits; no wall-clock budget).
+  int max_evaluations = 20000;
+  int stall_evaluations = 1500;
+  int candidates_per_stage = 12;
+  // Plans shared with other data nodes' planners (plan_cache.h); borrowed,
+  // must outlive the planner. nullptr: every Plan() searches.
+  PlanCache* cache = nullptr;
+  // With a cache: a view that only lost members since the cache's latest
+  // plan (same costs_key) keeps that plan, repaired by ReplanForLeavers.
+  bool incremental = false;
+  // For planner "replay": the routes to replay over `members` (view
+  // order, indices into it), or an error when they cannot be replayed
+  // (e.g. a member of the routes is gone).
+  std::function<absl::StatusOr<scheduler::Plan>(const std::vector<PeerInfo>& members)> replay;
 };
 
 // A measurement rounded to the nearest power of 1.25 (kSpeedBucket), so two
@@ -107,13 +145,18 @@ inline double QuantizeMeasuredSpeed(double seconds) { return QuantizeMeasurement
 // its quantized measured speed, the median measured one when unmeasured,
 // `estimate` for all when none is measured.
 std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members, double estimate);
+// The t_v the planner and the repairer use: costs.sec_per_layer_sample_of
+// when set, else PlanningSpeeds(members, costs.sec_per_layer_sample).
+std::vector<double> PlanningSpeeds(const std::vector<PeerInfo>& members,
+                                   const PlanningCosts& costs);
 
 // The symmetric hop matrix (row-major, members.size()^2) the planner gives
 // the scheduler for `members` under `view`'s links (Note [Planning from
 // measured links]); uniform costs.hop_s when no link is measured. A
 // throughput measured more than costs.throughput_ttl before costs.clock's
-// Now() counts as unknown (no clock: none ages). The one hop cost of the
-// daemons: SchedulerRouteRepairer uses it too.
+// Now() counts as unknown (no clock: none ages). With costs.hop_s_of set,
+// its answers instead (0 on the diagonal). The one hop cost of plans and
+// repairs: SchedulerRouteRepairer uses it too.
 std::vector<double> PlanningHops(const std::vector<PeerInfo>& members, const SwarmView& view,
                                  const PlanningCosts& costs);
 
@@ -130,11 +173,20 @@ class SchedulerPlanner final : public RoutePlanner {
   SchedulerPlanner(const SchedulerPlannerOptions& options,
                    std::unique_ptr<scheduler::Planner> planner)
       : options_(options), planner_(std::move(planner)) {}
+  // The plan over `members` (usable, alive, one stage each): searched, or
+  // found in / repaired from the cache. `fresh`: computed by this call.
+  absl::StatusOr<const SharedPlan*> PlanOver(const PlanInput& input,
+                                             std::vector<PeerInfo> members,
+                                             const SwarmView& view, bool* fresh);
+  absl::StatusOr<SharedPlan> Search(const PlanInput& input, std::vector<PeerInfo> members,
+                                    const SwarmView& view);
   SchedulerPlannerOptions options_;
   std::unique_ptr<scheduler::Planner> planner_;
   InOrderPlanner in_order_;  // full routes over members with several stages
   // Members whose unusable record was logged (once each).
   absl::flat_hash_set<common::NodeId> warned_;
+  // Without a shared cache: the plan of the latest call.
+  std::unique_ptr<SharedPlan> own_;
 };
 
 }  // namespace skipswarm::node

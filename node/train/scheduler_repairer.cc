@@ -26,30 +26,13 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
   return static_cast<double>(h >> 11) / 9007199254740992.0;
 }
 
-// The planner's hop costs (PlanningHops) unless the options bring their own.
-std::vector<double> HopTable(const std::vector<PeerInfo>& members, const SwarmView& view,
-                             const SchedulerRepairerOptions& options) {
-  const size_t n = members.size();
-  const PlanningCosts& costs = options.costs;
-  if (!options.hop_s_of) {
-    return PlanningHops(members, view, costs);
-  }
-  std::vector<double> hops(n * n, costs.hop_s);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      hops[i * n + j] = i == j ? 0 : options.hop_s_of(members[i].id, members[j].id);
-    }
-  }
-  return hops;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const RepairRequest& r,
                                                                      const SwarmView& view) {
   const std::vector<PeerInfo> members = view.Members();
-  // The planner's compute costs unless the options bring their own.
-  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs.sec_per_layer_sample);
+  // The planner's compute and hop costs (measured, or from outside).
+  const std::vector<double> speeds = PlanningSpeeds(members, options_.costs);
   std::vector<scheduler::NodeSpec> nodes;
   int num_stages = 0;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -59,9 +42,7 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
     n.name = m.id.ShortString();
     n.id = m.id;
     n.stage = m.stages[0];
-    const double speed = options_.sec_per_layer_sample_of ? options_.sec_per_layer_sample_of(m.id)
-                                                          : speeds[i];
-    n.sec_per_layer_sample = speed * (1 + 1e-3 * Jitter(r.iteration, r.mb, m.id));
+    n.sec_per_layer_sample = speeds[i] * (1 + 1e-3 * Jitter(r.iteration, r.mb, m.id));
     n.memory_slots = std::max(1, m.memory_slots);
     num_stages = std::max(num_stages, n.stage + 1);
     nodes.push_back(std::move(n));
@@ -94,7 +75,7 @@ absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const Repai
   shape.bytes_per_mb = options_.costs.bytes_per_mb;
   const size_t n = nodes.size();
   absl::StatusOr<scheduler::TopologyView> topo = scheduler::TopologyView::Create(
-      shape, std::move(nodes), HopTable(members, view, options_));
+      shape, std::move(nodes), PlanningHops(members, view, options_.costs));
   if (!topo.ok()) return absl::AbortedError(topo.status().message());
   for (size_t v = 0; v < n; ++v) {
     const bool failed =

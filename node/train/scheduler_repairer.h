@@ -28,14 +28,14 @@
 //
 // The daemons give it their planner's costs (DaemonRepairerOptions
 // in node/daemon/stack/planner_factory.h). Costs from outside, when set
-// (sec_per_layer_sample_of, hop_s_of), replace the view's: the simulator's
-// real-node backend (sim/node_swarm.h) sets them to the scenario's.
+// (PlanningCosts::sec_per_layer_sample_of, hop_s_of), replace the view's,
+// in the repairer as in the planner: the simulator's nodes backend
+// (sim/node_swarm.h) sets them to the scenario's.
 //
 // Thread rule: thread-safe (no mutable state).
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 #define SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 
-#include <functional>
 #include <vector>
 
 #include "node/stage/route_repair.h"
@@ -51,10 +51,6 @@ struct SchedulerRepairerOptions {
   int max_swaps = 2;                   // route rules (scheduler::Workload);
                                        // full routes: 0
   int max_jump = 4;
-  // Costs from outside; each set one replaces the view's measurements.
-  // hop_s may return scheduler::kNoLink (infinity) for an unusable link.
-  std::function<double(const common::NodeId&)> sec_per_layer_sample_of;
-  std::function<double(const common::NodeId& from, const common::NodeId& to)> hop_s_of;
 };
 
 class SchedulerRouteRepairer final : public RouteRepairer {

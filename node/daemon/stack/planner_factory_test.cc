@@ -89,8 +89,8 @@ TEST(PlannerFactoryTest, RepairerOptionsMatchThePlannersCosts) {
     EXPECT_EQ(ro.costs.clock, &clock);  // throughputs age (Note [Planning from measured links])
     EXPECT_EQ(ro.max_swaps, SchedulerRepairerOptions().max_swaps);  // route rules: defaults
     EXPECT_EQ(ro.max_jump, SchedulerRepairerOptions().max_jump);
-    EXPECT_FALSE(ro.sec_per_layer_sample_of);  // the view's speeds and links,
-    EXPECT_FALSE(ro.hop_s_of);                 // not the simulator's
+    EXPECT_FALSE(ro.costs.sec_per_layer_sample_of);  // the view's speeds and links,
+    EXPECT_FALSE(ro.costs.hop_s_of);                 // not the simulator's
   }
 }
 
