@@ -42,7 +42,10 @@ void ServingHealth::Set(const std::string& cause, const absl::Status& why) {
 }
 
 void ServingHealth::ObserveIteration(const NodeIterationReport& r) {
-  if (!r.data) return;
+  // An iteration with no finished micro-batch has a NaN mean loss by
+  // definition (IterationReport::loss): that says nothing about divergence,
+  // so the cause stays as it was.
+  if (!r.data || r.data->completed == 0) return;
   Set("diverged", std::isfinite(r.data->loss)
                       ? absl::OkStatus()
                       : absl::DataLossError(absl::StrCat("loss ", r.data->loss,

@@ -37,7 +37,8 @@ class ServingHealth {
 
   // Sets cause `cause` to `why` (OK clears it).
   void Set(const std::string& cause, const absl::Status& why);
-  // A data node's report: "diverged" while its loss is not finite.
+  // A data node's report: "diverged" while its loss is not finite (an
+  // iteration in which no micro-batch finished changes nothing).
   void ObserveIteration(const NodeIterationReport& r);
 
   bool serving() const;

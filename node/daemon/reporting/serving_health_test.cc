@@ -8,11 +8,12 @@
 namespace skipswarm::node {
 namespace {
 
-NodeIterationReport DataReport(uint64_t iteration, double loss) {
+NodeIterationReport DataReport(uint64_t iteration, double loss, int completed = 4) {
   NodeIterationReport r;
   r.iteration = iteration;
   r.data.emplace();
   r.data->loss = loss;
+  r.data->completed = completed;
   return r;
 }
 
@@ -48,6 +49,25 @@ TEST(ServingHealthTest, NonFiniteLossAndPauseMakeItNotServingWithReasons) {
   NodeIterationReport relay;  // a relay has no loss: nothing changes
   health.ObserveIteration(relay);
   EXPECT_TRUE(health.serving());
+}
+
+// An iteration whose micro-batches were all dropped (a replica killed
+// mid-iteration) reports loss NaN because nothing finished: that is not
+// divergence, and flipping to NOT_SERVING on it made a healthy node look
+// diverged after every kill.
+TEST(ServingHealthTest, AnIterationWithNoFinishedMicroBatchIsNotDivergence) {
+  Metrics metrics;
+  std::vector<bool> calls;
+  ServingHealth health("n1", [&calls](bool s) { calls.push_back(s); }, &metrics);
+  health.ObserveIteration(DataReport(7, NAN, /*completed=*/0));
+  EXPECT_TRUE(health.serving());
+  EXPECT_TRUE(calls.empty());
+  // A real divergence is not cleared by such an iteration either.
+  health.ObserveIteration(DataReport(8, INFINITY));
+  health.ObserveIteration(DataReport(9, NAN, /*completed=*/0));
+  EXPECT_FALSE(health.serving());
+  EXPECT_NE(health.Reasons().find("diverged: loss inf at iteration 8"), std::string::npos)
+      << health.Reasons();
 }
 
 }  // namespace

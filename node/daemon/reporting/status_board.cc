@@ -20,7 +20,8 @@ namespace skipswarm::node {
 //   swarm:   available (false: a static --swarm node, no gossip view),
 //            view_version, view_age_s, num_stages, live_members,
 //            members[] {id, short, self, state, addresses[], outbound_only,
-//            stages[], iteration, seconds_per_layer_sample, memory_slots},
+//            stages[], iteration (its record's entry iteration: 0 for a
+//            founder), seconds_per_layer_sample, memory_slots},
 //            stages[] {stage, replicas (live members hosting it),
 //            members[] (their short ids)}, links[] {from, to, rtt_ms
 //            (null: unknown), mbps (null: unknown)}, links_total

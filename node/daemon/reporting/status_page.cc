@@ -41,7 +41,7 @@ svg text{font-size:11px;fill:#444}
 <section><h2>Stages <span id="stage-summary" class="dim"></span></h2>
 <table id="stage-map"><thead><tr><th>stage</th><th>replicas</th><th>members</th></tr></thead><tbody></tbody></table></section>
 <section style="grid-column:1/-1"><h2>Members <span id="member-summary" class="dim"></span></h2>
-<table id="members"><thead><tr><th>id</th><th>state</th><th>stages</th><th>address</th><th>reachability</th><th>iteration</th><th>s/layer/sample</th></tr></thead><tbody></tbody></table></section>
+<table id="members"><thead><tr><th>id</th><th>state</th><th>stages</th><th>address</th><th>reachability</th><th>entered at</th><th>s/layer/sample</th></tr></thead><tbody></tbody></table></section>
 <section><h2>Loss</h2><svg id="loss-plot" width="520" height="240" role="img" aria-label="loss per iteration"></svg></section>
 <section><h2>Throughput</h2><svg id="throughput-plot" width="520" height="240" role="img" aria-label="tokens per second per iteration"></svg></section>
 <section><h2>Links <span id="link-summary" class="dim"></span></h2>
@@ -163,7 +163,8 @@ function render(st) {
   const reach = n.reachable === null ? "not checked yet"
               : n.reachable ? "reachable" : "outbound-only (behind NAT)";
   fill(document.querySelector("#node tbody"), [
-    row(["name", n.name]), row(["id", n.id]), row(["mode", n.mode]),
+    row(["name", n.name]), row(["id", n.id.length > 16 ? n.id.slice(0, 16) + "…" : n.id]),
+    row(["mode", n.mode]),
     row(["stages", n.stages.length ? n.stages.join(", ") : "none (relay)"]),
     row(["address", n.address || "–"]), row(["reachability", reach]),
     row(["health", n.serving === false ? "NOT_SERVING: " + n.health : n.serving ? "SERVING" : "–"]),
@@ -182,7 +183,7 @@ function render(st) {
       const state = m.state.replace("MEMBER_STATE_", "");
       return row([m.short + (m.self ? " (this node)" : ""),
                   badge(state, state === "ALIVE" ? "ok" : state === "SUSPECT" ? "warn" : "bad"),
-                  m.stages.length ? m.stages.join(", ") : "relay", m.addresses.join(" "),
+                  m.stages.length ? m.stages.join(", ") : "relay", [...new Set(m.addresses)].join(" "),
                   m.outbound_only ? badge("outbound-only", "warn") : "dialable",
                   m.iteration, m.seconds_per_layer_sample ? fmt(m.seconds_per_layer_sample, 6) : "–"],
                  m.self ? "self" : "");
