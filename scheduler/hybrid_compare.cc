@@ -9,8 +9,6 @@
 namespace skipswarm::scheduler {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 int Count(const HybridPlan& p, NodeRole role) {
   return static_cast<int>(std::count(p.roles.begin(), p.roles.end(), role));
 }
@@ -34,14 +32,11 @@ absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const Hy
   s.model.sdp_stages = in.sdp_stages;
   s.workload = scenario.workload;
   s.averaging = in.averaging;
-  const double stage_gib = in.params / view.num_stages() * 16 / kGiB;
   for (int v = 0; v < n; ++v) {
     HybridNode node;
     node.spec = view.node(v);
     node.memory_gib = in.memory_gib;
-    if (in.half_one_stage && v % 2 == 1) {
-      node.memory_gib = stage_gib + node.spec.memory_slots * in.activation_gib;
-    }
+    if (in.half_one_stage && v % 2 == 1) node.max_stages = 1;
     node.uplink_bytes_per_s = in.uplinks.empty() ? in.uplink_bytes_per_s : in.uplinks[v];
     s.nodes.push_back(node);
   }

@@ -32,8 +32,9 @@ struct HybridInputs {
   double activation_gib = 0.5;  // one MB at one stage
   double bytes_per_mb = 0;      // 0: the scenario's model.bytes_per_mb
   double memory_gib = 0;        // every node; <= 0: unlimited
-  // The heterogeneous-memory variant: every second node (odd index) has
-  // memory for its own stage and its slots only, never a subnetwork.
+  // The heterogeneous-memory variant: every second node (odd index) can
+  // hold one stage only (HybridNode::max_stages = 1): it hosts its stage
+  // with its slots and never a subnetwork.
   bool half_one_stage = false;
   double uplink_bytes_per_s = 0;     // every node; <= 0: unlimited
   std::vector<double> uplinks;       // per node, overrides when not empty

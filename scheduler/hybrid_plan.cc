@@ -85,23 +85,12 @@ absl::Status CostPipeline(const HybridSwarm& s, const std::vector<NodeRole>& rol
                           const HybridOptions& options, int evaluations,
                           std::vector<std::vector<int>>* owned, HybridPlan* plan) {
   const int n = static_cast<int>(s.nodes.size());
-  std::vector<NodeSpec> specs;
   for (int v = 0; v < n; ++v) {
-    if (roles[v] != NodeRole::kPipeline) continue;
-    plan->pipeline_nodes.push_back(v);
-    NodeSpec spec = s.nodes[v].spec;
-    spec.memory_slots = PipelineSlots(s, v);
-    specs.push_back(spec);
+    if (roles[v] == NodeRole::kPipeline) plan->pipeline_nodes.push_back(v);
   }
-  if (specs.empty()) return absl::OkStatus();
-  const int m = static_cast<int>(specs.size());
-  std::vector<double> hops(static_cast<size_t>(m) * m);
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < m; ++j) {
-      hops[i * m + j] = s.hop_s[plan->pipeline_nodes[i] * n + plan->pipeline_nodes[j]];
-    }
-  }
-  absl::StatusOr<TopologyView> view = TopologyView::Create(s.model.shape, specs, hops);
+  if (plan->pipeline_nodes.empty()) return absl::OkStatus();
+  const int m = static_cast<int>(plan->pipeline_nodes.size());
+  absl::StatusOr<TopologyView> view = PipelineView(s, plan->pipeline_nodes);
   if (!view.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("pipeline nodes cannot form a pipeline: ", view.status().message()));
@@ -173,10 +162,12 @@ std::vector<std::vector<int>> SdpWindows(int num_stages, int stages_per_worker, 
 }
 
 bool FitsSdp(const HybridSwarm& s, int v) {
-  const double mem = s.nodes[v].memory_gib;
-  if (mem <= 0) return true;
   const int stages = NumStages(s);
   const int p = SdpStages(s);
+  const int held = s.model.backward_masking ? stages : p;
+  if (s.nodes[v].max_stages > 0 && s.nodes[v].max_stages < held) return false;
+  const double mem = s.nodes[v].memory_gib;
+  if (mem <= 0) return true;
   double need = p * StageGiB(s, kTrainedBytesPerParam);
   if (s.model.backward_masking) {
     need += (stages - p) * StageGiB(s, kFrozenBytesPerParam) + stages * s.model.activation_gib;
@@ -202,6 +193,20 @@ double SdpMicroBatchSeconds(const HybridSwarm& s, int v) {
   const int p = SdpStages(s);
   if (!s.model.backward_masking) return (2.5 * p + 0.25) * c;
   return (stages + 1.5 * p + 0.75 * (stages - p) + 0.25) * c;
+}
+
+absl::StatusOr<TopologyView> PipelineView(const HybridSwarm& s, const std::vector<int>& nodes) {
+  const size_t n = s.nodes.size();
+  const size_t m = nodes.size();
+  std::vector<NodeSpec> specs;
+  std::vector<double> hops(m * m);
+  for (size_t i = 0; i < m; ++i) {
+    NodeSpec spec = s.nodes[nodes[i]].spec;
+    spec.memory_slots = PipelineSlots(s, nodes[i]);
+    specs.push_back(spec);
+    for (size_t j = 0; j < m; ++j) hops[i * m + j] = s.hop_s[nodes[i] * n + nodes[j]];
+  }
+  return TopologyView::Create(s.model.shape, std::move(specs), std::move(hops));
 }
 
 absl::StatusOr<HybridPlan> CostRolesWith(const HybridSwarm& s, const std::vector<NodeRole>& roles,

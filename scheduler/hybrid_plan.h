@@ -77,6 +77,9 @@ struct HybridNode {
   NodeSpec spec;                  // stage = the stage it hosts in a pipeline
   double memory_gib = 0;          // <= 0: unlimited
   double uplink_bytes_per_s = 0;  // <= 0: unlimited
+  // > 0: the most stages the node can hold (whatever memory_gib says):
+  // SDP needs P with forward masking, S with backward (frozen copies too).
+  int max_stages = 0;
 };
 
 struct HybridSwarm {
@@ -139,6 +142,11 @@ int PipelineSlots(const HybridSwarm& swarm, int v);
 
 // Seconds for one MB through node v's subnetwork (Note [Hybrid cost]).
 double SdpMicroBatchSeconds(const HybridSwarm& swarm, int v);
+
+// The pipeline part's view: `nodes` (swarm indices, ascending) with their
+// stages, PipelineSlots and hops. InvalidArgument (from TopologyView::
+// Create) when they cannot form a pipeline.
+absl::StatusOr<TopologyView> PipelineView(const HybridSwarm& swarm, const std::vector<int>& nodes);
 
 // Costs one role assignment. FailedPrecondition when it cannot train: no
 // node at all, a pipeline missing a stage or a data node, an SDP node that

@@ -163,6 +163,18 @@ TEST(HybridPlanTest, BackwardMaskingCostsMoreMemoryAndCompute) {
   EXPECT_NEAR(3 * 1e8 * 16 / kGiB, 4.47, 0.01);
 }
 
+TEST(HybridPlanTest, ANodeHoldingOneStageNeverTrainsASubnetwork) {
+  HybridSwarm s = MakeSwarm({1, 1, 1, 1}, 0.1, 1e6, 0, 0);
+  EXPECT_TRUE(FitsSdp(s, 1));
+  s.nodes[1].max_stages = 1;
+  EXPECT_FALSE(FitsSdp(s, 1));
+  EXPECT_EQ(PipelineSlots(s, 1), 4);
+  s.nodes[1].max_stages = 3;  // P = 3 with forward masking, S = 4 with backward
+  EXPECT_TRUE(FitsSdp(s, 1));
+  s.model.backward_masking = true;
+  EXPECT_FALSE(FitsSdp(s, 1));
+}
+
 TEST(HybridPlanTest, RolesThatCannotTrainAreRefused) {
   const HybridSwarm s = MakeSwarm({1, 1, 1}, 0.1, 1e6, 0, 0);
   std::vector<NodeRole> roles = {NodeRole::kPipeline, NodeRole::kPipeline, NodeRole::kIdle};

@@ -8,7 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "common/real_clock.h"
 #include "scheduler/averaging_cost.h"
+#include "scheduler/hybrid_flags.h"
 #include "sim/driver.h"
+#include "sim/hybrid_sim.h"
 #include "sim/node_swarm.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
@@ -101,6 +103,33 @@ void PrintAveragingCost(const SimScenario& sc, double compute_s, std::ostream& o
   }
 }
 
+// --hybrid: pipeline-only vs SDP-only vs mixed (sim/hybrid_sim.h).
+int RunHybrid(const SimScenario& sc) {
+  absl::StatusOr<scheduler::HybridInputs> in = scheduler::HybridInputsFromFlags(
+      sc.averaging.has_value() ? sc.averaging->model_params : 1e9);
+  if (!in.ok()) {
+    std::cerr << "sim: " << in.status().message() << "\n";
+    return 2;
+  }
+  SimOptions opts;
+  opts.planner = absl::GetFlag(FLAGS_sim_planner);
+  opts.iterations = absl::GetFlag(FLAGS_sim_iterations);
+  opts.max_evaluations = absl::GetFlag(FLAGS_sim_max_evaluations);
+  opts.stall_evaluations = std::max(100, opts.max_evaluations / 6);
+  if (!sc.churn.events.empty()) {
+    std::cerr << "sim: --hybrid runs the initial swarm without the churn trace\n";
+  }
+  SimScenario run = sc;
+  if (opts.iterations > 0) run.iterations = opts.iterations;
+  absl::StatusOr<std::vector<HybridSimRow>> rows = SimulateHybrid(run, *in, opts);
+  if (!rows.ok()) {
+    std::cerr << "sim: " << rows.status().message() << "\n";
+    return 1;
+  }
+  std::cout << FormatHybridSim(run, *in, *rows);
+  return 0;
+}
+
 int RunSim(const std::vector<std::string>& args) {
   std::string path = absl::GetFlag(FLAGS_sim_scenario);
   if (path.empty() && args.size() == 1) path = args[0];
@@ -115,6 +144,7 @@ int RunSim(const std::vector<std::string>& args) {
     std::cerr << "sim: " << sc.status().message() << "\n";
     return 1;
   }
+  if (scheduler::HybridRequested()) return RunHybrid(*sc);
   auto wall = common::RealClock::Create();
   std::string backend = absl::GetFlag(FLAGS_sim_backend);
   if (backend == "auto") {
@@ -191,8 +221,10 @@ common::cli::Command SimCommand() {
   return {"sim",
           "Simulate a swarm with churn on a simulated clock; write a report",
           "skipswarm sim --scenario=FILE [--seed=N] "
-          "[--sim_report=report.json] [--sim_svg=report.svg]",
-          {"sim/sim_command.cc"},
+          "[--sim_report=report.json] [--sim_svg=report.svg]\n"
+          "  skipswarm sim --scenario=FILE --hybrid [--hybrid_*]: pipeline-only vs SDP-only "
+          "vs mixed",
+          {"sim/sim_command.cc", scheduler::kHybridFlagsFile},
           RunSim,
           // The spelling; the flags stay prefixed because
           // scheduler/ owns --scenario and model/ owns --seed.
