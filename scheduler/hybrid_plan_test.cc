@@ -100,6 +100,37 @@ TEST(HybridPlanTest, SlowLinksAndBigMemoryChooseSdp) {
   EXPECT_EQ(mixed->stage_owners[3], 8);
 }
 
+TEST(HybridPlanTest, AllFastLinksFollowTheCost) {
+  // 1 ms hops, unlimited uplinks and links: averaging costs no time, so
+  // the choice is compute alone. An SDP node computes its M MBs back to
+  // back, a pipeline waits for hops and its slowest stage, so the cost says
+  // SDP everywhere; the mix equals SDP-only exactly.
+  const HybridSwarm s = MakeSwarm({2, 2, 2, 2}, 0.001, 1e8, 0, 0);
+  absl::StatusOr<HybridPlan> mixed = AllocateHybrid(s, Mode(HybridMode::kMixed));
+  absl::StatusOr<HybridPlan> sdp = AllocateHybrid(s, Mode(HybridMode::kSdpOnly));
+  absl::StatusOr<HybridPlan> pipe = AllocateHybrid(s, Mode(HybridMode::kPipelineOnly));
+  ASSERT_TRUE(mixed.ok() && sdp.ok() && pipe.ok());
+  EXPECT_EQ(mixed->averaging_s, 0);
+  EXPECT_GT(sdp->tokens_per_s, pipe->tokens_per_s);
+  EXPECT_EQ(mixed->roles, sdp->roles);
+  EXPECT_DOUBLE_EQ(mixed->tokens_per_s, sdp->tokens_per_s);
+}
+
+TEST(HybridPlanTest, TheSameSwarmGivesTheSamePlan) {
+  HybridSwarm s = MakeSwarm({2, 2, 2, 2}, 0.01, 1e7, 0, 1e8);
+  for (size_t v = 1; v < s.nodes.size(); v += 2) s.nodes[v].max_stages = 1;
+  absl::StatusOr<HybridPlan> a = AllocateHybrid(s, Mode(HybridMode::kMixed));
+  absl::StatusOr<HybridPlan> b = AllocateHybrid(s, Mode(HybridMode::kMixed));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->roles, b->roles);
+  EXPECT_EQ(a->subnetwork, b->subnetwork);
+  EXPECT_EQ(a->tokens_per_s, b->tokens_per_s);
+  ASSERT_EQ(a->pipeline_plan.routes.size(), b->pipeline_plan.routes.size());
+  for (size_t i = 0; i < a->pipeline_plan.routes.size(); ++i) {
+    EXPECT_EQ(a->pipeline_plan.routes[i].nodes, b->pipeline_plan.routes[i].nodes);
+  }
+}
+
 TEST(HybridPlanTest, BigModelOnSlowUplinksWithFastLinksChoosesPipeline) {
   // Fast activation hops, but 4e9 parameters over 100 MB/s uplinks: an SDP
   // node would average three stages with eight owners each, a pipeline host
