@@ -45,6 +45,11 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
 ABSL_FLAG(std::string, swarm_secret, "",
           "Private swarm secret: nodes without it cannot join (never sent).");
+ABSL_FLAG(int, checkpoint_copies, 2,
+          "Note [Checkpoint copies]: at every --node_checkpoint_every boundary each stage's "
+          "checkpoint is also pulled by this many nodes that do not host it (kept in "
+          "CHECKPOINT_DIR/NAME-copies/ and served to restorers); 0: none.");
+ABSL_FLAG(int, keep_copies, 3, "Checkpoint copies kept per stage by a holder (>= 1).");
 ABSL_FLAG(int, entry_lead, 1,
           "A joiner enters at least this many (>= 1) iterations after its source replica's "
           "current one; more when iterations are shorter than ~0.5 s.");
@@ -170,6 +175,11 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   ApplyDeprecatedAddressFlags(&o);
   o.entry_lead = absl::GetFlag(FLAGS_entry_lead);
   o.force_leave = absl::GetFlag(FLAGS_force);
+  o.checkpoint_copies = absl::GetFlag(FLAGS_checkpoint_copies);
+  o.keep_copies = absl::GetFlag(FLAGS_keep_copies);
+  if (o.checkpoint_copies < 0 || o.keep_copies < 1) {
+    return absl::InvalidArgumentError("--checkpoint_copies must be >= 0, --keep_copies >= 1");
+  }
   o.control_port = absl::GetFlag(FLAGS_control_port);
   o.join_report_file = absl::GetFlag(FLAGS_join_report);
   o.process_age_at_start = ProcessAge();

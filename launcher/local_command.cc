@@ -38,11 +38,14 @@
 #include "launcher/eval_snapshots.h"
 #include "launcher/local_processes.h"
 #include "launcher/local_report.h"
+#include "launcher/peer_copies.h"
 #include "launcher/progress_log.h"
+#include "membership/record.h"
 #include "launcher/stage_recovery.h"
 #include "nlohmann/json.hpp"
 #include "model/model_flags.h"
 #include "model/sdp_flags.h"
+#include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/stack/swarm_spec.h"
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
@@ -88,6 +91,14 @@ ABSL_FLAG(int64_t, local_checkpoint_every, 10,
           "LOCAL_DIR/generations/; a stage that loses every replica is restored from the newest "
           "(every node resumes at its iteration). 0: none (a lost stage stops the run).");
 ABSL_FLAG(int, local_keep_generations, 3, "Checkpoint generations kept (>= 1).");
+ABSL_FLAG(int, local_checkpoint_copies, 2,
+          "Gossip: every node gets --checkpoint_copies=N (Note [Checkpoint copies]: each "
+          "stage's checkpoint is also held by N nodes that do not host it); a lost stage whose "
+          "generation files are gone is restored from a live peer's copy. 0: none.");
+ABSL_FLAG(bool, local_lose_disks, false,
+          "Drill (Note [Lost disks], launcher/peer_copies.h): when a stage loses its last "
+          "replica, delete the dead nodes' checkpoints and copies and the stage's files in "
+          "every generation, so that only the copies live peers hold can restore it.");
 ABSL_FLAG(int, local_max_restores, 3,
           "Stage restores before a further stage loss stops the run.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
@@ -230,14 +241,30 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         "--local_rebalance_every needs --local_membership=gossip (no --wan) and N >= 0");
   }
   const bool tls = absl::GetFlag(FLAGS_local_tls);
+  const int checkpoint_copies = absl::GetFlag(FLAGS_local_checkpoint_copies);
+  const bool lose_disks = absl::GetFlag(FLAGS_local_lose_disks);
+  if (checkpoint_copies < 0) {
+    return absl::InvalidArgumentError("--local_checkpoint_copies must be >= 0");
+  }
   if (tls) {
     std::filesystem::create_directories(dir + "/keys", ec);
     if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, "/keys"));
   }
   std::string swarm, bootstrap;
+  // Gossip: every node's one address (Note [One port]), so that the
+  // launcher can ask live nodes for checkpoint copies (peer_copies.h).
+  std::map<std::string, std::string> addresses;
   if (gossip) {
     SS_ASSIGN_OR_RETURN(int port, common::FreeLoopbackPort());
     bootstrap = absl::StrCat("127.0.0.1:", port);
+    for (const auto& [name, st] : layout) {
+      if (name == layout.front().first) {
+        addresses[name] = bootstrap;
+        continue;
+      }
+      SS_ASSIGN_OR_RETURN(int p, common::FreeLoopbackPort());
+      addresses[name] = absl::StrCat("127.0.0.1:", p);
+    }
   } else {
     std::vector<std::string> entries;
     for (const auto& [name, st] : layout) {
@@ -277,9 +304,12 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     } else {
       absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(dir + "/join.jsonl"));
     }
-    absl::StrAppend(&c, name == layout.front().first
-                            ? absl::StrCat(",\n  \"listen\": ", JsonString(bootstrap))
-                            : absl::StrCat(",\n  \"join\": ", JsonString(bootstrap)));
+    if (name != layout.front().first) {
+      absl::StrAppend(&c, ",\n  \"join\": ", JsonString(bootstrap));
+    }
+    auto a = addresses.find(name);
+    if (a != addresses.end()) absl::StrAppend(&c, ",\n  \"listen\": ", JsonString(a->second));
+    absl::StrAppend(&c, ",\n  \"checkpoint_copies\": ", checkpoint_copies);
     return c;
   };
 
@@ -396,6 +426,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   StageLossMonitor monitor(layout);
   int restores = 0;
   std::optional<RestorePlan> restoring;  // restored, training not yet resumed
+  std::string peer_copy_holder;          // the restoring stage's copy came from it
   absl::Duration paused_at;
   // The daemons' clocks restart with them: training seconds before the
   // latest restore's iteration, added to the later points' elapsed_s.
@@ -454,6 +485,32 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                       "restoring it from the newest checkpoint generation\n",
                       gone->stage, gone->why.c_str(), static_cast<long long>(reported));
           paused_at = clock->SteadyNow();
+          // Note [Lost disks] (peer_copies.h): the dead nodes' disks go too.
+          if (lose_disks) {
+            std::vector<std::string> dead;
+            for (const auto& [name, st] : layout) {
+              if (live.count(name) == 0) dead.push_back(name);
+            }
+            const int removed = LoseDisks(dir + "/checkpoints", dir + "/generations", dead,
+                                          gone->stage);
+            std::printf("lost disks: deleted %d checkpoint files and folders of %s and stage "
+                        "%d's files in every generation\n",
+                        removed, absl::StrJoin(dead, ", ").c_str(), gone->stage);
+          }
+          // Note [Checkpoint copies]: what the live peers hold of the stage,
+          // fetched before they stop (over the state-transfer channel).
+          PeerCopies copies;
+          if (gossip && !tls && checkpoint_copies > 0) {
+            std::map<std::string, std::string> live_addresses;
+            for (const std::string& name : live) {
+              if (addresses.count(name) > 0) live_addresses[name] = addresses[name];
+            }
+            // The nodes' swarm: their --swarm_name / --swarm_secret defaults.
+            copies = FetchPeerCopies(
+                gone->stage, live_addresses, membership::DeriveSwarmId("skipswarm", ""),
+                node::StateBytesBound(
+                    static_cast<uint64_t>(flags.model.StageParameterCount(gone->stage))));
+          }
           for (Child& c : children) {
             if (c.exited) continue;
             kill(c.pid, SIGKILL);
@@ -463,7 +520,19 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             --alive;
           }
           generations->Poll();
+          const std::vector<int64_t> repaired =
+              RepairGenerations(dir + "/generations", generations->config_hash(), stages,
+                                gone->stage, copies, keep_generations);
           plan = PlanRestore(dir + "/generations", generations->config_hash(), stages, *gone);
+          peer_copy_holder.clear();
+          if (plan.ok() &&
+              std::find(repaired.begin(), repaired.end(), plan->resume_at) != repaired.end()) {
+            peer_copy_holder = copies.at(plan->resume_at).holder;
+            std::printf("stage %d at generation %lld comes from the checkpoint copy held by %s "
+                        "(%zu copies fetched from live peers)\n",
+                        gone->stage, static_cast<long long>(plan->resume_at),
+                        peer_copy_holder.c_str(), copies.size());
+          }
         }
         if (plan.ok()) {
           ++restores;
@@ -506,6 +575,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                             {"resumed_at_iteration", restoring->resume_at},
                             {"iterations_redone", restoring->iterations_redone()},
                             {"pause_s", pause_s},
+                            {"from_peer_copy", peer_copy_holder},
                             {"skipped", restoring->generation.skipped}}
                  .dump()
           << "\n";

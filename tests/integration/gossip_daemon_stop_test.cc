@@ -1,7 +1,11 @@
-// Note [Stopping] (gossip_daemon.cc): a signal while founders wait for the
-// swarm to form ends the wait at once; SIGTERM on the last replica of a
-// stage stops it with a checkpoint within the stop bound (it used to be
-// ignored). GossipDaemons in one process over loopback gRPC (ports 0).
+// Note [Stopping] (gossip_daemon.cc): SIGTERM ends a node within the stop
+// bound with a checkpoint in every state: while founders wait for the swarm
+// to form (the wait ends at once), while training (a drain), as the last
+// replica of a stage (it used to be ignored), and while training is paused
+// for a lost stage (a drain there used to wait 120 s and leave without a
+// checkpoint). Each prints how long it took (the figures in
+// node/daemon/README.md). GossipDaemons in one process over loopback gRPC
+// (ports 0).
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -10,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
@@ -42,7 +47,9 @@ struct Running {
 class GossipDaemonStopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/stop";
+    // One folder per test: a node resumes from the checkpoints it finds.
+    dir_ = ::testing::TempDir() + "/stop-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::create_directories(dir_);
     corpus_ = dir_ + "/corpus.txt";
     std::ofstream out(corpus_);
@@ -97,18 +104,102 @@ class GossipDaemonStopTest : public ::testing::Test {
   std::string dir_, corpus_;
 };
 
+bool HasCheckpoint(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec);
+}
+
+// SIGTERM, then how long until Run returned (the stop bound is 30 s by
+// default; these tests use 5 s).
+double SigtermSeconds(Running& r, absl::Duration limit) {
+  auto clock = common::RealClock::Create();
+  const absl::Duration t0 = clock->SteadyNow();
+  r.signals.drain.store(true);
+  if (!r.finished.WaitForNotificationWithTimeout(limit)) return -1;
+  return absl::ToDoubleSeconds(clock->SteadyNow() - t0);
+}
+
 TEST_F(GossipDaemonStopTest, ASignalWhileTheSwarmFormsEndsTheWaitAtOnce) {
   GossipDaemonOptions o = Options("lonely", {0});
   o.expect_members = 3;  // never comes
   o.base.listen = "127.0.0.1:0";
   auto r = Launch(o);
   ASSERT_NE(r, nullptr);
-  r->signals.drain.store(true);  // SIGTERM
   // Before: the wait ran to the 30 s startup timeout and failed.
-  EXPECT_TRUE(r->finished.WaitForNotificationWithTimeout(absl::Seconds(15)))
-      << "SIGTERM was not honoured while waiting for the swarm";
+  const double took = SigtermSeconds(*r, absl::Seconds(15));
+  EXPECT_GE(took, 0) << "SIGTERM was not honoured while waiting for the swarm";
   r->Join();
   EXPECT_TRUE(r->result.ok()) << r->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-lonely")) << "no checkpoint at a stop while founding";
+  std::printf("SIGTERM while founding: exited in %.2f s with a checkpoint\n", took);
+}
+
+// Training, then paused: five nodes (stage 1 with three replicas). a3
+// drains while the swarm trains; b (stage 2's only replica) stops, so the
+// data node pauses; then a2 drains while paused, and d0 (the last replica
+// of stage 0) stops on SIGTERM while paused. Each within the bound, each
+// with a checkpoint.
+TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBound) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 5;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 5;
+    o.gossip.join = {bootstrap};
+    return Launch(o, reach);
+  };
+  auto a = member("a", 1);
+  auto a2 = member("a2", 1);
+  auto a3 = member("a3", 1, /*reach=*/3);
+  auto b = member("b", 2);
+  ASSERT_TRUE(a && a2 && a3 && b);
+  ASSERT_TRUE(a3->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
+
+  const double training = SigtermSeconds(*a3, absl::Seconds(60));
+  EXPECT_GE(training, 0) << "a drain while training did not end";
+  EXPECT_LE(training, 30);
+  a3->Join();
+  EXPECT_TRUE(a3->result.ok()) << a3->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-a3"));
+
+  // Stage 2 goes: the data node pauses (Note [Paused training]).
+  b->signals.stop.store(true);
+  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  b->Join();
+  int64_t paused_at;
+  {
+    absl::MutexLock lock(&founder->mu);
+    paused_at = founder->last_iteration;
+  }
+  // Before: a drain waits for an exit iteration that never finishes, until
+  // startup_timeout (30 s here, 120 s by default), then leaves without a
+  // checkpoint.
+  const double paused_drain = SigtermSeconds(*a2, absl::Seconds(60));
+  EXPECT_GE(paused_drain, 0);
+  EXPECT_LT(paused_drain, 20) << "the drain did not end within the stop bound (5 s)";
+  a2->Join();
+  EXPECT_TRUE(a2->result.ok()) << a2->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-a2")) << "a drain while paused left no checkpoint";
+  const double paused_last = SigtermSeconds(*founder, absl::Seconds(60));
+  EXPECT_GE(paused_last, 0);
+  EXPECT_LT(paused_last, 20);
+  founder->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-d0"));
+  {
+    absl::MutexLock lock(&founder->mu);
+    EXPECT_LE(founder->last_iteration, paused_at + 1) << "the data node did not pause";
+  }
+  a->signals.stop.store(true);
+  EXPECT_TRUE(a->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  a->Join();
+  std::printf("SIGTERM while training (drain): %.2f s; while paused: drain %.2f s, last replica "
+              "%.2f s (stop bound 5 s); each with a checkpoint\n",
+              training, paused_drain, paused_last);
 }
 
 TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
@@ -133,8 +224,12 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
   // b is the only replica of stage 2: SIGTERM cannot drain it, so it stops
   // with a checkpoint within its stop bound instead of being ignored.
   rb->signals.drain.store(true);
+  auto clock = common::RealClock::Create();
+  const absl::Duration t0 = clock->SteadyNow();
   EXPECT_TRUE(rb->finished.WaitForNotificationWithTimeout(absl::Seconds(60)))
       << "SIGTERM on the last replica was ignored";
+  std::printf("SIGTERM on the last replica while training: exited in %.2f s\n",
+              absl::ToDoubleSeconds(clock->SteadyNow() - t0));
   // The others: a stop each; their data node pauses without stage 2 and
   // they end within their own stop bound.
   founder->signals.stop.store(true);

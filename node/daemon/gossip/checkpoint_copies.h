@@ -90,7 +90,7 @@ struct CopierOptions {
   // The most bytes a stage's state may have (StateBytesBound of its
   // parameters); larger sources are refused.
   std::function<uint64_t(int stage)> max_bytes;
-  absl::Duration deadline = absl::Seconds(20);  // per pull
+  absl::Duration deadline = absl::Seconds(10);  // per pull
   size_t max_queued = 8;                        // older requests are dropped
 };
 

@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
+  SS_RETURN_IF_ERROR(p->StartCopies());
   // Note [Reachability at join]: peers dial our advertised address back.
   p->reachability_options.self = p->self;
   p->reachability_options.credentials = to.credentials;
@@ -311,6 +312,65 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   return daemon;
 }
 
+absl::Status GossipDaemon::Parts::StartCopies() {
+  const NodeDaemonOptions& o = base();
+  if (options.checkpoint_copies <= 0 || o.checkpoint_every <= 0) return absl::OkStatus();
+  if (!o.model.checkpoint_dir.empty()) {
+    SS_ASSIGN_OR_RETURN(copy_store,
+                        CopyStore::Open(absl::StrCat(o.model.checkpoint_dir, "/", o.name, "-copies"),
+                                        options.keep_copies));
+    // A restarted holder serves what its disk kept (the restorer checks
+    // each copy's header before use).
+    for (const auto& [stage, it] : copy_store->List()) {
+      absl::StatusOr<std::string> bytes = copy_store->Read(stage, it);
+      if (!bytes.ok()) continue;
+      state->HoldCopy(stage, it, StageSnapshot{*std::move(bytes), 0}, options.keep_copies);
+    }
+    if (!copy_store->List().empty()) {
+      LOG(INFO) << o.name << ": serving " << copy_store->List().size()
+                << " checkpoint copies kept on disk";
+    }
+  }
+  CopierOptions co;
+  co.self = self;
+  co.credentials = credentials;
+  co.swarm_id = gossip->swarm_id();
+  co.keep = options.keep_copies;
+  const model::ModelConfig config = o.model.model;
+  co.max_bytes = [config](int stage) {
+    return StateBytesBound(static_cast<uint64_t>(config.StageParameterCount(stage)));
+  };
+  copier = std::make_unique<CheckpointCopier>(co, state.get(), copy_store.get());
+  return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::PublishCheckpoint(uint64_t next) {
+  const NodeDaemonOptions& o = base();
+  if (copier == nullptr || next % static_cast<uint64_t>(o.checkpoint_every) != 0) return;
+  for (const auto& [stage, compute] : computes) {
+    absl::StatusOr<StageSnapshot> snap = Snapshot(stage);
+    if (!snap.ok()) {
+      LOG(WARNING) << o.name << ": cannot publish stage " << stage << " at " << next
+                   << " for copies: " << snap.status();
+      continue;
+    }
+    state->Publish(stage, next, *std::move(snap));
+  }
+}
+
+void GossipDaemon::Parts::RequestCopies(uint64_t next) {
+  const NodeDaemonOptions& o = base();
+  if (copier == nullptr || next % static_cast<uint64_t>(o.checkpoint_every) != 0) return;
+  const membership::View view = gossip->membership()->GetView();
+  for (int stage = 0; stage < o.model.model.num_stages; ++stage) {
+    if (computes.count(stage) > 0 ||
+        !IsCopyHolder(view, self, stage, options.checkpoint_copies)) {
+      continue;
+    }
+    copier->Request(stage, next, StateSources(view, self, stage));
+  }
+}
+
 absl::Status GossipDaemon::Parts::StartControl() {
   return absl::OkStatus();
 }
@@ -350,13 +410,14 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
 // it is shut down before any of them is destroyed. NodeControl (drain)
 // stays apart, on loopback only: it has no authentication of its own.
 //
-// Note [Stopping]: every stop ends within a bound. A signal while founders
-// wait for the swarm to form ends the wait at once (nothing trained, exit 0).
+// Note [Stopping]: every stop ends within a bound, with a checkpoint. A
+// signal while founders wait for the swarm to form ends the wait at once
+// (nothing trained; the state it was built or resumed with is saved, exit 0).
 // SIGINT stops after the current iteration; SIGTERM drains (leaves after its
 // exit iteration), or, when leaving would lose a stage (the last replica,
 // without --force), stops like SIGINT instead of being ignored. A stop whose
 // iteration has not finished within options.stop_timeout (default 30 s: a
-// peer never answers, the data nodes are paused) abandons it: the training
+// peer never answers, the data nodes are paused), a drain's included, abandons it: the training
 // stack goes first (its callbacks end), then the checkpoint of the last
 // finished step is written and the node leaves. A second SIGINT or SIGTERM
 // exits at once from the signal handler (cli/gossip_command.cc).
@@ -400,7 +461,9 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   // The boundary: the faces move on (a joiner announced for `next` enters
   // the group), joiners waiting for this boundary get their snapshot.
   members->SetIteration(next);
+  PublishCheckpoint(next);
   state->OnBoundary(next, Digests());
+  RequestCopies(next);
   {
     absl::MutexLock lock(&mu);
     if (joiner && timeline.entry == r.iteration && !r.stages.empty()) {
@@ -454,6 +517,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     absl::Status formed = p.WaitForFounders();
     if (absl::IsCancelled(formed)) {
       LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
+      // Note [Stopping]: every stop leaves a checkpoint, this one too (the
+      // state it was built or resumed with).
+      SS_RETURN_IF_ERROR(p.Checkpoint());
       p.gossip->Leave(absl::Seconds(2), 0);
       return absl::OkStatus();
     }
@@ -469,7 +535,6 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   std::shared_ptr<Finish> finish;
   bool stopping = false;
   bool left = false;
-  bool timed_out = false;
   // Note [Stopping]: when a stop began, and whether it ran out of time.
   absl::Duration stop_started = absl::InfiniteDuration();
   bool stop_timed_out = false;
@@ -512,15 +577,18 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       }
       absl::MutexLock lock(&p.mu);
       if (p.draining) stopping = left = true;
-      // A drain must end even if a peer never answers our last averaging.
-      if (p.draining && p.clock->SteadyNow() - p.drain_started > o.startup_timeout) {
+      // A drain must end even if a peer never answers our last averaging
+      // or the swarm is paused: within the stop bound, with the checkpoint
+      // of the last finished step (it used to wait startup_timeout, 120 s,
+      // and leave without one).
+      if (p.draining && p.clock->SteadyNow() - p.drain_started > p.options.stop_timeout) {
         LOG(WARNING) << o.name << ": the last iteration did not finish within "
-                     << o.startup_timeout << " of the drain; leaving without a checkpoint";
-        timed_out = true;
+                     << p.options.stop_timeout << " of the drain; abandoning it";
+        stop_timed_out = true;
         break;
       }
     }
-    if (timed_out || stop_timed_out) break;
+    if (stop_timed_out) break;
     bool switching = false;
     {
       absl::MutexLock lock(&p.mu);
@@ -530,7 +598,6 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     if (!switching || stopping) break;
     SS_RETURN_IF_ERROR(p.SwitchStage());
   }
-  if (timed_out) return absl::OkStatus();
   if (stop_timed_out) {
     // The trainer must be quiet before its computes are saved: destroying
     // the stack waits for a callback in progress and silences later ones.

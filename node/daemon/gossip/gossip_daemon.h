@@ -76,6 +76,11 @@ struct GossipDaemonOptions {
   // exits.
   absl::Duration stop_timeout = absl::Seconds(30);
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
+  // Note [Checkpoint copies] (checkpoint_copies.h): at every checkpoint
+  // boundary (base.checkpoint_every) this node holds copies of the stages
+  // whose holders it is, up to this many holders per stage; 0: none.
+  int checkpoint_copies = 2;
+  int keep_copies = 3;       // copies kept per stage (disk and served)
   std::string join_report_file;  // JSON line with a joiner's timings
   // Note [Stage moves]: every this many iterations a one-stage relay
   // checks the balance rule (scheduler's Note [Stage rebalancing]) on its

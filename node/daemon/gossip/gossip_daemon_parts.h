@@ -26,6 +26,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/gossip/checkpoint_copies.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon.h"
@@ -92,6 +93,11 @@ struct GossipDaemon::Parts {
   GrpcTransport* grpc = nullptr;  // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
   std::unique_ptr<StateServer> state;
+  // Note [Checkpoint copies]: this node's copies of other stages (disk),
+  // and the worker that pulls them; the copier goes before `state` and
+  // `copy_store`, after the stack that feeds it.
+  std::unique_ptr<CopyStore> copy_store;
+  std::unique_ptr<CheckpointCopier> copier;
   // Every stack borrows it; kept across stage moves (BuildServing).
   std::unique_ptr<RouteRepairer> repairer;
   // Server, planner, driver and trainer over `probes`; rebuilt by a stage
@@ -175,6 +181,14 @@ struct GossipDaemon::Parts {
   DaemonSignals* signals = nullptr;  // Run's; null in embedders without signals
   absl::Status EnterAsJoiner();
   void OnIteration(const NodeIterationReport& r);
+  // Note [Checkpoint copies]: creates the store and copier, serving the
+  // copies a previous run kept.
+  absl::Status StartCopies();
+  // Trainer thread, at boundary `next`: publishes our stages' state when
+  // `next` is a checkpoint boundary (before the StateServer's OnBoundary)...
+  void PublishCheckpoint(uint64_t next);
+  // ...and asks the copier for the stages whose holder we are (after it).
+  void RequestCopies(uint64_t next);
   void OnMemberChange(const membership::MemberChange& c);
   void ReportJoin();
   absl::Status StartControl();
