@@ -209,6 +209,8 @@ absl::StatusOr<TopologyView> PipelineView(const HybridSwarm& s, const std::vecto
   return TopologyView::Create(s.model.shape, std::move(specs), std::move(hops));
 }
 
+namespace {
+
 absl::StatusOr<HybridPlan> CostRolesWith(const HybridSwarm& s, const std::vector<NodeRole>& roles,
                                          const HybridOptions& options, int evaluations) {
   const int n = static_cast<int>(s.nodes.size());
@@ -254,6 +256,8 @@ absl::StatusOr<HybridPlan> CostRolesWith(const HybridSwarm& s, const std::vector
   }
   return plan;
 }
+
+}  // namespace
 
 absl::StatusOr<HybridPlan> CostRoles(const HybridSwarm& swarm, const std::vector<NodeRole>& roles,
                                      const HybridOptions& options) {

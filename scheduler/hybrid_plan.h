@@ -44,10 +44,13 @@
 // with forward masking P trained stages and one MB through P stages; with
 // backward masking P trained, S - P frozen and one MB through S stages.
 //
-// Search (kMixed): starts from the better of pipeline-only and SDP-only and
-// moves one node at a time between roles (pipeline, SDP, idle), taking the
-// move that raises tokens/s most, until none raises it by more than
-// min_gain; so the mixed plan is never worse than either pure plan.
+// Search (kMixed): from three starts (pipeline-only, SDP-only, and SDP
+// wherever it fits with the pipeline elsewhere), move one node at a time
+// between roles (pipeline, SDP, idle), taking the move that raises tokens/s
+// most, until none raises it by more than min_gain; the best result is
+// compared with both pure plans at full planner effort, so the mixed plan
+// is never worse than either. A node goes idle when its averaging costs
+// the swarm more time than its micro-batches add.
 // Deterministic: the planner runs without a clock on evaluation limits.
 //
 // Thread rule: pure functions.

@@ -11,6 +11,7 @@
 #include "common/real_clock.h"
 #include "scheduler/compare.h"
 #include "scheduler/hybrid_flags.h"
+#include "scheduler/planner.h"
 #include "scheduler/scenario.h"
 
 ABSL_FLAG(std::string, scenario, "",
@@ -61,6 +62,13 @@ int RunHybrid(const Scenario& scenario) {
   }
   HybridOptions options;
   options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_plan_seed));
+  // The pipeline part's planner: --planner when it names one that plans.
+  const std::string planner = absl::GetFlag(FLAGS_planner);
+  if (planner != "all" && planner != "replay") options.planner = planner;
+  if (absl::Status known = CreatePlanner(options.planner).status(); !known.ok()) {
+    std::cerr << known.message() << "\n";
+    return 2;
+  }
   const std::vector<HybridRow> rows = CompareHybrid(*swarm, options);
   std::cout << FormatHybridTable(*swarm, *in, rows);
   for (const HybridRow& r : rows) {

@@ -10,6 +10,7 @@ ABSL_DECLARE_FLAG(std::string, scenario);
 ABSL_DECLARE_FLAG(std::string, planner);
 ABSL_DECLARE_FLAG(std::string, format);
 ABSL_DECLARE_FLAG(int, budget_ms);
+ABSL_DECLARE_FLAG(bool, hybrid);
 
 namespace skipswarm::scheduler {
 namespace {
@@ -39,6 +40,21 @@ TEST(PlanCommandTest, PlansTheReferenceFileAndRejectsBadScenarios) {
   absl::SetFlag(&FLAGS_scenario,
                 "scheduler/testdata/skippipe_gcp20_schedule.json");
   EXPECT_EQ(command.run({}), 1);
+}
+
+TEST(PlanCommandTest, HybridComparesThePlansAndRefusesAnUnknownPlanner) {
+  common::cli::Command command = PlanCommand();
+  absl::SetFlag(&FLAGS_scenario, "scheduler/testdata/skippipe_gcp20_schedule.json");
+  absl::SetFlag(&FLAGS_hybrid, true);
+  absl::SetFlag(&FLAGS_planner, "nonsense");
+  EXPECT_EQ(command.run({}), 2);
+  absl::SetFlag(&FLAGS_planner, "skippipe");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(command.run({}), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("pipeline-only"), std::string::npos) << out;
+  EXPECT_NE(out.find("mixed backward"), std::string::npos) << out;
+  absl::SetFlag(&FLAGS_hybrid, false);
 }
 
 }  // namespace

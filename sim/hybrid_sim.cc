@@ -88,6 +88,9 @@ absl::StatusOr<std::vector<HybridSimRow>> SimulateHybrid(const SimScenario& sc,
   SS_ASSIGN_OR_RETURN(HybridSwarm swarm, scheduler::SwarmFromScenario(initial, inputs));
   scheduler::HybridOptions hopts;
   hopts.seed = sc.seed;
+  // Plan with the planner the simulator will run (replay: skippipe).
+  const std::string planner = options.planner.empty() ? sc.planner : options.planner;
+  hopts.planner = planner == "replay" ? "skippipe" : planner;
   std::vector<HybridSimRow> rows;
   for (HybridRow& r : scheduler::CompareHybrid(swarm, hopts)) {
     HybridSimRow row;
