@@ -27,7 +27,7 @@ std::string Hint(const std::string& step) {
   using membership::JoinStep;
   if (step == "http") {
     return "an HTTP server answered there: that is a node's metrics or status port; --join "
-           "takes its node (gossip) port, printed at start as 'gossip on HOST:PORT'";
+           "takes its node port, the one its start line prints as 'advertised as HOST:PORT'";
   }
   if (step == "admission") {
     return "the swarm refused us: use the swarm's --swarm_name and --swarm_secret (ask its "

@@ -121,6 +121,9 @@ TEST_F(JoinDiagnosticsTest, TheMetricsPortIsRecognised) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "[http]")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "metrics or status port")) << r.err;
+  // The hint names the line a node really prints (it said 'gossip on
+  // HOST:PORT', which no node prints).
+  EXPECT_TRUE(absl::StrContains(r.err, "'advertised as HOST:PORT'")) << r.err;
 }
 
 TEST_F(JoinDiagnosticsTest, AnUnresolvableHostIsADnsError) {
