@@ -101,6 +101,9 @@ ABSL_FLAG(bool, local_lose_disks, false,
           "every generation, so that only the copies live peers hold can restore it.");
 ABSL_FLAG(int, local_max_restores, 3,
           "Stage restores before a further stage loss stops the run.");
+ABSL_FLAG(int, local_status_port, 0,
+          "The first node serves its live status page (GET /, /status.json) and /metrics on "
+          "127.0.0.1:PORT while the swarm runs (0: a free port, printed at start; -1: none).");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -228,6 +231,15 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::string& extra = extra_config[p[0]];
     absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_upload_mbps\": ", mbit,
                     ",\n  \"max_download_mbps\": ", mbit);
+  }
+  // The first node's status page (node/daemon/reporting/status_page.h).
+  int status_port = absl::GetFlag(FLAGS_local_status_port);
+  if (status_port == 0) {
+    SS_ASSIGN_OR_RETURN(status_port, common::FreeLoopbackPort());
+  }
+  if (status_port > 0) {
+    std::string& extra = extra_config[layout.front().first];
+    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"metrics_port\": ", status_port);
   }
   // Membership: gossip (d0 founds, the others --join it; every other port
   // is picked by the node) or the static list (WAN runs name their links).
@@ -408,6 +420,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 "iterations; logs in %s/logs\n",
                 children.size(), data_nodes, stages - 1, replicas,
                 static_cast<long long>(iterations), dir.c_str());
+  }
+  if (status_port > 0) {
+    std::printf("status page of %s: http://127.0.0.1:%d/ (live while the swarm runs)\n",
+                layout.front().first.c_str(), status_port);
   }
 
   std::map<int64_t, Point> points;

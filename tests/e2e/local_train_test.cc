@@ -26,6 +26,11 @@ TEST(LocalTrainTest, TinySwarmTrainsAndWritesItsOutputs) {
       << r->out;
   EXPECT_TRUE(absl::StrContains(r->out, "it 20/20")) << r->out;
   EXPECT_TRUE(absl::StrContains(r->out, "outputs: " + dir + "/run/loss.svg")) << r->out;
+  // The first node served its status page on the port the launcher printed.
+  EXPECT_TRUE(absl::StrContains(r->out, "status page of d0: http://127.0.0.1:")) << r->out;
+  absl::StatusOr<std::string> d0_log = ReadFile(dir + "/run/logs/d0.err");
+  ASSERT_TRUE(d0_log.ok()) << d0_log.status();
+  EXPECT_TRUE(absl::StrContains(*d0_log, "status page on the same port")) << *d0_log;
 
   // loss.csv: a header, then one row per iteration, in order.
   absl::StatusOr<std::string> csv = ReadFile(dir + "/run/loss.csv");
