@@ -71,7 +71,7 @@ int PrintRunSummary(const std::string& dir, const std::vector<LocalChild>& child
     // Note [Outer steps]: what the replicas sent to stage averages.
     double avg_bytes = 0;
     for (const auto& [it, p] : points) avg_bytes += p.avg_bytes;
-    std::printf("averaging: %.0f bytes contributed to stage averages (%.1f bytes per token)\n",
+    std::printf("averaging: %.0f bytes sent to stage averages (%.1f bytes per token)\n",
                 avg_bytes, avg_bytes / std::max(1.0, tokens));
   }
   std::printf("outputs: %s/loss.svg (plot: loss, kills, re-routes), %s/loss.csv, logs in "

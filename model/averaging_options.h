@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,18 @@ struct AvgCodecSpec {
   double topk_fraction = 0.01;  // kTopK: share of elements kept, (0, 1]
   int rank = 4;                 // kPowerSgd: rank of the factors
   uint32_t block_size = 256;    // kInt8: the wire codec's block
+};
+
+// A rows x cols matrix P Q^T whose row-major flattening's first elements
+// are a PowerSGD contribution (PowerSgdShape): what avg_codec.h's powersgd
+// decodes from, and what an encoded shard carries (node/train/
+// shard_codec.h).
+struct LowRankFactors {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t rank = 0;
+  std::vector<float> p;  // rows x rank, row-major
+  std::vector<float> q;  // cols x rank, row-major
 };
 
 struct AveragingOptions {

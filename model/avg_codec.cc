@@ -45,7 +45,7 @@ at::Tensor AveragingCodec::TopK(const at::Tensor& v) const {
 
 // One power iteration (PowerSGD): P = M Q, orthonormalise P, Q = M^T P,
 // M ~ P Q^T. Q carries over to the next call.
-at::Tensor AveragingCodec::LowRank(const at::Tensor& v) {
+at::Tensor AveragingCodec::LowRank(const at::Tensor& v, Result* r) {
   int64_t rows = 0, cols = 0;
   PowerSgdShape(numel_, &rows, &cols);
   at::Tensor padded = at::zeros({rows * cols}, at::kFloat);
@@ -55,6 +55,8 @@ at::Tensor AveragingCodec::LowRank(const at::Tensor& v) {
   p = std::get<0>(at::linalg_qr(p, "reduced"));
   at::Tensor q = at::matmul(m.t(), p);
   q_ = q.clone();
+  r->p = p.contiguous();
+  r->q = q.contiguous();
   return at::matmul(p, q.t()).reshape({-1}).slice(0, 0, numel_).contiguous();
 }
 
@@ -97,7 +99,7 @@ absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor
       case AvgCodecKind::kPowerSgd: {
         // Note [Error feedback].
         at::Tensor corrected = v + residual_;
-        r.decoded = spec_.kind == AvgCodecKind::kTopK ? TopK(corrected) : LowRank(corrected);
+        r.decoded = spec_.kind == AvgCodecKind::kTopK ? TopK(corrected) : LowRank(corrected, &r);
         residual_ = corrected - r.decoded;
         break;
       }

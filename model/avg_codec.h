@@ -43,6 +43,10 @@ class AveragingCodec {
   struct Result {
     at::Tensor decoded;  // float32 [numel]: what the peers average
     int64_t bytes = 0;   // payload bytes this contribution takes on a wire
+    // powersgd: decoded = the first numel of P Q^T (rows x cols); the
+    // factors travel instead of `decoded` (node/train/shard_codec.h).
+    at::Tensor p;  // [rows, rank]
+    at::Tensor q;  // [cols, rank]
   };
 
   AveragingCodec(const AvgCodecSpec& spec, int64_t numel, uint64_t seed);
@@ -60,7 +64,7 @@ class AveragingCodec {
 
  private:
   at::Tensor TopK(const at::Tensor& v) const;
-  at::Tensor LowRank(const at::Tensor& v);
+  at::Tensor LowRank(const at::Tensor& v, Result* r);
 
   AvgCodecSpec spec_;
   int64_t numel_;

@@ -41,6 +41,7 @@
 #define SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
+#include "model/averaging_options.h"
 #include "proto/common.pb.h"
 
 namespace skipswarm::node {
@@ -92,6 +94,9 @@ struct AverageContribution {
   std::vector<float> flat;
   int64_t bytes = 0;
   uint64_t digest = 0;
+  // --avg_codec=powersgd: the factors `flat` is (the wire sends them,
+  // Note [Encoded shards] in node/train/shard_codec.h); null otherwise.
+  std::shared_ptr<const model::LowRankFactors> factors;
 };
 
 // One replica's gradient for one iteration: the sum over its MBs.

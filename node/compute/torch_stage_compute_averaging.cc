@@ -32,6 +32,19 @@ std::vector<float> ToVector(const at::Tensor& t) {
   return std::vector<float>(p, p + c.numel());
 }
 
+// powersgd's factors for the wire (Note [Encoded shards] in
+// node/train/shard_codec.h); null for the other codecs.
+std::shared_ptr<const model::LowRankFactors> Factors(const model::AveragingCodec::Result& r) {
+  if (!r.p.defined() || !r.q.defined() || r.p.dim() != 2 || r.q.dim() != 2) return nullptr;
+  auto f = std::make_shared<model::LowRankFactors>();
+  f->rows = r.p.size(0);
+  f->cols = r.q.size(0);
+  f->rank = r.p.size(1);
+  f->p = ToVector(r.p);
+  f->q = ToVector(r.q);
+  return f;
+}
+
 // Exported state with averaging state: "SSSTAVG1" | u64 stage_len | the
 // stage state (model/checkpoint.h) | SerializeAveragingState's bytes.
 // Without averaging state the export is the stage state alone, as before.
@@ -73,6 +86,7 @@ absl::StatusOr<AverageContribution> TorchStageCompute::CompressGradients(std::ve
     }
     c.bytes = r->bytes;
     c.flat = ToVector(r->decoded);
+    c.factors = Factors(*r);
     return c;
   });
 }
@@ -90,6 +104,7 @@ absl::StatusOr<AverageContribution> TorchStageCompute::TakePseudoGradient() {
       if (r.ok()) {
         c.bytes = r->bytes;
         c.flat = ToVector(r->decoded);
+        c.factors = Factors(*r);
         return c;
       }
       // Not finite: sent as is, the group reverts to the anchor alike.

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "common/node_id.h"
 #include "node/train/robust_sum.h"
+#include "model/averaging_options.h"
 
 namespace skipswarm::node {
 
@@ -46,6 +48,10 @@ struct GradientContribution {
   std::vector<float> flat;  // sum of this replica's MB gradients
   int64_t visits = 0;
   uint64_t params_digest = 0;
+  // --avg_codec=powersgd: the factors `flat` was decoded from, so the
+  // encoded shards carry them (Note [Encoded shards], shard_codec.h); null
+  // otherwise.
+  std::shared_ptr<const model::LowRankFactors> factors;
 };
 
 struct ReduceResult {
@@ -67,6 +73,10 @@ struct ReduceResult {
   // Parts this replica left out or scaled down (Note [Robust averaging] in
   // robust_sum.h): with shards, those of the shard it owns.
   std::vector<PartVerdict> refused_parts;
+  // Payload bytes this replica pushed for the reduce (its reduce-scatter
+  // parts and all-gather shards, encoded: Note [Encoded shards]); 0 where
+  // nothing crosses a wire (the in-process hub).
+  int64_t sent_bytes = 0;
 };
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;

@@ -190,6 +190,8 @@ uint64_t GrpcGroupComm::pushes_refused() const {
   return impl_->stats_pushes_refused_;
 }
 
+uint64_t GrpcGroupComm::pushed_bytes() const { return impl_->pushed_bytes_.load(); }
+
 uint64_t GrpcGroupComm::early_bytes() const {
   absl::MutexLock lock(&impl_->mu_);
   return impl_->early_bytes_;
@@ -217,9 +219,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     impl_->stage_elements_[stage] = contribution.flat.size();
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
-      pending.reduce = std::make_unique<ShardedReduce>(impl_->options_.self, iteration, stage,
-                                                       std::move(contribution), uplink,
-                                                     impl_->options_.robust);
+      pending.reduce = std::make_unique<ShardedReduce>(
+          impl_->options_.self, iteration, stage, std::move(contribution), uplink,
+          impl_->options_.robust, impl_->options_.codec, &impl_->gather_residual_[stage]);
       ShardLayout layout = impl_->LayoutFor(stage, live);
       VLOG(1) << "iteration " << iteration << " stage " << stage << ": own uplink " << uplink
               << " B/s, shard weights "

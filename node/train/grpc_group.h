@@ -64,6 +64,7 @@
 #include "common/clock.h"
 #include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
+#include "model/averaging_options.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
 
@@ -116,6 +117,11 @@ struct GrpcGroupOptions {
   // Note [Robust averaging] (robust_sum.h): how a shard owner judges the
   // parts it adds.
   RobustOptions robust;
+  // How reduce parts and reduced shards travel (Note [Encoded shards] in
+  // shard_codec.h): every replica of the swarm has the same (--avg_codec,
+  // the swarm manifest); a push in a format this codec does not send is
+  // refused.
+  model::AvgCodecSpec codec;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (identity/tls_credentials.h): TLS from the
@@ -165,6 +171,10 @@ class GrpcGroupComm final : public GroupComm {
   // of shards held before this node's own AllReduce for them.
   uint64_t pushes_refused() const;
   uint64_t early_bytes() const;
+  // Gradient payload bytes this node has written to pushes (reduce-scatter
+  // parts and all-gather shards; barriers carry none): the wire figure
+  // behind ReduceResult::sent_bytes.
+  uint64_t pushed_bytes() const;
 
   class Impl;
 

@@ -19,6 +19,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -43,7 +44,6 @@ namespace skipswarm::node {
 class GrpcGroupComm::Impl : public proto::StageService::Service,
                             public std::enable_shared_from_this<GrpcGroupComm::Impl> {
  public:
-  static constexpr size_t kChunkFloats = (size_t{1} << 20) / sizeof(float);
   // Every message is one <= 1 MiB GradientChunk or StateChunk plus its
   // header (a first chunk lists at most kMaxMembers ids, digests, weights
   // and uplinks: a few KiB); anything larger is refused by gRPC before it
@@ -88,6 +88,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
       grpc::ServerReaderWriter<proto::GradientAck, proto::GradientChunk>* stream) override;
   static absl::Status Header(const proto::GradientChunk& c, ReduceMessage* m);
   absl::Status CheckChunk(const proto::GradientChunk& chunk, uint32_t expected, size_t have) const;
+  // Note [Encoded shards]: the floats of an encoded push, checked against
+  // the shard its header names.
+  absl::StatusOr<std::vector<float>> DecodePush(const ReduceMessage& m, int64_t n,
+                                               absl::string_view bytes) const;
   absl::Status AdmitPush(const ReduceMessage& m, uint64_t elements);
   uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReachedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -168,6 +172,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, uint64_t> stage_elements_ ABSL_GUARDED_BY(mu_);
   uint64_t stats_pushes_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> pushed_bytes_{0};
+  // Per stage: this member's int8 error feedback for the reduced shards it
+  // owns (Note [Encoded shards] in shard_codec.h), used by its rounds.
+  std::map<int, std::vector<float>> gather_residual_ ABSL_GUARDED_BY(mu_);
   // Per stage: every member's uplink figure from its last finished round.
   std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
   UplinkMeter uplink_;

@@ -25,26 +25,36 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
   proto::GradientChunk chunk;
   ReduceMessage m;
   std::vector<float> data;
-  uint32_t stage = 0, expected = 0, count = 0, phase = 0;
-  uint64_t total = 0;
+  std::string encoded;  // encoding 1 (Note [Encoded shards])
+  uint32_t stage = 0, expected = 0, count = 0, phase = 0, encoding = 0;
+  uint64_t total = 0, payload_bytes = 0;
   common::PeerQuota::StreamSlot slot;  // Note [Peer quotas]: held while reading
   bool over_quota = false;
   while (stream->Read(&chunk)) {
-    absl::Status ok = CheckChunk(chunk, expected, data.size());
+    absl::Status ok =
+        CheckChunk(chunk, expected, encoding == 0 ? data.size() : encoded.size());
+    if (ok.ok() && expected > 0 &&
+        (chunk.encoding() != encoding || chunk.payload_bytes() != payload_bytes)) {
+      ok = absl::InvalidArgumentError("chunks of one push disagree on their encoding");
+    }
     if (ok.ok() && expected == 0) {
       stage = chunk.stage();
       phase = chunk.phase();
       count = chunk.chunk_count();
       total = chunk.tensor().shape(0);
+      encoding = chunk.encoding();
+      payload_bytes = chunk.payload_bytes();
       ok = Header(chunk, &m);
       if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
       if (ok.ok()) ok = CheckMember(m.from);
       if (ok.ok() && options_.push_quota != nullptr) {
-        ok = TakeQuota(*options_.push_quota, m.from, total * sizeof(float), &slot);
+        ok = TakeQuota(*options_.push_quota, m.from,
+                       encoding == 1 ? payload_bytes : total * sizeof(float), &slot);
         over_quota = !ok.ok();
       }
       if (ok.ok() && phase != 0) ok = AdmitPush(m, total);
-      if (ok.ok()) data.reserve(total);
+      if (ok.ok() && encoding == 0) data.reserve(total);
+      if (ok.ok() && encoding == 1) encoded.reserve(payload_bytes);
     } else if (ok.ok() && (chunk.stage() != stage || chunk.iteration() != m.iteration ||
                            chunk.chunk_count() != count || chunk.phase() != phase ||
                            static_cast<int>(chunk.shard()) != m.shard)) {
@@ -57,11 +67,30 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
       }
       return proto::ToGrpcStatus(ok);
     }
-    const size_t n = chunk.data().size() / sizeof(float);
-    const size_t at = data.size();
-    data.resize(at + n);
-    if (n > 0) std::memcpy(data.data() + at, chunk.data().data(), n * sizeof(float));
+    if (encoding == 1) {
+      encoded.append(chunk.data());
+    } else {
+      const size_t n = chunk.data().size() / sizeof(float);
+      const size_t at = data.size();
+      data.resize(at + n);
+      if (n > 0) std::memcpy(data.data() + at, chunk.data().data(), n * sizeof(float));
+    }
     ++expected;
+  }
+  if (expected == count && encoding == 1 && encoded.size() == payload_bytes) {
+    absl::StatusOr<std::vector<float>> decoded =
+        DecodePush(m, static_cast<int64_t>(total), encoded);
+    if (!decoded.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_pushes_refused_;
+      }
+      LOG(WARNING) << "refused gradient push from " << context->peer() << ": "
+                   << decoded.status();
+      return proto::ToGrpcStatus(decoded.status());
+    }
+    data = std::move(decoded).value();
+    m.payload = std::make_shared<const std::string>(std::move(encoded));
   }
   if (expected != count || data.size() != total) {
     absl::Status bad =
@@ -117,6 +146,24 @@ absl::Status GrpcGroupComm::Impl::Header(const proto::GradientChunk& c, ReduceMe
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<float>> GrpcGroupComm::Impl::DecodePush(const ReduceMessage& m,
+                                                                  int64_t n,
+                                                                  absl::string_view bytes) const {
+  const int members = static_cast<int>(m.members.size());
+  SS_RETURN_IF_ERROR(m.layout.Validate(members));
+  if (m.shard < 0 || m.shard >= members) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", m.shard, " of a round of ", members, " members"));
+  }
+  const auto [begin, end] = m.layout.Range(m.total, members, m.shard);
+  if (end - begin != n) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", m.shard, " of ", n,
+                                                   " elements, the round's cut gives ",
+                                                   end - begin));
+  }
+  return DecodeShard(options_.codec, bytes, n, begin, m.total);
+}
+
 absl::Status GrpcGroupComm::Impl::CheckChunk(const proto::GradientChunk& chunk, uint32_t expected,
                                              size_t have) const {
   SS_RETURN_IF_ERROR(proto::CheckProtocolVersion(chunk.protocol_version()));
@@ -135,6 +182,21 @@ absl::Status GrpcGroupComm::Impl::CheckChunk(const proto::GradientChunk& chunk, 
       chunk.tensor().shape(0) > options_.max_elements ||
       chunk.total_elements() > static_cast<uint64_t>(options_.max_elements)) {
     return absl::InvalidArgumentError("tensor shape must be [n] within the size limit");
+  }
+  if (chunk.encoding() > 1 || (chunk.encoding() == 1 && chunk.phase() == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown push encoding ", chunk.encoding()));
+  }
+  if (chunk.encoding() == 1) {
+    // Note [Encoded shards]: bytes, bounded by what the element count allows.
+    if (chunk.payload_bytes() == 0 ||
+        chunk.payload_bytes() > MaxShardBytes(chunk.tensor().shape(0)) ||
+        chunk.offset() != have || chunk.data().size() > (size_t{1} << 20) ||
+        have + chunk.data().size() > chunk.payload_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "encoded chunk at byte ", chunk.offset(), " (", chunk.data().size(), " bytes) of ",
+          chunk.payload_bytes(), " for ", chunk.tensor().shape(0), " elements is out of range"));
+    }
+    return absl::OkStatus();
   }
   if (chunk.offset() != have || chunk.data().size() % sizeof(float) != 0 ||
       chunk.data().size() > (size_t{1} << 20) ||
@@ -275,7 +337,9 @@ void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_
   PostFor(to, [weak, to, address, phase, iteration, stage, m] {
     auto self = weak.lock();
     if (!self) return;
-    const uint64_t bytes = m != nullptr ? m->data->size() * sizeof(float) : 0;
+    const uint64_t bytes = m == nullptr           ? 0
+                           : m->payload != nullptr ? m->payload->size()
+                                                   : m->data->size() * sizeof(float);
     if (bytes > 0) self->uplink_.Begin(self->clock_->SteadyNow());
     absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
     if (bytes > 0) self->uplink_.End(self->clock_->SteadyNow(), bytes, s.ok());
@@ -299,8 +363,13 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
   static const std::vector<float> kEmpty;
   const std::vector<float>& data = m != nullptr ? *m->data : kEmpty;
   const size_t n = data.size();
+  // Note [Encoded shards]: the codec's bytes, else the floats.
+  const std::string* encoded = m != nullptr ? m->payload.get() : nullptr;
+  const size_t unit = encoded != nullptr ? 1 : sizeof(float);
+  const size_t length = encoded != nullptr ? encoded->size() : n;
+  const size_t per_chunk = (size_t{1} << 20) / unit;
   const uint32_t count =
-      static_cast<uint32_t>(std::max<size_t>(1, (n + kChunkFloats - 1) / kChunkFloats));
+      static_cast<uint32_t>(std::max<size_t>(1, (length + per_chunk - 1) / per_chunk));
   for (uint32_t i = 0; i < count; ++i) {
     proto::GradientChunk chunk;
     chunk.set_protocol_version(proto::kProtocolVersion);
@@ -325,19 +394,26 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
     }
     chunk.set_chunk_index(i);
     chunk.set_chunk_count(count);
-    const size_t begin = std::min(n, i * kChunkFloats);
-    const size_t end = std::min(n, begin + kChunkFloats);
+    const size_t begin = std::min(length, i * per_chunk);
+    const size_t end = std::min(length, begin + per_chunk);
     chunk.set_offset(begin);
     chunk.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
     chunk.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
     chunk.mutable_tensor()->add_shape(static_cast<int64_t>(n));
-    chunk.set_data(reinterpret_cast<const char*>(data.data() + begin),
-                   (end - begin) * sizeof(float));
+    if (encoded != nullptr) {
+      chunk.set_encoding(1);
+      chunk.set_payload_bytes(encoded->size());
+      chunk.set_data(encoded->data() + begin, end - begin);
+    } else {
+      chunk.set_data(reinterpret_cast<const char*>(data.data() + begin),
+                     (end - begin) * sizeof(float));
+    }
+    pushed_bytes_ += chunk.data().size();
     if (pacer_ != nullptr && end > begin) {
       // Blocks this push thread (its peer's pushes queue behind it, as
       // on a link) on a clock timer.
       absl::Notification slot;
-      clock_->RunAfter(pacer_->Reserve((end - begin) * sizeof(float), clock_->SteadyNow()),
+      clock_->RunAfter(pacer_->Reserve(chunk.data().size(), clock_->SteadyNow()),
                        [&slot] { slot.Notify(); });
       slot.WaitForNotification();
     }

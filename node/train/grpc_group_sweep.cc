@@ -101,6 +101,7 @@ void GrpcGroupComm::Impl::Sweep() {
       RecordWaitLocked(now - pending.since);
       auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
       if (result->ok()) {
+        (*result)->sent_bytes = r.sent_bytes();  // Note [Encoded shards]
         // The next round's inputs (Note [Shard layout]).
         std::map<common::NodeId, uint64_t>& figures = figures_[key.second];
         figures.clear();

@@ -196,6 +196,7 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
     }
     c.flat = std::move(a->flat);
     c.params_digest = a->digest;
+    c.factors = std::move(a->factors);
     avg_bytes = a->bytes;
   } else {
     c.flat = std::move(sum->flat);
@@ -213,7 +214,8 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         StageCompute* compute = it->second;
         StageStep step;
         step.visits_here = here;
-        step.avg_bytes = avg_bytes;
+        // Note [Encoded shards]: what crossed the wire, where one did.
+        step.avg_bytes = r.ok() && r->sent_bytes > 0 ? r->sent_bytes : avg_bytes;
         if (!r.ok()) {
           if (int64_t held = 0; self->AllowLog(&held)) {
             LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
@@ -274,6 +276,7 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
   c.visits = 1;
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
+  c.factors = std::move(a->factors);
   step.avg_bytes = a->bytes;
   const uint64_t mine = c.params_digest;
   State* self = this;
@@ -292,6 +295,7 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
           report.status = r.status();
           return self->Next(std::move(report), it, step);
         }
+        if (r->sent_bytes > 0) step.avg_bytes = r->sent_bytes;  // Note [Encoded shards]
         // visits_total counts the contributors here (one visit each).
         const std::optional<bool> finite =
             self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);

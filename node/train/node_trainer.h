@@ -93,9 +93,11 @@ struct StageStep {
   // [Non-finite steps]).
   bool skipped_nonfinite = false;
   uint64_t digest_after = 0;
-  // Payload bytes this replica contributed to the stage's average this
-  // iteration with the averaging codec (0 when it did not average: an
-  // inner step of Note [Outer steps]).
+  // Payload bytes this replica sent to the stage's average this
+  // iteration: over gRPC what its pushes carried, encoded by the codec
+  // (Note [Encoded shards] in shard_codec.h); in process, the codec's size
+  // of its contribution (0 when it did not average: an inner step of Note
+  // [Outer steps]).
   int64_t avg_bytes = 0;
   // Note [Outer steps]: this iteration ended with an outer step (H > 1).
   bool outer_step = false;

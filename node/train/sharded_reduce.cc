@@ -16,6 +16,16 @@ bool Contains(const std::vector<common::NodeId>& v, const common::NodeId& x) {
   return std::binary_search(v.begin(), v.end(), x);
 }
 
+int64_t Bytes(const std::vector<OutgoingReduce>& out) {
+  int64_t bytes = 0;
+  for (const OutgoingReduce& o : out) {
+    const ReduceMessage& m = o.message;
+    bytes += m.payload != nullptr ? static_cast<int64_t>(m.payload->size())
+                                  : static_cast<int64_t>(m.data->size() * sizeof(float));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 ShardLayout ShardLayout::FromBandwidths(const std::vector<uint64_t>& bytes_per_second) {
@@ -71,14 +81,17 @@ absl::Status ShardLayout::Validate(int members) const {
 
 ShardedReduce::ShardedReduce(common::NodeId self, uint64_t iteration, int stage,
                              GradientContribution own, uint64_t bandwidth,
-                             RobustOptions robust)
+                             RobustOptions robust, model::AvgCodecSpec codec,
+                             std::vector<float>* gather_residual)
     : self_(self),
       iteration_(iteration),
       stage_(stage),
       own_(std::move(own)),
       bandwidth_(bandwidth),
       robust_(robust),
-      own_norm_(L2Norm(own_.flat)) {}
+      own_norm_(L2Norm(own_.flat)),
+      codec_(codec),
+      gather_residual_(gather_residual) {}
 
 std::pair<int64_t, int64_t> ShardedReduce::ShardRange(int64_t total, int members, int shard) {
   return {total * shard / members, total * (shard + 1) / members};
@@ -98,6 +111,10 @@ ReduceMessage ShardedReduce::Message(ReduceMessage::Phase phase, int shard) cons
     const auto [begin, end] = layout_.Range(m.total, static_cast<int>(members_.size()), shard);
     m.data = std::make_shared<const std::vector<float>>(own_.flat.begin() + begin,
                                                         own_.flat.begin() + end);
+    if (codec_.kind != model::AvgCodecKind::kFp32) {
+      m.payload = std::make_shared<const std::string>(EncodeShard(
+          codec_, m.data->data(), end - begin, begin, own_.factors.get()));
+    }
     m.visits = own_.visits;
     m.digest = own_.params_digest;
     m.bandwidth = bandwidth_;
@@ -105,6 +122,7 @@ ReduceMessage ShardedReduce::Message(ReduceMessage::Phase phase, int shard) cons
   } else {
     const Part& mine = gather_.at(index_);
     m.data = mine.data;
+    m.payload = mine.payload;
     m.visits = mine.visits;
     m.digests = mine.digests;
     m.bandwidths = mine.bandwidths;
@@ -133,7 +151,8 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
     if (j != index_) out.push_back({members_[j], Message(ReduceMessage::Phase::kScatter, j)});
   }
   ReduceMessage own = Message(ReduceMessage::Phase::kScatter, index_);
-  scatter_[self_] = Part{own.data, own.visits, own.digest, {}, bandwidth_, {}, own_norm_};
+  scatter_[self_] = Part{own.data, own.payload, own.visits, own.digest, {}, bandwidth_, {},
+                         own_norm_};
   std::vector<OutgoingReduce> more = Advance();
   out.insert(out.end(), std::make_move_iterator(more.begin()),
              std::make_move_iterator(more.end()));
@@ -145,6 +164,7 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
     // replay then goes to the restarted round.
     for (ReduceMessage& m : replay) Take(std::move(m), &out);
   }
+  Count(out);
   return out;
 }
 
@@ -155,6 +175,7 @@ void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out) {
     if (layout_.equal()) return;
     fell_back_ = true;
     std::vector<OutgoingReduce> again = Start(members_, ShardLayout());
+    sent_bytes_ -= Bytes(again);  // counted once, by our caller
     out->insert(out->end(), std::make_move_iterator(again.begin()),
                 std::make_move_iterator(again.end()));
     if (!m.layout.equal()) return;
@@ -189,6 +210,7 @@ absl::StatusOr<std::vector<OutgoingReduce>> ShardedReduce::Receive(ReduceMessage
     if (!ok.ok()) return ok;
   }
   Take(std::move(m), &out);
+  Count(out);
   return out;
 }
 
@@ -233,10 +255,11 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
 void ShardedReduce::Accept(ReduceMessage m) {
   if (m.phase == ReduceMessage::Phase::kScatter) {
     scatter_[m.from] =
-        Part{std::move(m.data), m.visits, m.digest, {}, m.bandwidth, {}, m.norm};
+        Part{std::move(m.data), std::move(m.payload), m.visits, m.digest, {}, m.bandwidth, {},
+             m.norm};
   } else {
-    gather_[m.shard] = Part{std::move(m.data), m.visits,          0,
-                            std::move(m.digests), 0,     std::move(m.bandwidths)};
+    gather_[m.shard] = Part{std::move(m.data), std::move(m.payload), m.visits, 0,
+                            std::move(m.digests), 0, std::move(m.bandwidths)};
   }
 }
 
@@ -258,6 +281,7 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     verdicts_.clear();
     auto sum = std::make_shared<std::vector<float>>(RobustSum(parts, robust_, &verdicts_));
     reduced.data = std::move(sum);
+    EncodeReduced(&reduced);
     gather_[index_] = std::move(reduced);
     reduced_ = true;
     for (int j = 0; j < r; ++j) {
@@ -294,6 +318,42 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     result_ = std::move(result);
   }
   return out;
+}
+
+void ShardedReduce::Count(const std::vector<OutgoingReduce>& out) { sent_bytes_ += Bytes(out); }
+
+// Note [Encoded shards] (shard_codec.h): the reduced shard as it goes out,
+// and as every member, this one included, decodes it.
+void ShardedReduce::EncodeReduced(Part* reduced) {
+  if (codec_.kind == model::AvgCodecKind::kFp32) return;
+  const int64_t total = static_cast<int64_t>(own_.flat.size());
+  const auto [begin, end] = layout_.Range(total, static_cast<int>(members_.size()), index_);
+  float* residual = nullptr;
+  if (gather_residual_ != nullptr && codec_.kind == model::AvgCodecKind::kInt8) {
+    if (static_cast<int64_t>(gather_residual_->size()) != total) {
+      gather_residual_->assign(total, 0.0f);
+    }
+    residual = gather_residual_->data() + begin;
+  }
+  // PowerSGD sends the parts' factors, when every part came as factors and
+  // none was left out or scaled (Note [Robust averaging]).
+  std::vector<absl::string_view> parts;
+  if (verdicts_.empty()) {
+    for (const auto& [from, part] : scatter_) {
+      if (part.payload == nullptr) {
+        parts.clear();
+        break;
+      }
+      parts.push_back(*part.payload);
+    }
+  }
+  auto payload = std::make_shared<const std::string>(
+      EncodeReducedShard(codec_, reduced->data->data(), end - begin, begin, residual, parts));
+  absl::StatusOr<std::vector<float>> decoded =
+      DecodeShard(codec_, *payload, end - begin, begin, total);
+  if (!decoded.ok()) return;  // our own encoding: not expected; sent as float32
+  reduced->data = std::make_shared<const std::vector<float>>(std::move(decoded).value());
+  reduced->payload = std::move(payload);
 }
 
 std::optional<std::vector<common::NodeId>> ShardedReduce::SmallerRoundWaiting() const {

@@ -43,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,7 @@
 #include "common/node_id.h"
 #include "node/train/group_comm.h"
 #include "node/train/robust_sum.h"
+#include "node/train/shard_codec.h"
 
 namespace skipswarm::node {
 
@@ -115,6 +117,9 @@ struct ReduceMessage {
   int shard = 0;
   int64_t total = 0;  // elements of the whole flat gradient
   std::shared_ptr<const std::vector<float>> data;  // the shard's elements
+  // How `data` goes on the wire (Note [Encoded shards] in shard_codec.h):
+  // null = as float32; else the encoded bytes `data` decodes from.
+  std::shared_ptr<const std::string> payload;
   int64_t visits = 0;    // scatter: the sender's; gather: the round's total
   uint64_t digest = 0;   // scatter: the sender's parameter digest
   std::vector<uint64_t> digests;  // gather: every member's, in member order
@@ -136,8 +141,13 @@ class ShardedReduce {
   // `bandwidth`: this member's uplink figure (bytes/s, 0 = unknown), passed
   // on to every member for the next round's layout.
   // The owner of a shard adds its parts with RobustSum (`robust`).
+  // `codec` (Note [Encoded shards] in shard_codec.h): how parts and
+  // reduced shards are encoded; `gather_residual` (may be null; borrowed,
+  // resized to the stage's elements) is this member's int8 error feedback
+  // for the shards it owns, kept across rounds by the caller.
   ShardedReduce(common::NodeId self, uint64_t iteration, int stage, GradientContribution own,
-                uint64_t bandwidth = 0, RobustOptions robust = {});
+                uint64_t bandwidth = 0, RobustOptions robust = {},
+                model::AvgCodecSpec codec = {}, std::vector<float>* gather_residual = nullptr);
 
   // [begin, end) of shard `shard` when `total` elements are cut equally for
   // `members` members.
@@ -160,6 +170,8 @@ class ShardedReduce {
   // REQUIRES: done(). Fails if the members' gradients differ in size.
   const absl::StatusOr<ReduceResult>& result() const { return result_; }
   const std::vector<common::NodeId>& members() const { return members_; }
+  // Payload bytes of every message this replica has emitted so far.
+  int64_t sent_bytes() const { return sent_bytes_; }
   const ShardLayout& layout() const { return layout_; }
   // Members whose message the current round still waits for.
   std::vector<common::NodeId> Missing() const;
@@ -171,6 +183,7 @@ class ShardedReduce {
  private:
   struct Part {
     std::shared_ptr<const std::vector<float>> data;
+    std::shared_ptr<const std::string> payload;  // as it came (null: float32)
     int64_t visits = 0;
     uint64_t digest = 0;
     std::vector<uint64_t> digests;
@@ -185,6 +198,11 @@ class ShardedReduce {
   void Accept(ReduceMessage m);
   std::vector<OutgoingReduce> Advance();
   ReduceMessage Message(ReduceMessage::Phase phase, int shard) const;
+  // Adds the payload bytes of `out` to sent_bytes_.
+  void Count(const std::vector<OutgoingReduce>& out);
+  // The owner's encoding of its reduced shard; `reduced` becomes what
+  // every member decodes from it.
+  void EncodeReduced(Part* reduced);
 
   const common::NodeId self_;
   const uint64_t iteration_;
@@ -193,6 +211,9 @@ class ShardedReduce {
   const uint64_t bandwidth_;
   const RobustOptions robust_;
   const double own_norm_;  // L2 norm of own_.flat (NaN if not finite)
+  const model::AvgCodecSpec codec_;
+  std::vector<float>* const gather_residual_;
+  int64_t sent_bytes_ = 0;
   std::vector<common::NodeId> members_;
   ShardLayout layout_;
   bool fell_back_ = false;  // this round left a disagreeing layout

@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   go.swarm_id = p->gossip->swarm_id();
   go.credentials = to.credentials;  // the replica group too (same key, same rule)
   go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
+  go.codec = base.model.averaging.codec;  // Note [Encoded shards]
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;

@@ -63,8 +63,8 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_stage_digests_agree", T::kGauge,
        "1 if every replica of the stage had the same parameters after the last step."},
       {"skipswarm_stage_averaged_bytes_total", T::kCounter,
-       "Payload bytes this replica contributed to the stage's averages, with the averaging "
-       "codec (--avg_codec; 0 on the inner steps of --outer_every)."},
+       "Payload bytes this replica pushed to average the stage (reduce-scatter parts and "
+       "all-gather shards, encoded by --avg_codec; 0 on the inner steps of --outer_every)."},
       {"skipswarm_stage_outer_steps_total", T::kCounter,
        "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},

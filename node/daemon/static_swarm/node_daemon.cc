@@ -185,6 +185,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.members_only = true;  // the list is the whole swarm
   // The operator's upload cap paces gradient pushes too (0: none).
   go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
+  go.codec = options.model.averaging.codec;  // Note [Encoded shards]
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
   // Failed hops are re-routed at the planner's costs (DaemonRepairerOptions).
