@@ -36,6 +36,7 @@
 #include "common/status_macros.h"
 #include "identity/identity.h"
 #include "launcher/eval_snapshots.h"
+#include "launcher/local_chaos.h"
 #include "launcher/local_processes.h"
 #include "launcher/local_report.h"
 #include "launcher/peer_copies.h"
@@ -104,6 +105,15 @@ ABSL_FLAG(int, local_max_restores, 3,
 ABSL_FLAG(int, local_status_port, 0,
           "The first node serves its live status page (GET /, /status.json) and /metrics on "
           "127.0.0.1:PORT while the swarm runs (0: a free port, printed at start; -1: none).");
+ABSL_FLAG(int64_t, local_chaos_seed, 0,
+          "> 0: the chaos agent (launcher/local_chaos.h; gossip): seeded random SIGKILLs of "
+          "non-data nodes (at most --local_chaos_max_dead of them dead at once), a replacement "
+          "joiner for the same stage 5 s after each, and SIGSTOP/SIGCONT stalls of a member.");
+ABSL_FLAG(double, local_chaos_kill_every_s, 20, "Chaos: mean seconds between kills.");
+ABSL_FLAG(double, local_chaos_stall_every_s, 30, "Chaos: mean seconds between stalls.");
+ABSL_FLAG(double, local_chaos_stall_s, 5, "Chaos: how long a stalled member stays stopped.");
+ABSL_FLAG(double, local_chaos_max_dead, 0.5,
+          "Chaos: the most non-data nodes dead at once, as a fraction of the layout's.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
           "Folder for configs, logs, checkpoints, loss.csv and loss.svg (wiped at start).");
 
@@ -295,7 +305,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     swarm = absl::StrJoin(entries, ",");
   }
-  auto membership_config = [&](const std::string& name, const std::vector<int>& st) {
+  // `joiner`: a node that joins the training swarm (hosting `st` when
+  // given, else the allocation's choice) instead of founding it.
+  auto membership_config = [&](const std::string& name, const std::vector<int>& st,
+                               bool joiner) {
     if (!gossip) {
       return absl::StrCat(
           "\"swarm\": ", JsonString(swarm), ",\n  ",
@@ -311,8 +324,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         ",\n  \"control_port\": -1");
     if (rebalance_every > 0) absl::StrAppend(&c, ",\n  \"rebalance_every\": ", rebalance_every);
     if (!stages.empty()) {
-      absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages),
-                      ",\n  \"expect_members\": ", layout.size());
+      absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages));
+      if (!joiner) absl::StrAppend(&c, ",\n  \"expect_members\": ", layout.size());
     } else {
       absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(dir + "/join.jsonl"));
     }
@@ -357,10 +370,12 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  auto write_config = [&](const std::string& name, const std::vector<int>& st) {
+  auto write_config = [&](const std::string& name, const std::vector<int>& st,
+                          bool joiner = false) {
     const std::string config = absl::StrCat(dir, "/", name, ".json");
     std::ofstream out(config);
-    out << "{\n  \"name\": " << JsonString(name) << ",\n  " << membership_config(name, st)
+    out << "{\n  \"name\": " << JsonString(name) << ",\n  "
+        << membership_config(name, st, joiner || st.empty())
         << ",\n  \"node_iterations\": " << iterations
         << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
         << ",\n  \"memory_slots\": " << memory_slots
@@ -439,8 +454,38 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   // instead of printing empty iterations (Note [Paused training] keeps the
   // data nodes waiting meanwhile).
   std::string lost;
-  StageLossMonitor monitor(layout);
   int restores = 0;
+  // The chaos agent (launcher/local_chaos.h) and the replacements it
+  // started (name -> stage), which the stage-loss check counts too.
+  const int64_t chaos_seed = absl::GetFlag(FLAGS_local_chaos_seed);
+  if (chaos_seed > 0 && !gossip) {
+    return absl::InvalidArgumentError("--local_chaos_seed needs --local_membership=gossip");
+  }
+  std::optional<LocalChaos> chaos;
+  std::map<std::string, int> replacements;
+  std::map<std::string, int> stage_of;  // non-data nodes of the layout
+  for (const auto& [name, st] : layout) {
+    if (st.size() == 1 && st[0] != 0) stage_of[name] = st[0];
+  }
+  if (chaos_seed > 0) {
+    ChaosOptions co;
+    co.seed = static_cast<uint64_t>(chaos_seed);
+    co.kill_every = absl::Seconds(absl::GetFlag(FLAGS_local_chaos_kill_every_s));
+    co.stall_every = absl::Seconds(absl::GetFlag(FLAGS_local_chaos_stall_every_s));
+    co.stall_for = absl::Seconds(absl::GetFlag(FLAGS_local_chaos_stall_s));
+    co.max_dead_fraction = absl::GetFlag(FLAGS_local_chaos_max_dead);
+    if (co.kill_every <= absl::ZeroDuration() || co.stall_every <= absl::ZeroDuration() ||
+        co.stall_for < absl::ZeroDuration() || !(co.max_dead_fraction >= 0) ||
+        co.max_dead_fraction > 1) {
+      return absl::InvalidArgumentError(
+          "--local_chaos_*: positive intervals, stall >= 0, max_dead in [0, 1]");
+    }
+    chaos.emplace(co, static_cast<int>(stage_of.size()), clock->SteadyNow());
+  }
+  // The longest wall-clock wait for the next iteration (restores included).
+  absl::Duration last_new_iteration = clock->SteadyNow();
+  absl::Duration longest_wait;
+  int64_t longest_wait_after = -1;
   std::optional<RestorePlan> restoring;  // restored, training not yet resumed
   std::string peer_copy_holder;          // the restoring stage's copy came from it
   absl::Duration paused_at;
@@ -487,7 +532,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       for (const Child& c : children) {
         if (!c.exited) live.insert(c.name);
       }
-      if (std::optional<LostStage> gone = monitor.Check(live, killed_after, reported)) {
+      LocalLayout hosts = layout;
+      for (const auto& [name, stage] : replacements) hosts.push_back({name, {stage}});
+      if (std::optional<LostStage> gone =
+              StageLossMonitor(hosts).Check(live, killed_after, reported)) {
         absl::StatusOr<RestorePlan> plan = absl::FailedPreconditionError(absl::StrCat(
             "stage ", gone->stage, " was lost: no live replica is left (", gone->why,
             "); training stopped after iteration ", reported, " of ", iterations,
@@ -569,6 +617,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             ++alive;
           }
           restoring = *std::move(plan);
+          replacements.clear();  // stopped with the rest; the layout restarts
+          if (chaos) chaos->Reset(clock->SteadyNow());
         } else {
           lost = std::string(plan.status().message());
           std::printf("\n%s; stopping every node\n", lost.c_str());
@@ -623,7 +673,63 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       std::ifstream in(dir + "/join.jsonl");
       if (std::getline(in, join_line)) joined_after = clock->SteadyNow() - joiner_spawned;
     }
+    // Chaos starts once a generation can exist (a stage lost before the
+    // first one cannot be restored) and ends 10 iterations before the end.
+    if (chaos && !restoring && reported >= 2 * node_checkpoint_every &&
+        reported + 10 < iterations &&
+        !g_interrupted.load() && lost.empty()) {
+      // The latest process of each name (a restore starts new ones).
+      std::map<std::string, Child*> latest;
+      for (Child& c : children) latest[c.name] = &c;
+      std::vector<ChaosNode> nodes;
+      for (const auto& [name, c] : latest) {
+        auto st = stage_of.find(name);
+        auto rp = replacements.find(name);
+        if (st == stage_of.end() && rp == replacements.end()) continue;  // data nodes, j0
+        nodes.push_back({name, st != stage_of.end() ? st->second : rp->second, !c->exited});
+      }
+      for (const ChaosAction& a : chaos->Step(clock->SteadyNow(), nodes)) {
+        Child* c = a.name.empty() ? nullptr : latest[a.name];
+        if (a.kind == ChaosAction::kRespawn) {
+          const std::string name = absl::StrCat("c", chaos->respawns());
+          std::printf("\nchaos: starting %s (joins stage %d) after iteration %lld\n",
+                      name.c_str(), a.stage, static_cast<long long>(reported));
+          Child child;
+          child.name = name;
+          SS_ASSIGN_OR_RETURN(child.pid,
+                              SpawnNode(dir, name, write_config(name, {a.stage}, true)));
+          children.push_back(child);
+          ++alive;
+          replacements[name] = a.stage;
+          continue;
+        }
+        if (c == nullptr || c->exited) continue;
+        const char* what = a.kind == ChaosAction::kKill    ? "killing"
+                           : a.kind == ChaosAction::kStall ? "stalling (SIGSTOP)"
+                                                           : "resuming (SIGCONT)";
+        std::printf("\nchaos: %s %s after iteration %lld\n", what, a.name.c_str(),
+                    static_cast<long long>(reported));
+        kill(c->pid, a.kind == ChaosAction::kKill    ? SIGKILL
+                     : a.kind == ChaosAction::kStall ? SIGSTOP
+                                                     : SIGCONT);
+        if (a.kind == ChaosAction::kKill) killed_after[a.name] = reported;
+        std::ofstream log(dir + "/chaos.log", std::ios::app);
+        log << absl::FormatTime("%Y%m%d %H:%M:%E6S", clock->Now(), absl::LocalTimeZone()) << " "
+            << what << " " << a.name << " after iteration " << reported << "\n";
+      }
+    } else if (chaos && !chaos->stalled().empty()) {
+      // No stall outlives the chaos window: the run must be able to end.
+      for (Child& c : children) {
+        if (c.name == chaos->stalled() && !c.exited) kill(c.pid, SIGCONT);
+      }
+      chaos->Reset(clock->SteadyNow());
+    }
     if (!points.empty() && reported != shown) {
+      if (clock->SteadyNow() - last_new_iteration > longest_wait) {
+        longest_wait = clock->SteadyNow() - last_new_iteration;
+        longest_wait_after = shown;
+      }
+      last_new_iteration = clock->SteadyNow();
       shown = reported;
       // Training throughput since the first iteration (daemon clocks).
       PrintProgressLine(reported, iterations, points, train_seconds(reported, points.rbegin()->second),
@@ -655,7 +761,25 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (!lost.empty()) return absl::FailedPreconditionError(lost);
   const double wall_s =
       points.empty() ? 0 : train_seconds(points.rbegin()->first, points.rbegin()->second);
-  const int failed = PrintRunSummary(dir, children, points, wall_s);
+  int failed = PrintRunSummary(dir, children, points, wall_s);
+  std::printf("longest wait for the next iteration: %.1f s (wall, after iteration %lld; restores "
+              "included)\n",
+              absl::ToDoubleSeconds(longest_wait), static_cast<long long>(longest_wait_after));
+  if (chaos) {
+    // A replacement whose stage lost its last source while it joined
+    // cannot enter (its error names why); chaos made that, not a fault.
+    int replacements_failed = 0;
+    for (const Child& c : children) {
+      const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+      const bool killed = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL;
+      if (!ok && !killed && absl::StartsWith(c.name, "c")) ++replacements_failed;
+    }
+    failed -= replacements_failed;
+    std::printf("chaos: %d kills, %d stalls, %d replacements started (%d could not join), %d "
+                "stage restores\n",
+                chaos->kills(), chaos->stalls(), chaos->respawns(), replacements_failed,
+                restores);
+  }
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "
                 "start and libtorch load) %.3f s\n",

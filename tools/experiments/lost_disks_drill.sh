@@ -30,7 +30,7 @@ final_val() {  # LOCAL_DIR -> validation loss of its final checkpoints
   cp "$run/checkpoints/s1r0-stage-1.ckpt" "$ev/stage-1.ckpt"
   cp "$run/checkpoints/s2r0-stage-2.ckpt" "$ev/stage-2.ckpt"
   "$BIN" eval "${MODEL[@]}" --checkpoint="$ev" 2>/dev/null |
-    awk '/^full model:/ { print $4; exit }'
+    awk '$1 == "0%" { print $4; exit }'
 }
 
 "$BIN" local "${MODEL[@]}" --local_dir="$OUT/fault-free" --local_iterations="$ITERS" \

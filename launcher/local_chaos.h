@@ -1,0 +1,84 @@
+// The chaos agent of `skipswarm local --local_chaos_seed=N` (the chaos soak,
+// tools/experiments/chaos_soak.sh): at seeded random moments it SIGKILLs a
+// non-data node (never more than a fraction of them dead at once), starts a
+// replacement for the same stage a little later (a joiner, Note [Entry
+// iteration]), and stalls a member with SIGSTOP, resuming it with SIGCONT
+// after a while (Note [Silent members]). The decisions are here; the
+// launcher carries them out on its node processes.
+//
+//   LocalChaos chaos(options, clock->SteadyNow());
+//   for (const ChaosAction& a : chaos.Step(clock->SteadyNow(), nodes)) ...
+//
+// Thread rule: thread-compatible (the launcher's loop).
+#ifndef SKIPSWARM_LAUNCHER_LOCAL_CHAOS_H_
+#define SKIPSWARM_LAUNCHER_LOCAL_CHAOS_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace skipswarm::launcher {
+
+struct ChaosOptions {
+  uint64_t seed = 1;
+  absl::Duration kill_every = absl::Seconds(20);   // mean time between kills
+  absl::Duration respawn_after = absl::Seconds(5); // a killed node's replacement starts
+  absl::Duration stall_every = absl::Seconds(30);  // mean time between stalls
+  absl::Duration stall_for = absl::Seconds(5);     // SIGSTOP .. SIGCONT
+  double max_dead_fraction = 0.5;                  // of the non-data slots
+};
+
+// A non-data node the launcher runs.
+struct ChaosNode {
+  std::string name;
+  int stage = -1;
+  bool live = false;
+};
+
+struct ChaosAction {
+  enum Kind { kKill, kStall, kResume, kRespawn };
+  Kind kind;
+  std::string name;  // kKill, kStall, kResume: the node; kRespawn: empty
+  int stage = -1;    // kRespawn: the stage its replacement hosts
+};
+
+class LocalChaos {
+ public:
+  // `slots`: the non-data nodes of the layout (the dead limit's base).
+  LocalChaos(ChaosOptions options, int slots, absl::Duration now);
+
+  // What to do at `now` with `nodes`, the live and dead non-data nodes.
+  std::vector<ChaosAction> Step(absl::Duration now, const std::vector<ChaosNode>& nodes);
+  // The swarm was restored (every node restarted): no pending respawns,
+  // nothing stalled.
+  void Reset(absl::Duration now);
+  // The node stalled now, if any (to resume it before the run ends).
+  const std::string& stalled() const { return stalled_; }
+
+  int kills() const { return kills_; }
+  int stalls() const { return stalls_; }
+  int respawns() const { return respawns_; }
+
+ private:
+  absl::Duration Jittered(absl::Duration mean);
+
+  const ChaosOptions options_;
+  const int slots_;
+  std::mt19937_64 random_;
+  absl::Duration next_kill_, next_stall_;
+  struct Pending {
+    absl::Duration at;
+    int stage;
+  };
+  std::vector<Pending> respawns_pending_;
+  std::string stalled_;
+  absl::Duration resume_at_;
+  int kills_ = 0, stalls_ = 0, respawns_ = 0;
+};
+
+}  // namespace skipswarm::launcher
+
+#endif  // SKIPSWARM_LAUNCHER_LOCAL_CHAOS_H_

@@ -1,0 +1,101 @@
+// The chaos agent's decisions on a made-up clock: the dead limit holds,
+// every kill gets a replacement for its stage, every stall is resumed, and
+// a seed gives the same run.
+#include "launcher/local_chaos.h"
+
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::launcher {
+namespace {
+
+struct ChaosRun {
+  int max_dead_seen = 0;
+  std::vector<std::string> trace;
+};
+
+// 4 non-data nodes of stages 1 and 2; replacements come live at once.
+ChaosRun Simulate(uint64_t seed, double max_dead) {
+  ChaosOptions o;
+  o.seed = seed;
+  o.kill_every = absl::Seconds(4);
+  o.respawn_after = absl::Seconds(5);
+  o.stall_every = absl::Seconds(6);
+  o.stall_for = absl::Seconds(2);
+  o.max_dead_fraction = max_dead;
+  LocalChaos chaos(o, 4, absl::ZeroDuration());
+  std::vector<ChaosNode> nodes = {
+      {"s1r0", 1, true}, {"s1r1", 1, true}, {"s2r0", 2, true}, {"s2r1", 2, true}};
+  ChaosRun run;
+  std::map<std::string, bool> stopped;
+  for (int t = 0; t < 600; ++t) {
+    for (const ChaosAction& a : chaos.Step(absl::Milliseconds(500) * t, nodes)) {
+      switch (a.kind) {
+        case ChaosAction::kKill:
+          for (ChaosNode& n : nodes) {
+            if (n.name == a.name) {
+              EXPECT_TRUE(n.live);
+              EXPECT_FALSE(stopped[n.name]) << "a stalled node is not also killed";
+              n.live = false;
+            }
+          }
+          run.trace.push_back("kill " + a.name);
+          break;
+        case ChaosAction::kRespawn:
+          nodes.push_back({"c" + std::to_string(chaos.respawns()), a.stage, true});
+          run.trace.push_back("respawn " + std::to_string(a.stage));
+          break;
+        case ChaosAction::kStall:
+          EXPECT_TRUE(stopped.empty() || !stopped.rbegin()->second);
+          stopped[a.name] = true;
+          run.trace.push_back("stall " + a.name);
+          break;
+        case ChaosAction::kResume:
+          EXPECT_TRUE(stopped[a.name]);
+          stopped[a.name] = false;
+          run.trace.push_back("resume " + a.name);
+          break;
+      }
+    }
+    int live = 0;
+    for (const ChaosNode& n : nodes) live += n.live ? 1 : 0;
+    run.max_dead_seen = std::max(run.max_dead_seen, 4 - live);
+  }
+  EXPECT_GT(chaos.kills(), 10);
+  EXPECT_GT(chaos.stalls(), 10);
+  EXPECT_GE(chaos.respawns(), chaos.kills() - 2);  // the last ones may be pending
+  return run;
+}
+
+TEST(LocalChaosTest, NeverMoreThanTheLimitDeadAndEveryKillIsReplaced) {
+  ChaosRun half = Simulate(7, 0.5);
+  EXPECT_EQ(half.max_dead_seen, 2);
+  ChaosRun quarter = Simulate(7, 0.25);
+  EXPECT_EQ(quarter.max_dead_seen, 1);
+}
+
+TEST(LocalChaosTest, ASeedGivesTheSameRun) {
+  EXPECT_EQ(Simulate(3, 0.5).trace, Simulate(3, 0.5).trace);
+  EXPECT_NE(Simulate(3, 0.5).trace, Simulate(4, 0.5).trace);
+}
+
+TEST(LocalChaosTest, NothingAfterAResetIsStillPending) {
+  ChaosOptions o;
+  o.kill_every = absl::Seconds(1);
+  o.respawn_after = absl::Seconds(5);
+  LocalChaos chaos(o, 2, absl::ZeroDuration());
+  std::vector<ChaosNode> nodes = {{"a", 1, true}, {"b", 1, true}};
+  int kills = 0;
+  for (const ChaosAction& a : chaos.Step(absl::Seconds(2), nodes)) {
+    kills += a.kind == ChaosAction::kKill ? 1 : 0;
+  }
+  EXPECT_EQ(kills, 1);
+  chaos.Reset(absl::Seconds(2));
+  for (const ChaosAction& a : chaos.Step(absl::Seconds(8), nodes)) {
+    EXPECT_NE(a.kind, ChaosAction::kRespawn) << "the restore restarted every node";
+  }
+}
+
+}  // namespace
+}  // namespace skipswarm::launcher
