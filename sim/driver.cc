@@ -523,6 +523,7 @@ absl::StatusOr<SimReport> Sim::Run() {
     rec.planned_s = scheduler::EvaluateTime(view_, plan_, nullptr);
     rec.members = view_.num_nodes();
     rec.replanned = replanned;
+    eopts.iteration = static_cast<uint64_t>(it);
     IterationExecutor exec(view_, sc_.universe.workload, &clock_, this, eopts);
     running_ = &exec;
     IterationResult r = exec.Run(plan_);

@@ -5,12 +5,11 @@
 #include <limits>
 
 #include "absl/time/time.h"
-#include "scheduler/replan.h"
+#include "node/stage/swarm_view.h"
 
 namespace skipswarm::sim {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Task t of a route with p hops: F(nodes[t]) for t < p, Loss(origin) at
 // t == p, then B(nodes[2p - t]) (scheduler/evaluator.h).
@@ -19,6 +18,45 @@ inline int TaskNode(const std::vector<int>& nodes, int p, int t) {
   if (t == p) return nodes[0];
   return nodes[2 * p - t];
 }
+
+// What the holder of a failed hop knows when it repairs: the plan's
+// members, each alive until gossip declared it dead.
+class HolderView final : public node::SwarmView {
+ public:
+  HolderView(const scheduler::TopologyView* view,
+             const absl::flat_hash_map<common::NodeId, int>* index,
+             WorldHooks* world, double now)
+      : view_(view), index_(index), world_(world), now_(now) {}
+  std::vector<node::PeerInfo> Members() const override {
+    std::vector<node::PeerInfo> out;
+    for (int v = 0; v < view_->num_nodes(); ++v) {
+      if (!view_->alive(v)) continue;
+      out.push_back({view_->node(v).id, {view_->stage(v)},
+                     view_->memory_slots(v), "", ""});
+    }
+    return out;
+  }
+  bool IsAlive(const common::NodeId& id) const override {
+    auto it = index_->find(id);
+    return it != index_->end() && view_->alive(it->second) &&
+           world_->GossipDeadTime(it->second) > now_;
+  }
+  std::vector<common::NodeId> Replicas(int stage) const override {
+    std::vector<common::NodeId> out;
+    for (int v : view_->stage_nodes(stage)) {
+      if (IsAlive(view_->node(v).id)) out.push_back(view_->node(v).id);
+    }
+    return out;
+  }
+  void MarkDead(const common::NodeId&) override {}
+  uint64_t version() const override { return 0; }
+
+ private:
+  const scheduler::TopologyView* view_;
+  const absl::flat_hash_map<common::NodeId, int>* index_;
+  WorldHooks* world_;
+  const double now_;
+};
 
 }  // namespace
 
@@ -31,6 +69,9 @@ struct IterationExecutor::Mb {
   bool dropped = false;
   bool awaiting = false;  // a failure is detected later; ignore deaths
   bool rerouted = false;
+  // The pending forward reached its node (queued or running there): the
+  // node admitted it, and the holder no longer re-sends it.
+  bool admitted = false;
   std::vector<int> slot_nodes;  // nodes where it holds a memory slot
 };
 
@@ -94,8 +135,25 @@ IterationExecutor::IterationExecutor(const scheduler::TopologyView& view,
       workload_(workload),
       clock_(clock),
       world_(world),
-      options_(options),
-      searcher_(view, workload) {}
+      options_(options) {
+  for (int v = 0; v < view.num_nodes(); ++v) index_[view.node(v).id] = v;
+  // The nodes backend's repairer recipe (sim/node_planning.h) on the
+  // executor's world: the plan's costs, partitions cut links.
+  node::SchedulerRepairerOptions ro;
+  ro.costs.layers_per_stage = view.model().layers_per_stage;
+  ro.costs.samples_per_mb = view.model().samples_per_mb;
+  ro.costs.bytes_per_mb = view.model().bytes_per_mb;
+  ro.costs.sec_per_layer_sample_of = [this](const common::NodeId& id) {
+    return view_.node(index_.at(id)).sec_per_layer_sample;
+  };
+  ro.costs.hop_s_of = [this](const common::NodeId& a, const common::NodeId& b) {
+    const int x = index_.at(a), y = index_.at(b);
+    return world_->LinkUp(x, y) ? view_.hop_s(x, y) : scheduler::kNoLink;
+  };
+  ro.max_swaps = workload.max_swaps;
+  ro.max_jump = workload.max_jump;
+  repairer_ = std::make_unique<node::SchedulerRouteRepairer>(ro);
+}
 
 IterationExecutor::~IterationExecutor() = default;
 
@@ -130,6 +188,7 @@ static double DetectAt(WorldHooks* world, double timeout, int to, double t) {
 void IterationExecutor::SendHop(int m, int task, int from, double now) {
   Mb& mb = mbs_[m];
   mb.task = task;
+  mb.admitted = false;
   const int to = TaskNode(mb.route.nodes, mb.p, task);
   const double death = world_->DeathTime(to);
   if (death <= now || !world_->LinkUp(from, to)) {
@@ -162,8 +221,17 @@ void IterationExecutor::OnNodeDeath(int v) {
       e.failed_at = now;
       mb.awaiting = true;
       Push(e);
+    } else if (at == v && mb.task < mb.p && mb.admitted) {
+      // v had admitted its next forward: lost with it, as on a node (Note
+      // [Lost with a neighbour] in node/stage/stage_server.cc); the holder
+      // learns it when its stream to v breaks (or from gossip).
+      Event e{detect, 0, kDrop, v, m, mb.task, mb.gen};
+      e.failed_at = now;
+      mb.awaiting = true;
+      Push(e);
     } else if (at == v && mb.task < mb.p) {
-      // Its next forward was on v: the previous node still holds the input.
+      // Its next forward was on its way to v: the send fails and the
+      // previous node, which still holds the input, re-routes it.
       mb.slot_nodes.erase(
           std::remove(mb.slot_nodes.begin(), mb.slot_nodes.end(), v),
           mb.slot_nodes.end());
@@ -207,46 +275,28 @@ void IterationExecutor::OnDetect(const Event& e, double now) {
     Drop(e.mb, now, e.node, e.failed_at);
     return;
   }
-  const int n = view_.num_nodes();
-  // The scheduler's in-flight repair first; it knows only that e.node is
-  // gone, so if its answer uses another node the holder knows to be dead
-  // or cannot reach, search again with those banned.
-  auto usable = [&](const std::vector<int>& nodes) {
-    for (size_t i = e.task; i < nodes.size(); ++i) {
-      const int v = nodes[i];
-      if (v == e.node || world_->GossipDeadTime(v) <= now) return false;
-    }
-    return e.task >= static_cast<int>(nodes.size()) ||
-           world_->LinkUp(e.from, nodes[e.task]);
-  };
-  absl::StatusOr<scheduler::Route> fixed = scheduler::RerouteInFlight(
-      view_, workload_, mb.route, e.task - 1, e.node);
-  if (fixed.ok() && usable(fixed->nodes)) {
-    Resume(e, now, fixed->nodes);
-    return;
+  // The holder repairs as a node does (node/stage/route_repair.h), with
+  // the skip budget of the nodes backend's stage servers (allow_skip).
+  node::RepairRequest req;
+  req.iteration = options_.iteration;
+  req.mb = static_cast<uint64_t>(mb.route.mb);
+  for (int i = 0; i < mb.p; ++i) {
+    const int v = mb.route.nodes[i];
+    req.route.push_back({view_.node(v).id, view_.stage(v)});
   }
-  std::vector<double> ban(n, 0);
-  for (int v = 0; v < n; ++v) {
-    // What the holder knows: the node it just lost, gossip's verdicts and
-    // its own links; other silent deaths are found when it sends.
-    if (v == e.node || world_->GossipDeadTime(v) <= now ||
-        !world_->LinkUp(e.from, v)) {
-      ban[v] = kInf;
-    }
-  }
-  ban[e.from] = 0;
-  scheduler::RouteSearcher::Query q;
-  q.node_penalty = &ban;
-  q.path_length = mb.p;
-  std::vector<int> prefix(mb.route.nodes.begin(),
-                          mb.route.nodes.begin() + e.task);
-  std::optional<scheduler::FoundRoute> found =
-      searcher_.BestCompletion(prefix, q);
-  if (!found) {
+  req.holder = e.task - 1;
+  req.failed = {view_.node(e.node).id};
+  req.allow_shorter = true;
+  const HolderView known(&view_, &index_, world_, now);
+  absl::StatusOr<std::vector<node::RouteHop>> fixed = repairer_->Repair(req, known);
+  if (!fixed.ok()) {
     Drop(e.mb, now, e.node, e.failed_at);
     return;
   }
-  Resume(e, now, found->nodes);
+  std::vector<int> nodes;
+  for (const node::RouteHop& h : *fixed) nodes.push_back(index_.at(h.node));
+  nodes.push_back(mb.route.origin);
+  Resume(e, now, nodes);
 }
 
 void IterationExecutor::Resume(const Event& e, double now,
@@ -364,6 +414,7 @@ IterationResult IterationExecutor::Run(const scheduler::Plan& plan) {
       switch (e.type) {
         case kArrive:
           if (mb.done || mb.dropped || mb.gen != e.gen) break;
+          if (e.task < mb.p) mb.admitted = true;
           (e.task < mb.p ? nodes_[e.node].forward : nodes_[e.node].backward)
               .push({mb.route.priority, e.time, mb.route.mb, e.mb, e.task,
                      e.gen});

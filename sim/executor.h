@@ -13,14 +13,19 @@
 // Failures (Note [Failure handling in the simulator]):
 //  * A node dies at time t (the world says so through WorldHooks and the
 //    driver calls OnNodeDeath from a clock timer).
-//  * An MB whose next forward hop is on the dead node (in flight, queued or
-//    running there) is re-routed by the node that holds its activations,
+//  * An MB whose next forward hop is on its way to the dead node (or is
+//    sent there later) is re-routed by the node that holds its activations,
 //    the previous node of its route, once that node notices: after
 //    stream_timeout_s, or at once if gossip already declared the node dead.
-//    The rest of the route comes from the scheduler's RerouteInFlight
-//    (another replica, a better completion, or a skip); if that answer uses
-//    a node the holder knows is dead or cannot reach, from
-//    RouteSearcher::BestCompletion with those nodes banned.
+//    The rest of the route comes from node/'s SchedulerRouteRepairer, the
+//    daemons' and the nodes backend's (the scheduler's RerouteInFlight:
+//    another replica, a better completion, or a skip), over what the holder
+//    knows: the plan's members less gossip's verdicts, hop costs as
+//    planned, kNoLink across a partition. No answer: the MB is dropped.
+//    Only an MB still on its way to the dead node is re-routed: one the
+//    dead node had admitted (arrived there, queued or running) is dropped,
+//    as a stage server drops it (Note [Lost with a neighbour] in
+//    node/stage/stage_server.cc).
 //  * An MB that keeps activations on the dead node (forward done there,
 //    backward not), or whose origin died, is dropped: its backward cannot
 //    be computed. Its memory slots are freed when the loss is noticed.
@@ -42,9 +47,11 @@
 #include <queue>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "common/node_id.h"
 #include "common/sim_clock.h"
+#include "node/train/scheduler_repairer.h"
 #include "scheduler/route.h"
-#include "scheduler/route_search.h"
 #include "scheduler/topology.h"
 
 namespace skipswarm::sim {
@@ -71,6 +78,8 @@ struct ExecutorOptions {
   // false: a failed hop drops the MB (a full-pipeline system without
   // re-routing).
   bool reroute = true;
+  // The iteration's index: the repairer's tie-break (as on a node).
+  uint64_t iteration = 0;
 };
 
 struct RerouteRecord {
@@ -136,7 +145,8 @@ class IterationExecutor {
   common::SimClock* clock_;
   WorldHooks* world_;
   ExecutorOptions options_;
-  scheduler::RouteSearcher searcher_;
+  absl::flat_hash_map<common::NodeId, int> index_;  // view index by id
+  std::unique_ptr<node::SchedulerRouteRepairer> repairer_;
 
   // Per-run state.
   std::vector<Mb> mbs_;

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "scheduler/evaluator.h"
@@ -104,6 +107,65 @@ TEST(IterationExecutorTest, ReroutesAroundANodeThatDiesMidIteration) {
   }
   // Nothing completed went through the dead node after it died.
   EXPECT_LT(r.node_busy_s[victim], ev->node_busy_s[victim]);
+}
+
+// One data node, two replicas a and b of stage 1 (10 s forwards), one
+// node of stage 2; hops take 1 s. Both MBs are planned through a.
+struct TwoReplicas {
+  scheduler::TopologyView view;
+  scheduler::Workload workload;
+  scheduler::Plan plan;
+};
+
+TwoReplicas MakeTwoReplicas() {
+  TwoReplicas t;
+  scheduler::ModelShape shape{.num_stages = 3, .layers_per_stage = 1, .samples_per_mb = 1};
+  std::vector<scheduler::NodeSpec> specs;
+  for (const auto& [name, stage, secs] : std::vector<std::tuple<std::string, int, double>>{
+           {"origin", 0, 0.001}, {"a", 1, 10}, {"b", 1, 10}, {"c", 2, 0.001}}) {
+    scheduler::NodeSpec n;
+    n.name = name;
+    n.id = common::NodeId::ForName(name);
+    n.stage = stage;
+    n.sec_per_layer_sample = secs;
+    n.memory_slots = 4;
+    specs.push_back(n);
+  }
+  std::vector<double> hops(16, 1.0);
+  for (int v = 0; v < 4; ++v) hops[v * 4 + v] = 0;
+  auto view = scheduler::TopologyView::Create(shape, specs, hops);
+  EXPECT_TRUE(view.ok()) << view.status();
+  t.view = *view;
+  t.workload.mb_per_data_node = 2;
+  t.workload.path_length = 3;
+  t.workload.max_swaps = 0;
+  for (int mb : {0, 1}) t.plan.routes.push_back({mb, 0, {0, 1, 3, 0}, mb, 0});
+  return t;
+}
+
+// Note [Lost with a neighbour] in node/stage/stage_server.cc, on the
+// executor: an MB on its way to a node that dies is re-routed by the
+// holder; one the node had admitted (arrived, queued or running) is lost.
+TEST(IterationExecutorTest, AnMbOnItsWayIsReRoutedOneTheDeadNodeAdmittedIsDropped) {
+  const TwoReplicas t = MakeTwoReplicas();
+  for (const double death : {0.5, 5.0}) {
+    common::SimClock clock;
+    FakeWorld world(4);
+    world.death_[1] = death;
+    IterationExecutor exec(t.view, t.workload, &clock, &world, {.stream_timeout_s = 0.5});
+    clock.RunAt(absl::Seconds(death), [&] { exec.OnNodeDeath(1); });
+    IterationResult r = exec.Run(t.plan);
+    ASSERT_EQ(r.mbs, 2);
+    if (death < 1) {  // both still on the wire to a: re-routed through b
+      EXPECT_EQ(r.rerouted, 2);
+      EXPECT_EQ(r.completed, 2);
+      EXPECT_GT(r.node_busy_s[2], 0);
+    } else {  // a had admitted both (one running, one queued)
+      EXPECT_EQ(r.rerouted, 0);
+      EXPECT_EQ(r.dropped, 2);
+      EXPECT_EQ(r.node_busy_s[2], 0);
+    }
+  }
 }
 
 TEST(IterationExecutorTest, WithoutReroutingFailedHopsAreDropped) {
