@@ -35,6 +35,7 @@
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/reporting/speed_reports.h"
 #include "node/daemon/reporting/status_board.h"
@@ -104,7 +105,8 @@ struct GossipDaemon::Parts {
   // move (SwitchStage).
   std::unique_ptr<TrainingStack> stack;
   Metrics metrics;
-  std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
+  std::unique_ptr<ServingHealth> health;
+  std::unique_ptr<PauseMeter> pauses;  // skipswarm_training_paused* on /metrics  // the gRPC health status, with reasons
   // The live status page's data (status_page.h); fed by gossip's listener,
   // the trainer's callback and the set-up steps; read by metrics_server.
   std::unique_ptr<StatusBoard> status;

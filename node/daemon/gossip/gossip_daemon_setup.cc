@@ -141,7 +141,12 @@ absl::Status GossipDaemon::Parts::BuildServing() {
     status->SetHealth(health.get());
   }
   ServingHealth* h = health.get();
-  in.on_pause_change = [h](const absl::Status& why) { h->Set("paused", why); };
+  if (!pauses) pauses = std::make_unique<PauseMeter>(clock.get(), &metrics);
+  PauseMeter* pm = pauses.get();
+  in.on_pause_change = [h, pm](const absl::Status& why) {
+    h->Set("paused", why);
+    pm->OnPauseChange(why);
+  };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();
 }

@@ -77,6 +77,13 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "This node's measured compute time per transformer layer and sample."},
       {"skipswarm_stage_moves_total", T::kCounter,
        "Times this node moved to another stage (rebalancing)."},
+      {"skipswarm_training_paused", T::kGauge,
+       "1 while this data node's training is paused (no plan possible, e.g. a stage without a "
+       "live replica); 0 otherwise."},
+      {"skipswarm_training_pauses_total", T::kCounter,
+       "Times this data node's training paused."},
+      {"skipswarm_training_paused_seconds_total", T::kCounter,
+       "Seconds this data node's training was paused, counted when each pause ends."},
       {"skipswarm_serving", T::kGauge,
        "1 while the node's gRPC health is SERVING; 0 while a health cause holds."},
       {"skipswarm_health_cause", T::kGauge,

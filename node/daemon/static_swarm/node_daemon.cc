@@ -14,6 +14,7 @@
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
 #include "node/daemon/reporting/status_board.h"
 #include "node/daemon/stack/planner_factory.h"
@@ -49,6 +50,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<TrainingStack> stack;     // server, planner, driver, trainer
   Metrics metrics;
   std::unique_ptr<ServingHealth> health;  // the gRPC health status, with reasons
+  std::unique_ptr<PauseMeter> pauses;     // skipswarm_training_paused* on /metrics
   std::unique_ptr<StatusBoard> status;     // the status page's data (no gossip view)
   std::unique_ptr<MetricsServer> metrics_server;
   int64_t start_iteration = 0;
@@ -217,7 +219,12 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
       &p->metrics);
   ServingHealth* health = p->health.get();
   status->SetHealth(health);
-  in.on_pause_change = [health](const absl::Status& why) { health->Set("paused", why); };
+  p->pauses = std::make_unique<PauseMeter>(p->clock.get(), &p->metrics);
+  PauseMeter* pauses = p->pauses.get();
+  in.on_pause_change = [health, pauses](const absl::Status& why) {
+    health->Set("paused", why);
+    pauses->OnPauseChange(why);
+  };
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
   SS_ASSIGN_OR_RETURN(p->metrics_server,
                       StartDaemonMetricsServer(options, &p->metrics, p->status.get()));
