@@ -13,13 +13,16 @@
 #include <thread>
 #include <tuple>
 
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/health.grpc.pb.h"
 
 namespace skipswarm::node {
 namespace {
@@ -123,6 +126,63 @@ TEST_F(GossipDaemonTest, RefusesARoutesFileInsteadOfIgnoringIt) {
   absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(d.status().message().find("--node_routes"), absl::string_view::npos) << d.status();
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&context, request, &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return response.status();
+}
+
+// A founder alone has no live peer: its gRPC health says NOT_SERVING and
+// its status page says why ("isolated"), until the swarm forms and trains.
+TEST_F(GossipDaemonTest, AFounderAloneIsIsolatedUntilTheSwarmForms) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  d0.base.iterations = 3;
+  d0.base.metrics_port = 0;
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string address = founder->daemon->gossip_address();
+  EXPECT_EQ(Health(address), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
+  auto res = http.Get("/status.json");
+  ASSERT_TRUE(res);
+  const nlohmann::json st = nlohmann::json::parse(res->body);
+  EXPECT_EQ(st["node"]["serving"], false);
+  EXPECT_EQ(st["node"]["health"], "isolated: no live peer in this node's gossip view");
+
+  absl::Notification trained;
+  {
+    absl::MutexLock lock(&founder->mu);
+    founder->hook = [&](const NodeIterationReport& r) {
+      if (r.iteration == 0 && !trained.HasBeenNotified()) trained.Notify();
+    };
+  }
+  GossipDaemonOptions a = Options("a", {1});
+  a.expect_members = 3;
+  a.base.iterations = 3;
+  a.gossip.join = {address};
+  GossipDaemonOptions b = Options("b", {2});
+  b.expect_members = 3;
+  b.base.iterations = 3;
+  b.gossip.join = {address};
+  auto ra = Launch(a);
+  auto rb = Launch(b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  ASSERT_TRUE(founder->WaitUnlessFinished(trained)) << founder->result;
+  EXPECT_EQ(Health(address), grpc::health::v1::HealthCheckResponse::SERVING);
+  founder->Join();
+  ra->Join();
+  rb->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
 }
 
 TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {

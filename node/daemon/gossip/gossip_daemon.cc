@@ -46,6 +46,13 @@ namespace {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// Live members of `view` other than its own node.
+size_t LivePeers(const membership::View& view) {
+  size_t n = 0;
+  for (const membership::MemberInfo* m : view.Live()) n += m->id != view.self;
+  return n;
+}
+
 }  // namespace
 
 void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
@@ -246,11 +253,13 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   DaemonEndpoints endpoints;
   endpoints.gossip = endpoints.pipeline = endpoints.group = endpoints.state = advertised;
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
+  p->MakeHealth();  // the server runs: health changes reach it
   membership::Membership* m = p->gossip->membership();
   m->AddListener([raw, m](const membership::MemberChange& c) {
     const membership::View view = m->GetView();
     raw->members->Update(view);
     raw->status->UpdateView(view);
+    raw->health->ObservePeers(LivePeers(view));
     raw->OnMemberChange(c);
   });
   p->members->SetAddressListener([raw](const PeerInfo& peer) {
@@ -267,6 +276,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
 
   // Bootstrap: the error names the failed step and a hint.
   SS_RETURN_IF_ERROR(p->gossip->Join());
+  p->health->ObservePeers(LivePeers(m->GetView()));  // "isolated" until a peer is live
   p->CheckReachabilityOnce();  // a first node has nobody to ask yet
   {
     absl::MutexLock lock(&p->mu);

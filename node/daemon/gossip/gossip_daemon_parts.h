@@ -171,6 +171,9 @@ struct GossipDaemon::Parts {
   absl::Status BuildTraining();
   absl::Status AddCompute(int stage);
   absl::Status BuildServing();
+  // `health` (gRPC health, metrics, the status page's events); once the
+  // server started, before gossip's listener can use it.
+  void MakeHealth();
   // Trainer thread, after iteration `done`'s update: checks the balance
   // rule every rebalance_every iterations and starts a move, and asks the
   // trainer to stop before a pending move's switch.

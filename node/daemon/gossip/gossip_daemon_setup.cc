@@ -129,17 +129,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   in.data = data.get();
   in.swarm_id = gossip->swarm_id();
   // No names: a routes file needs a static --swarm list (refused).
-  if (health == nullptr) {  // kept across stage moves
-    health = std::make_unique<ServingHealth>(
-        o.name,
-        [this, s = server.get()](bool serving) {
-          s->SetServing(serving);
-          status->AddEvent("health", serving ? std::string("SERVING")
-                                             : absl::StrCat("NOT_SERVING: ", health->Reasons()));
-        },
-        &metrics);
-    status->SetHealth(health.get());
-  }
+  if (health == nullptr) MakeHealth();  // kept across stage moves
   ServingHealth* h = health.get();
   if (!pauses) pauses = std::make_unique<PauseMeter>(clock.get(), &metrics);
   PauseMeter* pm = pauses.get();
@@ -149,6 +139,18 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::MakeHealth() {
+  health = std::make_unique<ServingHealth>(
+      base().name,
+      [this, s = server.get()](bool serving) {
+        s->SetServing(serving);
+        status->AddEvent("health", serving ? std::string("SERVING")
+                                           : absl::StrCat("NOT_SERVING: ", health->Reasons()));
+      },
+      &metrics);
+  status->SetHealth(health.get());
 }
 
 absl::Status GossipDaemon::Parts::BuildTraining() {

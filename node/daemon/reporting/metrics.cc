@@ -87,7 +87,8 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_serving", T::kGauge,
        "1 while the node's gRPC health is SERVING; 0 while a health cause holds."},
       {"skipswarm_health_cause", T::kGauge,
-       "1 while the cause (paused, diverged) keeps the node NOT_SERVING; see the log."},
+       "1 while the cause (paused, diverged, isolated) keeps the node NOT_SERVING; see the "
+       "log."},
   };
   return kCatalog;
 }

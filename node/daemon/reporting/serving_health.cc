@@ -52,6 +52,12 @@ void ServingHealth::ObserveIteration(const NodeIterationReport& r) {
                                                          " at iteration ", r.iteration)));
 }
 
+void ServingHealth::ObservePeers(size_t live_peers) {
+  Set("isolated", live_peers > 0
+                      ? absl::OkStatus()
+                      : absl::UnavailableError("no live peer in this node's gossip view"));
+}
+
 bool ServingHealth::serving() const {
   absl::MutexLock lock(&mu_);
   return causes_.empty();

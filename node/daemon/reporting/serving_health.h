@@ -1,6 +1,7 @@
 // ServingHealth: why a daemon is not serving. Causes ("paused": the data
 // node cannot plan, Note [Paused training]; "diverged": its last loss was
-// not finite) are set and cleared independently; the node is SERVING when
+// not finite; "isolated": its gossip view holds no live peer) are set and
+// cleared independently; the node is SERVING when
 // none is set. Each change goes to the gRPC health service (through
 // `set_serving`), to /metrics (skipswarm_serving, and
 // skipswarm_health_cause{cause="..."} 1 while a cause holds) and to the log
@@ -40,6 +41,9 @@ class ServingHealth {
   // A data node's report: "diverged" while its loss is not finite (an
   // iteration in which no micro-batch finished changes nothing).
   void ObserveIteration(const NodeIterationReport& r);
+  // A gossip node's view: "isolated" while it holds no live member other
+  // than this node (a founder before anyone joined, or one cut off).
+  void ObservePeers(size_t live_peers);
 
   bool serving() const;
   // "diverged: loss nan at iteration 12; paused: ..." (empty when serving).

@@ -51,6 +51,21 @@ TEST(ServingHealthTest, NonFiniteLossAndPauseMakeItNotServingWithReasons) {
   EXPECT_TRUE(health.serving());
 }
 
+// A gossip node with no live peer says so instead of SERVING.
+TEST(ServingHealthTest, NoLivePeerIsIsolated) {
+  Metrics metrics;
+  std::vector<bool> calls;
+  ServingHealth health("n1", [&calls](bool s) { calls.push_back(s); }, &metrics);
+  health.ObservePeers(0);
+  EXPECT_FALSE(health.serving());
+  EXPECT_EQ(health.Reasons(), "isolated: no live peer in this node's gossip view");
+  EXPECT_NE(metrics.Render().find("skipswarm_health_cause{cause=\"isolated\"} 1\n"),
+            std::string::npos);
+  health.ObservePeers(2);
+  EXPECT_TRUE(health.serving());
+  EXPECT_EQ(calls, std::vector<bool>({false, true}));
+}
+
 // An iteration whose micro-batches were all dropped (a replica killed
 // mid-iteration) reports loss NaN because nothing finished: that is not
 // divergence, and flipping to NOT_SERVING on it made a healthy node look

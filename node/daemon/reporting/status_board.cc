@@ -17,13 +17,14 @@ namespace skipswarm::node {
 //            reachable (true/false/null: not checked yet), serving
 //            (null: no health), health (the reasons, "" while serving),
 //            paused, paused_why, iteration (null before the first)
-//   swarm:   available (false: a static --swarm node, no gossip view),
+//   swarm:   available (false: no view yet),
 //            view_version, view_age_s, num_stages, live_members,
-//            members[] {id, short, self, state, addresses[], outbound_only,
+//            members[] {id, short, name ("" unless known), self, state,
+//            addresses[], outbound_only,
 //            stages[], iteration (its record's entry iteration: 0 for a
 //            founder), seconds_per_layer_sample, memory_slots},
 //            stages[] {stage, replicas (live members hosting it),
-//            members[] (their short ids)}, links[] {from, to, rtt_ms
+//            members[] (their names where known, else short ids)}, links[] {from, to, rtt_ms
 //            (null: unknown), mbps (null: unknown)}, links_total
 //   history: [] {iteration, t, loss, tokens_per_second,
 //            iteration_seconds (null on relays), rerouted, dropped}, oldest
@@ -92,6 +93,11 @@ void StatusBoard::UpdateView(const membership::View& view) {
   absl::MutexLock lock(&mu_);
   view_ = view;
   view_t_ = t;
+}
+
+void StatusBoard::SetMemberNames(std::map<common::NodeId, std::string> names) {
+  absl::MutexLock lock(&mu_);
+  names_ = std::move(names);
 }
 
 void StatusBoard::ObserveIteration(const NodeIterationReport& r) {
@@ -191,7 +197,9 @@ std::string StatusBoard::RenderJson() const {
     int live = 0;
     for (const membership::MemberInfo& m : v.members) {
       const bool self = m.id == v.self;
+      const auto name = names_.find(m.id);
       members.push_back({
+          {"name", name == names_.end() ? std::string() : name->second},
           {"id", m.id.Hex()},
           {"short", m.id.ShortString()},
           {"self", self},
@@ -205,7 +213,9 @@ std::string StatusBoard::RenderJson() const {
       });
       if (!m.live()) continue;
       ++live;
-      for (uint32_t s : m.stages) by_stage[s].push_back(m.id.ShortString());
+      for (uint32_t s : m.stages) {
+        by_stage[s].push_back(name == names_.end() ? m.id.ShortString() : name->second);
+      }
     }
     // Every stage of the model, including ones nobody hosts (replicas 0:
     // the swarm cannot train until one joins).

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,8 +62,12 @@ class StatusBoard {
   void SetReachable(bool reachable);
   // Operator pause (volunteer pause/resume): shown, and an event.
   void SetPaused(bool paused, const std::string& why);
-  // The gossip view as of now (a static swarm sets none).
+  // The swarm as of now: the gossip view, or a static list's members
+  // (alive or dead as this node's transport saw them).
   void UpdateView(const membership::View& view);
+  // Names to show beside member ids (a static --swarm list has them;
+  // gossip records do not).
+  void SetMemberNames(std::map<common::NodeId, std::string> names);
   // One finished iteration: a history point (data nodes: loss, tokens/s;
   // relays: iteration time only), and events for re-routes, drops, errors
   // and digest mismatches.
@@ -105,6 +110,7 @@ class StatusBoard {
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   std::string paused_why_ ABSL_GUARDED_BY(mu_);
   std::optional<membership::View> view_ ABSL_GUARDED_BY(mu_);
+  std::map<common::NodeId, std::string> names_ ABSL_GUARDED_BY(mu_);
   double view_t_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<uint64_t> last_iteration_ ABSL_GUARDED_BY(mu_);
   std::deque<Point> history_ ABSL_GUARDED_BY(mu_);

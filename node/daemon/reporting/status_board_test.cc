@@ -29,6 +29,7 @@ TEST(StatusBoardTest, ShowsTheSwarmFromTheGossipView) {
   common::SimClock clock;
   StatusBoard board(Options(), &clock);
   FillSampleBoard(&board, &clock);
+  board.SetMemberNames({{common::NodeId::ForName("r1"), "r1"}});
   const nlohmann::json d = Doc(board);
 
   EXPECT_EQ(d["node"]["name"], "d0");
@@ -48,12 +49,16 @@ TEST(StatusBoardTest, ShowsTheSwarmFromTheGossipView) {
   }
   EXPECT_EQ(self, 1);
   EXPECT_EQ(outbound, 1);
+  int named = 0;
+  for (const auto& m : sw["members"]) named += m["name"] == "r1";
+  EXPECT_EQ(named, 1);
   // Stage map: replicas are live hosts only; stage 2's one host is SUSPECT
   // (still live), stage 1 lost r2.
   ASSERT_EQ(sw["stages"].size(), 3u);
   EXPECT_EQ(sw["stages"][0]["replicas"], 2);
   EXPECT_EQ(sw["stages"][1]["replicas"], 1);
-  EXPECT_EQ(sw["stages"][1]["members"][0], common::NodeId::ForName("r1").ShortString());
+  EXPECT_EQ(sw["stages"][1]["members"][0], "r1");  // named; others by short id
+  EXPECT_EQ(sw["stages"][2]["members"][0], common::NodeId::ForName("r3").ShortString());
   EXPECT_EQ(sw["stages"][2]["replicas"], 1);
   ASSERT_EQ(sw["links"].size(), 2u);
   EXPECT_DOUBLE_EQ(sw["links"][0]["rtt_ms"].get<double>(), 42);

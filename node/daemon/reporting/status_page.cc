@@ -181,7 +181,7 @@ function render(st) {
         sw.stages.length + " stages" + (uncovered ? ", " + uncovered + " without a replica" : ", all covered");
     const members = sw.members.map(m => {
       const state = m.state.replace("MEMBER_STATE_", "");
-      return row([m.short + (m.self ? " (this node)" : ""),
+      return row([(m.name ? m.name + " " : "") + m.short + (m.self ? " (this node)" : ""),
                   badge(state, state === "ALIVE" ? "ok" : state === "SUSPECT" ? "warn" : "bad"),
                   m.stages.length ? m.stages.join(", ") : "relay", [...new Set(m.addresses)].join(" "),
                   m.outbound_only ? badge("outbound-only", "warn") : "dialable",
@@ -198,7 +198,7 @@ function render(st) {
     document.getElementById("link-summary").textContent =
         sw.links_total > sw.links.length ? sw.links.length + " of " + sw.links_total : "";
   } else {
-    const note = row(["static --swarm list: no gossip view on this node"]);
+    const note = row(["no view of the swarm yet"]);
     fill(document.querySelector("#members tbody"), [note]);
     fill(document.querySelector("#stage-map tbody"), []);
     fill(document.querySelector("#links tbody"), []);

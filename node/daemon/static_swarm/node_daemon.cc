@@ -4,12 +4,14 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "membership/view.h"
 #include "model/memory_estimate.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
@@ -55,6 +57,8 @@ struct NodeDaemon::Parts {
   std::unique_ptr<MetricsServer> metrics_server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
+  // Members this node last saw dead (trainer thread), for the page's events.
+  std::set<common::NodeId> seen_dead;
 
   absl::Status Checkpoint() {
     if (options.model.checkpoint_dir.empty()) return absl::OkStatus();
@@ -219,6 +223,9 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
       &p->metrics);
   ServingHealth* health = p->health.get();
   status->SetHealth(health);
+  std::map<common::NodeId, std::string> names;
+  for (const SwarmMember& m : options.swarm) names[m.info.id] = m.name;
+  status->SetMemberNames(std::move(names));
   p->pauses = std::make_unique<PauseMeter>(p->clock.get(), &p->metrics);
   PauseMeter* pauses = p->pauses.get();
   in.on_pause_change = [health, pauses](const absl::Status& why) {
@@ -242,6 +249,28 @@ void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = absl::ToDoubleSeconds(clock->SteadyNow() - run_started);
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   status->ObserveIteration(r);
+  // The static list as the status page's swarm: alive or dead as this
+  // node's transport saw them (no gossip, so no links or speeds).
+  membership::View v;
+  v.self = self;
+  for (const PeerInfo& m : view->Members()) {
+    membership::MemberInfo info;
+    info.id = m.id;
+    const bool alive = view->IsAlive(m.id);
+    info.state = alive ? proto::MEMBER_STATE_ALIVE : proto::MEMBER_STATE_DEAD;
+    if (!alive && seen_dead.insert(m.id).second) {
+      std::string name = m.id.ShortString();
+      for (const SwarmMember& s : options.swarm) {
+        if (s.info.id == m.id) name = s.name;
+      }
+      status->AddEvent("member", absl::StrCat(name, " ALIVE -> DEAD (its hops failed)"));
+    }
+    info.addresses = {m.address};
+    info.stages.assign(m.stages.begin(), m.stages.end());
+    info.memory_slots = static_cast<uint32_t>(m.memory_slots);
+    v.members.push_back(std::move(info));
+  }
+  status->UpdateView(v);
   PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 
