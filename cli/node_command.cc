@@ -12,6 +12,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/gossip_command.h"
 #include "cli/manifest_step.h"
 #include "common/status_macros.h"
@@ -24,6 +25,7 @@
 #include "node/daemon/stack/swarm_spec.h"
 #include "node/daemon/stack/torch_backend.h"
 #include "node/daemon/static_swarm/node_daemon.h"
+#include "node/transport/malloc_tuning.h"
 #include "node/transport/shaping_flags.h"
 
 ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
@@ -95,7 +97,21 @@ void OnSignal(int sig) {
   if (g_stop.exchange(true)) _exit(128 + sig);
 }
 
+// Note [Daemon CPU]: process-wide settings that cut the CPU a daemon spends
+// beside its compute (tools/experiments/cpu_per_token.sh measures it).
+//  * glibc hands every allocation above its mmap threshold back to the
+//    kernel on free, so each activation, frame chunk and gradient vector
+//    page-faulted fresh zeroed pages in again (~12% of a node's CPU);
+//    node::TuneMallocForLargeFrames keeps them in the heap.
+//  * Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
+//    ran deadlock detection (a global graph of lock orders); tests keep it.
+absl::Status TuneDaemonProcess() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return node::TuneMallocForLargeFrames(/*trim_threshold=*/size_t{64} << 20);
+}
+
 absl::Status Run() {
+  SS_RETURN_IF_ERROR(TuneDaemonProcess());
   NodeDaemonOptions o;
   // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
   const bool gossip = absl::GetFlag(FLAGS_swarm).empty();
@@ -127,14 +143,24 @@ absl::Status Run() {
     const model::StageMemoryEstimate e = model::EstimateLargestStage(o.model.model, mem);
     const std::string device = o.model.runtime.device;
     const int64_t free_bytes = model::FreeDeviceMemoryBytes(device);
-    LOG(INFO) << "memory estimate, largest " << model::DescribeStageMemory(e) << "; "
-              << o.memory_slots << " slot(s) need " << model::FormatBytes(e.total_bytes * o.memory_slots)
-              << "; free on " << device << ": "
-              << (free_bytes < 0 ? std::string("unknown") : model::FormatBytes(free_bytes));
     SS_RETURN_IF_ERROR(model::CheckStageFits(e, free_bytes, device));
-    if (free_bytes >= 0 && e.total_bytes * o.memory_slots > free_bytes) {
-      LOG(WARNING) << "--memory_slots=" << o.memory_slots << " may not fit: " << device
-                   << " holds about " << free_bytes / e.total_bytes << " stage(s)";
+    // Note [Memory slots from the estimate]: as many micro-batches in flight
+    // as fit beside one stage, at most --memory_slots.
+    const model::MemoryFit fit = model::FitInMemory(e, free_bytes, /*hosted=*/1, o.memory_slots);
+    LOG(INFO) << "memory estimate, largest " << model::DescribeStageMemory(e) << "; free on "
+              << device << ": "
+              << (free_bytes < 0 ? std::string("unknown")
+                                 : absl::StrCat(model::FormatBytes(free_bytes), ", room for ",
+                                                fit.stages, " stage(s) with one micro-batch each"))
+              << "; memory slots " << std::min(fit.slots, o.memory_slots) << " (--memory_slots="
+              << o.memory_slots << ")";
+    if (fit.slots >= 1 && fit.slots < o.memory_slots) {
+      LOG(WARNING) << "--memory_slots=" << o.memory_slots << " does not fit on " << device
+                   << ": " << fit.slots << " slot(s) of "
+                   << model::FormatBytes(e.activation_bytes_per_mb) << " each beside the stage's "
+                   << model::FormatBytes(e.weight_bytes + e.gradient_bytes + e.optimizer_bytes)
+                   << "; using " << fit.slots;
+      o.memory_slots = fit.slots;
     }
   }
   if (!gossip) {

@@ -100,6 +100,28 @@ absl::Status CheckStageFits(const StageMemoryEstimate& e, int64_t free_bytes,
       "; use a smaller --model, more --stages or a smaller --samples_per_mb"));
 }
 
+// Note [Memory slots from the estimate]: a node's memory slots are the
+// micro-batches whose saved activations it holds at once (node/stage's
+// admission limit). The static part (weights, gradients, AdamW) is paid
+// once per hosted stage; each slot adds one micro-batch's activations of
+// the largest stage. The daemon lowers --memory_slots to what fits at start
+// and, when an allocation fails anyway, again at run time (Note [Memory
+// slots] in node/stage/stage_server.cc).
+MemoryFit FitInMemory(const StageMemoryEstimate& e, int64_t free_bytes, int hosted, int wanted) {
+  MemoryFit fit;
+  if (free_bytes < 0) {
+    fit.stages = -1;
+    fit.slots = wanted;
+    return fit;
+  }
+  const int64_t fixed = e.weight_bytes + e.gradient_bytes + e.optimizer_bytes;
+  const int64_t act = std::max<int64_t>(1, e.activation_bytes_per_mb);
+  fit.stages = static_cast<int>(std::min<int64_t>(1 << 20, free_bytes / (fixed + act)));
+  const int64_t left = free_bytes - std::max(1, hosted) * fixed;
+  fit.slots = left < act ? 0 : static_cast<int>(std::min<int64_t>(wanted, left / act));
+  return fit;
+}
+
 int64_t MaxActivationBytes(const ModelConfig& config, int samples_per_mb) {
   return int64_t{4} * std::max(1, samples_per_mb) * config.seq_len * config.d_model;
 }

@@ -63,6 +63,18 @@ std::string DescribeStageMemory(const StageMemoryEstimate& e);
 absl::Status CheckStageFits(const StageMemoryEstimate& e, int64_t free_bytes,
                             const std::string& device);
 
+// What a device with `free_bytes` free holds of stages like `e` (its
+// in_flight_mbs ignored): `stages`, how many such stages with one
+// micro-batch in flight each; `slots`, how many micro-batches in flight fit
+// beside `hosted` such stages' weights, gradients and AdamW state, at most
+// `wanted` (0 when not even one fits). free_bytes < 0 (unknown): stages -1,
+// slots = wanted. Note [Memory slots from the estimate] in memory_estimate.cc.
+struct MemoryFit {
+  int stages = 0;
+  int slots = 0;
+};
+MemoryFit FitInMemory(const StageMemoryEstimate& e, int64_t free_bytes, int hosted, int wanted);
+
 // The largest pipeline payload a stage legally sends: one micro-batch's
 // activation or its gradient in float32 (samples x seq_len x d_model x 4
 // bytes); other codecs are smaller. The daemons refuse frames above twice

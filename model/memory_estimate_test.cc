@@ -57,6 +57,27 @@ TEST(MemoryEstimateTest, ActivationsScaleWithTheMicroBatchAndInFlightCount) {
   EXPECT_LT(EstimateStageMemory(c, 1, bf16).activation_bytes_per_mb, a.activation_bytes_per_mb);
 }
 
+TEST(MemoryEstimateTest, SlotsAndStagesFollowFreeMemory) {
+  StageMemoryEstimate e;
+  e.weight_bytes = 100;
+  e.gradient_bytes = 100;
+  e.optimizer_bytes = 200;  // 400 fixed per stage
+  e.activation_bytes_per_mb = 50;
+  // 1,000 free: two stages with one MB each; beside one stage 12 MBs, capped at 4.
+  EXPECT_EQ(FitInMemory(e, 1000, 1, 4).stages, 2);
+  EXPECT_EQ(FitInMemory(e, 1000, 1, 4).slots, 4);
+  EXPECT_EQ(FitInMemory(e, 1000, 1, 100).slots, 12);
+  // Beside two hosted stages: 200 left, 4 MBs; 499 free: none beside two.
+  EXPECT_EQ(FitInMemory(e, 1000, 2, 100).slots, 4);
+  EXPECT_EQ(FitInMemory(e, 499, 2, 4).slots, 0);
+  EXPECT_EQ(FitInMemory(e, 449, 1, 4).slots, 0);
+  EXPECT_EQ(FitInMemory(e, 449, 1, 4).stages, 0);
+  EXPECT_EQ(FitInMemory(e, 450, 1, 4).slots, 1);
+  // Unknown free memory: what was asked.
+  EXPECT_EQ(FitInMemory(e, -1, 1, 4).slots, 4);
+  EXPECT_EQ(FitInMemory(e, -1, 1, 4).stages, -1);
+}
+
 TEST(MemoryEstimateTest, ANodeThatCannotHoldAStageIsRefusedWithTheNumbers) {
   StageMemoryEstimate e = EstimateLargestStage(*ModelPreset("1b"), MemoryEstimateOptions{});
   absl::Status s = CheckStageFits(e, int64_t{1} << 30, "cuda:0");

@@ -1,5 +1,6 @@
 #include "node/stage/stage_server.h"
 
+#include "model/out_of_memory.h"
 #include "node/stage/stage_server_impl.h"
 
 namespace skipswarm::node {
@@ -146,7 +147,7 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     // take the current iteration's slots or queue; when it is full, a
     // nearer iteration's frame displaces the farthest one.
     const bool later = h.iteration() > iteration_;
-    const int capacity = options_.memory_slots + options_.max_queued_forwards;
+    const int capacity = memory_slots_ + options_.max_queued_forwards;
     if (later && static_cast<int>(deferred_.size()) >= capacity) {
       auto farthest = std::max_element(
           deferred_.begin(), deferred_.end(), [](const Task& a, const Task& b) {
@@ -200,7 +201,7 @@ void StageServer::Impl::DispatchNow() {
     dispatch_posted_ = false;
     if (busy_ || paused_) return;
     const bool backward_ok = !backward_q_.empty();
-    const bool forward_ok = !forward_q_.empty() && slots_in_use_ < options_.memory_slots;
+    const bool forward_ok = !forward_q_.empty() && slots_in_use_ < memory_slots_;
     if (!backward_ok && !forward_ok) return;
     auto bwd = Best(backward_q_);
     auto fwd = Best(forward_q_);
@@ -275,7 +276,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
   if (!out.ok()) {
     LOG(WARNING) << "forward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status(), "compute_failed");
+    ComputeFailed(key, out.status());
     if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
@@ -306,7 +307,7 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
   if (!out.ok()) {
     LOG(WARNING) << "tail failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status(), "compute_failed");
+    ComputeFailed(key, out.status());
     if (task.header.route_size() > 1) SendAbort(task.header, task.header.route_size() - 1, out.status());
     return Done();
   }
@@ -334,7 +335,7 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
   if (!out.ok()) {
     LOG(WARNING) << "backward failed, dropping: " << DescribeFrame(task.header) << ": "
                  << out.status();
-    Drop(key, out.status(), "compute_failed");
+    ComputeFailed(key, out.status());
     if (key.hop > 0) SendAbort(task.header, key.hop - 1, out.status());
     return Done();
   }
@@ -363,6 +364,32 @@ void StageServer::Impl::OnBackwardDone(Task task, absl::StatusOr<WireTensor> out
   back.payload = std::move(out->payload);
   SendFrame(std::move(back), {});
   Done();
+}
+
+// Note [Memory slots]: a compute task that fails with model::IsOutOfMemory
+// (model/torch_guard.h, Note [Out of memory]) ran out of memory. The MB is
+// dropped like any failed task, and the node admits fewer MBs from now on:
+// as many as were resident beside the failed one, at least one less than
+// before, never below one. So a node that over-estimated its memory settles
+// at what it can hold instead of failing (or crash-looping) on every MB.
+void StageServer::Impl::ComputeFailed(const MbKey& key, const absl::Status& why) {
+  if (model::IsOutOfMemory(why)) {
+    int before = 0, after = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      before = memory_slots_;
+      // slots_in_use_ still counts the failed MB (a forward or backward
+      // holds its slot until dropped just below).
+      memory_slots_ = std::max(1, std::min(memory_slots_ - 1, slots_in_use_ - 1));
+      after = memory_slots_;
+      ++stats_.out_of_memory;
+    }
+    LOG(WARNING) << "out of memory on " << self_.ShortString() << ": memory slots " << before
+                 << " -> " << after;
+    Drop(key, why, "out_of_memory");
+    return;
+  }
+  Drop(key, why, "compute_failed");
 }
 
 void StageServer::Impl::Finish(const std::vector<std::pair<StageCompute*, uint64_t>>& discards,
@@ -440,7 +467,7 @@ bool StageServer::CanInject() const {
   absl::MutexLock lock(&impl_->mu_);
   // The next iteration's frames do not count (Note [Admitted iterations]).
   const int waiting = static_cast<int>(impl_->forward_q_.size());
-  return impl_->slots_in_use_ + waiting < impl_->options_.memory_slots;
+  return impl_->slots_in_use_ + waiting < impl_->memory_slots_;
 }
 
 absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
@@ -480,7 +507,7 @@ absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
       return absl::AlreadyExistsError(absl::StrCat("micro-batch ", mb, " already injected"));
     }
     const int waiting = static_cast<int>(impl_->forward_q_.size());
-    if (impl_->slots_in_use_ + waiting >= impl_->options_.memory_slots) {
+    if (impl_->slots_in_use_ + waiting >= impl_->memory_slots_) {
       return absl::ResourceExhaustedError("no free memory slot at the origin");
     }
     impl_->entries_[key] = Entry::Make(impl_->next_local_id_++, 0);
@@ -580,6 +607,7 @@ StageServerStats StageServer::stats() const {
   s.hop_latency = impl_->hops_.Histogram();
   s.traffic = impl_->hops_.Traffic();
   s.slots_in_use = impl_->slots_in_use_;
+  s.memory_slots = impl_->memory_slots_;
   s.queued = static_cast<int>(impl_->forward_q_.size() + impl_->backward_q_.size() +
                               impl_->deferred_.size());
   return s;

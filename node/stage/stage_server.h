@@ -48,7 +48,9 @@
 // break at once (UNAVAILABLE) and later MBs skip the dead peer without
 // sending ("peer_dead"); how fast, measured: node/stage/README.md.
 //
-// Admission: a forward frame needs a memory slot to run; up to
+// Admission: a forward frame needs a memory slot to run (a compute task
+// that runs out of memory lowers the slots, Note [Memory slots] in
+// stage_server.cc); up to
 // max_queued_forwards more may wait for one; beyond that it is refused with
 // RESOURCE_EXHAUSTED (the sender tries another replica). A slot is taken
 // when the forward starts and freed by the MB's backward (or its drop).
@@ -137,11 +139,15 @@ struct StageServerStats {
   int64_t dropped = 0;
   int64_t bytes_sent = 0;
   int slots_in_use = 0;
+  // The admission limit now: StageServerOptions::memory_slots, lowered by
+  // each out-of-memory task (Note [Memory slots] in stage_server.cc).
+  int memory_slots = 0;
+  int64_t out_of_memory = 0;  // compute tasks that failed for lack of memory
   int queued = 0;
   // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
   // "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
   // "unrepairable", "backward_hop_lost", "aborted_downstream",
-  // "compute_failed", "mb_deadline", "iteration_ended", "bad_route".
+  // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route".
   std::map<std::string, int64_t> rerouted_by_reason;
   std::map<std::string, int64_t> dropped_by_reason;
   // Clock time (SteadyNow) of the first re-route, infinite if none.

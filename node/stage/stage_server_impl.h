@@ -115,6 +115,10 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // Drops the MB visit `key` held here, if any (counted under `reason`);
   // tells the listener when this node is its origin.
   void Drop(const MbKey& key, const absl::Status& why, const char* reason);
+  // A compute task of `key` failed: drops it ("compute_failed"), or on
+  // an out of memory lowers the memory slots first ("out_of_memory",
+  // Note [Memory slots] in stage_server.cc).
+  void ComputeFailed(const MbKey& key, const absl::Status& why);
   void DropLocked(const MbKey& key, const absl::Status& why, const char* reason,
                   std::vector<std::pair<StageCompute*, uint64_t>>& discards,
                   std::vector<std::pair<MbKey, absl::Status>>& finished)
@@ -187,6 +191,9 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  // The admission limit: options_.memory_slots, lowered after an out of
+  // memory (Note [Memory slots]).
+  int memory_slots_ ABSL_GUARDED_BY(mu_) = std::max(1, options_.memory_slots);
   absl::flat_hash_map<MbKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
   // Arrival order; served by Note [Queue order].
   std::deque<Task> backward_q_ ABSL_GUARDED_BY(mu_);  // backwards and tails

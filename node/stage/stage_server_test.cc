@@ -1,11 +1,14 @@
 #include "node/stage/stage_server.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
+#include "model/out_of_memory.h"
+#include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/transport/fault_transport.h"
 #include "node/transport/frame.h"
@@ -48,8 +51,10 @@ SwitchboardOptions Latency(absl::Duration d) {
 class Swarm {
  public:
   // stages[i] = stage hosted by node i ("n<i>"); slots per node.
+  // `wrap`: a decorator for node i's compute (null: none).
+  using Wrap = std::function<std::unique_ptr<StageCompute>(int i, StageCompute* inner)>;
   Swarm(std::vector<int> stages, int slots = 4, int queue = 8,
-        std::function<void(StageServerOptions&)> tweak = nullptr)
+        std::function<void(StageServerOptions&)> tweak = nullptr, Wrap wrap = nullptr)
       : board_(&clock_, Latency(absl::Milliseconds(1))) {
     std::vector<PeerInfo> members;
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -69,9 +74,14 @@ class Swarm {
       o.memory_slots = stages[i] == 0 ? 4 : slots;
       o.max_queued_forwards = queue;
       if (tweak) tweak(o);
+      StageCompute* served = compute.get();
+      if (wrap) {
+        wrappers_.push_back(wrap(static_cast<int>(i), compute.get()));
+        served = wrappers_.back().get();
+      }
       auto server = std::make_unique<StageServer>(
-          faulty.get(), &clock_, views.get(),
-          std::map<int, StageCompute*>{{stages[i], compute.get()}}, o);
+          faulty.get(), &clock_, views.get(), std::map<int, StageCompute*>{{stages[i], served}},
+          o);
       server->Attach();
       server->SetOriginListener(&recorder_);
       transports_.push_back(std::move(faulty));
@@ -100,6 +110,7 @@ class Swarm {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<StaticSwarmView>> views_;
   std::vector<std::unique_ptr<TimedStageCompute>> computes_;
+  std::vector<std::unique_ptr<StageCompute>> wrappers_;
   std::vector<std::unique_ptr<StageServer>> servers_;
   Recorder recorder_;
 };
@@ -133,6 +144,96 @@ TEST(StageServerTest, OriginRespectsMemorySlots) {
   swarm.clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(swarm.recorder_.finished.size(), 4u);
   EXPECT_TRUE(swarm.servers_[0]->CanInject());
+}
+
+// A compute that runs out of memory (model::OutOfMemoryError, as
+// TorchGuard reports libtorch's allocation failures) when a forward would
+// make a third micro-batch resident: memory for two.
+class TwoMicroBatchMemory : public ForwardingStageCompute {
+ public:
+  using ForwardingStageCompute::ForwardingStageCompute;
+  void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
+    if (pending() >= 2) {
+      ++failures;
+      // Never inline (StageTasks' rule): the inner compute's clock posts it.
+      return ForwardingStageCompute::Forward(
+          mb, std::move(input), [done = std::move(done)](absl::StatusOr<WireTensor>) mutable {
+            done(model::OutOfMemoryError("Forward", "libtorch: can't allocate memory"));
+          });
+    }
+    ForwardingStageCompute::Forward(mb, std::move(input), std::move(done));
+  }
+  int failures = 0;
+};
+
+TEST(StageServerTest, OutOfMemoryLowersTheSlotsAndTheNodeKeepsTraining) {
+  TwoMicroBatchMemory* relay = nullptr;
+  Swarm swarm({0, 1}, /*slots=*/4, /*queue=*/8, nullptr,
+              [&](int i, StageCompute* inner) -> std::unique_ptr<StageCompute> {
+                if (i != 1) return std::make_unique<ForwardingStageCompute>(inner);
+                auto c = std::make_unique<TwoMicroBatchMemory>(inner);
+                relay = c.get();
+                return c;
+              });
+  ASSERT_NE(relay, nullptr);
+  for (uint64_t mb = 1; mb <= 4; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(0, mb, swarm.Route({0, 1}), {}).ok());
+  }
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.size(), 4u);
+  int ok = 0;
+  for (const auto& [mb, s] : swarm.recorder_.finished) ok += s.ok();
+  const StageServerStats after_oom = swarm.servers_[1]->stats();
+  EXPECT_GE(relay->failures, 1);
+  EXPECT_EQ(after_oom.out_of_memory, relay->failures);
+  EXPECT_EQ(after_oom.dropped_by_reason.at("out_of_memory"), relay->failures);
+  EXPECT_EQ(ok, 4 - relay->failures);
+  // Lowered to what it held beside the failed MB: two.
+  EXPECT_EQ(after_oom.memory_slots, 2);
+  EXPECT_EQ(after_oom.slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[1]->pending(), 0u);  // the failed MB left nothing behind
+
+  // The next iteration: four MBs through the same relay, two at a time,
+  // all trained, no further failure.
+  const int failures = relay->failures;
+  swarm.servers_[0]->BeginIteration(1);
+  swarm.servers_[1]->BeginIteration(1);
+  swarm.recorder_.finished.clear();
+  for (uint64_t mb = 11; mb <= 14; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(1, mb, swarm.Route({0, 1}), {}).ok());
+  }
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.size(), 4u);
+  for (const auto& [mb, s] : swarm.recorder_.finished) EXPECT_TRUE(s.ok()) << mb << ": " << s;
+  EXPECT_EQ(relay->failures, failures);
+  EXPECT_EQ(swarm.servers_[1]->stats().memory_slots, 2);
+}
+
+// Only an allocation failure lowers the slots: a compute's other
+// RESOURCE_EXHAUSTED (a decoder refusing an oversized tensor from a peer)
+// leaves them alone.
+TEST(StageServerTest, OtherResourceExhaustedKeepsTheSlots) {
+  struct Refusing : ForwardingStageCompute {
+    using ForwardingStageCompute::ForwardingStageCompute;
+    void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
+      ForwardingStageCompute::Forward(
+          mb, std::move(input), [done = std::move(done)](absl::StatusOr<WireTensor>) mutable {
+            done(absl::ResourceExhaustedError("decode: payload of 9 GiB over the limit"));
+          });
+    }
+  };
+  Swarm swarm({0, 1}, 4, 8, nullptr, [](int i, StageCompute* inner) -> std::unique_ptr<StageCompute> {
+    if (i == 1) return std::make_unique<Refusing>(inner);
+    return std::make_unique<ForwardingStageCompute>(inner);
+  });
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 1, swarm.Route({0, 1}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.size(), 1u);
+  EXPECT_FALSE(swarm.recorder_.finished[1].ok());
+  const StageServerStats s = swarm.servers_[1]->stats();
+  EXPECT_EQ(s.memory_slots, 4);
+  EXPECT_EQ(s.out_of_memory, 0);
+  EXPECT_EQ(s.dropped_by_reason.at("compute_failed"), 1);
 }
 
 TEST(StageServerTest, FullRelayRefusesAndSenderRetriesAnotherReplica) {
