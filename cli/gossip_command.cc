@@ -199,6 +199,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.model_id = base.model.model.ConfigHash();
   g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);
   g.extra_services = {manifest->service.get()};
+  o.manifest_quota = manifest->quota.get();
   if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
   o.manifest_fetch_time = manifest->fetch_time;
   LOG(INFO) << "seed " << base.model.seed;

@@ -18,6 +18,7 @@
 #include "manifest/swarm_file.h"
 #include "manifest/swarm_settings.h"
 #include "model/averaging_options.h"
+#include "node/daemon/reporting/daemon_quotas.h"
 #include "membership/record.h"
 
 // Defined in gossip_command.cc.
@@ -162,9 +163,15 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     LOG(INFO) << "swarm manifest " << v.sha256 << " from founder " << v.founder << " in "
               << step.fetch_time << ": " << manifest::ManifestSummary(v.manifest);
   }
+  step.quota_clock = common::RealClock::Create();
+  step.quota = node::MakeDaemonQuotas(o->model.model, o->model.samples_per_mb,
+                                      step.quota_clock.get())
+                   .manifest;
   step.service = std::make_unique<manifest::ManifestService>(
-      signed_manifest, membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
-                                                 absl::GetFlag(FLAGS_swarm_secret)));
+      signed_manifest,
+      membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
+                                absl::GetFlag(FLAGS_swarm_secret)),
+      step.quota);
   return step;
 }
 

@@ -21,6 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/peer_quota.h"
+#include "common/real_clock.h"
 #include "manifest/manifest_service.h"
 #include "node/daemon/stack/node_daemon_options.h"
 
@@ -30,6 +32,10 @@ namespace skipswarm::cli {
 extern const char kManifestFlagsFile[];
 
 struct SwarmManifestStep {
+  // Note [Peer quotas]: the service's per-address budget on its own clock
+  // (declared first: they outlive the service).
+  std::unique_ptr<common::RealClock> quota_clock;
+  std::shared_ptr<common::PeerQuota> quota;
   std::unique_ptr<manifest::ManifestService> service;  // to register on the node server
   std::string sha256;
   std::string swarm_name;     // the manifest's

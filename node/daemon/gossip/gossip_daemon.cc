@@ -53,6 +53,13 @@ size_t LivePeers(const membership::View& view) {
   return n;
 }
 
+// Note [Peer quotas]: who counts as a member (the view's live records).
+std::vector<common::NodeId> LiveIds(const membership::View& view) {
+  std::vector<common::NodeId> ids;
+  for (const membership::MemberInfo* m : view.Live()) ids.push_back(m->id);
+  return ids;
+}
+
 }  // namespace
 
 void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
@@ -187,10 +194,12 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->members = std::make_unique<TrainingMembers>(p->self);
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
+  p->quotas = MakeDaemonQuotas(base.model.model, base.model.samples_per_mb, p->clock.get());
   GrpcTransportOptions to;
   to.self = p->self;
   to.serve_on = server_builder;
   to.swarm_id = p->gossip->swarm_id();
+  to.quota = p->quotas.pipeline;
   // Frames no larger than this model's activations allow, and of exactly
   // the size their declared tensor implies (Note [Frame validation]).
   to.max_payload_bytes = static_cast<uint64_t>(
@@ -228,12 +237,15 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   go.credentials = to.credentials;  // the replica group too (same key, same rule)
   go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
   go.codec = base.model.averaging.codec;  // Note [Encoded shards]
+  go.push_quota = p->quotas.group;
+  go.state_quota = p->quotas.state;
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;
   so.serve_on = server_builder;
   so.swarm_id = p->gossip->swarm_id();
   so.credentials = to.credentials;
+  so.quota = p->quotas.state;
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
@@ -257,6 +269,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   membership::Membership* m = p->gossip->membership();
   m->AddListener([raw, m](const membership::MemberChange& c) {
     const membership::View view = m->GetView();
+    raw->quotas.members->SetMembers(LiveIds(view));
     raw->members->Update(view);
     raw->status->UpdateView(view);
     raw->health->ObservePeers(LivePeers(view));
@@ -266,6 +279,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     raw->transport->SetPeerAddress(peer.id, peer.address);
   });
   p->members->Update(m->GetView());
+  p->quotas.members->SetMembers(LiveIds(m->GetView()));
   p->status->UpdateView(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
             << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
@@ -507,6 +521,10 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   const membership::View view = gossip->membership()->GetView();
   metrics.Set("skipswarm_live_members", static_cast<double>(view.Live().size()));
+  ExportQuotaRefusals(quotas, &gossip->membership()->quota(), &metrics);
+  if (options.manifest_quota != nullptr) {
+    ExportQuotaRefusals(DaemonQuotas{}, options.manifest_quota, &metrics);
+  }
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   status->UpdateView(view);     // the links' latest measurements
   status->ObserveIteration(r);

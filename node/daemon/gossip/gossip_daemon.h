@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/peer_quota.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/node_daemon_options.h"
@@ -98,6 +99,9 @@ struct GossipDaemonOptions {
   absl::Duration manifest_fetch_time;
   // Called after every iteration (trainer thread), for tests and embedders.
   std::function<void(const NodeIterationReport&)> observer;
+  // The quota of the manifest service among gossip.extra_services (Note
+  // [Peer quotas]), for its refusals on /metrics; null: none. Borrowed.
+  const common::PeerQuota* manifest_quota = nullptr;
 };
 
 // What main's signal handlers set (a second signal exits at once, in the

@@ -34,6 +34,7 @@
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/gossip/training_members.h"
+#include "node/daemon/reporting/daemon_quotas.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
@@ -77,6 +78,9 @@ struct GossipDaemon::Parts {
   std::vector<int> stages;
   bool joiner = false;
   std::unique_ptr<TrainingMembers> members;
+  // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
+  // state services; `quotas.members` follows gossip's live records.
+  DaemonQuotas quotas;
   NodeBackend backend;  // builds `computes`, `frozen` and `data` (again on a stage move)
   std::unique_ptr<DataSource> data;  // data nodes only
   std::map<int, std::unique_ptr<StageCompute>> computes;

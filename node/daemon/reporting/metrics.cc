@@ -68,6 +68,10 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_stage_outer_steps_total", T::kCounter,
        "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
+      {"skipswarm_peer_quota_refusals_total", T::kCounter,
+       "Requests this node refused because their sender was over its per-peer quota "
+       "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers) and "
+       "peer_class (member, stranger)."},
       {"skipswarm_reachable", T::kGauge,
        "1 when peers could dial this node's advertised address back at join, 0 when none "
        "could (behind NAT); absent until a check had an answer."},

@@ -15,6 +15,7 @@
 #include "model/memory_estimate.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
+#include "node/daemon/reporting/daemon_quotas.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
@@ -45,6 +46,7 @@ struct NodeDaemon::Parts {
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
+  DaemonQuotas quotas;  // Note [Peer quotas]: members are the --swarm list
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   GrpcTransport* grpc = nullptr;         // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
@@ -150,9 +152,16 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
 
   // Network.
   p->view = std::make_unique<StaticSwarmView>(members);
+  p->quotas = MakeDaemonQuotas(options.model.model, options.model.samples_per_mb, p->clock.get());
+  {
+    std::vector<common::NodeId> listed;
+    for (const PeerInfo& m : members) listed.push_back(m.id);
+    p->quotas.members->SetMembers(listed);
+  }
   GrpcTransportOptions to;
   to.self = p->self;
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
+  to.quota = p->quotas.pipeline;
   to.swarm_id = options.swarm_id;
   // Frames no larger than this model's activations allow, and of exactly
   // the size their declared tensor implies (Note [Frame validation]).
@@ -189,6 +198,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.swarm_id = options.swarm_id;
   go.credentials = to.credentials;
   go.members_only = true;  // the list is the whole swarm
+  go.push_quota = p->quotas.group;
+  go.state_quota = p->quotas.state;
   // The operator's upload cap paces gradient pushes too (0: none).
   go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
   go.codec = options.model.averaging.codec;  // Note [Encoded shards]
@@ -271,6 +282,7 @@ void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     v.members.push_back(std::move(info));
   }
   status->UpdateView(v);
+  ExportQuotaRefusals(quotas, nullptr, &metrics);
   PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 

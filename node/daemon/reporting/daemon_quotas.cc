@@ -1,0 +1,80 @@
+#include "node/daemon/reporting/daemon_quotas.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "model/memory_estimate.h"
+
+namespace skipswarm::node {
+
+void MemberSet::SetMembers(const std::vector<common::NodeId>& ids) {
+  absl::flat_hash_set<common::NodeId> next(ids.begin(), ids.end());
+  absl::MutexLock lock(&mu_);
+  ids_ = std::move(next);
+}
+
+common::PeerClass MemberSet::Classify(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  return ids_.contains(id) ? common::PeerClass::kMember : common::PeerClass::kStranger;
+}
+
+namespace {
+
+std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget member,
+                                        common::QuotaBudget stranger, common::Clock* clock,
+                                        const std::shared_ptr<MemberSet>& members) {
+  common::PeerQuotaOptions o;
+  o.service = service;
+  o.member = member;
+  o.stranger = stranger;
+  auto quota = std::make_shared<common::PeerQuota>(o, clock);
+  if (members != nullptr) {
+    // The set outlives nothing it is not shared with: the quota holds it.
+    quota->SetClassifier(
+        [members](const common::NodeId& id) { return members->Classify(id); });
+  }
+  return quota;
+}
+
+}  // namespace
+
+DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
+                              common::Clock* clock) {
+  const double f =
+      static_cast<double>(model::MaxFramePayloadBytes(model, samples_per_mb));
+  int64_t largest = 0;
+  for (int s = 0; s < model.num_stages; ++s) {
+    largest = std::max(largest, model.StageParameterCount(s));
+  }
+  const double p = static_cast<double>(largest) * sizeof(float);
+  const double state = 7 * p + (1 << 20);
+  DaemonQuotas q;
+  q.members = std::make_shared<MemberSet>();
+  q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4}, {20, 20, 4 * f, 8 * f, 1},
+                    clock, q.members);
+  q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32}, {5, 10, 256 << 10, 1 << 20, 1},
+                 clock, q.members);
+  q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},
+                 {1, 4, state / 60, 2 * state, 1}, clock, q.members);
+  q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr);
+  return q;
+}
+
+void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* gossip,
+                         Metrics* metrics) {
+  const std::vector<const common::PeerQuota*> all = {
+      quotas.pipeline.get(), quotas.group.get(), quotas.state.get(), quotas.manifest.get(),
+      gossip};
+  for (const common::PeerQuota* quota : all) {
+    if (quota == nullptr) continue;
+    for (const auto& [key, count] : quota->refusals()) {
+      metrics->Set("skipswarm_peer_quota_refusals_total", static_cast<double>(count),
+                   absl::StrCat("service=\"", quota->options().service, "\",reason=\"",
+                                common::QuotaReasonName(key.reason), "\",peer_class=\"",
+                                common::PeerClassName(key.peer_class), "\""));
+    }
+  }
+}
+
+}  // namespace skipswarm::node

@@ -1,0 +1,71 @@
+// The daemons' per-peer quotas (Note [Peer quotas] in common/peer_quota.h):
+// one PeerQuota per service a stranger can reach, with budgets derived from
+// the model, the set of members that decides a caller's class, and the
+// refusal counts on /metrics.
+//
+//   DaemonQuotas quotas = MakeDaemonQuotas(model, samples_per_mb, clock);
+//   transport_options.quota = quotas.pipeline;      // group, state, manifest
+//   quotas.members->SetMembers(live_ids);           // on every view change
+//   ExportQuotaRefusals(quotas, &membership->quota(), &metrics);
+//
+// Thread rule: MemberSet is thread-safe; the quotas are (PeerQuota).
+#ifndef SKIPSWARM_NODE_DAEMON_REPORTING_DAEMON_QUOTAS_H_
+#define SKIPSWARM_NODE_DAEMON_REPORTING_DAEMON_QUOTAS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/node_id.h"
+#include "common/peer_quota.h"
+#include "model/model_config.h"
+#include "node/daemon/reporting/metrics.h"
+
+namespace skipswarm::node {
+
+// Who counts as a member right now: the live records of the gossip view,
+// or a static --swarm list.
+class MemberSet {
+ public:
+  void SetMembers(const std::vector<common::NodeId>& ids);
+  common::PeerClass Classify(const common::NodeId& id) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<common::NodeId> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+struct DaemonQuotas {
+  std::shared_ptr<MemberSet> members;
+  std::shared_ptr<common::PeerQuota> pipeline;  // GrpcTransportOptions::quota
+  std::shared_ptr<common::PeerQuota> group;     // GrpcGroupOptions::push_quota
+  std::shared_ptr<common::PeerQuota> state;     // group state_quota, StateServerOptions
+  std::shared_ptr<common::PeerQuota> manifest;  // ManifestService (callers by address)
+};
+
+// Budgets (F = the model's frame payload bound, model::MaxFramePayloadBytes;
+// P = the largest stage's parameter bytes). A member's are far above what
+// training sends (so the defences cost nothing without an attacker); a
+// stranger's let it join and little else:
+//   pipeline  member 1,000 frames/s (burst 1,000), 256 F/s (burst 256 F), 4 streams
+//             stranger 20 frames/s (burst 20), 4 F/s (burst 8 F), 1 stream
+//   group     member 1,000 pushes/s, 64 P/s (burst 64 P), 32 streams
+//             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream
+//   state     member 20 requests/s (burst 40), 16 S/s (burst 16 S), 8 streams,
+//             with S = 7 P + 1 MiB (a stage's state bound)
+//             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
+//   manifest  (strangers by address) 20 calls/s (burst 50), 64 KiB/s (burst 256 KiB)
+// `clock` is borrowed and must outlive the quotas.
+DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
+                              common::Clock* clock);
+
+// skipswarm_peer_quota_refusals_total{service,reason,peer_class} of every
+// quota (and of gossip's, when given), as counted so far.
+void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* gossip,
+                         Metrics* metrics);
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_DAEMON_REPORTING_DAEMON_QUOTAS_H_

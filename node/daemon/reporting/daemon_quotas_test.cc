@@ -1,0 +1,60 @@
+#include "node/daemon/reporting/daemon_quotas.h"
+
+#include "absl/strings/match.h"
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "model/memory_estimate.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
+  common::SimClock clock;
+  model::ModelConfig model;  // the default model
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
+  const NodeId member = NodeId::ForName("member"), stranger = NodeId::ForName("stranger");
+  q.members->SetMembers({member});
+  int member_frames = 0, stranger_frames = 0;
+  for (int i = 0; i < 1000; ++i) {
+    member_frames += q.pipeline->Admit(member, frame).ok();
+    stranger_frames += q.pipeline->Admit(stranger, frame).ok();
+  }
+  EXPECT_EQ(member_frames, 256);  // 256 full frames of burst, then the byte rate
+  EXPECT_EQ(stranger_frames, 8);
+  // One second later a member moves 256 more full frames, a stranger 4.
+  clock.Advance(absl::Seconds(1));
+  member_frames = stranger_frames = 0;
+  for (int i = 0; i < 1000; ++i) {
+    member_frames += q.pipeline->Admit(member, frame).ok();
+    stranger_frames += q.pipeline->Admit(stranger, frame).ok();
+  }
+  EXPECT_EQ(member_frames, 256);
+  EXPECT_EQ(stranger_frames, 4);
+  // A member that leaves the view is a stranger from then on.
+  q.members->SetMembers({});
+  EXPECT_EQ(q.pipeline->ClassOf(member), common::PeerClass::kStranger);
+  // The manifest serves strangers by address only.
+  EXPECT_TRUE(q.manifest->AdmitKey("ipv4:10.0.0.1", common::PeerClass::kStranger, 100).ok());
+}
+
+TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
+  common::SimClock clock;
+  DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);
+  const NodeId stranger = NodeId::ForName("stranger");
+  for (int i = 0; i < 30; ++i) (void)q.group->Admit(stranger, 0);
+  Metrics metrics;
+  ExportQuotaRefusals(q, nullptr, &metrics);
+  const std::string text = metrics.Render();
+  EXPECT_TRUE(absl::StrContains(
+      text,
+      "skipswarm_peer_quota_refusals_total{service=\"group\",reason=\"messages\","
+      "peer_class=\"stranger\"} 20"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE skipswarm_peer_quota_refusals_total counter"));
+}
+
+}  // namespace
+}  // namespace skipswarm::node
