@@ -125,26 +125,26 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
   return absl::ResourceExhaustedError(message);
 }
 
-absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes) {
-  return AdmitKey(KeyOf(peer), ClassOf(peer), bytes);
+absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes, int messages) {
+  return AdmitKey(KeyOf(peer), ClassOf(peer), bytes, messages);
 }
 
 absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
-                                 uint64_t bytes) {
+                                 uint64_t bytes, int messages) {
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
-  const bool limit_messages = b.messages_per_second > 0;
+  const bool limit_messages = b.messages_per_second > 0 && messages > 0;
   const bool limit_bytes = b.bytes_per_second > 0;
-  if (limit_messages && p->messages < 1) {
+  if (limit_messages && p->messages < messages) {
     return RefuseLocked(key, peer_class, QuotaReason::kMessages, now);
   }
   if (limit_bytes && p->bytes < static_cast<double>(bytes)) {
     return RefuseLocked(key, peer_class, QuotaReason::kBytes, now);
   }
-  if (limit_messages) p->messages -= 1;
+  if (limit_messages) p->messages -= messages;
   if (limit_bytes) p->bytes -= static_cast<double>(bytes);
   return absl::OkStatus();
 }
@@ -162,6 +162,12 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   if (b.max_streams > 0 && p->streams >= b.max_streams) {
     return RefuseLocked(key, peer_class, QuotaReason::kStreams, now);
+  }
+  // Opening a stream is a message too: a peer whose streams are cut for
+  // its quota cannot reopen them faster than its message rate.
+  if (b.messages_per_second > 0) {
+    if (p->messages < 1) return RefuseLocked(key, peer_class, QuotaReason::kMessages, now);
+    p->messages -= 1;
   }
   ++p->streams;
   return StreamSlot(this, key);
@@ -197,6 +203,12 @@ uint64_t PeerQuota::total_refusals() const {
   uint64_t n = 0;
   for (const auto& [key, count] : refusals_) n += count;
   return n;
+}
+
+int PeerQuota::open_streams(const NodeId& peer) const {
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(KeyOf(peer));
+  return it == peers_.end() ? 0 : it->second.streams;
 }
 
 size_t PeerQuota::tracked_peers() const {

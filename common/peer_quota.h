@@ -43,7 +43,9 @@ namespace skipswarm::common {
 //   replica-group pushes, gossip requests, state-transfer requests, the
 //   manifest) passes its caller through a PeerQuota before doing work for
 //   it: the message (and the bytes it declares) against the peer's buckets,
-//   a stream against its concurrent-stream cap.
+//   a stream against its concurrent-stream cap (and one message). A
+//   stream service may end a stream whose peer goes over its quota, so a
+//   flood costs the node one refusal per stream, not one per message.
 // * The peer's class decides its budget. A member (its record is valid and
 //   in this node's view, or it is in the static --swarm list) gets a budget
 //   far above what honest traffic needs, so the defences cost honest
@@ -104,10 +106,13 @@ class PeerQuota {
 
   // Charges one message of `bytes` to `peer`. OK, or RESOURCE_EXHAUSTED
   // naming the budget it would exceed (nothing is charged then).
-  absl::Status Admit(const NodeId& peer, uint64_t bytes);
+  // `messages` = 0 charges bytes only (e.g. the bytes of a stream whose
+  // opening was its message).
+  absl::Status Admit(const NodeId& peer, uint64_t bytes, int messages = 1);
   // The same for a caller known only by a key (an address: the manifest
   // service serves strangers before they have an id) and a class.
-  absl::Status AdmitKey(const std::string& key, PeerClass peer_class, uint64_t bytes);
+  absl::Status AdmitKey(const std::string& key, PeerClass peer_class, uint64_t bytes,
+                        int messages = 1);
 
   // Holds one of the peer's concurrent streams until destroyed. The quota
   // must outlive its slots (the services that hold them are shut down
@@ -125,7 +130,8 @@ class PeerQuota {
     PeerQuota* owner_ = nullptr;  // null: empty
     std::string key_;
   };
-  // RESOURCE_EXHAUSTED when `peer` holds max_streams already.
+  // RESOURCE_EXHAUSTED when `peer` holds max_streams already, or has no
+  // message left (opening a stream costs one message).
   absl::StatusOr<StreamSlot> OpenStream(const NodeId& peer);
   absl::StatusOr<StreamSlot> OpenStreamKey(const std::string& key, PeerClass peer_class);
 
@@ -135,6 +141,8 @@ class PeerQuota {
   const PeerQuotaOptions& options() const { return options_; }
   // Peers with a bucket or a stream right now.
   size_t tracked_peers() const;
+  // Streams `peer` holds now.
+  int open_streams(const NodeId& peer) const;
 
  private:
   struct Peer {

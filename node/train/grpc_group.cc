@@ -180,7 +180,7 @@ absl::Status GrpcGroupComm::Impl::TakeQuota(common::PeerQuota& quota,
                                             common::PeerQuota::StreamSlot* slot) {
   absl::StatusOr<common::PeerQuota::StreamSlot> taken = quota.OpenStream(from);
   if (!taken.ok()) return taken.status();
-  absl::Status admitted = quota.Admit(from, bytes);
+  absl::Status admitted = quota.Admit(from, bytes, /*messages=*/0);  // the open was one
   if (admitted.ok()) *slot = std::move(*taken);
   return admitted;
 }

@@ -97,7 +97,7 @@ void ServerStream::OnReadDone(bool ok) {
   bool again;
   {
     absl::MutexLock lock(&mu_);
-    again = !cancelled_ && !finished_;
+    again = !cancelled_ && !finished_ && !ending_;
     if (again && unfilled_ >= env_.max_unacked_frames) {
       read_paused_ = true;  // FillAck resumes
       again = false;
@@ -130,6 +130,14 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
       quiet = !status.ok();
     }
     if (!status.ok()) {
+      if (quiet) {
+        // Note [Peer quotas]: a peer over its quota loses the stream (after
+        // this frame's ack): it reads no more of what the peer sends, and a
+        // new stream costs the peer a message of its budget.
+        absl::MutexLock lock(&mu_);
+        ending_ = true;
+        finish_status_ = proto::ToGrpcStatus(status);
+      }
       RejectCurrent(frame.header, std::move(status), quiet);
       skipping_ = true;
       return std::nullopt;
@@ -190,7 +198,7 @@ void ServerStream::FillAck(uint64_t seq, proto::FrameAck ack,
     absl::MutexLock lock(&mu_);
     acks_[seq - first_seq_] = std::move(ack);
     --unfilled_;
-    resume = read_paused_ && !cancelled_ && !finished_ &&
+    resume = read_paused_ && !cancelled_ && !finished_ && !ending_ &&
              unfilled_ < env_.max_unacked_frames;
     if (resume) {
       read_paused_ = false;
@@ -214,7 +222,7 @@ void ServerStream::Pump() {
       write_in_flight_ = true;
       action = Action::kWrite;
     } else if (unfilled_ == 0 && !in_read_ &&
-               (cancelled_ || (reads_done_ && acks_.empty()))) {
+               (cancelled_ || ((reads_done_ || ending_) && acks_.empty()))) {
       finished_ = true;
       status = finish_status_;
       action = Action::kFinish;

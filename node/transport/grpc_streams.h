@@ -102,6 +102,8 @@ class ServerStream final
   bool in_read_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // too many unacked frames
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Over quota: no more reads; the acks owed go out, then finish_status_.
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

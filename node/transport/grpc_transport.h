@@ -100,11 +100,12 @@ struct GrpcTransportOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
   // Note [Peer quotas] (common/peer_quota.h): every stream a peer opens
-  // takes one of its stream slots, every frame header its payload_bytes
-  // and one message from its buckets; a refused stream ends
-  // RESOURCE_EXHAUSTED, a refused frame is acked RESOURCE_EXHAUSTED and
-  // its chunks are skipped. Shared: the daemon classifies peers and reads
-  // the refusals. Null: no quota.
+  // takes one of its stream slots and one message, every frame header its
+  // payload_bytes and one message from its buckets; a refused stream ends
+  // RESOURCE_EXHAUSTED; a refused frame is acked RESOURCE_EXHAUSTED and
+  // then the stream ends RESOURCE_EXHAUSTED (nothing more is read from
+  // it). Shared: the daemon classifies peers and reads the refusals. Null:
+  // no quota.
   std::shared_ptr<common::PeerQuota> quota;
 };
 

@@ -235,9 +235,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       }
       absl::StatusOr<common::PeerQuota::StreamSlot> taken = options_.quota->OpenStream(*quota_id);
       if (!taken.ok()) return proto::ToGrpcStatus(taken.status());
-      slot = std::move(*taken);
-      absl::Status admitted = options_.quota->Admit(*quota_id, 0);
-      if (!admitted.ok()) return proto::ToGrpcStatus(admitted);
+      slot = std::move(*taken);  // the request's message
     }
     const int stage = static_cast<int>(request->stage());
     const uint64_t it = request->iteration();
@@ -258,7 +256,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     const uint64_t total = snap.bytes.size();
     uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
     if (options_.quota != nullptr) {
-      absl::Status bytes = options_.quota->Admit(*quota_id, total - offset);
+      absl::Status bytes = options_.quota->Admit(*quota_id, total - offset, /*messages=*/0);
       if (!bytes.ok()) return proto::ToGrpcStatus(bytes);
     }
     int sent = 0;
