@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The real-process attack suite (tests/adversarial/README.md, "Real-process
+# suite"): for each attack, a `skipswarm local` swarm of real node processes
+# on loopback trains the tiny test model while the hostile client
+# (tests/adversarial/hostile, built from the protos alone) attacks every
+# member from outside; a fault-free run of the same swarm is the baseline.
+# Per attack it reports the honest swarm's tokens/s and final loss against
+# the baseline, the largest peak RSS of an honest node, the attacker's
+# first refusal and the answers it got.
+#
+#   bazel build //cli:skipswarm //tests/adversarial/hostile:hostile_client_main
+#   tools/experiments/attack_suite.sh                 # full: 400 iterations, 30 s attacks
+#   tools/experiments/attack_suite.sh --short         # CI-sized: 60 iterations, 4 s attacks
+#   tools/experiments/attack_suite.sh --binary=/path/to/older/skipswarm --out=/tmp/before
+#
+# Attacks: frames pushes gossip suspicion state manifest model (a node of
+# another model joins: --stages=10 --host_stages=9). The attacker runs at
+# nice 19 on the same machine, so part of what it costs the swarm is CPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+BIN=bazel-bin/cli/skipswarm
+HOSTILE=bazel-bin/tests/adversarial/hostile/hostile_client_main
+OUT=/tmp/skipswarm-attacks
+ITERATIONS=400
+SECONDS_ATTACK=30
+ATTACKS="none frames pushes gossip suspicion state manifest model"
+for arg in "$@"; do
+  case "$arg" in
+    --short) ITERATIONS=60; SECONDS_ATTACK=4 ;;
+    --binary=*) BIN="${arg#*=}" ;;
+    --hostile=*) HOSTILE="${arg#*=}" ;;
+    --out=*) OUT="${arg#*=}" ;;
+    --iterations=*) ITERATIONS="${arg#*=}" ;;
+    --seconds=*) SECONDS_ATTACK="${arg#*=}" ;;
+    --attacks=*) ATTACKS="none ${arg#*=}" ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+[ -x "$BIN" ] || { echo "no $BIN (bazel build //cli:skipswarm)" >&2; exit 2; }
+[ -x "$HOSTILE" ] || { echo "no $HOSTILE (bazel build //tests/adversarial/hostile:hostile_client_main)" >&2; exit 2; }
+mkdir -p "$OUT"
+TINY=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
+      --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
+
+# Mean loss of the last 10 iterations of a run's loss.csv.
+final_loss() { tail -n 10 "$1" | awk -F, '{s += $2; n++} END {if (n) printf "%.4f", s / n}'; }
+
+run_one() {
+  local attack=$1 dir="$OUT/$1"
+  rm -rf "$dir"
+  "$BIN" local "${TINY[@]}" --local_dir="$dir" --local_iterations="$ITERATIONS" \
+    > "$OUT/$attack.out" 2>&1 &
+  local swarm=$!
+  # Training has started once a few iterations are reported.
+  for _ in $(seq 600); do
+    [ -f "$dir/progress.jsonl" ] && [ "$(grep -c '"completed"' "$dir/progress.jsonl")" -ge 6 ] && break
+    sleep 0.1
+  done
+  local bootstrap
+  bootstrap=$(sed -n 's/.*"listen": "\(.*\)".*/\1/p' "$dir/d0.json")
+  local started=$(date +%s.%N)
+  case "$attack" in
+    none) sleep "$SECONDS_ATTACK" ;;
+    model)
+      # A validly configured node of another model tries to join.
+      mkdir -p "$dir/intruder"
+      timeout "$SECONDS_ATTACK" "$BIN" node --join="$bootstrap" --insecure --name=intruder \
+        --stages=10 --layers=10 --host_stages=9 --checkpoint_dir="$dir/intruder" \
+        > "$OUT/model.intruder.log" 2>&1
+      echo "{\"attack\": \"model\", \"intruder_exit\": $?, \"intruder_s\": $(echo "$(date +%s.%N) - $started" | bc)}" \
+        > "$OUT/model.hostile.json" ;;
+    *)
+      nice -n 19 "$HOSTILE" --bootstrap="$bootstrap" --attack="$attack" \
+        --seconds="$SECONDS_ATTACK" > "$OUT/$attack.hostile.json" 2> "$OUT/$attack.hostile.err" ;;
+  esac
+  wait "$swarm"
+  local rc=$?
+  local toks rss loss
+  toks=$(sed -n 's/^throughput: .*(\([0-9.]*\) tok\/s).*/\1/p' "$OUT/$attack.out")
+  rss=$(sed -n 's/^peak RSS per node (MiB): //p' "$OUT/$attack.out" |
+        tr ' ' '\n' | grep -E '^[0-9]+$' | sort -n | tail -1)
+  loss=$(final_loss "$dir/loss.csv")
+  echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan}" >> "$OUT/results.txt"
+}
+
+rm -f "$OUT/results.txt"
+for attack in $ATTACKS; do
+  echo "== $attack"
+  run_one "$attack"
+done
+
+# The table: each attack against the fault-free run.
+read -r _ _ base_toks _ base_loss < <(grep '^none ' "$OUT/results.txt")
+{
+  echo "| attack | exit | tokens/s (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | attacker's first refusal | answers |"
+  echo "|---|---|---|---|---|---|---|"
+  while read -r attack rc toks rss loss; do
+    rel=$(awk -v t="$toks" -v b="$base_toks" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
+    dl=$(awk -v l="$loss" -v b="$base_loss" 'BEGIN {if (b > 0) printf "%+.1f%%", 100 * (l - b) / b}')
+    refusal="-"; answers="-"
+    if [ -f "$OUT/$attack.hostile.json" ]; then
+      refusal=$(sed -n 's/.*"first_refusal_s": \([-0-9.e]*\).*/\1 s/p' "$OUT/$attack.hostile.json")
+      answers=$(sed -n 's/.*"answers": {\([^}]*\)}.*/\1/p' "$OUT/$attack.hostile.json" | tr -d '"')
+      [ "$attack" = model ] && refusal=$(sed -n 's/.*"intruder_exit": \([0-9]*\), "intruder_s": \([0-9.]*\).*/exit \1 after \2 s/p' "$OUT/model.hostile.json")
+    fi
+    echo "| $attack | $rc | $toks ($rel) | $loss ($dl) | $rss | ${refusal:--} | ${answers:--} |"
+  done < "$OUT/results.txt"
+} | tee "$OUT/table.md"
