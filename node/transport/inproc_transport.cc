@@ -71,10 +71,10 @@ class InProcessEndpoint final : public Transport {
       absl::MutexLock lock(&core_->mu);
       core_->contacted.insert(to);
     }
-    clock->RunAfter(latency, [clock, latency, from = core_->id,
+    clock->RunAfter(latency, [latency, from = core_->id,
                               target = std::move(target), pending,
                               frame = std::move(frame)]() mutable {
-      AckFn ack = [clock, latency, pending](absl::Status status) {
+      AckFn ack = [latency, pending](absl::Status status) {
         pending->CompleteSoon(std::move(status), latency);
       };
       std::shared_ptr<const FrameHandler> handler;
