@@ -133,9 +133,11 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   ServingHealth* h = health.get();
   if (!pauses) pauses = std::make_unique<PauseMeter>(clock.get(), &metrics);
   PauseMeter* pm = pauses.get();
-  in.on_pause_change = [h, pm](const absl::Status& why) {
+  StatusBoard* board = status.get();
+  in.on_pause_change = [h, pm, board](const absl::Status& why) {
     h->Set("paused", why);
     pm->OnPauseChange(why);
+    board->SetPaused(!why.ok(), std::string(why.message()));  // the page's badge
   };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
   return absl::OkStatus();

@@ -60,7 +60,8 @@ class StatusBoard {
   void SetAddress(std::string address);
   // Once a reachability check had an answer (absent until then).
   void SetReachable(bool reachable);
-  // Operator pause (volunteer pause/resume): shown, and an event.
+  // Training paused (a data node that cannot plan, Note [Paused
+  // training]): the page's badge, and an event.
   void SetPaused(bool paused, const std::string& why);
   // The swarm as of now: the gossip view, or a static list's members
   // (alive or dead as this node's transport saw them).

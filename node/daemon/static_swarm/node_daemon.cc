@@ -239,9 +239,10 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   status->SetMemberNames(std::move(names));
   p->pauses = std::make_unique<PauseMeter>(p->clock.get(), &p->metrics);
   PauseMeter* pauses = p->pauses.get();
-  in.on_pause_change = [health, pauses](const absl::Status& why) {
+  in.on_pause_change = [health, pauses, status](const absl::Status& why) {
     health->Set("paused", why);
     pauses->OnPauseChange(why);
+    status->SetPaused(!why.ok(), std::string(why.message()));  // the page's badge
   };
   SS_ASSIGN_OR_RETURN(p->stack, TrainingStack::Create(options, in));
   SS_ASSIGN_OR_RETURN(p->metrics_server,
