@@ -197,6 +197,7 @@ absl::Status Run() {
   o.wan.wan_table = shaping.wan_table;
   o.wan.time_scale = shaping.time_scale;
   o.wan.max_upload_bytes_per_second = shaping.max_upload_bytes_per_second;
+  o.wan.max_sync_upload_bytes_per_second = shaping.max_sync_upload_bytes_per_second;
   o.wan.max_download_bytes_per_second = shaping.max_download_bytes_per_second;
   // Read before choosing the mode: a gossip node refuses the static-list-only
   // ones (CheckGossipModeOptions) instead of ignoring them.
@@ -235,7 +236,8 @@ common::cli::Command NodeCommand() {
   c.help_groups = {
       {"network",
        {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
-        "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps"}},
+        "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps",
+        "max_sync_upload_mbps"}},
       {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},
       // Measurement and research switches; `--helpfull` lists them.
       {"experiment",

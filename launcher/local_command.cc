@@ -65,6 +65,9 @@ ABSL_FLAG(bool, local_planner_link_costs, true,
 ABSL_FLAG(std::string, local_caps, "",
           "Slow links: comma-separated NAME@MBIT; node NAME gets --max_upload_mbps and "
           "--max_download_mbps = MBIT (its pipeline frames through a ShapingTransport).");
+ABSL_FLAG(std::string, local_sync_caps, "",
+          "Slow replica averaging: comma-separated NAME@MBIT; node NAME gets "
+          "--max_sync_upload_mbps = MBIT (its gradient / pseudo-gradient pushes only).");
 ABSL_FLAG(int, local_rebalance_every, 0,
           "Gossip: every node gets --rebalance_every=N (stage rebalancing, Note [Stage moves]; "
           "0: off).");
@@ -241,6 +244,21 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     std::string& extra = extra_config[p[0]];
     absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_upload_mbps\": ", mbit,
                     ",\n  \"max_download_mbps\": ", mbit);
+  }
+  for (absl::string_view c :
+       absl::StrSplit(absl::GetFlag(FLAGS_local_sync_caps), ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(c, '@');
+    double mbit;
+    if (p.size() != 2 || !absl::SimpleAtod(p[1], &mbit) || mbit <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local_sync_caps entry '", c, "' is not NAME@MBIT (MBIT > 0)"));
+    }
+    if (std::none_of(layout.begin(), layout.end(),
+                     [&](const auto& n) { return n.first == p[0]; })) {
+      return absl::InvalidArgumentError(absl::StrCat("--local_sync_caps names no node: ", p[0]));
+    }
+    std::string& extra = extra_config[p[0]];
+    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_sync_upload_mbps\": ", mbit);
   }
   // The first node's status page (node/daemon/reporting/status_page.h).
   int status_port = absl::GetFlag(FLAGS_local_status_port);

@@ -1,5 +1,6 @@
 #include "model/averaging_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -55,6 +56,10 @@ absl::Status ValidateAveraging(const AveragingOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--outer_every=", o.outer_every, " is outside 1..1000000"));
   }
+  if (o.overlap && o.outer_every < 2) {
+    return absl::InvalidArgumentError(
+        "--outer_overlap needs --outer_every > 1 (H = 1 averages gradients, not rounds)");
+  }
   if (!std::isfinite(o.outer_lr) || o.outer_lr <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--outer_lr=", o.outer_lr, " must be > 0"));
   }
@@ -70,6 +75,31 @@ void PowerSgdShape(int64_t numel, int64_t* rows, int64_t* cols) {
   if (r < 1) r = 1;
   *rows = r;
   *cols = (numel + r - 1) / r;
+}
+
+double WireBytesPerReplica(const AvgCodecSpec& spec, double numel, int replicas) {
+  if (replicas < 2) return 0;
+  const double r = replicas;
+  const double dense_shard = 4.0 * numel / r;  // fp32 of one shard
+  switch (spec.kind) {
+    case AvgCodecKind::kFp32:
+    case AvgCodecKind::kBf16:
+    case AvgCodecKind::kInt8:
+      return 2.0 * (r - 1) / r * AveragedBytes(spec, numel);
+    case AvgCodecKind::kTopK: {
+      const double part = std::min(dense_shard, AveragedBytes(spec, numel) / r);
+      return (r - 1) * (part + std::min(dense_shard, r * part));
+    }
+    case AvgCodecKind::kPowerSgd: {
+      int64_t rows = 0, cols = 0;
+      PowerSgdShape(static_cast<int64_t>(numel), &rows, &cols);
+      const double k = std::min<double>(spec.rank, std::min(rows, cols));
+      const double part =
+          std::min(dense_shard, 4.0 * k * (static_cast<double>(rows) / r + 1 + cols));
+      return (r - 1) * (part + std::min(dense_shard, r * part));
+    }
+  }
+  return 0;
 }
 
 double AveragedBytes(const AvgCodecSpec& spec, double numel) {

@@ -31,6 +31,14 @@ struct AvgCodecSpec {
   uint32_t block_size = 256;    // kInt8: the wire codec's block
 };
 
+// Bytes one of R replicas pushes in one sharded reduce of a vector of
+// `numel` elements under `spec`, as node/train/shard_codec.h encodes the
+// parts and reduced shards (Note [Encoded shards]): 2 (R-1)/R x
+// AveragedBytes for fp32, bf16 and int8; top-k's reduced shards hold up to
+// R times its parts' entries, PowerSGD sends Q with every part and every
+// part's factors with every reduced shard (each capped at fp32's size).
+double WireBytesPerReplica(const AvgCodecSpec& spec, double numel, int replicas);
+
 // A rows x cols matrix P Q^T whose row-major flattening's first elements
 // are a PowerSGD contribution (PowerSgdShape): what avg_codec.h's powersgd
 // decodes from, and what an encoded shard carries (node/train/
@@ -48,6 +56,11 @@ struct AveragingOptions {
   // every iteration (today's behaviour); > 1 = pseudo-gradients are
   // averaged every H steps and applied by the outer optimiser below.
   int64_t outer_every = 1;
+  // Note [Overlapped sync] (node/train/node_trainer.h): with H > 1, the
+  // averaging of round k runs while the next H steps compute and is applied
+  // at the next sync (one round late), instead of stopping every replica
+  // until the slowest member's uplink has carried it.
+  bool overlap = false;
   // Outer SGD with Nesterov momentum (DiLoCo's defaults); used when H > 1.
   double outer_lr = 0.7;
   double outer_momentum = 0.9;

@@ -45,6 +45,10 @@ ABSL_FLAG(int64_t, outer_every, 1,
           "an outer Nesterov step (Note [Outer steps]). Every member must use the same.");
 ABSL_FLAG(double, outer_lr, 0.7, "Outer learning rate (with --outer_every > 1).");
 ABSL_FLAG(double, outer_momentum, 0.9, "Outer Nesterov momentum (with --outer_every > 1).");
+ABSL_FLAG(bool, outer_overlap, false,
+          "With --outer_every > 1: average round k while the next H steps compute and apply "
+          "it one round late (Note [Overlapped sync]); a member slow to upload then costs "
+          "nothing while its sync takes less than H steps.");
 ABSL_FLAG(std::string, avg_codec, "fp32",
           "Codec of what replicas average: fp32, bf16, int8 (blockwise), topk:F (share F of "
           "the entries, error feedback), powersgd:R (rank R, error feedback).");
@@ -140,6 +144,7 @@ absl::StatusOr<ModelFlags> ReadModelFlags(bool validate_model) {
   f.averaging.outer_every = absl::GetFlag(FLAGS_outer_every);
   f.averaging.outer_lr = absl::GetFlag(FLAGS_outer_lr);
   f.averaging.outer_momentum = absl::GetFlag(FLAGS_outer_momentum);
+  f.averaging.overlap = absl::GetFlag(FLAGS_outer_overlap);
   SS_ASSIGN_OR_RETURN(f.averaging.codec, ParseAvgCodec(absl::GetFlag(FLAGS_avg_codec)));
   SS_RETURN_IF_ERROR(ValidateAveraging(f.averaging));
 

@@ -6,21 +6,18 @@
 //
 // Model: a stage group of R replicas averages with the sharded reduce
 // (node/train/sharded_reduce.h): each replica uploads its vector's
-// R-1 foreign shards and then the reduced shard to the R-1 others,
-// 2 (R-1)/R x B bytes, B = AveragedBytes(codec, stage parameters)
-// (model/averaging_options.h). Uploads run in parallel, so the group's sync
-// takes the slowest member's upload time (latency ignored); groups run in
-// parallel too, so a sync takes the slowest group's time. Not overlapped
-// with compute (today's nodes average after the iteration): each iteration
-// pays sync_s / H on average.
+// R-1 foreign shards and then the reduced shard to the R-1 others, encoded
+// by the codec (WireBytesPerReplica, model/averaging_options.h: 2 (R-1)/R
+// x AveragedBytes for fp32 / bf16 / int8). Uploads run in parallel, so the
+// group's sync takes the slowest member's upload time (latency ignored);
+// groups run in parallel too, so a sync takes the slowest group's time.
+// Without overlap each iteration pays sync_s / H on average; with
+// --outer_overlap (Note [Overlapped sync] in node/train/node_trainer.h)
+// a sync runs under the next H iterations' compute and costs only what
+// exceeds them (SecondsPerIteration).
 //
 //   std::vector<AveragingGroup> g = {{/*replicas=*/2, /*params=*/44e6, {2.5e6, 6.25e6}}};
 //   AveragingCost c = CostAveraging(g, options);   // c.seconds_per_iteration
-//
-// Note: the swarm's reduce still carries fp32 on the wire today (the codec
-// is applied to each contribution, its size counted in avg_bytes); this
-// model prices the codec's bytes, i.e. the target once the reduce sends
-// encoded shards.
 //
 // Thread rule: pure functions.
 #ifndef SKIPSWARM_SCHEDULER_AVERAGING_COST_H_
@@ -49,6 +46,11 @@ struct AveragingCost {
 
 AveragingCost CostAveraging(const std::vector<AveragingGroup>& groups,
                             const model::AveragingOptions& options);
+
+// What averaging adds to an iteration of `compute_s` seconds: sync_s / H,
+// or with overlap (H > 1) max(0, sync_s - H compute_s) / H.
+double SecondsPerIteration(const AveragingCost& c, const model::AveragingOptions& options,
+                           double compute_s);
 
 }  // namespace skipswarm::scheduler
 

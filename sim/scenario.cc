@@ -261,6 +261,10 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
           model::ParseAvgCodec(e.value("avg_codec", std::string("fp32")));
       if (!codec.ok()) return Bad(where + ".avg_codec", std::string(codec.status().message()));
       o.codec = *codec;
+      o.overlap = e.value("outer_overlap", false);
+      if (o.overlap && o.outer_every < 2) {
+        return Bad(where + ".outer_overlap", "needs outer_every > 1");
+      }
       a.compare.push_back(o);
     }
     sc.averaging = a;

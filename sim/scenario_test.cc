@@ -121,7 +121,9 @@ TEST(SimScenarioTest, LoadsHomeUplinksAndAveragingConfigurations) {
   ASSERT_TRUE(sc.ok()) << sc.status();
   ASSERT_TRUE(sc->averaging.has_value());
   EXPECT_DOUBLE_EQ(sc->averaging->model_params, 350e6);
-  ASSERT_EQ(sc->averaging->compare.size(), 8u);
+  ASSERT_EQ(sc->averaging->compare.size(), 10u);
+  EXPECT_TRUE(sc->averaging->compare[9].overlap);
+  EXPECT_FALSE(sc->averaging->compare[3].overlap);
   EXPECT_EQ(sc->averaging->compare[3].outer_every, 8);
   EXPECT_EQ(model::AvgCodecName(sc->averaging->compare[3].codec), "int8");
   ASSERT_EQ(sc->uplinks.size(), 16u);

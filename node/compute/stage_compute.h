@@ -85,6 +85,7 @@ struct TailOutput {
 struct AveragingPlan {
   int64_t outer_every = 1;
   bool lossy = false;
+  bool overlap = false;  // Note [Overlapped sync] in node/train/node_trainer.h
 };
 
 // What a replica adds to a stage average: the vector as its peers decode
@@ -192,7 +193,9 @@ class StageState {
     return absl::UnimplementedError("this StageCompute has no outer optimiser");
   }
   // The outer step with the replicas' summed pseudo-gradients over
-  // `contributors`: parameters become the new anchor. contributors == 0 or a
+  // `contributors`: parameters become the new anchor (with overlap: the new
+  // anchor plus what this replica moved since its TakePseudoGradient, Note
+  // [Overlapped sync]). contributors == 0 or a
   // non-finite sum: parameters go back to the anchor (no outer step).
   virtual absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
                                                      int contributors) {

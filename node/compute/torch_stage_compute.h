@@ -116,6 +116,10 @@ class TorchStageCompute final : public StageCompute {
   // the codec is lossy.
   std::unique_ptr<model::OuterOptimizer> outer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<model::AveragingCodec> codec_ ABSL_GUARDED_BY(mu_);
+  // Note [Overlapped sync] (node/train/node_trainer.h): the parameters at
+  // the last TakePseudoGradient; ApplyOuterStep keeps what was trained
+  // since on top of the new anchor. Undefined without overlap.
+  at::Tensor at_round_start_ ABSL_GUARDED_BY(mu_);
 
   // The stage state plus the averaging state, and back (state transfer).
   absl::StatusOr<std::string> ExportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -55,7 +55,8 @@ constexpr size_t kPackMagicLen = 8;
 
 AveragingPlan TorchStageCompute::averaging() const {
   if (options_.frozen) return {};
-  return {options_.averaging.outer_every, model::IsLossy(options_.averaging.codec)};
+  return {options_.averaging.outer_every, model::IsLossy(options_.averaging.codec),
+          options_.averaging.overlap};
 }
 
 absl::StatusOr<AverageContribution> TorchStageCompute::CompressGradients(std::vector<float> flat) {
@@ -96,7 +97,10 @@ absl::StatusOr<AverageContribution> TorchStageCompute::TakePseudoGradient() {
   if (outer_ == nullptr) return absl::FailedPreconditionError("no outer optimiser (H = 1)");
   return Caught("TakePseudoGradient", [&]() -> absl::StatusOr<AverageContribution> {
     mu_.AssertHeld();  // the lambda runs under the lock above
-    at::Tensor g = outer_->PseudoGradient(model::FlattenParameters(executor_->module()));
+    at::Tensor params = model::FlattenParameters(executor_->module());
+    at::Tensor g = outer_->PseudoGradient(params);
+    // Note [Overlapped sync]: where this round started.
+    if (options_.averaging.overlap) at_round_start_ = params.clone();
     AverageContribution c;
     c.digest = outer_->AnchorDigest();
     if (codec_ != nullptr) {
@@ -139,6 +143,11 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyOuterStep(const std::vector<
       }
     }
     u.lr = options_.averaging.outer_lr;
+    if (at_round_start_.defined()) {
+      // Note [Overlapped sync]: the steps since the round started stay.
+      next = next + (model::FlattenParameters(executor_->module()) - at_round_start_);
+      at_round_start_ = at::Tensor();
+    }
     absl::Status set = model::SetParametersFromFlat(executor_->module(), next);
     if (!set.ok()) return set;
     return u;
@@ -146,6 +155,7 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyOuterStep(const std::vector<
 }
 
 void TorchStageCompute::ResetAveragingLocked() {
+  at_round_start_ = at::Tensor();
   if (outer_ != nullptr) outer_->Reset(model::FlattenParameters(executor_->module()));
   if (codec_ != nullptr && codec_->has_residual()) {
     (void)codec_->SetResidual(at::zeros({num_params_}, at::kFloat));
@@ -205,6 +215,7 @@ absl::StatusOr<int64_t> TorchStageCompute::ImportLocked(absl::string_view bytes)
       stage, executor_->module(), options_.frozen ? nullptr : &optimizer_->adamw());
   if (!info.ok()) return info.status();
   step_ = info->step;
+  at_round_start_ = at::Tensor();  // Note [Overlapped sync]: a round of the old state
   // A source without averaging state (H = 1, or an older node): this
   // replica's anchor becomes the imported weights. Note [Averaging state].
   if (averaging.empty() || (outer_ == nullptr && codec_ == nullptr)) {

@@ -24,7 +24,7 @@
 // round answers a peer redoing it, but keeps its own result: the two then
 // step differently, which the next reduce's digest check reports and
 // NodeTrainer repairs (Note [Digest re-sync], node_trainer.h). Finished
-// rounds are kept kKeepIterations for that, and a replica that finished
+// rounds are kept GrpcGroupOptions::keep_iterations for that, and a replica that finished
 // redoes a smaller round its peers restarted (ShardedReduce::
 // SmallerRoundWaiting), so no survivor waits forever.
 //
@@ -122,6 +122,11 @@ struct GrpcGroupOptions {
   // the swarm manifest); a push in a format this codec does not send is
   // refused.
   model::AvgCodecSpec codec;
+  // Finished rounds are kept, and pushes for them admitted, this many
+  // iterations (Note [Push admission]); an overlapped outer round (Note
+  // [Overlapped sync] in node_trainer.h) runs for H iterations, so daemons
+  // with --outer_overlap pass H + 4.
+  uint64_t keep_iterations = 4;
   // Largest accepted contribution (elements).
   int64_t max_elements = int64_t{1} << 28;
   // Note [Peer authentication] (identity/tls_credentials.h): TLS from the

@@ -51,7 +51,6 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   static constexpr int kMaxMessageBytes = (1 << 20) + (64 << 10);
   static constexpr int kPushThreads = 4;
   static constexpr int kMaxMembers = 64;          // replicas in one round
-  static constexpr uint64_t kKeepIterations = 4;  // finished rounds kept for late peers
   // Note [Push admission] (grpc_group_push.cc): a push names an iteration at
   // most this far past the newest this node has reached (Barrier / AllReduce
   // called); honest members are never more than one ahead (the barrier), so
@@ -161,7 +160,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
   // Durations of recent completed barriers and reduces (Note [Silent members]).
   std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
-  // By (iteration, stage); kept kKeepIterations after delivery.
+  // By (iteration, stage); kept options_.keep_iterations after delivery.
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
   // Shards that came before our own AllReduce for them, and their bytes.
   std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>> early_ ABSL_GUARDED_BY(mu_);

@@ -215,7 +215,7 @@ absl::Status GrpcGroupComm::Impl::AdmitPush(const ReduceMessage& m, uint64_t ele
     return absl::FailedPreconditionError(
         absl::StrCat("push for iteration ", m.iteration, " while this node is at ", reached_));
   }
-  if (reached_any_ && m.iteration + kKeepIterations < reached_) {
+  if (reached_any_ && m.iteration + options_.keep_iterations < reached_) {
     ++stats_pushes_refused_;
     return absl::FailedPreconditionError(
         absl::StrCat("push for iteration ", m.iteration, ", long over (now ", reached_, ")"));

@@ -119,7 +119,7 @@ void GrpcGroupComm::Impl::Sweep() {
       pending.delivered = true;
     }
     // Finished rounds stay a few iterations for peers that redo them.
-    while (!reduces_.empty() && reduces_.begin()->first.first + kKeepIterations < newest) {
+    while (!reduces_.empty() && reduces_.begin()->first.first + options_.keep_iterations < newest) {
       reduces_.erase(reduces_.begin());
     }
     recheck = !barrier_waiters_.empty() || waiting > 0;

@@ -47,6 +47,15 @@ struct NodeTrainer::State {
   IterationCallback on_iteration;
   DoneCallback on_done;
   IterationHook before_iteration;
+  // Note [Overlapped sync]: per stage, the outer round in flight.
+  struct OuterRound {
+    uint64_t iteration = 0;  // the sync that started it
+    uint64_t mine = 0;       // this replica's anchor digest
+    int64_t bytes = 0;       // the codec's size of its contribution
+    std::optional<absl::StatusOr<ReduceResult>> result;
+    absl::AnyInvocable<void()> waiter;  // a sync point waiting for it
+  };
+  std::map<int, OuterRound> rounds ABSL_GUARDED_BY(mu);
 
   bool Stopped() {
     absl::MutexLock lock(&mu);
@@ -56,9 +65,18 @@ struct NodeTrainer::State {
   void StartWork(uint64_t iteration);
   void AfterData(uint64_t iteration, std::optional<IterationReport> data);
   void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
+  using StageIt = std::map<int, StageCompute*>::iterator;
+  // What a sync point does next (Note [Overlapped sync]).
+  using StepThen = absl::AnyInvocable<void(NodeIterationReport, StageIt, StageStep)>;
   // Note [Outer steps], H > 1: the local step, and every H-th step the sync.
-  void OuterStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
-                  GradientSum sum, int64_t outer_every);
+  void OuterStage(NodeIterationReport report, StageIt it, GradientSum sum, AveragingPlan plan);
+  // The sync of Note [Outer steps], waited for.
+  void SyncNow(NodeIterationReport report, StageIt it, StageStep step);
+  // Note [Overlapped sync]: applies the round in flight once its result is
+  // in (waiting for it if need be), then `then`.
+  void AfterRound(NodeIterationReport report, StageIt it, StageStep step, StepThen then);
+  // Note [Overlapped sync]: starts this sync's round and moves on.
+  void StartRound(NodeIterationReport report, StageIt it, StageStep step);
   void Next(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
             StageStep step) {
     step.digest_after = it->second->ParamsDigest();
@@ -72,12 +90,15 @@ struct NodeTrainer::State {
   // known, hands the iteration to Resync (returns nullopt: the caller stops,
   // `report` and `step` were moved). Otherwise returns whether the reduced
   // sum is finite, counted by CountNonFinite.
+  // A re-sync then goes on with `then` (null: the next stage).
   std::optional<bool> AcceptReduce(NodeIterationReport& report,
                                    std::map<int, StageCompute*>::iterator it, StageStep& step,
-                                   const ReduceResult& r, uint64_t mine, bool outer);
-  // Note [Digest re-sync]: replaces this stage's state with `source`'s.
+                                   const ReduceResult& r, uint64_t mine, bool outer,
+                                   StepThen then = nullptr);
+  // Note [Digest re-sync]: replaces this stage's state with `source`'s,
+  // then `then` (null: the next stage).
   void Resync(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
-              StageStep step, common::NodeId source);
+              StageStep step, common::NodeId source, StepThen then = nullptr);
   void Finish(NodeIterationReport report);
   void EndCancelled(uint64_t iteration);
   // Per-iteration errors: at most one line per 10 s (common::LogLimiter).
@@ -180,9 +201,7 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
     return Finish(std::move(report));
   }
   const AveragingPlan plan = compute->averaging();
-  if (plan.outer_every > 1) {
-    return OuterStage(std::move(report), it, std::move(sum).value(), plan.outer_every);
-  }
+  if (plan.outer_every > 1) return OuterStage(std::move(report), it, std::move(sum).value(), plan);
   GradientContribution c;
   c.from = server->self();
   c.visits = sum->visits;
@@ -243,9 +262,8 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
       }));
 }
 
-void NodeTrainer::State::OuterStage(NodeIterationReport report,
-                                    std::map<int, StageCompute*>::iterator it, GradientSum sum,
-                                    int64_t outer_every) {
+void NodeTrainer::State::OuterStage(NodeIterationReport report, StageIt it, GradientSum sum,
+                                    AveragingPlan plan) {
   StageCompute* compute = it->second;
   StageStep step;
   step.visits_here = sum.visits;
@@ -260,8 +278,121 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
     LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                << " inner step: " << u.status();
   }
-  if (compute->step() % outer_every != 0) return Next(std::move(report), it, step);
+  const bool sync = compute->step() % plan.outer_every == 0;
+  if (!plan.overlap) {
+    if (!sync) return Next(std::move(report), it, step);
+    return SyncNow(std::move(report), it, std::move(step));
+  }
+  // Note [Overlapped sync]: the last iteration applies the round in flight
+  // and syncs in full, so the run ends on the replicas' common anchor.
+  const bool last = report.iteration + 1 >= end;
+  if (!sync && !last) return Next(std::move(report), it, step);
+  State* self = this;
+  AfterRound(std::move(report), it, std::move(step),
+             [self, sync, last](NodeIterationReport report, StageIt it, StageStep step) {
+               if (last && sync) return self->SyncNow(std::move(report), it, std::move(step));
+               if (!sync) return self->Next(std::move(report), it, step);
+               self->StartRound(std::move(report), it, std::move(step));
+             });
+}
 
+void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, StageStep step,
+                                    StepThen then) {
+  std::optional<absl::StatusOr<ReduceResult>> result;
+  uint64_t mine = 0;
+  int64_t bytes = 0;
+  {
+    absl::MutexLock lock(&mu);
+    auto round = rounds.find(it->first);
+    if (round != rounds.end() && !round->second.result.has_value()) {
+      // Still in flight: the one wait of Note [Overlapped sync].
+      round->second.waiter = [this, report = std::move(report), it, step = std::move(step),
+                              then = std::move(then)]() mutable {
+        AfterRound(std::move(report), it, std::move(step), std::move(then));
+      };
+      return;
+    }
+    if (round != rounds.end()) {
+      result = std::move(round->second.result);
+      mine = round->second.mine;
+      bytes = round->second.bytes;
+      rounds.erase(round);
+    }
+  }
+  if (!result.has_value()) return then(std::move(report), it, std::move(step));
+  step.avg_bytes += result->ok() && (*result)->sent_bytes > 0 ? (*result)->sent_bytes : bytes;
+  if (!result->ok()) {
+    if (int64_t held = 0; AllowLog(&held)) {
+      LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                 << ": overlapped outer sync failed, keeping the local parameters: "
+                 << result->status()
+                 << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+    }
+    report.status = result->status();
+    return then(std::move(report), it, std::move(step));
+  }
+  const ReduceResult& r = **result;
+  // Shared with the re-sync path: AcceptReduce consumes `then` only there.
+  auto shared = std::make_shared<StepThen>(std::move(then));
+  const std::optional<bool> finite =
+      AcceptReduce(report, it, step, r, mine, /*outer=*/true,
+                   [shared](NodeIterationReport report, StageIt it, StageStep step) {
+                     (*shared)(std::move(report), it, std::move(step));
+                   });
+  if (!finite.has_value()) return;  // re-syncing, then `then`
+  absl::StatusOr<UpdateStats> o =
+      it->second->ApplyOuterStep(r.sum, *finite ? r.contributors : 0);
+  if (o.ok()) {
+    step.outer_step = o->stepped;
+  } else {
+    LOG(ERROR) << "stage " << it->first << " outer step: " << o.status();
+    report.status = o.status();
+  }
+  (*shared)(std::move(report), it, std::move(step));
+}
+
+void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, StageStep step) {
+  absl::StatusOr<AverageContribution> a = it->second->TakePseudoGradient();
+  if (!a.ok()) {
+    report.status = a.status();
+    return Next(std::move(report), it, step);
+  }
+  GradientContribution c;
+  c.from = server->self();
+  c.visits = 1;  // as in SyncNow
+  c.flat = std::move(a->flat);
+  c.params_digest = a->digest;
+  c.factors = std::move(a->factors);
+  const int stage = it->first;
+  const uint64_t iteration = report.iteration;
+  {
+    absl::MutexLock lock(&mu);
+    OuterRound& round = rounds[stage];
+    round = OuterRound();
+    round.iteration = iteration;
+    round.mine = a->digest;
+    round.bytes = a->bytes;
+  }
+  State* self = this;
+  group->AllReduce(iteration, stage, std::move(c),
+                   guard.Wrap([self, stage, iteration](absl::StatusOr<ReduceResult> r) mutable {
+                     absl::AnyInvocable<void()> waiter;
+                     {
+                       absl::MutexLock lock(&self->mu);
+                       auto round = self->rounds.find(stage);
+                       if (round == self->rounds.end() || round->second.iteration != iteration) {
+                         return;
+                       }
+                       round->second.result = std::move(r);
+                       waiter = std::move(round->second.waiter);
+                     }
+                     if (waiter && !self->Stopped()) waiter();
+                   }));
+  Next(std::move(report), it, step);
+}
+
+void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageStep step) {
+  StageCompute* compute = it->second;
   absl::StatusOr<AverageContribution> a = compute->TakePseudoGradient();
   if (!a.ok()) {
     report.status = a.status();
@@ -277,13 +408,14 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   c.factors = std::move(a->factors);
-  step.avg_bytes = a->bytes;
+  const int64_t before = step.avg_bytes;  // a round applied just before (overlap)
+  step.avg_bytes = before + a->bytes;
   const uint64_t mine = c.params_digest;
   State* self = this;
   group->AllReduce(
       report.iteration, it->first, std::move(c),
-      guard.Wrap([self, report = std::move(report), it, step,
-                  mine](absl::StatusOr<ReduceResult> r) mutable {
+      guard.Wrap([self, report = std::move(report), it, step, mine,
+                  before](absl::StatusOr<ReduceResult> r) mutable {
         if (self->Stopped()) return;
         StageCompute* compute = it->second;
         if (!r.ok()) {
@@ -295,7 +427,7 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
           report.status = r.status();
           return self->Next(std::move(report), it, step);
         }
-        if (r->sent_bytes > 0) step.avg_bytes = r->sent_bytes;  // Note [Encoded shards]
+        if (r->sent_bytes > 0) step.avg_bytes = before + r->sent_bytes;  // Note [Encoded shards]
         // visits_total counts the contributors here (one visit each).
         const std::optional<bool> finite =
             self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
@@ -314,7 +446,7 @@ void NodeTrainer::State::OuterStage(NodeIterationReport report,
 std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report,
                                                      std::map<int, StageCompute*>::iterator it,
                                                      StageStep& step, const ReduceResult& r,
-                                                     uint64_t mine, bool outer) {
+                                                     uint64_t mine, bool outer, StepThen then) {
   step.visits_total = r.visits;
   step.replicas = r.contributors;
   step.digests_agree = r.digests_agree;
@@ -333,7 +465,7 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
     }
     std::optional<common::NodeId> source = ResyncSource(r.digests, mine, report.iteration);
     if (source.has_value()) {
-      Resync(std::move(report), it, std::move(step), *source);
+      Resync(std::move(report), it, std::move(step), *source, std::move(then));
       return std::nullopt;
     }
   }
@@ -346,7 +478,7 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
 
 void NodeTrainer::State::Resync(NodeIterationReport report,
                                 std::map<int, StageCompute*>::iterator it, StageStep step,
-                                common::NodeId source) {
+                                common::NodeId source, StepThen then) {
   StageCompute* compute = it->second;
   compute->ZeroGrad();  // this iteration's gradients apply to another state
   const uint64_t iteration = report.iteration;
@@ -355,8 +487,8 @@ void NodeTrainer::State::Resync(NodeIterationReport report,
   State* self = this;
   group->FetchState(
       iteration + 1, it->first, source,
-      guard.Wrap([self, report = std::move(report), it, step,
-                  source](absl::StatusOr<std::string> state) mutable {
+      guard.Wrap([self, report = std::move(report), it, step, source,
+                  then = std::move(then)](absl::StatusOr<std::string> state) mutable {
         if (self->Stopped()) return;
         StageCompute* compute = it->second;
         absl::StatusOr<int64_t> restored =
@@ -372,6 +504,7 @@ void NodeTrainer::State::Resync(NodeIterationReport report,
                      << ": re-sync from " << source.ShortString()
                      << " failed, keeping this state: " << restored.status();
         }
+        if (then) return then(std::move(report), it, std::move(step));
         step.digest_after = compute->ParamsDigest();
         report.stages[it->first] = step;
         self->UpdateStage(std::move(report), std::next(it));

@@ -56,6 +56,23 @@
 // covers both rounds); a non-finite averaged pseudo-gradient sends every
 // replica back to the anchor (Note [Non-finite steps]).
 //
+// Note [Overlapped sync]: with --outer_overlap (H > 1) a sync does not wait
+// for its round. At step kH the replica sends its pseudo-gradient (anchor
+// A - parameters, and the compute keeps the parameters of that moment) and
+// goes on with its next H inner steps while the group averages; at step
+// (k+1)H it first applies round k (waiting only if it is still not done:
+// the sync then costs max(0, sync time - H steps) instead of the sync
+// time): the new anchor A' = the outer step of A, and parameters A' plus
+// what this replica trained since kH (ApplyOuterStep); then it starts
+// round k+1 from A'. Anchors stay equal on every replica (the same sum and
+// outer step), which the next round's digest check confirms; the applied
+// update is one round old (as in overlapped / streaming DiLoCo). A replica
+// that must re-sync (Note [Digest re-sync]) imports a peer's state and then
+// still takes part in round k+1, so its peers do not wait for it. The last
+// iteration of a run applies the round in flight and, at a sync point,
+// syncs in full, so a run ends on the common anchor. What a member slow to
+// upload costs, measured: node/train/README.md.
+//
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
 // destroying it is safe at any time (pending callbacks become no-ops).

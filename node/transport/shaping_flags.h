@@ -5,6 +5,8 @@
 //
 //   --max_upload_mbps / --max_download_mbps   caps on this node's pipeline
 //                                             traffic (a home connection)
+//   --max_sync_upload_mbps                    a cap on its replica-averaging
+//                                             pushes alone
 //   --wan_table=FILE                          link table (wan_table.h)
 //   --wan_time_scale=K                        run K times faster than the table
 //
@@ -27,6 +29,9 @@ struct ShapingFlags {
   double time_scale = 1;
   double max_upload_bytes_per_second = 0;    // 0: no cap
   double max_download_bytes_per_second = 0;  // 0: no cap
+  // Replica averaging's pushes (GrpcGroupOptions::max_upload_bytes_per_
+  // second); 0: max_upload_bytes_per_second.
+  double max_sync_upload_bytes_per_second = 0;
 };
 
 // InvalidArgument for a time scale <= 0 or a negative cap.

@@ -123,6 +123,43 @@ TEST(OuterStepsTest, ReplicasAverageOnlyEveryHStepsAndAgreeAfterEachSync) {
   EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
 }
 
+// Note [Overlapped sync]: a round is applied at the next sync (one round
+// late) with every replica's anchor agreeing, nothing waits in between, and
+// the last iteration syncs in full, so the run ends with equal replicas.
+TEST(OuterStepsTest, OverlappedSyncAppliesEachRoundOneRoundLateAndEndsEqual) {
+  model::AveragingOptions a;
+  a.outer_every = 4;
+  a.outer_lr = 1;
+  a.outer_momentum = 0;
+  a.overlap = true;
+  constexpr int kIterations = 24;
+  TrainedSwarm run = Train(a, kIterations);
+  TestSwarm& swarm = *run.swarm;
+  for (int stage = 0; stage < 4; ++stage) {
+    const int r0 = 2 * stage, r1 = 2 * stage + 1;
+    const int64_t n = swarm.compute(r0, stage)->num_params();
+    ASSERT_EQ(swarm.reports(r0).size(), static_cast<size_t>(kIterations));
+    for (int i = 0; i < kIterations; ++i) {
+      const StageStep& s0 = swarm.reports(r0)[i].stages.at(stage);
+      EXPECT_TRUE(swarm.reports(r0)[i].status.ok()) << swarm.reports(r0)[i].status;
+      const bool sync = (i + 1) % 4 == 0;
+      const bool applied = sync && i >= 7;  // iteration 3 only starts a round
+      EXPECT_EQ(s0.outer_step, applied) << "stage " << stage << " iteration " << i;
+      // A round's bytes are reported when it is applied; the last iteration
+      // also syncs its own round in full.
+      EXPECT_EQ(s0.avg_bytes, !applied ? 0 : i == kIterations - 1 ? 8 * n : 4 * n)
+          << "stage " << stage << " iteration " << i;
+      if (applied) {
+        EXPECT_EQ(s0.replicas, 2);
+        EXPECT_TRUE(s0.digests_agree) << "stage " << stage << " iteration " << i;
+      }
+    }
+    EXPECT_EQ(swarm.compute(r0, stage)->ParamsDigest(), swarm.compute(r1, stage)->ParamsDigest())
+        << "stage " << stage;
+  }
+  EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
+}
+
 TEST(OuterStepsTest, CompressedGradientAveragingKeepsReplicasEqual) {
   for (const char* codec : {"int8", "topk:0.1"}) {
     model::AveragingOptions a;

@@ -235,10 +235,15 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   go.serve_on = server_builder;
   go.swarm_id = p->gossip->swarm_id();
   go.credentials = to.credentials;  // the replica group too (same key, same rule)
-  go.max_upload_bytes_per_second = base.wan.max_upload_bytes_per_second;
+  go.max_upload_bytes_per_second = base.wan.max_sync_upload_bytes_per_second > 0
+                                       ? base.wan.max_sync_upload_bytes_per_second
+                                       : base.wan.max_upload_bytes_per_second;
   go.codec = base.model.averaging.codec;  // Note [Encoded shards]
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
+  if (base.model.averaging.overlap) {  // Note [Overlapped sync]
+    go.keep_iterations += static_cast<uint64_t>(base.model.averaging.outer_every);
+  }
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;

@@ -73,6 +73,9 @@ struct NodeDaemonOptions {
     std::string wan_table;
     double time_scale = 1;
     double max_upload_bytes_per_second = 0;
+    // Replica averaging's pushes alone (--max_sync_upload_mbps); 0: the cap
+    // above.
+    double max_sync_upload_bytes_per_second = 0;
     double max_download_bytes_per_second = 0;
     // > 0: TimedStageCompute with this forward time (scenario seconds,
     // divided by time_scale) and dummy payloads instead of libtorch, for

@@ -201,8 +201,13 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
   // The operator's upload cap paces gradient pushes too (0: none).
-  go.max_upload_bytes_per_second = options.wan.max_upload_bytes_per_second;
+  go.max_upload_bytes_per_second = options.wan.max_sync_upload_bytes_per_second > 0
+                                       ? options.wan.max_sync_upload_bytes_per_second
+                                       : options.wan.max_upload_bytes_per_second;
   go.codec = options.model.averaging.codec;  // Note [Encoded shards]
+  if (options.model.averaging.overlap) {  // Note [Overlapped sync]
+    go.keep_iterations += static_cast<uint64_t>(options.model.averaging.outer_every);
+  }
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->view.get(), p->clock.get()));
 
   // Failed hops are re-routed at the planner's costs (DaemonRepairerOptions).
