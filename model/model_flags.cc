@@ -43,8 +43,11 @@ ABSL_FLAG(int64_t, outer_every, 1,
           "H: local optimiser steps between replica averages. 1 (default): gradients are "
           "averaged every iteration; > 1: DiLoCo-style, pseudo-gradients every H steps with "
           "an outer Nesterov step (Note [Outer steps]). Every member must use the same.");
-ABSL_FLAG(double, outer_lr, 0.7, "Outer learning rate (with --outer_every > 1).");
-ABSL_FLAG(double, outer_momentum, 0.9, "Outer Nesterov momentum (with --outer_every > 1).");
+// 1 / 0 (plain parameter averaging): the best H > 1 settings measured
+// (node/train/README.md: DiLoCo's 0.7 / 0.9 lost 21-25% at H = 8-32).
+ABSL_FLAG(double, outer_lr, 1.0, "Outer learning rate (with --outer_every > 1).");
+ABSL_FLAG(double, outer_momentum, 0.0,
+          "Outer Nesterov momentum (with --outer_every > 1; 0: plain parameter averaging).");
 ABSL_FLAG(bool, outer_overlap, false,
           "With --outer_every > 1: average round k while the next H steps compute and apply "
           "it one round late (Note [Overlapped sync]); a member slow to upload then costs "
