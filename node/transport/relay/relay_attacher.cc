@@ -155,11 +155,12 @@ void RelayAttacher::Manage() {
       absl::MutexLock lock(&mu_);
       if (stop_) return;
       const absl::Duration now = clock_->SteadyNow();
-      auto in_use = [&](const RelayCandidate& c) {
+      // Both run under mu_ (the analysis checks their callers hold it).
+      auto in_use = [&](const RelayCandidate& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return std::any_of(attachments_.begin(), attachments_.end(),
                            [&](const auto& a) { return a->relay.id == c.id; });
       };
-      auto cooling = [&](const RelayCandidate& c) {
+      auto cooling = [&](const RelayCandidate& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         auto f = failed_at_.find(c.id);
         return f != failed_at_.end() && now - f->second < options_.retry_after;
       };

@@ -76,7 +76,10 @@ class Announced {
   // Waits (bounded) until the announced first relay is `id`.
   bool WaitForFirst(const common::NodeId& id) {
     absl::MutexLock lock(&mu_);
-    auto first_is = [&] { return !relays_.empty() && relays_.front().id == id; };
+    // Evaluated under mu_, here and by the Condition.
+    auto first_is = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !relays_.empty() && relays_.front().id == id;
+    };
     return mu_.AwaitWithTimeout(absl::Condition(&first_is), absl::Seconds(20)) || first_is();
   }
   std::optional<absl::Duration> recovered_after() {
