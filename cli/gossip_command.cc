@@ -61,6 +61,12 @@ ABSL_FLAG(std::string, control, "", "`skipswarm node drain`: the node's control 
 ABSL_FLAG(int, rebalance_every, 0,
           "Every N iterations a one-stage relay checks the stage balance rule and moves to the "
           "bottleneck stage when the swarm's throughput rises by --rebalance_min_gain (0: off).");
+ABSL_FLAG(int, relay_slots, 16,
+          "Outbound-only members (behind NAT) this node relays connections for, at most "
+          "(0: none).");
+ABSL_FLAG(int, relays, 2,
+          "Behind NAT: relays this node keeps attached (reachable members that carry "
+          "connections to it).");
 ABSL_FLAG(double, rebalance_min_gain, 0.2,
           "Relative bottleneck-throughput gain a stage move must bring (the hysteresis).");
 ABSL_FLAG(double, fixed_compute_speed, 0,
@@ -186,6 +192,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   o.rebalance_every = absl::GetFlag(FLAGS_rebalance_every);
   o.rebalance_min_gain = absl::GetFlag(FLAGS_rebalance_min_gain);
   o.fixed_compute_speed = absl::GetFlag(FLAGS_fixed_compute_speed);
+  o.relay_slots = absl::GetFlag(FLAGS_relay_slots);
+  o.relays = absl::GetFlag(FLAGS_relays);
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
   g.create_key = absl::GetFlag(FLAGS_create_key);

@@ -166,6 +166,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
           "node record of ", id.ShortString(), " has a malformed address"));
     }
   }
+  if (record.relays_size() > kMaxRecordRelays ||
+      std::any_of(record.relays().begin(), record.relays().end(),
+                  [](const std::string& r) { return r.size() != common::NodeId::kBytes; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has a malformed relay list"));
+  }
   if (policy.num_stages > 0) {
     auto outside = [&](uint32_t stage) { return stage >= policy.num_stages; };
     bool bad = std::any_of(record.stages().begin(), record.stages().end(), outside);

@@ -38,6 +38,8 @@ inline constexpr int kMaxAddresses = 8;
 inline constexpr int kMaxStages = 64;
 inline constexpr uint32_t kMaxRecordMemorySlots = 4096;
 inline constexpr size_t kMaxAddressBytes = 256;
+// Relays an outbound-only record may name (NodeRecord.relays).
+inline constexpr int kMaxRecordRelays = 4;
 // Seconds per layer per sample above this are nonsense (an hour).
 inline constexpr double kMaxSecondsPerLayerPerSample = 3600;
 // Incarnations never come near the top of uint64 (Note [Incarnation

@@ -35,6 +35,10 @@ struct MemberInfo {
   double seconds_per_layer_per_sample = 0;
   std::map<uint32_t, uint64_t> stage_digests;
   uint64_t iteration = 0;
+  // Cannot be dialed (behind NAT); peers reach it through `relays`
+  // (NodeRecord.outbound_only, .relays).
+  bool outbound_only = false;
+  std::vector<common::NodeId> relays;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

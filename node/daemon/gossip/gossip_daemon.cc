@@ -259,8 +259,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->reachability_options.self = p->self;
   p->reachability_options.credentials = to.credentials;
   p->reachability_options.swarm_id = p->gossip->swarm_id();
+  p->reachability_options.dial_timeout = options.dial_back_timeout;
   p->reachability = std::make_unique<ReachabilityService>(p->reachability_options);
   server_builder->RegisterService(p->reachability.get());
+  p->SetUpRelaying(server_builder, p->gossip->swarm_id());  // Note [Relayed members]
   SS_RETURN_IF_ERROR(p->server->Start(to.credentials));
   SS_ASSIGN_OR_RETURN(const std::string advertised,
                       ResolveAdvertiseAddress(listen, options.advertise, p->server->port(),
@@ -275,7 +277,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   m->AddListener([raw, m](const membership::MemberChange& c) {
     const membership::View view = m->GetView();
     raw->quotas.members->SetMembers(LiveIds(view));
-    raw->members->Update(view);
+    raw->members->Update(raw->RoutedView());  // Note [Relayed members]
     raw->status->UpdateView(view);
     raw->health->ObservePeers(LivePeers(view));
     raw->OnMemberChange(c);
@@ -283,7 +285,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->members->SetAddressListener([raw](const PeerInfo& peer) {
     raw->transport->SetPeerAddress(peer.id, peer.address);
   });
-  p->members->Update(m->GetView());
+  p->members->Update(p->RoutedView());
   p->quotas.members->SetMembers(LiveIds(m->GetView()));
   p->status->UpdateView(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
@@ -323,7 +325,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
   }
   if (p->joiner) {
-    for (const StateSource& a : StateSources(m->GetView(), p->self, p->stages.front())) {
+    for (const StateSource& a : StateSources(p->RoutedView(), p->self, p->stages.front())) {
       absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
       if (!it.ok()) continue;
       p->source_first_iteration = *it;
@@ -479,9 +481,12 @@ GossipDaemon::~GossipDaemon() {
     if (p.move != nullptr) worker = std::move(p.move->worker);
   }
   if (worker.joinable()) worker.join();
+  p.relay_attacher.reset();  // its record updates need `gossip`
+  if (p.relay_service) p.relay_service->Shutdown();  // ends the Attach streams it serves
   // Note [One port]: the one server goes before any service registered on
   // it (gossip's, then transport, group and state with the parts).
   if (p.server) p.server->Shutdown(absl::ZeroDuration());
+  p.relay_dialer.reset();  // its relay lookups read `gossip`'s view
   if (p.gossip) p.gossip.reset();  // no more listener calls
 }
 
@@ -529,6 +534,11 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   ExportQuotaRefusals(quotas, &gossip->membership()->quota(), &metrics);
   if (options.manifest_quota != nullptr) {
     ExportQuotaRefusals(DaemonQuotas{}, options.manifest_quota, &metrics);
+  }
+  if (relay_service != nullptr) {
+    const RelayServiceStats rs = relay_service->stats();
+    metrics.Set("skipswarm_relay_attached_nodes", rs.attached);
+    metrics.Set("skipswarm_relayed_bytes_total", static_cast<double>(rs.bytes_relayed));
   }
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   status->UpdateView(view);     // the links' latest measurements

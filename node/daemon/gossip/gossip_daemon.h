@@ -88,6 +88,14 @@ struct GossipDaemonOptions {
   // view and moves when it is the node chosen; 0: never.
   int rebalance_every = 0;
   double rebalance_min_gain = 0.2;
+  // Outbound-only nodes (node/transport/relay/README.md): how many of them
+  // this node relays for at most (0: it relays for nobody), and how many
+  // relays this node keeps attached when it is behind NAT itself.
+  int relay_slots = 16;
+  int relays = 2;
+  // How long this node, asked to dial a joiner back (Note [Reachability at
+  // join]), tries before it calls the joiner unreachable.
+  absl::Duration dial_back_timeout = absl::Seconds(3);
   // > 0: publish this as our compute speed instead of the measured one
   // (emulated heterogeneous nodes in tests and experiments).
   double fixed_compute_speed = 0;

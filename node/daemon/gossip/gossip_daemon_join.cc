@@ -43,7 +43,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
   auto ask_sources = [&] {
     while (true) {
-      sources = StateSources(m->GetView(), self, stage);
+      sources = StateSources(RoutedView(), self, stage);
       for (const StateSource& a : sources) {
         current = QuerySourceIteration(a, credentials, absl::Seconds(2));
         source_asked = a;

@@ -106,7 +106,7 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
       // from the model config.
       fo.max_bytes = StateBytesBound(static_cast<uint64_t>(
           model::EstimateStageMemory(base().model.model, raw->to, {}).parameters));
-      return FetchStageState(StateSources(gossip->membership()->GetView(), self, raw->to), fo);
+      return FetchStageState(StateSources(RoutedView(), self, raw->to), fo);
     }();
     raw->state = std::move(got);
     raw->fetched.Notify();

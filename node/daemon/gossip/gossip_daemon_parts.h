@@ -47,6 +47,8 @@
 #include "node/train/grpc_group.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
+#include "node/transport/relay/relay_client.h"
+#include "node/transport/relay/relay_service.h"
 #include "node/transport/shaping_transport.h"
 
 namespace skipswarm::node {
@@ -123,6 +125,12 @@ struct GossipDaemon::Parts {
   std::unique_ptr<ReachabilityService> reachability;
   std::string advertised;  // our record's address
   bool reachability_checked = false;
+  // Note [Relayed members] (gossip_daemon_relay.cc): the relay we are for
+  // outbound-only members (registered on `server`, so declared before it),
+  // how we dial them, and our own relays when we are behind NAT.
+  std::unique_ptr<RelayService> relay_service;
+  std::unique_ptr<RelayDialer> relay_dialer;
+  std::unique_ptr<RelayAttacher> relay_attacher;
   // Note [One port]: the server every service above registered on; goes
   // first (a failed Create; ~GossipDaemon shuts it down before `gossip`).
   std::unique_ptr<NodeServer> server;
@@ -203,6 +211,14 @@ struct GossipDaemon::Parts {
   absl::Status StartControl();
   // True once a check had an answer.
   bool CheckReachabilityOnce();
+  // Note [Relayed members]: the gossip view with every relayed member's
+  // addresses replaced by its RelayDialer endpoint (what this node dials).
+  membership::View RoutedView() const;
+  // Registers the relay service and makes the dialer (Create, before the
+  // server starts).
+  void SetUpRelaying(grpc::ServerBuilder* builder, const std::string& swarm_id);
+  // Behind NAT: attach to relays and name them in our record.
+  void StartRelayAttacher();
 };
 
 

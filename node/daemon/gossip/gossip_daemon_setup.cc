@@ -44,7 +44,8 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
   std::vector<std::string> peers;
   const membership::View view = gossip->membership()->GetView();  // Live() points into it
   for (const membership::MemberInfo* mi : view.Live()) {
-    if (mi->id == self || mi->addresses.empty()) continue;
+    // An outbound-only member cannot take the call (Note [Relayed members]).
+    if (mi->id == self || mi->addresses.empty() || mi->outbound_only) continue;
     peers.push_back(mi->addresses.front());
     if (peers.size() == 3) break;
   }
@@ -74,10 +75,9 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
     absl::Status marked = gossip->membership()->UpdateLocalRecord(
         [](proto::NodeRecord* record) { record->set_outbound_only(true); });
     if (!marked.ok()) LOG(WARNING) << base().name << ": cannot mark our record: " << marked;
-    LOG(WARNING) << base().name << ": outbound-only: gossip reaches this node in replies to "
-                 << "its own requests; pipeline frames and gradient pushes that peers send on "
-                 << "connections of their own still fail (forward the port and set --advertise, "
-                 << "or host no stage here)";
+    // Note [Relayed members] (gossip_daemon_relay.cc): everything peers
+    // send on connections of their own comes through relays we attach to.
+    StartRelayAttacher();
   } else {
     LOG(INFO) << base().name << ": " << line;
   }

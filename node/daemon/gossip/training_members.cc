@@ -237,19 +237,81 @@ void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
   }
 }
 
-std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
-                                                    const common::NodeId& to) const {
-  absl::MutexLock lock(&mu_);
-  // view_.links is sorted by (from, to), one sample per pair.
-  auto it = std::lower_bound(view_.links.begin(), view_.links.end(), std::tie(from, to),
+namespace {
+
+// The view's sample of from -> to, if any (view.links is sorted by (from,
+// to), one sample per pair).
+const membership::LinkInfo* SampleOf(const membership::View& view, const common::NodeId& from,
+                                     const common::NodeId& to) {
+  auto it = std::lower_bound(view.links.begin(), view.links.end(), std::tie(from, to),
                              [](const membership::LinkInfo& l, const auto& key) {
                                return std::tie(l.from, l.to) < key;
                              });
-  if (it == view_.links.end() || it->from != from || it->to != to) return std::nullopt;
-  LinkEstimate e;
-  e.rtt = it->rtt;
-  e.bytes_per_second = it->bytes_per_second;
-  e.throughput_measured_at = it->throughput_measured_at;
+  if (it == view.links.end() || it->from != from || it->to != to) return nullptr;
+  return &*it;
+}
+
+// One leg of a relayed path, from what either end measured: the larger RTT
+// and the smaller throughput (Note [Planning from measured links]).
+struct Leg {
+  absl::Duration rtt = absl::InfiniteDuration();
+  double bytes_per_second = 0;
+};
+Leg LegOf(const membership::View& view, const common::NodeId& a, const common::NodeId& b) {
+  Leg leg;
+  bool rtt_known = false;
+  for (const membership::LinkInfo* l : {SampleOf(view, a, b), SampleOf(view, b, a)}) {
+    if (l == nullptr) continue;
+    if (l->rtt != absl::InfiniteDuration()) {
+      leg.rtt = rtt_known ? std::max(leg.rtt, l->rtt) : l->rtt;
+      rtt_known = true;
+    }
+    if (l->bytes_per_second > 0) {
+      leg.bytes_per_second = leg.bytes_per_second > 0
+                                 ? std::min(leg.bytes_per_second, l->bytes_per_second)
+                                 : l->bytes_per_second;
+    }
+  }
+  return leg;
+}
+
+}  // namespace
+
+// Note [Relayed links]
+// Connections to an outbound-only member go through its first relay R
+// (Note [Relayed members] in gossip_daemon_relay.cc), so the link from ->
+// to, for a relayed `to`, is the path from -> R -> to: its RTT is the sum
+// of the two legs' RTTs (each leg from what either end measured), and its
+// throughput the smaller of the legs' unless `from` measured the hop
+// itself (its pipeline hops to `to` already cross the relay). Without this
+// the pair would take the member's own pings, which go out directly and
+// make the relayed direction look as short as a direct link. The other
+// direction (to -> from) is direct: the member dials out itself.
+std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
+                                                    const common::NodeId& to) const {
+  absl::MutexLock lock(&mu_);
+  const membership::LinkInfo* sample = SampleOf(view_, from, to);
+  std::optional<LinkEstimate> e;
+  if (sample != nullptr) {
+    e.emplace();
+    e->rtt = sample->rtt;
+    e->bytes_per_second = sample->bytes_per_second;
+    e->throughput_measured_at = sample->throughput_measured_at;
+  }
+  const membership::MemberInfo* target = view_.Find(to);
+  if (target == nullptr || !target->outbound_only || target->relays.empty()) return e;
+  const common::NodeId& relay = target->relays.front();
+  if (relay == from) return e;  // the relay's own leg is direct
+  const Leg first = LegOf(view_, from, relay);
+  const Leg second = LegOf(view_, relay, to);
+  const bool rtts = first.rtt != absl::InfiniteDuration() && second.rtt != absl::InfiniteDuration();
+  const bool throughputs = first.bytes_per_second > 0 && second.bytes_per_second > 0;
+  if (!rtts && !throughputs) return e;
+  if (!e) e.emplace();
+  if (rtts) e->rtt = first.rtt + second.rtt;
+  if (e->bytes_per_second <= 0 && throughputs) {
+    e->bytes_per_second = std::min(first.bytes_per_second, second.bytes_per_second);
+  }
   return e;
 }
 

@@ -131,6 +131,43 @@ TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
 // A data-node joiner (stage 0) gets its own shard from its entry on: the
 // data nodes' ranks come from the routing face (Note [Data order]), so d
 // and j read disjoint micro-batches, and nothing another data node reads.
+// Note [Relayed links]: a hop to an outbound-only member costs the path
+// through its relay; the member's own direction stays direct.
+TEST(TrainingMembersTest, ALinkToARelayedMemberCostsThePathThroughItsRelay) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), n = Member("n", {1}, 0);
+  n.outbound_only = true;
+  n.relays = {r.id};
+  membership::View view = ViewOf({d, r, n}, 1);
+  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
+                 absl::Duration rtt, double bps) {
+    membership::LinkInfo l;
+    l.from = from.id;
+    l.to = to.id;
+    l.rtt = rtt;
+    l.bytes_per_second = bps;
+    return l;
+  };
+  // n's own pings go out directly (20 ms); d <-> r 10 ms at 100 MB/s,
+  // r <-> n 30 ms at 5 MB/s (n's home uplink).
+  view.links = {link(n, d, absl::Milliseconds(20), 0), link(d, r, absl::Milliseconds(10), 1e8),
+                link(n, r, absl::Milliseconds(30), 5e6)};
+  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+  });
+  TrainingMembers members(d.id);
+  members.Update(view);
+  std::optional<LinkEstimate> dn = members.routing()->Link(d.id, n.id);
+  ASSERT_TRUE(dn.has_value());
+  EXPECT_EQ(dn->rtt, absl::Milliseconds(40));
+  EXPECT_EQ(dn->bytes_per_second, 5e6);
+  std::optional<LinkEstimate> nd = members.routing()->Link(n.id, d.id);
+  ASSERT_TRUE(nd.has_value());
+  EXPECT_EQ(nd->rtt, absl::Milliseconds(20));  // direct
+  // The relay's own leg is direct too.
+  std::optional<LinkEstimate> rn = members.routing()->Link(r.id, n.id);
+  EXPECT_FALSE(rn.has_value());  // nothing measured r -> n, and no relay in between
+}
+
 TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {0}, 5);
   auto ranks = [&](uint64_t iteration) {

@@ -75,6 +75,15 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_reachable", T::kGauge,
        "1 when peers could dial this node's advertised address back at join, 0 when none "
        "could (behind NAT); absent until a check had an answer."},
+      {"skipswarm_relays", T::kGauge,
+       "Behind NAT: relays this node is attached to (reachable members that carry "
+       "connections to it); absent on a reachable node."},
+      {"skipswarm_relay_recovery_seconds", T::kGauge,
+       "Behind NAT: how long this node last had fewer relays than wanted after losing one."},
+      {"skipswarm_relay_attached_nodes", T::kGauge,
+       "Outbound-only members attached to this node's relay service now."},
+      {"skipswarm_relayed_bytes_total", T::kCounter,
+       "Bytes this node's relay service copied between circuits' two streams."},
       {"skipswarm_membership_changes_total", T::kCounter,
        "Changes in this node's gossip view (joins, deaths, leaves, record updates)."},
       {"skipswarm_seconds_per_layer_sample", T::kGauge,

@@ -30,7 +30,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -112,8 +112,9 @@ class RelayService final : public proto::Relay::Service {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_circuit_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<common::NodeId, Attachment> attached_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, Circuit> circuits_ ABSL_GUARDED_BY(mu_);
+  absl::node_hash_map<common::NodeId, Attachment> attached_ ABSL_GUARDED_BY(mu_);
+  // node_hash_map: handlers keep references to their circuit across waits.
+  absl::node_hash_map<uint64_t, Circuit> circuits_ ABSL_GUARDED_BY(mu_);
   int64_t circuits_opened_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> bytes_relayed_{0};
 };

@@ -1,0 +1,192 @@
+// A member that cannot be dialed hosts a stage through relays (Note
+// [Relayed members], node/daemon/gossip/gossip_daemon_relay.cc): four
+// GossipDaemons in one process over loopback gRPC (ports 0, plain text);
+// three reachable founders host stages 0, 1, 2 and train; a joiner enters
+// as a second replica of stage 1 while advertising an address where
+// nothing listens (like a home node behind NAT: its reachability check
+// fails). It attaches to relays, names them in its record, fetches its
+// state and trains: micro-batches reach it through the relays, its digest
+// matches its replica's, and no micro-batch is dropped after its entry.
+// Tiny model; waits on notifications, no sleeps.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/free_port.h"
+#include "gtest/gtest.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
+
+namespace skipswarm::node {
+namespace {
+
+struct Running {
+  std::unique_ptr<GossipDaemon> daemon;
+  std::thread thread;
+  absl::Status result = absl::UnknownError("running");
+  DaemonSignals signals;
+  absl::Mutex mu;
+  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
+  absl::Notification finished;
+  absl::Notification trained_a_bit;  // its 5th iteration
+
+  bool WaitUnlessFinished(absl::Notification& n) {
+    while (!n.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      if (finished.HasBeenNotified()) return n.HasBeenNotified();
+    }
+    return true;
+  }
+
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+class RelayedMemberTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    corpus_ = ::testing::TempDir() + "/corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o;
+    o.base.name = name;
+    o.base.iterations = kIterations;
+    o.base.mbs_per_iteration = 4;
+    o.base.memory_slots = 2;
+    // In-order routes with round-robin replicas: both stage-1 replicas get
+    // micro-batches in every iteration.
+    o.base.planner = "inorder";
+    o.base.startup_timeout = absl::Seconds(60);
+    o.base.model.model.num_layers = 3;
+    o.base.model.model.d_model = 16;
+    o.base.model.model.num_heads = 2;
+    o.base.model.model.ffn_dim = 24;
+    o.base.model.model.seq_len = 8;
+    o.base.model.model.num_stages = 3;
+    o.base.model.samples_per_mb = 2;
+    o.base.model.corpus.paths = {corpus_};
+    o.gossip.insecure = true;
+    o.gossip.swarm_name = "relayed-member-test";
+    o.stages = std::move(stages);
+    o.expect_members = 3;
+    o.control_port = -1;
+    // A dial-back to a port where nothing listens fails at its deadline.
+    o.dial_back_timeout = absl::Milliseconds(300);
+    return o;
+  }
+
+  std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
+    auto r = std::make_unique<Running>();
+    Running* raw = r.get();
+    o.observer = [raw](const NodeIterationReport& report) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(report);
+      if (raw->reports.size() == 5) raw->trained_a_bit.Notify();
+    };
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return nullptr;
+    r->daemon = *std::move(d);
+    r->thread = std::thread([raw] {
+      raw->result = raw->daemon->Run(&raw->signals);
+      raw->finished.Notify();
+    });
+    return r;
+  }
+
+  // Enough for the joiner to enter while the founders train (its
+  // reachability check waits out the dial-backs' deadline first) and then
+  // train a while.
+  static constexpr int64_t kIterations = 300;
+  std::string corpus_;
+};
+
+TEST_F(RelayedMemberTest, AMemberNobodyCanDialHostsAReplicaThroughRelays) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> others;
+  for (auto [name, stage] : {std::pair<const char*, int>{"a", 1}, {"b", 2}}) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.gossip.join = {bootstrap};
+    others.push_back(Launch(o));
+    ASSERT_NE(others.back(), nullptr);
+  }
+  ASSERT_TRUE(others[0]->WaitUnlessFinished(others[0]->trained_a_bit)) << others[0]->result;
+  // The home node joins: it listens on a port of its own but advertises
+  // one where nothing listens, so every dial-back fails.
+  absl::StatusOr<int> dead = common::FreeLoopbackPort();
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  GossipDaemonOptions h = Options("h", {1});
+  h.expect_members = 0;
+  // Far enough ahead that its replica is not past the entry when the state
+  // request comes (a re-announced entry races the data node's local dead
+  // verdict about the joiner, which this test is not about).
+  h.entry_lead = 20;
+  h.gossip.join = {bootstrap};
+  h.advertise = absl::StrCat("127.0.0.1:", *dead);
+  auto home = Launch(h);
+  ASSERT_NE(home, nullptr);
+
+  founder->Join();
+  for (auto& r : others) r->Join();
+  home->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
+  EXPECT_TRUE(home->result.ok()) << home->result;
+
+  // Its record: outbound-only, relayed by reachable members.
+  const membership::View view = founder->daemon->view();
+  const membership::MemberInfo* hm = nullptr;
+  for (const membership::MemberInfo& m : view.members) {
+    if (m.addresses.size() > 0 && m.addresses[0] == h.advertise) hm = &m;
+  }
+  ASSERT_NE(hm, nullptr);
+  EXPECT_TRUE(hm->outbound_only);
+  EXPECT_FALSE(hm->relays.empty());
+
+  int home_visits = 0;
+  std::map<uint64_t, uint64_t> home_digests;
+  uint64_t entry = 0;
+  {
+    absl::MutexLock lock(&home->mu);
+    ASSERT_GE(home->reports.size(), 20u);
+    entry = home->reports.front().iteration;
+    for (const NodeIterationReport& r : home->reports) {
+      home_visits += r.stages.at(1).visits_here;
+      home_digests[r.iteration] = r.stages.at(1).digest_after;
+    }
+  }
+  ::testing::Test::RecordProperty("home_visits", home_visits);
+  const int trained = static_cast<int>(kIterations - entry);
+  std::printf("home node: %d stage-1 visits in its %d iterations (entry %d)\n", home_visits,
+              trained, static_cast<int>(entry));
+  // Its share of stage 1: round-robin routes give it half the 4
+  // micro-batches of each iteration.
+  EXPECT_GE(home_visits, trained * 2 - 4);
+  {
+    absl::MutexLock lock(&others[0]->mu);  // a: stage 1's other replica
+    for (const NodeIterationReport& r : others[0]->reports) {
+      if (r.iteration < entry) continue;
+      EXPECT_EQ(r.stages.at(1).digest_after, home_digests[r.iteration]) << r.iteration;
+    }
+  }
+  absl::MutexLock lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.data && r.iteration >= entry) dropped += r.data->dropped;
+  }
+  EXPECT_EQ(dropped, 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# A home host behind NAT hosts a replica of a stage through relays (Note
+# [Relayed members], node/daemon/gossip/gossip_daemon_relay.cc), with real
+# `skipswarm node` processes on namespaced hosts:
+#   home_replica_trains  4 public hosts (d0: stage 0, s1: stage 1, s2a and
+#                        s2b: stage 2; s1 relays for nobody) train; home h1
+#                        joins as a second replica of stage 1 with
+#                        --relays=2 (two of d0, s2a, s2b) and processes
+#                        micro-batches (its progress lines' visits).
+#   relay_failover       one of its relays that hosts stage 2 is killed
+#                        (SIGKILL) mid-run; h1 attaches to the remaining
+#                        candidate within 5 s. (What the swarm trains after
+#                        the kill is printed, not checked: README, known gap.)
+# CI runs the short version (~60 s); the long
+# run is in tests/netns/README.md. Needs root; skips loudly without
+# namespaces (netns_lib.sh).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/netns_lib.sh"
+
+BIN="${SKIPSWARM_BINARY:-bazel-bin/cli/skipswarm}"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+ITERATIONS="${NETNS_RELAY_ITERATIONS:-100}"
+RATE="${NETNS_RATE:-50mbit}"
+TIMEOUT_S="${NETNS_TIMEOUT_S:-150}"
+OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-/tmp}}/netns-relay-$$"
+mkdir -p "$OUT"
+MODEL=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
+       --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
+# In-order routes with round-robin replicas (default here): each stage-1
+# replica gets half the micro-batches, so the home node's share is known.
+# NETNS_PLANNER=skippipe plans from the measured (relay-path) costs instead.
+PLANNER="${NETNS_PLANNER:-inorder}"
+CASES=(home_replica_trains relay_failover)
+
+netns_require "${CASES[@]}" || { nt_finish; exit $?; }
+netns_init
+for h in p1 p2 p3 p4; do netns_public "$h"; done
+netns_home h1
+for h in p1 p2 p3 p4 h1; do netns_cap "$h" "$RATE"; done
+
+# A node on `host`: NAME [flags]; output in $OUT/NAME.{out,err}, pid in LAST_PID.
+start_node() {
+  local host=$1 name=$2
+  shift 2
+  nx "$host" timeout "$TIMEOUT_S" "$BIN" node --name="$name" \
+    --node_key_file="$OUT/$name.key" --create_key --listen=0.0.0.0:7000 \
+    --node_iterations="$ITERATIONS" --control_port=-1 --node_planner="$PLANNER" \
+    --checkpoint_dir="$OUT/ckpt-$name" "${MODEL[@]}" "$@" \
+    >"$OUT/$name.out" 2>"$OUT/$name.err" &
+  LAST_PID=$!
+}
+
+t0=$SECONDS
+JOIN="--join=${NETNS_ADDR[p1]}:7000"
+start_node p1 d0 --host_stages=0 --expect_members=4
+pid_d0=$LAST_PID
+wait_for_line "$OUT/d0.out" "advertised as" 30
+start_node p2 s1 --host_stages=1 --expect_members=4 --relay_slots=0 "$JOIN"
+pid_s1=$LAST_PID
+start_node p3 s2a --host_stages=2 --expect_members=4 "$JOIN"
+pid_s2a=$LAST_PID
+start_node p4 s2b --host_stages=2 --expect_members=4 "$JOIN"
+pid_s2b=$LAST_PID
+wait_for_line "$OUT/d0.out" "^\[d0\] it 3 " 60
+start_node h1 h1 --host_stages=1 --relays=2 --metrics_port=9401 "$JOIN"
+pid_h1=$LAST_PID
+wait_for_line "$OUT/h1.out" "outbound-only mode, relayed by" 60
+relay_line=$(grep -m1 "outbound-only mode, relayed by" "$OUT/h1.out")
+wait_for_line "$OUT/h1.out" "outbound-only mode, relayed by .*, " 30
+relay_line=$(grep -m1 "outbound-only mode, relayed by .*, " "$OUT/h1.out")
+# The first of its relays that hosts stage 2 (s2a on p3, s2b on p4).
+relay_ip=""
+for ip in $(grep -o "(10[0-9.]*:" <<<"$relay_line" | tr -d '(:'); do
+  if [ "$ip" = "${NETNS_ADDR[p3]}" ] || [ "$ip" = "${NETNS_ADDR[p4]}" ]; then relay_ip=$ip; break; fi
+done
+echo "[netns] h1: $relay_line"
+
+# relay_failover: once h1 trains, kill its relay (the stage-2 replica on
+# that host); the other stage-2 replica keeps the stage.
+wait_for_line "$OUT/h1.out" "^\[h1\] it .* s1 visits [1-9]" 90
+victim="" other=""
+if [ "$relay_ip" = "${NETNS_ADDR[p3]}" ]; then victim=p3; other=s2a; fi
+if [ "$relay_ip" = "${NETNS_ADDR[p4]}" ]; then victim=p4; other=s2b; fi
+if [ -n "$victim" ]; then
+  # Every process in the relay's namespace (its `timeout` and the node),
+  # hard: a crashed host.
+  ip netns pids "${NETNS_NS[$victim]}" | xargs -r kill -KILL
+  echo "[netns] killed h1's relay $other ($relay_ip) at iteration $(grep -c '^\[d0\] it ' "$OUT/d0.out") of d0"
+fi
+wait_for_line "$OUT/h1.out" "re-attached" 30
+reattach_line=$(grep -m1 "re-attached" "$OUT/h1.out")
+echo "[netns] h1: $reattach_line"
+# Seconds the daemon measured (loss detected -> attached elsewhere).
+reattach_s=$(sed -n 's/.*re-attached \([0-9.]*\)\(m\?s\).*/\1 \2/p' <<<"$reattach_line" |
+  awk '{ print ($2 == "ms") ? $1 / 1000 : $1 }')
+
+# What d0 trains in the 20 s after the kill (see README: known gap).
+d0_at_kill=$(grep -c '^\[d0\] it ' "$OUT/d0.out")
+sleep 20
+d0_after=$(( $(grep -c '^\[d0\] it ' "$OUT/d0.out") - d0_at_kill ))
+# Done measuring: stop every node (hard; the run's own namespaces only).
+for h in p1 p2 p3 p4 h1; do ip netns pids "${NETNS_NS[$h]}" | xargs -r kill -KILL; done
+for p in $pid_d0 $pid_s1 $pid_s2a $pid_s2b $pid_h1; do wait "$p" 2>/dev/null; done
+# h1's share before the kill: its progress lines up to d0's kill iteration.
+visits=$(grep -o "^\[h1\] it [0-9]* | s1 visits [0-9]*" "$OUT/h1.out" |
+  awk -v k="$d0_at_kill" '$3 < k { s += $NF; n += 1 } END { print s + 0, n + 0 }')
+read -r visits home_its <<<"$visits"
+echo "[netns] h1: ${visits} stage-1 micro-batch visits in its ${home_its} iterations before the kill (in-order routes give each stage-1 replica 2 of 4)"
+echo "[netns] d0: ${d0_after} iterations in the 20 s after the kill; $((SECONDS - t0)) s in all"
+if [ "$home_its" -gt 0 ] && [ "$visits" -ge $((2 * home_its - 2)) ]; then
+  nt_case home_replica_trains passed "h1 (behind NAT) did ${visits} stage-1 visits in ${home_its} iterations"
+else
+  nt_case home_replica_trains failed "visits=$visits in $home_its iterations; logs in $OUT"
+  for f in "$OUT"/*.err; do echo "== $f"; tail -n 5 "$f"; done
+fi
+if [ -n "$victim" ] && [ -n "$reattach_s" ] && awk "BEGIN { exit !($reattach_s < 5) }"; then
+  nt_case relay_failover passed "re-attached in ${reattach_s} s"
+else
+  nt_case relay_failover failed "victim '$victim' re-attach '${reattach_s}'; logs in $OUT"
+fi
+nt_finish
