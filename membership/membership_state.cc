@@ -584,7 +584,6 @@ View Membership::Impl::ViewLocked() const {
       info.stage_digests[stage] = digest;
     }
     info.iteration = m.record.iteration();
-    info.outbound_only = m.record.outbound_only();
     for (const std::string& r : m.record.relays()) {
       if (absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(r); id.ok()) {
         info.relays.push_back(*id);

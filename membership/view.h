@@ -35,9 +35,8 @@ struct MemberInfo {
   double seconds_per_layer_per_sample = 0;
   std::map<uint32_t, uint64_t> stage_digests;
   uint64_t iteration = 0;
-  // Cannot be dialed (behind NAT); peers reach it through `relays`
-  // (NodeRecord.outbound_only, .relays).
-  bool outbound_only = false;
+  // With outbound_only: the members whose Relay service carries
+  // connections to it, best first (NodeRecord.relays).
   std::vector<common::NodeId> relays;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
