@@ -142,6 +142,12 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     if (it != entries_.end()) {
       return Refuse(absl::StatusCode::kAlreadyExists, h, "duplicate micro-batch");
     }
+    if (h.iteration() - iteration_ > static_cast<uint64_t>(options_.max_iteration_lead)) {
+      // Note [Behind the swarm]: it would wait here until the MB's deadline.
+      ++stats_.frames_behind;
+      return Refuse(absl::StatusCode::kResourceExhausted, h,
+                    absl::StrCat(kBehind, " (at iteration ", iteration_, ")"));
+    }
     // Note [Admitted iterations]: later iterations' frames wait in a queue
     // of their own, as long as one iteration's admission, so they never
     // take the current iteration's slots or queue; when it is full, a

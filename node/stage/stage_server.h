@@ -70,6 +70,20 @@
 // an old iteration until its entry (Note [Entry iteration]) and relays may
 // trail the data nodes by more than one.
 //
+// Note [Behind the swarm]: a forward more than max_iteration_lead
+// iterations ahead of this server is refused with RESOURCE_EXHAUSTED
+// ("this node is behind ..."), so its sender re-routes it at once to a
+// replica that is not behind (re-route reason "behind"). Such a node is
+// one that came back after its peers declared it DEAD and went on without
+// it (a SIGSTOP past the failure detector): its trainer is stuck iterations
+// back, and every frame it admitted into the later queue waited there until
+// its origin's MB deadline; with the planner still routing through it
+// (gossip calls it alive again), whole iterations lost every micro-batch.
+// Nothing marks it dead (a busy node is not a dead one): once it catches up
+// (re-sync, BeginIteration) its frames are admitted again. Legitimate
+// trailing (a joiner at entry - 1, a relay still averaging) stays within
+// the lead.
+//
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the
 // listener. The transport, clock, view and computes must outlive the server;
@@ -112,6 +126,9 @@ struct StageServerOptions {
   int max_queued_forwards = 8;
   // Route repairs one MB may undergo (header.reroutes) before it is dropped.
   int max_reroutes = 4;
+  // Forwards of iterations beyond current + this are refused (Note [Behind
+  // the swarm]).
+  int max_iteration_lead = 4;
   // Repairs may shorten the route (skip stages) when no replica is left.
   bool allow_skip = false;
   // Chooses repaired routes (Note [Hop failures]); borrowed, must outlive
@@ -132,6 +149,7 @@ struct StageServerStats {
   // Waiting frames of a far iteration displaced by nearer ones (Note
   // [Admitted iterations]).
   int64_t frames_displaced = 0;
+  int64_t frames_behind = 0;  // refused: too far ahead (Note [Behind the swarm])
   int64_t frames_refused = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
@@ -145,7 +163,7 @@ struct StageServerStats {
   int64_t out_of_memory = 0;  // compute tasks that failed for lack of memory
   int queued = 0;
   // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
-  // "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
+  // "behind" (Note [Behind the swarm]), "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
   // "unrepairable", "backward_hop_lost", "aborted_downstream",
   // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route".
   std::map<std::string, int64_t> rerouted_by_reason;

@@ -209,10 +209,14 @@ inline absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, a
 }
 
 inline constexpr absl::string_view kMarkedDead = "peer marked dead in the view";
+// Refusal of a frame too far ahead of this node (Note [Behind the swarm]).
+inline constexpr absl::string_view kBehind = "this node is behind";
 
 // Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
 inline const char* RerouteReason(const absl::Status& ack) {
-  if (absl::IsResourceExhausted(ack)) return "resource_exhausted";
+  if (absl::IsResourceExhausted(ack)) {
+    return absl::StrContains(ack.message(), kBehind) ? "behind" : "resource_exhausted";
+  }
   if (absl::IsDeadlineExceeded(ack)) return "deadline";
   if (absl::StartsWith(ack.message(), kMarkedDead)) return "peer_dead";
   return "unavailable";

@@ -479,15 +479,24 @@ TEST(StageServerTest, LaterIterationWaitsAndOlderIsRefused) {
 // parked and counted against admission, so no micro-batch ran afterwards.
 TEST(StageServerTest, FarFutureFramesNeitherStarveTheIterationNorNearerFrames) {
   Swarm swarm({0, 1});
-  int admitted = 0, refused = 0;
-  for (int k = 0; k < 24; ++k) {
+  int refused = 0;
+  for (int k = 0; k < 12; ++k) {  // beyond the lead: refused outright
     proto::FrameHeader far = Header(swarm, {0, 1}, 1, true, 1000 + k);
     far.set_iteration(1'000'000 + k);
-    const absl::Status s = SendRaw(swarm, 0, 1, far);
+    refused += absl::IsResourceExhausted(SendRaw(swarm, 0, 1, far));
+  }
+  EXPECT_EQ(refused, 12);
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_behind, 12);
+  int admitted = 0;
+  refused = 0;
+  for (int k = 0; k < 24; ++k) {  // within the lead: a queue of their own
+    proto::FrameHeader later = Header(swarm, {0, 1}, 1, true, 3000 + k);
+    later.set_iteration(4);
+    const absl::Status s = SendRaw(swarm, 0, 1, later);
     admitted += s.ok();
     refused += absl::IsResourceExhausted(s);
   }
-  EXPECT_EQ(admitted, 12);  // 4 slots + 8 queued, in a queue of their own
+  EXPECT_EQ(admitted, 12);  // 4 slots + 8 queued
   EXPECT_EQ(refused, 12);
   for (int k = 0; k < 12; ++k) {  // the next iteration displaces them
     proto::FrameHeader next = Header(swarm, {0, 1}, 1, true, 2000 + k);
@@ -505,6 +514,47 @@ TEST(StageServerTest, FarFutureFramesNeitherStarveTheIterationNorNearerFrames) {
   int finished = 0;
   for (const auto& [mb, status] : swarm.recorder_.finished) finished += status.ok();
   EXPECT_EQ(finished, 4);
+}
+
+// Note [Behind the swarm], as the chaos soak found it: a stage-1 replica
+// (n1) was SIGSTOPped past its DEAD verdict, the swarm went on without it,
+// and it came back alive but iterations behind. The origin still routes
+// through it; today it parked every frame until the MB deadline. Its
+// refusal must send them to the other replica (n2) at once, and n1 must
+// get micro-batches again once it has caught up.
+TEST(StageServerTest, ReplicaBehindTheSwarmIsRoutedAroundUntilItCatchesUp) {
+  Swarm swarm({0, 1, 1, 2});
+  constexpr uint64_t kSwarmAt = 20;
+  for (int n : {0, 2, 3}) swarm.servers_[n]->BeginIteration(kSwarmAt);
+  swarm.servers_[1]->BeginIteration(kSwarmAt - 9);  // stuck where it stalled
+  for (uint64_t mb = 0; mb < 4; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(kSwarmAt, mb, swarm.Route({0, 1, 3}), {}).ok());
+  }
+  swarm.clock_.Advance(absl::Seconds(2));  // far below any MB deadline
+  for (uint64_t mb = 0; mb < 4; ++mb) {
+    ASSERT_EQ(swarm.recorder_.finished.count(mb), 1u) << "mb " << mb << " hangs at n1";
+    EXPECT_TRUE(swarm.recorder_.finished[mb].ok()) << swarm.recorder_.finished[mb];
+  }
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_behind, 4);
+  EXPECT_EQ(swarm.servers_[1]->stats().forwards, 0);
+  EXPECT_EQ(swarm.servers_[0]->stats().rerouted_by_reason.at("behind"), 4);
+  EXPECT_EQ(swarm.computes_[2]->TakeGradients()->visits, 4);
+  // Nobody called it dead: a node that is merely behind stays a member.
+  EXPECT_TRUE(swarm.views_[0]->IsAlive(swarm.ids_[1]));
+
+  // Caught up (re-synced, at the swarm's iteration): used again.
+  swarm.servers_[1]->BeginIteration(kSwarmAt);
+  for (uint64_t mb = 4; mb < 8; ++mb) {
+    ASSERT_TRUE(swarm.servers_[0]->Inject(kSwarmAt, mb, swarm.Route({0, 1, 3}), {}).ok());
+  }
+  swarm.clock_.Advance(absl::Seconds(2));
+  for (uint64_t mb = 4; mb < 8; ++mb) {
+    ASSERT_EQ(swarm.recorder_.finished.count(mb), 1u) << mb;
+    EXPECT_TRUE(swarm.recorder_.finished[mb].ok()) << swarm.recorder_.finished[mb];
+  }
+  EXPECT_EQ(swarm.servers_[1]->stats().forwards, 4);
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_behind, 4);
+  EXPECT_EQ(swarm.computes_[1]->TakeGradients()->visits, 4);
 }
 
 }  // namespace

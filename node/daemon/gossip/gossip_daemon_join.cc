@@ -90,9 +90,9 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
           "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
     }
     // Note [Entry iteration]: frames routed to us for `entry` before our
-    // state is loaded must wait for BeginIteration(entry); the server only
-    // admits its current iteration and the next (Note [Admitted iterations]
-    // in node/stage/stage_server.h), so it stands at entry - 1 meanwhile.
+    // state is loaded must wait for BeginIteration(entry); the server
+    // refuses frames far ahead of its own iteration (Note [Behind the
+    // swarm] in node/stage/stage_server.h), so it stands at entry - 1.
     if (entry > 0) stack->server()->BeginIteration(entry - 1);
     SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
       r->clear_stages();
