@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/crc32c.h"
 #include "common/real_clock.h"
+#include "common/status_macros.h"
 #include "proto/grpc_status.h"
 #include "proto/stage.grpc.pb.h"
 #include "proto/version.h"
@@ -458,11 +459,14 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
   return absl::UnavailableError(why);
 }
 
-absl::StatusOr<uint64_t> QuerySourceIteration(
+namespace {
+
+// One Health call to a source: what it trains (stages) and what copies it
+// holds (copies).
+absl::StatusOr<proto::HealthResponse> QueryHealth(
     const StateSource& source,
     const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline) {
-  const std::string& address = source.address;
   auto channel = ChannelTo(source, credentials);
   auto stub = proto::StateTransferService::NewStub(channel);
   grpc::ClientContext context;
@@ -470,10 +474,20 @@ absl::StatusOr<uint64_t> QuerySourceIteration(
   proto::HealthRequest request;
   request.set_protocol_version(proto::kProtocolVersion);
   proto::HealthResponse response;
-  absl::Status s = proto::ToAbslStatus(stub->Health(&context, request, &response));
-  if (!s.ok()) return s;
+  SS_RETURN_IF_ERROR(proto::ToAbslStatus(stub->Health(&context, request, &response)));
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> QuerySourceIteration(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  SS_ASSIGN_OR_RETURN(proto::HealthResponse response,
+                      QueryHealth(source, credentials, deadline));
   if (response.stages_size() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(address, " is not training yet"));
+    return absl::FailedPreconditionError(absl::StrCat(source.address, " is not training yet"));
   }
   return response.stages(0).iteration();
 }
@@ -482,15 +496,8 @@ absl::StatusOr<std::vector<std::pair<int, uint64_t>>> QueryHeldCopies(
     const StateSource& source,
     const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline) {
-  auto channel = ChannelTo(source, credentials);
-  auto stub = proto::StateTransferService::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(common::SystemDeadlineAfter(deadline));
-  proto::HealthRequest request;
-  request.set_protocol_version(proto::kProtocolVersion);
-  proto::HealthResponse response;
-  absl::Status s = proto::ToAbslStatus(stub->Health(&context, request, &response));
-  if (!s.ok()) return s;
+  SS_ASSIGN_OR_RETURN(proto::HealthResponse response,
+                      QueryHealth(source, credentials, deadline));
   std::vector<std::pair<int, uint64_t>> out;
   for (const proto::StageHealth& h : response.copies()) {
     out.push_back({static_cast<int>(h.stage()), h.iteration()});

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "proto/grpc_status.h"
 #include "proto/version.h"
 
@@ -44,6 +45,14 @@ absl::StatusOr<common::NodeId> RelayService::Caller(grpc::ServerContext* context
   absl::Status auth = options_.credentials->CheckPeer(context->auth_context(), *id);
   if (!auth.ok()) return auth;
   return *id;
+}
+
+absl::StatusOr<common::NodeId> RelayService::ReadOpening(grpc::ServerContext* context,
+                                                         BytesStream* stream,
+                                                         proto::RelayBytes* first) const {
+  if (!stream->Read(first)) return absl::CancelledError("no request");
+  SS_RETURN_IF_ERROR(proto::CheckProtocolVersion(first->protocol_version()));
+  return Caller(context, first->node_id());
 }
 
 grpc::Status RelayService::Attach(grpc::ServerContext* context,
@@ -112,11 +121,7 @@ grpc::Status RelayService::Attach(grpc::ServerContext* context,
 
 grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* stream) {
   proto::RelayBytes first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no request");
-  if (absl::Status v = proto::CheckProtocolVersion(first.protocol_version()); !v.ok()) {
-    return Refuse(v);
-  }
-  absl::StatusOr<common::NodeId> caller = Caller(context, first.node_id());
+  absl::StatusOr<common::NodeId> caller = ReadOpening(context, stream, &first);
   if (!caller.ok()) return Refuse(caller.status());
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(first.target());
   if (!target.ok()) return Refuse(absl::InvalidArgumentError("relay: no target"));
@@ -165,11 +170,7 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
 
 grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* stream) {
   proto::RelayBytes first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no request");
-  if (absl::Status v = proto::CheckProtocolVersion(first.protocol_version()); !v.ok()) {
-    return Refuse(v);
-  }
-  absl::StatusOr<common::NodeId> caller = Caller(context, first.node_id());
+  absl::StatusOr<common::NodeId> caller = ReadOpening(context, stream, &first);
   if (!caller.ok()) return Refuse(caller.status());
   const uint64_t id = first.circuit();
   BytesStream* connect = nullptr;

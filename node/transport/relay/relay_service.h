@@ -101,6 +101,10 @@ class RelayService final : public proto::Relay::Service {
   // (with plain text: `claimed` as given).
   absl::StatusOr<common::NodeId> Caller(grpc::ServerContext* context,
                                         const std::string& claimed) const;
+  // A Connect's or Accept's first message (read into `first`, its protocol
+  // version checked) and its sender, as Caller checks it.
+  absl::StatusOr<common::NodeId> ReadOpening(grpc::ServerContext* context, BytesStream* stream,
+                                             proto::RelayBytes* first) const;
   // Copies circuit `id`'s bytes from this side's stream to the other's
   // until either ends, then ends both calls and waits for the other
   // handler to let go of the streams.

@@ -187,6 +187,18 @@ void Pushes(const HostileOptions& o, const std::string& self, const Member& m,
   }
 }
 
+// Sends `req` through `stub` again and again (a new seq each time) until `until`.
+void PingUntil(proto::GossipService::Stub* stub, proto::PingRequest* req, absl::Duration until,
+               common::Clock* clock, Tally* tally) {
+  for (uint64_t seq = 1; clock->SteadyNow() < until; ++seq) {
+    req->set_seq(seq);
+    grpc::ClientContext context;
+    context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
+    proto::Ack ack;
+    tally->Answer(stub->Ping(&context, *req, &ack).error_code(), req->ByteSizeLong());
+  }
+}
+
 void GossipCost(const HostileOptions& o, const std::string& self, const Member& m,
                 absl::Duration until, common::Clock* clock, Tally* tally) {
   auto stub = proto::GossipService::NewStub(Channel(m.address));
@@ -199,13 +211,7 @@ void GossipCost(const HostileOptions& o, const std::string& self, const Member& 
     r->set_record(std::string(8000, static_cast<char>('a' + i % 26)));
     r->set_signature(std::string(64, 's'));
   }
-  for (uint64_t seq = 1; clock->SteadyNow() < until; ++seq) {
-    req.set_seq(seq);
-    grpc::ClientContext context;
-    context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
-    proto::Ack ack;
-    tally->Answer(stub->Ping(&context, req, &ack).error_code(), req.ByteSizeLong());
-  }
+  PingUntil(stub.get(), &req, until, clock, tally);
 }
 
 void Suspicion(const HostileOptions& o, const std::string& self,
@@ -225,13 +231,7 @@ void Suspicion(const HostileOptions& o, const std::string& self,
       u->set_reporter(all.front().id == victim.id ? all.back().id : all.front().id);
     }
   }
-  for (uint64_t seq = 1; clock->SteadyNow() < until; ++seq) {
-    req.set_seq(seq);
-    grpc::ClientContext context;
-    context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
-    proto::Ack ack;
-    tally->Answer(stub->Ping(&context, req, &ack).error_code(), req.ByteSizeLong());
-  }
+  PingUntil(stub.get(), &req, until, clock, tally);
 }
 
 template <typename Stub>
