@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "common/peer_quota.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/stack/node_backend.h"
@@ -93,6 +94,9 @@ struct GossipDaemonOptions {
   // relays this node keeps attached when it is behind NAT itself.
   int relay_slots = 16;
   int relays = 2;
+  // For tests: while set and not yet notified, this node, behind NAT,
+  // attaches to no relay (its attacher sees no candidates). Borrowed.
+  const absl::Notification* relay_attach_gate = nullptr;
   // How long this node, asked to dial a joiner back (Note [Reachability at
   // join]), tries before it calls the joiner unreachable.
   absl::Duration dial_back_timeout = absl::Seconds(3);

@@ -41,6 +41,10 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
   StateSource source_asked;
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  // Note [Relayed entry]: behind NAT, the entry goes out in the record that
+  // names our relays. Before the entry is chosen, so the lead still covers
+  // the announce and the state request.
+  SS_RETURN_IF_ERROR(AwaitOwnRelays(deadline));
   auto ask_sources = [&] {
     while (true) {
       sources = StateSources(RoutedView(), self, stage);

@@ -219,6 +219,10 @@ struct GossipDaemon::Parts {
   void SetUpRelaying(grpc::ServerBuilder* builder, const std::string& swarm_id);
   // Behind NAT: attach to relays and name them in our record.
   void StartRelayAttacher();
+  // Note [Relayed entry] (gossip_daemon_relay.cc): returns once our record
+  // names a relay (at once when it is not outbound-only); DEADLINE_EXCEEDED
+  // at `deadline` (steady clock).
+  absl::Status AwaitOwnRelays(absl::Duration deadline);
 };
 
 

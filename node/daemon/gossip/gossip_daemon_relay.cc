@@ -117,7 +117,9 @@ void GossipDaemon::Parts::StartRelayAttacher() {
   ao.relays = options.relays;
   membership::Membership* m = gossip->membership();
   const common::NodeId me = self;
-  auto candidates = [m, me] {
+  const absl::Notification* gate = options.relay_attach_gate;
+  auto candidates = [m, me, gate] {
+    if (gate != nullptr && !gate->HasBeenNotified()) return std::vector<RelayCandidate>{};
     const membership::View view = m->GetView();
     std::vector<std::pair<absl::Duration, RelayCandidate>> ranked;
     for (const membership::MemberInfo* mi : view.Live()) {
@@ -158,6 +160,40 @@ void GossipDaemon::Parts::StartRelayAttacher() {
         std::fflush(stdout);
         LOG(INFO) << raw->base().name << ": " << line;
       });
+}
+
+// Note [Relayed entry]
+// An outbound-only joiner announces its entry iteration (Note [Entry
+// iteration] in training_members.h) only once its record names its relays.
+// Entry, outbound_only and relays then travel in one signed record, so a
+// member whose view has the entry (and puts the joiner in its faces from
+// it) can also dial it: every record version that carries the entry
+// carries relays. Before, the joiner announced while its attacher was
+// still attaching; a replica that had the entry but no relays failed its
+// first gradient push to it ("no relay carried a connection"), dropped it
+// from that round, and the joiner waited at its entry iteration for good.
+// A relay change later re-signs the record (Note [Relayed members]); the
+// entry stays in it.
+absl::Status GossipDaemon::Parts::AwaitOwnRelays(absl::Duration deadline) {
+  bool logged = false;
+  while (true) {
+    const membership::View view = gossip->membership()->GetView();
+    const membership::MemberInfo* me = view.Find(self);
+    if (me == nullptr || !me->outbound_only || !me->relays.empty()) return absl::OkStatus();
+    if (!logged) {
+      LOG(INFO) << base().name << ": behind NAT; entering once our record names a relay";
+      logged = true;
+    }
+    if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
+      return absl::CancelledError("stopped by a signal while waiting for a relay");
+    }
+    if (clock->SteadyNow() > deadline) {
+      return absl::DeadlineExceededError(
+          "behind NAT and no relay took this node: no reachable member with a free relay slot "
+          "(--relay_slots) accepted its attach");
+    }
+    clock->SleepFor(absl::Milliseconds(50));
+  }
 }
 
 }  // namespace skipswarm::node

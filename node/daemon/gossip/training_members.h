@@ -44,7 +44,9 @@
 // joiner loses at most those frames (dropped with the iteration). A data
 // node that missed the record when planning e simply does not route to
 // the joiner in e (harmless); a late record elsewhere shows up as a digest
-// mismatch in the report.
+// mismatch in the report. A joiner behind NAT announces its entry only in
+// the record that names its relays (Note [Relayed entry] in
+// gossip_daemon_relay.cc), so whoever knows the entry can dial it.
 // Members leave both faces the moment gossip says DEAD or LEFT (and when
 // this node's own transport saw them fail: MarkDead, until they re-sign
 // with a higher incarnation), so a dead member is dropped from a pending
