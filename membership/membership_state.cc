@@ -577,6 +577,7 @@ View Membership::Impl::ViewLocked() const {
     info.addresses.assign(m.record.addresses().begin(),
                           m.record.addresses().end());
     info.outbound_only = m.record.outbound_only();
+    info.paused = m.record.paused();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.memory_slots = m.record.memory_slots();
     info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();

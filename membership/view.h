@@ -38,6 +38,8 @@ struct MemberInfo {
   // With outbound_only: the members whose Relay service carries
   // connections to it, best first (NodeRecord.relays).
   std::vector<common::NodeId> relays;
+  // Its record says it takes no new micro-batches (NodeRecord.paused).
+  bool paused = false;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

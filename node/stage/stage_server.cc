@@ -148,6 +148,11 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
       return Refuse(absl::StatusCode::kResourceExhausted, h,
                     absl::StrCat(kBehind, " (at iteration ", iteration_, ")"));
     }
+    if (volunteer_paused_at_ && h.iteration() > *volunteer_paused_at_) {
+      ++stats_.frames_paused;  // Note [Paused members]: re-routed at once
+      return Refuse(absl::StatusCode::kResourceExhausted, h,
+                    absl::StrCat(kPausedNode, " (since iteration ", *volunteer_paused_at_, ")"));
+    }
     // Note [Admitted iterations]: later iterations' frames wait in a queue
     // of their own, as long as one iteration's admission, so they never
     // take the current iteration's slots or queue; when it is full, a
@@ -467,6 +472,20 @@ void StageServer::SetOriginListener(OriginListener* listener) {
 uint64_t StageServer::iteration() const {
   absl::MutexLock lock(&impl_->mu_);
   return impl_->iteration_;
+}
+
+void StageServer::SetPaused(bool paused) {
+  absl::MutexLock lock(&impl_->mu_);
+  if (!paused) {
+    impl_->volunteer_paused_at_.reset();
+  } else if (!impl_->volunteer_paused_at_) {
+    impl_->volunteer_paused_at_ = impl_->iteration_;
+  }
+}
+
+bool StageServer::paused() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->volunteer_paused_at_.has_value();
 }
 
 bool StageServer::CanInject() const {

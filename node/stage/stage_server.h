@@ -150,6 +150,7 @@ struct StageServerStats {
   // [Admitted iterations]).
   int64_t frames_displaced = 0;
   int64_t frames_behind = 0;  // refused: too far ahead (Note [Behind the swarm])
+  int64_t frames_paused = 0;  // refused: forwards after our pause (SetPaused)
   int64_t frames_refused = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
@@ -163,7 +164,7 @@ struct StageServerStats {
   int64_t out_of_memory = 0;  // compute tasks that failed for lack of memory
   int queued = 0;
   // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
-  // "behind" (Note [Behind the swarm]), "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
+  // "behind" (Note [Behind the swarm]), "paused" (SetPaused), "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
   // "unrepairable", "backward_hop_lost", "aborted_downstream",
   // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route".
   std::map<std::string, int64_t> rerouted_by_reason;
@@ -215,6 +216,16 @@ class StageServer {
   // alone does both (without waiting) and may skip iterations.
   void EndIteration(uint64_t iteration, absl::AnyInvocable<void()> quiesced);
   void BeginIteration(uint64_t iteration);
+
+  // A volunteer's pause (Note [Paused members] in
+  // node/daemon/gossip/training_members.h): while paused, forwards of
+  // iterations after the one it was paused in are refused with
+  // RESOURCE_EXHAUSTED ("this node is paused"), so a sender that planned
+  // before our record reached it re-routes at once (re-route reason
+  // "paused") instead of waiting for a deadline; frames of that iteration
+  // and earlier (in flight when we paused) and every backward are served.
+  void SetPaused(bool paused);
+  bool paused() const;
 
   // MBs of iterations before `iteration` still held here.
   int HeldBefore(uint64_t iteration) const;

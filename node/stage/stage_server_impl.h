@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -188,7 +189,9 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool dispatch_posted_ ABSL_GUARDED_BY(mu_) = false;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;  // dispatching, between iterations
+  // SetPaused: forwards of later iterations than this are refused.
+  std::optional<uint64_t> volunteer_paused_at_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   // The admission limit: options_.memory_slots, lowered after an out of
@@ -211,11 +214,14 @@ inline absl::Status Refuse(absl::StatusCode code, const proto::FrameHeader& h, a
 inline constexpr absl::string_view kMarkedDead = "peer marked dead in the view";
 // Refusal of a frame too far ahead of this node (Note [Behind the swarm]).
 inline constexpr absl::string_view kBehind = "this node is behind";
+// Refusal of a new forward by a paused node (StageServer::SetPaused).
+inline constexpr absl::string_view kPausedNode = "this node is paused";
 
 // Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
 inline const char* RerouteReason(const absl::Status& ack) {
   if (absl::IsResourceExhausted(ack)) {
-    return absl::StrContains(ack.message(), kBehind) ? "behind" : "resource_exhausted";
+    if (absl::StrContains(ack.message(), kBehind)) return "behind";
+    return absl::StrContains(ack.message(), kPausedNode) ? "paused" : "resource_exhausted";
   }
   if (absl::IsDeadlineExceeded(ack)) return "deadline";
   if (absl::StartsWith(ack.message(), kMarkedDead)) return "peer_dead";

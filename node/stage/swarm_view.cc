@@ -19,7 +19,17 @@ StaticSwarmView::StaticSwarmView(std::vector<PeerInfo> members)
 
 std::vector<PeerInfo> StaticSwarmView::Members() const {
   absl::MutexLock lock(&mu_);
-  return members_;
+  if (paused_.empty()) return members_;
+  std::vector<PeerInfo> out;
+  for (const PeerInfo& p : members_) {
+    if (!paused_.contains(p.id)) out.push_back(p);
+  }
+  return out;
+}
+
+void StaticSwarmView::SetPaused(const common::NodeId& id, bool paused) {
+  absl::MutexLock lock(&mu_);
+  if (paused ? paused_.insert(id).second : paused_.erase(id) > 0) ++version_;
 }
 
 void StaticSwarmView::SetAddresses(const common::NodeId& id, const std::string& address,
@@ -44,7 +54,7 @@ std::vector<common::NodeId> StaticSwarmView::Replicas(int stage) const {
   absl::MutexLock lock(&mu_);
   std::vector<common::NodeId> out;
   for (const PeerInfo& p : members_) {
-    if (dead_.contains(p.id)) continue;
+    if (dead_.contains(p.id) || paused_.contains(p.id)) continue;
     if (std::find(p.stages.begin(), p.stages.end(), stage) != p.stages.end()) out.push_back(p.id);
   }
   return out;

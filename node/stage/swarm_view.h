@@ -84,6 +84,12 @@ class StaticSwarmView final : public SwarmView {
   void MarkDead(const common::NodeId& id) override;
   uint64_t version() const override;
 
+  // Routing only (Note [Paused members] in node/daemon/gossip/
+  // training_members.h): a paused member is neither listed nor a replica,
+  // but stays alive for the hops already routed through it. Not for a
+  // view that also names a replica group (it would drop out of averaging).
+  void SetPaused(const common::NodeId& id, bool paused);
+
   // Replaces the addresses of member `info.id` (ports found at runtime).
   void SetAddresses(const common::NodeId& id, const std::string& address,
                     const std::string& group_address);
@@ -92,6 +98,7 @@ class StaticSwarmView final : public SwarmView {
   mutable absl::Mutex mu_;
   std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);  // sorted by id
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<common::NodeId> paused_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

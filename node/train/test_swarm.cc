@@ -126,6 +126,19 @@ void TestSwarm::Kill(int node) {
   hub_->MarkDead(n.id);
 }
 
+void TestSwarm::SetPaused(int node, bool paused) {
+  SetServerPaused(node, paused);
+  for (int v = 0; v < size(); ++v) SetPausedInView(v, node, paused);
+}
+
+void TestSwarm::SetPausedInView(int viewer, int node, bool paused) {
+  nodes_[viewer]->view->SetPaused(nodes_[node]->id, paused);
+}
+
+void TestSwarm::SetServerPaused(int node, bool paused) {
+  if (StageServer* s = server(node)) s->SetPaused(paused);
+}
+
 void TestSwarm::KillAt(int node, absl::Duration at) {
   clock_.RunAt(at, [this, node] { Kill(node); });
 }

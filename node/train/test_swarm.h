@@ -69,6 +69,14 @@ class TestSwarm {
   void KillAt(int node, absl::Duration at);
   bool alive(int node) const { return nodes_[node]->stack != nullptr; }
 
+  // A volunteer's pause or resume of node i (Note [Paused members] in
+  // node/daemon/gossip/training_members.h): its StageServer refuses later
+  // forwards and every view routes around it (SetPausedInView: one view,
+  // a record that reaches that node later). It keeps averaging.
+  void SetPaused(int node, bool paused);
+  void SetPausedInView(int viewer, int node, bool paused);
+  void SetServerPaused(int node, bool paused);
+
   int size() const { return static_cast<int>(nodes_.size()); }
   common::NodeId id(int node) const { return nodes_[node]->id; }
   const std::vector<NodeIterationReport>& reports(int node) const { return nodes_[node]->reports; }

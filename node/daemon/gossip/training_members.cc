@@ -68,6 +68,10 @@ class TrainingMembers::Face final : public SwarmView {
 
 namespace {
 
+bool TakesNoNewRoutes(const membership::MemberInfo& m) {
+  return m.state == proto::MEMBER_STATE_LEFT || m.paused;
+}
+
 PeerInfo ToPeer(const membership::MemberInfo& m) {
   PeerInfo p;
   p.id = m.id;
@@ -177,8 +181,9 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   std::vector<PeerInfo> out;
   for (const membership::MemberInfo& m : view_.members) {  // sorted by id
-    // A leaver takes no new routes (Note [Leaving]).
-    if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
+    // A leaver and a paused member take no new routes (Notes [Leaving],
+    // [Paused members]).
+    if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
     if (std::optional<membership::MemberInfo> e = AsOfLocked(m, face)) out.push_back(ToPeer(*e));
   }
   return out;
@@ -207,7 +212,7 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
   {
     absl::MutexLock lock(&mu_);
     for (const membership::MemberInfo& m : view_.members) {
-      if (face == TrainingFace::kRouting && m.state == proto::MEMBER_STATE_LEFT) continue;
+      if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
       std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
       if (e && std::find(e->stages.begin(), e->stages.end(), static_cast<uint32_t>(stage)) !=
                    e->stages.end()) {

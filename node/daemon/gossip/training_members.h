@@ -65,6 +65,21 @@
 // (a leaver that exited or crashed and does not answer its probes) do, so
 // nobody waits for it forever. DEAD members leave both faces at once.
 //
+// Note [Paused members]: a volunteer's pause (`skipswarm node pause`,
+// quiet hours) signs record.paused. In the routing face such a member is no
+// longer listed and no replica (no new routes, from the next plan or
+// re-route on), but stays alive, so hops of micro-batches already routed
+// through it (their backwards retrace the route) still go to it; its
+// StageServer refuses forwards of later iterations (RESOURCE_EXHAUSTED
+// "this node is paused") so a data node that planned before the record
+// reached it re-routes at once instead of timing out. In the group face
+// nothing changes: it keeps taking its stages' averaged steps with zero
+// visits (the step is visit-weighted, so it adds nothing and its state
+// stays its replicas'), and a resume (record.paused cleared) makes it
+// routable again from the next plan with nothing to fetch. A pause is
+// refused while the member is the last unpaused live replica of one of
+// its stages, or a data node (its data shard would go unread).
+//
 // Note [Stage moves] (rebalancing, scheduler's Note [Stage rebalancing]):
 // a member that trained stage a and re-signs its record with stage b and
 // a later entry e (record.iteration) moves at boundary e: every node that

@@ -282,6 +282,45 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
   EXPECT_EQ(members.group()->Members().size(), 3u);  // still listed (data order)
 }
 
+// Note [Paused members]: routed around from the next plan on, alive for
+// the hops already routed through it, still averaging; routed again once
+// it resumes.
+TEST(TrainingMembersTest, PausedMemberGetsNoNewRoutesButStaysAliveAndAveraging) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(4);
+  members.Update(ViewOf({d, r, q}, 1));
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  q.paused = true;
+  q.incarnation = 2;
+  const uint64_t before = members.routing()->version();
+  members.Update(ViewOf({d, r, q}, 2));
+  EXPECT_GT(members.routing()->version(), before);  // the next plan sees it
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_EQ(members.routing()->Members().size(), 2u);
+  EXPECT_TRUE(members.routing()->IsAlive(q.id));  // in-flight hops still reach it
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  // Many iterations later (no entry, no exit: a pause has no end date).
+  members.SetIteration(400);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  SchedulerPlannerOptions o;
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  auto routes = (*planner)->Plan({400, d.id, 6, 2}, *members.routing());
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  for (const PlannedRoute& route : *routes) EXPECT_EQ(route.hops[1].node, r.id);
+  q.paused = false;
+  q.incarnation = 3;
+  members.Update(ViewOf({d, r, q}, 3));
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  auto resumed = (*planner)->Plan({401, d.id, 6, 2}, *members.routing());
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  int to_q = 0;
+  for (const PlannedRoute& route : *resumed) to_q += route.hops[1].node == q.id;
+  EXPECT_GT(to_q, 0);
+}
+
 TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
   TrainingMembers members(d.id);
