@@ -34,9 +34,10 @@
 #include "common/free_port.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
-#include "identity/identity.h"
 #include "launcher/eval_snapshots.h"
 #include "launcher/local_chaos.h"
+#include "launcher/local_config.h"
+#include "launcher/local_layout.h"
 #include "launcher/local_processes.h"
 #include "launcher/local_report.h"
 #include "launcher/peer_copies.h"
@@ -47,7 +48,6 @@
 #include "model/model_flags.h"
 #include "model/sdp_flags.h"
 #include "node/daemon/gossip/state_transfer.h"
-#include "node/daemon/stack/swarm_spec.h"
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
 ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
@@ -177,104 +177,53 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (wan) {
     SS_ASSIGN_OR_RETURN(wan_plan, wan(dir));
   }
-  std::vector<std::pair<std::string, std::vector<int>>> layout;
-  std::map<std::string, std::string> extra_config;
   SS_ASSIGN_OR_RETURN(const model::SdpOptions sdp, model::ReadSdpFlags());
   if (sdp.mode != model::SdpMode::kOff && wan_plan) {
     return absl::InvalidArgumentError("--sdp lays the swarm out itself: drop --wan");
   }
-  model::SdpAssignment sdp_assignment;
-  // A subnetwork's micro-batch holds a slot per stage on its one node.
-  const int memory_slots = sdp.mode == model::SdpMode::kOff
-                               ? absl::GetFlag(FLAGS_local_memory_slots)
-                               : std::max(absl::GetFlag(FLAGS_local_memory_slots), stages);
+  LocalConfigOptions co;
+  co.dir = dir;
+  LocalSwarmLayout swarm;
   if (wan_plan) {
     for (const LocalNodePlan& n : wan_plan->nodes) {
-      layout.push_back({n.name, n.stages});
-      extra_config[n.name] = n.extra_config;
+      swarm.nodes.push_back({n.name, n.stages});
+      co.extra_config[n.name] = n.extra_config;
     }
     if (wan_plan->iterations > 0) iterations = wan_plan->iterations;
-  } else if (sdp.mode != model::SdpMode::kOff) {
-    // SDP: one data node per subnetwork, named by worker (Note [SDP worker
-    // order] numbers them the same way by their stages).
-    SS_ASSIGN_OR_RETURN(sdp_assignment,
-                        model::AssignSubnetworks(stages, sdp.workers, sdp.keep));
-    for (size_t w = 0; w < sdp_assignment.subnetworks.size(); ++w) {
-      layout.push_back({absl::StrCat("w", w), sdp_assignment.subnetworks[w]});
-    }
   } else {
-    for (int d = 0; d < data_nodes; ++d) layout.push_back({absl::StrCat("d", d), {0}});
-    for (int s = 1; s < stages; ++s) {
-      for (int r = 0; r < replicas; ++r) layout.push_back({absl::StrCat("s", s, "r", r), {s}});
-    }
+    LayoutOptions lo;
+    lo.num_stages = stages;
+    lo.data_nodes = data_nodes;
+    lo.replicas = replicas;
+    lo.sdp = sdp;
+    SS_ASSIGN_OR_RETURN(swarm, MakeLocalLayout(lo));
   }
-  {
-    // Note [Memory estimate] (model/model_flags.h): every node of the
-    // layout runs on this machine.
-    int64_t params = 0, blocks = 0;
-    for (const auto& [name, st] : layout) {
-      for (int s : st) {
-        if (s < 0 || s >= stages) continue;
-        params += flags.model.StageParameterCount(s);
-        auto [first, end] = flags.model.StageBlocks(s);
-        blocks += end - first;
-      }
-    }
-    const int64_t needed =
-        model::EstimateTrainingBytes(flags, params, blocks, absl::GetFlag(FLAGS_local_mbs)) +
-        static_cast<int64_t>(layout.size()) * (int64_t{200} << 20);  // per process
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    SS_RETURN_IF_ERROR(model::CheckFitsInMemory(
-        needed, pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0,
-        absl::StrCat("skipswarm local (", layout.size(), " node processes)")));
-  }
+  const LocalLayout& layout = swarm.nodes;
+  SS_RETURN_IF_ERROR(
+      CheckLayoutFitsInMemory(flags, layout, absl::GetFlag(FLAGS_local_mbs)));
   // Per-node bandwidth caps (a replica behind a slow home link).
-  for (absl::string_view c :
-       absl::StrSplit(absl::GetFlag(FLAGS_local_caps), ',', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(c, '@');
-    double mbit;
-    if (p.size() != 2 || !absl::SimpleAtod(p[1], &mbit) || mbit <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--local_caps entry '", c, "' is not NAME@MBIT (MBIT > 0)"));
-    }
-    if (std::none_of(layout.begin(), layout.end(),
-                     [&](const auto& n) { return n.first == p[0]; })) {
-      return absl::InvalidArgumentError(absl::StrCat("--local_caps names no node: ", p[0]));
-    }
-    std::string& extra = extra_config[p[0]];
-    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_upload_mbps\": ", mbit,
-                    ",\n  \"max_download_mbps\": ", mbit);
-  }
-  for (absl::string_view c :
-       absl::StrSplit(absl::GetFlag(FLAGS_local_sync_caps), ',', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(c, '@');
-    double mbit;
-    if (p.size() != 2 || !absl::SimpleAtod(p[1], &mbit) || mbit <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--local_sync_caps entry '", c, "' is not NAME@MBIT (MBIT > 0)"));
-    }
-    if (std::none_of(layout.begin(), layout.end(),
-                     [&](const auto& n) { return n.first == p[0]; })) {
-      return absl::InvalidArgumentError(absl::StrCat("--local_sync_caps names no node: ", p[0]));
-    }
-    std::string& extra = extra_config[p[0]];
-    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"max_sync_upload_mbps\": ", mbit);
-  }
+  SS_RETURN_IF_ERROR(AddLinkCaps(absl::GetFlag(FLAGS_local_caps), "local_caps",
+                                 {"max_upload_mbps", "max_download_mbps"}, layout,
+                                 &co.extra_config));
+  SS_RETURN_IF_ERROR(AddLinkCaps(absl::GetFlag(FLAGS_local_sync_caps), "local_sync_caps",
+                                 {"max_sync_upload_mbps"}, layout, &co.extra_config));
   // The first node's status page (node/daemon/reporting/status_page.h).
   int status_port = absl::GetFlag(FLAGS_local_status_port);
   if (status_port == 0) {
     SS_ASSIGN_OR_RETURN(status_port, common::FreeLoopbackPort());
   }
   if (status_port > 0) {
-    std::string& extra = extra_config[layout.front().first];
+    std::string& extra = co.extra_config[layout.front().first];
     absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"metrics_port\": ", status_port);
   }
-  // Membership: gossip (d0 founds, the others --join it; every other port
-  // is picked by the node) or the static list (WAN runs name their links).
+  // Membership: gossip (the first node founds, the others --join it; every
+  // other port is picked by the node) or the static list (WAN runs name
+  // their links).
   const bool gossip = !wan_plan && absl::GetFlag(FLAGS_local_membership) == "gossip";
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
     return absl::InvalidArgumentError("--local_membership must be gossip or static");
   }
+
   const int rebalance_every = absl::GetFlag(FLAGS_local_rebalance_every);
   if (rebalance_every < 0 || (rebalance_every > 0 && !gossip)) {
     return absl::InvalidArgumentError(
@@ -286,83 +235,22 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (checkpoint_copies < 0) {
     return absl::InvalidArgumentError("--local_checkpoint_copies must be >= 0");
   }
-  if (tls) {
-    std::filesystem::create_directories(dir + "/keys", ec);
-    if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, "/keys"));
-  }
-  std::string swarm, bootstrap;
-  // Gossip: every node's one address (Note [One port]), so that the
-  // launcher can ask live nodes for checkpoint copies (peer_copies.h).
-  std::map<std::string, std::string> addresses;
-  if (gossip) {
-    SS_ASSIGN_OR_RETURN(int port, common::FreeLoopbackPort());
-    bootstrap = absl::StrCat("127.0.0.1:", port);
-    for (const auto& [name, st] : layout) {
-      if (name == layout.front().first) {
-        addresses[name] = bootstrap;
-        continue;
-      }
-      SS_ASSIGN_OR_RETURN(int p, common::FreeLoopbackPort());
-      addresses[name] = absl::StrCat("127.0.0.1:", p);
-    }
-  } else {
-    std::vector<std::string> entries;
-    for (const auto& [name, st] : layout) {
-      SS_ASSIGN_OR_RETURN(int p1, common::FreeLoopbackPort());
-      SS_ASSIGN_OR_RETURN(int p2, common::FreeLoopbackPort());
-      // Note [Static swarm security]: with --local_tls every entry pins its
-      // node's id, so the keys exist before any node starts.
-      std::string id_hex;
-      if (tls) {
-        SS_ASSIGN_OR_RETURN(auto identity,
-                            identity::Identity::LoadOrCreate(dir + "/keys/" + name + ".key"));
-        id_hex = identity->id().Hex();
-      }
-      entries.push_back(node::FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
-                                         absl::StrCat("127.0.0.1:", p2), id_hex));
-    }
-    swarm = absl::StrJoin(entries, ",");
-  }
-  // `joiner`: a node that joins the training swarm (hosting `st` when
-  // given, else the allocation's choice) instead of founding it.
-  auto membership_config = [&](const std::string& name, const std::vector<int>& st,
-                               bool joiner) {
-    if (!gossip) {
-      return absl::StrCat(
-          "\"swarm\": ", JsonString(swarm), ",\n  ",
-          tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"))
-              : "\"insecure\": true");
-    }
-    std::string stages;
-    for (int s : st) absl::StrAppend(&stages, stages.empty() ? "" : "+", s);
-    std::string c = absl::StrCat(
-        tls ? absl::StrCat("\"node_key_file\": ", JsonString(dir + "/keys/" + name + ".key"),
-                           ",\n  \"create_key\": true")
-            : "\"insecure\": true",
-        ",\n  \"control_port\": -1");
-    if (rebalance_every > 0) absl::StrAppend(&c, ",\n  \"rebalance_every\": ", rebalance_every);
-    if (!stages.empty()) {
-      absl::StrAppend(&c, ",\n  \"host_stages\": ", JsonString(stages));
-      if (!joiner) absl::StrAppend(&c, ",\n  \"expect_members\": ", layout.size());
-    } else {
-      absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(dir + "/join.jsonl"));
-    }
-    if (name != layout.front().first) {
-      absl::StrAppend(&c, ",\n  \"join\": ", JsonString(bootstrap));
-    }
-    auto a = addresses.find(name);
-    if (a != addresses.end()) absl::StrAppend(&c, ",\n  \"listen\": ", JsonString(a->second));
-    absl::StrAppend(&c, ",\n  \"checkpoint_copies\": ", checkpoint_copies);
-    return c;
-  };
+  co.gossip = gossip;
+  co.tls = tls;
+  co.rebalance_every = rebalance_every;
+  co.checkpoint_copies = checkpoint_copies;
+  co.founder = layout.front().first;
+  co.expect_members = layout.size();
+  SS_RETURN_IF_ERROR(AssignLocalAddresses(layout, &co));
+  // Gossip: every node's one address, for the checkpoint copies.
+  const std::map<std::string, std::string> addresses = co.addresses;
 
   // The model flags as given to us, passed on to every node.
-  std::vector<std::string> model_settings;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (!absl::EndsWith(flag->Filename(), model::kModelFlagsFile)) continue;
     if (name == "checkpoint_dir" || name == "threads") continue;
-    model_settings.push_back(absl::StrCat(JsonString(std::string(name)), ": ",
-                                          JsonString(flag->CurrentValue())));
+    co.model_settings.push_back(absl::StrCat(JsonString(std::string(name)), ": ",
+                                             JsonString(flag->CurrentValue())));
   }
   const std::string progress = dir + "/progress.jsonl";
   const bool record_routes = absl::GetFlag(FLAGS_local_record_routes);
@@ -385,40 +273,25 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     generations.emplace(dir + "/checkpoints", dir + "/generations", stages,
                         GenerationOptions{"", keep_generations});
   }
+  co.iterations = iterations;
+  co.mbs = absl::GetFlag(FLAGS_local_mbs);
+  co.memory_slots = absl::GetFlag(FLAGS_local_memory_slots);
+  // A subnetwork's micro-batch holds a slot per stage on its one node.
+  co.sdp_memory_slots = std::max(co.memory_slots, stages);
+  co.sdp = sdp.mode;
+  co.sdp_nodes = swarm.sdp;
+  co.planner = absl::GetFlag(FLAGS_local_planner);
+  co.path_length = absl::GetFlag(FLAGS_local_path_length);
+  co.planner_link_costs = absl::GetFlag(FLAGS_local_planner_link_costs);
+  co.progress_file = progress;
+  co.record_routes = record_routes;
+  co.checkpoint_every = node_checkpoint_every;
+  const LocalConfigs configs(std::move(co));
   std::vector<Child> children;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto write_config = [&](const std::string& name, const std::vector<int>& st,
-                          bool joiner = false) {
-    const std::string config = absl::StrCat(dir, "/", name, ".json");
-    std::ofstream out(config);
-    out << "{\n  \"name\": " << JsonString(name) << ",\n  "
-        << membership_config(name, st, joiner || st.empty())
-        << ",\n  \"node_iterations\": " << iterations
-        << ",\n  \"node_mbs\": " << absl::GetFlag(FLAGS_local_mbs)
-        << ",\n  \"memory_slots\": " << memory_slots
-        << (sdp.mode == model::SdpMode::kOff
-                ? ""
-                : absl::StrCat(",\n  \"sdp\": ", JsonString(model::SdpModeName(sdp.mode))))
-        << ",\n  \"checkpoint_dir\": " << JsonString(dir + "/checkpoints")
-        << ",\n  \"node_planner\": " << JsonString(absl::GetFlag(FLAGS_local_planner))
-        << ",\n  \"node_path_length\": " << absl::GetFlag(FLAGS_local_path_length)
-        << ",\n  \"node_planner_link_costs\": "
-        << (absl::GetFlag(FLAGS_local_planner_link_costs) ? "true" : "false")
-        << ",\n  \"threads\": 1"
-        // Every node: relays add their own re-routes (iteration_report.h).
-        << ",\n  \"progress_file\": " << JsonString(progress)
-        << (record_routes && !st.empty() && st[0] == 0
-                ? absl::StrCat(",\n  \"node_record_routes\": ",
-                               JsonString(absl::StrCat(dir, "/routes/", name, ".routes")))
-                : "")
-        << (node_checkpoint_every > 0
-                ? absl::StrCat(",\n  \"node_checkpoint_every\": ", node_checkpoint_every)
-                : "")
-        << ",\n  " << absl::StrJoin(model_settings, ",\n  ")
-        << (extra_config[name].empty() ? "" : ",\n  " + extra_config[name]) << "\n}\n";
-    return config;
-  };
+                          bool joiner = false) { return configs.Write(name, st, joiner); };
   // Fault plan.
   std::vector<std::string> node_names;
   for (const auto& n : layout) node_names.push_back(n.first);
@@ -441,8 +314,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 static_cast<long long>(iterations), dir.c_str());
   } else if (sdp.mode != model::SdpMode::kOff) {
     std::printf("skipswarm local: %zu SDP nodes (%s masking, %d of %d stages each:",
-                children.size(), model::SdpModeName(sdp.mode).c_str(),
-                sdp_assignment.stages_per_worker, stages);
+                swarm.sdp.size(), model::SdpModeName(sdp.mode).c_str(),
+                swarm.assignment.stages_per_worker, stages);
     for (const auto& [name, st] : layout) {
       std::printf(" %s=%s", name.c_str(), model::FormatStageSet(st).c_str());
     }
@@ -585,7 +458,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
           if (gossip && !tls && checkpoint_copies > 0) {
             std::map<std::string, std::string> live_addresses;
             for (const std::string& name : live) {
-              if (addresses.count(name) > 0) live_addresses[name] = addresses[name];
+              if (addresses.count(name) > 0) live_addresses[name] = addresses.at(name);
             }
             // The nodes' swarm: their --swarm_name / --swarm_secret defaults.
             copies = FetchPeerCopies(

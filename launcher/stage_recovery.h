@@ -41,12 +41,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "launcher/local_layout.h"
 #include "model/checkpoint_generation.h"
 
 namespace skipswarm::launcher {
-
-// Node name -> the stages it hosts.
-using LocalLayout = std::vector<std::pair<std::string, std::vector<int>>>;
 
 struct LostStage {
   int stage = -1;

@@ -1,0 +1,64 @@
+// The layout of a `skipswarm local` swarm: which node processes it starts,
+// what each hosts, whether it trains a subnetwork (SDP), the per-node
+// config additions of --local_caps / --local_sync_caps, and the check that
+// every node fits in this machine's memory at once.
+//
+//   LayoutOptions lo;
+//   lo.num_stages = 6;
+//   SS_ASSIGN_OR_RETURN(LocalSwarmLayout l, MakeLocalLayout(lo));  // d0, d1, s1r0, ...
+//
+// Thread rule: pure functions.
+#ifndef SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_
+#define SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/model_flags.h"
+#include "model/sdp_assignment.h"
+
+namespace skipswarm::launcher {
+
+// Node name -> the stages it hosts.
+using LocalLayout = std::vector<std::pair<std::string, std::vector<int>>>;
+
+struct LayoutOptions {
+  int num_stages = 1;
+  int data_nodes = 2;  // pipeline data nodes d0.. (stage 0)
+  int replicas = 2;    // pipeline replicas of every other stage
+  // With sdp: one SDP node per subnetwork (w0, w1, ...) instead.
+  model::SdpOptions sdp;
+};
+
+struct LocalSwarmLayout {
+  LocalLayout nodes;               // in start order; nodes.front() founds the swarm
+  std::set<std::string> sdp;       // names of the SDP nodes
+  model::SdpAssignment assignment; // with sdp: the subnetworks of w0, w1, ...
+  int pipeline_data_nodes = 0;
+};
+
+// InvalidArgument for counts < 1 or an assignment AssignSubnetworks
+// refuses.
+absl::StatusOr<LocalSwarmLayout> MakeLocalLayout(const LayoutOptions& options);
+
+// Adds `"key": MBIT` members to `extra_config[NAME]` for every NAME@MBIT of
+// `spec` (comma-separated), one member per key; `flag` names the flag in
+// errors. InvalidArgument for a malformed entry or an unknown node.
+absl::Status AddLinkCaps(const std::string& spec, const std::string& flag,
+                         const std::vector<std::string>& keys, const LocalLayout& nodes,
+                         std::map<std::string, std::string>* extra_config);
+
+// FailedPrecondition when the layout's training memory (Note [Memory
+// estimate] in model/model_flags.h) plus ~200 MiB per process exceeds this
+// machine's physical memory.
+absl::Status CheckLayoutFitsInMemory(const model::ModelFlags& flags, const LocalLayout& nodes,
+                                     int mbs);
+
+}  // namespace skipswarm::launcher
+
+#endif  // SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_
