@@ -227,10 +227,27 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
   return out;
 }
 
+// Note [Relayed verdicts]
+// A failed hop or a broken pipeline stream to a relayed member (outbound-
+// only, its record naming relays; Note [Relayed members] in
+// gossip_daemon_relay.cc) is not a local dead verdict: it says more about
+// the relay that carried the connection than about the member, which
+// re-attaches to another relay within tens of milliseconds and re-signs.
+// Such verdicts used to stick: the transport keeps failing sends while it
+// backs off from the broken stream, and a verdict made after the re-sign
+// arrived named the new incarnation. The data node then left the member
+// out of its barrier while the member's replica still waited for it in
+// the averaging, and the swarm stalled. The failed hop is re-routed
+// anyway (StageServer); the member's liveness comes from gossip (its own
+// pings: DEAD when they stop) and from the replica group's verdicts
+// (failed pushes, probes through its relays, silence), which still count.
 void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
   absl::MutexLock lock(&mu_);
   if (id == self_) return;
   const membership::MemberInfo* m = view_.Find(id);
+  if (face == TrainingFace::kRouting && m != nullptr && m->outbound_only && !m->relays.empty()) {
+    return;  // Note [Relayed verdicts]
+  }
   const uint64_t incarnation = m == nullptr ? 0 : m->incarnation;
   for (auto* verdicts : {&dead_, face == TrainingFace::kGroup ? &group_dead_ : nullptr}) {
     if (verdicts == nullptr) continue;

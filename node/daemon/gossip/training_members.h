@@ -49,8 +49,10 @@
 // gossip_daemon_relay.cc), so whoever knows the entry can dial it.
 // Members leave both faces the moment gossip says DEAD or LEFT (and when
 // this node's own transport saw them fail: MarkDead, until they re-sign
-// with a higher incarnation), so a dead member is dropped from a pending
-// barrier or reduce; a joiner only ever enters at a boundary.
+// with a higher incarnation; a relayed member's failed hops are no such
+// verdict, Note [Relayed verdicts] in training_members.cc), so a dead
+// member is dropped from a pending barrier or reduce; a joiner only ever
+// enters at a boundary.
 //
 // Note [Leaving]: a draining member signs LEFT together with its exit
 // iteration x (the iteration it is in, in record.iteration): it finishes x

@@ -131,6 +131,40 @@ TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
 // A data-node joiner (stage 0) gets its own shard from its entry on: the
 // data nodes' ranks come from the routing face (Note [Data order]), so d
 // and j read disjoint micro-batches, and nothing another data node reads.
+// Note [Relayed verdicts]: a failed hop to a relayed member (its relay
+// died) is no local verdict, also after it re-signed with new relays; the
+// replica group's verdicts, and verdicts about direct members, still count.
+TEST(TrainingMembersTest, AFailedHopToARelayedMemberIsNoDeadVerdict) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), n = Member("n", {1}, 0),
+       q = Member("q", {2}, 0), s = Member("s", {2}, 0);
+  n.outbound_only = true;
+  n.relays = {q.id, s.id};
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, n, q, s}, 1));
+  members.SetIteration(3);
+  // Relay q dies: the streams through it break.
+  members.routing()->MarkDead(n.id);
+  members.routing()->MarkDead(q.id);
+  EXPECT_TRUE(members.routing()->IsAlive(n.id));
+  EXPECT_TRUE(members.group()->IsAlive(n.id));
+  EXPECT_FALSE(members.group()->IsAlive(q.id));  // a direct member: the verdict holds
+  // n re-attaches to another relay and re-signs; sends that fail while the
+  // transport backs off from the broken stream come after that.
+  n.incarnation = 2;
+  n.relays = {s.id, r.id};
+  members.Update(ViewOf({d, r, n, q, s}, 2));
+  members.routing()->MarkDead(n.id);
+  EXPECT_TRUE(members.routing()->IsAlive(n.id));
+  EXPECT_TRUE(members.group()->IsAlive(n.id));
+  EXPECT_EQ(members.group()->Replicas(1), (std::vector<common::NodeId>{std::min(r.id, n.id),
+                                                                        std::max(r.id, n.id)}));
+  // The replica group's own verdict (pushes and probes through its relays
+  // failed) cuts it out.
+  members.group()->MarkDead(n.id);
+  EXPECT_FALSE(members.group()->IsAlive(n.id));
+  EXPECT_FALSE(members.routing()->IsAlive(n.id));
+}
+
 // Note [Relayed links]: a hop to an outbound-only member costs the path
 // through its relay; the member's own direction stays direct.
 TEST(TrainingMembersTest, ALinkToARelayedMemberCostsThePathThroughItsRelay) {
