@@ -190,6 +190,11 @@ uint64_t GrpcGroupComm::pushes_refused() const {
   return impl_->stats_pushes_refused_;
 }
 
+std::map<common::NodeId, std::string> GrpcGroupComm::banned() const {
+  absl::MutexLock lock(&impl_->bans_mu_);
+  return impl_->banned_;
+}
+
 uint64_t GrpcGroupComm::pushed_bytes() const { return impl_->pushed_bytes_.load(); }
 
 uint64_t GrpcGroupComm::early_bytes() const {
@@ -219,9 +224,14 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     impl_->stage_elements_[stage] = contribution.flat.size();
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
+      RobustOptions robust = impl_->options_.robust;
+      {
+        absl::MutexLock bans(&impl_->bans_mu_);  // Note [Group bans]
+        for (const auto& [id, reason] : impl_->banned_) robust.banned.insert(id);
+      }
       pending.reduce = std::make_unique<ShardedReduce>(
           impl_->options_.self, iteration, stage, std::move(contribution), uplink,
-          impl_->options_.robust, impl_->options_.codec, &impl_->gather_residual_[stage]);
+          std::move(robust), impl_->options_.codec, &impl_->gather_residual_[stage]);
       ShardLayout layout = impl_->LayoutFor(stage, live);
       VLOG(1) << "iteration " << iteration << " stage " << stage << ": own uplink " << uplink
               << " B/s, shard weights "

@@ -50,12 +50,34 @@
 // stage = kBarrierStage to every member; a node passes the barrier once
 // every live data node's message (or its own) is in.
 //
+// Note [Group bans]: the verdicts of Note [Robust averaging] are counted
+// per sender: a round in which this node (as a shard owner) left out,
+// clipped or pulled in a sender's part is one offence; at ban_after
+// offences within ban_window rounds of a stage the sender is banned for
+// good, with the reason logged. From the next round this node starts, the
+// banned sender's parts in the shards it owns are left out whatever they
+// hold (RobustOptions::banned: its share becomes the others' mean, named
+// kBanned each round, so skipswarm_gradient_parts_refused_total
+// {reason="banned"} keeps counting). It is not cut out of the round: it
+// still gets the reduced shards and so keeps the group's weights, and the
+// micro-batches routed through it (the data nodes do not know of the ban)
+// stay right; cut out, a liar that steps on its own lie would serve them
+// with weights of its own. Routing around a banned node needs the ban
+// gossiped and agreed by its stage's other replicas (not done). The ban
+// is this node's alone: every honest shard owner sees a consistent liar's
+// parts, so its peers reach the same verdict in the same round or soon
+// after; shards are reduced by their owners, so replicas that disagree
+// still end with the same bytes. Not covered: a shard owner that lies
+// about its reduced shard within range (only non-finite reduced shards
+// are refused), and a liar's own shard, where its part is only pulled in.
+//
 // Thread rule: thread-safe; `done` callbacks run on the clock's timer
 // thread with no lock held. The view and clock must outlive it.
 #ifndef SKIPSWARM_NODE_TRAIN_GRPC_GROUP_H_
 #define SKIPSWARM_NODE_TRAIN_GRPC_GROUP_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -117,6 +139,11 @@ struct GrpcGroupOptions {
   // Note [Robust averaging] (robust_sum.h): how a shard owner judges the
   // parts it adds.
   RobustOptions robust;
+  // Note [Group bans]: a sender with parts refused in ban_after of the last
+  // ban_window rounds of a stage is banned from this node's replica group
+  // for good; 0: never.
+  int ban_after = 3;
+  uint64_t ban_window = 10;
   // How reduce parts and reduced shards travel (Note [Encoded shards] in
   // shard_codec.h): every replica of the swarm has the same (--avg_codec,
   // the swarm manifest); a push in a format this codec does not send is
@@ -180,6 +207,8 @@ class GrpcGroupComm final : public GroupComm {
   // parts and all-gather shards; barriers carry none): the wire figure
   // behind ReduceResult::sent_bytes.
   uint64_t pushed_bytes() const;
+  // Note [Group bans]: the senders this node banned, with the reason.
+  std::map<common::NodeId, std::string> banned() const;
 
   class Impl;
 

@@ -95,6 +95,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   uint64_t EarlyBudgetLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReachedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckMember(const common::NodeId& from) const;
+  // Counts `result`'s verdicts as offences; bans the senders that reach
+  // GrpcGroupOptions::ban_after.
+  void CountOffencesLocked(uint64_t iteration, int stage, ReduceResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Note [Peer quotas]: one of `from`'s stream slots into `slot` and one
   // message of `bytes` from its buckets.
   static absl::Status TakeQuota(common::PeerQuota& quota, const common::NodeId& from,
@@ -177,6 +181,12 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<int, std::vector<float>> gather_residual_ ABSL_GUARDED_BY(mu_);
   // Per stage: every member's uplink figure from its last finished round.
   std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
+  // Note [Group bans]: per (stage, sender) the iterations of its offences
+  // in the window; the banned senders and why (own mutex: banned() reads it
+  // without mu_; taken after mu_ where both are held).
+  std::map<std::pair<int, common::NodeId>, std::deque<uint64_t>> offences_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex bans_mu_;
+  std::map<common::NodeId, std::string> banned_ ABSL_GUARDED_BY(bans_mu_);
   UplinkMeter uplink_;
   const std::unique_ptr<UploadPacer> pacer_ =
       options_.max_upload_bytes_per_second > 0

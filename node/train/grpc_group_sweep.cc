@@ -17,6 +17,36 @@
 
 namespace skipswarm::node {
 
+// Note [Group bans] (grpc_group.h): the ban takes effect from the rounds
+// this node starts after it (AllReduce hands the banned to RobustSum).
+void GrpcGroupComm::Impl::CountOffencesLocked(uint64_t iteration, int stage,
+                                              ReduceResult* result) {
+  if (options_.ban_after <= 0) return;
+  std::set<common::NodeId> offenders;
+  std::map<common::NodeId, std::string> last;
+  for (const PartVerdict& v : result->refused_parts) {
+    if (v.from == options_.self || v.kind == PartVerdict::Kind::kBanned) continue;
+    offenders.insert(v.from);
+    last[v.from] = DescribeVerdict(v);
+  }
+  for (const common::NodeId& from : offenders) {
+    std::deque<uint64_t>& seen = offences_[{stage, from}];
+    if (!seen.empty() && seen.back() == iteration) continue;  // a redone round counts once
+    seen.push_back(iteration);
+    while (!seen.empty() && seen.front() + options_.ban_window <= iteration) seen.pop_front();
+    if (static_cast<int>(seen.size()) < options_.ban_after) continue;
+    const std::string reason =
+        absl::StrCat(seen.size(), " of the last ", options_.ban_window, " rounds of stage ", stage,
+                     " had its gradient part refused (last, iteration ", iteration, ": ",
+                     last[from], ")");
+    {
+      absl::MutexLock lock(&bans_mu_);
+      if (!banned_.emplace(from, reason).second) continue;
+    }
+    LOG(WARNING) << "banning " << from.ShortString() << " from the replica group: " << reason;
+  }
+}
+
 void GrpcGroupComm::Impl::Sweep() {
   std::vector<absl::AnyInvocable<void()>> calls;
   std::vector<OutgoingReduce> out;
@@ -102,6 +132,7 @@ void GrpcGroupComm::Impl::Sweep() {
       auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
       if (result->ok()) {
         (*result)->sent_bytes = r.sent_bytes();  // Note [Encoded shards]
+        CountOffencesLocked(key.first, key.second, &**result);
         // The next round's inputs (Note [Shard layout]).
         std::map<common::NodeId, uint64_t>& figures = figures_[key.second];
         figures.clear();

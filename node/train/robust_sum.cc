@@ -8,13 +8,32 @@
 namespace skipswarm::node {
 
 const char* PartVerdictName(PartVerdict::Kind kind) {
-  return kind == PartVerdict::Kind::kNonFinite ? "non_finite" : "clipped";
+  switch (kind) {
+    case PartVerdict::Kind::kNonFinite:
+      return "non_finite";
+    case PartVerdict::Kind::kClipped:
+      return "clipped";
+    case PartVerdict::Kind::kOutlier:
+      return "outlier";
+    case PartVerdict::Kind::kBanned:
+      return "banned";
+  }
+  return "unknown";
 }
 
 std::string DescribeVerdict(const PartVerdict& v) {
   if (v.kind == PartVerdict::Kind::kNonFinite) {
     return absl::StrFormat("the gradient part of %s was left out: not finite",
                            v.from.ShortString());
+  }
+  if (v.kind == PartVerdict::Kind::kBanned) {
+    return absl::StrFormat("the gradient part of %s was left out: it is banned",
+                           v.from.ShortString());
+  }
+  if (v.kind == PartVerdict::Kind::kOutlier) {
+    return absl::StrFormat(
+        "the gradient part of %s was pulled in: %.4g from the group's median, the others %.4g",
+        v.from.ShortString(), v.norm, v.bound);
   }
   return absl::StrFormat("the gradient part of %s was clipped: norm %.4g above the bound %.4g",
                          v.from.ShortString(), v.norm, v.bound);
@@ -29,13 +48,77 @@ double L2Norm(const std::vector<float>& v) {
   return std::sqrt(sum);
 }
 
+namespace {
+
+// Note [Robust averaging], centered clipping: replaces each outlier among
+// `parts` (already scaled by `scale`) in `pulled` (scale becomes 1) and
+// names it. `kept`: the finite parts with visits, >= 3.
+void PullInOutliers(const std::vector<PartInput>& parts, const std::vector<size_t>& kept,
+                    double factor, std::vector<double>* scale,
+                    std::vector<std::vector<float>>* pulled, std::vector<PartVerdict>* verdicts) {
+  const size_t n = parts[kept[0]].data->size();
+  const size_t r = kept.size();
+  auto value = [&](size_t i, size_t k) { return (*parts[i].data)[k] * (*scale)[i]; };
+  // The coordinate-wise median of the per-visit means.
+  std::vector<float> centre(n);
+  std::vector<double> column(r);
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < r; ++j) {
+      column[j] = value(kept[j], k) / static_cast<double>(parts[kept[j]].visits);
+    }
+    std::nth_element(column.begin(), column.begin() + r / 2, column.end());
+    double m = column[r / 2];
+    if (r % 2 == 0) m = (m + *std::max_element(column.begin(), column.begin() + r / 2)) / 2;
+    centre[k] = static_cast<float>(m);
+  }
+  std::vector<double> distance(r);
+  for (size_t j = 0; j < r; ++j) {
+    const size_t i = kept[j];
+    const double v = static_cast<double>(parts[i].visits);
+    double sum = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const double d = value(i, k) - v * centre[k];
+      sum += d * d;
+    }
+    distance[j] = std::sqrt(sum / v);
+  }
+  std::vector<double> sorted = distance;
+  std::sort(sorted.begin(), sorted.end());
+  const double reference = sorted[(r - 1) / 2];
+  if (!(reference > 0)) return;  // most parts equal here: nothing to judge by
+  for (size_t j = 0; j < r; ++j) {
+    if (distance[j] <= factor * reference) continue;
+    const size_t i = kept[j];
+    const double v = static_cast<double>(parts[i].visits);
+    const double t = reference / distance[j];
+    std::vector<float>& out = (*pulled)[i];
+    out.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      const double c = v * centre[k];
+      out[k] = static_cast<float>(c + (value(i, k) - c) * t);
+    }
+    (*scale)[i] = 1.0;
+    verdicts->push_back({parts[i].from, PartVerdict::Kind::kOutlier, distance[j], reference});
+  }
+}
+
+}  // namespace
+
 std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOptions& options,
                              std::vector<PartVerdict>* verdicts) {
   const size_t r = parts.size();
   std::vector<double> size(r, 0);
   std::vector<bool> finite(r, true);
+  // Banned senders' parts are left out like non-finite ones (Note [Group
+  // bans] in grpc_group.h), named kBanned.
+  std::vector<bool> banned(r, false);
   size_t finite_count = 0;
   for (size_t i = 0; i < r; ++i) {
+    banned[i] = options.banned.count(parts[i].from) > 0;
+    if (banned[i]) {
+      finite[i] = false;
+      continue;
+    }
     const double own = L2Norm(*parts[i].data);
     finite[i] = std::isfinite(own);
     if (!finite[i]) continue;
@@ -45,11 +128,17 @@ std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOp
   }
   std::vector<float> sum;
   if (finite_count == 0) {
-    // A shared divergence (Note [Non-finite steps]): the plain sum.
-    sum = *parts[0].data;
-    for (size_t i = 1; i < r; ++i) {
+    // A shared divergence (Note [Non-finite steps]): the plain sum of the
+    // parts not banned (of all, if every one is).
+    const bool any_allowed = std::find(banned.begin(), banned.end(), false) != banned.end();
+    for (size_t i = 0; i < r; ++i) {
+      if (any_allowed && banned[i]) continue;
       const std::vector<float>& p = *parts[i].data;
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] += p[k];
+      if (sum.empty()) {
+        sum = p;
+      } else {
+        for (size_t k = 0; k < sum.size(); ++k) sum[k] += p[k];
+      }
     }
     return sum;
   }
@@ -85,16 +174,30 @@ std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOp
     }
   }
 
+  // Parts pulled in by centered clipping (empty: the part as sent).
+  std::vector<std::vector<float>> pulled(r);
+  if (options.outlier_factor > 0) {
+    std::vector<size_t> kept;
+    for (size_t i = 0; i < r; ++i) {
+      if (finite[i] && parts[i].visits > 0) kept.push_back(i);
+    }
+    if (kept.size() >= 3) {
+      PullInOutliers(parts, kept, options.outlier_factor, &scale, &pulled, verdicts);
+    }
+  }
+
   int64_t kept_visits = 0, dropped_visits = 0;
   bool first = true;
   for (size_t i = 0; i < r; ++i) {
     if (!finite[i]) {
       dropped_visits += std::max<int64_t>(0, parts[i].visits);
-      verdicts->push_back({parts[i].from, PartVerdict::Kind::kNonFinite, std::nan(""), 0});
+      verdicts->push_back({parts[i].from,
+                           banned[i] ? PartVerdict::Kind::kBanned : PartVerdict::Kind::kNonFinite,
+                           std::nan(""), 0});
       continue;
     }
     kept_visits += std::max<int64_t>(0, parts[i].visits);
-    const std::vector<float>& p = *parts[i].data;
+    const std::vector<float>& p = pulled[i].empty() ? *parts[i].data : pulled[i];
     if (first) {
       sum = p;
       if (scale[i] != 1.0) {

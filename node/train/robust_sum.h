@@ -26,6 +26,20 @@
 //    must be zeros and is scaled to zeros. Whole-contribution norms rather
 //    than the shard's own: a shard of an embedding table can be legitimately
 //    empty for one replica and not another.
+//  * An outlier (centered clipping), once at least 3 finite parts with
+//    visits remain: a part inside the norm bound can still point the wrong
+//    way (a sign-flipped gradient x8 turns the group's step into ascent).
+//    The centre is the coordinate-wise median of the parts' per-visit means
+//    (robust to any minority); a part's distance is |part - visits x
+//    centre| / sqrt(visits) (the same sqrt(v) reasoning as above, so a
+//    replica with few visits is not an outlier for its noise alone); the
+//    reference is the lower median distance. A part farther than
+//    outlier_factor x the reference is pulled in along its own direction
+//    to the reference distance from the centre. Honest parts of one model
+//    are close to each other in high dimension (their distances differ by
+//    far less than 3x), so none is touched. A reference of 0 (most parts
+//    equal here, e.g. an embedding shard empty for most replicas) turns
+//    this step off for the shard: the norm bound still holds.
 // With honest parts nothing is left out or scaled, and the sum is the same
 // float additions in the same (ascending id) order as the plain sum: the
 // bytes equal the plain mean's (Note [Exactness] holds).
@@ -35,6 +49,7 @@
 #define SKIPSWARM_NODE_TRAIN_ROBUST_SUM_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +62,14 @@ struct RobustOptions {
   // is scaled down to it; 0 turns clipping off (non-finite parts are still
   // left out).
   double clip_factor = 8.0;
+  // A part farther from the parts' coordinate-wise median than
+  // outlier_factor x the median distance (Note [Robust averaging]) is pulled
+  // in to that median distance; 0 turns it off. Applies from 3 parts on.
+  double outlier_factor = 3.0;
+  // Senders whose parts are left out whatever they hold (Note [Group bans]
+  // in grpc_group.h): like a non-finite part, their share becomes the kept
+  // parts' mean; each is named kBanned.
+  std::set<common::NodeId> banned;
 };
 
 struct PartInput {
@@ -59,11 +82,15 @@ struct PartInput {
 };
 
 struct PartVerdict {
-  enum class Kind { kNonFinite, kClipped };
+  // kBanned: left out because its sender is banned (RobustOptions::banned).
+  enum class Kind { kNonFinite, kClipped, kOutlier, kBanned };
   common::NodeId from;
   Kind kind = Kind::kNonFinite;
-  double norm = 0;   // the part's size (whole-contribution norm)
-  double bound = 0;  // kClipped: what it was scaled down to
+  // kNonFinite / kClipped: the part's size (whole-contribution norm) and
+  // what it was scaled down to; kOutlier: its distance from the centre and
+  // the reference distance it was pulled in to.
+  double norm = 0;
+  double bound = 0;
 };
 
 const char* PartVerdictName(PartVerdict::Kind kind);

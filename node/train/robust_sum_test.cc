@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -33,6 +34,13 @@ Parts Honest(size_t n = 1000) {
     p.data.push_back(v);
   }
   return p;
+}
+
+RobustOptions Options(double clip_factor, double outlier_factor) {
+  RobustOptions o;
+  o.clip_factor = clip_factor;
+  o.outlier_factor = outlier_factor;
+  return o;
 }
 
 std::vector<float> PlainSum(const Parts& p) {
@@ -81,7 +89,7 @@ TEST(RobustSumTest, AScaledPartIsClippedToTheBound) {
   Parts p = Honest();
   for (float& x : p.data[2]) x *= 1e4f;
   std::vector<PartVerdict> verdicts;
-  std::vector<float> sum = RobustSum(p.Inputs(), {8.0}, &verdicts);
+  std::vector<float> sum = RobustSum(p.Inputs(), Options(8.0, 0.0), &verdicts);
   ASSERT_EQ(verdicts.size(), 1u);
   EXPECT_EQ(verdicts[0].from, p.ids[2]);
   EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kClipped);
@@ -91,7 +99,7 @@ TEST(RobustSumTest, AScaledPartIsClippedToTheBound) {
   EXPECT_LE(L2Norm(sum), honest + verdicts[0].bound * 1.0001);
   // Without clipping the scaled part dominates.
   std::vector<PartVerdict> none;
-  EXPECT_GT(L2Norm(RobustSum(p.Inputs(), {0.0}, &none)), 100 * honest);
+  EXPECT_GT(L2Norm(RobustSum(p.Inputs(), Options(0.0, 0.0), &none)), 100 * honest);
   EXPECT_TRUE(none.empty());
 }
 
@@ -101,7 +109,7 @@ TEST(RobustSumTest, ALowClaimDoesNotHideALargePart) {
   std::vector<PartInput> in = p.Inputs();
   in[0].claimed_norm = 1e-6;
   std::vector<PartVerdict> verdicts;
-  RobustSum(in, {}, &verdicts);
+  RobustSum(in, Options(8.0, 0.0), &verdicts);
   ASSERT_EQ(verdicts.size(), 1u);
   EXPECT_EQ(verdicts[0].from, p.ids[0]);
 }
@@ -114,6 +122,90 @@ TEST(RobustSumTest, APartWithoutVisitsMustBeZeros) {
   ASSERT_EQ(verdicts.size(), 1u);
   EXPECT_EQ(verdicts[0].from, p.ids[1]);
   for (size_t i = 0; i < sum.size(); ++i) EXPECT_EQ(sum[i], p.data[0][i] + p.data[2][i]);
+}
+
+// Replicas of one model: visits[r] micro-batch gradients each, every one
+// the shared signal plus noise `noise` times its size (seeded).
+Parts Replicas(const std::vector<int64_t>& visits, double noise, size_t n = 4000) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> signal(n);
+  for (float& x : signal) x = normal(rng) * 0.01f;
+  Parts p;
+  for (size_t r = 0; r < visits.size(); ++r) {
+    p.ids.push_back(NodeId::ForName("q" + std::to_string(r)));
+    p.visits.push_back(visits[r]);
+    std::vector<float> v(n, 0.0f);
+    for (int64_t mb = 0; mb < visits[r]; ++mb) {
+      for (size_t i = 0; i < n; ++i) v[i] += signal[i] + static_cast<float>(noise) * 0.01f * normal(rng);
+    }
+    p.data.push_back(v);
+  }
+  return p;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+TEST(RobustSumTest, HonestNoisyReplicasWithUnequalVisitsAreUntouched) {
+  for (double noise : {0.1, 1.0, 10.0}) {
+    Parts p = Replicas({1, 2, 4, 8, 3}, noise);
+    std::vector<PartVerdict> verdicts;
+    EXPECT_EQ(RobustSum(p.Inputs(), {}, &verdicts), PlainSum(p)) << "noise " << noise;
+    EXPECT_TRUE(verdicts.empty()) << DescribeVerdict(verdicts[0]);
+  }
+}
+
+TEST(RobustSumTest, ASignFlippedPartInsideTheNormBoundIsPulledIn) {
+  // x6, reversed: inside the norm bound (8 x the median), so only centered
+  // clipping can see it. Averaged in, the group's step would be ascent.
+  for (double noise : {0.3, 1.0, 3.0}) {
+    Parts p = Replicas({4, 4, 4}, noise);
+    std::vector<float> honest_mean = PlainSum(p);
+    for (float& x : p.data[1]) x *= -6.0f;
+    std::vector<PartVerdict> off;
+    const std::vector<float> plain = RobustSum(p.Inputs(), Options(8.0, 0.0), &off);
+    EXPECT_TRUE(off.empty()) << "the norm bound alone lets it through";
+    EXPECT_LT(Dot(plain, honest_mean), 0) << "undefended: the step climbs";
+    std::vector<PartVerdict> verdicts;
+    const std::vector<float> sum = RobustSum(p.Inputs(), {}, &verdicts);
+    ASSERT_EQ(verdicts.size(), 1u) << "noise " << noise;
+    EXPECT_EQ(verdicts[0].from, p.ids[1]);
+    EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kOutlier);
+    EXPECT_GT(verdicts[0].norm, 3 * verdicts[0].bound);
+    // The defended step goes the honest way, at least half as far as the
+    // honest parts alone.
+    std::vector<float> two = p.data[0];
+    for (size_t i = 0; i < two.size(); ++i) two[i] += p.data[2][i];
+    EXPECT_GT(Dot(sum, two), 0.5 * Dot(two, two)) << "noise " << noise;
+  }
+}
+
+TEST(RobustSumTest, TwoPartsAreNeverJudgedByTheirDistance) {
+  Parts p = Replicas({4, 4}, 1.0);
+  for (float& x : p.data[1]) x *= -4.0f;
+  std::vector<PartVerdict> verdicts;
+  EXPECT_EQ(RobustSum(p.Inputs(), {}, &verdicts), PlainSum(p));
+  EXPECT_TRUE(verdicts.empty()) << "with two, neither is the outlier";
+}
+
+TEST(RobustSumTest, ABannedSendersPartIsLeftOutWhateverItHolds) {
+  Parts p = Honest();
+  RobustOptions options;
+  options.banned = {p.ids[2]};
+  std::vector<PartVerdict> verdicts;
+  std::vector<float> sum = RobustSum(p.Inputs(), options, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, p.ids[2]);
+  EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kBanned);
+  const double all = p.visits[0] + p.visits[1] + p.visits[2];
+  const double kept = p.visits[0] + p.visits[1];
+  for (size_t i = 0; i < sum.size(); ++i) {
+    EXPECT_NEAR(sum[i] / all, (p.data[0][i] + p.data[1][i]) / kept, 1e-6) << i;
+  }
 }
 
 }  // namespace

@@ -148,5 +148,47 @@ TEST_F(PoisonedReplicaTest, AScaledGradientIsClippedNearTheGroupsNorm) {
   EXPECT_LT(got, honest * 10);
 }
 
+// Note [Group bans]: a replica that sends its gradient reversed and x8
+// (inside the norm bound, so only centered clipping sees it) is pulled in
+// every round and banned by both honest replicas at its third offence;
+// from the next round its parts in their shards are left out.
+TEST_F(PoisonedReplicaTest, ASignFlippedReplicaIsPulledInThenBanned) {
+  const int liar = 1;
+  std::vector<float> lie = Honest(liar);
+  for (float& x : lie) x *= -8.0f;
+  std::vector<float> honest_sum = Honest(0);
+  const std::vector<float> other = Honest(2);
+  for (size_t k = 0; k < kElements; ++k) honest_sum[k] += other[k];
+  auto dot = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double s = 0;
+    for (size_t k = 0; k < a.size(); ++k) s += static_cast<double>(a[k]) * b[k];
+    return s;
+  };
+  int outliers = 0, left_out = 0;
+  for (uint64_t it = 0; it < 4; ++it) {
+    std::vector<ReduceResult> r = Round(it, liar, lie);
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_EQ(r[0].sum, r[2].sum);
+    EXPECT_EQ(r[0].sum, r[1].sum) << "the liar keeps the group's weights";
+    EXPECT_GT(dot(r[0].sum, honest_sum), 0.5 * dot(honest_sum, honest_sum))
+        << "the group steps the honest way, iteration " << it;
+    for (int i : {0, 2}) {
+      for (const PartVerdict& v : r[i].refused_parts) {
+        EXPECT_EQ(v.from, ids_[liar]) << DescribeVerdict(v);
+        outliers += v.kind == PartVerdict::Kind::kOutlier;
+        left_out += v.kind == PartVerdict::Kind::kBanned;
+      }
+      EXPECT_EQ(groups_[i]->banned().count(ids_[liar]), it < 2 ? 0u : 1u) << "iteration " << it;
+    }
+  }
+  EXPECT_EQ(outliers, 6) << "each honest shard owner, rounds 0-2";
+  EXPECT_EQ(left_out, 2) << "each honest shard owner, round 3";
+  for (int i : {0, 2}) {
+    std::cout << "FIGURE signflip_ban: replica " << i << " banned the liar: "
+              << groups_[i]->banned().at(ids_[liar]) << std::endl;
+  }
+  EXPECT_TRUE(groups_[liar]->banned().empty()) << "nobody else was refused";
+}
+
 }  // namespace
 }  // namespace skipswarm::node
