@@ -3,12 +3,14 @@
 # (README: why separate):
 #   1. clang's thread-safety analysis as errors over the whole tree
 #      (--config=tsa: every ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED
-#      is checked; GCC ignores them);
+#      is checked; GCC ignores them), every compile action run syntax-only
+#      (tools/thread_safety_check.sh, Note [Thread-safety check]);
 #   2. ThreadSanitizer (--config=tsan) over the tests that run threads:
-#      clock and lifetime guard, in-process / shaping / fault transports,
-#      stage server, trainer and data driver, the in-process timed swarm and
-#      the exactness swarm. Suppressions (only for uninstrumented system
-#      libraries, each with its reason): third_party/tsan/suppressions.cc.
+#      clock and lifetime guard, the metrics / status page HTTP server,
+#      in-process / shaping / fault transports, stage server, trainer and
+#      data driver, the in-process timed swarm and the exactness swarm.
+#      Suppressions (only for uninstrumented system libraries, each with its
+#      reason): third_party/tsan/suppressions.cc.
 #
 #   bash tools/concurrency_check.sh [extra bazel test flags]
 #   bash tools/concurrency_check.sh --list    # the TSan test targets
@@ -20,6 +22,9 @@ cd "$(dirname "$0")/.."
 TSAN_TESTS=(
   //common:lifetime_guard_test
   //common:real_clock_test
+  //node/daemon/reporting:daemon_reporting_test
+  //node/daemon/reporting:metrics_test
+  //node/daemon/reporting:status_page_test
   //node/transport:inproc_transport_test
   //node/transport:fault_transport_test
   //node/transport:shaping_transport_test
@@ -47,5 +52,5 @@ case "${1:-}" in
   --grpc) shift; exec bazel test --config=tsan --keep_going "$@" "${TSAN_GRPC_TESTS[@]}" ;;
 esac
 
-bazel build --config=tsa //...
+bash tools/thread_safety_check.sh
 exec bazel test --config=tsan "$@" "${TSAN_TESTS[@]}"
