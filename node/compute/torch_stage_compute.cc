@@ -234,15 +234,17 @@ absl::StatusOr<GradientSum> TorchStageCompute::TakeGradients() {
     mu_.AssertHeld();  // the lambda runs under the lock above
     GradientSum sum;
     sum.visits = executor_->visits();
-    sum.flat.resize(num_params_, 0.0f);
-    int64_t offset = 0;
+    // Appended piece by piece: no zero fill of what the gradients overwrite.
+    sum.flat.reserve(num_params_);
     for (const at::Tensor& p : executor_->module().parameters()) {
       const at::Tensor& grad = p.grad();
       if (grad.defined()) {
         at::Tensor g = grad.detach().to(at::kCPU, at::kFloat).contiguous();
-        std::memcpy(sum.flat.data() + offset, g.data_ptr<float>(), g.numel() * sizeof(float));
+        const float* data = g.data_ptr<float>();
+        sum.flat.insert(sum.flat.end(), data, data + g.numel());
+      } else {
+        sum.flat.insert(sum.flat.end(), p.numel(), 0.0f);
       }
-      offset += p.numel();
     }
     return sum;
   });
@@ -255,6 +257,7 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyUpdate(const std::vector<flo
         absl::StrCat("update has ", summed.size(), " elements, stage has ", num_params_));
   }
   absl::MutexLock lock(&mu_);
+  digest_.reset();  // Note [Digest cache]
   return model::TorchGuard("ApplyUpdate", [&]() -> absl::StatusOr<UpdateStats> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     at::Tensor flat = at::from_blob(const_cast<float*>(summed.data()),
@@ -276,14 +279,24 @@ void TorchStageCompute::ZeroGrad() {
   executor_->ZeroGrad();
 }
 
+// Note [Digest cache]: a node asks for a stage's digest three times per
+// iteration (its averaging contribution, the iteration report, the state
+// server's boundary) while the parameters change once, in the update; each
+// digest reads every parameter byte. So the digest is kept until something
+// changes the parameters or the step: ApplyUpdate, ApplyOuterStep,
+// ImportState and LoadCheckpoint clear it (before they start, so a failure
+// half-way cannot leave a stale value). Nothing else writes the parameters:
+// the executor() accessor is for tests that leave them alone.
 uint64_t TorchStageCompute::ParamsDigest() {
   absl::MutexLock lock(&mu_);
+  if (digest_.has_value()) return *digest_;
   uint64_t h = 0xcbf29ce484222325ull;
   h = HashBytes(h, &step_, sizeof(step_));
   for (const at::Tensor& p : executor_->module().parameters()) {
     at::Tensor c = p.detach().to(at::kCPU).contiguous();
     h = HashBytes(h, c.data_ptr(), c.numel() * c.element_size());
   }
+  digest_ = h;
   return h;
 }
 
@@ -306,6 +319,7 @@ absl::Status TorchStageCompute::SaveCheckpoint(const std::string& path) {
 
 absl::StatusOr<int64_t> TorchStageCompute::LoadCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
+  digest_.reset();  // Note [Digest cache]
   return model::TorchGuard("LoadCheckpoint", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     absl::StatusOr<model::CheckpointInfo> info =
@@ -328,6 +342,7 @@ absl::StatusOr<std::string> TorchStageCompute::ExportState() {
 
 absl::StatusOr<int64_t> TorchStageCompute::ImportState(absl::string_view bytes) {
   absl::MutexLock lock(&mu_);
+  digest_.reset();  // Note [Digest cache]
   return model::TorchGuard("ImportState", [&]() -> absl::StatusOr<int64_t> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     return ImportLocked(bytes);

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -112,6 +113,9 @@ class TorchStageCompute final : public StageCompute {
   struct Targets;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Targets>> targets_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Note [Digest cache]: ParamsDigest's value until the parameters or the
+  // step change; every method that changes either clears it.
+  std::optional<uint64_t> digest_ ABSL_GUARDED_BY(mu_);
   // Note [Averaging state] in model/outer_optimizer.h: null unless H > 1 /
   // the codec is lossy.
   std::unique_ptr<model::OuterOptimizer> outer_ ABSL_GUARDED_BY(mu_);

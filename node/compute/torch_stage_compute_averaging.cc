@@ -128,6 +128,7 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyOuterStep(const std::vector<
   }
   absl::MutexLock lock(&mu_);
   if (outer_ == nullptr) return absl::FailedPreconditionError("no outer optimiser (H = 1)");
+  digest_.reset();  // Note [Digest cache] (torch_stage_compute.cc)
   return Caught("ApplyOuterStep", [&]() -> absl::StatusOr<UpdateStats> {
     mu_.AssertHeld();  // the lambda runs under the lock above
     at::Tensor sum = at::from_blob(const_cast<float*>(summed.data()), {num_params_}, at::kFloat);

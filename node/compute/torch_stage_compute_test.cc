@@ -149,6 +149,28 @@ TEST_F(TorchStageComputeTest, RejectsBadInputWithStatus) {
   EXPECT_FALSE(tail.ok());
 }
 
+// Note [Digest cache]: the digest is kept between calls, and every change
+// of the parameters (here the outer step, which changes no step count) is
+// seen by the next call, equal to a replica that made the same change.
+TEST_F(TorchStageComputeTest, DigestFollowsTheOuterStep) {
+  TorchStageCompute::Options o;
+  o.model = TinyConfig();
+  o.stage = 1;
+  o.averaging.outer_every = 2;
+  auto a = TorchStageCompute::Create(o, &runner_);
+  auto b = TorchStageCompute::Create(o, &runner_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const uint64_t start = (*a)->ParamsDigest();
+  EXPECT_EQ((*a)->ParamsDigest(), start);  // kept
+  std::vector<float> pseudo((*a)->num_params(), 0.01f);
+  ASSERT_TRUE((*a)->ApplyOuterStep(pseudo, 1).ok());
+  const uint64_t after = (*a)->ParamsDigest();
+  EXPECT_NE(after, start);
+  EXPECT_EQ((*b)->ParamsDigest(), start);
+  ASSERT_TRUE((*b)->ApplyOuterStep(pseudo, 1).ok());
+  EXPECT_EQ((*b)->ParamsDigest(), after);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 

@@ -40,11 +40,24 @@ std::string DescribeVerdict(const PartVerdict& v) {
 }
 
 double L2Norm(const std::vector<float>& v) {
-  double sum = 0;
-  for (float x : v) {
-    if (!std::isfinite(x)) return std::nan("");
-    sum += static_cast<double>(x) * x;
+  // Four partial sums and no test per element: one dependent chain of double
+  // additions ran at a quarter of this speed (a node takes the norm of its
+  // whole gradient every iteration, and of every part it reduces). A float
+  // squared in double never overflows, so the sum is finite exactly when
+  // every element is.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  const float* p = v.data();
+  const size_t n = v.size();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(p[i]) * p[i];
+    s1 += static_cast<double>(p[i + 1]) * p[i + 1];
+    s2 += static_cast<double>(p[i + 2]) * p[i + 2];
+    s3 += static_cast<double>(p[i + 3]) * p[i + 3];
   }
+  for (; i < n; ++i) s0 += static_cast<double>(p[i]) * p[i];
+  const double sum = (s0 + s1) + (s2 + s3);
+  if (!std::isfinite(sum)) return std::nan("");
   return std::sqrt(sum);
 }
 

@@ -168,8 +168,9 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
   return out;
 }
 
-void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out) {
+void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool checked) {
   if (m.layout != layout_) {
+    checked = false;
     // Note [Shard layout]: on equal shards, an unequal message is stale or
     // its sender's own view; it falls back when our messages reach it.
     if (layout_.equal()) return;
@@ -180,7 +181,7 @@ void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out) {
                 std::make_move_iterator(again.end()));
     if (!m.layout.equal()) return;
   }
-  if (!Check(m).ok()) return;
+  if (!checked && !Check(m).ok()) return;
   Accept(std::move(m));
   std::vector<OutgoingReduce> more = Advance();
   out->insert(out->end(), std::make_move_iterator(more.begin()),
@@ -205,11 +206,12 @@ absl::StatusOr<std::vector<OutgoingReduce>> ShardedReduce::Receive(ReduceMessage
     return std::vector<OutgoingReduce>();
   }
   std::vector<OutgoingReduce> out;
-  if (m.layout == layout_) {
+  const bool checked = m.layout == layout_;
+  if (checked) {
     absl::Status ok = Check(m);
     if (!ok.ok()) return ok;
   }
-  Take(std::move(m), &out);
+  Take(std::move(m), &out, checked);
   Count(out);
   return out;
 }

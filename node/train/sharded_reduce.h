@@ -194,7 +194,9 @@ class ShardedReduce {
   absl::Status Check(const ReduceMessage& m) const;
   // A checked message of the current members: layout agreement (Note
   // [Shard layout]), then Accept + Advance.
-  void Take(ReduceMessage m, std::vector<OutgoingReduce>* out);
+  // `checked`: Check(m) passed against the current round (Receive), so a
+  // round that does not restart here does not read the shard again.
+  void Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool checked = false);
   void Accept(ReduceMessage m);
   std::vector<OutgoingReduce> Advance();
   ReduceMessage Message(ReduceMessage::Phase phase, int shard) const;

@@ -21,15 +21,26 @@ absl::StatusOr<DaemonEndpoints> EndpointsOf(const membership::MemberInfo& m) {
   return DaemonEndpoints{m.addresses[0], m.addresses[1], m.addresses[2], m.addresses[3]};
 }
 
-bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face) {
-  if (m.stages.empty() || m.addresses.size() < 4) return false;
-  if (m.iteration == 0) return true;  // a founder
+namespace {
+
+// TrainsIn for `m` with `stages` and entry iteration `entry` in place of
+// its record's (Note [Stage moves]).
+bool TrainsAs(const membership::MemberInfo& m, const std::vector<uint32_t>& stages,
+              uint64_t entry, uint64_t iteration) {
+  if (stages.empty() || m.addresses.size() < 4) return false;
+  if (entry == 0) return true;  // a founder
   if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
   // Note [Entry iteration]: both faces from the entry on (the routing face
   // used to wait one more iteration; frames that arrive before the joiner's
   // state is loaded wait in its StageServer for BeginIteration(entry)).
+  return entry <= iteration;
+}
+
+}  // namespace
+
+bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace face) {
   (void)face;
-  return m.iteration <= iteration;
+  return TrainsAs(m, m.stages, m.iteration, iteration);
 }
 
 std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
@@ -161,19 +172,32 @@ membership::View TrainingMembers::view() const {
   return view_;
 }
 
-std::optional<membership::MemberInfo> TrainingMembers::AsOfLocked(const membership::MemberInfo& m,
-                                                                 TrainingFace face) const {
-  membership::MemberInfo e = m;
+const std::vector<uint32_t>* TrainingMembers::StagesAsOfLocked(const membership::MemberInfo& m,
+                                                               TrainingFace face,
+                                                               uint64_t* entry) const {
+  const std::vector<uint32_t>* stages = &m.stages;
+  *entry = m.iteration;
   auto move = moves_.find(m.id);
   if (move != moves_.end() && move->second.switch_at == m.iteration) {
     if (iteration_ < move->second.switch_at) {
-      e.stages = move->second.stages;  // still the old stage (Note [Stage moves])
-      e.iteration = move->second.entry;
+      stages = &move->second.stages;  // still the old stage (Note [Stage moves])
+      *entry = move->second.entry;
     } else if (face == TrainingFace::kRouting && iteration_ == move->second.switch_at) {
-      return std::nullopt;  // averages the new stage from its switch, routed one later
+      return nullptr;  // averages the new stage from its switch, routed one later
     }
   }
-  if (!TrainsIn(e, iteration_, face)) return std::nullopt;
+  if (!TrainsAs(m, *stages, *entry, iteration_)) return nullptr;
+  return stages;
+}
+
+std::optional<membership::MemberInfo> TrainingMembers::AsOfLocked(const membership::MemberInfo& m,
+                                                                 TrainingFace face) const {
+  uint64_t entry = 0;
+  const std::vector<uint32_t>* stages = StagesAsOfLocked(m, face, &entry);
+  if (stages == nullptr) return std::nullopt;
+  membership::MemberInfo e = m;
+  if (stages != &m.stages) e.stages = *stages;
+  e.iteration = entry;
   return e;
 }
 
@@ -192,7 +216,8 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
 bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   const membership::MemberInfo* m = view_.Find(id);
-  if (m == nullptr || !AsOfLocked(*m, face).has_value()) return false;
+  uint64_t entry = 0;
+  if (m == nullptr || StagesAsOfLocked(*m, face, &entry) == nullptr) return false;
   if (id == self_) return true;
   // Note [Leaving]. A local verdict does not cut a draining member out of
   // the group: routing to it fails by design (it takes no new work), and
@@ -213,9 +238,10 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
     absl::MutexLock lock(&mu_);
     for (const membership::MemberInfo& m : view_.members) {
       if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
-      std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
-      if (e && std::find(e->stages.begin(), e->stages.end(), static_cast<uint32_t>(stage)) !=
-                   e->stages.end()) {
+      uint64_t entry = 0;
+      const std::vector<uint32_t>* stages = StagesAsOfLocked(m, face, &entry);
+      if (stages != nullptr && std::find(stages->begin(), stages->end(),
+                                         static_cast<uint32_t>(stage)) != stages->end()) {
         candidates.push_back(m.id);
       }
     }

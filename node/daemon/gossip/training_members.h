@@ -174,6 +174,13 @@ class TrainingMembers {
   std::optional<membership::MemberInfo> AsOfLocked(const membership::MemberInfo& m,
                                                    TrainingFace face) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AsOfLocked without the copy (the group asks several times per sweep):
+  // the stages `m` trains then (its record's or its move's old ones, which
+  // live as long as the view or the move), with its entry iteration in
+  // `*entry`; null when it is not listed.
+  const std::vector<uint32_t>* StagesAsOfLocked(const membership::MemberInfo& m,
+                                                TrainingFace face, uint64_t* entry) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Move {
     std::vector<uint32_t> stages;  // before the switch
