@@ -584,8 +584,12 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   bool stop_timed_out = false;
   // One segment per hosted stage: a stage move (Note [Stage moves]) ends
   // one at its switch boundary and starts the next.
+  // Note [Revived members]: the swarm's iteration when we found ourselves
+  // behind it; the segment ends and we re-enter.
+  std::optional<uint64_t> behind_at;
   while (true) {
     finish = std::make_shared<Finish>();
+    behind_at.reset();
     p.stack->trainer()->Run(
         p.start_iteration, o.iterations - p.start_iteration,
         [&p](const NodeIterationReport& r) { p.OnIteration(r); },
@@ -594,6 +598,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
           finish->done.Notify();
         });
     while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (!stopping && (behind_at = p.SwarmAheadOfUs()).has_value()) break;
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
@@ -633,6 +638,16 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       }
     }
     if (stop_timed_out) break;
+    if (behind_at.has_value()) {
+      absl::Status s = p.Reenter(*behind_at);
+      if (s.ok()) continue;
+      // Our state is the stale one: no checkpoint of it.
+      LOG(ERROR) << o.name << ": behind the swarm and could not re-enter: " << s;
+      p.stack.reset();
+      p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
+      if (absl::IsFailedPrecondition(s)) return absl::OkStatus();  // nothing left to train
+      return s;
+    }
     bool switching = false;
     {
       absl::MutexLock lock(&p.mu);

@@ -21,6 +21,9 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 // at most, as a share of an iteration: the entry lead covers it.
 constexpr absl::Duration kEntryMargin = absl::Milliseconds(500);
 constexpr int kEntryAttempts = 4;
+// How long a joiner waits for a live replica of its stage (gossip still
+// converging) before it looks for peers' copies, and between two looks.
+constexpr absl::Duration kRestoreGrace = absl::Seconds(3);
 
 }  // namespace
 
@@ -45,6 +48,11 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   // names our relays. Before the entry is chosen, so the lead still covers
   // the announce and the state request.
   SS_RETURN_IF_ERROR(AwaitOwnRelays(deadline));
+  // Note [Restore from peer copies] (gossip_daemon_restore.cc): no live
+  // replica for a while, and a peer holds a copy of the stage.
+  const absl::Duration began = clock->SteadyNow();
+  absl::Duration copies_asked = -absl::InfiniteDuration();
+  bool restored = false;
   auto ask_sources = [&] {
     while (true) {
       sources = StateSources(RoutedView(), self, stage);
@@ -54,10 +62,25 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
         if (current.ok()) break;
       }
       if (current.ok() || clock->SteadyNow() > deadline) break;
+      const absl::Duration now = clock->SteadyNow();
+      if (sources.empty() && now - began >= kRestoreGrace &&
+          now - copies_asked >= kRestoreGrace) {
+        copies_asked = now;
+        absl::StatusOr<bool> r = EnterFromPeerCopy(stage);
+        if (!r.ok()) {
+          LOG(WARNING) << o.name << ": stage " << stage
+                       << " has no live replica; restoring it from a peer's copy failed: "
+                       << r.status();
+        } else if (*r) {
+          restored = true;
+          return;
+        }
+      }
       clock->SleepFor(absl::Milliseconds(100));  // replicas not training yet
     }
   };
   ask_sources();
+  if (restored) return absl::OkStatus();
   if (!current.ok()) {
     return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
                                                " answers: ", current.status().message()));
@@ -125,6 +148,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     LOG(WARNING) << o.name << ": " << fetched.status().message() << "; announcing a later entry";
     ++lead;
     ask_sources();
+    if (restored) return absl::OkStatus();
     if (!current.ok()) return current.status();
   }
   if (!fetched.ok()) return fetched.status();
@@ -151,6 +175,61 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
             << fetched->bytes.size() << " bytes, " << fetched->streams << " stream(s)) from "
             << fetched->source << "; digest " << absl::StrFormat("%016x", fetched->params_digest);
+  return absl::OkStatus();
+}
+
+std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
+  if (options.behind_check_every <= absl::ZeroDuration()) return std::nullopt;
+  // Data nodes do not re-enter (Note [Revived members]).
+  if (stages.size() != 1 || stages.front() == 0 || stack == nullptr) return std::nullopt;
+  {
+    absl::MutexLock lock(&mu);
+    if (draining || move != nullptr) return std::nullopt;
+  }
+  if (behind == nullptr) {
+    BehindCheckOptions bo;
+    bo.every = options.behind_check_every;
+    bo.lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
+    behind = std::make_unique<BehindCheck>(bo, clock.get());
+  }
+  const int stage = stages.front();
+  return behind->Poll(members->iteration(), [&] {
+    std::vector<absl::StatusOr<uint64_t>> answers;
+    for (const StateSource& a : StateSources(RoutedView(), self, stage)) {
+      answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
+    }
+    return answers;
+  });
+}
+
+absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
+  const NodeDaemonOptions& o = base();
+  const int stage = stages.front();
+  const uint64_t own = members->iteration();
+  LOG(WARNING) << o.name << ": behind the swarm: at iteration " << own << ", a replica of stage "
+               << stage << " at " << swarm_at
+               << " (Note [Revived members]); re-entering with a live replica's state";
+  std::printf("behind the swarm: at iteration %llu, stage %d's replicas at %llu; re-entering\n",
+              static_cast<unsigned long long>(own), stage,
+              static_cast<unsigned long long>(swarm_at));
+  std::fflush(stdout);
+  metrics.Add("skipswarm_reentries_total", 1);
+  status->AddEvent("behind", absl::StrCat("at ", own, ", replicas at ", swarm_at, ": re-entering"));
+  // Out of both faces of every peer (Note [Daemon records]: no stage, not
+  // training) before anything else: no more routes or averaging with us.
+  SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord(
+      [](proto::NodeRecord* r) { r->clear_stages(); }));
+  // The stuck iteration goes with the stack: its trainer's callbacks turn
+  // into no-ops and its server detaches (frames to us are refused and
+  // re-routed). The compute stays; its state is replaced below.
+  stack.reset();
+  computes.at(stage)->ZeroGrad();
+  SS_RETURN_IF_ERROR(BuildServing());
+  SS_RETURN_IF_ERROR(EnterAsJoiner());
+  behind->Reset();
+  LOG(INFO) << o.name << ": re-entered stage " << stage << " at iteration " << start_iteration
+            << " (" << (static_cast<int64_t>(start_iteration) - static_cast<int64_t>(own))
+            << " iterations after the one we were stuck in)";
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/gossip/behind_check.h"
 #include "node/daemon/gossip/checkpoint_copies.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
@@ -197,6 +198,19 @@ struct GossipDaemon::Parts {
   absl::Status WaitForFounders();
   DaemonSignals* signals = nullptr;  // Run's; null in embedders without signals
   absl::Status EnterAsJoiner();
+  // Note [Restore from peer copies] (gossip_daemon_restore.cc): true once
+  // `stage` is restored from the newest copy a live peer holds and entered;
+  // false when no peer holds one.
+  absl::StatusOr<bool> EnterFromPeerCopy(int stage);
+  // Note [Revived members] (behind_check.h), main thread: the iteration a
+  // live replica of our stage is in when it is more than the lead ahead
+  // of ours (a one-stage relay, not moving, not stopping; at most once per
+  // options.behind_check_every).
+  std::optional<uint64_t> SwarmAheadOfUs();
+  // ...then out of training, the stuck iteration dropped, and in again
+  // like a joiner with a live replica's state.
+  absl::Status Reenter(uint64_t swarm_at);
+  std::unique_ptr<BehindCheck> behind;
   void OnIteration(const NodeIterationReport& r);
   // Note [Checkpoint copies]: creates the store and copier, serving the
   // copies a previous run kept.

@@ -20,7 +20,8 @@
 //   addresses = [gossip, pipeline, group (StageService of GrpcGroupComm),
 //                state (StateServer: FetchState, Health)];
 //   stages    = hosted stages; empty while a joiner is still preparing
-//               (such a member is in the swarm but not in training);
+//               or a revived member re-enters (Note [Revived members] in
+//               behind_check.h): in the swarm but not in training;
 //   iteration = entry iteration: 0 for a founder (trains from the start or
 //               from its checkpoints), e >= 1 for a joiner.
 //

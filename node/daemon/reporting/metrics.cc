@@ -90,6 +90,12 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "This node's measured compute time per transformer layer and sample."},
       {"skipswarm_stage_moves_total", T::kCounter,
        "Times this node moved to another stage (rebalancing)."},
+      {"skipswarm_reentries_total", T::kCounter,
+       "Times this node found itself behind its stage's replicas and re-entered with a live "
+       "replica's state (a stall past the failure detector)."},
+      {"skipswarm_stage_restores_total", T::kCounter,
+       "Times this joiner restored a stage without a live replica from a peer's checkpoint "
+       "copy."},
       {"skipswarm_training_paused", T::kGauge,
        "1 while this data node's training is paused (no plan possible, e.g. a stage without a "
        "live replica); 0 otherwise."},

@@ -1,0 +1,173 @@
+// Note [Restore from peer copies] (node/daemon/gossip/gossip_daemon_restore.cc):
+// in a plain gossip swarm (no launcher), stage 2's only replica stops, the
+// data node pauses, and a joiner that is to host stage 2 restores it from
+// the newest checkpoint copy its peers hold (Note [Checkpoint copies]);
+// training resumes at the paused iteration and every node finishes.
+// GossipDaemons in one process over loopback gRPC (ports 0).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
+
+namespace skipswarm::node {
+namespace {
+
+struct Running {
+  std::unique_ptr<GossipDaemon> daemon;
+  std::thread thread;
+  absl::Status result = absl::UnknownError("running");
+  DaemonSignals signals;
+  absl::Notification finished;
+  absl::Mutex mu;
+  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
+  absl::Notification reached;  // the iteration `reach` finished
+  int64_t reach = -1;
+
+  void Start() {
+    thread = std::thread([this] {
+      result = daemon->Run(&signals);
+      finished.Notify();
+    });
+  }
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+class PeerCopyRestoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/peer-copy-restore";
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    corpus_ = dir_ + "/corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o;
+    o.base.name = name;
+    o.base.iterations = kIterations;
+    o.base.mbs_per_iteration = 2;
+    o.base.memory_slots = 2;
+    o.base.planner = "inorder";
+    o.base.startup_timeout = absl::Seconds(60);
+    o.base.checkpoint_every = 4;  // copies of every stage at 4, 8, 12, ...
+    o.base.model.model.num_layers = 3;
+    o.base.model.model.d_model = 16;
+    o.base.model.model.num_heads = 2;
+    o.base.model.model.ffn_dim = 24;
+    o.base.model.model.seq_len = 8;
+    o.base.model.model.num_stages = 3;
+    o.base.model.samples_per_mb = 2;
+    o.base.model.corpus.paths = {corpus_};
+    o.base.model.checkpoint_dir = dir_ + "/ckpt-" + name;
+    o.gossip.insecure = true;
+    o.gossip.swarm_name = "peer-copy-restore-test";
+    o.stages = std::move(stages);
+    o.control_port = -1;
+    o.stop_timeout = absl::Seconds(5);
+    return o;
+  }
+
+  std::unique_ptr<Running> Launch(GossipDaemonOptions o, int64_t reach = -1) {
+    auto r = std::make_unique<Running>();
+    Running* raw = r.get();
+    raw->reach = reach;
+    o.observer = [raw](const NodeIterationReport& report) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(report);
+      if (raw->reach >= 0 && static_cast<int64_t>(report.iteration) >= raw->reach &&
+          !raw->reached.HasBeenNotified()) {
+        raw->reached.Notify();
+      }
+    };
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return nullptr;
+    r->daemon = *std::move(d);
+    r->Start();
+    return r;
+  }
+
+  static constexpr int64_t kIterations = 40;
+  std::string dir_, corpus_;
+};
+
+TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 3;
+    o.gossip.join = {bootstrap};
+    return Launch(o, reach);
+  };
+  auto a = member("a", 1);
+  auto b = member("b", 2, /*reach=*/13);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(b->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
+  // Stage 2 goes (its disk with it: the joiner has its own, empty one).
+  b->signals.stop.store(true);
+  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  b->Join();
+  EXPECT_TRUE(b->result.ok()) << b->result;
+  int64_t b_last;
+  {
+    absl::MutexLock lock(&b->mu);
+    b_last = static_cast<int64_t>(b->reports.back().iteration);
+  }
+  // Before: the joiner waited for a live replica of stage 2 until its
+  // start-up deadline and failed ("no replica of stage 2 answers").
+  GossipDaemonOptions j = Options("j", {2});
+  j.gossip.join = {bootstrap};
+  auto joiner = Launch(j);
+  ASSERT_NE(joiner, nullptr);
+  ASSERT_TRUE(joiner->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
+  joiner->Join();
+  EXPECT_TRUE(joiner->result.ok()) << joiner->result;
+  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  founder->Join();
+  a->signals.stop.store(true);
+  a->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  int64_t entry = -1;
+  {
+    absl::MutexLock lock(&joiner->mu);
+    ASSERT_FALSE(joiner->reports.empty());
+    // It entered at the iteration the swarm paused in, right after b's
+    // exit iteration (b's last report, or the one after it that b finished
+    // while stopping).
+    entry = static_cast<int64_t>(joiner->reports.front().iteration);
+    EXPECT_GT(entry, b_last);
+    EXPECT_LE(entry, b_last + 2);
+    EXPECT_EQ(static_cast<int64_t>(joiner->reports.back().iteration), kIterations - 1);
+  }
+  absl::MutexLock lock(&founder->mu);
+  ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
+  // Every iteration after the restore trained (micro-batches finished, a
+  // finite loss): none ran empty while paused.
+  for (const NodeIterationReport& r : founder->reports) {
+    ASSERT_TRUE(r.data.has_value());
+    EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration;
+    EXPECT_TRUE(std::isfinite(r.data->loss)) << "iteration " << r.iteration;
+  }
+  std::printf("stage 2 lost after iteration %lld; the joiner restored it from a peer's copy and "
+              "entered at %lld\n",
+              static_cast<long long>(b_last), static_cast<long long>(entry));
+}
+
+}  // namespace
+}  // namespace skipswarm::node
