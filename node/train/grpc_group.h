@@ -171,6 +171,13 @@ struct GrpcGroupOptions {
   // classifies peers and reads the refusals.
   std::shared_ptr<common::PeerQuota> push_quota;
   std::shared_ptr<common::PeerQuota> state_quota;
+  // Note [Retried pushes] (grpc_group_push.cc): a push to a member this
+  // names (the daemon: relayed members) that fails UNAVAILABLE is tried
+  // again every push_retry_every, up to push_retries times, before the
+  // member is marked dead. Unset: none (a failed push marks it at once).
+  std::function<bool(const common::NodeId&)> retry_pushes_to;
+  absl::Duration push_retry_every = absl::Milliseconds(250);
+  int push_retries = 20;
 };
 
 class GrpcGroupComm final : public GroupComm {

@@ -108,8 +108,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   void EraseEarlyLocked(std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(std::vector<OutgoingReduce> out);
+  // `attempt`: 0, or the retry's number (Note [Retried pushes]).
   void Push(const common::NodeId& to, uint32_t phase, uint64_t iteration, uint32_t stage,
-            std::shared_ptr<const ReduceMessage> m);
+            std::shared_ptr<const ReduceMessage> m, int attempt = 0);
   absl::Status PushNow(const std::string& address, const common::NodeId& to, uint32_t phase,
                        uint64_t iteration, uint32_t stage, const ReduceMessage* m);
 

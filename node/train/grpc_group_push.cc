@@ -330,11 +330,27 @@ void GrpcGroupComm::Impl::Send(std::vector<OutgoingReduce> out) {
 
 // Pushes `m` (null: a barrier message) to `to` on its push thread; a
 // failed push marks `to` dead (its rounds restart without it).
+//
+// Note [Retried pushes]
+// A push to a relayed member (Note [Relayed members] in
+// node/daemon/gossip/gossip_daemon_relay.cc) that was in flight when the
+// relay carrying it died fails UNAVAILABLE while the member is fine: it
+// re-attaches elsewhere within tens of milliseconds. Marking it dead at
+// once dropped it from this round, which this node then finished without
+// it, while the member, back in everyone's view after its re-sign, waited
+// for this node's part of that round (a stall until the silent deadline,
+// Note [Silent members]). So such a push is sent again (a new connection,
+// through the relays its record names by then) every push_retry_every, up
+// to push_retries times, while the view still lists it alive; only then is
+// it a verdict. Parts are idempotent at the receiver (a repeated one
+// replaces the same part). Other members' failed pushes stay verdicts at
+// once: their connection is the member itself.
 void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_t iteration,
-                               uint32_t stage, std::shared_ptr<const ReduceMessage> m) {
+                               uint32_t stage, std::shared_ptr<const ReduceMessage> m,
+                               int attempt) {
   const std::string address = AddressOf(to);
   std::weak_ptr<Impl> weak = weak_from_this();
-  PostFor(to, [weak, to, address, phase, iteration, stage, m] {
+  PostFor(to, [weak, to, address, phase, iteration, stage, m, attempt] {
     auto self = weak.lock();
     if (!self) return;
     const uint64_t bytes = m == nullptr           ? 0
@@ -344,6 +360,17 @@ void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_
     absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
     if (bytes > 0) self->uplink_.End(self->clock_->SteadyNow(), bytes, s.ok());
     if (!s.ok()) {
+      const GrpcGroupOptions& o = self->options_;
+      if (absl::IsUnavailable(s) && attempt < o.push_retries && o.retry_pushes_to &&
+          o.retry_pushes_to(to) && self->view_->IsAlive(to)) {
+        LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s
+                     << "; trying again (" << attempt + 1 << "/" << o.push_retries << ")";
+        self->clock_->RunAfter(o.push_retry_every, [weak, to, phase, iteration, stage, m,
+                                                    attempt] {
+          if (auto again = weak.lock()) again->Push(to, phase, iteration, stage, m, attempt + 1);
+        });
+        return;
+      }
       LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
       self->view_->MarkDead(to);
       self->Sweep();

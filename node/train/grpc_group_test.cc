@@ -119,6 +119,60 @@ TEST_F(GrpcGroupTest, DeadReplicaIsDroppedFromTheReduce) {
 namespace skipswarm::node {
 namespace {
 
+// Note [Retried pushes]: n1 reaches n2 through a relay; the path dies (n1's
+// view points at a port where nothing listens) and comes back (a
+// re-attach: the right address again). n1's push to n2 is tried again
+// instead of dropping n2, so both finish the round together.
+TEST(GrpcGroupRetryTest, APushToARelayedMemberIsTriedAgainInsteadOfDroppingIt) {
+  auto clock = common::RealClock::Create();
+  const NodeId n1 = NodeId::ForName("r1"), n2 = NodeId::ForName("r2");
+  std::vector<PeerInfo> members = {{n1, {1}, 4, "", ""}, {n2, {1}, 4, "", ""}};
+  StaticSwarmView v1(members), v2(members);
+  auto make = [&](const NodeId& self, StaticSwarmView* view) {
+    GrpcGroupOptions o;
+    o.self = self;
+    o.push_deadline = absl::Seconds(5);
+    o.credentials = identity::PeerCredentials::Insecure();
+    o.retry_pushes_to = [n2](const NodeId& id) { return id == n2; };
+    o.push_retry_every = absl::Milliseconds(100);
+    o.push_retries = 100;
+    o.probe_failures = 100;  // this test is about pushes
+    return GrpcGroupComm::Create(o, view, clock.get());
+  };
+  auto g1 = make(n1, &v1);
+  auto g2 = make(n2, &v2);
+  ASSERT_TRUE(g1.ok() && g2.ok());
+  auto nothing = GrpcGroupComm::Create(
+      [&] {
+        GrpcGroupOptions o;
+        o.self = NodeId::ForName("r9");
+        o.credentials = identity::PeerCredentials::Insecure();
+        return o;
+      }(),
+      &v1, clock.get());
+  ASSERT_TRUE(nothing.ok());
+  const std::string dead = "127.0.0.1:" + std::to_string((*nothing)->port());
+  nothing->reset();  // its port now refuses connections
+  v1.SetAddresses(n2, "", dead);
+  v2.SetAddresses(n1, "", "127.0.0.1:" + std::to_string((*g1)->port()));
+  std::optional<absl::StatusOr<ReduceResult>> r1, r2;
+  absl::Notification d1, d2;
+  (*g1)->AllReduce(0, 1, {n1, std::vector<float>(10, 1.f), 2, 7},
+                   [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  // Old behaviour: the failed push dropped n2 and n1 finished alone here.
+  EXPECT_FALSE(d1.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
+  v1.SetAddresses(n2, "", "127.0.0.1:" + std::to_string((*g2)->port()));
+  (*g2)->AllReduce(0, 1, {n2, std::vector<float>(10, 3.f), 2, 7},
+                   [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(d2.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(r1->ok() && r2->ok());
+  EXPECT_EQ((*r1)->contributors, 2);
+  EXPECT_EQ((*r2)->contributors, 2);
+  EXPECT_EQ((*r1)->sum, (*r2)->sum);
+  EXPECT_TRUE(v1.IsAlive(n2));
+}
+
 TEST_F(GrpcGroupTest, ReplicaThatDiesAfterItsPeerPushedIsProbedAndDropped) {
   // n1 contributes and pushes to n2 (alive, so the push succeeds); n2 then
   // dies without contributing. Only the liveness probe can tell n1.

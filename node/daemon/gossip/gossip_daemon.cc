@@ -244,6 +244,16 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   if (base.model.averaging.overlap) {  // Note [Overlapped sync]
     go.keep_iterations += static_cast<uint64_t>(base.model.averaging.outer_every);
   }
+  // Note [Retried pushes] (grpc_group_push.cc): a relayed member's failed
+  // push is tried again (its relay may have died); gossip comes later, so
+  // it is looked up per call.
+  go.retry_pushes_to = [raw = p.get()](const common::NodeId& id) {
+    membership::Membership* m = raw->gossip != nullptr ? raw->gossip->membership() : nullptr;
+    if (m == nullptr) return false;
+    const membership::View view = m->GetView();
+    const membership::MemberInfo* mi = view.Find(id);
+    return mi != nullptr && mi->outbound_only;
+  };
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;
