@@ -56,8 +56,13 @@ ABSL_FLAG(int, entry_lead, 1,
 ABSL_FLAG(bool, force, false,
           "Leave (SIGTERM, drain) even as the last live replica of a stage.");
 ABSL_FLAG(int, control_port, 0,
-          "NodeControl (drain) on 127.0.0.1:PORT (0: any free port, printed; -1: off).");
-ABSL_FLAG(std::string, control, "", "`skipswarm node drain`: the node's control address.");
+          "NodeControl (drain, pause, resume) on 127.0.0.1:PORT (0: any free port, printed; -1: off).");
+ABSL_FLAG(std::string, control, "",
+          "`skipswarm node drain|pause|resume`: the node's control address.");
+ABSL_FLAG(std::string, quiet_hours, "",
+          "HH:MM-HH:MM in local time (e.g. 22:00-07:00): the node pauses every day in this "
+          "window (stays a member, takes no new micro-batches) and resumes after it; "
+          "`skipswarm node resume` lifts one night. Empty: never.");
 ABSL_FLAG(int, rebalance_every, 0,
           "Every N iterations a one-stage relay checks the stage balance rule and moves to the "
           "bottleneck stage when the swarm's throughput rises by --rebalance_min_gain (0: off).");
@@ -97,6 +102,13 @@ void OnSigint(int sig) {
 void OnSigterm(int sig) {
   if (g_signal_count.fetch_add(1) > 0) _exit(128 + sig);
   if (g_signals) g_signals->drain.store(true);
+}
+// Note [Paused members]: a volunteer's pause and resume; never a stop.
+void OnSigusr1(int) {
+  if (g_signals) g_signals->pause.store(true);
+}
+void OnSigusr2(int) {
+  if (g_signals) g_signals->resume.store(true);
 }
 
 // How long ago this process was started (exec), from /proc: main's one
@@ -194,6 +206,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   o.fixed_compute_speed = absl::GetFlag(FLAGS_fixed_compute_speed);
   o.relay_slots = absl::GetFlag(FLAGS_relay_slots);
   o.relays = absl::GetFlag(FLAGS_relays);
+  o.quiet_hours = absl::GetFlag(FLAGS_quiet_hours);
+  o.time_zone = absl::LocalTimeZone();  // quiet hours are the volunteer's local time
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
   g.create_key = absl::GetFlag(FLAGS_create_key);
@@ -217,6 +231,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g_signals = &signals;
   std::signal(SIGINT, OnSigint);
   std::signal(SIGTERM, OnSigterm);
+  std::signal(SIGUSR1, OnSigusr1);
+  std::signal(SIGUSR2, OnSigusr2);
   return daemon->Run(&signals);
 }
 
@@ -230,6 +246,25 @@ int RunDrainCommand() {
   absl::StatusOr<std::string> answer = node::SendDrain(control, absl::GetFlag(FLAGS_force));
   if (!answer.ok()) {
     std::cerr << "skipswarm node drain: " << answer.status() << "\n";
+    return 1;
+  }
+  std::cout << *answer << "\n";
+  return 0;
+}
+
+int RunPauseCommand(bool resume) {
+  const char* const verb = resume ? "resume" : "pause";
+  const std::string control = absl::GetFlag(FLAGS_control);
+  if (control.empty()) {
+    std::cerr << "skipswarm node " << verb
+              << ": --control=HOST:PORT is required (the node prints it at start: 'control "
+                 "127.0.0.1:PORT')\n";
+    return 2;
+  }
+  absl::StatusOr<std::string> answer =
+      node::SendPause(control, resume, absl::GetFlag(FLAGS_force));
+  if (!answer.ok()) {
+    std::cerr << "skipswarm node " << verb << ": " << answer.status() << "\n";
     return 1;
   }
   std::cout << *answer << "\n";

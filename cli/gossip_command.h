@@ -21,6 +21,9 @@ extern const char kGossipFlagsFile[];
 absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest);
 // `skipswarm node drain --control=HOST:PORT [--force]`: exit code.
 int RunDrainCommand();
+// `skipswarm node pause|resume --control=HOST:PORT [--force]` (Note [Paused
+// members]): exit code.
+int RunPauseCommand(bool resume);
 
 }  // namespace skipswarm::cli
 

@@ -220,12 +220,16 @@ common::cli::Command NodeCommand() {
   common::cli::Command c{"node", "Run one swarm daemon (hosts stages, trains with its peers)",
           "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
+          "skipswarm node pause|resume --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
           {"cli/node_command.cc", kGossipFlagsFile, kManifestFlagsFile, model::kModelFlagsFile,
            node::kShapingFlagsFile, model::kSdpFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();
+            if (!args.empty() && (args[0] == "pause" || args[0] == "resume")) {
+              return RunPauseCommand(args[0] == "resume");
+            }
             absl::Status s = Run();
             if (!s.ok()) {
               std::cerr << "skipswarm node: " << s << "\n";
@@ -235,7 +239,7 @@ common::cli::Command NodeCommand() {
           }};
   c.help_groups = {
       {"network",
-       {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+       {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "quiet_hours", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps",
         "max_sync_upload_mbps"}},
       {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},

@@ -329,7 +329,14 @@ void StageServer::Impl::OnTailDone(Task task, absl::StatusOr<TailOutput> out) {
       absl::MutexLock lock(&mu_);
       call = ListenerLocked();
     }
-    if (call) call.listener->OnTail(key.iteration, key.mb, out->loss);
+    if (call) {
+      std::vector<int> stages;
+      for (const proto::Hop& hop : task.header.route()) {
+        if (hop.stage() != 0) stages.push_back(static_cast<int>(hop.stage()));
+      }
+      call.listener->OnRoute(key.iteration, key.mb, stages);
+      call.listener->OnTail(key.iteration, key.mb, out->loss);
+    }
   }
   Frame back;
   back.header = std::move(task.header);

@@ -116,6 +116,14 @@ class OriginListener {
  public:
   virtual ~OriginListener() = default;
   virtual void OnTail(uint64_t iteration, uint64_t mb, double loss) = 0;
+  // Just before OnTail: the stages the micro-batch's forward visited, in
+  // order, stage 0 left out (its route as it reached the tail, repairs
+  // included; Note [Route shapes] in node/train/data_node_driver.h).
+  virtual void OnRoute(uint64_t iteration, uint64_t mb, const std::vector<int>& stages) {
+    (void)iteration;
+    (void)mb;
+    (void)stages;
+  }
   // OK: the backward reached the origin. Otherwise the MB was dropped here
   // (the status says why) and its gradient contribution is partial.
   virtual void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) = 0;

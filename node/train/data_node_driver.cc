@@ -219,6 +219,23 @@ void DataNodeDriver::InjectMore() {
   }
 }
 
+const char* RouteShapeOf(const std::vector<int>& stages, int num_stages) {
+  std::vector<int> distinct = stages;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const bool skip = static_cast<int>(distinct.size()) < num_stages - 1;
+  const bool swap = !std::is_sorted(stages.begin(), stages.end());
+  if (skip) return swap ? "skip_swap" : "skip";
+  return swap ? "swap" : "in_order";
+}
+
+void DataNodeDriver::OnRoute(uint64_t iteration, uint64_t mb, const std::vector<int>& stages) {
+  absl::MutexLock lock(&mu_);
+  if (!running_ || iteration != iteration_) return;
+  auto it = in_flight_.find(mb);
+  if (it != in_flight_.end()) it->second.route_shape = RouteShapeOf(stages, options_.num_stages);
+}
+
 void DataNodeDriver::OnTail(uint64_t iteration, uint64_t mb, double loss) {
   absl::MutexLock lock(&mu_);
   if (!running_ || iteration != iteration_) return;
@@ -257,6 +274,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     if (f.deadline != common::kNoTimer) clock_->Cancel(f.deadline);
     if (status.ok()) {
       ++report_.completed;
+      if (f.route_shape != nullptr) ++report_.completed_by_route[f.route_shape];
       loss_sum_ += f.loss;
       report_.tokens += f.tokens;
       slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);

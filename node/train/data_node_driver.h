@@ -79,9 +79,20 @@ struct IterationReport {
   // "lost_downstream" (aborted by a hop after this node), "unrepairable"
   // (the next hop failed and no re-route was possible), "error".
   std::map<std::string, int> dropped_by_reason;
+  // Completed MBs by the shape of the route they took (Note [Route
+  // shapes]): "in_order", "skip", "swap", "skip_swap".
+  std::map<std::string, int> completed_by_route;
   int64_t tokens = 0;    // tokens of the completed MBs
   absl::Duration elapsed;
 };
+
+// Note [Route shapes]: a micro-batch's route (the stages its forward
+// visited, repairs included, as its tail saw them) "skips" when it visited
+// fewer than the S-1 non-data stages and "swaps" when it visited them out
+// of stage order (only skip routes may swap, Note [Full routes stay in
+// order] in scheduler_planner.cc): "in_order", "skip", "swap" or
+// "skip_swap". The status page and /metrics show the recent rates.
+const char* RouteShapeOf(const std::vector<int>& stages, int num_stages);
 
 class DataNodeDriver final : public OriginListener {
  public:
@@ -103,6 +114,7 @@ class DataNodeDriver final : public OriginListener {
   int64_t plan_attempts() const;
 
   void OnTail(uint64_t iteration, uint64_t mb, double loss) override;
+  void OnRoute(uint64_t iteration, uint64_t mb, const std::vector<int>& stages) override;
   void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) override;
 
  private:
@@ -112,6 +124,7 @@ class DataNodeDriver final : public OriginListener {
     double loss = 0;
     bool has_loss = false;
     int64_t tokens = 0;
+    const char* route_shape = nullptr;  // from OnRoute
   };
   struct Pending {
     uint64_t mb;

@@ -60,7 +60,9 @@ TEST(VolunteerPauseTest, PausedReplicaIsRoutedAroundKeepsItsStateAndIsRoutedAgai
   ASSERT_TRUE(swarm.Run(4));
   for (uint64_t i = 2; i < 6; ++i) {
     const StageStep& step = swarm.reports(kPaused)[i].stages.at(1);
-    if (i > 2) EXPECT_EQ(step.visits_here, 0) << "iteration " << i;
+    if (i > 2) {
+      EXPECT_EQ(step.visits_here, 0) << "iteration " << i;
+    }
     EXPECT_EQ(step.visits_total, 12) << "iteration " << i;  // every MB still visits stage 1
     EXPECT_EQ(step.replicas, 2) << "iteration " << i;       // it still averages
     EXPECT_TRUE(step.digests_agree) << "iteration " << i;

@@ -137,6 +137,17 @@ class ControlService final : public proto::NodeControl::Service {
     response->set_message("draining: finishing the current iteration, then leaving");
     return grpc::Status::OK;
   }
+  grpc::Status Pause(grpc::ServerContext*, const proto::PauseRequest* request,
+                     proto::PauseResponse* response) override {
+    absl::Status s = daemon_->RequestPause(!request->resume(), request->force());
+    if (!s.ok()) return proto::ToGrpcStatus(s);
+    response->set_message(
+        daemon_->paused()
+            ? "paused: no new micro-batches (the ones in flight finish); still a member, "
+              "still averaging; `skipswarm node resume` to take work again"
+            : "resumed: taking micro-batches again from the next plan");
+    return grpc::Status::OK;
+  }
 
  private:
   GossipDaemon* const daemon_;
@@ -157,6 +168,20 @@ absl::StatusOr<std::string> SendDrain(const std::string& address, bool force) {
   return response.message();
 }
 
+absl::StatusOr<std::string> SendPause(const std::string& address, bool resume, bool force) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = proto::NodeControl::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
+  proto::PauseRequest request;
+  request.set_resume(resume);
+  request.set_force(force);
+  proto::PauseResponse response;
+  absl::Status s = proto::ToAbslStatus(stub->Pause(&context, request, &response));
+  if (!s.ok()) return s;
+  return response.message();
+}
+
 absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     const GossipDaemonOptions& options, NodeBackend backend) {
   const NodeDaemonOptions& base = options.base;
@@ -166,6 +191,14 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->options = options;
   p->backend = std::move(backend);
   p->clock = common::RealClock::Create();
+  std::optional<QuietHours> quiet;
+  if (!options.quiet_hours.empty()) {
+    SS_ASSIGN_OR_RETURN(quiet, QuietHours::Parse(options.quiet_hours));
+  }
+  {
+    absl::MutexLock lock(&p->mu);
+    p->volunteer = VolunteerPause(quiet, options.time_zone);
+  }
   const absl::Duration t0 = p->clock->SteadyNow();
   p->joiner = !options.gossip.join.empty() && options.expect_members == 0;
   if (!p->joiner && options.stages.empty()) {
@@ -608,6 +641,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
           finish->done.Notify();
         });
     while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (!stopping) p.PollVolunteerPause();  // quiet hours (Note [Paused members])
       if (!stopping && (behind_at = p.SwarmAheadOfUs()).has_value()) break;
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
@@ -615,6 +649,13 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         p.stack->trainer()->Stop();
         stopping = true;
         stop_started = p.clock->SteadyNow();
+      }
+      if (!stopping && (signals->pause.exchange(false) || signals->resume.load())) {
+        const bool pause = !signals->resume.exchange(false);
+        absl::Status s = RequestPause(pause, /*force=*/false);
+        LOG_IF(WARNING, !s.ok()) << o.name << ": " << (pause ? "SIGUSR1" : "SIGUSR2")
+                                 << ": cannot " << (pause ? "pause" : "resume") << ": "
+                                 << s.message();
       }
       if (!stopping && signals->drain.exchange(false)) {
         absl::Status s = RequestDrain(p.options.force_leave);

@@ -113,6 +113,11 @@ struct GossipDaemonOptions {
   // A joiner's swarm manifest fetch (part of process_age_at_start), for
   // its report.
   absl::Duration manifest_fetch_time;
+  // Note [Paused members]: a daily window of local time ("22:00-07:00")
+  // in which this node pauses (empty: none), read in `time_zone` (main
+  // passes the local one).
+  std::string quiet_hours;
+  absl::TimeZone time_zone = absl::UTCTimeZone();
   // Called after every iteration (trainer thread), for tests and embedders.
   std::function<void(const NodeIterationReport&)> observer;
   // The quota of the manifest service among gossip.extra_services (Note
@@ -125,6 +130,8 @@ struct GossipDaemonOptions {
 struct DaemonSignals {
   std::atomic<bool> stop{false};   // SIGINT
   std::atomic<bool> drain{false};  // SIGTERM
+  std::atomic<bool> pause{false};   // SIGUSR1 (Note [Paused members])
+  std::atomic<bool> resume{false};  // SIGUSR2
 };
 
 class GossipDaemon {
@@ -140,6 +147,13 @@ class GossipDaemon {
   // Drain request (the control RPC; SIGTERM uses the same path): OK when
   // the node will leave after its current iteration.
   absl::Status RequestDrain(bool force);
+  // A volunteer's pause (true) or resume (false) (the control RPC and
+  // SIGUSR1 / SIGUSR2; Note [Paused members] in training_members.h): OK
+  // when our record and server say so now. FailedPrecondition, changing
+  // nothing, for a data node, a node not training yet, or (without
+  // `force`) the last unpaused live replica of a stage. Thread-safe.
+  absl::Status RequestPause(bool paused, bool force);
+  bool paused() const;
   // Our advertised "host:port" (what others --join; every service).
   std::string gossip_address() const;
   // The port of /metrics and the status page (-1: off).
@@ -158,6 +172,9 @@ class GossipDaemon {
 // `skipswarm node drain`: asks the node whose control port is `address`
 // to drain; the node's answer (or refusal) as a Status.
 absl::StatusOr<std::string> SendDrain(const std::string& address, bool force);
+// `skipswarm node pause|resume`: the same for a pause (resume = false) or
+// a resume.
+absl::StatusOr<std::string> SendPause(const std::string& address, bool resume, bool force);
 
 }  // namespace skipswarm::node
 

@@ -35,8 +35,7 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
   const uint64_t next = done + 1;
   {
     absl::MutexLock lock(&mu);
-    if (draining) return;
-    if (move != nullptr) {
+    if (move != nullptr && !draining) {
       if (!move->stop_requested && done + 2 == move->at) {
         // NodeTrainer decides whether to go on before this callback, so a
         // stop asked now ends the segment after the next iteration: at - 1.
@@ -45,6 +44,7 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
       }
       return;
     }
+    if (draining || volunteer_paused) return;  // no new move while leaving or paused
   }
   if (options.rebalance_every <= 0 || next % options.rebalance_every != 0) return;
   if (stages.size() != 1 || stages.front() == 0) return;  // data nodes never move

@@ -35,6 +35,7 @@
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/gossip/training_members.h"
+#include "node/daemon/gossip/volunteer_pause.h"
 #include "node/daemon/reporting/daemon_quotas.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/pause_meter.h"
@@ -164,6 +165,13 @@ struct GossipDaemon::Parts {
   JoinTimeline timeline ABSL_GUARDED_BY(mu);
   bool draining ABSL_GUARDED_BY(mu) = false;
   absl::Duration drain_started ABSL_GUARDED_BY(mu);
+  // Note [Paused members] (gossip_daemon_pause.cc): the volunteer's policy
+  // (operator requests, quiet hours), whether our record and server say
+  // paused now, and the last refusal logged.
+  VolunteerPause volunteer ABSL_GUARDED_BY(mu){std::nullopt, absl::UTCTimeZone()};
+  bool volunteer_paused ABSL_GUARDED_BY(mu) = false;
+  std::string volunteer_refused ABSL_GUARDED_BY(mu);
+  absl::Mutex pause_mu;  // serialises ApplyPause (record edits in order)
 
   const NodeDaemonOptions& base() const { return options.base; }
   absl::Status Checkpoint() {
@@ -181,6 +189,14 @@ struct GossipDaemon::Parts {
     return d;
   }
   absl::Status CanLeave(bool force);
+  // Note [Paused members]: FailedPrecondition for a data node, a node not
+  // training yet, or (without `force`) the last unpaused live replica of
+  // one of our stages.
+  absl::Status CanPause(bool force);
+  // Pauses or resumes our server and record (no-op when already so).
+  absl::Status ApplyPause(bool paused, const std::string& why, bool force);
+  // Main's thread, every Run tick: applies what the policy wants now.
+  void PollVolunteerPause();
   absl::Status BuildTraining();
   absl::Status AddCompute(int stage);
   absl::Status BuildServing();

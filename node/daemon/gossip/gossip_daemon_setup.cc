@@ -140,6 +140,8 @@ absl::Status GossipDaemon::Parts::BuildServing() {
     board->SetPaused(!why.ok(), std::string(why.message()));  // the page's badge
   };
   SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
+  absl::MutexLock lock(&mu);
+  stack->server()->SetPaused(volunteer_paused);  // a stage move keeps a pause
   return absl::OkStatus();
 }
 

@@ -52,6 +52,11 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     metrics->Set("skipswarm_loss", d.loss);
     metrics->Add("skipswarm_tokens_trained_total", static_cast<double>(d.tokens));
     metrics->Add("skipswarm_micro_batches_completed_total", d.completed);
+    // Note [Route shapes]: rate(...{shape=~"skip|skip_swap"}) / rate(sum) is
+    // the skip rate.
+    for (const auto& [shape, n] : d.completed_by_route) {
+      metrics->Add("skipswarm_micro_batch_routes_total", n, absl::StrCat("shape=\"", shape, "\""));
+    }
     absl::StrAppend(&line, absl::StrFormat(" | loss %.4f mbs %d dropped %d %.0f tok/s", d.loss,
                                            d.completed, d.dropped, tps));
     if (!progress_file.empty()) {

@@ -31,6 +31,10 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Tokens of the micro-batches this data node completed (rate() gives throughput)."},
       {"skipswarm_micro_batches_completed_total", T::kCounter,
        "Micro-batches this data node injected that finished forward and backward."},
+      {"skipswarm_micro_batch_routes_total", T::kCounter,
+       "Completed micro-batches this data node originated, by the shape of the route they "
+       "took (in_order, skip: fewer stages than the model's, swap: stages out of order, "
+       "skip_swap)."},
       {"skipswarm_micro_batches_dropped_total", T::kCounter,
        "Micro-batches this data node gave up, by reason."},
       {"skipswarm_micro_batches_rerouted_total", T::kCounter,
@@ -103,6 +107,11 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Times this data node's training paused."},
       {"skipswarm_training_paused_seconds_total", T::kCounter,
        "Seconds this data node's training was paused, counted when each pause ends."},
+      {"skipswarm_volunteer_paused", T::kGauge,
+       "1 while this node is paused by its volunteer (skipswarm node pause, SIGUSR1, quiet "
+       "hours): a member that takes no new micro-batches; 0 otherwise."},
+      {"skipswarm_volunteer_pauses_total", T::kCounter,
+       "Times this node was paused by its volunteer."},
       {"skipswarm_serving", T::kGauge,
        "1 while the node's gRPC health is SERVING; 0 while a health cause holds."},
       {"skipswarm_health_cause", T::kGauge,

@@ -69,6 +69,11 @@ void FillSampleBoard(StatusBoard* board, common::SimClock* clock) {
     r.data->completed = 4;
     r.data->tokens = 4 * 512;
     r.data->elapsed = absl::Milliseconds(800 + 10 * (i % 3));
+    // Note [Route shapes]: one skip route per iteration while r2 was
+    // failing, one of them also swapped.
+    r.data->completed_by_route = {{"in_order", 4}};
+    if (i >= 12 && i < 20) r.data->completed_by_route = {{"in_order", 3}, {"skip", 1}};
+    if (i == 16) r.data->completed_by_route = {{"in_order", 2}, {"skip", 1}, {"skip_swap", 1}};
     if (i == 12) {
       r.rerouted_here = 2;
       r.server.rerouted = 2;

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -20,7 +21,8 @@ namespace skipswarm::node {
 //   swarm:   available (false: no view yet),
 //            view_version, view_age_s, num_stages, live_members,
 //            members[] {id, short, name ("" unless known), self, state,
-//            addresses[], outbound_only,
+//            addresses[], outbound_only, paused (its volunteer's pause,
+//            Note [Paused members]),
 //            stages[], iteration (its record's entry iteration: 0 for a
 //            founder), seconds_per_layer_sample, memory_slots},
 //            stages[] {stage, replicas (live members hosting it),
@@ -31,6 +33,10 @@ namespace skipswarm::node {
 //            first, at most max_history
 //   events:  [] {t, iteration, kind, text}, newest first, at most
 //            max_events; events_total counts every event since start
+//   routes:  {window_iterations, micro_batches, skipped, swapped,
+//            skip_rate, swap_rate (null: no routed MB)}: the completed
+//            MBs this data node originated over the latest route_window
+//            iterations, by route shape (Note [Route shapes])
 // Times `t` are seconds since the daemon's board was made.
 
 namespace {
@@ -111,6 +117,11 @@ void StatusBoard::ObserveIteration(const NodeIterationReport& r) {
     p.iteration_seconds = s;
     if (s > 0) p.tokens_per_second = r.data->tokens / s;
     p.dropped = r.data->dropped;
+    for (const auto& [shape, n] : r.data->completed_by_route) {
+      p.routed += n;
+      if (absl::StartsWith(shape, "skip")) p.skipped += n;
+      if (absl::EndsWith(shape, "swap")) p.swapped += n;
+    }
   }
   absl::MutexLock lock(&mu_);
   last_iteration_ = r.iteration;
@@ -206,6 +217,7 @@ std::string StatusBoard::RenderJson() const {
           {"state", proto::MemberState_Name(m.state)},
           {"addresses", m.addresses},
           {"outbound_only", m.outbound_only},
+          {"paused", m.paused},  // Note [Paused members]
           {"stages", m.stages},
           {"iteration", m.iteration},
           {"seconds_per_layer_sample", m.seconds_per_layer_per_sample},
@@ -261,6 +273,21 @@ std::string StatusBoard::RenderJson() const {
                        {"rerouted", p.rerouted},
                        {"dropped", p.dropped}});
   }
+  // Note [Route shapes]: the recent rates (null before any routed MB).
+  int routed = 0, skipped = 0, swapped = 0;
+  size_t window = 0;
+  for (auto it = history_.rbegin(); it != history_.rend() && window < options_.route_window;
+       ++it, ++window) {
+    routed += it->routed;
+    skipped += it->skipped;
+    swapped += it->swapped;
+  }
+  const auto rate = [routed](int n) {
+    return routed > 0 ? nlohmann::json(static_cast<double>(n) / routed) : nlohmann::json();
+  };
+  nlohmann::json routes = {{"window_iterations", window}, {"micro_batches", routed},
+                           {"skipped", skipped},          {"swapped", swapped},
+                           {"skip_rate", rate(skipped)},  {"swap_rate", rate(swapped)}};
   nlohmann::json events = nlohmann::json::array();
   for (const Event& e : events_) {
     events.push_back(
@@ -271,7 +298,7 @@ std::string StatusBoard::RenderJson() const {
   }
   nlohmann::json doc = {{"node", std::move(node)},       {"swarm", std::move(swarm)},
                         {"history", std::move(history)}, {"events", std::move(events)},
-                        {"events_total", events_total_}};
+                        {"events_total", events_total_}, {"routes", std::move(routes)}};
   // Invalid UTF-8 in a peer's address or a status message must not make
   // the whole document fail.
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

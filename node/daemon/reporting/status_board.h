@@ -47,6 +47,9 @@ struct StatusBoardOptions {
   std::string version;  // build: version and git commit, as --version says
   size_t max_history = 600;  // iterations kept for the plots
   size_t max_events = 100;   // newest kept
+  // Route skip / swap rates (Note [Route shapes]) over this many of the
+  // latest iterations.
+  size_t route_window = 20;
 };
 
 class StatusBoard {
@@ -89,6 +92,9 @@ class StatusBoard {
     std::optional<double> iteration_seconds;
     int64_t rerouted = 0;
     int dropped = 0;
+    // Completed MBs this data node originated, and those whose route
+    // skipped / swapped stages (Note [Route shapes]).
+    int routed = 0, skipped = 0, swapped = 0;
   };
   struct Event {
     double t = 0;

@@ -81,6 +81,28 @@ TEST(StatusBoardTest, ShowsTheSwarmFromTheGossipView) {
   EXPECT_DOUBLE_EQ(ev[1]["t"].get<double>(), 13);  // SimClock: one second per iteration
 }
 
+// Note [Route shapes]: the skip and swap rates over the latest
+// route_window (20) iterations of the sample: 29..10, 80 micro-batches,
+// 9 skipped (one a skip_swap), 1 swapped.
+TEST(StatusBoardTest, RouteSkipAndSwapRatesCoverTheLatestIterations) {
+  common::SimClock clock;
+  StatusBoard board(Options(), &clock);
+  FillSampleBoard(&board, &clock);
+  const nlohmann::json r = Doc(board)["routes"];
+  EXPECT_EQ(r["window_iterations"], 20);
+  EXPECT_EQ(r["micro_batches"], 80);
+  EXPECT_EQ(r["skipped"], 9);
+  EXPECT_EQ(r["swapped"], 1);
+  EXPECT_DOUBLE_EQ(r["skip_rate"].get<double>(), 9.0 / 80);
+  EXPECT_DOUBLE_EQ(r["swap_rate"].get<double>(), 1.0 / 80);
+  // A relay originates nothing: no rate rather than 0%.
+  StatusBoard relay(Options(), &clock);
+  NodeIterationReport it;
+  relay.ObserveIteration(it);
+  EXPECT_TRUE(Doc(relay)["routes"]["skip_rate"].is_null());
+  EXPECT_EQ(Doc(relay)["routes"]["micro_batches"], 0);
+}
+
 TEST(StatusBoardTest, HealthReasonsPauseAndNonFiniteLossAreShown) {
   common::SimClock clock;
   Metrics metrics;

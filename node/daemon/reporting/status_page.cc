@@ -149,6 +149,13 @@ function plot(id, pts, xlabel, ylabel, markers) {
                                  "stroke-width": 1.6,
                                  points: pts.map(p => X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join(" ")}));
 }
+// Note [Route shapes]: "skip 12% · swap 3% of 240 micro-batches (20 iterations)".
+function routes(r) {
+  if (!r || !r.micro_batches) return "–";
+  const pct = x => (100 * x).toFixed(x > 0 && x < 0.1 ? 1 : 0) + "%";
+  return "skip " + pct(r.skip_rate) + " · swap " + pct(r.swap_rate) + " of " +
+         r.micro_batches + " micro-batches (last " + r.window_iterations + " iterations)";
+}
 function render(st) {
   const n = st.node, sw = st.swarm;
   document.title = "SkipSwarm " + n.name;
@@ -169,6 +176,7 @@ function render(st) {
     row(["address", n.address || "–"]), row(["reachability", reach]),
     row(["health", n.serving === false ? "NOT_SERVING: " + n.health : n.serving ? "SERVING" : "–"]),
     row(["iteration", n.iteration === null ? "not started" : n.iteration]),
+    row(["routes", routes(st.routes)]),
     row(["uptime", ago(n.uptime_s)]), row(["version", n.version]),
   ]);
   if (sw.available) {
@@ -180,9 +188,9 @@ function render(st) {
     document.getElementById("stage-summary").textContent =
         sw.stages.length + " stages" + (uncovered ? ", " + uncovered + " without a replica" : ", all covered");
     const members = sw.members.map(m => {
-      const state = m.state.replace("MEMBER_STATE_", "");
+      const state = m.state.replace("MEMBER_STATE_", "") + (m.paused ? " (paused)" : "");
       return row([(m.name ? m.name + " " : "") + m.short + (m.self ? " (this node)" : ""),
-                  badge(state, state === "ALIVE" ? "ok" : state === "SUSPECT" ? "warn" : "bad"),
+                  badge(state, state === "ALIVE" ? "ok" : state === "SUSPECT" || m.paused ? "warn" : "bad"),
                   m.stages.length ? m.stages.join(", ") : "relay", [...new Set(m.addresses)].join(" "),
                   m.outbound_only ? badge("outbound-only", "warn") : "dialable",
                   m.iteration, m.seconds_per_layer_sample ? fmt(m.seconds_per_layer_sample, 6) : "–"],

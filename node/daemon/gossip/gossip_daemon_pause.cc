@@ -1,0 +1,118 @@
+// A volunteer's pause and resume (Note [Paused members] in
+// training_members.h): the operator's requests (NodeControl.Pause, SIGUSR1 /
+// SIGUSR2) and quiet hours decide (volunteer_pause.h); this applies the
+// decision to our StageServer, our signed record, health, /metrics and the
+// status page.
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "node/daemon/gossip/gossip_daemon_parts.h"
+
+namespace skipswarm::node {
+
+absl::Status GossipDaemon::Parts::CanPause(bool force) {
+  if (std::find(stages.begin(), stages.end(), 0) != stages.end()) {
+    return absl::FailedPreconditionError(
+        "a data node cannot pause: its share of every batch would go unread (drain it instead)");
+  }
+  if (stages.empty() || stack == nullptr) {
+    return absl::FailedPreconditionError("this node is not training yet");
+  }
+  if (force) return absl::OkStatus();
+  const membership::View view = gossip->membership()->GetView();
+  const uint64_t it = members->iteration();
+  for (int s : stages) {
+    bool other = false;
+    for (const common::NodeId& id : OtherLiveReplicas(view, self, s, it)) {
+      const membership::MemberInfo* m = view.Find(id);
+      other |= m != nullptr && !m->paused;
+    }
+    if (!other) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this node is the last unpaused live replica of stage ", s,
+          "; pausing would stop the swarm's training (use --force to pause anyway)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Parts::ApplyPause(bool paused, const std::string& why, bool force) {
+  absl::MutexLock serial(&pause_mu);
+  {
+    absl::MutexLock lock(&mu);
+    if (volunteer_paused == paused) return absl::OkStatus();
+    if (draining) return absl::FailedPreconditionError("this node is draining");
+  }
+  if (paused) SS_RETURN_IF_ERROR(CanPause(force));
+  // Our server first, so forwards planned before the record reaches their
+  // data node are refused (and re-routed at once) from now on.
+  if (stack) stack->server()->SetPaused(paused);
+  absl::Status s = gossip->membership()->UpdateLocalRecord(
+      [paused](proto::NodeRecord* r) { r->set_paused(paused); });
+  if (!s.ok()) {
+    if (stack) stack->server()->SetPaused(!paused);
+    return s;
+  }
+  // Push-pull with every live member now, not gossip's random few: the
+  // data nodes' next plans go around us (or use us again).
+  gossip->membership()->Announce([](int, int) {});
+  {
+    absl::MutexLock lock(&mu);
+    volunteer_paused = paused;
+    volunteer_refused.clear();
+  }
+  health->Set("volunteer_pause", paused ? absl::UnavailableError(why) : absl::OkStatus());
+  metrics.Set("skipswarm_volunteer_paused", paused ? 1 : 0);
+  if (paused) metrics.Add("skipswarm_volunteer_pauses_total", 1);
+  status->SetPaused(paused, why);  // the page's badge and a "pause" event
+  LOG(INFO) << base().name << ": "
+            << (paused ? absl::StrCat("paused (", why,
+                                      "): no new micro-batches; still a member, still averaging")
+                       : std::string("resumed: taking micro-batches again"))
+            << " at iteration " << members->iteration();
+  return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::PollVolunteerPause() {
+  VolunteerPause::Wanted w;
+  {
+    absl::MutexLock lock(&mu);
+    w = volunteer.At(clock->Now());
+    if (w.paused == volunteer_paused) {
+      volunteer_refused.clear();
+      return;
+    }
+  }
+  absl::Status s = ApplyPause(w.paused, w.why, /*force=*/false);
+  if (s.ok()) return;
+  // A quiet-hours pause of a last replica: retried while the window lasts,
+  // logged once.
+  absl::MutexLock lock(&mu);
+  if (volunteer_refused == s.message()) return;
+  volunteer_refused = std::string(s.message());
+  LOG(WARNING) << base().name << ": cannot " << (w.paused ? "pause" : "resume") << " ("
+               << w.why << "): " << s.message() << "; trying again while it holds";
+}
+
+absl::Status GossipDaemon::RequestPause(bool paused, bool force) {
+  Parts& p = *parts_;
+  // Refused requests change nothing (the policy would retry them).
+  if (paused) SS_RETURN_IF_ERROR(p.CanPause(force));
+  VolunteerPause::Wanted w;
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) return absl::FailedPreconditionError("this node is draining");
+    p.volunteer.Request(paused, p.clock->Now());
+    w = p.volunteer.At(p.clock->Now());
+  }
+  return p.ApplyPause(w.paused, w.why, force);
+}
+
+bool GossipDaemon::paused() const {
+  absl::MutexLock lock(&parts_->mu);
+  return parts_->volunteer_paused;
+}
+
+}  // namespace skipswarm::node
