@@ -80,7 +80,7 @@ void BM_GrpcAllReduce(benchmark::State& state) {
     absl::BlockingCounter done(replicas);
     bool ok = true;
     for (int r = 0; r < replicas; ++r) {
-      GradientContribution c{members[r].id, grad, 1, 7};
+      GradientContribution c{members[r].id, grad, 1, 7, nullptr};
       groups[r]->AllReduce(iteration, 1, std::move(c), [&](absl::StatusOr<ReduceResult> res) {
         if (!res.ok() || res->contributors != replicas) ok = false;
         done.DecrementCount();
@@ -124,7 +124,7 @@ void BM_GrpcAllReduceShaped(benchmark::State& state) {
   auto round = [&] {
     absl::BlockingCounter done(replicas);
     for (int r = 0; r < replicas; ++r) {
-      GradientContribution c{members[r].id, grad, 1, 7};
+      GradientContribution c{members[r].id, grad, 1, 7, nullptr};
       groups[r]->AllReduce(iteration, 1, std::move(c), [&](absl::StatusOr<ReduceResult> res) {
         if (!res.ok() || res->contributors != replicas) ok = false;
         if (res.ok() && res->shard_weights.empty() == sized) cut = false;

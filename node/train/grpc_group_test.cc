@@ -71,8 +71,8 @@ TEST_F(GrpcGroupTest, BarrierThenAllReduceGivesEqualSums) {
   const size_t n = 300000;
   std::optional<absl::StatusOr<ReduceResult>> r1, r2;
   absl::Notification d1, d2;
-  GradientContribution c1{ids_[1], std::vector<float>(n, 1.5f), 3, 42};
-  GradientContribution c2{ids_[2], std::vector<float>(n, 0.25f), 1, 42};
+  GradientContribution c1{ids_[1], std::vector<float>(n, 1.5f), 3, 42, nullptr};
+  GradientContribution c2{ids_[2], std::vector<float>(n, 0.25f), 1, 42, nullptr};
   c2.flat[n - 1] = 2.0f;
   groups_[1]->AllReduce(0, 1, c1, [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
   groups_[2]->AllReduce(0, 1, c2, [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
@@ -105,7 +105,7 @@ TEST_F(GrpcGroupTest, DeadReplicaIsDroppedFromTheReduce) {
   groups_[2].reset();
   std::optional<absl::StatusOr<ReduceResult>> r1;
   absl::Notification d1;
-  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7},
+  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7, nullptr},
                         [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
   ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(20)));
   ASSERT_TRUE(r1->ok());
@@ -178,7 +178,7 @@ TEST_F(GrpcGroupTest, ReplicaThatDiesAfterItsPeerPushedIsProbedAndDropped) {
   // dies without contributing. Only the liveness probe can tell n1.
   std::optional<absl::StatusOr<ReduceResult>> r1;
   absl::Notification d1;
-  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7},
+  groups_[1]->AllReduce(0, 1, {ids_[1], std::vector<float>(10, 1.f), 2, 7, nullptr},
                         [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
   EXPECT_FALSE(d1.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   groups_[2].reset();
@@ -223,7 +223,7 @@ TEST(GrpcGroupShardedTest, SurvivorsOfAReplicaDyingMidWayAgree) {
   std::vector<std::unique_ptr<absl::Notification>> done;
   for (int i = 0; i < 4; ++i) done.push_back(std::make_unique<absl::Notification>());
   for (int i : {0, 1, 2, 3}) {
-    GradientContribution c{members[i].id, std::vector<float>(n, 0.5f * (i + 1)), i + 1, 9};
+    GradientContribution c{members[i].id, std::vector<float>(n, 0.5f * (i + 1)), i + 1, 9, nullptr};
     groups[i]->AllReduce(0, 1, std::move(c), [&, i](absl::StatusOr<ReduceResult> r) {
       results[i] = r;
       done[i]->Notify();
@@ -309,7 +309,7 @@ TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
     for (int i : who) {
       std::vector<float> flat(n);
       for (size_t k = 0; k < n; ++k) flat[k] = 0.1f * (i + 1) + 1e-6f * static_cast<float>(k);
-      groups[i]->AllReduce(it, 1, {members[i].id, std::move(flat), i + 1, 5},
+      groups[i]->AllReduce(it, 1, {members[i].id, std::move(flat), i + 1, 5, nullptr},
                            [&results, &done, i](absl::StatusOr<ReduceResult> r) {
                              results[i] = r;
                              done[i]->Notify();
@@ -424,9 +424,9 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
   // Round 0: both replicas send; it completes at once (simulated time).
   std::optional<absl::StatusOr<ReduceResult>> r1, r2;
   absl::Notification d1, d2;
-  groups[1]->AllReduce(0, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7},
+  groups[1]->AllReduce(0, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7, nullptr},
                        [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
-  groups[2]->AllReduce(0, 1, {ids[2], std::vector<float>(8, 2.f), 1, 7},
+  groups[2]->AllReduce(0, 1, {ids[2], std::vector<float>(8, 2.f), 1, 7, nullptr},
                        [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
   ASSERT_TRUE(run_until(d1, absl::Milliseconds(10), absl::Seconds(20)));
   ASSERT_TRUE(run_until(d2, absl::Milliseconds(10), absl::Seconds(20)));
@@ -437,7 +437,7 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
   std::optional<absl::StatusOr<ReduceResult>> r3;
   absl::Notification d3;
   const absl::Duration start = clock.SteadyNow();
-  groups[1]->AllReduce(1, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7},
+  groups[1]->AllReduce(1, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7, nullptr},
                        [&](absl::StatusOr<ReduceResult> r) { r3 = r; d3.Notify(); });
   ASSERT_TRUE(run_until(d3, absl::Milliseconds(500), absl::Minutes(10)))
       << "the silent replica stalled the averaging";

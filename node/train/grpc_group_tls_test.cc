@@ -136,9 +136,11 @@ TEST_F(GrpcGroupTlsTest, BarrierAndAveragingWorkWithValidIdentities) {
   const size_t n = 300000;  // more than one 1 MiB chunk
   std::optional<absl::StatusOr<ReduceResult>> r1, r2;
   absl::Notification d1, d2;
-  groups_[1]->AllReduce(0, 1, GradientContribution{id(1), std::vector<float>(n, 1.5f), 3, 42},
+  groups_[1]->AllReduce(0, 1,
+                        GradientContribution{id(1), std::vector<float>(n, 1.5f), 3, 42, nullptr},
                         [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
-  groups_[2]->AllReduce(0, 1, GradientContribution{id(2), std::vector<float>(n, 0.25f), 1, 42},
+  groups_[2]->AllReduce(0, 1,
+                        GradientContribution{id(2), std::vector<float>(n, 0.25f), 1, 42, nullptr},
                         [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
   ASSERT_TRUE(d1.WaitForNotificationWithTimeout(absl::Seconds(10)));
   ASSERT_TRUE(d2.WaitForNotificationWithTimeout(absl::Seconds(10)));

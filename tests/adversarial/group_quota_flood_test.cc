@@ -96,7 +96,8 @@ class GroupQuotaFloodTest : public ::testing::Test {
     std::optional<absl::StatusOr<ReduceResult>> r[2];
     absl::Notification done[2];
     for (int i = 0; i < 2; ++i) {
-      groups_[i]->AllReduce(iteration, 1, {ids_[i], std::vector<float>(1000, 1.0f + i), 1, 7},
+      groups_[i]->AllReduce(iteration, 1,
+                            {ids_[i], std::vector<float>(1000, 1.0f + i), 1, 7, nullptr},
                             [&, i](absl::StatusOr<ReduceResult> got) {
                               r[i] = std::move(got);
                               done[i].Notify();

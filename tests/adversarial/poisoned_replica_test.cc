@@ -69,7 +69,7 @@ class PoisonedReplicaTest : public ::testing::Test {
     absl::Notification done[kReplicas];
     for (int i = 0; i < kReplicas; ++i) {
       std::vector<float> flat = i == liar ? lie : Honest(i);
-      groups_[i]->AllReduce(iteration, 1, {ids_[i], std::move(flat), 4, 7},
+      groups_[i]->AllReduce(iteration, 1, {ids_[i], std::move(flat), 4, 7, nullptr},
                             [&, i](absl::StatusOr<ReduceResult> got) {
                               r[i] = std::move(got);
                               done[i].Notify();

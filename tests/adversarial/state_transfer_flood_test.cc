@@ -72,7 +72,7 @@ TEST(StateTransferFloodTest, ClaimedStateBeyondTheStageSizeIsRefused) {
   // One round alone tells the replica its stage's size: 1,000 elements.
   absl::Notification reduced;
   view.MarkDead(mallory);
-  (*group)->AllReduce(0, 1, {honest, std::vector<float>(1000, 1.f), 1, 7},
+  (*group)->AllReduce(0, 1, {honest, std::vector<float>(1000, 1.f), 1, 7, nullptr},
                       [&](absl::StatusOr<ReduceResult>) { reduced.Notify(); });
   ASSERT_TRUE(reduced.WaitForNotificationWithTimeout(absl::Seconds(20)));
 
