@@ -186,6 +186,11 @@ class Membership final : public GossipHandler {
   absl::Status UpdateLocalRecord(
       absl::FunctionRef<void(proto::NodeRecord*)> edit);
   absl::Status SetComputeSpeed(double seconds_per_layer_per_sample);
+  // Note [Slots re-announced]: re-signs the record with `slots` memory
+  // slots when that is fewer than it holds (true), so planners stop giving
+  // this node more micro-batches than it can hold; false (nothing signed)
+  // when it is not fewer. InvalidArgument for 0.
+  absl::StatusOr<bool> LowerMemorySlots(uint32_t slots);
   // For the pipeline transport: `bytes` moved with `peer` in `elapsed`.
   void ReportTransfer(const common::NodeId& peer, uint64_t bytes,
                       absl::Duration elapsed);

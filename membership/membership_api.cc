@@ -250,6 +250,20 @@ absl::Status Membership::SetComputeSpeed(double seconds_per_layer_per_sample) {
   });
 }
 
+absl::StatusOr<bool> Membership::LowerMemorySlots(uint32_t slots) {
+  if (slots == 0) return absl::InvalidArgumentError("memory slots must be >= 1");
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (slots >= impl_->members_[impl_->self_].record.memory_slots()) return false;
+  }
+  // Only this node edits its record, from one thread at a time in the
+  // daemon (the trainer's iteration callback), so the check above holds.
+  absl::Status s =
+      UpdateLocalRecord([&](proto::NodeRecord* r) { r->set_memory_slots(slots); });
+  if (!s.ok()) return s;
+  return true;
+}
+
 void Membership::ReportTransfer(const common::NodeId& peer, uint64_t bytes,
                                 absl::Duration elapsed) {
   absl::MutexLock lock(&impl_->mu_);

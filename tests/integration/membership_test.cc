@@ -20,6 +20,7 @@ using sim::SimSwarm;
 MembershipOptions Defaults() {
   MembershipOptions o;
   o.policy.swarm_id = "unit-swarm";
+  o.memory_slots = 4;  // as a daemon's default
   return o;
 }
 
@@ -387,6 +388,33 @@ TEST_F(MembershipTest, RecordUpdatesReachEveryViewAndListeners) {
   }
   EXPECT_TRUE(swarm_.Converged());
   EXPECT_FALSE(swarm_.node(2).SetComputeSpeed(-1).ok());
+}
+
+// Note [Slots re-announced]: an out of memory's lowered slots reach every
+// view (what the planners read); only a lowering re-signs the record.
+TEST_F(MembershipTest, LoweredMemorySlotsReachEveryView) {
+  const MemberInfo before = *swarm_.node(2).GetView().Find(swarm_.id(2));
+  ASSERT_GE(before.memory_slots, 3u);
+  absl::StatusOr<bool> lowered = swarm_.node(2).LowerMemorySlots(before.memory_slots - 1);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_TRUE(*lowered);
+  swarm_.Run(absl::Seconds(1));
+  for (int i = 0; i < 3; ++i) {
+    const MemberInfo* m = swarm_.node(i).GetView().Find(swarm_.id(2));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->memory_slots, before.memory_slots - 1) << "view of node " << i;
+    EXPECT_GT(m->incarnation, before.incarnation);
+  }
+  EXPECT_TRUE(swarm_.Converged());
+  const uint64_t signed_at = swarm_.node(2).GetView().Find(swarm_.id(2))->incarnation;
+  // Not fewer: nothing re-signed.
+  for (uint32_t same_or_more : {before.memory_slots - 1, before.memory_slots}) {
+    lowered = swarm_.node(2).LowerMemorySlots(same_or_more);
+    ASSERT_TRUE(lowered.ok());
+    EXPECT_FALSE(*lowered);
+  }
+  EXPECT_EQ(swarm_.node(2).GetView().Find(swarm_.id(2))->incarnation, signed_at);
+  EXPECT_FALSE(swarm_.node(2).LowerMemorySlots(0).ok());
 }
 
 TEST_F(MembershipTest, AnnounceReachesEveryLiveMemberBeforeDone) {

@@ -571,6 +571,20 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     }
     metrics.Set("skipswarm_seconds_per_layer_sample", *v);
   }
+  // Note [Slots re-announced] (membership.h): an out of memory lowered the
+  // server's slots (Note [Memory slots] in node/stage/stage_server.cc); the
+  // record says so from this boundary on, so the data nodes' planners stop
+  // giving this node more micro-batches than it can hold.
+  if (r.server.memory_slots > 0) {
+    absl::StatusOr<bool> lowered =
+        gossip->membership()->LowerMemorySlots(static_cast<uint32_t>(r.server.memory_slots));
+    if (!lowered.ok()) {
+      LOG(WARNING) << o.name << ": cannot publish our lowered memory slots: " << lowered.status();
+    } else if (*lowered) {
+      LOG(WARNING) << o.name << ": memory slots lowered to " << r.server.memory_slots
+                   << " after an out of memory; re-announced in our record";
+    }
+  }
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   const membership::View view = gossip->membership()->GetView();
   metrics.Set("skipswarm_live_members", static_cast<double>(view.Live().size()));
