@@ -337,6 +337,92 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   EXPECT_LE(dropped_before_entry, 2);
 }
 
+// Note [Paused members]: a volunteer (stage 1's second replica p) pauses
+// while the swarm trains (the control RPC's path): it stays a member, gets
+// no micro-batch after the iteration it paused in, keeps averaging (its
+// digest stays a's) and is routed again once it resumes; nothing is
+// dropped. The data node and the last replica of stage 2 are refused.
+TEST_F(GossipDaemonTest, AVolunteerPausesWithoutLeavingAndIsRoutedAgainOnResume) {
+  constexpr int64_t kRun = 160;
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.base.iterations = kRun;
+  d0.expect_members = 4;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> others;
+  for (auto [name, stage] : std::vector<std::pair<std::string, int>>{{"a", 1}, {"p", 1}, {"b", 2}}) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.base.iterations = kRun;
+    o.expect_members = 4;
+    o.gossip.join = {bootstrap};
+    others.push_back(Launch(o));
+    ASSERT_NE(others.back(), nullptr);
+  }
+  Running* ra = others[0].get();
+  Running* rp = others[1].get();
+  Running* rb = others[2].get();
+  // Waits until p reported iteration `it`; its latest report's iteration.
+  const auto wait_for = [&](uint64_t it) {
+    absl::Notification reached;
+    {
+      absl::MutexLock lock(&rp->mu);
+      rp->hook = [&reached, it](const NodeIterationReport& r) {
+        if (r.iteration >= it && !reached.HasBeenNotified()) reached.Notify();
+      };
+    }
+    const bool ok = rp->WaitUnlessFinished(reached);
+    absl::MutexLock lock(&rp->mu);
+    rp->hook = nullptr;
+    EXPECT_TRUE(ok) << rp->result;
+    return rp->reports.empty() ? uint64_t{0} : rp->reports.back().iteration;
+  };
+  wait_for(10);
+  EXPECT_EQ(founder->daemon->RequestPause(true, false).code(),
+            absl::StatusCode::kFailedPrecondition);  // a data node
+  absl::Status last = rb->daemon->RequestPause(true, false);
+  EXPECT_EQ(last.code(), absl::StatusCode::kFailedPrecondition) << last;
+  EXPECT_NE(last.message().find("last unpaused live replica of stage 2"), std::string::npos);
+  EXPECT_FALSE(rb->daemon->paused());
+  ASSERT_TRUE(rp->daemon->RequestPause(true, false).ok());
+  const uint64_t paused_after = wait_for(0) + 1;  // its server's iteration at most
+  EXPECT_TRUE(rp->daemon->paused());
+  const uint64_t resumed_at = wait_for(paused_after + 12);
+  // While p is paused a is stage 1's last unpaused replica.
+  EXPECT_EQ(ra->daemon->RequestPause(true, false).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(rp->daemon->RequestPause(false, false).ok());
+  EXPECT_FALSE(rp->daemon->paused());
+  wait_for(resumed_at + 12);
+  for (auto& r : others) r->Join();
+  founder->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
+  std::map<uint64_t, uint64_t> a_digests;
+  {
+    absl::MutexLock lock(&ra->mu);
+    for (const NodeIterationReport& r : ra->reports) a_digests[r.iteration] = r.stages.at(1).digest_after;
+  }
+  absl::MutexLock lock(&rp->mu);
+  ASSERT_EQ(rp->reports.size(), static_cast<size_t>(kRun));
+  int64_t visits_paused = 0, visits_resumed = 0, visits_before = 0;
+  for (const NodeIterationReport& r : rp->reports) {
+    const StageStep& step = r.stages.at(1);
+    EXPECT_EQ(step.replicas, 2) << r.iteration;  // still averaging
+    EXPECT_EQ(step.digest_after, a_digests[r.iteration]) << r.iteration;
+    if (r.iteration < paused_after) visits_before += step.visits_here;
+    if (r.iteration > paused_after && r.iteration <= resumed_at) visits_paused += step.visits_here;
+    if (r.iteration > resumed_at + 1) visits_resumed += step.visits_here;
+  }
+  EXPECT_GT(visits_before, 0);
+  EXPECT_EQ(visits_paused, 0);
+  EXPECT_GT(visits_resumed, 0);
+  absl::MutexLock founder_lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) dropped += r.data ? r.data->dropped : 0;
+  EXPECT_EQ(dropped, 0);
+}
+
 // Issue 6 (b): a joiner may host stage 0. It becomes a data node with its
 // own data shard (its rank among the data nodes, Note [Data order]) from
 // its entry iteration, takes stage 0's weights and AdamW state from the
