@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "cli/node_command.h"
 #include "common/stamp/git_commit.h"
@@ -50,14 +51,14 @@ common::cli::Command VersionCommand() {
 
 }  // namespace
 
-std::vector<common::cli::Command> AllCommands() {
+std::vector<common::cli::Command> AllCommands(NodeBackendWrapper wrap) {
   return {
       scheduler::PlanCommand(),
       model::TrainRefCommand(),
       model::EvalCommand(),
       model::ExportCommand(),
       sim::SimCommand(),
-      NodeCommand(),
+      NodeCommand(std::move(wrap)),
       LocalWithWan(),
       identity::KeygenCommand(),
       VersionCommand(),

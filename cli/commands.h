@@ -6,11 +6,13 @@
 
 #include <vector>
 
+#include "cli/node_command.h"
 #include "common/cli/command.h"
 
 namespace skipswarm::cli {
 
-std::vector<common::cli::Command> AllCommands();
+// `wrap`: NodeCommand's (a test binary's decorators; null in `skipswarm`).
+std::vector<common::cli::Command> AllCommands(NodeBackendWrapper wrap = nullptr);
 
 }  // namespace skipswarm::cli
 

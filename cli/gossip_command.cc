@@ -15,7 +15,6 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "node/daemon/gossip/gossip_daemon.h"
-#include "node/daemon/stack/torch_backend.h"
 
 ABSL_FLAG(std::string, join, "",
           "Gossip swarm: bootstrap peers host:port[,host:port...] (IPv4 or [IPv6]); empty "
@@ -87,7 +86,6 @@ using node::DaemonSignals;
 using node::GossipDaemon;
 using node::GossipDaemonOptions;
 using node::SwarmMembershipOptions;
-using node::TorchNodeBackend;
 
 DaemonSignals* g_signals = nullptr;  // main-level: set by the signal handlers
 
@@ -184,7 +182,8 @@ absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
 
 const char kGossipFlagsFile[] = "cli/gossip_command.cc";
 
-absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest) {
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest,
+                           const node::NodeBackend& backend) {
   GossipDaemonOptions o;
   o.base = base;
   SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
@@ -225,7 +224,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
   o.manifest_fetch_time = manifest->fetch_time;
   LOG(INFO) << "seed " << base.model.seed;
-  SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o, TorchNodeBackend()));
+  SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o, backend));
   SS_RETURN_IF_ERROR(MaybeWriteSwarmFile(*manifest, daemon->gossip_address()));
   static DaemonSignals signals;
   g_signals = &signals;

@@ -18,7 +18,8 @@ extern const char kGossipFlagsFile[];
 // Runs a GossipDaemon built from `base` (the node flags) and the gossip
 // flags until it is done, stopped (SIGINT) or drained (SIGTERM); its node
 // server also serves `manifest` (PrepareSwarmManifest's).
-absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest);
+absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest,
+                           const node::NodeBackend& backend);
 // `skipswarm node drain --control=HOST:PORT [--force]`: exit code.
 int RunDrainCommand();
 // `skipswarm node pause|resume --control=HOST:PORT [--force]` (Note [Paused

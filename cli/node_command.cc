@@ -81,6 +81,19 @@ ABSL_FLAG(std::string, node_routes, "",
           "(node/daemon/stack/routes_file_planner.h). Static --swarm lists only: the file names "
           "nodes by their --swarm names; a gossip node (--join / --host_stages) refuses it.");
 
+// 6, not RobustOptions' 3: honest replicas of the tiny model's last stage
+// (few visits, heavy-tailed gradients) were 3.4-4.7x the median distance
+// now and then; a sign-flipped x8 liar was 13-23x (tests/adversarial/
+// README.md, "Poisoning replica").
+ABSL_FLAG(double, avg_outlier_factor, 6.0,
+          "Centered clipping of this node's replica averaging (from 3 replicas): a replica's "
+          "gradient farther from the group's coordinate-wise median than this many times the "
+          "median distance is pulled in to it (0: off; Note [Robust averaging]).");
+ABSL_FLAG(int, avg_ban_after, 3,
+          "Ban a replica from this node's averaging once its gradient part was left out as "
+          "non-finite or pulled in as an outlier in this many of the last 10 rounds (0: never; "
+          "Note [Group bans]).");
+
 namespace skipswarm::cli {
 namespace {
 
@@ -110,7 +123,8 @@ absl::Status TuneDaemonProcess() {
   return node::TuneMallocForLargeFrames(/*trim_threshold=*/size_t{64} << 20);
 }
 
-absl::Status Run() {
+absl::Status Run(const NodeBackendWrapper& wrap) {
+  const node::NodeBackend backend = wrap ? wrap(TorchNodeBackend()) : TorchNodeBackend();
   SS_RETURN_IF_ERROR(TuneDaemonProcess());
   NodeDaemonOptions o;
   // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
@@ -191,6 +205,12 @@ absl::Status Run() {
     }
   }
   o.path_length = absl::GetFlag(FLAGS_node_path_length);
+  o.outlier_factor = absl::GetFlag(FLAGS_avg_outlier_factor);
+  o.ban_after = absl::GetFlag(FLAGS_avg_ban_after);
+  if (!(o.outlier_factor == 0 || o.outlier_factor >= 1) || o.ban_after < 0) {
+    return absl::InvalidArgumentError(
+        "--avg_outlier_factor must be 0 (off) or >= 1, --avg_ban_after >= 0");
+  }
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());
@@ -205,10 +225,10 @@ absl::Status Run() {
   o.wan.timed_payload_bytes =
       static_cast<uint64_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_node_timed_payload_bytes)));
   o.wan.routes_file = absl::GetFlag(FLAGS_node_routes);
-  if (gossip) return RunGossipNode(o, &manifest);
+  if (gossip) return RunGossipNode(o, &manifest, backend);
   o.key_file = absl::GetFlag(FLAGS_node_key_file);
   o.insecure = absl::GetFlag(FLAGS_insecure);
-  SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o, TorchNodeBackend()));
+  SS_ASSIGN_OR_RETURN(auto daemon, NodeDaemon::Create(o, backend));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   return daemon->Run(&g_stop);
@@ -216,7 +236,7 @@ absl::Status Run() {
 
 }  // namespace
 
-common::cli::Command NodeCommand() {
+common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
   common::cli::Command c{"node", "Run one swarm daemon (hosts stages, trains with its peers)",
           "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
@@ -225,12 +245,12 @@ common::cli::Command NodeCommand() {
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
           {"cli/node_command.cc", kGossipFlagsFile, kManifestFlagsFile, model::kModelFlagsFile,
            node::kShapingFlagsFile, model::kSdpFlagsFile},
-          [](const std::vector<std::string>& args) {
+          [wrap](const std::vector<std::string>& args) {
             if (!args.empty() && args[0] == "drain") return RunDrainCommand();
             if (!args.empty() && (args[0] == "pause" || args[0] == "resume")) {
               return RunPauseCommand(args[0] == "resume");
             }
-            absl::Status s = Run();
+            absl::Status s = Run(wrap);
             if (!s.ok()) {
               std::cerr << "skipswarm node: " << s << "\n";
               return 1;

@@ -68,6 +68,10 @@ ABSL_FLAG(std::string, local_caps, "",
 ABSL_FLAG(std::string, local_sync_caps, "",
           "Slow replica averaging: comma-separated NAME@MBIT; node NAME gets "
           "--max_sync_upload_mbps = MBIT (its gradient / pseudo-gradient pushes only).");
+ABSL_FLAG(std::string, local_node_config, "",
+          "Extra config keys for single nodes: comma-separated NAME:KEY=VALUE (node NAME's "
+          "config file gets \"KEY\": \"VALUE\"; e.g. s1r1:avg_outlier_factor=0). A key the "
+          "node binary does not know fails that node at start.");
 ABSL_FLAG(int, local_rebalance_every, 0,
           "Gossip: every node gets --rebalance_every=N (stage rebalancing, Note [Stage moves]; "
           "0: off).");
@@ -207,6 +211,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                                  &co.extra_config));
   SS_RETURN_IF_ERROR(AddLinkCaps(absl::GetFlag(FLAGS_local_sync_caps), "local_sync_caps",
                                  {"max_sync_upload_mbps"}, layout, &co.extra_config));
+  SS_RETURN_IF_ERROR(
+      AddNodeConfig(absl::GetFlag(FLAGS_local_node_config), layout, &co.extra_config));
   // The first node's status page (node/daemon/reporting/status_page.h).
   int status_port = absl::GetFlag(FLAGS_local_status_port);
   if (status_port == 0) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -58,6 +59,26 @@ absl::Status AddLinkCaps(const std::string& spec, const std::string& flag,
     for (const std::string& key : keys) {
       absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"", key, "\": ", mbit);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddNodeConfig(const std::string& spec, const LocalLayout& nodes,
+                           std::map<std::string, std::string>* extra_config) {
+  for (absl::string_view c : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(c, absl::MaxSplits(':', 1));
+    std::vector<std::string> kv;
+    if (p.size() == 2) kv = absl::StrSplit(p[1], absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty() || absl::StrContains(c, "\"") ||
+        absl::StrContains(c, "\\")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--local_node_config entry '", c, "' is not NAME:KEY=VALUE (no quotes, backslashes)"));
+    }
+    if (std::none_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.first == p[0]; })) {
+      return absl::InvalidArgumentError(absl::StrCat("--local_node_config names no node: ", p[0]));
+    }
+    std::string& extra = (*extra_config)[p[0]];
+    absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"", kv[0], "\": \"", kv[1], "\"");
   }
   return absl::OkStatus();
 }

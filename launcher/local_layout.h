@@ -1,6 +1,7 @@
 // The layout of a `skipswarm local` swarm: which node processes it starts,
 // what each hosts, whether it trains a subnetwork (SDP), the per-node
-// config additions of --local_caps / --local_sync_caps, and the check that
+// config additions of --local_caps / --local_sync_caps / --local_node_config,
+// and the check that
 // every node fits in this machine's memory at once.
 //
 //   LayoutOptions lo;
@@ -52,6 +53,12 @@ absl::StatusOr<LocalSwarmLayout> MakeLocalLayout(const LayoutOptions& options);
 absl::Status AddLinkCaps(const std::string& spec, const std::string& flag,
                          const std::vector<std::string>& keys, const LocalLayout& nodes,
                          std::map<std::string, std::string>* extra_config);
+
+// Adds `"KEY": "VALUE"` to `extra_config[NAME]` for every NAME:KEY=VALUE of
+// `spec` (comma-separated; --local_node_config). InvalidArgument for a
+// malformed entry (quotes and backslashes are refused) or an unknown node.
+absl::Status AddNodeConfig(const std::string& spec, const LocalLayout& nodes,
+                           std::map<std::string, std::string>* extra_config);
 
 // FailedPrecondition when the layout's training memory (Note [Memory
 // estimate] in model/model_flags.h) plus ~200 MiB per process exceeds this

@@ -50,5 +50,15 @@ TEST(LocalLayoutTest, CapsNameKnownNodesAndWellFormedRates) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(LocalLayoutTest, NodeConfigAddsQuotedKeysToKnownNodes) {
+  const LocalLayout nodes = {{"d0", {0}}, {"s1r2", {1}}};
+  std::map<std::string, std::string> extra;
+  ASSERT_TRUE(AddNodeConfig("s1r2:poison=signflip:8,s1r2:avg_ban_after=0", nodes, &extra).ok());
+  EXPECT_EQ(extra["s1r2"], "\"poison\": \"signflip:8\",\n  \"avg_ban_after\": \"0\"");
+  EXPECT_EQ(AddNodeConfig("x9:k=v", nodes, &extra).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AddNodeConfig("d0:k", nodes, &extra).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AddNodeConfig("d0:k=\"v", nodes, &extra).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace skipswarm::launcher

@@ -12,6 +12,7 @@
 #   tools/experiments/attack_suite.sh                 # full: 400 iterations, 30 s attacks
 #   tools/experiments/attack_suite.sh --short         # CI-sized: 60 iterations, 4 s attacks
 #   tools/experiments/attack_suite.sh --binary=/path/to/older/skipswarm --out=/tmp/before
+#   tools/experiments/attack_suite.sh --repeat=3      # each run 3 times, interleaved; medians
 #
 # Attacks: frames pushes gossip suspicion state manifest model (a node of
 # another model joins: --stages=10 --host_stages=9). The attacker runs at
@@ -25,6 +26,7 @@ OUT=/tmp/skipswarm-attacks
 ITERATIONS=400
 SECONDS_ATTACK=30
 ATTACKS="none frames pushes gossip suspicion state manifest model"
+REPEAT=1
 for arg in "$@"; do
   case "$arg" in
     --short) ITERATIONS=60; SECONDS_ATTACK=4 ;;
@@ -34,6 +36,7 @@ for arg in "$@"; do
     --iterations=*) ITERATIONS="${arg#*=}" ;;
     --seconds=*) SECONDS_ATTACK="${arg#*=}" ;;
     --attacks=*) ATTACKS="none ${arg#*=}" ;;
+    --repeat=*) REPEAT="${arg#*=}" ;;
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -84,20 +87,36 @@ run_one() {
   echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan}" >> "$OUT/results.txt"
 }
 
-rm -f "$OUT/results.txt"
-for attack in $ATTACKS; do
-  echo "== $attack"
-  run_one "$attack"
+rm -f "$OUT/results.txt" "$OUT/loads.txt"
+# Repetitions interleave (none, attacks, none, attacks, ...) so that the
+# machine's load drifts over all of them alike; results.txt has a line per
+# run, loads.txt the 1-minute load average at each run's start.
+for rep in $(seq "$REPEAT"); do
+  for attack in $ATTACKS; do
+    echo "== $attack (run $rep of $REPEAT)"
+    echo "$attack $rep $(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/loads.txt"
+    run_one "$attack"
+  done
 done
 
-# The table: each attack against the fault-free run.
-read -r _ _ base_toks _ base_loss < <(grep '^none ' "$OUT/results.txt")
+# The table: each attack against the fault-free run; with --repeat, the
+# median of the runs (tokens/s and loss), the largest peak RSS, and every
+# run's tokens/s.
+median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+column_of() { awk -v a="$1" -v c="$2" '$1 == a {print $c}' "$OUT/results.txt"; }
+base_toks=$(column_of none 3 | median)
+base_loss=$(column_of none 5 | median)
 {
   echo "| attack | exit | tokens/s (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | attacker's first refusal | answers |"
   echo "|---|---|---|---|---|---|---|"
-  while read -r attack rc toks rss loss; do
+  for attack in $ATTACKS; do
+    rc=$(column_of "$attack" 2 | sort -u | tr '\n' ' ' | sed 's/ $//')
+    toks=$(column_of "$attack" 3 | median)
+    loss=$(column_of "$attack" 5 | median)
+    rss=$(column_of "$attack" 4 | sort -n | tail -1)
     rel=$(awk -v t="$toks" -v b="$base_toks" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
     dl=$(awk -v l="$loss" -v b="$base_loss" 'BEGIN {if (b > 0) printf "%+.1f%%", 100 * (l - b) / b}')
+    [ "$REPEAT" -gt 1 ] && toks="median $toks of $(column_of "$attack" 3 | tr '\n' ' ' | sed 's/ $//' | tr ' ' '/')"
     refusal="-"; answers="-"
     if [ -f "$OUT/$attack.hostile.json" ]; then
       refusal=$(sed -n 's/.*"first_refusal_s": \([-0-9.e]*\).*/\1 s/p' "$OUT/$attack.hostile.json")
@@ -105,5 +124,7 @@ read -r _ _ base_toks _ base_loss < <(grep '^none ' "$OUT/results.txt")
       [ "$attack" = model ] && refusal=$(sed -n 's/.*"intruder_exit": \([0-9]*\), "intruder_s": \([0-9.]*\).*/exit \1 after \2 s/p' "$OUT/model.hostile.json")
     fi
     echo "| $attack | $rc | $toks ($rel) | $loss ($dl) | $rss | ${refusal:--} | ${answers:--} |"
-  done < "$OUT/results.txt"
+  done
+  echo
+  echo "load average (1 min) at each run's start: $(awk '{print $3}' "$OUT/loads.txt" | tr '\n' ' ')"
 } | tee "$OUT/table.md"

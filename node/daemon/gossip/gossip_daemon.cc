@@ -272,6 +272,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                                        ? base.wan.max_sync_upload_bytes_per_second
                                        : base.wan.max_upload_bytes_per_second;
   go.codec = base.model.averaging.codec;  // Note [Encoded shards]
+  go.robust.outlier_factor = base.outlier_factor;  // Note [Robust averaging]
+  go.ban_after = base.ban_after;                    // Note [Group bans]
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
   if (base.model.averaging.overlap) {  // Note [Overlapped sync]

@@ -47,6 +47,12 @@ struct NodeDaemonOptions {
   // from measured links]); false: the uniform estimate, for comparisons.
   bool planner_link_costs = true;
   int path_length = 0;             // P for skipping planners; 0 = all stages
+  // This node's defence of its replica averaging (a local choice, not a
+  // swarm setting): Note [Robust averaging] (node/train/robust_sum.h),
+  // outlier_factor 0: no centered clipping; Note [Group bans]
+  // (node/train/grpc_group.h), ban_after 0: no bans.
+  double outlier_factor = 3.0;
+  int ban_after = 3;
   // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
   // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
   // with kBackward it also runs frozen copies of the other stages, kept

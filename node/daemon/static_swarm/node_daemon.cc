@@ -205,6 +205,8 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
                                        ? options.wan.max_sync_upload_bytes_per_second
                                        : options.wan.max_upload_bytes_per_second;
   go.codec = options.model.averaging.codec;  // Note [Encoded shards]
+  go.robust.outlier_factor = options.outlier_factor;  // Note [Robust averaging]
+  go.ban_after = options.ban_after;                    // Note [Group bans]
   if (options.model.averaging.overlap) {  // Note [Overlapped sync]
     go.keep_iterations += static_cast<uint64_t>(options.model.averaging.outer_every);
   }

@@ -1,0 +1,62 @@
+#include "tests/adversarial/poison/poisoned_compute.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace skipswarm::tests {
+
+absl::StatusOr<Poison> ParsePoison(absl::string_view text) {
+  Poison p;
+  if (text.empty()) return p;
+  if (text == "nan") {
+    p.kind = Poison::Kind::kNaN;
+    return p;
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() == 2 && absl::SimpleAtod(parts[1], &p.factor) && p.factor > 0) {
+    if (parts[0] == "scale") p.kind = Poison::Kind::kScale;
+    if (parts[0] == "signflip") p.kind = Poison::Kind::kSignFlip;
+  }
+  if (p.kind == Poison::Kind::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--poison=", text, " is not scale:F, signflip:F (F > 0) or nan"));
+  }
+  return p;
+}
+
+void ApplyPoison(const Poison& poison, std::vector<float>* flat) {
+  switch (poison.kind) {
+    case Poison::Kind::kNone:
+      return;
+    case Poison::Kind::kScale:
+    case Poison::Kind::kSignFlip: {
+      const float f = static_cast<float>(poison.kind == Poison::Kind::kScale ? poison.factor
+                                                                            : -poison.factor);
+      for (float& x : *flat) x *= f;
+      return;
+    }
+    case Poison::Kind::kNaN:
+      for (size_t i = 0; i < flat->size(); i += 997) {
+        (*flat)[i] = std::numeric_limits<float>::quiet_NaN();
+      }
+      return;
+  }
+}
+
+absl::StatusOr<node::GradientSum> PoisonedStageCompute::TakeGradients() {
+  absl::StatusOr<node::GradientSum> g = inner()->TakeGradients();
+  if (g.ok()) ApplyPoison(poison_, &g->flat);
+  return g;
+}
+
+absl::StatusOr<node::AverageContribution> PoisonedStageCompute::TakePseudoGradient() {
+  absl::StatusOr<node::AverageContribution> c = inner()->TakePseudoGradient();
+  if (c.ok() && c->factors == nullptr) ApplyPoison(poison_, &c->flat);
+  return c;
+}
+
+}  // namespace skipswarm::tests

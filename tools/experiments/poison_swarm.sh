@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A poisoning replica as a real process (tests/adversarial/README.md,
+# "Poisoning replica"): a `skipswarm local` swarm of the tiny model with 3
+# replicas of stage 1, started from the test-only binary
+# `poisoning_skipswarm` (tests/adversarial/poison/), in which node s1r2
+# hands its replica group a poisoned gradient every iteration. Per attack
+# it reports the final loss against the fault-free run, and whether the
+# honest replicas pulled the liar in / banned it (Note [Robust averaging],
+# Note [Group bans]). `undefended:` runs the same attack with centered
+# clipping and bans turned off on every node (--avg_outlier_factor=0
+# --avg_ban_after=0): what the defence is worth.
+#
+#   bazel build //tests/adversarial/poison:poisoning_skipswarm
+#   tools/experiments/poison_swarm.sh                  # 150 iterations, 5 attacks
+#   tools/experiments/poison_swarm.sh --short          # CI-sized: the sign flip alone
+#   tools/experiments/poison_swarm.sh --attacks="signflip:8 undefended:signflip:8"
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+BIN=bazel-bin/tests/adversarial/poison/poisoning_skipswarm
+OUT=/tmp/skipswarm-poison
+ITERATIONS=150
+ATTACKS="signflip:8 scale:1000 nan undefended:signflip:8 undefended:scale:1000"
+for arg in "$@"; do
+  case "$arg" in
+    --short) ITERATIONS=150; ATTACKS="signflip:8 undefended:signflip:8" ;;
+    --binary=*) BIN="${arg#*=}" ;;
+    --out=*) OUT="${arg#*=}" ;;
+    --iterations=*) ITERATIONS="${arg#*=}" ;;
+    --attacks=*) ATTACKS="${arg#*=}" ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+[ -x "$BIN" ] || { echo "no $BIN (bazel build //tests/adversarial/poison:poisoning_skipswarm)" >&2; exit 2; }
+mkdir -p "$OUT"
+TINY=(--stages=2 --layers=2 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
+      --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1
+      --local_replicas=3 --local_iterations="$ITERATIONS" --local_planner=inorder)
+LIAR=s1r2
+
+# Mean loss of the last 10 iterations of a run's loss.csv.
+final_loss() { tail -n 10 "$1" | awk -F, '{s += $2; n++} END {if (n) printf "%.4f", s / n}'; }
+
+run_one() {
+  local name=$1 poison=$2 undefended=$3 dir="$OUT/$1"
+  local config=""
+  [ -n "$poison" ] && config="$LIAR:poison=$poison"
+  if [ "$undefended" = 1 ]; then
+    for n in s1r0 s1r1 s1r2; do
+      config="$config,$n:avg_outlier_factor=0,$n:avg_ban_after=0"
+    done
+  fi
+  rm -rf "$dir"
+  "$BIN" local "${TINY[@]}" --local_dir="$dir" --local_node_config="${config#,}" \
+    > "$OUT/$name.out" 2>&1
+  local rc=$?
+  local loss pulled banned
+  loss=$(final_loss "$dir/loss.csv")
+  pulled=$(cat "$dir"/logs/s1r[01].err 2>/dev/null | grep -c "pulled in\|left out\|was clipped")
+  banned=$(cat "$dir"/logs/s1r[01].err 2>/dev/null | grep -c "banning ")
+  echo "$name $rc ${loss:-nan} $pulled $banned" >> "$OUT/results.txt"
+}
+
+rm -f "$OUT/results.txt"
+echo "== none"
+run_one none "" 0
+for attack in $ATTACKS; do
+  echo "== $attack"
+  case "$attack" in
+    undefended:*) run_one "$(echo "$attack" | tr ':' '_')" "${attack#undefended:}" 1 ;;
+    *) run_one "$(echo "$attack" | tr ':' '_')" "$attack" 0 ;;
+  esac
+done
+
+read -r _ _ base_loss _ _ < <(grep '^none ' "$OUT/results.txt")
+{
+  echo "| run | exit | final loss (vs fault-free) | honest replicas' refusal log lines | bans |"
+  echo "|---|---|---|---|---|"
+  while read -r name rc loss pulled banned; do
+    dl=$(awk -v l="$loss" -v b="$base_loss" 'BEGIN {if (b > 0) printf "%+.1f%%", 100 * (l - b) / b}')
+    echo "| $name | $rc | $loss ($dl) | $pulled | $banned |"
+  done < "$OUT/results.txt"
+} | tee "$OUT/table.md"
