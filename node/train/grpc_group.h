@@ -51,8 +51,9 @@
 // every live data node's message (or its own) is in.
 //
 // Note [Group bans]: the verdicts of Note [Robust averaging] are counted
-// per sender: a round in which this node (as a shard owner) left out,
-// clipped or pulled in a sender's part is one offence; at ban_after
+// per sender: a round in which this node (as a shard owner) left out a
+// sender's part as non-finite or pulled it in as an outlier is one offence
+// (clipping by norm is not: honest spikes meet that bound); at ban_after
 // offences within ban_window rounds of a stage the sender is banned for
 // good, with the reason logged. From the next round this node starts, the
 // banned sender's parts in the shards it owns are left out whatever they
@@ -139,9 +140,9 @@ struct GrpcGroupOptions {
   // Note [Robust averaging] (robust_sum.h): how a shard owner judges the
   // parts it adds.
   RobustOptions robust;
-  // Note [Group bans]: a sender with parts refused in ban_after of the last
-  // ban_window rounds of a stage is banned from this node's replica group
-  // for good; 0: never.
+  // Note [Group bans]: a sender with parts left out or pulled in in
+  // ban_after of the last ban_window rounds of a stage is banned from this
+  // node's averaging for good; 0: never (daemons: --avg_ban_after).
   int ban_after = 3;
   uint64_t ban_window = 10;
   // How reduce parts and reduced shards travel (Note [Encoded shards] in
