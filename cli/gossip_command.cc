@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "model/averaging_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 
 ABSL_FLAG(std::string, join, "",
@@ -218,6 +219,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.seed = base.model.seed;
   g.memory_slots = static_cast<uint32_t>(base.memory_slots);
   g.model_id = base.model.model.ConfigHash();
+  g.averaging_id = model::AveragingIdentity(base.model.averaging);
   g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);
   g.extra_services = {manifest->service.get()};
   o.manifest_quota = manifest->quota.get();

@@ -134,6 +134,7 @@ proto::SwarmManifest BuildManifest(const SwarmSettings& s, const CorpusIdentity&
     out->set_avg_codec(model::AvgCodecName(avg.codec));
     out->set_outer_lr(avg.outer_lr);
     out->set_outer_momentum(avg.outer_momentum);
+    out->set_outer_overlap(avg.overlap);
   }
   return m;
 }
@@ -195,6 +196,7 @@ absl::Status ApplyManifest(const proto::SwarmManifest& m, absl::string_view mani
   if (ma.has_outer_every()) take("outer_every", &avg.outer_every, ma.outer_every());
   if (ma.has_outer_lr()) take("outer_lr", &avg.outer_lr, ma.outer_lr());
   if (ma.has_outer_momentum()) take("outer_momentum", &avg.outer_momentum, ma.outer_momentum());
+  if (ma.has_outer_overlap()) take("outer_overlap", &avg.overlap, ma.outer_overlap());
   if (ma.has_avg_codec()) {
     absl::StatusOr<model::AvgCodecSpec> codec = model::ParseAvgCodec(ma.avg_codec());
     if (!codec.ok()) {

@@ -101,6 +101,19 @@ TEST(SwarmSettingsTest, AveragingSettingsTravelAndAreOptional) {
   joiner.model.averaging.outer_every = 4;
   absl::Status s = ApplyManifest(m, "x", Given({"outer_every"}), &joiner);
   EXPECT_TRUE(absl::StrContains(s.message(), "--outer_every=4 but the swarm manifest says 8")) << s;
+  // --outer_overlap travels too: a joiner that overlaps in a swarm that does
+  // not is refused instead of applying its rounds one round late.
+  EXPECT_TRUE(m.averaging().has_outer_overlap());
+  SwarmSettings overlapping;
+  overlapping.model.averaging.outer_every = 8;
+  overlapping.model.averaging.overlap = true;
+  s = ApplyManifest(m, "x", Given({"outer_overlap"}), &overlapping);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--outer_overlap=true but the swarm manifest says false"))
+      << s;
+  SwarmSettings taken;
+  taken.model.averaging.overlap = true;
+  ASSERT_TRUE(ApplyManifest(m, "x", Given({}), &taken).ok());
+  EXPECT_FALSE(taken.model.averaging.overlap);
   // A manifest without the fields (an older founder) leaves ours.
   SwarmSettings old_founder = Founder();
   old_founder.with_averaging = false;

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     proto::NodeRecord& r = impl->members_[impl->self_].record;
     r.set_swarm_id(impl->options_.policy.swarm_id);
     r.set_model_id(impl->options_.policy.model_id);
+    r.set_averaging_id(impl->options_.policy.averaging_id);
     for (const std::string& a : impl->options_.addresses) r.add_addresses(a);
     for (uint32_t s : impl->options_.stages) r.add_stages(s);
     r.set_memory_slots(impl->options_.memory_slots);

@@ -126,6 +126,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
         record.model_id(), "', this swarm's '", policy.model_id,
         "'): check --stages and the model flags"));
   }
+  if (!policy.averaging_id.empty() && record.averaging_id() != policy.averaging_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", id.ShortString(), " averages its replicas otherwise (averaging '",
+        record.averaging_id(), "', this swarm's '", policy.averaging_id,
+        "'): check --outer_every, --avg_codec and --outer_overlap"));
+  }
   const absl::Time signed_at = absl::FromUnixMillis(record.signed_at_unix_ms());
   if (signed_at > now + policy.max_future_skew) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -66,6 +66,10 @@ struct RecordPolicy {
   // records of another model, or of none, are refused (FailedPrecondition),
   // and this node's own record carries it.
   std::string model_id;
+  // Likewise the replica averaging every member uses (NodeRecord.
+  // averaging_id): H, the codec and overlap must agree, or replicas would
+  // mix pseudo-gradients with gradients, or rounds of different lengths.
+  std::string averaging_id;
   // When > 0, the model's stage count: a record hosting (or publishing a
   // digest of) a stage outside 0..num_stages-1 is refused.
   uint32_t num_stages = 0;

@@ -172,6 +172,21 @@ TEST_F(RecordTest, RecordOfAnotherModelOrOutsideItIsRejected) {
   EXPECT_FALSE(VerifyRecord(Sign(outside), policy_, kNow).ok());
 }
 
+// A member that averages otherwise (H, codec, overlap) is refused like one
+// of another model, naming both settings.
+TEST_F(RecordTest, RecordThatAveragesOtherwiseIsRejected) {
+  policy_.averaging_id = "H=32 int8";
+  record_.set_averaging_id("H=32 int8 overlap");
+  auto other = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("averages its replicas otherwise (averaging 'H=32 "
+                                          "int8 overlap', this swarm's 'H=32 int8')"),
+            std::string::npos)
+      << other.status();
+  record_.set_averaging_id("H=32 int8");
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+}
+
 TEST_F(RecordTest, FieldsOutOfRangeAreRejected) {
   proto::NodeRecord r = record_;
   r.set_memory_slots(kMaxRecordMemorySlots + 1);

@@ -51,6 +51,10 @@ std::string AvgCodecName(const AvgCodecSpec& spec) {
   return "?";
 }
 
+std::string AveragingIdentity(const AveragingOptions& o) {
+  return absl::StrCat("H=", o.outer_every, " ", AvgCodecName(o.codec), o.overlap ? " overlap" : "");
+}
+
 absl::Status ValidateAveraging(const AveragingOptions& o) {
   if (o.outer_every < 1 || o.outer_every > 1000000) {
     return absl::InvalidArgumentError(
@@ -59,6 +63,11 @@ absl::Status ValidateAveraging(const AveragingOptions& o) {
   if (o.overlap && o.outer_every < 2) {
     return absl::InvalidArgumentError(
         "--outer_overlap needs --outer_every > 1 (H = 1 averages gradients, not rounds)");
+  }
+  if (!std::isfinite(o.sync_deadline_factor) || o.sync_deadline_factor < 0 ||
+      !std::isfinite(o.sync_deadline_min_s) || o.sync_deadline_min_s < 0) {
+    return absl::InvalidArgumentError(
+        "--outer_deadline_factor and --outer_deadline_min_s must be finite and >= 0");
   }
   if (!std::isfinite(o.outer_lr) || o.outer_lr <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--outer_lr=", o.outer_lr, " must be > 0"));

@@ -65,7 +65,22 @@ struct AveragingOptions {
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   AvgCodecSpec codec;
+  // Note [Late members] (node/train/sharded_reduce.h), H > 1: an outer
+  // sync's round closes without the members still late after
+  // max(sync_deadline_min_s, sync_deadline_factor x the expected upload
+  // time: 2 x the encoded pseudo-gradient / the group's median measured
+  // uplink), plus, with overlap, the time of the last H steps; factor 0:
+  // every member is waited for.
+  double sync_deadline_factor = 4;
+  double sync_deadline_min_s = 10;
 };
+
+// What every replica of a swarm must share to average together, as text
+// ("H=32 int8 overlap", "H=1 fp32"): the gossip records carry it
+// (NodeRecord.averaging_id) and members refuse records that differ. The
+// outer lr / momentum and the deadline are not in it (the manifest fixes
+// the former; the latter is each member's own patience).
+std::string AveragingIdentity(const AveragingOptions& options);
 
 // "fp32", "bf16", "int8", "topk:F" (0 < F <= 1), "powersgd:R" (R >= 1).
 absl::StatusOr<AvgCodecSpec> ParseAvgCodec(absl::string_view text);

@@ -52,6 +52,13 @@ ABSL_FLAG(bool, outer_overlap, false,
           "With --outer_every > 1: average round k while the next H steps compute and apply "
           "it one round late (Note [Overlapped sync]); a member slow to upload then costs "
           "nothing while its sync takes less than H steps.");
+ABSL_FLAG(double, outer_deadline_factor, 4.0,
+          "With --outer_every > 1: an outer sync closes without members still late after "
+          "max(--outer_deadline_min_s, this x the expected upload time of the group's median "
+          "measured uplink), plus the last H steps' time with --outer_overlap; a member left "
+          "out applies the average it missed (Note [Late members]). 0: wait for every member.");
+ABSL_FLAG(double, outer_deadline_min_s, 10.0,
+          "Shortest outer-sync deadline, seconds (see --outer_deadline_factor).");
 ABSL_FLAG(std::string, avg_codec, "fp32",
           "Codec of what replicas average: fp32, bf16, int8 (blockwise), topk:F (share F of "
           "the entries, error feedback), powersgd:R (rank R, error feedback).");
@@ -148,6 +155,8 @@ absl::StatusOr<ModelFlags> ReadModelFlags(bool validate_model) {
   f.averaging.outer_lr = absl::GetFlag(FLAGS_outer_lr);
   f.averaging.outer_momentum = absl::GetFlag(FLAGS_outer_momentum);
   f.averaging.overlap = absl::GetFlag(FLAGS_outer_overlap);
+  f.averaging.sync_deadline_factor = absl::GetFlag(FLAGS_outer_deadline_factor);
+  f.averaging.sync_deadline_min_s = absl::GetFlag(FLAGS_outer_deadline_min_s);
   SS_ASSIGN_OR_RETURN(f.averaging.codec, ParseAvgCodec(absl::GetFlag(FLAGS_avg_codec)));
   SS_RETURN_IF_ERROR(ValidateAveraging(f.averaging));
 

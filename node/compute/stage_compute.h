@@ -86,6 +86,10 @@ struct AveragingPlan {
   int64_t outer_every = 1;
   bool lossy = false;
   bool overlap = false;  // Note [Overlapped sync] in node/train/node_trainer.h
+  // Note [Late members] in node/train/sharded_reduce.h (model::
+  // AveragingOptions::sync_deadline_*); factor 0: no deadline.
+  double deadline_factor = 0;
+  double deadline_min_s = 0;
 };
 
 // What a replica adds to a stage average: the vector as its peers decode

@@ -55,8 +55,9 @@ constexpr size_t kPackMagicLen = 8;
 
 AveragingPlan TorchStageCompute::averaging() const {
   if (options_.frozen) return {};
-  return {options_.averaging.outer_every, model::IsLossy(options_.averaging.codec),
-          options_.averaging.overlap};
+  const model::AveragingOptions& a = options_.averaging;
+  return {a.outer_every, model::IsLossy(a.codec), a.overlap, a.sync_deadline_factor,
+          a.sync_deadline_min_s};
 }
 
 absl::StatusOr<AverageContribution> TorchStageCompute::CompressGradients(std::vector<float> flat) {

@@ -22,6 +22,11 @@
 //    replica with zero visits still contributes (zeros) and gets the result.
 //  * params_digest is each replica's digest before the step; the result says
 //    whether they all agreed (a diverged replica must re-sync; logged).
+//  * A contribution with a finite close_after lets the round close without
+//    the members that are still late that long after this replica's call
+//    (Note [Late members] in sharded_reduce.h): the round averages what
+//    arrived (ReduceResult::left_out names the rest), and a member left out
+//    gets that average as its result, flagged `late`.
 //
 // Thread rule: thread-safe; `done` runs exactly once, never inline, with no
 // lock held.
@@ -37,6 +42,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/node_id.h"
 #include "node/train/robust_sum.h"
 #include "model/averaging_options.h"
@@ -52,6 +58,10 @@ struct GradientContribution {
   // encoded shards carry them (Note [Encoded shards], shard_codec.h); null
   // otherwise.
   std::shared_ptr<const model::LowRankFactors> factors;
+  // Note [Late members] (sharded_reduce.h): the round may close without the
+  // members still late this long after this call; infinite: it waits for
+  // every live member (deaths aside), as gradient averages always do.
+  absl::Duration close_after = absl::InfiniteDuration();
 };
 
 struct ReduceResult {
@@ -77,6 +87,11 @@ struct ReduceResult {
   // parts and all-gather shards, encoded: Note [Encoded shards]); 0 where
   // nothing crosses a wire (the in-process hub).
   int64_t sent_bytes = 0;
+  // Note [Late members]: members of the round left out at its deadline
+  // (ascending id), and whether this replica is one of them: then `sum` is
+  // the others' average, without this replica's contribution.
+  std::vector<common::NodeId> left_out;
+  bool late = false;
 };
 
 using BarrierDone = absl::AnyInvocable<void(absl::Status status)>;

@@ -224,6 +224,7 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     impl_->stage_elements_[stage] = contribution.flat.size();
     auto& pending = impl_->reduces_[key];
     if (pending.reduce == nullptr) {
+      pending.close_after = contribution.close_after;
       RobustOptions robust = impl_->options_.robust;
       {
         absl::MutexLock bans(&impl_->bans_mu_);  // Note [Group bans]

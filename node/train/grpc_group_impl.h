@@ -136,6 +136,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     std::vector<ReduceDone> waiters;
     bool delivered = false;
     absl::Duration since;  // our own AllReduce (clock time)
+    // Note [Late members] (sharded_reduce.h): our contribution's.
+    absl::Duration close_after = absl::InfiniteDuration();
   };
 
   const GrpcGroupOptions options_;

@@ -113,14 +113,43 @@ void GrpcGroupComm::Impl::Sweep() {
         }
         continue;
       }
-      const std::vector<common::NodeId> live = LiveMembers(key.second);
-      if (live != r.members()) {
+      std::vector<common::NodeId> live = LiveMembers(key.second);
+      // Note [Late members]: members closed out stay out of this round.
+      for (const common::NodeId& m : r.closed_out()) {
+        live.erase(std::remove(live.begin(), live.end(), m), live.end());
+      }
+      const bool late_result = r.done() && r.result().ok() && r.result()->late;
+      if (live != r.members() && !late_result) {
         LOG(WARNING) << "iteration " << key.first << " stage " << key.second
                      << ": replica group now " << live.size() << " (was " << r.members().size()
                      << "); averaging again without the lost";
         std::vector<OutgoingReduce> more = r.Start(live, LayoutFor(key.second, live));
         out.insert(out.end(), std::make_move_iterator(more.begin()),
                    std::make_move_iterator(more.end()));
+      }
+      if (!r.done() && pending.close_after != absl::InfiniteDuration()) {
+        // Note [Late members]: a peer's smaller round, or our deadline.
+        std::vector<common::NodeId> late;
+        if (std::optional<std::vector<common::NodeId>> round = r.SmallerRoundWaiting()) {
+          for (const common::NodeId& m : r.members()) {
+            if (!std::binary_search(round->begin(), round->end(), m)) late.push_back(m);
+          }
+        } else if (now - pending.since > pending.close_after) {
+          late = r.Late();
+        }
+        if (!late.empty()) {
+          std::vector<common::NodeId> rest;
+          for (const common::NodeId& m : r.members()) {
+            if (std::find(late.begin(), late.end(), m) == late.end()) rest.push_back(m);
+          }
+          LOG(WARNING) << "iteration " << key.first << " stage " << key.second << ": "
+                       << late.size() << " member(s) late after " << (now - pending.since)
+                       << " (deadline " << pending.close_after
+                       << "); averaging without them, they get the result";
+          std::vector<OutgoingReduce> more = r.CloseWithout(late, LayoutFor(key.second, rest));
+          out.insert(out.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
+        }
       }
       if (!r.done()) {
         for (const common::NodeId& m : r.Missing()) missing.insert(m);

@@ -455,6 +455,81 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
 namespace skipswarm::node {
 namespace {
 
+// Note [Late members] (sharded_reduce.h) over gRPC: an outer sync whose
+// third replica has not sent anything closes at its 2 s deadline (simulated)
+// with the two that did, without marking the third dead; the third, when it
+// gets there, finds the closed round's reduced shards waiting and is done
+// at once with their average, flagged late.
+TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
+                             NodeId::ForName("l2")};
+  std::sort(ids.begin(), ids.end());
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    o.push_deadline = absl::Seconds(5);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  auto run_until = [&](absl::Notification& n, absl::Duration step, absl::Duration limit) {
+    const absl::Duration end = clock.SteadyNow() + limit;
+    while (!n.HasBeenNotified() && clock.SteadyNow() < end) {
+      clock.Advance(step);
+      n.WaitForNotificationWithTimeout(absl::Milliseconds(2));
+    }
+    return n.HasBeenNotified();
+  };
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  std::optional<absl::StatusOr<ReduceResult>> r0, r1, r2;
+  absl::Notification d0, d1, d2;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  groups[1]->AllReduce(0, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  ASSERT_TRUE(run_until(d0, absl::Milliseconds(100), absl::Seconds(25)));
+  ASSERT_TRUE(run_until(d1, absl::Milliseconds(100), absl::Seconds(25)));
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(r0->ok() && r1->ok()) << r0->status() << " " << r1->status();
+  EXPECT_EQ((*r0)->contributors, 2);
+  EXPECT_EQ((*r0)->sum, std::vector<float>(9, 3.f));
+  EXPECT_EQ((*r0)->left_out, std::vector<NodeId>{ids[2]});
+  EXPECT_FALSE((*r0)->late);
+  EXPECT_EQ((*r1)->sum, (*r0)->sum);
+  EXPECT_GE(waited, absl::Seconds(2));
+  EXPECT_LT(waited, absl::Seconds(25));  // not the silent-member deadline
+  EXPECT_TRUE(views[0]->IsAlive(ids[2]));
+
+  groups[2]->AllReduce(0, 1, contribution(2),
+                       [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(run_until(d2, absl::Milliseconds(10), absl::Seconds(1)));
+  ASSERT_TRUE(r2->ok()) << r2->status();
+  EXPECT_TRUE((*r2)->late);
+  EXPECT_EQ((*r2)->sum, (*r0)->sum);
+  EXPECT_EQ((*r2)->contributors, 2);
+}
+
 // Note [Stopping]: waiting for a peer that never answers (a static swarm
 // whose other nodes are not up) ends at once when asked to, instead of
 // holding a stop signal for the whole startup timeout.

@@ -45,9 +45,36 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
   {
     absl::MutexLock lock(&mu_);
     ReduceState& r = reduces_[{iteration, stage}];
-    const common::NodeId from = contribution.from;
-    r.contributions[from] = std::move(contribution);
-    r.waiters.push_back(std::move(done));
+    if (r.closed != nullptr) {
+      // Note [Late members]: closed without us; the others' average.
+      absl::StatusOr<ReduceResult> result = *r.closed;
+      if (result.ok()) result->late = true;
+      calls.push_back([done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+    } else {
+      const common::NodeId from = contribution.from;
+      const absl::Duration close_after = contribution.close_after;
+      r.contributions[from] = std::move(contribution);
+      r.waiters.push_back(std::move(done));
+      if (close_after != absl::InfiniteDuration() && !r.deadline_armed) {
+        r.deadline_armed = true;
+        clock_->RunAfter(close_after, [this, iteration, stage] { CloseLate(iteration, stage); });
+      }
+      const Round round{false, iteration, stage};
+      calls = SweepLocked(&round);
+    }
+  }
+  Deliver(std::move(calls));
+}
+
+void InProcessGroupHub::CloseLate(uint64_t iteration, int stage) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = reduces_.find({iteration, stage});
+    if (it == reduces_.end() || it->second.waiters.empty()) return;  // complete already
+    it->second.deadline_passed = true;
     const Round round{false, iteration, stage};
     calls = SweepLocked(&round);
   }
@@ -107,10 +134,11 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     }
     ReduceState& r = it->second;
     const std::vector<common::NodeId> hosts = LiveHostsLocked(it->first.second, it->first.first);
-    const bool complete = std::all_of(hosts.begin(), hosts.end(), [&](const common::NodeId& h) {
-      return r.contributions.count(h) > 0;
-    });
-    if (!complete || r.waiters.empty()) {
+    std::vector<common::NodeId> late;
+    for (const common::NodeId& h : hosts) {
+      if (r.contributions.count(h) == 0) late.push_back(h);
+    }
+    if ((!late.empty() && !r.deadline_passed) || r.waiters.empty()) {
       ++it;
       continue;
     }
@@ -137,8 +165,10 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     }
     // Note [Robust averaging]: whole contributions, in ascending id order.
     if (error.ok() && !parts.empty()) sum.sum = RobustSum(parts, robust_, &sum.refused_parts);
+    sum.left_out = late;
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
     if (!error.ok()) *result = error;
+    if (!late.empty()) r.closed = result;
     for (ReduceDone& w : r.waiters) {
       calls.push_back([w = std::move(w), result]() mutable { w(*result); });
     }

@@ -7,7 +7,13 @@
 //   ... node i uses &hub as its GroupComm ...
 //   hub.MarkDead(killed);       // pending barriers / reduces finish without it
 //
+// A contribution's close_after (Note [Late members] in sharded_reduce.h)
+// arms a clock timer at the round's first contribution: when it fires the
+// round closes with the contributions it has; a member contributing later
+// gets that result, flagged late.
+//
 // Thread rule: thread-safe; results are delivered as zero-delay clock timers.
+// The hub must outlive the clock's timers.
 #ifndef SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 #define SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 
@@ -57,6 +63,12 @@ class InProcessGroupHub final : public GroupComm {
   struct ReduceState {
     std::map<common::NodeId, GradientContribution> contributions;  // ascending id
     std::vector<ReduceDone> waiters;
+    // Note [Late members] (sharded_reduce.h): the first contribution's
+    // deadline is armed; it passed before every host contributed; the
+    // result of the round it closed, which members arriving later get.
+    bool deadline_armed = false;
+    bool deadline_passed = false;
+    std::shared_ptr<const absl::StatusOr<ReduceResult>> closed;
   };
   // Completes whatever is complete; returns the callbacks to run. A call
   // that only added to one round sweeps that round only (`barrier` or
@@ -72,6 +84,8 @@ class InProcessGroupHub final : public GroupComm {
   std::vector<common::NodeId> LiveHostsLocked(int stage, uint64_t iteration) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
+  // Note [Late members]: the deadline of round (iteration, stage) passed.
+  void CloseLate(uint64_t iteration, int stage);
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
 

@@ -56,6 +56,22 @@ struct NodeTrainer::State {
     absl::AnyInvocable<void()> waiter;  // a sync point waiting for it
   };
   std::map<int, OuterRound> rounds ABSL_GUARDED_BY(mu);
+  // Note [Late members]: per stage, the members' uplink figures from the
+  // last sync's result, and when the last two syncs started.
+  struct SyncPace {
+    std::vector<uint64_t> figures;
+    std::optional<absl::Duration> last_start;
+    absl::Duration gap = absl::ZeroDuration();
+  };
+  std::map<int, SyncPace> pace ABSL_GUARDED_BY(mu);
+  // The deadline of a sync starting now whose contribution takes `bytes`.
+  absl::Duration CloseAfter(int stage, const AveragingPlan& plan, int64_t bytes);
+  void RecordFigures(int stage, const ReduceResult& r) {
+    absl::MutexLock lock(&mu);
+    std::vector<uint64_t>& f = pace[stage].figures;
+    f.clear();
+    for (const auto& [id, b] : r.bandwidths) f.push_back(b);
+  }
 
   bool Stopped() {
     absl::MutexLock lock(&mu);
@@ -148,6 +164,37 @@ absl::StatusOr<std::string> NodeTrainer::State::ServeState(int stage, uint64_t i
   return it->second->ExportState();
 }
 
+
+// Note [Late members] (sharded_reduce.h): what the round may take before
+// the late are closed out. The expected time is the upload of this
+// replica's share of the sharded reduce (2 (R-1)/R < 2 times its encoded
+// contribution) at the group's median measured uplink (the previous
+// sync's figures; unknown before it: the floor alone), so a member several
+// times slower than its peers is left out and one as fast is not. With
+// overlap the round also has the H steps before anyone waits for it,
+// measured as the time between the last two syncs.
+absl::Duration NodeTrainer::State::CloseAfter(int stage, const AveragingPlan& plan,
+                                              int64_t bytes) {
+  if (plan.deadline_factor <= 0) return absl::InfiniteDuration();
+  const absl::Duration now = clock->SteadyNow();
+  absl::MutexLock lock(&mu);
+  SyncPace& p = pace[stage];
+  if (p.last_start.has_value()) p.gap = now - *p.last_start;
+  p.last_start = now;
+  std::vector<uint64_t> known;
+  for (uint64_t b : p.figures) {
+    if (b > 0) known.push_back(b);
+  }
+  double expected_s = 0;
+  if (!known.empty()) {
+    std::sort(known.begin(), known.end());
+    expected_s = 2.0 * static_cast<double>(bytes) / static_cast<double>(known[known.size() / 2]);
+  }
+  absl::Duration d =
+      absl::Seconds(std::max(plan.deadline_min_s, plan.deadline_factor * expected_s));
+  if (plan.overlap) d += p.gap;
+  return d;
+}
 
 void NodeTrainer::State::Start(uint64_t iteration) {
   if (Stopped()) return;
@@ -332,6 +379,7 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
     return then(std::move(report), it, std::move(step));
   }
   const ReduceResult& r = **result;
+  RecordFigures(it->first, r);
   // Shared with the re-sync path: AcceptReduce consumes `then` only there.
   auto shared = std::make_shared<StepThen>(std::move(then));
   const std::optional<bool> finite =
@@ -363,6 +411,7 @@ void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, Stag
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   c.factors = std::move(a->factors);
+  c.close_after = CloseAfter(it->first, it->second->averaging(), a->bytes);
   const int stage = it->first;
   const uint64_t iteration = report.iteration;
   {
@@ -408,6 +457,7 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   c.factors = std::move(a->factors);
+  c.close_after = CloseAfter(it->first, compute->averaging(), a->bytes);
   const int64_t before = step.avg_bytes;  // a round applied just before (overlap)
   step.avg_bytes = before + a->bytes;
   const uint64_t mine = c.params_digest;
@@ -428,6 +478,7 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
           return self->Next(std::move(report), it, step);
         }
         if (r->sent_bytes > 0) step.avg_bytes = before + r->sent_bytes;  // Note [Encoded shards]
+        self->RecordFigures(it->first, *r);
         // visits_total counts the contributors here (one visit each).
         const std::optional<bool> finite =
             self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
@@ -451,13 +502,28 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
   step.replicas = r.contributors;
   step.digests_agree = r.digests_agree;
   step.refused_parts = r.refused_parts;
+  // Note [Late members].
+  step.sync_late = r.late;
+  step.sync_left_out = r.late ? 0 : static_cast<int>(r.left_out.size());
+  if (r.late) {
+    LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
+                 << ": this replica's pseudo-gradient missed its round's deadline; applying "
+                 << "the average of the " << r.contributors << " that made it";
+  } else if (!r.left_out.empty()) {
+    LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first << ": "
+                 << r.left_out.size() << " late replica(s) left out of the outer sync";
+  }
+  // A replica left out takes the others' step only from their anchor.
+  const bool anchor_differs =
+      r.late && std::none_of(r.digests.begin(), r.digests.end(),
+                             [mine](const auto& d) { return d.second == mine; });
   for (const PartVerdict& v : r.refused_parts) {
     // One line per refused part; peers that keep sending them are counted in
     // skipswarm_gradient_parts_refused_total.
     LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
                  << (outer ? " (outer step)" : "") << ": " << DescribeVerdict(v);
   }
-  if (!r.digests_agree) {
+  if (!r.digests_agree || anchor_differs) {
     if (int64_t held = 0; AllowLog(&held)) {
       LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                  << (outer ? ": replica anchors disagree" : ": replica parameter digests disagree")

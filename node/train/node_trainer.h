@@ -71,7 +71,9 @@
 // still takes part in round k+1, so its peers do not wait for it. The last
 // iteration of a run applies the round in flight and, at a sync point,
 // syncs in full, so a run ends on the common anchor. What a member slow to
-// upload costs, measured: node/train/README.md.
+// upload costs, measured: node/train/README.md. A member slower than the
+// sync's deadline is left out of the round (Note [Late members] in
+// sharded_reduce.h, the deadline from NodeTrainer's measured pace).
 //
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
@@ -118,6 +120,11 @@ struct StageStep {
   int64_t avg_bytes = 0;
   // Note [Outer steps]: this iteration ended with an outer step (H > 1).
   bool outer_step = false;
+  // Note [Late members] (sharded_reduce.h): replicas its outer sync left
+  // out at the deadline, and whether this one was late (it applied the
+  // others' average without its own pseudo-gradient).
+  int sync_left_out = 0;
+  bool sync_late = false;
   // Parts this replica left out or clipped as their shard's owner (Note
   // [Robust averaging] in robust_sum.h), each naming its sender.
   std::vector<PartVerdict> refused_parts;

@@ -194,11 +194,20 @@ absl::StatusOr<std::vector<OutgoingReduce>> ShardedReduce::Receive(ReduceMessage
   }
   if (!std::is_sorted(m.members.begin(), m.members.end()) ||
       std::adjacent_find(m.members.begin(), m.members.end()) != m.members.end() ||
-      !Contains(m.members, m.from) || !Contains(m.members, self_) || m.data == nullptr) {
-    return absl::InvalidArgumentError("round members must be ascending and name both ends");
+      !Contains(m.members, m.from) || m.data == nullptr) {
+    return absl::InvalidArgumentError("round members must be ascending and name the sender");
   }
   absl::Status layout_ok = m.layout.Validate(static_cast<int>(m.members.size()));
   if (!layout_ok.ok()) return layout_ok;
+  if (!Contains(m.members, self_)) {
+    // Note [Late members]: the peers closed the round without us.
+    if (m.phase != ReduceMessage::Phase::kGather || !started()) {
+      return absl::InvalidArgumentError("a round that does not name this replica");
+    }
+    absl::Status closed = ReceiveClosed(std::move(m));
+    if (!closed.ok()) return closed;
+    return std::vector<OutgoingReduce>();
+  }
   if (m.members != members_) {
     if (later_.size() < kMaxLaterRounds || later_.count(m.members)) {
       later_[m.members].push_back(std::move(m));
@@ -291,6 +300,12 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
         out.push_back({members_[j], Message(ReduceMessage::Phase::kGather, index_)});
       }
     }
+    // Note [Late members]: the members closed out get it too.
+    for (const common::NodeId& late : closed_out_) {
+      if (!Contains(members_, late)) {
+        out.push_back({late, Message(ReduceMessage::Phase::kGather, index_)});
+      }
+    }
   }
   if (reduced_ && !done_ && static_cast<int>(gather_.size()) == r) {
     done_ = true;
@@ -317,9 +332,91 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     result.shard_weights = layout_.weights;
     result.layout_fell_back = fell_back_;
     result.refused_parts = verdicts_;
+    for (const common::NodeId& late : closed_out_) {
+      if (!Contains(members_, late)) result.left_out.push_back(late);
+    }
     result_ = std::move(result);
   }
   return out;
+}
+
+absl::Status ShardedReduce::ReceiveClosed(ReduceMessage m) {
+  if (done_) return absl::OkStatus();  // our own round finished first
+  const int r = static_cast<int>(m.members.size());
+  if (!std::includes(members_.begin(), members_.end(), m.members.begin(), m.members.end())) {
+    return absl::InvalidArgumentError("a reduced shard of a round of members not in ours");
+  }
+  if (m.shard < 0 || m.shard >= r || m.members[m.shard] != m.from) {
+    return absl::InvalidArgumentError("a reduced shard from a replica that does not own it");
+  }
+  if (m.total != static_cast<int64_t>(own_.flat.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("replica ", m.from.ShortString(), " has ",
+                                                   m.total, " elements, this one ",
+                                                   own_.flat.size()));
+  }
+  const auto [begin, end] = m.layout.Range(m.total, r, m.shard);
+  if (static_cast<int64_t>(m.data->size()) != end - begin ||
+      static_cast<int>(m.digests.size()) != r || static_cast<int>(m.bandwidths.size()) != r) {
+    return absl::InvalidArgumentError("a reduced shard of the wrong size or without its round's "
+                                      "digests and bandwidths");
+  }
+  const auto key = std::make_pair(m.members, m.layout.weights);
+  if (closed_.size() >= kMaxLaterRounds && closed_.count(key) == 0) return absl::OkStatus();
+  std::map<int, Part>& shards = closed_[key];
+  shards[m.shard] = Part{std::move(m.data), std::move(m.payload), m.visits, 0,
+                         std::move(m.digests), 0, std::move(m.bandwidths)};
+  if (static_cast<int>(shards.size()) < r) return absl::OkStatus();
+  const Part& first = shards.begin()->second;
+  ReduceResult result;
+  result.sum.reserve(own_.flat.size());
+  for (const auto& [k, p] : shards) {
+    if (p.visits != first.visits || p.digests != first.digests ||
+        p.bandwidths != first.bandwidths) {
+      closed_.erase(key);
+      return absl::InvalidArgumentError("reduced shards of one closed round disagree");
+    }
+    result.sum.insert(result.sum.end(), p.data->begin(), p.data->end());
+  }
+  result.visits = first.visits;
+  result.contributors = r;
+  for (int k = 0; k < r; ++k) {
+    result.digests.emplace_back(key.first[k], first.digests[k]);
+    if (first.digests[k] != first.digests[0]) result.digests_agree = false;
+    result.bandwidths.emplace_back(key.first[k], first.bandwidths[k]);
+  }
+  result.shard_weights = key.second;
+  for (const common::NodeId& id : members_) {
+    if (!Contains(key.first, id)) result.left_out.push_back(id);
+  }
+  result.late = true;
+  done_ = true;
+  result_ = std::move(result);
+  return absl::OkStatus();
+}
+
+std::vector<common::NodeId> ShardedReduce::Late() const {
+  std::vector<common::NodeId> late;
+  if (!started() || reduced_) return late;
+  for (const common::NodeId& m : members_) {
+    if (m != self_ && scatter_.count(m) == 0) late.push_back(m);
+  }
+  return late;
+}
+
+std::vector<OutgoingReduce> ShardedReduce::CloseWithout(const std::vector<common::NodeId>& late,
+                                                        ShardLayout layout) {
+  std::vector<common::NodeId> rest;
+  for (const common::NodeId& m : members_) {
+    if (m != self_ && std::find(late.begin(), late.end(), m) != late.end()) {
+      if (std::find(closed_out_.begin(), closed_out_.end(), m) == closed_out_.end()) {
+        closed_out_.push_back(m);
+      }
+    } else {
+      rest.push_back(m);
+    }
+  }
+  std::sort(closed_out_.begin(), closed_out_.end());
+  return Start(std::move(rest), std::move(layout));
 }
 
 void ShardedReduce::Count(const std::vector<OutgoingReduce>& out) { sent_bytes_ += Bytes(out); }

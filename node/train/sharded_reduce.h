@@ -35,6 +35,24 @@
 // contribution. Messages for a round this replica has not started (a peer
 // noticed the death first) are kept and replayed when it gets there.
 //
+// Note [Late members]: a round whose contribution has a finite
+// GradientContribution::close_after (outer syncs, Note [Outer steps] in
+// node_trainer.h) does not wait for a member that is late: when the caller's
+// deadline passes, the members whose reduce-scatter part of this replica's
+// shard is still missing (Late()) are closed out (CloseWithout): the round
+// restarts without them, as after a death but without marking them dead,
+// and every survivor also sends its reduced shard to them. A survivor that
+// sees a smaller round of its peers follows it (the first deadline decides
+// for all). A member closed out recognises those shards (a round that does
+// not name it, of members of its own round) and, once it holds all of
+// them, is done with their average as its result (ReduceResult::late):
+// it applies the average it missed and its peers' state stays its own.
+// Only missing parts count as late: a member that holds every part is
+// waiting for a reduced shard, which its owner sends once it is not
+// waiting itself, so the slow member never closes its peers out. A member
+// late only with its own reduced shard is waited for (Note [Silent
+// members] in grpc_group_sweep.cc bounds that).
+//
 // Thread rule: not thread-safe; the owner serialises calls.
 #ifndef SKIPSWARM_NODE_TRAIN_SHARDED_REDUCE_H_
 #define SKIPSWARM_NODE_TRAIN_SHARDED_REDUCE_H_
@@ -175,6 +193,14 @@ class ShardedReduce {
   const ShardLayout& layout() const { return layout_; }
   // Members whose message the current round still waits for.
   std::vector<common::NodeId> Missing() const;
+  // Note [Late members]: members whose reduce-scatter part of this
+  // replica's shard is missing (none once it is reduced).
+  std::vector<common::NodeId> Late() const;
+  // Note [Late members]: restarts the round without `late` (Start with the
+  // other members and `layout`) and sends them the reduced shard too.
+  const std::vector<common::NodeId>& closed_out() const { return closed_out_; }
+  std::vector<OutgoingReduce> CloseWithout(const std::vector<common::NodeId>& late,
+                                           ShardLayout layout = {});
   // A round of fewer members (this one included) that peers have started
   // and sent us messages for: once this replica is done, it redoes that
   // round for them (Start) although its own result stands.
@@ -192,6 +218,9 @@ class ShardedReduce {
     double norm = -1;
   };
   absl::Status Check(const ReduceMessage& m) const;
+  // Note [Late members]: a reduced shard of a round that closed this
+  // replica out.
+  absl::Status ReceiveClosed(ReduceMessage m);
   // A checked message of the current members: layout agreement (Note
   // [Shard layout]), then Accept + Advance.
   // `checked`: Check(m) passed against the current round (Receive), so a
@@ -226,6 +255,12 @@ class ShardedReduce {
   std::vector<PartVerdict> verdicts_;  // of this member's shard, this round
   bool done_ = false;
   absl::StatusOr<ReduceResult> result_ = absl::UnavailableError("not done");
+  // Note [Late members]: members closed out (sent the reduced shard), and
+  // the reduced shards of rounds that closed this replica out, by round
+  // and layout.
+  std::vector<common::NodeId> closed_out_;
+  std::map<std::pair<std::vector<common::NodeId>, std::vector<uint32_t>>, std::map<int, Part>>
+      closed_;
   // Messages of rounds not started (yet), by round.
   std::map<std::vector<common::NodeId>, std::vector<ReduceMessage>> later_;
 };

@@ -4,7 +4,9 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <set>
@@ -97,6 +99,12 @@ class Group {
     Send(reduces_[r]->Start(*round));
   }
   void Kill(int r) { dead_.insert(r); }
+  // Note [Late members]: replica r closes the round without `late`.
+  void CloseWithout(int r, const std::vector<int>& late) {
+    std::vector<NodeId> ids;
+    for (int x : late) ids.push_back(ids_[x]);
+    Send(reduces_[r]->CloseWithout(ids));
+  }
 
   // Sum over `who` in ascending id order, whole vectors (the reference).
   std::vector<float> Expected(const std::vector<int>& who) const {
@@ -653,6 +661,82 @@ TEST(ShardedReduceTest, TimedRoundIsShorterWithSizedShardsOnAHeterogeneousGroup)
   EXPECT_LT(with_sizes, 0.85 * equal);
   std::cout << "FIGURE timed_round_equal_s=" << equal << "\nFIGURE timed_round_sized_s="
             << with_sizes << "\nFIGURE timed_round_speedup=" << equal / with_sizes << "\n";
+}
+
+// Note [Late members]: replica 2's parts never arrive (a slow uplink);
+// replica 0 closes it out at its deadline, replica 1 follows 0's smaller
+// round, both average without it, and replica 2, which holds every part and
+// so closes nobody out, is done with their average, flagged late.
+TEST(ShardedReduceTest, ALateMemberIsClosedOutAndGetsTheOthersAverage) {
+  Group g(3, 1001, /*seed=*/7);
+  g.StartAll({0, 1, 2});
+  auto not_from_2 = [&](int, const ReduceMessage& m) { return m.from != g.id(2); };
+  g.DeliverIf(not_from_2);
+  for (int r : {0, 1, 2}) EXPECT_FALSE(g.at(r).done()) << r;
+  EXPECT_EQ(g.at(0).Late(), std::vector<NodeId>{g.id(2)});
+  EXPECT_EQ(g.at(1).Late(), std::vector<NodeId>{g.id(2)});
+  EXPECT_TRUE(g.at(2).Late().empty());  // it has every part of its shard
+  g.CloseWithout(0, {2});
+  g.DeliverIf(not_from_2);
+  std::optional<std::vector<NodeId>> round = g.at(1).SmallerRoundWaiting();
+  ASSERT_TRUE(round.has_value());
+  EXPECT_EQ(*round, (std::vector<NodeId>{g.id(0), g.id(1)}));
+  g.CloseWithout(1, {2});
+  g.DeliverIf(not_from_2);
+  for (int r : {0, 1, 2}) ASSERT_TRUE(g.at(r).done() && g.at(r).result().ok()) << r;
+  const ReduceResult& survivor = *g.at(0).result();
+  EXPECT_EQ(survivor.sum, g.Expected({0, 1}));
+  EXPECT_EQ(survivor.contributors, 2);
+  EXPECT_FALSE(survivor.late);
+  EXPECT_EQ(survivor.left_out, std::vector<NodeId>{g.id(2)});
+  EXPECT_EQ(g.at(1).result()->sum, survivor.sum);
+  const ReduceResult& late = *g.at(2).result();
+  EXPECT_TRUE(late.late);
+  EXPECT_EQ(late.sum, survivor.sum);
+  EXPECT_EQ(late.visits, survivor.visits);
+  EXPECT_EQ(late.contributors, 2);
+  EXPECT_EQ(late.digests, survivor.digests);
+  EXPECT_EQ(late.left_out, std::vector<NodeId>{g.id(2)});
+  // Its own parts arrive at last: nobody's result changes.
+  g.Deliver();
+  EXPECT_EQ(g.at(0).result()->sum, survivor.sum);
+  EXPECT_TRUE(g.at(2).result()->late);
+}
+
+// Two replicas: the one on time averages alone; the late one takes its step.
+TEST(ShardedReduceTest, OfTwoTheLateOneTakesTheOthersContribution) {
+  Group g(2, 300, /*seed=*/3);
+  g.StartAll({0, 1});
+  g.DeliverIf([&](int, const ReduceMessage& m) { return m.from != g.id(1); });
+  EXPECT_EQ(g.at(0).Late(), std::vector<NodeId>{g.id(1)});
+  g.CloseWithout(0, {1});
+  g.DeliverIf([&](int, const ReduceMessage& m) { return m.from != g.id(1); });
+  ASSERT_TRUE(g.at(0).done() && g.at(1).done());
+  EXPECT_EQ(g.at(0).result()->sum, g.Expected({0}));
+  EXPECT_EQ(g.at(1).result()->sum, g.Expected({0}));
+  EXPECT_TRUE(g.at(1).result()->late);
+}
+
+// A reduced shard of a round that leaves this replica out is only taken from
+// its owner and for members of this replica's own round.
+TEST(ShardedReduceTest, AClosedRoundFromAStrangerIsRefused) {
+  Group g(3, 90);
+  g.StartAll({0, 1, 2});
+  ReduceMessage m;
+  m.phase = ReduceMessage::Phase::kGather;
+  m.iteration = 5;
+  m.stage = 2;
+  const NodeId stranger = NodeId::ForName("stranger");
+  m.from = stranger;
+  m.members = {g.id(0), stranger};
+  std::sort(m.members.begin(), m.members.end());
+  m.shard = m.members[0] == stranger ? 0 : 1;
+  m.total = 90;
+  m.data = std::make_shared<const std::vector<float>>(45, 1.0f);
+  m.digests = {42, 42};
+  m.bandwidths = {0, 0};
+  EXPECT_FALSE(g.at(2).Receive(m).ok());
+  EXPECT_FALSE(g.at(2).done());
 }
 
 }  // namespace

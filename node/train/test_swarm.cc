@@ -2,10 +2,46 @@
 
 #include <glog/logging.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 
 namespace skipswarm::node {
+namespace {
+
+// TestSwarmOptions::reduce_delay: the hub, with AllReduce calls held back.
+class DelayedReduceGroup final : public GroupComm {
+ public:
+  DelayedReduceGroup(GroupComm* hub, common::Clock* clock, absl::Duration delay)
+      : hub_(hub), clock_(clock), delay_(delay) {}
+  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+               BarrierDone done) override {
+    hub_->Barrier(iteration, self, data_node, std::move(done));
+  }
+  void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
+                 ReduceDone done) override {
+    auto call = std::make_shared<std::pair<GradientContribution, ReduceDone>>(
+        std::move(contribution), std::move(done));
+    GroupComm* hub = hub_;
+    clock_->RunAfter(delay_, [hub, iteration, stage, call] {
+      hub->AllReduce(iteration, stage, std::move(call->first), std::move(call->second));
+    });
+  }
+  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
+    hub_->SetStateProvider(self, std::move(provider));
+  }
+  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                  StateDone done) override {
+    hub_->FetchState(iteration, stage, from, std::move(done));
+  }
+
+ private:
+  GroupComm* const hub_;
+  common::Clock* const clock_;
+  const absl::Duration delay_;
+};
+
+}  // namespace
 
 TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const DataSource* data)
     : options_(std::move(options)),
@@ -55,6 +91,11 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     in.clock = &clock_;
     in.routing = n.view.get();
     in.group = hub_.get();
+    if (auto delay = options_.reduce_delay.find(static_cast<int>(i));
+        delay != options_.reduce_delay.end()) {
+      n.slow_group = std::make_unique<DelayedReduceGroup>(hub_.get(), &clock_, delay->second);
+      in.group = n.slow_group.get();
+    }
     if (options_.repairer) {
       n.repairer = options_.repairer();
       in.repairer = n.repairer.get();

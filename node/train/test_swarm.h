@@ -13,6 +13,7 @@
 #define SKIPSWARM_NODE_TRAIN_TEST_SWARM_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct TestSwarmOptions {
   std::function<std::unique_ptr<StageCompute>(int node, int stage, common::Clock* clock,
                                               TaskRunner* runner)>
       shadow_factory;
+  // Node i's AllReduce calls reach the hub this much later (simulated
+  // time): a member slow to upload (Note [Late members] in
+  // sharded_reduce.h). Its result comes back at once.
+  std::map<int, absl::Duration> reduce_delay;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -105,6 +110,7 @@ class TestSwarm {
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;
     std::unique_ptr<RouteRepairer> repairer;
+    std::unique_ptr<GroupComm> slow_group;  // reduce_delay
     std::unique_ptr<NodeStack> stack;  // node/'s recipe; null once killed
     std::vector<NodeIterationReport> reports;
     bool done = false;

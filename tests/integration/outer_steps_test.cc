@@ -45,7 +45,8 @@ struct TrainedSwarm {
 };
 
 // Nodes 0, 1: stage 0; nodes 2s, 2s+1: stage s.
-TrainedSwarm Train(const model::AveragingOptions& averaging, int iterations) {
+TrainedSwarm Train(const model::AveragingOptions& averaging, int iterations,
+                   std::map<int, absl::Duration> reduce_delay = {}) {
   const model::ModelConfig m = TinyModel();
   model::OptimizerOptions opt;
   opt.peak_lr = 1e-2;
@@ -60,6 +61,7 @@ TrainedSwarm Train(const model::AveragingOptions& averaging, int iterations) {
   o.node_stages = {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}};
   o.num_stages = 4;
   o.driver.mbs_per_iteration = 2;
+  o.reduce_delay = std::move(reduce_delay);
   run.swarm = std::make_unique<TestSwarm>(
       o,
       [m, opt, averaging](int, int stage, common::Clock*, TaskRunner* runner) {
@@ -156,6 +158,40 @@ TEST(OuterStepsTest, OverlappedSyncAppliesEachRoundOneRoundLateAndEndsEqual) {
     }
     EXPECT_EQ(swarm.compute(r0, stage)->ParamsDigest(), swarm.compute(r1, stage)->ParamsDigest())
         << "stage " << stage;
+  }
+  EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
+}
+
+// Note [Late members] (node/train/sharded_reduce.h): node 5 (stage 2's
+// second replica) reaches the group 5 s (simulated) after its sync; the
+// round closes at the 1 s deadline without it, its peer steps on its own
+// pseudo-gradient, and node 5 applies that same average when its call
+// arrives: both end every sync on the same anchor, and each sync counts one
+// member left out and one late.
+TEST(OuterStepsTest, ALateReplicaIsLeftOutAtTheDeadlineAndAppliesTheAverageItMissed) {
+  model::AveragingOptions a;
+  a.outer_every = 4;
+  a.outer_lr = 1;
+  a.outer_momentum = 0;
+  a.sync_deadline_factor = 4;
+  a.sync_deadline_min_s = 1;  // no uplink figures in process: the floor
+  constexpr int kIterations = 12;
+  TrainedSwarm run = Train(a, kIterations, {{5, absl::Seconds(5)}});
+  TestSwarm& swarm = *run.swarm;
+  for (int stage = 0; stage < 4; ++stage) {
+    const int r0 = 2 * stage, r1 = 2 * stage + 1;
+    ASSERT_EQ(swarm.reports(r1).size(), static_cast<size_t>(kIterations));
+    for (int i = 3; i < kIterations; i += 4) {
+      const StageStep& s0 = swarm.reports(r0)[i].stages.at(stage);
+      const StageStep& s1 = swarm.reports(r1)[i].stages.at(stage);
+      EXPECT_TRUE(s0.outer_step && s1.outer_step) << "stage " << stage << " iteration " << i;
+      EXPECT_EQ(s0.digest_after, s1.digest_after) << "stage " << stage << " iteration " << i;
+      EXPECT_EQ(s0.sync_left_out, stage == 2 ? 1 : 0) << "stage " << stage << " iteration " << i;
+      EXPECT_FALSE(s0.sync_late);
+      EXPECT_EQ(s1.sync_late, stage == 2) << "stage " << stage << " iteration " << i;
+      EXPECT_EQ(s0.replicas, stage == 2 ? 1 : 2);
+      EXPECT_FALSE(s1.resynced);
+    }
   }
   EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
 }

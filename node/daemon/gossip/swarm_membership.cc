@@ -91,6 +91,7 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   membership::MembershipOptions mo = options_.tuning;
   mo.policy.swarm_id = swarm_id_;
   mo.policy.model_id = options_.model_id;
+  mo.policy.averaging_id = options_.averaging_id;
   mo.policy.num_stages = options_.num_stages;
   mo.addresses = EndpointsToAddresses(endpoints);
   mo.memory_slots = std::max<uint32_t>(1, options_.memory_slots);

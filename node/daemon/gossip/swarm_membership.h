@@ -66,6 +66,9 @@ struct SwarmMembershipOptions {
   // 0: unchecked (tests).
   std::string model_id;
   uint32_t num_stages = 0;
+  // How replicas average (model::AveragingIdentity): records that average
+  // otherwise are refused likewise. Empty: unchecked (tests).
+  std::string averaging_id;
   membership::MembershipOptions tuning;     // timers (defaults: membership.h)
   // More services for the gossip server (the swarm manifest's,
   // manifest/manifest_service.h). Borrowed: they must outlive this.

@@ -34,6 +34,11 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     metrics->Add("skipswarm_stage_averaged_bytes_total", static_cast<double>(step.avg_bytes),
                  label);
     if (step.outer_step) metrics->Add("skipswarm_stage_outer_steps_total", 1, label);
+    // Note [Late members]: counted once the stage has had a sync.
+    if (step.sync_late) metrics->Add("skipswarm_outer_sync_late_total", 1, label);
+    if (step.sync_left_out > 0) {
+      metrics->Add("skipswarm_outer_sync_left_out_total", step.sync_left_out, label);
+    }
     avg_bytes += step.avg_bytes;
     for (const PartVerdict& v : step.refused_parts) {
       metrics->Add("skipswarm_gradient_parts_refused_total", 1,

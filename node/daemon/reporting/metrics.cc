@@ -71,6 +71,12 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "all-gather shards, encoded by --avg_codec; 0 on the inner steps of --outer_every)."},
       {"skipswarm_stage_outer_steps_total", T::kCounter,
        "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
+      {"skipswarm_outer_sync_late_total", T::kCounter,
+       "Outer syncs this replica of the stage missed: its pseudo-gradient was late, the "
+       "round closed at its deadline and it applied the others' average (Note [Late "
+       "members], --outer_deadline_factor)."},
+      {"skipswarm_outer_sync_left_out_total", T::kCounter,
+       "Late replicas this node's outer syncs of the stage closed out at the deadline."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
       {"skipswarm_peer_quota_refusals_total", T::kCounter,
        "Requests this node refused because their sender was over its per-peer quota "

@@ -1,0 +1,78 @@
+#include "node/train/inproc_group.h"
+
+#include <optional>
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+GradientContribution Contribution(const NodeId& from, float value, absl::Duration close_after) {
+  GradientContribution c;
+  c.from = from;
+  c.flat = {value, 2 * value};
+  c.visits = 1;
+  c.params_digest = 7;
+  c.close_after = close_after;
+  return c;
+}
+
+// Note [Late members] (sharded_reduce.h): the round closes at the first
+// contribution's deadline with what arrived; the member that comes later
+// gets that average, flagged late, and the survivors learn whom they left out.
+TEST(InProcessGroupHubTest, ARoundClosesAtItsDeadlineAndTheLateMemberGetsItsResult) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), c = NodeId::ForName("c");
+  InProcessGroupHub hub(&clock, {{a, {1}, 1, "", ""}, {b, {1}, 1, "", ""}, {c, {1}, 1, "", ""}});
+  std::vector<std::optional<absl::StatusOr<ReduceResult>>> got(3);
+  auto record = [&](int i) {
+    return [&got, i](absl::StatusOr<ReduceResult> r) { got[i] = std::move(r); };
+  };
+  hub.AllReduce(4, 1, Contribution(a, 1, absl::Seconds(2)), record(0));
+  clock.Advance(absl::Seconds(1));
+  hub.AllReduce(4, 1, Contribution(b, 2, absl::Seconds(2)), record(1));
+  clock.Advance(absl::Milliseconds(999));
+  EXPECT_FALSE(got[0].has_value());  // the deadline runs from the first one
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(got[0].has_value() && got[1].has_value());
+  ASSERT_TRUE(got[0]->ok()) << got[0]->status();
+  const ReduceResult& on_time = **got[0];
+  EXPECT_EQ(on_time.sum, (std::vector<float>{3, 6}));
+  EXPECT_EQ(on_time.contributors, 2);
+  EXPECT_FALSE(on_time.late);
+  EXPECT_EQ(on_time.left_out, std::vector<NodeId>{c});
+  EXPECT_EQ((*got[1])->sum, on_time.sum);
+
+  clock.Advance(absl::Seconds(30));
+  hub.AllReduce(4, 1, Contribution(c, 4, absl::Seconds(2)), record(2));
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(got[2].has_value() && got[2]->ok());
+  EXPECT_TRUE((*got[2])->late);
+  EXPECT_EQ((*got[2])->sum, on_time.sum);
+  EXPECT_EQ((*got[2])->contributors, 2);
+}
+
+// Without a deadline (gradient averages) every member is waited for.
+TEST(InProcessGroupHubTest, WithoutADeadlineTheRoundWaitsForEveryMember) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  InProcessGroupHub hub(&clock, {{a, {1}, 1, "", ""}, {b, {1}, 1, "", ""}});
+  std::optional<absl::StatusOr<ReduceResult>> first;
+  hub.AllReduce(0, 1, Contribution(a, 1, absl::InfiniteDuration()),
+                [&](absl::StatusOr<ReduceResult> r) { first = std::move(r); });
+  clock.Advance(absl::Hours(1));
+  EXPECT_FALSE(first.has_value());
+  hub.AllReduce(0, 1, Contribution(b, 3, absl::InfiniteDuration()),
+                [](absl::StatusOr<ReduceResult>) {});
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(first.has_value() && first->ok());
+  EXPECT_EQ((*first)->sum, (std::vector<float>{4, 8}));
+  EXPECT_TRUE((*first)->left_out.empty());
+}
+
+}  // namespace
+}  // namespace skipswarm::node
