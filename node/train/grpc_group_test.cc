@@ -508,8 +508,10 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
                        [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
   groups[1]->AllReduce(0, 1, contribution(1),
                        [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
-  ASSERT_TRUE(run_until(d0, absl::Milliseconds(100), absl::Seconds(25)));
-  ASSERT_TRUE(run_until(d1, absl::Milliseconds(100), absl::Seconds(25)));
+  // Small steps: the parts of 0 and 1 cross loopback in real time while the
+  // simulated 2 s pass (a part still missing at the deadline is late too).
+  ASSERT_TRUE(run_until(d0, absl::Milliseconds(5), absl::Seconds(25)));
+  ASSERT_TRUE(run_until(d1, absl::Milliseconds(5), absl::Seconds(25)));
   const absl::Duration waited = clock.SteadyNow() - start;
   ASSERT_TRUE(r0->ok() && r1->ok()) << r0->status() << " " << r1->status();
   EXPECT_EQ((*r0)->contributors, 2);
