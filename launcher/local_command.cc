@@ -51,6 +51,10 @@
 
 ABSL_FLAG(int, local_data_nodes, 2, "Data nodes (hosting stage 0) of the local swarm.");
 ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
+ABSL_FLAG(bool, local_mixed, false,
+          "With --sdp: the SDP nodes (w0, ...) train beside the pipeline swarm (d0, ..., "
+          "s1r0, ...), averaging their stages with its replicas (Note [Mixed local swarm] in "
+          "launcher/local_layout.h; gossip membership only).");
 ABSL_FLAG(int64_t, local_iterations, 200, "Iterations to train.");
 ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
 ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
@@ -200,6 +204,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     lo.data_nodes = data_nodes;
     lo.replicas = replicas;
     lo.sdp = sdp;
+    lo.mixed = absl::GetFlag(FLAGS_local_mixed);
     SS_ASSIGN_OR_RETURN(swarm, MakeLocalLayout(lo));
   }
   const LocalLayout& layout = swarm.nodes;
@@ -229,7 +234,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
     return absl::InvalidArgumentError("--local_membership must be gossip or static");
   }
-
+  if (!gossip && !swarm.sdp.empty() && swarm.pipeline_data_nodes > 0) {
+    return absl::InvalidArgumentError(
+        "--local_mixed needs --local_membership=gossip (a static list cannot mark SDP nodes)");
+  }
   const int rebalance_every = absl::GetFlag(FLAGS_local_rebalance_every);
   if (rebalance_every < 0 || (rebalance_every > 0 && !gossip)) {
     return absl::InvalidArgumentError(
@@ -319,10 +327,18 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                 children.size(), wan_plan->description.c_str(),
                 static_cast<long long>(iterations), dir.c_str());
   } else if (sdp.mode != model::SdpMode::kOff) {
-    std::printf("skipswarm local: %zu SDP nodes (%s masking, %d of %d stages each:",
+    if (swarm.pipeline_data_nodes > 0) {
+      std::printf("skipswarm local: %zu pipeline nodes (%d data nodes, %d stages x %d "
+                  "replicas) and ",
+                  layout.size() - swarm.sdp.size(), data_nodes, stages - 1, replicas);
+    } else {
+      std::printf("skipswarm local: ");
+    }
+    std::printf("%zu SDP nodes (%s masking, %d of %d stages each:",
                 swarm.sdp.size(), model::SdpModeName(sdp.mode).c_str(),
                 swarm.assignment.stages_per_worker, stages);
     for (const auto& [name, st] : layout) {
+      if (swarm.sdp.count(name) == 0) continue;
       std::printf(" %s=%s", name.c_str(), model::FormatStageSet(st).c_str());
     }
     std::printf("), %lld iterations; logs in %s/logs\n", static_cast<long long>(iterations),
@@ -659,6 +675,19 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const double wall_s =
       points.empty() ? 0 : train_seconds(points.rbegin()->first, points.rbegin()->second);
   int failed = PrintRunSummary(dir, children, points, wall_s);
+  if (!swarm.sdp.empty()) {
+    // Note [Mixed local swarm]: an SDP node exchanges no pipeline frame.
+    const std::map<std::string, NodeFrames> frames = ReadNodeFrames(progress);
+    std::string sdp_line, pipeline_line;
+    for (const auto& [name, f] : frames) {
+      absl::StrAppend(swarm.sdp.count(name) > 0 ? &sdp_line : &pipeline_line, " ", name, " ",
+                      f.sent, "/", f.received);
+    }
+    std::printf("pipeline frames sent/received, SDP nodes:%s\n", sdp_line.c_str());
+    if (!pipeline_line.empty()) {
+      std::printf("pipeline frames sent/received, pipeline nodes:%s\n", pipeline_line.c_str());
+    }
+  }
   std::printf("longest wait for the next iteration: %.1f s (wall, after iteration %lld; restores "
               "included)\n",
               absl::ToDoubleSeconds(longest_wait), static_cast<long long>(longest_wait_after));

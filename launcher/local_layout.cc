@@ -17,7 +17,10 @@ absl::StatusOr<LocalSwarmLayout> MakeLocalLayout(const LayoutOptions& o) {
     return absl::InvalidArgumentError("--local_data_nodes and --local_replicas must be >= 1");
   }
   LocalSwarmLayout l;
-  if (o.sdp.mode == model::SdpMode::kOff) {
+  if (o.sdp.mode == model::SdpMode::kOff && o.mixed) {
+    return absl::InvalidArgumentError("--local_mixed needs --sdp=forward|backward");
+  }
+  if (o.sdp.mode == model::SdpMode::kOff || o.mixed) {
     for (int d = 0; d < o.data_nodes; ++d) l.nodes.push_back({absl::StrCat("d", d), {0}});
     for (int s = 1; s < o.num_stages; ++s) {
       for (int r = 0; r < o.replicas; ++r) {

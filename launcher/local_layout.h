@@ -8,6 +8,18 @@
 //   lo.num_stages = 6;
 //   SS_ASSIGN_OR_RETURN(LocalSwarmLayout l, MakeLocalLayout(lo));  // d0, d1, s1r0, ...
 //
+// Note [Mixed local swarm]: with --sdp and --local_mixed the swarm has both
+// kinds of member: the pipeline swarm (d0.. hosting stage 0, sXrY one
+// stage each) and, after it, the K SDP nodes (w0.., model::
+// AssignSubnetworks), which train their subnetworks on their own data and
+// say so in their records (NodeRecord.subnetwork). Pipeline planners and
+// repairers read the swarm through PipelineHostsView (node/stage/
+// swarm_view.h), so no pipeline micro-batch passes through an SDP node and
+// an SDP node sends or receives no pipeline frame; every stage's averaging
+// group is all of its hosts, both kinds (Note [SDP averaging]); data order
+// is Note [Mixed data order] (node/train/route_planner.h). It needs gossip
+// membership: a static --swarm list cannot mark a subnetwork member.
+//
 // Thread rule: pure functions.
 #ifndef SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_
 #define SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_
@@ -32,8 +44,10 @@ struct LayoutOptions {
   int num_stages = 1;
   int data_nodes = 2;  // pipeline data nodes d0.. (stage 0)
   int replicas = 2;    // pipeline replicas of every other stage
-  // With sdp: one SDP node per subnetwork (w0, w1, ...) instead.
+  // With sdp: one SDP node per subnetwork (w0, w1, ...), instead of the
+  // pipeline swarm or, `mixed`, after it (Note [Mixed local swarm]).
   model::SdpOptions sdp;
+  bool mixed = false;
 };
 
 struct LocalSwarmLayout {

@@ -1,6 +1,7 @@
 #include "launcher/local_layout.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -33,6 +34,24 @@ TEST(LocalLayoutTest, SdpSwarmHasOneNodePerSubnetwork) {
   EXPECT_EQ(l->nodes, want);
   EXPECT_EQ(l->sdp.size(), 4u);
   EXPECT_EQ(l->pipeline_data_nodes, 0);
+}
+
+TEST(LocalLayoutTest, MixedSwarmHasThePipelineThenTheSdpNodes) {
+  LayoutOptions o;
+  o.num_stages = 4;
+  o.data_nodes = 1;
+  o.replicas = 1;
+  o.sdp = {model::SdpMode::kBackward, 2, 0.75};
+  o.mixed = true;
+  absl::StatusOr<LocalSwarmLayout> l = MakeLocalLayout(o);
+  ASSERT_TRUE(l.ok()) << l.status();
+  const LocalLayout want = {{"d0", {0}},   {"s1r0", {1}},        {"s2r0", {2}},
+                            {"s3r0", {3}}, {"w0", {0, 1, 3}}, {"w1", {0, 2, 3}}};
+  EXPECT_EQ(l->nodes, want);
+  EXPECT_EQ(l->sdp, (std::set<std::string>{"w0", "w1"}));
+  EXPECT_EQ(l->pipeline_data_nodes, 1);
+  o.sdp.mode = model::SdpMode::kOff;
+  EXPECT_EQ(MakeLocalLayout(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LocalLayoutTest, CapsNameKnownNodesAndWellFormedRates) {

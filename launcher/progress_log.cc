@@ -54,6 +54,27 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
   }
 }
 
+std::map<std::string, NodeFrames> ReadNodeFrames(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::map<std::string, NodeFrames> out;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    const auto node = j.find("node");
+    const auto sent = j.find("frames_sent");
+    const auto received = j.find("frames_received");
+    if (node == j.end() || !node->is_string() || sent == j.end() || !sent->is_number_integer() ||
+        received == j.end() || !received->is_number_integer()) {
+      continue;
+    }
+    NodeFrames& f = out[node->get<std::string>()];
+    f.sent = std::max(f.sent, sent->get<int64_t>());
+    f.received = std::max(f.received, received->get<int64_t>());
+  }
+  return out;
+}
+
 void WriteLossSummary(const std::string& dir, const std::map<int64_t, ProgressPoint>& points,
                       const std::vector<RunEvent>& events) {
   std::ofstream csv(dir + "/loss.csv");

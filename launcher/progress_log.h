@@ -38,6 +38,15 @@ struct ProgressPoint {
 void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& points,
                   int64_t& rerouted);
 
+// Pipeline frames a node exchanged with other nodes ("frames_sent",
+// "frames_received" of its lines: counts since it started, so the largest
+// of each). An SDP node's stay 0 (Note [Mixed local swarm]).
+struct NodeFrames {
+  int64_t sent = 0;
+  int64_t received = 0;
+};
+std::map<std::string, NodeFrames> ReadNodeFrames(const std::string& path);
+
 // Something that happened during the run, after iteration `iteration`.
 struct RunEvent {
   int64_t iteration = 0;

@@ -579,6 +579,7 @@ View Membership::Impl::ViewLocked() const {
     info.outbound_only = m.record.outbound_only();
     info.paused = m.record.paused();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
+    info.subnetwork = m.record.subnetwork();
     info.memory_slots = m.record.memory_slots();
     info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();
     for (const auto& [stage, digest] : m.record.stage_digests()) {

@@ -31,6 +31,9 @@ struct MemberInfo {
   // members] in membership_impl.h).
   bool outbound_only = false;
   std::vector<uint32_t> stages;
+  // Trains its own subnetwork of `stages`; never a pipeline hop
+  // (NodeRecord.subnetwork).
+  bool subnetwork = false;
   uint32_t memory_slots = 0;
   double seconds_per_layer_per_sample = 0;
   std::map<uint32_t, uint64_t> stage_digests;

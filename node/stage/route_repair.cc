@@ -14,7 +14,8 @@ bool Contains(const std::vector<common::NodeId>& v, const common::NodeId& x) {
 }  // namespace
 
 absl::StatusOr<std::vector<RouteHop>> ReplicaRouteRepairer::Repair(const RepairRequest& r,
-                                                                   const SwarmView& view) {
+                                                                   const SwarmView& swarm) {
+  const PipelineHostsView view(swarm);  // never through a subnetwork member
   const size_t hop = static_cast<size_t>(r.holder) + 1;
   if (r.holder < 0 || hop >= r.route.size()) {
     return absl::AbortedError("the failed hop is the origin: nothing to re-route");

@@ -70,4 +70,19 @@ uint64_t StaticSwarmView::version() const {
   return version_;
 }
 
+std::vector<PeerInfo> PipelineHostsView::Members() const {
+  std::vector<PeerInfo> out = view_.Members();
+  out.erase(std::remove_if(out.begin(), out.end(), [](const PeerInfo& p) { return p.subnetwork; }),
+            out.end());
+  return out;
+}
+
+std::vector<common::NodeId> PipelineHostsView::Replicas(int stage) const {
+  std::vector<common::NodeId> out = view_.Replicas(stage);
+  for (const PeerInfo& p : view_.Members()) {
+    if (p.subnetwork) out.erase(std::remove(out.begin(), out.end(), p.id), out.end());
+  }
+  return out;
+}
+
 }  // namespace skipswarm::node

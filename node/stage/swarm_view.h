@@ -37,6 +37,10 @@ struct PeerInfo {
   // node/daemon/reporting/speed_reports.h); 0 = unknown (static lists, the simulator,
   // a member that has not published yet). Planners fall back to estimates.
   double sec_per_layer_sample = 0;
+  // Trains its own subnetwork of `stages` (SDP): it averages them with
+  // their other hosts, but no pipeline route may pass through it
+  // (PipelineHostsView).
+  bool subnetwork = false;
 };
 
 // What `from` measured of its link to `to` (membership::LinkInfo, from
@@ -100,6 +104,28 @@ class StaticSwarmView final : public SwarmView {
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> paused_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The members a pipeline route may pass through: `view` without its
+// subnetwork (SDP) members, which train their own routes and only average
+// with the rest (Note [Mixed local swarm] in launcher/local_layout.h).
+// Pipeline planners and repairers read the swarm through it. Read-only: it
+// borrows `view` (which must outlive it) const, and MarkDead does nothing.
+class PipelineHostsView final : public SwarmView {
+ public:
+  explicit PipelineHostsView(const SwarmView& view) : view_(view) {}
+  std::vector<PeerInfo> Members() const override;
+  bool IsAlive(const common::NodeId& id) const override { return view_.IsAlive(id); }
+  std::vector<common::NodeId> Replicas(int stage) const override;
+  void MarkDead(const common::NodeId& id) override { (void)id; }
+  uint64_t version() const override { return view_.version(); }
+  std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                   const common::NodeId& to) const override {
+    return view_.Link(from, to);
+  }
+
+ private:
+  const SwarmView& view_;
 };
 
 }  // namespace skipswarm::node

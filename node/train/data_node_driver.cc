@@ -87,13 +87,10 @@ void DataNodeDriver::TryStart() {
     ++plan_attempts_;
   }
   const PeerId self = server_->self();
-  // Stable data order: rank among every configured data node (Note [Data order]).
-  int rank = 0, num_data = 0;
-  for (const PeerInfo& p : view_->Members()) {
-    if (std::find(p.stages.begin(), p.stages.end(), 0) == p.stages.end()) continue;
-    if (p.id == self) rank = num_data;
-    ++num_data;
-  }
+  // Stable data order: rank among every configured data node (Note [Data
+  // order], Note [Mixed data order]).
+  const DataOrder order = DataOrderOf(*view_, self);
+  const int rank = order.rank, num_data = order.num_data;
   IterationReport report;
   report.iteration = iteration;
   std::deque<Pending> pending;

@@ -27,8 +27,22 @@ int DataNodeRank(const SwarmView& view, const PeerId& self) {
   return it == data.end() ? -1 : static_cast<int>(it - data.begin());
 }
 
+DataOrder DataOrderOf(const SwarmView& view, const PeerId& self) {
+  DataOrder o;
+  int subnetworks = 0;
+  for (const PeerInfo& p : view.Members()) {
+    if (std::find(p.stages.begin(), p.stages.end(), 0) == p.stages.end()) continue;
+    int& kind = p.subnetwork ? subnetworks : o.pipeline_data;
+    if (p.id == self) o.rank = kind;
+    ++kind;
+    ++o.num_data;
+  }
+  return o;
+}
+
 absl::StatusOr<std::vector<PlannedRoute>> InOrderPlanner::Plan(const PlanInput& input,
-                                                               const SwarmView& view) {
+                                                               const SwarmView& swarm) {
+  const PipelineHostsView view(swarm);  // never through a subnetwork member
   const int rank = std::max(0, DataNodeRank(view, input.self));
   std::vector<std::vector<PeerId>> replicas(input.num_stages);
   std::vector<PeerId> unusable;  // Note [Unusable records]

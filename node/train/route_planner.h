@@ -71,6 +71,24 @@ absl::Status UsableForPlanning(const PeerInfo& p, int num_stages);
 // Rank of `self` among the live data nodes (ascending id), or -1.
 int DataNodeRank(const SwarmView& view, const PeerId& self);
 
+// Note [Mixed data order]: the sampler's micro-batches of iteration i are
+// i*D*M .. (i+1)*D*M - 1 (Note [Data order]), D = every data node the view
+// knows (alive or not, both kinds), M = micro-batches per data node (the
+// same on every node). The pipeline data nodes (not subnetwork members)
+// take the first P*M: their planner's data slots, or rank*M + j by rank
+// among the P. The subnetwork (SDP) data nodes take the rest: worker w's MB
+// j is P*M + w*M + j (SdpPlanner, Note [SDP worker order]). So the two
+// kinds never read the same micro-batch, and a swarm of one kind orders its
+// data as before. (A static --swarm list marks no member: there every data
+// node counts as a pipeline one, and SdpPlanner, seeing no marked member,
+// numbers all of them as workers from 0.)
+struct DataOrder {
+  int rank = 0;           // among the data nodes of this node's kind, ascending id
+  int num_data = 0;       // D
+  int pipeline_data = 0;  // P
+};
+DataOrder DataOrderOf(const SwarmView& view, const PeerId& self);
+
 }  // namespace skipswarm::node
 
 #endif  // SKIPSWARM_NODE_TRAIN_ROUTE_PLANNER_H_

@@ -278,7 +278,8 @@ absl::StatusOr<std::unique_ptr<SchedulerPlanner>> SchedulerPlanner::Create(
 }
 
 absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput& input,
-                                                                 const SwarmView& view) {
+                                                                 const SwarmView& swarm) {
+  const PipelineHostsView view(swarm);  // never through a subnetwork member
   const bool full_routes =
       options_.path_length <= 0 || options_.path_length >= input.num_stages;
   // Dead members and unusable records (Note [Unusable records] in

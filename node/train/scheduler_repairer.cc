@@ -29,7 +29,8 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
 }  // namespace
 
 absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const RepairRequest& r,
-                                                                     const SwarmView& view) {
+                                                                     const SwarmView& swarm) {
+  const PipelineHostsView view(swarm);  // never through a subnetwork member
   const std::vector<PeerInfo> members = view.Members();
   // The planner's compute and hop costs (measured, or from outside).
   const std::vector<double> speeds = PlanningSpeeds(members, options_.costs);

@@ -11,9 +11,17 @@ std::string SdpPlanner::name() const { return absl::StrCat("sdp-", model::SdpMod
 
 absl::StatusOr<std::vector<PlannedRoute>> SdpPlanner::Plan(const PlanInput& input,
                                                            const SwarmView& view) {
-  // Note [SDP worker order].
+  // Note [SDP worker order]. In a swarm that marks its subnetwork members
+  // (gossip records) only they are workers, after the pipeline data nodes'
+  // slots (Note [Mixed data order]); an unmarked one (a static list) has
+  // only workers.
+  const std::vector<PeerInfo> members = view.Members();
+  const bool marked = std::any_of(members.begin(), members.end(),
+                                  [](const PeerInfo& p) { return p.subnetwork; });
+  const int first_slot = marked ? DataOrderOf(view, input.self).pipeline_data * input.mbs : 0;
   std::vector<std::pair<std::vector<int>, common::NodeId>> workers;
-  for (const PeerInfo& p : view.Members()) {
+  for (const PeerInfo& p : members) {
+    if (marked && !p.subnetwork) continue;
     if (!view.IsAlive(p.id) || !UsableForPlanning(p, input.num_stages).ok()) continue;
     std::vector<int> stages = p.stages;
     std::sort(stages.begin(), stages.end());
@@ -38,7 +46,7 @@ absl::StatusOr<std::vector<PlannedRoute>> SdpPlanner::Plan(const PlanInput& inpu
   for (int j = 0; j < input.mbs; ++j) {
     PlannedRoute r;
     r.index = j;
-    r.data_slot = rank * input.mbs + j;
+    r.data_slot = first_slot + rank * input.mbs + j;
     r.priority = j;
     for (int s : stages) r.hops.push_back({input.self, s});
     routes.push_back(std::move(r));

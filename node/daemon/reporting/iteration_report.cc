@@ -50,6 +50,13 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                                            step.update.grad_norm, step.digest_after,
                                            step.digests_agree ? "" : " DIGEST MISMATCH"));
   }
+  // Pipeline frames this node exchanged with other nodes since it started
+  // (its own local hops are not counted): 0 and 0 on an SDP node.
+  int64_t frames_sent = 0, frames_received = 0;
+  for (const auto& [peer, t] : r.server.traffic) {
+    frames_sent += t.frames_sent;
+    frames_received += t.frames_received;
+  }
   if (r.data) {
     const IterationReport& d = *r.data;
     const double iteration_s = absl::ToDoubleSeconds(d.elapsed);
@@ -77,14 +84,17 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                           {"tokens", d.tokens},
                           {"iteration_s", iteration_s},
                           {"elapsed_s", elapsed_s},
-                          {"avg_bytes", avg_bytes}};
+                          {"avg_bytes", avg_bytes},
+                          {"frames_sent", frames_sent},
+                          {"frames_received", frames_received}};
       std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
     }
   } else if (!progress_file.empty()) {
     // A relay: only what it did itself (no loss, tokens or timings).
     nlohmann::json j = {
         {"node", node_name},       {"iteration", r.iteration},
-        {"rerouted_here", r.rerouted_here}, {"avg_bytes", avg_bytes}};
+        {"rerouted_here", r.rerouted_here}, {"avg_bytes", avg_bytes},
+        {"frames_sent", frames_sent},       {"frames_received", frames_received}};
     std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
   }
   // Every node's own re-routes, as a data node or as a relay.

@@ -10,7 +10,9 @@
 // node's line has "rerouted" (T, as before) and "rerouted_here" (N) beside
 // its loss and tokens; a relay's line has only node, iteration and
 // "rerouted_here", so summing "rerouted_here" over all lines counts every
-// re-route in the swarm once.
+// re-route in the swarm once. Both kinds of line carry "frames_sent" and
+// "frames_received": the pipeline frames the node exchanged with other
+// nodes since it started (local hops excluded; an SDP node's stay 0).
 //
 //   std::string line = ReportIteration(name, report, elapsed_s, progress_file, &metrics);
 //   std::printf("%s\n", line.c_str());

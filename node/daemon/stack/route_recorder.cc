@@ -14,14 +14,10 @@ namespace skipswarm::node {
 
 uint64_t PlannedGlobalMicroBatch(const PlannedRoute& route, uint64_t iteration,
                                  const SwarmView& view, const PeerId& self, int mbs) {
-  // As DataNodeDriver::RunIteration: rank among every configured data node.
-  int rank = 0, num_data = 0;
-  for (const PeerInfo& p : view.Members()) {
-    if (std::find(p.stages.begin(), p.stages.end(), 0) == p.stages.end()) continue;
-    if (p.id == self) rank = num_data;
-    ++num_data;
-  }
-  num_data = std::max(1, num_data);
+  // As DataNodeDriver::TryStart (Note [Mixed data order]).
+  const DataOrder order = DataOrderOf(view, self);
+  const int rank = order.rank;
+  const int num_data = std::max(1, order.num_data);
   if (route.data_slot >= 0) {
     return iteration * static_cast<uint64_t>(num_data) * mbs + route.data_slot;
   }
