@@ -121,6 +121,7 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
     absl::MutexLock lock(&p.mu);
     p.drain_started = p.clock->SteadyNow();
   }
+  absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
   if (p.stack) p.stack->trainer()->Stop();
   return absl::OkStatus();
 }
@@ -519,7 +520,7 @@ GossipDaemon::~GossipDaemon() {
     absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
     p.link_sink = nullptr;
   }
-  p.stack.reset();  // detaches the server, then waits out the trainer's callback
+  p.ReplaceStack(nullptr);  // detaches the server, then waits out the trainer's callback
   std::thread worker;  // a move's: ends within its fetch deadline
   {
     absl::MutexLock lock(&p.mu);
@@ -710,7 +711,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       if (s.ok()) continue;
       // Our state is the stale one: no checkpoint of it.
       LOG(ERROR) << o.name << ": behind the swarm and could not re-enter: " << s;
-      p.stack.reset();
+      p.ReplaceStack(nullptr);
       p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
       if (absl::IsFailedPrecondition(s)) return absl::OkStatus();  // nothing left to train
       return s;
@@ -728,7 +729,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     // The trainer must be quiet before its computes are saved: destroying
     // the stack waits for a callback in progress and silences later ones.
     // The computes hold the state after the last finished step.
-    p.stack.reset();
+    p.ReplaceStack(nullptr);
     finish->status = absl::CancelledError("stop timed out");
   }
   SS_RETURN_IF_ERROR(p.Checkpoint());

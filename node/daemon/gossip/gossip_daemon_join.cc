@@ -231,7 +231,7 @@ absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   // The stuck iteration goes with the stack: its trainer's callbacks turn
   // into no-ops and its server detaches (frames to us are refused and
   // re-routed). The compute stays; its state is replaced below.
-  stack.reset();
+  ReplaceStack(nullptr);
   computes.at(stage)->ZeroGrad();
   SS_RETURN_IF_ERROR(BuildServing());
   SS_RETURN_IF_ERROR(EnterAsJoiner());

@@ -134,7 +134,7 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
   }
   // The old stage's work is done (the trainer stopped after at - 1's
   // update; the server quiesced): out with it.
-  stack.reset();  // detaches the server first
+  ReplaceStack(nullptr);  // detaches the server first
   probes.erase(m->from);
   computes.erase(m->from);
   SS_RETURN_IF_ERROR(AddCompute(m->to));

@@ -110,8 +110,15 @@ struct GossipDaemon::Parts {
   // Every stack borrows it; kept across stage moves (BuildServing).
   std::unique_ptr<RouteRepairer> repairer;
   // Server, planner, driver and trainer over `probes`; rebuilt by a stage
-  // move (SwitchStage).
+  // move (SwitchStage) and a re-entry. Note [Stack hand-over]: only the Run
+  // thread replaces it, always through ReplaceStack (under `stack_mu`), so
+  // its own reads need no lock; the control service's thread (pause,
+  // drain) uses it only under `stack_mu`.
   std::unique_ptr<TrainingStack> stack;
+  absl::Mutex stack_mu;
+  // Swaps in `next` under `stack_mu` and destroys the old stack after the
+  // lock is released (its destructor waits out a trainer callback).
+  void ReplaceStack(std::unique_ptr<TrainingStack> next);
   Metrics metrics;
   std::unique_ptr<ServingHealth> health;
   std::unique_ptr<PauseMeter> pauses;  // skipswarm_training_paused* on /metrics  // the gRPC health status, with reasons

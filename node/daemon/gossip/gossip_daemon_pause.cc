@@ -17,7 +17,12 @@ absl::Status GossipDaemon::Parts::CanPause(bool force) {
     return absl::FailedPreconditionError(
         "a data node cannot pause: its share of every batch would go unread (drain it instead)");
   }
-  if (stages.empty() || stack == nullptr) {
+  bool training = false;
+  {
+    absl::MutexLock lock(&stack_mu);  // Note [Stack hand-over]
+    training = stack != nullptr;
+  }
+  if (stages.empty() || !training) {
     return absl::FailedPreconditionError("this node is not training yet");
   }
   if (force) return absl::OkStatus();
@@ -48,10 +53,14 @@ absl::Status GossipDaemon::Parts::ApplyPause(bool paused, const std::string& why
   if (paused) SS_RETURN_IF_ERROR(CanPause(force));
   // Our server first, so forwards planned before the record reaches their
   // data node are refused (and re-routed at once) from now on.
-  if (stack) stack->server()->SetPaused(paused);
+  {
+    absl::MutexLock lock(&stack_mu);  // Note [Stack hand-over]
+    if (stack) stack->server()->SetPaused(paused);
+  }
   absl::Status s = gossip->membership()->UpdateLocalRecord(
       [paused](proto::NodeRecord* r) { r->set_paused(paused); });
   if (!s.ok()) {
+    absl::MutexLock lock(&stack_mu);
     if (stack) stack->server()->SetPaused(!paused);
     return s;
   }

@@ -139,10 +139,23 @@ absl::Status GossipDaemon::Parts::BuildServing() {
     pm->OnPauseChange(why);
     board->SetPaused(!why.ok(), std::string(why.message()));  // the page's badge
   };
-  SS_ASSIGN_OR_RETURN(stack, TrainingStack::Create(o, in));
-  absl::MutexLock lock(&mu);
-  stack->server()->SetPaused(volunteer_paused);  // a stage move keeps a pause
+  SS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingStack> next, TrainingStack::Create(o, in));
+  {
+    absl::MutexLock lock(&mu);
+    next->server()->SetPaused(volunteer_paused);  // a stage move keeps a pause
+  }
+  ReplaceStack(std::move(next));
   return absl::OkStatus();
+}
+
+void GossipDaemon::Parts::ReplaceStack(std::unique_ptr<TrainingStack> next) {
+  std::unique_ptr<TrainingStack> old;
+  {
+    absl::MutexLock lock(&stack_mu);
+    old = std::move(stack);
+    stack = std::move(next);
+  }
+  old.reset();  // Note [Stack hand-over]
 }
 
 void GossipDaemon::Parts::MakeHealth() {

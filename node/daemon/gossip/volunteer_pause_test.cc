@@ -31,7 +31,9 @@ TEST(QuietHoursTest, ParsesWindowsAndRefusesNonsenseNamingTheKey) {
                           "22:00-22:00", "22:00-07:00-08:00", "aa:bb-cc:dd"}) {
     auto r = QuietHours::Parse(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find("quiet_hours"), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("quiet_hours"), std::string::npos) << bad;
+    }
   }
 }
 
