@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
 
@@ -57,29 +58,15 @@ class GossipDaemonStopTest : public ::testing::Test {
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o;
-    o.base.name = name;
+    GossipDaemonOptions o =
+        TinyGossipOptions(name, std::move(stages), corpus_, "gossip-daemon-stop-test");
     o.base.iterations = 1000000;  // stopped by the test
-    o.base.mbs_per_iteration = 2;
-    o.base.memory_slots = 2;
-    o.base.planner = "inorder";
     o.base.startup_timeout = absl::Seconds(30);
-    o.base.model.model.num_layers = 3;
-    o.base.model.model.d_model = 16;
-    o.base.model.model.num_heads = 2;
-    o.base.model.model.ffn_dim = 24;
-    o.base.model.model.seq_len = 8;
-    o.base.model.model.num_stages = 3;
-    o.base.model.samples_per_mb = 2;
-    o.base.model.corpus.paths = {corpus_};
     o.base.model.checkpoint_dir = dir_ + "/ckpt-" + name;
-    o.gossip.insecure = true;
-    o.gossip.swarm_name = "gossip-daemon-stop-test";
-    o.stages = std::move(stages);
-    o.control_port = -1;
     o.stop_timeout = absl::Seconds(5);
     return o;
   }
+
 
   std::unique_ptr<Running> Launch(GossipDaemonOptions o, int64_t reach = -1) {
     auto r = std::make_unique<Running>();

@@ -5,6 +5,7 @@
 // stage 2 is refused when it asks to leave; the joiner drains cleanly and
 // the founders finish without it. Tiny model; waits on notifications, no
 // sleeps.
+#include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
 
@@ -66,30 +67,15 @@ class GossipDaemonTest : public ::testing::Test {
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o;
-    o.base.name = name;
+    // In-order routes with round-robin replicas give every replica
+    // micro-batches in every iteration it is routed (the joiner's and the
+    // mover's checks).
+    GossipDaemonOptions o =
+        TinyGossipOptions(name, std::move(stages), corpus_, "gossip-daemon-test");
     o.base.iterations = kIterations;
-    o.base.mbs_per_iteration = 2;
-    o.base.memory_slots = 2;
-    // Membership, joins and moves are checked here, not planning: in-order
-    // routes with round-robin replicas give every replica micro-batches in
-    // every iteration it is routed (the joiner's and the mover's checks).
-    o.base.planner = "inorder";
-    o.base.startup_timeout = absl::Seconds(60);
-    o.base.model.model.num_layers = 3;
-    o.base.model.model.d_model = 16;
-    o.base.model.model.num_heads = 2;
-    o.base.model.model.ffn_dim = 24;
-    o.base.model.model.seq_len = 8;
-    o.base.model.model.num_stages = 3;
-    o.base.model.samples_per_mb = 2;
-    o.base.model.corpus.paths = {corpus_};
-    o.gossip.insecure = true;
-    o.gossip.swarm_name = "gossip-daemon-test";
-    o.stages = std::move(stages);
-    o.control_port = -1;
     return o;
   }
+
 
   std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
     auto r = std::make_unique<Running>();

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/free_port.h"
 #include "gtest/gtest.h"
+#include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
 
@@ -57,32 +58,18 @@ class RelayedMemberTest : public ::testing::Test {
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o;
-    o.base.name = name;
-    o.base.iterations = kIterations;
-    o.base.mbs_per_iteration = 4;
-    o.base.memory_slots = 2;
     // In-order routes with round-robin replicas: both stage-1 replicas get
     // micro-batches in every iteration.
-    o.base.planner = "inorder";
-    o.base.startup_timeout = absl::Seconds(60);
-    o.base.model.model.num_layers = 3;
-    o.base.model.model.d_model = 16;
-    o.base.model.model.num_heads = 2;
-    o.base.model.model.ffn_dim = 24;
-    o.base.model.model.seq_len = 8;
-    o.base.model.model.num_stages = 3;
-    o.base.model.samples_per_mb = 2;
-    o.base.model.corpus.paths = {corpus_};
-    o.gossip.insecure = true;
-    o.gossip.swarm_name = "relayed-member-test";
-    o.stages = std::move(stages);
+    GossipDaemonOptions o =
+        TinyGossipOptions(name, std::move(stages), corpus_, "relayed-member-test");
+    o.base.iterations = kIterations;
+    o.base.mbs_per_iteration = 4;
     o.expect_members = 3;
-    o.control_port = -1;
     // A dial-back to a port where nothing listens fails at its deadline.
     o.dial_back_timeout = absl::Milliseconds(300);
     return o;
   }
+
 
   std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
     auto r = std::make_unique<Running>();
