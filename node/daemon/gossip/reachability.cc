@@ -27,15 +27,14 @@ std::shared_ptr<grpc::Channel> FreshChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, creds.ForChannel(expected), args);
 }
 
-// "ipv4:10.0.0.1:5000" -> "10.0.0.1:5000" (gRPC's peer strings).
-std::string StripScheme(const std::string& peer) {
+}  // namespace
+
+std::string StripPeerScheme(const std::string& peer) {
   for (const char* scheme : {"ipv4:", "ipv6:"}) {
     if (absl::StartsWith(peer, scheme)) return peer.substr(std::string(scheme).size());
   }
   return peer;
 }
-
-}  // namespace
 
 ReachabilityService::ReachabilityService(ReachabilityOptions options)
     : options_(std::move(options)) {}
@@ -43,6 +42,13 @@ ReachabilityService::ReachabilityService(ReachabilityOptions options)
 grpc::Status ReachabilityService::Identify(grpc::ServerContext*, const proto::IdentifyRequest*,
                                            proto::IdentifyResponse* response) {
   response->set_node_id(options_.self.Bytes());
+  return grpc::Status::OK;
+}
+
+grpc::Status ReachabilityService::Observe(grpc::ServerContext* context,
+                                          const proto::ObserveRequest*,
+                                          proto::ObserveResponse* response) {
+  response->set_observed_address(StripPeerScheme(context->peer()));
   return grpc::Status::OK;
 }
 
@@ -66,7 +72,7 @@ grpc::Status ReachabilityService::DialBack(grpc::ServerContext* context,
     }
     ++dialing_;
   }
-  response->set_observed_address(StripScheme(context->peer()));
+  response->set_observed_address(StripPeerScheme(context->peer()));
   auto stub = proto::Reachability::NewStub(
       FreshChannel(request->address(), *options_.credentials, *from));
   grpc::ClientContext dial;

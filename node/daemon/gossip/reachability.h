@@ -58,6 +58,10 @@ class ReachabilityService final : public proto::Reachability::Service {
                         proto::DialBackResponse* response) override;
   grpc::Status Identify(grpc::ServerContext* context, const proto::IdentifyRequest* request,
                         proto::IdentifyResponse* response) override;
+  // Answers anyone (it dials nothing, and tells a caller only its own
+  // address).
+  grpc::Status Observe(grpc::ServerContext* context, const proto::ObserveRequest* request,
+                       proto::ObserveResponse* response) override;
 
  private:
   const ReachabilityOptions options_;
@@ -91,6 +95,10 @@ ReachabilityReport::Verdict Judge(const std::vector<DialBackAnswer>& answers);
 ReachabilityReport CheckReachability(const std::vector<std::string>& peers,
                                      const std::string& advertised,
                                      const ReachabilityOptions& options, absl::Duration timeout);
+
+// gRPC's peer string without its scheme: "ipv4:10.0.0.1:5000" ->
+// "10.0.0.1:5000", "ipv6:[::1]:5000" -> "[::1]:5000".
+std::string StripPeerScheme(const std::string& peer);
 
 // The one line a node prints: "reachable at X (...)", "behind NAT:
 // outbound-only mode (...)" or "reachability unknown (...)".
