@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -12,14 +13,18 @@ namespace {
 // TestSwarmOptions::reduce_delay: the hub, with AllReduce calls held back.
 class DelayedReduceGroup final : public GroupComm {
  public:
-  DelayedReduceGroup(GroupComm* hub, common::Clock* clock, absl::Duration delay)
-      : hub_(hub), clock_(clock), delay_(delay) {}
+  DelayedReduceGroup(GroupComm* hub, common::Clock* clock, absl::Duration delay,
+                     std::set<uint64_t> iterations)
+      : hub_(hub), clock_(clock), delay_(delay), iterations_(std::move(iterations)) {}
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
     hub_->Barrier(iteration, self, data_node, std::move(done));
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
+    if (!iterations_.empty() && iterations_.count(iteration) == 0) {
+      return hub_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
+    }
     auto call = std::make_shared<std::pair<GradientContribution, ReduceDone>>(
         std::move(contribution), std::move(done));
     GroupComm* hub = hub_;
@@ -39,6 +44,7 @@ class DelayedReduceGroup final : public GroupComm {
   GroupComm* const hub_;
   common::Clock* const clock_;
   const absl::Duration delay_;
+  const std::set<uint64_t> iterations_;  // empty: all
 };
 
 }  // namespace
@@ -93,7 +99,8 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     in.group = hub_.get();
     if (auto delay = options_.reduce_delay.find(static_cast<int>(i));
         delay != options_.reduce_delay.end()) {
-      n.slow_group = std::make_unique<DelayedReduceGroup>(hub_.get(), &clock_, delay->second);
+      n.slow_group = std::make_unique<DelayedReduceGroup>(hub_.get(), &clock_, delay->second,
+                                                           options_.reduce_delay_iterations);
       in.group = n.slow_group.get();
     }
     if (options_.repairer) {

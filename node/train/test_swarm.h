@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/sim_clock.h"
@@ -54,6 +55,8 @@ struct TestSwarmOptions {
   // time): a member slow to upload (Note [Late members] in
   // sharded_reduce.h). Its result comes back at once.
   std::map<int, absl::Duration> reduce_delay;
+  // Only these iterations' calls are held back (empty: every one).
+  std::set<uint64_t> reduce_delay_iterations;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# A member slow to sync (Note [Late members], Note [Overlapped sync]): the
+# same `skipswarm local` swarm (2 data nodes, REPLICAS replicas of every other
+# stage, H > 1 outer steps) twice, back to back: every node's averaging upload
+# capped at CAP Mbit/s (--local_sync_caps, the real token-bucket cap on the
+# replica-averaging pushes), then the same with SLOW_NODE's capped SLOWDOWN
+# times lower. Per MODE, one table row: tokens/s of both runs over the
+# iterations after the first WARM, their ratio, and the outer syncs that left
+# a member out / that a member missed (counted from the node logs).
+#
+#   bash tools/experiments/slow_sync.sh                      # node/train/README.md's figures
+#   MODES=overlap ITERS=80 bash tools/experiments/slow_sync.sh
+#
+# Environment:
+#   MODES     space-separated; each a name and its extra flags:
+#             wait     (the sync waits, closing a member out at the default deadline)
+#             overlap  (--outer_overlap: round k is applied at step (k+1)H)
+#             tight    (waits, deadline --outer_deadline_min_s=0.25 --outer_deadline_factor=1)
+#             (default "wait overlap tight")
+#   ITERS     iterations per run (default 160); WARM (default 32) iterations not timed
+#   H         outer steps (default 8); CODEC (default int8); REPLICAS (default 2)
+#   CAP       every node's averaging uplink, Mbit/s (default 2); SLOWDOWN (default 5)
+#   SLOW_NODE (default s2r1)
+#   OUTER     (default "--outer_lr=1 --outer_momentum=0")
+#   MODEL     model flags (default: the 4-stage 0.22 M model of the quality table)
+#   BIN       the skipswarm binary (default: a copy of bazel-bin/cli/skipswarm in OUT)
+#   OUT       (default /tmp/skipswarm-slow-sync); NICE (default 5)
+# Output: OUT/<mode>-<even|slow>/ (the swarms' folders), OUT/*.log, and the
+# table OUT/table.md (appended as pairs finish).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/skipswarm-slow-sync}
+MODES=${MODES:-wait overlap tight}
+ITERS=${ITERS:-160}
+WARM=${WARM:-32}
+H=${H:-8}
+CODEC=${CODEC:-int8}
+REPLICAS=${REPLICAS:-2}
+CAP=${CAP:-2}
+SLOWDOWN=${SLOWDOWN:-5}
+SLOW_NODE=${SLOW_NODE:-s2r1}
+OUTER=${OUTER:---outer_lr=1 --outer_momentum=0}
+NICE=${NICE:-5}
+MODEL=${MODEL:---layers=4 --stages=4 --d_model=64 --heads=4 --ffn=176 --seq_len=64 --samples_per_mb=4 --lr=3e-3 --warmup_steps=10}
+mkdir -p "$OUT"
+if [[ -z "${BIN:-}" ]]; then
+  bazel build //cli:skipswarm
+  cp -f bazel-bin/cli/skipswarm "$OUT/skipswarm.new" && mv -f "$OUT/skipswarm.new" "$OUT/skipswarm"
+  BIN="$OUT/skipswarm"
+fi
+
+# The layout's node names: d0 d1, then sXrY for stages 1.. (the model's --stages).
+stages=$(sed -n 's/.*--stages=\([0-9]*\).*/\1/p' <<< "$MODEL")
+stages=${stages:-4}
+names="d0 d1"
+for ((s = 1; s < stages; ++s)); do
+  for ((r = 0; r < REPLICAS; ++r)); do names="$names s${s}r$r"; done
+done
+slow_cap=$(awk -v c="$CAP" -v k="$SLOWDOWN" 'BEGIN { printf "%g", c / k }')
+even_caps="" slow_caps=""
+for n in $names; do
+  even_caps="$even_caps,$n@$CAP"
+  if [[ "$n" == "$SLOW_NODE" ]]; then slow_caps="$slow_caps,$n@$slow_cap"; else slow_caps="$slow_caps,$n@$CAP"; fi
+done
+even_caps=${even_caps#,} slow_caps=${slow_caps#,}
+[[ "$slow_caps" == *"$SLOW_NODE@"* ]] || { echo "no node $SLOW_NODE in: $names" >&2; exit 2; }
+
+mode_flags() {
+  case "$1" in
+    wait) echo "" ;;
+    overlap) echo "--outer_overlap" ;;
+    tight) echo "--outer_deadline_min_s=0.25 --outer_deadline_factor=1" ;;
+    *) echo "unknown mode $1" >&2; exit 2 ;;
+  esac
+}
+
+# tokens/s over iterations WARM.. of a run (every data node's tokens; the
+# time of an iteration: the slowest data node's elapsed_s, as the launcher).
+rate() {
+  python3 - "$1/progress.jsonl" "$WARM" <<'EOF'
+import json, sys
+tokens, elapsed = {}, {}
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if "tokens" not in j:
+        continue
+    it = j["iteration"]
+    tokens[it] = tokens.get(it, 0) + j["tokens"]
+    elapsed[it] = max(elapsed.get(it, 0), j["elapsed_s"])
+warm = int(sys.argv[2])
+its = sorted(i for i in elapsed if i >= warm)
+if len(its) < 2:
+    print("failed")
+else:
+    t = sum(tokens[i] for i in its[1:])
+    print("%.0f %d" % (t / max(1e-9, elapsed[its[-1]] - elapsed[its[0]]), its[-1] + 1))
+EOF
+}
+# Outer syncs that closed a member out (counted by each survivor) / that a
+# member missed (node_trainer.cc's warnings).
+counts() {
+  local l o
+  l=$(cat "$1"/logs/*.err "$1"/logs/*.log 2>/dev/null | grep -c "late replica(s) left out of the outer sync" || true)
+  o=$(cat "$1"/logs/*.err "$1"/logs/*.log 2>/dev/null | grep -c "pseudo-gradient missed its round's deadline" || true)
+  echo "$l $o"
+}
+
+TABLE="$OUT/table.md"
+if [[ ! -s "$TABLE" ]]; then
+  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | left out / late (slow run) | left out / late (even run) | iterations |" > "$TABLE"
+  echo "|---|---|---|---|---|---|---|---|---|---|" >> "$TABLE"
+fi
+echo "slow_sync: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); $ITERS iterations, H=$H $CODEC, caps $CAP, $SLOW_NODE at $slow_cap"
+for mode in $MODES; do
+  flags=$(mode_flags "$mode")
+  declare -A tps=() cnt=() done_its=()
+  for variant in even slow; do
+    dir="$OUT/$mode-$variant"
+    rm -rf "$dir"
+    caps=$even_caps
+    [[ "$variant" == slow ]] && caps=$slow_caps
+    # shellcheck disable=SC2086
+    nice -n "$NICE" "$BIN" local --local_data_nodes=2 --local_replicas="$REPLICAS" --local_mbs=2 \
+      --local_iterations="$ITERS" --local_eval_every=0 --local_checkpoint_every=0 \
+      --local_dir="$dir" --seed=1 --outer_every="$H" --avg_codec="$CODEC" $OUTER $flags \
+      --local_sync_caps="$caps" $MODEL 2>&1 | tr '\r' '\n' | grep -v '^\[' > "$OUT/$mode-$variant.log" || true
+    read -r tps[$variant] done_its[$variant] <<< "$(rate "$dir" 2>/dev/null || echo failed 0)"
+    cnt[$variant]=$(counts "$dir")
+    echo "  $mode $variant: ${tps[$variant]} tokens/s (${done_its[$variant]:-0} iterations), left out / late: ${cnt[$variant]}"
+  done
+  ratio=$(awk -v a="${tps[even]}" -v b="${tps[slow]}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", b / a; else print "?" }')
+  read -r lo la <<< "${cnt[slow]}"
+  read -r elo ela <<< "${cnt[even]}"
+  echo "| $mode | $H | $CODEC | $CAP | ${tps[even]} | ${tps[slow]} | $ratio | $lo / $la | $elo / $ela | ${done_its[even]:-0} / ${done_its[slow]:-0} |" | tee -a "$TABLE"
+done
+echo "slow_sync: done $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); table in $TABLE"
