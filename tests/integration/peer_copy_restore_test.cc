@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "model/checkpoint.h"
 #include "node/daemon/stack/torch_backend.h"
 
 namespace skipswarm::node {
@@ -153,6 +154,21 @@ TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
   std::printf("stage 2 lost after iteration %lld; the joiner restored it from a peer's copy and "
               "entered at %lld\n",
               static_cast<long long>(b_last), static_cast<long long>(entry));
+  // Note [Restored step]: the final checkpoints are one set, every stage at
+  // step 40 (what `skipswarm eval` and a resume check). Before, the joiner's
+  // stage 2 kept the copy's lag (step 36 in a run that restored the copy of
+  // 12 at entry 16) and eval refused the set.
+  const std::pair<std::string, int> finals[] = {{"d0", 0}, {"a", 1}, {"j", 2}};
+  for (const auto& [name, stage] : finals) {
+    const std::string path =
+        dir_ + "/ckpt-" + name + "/" + name + "-stage-" + std::to_string(stage) + ".ckpt";
+    absl::StatusOr<std::string> bytes = model::ReadFileBytes(path);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*bytes);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->stage, stage);
+    EXPECT_EQ(info->step, kIterations) << name << "'s checkpoint of stage " << stage;
+  }
 }
 
 }  // namespace

@@ -14,17 +14,51 @@
 // checked like any state transfer), and enters at the swarm's iteration:
 // the data nodes re-plan the paused iteration with it (its record's entry
 // is that iteration, Note [Entry iteration]) and training resumes. The
-// stage comes back as it was at the copy's boundary (its step the copy's):
-// the updates it took after it are lost, the other stages keep theirs (the
-// issue's swarm-wide rollback to the copy's step is not done here; the
-// `skipswarm local` launcher does it, Note [Local stage restore]). The log
-// names the holder, the copy's iteration and how many updates the stage
-// lost. Without any copy the joiner keeps waiting, and fails at its
-// start-up deadline naming the stage.
+// stage comes back with the weights of the copy's boundary: the updates it
+// took after it are lost, the other stages keep theirs, and its step is
+// advanced to the entry (Note [Restored step]). The log names the holder,
+// the copy's iteration and how many updates the stage lost. Without any
+// copy the joiner keeps waiting, and fails at its start-up deadline naming
+// the stage.
+//
+// Note [Restored step]: a stage's step is the swarm iteration its state
+// belongs to, not a count of the updates it took: ApplyUpdate advances it
+// on an iteration without visits too (StageState in
+// node/compute/stage_compute.h), so at every boundary every stage's step
+// equals the swarm's iteration. Everything that pairs stage files or
+// states relies on that one number: `skipswarm eval`/`export` and a
+// daemon's resume refuse a set whose stages' steps differ, checkpoint
+// generations and copies are keyed by it, a joiner's and a stage move's
+// state are checked against the entry with it, and the learning-rate
+// schedule is read at it. A restored stage therefore passes the iterations
+// between the copy and its entry as iterations without an update
+// (ApplyUpdate with 0 visits: step + 1, weights and AdamW moments
+// untouched) and enters at step == entry. Before, it kept the copy's step
+// and lagged the swarm by those iterations for the rest of the run: its
+// checkpoints no longer formed a set with the others' (the 10 s stall
+// chaos soak's eval refused "stage 1 at step 595 vs 600"), a second restore
+// of it failed (the copy held for iteration I was at an older step), and a
+// restart resumed it at the wrong iteration.
+// Two other answers were weighed. (a) A second number in every checkpoint
+// (the swarm iteration beside the step), with eval and resume pairing by
+// it: every consumer above would have to learn which number it means, old
+// files have one, and the restored stage would run its learning-rate
+// schedule behind the others' for good. (b) A swarm-wide rollback to the
+// copy's iteration: every live member would have to agree on it and reload
+// its own state of that boundary (which it may no longer keep) in a swarm
+// with no coordinator, while members come and go, and every healthy stage
+// would throw its updates away for the loss of one; the `skipswarm local`
+// launcher, which is such a coordinator, does roll back (Note [Local stage
+// restore]). With the step advanced, the lost updates are a known,
+// reported quantity instead (the log line and the status event name them,
+// skipswarm_stage_restore_lost_iterations_total counts them) and the model
+// is a valid model of the swarm's iteration: the restored stage trained on
+// with the others from its entry on.
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 
@@ -80,6 +114,18 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
     return absl::DataLossError(absl::StrCat("the copy of stage ", stage, " held for iteration ",
                                             newest, " is at step ", step));
   }
+  // Note [Restored step]: the iterations the stage missed pass without an
+  // update, so it enters at step == entry like every other stage.
+  if (entry > newest) {
+    const std::vector<float> nothing(static_cast<size_t>(computes[stage]->num_params()), 0.f);
+    for (uint64_t i = newest; i < entry; ++i) {
+      SS_RETURN_IF_ERROR(computes[stage]->ApplyUpdate(nothing, 0).status());
+    }
+  }
+  if (computes[stage]->step() != static_cast<int64_t>(entry)) {
+    return absl::InternalError(absl::StrCat("stage ", stage, " restored at step ",
+                                            computes[stage]->step(), " for entry ", entry));
+  }
   // Frames of `entry` routed to us wait for BeginIteration(entry) (Note
   // [Entry iteration]).
   if (entry > 0) stack->server()->BeginIteration(entry - 1);
@@ -103,11 +149,12 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
   members->SetIteration(entry);
   state->OnBoundary(entry, Digests());
   metrics.Add("skipswarm_stage_restores_total", 1);
+  metrics.Add("skipswarm_stage_restore_lost_iterations_total", static_cast<double>(entry - newest));
   const std::string line = absl::StrCat(
       "stage ", stage, " had no live replica: restored from the copy of iteration ", newest,
       " held by ", fetched.source, " (", fetched.bytes.size(), " bytes); entering at iteration ",
       entry, " (announced to ", reached, " members): the stage lost ", entry - newest,
-      " iterations of updates");
+      " iterations of updates (its step advanced to ", entry, ")");
   LOG(WARNING) << o.name << ": " << line;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

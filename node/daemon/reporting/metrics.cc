@@ -106,6 +106,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_stage_restores_total", T::kCounter,
        "Times this joiner restored a stage without a live replica from a peer's checkpoint "
        "copy."},
+      {"skipswarm_stage_restore_lost_iterations_total", T::kCounter,
+       "Iterations of updates the stages this joiner restored from peers' copies lost (between "
+       "the copy and the entry; Note [Restored step])."},
       {"skipswarm_training_paused", T::kGauge,
        "1 while this data node's training is paused (no plan possible, e.g. a stage without a "
        "live replica); 0 otherwise."},
