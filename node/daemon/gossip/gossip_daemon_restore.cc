@@ -36,9 +36,10 @@
 // untouched) and enters at step == entry. Before, it kept the copy's step
 // and lagged the swarm by those iterations for the rest of the run: its
 // checkpoints no longer formed a set with the others' (the 10 s stall
-// chaos soak's eval refused "stage 1 at step 595 vs 600"), a second restore
-// of it failed (the copy held for iteration I was at an older step), and a
-// restart resumed it at the wrong iteration.
+// chaos soak's eval refused "stage 1 at step 595 vs 600"), and, from the
+// code, a second restore of it would fail (the copy held for iteration I is
+// at an older step) and a restart would resume it at its step, not at the
+// swarm's iteration.
 // Two other answers were weighed. (a) A second number in every checkpoint
 // (the swarm iteration beside the step), with eval and resume pairing by
 // it: every consumer above would have to learn which number it means, old
