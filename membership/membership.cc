@@ -164,6 +164,12 @@ proto::PingRequest Membership::Impl::NewPingLocked(uint64_t seq) {
   req.set_swarm_id(options_.policy.swarm_id);
   req.set_from(self_.Bytes());
   req.set_seq(seq);
+  // Note [Admission]: a member that has not yet heard of us answers only a
+  // request that proves we are admitted, so every ping carries our record
+  // (old news to those that hold it: no signature check there).
+  if (options_.policy.admission.mode != AdmissionMode::kOpen) {
+    *req.mutable_gossip()->add_records() = members_[self_].signed_record;
+  }
   return req;
 }
 
@@ -634,22 +640,64 @@ absl::Status Membership::Impl::CheckRequest(const PeerInfo& from, int version,
       status = absl::UnauthenticatedError(absl::StrCat(
           "peer authenticated as ", from.authenticated_id.ShortString(),
           " but claims to be ", id->ShortString()));
-    } else if (!options_.policy.allowed_ids.empty() &&
-               !options_.policy.allowed_ids.contains(*id)) {
-      status = absl::PermissionDeniedError(absl::StrCat(
-          "node ", id->ShortString(), " is not on this swarm's allow-list"));
-    } else {
-      *sender = *id;
+    } else if (options_.policy.admission.mode == AdmissionMode::kAllowList) {
+      // Note [Admission]: the id alone decides; nothing of it is read.
+      status = CheckAdmission(options_.policy.admission, *id, proto::SignedInvite(),
+                              clock_->Now());
     }
+    if (status.ok()) *sender = *id;
   }
   if (!status.ok()) {
     absl::MutexLock lock(&mu_);
     ++stats_.requests_rejected;
+    if (absl::IsPermissionDenied(status)) ++stats_.admission_refused;
     LOG_EVERY_N(WARNING, 20) << "membership " << self_
                              << ": rejected request from " << from.address
                              << ": " << status;
   }
   return status;
+}
+
+absl::Status Membership::Impl::CheckSenderAdmitted(const common::NodeId& sender,
+                                                   const proto::Gossip& gossip,
+                                                   const VerifiedRecords& verified) {
+  const AdmissionPolicy& policy = options_.policy.admission;
+  if (policy.mode == AdmissionMode::kOpen) return absl::OkStatus();
+  absl::Status refusal = absl::PermissionDeniedError(absl::StrCat(
+      "node ", sender.ShortString(), " is not a member of this swarm (admission: ",
+      AdmissionModeName(policy.mode), ") and sent no record of itself"));
+  // Its own record in this message, verified (admission included) outside
+  // the lock by PrepareGossip; a refused one says why.
+  for (size_t i = 0; i < verified.results.size(); ++i) {
+    const std::optional<absl::StatusOr<proto::NodeRecord>>& r = verified.results[i];
+    if (!r.has_value()) continue;  // old news: the table has it
+    if (r->ok()) {
+      if ((*r)->node_id() == sender.Bytes()) return absl::OkStatus();
+      continue;
+    }
+    proto::NodeRecord peek;
+    if (peek.ParseFromString(gossip.records(static_cast<int>(i)).record()) &&
+        peek.node_id() == sender.Bytes()) {
+      refusal = r->status();
+    }
+  }
+  // A member we hold, while its invite still admits it (it may expire).
+  std::optional<proto::SignedInvite> held;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(sender);
+    if (it != members_.end() && sender != self_) held = it->second.record.invite();
+  }
+  if (held.has_value()) {
+    absl::Status s = CheckAdmission(policy, sender, *held, clock_->Now());
+    if (s.ok()) return s;
+    refusal = s;
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.requests_rejected;
+  ++stats_.admission_refused;
+  LOG_EVERY_N(WARNING, 20) << "membership " << self_ << ": refused a request: " << refusal;
+  return refusal;
 }
 
 }  // namespace skipswarm::membership

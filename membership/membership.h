@@ -51,7 +51,10 @@
 namespace skipswarm::membership {
 
 struct MembershipOptions {
-  RecordPolicy policy;                 // swarm id, clock skew, allow-list
+  RecordPolicy policy;                 // swarm id, clock skew, admission
+  // This node's invitation, carried in its record (Note [Admission] in
+  // membership/admission.h); empty in an open swarm.
+  proto::SignedInvite invite;
   std::vector<std::string> addresses;  // advertised "host:port"s
   // Initial record contents (change later with UpdateLocalRecord).
   std::vector<uint32_t> stages;
@@ -129,6 +132,10 @@ struct MembershipOptions {
 struct MembershipStats {
   uint64_t records_rejected = 0;   // forged / stale / wrong swarm / ...
   uint64_t requests_rejected = 0;  // version, swarm id, identity mismatch
+  // Records and requests refused by the swarm's admission policy (no,
+  // expired, forged or another node's invite; not on the allow-list: Note
+  // [Admission] in membership/admission.h). Also counted in the two above.
+  uint64_t admission_refused = 0;
   // Opinions unsigned, forged, from a non-member, or naming an incarnation
   // of ours out of reach (Note [Incarnation bounds]).
   uint64_t opinions_rejected = 0;

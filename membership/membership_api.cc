@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     r.set_swarm_id(impl->options_.policy.swarm_id);
     r.set_model_id(impl->options_.policy.model_id);
     r.set_averaging_id(impl->options_.policy.averaging_id);
+    if (!impl->options_.invite.invite().empty()) *r.mutable_invite() = impl->options_.invite;
     for (const std::string& a : impl->options_.addresses) r.add_addresses(a);
     for (uint32_t s : impl->options_.stages) r.add_stages(s);
     r.set_memory_slots(impl->options_.memory_slots);
@@ -348,6 +349,12 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_records_per_message)
                   : status;
+  if (verified.ok()) {
+    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
+        !admitted.ok()) {
+      verified = admitted;
+    }
+  }
   if (!verified.ok()) {
     reply(verified.status());
     return;
@@ -383,6 +390,12 @@ void Membership::HandlePingReq(const PeerInfo& from,
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_records_per_message)
                   : status;
+  if (verified.ok()) {
+    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
+        !admitted.ok()) {
+      verified = admitted;
+    }
+  }
   if (!verified.ok()) {
     reply(verified.status());
     return;
@@ -437,6 +450,12 @@ void Membership::HandlePushPull(const PeerInfo& from,
       status.ok() ? impl_->PrepareGossip(req.gossip(),
                                          impl_->options_.max_push_pull_records)
                   : status;
+  if (verified.ok()) {
+    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
+        !admitted.ok()) {
+      verified = admitted;
+    }
+  }
   if (!verified.ok()) {
     reply(verified.status());
     return;

@@ -205,6 +205,12 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   absl::StatusOr<VerifiedRecords> PrepareGossip(const proto::Gossip& gossip,
                                                 int max_records)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Note [Admission] (membership/admission.h): OK unless the swarm admits
+  // selectively and `sender` is neither an admitted member we hold nor the
+  // owner of an admissible record in `gossip` (`verified`: PrepareGossip's
+  // result for it); otherwise PermissionDenied naming the cause.
+  absl::Status CheckSenderAdmitted(const common::NodeId& sender, const proto::Gossip& gossip,
+                                   const VerifiedRecords& verified) ABSL_LOCKS_EXCLUDED(mu_);
   // Per-sender quota of requests and bytes (Note [Gossip admission]).
   absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // `verified`: PrepareGossip's result for `gossip` (null: verify here).

@@ -150,6 +150,7 @@ void Membership::Impl::ApplyRecordLocked(
              VerifyRecord(signed_record, options_.policy, clock_->Now()));
   if (!record.ok()) {
     ++stats_.records_rejected;
+    if (absl::IsPermissionDenied(record.status())) ++stats_.admission_refused;
     LOG_EVERY_N(WARNING, 20) << "membership " << self_
                              << ": rejected node record: " << record.status();
     return;

@@ -116,10 +116,8 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", id.ShortString(), " belongs to another swarm"));
   }
-  if (!policy.allowed_ids.empty() && !policy.allowed_ids.contains(id)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "node ", id.ShortString(), " is not on this swarm's allow-list"));
-  }
+  // Note [Admission]: before the record can reach a table.
+  SS_RETURN_IF_ERROR(CheckAdmission(policy.admission, id, record.invite(), now));
   if (!policy.model_id.empty() && record.model_id() != policy.model_id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", id.ShortString(), " trains another model (model id '",

@@ -11,10 +11,12 @@
 //                       VerifyRecord(signed_r, policy, clock->Now()));
 //
 // Checks, in order (the first failure is returned; all are Unauthenticated
-// for forgery, FailedPrecondition for a wrong swarm / not allowed, and
-// InvalidArgument for malformed or out-of-range content):
+// for forgery, FailedPrecondition for a wrong swarm or model,
+// PermissionDenied for a node the swarm does not admit, and InvalidArgument
+// for malformed or out-of-range content):
 //   size ≤ kMaxRecordBytes, parse, public key 32 bytes, node_id ==
-//   sha256(public_key), signature, swarm id, allow-list, model id,
+//   sha256(public_key), signature, swarm id, admission (an invite or the
+//   allow-list: membership/admission.h), model id, averaging id,
 //   signed_at within [now - max_age, now + max_future_skew], field limits
 //   (stages within the model, slots, speed, addresses, incarnation).
 //
@@ -29,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/node_id.h"
 #include "identity/identity.h"
+#include "membership/admission.h"
 #include "proto/gossip.pb.h"
 
 namespace skipswarm::membership {
@@ -59,9 +62,9 @@ struct RecordPolicy {
   // A record signed longer ago than this is stale; owners re-sign well
   // within it (Membership re-signs every max_age / 4).
   absl::Duration max_age = absl::Hours(24);
-  // Private swarm allow-list: when non-empty, only these node ids may be
-  // members.
-  absl::flat_hash_set<common::NodeId> allowed_ids;
+  // Who may be a member (Note [Admission] in membership/admission.h): open,
+  // by invitation or by allow-list; refusals are PermissionDenied.
+  AdmissionPolicy admission;
   // When non-empty, the model every member trains (NodeRecord.model_id):
   // records of another model, or of none, are refused (FailedPrecondition),
   // and this node's own record carries it.

@@ -77,11 +77,29 @@ TEST_F(RecordTest, OtherSwarmIsRejected) {
 }
 
 TEST_F(RecordTest, AllowListIsEnforced) {
-  policy_.allowed_ids.insert(mallory_->id());
+  policy_.admission.mode = AdmissionMode::kAllowList;
+  policy_.admission.founder_public_key = mallory_->public_key();
   EXPECT_EQ(VerifyRecord(Sign(record_), policy_, kNow).status().code(),
             absl::StatusCode::kPermissionDenied);
-  policy_.allowed_ids.insert(alice_->id());
+  policy_.admission.allowed_ids.insert(alice_->id());
   EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+}
+
+// Note [Admission]: under `invite` the record must carry the founder's
+// invite; the refusal names the cause.
+TEST_F(RecordTest, InviteSwarmAdmitsOnlyRecordsCarryingAValidInvite) {
+  policy_.admission.mode = AdmissionMode::kInvite;
+  policy_.admission.swarm_name = "swarm";
+  policy_.admission.founder_public_key = mallory_->public_key();  // mallory founded it
+  auto none = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(none.status().message().find("has no invite"), std::string::npos) << none.status();
+  *record_.mutable_invite() =
+      *MintInvite(*mallory_, {"swarm", kNow + absl::Hours(1), alice_->id()},
+                  std::string(kInviteNonceBytes, 'n'));
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+  auto expired = VerifyRecord(Sign(record_), policy_, kNow + absl::Hours(2));
+  EXPECT_NE(expired.status().message().find("expired"), std::string::npos) << expired.status();
 }
 
 TEST_F(RecordTest, FutureAndStaleRecordsAreRejected) {

@@ -11,6 +11,7 @@ struct SimSwarm::Node {
   std::unique_ptr<identity::Identity> identity;
   std::string address;
   std::vector<uint32_t> stages;
+  proto::SignedInvite invite;
   membership::GossipTransport* transport = nullptr;
   std::unique_ptr<DelayedTransport> delayed_transport;
   std::unique_ptr<DelayedHandler> delayed_handler;
@@ -122,12 +123,13 @@ SimSwarm::~SimSwarm() {
   nodes_.clear();
 }
 
-int SimSwarm::AddNode(std::vector<uint32_t> stages) {
+int SimSwarm::AddNode(std::vector<uint32_t> stages, proto::SignedInvite invite) {
   const int i = size();
   auto node = std::make_unique<Node>();
   node->identity = SimIdentity(rng_, i);
   node->address = absl::StrCat("node", i, ":7000");
   node->stages = std::move(stages);
+  node->invite = std::move(invite);
   node->transport = net_.AddEndpoint(node->address, node->identity->id());
   node->delayed_transport = std::make_unique<DelayedTransport>(this, node.get());
   node->delayed_handler = std::make_unique<DelayedHandler>(this, node.get());
@@ -141,6 +143,7 @@ void SimSwarm::CreateMembership(int i) {
   membership::MembershipOptions options = options_;
   options.addresses = {n.address};
   options.stages = n.stages;
+  options.invite = n.invite;
   auto m = membership::Membership::Create(
       options, n.identity.get(), n.delayed_transport.get(), &clock_,
       rng_.Fork(absl::StrCat("node", i, "/", n.generation++)));

@@ -28,8 +28,9 @@ class SimSwarm {
   SimSwarm(uint64_t seed, SimNetwork::Options net, membership::MembershipOptions options);
   ~SimSwarm();
 
-  // Adds node i (not started). Returns i.
-  int AddNode(std::vector<uint32_t> stages = {});
+  // Adds node i (not started), whose record carries `invite` (Note
+  // [Admission] in membership/admission.h). Returns i.
+  int AddNode(std::vector<uint32_t> stages = {}, proto::SignedInvite invite = {});
   int size() const { return static_cast<int>(nodes_.size()); }
   membership::Membership& node(int i);
   // Node i's key (tests sign opinions with it).

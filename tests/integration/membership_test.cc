@@ -538,7 +538,9 @@ TEST(MembershipJoinTest, AllowListKeepsStrangersOut) {
   MembershipOptions o = Defaults();
   SimSwarm probe(2, SimNetwork::Options(), o);
   for (int i = 0; i < 3; ++i) probe.AddNode();
-  o.policy.allowed_ids = {probe.id(0), probe.id(1)};  // same seeds => same ids
+  o.policy.admission.mode = AdmissionMode::kAllowList;
+  o.policy.admission.founder_public_key = probe.identity(0).public_key();
+  o.policy.admission.allowed_ids = {probe.id(1)};  // same seeds => same ids
   SimSwarm swarm(2, SimNetwork::Options(), o);
   for (int i = 0; i < 3; ++i) swarm.AddNode();
   swarm.StartAndJoin(0, {});

@@ -1,0 +1,149 @@
+// Note [Admission] (membership/admission.h) on the simulated network: in a
+// swarm whose founder admits by invitation, an invited node joins every
+// view, while a node without an invite, with an expired, forged or someone
+// else's invite, or replaying an admitted member's record cannot join, is
+// told why, learns no member table and never enters a view.
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "membership/admission.h"
+#include "membership/membership.h"
+#include "proto/version.h"
+#include "sim/sim_swarm.h"
+
+namespace skipswarm::membership {
+namespace {
+
+using sim::SimNetwork;
+using sim::SimSwarm;
+
+constexpr uint64_t kSeed = 7;
+const std::string kNonce(kInviteNonceBytes, 'n');
+
+enum Node { kFounder, kInvited, kUninvited, kExpired, kForged, kStolen, kNodes };
+
+class AdmissionSwarmTest : public ::testing::Test {
+ protected:
+  AdmissionSwarmTest() {
+    MembershipOptions o;
+    o.policy.swarm_id = "unit-swarm";
+    o.memory_slots = 4;
+    // Same seed, same keys: the probe swarm tells the ids before the
+    // swarm's policy is fixed.
+    SimSwarm probe(kSeed, SimNetwork::Options(), o);
+    for (int i = 0; i < kNodes; ++i) probe.AddNode();
+    const identity::Identity& founder = probe.identity(kFounder);
+    o.policy.admission.mode = AdmissionMode::kInvite;
+    o.policy.admission.swarm_name = "unit";
+    o.policy.admission.founder_public_key = founder.public_key();
+    swarm_ = std::make_unique<SimSwarm>(kSeed, SimNetwork::Options(), o);
+    const absl::Time now = swarm_->clock().Now();
+    auto mint = [&](const identity::Identity& signer, int node, absl::Time expires) {
+      return *MintInvite(signer, {"unit", expires, probe.id(node)}, kNonce);
+    };
+    swarm_->AddNode({0});
+    swarm_->AddNode({1}, mint(founder, kInvited, now + absl::Hours(1)));
+    swarm_->AddNode({1});
+    swarm_->AddNode({1}, mint(founder, kExpired, now - absl::Seconds(1)));
+    swarm_->AddNode({1}, mint(probe.identity(kForged), kForged, now + absl::Hours(1)));
+    swarm_->AddNode({1}, mint(founder, kInvited, now + absl::Hours(1)));  // kInvited's
+    for (int i = 0; i < kNodes; ++i) EXPECT_EQ(swarm_->id(i), probe.id(i));
+  }
+
+  // Starts node i, joins it through `through` and returns the join's result.
+  absl::Status Join(int i, int through) {
+    absl::Status result = absl::UnknownError("pending");
+    swarm_->node(i).Start();
+    swarm_->node(i).Join({swarm_->address(through)}, [&](absl::Status s) { result = s; });
+    swarm_->RunUntil([&] { return result.code() != absl::StatusCode::kUnknown; },
+                     absl::Seconds(30));
+    return result;
+  }
+
+  bool InViewOf(int observer, int subject) {
+    const MemberInfo* m = swarm_->node(observer).GetView().Find(swarm_->id(subject));
+    return m != nullptr && m->state == proto::MEMBER_STATE_ALIVE;
+  }
+
+  std::unique_ptr<SimSwarm> swarm_;
+};
+
+TEST_F(AdmissionSwarmTest, InvitedNodeJoinsAndEveryStrangerIsRefusedWithItsCause) {
+  ASSERT_TRUE(Join(kFounder, kFounder).ok());  // (itself: skipped, a new swarm)
+  ASSERT_TRUE(Join(kInvited, kFounder).ok());
+  ASSERT_NE(swarm_->RunUntil([&] { return InViewOf(kFounder, kInvited) &&
+                                          InViewOf(kInvited, kFounder); },
+                             absl::Seconds(10)),
+            absl::InfiniteDuration());
+
+  const struct {
+    int node;
+    const char* cause;
+  } strangers[] = {
+      {kUninvited, "has no invite"},
+      {kExpired, "invite expired at"},
+      {kForged, "invite is forged"},
+      {kStolen, "invite is for another node"},
+  };
+  for (const auto& s : strangers) {
+    for (int through : {kFounder, kInvited}) {
+      absl::Status joined = Join(s.node, through);
+      EXPECT_EQ(joined.code(), absl::StatusCode::kPermissionDenied) << s.cause << ": " << joined;
+      EXPECT_NE(joined.message().find(s.cause), std::string::npos) << joined;
+      swarm_->node(s.node).Stop();
+    }
+  }
+  swarm_->Run(absl::Seconds(20));  // gossip rounds: nothing leaks second-hand
+  for (const auto& s : strangers) {
+    for (int member : {kFounder, kInvited}) {
+      EXPECT_FALSE(InViewOf(member, s.node)) << s.cause;
+      EXPECT_EQ(swarm_->node(member).GetView().Find(swarm_->id(s.node)), nullptr) << s.cause;
+    }
+    // Nothing came back to it: no member table.
+    EXPECT_EQ(swarm_->node(s.node).GetView().Find(swarm_->id(kFounder)), nullptr) << s.cause;
+    EXPECT_EQ(swarm_->node(s.node).GetView().Find(swarm_->id(kInvited)), nullptr) << s.cause;
+  }
+  EXPECT_TRUE(InViewOf(kFounder, kInvited));
+  EXPECT_TRUE(InViewOf(kInvited, kFounder));
+  EXPECT_GE(swarm_->node(kFounder).stats().admission_refused, 4u);
+  EXPECT_GE(swarm_->node(kInvited).stats().admission_refused, 4u);
+}
+
+TEST_F(AdmissionSwarmTest, ARequestWithoutAnAdmittedSenderGetsNothing) {
+  ASSERT_TRUE(Join(kFounder, kFounder).ok());
+  ASSERT_TRUE(Join(kInvited, kFounder).ok());
+  swarm_->Run(absl::Seconds(2));
+  // A stranger's ping and push-pull without a record of itself: refused,
+  // and no member table comes back.
+  proto::PingRequest req;
+  req.set_protocol_version(proto::kProtocolVersion);
+  req.set_swarm_id("unit-swarm");
+  req.set_from(swarm_->id(kUninvited).Bytes());
+  req.set_seq(1);
+  GossipTransport* net =
+      swarm_->net().AddEndpoint("stranger:1", swarm_->id(kUninvited));
+  auto send = [&](const proto::PingRequest& r) {
+    absl::StatusOr<proto::Ack> got = absl::UnknownError("no reply");
+    net->Ping({swarm_->address(kFounder), swarm_->id(kFounder)}, r, absl::Seconds(1),
+              [&](absl::StatusOr<proto::Ack> ack) { got = std::move(ack); });
+    swarm_->Run(absl::Milliseconds(100));
+    return got;
+  };
+  absl::StatusOr<proto::Ack> bare = send(req);
+  EXPECT_EQ(bare.status().code(), absl::StatusCode::kPermissionDenied) << bare.status();
+  EXPECT_NE(bare.status().message().find("not a member"), std::string::npos) << bare.status();
+  proto::PushPullRequest pp;
+  pp.set_protocol_version(proto::kProtocolVersion);
+  pp.set_swarm_id("unit-swarm");
+  pp.set_from(swarm_->id(kUninvited).Bytes());
+  absl::StatusOr<proto::PushPullResponse> pulled = absl::UnknownError("pending");
+  net->PushPull({swarm_->address(kInvited), swarm_->id(kInvited)}, pp, absl::Seconds(1),
+                [&](absl::StatusOr<proto::PushPullResponse> r) { pulled = std::move(r); });
+  swarm_->Run(absl::Milliseconds(100));
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kPermissionDenied) << pulled.status();
+  EXPECT_GE(swarm_->node(kFounder).stats().admission_refused, 1u);
+}
+
+}  // namespace
+}  // namespace skipswarm::membership
