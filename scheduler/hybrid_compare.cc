@@ -1,6 +1,7 @@
 #include "scheduler/hybrid_compare.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,7 +14,22 @@ int Count(const HybridPlan& p, NodeRole role) {
   return static_cast<int>(std::count(p.roles.begin(), p.roles.end(), role));
 }
 
+bool OneStage(const HybridInputs& in, int v, const std::string& name) {
+  if (in.half_one_stage && v % 2 == 1) return true;
+  return std::find(in.one_stage_nodes.begin(), in.one_stage_nodes.end(), name) !=
+         in.one_stage_nodes.end();
+}
+
 }  // namespace
+
+absl::StatusOr<HybridSelection> ParseHybridSelection(absl::string_view mode) {
+  if (mode == "all") return HybridSelection::kAll;
+  if (mode == "pipeline") return HybridSelection::kPipeline;
+  if (mode == "sdp") return HybridSelection::kSdp;
+  if (mode == "hybrid" || mode == "mixed") return HybridSelection::kHybrid;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode \"", mode, "\" (all, pipeline, sdp, hybrid)"));
+}
 
 absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const HybridInputs& in) {
   const TopologyView& view = scenario.view;
@@ -22,6 +38,13 @@ absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const Hy
   if (!in.uplinks.empty() && static_cast<int>(in.uplinks.size()) != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("uplinks has ", in.uplinks.size(), " entries for ", n, " nodes"));
+  }
+  std::set<std::string> names;
+  for (int v = 0; v < n; ++v) names.insert(view.node(v).name);
+  for (const std::string& name : in.one_stage_nodes) {
+    if (names.count(name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("one_stage_nodes: no node \"", name, "\""));
+    }
   }
   HybridSwarm s;
   s.model.shape = view.model();
@@ -36,7 +59,7 @@ absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const Hy
     HybridNode node;
     node.spec = view.node(v);
     node.memory_gib = in.memory_gib;
-    if (in.half_one_stage && v % 2 == 1) node.max_stages = 1;
+    if (OneStage(in, v, node.spec.name)) node.max_stages = 1;
     node.uplink_bytes_per_s = in.uplinks.empty() ? in.uplink_bytes_per_s : in.uplinks[v];
     s.nodes.push_back(node);
   }
@@ -54,9 +77,14 @@ absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const Hy
   return s;
 }
 
-std::vector<HybridRow> CompareHybrid(const HybridSwarm& swarm, const HybridOptions& options) {
+std::vector<HybridRow> CompareHybrid(const HybridSwarm& swarm, const HybridOptions& options,
+                                     HybridSelection selection) {
   std::vector<HybridRow> rows;
   auto add = [&](const std::string& label, HybridMode mode, bool backward) {
+    const HybridSelection of = mode == HybridMode::kPipelineOnly ? HybridSelection::kPipeline
+                               : mode == HybridMode::kSdpOnly    ? HybridSelection::kSdp
+                                                                 : HybridSelection::kHybrid;
+    if (selection != HybridSelection::kAll && selection != of) return;
     HybridSwarm s = swarm;
     s.model.backward_masking = backward;
     HybridOptions o = options;
@@ -112,7 +140,11 @@ std::string FormatHybridTable(const HybridSwarm& swarm, const HybridInputs& in,
       static_cast<int>(std::max<int64_t>(1, swarm.averaging.outer_every)),
       model::AvgCodecName(swarm.averaging.codec),
       in.memory_gib > 0 ? absl::StrFormat("%.0f GiB", in.memory_gib) : std::string("unlimited"),
-      in.half_one_stage ? " (every second node: one stage only)" : "");
+      in.half_one_stage ? " (every second node: one stage only)"
+      : in.one_stage_nodes.empty()
+          ? ""
+          : absl::StrFormat(" (%d named nodes: one stage only)",
+                            static_cast<int>(in.one_stage_nodes.size())));
   out += absl::StrFormat("  %-18s %5s %4s %4s %5s %9s %8s %8s %9s %11s %10s %7s\n", "plan", "pipe",
                          "sdp", "idle", "MBs", "pipe s", "sdp s", "avg s", "iter s", "tokens/s",
                          "B/token", "x pipe");

@@ -8,6 +8,10 @@
 //   std::vector<HybridRow> rows = CompareHybrid(swarm, {});
 //   std::cout << FormatHybridTable(swarm, in, rows);
 //
+// The heterogeneous-memory variant names its small nodes (one_stage_nodes)
+// or takes every second one (half_one_stage); a sim scenario's "hybrid"
+// object (sim/scenario.h) sets these inputs in the file.
+//
 // Links for averaging: a scenario gives each node pair's seconds per
 // micro-batch hop; with bytes_per_mb known, the pair's bandwidth is taken
 // as bytes_per_mb / hop_s (latency and overhead included, so it is a lower
@@ -21,10 +25,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "scheduler/hybrid_plan.h"
 #include "scheduler/scenario.h"
 
 namespace skipswarm::scheduler {
+
+// Which plans CompareHybrid makes (--hybrid_mode): all five rows, the
+// pipeline-only row, the two SDP-only rows, or the two mixed rows.
+enum class HybridSelection { kAll, kPipeline, kSdp, kHybrid };
+
+// "all", "pipeline", "sdp", "hybrid" (or "mixed"); InvalidArgument else.
+absl::StatusOr<HybridSelection> ParseHybridSelection(absl::string_view mode);
 
 struct HybridInputs {
   double params = 1e9;          // whole model
@@ -36,14 +48,18 @@ struct HybridInputs {
   // hold one stage only (HybridNode::max_stages = 1): it hosts its stage
   // with its slots and never a subnetwork.
   bool half_one_stage = false;
+  // These nodes (by name) hold one stage only, like the odd ones above.
+  std::vector<std::string> one_stage_nodes;
   double uplink_bytes_per_s = 0;     // every node; <= 0: unlimited
   std::vector<double> uplinks;       // per node, overrides when not empty
   int sdp_stages = 0;                // 0: the workload's path length
   model::AveragingOptions averaging;
+  HybridSelection selection = HybridSelection::kAll;
 };
 
 // Fails with InvalidArgument when `uplinks` does not have one entry per
-// node or params <= 0.
+// node, a name in one_stage_nodes is no node of the scenario, or
+// params <= 0.
 absl::StatusOr<HybridSwarm> SwarmFromScenario(const Scenario& scenario, const HybridInputs& in);
 
 struct HybridRow {
@@ -54,8 +70,10 @@ struct HybridRow {
 };
 
 // Pipeline-only, then SDP-only and mixed with forward and with backward
-// masking (the swarm's own masking flag is ignored).
-std::vector<HybridRow> CompareHybrid(const HybridSwarm& swarm, const HybridOptions& options);
+// masking (the swarm's own masking flag is ignored); `selection` keeps the
+// rows of one mode only (in that order).
+std::vector<HybridRow> CompareHybrid(const HybridSwarm& swarm, const HybridOptions& options,
+                                     HybridSelection selection = HybridSelection::kAll);
 
 // One row per plan: nodes per role, MBs, pipeline / SDP / averaging seconds,
 // iteration s, tokens/s, bytes/token and x vs pipeline-only; then the

@@ -63,5 +63,41 @@ TEST(HybridCompareTest, UplinksMustMatchTheNodes) {
   EXPECT_EQ(SwarmFromScenario(*sc, in).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(HybridCompareTest, NamedNodesHoldOneStageAndUnknownNamesAreRefused) {
+  absl::StatusOr<Scenario> sc = LoadScenarioFile("scheduler/testdata/skippipe_gcp20_schedule.json");
+  ASSERT_TRUE(sc.ok());
+  HybridInputs in;
+  in.one_stage_nodes = {"n3", "n10"};
+  absl::StatusOr<HybridSwarm> swarm = SwarmFromScenario(*sc, in);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  for (int v = 0; v < 20; ++v) {
+    EXPECT_EQ(swarm->nodes[v].max_stages, v == 3 || v == 10 ? 1 : 0) << v;
+  }
+  in.one_stage_nodes = {"n3", "nobody"};
+  absl::StatusOr<HybridSwarm> bad = SwarmFromScenario(*sc, in);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("nobody"), std::string::npos);
+}
+
+TEST(HybridCompareTest, ASelectionKeepsTheRowsOfOneMode) {
+  EXPECT_EQ(*ParseHybridSelection("all"), HybridSelection::kAll);
+  EXPECT_EQ(*ParseHybridSelection("pipeline"), HybridSelection::kPipeline);
+  EXPECT_EQ(*ParseHybridSelection("sdp"), HybridSelection::kSdp);
+  EXPECT_EQ(*ParseHybridSelection("hybrid"), HybridSelection::kHybrid);
+  EXPECT_EQ(*ParseHybridSelection("mixed"), HybridSelection::kHybrid);
+  EXPECT_EQ(ParseHybridSelection("both").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Scenario> sc = LoadScenarioFile("scheduler/testdata/skippipe_gcp20_schedule.json");
+  ASSERT_TRUE(sc.ok());
+  absl::StatusOr<HybridSwarm> swarm = SwarmFromScenario(*sc, {});
+  ASSERT_TRUE(swarm.ok());
+  std::vector<HybridRow> rows = CompareHybrid(*swarm, {}, HybridSelection::kPipeline);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].label, "pipeline-only");
+  rows = CompareHybrid(*swarm, {}, HybridSelection::kSdp);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].label, "sdp-only forward");
+  EXPECT_EQ(rows[1].label, "sdp-only backward");
+}
+
 }  // namespace
 }  // namespace skipswarm::scheduler

@@ -20,7 +20,11 @@ bool HybridRequested();
 
 // InvalidArgument naming the flag for a bad value. `default_params` is
 // used when --hybrid_params is 0 (a sim scenario's averaging.model_params).
-absl::StatusOr<HybridInputs> HybridInputsFromFlags(double default_params = 1e9);
+// With `scenario` (a sim scenario's "hybrid" object) the inputs start from
+// it and only flags set to something other than their default replace its
+// values (default_params is then unused).
+absl::StatusOr<HybridInputs> HybridInputsFromFlags(double default_params = 1e9,
+                                                   const HybridInputs* scenario = nullptr);
 
 // The source file whose flags these are, for Command::flag_files.
 inline constexpr char kHybridFlagsFile[] = "scheduler/hybrid_flags.cc";

@@ -1,6 +1,9 @@
 #include "scheduler/hybrid_plan.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -165,7 +168,9 @@ TEST(HybridPlanTest, HalfTheNodesHoldOneStageSoTheMixWins) {
   EXPECT_GT(mixed->tokens_per_s, sdp->tokens_per_s);
   EXPECT_GT(mixed->tokens_per_s, pipe->tokens_per_s);
   for (int v = 0; v < 8; ++v) {
-    if (mixed->roles[v] == NodeRole::kSdp) EXPECT_TRUE(FitsSdp(s, v));
+    if (mixed->roles[v] == NodeRole::kSdp) {
+      EXPECT_TRUE(FitsSdp(s, v));
+    }
   }
 }
 
@@ -214,6 +219,45 @@ TEST(HybridPlanTest, RolesThatCannotTrainAreRefused) {
   EXPECT_EQ(CostRoles(s, roles, {}).status().code(), absl::StatusCode::kFailedPrecondition);
   roles.resize(2);
   EXPECT_EQ(CostRoles(s, roles, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The allocator's contract on constructed swarms: whatever the memory,
+// uplinks, links, model size and masking, the mixed plan trains at least as
+// many tokens per second as the better pure plan that can train (its
+// search starts from both), and somewhere it is strictly better. Cases are
+// drawn from a fixed-seed mt19937 (raw outputs, no library distributions,
+// so every standard library draws the same swarms).
+TEST(HybridPlanTest, MixedIsNeverWorseThanTheBetterPurePlanOnDrawnSwarms) {
+  std::mt19937 gen(20261203);
+  auto pick = [&gen](int k) { return static_cast<int>(gen() % static_cast<uint32_t>(k)); };
+  auto unit = [&gen] { return gen() / 4294967296.0; };
+  int strict_wins = 0;
+  for (int c = 0; c < 12; ++c) {
+    std::vector<int> per_stage(3 + pick(2));
+    for (int& k : per_stage) k = 1 + pick(2);
+    const double hop_s = 0.005 * std::pow(200.0, unit());          // 5 ms .. 1 s
+    const double params = 1e6 * std::pow(100.0, unit());           // 1 M .. 100 M
+    const double uplink = 1e6 * std::pow(1000.0, unit());          // 1 MB/s .. 1 GB/s
+    HybridSwarm s = MakeSwarm(per_stage, hop_s, params, 0, uplink);
+    s.model.backward_masking = pick(2) == 1;
+    for (HybridNode& n : s.nodes) {
+      n.spec.sec_per_layer_sample *= 0.5 + 1.5 * unit();
+      if (pick(3) == 0) n.max_stages = 1;  // the heterogeneous-memory kind
+      if (pick(4) == 0) n.uplink_bytes_per_s /= 20;  // a slow home uplink
+    }
+    const std::string what = absl::StrCat("case ", c, ": ", s.nodes.size(), " nodes, hop ", hop_s,
+                                          " s, ", params, " params, uplink ", uplink);
+    absl::StatusOr<HybridPlan> pipe = AllocateHybrid(s, Mode(HybridMode::kPipelineOnly));
+    absl::StatusOr<HybridPlan> sdp = AllocateHybrid(s, Mode(HybridMode::kSdpOnly));
+    absl::StatusOr<HybridPlan> mixed = AllocateHybrid(s, Mode(HybridMode::kMixed));
+    ASSERT_TRUE(mixed.ok()) << what << ": " << mixed.status();
+    const double best = std::max(pipe.ok() ? pipe->tokens_per_s : 0.0,
+                                 sdp.ok() ? sdp->tokens_per_s : 0.0);
+    ASSERT_GT(best, 0) << what;
+    EXPECT_GE(mixed->tokens_per_s, best * (1 - 1e-9)) << what;
+    if (mixed->tokens_per_s > best * 1.01) ++strict_wins;
+  }
+  EXPECT_GE(strict_wins, 1);
 }
 
 }  // namespace

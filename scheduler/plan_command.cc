@@ -69,10 +69,13 @@ int RunHybrid(const Scenario& scenario) {
     std::cerr << known.message() << "\n";
     return 2;
   }
-  const std::vector<HybridRow> rows = CompareHybrid(*swarm, options);
+  const std::vector<HybridRow> rows = CompareHybrid(*swarm, options, in->selection);
   std::cout << FormatHybridTable(*swarm, *in, rows);
+  // A mixed plan always exists where a pipeline or a subnetwork does; a
+  // selected single mode must be possible.
   for (const HybridRow& r : rows) {
-    if (r.label.rfind("mixed", 0) == 0 && !r.status.ok()) return 1;
+    const bool required = in->selection != HybridSelection::kAll || r.label.rfind("mixed", 0) == 0;
+    if (required && !r.status.ok()) return 1;
   }
   return 0;
 }
@@ -183,7 +186,8 @@ common::cli::Command PlanCommand() {
       "--scenario=scheduler/testdata/skippipe_gcp20_schedule.json "
       "--planner=all\n"
       "  Pipeline-only vs SDP-only vs mixed (per node SDP or pipeline hosting):\n"
-      "    skipswarm plan --scenario=FILE --hybrid [--hybrid_half_one_stage] ...";
+      "    skipswarm plan --scenario=FILE --hybrid [--hybrid_mode=all|pipeline|sdp|hybrid]\n"
+      "        [--hybrid_half_one_stage | --hybrid_one_stage_nodes=n1,n3] ...";
   command.flag_files = {"scheduler/plan_command.cc", kHybridFlagsFile};
   command.run = RunPlan;
   return command;

@@ -92,7 +92,7 @@ absl::StatusOr<std::vector<HybridSimRow>> SimulateHybrid(const SimScenario& sc,
   const std::string planner = options.planner.empty() ? sc.planner : options.planner;
   hopts.planner = planner == "replay" ? "skippipe" : planner;
   std::vector<HybridSimRow> rows;
-  for (HybridRow& r : scheduler::CompareHybrid(swarm, hopts)) {
+  for (HybridRow& r : scheduler::CompareHybrid(swarm, hopts, in.selection)) {
     HybridSimRow row;
     row.row = std::move(r);
     const HybridPlan& p = row.row.plan;
@@ -130,7 +130,11 @@ std::string FormatHybridSim(const SimScenario& sc, const scheduler::HybridInputs
       sc.iterations, in.params / 1e6,
       static_cast<int>(std::max<int64_t>(1, in.averaging.outer_every)),
       model::AvgCodecName(in.averaging.codec),
-      in.half_one_stage ? ", every second node: one stage only" : "");
+      in.half_one_stage ? ", every second node: one stage only"
+      : in.one_stage_nodes.empty()
+          ? ""
+          : absl::StrFormat(", %d named nodes: one stage only",
+                            static_cast<int>(in.one_stage_nodes.size())));
   out += absl::StrFormat("  %-18s %4s %4s %4s %6s %9s %9s %8s %8s %9s %10s %10s %7s\n", "plan",
                          "pipe", "sdp", "idle", "MBs", "pipe sim", "pipe pred", "sdp s", "avg s",
                          "iter s", "tokens/s", "B/token", "x pipe");

@@ -54,5 +54,37 @@ TEST(HybridSimTest, HomeUplinksMixSdpOnFastUplinksWithAPipeline) {
   EXPECT_NE(table.find("mixed forward"), std::string::npos) << table;
 }
 
+// The heterogeneous-memory variant of SkipPipe's 12-region file
+// (scenarios/gcp20-hybrid-halfmem.json: n1, n3, .., n19 hold one stage):
+// the inputs come from the file's "hybrid" object; the mixed plan is no
+// worse than the better pure plan for both maskings, and with backward
+// masking it runs the one-stage nodes as a pipeline beside the subnetworks,
+// every planned pipeline MB completing in the simulator.
+TEST(HybridSimTest, HalfTheNodesHoldingOneStageRunAPipelineBesideTheSubnetworks) {
+  absl::StatusOr<SimScenario> sc = LoadSimScenario("sim/scenarios/gcp20-hybrid-halfmem.json", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_TRUE(sc->hybrid.has_value());
+  sc->iterations = 2;
+  SimOptions options;
+  absl::StatusOr<std::vector<HybridSimRow>> rows = SimulateHybrid(*sc, *sc->hybrid, options);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 5u);
+  const HybridSimRow& pipe = Row(*rows, "pipeline-only");
+  ASSERT_TRUE(pipe.row.status.ok()) << pipe.row.status;
+  for (const std::string masking : {"forward", "backward"}) {
+    const HybridSimRow& sdp = Row(*rows, "sdp-only " + masking);
+    const HybridSimRow& mixed = Row(*rows, "mixed " + masking);
+    ASSERT_TRUE(sdp.row.status.ok() && mixed.row.status.ok()) << masking;
+    EXPECT_GE(mixed.tokens_per_s, std::max(pipe.tokens_per_s, sdp.tokens_per_s)) << masking;
+    for (int v = 1; v < 20; v += 2) {
+      EXPECT_NE(mixed.row.plan.roles[v], scheduler::NodeRole::kSdp) << masking << " n" << v;
+    }
+  }
+  const HybridSimRow& mixed = Row(*rows, "mixed backward");
+  EXPECT_GT(Count(mixed, scheduler::NodeRole::kSdp), 0);
+  EXPECT_GT(Count(mixed, scheduler::NodeRole::kPipeline), 0);
+  EXPECT_DOUBLE_EQ(mixed.sim_pipeline_mbs, mixed.row.plan.pipeline_mbs);
+}
+
 }  // namespace
 }  // namespace skipswarm::sim

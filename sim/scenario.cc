@@ -194,6 +194,53 @@ absl::Status ExpandGenerators(json& topo, const std::string& base_dir,
   return absl::OkStatus();
 }
 
+// The "hybrid" object (SimScenario::hybrid); defaults as in HybridInputs.
+absl::StatusOr<scheduler::HybridInputs> ParseHybrid(const json& obj) {
+  if (!obj.is_object()) return Bad("hybrid", "must be an object");
+  static const std::set<std::string> kKeys = {
+      "params",      "tokens_per_sample", "activation_gib", "bytes_per_mb",
+      "memory_gib",  "uplink_mbit",       "sdp_stages",     "outer_every",
+      "avg_codec",   "half_one_stage",    "one_stage_nodes"};
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (kKeys.count(it.key()) == 0) return Bad("hybrid." + it.key(), "unknown key");
+  }
+  scheduler::HybridInputs in;
+  SS_ASSIGN_OR_RETURN(in.params, Num(obj, "params", "hybrid", in.params));
+  if (!(in.params > 0)) return Bad("hybrid.params", "must be > 0");
+  SS_ASSIGN_OR_RETURN(double tokens, Num(obj, "tokens_per_sample", "hybrid", in.tokens_per_sample));
+  if (tokens < 1 || tokens > 1e7) return Bad("hybrid.tokens_per_sample", "must be in 1..1e7");
+  in.tokens_per_sample = static_cast<int>(tokens);
+  SS_ASSIGN_OR_RETURN(in.activation_gib, Num(obj, "activation_gib", "hybrid", in.activation_gib));
+  SS_ASSIGN_OR_RETURN(in.bytes_per_mb, Num(obj, "bytes_per_mb", "hybrid", 0));
+  SS_ASSIGN_OR_RETURN(in.memory_gib, Num(obj, "memory_gib", "hybrid", 0));
+  SS_ASSIGN_OR_RETURN(double mbit, Num(obj, "uplink_mbit", "hybrid", 0));
+  in.uplink_bytes_per_s = mbit * 1e6 / 8;
+  SS_ASSIGN_OR_RETURN(double stages, Num(obj, "sdp_stages", "hybrid", 0));
+  if (stages > 1e4) return Bad("hybrid.sdp_stages", "too large");
+  in.sdp_stages = static_cast<int>(stages);
+  SS_ASSIGN_OR_RETURN(double h, Num(obj, "outer_every", "hybrid", 1));
+  if (h < 1 || h > 1e6) return Bad("hybrid.outer_every", "must be in 1..1000000");
+  in.averaging.outer_every = static_cast<int64_t>(h);
+  if (auto c = obj.find("avg_codec"); c != obj.end()) {
+    if (!c->is_string()) return Bad("hybrid.avg_codec", "must be a string");
+    absl::StatusOr<model::AvgCodecSpec> codec = model::ParseAvgCodec(c->get<std::string>());
+    if (!codec.ok()) return Bad("hybrid.avg_codec", std::string(codec.status().message()));
+    in.averaging.codec = *codec;
+  }
+  if (auto b = obj.find("half_one_stage"); b != obj.end()) {
+    if (!b->is_boolean()) return Bad("hybrid.half_one_stage", "must be true or false");
+    in.half_one_stage = b->get<bool>();
+  }
+  if (auto list = obj.find("one_stage_nodes"); list != obj.end()) {
+    if (!list->is_array()) return Bad("hybrid.one_stage_nodes", "must be a list of node names");
+    for (const json& name : *list) {
+      if (!name.is_string()) return Bad("hybrid.one_stage_nodes", "must be a list of node names");
+      in.one_stage_nodes.push_back(name.get<std::string>());
+    }
+  }
+  return in;
+}
+
 absl::Status ApplyWorkloadOverrides(const json& root,
                                     scheduler::Workload& w) {
   auto it = root.find("workload");
@@ -268,6 +315,9 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
       a.compare.push_back(o);
     }
     sc.averaging = a;
+  }
+  if (auto hy = root.find("hybrid"); hy != root.end()) {
+    SS_ASSIGN_OR_RETURN(sc.hybrid, ParseHybrid(*hy));
   }
   sc.replay_key = root.value("replay_key", std::string());
   SS_ASSIGN_OR_RETURN(sc.state_transfer_s,

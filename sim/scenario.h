@@ -21,6 +21,12 @@
 //     "detector": {"probe_interval_s": 0.5, "suspicion_timeout_s": 1.2,
 //                  "stream_timeout_s": 0.5},       // sim/detector.h
 //     "state_transfer_s": 10, "protect_last_replica": true,
+//     "hybrid": {"params": 1e9, "bytes_per_mb": 67108864, "memory_gib": 80,
+//                "outer_every": 32, "one_stage_nodes": ["n1", "n3"]},
+//         // inputs of `sim --hybrid` (scheduler/hybrid_compare.h
+//         // HybridInputs; also tokens_per_sample, activation_gib,
+//         // uplink_mbit, sdp_stages, avg_codec, half_one_stage); command
+//         // line --hybrid_* flags off their defaults replace single values
 //     "churn": [{"type": "kill", "node": "belgium-s1-0", "at_s": 30}, ...]
 //   }
 //
@@ -44,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/averaging_options.h"
+#include "scheduler/hybrid_compare.h"
 #include "scheduler/scenario.h"
 #include "sim/churn.h"
 #include "sim/detector.h"
@@ -86,6 +93,10 @@ struct SimScenario {
     std::vector<model::AveragingOptions> compare;
   };
   std::optional<Averaging> averaging;
+  // The "hybrid" object: what `sim --hybrid` assumes about the model,
+  // memory and averaging (unknown keys and bad values are refused; node
+  // names are checked when the swarm is built).
+  std::optional<scheduler::HybridInputs> hybrid;
   struct Uplink {
     std::string name;
     int stage = 0;

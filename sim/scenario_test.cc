@@ -145,5 +145,41 @@ TEST(SimScenarioTest, LoadsHomeUplinksAndAveragingConfigurations) {
   EXPECT_FALSE(bad.ok());
 }
 
+// The heterogeneous-memory variant of SkipPipe's 12-region file: the
+// "hybrid" object carries what `sim --hybrid` assumes; bad keys and values
+// are refused by name.
+TEST(SimScenarioTest, LoadsTheHybridInputsOfTheHeterogeneousMemoryVariant) {
+  auto sc = LoadSimScenario(std::string(kDir) + "/gcp20-hybrid-halfmem.json", 1);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_TRUE(sc->hybrid.has_value());
+  EXPECT_DOUBLE_EQ(sc->hybrid->params, 1e9);
+  EXPECT_DOUBLE_EQ(sc->hybrid->bytes_per_mb, 64 << 20);
+  EXPECT_DOUBLE_EQ(sc->hybrid->memory_gib, 80);
+  EXPECT_EQ(sc->hybrid->averaging.outer_every, 32);
+  ASSERT_EQ(sc->hybrid->one_stage_nodes.size(), 10u);
+  EXPECT_EQ(sc->hybrid->one_stage_nodes[9], "n19");
+  for (const std::string& name : sc->hybrid->one_stage_nodes) {
+    EXPECT_GE(sc->universe.view.FindNode(name), 0) << name;
+  }
+  auto uniform = LoadSimScenario(std::string(kDir) + "/gcp20-hybrid.json", 1);
+  ASSERT_TRUE(uniform.ok()) << uniform.status();
+  ASSERT_TRUE(uniform->hybrid.has_value());
+  EXPECT_TRUE(uniform->hybrid->one_stage_nodes.empty());
+
+  auto expect_error = [](const std::string& hybrid, const std::string& needle) {
+    auto bad = ParseSimScenario(
+        R"({"topology_file": "gcp12-42.json", "hybrid": )" + hybrid + "}", kDir, 1);
+    ASSERT_FALSE(bad.ok()) << hybrid;
+    EXPECT_NE(bad.status().message().find(needle), std::string::npos) << bad.status();
+  };
+  expect_error("3", "hybrid: must be an object");
+  expect_error(R"({"memory": 80})", "hybrid.memory: unknown key");
+  expect_error(R"({"params": 0})", "hybrid.params");
+  expect_error(R"({"outer_every": 0})", "hybrid.outer_every");
+  expect_error(R"({"avg_codec": "zip"})", "hybrid.avg_codec");
+  expect_error(R"({"one_stage_nodes": "n1"})", "hybrid.one_stage_nodes");
+  expect_error(R"({"half_one_stage": 1})", "hybrid.half_one_stage");
+}
+
 }  // namespace
 }  // namespace skipswarm::sim

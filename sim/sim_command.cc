@@ -107,8 +107,10 @@ void PrintAveragingCost(const SimScenario& sc, double compute_s, std::ostream& o
 
 // --hybrid: pipeline-only vs SDP-only vs mixed (sim/hybrid_sim.h).
 int RunHybrid(const SimScenario& sc) {
+  // The scenario's "hybrid" object, else the averaging's parameter count.
   absl::StatusOr<scheduler::HybridInputs> in = scheduler::HybridInputsFromFlags(
-      sc.averaging.has_value() ? sc.averaging->model_params : 1e9);
+      sc.averaging.has_value() ? sc.averaging->model_params : 1e9,
+      sc.hybrid.has_value() ? &*sc.hybrid : nullptr);
   if (!in.ok()) {
     std::cerr << "sim: " << in.status().message() << "\n";
     return 2;
