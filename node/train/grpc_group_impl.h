@@ -113,6 +113,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
             std::shared_ptr<const ReduceMessage> m, int attempt = 0);
   absl::Status PushNow(const std::string& address, const common::NodeId& to, uint32_t phase,
                        uint64_t iteration, uint32_t stage, const ReduceMessage* m);
+  // Whether this node is done with the round (its result decided, or the
+  // round forgotten).
+  bool RoundOver(uint64_t iteration, int stage);
 
   // --- completion and liveness (grpc_group_sweep.cc) ---
   void Sweep();

@@ -371,11 +371,40 @@ void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_
         });
         return;
       }
+      // Note [Refused late pushes].
+      if (m != nullptr && absl::IsFailedPrecondition(s) &&
+          self->RoundOver(iteration, static_cast<int>(stage))) {
+        LOG(INFO) << "gradient push to " << to << " (" << address << ") for iteration "
+                  << iteration << ", a round this node is done with, refused: " << s;
+        return;
+      }
       LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
       self->view_->MarkDead(to);
       self->Sweep();
     }
   });
+}
+
+// Note [Refused late pushes]
+// A member closed out of an outer sync (Note [Late members] in
+// sharded_reduce.h) is done with the round once its peers' reduced shards
+// reach it, while its own parts of the round may still be on its slow
+// uplink; they arrive after its peers moved on and are refused as long
+// over (FAILED_PRECONDITION, Note [Push admission]). Marking the receiver
+// dead for that dropped the late member's only peer from its group: it
+// then averaged alone, its parameters apart from its peer's without a
+// digest check noticing (a one-member round agrees with itself), until a
+// later late round compared anchors and re-synced (measured: 56
+// iterations apart in tools/experiments/slow_sync.sh's tight mode). A
+// push for a round this node is done with carries nothing this node
+// waits for, so its refusal is no verdict on the receiver: a receiver
+// really gone fails its probes (Note [Group liveness]) and one far behind
+// is a missing member of this node's next round (Note [Silent members]).
+bool GrpcGroupComm::Impl::RoundOver(uint64_t iteration, int stage) {
+  absl::MutexLock lock(&mu_);
+  auto it = reduces_.find({iteration, stage});
+  return it == reduces_.end() || it->second.delivered ||
+         (it->second.reduce != nullptr && it->second.reduce->done());
 }
 
 absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const common::NodeId& to,

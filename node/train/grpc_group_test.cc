@@ -532,6 +532,97 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   EXPECT_EQ((*r2)->contributors, 2);
 }
 
+// Note [Refused late pushes] (grpc_group_push.cc): of two replicas, l1 is
+// closed out of the outer sync of iteration 7 and gets there when l0 has
+// reached iteration 12: it is done at once with l0's average, flagged
+// late, and its own parts of round 7 reach l0 long over and are refused.
+// That refusal must not mark l0 dead on l1 (it did, and l1 then averaged
+// alone, apart from l0): the next sync (15) is averaged by both, with the
+// same sum.
+TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 2; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    o.push_deadline = absl::Seconds(5);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  auto run_until = [&](absl::Notification& n, absl::Duration step, absl::Duration limit) {
+    const absl::Duration end = clock.SteadyNow() + limit;
+    while (!n.HasBeenNotified() && clock.SteadyNow() < end) {
+      clock.Advance(step);
+      n.WaitForNotificationWithTimeout(absl::Milliseconds(2));
+    }
+    return n.HasBeenNotified();
+  };
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  // Round 7: l0 closes l1 out at its 2 s deadline and averages alone.
+  std::optional<absl::StatusOr<ReduceResult>> a0, a1, b0, b1;
+  absl::Notification da0, da1, db0, db1, barrier;
+  groups[0]->AllReduce(7, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { a0 = r; da0.Notify(); });
+  ASSERT_TRUE(run_until(da0, absl::Milliseconds(10), absl::Seconds(25)));
+  ASSERT_TRUE(a0->ok()) << a0->status();
+  EXPECT_EQ((*a0)->left_out, std::vector<NodeId>{ids[1]});
+  // l0 trains on (no data nodes here: its barrier passes at once).
+  groups[0]->Barrier(12, ids[0], /*data_node=*/false, [&](absl::Status) { barrier.Notify(); });
+  ASSERT_TRUE(run_until(barrier, absl::Milliseconds(10), absl::Seconds(1)));
+  // The closed round's reduced shard (9 floats) reaches l1 before l1 gets
+  // there (held with l0's part of the full round).
+  absl::Notification never;
+  for (int i = 0; i < 5000 && groups[1]->early_bytes() < 9 * sizeof(float); ++i) {
+    clock.Advance(absl::Milliseconds(1));
+    never.WaitForNotificationWithTimeout(absl::Milliseconds(1));  // loopback, real time
+  }
+  ASSERT_GE(groups[1]->early_bytes(), 9 * sizeof(float));
+  // l1 reaches round 7: done at once, late; its parts of it go to l0,
+  // which refuses them as long over.
+  groups[1]->AllReduce(7, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; da1.Notify(); });
+  ASSERT_TRUE(run_until(da1, absl::Milliseconds(10), absl::Seconds(1)));
+  ASSERT_TRUE(a1->ok()) << a1->status();
+  EXPECT_TRUE((*a1)->late);
+  EXPECT_EQ((*a1)->sum, (*a0)->sum);
+  // Round 15: l1's pushes to l0 go after its round-7 ones on the same push
+  // thread, so when round 15 is done the refusal has been handled.
+  groups[0]->AllReduce(15, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { b0 = r; db0.Notify(); });
+  groups[1]->AllReduce(15, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { b1 = r; db1.Notify(); });
+  ASSERT_TRUE(run_until(db1, absl::Milliseconds(5), absl::Seconds(25)));
+  ASSERT_TRUE(run_until(db0, absl::Milliseconds(5), absl::Seconds(25)));
+  EXPECT_GE(groups[0]->pushes_refused(), 1u);
+  EXPECT_TRUE(views[1]->IsAlive(ids[0]));
+  ASSERT_TRUE(b0->ok() && b1->ok()) << b0->status() << " " << b1->status();
+  EXPECT_EQ((*b0)->contributors, 2);
+  EXPECT_EQ((*b1)->contributors, 2);
+  EXPECT_EQ((*b0)->sum, std::vector<float>(9, 3.f));
+  EXPECT_EQ((*b1)->sum, (*b0)->sum);
+  EXPECT_TRUE((*b0)->left_out.empty() && (*b1)->left_out.empty());
+}
+
 // Note [Stopping]: waiting for a peer that never answers (a static swarm
 // whose other nodes are not up) ends at once when asked to, instead of
 // holding a stop signal for the whole startup timeout.

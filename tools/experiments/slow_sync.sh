@@ -100,17 +100,35 @@ else:
 EOF
 }
 # Outer syncs that closed a member out (counted by each survivor) / that a
-# member missed (node_trainer.cc's warnings).
+# member missed (node_trainer.cc's warnings) / re-syncs after a digest
+# disagreement; and, without overlap, the (sync, stage) pairs whose replicas
+# left the sync with different parameter digests (the nodes' progress lines).
 counts() {
-  local l o
-  l=$(cat "$1"/logs/*.err "$1"/logs/*.log 2>/dev/null | grep -c "late replica(s) left out of the outer sync" || true)
-  o=$(cat "$1"/logs/*.err "$1"/logs/*.log 2>/dev/null | grep -c "pseudo-gradient missed its round's deadline" || true)
-  echo "$l $o"
+  local l o r
+  l=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "late replica(s) left out of the outer sync" || true)
+  o=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "pseudo-gradient missed its round's deadline" || true)
+  r=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "re-synced from" || true)
+  echo "$l $o $r $(apart "$1")"
+}
+apart() {
+  [[ "$mode" == overlap ]] && { echo "-"; return; }
+  cat "$1"/logs/*.out 2>/dev/null | python3 -c '
+import re, sys
+h = int(sys.argv[1])
+seen = {}
+for line in sys.stdin:
+    m = re.match(r"\[(\S+)\] it (\d+) (.*)", line)
+    if not m or int(m.group(2)) % h != h - 1:
+        continue
+    for s, d in re.findall(r"\| s(\d+) visits .*? digest ([0-9a-f]+)", m.group(3)):
+        seen.setdefault((int(m.group(2)), int(s)), set()).add(d)
+print(sum(1 for v in seen.values() if len(v) > 1))
+' "$H"
 }
 
 TABLE="$OUT/table.md"
 if [[ ! -s "$TABLE" ]]; then
-  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | left out / late (slow run) | left out / late (even run) | iterations |" > "$TABLE"
+  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | slow run: left out / late / re-synced / syncs apart | even run: the same | iterations |" > "$TABLE"
   echo "|---|---|---|---|---|---|---|---|---|---|" >> "$TABLE"
 fi
 echo "slow_sync: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); $ITERS iterations, H=$H $CODEC, caps $CAP, $SLOW_NODE at $slow_cap"
@@ -129,11 +147,9 @@ for mode in $MODES; do
       --local_sync_caps="$caps" $MODEL 2>&1 | tr '\r' '\n' | grep -v '^\[' > "$OUT/$mode-$variant.log" || true
     read -r tps[$variant] done_its[$variant] <<< "$(rate "$dir" 2>/dev/null || echo failed 0)"
     cnt[$variant]=$(counts "$dir")
-    echo "  $mode $variant: ${tps[$variant]} tokens/s (${done_its[$variant]:-0} iterations), left out / late: ${cnt[$variant]}"
+    echo "  $mode $variant: ${tps[$variant]} tokens/s (${done_its[$variant]:-0} iterations), left out / late / re-synced / syncs apart: ${cnt[$variant]}"
   done
   ratio=$(awk -v a="${tps[even]}" -v b="${tps[slow]}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", b / a; else print "?" }')
-  read -r lo la <<< "${cnt[slow]}"
-  read -r elo ela <<< "${cnt[even]}"
-  echo "| $mode | $H | $CODEC | $CAP | ${tps[even]} | ${tps[slow]} | $ratio | $lo / $la | $elo / $ela | ${done_its[even]:-0} / ${done_its[slow]:-0} |" | tee -a "$TABLE"
+  echo "| $mode | $H | $CODEC | $CAP | ${tps[even]} | ${tps[slow]} | $ratio | ${cnt[slow]// / \/ } | ${cnt[even]// / \/ } | ${done_its[even]:-0} / ${done_its[slow]:-0} |" | tee -a "$TABLE"
 done
 echo "slow_sync: done $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); table in $TABLE"
