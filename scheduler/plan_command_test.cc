@@ -1,6 +1,8 @@
 #include "scheduler/plan_command.h"
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -11,6 +13,8 @@ ABSL_DECLARE_FLAG(std::string, planner);
 ABSL_DECLARE_FLAG(std::string, format);
 ABSL_DECLARE_FLAG(int, budget_ms);
 ABSL_DECLARE_FLAG(bool, hybrid);
+ABSL_DECLARE_FLAG(std::string, hybrid_mode);
+ABSL_DECLARE_FLAG(std::vector<std::string>, hybrid_one_stage_nodes);
 
 namespace skipswarm::scheduler {
 namespace {
@@ -54,6 +58,27 @@ TEST(PlanCommandTest, HybridComparesThePlansAndRefusesAnUnknownPlanner) {
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("pipeline-only"), std::string::npos) << out;
   EXPECT_NE(out.find("mixed backward"), std::string::npos) << out;
+  absl::SetFlag(&FLAGS_hybrid, false);
+}
+
+TEST(PlanCommandTest, HybridModeKeepsOneModeAndOneStageNodesMustExist) {
+  common::cli::Command command = PlanCommand();
+  absl::SetFlag(&FLAGS_scenario, "scheduler/testdata/skippipe_gcp20_schedule.json");
+  absl::SetFlag(&FLAGS_planner, "skippipe");
+  absl::SetFlag(&FLAGS_hybrid, true);
+  absl::SetFlag(&FLAGS_hybrid_mode, "pipeline");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(command.run({}), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("pipeline-only"), std::string::npos) << out;
+  EXPECT_EQ(out.find("sdp-only"), std::string::npos) << out;
+  EXPECT_EQ(out.find("mixed"), std::string::npos) << out;
+  absl::SetFlag(&FLAGS_hybrid_mode, "everything");
+  EXPECT_EQ(command.run({}), 2);
+  absl::SetFlag(&FLAGS_hybrid_mode, "all");
+  absl::SetFlag(&FLAGS_hybrid_one_stage_nodes, std::vector<std::string>{"n1", "n99"});
+  EXPECT_EQ(command.run({}), 1);
+  absl::SetFlag(&FLAGS_hybrid_one_stage_nodes, std::vector<std::string>{});
   absl::SetFlag(&FLAGS_hybrid, false);
 }
 
