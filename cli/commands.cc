@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "cli/invite_command.h"
 #include "cli/node_command.h"
 #include "common/stamp/git_commit.h"
 #include "identity/keygen_command.h"
@@ -61,6 +62,7 @@ std::vector<common::cli::Command> AllCommands(NodeBackendWrapper wrap) {
       NodeCommand(std::move(wrap)),
       LocalWithWan(),
       identity::KeygenCommand(),
+      InviteCommand(),
       VersionCommand(),
   };
 }

@@ -222,6 +222,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.averaging_id = model::AveragingIdentity(base.model.averaging);
   g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);
   g.extra_services = {manifest->service.get()};
+  g.admission = manifest->admission;
+  g.invite = manifest->invite;
   o.manifest_quota = manifest->quota.get();
   if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
   o.manifest_fetch_time = manifest->fetch_time;

@@ -14,6 +14,7 @@
 #include "identity/tls_credentials.h"
 #include "manifest/bootstrap.h"
 #include "manifest/join_target.h"
+#include "manifest/manifest_admission.h"
 #include "manifest/signed_manifest.h"
 #include "manifest/swarm_file.h"
 #include "manifest/swarm_settings.h"
@@ -29,6 +30,18 @@ ABSL_DECLARE_FLAG(bool, insecure);
 ABSL_DECLARE_FLAG(std::string, swarm_name);
 ABSL_DECLARE_FLAG(std::string, swarm_secret);
 
+ABSL_FLAG(std::string, admission, "open",
+          "Founder: who may join the swarm, written into its signed manifest: open (any node "
+          "key), invite (a token from `skipswarm invite`, signed with this node's key, or an id "
+          "of --allow_node_ids), allowlist (only --allow_node_ids). Joiners take it from the "
+          "manifest.");
+ABSL_FLAG(std::string, allow_node_ids, "",
+          "Founder, with --admission=invite or allowlist: comma-separated node ids (hex, as "
+          "`skipswarm keygen --show_key` prints them) admitted without an invite.");
+ABSL_FLAG(std::string, invite, "",
+          "Joiner of a swarm that admits by invitation: the invite token from its founder "
+          "(ssinv1.…) or, better (argv is visible to other local users), the path of a file "
+          "holding it.");
 ABSL_FLAG(std::string, write_swarm_file, "",
           "Write a swarm file (swarm.json: the swarm manifest's sha256 and this node's address) "
           "here once the node listens; others join with --join=swarm.json.");
@@ -106,14 +119,23 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     }
     SS_ASSIGN_OR_RETURN(proto::ManifestTokenizer tokenizer,
                         manifest::TokenizerIdentity(o->model.tokenizer));
-    SS_ASSIGN_OR_RETURN(signed_manifest,
-                        manifest::SignManifest(manifest::BuildManifest(settings, corpus, tokenizer),
-                                               *key));
+    proto::SwarmManifest m = manifest::BuildManifest(settings, corpus, tokenizer);
+    SS_RETURN_IF_ERROR(manifest::WriteAdmission(absl::GetFlag(FLAGS_admission),
+                                                absl::GetFlag(FLAGS_allow_node_ids),
+                                                m.mutable_admission()));
+    if (m.admission().policy() != "open" && absl::GetFlag(FLAGS_node_key_file).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--admission=", m.admission().policy(),
+          " needs --node_key_file: the founder's key signs the invites and must stay the same"));
+    }
+    SS_ASSIGN_OR_RETURN(signed_manifest, manifest::SignManifest(m, *key));
+    SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest mine, manifest::VerifyManifest(signed_manifest));
+    SS_ASSIGN_OR_RETURN(step.admission, manifest::AdmissionPolicyOf(mine));
     step.sha256 = manifest::Sha256Hex(signed_manifest.manifest());
     step.swarm_name = settings.swarm_name;
     step.founder_id = key->id().Hex();
     LOG(INFO) << "swarm manifest " << step.sha256 << " (founder " << key->id() << "): "
-              << manifest::ManifestSummary(manifest::BuildManifest(settings, corpus, tokenizer));
+              << manifest::ManifestSummary(m);
   } else {
     step.joiner = true;
     SS_ASSIGN_OR_RETURN(manifest::JoinTargets targets, manifest::ParseJoinFlag(join));
@@ -153,6 +175,19 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
             v.manifest.data().corpus_sha256().substr(0, 12), ")"));
       }
     }
+    // Note [Admission]: an uninvited joiner stops here, naming the cause,
+    // rather than at every member's refusal.
+    SS_ASSIGN_OR_RETURN(step.admission, manifest::AdmissionPolicyOf(v));
+    if (FlagGiven("admission") && absl::GetFlag(FLAGS_admission) !=
+                                      membership::AdmissionModeName(step.admission.mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--admission=", absl::GetFlag(FLAGS_admission), " but the swarm manifest says ",
+          membership::AdmissionModeName(step.admission.mode), " (swarm manifest ",
+          v.sha256.substr(0, 12), "); drop the flag: joiners take it from the manifest"));
+    }
+    SS_ASSIGN_OR_RETURN(step.invite,
+                        manifest::CheckOwnAdmission(step.admission, key->id(),
+                                                    absl::GetFlag(FLAGS_invite), clock->Now()));
     o->model = settings.model;
     o->mbs_per_iteration = settings.mbs_per_iteration;
     o->iterations = settings.iterations;

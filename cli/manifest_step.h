@@ -24,6 +24,7 @@
 #include "common/peer_quota.h"
 #include "common/real_clock.h"
 #include "manifest/manifest_service.h"
+#include "membership/admission.h"
 #include "node/daemon/stack/node_daemon_options.h"
 
 namespace skipswarm::cli {
@@ -45,6 +46,10 @@ struct SwarmManifestStep {
   // gossip to join through.
   std::vector<std::string> bootstrap;
   absl::Duration fetch_time;  // a joiner's fetch and verification
+  // The manifest's admission policy and this node's invite, checked here
+  // (Note [Admission] in membership/admission.h).
+  membership::AdmissionPolicy admission;
+  proto::SignedInvite invite;
 };
 
 // REQUIRES: `o` holds the node flags (ReadModelFlags and the rest).

@@ -93,6 +93,8 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   mo.policy.model_id = options_.model_id;
   mo.policy.averaging_id = options_.averaging_id;
   mo.policy.num_stages = options_.num_stages;
+  mo.policy.admission = options_.admission;
+  mo.invite = options_.invite;
   mo.addresses = EndpointsToAddresses(endpoints);
   mo.memory_slots = std::max<uint32_t>(1, options_.memory_slots);
   common::Random rng(options_.seed);
@@ -102,7 +104,9 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   forwarder_->Set(membership_.get());
   LOG(INFO) << "node id " << identity_->id() << ", gossip on " << endpoints.gossip
             << (options_.insecure ? " (plain text: --insecure)" : " (mutual TLS)") << ", swarm "
-            << options_.swarm_name << (options_.swarm_secret.empty() ? "" : " (private)");
+            << options_.swarm_name << (options_.swarm_secret.empty() ? "" : " (private)")
+            << ", admission " << membership::AdmissionModeName(options_.admission.mode)
+            << (options_.invite.invite().empty() ? "" : " (invited)");
   return absl::OkStatus();
 }
 

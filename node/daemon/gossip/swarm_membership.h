@@ -69,6 +69,10 @@ struct SwarmMembershipOptions {
   // How replicas average (model::AveragingIdentity): records that average
   // otherwise are refused likewise. Empty: unchecked (tests).
   std::string averaging_id;
+  // Who may be a member, from the swarm manifest, and this node's own
+  // invite (Note [Admission] in membership/admission.h). Default: open.
+  membership::AdmissionPolicy admission;
+  proto::SignedInvite invite;
   membership::MembershipOptions tuning;     // timers (defaults: membership.h)
   // More services for the gossip server (the swarm manifest's,
   // manifest/manifest_service.h). Borrowed: they must outlive this.

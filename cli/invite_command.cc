@@ -1,0 +1,58 @@
+#include "cli/invite_command.h"
+
+#include <openssl/rand.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "common/real_clock.h"
+#include "manifest/invite_maker.h"
+#include "membership/admission.h"
+
+// Defined in gossip_command.cc.
+ABSL_DECLARE_FLAG(std::string, node_key_file);
+ABSL_DECLARE_FLAG(std::string, swarm_name);
+
+ABSL_FLAG(std::string, expires, "720h",
+          "invite: how long the invite admits its holder (a duration: 720h) or until when (RFC "
+          "3339: 2027-01-31T00:00:00Z). Members refuse the holder from then on.");
+ABSL_FLAG(std::string, node_id, "",
+          "invite: the joiner's node id (hex, `skipswarm keygen --show_key`); only that key may "
+          "use the invite. Empty: any one key holding the token (keep it secret).");
+
+namespace skipswarm::cli {
+
+common::cli::Command InviteCommand() {
+  return {"invite",
+          "Founder of an --admission=invite swarm: print an invite token for a joiner",
+          "skipswarm invite --node_key_file=founder.key [--swarm_name=S] [--expires=720h] "
+          "[--node_id=HEX]",
+          {"cli/invite_command.cc"},
+          [](const std::vector<std::string>& args) {
+            if (!args.empty()) {
+              std::cerr << "invite takes no positional arguments\n";
+              return 2;
+            }
+            std::string nonce(membership::kInviteNonceBytes, '\0');
+            if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()),
+                           static_cast<int>(nonce.size())) != 1) {
+              std::cerr << "invite: no randomness from OpenSSL\n";
+              return 1;
+            }
+            absl::StatusOr<std::string> token = manifest::MakeInvite(
+                {absl::GetFlag(FLAGS_node_key_file), absl::GetFlag(FLAGS_swarm_name),
+                 absl::GetFlag(FLAGS_expires), absl::GetFlag(FLAGS_node_id)},
+                common::RealClock::Create()->Now(), nonce);
+            if (!token.ok()) {
+              std::cerr << "invite: " << token.status().message() << "\n";
+              return 1;
+            }
+            std::cout << *token << "\n";
+            return 0;
+          }};
+}
+
+}  // namespace skipswarm::cli
