@@ -54,7 +54,7 @@ struct HybridInputs {
   std::vector<double> uplinks;       // per node, overrides when not empty
   int sdp_stages = 0;                // 0: the workload's path length
   model::AveragingOptions averaging;
-  HybridSelection selection = HybridSelection::kAll;
+  HybridSelection selection = HybridSelection::kAll;  // plans to make (--hybrid_mode)
 };
 
 // Fails with InvalidArgument when `uplinks` does not have one entry per
