@@ -289,7 +289,13 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
                        << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
           }
           report.status = r.status();
-          compute->ZeroGrad();
+          // No update, but the step still counts the iteration (Note
+          // [Restored step] in node/daemon/gossip/gossip_daemon_restore.cc):
+          // a round every replica lost keeps them equal and in step with the
+          // other stages; one only this replica lost re-syncs by digest.
+          absl::StatusOr<UpdateStats> none =
+              compute->ApplyUpdate(std::vector<float>(compute->num_params(), 0.f), 0);
+          if (!none.ok()) LOG(ERROR) << "stage " << it->first << " update: " << none.status();
         } else {
           const std::optional<bool> finite =
               self->AcceptReduce(report, it, step, *r, mine, /*outer=*/false);

@@ -10,6 +10,10 @@
 //   NodeTrainer trainer(&server, computes, &driver_or_null, &group, &clock);
 //   trainer.Run(/*first=*/0, /*count=*/50, on_iteration, on_done);
 //
+// A failed AllReduce applies no update but still advances the stage's step
+// (ApplyUpdate with 0 visits): a stage's step is the swarm's iteration
+// (Note [Restored step] in node/daemon/gossip/gossip_daemon_restore.cc).
+//
 // Note [Digest re-sync]: every replica sends its parameter digest with its
 // gradients, so each reduce lists the digests of the states its members
 // start the iteration from: the check after every step rides on the next

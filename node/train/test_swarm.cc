@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace skipswarm::node {
 namespace {
 
@@ -45,6 +47,36 @@ class DelayedReduceGroup final : public GroupComm {
   common::Clock* const clock_;
   const absl::Duration delay_;
   const std::set<uint64_t> iterations_;  // empty: all
+};
+
+// TestSwarmOptions::failed_reduces: `inner`, with the listed rounds failed.
+class FailingReduceGroup final : public GroupComm {
+ public:
+  FailingReduceGroup(GroupComm* inner, std::set<std::pair<uint64_t, int>> failed)
+      : inner_(inner), failed_(std::move(failed)) {}
+  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+               BarrierDone done) override {
+    inner_->Barrier(iteration, self, data_node, std::move(done));
+  }
+  void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
+                 ReduceDone done) override {
+    if (failed_.count({iteration, stage}) > 0) {
+      return done(absl::UnavailableError(
+          absl::StrCat("iteration ", iteration, " stage ", stage, ": the round failed (test)")));
+    }
+    inner_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
+  }
+  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
+    inner_->SetStateProvider(self, std::move(provider));
+  }
+  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                  StateDone done) override {
+    inner_->FetchState(iteration, stage, from, std::move(done));
+  }
+
+ private:
+  GroupComm* const inner_;
+  const std::set<std::pair<uint64_t, int>> failed_;
 };
 
 }  // namespace
@@ -102,6 +134,10 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
       n.slow_group = std::make_unique<DelayedReduceGroup>(hub_.get(), &clock_, delay->second,
                                                            options_.reduce_delay_iterations);
       in.group = n.slow_group.get();
+    }
+    if (!options_.failed_reduces.empty()) {
+      n.failing_group = std::make_unique<FailingReduceGroup>(in.group, options_.failed_reduces);
+      in.group = n.failing_group.get();
     }
     if (options_.repairer) {
       n.repairer = options_.repairer();

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "common/sim_clock.h"
@@ -57,6 +58,10 @@ struct TestSwarmOptions {
   std::map<int, absl::Duration> reduce_delay;
   // Only these iterations' calls are held back (empty: every one).
   std::set<uint64_t> reduce_delay_iterations;
+  // Averaging rounds (iteration, stage) that fail on every replica: each
+  // AllReduce of them answers UNAVAILABLE at once and never reaches the hub
+  // (a round every replica lost, e.g. to the group's deadline).
+  std::set<std::pair<uint64_t, int>> failed_reduces;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -113,7 +118,8 @@ class TestSwarm {
     std::unique_ptr<Transport> transport;
     FaultInjectingTransport* faults = nullptr;
     std::unique_ptr<RouteRepairer> repairer;
-    std::unique_ptr<GroupComm> slow_group;  // reduce_delay
+    std::unique_ptr<GroupComm> slow_group;     // reduce_delay
+    std::unique_ptr<GroupComm> failing_group;  // failed_reduces
     std::unique_ptr<NodeStack> stack;  // node/'s recipe; null once killed
     std::vector<NodeIterationReport> reports;
     bool done = false;

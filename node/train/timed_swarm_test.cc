@@ -51,6 +51,28 @@ TEST(TimedSwarmTest, IterationsCompleteAndReplicasAgree) {
   }
 }
 
+// Note [Restored step] (gossip_daemon_restore.cc): a stage's step is the
+// swarm's iteration. A round that fails on every replica of a stage applies
+// no update there, but the step still advances, so the stage's checkpoints
+// stay a set with the other stages' (before: both replicas stayed one step
+// behind for good, and eval refused the final set).
+TEST(TimedSwarmTest, AnAveragingRoundThatFailsEverywhereStillAdvancesTheStep) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}, {1}};
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 2;
+  o.failed_reduces = {{2, 1}};
+  TestSwarm swarm(o, Timed(), &data);
+  ASSERT_TRUE(swarm.Run(5));
+  ASSERT_EQ(swarm.reports(1).size(), 5u);
+  EXPECT_TRUE(absl::IsUnavailable(swarm.reports(1)[2].status)) << swarm.reports(1)[2].status;
+  EXPECT_EQ(swarm.compute(0, 0)->step(), 5);
+  EXPECT_EQ(swarm.compute(1, 1)->step(), 5);
+  EXPECT_EQ(swarm.compute(2, 1)->step(), 5);
+  EXPECT_EQ(swarm.compute(1, 1)->ParamsDigest(), swarm.compute(2, 1)->ParamsDigest());
+}
+
 TEST(TimedSwarmTest, KilledReplicaMidIterationIsRoutedAroundAndDropped) {
   SyntheticDataSource data(2, 8, 32);
   TestSwarmOptions o = TwoByTwo();

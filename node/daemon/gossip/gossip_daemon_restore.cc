@@ -24,8 +24,9 @@
 // Note [Restored step]: a stage's step is the swarm iteration its state
 // belongs to, not a count of the updates it took: ApplyUpdate advances it
 // on an iteration without visits too (StageState in
-// node/compute/stage_compute.h), so at every boundary every stage's step
-// equals the swarm's iteration. Everything that pairs stage files or
+// node/compute/stage_compute.h), and NodeTrainer passes a failed averaging
+// round that way, so at every boundary every stage's step equals the
+// swarm's iteration. Everything that pairs stage files or
 // states relies on that one number: `skipswarm eval`/`export` and a
 // daemon's resume refuse a set whose stages' steps differ, checkpoint
 // generations and copies are keyed by it, a joiner's and a stage move's
