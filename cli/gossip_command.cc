@@ -28,8 +28,12 @@ ABSL_FLAG(int, expect_members, 0,
           "and every stage has a replica. 0 with --join: join a swarm that is training.");
 ABSL_FLAG(std::string, advertise, "",
           "HOST:PORT peers dial to reach this node (its record's address; every service is on "
-          "it). Default: --listen, with port 0 replaced by the bound port and 0.0.0.0 / [::] by "
-          "this host's address towards the first --join peer.");
+          "it), port 0 meaning the bound port. 'auto' (or auto:PORT, for a router that forwards "
+          "another port): the public host that 2 or more peers see this node's connections "
+          "come from, with the listen port, if they can dial it back there (behind a "
+          "port-forwarding NAT). Default: --listen, with 0.0.0.0 / [::] replaced by this "
+          "host's address towards the first --join peer; a --join node listening on 0.0.0.0 / "
+          "[::] uses auto (docs/OPERATING.md, NAT).");
 // Deprecated: one port per daemon (--listen / --advertise).
 ABSL_FLAG(std::string, gossip_listen, "", "Deprecated: use --listen (every service, one port).");
 ABSL_FLAG(std::string, state_listen, "", "Deprecated and ignored: state transfer is on --listen.");

@@ -204,3 +204,19 @@ wait_for_line() {  # file pattern seconds
   done
   return 1
 }
+
+# The public ("internet" side) address of a home host's router.
+netns_router_addr() {  # home host
+  ip -n "${NETNS_ROUTER[$1]}" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1
+}
+
+# A port forward on a home host's router (what a volunteer sets up in the
+# router's admin page): inbound TCP to the router's PORT goes to the home
+# host's PORT; everything else inbound stays dropped.
+netns_forward() {  # home host, port
+  local host=$1 port=$2 rt="${NETNS_ROUTER[$1]}"
+  ip netns exec "$rt" iptables -t nat -A PREROUTING -i eth0 -p tcp --dport "$port" \
+    -j DNAT --to-destination "${NETNS_ADDR[$host]}:$port"
+  ip netns exec "$rt" iptables -I FORWARD 1 -i eth0 -o eth1 -p tcp -d "${NETNS_ADDR[$host]}" \
+    --dport "$port" -j ACCEPT
+}

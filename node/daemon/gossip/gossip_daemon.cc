@@ -20,6 +20,7 @@
 #include "model/memory_estimate.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/gossip/advertise_address.h"
+#include "node/daemon/gossip/advertise_auto.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
@@ -310,9 +311,18 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   server_builder->RegisterService(p->reachability.get());
   p->SetUpRelaying(server_builder, p->gossip->swarm_id());  // Note [Relayed members]
   SS_RETURN_IF_ERROR(p->server->Start(to.credentials));
+  // Note [Advertise auto] (advertise_auto.h): with --advertise=auto, or by
+  // default on a joiner listening on an unspecified host, the record starts
+  // with the local address and the reachability check settles it.
+  const std::optional<int> auto_port = ParseAutoAdvertise(options.advertise);
+  const bool auto_by_default = options.advertise.empty() && !options.gossip.join.empty() &&
+                               IsUnspecifiedHost(ParseHostPort(listen, "--listen")->host);
   SS_ASSIGN_OR_RETURN(const std::string advertised,
-                      ResolveAdvertiseAddress(listen, options.advertise, p->server->port(),
-                                              options.gossip.join));
+                      ResolveAdvertiseAddress(listen, auto_port ? "" : options.advertise,
+                                              p->server->port(), options.gossip.join));
+  if (auto_port.has_value() || auto_by_default) {
+    p->advertise_auto_port = auto_port.value_or(0) > 0 ? *auto_port : p->server->port();
+  }
   p->advertised = advertised;
   p->status->SetAddress(advertised);
   DaemonEndpoints endpoints;

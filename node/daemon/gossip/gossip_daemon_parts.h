@@ -133,6 +133,9 @@ struct GossipDaemon::Parts {
   ReachabilityOptions reachability_options;
   std::unique_ptr<ReachabilityService> reachability;
   std::string advertised;  // our record's address
+  // Note [Advertise auto]: the port to pair with the host peers observe;
+  // 0: not auto (the address is what --advertise / --listen say).
+  int advertise_auto_port = 0;
   bool reachability_checked = false;
   // Note [Relayed members] (gossip_daemon_relay.cc): the relay we are for
   // outbound-only members (registered on `server`, so declared before it),
@@ -248,6 +251,8 @@ struct GossipDaemon::Parts {
   absl::Status StartControl();
   // True once a check had an answer.
   bool CheckReachabilityOnce();
+  // Note [Advertise auto]: settles `advertised`; returns its check.
+  ReachabilityReport SettleAdvertiseAuto(const std::vector<std::string>& peers);
   // Note [Relayed members]: the gossip view with every relayed member's
   // addresses replaced by its RelayDialer endpoint (what this node dials).
   membership::View RoutedView() const;

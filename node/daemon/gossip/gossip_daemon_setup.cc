@@ -16,6 +16,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/gossip/advertise_auto.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/reachability.h"
@@ -50,8 +51,12 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
     if (peers.size() == 3) break;
   }
   if (peers.empty()) return false;
-  const ReachabilityReport r =
-      CheckReachability(peers, advertised, reachability_options, absl::Seconds(5));
+  ReachabilityReport r;
+  if (advertise_auto_port > 0) {
+    r = SettleAdvertiseAuto(peers);
+  } else {
+    r = CheckReachability(peers, advertised, reachability_options, absl::Seconds(5));
+  }
   const std::string line = DescribeReachability(r);
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -82,6 +87,40 @@ bool GossipDaemon::Parts::CheckReachabilityOnce() {
     LOG(INFO) << base().name << ": " << line;
   }
   return true;
+}
+
+// Note [Advertise auto] (advertise_auto.h): the peers observe us, the
+// observed host (with our port) and the local address are dialed back, and
+// the record advertises the one chosen. The settled line goes to stdout and
+// the log, the agreeing peers to skipswarm_advertise_auto_agreeing_peers.
+ReachabilityReport GossipDaemon::Parts::SettleAdvertiseAuto(const std::vector<std::string>& peers) {
+  // One RPC each; a peer whose record is stale (a joiner that re-advertised
+  // moments ago) should not hold the join up for long.
+  const std::vector<Observation> seen = ObserveSelf(peers, reachability_options, absl::Seconds(3));
+  AutoAdvertiseResult a =
+      SettleAutoAdvertise(seen, advertised, advertise_auto_port, [&](const std::string& at) {
+        return CheckReachability(peers, at, reachability_options, absl::Seconds(5));
+      });
+  std::printf("%s\n", a.line.c_str());
+  std::fflush(stdout);
+  LOG(INFO) << base().name << ": " << a.line;
+  for (const Observation& o : seen) {
+    LOG(INFO) << "  " << o.peer << " sees us as " << (o.observed.empty() ? "-" : o.observed);
+  }
+  metrics.Set("skipswarm_advertise_auto_agreeing_peers", a.observed.agreeing,
+              absl::StrCat("observers=\"", a.observed.observers, "\""));
+  // An unknown verdict is checked again later (the founders' formation):
+  // the record keeps its address until a check had an answer.
+  if (a.address != advertised && a.report.verdict != ReachabilityReport::Verdict::kUnknown) {
+    absl::Status changed = gossip->Readvertise(a.address);
+    if (changed.ok()) {
+      advertised = a.address;
+      status->SetAddress(a.address);
+    } else {
+      LOG(WARNING) << base().name << ": cannot advertise " << a.address << ": " << changed;
+    }
+  }
+  return std::move(a.report);
 }
 
 absl::Status GossipDaemon::Parts::AddCompute(int s) {

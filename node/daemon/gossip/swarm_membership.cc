@@ -87,7 +87,10 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
 
 absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   if (endpoints.gossip.empty()) return absl::InvalidArgumentError("no gossip address");
-  endpoints_ = endpoints;
+  {
+    absl::MutexLock lock(&endpoints_mu_);
+    endpoints_ = endpoints;
+  }
   membership::MembershipOptions mo = options_.tuning;
   mo.policy.swarm_id = swarm_id_;
   mo.policy.model_id = options_.model_id;
@@ -110,6 +113,24 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   return absl::OkStatus();
 }
 
+DaemonEndpoints SwarmMembership::endpoints() const {
+  absl::MutexLock lock(&endpoints_mu_);
+  return endpoints_;
+}
+
+absl::Status SwarmMembership::Readvertise(const std::string& address) {
+  DaemonEndpoints e;
+  e.gossip = e.pipeline = e.group = e.state = address;
+  const std::vector<std::string> addresses = EndpointsToAddresses(e);
+  SS_RETURN_IF_ERROR(membership_->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->clear_addresses();
+    for (const std::string& a : addresses) r->add_addresses(a);
+  }));
+  absl::MutexLock lock(&endpoints_mu_);
+  endpoints_ = e;
+  return absl::OkStatus();
+}
+
 SwarmMembership::~SwarmMembership() {
   if (server_) server_->Shutdown();
   if (forwarder_) forwarder_->Set(nullptr);
@@ -123,7 +144,7 @@ const common::NodeId& SwarmMembership::id() const { return identity_->id(); }
 absl::Status SwarmMembership::Join() {
   membership_->Start();
   if (options_.join.empty()) {
-    LOG(INFO) << "no --join: starting a new swarm at " << endpoints_.gossip;
+    LOG(INFO) << "no --join: starting a new swarm at " << endpoints().gossip;
     return absl::OkStatus();
   }
   absl::Notification done;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "membership/membership.h"
 #include "node/daemon/gossip/training_members.h"
@@ -96,7 +97,12 @@ class SwarmMembership {
   // Our key (for the other services' mutual TLS). Lives as long as this.
   const identity::Identity* identity() const { return identity_.get(); }
   bool insecure() const { return options_.insecure; }
-  const DaemonEndpoints& endpoints() const { return endpoints_; }
+  // Thread-safe.
+  DaemonEndpoints endpoints() const;
+  // Note [Advertise auto] (advertise_auto.h): every endpoint becomes
+  // `address`; our record is re-signed with it and gossiped.
+  // REQUIRES: CreateMembership done. Thread-safe.
+  absl::Status Readvertise(const std::string& address);
 
   // REQUIRES: CreateMembership done.
   // Starts the protocol and joins the bootstrap addresses. The error names
@@ -117,7 +123,8 @@ class SwarmMembership {
   SwarmMembershipOptions options_;
   common::Clock* clock_ = nullptr;
   std::string swarm_id_;
-  DaemonEndpoints endpoints_;
+  mutable absl::Mutex endpoints_mu_;
+  DaemonEndpoints endpoints_ ABSL_GUARDED_BY(endpoints_mu_);
   std::unique_ptr<identity::Identity> identity_;
   std::unique_ptr<Forwarder> forwarder_;
   std::unique_ptr<membership::GrpcGossipTransport> transport_;

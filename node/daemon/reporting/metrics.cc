@@ -85,6 +85,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_reachable", T::kGauge,
        "1 when peers could dial this node's advertised address back at join, 0 when none "
        "could (behind NAT); absent until a check had an answer."},
+      {"skipswarm_advertise_auto_agreeing_peers", T::kGauge,
+       "--advertise=auto: peers that saw this node's connections come from the most common "
+       "host (label observers: peers that answered); 2 agreeing, more than half, adopt it."},
       {"skipswarm_relays", T::kGauge,
        "Behind NAT: relays this node is attached to (reachable members that carry "
        "connections to it); absent on a reachable node."},
