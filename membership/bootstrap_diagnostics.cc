@@ -14,7 +14,7 @@ const char* JoinStepName(JoinStep step) {
     case JoinStep::kIdentity: return "identity";
     case JoinStep::kVersion: return "version";
     case JoinStep::kSwarm: return "swarm";
-    case JoinStep::kAllowList: return "allow-list";
+    case JoinStep::kAdmission: return "admission";
     case JoinStep::kTimeout: return "timeout";
     case JoinStep::kOther: return "other";
   }
@@ -32,7 +32,7 @@ JoinStep ClassifyGossipError(const absl::Status& status) {
       if (absl::StrContains(msg, "swarm")) return JoinStep::kSwarm;
       return JoinStep::kOther;
     case absl::StatusCode::kUnauthenticated: return JoinStep::kIdentity;
-    case absl::StatusCode::kPermissionDenied: return JoinStep::kAllowList;
+    case absl::StatusCode::kPermissionDenied: return JoinStep::kAdmission;
     case absl::StatusCode::kDeadlineExceeded: return JoinStep::kTimeout;
     default: break;
   }
@@ -79,10 +79,11 @@ std::string JoinStepHint(JoinStep step) {
     case JoinStep::kSwarm:
       return "the peer belongs to another swarm; both sides need the same "
              "--swarm_name and --swarm_secret";
-    case JoinStep::kAllowList:
-      return "this is a private swarm and our node id is not on its "
-             "allow-list; send `skipswarm keygen --show_key` output to its "
-             "operator";
+    case JoinStep::kAdmission:
+      return "the swarm admits only invited or listed nodes (its manifest's "
+             "admission policy); send our node id (`skipswarm keygen "
+             "--show_key`) to its founder and pass the invite it makes "
+             "(`skipswarm invite --node_id=...`) with --invite";
     case JoinStep::kTimeout:
       return "no answer in time; the peer may be overloaded or packets are "
              "dropped on the way";

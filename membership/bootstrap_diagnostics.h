@@ -22,7 +22,7 @@ enum class JoinStep {
   kIdentity,   // certificate key does not hash to the claimed node id
   kVersion,    // protocol version mismatch
   kSwarm,      // other swarm id / swarm secret
-  kAllowList,  // private swarm: our id is not allowed
+  kAdmission,  // the swarm's admission policy refuses us (Note [Admission])
   kTimeout,    // no answer in time
   kOther,
 };

@@ -187,7 +187,7 @@ TEST(BootstrapDiagnosticsTest, ClassifiesEachStep) {
   EXPECT_EQ(ClassifyGossipError(absl::FailedPreconditionError("swarm id mismatch")),
             JoinStep::kSwarm);
   EXPECT_EQ(ClassifyGossipError(absl::PermissionDeniedError("not on allow-list")),
-            JoinStep::kAllowList);
+            JoinStep::kAdmission);
   EXPECT_EQ(ClassifyGossipError(absl::DeadlineExceededError("")), JoinStep::kTimeout);
   absl::Status s = ExplainGossipError(absl::UnavailableError("Connection refused"), "h:1");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);

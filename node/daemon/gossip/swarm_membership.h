@@ -4,7 +4,7 @@
 // Membership, advertising the daemon's endpoints (Note [Daemon records] in
 // training_members.h), plus the blocking steps main needs: join the
 // bootstrap addresses (failures name the step: dns, tcp, tls, identity,
-// version, swarm, allow-list, timeout, with a hint), announce, leave.
+// version, swarm, admission, timeout, with a hint), announce, leave.
 //
 //   SwarmMembershipOptions o = ...;                 // from flags
 //   o.serve_on = node_server.builder();
