@@ -102,6 +102,11 @@ struct AverageContribution {
   // --avg_codec=powersgd: the factors `flat` is (the wire sends them,
   // Note [Encoded shards] in node/train/shard_codec.h); null otherwise.
   std::shared_ptr<const model::LowRankFactors> factors;
+  // TakePseudoGradient only (Note [Idle outer contributions] in
+  // node/train/node_trainer.h): the parameters did not move since the
+  // anchor (no inner step had visits: a paused volunteer, a replica no
+  // micro-batch reached). `flat` is then zeros and the codec was not run.
+  bool idle = false;
 };
 
 // One replica's gradient for one iteration: the sum over its MBs.
@@ -192,12 +197,14 @@ class StageState {
     return absl::UnimplementedError("this StageCompute has no averaging codec");
   }
   // outer_every > 1, at a sync: the pseudo-gradient since the last sync
-  // (anchor - parameters) through the codec; digest = the anchor's.
+  // (anchor - parameters) through the codec; digest = the anchor's; idle
+  // when the parameters equal the anchor.
   virtual absl::StatusOr<AverageContribution> TakePseudoGradient() {
     return absl::UnimplementedError("this StageCompute has no outer optimiser");
   }
   // The outer step with the replicas' summed pseudo-gradients over
-  // `contributors`: parameters become the new anchor (with overlap: the new
+  // `contributors` (the replicas that were not idle): parameters become
+  // the new anchor (with overlap: the new
   // anchor plus what this replica moved since its TakePseudoGradient, Note
   // [Overlapped sync]). contributors == 0 or a
   // non-finite sum: parameters go back to the anchor (no outer step).

@@ -104,6 +104,17 @@ absl::StatusOr<AverageContribution> TorchStageCompute::TakePseudoGradient() {
     if (options_.averaging.overlap) at_round_start_ = params.clone();
     AverageContribution c;
     c.digest = outer_->AnchorDigest();
+    // Note [Idle outer contributions]: exactly the anchor (no inner step
+    // stepped since). Zeros, and the codec's residual is kept for a round
+    // this replica trains in.
+    if (!g.ne(0).any().item<bool>()) {
+      c.idle = true;
+      c.flat.assign(static_cast<size_t>(num_params_), 0.f);
+      c.bytes = static_cast<int64_t>(model::AveragedBytes(
+          codec_ != nullptr ? codec_->spec() : model::AvgCodecSpec{},
+          static_cast<double>(num_params_)));
+      return c;
+    }
     if (codec_ != nullptr) {
       absl::StatusOr<model::AveragingCodec::Result> r = codec_->Compress(g);
       if (r.ok()) {

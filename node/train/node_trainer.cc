@@ -17,6 +17,13 @@
 #include "node/train/resync_source.h"
 
 namespace skipswarm::node {
+namespace {
+
+// Note [Idle outer contributions] (node_trainer.h): an outer step's mean is
+// over the replicas that trained (one visit each), not every contributor.
+int OuterWeight(const ReduceResult& r) { return static_cast<int>(r.visits); }
+
+}  // namespace
 
 // Every callback that reaches it is wrapped by `guard`: ~NodeTrainer closes
 // the guard, which waits for a callback in progress (the whole chain it runs
@@ -395,7 +402,7 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
                    });
   if (!finite.has_value()) return;  // re-syncing, then `then`
   absl::StatusOr<UpdateStats> o =
-      it->second->ApplyOuterStep(r.sum, *finite ? r.contributors : 0);
+      it->second->ApplyOuterStep(r.sum, *finite ? OuterWeight(r) : 0);
   if (o.ok()) {
     step.outer_step = o->stepped;
   } else {
@@ -413,7 +420,7 @@ void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, Stag
   }
   GradientContribution c;
   c.from = server->self();
-  c.visits = 1;  // as in SyncNow
+  c.visits = a->idle ? 0 : 1;  // as in SyncNow
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   c.factors = std::move(a->factors);
@@ -456,10 +463,11 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
   GradientContribution c;
   c.from = server->self();
   // Every replica's pseudo-gradient weighs alike (ApplyOuterStep takes the
-  // mean over contributors): one visit each, so Note [Robust averaging]
+  // mean over the visits): one visit each, so Note [Robust averaging]
   // compares and re-weights them as equals (a replica without visits in
-  // this iteration still moved since the anchor).
-  c.visits = 1;
+  // this iteration still moved since the anchor). An idle one (Note [Idle
+  // outer contributions]) weighs nothing: it sends zeros and no visit.
+  c.visits = a->idle ? 0 : 1;
   c.flat = std::move(a->flat);
   c.params_digest = a->digest;
   c.factors = std::move(a->factors);
@@ -485,11 +493,12 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
         }
         if (r->sent_bytes > 0) step.avg_bytes = before + r->sent_bytes;  // Note [Encoded shards]
         self->RecordFigures(it->first, *r);
-        // visits_total counts the contributors here (one visit each).
+        // visits_total counts the contributors that trained (one visit each).
         const std::optional<bool> finite =
             self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
         if (!finite.has_value()) return;  // re-syncing
-        absl::StatusOr<UpdateStats> o = compute->ApplyOuterStep(r->sum, *finite ? r->contributors : 0);
+        absl::StatusOr<UpdateStats> o =
+            compute->ApplyOuterStep(r->sum, *finite ? OuterWeight(*r) : 0);
         if (o.ok()) {
           step.outer_step = o->stepped;
         } else {

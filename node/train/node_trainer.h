@@ -60,6 +60,19 @@
 // covers both rounds); a non-finite averaged pseudo-gradient sends every
 // replica back to the anchor (Note [Non-finite steps]).
 //
+// Note [Idle outer contributions]: a replica whose parameters still equal
+// its anchor at a sync (none of its inner steps since had visits: a paused
+// volunteer, Note [Paused members] in node/daemon/gossip/training_members.h,
+// or a replica no micro-batch reached) sends zeros with no visit
+// (AverageContribution::idle), and the outer step's mean is over the
+// round's visits, i.e. the replicas that trained. Before, it counted as a
+// contributor with a zero pseudo-gradient: with one of two replicas paused
+// the group's outer step was halved, and a round in which nobody trained
+// still took a momentum step. An idle replica still takes part in the
+// round (its digest is checked, it owns its shard) and applies the same
+// outer step, so its anchor and parameters stay its replicas'; a round
+// with no visits at all takes no outer step (ApplyOuterStep with 0).
+//
 // Note [Overlapped sync]: with --outer_overlap (H > 1) a sync does not wait
 // for its round. At step kH the replica sends its pseudo-gradient (anchor
 // A - parameters, and the compute keeps the parameters of that moment) and

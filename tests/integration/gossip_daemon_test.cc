@@ -583,5 +583,138 @@ TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
   EXPECT_EQ(dropped, 0);
 }
 
+// Notes [Paused members] and [Stage moves]: as above, and the mover's
+// operator pauses it between its move's announcement and its switch. The
+// move goes ahead (its record already names the new stage); it gets no
+// micro-batch from the pause on, in either stage, averages stage 2 with c
+// from its switch (digests equal), stays paused on its new StageServer and
+// is routed in stage 2 once resumed; the stayer, stage 1's last unpaused
+// replica, is not moved; nothing is dropped.
+TEST_F(GossipDaemonTest, AMoverPausedBeforeItsSwitchMovesPausedAndIsRoutedOnResume) {
+  auto options = [&](const std::string& name, int stage, double speed) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.fixed_compute_speed = speed;
+    o.rebalance_every = 10;
+    return o;
+  };
+  auto founder = Launch(options("d0", 0, 1e-3));
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> relays;
+  absl::Mutex announce_mu;
+  Running* announced = nullptr;  // guarded by announce_mu
+  uint64_t switch_at = 0;        // guarded by announce_mu
+  absl::Notification move_announced;
+  for (auto [name, stage, speed] : std::vector<std::tuple<std::string, int, double>>{
+           {"a", 1, 1e-3}, {"b", 1, 1e-3}, {"c", 2, 1e-2}}) {
+    GossipDaemonOptions o = options(name, stage, speed);
+    o.gossip.join = {bootstrap};
+    relays.push_back(Launch(o));
+    ASSERT_NE(relays.back(), nullptr);
+  }
+  for (int i : {0, 1}) {
+    Running* r = relays[i].get();
+    absl::MutexLock lock(&r->mu);
+    // The trainer's thread, after each iteration: our own record names
+    // stage 2 from a later entry, i.e. the move is announced, not done.
+    r->hook = [r, &announce_mu, &announced, &switch_at,
+               &move_announced](const NodeIterationReport& report) {
+      if (move_announced.HasBeenNotified()) return;
+      const membership::View view = r->daemon->view();
+      const membership::MemberInfo* self = view.Find(view.self);
+      if (self == nullptr || self->stages != std::vector<uint32_t>{2} ||
+          self->iteration <= report.iteration + 1) {
+        return;
+      }
+      absl::MutexLock lock(&announce_mu);
+      if (announced != nullptr) return;
+      announced = r;
+      switch_at = self->iteration;
+      move_announced.Notify();
+    };
+  }
+  ASSERT_TRUE(founder->WaitUnlessFinished(move_announced)) << "nobody moved";
+  Running* mover = nullptr;
+  uint64_t at = 0;
+  {
+    absl::MutexLock lock(&announce_mu);
+    mover = announced;
+    at = switch_at;
+  }
+  ASSERT_TRUE(mover->daemon->RequestPause(true, false).ok());
+  uint64_t paused_after = 0;  // the mover's server refuses forwards after this one
+  {
+    absl::MutexLock lock(&mover->mu);
+    paused_after = mover->reports.back().iteration + 1;
+  }
+  EXPECT_LT(paused_after + 1, at) << "the pause came after the switch (a loaded machine?)";
+  // Resume 20 iterations after the switch.
+  absl::Notification resume_now;
+  {
+    absl::MutexLock lock(&mover->mu);
+    mover->hook = [at, &resume_now](const NodeIterationReport& report) {
+      if (report.iteration >= at + 20 && !resume_now.HasBeenNotified()) resume_now.Notify();
+    };
+  }
+  ASSERT_TRUE(mover->WaitUnlessFinished(resume_now)) << mover->result;
+  EXPECT_TRUE(mover->daemon->paused());
+  ASSERT_TRUE(mover->daemon->RequestPause(false, false).ok());
+  uint64_t resumed_after = 0;
+  {
+    absl::MutexLock lock(&mover->mu);
+    mover->hook = nullptr;
+    resumed_after = mover->reports.back().iteration + 1;
+  }
+  for (auto& r : relays) {
+    absl::MutexLock lock(&r->mu);
+    r->hook = nullptr;
+  }
+  founder->Join();
+  for (auto& r : relays) r->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : relays) EXPECT_TRUE(r->result.ok()) << r->result;
+  Running* stayer = mover == relays[0].get() ? relays[1].get() : relays[0].get();
+  std::map<uint64_t, uint64_t> c_digests;
+  {
+    absl::MutexLock lock(&relays[2]->mu);
+    for (const NodeIterationReport& r : relays[2]->reports) {
+      c_digests[r.iteration] = r.stages.at(2).digest_after;
+    }
+  }
+  {
+    absl::MutexLock lock(&mover->mu);
+    ASSERT_EQ(mover->reports.size(), static_cast<size_t>(kIterations));
+    int64_t visits_resumed = 0;
+    for (const NodeIterationReport& r : mover->reports) {
+      ASSERT_EQ(r.stages.size(), 1u) << r.iteration;
+      const int stage = r.iteration < at ? 1 : 2;
+      ASSERT_EQ(r.stages.count(stage), 1u) << "moved at " << at << ", iteration " << r.iteration;
+      const StageStep& step = r.stages.at(stage);
+      if (r.iteration > paused_after && r.iteration <= resumed_after) {
+        EXPECT_EQ(step.visits_here, 0) << "paused, iteration " << r.iteration;
+      }
+      if (stage == 2) {
+        EXPECT_EQ(step.replicas, 2) << r.iteration;
+        EXPECT_EQ(step.digest_after, c_digests[r.iteration]) << r.iteration;
+      }
+      if (r.iteration > resumed_after + 1) visits_resumed += step.visits_here;
+    }
+    EXPECT_GT(visits_resumed, 0);
+  }
+  {
+    absl::MutexLock lock(&stayer->mu);
+    for (const NodeIterationReport& r : stayer->reports) {
+      EXPECT_EQ(r.stages.count(1), 1u) << "the stayer moved at " << r.iteration;
+    }
+  }
+  absl::MutexLock lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) {
+    if (r.data) dropped += r.data->dropped;
+  }
+  EXPECT_EQ(dropped, 0);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -26,9 +26,18 @@ absl::Status GossipDaemon::Parts::CanPause(bool force) {
     return absl::FailedPreconditionError("this node is not training yet");
   }
   if (force) return absl::OkStatus();
+  // A stage move in progress (Note [Stage moves]): the stage we switch to
+  // must keep an unpaused replica too.
+  std::vector<int> ours = stages;
+  {
+    absl::MutexLock lock(&mu);
+    if (move != nullptr && std::find(ours.begin(), ours.end(), move->to) == ours.end()) {
+      ours.push_back(move->to);
+    }
+  }
   const membership::View view = gossip->membership()->GetView();
   const uint64_t it = members->iteration();
-  for (int s : stages) {
+  for (int s : ours) {
     bool other = false;
     for (const common::NodeId& id : OtherLiveReplicas(view, self, s, it)) {
       const membership::MemberInfo* m = view.Find(id);
@@ -71,6 +80,12 @@ absl::Status GossipDaemon::Parts::ApplyPause(bool paused, const std::string& why
     absl::MutexLock lock(&mu);
     volunteer_paused = paused;
     volunteer_refused.clear();
+  }
+  {
+    // A stage move's or re-entry's new stack may have replaced ours since
+    // the first SetPaused (ReplaceStack reads volunteer_paused).
+    absl::MutexLock lock(&stack_mu);  // Note [Stack hand-over]
+    if (stack) stack->server()->SetPaused(paused);
   }
   health->Set("volunteer_pause", paused ? absl::UnavailableError(why) : absl::OkStatus());
   metrics.Set("skipswarm_volunteer_paused", paused ? 1 : 0);

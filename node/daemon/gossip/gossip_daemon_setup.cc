@@ -179,11 +179,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
     board->SetPaused(!why.ok(), std::string(why.message()));  // the page's badge
   };
   SS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingStack> next, TrainingStack::Create(o, in));
-  {
-    absl::MutexLock lock(&mu);
-    next->server()->SetPaused(volunteer_paused);  // a stage move keeps a pause
-  }
-  ReplaceStack(std::move(next));
+  ReplaceStack(std::move(next));  // a stage move or re-entry keeps a pause
   return absl::OkStatus();
 }
 
@@ -191,6 +187,18 @@ void GossipDaemon::Parts::ReplaceStack(std::unique_ptr<TrainingStack> next) {
   std::unique_ptr<TrainingStack> old;
   {
     absl::MutexLock lock(&stack_mu);
+    if (next != nullptr) {
+      // Note [Paused members]: read under stack_mu (then mu; ApplyPause
+      // takes them one after the other), so a pause applied while the
+      // stack is swapped reaches either this stack or, through ApplyPause's
+      // second SetPaused, the one after it.
+      bool paused = false;
+      {
+        absl::MutexLock state_lock(&mu);
+        paused = volunteer_paused;
+      }
+      next->server()->SetPaused(paused);
+    }
     old = std::move(stack);
     stack = std::move(next);
   }

@@ -35,7 +35,8 @@ double HalfRtt(const membership::View& view, const common::NodeId& a, const comm
 namespace {
 
 // The swarm's training members (one stage each) as a scheduler topology,
-// without `skip` (null: everyone); `members[i]` is node i.
+// without `skip` (null: everyone) and, with `skip_paused`, without paused
+// members (Note [Paused members]); `members[i]` is node i.
 struct SwarmTopology {
   std::vector<const membership::MemberInfo*> members;
   std::optional<scheduler::TopologyView> topo;
@@ -43,11 +44,12 @@ struct SwarmTopology {
 
 absl::StatusOr<SwarmTopology> BuildTopology(const membership::View& view,
                                             const common::NodeId* skip,
-                                            const scheduler::ModelShape& model) {
+                                            const scheduler::ModelShape& model,
+                                            bool skip_paused = false) {
   SwarmTopology out;
   std::vector<scheduler::NodeSpec> nodes;
   for (const membership::MemberInfo& m : view.members) {
-    if ((skip != nullptr && m.id == *skip) || !m.live() ||
+    if ((skip != nullptr && m.id == *skip) || !m.live() || (skip_paused && m.paused) ||
         !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) {
       continue;
     }
@@ -108,7 +110,11 @@ absl::StatusOr<std::optional<OwnMove>> ChooseOwnMove(const membership::View& vie
     // Someone is entering or moving: wait until it trains (its speed counts).
     if (m->iteration > iteration) return std::optional<OwnMove>();
   }
-  SS_ASSIGN_OR_RETURN(SwarmTopology swarm, BuildTopology(view, nullptr, model));
+  // Note [Paused members]: a paused member trains nothing, so it is no
+  // stage's capacity (else the rule could move a stage's last unpaused
+  // replica away), and it never moves (StepMove).
+  SS_ASSIGN_OR_RETURN(SwarmTopology swarm,
+                      BuildTopology(view, nullptr, model, /*skip_paused=*/true));
   scheduler::RebalanceOptions options;
   options.min_gain = min_gain;
   std::optional<scheduler::RebalanceMove> move =

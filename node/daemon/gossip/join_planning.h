@@ -40,7 +40,8 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
 // the move `self` should make now (from its stage to `to`), or nullopt when
 // the rule picks nobody, picks another member, or a member is still
 // entering or moving (record iteration > `iteration`). Speeds come from
-// the records as for ChooseJoinStage.
+// the records as for ChooseJoinStage; paused members (Note [Paused
+// members] in training_members.h) are left out of the rule's swarm.
 struct OwnMove {
   int from = -1;
   int to = -1;

@@ -75,6 +75,21 @@ TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
   EXPECT_FALSE(ChooseOwnMove(v, b.id, Shape(), 10, 2.5)->has_value());
 }
 
+// Note [Paused members]: a paused replica is no capacity. With a paused,
+// b is stage 1's only trainer: moving it would leave stage 1 to a paused
+// member, so nobody moves (the rule used to move b, as above).
+TEST(JoinPlanningTest, NoMoveLeavesAStageWithPausedReplicasOnly) {
+  auto a = Member("a", {1});
+  a.paused = true;
+  const auto d = Member("d", {0}), b = Member("b", {1}, 0, 2e-3), c = Member("c", {2}, 0, 4e-3);
+  const membership::View v = ViewOf({d, a, b, c});
+  for (const auto& m : {d, a, b, c}) {
+    absl::StatusOr<std::optional<OwnMove>> move = ChooseOwnMove(v, m.id, Shape(), 10, 0.2);
+    ASSERT_TRUE(move.ok()) << move.status();
+    EXPECT_FALSE(move->has_value()) << m.id.ShortString() << " moves";
+  }
+}
+
 TEST(JoinPlanningTest, MultiStageMembersNeedAnExplicitStage) {
   membership::View v = ViewOf({Member("d", {0}), Member("a", {1, 2})});
   absl::StatusOr<int> s = ChooseJoinStage(v, common::NodeId::ForName("me"), Shape(), 1e-3);

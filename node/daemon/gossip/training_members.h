@@ -76,12 +76,30 @@
 // StageServer refuses forwards of later iterations (RESOURCE_EXHAUSTED
 // "this node is paused") so a data node that planned before the record
 // reached it re-routes at once instead of timing out. In the group face
-// nothing changes: it keeps taking its stages' averaged steps with zero
-// visits (the step is visit-weighted, so it adds nothing and its state
-// stays its replicas'), and a resume (record.paused cleared) makes it
-// routable again from the next plan with nothing to fetch. A pause is
-// refused while the member is the last unpaused live replica of one of
-// its stages, or a data node (its data shard would go unread).
+// nothing changes: it stays in its replica groups and keeps taking their
+// averaged steps with zero visits, and a resume (record.paused cleared)
+// makes it routable again from the next plan with nothing to fetch.
+// Staying rather than leaving the group and re-syncing on resume is the
+// choice because a pause is the operator's "not now", often nightly
+// (quiet hours): a resume must be instant and cost no state transfer (a
+// whole stage over a home uplink), the groups' membership and shard
+// layout do not churn twice per pause, and the paused node remains a
+// state source for joiners and movers. What it costs: its share of the
+// averaging traffic while paused (every H-th iteration with outer steps).
+// What keeps it consistent: with H = 1 the step is visit-weighted, so its
+// zero visits add nothing and its state is its replicas'; with H > 1 it
+// takes no inner step without visits, and a replica that stayed at its
+// anchor for a whole round adds no weight to the outer mean (Note [Idle
+// outer contributions] in node/train/node_trainer.h) and applies the same
+// outer step, so its digest equals its replicas' after every sync. A
+// pause is refused while the member is the last unpaused live replica of
+// one of its stages (a mover's: of the stage it moves to as well), or a
+// data node (its data shard would go unread). With stage moves: the
+// rebalancing rule counts no paused member as a stage's capacity, so no
+// move leaves a stage with paused replicas only (ChooseOwnMove); a paused
+// member starts no move; a member paused between its move's announcement
+// and its switch still moves (its record names the new stage already),
+// paused: its new StageServer refuses forwards too (ReplaceStack).
 //
 // Note [Stage moves] (rebalancing, scheduler's Note [Stage rebalancing]):
 // a member that trained stage a and re-signs its record with stage b and

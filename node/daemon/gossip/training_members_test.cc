@@ -355,6 +355,65 @@ TEST(TrainingMembersTest, PausedMemberGetsNoNewRoutesButStaysAliveAndAveraging) 
   EXPECT_GT(to_q, 0);
 }
 
+// Notes [Paused members] and [Stage moves]: a mover that pauses after it
+// announced its move (records: the move, then the move and the pause)
+// still averages its old stage up to its switch and its new one from
+// there, is routed in neither while paused, and once resumed is routed in
+// its new stage only.
+TEST(TrainingMembersTest, MoverPausedBeforeItsSwitchAveragesBothStagesAndIsRoutedAfterResume) {
+  const auto d = Member("d", {0}, 0), a = Member("a", {1}, 0), c = Member("c", {2}, 0);
+  auto m = Member("m", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(5);
+  members.Update(ViewOf({d, a, c, m}, 1));
+  auto moving = m;
+  moving.stages = {2};
+  moving.iteration = 7;
+  moving.incarnation = 2;
+  members.Update(ViewOf({d, a, c, moving}, 2));
+  auto paused = moving;
+  paused.paused = true;
+  paused.incarnation = 3;
+  members.Update(ViewOf({d, a, c, paused}, 3));
+  members.SetIteration(6);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);  // its old stage to the switch
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_TRUE(members.routing()->IsAlive(m.id));  // hops already routed through it
+  members.SetIteration(7);
+  EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{a.id});
+  EXPECT_EQ(members.group()->Replicas(2).size(), 2u);  // averages stage 2 from its switch
+  for (uint64_t it : {7, 8, 30}) {
+    members.SetIteration(it);
+    EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id}) << it;
+    EXPECT_EQ(members.group()->Replicas(2).size(), 2u) << it;
+  }
+  auto resumed = paused;
+  resumed.paused = false;
+  resumed.incarnation = 4;
+  members.Update(ViewOf({d, a, c, resumed}, 4));
+  EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  // Paused first, then the move (record order reversed): the same.
+  TrainingMembers other(c.id);
+  other.SetIteration(5);
+  other.Update(ViewOf({d, a, c, m}, 1));
+  auto paused_first = m;
+  paused_first.paused = true;
+  paused_first.incarnation = 2;
+  other.Update(ViewOf({d, a, c, paused_first}, 2));
+  auto then_moving = paused_first;
+  then_moving.stages = {2};
+  then_moving.iteration = 7;
+  then_moving.incarnation = 3;
+  other.Update(ViewOf({d, a, c, then_moving}, 3));
+  other.SetIteration(6);
+  EXPECT_EQ(other.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(other.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  other.SetIteration(8);
+  EXPECT_EQ(other.group()->Replicas(2).size(), 2u);
+  EXPECT_EQ(other.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
+}
+
 TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
   TrainingMembers members(d.id);
