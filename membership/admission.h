@@ -35,9 +35,10 @@
 // the invite inside the signed record makes that decision local and equal
 // everywhere. Why expiry at `now` (not at join time): members cannot agree
 // on when a node joined, so an invite is a lease: once it expires, every
-// member refuses the node's new records and it falls out of the swarm like
-// a crashed one (restart it with a fresh --invite). Founders mint invites
-// that outlive the run. An unbound invite admits any one key that holds it
+// member refuses the node's new records and its gossip requests (restart
+// it with a fresh --invite). Its last accepted record stays in the tables
+// while it answers probes (evicting it is not done yet), so founders mint
+// invites that outlive the run. An unbound invite admits any one key that holds it
 // (a bearer token): keep it secret, prefer --node_id.
 // Signed bytes are domain-separated ("skipswarm invite v1|" + the Invite):
 // the founder's key also signs its node records and the manifest, and no
