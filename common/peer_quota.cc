@@ -22,6 +22,8 @@ const char* QuotaReasonName(QuotaReason r) {
       return "streams";
     case QuotaReason::kPeers:
       return "peers";
+    case QuotaReason::kNotAdmitted:
+      return "not_admitted";
   }
   return "unknown";
 }
@@ -114,6 +116,14 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
     case QuotaReason::kPeers:
       budget = absl::StrCat(options_.max_peers, " tracked peers");
       break;
+    case QuotaReason::kNotAdmitted:
+      break;
+  }
+  if (reason == QuotaReason::kNotAdmitted) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(options_.service, ": ", ShowKey(key),
+                     " is not a member of this swarm, which admits only invited or listed "
+                     "nodes"));
   }
   std::string message =
       absl::StrCat(options_.service, ": ", PeerClassName(peer_class), " ", ShowKey(key),
@@ -134,6 +144,7 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
+  if (b.closed) return RefuseLocked(key, peer_class, QuotaReason::kNotAdmitted, now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   const bool limit_messages = b.messages_per_second > 0 && messages > 0;
@@ -158,6 +169,7 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
+  if (b.closed) return RefuseLocked(key, peer_class, QuotaReason::kNotAdmitted, now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   if (b.max_streams > 0 && p->streams >= b.max_streams) {

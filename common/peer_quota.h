@@ -68,6 +68,10 @@ struct QuotaBudget {
   double byte_burst = 0;
   // Concurrent streams one peer may hold open; <= 0: unlimited.
   int max_streams = 0;
+  // Nothing at all: every message and stream is refused PERMISSION_DENIED
+  // (reason "not_admitted"): strangers where the swarm admits only invited
+  // or listed nodes (Note [Admission] in membership/admission.h).
+  bool closed = false;
 };
 
 struct PeerQuotaOptions {
@@ -79,7 +83,7 @@ struct PeerQuotaOptions {
 };
 
 // Why a request was refused (the metric's reason label).
-enum class QuotaReason { kMessages, kBytes, kStreams, kPeers };
+enum class QuotaReason { kMessages, kBytes, kStreams, kPeers, kNotAdmitted };
 const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", ...
 
 struct QuotaRefusalKey {

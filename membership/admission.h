@@ -25,7 +25,10 @@
 // push-pull) from an id that is neither admitted in the table nor carries
 // an admissible record of itself in the same message are refused before
 // anything in them is applied or anything is sent back: a stranger learns
-// no member table (membership_api.cc). A joiner checks its own invite
+// no member table (membership_api.cc). A gossip daemon's pipeline, replica
+// group and state services refuse any caller not in its table outright
+// (PERMISSION_DENIED; node/daemon/reporting/daemon_quotas.h members_only),
+// where an open swarm gives strangers a small quota. A joiner checks its own invite
 // against the fetched manifest before any state moves (cli/manifest_step.cc),
 // so an operator's mistake (no, expired, forged or someone else's invite)
 // is named at start; a modified joiner that skips the check meets the

@@ -61,6 +61,15 @@ std::vector<common::NodeId> LiveIds(const membership::View& view) {
   return ids;
 }
 
+// The ids the quotas treat as members: the live ones, or (Note [Admission],
+// members_only quotas) every admitted id in the table, tombstones included.
+std::vector<common::NodeId> QuotaMemberIds(const membership::View& view, bool members_only) {
+  if (!members_only) return LiveIds(view);
+  std::vector<common::NodeId> ids;
+  for (const membership::MemberInfo& m : view.members) ids.push_back(m.id);
+  return ids;
+}
+
 }  // namespace
 
 void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
@@ -229,7 +238,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->members = std::make_unique<TrainingMembers>(p->self);
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
-  p->quotas = MakeDaemonQuotas(base.model.model, base.model.samples_per_mb, p->clock.get());
+  // Note [Admission]: a selective swarm's services serve admitted ids only.
+  const bool members_only = gossip_options.admission.mode != membership::AdmissionMode::kOpen;
+  p->quotas = MakeDaemonQuotas(base.model.model, base.model.samples_per_mb, p->clock.get(),
+                               members_only);
   GrpcTransportOptions to;
   to.self = p->self;
   to.serve_on = server_builder;
@@ -330,9 +342,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   SS_RETURN_IF_ERROR(p->gossip->CreateMembership(endpoints));
   p->MakeHealth();  // the server runs: health changes reach it
   membership::Membership* m = p->gossip->membership();
-  m->AddListener([raw, m](const membership::MemberChange& c) {
+  m->AddListener([raw, m, members_only](const membership::MemberChange& c) {
     const membership::View view = m->GetView();
-    raw->quotas.members->SetMembers(LiveIds(view));
+    raw->quotas.members->SetMembers(QuotaMemberIds(view, members_only));
     raw->members->Update(raw->RoutedView());  // Note [Relayed members]
     raw->status->UpdateView(view);
     raw->health->ObservePeers(LivePeers(view));
@@ -342,7 +354,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     raw->transport->SetPeerAddress(peer.id, peer.address);
   });
   p->members->Update(p->RoutedView());
-  p->quotas.members->SetMembers(LiveIds(m->GetView()));
+  p->quotas.members->SetMembers(QuotaMemberIds(m->GetView(), members_only));
   p->status->UpdateView(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
             << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "

@@ -40,7 +40,7 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
 }  // namespace
 
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
-                              common::Clock* clock) {
+                              common::Clock* clock, bool members_only) {
   const double f =
       static_cast<double>(model::MaxFramePayloadBytes(model, samples_per_mb));
   int64_t largest = 0;
@@ -49,14 +49,19 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   }
   const double p = static_cast<double>(largest) * sizeof(float);
   const double state = 7 * p + (1 << 20);
+  // Note [Admission]: a stranger's budget, or nothing.
+  auto stranger = [members_only](common::QuotaBudget b) {
+    if (members_only) b = common::QuotaBudget{0, 0, 0, 0, 0, /*closed=*/true};
+    return b;
+  };
   DaemonQuotas q;
   q.members = std::make_shared<MemberSet>();
-  q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4}, {20, 20, 4 * f, 8 * f, 1},
-                    clock, q.members);
-  q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32}, {5, 10, 256 << 10, 1 << 20, 1},
-                 clock, q.members);
+  q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4},
+                    stranger({20, 20, 4 * f, 8 * f, 1}), clock, q.members);
+  q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},
+                 stranger({5, 10, 256 << 10, 1 << 20, 1}), clock, q.members);
   q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},
-                 {1, 4, state / 60, 2 * state, 1}, clock, q.members);
+                 stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members);
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr);
   return q;
 }

@@ -25,8 +25,9 @@
 
 namespace skipswarm::node {
 
-// Who counts as a member right now: the live records of the gossip view,
-// or a static --swarm list.
+// Who counts as a member right now: the live records of the gossip view
+// (every admitted id in it with members_only quotas), or a static --swarm
+// list.
 class MemberSet {
  public:
   void SetMembers(const std::vector<common::NodeId>& ids);
@@ -57,9 +58,15 @@ struct DaemonQuotas {
 //             with S = 7 P + 1 MiB (a stage's state bound)
 //             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
 //   manifest  (strangers by address) 20 calls/s (burst 50), 64 KiB/s (burst 256 KiB)
+// With `members_only` (a swarm that admits only invited or listed nodes,
+// Note [Admission] in membership/admission.h) pipeline, group and state
+// refuse strangers outright (PERMISSION_DENIED, reason "not_admitted"); the
+// daemon then makes every admitted id in its table a member, tombstones
+// included, so a member coming back from DEAD is not refused. The manifest
+// stays open (it is the join handshake).
 // `clock` is borrowed and must outlive the quotas.
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
-                              common::Clock* clock);
+                              common::Clock* clock, bool members_only = false);
 
 // skipswarm_peer_quota_refusals_total{service,reason,peer_class} of every
 // quota (and of gossip's, when given), as counted so far.

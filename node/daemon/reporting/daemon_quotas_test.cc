@@ -40,6 +40,33 @@ TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
   EXPECT_TRUE(q.manifest->AdmitKey("ipv4:10.0.0.1", common::PeerClass::kStranger, 100).ok());
 }
 
+// Note [Admission]: where the swarm admits selectively, a stranger gets no
+// frame, push or state request at all (it got 8 frames above).
+TEST(DaemonQuotasTest, MembersOnlyQuotasRefuseStrangersOutright) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock, /*members_only=*/true);
+  const NodeId member = NodeId::ForName("member"), stranger = NodeId::ForName("stranger");
+  q.members->SetMembers({member});
+  for (common::PeerQuota* quota : {q.pipeline.get(), q.group.get(), q.state.get()}) {
+    EXPECT_TRUE(quota->Admit(member, frame).ok()) << quota->options().service;
+    absl::Status refused = quota->Admit(stranger, 1);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "admits only invited or listed")) << refused;
+    EXPECT_EQ(quota->OpenStream(stranger).status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_TRUE(quota->OpenStream(member).ok());
+  }
+  EXPECT_TRUE(q.manifest->AdmitKey("ipv4:10.0.0.1", common::PeerClass::kStranger, 100).ok());
+  Metrics metrics;
+  ExportQuotaRefusals(q, nullptr, &metrics);
+  EXPECT_TRUE(absl::StrContains(
+      metrics.Render(),
+      "skipswarm_peer_quota_refusals_total{service=\"pipeline\",reason=\"not_admitted\","
+      "peer_class=\"stranger\"} 2"))
+      << metrics.Render();
+}
+
 TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
   common::SimClock clock;
   DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);
