@@ -8,6 +8,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "cli/gossip_command.h"
 #include "common/real_clock.h"
 #include "manifest/invite_maker.h"
 #include "membership/admission.h"
@@ -30,7 +31,8 @@ common::cli::Command InviteCommand() {
           "Founder of an --admission=invite swarm: print an invite token for a joiner",
           "skipswarm invite --node_key_file=founder.key [--swarm_name=S] [--expires=720h] "
           "[--node_id=HEX]",
-          {"cli/invite_command.cc"},
+          // Its own flags, and --node_key_file / --swarm_name (the node's).
+          {"cli/invite_command.cc", kGossipFlagsFile},
           [](const std::vector<std::string>& args) {
             if (!args.empty()) {
               std::cerr << "invite takes no positional arguments\n";
