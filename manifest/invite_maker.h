@@ -22,7 +22,7 @@ struct InviteRequest {
   std::string key_file;    // the founder's --node_key_file (the manifest's signer)
   std::string swarm_name;  // --swarm_name of the swarm
   // How long from now ("720h", "90m") or until when (RFC 3339,
-  // "2027-01-31T00:00:00Z").
+  // "YYYY-MM-DDTHH:MM:SSZ").
   std::string expires;
   std::string node_id;     // hex; empty: any one node key that holds the token
 };

@@ -10,10 +10,12 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <algorithm>
 #include <thread>
 
 #include <httplib.h>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
@@ -92,14 +94,19 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   policy_.swarm_name = kSwarm;
   policy_.founder_public_key = founder_key->public_key();
   policy_.allowed_ids = {listed_key->id()};
-  constexpr int64_t kIterations = 20;
+  constexpr int64_t kIterations = 30;
 
   // Stage 0: the founder; stage 1: the invited node; stage 2: the listed one.
   GossipDaemonOptions f = Options("f", {0}, 'f');
   f.expect_members = 3;
   f.base.iterations = kIterations;
   f.base.metrics_port = 0;
-  auto founder = Launch(f);
+  absl::Mutex mu;
+  int founder_iterations = 0;  // guarded by mu
+  auto founder = Launch(f, [&](const NodeIterationReport&) {
+    absl::MutexLock lock(&mu);
+    ++founder_iterations;
+  });
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
 
@@ -140,7 +147,22 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
       << stranger.status();
 
   {
+    // Two founder iterations later its /metrics counted the refusal.
+    absl::MutexLock lock(&mu);
+    const int seen = founder_iterations;
+    const auto later = [&] {
+      return founder_iterations >= std::min<int>(seen + 2, kIterations) ||
+             founder->finished.HasBeenNotified();
+    };
+    mu.Await(absl::Condition(&later));
+  }
+  {
     httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("skipswarm_admission_refusals_total "), std::string::npos);
+    EXPECT_EQ(metrics->body.find("skipswarm_admission_refusals_total 0\n"), std::string::npos)
+        << metrics->body.substr(metrics->body.find("skipswarm_admission_refusals_total"), 60);
     auto res = http.Get("/status.json");
     ASSERT_TRUE(res);
     const nlohmann::json st = nlohmann::json::parse(res->body);

@@ -80,8 +80,13 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
       {"skipswarm_peer_quota_refusals_total", T::kCounter,
        "Requests this node refused because their sender was over its per-peer quota "
-       "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers) and "
+       "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers, "
+       "not_admitted: a stranger where the swarm admits only invited or listed nodes) and "
        "peer_class (member, stranger)."},
+      {"skipswarm_admission_refusals_total", T::kCounter,
+       "Gossip records and requests this node refused because the swarm's admission policy "
+       "does not admit their node: no, expired, forged or another node's invite, not on the "
+       "allow-list (Note [Admission])."},
       {"skipswarm_reachable", T::kGauge,
        "1 when peers could dial this node's advertised address back at join, 0 when none "
        "could (behind NAT); absent until a check had an answer."},
