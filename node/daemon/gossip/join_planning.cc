@@ -83,12 +83,41 @@ absl::StatusOr<SwarmTopology> BuildTopology(const membership::View& view,
   return out;
 }
 
+// The lowest non-zero stage that `swarm`'s live members host only paused
+// (Note [Paused members]); nullopt when every stage has an unpaused one.
+std::optional<int> StageWithPausedReplicasOnly(const SwarmTopology& swarm, int num_stages) {
+  std::vector<bool> unpaused(static_cast<size_t>(num_stages), false);
+  for (const membership::MemberInfo* m : swarm.members) {
+    const int s = static_cast<int>(m->stages[0]);
+    if (!m->paused && s >= 0 && s < num_stages) unpaused[static_cast<size_t>(s)] = true;
+  }
+  for (int s = 1; s < num_stages; ++s) {
+    if (!unpaused[static_cast<size_t>(s)]) return s;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
                                     const scheduler::ModelShape& model,
                                     double sec_per_layer_sample, bool allow_data_stage) {
-  SS_ASSIGN_OR_RETURN(SwarmTopology swarm, BuildTopology(view, &self, model));
+  // Everyone first: the swarm's shape errors (a member with several
+  // stages, a stage nobody hosts) are reported as they are.
+  SS_ASSIGN_OR_RETURN(SwarmTopology everyone, BuildTopology(view, &self, model));
+  // Note [Paused members]: a paused member trains nothing, so it is no
+  // stage's capacity (as in ChooseOwnMove). A stage hosted by paused
+  // members only has none at all, the weakest there is: the joiner takes
+  // it (the swarm's training waits on it). Otherwise the choice is made
+  // without the paused members; with them only where leaving them out
+  // leaves no data node (a record no daemon of ours signs: data nodes
+  // cannot pause), as the best estimate left.
+  if (std::optional<int> idle = StageWithPausedReplicasOnly(everyone, model.num_stages)) {
+    return *idle;
+  }
+  absl::StatusOr<SwarmTopology> unpaused =
+      BuildTopology(view, &self, model, /*skip_paused=*/true);
+  SwarmTopology swarm = unpaused.ok() ? *std::move(unpaused) : std::move(everyone);
   std::vector<double> hop_to;
   for (const membership::MemberInfo* m : swarm.members) hop_to.push_back(HalfRtt(view, self, m->id));
   scheduler::NodeSpec joiner;

@@ -31,7 +31,9 @@ inline constexpr double kDefaultSecPerLayerSample = 1e-3;
 // otherwise); `model.num_stages` >= 2. Speeds come from the members'
 // records (their measured speeds, speed_reports.h; kDefaultSecPerLayerSample
 // where unmeasured); hops from the view's smoothed RTTs (1 ms where
-// unmeasured).
+// unmeasured). Paused members (Note [Paused members] in
+// training_members.h) are no capacity: a stage hosted by paused members
+// only is chosen first (the lowest such stage).
 absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::NodeId& self,
                                     const scheduler::ModelShape& model,
                                     double sec_per_layer_sample, bool allow_data_stage = false);

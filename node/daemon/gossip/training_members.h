@@ -94,7 +94,9 @@
 // outer step, so its digest equals its replicas' after every sync. A
 // pause is refused while the member is the last unpaused live replica of
 // one of its stages (a mover's: of the stage it moves to as well), or a
-// data node (its data shard would go unread). With stage moves: the
+// data node (its data shard would go unread). A joiner's stage choice
+// counts no paused member as capacity, and takes a stage hosted by paused
+// members only first (ChooseJoinStage). With stage moves: the
 // rebalancing rule counts no paused member as a stage's capacity, so no
 // move leaves a stage with paused replicas only (ChooseOwnMove); a paused
 // member starts no move; a member paused between its move's announcement
