@@ -139,4 +139,19 @@ absl::Status CheckAdmission(const AdmissionPolicy& policy, const common::NodeId&
   return absl::OkStatus();
 }
 
+absl::Time AdmittedUntil(const AdmissionPolicy& policy, const common::NodeId& id,
+                         const proto::SignedInvite& signed_invite) {
+  if (policy.mode == AdmissionMode::kOpen ||
+      id == common::NodeId::FromPublicKey(policy.founder_public_key) ||
+      policy.allowed_ids.contains(id)) {
+    return absl::InfiniteFuture();
+  }
+  proto::Invite invite;
+  if (policy.mode != AdmissionMode::kInvite || signed_invite.invite().empty() ||
+      !invite.ParseFromString(signed_invite.invite())) {
+    return absl::InfinitePast();
+  }
+  return absl::FromUnixMillis(invite.expires_unix_ms());
+}
+
 }  // namespace skipswarm::membership

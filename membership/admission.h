@@ -37,10 +37,12 @@
 // receiver must decide alone, with no history, whether a node is admitted;
 // the invite inside the signed record makes that decision local and equal
 // everywhere. Why expiry at `now` (not at join time): members cannot agree
-// on when a node joined, so an invite is a lease: once it expires, every
-// member refuses the node's new records and its gossip requests (restart
-// it with a fresh --invite). Its last accepted record stays in the tables
-// while it answers probes (evicting it is not done yet), so founders mint
+// on when a node joined, so an invite is a lease: once it expires (by each
+// member's injected clock), every member refuses the node's new records and
+// its gossip requests, and evicts the record it holds at its next probe
+// tick (AdmittedUntil; membership_impl.h Note [Eviction]): the node leaves
+// every view, so the planners drop it and the data services, whose member
+// set follows the view, refuse it. Restart it with a fresh --invite; mint
 // invites that outlive the run. An unbound invite admits any one key that holds it
 // (a bearer token): keep it secret, prefer --node_id.
 // Signed bytes are domain-separated ("skipswarm invite v1|" + the Invite):
@@ -109,6 +111,14 @@ absl::StatusOr<proto::SignedInvite> DecodeInvite(absl::string_view token);
 // another node, expired (when).
 absl::Status CheckAdmission(const AdmissionPolicy& policy, const common::NodeId& id,
                             const proto::SignedInvite& invite, absl::Time now);
+
+// Until when a record of node `id` carrying `invite`, already accepted by
+// VerifyRecord at some earlier time, stays admitted under `policy` (Note
+// [Admission], leases): InfiniteFuture in an open swarm, for the founder and
+// for allow-listed ids; the invite's expiry otherwise (InfinitePast when it
+// carries none or it does not parse). The signature is not checked again.
+absl::Time AdmittedUntil(const AdmissionPolicy& policy, const common::NodeId& id,
+                         const proto::SignedInvite& invite);
 
 }  // namespace skipswarm::membership
 

@@ -141,5 +141,16 @@ TEST_F(AdmissionTest, MintRefusesABadNonce) {
   EXPECT_FALSE(MintInvite(*founder_, {"swarm", kNow, std::nullopt}, "short").ok());
 }
 
+TEST_F(AdmissionTest, AdmittedUntilIsTheInvitesExpiryOrForever) {
+  const common::NodeId alice = alice_->id();
+  EXPECT_EQ(AdmittedUntil(policy_, alice, Mint(alice)), kNow + absl::Hours(1));
+  EXPECT_EQ(AdmittedUntil(policy_, alice, proto::SignedInvite()), absl::InfinitePast());
+  EXPECT_EQ(AdmittedUntil(policy_, founder_->id(), proto::SignedInvite()), absl::InfiniteFuture());
+  policy_.allowed_ids.insert(alice);
+  EXPECT_EQ(AdmittedUntil(policy_, alice, Mint(alice)), absl::InfiniteFuture());
+  policy_.mode = AdmissionMode::kOpen;
+  EXPECT_EQ(AdmittedUntil(policy_, bob_->id(), proto::SignedInvite()), absl::InfiniteFuture());
+}
+
 }  // namespace
 }  // namespace skipswarm::membership

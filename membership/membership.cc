@@ -207,11 +207,12 @@ void Membership::Impl::ProbeTick(absl::Duration deadline) {
     }
   }
   ScheduleProbe();
-  Changes silent;  // Note [Outbound-only members]
+  Changes silent;  // Note [Outbound-only members], Note [Eviction]
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     SuspectSilentOutboundOnlyLocked(&silent);
+    EvictUnadmittedLocked(&silent);  // Note [Eviction]
   }
   Publish(silent);
   {
@@ -479,6 +480,7 @@ void Membership::Impl::PushPull(const PeerRef& to,
       *req.add_digests() = std::move(d);
     }
     *req.mutable_gossip()->add_records() = members_[self_].signed_record;
+    AddRevocationsLocked(req.mutable_gossip());  // Note [Revocation]: anti-entropy
   }
   transport_->PushPull(
       to, req, options_.push_pull_timeout,
@@ -662,6 +664,24 @@ absl::Status Membership::Impl::CheckSenderAdmitted(const common::NodeId& sender,
                                                    const proto::Gossip& gossip,
                                                    const VerifiedRecords& verified) {
   const AdmissionPolicy& policy = options_.policy.admission;
+  // Note [Revocation]: a revoked id is refused in every mode.
+  auto refuse = [&](const absl::Status& refusal) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.requests_rejected;
+    ++stats_.admission_refused;
+    LOG_EVERY_N(WARNING, 20) << "membership " << self_ << ": refused a request: " << refusal;
+    return refusal;
+  };
+  uint64_t revoked_by = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_.nodes.contains(sender)) revoked_by = revoked_.serial;
+  }
+  if (revoked_by > 0) {
+    return refuse(absl::PermissionDeniedError(
+        absl::StrCat("node ", sender.ShortString(),
+                     " is revoked by this swarm's founder (revocation list ", revoked_by, ")")));
+  }
   if (policy.mode == AdmissionMode::kOpen) return absl::OkStatus();
   absl::Status refusal = absl::PermissionDeniedError(absl::StrCat(
       "node ", sender.ShortString(), " is not a member of this swarm (admission: ",
@@ -672,7 +692,12 @@ absl::Status Membership::Impl::CheckSenderAdmitted(const common::NodeId& sender,
     const std::optional<absl::StatusOr<proto::NodeRecord>>& r = verified.results[i];
     if (!r.has_value()) continue;  // old news: the table has it
     if (r->ok()) {
-      if ((*r)->node_id() == sender.Bytes()) return absl::OkStatus();
+      if ((*r)->node_id() != sender.Bytes()) continue;
+      absl::MutexLock lock(&mu_);
+      if (!IsRevokedLocked(sender, (*r)->invite())) return absl::OkStatus();
+      refusal = absl::PermissionDeniedError(absl::StrCat(
+          "node ", sender.ShortString(), "'s invite is revoked by this swarm's founder "
+          "(revocation list ", revoked_.serial, ")"));
       continue;
     }
     proto::NodeRecord peek;
@@ -693,11 +718,7 @@ absl::Status Membership::Impl::CheckSenderAdmitted(const common::NodeId& sender,
     if (s.ok()) return s;
     refusal = s;
   }
-  absl::MutexLock lock(&mu_);
-  ++stats_.requests_rejected;
-  ++stats_.admission_refused;
-  LOG_EVERY_N(WARNING, 20) << "membership " << self_ << ": refused a request: " << refusal;
-  return refusal;
+  return refuse(refusal);
 }
 
 }  // namespace skipswarm::membership

@@ -55,6 +55,10 @@ struct MembershipOptions {
   // This node's invitation, carried in its record (Note [Admission] in
   // membership/admission.h); empty in an open swarm.
   proto::SignedInvite invite;
+  // The founder's revocation list to start from (Note [Revocation] in
+  // membership/revocation.h); empty: none yet. Create refuses one that does
+  // not verify against policy.admission.
+  proto::SignedRevocationList revocations;
   std::vector<std::string> addresses;  // advertised "host:port"s
   // Initial record contents (change later with UpdateLocalRecord).
   std::vector<uint32_t> stages;
@@ -136,6 +140,14 @@ struct MembershipStats {
   // expired, forged or another node's invite; not on the allow-list: Note
   // [Admission] in membership/admission.h). Also counted in the two above.
   uint64_t admission_refused = 0;
+  // Members removed from the table because their admission ended (an
+  // expired invite; Note [Eviction] in membership_impl.h).
+  uint64_t evicted = 0;
+  // The revocation list held (serial 0: none) and its entries; lists
+  // refused (forged, another swarm's, malformed).
+  uint64_t revocation_serial = 0;
+  uint64_t revoked_entries = 0;
+  uint64_t revocations_rejected = 0;
   // Opinions unsigned, forged, from a non-member, or naming an incarnation
   // of ours out of reach (Note [Incarnation bounds]).
   uint64_t opinions_rejected = 0;
@@ -198,6 +210,11 @@ class Membership final : public GossipHandler {
   // this node more micro-batches than it can hold; false (nothing signed)
   // when it is not fewer. InvalidArgument for 0.
   absl::StatusOr<bool> LowerMemorySlots(uint32_t slots);
+  // Note [Revocation] (membership/revocation.h): makes `list`, signed by the
+  // swarm's founder, this node's revocation list if its serial is higher
+  // than the one held: the members it names are evicted and it is gossiped.
+  // AlreadyExists when it is not newer; the verification's error otherwise.
+  absl::Status AddRevocations(const proto::SignedRevocationList& list);
   // For the pipeline transport: `bytes` moved with `peer` in `elapsed`.
   void ReportTransfer(const common::NodeId& peer, uint64_t bytes,
                       absl::Duration elapsed);

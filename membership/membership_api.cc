@@ -31,6 +31,16 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
   if (options.memory_slots == 0) {
     return absl::InvalidArgumentError("memory_slots must be >= 1");
   }
+  std::optional<RevocationSet> revoked;
+  if (!options.revocations.list().empty()) {
+    absl::StatusOr<RevocationSet> set =
+        VerifyRevocations(options.revocations, options.policy.admission);
+    if (!set.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the revocation list to start from: ", set.status().message()));
+    }
+    revoked = *std::move(set);
+  }
   auto impl = std::make_shared<Impl>(std::move(options), identity, transport,
                                      clock, std::move(rng));
   {
@@ -52,6 +62,8 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
         static_cast<uint64_t>(std::max<int64_t>(ms, 1)),
         proto::MEMBER_STATE_ALIVE);
     if (!s.ok()) return s;
+    Impl::Changes none;  // (the table holds only us)
+    if (revoked) impl->ApplyRevocationsLocked(impl->options_.revocations, *std::move(revoked), &none);
   }
   return std::unique_ptr<Membership>(new Membership(std::move(impl)));
 }
@@ -496,6 +508,7 @@ void Membership::HandlePushPull(const PeerInfo& from,
       *resp.add_digests() = std::move(d);
     }
     impl_->FillGossipLocked(resp.mutable_gossip());
+    impl_->AddRevocationsLocked(resp.mutable_gossip());  // Note [Revocation]
     impl_->AddOpinionsForDigestsLocked(
         req.digests(), impl_->options_.max_updates_per_message,
         resp.mutable_gossip());

@@ -110,6 +110,7 @@
 #include "membership/broadcast_queue.h"
 #include "membership/link_stats.h"
 #include "membership/membership.h"
+#include "membership/revocation.h"
 #include "membership/suspicion.h"
 
 namespace skipswarm::membership {
@@ -148,11 +149,35 @@ struct JoinState {
 //   members send a few per second.
 inline constexpr int kMaxIncomingLinks = 256;
 
+// Note [Eviction]
+// * A member stays in the table only while the swarm admits it (Note
+//   [Admission] in membership/admission.h). Verification admits a record
+//   at the moment it arrives; an invite is a lease, so each member keeps
+//   the admitted record's end of lease (Member::admitted_until) and every
+//   probe tick evicts the members whose lease has ended by the injected
+//   clock's Now().
+// * Evicting erases the entry, it does not leave a tombstone: listeners
+//   hear DEAD, the member leaves every View (the planners drop it), and the
+//   daemon's members-only quotas, which count every id in the view,
+//   tombstones included, refuse its calls. Its records, wherever they come
+//   from, and its requests fail admission from then on, so the entry cannot
+//   come back unless it presents a fresh admission (a new invite in a
+//   record of a higher incarnation).
+// * A revocation list (Note [Revocation] in membership/revocation.h) evicts
+//   the members it names the same way, as soon as it is applied, and the
+//   list is checked again for every record and request.
+// * Members evict independently, each by its own clock: within one probe
+//   interval of the expiry plus their clock skew. Nothing is gossiped about
+//   it; every member can decide from the record alone.
+
 // Record verifications done outside the lock for one message (Note
 // [Gossip admission]): per record, its result, or nothing when the record
 // was old news at the time of the check.
 struct VerifiedRecords {
   std::vector<std::optional<absl::StatusOr<proto::NodeRecord>>> results;
+  // The message's revocation list, verified, when it was newer than ours
+  // (Note [Revocation] in membership/revocation.h).
+  std::optional<absl::StatusOr<RevocationSet>> revocations;
 };
 
 class Membership::Impl : public std::enable_shared_from_this<Impl> {
@@ -174,6 +199,8 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     // The signed update behind a SUSPECT / DEAD state (ours or a member's),
     // passed on in gossip and anti-entropy and shown to the suspect.
     proto::MembershipUpdate opinion;
+    // Its record's admission ends then (AdmittedUntil; Note [Eviction]).
+    absl::Time admitted_until = absl::InfiniteFuture();
     uint64_t incarnation() const { return record.incarnation(); }
     bool live() const {
       return state == proto::MEMBER_STATE_ALIVE ||
@@ -290,6 +317,23 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       const common::NodeId& peer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PeerRef RefLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Eviction]: removes every other member whose admission has ended
+  // by now; warns (once) when our own has.
+  void EvictUnadmittedLocked(Changes* changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `id` from the table (not us), reporting it DEAD to listeners.
+  void EvictLocked(const common::NodeId& id, absl::string_view why, Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ---- membership_revocation.cc (Note [Revocation]) ----
+  // Makes `set` (verified `signed_list`) ours if it is newer: evicts the
+  // members it revokes and spreads it. False (nothing done) if not newer.
+  bool ApplyRevocationsLocked(const proto::SignedRevocationList& signed_list,
+                              RevocationSet set, Changes* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether node `id` presenting `invite` is on our revocation list.
+  bool IsRevokedLocked(const common::NodeId& id, const proto::SignedInvite& invite) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Our list, when we hold one, for a push-pull (request or response).
+  void AddRevocationsLocked(proto::Gossip* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   View ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const Changes& changes);
@@ -359,6 +403,13 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   int health_ ABSL_GUARDED_BY(mu_) = 0;  // see MembershipOptions
   bool first_push_pull_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool warned_self_unadmitted_ ABSL_GUARDED_BY(mu_) = false;
+  // Note [Revocation]: the newest list we hold (serial 0: none), what it
+  // revokes, and how many more gossip messages carry it.
+  proto::SignedRevocationList revocations_ ABSL_GUARDED_BY(mu_);
+  RevocationSet revoked_ ABSL_GUARDED_BY(mu_);
+  int revocation_sends_ ABSL_GUARDED_BY(mu_) = 0;
+  bool warned_self_revoked_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> bootstrap_ ABSL_GUARDED_BY(mu_);
   std::vector<common::TimerId> timers_ ABSL_GUARDED_BY(mu_);  // periodic
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);

@@ -72,16 +72,26 @@ absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
   VerifiedRecords out;
   out.results.resize(gossip.records_size());
   std::vector<int> news;
+  uint64_t held_serial = 0;
+  bool same_list = false;
   {
     absl::MutexLock lock(&mu_);
     for (int i = 0; i < gossip.records_size(); ++i) {
       if (!IsOldNewsLocked(gossip.records(i))) news.push_back(i);
     }
     stats_.signatures_checked += news.size();
+    held_serial = revoked_.serial;
+    same_list = gossip.has_revocations() &&
+                gossip.revocations().signature() == revocations_.signature();
   }
   const absl::Time now = clock_->Now();
   for (int i : news) {
     out.results[i] = VerifyRecord(gossip.records(i), options_.policy, now);
+  }
+  // Note [Revocation]: one list per message, checked only when newer.
+  if (gossip.has_revocations() && !same_list &&
+      PeekRevocationSerial(gossip.revocations()) > held_serial) {
+    out.revocations = VerifyRevocations(gossip.revocations(), options_.policy.admission);
   }
   return out;
 }
@@ -94,6 +104,16 @@ void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
                                          const common::NodeId& sender,
                                          Changes* changes,
                                          const VerifiedRecords* verified) {
+  // A newer revocation list first: it may refuse records in this message.
+  if (verified != nullptr && verified->revocations.has_value()) {
+    if (verified->revocations->ok()) {
+      ApplyRevocationsLocked(gossip.revocations(), **verified->revocations, changes);
+    } else {
+      ++stats_.revocations_rejected;
+      LOG_EVERY_N(WARNING, 20) << "membership " << self_ << ": refused a revocation list: "
+                               << verified->revocations->status();
+    }
+  }
   for (int i = 0; i < gossip.records_size(); ++i) {
     ApplyRecordLocked(gossip.records(i), changes,
                       verified != nullptr &&
@@ -164,6 +184,11 @@ void Membership::Impl::ApplyRecordLocked(
     }
     return;
   }
+  if (IsRevokedLocked(id, record->invite())) {  // Note [Revocation]
+    ++stats_.records_rejected;
+    ++stats_.admission_refused;
+    return;
+  }
   auto it = members_.find(id);
   const bool is_new = it == members_.end();
   if (!is_new) {
@@ -184,6 +209,7 @@ void Membership::Impl::ApplyRecordLocked(
     m.suspicion_timer = common::kNoTimer;
   }
   m.suspicion.reset();
+  m.admitted_until = AdmittedUntil(options_.policy.admission, id, m.record.invite());
   const proto::MemberState new_state = OwnerState(m.record);
   if (new_state != old_state) m.state_since = clock_->SteadyNow();
   m.state = new_state;
@@ -469,6 +495,10 @@ void Membership::Impl::FillGossipLocked(proto::Gossip* out) {
                     static_cast<int>(std::ceil(std::log10(live + 1.0)));
   broadcasts_.Fill(std::max(limit, 1), options_.max_records_per_message,
                    options_.max_updates_per_message, out);
+  if (revocation_sends_ > 0) {  // Note [Revocation]
+    --revocation_sends_;
+    AddRevocationsLocked(out);
+  }
   // Our own measurements, a window at a time (they can outnumber the limit).
   if (options_.max_links_per_message <= 0) return;  // (none wanted: skip the copy)
   std::vector<proto::LinkSample> samples = link_stats_.Samples(self_);
@@ -540,6 +570,46 @@ std::vector<common::NodeId> Membership::Impl::DialableOthersLocked() const {
 PeerRef Membership::Impl::RefLocked(const Member& m) const {
   return PeerRef{m.record.addresses_size() > 0 ? m.record.addresses(0) : "",
                  m.id};
+}
+
+void Membership::Impl::EvictUnadmittedLocked(Changes* changes) {
+  const absl::Time now = clock_->Now();
+  std::vector<std::pair<common::NodeId, absl::Time>> ended;
+  for (const auto& [id, m] : members_) {
+    if (id != self_ && now >= m.admitted_until) ended.push_back({id, m.admitted_until});
+  }
+  std::sort(ended.begin(), ended.end());  // hash order is not deterministic
+  for (const auto& [id, until] : ended) {
+    EvictLocked(id, absl::StrCat("its invite expired at ", absl::FormatTime(until)), changes);
+  }
+  const absl::Time mine =
+      AdmittedUntil(options_.policy.admission, self_, members_[self_].record.invite());
+  if (now >= mine && !warned_self_unadmitted_) {
+    warned_self_unadmitted_ = true;
+    LOG(ERROR) << "membership " << self_ << ": this node's invite expired at "
+               << absl::FormatTime(mine)
+               << "; members refuse and evict it. Restart it with a fresh --invite";
+  }
+}
+
+void Membership::Impl::EvictLocked(const common::NodeId& id, absl::string_view why,
+                                   Changes* changes) {
+  auto it = members_.find(id);
+  if (it == members_.end() || id == self_) return;
+  if (it->second.suspicion_timer != common::kNoTimer) clock_->Cancel(it->second.suspicion_timer);
+  const proto::MemberState old_state = it->second.state;
+  members_.erase(it);
+  link_stats_.Forget(id);
+  for (auto l = links_.begin(); l != links_.end();) {
+    auto next = std::next(l);
+    if (l->first.first == id || l->first.second == id) links_.erase(l);
+    l = next;
+  }
+  probe_next_.erase(std::remove(probe_next_.begin(), probe_next_.end(), id), probe_next_.end());
+  ++stats_.evicted;
+  ++version_;
+  changes->push_back({id, old_state, proto::MEMBER_STATE_DEAD, /*record_changed=*/false});
+  LOG(WARNING) << "membership " << self_ << ": evicted " << id << ": " << why;
 }
 
 void Membership::Impl::CollectGarbageLocked() {

@@ -3,12 +3,14 @@
 // view, while a node without an invite, with an expired, forged or someone
 // else's invite, or replaying an admitted member's record cannot join, is
 // told why, learns no member table and never enters a view.
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "membership/admission.h"
 #include "membership/membership.h"
+#include "membership/revocation.h"
 #include "proto/version.h"
 #include "sim/sim_swarm.h"
 
@@ -21,7 +23,11 @@ using sim::SimSwarm;
 constexpr uint64_t kSeed = 7;
 const std::string kNonce(kInviteNonceBytes, 'n');
 
-enum Node { kFounder, kInvited, kUninvited, kExpired, kForged, kStolen, kNodes };
+enum Node { kFounder, kInvited, kUninvited, kExpired, kForged, kStolen, kShortLease, kNodes };
+
+// kShortLease's invite expires this long after the swarm's clock starts (off the
+// 300 ms probe grid, so the eviction figure is not a coincidence of ticks).
+constexpr absl::Duration kLease = absl::Milliseconds(30150);
 
 class AdmissionSwarmTest : public ::testing::Test {
  protected:
@@ -48,6 +54,8 @@ class AdmissionSwarmTest : public ::testing::Test {
     swarm_->AddNode({1}, mint(founder, kExpired, now - absl::Seconds(1)));
     swarm_->AddNode({1}, mint(probe.identity(kForged), kForged, now + absl::Hours(1)));
     swarm_->AddNode({1}, mint(founder, kInvited, now + absl::Hours(1)));  // kInvited's
+    lease_end_ = now + kLease;
+    swarm_->AddNode({1}, mint(founder, kShortLease, lease_end_));
     for (int i = 0; i < kNodes; ++i) EXPECT_EQ(swarm_->id(i), probe.id(i));
   }
 
@@ -67,6 +75,7 @@ class AdmissionSwarmTest : public ::testing::Test {
   }
 
   std::unique_ptr<SimSwarm> swarm_;
+  absl::Time lease_end_;
 };
 
 TEST_F(AdmissionSwarmTest, InvitedNodeJoinsAndEveryStrangerIsRefusedWithItsCause) {
@@ -108,6 +117,122 @@ TEST_F(AdmissionSwarmTest, InvitedNodeJoinsAndEveryStrangerIsRefusedWithItsCause
   EXPECT_TRUE(InViewOf(kInvited, kFounder));
   EXPECT_GE(swarm_->node(kFounder).stats().admission_refused, 4u);
   EXPECT_GE(swarm_->node(kInvited).stats().admission_refused, 4u);
+}
+
+// Note [Eviction]: an invite is a lease. Members evict a running member
+// whose invite expires (by the simulated clock), within a probe tick, and
+// its own pings, carrying its record, bring it back nowhere.
+TEST_F(AdmissionSwarmTest, AnExpiredInviteEvictsARunningMember) {
+  ASSERT_TRUE(Join(kFounder, kFounder).ok());
+  ASSERT_TRUE(Join(kInvited, kFounder).ok());
+  ASSERT_TRUE(Join(kShortLease, kInvited).ok());
+  ASSERT_NE(swarm_->RunUntil([&] { return InViewOf(kFounder, kShortLease) &&
+                                          InViewOf(kInvited, kShortLease) &&
+                                          InViewOf(kFounder, kInvited); },
+                             absl::Seconds(10)),
+            absl::InfiniteDuration());
+  swarm_->Run(lease_end_ - swarm_->clock().Now() - absl::Milliseconds(1));
+  EXPECT_TRUE(InViewOf(kFounder, kShortLease));  // admitted up to its expiry
+  EXPECT_TRUE(InViewOf(kInvited, kShortLease));
+  const uint64_t refused_before = swarm_->node(kFounder).stats().admission_refused;
+
+  const absl::Duration took = swarm_->RunUntil(
+      [&] {
+        return swarm_->node(kFounder).GetView().Find(swarm_->id(kShortLease)) == nullptr &&
+               swarm_->node(kInvited).GetView().Find(swarm_->id(kShortLease)) == nullptr;
+      },
+      absl::Seconds(5), absl::Milliseconds(1));
+  ASSERT_NE(took, absl::InfiniteDuration());
+  // Each member evicts at its next probe tick (probe interval 300 ms, longer
+  // while its health score is up).
+  EXPECT_LE(took, absl::Seconds(3)) << took;
+  std::printf("FIGURE expired_invite_evicted_everywhere_after_ms=%lld\n",
+              static_cast<long long>(absl::ToInt64Milliseconds(took)));
+  swarm_->Run(absl::Seconds(30));  // its pings and push-pulls keep coming
+  for (int member : {kFounder, kInvited}) {
+    EXPECT_EQ(swarm_->node(member).GetView().Find(swarm_->id(kShortLease)), nullptr);
+    EXPECT_EQ(swarm_->node(member).stats().evicted, 1u);
+    EXPECT_TRUE(InViewOf(member, member == kFounder ? kInvited : kFounder));
+  }
+  EXPECT_GT(swarm_->node(kFounder).stats().admission_refused, refused_before);
+  // The eviction was reported to listeners as a death.
+  bool reported = false;
+  for (const SimSwarm::Transition& t : swarm_->transitions()) {
+    reported |= t.observer == kFounder && t.subject == kShortLease &&
+                t.state == proto::MEMBER_STATE_DEAD;
+  }
+  EXPECT_TRUE(reported);
+}
+
+// Note [Revocation]: a founder-signed list, handed to any one member,
+// spreads to every member; the revoked node is evicted everywhere and
+// refused from then on, a later joiner learns the list in its first
+// push-pull, and a forged or older list changes nothing.
+TEST_F(AdmissionSwarmTest, ARevocationListSpreadsAndEvictsTheNodesItNames) {
+  ASSERT_TRUE(Join(kFounder, kFounder).ok());
+  ASSERT_TRUE(Join(kInvited, kFounder).ok());
+  ASSERT_NE(swarm_->RunUntil([&] { return InViewOf(kFounder, kInvited) &&
+                                          InViewOf(kInvited, kFounder); },
+                             absl::Seconds(10)),
+            absl::InfiniteDuration());
+  proto::RevocationList list;
+  list.set_swarm_name("unit");
+  list.set_serial(1);
+  list.add_node_ids(swarm_->id(kInvited).Bytes());
+  const proto::SignedRevocationList forged = *SignRevocations(swarm_->identity(kForged), list);
+  EXPECT_EQ(swarm_->node(kFounder).AddRevocations(forged).code(),
+            absl::StatusCode::kUnauthenticated);
+  const proto::SignedRevocationList signed_list =
+      *SignRevocations(swarm_->identity(kFounder), list);
+  // Handed to the founder here; its next messages carry it to everyone.
+  ASSERT_TRUE(swarm_->node(kFounder).AddRevocations(signed_list).ok());
+  EXPECT_EQ(swarm_->node(kFounder).AddRevocations(signed_list).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(swarm_->node(kFounder).GetView().Find(swarm_->id(kInvited)), nullptr);
+
+  // kShortLease joins through the revoked node's old peer and learns the
+  // list in the push-pull of its join.
+  ASSERT_TRUE(Join(kShortLease, kFounder).ok());
+  ASSERT_NE(swarm_->RunUntil([&] {
+              return swarm_->node(kShortLease).stats().revocation_serial == 1 &&
+                     InViewOf(kFounder, kShortLease);
+            },
+                             absl::Seconds(10)),
+            absl::InfiniteDuration());
+  swarm_->Run(absl::Seconds(20));  // kInvited keeps pinging and push-pulling
+  for (int member : {kFounder, kShortLease}) {
+    EXPECT_EQ(swarm_->node(member).GetView().Find(swarm_->id(kInvited)), nullptr) << member;
+    EXPECT_TRUE(InViewOf(member, member == kFounder ? kShortLease : kFounder));
+  }
+  EXPECT_GT(swarm_->node(kFounder).stats().admission_refused, 0u);
+  EXPECT_EQ(swarm_->node(kFounder).stats().revocations_rejected, 1u);  // the forged one
+
+  // A newer list revokes kShortLease's invite (by its id); it spreads by
+  // gossip from the member it is given to, and the founder evicts it.
+  list.set_serial(2);
+  proto::SignedInvite short_lease_invite;
+  {
+    proto::Invite inv;
+    inv.set_nonce(kNonce);
+    inv.SerializeToString(short_lease_invite.mutable_invite());
+  }
+  list.add_invite_ids(InviteId(short_lease_invite));
+  ASSERT_TRUE(
+      swarm_->node(kShortLease).AddRevocations(*SignRevocations(swarm_->identity(kFounder), list))
+          .ok());
+  const absl::Duration took = swarm_->RunUntil(
+      [&] { return swarm_->node(kFounder).GetView().Find(swarm_->id(kShortLease)) == nullptr; },
+      absl::Seconds(10));
+  ASSERT_NE(took, absl::InfiniteDuration());
+  EXPECT_LE(took, absl::Seconds(2)) << took;
+  std::printf("FIGURE revocation_list_gossiped_and_applied_after_ms=%lld\n",
+              static_cast<long long>(absl::ToInt64Milliseconds(took)));
+  EXPECT_EQ(swarm_->node(kFounder).stats().revocation_serial, 2u);
+  EXPECT_EQ(swarm_->node(kFounder).stats().evicted, 2u);
+  // The older list, offered again, changes nothing.
+  EXPECT_EQ(swarm_->node(kFounder).AddRevocations(signed_list).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(swarm_->node(kFounder).stats().revocation_serial, 2u);
 }
 
 TEST_F(AdmissionSwarmTest, ARequestWithoutAnAdmittedSenderGetsNothing) {

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <fstream>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "identity/identity.h"
 #include "membership/grpc_gossip.h"
 #include "membership/record.h"
+#include "membership/revocation.h"
 
 namespace skipswarm::node {
 
@@ -85,6 +88,61 @@ absl::StatusOr<std::unique_ptr<SwarmMembership>> SwarmMembership::Start(
   return s;
 }
 
+// Note [Revocation]: the poll's state, shared with its timer callbacks,
+// which find `membership` null once the SwarmMembership is going away.
+struct SwarmMembership::RevocationsPoll {
+  common::Clock* clock = nullptr;
+  std::string path;
+  absl::Duration every;
+  absl::Mutex mu;
+  membership::Membership* membership ABSL_GUARDED_BY(mu) = nullptr;
+  std::string last_text ABSL_GUARDED_BY(mu);
+  common::TimerId timer ABSL_GUARDED_BY(mu) = common::kNoTimer;
+};
+
+namespace {
+
+// The list in the file `path` (none when it does not exist), as text and
+// decoded.
+absl::StatusOr<std::optional<std::pair<std::string, proto::SignedRevocationList>>>
+ReadRevocations(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(2 * membership::kMaxRevocationListBytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  absl::StatusOr<proto::SignedRevocationList> list = membership::DecodeRevocations(text);
+  if (!list.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--revocations_file=", path, ": ", list.status().message()));
+  }
+  return std::make_pair(std::move(text), *std::move(list));
+}
+
+}  // namespace
+
+void SwarmMembership::PollRevocations(std::weak_ptr<RevocationsPoll> weak) {
+  std::shared_ptr<RevocationsPoll> poll = weak.lock();
+  if (poll == nullptr) return;
+  absl::MutexLock lock(&poll->mu);
+  if (poll->membership == nullptr) return;
+  absl::StatusOr<std::optional<std::pair<std::string, proto::SignedRevocationList>>> read =
+      ReadRevocations(poll->path);
+  if (!read.ok()) {
+    LOG_EVERY_N(WARNING, 10) << read.status();
+  } else if (read->has_value() && (*read)->first != poll->last_text) {
+    poll->last_text = (*read)->first;
+    absl::Status s = poll->membership->AddRevocations((*read)->second);
+    if (s.ok()) {
+      LOG(INFO) << "revocation list " << membership::PeekRevocationSerial((*read)->second)
+                << " from " << poll->path << " applied; gossiping it";
+    } else if (!absl::IsAlreadyExists(s)) {
+      LOG(WARNING) << "--revocations_file=" << poll->path << ": " << s.message();
+    }
+  }
+  poll->timer = poll->clock->RunAfter(poll->every, [weak] { PollRevocations(weak); });
+}
+
 absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   if (endpoints.gossip.empty()) return absl::InvalidArgumentError("no gossip address");
   {
@@ -98,6 +156,17 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   mo.policy.num_stages = options_.num_stages;
   mo.policy.admission = options_.admission;
   mo.invite = options_.invite;
+  std::string revocations_text;
+  if (!options_.revocations_file.empty()) {
+    SS_ASSIGN_OR_RETURN(auto read, ReadRevocations(options_.revocations_file));
+    if (read.has_value()) {
+      revocations_text = read->first;
+      mo.revocations = read->second;
+    } else {
+      LOG(WARNING) << "--revocations_file=" << options_.revocations_file
+                   << " does not exist yet: no node is revoked until it does";
+    }
+  }
   mo.addresses = EndpointsToAddresses(endpoints);
   mo.memory_slots = std::max<uint32_t>(1, options_.memory_slots);
   common::Random rng(options_.seed);
@@ -105,6 +174,18 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
                       membership::Membership::Create(mo, identity_.get(), transport_.get(),
                                                      clock_, rng.Fork("membership")));
   forwarder_->Set(membership_.get());
+  if (!options_.revocations_file.empty()) {
+    revocations_poll_ = std::make_shared<RevocationsPoll>();
+    revocations_poll_->clock = clock_;
+    revocations_poll_->path = options_.revocations_file;
+    revocations_poll_->every = options_.revocations_poll;
+    std::weak_ptr<RevocationsPoll> weak = revocations_poll_;
+    absl::MutexLock lock(&revocations_poll_->mu);
+    revocations_poll_->membership = membership_.get();
+    revocations_poll_->last_text = revocations_text;
+    revocations_poll_->timer =
+        clock_->RunAfter(options_.revocations_poll, [weak] { PollRevocations(weak); });
+  }
   LOG(INFO) << "node id " << identity_->id() << ", gossip on " << endpoints.gossip
             << (options_.insecure ? " (plain text: --insecure)" : " (mutual TLS)") << ", swarm "
             << options_.swarm_name << (options_.swarm_secret.empty() ? "" : " (private)")
@@ -132,6 +213,11 @@ absl::Status SwarmMembership::Readvertise(const std::string& address) {
 }
 
 SwarmMembership::~SwarmMembership() {
+  if (revocations_poll_ != nullptr) {
+    absl::MutexLock lock(&revocations_poll_->mu);
+    revocations_poll_->membership = nullptr;
+    clock_->Cancel(revocations_poll_->timer);
+  }
   if (server_) server_->Shutdown();
   if (forwarder_) forwarder_->Set(nullptr);
   if (membership_) membership_->Stop();

@@ -74,6 +74,13 @@ struct SwarmMembershipOptions {
   // invite (Note [Admission] in membership/admission.h). Default: open.
   membership::AdmissionPolicy admission;
   proto::SignedInvite invite;
+  // The founder's revocation list file (`skipswarm revoke`, Note
+  // [Revocation] in membership/revocation.h): loaded by CreateMembership (a
+  // missing file is an empty list; one that does not verify is an error)
+  // and re-read every revocations_poll; a newer list it holds then is
+  // applied and gossiped. Empty: none.
+  std::string revocations_file;
+  absl::Duration revocations_poll = absl::Seconds(5);
   membership::MembershipOptions tuning;     // timers (defaults: membership.h)
   // More services for the gossip server (the swarm manifest's,
   // manifest/manifest_service.h). Borrowed: they must outlive this.
@@ -118,7 +125,10 @@ class SwarmMembership {
 
  private:
   class Forwarder;
+  struct RevocationsPoll;
   SwarmMembership() = default;
+  // Re-reads options_.revocations_file now and every revocations_poll.
+  static void PollRevocations(std::weak_ptr<RevocationsPoll> weak);
 
   SwarmMembershipOptions options_;
   common::Clock* clock_ = nullptr;
@@ -130,6 +140,7 @@ class SwarmMembership {
   std::unique_ptr<membership::GrpcGossipTransport> transport_;
   std::unique_ptr<membership::GrpcGossipServer> server_;
   std::unique_ptr<membership::Membership> membership_;
+  std::shared_ptr<RevocationsPoll> revocations_poll_;
   std::atomic<bool> left_{false};
 };
 

@@ -1,0 +1,75 @@
+// Membership::Impl's revocation list (Note [Revocation] in
+// membership/revocation.h, Note [Eviction] in membership_impl.h).
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "membership/membership_impl.h"
+
+namespace skipswarm::membership {
+
+bool Membership::Impl::ApplyRevocationsLocked(const proto::SignedRevocationList& signed_list,
+                                              RevocationSet set, Changes* changes) {
+  if (set.serial <= revoked_.serial) return false;
+  revocations_ = signed_list;
+  revoked_ = std::move(set);
+  stats_.revocation_serial = revoked_.serial;
+  stats_.revoked_entries = revoked_.size();
+  // Like a record's news: a few rounds of gossip; push-pulls always carry it.
+  revocation_sends_ =
+      std::max(1, options_.retransmit_mult *
+                      static_cast<int>(std::ceil(std::log10(LiveCountLocked() + 1.0))));
+  ++version_;
+  std::vector<common::NodeId> out;
+  for (const auto& [id, m] : members_) {
+    if (id != self_ && revoked_.Revokes(id, m.record.invite())) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());  // hash order is not deterministic
+  for (const common::NodeId& id : out) {
+    EvictLocked(id, absl::StrCat("revoked (revocation list ", revoked_.serial, ")"), changes);
+  }
+  LOG(INFO) << "membership " << self_ << ": revocation list " << revoked_.serial << " ("
+            << revoked_.nodes.size() << " nodes, " << revoked_.invites.size()
+            << " invites) evicted " << out.size() << " members";
+  if (!warned_self_revoked_ && revoked_.Revokes(self_, members_[self_].record.invite())) {
+    warned_self_revoked_ = true;
+    LOG(ERROR) << "membership " << self_
+               << ": the swarm's founder revoked this node (or its invite); every member "
+                  "refuses it from now on";
+  }
+  return true;
+}
+
+bool Membership::Impl::IsRevokedLocked(const common::NodeId& id,
+                                       const proto::SignedInvite& invite) const {
+  return revoked_.Revokes(id, invite);
+}
+
+void Membership::Impl::AddRevocationsLocked(proto::Gossip* out) const {
+  if (revoked_.serial > 0) *out->mutable_revocations() = revocations_;
+}
+
+absl::Status Membership::AddRevocations(const proto::SignedRevocationList& list) {
+  absl::StatusOr<RevocationSet> set =
+      VerifyRevocations(list, impl_->options_.policy.admission);  // outside the lock
+  Impl::Changes changes;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (!set.ok()) {
+      ++impl_->stats_.revocations_rejected;
+      return set.status();
+    }
+    const uint64_t serial = set->serial;
+    if (!impl_->ApplyRevocationsLocked(list, *std::move(set), &changes)) {
+      return absl::AlreadyExistsError(absl::StrCat("revocation list ", serial,
+                                                   " is not newer than the one held (",
+                                                   impl_->revoked_.serial, ")"));
+    }
+  }
+  impl_->Publish(changes);
+  return absl::OkStatus();
+}
+
+}  // namespace skipswarm::membership
