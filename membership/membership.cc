@@ -158,6 +158,64 @@ void Membership::Impl::ScheduleReconnect() {
       }));
 }
 
+void Membership::Impl::ScheduleHeartbeat() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  timers_[kHeartbeatTimer] = clock_->RunAfter(options_.probe_interval,
+                                              Guard([this] { HeartbeatTick(); }));
+}
+
+void Membership::Impl::HeartbeatTick() {
+  ScheduleHeartbeat();
+  PeerRef to;
+  proto::PingRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || !members_[self_].record.outbound_only()) return;
+    const std::vector<common::NodeId> peers = DialableOthersLocked();
+    const Member* oldest = nullptr;
+    for (const common::NodeId& id : peers) {  // id order: ties go the same way
+      const Member& m = members_[id];
+      if (oldest == nullptr || m.last_sent < oldest->last_sent) oldest = &m;
+    }
+    const absl::Duration now = clock_->SteadyNow();
+    if (oldest == nullptr ||
+        now - oldest->last_sent < options_.probe_interval * static_cast<int>(peers.size())) {
+      return;  // the probe rounds keep pace (see Note)
+    }
+    to = RefLocked(*oldest);
+    req = NewPingLocked(++seq_);
+    FillGossipLocked(req.mutable_gossip());
+    AddOpinionAboutLocked(oldest->id, req.mutable_gossip());
+    NoteSentLocked(oldest->id);
+  }
+  const absl::Duration sent_at = clock_->SteadyNow();
+  transport_->Ping(to, req, options_.probe_interval,
+                   Guard([this, id = to.id, sent_at](absl::StatusOr<proto::Ack> ack) {
+                     OnNewsAck(id, sent_at, std::move(ack));
+                   }));
+}
+
+void Membership::Impl::NoteSentLocked(const common::NodeId& id) {
+  auto it = members_.find(id);
+  if (it != members_.end()) it->second.last_sent = clock_->SteadyNow();
+}
+
+void Membership::Impl::OnNewsAck(const common::NodeId& id, absl::Duration sent_at,
+                                 absl::StatusOr<proto::Ack> ack) {
+  if (!ack.ok() || ack->from() != id.Bytes()) return;
+  ObserveRtt(id, sent_at);
+  Changes changes;
+  absl::StatusOr<VerifiedRecords> verified =
+      PrepareGossip(ack->gossip(), options_.max_records_per_message);
+  if (!verified.ok()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    ApplyGossipLocked(ack->gossip(), id, &changes, &*verified);
+  }
+  Publish(changes);
+}
+
 proto::PingRequest Membership::Impl::NewPingLocked(uint64_t seq) {
   proto::PingRequest req;
   req.set_protocol_version(proto::kProtocolVersion);
@@ -243,6 +301,7 @@ void Membership::Impl::ProbeTick(absl::Duration deadline) {
     if (target == nullptr) return;
     to = RefLocked(*target);
     incarnation = target->incarnation();
+    NoteSentLocked(target->id);
     req = NewPingLocked(++seq_);
     FillGossipLocked(req.mutable_gossip());
     AddOpinionAboutLocked(target->id, req.mutable_gossip());
@@ -310,6 +369,7 @@ void Membership::Impl::IndirectProbe(const common::NodeId& target,
       proto::PingRequest req = NewPingLocked(++seq_);
       req.set_target(target.Bytes());
       FillGossipLocked(req.mutable_gossip());
+      NoteSentLocked(h);
       sends.push_back({RefLocked(members_[h]), std::move(req)});
       ++stats_.indirect_probes;
     }
@@ -413,6 +473,7 @@ void Membership::Impl::GossipTick() {
       proto::PingRequest req = NewPingLocked(++seq_);
       FillGossipLocked(req.mutable_gossip());
       AddOpinionAboutLocked(p, req.mutable_gossip());
+      NoteSentLocked(p);
       sends.push_back({RefLocked(members_[p]), std::move(req)});
     }
   }
@@ -421,17 +482,7 @@ void Membership::Impl::GossipTick() {
     transport_->Ping(to, req, options_.probe_timeout,
                      Guard([this, id = to.id,
                             sent_at](absl::StatusOr<proto::Ack> ack) {
-                       if (!ack.ok() || ack->from() != id.Bytes()) return;
-                       ObserveRtt(id, sent_at);
-                       Changes changes;
-                       absl::StatusOr<VerifiedRecords> verified = PrepareGossip(
-                           ack->gossip(), options_.max_records_per_message);
-                       if (!verified.ok()) return;
-                       {
-                         absl::MutexLock lock(&mu_);
-                         ApplyGossipLocked(ack->gossip(), id, &changes, &*verified);
-                       }
-                       Publish(changes);
+                       OnNewsAck(id, sent_at, std::move(ack));
                      }));
   }
 }
@@ -481,6 +532,7 @@ void Membership::Impl::PushPull(const PeerRef& to,
     }
     *req.mutable_gossip()->add_records() = members_[self_].signed_record;
     AddRevocationsLocked(req.mutable_gossip());  // Note [Revocation]: anti-entropy
+    if (!to.id.IsZero()) NoteSentLocked(to.id);
   }
   transport_->PushPull(
       to, req, options_.push_pull_timeout,

@@ -103,6 +103,11 @@ struct MembershipOptions {
   // node's records stay rejected; keep it >= policy.max_age, after which
   // its records are stale anyway.
   absl::Duration dead_retention = absl::Hours(25);
+  // Leave: nobody can tell an outbound-only member of our leave, so we go
+  // on answering until each one has sent us a request since (its reply
+  // carries our LEFT record), for at most this long (Note [Outbound-only
+  // members] in membership_impl.h). No wait without such members.
+  absl::Duration leave_linger = absl::Seconds(3);
   // Reconnect only to members dead for less than this.
   absl::Duration reconnect_window = absl::Minutes(10);
   // Join: rounds over the bootstrap list, back-off doubling between rounds.
@@ -184,7 +189,8 @@ class Membership final : public GossipHandler {
   void Join(std::vector<std::string> bootstrap,
             absl::AnyInvocable<void(absl::Status)> done);
   // Announces LEFT to a few members, then stops the timers; `done` runs
-  // once those pushes are answered or timed out.
+  // once those pushes are answered or timed out and every live
+  // outbound-only member has been answered since (at most leave_linger).
   void Leave(absl::AnyInvocable<void()> done);
   // Same, with a last edit of the record signed together with LEFT (the
   // daemon records the last iteration it trains in, Note [Leaving] in

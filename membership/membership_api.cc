@@ -87,6 +87,7 @@ void Membership::Start() {
   impl_->SchedulePushPull();
   impl_->ScheduleRefresh();
   impl_->ScheduleReconnect();
+  impl_->ScheduleHeartbeat();
 }
 
 void Membership::Join(std::vector<std::string> bootstrap,
@@ -124,6 +125,8 @@ void Membership::Leave(absl::AnyInvocable<void()> done) {
 void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
                        absl::AnyInvocable<void()> done) {
   std::vector<std::pair<PeerRef, proto::PingRequest>> sends;
+  absl::Duration left_at;
+  std::vector<common::NodeId> wait_for;  // outbound-only: they hear it from us
   {
     absl::MutexLock lock(&impl_->mu_);
     Impl::Member& me = impl_->members_[impl_->self_];
@@ -136,6 +139,14 @@ void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
     me.record.set_incarnation(saved.incarnation());
     me.record.set_state(saved.state());
     impl_->SignSelfLocked(0, proto::MEMBER_STATE_LEFT).IgnoreError();
+    left_at = impl_->clock_->SteadyNow();
+    if (!me.record.outbound_only()) {
+      for (const auto& [id, m] : impl_->members_) {
+        if (id != impl_->self_ && m.live() && m.record.outbound_only()) {
+          wait_for.push_back(id);
+        }
+      }
+    }
     std::vector<common::NodeId> peers = impl_->DialableOthersLocked();
     impl_->rng_.Shuffle(peers);
     const size_t n = std::min(peers.size(),
@@ -160,7 +171,7 @@ void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
     pending->left = static_cast<int>(sends.size());
     pending->done = std::move(done);
   }
-  auto finish = [impl = impl_.get(), pending] {
+  auto finish = [impl = impl_.get(), pending, left_at, wait_for] {
     absl::AnyInvocable<void()> cb;
     {
       absl::MutexLock lock(&pending->mu);
@@ -168,7 +179,8 @@ void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
       cb = std::move(pending->done);
     }
     impl->Stop();
-    if (cb) cb();
+    impl->AwaitHeardSince(wait_for, left_at, left_at + impl->options_.leave_linger,
+                          std::move(cb));
   };
   if (sends.empty()) {
     absl::MutexLock lock(&pending->mu);
@@ -184,6 +196,32 @@ void Membership::Leave(absl::FunctionRef<void(proto::NodeRecord*)> edit,
                               finish();
                             }));
   }
+}
+
+void Membership::Impl::AwaitHeardSince(std::vector<common::NodeId> ids, absl::Duration since,
+                                       absl::Duration deadline,
+                                       absl::AnyInvocable<void()> done) {
+  bool waiting = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const common::NodeId& id : ids) {
+      auto it = members_.find(id);
+      // Gone, or no longer live (it left too, or died): nothing to wait for.
+      if (it == members_.end() || !it->second.live()) continue;
+      waiting |= it->second.last_heard <= since;
+    }
+  }
+  if (!waiting || clock_->SteadyNow() >= deadline) {
+    if (done) done();
+    return;
+  }
+  // Polled: its requests come once per probe round; a few checks a round
+  // cost nothing and keep HeardFromLocked free of leave bookkeeping.
+  clock_->RunAfter(options_.probe_interval / 4,
+                   Guard([this, ids = std::move(ids), since, deadline,
+                          done = std::move(done)]() mutable {
+                     AwaitHeardSince(std::move(ids), since, deadline, std::move(done));
+                   }));
 }
 
 void Membership::Stop() { impl_->Stop(); }
@@ -424,6 +462,10 @@ void Membership::HandlePingReq(const PeerInfo& from,
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
     ack.set_seq(req.seq());
+    if (impl_->members_[impl_->self_].state == proto::MEMBER_STATE_LEFT) {
+      // As in HandlePing: how a member we cannot dial hears of our leave.
+      *ack.mutable_gossip()->add_records() = impl_->members_[impl_->self_].signed_record;
+    }
     auto it = target.ok() ? impl_->members_.find(*target) : impl_->members_.end();
     if (it != impl_->members_.end()) {
       to = impl_->RefLocked(it->second);

@@ -54,6 +54,30 @@
 //   refutes in the acks of its next requests, or is declared DEAD.
 // * What it receives it gets in replies (acks, push-pull responses), so
 //   records and opinions still reach it.
+// * Heartbeat: its probe rounds slow down with its local health score (up
+//   to 1 + max_health_score times, Note [Dynamic suspicion]), as under
+//   load, where late timers raise it; a round of D members then took
+//   longer than the silence limit, and the members it reached last
+//   suspected it (it flapped ALIVE -> SUSPECT -> ALIVE). So an
+//   outbound-only node also pings, every probe_interval (not scaled), the
+//   dialable member it sent nothing to for longest, once that is D
+//   probe_intervals: each hears from it at least once per healthy round
+//   whatever its score. A heartbeat that fails is no probe: it suspects
+//   nobody.
+// * An outbound-only node hears nobody first-hand (nobody can dial it), so
+//   it never suspects anyone for silence, least of all another
+//   outbound-only member that it could not hear in any case: it learns of
+//   their failures from the dialable members' gossip, and its own timer
+//   decides as for any hearsay. (It did: two NATed members suspected each
+//   other every few seconds, every member took the suspicion up, and some
+//   ran out into DEAD before the refutation came back.)
+// * Leave: nobody can tell an outbound-only member of it, so a dialable
+//   member that leaves goes on answering, timers stopped, until each live
+//   outbound-only member has sent it a request since (the ack, PingReq
+//   ack or push-pull response carries the LEFT record), for at most
+//   MembershipOptions::leave_linger. Without it, when every dialable member
+//   left at once (the end of a run) the outbound-only ones marked them all
+//   DEAD.
 //
 // Note [Dynamic suspicion] (Lifeguard, Dadgar et al. 2018)
 // * A suspicion's timeout starts at SuspicionBounds::max and shrinks towards
@@ -194,8 +218,10 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     common::TimerId suspicion_timer = common::kNoTimer;
     std::optional<Suspicion> suspicion;  // while SUSPECT
     absl::Duration deferred;  // verdict deferred for our own lateness
-    // When it last sent us a request (Note [Outbound-only members]).
+    // When it last sent us a request, and we it (Note [Outbound-only
+    // members]).
     absl::Duration last_heard;
+    absl::Duration last_sent;
     // The signed update behind a SUSPECT / DEAD state (ours or a member's),
     // passed on in gossip and anti-entropy and shown to the suspect.
     proto::MembershipUpdate opinion;
@@ -341,10 +367,23 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // ---- membership.cc: the protocol ----
   enum TimerSlot {
     kProbeTimer, kGossipTimer, kPushPullTimer, kRefreshTimer, kReconnectTimer,
-    kTimerSlots
+    kHeartbeatTimer, kTimerSlots
   };
   void ScheduleReconnect();
+  // Outbound-only nodes: the heartbeat (see Note).
+  void ScheduleHeartbeat();
+  void HeartbeatTick();
+  // We are sending `id` a request now (its last_sent).
+  void NoteSentLocked(const common::NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An ack that carries news only (gossip, heartbeat): applied, RTT noted.
+  void OnNewsAck(const common::NodeId& id, absl::Duration sent_at,
+                 absl::StatusOr<proto::Ack> ack);
   void Stop();
+  // Runs `done` once each of `ids` that is still live has sent us a request
+  // at or after `since` (steady time), or at `deadline` (Leave, Note
+  // [Outbound-only members]).
+  void AwaitHeardSince(std::vector<common::NodeId> ids, absl::Duration since,
+                       absl::Duration deadline, absl::AnyInvocable<void()> done);
   void ScheduleRefresh();
   void ScheduleProbe();
   void AdjustHealthLocked(int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -468,6 +468,9 @@ absl::Duration Membership::Impl::OutboundSilenceLimitLocked() const {
 }
 
 void Membership::Impl::SuspectSilentOutboundOnlyLocked(Changes* changes) {
+  // Nobody can dial us either: we hear no member first-hand, so silence
+  // says nothing (see Note).
+  if (members_[self_].record.outbound_only()) return;
   const absl::Duration now = clock_->SteadyNow();
   const absl::Duration limit = OutboundSilenceLimitLocked();
   std::vector<std::pair<common::NodeId, uint64_t>> silent;

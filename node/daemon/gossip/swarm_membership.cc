@@ -278,7 +278,8 @@ void SwarmMembership::Leave(absl::Duration timeout, uint64_t exit_iteration) {
   auto done = std::make_shared<absl::Notification>();
   membership_->Leave([&](proto::NodeRecord* r) { r->set_iteration(exit_iteration); },
                      [done] { done->Notify(); });
-  done->WaitForNotificationWithTimeout(timeout);
+  // Leave waits up to leave_linger for outbound-only members to hear of it.
+  done->WaitForNotificationWithTimeout(timeout + options_.tuning.leave_linger);
 }
 
 }  // namespace skipswarm::node

@@ -119,8 +119,9 @@ class SwarmMembership {
   absl::StatusOr<int> Announce(absl::Duration timeout);
   // Signs LEFT, with `exit_iteration` (the last iteration this node
   // trains in, Note [Leaving]) as the record's iteration, and tells a few
-  // members; returns once they answered or timed out. Only the first call
-  // counts.
+  // members; returns once they answered or `timeout` passed, and the
+  // outbound-only members were answered since (at most the tuning's
+  // leave_linger more). Only the first call counts.
   void Leave(absl::Duration timeout, uint64_t exit_iteration);
 
  private:

@@ -1,0 +1,162 @@
+// Outbound-only (NATed) members on the simulated network, several at once,
+// as in the netns home layout (tests/netns/README.md): no false verdicts
+// between them, none about a starved one, and LEFT (not DEAD) when the
+// dialable members leave (Note [Outbound-only members] in
+// membership/membership_impl.h).
+#include <set>
+
+#include "gtest/gtest.h"
+#include "membership/membership.h"
+#include "membership/record.h"
+#include "proto/version.h"
+#include "sim/sim_swarm.h"
+
+namespace skipswarm::membership {
+namespace {
+
+using sim::SimNetwork;
+using sim::SimSwarm;
+
+MembershipOptions Defaults() {
+  MembershipOptions o;
+  o.policy.swarm_id = "unit-swarm";
+  o.memory_slots = 4;
+  return o;
+}
+
+// `publics` dialable nodes (0..publics-1) and `homes` outbound-only ones
+// after them: each advertises an address where nothing listens (a NAT
+// without forwarding) and says so in its record. Returns once every view
+// holds the home nodes' outbound-only records.
+void BuildHomeLayout(SimSwarm& swarm, int publics, int homes) {
+  for (int i = 0; i < publics + homes; ++i) swarm.AddNode({static_cast<uint32_t>(i % 3)});
+  swarm.StartAll(0);
+  ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  for (int h = publics; h < publics + homes; ++h) {
+    ASSERT_TRUE(swarm.node(h)
+                    .UpdateLocalRecord([&](proto::NodeRecord* r) {
+                      r->set_addresses(0, "behind-nat-" + std::to_string(h) + ":7000");
+                      r->set_outbound_only(true);
+                    })
+                    .ok());
+  }
+  ASSERT_NE(swarm.RunUntil(
+                [&] {
+                  for (int i = 0; i < swarm.size(); ++i) {
+                    const View view = swarm.node(i).GetView();
+                    for (int h = publics; h < publics + homes; ++h) {
+                      const MemberInfo* m = view.Find(swarm.id(h));
+                      if (m == nullptr || !m->outbound_only) return false;
+                    }
+                  }
+                  return true;
+                },
+                absl::Seconds(10)),
+            absl::InfiniteDuration());
+}
+
+// SUSPECT or DEAD transitions about any of `subjects` seen since
+// transitions()[from].
+int VerdictsAbout(const SimSwarm& swarm, size_t from, const std::set<int>& subjects,
+                  proto::MemberState state) {
+  int n = 0;
+  for (size_t i = from; i < swarm.transitions().size(); ++i) {
+    const SimSwarm::Transition& t = swarm.transitions()[i];
+    if (subjects.count(t.subject) > 0 && t.observer != t.subject && t.state == state) ++n;
+  }
+  return n;
+}
+
+TEST(OutboundOnlyMembersTest, TwoOutboundOnlyMembersNeverSuspectEachOther) {
+  // Neither can dial the other, so neither hears the other first-hand;
+  // silence between them is no sign of death.
+  SimSwarm swarm(17, SimNetwork::Options(), Defaults());
+  BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2);
+  const size_t before = swarm.transitions().size();
+  swarm.Run(absl::Minutes(2));
+  EXPECT_EQ(VerdictsAbout(swarm, before, {4, 5}, proto::MEMBER_STATE_SUSPECT), 0);
+  EXPECT_EQ(VerdictsAbout(swarm, before, {4, 5}, proto::MEMBER_STATE_DEAD), 0);
+  EXPECT_TRUE(swarm.Converged());
+}
+
+// Raises node `h`'s local health score to its maximum the way a refuted
+// suspicion does (each refutation counts +1; under load late timers do the
+// same): `times` signed suspicions from node 0 about its current
+// incarnation, each refuted at once.
+void WorsenHealth(SimSwarm& swarm, int h, int times) {
+  for (int k = 0; k < times; ++k) {
+    const View view = swarm.node(h).GetView();
+    const MemberInfo* self = view.Find(swarm.id(h));
+    ASSERT_NE(self, nullptr);
+    proto::PingRequest req;
+    req.set_protocol_version(proto::kProtocolVersion);
+    req.set_swarm_id("unit-swarm");
+    req.set_from(swarm.id(0).Bytes());
+    proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+    u->set_node_id(swarm.id(h).Bytes());
+    u->set_state(proto::MEMBER_STATE_SUSPECT);
+    u->set_incarnation(self->incarnation);
+    ASSERT_TRUE(SignOpinion(swarm.identity(0), "unit-swarm", u).ok());
+    swarm.node(h).HandlePing({swarm.address(0), swarm.id(0)}, req,
+                             [](absl::StatusOr<proto::Ack>) {});
+  }
+}
+
+TEST(OutboundOnlyMembersTest, AnOutboundOnlyMemberInPoorHealthIsStillHeardInTime) {
+  // Its probe rounds slow down with its health score (to 9x at the
+  // maximum); its requests are its only sign of life and must still reach
+  // every member within the silence limit.
+  MembershipOptions o = Defaults();
+  SimSwarm swarm(23, SimNetwork::Options(), o);
+  BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/1);
+  const size_t before = swarm.transitions().size();
+  for (int episode = 0; episode < 6; ++episode) {
+    WorsenHealth(swarm, 4, o.max_health_score);
+    EXPECT_EQ(swarm.node(4).stats().health_score, o.max_health_score);
+    swarm.Run(absl::Seconds(20));
+  }
+  EXPECT_EQ(VerdictsAbout(swarm, before, {4}, proto::MEMBER_STATE_SUSPECT), 0);
+  EXPECT_EQ(VerdictsAbout(swarm, before, {4}, proto::MEMBER_STATE_DEAD), 0);
+}
+
+TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
+  // The end of a run: every dialable member leaves at once and its process
+  // exits once Leave is done. The outbound-only members, which nobody can
+  // tell directly, must still hold them LEFT.
+  SimSwarm swarm(29, SimNetwork::Options(), Defaults());
+  BuildHomeLayout(swarm, /*publics=*/3, /*homes=*/2);
+  const size_t before = swarm.transitions().size();
+  int done = 0;
+  for (int p = 0; p < 3; ++p) swarm.node(p).Leave([&done] { ++done; });
+  ASSERT_NE(swarm.RunUntil([&] { return done == 3; }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  for (int p = 0; p < 3; ++p) swarm.Kill(p);
+  swarm.Run(absl::Seconds(30));
+  for (int h : {3, 4}) {
+    const View view = swarm.node(h).GetView();
+    for (int p = 0; p < 3; ++p) {
+      const MemberInfo* m = view.Find(swarm.id(p));
+      ASSERT_NE(m, nullptr);
+      EXPECT_EQ(m->state, proto::MEMBER_STATE_LEFT) << "node " << h << " about node " << p;
+    }
+  }
+  EXPECT_EQ(VerdictsAbout(swarm, before, {0, 1, 2}, proto::MEMBER_STATE_DEAD), 0);
+}
+
+TEST(OutboundOnlyMembersTest, ADialableMemberWithoutOutboundOnlyOnesLeavesAtOnce) {
+  // The wait for outbound-only members to hear of the leave costs nothing
+  // where there are none.
+  SimSwarm swarm(31, SimNetwork::Options(), Defaults());
+  for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
+  swarm.StartAll(0);
+  ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  bool done = false;
+  swarm.node(1).Leave([&done] { done = true; });
+  const absl::Duration t = swarm.RunUntil([&] { return done; }, absl::Seconds(10));
+  EXPECT_LT(t, absl::Milliseconds(200));
+}
+
+}  // namespace
+}  // namespace skipswarm::membership
