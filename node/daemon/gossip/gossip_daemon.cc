@@ -90,16 +90,9 @@ void GossipDaemon::Parts::OnMemberChange(const membership::MemberChange& c) {
 
 absl::Status GossipDaemon::Parts::CanLeave(bool force) {
   if (force) return absl::OkStatus();
-  const membership::View view = gossip->membership()->GetView();
-  const uint64_t it = members->iteration();
-  for (int s : stages) {
-    if (OtherLiveReplicas(view, self, s, it).empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "this node is the last live replica of stage ", s,
-          "; leaving would stop the swarm's training (use --force to leave anyway)"));
-    }
-  }
-  return absl::OkStatus();
+  // Note [Hosted stages snapshot]: the control thread's read.
+  return CheckLeave(hosted.Get(), gossip->membership()->GetView(), self, members->iteration(),
+                    force);
 }
 
 std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
@@ -375,8 +368,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   }
 
   // Which stage: given, or the allocation's answer for a joiner.
-  p->stages = options.stages;
-  if (p->stages.empty()) {
+  std::vector<int> stages = options.stages;
+  if (stages.empty()) {
     scheduler::ModelShape shape;
     shape.num_stages = base.model.model.num_stages;
     shape.layers_per_stage = std::max(1, base.model.model.num_layers / shape.num_stages);
@@ -389,11 +382,12 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
     }
     if (!s.ok()) return s.status();
-    p->stages = {*s};
+    stages = {*s};
     LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
   }
+  p->hosted.Set(stages);
   if (p->joiner) {
-    for (const StateSource& a : StateSources(p->RoutedView(), p->self, p->stages.front())) {
+    for (const StateSource& a : StateSources(p->RoutedView(), p->self, stages.front())) {
       absl::StatusOr<uint64_t> it = QuerySourceIteration(a, p->credentials, absl::Seconds(2));
       if (!it.ok()) continue;
       p->source_first_iteration = *it;
@@ -401,7 +395,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
       break;
     }
   }
-  p->status->SetStages(p->stages);
+  p->status->SetStages(stages);
   SS_RETURN_IF_ERROR(p->BuildTraining());
   {
     absl::MutexLock lock(&p->mu);

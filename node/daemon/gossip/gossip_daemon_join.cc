@@ -37,7 +37,7 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
 
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
-  const int stage = stages.front();
+  const int stage = Stages().front();
   membership::Membership* m = gossip->membership();
   // The source's current iteration fixes our entry (Note [Entry iteration]).
   std::vector<StateSource> sources;
@@ -190,6 +190,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
 std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
   if (options.behind_check_every <= absl::ZeroDuration()) return std::nullopt;
   // Data nodes do not re-enter (Note [Revived members]).
+  const std::vector<int> stages = Stages();
   if (stages.size() != 1 || stages.front() == 0 || stack == nullptr) return std::nullopt;
   {
     absl::MutexLock lock(&mu);
@@ -201,7 +202,7 @@ std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
     bo.lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
-  const int stage = stages.front();
+  const int stage = Stages().front();
   return behind->Poll(members->iteration(), [&] {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(RoutedView(), self, stage)) {
@@ -213,7 +214,7 @@ std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
 
 absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   const NodeDaemonOptions& o = base();
-  const int stage = stages.front();
+  const int stage = Stages().front();
   const uint64_t own = members->iteration();
   LOG(WARNING) << o.name << ": behind the swarm: at iteration " << own << ", a replica of stage "
                << stage << " at " << swarm_at
@@ -264,7 +265,7 @@ void GossipDaemon::Parts::ReportJoin() {
       "\"wait_source_boundary_s\":%.3f,\"state_transfer_s\":%.3f,\"first_mb_s\":%.3f,"
       "\"total_s\":%.3f,\"from_spawn_s\":%.3f,\"state_bytes\":%d,\"streams\":%d,"
       "\"digest_after_first_step\":\"%016x\",\"digests_agree\":%s}",
-      base().name, stages.front(), t.entry, t.entry_attempts, Seconds(t.process_age),
+      base().name, Stages().front(), t.entry, t.entry_attempts, Seconds(t.process_age),
       Seconds(options.manifest_fetch_time),
       Seconds(t.bootstrapped - t.start), Seconds(t.placed - t.bootstrapped),
       Seconds(t.announced - t.placed), Seconds(t.first_chunk - t.announced),

@@ -47,6 +47,7 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
     if (draining || volunteer_paused) return;  // no new move while leaving or paused
   }
   if (options.rebalance_every <= 0 || next % options.rebalance_every != 0) return;
+  const std::vector<int> stages = Stages();
   if (stages.size() != 1 || stages.front() == 0) return;  // data nodes never move
   scheduler::ModelShape shape;
   shape.num_stages = o.model.model.num_stages;
@@ -86,6 +87,9 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
     absl::MutexLock lock(&mu);
     move = std::move(pending);
   }
+  // Before the record names the new stage (the worker re-signs it): from
+  // now on a pause checks that stage too (Note [Hosted stages snapshot]).
+  hosted.BeginMove(m.to);
   raw->worker = std::thread([this, raw] {
     absl::StatusOr<FetchedState> got = [&]() -> absl::StatusOr<FetchedState> {
       SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
@@ -146,8 +150,8 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
   if (computes[m->to]->ParamsDigest() != m->state->params_digest) {
     return absl::DataLossError("stage move: state's digest differs from its source's");
   }
-  stages = {m->to};
-  status->SetStages(stages);  // an event on the page
+  hosted.FinishMove();  // {m->to}, in one step for the control thread's checks
+  status->SetStages(Stages());  // an event on the page
   SS_RETURN_IF_ERROR(BuildServing());
   start_iteration = static_cast<int64_t>(m->at);
   members->SetIteration(m->at);

@@ -31,6 +31,7 @@
 #include "node/daemon/gossip/control.grpc.pb.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/gossip/hosted_stages.h"
 #include "node/daemon/gossip/reachability.h"
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/swarm_membership.h"
@@ -79,7 +80,11 @@ struct GossipDaemon::Parts {
   GossipDaemonOptions options;
   std::unique_ptr<common::RealClock> clock;
   common::NodeId self;
-  std::vector<int> stages;
+  // What this node hosts, and the stage a pending move goes to: written by
+  // main's thread (Create, SwitchStage) and StepMove, read by every thread
+  // as one snapshot (Note [Hosted stages snapshot] in hosted_stages.h).
+  HostedStages hosted;
+  std::vector<int> Stages() const { return hosted.Get().stages; }
   bool joiner = false;
   std::unique_ptr<TrainingMembers> members;
   // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
@@ -199,9 +204,8 @@ struct GossipDaemon::Parts {
     return d;
   }
   absl::Status CanLeave(bool force);
-  // Note [Paused members]: FailedPrecondition for a data node, a node not
-  // training yet, or (without `force`) the last unpaused live replica of
-  // one of our stages.
+  // Note [Paused members]: CheckPause over one snapshot of `hosted` (Note
+  // [Hosted stages snapshot]); any thread.
   absl::Status CanPause(bool force);
   // Pauses or resumes our server and record (no-op when already so).
   absl::Status ApplyPause(bool paused, const std::string& why, bool force);

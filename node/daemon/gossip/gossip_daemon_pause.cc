@@ -5,51 +5,22 @@
 // status page.
 #include <glog/logging.h>
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 
 namespace skipswarm::node {
 
 absl::Status GossipDaemon::Parts::CanPause(bool force) {
-  if (std::find(stages.begin(), stages.end(), 0) != stages.end()) {
-    return absl::FailedPreconditionError(
-        "a data node cannot pause: its share of every batch would go unread (drain it instead)");
-  }
+  // Note [Hosted stages snapshot]: the hosted stages and a pending move's
+  // target in one read, whatever main's thread is switching meanwhile.
+  const HostedStages::Snapshot ours = hosted.Get();
   bool training = false;
   {
     absl::MutexLock lock(&stack_mu);  // Note [Stack hand-over]
     training = stack != nullptr;
   }
-  if (stages.empty() || !training) {
-    return absl::FailedPreconditionError("this node is not training yet");
-  }
-  if (force) return absl::OkStatus();
-  // A stage move in progress (Note [Stage moves]): the stage we switch to
-  // must keep an unpaused replica too.
-  std::vector<int> ours = stages;
-  {
-    absl::MutexLock lock(&mu);
-    if (move != nullptr && std::find(ours.begin(), ours.end(), move->to) == ours.end()) {
-      ours.push_back(move->to);
-    }
-  }
-  const membership::View view = gossip->membership()->GetView();
-  const uint64_t it = members->iteration();
-  for (int s : ours) {
-    bool other = false;
-    for (const common::NodeId& id : OtherLiveReplicas(view, self, s, it)) {
-      const membership::MemberInfo* m = view.Find(id);
-      other |= m != nullptr && !m->paused;
-    }
-    if (!other) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "this node is the last unpaused live replica of stage ", s,
-          "; pausing would stop the swarm's training (use --force to pause anyway)"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckPause(ours, training, gossip->membership()->GetView(), self, members->iteration(),
+                    force);
 }
 
 absl::Status GossipDaemon::Parts::ApplyPause(bool paused, const std::string& why, bool force) {

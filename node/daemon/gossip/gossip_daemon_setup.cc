@@ -229,6 +229,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
     absl::WriterMutexLock lock(&link_mu);
     link_sink = gossip->membership();
   }
+  const std::vector<int> stages = Stages();
   for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
   SS_ASSIGN_OR_RETURN(frozen, backend.create_frozen(o, stages, runner.get()));
   if (computes.count(0) > 0) {
@@ -245,6 +246,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
 
 absl::Status GossipDaemon::Parts::WaitForFounders() {
   const NodeDaemonOptions& o = base();
+  const std::vector<int> stages = Stages();
   SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
     r->clear_stages();
     for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
