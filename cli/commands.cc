@@ -41,7 +41,7 @@ common::cli::Command VersionCommand() {
                       << static_cast<int>(proto::kProtocolVersion) << ")\n"
                       << "git commit: " << common::GitCommit()
                       << (std::string(common::GitCommit()) == "unknown"
-                              ? " (not stamped: build with --stamp in a git checkout)"
+                              ? " (not stamped: bazel build --config=release in a git checkout)"
                               : "")
                       << "\n"
                       << "libtorch: " << model::LibtorchVersion() << "\n"

@@ -47,4 +47,14 @@ grep -q 'return "unknown";' "${tmp}/out3.cc" || fail "no file: $(cat "${tmp}/out
 printf 'STABLE_GIT_COMMIT ab"c\\d\n' > "${tmp}/status4"
 "${gen_sh}" "${tmp}/status4" "${tmp}/out4.cc"
 grep -q 'return "abcd";' "${tmp}/out4.cc" || fail "quoting: $(cat "${tmp}/out4.cc")"
+
+# .bazelrc: the status command on every build; --stamp only in the release
+# config (a default build's actions never see the commit).
+rc="${TEST_SRCDIR}/${TEST_WORKSPACE}/.bazelrc"
+grep -qx 'build --workspace_status_command=tools/workspace_status.sh' "${rc}" ||
+  fail ".bazelrc: no workspace status command"
+grep -qx 'build:release --stamp' "${rc}" || fail ".bazelrc: the release config does not stamp"
+if grep -E '^(build|common|test)(:[a-z_]+)? .*--stamp' "${rc}" | grep -vqx 'build:release --stamp'; then
+  fail ".bazelrc: --stamp outside the release config: $(grep -n -- '--stamp' "${rc}")"
+fi
 echo PASS
