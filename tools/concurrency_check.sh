@@ -7,6 +7,7 @@
 #      (tools/thread_safety_check.sh, Note [Thread-safety check]);
 #   2. ThreadSanitizer (--config=tsan) over the tests that run threads:
 #      clock and lifetime guard, the metrics / status page HTTP server,
+#      a gossip daemon's hosted-stages snapshot,
 #      in-process / shaping / fault transports, stage server, trainer and
 #      data driver, the in-process timed swarm and the exactness swarm.
 #      Suppressions (only for uninstrumented system libraries, each with its
@@ -25,6 +26,7 @@ TSAN_TESTS=(
   //node/daemon/reporting:daemon_reporting_test
   //node/daemon/reporting:metrics_test
   //node/daemon/reporting:status_page_test
+  //node/daemon/gossip:hosted_stages_test
   //node/transport:inproc_transport_test
   //node/transport:fault_transport_test
   //node/transport:shaping_transport_test
