@@ -278,15 +278,17 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
   const int64_t here = c.visits;
   const uint64_t mine = c.params_digest;
   const uint64_t iteration = report.iteration;
+  const absl::Duration since = clock->SteadyNow();  // Note [Sync wait]
   State* self = this;
   group->AllReduce(
       iteration, stage, std::move(c),
-      guard.Wrap([self, report = std::move(report), it, here, mine,
-                  avg_bytes](absl::StatusOr<ReduceResult> r) mutable {
+      guard.Wrap([self, report = std::move(report), it, here, mine, avg_bytes,
+                  since](absl::StatusOr<ReduceResult> r) mutable {
         if (self->Stopped()) return;
         StageCompute* compute = it->second;
         StageStep step;
         step.visits_here = here;
+        step.sync_wait = self->clock->SteadyNow() - since;
         // Note [Encoded shards]: what crossed the wire, where one did.
         step.avg_bytes = r.ok() && r->sent_bytes > 0 ? r->sent_bytes : avg_bytes;
         if (!r.ok()) {
@@ -361,13 +363,15 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
   std::optional<absl::StatusOr<ReduceResult>> result;
   uint64_t mine = 0;
   int64_t bytes = 0;
+  const absl::Duration since = clock->SteadyNow();  // Note [Sync wait]
   {
     absl::MutexLock lock(&mu);
     auto round = rounds.find(it->first);
     if (round != rounds.end() && !round->second.result.has_value()) {
       // Still in flight: the one wait of Note [Overlapped sync].
       round->second.waiter = [this, report = std::move(report), it, step = std::move(step),
-                              then = std::move(then)]() mutable {
+                              then = std::move(then), since]() mutable {
+        step.sync_wait += clock->SteadyNow() - since;
         AfterRound(std::move(report), it, std::move(step), std::move(then));
       };
       return;
@@ -475,13 +479,15 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
   const int64_t before = step.avg_bytes;  // a round applied just before (overlap)
   step.avg_bytes = before + a->bytes;
   const uint64_t mine = c.params_digest;
+  const absl::Duration since = clock->SteadyNow();  // Note [Sync wait]
   State* self = this;
   group->AllReduce(
       report.iteration, it->first, std::move(c),
-      guard.Wrap([self, report = std::move(report), it, step, mine,
-                  before](absl::StatusOr<ReduceResult> r) mutable {
+      guard.Wrap([self, report = std::move(report), it, step, mine, before,
+                  since](absl::StatusOr<ReduceResult> r) mutable {
         if (self->Stopped()) return;
         StageCompute* compute = it->second;
+        step.sync_wait += self->clock->SteadyNow() - since;
         if (!r.ok()) {
           if (int64_t held = 0; self->AllowLog(&held)) {
             LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first

@@ -92,6 +92,16 @@
 // sync's deadline is left out of the round (Note [Late members] in
 // sharded_reduce.h, the deadline from NodeTrainer's measured pace).
 //
+// Note [Sync wait]: StageStep::sync_wait is the time from this replica's
+// contribution to its reduce's result where the iteration waits for it
+// (every H = 1 reduce, every sync without --outer_overlap), and with overlap
+// the time a sync point waits for the round in flight (zero while the round
+// ends within the H steps). Summed over iterations against their wall time
+// it is the share of the iteration spent averaging, measured inside the
+// node (skipswarm_stage_sync_wait_seconds_total, sync_wait_s in
+// progress.jsonl). A member whose upload of a round takes longer than H
+// steps' compute shows as a wait at its peers' sync points.
+//
 // Thread rule: thread-safe; callbacks run on clock / compute threads with no
 // lock held. Everything borrowed must outlive the trainer; Stop() and then
 // destroying it is safe at any time (pending callbacks become no-ops).
@@ -142,6 +152,9 @@ struct StageStep {
   // others' average without its own pseudo-gradient).
   int sync_left_out = 0;
   bool sync_late = false;
+  // Note [Sync wait]: how long this iteration waited for the stage's
+  // averaging, on the trainer's clock.
+  absl::Duration sync_wait = absl::ZeroDuration();
   // Parts this replica left out or clipped as their shard's owner (Note
   // [Robust averaging] in robust_sum.h), each naming its sender.
   std::vector<PartVerdict> refused_parts;

@@ -249,6 +249,59 @@ TEST(OuterStepsTest, AReplicaLateOnceIsLeftOutThenRejoinsWithEqualDigests) {
   EXPECT_LT(MeanLoss(swarm, kIterations - 4, kIterations), MeanLoss(swarm, 0, 4));
 }
 
+// Note [Sync wait] (node/train/node_trainer.h): node 5 (stage 2's second
+// replica) reaches the hub 2 s (simulated) after each of its syncs, and
+// nobody is closed out (deadline factor 0). Waited for, both stage-2
+// replicas' syncs report the 2 s; with --outer_overlap a sync point waits
+// only for what the H steps since the round started did not cover (less
+// than 2 s; the last iteration also syncs in full), and the other stages,
+// whose rounds end within their H steps, report no wait at all. Inner
+// steps never wait.
+TEST(OuterStepsTest, SyncWaitIsTheTimeASyncPointWaitsForASlowMember) {
+  constexpr int kIterations = 12;
+  const absl::Duration kDelay = absl::Seconds(2);
+  const absl::Duration kSlack = absl::Milliseconds(50);
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "waited for");
+    model::AveragingOptions a;
+    a.outer_every = 4;
+    a.outer_lr = 1;
+    a.outer_momentum = 0;
+    a.overlap = overlap;
+    a.sync_deadline_factor = 0;  // wait for every member
+    TrainedSwarm run = Train(a, kIterations, {{5, kDelay}});
+    TestSwarm& swarm = *run.swarm;
+    for (int stage = 0; stage < 4; ++stage) {
+      for (const int node : {2 * stage, 2 * stage + 1}) {
+        ASSERT_EQ(swarm.reports(node).size(), static_cast<size_t>(kIterations));
+        for (int i = 0; i < kIterations; ++i) {
+          const absl::Duration wait = swarm.reports(node)[i].stages.at(stage).sync_wait;
+          const std::string where = absl::StrCat("stage ", stage, " node ", node, " it ", i);
+          EXPECT_GE(wait, absl::ZeroDuration()) << where;
+          if ((i + 1) % 4 != 0) {
+            EXPECT_EQ(wait, absl::ZeroDuration()) << where;  // an inner step
+          } else if (stage != 2) {
+            EXPECT_LT(wait, kSlack) << where;
+            if (overlap && i != kIterations - 1) EXPECT_EQ(wait, absl::ZeroDuration()) << where;
+          } else if (!overlap) {
+            EXPECT_GE(wait, kDelay - kSlack) << where;
+            EXPECT_LE(wait, kDelay + kSlack) << where;
+          } else if (i == 3) {
+            EXPECT_EQ(wait, absl::ZeroDuration()) << where;  // only starts a round
+          } else if (i < kIterations - 1) {
+            EXPECT_GT(wait, absl::ZeroDuration()) << where;
+            EXPECT_LT(wait, kDelay) << where;  // the H steps covered part of it
+          } else {
+            // The round of iteration 7, then the last sync in full.
+            EXPECT_GT(wait, kDelay) << where;
+            EXPECT_LT(wait, 2 * kDelay) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(OuterStepsTest, CompressedGradientAveragingKeepsReplicasEqual) {
   for (const char* codec : {"int8", "topk:0.1"}) {
     model::AveragingOptions a;

@@ -16,6 +16,7 @@
 #             wait     (the sync waits, closing a member out at the default deadline)
 #             overlap  (--outer_overlap: round k is applied at step (k+1)H)
 #             tight    (waits, deadline --outer_deadline_min_s=0.25 --outer_deadline_factor=1)
+#             overlap_tight (both)
 #             (default "wait overlap tight")
 #   ITERS     iterations per run (default 160); WARM (default 32) iterations not timed
 #   H         outer steps (default 8); CODEC (default int8); REPLICAS (default 2)
@@ -26,7 +27,9 @@
 #   BIN       the skipswarm binary (default: a copy of bazel-bin/cli/skipswarm in OUT)
 #   OUT       (default /tmp/skipswarm-slow-sync); NICE (default 5)
 # Output: OUT/<mode>-<even|slow>/ (the swarms' folders), OUT/*.log, and the
-# table OUT/table.md (appended as pairs finish).
+# table OUT/table.md (appended as pairs finish); the loss column is the data
+# nodes' training loss over the last 16 iterations (loss.csv), the
+# averaging share is rate()'s (below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/skipswarm-slow-sync}
@@ -70,21 +73,27 @@ mode_flags() {
     wait) echo "" ;;
     overlap) echo "--outer_overlap" ;;
     tight) echo "--outer_deadline_min_s=0.25 --outer_deadline_factor=1" ;;
+    overlap_tight) echo "--outer_overlap --outer_deadline_min_s=0.25 --outer_deadline_factor=1" ;;
     *) echo "unknown mode $1" >&2; exit 2 ;;
   esac
 }
 
 # tokens/s over iterations WARM.. of a run (every data node's tokens; the
-# time of an iteration: the slowest data node's elapsed_s, as the launcher).
+# time of an iteration: the slowest data node's elapsed_s, as the launcher),
+# the iterations run, and the share of that time the node that waited most
+# spent waiting for averaging (Note [Sync wait]: sync_wait_s; "-" from a
+# binary without it).
 rate() {
   python3 - "$1/progress.jsonl" "$WARM" <<'EOF'
 import json, sys
-tokens, elapsed = {}, {}
+tokens, elapsed, wait = {}, {}, {}
 for line in open(sys.argv[1]):
     try:
         j = json.loads(line)
     except ValueError:
         continue
+    if "sync_wait_s" in j:
+        wait.setdefault(j["node"], {})[j["iteration"]] = j["sync_wait_s"]
     if "tokens" not in j:
         continue
     it = j["iteration"]
@@ -96,8 +105,16 @@ if len(its) < 2:
     print("failed")
 else:
     t = sum(tokens[i] for i in its[1:])
-    print("%.0f %d" % (t / max(1e-9, elapsed[its[-1]] - elapsed[its[0]]), its[-1] + 1))
+    span = max(1e-9, elapsed[its[-1]] - elapsed[its[0]])
+    share = "-"
+    if wait:
+        share = "%.0f%%" % (100 * max(sum(w.get(i, 0) for i in its[1:]) for w in wait.values()) / span)
+    print("%.0f %d %s" % (t / span, its[-1] + 1, share))
 EOF
+}
+# The training loss: the mean of loss.csv's last 16 iterations.
+last_loss() {
+  tail -n 16 "$1/loss.csv" | awk -F, '$2 + 0 > 0 { s += $2; n++ } END { if (n) printf "%.3f", s / n; else print "?" }'
 }
 # Outer syncs that closed a member out (counted by each survivor) / that a
 # member missed (node_trainer.cc's warnings) / re-syncs after a digest
@@ -111,7 +128,7 @@ counts() {
   echo "$l $o $r $(apart "$1")"
 }
 apart() {
-  [[ "$mode" == overlap ]] && { echo "-"; return; }
+  [[ "$mode" == overlap* ]] && { echo "-"; return; }
   cat "$1"/logs/*.out 2>/dev/null | python3 -c '
 import re, sys
 h = int(sys.argv[1])
@@ -128,13 +145,13 @@ print(sum(1 for v in seen.values() if len(v) > 1))
 
 TABLE="$OUT/table.md"
 if [[ ! -s "$TABLE" ]]; then
-  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | slow run: left out / late / re-synced / syncs apart | even run: the same | iterations |" > "$TABLE"
-  echo "|---|---|---|---|---|---|---|---|---|---|" >> "$TABLE"
+  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | train loss even / slow | averaging share even / slow | slow run: left out / late / re-synced / syncs apart | even run: the same | iterations |" > "$TABLE"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$TABLE"
 fi
 echo "slow_sync: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); $ITERS iterations, H=$H $CODEC, caps $CAP, $SLOW_NODE at $slow_cap"
 for mode in $MODES; do
   flags=$(mode_flags "$mode")
-  declare -A tps=() cnt=() done_its=()
+  declare -A tps=() cnt=() done_its=() loss=() share=()
   for variant in even slow; do
     dir="$OUT/$mode-$variant"
     rm -rf "$dir"
@@ -145,11 +162,12 @@ for mode in $MODES; do
       --local_iterations="$ITERS" --local_eval_every=0 --local_checkpoint_every=0 \
       --local_dir="$dir" --seed=1 --outer_every="$H" --avg_codec="$CODEC" $OUTER $flags \
       --local_sync_caps="$caps" $MODEL 2>&1 | tr '\r' '\n' | grep -v '^\[' > "$OUT/$mode-$variant.log" || true
-    read -r tps[$variant] done_its[$variant] <<< "$(rate "$dir" 2>/dev/null || echo failed 0)"
+    read -r tps[$variant] done_its[$variant] share[$variant] <<< "$(rate "$dir" 2>/dev/null || echo failed 0 -)"
     cnt[$variant]=$(counts "$dir")
-    echo "  $mode $variant: ${tps[$variant]} tokens/s (${done_its[$variant]:-0} iterations), left out / late / re-synced / syncs apart: ${cnt[$variant]}"
+    loss[$variant]=$(last_loss "$dir" 2>/dev/null || echo "?")
+    echo "  $mode $variant: ${tps[$variant]} tokens/s (${done_its[$variant]:-0} iterations), loss ${loss[$variant]}, waiting ${share[$variant]}, left out / late / re-synced / syncs apart: ${cnt[$variant]}"
   done
   ratio=$(awk -v a="${tps[even]}" -v b="${tps[slow]}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", b / a; else print "?" }')
-  echo "| $mode | $H | $CODEC | $CAP | ${tps[even]} | ${tps[slow]} | $ratio | ${cnt[slow]// / \/ } | ${cnt[even]// / \/ } | ${done_its[even]:-0} / ${done_its[slow]:-0} |" | tee -a "$TABLE"
+  echo "| $mode | $H | $CODEC | $CAP | ${tps[even]} | ${tps[slow]} | $ratio | ${loss[even]} / ${loss[slow]} | ${share[even]} / ${share[slow]} | ${cnt[slow]// / \/ } | ${cnt[even]// / \/ } | ${done_its[even]:-0} / ${done_its[slow]:-0} |" | tee -a "$TABLE"
 done
 echo "slow_sync: done $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); table in $TABLE"

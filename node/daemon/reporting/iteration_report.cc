@@ -25,6 +25,7 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
 
   std::string line = absl::StrFormat("[%s] it %d", node_name, r.iteration);
   int64_t avg_bytes = 0;  // over the hosted stages (Note [Outer steps])
+  double sync_wait_s = 0;  // over the hosted stages (Note [Sync wait])
   for (const auto& [s, step] : r.stages) {
     const std::string label = absl::StrCat("stage=\"", s, "\"");
     metrics->Set("skipswarm_stage_visits", static_cast<double>(step.visits_here), label);
@@ -40,6 +41,9 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
       metrics->Add("skipswarm_outer_sync_left_out_total", step.sync_left_out, label);
     }
     avg_bytes += step.avg_bytes;
+    const double wait_s = absl::ToDoubleSeconds(step.sync_wait);
+    sync_wait_s += wait_s;
+    metrics->Add("skipswarm_stage_sync_wait_seconds_total", wait_s, label);
     for (const PartVerdict& v : step.refused_parts) {
       metrics->Add("skipswarm_gradient_parts_refused_total", 1,
                    absl::StrCat(label, ",from=\"", v.from.ShortString(), "\",reason=\"",
@@ -85,6 +89,7 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                           {"iteration_s", iteration_s},
                           {"elapsed_s", elapsed_s},
                           {"avg_bytes", avg_bytes},
+                          {"sync_wait_s", sync_wait_s},
                           {"frames_sent", frames_sent},
                           {"frames_received", frames_received}};
       std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
@@ -94,7 +99,8 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     nlohmann::json j = {
         {"node", node_name},       {"iteration", r.iteration},
         {"rerouted_here", r.rerouted_here}, {"avg_bytes", avg_bytes},
-        {"frames_sent", frames_sent},       {"frames_received", frames_received}};
+        {"sync_wait_s", sync_wait_s},       {"frames_sent", frames_sent},
+        {"frames_received", frames_received}};
     std::ofstream(progress_file, std::ios::app) << j.dump() << "\n";
   }
   // Every node's own re-routes, as a data node or as a relay.

@@ -69,6 +69,10 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_stage_averaged_bytes_total", T::kCounter,
        "Payload bytes this replica pushed to average the stage (reduce-scatter parts and "
        "all-gather shards, encoded by --avg_codec; 0 on the inner steps of --outer_every)."},
+      {"skipswarm_stage_sync_wait_seconds_total", T::kCounter,
+       "Seconds this replica's iterations waited for the stage's averaging: each reduce "
+       "waited for, or with --outer_overlap the wait of a sync point for the round in "
+       "flight (Note [Sync wait])."},
       {"skipswarm_stage_outer_steps_total", T::kCounter,
        "Outer (DiLoCo) steps this replica of the stage applied (--outer_every > 1)."},
       {"skipswarm_outer_sync_late_total", T::kCounter,
