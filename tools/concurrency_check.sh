@@ -15,7 +15,7 @@
 #
 #   bash tools/concurrency_check.sh [extra bazel test flags]
 #   bash tools/concurrency_check.sh --list    # the TSan test targets
-#   bash tools/concurrency_check.sh --grpc    # the gRPC tests (not clean yet)
+#   bash tools/concurrency_check.sh --grpc    # the gRPC tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +36,9 @@ TSAN_TESTS=(
   //node/train:timed_swarm_test
   //tests/integration:exactness_test
 )
-# Not in the set: every test that runs real gRPC still reports (Note [TSan and
-# gRPC] in third_party/tsan/README.md: the hand-offs happen inside
-# Debian's uninstrumented libgrpc). Run them with
+# The tests that run real gRPC (Note [TSan and gRPC] in
+# third_party/tsan/README.md: gRPC's hand-offs are annotated; the first four
+# report nothing, the TLS ones were not run since). Run them with
 #   bash tools/concurrency_check.sh --grpc
 TSAN_GRPC_TESTS=(
   //node/transport:node_server_test
