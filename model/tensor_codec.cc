@@ -207,11 +207,16 @@ absl::StatusOr<EncodedTensor> EncodeImpl(const at::Tensor& tensor, const EncodeO
   enc.meta.block_size = block;
   enc.meta.payload_bytes = bytes;
   at::Tensor t = tensor.detach().to(at::kCPU, is_float ? at::kFloat : at::kLong).contiguous();
-  enc.payload.resize(bytes);
+  if (codec == Codec::kRawFp32 || codec == Codec::kRawInt64) {
+    // One copy, no zero fill first (what a resize would write is overwritten).
+    enc.payload.assign(static_cast<const char*>(t.data_ptr()), bytes);
+  } else {
+    enc.payload.resize(bytes);
+  }
   char* out = enc.payload.data();
   switch (codec) {
     case Codec::kRawFp32:
-    case Codec::kRawInt64: std::memcpy(out, t.data_ptr(), bytes); break;
+    case Codec::kRawInt64: break;  // copied above
     case Codec::kFp16:
       FloatToHalf(t.data_ptr<float>(), reinterpret_cast<uint16_t*>(out), n);
       break;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -149,8 +150,14 @@ absl::StatusOr<at::Tensor> DecodeActivation(const WireTensor& in, const model::M
   want.dtype = model::WireDType::kFloat32;
   want.shape = {-1, -1, c.d_model};
   want.max_dim = std::max<int64_t>({max_samples, c.seq_len, c.d_model});
-  std::string flat(in.payload);
-  return model::DecodeTensor(FromProto(in.meta), flat, want);
+  // A frame's payload arrives as one Cord chunk (up to the transport's chunk
+  // size): decode straight from it. A payload in pieces is flattened first.
+  const model::TensorMeta meta = FromProto(in.meta);
+  if (auto flat = in.payload.TryFlat(); flat.has_value()) {
+    return model::DecodeTensor(meta, *flat, want);
+  }
+  const std::string copy(in.payload);
+  return model::DecodeTensor(meta, absl::string_view(copy), want);
 }
 
 }  // namespace
