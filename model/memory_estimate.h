@@ -40,6 +40,11 @@ struct StageMemoryEstimate {
   int64_t optimizer_bytes = 0;      // AdamW exp_avg + exp_avg_sq
   int64_t activation_bytes_per_mb = 0;
   int in_flight_mbs = 1;
+  // Paid once, whatever is in flight: bf16 copies of the weights that
+  // autocast keeps for backward (0 in fp32), and the largest temporaries of
+  // one block's backward (the attention probabilities' gradients).
+  int64_t autocast_weight_bytes = 0;
+  int64_t backward_workspace_bytes = 0;
   int64_t total_bytes = 0;  // all of the above, activations x in_flight_mbs
 };
 

@@ -29,9 +29,19 @@ StageOptimizer::StageOptimizer(StageModule& module, const OptimizerOptions& opti
 
 double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm) {
   c10::NoGradGuard no_grad;
-  double sq = 0;
+  // Each parameter's squared norm stays on its device (in double, as the
+  // sum is); one read at the end. A read per parameter stalled a GPU's
+  // queue once per parameter (hundreds of times a step).
+  std::vector<at::Tensor> squares;
+  squares.reserve(params.size());
   for (const auto& p : params) {
-    if (p.grad().defined()) sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    if (p.grad().defined()) squares.push_back(p.grad().to(at::kDouble).pow(2).sum());
+  }
+  double sq = 0;
+  if (!squares.empty()) {
+    const at::Tensor all = at::stack(squares).to(at::kCPU);
+    const double* v = all.data_ptr<double>();
+    for (int64_t i = 0; i < all.numel(); ++i) sq += v[i];  // in order, as before
   }
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
