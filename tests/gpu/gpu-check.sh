@@ -48,6 +48,7 @@ if ! strings "$(ldconfig -p | awk '/libstdc\+\+\.so\.6 /{print $NF; exit}')" 2>/
 fi
 export LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin="$pack/bin/skipswarm"
+corpus="$pack/corpus"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 python3 -c 'import torch; print("python torch", torch.__version__, torch.version.cuda)'
 if ldd "$bin" | grep "not found"; then echo "MISSING LIBRARIES (see above)"; fi
@@ -99,8 +100,8 @@ train_ref() {  # preset bf16 limit
   echo "== train-ref --model=$1 --bf16=$2 (limit ${t}s)"
   local m="$work/metrics-$1-$2.jsonl" s=$SECONDS out rc
   out="$(with_peak timeout "$t" "$bin" train-ref --model="$1" --device=cuda \
-    --bf16="$2" --samples_per_mb=8 --mbs_per_iteration=2 --iterations="$iters" \
-    --log_every=2 --eval_every=0 --eval_batches=1 --final_eval_batches=1 \
+    --bf16="$2" --corpus="$corpus" --samples_per_mb=8 --mbs_per_iteration=2 --iterations="$iters" \
+    --log_every=1 --eval_every=0 --eval_batches=1 --final_eval_batches=1 \
     --checkpoint_every=0 --metrics_out="$m" 2>&1)"
   rc=$?
   echo "$out" | tail -20
@@ -136,7 +137,7 @@ local_swarm() {  # bf16 limit
   [ "$t" -gt 0 ] || { echo "skipped local swarm: budget"; return; }
   echo "== 4-process local swarm on one GPU (125m, stages=4, bf16=$1; limit ${t}s)"
   local s=$SECONDS out rc
-  out="$(with_peak timeout "$t" "$bin" local --model=125m --device=cuda --bf16="$1" --stages=4 \
+  out="$(with_peak timeout "$t" "$bin" local --model=125m --device=cuda --bf16="$1" --corpus="$corpus" --stages=4 \
     --local_data_nodes=1 --local_replicas=1 --local_iterations="$iters" --local_mbs=2 \
     --samples_per_mb=8 --local_dir="$work/local-$1" 2>&1)"
   rc=$?

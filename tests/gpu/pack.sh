@@ -18,6 +18,8 @@ for b in cli/skipswarm tests/gpu/cuda_paths_test; do
   strip "$out/bin/$(basename "$b")"
 done
 cp tests/gpu/plain_loop.py tests/gpu/figures.py "$out/" 2>/dev/null || true
+# The default training text (the GPU machine has no Debian fortunes).
+cp -r /usr/share/games/fortunes "$out/corpus"
 # Shared libraries by path, as this machine resolves them.
 skip='^(libc|libm|libdl|libpthread|librt|ld-linux.*|libtorch.*|libc10.*|libcuda.*|libcu.*|libnccl.*|libnvshmem.*|libnv.*|libgomp)\.so'
 for b in "$out"/bin/*; do
