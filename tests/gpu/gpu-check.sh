@@ -22,7 +22,8 @@
 #   4. skipswarm local: 4 processes (1 data node + 1 replica of 3 stages,
 #      125m) on the one GPU over loopback gRPC, vs train-ref 125m.
 #   5. The same in fp32 (350m train-ref and plain loop, 125m train-ref).
-# Environment: GPU_CHECK_BUDGET_S (480), GPU_CHECK_ITERS (20).
+# Environment: GPU_CHECK_BUDGET_S (480), GPU_CHECK_ITERS (20), GPU_CHECK_SKIP
+# (words: test, local, fp32; e.g. "test local" for a rerun of the figures).
 set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 pack="$here/out/gpu"
@@ -86,9 +87,11 @@ idle="$(used_mib)"
 ctx="$(with_peak python3 -c 'import torch, time; x = torch.zeros(1, device="cuda"); torch.cuda.synchronize(); time.sleep(1.5)' | sed -n 's/peak_mib=//p')"
 row "{\"step\":\"idle\",\"used_mib\":${idle:-0},\"with_torch_context_mib\":${ctx:-0}}"
 
+skip() { [[ " ${GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
+
 echo "== 2. CUDA unit tests"
 t=$(limit 150)
-if [ "$t" -gt 0 ]; then
+if [ "$t" -gt 0 ] && ! skip test; then
   timeout "$t" "$pack/bin/cuda_paths_test" --gtest_output=json:"$res/cuda_paths_test.json"
   row "{\"step\":\"cuda_paths_test\",\"rc\":$?}"
 fi
@@ -150,12 +153,14 @@ echo "== 3. 350m, bf16: train-ref vs a plain PyTorch loop"
 train_ref 350m true 150
 plain_loop --bf16 120
 echo "== 4. local swarm vs train-ref, 125m bf16"
-local_swarm true 180
+skip local || local_swarm true 180
 train_ref 125m true 90
-echo "== 5. fp32"
-train_ref 350m false 150
-plain_loop "" 120
-train_ref 125m false 90
+if ! skip fp32; then
+  echo "== 5. fp32"
+  train_ref 350m false 150
+  plain_loop "" 120
+  train_ref 125m false 90
+fi
 
 python3 - "$figures" "$res/gpu-figures.json" <<'PY'
 import json, sys
