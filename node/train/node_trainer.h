@@ -87,10 +87,13 @@
 // that must re-sync (Note [Digest re-sync]) imports a peer's state and then
 // still takes part in round k+1, so its peers do not wait for it. The last
 // iteration of a run applies the round in flight and, at a sync point,
-// syncs in full, so a run ends on the common anchor. What a member slow to
-// upload costs, measured: node/train/README.md. A member slower than the
-// sync's deadline is left out of the round (Note [Late members] in
-// sharded_reduce.h, the deadline from NodeTrainer's measured pace).
+// syncs in full, so a run ends on the common anchor. A member whose round
+// takes longer to upload than H steps' compute makes its peers' sync points
+// wait for the excess every round (a bandwidth deficit; measured in
+// node/train/README.md): the deadline (Note [Late members] in
+// sharded_reduce.h, from NodeTrainer's measured pace) closes out only a
+// member whose reduce-scatter part is still missing, not one late with its
+// reduced shard.
 //
 // Note [Sync wait]: StageStep::sync_wait is the time from this replica's
 // contribution to its reduce's result where the iteration waits for it
