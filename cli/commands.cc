@@ -63,6 +63,7 @@ std::vector<common::cli::Command> AllCommands(NodeBackendWrapper wrap) {
       LocalWithWan(),
       identity::KeygenCommand(),
       InviteCommand(),
+      RevokeCommand(),
       VersionCommand(),
   };
 }

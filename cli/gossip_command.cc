@@ -48,7 +48,16 @@ ABSL_FLAG(bool, insecure, false,
           "Plain-text gossip without a key file (local test swarms only).");
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
 ABSL_FLAG(std::string, swarm_secret, "",
-          "Private swarm secret: nodes without it cannot join (never sent).");
+          "Private swarm secret: nodes without it cannot join (never sent). On the command "
+          "line it is visible to every local user: prefer --swarm_secret_file or "
+          "$SKIPSWARM_SWARM_SECRET (this flag warns).");
+ABSL_FLAG(std::string, revocations_file, "",
+          "The swarm's revocation list (written by `skipswarm revoke`): loaded at start and "
+          "re-read when it changes; the node spreads it and every member evicts and refuses "
+          "the nodes and invites it names. A missing file is an empty list.");
+ABSL_FLAG(std::string, swarm_secret_file, "",
+          "File holding the private swarm secret (surrounding whitespace ignored; keep it "
+          "chmod 600). Or set $SKIPSWARM_SWARM_SECRET.");
 ABSL_FLAG(int, checkpoint_copies, 2,
           "Note [Checkpoint copies]: at every --node_checkpoint_every boundary each stage's "
           "checkpoint is also pulled by this many nodes that do not host it (kept in "
@@ -217,7 +226,8 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.create_key = absl::GetFlag(FLAGS_create_key);
   g.insecure = absl::GetFlag(FLAGS_insecure);
   g.swarm_name = absl::GetFlag(FLAGS_swarm_name);
-  g.swarm_secret = absl::GetFlag(FLAGS_swarm_secret);
+  g.swarm_secret = manifest->swarm_secret;
+  g.revocations_file = absl::GetFlag(FLAGS_revocations_file);
   g.join = absl::StrSplit(absl::GetFlag(FLAGS_join), ',', absl::SkipEmpty());
   g.join_timeout = base.startup_timeout;
   g.seed = base.model.seed;

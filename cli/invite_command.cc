@@ -10,12 +10,16 @@
 #include "absl/flags/flag.h"
 #include "cli/gossip_command.h"
 #include "common/real_clock.h"
+#include "absl/strings/escaping.h"
 #include "manifest/invite_maker.h"
+#include "manifest/revocation_maker.h"
 #include "membership/admission.h"
+#include "membership/revocation.h"
 
 // Defined in gossip_command.cc.
 ABSL_DECLARE_FLAG(std::string, node_key_file);
 ABSL_DECLARE_FLAG(std::string, swarm_name);
+ABSL_DECLARE_FLAG(std::string, revocations_file);
 
 ABSL_FLAG(std::string, expires, "720h",
           "invite: how long the invite admits its holder (a duration: 720h) or until when (RFC "
@@ -53,6 +57,37 @@ common::cli::Command InviteCommand() {
               return 1;
             }
             std::cout << *token << "\n";
+            // Note [Revocation]: the id `skipswarm revoke` takes for it.
+            if (absl::StatusOr<proto::SignedInvite> inv = membership::DecodeInvite(*token);
+                inv.ok()) {
+              std::cerr << "invite id " << absl::BytesToHexString(membership::InviteId(*inv))
+                        << " (to withdraw it: skipswarm revoke ... <that id>)\n";
+            }
+            return 0;
+          }};
+}
+
+common::cli::Command RevokeCommand() {
+  return {"revoke",
+          "Founder: add node ids or invites to the swarm's signed revocation list file",
+          "skipswarm revoke --node_key_file=founder.key [--swarm_name=S] "
+          "--revocations_file=revoked.txt NODE_ID|INVITE_ID|INVITE_TOKEN...",
+          {kGossipFlagsFile},
+          [](const std::vector<std::string>& args) {
+            absl::StatusOr<manifest::RevokeResult> done = manifest::Revoke(
+                {absl::GetFlag(FLAGS_node_key_file), absl::GetFlag(FLAGS_swarm_name),
+                 absl::GetFlag(FLAGS_revocations_file), args},
+                common::RealClock::Create()->Now());
+            if (!done.ok()) {
+              std::cerr << "revoke: " << done.status().message() << "\n";
+              return 1;
+            }
+            std::cout << "revocation list " << done->serial << " (" << done->total
+                      << " entries, " << done->added << " new) written to "
+                      << absl::GetFlag(FLAGS_revocations_file)
+                      << "; daemons started with --revocations_file=<it> gossip it within "
+                         "seconds (copy it to one running member's file if the founder is "
+                         "not running)\n";
             return 0;
           }};
 }

@@ -15,6 +15,10 @@
 namespace skipswarm::cli {
 
 common::cli::Command InviteCommand();
+// `skipswarm revoke`: the founder adds node ids, invite ids or invite
+// tokens to the swarm's revocation list file (manifest/revocation_maker.h,
+// Note [Revocation] in membership/revocation.h).
+common::cli::Command RevokeCommand();
 
 }  // namespace skipswarm::cli
 

@@ -2,12 +2,15 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
+
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/internal/private_handle_accessor.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/swarm_secret.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "identity/identity.h"
@@ -29,6 +32,7 @@ ABSL_DECLARE_FLAG(bool, create_key);
 ABSL_DECLARE_FLAG(bool, insecure);
 ABSL_DECLARE_FLAG(std::string, swarm_name);
 ABSL_DECLARE_FLAG(std::string, swarm_secret);
+ABSL_DECLARE_FLAG(std::string, swarm_secret_file);
 
 ABSL_FLAG(std::string, admission, "open",
           "Founder: who may join the swarm, written into its signed manifest: open (any node "
@@ -63,14 +67,27 @@ std::string FlagText(absl::string_view name) {
   return flag ? flag->CurrentValue() : "";
 }
 
-manifest::SwarmSettings SettingsOf(const node::NodeDaemonOptions& o) {
+// --swarm_secret, --swarm_secret_file or the environment (cli/swarm_secret.h).
+absl::StatusOr<std::string> SwarmSecret() {
+  SwarmSecretSources sources;
+  sources.flag = absl::GetFlag(FLAGS_swarm_secret);
+  sources.file = absl::GetFlag(FLAGS_swarm_secret_file);
+  if (const char* env = std::getenv(kSwarmSecretEnv); env != nullptr) sources.env = env;
+  std::string warning;
+  SS_ASSIGN_OR_RETURN(std::string secret, ResolveSwarmSecret(sources, &warning));
+  if (!warning.empty()) LOG(WARNING) << warning;
+  return secret;
+}
+
+manifest::SwarmSettings SettingsOf(const node::NodeDaemonOptions& o,
+                                   const std::string& swarm_secret) {
   manifest::SwarmSettings s;
   s.model = o.model;
   s.preset = FlagText("model");
   s.mbs_per_iteration = o.mbs_per_iteration;
   s.iterations = o.iterations;
   s.swarm_name = absl::GetFlag(FLAGS_swarm_name);
-  s.private_swarm = !absl::GetFlag(FLAGS_swarm_secret).empty();
+  s.private_swarm = !swarm_secret.empty();
   s.tls = !absl::GetFlag(FLAGS_insecure);
   return s;
 }
@@ -103,9 +120,10 @@ const char kManifestFlagsFile[] = "cli/manifest_step.cc";
 
 absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* o) {
   SwarmManifestStep step;
+  SS_ASSIGN_OR_RETURN(step.swarm_secret, SwarmSecret());
   SS_ASSIGN_OR_RETURN(std::unique_ptr<identity::Identity> key, LoadKey());
   const std::string join = absl::GetFlag(FLAGS_join);
-  manifest::SwarmSettings settings = SettingsOf(*o);
+  manifest::SwarmSettings settings = SettingsOf(*o, step.swarm_secret);
   proto::SignedManifest signed_manifest;
   if (join.empty()) {
     // Founder. The corpus is hashed for its identity; a founder that
@@ -155,7 +173,7 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
                           identity::PeerCredentials::Create({key.get(), false}, clock->Now()));
     }
     bo.swarm_id = membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
-                                            absl::GetFlag(FLAGS_swarm_secret));
+                                            step.swarm_secret);
     bo.timeout = o->startup_timeout;
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
@@ -205,7 +223,7 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
   step.service = std::make_unique<manifest::ManifestService>(
       signed_manifest,
       membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
-                                absl::GetFlag(FLAGS_swarm_secret)),
+                                step.swarm_secret),
       step.quota);
   return step;
 }

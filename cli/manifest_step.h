@@ -50,6 +50,8 @@ struct SwarmManifestStep {
   // (Note [Admission] in membership/admission.h).
   membership::AdmissionPolicy admission;
   proto::SignedInvite invite;
+  // The private swarm's secret (cli/swarm_secret.h); empty: none.
+  std::string swarm_secret;
 };
 
 // REQUIRES: `o` holds the node flags (ReadModelFlags and the rest).

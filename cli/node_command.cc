@@ -261,6 +261,7 @@ common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
   c.help_groups = {
       {"network",
        {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "quiet_hours", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+        "swarm_secret_file", "revocations_file",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps",
         "max_sync_upload_mbps"}},
       {"model", {"sdp", "sdp_keep"}, {model::kModelFlagsFile}},

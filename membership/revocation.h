@@ -32,6 +32,9 @@
 //   changes.
 // * The founder cannot be revoked (its key signs the list); a member whose
 //   own id or invite is on the list logs it once and is refused everywhere.
+// * In a selective swarm the daemon's data services refuse an evicted id
+//   outright (members-only quotas); in an open swarm they give it what any
+//   stranger gets (a small budget), though no route or group uses it.
 // Signed bytes are domain-separated ("skipswarm revocations v1|" + list).
 //
 // Thread rule: free functions and a value type; thread-compatible.

@@ -7,6 +7,7 @@
 // while they train: it is refused naming the cause, and it never enters
 // the swarm (the founder's status page counts 3 live members, stage 1 has
 // one replica). Tiny model; waits on notifications, no sleeps.
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 #include "membership/admission.h"
+#include "membership/revocation.h"
 #include "nlohmann/json.hpp"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
@@ -180,6 +182,121 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(invited->result.ok()) << invited->result;
   EXPECT_TRUE(listed->result.ok()) << listed->result;
+}
+
+// Note [Revocation]: the founder's daemon loads its --revocations_file when
+// it changes; the list it gossips evicts the revoked replica from every
+// view while the others train on to the end.
+TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
+  const auto founder_key = *identity::Identity::FromSeed(std::string(32, 'f'));
+  const auto a_key = *identity::Identity::FromSeed(std::string(32, 'i'));
+  const auto b_key = *identity::Identity::FromSeed(std::string(32, 'j'));
+  const auto listed_key = *identity::Identity::FromSeed(std::string(32, 'l'));
+  policy_.mode = membership::AdmissionMode::kInvite;
+  policy_.swarm_name = kSwarm;
+  policy_.founder_public_key = founder_key->public_key();
+  policy_.allowed_ids = {listed_key->id()};
+  constexpr int64_t kIterations = 40;
+  const std::string revoked_file = dir_ + "/revoked.txt";
+  std::remove(revoked_file.c_str());
+  auto invite = [&](const identity::Identity& key, char nonce) {
+    return *membership::MintInvite(*founder_key,
+                                   {kSwarm, absl::FromUnixSeconds(4'000'000'000), key.id()},
+                                   std::string(membership::kInviteNonceBytes, nonce));
+  };
+
+  // Stage 0: the founder; stage 1: a and b (invited); stage 2: the listed one.
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.expect_members = 4;
+  f.base.iterations = kIterations;
+  f.base.metrics_port = 0;
+  f.gossip.revocations_file = revoked_file;
+  f.gossip.revocations_poll = absl::Milliseconds(100);
+  absl::Mutex mu;
+  int founder_iterations = 0;  // guarded by mu
+  auto founder = Launch(f, [&](const NodeIterationReport&) {
+    absl::MutexLock lock(&mu);
+    ++founder_iterations;
+  });
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  absl::Notification training;
+  std::vector<std::unique_ptr<Running>> others;
+  const struct {
+    const char* name;
+    int stage;
+    char seed;
+    const identity::Identity* key;
+    char nonce;
+  } nodes[] = {{"a", 1, 'i', a_key.get(), 'a'},
+               {"b", 1, 'j', b_key.get(), 'b'},
+               {"c", 2, 'l', nullptr, 0}};
+  for (const auto& n : nodes) {
+    GossipDaemonOptions o = Options(n.name, {n.stage}, n.seed);
+    o.expect_members = 4;
+    o.base.iterations = kIterations;
+    o.gossip.join = {bootstrap};
+    if (n.key != nullptr) o.gossip.invite = invite(*n.key, n.nonce);
+    others.push_back(Launch(o, [&, first = others.empty()](const NodeIterationReport& r) {
+      if (first && r.iteration >= 3 && !training.HasBeenNotified()) training.Notify();
+    }));
+    ASSERT_NE(others.back(), nullptr);
+  }
+  Running* const b = others[1].get();
+  while (!training.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+    ASSERT_FALSE(others[0]->finished.HasBeenNotified()) << others[0]->result;
+  }
+
+  proto::RevocationList list;
+  list.set_swarm_name(kSwarm);
+  list.set_serial(1);
+  list.add_node_ids(b_key->id().Bytes());
+  {
+    std::ofstream out(revoked_file + ".tmp");
+    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
+  }
+  ASSERT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+  int revoked_at;
+  {
+    absl::MutexLock lock(&mu);
+    revoked_at = founder_iterations;
+  }
+
+  // The founder's view loses b within a few of its iterations.
+  const std::string b_short = b_key->id().ShortString();
+  bool evicted = false;
+  int evicted_at = 0;
+  while (!evicted && !founder->finished.HasBeenNotified()) {
+    {
+      absl::MutexLock lock(&mu);
+      const int seen = founder_iterations;
+      const auto later = [&] {
+        return founder_iterations > seen || founder->finished.HasBeenNotified();
+      };
+      mu.Await(absl::Condition(&later));
+      evicted_at = founder_iterations;
+    }
+    httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
+    auto res = http.Get("/status.json");
+    if (!res) continue;
+    const nlohmann::json st = nlohmann::json::parse(res->body, nullptr, false);
+    if (st.is_discarded()) continue;
+    evicted = true;
+    for (const auto& m : st["swarm"]["members"]) evicted &= m["short"] != b_short;
+  }
+  EXPECT_TRUE(evicted);
+  std::printf("FIGURE revoked_replica_evicted_after_founder_iterations=%d\n",
+              evicted_at - revoked_at);
+  b->signals.stop = true;  // refused everywhere: it cannot train on
+  for (auto& r : others) r->finished.WaitForNotification();
+  founder->finished.WaitForNotification();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  EXPECT_TRUE(others[0]->result.ok()) << others[0]->result;
+  EXPECT_TRUE(others[2]->result.ok()) << others[2]->result;
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(founder_iterations, kIterations);
+  }
 }
 
 }  // namespace
