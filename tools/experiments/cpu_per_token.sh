@@ -45,7 +45,16 @@ for n in "$SHORT" "$LONG"; do
       --eval_every=0 --checkpoint_every=0 --eval_batches=1 --final_eval_batches=1 \
       --checkpoint_dir="$OUT/ref-$n" "$@" > "$OUT/ref-$n.log" 2>&1 ; } 2> "$OUT/ref-$n.time"
   ref_cpu=$(awk '{print $1 + $2}' "$OUT/ref-$n.time")
-  echo "ref $n $tokens $ref_cpu" >> "$OUT/table.txt"
+  # train-ref's own token count ("8 MBs x 4 x 128 tokens per iteration"): a
+  # swarm that dropped micro-batches trained fewer, and the run says so.
+  per_it=$(grep -oE '[0-9]+ MBs x [0-9]+ x [0-9]+ tokens per iteration' "$OUT/ref-$n.log" |
+           awk '{print $1 * $4 * $6}')
+  ref_tokens=$(( per_it * n ))
+  if [[ "${tokens%.*}" -lt "$ref_tokens" ]]; then
+    echo "WARNING: the swarm trained $tokens of $ref_tokens tokens in $n iterations" \
+         "(dropped micro-batches): this run is not comparable" >&2
+  fi
+  echo "ref $n $ref_tokens $ref_cpu" >> "$OUT/table.txt"
 done
 python3 - "$OUT/table.txt" <<'PY'
 import sys
