@@ -131,8 +131,14 @@ ABSL_FLAG(std::string, local_dir, "skipswarm-local",
 namespace skipswarm::launcher {
 namespace {
 
-std::atomic<bool> g_interrupted{false};  // main-level: set by SIGINT/SIGTERM
-void OnSignal(int) { g_interrupted.store(true); }
+// Main-level: SIGINT and SIGTERM. The first stops every node with a
+// checkpoint; a second one ends them at once (SIGKILL, no checkpoint).
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signals{0};
+void OnSignal(int) {
+  g_signals.fetch_add(1);
+  g_interrupted.store(true);
+}
 
 std::string JsonString(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -375,6 +381,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   absl::Duration joined_after = absl::InfiniteDuration();  // spawn -> JOIN line
   std::string join_line;
   bool interrupted_sent = false;
+  bool killed_all = false;  // a second signal
   // Stage loss (no live host of a stage before the last iteration): the
   // swarm is restored from the newest checkpoint generation (Note [Local
   // stage restore]); without one it stops with an error naming the stage
@@ -669,6 +676,13 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       }
       interrupted_sent = true;
     }
+    if (g_signals.load() > 1 && !killed_all) {
+      std::printf("\nsecond signal: ending every node at once (no checkpoint)\n");
+      for (Child& c : children) {
+        if (!c.exited) kill(c.pid, SIGKILL);
+      }
+      killed_all = true;
+    }
     if (snapshots) snapshots->Poll();
     if (generations) generations->Poll();
     clock->SleepFor(absl::Milliseconds(200));
@@ -685,6 +699,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (joined_at_iteration >= 0) events.push_back({joined_at_iteration, "j0 started"});
   events.insert(events.end(), restore_events.begin(), restore_events.end());
   WriteLossSummary(dir, points, events);
+  if (killed_all) {
+    return absl::AbortedError(
+        "a second signal ended every node at once; their checkpoints are the last periodic ones");
+  }
   if (!lost.empty()) return absl::FailedPreconditionError(lost);
   const double wall_s =
       points.empty() ? 0 : train_seconds(points.rbegin()->first, points.rbegin()->second);

@@ -18,6 +18,12 @@ absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
   const pid_t pid = fork();
   if (pid < 0) return absl::UnavailableError("fork failed");
   if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C (SIGINT to the foreground
+    // group) reaches only the launcher, which forwards one stop. A node that
+    // got the terminal's SIGINT and then the launcher's took the second as
+    // "exit at once" and left no checkpoint (Note [Stopping] in
+    // node/daemon/gossip/gossip_daemon.cc).
+    setpgid(0, 0);
     const std::string log = absl::StrCat(dir, "/logs/", name);
     int o = open((log + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = open((log + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -84,7 +85,14 @@ absl::Status CheckTrained(const std::map<int64_t, ProgressPoint>& points, int64_
                           bool interrupted) {
   // A data node's NaN is left out of its point (n == 0).
   if (points.empty()) return absl::DataLossError("no iteration trained");
-  const auto& [last_it, last] = *points.rbegin();
+  auto newest = points.rbegin();
+  // A stop drops the micro-batches in flight: with SIGTERM, the last
+  // iteration often has none finished, which is no loss of training.
+  if (interrupted && newest->second.n == 0 && newest->second.completed == 0 &&
+      std::next(newest) != points.rend()) {
+    ++newest;
+  }
+  const auto& [last_it, last] = *newest;
   const double final_loss = last.n > 0 ? last.loss_sum / last.n : NAN;
   if (!std::isfinite(final_loss)) {
     return absl::DataLossError(absl::StrCat("iteration ", last_it, " ended with a non-finite loss (",

@@ -45,7 +45,10 @@ int PrintRunSummary(const std::string& dir, const std::vector<LocalChild>& child
 
 // Never a silent success: DataLoss when no iteration trained, when the last
 // one's mean loss is not finite, or when fewer than `iterations` trained and
-// the run was not `interrupted`; Ok otherwise.
+// the run was not `interrupted`; Ok otherwise. In an interrupted run the
+// last iteration may have been cut short by the stop (no micro-batch of any
+// data node finished, none had a loss): the iteration before it is judged.
+// A non-finite loss of finished micro-batches always fails.
 absl::Status CheckTrained(const std::map<int64_t, ProgressPoint>& points, int64_t iterations,
                           bool interrupted);
 

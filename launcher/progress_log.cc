@@ -42,6 +42,7 @@ void ReadProgress(const std::string& path, std::map<int64_t, ProgressPoint>& poi
       pt.loss_sum += loss->get<double>();
       ++pt.n;
     }
+    pt.completed += static_cast<int>(number("completed", 0));
     pt.dropped += static_cast<int>(number("dropped", 0));
     pt.tokens += number("tokens", 0);
     pt.elapsed = std::max(pt.elapsed, number("elapsed_s", 0));

@@ -21,6 +21,7 @@ namespace skipswarm::launcher {
 struct ProgressPoint {
   double loss_sum = 0;  // over the data nodes that reported a finite loss
   int n = 0;            // how many did
+  int completed = 0;    // micro-batches that finished, over every data node
   int dropped = 0;
   double tokens = 0;
   double elapsed = 0;   // the latest elapsed_s of the iteration's lines

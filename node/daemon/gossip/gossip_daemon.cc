@@ -95,6 +95,30 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
                     force);
 }
 
+std::optional<int> GossipDaemon::Parts::StageWithoutLiveReplica() {
+  const membership::View view = gossip->membership()->GetView();
+  const uint64_t it = members->iteration();
+  const std::vector<int> ours = Stages();
+  for (int s = 0; s < base().model.model.num_stages; ++s) {
+    if (std::find(ours.begin(), ours.end(), s) != ours.end()) continue;
+    if (OtherLiveReplicas(view, self, s, it).empty()) return s;
+  }
+  return std::nullopt;
+}
+
+absl::Status GossipDaemon::Parts::FinalCheckpoint() {
+  SS_RETURN_IF_ERROR(Checkpoint());
+  const NodeDaemonOptions& o = base();
+  if (o.model.checkpoint_dir.empty() || computes.empty()) return absl::OkStatus();
+  const int64_t step = computes.begin()->second->step();
+  LOG(INFO) << o.name << ": checkpoint of step " << step << " written to "
+            << o.model.checkpoint_dir;
+  std::printf("%s: checkpoint of step %lld written to %s\n", o.name.c_str(),
+              static_cast<long long>(step), o.model.checkpoint_dir.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 std::string GossipDaemon::gossip_address() const { return parts_->gossip->endpoints().gossip; }
 
 int GossipDaemon::metrics_port() const {
@@ -509,12 +533,20 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
 // (nothing trained; the state it was built or resumed with is saved, exit 0).
 // SIGINT stops after the current iteration; SIGTERM drains (leaves after its
 // exit iteration), or, when leaving would lose a stage (the last replica,
-// without --force), stops like SIGINT instead of being ignored. A stop whose
-// iteration has not finished within options.stop_timeout (default 30 s: a
-// peer never answers, the data nodes are paused), a drain's included, abandons it: the training
-// stack goes first (its callbacks end), then the checkpoint of the last
-// finished step is written and the node leaves. A second SIGINT or SIGTERM
-// exits at once from the signal handler (cli/gossip_command.cc).
+// without --force), stops like SIGINT instead of being ignored. While
+// training is paused (a stage has no live replica: the data nodes cannot
+// plan, Note [Paused training]) no iteration will finish, so a stop, a
+// drain's included, abandons the current one at once; a replica waiting
+// there used to sit out the whole bound, which put its exit past 30 s. An
+// iteration that was in flight when the stage went is abandoned too: the
+// node's checkpoint is then one step behind its stage's other replicas, as
+// after a stop that runs out of time. A stop whose iteration has not
+// finished within options.stop_timeout (default 30 s: a peer never
+// answers) abandons it the same way: the training stack goes first (its
+// callbacks end), then the checkpoint of the last finished step is written
+// ("NAME: checkpoint of step N written to DIR" on stdout) and the node
+// leaves. A second SIGINT or SIGTERM exits at once from the signal handler
+// (cli/gossip_command.cc).
 //
 // Note [Gossip daemon teardown]: who calls whom decides the order.
 //  - The trainer's iteration callback (Parts::OnIteration, on a trainer
@@ -641,7 +673,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
       // Note [Stopping]: every stop leaves a checkpoint, this one too (the
       // state it was built or resumed with).
-      SS_RETURN_IF_ERROR(p.Checkpoint());
+      SS_RETURN_IF_ERROR(p.FinalCheckpoint());
       p.gossip->Leave(absl::Seconds(2), 0);
       return absl::OkStatus();
     }
@@ -710,8 +742,22 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         stop_timed_out = true;
         break;
       }
+      {
+        absl::MutexLock lock(&p.mu);
+        if (p.draining) stopping = left = true;
+      }
+      // Note [Stopping]: while training is paused no iteration finishes
+      // (the data nodes wait for the lost stage), so a stop does not wait
+      // for one: the last finished step is saved at once.
+      std::optional<int> lost;
+      if (stopping && (lost = p.StageWithoutLiveReplica()).has_value()) {
+        LOG(WARNING) << o.name << ": training is paused (stage " << *lost
+                     << " has no live replica); stopping without waiting for iteration "
+                     << p.members->iteration();
+        stop_timed_out = true;
+        break;
+      }
       absl::MutexLock lock(&p.mu);
-      if (p.draining) stopping = left = true;
       // A drain must end even if a peer never answers our last averaging
       // or the swarm is paused: within the stop bound, with the checkpoint
       // of the last finished step (it used to wait startup_timeout, 120 s,
@@ -750,7 +796,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     p.ReplaceStack(nullptr);
     finish->status = absl::CancelledError("stop timed out");
   }
-  SS_RETURN_IF_ERROR(p.Checkpoint());
+  SS_RETURN_IF_ERROR(p.FinalCheckpoint());
   {
     absl::MutexLock lock(&p.mu);
     left = p.draining;  // a drain signed LEFT with its exit iteration already

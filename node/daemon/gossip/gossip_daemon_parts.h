@@ -204,6 +204,13 @@ struct GossipDaemon::Parts {
     return d;
   }
   absl::Status CanLeave(bool force);
+  // Note [Stopping]: a stage of the model that no live member (this one
+  // included) hosts in the current iteration, so the data nodes cannot plan
+  // and training is paused; nullopt when every stage has a live replica.
+  std::optional<int> StageWithoutLiveReplica();
+  // Saves the hosted stages and prints "NAME: checkpoint of step N written
+  // to DIR" (the stop's last word; the periodic checkpoints stay quiet).
+  absl::Status FinalCheckpoint();
   // Note [Paused members]: CheckPause over one snapshot of `hosted` (Note
   // [Hosted stages snapshot]); any thread.
   absl::Status CanPause(bool force);
