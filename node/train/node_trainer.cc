@@ -100,6 +100,9 @@ struct NodeTrainer::State {
   void AfterRound(NodeIterationReport report, StageIt it, StageStep step, StepThen then);
   // Note [Overlapped sync]: starts this sync's round and moves on.
   void StartRound(NodeIterationReport report, StageIt it, StageStep step);
+  // Note [Sync wait]: names a sync point's wait for its round once it is
+  // more than a tenth of the H steps the round had (rate-limited).
+  void WarnSlowRound(uint64_t iteration, int stage, absl::Duration waited);
   void Next(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
             StageStep step) {
     step.digest_after = it->second->ParamsDigest();
@@ -371,7 +374,9 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
       // Still in flight: the one wait of Note [Overlapped sync].
       round->second.waiter = [this, report = std::move(report), it, step = std::move(step),
                               then = std::move(then), since]() mutable {
-        step.sync_wait += clock->SteadyNow() - since;
+        const absl::Duration waited = clock->SteadyNow() - since;
+        step.sync_wait += waited;
+        WarnSlowRound(report.iteration, it->first, waited);
         AfterRound(std::move(report), it, std::move(step), std::move(then));
       };
       return;
@@ -414,6 +419,22 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
     report.status = o.status();
   }
   (*shared)(std::move(report), it, std::move(step));
+}
+
+void NodeTrainer::State::WarnSlowRound(uint64_t iteration, int stage, absl::Duration waited) {
+  absl::Duration steps;
+  {
+    absl::MutexLock lock(&mu);
+    steps = pace[stage].gap;
+  }
+  if (steps <= absl::ZeroDuration() || waited * 10 <= steps) return;
+  if (int64_t held = 0; AllowLog(&held)) {
+    LOG(WARNING) << "iteration " << iteration << " stage " << stage << ": the overlapped outer "
+                 << "sync waited " << waited << " for its round after " << steps
+                 << " of H steps: a replica's averaging upload takes longer than the H steps' "
+                 << "compute; a larger --outer_every or a smaller --avg_codec hides it"
+                 << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+  }
 }
 
 void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, StageStep step) {
