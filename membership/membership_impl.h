@@ -54,6 +54,14 @@
 //   refutes in the acks of its next requests, or is declared DEAD.
 // * What it receives it gets in replies (acks, push-pull responses), so
 //   records and opinions still reach it.
+// * Hearsay is checked before it kills: a suspicion only others raised
+//   (we neither probed the member and failed nor heard of it first-hand),
+//   when its timer runs out, first pulls the freshest records by one
+//   push-pull with a dialable member other than the suspect; the verdict
+//   follows only if the suspect's record did not change meanwhile. A NATed
+//   node hears news only in replies, and gossip's few retransmissions of a
+//   refutation often went elsewhere: in the netns home layout each home
+//   node declared the other DEAD on hearsay that was refuted long before.
 // * Heartbeat: its probe rounds slow down with its local health score (up
 //   to 1 + max_health_score times, Note [Dynamic suspicion]), as under
 //   load, where late timers raise it; a round of D members then took
@@ -218,6 +226,7 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     common::TimerId suspicion_timer = common::kNoTimer;
     std::optional<Suspicion> suspicion;  // while SUSPECT
     absl::Duration deferred;  // verdict deferred for our own lateness
+    bool verdict_checked = false;  // hearsay: anti-entropy before the verdict
     // When it last sent us a request, and we it (Note [Outbound-only
     // members]).
     absl::Duration last_heard;

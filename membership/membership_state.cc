@@ -377,6 +377,7 @@ void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
                                options_.suspicion_confirmations,
                                LiveCountLocked()));
     m.deferred = absl::ZeroDuration();
+    m.verdict_checked = false;
     ArmSuspicionTimerLocked(m);
   }
   changes->push_back({m.id, old_state, state, false});
@@ -420,6 +421,7 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
                                           uint64_t incarnation,
                                           absl::Duration deadline) {
   Changes changes;
+  std::optional<PeerRef> check;  // hearsay: pull from it before the verdict
   {
     absl::MutexLock lock(&mu_);
     auto it = members_.find(id);
@@ -442,8 +444,41 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
       ArmSuspicionTimerLocked(m);
       return;
     }
-    ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
-                       /*first_hand=*/true, &changes);
+    if (!m.verdict_checked && m.suspicion.has_value() && !m.suspicion->HasReporter(self_)) {
+      // Hearsay only: pull the freshest records first (Note [Outbound-only
+      // members]).
+      std::vector<common::NodeId> peers = DialableOthersLocked();
+      peers.erase(std::remove(peers.begin(), peers.end(), id), peers.end());
+      if (!peers.empty()) {
+        m.verdict_checked = true;
+        check = RefLocked(members_[peers[rng_.UniformInt(
+            0, static_cast<int64_t>(peers.size()) - 1)]]);
+      }
+    }
+    if (!check.has_value()) {
+      ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
+                         /*first_hand=*/true, &changes);
+    }
+  }
+  if (check.has_value()) {
+    PushPull(*check, [this, id, incarnation](absl::Status) {
+      Changes changes;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = members_.find(id);
+        // Refuted, or a timer re-armed meanwhile (it decides): no verdict here.
+        if (stopped_ || it == members_.end() ||
+            it->second.state != proto::MEMBER_STATE_SUSPECT ||
+            it->second.incarnation() != incarnation ||
+            it->second.suspicion_timer != common::kNoTimer) {
+          return;
+        }
+        ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
+                           /*first_hand=*/true, &changes);
+      }
+      Publish(changes);
+    });
+    return;
   }
   Publish(changes);
 }

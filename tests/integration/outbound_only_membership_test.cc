@@ -27,8 +27,9 @@ MembershipOptions Defaults() {
 // `publics` dialable nodes (0..publics-1) and `homes` outbound-only ones
 // after them: each advertises an address where nothing listens (a NAT
 // without forwarding) and says so in its record. Returns once every view
-// holds the home nodes' outbound-only records.
-void BuildHomeLayout(SimSwarm& swarm, int publics, int homes) {
+// holds the home nodes' outbound-only records (within `limit`).
+void BuildHomeLayout(SimSwarm& swarm, int publics, int homes,
+                     absl::Duration limit = absl::Seconds(10)) {
   for (int i = 0; i < publics + homes; ++i) swarm.AddNode({static_cast<uint32_t>(i % 3)});
   swarm.StartAll(0);
   ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
@@ -52,7 +53,7 @@ void BuildHomeLayout(SimSwarm& swarm, int publics, int homes) {
                   }
                   return true;
                 },
-                absl::Seconds(10)),
+                limit),
             absl::InfiniteDuration());
 }
 
@@ -118,6 +119,50 @@ TEST(OutboundOnlyMembersTest, AnOutboundOnlyMemberInPoorHealthIsStillHeardInTime
   }
   EXPECT_EQ(VerdictsAbout(swarm, before, {4}, proto::MEMBER_STATE_SUSPECT), 0);
   EXPECT_EQ(VerdictsAbout(swarm, before, {4}, proto::MEMBER_STATE_DEAD), 0);
+}
+
+TEST(OutboundOnlyMembersTest, HearsayIsCheckedAgainstFresherRecordsBeforeItKills) {
+  // Node 5 re-signed its record while node 4 (outbound-only: it hears news
+  // only in replies) heard nothing; gossip's few retransmissions of it are
+  // spent and anti-entropy is far off. Node 4 is then told,
+  // by a member, of a suspicion about node 5's old record: its timer must
+  // not convict before it has pulled the fresher record.
+  MembershipOptions o = Defaults();
+  o.push_pull_interval = absl::Seconds(30);
+  SimSwarm swarm(41, SimNetwork::Options(), o);
+  BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2, absl::Seconds(60));
+  swarm.Run(absl::Seconds(3));
+  const auto incarnation_at_4 = [&] {
+    const View view = swarm.node(4).GetView();
+    const MemberInfo* m = view.Find(swarm.id(5));
+    return m == nullptr ? 0 : m->incarnation;
+  };
+  const uint64_t old_incarnation = incarnation_at_4();
+  const std::string deaf = swarm.address(4);
+  swarm.net().SetLinkFilter([deaf](const std::string&, const std::string& to) { return to != deaf; });
+  ASSERT_TRUE(swarm.node(5).UpdateLocalRecord([](proto::NodeRecord* r) { r->set_iteration(7); }).ok());
+  swarm.Run(absl::Seconds(2));
+  swarm.net().SetLinkFilter(nullptr);
+  ASSERT_EQ(incarnation_at_4(), old_incarnation) << "node 4 heard the new record: no test";
+  const size_t before = swarm.transitions().size();
+  proto::PingRequest req;
+  req.set_protocol_version(proto::kProtocolVersion);
+  req.set_swarm_id("unit-swarm");
+  req.set_from(swarm.id(0).Bytes());
+  proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
+  u->set_node_id(swarm.id(5).Bytes());
+  u->set_state(proto::MEMBER_STATE_SUSPECT);
+  u->set_incarnation(old_incarnation);
+  ASSERT_TRUE(SignOpinion(swarm.identity(0), "unit-swarm", u).ok());
+  swarm.node(4).HandlePing({swarm.address(0), swarm.id(0)}, req, [](absl::StatusOr<proto::Ack>) {});
+  swarm.Run(absl::Seconds(8));  // past the longest suspicion (4 s)
+  int dead_at_4 = 0;
+  for (size_t i = before; i < swarm.transitions().size(); ++i) {
+    const SimSwarm::Transition& t = swarm.transitions()[i];
+    if (t.observer == 4 && t.subject == 5 && t.state == proto::MEMBER_STATE_DEAD) ++dead_at_4;
+  }
+  EXPECT_EQ(dead_at_4, 0);
+  EXPECT_GT(incarnation_at_4(), old_incarnation);
 }
 
 TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
