@@ -54,14 +54,16 @@
 //   refutes in the acks of its next requests, or is declared DEAD.
 // * What it receives it gets in replies (acks, push-pull responses), so
 //   records and opinions still reach it.
-// * Hearsay is checked before it kills: a suspicion only others raised
-//   (we neither probed the member and failed nor heard of it first-hand),
-//   when its timer runs out, first pulls the freshest records by one
-//   push-pull with a dialable member other than the suspect; the verdict
-//   follows only if the suspect's record did not change meanwhile. A NATed
-//   node hears news only in replies, and gossip's few retransmissions of a
-//   refutation often went elsewhere: in the netns home layout each home
-//   node declared the other DEAD on hearsay that was refuted long before.
+// * A verdict is checked before it kills: when a suspicion's timer runs
+//   out we first pull the freshest records by one push-pull with a
+//   dialable member other than the suspect; the verdict follows only if
+//   the suspect's record did not change meanwhile (a crashed member's does
+//   not: its detection takes one more round trip). A NATed node hears news
+//   only in replies, and gossip's few retransmissions of a refutation often
+//   went elsewhere: in the netns home layout each home node declared the
+//   other DEAD on suspicions refuted long before, hearsay or its own failed
+//   probes while the other's record did not yet say outbound_only (the
+//   first seconds after its join, before its reachability check).
 // * Heartbeat: its probe rounds slow down with its local health score (up
 //   to 1 + max_health_score times, Note [Dynamic suspicion]), as under
 //   load, where late timers raise it; a round of D members then took

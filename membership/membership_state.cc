@@ -444,9 +444,8 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
       ArmSuspicionTimerLocked(m);
       return;
     }
-    if (!m.verdict_checked && m.suspicion.has_value() && !m.suspicion->HasReporter(self_)) {
-      // Hearsay only: pull the freshest records first (Note [Outbound-only
-      // members]).
+    if (!m.verdict_checked) {
+      // Pull the freshest records first (Note [Outbound-only members]).
       std::vector<common::NodeId> peers = DialableOthersLocked();
       peers.erase(std::remove(peers.begin(), peers.end(), id), peers.end());
       if (!peers.empty()) {
