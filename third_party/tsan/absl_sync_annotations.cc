@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/time/time.h"
 
 extern "C" {
@@ -253,3 +254,23 @@ void _ZN4absl7debian36Status15UnrefNonInlinedEm(uintptr_t rep) {
 }
 
 }  // extern "C"
+
+// --- absl::Cord: the shared tree's reference count --------------------------
+// Copies of a Cord share one tree, counted with atomics; the copy whose drop
+// frees it does so inside libabsl_cord (Cord::DestroyCordSlow, called by
+// ~Cord), where TSan cannot see the count, so a read of the tree through
+// another copy looked unordered with the free. Every destroying drop
+// releases and acquires on the count (the address the inline header code's
+// count operations use), as the count's acquire-release order does.
+namespace absl {
+inline namespace debian3 {
+void Cord::DestroyCordSlow() {
+  using Fn = void (*)(Cord*);
+  static const Fn real = Next<Fn>("_ZN4absl7debian34Cord15DestroyCordSlowEv");
+  void* const count = &contents_.as_tree()->refcount;
+  __tsan_release(count);
+  __tsan_acquire(count);
+  real(this);
+}
+}  // namespace debian3
+}  // namespace absl
