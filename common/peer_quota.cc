@@ -9,7 +9,15 @@
 namespace skipswarm::common {
 
 const char* PeerClassName(PeerClass c) {
-  return c == PeerClass::kMember ? "member" : "stranger";
+  switch (c) {
+    case PeerClass::kMember:
+      return "member";
+    case PeerClass::kStranger:
+      return "stranger";
+    case PeerClass::kRevoked:
+      return "revoked";
+  }
+  return "unknown";
 }
 
 const char* QuotaReasonName(QuotaReason r) {
@@ -24,6 +32,8 @@ const char* QuotaReasonName(QuotaReason r) {
       return "peers";
     case QuotaReason::kNotAdmitted:
       return "not_admitted";
+    case QuotaReason::kRevoked:
+      return "revoked";
   }
   return "unknown";
 }
@@ -117,7 +127,13 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
       budget = absl::StrCat(options_.max_peers, " tracked peers");
       break;
     case QuotaReason::kNotAdmitted:
+    case QuotaReason::kRevoked:
       break;
+  }
+  if (reason == QuotaReason::kRevoked) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(options_.service, ": ", ShowKey(key),
+                     " was revoked by this swarm's founder (its revocation list)"));
   }
   if (reason == QuotaReason::kNotAdmitted) {
     return absl::PermissionDeniedError(
@@ -144,7 +160,7 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  if (b.closed) return RefuseLocked(key, peer_class, QuotaReason::kNotAdmitted, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   const bool limit_messages = b.messages_per_second > 0 && messages > 0;
@@ -169,7 +185,7 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  if (b.closed) return RefuseLocked(key, peer_class, QuotaReason::kNotAdmitted, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   if (b.max_streams > 0 && p->streams >= b.max_streams) {

@@ -57,8 +57,10 @@ namespace skipswarm::common {
 //   buckets that are full again are forgotten first (a Sybil burst cannot
 //   grow it), and if none is, a stranger is refused (reason "peers").
 
-enum class PeerClass { kMember, kStranger };
-const char* PeerClassName(PeerClass c);  // "member" / "stranger"
+// kRevoked: an id the swarm's founder revoked (Note [Revocation] in
+// membership/revocation.h); refused everything in every admission mode.
+enum class PeerClass { kMember, kStranger, kRevoked };
+const char* PeerClassName(PeerClass c);  // "member" / "stranger" / "revoked"
 
 struct QuotaBudget {
   // <= 0: unlimited.
@@ -83,7 +85,8 @@ struct PeerQuotaOptions {
 };
 
 // Why a request was refused (the metric's reason label).
-enum class QuotaReason { kMessages, kBytes, kStreams, kPeers, kNotAdmitted };
+// kRevoked: PERMISSION_DENIED for a PeerClass::kRevoked caller.
+enum class QuotaReason { kMessages, kBytes, kStreams, kPeers, kNotAdmitted, kRevoked };
 const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", ...
 
 struct QuotaRefusalKey {
@@ -157,7 +160,13 @@ class PeerQuota {
     int streams = 0;
   };
   const QuotaBudget& BudgetOf(PeerClass c) const {
+    static const QuotaBudget kNothing{0, 0, 0, 0, 0, /*closed=*/true};
+    if (c == PeerClass::kRevoked) return kNothing;
     return c == PeerClass::kMember ? options_.member : options_.stranger;
+  }
+  // The refusal of a closed budget: not admitted, or revoked.
+  static QuotaReason ClosedReason(PeerClass c) {
+    return c == PeerClass::kRevoked ? QuotaReason::kRevoked : QuotaReason::kNotAdmitted;
   }
   // The peer's entry with its tokens refilled to `now`; null when the
   // table is full of busy peers and `peer_class` is a stranger.

@@ -221,6 +221,15 @@ class Membership final : public GossipHandler {
   // than the one held: the members it names are evicted and it is gossiped.
   // AlreadyExists when it is not newer; the verification's error otherwise.
   absl::Status AddRevocations(const proto::SignedRevocationList& list);
+  // Whether the list held revokes node `id`: named by it, or evicted for an
+  // invite it revokes (for the daemon's data-service quotas, which know a
+  // caller by its id only).
+  bool IsRevoked(const common::NodeId& id) const;
+  // OK while the swarm still admits this node; FailedPrecondition naming the
+  // cause once it learned that it was revoked (Note [Revocation]) or that
+  // its invite expired (Note [Eviction]): every member refuses it then, so
+  // the daemon stops instead of running on refused.
+  absl::Status SelfAdmission() const;
   // For the pipeline transport: `bytes` moved with `peer` in `elapsed`.
   void ReportTransfer(const common::NodeId& peer, uint64_t bytes,
                       absl::Duration elapsed);

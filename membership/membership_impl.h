@@ -140,6 +140,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "membership/broadcast_queue.h"
 #include "membership/link_stats.h"
@@ -458,8 +459,12 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // revokes, and how many more gossip messages carry it.
   proto::SignedRevocationList revocations_ ABSL_GUARDED_BY(mu_);
   RevocationSet revoked_ ABSL_GUARDED_BY(mu_);
+  // Members evicted for an invite the list revokes (Membership::IsRevoked).
+  absl::flat_hash_set<common::NodeId> revoked_by_invite_ ABSL_GUARDED_BY(mu_);
   int revocation_sends_ ABSL_GUARDED_BY(mu_) = 0;
   bool warned_self_revoked_ ABSL_GUARDED_BY(mu_) = false;
+  // Membership::SelfAdmission: set when one of the two warnings is logged.
+  absl::Status self_admission_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> bootstrap_ ABSL_GUARDED_BY(mu_);
   std::vector<common::TimerId> timers_ ABSL_GUARDED_BY(mu_);  // periodic
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);

@@ -28,6 +28,7 @@ bool Membership::Impl::ApplyRevocationsLocked(const proto::SignedRevocationList&
   }
   std::sort(out.begin(), out.end());  // hash order is not deterministic
   for (const common::NodeId& id : out) {
+    if (!revoked_.nodes.contains(id)) revoked_by_invite_.insert(id);
     EvictLocked(id, absl::StrCat("revoked (revocation list ", revoked_.serial, ")"), changes);
   }
   LOG(INFO) << "membership " << self_ << ": revocation list " << revoked_.serial << " ("
@@ -35,9 +36,10 @@ bool Membership::Impl::ApplyRevocationsLocked(const proto::SignedRevocationList&
             << " invites) evicted " << out.size() << " members";
   if (!warned_self_revoked_ && revoked_.Revokes(self_, members_[self_].record.invite())) {
     warned_self_revoked_ = true;
-    LOG(ERROR) << "membership " << self_
-               << ": the swarm's founder revoked this node (or its invite); every member "
-                  "refuses it from now on";
+    self_admission_ = absl::FailedPreconditionError(absl::StrCat(
+        "the swarm's founder revoked this node (or its invite) in revocation list ",
+        revoked_.serial, "; every member refuses it from now on"));
+    LOG(ERROR) << "membership " << self_ << ": " << self_admission_.message();
   }
   return true;
 }
@@ -45,6 +47,16 @@ bool Membership::Impl::ApplyRevocationsLocked(const proto::SignedRevocationList&
 bool Membership::Impl::IsRevokedLocked(const common::NodeId& id,
                                        const proto::SignedInvite& invite) const {
   return revoked_.Revokes(id, invite);
+}
+
+bool Membership::IsRevoked(const common::NodeId& id) const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->revoked_.nodes.contains(id) || impl_->revoked_by_invite_.contains(id);
+}
+
+absl::Status Membership::SelfAdmission() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->self_admission_;
 }
 
 void Membership::Impl::AddRevocationsLocked(proto::Gossip* out) const {

@@ -623,6 +623,11 @@ void Membership::Impl::EvictUnadmittedLocked(Changes* changes) {
       AdmittedUntil(options_.policy.admission, self_, members_[self_].record.invite());
   if (now >= mine && !warned_self_unadmitted_) {
     warned_self_unadmitted_ = true;
+    if (self_admission_.ok()) {
+      self_admission_ = absl::FailedPreconditionError(
+          absl::StrCat("this node's invite expired at ", absl::FormatTime(mine),
+                       "; members refuse and evict it. Restart it with a fresh --invite"));
+    }
     LOG(ERROR) << "membership " << self_ << ": this node's invite expired at "
                << absl::FormatTime(mine)
                << "; members refuse and evict it. Restart it with a fresh --invite";

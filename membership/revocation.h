@@ -32,9 +32,10 @@
 //   changes.
 // * The founder cannot be revoked (its key signs the list); a member whose
 //   own id or invite is on the list logs it once and is refused everywhere.
-// * In a selective swarm the daemon's data services refuse an evicted id
-//   outright (members-only quotas); in an open swarm they give it what any
-//   stranger gets (a small budget), though no route or group uses it.
+// * The daemon's data services refuse a revoked id outright in every
+//   admission mode, an open swarm included (Membership::IsRevoked, the
+//   quotas' PeerClass::kRevoked), and a daemon whose own node is revoked
+//   stops with the cause (Membership::SelfAdmission).
 // Signed bytes are domain-separated ("skipswarm revocations v1|" + list).
 //
 // Thread rule: free functions and a value type; thread-compatible.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "membership/admission.h"
 #include "membership/membership.h"
@@ -155,6 +156,11 @@ TEST_F(AdmissionSwarmTest, AnExpiredInviteEvictsARunningMember) {
     EXPECT_TRUE(InViewOf(member, member == kFounder ? kInvited : kFounder));
   }
   EXPECT_GT(swarm_->node(kFounder).stats().admission_refused, refused_before);
+  // The expired node itself knows, and says why (its daemon stops on it).
+  const absl::Status own = swarm_->node(kShortLease).SelfAdmission();
+  EXPECT_EQ(own.code(), absl::StatusCode::kFailedPrecondition) << own;
+  EXPECT_TRUE(absl::StrContains(own.message(), "invite expired")) << own;
+  EXPECT_TRUE(swarm_->node(kFounder).SelfAdmission().ok());
   // The eviction was reported to listeners as a death.
   bool reported = false;
   for (const SimSwarm::Transition& t : swarm_->transitions()) {
@@ -189,6 +195,9 @@ TEST_F(AdmissionSwarmTest, ARevocationListSpreadsAndEvictsTheNodesItNames) {
   EXPECT_EQ(swarm_->node(kFounder).AddRevocations(signed_list).code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(swarm_->node(kFounder).GetView().Find(swarm_->id(kInvited)), nullptr);
+  // What the daemon's data-service quotas ask (by id only).
+  EXPECT_TRUE(swarm_->node(kFounder).IsRevoked(swarm_->id(kInvited)));
+  EXPECT_FALSE(swarm_->node(kFounder).IsRevoked(swarm_->id(kShortLease)));
 
   // kShortLease joins through the revoked node's old peer and learns the
   // list in the push-pull of its join.
@@ -206,6 +215,15 @@ TEST_F(AdmissionSwarmTest, ARevocationListSpreadsAndEvictsTheNodesItNames) {
   }
   EXPECT_GT(swarm_->node(kFounder).stats().admission_refused, 0u);
   EXPECT_EQ(swarm_->node(kFounder).stats().revocations_rejected, 1u);  // the forged one
+  // The revoked node, once it holds the list (by gossip or handed here),
+  // knows it is out, and says why (its daemon stops on it).
+  const absl::StatusCode handed = swarm_->node(kInvited).AddRevocations(signed_list).code();
+  EXPECT_TRUE(handed == absl::StatusCode::kOk || handed == absl::StatusCode::kAlreadyExists)
+      << handed;
+  const absl::Status own = swarm_->node(kInvited).SelfAdmission();
+  EXPECT_EQ(own.code(), absl::StatusCode::kFailedPrecondition) << own;
+  EXPECT_TRUE(absl::StrContains(own.message(), "revoked this node")) << own;
+  EXPECT_TRUE(swarm_->node(kFounder).SelfAdmission().ok());
 
   // A newer list revokes kShortLease's invite (by its id); it spreads by
   // gossip from the member it is given to, and the founder evicts it.
@@ -229,6 +247,8 @@ TEST_F(AdmissionSwarmTest, ARevocationListSpreadsAndEvictsTheNodesItNames) {
               static_cast<long long>(absl::ToInt64Milliseconds(took)));
   EXPECT_EQ(swarm_->node(kFounder).stats().revocation_serial, 2u);
   EXPECT_EQ(swarm_->node(kFounder).stats().evicted, 2u);
+  // Evicted for its invite: revoked by id from then on.
+  EXPECT_TRUE(swarm_->node(kFounder).IsRevoked(swarm_->id(kShortLease)));
   // The older list, offered again, changes nothing.
   EXPECT_EQ(swarm_->node(kFounder).AddRevocations(signed_list).code(),
             absl::StatusCode::kAlreadyExists);

@@ -372,6 +372,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   });
   p->members->Update(p->RoutedView());
   p->quotas.members->SetMembers(QuotaMemberIds(m->GetView(), members_only));
+  // Note [Revocation]: revoked ids get nothing from the data services, in
+  // an open swarm too (~GossipDaemon clears the check before `gossip` goes).
+  p->quotas.members->SetRevokedCheck([m](const common::NodeId& id) { return m->IsRevoked(id); });
   p->status->UpdateView(m->GetView());
   LOG(INFO) << base.name << " (" << p->self << "): "
             << (p->joiner ? "joiner" : "founder") << ", device " << device << ", seed "
@@ -581,6 +584,7 @@ GossipDaemon::~GossipDaemon() {
   // it (gossip's, then transport, group and state with the parts).
   if (p.server) p.server->Shutdown(absl::ZeroDuration());
   p.relay_dialer.reset();  // its relay lookups read `gossip`'s view
+  if (p.quotas.members) p.quotas.members->SetRevokedCheck(nullptr);  // it reads `gossip`
   if (p.gossip) p.gossip.reset();  // no more listener calls
 }
 
@@ -697,6 +701,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // Note [Revived members]: the swarm's iteration when we found ourselves
   // behind it; the segment ends and we re-enter.
   std::optional<uint64_t> behind_at;
+  // Note [Revocation], Note [Eviction]: once this node learns that the swarm
+  // no longer admits it, every member refuses it; it stops with the cause.
+  absl::Status admitted;
   while (true) {
     finish = std::make_shared<Finish>();
     behind_at.reset();
@@ -709,6 +716,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         });
     while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
       if (!stopping) p.PollVolunteerPause();  // quiet hours (Note [Paused members])
+      if (!(admitted = p.gossip->membership()->SelfAdmission()).ok()) break;
       if (!stopping && (behind_at = p.SwarmAheadOfUs()).has_value()) break;
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
@@ -770,6 +778,11 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       }
     }
     if (stop_timed_out) break;
+    if (!admitted.ok()) {
+      LOG(ERROR) << o.name << ": stopping: " << admitted.message();
+      p.ReplaceStack(nullptr);  // no checkpoint: a fresh admission joins afresh
+      return admitted;
+    }
     if (behind_at.has_value()) {
       absl::Status s = p.Reenter(*behind_at);
       if (s.ok()) continue;

@@ -14,9 +14,20 @@ void MemberSet::SetMembers(const std::vector<common::NodeId>& ids) {
   ids_ = std::move(next);
 }
 
-common::PeerClass MemberSet::Classify(const common::NodeId& id) const {
+void MemberSet::SetRevokedCheck(RevokedCheck check) {
   absl::MutexLock lock(&mu_);
-  return ids_.contains(id) ? common::PeerClass::kMember : common::PeerClass::kStranger;
+  revoked_ = std::move(check);
+}
+
+common::PeerClass MemberSet::Classify(const common::NodeId& id) const {
+  RevokedCheck revoked;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ids_.contains(id)) return common::PeerClass::kMember;
+    revoked = revoked_;
+  }
+  // Outside our lock: the check may take the membership's.
+  return revoked && revoked(id) ? common::PeerClass::kRevoked : common::PeerClass::kStranger;
 }
 
 namespace {

@@ -6,12 +6,14 @@
 //   DaemonQuotas quotas = MakeDaemonQuotas(model, samples_per_mb, clock);
 //   transport_options.quota = quotas.pipeline;      // group, state, manifest
 //   quotas.members->SetMembers(live_ids);           // on every view change
+//   quotas.members->SetRevokedCheck([m](const NodeId& id) { return m->IsRevoked(id); });
 //   ExportQuotaRefusals(quotas, &membership->quota(), &metrics);
 //
 // Thread rule: MemberSet is thread-safe; the quotas are (PeerQuota).
 #ifndef SKIPSWARM_NODE_DAEMON_REPORTING_DAEMON_QUOTAS_H_
 #define SKIPSWARM_NODE_DAEMON_REPORTING_DAEMON_QUOTAS_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,15 +29,23 @@ namespace skipswarm::node {
 
 // Who counts as a member right now: the live records of the gossip view
 // (every admitted id in it with members_only quotas), or a static --swarm
-// list.
+// list. A non-member is a stranger, or revoked when the revocation check
+// says so (Note [Revocation] in membership/revocation.h): revoked callers
+// are refused outright in every admission mode, an open swarm included.
 class MemberSet {
  public:
+  using RevokedCheck = std::function<bool(const common::NodeId&)>;
+
   void SetMembers(const std::vector<common::NodeId>& ids);
+  // Asked only for non-members (a revoked member leaves the view first), so
+  // members' calls never pay for it. Must be thread-safe.
+  void SetRevokedCheck(RevokedCheck check);
   common::PeerClass Classify(const common::NodeId& id) const;
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_set<common::NodeId> ids_ ABSL_GUARDED_BY(mu_);
+  RevokedCheck revoked_ ABSL_GUARDED_BY(mu_);
 };
 
 struct DaemonQuotas {
@@ -63,7 +73,9 @@ struct DaemonQuotas {
 // refuse strangers outright (PERMISSION_DENIED, reason "not_admitted"); the
 // daemon then makes every admitted id in its table a member, tombstones
 // included, so a member coming back from DEAD is not refused. The manifest
-// stays open (it is the join handshake).
+// stays open (it is the join handshake). In every mode a revoked id
+// (MemberSet::SetRevokedCheck) is refused outright (PERMISSION_DENIED,
+// reason and class "revoked").
 // `clock` is borrowed and must outlive the quotas.
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);

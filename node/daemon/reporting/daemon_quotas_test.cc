@@ -1,6 +1,7 @@
 #include "node/daemon/reporting/daemon_quotas.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "model/memory_estimate.h"
@@ -65,6 +66,45 @@ TEST(DaemonQuotasTest, MembersOnlyQuotasRefuseStrangersOutright) {
       "skipswarm_peer_quota_refusals_total{service=\"pipeline\",reason=\"not_admitted\","
       "peer_class=\"stranger\"} 2"))
       << metrics.Render();
+}
+
+// Note [Revocation]: a revoked id gets nothing from pipeline, group or state,
+// in an open swarm (where a stranger gets a small budget) as in a selective
+// one, and the refusal says why.
+TEST(DaemonQuotasTest, RevokedIdsAreRefusedOutrightInEveryMode) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const NodeId member = NodeId::ForName("member"), stranger = NodeId::ForName("stranger"),
+               revoked = NodeId::ForName("revoked");
+  for (bool members_only : {false, true}) {
+    DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock, members_only);
+    q.members->SetMembers({member});
+    q.members->SetRevokedCheck([&](const NodeId& id) { return id == revoked; });
+    EXPECT_EQ(q.pipeline->ClassOf(member), common::PeerClass::kMember);
+    EXPECT_EQ(q.pipeline->ClassOf(stranger), common::PeerClass::kStranger);
+    EXPECT_EQ(q.pipeline->ClassOf(revoked), common::PeerClass::kRevoked);
+    for (common::PeerQuota* quota : {q.pipeline.get(), q.group.get(), q.state.get()}) {
+      SCOPED_TRACE(absl::StrCat(quota->options().service, " members_only=", members_only));
+      EXPECT_TRUE(quota->Admit(member, 1).ok());
+      // An open swarm's stranger still gets its small budget.
+      EXPECT_EQ(quota->Admit(stranger, 1).ok(), !members_only);
+      absl::Status refused = quota->Admit(revoked, 1);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+      EXPECT_TRUE(absl::StrContains(refused.message(), "revoked")) << refused;
+      EXPECT_EQ(quota->OpenStream(revoked).status().code(),
+                absl::StatusCode::kPermissionDenied);
+    }
+    Metrics metrics;
+    ExportQuotaRefusals(q, nullptr, &metrics);
+    EXPECT_TRUE(absl::StrContains(
+        metrics.Render(),
+        "skipswarm_peer_quota_refusals_total{service=\"state\",reason=\"revoked\","
+        "peer_class=\"revoked\"} 2"))
+        << metrics.Render();
+    // Cleared (the daemon does before its membership goes): a stranger again.
+    q.members->SetRevokedCheck(nullptr);
+    EXPECT_EQ(q.pipeline->ClassOf(revoked), common::PeerClass::kStranger);
+  }
 }
 
 TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
