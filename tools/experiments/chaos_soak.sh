@@ -15,8 +15,10 @@
 #
 # Environment: BIN (default: a copy of bazel-bin/cli/skipswarm), OUT (default
 # /tmp/skipswarm-chaos), ITERS (2000), SEED (1), KILL_EVERY_S (20),
-# STALL_EVERY_S (30), STALL_S (5), CAP (s2r1@20: NAME@MBIT). Exit 1 when a check
-# fails.
+# STALL_EVERY_S (30), STALL_S (5), CAP (s2r1@20: NAME@MBIT), MAX_RESTORES (one
+# per 100 iterations: the killer may take every replica of a stage at once, and
+# each such loss is a restore; the launcher's default of 3 is for runs without
+# chaos). Exit 1 when a check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/skipswarm-chaos}
@@ -26,6 +28,7 @@ KILL_EVERY_S=${KILL_EVERY_S:-20}
 STALL_EVERY_S=${STALL_EVERY_S:-30}
 STALL_S=${STALL_S:-5}
 CAP=${CAP:-s2r1@20}
+MAX_RESTORES=${MAX_RESTORES:-$(( ITERS / 100 > 3 ? ITERS / 100 : 3 ))}
 rm -rf "$OUT" && mkdir -p "$OUT"
 BIN=${BIN:-$OUT/skipswarm}
 [ -x "$BIN" ] || cp bazel-bin/cli/skipswarm "$BIN"
@@ -48,7 +51,7 @@ rc=0
 "$BIN" local "${MODEL[@]}" --local_dir="$OUT/chaos" --local_iterations="$ITERS" \
     --local_caps="$CAP" --local_chaos_seed="$SEED" --local_chaos_kill_every_s="$KILL_EVERY_S" \
     --local_chaos_stall_every_s="$STALL_EVERY_S" --local_chaos_stall_s="$STALL_S" \
-    > "$OUT/chaos.log" 2>&1 || rc=$?
+    --local_max_restores="$MAX_RESTORES" > "$OUT/chaos.log" 2>&1 || rc=$?
 echo "chaos run: exit $rc after $(( $(date +%s) - start )) s"
 grep -E "^chaos: [0-9]+ kills|longest wait|restored from" "$OUT/chaos.log" || true
 # A data node's line has loss -1 when none of its micro-batches finished in

@@ -700,13 +700,16 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // one at its switch boundary and starts the next.
   // Note [Revived members]: the swarm's iteration when we found ourselves
   // behind it; the segment ends and we re-enter.
-  std::optional<uint64_t> behind_at;
+  // (A flag and a value rather than std::optional: GCC 12 reports the
+  // optional's payload as maybe-uninitialized at its use below.)
+  bool behind = false;
+  uint64_t behind_at = 0;
   // Note [Revocation], Note [Eviction]: once this node learns that the swarm
   // no longer admits it, every member refuses it; it stops with the cause.
   absl::Status admitted;
   while (true) {
     finish = std::make_shared<Finish>();
-    behind_at.reset();
+    behind = false;
     p.stack->trainer()->Run(
         p.start_iteration, o.iterations - p.start_iteration,
         [&p](const NodeIterationReport& r) { p.OnIteration(r); },
@@ -717,7 +720,13 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
       if (!stopping) p.PollVolunteerPause();  // quiet hours (Note [Paused members])
       if (!(admitted = p.gossip->membership()->SelfAdmission()).ok()) break;
-      if (!stopping && (behind_at = p.SwarmAheadOfUs()).has_value()) break;
+      if (!stopping) {
+        if (const std::optional<uint64_t> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {
+          behind = true;
+          behind_at = *ahead;
+          break;
+        }
+      }
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
@@ -783,8 +792,8 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       p.ReplaceStack(nullptr);  // no checkpoint: a fresh admission joins afresh
       return admitted;
     }
-    if (behind_at.has_value()) {
-      absl::Status s = p.Reenter(*behind_at);
+    if (behind) {
+      absl::Status s = p.Reenter(behind_at);
       if (s.ok()) continue;
       // Our state is the stale one: no checkpoint of it.
       LOG(ERROR) << o.name << ": behind the swarm and could not re-enter: " << s;
