@@ -1,4 +1,4 @@
-// Scale targets of issue 4 (one core):
+// Scale targets of the planner (one core):
 //   plan 100 nodes x 8 stages x 16 MBs per data node   <= 100 ms
 //   plan 1000 nodes x 16 stages                         <= 2 s
 //   re-route one in-flight MB                           <= 1 ms

@@ -1,4 +1,4 @@
-// Transport benchmarks (issue 5 "Throughput", issue 7 shaper on a real clock).
+// Transport benchmarks: throughput of the gRPC transport and the shaper on a real clock.
 //
 //   bazel run -c opt //node/transport:transport_benchmark
 //

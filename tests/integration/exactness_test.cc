@@ -4,7 +4,7 @@
 // and data order (Note [Data order]): loss per iteration within 1e-4
 // relative.
 //
-// Real processes (2026-12-02, `skipswarm local`: 2 data nodes + 5 stages x
+// Real processes (`skipswarm local`: 2 data nodes + 5 stages x
 // 2 replicas = 12 `skipswarm node` processes over gRPC, default model,
 // against `skipswarm train-ref --mbs_per_iteration=8 --threads=1`, same
 // iteration count): with --threads=1 everywhere the loss matches to max

@@ -1,5 +1,5 @@
 // A joiner's replica is bit-identical to the others after its first step
-// (issue 6 acceptance), with the daemon's own pieces: the entry-iteration
+// (a join's acceptance check), with the daemon's own pieces: the entry-iteration
 // faces (TrainingMembers), the state transfer at a boundary snapshot
 // (StateServer / FetchStageState over loopback gRPC, port 0) and the
 // reduce rule (contributions summed in ascending id, the joiner's first
