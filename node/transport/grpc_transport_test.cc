@@ -374,14 +374,18 @@ class RawStream {
     proto::PipelineMessage m;
     *m.mutable_header() = header;
     const bool written = stream_->Write(m);
-    if (!lenient_) ASSERT_TRUE(written);
+    if (!lenient_) {
+      ASSERT_TRUE(written);
+    }
   }
   void WriteChunk(uint32_t index, std::string data) {
     proto::PipelineMessage m;
     m.mutable_chunk()->set_index(index);
     m.mutable_chunk()->set_data(std::move(data));
     const bool written = stream_->Write(m);
-    if (!lenient_) ASSERT_TRUE(written);
+    if (!lenient_) {
+      ASSERT_TRUE(written);
+    }
   }
   // Writes may fail from now on (the server ends the stream early).
   void SetLenient() { lenient_ = true; }
