@@ -30,8 +30,8 @@ struct PeerInfo {
   common::NodeId id;
   std::vector<int> stages;  // hosted stages; 0 = data node
   int memory_slots = 4;
-  std::string address;        // pipeline "host:port" (gRPC); empty in-process
-  std::string group_address;  // StageService "host:port" (replica averaging)
+  std::string address{};      // pipeline "host:port" (gRPC); empty in-process
+  std::string group_address{};  // StageService "host:port" (replica averaging)
   // Measured compute speed, seconds per layer per sample (the record's
   // seconds_per_layer_per_sample, Note [Measured speeds] in
   // node/daemon/reporting/speed_reports.h); 0 = unknown (static lists, the simulator,

@@ -57,7 +57,7 @@ struct GradientContribution {
   // --avg_codec=powersgd: the factors `flat` was decoded from, so the
   // encoded shards carry them (Note [Encoded shards], shard_codec.h); null
   // otherwise.
-  std::shared_ptr<const model::LowRankFactors> factors;
+  std::shared_ptr<const model::LowRankFactors> factors{};
   // Note [Late members] (sharded_reduce.h): the round may close without the
   // members still late this long after this call; infinite: it waits for
   // every live member (deaths aside), as gradient averages always do.

@@ -129,7 +129,7 @@ struct SchedulerPlannerOptions {
   // For planner "replay": the routes to replay over `members` (view
   // order, indices into it), or an error when they cannot be replayed
   // (e.g. a member of the routes is gone).
-  std::function<absl::StatusOr<scheduler::Plan>(const std::vector<PeerInfo>& members)> replay;
+  std::function<absl::StatusOr<scheduler::Plan>(const std::vector<PeerInfo>& members)> replay{};
 };
 
 // A measurement rounded to the nearest power of 1.25 (kSpeedBucket), so two

@@ -282,7 +282,9 @@ TEST(OuterStepsTest, SyncWaitIsTheTimeASyncPointWaitsForASlowMember) {
             EXPECT_EQ(wait, absl::ZeroDuration()) << where;  // an inner step
           } else if (stage != 2) {
             EXPECT_LT(wait, kSlack) << where;
-            if (overlap && i != kIterations - 1) EXPECT_EQ(wait, absl::ZeroDuration()) << where;
+            if (overlap && i != kIterations - 1) {
+              EXPECT_EQ(wait, absl::ZeroDuration()) << where;
+            }
           } else if (!overlap) {
             EXPECT_GE(wait, kDelay - kSlack) << where;
             EXPECT_LE(wait, kDelay + kSlack) << where;

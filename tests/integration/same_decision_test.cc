@@ -240,7 +240,9 @@ TEST_P(SameDecisionTest, SameRoutesSameRepairsAfterAKillSameReplan) {
   for (int v : rest) RepairBoth(after, v, &rerouted, &dropped);
   // A full route cannot go on without the stage; a skip route skips it.
   const bool full_routes = sc_.universe.workload.path_length >= sc_.universe.view.num_stages();
-  if (full_routes) EXPECT_GT(dropped, 0);
+  if (full_routes) {
+    EXPECT_GT(dropped, 0);
+  }
   for (int d : data_nodes_) {
     auto s = sim_planner_->Plan(Input(2, d), *sim_views_[d]);
     auto dm = daemon_planner_->Plan(Input(2, d), *daemon_view_);
