@@ -43,7 +43,7 @@ ABSL_FLAG(std::string, node_key_file, "",
           "Ed25519 key file (must exist unless --create_key); the node id is its public key's "
           "hash.");
 ABSL_FLAG(bool, create_key, false,
-          "Create --node_key_file (0600) if it does not exist: a new node identity.");
+          "Create --key_file (0600) if it does not exist: a new node identity.");
 ABSL_FLAG(bool, insecure, false,
           "Plain-text gossip without a key file (local test swarms only).");
 ABSL_FLAG(std::string, swarm_name, "skipswarm", "Swarm name (part of the swarm id).");
@@ -59,7 +59,7 @@ ABSL_FLAG(std::string, swarm_secret_file, "",
           "File holding the private swarm secret (surrounding whitespace ignored; keep it "
           "chmod 600). Or set $SKIPSWARM_SWARM_SECRET.");
 ABSL_FLAG(int, checkpoint_copies, 2,
-          "Note [Checkpoint copies]: at every --node_checkpoint_every boundary each stage's "
+          "Note [Checkpoint copies]: at every --checkpoint_every boundary each stage's "
           "checkpoint is also pulled by this many nodes that do not host it (kept in "
           "CHECKPOINT_DIR/NAME-copies/ and served to restorers); 0: none.");
 ABSL_FLAG(int, keep_copies, 3, "Checkpoint copies kept per stage by a holder (>= 1).");

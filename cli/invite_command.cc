@@ -33,7 +33,7 @@ namespace skipswarm::cli {
 common::cli::Command InviteCommand() {
   return {"invite",
           "Founder of an --admission=invite swarm: print an invite token for a joiner",
-          "skipswarm invite --node_key_file=founder.key [--swarm_name=S] [--expires=720h] "
+          "skipswarm invite --key_file=founder.key [--swarm_name=S] [--expires=720h] "
           "[--node_id=HEX]",
           // Its own flags, and --node_key_file / --swarm_name (the node's).
           {"cli/invite_command.cc", kGossipFlagsFile},
@@ -64,13 +64,15 @@ common::cli::Command InviteCommand() {
                         << " (to withdraw it: skipswarm revoke ... <that id>)\n";
             }
             return 0;
-          }};
+          },
+          // Note [Short flag names]: `node` calls it --key_file too.
+          {{"key_file", "node_key_file"}}};
 }
 
 common::cli::Command RevokeCommand() {
   return {"revoke",
           "Founder: add node ids or invites to the swarm's signed revocation list file",
-          "skipswarm revoke --node_key_file=founder.key [--swarm_name=S] "
+          "skipswarm revoke --key_file=founder.key [--swarm_name=S] "
           "--revocations_file=revoked.txt NODE_ID|INVITE_ID|INVITE_TOKEN...",
           {kGossipFlagsFile},
           [](const std::vector<std::string>& args) {
@@ -89,7 +91,8 @@ common::cli::Command RevokeCommand() {
                          "seconds (copy it to one running member's file if the founder is "
                          "not running)\n";
             return 0;
-          }};
+          },
+          {{"key_file", "node_key_file"}}};
 }
 
 }  // namespace skipswarm::cli

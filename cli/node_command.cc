@@ -32,7 +32,7 @@ ABSL_FLAG(std::string, name, "", "This node's name: its entry in --swarm.");
 ABSL_FLAG(std::string, swarm, "",
           "Every node of the swarm, comma-separated NAME/STAGES/PIPELINE_ADDR/GROUP_ADDR[/NODE_ID] "
           "entries (STAGES like 0 or 1+2; NODE_ID: the node's id from `skipswarm keygen`, "
-          "required with --node_key_file); the same list on every node. Needs --node_key_file "
+          "required with --key_file); the same list on every node. Needs --key_file "
           "(mutual TLS) or --insecure.");
 // Shared with the gossip node (defined in gossip_command.cc).
 ABSL_DECLARE_FLAG(std::string, node_key_file);
@@ -57,7 +57,7 @@ ABSL_FLAG(int64_t, node_checkpoint_every, 0,
           "Checkpoint every N iterations into --checkpoint_dir (0: only at the end).");
 ABSL_FLAG(std::string, swarm_id, "skipswarm", "Swarm id; frames of other swarms are refused.");
 ABSL_FLAG(std::string, node_planner, "skippipe",
-          "Route planner: skippipe (default; full in-order routes at --node_path_length=0, "
+          "Route planner: skippipe (default; full in-order routes at --path_length=0, "
           "skip routes that may swap stages below it), inorder, pipeline, noskip, random.");
 ABSL_FLAG(bool, node_planner_link_costs, true,
           "Scheduler planners: hop costs from the measured links gossip reports (RTT, "
@@ -239,10 +239,10 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
 
 common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
   common::cli::Command c{"node", "Run one swarm daemon (hosts stages, trains with its peers)",
-          "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--node_key_file=F] "
+          "skipswarm node --name=N --host_stages=S [--join=HOST:PORT,...] [--insecure|--key_file=F] "
           "[model flags]\n       skipswarm node drain --control=127.0.0.1:PORT [--force]\n       "
           "skipswarm node pause|resume --control=127.0.0.1:PORT [--force]\n       "
-          "skipswarm node --config=FILE   (or --name=N --swarm=... --node_key_file=F|--insecure "
+          "skipswarm node --config=FILE   (or --name=N --swarm=... --key_file=F|--insecure "
           "and model flags) [--max_upload_mbps=X --max_download_mbps=Y]",
           {"cli/node_command.cc", kGossipFlagsFile, kManifestFlagsFile, model::kModelFlagsFile,
            node::kShapingFlagsFile, model::kSdpFlagsFile},
@@ -258,6 +258,7 @@ common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
             }
             return 0;
           }};
+  c.flag_prefix = "node_";  // Note [Short flag names]: --iterations, --key_file
   c.help_groups = {
       {"network",
        {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "quiet_hours", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",

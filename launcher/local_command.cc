@@ -60,7 +60,7 @@ ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
 ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
 ABSL_FLAG(std::string, local_planner, "skippipe",
           "Route planner of the data nodes: skippipe (the scheduler's; full in-order routes at "
-          "--local_path_length=0, skip routes that may swap stages below it), inorder, "
+          "--path_length=0, skip routes that may swap stages below it), inorder, "
           "pipeline, noskip, random.");
 ABSL_FLAG(int, local_path_length, 0, "Stages per route incl. stage 0 (skipping); 0: all.");
 ABSL_FLAG(bool, local_planner_link_costs, true,
@@ -99,7 +99,7 @@ ABSL_FLAG(int64_t, local_eval_every, 0,
           "LOCAL_DIR/evals/iter-NNNNNN/ (plus the final one) for `skipswarm eval --checkpoint`.");
 ABSL_FLAG(int64_t, local_checkpoint_every, 10,
           "Nodes checkpoint every N iterations and the launcher keeps the newest "
-          "--local_keep_generations complete sets as checkpoint generations in "
+          "--keep_generations complete sets as checkpoint generations in "
           "LOCAL_DIR/generations/; a stage that loses every replica is restored from the newest "
           "(every node resumes at its iteration). 0: none (a lost stage stops the run).");
 ABSL_FLAG(int, local_keep_generations, 3, "Checkpoint generations kept (>= 1).");
@@ -118,7 +118,7 @@ ABSL_FLAG(int, local_status_port, 0,
           "127.0.0.1:PORT while the swarm runs (0: a free port, printed at start; -1: none).");
 ABSL_FLAG(int64_t, local_chaos_seed, 0,
           "> 0: the chaos agent (launcher/local_chaos.h; gossip): seeded random SIGKILLs of "
-          "non-data nodes (at most --local_chaos_max_dead of them dead at once), a replacement "
+          "non-data nodes (at most --chaos_max_dead of them dead at once), a replacement "
           "joiner for the same stage 5 s after each, and SIGSTOP/SIGCONT stalls of a member.");
 ABSL_FLAG(double, local_chaos_kill_every_s, 20, "Chaos: mean seconds between kills.");
 ABSL_FLAG(double, local_chaos_stall_every_s, 30, "Chaos: mean seconds between stalls.");
@@ -753,20 +753,23 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
 }  // namespace
 
 common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
-  return {"local", "Train with a real swarm of node processes on this machine",
-          "skipswarm local [--local_data_nodes=2 --local_replicas=2 --local_iterations=200] "
-          "[--local_planner=skippipe --local_path_length=0] [--kill=NAME@ITER] [model flags]\n"
-          "       skipswarm local --sdp=forward|backward [--sdp_workers=4 --sdp_keep=0.5] "
-          "(one data node per subnetwork, model/sdp_assignment.h) [model flags]",
-          {"launcher/local_command.cc", model::kModelFlagsFile, model::kSdpFlagsFile},
-          [wan](const std::vector<std::string>&) {
-            absl::Status s = Run(wan);
-            if (!s.ok()) {
-              std::cerr << "skipswarm local: " << s << "\n";
-              return 1;
-            }
-            return 0;
-          }};
+  common::cli::Command c{
+      "local", "Train with a real swarm of node processes on this machine",
+      "skipswarm local [--data_nodes=2 --replicas=2 --iterations=200] "
+      "[--planner=skippipe --path_length=0] [--kill=NAME@ITER] [model flags]\n"
+      "       skipswarm local --sdp=forward|backward [--sdp_workers=4 --sdp_keep=0.5] "
+      "(one data node per subnetwork, model/sdp_assignment.h) [model flags]",
+      {"launcher/local_command.cc", model::kModelFlagsFile, model::kSdpFlagsFile},
+      [wan](const std::vector<std::string>&) {
+        absl::Status s = Run(wan);
+        if (!s.ok()) {
+          std::cerr << "skipswarm local: " << s << "\n";
+          return 1;
+        }
+        return 0;
+      }};
+  c.flag_prefix = "local_";  // Note [Short flag names]: --iterations, --replicas
+  return c;
 }
 
 }  // namespace skipswarm::launcher

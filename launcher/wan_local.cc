@@ -26,7 +26,7 @@ ABSL_FLAG(std::string, wan, "",
 ABSL_FLAG(std::string, wan_planner, "",
           "Planner for the --wan routes (pipeline, noskip, random, skippipe, replay); "
           "default: the scenario's.");
-ABSL_FLAG(uint64_t, wan_seed, 1, "Planning seed for --wan (as skipswarm sim --sim_seed).");
+ABSL_FLAG(uint64_t, wan_seed, 1, "Planning seed for --wan (as skipswarm sim --seed).");
 ABSL_FLAG(int, wan_iterations, 0,
           "Iterations of the --wan run; 0: the scenario's + 1 (the first, which opens the "
           "gRPC streams, is left out of the comparison).");

@@ -9,13 +9,12 @@
 #include "model/hf_export.h"
 
 // Prefixed: --checkpoint belongs to eval; the command accepts the short
-// names through flag_aliases.
+// names (Command::flag_prefix).
 ABSL_FLAG(std::string, export_checkpoint, "",
-          "Checkpoint folder written by train-ref (stage-<s>.ckpt files). Alias: --checkpoint.");
+          "Checkpoint folder written by train-ref (stage-<s>.ckpt files).");
 ABSL_FLAG(std::string, export_format, "hf",
-          "Output format: hf (Hugging Face LLaMA: config.json + model.safetensors). "
-          "Alias: --format.");
-ABSL_FLAG(std::string, export_out, "", "Output folder (created). Alias: --out.");
+          "Output format: hf (Hugging Face LLaMA: config.json + model.safetensors).");
+ABSL_FLAG(std::string, export_out, "", "Output folder (created).");
 ABSL_FLAG(bool, export_reference_logits, true,
           "Also write skipswarm_reference.safetensors (a fixed batch and our logits for it), "
           "for tools/hf-check.sh.");
@@ -57,10 +56,9 @@ common::cli::Command ExportCommand() {
             std::fprintf(stderr, "export: %s\n", s.ToString().c_str());
             return 1;
           },
-          {{"checkpoint", "export_checkpoint"},
-           {"format", "export_format"},
-           {"out", "export_out"},
-           {"reference_logits", "export_reference_logits"}}};
+          {},
+          {},
+          "export_"};  // Note [Short flag names]: --checkpoint, --format, --out
 }
 
 }  // namespace skipswarm::model

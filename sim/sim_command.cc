@@ -29,10 +29,10 @@ ABSL_FLAG(std::string, sim_planner, "",
 ABSL_FLAG(int, sim_iterations, 0, "Override the scenario's iteration count.");
 ABSL_FLAG(bool, sim_wait_for_replacement, false,
           "Baseline: no re-routing; dead nodes are replaced after "
-          "--sim_replacement_s.");
+          "--replacement_s.");
 ABSL_FLAG(double, sim_replacement_s, 0,
           "> 0: a crashed node's identical replacement serves this many "
-          "seconds later (needed with --sim_wait_for_replacement).");
+          "seconds later (needed with --wait_for_replacement).");
 ABSL_FLAG(std::string, sim_replan, "full",
           "full: re-plan on every view change; incremental: re-route only "
           "the MBs that used departed nodes.");
@@ -42,17 +42,17 @@ ABSL_FLAG(std::string, sim_backend, "auto",
           "route repairer on timed compute over the simulated transport "
           "(sim/node_swarm.h); executor: the evaluator-semantics executor "
           "(sim/executor.h). Both play the churn trace and write the same "
-          "report. auto: nodes, except --sim_wait_for_replacement (executor "
-          "only) and swarms above --sim_nodes_backend_max nodes.");
+          "report. auto: nodes, except --wait_for_replacement (executor "
+          "only) and swarms above --nodes_backend_max nodes.");
 ABSL_FLAG(int, sim_nodes_backend_max, 1000,
-          "--sim_backend=auto: largest swarm (universe nodes) run on the real "
+          "--backend=auto: largest swarm (universe nodes) run on the real "
           "node code.");
 ABSL_FLAG(std::string, sim_detection, "auto",
           "Failure detection on the nodes backend: swim (membership/'s real "
           "SWIM code, one Membership per node), model (sim/detector.h), auto "
-          "(swim up to --sim_swim_max_nodes universe nodes, model above).");
+          "(swim up to --swim_max_nodes universe nodes, model above).");
 ABSL_FLAG(int, sim_swim_max_nodes, 300,
-          "--sim_detection=auto: largest swarm run with real SWIM.");
+          "--detection=auto: largest swarm run with real SWIM.");
 ABSL_FLAG(int, sim_max_evaluations, 3000,
           "skippipe planner: evaluation limit per plan (effort).");
 
@@ -222,17 +222,17 @@ int RunSim(const std::vector<std::string>& args) {
 }  // namespace
 
 common::cli::Command SimCommand() {
-  return {"sim",
-          "Simulate a swarm with churn on a simulated clock; write a report",
-          "skipswarm sim --scenario=FILE [--seed=N] "
-          "[--sim_report=report.json] [--sim_svg=report.svg]\n"
-          "  skipswarm sim --scenario=FILE --hybrid [--hybrid_*]: pipeline-only vs SDP-only "
-          "vs mixed",
-          {"sim/sim_command.cc", scheduler::kHybridFlagsFile},
-          RunSim,
-          // The spelling; the flags stay prefixed because
-          // scheduler/ owns --scenario and model/ owns --seed.
-          {{"scenario", "sim_scenario"}, {"seed", "sim_seed"}}};
+  common::cli::Command c{
+      "sim", "Simulate a swarm with churn on a simulated clock; write a report",
+      "skipswarm sim --scenario=FILE [--seed=N] [--report=report.json] [--svg=report.svg]\n"
+      "  skipswarm sim --scenario=FILE --hybrid [--hybrid_*]: pipeline-only vs SDP-only "
+      "vs mixed",
+      {"sim/sim_command.cc", scheduler::kHybridFlagsFile},
+      RunSim};
+  // Note [Short flag names]: --scenario, --seed (scheduler/ owns --scenario
+  // and model/ owns --seed, so the flags themselves stay prefixed).
+  c.flag_prefix = "sim_";
+  return c;
 }
 
 }  // namespace skipswarm::sim

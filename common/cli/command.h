@@ -39,11 +39,9 @@ struct Command {
   // Runs the command once flags and the config file are applied. `args` are
   // the positional arguments after the command name. Returns the exit code.
   std::function<int(const std::vector<std::string>& args)> run;
-  // Other names for this command's flags, {alias, flag}: Abseil flag names
-  // are global to the binary, so a command whose natural flag name is taken
-  // by another module (`skipswarm sim --scenario`, while scheduler/ owns
-  // --scenario) defines a prefixed flag (--sim_scenario) and accepts the
-  // short name here, on its command line and in its config file.
+  // Other names for this command's flags, {alias, flag}, on its command
+  // line and in its config file, for names that flag_prefix does not
+  // derive (a prefixed flag's short name comes from flag_prefix).
   std::vector<std::pair<std::string, std::string>> flag_aliases = {};
   // How --help lists the command's own flags: each flag goes under the first
   // group that names it (in `flags`) or its file (in `files`); the rest under
@@ -56,6 +54,12 @@ struct Command {
     bool hidden = false;
   };
   std::vector<HelpGroup> help_groups = {};
+  // Note [Short flag names]: the prefix that this command's own flags carry
+  // only because Abseil's flag names are global ("local_" for `skipswarm
+  // local`: --local_iterations). Its command line and config file accept
+  // them without it (--iterations), and --help lists them so; the prefixed
+  // names keep working as deprecated aliases. Empty: none.
+  std::string flag_prefix = {};
 };
 
 }  // namespace skipswarm::common::cli

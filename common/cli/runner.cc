@@ -10,8 +10,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, config, "",
           "Optional JSON config file whose keys are this command's flag "
@@ -60,11 +62,36 @@ int ParseLogLevel(const std::string& level) {
 
 }  // namespace
 
-std::string ResolveFlagAlias(const Command& command, const std::string& name) {
+absl::StatusOr<std::string> ResolveFlagAlias(const Command& command, const std::string& name) {
+  if (name.empty() || FlagBelongsTo(command, name)) return name;
+  std::vector<std::string> means;
   for (const auto& [alias, flag] : command.flag_aliases) {
-    if (name == alias) return flag;
+    if (name == alias) means.push_back(flag);
   }
-  return name;
+  if (!command.flag_prefix.empty()) {
+    const std::string prefixed = command.flag_prefix + name;
+    if (FlagBelongsTo(command, prefixed) &&
+        std::find(means.begin(), means.end(), prefixed) == means.end()) {
+      means.push_back(prefixed);
+    }
+  }
+  if (means.empty()) return name;
+  if (means.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --", name, " is ambiguous for 'skipswarm ", command.name, "': it may mean --",
+        absl::StrJoin(means, " or --"), "; use the full name"));
+  }
+  return means[0];
+}
+
+std::string ShortFlagName(const Command& command, const std::string& flag) {
+  if (command.flag_prefix.empty() || !absl::StartsWith(flag, command.flag_prefix) ||
+      flag.size() == command.flag_prefix.size()) {
+    return flag;
+  }
+  const std::string short_name = flag.substr(command.flag_prefix.size());
+  absl::StatusOr<std::string> back = ResolveFlagAlias(command, short_name);
+  return back.ok() && *back == flag ? short_name : flag;
 }
 
 bool FlagBelongsTo(const Command& command, const std::string& name) {
@@ -101,15 +128,24 @@ std::string CommandHelp(const Command& command, bool full) {
       own.push_back(flag);
     }
   }
-  auto by_name = [](absl::CommandLineFlag* a, absl::CommandLineFlag* b) {
-    return a->Name() < b->Name();
+  // Own flags under the names the command line takes (Note [Short flag
+  // names]), sorted by them.
+  auto shown = [&](absl::CommandLineFlag* f) {
+    return ShortFlagName(command, std::string(f->Name()));
+  };
+  auto by_name = [&](absl::CommandLineFlag* a, absl::CommandLineFlag* b) {
+    return shown(a) < shown(b);
   };
   std::sort(own.begin(), own.end(), by_name);
   std::sort(common.begin(), common.end(), by_name);
   auto print = [&](const std::vector<absl::CommandLineFlag*>& flags) {
     for (absl::CommandLineFlag* f : flags) {
-      absl::StrAppendFormat(&out, "  --%s (default: \"%s\")\n      %s\n",
-                            f->Name(), f->DefaultValue(), f->Help());
+      const std::string name = shown(f);
+      absl::StrAppendFormat(&out, "  --%s (default: \"%s\")\n      %s\n", name,
+                            f->DefaultValue(), f->Help());
+      if (name != f->Name()) {
+        absl::StrAppendFormat(&out, "      (old name, deprecated: --%s)\n", f->Name());
+      }
     }
   };
   // Own flags by help group (Command::help_groups); the ungrouped ones first.
@@ -160,7 +196,12 @@ absl::Status ApplyConfig(const Command& command,
                          const std::vector<ConfigEntry>& entries,
                          const std::string& source) {
   for (ConfigEntry entry : entries) {
-    entry.key = ResolveFlagAlias(command, entry.key);
+    absl::StatusOr<std::string> key = ResolveFlagAlias(command, entry.key);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config file '", source, "': key '", entry.key, "': ", key.status().message()));
+    }
+    entry.key = *std::move(key);
     if (entry.key == "config") {
       return absl::InvalidArgumentError(absl::StrCat(
           "config file '", source, "': key 'config' cannot nest config files"));
@@ -186,12 +227,14 @@ absl::Status CheckFlagsBelong(const Command& command,
                               const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg == "--") break;  // the rest are positional
-    std::string name = ResolveFlagAlias(command, FlagName(arg));
-    if (name.empty()) continue;
+    const std::string given = FlagName(arg);
+    if (given.empty()) continue;
+    SS_ASSIGN_OR_RETURN(const std::string name, ResolveFlagAlias(command, given));
     if (FlagBelongsTo(command, name)) continue;
     // --nofoo negates boolean flag foo.
-    if (absl::StartsWith(name, "no") && FlagBelongsTo(command, name.substr(2))) {
-      continue;
+    if (absl::StartsWith(given, "no")) {
+      SS_ASSIGN_OR_RETURN(const std::string negated, ResolveFlagAlias(command, given.substr(2)));
+      if (FlagBelongsTo(command, negated)) continue;
     }
     return absl::InvalidArgumentError(
         absl::StrCat("unknown flag --", name, " for 'skipswarm ", command.name,
@@ -226,12 +269,20 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
     return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
-  // Aliases become the flags they stand for before anything reads them.
+  // Aliases become the flags they stand for before anything reads them
+  // (Note [Short flag names]); CheckFlagsBelong below reports the unknown
+  // and ambiguous ones, which stay as given.
   for (std::string& arg : args) {
     if (arg == "--") break;
     const std::string name = FlagName(arg);
-    const std::string flag = ResolveFlagAlias(*command, name);
-    if (name.empty() || flag == name) continue;
+    if (name.empty()) continue;
+    std::string flag = ResolveFlagAlias(*command, name).value_or(name);
+    if (flag == name && absl::StartsWith(name, "no") && !FlagBelongsTo(*command, name)) {
+      // --nofoo: foo's alias, negated.
+      const std::string negated = ResolveFlagAlias(*command, name.substr(2)).value_or("");
+      if (FlagBelongsTo(*command, negated)) flag = "no" + negated;
+    }
+    if (flag == name) continue;
     arg = absl::StrCat(arg[1] == '-' ? "--" : "-", flag, arg.substr(arg.find(name) + name.size()));
   }
   for (const std::string& arg : args) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/cli/command.h"
 #include "common/cli/config_file.h"
 
@@ -34,9 +35,25 @@ std::string TopLevelHelp(const std::vector<Command>& commands);
 // `full` (--helpfull): also the flags of hidden help groups.
 std::string CommandHelp(const Command& command, bool full = false);
 
-// The flag an alias of `command` stands for (Command::flag_aliases), or
-// `name` itself.
-std::string ResolveFlagAlias(const Command& command, const std::string& name);
+// Note [Short flag names]: the flag that `name` stands for on `command`'s
+// command line and in its config file:
+//  1. `name` itself when it is one of the command's flags (its own or a
+//     common one): an exact name always wins, so the prefixed names keep
+//     working, and a short name that is also an own flag means that flag
+//     (the prefixed one is then reachable by its full name only);
+//  2. otherwise what it is an alias of: its Command::flag_aliases entry, or
+//     flag_prefix + name when that is an own flag. A flag of the same name
+//     that belongs to another command does not count (`skipswarm local
+//     --iterations` is --local_iterations; train-ref owns --iterations);
+//     InvalidArgument naming the command and both flags when the two
+//     disagree;
+//  3. neither: `name` unchanged (CheckFlagsBelong / ApplyConfig then report
+//     an unknown flag of the command).
+absl::StatusOr<std::string> ResolveFlagAlias(const Command& command, const std::string& name);
+
+// How help spells `command`'s own flag `flag`: without the command's
+// flag_prefix when that short name resolves back to `flag`.
+std::string ShortFlagName(const Command& command, const std::string& flag);
 
 // Whether flag `name` may be used with `command` (its own or a common flag).
 bool FlagBelongsTo(const Command& command, const std::string& name);

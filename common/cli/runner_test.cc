@@ -1,10 +1,16 @@
 #include "common/cli/runner.h"
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "gtest/gtest.h"
 
 ABSL_FLAG(int, runner_test_budget, 10, "A test flag owned by the test command.");
 ABSL_FLAG(bool, runner_test_fast, false, "A boolean test flag.");
+// A short name that is also an own flag (Note [Short flag names]).
+ABSL_FLAG(int, runner_test_fast_budget, 1, "Prefixed twin of --fast_budget.");
+ABSL_FLAG(int, fast_budget, 2, "An own flag named like a prefixed one's short name.");
+// runner_test_other_flags.cc: --budget, another command's.
+ABSL_DECLARE_FLAG(int, budget);
 
 namespace skipswarm::common::cli {
 namespace {
@@ -89,8 +95,8 @@ TEST(RunnerTest, RunCliDispatchesAndRejectsUnknownCommands) {
 TEST(RunnerTest, AliasesStandForTheCommandsFlags) {
   Command c = TestCommand();
   c.flag_aliases = {{"budget", "runner_test_budget"}};
-  EXPECT_EQ(ResolveFlagAlias(c, "budget"), "runner_test_budget");
-  EXPECT_EQ(ResolveFlagAlias(c, "other"), "other");
+  EXPECT_EQ(ResolveFlagAlias(c, "budget").value(), "runner_test_budget");
+  EXPECT_EQ(ResolveFlagAlias(c, "other").value(), "other");
   EXPECT_TRUE(CheckFlagsBelong(c, {"--budget=3"}).ok());
   EXPECT_FALSE(CheckFlagsBelong(TestCommand(), {"--budget=3"}).ok());
   ASSERT_TRUE(ApplyConfig(c, {{"budget", "11"}}, "c.json").ok());
@@ -111,6 +117,92 @@ TEST(RunnerTest, AliasesStandForTheCommandsFlags) {
   char* argv2[] = {prog, cmd, flag2, value};
   EXPECT_EQ(RunCli(4, argv2, {c}), 0);
   EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 24);
+}
+
+Command PrefixedCommand() {
+  Command c = TestCommand();
+  c.flag_prefix = "runner_test_";
+  return c;
+}
+
+Command BudgetOwner() {
+  return {"owner", "Owns --budget", "skipswarm owner", {"common/cli/runner_test_other_flags.cc"},
+          [](const std::vector<std::string>&) { return 0; }};
+}
+
+TEST(RunnerTest, ShortNamesStandForTheCommandsPrefixedFlags) {
+  const Command c = PrefixedCommand();
+  // Another command's --budget is not this command's: the prefix wins.
+  EXPECT_EQ(ResolveFlagAlias(c, "budget").value(), "runner_test_budget");
+  EXPECT_EQ(ResolveFlagAlias(c, "fast").value(), "runner_test_fast");
+  // The old prefixed names keep working.
+  EXPECT_EQ(ResolveFlagAlias(c, "runner_test_budget").value(), "runner_test_budget");
+  // A short name that is also an own flag means that flag.
+  EXPECT_EQ(ResolveFlagAlias(c, "fast_budget").value(), "fast_budget");
+  EXPECT_EQ(ShortFlagName(c, "runner_test_fast_budget"), "runner_test_fast_budget");
+  EXPECT_EQ(ShortFlagName(c, "runner_test_budget"), "budget");
+  EXPECT_EQ(ShortFlagName(c, "fast_budget"), "fast_budget");
+  // Unknown names stay as given, and the error names the command.
+  EXPECT_EQ(ResolveFlagAlias(c, "budgit").value(), "budgit");
+  absl::Status unknown = CheckFlagsBelong(c, {"--budgit=3"});
+  EXPECT_NE(unknown.message().find("unknown flag --budgit for 'skipswarm test'"),
+            std::string::npos)
+      << unknown;
+  EXPECT_TRUE(CheckFlagsBelong(c, {"--budget=3", "--nofast", "--runner_test_budget=4"}).ok());
+  // Without the prefix the command does not know --budget.
+  EXPECT_FALSE(CheckFlagsBelong(TestCommand(), {"--budget=3"}).ok());
+}
+
+TEST(RunnerTest, AnAliasAndThePrefixThatDisagreeAreAnError) {
+  Command c = PrefixedCommand();
+  c.flag_aliases = {{"budget", "runner_test_fast"}};
+  absl::StatusOr<std::string> r = ResolveFlagAlias(c, "budget");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "--budget is ambiguous for 'skipswarm test': it may mean --runner_test_fast or "
+                "--runner_test_budget"),
+            std::string::npos)
+      << r.status();
+  EXPECT_FALSE(CheckFlagsBelong(c, {"--budget=1"}).ok());
+  EXPECT_FALSE(ApplyConfig(c, {{"budget", "1"}}, "c.json").ok());
+  char prog[] = "skipswarm", cmd[] = "test", flag[] = "--budget=1";
+  char* argv[] = {prog, cmd, flag};
+  EXPECT_EQ(RunCli(3, argv, {c}), 2);
+  // An alias that agrees with the prefix is fine.
+  c.flag_aliases = {{"budget", "runner_test_budget"}};
+  EXPECT_EQ(ResolveFlagAlias(c, "budget").value(), "runner_test_budget");
+}
+
+TEST(RunnerTest, ShortNamesWorkOnTheCommandLineInConfigAndInHelp) {
+  Command c = PrefixedCommand();
+  c.run = [](const std::vector<std::string>&) { return 0; };
+  absl::SetFlag(&FLAGS_budget, 3);
+  absl::SetFlag(&FLAGS_runner_test_fast, true);
+  char prog[] = "skipswarm", cmd[] = "test", flag[] = "--budget=31", neg[] = "--nofast";
+  char* argv[] = {prog, cmd, flag, neg};
+  EXPECT_EQ(RunCli(4, argv, {c, BudgetOwner()}), 0);
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 31);
+  EXPECT_FALSE(absl::GetFlag(FLAGS_runner_test_fast));
+  EXPECT_EQ(absl::GetFlag(FLAGS_budget), 3);  // the other command's flag is untouched
+
+  char old[] = "--runner_test_budget=32";
+  char* argv2[] = {prog, cmd, old};
+  EXPECT_EQ(RunCli(3, argv2, {c}), 0);
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 32);
+
+  ASSERT_TRUE(ApplyConfig(c, {{"budget", "33"}, {"fast", "true"}}, "c.json").ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 33);
+  EXPECT_TRUE(absl::GetFlag(FLAGS_runner_test_fast));
+  ASSERT_TRUE(ApplyConfig(c, {{"runner_test_budget", "34"}}, "c.json").ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_runner_test_budget), 34);
+  EXPECT_EQ(absl::GetFlag(FLAGS_budget), 3);
+
+  const std::string help = CommandHelp(c);
+  EXPECT_NE(help.find("  --budget (default: \"10\")\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("(old name, deprecated: --runner_test_budget)"), std::string::npos)
+      << help;
+  EXPECT_EQ(help.find("  --runner_test_budget (default"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --runner_test_fast_budget (default"), std::string::npos) << help;
 }
 
 TEST(RunnerTest, HelpGroupsFlagsAndHidesExperimentOnesUntilHelpfull) {
