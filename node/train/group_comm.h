@@ -76,10 +76,11 @@ struct ReduceResult {
   // the next round's shard layout (Note [Shard layout] in sharded_reduce.h).
   // Implementations without shards leave it empty.
   std::vector<std::pair<common::NodeId, uint64_t>> bandwidths;
-  // The shard weights the round used (empty: equal shards), and whether the
-  // members disagreed on them and fell back to equal shards.
+  // The shard weights the round used (empty: equal shards), and whether this
+  // member's own cut differed and it took the round's first member's
+  // (Note [Shard layout]).
   std::vector<uint32_t> shard_weights;
-  bool layout_fell_back = false;
+  bool layout_adopted = false;
   // Parts this replica left out or scaled down (Note [Robust averaging] in
   // robust_sum.h): with shards, those of the shard it owns.
   std::vector<PartVerdict> refused_parts;

@@ -171,10 +171,10 @@ void GrpcGroupComm::Impl::Sweep() {
         std::map<common::NodeId, uint64_t>& figures = figures_[key.second];
         figures.clear();
         for (const auto& [id, b] : (*result)->bandwidths) figures[id] = b;
-        if ((*result)->layout_fell_back) {
+        if ((*result)->layout_adopted) {
           LOG(WARNING) << "iteration " << key.first << " stage " << key.second
-                       << ": replicas disagreed on the shard layout; averaged on equal "
-                          "shards";
+                       << ": this replica's shard layout differed from the round's first "
+                          "member's; averaged on that one";
         }
       }
       for (ReduceDone& w : pending.waiters) {

@@ -329,7 +329,7 @@ TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
     ASSERT_TRUE(second[i].has_value() && second[i]->ok());
     EXPECT_TRUE((*first[i])->shard_weights.empty());
     EXPECT_EQ((*second[i])->shard_weights, sized);
-    EXPECT_FALSE((*second[i])->layout_fell_back);
+    EXPECT_FALSE((*second[i])->layout_adopted);
     EXPECT_EQ((*second[i])->sum, (*first[0])->sum);  // bitwise
   }
   // Round three: the slow member (index 2) dies as it starts.

@@ -138,6 +138,8 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
   members_ = std::move(members);
   layout_ = layout.Validate(static_cast<int>(members_.size())).ok() ? std::move(layout)
                                                                      : ShardLayout();
+  parked_.clear();
+  UndoResidual();
   index_ = static_cast<int>(std::lower_bound(members_.begin(), members_.end(), self_) -
                             members_.begin());
   scatter_.clear();
@@ -170,16 +172,33 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
 
 void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool checked) {
   if (m.layout != layout_) {
-    checked = false;
-    // Note [Shard layout]: on equal shards, an unequal message is stale or
-    // its sender's own view; it falls back when our messages reach it.
-    if (layout_.equal()) return;
-    fell_back_ = true;
-    std::vector<OutgoingReduce> again = Start(members_, ShardLayout());
+    // Note [Shard layout]: the round's first member's cut is the round's.
+    // The first member keeps its own: the sender takes it when our
+    // messages reach it.
+    if (index_ == 0) return;
+    if (m.from != members_[0]) {
+      // Another member's cut; it may be the first member's, which this
+      // member has not seen yet. Kept per sender, phase and cut (messages
+      // may arrive out of order: a sender's newer cut before its older).
+      // A sender changes its cut at most once per round; more is a
+      // confused peer, whose messages are then dropped.
+      ParkedKey key{m.from, static_cast<int>(m.phase), m.layout.weights};
+      if (parked_.size() < 4 * members_.size() || parked_.count(key) > 0) {
+        parked_[std::move(key)] = std::move(m);
+      }
+      return;
+    }
+    adopted_ = true;
+    std::map<ParkedKey, ReduceMessage> parked = std::move(parked_);
+    std::vector<OutgoingReduce> again = Start(members_, m.layout);
     sent_bytes_ -= Bytes(again);  // counted once, by our caller
     out->insert(out->end(), std::make_move_iterator(again.begin()),
                 std::make_move_iterator(again.end()));
-    if (!m.layout.equal()) return;
+    for (auto& [key, p] : parked) {
+      if (p.layout == layout_) Take(std::move(p), out);
+    }
+    checked = false;
+    if (m.layout != layout_) return;  // (Start refused it: not for this round)
   }
   if (!checked && !Check(m).ok()) return;
   Accept(std::move(m));
@@ -309,6 +328,8 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
   }
   if (reduced_ && !done_ && static_cast<int>(gather_.size()) == r) {
     done_ = true;
+    settled_ = true;
+    residual_undo_.clear();
     ReduceResult result;
     result.sum.reserve(own_.flat.size());
     const Part& mine = gather_.at(index_);
@@ -330,7 +351,7 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
       result.bandwidths.emplace_back(members_[k], mine.bandwidths[k]);
     }
     result.shard_weights = layout_.weights;
-    result.layout_fell_back = fell_back_;
+    result.layout_adopted = adopted_;
     result.refused_parts = verdicts_;
     for (const common::NodeId& late : closed_out_) {
       if (!Contains(members_, late)) result.left_out.push_back(late);
@@ -390,6 +411,8 @@ absl::Status ShardedReduce::ReceiveClosed(ReduceMessage m) {
   }
   result.late = true;
   done_ = true;
+  UndoResidual();  // our own reduced shard, if any, was not used
+  settled_ = true;
   result_ = std::move(result);
   return absl::OkStatus();
 }
@@ -428,11 +451,22 @@ void ShardedReduce::EncodeReduced(Part* reduced) {
   const int64_t total = static_cast<int64_t>(own_.flat.size());
   const auto [begin, end] = layout_.Range(total, static_cast<int>(members_.size()), index_);
   float* residual = nullptr;
+  std::vector<float> scratch;
   if (gather_residual_ != nullptr && codec_.kind == model::AvgCodecKind::kInt8) {
     if (static_cast<int64_t>(gather_residual_->size()) != total) {
       gather_residual_->assign(total, 0.0f);
     }
-    residual = gather_residual_->data() + begin;
+    // Note [Restarted rounds]: the feedback of an encoding that is not
+    // used is undone; after the round's result, redoing it for peers
+    // leaves the feedback alone.
+    if (settled_) {
+      scratch.assign(gather_residual_->begin() + begin, gather_residual_->begin() + end);
+      residual = scratch.data();
+    } else {
+      residual_undo_begin_ = begin;
+      residual_undo_.assign(gather_residual_->begin() + begin, gather_residual_->begin() + end);
+      residual = gather_residual_->data() + begin;
+    }
   }
   // PowerSGD sends the parts' factors, when every part came as factors and
   // none was left out or scaled (Note [Robust averaging]).
@@ -453,6 +487,22 @@ void ShardedReduce::EncodeReduced(Part* reduced) {
   if (!decoded.ok()) return;  // our own encoding: not expected; sent as float32
   reduced->data = std::make_shared<const std::vector<float>>(std::move(decoded).value());
   reduced->payload = std::move(payload);
+}
+
+// Note [Restarted rounds]: int8 error feedback (the owner's residual) must
+// hold the error of the encodings that were applied, once each. A round
+// that restarts after this member encoded its reduced shard (a death, a
+// member closed out, another cut) throws that encoding away, so its
+// feedback is undone here; otherwise the residual would carry an error
+// nobody saw, and the next round would "correct" it.
+void ShardedReduce::UndoResidual() {
+  if (residual_undo_.empty() || settled_ || gather_residual_ == nullptr) return;
+  if (residual_undo_begin_ + static_cast<int64_t>(residual_undo_.size()) <=
+      static_cast<int64_t>(gather_residual_->size())) {
+    std::copy(residual_undo_.begin(), residual_undo_.end(),
+              gather_residual_->begin() + residual_undo_begin_);
+  }
+  residual_undo_.clear();
 }
 
 std::optional<std::vector<common::NodeId>> ShardedReduce::SmallerRoundWaiting() const {

@@ -62,6 +62,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -86,17 +87,22 @@ namespace skipswarm::node {
 // the all-gather, so a finished round leaves every member with the same
 // figures (ReduceResult::bandwidths); the next round's layout is computed
 // from them (FromBandwidths: pure integer weights, no floating point in
-// the cut). Members whose views differ (one finished the previous round
-// with other members, a joiner without figures) would compute different
-// layouts: every message names its layout, a member that receives a
-// message of its round with another layout restarts the round with equal
-// shards (and drops messages of any unequal layout from then on), and a
-// member on equal shards ignores unequal messages, whose sender falls back
-// when it gets this member's equal ones. Every member sends to every
-// other one in the reduce-scatter, so a disagreement between any two is
-// seen by both and the round ends on equal shards; a round cannot finish
-// with mixed layouts because finishing takes a message of its layout from
-// every member (ReduceResult::layout_fell_back reports the fallback).
+// the cut). Members whose last finished rounds differ (one re-entered the
+// stage with older figures, its peer redid the previous round without
+// it, a joiner has none) compute different layouts, so the round's layout
+// is its first member's (lowest id), carried in every message: the first
+// member never changes its cut for another's; a member that receives the
+// first member's message with another cut restarts the round on it
+// (ReduceResult::layout_adopted), then replays the messages of that cut
+// it kept from the others meanwhile (a message of another cut from a
+// member other than the first is kept, the newest per sender and phase,
+// until the first member's cut is known). Every member sends to every
+// other one in the reduce-scatter, so every member hears the first
+// member's cut and the round ends on it whatever the delivery order; a
+// round cannot finish with mixed layouts because finishing takes a
+// message of its layout from every member. A restart after this member
+// encoded its reduced shard undoes that encoding's int8 error feedback
+// (Note [Restarted rounds] in sharded_reduce.cc).
 // Bounds: unknown figures (any member's) give equal shards; a figure is
 // raised to at least 1/kMaxShardSpread of the largest, so no member's
 // shard is more than kMaxShardSpread times another's (a wrong or
@@ -234,6 +240,8 @@ class ShardedReduce {
   // The owner's encoding of its reduced shard; `reduced` becomes what
   // every member decodes from it.
   void EncodeReduced(Part* reduced);
+  // Note [Restarted rounds]: puts back the residual of an encoding not used.
+  void UndoResidual();
 
   const common::NodeId self_;
   const uint64_t iteration_;
@@ -247,7 +255,19 @@ class ShardedReduce {
   int64_t sent_bytes_ = 0;
   std::vector<common::NodeId> members_;
   ShardLayout layout_;
-  bool fell_back_ = false;  // this round left a disagreeing layout
+  bool adopted_ = false;  // this member took the first member's cut
+  // Note [Shard layout]: messages of another cut from members other than
+  // the first, by sender, phase and cut, until the first member's cut is
+  // known.
+  using ParkedKey = std::tuple<common::NodeId, int, std::vector<uint32_t>>;
+  std::map<ParkedKey, ReduceMessage> parked_;
+  // Note [Restarted rounds]: the residual this member's encoding of its
+  // reduced shard replaced (from residual_undo_begin_), until the round's
+  // result; settled_: a result was reached (later encodings, for peers
+  // redoing the round, leave the residual alone).
+  std::vector<float> residual_undo_;
+  int64_t residual_undo_begin_ = 0;
+  bool settled_ = false;
   int index_ = -1;  // this replica's shard
   std::map<common::NodeId, Part> scatter_;  // parts of my shard, by sender
   std::map<int, Part> gather_;              // reduced shards, by shard

@@ -479,7 +479,7 @@ TEST(ShardedReduceTest, SizedShardsGiveTheSameBytesAsEqualShards) {
         ASSERT_TRUE(res.ok()) << res.status();
         EXPECT_EQ(res->sum, g.Expected(all));  // bitwise, as with equal shards
         EXPECT_EQ(res->shard_weights, layout.weights);
-        EXPECT_FALSE(res->layout_fell_back);
+        EXPECT_FALSE(res->layout_adopted);
         // Every member gets every member's figure back, for the next layout.
         ASSERT_EQ(res->bandwidths.size(), static_cast<size_t>(replicas));
         for (int k = 0; k < replicas; ++k) {
@@ -490,31 +490,74 @@ TEST(ShardedReduceTest, SizedShardsGiveTheSameBytesAsEqualShards) {
   }
 }
 
-// Replicas that computed different layouts (different views) notice it
-// from each other's messages and all finish on equal shards.
-TEST(ShardedReduceTest, DisagreeingLayoutsFallBackToEqualShards) {
+// Replicas that computed different layouts (a member re-entered the stage
+// with older figures, a peer redid the previous round without it, a joiner
+// has none) end on the round's first member's cut, whatever the delivery
+// order and whichever cut the others had: the first member (replica 0, the
+// lowest id) keeps its own, the others restart on it once.
+TEST(ShardedReduceTest, DisagreeingLayoutsEndOnTheFirstMembersLayout) {
   const ShardLayout a = ShardLayout::FromBandwidths({10, 10, 2, 5});
   const ShardLayout b = ShardLayout::FromBandwidths({10, 9, 2, 5});
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
-    Group g(4, 777, seed);
-    // 0, 1 and 2 agree on `a`, 3 has `b` (or no figures: equal shards).
-    const ShardLayout odd = seed % 2 ? b : ShardLayout();
-    g.Start(0, {0, 1, 2, 3}, a);
-    g.Start(1, {0, 1, 2, 3}, a);
-    g.Deliver(4);
-    g.Start(2, {0, 1, 2, 3}, a);
-    g.Start(3, {0, 1, 2, 3}, odd);
-    g.Deliver();
-    for (int r = 0; r < 4; ++r) {
-      ASSERT_TRUE(g.at(r).done()) << "seed " << seed << " replica " << r;
-      const absl::StatusOr<ReduceResult>& res = g.at(r).result();
-      ASSERT_TRUE(res.ok()) << res.status();
-      EXPECT_EQ(res->sum, g.Expected({0, 1, 2, 3}));
-      EXPECT_TRUE(res->shard_weights.empty());
-      // Replica 3 with equal shards never left them; the others did.
-      if (r < 3 || !odd.equal()) {
-        EXPECT_TRUE(res->layout_fell_back) << r;
+  ASSERT_FALSE(a.equal());
+  ASSERT_NE(a, b);
+  struct Case {
+    std::vector<ShardLayout> start;  // each replica's own cut
+  };
+  const std::vector<Case> cases = {
+      {{a, a, a, b}},              // one other member disagrees
+      {{a, a, a, ShardLayout()}},  // one has no figures
+      {{b, a, a, a}},              // the first member is the odd one
+      {{ShardLayout(), a, b, a}},  // the first has no figures
+      {{a, b, ShardLayout(), b}},  // everyone but one disagrees with it
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      SCOPED_TRACE(absl::StrCat("case ", c, " seed ", seed));
+      Group g(4, 777, seed);
+      const std::vector<ShardLayout>& start = cases[c].start;
+      // Staggered starts: some messages arrive before their receiver starts.
+      g.Start(1, {0, 1, 2, 3}, start[1]);
+      g.Start(3, {0, 1, 2, 3}, start[3]);
+      g.Deliver(3);
+      g.Start(0, {0, 1, 2, 3}, start[0]);
+      g.Deliver(static_cast<int>(seed % 5));
+      g.Start(2, {0, 1, 2, 3}, start[2]);
+      g.Deliver();
+      for (int r = 0; r < 4; ++r) {
+        ASSERT_TRUE(g.at(r).done()) << "replica " << r;
+        const absl::StatusOr<ReduceResult>& res = g.at(r).result();
+        ASSERT_TRUE(res.ok()) << res.status();
+        EXPECT_EQ(res->sum, g.Expected({0, 1, 2, 3}));  // bitwise
+        EXPECT_EQ(res->shard_weights, start[0].weights) << "replica " << r;
+        EXPECT_EQ(res->layout_adopted, start[r] != start[0]) << "replica " << r;
       }
+    }
+  }
+}
+
+// Two replicas as after a re-entry under --outer_overlap: the one that
+// re-entered cut the round by the older figures it kept, its peer (which
+// redid the previous round alone) by none. Both end on the first's cut.
+TEST(ShardedReduceTest, TwoReplicasWithDifferentFiguresEndOnOneLayout) {
+  const ShardLayout sized = ShardLayout::FromBandwidths({250'000, 50'000});
+  for (const bool first_has_figures : {true, false}) {
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      SCOPED_TRACE(absl::StrCat(first_has_figures ? "first sized" : "first equal", " seed ",
+                                seed));
+      Group g(2, 1001, seed);
+      const ShardLayout first = first_has_figures ? sized : ShardLayout();
+      const ShardLayout second = first_has_figures ? ShardLayout() : sized;
+      g.Start(static_cast<int>(seed % 2), {0, 1}, seed % 2 ? second : first);
+      g.Deliver(1);
+      g.Start(static_cast<int>(1 - seed % 2), {0, 1}, seed % 2 ? first : second);
+      g.Deliver();
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_TRUE(g.at(r).done() && g.at(r).result().ok()) << r;
+        EXPECT_EQ(g.at(r).result()->sum, g.Expected({0, 1}));
+        EXPECT_EQ(g.at(r).result()->shard_weights, first.weights) << r;
+      }
+      EXPECT_FALSE(g.at(0).result()->layout_adopted);
+      EXPECT_TRUE(g.at(1).result()->layout_adopted);
     }
   }
 }
