@@ -197,6 +197,11 @@ std::map<common::NodeId, std::string> GrpcGroupComm::banned() const {
 
 uint64_t GrpcGroupComm::pushed_bytes() const { return impl_->pushed_bytes_.load(); }
 
+uint64_t GrpcGroupComm::messages_received() const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->stats_messages_received_;
+}
+
 uint64_t GrpcGroupComm::early_bytes() const {
   absl::MutexLock lock(&impl_->mu_);
   return impl_->early_bytes_;

@@ -215,6 +215,11 @@ class GrpcGroupComm final : public GroupComm {
   // parts and all-gather shards; barriers carry none): the wire figure
   // behind ReduceResult::sent_bytes.
   uint64_t pushed_bytes() const;
+  // Gradient messages (reduce-scatter parts and reduced shards, early ones
+  // included) this node has taken in whole; a count seen includes what it
+  // counts. A caller on a simulated clock waits on it for pushes crossing
+  // a real network before it moves time past a round's deadline.
+  uint64_t messages_received() const;
   // Note [Group bans]: the senders this node banned, with the reason.
   std::map<common::NodeId, std::string> banned() const;
 

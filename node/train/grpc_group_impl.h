@@ -181,6 +181,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, uint64_t> stage_elements_ ABSL_GUARDED_BY(mu_);
   uint64_t stats_pushes_refused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stats_messages_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> pushed_bytes_{0};
   // Per stage: this member's int8 error feedback for the reduced shards it
   // owns (Note [Encoded shards] in shard_codec.h), used by its rounds.

@@ -271,6 +271,8 @@ void GrpcGroupComm::Impl::ReceiveReduce(ReduceMessage m) {
   bool poisoned = false;
   {
     absl::MutexLock lock(&mu_);
+    // Counted under the lock that holds what it is taken into.
+    ++stats_messages_received_;
     const std::pair<uint64_t, int> key{m.iteration, m.stage};
     auto it = reduces_.find(key);
     if (it == reduces_.end()) {
