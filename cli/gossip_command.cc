@@ -6,16 +6,21 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "model/averaging_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/gossip/nvidia_smi.h"
 
 ABSL_FLAG(std::string, join, "",
           "Gossip swarm: bootstrap peers host:port[,host:port...] (IPv4 or [IPv6]); empty "
@@ -76,6 +81,17 @@ ABSL_FLAG(std::string, quiet_hours, "",
           "HH:MM-HH:MM in local time (e.g. 22:00-07:00): the node pauses every day in this "
           "window (stays a member, takes no new micro-batches) and resumes after it; "
           "`skipswarm node resume` lifts one night. Empty: never.");
+ABSL_FLAG(bool, pause_on_gpu_contention, false,
+          "Note [GPU contention]: pause (as `skipswarm node pause`) while another process holds "
+          "memory on this node's GPU for --gpu_contention_pause_s, resume once it has been gone "
+          "for --gpu_contention_resume_s. Watches with nvidia-smi; needs --device=cuda[:N] "
+          "(with a CPU device it logs why and stays off).");
+ABSL_FLAG(double, gpu_contention_pause_s, 10,
+          "--pause_on_gpu_contention: seconds another process must hold the GPU before the node "
+          "pauses.");
+ABSL_FLAG(double, gpu_contention_resume_s, 60,
+          "--pause_on_gpu_contention: seconds the GPU must be free of other processes before the "
+          "node resumes.");
 ABSL_FLAG(int, rebalance_every, 0,
           "Every N iterations a one-stage relay checks the stage balance rule and moves to the "
           "bottleneck stage when the swarm's throughput rises by --rebalance_min_gain (0: off).");
@@ -121,6 +137,33 @@ void OnSigusr1(int) {
 }
 void OnSigusr2(int) {
   if (g_signals) g_signals->resume.store(true);
+}
+
+// Note [GPU contention]: --pause_on_gpu_contention's lister and timings in
+// `o`; nothing on a CPU device (logged). Reads CUDA_VISIBLE_DEVICES: main's.
+absl::Status GpuContentionOptionsFromFlags(const std::string& device, GossipDaemonOptions* o) {
+  const double pause_s = absl::GetFlag(FLAGS_gpu_contention_pause_s);
+  const double resume_s = absl::GetFlag(FLAGS_gpu_contention_resume_s);
+  for (const auto& [name, v] : {std::pair<const char*, double>{"pause_s", pause_s},
+                                {"resume_s", resume_s}}) {
+    if (!(v >= 0 && v <= 86400)) {
+      return absl::InvalidArgumentError(absl::StrCat("--gpu_contention_", name, "=", v,
+                                                     ": want seconds in [0, 86400]"));
+    }
+  }
+  if (!absl::GetFlag(FLAGS_pause_on_gpu_contention)) return absl::OkStatus();
+  absl::StatusOr<std::string> gpu = node::NvidiaSmiGpuId(device, std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (!gpu.ok()) {
+    LOG(WARNING) << "--pause_on_gpu_contention is off: " << gpu.status().message()
+                 << "; there is no GPU of ours to watch";
+    return absl::OkStatus();
+  }
+  o->gpu_lister = std::make_shared<node::NvidiaSmiLister>(*gpu, absl::Seconds(5));
+  o->gpu_contention.pause_after = absl::Seconds(pause_s);
+  o->gpu_contention.resume_after = absl::Seconds(resume_s);
+  o->gpu_contention.poll_every = absl::Seconds(2);
+  o->gpu_contention.own_pids = {static_cast<int64_t>(getpid())};
+  return absl::OkStatus();
 }
 
 // How long ago this process was started (exec), from /proc: main's one
@@ -221,6 +264,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   o.relays = absl::GetFlag(FLAGS_relays);
   o.quiet_hours = absl::GetFlag(FLAGS_quiet_hours);
   o.time_zone = absl::LocalTimeZone();  // quiet hours are the volunteer's local time
+  SS_RETURN_IF_ERROR(GpuContentionOptionsFromFlags(base.model.runtime.device, &o));
   SwarmMembershipOptions& g = o.gossip;
   g.key_file = absl::GetFlag(FLAGS_node_key_file);
   g.create_key = absl::GetFlag(FLAGS_create_key);

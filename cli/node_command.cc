@@ -261,7 +261,8 @@ common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
   c.flag_prefix = "node_";  // Note [Short flag names]: --iterations, --key_file
   c.help_groups = {
       {"network",
-       {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "quiet_hours", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
+       {"join", "write_swarm_file", "listen", "advertise", "group_listen", "control_port", "quiet_hours", "pause_on_gpu_contention", "gpu_contention_pause_s",
+        "gpu_contention_resume_s", "metrics_port", "metrics_listen", "swarm", "swarm_name", "swarm_secret",
         "swarm_secret_file", "revocations_file",
         "node_key_file", "create_key", "insecure", "max_upload_mbps", "max_download_mbps",
         "max_sync_upload_mbps"}},

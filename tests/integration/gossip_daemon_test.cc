@@ -9,6 +9,8 @@
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <map>
 #include <thread>
@@ -403,6 +405,102 @@ TEST_F(GossipDaemonTest, AVolunteerPausesWithoutLeavingAndIsRoutedAgainOnResume)
   EXPECT_GT(visits_before, 0);
   EXPECT_EQ(visits_paused, 0);
   EXPECT_GT(visits_resumed, 0);
+  absl::MutexLock founder_lock(&founder->mu);
+  int dropped = 0;
+  for (const NodeIterationReport& r : founder->reports) dropped += r.data ? r.data->dropped : 0;
+  EXPECT_EQ(dropped, 0);
+}
+
+// A GPU whose process table the test sets: this process (every daemon of
+// the test) and, while `foreign`, another one holding 2 GiB.
+class FakeGpu : public GpuProcessLister {
+ public:
+  void SetForeign(bool foreign) {
+    absl::MutexLock lock(&mu_);
+    foreign_ = foreign;
+  }
+  absl::StatusOr<std::vector<GpuProcess>> List() override {
+    absl::MutexLock lock(&mu_);
+    std::vector<GpuProcess> table{{getpid(), int64_t{1} << 30}};
+    if (foreign_) table.push_back({1, int64_t{2} << 30});
+    return table;
+  }
+  std::string Describe() const override { return "the test's GPU"; }
+
+ private:
+  absl::Mutex mu_;
+  bool foreign_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Note [GPU contention]: a replica whose GPU another process takes pauses
+// through the volunteer's pause (its record says paused, so the founder's
+// view shows it) and resumes when the process leaves; the last replica of
+// stage 2, contended all along, is refused and keeps training; nothing is
+// dropped. Zero pause/resume delays make the verdict independent of
+// timing (the monitor's delays are gpu_contention_test's).
+TEST_F(GossipDaemonTest, AReplicaPausesWhileAnotherProcessHoldsItsGpu) {
+  constexpr int64_t kRun = 400;
+  auto gpu_p = std::make_shared<FakeGpu>();
+  auto gpu_b = std::make_shared<FakeGpu>();
+  gpu_b->SetForeign(true);
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.base.iterations = kRun;
+  d0.expect_members = 4;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = Launch(d0);
+  ASSERT_NE(founder, nullptr);
+  std::vector<std::unique_ptr<Running>> others;
+  for (auto [name, stage] : std::vector<std::pair<std::string, int>>{{"a", 1}, {"p", 1}, {"b", 2}}) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.base.iterations = kRun;
+    o.expect_members = 4;
+    o.gossip.join = {founder->daemon->gossip_address()};
+    if (name != "a") {
+      o.gpu_lister = name == "p" ? gpu_p : gpu_b;
+      o.gpu_contention.pause_after = absl::ZeroDuration();
+      o.gpu_contention.resume_after = absl::ZeroDuration();
+      o.gpu_contention.poll_every = absl::Milliseconds(10);
+      o.gpu_contention.own_pids = {getpid()};
+    }
+    others.push_back(Launch(o));
+    ASSERT_NE(others.back(), nullptr);
+  }
+  Running* rp = others[1].get();
+  Running* rb = others[2].get();
+  // Waits for p's next iteration; false once p's Run returned.
+  const auto next_iteration = [&] {
+    absl::Notification reached;
+    {
+      absl::MutexLock lock(&rp->mu);
+      rp->hook = [&reached](const NodeIterationReport&) {
+        if (!reached.HasBeenNotified()) reached.Notify();
+      };
+    }
+    const bool ok = rp->WaitUnlessFinished(reached);
+    absl::MutexLock lock(&rp->mu);
+    rp->hook = nullptr;
+    return ok;
+  };
+  const common::NodeId p_id = rp->daemon->view().self;
+  const auto p_record_paused = [&] {
+    const membership::View view = founder->daemon->view();
+    const membership::MemberInfo* m = view.Find(p_id);
+    return m != nullptr && m->paused;
+  };
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(next_iteration());
+  gpu_p->SetForeign(true);
+  while (!rp->daemon->paused()) ASSERT_TRUE(next_iteration()) << "p never paused";
+  while (!p_record_paused()) ASSERT_TRUE(next_iteration()) << "the founder never saw p paused";
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(next_iteration());
+  EXPECT_TRUE(rp->daemon->paused());
+  EXPECT_FALSE(rb->daemon->paused());  // stage 2's last replica
+  gpu_p->SetForeign(false);
+  while (rp->daemon->paused()) ASSERT_TRUE(next_iteration()) << "p never resumed";
+  for (auto& r : others) r->Join();
+  founder->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
+  EXPECT_FALSE(rb->daemon->paused());
   absl::MutexLock founder_lock(&founder->mu);
   int dropped = 0;
   for (const NodeIterationReport& r : founder->reports) dropped += r.data ? r.data->dropped : 0;

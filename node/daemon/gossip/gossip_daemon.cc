@@ -684,6 +684,17 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     SS_RETURN_IF_ERROR(formed);
   }
   p.run_started = p.clock->SteadyNow();
+  // Note [GPU contention]: from now on our own context is on the GPU, so a
+  // process list without us is a PID namespace problem, not an idle GPU.
+  if (p.options.gpu_lister != nullptr) {
+    GpuContentionOptions g = p.options.gpu_contention;
+    p.gpu_watch = std::make_unique<GpuContentionWatch>(g, p.options.gpu_lister, p.clock.get());
+    p.metrics.Set("skipswarm_gpu_contention", 0);
+    LOG(INFO) << o.name << ": watching " << p.gpu_watch->Describe()
+              << ": pausing while another process holds memory there for "
+              << absl::FormatDuration(g.pause_after) << ", resuming "
+              << absl::FormatDuration(g.resume_after) << " after it left";
+  }
   // Shared with the trainer's callback, which may outlive this frame when a
   // drain times out.
   struct Finish {
@@ -718,7 +729,8 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
           finish->done.Notify();
         });
     while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-      if (!stopping) p.PollVolunteerPause();  // quiet hours (Note [Paused members])
+      // Quiet hours, GPU contention (Note [Paused members]).
+      if (!stopping) p.PollVolunteerPause();
       if (!(admitted = p.gossip->membership()->SelfAdmission()).ok()) break;
       if (!stopping) {
         if (const std::optional<uint64_t> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {

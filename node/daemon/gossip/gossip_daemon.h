@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "common/peer_quota.h"
+#include "node/daemon/gossip/gpu_contention.h"
 #include "node/daemon/gossip/swarm_membership.h"
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/node_daemon_options.h"
@@ -118,6 +119,11 @@ struct GossipDaemonOptions {
   // passes the local one).
   std::string quiet_hours;
   absl::TimeZone time_zone = absl::UTCTimeZone();
+  // Note [GPU contention] (gpu_contention.h): while training, pause while
+  // another process holds memory on this node's GPU, as this lister sees
+  // it (main: nvidia-smi on a CUDA device); null: off.
+  std::shared_ptr<GpuProcessLister> gpu_lister;
+  GpuContentionOptions gpu_contention;
   // Called after every iteration (trainer thread), for tests and embedders.
   std::function<void(const NodeIterationReport&)> observer;
   // The quota of the manifest service among gossip.extra_services (Note

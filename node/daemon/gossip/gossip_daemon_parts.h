@@ -187,6 +187,11 @@ struct GossipDaemon::Parts {
   bool volunteer_paused ABSL_GUARDED_BY(mu) = false;
   std::string volunteer_refused ABSL_GUARDED_BY(mu);
   absl::Mutex pause_mu;  // serialises ApplyPause (record edits in order)
+  // Note [GPU contention]: started by Run when training starts (our own
+  // context is on the GPU by then); null when off. Its verdict reaches
+  // `volunteer` in PollVolunteerPause.
+  std::unique_ptr<GpuContentionWatch> gpu_watch;
+  bool gpu_check_failing ABSL_GUARDED_BY(mu) = false;  // the last poll's, for events
 
   const NodeDaemonOptions& base() const { return options.base; }
   absl::Status Checkpoint() {

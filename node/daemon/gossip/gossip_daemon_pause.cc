@@ -71,10 +71,34 @@ absl::Status GossipDaemon::Parts::ApplyPause(bool paused, const std::string& why
 }
 
 void GossipDaemon::Parts::PollVolunteerPause() {
+  // Note [GPU contention]: the watch's verdict (its thread samples; this
+  // only reads), on /metrics and, when the check starts or stops failing,
+  // on the status page.
+  std::optional<GpuContentionState> gpu;
+  if (gpu_watch) {
+    gpu = gpu_watch->state();
+    metrics.Set("skipswarm_gpu_contention", gpu->contended ? 1 : 0);
+    metrics.Set("skipswarm_gpu_foreign_memory_bytes", static_cast<double>(gpu->foreign_bytes));
+    metrics.Set("skipswarm_gpu_contention_check_failures_total",
+                static_cast<double>(gpu->failures));
+  }
   VolunteerPause::Wanted w;
+  std::string gpu_event;
   {
     absl::MutexLock lock(&mu);
+    if (gpu) {
+      volunteer.SetGpuContention(gpu->contended, gpu->why);
+      if (gpu->failing != gpu_check_failing) {
+        gpu_check_failing = gpu->failing;
+        gpu_event = gpu->failing ? absl::StrCat("GPU contention check failing: ", gpu->failure)
+                                 : "GPU contention check works again";
+      }
+    }
     w = volunteer.At(clock->Now());
+  }
+  if (!gpu_event.empty()) status->AddEvent("health", gpu_event);
+  {
+    absl::MutexLock lock(&mu);
     if (w.paused == volunteer_paused) {
       volunteer_refused.clear();
       return;
@@ -82,8 +106,8 @@ void GossipDaemon::Parts::PollVolunteerPause() {
   }
   absl::Status s = ApplyPause(w.paused, w.why, /*force=*/false);
   if (s.ok()) return;
-  // A quiet-hours pause of a last replica: retried while the window lasts,
-  // logged once.
+  // A quiet-hours or GPU-contention pause of a last replica: retried while
+  // it holds, logged once.
   absl::MutexLock lock(&mu);
   if (volunteer_refused == s.message()) return;
   volunteer_refused = std::string(s.message());

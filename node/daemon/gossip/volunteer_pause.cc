@@ -70,10 +70,18 @@ void VolunteerPause::Request(bool paused, absl::Time now) {
   if (!paused && quiet_ && quiet_->Contains(now, tz_)) {
     quiet_lifted_until_ = quiet_->EndAfter(now, tz_);
   }
+  if (!paused && gpu_contended_) gpu_lifted_ = true;
+}
+
+void VolunteerPause::SetGpuContention(bool contended, const std::string& why) {
+  if (!contended) gpu_lifted_ = false;  // the next contention pauses again
+  gpu_contended_ = contended;
+  gpu_why_ = contended ? why : "";
 }
 
 VolunteerPause::Wanted VolunteerPause::At(absl::Time now) const {
   if (operator_paused_) return {true, "paused by the operator"};
+  if (gpu_contended_ && !gpu_lifted_) return {true, gpu_why_};
   if (quiet_ && now >= quiet_lifted_until_ && quiet_->Contains(now, tz_)) {
     return {true, absl::StrCat("quiet hours ", quiet_->ToString())};
   }

@@ -11,7 +11,11 @@
 // Rules: an operator's pause holds until the operator resumes. Quiet hours
 // pause the node from the window's start to its end; an operator's resume
 // inside a window lifts it until that window ends (the next one pauses
-// again); an operator's pause inside a window outlasts it.
+// again); an operator's pause inside a window outlasts it. GPU contention
+// (Note [GPU contention], gpu_contention.h; SetGpuContention) pauses the
+// node while it lasts; an operator's resume during one lifts it until it
+// ends (the next contention pauses again). The reason shown is the
+// operator's, else the contention's, else the quiet hours'.
 //
 // Thread rule: thread-compatible (the daemon guards it with its mutex).
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_VOLUNTEER_PAUSE_H_
@@ -59,6 +63,8 @@ class VolunteerPause {
 
   // The operator's pause (true) or resume (false) at wall time `now`.
   void Request(bool paused, absl::Time now);
+  // The GPU contention monitor's verdict now; `why` names the holders.
+  void SetGpuContention(bool contended, const std::string& why);
   Wanted At(absl::Time now) const;
 
  private:
@@ -67,6 +73,9 @@ class VolunteerPause {
   bool operator_paused_ = false;
   // An operator's resume lifts quiet hours until this instant.
   absl::Time quiet_lifted_until_ = absl::InfinitePast();
+  bool gpu_contended_ = false;
+  std::string gpu_why_;
+  bool gpu_lifted_ = false;  // an operator's resume during this contention
 };
 
 }  // namespace skipswarm::node

@@ -78,5 +78,37 @@ TEST(VolunteerPauseTest, QuietHoursAndOperatorRequestsOnTheSimulatedClock) {
                      }));
 }
 
+// Note [GPU contention]: a contention pauses while it lasts; an operator's
+// resume lifts this one (not the next); an operator's pause outlasts it;
+// quiet hours take over when it ends inside their window.
+TEST(VolunteerPauseTest, GpuContentionPausesAndTheOperatorCanOverrideIt) {
+  const absl::Time noon = At(3, 12, 0);
+  VolunteerPause pause(*QuietHours::Parse("22:00-07:00"), absl::UTCTimeZone());
+  EXPECT_FALSE(pause.At(noon).paused);
+  pause.SetGpuContention(true, "GPU contention: pid 4242 holds 2048 MiB of this node's GPU");
+  VolunteerPause::Wanted w = pause.At(noon);
+  EXPECT_TRUE(w.paused);
+  EXPECT_EQ(w.why, "GPU contention: pid 4242 holds 2048 MiB of this node's GPU");
+  pause.Request(false, noon);  // the volunteer wants training anyway
+  EXPECT_FALSE(pause.At(noon).paused);
+  pause.SetGpuContention(true, "GPU contention: pid 4243 holds 1 MiB of this node's GPU");
+  EXPECT_FALSE(pause.At(noon).paused);  // still the same contention
+  pause.SetGpuContention(false, "");
+  pause.SetGpuContention(true, "GPU contention: pid 5 holds 9 MiB of this node's GPU");
+  EXPECT_TRUE(pause.At(noon).paused);  // a new one pauses again
+  pause.Request(true, noon);
+  EXPECT_EQ(pause.At(noon).why, "paused by the operator");
+  pause.SetGpuContention(false, "");
+  EXPECT_TRUE(pause.At(noon).paused);  // the operator's pause outlasts it
+  pause.Request(false, noon);
+  EXPECT_FALSE(pause.At(noon).paused);
+  // At night the contention's reason shows first, the window's after it.
+  const absl::Time night = At(3, 23, 0);
+  pause.SetGpuContention(true, "GPU contention: pid 6 holds 1 MiB of this node's GPU");
+  EXPECT_EQ(pause.At(night).why, "GPU contention: pid 6 holds 1 MiB of this node's GPU");
+  pause.SetGpuContention(false, "");
+  EXPECT_EQ(pause.At(night).why, "quiet hours 22:00-07:00");
+}
+
 }  // namespace
 }  // namespace skipswarm::node

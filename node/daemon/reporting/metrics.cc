@@ -133,6 +133,15 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "hours): a member that takes no new micro-batches; 0 otherwise."},
       {"skipswarm_volunteer_pauses_total", T::kCounter,
        "Times this node was paused by its volunteer."},
+      {"skipswarm_gpu_contention", T::kGauge,
+       "--pause_on_gpu_contention: 1 while another process has held memory on this node's GPU "
+       "long enough to pause it (Note [GPU contention]); 0 otherwise; absent when off."},
+      {"skipswarm_gpu_foreign_memory_bytes", T::kGauge,
+       "--pause_on_gpu_contention: GPU memory other processes held on this node's GPU at the "
+       "last successful check."},
+      {"skipswarm_gpu_contention_check_failures_total", T::kCounter,
+       "--pause_on_gpu_contention: checks of the GPU's processes that failed (nvidia-smi "
+       "missing, failing or timing out; a process list from another PID namespace)."},
       {"skipswarm_serving", T::kGauge,
        "1 while the node's gRPC health is SERVING; 0 while a health cause holds."},
       {"skipswarm_health_cause", T::kGauge,
