@@ -404,6 +404,76 @@ TEST(GrpcGroupShardedTest, SecondRoundIsCutByTheFiguresTheFirstHandedBack) {
   }
 }
 
+// Note [Shard layout]: two replicas whose last finished rounds differ, as
+// after a re-entry under --outer_overlap: both average round 0 (figures
+// handed back), then the second replica (by id) redoes round 1 alone (its
+// view has the first paused) and keeps only its own figure, so for round
+// 2 it cuts equal shards while the first cuts by round 0's figures. They
+// end on the first's cut (before: both fell back to equal shards).
+TEST(GrpcGroupShardedTest, ReplicasWhoseFiguresDifferEndOnTheFirstMembersCut) {
+  auto clock = common::RealClock::Create();
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 2; ++i) {
+    members.push_back({NodeId::ForName("f" + std::to_string(i)), {1}, 4, "", ""});
+  }
+  std::sort(members.begin(), members.end(),
+            [](const PeerInfo& a, const PeerInfo& b) { return a.id < b.id; });
+  const std::vector<uint64_t> uplinks = {10'000'000, 2'000'000};  // by id
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 2; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = members[i].id;
+    BePatient(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    o.uplink_bytes_per_second = [b = uplinks[i]] { return b; };
+    auto g = GrpcGroupComm::Create(o, views.back().get(), clock.get());
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (auto& v : views) {
+    for (int j = 0; j < 2; ++j) {
+      v->SetAddresses(members[j].id, "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  const std::vector<uint32_t> sized = ShardLayout::FromBandwidths(uplinks).weights;
+  ASSERT_FALSE(sized.empty());
+  const size_t n = 100001;
+  auto round = [&](uint64_t it, const std::vector<int>& who) {
+    std::vector<std::optional<absl::StatusOr<ReduceResult>>> results(2);
+    std::vector<std::unique_ptr<absl::Notification>> done;
+    for (int i = 0; i < 2; ++i) done.push_back(std::make_unique<absl::Notification>());
+    for (int i : who) {
+      std::vector<float> flat(n);
+      for (size_t k = 0; k < n; ++k) flat[k] = 0.25f * (i + 1) + 1e-6f * static_cast<float>(k);
+      groups[i]->AllReduce(it, 1, {members[i].id, std::move(flat), 1, 5, nullptr},
+                           [&results, &done, i](absl::StatusOr<ReduceResult> r) {
+                             results[i] = r;
+                             done[i]->Notify();
+                           });
+    }
+    for (int i : who) EXPECT_TRUE(done[i]->WaitForNotificationWithTimeout(kPatience)) << i;
+    return results;
+  };
+  auto first = round(0, {0, 1});
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(first[i].has_value() && first[i]->ok()) << i;
+  views[1]->SetPaused(members[0].id, true);
+  auto alone = round(1, {1});
+  ASSERT_TRUE(alone[1].has_value() && alone[1]->ok());
+  ASSERT_EQ((*alone[1])->contributors, 1);
+  views[1]->SetPaused(members[0].id, false);
+  auto third = round(2, {0, 1});
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(third[i].has_value() && third[i]->ok()) << i;
+    EXPECT_EQ((*third[i])->contributors, 2);
+    EXPECT_EQ((*third[i])->shard_weights, sized) << i;
+    EXPECT_EQ((*third[i])->sum, (*first[0])->sum) << i;  // the same contributions
+  }
+  EXPECT_FALSE((*third[0])->layout_adopted);
+  EXPECT_TRUE((*third[1])->layout_adopted);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 
