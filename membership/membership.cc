@@ -171,16 +171,25 @@ void Membership::Impl::HeartbeatTick() {
   proto::PingRequest req;
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_ || !members_[self_].record.outbound_only()) return;
+    if (stopped_) return;
+    const absl::Duration now = clock_->SteadyNow();
+    // Suspected lately (Note [Refutation over our own requests]): whoever
+    // suspects us again can tell us only in a reply, so we ask every tick.
+    const bool suspected =
+        now - last_refuted_ <= ComputeSuspicionBounds(options_.suspicion_timeout,
+                                                      options_.suspicion_max_multiplier,
+                                                      options_.suspicion_confirmations,
+                                                      LiveCountLocked())
+                                   .max;
+    if (!members_[self_].record.outbound_only() && !suspected) return;
     const std::vector<common::NodeId> peers = DialableOthersLocked();
     const Member* oldest = nullptr;
     for (const common::NodeId& id : peers) {  // id order: ties go the same way
       const Member& m = members_[id];
       if (oldest == nullptr || m.last_sent < oldest->last_sent) oldest = &m;
     }
-    const absl::Duration now = clock_->SteadyNow();
-    if (oldest == nullptr ||
-        now - oldest->last_sent < options_.probe_interval * static_cast<int>(peers.size())) {
+    const int gap = suspected ? 1 : static_cast<int>(peers.size());
+    if (oldest == nullptr || now - oldest->last_sent < options_.probe_interval * gap) {
       return;  // the probe rounds keep pace (see Note)
     }
     to = RefLocked(*oldest);
@@ -452,6 +461,34 @@ void Membership::Impl::NotifySuspectLater(const common::NodeId& target) {
                          ApplyGossipLocked(ack->gossip(), target, &changes, &*verified);
                        }
                        Publish(changes);
+                     }));
+  }));
+}
+
+void Membership::Impl::SendOwedRecordLater(const common::NodeId& peer) {
+  // Not inline: the caller holds mu_, and a reply being built may pay the
+  // debt first (Note [Refutation over our own requests]).
+  clock_->RunAfter(absl::ZeroDuration(), Guard([this, peer] {
+    PeerRef to;
+    proto::PingRequest req;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = members_.find(peer);
+      // Paid already, or only its own requests reach it (their acks pay).
+      if (stopped_ || it == members_.end() || !it->second.owes_our_record ||
+          !it->second.live() || it->second.record.outbound_only()) {
+        return;
+      }
+      to = RefLocked(it->second);
+      req = NewPingLocked(++seq_);
+      FillGossipLocked(req.mutable_gossip());
+      AddOpinionAboutLocked(peer, req.mutable_gossip());
+      NoteSentLocked(peer);
+    }
+    const absl::Duration sent_at = clock_->SteadyNow();
+    transport_->Ping(to, req, options_.probe_interval,
+                     Guard([this, peer, sent_at](absl::StatusOr<proto::Ack> ack) {
+                       OnNewsAck(peer, sent_at, std::move(ack));
                      }));
   }));
 }

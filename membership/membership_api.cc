@@ -462,6 +462,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
     ack.set_protocol_version(proto::kProtocolVersion);
     ack.set_from(impl_->self_.Bytes());
     ack.set_seq(req.seq());
+    impl_->AddOpinionAboutLocked(sender, ack.mutable_gossip());
     if (impl_->members_[impl_->self_].state == proto::MEMBER_STATE_LEFT) {
       // As in HandlePing: how a member we cannot dial hears of our leave.
       *ack.mutable_gossip()->add_records() = impl_->members_[impl_->self_].signed_record;

@@ -54,11 +54,11 @@
 //   refutes in the acks of its next requests, or is declared DEAD.
 // * What it receives it gets in replies (acks, push-pull responses), so
 //   records and opinions still reach it.
-// * A verdict is checked before it kills: when a suspicion's timer runs
-//   out we first pull the freshest records by one push-pull with a
-//   dialable member other than the suspect; the verdict follows only if
-//   the suspect's record did not change meanwhile (a crashed member's does
-//   not: its detection takes one more round trip). A NATed node hears news
+// * A verdict is checked before it kills (Note [Checked verdicts]): when a
+//   suspicion's timer runs out we first pull the freshest records by one
+//   push-pull with a dialable member other than the suspect; the verdict
+//   follows only if the suspect's record did not change meanwhile (a
+//   crashed member's does not: its detection takes one more round trip). A NATed node hears news
 //   only in replies, and gossip's few retransmissions of a refutation often
 //   went elsewhere: in the netns home layout each home node declared the
 //   other DEAD on suspicions refuted long before, hearsay or its own failed
@@ -88,6 +88,43 @@
 //   MembershipOptions::leave_linger. Without it, when every dialable member
 //   left at once (the end of a run) the outbound-only ones marked them all
 //   DEAD.
+//
+// Note [Refutation over our own requests]
+// * A member that cannot be dialed (a home joiner before its reachability
+//   check says outbound_only: every probe of it fails) is suspected again
+//   and again; whoever suspects it can tell it so only in replies to its
+//   own requests, and a refutation reaches the others only in its own
+//   messages. Gossip sent each refutation a few times to random members,
+//   its probe rounds slowed with every refutation (health score), and in
+//   the netns home layout members that missed the refutation, or heard
+//   nothing from it for a second, declared it DEAD while it was talking to
+//   them (more often under load).
+// * So a refutation goes at once to every dialable member (a ping carrying
+//   our record), and for as long as a suspicion can last after one
+//   (SuspicionBounds::max) the heartbeat pings, every probe_interval
+//   whatever our health score, the member we sent nothing to for longest:
+//   its reply tells us of a new suspicion within about one gossip spread.
+// * A message that names us SUSPECT / DEAD at an incarnation below ours
+//   makes its sender owed our record: the reply (when the sender asked) or
+//   a ping sent at once (when it answered) carries it, over a connection
+//   we open, which is how an outbound-only member is reached at all. The
+//   debt is paid by whichever message to the sender goes first. A sender
+//   that still holds the old record says so again and is sent it again;
+//   one that only forwarded an old opinion gets a record it has (old news:
+//   no signature check). Cost: one ping per member per refutation.
+//
+// Note [Checked verdicts]
+// * The push-pull before a verdict (Note [Outbound-only members]) asks a
+//   witness. A check that fails (the witness is itself unreachable, as a
+//   home joiner before its reachability verdict, or a loaded machine timed
+//   the push-pull out) tells us nothing: it does not convict, the next
+//   witness is asked at once. Witnesses that answered us before (a
+//   measured RTT) are asked first. At most indirect_probes witnesses per
+//   suspicion, then the verdict stands (we cannot learn more); a crashed
+//   member is then DEAD at most that many push-pull timeouts later.
+// * A timer re-armed meanwhile (a confirmation, the suspect talked) decides
+//   again and asks another witness; a check that succeeded and found no
+//   fresher record convicts.
 //
 // Note [Dynamic suspicion] (Lifeguard, Dadgar et al. 2018)
 // * A suspicion's timeout starts at SuspicionBounds::max and shrinks towards
@@ -229,7 +266,14 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     common::TimerId suspicion_timer = common::kNoTimer;
     std::optional<Suspicion> suspicion;  // while SUSPECT
     absl::Duration deferred;  // verdict deferred for our own lateness
-    bool verdict_checked = false;  // hearsay: anti-entropy before the verdict
+    // Note [Checked verdicts]: the members asked (push-pull) before our
+    // verdict on this suspicion, and whether one such check is in flight.
+    std::vector<common::NodeId> witnesses;
+    bool checking = false;
+    // It showed us an opinion about an incarnation of ours older than the
+    // one we hold (Note [Refutation over our own requests]): our next
+    // message to it carries our record.
+    bool owes_our_record = false;
     // When it last sent us a request, and we it (Note [Outbound-only
     // members]).
     absl::Duration last_heard;
@@ -333,8 +377,15 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our news and first-hand link samples for one outgoing message.
   void FillGossipLocked(proto::Gossip* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells `peer` what we think of it if that is not ALIVE (it can refute).
+  // Tells `peer` what we think of it if that is not ALIVE (it can refute),
+  // and carries our own record if `peer` holds an older one (Note
+  // [Refutation over our own requests]). Every message to one member
+  // (request or ack) goes through here.
   void AddOpinionAboutLocked(const common::NodeId& peer, proto::Gossip* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `sender`'s message named us SUSPECT / DEAD at `incarnation`: if that is
+  // older than ours, it is owed our record (see Note), sent at once.
+  void NoteOpinionAboutUsLocked(const common::NodeId& sender, uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<proto::RecordDigest> DigestsLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -406,6 +457,12 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
                      absl::Duration sent_at, absl::StatusOr<proto::Ack> ack);
   void IndirectProbe(const common::NodeId& target, uint64_t incarnation);
   void NotifySuspectLater(const common::NodeId& target);
+  // Sends `peer` our record (a ping) unless a message since carried it
+  // (Note [Refutation over our own requests]).
+  void SendOwedRecordLater(const common::NodeId& peer);
+  // Note [Checked verdicts]: a witness for the verdict on `suspect`, or none.
+  std::optional<PeerRef> PickWitnessLocked(Member& suspect) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnVerdictCheck(const common::NodeId& id, uint64_t incarnation, absl::Status pulled);
   // A timer this late means our process stalled (Note [Dynamic suspicion]).
   absl::Duration LateTimerThreshold() const {
     return options_.probe_interval / 2;
@@ -452,6 +509,9 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   int health_ ABSL_GUARDED_BY(mu_) = 0;  // see MembershipOptions
+  // When we last refuted a suspicion about us (steady time; Note
+  // [Refutation over our own requests]).
+  absl::Duration last_refuted_ ABSL_GUARDED_BY(mu_) = -absl::InfiniteDuration();
   bool first_push_pull_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool warned_self_unadmitted_ ABSL_GUARDED_BY(mu_) = false;

@@ -133,6 +133,7 @@ void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
     if (!reporter.ok() || *reporter == self_) continue;
     ApplyOpinionLocked(*id, u.state(), u.incarnation(), *reporter,
                        /*first_hand=*/false, changes, &u);
+    if (*id == self_) NoteOpinionAboutUsLocked(sender, u.incarnation());
   }
   for (const proto::LinkSample& s : gossip.links()) {
     if (s.from() != sender.Bytes()) continue;  // first-hand only
@@ -245,6 +246,16 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
       ++stats_.refutations;
       AdjustHealthLocked(+1);  // others find us slow: probe less eagerly
       SignSelfLocked(incarnation + 1, proto::MEMBER_STATE_ALIVE).IgnoreError();
+      // Note [Refutation over our own requests]: to every member at once,
+      // and we keep talking while a suspicion about us can last.
+      last_refuted_ = clock_->SteadyNow();
+      for (const common::NodeId& p : DialableOthersLocked()) {
+        Member& m = members_[p];
+        if (!m.owes_our_record) {
+          m.owes_our_record = true;
+          SendOwedRecordLater(p);
+        }
+      }
     }
     return;
   }
@@ -377,7 +388,8 @@ void Membership::Impl::SetStateLocked(Member& m, proto::MemberState state,
                                options_.suspicion_confirmations,
                                LiveCountLocked()));
     m.deferred = absl::ZeroDuration();
-    m.verdict_checked = false;
+    m.witnesses.clear();
+    m.checking = false;
     ArmSuspicionTimerLocked(m);
   }
   changes->push_back({m.id, old_state, state, false});
@@ -444,38 +456,70 @@ void Membership::Impl::OnSuspicionTimeout(const common::NodeId& id,
       ArmSuspicionTimerLocked(m);
       return;
     }
-    if (!m.verdict_checked) {
-      // Pull the freshest records first (Note [Outbound-only members]).
-      std::vector<common::NodeId> peers = DialableOthersLocked();
-      peers.erase(std::remove(peers.begin(), peers.end(), id), peers.end());
-      if (!peers.empty()) {
-        m.verdict_checked = true;
-        check = RefLocked(members_[peers[rng_.UniformInt(
-            0, static_cast<int64_t>(peers.size()) - 1)]]);
-      }
-    }
+    if (m.checking) return;  // the check in flight decides
+    // Pull the freshest records first (Note [Checked verdicts]).
+    check = PickWitnessLocked(m);
     if (!check.has_value()) {
       ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
                          /*first_hand=*/true, &changes);
     }
   }
   if (check.has_value()) {
-    PushPull(*check, [this, id, incarnation](absl::Status) {
-      Changes changes;
-      {
-        absl::MutexLock lock(&mu_);
-        auto it = members_.find(id);
-        // Refuted, or a timer re-armed meanwhile (it decides): no verdict here.
-        if (stopped_ || it == members_.end() ||
-            it->second.state != proto::MEMBER_STATE_SUSPECT ||
-            it->second.incarnation() != incarnation ||
-            it->second.suspicion_timer != common::kNoTimer) {
-          return;
-        }
-        ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
-                           /*first_hand=*/true, &changes);
-      }
-      Publish(changes);
+    PushPull(*check, [this, id, incarnation](absl::Status pulled) {
+      OnVerdictCheck(id, incarnation, pulled);
+    });
+    return;
+  }
+  Publish(changes);
+}
+
+std::optional<PeerRef> Membership::Impl::PickWitnessLocked(Member& suspect) {
+  if (static_cast<int>(suspect.witnesses.size()) >= std::max(options_.indirect_probes, 1)) {
+    return std::nullopt;
+  }
+  std::vector<common::NodeId> answered, others;
+  for (const common::NodeId& p : DialableOthersLocked()) {
+    if (p == suspect.id || std::find(suspect.witnesses.begin(), suspect.witnesses.end(), p) !=
+                               suspect.witnesses.end()) {
+      continue;
+    }
+    (link_stats_.Rtt(p) != absl::InfiniteDuration() ? answered : others).push_back(p);
+  }
+  std::sort(answered.begin(), answered.end());  // hash order is not deterministic
+  std::sort(others.begin(), others.end());
+  const std::vector<common::NodeId>& pool = answered.empty() ? others : answered;
+  if (pool.empty()) return std::nullopt;
+  const common::NodeId& w = pool[rng_.UniformInt(0, static_cast<int64_t>(pool.size()) - 1)];
+  suspect.witnesses.push_back(w);
+  suspect.checking = true;
+  return RefLocked(members_[w]);
+}
+
+void Membership::Impl::OnVerdictCheck(const common::NodeId& id, uint64_t incarnation,
+                                      absl::Status pulled) {
+  Changes changes;
+  std::optional<PeerRef> check;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(id);
+    if (it == members_.end()) return;
+    it->second.checking = false;
+    // Refuted, or a timer re-armed meanwhile (it decides): no verdict here.
+    if (stopped_ || it->second.state != proto::MEMBER_STATE_SUSPECT ||
+        it->second.incarnation() != incarnation ||
+        it->second.suspicion_timer != common::kNoTimer) {
+      return;
+    }
+    // A failed check tells nothing: ask the next witness (see Note).
+    if (!pulled.ok()) check = PickWitnessLocked(it->second);
+    if (!check.has_value()) {
+      ApplyOpinionLocked(id, proto::MEMBER_STATE_DEAD, incarnation, self_,
+                         /*first_hand=*/true, &changes);
+    }
+  }
+  if (check.has_value()) {
+    PushPull(*check, [this, id, incarnation](absl::Status again) {
+      OnVerdictCheck(id, incarnation, again);
     });
     return;
   }
@@ -552,6 +596,10 @@ void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
   auto it = members_.find(peer);
   if (it == members_.end()) return;
   Member& m = it->second;
+  if (m.owes_our_record) {  // Note [Refutation over our own requests]
+    m.owes_our_record = false;
+    *out->add_records() = members_[self_].signed_record;
+  }
   if (m.state != proto::MEMBER_STATE_SUSPECT &&
       m.state != proto::MEMBER_STATE_DEAD) {
     return;
@@ -561,6 +609,18 @@ void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
     m.opinion = OwnOpinionLocked(m, m.state);
   }
   *out->add_updates() = m.opinion;
+}
+
+void Membership::Impl::NoteOpinionAboutUsLocked(const common::NodeId& sender,
+                                                uint64_t incarnation) {
+  const Member& me = members_[self_];
+  if (me.state == proto::MEMBER_STATE_LEFT || incarnation >= me.incarnation()) return;
+  auto it = members_.find(sender);
+  if (sender == self_ || it == members_.end() || !it->second.live()) return;
+  if (!it->second.owes_our_record) {
+    it->second.owes_our_record = true;
+    SendOwedRecordLater(sender);
+  }
 }
 
 std::vector<proto::RecordDigest> Membership::Impl::DigestsLocked() const {

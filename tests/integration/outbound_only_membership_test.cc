@@ -165,6 +165,64 @@ TEST(OutboundOnlyMembersTest, HearsayIsCheckedAgainstFresherRecordsBeforeItKills
   EXPECT_GT(incarnation_at_4(), old_incarnation);
 }
 
+// The netns home layout's join window, on a loaded machine: 4 dialable
+// members train; two home nodes join from behind their NATs. Until their
+// reachability checks settle (`window`) their records name an address
+// nobody can dial and do not yet say outbound_only, so every probe of them
+// fails and they are suspected; they are alive and talk to everybody (their
+// requests and the replies to them get through). Every member handles its
+// requests `inbound_delay` late (a starved process). Returns the DEAD
+// verdicts about the home nodes from their join on.
+int JoinWindowDeadVerdicts(uint64_t seed, absl::Duration window, absl::Duration inbound_delay) {
+  MembershipOptions o = Defaults();
+  SimNetwork::Options net;
+  net.jitter = absl::Milliseconds(20);
+  SimSwarm swarm(seed, net, o);
+  for (int i = 0; i < 4; ++i) swarm.AddNode({static_cast<uint32_t>(i % 3)});
+  swarm.StartAll(0);
+  EXPECT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  for (int i = 0; i < 4; ++i) swarm.SetInboundDelay(i, inbound_delay);
+  const size_t before = swarm.transitions().size();
+  for (int h : {4, 5}) {
+    swarm.AddNode({static_cast<uint32_t>(h - 3)});
+    EXPECT_TRUE(swarm.node(h)
+                    .UpdateLocalRecord([&](proto::NodeRecord* r) {
+                      r->set_addresses(0, "behind-nat-" + std::to_string(h) + ":7000");
+                    })
+                    .ok());
+    swarm.StartAndJoin(h, {0});
+  }
+  swarm.Run(window);
+  for (int h : {4, 5}) {
+    EXPECT_TRUE(
+        swarm.node(h).UpdateLocalRecord([](proto::NodeRecord* r) { r->set_outbound_only(true); }).ok());
+  }
+  swarm.Run(absl::Seconds(20));
+  for (int i = 0; i < swarm.size(); ++i) {
+    const View view = swarm.node(i).GetView();
+    for (int h : {4, 5}) {
+      const MemberInfo* m = view.Find(swarm.id(h));
+      EXPECT_TRUE(m != nullptr && m->outbound_only && m->state == proto::MEMBER_STATE_ALIVE)
+          << "seed " << seed << ": node " << i << " about home node " << h;
+    }
+  }
+  return VerdictsAbout(swarm, before, {4, 5}, proto::MEMBER_STATE_DEAD);
+}
+
+TEST(OutboundOnlyMembersTest, HomeJoinersAreNotDeclaredDeadBeforeTheirReachabilityVerdict) {
+  // They are suspected (their probes fail), but they talk to every member:
+  // each must get its refutation to whoever suspects it, over its own
+  // connections, before that member's timer runs out.
+  for (const absl::Duration inbound_delay : {absl::ZeroDuration(), absl::Milliseconds(60)}) {
+    int dead = 0;
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      dead += JoinWindowDeadVerdicts(seed, absl::Seconds(5), inbound_delay);
+    }
+    EXPECT_EQ(dead, 0) << "handlers " << inbound_delay << " late";
+  }
+}
+
 TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
   // The end of a run: every dialable member leaves at once and its process
   // exits once Leave is done. The outbound-only members, which nobody can
