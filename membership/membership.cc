@@ -181,14 +181,16 @@ void Membership::Impl::HeartbeatTick() {
                                                       options_.suspicion_confirmations,
                                                       LiveCountLocked())
                                    .max;
-    if (!members_[self_].record.outbound_only() && !suspected) return;
+    const bool outbound_only = members_[self_].record.outbound_only();
+    const bool undialed = !outbound_only && last_dialed_ == -absl::InfiniteDuration();
+    if (!outbound_only && !suspected && !undialed) return;
     const std::vector<common::NodeId> peers = DialableOthersLocked();
     const Member* oldest = nullptr;
     for (const common::NodeId& id : peers) {  // id order: ties go the same way
       const Member& m = members_[id];
       if (oldest == nullptr || m.last_sent < oldest->last_sent) oldest = &m;
     }
-    const int gap = suspected ? 1 : static_cast<int>(peers.size());
+    const int gap = suspected || undialed ? 1 : static_cast<int>(peers.size());
     if (oldest == nullptr || now - oldest->last_sent < options_.probe_interval * gap) {
       return;  // the probe rounds keep pace (see Note)
     }

@@ -104,6 +104,11 @@
 //   (SuspicionBounds::max) the heartbeat pings, every probe_interval
 //   whatever our health score, the member we sent nothing to for longest:
 //   its reply tells us of a new suspicion within about one gossip spread.
+//   The same until a member first sends us a request: a joiner whose
+//   record does not yet say outbound_only hears of its first suspicion so
+//   (in the netns layout under load its probe rounds, slowed by late
+//   timers, left it silent for the whole minimum suspicion, 1 s, and it
+//   was convicted); a dialable joiner is probed within a round.
 // * A message that names us SUSPECT / DEAD at an incarnation below ours
 //   makes its sender owed our record: the reply (when the sender asked) or
 //   a ping sent at once (when it answered) carries it, over a connection
@@ -512,6 +517,9 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // When we last refuted a suspicion about us (steady time; Note
   // [Refutation over our own requests]).
   absl::Duration last_refuted_ ABSL_GUARDED_BY(mu_) = -absl::InfiniteDuration();
+  // When a member last sent us a request (steady time); never: maybe
+  // nobody can dial us (same Note).
+  absl::Duration last_dialed_ ABSL_GUARDED_BY(mu_) = -absl::InfiniteDuration();
   bool first_push_pull_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool warned_self_unadmitted_ ABSL_GUARDED_BY(mu_) = false;

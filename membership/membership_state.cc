@@ -529,6 +529,7 @@ void Membership::Impl::OnVerdictCheck(const common::NodeId& id, uint64_t incarna
 void Membership::Impl::HeardFromLocked(const common::NodeId& sender) {
   auto it = members_.find(sender);
   if (it != members_.end()) it->second.last_heard = clock_->SteadyNow();
+  last_dialed_ = clock_->SteadyNow();
   if (it == members_.end() ||
       it->second.state != proto::MEMBER_STATE_SUSPECT ||
       !it->second.suspicion.has_value()) {
