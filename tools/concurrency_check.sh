@@ -29,6 +29,7 @@ TSAN_TESTS=(
   //node/daemon/reporting:metrics_test
   //node/daemon/reporting:status_page_test
   //node/daemon/gossip:hosted_stages_test
+  //node/daemon/gossip:gpu_contention_test
   //node/transport:inproc_transport_test
   //node/transport:fault_transport_test
   //node/transport:shaping_transport_test

@@ -456,6 +456,7 @@ TEST_F(GossipDaemonTest, AReplicaPausesWhileAnotherProcessHoldsItsGpu) {
     o.expect_members = 4;
     o.gossip.join = {founder->daemon->gossip_address()};
     if (name != "a") {
+      o.base.metrics_port = 0;  // the status page and /metrics are checked below
       o.gpu_lister = name == "p" ? gpu_p : gpu_b;
       o.gpu_contention.pause_after = absl::ZeroDuration();
       o.gpu_contention.resume_after = absl::ZeroDuration();
@@ -494,6 +495,32 @@ TEST_F(GossipDaemonTest, AReplicaPausesWhileAnotherProcessHoldsItsGpu) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(next_iteration());
   EXPECT_TRUE(rp->daemon->paused());
   EXPECT_FALSE(rb->daemon->paused());  // stage 2's last replica
+  // Where it shows: p's badge and /metrics; b's refusal among its events.
+  const auto get = [](Running* r, const char* path) {
+    httplib::Client http("127.0.0.1", r->daemon->metrics_port());
+    auto res = http.Get(path);
+    return res ? res->body : std::string();
+  };
+  const nlohmann::json p_status = nlohmann::json::parse(get(rp, "/status.json"));
+  EXPECT_EQ(p_status["node"]["paused"], true);
+  EXPECT_EQ(p_status["node"]["paused_why"],
+            "GPU contention: pid 1 holds 2048 MiB of this node's GPU");
+  const std::string p_metrics = get(rp, "/metrics");
+  EXPECT_NE(p_metrics.find("\nskipswarm_gpu_contention 1\n"), std::string::npos) << p_metrics;
+  EXPECT_NE(p_metrics.find("\nskipswarm_gpu_foreign_memory_bytes 2147483648\n"),
+            std::string::npos);
+  const auto b_refusal_shown = [&] {
+    const nlohmann::json st = nlohmann::json::parse(get(rb, "/status.json"));
+    for (const nlohmann::json& e : st["events"]) {
+      if (e["text"] == "cannot pause (GPU contention: pid 1 holds 2048 MiB of this node's "
+                       "GPU): this node is the last unpaused live replica of stage 2; pausing "
+                       "would stop the swarm's training (use --force to pause anyway)") {
+        return true;
+      }
+    }
+    return false;
+  };
+  while (!b_refusal_shown()) ASSERT_TRUE(next_iteration()) << "b's page never showed its refusal";
   gpu_p->SetForeign(false);
   while (rp->daemon->paused()) ASSERT_TRUE(next_iteration()) << "p never resumed";
   for (auto& r : others) r->Join();

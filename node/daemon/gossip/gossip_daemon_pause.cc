@@ -107,12 +107,16 @@ void GossipDaemon::Parts::PollVolunteerPause() {
   absl::Status s = ApplyPause(w.paused, w.why, /*force=*/false);
   if (s.ok()) return;
   // A quiet-hours or GPU-contention pause of a last replica: retried while
-  // it holds, logged once.
-  absl::MutexLock lock(&mu);
-  if (volunteer_refused == s.message()) return;
-  volunteer_refused = std::string(s.message());
-  LOG(WARNING) << base().name << ": cannot " << (w.paused ? "pause" : "resume") << " ("
-               << w.why << "): " << s.message() << "; trying again while it holds";
+  // it holds, logged once (and shown once on the status page).
+  const std::string refused =
+      absl::StrCat("cannot ", w.paused ? "pause" : "resume", " (", w.why, "): ", s.message());
+  {
+    absl::MutexLock lock(&mu);
+    if (volunteer_refused == s.message()) return;
+    volunteer_refused = std::string(s.message());
+  }
+  LOG(WARNING) << base().name << ": " << refused << "; trying again while it holds";
+  status->AddEvent("pause", refused);
 }
 
 absl::Status GossipDaemon::RequestPause(bool paused, bool force) {
