@@ -11,6 +11,11 @@
 namespace skipswarm::node {
 namespace {
 
+// Whole seconds: samples on the real clock are a few ms off the period.
+std::string Seconds(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Seconds(1)));
+}
+
 std::string Mib(int64_t bytes) {
   return bytes < 0 ? "? MiB" : absl::StrCat(bytes >> 20, " MiB");
 }
@@ -72,7 +77,7 @@ std::optional<std::string> GpuContentionMonitor::Observe(
     } else if (now - *foreign_since_ >= options_.pause_after) {
       state_.contended = true;
       state_.why = absl::StrCat("GPU contention: ", holders);
-      line = absl::StrCat(state_.why, " (seen for ", absl::FormatDuration(now - *foreign_since_),
+      line = absl::StrCat(state_.why, " (seen for ", Seconds(now - *foreign_since_),
                           "); pausing");
     }
     return line;
@@ -110,7 +115,7 @@ std::optional<std::string> GpuContentionMonitor::Failed(const absl::Status& erro
       state_.contended = false;
       state_.why.clear();
       line = absl::StrCat("the GPU contention check has failed for ",
-                          absl::FormatDuration(now - *failing_since_), " (", error.message(),
+                          Seconds(now - *failing_since_), " (", error.message(),
                           "); resuming: a broken check does not keep the node paused");
     }
   }

@@ -44,6 +44,14 @@ TEST(GpuContentionMonitorTest, PausesAfterAForeignProcessHeldTheGpuLongEnough) {
   EXPECT_EQ(m.state().why, "GPU contention: pid 4242 holds 2048 MiB of this node's GPU");
 }
 
+// Real-clock samples are a few ms off their period; the log says seconds.
+TEST(GpuContentionMonitorTest, LogsWholeSeconds) {
+  GpuContentionMonitor m(Options());
+  m.Observe(WithGame(), absl::Milliseconds(3));
+  EXPECT_EQ(m.Observe(WithGame(), absl::Milliseconds(10011)),
+            "GPU contention: pid 4242 holds 2048 MiB of this node's GPU (seen for 10s); pausing");
+}
+
 TEST(GpuContentionMonitorTest, ABriefForeignProcessDoesNotPause) {
   GpuContentionMonitor m(Options());
   absl::Duration t;
