@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "manifest/signed_manifest.h"
 #include "model/averaging_options.h"
@@ -151,7 +152,11 @@ absl::Status ApplyManifest(const proto::SwarmManifest& m, absl::string_view mani
     using T = std::decay_t<decltype(*field)>;
     const T theirs = static_cast<T>(value);
     if (first.ok() && given(flag) && !(*field == theirs)) {
-      first = absl::InvalidArgumentError(absl::StrCat("--", flag, "=", Text(*field),
+      // As `skipswarm node` spells it (Note [Short flag names] in
+      // common/cli/runner.h): --iterations, not --node_iterations.
+      absl::string_view shown = flag;
+      absl::ConsumePrefix(&shown, "node_");
+      first = absl::InvalidArgumentError(absl::StrCat("--", shown, "=", Text(*field),
                                                       " but the swarm manifest says ",
                                                       Text(theirs), which));
     }

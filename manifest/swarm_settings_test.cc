@@ -80,7 +80,7 @@ TEST(SwarmSettingsTest, OptimizerAndScheduleFlagsAreCheckedToo) {
   SwarmSettings joiner;
   joiner.iterations = 200;
   absl::Status s = ApplyManifest(m, "x", Given({"node_iterations"}), &joiner);
-  EXPECT_TRUE(absl::StrContains(s.message(), "--node_iterations=200 but the swarm manifest says 50"))
+  EXPECT_TRUE(absl::StrContains(s.message(), "--iterations=200 but the swarm manifest says 50"))
       << s;
   joiner = SwarmSettings();
   joiner.model.optimizer.peak_lr = 0.01;
