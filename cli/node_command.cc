@@ -139,9 +139,9 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   o.memory_slots = absl::GetFlag(FLAGS_memory_slots);
   if (o.memory_slots < 1) return absl::InvalidArgumentError("--memory_slots must be >= 1");
   o.mbs_per_iteration = absl::GetFlag(FLAGS_node_mbs);
-  if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--node_mbs must be >= 1");
+  if (o.mbs_per_iteration < 1) return absl::InvalidArgumentError("--mbs must be >= 1");
   o.iterations = absl::GetFlag(FLAGS_node_iterations);
-  if (o.iterations < 1) return absl::InvalidArgumentError("--node_iterations must be >= 1");
+  if (o.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   // The founder signs the swarm manifest; a joiner fetches it and takes
   // the model from it, before any state moves.

@@ -158,8 +158,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const int replicas = absl::GetFlag(FLAGS_local_replicas);
   int64_t iterations = absl::GetFlag(FLAGS_local_iterations);
   if (data_nodes < 1 || replicas < 1 || iterations < 1) {
-    return absl::InvalidArgumentError("--local_data_nodes, --local_replicas and "
-                                      "--local_iterations must be >= 1");
+    return absl::InvalidArgumentError("--data_nodes, --replicas and "
+                                      "--iterations must be >= 1");
   }
   const std::string dir = std::filesystem::absolute(absl::GetFlag(FLAGS_local_dir)).string();
   std::error_code ec;
@@ -169,11 +169,11 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (std::filesystem::exists(dir, ec)) {
     if (!std::filesystem::is_directory(dir, ec)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--local_dir=", dir, " exists and is not a folder"));
+          absl::StrCat("--dir=", dir, " exists and is not a folder"));
     }
     if (!std::filesystem::is_empty(dir, ec) && !std::filesystem::exists(marker, ec)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "--local_dir=", dir, " is not empty and was not made by skipswarm local (no ",
+          "--dir=", dir, " is not empty and was not made by skipswarm local (no ",
           kLocalDirMarker, " file in it); refusing to delete it: pass a new or empty folder"));
     }
   }
@@ -182,7 +182,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   {
     std::ofstream m(marker);
-    m << "made by skipswarm local; the next run with this --local_dir deletes this folder\n";
+    m << "made by skipswarm local; the next run with this --dir deletes this folder\n";
     if (!m) return absl::UnavailableError(absl::StrCat("cannot write ", marker));
   }
 
@@ -252,22 +252,22 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   // their links).
   const bool gossip = !wan_plan && absl::GetFlag(FLAGS_local_membership) == "gossip";
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
-    return absl::InvalidArgumentError("--local_membership must be gossip or static");
+    return absl::InvalidArgumentError("--membership must be gossip or static");
   }
   if (!gossip && !swarm.sdp.empty() && swarm.pipeline_data_nodes > 0) {
     return absl::InvalidArgumentError(
-        "--local_mixed needs --local_membership=gossip (a static list cannot mark SDP nodes)");
+        "--mixed needs --membership=gossip (a static list cannot mark SDP nodes)");
   }
   const int rebalance_every = absl::GetFlag(FLAGS_local_rebalance_every);
   if (rebalance_every < 0 || (rebalance_every > 0 && !gossip)) {
     return absl::InvalidArgumentError(
-        "--local_rebalance_every needs --local_membership=gossip (no --wan) and N >= 0");
+        "--rebalance_every needs --membership=gossip (no --wan) and N >= 0");
   }
   const bool tls = absl::GetFlag(FLAGS_local_tls);
   const int checkpoint_copies = absl::GetFlag(FLAGS_local_checkpoint_copies);
   const bool lose_disks = absl::GetFlag(FLAGS_local_lose_disks);
   if (checkpoint_copies < 0) {
-    return absl::InvalidArgumentError("--local_checkpoint_copies must be >= 0");
+    return absl::InvalidArgumentError("--checkpoint_copies must be >= 0");
   }
   co.gossip = gossip;
   co.tls = tls;
@@ -297,8 +297,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   const int keep_generations = absl::GetFlag(FLAGS_local_keep_generations);
   const int max_restores = absl::GetFlag(FLAGS_local_max_restores);
   if (checkpoint_every < 0 || keep_generations < 1 || max_restores < 0) {
-    return absl::InvalidArgumentError("--local_checkpoint_every and --local_max_restores must be "
-                                      ">= 0, --local_keep_generations >= 1");
+    return absl::InvalidArgumentError("--checkpoint_every and --max_restores must be "
+                                      ">= 0, --keep_generations >= 1");
   }
   // One checkpoint period for both uses: the eval one when given.
   const int64_t node_checkpoint_every = eval_every > 0 ? eval_every : checkpoint_every;
@@ -393,7 +393,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   // started (name -> stage), which the stage-loss check counts too.
   const int64_t chaos_seed = absl::GetFlag(FLAGS_local_chaos_seed);
   if (chaos_seed > 0 && !gossip) {
-    return absl::InvalidArgumentError("--local_chaos_seed needs --local_membership=gossip");
+    return absl::InvalidArgumentError("--chaos_seed needs --membership=gossip");
   }
   std::optional<LocalChaos> chaos;
   std::map<std::string, int> replacements;
@@ -412,7 +412,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         co.stall_for < absl::ZeroDuration() || !(co.max_dead_fraction >= 0) ||
         co.max_dead_fraction > 1) {
       return absl::InvalidArgumentError(
-          "--local_chaos_*: positive intervals, stall >= 0, max_dead in [0, 1]");
+          "--chaos_*: positive intervals, stall >= 0, max_dead in [0, 1]");
     }
     chaos.emplace(co, static_cast<int>(stage_of.size()), clock->SteadyNow());
   }
@@ -473,9 +473,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         absl::StatusOr<RestorePlan> plan = absl::FailedPreconditionError(absl::StrCat(
             "stage ", gone->stage, " was lost: no live replica is left (", gone->why,
             "); training stopped after iteration ", reported, " of ", iterations,
-            generations ? absl::StrCat(" (", restores, " restores done, --local_max_restores=",
+            generations ? absl::StrCat(" (", restores, " restores done, --max_restores=",
                                        max_restores, ")")
-                        : " (no checkpoint generations: --local_checkpoint_every=0)"));
+                        : " (no checkpoint generations: --checkpoint_every=0)"));
         if (generations && restores < max_restores) {
           // Paused: every node stops (their state rolls back with the
           // generation anyway); the generation is chosen once all are gone.

@@ -14,11 +14,11 @@ namespace skipswarm::launcher {
 
 absl::StatusOr<LocalSwarmLayout> MakeLocalLayout(const LayoutOptions& o) {
   if (o.data_nodes < 1 || o.replicas < 1) {
-    return absl::InvalidArgumentError("--local_data_nodes and --local_replicas must be >= 1");
+    return absl::InvalidArgumentError("--data_nodes and --replicas must be >= 1");
   }
   LocalSwarmLayout l;
   if (o.sdp.mode == model::SdpMode::kOff && o.mixed) {
-    return absl::InvalidArgumentError("--local_mixed needs --sdp=forward|backward");
+    return absl::InvalidArgumentError("--mixed needs --sdp=forward|backward");
   }
   if (o.sdp.mode == model::SdpMode::kOff || o.mixed) {
     for (int d = 0; d < o.data_nodes; ++d) l.nodes.push_back({absl::StrCat("d", d), {0}});
@@ -75,10 +75,10 @@ absl::Status AddNodeConfig(const std::string& spec, const LocalLayout& nodes,
     if (kv.size() != 2 || kv[0].empty() || absl::StrContains(c, "\"") ||
         absl::StrContains(c, "\\")) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--local_node_config entry '", c, "' is not NAME:KEY=VALUE (no quotes, backslashes)"));
+          "--node_config entry '", c, "' is not NAME:KEY=VALUE (no quotes, backslashes)"));
     }
     if (std::none_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.first == p[0]; })) {
-      return absl::InvalidArgumentError(absl::StrCat("--local_node_config names no node: ", p[0]));
+      return absl::InvalidArgumentError(absl::StrCat("--node_config names no node: ", p[0]));
     }
     std::string& extra = (*extra_config)[p[0]];
     absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"", kv[0], "\": \"", kv[1], "\"");

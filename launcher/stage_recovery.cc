@@ -50,7 +50,7 @@ absl::StatusOr<RestorePlan> PlanRestore(const std::string& generations_root,
         "stage ", lost.stage, " was lost: no live replica is left (", lost.why,
         ") and no checkpoint generation holds it, so it cannot be restored (",
         g.status().message(), "); training stopped after iteration ", lost.after_iteration,
-        " (give --local_checkpoint_every > 0 to keep generations)"));
+        " (give --checkpoint_every > 0 to keep generations)"));
   }
   RestorePlan plan;
   plan.lost = lost;
