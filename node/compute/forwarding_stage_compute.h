@@ -58,6 +58,10 @@ class ForwardingStageCompute : public StageCompute {
                                           int64_t total_visits) override {
     return inner_->ApplyUpdate(summed, total_visits);
   }
+  // A decorator that changes TakeGradients or ApplyUpdate overrides this
+  // too (StageState::ApplyLocalUpdate() is the path through them), or the
+  // update of a group of one bypasses its change.
+  absl::StatusOr<UpdateStats> ApplyLocalUpdate() override { return inner_->ApplyLocalUpdate(); }
   void ZeroGrad() override { inner_->ZeroGrad(); }
   uint64_t ParamsDigest() override { return inner_->ParamsDigest(); }
   int64_t step() const override { return inner_->step(); }

@@ -19,6 +19,7 @@
 //   ... replicas add their sums and their visits (fixed replica order) ...
 //   compute->ApplyUpdate(total.flat, total.visits);      // /visits, clip, AdamW
 //   uint64_t digest = compute->ParamsDigest();           // equal on replicas
+// or, for a stage with no other replica, compute->ApplyLocalUpdate().
 //
 // Gradients accumulate as a sum over the MBs this replica processed (each
 // MB's loss is its token mean, unscaled); visits() counts completed
@@ -40,6 +41,7 @@
 #ifndef SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
 #define SKIPSWARM_NODE_COMPUTE_STAGE_COMPUTE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,6 +74,11 @@ struct UpdateStats {
   bool stepped = false;   // false when total visits were 0
   double grad_norm = 0;   // of the averaged gradient, before clipping
   double lr = 0;
+  // ApplyLocalUpdate only: this replica's visits (what the gradient was
+  // divided by), and whether the gradient was not finite, so nothing
+  // stepped (Note [Non-finite steps] in node/train/node_trainer.h).
+  int64_t visits = 0;
+  bool nonfinite = false;
 };
 
 struct TailOutput {
@@ -163,6 +170,28 @@ class StageState {
   virtual absl::StatusOr<GradientSum> TakeGradients() = 0;
   virtual absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
                                                   int64_t total_visits) = 0;
+  // Note [Group of one] (node/train/node_trainer.cc): the update of a
+  // stage with no other replica, which has nothing to average. The same
+  // step as ApplyUpdate(TakeGradients()->flat, visits) (the same bytes),
+  // except that a gradient that is not finite steps nothing and answers
+  // `nonfinite` (the group's rule for a sum that is not finite) instead of
+  // an error. An implementation that keeps its gradients on a device steps
+  // them there, with no host copy. This default takes the host path.
+  virtual absl::StatusOr<UpdateStats> ApplyLocalUpdate() {
+    absl::StatusOr<GradientSum> sum = TakeGradients();
+    if (!sum.ok()) return sum.status();
+    for (float x : sum->flat) {
+      if (std::isfinite(x)) continue;
+      absl::StatusOr<UpdateStats> none = ApplyUpdate(std::vector<float>(sum->flat.size(), 0.f), 0);
+      if (!none.ok()) return none.status();
+      none->visits = sum->visits;
+      none->nonfinite = true;
+      return none;
+    }
+    absl::StatusOr<UpdateStats> u = ApplyUpdate(sum->flat, sum->visits);
+    if (u.ok()) u->visits = sum->visits;
+    return u;
+  }
   // Zeroes gradients and visits without a step (an iteration without data).
   virtual void ZeroGrad() = 0;
   // Digest of the parameters (and optimiser step): replicas must agree.

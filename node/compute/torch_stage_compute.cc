@@ -281,6 +281,51 @@ absl::StatusOr<UpdateStats> TorchStageCompute::ApplyUpdate(const std::vector<flo
   });
 }
 
+// Note [Group of one] (node/train/node_trainer.cc): the gradients stay
+// where backward left them, on the stage's device. The step is the host
+// path's to the byte: TakeGradients copies each gradient into a float
+// vector and ApplyUpdate copies it back unchanged (a parameter without a
+// gradient gets zeros there, so it gets zeros here), then the same
+// optimiser step runs on the same values. A gradient that is not finite
+// is what the group's rule skips (a sum that is not finite steps nothing);
+// its check is one reduction on the device and one value read back.
+absl::StatusOr<UpdateStats> TorchStageCompute::ApplyLocalUpdate() {
+  absl::MutexLock lock(&mu_);
+  digest_.reset();  // Note [Digest cache]
+  return model::TorchGuard("ApplyLocalUpdate", [&]() -> absl::StatusOr<UpdateStats> {
+    mu_.AssertHeld();  // the lambda runs under the lock above
+    const int64_t visits_here = executor_->visits();
+    int64_t visits = visits_here;
+    bool nonfinite = false;
+    if (visits > 0) {
+      c10::NoGradGuard no_grad;
+      at::Tensor bad;  // any element not finite, on the device
+      for (at::Tensor& p : executor_->module().parameters()) {
+        if (!p.grad().defined()) {
+          p.mutable_grad() = at::zeros_like(p);
+          continue;
+        }
+        at::Tensor b = at::logical_not(at::isfinite(p.grad())).any();
+        bad = bad.defined() ? at::logical_or(bad, b) : b;
+      }
+      nonfinite = bad.defined() && bad.item<bool>();
+      if (nonfinite) {
+        executor_->ZeroGrad();
+        visits = 0;  // the step of a round without visits: nothing moves
+      }
+    }
+    absl::StatusOr<model::StepStats> s = optimizer_->Step(step_, static_cast<double>(visits));
+    // The step number advances even on failure so replicas stay in step.
+    ++step_;
+    executor_->ZeroGrad();
+    if (!s.ok()) return s.status();
+    UpdateStats u{s->stepped, s->grad_norm, s->lr};
+    u.visits = visits_here;
+    u.nonfinite = nonfinite;
+    return u;
+  });
+}
+
 void TorchStageCompute::ZeroGrad() {
   absl::MutexLock lock(&mu_);
   executor_->ZeroGrad();

@@ -75,6 +75,7 @@ class TorchStageCompute final : public StageCompute {
   absl::StatusOr<GradientSum> TakeGradients() override;
   absl::StatusOr<UpdateStats> ApplyUpdate(const std::vector<float>& summed,
                                           int64_t total_visits) override;
+  absl::StatusOr<UpdateStats> ApplyLocalUpdate() override;
   void ZeroGrad() override;
   uint64_t ParamsDigest() override;
   int64_t step() const override;

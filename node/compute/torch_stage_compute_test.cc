@@ -46,21 +46,26 @@ absl::StatusOr<T> RunTask(common::SimClock& clock, Call call) {
 
 class TorchStageComputeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { MakeStages(&stages_); }
+
+  void MakeStages(std::vector<std::unique_ptr<TorchStageCompute>>* stages) {
     for (int s = 0; s < 2; ++s) {
       TorchStageCompute::Options o;
       o.model = TinyConfig();
       o.stage = s;
       auto c = TorchStageCompute::Create(o, &runner_);
       ASSERT_TRUE(c.ok()) << c.status();
-      stages_.push_back(*std::move(c));
+      stages->push_back(*std::move(c));
     }
   }
 
-  // One micro-batch through both stages; returns its loss.
-  absl::StatusOr<double> Train(uint64_t mb, const MicroBatchData& d) {
-    TorchStageCompute& s0 = *stages_[0];
-    TorchStageCompute& s1 = *stages_[1];
+  // One micro-batch through both stages (of `stages`, default stages_);
+  // returns its loss.
+  absl::StatusOr<double> Train(uint64_t mb, const MicroBatchData& d,
+                               std::vector<std::unique_ptr<TorchStageCompute>>* stages = nullptr) {
+    if (stages == nullptr) stages = &stages_;
+    TorchStageCompute& s0 = *(*stages)[0];
+    TorchStageCompute& s1 = *(*stages)[1];
     auto x = RunTask<WireTensor>(clock_, [&](TensorDone done) { s0.Start(mb, d, std::move(done)); });
     if (!x.ok()) return x.status();
     auto y = RunTask<WireTensor>(clock_, [&](TensorDone done) { s1.Forward(mb, *x, std::move(done)); });
@@ -121,6 +126,38 @@ TEST_F(TorchStageComputeTest, UpdateChangesDigestAndZeroesVisits) {
   EXPECT_NE(stages_[1]->ParamsDigest(), before);
   EXPECT_EQ(stages_[1]->step(), 1);
   EXPECT_EQ(stages_[1]->TakeGradients()->visits, 0);
+}
+
+// Note [Group of one] (node/train/node_trainer.cc): the in-place step of a
+// lone replica equals the host round trip (TakeGradients, ApplyUpdate) to
+// the byte, step after step.
+TEST_F(TorchStageComputeTest, LocalUpdateEqualsTheHostPathBitForBit) {
+  std::vector<std::unique_ptr<TorchStageCompute>> local;
+  MakeStages(&local);
+  for (int s = 0; s < 2; ++s) ASSERT_EQ(local[s]->ParamsDigest(), stages_[s]->ParamsDigest());
+  for (int it = 0; it < 3; ++it) {
+    for (uint64_t mb = 0; mb < 2; ++mb) {
+      const MicroBatchData d = Batch(2, 8, 10 * it + static_cast<int64_t>(mb));
+      ASSERT_TRUE(Train(mb, d).ok());
+      ASSERT_TRUE(Train(mb, d, &local).ok());
+    }
+    for (int s = 0; s < 2; ++s) {
+      auto sum = stages_[s]->TakeGradients();
+      ASSERT_TRUE(sum.ok());
+      auto host = stages_[s]->ApplyUpdate(sum->flat, sum->visits);
+      ASSERT_TRUE(host.ok()) << host.status();
+      auto in_place = local[s]->ApplyLocalUpdate();
+      ASSERT_TRUE(in_place.ok()) << in_place.status();
+      EXPECT_TRUE(in_place->stepped);
+      EXPECT_FALSE(in_place->nonfinite);
+      EXPECT_EQ(in_place->visits, 2);
+      EXPECT_EQ(in_place->grad_norm, host->grad_norm) << "stage " << s << " iteration " << it;
+      EXPECT_EQ(local[s]->ParamsDigest(), stages_[s]->ParamsDigest())
+          << "stage " << s << " iteration " << it;
+      EXPECT_EQ(local[s]->step(), it + 1);
+      EXPECT_EQ(local[s]->TakeGradients()->visits, 0);
+    }
+  }
 }
 
 TEST_F(TorchStageComputeTest, RejectsBadInputWithStatus) {

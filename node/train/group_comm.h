@@ -114,6 +114,14 @@ class GroupComm {
   // stage's live replicas.
   virtual void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                          ReduceDone done) = 0;
+  // Whether `self` is, as far as this member knows now, the only live
+  // replica of `stage` for `iteration`'s reduce, with no peer's part of it
+  // received: AllReduce would then answer with this replica's own
+  // contribution alone, so the caller may skip the round (Note [Group of
+  // one] in node_trainer.cc). False when unsure; the default.
+  virtual bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) {
+    return false;
+  }
 
   // State transfer between replicas (Note [Digest re-sync] in
   // node_trainer.h): what node `self` serves, and a fetch of `from`'s state

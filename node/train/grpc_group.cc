@@ -217,6 +217,18 @@ void GrpcGroupComm::FetchState(uint64_t iteration, int stage, const common::Node
   impl_->TryFetch(iteration, stage, from, std::make_shared<StateDone>(std::move(done)), 0);
 }
 
+// The same member list AllReduce would start its round with; a part a
+// peer already pushed for the round means the peer counts this member in,
+// so the round runs as usual.
+bool GrpcGroupComm::SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) {
+  if (self != impl_->options_.self) return false;
+  const std::vector<common::NodeId> live = impl_->LiveMembers(stage);
+  if (live.size() != 1 || live[0] != self) return false;
+  absl::MutexLock lock(&impl_->mu_);
+  const std::pair<uint64_t, int> key{iteration, stage};
+  return impl_->early_.count(key) == 0 && impl_->reduces_.count(key) == 0;
+}
+
 void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                               ReduceDone done) {
   std::vector<OutgoingReduce> out;

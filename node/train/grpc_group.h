@@ -200,6 +200,7 @@ class GrpcGroupComm final : public GroupComm {
                BarrierDone done) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
+  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
   // Served by StageService.FetchState (<= 1 MiB chunks with CRC-32C); the
   // fetch retries UNAVAILABLE every 100 ms for 10 s while `from` is alive.
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;

@@ -68,6 +68,17 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
   Deliver(std::move(calls));
 }
 
+bool InProcessGroupHub::SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) {
+  absl::MutexLock lock(&mu_);
+  auto round = reduces_.find({iteration, stage});
+  if (round != reduces_.end() &&
+      (!round->second.contributions.empty() || round->second.closed != nullptr)) {
+    return false;
+  }
+  const std::vector<common::NodeId> hosts = LiveHostsLocked(stage, iteration);
+  return hosts.size() == 1 && hosts[0] == self;
+}
+
 void InProcessGroupHub::CloseLate(uint64_t iteration, int stage) {
   std::vector<absl::AnyInvocable<void()>> calls;
   {

@@ -43,6 +43,7 @@ class InProcessGroupHub final : public GroupComm {
                BarrierDone done) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
+  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
   // Asks `from`'s provider every 10 ms (clock time) while it answers
   // UNAVAILABLE, at most 500 times.

@@ -23,6 +23,16 @@ namespace {
 // over the replicas that trained (one visit each), not every contributor.
 int OuterWeight(const ReduceResult& r) { return static_cast<int>(r.visits); }
 
+// StageStep::avg_bytes of a round: what this replica's pushes carried where
+// they crossed a wire, else (in process) the codec's size of its
+// contribution, `own`; 0 for a round this replica had alone, which sends
+// nothing anywhere.
+int64_t AveragedBytes(const absl::StatusOr<ReduceResult>& r, int64_t own) {
+  if (!r.ok()) return own;
+  if (r->sent_bytes > 0) return r->sent_bytes;
+  return r->contributors <= 1 && r->left_out.empty() ? 0 : own;
+}
+
 }  // namespace
 
 // Every callback that reaches it is wrapped by `guard`: ~NodeTrainer closes
@@ -89,6 +99,8 @@ struct NodeTrainer::State {
   void AfterData(uint64_t iteration, std::optional<IterationReport> data);
   void UpdateStage(NodeIterationReport report, std::map<int, StageCompute*>::iterator it);
   using StageIt = std::map<int, StageCompute*>::iterator;
+  // Note [Group of one]: the update of a stage with no other replica.
+  void SoleStage(NodeIterationReport report, StageIt it);
   // What a sync point does next (Note [Overlapped sync]).
   using StepThen = absl::AnyInvocable<void(NodeIterationReport, StageIt, StageStep)>;
   // Note [Outer steps], H > 1: the local step, and every H-th step the sync.
@@ -103,9 +115,11 @@ struct NodeTrainer::State {
   // Note [Sync wait]: names a sync point's wait for its round once it is
   // more than a tenth of the H steps the round had (rate-limited).
   void WarnSlowRound(uint64_t iteration, int stage, absl::Duration waited);
+  // `digest`: false for a group of one (Note [Group of one]), whose
+  // digest nobody compares; digest_after stays 0.
   void Next(NodeIterationReport report, std::map<int, StageCompute*>::iterator it,
-            StageStep step) {
-    step.digest_after = it->second->ParamsDigest();
+            StageStep step, bool digest = true) {
+    if (digest) step.digest_after = it->second->ParamsDigest();
     report.stages[it->first] = step;
     MarkAt(it->first, report.iteration + 1);
     UpdateStage(std::move(report), std::next(it));
@@ -252,12 +266,15 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
   if (it == stages.end()) return Finish(std::move(report));
   StageCompute* compute = it->second;
   const int stage = it->first;
+  const AveragingPlan plan = compute->averaging();
+  if (plan.outer_every == 1 && group->SoleReplica(report.iteration, stage, server->self())) {
+    return SoleStage(std::move(report), it);
+  }
   absl::StatusOr<GradientSum> sum = compute->TakeGradients();
   if (!sum.ok()) {
     report.status = sum.status();
     return Finish(std::move(report));
   }
-  const AveragingPlan plan = compute->averaging();
   if (plan.outer_every > 1) return OuterStage(std::move(report), it, std::move(sum).value(), plan);
   GradientContribution c;
   c.from = server->self();
@@ -292,8 +309,9 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         StageStep step;
         step.visits_here = here;
         step.sync_wait = self->clock->SteadyNow() - since;
-        // Note [Encoded shards]: what crossed the wire, where one did.
-        step.avg_bytes = r.ok() && r->sent_bytes > 0 ? r->sent_bytes : avg_bytes;
+        // Note [Encoded shards]: what crossed the wire, where one did; a
+        // round of one sends nothing.
+        step.avg_bytes = AveragedBytes(r, avg_bytes);
         if (!r.ok()) {
           if (int64_t held = 0; self->AllowLog(&held)) {
             LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
@@ -325,6 +343,38 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
         }
         self->Next(std::move(report), it, step);
       }));
+}
+
+// Note [Group of one]: a stage whose group has no other live replica (a
+// one-replica layout, or the last replica left after deaths) has nothing
+// to average: the reduce would answer with this replica's own sum and
+// visits, and the only check that does anything with one part is the
+// non-finite one (a sum that is not finite skips the step, Note
+// [Non-finite steps]). So the trainer skips the round and the compute
+// steps its gradients where they are (StageState::ApplyLocalUpdate): on a
+// GPU no gradient crosses to the host and back, and no parameter digest is
+// taken, since no replica compares it (digest_after stays 0). The bytes of
+// the step are the same as through the round; nothing is averaged or sent
+// (avg_bytes 0). The group decides from what it knows at the call
+// (GroupComm::SoleReplica); when unsure (a peer's part of the round has
+// arrived) it runs the round as before. Outer steps (H > 1) keep their
+// path: their rounds are rare.
+void NodeTrainer::State::SoleStage(NodeIterationReport report, StageIt it) {
+  StageCompute* compute = it->second;
+  StageStep step;
+  step.replicas = 1;
+  absl::StatusOr<UpdateStats> u = compute->ApplyLocalUpdate();
+  if (!u.ok()) {
+    LOG(ERROR) << "stage " << it->first << " update: " << u.status();
+    report.status = u.status();
+  } else {
+    step.update = *u;
+    step.visits_here = u->visits;
+    step.visits_total = u->visits;
+    step.skipped_nonfinite = u->nonfinite;
+    CountNonFinite(report.iteration, it->first, u->nonfinite);
+  }
+  Next(std::move(report), it, step, /*digest=*/false);
 }
 
 void NodeTrainer::State::OuterStage(NodeIterationReport report, StageIt it, GradientSum sum,
@@ -389,7 +439,7 @@ void NodeTrainer::State::AfterRound(NodeIterationReport report, StageIt it, Stag
     }
   }
   if (!result.has_value()) return then(std::move(report), it, std::move(step));
-  step.avg_bytes += result->ok() && (*result)->sent_bytes > 0 ? (*result)->sent_bytes : bytes;
+  step.avg_bytes += AveragedBytes(*result, bytes);
   if (!result->ok()) {
     if (int64_t held = 0; AllowLog(&held)) {
       LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
@@ -518,7 +568,8 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
           report.status = r.status();
           return self->Next(std::move(report), it, step);
         }
-        if (r->sent_bytes > 0) step.avg_bytes = before + r->sent_bytes;  // Note [Encoded shards]
+        // Note [Encoded shards]; a round of one sends nothing.
+        step.avg_bytes = before + AveragedBytes(r, step.avg_bytes - before);
         self->RecordFigures(it->first, *r);
         // visits_total counts the contributors that trained (one visit each).
         const std::optional<bool> finite =

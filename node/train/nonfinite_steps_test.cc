@@ -38,6 +38,8 @@ class PoisonedCompute final : public ForwardingStageCompute {
     }
     return inner()->ApplyUpdate(summed, total_visits);
   }
+  // Through the two methods above (ForwardingStageCompute's rule).
+  absl::StatusOr<UpdateStats> ApplyLocalUpdate() override { return StageState::ApplyLocalUpdate(); }
 
   int nonfinite_applied = 0;
 

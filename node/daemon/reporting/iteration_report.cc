@@ -49,9 +49,14 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                    absl::StrCat(label, ",from=\"", v.from.ShortString(), "\",reason=\"",
                                 PartVerdictName(v.kind), "\""));
     }
-    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %016x%s", s,
+    // A group of one takes no digest (Note [Group of one] in
+    // node/train/node_trainer.cc): "-".
+    absl::StrAppend(&line, absl::StrFormat(" | s%d visits %d/%d x%d norm %.3f digest %s%s", s,
                                            step.visits_here, step.visits_total, step.replicas,
-                                           step.update.grad_norm, step.digest_after,
+                                           step.update.grad_norm,
+                                           step.digest_after == 0
+                                               ? std::string("-")
+                                               : absl::StrFormat("%016x", step.digest_after),
                                            step.digests_agree ? "" : " DIGEST MISMATCH"));
   }
   // Pipeline frames this node exchanged with other nodes since it started

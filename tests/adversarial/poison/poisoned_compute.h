@@ -49,6 +49,10 @@ class PoisonedStageCompute final : public node::ForwardingStageCompute {
 
   absl::StatusOr<node::GradientSum> TakeGradients() override;
   absl::StatusOr<node::AverageContribution> TakePseudoGradient() override;
+  // Through the poisoned TakeGradients (ForwardingStageCompute's rule).
+  absl::StatusOr<node::UpdateStats> ApplyLocalUpdate() override {
+    return node::StageState::ApplyLocalUpdate();
+  }
 
  private:
   const Poison poison_;
