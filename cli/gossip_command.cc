@@ -152,7 +152,8 @@ absl::Status GpuContentionOptionsFromFlags(const std::string& device, GossipDaem
     }
   }
   if (!absl::GetFlag(FLAGS_pause_on_gpu_contention)) return absl::OkStatus();
-  absl::StatusOr<std::string> gpu = node::NvidiaSmiGpuId(device, std::getenv("CUDA_VISIBLE_DEVICES"));
+  absl::StatusOr<std::string> gpu =
+      node::NvidiaSmiGpuId(device, std::getenv("CUDA_VISIBLE_DEVICES"));
   if (!gpu.ok()) {
     LOG(WARNING) << "--pause_on_gpu_contention is off: " << gpu.status().message()
                  << "; there is no GPU of ours to watch";

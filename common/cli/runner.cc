@@ -198,8 +198,8 @@ absl::Status ApplyConfig(const Command& command,
   for (ConfigEntry entry : entries) {
     absl::StatusOr<std::string> key = ResolveFlagAlias(command, entry.key);
     if (!key.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config file '", source, "': key '", entry.key, "': ", key.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("config file '", source, "': key '",
+                                                     entry.key, "': ", key.status().message()));
     }
     entry.key = *std::move(key);
     if (entry.key == "config") {
