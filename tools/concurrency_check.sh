@@ -15,9 +15,16 @@
 #      Suppressions (only for uninstrumented system libraries, each with its
 #      reason): third_party/tsan/suppressions.cc.
 #
+#   3. the in-process daemon tests (whole stacks over real gRPC, libtorch)
+#      under TSan, judged on reports alone: 0 reports in each test log,
+#      whether or not the test met its real-time waits (TSan's slowdown
+#      on a loaded machine can stall a swarm whose hops and probes run on
+#      real deadlines; the outcome is printed, not judged).
+#
 #   bash tools/concurrency_check.sh [extra bazel test flags]
-#   bash tools/concurrency_check.sh --list    # the TSan test targets
-#   bash tools/concurrency_check.sh --grpc    # the gRPC tests
+#   bash tools/concurrency_check.sh --list     # the TSan test targets
+#   bash tools/concurrency_check.sh --grpc     # the gRPC tests
+#   bash tools/concurrency_check.sh --daemons  # step 3 alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,10 +51,14 @@ TSAN_TESTS=(
   //node/train:grpc_group_tls_test
   //membership:grpc_gossip_test
 )
+# The in-process daemons: report-free too, but judged on their logs'
+# reports only (step 3).
+TSAN_DAEMON_TESTS=(
+  //tests/integration:gossip_daemon_test
+  //tests/integration:relayed_member_test
+)
 # The tests that run real gRPC (Note [TSan and gRPC] in
-# third_party/tsan/README.md). All report nothing; grpc_group_test is not
-# in the set above because some of its cases run on real-time deadlines
-# that TSan's slowdown on a loaded machine misses. Run them with
+# third_party/tsan/README.md). All report nothing. Run them with
 #   bash tools/concurrency_check.sh --grpc
 TSAN_GRPC_TESTS=(
   //node/transport:node_server_test
@@ -58,10 +69,34 @@ TSAN_GRPC_TESTS=(
   //membership:grpc_gossip_test
 )
 
+# Step 3: runs the daemon tests and counts the reports in their logs.
+daemon_reports() {
+  bazel test --config=tsan --keep_going "$@" "${TSAN_DAEMON_TESTS[@]}" || true
+  local testlogs target log reports outcome bad=0
+  testlogs="$(bazel info --config=tsan bazel-testlogs)"
+  for target in "${TSAN_DAEMON_TESTS[@]}"; do
+    log="$testlogs/${target#//}"
+    log="${log/://}/test.log"
+    if [ ! -f "$log" ]; then
+      echo "$target: no test log (did it build?)"
+      bad=1
+      continue
+    fi
+    reports=$(grep -c 'WARNING: ThreadSanitizer' "$log" || true)
+    outcome=$(grep -qE '^\[  PASSED  \]' "$log" && ! grep -q '^\[  FAILED  \]' "$log" &&
+              echo "its cases passed" || echo "its cases did not all pass in time")
+    echo "$target: $reports TSan report(s); $outcome"
+    [ "$reports" -eq 0 ] || bad=1
+  done
+  return "$bad"
+}
+
 case "${1:-}" in
-  --list) printf '%s\n' "${TSAN_TESTS[@]}"; exit 0 ;;
+  --list) printf '%s\n' "${TSAN_TESTS[@]}" "${TSAN_DAEMON_TESTS[@]}"; exit 0 ;;
   --grpc) shift; exec bazel test --config=tsan --keep_going "$@" "${TSAN_GRPC_TESTS[@]}" ;;
+  --daemons) shift; daemon_reports "$@"; exit ;;
 esac
 
 bash tools/thread_safety_check.sh
-exec bazel test --config=tsan "$@" "${TSAN_TESTS[@]}"
+bazel test --config=tsan "$@" "${TSAN_TESTS[@]}"
+daemon_reports "$@"

@@ -57,6 +57,12 @@ struct Running {
   void Join() {
     if (thread.joinable()) thread.join();
   }
+  // A case that fails before joining stops its daemons instead of
+  // aborting the whole binary (a joinable std::thread's destructor).
+  ~Running() {
+    signals.stop = true;
+    Join();
+  }
 };
 
 class GossipDaemonTest : public ::testing::Test {

@@ -177,9 +177,22 @@ CVWAIT_T(_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE, D
 CVWAIT_T(_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE, Time)
 
 // --- Notification, BlockingCounter, Barrier -------------------------------
+// HasBeenNotified() is inline (instrumented): an acquire load of the
+// Notification's flag, which Notify stores inside the library, unseen.
+// Notify releases on the flag's address as well, so a thread that sees
+// the flag set is ordered after the notifier like one that waited (it
+// reported the notifier's earlier writes, e.g. a daemon thread's result
+// read once its `finished` was seen). The flag follows the mutex
+// (notification.h: `Mutex mutex_; std::atomic<bool> notified_yet_;`).
+static_assert(sizeof(Notification) == 2 * sizeof(absl::Mutex),
+              "absl::Notification is no longer {Mutex, atomic<bool>}");
+static void* NotifiedFlag(const Notification* n) {
+  return Addr(reinterpret_cast<const char*>(n) + sizeof(absl::Mutex));
+}
 void _ZN4absl7debian312Notification6NotifyEv(Notification* n) {
   REAL(_ZN4absl7debian312Notification6NotifyEv, void (*)(Notification*));
   __tsan_release(n);
+  __tsan_release(NotifiedFlag(n));
   real(n);
 }
 void _ZNK4absl7debian312Notification19WaitForNotificationEv(const Notification* n) {

@@ -44,6 +44,20 @@ extern "C" const char* __tsan_default_suppressions() {
       // move, assignment), which is instrumented.
       "called_from_lib:libabsl_status.so\n"
       "called_from_lib:libabsl_cord.so\n"
+      // Abseil's time-zone cache (cctz) creates its lock in a function-local
+      // static on first use; the check that it exists already is a plain
+      // load compiled without TSan, so a gRPC thread locking it looked
+      // unordered with the thread that created it. Only races with this
+      // function on a stack; the lock itself stays visible (a
+      // called_from_lib line hid it, and the zones it publishes then
+      // looked racy).
+      "race:cctz::time_zone::Impl::LoadTimeZone\n"
+      // glibc's tzset (under mktime, which glog calls for every message's
+      // time stamp) frees and copies its TZ string under glibc's internal
+      // tzset_lock, which TSan cannot see (glibc is not instrumented): two
+      // threads logging at once looked like a race on that string. This
+      // names a glibc function, never one of ours.
+      "race:tzset_internal\n"
       "";
 }
 
