@@ -88,8 +88,9 @@ ABSL_FLAG(std::string, node_routes, "",
 ABSL_FLAG(double, avg_outlier_factor, 6.0,
           "Centered clipping of this node's replica averaging (from 3 replicas): a replica's "
           "gradient farther from the group's coordinate-wise median than this many times the "
-          "median distance is pulled in to it (0: off; Note [Robust averaging]). SDP swarms need 0: "
-          "their workers' gradients differ by design (`skipswarm local --sdp` sets it).");
+          "median distance is pulled in to it (0: off; Note [Robust averaging]). Subnetwork (SDP) "
+          "members are judged only among members of the same subnetwork, pipeline hosts among "
+          "pipeline hosts (Note [Robust averaging across subnetworks]).");
 ABSL_FLAG(int, avg_ban_after, 3,
           "Ban a replica from this node's averaging once its gradient part was left out as "
           "non-finite or pulled in as an outlier in this many of the last 10 rounds (0: never; "

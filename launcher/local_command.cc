@@ -224,20 +224,6 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
                                  {"max_sync_upload_mbps"}, layout, &co.extra_config));
   SS_RETURN_IF_ERROR(
       AddNodeConfig(absl::GetFlag(FLAGS_local_node_config), layout, &co.extra_config));
-  // Note [Robust averaging with SDP]: centered clipping judges a group's
-  // gradients against their median, which assumes every member computed its
-  // part the same way on its own micro-batches. SDP workers run different
-  // subnetworks, so an honest worker's block gradient sits far from a
-  // pipeline replica's and would be pulled in, then banned. An SDP swarm
-  // averages without clipping (non-finite parts are still dropped) unless
-  // --local_node_config sets avg_outlier_factor for a node.
-  if (sdp.mode != model::SdpMode::kOff) {
-    for (const auto& [name, stages_of_node] : layout) {
-      std::string& extra = co.extra_config[name];
-      if (absl::StrContains(extra, "\"avg_outlier_factor\"")) continue;
-      absl::StrAppend(&extra, extra.empty() ? "" : ",\n  ", "\"avg_outlier_factor\": 0");
-    }
-  }
   // The first node's status page (node/daemon/reporting/status_page.h).
   int status_port = absl::GetFlag(FLAGS_local_status_port);
   if (status_port == 0) {

@@ -234,6 +234,7 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   std::vector<OutgoingReduce> out;
   const std::vector<common::NodeId> live = impl_->LiveMembers(stage);
   const uint64_t uplink = impl_->OwnUplink();  // outside mu_: a caller's function
+  const std::vector<PeerInfo> members = impl_->view_->Members();
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};
@@ -246,6 +247,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
       {
         absl::MutexLock bans(&impl_->bans_mu_);  // Note [Group bans]
         for (const auto& [id, reason] : impl_->banned_) robust.banned.insert(id);
+      }
+      for (const PeerInfo& m : members) {  // Note [Robust averaging across subnetworks]
+        if (m.subnetwork) robust.subnetworks[m.id] = m.stages;
       }
       pending.reduce = std::make_unique<ShardedReduce>(
           impl_->options_.self, iteration, stage, std::move(contribution), uplink,

@@ -175,7 +175,13 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       ++sum.contributors;
     }
     // Note [Robust averaging]: whole contributions, in ascending id order.
-    if (error.ok() && !parts.empty()) sum.sum = RobustSum(parts, robust_, &sum.refused_parts);
+    if (error.ok() && !parts.empty()) {
+      RobustOptions robust = robust_;
+      for (const PeerInfo& m : members_) {  // Note [Robust averaging across subnetworks]
+        if (m.subnetwork) robust.subnetworks[m.id] = m.stages;
+      }
+      sum.sum = RobustSum(parts, robust, &sum.refused_parts);
+    }
     sum.left_out = late;
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
     if (!error.ok()) *result = error;

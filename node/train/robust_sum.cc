@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_format.h"
 
@@ -63,55 +64,98 @@ double L2Norm(const std::vector<float>& v) {
 
 namespace {
 
-// Note [Robust averaging], centered clipping: replaces each outlier among
-// `parts` (already scaled by `scale`) in `pulled` (scale becomes 1) and
-// names it. `kept`: the finite parts with visits, >= 3.
-void PullInOutliers(const std::vector<PartInput>& parts, const std::vector<size_t>& kept,
-                    double factor, std::vector<double>* scale,
-                    std::vector<std::vector<float>>* pulled, std::vector<PartVerdict>* verdicts) {
-  const size_t n = parts[kept[0]].data->size();
-  const size_t r = kept.size();
-  auto value = [&](size_t i, size_t k) { return (*parts[i].data)[k] * (*scale)[i]; };
-  // The coordinate-wise median of the per-visit means.
-  std::vector<float> centre(n);
+// A part's value as the clipping steps before this one left it: the
+// pulled-in copy if there is one, else the part as sent times its scale.
+struct Values {
+  const std::vector<PartInput>& parts;
+  const std::vector<double>& scale;
+  const std::vector<std::vector<float>>& pulled;
+  double operator()(size_t i, size_t k) const {
+    return pulled[i].empty() ? (*parts[i].data)[k] * scale[i] : pulled[i][k];
+  }
+};
+
+// The centre (coordinate-wise median of the per-visit means) of the parts
+// `set`, and each one's distance from it (Note [Robust averaging]).
+struct Spread {
+  std::vector<float> centre;
+  std::vector<double> distance;  // per entry of `set`
+};
+
+Spread Measure(const std::vector<PartInput>& parts, const std::vector<size_t>& set,
+               const Values& value) {
+  const size_t n = parts[set[0]].data->size();
+  const size_t r = set.size();
+  Spread s;
+  s.centre.resize(n);
   std::vector<double> column(r);
   for (size_t k = 0; k < n; ++k) {
     for (size_t j = 0; j < r; ++j) {
-      column[j] = value(kept[j], k) / static_cast<double>(parts[kept[j]].visits);
+      column[j] = value(set[j], k) / static_cast<double>(parts[set[j]].visits);
     }
     std::nth_element(column.begin(), column.begin() + r / 2, column.end());
     double m = column[r / 2];
     if (r % 2 == 0) m = (m + *std::max_element(column.begin(), column.begin() + r / 2)) / 2;
-    centre[k] = static_cast<float>(m);
+    s.centre[k] = static_cast<float>(m);
   }
-  std::vector<double> distance(r);
+  s.distance.resize(r);
   for (size_t j = 0; j < r; ++j) {
-    const size_t i = kept[j];
+    const size_t i = set[j];
     const double v = static_cast<double>(parts[i].visits);
     double sum = 0;
     for (size_t k = 0; k < n; ++k) {
-      const double d = value(i, k) - v * centre[k];
+      const double d = value(i, k) - v * s.centre[k];
       sum += d * d;
     }
-    distance[j] = std::sqrt(sum / v);
+    s.distance[j] = std::sqrt(sum / v);
   }
-  std::vector<double> sorted = distance;
-  std::sort(sorted.begin(), sorted.end());
-  const double reference = sorted[(r - 1) / 2];
+  return s;
+}
+
+// Pulls every entry of `set` farther than factor x `reference` from the
+// centre in to `reference` (scale becomes 1) and names it.
+void PullIn(const std::vector<PartInput>& parts, const std::vector<size_t>& set,
+            const Spread& spread, double factor, double reference, std::vector<double>* scale,
+            std::vector<std::vector<float>>* pulled, std::vector<PartVerdict>* verdicts) {
   if (!(reference > 0)) return;  // most parts equal here: nothing to judge by
-  for (size_t j = 0; j < r; ++j) {
-    if (distance[j] <= factor * reference) continue;
-    const size_t i = kept[j];
+  const size_t n = spread.centre.size();
+  for (size_t j = 0; j < set.size(); ++j) {
+    if (spread.distance[j] <= factor * reference) continue;
+    const size_t i = set[j];
+    const Values value{parts, *scale, *pulled};
     const double v = static_cast<double>(parts[i].visits);
-    const double t = reference / distance[j];
-    std::vector<float>& out = (*pulled)[i];
-    out.resize(n);
+    const double t = reference / spread.distance[j];
+    std::vector<float> out(n);
     for (size_t k = 0; k < n; ++k) {
-      const double c = v * centre[k];
+      const double c = v * spread.centre[k];
       out[k] = static_cast<float>(c + (value(i, k) - c) * t);
     }
+    (*pulled)[i] = std::move(out);
     (*scale)[i] = 1.0;
-    verdicts->push_back({parts[i].from, PartVerdict::Kind::kOutlier, distance[j], reference});
+    verdicts->push_back({parts[i].from, PartVerdict::Kind::kOutlier, spread.distance[j], reference});
+  }
+}
+
+// Note [Robust averaging], centered clipping, per class (Note [Robust
+// averaging across subnetworks]): pulls in the outliers among `kept` (the
+// finite parts with visits) and names them.
+void PullInOutliers(const std::vector<PartInput>& parts, const std::vector<size_t>& kept,
+                    const RobustOptions& options, std::vector<double>* scale,
+                    std::vector<std::vector<float>>* pulled, std::vector<PartVerdict>* verdicts) {
+  const double factor = options.outlier_factor;
+  std::map<std::vector<int>, std::vector<size_t>> classes;  // {}: pipeline hosts
+  for (size_t i : kept) {
+    auto it = options.subnetworks.find(parts[i].from);
+    classes[it == options.subnetworks.end() ? std::vector<int>{} : it->second].push_back(i);
+  }
+  // Within each class of >= 3 parts, that class's own centre and reference.
+  for (const auto& [stages, set] : classes) {
+    if (set.size() < 3) continue;
+    const Spread spread = Measure(parts, set, Values{parts, *scale, *pulled});
+    std::vector<double> sorted = spread.distance;
+    std::sort(sorted.begin(), sorted.end());
+    const double reference = sorted[(sorted.size() - 1) / 2];  // the lower median
+    PullIn(parts, set, spread, factor, reference, scale, pulled, verdicts);
   }
 }
 
@@ -195,7 +239,7 @@ std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOp
       if (finite[i] && parts[i].visits > 0) kept.push_back(i);
     }
     if (kept.size() >= 3) {
-      PullInOutliers(parts, kept, options.outlier_factor, &scale, &pulled, verdicts);
+      PullInOutliers(parts, kept, options, &scale, &pulled, verdicts);
     }
   }
 

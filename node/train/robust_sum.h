@@ -40,6 +40,29 @@
 //    far less than 3x), so none is touched. A reference of 0 (most parts
 //    equal here, e.g. an embedding shard empty for most replicas) turns
 //    this step off for the shard: the norm bound still holds.
+// Note [Robust averaging across subnetworks]: centered clipping assumes the
+// parts estimate one expected gradient, so honest parts differ by noise
+// only. Subnetwork (SDP) members break that by design: a worker training
+// stages {0, 2, 5} computes a shared stage's gradient through another
+// network than one training {0, 3, 5} or a pipeline host, and its part sits
+// a systematic offset from theirs (honest SDP workers were pulled in at the
+// daemons' factor, then banned). So parts are judged by class, a class being one subnetwork
+// (RobustOptions::subnetworks, from the members' signed records) or all
+// pipeline hosts together: centered clipping runs within each class of
+// >= 3 finite parts with visits, with that class's own centre and
+// reference, so a liar among peers of its class is held to their noise (and
+// cannot hide behind the other classes' offsets, which inflated the old
+// reference). Across classes only the norm bound and the non-finite rule
+// hold: a part alone in its class, or in a class of two (a pipeline stage
+// with two replicas, a liar naming a subnetwork of its own), is bounded
+// by the norm clip only. A looser test across classes was tried: against
+// the larger of the lower median distance and the parts' median per-visit
+// size in the shard, honest SDP workers of the 6-stage test swarm were
+// still pulled in at stage 0, many times that size (each worker's rows of
+// the tied embedding are its own tokens'; figures in node/train/README.md,
+// "Robust averaging with SDP"), so no shard-local test tells a
+// subnetwork's honest part from a liar's there.
+// With one class (every pipeline swarm) this is exactly the rule above.
 // With honest parts nothing is left out or scaled, and the sum is the same
 // float additions in the same (ascending id) order as the plain sum: the
 // bytes equal the plain mean's (Note [Exactness] holds).
@@ -49,6 +72,7 @@
 #define SKIPSWARM_NODE_TRAIN_ROBUST_SUM_H_
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +94,10 @@ struct RobustOptions {
   // in grpc_group.h): like a non-finite part, their share becomes the kept
   // parts' mean; each is named kBanned.
   std::set<common::NodeId> banned;
+  // Senders that train their own subnetwork (SDP), with its stages (Note
+  // [Robust averaging across subnetworks]); any sender not listed is a
+  // pipeline host. Empty: one class, the rule of Note [Robust averaging].
+  std::map<common::NodeId, std::vector<int>> subnetworks;
 };
 
 struct PartInput {

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -206,6 +208,122 @@ TEST(RobustSumTest, ABannedSendersPartIsLeftOutWhateverItHolds) {
   for (size_t i = 0; i < sum.size(); ++i) {
     EXPECT_NEAR(sum[i] / all, (p.data[0][i] + p.data[1][i]) / kept, 1e-6) << i;
   }
+}
+
+// Note [Robust averaging across subnetworks]: a stage group of pipeline
+// hosts, whose parts differ by noise, and SDP workers, whose parts differ
+// from the hosts' by their subnetwork's offset (`offset` of the gradient's
+// size, the same for workers of one subnetwork) and by noise.
+struct MixedGroup {
+  Parts parts;
+  RobustOptions options;  // outlier factor 6 (the daemons'), the workers marked
+};
+
+MixedGroup Mixed(int hosts, const std::vector<std::vector<int>>& workers, double offset) {
+  MixedGroup m;
+  m.options = Options(8.0, 6.0);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr size_t kN = 1000;
+  auto random = [&](double size) {
+    std::vector<float> v(kN);
+    for (float& x : v) x = static_cast<float>(size * normal(rng));
+    return v;
+  };
+  const std::vector<float> g = random(1.0);
+  std::map<std::vector<int>, std::vector<float>> offsets;
+  auto add = [&](const std::string& name, const std::vector<float>& shift, int64_t visits) {
+    m.parts.ids.push_back(NodeId::ForName(name));
+    m.parts.visits.push_back(visits);
+    const std::vector<float> noise = random(0.05);
+    std::vector<float> v(kN);
+    for (size_t i = 0; i < kN; ++i) v[i] = static_cast<float>(visits) * (g[i] + shift[i] + noise[i]);
+    m.parts.data.push_back(std::move(v));
+  };
+  for (int r = 0; r < hosts; ++r) add("s3r" + std::to_string(r), std::vector<float>(kN), 4);
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (offsets.count(workers[w]) == 0) offsets[workers[w]] = random(offset);
+    add("w" + std::to_string(w), offsets[workers[w]], 2);
+    m.options.subnetworks[m.parts.ids.back()] = workers[w];
+  }
+  return m;
+}
+
+TEST(RobustSumTest, SubnetworkPartsThatDifferByDesignAreUntouched) {
+  for (const auto& workers : std::vector<std::vector<std::vector<int>>>{
+           {{0, 1, 5}, {0, 3, 5}}, {{0, 1, 5}, {0, 3, 5}, {0, 3, 5}, {0, 3, 5}}}) {
+    MixedGroup m = Mixed(3, workers, 0.8);
+    std::vector<PartVerdict> verdicts;
+    EXPECT_EQ(RobustSum(m.parts.Inputs(), m.options, &verdicts), PlainSum(m.parts));
+    EXPECT_TRUE(verdicts.empty()) << DescribeVerdict(verdicts[0]);
+  }
+  // Judged as one class (the rule before subnetworks), both workers are
+  // pulled in: their distance is their subnetworks' offset, ~11x the
+  // hosts' noise.
+  MixedGroup m = Mixed(3, {{0, 1, 5}, {0, 3, 5}}, 0.8);
+  RobustOptions one_class = m.options;
+  one_class.subnetworks.clear();
+  std::vector<PartVerdict> verdicts;
+  RobustSum(m.parts.Inputs(), one_class, &verdicts);
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kOutlier);
+}
+
+TEST(RobustSumTest, APoisonerInAMixedSdpGroupIsStillPulledIn) {
+  // A sign-flipped x8 liar as one of three pipeline hosts beside two
+  // workers of different subnetworks, and as one of three workers of one
+  // subnetwork beside a host and a worker of another subnetwork.
+  struct Case {
+    int hosts;
+    std::vector<std::vector<int>> workers;
+    int liar;
+  };
+  for (const Case& c : {Case{3, {{0, 1, 5}, {0, 3, 5}}, 1},
+                        Case{1, {{0, 1, 5}, {0, 3, 5}, {0, 3, 5}, {0, 3, 5}}, 2}}) {
+    MixedGroup m = Mixed(c.hosts, c.workers, 0.8);
+    const int liar = c.liar;
+    for (float& x : m.parts.data[liar]) x *= -8.0f;
+    std::vector<PartVerdict> verdicts;
+    const std::vector<float> sum = RobustSum(m.parts.Inputs(), m.options, &verdicts);
+    // Only the liar is named (it may also meet the norm bound).
+    ASSERT_FALSE(verdicts.empty()) << "liar " << liar;
+    for (const PartVerdict& v : verdicts) EXPECT_EQ(v.from, m.parts.ids[liar]);
+    EXPECT_EQ(verdicts.back().kind, PartVerdict::Kind::kOutlier) << "liar " << liar;
+    // The honest parts' direction survives; without the defence (what
+    // `skipswarm local --sdp` ran with before) the liar turns the step
+    // into ascent.
+    const std::vector<float> honest = [&] {
+      Parts h = m.parts;
+      h.data.erase(h.data.begin() + liar);
+      return PlainSum(h);
+    }();
+    EXPECT_GT(Dot(sum, honest), 0.5 * Dot(honest, honest)) << "liar " << liar;
+    RobustOptions off = m.options;
+    off.outlier_factor = 0;
+    verdicts.clear();
+    EXPECT_LT(Dot(RobustSum(m.parts.Inputs(), off, &verdicts), honest), 0) << "liar " << liar;
+  }
+}
+
+TEST(RobustSumTest, ALiarAmongPeersOfItsClassIsHeldToTheirNoise) {
+  // Three pipeline hosts and two workers of different subnetworks; one
+  // host adds a push of twice the gradient's size: beside the workers'
+  // offsets it looked ordinary to the one-class rule, within its class it
+  // is ~40x the noise.
+  MixedGroup m = Mixed(3, {{0, 1, 5}, {0, 3, 5}}, 0.8);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : m.parts.data[1]) x += static_cast<float>(4 * 2.0 * normal(rng));
+  std::vector<PartVerdict> verdicts;
+  RobustSum(m.parts.Inputs(), m.options, &verdicts);
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_EQ(verdicts[0].from, m.parts.ids[1]);
+  EXPECT_EQ(verdicts[0].kind, PartVerdict::Kind::kOutlier);
+  RobustOptions one_class = m.options;
+  one_class.subnetworks.clear();
+  verdicts.clear();
+  RobustSum(m.parts.Inputs(), one_class, &verdicts);
+  EXPECT_TRUE(verdicts.empty()) << "the one-class rule caught it after all";
 }
 
 }  // namespace
