@@ -49,8 +49,10 @@ absl::StatusOr<SwarmTopology> BuildTopology(const membership::View& view,
   SwarmTopology out;
   std::vector<scheduler::NodeSpec> nodes;
   for (const membership::MemberInfo& m : view.members) {
+    // Subnetwork (SDP) members are no pipeline capacity (Note [Mixed local
+    // swarm] in launcher/local_layout.h).
     if ((skip != nullptr && m.id == *skip) || !m.live() || (skip_paused && m.paused) ||
-        !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) {
+        m.subnetwork || !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) {
       continue;
     }
     if (m.stages.size() != 1) {

@@ -136,5 +136,19 @@ TEST(JoinPlanningTest, SourcesAreLiveHostsFoundersFirst) {
   EXPECT_EQ(addresses, (std::vector<std::string>{"x:s", "late:s"}));
 }
 
+TEST(JoinPlanningTest, SubnetworkMembersAreNoPipelineCapacity) {
+  const common::NodeId me = common::NodeId::ForName("me");
+  // An SDP worker hosting {0, 1, 2} beside a pipeline with one replica per
+  // stage: it is no capacity of stage 1 or 2 (and its three stages are no
+  // "member with several stages" error).
+  membership::MemberInfo w = Member("w", {0, 1, 2});
+  w.subnetwork = true;
+  membership::View v =
+      ViewOf({Member("d", {0}), Member("a", {1}), Member("b", {1}), Member("c", {2}), w});
+  absl::StatusOr<int> s = ChooseJoinStage(v, me, Shape(), 1e-3);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, 2);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
