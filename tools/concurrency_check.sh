@@ -48,6 +48,7 @@ TSAN_TESTS=(
   //node/transport:node_server_test
   //node/transport:grpc_transport_test
   //node/transport:grpc_transport_tls_test
+  //node/train:grpc_group_test
   //node/train:grpc_group_tls_test
   //membership:grpc_gossip_test
 )
