@@ -41,7 +41,17 @@ ABSL_FLAG(std::string, admission, "open",
           "manifest.");
 ABSL_FLAG(std::string, allow_node_ids, "",
           "Founder, with --admission=invite or allowlist: comma-separated node ids (hex, as "
-          "`skipswarm keygen --show_key` prints them) admitted without an invite.");
+          "`skipswarm keygen --show_key` prints them) admitted without an invite. With "
+          "--admission=open and --probation_iterations: the hosts trusted from the start.");
+ABSL_FLAG(uint32_t, join_work_bits, 0,
+          "Founder of an --admission=open swarm: the proof of work each joining node key must "
+          "carry, in leading zero bits of a SHA-256 bound to the key and this swarm's manifest "
+          "(about 2^bits hashes per identity, one to check; at most 32). 0: none. Joiners take "
+          "it from the manifest and solve it at start.");
+ABSL_FLAG(uint32_t, probation_iterations, 0,
+          "Founder of an --admission=open swarm: iterations a newcomer trains in its replica "
+          "groups with digests matching a trusted replica's before routes may depend on it "
+          "alone (docs/DESIGN.md, open swarms). 0: newcomers are trusted at once.");
 ABSL_FLAG(std::string, invite, "",
           "Joiner of a swarm that admits by invitation: the invite token from its founder "
           "(ssinv1.…) or, better (argv is visible to other local users), the path of a file "
@@ -141,6 +151,9 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     SS_RETURN_IF_ERROR(manifest::WriteAdmission(absl::GetFlag(FLAGS_admission),
                                                 absl::GetFlag(FLAGS_allow_node_ids),
                                                 m.mutable_admission()));
+    SS_RETURN_IF_ERROR(manifest::WriteNewcomerCosts(absl::GetFlag(FLAGS_join_work_bits),
+                                                    absl::GetFlag(FLAGS_probation_iterations),
+                                                    m.mutable_admission()));
     if (m.admission().policy() != "open" && absl::GetFlag(FLAGS_node_key_file).empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--admission=", m.admission().policy(),

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "membership/join_work.h"
 
 namespace skipswarm::manifest {
 
@@ -30,17 +31,48 @@ absl::Status WriteAdmission(absl::string_view mode, absl::string_view allow_node
     return absl::InvalidArgumentError(
         "--admission=allowlist needs --allow_node_ids (only the founder could join)");
   }
-  if (m == membership::AdmissionMode::kOpen && out->allowed_ids_size() > 0) {
-    return absl::InvalidArgumentError(
-        "--allow_node_ids needs --admission=invite or --admission=allowlist (an open swarm "
-        "admits everybody)");
+  return absl::OkStatus();
+}
+
+absl::Status WriteNewcomerCosts(uint32_t join_work_bits, uint32_t probation_iterations,
+                                proto::ManifestAdmission* out) {
+  if (join_work_bits > membership::kMaxJoinWorkBits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--join_work_bits=", join_work_bits, " is above ", membership::kMaxJoinWorkBits,
+        " (each joiner would hash for hours)"));
   }
+  SS_ASSIGN_OR_RETURN(membership::AdmissionMode m, membership::ParseAdmissionMode(out->policy()));
+  if (m != membership::AdmissionMode::kOpen && (join_work_bits > 0 || probation_iterations > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--join_work_bits and --probation_iterations are for --admission=open; this swarm admits "
+        "by ", membership::AdmissionModeName(m), ", so its founder vouches for every member"));
+  }
+  if (m == membership::AdmissionMode::kOpen && out->allowed_ids_size() > 0 &&
+      probation_iterations == 0) {
+    return absl::InvalidArgumentError(
+        "--allow_node_ids in an --admission=open swarm names the hosts trusted from the start "
+        "under --probation_iterations (an open swarm admits everybody); give that too, or use "
+        "--admission=invite or allowlist");
+  }
+  out->set_join_work_bits(join_work_bits);
+  out->set_probation_iterations(probation_iterations);
   return absl::OkStatus();
 }
 
 absl::StatusOr<membership::AdmissionPolicy> AdmissionPolicyOf(const VerifiedManifest& v) {
   membership::AdmissionPolicy p;
   SS_ASSIGN_OR_RETURN(p.mode, membership::ParseAdmissionMode(v.manifest.admission().policy()));
+  proto::ManifestAdmission costs;
+  costs.set_policy(v.manifest.admission().policy());
+  if (absl::Status s = WriteNewcomerCosts(v.manifest.admission().join_work_bits(),
+                                          v.manifest.admission().probation_iterations(), &costs);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("swarm manifest ", v.sha256.substr(0, 12),
+                                                   ": ", s.message()));
+  }
+  p.join_work_bits = costs.join_work_bits();
+  p.probation_iterations = costs.probation_iterations();
+  p.manifest_id = v.sha256;
   p.swarm_name = v.manifest.admission().swarm_name();
   p.founder_public_key = v.signed_manifest.founder_public_key();
   for (const std::string& bytes : v.manifest.admission().allowed_ids()) {

@@ -27,13 +27,24 @@
 namespace skipswarm::manifest {
 
 // Sets `out`'s policy and allow-list from --admission (open, invite,
-// allowlist) and --allow_node_ids (comma-separated hex node ids).
-// InvalidArgument for an unknown policy, a malformed id, or allowlist
-// without ids.
+// allowlist) and --allow_node_ids (comma-separated hex node ids; in an open
+// swarm the hosts trusted from the start under probation, which
+// WriteNewcomerCosts requires then). InvalidArgument for an unknown policy,
+// a malformed id, or allowlist without ids.
 absl::Status WriteAdmission(absl::string_view mode, absl::string_view allow_node_ids,
                             proto::ManifestAdmission* out);
 
-// The policy `v` states; its founder key signs invites.
+// Sets an open swarm's costs for newcomers (Note [Join work] in
+// membership/join_work.h, Note [Newcomer probation] in node/daemon/gossip/
+// training_members.h) on `out`, whose policy WriteAdmission set.
+// InvalidArgument for work above membership::kMaxJoinWorkBits, for either
+// cost in an invite or allowlist swarm (its founder vouches for every
+// member), or for an open swarm's allow-list without probation.
+absl::Status WriteNewcomerCosts(uint32_t join_work_bits, uint32_t probation_iterations,
+                                proto::ManifestAdmission* out);
+
+// The policy `v` states; its founder key signs invites. InvalidArgument
+// where the manifest's newcomer costs break WriteNewcomerCosts' rules.
 absl::StatusOr<membership::AdmissionPolicy> AdmissionPolicyOf(const VerifiedManifest& v);
 
 // The invite this node's record should carry: empty in an open swarm (a

@@ -48,9 +48,42 @@ TEST_F(ManifestAdmissionTest, FlagsAreCheckedWhenTheManifestIsWritten) {
             std::string::npos);
   EXPECT_NE(WriteAdmission("invite", "abc", &a).message().find("is not a node id"),
             std::string::npos);
-  EXPECT_FALSE(WriteAdmission("open", joiner_->id().Hex(), &a).ok());
+  // An open swarm's ids are its trusted hosts under probation: only with it.
+  ASSERT_TRUE(WriteAdmission("open", joiner_->id().Hex(), &a).ok());
+  EXPECT_NE(WriteNewcomerCosts(0, 0, &a).message().find("--probation_iterations"),
+            std::string::npos);
+  EXPECT_TRUE(WriteNewcomerCosts(0, 10, &a).ok());
   ASSERT_TRUE(WriteAdmission("allowlist", joiner_->id().Hex() + ", " + other_->id().Hex(), &a).ok());
   EXPECT_EQ(a.allowed_ids_size(), 2);
+}
+
+// Note [Join work]: an open swarm's newcomer costs travel in the signed
+// manifest, bound to its id; an invite swarm cannot ask for them, and a
+// manifest asking for impossible work is refused when read.
+TEST_F(ManifestAdmissionTest, NewcomerCostsComeFromTheManifestAndAreBounded) {
+  proto::SwarmManifest m;
+  m.set_format(kManifestFormat);
+  m.set_protocol_version(proto::kProtocolVersion);
+  ASSERT_TRUE(WriteAdmission("open", "", m.mutable_admission()).ok());
+  ASSERT_TRUE(WriteNewcomerCosts(12, 50, m.mutable_admission()).ok());
+  absl::StatusOr<VerifiedManifest> v = VerifyManifest(*SignManifest(m, *founder_));
+  ASSERT_TRUE(v.ok()) << v.status();
+  absl::StatusOr<membership::AdmissionPolicy> p = AdmissionPolicyOf(*v);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->join_work_bits, 12u);
+  EXPECT_EQ(p->probation_iterations, 50u);
+  EXPECT_EQ(p->manifest_id, v->sha256);
+
+  proto::ManifestAdmission invite;
+  ASSERT_TRUE(WriteAdmission("invite", "", &invite).ok());
+  EXPECT_NE(WriteNewcomerCosts(12, 0, &invite).message().find("--admission=open"),
+            std::string::npos);
+  EXPECT_EQ(WriteNewcomerCosts(33, 0, m.mutable_admission()).code(),
+            absl::StatusCode::kInvalidArgument);
+  m.mutable_admission()->set_join_work_bits(40);  // a founder's build without the check
+  absl::StatusOr<VerifiedManifest> wall = VerifyManifest(*SignManifest(m, *founder_));
+  ASSERT_TRUE(wall.ok()) << wall.status();
+  EXPECT_EQ(AdmissionPolicyOf(*wall).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ManifestAdmissionTest, PolicyComesFromTheSignedManifest) {

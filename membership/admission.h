@@ -82,6 +82,15 @@ struct AdmissionPolicy {
   std::string founder_public_key;
   // Admitted without an invite (kInvite), or the only ones (kAllowList).
   absl::flat_hash_set<common::NodeId> allowed_ids;
+  // kOpen: the join work every non-founder record must carry (Note [Join
+  // work] in membership/join_work.h), in leading zero bits; 0 asks none.
+  uint32_t join_work_bits = 0;
+  // The swarm manifest's id (hex SHA-256 of its signed bytes) that join
+  // work is bound to.
+  std::string manifest_id;
+  // kOpen: iterations a newcomer serves on probation (Note [Newcomer
+  // probation] in node/daemon/gossip/training_members.h); 0: none.
+  uint32_t probation_iterations = 0;
 };
 
 // A token longer than this is not one of ours.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
+#include "membership/join_work.h"
 #include "membership/membership_impl.h"
 #include "proto/version.h"
 
@@ -773,10 +774,16 @@ absl::Status Membership::Impl::CheckSenderAdmitted(const common::NodeId& sender,
         absl::StrCat("node ", sender.ShortString(),
                      " is revoked by this swarm's founder (revocation list ", revoked_by, ")")));
   }
-  if (policy.mode == AdmissionMode::kOpen) return absl::OkStatus();
+  // Note [Join work]: an open swarm that asks for work admits requests
+  // only from senders whose record carries it, as a selective one does.
+  if (policy.mode == AdmissionMode::kOpen && !NeedsJoinWork(policy, sender)) {
+    return absl::OkStatus();
+  }
   absl::Status refusal = absl::PermissionDeniedError(absl::StrCat(
       "node ", sender.ShortString(), " is not a member of this swarm (admission: ",
-      AdmissionModeName(policy.mode), ") and sent no record of itself"));
+      AdmissionModeName(policy.mode),
+      policy.mode == AdmissionMode::kOpen ? ", with join work" : "",
+      ") and sent no record of itself"));
   // Its own record in this message, verified (admission included) outside
   // the lock by PrepareGossip; a refused one says why.
   for (size_t i = 0; i < verified.results.size(); ++i) {

@@ -55,6 +55,10 @@ struct MembershipOptions {
   // This node's invitation, carried in its record (Note [Admission] in
   // membership/admission.h); empty in an open swarm.
   proto::SignedInvite invite;
+  // This node's join work, carried in its record (Note [Join work] in
+  // membership/join_work.h): a nonce meeting policy.admission's bits for
+  // this node's key; 0 where none is asked.
+  uint64_t join_work = 0;
   // The founder's revocation list to start from (Note [Revocation] in
   // membership/revocation.h); empty: none yet. Create refuses one that does
   // not verify against policy.admission.

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     r.set_model_id(impl->options_.policy.model_id);
     r.set_averaging_id(impl->options_.policy.averaging_id);
     if (!impl->options_.invite.invite().empty()) *r.mutable_invite() = impl->options_.invite;
+    r.set_join_work(impl->options_.join_work);
     for (const std::string& a : impl->options_.addresses) r.add_addresses(a);
     for (uint32_t s : impl->options_.stages) r.add_stages(s);
     r.set_memory_slots(impl->options_.memory_slots);

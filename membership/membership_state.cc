@@ -765,6 +765,11 @@ View Membership::Impl::ViewLocked() const {
         info.relays.push_back(*id);
       }
     }
+    for (const std::string& v : m.record.vouches()) {
+      if (absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(v); id.ok()) {
+        info.vouches.push_back(*id);
+      }
+    }
     info.state_since = m.state_since;
     view.members.push_back(std::move(info));
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "membership/join_work.h"
 
 namespace skipswarm::membership {
 
@@ -105,6 +106,9 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
         "node record claims an id that is not the hash of its key (key hashes "
         "to ", id.ShortString(), ")"));
   }
+  // Note [Join work]: one hash, before the signature's verify.
+  SS_RETURN_IF_ERROR(
+      CheckJoinWork(policy.admission, id, record.public_key(), record.join_work()));
   if (absl::Status s = identity::VerifySignature(record.public_key(),
                                        signed_record.record(),
                                        signed_record.signature());
@@ -175,6 +179,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
                   [](const std::string& r) { return r.size() != common::NodeId::kBytes; })) {
     return absl::InvalidArgumentError(absl::StrCat(
         "node record of ", id.ShortString(), " has a malformed relay list"));
+  }
+  if (record.vouches_size() > kMaxRecordVouches ||
+      std::any_of(record.vouches().begin(), record.vouches().end(),
+                  [](const std::string& v) { return v.size() != common::NodeId::kBytes; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has a malformed vouch list"));
   }
   if (policy.num_stages > 0) {
     auto outside = [&](uint32_t stage) { return stage >= policy.num_stages; };

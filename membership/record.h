@@ -15,7 +15,8 @@
 // PermissionDenied for a node the swarm does not admit, and InvalidArgument
 // for malformed or out-of-range content):
 //   size ≤ kMaxRecordBytes, parse, public key 32 bytes, node_id ==
-//   sha256(public_key), signature, swarm id, admission (an invite or the
+//   sha256(public_key), join work (an open swarm's proof of work:
+//   membership/join_work.h, PermissionDenied), signature, swarm id, admission (an invite or the
 //   allow-list: membership/admission.h), model id, averaging id,
 //   signed_at within [now - max_age, now + max_future_skew], field limits
 //   (stages within the model, slots, speed, addresses, incarnation).
@@ -43,6 +44,8 @@ inline constexpr uint32_t kMaxRecordMemorySlots = 4096;
 inline constexpr size_t kMaxAddressBytes = 256;
 // Relays an outbound-only record may name (NodeRecord.relays).
 inline constexpr int kMaxRecordRelays = 4;
+// Members a record may vouch for (NodeRecord.vouches).
+inline constexpr int kMaxRecordVouches = 64;
 // Seconds per layer per sample above this are nonsense (an hour).
 inline constexpr double kMaxSecondsPerLayerPerSample = 3600;
 // Incarnations never come near the top of uint64 (Note [Incarnation

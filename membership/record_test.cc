@@ -1,6 +1,7 @@
 #include "membership/record.h"
 
 #include "gtest/gtest.h"
+#include "membership/join_work.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -100,6 +101,32 @@ TEST_F(RecordTest, InviteSwarmAdmitsOnlyRecordsCarryingAValidInvite) {
   EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
   auto expired = VerifyRecord(Sign(record_), policy_, kNow + absl::Hours(2));
   EXPECT_NE(expired.status().message().find("expired"), std::string::npos) << expired.status();
+}
+
+// Note [Join work]: an open swarm that asks for work refuses a record
+// without it (before the signature is checked: a forged record without work
+// gets the same answer), and admits one whose nonce meets it.
+TEST_F(RecordTest, OpenSwarmRefusesARecordWithoutValidJoinWork) {
+  policy_.admission.join_work_bits = 10;
+  policy_.admission.manifest_id = std::string(64, 'c');
+  policy_.admission.founder_public_key = mallory_->public_key();
+  ASSERT_LT(JoinWorkBits(policy_.admission.manifest_id, alice_->public_key(), 0), 10);
+  auto none = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(none.status().message().find("no valid join work"), std::string::npos)
+      << none.status();
+  auto forged = Sign(record_);
+  (*forged.mutable_signature())[0] ^= 1;
+  EXPECT_EQ(VerifyRecord(forged, policy_, kNow).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  record_.set_join_work(
+      *SolveJoinWork(policy_.admission.manifest_id, alice_->public_key(), 10));
+  auto solved = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_TRUE(solved.ok()) << solved.status();
+  // The founder's own record needs none.
+  auto founder = VerifyRecord(*SignRecord(*mallory_, proto::NodeRecord(record_), kNow),
+                              policy_, kNow);
+  EXPECT_TRUE(founder.ok()) << founder.status();
 }
 
 TEST_F(RecordTest, FutureAndStaleRecordsAreRejected) {

@@ -43,6 +43,9 @@ struct MemberInfo {
   std::vector<common::NodeId> relays;
   // Its record says it takes no new micro-batches (NodeRecord.paused).
   bool paused = false;
+  // Members its record vouches for (NodeRecord.vouches; Note [Newcomer
+  // probation] in node/daemon/gossip/training_members.h).
+  std::vector<common::NodeId> vouches;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

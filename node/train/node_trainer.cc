@@ -594,6 +594,8 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
   step.visits_total = r.visits;
   step.replicas = r.contributors;
   step.digests_agree = r.digests_agree;
+  step.digests = r.digests;
+  step.digest_before = mine;
   step.refused_parts = r.refused_parts;
   // Note [Late members].
   step.sync_late = r.late;

@@ -137,6 +137,11 @@ struct StageStep {
   int64_t visits_total = 0;  // over the replica group
   int replicas = 0;          // contributors
   bool digests_agree = true;
+  // The digests the reduce compared (ReduceResult::digests) and this
+  // replica's own among them: whom it may vouch for (Note [Newcomer
+  // probation] in node/daemon/gossip/training_members.h).
+  std::vector<std::pair<common::NodeId, uint64_t>> digests{};
+  uint64_t digest_before = 0;
   bool resynced = false;  // this replica took a peer's state (Note [Digest re-sync])
   // The averaged gradient was not finite: the step was skipped (Note
   // [Non-finite steps]).

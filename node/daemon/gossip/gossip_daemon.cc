@@ -253,10 +253,22 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->self = p->gossip->id();
   p->status = MakeDaemonStatusBoard(base, "gossip", p->self.Hex(), p->clock.get());
   p->members = std::make_unique<TrainingMembers>(p->self);
+  if (gossip_options.admission.mode == membership::AdmissionMode::kOpen &&
+      gossip_options.admission.probation_iterations > 0 &&
+      !gossip_options.admission.founder_public_key.empty()) {
+    // Note [Newcomer probation].
+    absl::flat_hash_set<common::NodeId> roots = gossip_options.admission.allowed_ids;
+    roots.insert(common::NodeId::FromPublicKey(gossip_options.admission.founder_public_key));
+    p->members->SetProbation(std::move(roots));
+    p->newcomers = std::make_unique<NewcomerLedger>(
+        p->self, gossip_options.admission.probation_iterations);
+  }
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
-  // Note [Admission]: a selective swarm's services serve admitted ids only.
-  const bool members_only = gossip_options.admission.mode != membership::AdmissionMode::kOpen;
+  // Note [Admission]: a selective swarm's services serve admitted ids only;
+  // so does an open swarm that asks for join work (Note [Join work]).
+  const bool members_only = gossip_options.admission.mode != membership::AdmissionMode::kOpen ||
+                            gossip_options.admission.join_work_bits > 0;
   p->quotas = MakeDaemonQuotas(base.model.model, base.model.samples_per_mb, p->clock.get(),
                                members_only);
   GrpcTransportOptions to;
@@ -588,6 +600,33 @@ GossipDaemon::~GossipDaemon() {
   if (p.gossip) p.gossip.reset();  // no more listener calls
 }
 
+// Note [Newcomer probation]: our record names the replicas whose digests
+// matched ours for the probation length; re-signed only when that changes.
+void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
+  if (newcomers == nullptr) return;
+  bool changed = false;
+  for (const auto& [stage, step] : r.stages) {
+    if (step.digests.size() > 1) {
+      changed |= newcomers->Observe(r.iteration, step.digests, step.digest_before);
+    }
+  }
+  metrics.Set("skipswarm_members_on_probation", members->OnProbation());
+  if (!changed) return;
+  const std::vector<common::NodeId> vouched = newcomers->Vouched();
+  metrics.Set("skipswarm_vouches", static_cast<double>(vouched.size()));
+  absl::Status s = gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* record) {
+    record->clear_vouches();
+    for (const common::NodeId& id : vouched) record->add_vouches(id.Bytes());
+  });
+  if (!s.ok()) {
+    LOG(WARNING) << options.base.name << ": cannot publish our vouches: " << s;
+  } else {
+    LOG(INFO) << options.base.name << ": our record vouches for " << vouched.size()
+              << " replica(s) after " << options.gossip.admission.probation_iterations
+              << " iterations of matching digests";
+  }
+}
+
 void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const NodeDaemonOptions& o = base();
   const uint64_t next = r.iteration + 1;
@@ -609,6 +648,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   }
   ReportJoin();
   StepMove(r.iteration);
+  VouchFor(r);
 
   // Our measured speed into our record, when it moved (Note [Measured speeds]).
   std::optional<double> v = speed->TakePublishable(clock->SteadyNow());

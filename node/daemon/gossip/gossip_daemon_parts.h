@@ -35,6 +35,7 @@
 #include "node/daemon/gossip/reachability.h"
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/swarm_membership.h"
+#include "node/daemon/gossip/newcomer_ledger.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/gossip/volunteer_pause.h"
 #include "node/daemon/reporting/daemon_quotas.h"
@@ -87,6 +88,10 @@ struct GossipDaemon::Parts {
   std::vector<int> Stages() const { return hosted.Get().stages; }
   bool joiner = false;
   std::unique_ptr<TrainingMembers> members;
+  // Note [Newcomer probation]: whom our record vouches for; null when the
+  // swarm has no probation.
+  std::unique_ptr<NewcomerLedger> newcomers;
+  void VouchFor(const NodeIterationReport& r);
   // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
   // state services; `quotas.members` follows gossip's live records.
   DaemonQuotas quotas;

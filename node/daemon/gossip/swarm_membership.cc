@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "identity/identity.h"
 #include "membership/grpc_gossip.h"
+#include "membership/join_work.h"
 #include "membership/record.h"
 #include "membership/revocation.h"
 
@@ -156,6 +157,18 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   mo.policy.num_stages = options_.num_stages;
   mo.policy.admission = options_.admission;
   mo.invite = options_.invite;
+  if (membership::NeedsJoinWork(options_.admission, identity_->id())) {
+    // Note [Join work]: paid once per key and manifest, before any member
+    // sees the record.
+    const absl::Duration start = clock_->SteadyNow();
+    SS_ASSIGN_OR_RETURN(mo.join_work,
+                        membership::SolveJoinWork(options_.admission.manifest_id,
+                                                  identity_->public_key(),
+                                                  options_.admission.join_work_bits));
+    LOG(INFO) << "join work: " << options_.admission.join_work_bits
+              << " bits for swarm manifest " << options_.admission.manifest_id.substr(0, 12)
+              << " in " << clock_->SteadyNow() - start;
+  }
   std::string revocations_text;
   if (!options_.revocations_file.empty()) {
     SS_ASSIGN_OR_RETURN(auto read, ReadRevocations(options_.revocations_file));

@@ -130,6 +130,7 @@ void TrainingMembers::Update(membership::View view) {
     }
     view_ = std::move(view);
     ++version_;
+    RecomputeTrustLocked();
     for (const membership::MemberInfo& m : view_.members) {
       if (m.id == self_ || m.addresses.size() < 4) continue;
       auto [it, inserted] = dialed_.try_emplace(m.id, m.addresses[1]);
@@ -209,13 +210,28 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
     // A leaver and a paused member take no new routes (Notes [Leaving],
     // [Paused members]).
     if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
-    if (std::optional<membership::MemberInfo> e = AsOfLocked(m, face)) out.push_back(ToPeer(*e));
+    std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
+    if (!e.has_value()) continue;
+    if (face == TrainingFace::kRouting && roots_.has_value() && !trusted_.contains(m.id)) {
+      // Note [Newcomer probation]: only the stages a trusted replica covers.
+      std::vector<uint32_t> kept;
+      for (uint32_t stage : e->stages) {
+        if (RoutableForLocked(m, stage)) kept.push_back(stage);
+      }
+      if (kept.empty()) continue;
+      e->stages = std::move(kept);
+    }
+    out.push_back(ToPeer(*e));
   }
   return out;
 }
 
 bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const {
   absl::MutexLock lock(&mu_);
+  return IsAliveLocked(id, face);
+}
+
+bool TrainingMembers::IsAliveLocked(const common::NodeId& id, TrainingFace face) const {
   const membership::MemberInfo* m = view_.Find(id);
   uint64_t entry = 0;
   if (m == nullptr || StagesAsOfLocked(*m, face, &entry) == nullptr) return false;
@@ -234,24 +250,75 @@ bool TrainingMembers::IsAlive(const common::NodeId& id, TrainingFace face) const
 }
 
 std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace face) const {
-  std::vector<common::NodeId> candidates;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const membership::MemberInfo& m : view_.members) {
-      if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
-      uint64_t entry = 0;
-      const std::vector<uint32_t>* stages = StagesAsOfLocked(m, face, &entry);
-      if (stages != nullptr && std::find(stages->begin(), stages->end(),
-                                         static_cast<uint32_t>(stage)) != stages->end()) {
-        candidates.push_back(m.id);
-      }
-    }
-  }
+  absl::MutexLock lock(&mu_);
   std::vector<common::NodeId> out;
-  for (const common::NodeId& id : candidates) {
-    if (IsAlive(id, face)) out.push_back(id);
+  for (const membership::MemberInfo& m : view_.members) {
+    if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
+    uint64_t entry = 0;
+    const std::vector<uint32_t>* stages = StagesAsOfLocked(m, face, &entry);
+    if (stages == nullptr || std::find(stages->begin(), stages->end(),
+                                       static_cast<uint32_t>(stage)) == stages->end()) {
+      continue;
+    }
+    if (face == TrainingFace::kRouting && !RoutableForLocked(m, static_cast<uint32_t>(stage))) {
+      continue;  // Note [Newcomer probation]
+    }
+    if (IsAliveLocked(m.id, face)) out.push_back(m.id);
   }
   return out;
+}
+
+void TrainingMembers::SetProbation(absl::flat_hash_set<common::NodeId> roots) {
+  absl::MutexLock lock(&mu_);
+  roots_ = std::move(roots);
+  RecomputeTrustLocked();
+  ++version_;
+}
+
+bool TrainingMembers::Trusted(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  return !roots_.has_value() || trusted_.contains(id);
+}
+
+int TrainingMembers::OnProbation() const {
+  absl::MutexLock lock(&mu_);
+  if (!roots_.has_value()) return 0;
+  int n = 0;
+  for (const membership::MemberInfo& m : view_.members) {
+    const bool hosts_pipeline_stage =
+        std::any_of(m.stages.begin(), m.stages.end(), [](uint32_t s) { return s > 0; });
+    n += m.live() && hosts_pipeline_stage && !trusted_.contains(m.id);
+  }
+  return n;
+}
+
+void TrainingMembers::RecomputeTrustLocked() {
+  trusted_.clear();
+  if (!roots_.has_value()) return;
+  trusted_ = *roots_;
+  // Vouches of trusted members, to a fixpoint (each pass adds someone or
+  // ends, so at most one pass per member).
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const membership::MemberInfo& m : view_.members) {
+      if (!trusted_.contains(m.id)) continue;
+      for (const common::NodeId& v : m.vouches) grew |= trusted_.insert(v).second;
+    }
+  }
+}
+
+bool TrainingMembers::RoutableForLocked(const membership::MemberInfo& m, uint32_t stage) const {
+  if (!roots_.has_value() || stage == 0 || trusted_.contains(m.id)) return true;
+  for (const membership::MemberInfo& t : view_.members) {
+    if (t.id == m.id || !trusted_.contains(t.id) || TakesNoNewRoutes(t)) continue;
+    uint64_t entry = 0;
+    const std::vector<uint32_t>* stages = StagesAsOfLocked(t, TrainingFace::kRouting, &entry);
+    if (stages != nullptr && std::find(stages->begin(), stages->end(), stage) != stages->end() &&
+        IsAliveLocked(t.id, TrainingFace::kRouting)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Note [Relayed verdicts]

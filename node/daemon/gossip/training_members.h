@@ -115,6 +115,33 @@
 // never saw the old record (it joined during the move) sees the mover
 // only from e.
 //
+// Note [Newcomer probation] (an open swarm; docs/DESIGN.md "Open swarms"):
+// anyone may join, and join work (membership/join_work.h) only prices an
+// identity. A fresh identity has shown nothing yet, so until it has, no
+// route may depend on it alone. With the manifest's probation_iterations
+// = N > 0, a member is trusted when it is the founder or on the manifest's
+// allow-list (in an open swarm: the founder's own hosts), or when the record
+// of a trusted member vouches for it (NodeRecord.vouches): that member
+// compared their parameter digests in a replica group they share and they
+// matched at every comparison for N iterations in a row
+// (newcomer_ledger.h; a mismatch starts the count again and withdraws the
+// vouch). Trust is decided from records alone, so every node that holds
+// the same records agrees, and records of DEAD or LEFT members still count
+// (a founder that goes away does not send everyone back to probation). A
+// member on probation is in its replica groups as usual (the group face:
+// it averages, and its digests are compared, which is how it earns
+// trust), but in the routing face it hosts a pipeline stage (>= 1) only
+// while a trusted, live, routable member hosts that stage too; otherwise
+// it is no replica of that stage and is left out of Members() when no
+// stage remains (it stays alive, for hops already routed through it). The
+// planner then sends a stage's micro-batches through the newcomer only
+// beside a trusted replica whose averaged weights and digest it must match;
+// a stage whose only hosts are on probation gets no route (trust passes
+// only within replica groups, so the founder lists a trusted host for
+// every stage). Data nodes' stage 0 is nobody's hop and is exempt. A newcomer's
+// quota is not yet smaller and its averaging weight not yet lowered (its
+// parts already face the replica median's clipping, robust_sum.h).
+//
 // Thread rule: thread-safe; the faces may be used from any thread.
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
@@ -128,6 +155,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "membership/view.h"
@@ -180,6 +208,17 @@ class TrainingMembers {
   SwarmView* routing();
   membership::View view() const;
 
+  // Note [Newcomer probation]: from now on members not trusted (rooted at
+  // `roots`: the founder and the open swarm's allow-list) host pipeline
+  // stages in the routing face only beside a trusted replica. Without this
+  // call everyone is trusted.
+  void SetProbation(absl::flat_hash_set<common::NodeId> roots);
+  // Whether `id` is trusted (always, without probation).
+  bool Trusted(const common::NodeId& id) const;
+  // Live members hosting a pipeline stage (>= 1) that are not trusted; 0
+  // without probation.
+  int OnProbation() const;
+
  private:
   class Face;
   std::vector<PeerInfo> MembersOf(TrainingFace face) const;
@@ -203,6 +242,14 @@ class TrainingMembers {
                                                 TrainingFace face, uint64_t* entry) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Note [Newcomer probation]: the trusted set from view_'s vouches.
+  void RecomputeTrustLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether routes may use `m` for `stage` under probation (true without).
+  bool RoutableForLocked(const membership::MemberInfo& m, uint32_t stage) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsAliveLocked(const common::NodeId& id, TrainingFace face) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   struct Move {
     std::vector<uint32_t> stages;  // before the switch
     uint64_t entry = 0;            // of the old record
@@ -221,6 +268,9 @@ class TrainingMembers {
   absl::flat_hash_map<common::NodeId, Move> moves_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<common::NodeId, std::string> dialed_ ABSL_GUARDED_BY(mu_);
   std::function<void(const PeerInfo&)> address_listener_ ABSL_GUARDED_BY(mu_);
+  // Note [Newcomer probation]: set once probation is on.
+  std::optional<absl::flat_hash_set<common::NodeId>> roots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<common::NodeId> trusted_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Face> group_;
   std::unique_ptr<Face> routing_;
 };

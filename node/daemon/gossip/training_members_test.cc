@@ -446,3 +446,69 @@ TEST(TrainingMembersTest, OtherLiveReplicasCountsOnlyLiveTrainingHosts) {
 
 }  // namespace
 }  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Newcomer probation]: with probation on, a newcomer hosts a stage in
+// the routing face only beside a trusted replica, so no plan routes a
+// micro-batch through it as the stage's only replica; its replica groups
+// take it at once (its digests are compared there), and a vouch by a
+// trusted replica makes it a full host.
+TEST(TrainingMembersTest, NewcomerOnProbationIsNeverAStagesOnlyRoutedReplica) {
+  auto f = Member("f", {0}, 0), t = Member("t", {1}, 0), n = Member("n", {2}, 0),
+       m = Member("m", {1}, 0);
+  TrainingMembers members(f.id);
+  members.SetIteration(4);
+  members.Update(ViewOf({f, t, n, m}, 1));
+  members.SetProbation({f.id});
+  EXPECT_FALSE(members.Trusted(n.id));
+  // Stage 2's only host is new: no routing replica, no route.
+  EXPECT_TRUE(members.routing()->Replicas(2).empty());
+  EXPECT_EQ(members.group()->Replicas(2), std::vector<common::NodeId>{n.id});
+  for (const PeerInfo& p : members.routing()->Members()) EXPECT_NE(p.id, n.id);
+  auto planner = SchedulerPlanner::Create(SchedulerPlannerOptions{});
+  ASSERT_TRUE(planner.ok());
+  // Stage 1's newcomer m stays routable: trusted t (vouched below) ... not
+  // yet: t itself is on probation, so stage 1 has no trusted host either.
+  EXPECT_TRUE(members.routing()->Replicas(1).empty());
+  auto none = (*planner)->Plan({4, f.id, 6, 3}, *members.routing());
+  EXPECT_TRUE(!none.ok() || none->empty()) << "a plan relies on newcomers alone";
+
+  // The founder's record vouches for t: stage 1 now has a trusted host, and
+  // newcomer m may serve beside it; stage 2 still has none.
+  f.vouches = {t.id};
+  f.incarnation = 2;
+  members.Update(ViewOf({f, t, n, m}, 2));
+  EXPECT_TRUE(members.Trusted(t.id));
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  EXPECT_TRUE(members.routing()->Replicas(2).empty());
+  // When t dies, m would be stage 1's only routed replica: it is none.
+  members.routing()->MarkDead(t.id);
+  EXPECT_TRUE(members.routing()->Replicas(1).empty());
+  // The trusted t (its new life) vouches for n: n now carries stage 2 alone.
+  t.vouches = {n.id};
+  t.incarnation = 3;
+  members.Update(ViewOf({f, t, n, m}, 3));
+  EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{n.id});
+  auto routes = (*planner)->Plan({5, f.id, 6, 3}, *members.routing());
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  ASSERT_FALSE(routes->empty());
+  for (const PlannedRoute& route : *routes) {
+    ASSERT_EQ(route.hops.size(), 3u);
+    EXPECT_EQ(route.hops[2].node, n.id);
+  }
+}
+
+// Without probation (every swarm that does not ask for it) nothing changes.
+TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
+  auto f = Member("f", {0}, 0), n = Member("n", {1}, 0);
+  TrainingMembers members(f.id);
+  members.SetIteration(4);
+  members.Update(ViewOf({f, n}, 1));
+  EXPECT_TRUE(members.Trusted(n.id));
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{n.id});
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -87,10 +87,17 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers, "
        "not_admitted: a stranger where the swarm admits only invited or listed nodes) and "
        "peer_class (member, stranger)."},
+      {"skipswarm_members_on_probation", T::kGauge,
+       "Live members hosting pipeline stages that this node does not trust yet (Note "
+       "[Newcomer probation]): they host a stage for routing only beside a trusted replica; "
+       "absent without --probation_iterations."},
+      {"skipswarm_vouches", T::kGauge,
+       "Replicas this node's record vouches for: their digests matched ours for the "
+       "probation length (Note [Newcomer probation])."},
       {"skipswarm_admission_refusals_total", T::kCounter,
        "Gossip records and requests this node refused because the swarm's admission policy "
        "does not admit their node: no, expired, forged or another node's invite, not on the "
-       "allow-list (Note [Admission])."},
+       "allow-list (Note [Admission]), no valid join work (Note [Join work])."},
       {"skipswarm_reachable", T::kGauge,
        "1 when peers could dial this node's advertised address back at join, 0 when none "
        "could (behind NAT); absent until a check had an answer."},

@@ -1,0 +1,58 @@
+#include "node/daemon/gossip/newcomer_ledger.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace skipswarm::node {
+namespace {
+
+const common::NodeId kSelf = common::NodeId::ForName("self");
+const common::NodeId kPeer = common::NodeId::ForName("peer");
+const common::NodeId kLiar = common::NodeId::ForName("liar");
+
+using Digests = std::vector<std::pair<common::NodeId, uint64_t>>;
+
+TEST(NewcomerLedgerTest, VouchesAfterTheProbationOfMatchingDigestsOnly) {
+  NewcomerLedger ledger(kSelf, 3);
+  EXPECT_FALSE(ledger.Observe(1, Digests{{kSelf, 7}, {kPeer, 7}, {kLiar, 9}}, 7));
+  EXPECT_FALSE(ledger.Observe(2, Digests{{kSelf, 8}, {kPeer, 8}, {kLiar, 8}}, 8));
+  // Third matching iteration in a row: the peer qualifies; the liar matched
+  // only from iteration 2.
+  EXPECT_TRUE(ledger.Observe(3, Digests{{kSelf, 5}, {kPeer, 5}, {kLiar, 5}}, 5));
+  EXPECT_EQ(ledger.Vouched(), std::vector<common::NodeId>{kPeer});
+  EXPECT_TRUE(ledger.Observe(4, Digests{{kSelf, 6}, {kPeer, 6}, {kLiar, 6}}, 6));
+  EXPECT_EQ(ledger.Vouched().size(), 2u);
+}
+
+TEST(NewcomerLedgerTest, OneMismatchWithdrawsTheVouchAndRestartsTheCount) {
+  NewcomerLedger ledger(kSelf, 2);
+  ledger.Observe(10, Digests{{kPeer, 1}}, 1);
+  EXPECT_TRUE(ledger.Observe(11, Digests{{kPeer, 2}}, 2));
+  EXPECT_TRUE(ledger.Observe(12, Digests{{kPeer, 4}}, 3));  // diverged
+  EXPECT_TRUE(ledger.Vouched().empty());
+  EXPECT_FALSE(ledger.Observe(13, Digests{{kPeer, 5}}, 5));
+  EXPECT_TRUE(ledger.Observe(14, Digests{{kPeer, 6}}, 6));
+}
+
+// Outer steps compare every H iterations: the run counts iterations, and
+// an absence (a round without the peer) neither adds nor breaks it.
+TEST(NewcomerLedgerTest, RunsCountIterationsAcrossSparseComparisons) {
+  NewcomerLedger ledger(kSelf, 16);
+  EXPECT_FALSE(ledger.Observe(8, Digests{{kPeer, 1}}, 1));
+  EXPECT_FALSE(ledger.Observe(16, Digests{{kSelf, 2}}, 2));
+  EXPECT_TRUE(ledger.Observe(24, Digests{{kPeer, 3}}, 3));
+}
+
+TEST(NewcomerLedgerTest, ManyIdentitiesCostBoundedMemoryAndVouches) {
+  NewcomerLedger ledger(kSelf, 1);
+  Digests burst;
+  for (int i = 0; i < 3000; ++i) {
+    burst.emplace_back(common::NodeId::ForName("sybil" + std::to_string(i)), 1);
+  }
+  ledger.Observe(1, burst, 1);
+  EXPECT_EQ(ledger.Vouched().size(), NewcomerLedger::kMaxVouches);
+}
+
+}  // namespace
+}  // namespace skipswarm::node

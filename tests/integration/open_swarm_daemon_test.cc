@@ -1,0 +1,204 @@
+// Notes [Join work] (membership/join_work.h) and [Newcomer probation]
+// (node/daemon/gossip/training_members.h) with real GossipDaemons in one
+// process over loopback gRPC (ports 0). An open swarm whose manifest asks
+// for join work and probation: the founder (data node) and its two listed
+// hosts (stages 1 and 2, trusted from the start) train the tiny model with
+// a newcomer on stage 1. Every non-founder daemon solves its join work at
+// start. The newcomer starts on probation (the founder's
+// skipswarm_members_on_probation counts it) and is trusted once its stage-1
+// replica's record vouches for it (that replica's skipswarm_vouches). A
+// daemon whose record carries no work (its policy copy asks none, as a
+// modified binary's would) is refused at join and never enters a view.
+// Waits on notifications and iteration counts, no sleeps.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "identity/identity.h"
+#include "membership/admission.h"
+#include "nlohmann/json.hpp"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
+#include "tests/integration/tiny_gossip_options.h"
+
+namespace skipswarm::node {
+namespace {
+
+constexpr char kSwarm[] = "open-swarm-daemon-test";
+
+struct Running {
+  std::unique_ptr<GossipDaemon> daemon;
+  std::thread thread;
+  absl::Status result = absl::UnknownError("running");
+  DaemonSignals signals;
+  absl::Notification finished;
+
+  ~Running() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// The value of gauge `name` (unlabelled) on `port`'s /metrics; -1 when absent.
+double Gauge(int port, const std::string& name) {
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  if (!res) return -1;
+  const std::string key = "\n" + name + " ";
+  const size_t at = res->body.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t start = at + key.size();
+  double v = -1;
+  if (!absl::SimpleAtod(res->body.substr(start, res->body.find('\n', start) - start), &v)) {
+    return -1;
+  }
+  return v;
+}
+
+class OpenSwarmDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir();
+    corpus_ = dir_ + "/open_corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 400; ++i) out << "anyone may join this swarm, line " << i << "\n";
+  }
+
+  std::unique_ptr<identity::Identity> Key(char seed) {
+    return *identity::Identity::FromSeed(std::string(32, seed));
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages, char seed) {
+    GossipDaemonOptions o = TinyGossipOptions(name, std::move(stages), corpus_, kSwarm);
+    const std::string path = dir_ + "/open_" + name + ".key";
+    EXPECT_TRUE(Key(seed)->Save(path, /*overwrite=*/true).ok());
+    o.gossip.key_file = path;
+    o.gossip.admission = policy_;
+    return o;
+  }
+
+  std::unique_ptr<Running> Launch(GossipDaemonOptions o,
+                                  std::function<void(const NodeIterationReport&)> observer = {}) {
+    if (observer) o.observer = std::move(observer);
+    auto r = std::make_unique<Running>();
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return nullptr;
+    r->daemon = *std::move(d);
+    Running* raw = r.get();
+    r->thread = std::thread([raw] {
+      raw->result = raw->daemon->Run(&raw->signals);
+      raw->finished.Notify();
+    });
+    return r;
+  }
+
+  std::string dir_, corpus_;
+  membership::AdmissionPolicy policy_;
+};
+
+TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefused) {
+  policy_.mode = membership::AdmissionMode::kOpen;
+  policy_.founder_public_key = Key('f')->public_key();
+  policy_.allowed_ids = {Key('t')->id(), Key('u')->id()};  // the founder's own hosts
+  policy_.join_work_bits = 10;
+  policy_.manifest_id = std::string(64, 'e');
+  policy_.probation_iterations = 4;
+  constexpr int64_t kIterations = 60;
+
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.expect_members = 4;
+  f.base.iterations = kIterations;
+  f.base.metrics_port = 0;
+  absl::Mutex mu;
+  int founder_iterations = 0;  // guarded by mu
+  auto founder = Launch(f, [&](const NodeIterationReport&) {
+    absl::MutexLock lock(&mu);
+    ++founder_iterations;
+  });
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  std::vector<std::unique_ptr<Running>> others;
+  const struct {
+    const char* name;
+    int stage;
+    char seed;
+  } nodes[] = {{"t", 1, 't'}, {"u", 2, 'u'}, {"n", 1, 'n'}};
+  for (const auto& node : nodes) {
+    GossipDaemonOptions o = Options(node.name, {node.stage}, node.seed);
+    o.expect_members = 4;
+    o.base.iterations = kIterations;
+    o.base.metrics_port = 0;
+    o.gossip.join = {bootstrap};
+    others.push_back(Launch(o));
+    ASSERT_NE(others.back(), nullptr);
+  }
+  Running* const t = others[0].get();
+
+  // A node whose record carries no work: refused at its join.
+  GossipDaemonOptions s = Options("s", {1}, 's');
+  s.gossip.admission.join_work_bits = 0;
+  s.base.iterations = kIterations;
+  s.gossip.join = {bootstrap};
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> stranger =
+      GossipDaemon::Create(s, TorchNodeBackend());
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kPermissionDenied) << stranger.status();
+  EXPECT_NE(stranger.status().message().find("join work"), std::string::npos)
+      << stranger.status();
+
+  // Each founder iteration: is the newcomer still on probation, and does t
+  // vouch for it?
+  double most_on_probation = -1, vouches = -1, on_probation = -1;
+  int trusted_at = -1;
+  while (!founder->finished.HasBeenNotified()) {
+    int seen;
+    {
+      absl::MutexLock lock(&mu);
+      seen = founder_iterations;
+      const auto later = [&] {
+        return founder_iterations > seen || founder->finished.HasBeenNotified();
+      };
+      mu.Await(absl::Condition(&later));
+      seen = founder_iterations;
+    }
+    on_probation = Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation");
+    most_on_probation = std::max(most_on_probation, on_probation);
+    vouches = Gauge(t->daemon->metrics_port(), "skipswarm_vouches");
+    if (on_probation == 0 && vouches >= 1) {
+      trusted_at = seen;
+      break;
+    }
+  }
+  EXPECT_EQ(on_probation, 0);
+  EXPECT_GE(vouches, 1);
+  std::printf("FIGURE newcomer_trusted_at_founder_iteration=%d most_on_probation=%g\n",
+              trusted_at, most_on_probation);
+  {
+    httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
+    auto res = http.Get("/status.json");
+    ASSERT_TRUE(res);
+    const nlohmann::json st = nlohmann::json::parse(res->body, nullptr, false);
+    ASSERT_FALSE(st.is_discarded());
+    EXPECT_EQ(st["swarm"]["live_members"], 4) << st["swarm"];
+    const std::string stranger_id = Key('s')->id().ShortString();
+    for (const auto& m : st["swarm"]["members"]) EXPECT_NE(m["short"], stranger_id) << m;
+  }
+  founder->finished.WaitForNotification();
+  for (auto& r : others) r->finished.WaitForNotification();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(founder_iterations, kIterations);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
