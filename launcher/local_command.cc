@@ -54,7 +54,7 @@ ABSL_FLAG(int, local_replicas, 2, "Replicas of each non-zero stage.");
 ABSL_FLAG(bool, local_mixed, false,
           "With --sdp: the SDP nodes (w0, ...) train beside the pipeline swarm (d0, ..., "
           "s1r0, ...), averaging their stages with its replicas (Note [Mixed local swarm] in "
-          "launcher/local_layout.h; gossip membership only).");
+          "launcher/local_layout.h; gossip, or a static list that marks them sdp:).");
 ABSL_FLAG(int64_t, local_iterations, 200, "Iterations to train.");
 ABSL_FLAG(int, local_mbs, 4, "Micro-batches per data node per iteration.");
 ABSL_FLAG(int, local_memory_slots, 4, "Memory slots per node.");
@@ -240,10 +240,6 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   if (!gossip && absl::GetFlag(FLAGS_local_membership) != "static" && !wan_plan) {
     return absl::InvalidArgumentError("--membership must be gossip or static");
   }
-  if (!gossip && !swarm.sdp.empty() && swarm.pipeline_data_nodes > 0) {
-    return absl::InvalidArgumentError(
-        "--mixed needs --membership=gossip (a static list cannot mark SDP nodes)");
-  }
   const int rebalance_every = absl::GetFlag(FLAGS_local_rebalance_every);
   if (rebalance_every < 0 || (rebalance_every > 0 && !gossip)) {
     return absl::InvalidArgumentError(
@@ -261,6 +257,8 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   co.checkpoint_copies = checkpoint_copies;
   co.founder = layout.front().first;
   co.expect_members = layout.size();
+  co.sdp = sdp.mode;
+  co.sdp_nodes = swarm.sdp;  // a static list marks them (sdp:)
   SS_RETURN_IF_ERROR(AssignLocalAddresses(layout, &co));
   // Gossip: every node's one address, for the checkpoint copies.
   const std::map<std::string, std::string> addresses = co.addresses;
@@ -298,8 +296,6 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   co.memory_slots = absl::GetFlag(FLAGS_local_memory_slots);
   // A subnetwork's micro-batch holds a slot per stage on its one node.
   co.sdp_memory_slots = std::max(co.memory_slots, stages);
-  co.sdp = sdp.mode;
-  co.sdp_nodes = swarm.sdp;
   co.planner = absl::GetFlag(FLAGS_local_planner);
   co.path_length = absl::GetFlag(FLAGS_local_path_length);
   co.planner_link_costs = absl::GetFlag(FLAGS_local_planner_link_costs);

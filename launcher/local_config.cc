@@ -53,8 +53,9 @@ absl::Status AssignLocalAddresses(const LocalLayout& layout, LocalConfigOptions*
                           identity::Identity::LoadOrCreate(o->dir + "/keys/" + name + ".key"));
       id_hex = identity->id().Hex();
     }
+    const bool sdp = o->sdp != model::SdpMode::kOff && o->sdp_nodes.count(name) > 0;
     entries.push_back(node::FormatSwarmEntry(name, st, absl::StrCat("127.0.0.1:", p1),
-                                             absl::StrCat("127.0.0.1:", p2), id_hex));
+                                             absl::StrCat("127.0.0.1:", p2), id_hex, sdp));
   }
   o->swarm = absl::StrJoin(entries, ",");
   return absl::OkStatus();

@@ -17,8 +17,9 @@
 // swarm_view.h), so no pipeline micro-batch passes through an SDP node and
 // an SDP node sends or receives no pipeline frame; every stage's averaging
 // group is all of its hosts, both kinds (Note [SDP averaging]); data order
-// is Note [Mixed data order] (node/train/route_planner.h). It needs gossip
-// membership: a static --swarm list cannot mark a subnetwork member.
+// is Note [Mixed data order] (node/train/route_planner.h). The launcher
+// runs it with gossip membership; a static --swarm list marks subnetwork
+// members with "sdp:" (node/daemon/stack/swarm_spec.h).
 //
 // Thread rule: pure functions.
 #ifndef SKIPSWARM_LAUNCHER_LOCAL_LAYOUT_H_

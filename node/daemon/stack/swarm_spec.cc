@@ -1,5 +1,6 @@
 #include "node/daemon/stack/swarm_spec.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -14,7 +15,8 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
                                                         int memory_slots) {
   std::vector<SwarmMember> out;
   std::set<std::string> names;
-  std::set<int> hosted;
+  std::set<int> hosted;      // by pipeline members
+  std::set<int> sdp_hosted;  // by subnetwork members
   std::set<common::NodeId> ids;
   for (absl::string_view entry : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     entry = absl::StripAsciiWhitespace(entry);
@@ -46,22 +48,43 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
     m.info.memory_slots = memory_slots;
     m.info.address = f[2];
     m.info.group_address = f[3];
-    for (absl::string_view s : absl::StrSplit(f[1], '+')) {
+    absl::string_view stages = f[1];
+    m.info.subnetwork = absl::ConsumePrefix(&stages, "sdp:");
+    for (absl::string_view s : absl::StrSplit(stages, '+')) {
       int stage;
       if (!absl::SimpleAtoi(s, &stage) || stage < 0 || stage >= num_stages) {
         return absl::InvalidArgumentError(absl::StrCat("swarm entry '", entry, "': stage '", s,
                                                        "' is not in [0, ", num_stages, ")"));
       }
+      if (std::find(m.info.stages.begin(), m.info.stages.end(), stage) != m.info.stages.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("swarm entry '", entry, "': stage ", stage, " listed twice"));
+      }
       m.info.stages.push_back(stage);
-      hosted.insert(stage);
+      (m.info.subnetwork ? sdp_hosted : hosted).insert(stage);
+    }
+    if (m.info.subnetwork) {
+      std::sort(m.info.stages.begin(), m.info.stages.end());
+      if (m.info.stages.front() != 0 || m.info.stages.back() != num_stages - 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "swarm entry '", entry, "': a subnetwork (sdp:) must hold stage 0 and the last stage ",
+            num_stages - 1, " (the embedding/head and the block feeding the head)"));
+      }
     }
     out.push_back(std::move(m));
   }
   if (out.empty()) return absl::InvalidArgumentError("--swarm lists no node");
+  // Pipeline routes never pass through a subnetwork member: with pipeline
+  // members, they alone must host every stage.
+  const bool pure_sdp = hosted.empty();
   for (int s = 0; s < num_stages; ++s) {
-    if (!hosted.count(s)) {
-      return absl::InvalidArgumentError(absl::StrCat("--swarm: no node hosts stage ", s,
-                                                     s == 0 ? " (no data node)" : ""));
+    if (!(pure_sdp ? sdp_hosted : hosted).count(s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--swarm: no ", pure_sdp ? "" : "pipeline ", "node hosts stage ", s,
+          s == 0 ? " (no data node)" : "",
+          pure_sdp || !sdp_hosted.count(s)
+              ? ""
+              : " (subnetwork members, marked sdp:, are never a pipeline hop)"));
     }
   }
   return out;
@@ -69,9 +92,9 @@ absl::StatusOr<std::vector<SwarmMember>> ParseSwarmSpec(const std::string& spec,
 
 std::string FormatSwarmEntry(const std::string& name, const std::vector<int>& stages,
                              const std::string& address, const std::string& group_address,
-                             const std::string& node_id_hex) {
-  return absl::StrCat(name, "/", absl::StrJoin(stages, "+"), "/", address, "/", group_address,
-                      node_id_hex.empty() ? "" : "/", node_id_hex);
+                             const std::string& node_id_hex, bool subnetwork) {
+  return absl::StrCat(name, "/", subnetwork ? "sdp:" : "", absl::StrJoin(stages, "+"), "/",
+                      address, "/", group_address, node_id_hex.empty() ? "" : "/", node_id_hex);
 }
 
 }  // namespace skipswarm::node

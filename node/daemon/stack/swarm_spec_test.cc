@@ -61,5 +61,38 @@ TEST(SwarmSpecTest, MalformedNodeIdsAreRefusedByName) {
   EXPECT_NE(twice.status().message().find("already used"), std::string::npos) << twice.status();
 }
 
+TEST(SwarmSpecTest, AnEntryMayMarkASubnetworkMember) {
+  // A pipeline of 3 stages and an SDP worker on {0, 2}.
+  auto s = ParseSwarmSpec("d0/0/h:1/h:2,r1/1/h:3/h:4,r2/2/h:5/h:6,w0/sdp:2+0/h:7/h:8", 3, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE((*s)[0].info.subnetwork);
+  EXPECT_TRUE((*s)[3].info.subnetwork);
+  EXPECT_EQ((*s)[3].info.stages, (std::vector<int>{0, 2}));
+  EXPECT_EQ(FormatSwarmEntry("w0", {0, 2}, "h:7", "h:8", "", true), "w0/sdp:0+2/h:7/h:8");
+  // Subnetwork members only: a pure SDP swarm.
+  EXPECT_TRUE(ParseSwarmSpec("w0/sdp:0+1+2/h:1/h:2,w1/sdp:0+2/h:3/h:4", 3, 4).ok());
+}
+
+TEST(SwarmSpecTest, BadSubnetworkEntriesAreRefusedByName) {
+  // Without the last stage.
+  auto no_last = ParseSwarmSpec("d0/0/h:1/h:2,r1/1/h:3/h:4,r2/2/h:5/h:6,w0/sdp:0+1/h:7/h:8", 3, 4);
+  ASSERT_TRUE(absl::IsInvalidArgument(no_last.status()));
+  EXPECT_NE(no_last.status().message().find("'w0/sdp:0+1/h:7/h:8'"), std::string::npos);
+  EXPECT_NE(no_last.status().message().find("stage 0 and the last stage 2"), std::string::npos)
+      << no_last.status();
+  // A stage twice; an empty subnetwork; an unknown marker.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParseSwarmSpec("w0/sdp:0+2+2/h:1/h:2", 3, 4).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseSwarmSpec("w0/sdp:/h:1/h:2", 3, 4).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseSwarmSpec("w0/spd:0+2/h:1/h:2", 3, 4).status()));
+  // Stage 1 hosted by the subnetwork member only: no pipeline route can
+  // pass it.
+  auto gap = ParseSwarmSpec("d0/0/h:1/h:2,r2/2/h:5/h:6,w0/sdp:0+1+2/h:7/h:8", 3, 4);
+  ASSERT_TRUE(absl::IsInvalidArgument(gap.status()));
+  EXPECT_NE(gap.status().message().find("no pipeline node hosts stage 1"), std::string::npos)
+      << gap.status();
+  EXPECT_NE(gap.status().message().find("never a pipeline hop"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -128,6 +128,16 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     return absl::InvalidArgumentError(absl::StrCat("--name '", options.name,
                                                    "' is not in --swarm"));
   }
+  // A subnetwork member says so in the list (swarm_spec.h) and runs --sdp;
+  // either alone would plan the wrong routes.
+  if (me->info.subnetwork != (options.sdp != model::SdpMode::kOff)) {
+    return absl::InvalidArgumentError(
+        me->info.subnetwork
+            ? absl::StrCat("--swarm marks '", options.name,
+                           "' as a subnetwork member (sdp:): run it with --sdp=forward|backward")
+            : absl::StrCat("--sdp=", model::SdpModeName(options.sdp), ": mark '", options.name,
+                           "' as a subnetwork member in --swarm (its stages as sdp:0+..)"));
+  }
   p->self = me->info.id;
   p->stages = me->info.stages;
   p->clock = common::RealClock::Create();
