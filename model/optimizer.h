@@ -62,6 +62,20 @@ at::Tensor FlattenGradients(StageModule& module);
 // Inverse of FlattenGradients; InvalidArgument when the size is wrong.
 absl::Status SetGradientsFromFlat(StageModule& module, const at::Tensor& flat);
 
+// Note [Foreach AdamW]: one step of `adamw` (the arithmetic of libtorch's
+// AdamW::step, state kept in adamw.state() as it keeps it, so checkpoints
+// and state transfer are unchanged) with each of its ~10 operations run
+// over a whole parameter group's list (at::_foreach_*) instead of parameter
+// by parameter: on a GPU a handful of multi-tensor kernels instead of ~10
+// launches per parameter. Parameters without a gradient are skipped, as
+// AdamW::step skips them. InvalidArgument for amsgrad (not implemented;
+// nothing here sets it) or a sparse gradient; nothing changes then.
+// StageOptimizer::Step uses it for parameters on a GPU only: on the CPU
+// each list op streams the whole stage through the cache where the
+// per-parameter step keeps one parameter's four tensors hot, and the list
+// step measured slower (optimizer_benchmark, model/README.md).
+absl::Status ForeachAdamWStep(torch::optim::AdamW& adamw);
+
 // Scales gradients so their global L2 norm is at most max_norm; returns the
 // norm before scaling.
 double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm);

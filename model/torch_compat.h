@@ -11,9 +11,20 @@
 #define SKIPSWARM_MODEL_TORCH_COMPAT_H_
 
 #include <ATen/autocast_mode.h>
+#include <c10/util/string_utils.h>
 #include <torch/version.h>
 
 namespace skipswarm::model::compat {
+
+// The key of a parameter in torch::optim::Optimizer::state(): the
+// TensorImpl's address, as a pointer (2.x) or as its decimal text (1.13).
+#if TORCH_VERSION_MAJOR >= 2
+inline void* OptimizerStateKey(const at::Tensor& p) { return p.unsafeGetTensorImpl(); }
+#else
+inline std::string OptimizerStateKey(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+#endif
 
 #if TORCH_VERSION_MAJOR >= 2
 inline bool IsAutocastEnabled(at::DeviceType device) {
