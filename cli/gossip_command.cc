@@ -240,6 +240,15 @@ absl::StatusOr<std::vector<int>> ParseStages(const std::string& text) {
 
 const char kGossipFlagsFile[] = "cli/gossip_command.cc";
 
+void InstallGossipSignalHandlers() {
+  static DaemonSignals signals;
+  g_signals = &signals;
+  std::signal(SIGINT, OnSigint);
+  std::signal(SIGTERM, OnSigterm);
+  std::signal(SIGUSR1, OnSigusr1);
+  std::signal(SIGUSR2, OnSigusr2);
+}
+
 absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestStep* manifest,
                            const node::NodeBackend& backend) {
   GossipDaemonOptions o;
@@ -287,15 +296,21 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
   o.manifest_fetch_time = manifest->fetch_time;
   LOG(INFO) << "seed " << base.model.seed;
-  SS_ASSIGN_OR_RETURN(auto daemon, GossipDaemon::Create(o, backend));
-  SS_RETURN_IF_ERROR(MaybeWriteSwarmFile(*manifest, daemon->gossip_address()));
-  static DaemonSignals signals;
-  g_signals = &signals;
-  std::signal(SIGINT, OnSigint);
-  std::signal(SIGTERM, OnSigterm);
-  std::signal(SIGUSR1, OnSigusr1);
-  std::signal(SIGUSR2, OnSigusr2);
-  return daemon->Run(&signals);
+  // Note [Stopping while joining] (gossip_daemon_join.cc): the handlers are
+  // in before Create, whose bootstrap, model build and stage choice take
+  // seconds; a stop asked meanwhile ends them, with no checkpoint.
+  InstallGossipSignalHandlers();
+  DaemonSignals& signals = *g_signals;
+  o.signals = &signals;
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> daemon = GossipDaemon::Create(o, backend);
+  if (absl::IsCancelled(daemon.status())) {
+    std::printf("%s: %s; no checkpoint written\n", base.name.c_str(),
+                std::string(daemon.status().message()).c_str());
+    return absl::OkStatus();
+  }
+  if (!daemon.ok()) return daemon.status();
+  SS_RETURN_IF_ERROR(MaybeWriteSwarmFile(*manifest, (*daemon)->gossip_address()));
+  return (*daemon)->Run(&signals);
 }
 
 int RunDrainCommand() {

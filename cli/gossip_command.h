@@ -15,6 +15,13 @@ namespace skipswarm::cli {
 // For Command::flag_files.
 extern const char kGossipFlagsFile[];
 
+// Installs the gossip node's SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 handlers
+// (Note [Stopping] in gossip_daemon.cc): from then on a stop is recorded
+// for the daemon instead of killing the process. The node command calls it
+// first thing (a joiner's manifest fetch comes before RunGossipNode);
+// calling it again changes nothing.
+void InstallGossipSignalHandlers();
+
 // Runs a GossipDaemon built from `base` (the node flags) and the gossip
 // flags until it is done, stopped (SIGINT) or drained (SIGTERM); its node
 // server also serves `manifest` (PrepareSwarmManifest's).

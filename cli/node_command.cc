@@ -131,6 +131,9 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   NodeDaemonOptions o;
   // No --swarm list: a gossip swarm (--join, or a first node), gossip_command.h.
   const bool gossip = absl::GetFlag(FLAGS_swarm).empty();
+  // Note [Stopping while joining] (gossip_daemon_join.cc): from here on a
+  // signal is a stop the daemon honours, not the default action.
+  if (gossip) InstallGossipSignalHandlers();
   // A joiner's model comes from the swarm manifest (manifest_step.h), which
   // is checked before the flags' own combination is.
   const bool joiner = gossip && !absl::GetFlag(FLAGS_join).empty();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace skipswarm::launcher {
 
@@ -48,12 +49,21 @@ std::vector<ChaosAction> LocalChaos::Step(absl::Duration now,
   const int max_dead =
       static_cast<int>(std::floor(options_.max_dead_fraction * static_cast<double>(slots_)));
   const int live_count = static_cast<int>(live.size()) + (stalled_.empty() ? 0 : 1);
-  const int dead = std::max(0, slots_ - live_count) ;
+  const int dead = std::max(0, slots_ - live_count);
   if (now >= next_kill_) {
     next_kill_ = now + Jittered(options_.kill_every);
-    if (!live.empty() && dead + 1 <= max_dead) {
-      std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
-      const ChaosNode* victim = live[pick(random_)];
+    // Note [Survivable chaos]: a victim's stage keeps another serving,
+    // unstalled replica.
+    std::map<int, int> serving;
+    for (const ChaosNode* n : live) serving[n->stage] += n->serving ? 1 : 0;
+    std::vector<const ChaosNode*> victims;
+    for (const ChaosNode* n : live) {
+      if (serving[n->stage] - (n->serving ? 1 : 0) >= 1) victims.push_back(n);
+    }
+    if (victims.empty() && !live.empty()) ++spared_;
+    if (!victims.empty() && dead + 1 <= max_dead) {
+      std::uniform_int_distribution<size_t> pick(0, victims.size() - 1);
+      const ChaosNode* victim = victims[pick(random_)];
       out.push_back({ChaosAction::kKill, victim->name, victim->stage});
       respawns_pending_.push_back({now + options_.respawn_after, victim->stage});
       ++kills_;

@@ -6,6 +6,20 @@
 // after a while (Note [Silent members]). The decisions are here; the
 // launcher carries them out on its node processes.
 //
+// Note [Survivable chaos]: the agent never kills a stage's last serving
+// replica. The soak measures how the swarm rides out the faults it is built
+// to survive (a replica lost while another serves its stage, a stalled
+// member, a capped link); taking a stage's last replica is a stage loss,
+// which the launcher's restore from a checkpoint generation (Note [Local
+// stage restore]) and its restore budget answer, and which the lost-disks
+// drill measures on its own. Killing it at random made the soak's outcome a
+// question of that budget (every loss a restore, the run stopped once it
+// ran out) instead of the swarm's behaviour. A replica serves once it has
+// trained an iteration (a replacement still joining does not, a stalled
+// one does not while stopped): a kill needs another serving, unstalled
+// replica of the victim's stage. A stall may still hit a stage's last
+// replica: training waits for it, which is survivable.
+//
 //   LocalChaos chaos(options, clock->SteadyNow());
 //   for (const ChaosAction& a : chaos.Step(clock->SteadyNow(), nodes)) ...
 //
@@ -36,6 +50,9 @@ struct ChaosNode {
   std::string name;
   int stage = -1;
   bool live = false;
+  // Trains its stage now (Note [Survivable chaos]): a layout node while it
+  // runs, a replacement once it reported an iteration.
+  bool serving = true;
 };
 
 struct ChaosAction {
@@ -61,6 +78,9 @@ class LocalChaos {
   int kills() const { return kills_; }
   int stalls() const { return stalls_; }
   int respawns() const { return respawns_; }
+  // Kills due that found no victim: every live node was its stage's last
+  // serving replica (Note [Survivable chaos]) or stalled.
+  int spared() const { return spared_; }
 
  private:
   absl::Duration Jittered(absl::Duration mean);
@@ -76,7 +96,7 @@ class LocalChaos {
   std::vector<Pending> respawns_pending_;
   std::string stalled_;
   absl::Duration resume_at_;
-  int kills_ = 0, stalls_ = 0, respawns_ = 0;
+  int kills_ = 0, stalls_ = 0, respawns_ = 0, spared_ = 0;
 };
 
 }  // namespace skipswarm::launcher

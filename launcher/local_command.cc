@@ -379,6 +379,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   std::optional<LocalChaos> chaos;
   std::map<std::string, int> replacements;
+  std::set<std::string> serving_replacements;  // reported an iteration
   std::map<std::string, int> stage_of;  // non-data nodes of the layout
   for (const auto& [name, st] : layout) {
     if (st.size() == 1 && st[0] != 0) stage_of[name] = st[0];
@@ -602,7 +603,14 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
         auto st = stage_of.find(name);
         auto rp = replacements.find(name);
         if (st == stage_of.end() && rp == replacements.end()) continue;  // data nodes, j0
-        nodes.push_back({name, st != stage_of.end() ? st->second : rp->second, !c->exited});
+        // Note [Survivable chaos]: a replacement serves once it trained.
+        bool serving = !c->exited;
+        if (serving && rp != replacements.end() && serving_replacements.count(name) == 0) {
+          serving = ReportedAnIteration(dir, name);
+          if (serving) serving_replacements.insert(name);
+        }
+        nodes.push_back({name, st != stage_of.end() ? st->second : rp->second, !c->exited,
+                         serving});
       }
       for (const ChaosAction& a : chaos->Step(clock->SteadyNow(), nodes)) {
         Child* c = a.name.empty() ? nullptr : latest[a.name];
@@ -716,9 +724,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     failed -= replacements_failed;
     std::printf("chaos: %d kills, %d stalls, %d replacements started (%d could not join), %d "
-                "stage restores\n",
+                "stage restores; %d kills held back (every candidate was its stage's last "
+                "serving replica)\n",
                 chaos->kills(), chaos->stalls(), chaos->respawns(), replacements_failed,
-                restores);
+                restores, chaos->spared());
   }
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 
 namespace skipswarm::launcher {
 
@@ -34,6 +36,16 @@ absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
     _exit(127);
   }
   return pid;
+}
+
+bool ReportedAnIteration(const std::string& dir, const std::string& name) {
+  std::ifstream in(absl::StrCat(dir, "/logs/", name, ".out"));
+  const std::string mark = absl::StrCat("[", name, "] it ");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, mark)) return true;
+  }
+  return false;
 }
 
 void RecordExit(const struct rusage& ru, LocalChild& c) {

@@ -46,6 +46,12 @@ absl::StatusOr<pid_t> SpawnNode(const std::string& dir, const std::string& name,
 // `c.status` is the caller's (wait4 writes it).
 void RecordExit(const struct rusage& ru, LocalChild& c);
 
+// Whether node NAME printed a progress line ("[NAME] it N", one per
+// iteration it trained) to DIR/logs/NAME.out: it serves its stage (Note
+// [Survivable chaos] in launcher/local_chaos.h). False while the file is
+// missing or holds none.
+bool ReportedAnIteration(const std::string& dir, const std::string& name);
+
 // The fault plan: node name -> iteration after which it is SIGKILLed, from
 // `flag` (NAME@ITER,...) plus `planned` (a WAN scenario's; the flag's win).
 // InvalidArgument for an entry that is not NAME@ITER with ITER >= 0, or that

@@ -20,6 +20,14 @@
 #   paused drain  a replica of stage 1 after stage 2 went: the data node
 #                 cannot plan (training paused), no iteration will finish
 #   paused last   stage 1's last replica and the data node (stage 0), paused
+#   joining       a joiner for stage 2 while the swarm is paused (no replica
+#                 of stage 2 to fetch from, no copies): SIGTERM at its
+#                 "listening on" line (start-up: bootstrap, model build,
+#                 stage choice), and 2 s after it (waiting for a source). It
+#                 has trained nothing, so it must exit 0 WITHOUT writing a
+#                 checkpoint: the stage file a previous run left in its
+#                 directory must be unchanged (Note [Stopping while joining]
+#                 in node/daemon/gossip/gossip_daemon_join.cc)
 #   second signal a node whose first stop is in progress gets a second
 #                 SIGTERM: it exits at once (exit code 143, no checkpoint)
 #   local         `skipswarm local` (default 6-node layout, tiny model): a
@@ -102,6 +110,37 @@ sigterm() {  # NAME STATE
   echo "$state ($name): exit $rc after $secs s, checkpoint step $ckpt: $verdict"
 }
 
+# SIGTERM a joiner; record STATE | seconds | rc | its checkpoint directory
+# untouched (a previous run's stage file unchanged, no other file).
+sigterm_joiner() {  # NAME STATE
+  local name=$1 state=$2 pid=${PID[$1]} rc=0 dir="$OUT/ckpt-$1"
+  local before t0 t1 secs after files verdict=ok
+  before=$(sha256sum "$dir/$name-stage-2.ckpt" | awk '{ print $1 }')
+  t0=$(date +%s.%N)
+  kill -TERM "$pid"
+  wait "$pid" || rc=$?
+  t1=$(date +%s.%N)
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+  after=$(sha256sum "$dir/$name-stage-2.ckpt" 2>/dev/null | awk '{ print $1 }')
+  files=$(find "$dir" -type f | wc -l)
+  local kept="untouched"
+  if [ "$before" != "$after" ] || [ "$files" -ne 1 ]; then kept="CHANGED ($files files)"; fi
+  if [ "$rc" -ne 0 ] || [ "$kept" != untouched ] ||
+     awk -v s="$secs" -v l="$LIMIT_S" 'BEGIN { exit !(s > l) }'; then
+    verdict=FAIL
+    FAILED=1
+  fi
+  ROWS+=("$state | $name | $secs s | $rc | none; directory $kept | $verdict")
+  echo "$state ($name): exit $rc after $secs s, checkpoint directory $kept: $verdict"
+}
+
+start_joiner() {  # NAME: a joiner for stage 2 with a previous run's stage file
+  mkdir -p "$OUT/ckpt-$1"
+  head -c 4096 /dev/urandom > "$OUT/ckpt-$1/$1-stage-2.ckpt"
+  start_node "$1" 2 --join="$addr"
+  wait_for "$OUT/$1.log" "listening on" 120
+}
+
 cleanup() {
   for p in "${PID[@]}"; do kill -KILL "$p" 2>/dev/null; done
 }
@@ -135,6 +174,9 @@ wait_for "$OUT/d0.log" "pause" 60 || echo "note: no pause line from d0"
 at=$(last_iteration d0)
 sleep 3
 [ "$(last_iteration d0)" -le $(( at + 1 )) ] || { echo "d0 did not pause"; FAILED=1; }
+# Joiners of the lost stage: nothing to fetch from, so they stay in the join.
+start_joiner j1 && sigterm_joiner j1 "joining, start-up (at its 'listening on' line)"
+start_joiner j2 && sleep 2 && sigterm_joiner j2 "joining, waiting for a source (2 s later)"
 sigterm a2 "paused (drain)"
 sigterm a "paused, last replica"
 sigterm d0 "paused, data node"

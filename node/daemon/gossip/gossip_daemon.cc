@@ -219,6 +219,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->options = options;
   p->backend = std::move(backend);
   p->clock = common::RealClock::Create();
+  p->signals = options.signals;  // Note [Stopping while joining]
   std::optional<QuietHours> quiet;
   if (!options.quiet_hours.empty()) {
     SS_ASSIGN_OR_RETURN(quiet, QuietHours::Parse(options.quiet_hours));
@@ -339,6 +340,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   so.swarm_id = p->gossip->swarm_id();
   so.credentials = to.credentials;
   so.quota = p->quotas.state;
+  so.fail_first_transfers = options.fail_first_state_transfers;
   Parts* raw = p.get();
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
@@ -396,7 +398,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   std::fflush(stdout);
 
   // Bootstrap: the error names the failed step and a hint.
-  SS_RETURN_IF_ERROR(p->gossip->Join());
+  SS_RETURN_IF_ERROR(p->gossip->Join([raw] { return raw->StopRequested(); }));
   p->health->ObservePeers(LivePeers(m->GetView()));  // "isolated" until a peer is live
   p->CheckReachabilityOnce();  // a first node has nobody to ask yet
   {
@@ -418,6 +420,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     while (true) {
       s = ChooseJoinStage(m->GetView(), p->self, shape, 0, /*allow_data_stage=*/true);
       if (s.ok() || p->clock->SteadyNow() > deadline) break;
+      if (p->StopRequested()) return JoinStopped("while choosing a stage");
       p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
     }
     if (!s.ok()) return s.status();
@@ -706,7 +709,18 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   const NodeDaemonOptions& o = p.base();
   p.signals = signals;
   if (p.joiner) {
-    SS_RETURN_IF_ERROR(p.EnterAsJoiner());
+    absl::Status entered = p.EnterAsJoiner();
+    if (absl::IsCancelled(entered)) {
+      // Note [Stopping while joining]: nothing trained, so no checkpoint:
+      // what the directory holds stays as it was.
+      std::printf("%s: %s; no checkpoint written\n", o.name.c_str(),
+                  std::string(entered.message()).c_str());
+      std::fflush(stdout);
+      LOG(INFO) << o.name << ": " << entered.message() << "; no checkpoint written, exiting";
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(entered);
   } else {
     if (p.start_iteration >= o.iterations) {
       LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
@@ -851,7 +865,8 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       LOG(ERROR) << o.name << ": behind the swarm and could not re-enter: " << s;
       p.ReplaceStack(nullptr);
       p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
-      if (absl::IsFailedPrecondition(s)) return absl::OkStatus();  // nothing left to train
+      // Nothing left to train, or a stop while re-entering.
+      if (absl::IsOutOfRange(s) || absl::IsCancelled(s)) return absl::OkStatus();
       return s;
     }
     bool switching = false;

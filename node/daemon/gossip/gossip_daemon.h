@@ -55,6 +55,15 @@
 
 namespace skipswarm::node {
 
+// What main's signal handlers set (a second signal exits at once, in the
+// handler: Note [Stopping] in gossip_daemon.cc).
+struct DaemonSignals {
+  std::atomic<bool> stop{false};   // SIGINT
+  std::atomic<bool> drain{false};  // SIGTERM
+  std::atomic<bool> pause{false};   // SIGUSR1 (Note [Paused members])
+  std::atomic<bool> resume{false};  // SIGUSR2
+};
+
 struct GossipDaemonOptions {
   // name, listen, metrics, slots, mbs, iterations, checkpoints, planner,
   // progress file, startup timeout, model. (`swarm`, `group_listen` and
@@ -129,15 +138,15 @@ struct GossipDaemonOptions {
   // The quota of the manifest service among gossip.extra_services (Note
   // [Peer quotas]), for its refusals on /metrics; null: none. Borrowed.
   const common::PeerQuota* manifest_quota = nullptr;
-};
-
-// What main's signal handlers set (a second signal exits at once, in the
-// handler: Note [Stopping] in gossip_daemon.cc).
-struct DaemonSignals {
-  std::atomic<bool> stop{false};   // SIGINT
-  std::atomic<bool> drain{false};  // SIGTERM
-  std::atomic<bool> pause{false};   // SIGUSR1 (Note [Paused members])
-  std::atomic<bool> resume{false};  // SIGUSR2
+  // Main's signal flags, installed before Create: Create's waits (the
+  // bootstrap, a joiner's stage choice) end with CANCELLED when a stop is
+  // asked (Note [Stopping while joining] in gossip_daemon_join.cc); Run's
+  // argument takes over from there. Null: none. Borrowed; must outlive
+  // the daemon.
+  DaemonSignals* signals = nullptr;
+  // For tests: this node's state server fails the first this many state
+  // requests for its stages (StateServerOptions::fail_first_transfers).
+  int fail_first_state_transfers = 0;
 };
 
 class GossipDaemon {

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/str_format.h"
+#include "common/backoff.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/join_planning.h"
 
@@ -25,6 +27,14 @@ constexpr int kEntryAttempts = 4;
 // converging) before it looks for peers' copies, and between two looks.
 constexpr absl::Duration kRestoreGrace = absl::Seconds(3);
 
+// Note [Join retries]: the pauses between two rounds of a joiner's fetch.
+common::BackoffOptions JoinBackoff() {
+  common::BackoffOptions b;
+  b.initial = absl::Milliseconds(200);
+  b.max = absl::Seconds(5);
+  return b;
+}
+
 }  // namespace
 
 absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
@@ -35,6 +45,34 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
   return StageSnapshot{std::move(bytes), it->second->ParamsDigest()};
 }
 
+// Note [Join retries]: a joiner's state fetch can fail for reasons that
+// another try cures: its source died or stopped while the bytes flowed
+// (the chaos soak's replacements lost their only source that way), every
+// source passed the boundary before the request came, a quota was full, the
+// bytes did not load or their digest differed. Before, any such failure
+// ended the joiner (exit 1) although another replica, or a peer's
+// checkpoint copy once the stage had no live replica left, could deliver.
+// Now a failed round withdraws the announced entry (our record lists no
+// stage, so no data node plans routes through us while we wait), waits a
+// jittered, growing pause (common::Backoff: 200 ms to 5 s, seeded by the
+// model seed and our id) and starts again from the view: the live replicas
+// that answer (a dead one drops out of the view), and, once the stage has
+// had no live replica for the grace, the newest copy a peer holds (Note
+// [Restore from peer copies]). Rounds go on until the start-up deadline;
+// the error then names the last failure and the number of rounds. Failures
+// no retry cures end at once: nothing left to join, a stop signal.
+//
+// Note [Stopping while joining]: a joiner has no trained state until its
+// entry, so a stop (SIGINT, SIGTERM) while it starts or joins writes no
+// checkpoint: the files already in its checkpoint directory (a restarted
+// node's) stay as they were, where a checkpoint of the freshly built or
+// half-fetched stage would have replaced them. Main installs its signal
+// handlers before GossipDaemon::Create (before, a SIGTERM during the
+// bootstrap, the model build or the stage choice killed the process with
+// the default action, exit 143); Create's waits (bootstrap, stage choice),
+// the wait for a source, the pause between rounds and the fetch itself
+// (FetchOptions::cancelled) end at once; the joiner signs LEFT (an entry it
+// announced is withdrawn with it) and exits 0.
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
   const int stage = Stages().front();
@@ -42,7 +80,6 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   // The source's current iteration fixes our entry (Note [Entry iteration]).
   std::vector<StateSource> sources;
   absl::StatusOr<uint64_t> current = absl::UnavailableError("no live replica");
-  StateSource source_asked;
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
   // Note [Relayed entry]: behind NAT, the entry goes out in the record that
   // names our relays. Before the entry is chosen, so the lead still covers
@@ -53,12 +90,16 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const absl::Duration began = clock->SteadyNow();
   absl::Duration copies_asked = -absl::InfiniteDuration();
   bool restored = false;
+  absl::Status stopped;
   auto ask_sources = [&] {
     while (true) {
+      if (StopRequested()) {
+        stopped = JoinStopped(absl::StrCat("while waiting for a source of stage ", stage));
+        return;
+      }
       sources = StateSources(RoutedView(), self, stage);
       for (const StateSource& a : sources) {
         current = QuerySourceIteration(a, credentials, absl::Seconds(2));
-        source_asked = a;
         if (current.ok()) break;
       }
       if (current.ok() || clock->SteadyNow() > deadline) break;
@@ -67,6 +108,10 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
           now - copies_asked >= kRestoreGrace) {
         copies_asked = now;
         absl::StatusOr<bool> r = EnterFromPeerCopy(stage);
+        if (!r.ok() && absl::IsCancelled(r.status())) {
+          stopped = r.status();
+          return;
+        }
         if (!r.ok()) {
           LOG(WARNING) << o.name << ": stage " << stage
                        << " has no live replica; restoring it from a peer's copy failed: "
@@ -79,24 +124,6 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
       clock->SleepFor(absl::Milliseconds(100));  // replicas not training yet
     }
   };
-  ask_sources();
-  if (restored) return absl::OkStatus();
-  if (!current.ok()) {
-    return absl::UnavailableError(absl::StrCat("no replica of stage ", stage,
-                                               " answers: ", current.status().message()));
-  }
-  // The very next boundary when an iteration is long enough to announce
-  // and register our state request in it; more iterations when they are
-  // short. The iteration time comes from the source's progress since we
-  // first asked (in Create).
-  int lead = std::max(1, options.entry_lead);
-  if (source_first_iteration.has_value() && *current > *source_first_iteration) {
-    const absl::Duration per_iteration =
-        (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
-    lead = std::max(lead,
-                    static_cast<int>(std::ceil(absl::FDivDuration(kEntryMargin, per_iteration))));
-    LOG(INFO) << o.name << ": swarm iterations take ~" << per_iteration << "; entry lead " << lead;
-  }
   FetchOptions fo;
   fo.self = self;
   fo.swarm_id = gossip->swarm_id();
@@ -108,13 +135,72 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     absl::MutexLock lock(&mu);
     if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
   };
+  fo.cancelled = [this] { return StopRequested(); };
+  common::Backoff backoff(JoinBackoff(), o.model.seed ^ std::hash<std::string>()(self.Bytes()));
+  int lead = std::max(1, options.entry_lead);
+  absl::Status failure;
+  for (int round = 1;; ++round) {
+    ask_sources();
+    if (!stopped.ok()) return stopped;
+    if (restored) return absl::OkStatus();
+    if (!current.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "no replica of stage ", stage, " answers: ", current.status().message(),
+          failure.ok() ? "" : absl::StrCat(" (after ", round - 1, " failed rounds; last: ",
+                                           failure.ToString(), ")")));
+    }
+    // The very next boundary when an iteration is long enough to announce
+    // and register our state request in it; more iterations when they are
+    // short. The iteration time comes from the source's progress since we
+    // first asked (in Create).
+    if (source_first_iteration.has_value() && *current > *source_first_iteration) {
+      const absl::Duration per_iteration =
+          (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
+      const int wanted =
+          static_cast<int>(std::ceil(absl::FDivDuration(kEntryMargin, per_iteration)));
+      if (wanted > lead) {
+        lead = wanted;
+        LOG(INFO) << o.name << ": swarm iterations take ~" << per_iteration << "; entry lead "
+                  << lead;
+      }
+    }
+    failure = TryEntry(stage, *current, &lead, sources, fo);
+    if (failure.ok()) return absl::OkStatus();
+    if (absl::IsCancelled(failure) || absl::IsOutOfRange(failure)) return failure;
+    // Note [Join retries]: out of every face until the next round announces.
+    SS_RETURN_IF_ERROR(m->UpdateLocalRecord([](proto::NodeRecord* r) { r->clear_stages(); }));
+    const absl::Duration pause = backoff.Next();
+    if (clock->SteadyNow() + pause > deadline) {
+      return absl::Status(failure.code(),
+                          absl::StrCat("stage ", stage, ": no source delivered in ", round,
+                                       " rounds before the start-up deadline; last: ",
+                                       failure.message()));
+    }
+    LOG(WARNING) << o.name << ": round " << round << " of fetching stage " << stage
+                 << " failed (" << failure << "); trying again in " << pause
+                 << " (another replica, or a peer's copy when none is live)";
+    metrics.Add("skipswarm_join_retries_total", 1);
+    const absl::Duration until = clock->SteadyNow() + pause;
+    while (clock->SteadyNow() < until) {
+      if (StopRequested()) return JoinStopped("between two tries of the state fetch");
+      clock->SleepFor(std::min(absl::Milliseconds(50), until - clock->SteadyNow()));
+    }
+    current = absl::UnavailableError("not asked yet");
+  }
+}
+
+absl::Status GossipDaemon::Parts::TryEntry(int stage, uint64_t current, int* lead,
+                                           const std::vector<StateSource>& sources,
+                                           FetchOptions fo) {
+  const NodeDaemonOptions& o = base();
+  membership::Membership* m = gossip->membership();
   uint64_t entry = 0;
   absl::StatusOr<FetchedState> fetched = absl::UnknownError("not fetched");
   for (int attempt = 1;; ++attempt) {
-    entry = *current + lead;
+    entry = current + *lead;
     if (entry >= static_cast<uint64_t>(o.iterations)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the swarm is at iteration ", *current, " of ", o.iterations, "; nothing left to join"));
+      return absl::OutOfRangeError(absl::StrCat(
+          "the swarm is at iteration ", current, " of ", o.iterations, "; nothing left to join"));
     }
     // Note [Entry iteration]: frames routed to us for `entry` before our
     // state is loaded must wait for BeginIteration(entry); the server
@@ -134,7 +220,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
       timeline.entry_attempts = attempt;
     }
     LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
-              << " (source at " << *current << "); announced to " << reached << " members";
+              << " (source at " << current << "); announced to " << reached << " members";
     // At once: the request must reach the source before its boundary.
     fo.iteration = entry;
     fetched = FetchStageState(sources, fo);
@@ -146,21 +232,28 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     // entry (members that planned `entry` with us drop those frames when
     // we skip it; Note [Entry iteration]).
     LOG(WARNING) << o.name << ": " << fetched.status().message() << "; announcing a later entry";
-    ++lead;
-    ask_sources();
-    if (restored) return absl::OkStatus();
-    if (!current.ok()) return current.status();
+    ++*lead;
+    for (const StateSource& a : sources) {
+      absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
+      if (at.ok()) {
+        current = *at;
+        break;
+      }
+    }
   }
   if (!fetched.ok()) return fetched.status();
   absl::StatusOr<int64_t> step = computes[stage]->ImportState(fetched->bytes);
-  if (!step.ok()) return step.status();
+  if (!step.ok()) {
+    return absl::DataLossError(absl::StrCat("the state from ", fetched->source,
+                                            " did not load: ", step.status().message()));
+  }
   // A stage's step trails the swarm's iteration by the updates its replicas
   // all skipped (a failed averaging round, a stage restored from an older
   // generation); the state is still its replicas' (the digest below). One
   // from a later step than the boundary asked for is not.
   if (*step < 0 || static_cast<uint64_t>(*step) > entry) {
-    return absl::DataLossError(
-        absl::StrCat("transferred state is at step ", *step, ", past boundary ", entry));
+    return absl::DataLossError(absl::StrCat("transferred state from ", fetched->source,
+                                            " is at step ", *step, ", past boundary ", entry));
   }
   if (static_cast<uint64_t>(*step) != entry) {
     LOG(INFO) << o.name << ": stage " << stage << "'s state at boundary " << entry
@@ -168,7 +261,8 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
               << " updates earlier)";
   }
   if (computes[stage]->ParamsDigest() != fetched->params_digest) {
-    return absl::DataLossError("transferred state's digest differs from its source's");
+    return absl::DataLossError(absl::StrCat("transferred state's digest differs from its source's (",
+                                            fetched->source, ")"));
   }
   {
     absl::MutexLock lock(&mu);

@@ -57,6 +57,13 @@
 
 namespace skipswarm::node {
 
+// Note [Stopping while joining] (gossip_daemon_join.cc): what a join that
+// a stop signal ended returns; Run then exits without a checkpoint.
+inline absl::Status JoinStopped(const std::string& while_doing) {
+  return absl::CancelledError(
+      absl::StrCat("stopped by a signal ", while_doing, " (joining: nothing trained yet)"));
+}
+
 // A joiner's milestones (steady clock), for its time-to-first-useful-work.
 struct JoinTimeline {
   absl::Duration process_age;  // exec -> daemon start (0: unknown)
@@ -243,8 +250,20 @@ struct GossipDaemon::Parts {
   absl::Status SwitchStage();
   // CANCELLED when `signals` asks to stop while waiting.
   absl::Status WaitForFounders();
-  DaemonSignals* signals = nullptr;  // Run's; null in embedders without signals
+  // Run's (Create's: options.signals); null in embedders without signals.
+  DaemonSignals* signals = nullptr;
+  // A stop (SIGINT) or drain (SIGTERM) was asked. Any thread.
+  bool StopRequested() const {
+    return signals != nullptr && (signals->stop.load() || signals->drain.load());
+  }
   absl::Status EnterAsJoiner();
+  // One round of EnterAsJoiner (Note [Join retries]): announces an entry
+  // `*lead` iterations after `current` (later ones while the sources have
+  // passed it, raising `*lead`), fetches the state from `sources` and loads
+  // it. OUT_OF_RANGE: nothing left to join; CANCELLED: a stop signal;
+  // other errors: this round failed.
+  absl::Status TryEntry(int stage, uint64_t current, int* lead,
+                        const std::vector<StateSource>& sources, FetchOptions fo);
   // Note [Restore from peer copies] (gossip_daemon_restore.cc): true once
   // `stage` is restored from the newest copy a live peer holds and entered;
   // false when no peer holds one.

@@ -110,6 +110,7 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
   fo.iteration = newest;
   fo.deadline = absl::Seconds(30);
   fo.max_bytes = StateBytesBound(static_cast<uint64_t>(computes.at(stage)->num_params()));
+  fo.cancelled = [this] { return StopRequested(); };  // Note [Stopping while joining]
   SS_ASSIGN_OR_RETURN(FetchedState fetched, FetchStageState(holders, fo));
   SS_ASSIGN_OR_RETURN(int64_t step, computes[stage]->ImportState(fetched.bytes));
   if (static_cast<uint64_t>(step) != newest) {

@@ -5,12 +5,15 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/crc32c.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
@@ -244,6 +247,11 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     Snapshot snap;
     {
       absl::MutexLock lock(&mu_);
+      if (copies_.count(key) == 0 && failed_on_purpose_ < options_.fail_first_transfers) {
+        ++failed_on_purpose_;
+        return proto::ToGrpcStatus(
+            absl::UnavailableError("state transfer refused (fault injection)"));
+      }
       // Note [Checkpoint copies]: a copy held for another node's stage is
       // served as it is, hosted or not, whatever the boundary.
       if (auto copy = copies_.find(key); copy != copies_.end()) {
@@ -297,6 +305,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool cut_done_ ABSL_GUARDED_BY(mu_) = false;
+  int failed_on_purpose_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t at_boundary_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, uint64_t> digests_ ABSL_GUARDED_BY(mu_);
@@ -350,12 +359,44 @@ std::shared_ptr<grpc::Channel> ChannelTo(
   return grpc::CreateCustomChannel(source.address, credentials->ForChannel(source.id), args);
 }
 
+absl::Status FetchCall(proto::StateTransferService::Stub* stub, const FetchOptions& o,
+                       grpc::ClientContext* context, std::string* got, std::string* sha,
+                       uint64_t* digest);
+
 // One FetchState call; appends to `got` (which holds `got->size()` bytes of
 // the snapshot whose SHA-256 is `*sha`, empty when nothing is held yet).
 absl::Status FetchOnce(proto::StateTransferService::Stub* stub, const FetchOptions& o, std::string* got,
                        std::string* sha, uint64_t* digest) {
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(o.deadline));
+  // Note [Stopping while joining]: the call may wait for the source's
+  // boundary for a minute; a stop must not.
+  absl::Notification call_over;
+  std::atomic<bool> cancelled{false};
+  std::thread watcher;
+  if (o.cancelled) {
+    watcher = std::thread([&] {
+      while (!call_over.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+        if (o.cancelled()) {
+          cancelled.store(true);
+          context.TryCancel();
+          return;
+        }
+      }
+    });
+  }
+  absl::Status s = FetchCall(stub, o, &context, got, sha, digest);
+  call_over.Notify();
+  if (watcher.joinable()) watcher.join();
+  if (cancelled.load()) return absl::CancelledError("state transfer stopped by a signal");
+  return s;
+}
+
+// FetchOnce's call, under `context`.
+absl::Status FetchCall(proto::StateTransferService::Stub* stub, const FetchOptions& o,
+                       grpc::ClientContext* context_ptr, std::string* got, std::string* sha,
+                       uint64_t* digest) {
+  grpc::ClientContext& context = *context_ptr;
   proto::StateRequest request;
   request.set_protocol_version(proto::kProtocolVersion);
   request.set_swarm_id(o.swarm_id);
@@ -430,6 +471,9 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
   int passed = 0;  // sources already past the boundary
   for (const StateSource& source : sources) {
     const std::string& address = source.address;
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError("state transfer stopped by a signal");
+    }
     ++out.sources_tried;
     auto channel = ChannelTo(source, options.credentials);
     auto stub = proto::StateTransferService::NewStub(channel);
@@ -441,6 +485,7 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
         out.source = address;
         return out;
       }
+      if (absl::IsCancelled(last)) return last;
       LOG(WARNING) << "state transfer of stage " << options.stage << " from " << address
                    << " broke at byte " << out.bytes.size() << ": " << last;
       // Retrying the same source only helps for a broken stream.

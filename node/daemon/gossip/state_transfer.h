@@ -92,6 +92,11 @@ struct StateServerOptions {
   // Fault injection for tests: the first transfer that reaches this many
   // chunks is cut off (the stream ends with UNAVAILABLE). 0: never.
   int cut_first_stream_after_chunks = 0;
+  // Fault injection for tests: the first this many requests for a hosted
+  // stage's state end UNAVAILABLE before a byte is sent, as from a source
+  // that dies or stops serving (Note [Join retries] in
+  // gossip_daemon_join.cc). 0: never.
+  int fail_first_transfers = 0;
   // Note [Peer quotas] (common/peer_quota.h); null: none. A request holds
   // one of its sender's stream slots while it waits and is served, and
   // charges one message, then the snapshot's bytes; refused:
@@ -153,6 +158,11 @@ struct FetchOptions {
   // Called (on the caller's thread) when the first chunk arrives: the
   // source reached the boundary and the bytes start to flow.
   std::function<void()> on_first_chunk;
+  // Polled (from another thread, every 50 ms) while a call waits or
+  // streams: true ends the fetch at once with CANCELLED (a signal stopping
+  // a joiner, Note [Stopping while joining] in gossip_daemon_join.cc).
+  // Unset: never.
+  std::function<bool()> cancelled;
 };
 
 struct FetchedState {
@@ -174,7 +184,7 @@ inline uint64_t StateBytesBound(uint64_t num_params) {
 // Tries `sources` in order; each chunk's CRC-32C and the whole's SHA-256
 // are checked. UNAVAILABLE naming every source's error when none delivered;
 // FAILED_PRECONDITION when every source had passed the boundary already
-// (the caller needs a later one).
+// (the caller needs a later one); CANCELLED once `options.cancelled` said so.
 absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sources,
                                              const FetchOptions& options);
 

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -240,23 +241,36 @@ SwarmMembership::~SwarmMembership() {
 
 const common::NodeId& SwarmMembership::id() const { return identity_->id(); }
 
-absl::Status SwarmMembership::Join() {
+absl::Status SwarmMembership::Join(std::function<bool()> cancelled) {
   membership_->Start();
   if (options_.join.empty()) {
     LOG(INFO) << "no --join: starting a new swarm at " << endpoints().gossip;
     return absl::OkStatus();
   }
-  absl::Notification done;
-  absl::Status result;
-  membership_->Join(options_.join, [&](absl::Status s) {
-    result = s;
-    done.Notify();
+  // Shared with the callback, which may come after a cancelled wait.
+  struct Outcome {
+    absl::Notification done;
+    absl::Status result;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  membership_->Join(options_.join, [outcome](absl::Status s) {
+    outcome->result = s;
+    outcome->done.Notify();
   });
-  if (!done.WaitForNotificationWithTimeout(options_.join_timeout)) {
+  absl::Duration waited;
+  constexpr absl::Duration kPoll = absl::Milliseconds(50);
+  while (!outcome->done.WaitForNotificationWithTimeout(kPoll) && waited < options_.join_timeout) {
+    waited += kPoll;
+    if (cancelled && cancelled()) {
+      return absl::CancelledError("stopped by a signal while joining the swarm (bootstrap)");
+    }
+  }
+  if (!outcome->done.HasBeenNotified()) {
     return absl::DeadlineExceededError(absl::StrCat(
         "[timeout] no bootstrap peer answered within ", absl::FormatDuration(options_.join_timeout),
         "; hint: check the --join addresses and that those nodes are running"));
   }
+  const absl::Status& result = outcome->result;  // written before the notification
   if (!result.ok()) {
     return absl::Status(result.code(), absl::StrCat("joining the swarm failed: ",
                                                     result.message()));

@@ -23,6 +23,7 @@
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_SWARM_MEMBERSHIP_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,8 +114,10 @@ class SwarmMembership {
 
   // REQUIRES: CreateMembership done.
   // Starts the protocol and joins the bootstrap addresses. The error names
-  // every address with the step that failed and a hint.
-  absl::Status Join();
+  // every address with the step that failed and a hint. `cancelled`, when
+  // set, is polled while the bootstrap is waited for: true ends the wait
+  // with CANCELLED (a stop signal during start-up).
+  absl::Status Join(std::function<bool()> cancelled = nullptr);
   // Announce (membership.h); returns how many of the live members answered.
   absl::StatusOr<int> Announce(absl::Duration timeout);
   // Signs LEFT, with `exit_iteration` (the last iteration this node

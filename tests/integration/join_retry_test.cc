@@ -1,0 +1,221 @@
+// Note [Join retries] and Note [Stopping while joining]
+// (node/daemon/gossip/gossip_daemon_join.cc): a joiner whose state fetch
+// fails tries again (another replica, a peer's copy, or the same source a
+// little later) instead of giving up, and a stop signal while it joins ends
+// it at once, exit OK, with no checkpoint written over what its directory
+// holds. GossipDaemons in one process over loopback gRPC (ports 0); the
+// fault is the source's state server refusing its first transfers
+// (GossipDaemonOptions::fail_first_state_transfers).
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/real_clock.h"
+#include "gtest/gtest.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/torch_backend.h"
+#include "tests/integration/tiny_gossip_options.h"
+
+namespace skipswarm::node {
+namespace {
+
+struct Running {
+  std::unique_ptr<GossipDaemon> daemon;
+  std::thread thread;
+  absl::Status result = absl::UnknownError("running");
+  DaemonSignals signals;
+  absl::Notification finished;
+  absl::Mutex mu;
+  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
+  absl::Notification reached;  // the iteration `reach` finished
+  int64_t reach = -1;
+  absl::Notification trained;  // `train` iterations finished
+  size_t train = 0;
+
+  void Start() {
+    thread = std::thread([this] {
+      result = daemon->Run(&signals);
+      finished.Notify();
+    });
+  }
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class JoinRetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/join-retry-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    corpus_ = dir_ + "/corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages,
+                              int64_t iterations) {
+    GossipDaemonOptions o = TinyGossipOptions(name, std::move(stages), corpus_, "join-retry-test");
+    o.base.iterations = iterations;
+    o.base.model.checkpoint_dir = dir_ + "/ckpt-" + name;
+    o.stop_timeout = absl::Seconds(5);
+    o.checkpoint_copies = 0;  // no peer copies: a live replica is the only source
+    return o;
+  }
+
+  // The fixture owns it; TearDown stops it.
+  Running* Launch(GossipDaemonOptions o, int64_t reach = -1, size_t train = 0) {
+    owned_.push_back(std::make_unique<Running>());
+    Running* r = owned_.back().get();
+    Running* raw = r;
+    raw->reach = reach;
+    raw->train = train;
+    o.observer = [raw](const NodeIterationReport& report) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(report);
+      if (raw->reach >= 0 && static_cast<int64_t>(report.iteration) >= raw->reach &&
+          !raw->reached.HasBeenNotified()) {
+        raw->reached.Notify();
+      }
+      if (raw->train > 0 && raw->reports.size() >= raw->train &&
+          !raw->trained.HasBeenNotified()) {
+        raw->trained.Notify();
+      }
+    };
+    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return nullptr;
+    r->daemon = *std::move(d);
+    r->Start();
+    return r;
+  }
+
+  // Every daemon still running stops (a failed ASSERT leaves some).
+  void TearDown() override {
+    for (auto& r : owned_) r->signals.stop.store(true);
+    for (auto& r : owned_) r->Join();
+  }
+
+  // d0 (stage 0, the data node), a (stage 1) and b (stage 2), founders;
+  // b's state server refuses its first `b_refuses` transfers.
+  void Found(int64_t iterations, int b_refuses) {
+    GossipDaemonOptions d0 = Options("d0", {0}, iterations);
+    d0.expect_members = 3;
+    d0.base.listen = "127.0.0.1:0";
+    founder_ = Launch(d0);
+    ASSERT_NE(founder_, nullptr);
+    bootstrap_ = founder_->daemon->gossip_address();
+    GossipDaemonOptions a = Options("a", {1}, iterations);
+    a.expect_members = 3;
+    a.gossip.join = {bootstrap_};
+    a_ = Launch(a);
+    GossipDaemonOptions b = Options("b", {2}, iterations);
+    b.expect_members = 3;
+    b.gossip.join = {bootstrap_};
+    b.fail_first_state_transfers = b_refuses;
+    b_ = Launch(b, /*reach=*/2);
+    ASSERT_TRUE(a_ && b_);
+  }
+
+  void StopAll() { TearDown(); }
+
+  std::string dir_, corpus_, bootstrap_;
+  Running* founder_ = nullptr;
+  Running* a_ = nullptr;
+  Running* b_ = nullptr;
+  std::vector<std::unique_ptr<Running>> owned_;
+};
+
+// Stage 2's only replica refuses the joiner's first fetch outright (3
+// calls: the first try and the two resumes of one source). Before, the
+// joiner gave up at once: Run returned UNAVAILABLE "no replica delivered
+// stage 2 at iteration E" (the chaos soak's replacements failed that way
+// when their only source died). Now it backs off, asks again and enters
+// with the replica's state on a later round.
+TEST_F(JoinRetryTest, AJoinerWhoseFirstFetchFailsTriesAgainAndEnters) {
+  constexpr int64_t kIterations = 1000000;  // stopped by the test
+  Found(kIterations, /*b_refuses=*/3);
+  ASSERT_TRUE(b_->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
+  GossipDaemonOptions j = Options("j", {2}, kIterations);
+  j.gossip.join = {bootstrap_};
+  Running* joiner = Launch(j, /*reach=*/-1, /*train=*/5);
+  ASSERT_NE(joiner, nullptr);
+  // Before, Run returned at its first failed fetch without training.
+  while (!joiner->trained.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    ASSERT_FALSE(joiner->finished.HasBeenNotified()) << "the joiner ended: " << joiner->result;
+  }
+  joiner->signals.stop.store(true);
+  ASSERT_TRUE(joiner->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  joiner->Join();
+  EXPECT_TRUE(joiner->result.ok()) << joiner->result;
+  {
+    absl::MutexLock lock(&joiner->mu);
+    // It trained stage 2 with b: the replicas' digests agreed.
+    for (const NodeIterationReport& r : joiner->reports) {
+      auto s = r.stages.find(2);
+      ASSERT_NE(s, r.stages.end());
+      EXPECT_TRUE(s->second.digests_agree) << "iteration " << r.iteration;
+    }
+    std::printf("the joiner entered stage 2 at iteration %llu after its first fetch failed\n",
+                static_cast<unsigned long long>(joiner->reports.front().iteration));
+  }
+  StopAll();
+  EXPECT_TRUE(founder_->result.ok()) << founder_->result;
+}
+
+// Stage 2's only replica stops, so the joiner for stage 2 finds no source
+// (and, without copies, never will) and waits; a SIGTERM then ends the join
+// at once: Run returns OK, no checkpoint is written, and the stage file a
+// previous run left in its directory is untouched. Before, the joiner
+// ignored the signal until its start-up deadline (60 s here) and then
+// failed.
+TEST_F(JoinRetryTest, ASigtermWhileJoiningEndsAtOnceWithoutACheckpoint) {
+  Found(/*iterations=*/1000000, /*b_refuses=*/0);
+  ASSERT_TRUE(b_->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
+  b_->signals.stop.store(true);
+  ASSERT_TRUE(b_->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  GossipDaemonOptions j = Options("j", {2}, 1000000);
+  j.gossip.join = {bootstrap_};
+  const std::string ckpt_dir = dir_ + "/ckpt-j";
+  std::filesystem::create_directories(ckpt_dir);
+  const std::string previous = ckpt_dir + "/j-stage-2.ckpt";
+  { std::ofstream(previous, std::ios::binary) << "a previous run's stage file"; }
+  Running* joiner = Launch(j);
+  ASSERT_NE(joiner, nullptr);
+  auto clock = common::RealClock::Create();
+  const absl::Duration t0 = clock->SteadyNow();
+  joiner->signals.drain.store(true);  // SIGTERM
+  const bool ended = joiner->finished.WaitForNotificationWithTimeout(absl::Seconds(15));
+  EXPECT_TRUE(ended) << "SIGTERM was not honoured while joining";
+  joiner->Join();
+  const double took = absl::ToDoubleSeconds(clock->SteadyNow() - t0);
+  EXPECT_TRUE(joiner->result.ok()) << joiner->result;
+  EXPECT_EQ(ReadAll(previous), "a previous run's stage file") << "the stop overwrote it";
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt_dir)) {
+    files += e.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_EQ(files, 1) << "a stop while joining wrote a checkpoint";
+  {
+    absl::MutexLock lock(&joiner->mu);
+    EXPECT_TRUE(joiner->reports.empty()) << "it trained after the stop";
+  }
+  std::printf("SIGTERM while joining: exited in %.2f s, no checkpoint written\n", took);
+  StopAll();
+}
+
+}  // namespace
+}  // namespace skipswarm::node
