@@ -421,6 +421,7 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
     ack.set_seq(req.seq());
     impl_->FillGossipLocked(ack.mutable_gossip());
     impl_->AddOpinionAboutLocked(sender, ack.mutable_gossip());
+    impl_->AddRecordsSinceLastReplyLocked(sender, ack.mutable_gossip());
     if (impl_->members_[impl_->self_].state == proto::MEMBER_STATE_LEFT) {
       *ack.mutable_gossip()->add_records() =
           impl_->members_[impl_->self_].signed_record;
@@ -464,6 +465,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
     ack.set_from(impl_->self_.Bytes());
     ack.set_seq(req.seq());
     impl_->AddOpinionAboutLocked(sender, ack.mutable_gossip());
+    impl_->AddRecordsSinceLastReplyLocked(sender, ack.mutable_gossip());
     if (impl_->members_[impl_->self_].state == proto::MEMBER_STATE_LEFT) {
       // As in HandlePing: how a member we cannot dial hears of our leave.
       *ack.mutable_gossip()->add_records() = impl_->members_[impl_->self_].signed_record;

@@ -118,6 +118,20 @@
 //   one that only forwarded an old opinion gets a record it has (old news:
 //   no signature check). Cost: one ping per member per refutation.
 //
+// Note [Replies bring news]
+// * An outbound-only member hears news only in replies, and a reply's
+//   gossip is our broadcast queue: a record is sent a few times, to
+//   whoever asks first. A record that changed while the member asked
+//   others could reach it only by its next push-pull (every
+//   push_pull_interval). In the netns home layout s1h held s2h's record
+//   from before s2h's reachability verdict (no relays) for 2.4 s after s2h
+//   entered, so its hops to s2h failed and were re-routed.
+// * So each reply to an outbound-only member also carries the records that
+//   changed since our last reply to it (at most half a message's records,
+//   oldest change first; the rest in the next reply). It asks some member
+//   every probe_interval, so a change reaches it within about one gossip
+//   spread plus one interval.
+//
 // Note [Checked verdicts]
 // * The push-pull before a verdict (Note [Outbound-only members]) asks a
 //   witness. A check that fails (the witness is itself unreachable, as a
@@ -279,6 +293,10 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
     // one we hold (Note [Refutation over our own requests]): our next
     // message to it carries our record.
     bool owes_our_record = false;
+    // Our version_ when this record arrived, and (for an outbound-only
+    // member) at our last reply to it (Note [Replies bring news]).
+    uint64_t record_version = 0;
+    uint64_t replied_version = 0;
     // When it last sent us a request, and we it (Note [Outbound-only
     // members]).
     absl::Duration last_heard;
@@ -387,6 +405,10 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // [Refutation over our own requests]). Every message to one member
   // (request or ack) goes through here.
   void AddOpinionAboutLocked(const common::NodeId& peer, proto::Gossip* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Replies bring news]: into a reply to outbound-only `peer`, the
+  // records that changed since our last reply to it.
+  void AddRecordsSinceLastReplyLocked(const common::NodeId& peer, proto::Gossip* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `sender`'s message named us SUSPECT / DEAD at `incarnation`: if that is
   // older than ours, it is owed our record (see Note), sent at once.

@@ -45,6 +45,7 @@ absl::Status Membership::Impl::SignSelfLocked(uint64_t min_incarnation,
   me.state_since = clock_->SteadyNow();
   broadcasts_.QueueRecord(self_, me.signed_record);
   ++version_;
+  me.record_version = version_;  // Note [Replies bring news]
   return absl::OkStatus();
 }
 
@@ -216,6 +217,7 @@ void Membership::Impl::ApplyRecordLocked(
   m.state = new_state;
   broadcasts_.QueueRecord(id, signed_record);
   ++version_;
+  m.record_version = version_;  // Note [Replies bring news]
   changes->push_back({id, old_state, new_state, /*record_changed=*/true});
 }
 
@@ -610,6 +612,31 @@ void Membership::Impl::AddOpinionAboutLocked(const common::NodeId& peer,
     m.opinion = OwnOpinionLocked(m, m.state);
   }
   *out->add_updates() = m.opinion;
+}
+
+void Membership::Impl::AddRecordsSinceLastReplyLocked(const common::NodeId& peer,
+                                                      proto::Gossip* out) {
+  auto it = members_.find(peer);
+  if (it == members_.end() || !it->second.record.outbound_only()) return;
+  const uint64_t since = it->second.replied_version;
+  std::vector<std::pair<uint64_t, const Member*>> changed;
+  for (const auto& [id, m] : members_) {
+    // A DEAD member's record says "alive" (see HandlePushPull).
+    if (id == peer || m.record_version <= since || m.state == proto::MEMBER_STATE_DEAD) continue;
+    changed.push_back({m.record_version, &m});
+  }
+  std::sort(changed.begin(), changed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const size_t limit = std::max(options_.max_records_per_message / 2, 1);
+  uint64_t upto = version_;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    if (i == limit) {
+      upto = changed[i].first - 1;  // the rest in the next reply
+      break;
+    }
+    *out->add_records() = changed[i].second->signed_record;
+  }
+  it->second.replied_version = upto;
 }
 
 void Membership::Impl::NoteOpinionAboutUsLocked(const common::NodeId& sender,

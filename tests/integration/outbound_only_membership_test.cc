@@ -223,6 +223,33 @@ TEST(OutboundOnlyMembersTest, HomeJoinersAreNotDeclaredDeadBeforeTheirReachabili
   }
 }
 
+TEST(OutboundOnlyMembersTest, AnOutboundOnlyMemberGetsAChangedRecordInItsNextReplies) {
+  // Node 5 re-signs its record while node 4 (outbound-only: it hears news
+  // only in replies) asks nobody, so gossip's retransmissions of it are
+  // spent elsewhere and anti-entropy is far off: the replies to node 4's
+  // next requests must bring it (Note [Replies bring news]).
+  MembershipOptions o = Defaults();
+  o.push_pull_interval = absl::Seconds(30);
+  SimSwarm swarm(43, SimNetwork::Options(), o);
+  BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2, absl::Seconds(60));
+  swarm.Run(absl::Seconds(3));
+  const auto incarnation_at_4 = [&] {
+    const View view = swarm.node(4).GetView();
+    const MemberInfo* m = view.Find(swarm.id(5));
+    return m == nullptr ? 0 : m->incarnation;
+  };
+  const uint64_t old_incarnation = incarnation_at_4();
+  const std::string mute = swarm.address(4);
+  swarm.net().SetLinkFilter([mute](const std::string& from, const std::string&) { return from != mute; });
+  ASSERT_TRUE(swarm.node(5).UpdateLocalRecord([](proto::NodeRecord* r) { r->set_iteration(7); }).ok());
+  swarm.Run(absl::Seconds(2));
+  swarm.net().SetLinkFilter(nullptr);
+  ASSERT_EQ(incarnation_at_4(), old_incarnation) << "node 4 heard the new record: no test";
+  const absl::Duration t =
+      swarm.RunUntil([&] { return incarnation_at_4() > old_incarnation; }, absl::Seconds(20));
+  EXPECT_LE(t, absl::Seconds(1));
+}
+
 TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
   // The end of a run: every dialable member leaves at once and its process
   // exits once Leave is done. The outbound-only members, which nobody can
