@@ -279,6 +279,7 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
     }
     if (pending.waiters.empty() && !pending.delivered) {
       pending.since = impl_->clock_->SteadyNow();
+      pending.round_since = pending.since;
     }
     pending.waiters.push_back(std::move(done));
     pending.delivered = false;

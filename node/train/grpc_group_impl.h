@@ -139,8 +139,13 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     std::vector<ReduceDone> waiters;
     bool delivered = false;
     absl::Duration since;  // our own AllReduce (clock time)
-    // Note [Late members] (sharded_reduce.h): our contribution's.
+    // Note [Late members] (sharded_reduce.h): our contribution's, counted
+    // from round_since: when the round now running began (our AllReduce,
+    // or its last restart after a death or a close). A redone round gets
+    // the whole deadline again, so its survivors, whose parts must cross
+    // once more, are not closed out by the deadline the first round spent.
     absl::Duration close_after = absl::InfiniteDuration();
+    absl::Duration round_since;
   };
 
   const GrpcGroupOptions options_;

@@ -126,6 +126,7 @@ void GrpcGroupComm::Impl::Sweep() {
         std::vector<OutgoingReduce> more = r.Start(live, LayoutFor(key.second, live));
         out.insert(out.end(), std::make_move_iterator(more.begin()),
                    std::make_move_iterator(more.end()));
+        pending.round_since = now;
       }
       if (!r.done() && pending.close_after != absl::InfiniteDuration()) {
         // Note [Late members]: a peer's smaller round, or our deadline.
@@ -134,7 +135,7 @@ void GrpcGroupComm::Impl::Sweep() {
           for (const common::NodeId& m : r.members()) {
             if (!std::binary_search(round->begin(), round->end(), m)) late.push_back(m);
           }
-        } else if (now - pending.since > pending.close_after) {
+        } else if (now - pending.round_since > pending.close_after) {
           late = r.Late();
         }
         if (!late.empty()) {
@@ -143,12 +144,13 @@ void GrpcGroupComm::Impl::Sweep() {
             if (std::find(late.begin(), late.end(), m) == late.end()) rest.push_back(m);
           }
           LOG(WARNING) << "iteration " << key.first << " stage " << key.second << ": "
-                       << late.size() << " member(s) late after " << (now - pending.since)
+                       << late.size() << " member(s) late after " << (now - pending.round_since)
                        << " (deadline " << pending.close_after
                        << "); averaging without them, they get the result";
           std::vector<OutgoingReduce> more = r.CloseWithout(late, LayoutFor(key.second, rest));
           out.insert(out.end(), std::make_move_iterator(more.begin()),
                      std::make_move_iterator(more.end()));
+          pending.round_since = now;
         }
       }
       if (!r.done()) {

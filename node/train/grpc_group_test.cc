@@ -5,7 +5,9 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/free_port.h"
 #include "common/real_clock.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
@@ -630,8 +632,8 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   EXPECT_FALSE(d0.HasBeenNotified() || d1.HasBeenNotified()) << "closed before its deadline";
   // Time goes to the first re-check past the deadline (2 s are not past
   // it), where 0 and 1 close 2 out and redo the round between them, and
-  // stands still while the redone round's parts cross: a sweep after the
-  // deadline closes out whoever's part is still missing, on time or not.
+  // stands still while the redone round's parts cross (the redone round
+  // has a deadline of its own; the next case checks it).
   sim.AdvanceTo(start + absl::Seconds(2) + GrpcGroupOptions().recheck, absl::Milliseconds(5));
   ASSERT_TRUE(sim.Until(d0));
   ASSERT_TRUE(sim.Until(d1));
@@ -653,6 +655,84 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   EXPECT_TRUE((*r2)->late);
   EXPECT_EQ((*r2)->sum, (*r0)->sum);
   EXPECT_EQ((*r2)->contributors, 2);
+}
+
+// Note [Late members]: after l0 and l1 close l2 out at the 2 s deadline,
+// they redo the round between them, and their parts must cross again. l1's
+// part to l0 is held up (its address of l0 refuses connections; its pushes
+// are retried). The redone round gets the whole deadline again: l0 must
+// not close l1 out of it at its next re-check (it did, with the deadline
+// the first round had spent: over a WAN, where a part takes longer than a
+// re-check to cross, each survivor then averaged alone). Only once the
+// redone round's own deadline has passed is l1 late too.
+TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
+                             NodeId::ForName("l2")};
+  std::sort(ids.begin(), ids.end());
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.probe_failures = 1000;  // the held-up link is not a death
+    o.retry_pushes_to = [](const NodeId&) { return true; };
+    o.push_retries = 1000;
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  std::optional<absl::StatusOr<ReduceResult>> r0;
+  absl::Notification d0;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  groups[1]->AllReduce(0, 1, contribution(1), [](absl::StatusOr<ReduceResult>) {});
+  ASSERT_TRUE(sim.Until([&] {
+    return groups[0]->messages_received() >= 1 && groups[1]->messages_received() >= 1 &&
+           groups[2]->messages_received() >= 2;
+  }));
+  absl::StatusOr<int> refused = common::FreeLoopbackPort();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  views[1]->SetAddresses(ids[0], "", "127.0.0.1:" + std::to_string(*refused));
+  // The close, then re-checks until just before the redone round's own
+  // deadline, with l1's part held up.
+  const absl::Duration closed = start + absl::Seconds(2) + GrpcGroupOptions().recheck;
+  sim.AdvanceTo(closed, absl::Milliseconds(5));
+  sim.AdvanceTo(closed + absl::Seconds(2) - GrpcGroupOptions().recheck, absl::Milliseconds(5),
+                &d0);
+  ASSERT_FALSE(d0.HasBeenNotified())
+      << "l0 closed l1 out of the redone round before its deadline: "
+      << (r0->ok() ? absl::StrCat((*r0)->contributors, " contributor(s)")
+                   : r0->status().ToString());
+  sim.AdvanceTo(closed + absl::Seconds(2) + 2 * GrpcGroupOptions().recheck,
+                absl::Milliseconds(5), &d0);
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(r0->ok()) << r0->status();
+  EXPECT_EQ((*r0)->contributors, 1);
+  std::vector<NodeId> out = (*r0)->left_out;
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<NodeId>{ids[1], ids[2]}));
 }
 
 // Note [Refused late pushes] (grpc_group_push.cc): of two replicas, l1 is

@@ -51,7 +51,9 @@
 // waiting for a reduced shard, which its owner sends once it is not
 // waiting itself, so the slow member never closes its peers out. A member
 // late only with its own reduced shard is waited for (Note [Silent
-// members] in grpc_group_sweep.cc bounds that).
+// members] in grpc_group_sweep.cc bounds that). A round restarted after a
+// close or a death gets the whole deadline again: its survivors' parts must
+// cross once more, and the spent deadline would close them out too.
 //
 // Thread rule: not thread-safe; the owner serialises calls.
 #ifndef SKIPSWARM_NODE_TRAIN_SHARDED_REDUCE_H_
