@@ -49,6 +49,7 @@ TSAN_TESTS=(
   //node/transport:grpc_transport_test
   //node/transport:grpc_transport_tls_test
   //node/train:grpc_group_test
+  //node/train:grpc_group_deadline_test
   //node/train:grpc_group_tls_test
   //membership:grpc_gossip_test
 )
@@ -66,6 +67,7 @@ TSAN_GRPC_TESTS=(
   //node/transport:grpc_transport_test
   //node/transport:grpc_transport_tls_test
   //node/train:grpc_group_test
+  //node/train:grpc_group_deadline_test
   //node/train:grpc_group_tls_test
   //membership:grpc_gossip_test
 )

@@ -146,6 +146,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
     // once more, are not closed out by the deadline the first round spent.
     absl::Duration close_after = absl::InfiniteDuration();
     absl::Duration round_since;
+    // Note [Silent members]: a member was dropped for silence while this
+    // round waited; its wait is not a sample of how long rounds take.
+    bool silenced = false;
   };
 
   const GrpcGroupOptions options_;
@@ -173,6 +176,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<uint64_t, std::vector<BarrierDone>> barrier_waiters_ ABSL_GUARDED_BY(mu_);
   // When our barrier of each iteration began (clock time).
   std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> silenced_barriers_ ABSL_GUARDED_BY(mu_);  // as PendingReduce::silenced
   // Durations of recent completed barriers and reduces (Note [Silent members]).
   std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
   // By (iteration, stage); kept options_.keep_iterations after delivery.

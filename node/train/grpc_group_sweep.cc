@@ -85,13 +85,16 @@ void GrpcGroupComm::Impl::Sweep() {
           for (const common::NodeId& d : data_nodes) {
             if (!arrived.count(d) && d != options_.self) silent.insert(d);
           }
+          silenced_barriers_.insert(it->first);
           silent_where = absl::StrCat("barrier of iteration ", it->first);
         }
         ++it;
         continue;
       }
       if (barrier_since_.count(it->first) > 0) {
-        RecordWaitLocked(now - barrier_since_[it->first]);
+        if (silenced_barriers_.erase(it->first) == 0) {
+          RecordWaitLocked(now - barrier_since_[it->first]);
+        }
         barrier_since_.erase(it->first);
       }
       for (BarrierDone& w : it->second) {
@@ -159,12 +162,13 @@ void GrpcGroupComm::Impl::Sweep() {
           for (const common::NodeId& m : r.Missing()) {
             if (m != options_.self) silent.insert(m);
           }
+          pending.silenced = true;
           silent_where = absl::StrCat("averaging of iteration ", key.first, " stage ", key.second);
         }
         ++waiting;
         continue;
       }
-      RecordWaitLocked(now - pending.since);
+      if (!pending.silenced) RecordWaitLocked(now - pending.since);
       auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
       if (result->ok()) {
         (*result)->sent_bytes = r.sent_bytes();  // Note [Encoded shards]
@@ -193,6 +197,7 @@ void GrpcGroupComm::Impl::Sweep() {
     // Forget messages of rounds long over.
     while (arrived_.size() > 8) arrived_.erase(arrived_.begin());
     while (barrier_since_.size() > 8) barrier_since_.erase(barrier_since_.begin());
+    while (silenced_barriers_.size() > 8) silenced_barriers_.erase(silenced_barriers_.begin());
     if (!silent.empty()) {
       LOG(WARNING) << "the " << silent_where << " waited more than " << deadline << " for "
                    << silent.size()
@@ -237,7 +242,9 @@ void GrpcGroupComm::Impl::Sweep() {
 // training] in data_node_driver.h), and relays must not spin through
 // empty iterations. The deadline follows measured waits: factor x the
 // slowest of the last kWaitSamples completed barriers and reduces, never
-// under the floor.
+// under the floor. A wait that ended by dropping a silent member is not a
+// sample: it lasted the deadline itself, and counting it multiplied the
+// deadline by the factor at every drop (30 s, then 2 min, then 8...).
 absl::Duration GrpcGroupComm::Impl::SilentDeadlineLocked() const {
   if (waits_.empty()) return options_.silent_initial;
   const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());

@@ -1,0 +1,410 @@
+// The gRPC replica group's deadlines: silent members (Note [Silent members]
+// in grpc_group_sweep.cc) and late members (Note [Late members] in
+// sharded_reduce.h), on the simulated clock.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/free_port.h"
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "node/train/grpc_group.h"
+#include "node/train/grpc_group_test_util.h"
+#include "node/train/sharded_reduce.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+using grpc_group_testing::BePatient;
+using grpc_group_testing::SimDriver;
+using grpc_group_testing::kPatience;
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Silent members]: a replica that answers health probes but never
+// sends its gradients is dropped from the averaging after a deadline that
+// follows the measured waits (here: the 30 s floor, as the first round
+// took milliseconds), instead of stalling its replica forever.
+TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadline) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
+                             NodeId::ForName("s2")};
+  std::vector<PeerInfo> members;
+  const std::vector<int> stages = {0, 1, 1};
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {stages[i]}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+
+  // Round 0: both replicas send; it completes with time standing still.
+  std::optional<absl::StatusOr<ReduceResult>> r1, r2;
+  absl::Notification d1, d2;
+  groups[1]->AllReduce(0, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7, nullptr},
+                       [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  groups[2]->AllReduce(0, 1, {ids[2], std::vector<float>(8, 2.f), 1, 7, nullptr},
+                       [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(sim.Until(d1));
+  ASSERT_TRUE(sim.Until(d2));
+  ASSERT_TRUE(r1->ok() && r2->ok());
+  EXPECT_EQ((*r1)->contributors, 2);
+
+  // Round 1: s2 stays alive (its server answers probes) but sends nothing.
+  std::optional<absl::StatusOr<ReduceResult>> r3;
+  absl::Notification d3;
+  const absl::Duration start = clock.SteadyNow();
+  groups[1]->AllReduce(1, 1, {ids[1], std::vector<float>(8, 1.f), 1, 7, nullptr},
+                       [&](absl::StatusOr<ReduceResult> r) { r3 = r; d3.Notify(); });
+  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d3);
+  ASSERT_TRUE(sim.Until(d3)) << "the silent replica stalled the averaging";
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(r3->ok()) << r3->status();
+  EXPECT_EQ((*r3)->contributors, 1);
+  EXPECT_GE(waited, absl::Seconds(30));
+  EXPECT_LE(waited, absl::Seconds(40));
+  EXPECT_FALSE(views[1]->IsAlive(ids[2]));
+}
+
+// Note [Silent members]: the wait of a round that ended by dropping a
+// silent member is not a sample of how long rounds take. It lasted the
+// deadline itself, so counting it made the next deadline factor x longer
+// at every drop: a second silent replica stalled its stage 2 minutes, a
+// third 8. Here s2 is silent in stage 1's round 1, then s3 in stage 2's
+// round 2 (s1 hosts both stages); both are dropped after the 30 s floor.
+TEST(GrpcGroupSilentTest, ADropForSilenceDoesNotLengthenTheNextDeadline) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
+                             NodeId::ForName("s2"), NodeId::ForName("s3")};
+  // s1 hosts stages 1 and 2: stage 1 with s2, stage 2 with s3.
+  const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 4; ++i) members.push_back({ids[i], stages[i], 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 4; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    return GradientContribution{ids[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
+  };
+  // Round 0, stage 1: s1 and s2 send, with time standing still.
+  absl::Notification a0, b0;
+  groups[1]->AllReduce(0, 1, contribution(1), [&](absl::StatusOr<ReduceResult>) { a0.Notify(); });
+  groups[2]->AllReduce(0, 1, contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
+  ASSERT_TRUE(sim.Until(a0));
+  ASSERT_TRUE(sim.Until(b0));
+  // Round 1, stage 1: s2 answers probes but sends nothing.
+  std::optional<absl::StatusOr<ReduceResult>> a1;
+  absl::Notification d1;
+  absl::Duration start = clock.SteadyNow();
+  groups[1]->AllReduce(1, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; d1.Notify(); });
+  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d1);
+  ASSERT_TRUE(sim.Until(d1)) << "the silent replica stalled the averaging";
+  ASSERT_TRUE(a1->ok()) << a1->status();
+  EXPECT_EQ((*a1)->contributors, 1);
+  EXPECT_LE(clock.SteadyNow() - start, absl::Seconds(40));
+  // Round 2, stage 2: s3 is silent the same way.
+  std::optional<absl::StatusOr<ReduceResult>> a2;
+  absl::Notification d2;
+  start = clock.SteadyNow();
+  groups[1]->AllReduce(2, 2, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a2 = r; d2.Notify(); });
+  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d2);
+  ASSERT_TRUE(sim.Until(d2)) << "the silent replica stalled the averaging";
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(a2->ok()) << a2->status();
+  EXPECT_EQ((*a2)->contributors, 1);
+  EXPECT_GE(waited, absl::Seconds(30));
+  EXPECT_LE(waited, absl::Seconds(40)) << "the first drop lengthened the deadline";
+  EXPECT_FALSE(views[1]->IsAlive(ids[3]));
+}
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Late members] (sharded_reduce.h) over gRPC: an outer sync whose
+// third replica has not sent anything closes at its 2 s deadline (simulated)
+// with the two that did, without marking the third dead; the third, when it
+// gets there, finds the closed round's reduced shards waiting and is done
+// at once with their average, flagged late.
+TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
+                             NodeId::ForName("l2")};
+  std::sort(ids.begin(), ids.end());
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  std::optional<absl::StatusOr<ReduceResult>> r0, r1, r2;
+  absl::Notification d0, d1, d2;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  groups[1]->AllReduce(0, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  // The parts of 0 and 1 cross loopback before time moves to the deadline
+  // (one that missed it would be late too): each one's part of the other's
+  // shard, and both parts of 2's shard (held until 2 gets there).
+  ASSERT_TRUE(sim.Until([&] {
+    return groups[0]->messages_received() >= 1 && groups[1]->messages_received() >= 1 &&
+           groups[2]->messages_received() >= 2;
+  }));
+  EXPECT_FALSE(d0.HasBeenNotified() || d1.HasBeenNotified()) << "closed before its deadline";
+  // Time goes to the first re-check past the deadline (2 s are not past
+  // it), where 0 and 1 close 2 out and redo the round between them, and
+  // stands still while the redone round's parts cross (the redone round
+  // has a deadline of its own; the next case checks it).
+  sim.AdvanceTo(start + absl::Seconds(2) + GrpcGroupOptions().recheck, absl::Milliseconds(5));
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(sim.Until(d1));
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(r0->ok() && r1->ok()) << r0->status() << " " << r1->status();
+  EXPECT_EQ((*r0)->contributors, 2);
+  EXPECT_EQ((*r0)->sum, std::vector<float>(9, 3.f));
+  EXPECT_EQ((*r0)->left_out, std::vector<NodeId>{ids[2]});
+  EXPECT_FALSE((*r0)->late);
+  EXPECT_EQ((*r1)->sum, (*r0)->sum);
+  EXPECT_GE(waited, absl::Seconds(2));
+  EXPECT_LT(waited, absl::Seconds(25));  // not the silent-member deadline
+  EXPECT_TRUE(views[0]->IsAlive(ids[2]));
+
+  groups[2]->AllReduce(0, 1, contribution(2),
+                       [&](absl::StatusOr<ReduceResult> r) { r2 = r; d2.Notify(); });
+  ASSERT_TRUE(sim.Until(d2));
+  ASSERT_TRUE(r2->ok()) << r2->status();
+  EXPECT_TRUE((*r2)->late);
+  EXPECT_EQ((*r2)->sum, (*r0)->sum);
+  EXPECT_EQ((*r2)->contributors, 2);
+}
+
+// Note [Late members]: after l0 and l1 close l2 out at the 2 s deadline,
+// they redo the round between them, and their parts must cross again. l1's
+// part to l0 is held up (its address of l0 refuses connections; its pushes
+// are retried). The redone round gets the whole deadline again: l0 must
+// not close l1 out of it at its next re-check (it did, with the deadline
+// the first round had spent: over a WAN, where a part takes longer than a
+// re-check to cross, each survivor then averaged alone). Only once the
+// redone round's own deadline has passed is l1 late too.
+TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
+                             NodeId::ForName("l2")};
+  std::sort(ids.begin(), ids.end());
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 3; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.probe_failures = 1000;  // the held-up link is not a death
+    o.retry_pushes_to = [](const NodeId&) { return true; };
+    o.push_retries = 1000;
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  std::optional<absl::StatusOr<ReduceResult>> r0;
+  absl::Notification d0;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  groups[1]->AllReduce(0, 1, contribution(1), [](absl::StatusOr<ReduceResult>) {});
+  ASSERT_TRUE(sim.Until([&] {
+    return groups[0]->messages_received() >= 1 && groups[1]->messages_received() >= 1 &&
+           groups[2]->messages_received() >= 2;
+  }));
+  absl::StatusOr<int> refused = common::FreeLoopbackPort();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  views[1]->SetAddresses(ids[0], "", "127.0.0.1:" + std::to_string(*refused));
+  // The close, then re-checks until just before the redone round's own
+  // deadline, with l1's part held up.
+  const absl::Duration closed = start + absl::Seconds(2) + GrpcGroupOptions().recheck;
+  sim.AdvanceTo(closed, absl::Milliseconds(5));
+  sim.AdvanceTo(closed + absl::Seconds(2) - GrpcGroupOptions().recheck, absl::Milliseconds(5),
+                &d0);
+  ASSERT_FALSE(d0.HasBeenNotified())
+      << "l0 closed l1 out of the redone round before its deadline: "
+      << (r0->ok() ? absl::StrCat((*r0)->contributors, " contributor(s)")
+                   : r0->status().ToString());
+  sim.AdvanceTo(closed + absl::Seconds(2) + 2 * GrpcGroupOptions().recheck,
+                absl::Milliseconds(5), &d0);
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(r0->ok()) << r0->status();
+  EXPECT_EQ((*r0)->contributors, 1);
+  std::vector<NodeId> out = (*r0)->left_out;
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<NodeId>{ids[1], ids[2]}));
+}
+
+// Note [Refused late pushes] (grpc_group_push.cc): of two replicas, l1 is
+// closed out of the outer sync of iteration 7 and gets there when l0 has
+// reached iteration 12: it is done at once with l0's average, flagged
+// late, and its own parts of round 7 reach l0 long over and are refused.
+// That refusal must not mark l0 dead on l1 (it did, and l1 then averaged
+// alone, apart from l0): the next sync (15) is averaged by both, with the
+// same sum.
+TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+  for (int i = 0; i < 2; ++i) {
+    views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = ids[i];
+    BePatient(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
+    ASSERT_TRUE(g.ok()) << g.status();
+    groups.push_back(*std::move(g));
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
+    }
+  }
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    GradientContribution c;
+    c.from = ids[i];
+    c.flat = std::vector<float>(9, 1.f + i);
+    c.visits = 1;
+    c.params_digest = 7;
+    c.close_after = absl::Seconds(2);
+    return c;
+  };
+  // Round 7: l0 closes l1 out at its 2 s deadline and averages alone.
+  std::optional<absl::StatusOr<ReduceResult>> a0, a1, b0, b1;
+  absl::Notification da0, da1, db0, db1, barrier;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(7, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { a0 = r; da0.Notify(); });
+  sim.AdvanceTo(start + absl::Seconds(2) + GrpcGroupOptions().recheck, absl::Milliseconds(10),
+                &da0);
+  ASSERT_TRUE(sim.Until(da0));
+  ASSERT_TRUE(a0->ok()) << a0->status();
+  EXPECT_EQ((*a0)->left_out, std::vector<NodeId>{ids[1]});
+  // l0 trains on (no data nodes here: its barrier passes at once).
+  groups[0]->Barrier(12, ids[0], /*data_node=*/false, [&](absl::Status) { barrier.Notify(); });
+  ASSERT_TRUE(sim.Until(barrier));
+  // The closed round's reduced shard (9 floats) reaches l1 before l1 gets
+  // there (held with l0's part of the full round).
+  ASSERT_TRUE(sim.Until([&] { return groups[1]->early_bytes() >= 9 * sizeof(float); }))
+      << groups[1]->early_bytes();
+  // l1 reaches round 7: done at once, late; its parts of it go to l0,
+  // which refuses them as long over.
+  groups[1]->AllReduce(7, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; da1.Notify(); });
+  ASSERT_TRUE(sim.Until(da1));
+  ASSERT_TRUE(a1->ok()) << a1->status();
+  EXPECT_TRUE((*a1)->late);
+  EXPECT_EQ((*a1)->sum, (*a0)->sum);
+  // Round 15: l1's pushes to l0 go after its round-7 ones on the same push
+  // thread, so when round 15 is done the refusal has been handled. Time
+  // stands still: the round can only end with both, or with l1 alone if
+  // it dropped l0.
+  groups[0]->AllReduce(15, 1, contribution(0),
+                       [&](absl::StatusOr<ReduceResult> r) { b0 = r; db0.Notify(); });
+  groups[1]->AllReduce(15, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { b1 = r; db1.Notify(); });
+  ASSERT_TRUE(sim.Until(db1));
+  EXPECT_TRUE(views[1]->IsAlive(ids[0]));
+  ASSERT_TRUE(b1->ok()) << b1->status();
+  ASSERT_EQ((*b1)->contributors, 2) << "l1 averaged without l0";
+  ASSERT_TRUE(sim.Until(db0));
+  EXPECT_GE(groups[0]->pushes_refused(), 1u);
+  ASSERT_TRUE(b0->ok()) << b0->status();
+  EXPECT_EQ((*b0)->contributors, 2);
+  EXPECT_EQ((*b0)->sum, std::vector<float>(9, 3.f));
+  EXPECT_EQ((*b1)->sum, (*b0)->sum);
+  EXPECT_TRUE((*b0)->left_out.empty() && (*b1)->left_out.empty());
+}
+
+}  // namespace
+}  // namespace skipswarm::node

@@ -1,0 +1,75 @@
+// Test scaffolding shared by the gRPC group tests: real gRPC over loopback
+// on a simulated clock that moves only where a case says.
+#ifndef SKIPSWARM_NODE_TRAIN_GRPC_GROUP_TEST_UTIL_H_
+#define SKIPSWARM_NODE_TRAIN_GRPC_GROUP_TEST_UTIL_H_
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/sim_clock.h"
+#include "node/train/grpc_group.h"
+
+namespace skipswarm::node::grpc_group_testing {
+
+// Note [Patience in the gRPC group tests]
+// These tests run real gRPC over loopback, so how long anything takes is
+// up to the machine: ThreadSanitizer slows them 5-15x, and a loaded
+// machine more (tools/concurrency_check.sh --grpc). No case depends on how
+// fast it is:
+// - every wait for something that must happen, and every real-time limit
+//   the code under test sees (push deadline, probe timeout, retries), is
+//   kPatience: it only bounds a hang, never decides an outcome;
+// - the cases on the simulated clock move time only at points the case
+//   names, after the pushes it waits for are in (SimDriver), never on a
+//   real-time schedule: time standing still, a round deadline cannot pass
+//   while a push is still crossing loopback.
+// A wait that must NOT end (the negative checks) may be short: a slow
+// machine only makes it pass more easily.
+inline constexpr absl::Duration kPatience = absl::Seconds(60);
+
+// The real-time limits of GrpcGroupOptions, as long as kPatience: a slow
+// push or probe is not a death here; deaths in these tests are refused
+// connections, which fail at once.
+inline void BePatient(GrpcGroupOptions& o) {
+  o.push_deadline = kPatience;
+  o.probe_timeout = kPatience;
+}
+
+// Runs a SimClock for the cases below (Note [Patience in the gRPC group
+// tests]): time moves only in AdvanceTo; Until fires the timers already due,
+// with time standing still, while real gRPC threads make progress.
+class SimDriver {
+ public:
+  explicit SimDriver(common::SimClock* clock) : clock_(clock) {}
+
+  // True once `done` holds; false after kPatience of real time.
+  bool Until(const std::function<bool()>& done) {
+    absl::Notification never;
+    for (absl::Duration waited; waited < kPatience; waited += kPoll) {
+      clock_->RunDue();
+      if (done()) return true;
+      never.WaitForNotificationWithTimeout(kPoll);  // real time: loopback
+    }
+    clock_->RunDue();
+    return done();
+  }
+  bool Until(absl::Notification& n) { return Until([&n] { return n.HasBeenNotified(); }); }
+
+  // Moves time to `t` in `step`s, firing the timers due on the way; stops
+  // early once `n` is notified.
+  void AdvanceTo(absl::Duration t, absl::Duration step, const absl::Notification* n = nullptr) {
+    while (clock_->SteadyNow() < t && (n == nullptr || !n->HasBeenNotified())) {
+      clock_->AdvanceTo(std::min(t, clock_->SteadyNow() + step));
+    }
+  }
+
+ private:
+  static constexpr absl::Duration kPoll = absl::Milliseconds(2);
+  common::SimClock* clock_;
+};
+
+}  // namespace skipswarm::node::grpc_group_testing
+
+#endif  // SKIPSWARM_NODE_TRAIN_GRPC_GROUP_TEST_UTIL_H_
