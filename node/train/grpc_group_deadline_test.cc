@@ -22,6 +22,8 @@ using common::NodeId;
 using grpc_group_testing::BePatient;
 using grpc_group_testing::SimDriver;
 using grpc_group_testing::kPatience;
+using grpc_group_testing::LoopbackGroups;
+using grpc_group_testing::StartLoopbackGroups;
 
 }  // namespace
 }  // namespace skipswarm::node
@@ -40,23 +42,10 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
   std::vector<PeerInfo> members;
   const std::vector<int> stages = {0, 1, 1};
   for (int i = 0; i < 3; ++i) members.push_back({ids[i], {stages[i]}, 4, "", ""});
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int i = 0; i < 3; ++i) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = ids[i];
-    BePatient(o);
-    o.credentials = identity::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
-    ASSERT_TRUE(g.ok()) << g.status();
-    groups.push_back(*std::move(g));
-  }
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) {
-      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
-    }
-  }
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
 
   // Round 0: both replicas send; it completes with time standing still.
@@ -101,23 +90,10 @@ TEST(GrpcGroupSilentTest, ADropForSilenceDoesNotLengthenTheNextDeadline) {
   const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
   std::vector<PeerInfo> members;
   for (int i = 0; i < 4; ++i) members.push_back({ids[i], stages[i], 4, "", ""});
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int i = 0; i < 4; ++i) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = ids[i];
-    BePatient(o);
-    o.credentials = identity::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
-    ASSERT_TRUE(g.ok()) << g.status();
-    groups.push_back(*std::move(g));
-  }
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
-    }
-  }
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
   auto contribution = [&](int i) {
     return GradientContribution{ids[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
@@ -173,23 +149,10 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   std::sort(ids.begin(), ids.end());
   std::vector<PeerInfo> members;
   for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int i = 0; i < 3; ++i) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = ids[i];
-    BePatient(o);
-    o.credentials = identity::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
-    ASSERT_TRUE(g.ok()) << g.status();
-    groups.push_back(*std::move(g));
-  }
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) {
-      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
-    }
-  }
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
   auto contribution = [&](int i) {
     GradientContribution c;
@@ -257,26 +220,15 @@ TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
   std::sort(ids.begin(), ids.end());
   std::vector<PeerInfo> members;
   for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int i = 0; i < 3; ++i) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = ids[i];
-    BePatient(o);
-    o.probe_failures = 1000;  // the held-up link is not a death
-    o.retry_pushes_to = [](const NodeId&) { return true; };
-    o.push_retries = 1000;
-    o.credentials = identity::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
-    ASSERT_TRUE(g.ok()) << g.status();
-    groups.push_back(*std::move(g));
-  }
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) {
-      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
-    }
-  }
+  absl::StatusOr<LoopbackGroups> swarm =
+      StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
+        o.probe_failures = 1000;  // the held-up link is not a death
+        o.retry_pushes_to = [](const NodeId&) { return true; };
+        o.push_retries = 1000;
+      });
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
   auto contribution = [&](int i) {
     GradientContribution c;
@@ -332,23 +284,10 @@ TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
   std::vector<PeerInfo> members;
   for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
-  std::vector<std::unique_ptr<StaticSwarmView>> views;
-  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
-  for (int i = 0; i < 2; ++i) {
-    views.push_back(std::make_unique<StaticSwarmView>(members));
-    GrpcGroupOptions o;
-    o.self = ids[i];
-    BePatient(o);
-    o.credentials = identity::PeerCredentials::Insecure();
-    auto g = GrpcGroupComm::Create(o, views[i].get(), &clock);
-    ASSERT_TRUE(g.ok()) << g.status();
-    groups.push_back(*std::move(g));
-  }
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 2; ++j) {
-      views[i]->SetAddresses(ids[j], "", "127.0.0.1:" + std::to_string(groups[j]->port()));
-    }
-  }
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
   auto contribution = [&](int i) {
     GradientContribution c;

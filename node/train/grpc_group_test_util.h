@@ -5,10 +5,16 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/sim_clock.h"
+#include "identity/tls_credentials.h"
 #include "node/train/grpc_group.h"
 
 namespace skipswarm::node::grpc_group_testing {
@@ -69,6 +75,41 @@ class SimDriver {
   static constexpr absl::Duration kPoll = absl::Milliseconds(2);
   common::SimClock* clock_;
 };
+
+// One group per member, each on a loopback port of its own (port 0), patient
+// (BePatient) and without TLS, `tweak` applied to every member's options;
+// every member's view knows every member's address. Groups stop before
+// their views go.
+struct LoopbackGroups {
+  std::vector<std::unique_ptr<StaticSwarmView>> views;
+  std::vector<std::unique_ptr<GrpcGroupComm>> groups;
+};
+inline absl::StatusOr<LoopbackGroups> StartLoopbackGroups(
+    const std::vector<PeerInfo>& members, common::Clock* clock,
+    const std::function<void(GrpcGroupOptions&)>& tweak = nullptr) {
+  LoopbackGroups out;
+  for (const PeerInfo& member : members) {
+    out.views.push_back(std::make_unique<StaticSwarmView>(members));
+    GrpcGroupOptions o;
+    o.self = member.id;
+    BePatient(o);
+    if (tweak) tweak(o);
+    o.credentials = identity::PeerCredentials::Insecure();
+    auto g = GrpcGroupComm::Create(o, out.views.back().get(), clock);
+    if (!g.ok()) {
+      return absl::Status(g.status().code(),
+                          absl::StrCat(member.id.ShortString(), ": ", g.status().message()));
+    }
+    out.groups.push_back(*std::move(g));
+  }
+  for (const auto& view : out.views) {
+    for (size_t j = 0; j < members.size(); ++j) {
+      view->SetAddresses(members[j].id, "",
+                         "127.0.0.1:" + std::to_string(out.groups[j]->port()));
+    }
+  }
+  return out;
+}
 
 }  // namespace skipswarm::node::grpc_group_testing
 
