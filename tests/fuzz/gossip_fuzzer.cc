@@ -6,8 +6,9 @@
 // model, age, field limits, incarnation bounds) and opinions.
 //
 // Input: byte 0 selects the message (0: Ping, 1: PingReq, 2: PushPull, 3:
-// one SignedNodeRecord through VerifyRecord alone); the rest is the
-// serialized message.
+// one SignedNodeRecord through VerifyRecord alone; with 3, bit 2 set makes
+// the policy an open swarm that asks 4 bits of join work, Note [Join work]
+// in membership/join_work.h); the rest is the serialized message.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -103,6 +104,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       membership::RecordPolicy policy;
       policy.swarm_id = kSwarm;
       policy.num_stages = 4;
+      if (data[0] & 4) {
+        policy.admission.join_work_bits = 4;
+        policy.admission.manifest_id = "fuzz-manifest";
+      }
       (void)membership::VerifyRecord(r, policy, absl::FromUnixMillis(kNowUnixMs));
       break;
     }
