@@ -35,18 +35,9 @@ void ThreadTaskRunner::Loop() {
       if (tasks_.empty()) return;  // stopping and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
-      running_ = true;
     }
     task();
-    absl::MutexLock lock(&mu_);
-    running_ = false;
   }
-}
-
-bool ThreadTaskRunner::WaitIdle(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tasks_.empty() && !running_; };
-  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
 }  // namespace skipswarm::node

@@ -48,16 +48,12 @@ class ThreadTaskRunner final : public TaskRunner {
   ThreadTaskRunner();
   ~ThreadTaskRunner() override;
   void Post(Task task) override;
-  // Waits, at most `timeout` (real time), until every task posted so far
-  // has run; true when they have. Tasks they post count too.
-  bool WaitIdle(absl::Duration timeout);
 
  private:
   void Loop();
 
   absl::Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
-  bool running_ ABSL_GUARDED_BY(mu_) = false;  // a task is running
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -154,15 +154,6 @@ GrpcGroupComm::GrpcGroupComm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)
 
 GrpcGroupComm::~GrpcGroupComm() { impl_->Shutdown(); }
 
-bool GrpcGroupComm::FlushPushes(absl::Duration timeout) {
-  absl::ReaderMutexLock lock(&impl_->pushers_mu_);
-  bool all = true;
-  for (const std::unique_ptr<ThreadTaskRunner>& pusher : impl_->pushers_) {
-    all = pusher->WaitIdle(timeout) && all;
-  }
-  return all;
-}
-
 int GrpcGroupComm::port() const { return impl_->port_; }
 
 void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,

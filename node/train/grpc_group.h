@@ -221,13 +221,6 @@ class GrpcGroupComm final : public GroupComm {
   // counts. A caller on a simulated clock waits on it for pushes crossing
   // a real network before it moves time past a round's deadline.
   uint64_t messages_received() const;
-  // Note [Leaving with pushes owed]: waits, at most `timeout` (real time)
-  // per push thread, until the pushes queued so far have been sent. A node
-  // calls it before it leaves: a round it finished may still owe a peer
-  // parts or reduced shards (the result of an outer sync that closed the
-  // peer out), and a peer that sees the leave first redoes the round
-  // without us and ends on other parameters. True when everything went.
-  bool FlushPushes(absl::Duration timeout);
   // Note [Group bans]: the senders this node banned, with the reason.
   std::map<common::NodeId, std::string> banned() const;
 

@@ -890,11 +890,6 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     absl::MutexLock lock(&p.mu);
     left = p.draining;  // a drain signed LEFT with its exit iteration already
   }
-  // Note [Leaving with pushes owed] (grpc_group.h): what our last rounds
-  // owe our replica peers goes before the leave does.
-  if (p.group != nullptr && !p.group->FlushPushes(absl::Seconds(5))) {
-    LOG(WARNING) << o.name << ": leaving with gradient pushes still queued after 5s";
-  }
   // Done or stopped: we are gone after the last iteration we finished.
   if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
   LOG(INFO) << o.name << ": left the swarm";
