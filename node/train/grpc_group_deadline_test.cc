@@ -25,6 +25,18 @@ using grpc_group_testing::kPatience;
 using grpc_group_testing::LoopbackGroups;
 using grpc_group_testing::StartLoopbackGroups;
 
+// Replica i's part of an outer sync with a 2 s deadline (Note [Late
+// members]): nine entries of 1 + i.
+GradientContribution OuterSyncPart(const NodeId& from, int i) {
+  GradientContribution c;
+  c.from = from;
+  c.flat = std::vector<float>(9, 1.f + i);
+  c.visits = 1;
+  c.params_digest = 7;
+  c.close_after = absl::Seconds(2);
+  return c;
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 
@@ -154,15 +166,7 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
-  auto contribution = [&](int i) {
-    GradientContribution c;
-    c.from = ids[i];
-    c.flat = std::vector<float>(9, 1.f + i);
-    c.visits = 1;
-    c.params_digest = 7;
-    c.close_after = absl::Seconds(2);
-    return c;
-  };
+  auto contribution = [&](int i) { return OuterSyncPart(ids[i], i); };
   std::optional<absl::StatusOr<ReduceResult>> r0, r1, r2;
   absl::Notification d0, d1, d2;
   const absl::Duration start = clock.SteadyNow();
@@ -230,15 +234,7 @@ TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
-  auto contribution = [&](int i) {
-    GradientContribution c;
-    c.from = ids[i];
-    c.flat = std::vector<float>(9, 1.f + i);
-    c.visits = 1;
-    c.params_digest = 7;
-    c.close_after = absl::Seconds(2);
-    return c;
-  };
+  auto contribution = [&](int i) { return OuterSyncPart(ids[i], i); };
   std::optional<absl::StatusOr<ReduceResult>> r0;
   absl::Notification d0;
   const absl::Duration start = clock.SteadyNow();
@@ -289,15 +285,7 @@ TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
   SimDriver sim(&clock);
-  auto contribution = [&](int i) {
-    GradientContribution c;
-    c.from = ids[i];
-    c.flat = std::vector<float>(9, 1.f + i);
-    c.visits = 1;
-    c.params_digest = 7;
-    c.close_after = absl::Seconds(2);
-    return c;
-  };
+  auto contribution = [&](int i) { return OuterSyncPart(ids[i], i); };
   // Round 7: l0 closes l1 out at its 2 s deadline and averages alone.
   std::optional<absl::StatusOr<ReduceResult>> a0, a1, b0, b1;
   absl::Notification da0, da1, db0, db1, barrier;
