@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "model/averaging_options.h"
+#include "model/sdp_flags.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/gossip/nvidia_smi.h"
 
@@ -254,6 +255,14 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   GossipDaemonOptions o;
   o.base = base;
   SS_ASSIGN_OR_RETURN(o.stages, ParseStages(absl::GetFlag(FLAGS_host_stages)));
+  {
+    SS_ASSIGN_OR_RETURN(const model::SdpOptions sdp, model::ReadSdpFlags(&o.choose_role));
+    o.sdp_keep = sdp.keep;
+    if (o.choose_role && !o.stages.empty()) {
+      return absl::InvalidArgumentError(
+          "--sdp=auto chooses this node's stages: pass no --host_stages with it");
+    }
+  }
   o.expect_members = absl::GetFlag(FLAGS_expect_members);
   o.advertise = absl::GetFlag(FLAGS_advertise);
   ApplyDeprecatedAddressFlags(&o);

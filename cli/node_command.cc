@@ -96,6 +96,12 @@ ABSL_FLAG(int, avg_ban_after, 3,
           "non-finite or pulled in as an outlier in this many of the last 10 rounds (0: never; "
           "Note [Group bans]).");
 
+ABSL_FLAG(double, avg_newcomer_weight, 0,
+          "Open swarms with --probation_iterations: the weight (0 to 1) of a member on "
+          "probation in this node's replica averaging; the rest of its visits' share is the "
+          "trusted replicas' mean (Note [Newcomer weight]). 0: a newcomer cannot move the "
+          "average until it is vouched for.");
+
 namespace skipswarm::cli {
 namespace {
 
@@ -199,7 +205,13 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   o.record_routes = absl::GetFlag(FLAGS_node_record_routes);
   o.planner = absl::GetFlag(FLAGS_node_planner);
   {
-    SS_ASSIGN_OR_RETURN(model::SdpOptions sdp, model::ReadSdpFlags());
+    bool auto_role = false;  // --sdp=auto: RunGossipNode reads it again
+    SS_ASSIGN_OR_RETURN(model::SdpOptions sdp, model::ReadSdpFlags(&auto_role));
+    if (auto_role && !joiner) {
+      return absl::InvalidArgumentError(
+          "--sdp=auto chooses a joiner's role in a running gossip swarm: it needs --join and "
+          "no --swarm list");
+    }
     o.sdp = sdp.mode;
     // A subnetwork's micro-batch holds a memory slot per stage it visits,
     // all on this node (backward masking: every stage).
@@ -215,6 +227,10 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   if (!(o.outlier_factor == 0 || o.outlier_factor >= 1) || o.ban_after < 0) {
     return absl::InvalidArgumentError(
         "--avg_outlier_factor must be 0 (off) or >= 1, --avg_ban_after >= 0");
+  }
+  o.newcomer_weight = absl::GetFlag(FLAGS_avg_newcomer_weight);
+  if (!(o.newcomer_weight >= 0 && o.newcomer_weight <= 1)) {
+    return absl::InvalidArgumentError("--avg_newcomer_weight must be between 0 and 1");
   }
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   // Bandwidth caps apply in both modes (they were silently ignored with --join).

@@ -16,6 +16,8 @@ const char* PeerClassName(PeerClass c) {
       return "stranger";
     case PeerClass::kRevoked:
       return "revoked";
+    case PeerClass::kNewcomer:
+      return "newcomer";
   }
   return "unknown";
 }

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -49,7 +50,11 @@ namespace skipswarm::common {
 // * The peer's class decides its budget. A member (its record is valid and
 //   in this node's view, or it is in the static --swarm list) gets a budget
 //   far above what honest traffic needs, so the defences cost honest
-//   training nothing; a stranger gets enough to join and little else.
+//   training nothing; a stranger gets enough to join and little else. A
+//   member of an open swarm on probation (a newcomer) gets a budget in
+//   between: what one honest replica's training needs, with little margin,
+//   so a flood from a fresh identity is bounded before anyone vouches for
+//   it.
 // * A refusal is RESOURCE_EXHAUSTED ("retry later, elsewhere"), counted as
 //   skipswarm_peer_quota_refusals_total{service,reason,peer_class} and
 //   logged at most once per interval per service.
@@ -59,8 +64,11 @@ namespace skipswarm::common {
 
 // kRevoked: an id the swarm's founder revoked (Note [Revocation] in
 // membership/revocation.h); refused everything in every admission mode.
-enum class PeerClass { kMember, kStranger, kRevoked };
-const char* PeerClassName(PeerClass c);  // "member" / "stranger" / "revoked"
+// kNewcomer: a member of an open swarm still on probation (Note [Newcomer
+// probation] in node/daemon/gossip/training_members.h): the newcomer budget.
+enum class PeerClass { kMember, kStranger, kRevoked, kNewcomer };
+// "member" / "stranger" / "revoked" / "newcomer"
+const char* PeerClassName(PeerClass c);
 
 struct QuotaBudget {
   // <= 0: unlimited.
@@ -80,6 +88,8 @@ struct PeerQuotaOptions {
   std::string service;  // names the service in logs and metrics
   QuotaBudget member;
   QuotaBudget stranger;
+  // A member on probation (PeerClass::kNewcomer); unset: the member budget.
+  std::optional<QuotaBudget> newcomer;
   size_t max_peers = 4096;
   absl::Duration log_interval = absl::Seconds(10);
 };
@@ -162,7 +172,8 @@ class PeerQuota {
   const QuotaBudget& BudgetOf(PeerClass c) const {
     static const QuotaBudget kNothing{0, 0, 0, 0, 0, /*closed=*/true};
     if (c == PeerClass::kRevoked) return kNothing;
-    return c == PeerClass::kMember ? options_.member : options_.stranger;
+    if (c == PeerClass::kNewcomer && options_.newcomer.has_value()) return *options_.newcomer;
+    return c == PeerClass::kStranger ? options_.stranger : options_.member;
   }
   // The refusal of a closed budget: not admitted, or revoked.
   static QuotaReason ClosedReason(PeerClass c) {

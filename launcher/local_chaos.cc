@@ -16,6 +16,7 @@ void LocalChaos::Reset(absl::Duration now) {
   next_stall_ = now + Jittered(options_.stall_every);
   respawns_pending_.clear();
   stalled_.clear();
+  advanced_ = now;
 }
 
 // Uniform in [0.5, 1.5] x mean: moments that do not line up with
@@ -50,6 +51,16 @@ std::vector<ChaosAction> LocalChaos::Step(absl::Duration now,
       static_cast<int>(std::floor(options_.max_dead_fraction * static_cast<double>(slots_)));
   const int live_count = static_cast<int>(live.size()) + (stalled_.empty() ? 0 : 1);
   const int dead = std::max(0, slots_ - live_count);
+  // Note [Chaos waits for progress].
+  const bool stuck = now - advanced_ > options_.hold_after;
+  if (stuck && now >= next_kill_) {
+    next_kill_ = now + Jittered(options_.kill_every);
+    ++held_;
+  }
+  if (stuck && now >= next_stall_) {
+    next_stall_ = now + Jittered(options_.stall_every);
+    ++held_;
+  }
   if (now >= next_kill_) {
     next_kill_ = now + Jittered(options_.kill_every);
     // Note [Survivable chaos]: a victim's stage keeps another serving,

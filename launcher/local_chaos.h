@@ -20,6 +20,15 @@
 // replica of the victim's stage. A stall may still hit a stage's last
 // replica: training waits for it, which is survivable.
 //
+// Note [Chaos waits for progress]: while the swarm reports no new iteration
+// for `hold_after` (a stalled last replica, a restore, a member coming
+// back), kills and stalls due are held: postponed by a fresh interval and
+// counted (held()). The soak measures how the swarm recovers from each
+// fault, not what a pile of faults on a swarm that has not recovered yet
+// does; before, kills went on at their pace while nothing trained.
+// Replacements and resumes are never held (they are the recovery). The
+// launcher tells the agent of each new iteration (SwarmAdvanced).
+//
 //   LocalChaos chaos(options, clock->SteadyNow());
 //   for (const ChaosAction& a : chaos.Step(clock->SteadyNow(), nodes)) ...
 //
@@ -43,6 +52,9 @@ struct ChaosOptions {
   absl::Duration stall_every = absl::Seconds(30);  // mean time between stalls
   absl::Duration stall_for = absl::Seconds(5);     // SIGSTOP .. SIGCONT
   double max_dead_fraction = 0.5;                  // of the non-data slots
+  // Note [Chaos waits for progress]: no kill or stall while no iteration
+  // was reported for this long.
+  absl::Duration hold_after = absl::Seconds(10);
 };
 
 // A non-data node the launcher runs.
@@ -69,8 +81,11 @@ class LocalChaos {
 
   // What to do at `now` with `nodes`, the live and dead non-data nodes.
   std::vector<ChaosAction> Step(absl::Duration now, const std::vector<ChaosNode>& nodes);
+  // The swarm reported a new iteration at `now` (Note [Chaos waits for
+  // progress]).
+  void SwarmAdvanced(absl::Duration now) { advanced_ = now; }
   // The swarm was restored (every node restarted): no pending respawns,
-  // nothing stalled.
+  // nothing stalled; it counts as advancing at `now`.
   void Reset(absl::Duration now);
   // The node stalled now, if any (to resume it before the run ends).
   const std::string& stalled() const { return stalled_; }
@@ -81,6 +96,8 @@ class LocalChaos {
   // Kills due that found no victim: every live node was its stage's last
   // serving replica (Note [Survivable chaos]) or stalled.
   int spared() const { return spared_; }
+  // Kills and stalls due while the swarm was not advancing.
+  int held() const { return held_; }
 
  private:
   absl::Duration Jittered(absl::Duration mean);
@@ -96,7 +113,8 @@ class LocalChaos {
   std::vector<Pending> respawns_pending_;
   std::string stalled_;
   absl::Duration resume_at_;
-  int kills_ = 0, stalls_ = 0, respawns_ = 0, spared_ = 0;
+  absl::Duration advanced_;
+  int kills_ = 0, stalls_ = 0, respawns_ = 0, spared_ = 0, held_ = 0;
 };
 
 }  // namespace skipswarm::launcher

@@ -1,7 +1,7 @@
 // The chaos agent's decisions on a made-up clock: the dead limit holds,
 // every kill gets a replacement for its stage, every stall is resumed, a
 // stage's last serving replica is never killed, and a seed gives the same
-// run.
+// run; no fault while the swarm does not advance.
 #include "launcher/local_chaos.h"
 
 #include <map>
@@ -36,6 +36,7 @@ ChaosRun Simulate(uint64_t seed, double max_dead) {
     for (ChaosNode& n : nodes) {
       if (serves_at.count(n.name) > 0 && t >= serves_at[n.name]) n.serving = true;
     }
+    chaos.SwarmAdvanced(absl::Milliseconds(500) * t);
     for (const ChaosAction& a : chaos.Step(absl::Milliseconds(500) * t, nodes)) {
       switch (a.kind) {
         case ChaosAction::kKill:
@@ -105,6 +106,7 @@ TEST(LocalChaosTest, AStagesLastServingReplicaIsNeverKilled) {
       for (ChaosNode& n : nodes) {
         if (serves_at.count(n.name) > 0 && t >= serves_at[n.name]) n.serving = true;
       }
+      chaos.SwarmAdvanced(absl::Milliseconds(500) * t);
       for (const ChaosAction& a : chaos.Step(absl::Milliseconds(500) * t, nodes)) {
         if (a.kind == ChaosAction::kKill) {
           for (ChaosNode& n : nodes) {
@@ -129,6 +131,47 @@ TEST(LocalChaosTest, AStagesLastServingReplicaIsNeverKilled) {
   EXPECT_GT(spared, 0) << "no kill was ever held back: the case is not exercised";
 }
 
+// Note [Chaos waits for progress]: from 20 s to 80 s the swarm reports no
+// new iteration (a stalled last replica, say). Kills and stalls due then
+// are held, from 10 s into the standstill on; replacements and resumes
+// still come; once the swarm advances again the faults resume. Before,
+// kills went on at their pace while nothing trained.
+TEST(LocalChaosTest, NoKillOrStallWhileTheSwarmDoesNotAdvance) {
+  ChaosOptions o;
+  o.seed = 5;
+  o.kill_every = absl::Seconds(2);
+  o.respawn_after = absl::Seconds(15);  // kills before the hold are replaced during it
+  o.stall_every = absl::Seconds(3);
+  o.stall_for = absl::Seconds(1);
+  o.hold_after = absl::Seconds(10);
+  LocalChaos chaos(o, 4, absl::ZeroDuration());
+  std::vector<ChaosNode> nodes = {
+      {"s1r0", 1, true}, {"s1r1", 1, true}, {"s2r0", 2, true}, {"s2r1", 2, true}};
+  int faults_before = 0, faults_held = 0, faults_after = 0, recoveries_held = 0;
+  for (int t = 0; t < 240; ++t) {
+    const absl::Duration now = absl::Milliseconds(500) * t;
+    if (now < absl::Seconds(20) || now >= absl::Seconds(80)) chaos.SwarmAdvanced(now);
+    const bool held = now > absl::Seconds(30) && now < absl::Seconds(80);
+    for (const ChaosAction& a : chaos.Step(now, nodes)) {
+      if (a.kind == ChaosAction::kKill || a.kind == ChaosAction::kStall) {
+        (now < absl::Seconds(20) ? faults_before : held ? faults_held : faults_after) += 1;
+      } else if (held) {
+        ++recoveries_held;
+      }
+      if (a.kind == ChaosAction::kKill) {
+        for (ChaosNode& n : nodes) n.live = n.live && n.name != a.name;
+      } else if (a.kind == ChaosAction::kRespawn) {
+        nodes.push_back({"c" + std::to_string(chaos.respawns()), a.stage, true, true});
+      }
+    }
+  }
+  EXPECT_GT(faults_before, 3);
+  EXPECT_EQ(faults_held, 0);
+  EXPECT_GT(faults_after, 3);
+  EXPECT_GT(chaos.held(), 10);
+  EXPECT_GE(recoveries_held, 1) << "a resume or a replacement due in the standstill still comes";
+}
+
 TEST(LocalChaosTest, ASeedGivesTheSameRun) {
   EXPECT_EQ(Simulate(3, 0.5).trace, Simulate(3, 0.5).trace);
   EXPECT_NE(Simulate(3, 0.5).trace, Simulate(4, 0.5).trace);
@@ -141,6 +184,7 @@ TEST(LocalChaosTest, NothingAfterAResetIsStillPending) {
   LocalChaos chaos(o, 2, absl::ZeroDuration());
   std::vector<ChaosNode> nodes = {{"a", 1, true}, {"b", 1, true}};
   int kills = 0;
+  chaos.SwarmAdvanced(absl::Seconds(2));
   for (const ChaosAction& a : chaos.Step(absl::Seconds(2), nodes)) {
     kills += a.kind == ChaosAction::kKill ? 1 : 0;
   }

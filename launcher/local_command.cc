@@ -401,6 +401,7 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   }
   // The longest wall-clock wait for the next iteration (restores included).
   absl::Duration last_new_iteration = clock->SteadyNow();
+  int64_t last_trained = -1;  // Note [Chaos waits for progress]
   absl::Duration longest_wait;
   int64_t longest_wait_after = -1;
   std::optional<RestorePlan> restoring;  // restored, training not yet resumed
@@ -590,6 +591,17 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
       std::ifstream in(dir + "/join.jsonl");
       if (std::getline(in, join_line)) joined_after = clock->SteadyNow() - joiner_spawned;
     }
+    // Note [Chaos waits for progress]: the newest iteration in which a
+    // micro-batch finished (the data nodes go on with empty ones while a
+    // stage cannot serve).
+    if (chaos) {
+      for (auto it = points.rbegin(); it != points.rend() && it->first > last_trained; ++it) {
+        if (it->second.completed == 0) continue;
+        last_trained = it->first;
+        chaos->SwarmAdvanced(clock->SteadyNow());
+        break;
+      }
+    }
     // Chaos starts once a generation can exist (a stage lost before the
     // first one cannot be restored) and ends 10 iterations before the end.
     if (chaos && !restoring && reported >= 2 * node_checkpoint_every &&
@@ -725,9 +737,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     failed -= replacements_failed;
     std::printf("chaos: %d kills, %d stalls, %d replacements started (%d could not join), %d "
                 "stage restores; %d kills held back (every candidate was its stage's last "
-                "serving replica)\n",
+                "serving replica); %d kills or stalls held while the swarm did not advance\n",
                 chaos->kills(), chaos->stalls(), chaos->respawns(), replacements_failed,
-                restores, chaos->spared());
+                restores, chaos->spared(), chaos->held());
   }
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "

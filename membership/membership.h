@@ -157,6 +157,9 @@ struct MembershipStats {
   uint64_t revocation_serial = 0;
   uint64_t revoked_entries = 0;
   uint64_t revocations_rejected = 0;
+  // Probes of revoked members answered with the list (Note [Revocation
+  // notice] in membership_revocation.cc).
+  uint64_t revocation_notices = 0;
   // Opinions unsigned, forged, from a non-member, or naming an incarnation
   // of ours out of reach (Note [Incarnation bounds]).
   uint64_t opinions_rejected = 0;
@@ -203,6 +206,14 @@ class Membership final : public GossipHandler {
              absl::AnyInvocable<void()> done);
   // Stops the timers (a crash, from the swarm's point of view).
   void Stop();
+  // Stop, then drops every later timer, transport callback and listener
+  // call, and waits for those already running: once it returns no listener
+  // runs again, so what the listeners touch may go. The table stays
+  // readable and requests are still answered (without listener calls).
+  // Idempotent; the destructor calls it. REQUIRES: not called from a
+  // listener or another callback of this Membership (it would wait for
+  // itself).
+  void Shutdown();
   // Push-pull with every live member at once (not just gossip's random
   // few), so a change of our record is known everywhere when `done` runs.
   // `done(reached, asked)`: how many answered out of how many were asked.

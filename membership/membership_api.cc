@@ -1,6 +1,7 @@
 // Membership's public methods and its GossipHandler side.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -227,6 +228,8 @@ void Membership::Impl::AwaitHeardSince(std::vector<common::NodeId> ids, absl::Du
 
 void Membership::Stop() { impl_->Stop(); }
 
+void Membership::Shutdown() { impl_->Shutdown(); }
+
 void Membership::Announce(absl::AnyInvocable<void(int, int)> done) {
   std::vector<PeerRef> peers;
   {
@@ -407,7 +410,15 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
     }
   }
   if (!verified.ok()) {
-    reply(verified.status());
+    // Note [Revocation notice] (membership_revocation.cc).
+    std::optional<proto::Ack> notice =
+        absl::IsPermissionDenied(verified.status()) ? impl_->RevocationNotice(sender, req.seq())
+                                                    : std::nullopt;
+    if (notice.has_value()) {
+      reply(*std::move(notice));
+    } else {
+      reply(verified.status());
+    }
     return;
   }
   Impl::Changes changes;
@@ -449,7 +460,15 @@ void Membership::HandlePingReq(const PeerInfo& from,
     }
   }
   if (!verified.ok()) {
-    reply(verified.status());
+    // Note [Revocation notice] (membership_revocation.cc).
+    std::optional<proto::Ack> notice =
+        absl::IsPermissionDenied(verified.status()) ? impl_->RevocationNotice(sender, req.seq())
+                                                    : std::nullopt;
+    if (notice.has_value()) {
+      reply(*std::move(notice));
+    } else {
+      reply(verified.status());
+    }
     return;
   }
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());

@@ -183,8 +183,10 @@
 // * Locking: one mutex (mu_) guards everything. Work that calls out
 //   (transport, listeners) is prepared under the lock and done after it is
 //   released; every asynchronous callback goes through Guard(), which drops
-//   it once the Membership is being destroyed and makes the destructor wait
-//   for callbacks already running.
+//   it once the Membership is shut down (Shutdown, or the destructor) and
+//   makes Shutdown wait for callbacks already running. Publish counts the
+//   same way, so no listener runs once Shutdown returns, whether the change
+//   came from a callback or an incoming request.
 #ifndef SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
 #define SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
 
@@ -326,7 +328,7 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   }
   bool Enter();
   void Exit();
-  void Shutdown();  // destructor: drop future callbacks, wait for running ones
+  void Shutdown();  // drop future callbacks and listener calls, wait for running ones
 
   // ---- membership_state.cc: the table (REQUIRES mu_) ----
   absl::Status SignSelfLocked(uint64_t min_incarnation, proto::MemberState state)
@@ -450,6 +452,10 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our list, when we hold one, for a push-pull (request or response).
   void AddRevocationsLocked(proto::Gossip* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Revocation notice]: the ack that answers a probe from `sender`
+  // when our list revokes it (by id, or it was evicted for its invite):
+  // our id, `seq` and the list, nothing else; nullopt otherwise.
+  std::optional<proto::Ack> RevocationNotice(const common::NodeId& sender, uint64_t seq);
   void CollectGarbageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   View ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const Changes& changes);

@@ -2,11 +2,13 @@
 // membership/revocation.h, Note [Eviction] in membership_impl.h).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "membership/membership_impl.h"
+#include "proto/version.h"
 
 namespace skipswarm::membership {
 
@@ -61,6 +63,34 @@ absl::Status Membership::SelfAdmission() const {
 
 void Membership::Impl::AddRevocationsLocked(proto::Gossip* out) const {
   if (revoked_.serial > 0) *out->mutable_revocations() = revocations_;
+}
+
+// Note [Revocation notice]: a revoked member learns the list only from a
+// message that carries it, and once evicted it gets none: members no
+// longer probe it or gossip to it, and they refuse its probes. So it ran
+// on, refused everywhere, probing members that answered PERMISSION_DENIED
+// for as long as it lived. Its probes are now answered with an ack that
+// holds the founder-signed list and nothing else (no records, no updates,
+// no member table): the list is what every member gossips anyway, and the
+// signature, not the sender, is what the prober checks. Its membership
+// applies the list, finds itself revoked (SelfAdmission), and its daemon
+// stops with the cause within about one probe interval of the eviction.
+// Only probes (Ping, PingReq) get it: a push-pull is how a node joins,
+// and a revoked joiner is refused with the cause as before.
+std::optional<proto::Ack> Membership::Impl::RevocationNotice(const common::NodeId& sender,
+                                                             uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  if (revoked_.serial == 0 ||
+      (!revoked_.nodes.contains(sender) && !revoked_by_invite_.contains(sender))) {
+    return std::nullopt;
+  }
+  ++stats_.revocation_notices;
+  proto::Ack ack;
+  ack.set_protocol_version(proto::kProtocolVersion);
+  ack.set_from(self_.Bytes());
+  ack.set_seq(seq);
+  AddRevocationsLocked(ack.mutable_gossip());
+  return ack;
 }
 
 absl::Status Membership::AddRevocations(const proto::SignedRevocationList& list) {

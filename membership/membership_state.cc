@@ -779,6 +779,7 @@ View Membership::Impl::ViewLocked() const {
                           m.record.addresses().end());
     info.outbound_only = m.record.outbound_only();
     info.paused = m.record.paused();
+    info.entering = m.record.entering();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.subnetwork = m.record.subnetwork();
     info.memory_slots = m.record.memory_slots();
@@ -825,10 +826,13 @@ View Membership::Impl::ViewLocked() const {
 }
 
 void Membership::Impl::Publish(const Changes& changes) {
-  if (changes.empty()) return;
+  // Counted like a guarded callback, so Shutdown waits for it; none after
+  // Shutdown began (incoming requests publish too, unguarded).
+  if (changes.empty() || !Enter()) return;
   for (const MemberChange& change : changes) {
     for (const Listener& listener : listeners_) listener(change);
   }
+  Exit();
 }
 
 }  // namespace skipswarm::membership

@@ -35,7 +35,9 @@
 // * The daemon's data services refuse a revoked id outright in every
 //   admission mode, an open swarm included (Membership::IsRevoked, the
 //   quotas' PeerClass::kRevoked), and a daemon whose own node is revoked
-//   stops with the cause (Membership::SelfAdmission).
+//   stops with the cause (Membership::SelfAdmission); an evicted node that
+//   gets no gossip any more learns it from the answer to its own probes
+//   (Note [Revocation notice] in membership_revocation.cc).
 // Signed bytes are domain-separated ("skipswarm revocations v1|" + list).
 //
 // Thread rule: free functions and a value type; thread-compatible.

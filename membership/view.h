@@ -43,6 +43,9 @@ struct MemberInfo {
   std::vector<common::NodeId> relays;
   // Its record says it takes no new micro-batches (NodeRecord.paused).
   bool paused = false;
+  // Its record says its state is still being fetched: in its replica
+  // groups, not routed yet (NodeRecord.entering).
+  bool entering = false;
   // Members its record vouches for (NodeRecord.vouches; Note [Newcomer
   // probation] in node/daemon/gossip/training_members.h).
   std::vector<common::NodeId> vouches;

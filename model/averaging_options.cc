@@ -69,6 +69,10 @@ absl::Status ValidateAveraging(const AveragingOptions& o) {
     return absl::InvalidArgumentError(
         "--outer_deadline_factor and --outer_deadline_min_s must be finite and >= 0");
   }
+  if (!std::isfinite(o.upload_floor) || o.upload_floor <= 0 || o.upload_floor > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--outer_upload_floor=", o.upload_floor, " must be in (0, 1]"));
+  }
   if (!std::isfinite(o.outer_lr) || o.outer_lr <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("--outer_lr=", o.outer_lr, " must be > 0"));
   }

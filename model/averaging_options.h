@@ -73,6 +73,11 @@ struct AveragingOptions {
   // every member is waited for.
   double sync_deadline_factor = 4;
   double sync_deadline_min_s = 10;
+  // Note [Thinned uploads] (model/avg_codec.h, node/train/upload_budget.h),
+  // H > 1 with int8: a member whose sync upload would outlast its peers'
+  // (with overlap: the H steps') sends only its largest blocks, at least
+  // this fraction of them; 1: always every block. Each member's own.
+  double upload_floor = 0.25;
 };
 
 // What every replica of a swarm must share to average together, as text

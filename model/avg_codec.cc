@@ -43,6 +43,25 @@ at::Tensor AveragingCodec::TopK(const at::Tensor& v) const {
   return out;
 }
 
+at::Tensor AveragingCodec::KeepLargestBlocks(const at::Tensor& v, double keep,
+                                             int64_t* dropped) const {
+  *dropped = 0;
+  const int64_t block = std::max<int64_t>(1, spec_.block_size);
+  const int64_t blocks = (numel_ + block - 1) / block;
+  if (!(keep > 0) || keep >= 1 || blocks < 2) return v;
+  const int64_t kept = std::min<int64_t>(
+      blocks, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(keep * blocks))));
+  if (kept >= blocks) return v;
+  at::Tensor padded = at::zeros({blocks * block}, at::kFloat);
+  padded.slice(0, 0, numel_).copy_(v);
+  at::Tensor norms = padded.view({blocks, block}).pow(2).sum(1);
+  at::Tensor idx = std::get<1>(at::topk(norms, kept, /*dim=*/0, /*largest=*/true, /*sorted=*/false));
+  at::Tensor mask = at::zeros({blocks}, at::kFloat);
+  mask.index_put_({idx}, 1.0f);
+  *dropped = blocks - kept;
+  return (padded.view({blocks, block}) * mask.unsqueeze(1)).reshape({-1}).slice(0, 0, numel_).contiguous();
+}
+
 // One power iteration (PowerSGD): P = M Q, orthonormalise P, Q = M^T P,
 // M ~ P Q^T. Q carries over to the next call.
 at::Tensor AveragingCodec::LowRank(const at::Tensor& v, Result* r) {
@@ -60,7 +79,8 @@ at::Tensor AveragingCodec::LowRank(const at::Tensor& v, Result* r) {
   return at::matmul(p, q.t()).reshape({-1}).slice(0, 0, numel_).contiguous();
 }
 
-absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor& flat) {
+absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor& flat,
+                                                                double keep) {
   if (!flat.defined() || flat.dim() != 1 || flat.numel() != numel_) {
     return absl::InvalidArgumentError(
         absl::StrCat("averaging codec: vector must have ", numel_, " elements"));
@@ -80,10 +100,16 @@ absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor
       case AvgCodecKind::kInt8: {
         // Note [Error feedback].
         at::Tensor corrected = v + residual_;
+        // Note [Thinned uploads]: int8 only (the shard codec skips its zero
+        // blocks; bf16 would still send them).
+        int64_t dropped = 0;
+        at::Tensor sent = spec_.kind == AvgCodecKind::kInt8
+                              ? KeepLargestBlocks(corrected, keep, &dropped)
+                              : corrected;
         EncodeOptions o;
         o.codec = spec_.kind == AvgCodecKind::kBf16 ? Codec::kBf16 : Codec::kInt8Blockwise;
         o.block_size = spec_.block_size;
-        absl::StatusOr<EncodedTensor> enc = EncodeTensor(corrected, o);
+        absl::StatusOr<EncodedTensor> enc = EncodeTensor(sent, o);
         if (!enc.ok()) return enc.status();
         DecodeExpectations want;
         want.shape = {numel_};
@@ -91,6 +117,12 @@ absl::StatusOr<AveragingCodec::Result> AveragingCodec::Compress(const at::Tensor
         absl::StatusOr<at::Tensor> dec = DecodeTensor(enc->meta, enc->payload, want);
         if (!dec.ok()) return dec.status();
         r.bytes = static_cast<int64_t>(enc->payload.size());
+        if (dropped > 0) {
+          // What the shard codec sends: no zero block, its index per kept one.
+          const int64_t block = std::max<int64_t>(1, spec_.block_size);
+          const int64_t blocks = (numel_ + block - 1) / block;
+          r.bytes = std::max<int64_t>(1, r.bytes - dropped * (block + 4) + 4 * (blocks - dropped) + 4);
+        }
         r.decoded = *dec;
         residual_ = corrected - r.decoded;
         break;

@@ -25,6 +25,15 @@
 // replica's averaging state: state transfer carries it (Note [Averaging
 // state] in outer_optimizer.h).
 //
+// Note [Thinned uploads]: Compress(flat, keep) with keep < 1 and int8 sends
+// only the ceil(keep x blocks) blocks of the block grid (block_size, from
+// element 0) with the largest L2 norm after the residual is added; the
+// other blocks decode to zeros and stay whole in the residual, so they go
+// out in a later round (error feedback, as for top-k). A member on a slow
+// uplink sends fewer bytes that way (node/train/upload_budget.h chooses
+// keep; node/train/shard_codec.h does not send the zero blocks). Other
+// codecs ignore keep.
+//
 // Thread rule: thread-compatible.
 #ifndef SKIPSWARM_MODEL_AVG_CODEC_H_
 #define SKIPSWARM_MODEL_AVG_CODEC_H_
@@ -53,7 +62,8 @@ class AveragingCodec {
 
   // `flat`: float32 vector of numel elements. InvalidArgument on a wrong
   // size, a non-finite input (the residual is left unchanged then).
-  absl::StatusOr<Result> Compress(const at::Tensor& flat);
+  // `keep` in (0, 1]: Note [Thinned uploads] (int8 only; out of range: 1).
+  absl::StatusOr<Result> Compress(const at::Tensor& flat, double keep = 1.0);
 
   const AvgCodecSpec& spec() const { return spec_; }
   int64_t numel() const { return numel_; }
@@ -65,6 +75,9 @@ class AveragingCodec {
  private:
   at::Tensor TopK(const at::Tensor& v) const;
   at::Tensor LowRank(const at::Tensor& v, Result* r);
+  // Note [Thinned uploads]: `v` with all but the kept blocks zeroed; sets
+  // *dropped to the blocks zeroed.
+  at::Tensor KeepLargestBlocks(const at::Tensor& v, double keep, int64_t* dropped) const;
 
   AvgCodecSpec spec_;
   int64_t numel_;

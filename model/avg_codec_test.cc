@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/averaging_options.h"
 
 namespace skipswarm::model {
@@ -44,6 +46,44 @@ TEST(AveragingCodecTest, WireCodecsRoundTripWithTheirSizes) {
   for (int k = 0; k < 100; ++k) sent += ef.Compress(tiny)->decoded;
   EXPECT_EQ(sent[0].item<float>(), 100.0f);
   EXPECT_NEAR(sent[1].item<float>(), 100 * 1e-4, 0.5 / 127);  // not 0
+}
+
+// Note [Thinned uploads]: keep 0.25 sends the quarter of the int8 blocks
+// with the largest norm, the rest decode to zeros and wait in the residual,
+// so over rounds every block goes out and the sum sent tracks the inputs.
+TEST(AveragingCodecTest, ThinnedInt8SendsTheLargestBlocksAndKeepsTheRest) {
+  const int64_t n = 16 * 256;
+  AveragingCodec codec(*ParseAvgCodec("int8"), n, 1);
+  at::Tensor v = Vector(n, 11);
+  // Blocks 3 and 9 are the largest.
+  v.slice(0, 3 * 256, 4 * 256).mul_(10);
+  v.slice(0, 9 * 256, 10 * 256).mul_(5);
+  absl::StatusOr<AveragingCodec::Result> r = codec.Compress(v, 0.125);
+  ASSERT_TRUE(r.ok()) << r.status();
+  at::Tensor blocks = r->decoded.view({16, 256}).ne(0).any(1);
+  EXPECT_EQ(blocks.sum().item<int64_t>(), 2);
+  EXPECT_TRUE(blocks[3].item<bool>());
+  EXPECT_TRUE(blocks[9].item<bool>());
+  // What the shard codec sends: 2 blocks of values and scales, their
+  // indices and a count; a whole int8 vector is n + 4 * 16.
+  EXPECT_EQ(r->bytes, n + 4 * 16 - 14 * (256 + 4) + 4 * 2 + 4);
+  EXPECT_TRUE(at::allclose(codec.residual(), v - r->decoded));
+  // Unthinned rounds afterwards send what was held back.
+  at::Tensor sent = r->decoded.clone();
+  at::Tensor zero = at::zeros({n}, at::kFloat);
+  for (int k = 0; k < 3; ++k) sent += codec.Compress(zero)->decoded;
+  EXPECT_LT((sent - v).norm().item<double>() / v.norm().item<double>(), 0.01);
+  // keep 1 (and out of range) is the plain codec.
+  AveragingCodec plain(*ParseAvgCodec("int8"), n, 1), one(*ParseAvgCodec("int8"), n, 1);
+  EXPECT_TRUE(at::equal(plain.Compress(v)->decoded, one.Compress(v, 1.0)->decoded));
+  AveragingCodec fresh(*ParseAvgCodec("int8"), n, 1), nan_keep(*ParseAvgCodec("int8"), n, 1),
+      negative(*ParseAvgCodec("int8"), n, 1);
+  const at::Tensor want = fresh.Compress(v)->decoded;
+  EXPECT_TRUE(at::equal(want, nan_keep.Compress(v, std::nan(""))->decoded));
+  EXPECT_TRUE(at::equal(want, negative.Compress(v, -3)->decoded));
+  // Other codecs ignore it.
+  AveragingCodec bf(*ParseAvgCodec("bf16"), n, 1), bf_thin(*ParseAvgCodec("bf16"), n, 1);
+  EXPECT_TRUE(at::equal(bf.Compress(v)->decoded, bf_thin.Compress(v, 0.125)->decoded));
 }
 
 TEST(AveragingCodecTest, TopKKeepsTheLargestAndMeasuresItsRatio) {

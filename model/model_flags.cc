@@ -59,6 +59,11 @@ ABSL_FLAG(double, outer_deadline_factor, 4.0,
           "out applies the average it missed (Note [Late members]). 0: wait for every member.");
 ABSL_FLAG(double, outer_deadline_min_s, 10.0,
           "Shortest outer-sync deadline, seconds (see --outer_deadline_factor).");
+ABSL_FLAG(double, outer_upload_floor, 0.25,
+          "With --outer_every > 1 and --avg_codec=int8: a member whose sync upload would take "
+          "longer than the group's median member's (with --outer_overlap: than 0.8 of the H "
+          "steps) sends only its largest int8 blocks, the rest held back in its error "
+          "feedback (Note [Thinned uploads]); at least this fraction of them. 1: always all.");
 ABSL_FLAG(std::string, avg_codec, "fp32",
           "Codec of what replicas average: fp32, bf16, int8 (blockwise), topk:F (share F of "
           "the entries, error feedback), powersgd:R (rank R, error feedback).");
@@ -157,6 +162,7 @@ absl::StatusOr<ModelFlags> ReadModelFlags(bool validate_model) {
   f.averaging.overlap = absl::GetFlag(FLAGS_outer_overlap);
   f.averaging.sync_deadline_factor = absl::GetFlag(FLAGS_outer_deadline_factor);
   f.averaging.sync_deadline_min_s = absl::GetFlag(FLAGS_outer_deadline_min_s);
+  f.averaging.upload_floor = absl::GetFlag(FLAGS_outer_upload_floor);
   SS_ASSIGN_OR_RETURN(f.averaging.codec, ParseAvgCodec(absl::GetFlag(FLAGS_avg_codec)));
   SS_RETURN_IF_ERROR(ValidateAveraging(f.averaging));
 

@@ -2,7 +2,7 @@
 // `train-ref`, `skipswarm node` and `skipswarm local`; a command lists
 // kSdpFlagsFile in its Command::flag_files to accept them.
 //
-//   --sdp=forward|backward|off   --sdp_workers=K (train-ref)   --sdp_keep=F
+//   --sdp=forward|backward|off|auto (node)   --sdp_workers=K (train-ref)   --sdp_keep=F
 //
 //   SS_ASSIGN_OR_RETURN(SdpOptions sdp, ReadSdpFlags());
 //
@@ -16,7 +16,11 @@
 namespace skipswarm::model {
 
 // InvalidArgument for an unknown mode, workers < 1 or keep outside (0, 1].
-absl::StatusOr<SdpOptions> ReadSdpFlags();
+// --sdp=auto (`skipswarm node`, a gossip joiner: it chooses between a
+// pipeline stage and a subnetwork, Note [Join role] in node/daemon/gossip/
+// join_role.h) only where `auto_role` is given: it is set true and the
+// mode stays kOff; elsewhere auto is refused.
+absl::StatusOr<SdpOptions> ReadSdpFlags(bool* auto_role = nullptr);
 
 inline constexpr char kSdpFlagsFile[] = "model/sdp_flags.cc";
 

@@ -84,6 +84,7 @@ class ForwardingStageCompute : public StageCompute {
   absl::StatusOr<AverageContribution> TakePseudoGradient() override {
     return inner_->TakePseudoGradient();
   }
+  void SetUploadFraction(double fraction) override { inner_->SetUploadFraction(fraction); }
   absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
                                              int contributors) override {
     return inner_->ApplyOuterStep(summed, contributors);

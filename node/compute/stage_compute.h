@@ -97,6 +97,12 @@ struct AveragingPlan {
   // AveragingOptions::sync_deadline_*); factor 0: no deadline.
   double deadline_factor = 0;
   double deadline_min_s = 0;
+  // Note [Thinned uploads] in model/avg_codec.h (model::AveragingOptions::
+  // upload_floor): the smallest fraction SetUploadFraction takes effect
+  // with; 1: never thinned. contribution_bytes: the codec's size of a whole
+  // contribution (what the trainer budgets against).
+  double upload_floor = 1;
+  int64_t contribution_bytes = 0;
 };
 
 // What a replica adds to a stage average: the vector as its peers decode
@@ -231,6 +237,10 @@ class StageState {
   virtual absl::StatusOr<AverageContribution> TakePseudoGradient() {
     return absl::UnimplementedError("this StageCompute has no outer optimiser");
   }
+  // Note [Thinned uploads] (model/avg_codec.h): the share of its blocks the
+  // next TakePseudoGradient sends (one call only; then 1 again). A compute
+  // without the codec ignores it.
+  virtual void SetUploadFraction(double fraction) {}
   // The outer step with the replicas' summed pseudo-gradients over
   // `contributors` (the replicas that were not idle): parameters become
   // the new anchor (with overlap: the new

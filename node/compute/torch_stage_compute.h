@@ -85,6 +85,7 @@ class TorchStageCompute final : public StageCompute {
   absl::StatusOr<int64_t> ImportState(absl::string_view bytes) override;
   // torch_stage_compute_averaging.cc.
   AveragingPlan averaging() const override;
+  void SetUploadFraction(double fraction) override;
   absl::StatusOr<AverageContribution> CompressGradients(std::vector<float> flat) override;
   absl::StatusOr<AverageContribution> TakePseudoGradient() override;
   absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
@@ -121,6 +122,8 @@ class TorchStageCompute final : public StageCompute {
   // the codec is lossy.
   std::unique_ptr<model::OuterOptimizer> outer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<model::AveragingCodec> codec_ ABSL_GUARDED_BY(mu_);
+  // Note [Thinned uploads]: for the next TakePseudoGradient only.
+  double upload_fraction_ ABSL_GUARDED_BY(mu_) = 1;
   // Note [Overlapped sync] (node/train/node_trainer.h): the parameters at
   // the last TakePseudoGradient; ApplyOuterStep keeps what was trained
   // since on top of the new anchor. Undefined without overlap.

@@ -56,8 +56,18 @@ constexpr size_t kPackMagicLen = 8;
 AveragingPlan TorchStageCompute::averaging() const {
   if (options_.frozen) return {};
   const model::AveragingOptions& a = options_.averaging;
-  return {a.outer_every, model::IsLossy(a.codec), a.overlap, a.sync_deadline_factor,
-          a.sync_deadline_min_s};
+  return {a.outer_every,
+          model::IsLossy(a.codec),
+          a.overlap,
+          a.sync_deadline_factor,
+          a.sync_deadline_min_s,
+          a.upload_floor,
+          static_cast<int64_t>(model::AveragedBytes(a.codec, static_cast<double>(num_params_)))};
+}
+
+void TorchStageCompute::SetUploadFraction(double fraction) {
+  absl::MutexLock lock(&mu_);
+  upload_fraction_ = fraction;
 }
 
 absl::StatusOr<AverageContribution> TorchStageCompute::CompressGradients(std::vector<float> flat) {
@@ -100,6 +110,8 @@ absl::StatusOr<AverageContribution> TorchStageCompute::TakePseudoGradient() {
     mu_.AssertHeld();  // the lambda runs under the lock above
     at::Tensor params = model::FlattenParameters(executor_->module());
     at::Tensor g = outer_->PseudoGradient(params);
+    const double keep = upload_fraction_;  // Note [Thinned uploads]
+    upload_fraction_ = 1;
     // Note [Overlapped sync]: where this round started.
     if (options_.averaging.overlap) at_round_start_ = params.clone();
     AverageContribution c;
@@ -116,7 +128,7 @@ absl::StatusOr<AverageContribution> TorchStageCompute::TakePseudoGradient() {
       return c;
     }
     if (codec_ != nullptr) {
-      absl::StatusOr<model::AveragingCodec::Result> r = codec_->Compress(g);
+      absl::StatusOr<model::AveragingCodec::Result> r = codec_->Compress(g, keep);
       if (r.ok()) {
         c.bytes = r->bytes;
         c.flat = ToVector(r->decoded);

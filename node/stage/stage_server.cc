@@ -114,6 +114,14 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
     return Refuse(absl::StatusCode::kInvalidArgument, h, "route does not name this node here");
   }
   const int stage = static_cast<int>(h.route(h.hop_index()).stage());
+  // Note [Newcomer micro-batches]: asked before our lock (the callback
+  // takes the daemon's).
+  bool newcomer = false;
+  if (IsForward(h) && h.hop_index() > 0 && options_.newcomer_in_flight > 0 &&
+      options_.origin_on_probation) {
+    absl::StatusOr<PeerId> origin = PeerId::FromBytes(h.origin());
+    newcomer = origin.ok() && options_.origin_on_probation(*origin);
+  }
   absl::MutexLock lock(&mu_);
   if (h.iteration() < iteration_) {
     return Refuse(absl::StatusCode::kFailedPrecondition, h,
@@ -153,6 +161,16 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
       return Refuse(absl::StatusCode::kResourceExhausted, h,
                     absl::StrCat(kPausedNode, " (since iteration ", *volunteer_paused_at_, ")"));
     }
+    if (newcomer) {  // Note [Newcomer micro-batches]
+      int held = 0;
+      for (const auto& [k, e] : entries_) held += e.newcomer;
+      if (held >= options_.newcomer_in_flight) {
+        ++stats_.frames_newcomer_capped;
+        return Refuse(absl::StatusCode::kResourceExhausted, h,
+                      absl::StrCat("micro-batches of members on probation hold ", held,
+                                   " of this node's slots and queue"));
+      }
+    }
     // Note [Admitted iterations]: later iterations' frames wait in a queue
     // of their own, as long as one iteration's admission, so they never
     // take the current iteration's slots or queue; when it is full, a
@@ -177,6 +195,7 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
       return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
     }
     entries_[key] = Entry::Make(next_local_id_++, stage);
+    entries_[key].newcomer = newcomer;
     task.kind = Task::kForward;
     (later ? deferred_ : forward_q_).push_back(std::move(task));
   } else if (h.direction() == proto::DIRECTION_BACKWARD) {

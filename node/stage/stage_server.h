@@ -59,6 +59,18 @@
 // (INVALID_ARGUMENT), a duplicate MB (ALREADY_EXISTS), a backward or tail
 // for an unknown MB (NOT_FOUND), a past iteration (FAILED_PRECONDITION).
 //
+// Note [Newcomer micro-batches]: in an open swarm a data node on probation
+// (Note [Newcomer probation] in node/daemon/gossip/training_members.h) is
+// routed like any other, and its micro-batches take this server's slots
+// and queue until their backward. The per-peer quota bounds its frames per
+// second, not how many of its micro-batches sit here, so fresh identities
+// could fill a stage host's admission and starve the trusted data nodes.
+// Micro-batches whose origin is on probation therefore hold at most
+// newcomer_in_flight entries here, all such origins together (the daemons:
+// half of memory_slots + max_queued_forwards); beyond it a forward is
+// refused with RESOURCE_EXHAUSTED (its sender re-routes it) and counted
+// in frames_newcomer_capped.
+//
 // Note [Admitted iterations]: a frame of a later iteration waits for
 // BeginIteration in a queue of its own, bounded like one iteration's
 // admission (memory_slots + max_queued_forwards), and never counts against
@@ -93,6 +105,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -150,6 +163,13 @@ struct StageServerOptions {
   absl::Duration min_hop_deadline = absl::Seconds(1);
   double hop_deadline_factor = 4.0;
   std::string swarm_id;
+  // Note [Newcomer micro-batches]: whether a micro-batch's origin is a
+  // member on probation (thread-safe; called without the server's lock),
+  // and how many such micro-batches, of all such origins together, this
+  // server holds at once (admitted, queued or waiting for a later
+  // iteration); 0 or unset: no cap.
+  std::function<bool(const PeerId&)> origin_on_probation;
+  int newcomer_in_flight = 0;
 };
 
 struct StageServerStats {
@@ -158,6 +178,9 @@ struct StageServerStats {
   // [Admitted iterations]).
   int64_t frames_displaced = 0;
   int64_t frames_behind = 0;  // refused: too far ahead (Note [Behind the swarm])
+  // Refused: the newcomers' share of admission is taken (Note [Newcomer
+  // micro-batches]).
+  int64_t frames_newcomer_capped = 0;
   int64_t frames_paused = 0;  // refused: forwards after our pause (SetPaused)
   int64_t frames_refused = 0;
   int64_t forwards = 0;

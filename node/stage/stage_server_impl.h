@@ -45,6 +45,7 @@ struct StageServer::Entry {
   bool holds_slot = false;
   bool forward_done = false;
   bool tail_done = false;  // origin only
+  bool newcomer = false;   // its origin is on probation (Note [Newcomer micro-batches])
   // The next hop that admitted this visit's forward output (Note [Lost
   // with a neighbour]); zero until acknowledged.
   PeerId next_admitted;

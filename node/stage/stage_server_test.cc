@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
@@ -514,6 +515,34 @@ TEST(StageServerTest, FarFutureFramesNeitherStarveTheIterationNorNearerFrames) {
   int finished = 0;
   for (const auto& [mb, status] : swarm.recorder_.finished) finished += status.ok();
   EXPECT_EQ(finished, 4);
+}
+
+// Note [Newcomer micro-batches]: a data node on probation (n1) sends 12
+// forwards of the next iteration to the stage-1 host n2 (4 slots + 8
+// queued): it gets the newcomers' share (6), not the whole admission, and
+// the trusted data node n0 still gets the other half. On the old server n1
+// took all 12 and n0 was refused.
+TEST(StageServerTest, MicroBatchesOfNewcomersHoldAtMostTheirShareOfAdmission) {
+  const NodeId newcomer = NodeId::ForName("n1");
+  Swarm swarm({0, 0, 1}, 4, 8, [newcomer](StageServerOptions& o) {
+    o.origin_on_probation = [newcomer](const PeerId& id) { return id == newcomer; };
+    o.newcomer_in_flight = 6;
+  });
+  auto flood = [&](int from, uint64_t first) {
+    int admitted = 0, refused = 0;
+    for (uint64_t k = 0; k < 12; ++k) {
+      proto::FrameHeader h = Header(swarm, {from, 2}, 1, true, first + k);
+      h.set_iteration(1);
+      const absl::Status s = SendRaw(swarm, from, 2, h);
+      admitted += s.ok();
+      refused += absl::IsResourceExhausted(s);
+    }
+    return std::make_pair(admitted, refused);
+  };
+  EXPECT_EQ(flood(1, 100), std::make_pair(6, 6));
+  EXPECT_EQ(swarm.servers_[2]->stats().frames_newcomer_capped, 6);
+  EXPECT_EQ(flood(0, 200), std::make_pair(6, 6));  // the rest of 4 + 8
+  EXPECT_EQ(swarm.servers_[2]->stats().frames_newcomer_capped, 6);
 }
 
 // Note [Behind the swarm], as the chaos soak found it: a stage-1 replica

@@ -41,6 +41,11 @@ struct PeerInfo {
   // their other hosts, but no pipeline route may pass through it
   // (PipelineHostsView).
   bool subnetwork = false;
+  // Not yet trusted in an open swarm (Note [Newcomer probation] in
+  // node/daemon/gossip/training_members.h): a shard owner gives its
+  // replica-averaging parts RobustOptions::newcomer_weight (Note [Newcomer
+  // weight] in node/train/robust_sum.h).
+  bool on_probation = false;
 };
 
 // What `from` measured of its link to `to` (membership::LinkInfo, from

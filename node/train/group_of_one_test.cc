@@ -2,8 +2,12 @@
 // steps its gradients where they are (StageState::ApplyLocalUpdate): the
 // trainer takes no gradient vector from it (on a GPU: no copy to the host
 // and back), takes no digest and reports no averaged bytes. A stage with
-// two replicas still averages through the group.
+// two replicas still averages through the group. Note [Lone outer
+// replica]: the same with outer steps (H > 1), whose syncs run no round
+// when alone.
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -80,10 +84,132 @@ TEST(GroupOfOneTest, ALoneReplicaStepsInPlaceWithoutAveragingTraffic) {
         EXPECT_EQ(s.digest_after, 0u) << where;
       }
     }
+    // Note [Digest on demand] (node_trainer.h): the boundary publishes the
+    // step's digest, 0 for the lone replica, without taking one.
+    const uint64_t published = StepDigests(swarm.reports(m.node).back(), {m.stage}).at(m.stage);
+    if (alone) {
+      EXPECT_EQ(published, 0u) << "node " << m.node;
+    } else {
+      EXPECT_EQ(published, swarm.reports(m.node).back().stages.at(m.stage).digest_after);
+      EXPECT_NE(published, 0u) << "node " << m.node;
+    }
     // A real round digests at its contribution and after its step (the
     // second is the next contribution's, cached by a real compute).
     if (alone) {
       EXPECT_EQ(m.compute->digests, 0) << "node " << m.node;
+    }
+  }
+}
+
+// A counting compute with outer steps every H = 2 (Note [Outer steps]):
+// the pseudo-gradient is 0.5 everywhere, and the outer steps it is given
+// are recorded.
+class OuterCountingCompute final : public ForwardingStageCompute {
+ public:
+  OuterCountingCompute(common::Clock* clock, int stage, bool overlap)
+      : ForwardingStageCompute(std::make_unique<TimedStageCompute>(
+            clock, TimedStageCompute::Options{.stage = stage, .num_params = kParams})),
+        overlap_(overlap) {}
+  AveragingPlan averaging() const override {
+    AveragingPlan p;
+    p.outer_every = 2;
+    p.overlap = overlap_;
+    return p;
+  }
+  absl::StatusOr<GradientSum> TakeGradients() override {
+    ++gradient_vectors;
+    return inner()->TakeGradients();
+  }
+  uint64_t ParamsDigest() override {
+    ++digests;
+    return inner()->ParamsDigest();
+  }
+  absl::StatusOr<AverageContribution> TakePseudoGradient() override {
+    AverageContribution c;
+    c.flat.assign(kParams, 0.5f);
+    c.bytes = kParams * static_cast<int64_t>(sizeof(float));
+    c.digest = 7;  // the anchor's, equal on every replica here
+    return c;
+  }
+  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
+                                             int contributors) override {
+    outer_steps.push_back({summed.empty() ? 0.f : summed[0], contributors});
+    UpdateStats u;
+    u.stepped = contributors > 0;
+    return u;
+  }
+  int gradient_vectors = 0;
+  int digests = 0;
+  std::vector<std::pair<float, int>> outer_steps;  // (summed[0], contributors)
+
+ private:
+  const bool overlap_;
+};
+
+// Note [Lone outer replica] (node_trainer.cc): with H > 1 no replica takes
+// a gradient vector (its inner steps are its own), and a lone one takes no
+// digest and runs no round: its syncs would fail here (failed_reduces)
+// if they reached the group, yet it steps with its own pseudo-gradient
+// alone, as the round of one would have answered. The two-replica stage
+// still sums both pseudo-gradients through the group.
+TEST(GroupOfOneTest, ALoneReplicaWithOuterStepsRunsNoRoundAndTakesNoDigest) {
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlapped syncs" : "plain syncs");
+    SyntheticDataSource data(2, 8, 32);
+    TestSwarmOptions o;
+    o.node_stages = {{0}, {1}, {2}, {2}};  // stages 0 and 1 alone, stage 2 twice
+    o.num_stages = 3;
+    o.driver.mbs_per_iteration = 4;
+    constexpr int kIterations = 4;  // syncs after steps 2 and 4 (iterations 1, 3)
+    for (int stage : {0, 1}) {
+      for (uint64_t i : {1, 3}) o.failed_reduces.insert({i, stage});
+    }
+    std::vector<OuterCountingCompute*> made(4, nullptr);
+    TestSwarm swarm(
+        o,
+        [&made, overlap](int node, int stage, common::Clock* clock,
+                         TaskRunner*) -> std::unique_ptr<StageCompute> {
+          auto c = std::make_unique<OuterCountingCompute>(clock, stage, overlap);
+          made[node] = c.get();
+          return c;
+        },
+        &data);
+    ASSERT_TRUE(swarm.Run(kIterations));
+    for (int node = 0; node < 4; ++node) {
+      const int stage = node < 2 ? node : 2;
+      const bool alone = stage < 2;
+      OuterCountingCompute* c = made[node];
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->gradient_vectors, 0) << "node " << node;
+      EXPECT_EQ(c->step(), kIterations) << "node " << node;
+      if (alone) {
+        EXPECT_EQ(c->digests, 0) << "node " << node;
+      } else {
+        EXPECT_GT(c->digests, 0) << "node " << node;
+      }
+      // Two outer steps: the lone replica's own pseudo-gradient (0.5, one
+      // contributor), the pair's sum (1.0, two).
+      ASSERT_EQ(c->outer_steps.size(), 2u) << "node " << node;
+      for (const auto& [first, contributors] : c->outer_steps) {
+        EXPECT_FLOAT_EQ(first, alone ? 0.5f : 1.0f) << "node " << node;
+        EXPECT_EQ(contributors, alone ? 1 : 2) << "node " << node;
+      }
+      ASSERT_EQ(swarm.reports(node).size(), static_cast<size_t>(kIterations));
+      for (int i = 0; i < kIterations; ++i) {
+        const NodeIterationReport& r = swarm.reports(node)[i];
+        const StageStep& s = r.stages.at(stage);
+        const std::string where = "node " + std::to_string(node) + " iteration " + std::to_string(i);
+        EXPECT_TRUE(r.status.ok()) << where << ": " << r.status;
+        EXPECT_TRUE(s.update.stepped) << where;
+        EXPECT_GT(s.visits_here, 0) << where;
+        // The plain sync steps at iterations 1 and 3; the overlapped one
+        // applies round 1 at iteration 3 and syncs in full there (the last).
+        EXPECT_EQ(s.outer_step, overlap ? i == 3 : i % 2 == 1) << where;
+        if (alone) {
+          EXPECT_EQ(s.avg_bytes, 0) << where;
+          EXPECT_EQ(s.digest_after, 0u) << where;
+        }
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,98 @@ uint64_t GrpcGroupComm::Impl::OwnUplink() {
   return options_.uplink_bytes_per_second ? options_.uplink_bytes_per_second() : uplink_.Take();
 }
 
+// Note [Leaving with pushes owed]
+// A node that leaves the swarm may still owe its replica peers pushes of
+// rounds it is done with: above all the reduced shards of an outer sync
+// that closed a late peer out (Note [Late members] in sharded_reduce.h),
+// which on a capped uplink cross for a while after the round ended here.
+// A peer that sees the leave before they arrive redoes the round without
+// this node and ends on other parameters: the stage's replicas split at
+// the end of a run. So a node waits for those pushes before it leaves
+// (FlushPushes), and only for them: not for pushes to members its view no
+// longer calls alive (re-read at every re-check), nor for those of rounds
+// it did not finish (a stop abandoned them; its peers redo them without
+// it whatever arrives), nor for barrier messages, probes and state
+// fetches on the same push threads. A push is owed from its Push until it
+// went, failed for good or was refused; a push waiting to be retried
+// (Note [Retried pushes]) is still owed. The wait is bounded by what is
+// owed: kFlushSlack plus twice the owed bytes at this node's uplink (its
+// cap, else its measured figure; unknown: the caller's bound), never more
+// than the caller's bound, on the group's clock. A node keeps its role
+// while it waits (micro-batches routed to it then are dropped), so a hung
+// peer must not hold the leave for a whole push deadline.
+uint64_t GrpcGroupComm::Impl::Owe(const common::NodeId& to, uint64_t iteration, int stage,
+                                  uint64_t bytes) {
+  absl::MutexLock lock(&owed_mu_);
+  const uint64_t id = next_owed_++;
+  owed_[id] = OwedPush{to, iteration, stage, bytes};
+  ++owed_version_;
+  return id;
+}
+
+void GrpcGroupComm::Impl::Settle(uint64_t owed) {
+  if (owed == 0) return;
+  absl::MutexLock lock(&owed_mu_);
+  owed_.erase(owed);
+  ++owed_version_;
+}
+
+bool GrpcGroupComm::Impl::FlushOwed(absl::Duration at_most) {
+  const absl::Duration start = clock_->SteadyNow();
+  std::optional<absl::Duration> bound;
+  uint64_t first_bytes = 0;
+  const std::weak_ptr<Impl> weak = weak_from_this();
+  for (;;) {
+    std::vector<OwedPush> owed;
+    uint64_t version = 0;
+    {
+      absl::MutexLock lock(&owed_mu_);
+      version = owed_version_;
+      for (const auto& [id, push] : owed_) owed.push_back(push);
+    }
+    uint64_t bytes = 0;
+    bool any = false;
+    for (const OwedPush& push : owed) {
+      if (!view_->IsAlive(push.to) || !RoundOver(push.iteration, push.stage)) continue;
+      any = true;
+      bytes += push.bytes;
+    }
+    if (!any) {
+      if (bound.has_value()) {
+        LOG(INFO) << "pushes owed to replica peers (" << first_bytes << " bytes) went in "
+                  << clock_->SteadyNow() - start;
+      }
+      return true;
+    }
+    if (!bound.has_value()) {
+      first_bytes = bytes;
+      const double rate = options_.max_upload_bytes_per_second > 0
+                              ? options_.max_upload_bytes_per_second
+                              : static_cast<double>(OwnUplink());
+      bound = rate > 0 ? std::min(at_most, kFlushSlack + absl::Seconds(2.0 * bytes / rate))
+                       : at_most;
+    }
+    const absl::Duration left = start + *bound - clock_->SteadyNow();
+    if (left <= absl::ZeroDuration()) {
+      LOG(WARNING) << "leaving with " << bytes << " bytes of pushes still owed to replica "
+                   << "peers after " << *bound;
+      return false;
+    }
+    // Woken when a push settles, or at the next re-check of the view.
+    clock_->RunAfter(std::min(left, std::max(options_.recheck, absl::Milliseconds(1))), [weak] {
+      if (auto self = weak.lock()) {
+        absl::MutexLock lock(&self->owed_mu_);
+        ++self->owed_version_;
+      }
+    });
+    absl::MutexLock lock(&owed_mu_);
+    auto moved = [this, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(owed_mu_) {
+      return owed_version_ != version;
+    };
+    owed_mu_.Await(absl::Condition(&moved));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
     const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock) {
   if (options.credentials == nullptr) {
@@ -153,6 +246,8 @@ absl::StatusOr<std::unique_ptr<GrpcGroupComm>> GrpcGroupComm::Create(
 GrpcGroupComm::GrpcGroupComm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 GrpcGroupComm::~GrpcGroupComm() { impl_->Shutdown(); }
+
+bool GrpcGroupComm::FlushPushes(absl::Duration at_most) { return impl_->FlushOwed(at_most); }
 
 int GrpcGroupComm::port() const { return impl_->port_; }
 
@@ -250,7 +345,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
       }
       for (const PeerInfo& m : members) {  // Note [Robust averaging across subnetworks]
         if (m.subnetwork) robust.subnetworks[m.id] = m.stages;
+        if (m.on_probation) robust.newcomers.insert(m.id);  // Note [Newcomer weight]
       }
+      robust.across_classes = stage != 0;  // not the data stage (the tied embedding)
       pending.reduce = std::make_unique<ShardedReduce>(
           impl_->options_.self, iteration, stage, std::move(contribution), uplink,
           std::move(robust), impl_->options_.codec, &impl_->gather_residual_[stage]);

@@ -221,6 +221,14 @@ class GrpcGroupComm final : public GroupComm {
   // counts. A caller on a simulated clock waits on it for pushes crossing
   // a real network before it moves time past a round's deadline.
   uint64_t messages_received() const;
+  // Note [Leaving with pushes owed] (grpc_group.cc): blocks until the
+  // gradient pushes of rounds this node finished, to members the view
+  // calls alive, have gone (or failed for good), at most for a bound that
+  // follows the bytes owed and never more than `at_most` (clock time). A
+  // node calls it before it leaves: a peer that sees the leave before the
+  // result of a round that closed it out redoes the round without us and
+  // ends on other parameters. True when nothing is owed any more.
+  bool FlushPushes(absl::Duration at_most);
   // Note [Group bans]: the senders this node banned, with the reason.
   std::map<common::NodeId, std::string> banned() const;
 

@@ -1,9 +1,11 @@
 // The gRPC replica group's deadlines: silent members (Note [Silent members]
-// in grpc_group_sweep.cc) and late members (Note [Late members] in
-// sharded_reduce.h), on the simulated clock.
+// in grpc_group_sweep.cc), late members (Note [Late members] in
+// sharded_reduce.h) and the flush before a leave (Note [Leaving with
+// pushes owed] in grpc_group.cc), on the simulated clock.
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -331,6 +333,129 @@ TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
   EXPECT_EQ((*b0)->sum, std::vector<float>(9, 3.f));
   EXPECT_EQ((*b1)->sum, (*b0)->sum);
   EXPECT_TRUE((*b0)->left_out.empty() && (*b1)->left_out.empty());
+}
+
+// Note [Leaving with pushes owed] (grpc_group.cc): l0 closes l1 out of an
+// outer sync and is done; the round's result it owes l1 cannot cross yet
+// (l0's address of l1 refuses connections; its pushes are retried). l0's
+// flush before it leaves must wait for that push, retries included: once
+// it returns l0 exits, and l1, getting to the round, must still end on
+// l0's average (it waited for l0 in vain, then redid the round alone).
+TEST(GrpcGroupFlushTest, ALeaverWaitsForTheResultItOwesALatePeer) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  absl::StatusOr<LoopbackGroups> swarm =
+      StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
+        o.probe_failures = 1000;  // the held-up link is not a death
+        o.retry_pushes_to = [](const NodeId&) { return true; };
+        o.push_retries = 1000;
+      });
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
+  SimDriver sim(&clock);
+  absl::StatusOr<int> refused = common::FreeLoopbackPort();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  const std::string l1_address = "127.0.0.1:" + std::to_string(groups[1]->port());
+  views[0]->SetAddresses(ids[1], "", "127.0.0.1:" + std::to_string(*refused));
+  std::optional<absl::StatusOr<ReduceResult>> r0, r1;
+  absl::Notification d0, d1, flushed;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, OuterSyncPart(ids[0], 0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  sim.AdvanceTo(start + absl::Seconds(2) + GrpcGroupOptions().recheck, absl::Milliseconds(10),
+                &d0);
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(r0->ok()) << r0->status();
+  ASSERT_EQ((*r0)->left_out, std::vector<NodeId>{ids[1]});
+  bool all_went = false;
+  std::thread leaver([&] {
+    all_went = groups[0]->FlushPushes(kPatience);
+    flushed.Notify();
+  });
+  // Time stands still: the retry cannot fire, so nothing owed can go.
+  EXPECT_FALSE(flushed.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+      << "the flush did not wait for the closed round's result";
+  views[0]->SetAddresses(ids[1], "", l1_address);
+  sim.AdvanceTo(clock.SteadyNow() + GrpcGroupOptions().push_retry_every + absl::Milliseconds(10),
+                absl::Milliseconds(10), &flushed);
+  ASSERT_TRUE(sim.Until(flushed));
+  leaver.join();
+  EXPECT_TRUE(all_went);
+  // l0 exits (a leaver stays a member through its exit iteration, Note
+  // [Leaving] in training_members.h); l1 gets to the round after that.
+  groups[0].reset();
+  groups[1]->AllReduce(0, 1, OuterSyncPart(ids[1], 1),
+                       [&](absl::StatusOr<ReduceResult> r) { r1 = r; d1.Notify(); });
+  ASSERT_TRUE(sim.Until(d1)) << "l1 never got the result of the round that closed it out";
+  ASSERT_TRUE(r1->ok()) << r1->status();
+  EXPECT_TRUE((*r1)->late) << "l1 redid the round alone";
+  EXPECT_EQ((*r1)->sum, (*r0)->sum);
+}
+
+// Note [Leaving with pushes owed]: the flush waits only for pushes of
+// rounds this node finished, to members its view calls alive. l1 refuses
+// l0's connections (retried, rarely, so that no retry ends a push here).
+// While l0's round is open its parts are not owed: the flush returns at
+// once. Once l0 closed l1 out, the result is owed, until l0's view gives
+// up on l1: the waiting flush then returns at its next re-check.
+TEST(GrpcGroupFlushTest, ALeaverDoesNotWaitForOpenRoundsOrPeersItsViewGaveUpOn) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  absl::StatusOr<LoopbackGroups> swarm =
+      StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
+        o.probe_failures = 1000;
+        o.retry_pushes_to = [](const NodeId&) { return true; };
+        o.push_retries = 1000;
+        o.push_retry_every = absl::Seconds(30);
+      });
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
+  SimDriver sim(&clock);
+  absl::StatusOr<int> refused = common::FreeLoopbackPort();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  views[0]->SetAddresses(ids[1], "", "127.0.0.1:" + std::to_string(*refused));
+  std::optional<absl::StatusOr<ReduceResult>> r0;
+  absl::Notification d0, flushed;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->AllReduce(0, 1, OuterSyncPart(ids[0], 0),
+                       [&](absl::StatusOr<ReduceResult> r) { r0 = r; d0.Notify(); });
+  // Its part of l1's shard has failed once (a retry is due in 30 s).
+  ASSERT_TRUE(sim.Until([&] { return groups[0]->pushed_bytes() > 0; }));
+  bool all_went = false;
+  std::thread open_round([&] {
+    all_went = groups[0]->FlushPushes(kPatience);
+    flushed.Notify();
+  });
+  ASSERT_TRUE(sim.Until(flushed)) << "the flush waited for a round l0 did not finish";
+  open_round.join();
+  EXPECT_TRUE(all_went);
+  EXPECT_FALSE(d0.HasBeenNotified());
+
+  sim.AdvanceTo(start + absl::Seconds(2) + GrpcGroupOptions().recheck, absl::Milliseconds(10),
+                &d0);
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(r0->ok()) << r0->status();
+  ASSERT_EQ((*r0)->left_out, std::vector<NodeId>{ids[1]});
+  absl::Notification flushed_again;
+  all_went = false;
+  std::thread closed_round([&] {
+    all_went = groups[0]->FlushPushes(kPatience);
+    flushed_again.Notify();
+  });
+  EXPECT_FALSE(flushed_again.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+      << "the flush did not wait for the closed round's result";
+  views[0]->MarkDead(ids[1]);
+  sim.AdvanceTo(clock.SteadyNow() + 2 * GrpcGroupOptions().recheck, absl::Milliseconds(10),
+                &flushed_again);
+  ASSERT_TRUE(sim.Until(flushed_again)) << "the flush waited for a peer l0's view gave up on";
+  closed_round.join();
+  EXPECT_TRUE(all_went);
 }
 
 }  // namespace

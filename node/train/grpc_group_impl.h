@@ -3,7 +3,8 @@
 // methods live in one file per responsibility:
 //
 //   grpc_group.cc        the group core: start/stop, channels, push threads,
-//                        the public GroupComm calls (Barrier, AllReduce, ...)
+//                        the public GroupComm calls (Barrier, AllReduce, ...),
+//                        Note [Leaving with pushes owed] (FlushPushes)
 //   grpc_group_push.cc   PushGradients: chunk checks, Note [Push admission],
 //                        received barrier messages and shards, outgoing pushes
 //   grpc_group_sweep.cc  completing barriers and reduces, Note [Silent
@@ -12,8 +13,8 @@
 //                        in node_trainer.h), bounded by the stage's size
 //
 // Thread rule: as GrpcGroupComm. mu_ guards the group's bookkeeping;
-// channels_mu_ the channel cache; pushers_mu_ the push threads. No gRPC
-// call or callback runs with mu_ held.
+// channels_mu_ the channel cache; pushers_mu_ the push threads; owed_mu_
+// the pushes owed. No gRPC call or callback runs with mu_ held.
 #ifndef SKIPSWARM_NODE_TRAIN_GRPC_GROUP_IMPL_H_
 #define SKIPSWARM_NODE_TRAIN_GRPC_GROUP_IMPL_H_
 
@@ -64,6 +65,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   static constexpr uint64_t kUnknownEarlyBytes = uint64_t{64} << 20;
   static constexpr uint64_t kEarlyRounds = 2;
   static constexpr size_t kWaitSamples = 16;
+  // Note [Leaving with pushes owed]: a flush's bound beyond the owed
+  // bytes' time on the uplink (connection set-up, a loaded machine).
+  static constexpr absl::Duration kFlushSlack = absl::Seconds(2);
 
   Impl(const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock);
 
@@ -108,14 +112,20 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   void EraseEarlyLocked(std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(std::vector<OutgoingReduce> out);
-  // `attempt`: 0, or the retry's number (Note [Retried pushes]).
+  // `attempt`: 0, or the retry's number (Note [Retried pushes]); `owed`:
+  // the push's entry in owed_ (0: Push makes one for a gradient push).
   void Push(const common::NodeId& to, uint32_t phase, uint64_t iteration, uint32_t stage,
-            std::shared_ptr<const ReduceMessage> m, int attempt = 0);
+            std::shared_ptr<const ReduceMessage> m, int attempt = 0, uint64_t owed = 0);
   absl::Status PushNow(const std::string& address, const common::NodeId& to, uint32_t phase,
                        uint64_t iteration, uint32_t stage, const ReduceMessage* m);
   // Whether this node is done with the round (its result decided, or the
   // round forgotten).
   bool RoundOver(uint64_t iteration, int stage);
+  // Note [Leaving with pushes owed] (grpc_group.cc): a gradient push is
+  // owed from its Push until it went, failed for good or was refused.
+  uint64_t Owe(const common::NodeId& to, uint64_t iteration, int stage, uint64_t bytes);
+  void Settle(uint64_t owed);
+  bool FlushOwed(absl::Duration at_most);
 
   // --- completion and liveness (grpc_group_sweep.cc) ---
   void Sweep();
@@ -159,6 +169,20 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_ ABSL_GUARDED_BY(pushers_mu_);
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+
+  // Note [Leaving with pushes owed]: the gradient pushes not yet settled, by
+  // entry; owed_version_ moves with every change (and every flush re-check)
+  // so that FlushOwed wakes up. Own mutex: taken with no other lock held.
+  struct OwedPush {
+    common::NodeId to;
+    uint64_t iteration = 0;
+    int stage = 0;
+    uint64_t bytes = 0;
+  };
+  absl::Mutex owed_mu_;
+  std::map<uint64_t, OwedPush> owed_ ABSL_GUARDED_BY(owed_mu_);
+  uint64_t next_owed_ ABSL_GUARDED_BY(owed_mu_) = 1;
+  uint64_t owed_version_ ABSL_GUARDED_BY(owed_mu_) = 0;
 
   absl::Mutex channels_mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(channels_mu_);

@@ -349,15 +349,16 @@ void GrpcGroupComm::Impl::Send(std::vector<OutgoingReduce> out) {
 // once: their connection is the member itself.
 void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_t iteration,
                                uint32_t stage, std::shared_ptr<const ReduceMessage> m,
-                               int attempt) {
+                               int attempt, uint64_t owed) {
+  const uint64_t bytes = m == nullptr           ? 0
+                         : m->payload != nullptr ? m->payload->size()
+                                                 : m->data->size() * sizeof(float);
+  if (m != nullptr && owed == 0) owed = Owe(to, iteration, static_cast<int>(stage), bytes);
   const std::string address = AddressOf(to);
   std::weak_ptr<Impl> weak = weak_from_this();
-  PostFor(to, [weak, to, address, phase, iteration, stage, m, attempt] {
+  PostFor(to, [weak, to, address, phase, iteration, stage, m, attempt, owed, bytes] {
     auto self = weak.lock();
     if (!self) return;
-    const uint64_t bytes = m == nullptr           ? 0
-                           : m->payload != nullptr ? m->payload->size()
-                                                   : m->data->size() * sizeof(float);
     if (bytes > 0) self->uplink_.Begin(self->clock_->SteadyNow());
     absl::Status s = self->PushNow(address, to, phase, iteration, stage, m.get());
     if (bytes > 0) self->uplink_.End(self->clock_->SteadyNow(), bytes, s.ok());
@@ -367,12 +368,16 @@ void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_
           o.retry_pushes_to(to) && self->view_->IsAlive(to)) {
         LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s
                      << "; trying again (" << attempt + 1 << "/" << o.push_retries << ")";
+        // Still owed while the retry waits.
         self->clock_->RunAfter(o.push_retry_every, [weak, to, phase, iteration, stage, m,
-                                                    attempt] {
-          if (auto again = weak.lock()) again->Push(to, phase, iteration, stage, m, attempt + 1);
+                                                    attempt, owed] {
+          if (auto again = weak.lock()) {
+            again->Push(to, phase, iteration, stage, m, attempt + 1, owed);
+          }
         });
         return;
       }
+      self->Settle(owed);
       // Note [Refused late pushes].
       if (m != nullptr && absl::IsFailedPrecondition(s) &&
           self->RoundOver(iteration, static_cast<int>(stage))) {
@@ -383,7 +388,9 @@ void GrpcGroupComm::Impl::Push(const common::NodeId& to, uint32_t phase, uint64_
       LOG(WARNING) << "gradient push to " << to << " (" << address << ") failed: " << s;
       self->view_->MarkDead(to);
       self->Sweep();
+      return;
     }
+    self->Settle(owed);
   });
 }
 

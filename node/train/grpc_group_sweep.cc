@@ -183,8 +183,15 @@ void GrpcGroupComm::Impl::Sweep() {
                           "member's; averaged on that one";
         }
       }
+      // One waiter (the usual case) takes the result itself: a copy of
+      // the averaged vector less per round. The round keeps its own for a
+      // later AllReduce of the same key.
+      const bool alone = pending.waiters.size() == 1;
       for (ReduceDone& w : pending.waiters) {
-        calls.push_back([w = std::move(w), result]() mutable { w(*result); });
+        calls.push_back([w = std::move(w), result, alone]() mutable {
+          if (alone) return w(std::move(*result));
+          w(*result);
+        });
       }
       pending.waiters.clear();
       pending.delivered = true;

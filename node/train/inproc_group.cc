@@ -180,6 +180,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       for (const PeerInfo& m : members_) {  // Note [Robust averaging across subnetworks]
         if (m.subnetwork) robust.subnetworks[m.id] = m.stages;
       }
+      robust.across_classes = it->first.second != 0;  // not the data stage
       sum.sum = RobustSum(parts, robust, &sum.refused_parts);
     }
     sum.left_out = late;

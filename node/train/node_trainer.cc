@@ -15,6 +15,7 @@
 #include "common/lifetime_guard.h"
 #include "common/node_id.h"
 #include "node/train/resync_source.h"
+#include "node/train/upload_budget.h"
 
 namespace skipswarm::node {
 namespace {
@@ -33,7 +34,29 @@ int64_t AveragedBytes(const absl::StatusOr<ReduceResult>& r, int64_t own) {
   return r->contributors <= 1 && r->left_out.empty() ? 0 : own;
 }
 
+// Note [Lone outer replica]: what the group's round answers a replica that
+// is the only one: its own contribution (RobustSum of one part is that
+// part), its visits, and its digest, which agrees with itself.
+ReduceResult LocalRound(GradientContribution c) {
+  ReduceResult r;
+  r.sum = std::move(c.flat);
+  r.visits = c.visits;
+  r.contributors = 1;
+  r.digests_agree = true;
+  r.digests.emplace_back(c.from, c.params_digest);
+  return r;
+}
+
 }  // namespace
+
+std::map<int, uint64_t> StepDigests(const NodeIterationReport& r, const std::vector<int>& hosted) {
+  std::map<int, uint64_t> d;
+  for (int stage : hosted) {
+    auto step = r.stages.find(stage);
+    d[stage] = step == r.stages.end() ? 0 : step->second.digest_after;
+  }
+  return d;
+}
 
 // Every callback that reaches it is wrapped by `guard`: ~NodeTrainer closes
 // the guard, which waits for a callback in progress (the whole chain it runs
@@ -74,20 +97,32 @@ struct NodeTrainer::State {
   };
   std::map<int, OuterRound> rounds ABSL_GUARDED_BY(mu);
   // Note [Late members]: per stage, the members' uplink figures from the
-  // last sync's result, and when the last two syncs started.
+  // last sync's result (this replica's own among them), and when the last
+  // two syncs started; thinned: the last sync sent less than all its
+  // blocks (Note [Thinned uploads]).
   struct SyncPace {
     std::vector<uint64_t> figures;
+    uint64_t own = 0;
     std::optional<absl::Duration> last_start;
     absl::Duration gap = absl::ZeroDuration();
+    bool thinned = false;
   };
   std::map<int, SyncPace> pace ABSL_GUARDED_BY(mu);
+  // A sync of `stage` starts now, `waited` after its sync point was
+  // reached (Note [Sync wait]): records its start and returns the share of
+  // its blocks it sends (Note [Thinned uploads], upload_budget.h).
+  double StartSync(int stage, const AveragingPlan& plan, absl::Duration waited);
   // The deadline of a sync starting now whose contribution takes `bytes`.
   absl::Duration CloseAfter(int stage, const AveragingPlan& plan, int64_t bytes);
   void RecordFigures(int stage, const ReduceResult& r) {
     absl::MutexLock lock(&mu);
-    std::vector<uint64_t>& f = pace[stage].figures;
-    f.clear();
-    for (const auto& [id, b] : r.bandwidths) f.push_back(b);
+    SyncPace& p = pace[stage];
+    p.figures.clear();
+    p.own = 0;
+    for (const auto& [id, b] : r.bandwidths) {
+      p.figures.push_back(b);
+      if (id == server->self()) p.own = b;
+    }
   }
 
   bool Stopped() {
@@ -104,14 +139,15 @@ struct NodeTrainer::State {
   // What a sync point does next (Note [Overlapped sync]).
   using StepThen = absl::AnyInvocable<void(NodeIterationReport, StageIt, StageStep)>;
   // Note [Outer steps], H > 1: the local step, and every H-th step the sync.
-  void OuterStage(NodeIterationReport report, StageIt it, GradientSum sum, AveragingPlan plan);
+  // `sole`: GroupComm::SoleReplica said so (Note [Lone outer replica]).
+  void OuterStage(NodeIterationReport report, StageIt it, AveragingPlan plan, bool sole);
   // The sync of Note [Outer steps], waited for.
-  void SyncNow(NodeIterationReport report, StageIt it, StageStep step);
+  void SyncNow(NodeIterationReport report, StageIt it, StageStep step, bool sole);
   // Note [Overlapped sync]: applies the round in flight once its result is
   // in (waiting for it if need be), then `then`.
   void AfterRound(NodeIterationReport report, StageIt it, StageStep step, StepThen then);
   // Note [Overlapped sync]: starts this sync's round and moves on.
-  void StartRound(NodeIterationReport report, StageIt it, StageStep step);
+  void StartRound(NodeIterationReport report, StageIt it, StageStep step, bool sole);
   // Note [Sync wait]: names a sync point's wait for its round once it is
   // more than a tenth of the H steps the round had (rate-limited).
   void WarnSlowRound(uint64_t iteration, int stage, absl::Duration waited);
@@ -200,11 +236,8 @@ absl::StatusOr<std::string> NodeTrainer::State::ServeState(int stage, uint64_t i
 absl::Duration NodeTrainer::State::CloseAfter(int stage, const AveragingPlan& plan,
                                               int64_t bytes) {
   if (plan.deadline_factor <= 0) return absl::InfiniteDuration();
-  const absl::Duration now = clock->SteadyNow();
   absl::MutexLock lock(&mu);
   SyncPace& p = pace[stage];
-  if (p.last_start.has_value()) p.gap = now - *p.last_start;
-  p.last_start = now;
   std::vector<uint64_t> known;
   for (uint64_t b : p.figures) {
     if (b > 0) known.push_back(b);
@@ -218,6 +251,35 @@ absl::Duration NodeTrainer::State::CloseAfter(int stage, const AveragingPlan& pl
       absl::Seconds(std::max(plan.deadline_min_s, plan.deadline_factor * expected_s));
   if (plan.overlap) d += p.gap;
   return d;
+}
+
+double NodeTrainer::State::StartSync(int stage, const AveragingPlan& plan,
+                                     absl::Duration waited) {
+  const absl::Duration now = clock->SteadyNow();
+  absl::MutexLock lock(&mu);
+  SyncPace& p = pace[stage];
+  if (p.last_start.has_value()) p.gap = now - *p.last_start;
+  p.last_start = now;
+  UploadBudgetInputs in;
+  in.own = p.own;
+  in.figures = p.figures;
+  in.bytes = plan.contribution_bytes;
+  if (plan.overlap) in.window = std::max(absl::ZeroDuration(), p.gap - waited);
+  in.floor = plan.upload_floor;
+  const double keep = UploadFraction(in);
+  if ((keep < 1) != p.thinned) {
+    p.thinned = keep < 1;
+    LOG(INFO) << "stage " << stage << ": "
+              << (p.thinned ? absl::StrCat("this replica's outer-sync upload (", in.bytes,
+                                           " bytes at ", in.own,
+                                           " B/s) would outlast its peers' or the H steps; it "
+                                           "sends its largest int8 blocks, ",
+                                           absl::SixDigits(keep),
+                                           " of them (the rest later, Note [Thinned uploads])")
+                            : std::string("this replica's outer syncs send all their blocks "
+                                          "again"));
+  }
+  return keep;
 }
 
 void NodeTrainer::State::Start(uint64_t iteration) {
@@ -267,15 +329,14 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
   StageCompute* compute = it->second;
   const int stage = it->first;
   const AveragingPlan plan = compute->averaging();
-  if (plan.outer_every == 1 && group->SoleReplica(report.iteration, stage, server->self())) {
-    return SoleStage(std::move(report), it);
-  }
+  const bool sole = group->SoleReplica(report.iteration, stage, server->self());
+  if (plan.outer_every > 1) return OuterStage(std::move(report), it, plan, sole);
+  if (sole) return SoleStage(std::move(report), it);
   absl::StatusOr<GradientSum> sum = compute->TakeGradients();
   if (!sum.ok()) {
     report.status = sum.status();
     return Finish(std::move(report));
   }
-  if (plan.outer_every > 1) return OuterStage(std::move(report), it, std::move(sum).value(), plan);
   GradientContribution c;
   c.from = server->self();
   c.visits = sum->visits;
@@ -357,8 +418,8 @@ void NodeTrainer::State::UpdateStage(NodeIterationReport report,
 // the step are the same as through the round; nothing is averaged or sent
 // (avg_bytes 0). The group decides from what it knows at the call
 // (GroupComm::SoleReplica); when unsure (a peer's part of the round has
-// arrived) it runs the round as before. Outer steps (H > 1) keep their
-// path: their rounds are rare.
+// arrived) it runs the round as before. Outer steps (H > 1): Note [Lone
+// outer replica].
 void NodeTrainer::State::SoleStage(NodeIterationReport report, StageIt it) {
   StageCompute* compute = it->second;
   StageStep step;
@@ -377,37 +438,57 @@ void NodeTrainer::State::SoleStage(NodeIterationReport report, StageIt it) {
   Next(std::move(report), it, step, /*digest=*/false);
 }
 
-void NodeTrainer::State::OuterStage(NodeIterationReport report, StageIt it, GradientSum sum,
-                                    AveragingPlan plan) {
+// Note [Lone outer replica]: with H > 1 every inner step is the replica's
+// own, so it steps its gradients where they are (ApplyLocalUpdate, the
+// same bytes as ApplyUpdate(TakeGradients()), Note [Group of one]) whether
+// or not it has peers: no gradient vector per iteration. A replica the
+// group says is alone (GroupComm::SoleReplica) also skips what only peers
+// need: the digest after each step (digest_after stays 0) and, at a sync,
+// the group's round: the round of one would answer with its own
+// pseudo-gradient and one visit (zero visits when idle), so LocalRound
+// makes that answer here and the outer step is taken as before (the outer
+// optimiser is not the identity: a lone replica keeps its Nesterov steps,
+// and its anchor and momentum stay what a joiner fetches). The result is
+// the round's to the byte (outer_steps_test compares the two paths).
+void NodeTrainer::State::OuterStage(NodeIterationReport report, StageIt it, AveragingPlan plan,
+                                    bool sole) {
   StageCompute* compute = it->second;
   StageStep step;
-  step.visits_here = sum.visits;
-  step.visits_total = sum.visits;
   step.replicas = 1;
   // The inner step: this replica's own visit-weighted AdamW step.
-  absl::StatusOr<UpdateStats> u = compute->ApplyUpdate(sum.flat, sum.visits);
-  if (u.ok()) {
-    step.update = *u;
-  } else {
-    // Non-finite local gradients: nothing stepped (the compute cleared them).
+  absl::StatusOr<UpdateStats> u = compute->ApplyLocalUpdate();
+  if (!u.ok()) {
     LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                << " inner step: " << u.status();
+    report.status = u.status();
+  } else {
+    step.visits_here = u->visits;
+    step.visits_total = u->visits;
+    if (u->nonfinite) {
+      // Nothing stepped (the compute cleared the gradients).
+      LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                 << " inner step: the gradient is not finite; nothing stepped";
+    } else {
+      step.update = *u;
+    }
   }
   const bool sync = compute->step() % plan.outer_every == 0;
+  // Note [Digest on demand] (node_trainer.h): between syncs the replicas
+  // differ by design and nothing compares them, so no digest is taken.
   if (!plan.overlap) {
-    if (!sync) return Next(std::move(report), it, step);
-    return SyncNow(std::move(report), it, std::move(step));
+    if (!sync) return Next(std::move(report), it, step, /*digest=*/false);
+    return SyncNow(std::move(report), it, std::move(step), sole);
   }
   // Note [Overlapped sync]: the last iteration applies the round in flight
   // and syncs in full, so the run ends on the replicas' common anchor.
   const bool last = report.iteration + 1 >= end;
-  if (!sync && !last) return Next(std::move(report), it, step);
+  if (!sync && !last) return Next(std::move(report), it, step, /*digest=*/false);
   State* self = this;
   AfterRound(std::move(report), it, std::move(step),
-             [self, sync, last](NodeIterationReport report, StageIt it, StageStep step) {
-               if (last && sync) return self->SyncNow(std::move(report), it, std::move(step));
-               if (!sync) return self->Next(std::move(report), it, step);
-               self->StartRound(std::move(report), it, std::move(step));
+             [self, sync, last, sole](NodeIterationReport report, StageIt it, StageStep step) {
+               if (last && sync) return self->SyncNow(std::move(report), it, std::move(step), sole);
+               if (!sync) return self->Next(std::move(report), it, step, /*digest=*/false);
+               self->StartRound(std::move(report), it, std::move(step), sole);
              });
 }
 
@@ -487,7 +568,11 @@ void NodeTrainer::State::WarnSlowRound(uint64_t iteration, int stage, absl::Dura
   }
 }
 
-void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, StageStep step) {
+void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, StageStep step,
+                                    bool sole) {
+  // Note [Thinned uploads]: a lone round sends nothing.
+  const double keep = StartSync(it->first, it->second->averaging(), step.sync_wait);
+  it->second->SetUploadFraction(sole ? 1.0 : keep);
   absl::StatusOr<AverageContribution> a = it->second->TakePseudoGradient();
   if (!a.ok()) {
     report.status = a.status();
@@ -509,7 +594,9 @@ void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, Stag
     round.iteration = iteration;
     round.mine = a->digest;
     round.bytes = a->bytes;
+    if (sole) round.result = LocalRound(std::move(c));  // Note [Lone outer replica]
   }
+  if (sole) return Next(std::move(report), it, step, /*digest=*/false);
   State* self = this;
   group->AllReduce(iteration, stage, std::move(c),
                    guard.Wrap([self, stage, iteration](absl::StatusOr<ReduceResult> r) mutable {
@@ -528,8 +615,12 @@ void NodeTrainer::State::StartRound(NodeIterationReport report, StageIt it, Stag
   Next(std::move(report), it, step);
 }
 
-void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageStep step) {
+void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageStep step,
+                                 bool sole) {
   StageCompute* compute = it->second;
+  // Note [Thinned uploads]: a lone round sends nothing.
+  const double keep = StartSync(it->first, compute->averaging(), step.sync_wait);
+  compute->SetUploadFraction(sole ? 1.0 : keep);
   absl::StatusOr<AverageContribution> a = compute->TakePseudoGradient();
   if (!a.ok()) {
     report.status = a.status();
@@ -552,39 +643,40 @@ void NodeTrainer::State::SyncNow(NodeIterationReport report, StageIt it, StageSt
   const uint64_t mine = c.params_digest;
   const absl::Duration since = clock->SteadyNow();  // Note [Sync wait]
   State* self = this;
-  group->AllReduce(
-      report.iteration, it->first, std::move(c),
-      guard.Wrap([self, report = std::move(report), it, step, mine, before,
-                  since](absl::StatusOr<ReduceResult> r) mutable {
-        if (self->Stopped()) return;
-        StageCompute* compute = it->second;
-        step.sync_wait += self->clock->SteadyNow() - since;
-        if (!r.ok()) {
-          if (int64_t held = 0; self->AllowLog(&held)) {
-            LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
-                       << ": outer sync failed, keeping the local parameters: " << r.status()
-                       << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
-          }
-          report.status = r.status();
-          return self->Next(std::move(report), it, step);
-        }
-        // Note [Encoded shards]; a round of one sends nothing.
-        step.avg_bytes = before + AveragedBytes(r, step.avg_bytes - before);
-        self->RecordFigures(it->first, *r);
-        // visits_total counts the contributors that trained (one visit each).
-        const std::optional<bool> finite =
-            self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
-        if (!finite.has_value()) return;  // re-syncing
-        absl::StatusOr<UpdateStats> o =
-            compute->ApplyOuterStep(r->sum, *finite ? OuterWeight(*r) : 0);
-        if (o.ok()) {
-          step.outer_step = o->stepped;
-        } else {
-          LOG(ERROR) << "stage " << it->first << " outer step: " << o.status();
-          report.status = o.status();
-        }
-        self->Next(std::move(report), it, step);
-      }));
+  const uint64_t iteration = report.iteration;
+  ReduceDone done = guard.Wrap([self, report = std::move(report), it, step, mine, before, since,
+                                sole](absl::StatusOr<ReduceResult> r) mutable {
+    if (self->Stopped()) return;
+    StageCompute* compute = it->second;
+    step.sync_wait += self->clock->SteadyNow() - since;
+    if (!r.ok()) {
+      if (int64_t held = 0; self->AllowLog(&held)) {
+        LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
+                   << ": outer sync failed, keeping the local parameters: " << r.status()
+                   << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
+      }
+      report.status = r.status();
+      return self->Next(std::move(report), it, step);
+    }
+    // Note [Encoded shards]; a round of one sends nothing.
+    step.avg_bytes = before + AveragedBytes(r, step.avg_bytes - before);
+    self->RecordFigures(it->first, *r);
+    // visits_total counts the contributors that trained (one visit each).
+    const std::optional<bool> finite =
+        self->AcceptReduce(report, it, step, *r, mine, /*outer=*/true);
+    if (!finite.has_value()) return;  // re-syncing
+    absl::StatusOr<UpdateStats> o = compute->ApplyOuterStep(r->sum, *finite ? OuterWeight(*r) : 0);
+    if (o.ok()) {
+      step.outer_step = o->stepped;
+    } else {
+      LOG(ERROR) << "stage " << it->first << " outer step: " << o.status();
+      report.status = o.status();
+    }
+    self->Next(std::move(report), it, step, /*digest=*/!sole);
+  });
+  // Note [Lone outer replica]: the round of one, answered here.
+  if (sole) return done(LocalRound(std::move(c)));
+  group->AllReduce(iteration, it->first, std::move(c), std::move(done));
 }
 
 std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report,

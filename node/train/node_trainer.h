@@ -93,7 +93,11 @@
 // node/train/README.md): the deadline (Note [Late members] in
 // sharded_reduce.h, from NodeTrainer's measured pace) closes out only a
 // member whose reduce-scatter part is still missing, not one late with its
-// reduced shard.
+// reduced shard. What removes the deficit is fewer bytes from that member:
+// before each sync a replica budgets its upload from the last round's
+// uplink figures and the H steps' time and, when it would not fit, sends
+// only its largest int8 blocks (Note [Thinned uploads] in
+// node/train/upload_budget.h and model/avg_codec.h).
 //
 // Note [Sync wait]: StageStep::sync_wait is the time from this replica's
 // contribution to its reduce's result where the iteration waits for it
@@ -146,6 +150,8 @@ struct StageStep {
   // The averaged gradient was not finite: the step was skipped (Note
   // [Non-finite steps]).
   bool skipped_nonfinite = false;
+  // The digest after the step; 0 where none was taken (Note [Digest on
+  // demand]).
   uint64_t digest_after = 0;
   // Payload bytes this replica sent to the stage's average this
   // iteration: over gRPC what its pushes carried, encoded by the codec
@@ -180,6 +186,20 @@ struct NodeIterationReport {
   int64_t rerouted_here = 0;
   absl::Status status;  // a failed reduce or update
 };
+
+// Note [Digest on demand]: a digest reads every parameter (on a GPU, a
+// copy of all of them to the host), so the trainer takes one only where a
+// replica compares it: an H = 1 round's contribution (the digest after the
+// step before, kept by the compute) and, with outer steps, after a sync.
+// Between syncs (H > 1) the replicas differ by design, and a lone replica
+// (Note [Group of one], Note [Lone outer replica] in node_trainer.cc) has
+// nobody to compare with: digest_after stays 0 there. At the boundary a
+// node publishes, for each of its `hosted` stages, the digest its step
+// took (StepDigests; 0 where none was taken) in its state server's Health
+// (node/daemon/gossip/state_transfer.h) instead of reading the parameters
+// again; no reader of that value compares it, and a joiner checks the
+// digest its snapshot carries, which the snapshot takes.
+std::map<int, uint64_t> StepDigests(const NodeIterationReport& r, const std::vector<int>& hosted);
 
 class NodeTrainer {
  public:

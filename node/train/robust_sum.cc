@@ -157,6 +157,44 @@ void PullInOutliers(const std::vector<PartInput>& parts, const std::vector<size_
     const double reference = sorted[(sorted.size() - 1) / 2];  // the lower median
     PullIn(parts, set, spread, factor, reference, scale, pulled, verdicts);
   }
+  // Across classes: the parts no class of their own judged, against every
+  // kept part of the shard.
+  if (!options.across_classes || classes.size() < 2) return;
+  std::vector<size_t> lone;  // positions in `kept`
+  for (size_t j = 0; j < kept.size(); ++j) {
+    auto it = options.subnetworks.find(parts[kept[j]].from);
+    if (classes[it == options.subnetworks.end() ? std::vector<int>{} : it->second].size() < 3) {
+      lone.push_back(j);
+    }
+  }
+  if (lone.empty()) return;
+  const Values value{parts, *scale, *pulled};
+  const Spread all = Measure(parts, kept, value);
+  std::vector<double> distances = all.distance;
+  std::vector<double> sizes;
+  for (size_t i : kept) {
+    double sum = 0;
+    for (size_t k = 0; k < all.centre.size(); ++k) sum += value(i, k) * value(i, k);
+    sizes.push_back(std::sqrt(sum / static_cast<double>(parts[i].visits)));
+  }
+  std::sort(distances.begin(), distances.end());
+  std::sort(sizes.begin(), sizes.end());
+  const double reference = std::max(distances[(distances.size() - 1) / 2],
+                                    sizes[(sizes.size() - 1) / 2]);  // the lower medians
+  Spread judged;
+  judged.centre = all.centre;
+  std::vector<size_t> set;
+  for (size_t j : lone) {
+    // Only a part that also points against the centre: an honest
+    // subnetwork's offset moves its part aside, a reversed step moves it back.
+    double along = 0;
+    for (size_t k = 0; k < all.centre.size(); ++k) along += value(kept[j], k) * all.centre[k];
+    if (along >= 0) continue;
+    set.push_back(kept[j]);
+    judged.distance.push_back(all.distance[j]);
+  }
+  if (set.empty()) return;
+  PullIn(parts, set, judged, factor, reference, scale, pulled, verdicts);
 }
 
 }  // namespace
@@ -243,9 +281,34 @@ std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOp
     }
   }
 
+  // Note [Newcomer weight]: which parts count with newcomer_weight (only
+  // while a trusted finite part has visits).
+  std::vector<bool> newcomer(r, false);
+  const double w = std::clamp(options.newcomer_weight, 0.0, 1.0);
+  if (!options.newcomers.empty() && w < 1) {
+    bool trusted = false;
+    for (size_t i = 0; i < r; ++i) {
+      newcomer[i] = finite[i] && options.newcomers.count(parts[i].from) > 0;
+      trusted |= finite[i] && !newcomer[i] && parts[i].visits > 0;
+    }
+    if (!trusted) newcomer.assign(r, false);
+  }
+  std::vector<float> newcomer_sum;  // w x the newcomers' parts
+  double newcomer_missing = 0;       // (1 - w) x the newcomers' visits
   int64_t kept_visits = 0, dropped_visits = 0;
   bool first = true;
   for (size_t i = 0; i < r; ++i) {
+    if (newcomer[i]) {
+      // Its visits' (1 - w) share is filled like a left-out part's below,
+      // from the trusted parts alone; its w share is added after the fill.
+      newcomer_missing += (1 - w) * static_cast<double>(std::max<int64_t>(0, parts[i].visits));
+      if (w == 0) continue;
+      const std::vector<float>& p = pulled[i].empty() ? *parts[i].data : pulled[i];
+      const double f = w * scale[i];
+      if (newcomer_sum.empty()) newcomer_sum.assign(p.size(), 0.0f);
+      for (size_t k = 0; k < p.size(); ++k) newcomer_sum[k] += static_cast<float>(p[k] * f);
+      continue;
+    }
     if (!finite[i]) {
       dropped_visits += std::max<int64_t>(0, parts[i].visits);
       verdicts->push_back({parts[i].from,
@@ -267,13 +330,15 @@ std::vector<float> RobustSum(const std::vector<PartInput>& parts, const RobustOp
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += static_cast<float>(p[k] * scale[i]);
     }
   }
-  if (dropped_visits > 0 && kept_visits > 0) {
+  const double missing = static_cast<double>(dropped_visits) + newcomer_missing;
+  if (missing > 0 && kept_visits > 0) {
     // The left-out sender's visits stay in the round's total: its share
     // becomes the kept parts' mean.
-    const double up =
-        static_cast<double>(kept_visits + dropped_visits) / static_cast<double>(kept_visits);
+    const double kept = static_cast<double>(kept_visits);
+    const double up = (kept + missing) / kept;
     for (float& x : sum) x = static_cast<float>(x * up);
   }
+  for (size_t k = 0; k < newcomer_sum.size(); ++k) sum[k] += newcomer_sum[k];
   return sum;
 }
 

@@ -53,15 +53,46 @@
 // reference, so a liar among peers of its class is held to their noise (and
 // cannot hide behind the other classes' offsets, which inflated the old
 // reference). Across classes only the norm bound and the non-finite rule
-// hold: a part alone in its class, or in a class of two (a pipeline stage
-// with two replicas, a liar naming a subnetwork of its own), is bounded
-// by the norm clip only. A looser test across classes was tried: against
-// the larger of the lower median distance and the parts' median per-visit
-// size in the shard, honest SDP workers of the 6-stage test swarm were
-// still pulled in at stage 0, many times that size (each worker's rows of
-// the tied embedding are its own tokens'; figures in node/train/README.md,
-// "Robust averaging with SDP"), so no shard-local test tells a
-// subnetwork's honest part from a liar's there.
+// hold at the data stage (stage 0, with RobustOptions::across_classes
+// false): there each worker's rows of the tied embedding are its own
+// tokens', so an honest SDP part can be many times the others' size and
+// distance (figures in node/train/README.md, "Robust averaging with SDP"),
+// and no shard-local test tells it from a liar's; a part alone in its
+// class there, or in a class of two, is bounded by the norm clip only.
+// At every other stage (across_classes true: the callers set it for stages
+// > 0) the parts of classes of < 3 are judged against all the shard's
+// kept parts once the shard has >= 2 classes: the centre is the
+// coordinate-wise median of every kept part's per-visit mean, the
+// reference the larger of the lower median distance from it and the lower
+// median per-visit size (|part| / sqrt(visits)), which leaves room for an
+// honest subnetwork's offset; a part farther than outlier_factor x that
+// and pointing against the centre (a negative inner product with it) is
+// pulled in as above (an offence, Note [Group bans] in grpc_group.h). The
+// direction condition spares an honest subnetwork whose offset or noise
+// moves its part far aside (local_sdp_test's backward swarm had one at
+// 6.6x at stage 5 without it); a lie that reverses the step, the attack
+// that turned the swarm's descent into ascent, points back. A liar that
+// pushes far aside only meets the norm clip. This
+// is what catches an SDP worker alone in its subnetwork that lies: its
+// middle stages are shared with other subnetworks or pipeline hosts, and
+// once it is banned by a peer that also holds stage 0 its data-stage
+// parts go too.
+// Note [Newcomer weight]: in an open swarm a member on probation (Note
+// [Newcomer probation] in node/daemon/gossip/training_members.h) has shown
+// nothing yet; with 2 replicas (a trusted host and the newcomer beside it,
+// the usual case under probation) centered clipping does not run and the
+// norm bound alone lets its part move the step by up to clip_factor x an
+// honest part. So while any trusted sender's finite part has visits, a
+// newcomer's part (after the checks above) counts with newcomer_weight w:
+// the sum is the trusted parts' sum, plus w x each newcomer's part, with
+// the rest of the newcomers' visits ((1 - w) x theirs, like a left-out
+// part's) filled by the trusted parts' mean. A newcomer then moves the
+// result by at most w x its part's bound, and not at all with w = 0 (the
+// daemons' default): a liar on probation gains nothing, an honest one
+// loses only its visits' share of the gradient until it is vouched for.
+// It still averages, steps with the group and has its digest compared,
+// which is how it earns trust. Without trusted parts with visits (a group
+// of newcomers alone) the rules above apply unchanged.
 // With one class (every pipeline swarm) this is exactly the rule above.
 // With honest parts nothing is left out or scaled, and the sum is the same
 // float additions in the same (ascending id) order as the plain sum: the
@@ -98,6 +129,15 @@ struct RobustOptions {
   // [Robust averaging across subnetworks]); any sender not listed is a
   // pipeline host. Empty: one class, the rule of Note [Robust averaging].
   std::map<common::NodeId, std::vector<int>> subnetworks;
+  // Note [Newcomer weight]: senders on probation and the weight, in [0, 1],
+  // their parts carry while at least one other sender's finite part has
+  // visits.
+  std::set<common::NodeId> newcomers;
+  double newcomer_weight = 0;
+  // Judge the parts of classes of < 3 against all the shard's parts (Note
+  // [Robust averaging across subnetworks]); callers set it for every stage
+  // but the data stage (the tied embedding).
+  bool across_classes = false;
 };
 
 struct PartInput {

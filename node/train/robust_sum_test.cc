@@ -1,5 +1,6 @@
 #include "node/train/robust_sum.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -324,6 +325,135 @@ TEST(RobustSumTest, ALiarAmongPeersOfItsClassIsHeldToTheirNoise) {
   verdicts.clear();
   RobustSum(m.parts.Inputs(), one_class, &verdicts);
   EXPECT_TRUE(verdicts.empty()) << "the one-class rule caught it after all";
+}
+
+// Note [Newcomer weight]: a trusted replica and a newcomer beside it (2
+// parts: centered clipping does not run). The newcomer sends its honest
+// gradient reversed and x7.5, inside the x8 norm bound: in the plain robust
+// sum it turns the step into ascent; with weight 0 the sum is the trusted
+// part's mean over all visits, bit for bit; with weight w it moves the sum
+// by w x its part at most.
+TEST(RobustSumTest, ANewcomersPoisonedPartMovesTheSumByItsWeightAtMost) {
+  Parts p = Honest();
+  p.ids.resize(2);
+  p.data.resize(2);
+  p.visits = {3, 3};
+  for (size_t i = 0; i < p.data[1].size(); ++i) p.data[1][i] = -7.5f * p.data[0][i];
+  RobustOptions o = Options(8, 3);
+  std::vector<PartVerdict> verdicts;
+  // Without the newcomer rule the liar's part goes in whole.
+  const std::vector<float> plain = RobustSum(p.Inputs(), o, &verdicts);
+  double dot = 0;
+  for (size_t i = 0; i < plain.size(); ++i) dot += plain[i] * p.data[0][i];
+  EXPECT_LT(dot, 0);  // ascent
+  EXPECT_TRUE(verdicts.empty());
+
+  o.newcomers = {p.ids[1]};
+  o.newcomer_weight = 0;
+  const std::vector<float> held = RobustSum(p.Inputs(), o, &verdicts);
+  ASSERT_EQ(held.size(), p.data[0].size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    ASSERT_EQ(held[i], static_cast<float>(p.data[0][i] * 2.0)) << i;  // (3 + 3) / 3
+  }
+  EXPECT_TRUE(verdicts.empty());  // a policy, not an offence
+
+  o.newcomer_weight = 0.25;
+  const std::vector<float> weighted = RobustSum(p.Inputs(), o, &verdicts);
+  // The trusted part fills 3/4 of the newcomer's visits, a quarter of its
+  // part goes in: the newcomer moves the sum by w x (its part - its visits'
+  // share of the trusted mean) and no more.
+  double moved = 0, bound = 0;
+  for (size_t i = 0; i < weighted.size(); ++i) {
+    const double expected = p.data[0][i] * (3 + 0.75 * 3) / 3 + 0.25 * p.data[1][i];
+    EXPECT_NEAR(weighted[i], expected, 1e-6) << i;
+    moved += std::pow(weighted[i] - held[i], 2);
+    bound += std::pow(0.25 * (p.data[1][i] - p.data[0][i]), 2);
+  }
+  EXPECT_LE(std::sqrt(moved), std::sqrt(bound) * (1 + 1e-5));
+  EXPECT_TRUE(verdicts.empty());
+}
+
+// Newcomers alone (no trusted part with visits) and honest newcomers at
+// weight 1 are summed as before: the rule only ever moves weight from a
+// newcomer to trusted parts.
+TEST(RobustSumTest, NewcomersWithoutATrustedPartOrAtWeightOneAreSummedAsBefore) {
+  Parts p = Honest();
+  RobustOptions o = Options(8, 3);
+  o.newcomers = {p.ids[0], p.ids[1], p.ids[2]};
+  std::vector<PartVerdict> verdicts;
+  EXPECT_EQ(RobustSum(p.Inputs(), o, &verdicts), PlainSum(p));
+  o.newcomers = {p.ids[1]};
+  o.newcomer_weight = 1;
+  EXPECT_EQ(RobustSum(p.Inputs(), o, &verdicts), PlainSum(p));
+  EXPECT_TRUE(verdicts.empty());
+  // A trusted part without visits is no reference: the newcomers count.
+  p.visits[0] = 0;
+  std::fill(p.data[0].begin(), p.data[0].end(), 0.0f);
+  o.newcomers = {p.ids[1], p.ids[2]};
+  o.newcomer_weight = 0;
+  EXPECT_EQ(RobustSum(p.Inputs(), o, &verdicts), PlainSum(p));
+}
+
+TEST(RobustSumTest, ALiarAloneInItsSubnetworkIsJudgedAcrossClasses) {
+  // Three pipeline hosts and two workers, each alone in its subnetwork (a
+  // stage > 0 that both subnetworks share with the hosts). Honest, the
+  // workers' offsets are left alone across classes too; a worker that
+  // sign-flips x8 is pulled in, and only across classes: within its class
+  // of one nothing judges it (the rule at the data stage).
+  for (int liar : {-1, 3, 4}) {
+    MixedGroup m = Mixed(3, {{0, 1, 5}, {0, 3, 5}}, 0.8);
+    m.options.across_classes = true;
+    if (liar >= 0) {
+      for (float& x : m.parts.data[liar]) x *= -8.0f;
+    }
+    std::vector<PartVerdict> verdicts;
+    const std::vector<float> sum = RobustSum(m.parts.Inputs(), m.options, &verdicts);
+    if (liar < 0) {
+      EXPECT_EQ(sum, PlainSum(m.parts));
+      EXPECT_TRUE(verdicts.empty()) << DescribeVerdict(verdicts[0]);
+      continue;
+    }
+    ASSERT_FALSE(verdicts.empty()) << "liar " << liar;
+    for (const PartVerdict& v : verdicts) EXPECT_EQ(v.from, m.parts.ids[liar]);
+    EXPECT_EQ(verdicts.back().kind, PartVerdict::Kind::kOutlier) << "liar " << liar;
+    Parts h = m.parts;
+    h.data.erase(h.data.begin() + liar);
+    const std::vector<float> honest = PlainSum(h);
+    EXPECT_GT(Dot(sum, honest), 0.5 * Dot(honest, honest)) << "liar " << liar;
+    RobustOptions data_stage = m.options;
+    data_stage.across_classes = false;
+    verdicts.clear();
+    const std::vector<float> bounded = RobustSum(m.parts.Inputs(), data_stage, &verdicts);
+    for (const PartVerdict& v : verdicts) {
+      EXPECT_NE(v.kind, PartVerdict::Kind::kOutlier) << DescribeVerdict(v);
+    }
+    EXPECT_LT(Dot(bounded, honest), 0) << "liar " << liar << ": the norm clip alone";
+  }
+}
+
+TEST(RobustSumTest, AnHonestSubnetworkFarAsideIsNotPulledInAcrossClasses) {
+  // Offsets of 10x the gradient: both workers are farther than 6x the
+  // reference from the centre, but they still point along it.
+  MixedGroup m = Mixed(3, {{0, 1, 5}, {0, 3, 5}}, 10.0);
+  m.options.across_classes = true;
+  std::vector<PartVerdict> verdicts;
+  EXPECT_EQ(RobustSum(m.parts.Inputs(), m.options, &verdicts), PlainSum(m.parts));
+  EXPECT_TRUE(verdicts.empty()) << DescribeVerdict(verdicts[0]);
+}
+
+TEST(RobustSumTest, OneClassIsNeverJudgedAcrossClasses) {
+  // A pipeline stage of two replicas (a class of two, no SDP member): the
+  // flag changes nothing.
+  Parts p = Honest();
+  p.ids.pop_back();
+  p.data.pop_back();
+  p.visits.pop_back();
+  for (float& x : p.data[1]) x *= -8.0f;
+  RobustOptions o = Options(0, 6.0);
+  o.across_classes = true;
+  std::vector<PartVerdict> verdicts;
+  EXPECT_EQ(RobustSum(p.Inputs(), o, &verdicts), PlainSum(p));
+  EXPECT_TRUE(verdicts.empty());
 }
 
 }  // namespace

@@ -61,6 +61,42 @@ int64_t BlocksTouched(int64_t offset, int64_t n, int64_t block) {
   return n == 0 ? 0 : (offset + n - 1) / block - offset / block + 1;
 }
 
+// The kInt8Blocks form of a kInt8 encoding `dense` when it is smaller:
+// tag | u32 block | u32 kept | kept x u32 index (of the touched blocks,
+// increasing) | kept x f32 scale | the kept blocks' int8 values.
+std::string ZeroBlocksLeftOut(const std::string& dense, int64_t n, int64_t offset,
+                              uint32_t block) {
+  const int64_t nb = BlocksTouched(offset, n, block);
+  const size_t scales_at = 5;
+  const char* q = dense.data() + scales_at + 4 * nb;
+  const int64_t first = offset / block;
+  std::vector<uint32_t> kept;
+  int64_t kept_values = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t lo = std::max<int64_t>(offset, (first + b) * block) - offset;
+    const int64_t hi = std::min<int64_t>(offset + n, (first + b + 1) * block) - offset;
+    bool zero = true;
+    for (int64_t i = lo; i < hi && zero; ++i) zero = q[i] == 0;
+    if (!zero) {
+      kept.push_back(static_cast<uint32_t>(b));
+      kept_values += hi - lo;
+    }
+  }
+  const size_t sparse = 9 + 8 * kept.size() + static_cast<size_t>(kept_values);
+  if (sparse >= dense.size()) return dense;
+  std::string out(1, static_cast<char>(ShardFormat::kInt8Blocks));
+  PutU32(&out, block);
+  PutU32(&out, static_cast<uint32_t>(kept.size()));
+  for (uint32_t b : kept) PutU32(&out, b);
+  for (uint32_t b : kept) out.append(dense.data() + scales_at + 4 * b, 4);
+  for (uint32_t b : kept) {
+    const int64_t lo = std::max<int64_t>(offset, (first + b) * block) - offset;
+    const int64_t hi = std::min<int64_t>(offset + n, (first + b + 1) * block) - offset;
+    out.append(q + lo, static_cast<size_t>(hi - lo));
+  }
+  return out;
+}
+
 // Blockwise int8 on the stage's block grid (Note [Encoded shards]); the
 // scale and rounding of model/tensor_codec.cc. REQUIRES: v finite.
 std::string Int8(const float* v, int64_t n, int64_t offset, uint32_t block) {
@@ -84,7 +120,7 @@ std::string Int8(const float* v, int64_t n, int64_t offset, uint32_t block) {
       q[i] = static_cast<char>(static_cast<int8_t>(static_cast<int>(x + (x >= 0 ? 0.5f : -0.5f))));
     }
   }
-  return out;
+  return ZeroBlocksLeftOut(out, n, offset, block);
 }
 
 // (index, value) pairs of the non-zeros, or fp32 when that is smaller.
@@ -181,7 +217,8 @@ bool Allowed(const AvgCodecSpec& spec, ShardFormat f) {
   switch (f) {
     case ShardFormat::kFp32: return true;
     case ShardFormat::kBf16: return spec.kind == AvgCodecKind::kBf16;
-    case ShardFormat::kInt8: return spec.kind == AvgCodecKind::kInt8;
+    case ShardFormat::kInt8:
+    case ShardFormat::kInt8Blocks: return spec.kind == AvgCodecKind::kInt8;
     case ShardFormat::kSparse: return spec.kind == AvgCodecKind::kTopK;
     case ShardFormat::kLowRank:
     case ShardFormat::kLowRankSum: return spec.kind == AvgCodecKind::kPowerSgd;
@@ -272,7 +309,7 @@ absl::StatusOr<std::vector<float>> DecodeShard(const AvgCodecSpec& spec,
     return Bad(payload.size(), " bytes for ", n, " elements (at most ", MaxShardBytes(n), ")");
   }
   const uint8_t tag = static_cast<uint8_t>(payload[0]);
-  if (tag > static_cast<uint8_t>(ShardFormat::kLowRankSum)) return Bad("unknown format ", tag);
+  if (tag > static_cast<uint8_t>(ShardFormat::kInt8Blocks)) return Bad("unknown format ", tag);
   const ShardFormat format = static_cast<ShardFormat>(tag);
   if (!Allowed(spec, format)) {
     return Bad("format ", tag, " is not one --avg_codec=", model::AvgCodecName(spec),
@@ -317,6 +354,47 @@ absl::StatusOr<std::vector<float>> DecodeShard(const AvgCodecSpec& spec,
         const int64_t lo = std::max<int64_t>(offset, (first + b) * block) - offset;
         const int64_t hi = std::min<int64_t>(offset + n, (first + b + 1) * block) - offset;
         for (int64_t i = lo; i < hi; ++i) out[i] = static_cast<float>(q[i]) * scale;
+      }
+      return out;
+    }
+    case ShardFormat::kInt8Blocks: {
+      if (payload.size() < 9) return Bad("int8 blocks header truncated");
+      const uint32_t block = GetU32(p + 1);
+      if (block != spec.block_size || block == 0) {
+        return Bad("int8 blocks of ", block, ", this node's codec uses ", spec.block_size);
+      }
+      const int64_t nb = BlocksTouched(offset, n, block);
+      const int64_t count = GetU32(p + 5);
+      if (count > nb) return Bad(count, " int8 blocks for ", nb, " blocks");
+      if (payload.size() < 9 + 8 * static_cast<uint64_t>(count)) {
+        return Bad("int8 blocks index truncated");
+      }
+      const char* index = p + 9;
+      const char* scales = index + 4 * count;
+      const int8_t* q = reinterpret_cast<const int8_t*>(scales + 4 * count);
+      const int64_t first = offset / block;
+      uint64_t values = 0;
+      int64_t last = -1;
+      for (int64_t k = 0; k < count; ++k) {
+        const int64_t b = GetU32(index + 4 * k);
+        if (b <= last || b >= nb) return Bad("int8 block ", b, " after ", last, " (of ", nb, ")");
+        last = b;
+        const float scale = GetFloat(scales + 4 * k);
+        if (!(scale >= 0) || !std::isfinite(scale)) return Bad("int8 block ", b, " scale ", scale);
+        const int64_t lo = std::max<int64_t>(offset, (first + b) * block) - offset;
+        const int64_t hi = std::min<int64_t>(offset + n, (first + b + 1) * block) - offset;
+        values += static_cast<uint64_t>(hi - lo);
+      }
+      absl::Status s = CheckSize(payload, 9 + 8 * static_cast<uint64_t>(count) + values,
+                                 "int8 blocks shard");
+      if (!s.ok()) return s;
+      for (int64_t k = 0; k < count; ++k) {
+        const int64_t b = GetU32(index + 4 * k);
+        const float scale = GetFloat(scales + 4 * k);
+        const int64_t lo = std::max<int64_t>(offset, (first + b) * block) - offset;
+        const int64_t hi = std::min<int64_t>(offset + n, (first + b + 1) * block) - offset;
+        for (int64_t i = lo; i < hi; ++i) out[i] = static_cast<float>(q[i - lo]) * scale;
+        q += hi - lo;
       }
       return out;
     }

@@ -17,7 +17,10 @@
 //    index space (as the codec cut them), a float scale per block and an
 //    int8 per element. Whole blocks decode to the codec's values up to one
 //    ulp of the scale; the at most two blocks a shard boundary cuts are
-//    re-scaled to the part they hold.
+//    re-scaled to the part they hold. Blocks that are all zeros (a thinned
+//    contribution, Note [Thinned uploads] in model/avg_codec.h) are not
+//    sent when that is smaller (kInt8Blocks: the kept blocks' indices,
+//    then their scales and values).
 //  * topk: (index, value) pairs of the non-zeros, exact.
 //  * powersgd: the rank-r factors, P's rows that the shard touches and the
 //    whole Q (PowerSgdShape's matrix), decoded as dot products.
@@ -57,6 +60,7 @@ enum class ShardFormat : uint8_t {
   kSparse = 3,
   kLowRank = 4,
   kLowRankSum = 5,
+  kInt8Blocks = 6,
 };
 
 // The largest encoded shard of n elements DecodeShard accepts (an encoder

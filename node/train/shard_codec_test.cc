@@ -143,6 +143,84 @@ TEST(ShardCodecTest, ReducedShardsDecodeToOneValueForEveryone) {
 }
 
 // Hostile bytes: each is refused with INVALID_ARGUMENT, never a crash.
+// Note [Thinned uploads] (model/avg_codec.h): a contribution whose int8
+// blocks are partly zero goes out without them (kInt8Blocks), decodes to
+// what the whole encoding decodes to, and a peer's malformed one is refused.
+TEST(ShardCodecTest, Int8LeavesItsZeroBlocksOut) {
+  const int64_t total = 8192, offset = 1000, n = 5000;  // cuts blocks 3 and 23
+  std::vector<float> v = Random(total, 17);
+  for (int64_t b = 0; b < total / 256; ++b) {
+    if (b % 4 != 1 && b != 3) std::fill(v.begin() + b * 256, v.begin() + (b + 1) * 256, 0.f);
+  }
+  const AvgCodecSpec spec = Spec("int8");
+  const std::string wire = EncodeShard(spec, v.data() + offset, n, offset, nullptr);
+  ASSERT_EQ(wire[0], static_cast<char>(ShardFormat::kInt8Blocks));
+  // Touched blocks 3..23 (21); kept: 3 (partly), 5, 9, 13, 17, 21.
+  const int64_t kept_values = (4 * 256 - offset) + 5 * 256;
+  EXPECT_EQ(wire.size(), 9u + 8 * 6 + kept_values);
+  EXPECT_LT(wire.size(), 5u + 4 * 21 + n);  // the whole int8 encoding
+  auto d = DecodeShard(spec, wire, n, offset, total);
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = v[offset + i];
+    if (x == 0) {
+      EXPECT_EQ((*d)[i], 0.f) << i;
+    } else {
+      EXPECT_NEAR((*d)[i], x, 0.05) << i;
+    }
+  }
+  // A reduced shard: the same form, one value for everyone.
+  std::vector<float> residual(n, 0.f);
+  const std::string reduced = EncodeReducedShard(spec, v.data() + offset, n, offset,
+                                                 residual.data(), {});
+  EXPECT_EQ(reduced[0], static_cast<char>(ShardFormat::kInt8Blocks));
+  auto r = DecodeShard(spec, reduced, n, offset, total);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ((*r)[i] + residual[i], v[offset + i]) << i;
+  // No zero block: the whole encoding, as before.
+  std::vector<float> dense = Random(total, 18);
+  EXPECT_EQ(EncodeShard(spec, dense.data() + offset, n, offset, nullptr)[0],
+            static_cast<char>(ShardFormat::kInt8));
+
+  auto refused = [&](const std::string& w, const char* why) {
+    auto bad = DecodeShard(spec, w, n, offset, total);
+    EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << why << ": " << bad.status();
+  };
+  refused(wire.substr(0, wire.size() - 1), "truncated");
+  refused(wire + "x", "trailing byte");
+  refused(wire.substr(0, 8), "header truncated");
+  EXPECT_FALSE(DecodeShard(Spec("bf16"), wire, n, offset, total).ok());
+  std::string swapped = wire;  // indices 2, 0, ...
+  std::memcpy(&swapped[9], &wire[13], 4);
+  std::memcpy(&swapped[13], &wire[9], 4);
+  refused(swapped, "decreasing block indices");
+  std::string beyond = wire;
+  const uint32_t past = 21;
+  std::memcpy(&beyond[9 + 4 * 5], &past, 4);
+  refused(beyond, "block index past the shard");
+  std::string many = wire;
+  const uint32_t count = 22;
+  std::memcpy(&many[5], &count, 4);
+  refused(many, "more blocks than the shard touches");
+  std::string nan_scale = wire;
+  const float nan = std::nanf("");
+  std::memcpy(&nan_scale[9 + 4 * 6], &nan, 4);
+  refused(nan_scale, "NaN scale");
+  std::string bad_block = wire;
+  bad_block[1] = 1;  // block size 257
+  refused(bad_block, "block size");
+  std::mt19937 gen(43);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string w = wire;
+    if (trial % 5 == 0) w.resize(gen() % (w.size() + 1));
+    for (int k = 0; k < 3 && !w.empty(); ++k) w[gen() % w.size()] = static_cast<char>(gen());
+    auto c = DecodeShard(spec, w, n, offset, total);
+    if (c.ok()) {
+      EXPECT_EQ(c->size(), static_cast<size_t>(n));
+    }
+  }
+}
+
 TEST(ShardCodecTest, MalformedShardsAreRefused) {
   const int64_t total = 4096, offset = 1024, n = 1024;
   std::vector<float> v = Random(total, 5);

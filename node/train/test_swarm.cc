@@ -49,11 +49,16 @@ class DelayedReduceGroup final : public GroupComm {
   const std::set<uint64_t> iterations_;  // empty: all
 };
 
-// TestSwarmOptions::failed_reduces: `inner`, with the listed rounds failed.
+// TestSwarmOptions::failed_reduces: `inner`, with the listed rounds failed;
+// TestSwarmOptions::always_round: no replica is ever alone.
 class FailingReduceGroup final : public GroupComm {
  public:
-  FailingReduceGroup(GroupComm* inner, std::set<std::pair<uint64_t, int>> failed)
-      : inner_(inner), failed_(std::move(failed)) {}
+  FailingReduceGroup(GroupComm* inner, std::set<std::pair<uint64_t, int>> failed,
+                     bool always_round)
+      : inner_(inner), failed_(std::move(failed)), always_round_(always_round) {}
+  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override {
+    return !always_round_ && inner_->SoleReplica(iteration, stage, self);
+  }
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
     inner_->Barrier(iteration, self, data_node, std::move(done));
@@ -77,6 +82,7 @@ class FailingReduceGroup final : public GroupComm {
  private:
   GroupComm* const inner_;
   const std::set<std::pair<uint64_t, int>> failed_;
+  const bool always_round_;
 };
 
 }  // namespace
@@ -135,8 +141,9 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
                                                            options_.reduce_delay_iterations);
       in.group = n.slow_group.get();
     }
-    if (!options_.failed_reduces.empty()) {
-      n.failing_group = std::make_unique<FailingReduceGroup>(in.group, options_.failed_reduces);
+    if (!options_.failed_reduces.empty() || options_.always_round) {
+      n.failing_group = std::make_unique<FailingReduceGroup>(in.group, options_.failed_reduces,
+                                                             options_.always_round);
       in.group = n.failing_group.get();
     }
     if (options_.repairer) {

@@ -62,6 +62,10 @@ struct TestSwarmOptions {
   // AllReduce of them answers UNAVAILABLE at once and never reaches the hub
   // (a round every replica lost, e.g. to the group's deadline).
   std::set<std::pair<uint64_t, int>> failed_reduces;
+  // The group never says a replica is alone (GroupComm::SoleReplica), so
+  // every stage runs its rounds, as before Note [Group of one] in
+  // node_trainer.cc: exactness tests compare the two paths.
+  bool always_round = false;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(

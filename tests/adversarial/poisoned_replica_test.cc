@@ -35,6 +35,7 @@ class PoisonedReplicaTest : public ::testing::Test {
     std::sort(ids_.begin(), ids_.end());
     std::vector<PeerInfo> members;
     for (int i = 0; i < kReplicas; ++i) members.push_back({ids_[i], {1}, 4, "", ""});
+    if (newcomer_ >= 0) members[newcomer_].on_probation = true;
     for (int i = 0; i < kReplicas; ++i) {
       views_.push_back(std::make_unique<StaticSwarmView>(members));
     }
@@ -84,6 +85,8 @@ class PoisonedReplicaTest : public ::testing::Test {
     return out;
   }
 
+  // A replica on probation in every view (Note [Newcomer weight]); -1: none.
+  int newcomer_ = -1;
   std::unique_ptr<common::RealClock> clock_;
   std::vector<NodeId> ids_;
   std::vector<std::unique_ptr<StaticSwarmView>> views_;
@@ -188,6 +191,41 @@ TEST_F(PoisonedReplicaTest, ASignFlippedReplicaIsPulledInThenBanned) {
               << groups_[i]->banned().at(ids_[liar]) << std::endl;
   }
   EXPECT_TRUE(groups_[liar]->banned().empty()) << "nobody else was refused";
+}
+
+// Note [Newcomer weight]: the liar is a newcomer on probation (every view
+// marks it, as the daemons' group faces do from the members' records) and
+// sends its gradient x1e6. The norm bound alone lets it move the average
+// by 8x an honest part (AScaledGradientIsClippedNearTheGroupsNorm); at
+// weight 0 its visits' share is the trusted replicas' mean, so every
+// replica's average is the honest mean. The liar runs the protocol
+// honestly otherwise, its own shard included (a lying shard owner is the
+// open case of Note [Group bans]).
+class NewcomerReplicaTest : public PoisonedReplicaTest {
+ protected:
+  NewcomerReplicaTest() { newcomer_ = 1; }
+};
+
+TEST_F(NewcomerReplicaTest, ANewcomersScaledGradientLeavesTheTrustedMean) {
+  const int liar = 1;
+  std::vector<float> lie = Honest(liar);
+  for (float& x : lie) x *= 1e6f;
+  std::vector<ReduceResult> r = Round(0, liar, lie);
+  ASSERT_EQ(r.size(), 3u);
+  const std::vector<float> a = Honest(0), c = Honest(2);
+  double worst = 0;
+  for (int i = 0; i < kReplicas; ++i) {
+    ASSERT_EQ(r[i].sum.size(), kElements);
+    EXPECT_EQ(r[i].sum, r[0].sum) << "every replica takes the same step";
+    for (size_t k = 0; k < kElements; ++k) {
+      // Divided by the round's visits (12): the trusted replicas' mean.
+      worst = std::max(worst, std::abs(r[i].sum[k] / 12.0 - (a[k] + c[k]) / 8.0));
+    }
+  }
+  std::cout << "FIGURE newcomer_scaled_replica: max deviation of the average from the trusted "
+               "replicas' mean "
+            << worst << " (the liar's part x1e6)" << std::endl;
+  EXPECT_LT(worst, 1e-6);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <memory>
 #include <string>
 #include <algorithm>
-#include <thread>
 
 #include <httplib.h>
 
@@ -25,73 +24,22 @@
 #include "nlohmann/json.hpp"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
-#include "tests/integration/tiny_gossip_options.h"
+#include "tests/integration/running_daemon.h"
 
 namespace skipswarm::node {
 namespace {
 
 constexpr char kSwarm[] = "admission-daemon-test";
 
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Notification finished;
-
-  ~Running() {
-    if (thread.joinable()) thread.join();
-  }
-};
-
-class AdmissionDaemonTest : public ::testing::Test {
+class AdmissionDaemonTest : public AdmissionSwarmTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir();
-    corpus_ = dir_ + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "only invited nodes train line " << i << "\n";
-  }
-
-  // A fixed key per name, saved where the daemon loads it.
-  std::string KeyFile(const std::string& name, char seed) {
-    const std::string path = dir_ + "/" + name + ".key";
-    auto key = *identity::Identity::FromSeed(std::string(32, seed));
-    EXPECT_TRUE(key->Save(path, /*overwrite=*/true).ok());
-    return path;
-  }
-
-  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages, char seed) {
-    GossipDaemonOptions o = TinyGossipOptions(name, std::move(stages), corpus_, kSwarm);
-    o.gossip.key_file = KeyFile(name, seed);
-    o.gossip.admission = policy_;
-    return o;
-  }
-
-  std::unique_ptr<Running> Launch(GossipDaemonOptions o,
-                                  std::function<void(const NodeIterationReport&)> observer = {}) {
-    if (observer) o.observer = std::move(observer);
-    auto r = std::make_unique<Running>();
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    Running* raw = r.get();
-    r->thread = std::thread([raw] {
-      raw->result = raw->daemon->Run(&raw->signals);
-      raw->finished.Notify();
-    });
-    return r;
-  }
-
-  std::string dir_, corpus_;
-  membership::AdmissionPolicy policy_;
+  AdmissionDaemonTest() : AdmissionSwarmTest(kSwarm, "only invited nodes train line ") {}
 };
 
 TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
-  const auto founder_key = *identity::Identity::FromSeed(std::string(32, 'f'));
-  const auto invited_key = *identity::Identity::FromSeed(std::string(32, 'i'));
-  const auto listed_key = *identity::Identity::FromSeed(std::string(32, 'l'));
+  const auto founder_key = SeededKey('f');
+  const auto invited_key = SeededKey('i');
+  const auto listed_key = SeededKey('l');
   policy_.mode = membership::AdmissionMode::kInvite;
   policy_.swarm_name = kSwarm;
   policy_.founder_public_key = founder_key->public_key();
@@ -105,7 +53,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   f.base.metrics_port = 0;
   absl::Mutex mu;
   int founder_iterations = 0;  // guarded by mu
-  auto founder = Launch(f, [&](const NodeIterationReport&) {
+  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
     absl::MutexLock lock(&mu);
     ++founder_iterations;
   });
@@ -121,7 +69,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
       {kSwarm, absl::FromUnixSeconds(4'000'000'000), invited_key->id()},  // year 2096
       std::string(membership::kInviteNonceBytes, 'n'));
   absl::Notification training;
-  auto invited = Launch(a, [&](const NodeIterationReport& r) {
+  auto invited = LaunchDaemon(a, [&](const NodeIterationReport& r) {
     if (r.iteration >= 3 && !training.HasBeenNotified()) training.Notify();
   });
   ASSERT_NE(invited, nullptr);
@@ -129,7 +77,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   b.expect_members = 3;
   b.base.iterations = kIterations;
   b.gossip.join = {bootstrap};
-  auto listed = Launch(b);
+  auto listed = LaunchDaemon(b);
   ASSERT_NE(listed, nullptr);
   while (!training.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
     ASSERT_FALSE(invited->finished.HasBeenNotified()) << invited->result;
@@ -171,8 +119,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
     EXPECT_EQ(st["swarm"]["live_members"], 3) << st["swarm"];
     for (const auto& stage : st["swarm"]["stages"]) EXPECT_EQ(stage["replicas"], 1) << stage;
     // Not even a DEAD entry: its record never reached the table.
-    const std::string stranger_id =
-        identity::Identity::FromSeed(std::string(32, 's')).value()->id().ShortString();
+    const std::string stranger_id = SeededKey('s')->id().ShortString();
     EXPECT_EQ(st["swarm"]["members"].size(), 3u) << st["swarm"]["members"];
     for (const auto& m : st["swarm"]["members"]) EXPECT_NE(m["short"], stranger_id) << m;
   }
@@ -188,10 +135,10 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
 // it changes; the list it gossips evicts the revoked replica from every
 // view while the others train on to the end.
 TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
-  const auto founder_key = *identity::Identity::FromSeed(std::string(32, 'f'));
-  const auto a_key = *identity::Identity::FromSeed(std::string(32, 'i'));
-  const auto b_key = *identity::Identity::FromSeed(std::string(32, 'j'));
-  const auto listed_key = *identity::Identity::FromSeed(std::string(32, 'l'));
+  const auto founder_key = SeededKey('f');
+  const auto a_key = SeededKey('i');
+  const auto b_key = SeededKey('j');
+  const auto listed_key = SeededKey('l');
   policy_.mode = membership::AdmissionMode::kInvite;
   policy_.swarm_name = kSwarm;
   policy_.founder_public_key = founder_key->public_key();
@@ -214,14 +161,14 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
   f.gossip.revocations_poll = absl::Milliseconds(100);
   absl::Mutex mu;
   int founder_iterations = 0;  // guarded by mu
-  auto founder = Launch(f, [&](const NodeIterationReport&) {
+  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
     absl::MutexLock lock(&mu);
     ++founder_iterations;
   });
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   absl::Notification training;
-  std::vector<std::unique_ptr<Running>> others;
+  std::vector<std::unique_ptr<RunningDaemon>> others;
   const struct {
     const char* name;
     int stage;
@@ -237,12 +184,12 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
     o.base.iterations = kIterations;
     o.gossip.join = {bootstrap};
     if (n.key != nullptr) o.gossip.invite = invite(*n.key, n.nonce);
-    others.push_back(Launch(o, [&, first = others.empty()](const NodeIterationReport& r) {
+    others.push_back(LaunchDaemon(o, [&, first = others.empty()](const NodeIterationReport& r) {
       if (first && r.iteration >= 3 && !training.HasBeenNotified()) training.Notify();
     }));
     ASSERT_NE(others.back(), nullptr);
   }
-  Running* const b = others[1].get();
+  RunningDaemon* const b = others[1].get();
   while (!training.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
     ASSERT_FALSE(others[0]->finished.HasBeenNotified()) << others[0]->result;
   }

@@ -7,43 +7,18 @@
 // node/daemon/README.md). GossipDaemons in one process over loopback gRPC
 // (ports 0).
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
-#include "node/daemon/stack/torch_backend.h"
 
 namespace skipswarm::node {
 namespace {
-
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Notification finished;
-  absl::Mutex mu;
-  int64_t last_iteration ABSL_GUARDED_BY(mu) = -1;
-  absl::Notification reached;  // the iteration `reach` finished
-  int64_t reach = -1;
-
-  void Start() {
-    thread = std::thread([this] {
-      result = daemon->Run(&signals);
-      finished.Notify();
-    });
-  }
-  void Join() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 class GossipDaemonStopTest : public ::testing::Test {
  protected:
@@ -53,8 +28,7 @@ class GossipDaemonStopTest : public ::testing::Test {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::create_directories(dir_);
     corpus_ = dir_ + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
@@ -67,27 +41,6 @@ class GossipDaemonStopTest : public ::testing::Test {
     return o;
   }
 
-
-  std::unique_ptr<Running> Launch(GossipDaemonOptions o, int64_t reach = -1) {
-    auto r = std::make_unique<Running>();
-    Running* raw = r.get();
-    raw->reach = reach;
-    o.observer = [raw](const NodeIterationReport& report) {
-      absl::MutexLock lock(&raw->mu);
-      raw->last_iteration = static_cast<int64_t>(report.iteration);
-      if (raw->reach >= 0 && raw->last_iteration >= raw->reach &&
-          !raw->reached.HasBeenNotified()) {
-        raw->reached.Notify();
-      }
-    };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    r->Start();
-    return r;
-  }
-
   std::string dir_, corpus_;
 };
 
@@ -98,7 +51,7 @@ bool HasCheckpoint(const std::string& dir) {
 
 // SIGTERM, then how long until Run returned (the stop bound is 30 s by
 // default; these tests use 5 s).
-double SigtermSeconds(Running& r, absl::Duration limit) {
+double SigtermSeconds(RunningDaemon& r, absl::Duration limit) {
   auto clock = common::RealClock::Create();
   const absl::Duration t0 = clock->SteadyNow();
   r.signals.drain.store(true);
@@ -110,7 +63,7 @@ TEST_F(GossipDaemonStopTest, ASignalWhileTheSwarmFormsEndsTheWaitAtOnce) {
   GossipDaemonOptions o = Options("lonely", {0});
   o.expect_members = 3;  // never comes
   o.base.listen = "127.0.0.1:0";
-  auto r = Launch(o);
+  auto r = LaunchDaemon(o);
   ASSERT_NE(r, nullptr);
   // Before: the wait ran to the 30 s startup timeout and failed.
   const double took = SigtermSeconds(*r, absl::Seconds(15));
@@ -133,7 +86,7 @@ TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBoun
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 5;
   d0.base.listen = "127.0.0.1:0";
-  auto founder = Launch(d0);
+  auto founder = LaunchDaemon(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
@@ -141,7 +94,7 @@ TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBoun
     if (name == "a" || name == "a2") o.stop_timeout = absl::Seconds(120);
     o.expect_members = 5;
     o.gossip.join = {bootstrap};
-    return Launch(o, reach);
+    return LaunchDaemon(o, reach);
   };
   auto a = member("a", 1);
   auto a2 = member("a2", 1);
@@ -161,11 +114,7 @@ TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBoun
   b->signals.stop.store(true);
   ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
   b->Join();
-  int64_t paused_at;
-  {
-    absl::MutexLock lock(&founder->mu);
-    paused_at = founder->last_iteration;
-  }
+  const int64_t paused_at = founder->LastIteration();
   // Before: a drain waited for an exit iteration that never finishes, until
   // the stop bound (120 s for a2 here).
   const double paused_drain = SigtermSeconds(*a2, absl::Seconds(60));
@@ -180,10 +129,7 @@ TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBoun
   founder->Join();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-d0"));
-  {
-    absl::MutexLock lock(&founder->mu);
-    EXPECT_LE(founder->last_iteration, paused_at + 1) << "the data node did not pause";
-  }
+  EXPECT_LE(founder->LastIteration(), paused_at + 1) << "the data node did not pause";
   // a: stage 1's last replica, a relay, paused: a stop, not a drain.
   const double paused_relay = SigtermSeconds(*a, absl::Seconds(60));
   EXPECT_GE(paused_relay, 0) << "the last replica's stop while paused waited for an iteration";
@@ -201,7 +147,7 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
-  auto founder = Launch(d0);
+  auto founder = LaunchDaemon(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   GossipDaemonOptions a = Options("a", {1});
@@ -210,8 +156,8 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
   GossipDaemonOptions b = Options("b", {2});
   b.expect_members = 3;
   b.gossip.join = {bootstrap};
-  auto ra = Launch(a);
-  auto rb = Launch(b, /*reach=*/3);
+  auto ra = LaunchDaemon(a);
+  auto rb = LaunchDaemon(b, /*reach=*/3);
   ASSERT_NE(ra, nullptr);
   ASSERT_NE(rb, nullptr);
   ASSERT_TRUE(rb->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));

@@ -109,6 +109,10 @@ class GossipDaemonTest : public ::testing::Test {
   // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
   // on a quiet machine (gossip_daemon_join.cc).
   static constexpr int64_t kIterations = 300;
+  // The joiner's iterations its case waits for (the digests after its first
+  // step are compared in its second; its first micro-batches, Note [Routed
+  // once ready], come by its third).
+  static constexpr size_t kJoinerReports = 4;
   std::string dir_, corpus_;
 };
 
@@ -246,7 +250,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
       absl::MutexLock lock(&raw->mu);
       raw->reports.push_back(r);
       if (raw->reports.size() == 1) first = r.iteration;
-      if (raw->reports.size() == 2 && !checked.HasBeenNotified()) checked.Notify();
+      if (raw->reports.size() == kJoinerReports && !checked.HasBeenNotified()) checked.Notify();
     };
     auto d = GossipDaemon::Create(j, TorchNodeBackend());
     ASSERT_TRUE(d.ok()) << d.status();
@@ -258,14 +262,16 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   int64_t joiner_entry = -1;
   {
     absl::MutexLock lock(&rj->mu);
-    ASSERT_EQ(rj->reports.size(), 2u);
+    ASSERT_EQ(rj->reports.size(), kJoinerReports);
     // Its second averaging compared every replica's digest after its first step.
     EXPECT_TRUE(rj->reports[1].stages.at(1).digests_agree);
     EXPECT_EQ(rj->reports[1].stages.at(1).replicas, 2);
-    // Note [Entry iteration]: micro-batches from its entry iteration on
-    // (a data node that planned it before our record came routes none).
-    EXPECT_GT(rj->reports[0].stages.at(1).visits_here + rj->reports[1].stages.at(1).visits_here,
-              0);
+    // Note [Routed once ready]: micro-batches from the data node's first
+    // plan after the joiner's ready record; the data node can be an
+    // iteration or two ahead of the joiner's first one, planned without it.
+    int visits = 0;
+    for (const NodeIterationReport& r : rj->reports) visits += r.stages.at(1).visits_here;
+    EXPECT_GT(visits, 0);
     joiner_digest = rj->reports[0].stages.at(1).digest_after;
     joiner_entry = rj->reports[0].iteration;
   }
@@ -311,24 +317,17 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   EXPECT_GE(measured_links, 1);
   absl::MutexLock lock(&founder->mu);
   ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
-  // Note [Entry iteration]: if the sources passed the announced entry
-  // before the joiner's fetch came, it announces a later one, and frames
-  // already routed to it for an iteration it skipped are dropped at their
-  // deadline (counted, never a hang). From its real entry on, none.
+  // Note [Routed once ready]: nothing is routed to the joiner before its
+  // state is loaded, so an entry it announced and then skipped (the
+  // sources passed it before its fetch came) costs no micro-batch either.
+  // Before, those frames were dropped at their deadline (up to 4 in a CI
+  // run under load).
   int dropped = 0;
-  int dropped_before_entry = 0;
   for (const NodeIterationReport& r : founder->reports) {
     EXPECT_TRUE(r.stages.at(0).digests_agree);
-    if (!r.data) continue;
-    if (static_cast<int64_t>(r.iteration) < joiner_entry) {
-      dropped_before_entry += r.data->dropped;
-    } else {
-      dropped += r.data->dropped;
-    }
+    if (r.data) dropped += r.data->dropped;
   }
-  EXPECT_EQ(dropped, 0);
-  // At most one skipped entry iteration's micro-batches (mbs_per_iteration).
-  EXPECT_LE(dropped_before_entry, 2);
+  EXPECT_EQ(dropped, 0) << "joiner entered at " << joiner_entry;
 }
 
 // Note [Paused members]: a volunteer (stage 1's second replica p) pauses

@@ -6,46 +6,22 @@
 // holds. GossipDaemons in one process over loopback gRPC (ports 0); the
 // fault is the source's state server refusing its first transfers
 // (GossipDaemonOptions::fail_first_state_transfers).
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "node/daemon/gossip/gossip_daemon.h"
-#include "node/daemon/stack/torch_backend.h"
+#include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
 
 namespace skipswarm::node {
 namespace {
-
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Notification finished;
-  absl::Mutex mu;
-  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
-  absl::Notification reached;  // the iteration `reach` finished
-  int64_t reach = -1;
-  absl::Notification trained;  // `train` iterations finished
-  size_t train = 0;
-
-  void Start() {
-    thread = std::thread([this] {
-      result = daemon->Run(&signals);
-      finished.Notify();
-    });
-  }
-  void Join() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -62,8 +38,7 @@ class JoinRetryTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     corpus_ = dir_ + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages,
@@ -77,30 +52,11 @@ class JoinRetryTest : public ::testing::Test {
   }
 
   // The fixture owns it; TearDown stops it.
-  Running* Launch(GossipDaemonOptions o, int64_t reach = -1, size_t train = 0) {
-    owned_.push_back(std::make_unique<Running>());
-    Running* r = owned_.back().get();
-    Running* raw = r;
-    raw->reach = reach;
-    raw->train = train;
-    o.observer = [raw](const NodeIterationReport& report) {
-      absl::MutexLock lock(&raw->mu);
-      raw->reports.push_back(report);
-      if (raw->reach >= 0 && static_cast<int64_t>(report.iteration) >= raw->reach &&
-          !raw->reached.HasBeenNotified()) {
-        raw->reached.Notify();
-      }
-      if (raw->train > 0 && raw->reports.size() >= raw->train &&
-          !raw->trained.HasBeenNotified()) {
-        raw->trained.Notify();
-      }
-    };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    r->Start();
-    return r;
+  RunningDaemon* Launch(GossipDaemonOptions o, int64_t reach = -1, size_t train = 0) {
+    std::unique_ptr<RunningDaemon> r = LaunchDaemon(std::move(o), reach, train);
+    RunningDaemon* raw = r.get();
+    if (r != nullptr) owned_.push_back(std::move(r));
+    return raw;
   }
 
   // Every daemon still running stops (a failed ASSERT leaves some).
@@ -133,10 +89,10 @@ class JoinRetryTest : public ::testing::Test {
   void StopAll() { TearDown(); }
 
   std::string dir_, corpus_, bootstrap_;
-  Running* founder_ = nullptr;
-  Running* a_ = nullptr;
-  Running* b_ = nullptr;
-  std::vector<std::unique_ptr<Running>> owned_;
+  RunningDaemon* founder_ = nullptr;
+  RunningDaemon* a_ = nullptr;
+  RunningDaemon* b_ = nullptr;
+  std::vector<std::unique_ptr<RunningDaemon>> owned_;
 };
 
 // Stage 2's only replica refuses the joiner's first fetch outright (3
@@ -151,7 +107,7 @@ TEST_F(JoinRetryTest, AJoinerWhoseFirstFetchFailsTriesAgainAndEnters) {
   ASSERT_TRUE(b_->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
   GossipDaemonOptions j = Options("j", {2}, kIterations);
   j.gossip.join = {bootstrap_};
-  Running* joiner = Launch(j, /*reach=*/-1, /*train=*/5);
+  RunningDaemon* joiner = Launch(j, /*reach=*/-1, /*train=*/5);
   ASSERT_NE(joiner, nullptr);
   // Before, Run returned at its first failed fetch without training.
   while (!joiner->trained.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
@@ -176,6 +132,73 @@ TEST_F(JoinRetryTest, AJoinerWhoseFirstFetchFailsTriesAgainAndEnters) {
   EXPECT_TRUE(founder_->result.ok()) << founder_->result;
 }
 
+// Note [Routed once ready] (node/daemon/gossip/training_members.h): the
+// joiner's first state request is held until the data node and the source
+// have both finished the iteration before its announced entry, so the
+// source refuses it (the boundary passed) and the joiner announces a later
+// entry. Before, the data node, which held the first entry when it planned
+// that iteration, routed one of its micro-batches through the joiner, which
+// never took it (it skipped that iteration): the micro-batch was dropped
+// (run S16 of tests/netns/README.md, "entry race"). Now no member routes
+// to a joiner before its record says its state is loaded: nothing dropped.
+TEST_F(JoinRetryTest, AJoinerWhoseStateComesLateIsNeverRoutedBeforeIt) {
+  constexpr int64_t kIterations = 1000000;  // stopped by the test
+  Found(kIterations, /*b_refuses=*/0);
+  ASSERT_TRUE(b_->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
+  GossipDaemonOptions j = Options("j", {2}, kIterations);
+  j.gossip.join = {bootstrap_};
+  std::atomic<int> requests{0};
+  std::atomic<uint64_t> first_entry{0};
+  std::atomic<bool> held{false};
+  RunningDaemon* d0 = founder_;
+  RunningDaemon* b = b_;
+  j.before_state_request = [&](uint64_t entry) {
+    if (requests.fetch_add(1) > 0) return;
+    first_entry = entry;
+    // Both have passed boundary `entry`: the data node planned iteration
+    // `entry` with the view it held (our entry), the source took its
+    // snapshot without our request.
+    for (RunningDaemon* r : {d0, b}) {
+      auto finished_before_entry = [r, entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu) {
+        return !r->reports.empty() && r->reports.back().iteration + 1 >= entry;
+      };
+      if (!r->mu.LockWhenWithTimeout(absl::Condition(&finished_before_entry),
+                                     absl::Seconds(120))) {
+        r->mu.Unlock();
+        return;
+      }
+      r->mu.Unlock();
+    }
+    held = true;
+  };
+  RunningDaemon* joiner = Launch(j, /*reach=*/-1, /*train=*/5);
+  ASSERT_NE(joiner, nullptr);
+  while (!joiner->trained.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    ASSERT_FALSE(joiner->finished.HasBeenNotified()) << "the joiner ended: " << joiner->result;
+  }
+  ASSERT_TRUE(held) << "the data node or the source did not reach the entry";
+  uint64_t entered = 0;
+  {
+    absl::MutexLock lock(&joiner->mu);
+    entered = joiner->reports.front().iteration;
+  }
+  // The scenario happened: the first entry was refused, a later one taken.
+  EXPECT_GE(requests.load(), 2);
+  EXPECT_GT(entered, first_entry.load());
+  StopAll();
+  EXPECT_TRUE(founder_->result.ok()) << founder_->result;
+  int dropped = 0;
+  {
+    absl::MutexLock lock(&founder_->mu);
+    for (const NodeIterationReport& r : founder_->reports) dropped += r.data ? r.data->dropped : 0;
+  }
+  EXPECT_EQ(dropped, 0) << "micro-batches routed to the joiner for its refused entry "
+                        << first_entry.load();
+  std::printf("first entry %llu refused, entered at %llu; %d micro-batches dropped\n",
+              static_cast<unsigned long long>(first_entry.load()),
+              static_cast<unsigned long long>(entered), dropped);
+}
+
 // Stage 2's only replica stops, so the joiner for stage 2 finds no source
 // (and, without copies, never will) and waits; a SIGTERM then ends the join
 // at once: Run returns OK, no checkpoint is written, and the stage file a
@@ -193,7 +216,7 @@ TEST_F(JoinRetryTest, ASigtermWhileJoiningEndsAtOnceWithoutACheckpoint) {
   std::filesystem::create_directories(ckpt_dir);
   const std::string previous = ckpt_dir + "/j-stage-2.ckpt";
   { std::ofstream(previous, std::ios::binary) << "a previous run's stage file"; }
-  Running* joiner = Launch(j);
+  RunningDaemon* joiner = Launch(j);
   ASSERT_NE(joiner, nullptr);
   auto clock = common::RealClock::Create();
   const absl::Duration t0 = clock->SteadyNow();

@@ -12,41 +12,25 @@
 // Waits on notifications and iteration counts, no sleeps.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <httplib.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 #include "membership/admission.h"
 #include "nlohmann/json.hpp"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/torch_backend.h"
-#include "tests/integration/tiny_gossip_options.h"
+#include "tests/integration/running_daemon.h"
 
 namespace skipswarm::node {
 namespace {
 
 constexpr char kSwarm[] = "open-swarm-daemon-test";
-
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Notification finished;
-
-  ~Running() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 // The value of gauge `name` (unlabelled) on `port`'s /metrics; -1 when absent.
 double Gauge(int port, const std::string& name) {
@@ -64,52 +48,15 @@ double Gauge(int port, const std::string& name) {
   return v;
 }
 
-class OpenSwarmDaemonTest : public ::testing::Test {
+class OpenSwarmDaemonTest : public AdmissionSwarmTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir();
-    corpus_ = dir_ + "/open_corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "anyone may join this swarm, line " << i << "\n";
-  }
-
-  std::unique_ptr<identity::Identity> Key(char seed) {
-    return *identity::Identity::FromSeed(std::string(32, seed));
-  }
-
-  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages, char seed) {
-    GossipDaemonOptions o = TinyGossipOptions(name, std::move(stages), corpus_, kSwarm);
-    const std::string path = dir_ + "/open_" + name + ".key";
-    EXPECT_TRUE(Key(seed)->Save(path, /*overwrite=*/true).ok());
-    o.gossip.key_file = path;
-    o.gossip.admission = policy_;
-    return o;
-  }
-
-  std::unique_ptr<Running> Launch(GossipDaemonOptions o,
-                                  std::function<void(const NodeIterationReport&)> observer = {}) {
-    if (observer) o.observer = std::move(observer);
-    auto r = std::make_unique<Running>();
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    Running* raw = r.get();
-    r->thread = std::thread([raw] {
-      raw->result = raw->daemon->Run(&raw->signals);
-      raw->finished.Notify();
-    });
-    return r;
-  }
-
-  std::string dir_, corpus_;
-  membership::AdmissionPolicy policy_;
+  OpenSwarmDaemonTest() : AdmissionSwarmTest(kSwarm, "anyone may join this swarm, line ") {}
 };
 
 TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefused) {
   policy_.mode = membership::AdmissionMode::kOpen;
-  policy_.founder_public_key = Key('f')->public_key();
-  policy_.allowed_ids = {Key('t')->id(), Key('u')->id()};  // the founder's own hosts
+  policy_.founder_public_key = SeededKey('f')->public_key();
+  policy_.allowed_ids = {SeededKey('t')->id(), SeededKey('u')->id()};  // the founder's own hosts
   policy_.join_work_bits = 10;
   policy_.manifest_id = std::string(64, 'e');
   policy_.probation_iterations = 4;
@@ -121,13 +68,13 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   f.base.metrics_port = 0;
   absl::Mutex mu;
   int founder_iterations = 0;  // guarded by mu
-  auto founder = Launch(f, [&](const NodeIterationReport&) {
+  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
     absl::MutexLock lock(&mu);
     ++founder_iterations;
   });
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
-  std::vector<std::unique_ptr<Running>> others;
+  std::vector<std::unique_ptr<RunningDaemon>> others;
   const struct {
     const char* name;
     int stage;
@@ -139,10 +86,10 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
     o.base.iterations = kIterations;
     o.base.metrics_port = 0;
     o.gossip.join = {bootstrap};
-    others.push_back(Launch(o));
+    others.push_back(LaunchDaemon(o));
     ASSERT_NE(others.back(), nullptr);
   }
-  Running* const t = others[0].get();
+  RunningDaemon* const t = others[0].get();
 
   // A node whose record carries no work: refused at its join.
   GossipDaemonOptions s = Options("s", {1}, 's');
@@ -189,7 +136,7 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
     const nlohmann::json st = nlohmann::json::parse(res->body, nullptr, false);
     ASSERT_FALSE(st.is_discarded());
     EXPECT_EQ(st["swarm"]["live_members"], 4) << st["swarm"];
-    const std::string stranger_id = Key('s')->id().ShortString();
+    const std::string stranger_id = SeededKey('s')->id().ShortString();
     for (const auto& m : st["swarm"]["members"]) EXPECT_NE(m["short"], stranger_id) << m;
   }
   founder->finished.WaitForNotification();

@@ -6,42 +6,18 @@
 // GossipDaemons in one process over loopback gRPC (ports 0).
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "model/checkpoint.h"
-#include "node/daemon/stack/torch_backend.h"
 
 namespace skipswarm::node {
 namespace {
-
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Notification finished;
-  absl::Mutex mu;
-  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
-  absl::Notification reached;  // the iteration `reach` finished
-  int64_t reach = -1;
-
-  void Start() {
-    thread = std::thread([this] {
-      result = daemon->Run(&signals);
-      finished.Notify();
-    });
-  }
-  void Join() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 class PeerCopyRestoreTest : public ::testing::Test {
  protected:
@@ -50,8 +26,7 @@ class PeerCopyRestoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     corpus_ = dir_ + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
@@ -64,27 +39,6 @@ class PeerCopyRestoreTest : public ::testing::Test {
     return o;
   }
 
-
-  std::unique_ptr<Running> Launch(GossipDaemonOptions o, int64_t reach = -1) {
-    auto r = std::make_unique<Running>();
-    Running* raw = r.get();
-    raw->reach = reach;
-    o.observer = [raw](const NodeIterationReport& report) {
-      absl::MutexLock lock(&raw->mu);
-      raw->reports.push_back(report);
-      if (raw->reach >= 0 && static_cast<int64_t>(report.iteration) >= raw->reach &&
-          !raw->reached.HasBeenNotified()) {
-        raw->reached.Notify();
-      }
-    };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    r->Start();
-    return r;
-  }
-
   static constexpr int64_t kIterations = 40;
   std::string dir_, corpus_;
 };
@@ -93,14 +47,14 @@ TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
-  auto founder = Launch(d0);
+  auto founder = LaunchDaemon(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
     GossipDaemonOptions o = Options(name, {stage});
     o.expect_members = 3;
     o.gossip.join = {bootstrap};
-    return Launch(o, reach);
+    return LaunchDaemon(o, reach);
   };
   auto a = member("a", 1);
   auto b = member("b", 2, /*reach=*/13);
@@ -120,7 +74,7 @@ TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
   // start-up deadline and failed ("no replica of stage 2 answers").
   GossipDaemonOptions j = Options("j", {2});
   j.gossip.join = {bootstrap};
-  auto joiner = Launch(j);
+  auto joiner = LaunchDaemon(j);
   ASSERT_NE(joiner, nullptr);
   ASSERT_TRUE(joiner->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
   joiner->Join();

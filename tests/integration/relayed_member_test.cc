@@ -11,50 +11,25 @@
 // only with them (Note [Relayed entry]).
 // Tiny model; waits on notifications, no sleeps.
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/free_port.h"
 #include "gtest/gtest.h"
+#include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
 #include "node/daemon/gossip/gossip_daemon.h"
-#include "node/daemon/stack/torch_backend.h"
 
 namespace skipswarm::node {
 namespace {
-
-struct Running {
-  std::unique_ptr<GossipDaemon> daemon;
-  std::thread thread;
-  absl::Status result = absl::UnknownError("running");
-  DaemonSignals signals;
-  absl::Mutex mu;
-  std::vector<NodeIterationReport> reports ABSL_GUARDED_BY(mu);
-  absl::Notification finished;
-  absl::Notification trained_a_bit;  // its 5th iteration
-
-  bool WaitUnlessFinished(absl::Notification& n) {
-    while (!n.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
-      if (finished.HasBeenNotified()) return n.HasBeenNotified();
-    }
-    return true;
-  }
-
-  void Join() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 class RelayedMemberTest : public ::testing::Test {
  protected:
   void SetUp() override {
     corpus_ = ::testing::TempDir() + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 400; ++i) out << "the swarm trains line " << i << " of a tiny corpus\n";
+    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
   }
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
@@ -70,27 +45,9 @@ class RelayedMemberTest : public ::testing::Test {
     return o;
   }
 
-
-  std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
-    auto r = std::make_unique<Running>();
-    Running* raw = r.get();
-    o.observer = [raw, also = std::move(o.observer)](const NodeIterationReport& report) {
-      {
-        absl::MutexLock lock(&raw->mu);
-        raw->reports.push_back(report);
-        if (raw->reports.size() == 5) raw->trained_a_bit.Notify();
-      }
-      if (also) also(report);  // the test's own, if any
-    };
-    absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return nullptr;
-    r->daemon = *std::move(d);
-    r->thread = std::thread([raw] {
-      raw->result = raw->daemon->Run(&raw->signals);
-      raw->finished.Notify();
-    });
-    return r;
+  // `trained` once it finished 5 iterations.
+  std::unique_ptr<RunningDaemon> Launch(GossipDaemonOptions o) {
+    return LaunchDaemon(std::move(o), /*reach=*/-1, /*train=*/5);
   }
 
   // Enough for the joiner to enter while the founders train (its
@@ -106,14 +63,14 @@ TEST_F(RelayedMemberTest, AMemberNobodyCanDialHostsAReplicaThroughRelays) {
   auto founder = Launch(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
-  std::vector<std::unique_ptr<Running>> others;
+  std::vector<std::unique_ptr<RunningDaemon>> others;
   for (auto [name, stage] : {std::pair<const char*, int>{"a", 1}, {"b", 2}}) {
     GossipDaemonOptions o = Options(name, {stage});
     o.gossip.join = {bootstrap};
     others.push_back(Launch(o));
     ASSERT_NE(others.back(), nullptr);
   }
-  ASSERT_TRUE(others[0]->WaitUnlessFinished(others[0]->trained_a_bit)) << others[0]->result;
+  ASSERT_TRUE(others[0]->WaitUnlessFinished(others[0]->trained)) << others[0]->result;
   // The home node joins: it listens on a port of its own but advertises
   // one where nothing listens, so every dial-back fails.
   absl::StatusOr<int> dead = common::FreeLoopbackPort();
@@ -207,7 +164,7 @@ TEST_F(RelayedMemberTest, AJoinerBehindNatEntersOnlyOnceItsRelaysAreKnown) {
   int64_t armed_at = -1;           // a's iteration when h showed up outbound-only
   uint64_t announced_entry = 0;    // h's entry as a saw it at the release (0: none)
   GossipDaemon* a_daemon = nullptr;
-  std::vector<std::unique_ptr<Running>> others;
+  std::vector<std::unique_ptr<RunningDaemon>> others;
   for (auto [name, stage] : {std::pair<const char*, int>{"a", 1}, {"b", 2}}) {
     GossipDaemonOptions o = Options(name, {stage});
     o.gossip.join = {bootstrap};
@@ -235,7 +192,7 @@ TEST_F(RelayedMemberTest, AJoinerBehindNatEntersOnlyOnceItsRelaysAreKnown) {
       a_daemon = others.back()->daemon.get();
     }
   }
-  ASSERT_TRUE(others[0]->WaitUnlessFinished(others[0]->trained_a_bit)) << others[0]->result;
+  ASSERT_TRUE(others[0]->WaitUnlessFinished(others[0]->trained)) << others[0]->result;
   GossipDaemonOptions h = Options("h", {1});
   h.expect_members = 0;
   h.entry_lead = 1;  // the default: no slack for relays learned late

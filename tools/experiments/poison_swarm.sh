@@ -14,6 +14,13 @@
 #   tools/experiments/poison_swarm.sh                  # 150 iterations, 5 attacks
 #   tools/experiments/poison_swarm.sh --short          # CI-sized: the sign flip alone
 #   tools/experiments/poison_swarm.sh --attacks="signflip:8 undefended:signflip:8"
+#   tools/experiments/poison_swarm.sh --mixed --liar=w0 --attacks=signflip:8
+#
+# --mixed: the mixed SDP swarm of node/train/README.md ("Robust averaging
+# with SDP"): 4 stages, pipeline d0 + s1r0..s3r2 and the SDP workers w0
+# {0,1,3}, w1 {0,2,3}; `undefended:` turns the defence off on every node
+# but the liar. The refusal and ban counts are over every node's log but
+# the liar's.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -21,6 +28,8 @@ BIN=bazel-bin/tests/adversarial/poison/poisoning_skipswarm
 OUT=/tmp/skipswarm-poison
 ITERATIONS=150
 ATTACKS="signflip:8 scale:1000 nan undefended:signflip:8 undefended:scale:1000"
+MIXED=0
+LIAR=s1r2
 for arg in "$@"; do
   case "$arg" in
     --short) ITERATIONS=150; ATTACKS="signflip:8 undefended:signflip:8" ;;
@@ -28,6 +37,8 @@ for arg in "$@"; do
     --out=*) OUT="${arg#*=}" ;;
     --iterations=*) ITERATIONS="${arg#*=}" ;;
     --attacks=*) ATTACKS="${arg#*=}" ;;
+    --mixed) MIXED=1 ;;
+    --liar=*) LIAR="${arg#*=}" ;;
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +47,14 @@ mkdir -p "$OUT"
 TINY=(--stages=2 --layers=2 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
       --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1
       --local_replicas=3 --local_iterations="$ITERATIONS" --local_planner=inorder)
-LIAR=s1r2
+HONEST=(s1r0 s1r1 s1r2)
+if [ "$MIXED" = 1 ]; then
+  TINY=(--stages=4 --layers=4 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
+        --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1
+        --sdp=forward --local_mixed --sdp_workers=2 --sdp_keep=0.75 --local_data_nodes=1
+        --local_replicas=3 --local_mbs=6 --local_planner=inorder --local_iterations="$ITERATIONS")
+  HONEST=(d0 s1r0 s1r1 s1r2 s2r0 s2r1 s2r2 s3r0 s3r1 s3r2 w0 w1)
+fi
 
 # Mean loss of the last 10 iterations of a run's loss.csv.
 final_loss() { tail -n 10 "$1" | awk -F, '{s += $2; n++} END {if (n) printf "%.4f", s / n}'; }
@@ -45,8 +63,10 @@ run_one() {
   local name=$1 poison=$2 undefended=$3 dir="$OUT/$1"
   local config=""
   [ -n "$poison" ] && config="$LIAR:poison=$poison"
+  local judges=() n
+  for n in "${HONEST[@]}"; do [ "$n" != "$LIAR" ] && judges+=("$n"); done
   if [ "$undefended" = 1 ]; then
-    for n in s1r0 s1r1 s1r2; do
+    for n in "${judges[@]}"; do
       config="$config,$n:avg_outlier_factor=0,$n:avg_ban_after=0"
     done
   fi
@@ -56,8 +76,10 @@ run_one() {
   local rc=$?
   local loss pulled banned
   loss=$(final_loss "$dir/loss.csv")
-  pulled=$(cat "$dir"/logs/s1r[01].err 2>/dev/null | grep -c "pulled in\|left out\|was clipped")
-  banned=$(cat "$dir"/logs/s1r[01].err 2>/dev/null | grep -c "banning ")
+  local logs=()
+  for n in "${judges[@]}"; do logs+=("$dir/logs/$n.err"); done
+  pulled=$(cat "${logs[@]}" 2>/dev/null | grep -c "pulled in\|left out\|was clipped")
+  banned=$(cat "${logs[@]}" 2>/dev/null | grep -c "banning ")
   echo "$name $rc ${loss:-nan} $pulled $banned" >> "$OUT/results.txt"
 }
 

@@ -17,6 +17,8 @@
 #             overlap  (--outer_overlap: round k is applied at step (k+1)H)
 #             tight    (waits, deadline --outer_deadline_min_s=0.25 --outer_deadline_factor=1)
 #             overlap_tight (both)
+#             wait_all, overlap_all (as wait, overlap with --outer_upload_floor=1:
+#                      every member sends all its blocks, Note [Thinned uploads])
 #             (default "wait overlap tight")
 #   ITERS     iterations per run (default 160); WARM (default 32) iterations not timed
 #   H         outer steps (default 8); CODEC (default int8); REPLICAS (default 2)
@@ -74,6 +76,8 @@ mode_flags() {
     overlap) echo "--outer_overlap" ;;
     tight) echo "--outer_deadline_min_s=0.25 --outer_deadline_factor=1" ;;
     overlap_tight) echo "--outer_overlap --outer_deadline_min_s=0.25 --outer_deadline_factor=1" ;;
+    wait_all) echo "--outer_upload_floor=1" ;;
+    overlap_all) echo "--outer_overlap --outer_upload_floor=1" ;;
     *) echo "unknown mode $1" >&2; exit 2 ;;
   esac
 }
@@ -118,14 +122,18 @@ last_loss() {
 }
 # Outer syncs that closed a member out (counted by each survivor) / that a
 # member missed (node_trainer.cc's warnings) / re-syncs after a digest
-# disagreement; and, without overlap, the (sync, stage) pairs whose replicas
-# left the sync with different parameter digests (the nodes' progress lines).
+# disagreement; without overlap, the (sync, stage) pairs whose replicas
+# left the sync with different parameter digests (the nodes' progress
+# lines); and the times a replica started thinning its uploads (Note
+# [Thinned uploads]), with the last fraction logged ("-" if none).
 counts() {
-  local l o r
+  local l o r t k
   l=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "late replica(s) left out of the outer sync" || true)
   o=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "pseudo-gradient missed its round's deadline" || true)
   r=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "re-synced from" || true)
-  echo "$l $o $r $(apart "$1")"
+  t=$(cat "$1"/logs/*.err 2>/dev/null | grep -c "sends its largest int8 blocks" || true)
+  k=$(cat "$1"/logs/*.err 2>/dev/null | sed -n 's/.*sends its largest int8 blocks, \([0-9.e-]*\) of them.*/\1/p' | tail -n 1)
+  echo "$l $o $r $(apart "$1") $t@${k:--}"
 }
 apart() {
   [[ "$mode" == overlap* ]] && { echo "-"; return; }
@@ -145,7 +153,7 @@ print(sum(1 for v in seen.values() if len(v) > 1))
 
 TABLE="$OUT/table.md"
 if [[ ! -s "$TABLE" ]]; then
-  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | train loss even / slow | averaging share even / slow | slow run: left out / late / re-synced / syncs apart | even run: the same | iterations |" > "$TABLE"
+  echo "| mode | H | codec | caps Mbit/s | tokens/s even | tokens/s $SLOW_NODE /$SLOWDOWN | ratio | train loss even / slow | averaging share even / slow | slow run: left out / late / re-synced / syncs apart / thinning started@last fraction | even run: the same | iterations |" > "$TABLE"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$TABLE"
 fi
 echo "slow_sync: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); $ITERS iterations, H=$H $CODEC, caps $CAP, $SLOW_NODE at $slow_cap"

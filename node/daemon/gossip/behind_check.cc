@@ -3,21 +3,72 @@
 #include <utility>
 
 namespace skipswarm::node {
+namespace {
+
+struct Answers {
+  std::optional<uint64_t> highest;
+  bool all_answered = true;
+  bool any = false;  // anyone listed
+};
+
+Answers Ask(const BehindCheck::Query& query) {
+  Answers a;
+  for (const absl::StatusOr<uint64_t>& it : query()) {
+    a.any = true;
+    if (!it.ok()) {
+      a.all_answered = false;
+      continue;
+    }
+    if (!a.highest.has_value() || *it > *a.highest) a.highest = *it;
+  }
+  return a;
+}
+
+}  // namespace
 
 BehindCheck::BehindCheck(BehindCheckOptions options, common::Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 
-std::optional<uint64_t> BehindCheck::Poll(uint64_t own, const Query& query) {
+std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replicas,
+                                               const Query& data_nodes) {
   const absl::Duration now = clock_->SteadyNow();
   if (asked_ && now - last_ < options_.every) return std::nullopt;
   asked_ = true;
   last_ = now;
-  std::optional<uint64_t> highest;
-  for (const absl::StatusOr<uint64_t>& it : query()) {
-    if (it.ok() && (!highest.has_value() || *it > *highest)) highest = *it;
+  const Answers peers = Ask(replicas);
+  if (peers.highest.has_value() && *peers.highest > own + options_.lead) {
+    unanswered_ = 0;
+    return BehindVerdict{BehindVerdict::kReenter, *peers.highest};
   }
-  if (highest.has_value() && *highest > own + options_.lead) return highest;
-  return std::nullopt;
+  // Note [Sole replica behind]: a replica past us (within the lead) is the
+  // stage's most advanced copy; it moves ahead, we re-enter from it.
+  if (peers.highest.has_value() && *peers.highest > own) {
+    unanswered_ = 0;
+    return std::nullopt;
+  }
+  const Answers data = Ask(data_nodes);
+  // Two iterations ahead of us, the data nodes finished one we did not
+  // serve; still so after `stuck_checks` checks at the same iteration, we
+  // are stuck, not slow.
+  if (data.highest.has_value() && *data.highest >= own + 2) {
+    stuck_checks_ = own == stuck_at_ ? stuck_checks_ + 1 : 1;
+    stuck_at_ = own;
+  } else {
+    stuck_checks_ = 0;
+  }
+  const bool far = data.highest.has_value() && *data.highest > own + options_.lead;
+  // A listed replica that does not answer may be what we wait for (a
+  // stalled peer holds up our reduce until the group drops it): that is
+  // slow, not stuck, so only `far` counts then.
+  const bool stuck = stuck_checks_ >= options_.stuck_checks && peers.all_answered;
+  if (!far && !stuck) {
+    unanswered_ = 0;
+    return std::nullopt;
+  }
+  if (!peers.all_answered && ++unanswered_ < options_.confirm) return std::nullopt;
+  unanswered_ = 0;
+  stuck_checks_ = 0;
+  return BehindVerdict{BehindVerdict::kMoveAhead, *data.highest};
 }
 
 }  // namespace skipswarm::node

@@ -1,10 +1,24 @@
 #include "node/daemon/gossip/behind_check.h"
 
+#include <ostream>
+
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 
 namespace skipswarm::node {
+
+// gtest's names for verdicts (found by argument-dependent lookup).
+void PrintTo(const BehindVerdict& v, std::ostream* os) {
+  *os << (v.kind == BehindVerdict::kReenter ? "re-enter at " : "move ahead to ") << v.at;
+}
+
 namespace {
+
+using Answers = std::vector<absl::StatusOr<uint64_t>>;
+
+std::optional<BehindVerdict> Verdict(BehindVerdict::Kind kind, uint64_t at) {
+  return BehindVerdict{kind, at};
+}
 
 // Note [Revived members], as the chaos soak found it: a stage-1 replica
 // SIGSTOPped for 5 s came back at iteration 372 while its replica was at
@@ -13,43 +27,151 @@ TEST(BehindCheckTest, AReplicaMoreThanTheLeadAheadMeansBehindOnceASecond) {
   common::SimClock clock;
   BehindCheck check({absl::Seconds(1), 4}, &clock);
   int asked = 0;
-  std::vector<absl::StatusOr<uint64_t>> answers = {uint64_t{373}};
+  Answers answers = {uint64_t{373}};
   const BehindCheck::Query query = [&] {
     ++asked;
     return answers;
   };
+  const BehindCheck::Query data = [] { return Answers{uint64_t{373}}; };
   // In step (a replica one iteration on, as replicas of a stage are).
-  EXPECT_EQ(check.Poll(372, query), std::nullopt);
+  EXPECT_EQ(check.Poll(372, query, data), std::nullopt);
   EXPECT_EQ(asked, 1);
   // The stall: the swarm goes on; nobody asks within the second.
   answers = {uint64_t{381}};
   clock.Advance(absl::Milliseconds(900));
-  EXPECT_EQ(check.Poll(372, query), std::nullopt);
+  EXPECT_EQ(check.Poll(372, query, data), std::nullopt);
   EXPECT_EQ(asked, 1);
   clock.Advance(absl::Milliseconds(100));
-  EXPECT_EQ(check.Poll(372, query), std::optional<uint64_t>(381));
+  EXPECT_EQ(check.Poll(372, query, data), Verdict(BehindVerdict::kReenter, 381));
   EXPECT_EQ(asked, 2);
   // Re-entered at 383: a new start asks at once and finds it in step.
   check.Reset();
   answers = {uint64_t{383}};
-  EXPECT_EQ(check.Poll(383, query), std::nullopt);
+  EXPECT_EQ(check.Poll(383, query, data), std::nullopt);
   EXPECT_EQ(asked, 3);
 }
 
-TEST(BehindCheckTest, WithinTheLeadErrorsAndNoReplicasSayNothing) {
+TEST(BehindCheckTest, WithinTheLeadAndBehindAReplicaSayNothing) {
   common::SimClock clock;
   BehindCheck check({absl::Seconds(1), 4}, &clock);
-  auto poll = [&](uint64_t own, std::vector<absl::StatusOr<uint64_t>> answers) {
+  auto poll = [&](uint64_t own, Answers replicas, Answers data) {
     clock.Advance(absl::Seconds(1));
-    return check.Poll(own, [&] { return answers; });
+    return check.Poll(own, [&] { return replicas; }, [&] { return data; });
   };
-  EXPECT_EQ(poll(100, {uint64_t{104}}), std::nullopt);  // exactly the lead
-  EXPECT_EQ(poll(100, {}), std::nullopt);                // the last replica
-  EXPECT_EQ(poll(100, {absl::UnavailableError("gone")}), std::nullopt);
-  EXPECT_EQ(poll(100, {uint64_t{90}}), std::nullopt);  // it is the one behind
+  const Answers in_step = {uint64_t{101}};
+  EXPECT_EQ(poll(100, {uint64_t{104}}, in_step), std::nullopt);  // exactly the lead
+  EXPECT_EQ(poll(100, {}, {uint64_t{104}}), std::nullopt);       // the data nodes, too
+  EXPECT_EQ(poll(100, {}, in_step), std::nullopt);               // a sole replica in step
+  EXPECT_EQ(poll(100, {absl::UnavailableError("gone")}, in_step), std::nullopt);
+  EXPECT_EQ(poll(100, {uint64_t{90}}, in_step), std::nullopt);  // it is the one behind
+  EXPECT_EQ(poll(100, {}, {absl::UnavailableError("gone")}), std::nullopt);  // no clock
   // The highest answer decides; a dead replica next to it does not hide it.
-  EXPECT_EQ(poll(100, {absl::UnavailableError("gone"), uint64_t{101}, uint64_t{140}}),
-            std::optional<uint64_t>(140));
+  EXPECT_EQ(poll(100, {absl::UnavailableError("gone"), uint64_t{101}, uint64_t{140}}, in_step),
+            Verdict(BehindVerdict::kReenter, 140));
+  // Stage and data nodes both far ahead: take the replica's state.
+  EXPECT_EQ(poll(100, {uint64_t{140}}, {uint64_t{141}}), Verdict(BehindVerdict::kReenter, 140));
+  // Our stage is behind the data nodes, but a replica is past us: it is
+  // the stage's most advanced copy and moves ahead; we re-enter from it.
+  EXPECT_EQ(poll(100, {uint64_t{102}}, {uint64_t{140}}), std::nullopt);
+}
+
+// Note [Sole replica behind], as the 1000-iteration chaos soak found it: the
+// stage's only replica, SIGSTOPped, came back stuck in its iteration while
+// the data nodes went on. Nobody of its stage is ahead, so it must move
+// ahead with its own state to the data nodes' iteration (the old check
+// answered nothing, and the swarm trained nothing for the rest of the run).
+TEST(BehindCheckTest, ASoleReplicaBehindTheDataNodesMovesAheadWithItsOwnState) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  Answers data = {uint64_t{556}};
+  const BehindCheck::Query none = [] { return Answers{}; };
+  const BehindCheck::Query data_nodes = [&] { return data; };
+  EXPECT_EQ(check.Poll(554, none, data_nodes), std::nullopt);  // in step before the stall
+  data = {absl::UnavailableError("stalled"), uint64_t{600}, uint64_t{599}};
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.Poll(554, none, data_nodes), Verdict(BehindVerdict::kMoveAhead, 600));
+  // Replicas whose peers are all dead are sole replicas: dead members are
+  // not asked. Replicas stuck in the same iteration both move (equal states).
+  check.Reset();
+  EXPECT_EQ(check.Poll(554, [] { return Answers{uint64_t{554}}; }, data_nodes),
+            Verdict(BehindVerdict::kMoveAhead, 600));
+  // The one further on moves; the one behind it waits to re-enter from it.
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.Poll(554, [] { return Answers{uint64_t{552}}; }, data_nodes),
+            Verdict(BehindVerdict::kMoveAhead, 600));
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.Poll(552, [] { return Answers{uint64_t{554}}; }, data_nodes), std::nullopt);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.Poll(552, [] { return Answers{uint64_t{600}}; }, data_nodes),
+            Verdict(BehindVerdict::kReenter, 600));
+}
+
+// Within the lead our server admits the data nodes' frames, which wait out
+// their deadline: the data nodes crawl on (sole_replica_stall_test: 105 s
+// from iteration 45 to 49). Two iterations ahead of an iteration of ours
+// that does not move for `stuck_checks` checks is stuck enough; a replica
+// that moves, however slowly, is not.
+TEST(BehindCheckTest, DataNodesTwoAheadOfAnIterationThatDoesNotMoveMeanStuck) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4, /*confirm=*/3, /*stuck_checks=*/5}, &clock);
+  const BehindCheck::Query none = [] { return Answers{}; };
+  auto poll = [&](uint64_t own, uint64_t data) {
+    clock.Advance(absl::Seconds(1));
+    return check.Poll(own, none, [&] { return Answers{data}; });
+  };
+  EXPECT_EQ(poll(44, 45), std::nullopt);  // one ahead: where a working relay is
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(poll(44, 46 + i / 2), std::nullopt) << i;
+  EXPECT_EQ(poll(44, 47), Verdict(BehindVerdict::kMoveAhead, 47));
+  // Slow but moving: never.
+  for (uint64_t own = 100; own < 120; ++own) EXPECT_EQ(poll(own, own + 3), std::nullopt) << own;
+}
+
+// A stalled peer holds up our reduce until the group drops it: our
+// iteration does not move while the data nodes go on, but we are waiting,
+// not stuck (the soak's s2r0 moved ahead at 22 while s2r1 was stopped).
+// Only the data nodes beyond the lead count then.
+TEST(BehindCheckTest, AListedReplicaThatDoesNotAnswerIsWaitedForNotStuck) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4, /*confirm=*/3, /*stuck_checks=*/5}, &clock);
+  const BehindCheck::Query silent = [] {
+    return Answers{absl::DeadlineExceededError("stopped")};
+  };
+  auto poll = [&](uint64_t own, uint64_t data) {
+    clock.Advance(absl::Seconds(1));
+    return check.Poll(own, silent, [&] { return Answers{data}; });
+  };
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(poll(22, 24), std::nullopt) << i;
+  EXPECT_EQ(poll(22, 27), std::nullopt);
+  EXPECT_EQ(poll(22, 27), std::nullopt);
+  EXPECT_EQ(poll(22, 27), Verdict(BehindVerdict::kMoveAhead, 27));
+}
+
+// A listed replica that does not answer may hold a newer state (stalled
+// too) or be slow: moving ahead waits until it has been silent in
+// `confirm` checks in a row; an answer in between starts the count again.
+TEST(BehindCheckTest, AListedReplicaThatDoesNotAnswerDelaysTheMoveForConfirmChecks) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4, /*confirm=*/3}, &clock);
+  Answers replicas = {absl::DeadlineExceededError("no answer")};
+  const BehindCheck::Query peers = [&] { return replicas; };
+  const BehindCheck::Query data = [] { return Answers{uint64_t{600}}; };
+  auto poll = [&] {
+    clock.Advance(absl::Seconds(1));
+    return check.Poll(554, peers, data);
+  };
+  EXPECT_EQ(poll(), std::nullopt);
+  EXPECT_EQ(poll(), std::nullopt);
+  replicas = {uint64_t{553}};  // it answers: behind us, so we are the stage's newest
+  EXPECT_EQ(poll(), Verdict(BehindVerdict::kMoveAhead, 600));
+  check.Reset();
+  replicas = {absl::DeadlineExceededError("no answer")};
+  EXPECT_EQ(poll(), std::nullopt);
+  replicas = {uint64_t{556}};  // past us: it moves, not we
+  EXPECT_EQ(poll(), std::nullopt);
+  replicas = {absl::DeadlineExceededError("no answer")};
+  EXPECT_EQ(poll(), std::nullopt);
+  EXPECT_EQ(poll(), std::nullopt);
+  EXPECT_EQ(poll(), Verdict(BehindVerdict::kMoveAhead, 600));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -318,6 +319,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   go.codec = base.model.averaging.codec;  // Note [Encoded shards]
   go.robust.outlier_factor = base.outlier_factor;  // Note [Robust averaging]
   go.ban_after = base.ban_after;                    // Note [Group bans]
+  go.robust.newcomer_weight = base.newcomer_weight;  // Note [Newcomer weight]
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
   if (base.model.averaging.overlap) {  // Note [Overlapped sync]
@@ -375,8 +377,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   membership::Membership* m = p->gossip->membership();
   m->AddListener([raw, m, members_only](const membership::MemberChange& c) {
     const membership::View view = m->GetView();
-    raw->quotas.members->SetMembers(QuotaMemberIds(view, members_only));
     raw->members->Update(raw->RoutedView());  // Note [Relayed members]
+    // Note [Peer quotas]: members on probation get the newcomer budget.
+    raw->quotas.members->SetMembers(QuotaMemberIds(view, members_only),
+                                    raw->members->Untrusted());
     raw->status->UpdateView(view);
     raw->health->ObservePeers(LivePeers(view));
     raw->OnMemberChange(c);
@@ -385,7 +389,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     raw->transport->SetPeerAddress(peer.id, peer.address);
   });
   p->members->Update(p->RoutedView());
-  p->quotas.members->SetMembers(QuotaMemberIds(m->GetView(), members_only));
+  p->quotas.members->SetMembers(QuotaMemberIds(m->GetView(), members_only),
+                                p->members->Untrusted());
   // Note [Revocation]: revoked ids get nothing from the data services, in
   // an open swarm too (~GossipDaemon clears the check before `gossip` goes).
   p->quotas.members->SetRevokedCheck([m](const common::NodeId& id) { return m->IsRevoked(id); });
@@ -397,10 +402,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   std::printf("listening on %s, advertised as %s\n", listen.c_str(), advertised.c_str());
   std::fflush(stdout);
 
-  // Bootstrap: the error names the failed step and a hint.
-  SS_RETURN_IF_ERROR(p->gossip->Join([raw] { return raw->StopRequested(); }));
-  p->health->ObservePeers(LivePeers(m->GetView()));  // "isolated" until a peer is live
-  p->CheckReachabilityOnce();  // a first node has nobody to ask yet
+  // Bootstrap (the error names the failed step and a hint), then the
+  // reachability check (gossip_daemon_setup.cc).
+  SS_RETURN_IF_ERROR(p->JoinAndCheckReachability());
   {
     absl::MutexLock lock(&p->mu);
     p->timeline.process_age = options.process_age_at_start;
@@ -408,24 +412,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     p->timeline.bootstrapped = p->clock->SteadyNow();
   }
 
-  // Which stage: given, or the allocation's answer for a joiner.
+  // Which stages: given, or the allocation's answer for a joiner.
   std::vector<int> stages = options.stages;
   if (stages.empty()) {
-    scheduler::ModelShape shape;
-    shape.num_stages = base.model.model.num_stages;
-    shape.layers_per_stage = std::max(1, base.model.model.num_layers / shape.num_stages);
-    shape.samples_per_mb = base.model.samples_per_mb;
-    absl::StatusOr<int> s = absl::UnavailableError("no view yet");
-    const absl::Duration deadline = p->clock->SteadyNow() + base.startup_timeout;
-    while (true) {
-      s = ChooseJoinStage(m->GetView(), p->self, shape, 0, /*allow_data_stage=*/true);
-      if (s.ok() || p->clock->SteadyNow() > deadline) break;
-      if (p->StopRequested()) return JoinStopped("while choosing a stage");
-      p->clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
-    }
-    if (!s.ok()) return s.status();
-    stages = {*s};
-    LOG(INFO) << base.name << ": the allocation puts this node on stage " << *s;
+    SS_ASSIGN_OR_RETURN(stages, p->PlaceJoiner());
   }
   p->hosted.Set(stages);
   if (p->joiner) {
@@ -598,9 +588,11 @@ GossipDaemon::~GossipDaemon() {
   // Note [One port]: the one server goes before any service registered on
   // it (gossip's, then transport, group and state with the parts).
   if (p.server) p.server->Shutdown(absl::ZeroDuration());
+  // No listener call (one may be in flight) after this: they read the two below.
+  if (p.gossip && p.gossip->membership()) p.gossip->membership()->Shutdown();
   p.relay_dialer.reset();  // its relay lookups read `gossip`'s view
   if (p.quotas.members) p.quotas.members->SetRevokedCheck(nullptr);  // it reads `gossip`
-  if (p.gossip) p.gossip.reset();  // no more listener calls
+  p.gossip.reset();
 }
 
 // Note [Newcomer probation]: our record names the replicas whose digests
@@ -637,7 +629,11 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   // the group), joiners waiting for this boundary get their snapshot.
   members->SetIteration(next);
   PublishCheckpoint(next);
-  state->OnBoundary(next, Digests());
+  // Note [Digest on demand] (node_trainer.h): the step's digests, none
+  // taken again here.
+  std::vector<int> hosted;
+  for (const auto& [s, c] : computes) hosted.push_back(s);
+  state->OnBoundary(next, StepDigests(r, hosted));
   RequestCopies(next);
   {
     absl::MutexLock lock(&mu);
@@ -768,7 +764,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // (A flag and a value rather than std::optional: GCC 12 reports the
   // optional's payload as maybe-uninitialized at its use below.)
   bool behind = false;
-  uint64_t behind_at = 0;
+  BehindVerdict behind_at;
   // Note [Revocation], Note [Eviction]: once this node learns that the swarm
   // no longer admits it, every member refuses it; it stops with the cause.
   absl::Status admitted;
@@ -787,7 +783,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       if (!stopping) p.PollVolunteerPause();
       if (!(admitted = p.gossip->membership()->SelfAdmission()).ok()) break;
       if (!stopping) {
-        if (const std::optional<uint64_t> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {
+        if (const std::optional<BehindVerdict> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {
           behind = true;
           behind_at = *ahead;
           break;
@@ -859,10 +855,10 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       return admitted;
     }
     if (behind) {
-      absl::Status s = p.Reenter(behind_at);
+      absl::Status s = p.CatchUp(behind_at);
       if (s.ok()) continue;
-      // Our state is the stale one: no checkpoint of it.
-      LOG(ERROR) << o.name << ": behind the swarm and could not re-enter: " << s;
+      // Our state is the stale one (or saved by MoveAhead): no checkpoint.
+      LOG(ERROR) << o.name << ": behind the swarm and could not catch up: " << s;
       p.ReplaceStack(nullptr);
       p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
       // Nothing left to train, or a stop while re-entering.
@@ -890,6 +886,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     absl::MutexLock lock(&p.mu);
     left = p.draining;  // a drain signed LEFT with its exit iteration already
   }
+  // Note [Leaving with pushes owed] (grpc_group.cc): our finished rounds'
+  // pushes go before we do (an exited node fails its peers' probes).
+  if (p.group != nullptr) p.group->FlushPushes(absl::Seconds(5));
   // Done or stopped: we are gone after the last iteration we finished.
   if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
   LOG(INFO) << o.name << ": left the swarm";

@@ -76,6 +76,13 @@ struct GossipDaemonOptions {
   // Port 0 and an unspecified host are resolved (advertise_address.h).
   std::string advertise;
   std::vector<int> stages;   // empty: a joiner asks the allocation
+  // --sdp=auto, for a joiner without `stages`: the allocation chooses
+  // between a pipeline stage and a subnetwork of sdp_keep of the stages
+  // (trained with forward masking) from the swarm's state (ChooseJoinRole,
+  // Note [Join role] in join_role.h); false: a pipeline stage, or what
+  // base.sdp says.
+  bool choose_role = false;
+  double sdp_keep = 0.5;
   int expect_members = 0;    // > 0: a founder waiting for this many
   // A joiner enters at least this many (>= 1) iterations after its
   // source's current one; more when iterations are short (Note [Entry
@@ -147,6 +154,10 @@ struct GossipDaemonOptions {
   // For tests: this node's state server fails the first this many state
   // requests for its stages (StateServerOptions::fail_first_transfers).
   int fail_first_state_transfers = 0;
+  // For tests: a joiner calls this with its entry after announcing it and
+  // before requesting its state (tests hold the request until the source
+  // has passed the entry boundary). Null: none.
+  std::function<void(uint64_t entry)> before_state_request;
 };
 
 class GossipDaemon {

@@ -8,11 +8,16 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <thread>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/backoff.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "model/sdp_assignment.h"
 #include "node/daemon/gossip/join_planning.h"
+#include "node/daemon/gossip/join_role.h"
 
 namespace skipswarm::node {
 namespace {
@@ -23,6 +28,9 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 // at most, as a share of an iteration: the entry lead covers it.
 constexpr absl::Duration kEntryMargin = absl::Milliseconds(500);
 constexpr int kEntryAttempts = 4;
+// Note [Routed once ready]: how long the announce of our loaded state may
+// hold back our first iteration; gossip spreads the record anyway.
+constexpr absl::Duration kReadyAnnounceTimeout = absl::Seconds(2);
 // How long a joiner waits for a live replica of its stage (gossip still
 // converging) before it looks for peers' copies, and between two looks.
 constexpr absl::Duration kRestoreGrace = absl::Seconds(3);
@@ -36,6 +44,74 @@ common::BackoffOptions JoinBackoff() {
 }
 
 }  // namespace
+
+// Note [A subnetwork joins]: with --sdp=auto a joiner asks ChooseJoinRole
+// (Note [Join role]) instead of ChooseJoinStage. Its inputs are the
+// model's shape and parameter count, P = SdpStagesPerWorker(S, sdp_keep),
+// this node's micro-batches, path length and averaging, and its memory
+// slots: an SDP node runs every hop of its routes itself and needs a slot
+// per stage of the model (the check `skipswarm node --sdp` makes), so with
+// fewer it can hold no subnetwork. The choice and its reason (both
+// candidates' tokens per second, or why one did not fit) are logged. A
+// subnetwork is trained with forward masking (backward masking's frozen
+// copies cost a state fetch per frozen stage per iteration); its record
+// says so (NodeRecord.subnetwork) from the entry on, so pipeline planners
+// never route through it. Its entry fetches every one of its stages'
+// state at the same boundary: the requests go out at once (one thread per
+// stage beyond the first), all before the boundary, so the stages are of
+// one iteration; a failure of any is the round's. A subnetwork joiner is
+// never restored from peers' copies (a stage without a live host has
+// none to average with anyway) and does not re-enter when behind (Note
+// [Revived members] is for one-stage relays).
+absl::StatusOr<std::vector<int>> GossipDaemon::Parts::PlaceJoiner() {
+  NodeDaemonOptions& o = options.base;
+  const model::ModelConfig& config = o.model.model;
+  scheduler::ModelShape shape;
+  shape.num_stages = config.num_stages;
+  shape.layers_per_stage = std::max(1, config.num_layers / shape.num_stages);
+  shape.samples_per_mb = o.model.samples_per_mb;
+  JoinRoleInputs in;
+  in.model.shape = shape;
+  in.model.tokens_per_sample = config.seq_len;
+  in.model.params = static_cast<double>(config.ParameterCount());
+  in.model.sdp_stages = model::SdpStagesPerWorker(config.num_stages, options.sdp_keep);
+  in.workload.mb_per_data_node = o.mbs_per_iteration;
+  in.workload.path_length = o.path_length > 0 ? o.path_length : config.num_stages;
+  in.averaging = o.model.averaging;
+  in.sec_per_layer_sample = options.fixed_compute_speed;  // <= 0: the default estimate
+  in.memory_slots = o.memory_slots;
+  in.max_stages = o.memory_slots >= config.num_stages ? 0 : 1;
+  membership::Membership* m = gossip->membership();
+  absl::Status last = absl::UnavailableError("no view yet");
+  const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  while (true) {
+    if (options.choose_role) {
+      absl::StatusOr<JoinRole> r = ChooseJoinRole(m->GetView(), self, in);
+      if (r.ok()) {
+        if (r->sdp) o.sdp = model::SdpMode::kForward;
+        LOG(INFO) << o.name << ": --sdp=auto: the allocation makes this node "
+                  << (r->sdp ? "an SDP worker on subnetwork " : "a pipeline host of stage ")
+                  << absl::StrJoin(r->stages, "+") << " (" << r->reason << ")";
+        status->AddEvent("role", absl::StrCat(r->sdp ? "sdp " : "pipeline ",
+                                              absl::StrJoin(r->stages, "+"), ": ", r->reason));
+        return r->stages;
+      }
+      if (absl::IsInvalidArgument(r.status())) return r.status();
+      last = r.status();
+    } else {
+      absl::StatusOr<int> s = ChooseJoinStage(m->GetView(), self, shape, 0,
+                                              /*allow_data_stage=*/true);
+      if (s.ok()) {
+        LOG(INFO) << o.name << ": the allocation puts this node on stage " << *s;
+        return std::vector<int>{*s};
+      }
+      last = s.status();
+    }
+    if (clock->SteadyNow() > deadline) return last;
+    if (StopRequested()) return JoinStopped("while choosing a stage");
+    clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
+  }
+}
 
 absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
   auto it = computes.find(stage);
@@ -75,7 +151,8 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
 // announced is withdrawn with it) and exits 0.
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
-  const int stage = Stages().front();
+  const std::vector<int> stages = Stages();
+  const int stage = stages.front();
   membership::Membership* m = gossip->membership();
   // The source's current iteration fixes our entry (Note [Entry iteration]).
   std::vector<StateSource> sources;
@@ -104,7 +181,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
       }
       if (current.ok() || clock->SteadyNow() > deadline) break;
       const absl::Duration now = clock->SteadyNow();
-      if (sources.empty() && now - began >= kRestoreGrace &&
+      if (sources.empty() && stages.size() == 1 && now - began >= kRestoreGrace &&
           now - copies_asked >= kRestoreGrace) {
         copies_asked = now;
         absl::StatusOr<bool> r = EnterFromPeerCopy(stage);
@@ -164,11 +241,14 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
                   << lead;
       }
     }
-    failure = TryEntry(stage, *current, &lead, sources, fo);
+    failure = TryEntry(stages, *current, &lead, sources, fo);
     if (failure.ok()) return absl::OkStatus();
     if (absl::IsCancelled(failure) || absl::IsOutOfRange(failure)) return failure;
     // Note [Join retries]: out of every face until the next round announces.
-    SS_RETURN_IF_ERROR(m->UpdateLocalRecord([](proto::NodeRecord* r) { r->clear_stages(); }));
+    SS_RETURN_IF_ERROR(m->UpdateLocalRecord([](proto::NodeRecord* r) {
+      r->clear_stages();
+      r->set_entering(false);  // a peer's copy may be the next round's state
+    }));
     const absl::Duration pause = backoff.Next();
     if (clock->SteadyNow() + pause > deadline) {
       return absl::Status(failure.code(),
@@ -189,13 +269,16 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   }
 }
 
-absl::Status GossipDaemon::Parts::TryEntry(int stage, uint64_t current, int* lead,
-                                           const std::vector<StateSource>& sources,
+absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint64_t current,
+                                           int* lead, const std::vector<StateSource>& sources,
                                            FetchOptions fo) {
   const NodeDaemonOptions& o = base();
   membership::Membership* m = gossip->membership();
   uint64_t entry = 0;
-  absl::StatusOr<FetchedState> fetched = absl::UnknownError("not fetched");
+  // Per stage, in `stages` order (Note [A subnetwork joins]).
+  std::vector<absl::StatusOr<FetchedState>> got(stages.size(), absl::UnknownError("not fetched"));
+  std::vector<std::vector<StateSource>> others(stages.size());
+  for (size_t i = 1; i < stages.size(); ++i) others[i] = StateSources(RoutedView(), self, stages[i]);
   for (int attempt = 1;; ++attempt) {
     entry = current + *lead;
     if (entry >= static_cast<uint64_t>(o.iterations)) {
@@ -207,10 +290,14 @@ absl::Status GossipDaemon::Parts::TryEntry(int stage, uint64_t current, int* lea
     // refuses frames far ahead of its own iteration (Note [Behind the
     // swarm] in node/stage/stage_server.h), so it stands at entry - 1.
     if (entry > 0) stack->server()->BeginIteration(entry - 1);
+    // Note [Routed once ready]: in the replica group from `entry`, routed
+    // once the state is loaded (below).
     SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
       r->clear_stages();
-      r->add_stages(static_cast<uint32_t>(stage));
+      for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
+      r->set_subnetwork(o.sdp != model::SdpMode::kOff);  // Note [Mixed local swarm]
       r->set_iteration(entry);
+      r->set_entering(true);
     }));
     SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
     {
@@ -219,19 +306,42 @@ absl::Status GossipDaemon::Parts::TryEntry(int stage, uint64_t current, int* lea
       timeline.entry = entry;
       timeline.entry_attempts = attempt;
     }
-    LOG(INFO) << o.name << ": entering stage " << stage << " at iteration " << entry
-              << " (source at " << current << "); announced to " << reached << " members";
+    LOG(INFO) << o.name << ": entering stage" << (stages.size() > 1 ? "s " : " ")
+              << absl::StrJoin(stages, "+") << " at iteration " << entry << " (source at "
+              << current << "); announced to " << reached << " members";
+    if (options.before_state_request) options.before_state_request(entry);
     // At once: the request must reach the source before its boundary.
     fo.iteration = entry;
-    fetched = FetchStageState(sources, fo);
-    if (fetched.ok() || !absl::IsFailedPrecondition(fetched.status()) ||
-        attempt == kEntryAttempts) {
-      break;
+    {
+      std::vector<std::thread> more;
+      for (size_t i = 1; i < stages.size(); ++i) {
+        FetchOptions f = fo;
+        f.stage = stages[i];
+        f.max_bytes =
+            StateBytesBound(static_cast<uint64_t>(computes.at(stages[i])->num_params()));
+        f.on_first_chunk = nullptr;
+        more.emplace_back([&got, &others, i, f] { got[i] = FetchStageState(others[i], f); });
+      }
+      got[0] = FetchStageState(sources, fo);
+      for (std::thread& t : more) t.join();
     }
+    // The round's error: the first other than FAILED_PRECONDITION, if any.
+    absl::Status round;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (got[i].ok()) continue;
+      if (round.ok() || absl::IsFailedPrecondition(round)) {
+        round = absl::Status(got[i].status().code(),
+                             absl::StrCat(stages.size() > 1 ? absl::StrCat("stage ", stages[i], ": ")
+                                                            : "",
+                                          got[i].status().message()));
+      }
+    }
+    if (round.ok()) break;
+    if (!absl::IsFailedPrecondition(round) || attempt == kEntryAttempts) return round;
     // The sources passed boundary `entry` before our request came: a later
     // entry (members that planned `entry` with us drop those frames when
     // we skip it; Note [Entry iteration]).
-    LOG(WARNING) << o.name << ": " << fetched.status().message() << "; announcing a later entry";
+    LOG(WARNING) << o.name << ": " << round.message() << "; announcing a later entry";
     ++*lead;
     for (const StateSource& a : sources) {
       absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
@@ -241,47 +351,63 @@ absl::Status GossipDaemon::Parts::TryEntry(int stage, uint64_t current, int* lea
       }
     }
   }
-  if (!fetched.ok()) return fetched.status();
-  absl::StatusOr<int64_t> step = computes[stage]->ImportState(fetched->bytes);
-  if (!step.ok()) {
-    return absl::DataLossError(absl::StrCat("the state from ", fetched->source,
-                                            " did not load: ", step.status().message()));
-  }
-  // A stage's step trails the swarm's iteration by the updates its replicas
-  // all skipped (a failed averaging round, a stage restored from an older
-  // generation); the state is still its replicas' (the digest below). One
-  // from a later step than the boundary asked for is not.
-  if (*step < 0 || static_cast<uint64_t>(*step) > entry) {
-    return absl::DataLossError(absl::StrCat("transferred state from ", fetched->source,
-                                            " is at step ", *step, ", past boundary ", entry));
-  }
-  if (static_cast<uint64_t>(*step) != entry) {
-    LOG(INFO) << o.name << ": stage " << stage << "'s state at boundary " << entry
-              << " is at step " << *step << " (its replicas skipped " << entry - *step
-              << " updates earlier)";
-  }
-  if (computes[stage]->ParamsDigest() != fetched->params_digest) {
-    return absl::DataLossError(absl::StrCat("transferred state's digest differs from its source's (",
-                                            fetched->source, ")"));
+  size_t bytes = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const int at = stages[i];
+    const FetchedState& fetched = *got[i];
+    absl::StatusOr<int64_t> step = computes[at]->ImportState(fetched.bytes);
+    if (!step.ok()) {
+      return absl::DataLossError(absl::StrCat("the state of stage ", at, " from ", fetched.source,
+                                              " did not load: ", step.status().message()));
+    }
+    // A stage's step trails the swarm's iteration by the updates its
+    // replicas all skipped (a failed averaging round, a stage restored from
+    // an older generation); the state is still its replicas' (the digest
+    // below). One from a later step than the boundary asked for is not.
+    if (*step < 0 || static_cast<uint64_t>(*step) > entry) {
+      return absl::DataLossError(absl::StrCat("transferred state from ", fetched.source,
+                                              " is at step ", *step, ", past boundary ", entry));
+    }
+    if (static_cast<uint64_t>(*step) != entry) {
+      LOG(INFO) << o.name << ": stage " << at << "'s state at boundary " << entry
+                << " is at step " << *step << " (its replicas skipped " << entry - *step
+                << " updates earlier)";
+    }
+    if (computes[at]->ParamsDigest() != fetched.params_digest) {
+      return absl::DataLossError(absl::StrCat(
+          "transferred state's digest differs from its source's (", fetched.source, ")"));
+    }
+    bytes += fetched.bytes.size();
+    LOG(INFO) << o.name << ": state of stage " << at << " at iteration " << entry << " ("
+              << fetched.bytes.size() << " bytes, " << fetched.streams << " stream(s)) from "
+              << fetched.source << "; digest " << absl::StrFormat("%016x", fetched.params_digest);
   }
   {
     absl::MutexLock lock(&mu);
     timeline.state_loaded = clock->SteadyNow();
-    timeline.state_bytes = fetched->bytes.size();
-    timeline.streams = fetched->streams;
-    timeline.sources_tried = fetched->sources_tried;
-    timeline.source = fetched->source;
+    timeline.state_bytes = bytes;
+    timeline.streams = got[0]->streams;
+    timeline.sources_tried = got[0]->sources_tried;
+    timeline.source = got[0]->source;
   }
   start_iteration = static_cast<int64_t>(entry);
   members->SetIteration(entry);
   state->OnBoundary(entry, Digests());
-  LOG(INFO) << o.name << ": state of stage " << stage << " at iteration " << entry << " ("
-            << fetched->bytes.size() << " bytes, " << fetched->streams << " stream(s)) from "
-            << fetched->source << "; digest " << absl::StrFormat("%016x", fetched->params_digest);
+  // Note [Routed once ready]: routes may use us now. Announced so the data
+  // nodes' next plans have it; gossip carries it to whoever this misses.
+  SS_RETURN_IF_ERROR(m->UpdateLocalRecord([](proto::NodeRecord* r) { r->set_entering(false); }));
+  absl::StatusOr<int> told = gossip->Announce(kReadyAnnounceTimeout);
+  if (!told.ok()) {
+    LOG(WARNING) << o.name << ": announcing that our state is loaded: " << told.status()
+                 << " (gossip carries it)";
+  } else {
+    LOG(INFO) << o.name << ": ready for micro-batches from iteration " << entry
+              << "; announced to " << *told << " members";
+  }
   return absl::OkStatus();
 }
 
-std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
+std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
   if (options.behind_check_every <= absl::ZeroDuration()) return std::nullopt;
   // Data nodes do not re-enter (Note [Revived members]).
   const std::vector<int> stages = Stages();
@@ -297,13 +423,72 @@ std::optional<uint64_t> GossipDaemon::Parts::SwarmAheadOfUs() {
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
   const int stage = Stages().front();
-  return behind->Poll(members->iteration(), [&] {
+  const membership::View view = RoutedView();
+  auto ask = [&](int of, size_t at_most) {
     std::vector<absl::StatusOr<uint64_t>> answers;
-    for (const StateSource& a : StateSources(RoutedView(), self, stage)) {
+    for (const StateSource& a : StateSources(view, self, of)) {
+      if (answers.size() == at_most) break;
       answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
     }
     return answers;
-  });
+  };
+  // Note [Sole replica behind]: a few data nodes tell the swarm's iteration
+  // (they pass one barrier together); asking every one each second would
+  // cost a large swarm's data nodes one question per relay per second each.
+  constexpr size_t kDataNodesAsked = 3;
+  return behind->Poll(
+      members->iteration(), [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
+      [&] { return ask(0, kDataNodesAsked); });
+}
+
+absl::Status GossipDaemon::Parts::CatchUp(const BehindVerdict& verdict) {
+  return verdict.kind == BehindVerdict::kMoveAhead ? MoveAhead(verdict.at)
+                                                   : Reenter(verdict.at);
+}
+
+absl::Status GossipDaemon::Parts::MoveAhead(uint64_t data_at) {
+  const NodeDaemonOptions& o = base();
+  const int stage = Stages().front();
+  const uint64_t own = members->iteration();
+  // As in Reenter: the stuck iteration goes with the stack, its gradients
+  // with ZeroGrad; the compute keeps its parameters and optimizer state.
+  ReplaceStack(nullptr);
+  StageCompute* compute = computes.at(stage).get();
+  compute->ZeroGrad();
+  const uint64_t to = std::min<uint64_t>(data_at, static_cast<uint64_t>(o.iterations));
+  if (compute->step() < 0 || static_cast<uint64_t>(compute->step()) > to) {
+    return absl::InternalError(absl::StrCat("stage ", stage, " is at step ", compute->step(),
+                                            ", past the data nodes' iteration ", data_at));
+  }
+  // Note [Restored step]: the iterations we missed pass without an update.
+  const uint64_t skipped = to - static_cast<uint64_t>(compute->step());
+  const std::vector<float> nothing(static_cast<size_t>(compute->num_params()), 0.f);
+  for (uint64_t i = 0; i < skipped; ++i) {
+    SS_RETURN_IF_ERROR(compute->ApplyUpdate(nothing, 0).status());
+  }
+  const std::string line = absl::StrCat(
+      "stage ", stage, " is behind the swarm and no live replica of it is ahead of this one: at ",
+      "iteration ", own, ", the data nodes at ", data_at,
+      " (Note [Sole replica behind]); moving ahead with this replica's own parameters and "
+      "optimizer state to iteration ", to, " (", skipped, " iterations without an update)");
+  LOG(WARNING) << o.name << ": " << line;
+  std::printf("%s: %s\n", o.name.c_str(), line.c_str());
+  std::fflush(stdout);
+  metrics.Add("skipswarm_sole_replica_skips_total", 1);
+  metrics.Add("skipswarm_sole_replica_skipped_iterations_total", static_cast<double>(skipped));
+  status->AddEvent("behind", line);
+  members->SetIteration(to);
+  behind->Reset();
+  if (to >= static_cast<uint64_t>(o.iterations)) {
+    // The data nodes are done: what we hold is the stage's final state.
+    SS_RETURN_IF_ERROR(FinalCheckpoint());
+    return absl::OutOfRangeError(
+        absl::StrCat("the data nodes are at iteration ", data_at, " of ", o.iterations));
+  }
+  SS_RETURN_IF_ERROR(BuildServing());
+  start_iteration = static_cast<int64_t>(to);
+  state->OnBoundary(to, Digests());
+  return absl::OkStatus();
 }
 
 absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {

@@ -107,11 +107,27 @@ struct GossipDaemon::Parts {
   std::map<int, std::unique_ptr<StageCompute>> computes;
   // SDP backward masking's frozen copies (Note [SDP frozen stages]).
   std::map<int, std::unique_ptr<StageCompute>> frozen;
+  // The computes' threads report into these through `probes` (first work,
+  // measured speed) until `runner` is joined: declared before both, so
+  // they go after them.
+  absl::Mutex mu;
+  JoinTimeline timeline ABSL_GUARDED_BY(mu);
+  std::unique_ptr<ComputeSpeedMeter> speed;
   std::map<int, std::unique_ptr<FirstWorkProbe>> probes;
   std::unique_ptr<ThreadTaskRunner> runner;  // joined before the computes go
   std::shared_ptr<const identity::PeerCredentials> credentials;  // every node service
-  // Borrows `transport` (declared after it, so it goes after it too; the
-  // server, which sends through it, goes before both).
+  // Note [One port]: the server every service below registers on. ~Parts
+  // shuts it down first (~GossipDaemon did already, before `gossip`) and
+  // frees it after the services: gRPC's Wait returns once every reactor's
+  // OnDone ran, but orders that through an atomic inside libgrpc++ that
+  // TSan cannot see; the transport's destructor waits for its stream
+  // reactors' OnDone under its own lock, so their last calls into the
+  // server (a Finish) are seen to come before the free.
+  std::unique_ptr<NodeServer> server;
+  ~Parts() {
+    if (server) server->Shutdown(absl::ZeroDuration());
+  }
+  // Borrows `transport` (declared after it, so it goes after it too).
   std::unique_ptr<LinkTimingTransport> timed_transport;
   // The pipeline transport: `grpc`, wrapped in a ShapingTransport when the
   // operator caps this node's bandwidth (--max_upload_mbps / --max_download_mbps).
@@ -154,22 +170,19 @@ struct GossipDaemon::Parts {
   // 0: not auto (the address is what --advertise / --listen say).
   int advertise_auto_port = 0;
   bool reachability_checked = false;
+  bool behind_nat = false;  // the check's verdict
   // Note [Relayed members] (gossip_daemon_relay.cc): the relay we are for
-  // outbound-only members (registered on `server`, so declared before it),
+  // outbound-only members (registered on `server`, which ~Parts stops first),
   // how we dial them, and our own relays when we are behind NAT.
   std::unique_ptr<RelayService> relay_service;
   std::unique_ptr<RelayDialer> relay_dialer;
   std::unique_ptr<RelayAttacher> relay_attacher;
-  // Note [One port]: the server every service above registered on; goes
-  // first (a failed Create; ~GossipDaemon shuts it down before `gossip`).
-  std::unique_ptr<NodeServer> server;
   int64_t start_iteration = 0;
   absl::Duration run_started;
   // A joiner's first look at its source's iteration (for its pace).
   std::optional<uint64_t> source_first_iteration;
   absl::Duration source_first_asked;
 
-  std::unique_ptr<ComputeSpeedMeter> speed;
   // Where hop timings go: the membership while it lives (Note [Measured
   // speeds] in speed_reports.h).
   absl::Mutex link_mu;
@@ -187,9 +200,7 @@ struct GossipDaemon::Parts {
     std::thread worker;           // announces, then fetches `to` at `at`
   };
 
-  absl::Mutex mu;
   std::unique_ptr<PendingMove> move ABSL_GUARDED_BY(mu);
-  JoinTimeline timeline ABSL_GUARDED_BY(mu);
   bool draining ABSL_GUARDED_BY(mu) = false;
   absl::Duration drain_started ABSL_GUARDED_BY(mu);
   // Note [Paused members] (gossip_daemon_pause.cc): the volunteer's policy
@@ -256,13 +267,22 @@ struct GossipDaemon::Parts {
   bool StopRequested() const {
     return signals != nullptr && (signals->stop.load() || signals->drain.load());
   }
+  // A joiner without options.stages (Create's thread): the stage the
+  // allocation gives it (ChooseJoinStage) or, with options.choose_role,
+  // its role and stages (ChooseJoinRole; a subnetwork sets base().sdp to
+  // forward masking); retried while the swarm forms, until the start-up
+  // deadline. CANCELLED on a stop signal.
+  absl::StatusOr<std::vector<int>> PlaceJoiner();
   absl::Status EnterAsJoiner();
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
   // passed it, raising `*lead`), fetches the state from `sources` and loads
   // it. OUT_OF_RANGE: nothing left to join; CANCELLED: a stop signal;
   // other errors: this round failed.
-  absl::Status TryEntry(int stage, uint64_t current, int* lead,
+  // With more than one stage (a subnetwork) every stage's state is fetched
+  // at the same boundary (Note [A subnetwork joins]); `sources` are the
+  // first stage's.
+  absl::Status TryEntry(const std::vector<int>& stages, uint64_t current, int* lead,
                         const std::vector<StateSource>& sources, FetchOptions fo);
   // Note [Restore from peer copies] (gossip_daemon_restore.cc): true once
   // `stage` is restored from the newest copy a live peer holds and entered;
@@ -270,12 +290,19 @@ struct GossipDaemon::Parts {
   absl::StatusOr<bool> EnterFromPeerCopy(int stage);
   // Note [Revived members] (behind_check.h), main thread: the iteration a
   // live replica of our stage is in when it is more than the lead ahead
-  // of ours (a one-stage relay, not moving, not stopping; at most once per
-  // options.behind_check_every).
-  std::optional<uint64_t> SwarmAheadOfUs();
-  // ...then out of training, the stuck iteration dropped, and in again
-  // like a joiner with a live replica's state.
+  // of ours, or the data nodes' when our whole stage is (Note [Sole
+  // replica behind]) (a one-stage relay, not moving, not stopping; at most
+  // once per options.behind_check_every).
+  std::optional<BehindVerdict> SwarmAheadOfUs();
+  // ...then Reenter or MoveAhead.
+  absl::Status CatchUp(const BehindVerdict& verdict);
+  // Out of training, the stuck iteration dropped, and in again like a
+  // joiner with a live replica's state.
   absl::Status Reenter(uint64_t swarm_at);
+  // Note [Sole replica behind]: the stuck iteration dropped, our own state
+  // advanced to `data_at` without updates; Run trains on from there.
+  // OUT_OF_RANGE (after a checkpoint) when `data_at` is past the run.
+  absl::Status MoveAhead(uint64_t data_at);
   std::unique_ptr<BehindCheck> behind;
   void OnIteration(const NodeIterationReport& r);
   // Note [Checkpoint copies]: creates the store and copier, serving the
@@ -291,6 +318,10 @@ struct GossipDaemon::Parts {
   absl::Status StartControl();
   // True once a check had an answer.
   bool CheckReachabilityOnce();
+  // Create's bootstrap (SwarmMembership::Join) and first reachability
+  // check; a joiner's record is outbound_only until that check clears it
+  // (Note [Unverified joiners] in gossip_daemon_setup.cc).
+  absl::Status JoinAndCheckReachability();
   // Note [Advertise auto]: settles `advertised`; returns its check.
   ReachabilityReport SettleAdvertiseAuto(const std::vector<std::string>& peers);
   // Note [Relayed members]: the gossip view with every relayed member's

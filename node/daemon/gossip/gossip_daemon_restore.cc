@@ -136,6 +136,7 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
     r->clear_stages();
     r->add_stages(static_cast<uint32_t>(stage));
     r->set_iteration(entry);
+    r->set_entering(false);  // the state is loaded (Note [Routed once ready])
   }));
   SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
   {

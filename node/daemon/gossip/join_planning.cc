@@ -159,7 +159,12 @@ std::vector<StateSource> StateSources(const membership::View& view, const common
                                       int stage) {
   std::vector<const membership::MemberInfo*> hosts;
   for (const membership::MemberInfo& m : view.members) {
-    if (m.id == self || !m.live() || !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) continue;
+    // A joiner still fetching its own state has none to give (Note [Routed
+    // once ready] in training_members.h).
+    if (m.id == self || !m.live() || m.entering ||
+        !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) {
+      continue;
+    }
     if (std::find(m.stages.begin(), m.stages.end(), static_cast<uint32_t>(stage)) ==
         m.stages.end()) {
       continue;

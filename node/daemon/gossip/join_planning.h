@@ -55,7 +55,8 @@ absl::StatusOr<std::optional<OwnMove>> ChooseOwnMove(const membership::View& vie
                                                      uint64_t iteration, double min_gain);
 
 // State addresses (Note [Daemon records]) and ids of the live members
-// hosting `stage`, founders first, then by id: the order a joiner tries them.
+// hosting `stage` with their state loaded (not entering), founders first,
+// then by id: the order a joiner tries them.
 std::vector<StateSource> StateSources(const membership::View& view, const common::NodeId& self,
                                       int stage);
 

@@ -128,7 +128,11 @@ TEST(JoinPlanningTest, SourcesAreLiveHostsFoundersFirst) {
   auto late = Member("late", {1}, 12);
   auto dead = Member("dead", {1});
   dead.state = proto::MEMBER_STATE_DEAD;
-  membership::View v = ViewOf({Member("d", {0}), late, dead, Member("x", {1}), Member("y", {2})});
+  // Still fetching its own state (Note [Routed once ready]): nothing to give.
+  auto entering = Member("entering", {1}, 13);
+  entering.entering = true;
+  membership::View v =
+      ViewOf({Member("d", {0}), late, dead, entering, Member("x", {1}), Member("y", {2})});
   std::vector<std::string> addresses;
   for (const StateSource& s : StateSources(v, common::NodeId::ForName("me"), 1)) {
     addresses.push_back(s.address);

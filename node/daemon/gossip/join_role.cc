@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "node/daemon/gossip/join_planning.h"
 #include "node/daemon/gossip/training_members.h"
@@ -114,6 +115,7 @@ absl::StatusOr<JoinRole> ChooseJoinRole(const membership::View& view, const comm
       in.sec_per_layer_sample > 0 ? in.sec_per_layer_sample : kDefaultSecPerLayerSample;
   joiner.spec.memory_slots = std::max(1, in.memory_slots);
   joiner.memory_gib = in.memory_gib;
+  joiner.max_stages = in.max_stages;
   joiner.uplink_bytes_per_s =
       in.uplink_bytes_per_s > 0 ? in.uplink_bytes_per_s : MeasuredUplink(view, self);
   swarm.nodes.push_back(joiner);
@@ -158,8 +160,8 @@ absl::StatusOr<JoinRole> ChooseJoinRole(const membership::View& view, const comm
   }
   if (!scheduler::FitsSdp(swarm, me)) {
     sdp_error = absl::FailedPreconditionError(absl::StrCat(
-        "a subnetwork of ", scheduler::SdpStages(swarm), " stages does not fit its ",
-        in.memory_gib, " GiB"));
+        "a subnetwork of ", scheduler::SdpStages(swarm), " stages does not fit (",
+        in.memory_gib, " GiB, at most ", in.max_stages, " stages; 0: unlimited)"));
   } else {
     std::vector<scheduler::NodeRole> r = roles;
     r.push_back(scheduler::NodeRole::kSdp);
@@ -181,6 +183,14 @@ absl::StatusOr<JoinRole> ChooseJoinRole(const membership::View& view, const comm
                 : out.sdp_tokens_per_s > out.pipeline_tokens_per_s;
   out.stages = out.sdp ? LeastCoveredSubnetwork(view, self, num_stages, scheduler::SdpStages(swarm))
                        : pipeline_stage;
+  if (!pipeline_error.ok()) {
+    out.reason = absl::StrCat("a pipeline stage does not do: ", pipeline_error.message());
+  } else if (!sdp_error.ok()) {
+    out.reason = absl::StrCat("a subnetwork does not do: ", sdp_error.message());
+  } else {
+    out.reason = absl::StrFormat("%.4g tokens/s as an SDP worker, %.4g as a pipeline host",
+                                 out.sdp_tokens_per_s, out.pipeline_tokens_per_s);
+  }
   return out;
 }
 

@@ -34,6 +34,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_JOIN_ROLE_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_JOIN_ROLE_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,7 @@ struct JoinRoleInputs {
   double memory_gib = 0;            // the joiner's for training; <= 0: unlimited
   double uplink_bytes_per_s = 0;    // the joiner's; <= 0: from its measured links
   int memory_slots = 4;             // the joiner's MB slots as a pipeline host
+  int max_stages = 0;               // > 0: the most stages it can hold (HybridNode)
 };
 
 struct JoinRole {
@@ -64,6 +66,8 @@ struct JoinRole {
   // train), for the log line.
   double pipeline_tokens_per_s = 0;
   double sdp_tokens_per_s = 0;
+  // Why, for the log: the two costs, or why the other role did not fit.
+  std::string reason;
 };
 
 // FailedPrecondition when neither candidate fits the joiner or the swarm

@@ -116,7 +116,8 @@ class StateServer {
   // This node is at the boundary before `next_iteration` (no task running):
   // takes the snapshots waiting requests want for this boundary, answers
   // requests for passed boundaries, and publishes `digests` (per hosted
-  // stage) and the iteration in Health.
+  // stage; 0: none taken, Note [Digest on demand] in
+  // node/train/node_trainer.h) and the iteration in Health.
   void OnBoundary(uint64_t next_iteration, const std::map<int, uint64_t>& digests);
   // Requests waiting for a boundary now.
   int waiting() const;

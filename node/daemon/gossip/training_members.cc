@@ -30,9 +30,8 @@ bool TrainsAs(const membership::MemberInfo& m, const std::vector<uint32_t>& stag
   if (stages.empty() || m.addresses.size() < 4) return false;
   if (entry == 0) return true;  // a founder
   if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
-  // Note [Entry iteration]: both faces from the entry on (the routing face
-  // used to wait one more iteration; frames that arrive before the joiner's
-  // state is loaded wait in its StageServer for BeginIteration(entry)).
+  // Note [Entry iteration]: from the entry on; the routing face also waits
+  // for the joiner's state (Note [Routed once ready], TakesNoNewRoutes).
   return entry <= iteration;
 }
 
@@ -79,8 +78,10 @@ class TrainingMembers::Face final : public SwarmView {
 
 namespace {
 
+// Note [Routed once ready]: an entering joiner is not routed before its
+// record says its state is loaded.
 bool TakesNoNewRoutes(const membership::MemberInfo& m) {
-  return m.state == proto::MEMBER_STATE_LEFT || m.paused;
+  return m.state == proto::MEMBER_STATE_LEFT || m.paused || m.entering;
 }
 
 PeerInfo ToPeer(const membership::MemberInfo& m) {
@@ -207,8 +208,9 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   std::vector<PeerInfo> out;
   for (const membership::MemberInfo& m : view_.members) {  // sorted by id
-    // A leaver and a paused member take no new routes (Notes [Leaving],
-    // [Paused members]).
+    // A leaver, a paused member and a joiner still fetching its state take
+    // no new routes (Notes [Leaving], [Paused members], [Routed once
+    // ready]).
     if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
     std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
     if (!e.has_value()) continue;
@@ -222,6 +224,9 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
       e->stages = std::move(kept);
     }
     out.push_back(ToPeer(*e));
+    // Note [Newcomer weight] (node/train/robust_sum.h): the group face's
+    // shard owners weigh its parts.
+    out.back().on_probation = roots_.has_value() && !trusted_.contains(m.id);
   }
   return out;
 }
@@ -290,6 +295,16 @@ int TrainingMembers::OnProbation() const {
     n += m.live() && hosts_pipeline_stage && !trusted_.contains(m.id);
   }
   return n;
+}
+
+std::vector<common::NodeId> TrainingMembers::Untrusted() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<common::NodeId> out;
+  if (!roots_.has_value()) return out;
+  for (const membership::MemberInfo& m : view_.members) {
+    if (!trusted_.contains(m.id)) out.push_back(m.id);
+  }
+  return out;
 }
 
 void TrainingMembers::RecomputeTrustLocked() {

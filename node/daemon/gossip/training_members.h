@@ -25,29 +25,42 @@
 //   iteration = entry iteration: 0 for a founder (trains from the start or
 //               from its checkpoints), e >= 1 for a joiner.
 //
-// Note [Entry iteration]: a joiner that announced entry e is in both faces
-// from iteration e: it holds the state after step e-1 (state_transfer.h,
-// fetched at its source's boundary e), gets micro-batches in iteration e
-// like any replica and takes the same step e as its replicas (its summed
-// gradient is theirs), so its digest equals theirs after its first step.
-// Frames routed to it before its state is loaded are admitted by its
-// StageServer and wait for BeginIteration(e) (a later iteration's frames
-// always do), so it is safe to route to it at e; the wait is at most its
-// transfer. Every node evaluates this rule against its own iteration
-// counter. What must hold: its record reaches its replicas before they
-// start the averaging of e and the data nodes before their barrier of e
-// (both at the end of e), and its state request reaches the source before
-// the source's boundary e. The joiner therefore picks e = the source's
-// current iteration + 1 when iterations are long enough (more when they
-// are short), Announces (push-pull with every live member) and asks for
-// the state at once; if the source passed e meanwhile (FAILED_PRECONDITION)
-// it announces a later entry, and a member that planned e with the
-// joiner loses at most those frames (dropped with the iteration). A data
-// node that missed the record when planning e simply does not route to
-// the joiner in e (harmless); a late record elsewhere shows up as a digest
-// mismatch in the report. A joiner behind NAT announces its entry only in
-// the record that names its relays (Note [Relayed entry] in
-// gossip_daemon_relay.cc), so whoever knows the entry can dial it.
+// Note [Entry iteration]: a joiner that announced entry e is in the group
+// face from iteration e: it holds the state after step e-1
+// (state_transfer.h, fetched at its source's boundary e) and takes the
+// same step e as its replicas (their summed gradient), so its digest
+// equals theirs after its first step. The routing face lists it once its
+// state is loaded (Note [Routed once ready]); until then it takes its
+// replicas' steps with zero visits, like a paused member. Every node
+// evaluates this rule against its own iteration counter. What must hold:
+// its record reaches its replicas before they start the averaging of e and
+// the data nodes before their barrier of e (both at the end of e), and its
+// state request reaches the source before the source's boundary e. The
+// joiner therefore picks e = the source's current iteration + 1 when
+// iterations are long enough (more when they are short), Announces
+// (push-pull with every live member) and asks for the state at once; if
+// the source passed e meanwhile (FAILED_PRECONDITION) it announces a later
+// entry, and members drop it from e's barrier and averaging when that
+// record comes. A late record elsewhere shows up as a digest mismatch in
+// the report. A joiner behind NAT announces its entry only in the record
+// that names its relays (Note [Relayed entry] in gossip_daemon_relay.cc),
+// so whoever knows the entry can dial it.
+//
+// Note [Routed once ready]: a joiner's entry record also says `entering`
+// (NodeRecord.entering), and the routing face leaves such a member out;
+// once its state is loaded it re-signs without the flag and Announces, and
+// members route to it from their next plan or re-route on. Before, the
+// routing face listed a joiner from its entry and the frames sent before
+// its state was loaded waited in its StageServer for BeginIteration(e).
+// That held only if the state came at e: when the source passed e before
+// the request came (a loaded machine: the netns home layout's run S16,
+// tests/netns/README.md), the joiner announced a later entry and the
+// frames the data nodes had routed to it for e were dropped at the
+// micro-batch deadline. What it costs: the joiner gets no micro-batch in
+// the iterations between its entry and the data nodes' first plan with
+// its ready record (one or two on a LAN). Whoever holds a record without
+// the flag holds the entry, the relays (Note [Relayed entry]) and the
+// loaded state with it.
 // Members leave both faces the moment gossip says DEAD or LEFT (and when
 // this node's own transport saw them fail: MarkDead, until they re-sign
 // with a higher incarnation; a relayed member's failed hops are no such
@@ -138,9 +151,13 @@
 // beside a trusted replica whose averaged weights and digest it must match;
 // a stage whose only hosts are on probation gets no route (trust passes
 // only within replica groups, so the founder lists a trusted host for
-// every stage). Data nodes' stage 0 is nobody's hop and is exempt. A newcomer's
-// quota is not yet smaller and its averaging weight not yet lowered (its
-// parts already face the replica median's clipping, robust_sum.h).
+// every stage). Data nodes' stage 0 is nobody's hop and is exempt. Both
+// faces mark a member on probation (PeerInfo::on_probation): in its replica
+// groups its gradient parts carry a lower weight (Note [Newcomer weight] in
+// node/train/robust_sum.h), the daemon's quotas give it the newcomer
+// budget (Note [Peer quotas] in common/peer_quota.h), and its micro-batches
+// share half of a stage host's admission with every other newcomer's
+// (Note [Newcomer micro-batches] in node/stage/stage_server.h).
 //
 // Thread rule: thread-safe; the faces may be used from any thread.
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
@@ -218,6 +235,9 @@ class TrainingMembers {
   // Live members hosting a pipeline stage (>= 1) that are not trusted; 0
   // without probation.
   int OnProbation() const;
+  // Every member of the view that is not trusted (ascending id); empty
+  // without probation. The daemon's quotas give them the newcomer budget.
+  std::vector<common::NodeId> Untrusted() const;
 
  private:
   class Face;

@@ -55,6 +55,32 @@ TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
   }
 }
 
+// Note [Routed once ready]: a joiner whose record still says entering (its
+// state not loaded yet) takes its replicas' steps from its entry but gets
+// no micro-batch until it re-signs without the flag. Before, it was routed
+// from its entry whatever its state, and when its state came too late for
+// that entry the frames routed to it were dropped.
+TEST(TrainingMembersTest, AnEnteringJoinerAveragesFromItsEntryButIsRoutedOnlyOnceReady) {
+  const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  auto j = Member("j", {1}, 5);
+  j.entering = true;
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, j}, 1));
+  members.SetIteration(5);
+  EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  for (const PeerInfo& p : members.routing()->Members()) EXPECT_NE(p.id, j.id);
+  members.SetIteration(7);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  j.entering = false;
+  j.incarnation = 2;
+  members.Update(ViewOf({d, r, j}, 2));
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
+  bool listed = false;
+  for (const PeerInfo& p : members.routing()->Members()) listed |= p.id == j.id;
+  EXPECT_TRUE(listed);
+}
+
 // The planner's compute costs come from the records (Note [Planning from
 // measured speeds] in node/train/scheduler_planner.cc); 0 = not published.
 TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
@@ -500,6 +526,32 @@ TEST(TrainingMembersTest, NewcomerOnProbationIsNeverAStagesOnlyRoutedReplica) {
   }
 }
 
+// Note [Newcomer weight], [Peer quotas]: the group face marks a member on
+// probation (its shard owners weigh its parts) until a vouch, and the
+// daemon's quotas learn who is untrusted.
+TEST(TrainingMembersTest, TheGroupFaceMarksMembersOnProbationUntilVouchedFor) {
+  auto f = Member("f", {0}, 0), t = Member("t", {1}, 0), n = Member("n", {1}, 0);
+  TrainingMembers members(f.id);
+  members.SetIteration(4);
+  f.vouches = {t.id};
+  members.Update(ViewOf({f, t, n}, 1));
+  members.SetProbation({f.id});
+  auto marked = [&] {
+    std::vector<common::NodeId> out;
+    for (const PeerInfo& p : members.group()->Members()) {
+      if (p.on_probation) out.push_back(p.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(marked(), std::vector<common::NodeId>{n.id});
+  EXPECT_EQ(members.Untrusted(), std::vector<common::NodeId>{n.id});
+  t.vouches = {n.id};
+  t.incarnation = 2;
+  members.Update(ViewOf({f, t, n}, 2));
+  EXPECT_TRUE(marked().empty());
+  EXPECT_TRUE(members.Untrusted().empty());
+}
+
 // Without probation (every swarm that does not ask for it) nothing changes.
 TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
   auto f = Member("f", {0}, 0), n = Member("n", {1}, 0);
@@ -508,6 +560,8 @@ TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
   members.Update(ViewOf({f, n}, 1));
   EXPECT_TRUE(members.Trusted(n.id));
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{n.id});
+  EXPECT_TRUE(members.Untrusted().empty());
+  for (const PeerInfo& p : members.group()->Members()) EXPECT_FALSE(p.on_probation);
 }
 
 }  // namespace

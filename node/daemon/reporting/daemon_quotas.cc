@@ -1,6 +1,7 @@
 #include "node/daemon/reporting/daemon_quotas.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +9,13 @@
 
 namespace skipswarm::node {
 
-void MemberSet::SetMembers(const std::vector<common::NodeId>& ids) {
+void MemberSet::SetMembers(const std::vector<common::NodeId>& ids,
+                           const std::vector<common::NodeId>& newcomers) {
   absl::flat_hash_set<common::NodeId> next(ids.begin(), ids.end());
+  absl::flat_hash_set<common::NodeId> fresh(newcomers.begin(), newcomers.end());
   absl::MutexLock lock(&mu_);
   ids_ = std::move(next);
+  newcomers_ = std::move(fresh);
 }
 
 void MemberSet::SetRevokedCheck(RevokedCheck check) {
@@ -23,7 +27,9 @@ common::PeerClass MemberSet::Classify(const common::NodeId& id) const {
   RevokedCheck revoked;
   {
     absl::MutexLock lock(&mu_);
-    if (ids_.contains(id)) return common::PeerClass::kMember;
+    if (ids_.contains(id)) {
+      return newcomers_.contains(id) ? common::PeerClass::kNewcomer : common::PeerClass::kMember;
+    }
     revoked = revoked_;
   }
   // Outside our lock: the check may take the membership's.
@@ -34,11 +40,13 @@ namespace {
 
 std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget member,
                                         common::QuotaBudget stranger, common::Clock* clock,
-                                        const std::shared_ptr<MemberSet>& members) {
+                                        const std::shared_ptr<MemberSet>& members,
+                                        std::optional<common::QuotaBudget> newcomer = {}) {
   common::PeerQuotaOptions o;
   o.service = service;
   o.member = member;
   o.stranger = stranger;
+  o.newcomer = newcomer;
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
   if (members != nullptr) {
     // The set outlives nothing it is not shared with: the quota holds it.
@@ -68,11 +76,14 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   DaemonQuotas q;
   q.members = std::make_shared<MemberSet>();
   q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4},
-                    stranger({20, 20, 4 * f, 8 * f, 1}), clock, q.members);
+                    stranger({20, 20, 4 * f, 8 * f, 1}), clock, q.members,
+                    common::QuotaBudget{250, 250, 64 * f, 64 * f, 2});
   q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},
-                 stranger({5, 10, 256 << 10, 1 << 20, 1}), clock, q.members);
+                 stranger({5, 10, 256 << 10, 1 << 20, 1}), clock, q.members,
+                 common::QuotaBudget{250, 250, 16 * p, 16 * p, 8});
   q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},
-                 stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members);
+                 stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
+                 common::QuotaBudget{2, 4, 2 * state, 4 * state, 2});
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr);
   return q;
 }

@@ -36,7 +36,11 @@ class MemberSet {
  public:
   using RevokedCheck = std::function<bool(const common::NodeId&)>;
 
-  void SetMembers(const std::vector<common::NodeId>& ids);
+  // `newcomers`: those of `ids` on probation in an open swarm (Note
+  // [Newcomer probation] in node/daemon/gossip/training_members.h); they
+  // get the newcomer budget.
+  void SetMembers(const std::vector<common::NodeId>& ids,
+                  const std::vector<common::NodeId>& newcomers = {});
   // Asked only for non-members (a revoked member leaves the view first), so
   // members' calls never pay for it. Must be thread-safe.
   void SetRevokedCheck(RevokedCheck check);
@@ -45,6 +49,7 @@ class MemberSet {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_set<common::NodeId> ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<common::NodeId> newcomers_ ABSL_GUARDED_BY(mu_);
   RevokedCheck revoked_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -68,6 +73,14 @@ struct DaemonQuotas {
 //             with S = 7 P + 1 MiB (a stage's state bound)
 //             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
 //   manifest  (strangers by address) 20 calls/s (burst 50), 64 KiB/s (burst 256 KiB)
+// A newcomer (a member on probation, MemberSet::SetMembers) gets a quarter
+// of a member's rates and bursts and fewer streams: still above what one
+// replica's training sends a peer (a refusal only makes its sender re-route
+// or retry), but a flood from a fresh identity is bounded before anyone
+// vouches for it:
+//   pipeline  newcomer 250 frames/s (burst 250), 64 F/s (burst 64 F), 2 streams
+//   group     newcomer 250 pushes/s (burst 250), 16 P/s (burst 16 P), 8 streams
+//   state     newcomer 2 requests/s (burst 4), 2 S/s (burst 4 S), 2 streams
 // With `members_only` (a swarm that admits only invited or listed nodes,
 // Note [Admission] in membership/admission.h) pipeline, group and state
 // refuse strangers outright (PERMISSION_DENIED, reason "not_admitted"); the

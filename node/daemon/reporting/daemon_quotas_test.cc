@@ -1,5 +1,9 @@
 #include "node/daemon/reporting/daemon_quotas.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/sim_clock.h"
@@ -39,6 +43,77 @@ TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
   EXPECT_EQ(q.pipeline->ClassOf(member), common::PeerClass::kStranger);
   // The manifest serves strangers by address only.
   EXPECT_TRUE(q.manifest->AdmitKey("ipv4:10.0.0.1", common::PeerClass::kStranger, 100).ok());
+}
+
+// Note [Peer quotas], newcomers: a member on probation floods frames,
+// gradient pushes and state requests; it gets a quarter of a member's
+// bursts and fewer streams (on the old code, a member's whole budget),
+// and the member budget once vouched for.
+TEST(DaemonQuotasTest, ANewcomersFloodIsBoundedUntilItIsVouchedFor) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  int64_t largest = 0;
+  for (int s = 0; s < model.num_stages; ++s) {
+    largest = std::max(largest, model.StageParameterCount(s));
+  }
+  const uint64_t stage_bytes = static_cast<uint64_t>(largest) * sizeof(float);
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
+  const NodeId member = NodeId::ForName("member"), newcomer = NodeId::ForName("newcomer");
+  q.members->SetMembers({member, newcomer}, {newcomer});
+  EXPECT_EQ(q.pipeline->ClassOf(newcomer), common::PeerClass::kNewcomer);
+  EXPECT_EQ(q.pipeline->ClassOf(member), common::PeerClass::kMember);
+  struct Got {
+    int frames = 0, pushes = 0, states = 0, pipeline_streams = 0, group_streams = 0;
+  };
+  std::vector<common::PeerQuota::StreamSlot> held;
+  auto flood = [&](const NodeId& id) {
+    Got g;
+    for (int i = 0; i < 1000; ++i) {
+      g.frames += q.pipeline->Admit(id, frame).ok();
+      g.pushes += q.group->Admit(id, stage_bytes).ok();  // a whole stage's gradient each
+      g.states += q.state->Admit(id, 0).ok();
+    }
+    for (int i = 0; i < 64; ++i) {
+      auto p = q.pipeline->OpenStream(id);
+      auto g2 = q.group->OpenStream(id);
+      if (p.ok()) {
+        ++g.pipeline_streams;
+        held.push_back(*std::move(p));
+      }
+      if (g2.ok()) {
+        ++g.group_streams;
+        held.push_back(*std::move(g2));
+      }
+    }
+    return g;
+  };
+  const Got m = flood(member), n = flood(newcomer);
+  std::printf("FIGURE newcomer_flood: frames %d (member %d), gradient pushes of a stage %d "
+              "(member %d), state requests %d (member %d), pipeline streams %d (member %d), "
+              "group streams %d (member %d)\n",
+              n.frames, m.frames, n.pushes, m.pushes, n.states, m.states, n.pipeline_streams,
+              m.pipeline_streams, n.group_streams, m.group_streams);
+  EXPECT_EQ(m.frames, 256);
+  EXPECT_EQ(n.frames, 64);
+  EXPECT_EQ(m.pushes, 64);
+  EXPECT_EQ(n.pushes, 16);
+  EXPECT_EQ(m.states, 40);
+  EXPECT_EQ(n.states, 4);
+  EXPECT_EQ(n.pipeline_streams, 2);
+  EXPECT_EQ(n.group_streams, 8);
+  EXPECT_GT(m.pipeline_streams, n.pipeline_streams);
+  EXPECT_GT(m.group_streams, n.group_streams);
+  const auto refused = q.pipeline->refusals();
+  EXPECT_GT((refused.count({common::QuotaReason::kBytes, common::PeerClass::kNewcomer})
+                 ? refused.at({common::QuotaReason::kBytes, common::PeerClass::kNewcomer})
+                 : 0),
+            0u);
+  // Vouched for: a member's budget (its bucket refills to the member burst).
+  held.clear();
+  q.members->SetMembers({member, newcomer});
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(flood(newcomer).frames, 256);
 }
 
 // Note [Admission]: where the swarm admits selectively, a stranger gets no

@@ -122,6 +122,11 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_reentries_total", T::kCounter,
        "Times this node found itself behind its stage's replicas and re-entered with a live "
        "replica's state (a stall past the failure detector)."},
+      {"skipswarm_sole_replica_skips_total", T::kCounter,
+       "Times this node found its whole stage behind the data nodes (no live replica of it "
+       "ahead) and moved ahead with its own state (Note [Sole replica behind])."},
+      {"skipswarm_sole_replica_skipped_iterations_total", T::kCounter,
+       "Iterations this node's stage passed without an update when it moved ahead."},
       {"skipswarm_stage_restores_total", T::kCounter,
        "Times this joiner restored a stage without a live replica from a peer's checkpoint "
        "copy."},

@@ -53,6 +53,9 @@ struct NodeDaemonOptions {
   // (node/train/grpc_group.h), ban_after 0: no bans.
   double outlier_factor = 3.0;
   int ban_after = 3;
+  // Note [Newcomer weight] (node/train/robust_sum.h): the weight of a
+  // member on probation in this node's replica averaging, in [0, 1].
+  double newcomer_weight = 0;
   // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
   // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
   // with kBackward it also runs frozen copies of the other stages, kept

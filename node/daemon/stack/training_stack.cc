@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,11 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
   }
   NodeStackOptions so = StackOptions(o, in.swarm_id);
   so.driver.on_pause_change = in.on_pause_change;
+  if (in.origin_on_probation) {  // Note [Newcomer micro-batches]
+    so.server.origin_on_probation = in.origin_on_probation;
+    so.server.newcomer_in_flight =
+        std::max(1, (so.server.memory_slots + so.server.max_queued_forwards) / 2);
+  }
   NodeStackInputs ni;
   ni.transport = in.transport;
   ni.clock = in.clock;

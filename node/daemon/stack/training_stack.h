@@ -78,6 +78,10 @@ struct TrainingStackInputs {
   // Optional: told when a data node's training pauses and resumes
   // (DriverOptions::on_pause_change); the daemons set their health.
   std::function<void(const absl::Status&)> on_pause_change;
+  // Optional: whether a micro-batch origin is a member on probation (Note
+  // [Newcomer micro-batches] in node/stage/stage_server.h); the server then
+  // holds at most half its admission for such origins. Thread-safe.
+  std::function<bool(const PeerId&)> origin_on_probation;
 };
 
 class TrainingStack {

@@ -1,0 +1,98 @@
+#include "tests/integration/running_daemon.h"
+
+#include <fstream>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "node/daemon/stack/torch_backend.h"
+#include "tests/integration/tiny_gossip_options.h"
+
+namespace skipswarm::node {
+
+bool RunningDaemon::WaitUnlessFinished(absl::Notification& n) {
+  while (!n.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+    if (finished.HasBeenNotified()) return n.HasBeenNotified();
+  }
+  return true;
+}
+
+int64_t RunningDaemon::LastIteration() {
+  absl::MutexLock lock(&mu);
+  return reports.empty() ? -1 : static_cast<int64_t>(reports.back().iteration);
+}
+
+void RunningDaemon::Join() {
+  if (thread.joinable()) thread.join();
+}
+
+RunningDaemon::~RunningDaemon() {
+  signals.stop.store(true);
+  Join();
+}
+
+std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach, size_t train) {
+  auto r = std::make_unique<RunningDaemon>();
+  RunningDaemon* raw = r.get();
+  raw->reach = reach;
+  raw->train = train;
+  o.observer = [raw, also = std::move(o.observer)](const NodeIterationReport& report) {
+    {
+      absl::MutexLock lock(&raw->mu);
+      raw->reports.push_back(report);
+      if (raw->reach >= 0 && static_cast<int64_t>(report.iteration) >= raw->reach &&
+          !raw->reached.HasBeenNotified()) {
+        raw->reached.Notify();
+      }
+      if (raw->train > 0 && raw->reports.size() >= raw->train &&
+          !raw->trained.HasBeenNotified()) {
+        raw->trained.Notify();
+      }
+    }
+    if (also) also(report);
+  };
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (!d.ok()) return nullptr;
+  r->daemon = *std::move(d);
+  r->thread = std::thread([raw] {
+    raw->result = raw->daemon->Run(&raw->signals);
+    raw->finished.Notify();
+  });
+  return r;
+}
+
+std::unique_ptr<RunningDaemon> LaunchDaemon(
+    GossipDaemonOptions o, std::function<void(const NodeIterationReport&)> observer) {
+  o.observer = std::move(observer);
+  return LaunchDaemon(std::move(o));
+}
+
+void WriteTinyCorpus(const std::string& path, absl::string_view before, absl::string_view after) {
+  std::ofstream out(path);
+  for (int i = 0; i < 400; ++i) out << before << i << after << "\n";
+}
+
+void AdmissionSwarmTest::SetUp() {
+  dir_ = ::testing::TempDir();
+  corpus_ = dir_ + "/corpus.txt";
+  WriteTinyCorpus(corpus_, corpus_line_);
+}
+
+GossipDaemonOptions AdmissionSwarmTest::Options(const std::string& name, std::vector<int> stages,
+                                                char seed) {
+  GossipDaemonOptions o = TinyGossipOptions(name, std::move(stages), corpus_, swarm_);
+  o.gossip.key_file = SaveSeededKey(dir_ + "/" + name + ".key", seed);
+  o.gossip.admission = policy_;
+  return o;
+}
+
+std::unique_ptr<identity::Identity> SeededKey(char seed) {
+  return *identity::Identity::FromSeed(std::string(32, seed));
+}
+
+std::string SaveSeededKey(const std::string& path, char seed) {
+  EXPECT_TRUE(SeededKey(seed)->Save(path, /*overwrite=*/true).ok());
+  return path;
+}
+
+}  // namespace skipswarm::node
