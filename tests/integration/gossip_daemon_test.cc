@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -649,10 +650,34 @@ TEST_F(GossipDaemonTest, AFastReplicaMovesToTheBottleneckStageOnce) {
     relays.push_back(Launch(o));
     ASSERT_NE(relays.back(), nullptr);
   }
+  // Note [Routed once ready] for a move: after every iteration, the
+  // relay's own record. One that names a later entry (a move announced,
+  // not switched yet) must say `entering`; from the switch on (its new
+  // state loaded before it trains there) it must not. The first move check
+  // is at iteration 10, long after these hooks are set.
+  std::atomic<int> announced_entering{0}, announced_ready{0}, switched_entering{0};
+  for (int i : {0, 1}) {
+    Running* r = relays[i].get();
+    absl::MutexLock lock(&r->mu);
+    r->hook = [r, &announced_entering, &announced_ready,
+               &switched_entering](const NodeIterationReport& report) {
+      const membership::View v = r->daemon->view();
+      const membership::MemberInfo* own = v.Find(v.self);
+      if (own == nullptr || own->iteration == 0) return;  // not moving
+      if (own->iteration > report.iteration) {
+        ++(own->entering ? announced_entering : announced_ready);
+      } else if (own->entering) {
+        ++switched_entering;
+      }
+    };
+  }
   founder->Join();
   for (auto& r : relays) r->Join();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   for (auto& r : relays) EXPECT_TRUE(r->result.ok()) << r->result;
+  EXPECT_GT(announced_entering.load(), 0) << "no report between the announcement and the switch";
+  EXPECT_EQ(announced_ready.load(), 0) << "a move announced without `entering`";
+  EXPECT_EQ(switched_entering.load(), 0) << "still `entering` after the switch";
 
   // Who moved, and when: the first report with stage 2 among a and b.
   Running* mover = nullptr;

@@ -3,15 +3,17 @@
 // scheduler/allocation.h). A relay that the rule picks:
 //   1. at a boundary, picks its switch boundary `at` (>= 2 iterations and
 //      ~0.5 s ahead, like a joiner's entry), re-signs its record with the
-//      new stage and entry `at`, Announces it, and asks a replica of the new
-//      stage for its state at `at` (a worker thread: the trainer goes on
-//      with the old stage meanwhile);
+//      new stage, entry `at` and `entering` (Note [Routed once ready]: no
+//      micro-batch of the new stage until its state is loaded), Announces
+//      it, and asks a replica of the new stage for its state at `at` (a
+//      worker thread: the trainer goes on with the old stage meanwhile);
 //   2. asks the trainer to stop after iteration at - 1 (its in-flight work
 //      of the old stage is done then: the server quiesces at every
 //      boundary);
 //   3. swaps compute, StageServer and trainer for the new stage, loads the
-//      fetched state and trains from `at` (averaging with its new replicas
-//      at once, routed from at + 1).
+//      fetched state, re-signs without `entering` (Announced) and trains
+//      from `at` (averaging with its new replicas at once, routed from
+//      at + 1 and the data nodes' first plan with its ready record).
 #include <glog/logging.h>
 
 #include <cmath>
@@ -27,6 +29,8 @@ namespace {
 // As a joiner's entry margin: announcing and registering the state request
 // must fit before the switch.
 constexpr absl::Duration kMoveMargin = absl::Milliseconds(500);
+// As a joiner's: gossip carries the ready record to whoever this misses.
+constexpr absl::Duration kReadyAnnounceTimeout = absl::Seconds(2);
 
 }  // namespace
 
@@ -96,6 +100,9 @@ void GossipDaemon::Parts::StepMove(uint64_t done) {
         r->clear_stages();
         r->add_stages(static_cast<uint32_t>(raw->to));
         r->set_iteration(raw->at);
+        // Note [Routed once ready]: routed in the new stage only once its
+        // state is loaded (SwitchStage); in the old one until `at`.
+        r->set_entering(true);
       }));
       SS_ASSIGN_OR_RETURN(int reached, gossip->Announce(absl::Seconds(5)));
       (void)reached;
@@ -156,6 +163,15 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
   start_iteration = static_cast<int64_t>(m->at);
   members->SetIteration(m->at);
   state->OnBoundary(m->at, Digests());
+  // Note [Routed once ready]: the new StageServer is up and the state
+  // loaded (and served, for joiners and later movers): routes may use us.
+  SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord(
+      [](proto::NodeRecord* r) { r->set_entering(false); }));
+  absl::StatusOr<int> told = gossip->Announce(kReadyAnnounceTimeout);
+  if (!told.ok()) {
+    LOG(WARNING) << o.name << ": announcing that stage " << m->to
+                 << "'s state is loaded: " << told.status() << " (gossip carries it)";
+  }
   LOG(INFO) << o.name << ": now hosting stage " << m->to << " from iteration " << m->at << " ("
             << m->state->bytes.size() << " bytes from " << m->state->source << ")";
   absl::MutexLock lock(&mu);

@@ -138,8 +138,10 @@ absl::StatusOr<std::optional<OwnMove>> ChooseOwnMove(const membership::View& vie
                                                      const scheduler::ModelShape& model,
                                                      uint64_t iteration, double min_gain) {
   for (const membership::MemberInfo* m : view.Live()) {
-    // Someone is entering or moving: wait until it trains (its speed counts).
-    if (m->iteration > iteration) return std::optional<OwnMove>();
+    // Someone is entering or moving: wait until it trains (its speed
+    // counts), i.e. past its entry and with its state loaded (Note [Routed
+    // once ready]: a mover past its switch may still be fetching).
+    if (m->iteration > iteration || m->entering) return std::optional<OwnMove>();
   }
   // Note [Paused members]: a paused member trains nothing, so it is no
   // stage's capacity (else the rule could move a stage's last unpaused
@@ -159,8 +161,8 @@ std::vector<StateSource> StateSources(const membership::View& view, const common
                                       int stage) {
   std::vector<const membership::MemberInfo*> hosts;
   for (const membership::MemberInfo& m : view.members) {
-    // A joiner still fetching its own state has none to give (Note [Routed
-    // once ready] in training_members.h).
+    // A joiner or mover still fetching its own state has none to give
+    // (Note [Routed once ready] in training_members.h).
     if (m.id == self || !m.live() || m.entering ||
         !TrainsIn(m, kAnyIteration, TrainingFace::kGroup)) {
       continue;

@@ -41,8 +41,9 @@ absl::StatusOr<int> ChooseJoinStage(const membership::View& view, const common::
 // Note [Stage rebalancing] (scheduler/allocation.h) seen from one member:
 // the move `self` should make now (from its stage to `to`), or nullopt when
 // the rule picks nobody, picks another member, or a member is still
-// entering or moving (record iteration > `iteration`). Speeds come from
-// the records as for ChooseJoinStage; paused members (Note [Paused
+// entering or moving (record iteration > `iteration`, or its record says
+// `entering`: Note [Routed once ready] in training_members.h). Speeds come
+// from the records as for ChooseJoinStage; paused members (Note [Paused
 // members] in training_members.h) are left out of the rule's swarm.
 struct OwnMove {
   int from = -1;
@@ -55,8 +56,10 @@ absl::StatusOr<std::optional<OwnMove>> ChooseOwnMove(const membership::View& vie
                                                      uint64_t iteration, double min_gain);
 
 // State addresses (Note [Daemon records]) and ids of the live members
-// hosting `stage` with their state loaded (not entering), founders first,
-// then by id: the order a joiner tries them.
+// hosting `stage` with their state loaded (not entering: neither a joiner
+// nor a mover to `stage` still fetching it, Note [Routed once ready] in
+// training_members.h), founders first, then by id: the order a joiner
+// tries them.
 std::vector<StateSource> StateSources(const membership::View& view, const common::NodeId& self,
                                       int stage);
 

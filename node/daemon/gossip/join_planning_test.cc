@@ -71,6 +71,13 @@ TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
   }
   const membership::View entering = ViewOf({d, a, b, c, Member("j", {2}, 12)});
   EXPECT_FALSE(ChooseOwnMove(entering, b.id, Shape(), 10, 0.2)->has_value());
+  // A mover past its switch whose state is not loaded yet (Note [Routed
+  // once ready]) is still moving: nobody else moves before it is ready.
+  auto loading = Member("m", {2}, 9, 4e-2);  // 5 visits/s: b still moves once it is ready
+  loading.entering = true;
+  EXPECT_FALSE(ChooseOwnMove(ViewOf({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
+  loading.entering = false;
+  EXPECT_TRUE(ChooseOwnMove(ViewOf({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
   // A margin above the gain: nobody.
   EXPECT_FALSE(ChooseOwnMove(v, b.id, Shape(), 10, 2.5)->has_value());
 }

@@ -31,7 +31,8 @@ bool TrainsAs(const membership::MemberInfo& m, const std::vector<uint32_t>& stag
   if (entry == 0) return true;  // a founder
   if (m.state == proto::MEMBER_STATE_LEFT) return true;  // iteration = its exit
   // Note [Entry iteration]: from the entry on; the routing face also waits
-  // for the joiner's state (Note [Routed once ready], TakesNoNewRoutes).
+  // for the joiner's state (Note [Routed once ready],
+  // TakesNoNewRoutesLocked).
   return entry <= iteration;
 }
 
@@ -77,12 +78,6 @@ class TrainingMembers::Face final : public SwarmView {
 };
 
 namespace {
-
-// Note [Routed once ready]: an entering joiner is not routed before its
-// record says its state is loaded.
-bool TakesNoNewRoutes(const membership::MemberInfo& m) {
-  return m.state == proto::MEMBER_STATE_LEFT || m.paused || m.entering;
-}
 
 PeerInfo ToPeer(const membership::MemberInfo& m) {
   PeerInfo p;
@@ -193,6 +188,16 @@ const std::vector<uint32_t>* TrainingMembers::StagesAsOfLocked(const membership:
   return stages;
 }
 
+// A leaver, a paused member, and a joiner or mover still fetching its
+// state take no new routes (Notes [Leaving], [Paused members], [Routed
+// once ready]). `entering` speaks of the stages the record names, from its
+// entry on: a mover before its switch is still routed in its old stage
+// (Note [Stage moves]); a joiner is in no face before its entry anyway.
+bool TrainingMembers::TakesNoNewRoutesLocked(const membership::MemberInfo& m) const {
+  if (m.state == proto::MEMBER_STATE_LEFT || m.paused) return true;
+  return m.entering && iteration_ >= m.iteration;
+}
+
 std::optional<membership::MemberInfo> TrainingMembers::AsOfLocked(const membership::MemberInfo& m,
                                                                  TrainingFace face) const {
   uint64_t entry = 0;
@@ -208,10 +213,7 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
   absl::MutexLock lock(&mu_);
   std::vector<PeerInfo> out;
   for (const membership::MemberInfo& m : view_.members) {  // sorted by id
-    // A leaver, a paused member and a joiner still fetching its state take
-    // no new routes (Notes [Leaving], [Paused members], [Routed once
-    // ready]).
-    if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
+    if (face == TrainingFace::kRouting && TakesNoNewRoutesLocked(m)) continue;
     std::optional<membership::MemberInfo> e = AsOfLocked(m, face);
     if (!e.has_value()) continue;
     if (face == TrainingFace::kRouting && roots_.has_value() && !trusted_.contains(m.id)) {
@@ -258,7 +260,7 @@ std::vector<common::NodeId> TrainingMembers::ReplicasOf(int stage, TrainingFace 
   absl::MutexLock lock(&mu_);
   std::vector<common::NodeId> out;
   for (const membership::MemberInfo& m : view_.members) {
-    if (face == TrainingFace::kRouting && TakesNoNewRoutes(m)) continue;
+    if (face == TrainingFace::kRouting && TakesNoNewRoutesLocked(m)) continue;
     uint64_t entry = 0;
     const std::vector<uint32_t>* stages = StagesAsOfLocked(m, face, &entry);
     if (stages == nullptr || std::find(stages->begin(), stages->end(),
@@ -325,7 +327,7 @@ void TrainingMembers::RecomputeTrustLocked() {
 bool TrainingMembers::RoutableForLocked(const membership::MemberInfo& m, uint32_t stage) const {
   if (!roots_.has_value() || stage == 0 || trusted_.contains(m.id)) return true;
   for (const membership::MemberInfo& t : view_.members) {
-    if (t.id == m.id || !trusted_.contains(t.id) || TakesNoNewRoutes(t)) continue;
+    if (t.id == m.id || !trusted_.contains(t.id) || TakesNoNewRoutesLocked(t)) continue;
     uint64_t entry = 0;
     const std::vector<uint32_t>* stages = StagesAsOfLocked(t, TrainingFace::kRouting, &entry);
     if (stages != nullptr && std::find(stages->begin(), stages->end(), stage) != stages->end() &&

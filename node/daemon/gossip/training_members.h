@@ -60,7 +60,11 @@
 // the iterations between its entry and the data nodes' first plan with
 // its ready record (one or two on a LAN). Whoever holds a record without
 // the flag holds the entry, the relays (Note [Relayed entry]) and the
-// loaded state with it.
+// loaded state with it. A stage move follows the same rule (Note [Stage
+// moves]): the flag speaks of the stages the record names from its entry
+// on, so a mover is routed in its old stage up to its switch and in its
+// new one only once it re-signed without the flag. Nobody counts an
+// entering member as a state source (StateSources in join_planning.h).
 // Members leave both faces the moment gossip says DEAD or LEFT (and when
 // this node's own transport saw them fail: MarkDead, until they re-sign
 // with a higher incarnation; a relayed member's failed hops are no such
@@ -117,16 +121,21 @@
 // paused: its new StageServer refuses forwards too (ReplaceStack).
 //
 // Note [Stage moves] (rebalancing, scheduler's Note [Stage rebalancing]):
-// a member that trained stage a and re-signs its record with stage b and
-// a later entry e (record.iteration) moves at boundary e: every node that
-// saw its old record keeps it in stage a (both faces) through e-1, puts it
-// in stage b's group from e (it takes step e with zero visits, its state
-// fetched at boundary e like a joiner's, so its digest equals its new
-// replicas' after it) and routes stage b to it from e+1, when its new
-// StageServer is surely up. Like a joiner it announces e at least two
+// a member that trained stage a and re-signs its record with stage b, a
+// later entry e (record.iteration) and `entering` moves at boundary e:
+// every node that saw its old record keeps it in stage a (both faces)
+// through e-1, puts it in stage b's group from e (it takes step e with
+// zero visits, its state fetched at boundary e like a joiner's, so its
+// digest equals its new replicas' after it) and routes stage b to it from
+// e+1 and its ready record on, whichever is later (Note [Routed once
+// ready]: it re-signs without the flag once stage b's state is loaded and
+// its new StageServer is up). Before, a move set no flag and stage b was
+// routed to it from e+1 whatever its state: when the fetch or the swap
+// took longer than an iteration, the micro-batches planned through it
+// waited or were dropped. Like a joiner it announces e at least two
 // iterations ahead, so the record is everywhere before e. A node that
 // never saw the old record (it joined during the move) sees the mover
-// only from e.
+// only from e, and routes to it only once ready.
 //
 // Note [Newcomer probation] (an open swarm; docs/DESIGN.md "Open swarms"):
 // anyone may join, and join work (membership/join_work.h) only prices an
@@ -262,6 +271,10 @@ class TrainingMembers {
                                                 TrainingFace face, uint64_t* entry) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Whether routes may not start using `m` now (Notes [Leaving], [Paused
+  // members], [Routed once ready]; a mover's flag: [Stage moves]).
+  bool TakesNoNewRoutesLocked(const membership::MemberInfo& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Note [Newcomer probation]: the trusted set from view_'s vouches.
   void RecomputeTrustLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether routes may use `m` for `stage` under probation (true without).

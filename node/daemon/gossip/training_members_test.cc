@@ -290,6 +290,60 @@ TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater
   EXPECT_FALSE(late.group()->IsAlive(m.id));
 }
 
+// Notes [Stage moves] and [Routed once ready]: a mover's record says
+// `entering` from its announcement until its new stage's state is loaded.
+// The flag speaks of the new stage: up to its switch it is routed in its
+// old one as before; from the switch it averages the new one but gets no
+// micro-batch of it until its ready record comes, however late. Before,
+// a move set no flag and the mover was routed in its new stage from the
+// switch + 1 whether or not its state was there.
+TEST(TrainingMembersTest, AnEnteringMoverIsRoutedInItsNewStageOnlyOnceReady) {
+  const auto d = Member("d", {0}, 0), a = Member("a", {1}, 0), c = Member("c", {2}, 0);
+  auto m = Member("m", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(5);
+  members.Update(ViewOf({d, a, c, m}, 1));
+  auto moving = m;
+  moving.stages = {2};
+  moving.iteration = 7;
+  moving.incarnation = 2;
+  moving.entering = true;
+  members.Update(ViewOf({d, a, c, moving}, 2));
+  members.SetIteration(6);
+  EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);  // its old stage, to the switch
+  EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
+  bool listed = false;
+  for (const PeerInfo& p : members.routing()->Members()) {
+    if (p.id == m.id) {
+      listed = true;
+      EXPECT_EQ(p.stages, std::vector<int>{1});
+    }
+  }
+  EXPECT_TRUE(listed);
+  for (uint64_t it : {7, 8, 9}) {
+    members.SetIteration(it);
+    EXPECT_EQ(members.group()->Replicas(2).size(), 2u) << it;
+    EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id}) << it;
+    EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id}) << it;
+    for (const PeerInfo& p : members.routing()->Members()) EXPECT_NE(p.id, m.id) << it;
+  }
+  auto ready = moving;
+  ready.entering = false;
+  ready.incarnation = 3;
+  members.Update(ViewOf({d, a, c, ready}, 3));
+  EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
+  // A node that only ever saw the entering record: nothing before the
+  // switch, and no route to it before its ready record either.
+  TrainingMembers late(a.id);
+  late.Update(ViewOf({d, a, c, moving}, 2));
+  late.SetIteration(8);
+  EXPECT_EQ(late.group()->Replicas(2).size(), 2u);
+  EXPECT_EQ(late.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
+  late.Update(ViewOf({d, a, c, ready}, 3));
+  EXPECT_EQ(late.routing()->Replicas(2).size(), 2u);
+}
+
 TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
   const auto d = Member("d", {0}, 0), p = Member("p", {}, 0);
   TrainingMembers members(d.id);
