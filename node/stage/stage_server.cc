@@ -23,8 +23,10 @@ namespace skipswarm::node {
 // out its whole MB deadline, and a drop that says nothing about a healthy
 // micro-batch's time then counted as one that lasted that long (Note [MB
 // deadline] in node/train/data_node_driver.h). A frame refused outright is
-// reported by its refusal (the ack). A stack replaced whole (re-entry, a
-// move ahead) is not covered: its server is destroyed without notices.
+// reported by its refusal (the ack). A server replaced whole (a re-entry,
+// a stage move, a stop) reports what it holds only if its owner calls
+// ReleaseAll first; a crash reports nothing (Note [Lost with a
+// neighbour] and the MB deadline cover it).
 //
 // Note [Who may abort]: a notice ends the visit only when it comes from a
 // peer with a part in the micro-batch: the one that admitted this visit's
@@ -706,6 +708,31 @@ void StageServer::BeginIteration(uint64_t iteration) {
   impl_->Finish(discards, finished);
   impl_->SendRelayAborts(aborts, absl::AbortedError("iteration ended"));
   impl_->MaybeDispatch();
+}
+
+void StageServer::ReleaseAll() {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<proto::FrameHeader> aborts;
+  const absl::Status why = absl::AbortedError("stage server released");
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    std::vector<MbKey> keys;
+    for (const auto& [key, entry] : impl_->entries_) {
+      keys.push_back(key);
+      if (key.hop > 0 && entry.header.route_size() > static_cast<int>(key.hop)) {
+        aborts.push_back(entry.header);
+        aborts.back().set_hop_index(key.hop);
+      }
+    }
+    for (const MbKey& key : keys) impl_->DropLocked(key, why, "released", discards, finished);
+    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) q->clear();
+  }
+  if (!discards.empty()) {
+    LOG(WARNING) << "released " << discards.size() << " micro-batch visits; telling the hops before";
+  }
+  impl_->Finish(discards, finished);
+  impl_->SendRelayAborts(aborts, why);
 }
 
 int StageServer::HeldBefore(uint64_t iteration) const {

@@ -495,6 +495,26 @@ TEST(StageServerTest, RelayThatMovesAheadTellsTheOriginAtOnce) {
   EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
 }
 
+// Note [Relay drops]: a relay whose owner replaces its server (a re-entry,
+// a stage move) releases what it holds, and the origin learns at once.
+TEST(StageServerTest, ReleasedRelayTellsTheOriginAtOnce) {
+  Swarm swarm({0, 1, 2});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(25));  // n2 runs the forward
+  swarm.servers_[2]->ReleaseAll();
+  swarm.clock_.Advance(absl::Milliseconds(10));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[2]->stats().dropped_by_reason.at("released"), 1);
+  EXPECT_EQ(swarm.servers_[2]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[2]->pending(), 0u);
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  // The released server keeps serving new micro-batches.
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 6, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[6].ok()) << swarm.recorder_.finished[6];
+}
+
 // Note [Relay drops]: a waiting frame of a later iteration displaced by a
 // nearer one is reported to its sender, here the origin.
 TEST(StageServerTest, DisplacedFrameIsReportedToItsSender) {
