@@ -245,7 +245,10 @@ class StageServer {
   // For an owner that replaces or stops this server while the swarm goes on
   // (a re-entry, a stage move, a stop), so the origins learn at once instead
   // of at their MB deadlines. Not for a crash. Frames admitted afterwards
-  // are served as usual.
+  // are served as usual. It discards the released visits' state in the
+  // computes by this server's local ids, so call it before another server
+  // uses the same StageCompute objects (the daemon's stacks share them
+  // across a stage move or re-entry; local ids are per server).
   void ReleaseAll();
 
   // Iteration boundary (after the barrier, docs/DESIGN.md §1): EndIteration
