@@ -14,18 +14,55 @@ namespace skipswarm::node {
 // notice on to hop k-1; at the origin the MB ends with ABORTED. Without
 // notices upstream visits would hold their slots until the origin's MB
 // deadline; a lost notice falls back to that deadline.
+//
+// Note [Relay drops]: a relay that drops a visit for its own reasons also
+// tells the hop before, at once: visits of an iteration it ends or moves
+// past (EndIteration, BeginIteration; "iteration_ended") and a waiting
+// frame displaced by a nearer one (Note [Admitted iterations]). Those
+// frames had been acknowledged, so without a notice their origin waited
+// out its whole MB deadline, and a drop that says nothing about a healthy
+// micro-batch's time then counted as one that lasted that long (Note [MB
+// deadline] in node/train/data_node_driver.h). A frame refused outright is
+// reported by its refusal (the ack). A server replaced whole (a re-entry,
+// a stage move, a stop) reports what it holds only if its owner calls
+// ReleaseAll first; a crash reports nothing (Note [Lost with a
+// neighbour] and the MB deadline cover it).
+//
+// Note [Who may abort]: a notice ends the visit only when it comes from a
+// peer with a part in the micro-batch: the one that admitted this visit's
+// output (the peer the frame was sent to), a later hop of the route as
+// this node last sent it (a notice skips a dead or hung hop), the
+// micro-batch's origin, or this node. Anyone else is refused with
+// PERMISSION_DENIED, so a stranger that guesses (origin, iteration, mb)
+// cannot cancel others' micro-batches.
 bool IsAbortNotice(const Frame& f) {
   return f.header.direction() == proto::DIRECTION_BACKWARD && f.payload.empty() &&
          f.header.tensor().dtype() == proto::DTYPE_UNSPECIFIED;
 }
 
-absl::Status StageServer::Impl::Receive(const Frame& frame, bool* runnable) {
+absl::Status StageServer::Impl::Receive(const PeerId& from, const Frame& frame, bool* runnable) {
   *runnable = false;
-  if (IsAbortNotice(frame)) return HandleAbort(frame);
-  return Admit(frame, runnable);
+  if (IsAbortNotice(frame)) return HandleAbort(from, frame);
+  std::optional<proto::FrameHeader> displaced;
+  absl::Status admitted = Admit(frame, runnable, &displaced);
+  if (displaced) {
+    SendRelayAborts({*displaced}, absl::AbortedError("displaced by a nearer iteration's frame"));
+  }
+  return admitted;
 }
 
-absl::Status StageServer::Impl::HandleAbort(const Frame& frame) {
+bool StageServer::Impl::MayAbortLocked(const MbKey& key, const Entry& e,
+                                       const PeerId& from) const {
+  const std::string bytes = from.Bytes();
+  if (from == self_ || bytes == key.origin) return true;
+  if (!e.next_admitted.IsZero() && from == e.next_admitted) return true;
+  for (int i = static_cast<int>(key.hop) + 1; i < e.header.route_size(); ++i) {
+    if (e.header.route(i).node_id() == bytes) return true;
+  }
+  return false;
+}
+
+absl::Status StageServer::Impl::HandleAbort(const PeerId& from, const Frame& frame) {
   const proto::FrameHeader& h = frame.header;
   if (h.hop_index() >= static_cast<uint32_t>(h.route_size()) ||
       h.route(h.hop_index()).node_id() != self_bytes_) {
@@ -36,8 +73,14 @@ absl::Status StageServer::Impl::HandleAbort(const Frame& frame) {
   std::vector<std::pair<MbKey, absl::Status>> finished;
   {
     absl::MutexLock lock(&mu_);
-    if (!entries_.contains(MbKey::Of(h))) {
+    auto it = entries_.find(MbKey::Of(h));
+    if (it == entries_.end()) {
       return Refuse(absl::StatusCode::kNotFound, h, "abort for an unknown micro-batch");
+    }
+    if (!MayAbortLocked(it->first, it->second, from)) {  // Note [Who may abort]
+      return Refuse(absl::StatusCode::kPermissionDenied, h,
+                    absl::StrCat("abort notice from ", from.ShortString(),
+                                 ", which has no part in this micro-batch"));
     }
     DropLocked(MbKey::Of(h), why, "aborted_downstream", discards, finished);
   }
@@ -92,7 +135,7 @@ void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop
   if (*to == self_) {
     std::weak_ptr<Impl> weak = weak_from_this();
     clock_->RunAfter(absl::ZeroDuration(), [weak, f = std::move(f)] {
-      if (auto self = weak.lock()) self->HandleAbort(f).IgnoreError();
+      if (auto self = weak.lock()) self->HandleAbort(self->self_, f).IgnoreError();
     });
     return;
   }
@@ -106,7 +149,8 @@ void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop
   });
 }
 
-absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
+absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable,
+                                      std::optional<proto::FrameHeader>* displaced) {
   const proto::FrameHeader& h = frame.header;
   *runnable = false;
   if (h.hop_index() >= static_cast<uint32_t>(h.route_size()) ||
@@ -189,13 +233,17 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable) {
                                << farthest->header.iteration() << " for one of iteration "
                                << h.iteration();
       entries_.erase(MbKey::Of(farthest->header));
+      *displaced = farthest->header;  // Note [Relay drops]
+      (*displaced)->clear_tensor();
       deferred_.erase(farthest);
       ++stats_.frames_displaced;
     } else if (!later && slots_in_use_ + static_cast<int>(forward_q_.size()) >= capacity) {
       return Refuse(absl::StatusCode::kResourceExhausted, h, "no free memory slot");
     }
-    entries_[key] = Entry::Make(next_local_id_++, stage);
-    entries_[key].newcomer = newcomer;
+    Entry& entry = entries_[key] = Entry::Make(next_local_id_++, stage);
+    entry.newcomer = newcomer;
+    entry.header = h;  // for a notice if this visit is dropped (Note [Relay drops])
+    entry.header.clear_tensor();
     task.kind = Task::kForward;
     (later ? deferred_ : forward_q_).push_back(std::move(task));
   } else if (h.direction() == proto::DIRECTION_BACKWARD) {
@@ -460,9 +508,15 @@ void StageServer::Attach() {
     if (!self) return ack(absl::UnavailableError("stage server is gone"));
     self->hops_.RecordReceived(from, static_cast<int64_t>(frame.payload.size()));
     bool runnable = false;
-    absl::Status admitted = self->Receive(frame, &runnable);
+    absl::Status admitted = self->Receive(from, frame, &runnable);
     if (!admitted.ok()) {
-      LOG(WARNING) << "refused frame from " << from << ": " << admitted;
+      // A notice for a visit already gone is routine (its hop dropped it
+      // too, e.g. at the same iteration end): not worth a warning.
+      if (IsAbortNotice(frame) && absl::IsNotFound(admitted)) {
+        VLOG(1) << "stale abort notice from " << from << ": " << admitted;
+      } else {
+        LOG(WARNING) << "refused frame from " << from << ": " << admitted;
+      }
       absl::MutexLock lock(&self->mu_);
       ++self->stats_.frames_refused;
     }
@@ -589,11 +643,18 @@ void StageServer::Abandon(uint64_t iteration, uint64_t mb) {
 
 void StageServer::Impl::AdvanceLocked(uint64_t iteration,
                                       std::vector<std::pair<StageCompute*, uint64_t>>& discards,
-                                      std::vector<std::pair<MbKey, absl::Status>>& finished) {
+                                      std::vector<std::pair<MbKey, absl::Status>>& finished,
+                                      std::vector<proto::FrameHeader>& aborts) {
   if (iteration > iteration_) iteration_ = iteration;
   std::vector<MbKey> old;
   for (const auto& [key, entry] : entries_) {
-    if (key.iteration < iteration) old.push_back(key);
+    if (key.iteration >= iteration) continue;
+    old.push_back(key);
+    // Note [Relay drops]: visits of other origins tell the hop before.
+    if (key.hop > 0 && entry.header.route_size() > static_cast<int>(key.hop)) {
+      aborts.push_back(entry.header);
+      aborts.back().set_hop_index(key.hop);
+    }
   }
   for (const MbKey& key : old) {
     DropLocked(key, absl::AbortedError("iteration ended"), "iteration_ended", discards, finished);
@@ -612,10 +673,11 @@ void StageServer::Impl::AdvanceLocked(uint64_t iteration,
 void StageServer::EndIteration(uint64_t iteration, absl::AnyInvocable<void()> quiesced) {
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<proto::FrameHeader> aborts;
   bool idle;
   {
     absl::MutexLock lock(&impl_->mu_);
-    impl_->AdvanceLocked(iteration + 1, discards, finished);
+    impl_->AdvanceLocked(iteration + 1, discards, finished, aborts);
     impl_->paused_ = true;
     idle = !impl_->busy_;
     if (!idle) impl_->quiesced_ = std::move(quiesced);
@@ -626,15 +688,17 @@ void StageServer::EndIteration(uint64_t iteration, absl::AnyInvocable<void()> qu
   }
   // The running task (if any) sees its entry gone and drops its result.
   impl_->Finish(discards, finished);
+  impl_->SendRelayAborts(aborts, absl::AbortedError("iteration ended"));
   if (idle) impl_->clock_->RunAfter(absl::ZeroDuration(), std::move(quiesced));
 }
 
 void StageServer::BeginIteration(uint64_t iteration) {
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<proto::FrameHeader> aborts;
   {
     absl::MutexLock lock(&impl_->mu_);
-    impl_->AdvanceLocked(iteration, discards, finished);
+    impl_->AdvanceLocked(iteration, discards, finished, aborts);
     impl_->paused_ = false;
   }
   if (!discards.empty()) {
@@ -642,7 +706,33 @@ void StageServer::BeginIteration(uint64_t iteration) {
                  << " unfinished micro-batch visits of earlier iterations";
   }
   impl_->Finish(discards, finished);
+  impl_->SendRelayAborts(aborts, absl::AbortedError("iteration ended"));
   impl_->MaybeDispatch();
+}
+
+void StageServer::ReleaseAll() {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<proto::FrameHeader> aborts;
+  const absl::Status why = absl::AbortedError("stage server released");
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    std::vector<MbKey> keys;
+    for (const auto& [key, entry] : impl_->entries_) {
+      keys.push_back(key);
+      if (key.hop > 0 && entry.header.route_size() > static_cast<int>(key.hop)) {
+        aborts.push_back(entry.header);
+        aborts.back().set_hop_index(key.hop);
+      }
+    }
+    for (const MbKey& key : keys) impl_->DropLocked(key, why, "released", discards, finished);
+    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) q->clear();
+  }
+  if (!discards.empty()) {
+    LOG(WARNING) << "released " << discards.size() << " micro-batch visits; telling the hops before";
+  }
+  impl_->Finish(discards, finished);
+  impl_->SendRelayAborts(aborts, why);
 }
 
 int StageServer::HeldBefore(uint64_t iteration) const {

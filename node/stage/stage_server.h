@@ -197,7 +197,8 @@ struct StageServerStats {
   // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
   // "behind" (Note [Behind the swarm]), "paused" (SetPaused), "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
   // "unrepairable", "backward_hop_lost", "aborted_downstream",
-  // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route".
+  // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route",
+  // "released" (ReleaseAll).
   std::map<std::string, int64_t> rerouted_by_reason;
   std::map<std::string, int64_t> dropped_by_reason;
   // Clock time (SteadyNow) of the first re-route, infinite if none.
@@ -237,6 +238,18 @@ class StageServer {
   // Drops an MB this node originated (deadline passed): frees its state
   // here; later frames for it are refused. No OnFinished is sent for it.
   void Abandon(uint64_t iteration, uint64_t mb);
+
+  // Drops every micro-batch visit held here, as an iteration end does, and
+  // tells the hop before each visit of another origin (Note [Relay drops]
+  // in stage_server.cc); this node's own micro-batches end with ABORTED.
+  // For an owner that replaces or stops this server while the swarm goes on
+  // (a re-entry, a stage move, a stop), so the origins learn at once instead
+  // of at their MB deadlines. Not for a crash. Frames admitted afterwards
+  // are served as usual. It discards the released visits' state in the
+  // computes by this server's local ids, so call it before another server
+  // uses the same StageCompute objects (the daemon's stacks share them
+  // across a stage move or re-entry; local ids are per server).
+  void ReleaseAll();
 
   // Iteration boundary (after the barrier, docs/DESIGN.md §1): EndIteration
   // refuses further frames of `iteration` and earlier, drops what is left of

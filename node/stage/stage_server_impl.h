@@ -49,7 +49,9 @@ struct StageServer::Entry {
   // The next hop that admitted this visit's forward output (Note [Lost
   // with a neighbour]); zero until acknowledged.
   PeerId next_admitted;
-  proto::FrameHeader header;  // route as sent on (for abort notices); no tensor
+  // For abort notices: the frame as admitted, then its route as the next
+  // hop admitted it (repairs included); no tensor.
+  proto::FrameHeader header;
 
   static Entry Make(uint64_t local_id, int stage) {
     Entry e;
@@ -83,10 +85,17 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
                               .min = std::min(options_.min_hop_deadline, options_.hop_deadline),
                               .factor = options_.hop_deadline_factor}) {}
 
-  absl::Status Admit(const Frame& frame, bool* runnable);
-  // Admit, or handle an abort notice (Note [Abort notices]).
-  absl::Status Receive(const Frame& frame, bool* runnable);
-  absl::Status HandleAbort(const Frame& frame);
+  // `displaced`: set to the header of a waiting frame this admission
+  // displaced (Note [Admitted iterations]); its sender is told.
+  absl::Status Admit(const Frame& frame, bool* runnable,
+                     std::optional<proto::FrameHeader>* displaced);
+  // Admit, or handle an abort notice (Note [Abort notices]). `from`: the
+  // peer the frame came from (self_ for a local hop).
+  absl::Status Receive(const PeerId& from, const Frame& frame, bool* runnable);
+  absl::Status HandleAbort(const PeerId& from, const Frame& frame);
+  // Note [Who may abort]: whether `from` may end visit `key` held as `e`.
+  bool MayAbortLocked(const MbKey& key, const Entry& e, const PeerId& from) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPeerFailure(const PeerId& peer);
   // Tells hop `hop` (and, through it, every hop before) that the MB is lost.
   void SendAbort(const proto::FrameHeader& header, uint32_t hop, const absl::Status& why);
@@ -138,10 +147,20 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
     MaybeDispatch();
   }
   // Drops every visit of iterations before `iteration` and makes it current.
+  // `aborts`: the notices to send, once unlocked, to the hops before the
+  // dropped visits (Note [Relay drops]).
   void AdvanceLocked(uint64_t iteration,
                      std::vector<std::pair<StageCompute*, uint64_t>>& discards,
-                     std::vector<std::pair<MbKey, absl::Status>>& finished)
+                     std::vector<std::pair<MbKey, absl::Status>>& finished,
+                     std::vector<proto::FrameHeader>& aborts)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the hop before each of `aborts` (a held visit's header) that this
+  // node dropped it (Note [Relay drops]).
+  void SendRelayAborts(const std::vector<proto::FrameHeader>& aborts, const absl::Status& why) {
+    for (const proto::FrameHeader& h : aborts) {
+      if (h.hop_index() > 0) SendAbort(h, h.hop_index() - 1, why);
+    }
+  }
   // A task finished for an MB dropped meanwhile: make sure the compute
   // keeps nothing of it (the drop's Discard may have run before the task).
   void Forget(const Task& task) {

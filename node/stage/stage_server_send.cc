@@ -20,7 +20,7 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
   if (*to == self_) {
     // Local hop: admit as if it had arrived, acknowledge asynchronously.
     bool runnable = false;
-    absl::Status admitted = Receive(frame, &runnable);
+    absl::Status admitted = Receive(self_, frame, &runnable);
     clock_->RunAfter(absl::ZeroDuration(), [weak, frame = std::move(frame), to = *to,
                                             failed = std::move(failed), admitted]() mutable {
       if (auto self = weak.lock()) {
@@ -71,7 +71,11 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
       mine.hop = h.hop_index() == 0 ? h.route_size() - 1 : h.hop_index() - 1;
       absl::MutexLock lock(&mu_);
       auto it = entries_.find(mine);
-      if (it != entries_.end()) it->second.next_admitted = to;
+      if (it != entries_.end()) {
+        it->second.next_admitted = to;
+        // The route as admitted, repairs included (Note [Who may abort]).
+        *it->second.header.mutable_route() = h.route();
+      }
     }
     return;
   }

@@ -476,6 +476,92 @@ TEST(StageServerTest, LaterIterationWaitsAndOlderIsRefused) {
   EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
 }
 
+// Note [Relay drops]: a relay (n2) that moves past the iteration of a
+// visit it admitted tells the hop before at once, and the notice reaches
+// the origin through n1. Before, nothing came back: the origin waited out
+// its MB deadline and n1 held the slot until its own iteration ended.
+TEST(StageServerTest, RelayThatMovesAheadTellsTheOriginAtOnce) {
+  Swarm swarm({0, 1, 2});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(25));  // n2 runs the forward
+  ASSERT_EQ(swarm.servers_[2]->stats().slots_in_use, 1);
+  swarm.servers_[2]->BeginIteration(1);
+  swarm.clock_.Advance(absl::Milliseconds(10));  // two notices of 1 ms each
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[2]->stats().dropped_by_reason.at("iteration_ended"), 1);
+  EXPECT_EQ(swarm.servers_[1]->stats().dropped_by_reason.at("aborted_downstream"), 1);
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[1]->pending(), 0u);
+}
+
+// Note [Relay drops]: a relay whose owner replaces its server (a re-entry,
+// a stage move) releases what it holds, and the origin learns at once.
+TEST(StageServerTest, ReleasedRelayTellsTheOriginAtOnce) {
+  Swarm swarm({0, 1, 2});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(25));  // n2 runs the forward
+  swarm.servers_[2]->ReleaseAll();
+  swarm.clock_.Advance(absl::Milliseconds(10));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[2]->stats().dropped_by_reason.at("released"), 1);
+  EXPECT_EQ(swarm.servers_[2]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[2]->pending(), 0u);
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+  // The released server keeps serving new micro-batches.
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 6, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[6].ok()) << swarm.recorder_.finished[6];
+}
+
+// Note [Relay drops]: a waiting frame of a later iteration displaced by a
+// nearer one is reported to its sender, here the origin.
+TEST(StageServerTest, DisplacedFrameIsReportedToItsSender) {
+  Swarm swarm({0, 1}, /*slots=*/1, /*queue=*/0);  // n1 holds 1 later frame
+  swarm.servers_[0]->BeginIteration(2);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(2, 7, swarm.Route({0, 1}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(20));  // waits at n1 (iteration 0)
+  ASSERT_FALSE(swarm.recorder_.finished.count(7));
+  proto::FrameHeader nearer = Header(swarm, {0, 1}, 1, true, 100);
+  nearer.set_iteration(1);
+  EXPECT_TRUE(SendRaw(swarm, 0, 1, nearer).ok());
+  EXPECT_EQ(swarm.servers_[1]->stats().frames_displaced, 1);
+  swarm.clock_.Advance(absl::Milliseconds(10));
+  ASSERT_EQ(swarm.recorder_.finished.count(7), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[7])) << swarm.recorder_.finished[7];
+  EXPECT_EQ(swarm.servers_[0]->stats().slots_in_use, 0);
+}
+
+// Sends an abort notice (Note [Abort notices]) from node `from`.
+absl::Status SendAbortNotice(Swarm& swarm, int from, int to, proto::FrameHeader header) {
+  Frame f;
+  f.header = std::move(header);
+  f.header.set_direction(proto::DIRECTION_BACKWARD);
+  SealFrame(f);
+  std::optional<absl::Status> ack;
+  swarm.transports_[from]->Send(swarm.ids_[to], std::move(f), [&](absl::Status s) { ack = s; });
+  swarm.clock_.Advance(absl::Milliseconds(3));
+  return ack.value_or(absl::InternalError("no ack"));
+}
+
+// Note [Who may abort]: n3 has no part in the micro-batch (route n0, n1,
+// n2); its notices are refused and the micro-batch completes. Before, any
+// peer could end any micro-batch whose (origin, iteration, mb) it knew.
+TEST(StageServerTest, StrangerCannotAbortOthersMicroBatches) {
+  Swarm swarm({0, 1, 2, 3});
+  ASSERT_TRUE(swarm.servers_[0]->Inject(0, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(12));  // n1 admitted it
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      SendAbortNotice(swarm, 3, 1, Header(swarm, {0, 1, 2}, 1, false, 5))));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      SendAbortNotice(swarm, 3, 0, Header(swarm, {0, 1, 2}, 0, false, 5))));
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[1]->stats().dropped, 0);
+}
+
 // The measured attack: a stranger's frames for a far-future iteration were
 // parked and counted against admission, so no micro-batch ran afterwards.
 TEST(StageServerTest, FarFutureFramesNeitherStarveTheIterationNorNearerFrames) {

@@ -50,6 +50,11 @@ absl::Status DataNodeDriver::paused() const {
   return pause_reason_;
 }
 
+absl::Duration DataNodeDriver::mb_deadline() const {
+  absl::MutexLock lock(&mu_);
+  return DeadlineLocked();
+}
+
 int64_t DataNodeDriver::plan_attempts() const {
   absl::MutexLock lock(&mu_);
   return plan_attempts_;
@@ -174,7 +179,6 @@ void DataNodeDriver::TryStart() {
     in_flight_.clear();
     report_ = report;
     loss_sum_ = 0;
-    if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
     slowest_ = absl::ZeroDuration();
     done_ = std::move(done);
   }
@@ -254,11 +258,13 @@ void DataNodeDriver::OnDeadline(uint64_t iteration, uint64_t mb) {
     in_flight_[mb].deadline = common::kNoTimer;
   }
   server_->Abandon(iteration, mb);
-  End(iteration, mb, absl::DeadlineExceededError("micro-batch deadline passed"));
+  End(iteration, mb, absl::DeadlineExceededError("micro-batch deadline passed"),
+      /*timed_out=*/true);
   InjectMore();
 }
 
-void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& status) {
+void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& status,
+                         bool timed_out) {
   absl::AnyInvocable<void(IterationReport)> done;
   IterationReport report;
   {
@@ -280,15 +286,16 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // this, a data node whose routes became slower than the deadline (a
       // replica died, the rest is far away) would drop every MB from then
       // on, its deadline never growing (seen on the simulator's real-node
-      // backend, sim/node_swarm.h).
-      if (absl::IsDeadlineExceeded(status)) {
-        slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
-      }
+      // backend, sim/node_swarm.h). A drop the server reported (a relay's
+      // notice, a refused or unanswered hop, whatever its status code)
+      // says nothing about a healthy MB's time: not a sample (Note [MB
+      // deadline]).
+      if (timed_out) slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
       ++report_.dropped;
-      ++report_.dropped_by_reason[absl::IsDeadlineExceeded(status) ? "mb_deadline"
-                                  : absl::IsAborted(status)        ? "lost_downstream"
-                                  : IsRetryElsewhere(status)       ? "unrepairable"
-                                                                   : "error"];
+      ++report_.dropped_by_reason[timed_out                  ? "mb_deadline"
+                                  : absl::IsAborted(status)  ? "lost_downstream"
+                                  : IsRetryElsewhere(status) ? "unrepairable"
+                                                             : "error"];
       if (int64_t held = 0; drop_log_.Allow(clock_->SteadyNow(), &held)) {
         LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb
                      << " dropped: " << status
@@ -297,6 +304,9 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     }
     if (!in_flight_.empty() || !pending_.empty()) return;
     running_ = false;
+    // Note [MB deadline]: an iteration without a sample (every MB dropped
+    // on a report) keeps the previous one.
+    if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
     report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
                                          : std::numeric_limits<double>::quiet_NaN();
     report_.elapsed = clock_->SteadyNow() - started_;

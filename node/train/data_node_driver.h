@@ -24,6 +24,13 @@
 // MB abandoned at its deadline counting as that long); the first iteration
 // uses initial_deadline. The round trip includes queueing,
 // so the deadline adapts to load and link speed without fixed constants.
+// Only the driver's own deadline makes an abandoned MB a sample: an MB the
+// server reports dropped (a relay's notice, Note [Relay drops] in
+// node/stage/stage_server.cc; a refused or unanswered hop) ends at once,
+// counted by its cause, and says nothing about how long a healthy one
+// takes; an iteration with no sample keeps the previous deadline. Still
+// open: an iteration whose MBs all time out (a relay that admitted them
+// and hangs) multiplies the next deadline by deadline_factor.
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
@@ -112,6 +119,8 @@ class DataNodeDriver final : public OriginListener {
   void Cancel();
   // How many times the planner was asked (for tests and metrics).
   int64_t plan_attempts() const;
+  // The deadline an MB injected now gets (Note [MB deadline]).
+  absl::Duration mb_deadline() const;
 
   void OnTail(uint64_t iteration, uint64_t mb, double loss) override;
   void OnRoute(uint64_t iteration, uint64_t mb, const std::vector<int>& stages) override;
@@ -137,8 +146,9 @@ class DataNodeDriver final : public OriginListener {
   void InjectMore();
   void OnDeadline(uint64_t iteration, uint64_t mb);
   // Ends `mb` (finished or dropped) and completes the iteration if it was
-  // the last.
-  void End(uint64_t iteration, uint64_t mb, const absl::Status& status);
+  // the last. `timed_out`: abandoned at the driver's own deadline (Note [MB
+  // deadline]), the only drop that counts as a round-trip sample.
+  void End(uint64_t iteration, uint64_t mb, const absl::Status& status, bool timed_out = false);
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StageServer* const server_;
@@ -169,8 +179,9 @@ class DataNodeDriver final : public OriginListener {
   absl::flat_hash_map<uint64_t, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   IterationReport report_ ABSL_GUARDED_BY(mu_);
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration slowest_ ABSL_GUARDED_BY(mu_);       // this iteration
-  absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);  // previous iteration
+  absl::Duration slowest_ ABSL_GUARDED_BY(mu_);  // this iteration
+  // The last finished iteration with a sample (Note [MB deadline]).
+  absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void(IterationReport)> done_ ABSL_GUARDED_BY(mu_);
 };
 

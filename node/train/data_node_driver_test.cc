@@ -1,0 +1,151 @@
+// DataNodeDriver's MB deadline (Note [MB deadline] in data_node_driver.h)
+// against drops the server reports: a relay's notice (Note [Relay drops] in
+// node/stage/stage_server.cc) ends the MB at once, and no reported drop
+// lengthens the next deadline. A data node and one relay on a SimClock.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "node/compute/timed_stage_compute.h"
+#include "node/stage/stage_server.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/data_node_driver.h"
+#include "node/train/data_source.h"
+#include "node/train/route_planner.h"
+#include "node/transport/fault_transport.h"
+#include "node/transport/inproc_transport.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+
+class TwoNodes {
+ public:
+  TwoNodes() : board_(&clock_, Options()) {
+    const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
+                                           {relay_id_, {1}, 4, "", ""}};
+    data_view_ = std::make_unique<StaticSwarmView>(members);
+    relay_view_ = std::make_unique<StaticSwarmView>(members);
+    auto d = board_.Attach(data_id_);
+    auto r = board_.Attach(relay_id_);
+    EXPECT_TRUE(d.ok() && r.ok());
+    data_transport_ = std::make_unique<FaultInjectingTransport>(*std::move(d), &clock_, 1);
+    relay_transport_ = std::make_unique<FaultInjectingTransport>(*std::move(r), &clock_, 2);
+    StageServerOptions o;
+    // Fixed hop deadlines, so an unanswered hop gives up after 500 ms.
+    o.hop_deadline = o.min_hop_deadline = absl::Milliseconds(500);
+    data_server_ = std::make_unique<StageServer>(data_transport_.get(), &clock_,
+                                                 data_view_.get(),
+                                                 std::map<int, StageCompute*>{{0, &data_compute_}}, o);
+    relay_server_ = std::make_unique<StageServer>(
+        relay_transport_.get(), &clock_, relay_view_.get(),
+        std::map<int, StageCompute*>{{1, &relay_compute_}}, o);
+    data_server_->Attach();
+    relay_server_->Attach();
+    DriverOptions d_options;
+    d_options.mbs_per_iteration = 1;
+    d_options.num_stages = 2;
+    d_options.initial_deadline = absl::Seconds(10);
+    d_options.min_deadline = absl::Seconds(1);
+    d_options.deadline_factor = 4;
+    driver_ = std::make_unique<DataNodeDriver>(data_server_.get(), &clock_, data_view_.get(),
+                                               &planner_, &data_, d_options);
+    data_server_->SetOriginListener(driver_.get());
+  }
+  ~TwoNodes() { data_server_->SetOriginListener(nullptr); }
+
+  // Starts `iteration` on both servers and the driver.
+  void Start(uint64_t iteration) {
+    report_.reset();
+    data_server_->BeginIteration(iteration);
+    relay_server_->BeginIteration(iteration);
+    driver_->RunIteration(iteration, [this](IterationReport r) { report_ = r; });
+  }
+
+  static SwitchboardOptions Options() {
+    SwitchboardOptions o;
+    o.latency = absl::Milliseconds(1);
+    return o;
+  }
+
+  common::SimClock clock_;
+  Switchboard board_;
+  const NodeId data_id_ = NodeId::ForName("data");
+  const NodeId relay_id_ = NodeId::ForName("relay");
+  std::unique_ptr<StaticSwarmView> data_view_, relay_view_;
+  std::unique_ptr<FaultInjectingTransport> data_transport_, relay_transport_;
+  TimedStageCompute data_compute_{&clock_, {.stage = 0, .forward = absl::Milliseconds(10)}};
+  TimedStageCompute relay_compute_{&clock_, {.stage = 1, .forward = absl::Milliseconds(100)}};
+  InOrderPlanner planner_;
+  SyntheticDataSource data_{/*samples=*/1, /*seq=*/4, /*vocab=*/16};
+  std::unique_ptr<StageServer> data_server_, relay_server_;
+  std::unique_ptr<DataNodeDriver> driver_;
+  std::optional<IterationReport> report_;
+};
+
+// A healthy iteration, so the deadline is the measured one (not the
+// initial 10 s); returns it.
+absl::Duration WarmUp(TwoNodes& nodes) {
+  nodes.Start(0);
+  nodes.clock_.Advance(absl::Seconds(2));
+  EXPECT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->completed, 1);
+  const absl::Duration deadline = nodes.driver_->mb_deadline();
+  EXPECT_LT(deadline, absl::Seconds(2));
+  return deadline;
+}
+
+TEST(DataNodeDriverTest, RelayThatMovesAheadTellsTheDataNodeAtOnce) {
+  TwoNodes nodes;
+  const absl::Duration deadline = WarmUp(nodes);
+  nodes.Start(1);
+  // The relay admitted the MB (its forward takes 100 ms), then moves ahead
+  // (a re-sync, a lead it follows): it drops the visit.
+  nodes.clock_.Advance(absl::Milliseconds(50));
+  ASSERT_FALSE(nodes.report_.has_value());
+  nodes.relay_server_->BeginIteration(2);
+  nodes.clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped, 1);
+  EXPECT_EQ(nodes.report_->dropped_by_reason["lost_downstream"], 1);
+  // One notice (1 ms on this switchboard) after the drop, not the deadline.
+  EXPECT_LT(nodes.report_->elapsed, absl::Milliseconds(60));
+  EXPECT_EQ(nodes.driver_->mb_deadline(), deadline);
+  EXPECT_EQ(nodes.data_server_->stats().slots_in_use, 0);
+}
+
+TEST(DataNodeDriverTest, UnansweredHopIsNotADeadlineSample) {
+  TwoNodes nodes;
+  const absl::Duration deadline = WarmUp(nodes);
+  // The frame to the relay is lost: no ack within the 500 ms hop deadline,
+  // and no other replica to re-route to. The server drops the MB with
+  // DEADLINE_EXCEEDED; that is not the MB's own deadline.
+  nodes.data_transport_->DropNext(nodes.relay_id_, 1);
+  nodes.Start(1);
+  nodes.clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped, 1);
+  EXPECT_EQ(nodes.report_->dropped_by_reason["unrepairable"], 1);
+  EXPECT_EQ(nodes.report_->dropped_by_reason.count("mb_deadline"), 0u);
+  EXPECT_EQ(nodes.driver_->mb_deadline(), deadline);
+}
+
+TEST(DataNodeDriverTest, MicroBatchAbandonedAtItsDeadlineStillLengthensTheNext) {
+  TwoNodes nodes;
+  const absl::Duration deadline = WarmUp(nodes);
+  // The relay admits the frame and hangs (its output is held for a
+  // minute): the driver's own deadline ends the MB, which counts as lasting
+  // that long.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(60));
+  nodes.Start(1);
+  nodes.clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_EQ(nodes.driver_->mb_deadline(), deadline * 4);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
