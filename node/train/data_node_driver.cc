@@ -10,6 +10,27 @@
 #include "absl/strings/str_cat.h"
 
 namespace skipswarm::node {
+namespace {
+
+// Note [Moving the report to the clock]: `done` runs on the clock's thread
+// with the report moved there, never copied: the calling thread keeps no
+// copy. A report's Status shares one counted representation between its
+// copies, and the count lives in libabsl_status, which TSan cannot see; a
+// copy kept here and dropped after the hand-off (while the clock thread
+// copied the report for `done` and dropped its copies) freed the
+// representation with no order TSan saw after the clock thread's copy
+// (third_party/tsan/README.md). The hand-off itself is ordered by the
+// clock's lock. data_node_driver_teardown_test holds the calling thread in
+// that drop.
+void Report(common::Clock* clock, absl::AnyInvocable<void(IterationReport)> done,
+            IterationReport report) {
+  clock->RunAfter(absl::ZeroDuration(),
+                  [done = std::move(done), report = std::move(report)]() mutable {
+                    done(std::move(report));
+                  });
+}
+
+}  // namespace
 
 DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
                                RoutePlanner* planner, const DataSource* data,
@@ -76,10 +97,7 @@ void DataNodeDriver::Cancel() {
                            : absl::StrCat("stopped while paused: ", pause_reason_.message()));
     report.loss = std::numeric_limits<double>::quiet_NaN();
   }
-  if (done) {
-    clock_->RunAfter(absl::ZeroDuration(),
-                     [done = std::move(done), report]() mutable { done(report); });
-  }
+  if (done) Report(clock_, std::move(done), std::move(report));
 }
 
 void DataNodeDriver::TryStart() {
@@ -166,8 +184,7 @@ void DataNodeDriver::TryStart() {
   if (!report.status.ok() || pending.empty()) {
     LOG(ERROR) << "iteration " << iteration << " cannot start: " << report.status;
     report.loss = std::numeric_limits<double>::quiet_NaN();
-    clock_->RunAfter(absl::ZeroDuration(),
-                     [done = std::move(done), report]() mutable { done(report); });
+    Report(clock_, std::move(done), std::move(report));
     return;
   }
   {
@@ -313,10 +330,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     report = report_;
     done = std::move(done_);
   }
-  if (done) {
-    clock_->RunAfter(absl::ZeroDuration(),
-                     [done = std::move(done), report]() mutable { done(report); });
-  }
+  if (done) Report(clock_, std::move(done), std::move(report));
 }
 
 }  // namespace skipswarm::node

@@ -1,8 +1,12 @@
 // DataNodeDriver's teardown on the real clock (data_node_driver.h): a
 // driver destroyed while its micro-batch deadlines fire on the clock's
 // thread must not act after its destructor returned.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -14,6 +18,31 @@
 #include "node/train/data_source.h"
 #include "node/train/route_planner.h"
 #include "node/transport/inproc_transport.h"
+
+// Note [Holding a Status drop]: under --config=tsan every drop of a shared
+// absl::Status representation runs third_party/tsan's interposed drop,
+// which calls dladdr (is gRPC the caller?) after it took its order from the
+// count and before the library subtracts. This binary's dladdr holds the
+// thread that armed it there until `hold_until` is set, so another thread
+// can copy and drop the same Status inside that gap on every run. Elsewhere
+// no drop calls dladdr and nothing is held.
+namespace {
+thread_local bool hold_next_dladdr = false;
+// Relaxed on purpose: waiting on it gives the held thread no order TSan
+// sees (a Notification would order the other thread's accesses itself).
+std::atomic<const std::atomic<bool>*> hold_until{nullptr};
+}  // namespace
+
+extern "C" int dladdr(const void* address, Dl_info* info) noexcept {
+  using Fn = int (*)(const void*, Dl_info*);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dladdr"));
+  if (hold_next_dladdr) {
+    hold_next_dladdr = false;
+    const std::atomic<bool>* until = hold_until.load(std::memory_order_relaxed);
+    while (!until->load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  return real(address, info);
+}
 
 namespace skipswarm::node {
 namespace {
@@ -93,6 +122,74 @@ TEST(DataNodeDriverTeardownTest, NoDeadlineActsAfterTheDriverIsDestroyedOnTheRea
     server.Detach();
   }
   EXPECT_EQ(compute.late(), 0) << "deadline callbacks ran after their driver was destroyed";
+}
+
+// Plans nothing: the driver pauses (Note [Paused training]).
+class NoRoutePlanner final : public RoutePlanner {
+ public:
+  std::string name() const override { return "none"; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput&, const SwarmView&) override {
+    return absl::UnavailableError("stage 1 has no live replica");
+  }
+};
+
+// Sets its flag when destroyed: when the clock thread destroys the task
+// that held `done`, after the task's copies of the report.
+struct SetOnDestroy {
+  explicit SetOnDestroy(std::atomic<bool>* flag) : flag(flag) {}
+  SetOnDestroy(SetOnDestroy&& other) noexcept : flag(std::exchange(other.flag, nullptr)) {}
+  SetOnDestroy(const SetOnDestroy&) = delete;
+  ~SetOnDestroy() {
+    if (flag != nullptr) flag->store(true, std::memory_order_relaxed);
+  }
+  std::atomic<bool>* flag;
+};
+
+// Cancel hands its CANCELLED report (a Status with a shared, counted
+// message) to the clock thread, which runs `done` with it. Cancel used to
+// keep a copy and drop it after the hand-off: held inside that drop (Note
+// [Holding a Status drop]) until the clock thread had copied the report and
+// dropped its own copies, the stopping thread freed the last copy with no
+// order TSan could see after the clock thread's copy, and TSan reported it
+// (this test failed under --config=tsan). The report is now moved into the
+// task: the stopping thread holds no copy to drop.
+TEST(DataNodeDriverTeardownTest, CancelLeavesNoCopyOfItsReportOnTheStoppingThread) {
+  std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
+  const common::NodeId self = common::NodeId::ForName("data");
+  const std::vector<PeerInfo> members = {{self, {0}, 4, "", ""}};
+  StaticSwarmView view(members);
+  Switchboard board(clock.get());
+  auto endpoint = board.Attach(self);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  std::unique_ptr<Transport> transport = *std::move(endpoint);
+  std::atomic<bool> gone{false};
+  NeverFinishingCompute compute(&gone);
+  NoRoutePlanner planner;
+  SyntheticDataSource data(/*samples=*/1, /*seq=*/4, /*vocab=*/16);
+  DriverOptions options;
+  options.num_stages = 2;
+  options.pause_backoff.initial = absl::Hours(1);  // no re-plan during the case
+  StageServer server(transport.get(), clock.get(), &view, {{0, &compute}}, StageServerOptions{});
+  server.Attach();
+  server.BeginIteration(0);
+  DataNodeDriver driver(&server, clock.get(), &view, &planner, &data, options);
+
+  std::atomic<bool> task_gone{false};
+  std::atomic<bool> cancelled{false};
+  driver.RunIteration(0, [&cancelled, set = SetOnDestroy(&task_gone)](IterationReport r) {
+    cancelled.store(absl::IsCancelled(r.status), std::memory_order_relaxed);
+  });
+  ASSERT_FALSE(driver.paused().ok());
+  hold_until.store(&task_gone, std::memory_order_relaxed);
+  hold_next_dladdr = true;
+  driver.Cancel();
+  hold_next_dladdr = false;
+  // The clock runs callbacks in order: once this marker ran, so had `done`.
+  absl::Notification drained;
+  clock->RunAfter(absl::ZeroDuration(), [&drained] { drained.Notify(); });
+  drained.WaitForNotification();
+  EXPECT_TRUE(cancelled.load(std::memory_order_relaxed));
+  server.Detach();
 }
 
 }  // namespace
