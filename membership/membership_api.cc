@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "membership/membership.h"
 #include "membership/membership_impl.h"
@@ -393,32 +394,35 @@ const common::PeerQuota& Membership::quota() const { return *impl_->quota_; }
 
 // ---------------------------------------------------------------- handlers
 
+absl::StatusOr<VerifiedRecords> Membership::Impl::VerifyIncoming(
+    const absl::Status& status, const common::NodeId& sender, const proto::Gossip& gossip,
+    int max_records) {
+  SS_RETURN_IF_ERROR(status);
+  SS_ASSIGN_OR_RETURN(VerifiedRecords verified, PrepareGossip(gossip, max_records));
+  SS_RETURN_IF_ERROR(CheckSenderAdmitted(sender, gossip, verified));
+  return verified;
+}
+
+absl::StatusOr<proto::Ack> Membership::Impl::ProbeRefusal(const common::NodeId& sender,
+                                                          uint64_t seq,
+                                                          const absl::Status& refused) {
+  // Note [Revocation notice] (membership_revocation.cc).
+  if (!absl::IsPermissionDenied(refused)) return refused;
+  std::optional<proto::Ack> notice = RevocationNotice(sender, seq);
+  if (notice.has_value()) return *std::move(notice);
+  return refused;
+}
+
 void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
                             AckCallback reply) {
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
   if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
-  absl::StatusOr<VerifiedRecords> verified =
-      status.ok() ? impl_->PrepareGossip(req.gossip(),
-                                         impl_->options_.max_records_per_message)
-                  : status;
-  if (verified.ok()) {
-    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
-        !admitted.ok()) {
-      verified = admitted;
-    }
-  }
+  absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
+      status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    // Note [Revocation notice] (membership_revocation.cc).
-    std::optional<proto::Ack> notice =
-        absl::IsPermissionDenied(verified.status()) ? impl_->RevocationNotice(sender, req.seq())
-                                                    : std::nullopt;
-    if (notice.has_value()) {
-      reply(*std::move(notice));
-    } else {
-      reply(verified.status());
-    }
+    reply(impl_->ProbeRefusal(sender, req.seq(), verified.status()));
     return;
   }
   Impl::Changes changes;
@@ -449,26 +453,10 @@ void Membership::HandlePingReq(const PeerInfo& from,
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
   if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
-  absl::StatusOr<VerifiedRecords> verified =
-      status.ok() ? impl_->PrepareGossip(req.gossip(),
-                                         impl_->options_.max_records_per_message)
-                  : status;
-  if (verified.ok()) {
-    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
-        !admitted.ok()) {
-      verified = admitted;
-    }
-  }
+  absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
+      status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    // Note [Revocation notice] (membership_revocation.cc).
-    std::optional<proto::Ack> notice =
-        absl::IsPermissionDenied(verified.status()) ? impl_->RevocationNotice(sender, req.seq())
-                                                    : std::nullopt;
-    if (notice.has_value()) {
-      reply(*std::move(notice));
-    } else {
-      reply(verified.status());
-    }
+    reply(impl_->ProbeRefusal(sender, req.seq(), verified.status()));
     return;
   }
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());
@@ -523,16 +511,8 @@ void Membership::HandlePushPull(const PeerInfo& from,
     status = absl::InvalidArgumentError("too many digests");
   }
   if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
-  absl::StatusOr<VerifiedRecords> verified =
-      status.ok() ? impl_->PrepareGossip(req.gossip(),
-                                         impl_->options_.max_push_pull_records)
-                  : status;
-  if (verified.ok()) {
-    if (absl::Status admitted = impl_->CheckSenderAdmitted(sender, req.gossip(), *verified);
-        !admitted.ok()) {
-      verified = admitted;
-    }
-  }
+  absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
+      status, sender, req.gossip(), impl_->options_.max_push_pull_records);
   if (!verified.ok()) {
     reply(verified.status());
     return;

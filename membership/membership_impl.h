@@ -345,6 +345,19 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // result for it); otherwise PermissionDenied naming the cause.
   absl::Status CheckSenderAdmitted(const common::NodeId& sender, const proto::Gossip& gossip,
                                    const VerifiedRecords& verified) ABSL_LOCKS_EXCLUDED(mu_);
+  // A handler's checks of an incoming message in order: `status` (the
+  // request's own checks so far), then PrepareGossip(gossip, max_records),
+  // then CheckSenderAdmitted; the first error, else the verified records.
+  absl::StatusOr<VerifiedRecords> VerifyIncoming(const absl::Status& status,
+                                                 const common::NodeId& sender,
+                                                 const proto::Gossip& gossip, int max_records)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The answer to a probe (Ping, PingReq) from `sender` with sequence
+  // `seq` that VerifyIncoming refused with `refused`: the revocation notice
+  // when `refused` is PermissionDenied and RevocationNotice has one for
+  // `sender`, else `refused` itself.
+  absl::StatusOr<proto::Ack> ProbeRefusal(const common::NodeId& sender, uint64_t seq,
+                                          const absl::Status& refused) ABSL_LOCKS_EXCLUDED(mu_);
   // Per-sender quota of requests and bytes (Note [Gossip admission]).
   absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // `verified`: PrepareGossip's result for `gossip` (null: verify here).

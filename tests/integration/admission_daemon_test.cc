@@ -246,5 +246,100 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
   }
 }
 
+// Note [Revocation] while a node joins (or re-enters behind the swarm,
+// Note [Revived members]: the same EnterAsJoiner): b is revoked and
+// evicted everywhere after it announced its entry, before its state fetch.
+// Its fetch is then refused by every source, and it used to retry until
+// its start-up deadline although it knew the cause (a real-process run:
+// revoked, logged at 3.24 s, still running at 120 s). It must stop with
+// the cause instead.
+TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsFetch) {
+  const auto founder_key = SeededKey('f');
+  const auto a_key = SeededKey('i');
+  const auto b_key = SeededKey('j');
+  const auto listed_key = SeededKey('l');
+  policy_.mode = membership::AdmissionMode::kInvite;
+  policy_.swarm_name = kSwarm;
+  policy_.founder_public_key = founder_key->public_key();
+  policy_.allowed_ids = {listed_key->id()};
+  constexpr int64_t kIterations = 1'000'000;  // stopped below
+  const std::string revoked_file = dir_ + "/revoked-joiner.txt";
+  std::remove(revoked_file.c_str());
+  auto invite = [&](const identity::Identity& key, char nonce) {
+    return *membership::MintInvite(*founder_key,
+                                   {kSwarm, absl::FromUnixSeconds(4'000'000'000), key.id()},
+                                   std::string(membership::kInviteNonceBytes, nonce));
+  };
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.expect_members = 3;
+  f.base.iterations = kIterations;
+  f.gossip.revocations_file = revoked_file;
+  f.gossip.revocations_poll = absl::Milliseconds(100);
+  auto founder = LaunchDaemon(f);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  GossipDaemonOptions ao = Options("a", {1}, 'i');
+  ao.expect_members = 3;
+  ao.base.iterations = kIterations;
+  ao.gossip.join = {bootstrap};
+  ao.gossip.invite = invite(*a_key, 'a');
+  auto a = LaunchDaemon(ao, /*reach=*/3);
+  ASSERT_NE(a, nullptr);
+  GossipDaemonOptions co = Options("c", {2}, 'l');
+  co.expect_members = 3;
+  co.base.iterations = kIterations;
+  co.gossip.join = {bootstrap};
+  auto c = LaunchDaemon(co);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(a->WaitUnlessFinished(a->reached)) << a->result;
+
+  // b's hook: revoke b once it announced its entry, then wait until every
+  // member evicted it, so no source will serve its fetch.
+  absl::Notification revoked, evicted;
+  GossipDaemonOptions bo = Options("b", {1}, 'j');
+  bo.base.iterations = kIterations;
+  bo.base.startup_timeout = absl::Seconds(20);  // the old code's retries end here
+  bo.gossip.join = {bootstrap};
+  bo.gossip.invite = invite(*b_key, 'b');
+  bo.before_state_request = [&](uint64_t) {
+    if (revoked.HasBeenNotified()) return;
+    proto::RevocationList list;
+    list.set_swarm_name(kSwarm);
+    list.set_serial(1);
+    list.add_node_ids(b_key->id().Bytes());
+    {
+      std::ofstream out(revoked_file + ".tmp");
+      out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
+    }
+    EXPECT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+    revoked.Notify();
+    EXPECT_TRUE(evicted.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  };
+  auto b = LaunchDaemon(bo);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->WaitUnlessFinished(revoked)) << b->result;
+  const auto live_in = [&](const RunningDaemon& d) {
+    const membership::View view = d.daemon->view();
+    for (const membership::MemberInfo* m : view.Live()) {
+      if (m->id == b_key->id()) return true;
+    }
+    return false;
+  };
+  while (live_in(*founder) || live_in(*a) || live_in(*c)) {
+    ASSERT_FALSE(founder->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+        << founder->result;
+  }
+  evicted.Notify();
+
+  b->finished.WaitForNotification();
+  EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
+  EXPECT_NE(b->result.message().find("revoked this node"), std::string::npos) << b->result;
+  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) d->signals.stop = true;
+  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) {
+    d->finished.WaitForNotification();
+    EXPECT_TRUE(d->result.ok()) << d->result;
+  }
+}
+
 }  // namespace
 }  // namespace skipswarm::node

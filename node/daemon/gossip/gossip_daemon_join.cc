@@ -149,6 +149,16 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
 // the wait for a source, the pause between rounds and the fetch itself
 // (FetchOptions::cancelled) end at once; the joiner signs LEFT (an entry it
 // announced is withdrawn with it) and exits 0.
+//
+// Note [Revoked while joining]: a node revoked or evicted (Note
+// [Revocation], Note [Eviction]) while it joins, or while it re-enters
+// behind the swarm (Note [Revived members]: a revoked replica whose frames
+// every member refuses soon trails its stage's replicas, whose Health still
+// answers it), is refused by every source. The wait for a source, the
+// fetch (FetchOptions::cancelled) and the pause between rounds used to
+// retry until the start-up deadline (120 s) although its membership had
+// learnt the cause (Membership::SelfAdmission); they end at once with that
+// cause, and the node stops with it (exit 1), as Run does while it trains.
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
   const std::vector<int> stages = Stages();
@@ -172,6 +182,10 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     while (true) {
       if (StopRequested()) {
         stopped = JoinStopped(absl::StrCat("while waiting for a source of stage ", stage));
+        return;
+      }
+      if (absl::Status admitted = m->SelfAdmission(); !admitted.ok()) {
+        stopped = admitted;  // Note [Revoked while joining]
         return;
       }
       sources = StateSources(RoutedView(), self, stage);
@@ -212,7 +226,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     absl::MutexLock lock(&mu);
     if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
   };
-  fo.cancelled = [this] { return StopRequested(); };
+  fo.cancelled = [this, m] { return StopRequested() || !m->SelfAdmission().ok(); };
   common::Backoff backoff(JoinBackoff(), o.model.seed ^ std::hash<std::string>()(self.Bytes()));
   int lead = std::max(1, options.entry_lead);
   absl::Status failure;
@@ -243,6 +257,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     }
     failure = TryEntry(stages, *current, &lead, sources, fo);
     if (failure.ok()) return absl::OkStatus();
+    SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
     if (absl::IsCancelled(failure) || absl::IsOutOfRange(failure)) return failure;
     // Note [Join retries]: out of every face until the next round announces.
     SS_RETURN_IF_ERROR(m->UpdateLocalRecord([](proto::NodeRecord* r) {
@@ -263,6 +278,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     const absl::Duration until = clock->SteadyNow() + pause;
     while (clock->SteadyNow() < until) {
       if (StopRequested()) return JoinStopped("between two tries of the state fetch");
+      SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
       clock->SleepFor(std::min(absl::Milliseconds(50), until - clock->SteadyNow()));
     }
     current = absl::UnavailableError("not asked yet");

@@ -1,0 +1,277 @@
+// GossipDaemon::Run, the training loop, and how it ends: a stop (a signal,
+// its bound), a drain (NodeControl.Drain, SIGTERM; Note [Leaving]), a
+// revocation or eviction (Note [Revocation]), falling behind the swarm
+// (Note [Revived members]) and a stage move's switch (Note [Stage moves]).
+// Note [Stopping] and Note [Gossip daemon teardown] (gossip_daemon.cc) say
+// what each stop guarantees and in which order the parts go.
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "node/train/grpc_group.h"
+
+namespace skipswarm::node {
+
+absl::Status GossipDaemon::Parts::CanLeave(bool force) {
+  if (force) return absl::OkStatus();
+  // Note [Hosted stages snapshot]: the control thread's read.
+  return CheckLeave(hosted.Get(), gossip->membership()->GetView(), self, members->iteration(),
+                    force);
+}
+
+std::optional<int> GossipDaemon::Parts::StageWithoutLiveReplica() {
+  const membership::View view = gossip->membership()->GetView();
+  const uint64_t it = members->iteration();
+  const std::vector<int> ours = Stages();
+  for (int s = 0; s < base().model.model.num_stages; ++s) {
+    if (std::find(ours.begin(), ours.end(), s) != ours.end()) continue;
+    if (OtherLiveReplicas(view, self, s, it).empty()) return s;
+  }
+  return std::nullopt;
+}
+
+absl::Status GossipDaemon::Parts::FinalCheckpoint() {
+  SS_RETURN_IF_ERROR(Checkpoint());
+  const NodeDaemonOptions& o = base();
+  if (o.model.checkpoint_dir.empty() || computes.empty()) return absl::OkStatus();
+  const int64_t step = computes.begin()->second->step();
+  LOG(INFO) << o.name << ": checkpoint of step " << step << " written to "
+            << o.model.checkpoint_dir;
+  std::printf("%s: checkpoint of step %lld written to %s\n", o.name.c_str(),
+              static_cast<long long>(step), o.model.checkpoint_dir.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+absl::Status GossipDaemon::RequestDrain(bool force) {
+  Parts& p = *parts_;
+  SS_RETURN_IF_ERROR(p.CanLeave(force));
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) return absl::OkStatus();
+    p.draining = true;
+  }
+  // Note [Leaving]: LEFT with our exit iteration first (no new micro-
+  // batches come our way), then this iteration finishes (we stay in its
+  // barrier and averaging everywhere).
+  const uint64_t exit_iteration = p.members->iteration();
+  LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
+            << exit_iteration;
+  p.gossip->Leave(absl::Seconds(2), exit_iteration);
+  p.status->AddEvent("node", absl::StrCat("draining: announced LEFT, finishing iteration ",
+                                          exit_iteration));
+  {
+    absl::MutexLock lock(&p.mu);
+    p.drain_started = p.clock->SteadyNow();
+  }
+  absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
+  if (p.stack) p.stack->trainer()->Stop();
+  return absl::OkStatus();
+}
+
+absl::Status GossipDaemon::Run(DaemonSignals* signals) {
+  Parts& p = *parts_;
+  const NodeDaemonOptions& o = p.base();
+  p.signals = signals;
+  if (p.joiner) {
+    absl::Status entered = p.EnterAsJoiner();
+    if (absl::IsCancelled(entered)) {
+      // Note [Stopping while joining]: nothing trained, so no checkpoint:
+      // what the directory holds stays as it was.
+      std::printf("%s: %s; no checkpoint written\n", o.name.c_str(),
+                  std::string(entered.message()).c_str());
+      std::fflush(stdout);
+      LOG(INFO) << o.name << ": " << entered.message() << "; no checkpoint written, exiting";
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(entered);
+  } else {
+    if (p.start_iteration >= o.iterations) {
+      LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
+      return absl::OkStatus();
+    }
+    absl::Status formed = p.WaitForFounders();
+    if (absl::IsCancelled(formed)) {
+      LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
+      // Note [Stopping]: every stop leaves a checkpoint, this one too (the
+      // state it was built or resumed with).
+      SS_RETURN_IF_ERROR(p.FinalCheckpoint());
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    SS_RETURN_IF_ERROR(formed);
+  }
+  p.run_started = p.clock->SteadyNow();
+  // Note [GPU contention]: from now on our own context is on the GPU, so a
+  // process list without us is a PID namespace problem, not an idle GPU.
+  if (p.options.gpu_lister != nullptr) {
+    GpuContentionOptions g = p.options.gpu_contention;
+    p.gpu_watch = std::make_unique<GpuContentionWatch>(g, p.options.gpu_lister, p.clock.get());
+    p.metrics.Set("skipswarm_gpu_contention", 0);
+    LOG(INFO) << o.name << ": watching " << p.gpu_watch->Describe()
+              << ": pausing while another process holds memory there for "
+              << absl::FormatDuration(g.pause_after) << ", resuming "
+              << absl::FormatDuration(g.resume_after) << " after it left";
+  }
+  // Shared with the trainer's callback, which may outlive this frame when a
+  // drain times out.
+  struct Finish {
+    absl::Notification done;
+    absl::Status status;
+  };
+  std::shared_ptr<Finish> finish;
+  bool stopping = false;
+  bool left = false;
+  // Note [Stopping]: when a stop began, and whether it ran out of time.
+  absl::Duration stop_started = absl::InfiniteDuration();
+  bool stop_timed_out = false;
+  // One segment per hosted stage: a stage move (Note [Stage moves]) ends
+  // one at its switch boundary and starts the next.
+  // Note [Revived members]: the swarm's iteration when we found ourselves
+  // behind it; the segment ends and we re-enter.
+  // (A flag and a value rather than std::optional: GCC 12 reports the
+  // optional's payload as maybe-uninitialized at its use below.)
+  bool behind = false;
+  BehindVerdict behind_at;
+  // Note [Revocation], Note [Eviction]: once this node learns that the swarm
+  // no longer admits it, every member refuses it; it stops with the cause.
+  absl::Status admitted;
+  while (true) {
+    finish = std::make_shared<Finish>();
+    behind = false;
+    p.stack->trainer()->Run(
+        p.start_iteration, o.iterations - p.start_iteration,
+        [&p](const NodeIterationReport& r) { p.OnIteration(r); },
+        [finish](absl::Status s) {
+          finish->status = s;
+          finish->done.Notify();
+        });
+    while (!finish->done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      // Quiet hours, GPU contention (Note [Paused members]).
+      if (!stopping) p.PollVolunteerPause();
+      if (!(admitted = p.gossip->membership()->SelfAdmission()).ok()) break;
+      if (!stopping) {
+        if (const std::optional<BehindVerdict> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {
+          behind = true;
+          behind_at = *ahead;
+          break;
+        }
+      }
+      if (signals == nullptr) continue;
+      if (!stopping && signals->stop.load()) {
+        LOG(INFO) << o.name << ": stopping after the current iteration";
+        p.stack->trainer()->Stop();
+        stopping = true;
+        stop_started = p.clock->SteadyNow();
+      }
+      if (!stopping && (signals->pause.exchange(false) || signals->resume.load())) {
+        const bool pause = !signals->resume.exchange(false);
+        absl::Status s = RequestPause(pause, /*force=*/false);
+        LOG_IF(WARNING, !s.ok()) << o.name << ": " << (pause ? "SIGUSR1" : "SIGUSR2")
+                                 << ": cannot " << (pause ? "pause" : "resume") << ": "
+                                 << s.message();
+      }
+      if (!stopping && signals->drain.exchange(false)) {
+        absl::Status s = RequestDrain(p.options.force_leave);
+        if (!s.ok()) {
+          // Note [Stopping]: SIGTERM always stops; leaving would lose a
+          // stage, so this stops with a checkpoint instead of a drain.
+          LOG(WARNING) << o.name << ": SIGTERM: cannot leave the swarm (" << s.message()
+                       << "); stopping after the current iteration with a checkpoint instead";
+          p.stack->trainer()->Stop();
+          stopping = true;
+          stop_started = p.clock->SteadyNow();
+        }
+      }
+      if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {
+        LOG(WARNING) << o.name << ": the current iteration did not finish within "
+                     << p.options.stop_timeout << " of the stop; abandoning it";
+        stop_timed_out = true;
+        break;
+      }
+      {
+        absl::MutexLock lock(&p.mu);
+        if (p.draining) stopping = left = true;
+      }
+      // Note [Stopping]: while training is paused no iteration finishes
+      // (the data nodes wait for the lost stage), so a stop does not wait
+      // for one: the last finished step is saved at once.
+      std::optional<int> lost;
+      if (stopping && (lost = p.StageWithoutLiveReplica()).has_value()) {
+        LOG(WARNING) << o.name << ": training is paused (stage " << *lost
+                     << " has no live replica); stopping without waiting for iteration "
+                     << p.members->iteration();
+        stop_timed_out = true;
+        break;
+      }
+      absl::MutexLock lock(&p.mu);
+      // A drain must end even if a peer never answers our last averaging
+      // or the swarm is paused: within the stop bound, with the checkpoint
+      // of the last finished step (it used to wait startup_timeout, 120 s,
+      // and leave without one).
+      if (p.draining && p.clock->SteadyNow() - p.drain_started > p.options.stop_timeout) {
+        LOG(WARNING) << o.name << ": the last iteration did not finish within "
+                     << p.options.stop_timeout << " of the drain; abandoning it";
+        stop_timed_out = true;
+        break;
+      }
+    }
+    if (stop_timed_out) break;
+    if (!admitted.ok()) {
+      LOG(ERROR) << o.name << ": stopping: " << admitted.message();
+      p.ReplaceStack(nullptr);  // no checkpoint: a fresh admission joins afresh
+      return admitted;
+    }
+    if (behind) {
+      absl::Status s = p.CatchUp(behind_at);
+      if (s.ok()) continue;
+      // Our state is the stale one (or saved by MoveAhead): no checkpoint.
+      LOG(ERROR) << o.name << ": behind the swarm and could not catch up: " << s;
+      p.ReplaceStack(nullptr);
+      p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
+      // Nothing left to train, or a stop while re-entering.
+      if (absl::IsOutOfRange(s) || absl::IsCancelled(s)) return absl::OkStatus();
+      return s;
+    }
+    bool switching = false;
+    {
+      absl::MutexLock lock(&p.mu);
+      switching = p.move != nullptr && p.move->stop_requested && !p.draining &&
+                  absl::IsCancelled(finish->status);
+    }
+    if (!switching || stopping) break;
+    SS_RETURN_IF_ERROR(p.SwitchStage());
+  }
+  if (stop_timed_out) {
+    // The trainer must be quiet before its computes are saved: destroying
+    // the stack waits for a callback in progress and silences later ones.
+    // The computes hold the state after the last finished step.
+    p.ReplaceStack(nullptr);
+    finish->status = absl::CancelledError("stop timed out");
+  }
+  SS_RETURN_IF_ERROR(p.FinalCheckpoint());
+  {
+    absl::MutexLock lock(&p.mu);
+    left = p.draining;  // a drain signed LEFT with its exit iteration already
+  }
+  // Note [Leaving with pushes owed] (grpc_group.cc): our finished rounds'
+  // pushes go before we do (an exited node fails its peers' probes).
+  if (p.group != nullptr) p.group->FlushPushes(absl::Seconds(5));
+  // Done or stopped: we are gone after the last iteration we finished.
+  if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
+  LOG(INFO) << o.name << ": left the swarm";
+  if (absl::IsCancelled(finish->status)) return absl::OkStatus();
+  return finish->status;
+}
+
+}  // namespace skipswarm::node
