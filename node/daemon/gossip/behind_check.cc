@@ -1,5 +1,6 @@
 #include "node/daemon/gossip/behind_check.h"
 
+#include <limits>
 #include <utility>
 
 namespace skipswarm::node {
@@ -69,6 +70,22 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
   unanswered_ = 0;
   stuck_checks_ = 0;
   return BehindVerdict{BehindVerdict::kMoveAhead, *data.highest};
+}
+
+std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& stages,
+                                                    uint64_t own, const AskStage& ask) {
+  if (stages.size() != 1) return std::nullopt;
+  const int stage = stages.front();
+  if (stage == 0) {
+    // Note [Data node behind]: the other data nodes are our replicas; we
+    // are the clock, so no data node is asked as one.
+    return Poll(
+        own, [&] { return ask(0, kDataNodesAsked); },
+        [] { return std::vector<absl::StatusOr<uint64_t>>{}; });
+  }
+  return Poll(
+      own, [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
+      [&] { return ask(0, kDataNodesAsked); });
 }
 
 }  // namespace skipswarm::node

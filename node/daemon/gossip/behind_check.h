@@ -30,9 +30,48 @@
 // every iteration, so a member that is merely slow is never more than one
 // iteration behind them; a replica that is not behind answers within the
 // lead, and errors (a replica that is itself gone) say nothing.
-// Data nodes do not re-enter (their stage 0 replicas are the swarm's
-// iteration clock; a stalled data node is dropped from the barrier and
-// goes on from its own iteration, as before).
+// Data nodes re-enter the same way (Note [Data node behind]).
+//
+// Note [Data node behind]: data nodes (stage 0's replicas) are the swarm's
+// iteration clock, and they used not to re-enter: a stalled data node was
+// dropped from the others' barrier and went on from its own iteration. In
+// the 1000-iteration chaos soak (node/daemon/chaos_soak.md) that split the
+// swarm for good: d1 dropped a CPU-starved d0 after 3 unanswered probes and
+// went on alone, d0 stayed paused in its iteration, and the relays, which
+// follow the highest data node they ask, still waited in each iteration's
+// barrier for d0 (gossip called it alive) until the silent deadline, so
+// every micro-batch was dropped. Two cures were open: d0 re-enters like a
+// relay, or the barrier's drop of a data node becomes a swarm-wide
+// verdict. Re-entry is the one chosen: it reuses the joiner's path whole
+// (a data node may already join as one, ChooseJoinStage), needs no new
+// protocol, and repairs every side at once: the re-entry clears our
+// record's stages (out of every barrier and averaging at once, so relays
+// stop waiting for us), the re-signed records carry a higher incarnation
+// (every local dead verdict on us lapses), and we come back at a new entry
+// iteration with stage 0's state from another data node (its parameters
+// and optimizer state; the averaging keeps stage 0's replicas equal) and
+// our data position at that iteration (Note [Data order] in
+// node/train/data_source.h: a data node's micro-batches are a function of
+// the iteration and its rank). A swarm-wide verdict would need agreement
+// on a data node's drop (a gossiped opinion every relay applies to the
+// same iteration) and still leave the dropped node stuck in its iteration.
+// What we lose: the micro-batches of the iterations we missed (our data
+// shard for them goes unread, as with any stalled data node). The rule is
+// the relay's: another data node more than `lead` ahead of us means behind.
+// Data nodes pass every barrier together, so a live data node the barrier
+// still waits for is never more than one iteration from the others; only
+// one that was dropped falls further behind. A data node never moves ahead
+// (kMoveAhead): nobody is ahead of it when it is the clock, and its stage
+// has other replicas to take the state from when somebody is. It asks at
+// most kDataNodesAsked of the other data nodes (founders first, then by
+// id), as relays do. A member that re-enters (a relay too) also forgets
+// its own local dead verdicts (TrainingMembers::ForgetLocalVerdicts;
+// gossip's DEAD and LEFT still count): the soak's d0 was paused because
+// its own view called stage 1's replicas dead, verdicts of its hops that
+// timed out while it was starved, which hold until those replicas re-sign;
+// kept, they would pause it again at its entry, and the relays would wait
+// for its barrier until the silent deadline once per re-entry. A peer
+// that is really gone is marked again by its next failed hop or probe.
 //
 // Note [Sole replica behind]: the check above needs a replica to take the
 // state from. A stage's sole replica (a replacement whose peer was killed,
@@ -74,6 +113,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_BEHIND_CHECK_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_BEHIND_CHECK_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -84,6 +124,12 @@
 #include "common/clock.h"
 
 namespace skipswarm::node {
+
+// Note [Sole replica behind], Note [Data node behind]: a few data nodes tell
+// the swarm's iteration (they pass one barrier together); asking every one
+// each second would cost a large swarm's data nodes one question per member
+// per second each.
+inline constexpr size_t kDataNodesAsked = 3;
 
 struct BehindCheckOptions {
   absl::Duration every = absl::Seconds(1);
@@ -128,6 +174,17 @@ class BehindCheck {
   // answered, or has not for `confirm` such checks in a row (Note [Sole
   // replica behind]). nullopt otherwise.
   std::optional<BehindVerdict> Poll(uint64_t own, const Query& replicas, const Query& data_nodes);
+  // One check of a member hosting `stages` (Note [Data node behind]): Poll
+  // with the questions its role asks. `ask(stage, at_most)` gives the
+  // iterations of at most `at_most` live members hosting `stage`, this one
+  // left out. A data node ({0}) asks the other data nodes as its replicas
+  // and nothing as the clock; a one-stage relay asks its stage's replicas
+  // (all of them) and kDataNodesAsked data nodes. nullopt, asking nothing,
+  // for a member hosting several stages (a subnetwork worker does not
+  // re-enter: Note [A subnetwork joins] in gossip_daemon_join.cc).
+  using AskStage = std::function<std::vector<absl::StatusOr<uint64_t>>(int stage, size_t at_most)>;
+  std::optional<BehindVerdict> PollMember(const std::vector<int>& stages, uint64_t own,
+                                          const AskStage& ask);
   // The next Poll asks at once and counts afresh (after a re-entry or a
   // move ahead: a new start).
   void Reset() {
