@@ -73,19 +73,37 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
 }
 
 std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& stages,
-                                                    uint64_t own, const AskStage& ask) {
+                                                    const std::function<uint64_t()>& own,
+                                                    const AskStage& ask) {
   if (stages.size() != 1) return std::nullopt;
   const int stage = stages.front();
-  if (stage == 0) {
-    // Note [Data node behind]: the other data nodes are our replicas; we
-    // are the clock, so no data node is asked as one.
-    return Poll(
-        own, [&] { return ask(0, kDataNodesAsked); },
-        [] { return std::vector<absl::StatusOr<uint64_t>>{}; });
-  }
+  if (stage == 0) return PollDataNode(own, ask);
   return Poll(
-      own, [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
+      own(), [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
       [&] { return ask(0, kDataNodesAsked); });
+}
+
+std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint64_t()>& own,
+                                                      const AskStage& ask) {
+  const absl::Duration now = clock_->SteadyNow();
+  if (asked_ && now - last_ < options_.every) return std::nullopt;
+  asked_ = true;
+  last_ = now;
+  // Note [Data node behind]: the other data nodes are our replicas; we are
+  // the clock, so no data node is asked as one.
+  const Answers others = Ask([&] { return ask(0, kDataNodesAsked); });
+  // Read after the answers: iterations we finished while asking do not
+  // count against us (at ten iterations a second a slow answer is several).
+  const uint64_t mine = own();
+  if (!others.highest.has_value() || *others.highest < mine + 2) {
+    stuck_checks_ = 0;
+    return std::nullopt;
+  }
+  if (*others.highest > mine + options_.lead || ++stuck_checks_ >= options_.stuck_checks) {
+    stuck_checks_ = 0;
+    return BehindVerdict{BehindVerdict::kReenter, *others.highest};
+  }
+  return std::nullopt;
 }
 
 }  // namespace skipswarm::node

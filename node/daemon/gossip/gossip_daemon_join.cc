@@ -423,14 +423,15 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
   const membership::View view = RoutedView();
-  return behind->PollMember(stages, members->iteration(), [&](int of, size_t at_most) {
+  auto ask = [&](int of, size_t at_most) {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(view, self, of)) {
       if (answers.size() == at_most) break;
       answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
     }
     return answers;
-  });
+  };
+  return behind->PollMember(stages, [&] { return members->iteration(); }, ask);
 }
 
 absl::Status GossipDaemon::Parts::CatchUp(const BehindVerdict& verdict) {
