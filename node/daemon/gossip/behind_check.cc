@@ -1,5 +1,6 @@
 #include "node/daemon/gossip/behind_check.h"
 
+#include <limits>
 #include <utility>
 
 namespace skipswarm::node {
@@ -69,6 +70,40 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
   unanswered_ = 0;
   stuck_checks_ = 0;
   return BehindVerdict{BehindVerdict::kMoveAhead, *data.highest};
+}
+
+std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& stages,
+                                                    const std::function<uint64_t()>& own,
+                                                    const AskStage& ask) {
+  if (stages.size() != 1) return std::nullopt;
+  const int stage = stages.front();
+  if (stage == 0) return PollDataNode(own, ask);
+  return Poll(
+      own(), [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
+      [&] { return ask(0, kDataNodesAsked); });
+}
+
+std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint64_t()>& own,
+                                                      const AskStage& ask) {
+  const absl::Duration now = clock_->SteadyNow();
+  if (asked_ && now - last_ < options_.every) return std::nullopt;
+  asked_ = true;
+  last_ = now;
+  // Note [Data node behind]: the other data nodes are our replicas; we are
+  // the clock, so no data node is asked as one.
+  const Answers others = Ask([&] { return ask(0, kDataNodesAsked); });
+  // Read after the answers: iterations we finished while asking do not
+  // count against us (at ten iterations a second a slow answer is several).
+  const uint64_t mine = own();
+  if (!others.highest.has_value() || *others.highest < mine + 2) {
+    stuck_checks_ = 0;
+    return std::nullopt;
+  }
+  if (*others.highest > mine + options_.lead || ++stuck_checks_ >= options_.stuck_checks) {
+    stuck_checks_ = 0;
+    return BehindVerdict{BehindVerdict::kReenter, *others.highest};
+  }
+  return std::nullopt;
 }
 
 }  // namespace skipswarm::node

@@ -30,9 +30,59 @@
 // every iteration, so a member that is merely slow is never more than one
 // iteration behind them; a replica that is not behind answers within the
 // lead, and errors (a replica that is itself gone) say nothing.
-// Data nodes do not re-enter (their stage 0 replicas are the swarm's
-// iteration clock; a stalled data node is dropped from the barrier and
-// goes on from its own iteration, as before).
+// Data nodes re-enter the same way (Note [Data node behind]).
+//
+// Note [Data node behind]: data nodes (stage 0's replicas) are the swarm's
+// iteration clock, and they used not to re-enter: a stalled data node was
+// dropped from the others' barrier and went on from its own iteration. In
+// the 1000-iteration chaos soak (node/daemon/chaos_soak.md) that split the
+// swarm for good: d1 dropped a CPU-starved d0 after 3 unanswered probes and
+// went on alone, d0 stayed paused in its iteration, and the relays, which
+// follow the highest data node they ask, still waited in each iteration's
+// barrier for d0 (gossip called it alive) until the silent deadline, so
+// every micro-batch was dropped. Two cures were open: d0 re-enters like a
+// relay, or the barrier's drop of a data node becomes a swarm-wide
+// verdict. Re-entry is the one chosen: it reuses the joiner's path whole
+// (a data node may already join as one, ChooseJoinStage), needs no new
+// protocol, and repairs every side at once: the re-entry clears our
+// record's stages (out of every barrier and averaging at once, so relays
+// stop waiting for us), the re-signed records carry a higher incarnation
+// (every local dead verdict on us lapses), and we come back at a new entry
+// iteration with stage 0's state from another data node (its parameters
+// and optimizer state; the averaging keeps stage 0's replicas equal) and
+// our data position at that iteration (Note [Data order] in
+// node/train/data_source.h: a data node's micro-batches are a function of
+// the iteration and its rank). A swarm-wide verdict would need agreement
+// on a data node's drop (a gossiped opinion every relay applies to the
+// same iteration) and still leave the dropped node stuck in its iteration.
+// What we lose: the micro-batches of the iterations we missed (our data
+// shard for them goes unread, as with any stalled data node). When: data
+// nodes pass every barrier together, so a data node the barrier still
+// waits for finishes an iteration only once every other has sent its
+// barrier message of it, and no two are ever 2 iterations apart. Another
+// data node 2 or more ahead of us therefore says we are not in its
+// barrier any more (it dropped us, or we it): more than `lead` ahead, at
+// once (the relay's rule); 2 ahead, once it holds for `stuck_checks`
+// checks in a row. The second rule is for the split where both go on:
+// with two data nodes run as real processes and d0 stopped for 10 s, d0
+// dropped d1 from its averaging and d1 dropped d0 from its barrier, each
+// waiting out the 30 s silent deadline for the other; both went on alone,
+// leapfrogging within the lead, with the relays moving ahead to whichever
+// was further on, and most micro-batches of the other were refused (42
+// iterations in 7 minutes, every other one without a loss). Our own
+// iteration is read after the answers, so iterations we finish while
+// asking never make us look behind. A data node never moves ahead
+// (kMoveAhead): nobody is ahead of it when it is the clock, and its stage
+// has other replicas to take the state from when somebody is. It asks at
+// most kDataNodesAsked of the other data nodes (founders first, then by
+// id), as relays do. A member that re-enters (a relay too) also forgets
+// its own local dead verdicts (TrainingMembers::ForgetLocalVerdicts;
+// gossip's DEAD and LEFT still count): the soak's d0 was paused because
+// its own view called stage 1's replicas dead, verdicts of its hops that
+// timed out while it was starved, which hold until those replicas re-sign;
+// kept, they would pause it again at its entry, and the relays would wait
+// for its barrier until the silent deadline once per re-entry. A peer
+// that is really gone is marked again by its next failed hop or probe.
 //
 // Note [Sole replica behind]: the check above needs a replica to take the
 // state from. A stage's sole replica (a replacement whose peer was killed,
@@ -74,6 +124,7 @@
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_BEHIND_CHECK_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_BEHIND_CHECK_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -84,6 +135,12 @@
 #include "common/clock.h"
 
 namespace skipswarm::node {
+
+// Note [Sole replica behind], Note [Data node behind]: a few data nodes tell
+// the swarm's iteration (they pass one barrier together); asking every one
+// each second would cost a large swarm's data nodes one question per member
+// per second each.
+inline constexpr size_t kDataNodesAsked = 3;
 
 struct BehindCheckOptions {
   absl::Duration every = absl::Seconds(1);
@@ -128,6 +185,21 @@ class BehindCheck {
   // answered, or has not for `confirm` such checks in a row (Note [Sole
   // replica behind]). nullopt otherwise.
   std::optional<BehindVerdict> Poll(uint64_t own, const Query& replicas, const Query& data_nodes);
+  // One check of a member hosting `stages` (Note [Data node behind]).
+  // `ask(stage, at_most)` gives the iterations of at most `at_most` live
+  // members hosting `stage`, this one left out; `own` is our iteration. A
+  // one-stage relay: Poll(own(), all of its stage's replicas,
+  // kDataNodesAsked data nodes). A data node ({0}) asks kDataNodesAsked
+  // other data nodes (its replicas; no clock) and reads `own` after their
+  // answers: kReenter at their highest answer when it is more than `lead`
+  // ahead of ours, or at least 2 ahead in `stuck_checks` checks in a row.
+  // nullopt, asking nothing, for a member hosting several stages (a
+  // subnetwork worker does not re-enter: Note [A subnetwork joins] in
+  // gossip_daemon_join.cc).
+  using AskStage = std::function<std::vector<absl::StatusOr<uint64_t>>(int stage, size_t at_most)>;
+  std::optional<BehindVerdict> PollMember(const std::vector<int>& stages,
+                                          const std::function<uint64_t()>& own,
+                                          const AskStage& ask);
   // The next Poll asks at once and counts afresh (after a re-entry or a
   // move ahead: a new start).
   void Reset() {
@@ -137,13 +209,18 @@ class BehindCheck {
   }
 
  private:
+  std::optional<BehindVerdict> PollDataNode(const std::function<uint64_t()>& own,
+                                            const AskStage& ask);
+
   const BehindCheckOptions options_;
   common::Clock* const clock_;
   bool asked_ = false;
   absl::Duration last_ = absl::ZeroDuration();
   int unanswered_ = 0;  // checks in a row that would move ahead but for a silent replica
   uint64_t stuck_at_ = 0;
-  int stuck_checks_ = 0;  // checks in a row at stuck_at_ with the data nodes 2+ ahead
+  // Checks in a row at stuck_at_ with the data nodes 2+ ahead (a data
+  // node: with another data node 2+ ahead).
+  int stuck_checks_ = 0;
 };
 
 }  // namespace skipswarm::node

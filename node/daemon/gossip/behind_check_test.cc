@@ -1,6 +1,10 @@
 #include "node/daemon/gossip/behind_check.h"
 
+#include <cstddef>
+#include <limits>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
@@ -172,6 +176,154 @@ TEST(BehindCheckTest, AListedReplicaThatDoesNotAnswerDelaysTheMoveForConfirmChec
   EXPECT_EQ(poll(), std::nullopt);
   EXPECT_EQ(poll(), std::nullopt);
   EXPECT_EQ(poll(), Verdict(BehindVerdict::kMoveAhead, 600));
+}
+
+// Note [Data node behind], as the 1000-iteration chaos soak found it: d1
+// dropped a CPU-starved d0 from its barrier and went on alone while d0
+// stayed paused in iteration 138; nothing brought d0 back, and the relays'
+// barriers waited for it, so the swarm trained nothing for the rest of the
+// run. The daemon polls every 100 ms (its main loop); d1 finishes an empty
+// iteration a second. d0 must find itself behind once d1 is more than the
+// lead ahead, ask only the other data nodes (it is the clock: no move
+// ahead with its own state), and after its re-entry train in step again.
+TEST(BehindCheckTest, ADataNodeLeftBehindByTheOtherDataNodesReentersLikeARelay) {
+  common::SimClock clock;
+  BehindCheck d0_check({absl::Seconds(1), 4}, &clock);
+  uint64_t d0 = 138;
+  uint64_t d1 = 139;  // went on without d0
+  std::vector<std::pair<int, size_t>> asked;  // (stage, at most) of d0's questions
+  const BehindCheck::AskStage d0_asks = [&](int stage, size_t at_most) {
+    asked.emplace_back(stage, at_most);
+    return Answers{d1};
+  };
+  const std::vector<int> data_stage = {0};
+  std::optional<BehindVerdict> verdict;
+  absl::Duration found;
+  for (int tick = 1; tick <= 600 && !verdict.has_value(); ++tick) {
+    clock.Advance(absl::Milliseconds(100));
+    if (tick % 10 == 0) ++d1;
+    verdict = d0_check.PollMember(data_stage, [&] { return d0; }, d0_asks);
+    if (verdict.has_value()) found = clock.SteadyNow();
+  }
+  ASSERT_TRUE(verdict.has_value()) << "d0 never found itself behind d1 in 60 s";
+  // d1 is more than the lead ahead at 143, 4 s after the split; the check
+  // of that second says so.
+  EXPECT_EQ(*verdict, Verdict(BehindVerdict::kReenter, 143));
+  EXPECT_LE(found, absl::Seconds(5));
+  // Only the other data nodes, a few of them, were asked, once a second.
+  for (const auto& [stage, at_most] : asked) {
+    EXPECT_EQ(stage, 0);
+    EXPECT_EQ(at_most, kDataNodesAsked);
+  }
+  EXPECT_EQ(asked.size(), 5u);
+  // Re-entered (Reenter: the joiner's path) one iteration after d1's:
+  // from now on d0 and d1 pass every barrier together, at most one apart,
+  // and nobody is behind for the rest of the run.
+  d0_check.Reset();
+  d0 = d1 + 1;
+  for (int tick = 1; tick <= 1200; ++tick) {
+    clock.Advance(absl::Milliseconds(100));
+    if (tick % 10 == 0) {
+      ++d1;
+      ++d0;
+    }
+    ASSERT_EQ(d0_check.PollMember(data_stage, [&] { return d0; }, d0_asks), std::nullopt) << tick;
+  }
+}
+
+TEST(BehindCheckTest, ADataNodeNeverMovesAheadAndAsksNoClock) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  int clock_questions = 0;
+  auto poll = [&](uint64_t own, Answers others) {
+    clock.Advance(absl::Seconds(1));
+    return check.PollMember({0}, [own] { return own; }, [&](int stage, size_t at_most) {
+      EXPECT_EQ(stage, 0);
+      EXPECT_EQ(at_most, kDataNodesAsked);
+      ++clock_questions;
+      return others;
+    });
+  };
+  EXPECT_EQ(poll(100, {uint64_t{101}}), std::nullopt);  // in step
+  EXPECT_EQ(poll(100, {uint64_t{104}}), std::nullopt);  // exactly the lead
+  EXPECT_EQ(poll(140, {uint64_t{100}}), std::nullopt);  // it is the one behind
+  EXPECT_EQ(poll(100, {}), std::nullopt);               // the only data node: the clock
+  // Others silent for long, or stuck two behind us: a data node is the
+  // clock, never a stage behind the data nodes.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(poll(100, {absl::UnavailableError("gone")}), std::nullopt) << i;
+    EXPECT_EQ(poll(100, {uint64_t{98}}), std::nullopt) << i;
+  }
+  EXPECT_EQ(poll(100, {absl::UnavailableError("gone"), uint64_t{120}}),
+            Verdict(BehindVerdict::kReenter, 120));
+  EXPECT_EQ(clock_questions, 25);
+}
+
+// Note [Data node behind], the split where both go on (two data nodes as
+// real processes, d0 stopped for 10 s): each dropped the other and both
+// went on alone, within the lead of each other, for the rest of the run.
+// Two apart, they are not in one barrier; in `stuck_checks` checks in a
+// row the one behind re-enters. One apart is where data nodes of one
+// barrier are; iterations we finish while asking do not count.
+TEST(BehindCheckTest, DataNodesTwoApartForStuckChecksAreNotInOneBarrier) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4, /*confirm=*/3, /*stuck_checks=*/5}, &clock);
+  uint64_t mine = 60;
+  uint64_t other = 62;
+  auto poll = [&] {
+    clock.Advance(absl::Seconds(1));
+    return check.PollMember({0}, [&] { return mine; },
+                            [&](int, size_t) { return Answers{other}; });
+  };
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(poll(), std::nullopt) << i;
+  EXPECT_EQ(poll(), Verdict(BehindVerdict::kReenter, 62));
+  // In one barrier: one apart, either way, for as long as it lasts.
+  check.Reset();
+  mine = 63;
+  for (int i = 0; i < 60; ++i) {
+    other = mine + (i % 2);
+    ASSERT_EQ(poll(), std::nullopt) << i;
+    ++mine;
+  }
+  // A stretch two apart that ends within the checks starts the count again.
+  for (int round = 0; round < 3; ++round) {
+    other = mine + 2;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(poll(), std::nullopt) << round << " " << i;
+    other = mine + 1;
+    EXPECT_EQ(poll(), std::nullopt) << round;
+  }
+  // Our own iteration is read after the answers: ten iterations finished
+  // while the other data node answered 110 put us in step with it.
+  check.Reset();
+  mine = 100;
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.PollMember({0}, [&] { return mine; },
+                             [&](int, size_t) {
+                               mine = 110;
+                               return Answers{uint64_t{110}};
+                             }),
+            std::nullopt);
+}
+
+// A relay asks as before: all of its stage's replicas, a few data nodes; a
+// member hosting several stages (a subnetwork worker) asks nothing.
+TEST(BehindCheckTest, ARelayAsksItsReplicasAndAFewDataNodes) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  std::vector<std::pair<int, size_t>> asked;
+  auto ask = [&](int stage, size_t at_most) {
+    asked.emplace_back(stage, at_most);
+    return stage == 0 ? Answers{uint64_t{600}} : Answers{uint64_t{553}};
+  };
+  EXPECT_EQ(check.PollMember({2}, [] { return uint64_t{554}; }, ask),
+            Verdict(BehindVerdict::kMoveAhead, 600));
+  const std::vector<std::pair<int, size_t>> relay = {
+      {2, std::numeric_limits<size_t>::max()}, {0, kDataNodesAsked}};
+  EXPECT_EQ(asked, relay);
+  asked.clear();
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(check.PollMember({1, 2}, [] { return uint64_t{554}; }, ask), std::nullopt);
+  EXPECT_TRUE(asked.empty());
 }
 
 }  // namespace

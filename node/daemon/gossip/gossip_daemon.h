@@ -88,9 +88,10 @@ struct GossipDaemonOptions {
   // source's current one; more when iterations are short (Note [Entry
   // iteration]).
   int entry_lead = 1;
-  // Note [Revived members] (behind_check.h): how often a one-stage relay
-  // asks its stage's live replicas for their iteration, and re-enters
-  // (state transfer) when one is more than 4 ahead; zero: never.
+  // Note [Revived members] (behind_check.h): how often a one-stage member
+  // (a data node too: Note [Data node behind]) asks its stage's live
+  // replicas for their iteration, and re-enters (state transfer) when one
+  // is more than 4 ahead; zero: never.
   absl::Duration behind_check_every = absl::Seconds(1);
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   // Note [Stopping]: a stop (SIGINT, or a SIGTERM that cannot drain: the

@@ -62,7 +62,7 @@ common::BackoffOptions JoinBackoff() {
 // one iteration; a failure of any is the round's. A subnetwork joiner is
 // never restored from peers' copies (a stage without a live host has
 // none to average with anyway) and does not re-enter when behind (Note
-// [Revived members] is for one-stage relays).
+// [Revived members] is for one-stage members).
 absl::StatusOr<std::vector<int>> GossipDaemon::Parts::PlaceJoiner() {
   NodeDaemonOptions& o = options.base;
   const model::ModelConfig& config = o.model.model;
@@ -425,9 +425,9 @@ absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint6
 
 std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
   if (options.behind_check_every <= absl::ZeroDuration()) return std::nullopt;
-  // Data nodes do not re-enter (Note [Revived members]).
+  // One-stage members, data nodes included (Note [Data node behind]).
   const std::vector<int> stages = Stages();
-  if (stages.size() != 1 || stages.front() == 0 || stack == nullptr) return std::nullopt;
+  if (stages.size() != 1 || stack == nullptr) return std::nullopt;
   {
     absl::MutexLock lock(&mu);
     if (draining || move != nullptr) return std::nullopt;
@@ -438,7 +438,6 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     bo.lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
-  const int stage = Stages().front();
   const membership::View view = RoutedView();
   auto ask = [&](int of, size_t at_most) {
     std::vector<absl::StatusOr<uint64_t>> answers;
@@ -448,13 +447,7 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     }
     return answers;
   };
-  // Note [Sole replica behind]: a few data nodes tell the swarm's iteration
-  // (they pass one barrier together); asking every one each second would
-  // cost a large swarm's data nodes one question per relay per second each.
-  constexpr size_t kDataNodesAsked = 3;
-  return behind->Poll(
-      members->iteration(), [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
-      [&] { return ask(0, kDataNodesAsked); });
+  return behind->PollMember(stages, [&] { return members->iteration(); }, ask);
 }
 
 absl::Status GossipDaemon::Parts::CatchUp(const BehindVerdict& verdict) {
@@ -511,9 +504,12 @@ absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   const NodeDaemonOptions& o = base();
   const int stage = Stages().front();
   const uint64_t own = members->iteration();
-  LOG(WARNING) << o.name << ": behind the swarm: at iteration " << own << ", a replica of stage "
-               << stage << " at " << swarm_at
-               << " (Note [Revived members]); re-entering with a live replica's state";
+  // Note [Data node behind]: a data node's replicas are the other data nodes.
+  const std::string ahead = stage == 0 ? std::string("another data node")
+                                       : absl::StrCat("a replica of stage ", stage);
+  LOG(WARNING) << o.name << ": behind the swarm: at iteration " << own << ", " << ahead << " at "
+               << swarm_at << " (Note [" << (stage == 0 ? "Data node behind" : "Revived members")
+               << "]); re-entering with a live replica's state";
   std::printf("behind the swarm: at iteration %llu, stage %d's replicas at %llu; re-entering\n",
               static_cast<unsigned long long>(own), stage,
               static_cast<unsigned long long>(swarm_at));
@@ -524,6 +520,9 @@ absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   // training) before anything else: no more routes or averaging with us.
   SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord(
       [](proto::NodeRecord* r) { r->clear_stages(); }));
+  // Note [Data node behind]: the dead verdicts we made while stalled (our
+  // own hops and probes timing out) would outlast the re-entry.
+  members->ForgetLocalVerdicts();
   // The stuck iteration goes with the stack: its trainer's callbacks turn
   // into no-ops and its server detaches (frames to us are refused and
   // re-routed). The compute stays; its state is replaced below.

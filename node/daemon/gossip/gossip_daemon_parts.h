@@ -291,8 +291,9 @@ struct GossipDaemon::Parts {
   // Note [Revived members] (behind_check.h), main thread: the iteration a
   // live replica of our stage is in when it is more than the lead ahead
   // of ours, or the data nodes' when our whole stage is (Note [Sole
-  // replica behind]) (a one-stage relay, not moving, not stopping; at most
-  // once per options.behind_check_every).
+  // replica behind]) (a one-stage member, a data node too: Note [Data node
+  // behind]; not moving, not stopping; at most once per
+  // options.behind_check_every).
   std::optional<BehindVerdict> SwarmAheadOfUs();
   // ...then Reenter or MoveAhead.
   absl::Status CatchUp(const BehindVerdict& verdict);

@@ -370,6 +370,14 @@ void TrainingMembers::MarkDead(const common::NodeId& id, TrainingFace face) {
   }
 }
 
+void TrainingMembers::ForgetLocalVerdicts() {
+  absl::MutexLock lock(&mu_);
+  if (dead_.empty() && group_dead_.empty()) return;
+  dead_.clear();
+  group_dead_.clear();
+  ++version_;
+}
+
 namespace {
 
 // The view's sample of from -> to, if any (view.links is sorted by (from,

@@ -247,6 +247,12 @@ class TrainingMembers {
   // Every member of the view that is not trusted (ascending id); empty
   // without probation. The daemon's quotas give them the newcomer budget.
   std::vector<common::NodeId> Untrusted() const;
+  // Note [Data node behind] (behind_check.h): drops every local dead
+  // verdict (MarkDead through either face: this node's failed hops, probes
+  // and silences); gossip's DEAD and LEFT still count. For a member that
+  // re-enters after a stall, whose verdicts of that time say more about it
+  // than about its peers.
+  void ForgetLocalVerdicts();
 
  private:
   class Face;

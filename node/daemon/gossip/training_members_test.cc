@@ -506,6 +506,25 @@ TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
   EXPECT_TRUE(members.group()->IsAlive(r.id));
 }
 
+// Note [Data node behind]: a data node starved of CPU called stage 1's
+// replicas dead (its own hops failed) and stayed paused; re-entering, it
+// forgets those verdicts. Gossip's verdicts still count.
+TEST(TrainingMembersTest, ForgottenLocalVerdictsLeaveGossipsStanding) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  q.state = proto::MEMBER_STATE_DEAD;
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, q}, 1));
+  members.routing()->MarkDead(r.id);
+  members.group()->MarkDead(r.id);
+  EXPECT_TRUE(members.routing()->Replicas(1).empty());
+  const uint64_t before = members.routing()->version();
+  members.ForgetLocalVerdicts();
+  EXPECT_GT(members.routing()->version(), before);  // planners see the change
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  EXPECT_TRUE(members.group()->IsAlive(r.id));
+  EXPECT_FALSE(members.group()->IsAlive(q.id));
+}
+
 TEST(TrainingMembersTest, NewAddressesReachTheListener) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
   TrainingMembers members(d.id);
