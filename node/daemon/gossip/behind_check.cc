@@ -32,11 +32,18 @@ BehindCheck::BehindCheck(BehindCheckOptions options, common::Clock* clock)
 
 std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replicas,
                                                const Query& data_nodes) {
+  return Poll([own] { return own; }, replicas, data_nodes);
+}
+
+std::optional<BehindVerdict> BehindCheck::Poll(const std::function<uint64_t()>& own_now,
+                                               const Query& replicas, const Query& data_nodes) {
   const absl::Duration now = clock_->SteadyNow();
   if (asked_ && now - last_ < options_.every) return std::nullopt;
   asked_ = true;
   last_ = now;
   const Answers peers = Ask(replicas);
+  // Note [Own iteration after the answers]: read after each set of answers.
+  uint64_t own = own_now();
   if (peers.highest.has_value() && *peers.highest > own + options_.lead) {
     unanswered_ = 0;
     return BehindVerdict{BehindVerdict::kReenter, *peers.highest};
@@ -48,6 +55,7 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
     return std::nullopt;
   }
   const Answers data = Ask(data_nodes);
+  own = own_now();
   // Two iterations ahead of us, the data nodes finished one we did not
   // serve; still so after `stuck_checks` checks at the same iteration, we
   // are stuck, not slow.
@@ -79,7 +87,7 @@ std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& sta
   const int stage = stages.front();
   if (stage == 0) return PollDataNode(own, ask);
   return Poll(
-      own(), [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
+      own, [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
       [&] { return ask(0, kDataNodesAsked); });
 }
 

@@ -185,10 +185,23 @@ class BehindCheck {
   // answered, or has not for `confirm` such checks in a row (Note [Sole
   // replica behind]). nullopt otherwise.
   std::optional<BehindVerdict> Poll(uint64_t own, const Query& replicas, const Query& data_nodes);
+  // As above, with `own` read after the replicas answer and again after the
+  // data nodes do (Note [Own iteration after the answers]).
+  //
+  // Note [Own iteration after the answers]: asking takes time (a 500 ms
+  // timeout per member asked, more under load) while the trainer goes on;
+  // a fast swarm finishes several iterations meanwhile. Compared with our
+  // iteration from before the questions, data nodes that are merely one
+  // iteration on (waiting for our reduce) looked more than the lead ahead:
+  // both replicas of a stage moved ahead at once in gossip_daemon_test,
+  // each dropping the iteration it was averaging (an update lost). So each
+  // answer is compared with our iteration read after it.
+  std::optional<BehindVerdict> Poll(const std::function<uint64_t()>& own, const Query& replicas,
+                                    const Query& data_nodes);
   // One check of a member hosting `stages` (Note [Data node behind]).
   // `ask(stage, at_most)` gives the iterations of at most `at_most` live
   // members hosting `stage`, this one left out; `own` is our iteration. A
-  // one-stage relay: Poll(own(), all of its stage's replicas,
+  // one-stage relay: Poll(own, all of its stage's replicas,
   // kDataNodesAsked data nodes). A data node ({0}) asks kDataNodesAsked
   // other data nodes (its replicas; no clock) and reads `own` after their
   // answers: kReenter at their highest answer when it is more than `lead`

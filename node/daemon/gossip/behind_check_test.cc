@@ -326,5 +326,33 @@ TEST(BehindCheckTest, ARelayAsksItsReplicasAndAFewDataNodes) {
   EXPECT_TRUE(asked.empty());
 }
 
+// Note [Own iteration after the answers], as gossip_daemon_test found it
+// under load: both replicas of stage 2 at 79, in step; while the data nodes
+// were asked the trainer finished iterations up to 84, and the data nodes
+// answered 85 (one on: waiting for our reduce). Compared with 79 that was
+// more than the lead: both replicas moved ahead and dropped iteration 84.
+TEST(BehindCheckTest, IterationsFinishedWhileAskingDoNotCountAgainstARelay) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  uint64_t mine = 79;
+  auto ask = [&](int stage, size_t) {
+    if (stage != 0) return Answers{uint64_t{79}};
+    mine = 84;  // the trainer went on while the data nodes answered
+    return Answers{uint64_t{85}};
+  };
+  for (int i = 0; i < 10; ++i) {
+    mine = 79;
+    EXPECT_EQ(check.PollMember({2}, [&] { return mine; }, ask), std::nullopt) << "check " << i;
+    clock.Advance(absl::Seconds(1));
+  }
+  // Really behind after the answers: still moves ahead.
+  auto far = [&](int stage, size_t) {
+    return stage == 0 ? Answers{uint64_t{90}} : Answers{uint64_t{79}};
+  };
+  mine = 79;
+  EXPECT_EQ(check.PollMember({2}, [&] { return mine; }, far),
+            Verdict(BehindVerdict::kMoveAhead, 90));
+}
+
 }  // namespace
 }  // namespace skipswarm::node
