@@ -85,17 +85,26 @@ class NeverFinishingCompute final : public StageCompute {
   std::atomic<int> late_{0};
 };
 
-TEST(DataNodeDriverTeardownTest, NoDeadlineActsAfterTheDriverIsDestroyedOnTheRealClock) {
+// One data node of stage 0 on the real clock (the deadlines and the
+// driver's hand-offs run on the clock's own thread), on a switchboard.
+class DataNodeDriverTeardownTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto endpoint = board.Attach(self);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+    transport = *std::move(endpoint);
+  }
+
   std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
   const common::NodeId self = common::NodeId::ForName("data");
-  const std::vector<PeerInfo> members = {{self, {0}, 4, "", ""}};
-  StaticSwarmView view(members);
-  Switchboard board(clock.get());
-  auto endpoint = board.Attach(self);
-  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  std::unique_ptr<Transport> transport = *std::move(endpoint);
+  StaticSwarmView view{std::vector<PeerInfo>{{self, {0}, 4, "", ""}}};
+  Switchboard board{clock.get()};
+  std::unique_ptr<Transport> transport;
   std::atomic<bool> gone{false};
-  NeverFinishingCompute compute(&gone);
+  NeverFinishingCompute compute{&gone};
+};
+
+TEST_F(DataNodeDriverTeardownTest, NoDeadlineActsAfterTheDriverIsDestroyedOnTheRealClock) {
   InOrderPlanner planner;
   SyntheticDataSource data(/*samples=*/1, /*seq=*/4, /*vocab=*/16);
   DriverOptions options;
@@ -153,17 +162,7 @@ struct SetOnDestroy {
 // order TSan could see after the clock thread's copy, and TSan reported it
 // (this test failed under --config=tsan). The report is now moved into the
 // task: the stopping thread holds no copy to drop.
-TEST(DataNodeDriverTeardownTest, CancelLeavesNoCopyOfItsReportOnTheStoppingThread) {
-  std::unique_ptr<common::RealClock> clock = common::RealClock::Create();
-  const common::NodeId self = common::NodeId::ForName("data");
-  const std::vector<PeerInfo> members = {{self, {0}, 4, "", ""}};
-  StaticSwarmView view(members);
-  Switchboard board(clock.get());
-  auto endpoint = board.Attach(self);
-  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  std::unique_ptr<Transport> transport = *std::move(endpoint);
-  std::atomic<bool> gone{false};
-  NeverFinishingCompute compute(&gone);
+TEST_F(DataNodeDriverTeardownTest, CancelLeavesNoCopyOfItsReportOnTheStoppingThread) {
   NoRoutePlanner planner;
   SyntheticDataSource data(/*samples=*/1, /*seq=*/4, /*vocab=*/16);
   DriverOptions options;
