@@ -34,16 +34,29 @@ constexpr char kSwarm[] = "admission-daemon-test";
 class AdmissionDaemonTest : public AdmissionSwarmTest {
  protected:
   AdmissionDaemonTest() : AdmissionSwarmTest(kSwarm, "only invited nodes train line ") {}
+
+  // Invite mode: `founder` signs invites; `listed` is admitted by id.
+  void UseInvites(const identity::Identity& founder, const identity::Identity& listed) {
+    policy_.mode = membership::AdmissionMode::kInvite;
+    policy_.swarm_name = kSwarm;
+    policy_.founder_public_key = founder.public_key();
+    policy_.allowed_ids = {listed.id()};
+  }
+
+  // `founder`'s invite for `key`, valid until 2096, with a nonce of `nonce`s.
+  static proto::SignedInvite Invite(const identity::Identity& founder,
+                                    const identity::Identity& key, char nonce) {
+    return *membership::MintInvite(founder,
+                                   {kSwarm, absl::FromUnixSeconds(4'000'000'000), key.id()},
+                                   std::string(membership::kInviteNonceBytes, nonce));
+  }
 };
 
 TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   const auto founder_key = SeededKey('f');
   const auto invited_key = SeededKey('i');
   const auto listed_key = SeededKey('l');
-  policy_.mode = membership::AdmissionMode::kInvite;
-  policy_.swarm_name = kSwarm;
-  policy_.founder_public_key = founder_key->public_key();
-  policy_.allowed_ids = {listed_key->id()};
+  UseInvites(*founder_key, *listed_key);
   constexpr int64_t kIterations = 30;
 
   // Stage 0: the founder; stage 1: the invited node; stage 2: the listed one.
@@ -64,10 +77,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
   a.expect_members = 3;
   a.base.iterations = kIterations;
   a.gossip.join = {bootstrap};
-  a.gossip.invite = *membership::MintInvite(
-      *founder_key,
-      {kSwarm, absl::FromUnixSeconds(4'000'000'000), invited_key->id()},  // year 2096
-      std::string(membership::kInviteNonceBytes, 'n'));
+  a.gossip.invite = Invite(*founder_key, *invited_key, 'n');
   absl::Notification training;
   auto invited = LaunchDaemon(a, [&](const NodeIterationReport& r) {
     if (r.iteration >= 3 && !training.HasBeenNotified()) training.Notify();
@@ -139,18 +149,10 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
   const auto a_key = SeededKey('i');
   const auto b_key = SeededKey('j');
   const auto listed_key = SeededKey('l');
-  policy_.mode = membership::AdmissionMode::kInvite;
-  policy_.swarm_name = kSwarm;
-  policy_.founder_public_key = founder_key->public_key();
-  policy_.allowed_ids = {listed_key->id()};
+  UseInvites(*founder_key, *listed_key);
   constexpr int64_t kIterations = 40;
   const std::string revoked_file = dir_ + "/revoked.txt";
   std::remove(revoked_file.c_str());
-  auto invite = [&](const identity::Identity& key, char nonce) {
-    return *membership::MintInvite(*founder_key,
-                                   {kSwarm, absl::FromUnixSeconds(4'000'000'000), key.id()},
-                                   std::string(membership::kInviteNonceBytes, nonce));
-  };
 
   // Stage 0: the founder; stage 1: a and b (invited); stage 2: the listed one.
   GossipDaemonOptions f = Options("f", {0}, 'f');
@@ -183,7 +185,7 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
     o.expect_members = 4;
     o.base.iterations = kIterations;
     o.gossip.join = {bootstrap};
-    if (n.key != nullptr) o.gossip.invite = invite(*n.key, n.nonce);
+    if (n.key != nullptr) o.gossip.invite = Invite(*founder_key, *n.key, n.nonce);
     others.push_back(LaunchDaemon(o, [&, first = others.empty()](const NodeIterationReport& r) {
       if (first && r.iteration >= 3 && !training.HasBeenNotified()) training.Notify();
     }));
@@ -258,18 +260,10 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
   const auto a_key = SeededKey('i');
   const auto b_key = SeededKey('j');
   const auto listed_key = SeededKey('l');
-  policy_.mode = membership::AdmissionMode::kInvite;
-  policy_.swarm_name = kSwarm;
-  policy_.founder_public_key = founder_key->public_key();
-  policy_.allowed_ids = {listed_key->id()};
+  UseInvites(*founder_key, *listed_key);
   constexpr int64_t kIterations = 1'000'000;  // stopped below
   const std::string revoked_file = dir_ + "/revoked-joiner.txt";
   std::remove(revoked_file.c_str());
-  auto invite = [&](const identity::Identity& key, char nonce) {
-    return *membership::MintInvite(*founder_key,
-                                   {kSwarm, absl::FromUnixSeconds(4'000'000'000), key.id()},
-                                   std::string(membership::kInviteNonceBytes, nonce));
-  };
   GossipDaemonOptions f = Options("f", {0}, 'f');
   f.expect_members = 3;
   f.base.iterations = kIterations;
@@ -282,7 +276,7 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
   ao.expect_members = 3;
   ao.base.iterations = kIterations;
   ao.gossip.join = {bootstrap};
-  ao.gossip.invite = invite(*a_key, 'a');
+  ao.gossip.invite = Invite(*founder_key, *a_key, 'a');
   auto a = LaunchDaemon(ao, /*reach=*/3);
   ASSERT_NE(a, nullptr);
   GossipDaemonOptions co = Options("c", {2}, 'l');
@@ -300,7 +294,7 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
   bo.base.iterations = kIterations;
   bo.base.startup_timeout = absl::Seconds(20);  // the old code's retries end here
   bo.gossip.join = {bootstrap};
-  bo.gossip.invite = invite(*b_key, 'b');
+  bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
   bo.before_state_request = [&](uint64_t) {
     if (revoked.HasBeenNotified()) return;
     proto::RevocationList list;
