@@ -11,12 +11,15 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <algorithm>
 
 #include <httplib.h>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/free_port.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 #include "membership/admission.h"
@@ -333,6 +336,147 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
     d->finished.WaitForNotification();
     EXPECT_TRUE(d->result.ok()) << d->result;
   }
+}
+
+// Note [Revoked while joining] behind NAT (Note [Relayed entry]): b joins
+// at an address nobody can dial back, so its record is outbound-only, and
+// it gets no relay (its attacher sees no candidates), so it waits for one
+// in AwaitOwnRelays. It is revoked there. That wait used to run on to the
+// start-up deadline (here 20 s, DEADLINE_EXCEEDED, "no relay took this
+// node") although b's membership knew the cause; b must stop with it.
+TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
+  const auto founder_key = SeededKey('f');
+  const auto a_key = SeededKey('i');
+  const auto b_key = SeededKey('j');
+  const auto listed_key = SeededKey('l');
+  UseInvites(*founder_key, *listed_key);
+  constexpr int64_t kIterations = 1'000'000;  // stopped below
+  const std::string revoked_file = dir_ + "/revoked-behind-nat.txt";
+  std::remove(revoked_file.c_str());
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.expect_members = 3;
+  f.base.iterations = kIterations;
+  f.gossip.revocations_file = revoked_file;
+  f.gossip.revocations_poll = absl::Milliseconds(100);
+  auto founder = LaunchDaemon(f);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  GossipDaemonOptions ao = Options("a", {1}, 'i');
+  ao.expect_members = 3;
+  ao.base.iterations = kIterations;
+  ao.gossip.join = {bootstrap};
+  ao.gossip.invite = Invite(*founder_key, *a_key, 'a');
+  auto a = LaunchDaemon(ao, /*reach=*/3);
+  ASSERT_NE(a, nullptr);
+  GossipDaemonOptions co = Options("c", {2}, 'l');
+  co.expect_members = 3;
+  co.base.iterations = kIterations;
+  co.gossip.join = {bootstrap};
+  auto c = LaunchDaemon(co);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(a->WaitUnlessFinished(a->reached)) << a->result;
+
+  absl::StatusOr<int> dead = common::FreeLoopbackPort();
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  absl::Notification never;  // b's relay attacher stays without candidates
+  GossipDaemonOptions bo = Options("b", {1}, 'j');
+  bo.expect_members = 0;
+  bo.base.iterations = kIterations;
+  bo.base.startup_timeout = absl::Seconds(20);  // the old code's wait ends here
+  bo.gossip.join = {bootstrap};
+  bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
+  bo.advertise = absl::StrCat("127.0.0.1:", *dead);
+  bo.relay_attach_gate = &never;
+  auto b = LaunchDaemon(bo);
+  ASSERT_NE(b, nullptr);
+  // Create has joined; revoke b once the founder sees it outbound-only.
+  const auto outbound_only_in = [&](const RunningDaemon& d) {
+    const membership::View view = d.daemon->view();
+    const membership::MemberInfo* m = view.Find(b_key->id());
+    return m != nullptr && m->outbound_only;
+  };
+  while (!outbound_only_in(*founder)) {
+    ASSERT_FALSE(b->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+        << b->result;
+  }
+  proto::RevocationList list;
+  list.set_swarm_name(kSwarm);
+  list.set_serial(1);
+  list.add_node_ids(b_key->id().Bytes());
+  {
+    std::ofstream out(revoked_file + ".tmp");
+    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
+  }
+  ASSERT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+
+  b->finished.WaitForNotification();
+  EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
+  EXPECT_NE(b->result.message().find("revoked this node"), std::string::npos) << b->result;
+  {
+    absl::MutexLock lock(&b->mu);
+    EXPECT_TRUE(b->reports.empty()) << "b trained although it never had a relay";
+  }
+  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) d->signals.stop = true;
+  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) {
+    d->finished.WaitForNotification();
+    EXPECT_TRUE(d->result.ok()) << d->result;
+  }
+}
+
+// Note [Revoked while joining] during the stage choice (PlaceJoiner, in
+// Create): the founder waits for a second founder that never comes, so the
+// swarm cannot take a joiner (stages 1 and 2 have no host) and b, a joiner
+// without stages, keeps choosing. It is revoked there. That wait used to
+// run on to the start-up deadline (here 20 s, "the swarm cannot take a
+// joiner yet") although b's membership knew the cause; b must stop with it.
+TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWhileChoosingAStage) {
+  const auto founder_key = SeededKey('f');
+  const auto b_key = SeededKey('j');
+  const auto listed_key = SeededKey('l');
+  UseInvites(*founder_key, *listed_key);
+  const std::string revoked_file = dir_ + "/revoked-choosing.txt";
+  std::remove(revoked_file.c_str());
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.expect_members = 2;  // never met: stopped below
+  f.gossip.revocations_file = revoked_file;
+  f.gossip.revocations_poll = absl::Milliseconds(100);
+  auto founder = LaunchDaemon(f);
+  ASSERT_NE(founder, nullptr);
+
+  GossipDaemonOptions bo = Options("b", {}, 'j');
+  bo.base.startup_timeout = absl::Seconds(20);  // the old code's wait ends here
+  bo.gossip.join = {founder->daemon->gossip_address()};
+  bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
+  absl::Status created = absl::UnknownError("running");
+  absl::Notification done;
+  std::thread create([&] {
+    created = GossipDaemon::Create(bo, TorchNodeBackend()).status();
+    done.Notify();
+  });
+  // Create has joined once the founder sees b; then revoke it.
+  const auto live_in = [&](const RunningDaemon& d) {
+    const membership::View view = d.daemon->view();
+    for (const membership::MemberInfo* m : view.Live()) {
+      if (m->id == b_key->id()) return true;
+    }
+    return false;
+  };
+  while (!live_in(*founder) && !done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+  }
+  proto::RevocationList list;
+  list.set_swarm_name(kSwarm);
+  list.set_serial(1);
+  list.add_node_ids(b_key->id().Bytes());
+  {
+    std::ofstream out(revoked_file + ".tmp");
+    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
+  }
+  EXPECT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+  create.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(created)) << created;
+  EXPECT_NE(created.message().find("revoked this node"), std::string::npos) << created;
+  founder->signals.stop = true;
+  founder->finished.WaitForNotification();
 }
 
 }  // namespace

@@ -107,8 +107,9 @@ absl::StatusOr<std::vector<int>> GossipDaemon::Parts::PlaceJoiner() {
       }
       last = s.status();
     }
-    if (clock->SteadyNow() > deadline) return last;
     if (StopRequested()) return JoinStopped("while choosing a stage");
+    SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
+    if (clock->SteadyNow() > deadline) return last;
     clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
   }
 }
@@ -159,6 +160,10 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
 // retry until the start-up deadline (120 s) although its membership had
 // learnt the cause (Membership::SelfAdmission); they end at once with that
 // cause, and the node stops with it (exit 1), as Run does while it trains.
+// So do the two waits before them: the stage choice (PlaceJoiner, in
+// Create) and, behind NAT, the wait for our relays (AwaitOwnRelays: a
+// revoked node is refused every relay, so it used to wait out the
+// deadline there).
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
   const std::vector<int> stages = Stages();

@@ -271,7 +271,8 @@ struct GossipDaemon::Parts {
   // allocation gives it (ChooseJoinStage) or, with options.choose_role,
   // its role and stages (ChooseJoinRole; a subnetwork sets base().sdp to
   // forward masking); retried while the swarm forms, until the start-up
-  // deadline. CANCELLED on a stop signal.
+  // deadline. CANCELLED on a stop signal; our revocation's cause
+  // (Membership::SelfAdmission) once we learn it.
   absl::StatusOr<std::vector<int>> PlaceJoiner();
   absl::Status EnterAsJoiner();
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
@@ -335,7 +336,8 @@ struct GossipDaemon::Parts {
   void StartRelayAttacher();
   // Note [Relayed entry] (gossip_daemon_relay.cc): returns once our record
   // names a relay (at once when it is not outbound-only); DEADLINE_EXCEEDED
-  // at `deadline` (steady clock).
+  // at `deadline` (steady clock); CANCELLED on a stop signal; our
+  // revocation's cause (Membership::SelfAdmission) once we learn it.
   absl::Status AwaitOwnRelays(absl::Duration deadline);
 };
 

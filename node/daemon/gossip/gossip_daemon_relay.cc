@@ -187,6 +187,8 @@ absl::Status GossipDaemon::Parts::AwaitOwnRelays(absl::Duration deadline) {
     if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
       return absl::CancelledError("stopped by a signal while waiting for a relay");
     }
+    // Note [Revoked while joining] (gossip_daemon_join.cc).
+    SS_RETURN_IF_ERROR(gossip->membership()->SelfAdmission());
     if (clock->SteadyNow() > deadline) {
       return absl::DeadlineExceededError(
           "behind NAT and no relay took this node: no reachable member with a free relay slot "
