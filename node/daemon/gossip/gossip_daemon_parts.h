@@ -150,7 +150,10 @@ struct GossipDaemon::Parts {
   std::unique_ptr<TrainingStack> stack;
   absl::Mutex stack_mu;
   // Swaps in `next` under `stack_mu` and destroys the old stack after the
-  // lock is released (its destructor waits out a trainer callback).
+  // lock is released (its destructor waits out a trainer callback). With
+  // no `next` the old stack is retired (RetireStack: its held micro-batch
+  // visits are released and their origins told); a non-null `next` is only
+  // for a daemon with no stack (callers drop the old one first).
   void ReplaceStack(std::unique_ptr<TrainingStack> next);
   Metrics metrics;
   std::unique_ptr<ServingHealth> health;

@@ -20,6 +20,7 @@
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/reachability.h"
+#include "node/daemon/gossip/stack_retire.h"
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/reporting/daemon_reporting.h"
@@ -227,6 +228,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
 }
 
 void GossipDaemon::Parts::ReplaceStack(std::unique_ptr<TrainingStack> next) {
+  const bool retire = next == nullptr;
   std::unique_ptr<TrainingStack> old;
   {
     absl::MutexLock lock(&stack_mu);
@@ -245,7 +247,17 @@ void GossipDaemon::Parts::ReplaceStack(std::unique_ptr<TrainingStack> next) {
     old = std::move(stack);
     stack = std::move(next);
   }
-  old.reset();  // Note [Stack hand-over]
+  // Note [Stack hand-over]: outside the lock (the release sends notices,
+  // the destruction waits out a trainer callback). A stack replaced by
+  // none releases what its server holds, so the micro-batches' origins
+  // learn of the drop at once; a new stack is only ever built after that
+  // (BuildServing's callers drop the old one first), since the release
+  // discards by the old server's local ids in the shared computes.
+  if (retire) {
+    RetireStack(std::move(old));
+  } else {
+    old.reset();
+  }
 }
 
 void GossipDaemon::Parts::MakeHealth() {
