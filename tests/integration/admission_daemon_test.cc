@@ -46,6 +46,75 @@ class AdmissionDaemonTest : public AdmissionSwarmTest {
     policy_.allowed_ids = {listed.id()};
   }
 
+  // Publishes `founder`'s signed list revoking `id` in `file`: written
+  // aside, then renamed over it (the founder polls the file). True if the
+  // rename succeeded.
+  static bool Revoke(const identity::Identity& founder, const common::NodeId& id,
+                     const std::string& file) {
+    proto::RevocationList list;
+    list.set_swarm_name(kSwarm);
+    list.set_serial(1);
+    list.add_node_ids(id.Bytes());
+    {
+      std::ofstream out(file + ".tmp");
+      out << membership::EncodeRevocations(*membership::SignRevocations(founder, list));
+    }
+    return std::rename((file + ".tmp").c_str(), file.c_str()) == 0;
+  }
+
+  // Whether `d`'s view counts `id` live.
+  static bool LiveIn(const RunningDaemon& d, const common::NodeId& id) {
+    const membership::View view = d.daemon->view();
+    for (const membership::MemberInfo* m : view.Live()) {
+      if (m->id == id) return true;
+    }
+    return false;
+  }
+
+  // A swarm training until stopped: the founder f (stage 0, polling
+  // `revoked_file` every 100 ms), a (stage 1, invited with `a_key`) and
+  // the listed c (stage 2). Returns once a has trained 3 iterations.
+  struct ThreeMembers {
+    std::unique_ptr<RunningDaemon> founder, a, c;
+    std::string bootstrap;
+
+    // Stops all three; each must end OK.
+    void StopAll() {
+      for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) d->signals.stop = true;
+      for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) {
+        d->finished.WaitForNotification();
+        EXPECT_TRUE(d->result.ok()) << d->result;
+      }
+    }
+  };
+  static constexpr int64_t kUntilStopped = 1'000'000;
+  void StartThreeMembers(const identity::Identity& founder_key, const identity::Identity& a_key,
+                         const std::string& revoked_file, ThreeMembers* swarm) {
+    std::remove(revoked_file.c_str());
+    GossipDaemonOptions f = Options("f", {0}, 'f');
+    f.expect_members = 3;
+    f.base.iterations = kUntilStopped;
+    f.gossip.revocations_file = revoked_file;
+    f.gossip.revocations_poll = absl::Milliseconds(100);
+    swarm->founder = LaunchDaemon(f);
+    ASSERT_NE(swarm->founder, nullptr);
+    swarm->bootstrap = swarm->founder->daemon->gossip_address();
+    GossipDaemonOptions ao = Options("a", {1}, 'i');
+    ao.expect_members = 3;
+    ao.base.iterations = kUntilStopped;
+    ao.gossip.join = {swarm->bootstrap};
+    ao.gossip.invite = Invite(founder_key, a_key, 'a');
+    swarm->a = LaunchDaemon(ao, /*reach=*/3);
+    ASSERT_NE(swarm->a, nullptr);
+    GossipDaemonOptions co = Options("c", {2}, 'l');
+    co.expect_members = 3;
+    co.base.iterations = kUntilStopped;
+    co.gossip.join = {swarm->bootstrap};
+    swarm->c = LaunchDaemon(co);
+    ASSERT_NE(swarm->c, nullptr);
+    ASSERT_TRUE(swarm->a->WaitUnlessFinished(swarm->a->reached)) << swarm->a->result;
+  }
+
   // `founder`'s invite for `key`, valid until 2096, with a nonce of `nonce`s.
   static proto::SignedInvite Invite(const identity::Identity& founder,
                                     const identity::Identity& key, char nonce) {
@@ -199,15 +268,7 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
     ASSERT_FALSE(others[0]->finished.HasBeenNotified()) << others[0]->result;
   }
 
-  proto::RevocationList list;
-  list.set_swarm_name(kSwarm);
-  list.set_serial(1);
-  list.add_node_ids(b_key->id().Bytes());
-  {
-    std::ofstream out(revoked_file + ".tmp");
-    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
-  }
-  ASSERT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+  ASSERT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
   int revoked_at;
   {
     absl::MutexLock lock(&mu);
@@ -264,78 +325,39 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
   const auto b_key = SeededKey('j');
   const auto listed_key = SeededKey('l');
   UseInvites(*founder_key, *listed_key);
-  constexpr int64_t kIterations = 1'000'000;  // stopped below
   const std::string revoked_file = dir_ + "/revoked-joiner.txt";
-  std::remove(revoked_file.c_str());
-  GossipDaemonOptions f = Options("f", {0}, 'f');
-  f.expect_members = 3;
-  f.base.iterations = kIterations;
-  f.gossip.revocations_file = revoked_file;
-  f.gossip.revocations_poll = absl::Milliseconds(100);
-  auto founder = LaunchDaemon(f);
-  ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  GossipDaemonOptions ao = Options("a", {1}, 'i');
-  ao.expect_members = 3;
-  ao.base.iterations = kIterations;
-  ao.gossip.join = {bootstrap};
-  ao.gossip.invite = Invite(*founder_key, *a_key, 'a');
-  auto a = LaunchDaemon(ao, /*reach=*/3);
-  ASSERT_NE(a, nullptr);
-  GossipDaemonOptions co = Options("c", {2}, 'l');
-  co.expect_members = 3;
-  co.base.iterations = kIterations;
-  co.gossip.join = {bootstrap};
-  auto c = LaunchDaemon(co);
-  ASSERT_NE(c, nullptr);
-  ASSERT_TRUE(a->WaitUnlessFinished(a->reached)) << a->result;
+  ThreeMembers swarm;
+  ASSERT_NO_FATAL_FAILURE(StartThreeMembers(*founder_key, *a_key, revoked_file, &swarm));
+  const std::string& bootstrap = swarm.bootstrap;
 
   // b's hook: revoke b once it announced its entry, then wait until every
   // member evicted it, so no source will serve its fetch.
   absl::Notification revoked, evicted;
   GossipDaemonOptions bo = Options("b", {1}, 'j');
-  bo.base.iterations = kIterations;
+  bo.base.iterations = kUntilStopped;
   bo.base.startup_timeout = absl::Seconds(20);  // the old code's retries end here
   bo.gossip.join = {bootstrap};
   bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
   bo.before_state_request = [&](uint64_t) {
     if (revoked.HasBeenNotified()) return;
-    proto::RevocationList list;
-    list.set_swarm_name(kSwarm);
-    list.set_serial(1);
-    list.add_node_ids(b_key->id().Bytes());
-    {
-      std::ofstream out(revoked_file + ".tmp");
-      out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
-    }
-    EXPECT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+    EXPECT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
     revoked.Notify();
     EXPECT_TRUE(evicted.WaitForNotificationWithTimeout(absl::Seconds(60)));
   };
   auto b = LaunchDaemon(bo);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(b->WaitUnlessFinished(revoked)) << b->result;
-  const auto live_in = [&](const RunningDaemon& d) {
-    const membership::View view = d.daemon->view();
-    for (const membership::MemberInfo* m : view.Live()) {
-      if (m->id == b_key->id()) return true;
-    }
-    return false;
-  };
-  while (live_in(*founder) || live_in(*a) || live_in(*c)) {
-    ASSERT_FALSE(founder->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
-        << founder->result;
+  const auto live_in = [&](const RunningDaemon& d) { return LiveIn(d, b_key->id()); };
+  while (live_in(*swarm.founder) || live_in(*swarm.a) || live_in(*swarm.c)) {
+    ASSERT_FALSE(swarm.founder->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+        << swarm.founder->result;
   }
   evicted.Notify();
 
   b->finished.WaitForNotification();
   EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
   EXPECT_NE(b->result.message().find("revoked this node"), std::string::npos) << b->result;
-  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) d->signals.stop = true;
-  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) {
-    d->finished.WaitForNotification();
-    EXPECT_TRUE(d->result.ok()) << d->result;
-  }
+  swarm.StopAll();
 }
 
 // Note [Revoked while joining] behind NAT (Note [Relayed entry]): b joins
@@ -350,38 +372,17 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
   const auto b_key = SeededKey('j');
   const auto listed_key = SeededKey('l');
   UseInvites(*founder_key, *listed_key);
-  constexpr int64_t kIterations = 1'000'000;  // stopped below
   const std::string revoked_file = dir_ + "/revoked-behind-nat.txt";
-  std::remove(revoked_file.c_str());
-  GossipDaemonOptions f = Options("f", {0}, 'f');
-  f.expect_members = 3;
-  f.base.iterations = kIterations;
-  f.gossip.revocations_file = revoked_file;
-  f.gossip.revocations_poll = absl::Milliseconds(100);
-  auto founder = LaunchDaemon(f);
-  ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  GossipDaemonOptions ao = Options("a", {1}, 'i');
-  ao.expect_members = 3;
-  ao.base.iterations = kIterations;
-  ao.gossip.join = {bootstrap};
-  ao.gossip.invite = Invite(*founder_key, *a_key, 'a');
-  auto a = LaunchDaemon(ao, /*reach=*/3);
-  ASSERT_NE(a, nullptr);
-  GossipDaemonOptions co = Options("c", {2}, 'l');
-  co.expect_members = 3;
-  co.base.iterations = kIterations;
-  co.gossip.join = {bootstrap};
-  auto c = LaunchDaemon(co);
-  ASSERT_NE(c, nullptr);
-  ASSERT_TRUE(a->WaitUnlessFinished(a->reached)) << a->result;
+  ThreeMembers swarm;
+  ASSERT_NO_FATAL_FAILURE(StartThreeMembers(*founder_key, *a_key, revoked_file, &swarm));
+  const std::string& bootstrap = swarm.bootstrap;
 
   absl::StatusOr<int> dead = common::FreeLoopbackPort();
   ASSERT_TRUE(dead.ok()) << dead.status();
   absl::Notification never;  // b's relay attacher stays without candidates
   GossipDaemonOptions bo = Options("b", {1}, 'j');
   bo.expect_members = 0;
-  bo.base.iterations = kIterations;
+  bo.base.iterations = kUntilStopped;
   bo.base.startup_timeout = absl::Seconds(20);  // the old code's wait ends here
   bo.gossip.join = {bootstrap};
   bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
@@ -395,19 +396,11 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
     const membership::MemberInfo* m = view.Find(b_key->id());
     return m != nullptr && m->outbound_only;
   };
-  while (!outbound_only_in(*founder)) {
+  while (!outbound_only_in(*swarm.founder)) {
     ASSERT_FALSE(b->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
         << b->result;
   }
-  proto::RevocationList list;
-  list.set_swarm_name(kSwarm);
-  list.set_serial(1);
-  list.add_node_ids(b_key->id().Bytes());
-  {
-    std::ofstream out(revoked_file + ".tmp");
-    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
-  }
-  ASSERT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+  ASSERT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
 
   b->finished.WaitForNotification();
   EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
@@ -416,11 +409,7 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
     absl::MutexLock lock(&b->mu);
     EXPECT_TRUE(b->reports.empty()) << "b trained although it never had a relay";
   }
-  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) d->signals.stop = true;
-  for (RunningDaemon* d : {founder.get(), a.get(), c.get()}) {
-    d->finished.WaitForNotification();
-    EXPECT_TRUE(d->result.ok()) << d->result;
-  }
+  swarm.StopAll();
 }
 
 // Note [Revoked while joining] during the stage choice (PlaceJoiner, in
@@ -454,24 +443,10 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWhileChoosingAStage) {
     done.Notify();
   });
   // Create has joined once the founder sees b; then revoke it.
-  const auto live_in = [&](const RunningDaemon& d) {
-    const membership::View view = d.daemon->view();
-    for (const membership::MemberInfo* m : view.Live()) {
-      if (m->id == b_key->id()) return true;
-    }
-    return false;
-  };
+  const auto live_in = [&](const RunningDaemon& d) { return LiveIn(d, b_key->id()); };
   while (!live_in(*founder) && !done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
   }
-  proto::RevocationList list;
-  list.set_swarm_name(kSwarm);
-  list.set_serial(1);
-  list.add_node_ids(b_key->id().Bytes());
-  {
-    std::ofstream out(revoked_file + ".tmp");
-    out << membership::EncodeRevocations(*membership::SignRevocations(*founder_key, list));
-  }
-  EXPECT_EQ(std::rename((revoked_file + ".tmp").c_str(), revoked_file.c_str()), 0);
+  EXPECT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
   create.join();
   EXPECT_TRUE(absl::IsFailedPrecondition(created)) << created;
   EXPECT_NE(created.message().find("revoked this node"), std::string::npos) << created;
