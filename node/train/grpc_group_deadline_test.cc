@@ -39,6 +39,21 @@ GradientContribution OuterSyncPart(const NodeId& from, int i) {
   return c;
 }
 
+// One replica of stage 1 per id, 4 memory slots each.
+std::vector<PeerInfo> StageOneReplicas(const std::vector<NodeId>& ids) {
+  std::vector<PeerInfo> members;
+  for (const NodeId& id : ids) members.push_back({id, {1}, 4, "", ""});
+  return members;
+}
+
+// A link held up on purpose: not a death (probes may fail), and every
+// push to every peer is retried.
+void HoldUpLinks(GrpcGroupOptions& o) {
+  o.probe_failures = 1000;
+  o.retry_pushes_to = [](const NodeId&) { return true; };
+  o.push_retries = 1000;
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 
@@ -161,8 +176,7 @@ TEST(GrpcGroupLateTest, ARoundClosesAtItsDeadlineAndTheLateReplicaGetsTheAverage
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
                              NodeId::ForName("l2")};
   std::sort(ids.begin(), ids.end());
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  const std::vector<PeerInfo> members = StageOneReplicas(ids);
   absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
   ASSERT_TRUE(swarm.ok()) << swarm.status();
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
@@ -224,14 +238,9 @@ TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1"),
                              NodeId::ForName("l2")};
   std::sort(ids.begin(), ids.end());
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 3; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  const std::vector<PeerInfo> members = StageOneReplicas(ids);
   absl::StatusOr<LoopbackGroups> swarm =
-      StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
-        o.probe_failures = 1000;  // the held-up link is not a death
-        o.retry_pushes_to = [](const NodeId&) { return true; };
-        o.push_retries = 1000;
-      });
+      StartLoopbackGroups(members, &clock, HoldUpLinks);
   ASSERT_TRUE(swarm.ok()) << swarm.status();
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
@@ -280,8 +289,7 @@ TEST(GrpcGroupLateTest, TheRoundRedoneAfterACloseGetsTheWholeDeadlineAgain) {
 TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
   common::SimClock clock;
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  const std::vector<PeerInfo> members = StageOneReplicas(ids);
   absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
   ASSERT_TRUE(swarm.ok()) << swarm.status();
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
@@ -344,14 +352,9 @@ TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
 TEST(GrpcGroupFlushTest, ALeaverWaitsForTheResultItOwesALatePeer) {
   common::SimClock clock;
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  const std::vector<PeerInfo> members = StageOneReplicas(ids);
   absl::StatusOr<LoopbackGroups> swarm =
-      StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
-        o.probe_failures = 1000;  // the held-up link is not a death
-        o.retry_pushes_to = [](const NodeId&) { return true; };
-        o.push_retries = 1000;
-      });
+      StartLoopbackGroups(members, &clock, HoldUpLinks);
   ASSERT_TRUE(swarm.ok()) << swarm.status();
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
@@ -404,13 +407,10 @@ TEST(GrpcGroupFlushTest, ALeaverWaitsForTheResultItOwesALatePeer) {
 TEST(GrpcGroupFlushTest, ALeaverDoesNotWaitForOpenRoundsOrPeersItsViewGaveUpOn) {
   common::SimClock clock;
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 2; ++i) members.push_back({ids[i], {1}, 4, "", ""});
+  const std::vector<PeerInfo> members = StageOneReplicas(ids);
   absl::StatusOr<LoopbackGroups> swarm =
       StartLoopbackGroups(members, &clock, [](GrpcGroupOptions& o) {
-        o.probe_failures = 1000;
-        o.retry_pushes_to = [](const NodeId&) { return true; };
-        o.push_retries = 1000;
+        HoldUpLinks(o);
         o.push_retry_every = absl::Seconds(30);
       });
   ASSERT_TRUE(swarm.ok()) << swarm.status();
