@@ -107,8 +107,7 @@ absl::StatusOr<std::vector<int>> GossipDaemon::Parts::PlaceJoiner() {
       }
       last = s.status();
     }
-    if (StopRequested()) return JoinStopped("while choosing a stage");
-    SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
+    SS_RETURN_IF_ERROR(JoinWaitEnds("while choosing a stage"));
     if (clock->SteadyNow() > deadline) return last;
     clock->SleepFor(absl::Milliseconds(100));  // the swarm is still forming
   }
@@ -164,6 +163,11 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::Snapshot(int stage) {
 // Create) and, behind NAT, the wait for our relays (AwaitOwnRelays: a
 // revoked node is refused every relay, so it used to wait out the
 // deadline there).
+absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) const {
+  if (StopRequested()) return JoinStopped(while_doing);
+  return gossip->membership()->SelfAdmission();
+}
+
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
   const std::vector<int> stages = Stages();
@@ -185,14 +189,8 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   absl::Status stopped;
   auto ask_sources = [&] {
     while (true) {
-      if (StopRequested()) {
-        stopped = JoinStopped(absl::StrCat("while waiting for a source of stage ", stage));
-        return;
-      }
-      if (absl::Status admitted = m->SelfAdmission(); !admitted.ok()) {
-        stopped = admitted;  // Note [Revoked while joining]
-        return;
-      }
+      stopped = JoinWaitEnds(absl::StrCat("while waiting for a source of stage ", stage));
+      if (!stopped.ok()) return;
       sources = StateSources(RoutedView(), self, stage);
       for (const StateSource& a : sources) {
         current = QuerySourceIteration(a, credentials, absl::Seconds(2));
@@ -231,7 +229,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     absl::MutexLock lock(&mu);
     if (timeline.first_chunk == absl::ZeroDuration()) timeline.first_chunk = clock->SteadyNow();
   };
-  fo.cancelled = [this, m] { return StopRequested() || !m->SelfAdmission().ok(); };
+  fo.cancelled = [this] { return !JoinWaitEnds("during the state fetch").ok(); };
   common::Backoff backoff(JoinBackoff(), o.model.seed ^ std::hash<std::string>()(self.Bytes()));
   int lead = std::max(1, options.entry_lead);
   absl::Status failure;
@@ -262,6 +260,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     }
     failure = TryEntry(stages, *current, &lead, sources, fo);
     if (failure.ok()) return absl::OkStatus();
+    // A fetch our revocation cancelled ends with the revocation's cause.
     SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
     if (absl::IsCancelled(failure) || absl::IsOutOfRange(failure)) return failure;
     // Note [Join retries]: out of every face until the next round announces.
@@ -282,8 +281,7 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     metrics.Add("skipswarm_join_retries_total", 1);
     const absl::Duration until = clock->SteadyNow() + pause;
     while (clock->SteadyNow() < until) {
-      if (StopRequested()) return JoinStopped("between two tries of the state fetch");
-      SS_RETURN_IF_ERROR(m->SelfAdmission());  // Note [Revoked while joining]
+      SS_RETURN_IF_ERROR(JoinWaitEnds("between two tries of the state fetch"));
       clock->SleepFor(std::min(absl::Milliseconds(50), until - clock->SteadyNow()));
     }
     current = absl::UnavailableError("not asked yet");

@@ -270,6 +270,12 @@ struct GossipDaemon::Parts {
   bool StopRequested() const {
     return signals != nullptr && (signals->stop.load() || signals->drain.load());
   }
+  // Whether a wait before training (the stage choice, the wait for our
+  // relays or a state source, the fetch and the pauses between its tries)
+  // must end now, and with what: JoinStopped(while_doing) on a stop signal
+  // (Note [Stopping while joining]), our revocation's cause once our
+  // membership learnt it (Note [Revoked while joining]); OK to go on.
+  absl::Status JoinWaitEnds(const std::string& while_doing) const;
   // A joiner without options.stages (Create's thread): the stage the
   // allocation gives it (ChooseJoinStage) or, with options.choose_role,
   // its role and stages (ChooseJoinRole; a subnetwork sets base().sdp to

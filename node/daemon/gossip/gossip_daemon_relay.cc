@@ -184,11 +184,7 @@ absl::Status GossipDaemon::Parts::AwaitOwnRelays(absl::Duration deadline) {
       LOG(INFO) << base().name << ": behind NAT; entering once our record names a relay";
       logged = true;
     }
-    if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
-      return absl::CancelledError("stopped by a signal while waiting for a relay");
-    }
-    // Note [Revoked while joining] (gossip_daemon_join.cc).
-    SS_RETURN_IF_ERROR(gossip->membership()->SelfAdmission());
+    SS_RETURN_IF_ERROR(JoinWaitEnds("while waiting for a relay"));
     if (clock->SteadyNow() > deadline) {
       return absl::DeadlineExceededError(
           "behind NAT and no relay took this node: no reachable member with a free relay slot "
