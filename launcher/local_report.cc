@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <iterator>
 
@@ -18,9 +17,19 @@ std::string FormatEta(double s) {
   return t >= 60 ? absl::StrFormat("%dm%02ds", t / 60, t % 60) : absl::StrFormat("%ds", t);
 }
 
-void PrintProgressLine(int64_t reported, int64_t iterations,
-                       const std::map<int64_t, ProgressPoint>& points, double secs,
-                       int64_t rerouted) {
+std::string FormatLoss(const ProgressPoint& p) {
+  if (p.n > 0) return absl::StrFormat("%.4f", p.loss_sum / p.n);
+  // Note [No loss is not a loss]: a data node reports a loss < 0 both when
+  // none of its micro-batches finished (a kill or a stall dropped every
+  // route) and when their loss was not finite; finished micro-batches
+  // without a finite loss are the second case. Printing either as "nan"
+  // made a chaos run's dropped iteration look like diverged training.
+  return p.completed > 0 ? "non-finite" : "--";
+}
+
+std::string FormatProgressLine(int64_t reported, int64_t iterations,
+                               const std::map<int64_t, ProgressPoint>& points, double secs,
+                               int64_t rerouted) {
   const ProgressPoint& p = points.rbegin()->second;
   int dropped = 0;
   for (const auto& [it, q] : points) dropped += q.dropped;
@@ -31,13 +40,18 @@ void PrintProgressLine(int64_t reported, int64_t iterations,
   // Rate and ETA from the daemons' clock since the first iteration.
   const double it_per_s = (reported + 1) / std::max(1e-9, secs);
   const double eta_s = (iterations - reported - 1) / std::max(1e-9, it_per_s);
-  std::printf("\r[%s%s] it %lld/%lld %.2f it/s ETA %s loss %.4f %.0f tok/s re-routed %d "
-              "dropped %d   ",
-              std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-              static_cast<long long>(reported + 1), static_cast<long long>(iterations),
-              it_per_s, secs > 0 ? FormatEta(eta_s).c_str() : "--",
-              p.n ? p.loss_sum / p.n : NAN, tokens / std::max(1e-9, secs),
-              static_cast<int>(rerouted), dropped);
+  return absl::StrFormat("[%s%s] it %d/%d %.2f it/s ETA %s loss %s %.0f tok/s re-routed %d "
+                         "dropped %d",
+                         std::string(filled, '#'), std::string(width - filled, '.'),
+                         reported + 1, iterations, it_per_s,
+                         secs > 0 ? FormatEta(eta_s) : std::string("--"), FormatLoss(p),
+                         tokens / std::max(1e-9, secs), rerouted, dropped);
+}
+
+void PrintProgressLine(int64_t reported, int64_t iterations,
+                       const std::map<int64_t, ProgressPoint>& points, double secs,
+                       int64_t rerouted) {
+  std::printf("\r%s   ", FormatProgressLine(reported, iterations, points, secs, rerouted).c_str());
   std::fflush(stdout);
 }
 
@@ -93,10 +107,12 @@ absl::Status CheckTrained(const std::map<int64_t, ProgressPoint>& points, int64_
     ++newest;
   }
   const auto& [last_it, last] = *newest;
-  const double final_loss = last.n > 0 ? last.loss_sum / last.n : NAN;
-  if (!std::isfinite(final_loss)) {
-    return absl::DataLossError(absl::StrCat("iteration ", last_it, " ended with a non-finite loss (",
-                                            final_loss, "); the run did not train"));
+  if (last.n == 0) {
+    return absl::DataLossError(absl::StrCat(
+        "iteration ", last_it, " ended without a finite loss (",
+        last.completed > 0 ? "its micro-batches finished with a non-finite loss"
+                           : "none of its micro-batches finished",
+        "); the run did not train"));
   }
   if (last_it + 1 < iterations && !interrupted) {
     return absl::DataLossError(absl::StrCat("only ", last_it + 1, " of ", iterations,

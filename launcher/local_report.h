@@ -30,10 +30,18 @@ std::string FormatEta(double s);
 // iteration `reported` + 1 of `iterations`, rate and ETA from `secs`
 // (training seconds on the daemons' clocks up to `reported`), the latest
 // point's mean loss, tokens per second, re-routes and dropped micro-batches.
+// The latest point's loss reads "--" when none of its micro-batches
+// finished (every route lost a node) and "non-finite" when they finished
+// without a finite loss; never "nan" (Note [No loss is not a loss]).
 // REQUIRES: `points` is not empty and its last key is `reported`.
 void PrintProgressLine(int64_t reported, int64_t iterations,
                        const std::map<int64_t, ProgressPoint>& points, double secs,
                        int64_t rerouted);
+
+// The text of that line, without the carriage return.
+std::string FormatProgressLine(int64_t reported, int64_t iterations,
+                               const std::map<int64_t, ProgressPoint>& points, double secs,
+                               int64_t rerouted);
 
 // Prints the end-of-run summary of `children` (all exited): a line per node
 // that neither exited 0 nor was SIGKILLed (the launcher's kills), then
