@@ -107,6 +107,11 @@ ABSL_FLAG(double, rebalance_min_gain, 0.2,
 ABSL_FLAG(double, fixed_compute_speed, 0,
           "> 0: publish this many seconds per layer per sample as this node's speed instead of "
           "the measured one (emulating heterogeneous nodes).");
+ABSL_FLAG(double, alone_timeout_s, 120,
+          "While training, stop once no other member has been live in this node's view for "
+          "this long (Note [Alone after the swarm]): exit 0 without a checkpoint when another "
+          "data node left after the last iteration, else a checkpoint and a non-zero exit "
+          "(0: never).");
 ABSL_FLAG(std::string, join_report, "",
           "A joiner appends its time-to-first-useful-work breakdown (JSON line) here.");
 
@@ -277,6 +282,11 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   o.join_report_file = absl::GetFlag(FLAGS_join_report);
   o.process_age_at_start = ProcessAge();
   o.rebalance_every = absl::GetFlag(FLAGS_rebalance_every);
+  const double alone_s = absl::GetFlag(FLAGS_alone_timeout_s);
+  if (!(alone_s >= 0) || alone_s > 1e7) {
+    return absl::InvalidArgumentError("--alone_timeout_s must be in [0, 1e7] seconds");
+  }
+  o.alone_timeout = absl::Seconds(alone_s);
   o.rebalance_min_gain = absl::GetFlag(FLAGS_rebalance_min_gain);
   o.fixed_compute_speed = absl::GetFlag(FLAGS_fixed_compute_speed);
   o.relay_slots = absl::GetFlag(FLAGS_relay_slots);

@@ -30,7 +30,9 @@
 // every iteration, so a member that is merely slow is never more than one
 // iteration behind them; a replica that is not behind answers within the
 // lead, and errors (a replica that is itself gone) say nothing.
-// Data nodes re-enter the same way (Note [Data node behind]).
+// Data nodes re-enter the same way (Note [Data node behind]). A member
+// that comes back after the others finished the run and exited has nobody
+// to re-enter from: Note [Alone after the swarm] (alone_check.h) ends it.
 //
 // Note [Data node behind]: data nodes (stage 0's replicas) are the swarm's
 // iteration clock, and they used not to re-enter: a stalled data node was

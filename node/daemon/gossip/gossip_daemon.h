@@ -93,6 +93,11 @@ struct GossipDaemonOptions {
   // replicas for their iteration, and re-enters (state transfer) when one
   // is more than 4 ahead; zero: never.
   absl::Duration behind_check_every = absl::Seconds(1);
+  // Note [Alone after the swarm] (alone_check.h): while training, a view
+  // with no live member but us for this long ends the run (exit 0 when
+  // another data node left after the last iteration, else a checkpoint and
+  // UNAVAILABLE); zero: never.
+  absl::Duration alone_timeout = absl::Minutes(2);
   bool force_leave = false;  // SIGTERM leaves even as a stage's last replica
   // Note [Stopping]: a stop (SIGINT, or a SIGTERM that cannot drain: the
   // last replica of a stage) that has not finished its iteration within

@@ -26,6 +26,7 @@
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/compute/task_runner.h"
+#include "node/daemon/gossip/alone_check.h"
 #include "node/daemon/gossip/behind_check.h"
 #include "node/daemon/gossip/checkpoint_copies.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
@@ -305,6 +306,13 @@ struct GossipDaemon::Parts {
   // behind]; not moving, not stopping; at most once per
   // options.behind_check_every).
   std::optional<BehindVerdict> SwarmAheadOfUs();
+  // Note [Alone after the swarm] (alone_check.h), main thread: a verdict
+  // once our view has held no live peer for options.alone_timeout while
+  // we train (not stopping; zero timeout: never).
+  std::optional<AloneVerdict> AloneAfterSwarm();
+  // ...then the run ends: OK without a checkpoint (kSwarmFinished), or
+  // UNAVAILABLE after the checkpoint of the last finished step (kAlone).
+  absl::Status EndAlone(const AloneVerdict& verdict);
   // ...then Reenter or MoveAhead.
   absl::Status CatchUp(const BehindVerdict& verdict);
   // Out of training, the stuck iteration dropped, and in again like a
@@ -315,6 +323,8 @@ struct GossipDaemon::Parts {
   // OUT_OF_RANGE (after a checkpoint) when `data_at` is past the run.
   absl::Status MoveAhead(uint64_t data_at);
   std::unique_ptr<BehindCheck> behind;
+  // Note [Alone after the swarm], main thread (made on first use).
+  std::unique_ptr<AloneCheck> alone;
   void OnIteration(const NodeIterationReport& r);
   // Note [Checkpoint copies]: creates the store and copier, serving the
   // copies a previous run kept.

@@ -40,6 +40,49 @@ std::optional<int> GossipDaemon::Parts::StageWithoutLiveReplica() {
   return std::nullopt;
 }
 
+std::optional<AloneVerdict> GossipDaemon::Parts::AloneAfterSwarm() {
+  if (options.alone_timeout <= absl::ZeroDuration()) return std::nullopt;
+  if (alone == nullptr) {
+    alone = std::make_unique<AloneCheck>(options.alone_timeout, base().model.model.num_stages,
+                                         clock.get());
+  }
+  if (!alone->Due()) return std::nullopt;
+  return alone->Poll(gossip->membership()->GetView(), members->iteration(),
+                     static_cast<uint64_t>(base().iterations));
+}
+
+absl::Status GossipDaemon::Parts::EndAlone(const AloneVerdict& v) {
+  const NodeDaemonOptions& o = base();
+  const uint64_t own = members->iteration();
+  const bool finished = v.kind == AloneVerdict::kSwarmFinished;
+  const std::string alone_for = absl::FormatDuration(absl::Trunc(v.alone_for, absl::Seconds(1)));
+  const std::string line =
+      finished
+          ? absl::StrCat("the swarm finished its ", o.iterations,
+                         " iterations without this node: another data node left after "
+                         "iteration ",
+                         v.at, " while this one stalled at iteration ", own,
+                         ", alone for ", alone_for,
+                         " (Note [Alone after the swarm]); its state is stale: no checkpoint "
+                         "written")
+          : absl::StrCat("every other member of the swarm has been DEAD or LEFT for ",
+                         alone_for, " while this node trains iteration ",
+                         own, " of ", o.iterations,
+                         ": the run ended without it or the swarm is unreachable (Note [Alone "
+                         "after the swarm]); stopping with a checkpoint");
+  LOG(WARNING) << o.name << ": " << line;
+  std::printf("%s: %s\n", o.name.c_str(), line.c_str());
+  std::fflush(stdout);
+  status->AddEvent("node", line);
+  // The iteration in progress goes with the stack (nobody finishes it); the
+  // computes hold the state after the last finished step.
+  ReplaceStack(nullptr);
+  if (!finished) SS_RETURN_IF_ERROR(FinalCheckpoint());
+  gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, own) - 1);
+  if (finished) return absl::OkStatus();
+  return absl::UnavailableError(line);
+}
+
 absl::Status GossipDaemon::Parts::FinalCheckpoint() {
   SS_RETURN_IF_ERROR(Checkpoint());
   const NodeDaemonOptions& o = base();
@@ -143,6 +186,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // optional's payload as maybe-uninitialized at its use below.)
   bool behind = false;
   BehindVerdict behind_at;
+  // Note [Alone after the swarm]: nobody left to train with (same form).
+  bool alone = false;
+  AloneVerdict alone_verdict;
   // Note [Revocation], Note [Eviction]: once this node learns that the swarm
   // no longer admits it, every member refuses it; it stops with the cause.
   absl::Status admitted;
@@ -164,6 +210,11 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
         if (const std::optional<BehindVerdict> ahead = p.SwarmAheadOfUs(); ahead.has_value()) {
           behind = true;
           behind_at = *ahead;
+          break;
+        }
+        if (const std::optional<AloneVerdict> a = p.AloneAfterSwarm(); a.has_value()) {
+          alone = true;
+          alone_verdict = *a;
           break;
         }
       }
@@ -232,6 +283,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       p.ReplaceStack(nullptr);  // no checkpoint: a fresh admission joins afresh
       return admitted;
     }
+    if (alone) return p.EndAlone(alone_verdict);
     if (behind) {
       absl::Status s = p.CatchUp(behind_at);
       if (s.ok()) continue;
