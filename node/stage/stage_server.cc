@@ -603,6 +603,10 @@ absl::Status StageServer::Inject(uint64_t iteration, uint64_t mb,
   task.data = std::move(data);
   {
     absl::MutexLock lock(&impl_->mu_);
+    if (impl_->released_) {
+      return absl::FailedPreconditionError(
+          "this stage server was released: it starts no more micro-batches");
+    }
     if (iteration != impl_->iteration_) {
       return absl::FailedPreconditionError(
           absl::StrCat("inject into iteration ", iteration, " while at ", impl_->iteration_));
@@ -725,6 +729,7 @@ void StageServer::ReleaseAll() {
         aborts.back().set_hop_index(key.hop);
       }
     }
+    impl_->released_ = true;
     for (const MbKey& key : keys) impl_->DropLocked(key, why, "released", discards, finished);
     for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) q->clear();
   }

@@ -228,8 +228,9 @@ class StageServer {
 
   // Data node: starts micro-batch `mb` of `iteration` along `route`
   // (route[0] must be this node with stage 0). RESOURCE_EXHAUSTED when the
-  // admission limit is reached (inject again after an OnFinished).
-  // `priority`: the plan's (Note [Queue order]).
+  // admission limit is reached (inject again after an OnFinished);
+  // FAILED_PRECONDITION after ReleaseAll. `priority`: the plan's (Note
+  // [Queue order]).
   absl::Status Inject(uint64_t iteration, uint64_t mb, const std::vector<RouteHop>& route,
                       MicroBatchData data, int priority = 0);
   // Whether an Inject would be admitted now.
@@ -245,10 +246,16 @@ class StageServer {
   // For an owner that replaces or stops this server while the swarm goes on
   // (a re-entry, a stage move, a stop), so the origins learn at once instead
   // of at their MB deadlines. Not for a crash. Frames admitted afterwards
-  // are served as usual. It discards the released visits' state in the
-  // computes by this server's local ids, so call it before another server
-  // uses the same StageCompute objects (the daemon's stacks share them
-  // across a stage move or re-entry; local ids are per server).
+  // are served as usual, but Inject fails from then on: a data node's
+  // driver would answer each ABORTED by injecting its next waiting
+  // micro-batch into the server being retired (the relays would hold it
+  // orphaned until its iteration ends); refused, the driver ends every
+  // waiting one at once and its report counts them all
+  // (node/train/data_node_driver_test.cc). It discards the released
+  // visits' state in the computes by this server's local ids, so call it
+  // before another server uses the same StageCompute objects (the daemon's
+  // stacks share them across a stage move or re-entry; local ids are per
+  // server).
   void ReleaseAll();
 
   // Iteration boundary (after the barrier, docs/DESIGN.md §1): EndIteration

@@ -206,6 +206,7 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
     return ListenerCall{listener_, listener_token_.Enter()};
   }
   uint64_t iteration_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;  // ReleaseAll ran: Inject refuses
   uint64_t next_local_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool dispatch_posted_ ABSL_GUARDED_BY(mu_) = false;

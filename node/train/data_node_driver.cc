@@ -55,6 +55,11 @@ absl::Duration DataNodeDriver::DeadlineLocked() const {
   return std::max(options_.min_deadline, last_slowest_ * options_.deadline_factor);
 }
 
+absl::Duration DataNodeDriver::HealthyDeadlineLocked() const {
+  if (last_completed_ <= absl::ZeroDuration()) return options_.initial_deadline;
+  return std::max(options_.min_deadline, last_completed_ * options_.deadline_factor);
+}
+
 void DataNodeDriver::RunIteration(uint64_t iteration,
                                   absl::AnyInvocable<void(IterationReport)> done) {
   {
@@ -197,6 +202,7 @@ void DataNodeDriver::TryStart() {
     report_ = report;
     loss_sum_ = 0;
     slowest_ = absl::ZeroDuration();
+    slowest_completed_ = absl::ZeroDuration();
     done_ = std::move(done);
   }
   InjectMore();
@@ -297,7 +303,9 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       if (f.route_shape != nullptr) ++report_.completed_by_route[f.route_shape];
       loss_sum_ += f.loss;
       report_.tokens += f.tokens;
-      slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
+      const absl::Duration took = clock_->SteadyNow() - f.started;
+      slowest_ = std::max(slowest_, took);
+      slowest_completed_ = std::max(slowest_completed_, took);
     } else {
       // An MB abandoned at its deadline took at least that long: without
       // this, a data node whose routes became slower than the deadline (a
@@ -306,8 +314,14 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // backend, sim/node_swarm.h). A drop the server reported (a relay's
       // notice, a refused or unanswered hop, whatever its status code)
       // says nothing about a healthy MB's time: not a sample (Note [MB
-      // deadline]).
-      if (timed_out) slowest_ = std::max(slowest_, clock_->SteadyNow() - f.started);
+      // deadline]). Nor does a silent one say more than that it outlasted
+      // the healthy deadline (it may be lost at a hung relay): capped
+      // there, so silent losses grow the deadline one step, not one per
+      // iteration.
+      if (timed_out) {
+        slowest_ = std::max(
+            slowest_, std::min(clock_->SteadyNow() - f.started, HealthyDeadlineLocked()));
+      }
       ++report_.dropped;
       ++report_.dropped_by_reason[timed_out                  ? "mb_deadline"
                                   : absl::IsAborted(status)  ? "lost_downstream"
@@ -324,6 +338,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     // Note [MB deadline]: an iteration without a sample (every MB dropped
     // on a report) keeps the previous one.
     if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
+    if (slowest_completed_ > absl::ZeroDuration()) last_completed_ = slowest_completed_;
     report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
                                          : std::numeric_limits<double>::quiet_NaN();
     report_.elapsed = clock_->SteadyNow() - started_;

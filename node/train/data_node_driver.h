@@ -21,16 +21,33 @@
 //
 // Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
 // round trip (inject -> backward done) seen in the previous iteration, an
-// MB abandoned at its deadline counting as that long); the first iteration
-// uses initial_deadline. The round trip includes queueing,
-// so the deadline adapts to load and link speed without fixed constants.
-// Only the driver's own deadline makes an abandoned MB a sample: an MB the
-// server reports dropped (a relay's notice, Note [Relay drops] in
-// node/stage/stage_server.cc; a refused or unanswered hop) ends at once,
-// counted by its cause, and says nothing about how long a healthy one
-// takes; an iteration with no sample keeps the previous deadline. Still
-// open: an iteration whose MBs all time out (a relay that admitted them
-// and hangs) multiplies the next deadline by deadline_factor.
+// MB abandoned at its deadline counting as that long, but never longer
+// than the healthy deadline); the first iteration uses initial_deadline.
+// The round trip includes queueing, so the deadline adapts to load and
+// link speed without fixed constants. Only the driver's own deadline makes
+// an abandoned MB a sample: an MB the server reports dropped (a relay's
+// notice, Note [Relay drops] in node/stage/stage_server.cc; a refused or
+// unanswered hop) ends at once, counted by its cause, and says nothing
+// about how long a healthy one takes; an iteration with no sample keeps
+// the previous deadline.
+// The healthy deadline is the one the completed MBs alone give: max(
+// min_deadline, deadline_factor x the slowest completed round trip of the
+// last iteration that completed one), initial_deadline before any. An
+// abandoned MB was slow or lost, and the driver cannot tell which: a relay
+// that admitted it and hangs (a stalled process, SIGSTOP) sends nothing.
+// Counting it as lasting its whole deadline grew the deadline x
+// deadline_factor per silent iteration without bound (5 s, 20 s, 80 s ...
+// while the relay stayed routed; node/train/README.md). Capped, silent
+// losses lengthen the deadline one step, to deadline_factor x the healthy
+// one, and no further however long they last; that step is what lets
+// routes that became slower than the deadline (a replica died, the rest is
+// far away) complete again. Routes that became more than deadline_factor^2
+// times slower than the last completed round trip keep dropping every MB.
+// The first completed MB brings the deadline back to what it measures.
+// Routing around a silent relay is not the deadline's job: gossip marks it
+// SUSPECT, then DEAD, and the planner leaves it out; until then new frames
+// to a stopped relay miss their hop deadline and are re-routed (Note [Hop
+// failures] in node/stage/stage_server.h).
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
@@ -147,9 +164,11 @@ class DataNodeDriver final : public OriginListener {
   void OnDeadline(uint64_t iteration, uint64_t mb);
   // Ends `mb` (finished or dropped) and completes the iteration if it was
   // the last. `timed_out`: abandoned at the driver's own deadline (Note [MB
-  // deadline]), the only drop that counts as a round-trip sample.
+  // deadline]), the only drop that counts as a round-trip sample (capped).
   void End(uint64_t iteration, uint64_t mb, const absl::Status& status, bool timed_out = false);
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The deadline the completed MBs alone give (Note [MB deadline]).
+  absl::Duration HealthyDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StageServer* const server_;
   common::Clock* const clock_;
@@ -180,8 +199,11 @@ class DataNodeDriver final : public OriginListener {
   IterationReport report_ ABSL_GUARDED_BY(mu_);
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration slowest_ ABSL_GUARDED_BY(mu_);  // this iteration
+  absl::Duration slowest_completed_ ABSL_GUARDED_BY(mu_);  // this iteration
   // The last finished iteration with a sample (Note [MB deadline]).
   absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);
+  // The last finished iteration with a completed MB.
+  absl::Duration last_completed_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void(IterationReport)> done_ ABSL_GUARDED_BY(mu_);
 };
 

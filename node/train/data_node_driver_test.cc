@@ -1,7 +1,10 @@
 // DataNodeDriver's MB deadline (Note [MB deadline] in data_node_driver.h)
 // against drops the server reports: a relay's notice (Note [Relay drops] in
 // node/stage/stage_server.cc) ends the MB at once, and no reported drop
-// lengthens the next deadline. A data node and one relay on a SimClock.
+// lengthens the next deadline; a relay that admits MBs and hangs lengthens
+// it one step, not one per iteration; a data node whose server is
+// released at teardown accounts for every MB at once. A data node and one
+// relay on a SimClock.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,7 +27,8 @@ using common::NodeId;
 
 class TwoNodes {
  public:
-  TwoNodes() : board_(&clock_, Options()) {
+  // `mbs`: micro-batches per iteration (each server has 4 memory slots).
+  explicit TwoNodes(int mbs = 1) : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {relay_id_, {1}, 4, "", ""}};
     data_view_ = std::make_unique<StaticSwarmView>(members);
@@ -46,7 +50,7 @@ class TwoNodes {
     data_server_->Attach();
     relay_server_->Attach();
     DriverOptions d_options;
-    d_options.mbs_per_iteration = 1;
+    d_options.mbs_per_iteration = mbs;
     d_options.num_stages = 2;
     d_options.initial_deadline = absl::Seconds(10);
     d_options.min_deadline = absl::Seconds(1);
@@ -145,6 +149,70 @@ TEST(DataNodeDriverTest, MicroBatchAbandonedAtItsDeadlineStillLengthensTheNext) 
   ASSERT_TRUE(nodes.report_.has_value());
   EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
   EXPECT_EQ(nodes.driver_->mb_deadline(), deadline * 4);
+}
+
+// Runs iteration `iteration` until its report, at most `limit` of
+// simulated time, in 10 ms steps; returns the simulated time it took.
+absl::Duration RunUntilReport(TwoNodes& nodes, uint64_t iteration, absl::Duration limit) {
+  nodes.Start(iteration);
+  const absl::Duration start = nodes.clock_.SteadyNow();
+  while (!nodes.report_.has_value() && nodes.clock_.SteadyNow() - start < limit) {
+    nodes.clock_.Advance(absl::Milliseconds(10));
+  }
+  return nodes.clock_.SteadyNow() - start;
+}
+
+TEST(DataNodeDriverTest, RelayThatAdmitsAndHangsGrowsTheDeadlineOneStepOnly) {
+  TwoNodes nodes;
+  const absl::Duration healthy = WarmUp(nodes);
+  // The relay admits every frame (it acks) and never answers: nothing it
+  // sends reaches the data node for an hour, no abort notice either.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(1));
+  for (uint64_t it = 1; it <= 5; ++it) {
+    // Bound: the first silent iteration ends at the healthy deadline, every
+    // later one at 4x it (deadline_factor); the old code went on to 16x,
+    // 64x, 256x.
+    const absl::Duration bound = it == 1 ? healthy : healthy * 4;
+    const absl::Duration took = RunUntilReport(nodes, it, bound * 2);
+    ASSERT_TRUE(nodes.report_.has_value()) << "iteration " << it;
+    EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+    EXPECT_LE(took, bound + absl::Milliseconds(10)) << "iteration " << it;
+    EXPECT_EQ(nodes.driver_->mb_deadline(), healthy * 4) << "after iteration " << it;
+  }
+  // The relay answers again: the iterations after go on, and the first
+  // completed MB brings the deadline back to what it measures.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::ZeroDuration());
+  for (uint64_t it = 6; it <= 7; ++it) {
+    RunUntilReport(nodes, it, absl::Seconds(10));
+    ASSERT_TRUE(nodes.report_.has_value()) << "iteration " << it;
+    EXPECT_EQ(nodes.report_->completed, 1) << "iteration " << it;
+    EXPECT_EQ(nodes.driver_->mb_deadline(), healthy) << "after iteration " << it;
+  }
+}
+
+TEST(DataNodeDriverTest, ReleasingTheDataNodesServerAccountsEveryMicroBatchAtOnce) {
+  // Six MBs, four memory slots: four in flight at a silent relay, two
+  // waiting, when the data node's owner retires the server (RetireStack in
+  // node/daemon/gossip/stack_retire.h: detach, then release). The four end
+  // at once (ABORTED by the release), and the two waiting ones are not
+  // injected into the released server (its relays would hold them
+  // orphaned until their deadline): the report counts all six at once.
+  TwoNodes nodes(6);
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(1));
+  nodes.Start(0);
+  nodes.clock_.Advance(absl::Milliseconds(200));
+  ASSERT_FALSE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.data_server_->stats().slots_in_use, 4);
+  nodes.data_server_->Detach();
+  nodes.data_server_->ReleaseAll();
+  nodes.clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->completed, 0);
+  EXPECT_EQ(nodes.report_->dropped, 6);
+  EXPECT_EQ(nodes.report_->dropped_by_reason["lost_downstream"], 4);
+  EXPECT_EQ(nodes.report_->dropped_by_reason["error"], 2);
+  EXPECT_EQ(nodes.report_->dropped_by_reason.count("mb_deadline"), 0u);
+  EXPECT_EQ(nodes.data_server_->stats().slots_in_use, 0);
 }
 
 }  // namespace
