@@ -60,6 +60,20 @@ absl::Duration DataNodeDriver::HealthyDeadlineLocked() const {
   return std::max(options_.min_deadline, last_completed_ * options_.deadline_factor);
 }
 
+absl::Duration DataNodeDriver::SilentSampleCapLocked() const {
+  // Note [MB deadline]: one more deadline_factor step per
+  // silent_iterations_per_step iterations in a row without a completed MB.
+  absl::Duration cap = HealthyDeadlineLocked();
+  const int steps = options_.silent_iterations_per_step > 0
+                        ? silent_streak_ / options_.silent_iterations_per_step
+                        : 0;
+  const absl::Duration healthy = cap;
+  for (int i = 0; i < steps && cap < options_.initial_deadline; ++i) {
+    cap = cap * options_.deadline_factor;
+  }
+  return std::max(healthy, std::min(cap, options_.initial_deadline));
+}
+
 void DataNodeDriver::RunIteration(uint64_t iteration,
                                   absl::AnyInvocable<void(IterationReport)> done) {
   {
@@ -317,10 +331,10 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // deadline]). Nor does a silent one say more than that it outlasted
       // the healthy deadline (it may be lost at a hung relay): capped
       // there, so silent losses grow the deadline one step, not one per
-      // iteration.
+      // iteration, until a long run of them widens the cap.
       if (timed_out) {
         slowest_ = std::max(
-            slowest_, std::min(clock_->SteadyNow() - f.started, HealthyDeadlineLocked()));
+            slowest_, std::min(clock_->SteadyNow() - f.started, SilentSampleCapLocked()));
       }
       ++report_.dropped;
       ++report_.dropped_by_reason[timed_out                  ? "mb_deadline"
@@ -339,6 +353,11 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     // on a report) keeps the previous one.
     if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
     if (slowest_completed_ > absl::ZeroDuration()) last_completed_ = slowest_completed_;
+    if (slowest_completed_ > absl::ZeroDuration()) {
+      silent_streak_ = 0;
+    } else if (slowest_ > absl::ZeroDuration()) {
+      ++silent_streak_;  // every sample of this iteration was a silent loss
+    }
     report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
                                          : std::numeric_limits<double>::quiet_NaN();
     report_.elapsed = clock_->SteadyNow() - started_;

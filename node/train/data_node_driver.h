@@ -39,10 +39,15 @@
 // deadline_factor per silent iteration without bound (5 s, 20 s, 80 s ...
 // while the relay stayed routed; node/train/README.md). Capped, silent
 // losses lengthen the deadline one step, to deadline_factor x the healthy
-// one, and no further however long they last; that step is what lets
-// routes that became slower than the deadline (a replica died, the rest is
-// far away) complete again. Routes that became more than deadline_factor^2
-// times slower than the last completed round trip keep dropping every MB.
+// one, and no further while they last less than silent_iterations_per_step
+// iterations in a row; that step is what lets routes that became slower
+// than the deadline (a replica died, the rest is far away) complete again.
+// Each further silent_iterations_per_step silent iterations in a row widen
+// the cap one more deadline_factor step (up to initial_deadline): routes
+// that became far slower than the last completed round trip (a machine
+// under a sudden heavy load) still get a deadline they can meet, after
+// ~8, 16, ... iterations rather than at once, while a hung relay is
+// declared DEAD by gossip within seconds and routed around long before.
 // The first completed MB brings the deadline back to what it measures.
 // Routing around a silent relay is not the deadline's job: gossip marks it
 // SUSPECT, then DEAD, and the planner leaves it out; until then new frames
@@ -85,6 +90,9 @@ struct DriverOptions {
   absl::Duration initial_deadline = absl::Seconds(120);
   absl::Duration min_deadline = absl::Seconds(5);
   double deadline_factor = 4.0;
+  // Note [MB deadline]: silent iterations in a row per widening step of
+  // the cap on a silent loss's sample; <= 0: never widen.
+  int silent_iterations_per_step = 8;
   // Note [Paused training].
   common::BackoffOptions pause_backoff;
   uint64_t seed = 1;
@@ -169,6 +177,9 @@ class DataNodeDriver final : public OriginListener {
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deadline the completed MBs alone give (Note [MB deadline]).
   absl::Duration HealthyDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The longest an MB abandoned at its deadline counts as (Note [MB
+  // deadline]): the healthy deadline, widened by silent_streak_.
+  absl::Duration SilentSampleCapLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StageServer* const server_;
   common::Clock* const clock_;
@@ -204,6 +215,8 @@ class DataNodeDriver final : public OriginListener {
   absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);
   // The last finished iteration with a completed MB.
   absl::Duration last_completed_ ABSL_GUARDED_BY(mu_);
+  // Finished iterations in a row whose samples were all silent losses.
+  int silent_streak_ ABSL_GUARDED_BY(mu_) = 0;
   absl::AnyInvocable<void(IterationReport)> done_ ABSL_GUARDED_BY(mu_);
 };
 

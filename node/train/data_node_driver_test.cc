@@ -28,7 +28,8 @@ using common::NodeId;
 class TwoNodes {
  public:
   // `mbs`: micro-batches per iteration (each server has 4 memory slots).
-  explicit TwoNodes(int mbs = 1) : board_(&clock_, Options()) {
+  // `silent_steps`: DriverOptions::silent_iterations_per_step.
+  explicit TwoNodes(int mbs = 1, int silent_steps = 8) : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {relay_id_, {1}, 4, "", ""}};
     data_view_ = std::make_unique<StaticSwarmView>(members);
@@ -55,6 +56,7 @@ class TwoNodes {
     d_options.initial_deadline = absl::Seconds(10);
     d_options.min_deadline = absl::Seconds(1);
     d_options.deadline_factor = 4;
+    d_options.silent_iterations_per_step = silent_steps;
     driver_ = std::make_unique<DataNodeDriver>(data_server_.get(), &clock_, data_view_.get(),
                                                &planner_, &data_, d_options);
     data_server_->SetOriginListener(driver_.get());
@@ -187,6 +189,32 @@ TEST(DataNodeDriverTest, RelayThatAdmitsAndHangsGrowsTheDeadlineOneStepOnly) {
     ASSERT_TRUE(nodes.report_.has_value()) << "iteration " << it;
     EXPECT_EQ(nodes.report_->completed, 1) << "iteration " << it;
     EXPECT_EQ(nodes.driver_->mb_deadline(), healthy) << "after iteration " << it;
+  }
+}
+
+// Note [MB deadline]: a route that became far slower than the last
+// completed round trip (here ~6 s against 0.28 s: more than the 4x the
+// healthy deadline allows) gets a deadline it meets after a run of silent
+// iterations; a cap that never widens would drop every MB for good.
+TEST(DataNodeDriverTest, ARouteFarSlowerThanTheLastCompletedOneCompletesAfterARunOfSilentIterations) {
+  for (const int silent_steps : {8, 0}) {
+    TwoNodes nodes(1, silent_steps);
+    const absl::Duration healthy = WarmUp(nodes);
+    nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(6));
+    ASSERT_GT(absl::Seconds(6), healthy * 4);
+    uint64_t first_completed = 0;
+    for (uint64_t it = 1; it <= 12 && first_completed == 0; ++it) {
+      RunUntilReport(nodes, it, absl::Seconds(60));
+      ASSERT_TRUE(nodes.report_.has_value()) << "iteration " << it;
+      if (nodes.report_->completed > 0) first_completed = it;
+    }
+    if (silent_steps == 0) {
+      EXPECT_EQ(first_completed, 0u) << "a cap that never widens";
+    } else {
+      // Iterations 1-9 drop (deadlines 1.1 s, then 4.5 s); the ninth's
+      // silent loss counts as 4.5 s, so the tenth's deadline is 18 s.
+      EXPECT_EQ(first_completed, 10u);
+    }
   }
 }
 
