@@ -25,6 +25,7 @@
 #include "model/averaging_options.h"
 #include "model/avg_codec.h"
 #include "model/optimizer.h"
+#include "model/output_sketch.h"
 #include "model/outer_optimizer.h"
 #include "model/tensor_codec.h"
 #include "node/compute/stage_compute.h"
@@ -70,6 +71,14 @@ class TorchStageCompute final : public StageCompute {
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override;
   void Tail(uint64_t mb, WireTensor activation, TailDone done) override;
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override;
+  // Note [Verify-only forward]: this stage's forward of `input` (decoded and
+  // checked as Forward does) without advancing training, answered with the
+  // sketch (model/output_sketch.h) of its float32 output, before any codec,
+  // under `seed`. Stage > 0 only (FailedPrecondition on stage 0, whose input
+  // is tokens). Runs as a task on the runner, like Forward.
+  using SketchDone = absl::AnyInvocable<void(absl::StatusOr<model::OutputSketch> out)>;
+  void SketchForward(WireTensor input, uint64_t seed, SketchDone done,
+                     int projections = model::kDefaultSketchProjections);
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
@@ -101,6 +110,8 @@ class TorchStageCompute final : public StageCompute {
 
   absl::StatusOr<WireTensor> DoStart(uint64_t mb, const MicroBatchData& data);
   absl::StatusOr<WireTensor> DoForward(uint64_t mb, const WireTensor& input);
+  absl::StatusOr<model::OutputSketch> DoSketchForward(const WireTensor& input, uint64_t seed,
+                                                      int projections);
   absl::StatusOr<TailOutput> DoTail(uint64_t mb, const WireTensor& activation);
   absl::StatusOr<WireTensor> DoBackward(uint64_t mb, const WireTensor& grad);
 
