@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -106,12 +107,15 @@ struct Tally {
   int flagged = 0;
   double worst_energy = 0;  // energy / energy_limit over the checks
   double worst_gap = 0;     // norm_gap / error_bound
+  double worst_rel = 0;     // sqrt(energy) / norm: ~ ||y_X - y_Y|| / ||y||
 };
 
 class VerifiedComputeTest : public ::testing::Test {
  protected:
-  std::unique_ptr<TorchStageCompute> Make(int stage, const model::EncodeOptions& codec) {
+  std::unique_ptr<TorchStageCompute> Make(int stage, const model::EncodeOptions& codec,
+                                          bool bf16_autocast = false) {
     TorchStageCompute::Options o;
+    o.runtime.bf16_autocast = bf16_autocast;
     o.model = Config();
     o.stage = stage;
     o.encode = codec;
@@ -123,7 +127,7 @@ class VerifiedComputeTest : public ::testing::Test {
   // `n` micro-batches: stage 0 starts each, X forwards it (for training),
   // Y sketches the same input frame, the check judges X's output.
   Tally RunChecks(const model::EncodeOptions& codec, StageCompute& x, TorchStageCompute& y,
-                  int n, uint64_t seed) {
+                  int n, uint64_t seed, const model::SketchCheckOptions& options = {}) {
     std::unique_ptr<TorchStageCompute> s0 = Make(0, codec);
     common::Random rng(seed);
     Tally tally;
@@ -145,13 +149,16 @@ class VerifiedComputeTest : public ::testing::Test {
           });
       EXPECT_TRUE(sketch.ok()) << sketch.status();
       if (!out.ok() || !sketch.ok()) return tally;
-      absl::StatusOr<model::SketchVerdict> v = CheckOutputAgainstSketch(*out, *sketch);
+      absl::StatusOr<model::SketchVerdict> v = CheckOutputAgainstSketch(*out, *sketch, options);
       EXPECT_TRUE(v.ok()) << v.status();
       if (!v.ok()) return tally;
       ++tally.checks;
       tally.flagged += v->match ? 0 : 1;
       if (v->energy_limit > 0) {
         tally.worst_energy = std::max(tally.worst_energy, v->energy / v->energy_limit);
+      }
+      if (sketch->norm > 0) {
+        tally.worst_rel = std::max(tally.worst_rel, std::sqrt(v->energy) / sketch->norm);
       }
       if (v->error_bound > 0) {
         tally.worst_gap = std::max(tally.worst_gap, v->norm_gap / v->error_bound);
@@ -230,6 +237,30 @@ TEST_F(VerifiedComputeTest, HonestReplicasAreNeverFlagged) {
     std::printf("honest %s: %d/%d flagged, worst energy/limit %.3g, worst norm gap/bound %.3g\n",
                 model::CodecName(codec.codec), t.flagged, t.checks, t.worst_energy, t.worst_gap);
   }
+}
+
+// Honest replicas that differ in precision: X under bf16 autocast, Y in
+// float32. The default device term (for float32 replicas) flags it; the
+// bound must be widened for mixed-precision pairs
+// (SketchCheckOptions::device_rel), and this measures by how much.
+TEST_F(VerifiedComputeTest, MixedPrecisionReplicasNeedAWiderDeviceTerm) {
+  const model::EncodeOptions codec{model::Codec::kRawFp32};
+  std::unique_ptr<TorchStageCompute> x = Make(1, codec, /*bf16_autocast=*/true);
+  std::unique_ptr<TorchStageCompute> y = Make(1, codec);
+  Tally strict = RunChecks(codec, *x, *y, kMicroBatches / 4, 15);
+  EXPECT_EQ(strict.flagged, strict.checks);
+  model::SketchCheckOptions mixed;
+  mixed.device_rel = 5e-3;
+  Tally wide = RunChecks(codec, *x, *y, kMicroBatches / 4, 15, mixed);
+  EXPECT_EQ(wide.flagged, 0);
+  // The wider term still catches a x1.05 liar.
+  LyingForward liar(x.get(), LyingForward::Lie::kScale, 1.05);
+  Tally caught = RunChecks(codec, liar, *y, kMicroBatches / 4, 16, mixed);
+  EXPECT_EQ(caught.flagged, caught.checks);
+  std::printf("bf16-autocast X vs fp32 Y: %d/%d flagged at device_rel 1e-4, %d/%d at 5e-3 "
+              "(x1.05 liar: %d/%d); worst ||y_X - y_Y|| / ||y|| ~ %.3g\n",
+              strict.flagged, strict.checks, wide.flagged, wide.checks, caught.flagged,
+              caught.checks, strict.worst_rel);
 }
 
 TEST_F(VerifiedComputeTest, ScaledActivationsAreDetected) {
