@@ -234,7 +234,7 @@ TEST_F(VerifiedComputeTest, HonestReplicasAreNeverFlagged) {
     Tally t = RunChecks(codec, *x, *y, kMicroBatches, 11);
     EXPECT_EQ(t.checks, kMicroBatches);
     EXPECT_EQ(t.flagged, 0) << model::CodecName(codec.codec);
-    std::printf("honest %s: %d/%d flagged, worst energy/limit %.3g, worst norm gap/bound %.3g\n",
+    std::printf("FIGURE honest %s: %d/%d flagged, worst energy/limit %.3g, worst norm gap/bound %.3g\n",
                 model::CodecName(codec.codec), t.flagged, t.checks, t.worst_energy, t.worst_gap);
   }
 }
@@ -257,7 +257,7 @@ TEST_F(VerifiedComputeTest, MixedPrecisionReplicasNeedAWiderDeviceTerm) {
   LyingForward liar(x.get(), LyingForward::Lie::kScale, 1.05);
   Tally caught = RunChecks(codec, liar, *y, kMicroBatches / 4, 16, mixed);
   EXPECT_EQ(caught.flagged, caught.checks);
-  std::printf("bf16-autocast X vs fp32 Y: %d/%d flagged at device_rel 1e-4, %d/%d at 5e-3 "
+  std::printf("FIGURE bf16-autocast X vs fp32 Y: %d/%d flagged at device_rel 1e-4, %d/%d at 5e-3 "
               "(x1.05 liar: %d/%d); worst ||y_X - y_Y|| / ||y|| ~ %.3g\n",
               strict.flagged, strict.checks, wide.flagged, wide.checks, caught.flagged,
               caught.checks, strict.worst_rel);
@@ -270,11 +270,11 @@ TEST_F(VerifiedComputeTest, ScaledActivationsAreDetected) {
     LyingForward liar(honest.get(), LyingForward::Lie::kScale, 1.05);
     Tally t = RunChecks(codec, liar, *y, kMicroBatches, 12);
     EXPECT_EQ(t.flagged, kMicroBatches) << model::CodecName(codec.codec);
-    std::printf("x1.05 %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
+    std::printf("FIGURE x1.05 %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
     // A subtler lie, reported (int8's own noise is ~1% of the norm).
     LyingForward slight(honest.get(), LyingForward::Lie::kScale, 1.01);
     Tally s = RunChecks(codec, slight, *y, kMicroBatches, 13);
-    std::printf("x1.01 %s: %d/%d flagged\n", model::CodecName(codec.codec), s.flagged, s.checks);
+    std::printf("FIGURE x1.01 %s: %d/%d flagged\n", model::CodecName(codec.codec), s.flagged, s.checks);
   }
 }
 
@@ -285,7 +285,7 @@ TEST_F(VerifiedComputeTest, RandomActivationsOfTheRightNormAreDetected) {
     LyingForward liar(honest.get(), LyingForward::Lie::kRandom, 1.0);
     Tally t = RunChecks(codec, liar, *y, kMicroBatches, 14);
     EXPECT_EQ(t.flagged, kMicroBatches) << model::CodecName(codec.codec);
-    std::printf("random %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
+    std::printf("FIGURE random %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
   }
 }
 
