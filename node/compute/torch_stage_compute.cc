@@ -128,6 +128,15 @@ void TorchStageCompute::SketchForward(WireTensor input, uint64_t seed, SketchDon
   });
 }
 
+void TorchStageCompute::SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                                       SketchDone done, int projections) {
+  runner_->Post([this, input = std::move(input), grad = std::move(grad_output), seed,
+                 projections, done = std::move(done)]() mutable {
+    absl::StatusOr<model::OutputSketch> out = DoSketchBackward(input, grad, seed, projections);
+    done(std::move(out));
+  });
+}
+
 void TorchStageCompute::Tail(uint64_t mb, WireTensor activation, TailDone done) {
   runner_->Post([this, mb, activation = std::move(activation), done = std::move(done)]() mutable {
     absl::StatusOr<TailOutput> out = DoTail(mb, activation);
@@ -232,6 +241,32 @@ absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchForward(const Wir
     }
     return model::SketchOutput(absl::Span<const float>(y.data_ptr<float>(), y.numel()),
                                {y.sizes().begin(), y.sizes().end()}, seed, projections);
+  });
+}
+
+// Note [Verify-only forward] applies: RecomputeInputGradient keeps no stash
+// and accumulates no parameter gradient; the weights and the step are not
+// touched.
+absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchBackward(
+    const WireTensor& input, const WireTensor& grad_output, uint64_t seed, int projections) {
+  if (options_.stage == 0) {
+    return absl::FailedPreconditionError("SketchBackward needs a stage > 0");
+  }
+  return model::TorchGuard("SketchBackward", [&]() -> absl::StatusOr<model::OutputSketch> {
+    absl::StatusOr<at::Tensor> x = DecodeActivation(input, options_.model, options_.max_samples);
+    if (!x.ok()) return x.status();
+    absl::StatusOr<at::Tensor> g =
+        DecodeActivation(grad_output, options_.model, options_.max_samples);
+    if (!g.ok()) return g.status();
+    at::Tensor gx;
+    {
+      absl::MutexLock lock(&mu_);
+      absl::StatusOr<at::Tensor> out = executor_->RecomputeInputGradient(*x, *g);
+      if (!out.ok()) return out.status();
+      gx = out->to(at::kCPU, at::kFloat).contiguous();
+    }
+    return model::SketchOutput(absl::Span<const float>(gx.data_ptr<float>(), gx.numel()),
+                               {gx.sizes().begin(), gx.sizes().end()}, seed, projections);
   });
 }
 

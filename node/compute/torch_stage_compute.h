@@ -79,6 +79,11 @@ class TorchStageCompute final : public StageCompute {
   using SketchDone = absl::AnyInvocable<void(absl::StatusOr<model::OutputSketch> out)>;
   void SketchForward(WireTensor input, uint64_t seed, SketchDone done,
                      int projections = model::kDefaultSketchProjections);
+  // The backward's counterpart: the sketch of the input gradient that
+  // Forward(input) then Backward(grad_output) would return (before any
+  // codec), recomputed without any state kept or gradient accumulated.
+  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed, SketchDone done,
+                      int projections = model::kDefaultSketchProjections);
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
@@ -110,6 +115,9 @@ class TorchStageCompute final : public StageCompute {
 
   absl::StatusOr<WireTensor> DoStart(uint64_t mb, const MicroBatchData& data);
   absl::StatusOr<WireTensor> DoForward(uint64_t mb, const WireTensor& input);
+  absl::StatusOr<model::OutputSketch> DoSketchBackward(const WireTensor& input,
+                                                       const WireTensor& grad_output,
+                                                       uint64_t seed, int projections);
   absl::StatusOr<model::OutputSketch> DoSketchForward(const WireTensor& input, uint64_t seed,
                                                       int projections);
   absl::StatusOr<TailOutput> DoTail(uint64_t mb, const WireTensor& activation);

@@ -7,108 +7,26 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <utility>
 #include <vector>
 
 #include "common/random.h"
-#include "common/sim_clock.h"
 #include "model/output_sketch.h"
-#include "model/tensor_codec.h"
-#include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/output_check.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
+#include "node/compute/verify_test_util.h"
 
 namespace skipswarm::node {
 namespace {
 
 constexpr int kMicroBatches = 100;
 
-model::ModelConfig Config() {
-  model::ModelConfig c;
-  c.num_layers = 6;
-  c.d_model = 64;
-  c.num_heads = 4;
-  c.ffn_dim = 128;
-  c.seq_len = 32;
-  c.num_stages = 3;
-  c.init_seed = 5;
-  return c;
-}
-
-MicroBatchData Batch(common::Random& rng) {
-  MicroBatchData d;
-  d.samples = 4;
-  d.seq = 32;
-  for (int64_t i = 0; i < d.samples * d.seq; ++i) {
-    d.tokens.push_back(rng.UniformInt(0, 255));
-    d.targets.push_back(rng.UniformInt(0, 255));
-  }
-  return d;
-}
-
-// Runs one task to completion on the sim clock.
-template <typename T, typename Call>
-absl::StatusOr<T> RunTask(common::SimClock& clock, Call call) {
-  std::optional<absl::StatusOr<T>> out;
-  call([&](absl::StatusOr<T> r) { out = std::move(r); });
-  EXPECT_FALSE(out.has_value()) << "done ran inline";
-  clock.RunDue();
-  EXPECT_TRUE(out.has_value());
-  return out.has_value() ? std::move(*out) : absl::InternalError("task did not run");
-}
-
-// A replica that computes honestly, then lies in the activation it sends:
-// x factor, or values of the same norm drawn at random; re-encoded with the
-// codec the honest output had, as a liar would to pass the decoder.
-class LyingForward final : public ForwardingStageCompute {
- public:
-  enum class Lie { kScale, kRandom };
-  LyingForward(StageCompute* inner, Lie lie, double factor)
-      : ForwardingStageCompute(inner), lie_(lie), factor_(factor) {}
-
-  void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
-    inner()->Forward(mb, std::move(input),
-                     [this, done = std::move(done)](absl::StatusOr<WireTensor> y) mutable {
-                       done(y.ok() ? Twist(*y) : y);
-                     });
-  }
-
- private:
-  absl::StatusOr<WireTensor> Twist(const WireTensor& y) {
-    const model::TensorMeta meta = FromProto(y.meta);
-    model::DecodeExpectations want;
-    absl::StatusOr<at::Tensor> t = model::DecodeTensor(meta, std::string(y.payload), want);
-    if (!t.ok()) return t.status();
-    at::Tensor lie = *t * factor_;
-    if (lie_ == Lie::kRandom) {
-      at::Generator gen = at::detail::createCPUGenerator(++draws_);
-      at::Tensor r = at::randn(t->sizes(), gen);
-      lie = r * (t->norm() / r.norm());
-    }
-    absl::StatusOr<model::EncodedTensor> enc =
-        model::EncodeTensor(lie, {meta.codec, meta.block_size == 0 ? 256 : meta.block_size});
-    if (!enc.ok()) return enc.status();
-    return WireTensor{ToProto(enc->meta), absl::Cord(std::move(enc->payload))};
-  }
-
-  const Lie lie_;
-  const double factor_;
-  uint64_t draws_ = 0;
-};
-
-struct Tally {
-  int checks = 0;
-  int flagged = 0;
-  double worst_energy = 0;  // energy / energy_limit over the checks
-  double worst_gap = 0;     // norm_gap / error_bound
-  double worst_rel = 0;     // sqrt(energy) / norm: ~ ||y_X - y_Y|| / ||y||
-};
+using testing::LyingCompute;
+using testing::RunTask;
+using testing::Tally;
 
 class VerifiedComputeTest : public ::testing::Test {
  protected:
@@ -116,7 +34,7 @@ class VerifiedComputeTest : public ::testing::Test {
                                           bool bf16_autocast = false) {
     TorchStageCompute::Options o;
     o.runtime.bf16_autocast = bf16_autocast;
-    o.model = Config();
+    o.model = testing::VerifyConfig();
     o.stage = stage;
     o.encode = codec;
     absl::StatusOr<std::unique_ptr<TorchStageCompute>> c = TorchStageCompute::Create(o, &runner_);
@@ -134,7 +52,8 @@ class VerifiedComputeTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       const uint64_t mb = static_cast<uint64_t>(i);
       absl::StatusOr<WireTensor> in = RunTask<WireTensor>(
-          clock_, [&](TensorDone done) { s0->Start(mb, Batch(rng), std::move(done)); });
+          clock_,
+          [&](TensorDone done) { s0->Start(mb, testing::VerifyBatch(rng), std::move(done)); });
       EXPECT_TRUE(in.ok()) << in.status();
       if (!in.ok()) return tally;
       s0->Discard(mb);
@@ -152,17 +71,7 @@ class VerifiedComputeTest : public ::testing::Test {
       absl::StatusOr<model::SketchVerdict> v = CheckOutputAgainstSketch(*out, *sketch, options);
       EXPECT_TRUE(v.ok()) << v.status();
       if (!v.ok()) return tally;
-      ++tally.checks;
-      tally.flagged += v->match ? 0 : 1;
-      if (v->energy_limit > 0) {
-        tally.worst_energy = std::max(tally.worst_energy, v->energy / v->energy_limit);
-      }
-      if (sketch->norm > 0) {
-        tally.worst_rel = std::max(tally.worst_rel, std::sqrt(v->energy) / sketch->norm);
-      }
-      if (v->error_bound > 0) {
-        tally.worst_gap = std::max(tally.worst_gap, v->norm_gap / v->error_bound);
-      }
+      tally.Add(*v, sketch->norm);
     }
     return tally;
   }
@@ -181,7 +90,9 @@ TEST_F(VerifiedComputeTest, VerifyOnlyForwardLeavesTheReplicaAsItWas) {
   std::unique_ptr<TorchStageCompute> y = Make(1, {});
   common::Random rng(1);
   absl::StatusOr<WireTensor> in =
-      RunTask<WireTensor>(clock_, [&](TensorDone done) { s0->Start(7, Batch(rng), std::move(done)); });
+      RunTask<WireTensor>(clock_, [&](TensorDone done) {
+        s0->Start(7, testing::VerifyBatch(rng), std::move(done));
+      });
   ASSERT_TRUE(in.ok()) << in.status();
   const uint64_t digest = y->ParamsDigest();
   absl::StatusOr<model::OutputSketch> sketch = RunTask<model::OutputSketch>(
@@ -254,7 +165,7 @@ TEST_F(VerifiedComputeTest, MixedPrecisionReplicasNeedAWiderDeviceTerm) {
   Tally wide = RunChecks(codec, *x, *y, kMicroBatches / 4, 15, mixed);
   EXPECT_EQ(wide.flagged, 0);
   // The wider term still catches a x1.05 liar.
-  LyingForward liar(x.get(), LyingForward::Lie::kScale, 1.05);
+  LyingCompute liar(x.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kScale, 1.05);
   Tally caught = RunChecks(codec, liar, *y, kMicroBatches / 4, 16, mixed);
   EXPECT_EQ(caught.flagged, caught.checks);
   std::printf("FIGURE bf16-autocast X vs fp32 Y: %d/%d flagged at device_rel 1e-4, %d/%d at 5e-3 "
@@ -267,12 +178,14 @@ TEST_F(VerifiedComputeTest, ScaledActivationsAreDetected) {
   for (const model::EncodeOptions& codec : Codecs()) {
     std::unique_ptr<TorchStageCompute> honest = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
-    LyingForward liar(honest.get(), LyingForward::Lie::kScale, 1.05);
+    LyingCompute liar(honest.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kScale,
+                       1.05);
     Tally t = RunChecks(codec, liar, *y, kMicroBatches, 12);
     EXPECT_EQ(t.flagged, kMicroBatches) << model::CodecName(codec.codec);
     std::printf("FIGURE x1.05 %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
     // A subtler lie, reported (int8's own noise is ~1% of the norm).
-    LyingForward slight(honest.get(), LyingForward::Lie::kScale, 1.01);
+    LyingCompute slight(honest.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kScale,
+                        1.01);
     Tally s = RunChecks(codec, slight, *y, kMicroBatches, 13);
     std::printf("FIGURE x1.01 %s: %d/%d flagged\n", model::CodecName(codec.codec), s.flagged, s.checks);
   }
@@ -282,7 +195,8 @@ TEST_F(VerifiedComputeTest, RandomActivationsOfTheRightNormAreDetected) {
   for (const model::EncodeOptions& codec : Codecs()) {
     std::unique_ptr<TorchStageCompute> honest = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
-    LyingForward liar(honest.get(), LyingForward::Lie::kRandom, 1.0);
+    LyingCompute liar(honest.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kRandom,
+                       1.0);
     Tally t = RunChecks(codec, liar, *y, kMicroBatches, 14);
     EXPECT_EQ(t.flagged, kMicroBatches) << model::CodecName(codec.codec);
     std::printf("FIGURE random %s: %d/%d flagged\n", model::CodecName(codec.codec), t.flagged, t.checks);
