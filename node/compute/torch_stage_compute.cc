@@ -119,20 +119,18 @@ void TorchStageCompute::Forward(uint64_t mb, WireTensor input, TensorDone done) 
   });
 }
 
-void TorchStageCompute::SketchForward(WireTensor input, uint64_t seed, SketchDone done,
-                                      int projections) {
-  runner_->Post([this, input = std::move(input), seed, projections,
-                 done = std::move(done)]() mutable {
-    absl::StatusOr<model::OutputSketch> out = DoSketchForward(input, seed, projections);
+void TorchStageCompute::SketchForward(WireTensor input, uint64_t seed, SketchDone done) {
+  runner_->Post([this, input = std::move(input), seed, done = std::move(done)]() mutable {
+    absl::StatusOr<model::OutputSketch> out = DoSketchForward(input, seed);
     done(std::move(out));
   });
 }
 
 void TorchStageCompute::SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
-                                       SketchDone done, int projections) {
+                                       SketchDone done) {
   runner_->Post([this, input = std::move(input), grad = std::move(grad_output), seed,
-                 projections, done = std::move(done)]() mutable {
-    absl::StatusOr<model::OutputSketch> out = DoSketchBackward(input, grad, seed, projections);
+                 done = std::move(done)]() mutable {
+    absl::StatusOr<model::OutputSketch> out = DoSketchBackward(input, grad, seed);
     done(std::move(out));
   });
 }
@@ -223,8 +221,7 @@ absl::StatusOr<WireTensor> TorchStageCompute::DoForward(uint64_t mb, const WireT
 // (Note [Codec error bound]). Y's weights must be X's: the caller sends a
 // check only within one iteration, before either replica steps.
 absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchForward(const WireTensor& input,
-                                                                       uint64_t seed,
-                                                                       int projections) {
+                                                                       uint64_t seed) {
   if (options_.stage == 0) {
     return absl::FailedPreconditionError("SketchForward needs a stage > 0 (stage 0 starts)");
   }
@@ -240,7 +237,7 @@ absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchForward(const Wir
       y = out->to(at::kCPU, at::kFloat).contiguous();
     }
     return model::SketchOutput(absl::Span<const float>(y.data_ptr<float>(), y.numel()),
-                               {y.sizes().begin(), y.sizes().end()}, seed, projections);
+                               {y.sizes().begin(), y.sizes().end()}, seed);
   });
 }
 
@@ -248,7 +245,7 @@ absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchForward(const Wir
 // and accumulates no parameter gradient; the weights and the step are not
 // touched.
 absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchBackward(
-    const WireTensor& input, const WireTensor& grad_output, uint64_t seed, int projections) {
+    const WireTensor& input, const WireTensor& grad_output, uint64_t seed) {
   if (options_.stage == 0) {
     return absl::FailedPreconditionError("SketchBackward needs a stage > 0");
   }
@@ -266,7 +263,7 @@ absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchBackward(
       gx = out->to(at::kCPU, at::kFloat).contiguous();
     }
     return model::SketchOutput(absl::Span<const float>(gx.data_ptr<float>(), gx.numel()),
-                               {gx.sizes().begin(), gx.sizes().end()}, seed, projections);
+                               {gx.sizes().begin(), gx.sizes().end()}, seed);
   });
 }
 

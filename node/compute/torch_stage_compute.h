@@ -71,19 +71,11 @@ class TorchStageCompute final : public StageCompute {
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override;
   void Tail(uint64_t mb, WireTensor activation, TailDone done) override;
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override;
-  // Note [Verify-only forward]: this stage's forward of `input` (decoded and
-  // checked as Forward does) without advancing training, answered with the
-  // sketch (model/output_sketch.h) of its float32 output, before any codec,
-  // under `seed`. Stage > 0 only (FailedPrecondition on stage 0, whose input
-  // is tokens). Runs as a task on the runner, like Forward.
-  using SketchDone = absl::AnyInvocable<void(absl::StatusOr<model::OutputSketch> out)>;
-  void SketchForward(WireTensor input, uint64_t seed, SketchDone done,
-                     int projections = model::kDefaultSketchProjections);
-  // The backward's counterpart: the sketch of the input gradient that
-  // Forward(input) then Backward(grad_output) would return (before any
-  // codec), recomputed without any state kept or gradient accumulated.
-  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed, SketchDone done,
-                      int projections = model::kDefaultSketchProjections);
+  // Note [Verify-only forward]: input (and gradient) decoded and checked as
+  // Forward (Backward) does; run as tasks on the runner.
+  void SketchForward(WireTensor input, uint64_t seed, SketchDone done) override;
+  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                      SketchDone done) override;
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
@@ -117,9 +109,8 @@ class TorchStageCompute final : public StageCompute {
   absl::StatusOr<WireTensor> DoForward(uint64_t mb, const WireTensor& input);
   absl::StatusOr<model::OutputSketch> DoSketchBackward(const WireTensor& input,
                                                        const WireTensor& grad_output,
-                                                       uint64_t seed, int projections);
-  absl::StatusOr<model::OutputSketch> DoSketchForward(const WireTensor& input, uint64_t seed,
-                                                      int projections);
+                                                       uint64_t seed);
+  absl::StatusOr<model::OutputSketch> DoSketchForward(const WireTensor& input, uint64_t seed);
   absl::StatusOr<TailOutput> DoTail(uint64_t mb, const WireTensor& activation);
   absl::StatusOr<WireTensor> DoBackward(uint64_t mb, const WireTensor& grad);
 

@@ -70,7 +70,7 @@ class VerifiedBackwardTest : public ::testing::Test {
       EXPECT_TRUE(gx.ok()) << gx.status();
       const uint64_t check_seed = rng();
       absl::StatusOr<model::OutputSketch> sketch = RunTask<model::OutputSketch>(
-          clock_, [&](TorchStageCompute::SketchDone done) {
+          clock_, [&](SketchDone done) {
             y.SketchBackward(*in, tail->grad, check_seed, std::move(done));
           });
       EXPECT_TRUE(sketch.ok()) << sketch.status();
@@ -124,7 +124,7 @@ TEST_F(VerifiedBackwardTest, SketchBackwardRefusesStageZeroAndMismatchedShapes) 
   ASSERT_TRUE(small.ok());
   const WireTensor wrong{ToProto(small->meta), absl::Cord(small->payload)};
   const auto sketch = [&](TorchStageCompute& c, const WireTensor& g) {
-    return RunTask<model::OutputSketch>(clock_, [&](TorchStageCompute::SketchDone done) {
+    return RunTask<model::OutputSketch>(clock_, [&](SketchDone done) {
              c.SketchBackward(*in, g, 1, std::move(done));
            })
         .status()

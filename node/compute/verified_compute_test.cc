@@ -63,7 +63,7 @@ class VerifiedComputeTest : public ::testing::Test {
       x.Discard(mb);
       const uint64_t check_seed = rng();
       absl::StatusOr<model::OutputSketch> sketch = RunTask<model::OutputSketch>(
-          clock_, [&](TorchStageCompute::SketchDone done) {
+          clock_, [&](SketchDone done) {
             y.SketchForward(*in, check_seed, std::move(done));
           });
       EXPECT_TRUE(sketch.ok()) << sketch.status();
@@ -96,7 +96,7 @@ TEST_F(VerifiedComputeTest, VerifyOnlyForwardLeavesTheReplicaAsItWas) {
   ASSERT_TRUE(in.ok()) << in.status();
   const uint64_t digest = y->ParamsDigest();
   absl::StatusOr<model::OutputSketch> sketch = RunTask<model::OutputSketch>(
-      clock_, [&](TorchStageCompute::SketchDone done) { y->SketchForward(*in, 3, std::move(done)); });
+      clock_, [&](SketchDone done) { y->SketchForward(*in, 3, std::move(done)); });
   ASSERT_TRUE(sketch.ok()) << sketch.status();
   EXPECT_EQ(sketch->shape, (std::vector<int64_t>{4, 32, 64}));
   EXPECT_EQ(y->pending(), 0u);
@@ -129,7 +129,7 @@ TEST_F(VerifiedComputeTest, SketchForwardRefusesStageZeroAndBadInput) {
   junk.payload = absl::Cord("short");
   for (TorchStageCompute* c : {s0.get(), s1.get()}) {
     absl::StatusOr<model::OutputSketch> s = RunTask<model::OutputSketch>(
-        clock_, [&](TorchStageCompute::SketchDone done) { c->SketchForward(junk, 1, std::move(done)); });
+        clock_, [&](SketchDone done) { c->SketchForward(junk, 1, std::move(done)); });
     EXPECT_EQ(s.status().code(), c == s0.get() ? absl::StatusCode::kFailedPrecondition
                                                : absl::StatusCode::kInvalidArgument)
         << s.status();
