@@ -225,6 +225,33 @@ absl::StatusOr<at::Tensor> StageExecutor::Backward(uint64_t mb, const at::Tensor
   });
 }
 
+absl::StatusOr<at::Tensor> StageExecutor::RecomputeInputGradient(const at::Tensor& input,
+                                                                 const at::Tensor& grad_output) {
+  if (stage() == 0) {
+    return absl::FailedPreconditionError("RecomputeInputGradient is for stages > 0");
+  }
+  absl::Status ok = CheckActivation(input, "RecomputeInputGradient input");
+  if (!ok.ok()) return ok;
+  if (!grad_output.defined() || !at::isFloatingType(grad_output.scalar_type()) ||
+      !grad_output.sizes().equals(input.sizes())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RecomputeInputGradient: gradient shape ",
+        grad_output.defined() ? ShapeString(grad_output) : "undefined",
+        " does not match the input ", ShapeString(input)));
+  }
+  return TorchGuard("RecomputeInputGradient", [&]() -> absl::StatusOr<at::Tensor> {
+    c10::AutoGradMode grad(true);
+    at::Tensor x = input.to(device_, at::kFloat).detach().requires_grad_(true);
+    at::Tensor out;
+    {
+      AutocastScope autocast(runtime_.bf16_autocast, device_);
+      out = module_->RunBlocks(x).to(at::kFloat);
+    }
+    // As Backward without train_parameters: autograd::grad fills no .grad.
+    return torch::autograd::grad({out}, {x}, {grad_output.to(device_, at::kFloat)})[0];
+  });
+}
+
 bool StageExecutor::Discard(uint64_t mb) { return stash_.erase(mb) > 0; }
 
 void StageExecutor::ZeroGrad() {

@@ -75,6 +75,14 @@ class StageExecutor {
   absl::StatusOr<at::Tensor> Backward(uint64_t mb, const at::Tensor& grad_output,
                                       bool train_parameters = true);
 
+  // Stage > 0: the gradient of `input` that Forward(input) then
+  // Backward(grad_output) would return, recomputed now and keeping nothing:
+  // no stash, no parameter gradient, no visit (verified compute's
+  // verify-only backward, Note [Verify-only forward] in
+  // node/compute/torch_stage_compute.cc).
+  absl::StatusOr<at::Tensor> RecomputeInputGradient(const at::Tensor& input,
+                                                    const at::Tensor& grad_output);
+
   // Drops a pending MB (lost downstream). Returns whether it was pending.
   bool Discard(uint64_t mb);
   size_t pending() const { return stash_.size(); }

@@ -48,6 +48,13 @@ class ForwardingStageCompute : public StageCompute {
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override {
     inner_->Backward(mb, std::move(grad_output), std::move(done));
   }
+  void SketchForward(WireTensor input, uint64_t seed, SketchDone done) override {
+    inner_->SketchForward(std::move(input), seed, std::move(done));
+  }
+  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                      SketchDone done) override {
+    inner_->SketchBackward(std::move(input), std::move(grad_output), seed, std::move(done));
+  }
   bool Discard(uint64_t mb) override { return inner_->Discard(mb); }
   size_t pending() const override { return inner_->pending(); }
 

@@ -52,6 +52,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 #include "model/averaging_options.h"
+#include "model/output_sketch.h"
 #include "proto/common.pb.h"
 
 namespace skipswarm::node {
@@ -130,6 +131,7 @@ struct GradientSum {
 
 using TensorDone = absl::AnyInvocable<void(absl::StatusOr<WireTensor> out)>;
 using TailDone = absl::AnyInvocable<void(absl::StatusOr<TailOutput> out)>;
+using SketchDone = absl::AnyInvocable<void(absl::StatusOr<model::OutputSketch> out)>;
 
 // The compute task interface: the micro-batch work the stage server runs,
 // one task at a time.
@@ -152,6 +154,17 @@ class StageTasks {
   // counts a visit. Returns the input gradient (an empty WireTensor after
   // Start). NOT_FOUND if `mb` is not pending.
   virtual void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) = 0;
+  // Verified compute (Note [Verify-only forward] in
+  // node/compute/torch_stage_compute.cc): the sketch (model/output_sketch.h,
+  // kDefaultSketchProjections) under `seed` of what Forward(input) would
+  // return, before any codec, without advancing training: no pending MB, no
+  // visit, no gradient, the weights untouched. Stage > 0 only
+  // (FAILED_PRECONDITION on stage 0).
+  virtual void SketchForward(WireTensor input, uint64_t seed, SketchDone done) = 0;
+  // The same for the input gradient that Forward(input) then
+  // Backward(grad_output) would return.
+  virtual void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                              SketchDone done) = 0;
   // Drops a pending MB (lost downstream). Returns whether it was pending.
   virtual bool Discard(uint64_t mb) = 0;
   virtual size_t pending() const = 0;

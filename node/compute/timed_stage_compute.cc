@@ -108,6 +108,32 @@ void TimedStageCompute::Backward(uint64_t mb, WireTensor grad_output, TensorDone
          options_.stage == 0 ? WireTensor{} : Dummy());
 }
 
+void TimedStageCompute::FinishSketch(absl::Duration after, uint64_t seed, SketchDone done) {
+  absl::StatusOr<model::OutputSketch> out;
+  if (options_.stage == 0) {
+    out = absl::FailedPreconditionError("a verify-only sketch needs a stage > 0");
+    after = absl::ZeroDuration();
+  } else {
+    model::OutputSketch s;
+    s.shape = {static_cast<int64_t>(options_.payload_bytes / 4)};
+    s.seed = seed;
+    s.projections.assign(model::kDefaultSketchProjections, 0.0);
+    out = std::move(s);
+  }
+  clock_->RunAfter(after, [done = std::move(done), out = std::move(out)]() mutable {
+    done(std::move(out));
+  });
+}
+
+void TimedStageCompute::SketchForward(WireTensor input, uint64_t seed, SketchDone done) {
+  FinishSketch(options_.forward, seed, std::move(done));
+}
+
+void TimedStageCompute::SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                                       SketchDone done) {
+  FinishSketch(options_.forward * (1 + options_.backward_factor), seed, std::move(done));
+}
+
 bool TimedStageCompute::Discard(uint64_t mb) {
   absl::MutexLock lock(&mu_);
   started_.erase(mb);

@@ -49,6 +49,12 @@ class TimedStageCompute final : public StageCompute {
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override;
   void Tail(uint64_t mb, WireTensor activation, TailDone done) override;
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override;
+  // After one forward (SketchBackward: a forward and a backward), a sketch
+  // of the dummy output: Dummy()'s shape, zero projections and norm, so a
+  // check of a timed output against it matches.
+  void SketchForward(WireTensor input, uint64_t seed, SketchDone done) override;
+  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                      SketchDone done) override;
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
@@ -66,6 +72,7 @@ class TimedStageCompute final : public StageCompute {
   // Adds `mb` to the pending set; ALREADY_EXISTS if it is there.
   absl::Status Admit(uint64_t mb);
   WireTensor Dummy() const;
+  void FinishSketch(absl::Duration after, uint64_t seed, SketchDone done);
   void Finish(absl::Duration after, TensorDone done, absl::StatusOr<WireTensor> out);
 
   common::Clock* const clock_;

@@ -55,6 +55,41 @@ TEST(TimedStageComputeTest, RejectsDuplicateAndUnknownMicroBatches) {
   EXPECT_EQ(precondition, 1);
 }
 
+TEST(TimedStageComputeTest, VerifyOnlySketchesTakeAForwardOrAForwardAndABackward) {
+  common::SimClock clock;
+  TimedStageCompute compute(&clock, {.stage = 2, .forward = absl::Milliseconds(100),
+                                     .payload_bytes = 64});
+  std::optional<absl::StatusOr<model::OutputSketch>> fwd, bwd;
+  compute.SketchForward(WireTensor{}, 5, [&](absl::StatusOr<model::OutputSketch> r) {
+    fwd = std::move(r);
+  });
+  compute.SketchBackward(WireTensor{}, WireTensor{}, 6,
+                         [&](absl::StatusOr<model::OutputSketch> r) { bwd = std::move(r); });
+  clock.Advance(absl::Milliseconds(99));
+  EXPECT_FALSE(fwd.has_value());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(fwd.has_value() && fwd->ok());
+  EXPECT_EQ((*fwd)->shape, (std::vector<int64_t>{16}));  // Dummy()'s shape
+  EXPECT_EQ((*fwd)->seed, 5u);
+  EXPECT_EQ((*fwd)->projections.size(), static_cast<size_t>(model::kDefaultSketchProjections));
+  clock.Advance(absl::Milliseconds(149));
+  EXPECT_FALSE(bwd.has_value());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(bwd.has_value() && bwd->ok());
+  // Nothing pending, no visit.
+  EXPECT_EQ(compute.pending(), 0u);
+  EXPECT_EQ(compute.TakeGradients()->visits, 0);
+
+  TimedStageCompute data(&clock, {.stage = 0});
+  fwd.reset();
+  data.SketchForward(WireTensor{}, 1, [&](absl::StatusOr<model::OutputSketch> r) {
+    fwd = std::move(r);
+  });
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(fwd.has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(fwd->status()));
+}
+
 TEST(TimedStageComputeTest, StepChangesDigestEquallyOnReplicas) {
   common::SimClock clock;
   TimedStageCompute a(&clock, {.stage = 3}), b(&clock, {.stage = 3});

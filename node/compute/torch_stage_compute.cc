@@ -119,6 +119,22 @@ void TorchStageCompute::Forward(uint64_t mb, WireTensor input, TensorDone done) 
   });
 }
 
+void TorchStageCompute::SketchForward(WireTensor input, uint64_t seed, SketchDone done) {
+  runner_->Post([this, input = std::move(input), seed, done = std::move(done)]() mutable {
+    absl::StatusOr<model::OutputSketch> out = DoSketchForward(input, seed);
+    done(std::move(out));
+  });
+}
+
+void TorchStageCompute::SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                                       SketchDone done) {
+  runner_->Post([this, input = std::move(input), grad = std::move(grad_output), seed,
+                 done = std::move(done)]() mutable {
+    absl::StatusOr<model::OutputSketch> out = DoSketchBackward(input, grad, seed);
+    done(std::move(out));
+  });
+}
+
 void TorchStageCompute::Tail(uint64_t mb, WireTensor activation, TailDone done) {
   runner_->Post([this, mb, activation = std::move(activation), done = std::move(done)]() mutable {
     absl::StatusOr<TailOutput> out = DoTail(mb, activation);
@@ -189,6 +205,65 @@ absl::StatusOr<WireTensor> TorchStageCompute::DoForward(uint64_t mb, const WireT
     absl::StatusOr<at::Tensor> y = executor_->Forward(mb, *x);
     if (!y.ok()) return y.status();
     return Encode(*y, options_.encode);
+  });
+}
+
+// Note [Verify-only forward]
+// Verified compute (Note [Output sketch] in model/output_sketch.h) has a
+// second replica Y recompute a forward that replica X ran for training. Y's
+// run must leave Y exactly as it was: the executor's kEval mode runs the
+// same blocks with autograd off and keeps no stash (so no pending MB, no
+// memory held for a backward, no visit, no gradient), and nothing here
+// touches the optimiser or the step. The maths equal kTrain's (the blocks
+// have no dropout and no train-only layer), so with equal weights Y's output
+// equals what X computed up to the device's rounding. The sketch is of the
+// float32 output before any codec: the checker's bound covers X's codec
+// (Note [Codec error bound]). Y's weights must be X's: the caller sends a
+// check only within one iteration, before either replica steps.
+absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchForward(const WireTensor& input,
+                                                                       uint64_t seed) {
+  if (options_.stage == 0) {
+    return absl::FailedPreconditionError("SketchForward needs a stage > 0 (stage 0 starts)");
+  }
+  return model::TorchGuard("SketchForward", [&]() -> absl::StatusOr<model::OutputSketch> {
+    absl::StatusOr<at::Tensor> x = DecodeActivation(input, options_.model, options_.max_samples);
+    if (!x.ok()) return x.status();
+    at::Tensor y;
+    {
+      absl::MutexLock lock(&mu_);
+      // kEval ignores the id (nothing is keyed by it).
+      absl::StatusOr<at::Tensor> out = executor_->Forward(0, *x, model::Mode::kEval);
+      if (!out.ok()) return out.status();
+      y = out->to(at::kCPU, at::kFloat).contiguous();
+    }
+    return model::SketchOutput(absl::Span<const float>(y.data_ptr<float>(), y.numel()),
+                               {y.sizes().begin(), y.sizes().end()}, seed);
+  });
+}
+
+// Note [Verify-only forward] applies: RecomputeInputGradient keeps no stash
+// and accumulates no parameter gradient; the weights and the step are not
+// touched.
+absl::StatusOr<model::OutputSketch> TorchStageCompute::DoSketchBackward(
+    const WireTensor& input, const WireTensor& grad_output, uint64_t seed) {
+  if (options_.stage == 0) {
+    return absl::FailedPreconditionError("SketchBackward needs a stage > 0");
+  }
+  return model::TorchGuard("SketchBackward", [&]() -> absl::StatusOr<model::OutputSketch> {
+    absl::StatusOr<at::Tensor> x = DecodeActivation(input, options_.model, options_.max_samples);
+    if (!x.ok()) return x.status();
+    absl::StatusOr<at::Tensor> g =
+        DecodeActivation(grad_output, options_.model, options_.max_samples);
+    if (!g.ok()) return g.status();
+    at::Tensor gx;
+    {
+      absl::MutexLock lock(&mu_);
+      absl::StatusOr<at::Tensor> out = executor_->RecomputeInputGradient(*x, *g);
+      if (!out.ok()) return out.status();
+      gx = out->to(at::kCPU, at::kFloat).contiguous();
+    }
+    return model::SketchOutput(absl::Span<const float>(gx.data_ptr<float>(), gx.numel()),
+                               {gx.sizes().begin(), gx.sizes().end()}, seed);
   });
 }
 

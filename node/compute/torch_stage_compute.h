@@ -25,6 +25,7 @@
 #include "model/averaging_options.h"
 #include "model/avg_codec.h"
 #include "model/optimizer.h"
+#include "model/output_sketch.h"
 #include "model/outer_optimizer.h"
 #include "model/tensor_codec.h"
 #include "node/compute/stage_compute.h"
@@ -70,6 +71,11 @@ class TorchStageCompute final : public StageCompute {
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override;
   void Tail(uint64_t mb, WireTensor activation, TailDone done) override;
   void Backward(uint64_t mb, WireTensor grad_output, TensorDone done) override;
+  // Note [Verify-only forward]: input (and gradient) decoded and checked as
+  // Forward (Backward) does; run as tasks on the runner.
+  void SketchForward(WireTensor input, uint64_t seed, SketchDone done) override;
+  void SketchBackward(WireTensor input, WireTensor grad_output, uint64_t seed,
+                      SketchDone done) override;
   bool Discard(uint64_t mb) override;
   size_t pending() const override;
   absl::StatusOr<GradientSum> TakeGradients() override;
@@ -101,6 +107,10 @@ class TorchStageCompute final : public StageCompute {
 
   absl::StatusOr<WireTensor> DoStart(uint64_t mb, const MicroBatchData& data);
   absl::StatusOr<WireTensor> DoForward(uint64_t mb, const WireTensor& input);
+  absl::StatusOr<model::OutputSketch> DoSketchBackward(const WireTensor& input,
+                                                       const WireTensor& grad_output,
+                                                       uint64_t seed);
+  absl::StatusOr<model::OutputSketch> DoSketchForward(const WireTensor& input, uint64_t seed);
   absl::StatusOr<TailOutput> DoTail(uint64_t mb, const WireTensor& activation);
   absl::StatusOr<WireTensor> DoBackward(uint64_t mb, const WireTensor& grad);
 

@@ -60,6 +60,8 @@ class NeverFinishingCompute final : public StageCompute {
   void Forward(uint64_t, WireTensor, TensorDone) override {}
   void Tail(uint64_t, WireTensor, TailDone) override {}
   void Backward(uint64_t, WireTensor, TensorDone) override {}
+  void SketchForward(WireTensor, uint64_t, SketchDone) override {}
+  void SketchBackward(WireTensor, WireTensor, uint64_t, SketchDone) override {}
   bool Discard(uint64_t) override {
     // Some work, so a late callback overlaps the destructor more often.
     volatile int spin = 0;

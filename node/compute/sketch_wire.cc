@@ -1,0 +1,56 @@
+#include "node/compute/sketch_wire.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace skipswarm::node {
+
+SketchLimits ActivationSketchLimits(const model::ModelConfig& config, int64_t max_samples) {
+  SketchLimits l;
+  l.max_shape = {max_samples, config.seq_len, config.d_model};
+  return l;
+}
+
+proto::OutputSketch SketchToProto(const model::OutputSketch& sketch) {
+  proto::OutputSketch w;
+  for (int64_t d : sketch.shape) w.add_shape(d);
+  w.set_seed(sketch.seed);
+  w.set_norm(sketch.norm);
+  w.mutable_projections()->Add(sketch.projections.begin(), sketch.projections.end());
+  return w;
+}
+
+absl::StatusOr<model::OutputSketch> SketchFromProto(const proto::OutputSketch& wire,
+                                                    const SketchLimits& limits) {
+  auto bad = [](auto... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("sketch: ", parts...));
+  };
+  // Counts first: nothing below is sized by a number the peer chose
+  // before it is bounded.
+  if (static_cast<size_t>(wire.shape_size()) != limits.max_shape.size()) {
+    return bad("rank ", wire.shape_size(), ", want ", limits.max_shape.size());
+  }
+  const int k = wire.projections_size();
+  if (k < 1 || k > std::min(limits.max_projections, model::kMaxSketchProjections)) {
+    return bad(k, " projections, want 1..", limits.max_projections);
+  }
+  for (int i = 0; i < wire.shape_size(); ++i) {
+    if (wire.shape(i) < 1 || wire.shape(i) > limits.max_shape[i]) {
+      return bad("dimension ", i, " is ", wire.shape(i), ", want 1..", limits.max_shape[i]);
+    }
+  }
+  if (!std::isfinite(wire.norm()) || wire.norm() < 0) return bad("norm ", wire.norm());
+  for (double p : wire.projections()) {
+    if (!std::isfinite(p)) return bad("a projection is not finite");
+  }
+  model::OutputSketch s;
+  s.shape.assign(wire.shape().begin(), wire.shape().end());
+  s.seed = wire.seed();
+  s.norm = wire.norm();
+  s.projections.assign(wire.projections().begin(), wire.projections().end());
+  return s;
+}
+
+}  // namespace skipswarm::node
