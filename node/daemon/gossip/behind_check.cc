@@ -1,5 +1,6 @@
 #include "node/daemon/gossip/behind_check.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -82,17 +83,19 @@ std::optional<BehindVerdict> BehindCheck::Poll(const std::function<uint64_t()>& 
 
 std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& stages,
                                                     const std::function<uint64_t()>& own,
-                                                    const AskStage& ask) {
+                                                    const AskStage& ask,
+                                                    const DroppedQuery& dropped) {
   if (stages.size() != 1) return std::nullopt;
   const int stage = stages.front();
-  if (stage == 0) return PollDataNode(own, ask);
+  if (stage == 0) return PollDataNode(own, ask, dropped);
   return Poll(
       own, [&] { return ask(stage, std::numeric_limits<size_t>::max()); },
       [&] { return ask(0, kDataNodesAsked); });
 }
 
 std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint64_t()>& own,
-                                                      const AskStage& ask) {
+                                                      const AskStage& ask,
+                                                      const DroppedQuery& dropped) {
   const absl::Duration now = clock_->SteadyNow();
   if (asked_ && now - last_ < options_.every) return std::nullopt;
   asked_ = true;
@@ -105,13 +108,40 @@ std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint6
   const uint64_t mine = own();
   if (!others.highest.has_value() || *others.highest < mine + 2) {
     stuck_checks_ = 0;
-    return std::nullopt;
+    return SplitCheck(mine, dropped);
   }
+  split_checks_ = 0;
   if (*others.highest > mine + options_.lead || ++stuck_checks_ >= options_.stuck_checks) {
     stuck_checks_ = 0;
     return BehindVerdict{BehindVerdict::kReenter, *others.highest};
   }
   return std::nullopt;
+}
+
+std::optional<BehindVerdict> BehindCheck::SplitCheck(uint64_t mine, const DroppedQuery& dropped) {
+  // Note [Data nodes split]: a dropped data node within one iteration of
+  // ours goes on beside us; further behind, it is stalled (its own check
+  // re-enters it).
+  std::optional<uint64_t> at;
+  if (dropped) {
+    for (uint64_t it : dropped()) {
+      if (it + 1 >= mine && (!at.has_value() || it > *at)) at = it;
+    }
+  }
+  const int needed = options_.stuck_checks << split_backoff_;
+  if (!at.has_value()) {
+    split_checks_ = 0;
+    if (split_backoff_ > 0 && ++calm_checks_ >= (options_.stuck_checks << kSplitBackoffMax)) {
+      --split_backoff_;
+      calm_checks_ = 0;
+    }
+    return std::nullopt;
+  }
+  calm_checks_ = 0;
+  if (++split_checks_ < needed) return std::nullopt;
+  split_checks_ = 0;
+  split_backoff_ = std::min(split_backoff_ + 1, kSplitBackoffMax);
+  return BehindVerdict{BehindVerdict::kReenter, *at, /*split=*/true};
 }
 
 }  // namespace skipswarm::node

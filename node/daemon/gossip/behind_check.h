@@ -86,6 +86,38 @@
 // for its barrier until the silent deadline once per re-entry. A peer
 // that is really gone is marked again by its next failed hop or probe.
 //
+// Note [Data nodes split]: the rule above sees data nodes 2 or more apart.
+// Two data nodes that drop each other from their averaging in one
+// iteration (each missed the other's deadline, or each one's probes of the
+// other timed out) stay in step: the relays' barrier still waits for both,
+// so neither gets 2 ahead for long. Each then averaged stage 0 alone, and
+// the drop (a local verdict, TrainingMembers::MarkDead) held until the
+// other re-signed its record with a higher incarnation, which a steady run
+// never does: stage 0 diverged between them for the rest of the run, and
+// the digest check (Note [Digest re-sync] in node/train/node_trainer.h)
+// could not see it, as it compares only digests of one round's members.
+// So a data node also re-enters when another data node that gossip calls
+// live, that answers our question within one iteration of ours (it
+// progresses: a stalled one falls 2 behind and re-enters itself), and that
+// our replica group dropped (`dropped`, asked after the answers), is so in
+// `stuck_checks` checks in a row. Of the pair only one re-enters (the
+// other keeps serving the state to fetch): the one with the larger node id
+// (YieldsTo); both see the same ids whatever their timing, where iteration
+// order flips as they leapfrog. An id ground to be the smaller gains
+// nothing new: any answering data node can already claim an iteration far
+// ahead and be re-entered from. Re-entry is the path of the Note above,
+// so it repairs both sides: our re-signed record ends the other's verdict
+// on us, ForgetLocalVerdicts ends ours on it, and we come back with its
+// state, equal digests from the entry on. A member that answers but never
+// averages would be re-entered from, waited for, and dropped again, each
+// time at the cost of one silent deadline; so each such re-entry doubles
+// the checks the next needs (up to `stuck_checks` << kSplitBackoffMax),
+// and a stretch of that many checks without a dropped data node undoes one
+// doubling. Only the kDataNodesAsked data nodes asked are seen; the one
+// whose entry still lies ahead of our iteration is no split (the daemon
+// leaves it out of `dropped`). Figures: node/daemon/README.md, "Data nodes
+// split".
+//
 // Note [Sole replica behind]: the check above needs a replica to take the
 // state from. A stage's sole replica (a replacement whose peer was killed,
 // a stage with one replica) that was stalled comes back the same way:
@@ -135,6 +167,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/node_id.h"
 
 namespace skipswarm::node {
 
@@ -143,6 +176,16 @@ namespace skipswarm::node {
 // each second would cost a large swarm's data nodes one question per member
 // per second each.
 inline constexpr size_t kDataNodesAsked = 3;
+
+// Note [Data nodes split]: at most stuck_checks << this checks between two
+// split re-entries.
+inline constexpr int kSplitBackoffMax = 6;
+
+// Note [Data nodes split]: of two data nodes that dropped each other, the
+// one that re-enters (`self`, when this is true) takes `peer`'s state.
+inline bool YieldsTo(const common::NodeId& self, const common::NodeId& peer) {
+  return peer < self;
+}
 
 struct BehindCheckOptions {
   absl::Duration every = absl::Seconds(1);
@@ -164,8 +207,13 @@ struct BehindVerdict {
   };
   Kind kind = kReenter;
   uint64_t at = 0;  // the iteration the replica or the data nodes are in
+  // Note [Data nodes split]: a data node re-enters because a data node it
+  // dropped goes on in step with it (not because it is behind).
+  bool split = false;
 
-  bool operator==(const BehindVerdict& o) const { return kind == o.kind && at == o.at; }
+  bool operator==(const BehindVerdict& o) const {
+    return kind == o.kind && at == o.at && split == o.split;
+  }
 };
 
 class BehindCheck {
@@ -210,22 +258,31 @@ class BehindCheck {
   // ahead of ours, or at least 2 ahead in `stuck_checks` checks in a row.
   // nullopt, asking nothing, for a member hosting several stages (a
   // subnetwork worker does not re-enter: Note [A subnetwork joins] in
-  // gossip_daemon_join.cc).
+  // gossip_daemon_join.cc). A data node that is not behind asks `dropped`
+  // (null: nobody) after the answers: the iterations answered by data
+  // nodes our replica group dropped that we yield to (YieldsTo); kReenter
+  // with `split` by Note [Data nodes split].
   using AskStage = std::function<std::vector<absl::StatusOr<uint64_t>>(int stage, size_t at_most)>;
+  using DroppedQuery = std::function<std::vector<uint64_t>()>;
   std::optional<BehindVerdict> PollMember(const std::vector<int>& stages,
                                           const std::function<uint64_t()>& own,
-                                          const AskStage& ask);
+                                          const AskStage& ask,
+                                          const DroppedQuery& dropped = nullptr);
   // The next Poll asks at once and counts afresh (after a re-entry or a
-  // move ahead: a new start).
+  // move ahead: a new start). The split back-off stays (Note [Data nodes
+  // split]: it outlives the re-entries it bounds).
   void Reset() {
     asked_ = false;
     unanswered_ = 0;
     stuck_checks_ = 0;
+    split_checks_ = 0;
   }
 
  private:
   std::optional<BehindVerdict> PollDataNode(const std::function<uint64_t()>& own,
-                                            const AskStage& ask);
+                                            const AskStage& ask, const DroppedQuery& dropped);
+  // Note [Data nodes split], once a data node found nobody 2+ ahead.
+  std::optional<BehindVerdict> SplitCheck(uint64_t mine, const DroppedQuery& dropped);
 
   const BehindCheckOptions options_;
   common::Clock* const clock_;
@@ -236,6 +293,11 @@ class BehindCheck {
   // Checks in a row at stuck_at_ with the data nodes 2+ ahead (a data
   // node: with another data node 2+ ahead).
   int stuck_checks_ = 0;
+  // Note [Data nodes split]: checks in a row with a dropped data node in
+  // step; doublings of the checks needed; checks in a row without one.
+  int split_checks_ = 0;
+  int split_backoff_ = 0;
+  int calm_checks_ = 0;
 };
 
 }  // namespace skipswarm::node

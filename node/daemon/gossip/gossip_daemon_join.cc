@@ -10,6 +10,8 @@
 #include <functional>
 #include <limits>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -442,18 +444,41 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
   const membership::View view = RoutedView();
+  // Note [Data nodes split]: the data nodes that answered, for `dropped`.
+  std::vector<std::pair<common::NodeId, uint64_t>> data_answers;
   auto ask = [&](int of, size_t at_most) {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(view, self, of)) {
       if (answers.size() == at_most) break;
       answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
+      if (of == 0 && answers.back().ok()) data_answers.emplace_back(a.id, *answers.back());
     }
     return answers;
   };
-  return behind->PollMember(stages, [&] { return members->iteration(); }, ask);
+  // Gossip calls them live (StateSources) and their entry admits them to
+  // our iteration's group; our replica group does not: a local verdict of
+  // ours (a joiner whose entry is still ahead of us is no split).
+  auto dropped = [&] {
+    std::vector<uint64_t> out;
+    const uint64_t now = members->iteration();
+    for (const auto& [id, at] : data_answers) {
+      const membership::MemberInfo* m = view.Find(id);
+      if (m == nullptr || !YieldsTo(self, id) || !TrainsIn(*m, now, TrainingFace::kGroup)) {
+        continue;
+      }
+      if (!members->group()->IsAlive(id)) out.push_back(at);
+    }
+    return out;
+  };
+  return behind->PollMember(stages, [&] { return members->iteration(); }, ask, dropped);
 }
 
 absl::Status GossipDaemon::Parts::CatchUp(const BehindVerdict& verdict) {
+  if (verdict.split) {
+    LOG(WARNING) << base().name << ": a data node our replica group dropped goes on in step with "
+                 << "us (at " << verdict.at << ", Note [Data nodes split]); re-entering with its "
+                 << "state so stage 0 is averaged together again";
+  }
   return verdict.kind == BehindVerdict::kMoveAhead ? MoveAhead(verdict.at)
                                                    : Reenter(verdict.at);
 }
