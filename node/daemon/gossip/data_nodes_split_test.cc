@@ -18,29 +18,14 @@
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/daemon/gossip/behind_check.h"
+#include "node/daemon/gossip/test_members.h"
 #include "node/daemon/gossip/training_members.h"
 
 namespace skipswarm::node {
 namespace {
 
-membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages) {
-  membership::MemberInfo m;
-  m.id = common::NodeId::ForName(name);
-  m.stages = std::move(stages);
-  m.incarnation = 1;
-  m.memory_slots = 2;
-  m.addresses = {name + ":1", name + ":2", name + ":3", name + ":4"};
-  return m;
-}
-
-membership::View ViewOf(std::vector<membership::MemberInfo> members, uint64_t version) {
-  membership::View v;
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  v.members = std::move(members);
-  v.version = version;
-  return v;
-}
+using testing::TestMember;
+using testing::TestView;
 
 constexpr int kStuckChecks = 5;
 constexpr TrainingFace kGroup = TrainingFace::kGroup;
@@ -65,8 +50,8 @@ struct DataNode {
 class Split {
  public:
   Split() {
-    d_.push_back(std::make_unique<DataNode>(Member("d0", {0}), &clock_));
-    d_.push_back(std::make_unique<DataNode>(Member("d1", {0}), &clock_));
+    d_.push_back(std::make_unique<DataNode>(TestMember("d0", {0}), &clock_));
+    d_.push_back(std::make_unique<DataNode>(TestMember("d1", {0}), &clock_));
     Publish();
   }
   DataNode& d(int i) { return *d_[i]; }
@@ -142,7 +127,7 @@ class Split {
     Publish();
   }
   void Publish() {
-    const membership::View v = ViewOf({d(0).record, d(1).record, Member("r", {1})}, ++version_);
+    const membership::View v = TestView({d(0).record, d(1).record, TestMember("r", {1})}, ++version_);
     for (auto& n : d_) n->members.Update(v);
   }
 

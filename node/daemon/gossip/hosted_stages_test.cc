@@ -5,27 +5,19 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "node/daemon/gossip/test_members.h"
 
 namespace skipswarm::node {
 namespace {
 
+using testing::TestMember;
+using testing::TestView;
+
 membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
                               bool paused = false) {
-  membership::MemberInfo m;
-  m.id = common::NodeId::ForName(name);
-  m.stages = std::move(stages);
-  m.memory_slots = 2;
+  membership::MemberInfo m = TestMember(name, std::move(stages));
   m.paused = paused;
-  m.addresses = {name + ":g", name + ":p", name + ":r", name + ":s"};
   return m;
-}
-
-membership::View ViewOf(std::vector<membership::MemberInfo> members) {
-  membership::View v;
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  v.members = std::move(members);
-  return v;
 }
 
 bool Names(const std::vector<int>& stages, int s) {
@@ -40,7 +32,7 @@ bool Names(const std::vector<int>& stages, int s) {
 TEST(HostedStagesTest, APauseDuringAStageMoveChecksTheNewStageAtEveryStep) {
   const common::NodeId me = common::NodeId::ForName("me");
   const membership::View view =
-      ViewOf({Member("d", {0}), Member("a", {1}), Member("p", {2}, /*paused=*/true),
+      TestView({Member("d", {0}), Member("a", {1}), Member("p", {2}, /*paused=*/true),
               Member("me", {2})});
   HostedStages hosted({1});
   EXPECT_TRUE(CheckPause(hosted.Get(), true, view, me, 10, false).ok());
@@ -72,7 +64,7 @@ TEST(HostedStagesTest, APauseDuringAStageMoveChecksTheNewStageAtEveryStep) {
 
 TEST(HostedStagesTest, DataNodesAndNodesNotTrainingCannotPause) {
   const common::NodeId me = common::NodeId::ForName("me");
-  const membership::View view = ViewOf({Member("d", {0}), Member("a", {1}), Member("b", {1})});
+  const membership::View view = TestView({Member("d", {0}), Member("a", {1}), Member("b", {1})});
   absl::Status s = CheckPause(HostedStages::Snapshot{{0}, std::nullopt}, true, view, me, 1, true);
   EXPECT_NE(s.message().find("data node cannot pause"), std::string::npos) << s;
   s = CheckPause(HostedStages::Snapshot{{1}, std::nullopt}, false, view, me, 1, true);
@@ -84,7 +76,7 @@ TEST(HostedStagesTest, DataNodesAndNodesNotTrainingCannotPause) {
 
 TEST(HostedStagesTest, LeavingIsRefusedForTheLastLiveReplicaOfAHostedStage) {
   const common::NodeId me = common::NodeId::ForName("me");
-  const membership::View view = ViewOf({Member("d", {0}), Member("a", {1})});
+  const membership::View view = TestView({Member("d", {0}), Member("a", {1})});
   EXPECT_TRUE(CheckLeave(HostedStages::Snapshot{{1}, std::nullopt}, view, me, 1, false).ok());
   absl::Status s = CheckLeave(HostedStages::Snapshot{{2}, std::nullopt}, view, me, 1, false);
   EXPECT_NE(s.message().find("last live replica of stage 2"), std::string::npos) << s;

@@ -1,28 +1,20 @@
 #include "node/daemon/gossip/join_planning.h"
 
 #include "gtest/gtest.h"
+#include "node/daemon/gossip/test_members.h"
 
 namespace skipswarm::node {
 namespace {
 
+using testing::TestMember;
+using testing::TestView;
+
 membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
                               uint64_t entry = 0, double speed = 1e-3) {
-  membership::MemberInfo m;
-  m.id = common::NodeId::ForName(name);
-  m.stages = std::move(stages);
+  membership::MemberInfo m = TestMember(name, std::move(stages));
   m.iteration = entry;
-  m.memory_slots = 2;
   m.seconds_per_layer_per_sample = speed;
-  m.addresses = {name + ":g", name + ":p", name + ":r", name + ":s"};
   return m;
-}
-
-membership::View ViewOf(std::vector<membership::MemberInfo> members) {
-  membership::View v;
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  v.members = std::move(members);
-  return v;
 }
 
 scheduler::ModelShape Shape() {
@@ -36,18 +28,18 @@ scheduler::ModelShape Shape() {
 TEST(JoinPlanningTest, JoinerGoesToTheWeakestStage) {
   const common::NodeId me = common::NodeId::ForName("me");
   // Stage 1 has two replicas, stage 2 one: the joiner adds to stage 2.
-  membership::View v = ViewOf({Member("d", {0}), Member("a", {1}), Member("b", {1}),
+  membership::View v = TestView({Member("d", {0}), Member("a", {1}), Member("b", {1}),
                                Member("c", {2})});
   EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3), 2);
   // A slow replica makes its stage the weakest even with two hosts.
-  v = ViewOf({Member("d", {0}), Member("a", {1}, 0, 9e-3), Member("b", {1}, 0, 9e-3),
+  v = TestView({Member("d", {0}), Member("a", {1}, 0, 9e-3), Member("b", {1}, 0, 9e-3),
               Member("c", {2})});
   EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3), 1);
 }
 
 TEST(JoinPlanningTest, DataStageOnlyWhenTheDataNodesAreTheBottleneck) {
   const common::NodeId me = common::NodeId::ForName("me");
-  membership::View v = ViewOf({Member("d", {0}, 0, 4e-3), Member("a", {1}), Member("c", {2})});
+  membership::View v = TestView({Member("d", {0}, 0, 4e-3), Member("a", {1}), Member("c", {2})});
   EXPECT_EQ(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/true), 0);
   EXPECT_NE(*ChooseJoinStage(v, me, Shape(), 1e-3, /*allow_data_stage=*/false), 0);
 }
@@ -57,7 +49,7 @@ TEST(JoinPlanningTest, DataStageOnlyWhenTheDataNodesAreTheBottleneck) {
 TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
   const auto d = Member("d", {0}), a = Member("a", {1}), b = Member("b", {1}, 0, 2e-3),
              c = Member("c", {2}, 0, 4e-3);
-  const membership::View v = ViewOf({d, a, b, c});
+  const membership::View v = TestView({d, a, b, c});
   // Capacities (visits/s): a 200, b 100, c 50; stage 1 = 300, stage 2 =
   // 50. Moving b gives min(200, 150) = x3, moving a min(100, 250) = x2.
   absl::StatusOr<std::optional<OwnMove>> mine = ChooseOwnMove(v, b.id, Shape(), 10, 0.2);
@@ -69,15 +61,15 @@ TEST(JoinPlanningTest, OnlyTheChosenMemberMovesAndNotWhileSomeoneEnters) {
   for (const auto& other : {d, a, c}) {
     EXPECT_FALSE(ChooseOwnMove(v, other.id, Shape(), 10, 0.2)->has_value());
   }
-  const membership::View entering = ViewOf({d, a, b, c, Member("j", {2}, 12)});
+  const membership::View entering = TestView({d, a, b, c, Member("j", {2}, 12)});
   EXPECT_FALSE(ChooseOwnMove(entering, b.id, Shape(), 10, 0.2)->has_value());
   // A mover past its switch whose state is not loaded yet (Note [Routed
   // once ready]) is still moving: nobody else moves before it is ready.
   auto loading = Member("m", {2}, 9, 4e-2);  // 5 visits/s: b still moves once it is ready
   loading.entering = true;
-  EXPECT_FALSE(ChooseOwnMove(ViewOf({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
+  EXPECT_FALSE(ChooseOwnMove(TestView({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
   loading.entering = false;
-  EXPECT_TRUE(ChooseOwnMove(ViewOf({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
+  EXPECT_TRUE(ChooseOwnMove(TestView({d, a, b, c, loading}), b.id, Shape(), 10, 0.2)->has_value());
   // A margin above the gain: nobody.
   EXPECT_FALSE(ChooseOwnMove(v, b.id, Shape(), 10, 2.5)->has_value());
 }
@@ -89,7 +81,7 @@ TEST(JoinPlanningTest, NoMoveLeavesAStageWithPausedReplicasOnly) {
   auto a = Member("a", {1});
   a.paused = true;
   const auto d = Member("d", {0}), b = Member("b", {1}, 0, 2e-3), c = Member("c", {2}, 0, 4e-3);
-  const membership::View v = ViewOf({d, a, b, c});
+  const membership::View v = TestView({d, a, b, c});
   for (const auto& m : {d, a, b, c}) {
     absl::StatusOr<std::optional<OwnMove>> move = ChooseOwnMove(v, m.id, Shape(), 10, 0.2);
     ASSERT_TRUE(move.ok()) << move.status();
@@ -107,26 +99,26 @@ TEST(JoinPlanningTest, JoinerCountsNoPausedReplicaAsCapacity) {
   const common::NodeId me = common::NodeId::ForName("me");
   auto a = Member("a", {1}), b = Member("b", {1});
   const auto d = Member("d", {0}), c = Member("c", {2}, 0, 6e-4);
-  EXPECT_EQ(*ChooseJoinStage(ViewOf({d, a, b, c}), me, Shape(), 1e-3), 2);
+  EXPECT_EQ(*ChooseJoinStage(TestView({d, a, b, c}), me, Shape(), 1e-3), 2);
   a.paused = true;
-  EXPECT_EQ(*ChooseJoinStage(ViewOf({d, a, b, c}), me, Shape(), 1e-3), 1);
+  EXPECT_EQ(*ChooseJoinStage(TestView({d, a, b, c}), me, Shape(), 1e-3), 1);
   b.paused = true;
-  absl::StatusOr<int> s = ChooseJoinStage(ViewOf({d, a, b, c}), me, Shape(), 1e-3);
+  absl::StatusOr<int> s = ChooseJoinStage(TestView({d, a, b, c}), me, Shape(), 1e-3);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(*s, 1);
   // An unpaused e gives stage 1 back its 1000: still the weaker of the two.
-  EXPECT_EQ(*ChooseJoinStage(ViewOf({d, a, b, c, Member("e", {1})}), me, Shape(), 1e-3), 1);
+  EXPECT_EQ(*ChooseJoinStage(TestView({d, a, b, c, Member("e", {1})}), me, Shape(), 1e-3), 1);
   // And the data stage: a data node's paused record (which no daemon of
   // ours signs) does not stop a joiner.
   auto pd = d;
   pd.paused = true;
-  s = ChooseJoinStage(ViewOf({pd, a, b, c}), me, Shape(), 1e-3);
+  s = ChooseJoinStage(TestView({pd, a, b, c}), me, Shape(), 1e-3);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(*s, 1);
 }
 
 TEST(JoinPlanningTest, MultiStageMembersNeedAnExplicitStage) {
-  membership::View v = ViewOf({Member("d", {0}), Member("a", {1, 2})});
+  membership::View v = TestView({Member("d", {0}), Member("a", {1, 2})});
   absl::StatusOr<int> s = ChooseJoinStage(v, common::NodeId::ForName("me"), Shape(), 1e-3);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -139,7 +131,7 @@ TEST(JoinPlanningTest, SourcesAreLiveHostsFoundersFirst) {
   auto entering = Member("entering", {1}, 13);
   entering.entering = true;
   membership::View v =
-      ViewOf({Member("d", {0}), late, dead, entering, Member("x", {1}), Member("y", {2})});
+      TestView({Member("d", {0}), late, dead, entering, Member("x", {1}), Member("y", {2})});
   std::vector<std::string> addresses;
   for (const StateSource& s : StateSources(v, common::NodeId::ForName("me"), 1)) {
     addresses.push_back(s.address);
@@ -155,7 +147,7 @@ TEST(JoinPlanningTest, SubnetworkMembersAreNoPipelineCapacity) {
   membership::MemberInfo w = Member("w", {0, 1, 2});
   w.subnetwork = true;
   membership::View v =
-      ViewOf({Member("d", {0}), Member("a", {1}), Member("b", {1}), Member("c", {2}), w});
+      TestView({Member("d", {0}), Member("a", {1}), Member("b", {1}), Member("c", {2}), w});
   absl::StatusOr<int> s = ChooseJoinStage(v, me, Shape(), 1e-3);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(*s, 2);

@@ -6,37 +6,27 @@
 #include <tuple>
 
 #include "gtest/gtest.h"
+#include "node/daemon/gossip/test_members.h"
 #include "node/train/data_source.h"
 #include "node/train/scheduler_planner.h"
 
 namespace skipswarm::node {
 namespace {
 
+using testing::TestMember;
+using testing::TestView;
+
 membership::MemberInfo Member(const std::string& name, std::vector<uint32_t> stages,
                               uint64_t entry) {
-  membership::MemberInfo m;
-  m.id = common::NodeId::ForName(name);
-  m.stages = std::move(stages);
+  membership::MemberInfo m = TestMember(name, std::move(stages));
   m.iteration = entry;
-  m.incarnation = 1;
-  m.memory_slots = 2;
-  m.addresses = {name + ":1", name + ":2", name + ":3", name + ":4"};
   return m;
-}
-
-membership::View ViewOf(std::vector<membership::MemberInfo> members, uint64_t version) {
-  membership::View v;
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  v.members = std::move(members);
-  v.version = version;
-  return v;
 }
 
 TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {1}, 5);
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, j}, 1));
+  members.Update(TestView({d, r, j}, 1));
   members.SetIteration(4);
   EXPECT_EQ(members.group()->Replicas(1), std::vector<common::NodeId>{r.id});
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
@@ -49,8 +39,8 @@ TEST(TrainingMembersTest, JoinerEntersBothFacesAtItsEntry) {
   // Addresses come from the record (Note [Daemon records]).
   for (const PeerInfo& p : members.routing()->Members()) {
     if (p.id == j.id) {
-      EXPECT_EQ(p.address, "j:2");
-      EXPECT_EQ(p.group_address, "j:3");
+      EXPECT_EQ(p.address, "j:p");
+      EXPECT_EQ(p.group_address, "j:r");
     }
   }
 }
@@ -65,7 +55,7 @@ TEST(TrainingMembersTest, AnEnteringJoinerAveragesFromItsEntryButIsRoutedOnlyOnc
   auto j = Member("j", {1}, 5);
   j.entering = true;
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, j}, 1));
+  members.Update(TestView({d, r, j}, 1));
   members.SetIteration(5);
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
@@ -74,7 +64,7 @@ TEST(TrainingMembersTest, AnEnteringJoinerAveragesFromItsEntryButIsRoutedOnlyOnc
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
   j.entering = false;
   j.incarnation = 2;
-  members.Update(ViewOf({d, r, j}, 2));
+  members.Update(TestView({d, r, j}, 2));
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
   bool listed = false;
   for (const PeerInfo& p : members.routing()->Members()) listed |= p.id == j.id;
@@ -87,7 +77,7 @@ TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
   r.seconds_per_layer_per_sample = 0.05;
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, s}, 1));
+  members.Update(TestView({d, r, s}, 1));
   int seen = 0;
   for (const PeerInfo& p : members.routing()->Members()) {
     if (p.id == r.id) {
@@ -105,7 +95,7 @@ TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
 // view's samples, and the data node's planner routes off the slow one.
 TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
-  membership::View view = ViewOf({d, r, s}, 1);
+  membership::View view = TestView({d, r, s}, 1);
   auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
                  absl::Duration rtt, double bps) {
     membership::LinkInfo l;
@@ -166,7 +156,7 @@ TEST(TrainingMembersTest, AFailedHopToARelayedMemberIsNoDeadVerdict) {
   n.outbound_only = true;
   n.relays = {q.id, s.id};
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, n, q, s}, 1));
+  members.Update(TestView({d, r, n, q, s}, 1));
   members.SetIteration(3);
   // Relay q dies: the streams through it break.
   members.routing()->MarkDead(n.id);
@@ -178,7 +168,7 @@ TEST(TrainingMembersTest, AFailedHopToARelayedMemberIsNoDeadVerdict) {
   // transport backs off from the broken stream come after that.
   n.incarnation = 2;
   n.relays = {s.id, r.id};
-  members.Update(ViewOf({d, r, n, q, s}, 2));
+  members.Update(TestView({d, r, n, q, s}, 2));
   members.routing()->MarkDead(n.id);
   EXPECT_TRUE(members.routing()->IsAlive(n.id));
   EXPECT_TRUE(members.group()->IsAlive(n.id));
@@ -197,7 +187,7 @@ TEST(TrainingMembersTest, ALinkToARelayedMemberCostsThePathThroughItsRelay) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), n = Member("n", {1}, 0);
   n.outbound_only = true;
   n.relays = {r.id};
-  membership::View view = ViewOf({d, r, n}, 1);
+  membership::View view = TestView({d, r, n}, 1);
   auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
                  absl::Duration rtt, double bps) {
     membership::LinkInfo l;
@@ -232,7 +222,7 @@ TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {0}, 5);
   auto ranks = [&](uint64_t iteration) {
     TrainingMembers members(d.id);
-    members.Update(ViewOf({d, r, j}, 1));
+    members.Update(TestView({d, r, j}, 1));
     members.SetIteration(iteration);
     std::vector<common::NodeId> data;
     for (const PeerInfo& p : members.routing()->Members()) {
@@ -259,12 +249,12 @@ TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater
   const auto d = Member("d", {0}, 0), a = Member("a", {1}, 0), c = Member("c", {2}, 0);
   auto m = Member("m", {1}, 0);
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, a, c, m}, 1));
+  members.Update(TestView({d, a, c, m}, 1));
   auto moved = m;
   moved.stages = {2};
   moved.iteration = 7;
   moved.incarnation = 2;
-  members.Update(ViewOf({d, a, c, moved}, 2));
+  members.Update(TestView({d, a, c, moved}, 2));
   members.SetIteration(6);
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
@@ -284,7 +274,7 @@ TEST(TrainingMembersTest, MoverKeepsItsOldStageUntilItsSwitchAndIsRoutedOneLater
   }
   // A node that only ever saw the new record lists it from the switch.
   TrainingMembers late(c.id);
-  late.Update(ViewOf({d, a, c, moved}, 2));
+  late.Update(TestView({d, a, c, moved}, 2));
   late.SetIteration(6);
   EXPECT_EQ(late.group()->Replicas(1), std::vector<common::NodeId>{a.id});
   EXPECT_FALSE(late.group()->IsAlive(m.id));
@@ -302,13 +292,13 @@ TEST(TrainingMembersTest, AnEnteringMoverIsRoutedInItsNewStageOnlyOnceReady) {
   auto m = Member("m", {1}, 0);
   TrainingMembers members(d.id);
   members.SetIteration(5);
-  members.Update(ViewOf({d, a, c, m}, 1));
+  members.Update(TestView({d, a, c, m}, 1));
   auto moving = m;
   moving.stages = {2};
   moving.iteration = 7;
   moving.incarnation = 2;
   moving.entering = true;
-  members.Update(ViewOf({d, a, c, moving}, 2));
+  members.Update(TestView({d, a, c, moving}, 2));
   members.SetIteration(6);
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);  // its old stage, to the switch
   EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
@@ -330,24 +320,24 @@ TEST(TrainingMembersTest, AnEnteringMoverIsRoutedInItsNewStageOnlyOnceReady) {
   auto ready = moving;
   ready.entering = false;
   ready.incarnation = 3;
-  members.Update(ViewOf({d, a, c, ready}, 3));
+  members.Update(TestView({d, a, c, ready}, 3));
   EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
   // A node that only ever saw the entering record: nothing before the
   // switch, and no route to it before its ready record either.
   TrainingMembers late(a.id);
-  late.Update(ViewOf({d, a, c, moving}, 2));
+  late.Update(TestView({d, a, c, moving}, 2));
   late.SetIteration(8);
   EXPECT_EQ(late.group()->Replicas(2).size(), 2u);
   EXPECT_EQ(late.routing()->Replicas(2), std::vector<common::NodeId>{c.id});
-  late.Update(ViewOf({d, a, c, ready}, 3));
+  late.Update(TestView({d, a, c, ready}, 3));
   EXPECT_EQ(late.routing()->Replicas(2).size(), 2u);
 }
 
 TEST(TrainingMembersTest, PreparingMemberWithoutStagesIsNotInTraining) {
   const auto d = Member("d", {0}, 0), p = Member("p", {}, 0);
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, p}, 1));
+  members.Update(TestView({d, p}, 1));
   EXPECT_EQ(members.group()->Members().size(), 1u);
   EXPECT_FALSE(members.group()->IsAlive(p.id));
 }
@@ -356,20 +346,20 @@ TEST(TrainingMembersTest, DeadOrLeftMemberDropsOutAtOnceButStaysListed) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   TrainingMembers members(d.id);
   members.SetIteration(3);
-  members.Update(ViewOf({d, r, q}, 1));
+  members.Update(TestView({d, r, q}, 1));
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   r.state = proto::MEMBER_STATE_DEAD;
   q.iteration = 2;  // left after iteration 2
   q.state = proto::MEMBER_STATE_LEFT;
   const uint64_t before = members.group()->version();
-  members.Update(ViewOf({d, r, q}, 2));
+  members.Update(TestView({d, r, q}, 2));
   EXPECT_GT(members.group()->version(), before);
   EXPECT_TRUE(members.group()->Replicas(1).empty());
   // Listed still (stable data order), just not alive.
   EXPECT_EQ(members.group()->Members().size(), 3u);
   // An older snapshot arriving late does not revive them.
   r.state = proto::MEMBER_STATE_ALIVE;
-  members.Update(ViewOf({d, r}, 1));
+  members.Update(TestView({d, r}, 1));
   EXPECT_FALSE(members.group()->IsAlive(r.id));
 }
 
@@ -379,7 +369,7 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
   members.SetIteration(7);
   q.state = proto::MEMBER_STATE_LEFT;
   q.iteration = 7;  // signed LEFT with exit iteration 7
-  members.Update(ViewOf({d, r, q}, 1));
+  members.Update(TestView({d, r, q}, 1));
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
   // Micro-batches already routed through it still reach it; no new ones.
@@ -403,12 +393,12 @@ TEST(TrainingMembersTest, PausedMemberGetsNoNewRoutesButStaysAliveAndAveraging) 
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   TrainingMembers members(d.id);
   members.SetIteration(4);
-  members.Update(ViewOf({d, r, q}, 1));
+  members.Update(TestView({d, r, q}, 1));
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
   q.paused = true;
   q.incarnation = 2;
   const uint64_t before = members.routing()->version();
-  members.Update(ViewOf({d, r, q}, 2));
+  members.Update(TestView({d, r, q}, 2));
   EXPECT_GT(members.routing()->version(), before);  // the next plan sees it
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
   EXPECT_EQ(members.routing()->Members().size(), 2u);
@@ -426,7 +416,7 @@ TEST(TrainingMembersTest, PausedMemberGetsNoNewRoutesButStaysAliveAndAveraging) 
   for (const PlannedRoute& route : *routes) EXPECT_EQ(route.hops[1].node, r.id);
   q.paused = false;
   q.incarnation = 3;
-  members.Update(ViewOf({d, r, q}, 3));
+  members.Update(TestView({d, r, q}, 3));
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
   auto resumed = (*planner)->Plan({401, d.id, 6, 2}, *members.routing());
   ASSERT_TRUE(resumed.ok()) << resumed.status();
@@ -445,16 +435,16 @@ TEST(TrainingMembersTest, MoverPausedBeforeItsSwitchAveragesBothStagesAndIsRoute
   auto m = Member("m", {1}, 0);
   TrainingMembers members(d.id);
   members.SetIteration(5);
-  members.Update(ViewOf({d, a, c, m}, 1));
+  members.Update(TestView({d, a, c, m}, 1));
   auto moving = m;
   moving.stages = {2};
   moving.iteration = 7;
   moving.incarnation = 2;
-  members.Update(ViewOf({d, a, c, moving}, 2));
+  members.Update(TestView({d, a, c, moving}, 2));
   auto paused = moving;
   paused.paused = true;
   paused.incarnation = 3;
-  members.Update(ViewOf({d, a, c, paused}, 3));
+  members.Update(TestView({d, a, c, paused}, 3));
   members.SetIteration(6);
   EXPECT_EQ(members.group()->Replicas(1).size(), 2u);  // its old stage to the switch
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
@@ -470,22 +460,22 @@ TEST(TrainingMembersTest, MoverPausedBeforeItsSwitchAveragesBothStagesAndIsRoute
   auto resumed = paused;
   resumed.paused = false;
   resumed.incarnation = 4;
-  members.Update(ViewOf({d, a, c, resumed}, 4));
+  members.Update(TestView({d, a, c, resumed}, 4));
   EXPECT_EQ(members.routing()->Replicas(2).size(), 2u);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
   // Paused first, then the move (record order reversed): the same.
   TrainingMembers other(c.id);
   other.SetIteration(5);
-  other.Update(ViewOf({d, a, c, m}, 1));
+  other.Update(TestView({d, a, c, m}, 1));
   auto paused_first = m;
   paused_first.paused = true;
   paused_first.incarnation = 2;
-  other.Update(ViewOf({d, a, c, paused_first}, 2));
+  other.Update(TestView({d, a, c, paused_first}, 2));
   auto then_moving = paused_first;
   then_moving.stages = {2};
   then_moving.iteration = 7;
   then_moving.incarnation = 3;
-  other.Update(ViewOf({d, a, c, then_moving}, 3));
+  other.Update(TestView({d, a, c, then_moving}, 3));
   other.SetIteration(6);
   EXPECT_EQ(other.group()->Replicas(1).size(), 2u);
   EXPECT_EQ(other.routing()->Replicas(1), std::vector<common::NodeId>{a.id});
@@ -497,12 +487,12 @@ TEST(TrainingMembersTest, MoverPausedBeforeItsSwitchAveragesBothStagesAndIsRoute
 TEST(TrainingMembersTest, LocalVerdictHoldsUntilTheMemberReSigns) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r}, 1));
+  members.Update(TestView({d, r}, 1));
   members.routing()->MarkDead(r.id);
   EXPECT_FALSE(members.group()->IsAlive(r.id));
   EXPECT_TRUE(members.group()->IsAlive(d.id));
   r.incarnation = 2;  // it refuted / re-signed
-  members.Update(ViewOf({d, r}, 2));
+  members.Update(TestView({d, r}, 2));
   EXPECT_TRUE(members.group()->IsAlive(r.id));
 }
 
@@ -513,7 +503,7 @@ TEST(TrainingMembersTest, ForgottenLocalVerdictsLeaveGossipsStanding) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   q.state = proto::MEMBER_STATE_DEAD;
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, q}, 1));
+  members.Update(TestView({d, r, q}, 1));
   members.routing()->MarkDead(r.id);
   members.group()->MarkDead(r.id);
   EXPECT_TRUE(members.routing()->Replicas(1).empty());
@@ -530,15 +520,15 @@ TEST(TrainingMembersTest, NewAddressesReachTheListener) {
   TrainingMembers members(d.id);
   std::vector<std::string> dialed;
   members.SetAddressListener([&](const PeerInfo& p) { dialed.push_back(p.address); });
-  members.Update(ViewOf({d, r}, 1));
-  members.Update(ViewOf({d, r}, 2));
-  EXPECT_EQ(dialed, std::vector<std::string>{"r:2"});
+  members.Update(TestView({d, r}, 1));
+  members.Update(TestView({d, r}, 2));
+  EXPECT_EQ(dialed, std::vector<std::string>{"r:p"});
 }
 
 TEST(TrainingMembersTest, OtherLiveReplicasCountsOnlyLiveTrainingHosts) {
   auto a = Member("a", {1}, 0), b = Member("b", {1}, 0), c = Member("c", {1}, 9);
   b.state = proto::MEMBER_STATE_DEAD;
-  const membership::View v = ViewOf({a, b, c}, 1);
+  const membership::View v = TestView({a, b, c}, 1);
   EXPECT_TRUE(OtherLiveReplicas(v, a.id, 1, 3).empty());  // c enters at 9
   EXPECT_EQ(OtherLiveReplicas(v, a.id, 1, 9), std::vector<common::NodeId>{c.id});
 }
@@ -559,7 +549,7 @@ TEST(TrainingMembersTest, NewcomerOnProbationIsNeverAStagesOnlyRoutedReplica) {
        m = Member("m", {1}, 0);
   TrainingMembers members(f.id);
   members.SetIteration(4);
-  members.Update(ViewOf({f, t, n, m}, 1));
+  members.Update(TestView({f, t, n, m}, 1));
   members.SetProbation({f.id});
   EXPECT_FALSE(members.Trusted(n.id));
   // Stage 2's only host is new: no routing replica, no route.
@@ -578,7 +568,7 @@ TEST(TrainingMembersTest, NewcomerOnProbationIsNeverAStagesOnlyRoutedReplica) {
   // newcomer m may serve beside it; stage 2 still has none.
   f.vouches = {t.id};
   f.incarnation = 2;
-  members.Update(ViewOf({f, t, n, m}, 2));
+  members.Update(TestView({f, t, n, m}, 2));
   EXPECT_TRUE(members.Trusted(t.id));
   EXPECT_EQ(members.routing()->Replicas(1).size(), 2u);
   EXPECT_TRUE(members.routing()->Replicas(2).empty());
@@ -588,7 +578,7 @@ TEST(TrainingMembersTest, NewcomerOnProbationIsNeverAStagesOnlyRoutedReplica) {
   // The trusted t (its new life) vouches for n: n now carries stage 2 alone.
   t.vouches = {n.id};
   t.incarnation = 3;
-  members.Update(ViewOf({f, t, n, m}, 3));
+  members.Update(TestView({f, t, n, m}, 3));
   EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{n.id});
   auto routes = (*planner)->Plan({5, f.id, 6, 3}, *members.routing());
   ASSERT_TRUE(routes.ok()) << routes.status();
@@ -607,7 +597,7 @@ TEST(TrainingMembersTest, TheGroupFaceMarksMembersOnProbationUntilVouchedFor) {
   TrainingMembers members(f.id);
   members.SetIteration(4);
   f.vouches = {t.id};
-  members.Update(ViewOf({f, t, n}, 1));
+  members.Update(TestView({f, t, n}, 1));
   members.SetProbation({f.id});
   auto marked = [&] {
     std::vector<common::NodeId> out;
@@ -620,7 +610,7 @@ TEST(TrainingMembersTest, TheGroupFaceMarksMembersOnProbationUntilVouchedFor) {
   EXPECT_EQ(members.Untrusted(), std::vector<common::NodeId>{n.id});
   t.vouches = {n.id};
   t.incarnation = 2;
-  members.Update(ViewOf({f, t, n}, 2));
+  members.Update(TestView({f, t, n}, 2));
   EXPECT_TRUE(marked().empty());
   EXPECT_TRUE(members.Untrusted().empty());
 }
@@ -630,7 +620,7 @@ TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
   auto f = Member("f", {0}, 0), n = Member("n", {1}, 0);
   TrainingMembers members(f.id);
   members.SetIteration(4);
-  members.Update(ViewOf({f, n}, 1));
+  members.Update(TestView({f, n}, 1));
   EXPECT_TRUE(members.Trusted(n.id));
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{n.id});
   EXPECT_TRUE(members.Untrusted().empty());
