@@ -6,7 +6,8 @@
 #      is checked; GCC ignores them), every compile action run syntax-only
 #      (tools/thread_safety_check.sh, Note [Thread-safety check]);
 #   2. ThreadSanitizer (--config=tsan) over the tests that run threads:
-#      clock and lifetime guard, the metrics / status page HTTP server,
+#      absl::Status's count (status_count_test), clock and lifetime guard,
+#      the metrics / status page HTTP server,
 #      a gossip daemon's hosted-stages snapshot,
 #      in-process / shaping / fault transports, stage server, trainer and
 #      data driver, the in-process timed swarm and the exactness swarm, and
@@ -30,17 +31,19 @@
 # --ci: the subset CI runs (its cold cost and why these: README.md,
 # "Concurrency checks"): first the race canary, which must fail with a
 # report (third_party/tsan/race_canary.cc: proves the build reports), then
-# the concurrent core (clock and lifetime guard, in-process and real-gRPC
-# transport, stage server, trainer and data driver, the replica group over
-# gRPC) judged as tests (a report fails its test: TSan's exit code), then
-# one daemon swarm judged on its reports (step 3's rule), less the open
-# races listed in third_party/tsan/known_races.txt. Exits non-zero on any
-# other report or failure.
+# the concurrent core (absl::Status's count, clock and lifetime guard,
+# in-process and real-gRPC transport, stage server, trainer and data
+# driver, the replica group over gRPC) judged as tests (a report fails its
+# test: TSan's exit code), then one daemon swarm judged on its reports
+# (step 3's rule), less the open races listed in
+# third_party/tsan/known_races.txt. Exits non-zero on any other report or
+# failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Report-free under TSan (keep them so).
 TSAN_TESTS=(
+  //third_party/tsan:status_count_test
   //common:lifetime_guard_test
   //common:real_clock_test
   //node/daemon/reporting:daemon_reporting_test
@@ -75,6 +78,7 @@ TSAN_DAEMON_TESTS=(
 )
 # CI's subset of the two sets above (--ci).
 TSAN_CI_TESTS=(
+  //third_party/tsan:status_count_test
   //common:lifetime_guard_test
   //common:real_clock_test
   //node/transport:inproc_transport_test

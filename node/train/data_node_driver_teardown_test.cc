@@ -21,13 +21,16 @@
 
 // Note [Holding a Status drop]: under --config=tsan every drop of a shared
 // absl::Status representation runs third_party/tsan's interposed drop,
-// which calls dladdr (is gRPC the caller?) after it took its order from the
-// count and before the library subtracts. This binary's dladdr holds the
-// thread that armed it there until `hold_until` is set, so another thread
-// can copy and drop the same Status inside that gap on every run. Elsewhere
-// no drop calls dladdr and nothing is held.
+// which calls dladdr (is gRPC the caller?) before it touches the count.
+// This binary's dladdr holds the thread that armed it at its next drop
+// (and counts it) until `hold_until` is set, so another thread can copy and
+// drop the same Status meanwhile on every run (the window in which an
+// interposer that took its order before the library's drop missed that
+// thread's drops; status_count_test covers the interposer). Elsewhere no
+// drop calls dladdr: nothing is counted or held.
 namespace {
 thread_local bool hold_next_dladdr = false;
+thread_local int drops_held = 0;  // on the arming thread: at most one per arming
 // Relaxed on purpose: waiting on it gives the held thread no order TSan
 // sees (a Notification would order the other thread's accesses itself).
 std::atomic<const std::atomic<bool>*> hold_until{nullptr};
@@ -38,6 +41,7 @@ extern "C" int dladdr(const void* address, Dl_info* info) noexcept {
   static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dladdr"));
   if (hold_next_dladdr) {
     hold_next_dladdr = false;
+    ++drops_held;
     const std::atomic<bool>* until = hold_until.load(std::memory_order_relaxed);
     while (!until->load(std::memory_order_relaxed)) std::this_thread::yield();
   }
@@ -160,10 +164,11 @@ struct SetOnDestroy {
 // message) to the clock thread, which runs `done` with it. Cancel used to
 // keep a copy and drop it after the hand-off: held inside that drop (Note
 // [Holding a Status drop]) until the clock thread had copied the report and
-// dropped its own copies, the stopping thread freed the last copy with no
-// order TSan could see after the clock thread's copy, and TSan reported it
-// (this test failed under --config=tsan). The report is now moved into the
-// task: the stopping thread holds no copy to drop.
+// dropped its own copies, the stopping thread freed the last copy, and with
+// the interposer of that time TSan reported the free. The report is now
+// moved into the task: the stopping thread holds no copy to drop, which
+// the count of held drops checks under --config=tsan (the interposer now
+// orders such a free, so a report no longer shows a kept copy).
 TEST_F(DataNodeDriverTeardownTest, CancelLeavesNoCopyOfItsReportOnTheStoppingThread) {
   NoRoutePlanner planner;
   SyntheticDataSource data(/*samples=*/1, /*seq=*/4, /*vocab=*/16);
@@ -185,6 +190,7 @@ TEST_F(DataNodeDriverTeardownTest, CancelLeavesNoCopyOfItsReportOnTheStoppingThr
   hold_next_dladdr = true;
   driver.Cancel();
   hold_next_dladdr = false;
+  EXPECT_EQ(drops_held, 0) << "Cancel dropped a shared Status on the stopping thread";
   // The clock runs callbacks in order: once this marker ran, so had `done`.
   absl::Notification drained;
   clock->RunAfter(absl::ZeroDuration(), [&drained] { drained.Notify(); });

@@ -13,14 +13,15 @@
 // __tsan_acquire after taking one or being woken). HB edges made with
 // plain atomics inside uninstrumented libraries stay invisible.
 //
-// absl::Status's reference count (an atomic inside libabsl_status) is
-// annotated the same way, see below.
+// absl::Status's drops run here, instrumented, so that TSan sees the
+// reference count's own order (below).
 //
 // The symbols are those of Debian's Abseil 20220623 (inline namespace
 // `debian3`); an abort at start-up naming one means Abseil changed: update
 // the names.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -231,46 +232,61 @@ bool _ZN4absl7debian37Barrier5BlockEv(Barrier* b) {
 
 // --- absl::Status: the shared representation's reference count -----------
 // A non-OK Status with a message shares one heap representation between
-// its copies, counted with an atomic inside libabsl_status; the copy that
-// drops the count to zero frees it. Every drop releases and acquires on the
-// representation (the count's acquire-release order), so the free is
-// ordered after every other copy's use. gRPC hands such Statuses between
-// its threads (call errors), which is where TSan saw the free unordered.
+// its copies. A copy adds to its count in Abseil's inline header code
+// (instrumented: TSan sees the atomic); a drop subtracts inside
+// libabsl_status, and the drop that takes the count to zero frees the
+// representation. Every drop is an acquire-release operation on the count,
+// so each drop is ordered after the drops before it, and the free after
+// every other copy's use.
 //
-// Known gap: the order is taken before the library's drop subtracts, with
-// dladdr (CalledFromGrpc) in between. A thread delayed there that then
-// frees the last copy misses the releases of another thread that copied
-// and dropped meanwhile, and TSan reports the free against that copy. Our
-// code avoids sharing a Status across a hand-off (DataNodeDriver moves its
-// reports to the clock thread); why running the drop here, instrumented,
-// was not taken: third_party/tsan/README.md, kind 4.
+// Note [Status drops as the count orders them]: every drop of a shared
+// representation runs the library's drop here, compiled with TSan (the same
+// two steps on the same header's StatusRep: the sole owner frees without
+// subtracting; otherwise the drop that reaches zero frees), so TSan takes
+// its order from the count itself, at the moment the count changes.
+// Annotating around the library's drop cannot be exact: a release and an
+// acquire taken before the library subtracts miss the drops another thread
+// makes between the two (a thread delayed there, by dladdr below or by
+// preemption, then freed the last copy unordered with that thread's copy;
+// third_party/tsan/README.md, kind 4). status_count_test holds a thread in
+// that window.
 //
-// gRPC also creates Statuses on one thread (a cancellation, a failed call)
-// and drops them on another after moving them through its own
-// uninstrumented hand-offs, so nothing orders the allocation before the
-// free. When the caller is gRPC, the drop runs with this thread's accesses
-// ignored: the free is not recorded. What that loses is a use of the
-// representation after gRPC freed it, which is a memory error that
-// --config=asan reports.
+// gRPC's drops take the same order (acquire included: gRPC moves a Status
+// between its threads with atomics TSan cannot see, and the count's order
+// is often the only one TSan sees between them; taking only a release here
+// left gRPC threads' reads of a Status created on another thread
+// unordered). But gRPC also creates a Status on one thread (a cancellation,
+// a failed call) and drops its last copy on another, with nothing TSan
+// sees between the allocation and the drop, so a drop whose caller is gRPC
+// runs with this thread's memory accesses ignored (its reads of the count
+// and the free are not recorded; the atomics still order). What that loses
+// is a use of the representation after gRPC freed it, which is a memory
+// error that --config=asan reports.
 static bool CalledFromGrpc(const void* return_address) {
   Dl_info info;
   if (dladdr(return_address, &info) == 0 || info.dli_fname == nullptr) return false;
   return strstr(info.dli_fname, "/libgrpc") != nullptr;
 }
 
+// libabsl_status's Status::UnrefNonInlined, instrumented (see above).
+static void DropShared(absl::status_internal::StatusRep* shared) {
+  if (shared->ref.load(std::memory_order_acquire) == 1 ||
+      shared->ref.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete shared;
+  }
+}
+
 void _ZN4absl7debian36Status15UnrefNonInlinedEm(uintptr_t rep) {
   REAL(_ZN4absl7debian36Status15UnrefNonInlinedEm, void (*)(uintptr_t));
-  if ((rep & 1) != 0) {  // a pointer to the shared representation, plus 1
-    void* const shared = reinterpret_cast<void*>(rep - 1);
-    __tsan_release(shared);
-    __tsan_acquire(shared);
-  }
+  if ((rep & 1) == 0) return real(rep);  // an inlined Status: nothing shared
+  // A pointer to the shared representation, plus 1 (Status::RepToPointer).
+  auto* const shared = reinterpret_cast<absl::status_internal::StatusRep*>(rep - 1);
   if (CalledFromGrpc(__builtin_return_address(0))) {
     __tsan_ignore_thread_begin();
-    real(rep);
+    DropShared(shared);
     __tsan_ignore_thread_end();
   } else {
-    real(rep);
+    DropShared(shared);
   }
 }
 
