@@ -268,10 +268,12 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     go.keep_iterations += static_cast<uint64_t>(base.model.averaging.outer_every);
   }
   // Note [Retried pushes] (grpc_group_push.cc): a relayed member's failed
-  // push is tried again (its relay may have died); gossip comes later, so
-  // it is looked up per call.
+  // push is tried again (its relay may have died). The group's thread
+  // calls this: it reads the membership through `live_membership`, which
+  // the daemon clears before `gossip` goes.
   go.retry_pushes_to = [raw = p.get()](const common::NodeId& id) {
-    membership::Membership* m = raw->gossip != nullptr ? raw->gossip->membership() : nullptr;
+    absl::ReaderMutexLock lock(&raw->link_mu);
+    membership::Membership* m = raw->live_membership;
     if (m == nullptr) return false;
     const membership::View view = m->GetView();
     const membership::MemberInfo* mi = view.Find(id);
@@ -516,7 +518,7 @@ GossipDaemon::~GossipDaemon() {
   if (p.control) p.control->Shutdown(common::SystemDeadlineAfter(absl::Seconds(1)));
   {
     absl::WriterMutexLock lock(&p.link_mu);  // no more link reports
-    p.link_sink = nullptr;
+    p.live_membership = nullptr;
   }
   p.ReplaceStack(nullptr);  // detaches the server, then waits out the trainer's callback
   std::thread worker;  // a move's: ends within its fetch deadline

@@ -187,10 +187,14 @@ struct GossipDaemon::Parts {
   std::optional<uint64_t> source_first_iteration;
   absl::Duration source_first_asked;
 
-  // Where hop timings go: the membership while it lives (Note [Measured
-  // speeds] in speed_reports.h).
+  // The membership while it lives, for callbacks on other threads: hop
+  // timings go there (Note [Measured speeds] in speed_reports.h) and the
+  // replica group's push retries look members up there (Note [Retried
+  // pushes]). ~GossipDaemon clears it before `gossip` goes; a reader holds
+  // `link_mu` while it uses the pointer. (Reading `gossip` itself from
+  // those threads raced with its reset.)
   absl::Mutex link_mu;
-  membership::Membership* link_sink ABSL_GUARDED_BY(link_mu) = nullptr;
+  membership::Membership* live_membership ABSL_GUARDED_BY(link_mu) = nullptr;
 
   // Note [Stage moves] (training_members.h): a move this node announced.
   // Started on the trainer thread (StepMove), switched on main's (Run).

@@ -191,7 +191,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
         transport.get(), clock.get(),
         [this](const PeerId& peer, uint64_t bytes, absl::Duration elapsed) {
           absl::ReaderMutexLock lock(&link_mu);
-          if (link_sink != nullptr) link_sink->ReportTransfer(peer, bytes, elapsed);
+          if (live_membership != nullptr) live_membership->ReportTransfer(peer, bytes, elapsed);
         });
   }
   TrainingStackInputs in;
@@ -282,7 +282,7 @@ absl::Status GossipDaemon::Parts::BuildTraining() {
   speed = std::make_unique<ComputeSpeedMeter>(speed_options);
   {
     absl::WriterMutexLock lock(&link_mu);
-    link_sink = gossip->membership();
+    live_membership = gossip->membership();
   }
   const std::vector<int> stages = Stages();
   for (int s : stages) SS_RETURN_IF_ERROR(AddCompute(s));
