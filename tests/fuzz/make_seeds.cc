@@ -139,7 +139,14 @@ void GossipSeeds(const std::string& dir) {
 // sketch, then the received output's float32 values.
 std::string SketchInput(uint8_t flags, const model::OutputSketch& sketch,
                         const std::vector<float>& received) {
-  const std::string wire = node::SketchToProto(sketch).SerializeAsString();
+  // Bit 4: the sketch travels in a SketchAnswer.
+  const std::string wire =
+      (flags & 16) ? node::AnswerToProto(node::SketchAnswer{
+                         node::CheckedVisit{common::NodeId::ForName("origin"), 3, 7, 1,
+                                            common::NodeId::ForName("checked")},
+                         sketch})
+                         .SerializeAsString()
+                   : node::SketchToProto(sketch).SerializeAsString();
   std::string out;
   out.push_back(static_cast<char>(flags));
   out.push_back(static_cast<char>(wire.size() & 0xff));
@@ -166,6 +173,8 @@ void SketchSeeds(const std::string& dir) {
   Write(dir + "/other_shape", SketchInput(4, s16, y));
   // The default and the largest projection counts (bit 3 lifts the limit).
   Write(dir + "/k256", SketchInput(8, model::SketchOutput(y, shape, 12, 256), y));
+  Write(dir + "/answer_match", SketchInput(16, s16, y));
+  Write(dir + "/answer_int8_scaled", SketchInput(16 | 3, s16, scaled));
   Write(dir + "/k4096", SketchInput(8, model::SketchOutput(y, shape, 13, 4096), y));
 }
 

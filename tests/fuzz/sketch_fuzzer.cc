@@ -14,7 +14,8 @@
 // Input: byte 0 = flags (bits 0-1: the codec X's frame declared: raw fp32,
 // fp16, bf16, int8 blockwise with blocks of 16; bit 2: the received output
 // has a different first dimension than the sketch; bit 3: allow up to
-// kMaxSketchProjections instead of 64); bytes 1-2 = sketch length
+// kMaxSketchProjections instead of 64; bit 4: the message is a SketchAnswer,
+// not a bare OutputSketch); bytes 1-2 = sketch length
 // (little-endian); then the serialized sketch; the rest is the received
 // output's float32 values (repeated to fill the shape, zeros when empty).
 #include <cmath>
@@ -87,14 +88,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   data += 3;
   size -= 3;
   if (len > size) return 0;
-  proto::OutputSketch wire;
-  if (!wire.ParseFromArray(data, static_cast<int>(len))) return 0;
-  ++reached.parsed;
   node::SketchLimits limits;
   limits.max_shape.assign(std::begin(kMaxShape), std::end(kMaxShape));
   limits.max_projections = (flags & 8) ? model::kMaxSketchProjections : 64;
-  auto sketch = node::SketchFromProto(wire, limits);
-  if (!sketch.ok()) return 0;
+  proto::OutputSketch wire;
+  absl::StatusOr<model::OutputSketch> sketch;
+  if (flags & 16) {
+    proto::SketchAnswer answer_wire;
+    if (!answer_wire.ParseFromArray(data, static_cast<int>(len))) return 0;
+    ++reached.parsed;
+    absl::StatusOr<node::SketchAnswer> answer = node::AnswerFromProto(answer_wire, limits);
+    if (!answer.ok()) return 0;
+    proto::SketchAnswer kept = answer_wire;
+    kept.DiscardUnknownFields();
+    if (node::AnswerToProto(*answer).SerializeAsString() != kept.SerializeAsString()) {
+      Fail("round trip changed the answer");
+    }
+    wire = answer_wire.sketch();
+    sketch = std::move(answer->sketch);
+  } else {
+    if (!wire.ParseFromArray(data, static_cast<int>(len))) return 0;
+    ++reached.parsed;
+    sketch = node::SketchFromProto(wire, limits);
+    if (!sketch.ok()) return 0;
+  }
   ++reached.decoded;
 
   // Unknown fields are the only thing the decoder may drop.
