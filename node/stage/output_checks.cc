@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "node/compute/output_check.h"
 
 namespace skipswarm::node {
 
@@ -68,9 +67,10 @@ std::optional<model::SketchVerdict> OutputChecks::Judge(const CheckedVisit& visi
                                                         const common::NodeId& from,
                                                         const model::OutputSketch& sketch) {
   absl::StatusOr<model::SketchVerdict> v =
-      CheckOutputAgainstSketch(received, sketch, options_.check);
+      options_.judge ? options_.judge(received, sketch, options_.check)
+                     : absl::FailedPreconditionError("no judge set");
   if (!v.ok()) {
-    // output_check.h: "sketch: ..." names the sketch (the sender's fault);
+    // OutputJudge: "sketch: ..." names the sketch (the sender's fault);
     // anything else is X's output failing to decode.
     if (absl::StartsWith(v.status().message(), "sketch")) {
       ++stats_.by_member[from].bad_sketches;

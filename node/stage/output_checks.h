@@ -6,7 +6,9 @@
 // checked member. Not wired into the stage server yet: the README lists
 // what is left.
 //
-//   OutputChecks checks({});
+//   OutputChecksOptions o;
+//   o.judge = CheckOutputAgainstSketch;            // node/compute/output_check.h (libtorch)
+//   OutputChecks checks(std::move(o));
 //   checks.OnOutput(visit, x_output);              // X on probation: keep a reference
 //   checks.OnAnswer(y, std::move(answer));         // Y's sketch: checked when both are here
 //   checks.EndIteration(iteration);                // drops what is still unpaired
@@ -33,12 +35,18 @@
 // fault, not X's); an output that does not decode is counted on X as
 // undecodable (the hop after refuses such a frame anyway).
 //
-// Thread rule: thread-safe (one mutex; no callbacks).
+// The judge is injected so that this file (and the stage server that will
+// own it) does not link libtorch: decoding X's output needs the wire codec,
+// which the daemon has and the simulator (timed computes) need not.
+//
+// Thread rule: thread-safe (one mutex; the judge is called under it and
+// must not call back).
 #ifndef SKIPSWARM_NODE_STAGE_OUTPUT_CHECKS_H_
 #define SKIPSWARM_NODE_STAGE_OUTPUT_CHECKS_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -52,11 +60,21 @@
 
 namespace skipswarm::node {
 
+// Compares X's output, as received, with Y's sketch: a verdict, or an
+// error as CheckOutputAgainstSketch gives them ("sketch: ..." for a
+// malformed sketch, the decoder's status for an output that does not decode).
+using OutputJudge = std::function<absl::StatusOr<model::SketchVerdict>(
+    const WireTensor& received, const model::OutputSketch& sketch,
+    const model::SketchCheckOptions& options)>;
+
 struct OutputChecksOptions {
   int max_kept_outputs = 16;
   int max_pending_sketches = 16;
   int max_pending_per_sender = 4;
   model::SketchCheckOptions check;
+  // Required: node/compute/output_check.h CheckOutputAgainstSketch, or a
+  // stand-in in tests.
+  OutputJudge judge;
 };
 
 // Per member: as the checked replica X (checks, mismatches, undecodable)

@@ -18,6 +18,7 @@
 #include "common/sim_clock.h"
 #include "model/output_sketch.h"
 #include "model/tensor_codec.h"
+#include "node/compute/output_check.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/task_runner.h"
 #include "node/compute/torch_stage_compute.h"
@@ -31,6 +32,16 @@ using testing::LyingCompute;
 using testing::RunTask;
 
 constexpr int kMicroBatches = 20;
+
+// The daemon's judge: decodes X's output with the wire codec (libtorch).
+OutputChecksOptions Judged() {
+  OutputChecksOptions o;
+  o.judge = [](const WireTensor& received, const model::OutputSketch& sketch,
+               const model::SketchCheckOptions& options) {
+    return CheckOutputAgainstSketch(received, sketch, options);
+  };
+  return o;
+}
 
 class OutputChecksTest : public ::testing::Test {
  protected:
@@ -68,7 +79,7 @@ TEST_F(OutputChecksTest, CountsTheLiarsMismatchesAndNoneOfTheHonestReplicas) {
   const NodeId honest_id = NodeId::ForName("honest");
   const NodeId liar_id = NodeId::ForName("liar");
   const NodeId y_id = NodeId::ForName("trusted");
-  OutputChecks checks({});
+  OutputChecks checks(Judged());
   common::Random rng(17);
   int verdicts = 0;
   for (int i = 0; i < kMicroBatches; ++i) {
@@ -129,7 +140,7 @@ WireTensor Decodable() {
   return WireTensor{ToProto(enc->meta), absl::Cord(std::move(enc->payload))};
 }
 OutputChecksOptions Caps(int outputs, int sketches, int per_sender) {
-  OutputChecksOptions o;
+  OutputChecksOptions o = Judged();
   o.max_kept_outputs = outputs;
   o.max_pending_sketches = sketches;
   o.max_pending_per_sender = per_sender;
@@ -191,7 +202,7 @@ TEST(OutputChecksBoundsTest, KeptOutputsDropTheOldestFirst) {
 }
 
 TEST(OutputChecksBoundsTest, AMatchingPairIsJudged) {
-  OutputChecks checks({});
+  OutputChecks checks(Judged());
   const WireTensor out = Decodable();
   const model::OutputSketch honest = model::SketchOutput({1.f, 2.f, 3.f, 4.f}, {1, 2, 2}, 9);
   checks.OnOutput(Visit(0, 1), out);
@@ -203,7 +214,7 @@ TEST(OutputChecksBoundsTest, AMatchingPairIsJudged) {
 }
 
 TEST(OutputChecksBoundsTest, AMalformedSketchCountsOnItsSender) {
-  OutputChecks checks({});
+  OutputChecks checks(Judged());
   model::OutputSketch bad = SmallSketch();
   bad.norm = -1;
   checks.OnAnswer(NodeId::ForName("y"), SketchAnswer{Visit(0, 1), bad});
