@@ -32,6 +32,7 @@ FrameKey FrameKey::Of(const proto::FrameHeader& header) {
 std::string DescribeFrame(const proto::FrameHeader& header) {
   const char* dir = header.direction() == proto::DIRECTION_FORWARD    ? "fwd"
                     : header.direction() == proto::DIRECTION_BACKWARD ? "bwd"
+                    : header.direction() == proto::DIRECTION_SKETCH   ? "sketch"
                                                                       : "dir?";
   auto origin = common::NodeId::FromBytes(header.origin());
   return absl::StrCat("it=", header.iteration(), " mb=", header.mb_id(), " ",
