@@ -21,6 +21,7 @@
 #include "node/compute/output_check.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/task_runner.h"
+#include "node/compute/timed_stage_compute.h"
 #include "node/compute/torch_stage_compute.h"
 #include "node/compute/verify_test_util.h"
 #include "node/stage/stage_server.h"
@@ -188,6 +189,119 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
               static_cast<long long>(c.checks.by_member.at(b).checks),
               static_cast<long long>(y.verify_answered));
   for (auto& s : servers) s->Detach();
+}
+
+// Y's admission and the hop after's refusals, with a timed compute: a
+// sender's second verify frame while its first waits is refused
+// RESOURCE_EXHAUSTED, as is one of another iteration (FAILED_PRECONDITION);
+// the answer reaches the hop after as a DIRECTION_SKETCH frame; a sketch
+// frame naming another micro-batch, or one sent to a node that checks
+// nothing, is refused.
+TEST(StageServerVerifyTest, AdmissionIsBoundedAndAnswersAreAddressed) {
+  common::SimClock clock;
+  SwitchboardOptions board_options;
+  board_options.latency = absl::Milliseconds(1);
+  Switchboard board(&clock, board_options);
+  const NodeId s_id = NodeId::ForName("s"), y_id = NodeId::ForName("y"),
+               z_id = NodeId::ForName("z"), x_id = NodeId::ForName("x");
+  std::unique_ptr<Transport> sender = *board.Attach(s_id);
+  std::unique_ptr<Transport> z = *board.Attach(z_id);
+  std::vector<Frame> at_z;
+  z->SetFrameHandler(AdmitWith([&](const PeerId&, Frame f) {
+    at_z.push_back(std::move(f));
+    return absl::OkStatus();
+  }));
+  TimedStageCompute compute(&clock, TimedStageCompute::Options{.stage = 1});
+  StaticSwarmView view({{s_id, {0}, 4, "", ""}, {y_id, {1}, 4, "", ""}, {z_id, {2}, 4, "", ""}});
+  std::unique_ptr<Transport> y_transport = *board.Attach(y_id);
+  StageServer y(y_transport.get(), &clock, &view, {{1, &compute}}, StageServerOptions{});
+  y.Attach();
+
+  auto verify_frame = [&](uint64_t iteration, uint64_t mb) {
+    Frame f;
+    f.header.set_iteration(iteration);
+    f.header.set_mb_id(mb);
+    f.header.set_origin(s_id.Bytes());
+    for (auto [id, stage] : {std::pair<NodeId, int>{s_id, 0}, {y_id, 1}, {z_id, 2}}) {
+      proto::Hop* hop = f.header.add_route();
+      hop->set_node_id(id.Bytes());
+      hop->set_stage(static_cast<uint32_t>(stage));
+    }
+    f.header.set_hop_index(1);
+    f.header.set_direction(proto::DIRECTION_FORWARD);
+    f.header.mutable_verify()->set_seed(7);
+    f.header.mutable_verify()->set_checked(x_id.Bytes());
+    f.payload = absl::Cord(std::string(64, '\0'));
+    f.header.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
+    f.header.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
+    f.header.mutable_tensor()->add_shape(16);
+    SealFrame(f);
+    return f;
+  };
+  std::vector<absl::Status> acks(4, absl::UnknownError("no ack"));
+  sender->Send(y_id, verify_frame(0, 1), [&](absl::Status s) { acks[0] = s; });
+  sender->Send(y_id, verify_frame(0, 2), [&](absl::Status s) { acks[1] = s; });
+  sender->Send(y_id, verify_frame(3, 3), [&](absl::Status s) { acks[2] = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(acks[0].ok()) << acks[0];
+  EXPECT_TRUE(absl::IsResourceExhausted(acks[1])) << acks[1];
+  EXPECT_TRUE(absl::IsFailedPrecondition(acks[2])) << acks[2];
+  // The answer: to the hop after (route[2]), a sketch frame for mb 1 that
+  // names X at hop 1; and the sender's share is free again.
+  ASSERT_EQ(at_z.size(), 1u);
+  EXPECT_EQ(at_z[0].header.direction(), proto::DIRECTION_SKETCH);
+  EXPECT_EQ(at_z[0].header.hop_index(), 2u);
+  EXPECT_FALSE(at_z[0].header.has_verify());
+  EXPECT_EQ(at_z[0].header.sketch_answer().mb_id(), 1u);
+  EXPECT_EQ(at_z[0].header.sketch_answer().hop_index(), 1u);
+  EXPECT_EQ(at_z[0].header.sketch_answer().checked(), x_id.Bytes());
+  sender->Send(y_id, verify_frame(0, 4), [&](absl::Status s) { acks[3] = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(acks[3].ok()) << acks[3];
+  StageServerStats st = y.stats();
+  EXPECT_EQ(st.verify_answered, 2);
+  EXPECT_EQ(st.verify_refused, 2);
+  EXPECT_EQ(st.forwards, 0);
+  EXPECT_EQ(st.slots_in_use, 0);
+  EXPECT_EQ(compute.pending(), 0u);
+
+  // Sketch frames to Y, which checks nothing (no judge): refused.
+  Frame sketch = at_z[0];
+  sketch.header.mutable_route(2)->set_node_id(y_id.Bytes());
+  absl::Status ack = absl::UnknownError("no ack");
+  sender->Send(y_id, sketch, [&](absl::Status s) { ack = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(absl::IsFailedPrecondition(ack)) << ack;
+  y.Detach();
+
+  // A hop after that checks: an answer naming another micro-batch than its
+  // frame is refused; the right one is taken.
+  StageServerOptions o;
+  o.member_on_probation = [](const PeerId&) { return true; };
+  o.output_checks.judge = [](const WireTensor&, const model::OutputSketch&,
+                             const model::SketchCheckOptions&) -> absl::StatusOr<model::SketchVerdict> {
+    return model::SketchVerdict{};
+  };
+  o.sketch_limits.max_shape = {1 << 20};
+  TimedStageCompute compute2(&clock, TimedStageCompute::Options{.stage = 2});
+  StageServer checker(z.get(), &clock, &view, {{2, &compute2}}, o);
+  checker.Attach();
+  // (Both answers went through z's duplicate window already: fresh mb ids.)
+  ASSERT_EQ(at_z.size(), 2u);
+  Frame other = at_z[1];
+  other.header.set_mb_id(9);
+  Frame right = at_z[1];
+  right.header.set_mb_id(10);
+  right.header.mutable_sketch_answer()->set_mb_id(10);
+  sender->Send(z_id, other, [&](absl::Status s) { ack = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(absl::IsInvalidArgument(ack)) << ack;
+  sender->Send(z_id, right, [&](absl::Status s) { ack = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(ack.ok()) << ack;
+  EXPECT_EQ(checker.stats().sketch_frames_refused, 1);
+  EXPECT_EQ(checker.stats().checks.pending_sketches, 1);
+  checker.Detach();
 }
 
 }  // namespace
