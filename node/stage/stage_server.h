@@ -96,6 +96,11 @@
 // trailing (a joiner at entry - 1, a relay still averaging) stays within
 // the lead.
 //
+// Verified compute: a forward frame with header.verify is answered with a
+// sketch and takes no part in training, and sketch frames are checked
+// against the outputs of members on probation (Note [Verify-only frames] in
+// stage_server_verify.cc; StageServerStats::checks).
+//
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the
 // listener. The transport, clock, view and computes must outlive the server;
