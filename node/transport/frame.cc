@@ -26,6 +26,7 @@ FrameKey FrameKey::Of(const proto::FrameHeader& header) {
   key.mb_id = header.mb_id();
   key.direction = header.direction();
   key.hop_index = header.hop_index();
+  key.verify = header.has_verify();
   return key;
 }
 

@@ -18,8 +18,8 @@
 //      not beyond payload_bytes (INVALID_ARGUMENT).
 //   3. CheckPayload on the whole payload: exact size (INVALID_ARGUMENT) and
 //      CRC-32C (DATA_LOSS).
-//   4. Reserve: (origin, iteration, mb, direction, hop) not seen before
-//      (ALREADY_EXISTS); the handler's refusal Releases the key again so a
+//   4. Reserve: (origin, iteration, mb, direction, hop, verify-only or not)
+//      not seen before (ALREADY_EXISTS); the handler's refusal Releases the key again so a
 //      refused frame may be retried once a slot frees.
 // A failed check becomes the frame's ack and a LOG(WARNING); the stream and
 // the server keep going. Tensor shape/dtype are the stage's business

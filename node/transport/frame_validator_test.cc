@@ -176,6 +176,12 @@ TEST_F(FrameValidatorTest, DetectsDuplicatesUntilReleased) {
   Frame back = MakeTestFrame({origin_, self_, origin_}, 1, 10, 5,
                              proto::DIRECTION_BACKWARD);
   EXPECT_TRUE(validator_.Reserve(back.header).ok());
+  // So is a verify-only copy of the same forward (verified compute: the
+  // replica that answered it may get the real frame after a re-route).
+  Frame copy = f;
+  copy.header.mutable_verify()->set_seed(3);
+  EXPECT_TRUE(validator_.Reserve(copy.header).ok());
+  EXPECT_EQ(validator_.Reserve(copy.header).code(), absl::StatusCode::kAlreadyExists);
   // A refused frame may come again.
   validator_.Release(FrameKey::Of(f.header));
   EXPECT_TRUE(validator_.Reserve(f.header).ok());
