@@ -191,6 +191,33 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
   for (auto& s : servers) s->Detach();
 }
 
+// A hop-1 forward frame of origin `s` along s -> y -> z (a 64-byte fp32
+// tensor), verify-only for X when `verify`.
+Frame HopOneFrame(const NodeId& s, const NodeId& y, const NodeId& z, uint64_t iteration,
+                  uint64_t mb, const NodeId* checked) {
+  Frame f;
+  f.header.set_iteration(iteration);
+  f.header.set_mb_id(mb);
+  f.header.set_origin(s.Bytes());
+  for (auto [id, stage] : {std::pair<NodeId, int>{s, 0}, {y, 1}, {z, 2}}) {
+    proto::Hop* hop = f.header.add_route();
+    hop->set_node_id(id.Bytes());
+    hop->set_stage(static_cast<uint32_t>(stage));
+  }
+  f.header.set_hop_index(1);
+  f.header.set_direction(proto::DIRECTION_FORWARD);
+  if (checked != nullptr) {
+    f.header.mutable_verify()->set_seed(7);
+    f.header.mutable_verify()->set_checked(checked->Bytes());
+  }
+  f.payload = absl::Cord(std::string(64, '\0'));
+  f.header.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
+  f.header.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
+  f.header.mutable_tensor()->add_shape(16);
+  SealFrame(f);
+  return f;
+}
+
 // Y's admission and the hop after's refusals, with a timed compute: a
 // sender's second verify frame while its first waits is refused
 // RESOURCE_EXHAUSTED, as is one of another iteration (FAILED_PRECONDITION);
@@ -218,25 +245,7 @@ TEST(StageServerVerifyTest, AdmissionIsBoundedAndAnswersAreAddressed) {
   y.Attach();
 
   auto verify_frame = [&](uint64_t iteration, uint64_t mb) {
-    Frame f;
-    f.header.set_iteration(iteration);
-    f.header.set_mb_id(mb);
-    f.header.set_origin(s_id.Bytes());
-    for (auto [id, stage] : {std::pair<NodeId, int>{s_id, 0}, {y_id, 1}, {z_id, 2}}) {
-      proto::Hop* hop = f.header.add_route();
-      hop->set_node_id(id.Bytes());
-      hop->set_stage(static_cast<uint32_t>(stage));
-    }
-    f.header.set_hop_index(1);
-    f.header.set_direction(proto::DIRECTION_FORWARD);
-    f.header.mutable_verify()->set_seed(7);
-    f.header.mutable_verify()->set_checked(x_id.Bytes());
-    f.payload = absl::Cord(std::string(64, '\0'));
-    f.header.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
-    f.header.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
-    f.header.mutable_tensor()->add_shape(16);
-    SealFrame(f);
-    return f;
+    return HopOneFrame(s_id, y_id, z_id, iteration, mb, &x_id);
   };
   std::vector<absl::Status> acks(4, absl::UnknownError("no ack"));
   sender->Send(y_id, verify_frame(0, 1), [&](absl::Status s) { acks[0] = s; });
@@ -302,6 +311,56 @@ TEST(StageServerVerifyTest, AdmissionIsBoundedAndAnswersAreAddressed) {
   EXPECT_EQ(checker.stats().sketch_frames_refused, 1);
   EXPECT_EQ(checker.stats().checks.pending_sketches, 1);
   checker.Detach();
+}
+
+// A verify-only forward waits while training holds every slot, and goes
+// when its iteration ends; the sender's share is free again.
+TEST(StageServerVerifyTest, AWaitingCheckGoesWithItsIteration) {
+  common::SimClock clock;
+  SwitchboardOptions board_options;
+  board_options.latency = absl::Milliseconds(1);
+  Switchboard board(&clock, board_options);
+  const NodeId s_id = NodeId::ForName("s"), y_id = NodeId::ForName("y"),
+               z_id = NodeId::ForName("z"), x_id = NodeId::ForName("x");
+  std::unique_ptr<Transport> sender = *board.Attach(s_id);
+  std::unique_ptr<Transport> z = *board.Attach(z_id);
+  int at_z = 0;
+  z->SetFrameHandler(AdmitWith([&](const PeerId&, Frame) {
+    ++at_z;
+    return absl::OkStatus();
+  }));
+  TimedStageCompute compute(&clock, TimedStageCompute::Options{.stage = 1});
+  StaticSwarmView view({{s_id, {0}, 4, "", ""}, {y_id, {1}, 1, "", ""}, {z_id, {2}, 4, "", ""}});
+  std::unique_ptr<Transport> y_transport = *board.Attach(y_id);
+  StageServerOptions o;
+  o.memory_slots = 1;
+  StageServer y(y_transport.get(), &clock, &view, {{1, &compute}}, o);
+  y.Attach();
+  std::vector<absl::Status> acks(3, absl::UnknownError("no ack"));
+  // A training forward takes the only slot until its backward (none comes).
+  sender->Send(y_id, HopOneFrame(s_id, y_id, z_id, 0, 1, nullptr),
+               [&](absl::Status s) { acks[0] = s; });
+  clock.Advance(absl::Seconds(1));
+  sender->Send(y_id, HopOneFrame(s_id, y_id, z_id, 0, 2, &x_id),
+               [&](absl::Status s) { acks[1] = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(acks[0].ok()) << acks[0];
+  EXPECT_TRUE(acks[1].ok()) << acks[1];
+  EXPECT_EQ(at_z, 1);  // the training forward's output; no answer
+  EXPECT_EQ(y.stats().verify_answered, 0);
+  y.BeginIteration(1);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(y.stats().verify_answered, 0);
+  EXPECT_EQ(y.stats().verify_failed, 0);  // dropped while waiting, never run
+  EXPECT_EQ(y.stats().slots_in_use, 0);
+  // The share is free: a check of the new iteration is admitted and answered.
+  sender->Send(y_id, HopOneFrame(s_id, y_id, z_id, 1, 3, &x_id),
+               [&](absl::Status s) { acks[2] = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(acks[2].ok()) << acks[2];
+  EXPECT_EQ(y.stats().verify_answered, 1);
+  EXPECT_EQ(at_z, 2);  // the training output, then this answer (not the dropped one)
+  y.Detach();
 }
 
 }  // namespace
