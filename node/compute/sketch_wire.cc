@@ -53,4 +53,36 @@ absl::StatusOr<model::OutputSketch> SketchFromProto(const proto::OutputSketch& w
   return s;
 }
 
+proto::SketchAnswer AnswerToProto(const SketchAnswer& answer) {
+  proto::SketchAnswer w;
+  w.set_origin(answer.visit.origin.Bytes());
+  w.set_iteration(answer.visit.iteration);
+  w.set_mb_id(answer.visit.mb);
+  w.set_hop_index(answer.visit.hop_index);
+  w.set_checked(answer.visit.checked.Bytes());
+  *w.mutable_sketch() = SketchToProto(answer.sketch);
+  return w;
+}
+
+absl::StatusOr<SketchAnswer> AnswerFromProto(const proto::SketchAnswer& wire,
+                                             const SketchLimits& limits) {
+  auto bad = [](auto... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("sketch answer: ", parts...));
+  };
+  SketchAnswer a;
+  absl::StatusOr<common::NodeId> origin = common::NodeId::FromBytes(wire.origin());
+  if (!origin.ok()) return bad("origin: ", origin.status().message());
+  absl::StatusOr<common::NodeId> checked = common::NodeId::FromBytes(wire.checked());
+  if (!checked.ok()) return bad("checked: ", checked.status().message());
+  if (wire.hop_index() < 1 || wire.hop_index() >= kMaxCheckedHops) {
+    return bad("hop_index ", wire.hop_index(), ", want 1..", kMaxCheckedHops - 1);
+  }
+  if (!wire.has_sketch()) return bad("no sketch");
+  absl::StatusOr<model::OutputSketch> sketch = SketchFromProto(wire.sketch(), limits);
+  if (!sketch.ok()) return sketch.status();
+  a.visit = CheckedVisit{*origin, wire.iteration(), wire.mb_id(), wire.hop_index(), *checked};
+  a.sketch = *std::move(sketch);
+  return a;
+}
+
 }  // namespace skipswarm::node

@@ -62,5 +62,37 @@ TEST(SketchWireTest, RefusesEveryMalformedField) {
   EXPECT_TRUE(SketchFromProto(shorter, Limits()).ok());
 }
 
+SketchAnswer DefaultAnswer() {
+  return SketchAnswer{CheckedVisit{common::NodeId::ForName("origin"), 7, 3, 1,
+                                   common::NodeId::ForName("x")},
+                      DefaultSketch()};
+}
+
+TEST(SketchWireTest, AnswerRoundTrips) {
+  const SketchAnswer a = DefaultAnswer();
+  const proto::SketchAnswer wire = AnswerToProto(a);
+  absl::StatusOr<SketchAnswer> back = AnswerFromProto(wire, Limits());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->visit == a.visit);
+  EXPECT_EQ(back->sketch.projections, a.sketch.projections);
+  std::printf("FIGURE sketch_answer_bytes=%zu\n", wire.SerializeAsString().size());
+}
+
+TEST(SketchWireTest, AnswerRefusesEveryMalformedField) {
+  const proto::SketchAnswer good = AnswerToProto(DefaultAnswer());
+  const auto refused = [&](auto mutate) {
+    proto::SketchAnswer w = good;
+    mutate(w);
+    return AnswerFromProto(w, Limits()).status().code() == absl::StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.set_origin("short"); }));
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.clear_checked(); }));
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.set_hop_index(0); }));
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.set_hop_index(kMaxCheckedHops); }));
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.clear_sketch(); }));
+  EXPECT_TRUE(refused([](proto::SketchAnswer& w) { w.mutable_sketch()->set_norm(-1); }));
+  EXPECT_TRUE(AnswerFromProto(good, Limits()).ok());
+}
+
 }  // namespace
 }  // namespace skipswarm::node

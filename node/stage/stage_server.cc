@@ -43,11 +43,14 @@ bool IsAbortNotice(const Frame& f) {
 absl::Status StageServer::Impl::Receive(const PeerId& from, const Frame& frame, bool* runnable) {
   *runnable = false;
   if (IsAbortNotice(frame)) return HandleAbort(from, frame);
+  if (frame.header.direction() == proto::DIRECTION_SKETCH) return HandleSketch(from, frame);
+  if (frame.header.has_verify()) return AdmitVerify(from, frame, runnable);
   std::optional<proto::FrameHeader> displaced;
   absl::Status admitted = Admit(frame, runnable, &displaced);
   if (displaced) {
     SendRelayAborts({*displaced}, absl::AbortedError("displaced by a nearer iteration's frame"));
   }
+  if (admitted.ok() && IsForward(frame.header)) KeepOutputForCheck(frame);
   return admitted;
 }
 
@@ -274,32 +277,39 @@ void StageServer::Impl::MaybeDispatch() {
 
 void StageServer::Impl::DispatchNow() {
   Task task;
+  bool verify = false;
   {
     absl::MutexLock lock(&mu_);
     dispatch_posted_ = false;
     if (busy_ || paused_) return;
     const bool backward_ok = !backward_q_.empty();
     const bool forward_ok = !forward_q_.empty() && slots_in_use_ < memory_slots_;
-    if (!backward_ok && !forward_ok) return;
-    auto bwd = Best(backward_q_);
-    auto fwd = Best(forward_q_);
-    // Note [Queue order]: a forward goes first only with a strictly lower
-    // priority (as in scheduler/evaluator.cc).
-    const bool take_forward =
-        forward_ok && (!backward_ok || fwd->header.priority() < bwd->header.priority());
-    if (!take_forward) {
-      task = std::move(*bwd);
-      backward_q_.erase(bwd);
+    if (!backward_ok && !forward_ok) {
+      // Verify-only work goes last (Note [Verify-only frames]).
+      if (!TakeVerifyLocked(&task)) return;
+      verify = true;
     } else {
-      task = std::move(*fwd);
-      forward_q_.erase(fwd);
-      auto it = entries_.find(MbKey::Of(task.header));
-      if (it == entries_.end()) return;  // dropped while queued; cannot happen
-      it->second.holds_slot = true;
-      ++slots_in_use_;
+      auto bwd = Best(backward_q_);
+      auto fwd = Best(forward_q_);
+      // Note [Queue order]: a forward goes first only with a strictly lower
+      // priority (as in scheduler/evaluator.cc).
+      const bool take_forward =
+          forward_ok && (!backward_ok || fwd->header.priority() < bwd->header.priority());
+      if (!take_forward) {
+        task = std::move(*bwd);
+        backward_q_.erase(bwd);
+      } else {
+        task = std::move(*fwd);
+        forward_q_.erase(fwd);
+        auto it = entries_.find(MbKey::Of(task.header));
+        if (it == entries_.end()) return;  // dropped while queued; cannot happen
+        it->second.holds_slot = true;
+        ++slots_in_use_;
+      }
     }
     busy_ = true;
   }
+  if (verify) return RunVerify(std::move(task));
   Run(std::move(task));
 }
 
@@ -650,6 +660,7 @@ void StageServer::Impl::AdvanceLocked(uint64_t iteration,
                                       std::vector<std::pair<MbKey, absl::Status>>& finished,
                                       std::vector<proto::FrameHeader>& aborts) {
   if (iteration > iteration_) iteration_ = iteration;
+  AdvanceVerifyLocked(iteration);
   std::vector<MbKey> old;
   for (const auto& [key, entry] : entries_) {
     if (key.iteration >= iteration) continue;
@@ -756,6 +767,7 @@ StageServerStats StageServer::stats() const {
   s.memory_slots = impl_->memory_slots_;
   s.queued = static_cast<int>(impl_->forward_q_.size() + impl_->backward_q_.size() +
                               impl_->deferred_.size());
+  s.checks = impl_->checks_.stats();
   return s;
 }
 

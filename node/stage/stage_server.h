@@ -96,6 +96,11 @@
 // trailing (a joiner at entry - 1, a relay still averaging) stays within
 // the lead.
 //
+// Verified compute: a forward frame with header.verify is answered with a
+// sketch and takes no part in training, and sketch frames are checked
+// against the outputs of members on probation (Note [Verify-only frames] in
+// stage_server_verify.cc; StageServerStats::checks).
+//
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the
 // listener. The transport, clock, view and computes must outlive the server;
@@ -115,8 +120,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "node/compute/sketch_wire.h"
 #include "node/compute/stage_compute.h"
 #include "node/stage/hop_stats.h"
+#include "node/stage/output_checks.h"
 #include "node/stage/route_repair.h"
 #include "node/stage/swarm_view.h"
 #include "node/transport/transport.h"
@@ -170,6 +177,18 @@ struct StageServerOptions {
   // iteration); 0 or unset: no cap.
   std::function<bool(const PeerId&)> origin_on_probation;
   int newcomer_in_flight = 0;
+  // Verified compute (Note [Verify-only frames] in stage_server_verify.cc).
+  // As Y: verify-only forwards waiting or running here, all senders
+  // together and from one sender; beyond, refused RESOURCE_EXHAUSTED.
+  int max_verify_queued = 2;
+  int max_verify_per_sender = 1;
+  // As the hop after X: whose outputs are kept in case a sketch follows
+  // (members on probation; thread-safe, called without the server's lock),
+  // how answers are bounded and judged. Without a judge no output is kept
+  // and sketch frames are refused.
+  std::function<bool(const PeerId&)> member_on_probation;
+  OutputChecksOptions output_checks;
+  SketchLimits sketch_limits;
 };
 
 struct StageServerStats {
@@ -205,6 +224,15 @@ struct StageServerStats {
   absl::Duration first_reroute_at = absl::InfiniteDuration();
   HopHistogram hop_latency;  // send -> admission ack, successful hops
   std::map<PeerId, PeerTraffic> traffic;  // payload bytes by peer
+  // Verified compute: verify-only forwards answered with a sketch, refused
+  // (over a cap, another iteration, a stage not hosted) and failed here as
+  // Y; sketch frames refused here (malformed, not addressed to this hop)
+  // as the hop after; and the checks judged here, per member.
+  int64_t verify_answered = 0;
+  int64_t verify_refused = 0;
+  int64_t verify_failed = 0;
+  int64_t sketch_frames_refused = 0;
+  OutputCheckStats checks;
 };
 
 class StageServer {

@@ -62,11 +62,12 @@ struct StageServer::Entry {
 };
 
 struct StageServer::Task {
-  enum Kind { kStart, kForward, kTail, kBackward } kind = kForward;
+  enum Kind { kStart, kForward, kTail, kBackward, kVerify } kind = kForward;
   proto::FrameHeader header;  // hop_index = the hop this task runs
   absl::Cord payload;
   MicroBatchData data;  // kStart
   uint64_t local_id = 0;  // set when it runs
+  PeerId from;            // kVerify: the sender, for its per-sender share
 };
 
 class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl> {
@@ -113,6 +114,19 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
     });
   }
   void Run(Task task);
+  // Verified compute (stage_server_verify.cc, Note [Verify-only frames]).
+  absl::Status AdmitVerify(const PeerId& from, const Frame& frame, bool* runnable);
+  absl::Status HandleSketch(const PeerId& from, const Frame& frame);
+  // A forward or tail frame just admitted: keeps it for a check when the
+  // hop before was a member on probation.
+  void KeepOutputForCheck(const Frame& frame);
+  // Takes the next verify task if one may run now (a free slot).
+  bool TakeVerifyLocked(Task* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunVerify(Task task);
+  void OnVerifyDone(Task task, absl::StatusOr<model::OutputSketch> sketch);
+  // Iteration `iteration` begins: waiting verify tasks of earlier ones go,
+  // and so do pending checks.
+  void AdvanceVerifyLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
   void OnTailDone(Task task, absl::StatusOr<TailOutput> out);
   void OnBackwardDone(Task task, absl::StatusOr<WireTensor> out);
@@ -224,6 +238,14 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   std::deque<Task> forward_q_ ABSL_GUARDED_BY(mu_);   // starts and forwards
   std::deque<Task> deferred_ ABSL_GUARDED_BY(mu_);    // forwards of later iterations
   StageServerStats stats_ ABSL_GUARDED_BY(mu_);
+  // Verified compute as Y: waiting verify-only forwards (arrival order),
+  // and waiting or running ones per sender.
+  std::deque<Task> verify_q_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<PeerId, int> verify_by_sender_ ABSL_GUARDED_BY(mu_);
+  int verify_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // As the hop after X (its own lock; never called with mu_ held except
+  // EndIteration, which calls nothing back).
+  OutputChecks checks_{options_.output_checks};
 };
 
 inline bool IsForward(const proto::FrameHeader& h) { return h.direction() == proto::DIRECTION_FORWARD; }

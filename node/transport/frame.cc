@@ -26,12 +26,14 @@ FrameKey FrameKey::Of(const proto::FrameHeader& header) {
   key.mb_id = header.mb_id();
   key.direction = header.direction();
   key.hop_index = header.hop_index();
+  key.verify = header.has_verify();
   return key;
 }
 
 std::string DescribeFrame(const proto::FrameHeader& header) {
   const char* dir = header.direction() == proto::DIRECTION_FORWARD    ? "fwd"
                     : header.direction() == proto::DIRECTION_BACKWARD ? "bwd"
+                    : header.direction() == proto::DIRECTION_SKETCH   ? "sketch"
                                                                       : "dir?";
   auto origin = common::NodeId::FromBytes(header.origin());
   return absl::StrCat("it=", header.iteration(), " mb=", header.mb_id(), " ",

@@ -51,18 +51,22 @@ struct FrameKey {
   uint64_t mb_id = 0;
   int direction = 0;
   uint32_t hop_index = 0;
+  // A verify-only copy (header.verify set) is another frame than the
+  // micro-batch's own forward to the same hop: the replica that answered
+  // it may later get the real one after a re-route.
+  bool verify = false;
 
   static FrameKey Of(const proto::FrameHeader& header);
 
   friend bool operator==(const FrameKey& a, const FrameKey& b) {
     return a.origin == b.origin && a.iteration == b.iteration &&
            a.mb_id == b.mb_id && a.direction == b.direction &&
-           a.hop_index == b.hop_index;
+           a.hop_index == b.hop_index && a.verify == b.verify;
   }
   template <typename H>
   friend H AbslHashValue(H h, const FrameKey& k) {
     return H::combine(std::move(h), k.origin, k.iteration, k.mb_id,
-                      k.direction, k.hop_index);
+                      k.direction, k.hop_index, k.verify);
   }
 };
 

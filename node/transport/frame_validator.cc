@@ -34,8 +34,12 @@ absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
         options_.self.ShortString(), ")"));
   }
   if (h.direction() != proto::DIRECTION_FORWARD &&
-      h.direction() != proto::DIRECTION_BACKWARD) {
-    return absl::InvalidArgumentError("direction is not forward or backward");
+      h.direction() != proto::DIRECTION_BACKWARD && h.direction() != proto::DIRECTION_SKETCH) {
+    return absl::InvalidArgumentError("direction is not forward, backward or sketch");
+  }
+  if (h.direction() == proto::DIRECTION_SKETCH &&
+      (h.tensor().payload_bytes() != 0 || h.tensor().shape_size() != 0 || !h.has_sketch_answer())) {
+    return absl::InvalidArgumentError("a sketch frame carries an answer and no tensor");
   }
   const uint64_t bytes = h.tensor().payload_bytes();
   if (bytes > options_.max_payload_bytes) {

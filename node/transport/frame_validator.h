@@ -6,7 +6,8 @@
 //   1. CheckHeader when the header arrives: protocol version
 //      (FAILED_PRECONDITION), swarm id (PERMISSION_DENIED), route length
 //      1..64, hop_index < route length, route[hop_index] == this node,
-//      direction set, TensorMeta.payload_bytes ≤ the limit, chunk_count
+//      direction set (a DIRECTION_SKETCH frame: a sketch_answer and no
+//      tensor), TensorMeta.payload_bytes ≤ the limit, chunk_count
 //      consistent with payload_bytes (0 iff empty; every chunk 1 B..1 MiB)
 //      (INVALID_ARGUMENT).
 //   1b. With check_tensor_shape: rank 1..8, every dim >= 1, a known codec of
@@ -17,8 +18,8 @@
 //      not beyond payload_bytes (INVALID_ARGUMENT).
 //   3. CheckPayload on the whole payload: exact size (INVALID_ARGUMENT) and
 //      CRC-32C (DATA_LOSS).
-//   4. Reserve: (origin, iteration, mb, direction, hop) not seen before
-//      (ALREADY_EXISTS); the handler's refusal Releases the key again so a
+//   4. Reserve: (origin, iteration, mb, direction, hop, verify-only or not)
+//      not seen before (ALREADY_EXISTS); the handler's refusal Releases the key again so a
 //      refused frame may be retried once a slot frees.
 // A failed check becomes the frame's ack and a LOG(WARNING); the stream and
 // the server keep going. Tensor shape/dtype are the stage's business

@@ -82,6 +82,22 @@ TEST_F(FrameValidatorTest, RejectsMissingDirection) {
   EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kInvalidArgument);
 }
 
+// Verified compute's answer frame: an answer in the header, no tensor.
+TEST_F(FrameValidatorTest, SketchFramesCarryAnAnswerAndNoTensor) {
+  Frame f = Valid();
+  f.header.set_direction(proto::DIRECTION_SKETCH);
+  f.header.clear_tensor();
+  f.header.set_chunk_count(0);
+  f.payload.Clear();
+  EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kInvalidArgument);  // no answer
+  f.header.mutable_sketch_answer()->set_mb_id(1);
+  EXPECT_EQ(HeaderCode(f.header), absl::StatusCode::kOk);
+  Frame with_tensor = Valid();
+  with_tensor.header.set_direction(proto::DIRECTION_SKETCH);
+  with_tensor.header.mutable_sketch_answer()->set_mb_id(1);
+  EXPECT_EQ(HeaderCode(with_tensor.header), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(FrameValidatorTest, RejectsOversizedPayload) {
   Frame f = Valid();
   f.header.mutable_tensor()->set_payload_bytes(9 << 20);
@@ -160,6 +176,12 @@ TEST_F(FrameValidatorTest, DetectsDuplicatesUntilReleased) {
   Frame back = MakeTestFrame({origin_, self_, origin_}, 1, 10, 5,
                              proto::DIRECTION_BACKWARD);
   EXPECT_TRUE(validator_.Reserve(back.header).ok());
+  // So is a verify-only copy of the same forward (verified compute: the
+  // replica that answered it may get the real frame after a re-route).
+  Frame copy = f;
+  copy.header.mutable_verify()->set_seed(3);
+  EXPECT_TRUE(validator_.Reserve(copy.header).ok());
+  EXPECT_EQ(validator_.Reserve(copy.header).code(), absl::StatusCode::kAlreadyExists);
   // A refused frame may come again.
   validator_.Release(FrameKey::Of(f.header));
   EXPECT_TRUE(validator_.Reserve(f.header).ok());

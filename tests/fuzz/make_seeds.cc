@@ -14,8 +14,11 @@
 #include "common/node_id.h"
 #include "identity/identity.h"
 #include "membership/record.h"
+#include "model/output_sketch.h"
+#include "node/compute/sketch_wire.h"
 #include "proto/gossip.pb.h"
 #include "proto/pipeline.pb.h"
+#include "proto/verify.pb.h"
 #include "proto/version.h"
 
 namespace skipswarm {
@@ -132,17 +135,61 @@ void GossipSeeds(const std::string& dir) {
   Write(dir + "/record", std::string(1, '\3') + signed_r.SerializeAsString());
 }
 
+// Sketch fuzzer input (sketch_fuzzer.cc): flags, sketch length, the
+// sketch, then the received output's float32 values.
+std::string SketchInput(uint8_t flags, const model::OutputSketch& sketch,
+                        const std::vector<float>& received) {
+  // Bit 4: the sketch travels in a SketchAnswer.
+  const std::string wire =
+      (flags & 16) ? node::AnswerToProto(node::SketchAnswer{
+                         node::CheckedVisit{common::NodeId::ForName("origin"), 3, 7, 1,
+                                            common::NodeId::ForName("checked")},
+                         sketch})
+                         .SerializeAsString()
+                   : node::SketchToProto(sketch).SerializeAsString();
+  std::string out;
+  out.push_back(static_cast<char>(flags));
+  out.push_back(static_cast<char>(wire.size() & 0xff));
+  out.push_back(static_cast<char>(wire.size() >> 8));
+  out += wire;
+  out.append(reinterpret_cast<const char*>(received.data()), received.size() * sizeof(float));
+  return out;
+}
+
+void SketchSeeds(const std::string& dir) {
+  std::vector<float> y(2 * 4 * 16);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = 0.01f * static_cast<float>(i % 37) - 0.15f;
+  const std::vector<int64_t> shape = {2, 4, 16};
+  const model::OutputSketch s16 = model::SketchOutput(y, shape, 11, 16);
+  // Honest pairs under each codec the frame may declare (flags bits 0-1).
+  Write(dir + "/raw_match", SketchInput(0, s16, y));
+  Write(dir + "/fp16_match", SketchInput(1, s16, y));
+  Write(dir + "/bf16_match", SketchInput(2, s16, y));
+  Write(dir + "/int8_match", SketchInput(3, s16, y));
+  // A liar's output (scaled by 1.5) and one of another shape.
+  std::vector<float> scaled = y;
+  for (float& v : scaled) v *= 1.5f;
+  Write(dir + "/scaled", SketchInput(0, s16, scaled));
+  Write(dir + "/other_shape", SketchInput(4, s16, y));
+  // The default and the largest projection counts (bit 3 lifts the limit).
+  Write(dir + "/k256", SketchInput(8, model::SketchOutput(y, shape, 12, 256), y));
+  Write(dir + "/answer_match", SketchInput(16, s16, y));
+  Write(dir + "/answer_int8_scaled", SketchInput(16 | 3, s16, scaled));
+  Write(dir + "/k4096", SketchInput(8, model::SketchOutput(y, shape, 13, 4096), y));
+}
+
 }  // namespace
 }  // namespace skipswarm
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/ and gossip/)\n";
+    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/, gossip/ and sketch/)\n";
     return 2;
   }
   const std::string root = argv[1];
   skipswarm::FrameSeeds(root + "/frame");
   skipswarm::GossipSeeds(root + "/gossip");
+  skipswarm::SketchSeeds(root + "/sketch");
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

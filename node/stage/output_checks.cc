@@ -1,0 +1,122 @@
+#include "node/stage/output_checks.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+
+namespace skipswarm::node {
+
+OutputChecks::OutputChecks(OutputChecksOptions options) : options_(std::move(options)) {}
+
+std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& visit,
+                                                           const WireTensor& received) {
+  absl::MutexLock l(&mu_);
+  if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
+  auto s = sketches_.find(visit);
+  if (s != sketches_.end()) {
+    Pending p = std::move(s->second);
+    sketches_.erase(s);
+    ForgetSketchFrom(p.from);
+    return Judge(visit, received, p.from, p.sketch);
+  }
+  if (options_.max_kept_outputs < 1 || outputs_.contains(visit)) return std::nullopt;
+  // output_order_ names exactly the kept outputs, oldest first.
+  while (static_cast<int>(outputs_.size()) >= options_.max_kept_outputs &&
+         !output_order_.empty()) {
+    outputs_.erase(output_order_.front());
+    output_order_.pop_front();
+    ++stats_.outputs_dropped;
+  }
+  outputs_.emplace(visit, received);  // shares the payload's Cord
+  output_order_.push_back(visit);
+  return std::nullopt;
+}
+
+std::optional<model::SketchVerdict> OutputChecks::OnAnswer(const common::NodeId& from,
+                                                           SketchAnswer answer) {
+  absl::MutexLock l(&mu_);
+  const CheckedVisit& visit = answer.visit;
+  if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
+  auto o = outputs_.find(visit);
+  if (o != outputs_.end()) {
+    WireTensor received = std::move(o->second);
+    outputs_.erase(o);
+    output_order_.erase(std::find(output_order_.begin(), output_order_.end(), visit));
+    return Judge(visit, received, from, answer.sketch);
+  }
+  auto mine = sketches_by_sender_.find(from);
+  if (sketches_.contains(visit) ||
+      static_cast<int>(sketches_.size()) >= options_.max_pending_sketches ||
+      (mine != sketches_by_sender_.end() && mine->second >= options_.max_pending_per_sender)) {
+    ++stats_.sketches_refused;
+    return std::nullopt;
+  }
+  ++sketches_by_sender_[from];
+  sketches_.emplace(visit, Pending{from, std::move(answer.sketch)});
+  return std::nullopt;
+}
+
+void OutputChecks::ForgetSketchFrom(const common::NodeId& from) {
+  auto it = sketches_by_sender_.find(from);
+  if (it != sketches_by_sender_.end() && --it->second <= 0) sketches_by_sender_.erase(it);
+}
+
+std::optional<model::SketchVerdict> OutputChecks::Judge(const CheckedVisit& visit,
+                                                        const WireTensor& received,
+                                                        const common::NodeId& from,
+                                                        const model::OutputSketch& sketch) {
+  absl::StatusOr<model::SketchVerdict> v =
+      options_.judge ? options_.judge(received, sketch, options_.check)
+                     : absl::FailedPreconditionError("no judge set");
+  if (!v.ok()) {
+    // OutputJudge: "sketch: ..." names the sketch (the sender's fault);
+    // anything else is X's output failing to decode.
+    if (absl::StartsWith(v.status().message(), "sketch")) {
+      ++stats_.by_member[from].bad_sketches;
+    } else {
+      ++stats_.by_member[visit.checked].undecodable;
+    }
+    return std::nullopt;
+  }
+  MemberCheckCounts& x = stats_.by_member[visit.checked];
+  ++x.checks;
+  if (!v->match) ++x.mismatches;
+  return *std::move(v);
+}
+
+void OutputChecks::EndIteration(uint64_t iteration) {
+  absl::MutexLock l(&mu_);
+  if (!any_ended_ || iteration > ended_) ended_ = iteration;
+  any_ended_ = true;
+  for (auto it = outputs_.begin(); it != outputs_.end();) {
+    if (it->first.iteration <= ended_) {
+      ++stats_.expired;
+      outputs_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = sketches_.begin(); it != sketches_.end();) {
+    if (it->first.iteration <= ended_) {
+      ++stats_.expired;
+      ForgetSketchFrom(it->second.from);
+      sketches_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  output_order_.erase(std::remove_if(output_order_.begin(), output_order_.end(),
+                                     [&](const CheckedVisit& v) { return !outputs_.contains(v); }),
+                      output_order_.end());
+}
+
+OutputCheckStats OutputChecks::stats() const {
+  absl::MutexLock l(&mu_);
+  OutputCheckStats s = stats_;
+  s.kept_outputs = static_cast<int>(outputs_.size());
+  s.pending_sketches = static_cast<int>(sketches_.size());
+  return s;
+}
+
+}  // namespace skipswarm::node
