@@ -29,7 +29,7 @@ std::vector<SilentLossTracker::Exclusion> SilentLossTracker::EndIteration(
   for (const common::NodeId& id : suspects) {
     auto it = relays_.find(id);
     if (it == relays_.end()) {
-      it = relays_.try_emplace(id, options_.backoff, options_.seed + seeds_++).first;
+      it = relays_.try_emplace(id, options_.backoff, seed_ + seeds_++).first;
     }
     Relay& r = it->second;
     // An MB planned before the exclusion began says nothing new.

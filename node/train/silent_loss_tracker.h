@@ -3,7 +3,7 @@
 // [Silent relay exclusion]). ExcludingView: the data node's SwarmView as its
 // planner sees it, without those relays.
 //
-//   SilentLossTracker tracker(options);
+//   SilentLossTracker tracker(options, seed);
 //   // at the end of each iteration, from the planned routes:
 //   for (const auto& e : tracker.EndIteration(lost_relays, completed_relays, now))
 //     LOG(WARNING) << e.relay << " excluded for " << e.duration;
@@ -67,12 +67,13 @@ struct SilentLossOptions {
   // Suspect iterations in a row that exclude a relay; <= 0: never exclude.
   int iterations_to_exclude = 2;
   common::BackoffOptions backoff = DefaultExclusionBackoff();
-  uint64_t seed = 1;
 };
 
 class SilentLossTracker {
  public:
-  explicit SilentLossTracker(SilentLossOptions options) : options_(options) {}
+  // `seed` draws the back-offs' jitter.
+  SilentLossTracker(SilentLossOptions options, uint64_t seed)
+      : options_(options), seed_(seed) {}
 
   struct Exclusion {
     common::NodeId relay;
@@ -98,7 +99,8 @@ class SilentLossTracker {
   };
   const SilentLossOptions options_;
   std::map<common::NodeId, Relay> relays_;  // suspects and convicted only
-  uint64_t seeds_ = 0;
+  const uint64_t seed_;
+  uint64_t seeds_ = 0;  // relays seeded so far
 };
 
 // `base` without the relays of `excluded` it may hide (Note [Silent relay

@@ -23,7 +23,7 @@ const NodeId kA = NodeId::ForName("a");
 const NodeId kB = NodeId::ForName("b");
 
 TEST(SilentLossTrackerTest, ExcludesAfterTwoSuspectIterationsInARow) {
-  SilentLossTracker t(Options());
+  SilentLossTracker t(Options(), /*seed=*/1);
   EXPECT_TRUE(t.EndIteration({kA, kB}, {kB}, absl::Seconds(1)).empty());
   EXPECT_TRUE(t.ExcludedAt(absl::Seconds(1)).empty());
   const auto e = t.EndIteration({kA, kB}, {kB}, absl::Seconds(2));
@@ -36,7 +36,7 @@ TEST(SilentLossTrackerTest, ExcludesAfterTwoSuspectIterationsInARow) {
 }
 
 TEST(SilentLossTrackerTest, ACompletedMicroBatchClearsTheRelay) {
-  SilentLossTracker t(Options());
+  SilentLossTracker t(Options(), /*seed=*/1);
   t.EndIteration({kA}, {}, absl::Seconds(1));
   t.EndIteration({}, {kA}, absl::Seconds(2));  // it works after all
   EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(3)).empty());
@@ -46,14 +46,14 @@ TEST(SilentLossTrackerTest, ACompletedMicroBatchClearsTheRelay) {
 }
 
 TEST(SilentLossTrackerTest, AnIterationWithoutTheRelayDoesNotBreakTheRun) {
-  SilentLossTracker t(Options());
+  SilentLossTracker t(Options(), /*seed=*/1);
   t.EndIteration({kA}, {kB}, absl::Seconds(1));
   t.EndIteration({}, {kB}, absl::Seconds(2));
   EXPECT_EQ(t.EndIteration({kA}, {kB}, absl::Seconds(3)).size(), 1u);
 }
 
 TEST(SilentLossTrackerTest, ReadmittedRelayThatLosesAgainIsExcludedLongerUpToTheCap) {
-  SilentLossTracker t(Options());
+  SilentLossTracker t(Options(), /*seed=*/1);
   t.EndIteration({kA}, {}, absl::Seconds(0));
   ASSERT_EQ(t.EndIteration({kA}, {}, absl::Seconds(0)).size(), 1u);  // 30 s
   // A loss of an MB planned before the exclusion: nothing new.
@@ -76,7 +76,7 @@ TEST(SilentLossTrackerTest, ReadmittedRelayThatLosesAgainIsExcludedLongerUpToThe
 TEST(SilentLossTrackerTest, NeverExcludesWhenDisabled) {
   SilentLossOptions o = Options();
   o.iterations_to_exclude = 0;
-  SilentLossTracker t(o);
+  SilentLossTracker t(o, /*seed=*/1);
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(i)).empty());
 }
 
