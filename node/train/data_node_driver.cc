@@ -388,7 +388,8 @@ void DataNodeDriver::ExcludeSilentRelaysLocked() {
     ++report_.relays_excluded;
     if (int64_t held = 0; exclude_log_.Allow(now, &held)) {
       LOG(WARNING) << "iteration " << iteration_ << ": relay " << e.relay
-                   << " excluded from this data node's routes for " << e.duration
+                   << " excluded from this data node's routes for "
+                   << absl::Trunc(e.duration, absl::Milliseconds(1))
                    << " (exclusion " << e.times
                    << "): micro-batches routed through it vanish and none completes"
                    << " (Note [Silent relay exclusion])"

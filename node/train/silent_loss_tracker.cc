@@ -17,7 +17,13 @@ std::vector<SilentLossTracker::Exclusion> SilentLossTracker::EndIteration(
     const absl::flat_hash_set<common::NodeId>& lost,
     const absl::flat_hash_set<common::NodeId>& completed, absl::Duration now) {
   std::vector<Exclusion> out;
-  if (options_.iterations_to_exclude <= 0) return out;
+  // An iteration that completed no MB at all is no evidence: every relay
+  // it routed through is on a lost route and none on a completed one, so
+  // blaming them all would exclude healthy replicas with the silent one
+  // (ExcludingView then keeps an arbitrary one of each stage). Seen on the
+  // simulator's nodes backend: a hung stage-1 replica made whole
+  // iterations lose every MB (node/train/README.md).
+  if (options_.iterations_to_exclude <= 0 || completed.empty()) return out;
   // A completed MB through a relay clears it: its back-off starts over.
   for (const common::NodeId& id : completed) relays_.erase(id);
   // Ascending id, so that the back-off seeds do not depend on hash order.

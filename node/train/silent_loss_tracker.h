@@ -22,7 +22,9 @@
 //  - a relay on the route of a completed MB in the same iteration is
 //    cleared (it works; the loss was elsewhere on the route);
 //  - a relay on the route of a silently lost MB and of no completed one is
-//    a suspect of that iteration; `iterations_to_exclude` suspect
+//    a suspect of that iteration, if the iteration completed any MB (one
+//    that completed none cannot tell the silent relay from the healthy
+//    ones: it is no evidence); `iterations_to_exclude` suspect
 //    iterations in a row (iterations where it carried no MB do not break
 //    the run: they say nothing) exclude it from this data node's plans for
 //    a back-off (exponential, jittered, capped: common::Backoff). When the

@@ -21,6 +21,7 @@ SilentLossOptions Options() {
 
 const NodeId kA = NodeId::ForName("a");
 const NodeId kB = NodeId::ForName("b");
+const NodeId kC = NodeId::ForName("c");  // a healthy relay elsewhere
 
 TEST(SilentLossTrackerTest, ExcludesAfterTwoSuspectIterationsInARow) {
   SilentLossTracker t(Options(), /*seed=*/1);
@@ -37,12 +38,12 @@ TEST(SilentLossTrackerTest, ExcludesAfterTwoSuspectIterationsInARow) {
 
 TEST(SilentLossTrackerTest, ACompletedMicroBatchClearsTheRelay) {
   SilentLossTracker t(Options(), /*seed=*/1);
-  t.EndIteration({kA}, {}, absl::Seconds(1));
+  t.EndIteration({kA}, {kC}, absl::Seconds(1));
   t.EndIteration({}, {kA}, absl::Seconds(2));  // it works after all
-  EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(3)).empty());
+  EXPECT_TRUE(t.EndIteration({kA}, {kC}, absl::Seconds(3)).empty());
   // On a lost and a completed route in one iteration: not a suspect.
   EXPECT_TRUE(t.EndIteration({kA}, {kA}, absl::Seconds(4)).empty());
-  EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(5)).empty());
+  EXPECT_TRUE(t.EndIteration({kA}, {kC}, absl::Seconds(5)).empty());
 }
 
 TEST(SilentLossTrackerTest, AnIterationWithoutTheRelayDoesNotBreakTheRun) {
@@ -54,30 +55,38 @@ TEST(SilentLossTrackerTest, AnIterationWithoutTheRelayDoesNotBreakTheRun) {
 
 TEST(SilentLossTrackerTest, ReadmittedRelayThatLosesAgainIsExcludedLongerUpToTheCap) {
   SilentLossTracker t(Options(), /*seed=*/1);
-  t.EndIteration({kA}, {}, absl::Seconds(0));
-  ASSERT_EQ(t.EndIteration({kA}, {}, absl::Seconds(0)).size(), 1u);  // 30 s
+  t.EndIteration({kA}, {kC}, absl::Seconds(0));
+  ASSERT_EQ(t.EndIteration({kA}, {kC}, absl::Seconds(0)).size(), 1u);  // 30 s
   // A loss of an MB planned before the exclusion: nothing new.
-  EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(10)).empty());
+  EXPECT_TRUE(t.EndIteration({kA}, {kC}, absl::Seconds(10)).empty());
   absl::Duration now = absl::Seconds(30);
   for (const absl::Duration want : {absl::Seconds(60), absl::Seconds(100), absl::Seconds(100)}) {
-    const auto e = t.EndIteration({kA}, {}, now);  // one suspect iteration is enough
+    const auto e = t.EndIteration({kA}, {kC}, now);  // one suspect iteration is enough
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].duration, want);
     now += want;
   }
   // A completed MB forgets it: two suspect iterations again, 30 s again.
   t.EndIteration({}, {kA}, now);
-  EXPECT_TRUE(t.EndIteration({kA}, {}, now).empty());
-  const auto e = t.EndIteration({kA}, {}, now);
+  EXPECT_TRUE(t.EndIteration({kA}, {kC}, now).empty());
+  const auto e = t.EndIteration({kA}, {kC}, now);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].duration, absl::Seconds(30));
+}
+
+TEST(SilentLossTrackerTest, AnIterationThatCompletedNothingIsNoEvidence) {
+  SilentLossTracker t(Options(), /*seed=*/1);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(t.EndIteration({kA, kB}, {}, absl::Seconds(i)).empty());
+  t.EndIteration({kA}, {kB}, absl::Seconds(5));
+  EXPECT_TRUE(t.EndIteration({kA, kB}, {}, absl::Seconds(6)).empty());  // does not break the run
+  EXPECT_EQ(t.EndIteration({kA}, {kB}, absl::Seconds(7)).size(), 1u);
 }
 
 TEST(SilentLossTrackerTest, NeverExcludesWhenDisabled) {
   SilentLossOptions o = Options();
   o.iterations_to_exclude = 0;
   SilentLossTracker t(o, /*seed=*/1);
-  for (int i = 0; i < 5; ++i) EXPECT_TRUE(t.EndIteration({kA}, {}, absl::Seconds(i)).empty());
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(t.EndIteration({kA}, {kC}, absl::Seconds(i)).empty());
 }
 
 TEST(ExcludingViewTest, HidesAnExcludedRelayButNeverTheLastReplicaOfAStage) {
