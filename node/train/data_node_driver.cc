@@ -42,7 +42,8 @@ DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const 
       planner_(planner),
       data_(data),
       options_(options),
-      backoff_(options.pause_backoff, options.seed) {}
+      backoff_(options.pause_backoff, options.seed),
+      silent_(options.silent_relay, options.seed) {}
 
 DataNodeDriver::~DataNodeDriver() {
   guard_.Close();  // first: waits for an OnDeadline in progress
@@ -122,12 +123,14 @@ void DataNodeDriver::Cancel() {
 
 void DataNodeDriver::TryStart() {
   uint64_t iteration;
+  std::vector<PeerId> excluded;
   {
     absl::MutexLock lock(&mu_);
     if (!waiting_) return;
     retry_ = common::kNoTimer;
     iteration = waiting_iteration_;
     ++plan_attempts_;
+    excluded = silent_.ExcludedAt(clock_->SteadyNow());
   }
   const PeerId self = server_->self();
   // Stable data order: rank among every configured data node (Note [Data
@@ -138,7 +141,10 @@ void DataNodeDriver::TryStart() {
   report.iteration = iteration;
   std::deque<Pending> pending;
   PlanInput input{iteration, self, options_.mbs_per_iteration, options_.num_stages};
-  absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, *view_);
+  // Note [Silent relay exclusion]: plan without the relays this node
+  // excluded (all but the last replica of a stage).
+  const ExcludingView planning(*view_, excluded);
+  absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, planning);
   if (routes.ok() && routes->empty()) {
     routes = absl::UnavailableError("the planner gave this data node no micro-batches");
   }
@@ -218,6 +224,8 @@ void DataNodeDriver::TryStart() {
     loss_sum_ = 0;
     slowest_ = absl::ZeroDuration();
     slowest_completed_ = absl::ZeroDuration();
+    lost_relays_.clear();
+    completed_relays_.clear();
     done_ = std::move(done);
   }
   InjectMore();
@@ -236,6 +244,9 @@ void DataNodeDriver::InjectMore() {
       InFlight f;
       f.started = clock_->SteadyNow();
       f.tokens = next.data.samples * next.data.seq;
+      for (size_t h = 1; h < next.route.size(); ++h) {
+        if (next.route[h].node != server_->self()) f.relays.push_back(next.route[h].node);
+      }
       const uint64_t mb = next.mb;
       f.deadline = clock_->RunAfter(DeadlineLocked(), guard_.Wrap([this, iteration, mb] {
         OnDeadline(iteration, mb);
@@ -321,6 +332,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       const absl::Duration took = clock_->SteadyNow() - f.started;
       slowest_ = std::max(slowest_, took);
       slowest_completed_ = std::max(slowest_completed_, took);
+      completed_relays_.insert(f.relays.begin(), f.relays.end());
     } else {
       // An MB abandoned at its deadline took at least that long: without
       // this, a data node whose routes became slower than the deadline (a
@@ -334,6 +346,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // there, so silent losses grow the deadline one step, not one per
       // iteration, until a long run of them widens the cap.
       if (timed_out) {
+        lost_relays_.insert(f.relays.begin(), f.relays.end());
         slowest_ = std::max(
             slowest_, std::min(clock_->SteadyNow() - f.started, SilentSampleCapLocked()));
       }
@@ -359,6 +372,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     } else if (slowest_ > absl::ZeroDuration()) {
       ++silent_streak_;  // every sample of this iteration was a silent loss
     }
+    ExcludeSilentRelaysLocked();
     report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
                                          : std::numeric_limits<double>::quiet_NaN();
     report_.elapsed = clock_->SteadyNow() - started_;
@@ -366,6 +380,23 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     done = std::move(done_);
   }
   if (done) Report(clock_, std::move(done), std::move(report));
+}
+
+void DataNodeDriver::ExcludeSilentRelaysLocked() {
+  const absl::Duration now = clock_->SteadyNow();
+  for (const SilentLossTracker::Exclusion& e :
+       silent_.EndIteration(lost_relays_, completed_relays_, now)) {
+    ++report_.relays_excluded;
+    if (int64_t held = 0; exclude_log_.Allow(now, &held)) {
+      LOG(WARNING) << "iteration " << iteration_ << ": relay " << e.relay
+                   << " excluded from this data node's routes for "
+                   << absl::Trunc(e.duration, absl::Milliseconds(1))
+                   << " (exclusion " << e.times
+                   << "): micro-batches routed through it vanish and none completes"
+                   << " (Note [Silent relay exclusion])"
+                   << (held > 0 ? absl::StrCat(" (", held, " more exclusions not logged)") : "");
+    }
+  }
 }
 
 }  // namespace skipswarm::node

@@ -52,7 +52,12 @@
 // Routing around a silent relay is not the deadline's job: gossip marks it
 // SUSPECT, then DEAD, and the planner leaves it out; until then new frames
 // to a stopped relay miss their hop deadline and are re-routed (Note [Hop
-// failures] in node/stage/stage_server.h).
+// failures] in node/stage/stage_server.h). A relay that still acks and
+// answers gossip while its compute hangs stays in every view: the driver
+// attributes its MBs abandoned at the deadline to the relays on their
+// planned routes and leaves a relay that loses them iteration after
+// iteration out of its own plans for a back-off (Note [Silent relay
+// exclusion] in node/train/silent_loss_tracker.h).
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
@@ -72,6 +77,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -81,6 +87,7 @@
 #include "node/stage/stage_server.h"
 #include "node/train/data_source.h"
 #include "node/train/route_planner.h"
+#include "node/train/silent_loss_tracker.h"
 
 namespace skipswarm::node {
 
@@ -93,6 +100,8 @@ struct DriverOptions {
   // Note [MB deadline]: silent iterations in a row per widening step of
   // the cap on a silent loss's sample; <= 0: never widen.
   int silent_iterations_per_step = 8;
+  // Note [Silent relay exclusion] (its back-offs drawn from `seed`).
+  SilentLossOptions silent_relay;
   // Note [Paused training].
   common::BackoffOptions pause_backoff;
   uint64_t seed = 1;
@@ -115,6 +124,9 @@ struct IterationReport {
   // shapes]): "in_order", "skip", "swap", "skip_swap".
   std::map<std::string, int> completed_by_route;
   int64_t tokens = 0;    // tokens of the completed MBs
+  // Relays this iteration's silent losses excluded from this data node's
+  // plans (Note [Silent relay exclusion]).
+  int relays_excluded = 0;
   absl::Duration elapsed;
 };
 
@@ -159,6 +171,7 @@ class DataNodeDriver final : public OriginListener {
     bool has_loss = false;
     int64_t tokens = 0;
     const char* route_shape = nullptr;  // from OnRoute
+    std::vector<PeerId> relays;  // the planned route's hops after this node
   };
   struct Pending {
     uint64_t mb;
@@ -174,6 +187,9 @@ class DataNodeDriver final : public OriginListener {
   // the last. `timed_out`: abandoned at the driver's own deadline (Note [MB
   // deadline]), the only drop that counts as a round-trip sample (capped).
   void End(uint64_t iteration, uint64_t mb, const absl::Status& status, bool timed_out = false);
+  // At an iteration's end: feeds its losses to silent_ and logs and counts
+  // the relays it excludes (Note [Silent relay exclusion]).
+  void ExcludeSilentRelaysLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deadline the completed MBs alone give (Note [MB deadline]).
   absl::Duration HealthyDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -208,6 +224,12 @@ class DataNodeDriver final : public OriginListener {
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   IterationReport report_ ABSL_GUARDED_BY(mu_);
+  // Note [Silent relay exclusion]: the relays on the planned routes of
+  // this iteration's MBs abandoned at the deadline and of its completed ones.
+  SilentLossTracker silent_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<PeerId> lost_relays_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<PeerId> completed_relays_ ABSL_GUARDED_BY(mu_);
+  common::LogLimiter exclude_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration slowest_ ABSL_GUARDED_BY(mu_);  // this iteration
   absl::Duration slowest_completed_ ABSL_GUARDED_BY(mu_);  // this iteration
