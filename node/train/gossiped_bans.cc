@@ -30,7 +30,7 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
   std::map<NodeId, std::set<NodeId>> published;
   for (const BanReport& m : members) {
     if (!by_id.emplace(m.member, &m).second) continue;
-    if (m.member == self || m.bans.size() > kMaxPublishedBans) continue;
+    if (m.member == self || !m.trusted || m.bans.size() > kMaxPublishedBans) continue;
     published[m.member].insert(m.bans.begin(), m.bans.end());
   }
   std::set<NodeId> accused_ids;

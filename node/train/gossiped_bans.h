@@ -9,7 +9,8 @@
 // it does). Never on one member's word: a liar that publishes honest ids
 // bans nobody alone, and a minority of liars cannot outvote the honest
 // peers that share the accused's stages. Reporters that this member bans
-// itself do not count, nor do members that share no stage with the accused
+// itself do not count, nor do newcomers on probation (BanReport::trusted:
+// they count among the eligible only), nor members that share no stage with the accused
 // (they never saw its parts), nor the accused. An accused that is not a
 // live member is not adopted (its stages are unknown; it sends nothing).
 // A member never adopts a ban of itself. The rule is recomputed from the
@@ -20,8 +21,8 @@
 // only adopted (a published ban is first-hand evidence).
 //
 // Not covered: a majority of liars among the accused's peers bans an
-// honest member; the caller's "live, admitted" filter is the only defence
-// against identities made for voting (join work, admission).
+// honest member; admission, join work and probation are the defences
+// against identities made for voting.
 //
 // Thread rule: QuorumBans is pure; GossipedBans is thread-compatible.
 #ifndef SKIPSWARM_NODE_TRAIN_GOSSIPED_BANS_H_
@@ -45,6 +46,10 @@ struct BanReport {
   common::NodeId member;
   std::vector<int> stages;           // the stages it hosts; 0 = data stage
   std::vector<common::NodeId> bans;  // the ids it publishes as banned
+  // False: a newcomer still on probation (Note [Newcomer weight] in
+  // robust_sum.h): it counts among the eligible but never as a reporter,
+  // so fresh identities cannot vote a ban through.
+  bool trusted = true;
 };
 
 struct AdoptedBan {

@@ -99,6 +99,17 @@ TEST(QuorumBansTest, NeverSelfNorAnOwnBanNorAReporterBannedHere) {
   EXPECT_TRUE(QuorumBans(Id("d0"), {Id("c")}, swarm).empty());
 }
 
+TEST(QuorumBansTest, NewcomersOnProbationCountOnlyAsEligible) {
+  std::vector<BanReport> swarm = Swarm();
+  Publish(swarm, "a", "w0");
+  Publish(swarm, "b", "w0");
+  Publish(swarm, "c", "w0");
+  for (BanReport& m : swarm) m.trusted = m.member != Id("c");
+  EXPECT_TRUE(QuorumBans(Id("d0"), {}, swarm).empty()) << "a and b are 2 of 4";
+  for (BanReport& m : swarm) m.trusted = true;
+  EXPECT_EQ(QuorumBans(Id("d0"), {}, swarm).size(), 1u);
+}
+
 TEST(QuorumBansTest, AnAccusedThatIsNotALiveMemberIsNotAdopted) {
   std::vector<BanReport> swarm = Swarm();
   Publish(swarm, "a", "gone");

@@ -337,7 +337,7 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   const std::vector<PeerInfo> members = impl_->view_->Members();
   std::vector<BanReport> reports;  // Note [Gossiped bans]: live members' published bans
   for (const PeerInfo& m : members) {
-    if (impl_->view_->IsAlive(m.id)) reports.push_back({m.id, m.stages, m.bans});
+    if (impl_->view_->IsAlive(m.id)) reports.push_back({m.id, m.stages, m.bans, !m.on_probation});
   }
   {
     absl::MutexLock lock(&impl_->mu_);
