@@ -42,6 +42,8 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
     auto it = by_id.find(accused);
     if (it == by_id.end()) continue;  // not a live member
     const std::vector<int>& stages = it->second->stages;
+    auto me = by_id.find(self);
+    if (me == by_id.end() || !ShareAStage(me->second->stages, stages)) continue;  // never sees it
     AdoptedBan ban;
     for (const auto& [id, m] : by_id) {
       if (id == accused || !ShareAStage(m->stages, stages)) continue;

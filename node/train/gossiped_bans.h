@@ -13,7 +13,8 @@
 // they count among the eligible only), nor members that share no stage with the accused
 // (they never saw its parts), nor the accused. An accused that is not a
 // live member is not adopted (its stages are unknown; it sends nothing).
-// A member never adopts a ban of itself. The rule is recomputed from the
+// A member never adopts a ban of itself, nor of a member it shares no
+// stage with (it never averages its parts; `self` must be in `members`). The rule is recomputed from the
 // current view each time: a ban whose quorum no longer holds (reporters
 // left, died or withdrew it) is lifted. An adopted ban applies to
 // averaging exactly like a local one (RobustOptions::banned) but, unlike a

@@ -110,6 +110,16 @@ TEST(QuorumBansTest, NewcomersOnProbationCountOnlyAsEligible) {
   EXPECT_EQ(QuorumBans(Id("d0"), {}, swarm).size(), 1u);
 }
 
+TEST(QuorumBansTest, OnlyMembersThatShareAStageWithTheAccusedAdopt) {
+  std::vector<BanReport> swarm = Swarm();
+  Publish(swarm, "a", "w0");
+  Publish(swarm, "b", "w0");
+  Publish(swarm, "c", "w0");
+  swarm.push_back({Id("z"), {3}, {}});
+  EXPECT_EQ(QuorumBans(Id("d0"), {}, swarm).size(), 1u);
+  EXPECT_TRUE(QuorumBans(Id("z"), {}, swarm).empty()) << "z never averages w0's parts";
+}
+
 TEST(QuorumBansTest, AnAccusedThatIsNotALiveMemberIsNotAdopted) {
   std::vector<BanReport> swarm = Swarm();
   Publish(swarm, "a", "gone");
