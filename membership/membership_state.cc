@@ -798,6 +798,11 @@ View Membership::Impl::ViewLocked() const {
         info.vouches.push_back(*id);
       }
     }
+    for (const std::string& b : m.record.bans()) {
+      if (absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b); id.ok()) {
+        info.bans.push_back(*id);
+      }
+    }
     info.state_since = m.state_since;
     view.members.push_back(std::move(info));
   }

@@ -186,6 +186,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
     return absl::InvalidArgumentError(absl::StrCat(
         "node record of ", id.ShortString(), " has a malformed vouch list"));
   }
+  if (record.bans_size() > kMaxRecordBans ||
+      std::any_of(record.bans().begin(), record.bans().end(),
+                  [](const std::string& b) { return b.size() != common::NodeId::kBytes; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node record of ", id.ShortString(), " has a malformed ban list"));
+  }
   if (policy.num_stages > 0) {
     auto outside = [&](uint32_t stage) { return stage >= policy.num_stages; };
     bool bad = std::any_of(record.stages().begin(), record.stages().end(), outside);

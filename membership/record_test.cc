@@ -1,5 +1,7 @@
 #include "membership/record.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 #include "membership/join_work.h"
 
@@ -244,6 +246,22 @@ TEST_F(RecordTest, FieldsOutOfRangeAreRejected) {
   EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
   r = record_;
   r.add_addresses("");
+  EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
+}
+
+// Note [Gossiped bans]: a record names at most kMaxRecordBans well-formed ids.
+TEST_F(RecordTest, BanListsAreBoundedAndWellFormed) {
+  proto::NodeRecord r = record_;
+  for (int i = 0; i < kMaxRecordBans; ++i) {
+    r.add_bans(common::NodeId::ForName("banned" + std::to_string(i)).Bytes());
+  }
+  EXPECT_TRUE(VerifyRecord(Sign(r), policy_, kNow).ok());
+  r.add_bans(common::NodeId::ForName("one too many").Bytes());
+  absl::StatusOr<proto::NodeRecord> over = VerifyRecord(Sign(r), policy_, kNow);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("malformed ban list"), std::string::npos) << over.status();
+  r = record_;
+  r.add_bans("short");
   EXPECT_FALSE(VerifyRecord(Sign(r), policy_, kNow).ok());
 }
 

@@ -49,6 +49,9 @@ struct MemberInfo {
   // Members its record vouches for (NodeRecord.vouches; Note [Newcomer
   // probation] in node/daemon/gossip/training_members.h).
   std::vector<common::NodeId> vouches;
+  // Members its record names as banned from its averaging (NodeRecord.bans;
+  // Note [Gossiped bans] in node/train/gossiped_bans.h).
+  std::vector<common::NodeId> bans;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

@@ -46,6 +46,10 @@ struct PeerInfo {
   // replica-averaging parts RobustOptions::newcomer_weight (Note [Newcomer
   // weight] in node/train/robust_sum.h).
   bool on_probation = false;
+  // The members its record names as banned from its replica averaging
+  // (Note [Gossiped bans] in node/train/gossiped_bans.h); empty in static
+  // lists and the simulator.
+  std::vector<common::NodeId> bans{};
 };
 
 // What `from` measured of its link to `to` (membership::LinkInfo, from

@@ -290,6 +290,11 @@ std::map<common::NodeId, std::string> GrpcGroupComm::banned() const {
   return impl_->banned_;
 }
 
+std::map<common::NodeId, AdoptedBan> GrpcGroupComm::adopted_bans() const {
+  absl::MutexLock lock(&impl_->bans_mu_);
+  return impl_->gossiped_.adopted();
+}
+
 uint64_t GrpcGroupComm::pushed_bytes() const { return impl_->pushed_bytes_.load(); }
 
 uint64_t GrpcGroupComm::messages_received() const {
@@ -330,6 +335,10 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   const std::vector<common::NodeId> live = impl_->LiveMembers(stage);
   const uint64_t uplink = impl_->OwnUplink();  // outside mu_: a caller's function
   const std::vector<PeerInfo> members = impl_->view_->Members();
+  std::vector<BanReport> reports;  // Note [Gossiped bans]: live members' published bans
+  for (const PeerInfo& m : members) {
+    if (impl_->view_->IsAlive(m.id)) reports.push_back({m.id, m.stages, m.bans, !m.on_probation});
+  }
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};
@@ -342,6 +351,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
       {
         absl::MutexLock bans(&impl_->bans_mu_);  // Note [Group bans]
         for (const auto& [id, reason] : impl_->banned_) robust.banned.insert(id);
+        // Note [Gossiped bans]: peers' bans this node adopts, the same way.
+        impl_->gossiped_.Update(impl_->options_.self, robust.banned, reports);
+        for (const auto& [id, ban] : impl_->gossiped_.adopted()) robust.banned.insert(id);
       }
       for (const PeerInfo& m : members) {  // Note [Robust averaging across subnetworks]
         if (m.subnetwork) robust.subnetworks[m.id] = m.stages;

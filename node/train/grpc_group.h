@@ -65,7 +65,12 @@
 // stay right; cut out, a liar that steps on its own lie would serve them
 // with weights of its own. Routing around a banned node needs the ban
 // gossiped and agreed by its stage's other replicas (not done). The ban
-// is this node's alone: every honest shard owner sees a consistent liar's
+// is this node's own; the daemon's record publishes it (NodeRecord.bans),
+// and a member that did not reach it adopts it, for averaging only, when a
+// quorum of the accused's live peers publish it (Note [Gossiped bans] in
+// gossiped_bans.h): so a data node, whose data stage is not judged across
+// subnetworks, still leaves out a lone SDP liar its peers caught. Each
+// node judges on its own too: every honest shard owner sees a consistent liar's
 // parts, so its peers reach the same verdict in the same round or soon
 // after; shards are reduced by their owners, so replicas that disagree
 // still end with the same bytes. Not covered: a shard owner that lies
@@ -89,6 +94,7 @@
 #include "identity/tls_credentials.h"
 #include "model/averaging_options.h"
 #include "node/stage/swarm_view.h"
+#include "node/train/gossiped_bans.h"
 #include "node/train/group_comm.h"
 
 namespace grpc {
@@ -231,6 +237,9 @@ class GrpcGroupComm final : public GroupComm {
   bool FlushPushes(absl::Duration at_most);
   // Note [Group bans]: the senders this node banned, with the reason.
   std::map<common::NodeId, std::string> banned() const;
+  // Note [Gossiped bans]: the bans of peers this node adopted at its last
+  // AllReduce (a quorum of the accused's live peers publish them).
+  std::map<common::NodeId, AdoptedBan> adopted_bans() const;
 
   class Impl;
 

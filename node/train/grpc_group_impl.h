@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/compute/task_runner.h"
+#include "node/train/gossiped_bans.h"
 #include "node/train/grpc_group.h"
 #include "node/train/sharded_reduce.h"
 #include "node/train/uplink_meter.h"
@@ -227,6 +228,8 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<std::pair<int, common::NodeId>, std::deque<uint64_t>> offences_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex bans_mu_;
   std::map<common::NodeId, std::string> banned_ ABSL_GUARDED_BY(bans_mu_);
+  // Note [Gossiped bans]: the peers' bans adopted at the last AllReduce.
+  GossipedBans gossiped_ ABSL_GUARDED_BY(bans_mu_);
   UplinkMeter uplink_;
   const std::unique_ptr<UploadPacer> pacer_ =
       options_.max_upload_bytes_per_second > 0

@@ -35,6 +35,8 @@
 #include "node/daemon/stack/planner_factory.h"
 #include "node/daemon/stack/stage_checkpoints.h"
 #include "node/daemon/stack/training_stack.h"
+#include "membership/record.h"
+#include "node/train/gossiped_bans.h"
 #include "node/train/grpc_group.h"
 #include "node/train/node_trainer.h"
 #include "node/train/scheduler_repairer.h"
@@ -566,6 +568,32 @@ void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
   }
 }
 
+// Note [Gossiped bans]: our record names the members this node banned on its
+// own evidence (GrpcGroupComm::banned(), never the bans it only adopted: a
+// published ban is first-hand), ascending, the first kMaxRecordBans of
+// them; re-signed only when that changes.
+static_assert(membership::kMaxRecordBans == kMaxPublishedBans);
+void GossipDaemon::Parts::PublishBans() {
+  if (group == nullptr) return;
+  std::vector<common::NodeId> bans;
+  for (const auto& [id, reason] : group->banned()) {
+    if (bans.size() == kMaxPublishedBans) break;
+    bans.push_back(id);
+  }
+  if (bans == published_bans) return;
+  absl::Status s = gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* record) {
+    record->clear_bans();
+    for (const common::NodeId& id : bans) record->add_bans(id.Bytes());
+  });
+  if (!s.ok()) {
+    LOG(WARNING) << options.base.name << ": cannot publish our bans: " << s;
+    return;
+  }
+  published_bans = std::move(bans);
+  LOG(INFO) << options.base.name << ": our record names " << published_bans.size()
+            << " banned member(s)";
+}
+
 void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const NodeDaemonOptions& o = base();
   const uint64_t next = r.iteration + 1;
@@ -592,6 +620,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   ReportJoin();
   StepMove(r.iteration);
   VouchFor(r);
+  PublishBans();
 
   // Our measured speed into our record, when it moved (Note [Measured speeds]).
   std::optional<double> v = speed->TakePublishable(clock->SteadyNow());

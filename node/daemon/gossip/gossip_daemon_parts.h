@@ -100,6 +100,10 @@ struct GossipDaemon::Parts {
   // swarm has no probation.
   std::unique_ptr<NewcomerLedger> newcomers;
   void VouchFor(const NodeIterationReport& r);
+  // Note [Gossiped bans] (node/train/gossiped_bans.h): the bans this node
+  // reached on its own evidence, in our record; re-signed when they change.
+  std::vector<common::NodeId> published_bans;
+  void PublishBans();
   // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
   // state services; `quotas.members` follows gossip's live records.
   DaemonQuotas quotas;

@@ -86,6 +86,7 @@ PeerInfo ToPeer(const membership::MemberInfo& m) {
   p.subnetwork = m.subnetwork;
   p.memory_slots = static_cast<int>(m.memory_slots);
   p.sec_per_layer_sample = m.seconds_per_layer_per_sample;  // 0 until published
+  p.bans = m.bans;  // Note [Gossiped bans]
   if (m.addresses.size() >= 4) {
     p.address = m.addresses[1];
     p.group_address = m.addresses[2];

@@ -90,6 +90,23 @@ TEST(TrainingMembersTest, MembersCarryTheirMeasuredComputeSpeed) {
   EXPECT_EQ(seen, 1);
 }
 
+// Note [Gossiped bans] (node/train/gossiped_bans.h): the group face carries
+// each member's published bans to GrpcGroupComm.
+TEST(TrainingMembersTest, TheGroupFaceCarriesPublishedBans) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  r.bans = {s.id};
+  TrainingMembers members(d.id);
+  members.Update(ViewOf({d, r, s}, 1));
+  int seen = 0;
+  for (const PeerInfo& p : members.group()->Members()) {
+    EXPECT_EQ(p.bans, p.id == r.id ? std::vector<common::NodeId>{s.id}
+                                   : std::vector<common::NodeId>{})
+        << p.id.ShortString();
+    seen += p.id == r.id;
+  }
+  EXPECT_EQ(seen, 1);
+}
+
 // Measured links reach the planner (Note [Planning from measured links] in
 // node/train/scheduler_planner.cc): SwarmView::Link answers from the
 // view's samples, and the data node's planner routes off the slow one.
