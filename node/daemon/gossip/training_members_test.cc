@@ -96,7 +96,7 @@ TEST(TrainingMembersTest, TheGroupFaceCarriesPublishedBans) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
   r.bans = {s.id};
   TrainingMembers members(d.id);
-  members.Update(ViewOf({d, r, s}, 1));
+  members.Update(TestView({d, r, s}, 1));
   int seen = 0;
   for (const PeerInfo& p : members.group()->Members()) {
     EXPECT_EQ(p.bans, p.id == r.id ? std::vector<common::NodeId>{s.id}
