@@ -7,6 +7,7 @@
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "model/local_pipeline.h"
+#include "node/compute/verify_test_util.h"
 
 namespace skipswarm::node {
 namespace {
@@ -33,16 +34,7 @@ MicroBatchData Batch(int64_t samples, int64_t seq, int64_t salt) {
   return d;
 }
 
-// Runs one task to completion on the sim clock and returns its result.
-template <typename T, typename Call>
-absl::StatusOr<T> RunTask(common::SimClock& clock, Call call) {
-  std::optional<absl::StatusOr<T>> out;
-  call([&](absl::StatusOr<T> r) { out = std::move(r); });
-  EXPECT_FALSE(out.has_value()) << "done ran inline";
-  clock.RunDue();
-  EXPECT_TRUE(out.has_value());
-  return std::move(*out);
-}
+using testing::RunTask;
 
 class TorchStageComputeTest : public ::testing::Test {
  protected:
