@@ -37,6 +37,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "skip_swap)."},
       {"skipswarm_micro_batches_dropped_total", T::kCounter,
        "Micro-batches this data node gave up, by reason."},
+      {"skipswarm_relay_exclusions_total", T::kCounter,
+       "Times this data node left a relay out of its plans for a back-off after it lost "
+       "micro-batches silently (Note [Silent relay exclusion])."},
       {"skipswarm_micro_batches_rerouted_total", T::kCounter,
        "Hops this node's stage server re-routed to another node, by reason."},
       {"skipswarm_micro_batch_visits_dropped_total", T::kCounter,
@@ -328,6 +331,7 @@ void ExportDrops(const IterationReport& r, Metrics* m) {
     m->Add("skipswarm_micro_batches_dropped_total", n,
            absl::StrCat("reason=\"", reason, "\""));
   }
+  if (r.relays_excluded > 0) m->Add("skipswarm_relay_exclusions_total", r.relays_excluded);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metrics* metrics,
