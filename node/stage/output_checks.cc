@@ -107,7 +107,8 @@ void OutputChecks::EndIteration(uint64_t iteration) {
     }
   }
   output_order_.erase(std::remove_if(output_order_.begin(), output_order_.end(),
-                                     [&](const CheckedVisit& v) { return !outputs_.contains(v); }),
+                                     [&](const CheckedVisit& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                         mu_) { return !outputs_.contains(v); }),
                       output_order_.end());
 }
 

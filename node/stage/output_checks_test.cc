@@ -92,8 +92,9 @@ TEST_F(OutputChecksTest, CountsTheLiarsMismatchesAndNoneOfTheHonestReplicas) {
     absl::StatusOr<model::OutputSketch> sketch = RunTask<model::OutputSketch>(
         clock_, [&](SketchDone done) { trusted->SketchForward(*in, seed, std::move(done)); });
     ASSERT_TRUE(sketch.ok()) << sketch.status();
-    for (auto [x, id] : {std::pair<StageCompute*, NodeId>{honest.get(), honest_id},
-                         std::pair<StageCompute*, NodeId>{&liar, liar_id}}) {
+    for (const auto& [replica, id] : {std::pair<StageCompute*, NodeId>{honest.get(), honest_id},
+                                      std::pair<StageCompute*, NodeId>{&liar, liar_id}}) {
+      StageCompute* x = replica;  // a lambda cannot capture a structured binding (C++17)
       absl::StatusOr<WireTensor> out = RunTask<WireTensor>(
           clock_, [&](TensorDone done) { x->Forward(mb, *in, std::move(done)); });
       ASSERT_TRUE(out.ok()) << out.status();

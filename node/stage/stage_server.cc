@@ -356,6 +356,9 @@ void StageServer::Impl::Run(Task task) {
                           if (auto self = weak.lock()) self->OnBackwardDone(std::move(task), std::move(out));
                         });
       break;
+    case Task::kVerify:  // never here: TryRun hands verify-only work to RunVerify
+      LOG(DFATAL) << "verify-only task in Run: " << DescribeFrame(h);
+      return Done();
   }
 }
 

@@ -35,7 +35,8 @@ absl::Status StageServer::Impl::AdmitVerify(const PeerId& from, const Frame& fra
   const proto::FrameHeader& h = frame.header;
   *runnable = false;
   absl::MutexLock lock(&mu_);
-  auto refuse = [&](absl::StatusCode code, absl::string_view why) {
+  auto refuse = [&](absl::StatusCode code, absl::string_view why)
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++stats_.verify_refused;
     return Refuse(code, h, absl::StrCat("verify-only: ", why));
   };
