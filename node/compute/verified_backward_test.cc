@@ -83,11 +83,6 @@ class VerifiedBackwardTest : public ::testing::Test {
     return tally;
   }
 
-  static std::vector<model::EncodeOptions> Codecs() {
-    return {{model::Codec::kRawFp32}, {model::Codec::kFp16}, {model::Codec::kBf16},
-            {model::Codec::kInt8Blockwise, 256}};
-  }
-
   common::SimClock clock_;
   ClockTaskRunner runner_{&clock_};
 };
@@ -136,7 +131,7 @@ TEST_F(VerifiedBackwardTest, SketchBackwardRefusesStageZeroAndMismatchedShapes) 
 }
 
 TEST_F(VerifiedBackwardTest, HonestReplicasAreNeverFlagged) {
-  for (const model::EncodeOptions& codec : Codecs()) {
+  for (const model::EncodeOptions& codec : testing::WireCodecs()) {
     std::unique_ptr<TorchStageCompute> x = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
     Tally t = RunChecks(codec, *x, *y, kMicroBatches, 21);
@@ -149,7 +144,7 @@ TEST_F(VerifiedBackwardTest, HonestReplicasAreNeverFlagged) {
 }
 
 TEST_F(VerifiedBackwardTest, ScaledOrRandomInputGradientsAreDetected) {
-  for (const model::EncodeOptions& codec : Codecs()) {
+  for (const model::EncodeOptions& codec : testing::WireCodecs()) {
     for (const auto& [lie, factor] :
          {std::pair{LyingCompute::Lie::kScale, 1.05}, std::pair{LyingCompute::Lie::kRandom, 1.0}}) {
       std::unique_ptr<TorchStageCompute> honest = Make(1, codec);

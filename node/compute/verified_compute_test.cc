@@ -76,11 +76,6 @@ class VerifiedComputeTest : public ::testing::Test {
     return tally;
   }
 
-  static std::vector<model::EncodeOptions> Codecs() {
-    return {{model::Codec::kRawFp32}, {model::Codec::kFp16}, {model::Codec::kBf16},
-            {model::Codec::kInt8Blockwise, 256}};
-  }
-
   common::SimClock clock_;
   ClockTaskRunner runner_{&clock_};
 };
@@ -138,7 +133,7 @@ TEST_F(VerifiedComputeTest, SketchForwardRefusesStageZeroAndBadInput) {
 }
 
 TEST_F(VerifiedComputeTest, HonestReplicasAreNeverFlagged) {
-  for (const model::EncodeOptions& codec : Codecs()) {
+  for (const model::EncodeOptions& codec : testing::WireCodecs()) {
     std::unique_ptr<TorchStageCompute> x = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
     ASSERT_EQ(x->ParamsDigest(), y->ParamsDigest());
@@ -175,7 +170,7 @@ TEST_F(VerifiedComputeTest, MixedPrecisionReplicasNeedAWiderDeviceTerm) {
 }
 
 TEST_F(VerifiedComputeTest, ScaledActivationsAreDetected) {
-  for (const model::EncodeOptions& codec : Codecs()) {
+  for (const model::EncodeOptions& codec : testing::WireCodecs()) {
     std::unique_ptr<TorchStageCompute> honest = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
     LyingCompute liar(honest.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kScale,
@@ -192,7 +187,7 @@ TEST_F(VerifiedComputeTest, ScaledActivationsAreDetected) {
 }
 
 TEST_F(VerifiedComputeTest, RandomActivationsOfTheRightNormAreDetected) {
-  for (const model::EncodeOptions& codec : Codecs()) {
+  for (const model::EncodeOptions& codec : testing::WireCodecs()) {
     std::unique_ptr<TorchStageCompute> honest = Make(1, codec);
     std::unique_ptr<TorchStageCompute> y = Make(1, codec);
     LyingCompute liar(honest.get(), LyingCompute::Where::kForward, LyingCompute::Lie::kRandom,

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/random.h"
 #include "common/sim_clock.h"
@@ -109,6 +110,13 @@ class LyingCompute final : public ForwardingStageCompute {
   const double factor_;
   uint64_t draws_ = 0;
 };
+
+// Every wire codec a check must hold under: fp32, fp16, bf16, int8 (blocks
+// of 256).
+inline std::vector<model::EncodeOptions> WireCodecs() {
+  return {{model::Codec::kRawFp32}, {model::Codec::kFp16}, {model::Codec::kBf16},
+          {model::Codec::kInt8Blockwise, 256}};
+}
 
 // Verdicts over many checks.
 struct Tally {
