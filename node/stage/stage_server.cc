@@ -668,11 +668,7 @@ void StageServer::Impl::AdvanceLocked(uint64_t iteration,
   for (const auto& [key, entry] : entries_) {
     if (key.iteration >= iteration) continue;
     old.push_back(key);
-    // Note [Relay drops]: visits of other origins tell the hop before.
-    if (key.hop > 0 && entry.header.route_size() > static_cast<int>(key.hop)) {
-      aborts.push_back(entry.header);
-      aborts.back().set_hop_index(key.hop);
-    }
+    AddRelayAbort(key, entry, aborts);  // Note [Relay drops]: tell the hop before
   }
   for (const MbKey& key : old) {
     DropLocked(key, absl::AbortedError("iteration ended"), "iteration_ended", discards, finished);
@@ -738,10 +734,7 @@ void StageServer::ReleaseAll() {
     std::vector<MbKey> keys;
     for (const auto& [key, entry] : impl_->entries_) {
       keys.push_back(key);
-      if (key.hop > 0 && entry.header.route_size() > static_cast<int>(key.hop)) {
-        aborts.push_back(entry.header);
-        aborts.back().set_hop_index(key.hop);
-      }
+      impl_->AddRelayAbort(key, entry, aborts);
     }
     impl_->released_ = true;
     for (const MbKey& key : keys) impl_->DropLocked(key, why, "released", discards, finished);

@@ -168,6 +168,14 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
                      std::vector<std::pair<MbKey, absl::Status>>& finished,
                      std::vector<proto::FrameHeader>& aborts)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the notice for dropping held visit `key` (`entry`) to `aborts`:
+  // none for the origin's own visit (hop 0) or a header without its route.
+  static void AddRelayAbort(const MbKey& key, const Entry& entry,
+                            std::vector<proto::FrameHeader>& aborts) {
+    if (key.hop == 0 || entry.header.route_size() <= static_cast<int>(key.hop)) return;
+    aborts.push_back(entry.header);
+    aborts.back().set_hop_index(key.hop);
+  }
   // Tells the hop before each of `aborts` (a held visit's header) that this
   // node dropped it (Note [Relay drops]).
   void SendRelayAborts(const std::vector<proto::FrameHeader>& aborts, const absl::Status& why) {
