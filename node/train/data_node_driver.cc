@@ -65,11 +65,11 @@ absl::Duration DataNodeDriver::HealthyDeadlineLocked() const {
 absl::Duration DataNodeDriver::SilentSampleCapLocked() const {
   // Note [MB deadline]: one more deadline_factor step per
   // silent_iterations_per_step iterations in a row without a completed MB.
-  absl::Duration cap = HealthyDeadlineLocked();
+  const absl::Duration healthy = HealthyDeadlineLocked();
   const int steps = options_.silent_iterations_per_step > 0
                         ? silent_streak_ / options_.silent_iterations_per_step
                         : 0;
-  const absl::Duration healthy = cap;
+  absl::Duration cap = healthy;
   for (int i = 0; i < steps && cap < options_.initial_deadline; ++i) {
     cap = cap * options_.deadline_factor;
   }
@@ -366,8 +366,8 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     // Note [MB deadline]: an iteration without a sample (every MB dropped
     // on a report) keeps the previous one.
     if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
-    if (slowest_completed_ > absl::ZeroDuration()) last_completed_ = slowest_completed_;
     if (slowest_completed_ > absl::ZeroDuration()) {
+      last_completed_ = slowest_completed_;
       silent_streak_ = 0;
     } else if (slowest_ > absl::ZeroDuration()) {
       ++silent_streak_;  // every sample of this iteration was a silent loss
