@@ -36,12 +36,17 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
   return Poll([own] { return own; }, replicas, data_nodes);
 }
 
-std::optional<BehindVerdict> BehindCheck::Poll(const std::function<uint64_t()>& own_now,
-                                               const Query& replicas, const Query& data_nodes) {
+bool BehindCheck::Due() {
   const absl::Duration now = clock_->SteadyNow();
-  if (asked_ && now - last_ < options_.every) return std::nullopt;
+  if (asked_ && now - last_ < options_.every) return false;
   asked_ = true;
   last_ = now;
+  return true;
+}
+
+std::optional<BehindVerdict> BehindCheck::Poll(const std::function<uint64_t()>& own_now,
+                                               const Query& replicas, const Query& data_nodes) {
+  if (!Due()) return std::nullopt;
   const Answers peers = Ask(replicas);
   // Note [Own iteration after the answers]: read after each set of answers.
   uint64_t own = own_now();
@@ -96,10 +101,7 @@ std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& sta
 std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint64_t()>& own,
                                                       const AskStage& ask,
                                                       const DroppedQuery& dropped) {
-  const absl::Duration now = clock_->SteadyNow();
-  if (asked_ && now - last_ < options_.every) return std::nullopt;
-  asked_ = true;
-  last_ = now;
+  if (!Due()) return std::nullopt;
   // Note [Data node behind]: the other data nodes are our replicas; we are
   // the clock, so no data node is asked as one.
   const Answers others = Ask([&] { return ask(0, kDataNodesAsked); });

@@ -279,6 +279,9 @@ class BehindCheck {
   }
 
  private:
+  // At most once per options_.every (the first call, and the first after
+  // Reset: at once); true marks this call as the check's.
+  bool Due();
   std::optional<BehindVerdict> PollDataNode(const std::function<uint64_t()>& own,
                                             const AskStage& ask, const DroppedQuery& dropped);
   // Note [Data nodes split], once a data node found nobody 2+ ahead.
