@@ -127,6 +127,9 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // Iteration `iteration` begins: waiting verify tasks of earlier ones go,
   // and so do pending checks.
   void AdvanceVerifyLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A verify-only task from `from` ran or was dropped: its share of the
+  // in-flight bounds (total and per sender) is free again.
+  void EndVerifyLocked(const PeerId& from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnForwardDone(Task task, absl::StatusOr<WireTensor> out);
   void OnTailDone(Task task, absl::StatusOr<TailOutput> out);
   void OnBackwardDone(Task task, absl::StatusOr<WireTensor> out);

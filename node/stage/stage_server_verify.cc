@@ -102,9 +102,7 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
   {
     absl::MutexLock lock(&mu_);
     --slots_in_use_;
-    --verify_in_flight_;
-    auto it = verify_by_sender_.find(task.from);
-    if (it != verify_by_sender_.end() && --it->second <= 0) verify_by_sender_.erase(it);
+    EndVerifyLocked(task.from);
     current = h.iteration() == iteration_;
     if (!sketch.ok() || !current) ++stats_.verify_failed;
   }
@@ -200,15 +198,19 @@ absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& fr
   return absl::OkStatus();
 }
 
+void StageServer::Impl::EndVerifyLocked(const PeerId& from) {
+  --verify_in_flight_;
+  auto it = verify_by_sender_.find(from);
+  if (it != verify_by_sender_.end() && --it->second <= 0) verify_by_sender_.erase(it);
+}
+
 void StageServer::Impl::AdvanceVerifyLocked(uint64_t iteration) {
   for (auto it = verify_q_.begin(); it != verify_q_.end();) {
     if (it->header.iteration() >= iteration) {
       ++it;
       continue;
     }
-    --verify_in_flight_;
-    auto s = verify_by_sender_.find(it->from);
-    if (s != verify_by_sender_.end() && --s->second <= 0) verify_by_sender_.erase(s);
+    EndVerifyLocked(it->from);
     it = verify_q_.erase(it);
   }
   if (iteration > 0) checks_.EndIteration(iteration - 1);
