@@ -46,8 +46,8 @@ inline constexpr size_t kMaxAddressBytes = 256;
 inline constexpr int kMaxRecordRelays = 4;
 // Members a record may vouch for (NodeRecord.vouches).
 inline constexpr int kMaxRecordVouches = 64;
-// Members a record may name as banned (NodeRecord.bans; node/train/
-// gossiped_bans.h kMaxPublishedBans is the same bound).
+// Members a record may name as banned (NodeRecord.bans; Note [Gossiped
+// bans] in node/train/gossiped_bans.h).
 inline constexpr int kMaxRecordBans = 16;
 // Seconds per layer per sample above this are nonsense (an hour).
 inline constexpr double kMaxSecondsPerLayerPerSample = 3600;

@@ -35,11 +35,12 @@
 #include <vector>
 
 #include "common/node_id.h"
+#include "membership/record.h"
 
 namespace skipswarm::node {
 
-// The longest ban list a member may publish.
-inline constexpr size_t kMaxPublishedBans = 16;
+// The longest ban list a member may publish: what a signed record may carry.
+inline constexpr size_t kMaxPublishedBans = membership::kMaxRecordBans;
 
 // One live, admitted member as the view shows it (the caller filters out
 // dead and unadmitted members).

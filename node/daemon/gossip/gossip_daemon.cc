@@ -572,7 +572,6 @@ void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
 // own evidence (GrpcGroupComm::banned(), never the bans it only adopted: a
 // published ban is first-hand), ascending, the first kMaxRecordBans of
 // them; re-signed only when that changes.
-static_assert(membership::kMaxRecordBans == kMaxPublishedBans);
 void GossipDaemon::Parts::PublishBans() {
   if (group == nullptr) return;
   std::vector<common::NodeId> bans;
