@@ -3,6 +3,7 @@
 // sharded_reduce.h) and the flush before a leave (Note [Leaving with
 // pushes owed] in grpc_group.cc), on the simulated clock.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -353,8 +354,17 @@ TEST(GrpcGroupFlushTest, ALeaverWaitsForTheResultItOwesALatePeer) {
   common::SimClock clock;
   std::vector<NodeId> ids = {NodeId::ForName("l0"), NodeId::ForName("l1")};
   const std::vector<PeerInfo> members = StageOneReplicas(ids);
+  // Counts the failed pushes that are to be retried: the retry's timer
+  // starts when the first attempt has failed, which takes real time.
+  std::atomic<int> failed_pushes{0};
   absl::StatusOr<LoopbackGroups> swarm =
-      StartLoopbackGroups(members, &clock, HoldUpLinks);
+      StartLoopbackGroups(members, &clock, [&failed_pushes](GrpcGroupOptions& o) {
+        HoldUpLinks(o);
+        o.retry_pushes_to = [&failed_pushes](const NodeId&) {
+          failed_pushes.fetch_add(1);
+          return true;
+        };
+      });
   ASSERT_TRUE(swarm.ok()) << swarm.status();
   std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
   std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
@@ -381,11 +391,24 @@ TEST(GrpcGroupFlushTest, ALeaverWaitsForTheResultItOwesALatePeer) {
   // Time stands still: the retry cannot fire, so nothing owed can go.
   EXPECT_FALSE(flushed.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
       << "the flush did not wait for the closed round's result";
+  // Time moves only once the first attempt has failed: its retry timer
+  // starts then, which takes real time (a slow connect under TSan). The
+  // timer is set just after the count, so time moves one retry period at a
+  // time, with real time between for the retried push to cross, until the
+  // flush ends: a timer set after one step fires in the next.
+  ASSERT_TRUE(sim.Until([&] { return failed_pushes.load() >= 1; }));
   views[0]->SetAddresses(ids[1], "", l1_address);
-  sim.AdvanceTo(clock.SteadyNow() + GrpcGroupOptions().push_retry_every + absl::Milliseconds(10),
-                absl::Milliseconds(10), &flushed);
-  ASSERT_TRUE(sim.Until(flushed));
+  for (int period = 0; period < 100 && !flushed.HasBeenNotified(); ++period) {
+    sim.AdvanceTo(clock.SteadyNow() + GrpcGroupOptions().push_retry_every,
+                  absl::Milliseconds(10), &flushed);
+    flushed.WaitForNotificationWithTimeout(absl::Milliseconds(100));  // real time: loopback
+  }
+  const bool flush_ended = sim.Until(flushed);
+  if (!flush_ended) {  // the flush gives up after kPatience of clock time
+    sim.AdvanceTo(clock.SteadyNow() + 2 * kPatience, absl::Seconds(1), &flushed);
+  }
   leaver.join();
+  ASSERT_TRUE(flush_ended) << "the flush did not end once l1 could be reached";
   EXPECT_TRUE(all_went);
   // l0 exits (a leaver stays a member through its exit iteration, Note
   // [Leaving] in training_members.h); l1 gets to the round after that.
