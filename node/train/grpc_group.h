@@ -73,9 +73,12 @@
 // node judges on its own too: every honest shard owner sees a consistent liar's
 // parts, so its peers reach the same verdict in the same round or soon
 // after; shards are reduced by their owners, so replicas that disagree
-// still end with the same bytes. Not covered: a shard owner that lies
+// still end with the same bytes. A banned member's own shard is reduced
+// by each member that bans it, from the others' parts, and the banned
+// member's reduced shard is never taken (Note [Banned owners] in
+// sharded_reduce.h). Not covered: a shard owner not (yet) banned that lies
 // about its reduced shard within range (only non-finite reduced shards
-// are refused), and a liar's own shard, where its part is only pulled in.
+// are refused).
 //
 // Thread rule: thread-safe; `done` callbacks run on the clock's timer
 // thread with no lock held. The view and clock must outlive it.

@@ -135,13 +135,19 @@ absl::Status GrpcGroupComm::Impl::Header(const proto::GradientChunk& c, ReduceMe
   }
   m->phase = c.phase() == 1 ? ReduceMessage::Phase::kScatter : ReduceMessage::Phase::kGather;
   if (c.members_size() > kMaxMembers || c.shard_weights_size() > kMaxMembers ||
-      c.member_uplinks_size() > kMaxMembers || c.member_digests_size() > kMaxMembers) {
+      c.member_uplinks_size() > kMaxMembers || c.member_digests_size() > kMaxMembers ||
+      c.excluded_owners_size() > kMaxMembers) {
     return absl::InvalidArgumentError("too many members");
   }
   for (const std::string& b : c.members()) {
     absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b);
     if (!id.ok()) return absl::InvalidArgumentError("bad member id");
     m->members.push_back(*id);
+  }
+  for (const std::string& b : c.excluded_owners()) {  // Note [Banned owners]
+    absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(b);
+    if (!id.ok()) return absl::InvalidArgumentError("bad excluded owner id");
+    m->excluded.push_back(*id);
   }
   return absl::OkStatus();
 }
@@ -455,6 +461,7 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
         for (uint64_t d : m->digests) chunk.add_member_digests(d);
         for (uint32_t w : m->layout.weights) chunk.add_shard_weights(w);
         for (uint64_t b : m->bandwidths) chunk.add_member_uplinks(b);
+        for (const common::NodeId& id : m->excluded) chunk.add_excluded_owners(id.Bytes());
       }
     }
     chunk.set_chunk_index(i);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -119,6 +120,7 @@ ReduceMessage ShardedReduce::Message(ReduceMessage::Phase phase, int shard) cons
     m.digest = own_.params_digest;
     m.bandwidth = bandwidth_;
     m.norm = own_norm_;
+    m.excluded = excluded_;
   } else {
     const Part& mine = gather_.at(index_);
     m.data = mine.data;
@@ -148,13 +150,29 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
   verdicts_.clear();
   done_ = false;
   result_ = absl::UnavailableError("not done");
+  // Note [Banned owners]: the members whose reduced shards this replica
+  // will not take, and its own parts of their shards.
+  excluded_.clear();
+  banned_parts_.clear();
+  banned_verdicts_.clear();
+  answered_.clear();
+  banned_owners_shards_.clear();
+  for (const common::NodeId& m : members_) {
+    if (m != self_ && robust_.banned.count(m) > 0) excluded_.push_back(m);
+  }
   std::vector<OutgoingReduce> out;
   for (int j = 0; j < static_cast<int>(members_.size()); ++j) {
     if (j != index_) out.push_back({members_[j], Message(ReduceMessage::Phase::kScatter, j)});
   }
+  for (const common::NodeId& b : excluded_) {
+    const int k = IndexOf(b);
+    ReduceMessage part = Message(ReduceMessage::Phase::kScatter, k);
+    banned_parts_[k][self_] =
+        Part{part.data, part.payload, part.visits, part.digest, {}, bandwidth_, {}, own_norm_};
+  }
   ReduceMessage own = Message(ReduceMessage::Phase::kScatter, index_);
   scatter_[self_] = Part{own.data, own.payload, own.visits, own.digest, {}, bandwidth_, {},
-                         own_norm_};
+                         own_norm_, excluded_};
   std::vector<OutgoingReduce> more = Advance();
   out.insert(out.end(), std::make_move_iterator(more.begin()),
              std::make_move_iterator(more.end()));
@@ -182,8 +200,8 @@ void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool
       // may arrive out of order: a sender's newer cut before its older).
       // A sender changes its cut at most once per round; more is a
       // confused peer, whose messages are then dropped.
-      ParkedKey key{m.from, static_cast<int>(m.phase), m.layout.weights};
-      if (parked_.size() < 4 * members_.size() || parked_.count(key) > 0) {
+      ParkedKey key{m.from, static_cast<int>(m.phase), m.shard, m.layout.weights};
+      if (parked_.size() < 6 * members_.size() || parked_.count(key) > 0) {
         parked_[std::move(key)] = std::move(m);
       }
       return;
@@ -201,7 +219,13 @@ void ShardedReduce::Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool
     if (m.layout != layout_) return;  // (Start refused it: not for this round)
   }
   if (!checked && !Check(m).ok()) return;
+  // Note [Banned owners]: a part of this replica's shard asks for its parts
+  // of the shards whose owners the sender bans.
+  std::vector<common::NodeId> asks;
+  if (m.phase == ReduceMessage::Phase::kScatter && m.shard == index_) asks = m.excluded;
+  const common::NodeId from = m.from;
   Accept(std::move(m));
+  if (!asks.empty()) Answer(from, asks, out);
   std::vector<OutgoingReduce> more = Advance();
   out->insert(out->end(), std::make_move_iterator(more.begin()),
               std::make_move_iterator(more.end()));
@@ -259,7 +283,11 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
                                                    " elements, expected ", end - begin));
   }
   if (m.phase == ReduceMessage::Phase::kScatter) {
-    if (m.shard != index_) return absl::InvalidArgumentError("a part of another shard");
+    // Note [Banned owners]: parts of a banned owner's shard come from
+    // every other member.
+    if (m.shard != index_ && (!Excluded(members_[m.shard]) || m.from == members_[m.shard])) {
+      return absl::InvalidArgumentError("a part of another shard");
+    }
   } else {
     if (m.from != members_[m.shard]) {
       return absl::InvalidArgumentError("a reduced shard from a replica that does not own it");
@@ -284,12 +312,14 @@ absl::Status ShardedReduce::Check(const ReduceMessage& m) const {
 
 void ShardedReduce::Accept(ReduceMessage m) {
   if (m.phase == ReduceMessage::Phase::kScatter) {
-    scatter_[m.from] =
+    (m.shard == index_ ? scatter_ : banned_parts_[m.shard])[m.from] =
         Part{std::move(m.data), std::move(m.payload), m.visits, m.digest, {}, m.bandwidth, {},
-             m.norm};
+             m.norm, std::move(m.excluded)};
   } else {
-    gather_[m.shard] = Part{std::move(m.data), std::move(m.payload), m.visits, 0,
-                            std::move(m.digests), 0, std::move(m.bandwidths)};
+    // Note [Banned owners]: a banned owner's shard waits for the verdict.
+    (Excluded(m.from) ? banned_owners_shards_ : gather_)[m.shard] =
+        Part{std::move(m.data), std::move(m.payload), m.visits, 0, std::move(m.digests), 0,
+             std::move(m.bandwidths)};
   }
 }
 
@@ -326,6 +356,7 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
       }
     }
   }
+  if (reduced_ && !done_) ReduceBannedShards();
   if (reduced_ && !done_ && static_cast<int>(gather_.size()) == r) {
     done_ = true;
     settled_ = true;
@@ -353,6 +384,8 @@ std::vector<OutgoingReduce> ShardedReduce::Advance() {
     result.shard_weights = layout_.weights;
     result.layout_adopted = adopted_;
     result.refused_parts = verdicts_;
+    result.refused_parts.insert(result.refused_parts.end(), banned_verdicts_.begin(),
+                                banned_verdicts_.end());
     for (const common::NodeId& late : closed_out_) {
       if (!Contains(members_, late)) result.left_out.push_back(late);
     }
@@ -415,6 +448,81 @@ absl::Status ShardedReduce::ReceiveClosed(ReduceMessage m) {
   settled_ = true;
   result_ = std::move(result);
   return absl::OkStatus();
+}
+
+bool ShardedReduce::Excluded(const common::NodeId& id) const {
+  return std::binary_search(excluded_.begin(), excluded_.end(), id);
+}
+
+int ShardedReduce::IndexOf(const common::NodeId& id) const {
+  return static_cast<int>(std::lower_bound(members_.begin(), members_.end(), id) -
+                          members_.begin());
+}
+
+bool ShardedReduce::Shunned(int k) const {
+  const common::NodeId& owner = members_[k];
+  int shunning = 0;
+  for (const auto& [from, part] : scatter_) {
+    if (from != owner &&
+        std::find(part.excluded.begin(), part.excluded.end(), owner) != part.excluded.end()) {
+      ++shunning;
+    }
+  }
+  return 2 * shunning > static_cast<int>(members_.size()) - 1;
+}
+
+void ShardedReduce::Answer(const common::NodeId& asker, const std::vector<common::NodeId>& asks,
+                           std::vector<OutgoingReduce>* out) {
+  const size_t most = members_.size();  // a longer list is a confused peer
+  for (size_t i = 0; i < asks.size() && i < most; ++i) {
+    const common::NodeId& b = asks[i];
+    // Not for this replica's own shard (its peers reduce that without its
+    // word), nor for the asker's.
+    if (b == self_ || b == asker || !Contains(members_, b)) continue;
+    const int k = IndexOf(b);
+    if (!answered_.insert({asker, k}).second) continue;
+    out->push_back({asker, Message(ReduceMessage::Phase::kScatter, k)});
+  }
+}
+
+void ShardedReduce::ReduceBannedShards() {
+  const int r = static_cast<int>(members_.size());
+  const Part& mine = gather_.at(index_);
+  for (const common::NodeId& b : excluded_) {
+    const int k = IndexOf(b);
+    if (gather_.count(k) > 0) continue;
+    if (!Shunned(k)) {
+      auto owners = banned_owners_shards_.find(k);
+      if (owners != banned_owners_shards_.end()) gather_[k] = owners->second;
+      continue;
+    }
+    const std::map<common::NodeId, Part>& parts = banned_parts_[k];
+    if (static_cast<int>(parts.size()) < r - 1) continue;  // all but the owner's
+    const auto [begin, end] = layout_.Range(static_cast<int64_t>(own_.flat.size()), r, k);
+    // The owner's part is left out (it is banned) and never read: zeros
+    // stand in for it, with the visits it claimed in this replica's shard.
+    const std::vector<float> none(static_cast<size_t>(end - begin), 0.0f);
+    std::vector<PartInput> inputs;
+    for (const common::NodeId& m : members_) {
+      if (m == b) {
+        inputs.push_back({b, &none, scatter_.at(b).visits, -1});
+        continue;
+      }
+      const Part& p = parts.at(m);
+      inputs.push_back({m, p.data.get(), scatter_.at(m).visits, p.norm});
+    }
+    std::vector<PartVerdict> verdicts;
+    Part reduced;
+    reduced.data =
+        std::make_shared<const std::vector<float>>(RobustSum(inputs, robust_, &verdicts));
+    reduced.visits = mine.visits;
+    reduced.digests = mine.digests;
+    reduced.bandwidths = mine.bandwidths;
+    for (const PartVerdict& v : verdicts) {
+      if (v.kind != PartVerdict::Kind::kBanned) banned_verdicts_.push_back(v);
+    }
+    gather_[k] = std::move(reduced);
+  }
 }
 
 std::vector<common::NodeId> ShardedReduce::Late() const {
@@ -517,13 +625,29 @@ std::optional<std::vector<common::NodeId>> ShardedReduce::SmallerRoundWaiting() 
 }
 
 std::vector<common::NodeId> ShardedReduce::Missing() const {
-  std::vector<common::NodeId> missing;
+  std::set<common::NodeId> missing;
   for (int k = 0; k < static_cast<int>(members_.size()); ++k) {
     if (k == index_) continue;
     const bool part = reduced_ || scatter_.count(members_[k]) > 0;
-    if (!part || gather_.count(k) == 0) missing.push_back(members_[k]);
+    if (!Excluded(members_[k])) {
+      if (!part || gather_.count(k) == 0) missing.insert(members_[k]);
+      continue;
+    }
+    // Note [Banned owners]: its part of this replica's shard, and every
+    // other member's part of its shard, or, unless most shun it, its own.
+    if (!part) missing.insert(members_[k]);
+    if (gather_.count(k) > 0) continue;
+    if (reduced_ && !Shunned(k)) {
+      missing.insert(members_[k]);
+      continue;
+    }
+    auto parts = banned_parts_.find(k);
+    for (const common::NodeId& m : members_) {
+      if (m == members_[k]) continue;
+      if (parts == banned_parts_.end() || parts->second.count(m) == 0) missing.insert(m);
+    }
   }
-  return missing;
+  return {missing.begin(), missing.end()};
 }
 
 }  // namespace skipswarm::node

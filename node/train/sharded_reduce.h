@@ -55,6 +55,39 @@
 // close or a death gets the whole deadline again: its survivors' parts must
 // cross once more, and the spent deadline would close them out too.
 //
+// Note [Banned owners]: a member this replica bans (RobustOptions::banned,
+// Note [Group bans] in grpc_group.h) still owns its shard of the round, and
+// a liar reduces its shard as it likes: leaving its part out of the shards
+// honest members own is not enough, its reduced shard would bring the lie
+// back. So this replica never takes a banned owner's reduced shard. It
+// names the banned owners in every part it sends (ReduceMessage::excluded),
+// each member answers with its part of those shards (once per round and
+// asker; a member never answers for its own shard), and, when most members
+// other than the owner exclude it (as the parts of this replica's shard
+// say), this replica reduces the owner's shard itself, with its own
+// RobustSum: the banned owner's part is
+// left out as in the shards honest members own (its share becomes the
+// others' mean), the parts are added in ascending id order, and the round's
+// visits, digests and figures are this replica's own shard's. Honest
+// members that ban the same owner therefore compute the same bytes; the
+// shard is not encoded (the codec's error feedback is the owner's). A ban
+// that most members do not share (one peer's verdict on an honest member,
+// seen in the mixed swarm) takes the owner's reduced shard as before:
+// reducing it alone would split this replica from the group's bytes every
+// round (a digest re-sync each iteration, Note [Digest re-sync] in
+// node_trainer.h), while its own shard still leaves the part out. The
+// banned owner, when most shun it, ends with its own shard differing from
+// the group's and re-syncs by digest. The
+// banned member stays in the round: it still sends its parts (left out)
+// and gets every honest owner's reduced shard, so it keeps the group's
+// weights (Note [Group bans]). Cost: each member asked sends R-2 more
+// shard parts per banned owner and asker, nothing without a ban. A round
+// waits for every member's part of a banned owner's shard as it waits for
+// reduced shards (Missing() names the members whose parts are missing). A
+// liar that asks for every shard gets, at most, every member's whole
+// contribution once per round. Not covered: the reduced shards of a round
+// that closed this replica out (Note [Late members]).
+//
 // Thread rule: not thread-safe; the owner serialises calls.
 #ifndef SKIPSWARM_NODE_TRAIN_SHARDED_REDUCE_H_
 #define SKIPSWARM_NODE_TRAIN_SHARDED_REDUCE_H_
@@ -63,6 +96,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -155,6 +189,10 @@ struct ReduceMessage {
   // averaging] in robust_sum.h); < 0: unknown.
   double norm = -1;
   std::vector<uint64_t> bandwidths;  // gather: every member's, in member order
+  // Scatter: the members whose reduced shards the sender will not take
+  // (Note [Banned owners]); it asks every receiver for its part of their
+  // shards.
+  std::vector<common::NodeId> excluded;
 };
 
 struct OutgoingReduce {
@@ -224,6 +262,7 @@ class ShardedReduce {
     uint64_t bandwidth = 0;
     std::vector<uint64_t> bandwidths;
     double norm = -1;
+    std::vector<common::NodeId> excluded;  // scatter: the sender's (Note [Banned owners])
   };
   absl::Status Check(const ReduceMessage& m) const;
   // Note [Late members]: a reduced shard of a round that closed this
@@ -236,6 +275,19 @@ class ShardedReduce {
   void Take(ReduceMessage m, std::vector<OutgoingReduce>* out, bool checked = false);
   void Accept(ReduceMessage m);
   std::vector<OutgoingReduce> Advance();
+  // Note [Banned owners]: this replica's parts of the shards `asks` names,
+  // to `asker`, once per round each.
+  void Answer(const common::NodeId& asker, const std::vector<common::NodeId>& asks,
+              std::vector<OutgoingReduce>* out);
+  // Note [Banned owners]: reduces the banned owners' shards whose parts are
+  // all here. REQUIRES: reduced_.
+  void ReduceBannedShards();
+  bool Excluded(const common::NodeId& id) const;
+  // Note [Banned owners]: whether most members other than the owner of
+  // shard `k` exclude it (their parts of this replica's shard say so).
+  // REQUIRES: reduced_.
+  bool Shunned(int k) const;
+  int IndexOf(const common::NodeId& id) const;
   ReduceMessage Message(ReduceMessage::Phase phase, int shard) const;
   // Adds the payload bytes of `out` to sent_bytes_.
   void Count(const std::vector<OutgoingReduce>& out);
@@ -261,7 +313,8 @@ class ShardedReduce {
   // Note [Shard layout]: messages of another cut from members other than
   // the first, by sender, phase and cut, until the first member's cut is
   // known.
-  using ParkedKey = std::tuple<common::NodeId, int, std::vector<uint32_t>>;
+  // (Sender, phase, shard, cut.)
+  using ParkedKey = std::tuple<common::NodeId, int, int, std::vector<uint32_t>>;
   std::map<ParkedKey, ReduceMessage> parked_;
   // Note [Restarted rounds]: the residual this member's encoding of its
   // reduced shard replaced (from residual_undo_begin_), until the round's
@@ -272,6 +325,16 @@ class ShardedReduce {
   bool settled_ = false;
   int index_ = -1;  // this replica's shard
   std::map<common::NodeId, Part> scatter_;  // parts of my shard, by sender
+  // Note [Banned owners]: the round's members this replica bans, ascending;
+  // the parts of their shards, by shard and sender (this replica's own
+  // included); their owners' own reduced shards, taken only without a
+  // majority; the verdicts of reducing them; the (asker, shard) pairs this
+  // replica has sent its part of a shard to.
+  std::vector<common::NodeId> excluded_;
+  std::map<int, std::map<common::NodeId, Part>> banned_parts_;
+  std::map<int, Part> banned_owners_shards_;
+  std::vector<PartVerdict> banned_verdicts_;
+  std::set<std::pair<common::NodeId, int>> answered_;
   std::map<int, Part> gather_;              // reduced shards, by shard
   bool reduced_ = false;
   std::vector<PartVerdict> verdicts_;  // of this member's shard, this round

@@ -82,6 +82,7 @@ class GossipedBanTest : public ::testing::Test {
         ADD_FAILURE() << "replica " << i << " round " << iteration << " failed";
         continue;
       }
+      sums_[i] = (*r[i])->sum;
       for (const PartVerdict& v : (*r[i])->refused_parts) {
         EXPECT_EQ(v.kind, PartVerdict::Kind::kBanned) << DescribeVerdict(v);
         EXPECT_EQ(v.from, ids_[1]);
@@ -92,6 +93,7 @@ class GossipedBanTest : public ::testing::Test {
     return banned;
   }
 
+  std::vector<float> sums_[kReplicas];  // of the last round
   std::unique_ptr<common::RealClock> clock_;
   std::vector<NodeId> ids_, reporters_;
   std::vector<std::unique_ptr<StaticSwarmView>> views_;
@@ -114,6 +116,13 @@ TEST_F(GossipedBanTest, AQuorumIsAdoptedThenLiftedWhenReportersDie) {
     EXPECT_EQ(adopted.at(ids_[1]).reporters.size(), 3u);
     EXPECT_EQ(adopted.at(ids_[1]).eligible, 5u);
     EXPECT_TRUE(groups_[i]->banned().empty()) << "adopted, not reached here";
+    // Note [Banned owners]: p1's own shard too is p0's and p2's parts, with
+    // p1's share their mean: p0 and p2 never took p1's reduced shard.
+    const std::vector<float> p0 = Part(0), p2 = Part(2);
+    ASSERT_EQ(sums_[i].size(), p0.size());
+    for (size_t k = 0; k < p0.size(); ++k) {
+      ASSERT_NEAR(sums_[i][k], (p0[k] + p2[k]) * 1.5f, 1e-6) << "replica " << i << ", " << k;
+    }
   }
   // r1 and r2 die: r0 alone is one word of 3 eligible.
   for (auto& view : views_) {
