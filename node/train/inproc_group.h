@@ -20,7 +20,7 @@
 // past EndIteration) otherwise held its healthy replicas at that
 // iteration for good, and every micro-batch routed through them waited in
 // their later-iteration queues until its deadline (the simulator's
-// hung-replica run lost every micro-batch of four iterations). The
+// hung-replica run lost every micro-batch of three iterations). The
 // deadline follows measured waits: factor x the slowest of the last
 // kWaitSamples completed barrier and reduce waits (each from its first
 // arrival), at least the floor; the initial value before any. A wait that

@@ -80,7 +80,7 @@ TEST(InProcessGroupHubTest, WithoutADeadlineTheRoundWaitsForEveryMember) {
 // waited the silent deadline, and the round finishes without it: factor x
 // the slowest measured wait, at least the floor; the initial value before
 // any. Before, its peer waited for ever (the simulator's hung-replica run
-// lost every micro-batch of four iterations behind it).
+// lost every micro-batch of three iterations behind it).
 TEST(InProcessGroupHubTest, ASilentMemberIsDroppedAfterTheSilentDeadline) {
   common::SimClock clock;
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
