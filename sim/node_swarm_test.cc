@@ -191,6 +191,29 @@ TEST(NodeSwarmChurnTest, StragglersSlowAndPartitionsCutTheRealNodes) {
   EXPECT_EQ(cuts, 1);
 }
 
+// A stage-1 replica whose compute hangs from 12 s (factor 1e5: it admits
+// micro-batches and never answers) while its process and gossip live, so
+// it stays in every view. The replica group's silent deadline (Note
+// [Silent members in the hub], node/train/inproc_group.h) lets its healthy
+// peer finish iteration 2's averaging without it; the data nodes then
+// route around it (the silent-relay exclusion, then Note [Behind the
+// swarm]). Before, the healthy replica waited for the hung one's gradients
+// for good, so every micro-batch of iterations 3-5 waited in one of the
+// two stage-1 servers until its deadline (0 of 8 completed in each), and
+// iterations 7-11 completed 5 of 8 on skip repairs.
+TEST(NodeSwarmChurnTest, AHungReplicaIsRoutedAroundWithinAFewIterations) {
+  SimScenario sc = Parse(R"({"topology_file": "small-static.json", "iterations": 12,
+      "churn": [{"type": "straggler", "node": "canada-s1-0", "factor": 100000,
+                 "at_s": 12, "duration_s": 30}]})");
+  auto r = RunNodeSimulation(sc, Quick());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->iterations.size(), 12u);
+  for (int i = 3; i <= 5; ++i) EXPECT_GT(r->iterations[i].completed, 0) << "iteration " << i;
+  for (int i = 7; i < 12; ++i) {
+    EXPECT_EQ(r->iterations[i].completed, r->iterations[i].mbs) << "iteration " << i;
+  }
+}
+
 TEST(NodeSwarmChurnTest, SameSeedGivesByteIdenticalReports) {
   // gcp12-42 with Poisson failures and arrivals, a region outage, a
   // partition and stragglers.

@@ -20,6 +20,11 @@
 //  * A member that dies (MarkDead, or the transport says so) is dropped
 //    from pending barriers and reduces; the rest finish without it. A
 //    replica with zero visits still contributes (zeros) and gets the result.
+//  * A member that answers probes but sends nothing is dropped once a
+//    reduce (GrpcGroupComm: also a barrier a data node reached) has waited
+//    for it longer than the silent deadline, from the measured waits: Note
+//    [Silent members] in grpc_group_sweep.cc, Note [Silent members in the
+//    hub] in inproc_group.h.
 //  * params_digest is each replica's digest before the step; the result says
 //    whether they all agreed (a diverged replica must re-sync; logged).
 //  * A contribution with a finite close_after lets the round close without

@@ -10,8 +10,26 @@
 namespace skipswarm::node {
 
 InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                                     RobustOptions robust)
-    : clock_(clock), members_(std::move(members)), robust_(robust) {}
+                                     RobustOptions robust, HubSilentOptions silent)
+    : clock_(clock), members_(std::move(members)), robust_(robust), silent_(silent) {}
+
+InProcessGroupHub::~InProcessGroupHub() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, r] : reduces_) {
+    if (r.silent_timer != common::kNoTimer) clock_->Cancel(r.silent_timer);
+  }
+}
+
+absl::Duration InProcessGroupHub::SilentDeadlineLocked() const {
+  if (waits_.empty()) return silent_.initial;
+  const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
+  return std::max(silent_.floor, slowest * silent_.factor);
+}
+
+void InProcessGroupHub::RecordWaitLocked(absl::Duration wait) {
+  waits_.push_back(wait);
+  while (waits_.size() > kWaitSamples) waits_.pop_front();
+}
 
 std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
                                                                uint64_t iteration) const {
@@ -32,6 +50,7 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
     absl::MutexLock lock(&mu_);
     BarrierState& b = barriers_[iteration];
     if (data_node) b.arrived.insert(self);
+    if (data_node && !b.since.has_value()) b.since = clock_->SteadyNow();
     b.waiters.push_back(std::move(done));
     const Round round{true, iteration, 0};
     calls = SweepLocked(&round);
@@ -55,6 +74,14 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
     } else {
       const common::NodeId from = contribution.from;
       const absl::Duration close_after = contribution.close_after;
+      if (!r.since.has_value()) {
+        // Note [Silent members in the hub]: the wait starts here.
+        r.since = clock_->SteadyNow();
+        if (silent_.factor > 0) {
+          r.silent_timer = clock_->RunAfter(
+              SilentDeadlineLocked(), [this, iteration, stage] { DropSilent(iteration, stage); });
+        }
+      }
       r.contributions[from] = std::move(contribution);
       r.waiters.push_back(std::move(done));
       if (close_after != absl::InfiniteDuration() && !r.deadline_armed) {
@@ -88,6 +115,31 @@ void InProcessGroupHub::CloseLate(uint64_t iteration, int stage) {
     it->second.deadline_passed = true;
     const Round round{false, iteration, stage};
     calls = SweepLocked(&round);
+  }
+  Deliver(std::move(calls));
+}
+
+void InProcessGroupHub::DropSilent(uint64_t iteration, int stage) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = reduces_.find({iteration, stage});
+    if (it == reduces_.end() || it->second.waiters.empty()) return;  // complete already
+    ReduceState& r = it->second;
+    std::vector<common::NodeId> silent;
+    for (const common::NodeId& h : LiveHostsLocked(stage, iteration)) {
+      if (r.contributions.count(h) == 0) silent.push_back(h);
+    }
+    if (silent.empty()) return;
+    r.silent_timer = common::kNoTimer;
+    r.sampled = true;  // it lasted the deadline: no sample
+    for (const common::NodeId& m : silent) {
+      dead_.insert(m);
+      LOG(WARNING) << "iteration " << iteration << " stage " << stage << ": the averaging waited "
+                   << (clock_->SteadyNow() - *r.since) << " for " << m.ShortString()
+                   << ", which sent nothing; dropping it (Note [Silent members in the hub])";
+    }
+    calls = SweepLocked();
   }
   Deliver(std::move(calls));
 }
@@ -129,6 +181,10 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     if (!complete) {
       ++it;
       continue;
+    }
+    if (b.since.has_value() && !b.sampled) {  // Note [Silent members in the hub]
+      RecordWaitLocked(clock_->SteadyNow() - *b.since);
+      b.sampled = true;
     }
     for (BarrierDone& w : b.waiters) {
       calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
@@ -187,6 +243,16 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
     if (!error.ok()) *result = error;
     if (!late.empty()) r.closed = result;
+    // Note [Silent members in the hub]: the first completion is the sample;
+    // the deadline's timer has nothing left to do.
+    if (r.since.has_value() && !r.sampled) {
+      RecordWaitLocked(clock_->SteadyNow() - *r.since);
+      r.sampled = true;
+    }
+    if (r.silent_timer != common::kNoTimer) {
+      clock_->Cancel(r.silent_timer);
+      r.silent_timer = common::kNoTimer;
+    }
     for (ReduceDone& w : r.waiters) {
       calls.push_back([w = std::move(w), result]() mutable { w(*result); });
     }
@@ -195,7 +261,12 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
   }
   // Forget rounds that are long over (keep a few for late arrivals).
   while (barriers_.size() > 4) barriers_.erase(barriers_.begin());
-  while (reduces_.size() > 64) reduces_.erase(reduces_.begin());
+  while (reduces_.size() > 64) {
+    if (reduces_.begin()->second.silent_timer != common::kNoTimer) {
+      clock_->Cancel(reduces_.begin()->second.silent_timer);
+    }
+    reduces_.erase(reduces_.begin());
+  }
   return calls;
 }
 

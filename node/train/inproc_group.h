@@ -12,13 +12,34 @@
 // round closes with the contributions it has; a member contributing later
 // gets that result, flagged late.
 //
+// Note [Silent members in the hub]: as GrpcGroupComm does (Note [Silent
+// members] in grpc_group_sweep.cc), a reduce that waits longer than the
+// silent deadline for a host that sent nothing marks that host dead (out
+// of this round and the later ones, as MarkDead) and finishes without it:
+// a replica whose process lives but whose compute hangs (it never gets
+// past EndIteration) otherwise held its healthy replicas at that
+// iteration for good, and every micro-batch routed through them waited in
+// their later-iteration queues until its deadline (the simulator's
+// hung-replica run lost every micro-batch of three iterations). The
+// deadline follows measured waits: factor x the slowest of the last
+// kWaitSamples completed barrier and reduce waits (each from its first
+// arrival), at least the floor; the initial value before any. A wait that
+// ended by dropping a silent member is not a sample. Unlike the daemons',
+// the hub's barrier does not drop a silent data node: nothing here brings
+// a member marked dead back but Admit (a daemon's member re-signs), and a
+// data node cut off by a partition reaches the barrier only at its MB
+// deadline (sim/README.md), so dropping it would lose it for the rest of
+// the run.
+//
 // Thread rule: thread-safe; results are delivered as zero-delay clock timers.
 // The hub must outlive the clock's timers.
 #ifndef SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 #define SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -26,18 +47,29 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
 
 namespace skipswarm::node {
 
+// Note [Silent members in the hub]: the daemons' values
+// (GrpcGroupOptions::silent_*); factor <= 0: wait for ever.
+struct HubSilentOptions {
+  absl::Duration initial = absl::Minutes(5);
+  absl::Duration floor = absl::Seconds(30);
+  double factor = 4.0;
+};
+
 class InProcessGroupHub final : public GroupComm {
  public:
   // Reduces add whole contributions with RobustSum (Note [Robust
   // averaging] in robust_sum.h).
   InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                    RobustOptions robust = {});
+                    RobustOptions robust = {}, HubSilentOptions silent = {});
+  // Cancels the silent deadlines still pending.
+  ~InProcessGroupHub() override;
 
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;
@@ -60,6 +92,10 @@ class InProcessGroupHub final : public GroupComm {
   struct BarrierState {
     absl::flat_hash_set<common::NodeId> arrived;
     std::vector<BarrierDone> waiters;
+    // Note [Silent members in the hub]: the first data node's arrival;
+    // sampled: its wait was recorded.
+    std::optional<absl::Duration> since;
+    bool sampled = false;
   };
   struct ReduceState {
     std::map<common::NodeId, GradientContribution> contributions;  // ascending id
@@ -70,6 +106,12 @@ class InProcessGroupHub final : public GroupComm {
     bool deadline_armed = false;
     bool deadline_passed = false;
     std::shared_ptr<const absl::StatusOr<ReduceResult>> closed;
+    // Note [Silent members in the hub]: the first contribution's time, its
+    // silent deadline's timer, and whether its wait was recorded or is no
+    // sample (it dropped silent hosts).
+    std::optional<absl::Duration> since;
+    common::TimerId silent_timer = common::kNoTimer;
+    bool sampled = false;
   };
   // Completes whatever is complete; returns the callbacks to run. A call
   // that only added to one round sweeps that round only (`barrier` or
@@ -87,6 +129,12 @@ class InProcessGroupHub final : public GroupComm {
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
   // Note [Late members]: the deadline of round (iteration, stage) passed.
   void CloseLate(uint64_t iteration, int stage);
+  // Note [Silent members in the hub]: the silent deadline of round
+  // (iteration, stage) passed; the hosts that sent nothing are marked dead.
+  void DropSilent(uint64_t iteration, int stage);
+  absl::Duration SilentDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordWaitLocked(absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kWaitSamples = 16;
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
 
@@ -95,6 +143,9 @@ class InProcessGroupHub final : public GroupComm {
   std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   const RobustOptions robust_;
+  const HubSilentOptions silent_;
+  // Note [Silent members in the hub]: the last completed waits.
+  std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);

@@ -56,7 +56,8 @@ TEST(InProcessGroupHubTest, ARoundClosesAtItsDeadlineAndTheLateMemberGetsItsResu
   EXPECT_EQ((*got[2])->contributors, 2);
 }
 
-// Without a deadline (gradient averages) every member is waited for.
+// Without a deadline (gradient averages) every member is waited for, up
+// to the silent deadline (5 minutes before any wait was measured; below).
 TEST(InProcessGroupHubTest, WithoutADeadlineTheRoundWaitsForEveryMember) {
   common::SimClock clock;
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
@@ -64,7 +65,7 @@ TEST(InProcessGroupHubTest, WithoutADeadlineTheRoundWaitsForEveryMember) {
   std::optional<absl::StatusOr<ReduceResult>> first;
   hub.AllReduce(0, 1, Contribution(a, 1, absl::InfiniteDuration()),
                 [&](absl::StatusOr<ReduceResult> r) { first = std::move(r); });
-  clock.Advance(absl::Hours(1));
+  clock.Advance(absl::Minutes(4));
   EXPECT_FALSE(first.has_value());
   hub.AllReduce(0, 1, Contribution(b, 3, absl::InfiniteDuration()),
                 [](absl::StatusOr<ReduceResult>) {});
@@ -72,6 +73,62 @@ TEST(InProcessGroupHubTest, WithoutADeadlineTheRoundWaitsForEveryMember) {
   ASSERT_TRUE(first.has_value() && first->ok());
   EXPECT_EQ((*first)->sum, (std::vector<float>{4, 8}));
   EXPECT_TRUE((*first)->left_out.empty());
+}
+
+// Note [Silent members in the hub]: a replica that never contributes (its
+// compute hangs while its process lives) is dropped once the round has
+// waited the silent deadline, and the round finishes without it: factor x
+// the slowest measured wait, at least the floor; the initial value before
+// any. Before, its peer waited for ever (the simulator's hung-replica run
+// lost every micro-batch of three iterations behind it).
+TEST(InProcessGroupHubTest, ASilentMemberIsDroppedAfterTheSilentDeadline) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  InProcessGroupHub hub(&clock, {{a, {1}, 1, "", ""}, {b, {1}, 1, "", ""}});
+  std::optional<absl::StatusOr<ReduceResult>> got;
+  auto record = [&](absl::StatusOr<ReduceResult> r) { got = std::move(r); };
+  // No wait measured yet: the initial 5 minutes.
+  hub.AllReduce(0, 1, Contribution(a, 1, absl::InfiniteDuration()), record);
+  clock.Advance(absl::Minutes(5) - absl::Milliseconds(1));
+  EXPECT_FALSE(got.has_value());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ((*got)->sum, (std::vector<float>{1, 2}));
+  EXPECT_EQ((*got)->contributors, 1);
+  // b is out of the later rounds too (as MarkDead): a is alone.
+  EXPECT_TRUE(hub.SoleReplica(1, 1, a));
+
+  // A measured wait sets the deadline: 4 x 10 s, at least 30 s.
+  const NodeId c = NodeId::ForName("c"), d = NodeId::ForName("d");
+  InProcessGroupHub measured(&clock, {{c, {2}, 1, "", ""}, {d, {2}, 1, "", ""}});
+  got.reset();
+  measured.AllReduce(0, 2, Contribution(c, 1, absl::InfiniteDuration()), record);
+  clock.Advance(absl::Seconds(10));
+  measured.AllReduce(0, 2, Contribution(d, 1, absl::InfiniteDuration()),
+                     [](absl::StatusOr<ReduceResult>) {});
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ((*got)->contributors, 2);
+  got.reset();
+  measured.AllReduce(1, 2, Contribution(c, 1, absl::InfiniteDuration()), record);
+  clock.Advance(absl::Seconds(40) - absl::Milliseconds(1));
+  EXPECT_FALSE(got.has_value());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ((*got)->contributors, 1);
+}
+
+// Factor 0: the hub waits for every member for ever, as before.
+TEST(InProcessGroupHubTest, ASilentDeadlineOfFactorZeroWaitsForEver) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  InProcessGroupHub hub(&clock, {{a, {1}, 1, "", ""}, {b, {1}, 1, "", ""}}, {},
+                        HubSilentOptions{.factor = 0});
+  std::optional<absl::StatusOr<ReduceResult>> got;
+  hub.AllReduce(0, 1, Contribution(a, 1, absl::InfiniteDuration()),
+                [&](absl::StatusOr<ReduceResult> r) { got = std::move(r); });
+  clock.Advance(absl::Hours(10));
+  EXPECT_FALSE(got.has_value());
 }
 
 }  // namespace
