@@ -3,7 +3,9 @@
 // decides, per micro-batch, whether the frame it sends X is also sent,
 // verify-only, to a second replica Y of X's stage, and with which seed Y
 // sketches its output (Note [Output sketch] in model/output_sketch.h).
-// Not wired into the stage server yet: the README lists what is left.
+// The stage server calls it for each forward frame it sends to a hop > 0
+// when its verify_rate is set (Note [Sending checks] in
+// stage_server_verify_send.cc).
 //
 //   std::optional<VerifyPick> pick =
 //       PickVerifier(x_info, stage, alive_replicas_of_stage, /*rate=*/0.02, rng);
