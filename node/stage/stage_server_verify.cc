@@ -161,9 +161,8 @@ void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   absl::StatusOr<PeerId> x = PeerId::FromBytes(h.route(prev).node_id());
   absl::StatusOr<PeerId> origin = PeerId::FromBytes(h.origin());
   if (!x.ok() || !origin.ok() || !options_.member_on_probation(*x)) return;
-  OnVerdict(*x, checks_.OnOutput(
-                    CheckedVisit{*origin, h.iteration(), h.mb_id(), static_cast<uint32_t>(prev), *x},
-                    WireTensor{h.tensor(), frame.payload}));
+  const CheckedVisit visit{*origin, h.iteration(), h.mb_id(), static_cast<uint32_t>(prev), *x};
+  OnVerdict(*x, checks_.OnOutput(visit, WireTensor{h.tensor(), frame.payload}));
 }
 
 absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& frame) {
