@@ -22,7 +22,11 @@ namespace skipswarm::node {
 // old hop after, where no output of X arrives, and expires unjudged (Note
 // [Pending output checks]).
 // The members come from the server's view (Members(), alive ones only),
-// read per frame, only with a non-zero rate.
+// read per frame, only with a non-zero rate. Y must say it answers
+// verify-only frames (PeerInfo::verify_frames, from NodeRecord.verify_frames):
+// a build older than them would admit the copy as an ordinary forward and
+// train on it; a hop after X that is older refuses the answer (no
+// direction it knows), which only loses the check.
 void StageServer::Impl::MaybeSendVerify(const Frame& frame) {
   if (!(options_.verify_rate > 0)) return;
   const proto::FrameHeader& h = frame.header;

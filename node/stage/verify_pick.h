@@ -32,9 +32,9 @@ struct VerifyPick {
 
 // With probability `rate` (clamped to [0, 1]), when `x` is on probation:
 // a replica of `stage` from `replicas` (the alive members the caller's view
-// has; any order) that is not `x`, is trusted, hosts `stage` and routes
-// micro-batches (not a subnetwork trainer), chosen uniformly, and a fresh
-// seed. nullopt otherwise: `x` trusted, no such replica, or the coin said
+// has; any order) that is not `x`, is trusted, hosts `stage`, routes
+// micro-batches (not a subnetwork trainer) and answers verify-only frames
+// (PeerInfo::verify_frames), chosen uniformly, and a fresh seed. nullopt otherwise: `x` trusted, no such replica, or the coin said
 // no. Draws from `rng` only when `x` is on probation and a replica exists.
 std::optional<VerifyPick> PickVerifier(const PeerInfo& x, int stage,
                                        absl::Span<const PeerInfo> replicas, double rate,

@@ -318,6 +318,7 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
     r->clear_stages();
     for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
     r->set_subnetwork(o.sdp != model::SdpMode::kOff);  // Note [Mixed local swarm]
+    r->set_verify_frames(true);  // Note [Sending checks]
     r->set_iteration(0);  // a founder (Note [Daemon records])
   }));
   const size_t want = static_cast<size_t>(std::max(1, options.expect_members));
