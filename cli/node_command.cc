@@ -11,6 +11,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/gossip_command.h"
@@ -101,6 +102,21 @@ ABSL_FLAG(double, avg_newcomer_weight, 0,
           "probation in this node's replica averaging; the rest of its visits' share is the "
           "trusted replicas' mean (Note [Newcomer weight]). 0: a newcomer cannot move the "
           "average until it is vouched for.");
+
+ABSL_FLAG(double, verify_rate, 0,
+          "Verified compute (open swarms with --probation_iterations): the share (0 to 1) of "
+          "forward frames to a member on probation that this node also sends, verify-only, to "
+          "a trusted replica of the same stage; the hop after compares the two outputs (Note "
+          "[Sending checks]). 0 (default): off, until a real-process swarm has priced it "
+          "(tests/adversarial/README.md, \"Verified compute\"; at 0.1 in process: one extra "
+          "stage forward per checked micro-batch on the verifier).");
+ABSL_FLAG(uint64_t, verify_seed, 0,
+          "Seed of --verify_rate's sampling and per-check seeds; 0: drawn at start (logged). "
+          "A checked replica that knew it could tell which of its micro-batches are checked.");
+ABSL_FLAG(double, verify_exclude_at, 3,
+          "Strikes (a mismatch adds 1, a match takes 0.25 off) at which this node condemns a "
+          "checked replica: leaves it out of its routes and names it in its record's bans "
+          "(Note [Verify trust]); <= 0: never.");
 
 namespace skipswarm::cli {
 namespace {
@@ -232,6 +248,16 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   if (!(o.newcomer_weight >= 0 && o.newcomer_weight <= 1)) {
     return absl::InvalidArgumentError("--avg_newcomer_weight must be between 0 and 1");
   }
+  o.verify_rate = absl::GetFlag(FLAGS_verify_rate);
+  if (!(o.verify_rate >= 0 && o.verify_rate <= 1)) {
+    return absl::InvalidArgumentError("--verify_rate must be between 0 and 1");
+  }
+  o.verify_seed = absl::GetFlag(FLAGS_verify_seed);
+  if (o.verify_seed == 0) o.verify_seed = absl::Uniform<uint64_t>(absl::BitGen(), 1, ~0ull);
+  if (o.verify_rate > 0) {
+    LOG(INFO) << "verify_rate " << o.verify_rate << ", verify_seed " << o.verify_seed;
+  }
+  o.verify_exclude_at = absl::GetFlag(FLAGS_verify_exclude_at);
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());

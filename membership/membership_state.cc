@@ -782,6 +782,7 @@ View Membership::Impl::ViewLocked() const {
     info.entering = m.record.entering();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.subnetwork = m.record.subnetwork();
+    info.verify_frames = m.record.verify_frames();
     info.memory_slots = m.record.memory_slots();
     info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();
     for (const auto& [stage, digest] : m.record.stage_digests()) {

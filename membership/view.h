@@ -52,6 +52,8 @@ struct MemberInfo {
   // Members its record names as banned from its averaging (NodeRecord.bans;
   // Note [Gossiped bans] in node/train/gossiped_bans.h).
   std::vector<common::NodeId> bans;
+  // Its record says it answers verify-only frames (NodeRecord.verify_frames).
+  bool verify_frames = false;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

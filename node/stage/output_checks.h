@@ -3,8 +3,7 @@
 // X's output, as it arrived here, with replica Y's sketch of the same
 // forward (a SketchAnswer, node/compute/sketch_wire.h), in whichever order
 // the two arrive, runs CheckOutputAgainstSketch and counts the verdict per
-// checked member. Not wired into the stage server yet: the README lists
-// what is left.
+// checked member. The stage server owns one (Note [Verify-only frames]).
 //
 //   OutputChecksOptions o;
 //   o.judge = CheckOutputAgainstSketch;            // node/compute/output_check.h (libtorch)

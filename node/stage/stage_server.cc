@@ -389,6 +389,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
   next.header.set_direction(proto::DIRECTION_FORWARD);
   *next.header.mutable_tensor() = out->meta;
   next.payload = std::move(out->payload);
+  MaybeSendVerify(next);
   SendFrame(std::move(next), {});
   Done();
 }

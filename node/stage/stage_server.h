@@ -99,7 +99,10 @@
 // Verified compute: a forward frame with header.verify is answered with a
 // sketch and takes no part in training, and sketch frames are checked
 // against the outputs of members on probation (Note [Verify-only frames] in
-// stage_server_verify.cc; StageServerStats::checks).
+// stage_server_verify.cc; StageServerStats::checks). With verify_rate > 0
+// the server also samples, as the hop before a member on probation, which
+// of its forward frames get such a check (Note [Sending checks] in
+// stage_server_verify_send.cc).
 //
 // Thread rule: thread-safe. Handlers run on transport / compute threads;
 // no lock is held while calling the transport, a StageCompute or the
@@ -189,6 +192,18 @@ struct StageServerOptions {
   std::function<bool(const PeerId&)> member_on_probation;
   OutputChecksOptions output_checks;
   SketchLimits sketch_limits;
+  // Told each verdict judged here: the checked replica X and whether its
+  // output matched Y's sketch (thread-safe; called without the server's
+  // lock, on the thread that completed the pair). Optional.
+  std::function<void(const PeerId& checked, bool match)> on_check_verdict;
+  // As the hop before X (Note [Verify sampling] in verify_pick.h; Note
+  // [Sending checks] in stage_server_verify_send.cc): the share of forward
+  // frames to a next hop on probation that also go, verify-only, to a
+  // trusted replica of its stage. 0 (the default): no checks are sent, as
+  // before; node/stage/README.md has what a check costs. `verify_seed`
+  // seeds the coin and the per-check seeds.
+  double verify_rate = 0;
+  uint64_t verify_seed = 1;
 };
 
 struct StageServerStats {
@@ -232,6 +247,11 @@ struct StageServerStats {
   int64_t verify_refused = 0;
   int64_t verify_failed = 0;
   int64_t sketch_frames_refused = 0;
+  // As the hop before X: verify-only copies sent (and their payload
+  // bytes), and those the verifier refused or never acknowledged.
+  int64_t verify_sent = 0;
+  int64_t verify_bytes_sent = 0;
+  int64_t verify_send_failed = 0;
   OutputCheckStats checks;
 };
 

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/lifetime_guard.h"
+#include "common/random.h"
 #include "node/stage/stage_server.h"
 #include "node/transport/frame.h"
 
@@ -120,6 +121,12 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // A forward or tail frame just admitted: keeps it for a check when the
   // hop before was a member on probation.
   void KeepOutputForCheck(const Frame& frame);
+  // As the hop before X: `frame` (hop h's forward, not yet sealed) goes
+  // verify-only to a second replica of route[h]'s stage too when the coin
+  // says so (Note [Sending checks] in stage_server_verify_send.cc).
+  void MaybeSendVerify(const Frame& frame);
+  // A check judged here: tells options_.on_check_verdict (no lock held).
+  void OnVerdict(const PeerId& checked, const std::optional<model::SketchVerdict>& verdict);
   // Takes the next verify task if one may run now (a free slot).
   bool TakeVerifyLocked(Task* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunVerify(Task task);
@@ -254,6 +261,8 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   std::deque<Task> verify_q_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PeerId, int> verify_by_sender_ ABSL_GUARDED_BY(mu_);
   int verify_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // As the hop before X: the coin and the per-check seeds.
+  common::Random verify_rng_ ABSL_GUARDED_BY(mu_){options_.verify_seed};
   // As the hop after X (its own lock; never called with mu_ held except
   // EndIteration, which calls nothing back).
   OutputChecks checks_{options_.output_checks};

@@ -161,9 +161,8 @@ void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   absl::StatusOr<PeerId> x = PeerId::FromBytes(h.route(prev).node_id());
   absl::StatusOr<PeerId> origin = PeerId::FromBytes(h.origin());
   if (!x.ok() || !origin.ok() || !options_.member_on_probation(*x)) return;
-  checks_.OnOutput(
-      CheckedVisit{*origin, h.iteration(), h.mb_id(), static_cast<uint32_t>(prev), *x},
-      WireTensor{h.tensor(), frame.payload});
+  const CheckedVisit visit{*origin, h.iteration(), h.mb_id(), static_cast<uint32_t>(prev), *x};
+  OnVerdict(*x, checks_.OnOutput(visit, WireTensor{h.tensor(), frame.payload}));
 }
 
 absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& frame) {
@@ -194,7 +193,8 @@ absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& fr
       return Refuse(absl::StatusCode::kFailedPrecondition, h, "sketch: iteration is over");
     }
   }
-  checks_.OnAnswer(from, *std::move(answer));
+  const PeerId checked = answer->visit.checked;
+  OnVerdict(checked, checks_.OnAnswer(from, *std::move(answer)));
   return absl::OkStatus();
 }
 

@@ -80,7 +80,25 @@ class VerifyTap final : public Transport {
   common::Random rng_;
 };
 
-TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHonestReplicas) {
+// Who samples the checks of the swarm below: the test's tap at D (every
+// hop-1 frame), or D's stage server itself at `verify_rate` (Note [Sending
+// checks]).
+struct Sampling {
+  bool tap = false;
+  double server_rate = 0;
+};
+
+// D, A, B, C, T as in the file comment; runs kMicroBatches one at a time
+// and checks that every one finishes. `verdicts`: what C's on_check_verdict
+// was told, per checked member (matches, mismatches).
+struct FiveNodeResult {
+  StageServerStats d, c, t;
+  int tap_sent = 0, tap_refused = 0;
+  std::map<NodeId, std::pair<int, int>> verdicts;
+  NodeId a, b, t_id;
+};
+
+void RunFiveNodes(Sampling sampling, FiveNodeResult* result) {
   common::SimClock clock;
   ClockTaskRunner runner(&clock);
   SwitchboardOptions board_options;
@@ -97,6 +115,7 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
     members.push_back({ids.back(), {stages[i]}, 4, "", ""});
   }
   const NodeId a = ids[1], b = ids[2], t = ids[4];
+  members[1].on_probation = members[2].on_probation = true;  // PickVerifier checks these
   std::vector<std::unique_ptr<TorchStageCompute>> computes;
   std::vector<std::unique_ptr<StageCompute>> wrappers;
   std::vector<std::unique_ptr<Transport>> transports;
@@ -122,7 +141,7 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
     absl::StatusOr<std::unique_ptr<Transport>> tr = board.Attach(ids[i]);
     ASSERT_TRUE(tr.ok());
     std::unique_ptr<Transport> transport = *std::move(tr);
-    if (i == 0) {
+    if (i == 0 && sampling.tap) {
       auto tapped = std::make_unique<VerifyTap>(std::move(transport), t, 99);
       tap = tapped.get();
       transport = std::move(tapped);
@@ -135,6 +154,12 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
       return CheckOutputAgainstSketch(received, sketch, options);
     };
     o.sketch_limits = ActivationSketchLimits(config, 4);
+    if (i == 0) o.verify_rate = sampling.server_rate;
+    if (i == 3) {
+      o.on_check_verdict = [result](const PeerId& x, bool match) {
+        ++(match ? result->verdicts[x].first : result->verdicts[x].second);
+      };
+    }
     views.push_back(std::make_unique<StaticSwarmView>(members));
     servers.push_back(std::make_unique<StageServer>(
         transport.get(), &clock, views.back().get(),
@@ -156,39 +181,82 @@ TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHones
   ASSERT_EQ(recorder.finished.size(), static_cast<size_t>(kMicroBatches));
   for (const auto& [mb, s] : recorder.finished) EXPECT_TRUE(s.ok()) << mb << ": " << s;
 
-  const StageServerStats c = servers[3]->stats();
-  const StageServerStats y = servers[4]->stats();
-  EXPECT_EQ(tap->verify_sent, kMicroBatches);
-  EXPECT_EQ(tap->verify_refused, 0);
-  EXPECT_EQ(y.verify_answered, kMicroBatches);
-  EXPECT_EQ(y.verify_failed, 0);
-  EXPECT_EQ(c.sketch_frames_refused, 0);
-  ASSERT_EQ(c.checks.by_member.count(a), 1u);
-  ASSERT_EQ(c.checks.by_member.count(b), 1u);
-  EXPECT_EQ(c.checks.by_member.at(a).checks, kMicroBatches / 2);
-  EXPECT_EQ(c.checks.by_member.at(a).mismatches, 0);
-  EXPECT_EQ(c.checks.by_member.at(b).checks, kMicroBatches / 2);
-  EXPECT_EQ(c.checks.by_member.at(b).mismatches, kMicroBatches / 2);
-  EXPECT_EQ(c.checks.by_member.count(t), 0u);  // no bad sketch from T
-  EXPECT_EQ(c.checks.kept_outputs, 0);
-  EXPECT_EQ(c.checks.pending_sketches, 0);
+  result->d = servers[0]->stats();
+  result->c = servers[3]->stats();
+  result->t = servers[4]->stats();
+  if (tap != nullptr) {
+    result->tap_sent = tap->verify_sent;
+    result->tap_refused = tap->verify_refused;
+  }
+  result->a = a;
+  result->b = b;
+  result->t_id = t;
   // T took part in no training: no visit, no gradient, same weights, no
   // slot held, nothing pending.
-  EXPECT_EQ(y.forwards, 0);
-  EXPECT_EQ(y.slots_in_use, 0);
+  EXPECT_EQ(result->t.forwards, 0);
+  EXPECT_EQ(result->t.slots_in_use, 0);
   EXPECT_EQ(computes[4]->pending(), 0u);
   EXPECT_EQ(computes[4]->ParamsDigest(), t_digest);
   absl::StatusOr<GradientSum> grads = computes[4]->TakeGradients();
   ASSERT_TRUE(grads.ok());
   EXPECT_EQ(grads->visits, 0);
+  for (auto& s : servers) s->Detach();
+}
+
+// What every run below expects at C, the hop after A and B: each sampled
+// micro-batch judged, A never flagged, B always; nothing left pending.
+void ExpectChecks(const FiveNodeResult& r, int checked) {
+  const StageServerStats& c = r.c;
+  EXPECT_EQ(r.t.verify_answered, checked);
+  EXPECT_EQ(r.t.verify_failed, 0);
+  EXPECT_EQ(c.sketch_frames_refused, 0);
+  ASSERT_EQ(c.checks.by_member.count(r.a), 1u);
+  ASSERT_EQ(c.checks.by_member.count(r.b), 1u);
+  EXPECT_EQ(c.checks.by_member.at(r.a).checks, checked / 2);
+  EXPECT_EQ(c.checks.by_member.at(r.a).mismatches, 0);
+  EXPECT_EQ(c.checks.by_member.at(r.b).checks, checked / 2);
+  EXPECT_EQ(c.checks.by_member.at(r.b).mismatches, checked / 2);
+  EXPECT_EQ(c.checks.by_member.count(r.t_id), 0u);  // no bad sketch from T
+  EXPECT_EQ(c.checks.kept_outputs, 0);
+  EXPECT_EQ(c.checks.pending_sketches, 0);
   std::printf("FIGURE stage_server_verify fp16: honest %lld/%lld mismatches, liar x1.05 %lld/%lld, "
               "%lld answers\n",
-              static_cast<long long>(c.checks.by_member.at(a).mismatches),
-              static_cast<long long>(c.checks.by_member.at(a).checks),
-              static_cast<long long>(c.checks.by_member.at(b).mismatches),
-              static_cast<long long>(c.checks.by_member.at(b).checks),
-              static_cast<long long>(y.verify_answered));
-  for (auto& s : servers) s->Detach();
+              static_cast<long long>(c.checks.by_member.at(r.a).mismatches),
+              static_cast<long long>(c.checks.by_member.at(r.a).checks),
+              static_cast<long long>(c.checks.by_member.at(r.b).mismatches),
+              static_cast<long long>(c.checks.by_member.at(r.b).checks),
+              static_cast<long long>(r.t.verify_answered));
+}
+
+TEST(StageServerVerifyTest, TheHopAfterCountsTheLiarsMismatchesAndNoneOfTheHonestReplicas) {
+  FiveNodeResult r;
+  RunFiveNodes({.tap = true}, &r);
+  EXPECT_EQ(r.tap_sent, kMicroBatches);
+  EXPECT_EQ(r.tap_refused, 0);
+  ExpectChecks(r, kMicroBatches);
+}
+
+// Note [Sending checks]: D's own server samples at rate 1; each hop-1 frame
+// to A or B (on probation) also goes to T, the only trusted replica, and
+// C's verdicts reach its on_check_verdict.
+TEST(StageServerVerifyTest, TheHopBeforeSendsChecksAtItsRate) {
+  FiveNodeResult r;
+  RunFiveNodes({.server_rate = 1.0}, &r);
+  EXPECT_EQ(r.d.verify_sent, kMicroBatches);
+  EXPECT_EQ(r.d.verify_send_failed, 0);
+  EXPECT_GT(r.d.verify_bytes_sent, 0);
+  ExpectChecks(r, kMicroBatches);
+  EXPECT_EQ(r.verdicts[r.a], std::make_pair(kMicroBatches / 2, 0));
+  EXPECT_EQ(r.verdicts[r.b], std::make_pair(0, kMicroBatches / 2));
+  EXPECT_EQ(r.c.verify_sent, 0);  // C's next hop is the tail: nothing to check
+}
+
+TEST(StageServerVerifyTest, RateZeroSendsNoChecks) {
+  FiveNodeResult r;
+  RunFiveNodes({}, &r);
+  EXPECT_EQ(r.d.verify_sent, 0);
+  EXPECT_EQ(r.t.verify_answered, 0);
+  EXPECT_TRUE(r.verdicts.empty());
 }
 
 // A hop-1 forward frame of origin `s` along s -> y -> z (a 64-byte fp32

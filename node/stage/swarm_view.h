@@ -50,6 +50,11 @@ struct PeerInfo {
   // (Note [Gossiped bans] in node/train/gossiped_bans.h); empty in static
   // lists and the simulator.
   std::vector<common::NodeId> bans{};
+  // Answers verify-only frames as checks (Note [Sending checks] in
+  // stage_server_verify_send.cc): gossip takes it from the record
+  // (NodeRecord.verify_frames; false for an older build, which would train
+  // on them); static lists and the simulator run one build: true.
+  bool verify_frames = true;
 };
 
 // What `from` measured of its link to `to` (membership::LinkInfo, from

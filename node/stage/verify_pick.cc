@@ -24,7 +24,7 @@ std::optional<VerifyPick> PickVerifier(const PeerInfo& x, int stage,
   if (!x.on_probation || !(rate > 0)) return std::nullopt;
   std::vector<const PeerInfo*> candidates;
   for (const PeerInfo& p : replicas) {
-    if (p.id == x.id || p.on_probation || p.subnetwork) continue;
+    if (p.id == x.id || p.on_probation || p.subnetwork || !p.verify_frames) continue;
     if (std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end()) continue;
     candidates.push_back(&p);
   }

@@ -3,7 +3,9 @@
 // decides, per micro-batch, whether the frame it sends X is also sent,
 // verify-only, to a second replica Y of X's stage, and with which seed Y
 // sketches its output (Note [Output sketch] in model/output_sketch.h).
-// Not wired into the stage server yet: the README lists what is left.
+// The stage server calls it for each forward frame it sends to a hop > 0
+// when its verify_rate is set (Note [Sending checks] in
+// stage_server_verify_send.cc).
 //
 //   std::optional<VerifyPick> pick =
 //       PickVerifier(x_info, stage, alive_replicas_of_stage, /*rate=*/0.02, rng);
@@ -30,9 +32,9 @@ struct VerifyPick {
 
 // With probability `rate` (clamped to [0, 1]), when `x` is on probation:
 // a replica of `stage` from `replicas` (the alive members the caller's view
-// has; any order) that is not `x`, is trusted, hosts `stage` and routes
-// micro-batches (not a subnetwork trainer), chosen uniformly, and a fresh
-// seed. nullopt otherwise: `x` trusted, no such replica, or the coin said
+// has; any order) that is not `x`, is trusted, hosts `stage`, routes
+// micro-batches (not a subnetwork trainer) and answers verify-only frames
+// (PeerInfo::verify_frames), chosen uniformly, and a fresh seed. nullopt otherwise: `x` trusted, no such replica, or the coin said
 // no. Draws from `rng` only when `x` is on probation and a replica exists.
 std::optional<VerifyPick> PickVerifier(const PeerInfo& x, int stage,
                                        absl::Span<const PeerInfo> replicas, double rate,

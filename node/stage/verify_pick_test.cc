@@ -60,6 +60,24 @@ TEST(VerifyPickTest, NoCheckOfATrustedMemberOrWithoutATrustedReplica) {
   }
 }
 
+// Note [Sending checks]: a trusted replica whose record does not say it
+// answers verify-only frames (an older build would train on one) is never
+// the verifier; with no other, nothing is checked.
+TEST(VerifyPickTest, NeverAReplicaThatDoesNotAnswerVerifyFrames) {
+  common::Random rng(2);
+  const PeerInfo newcomer = Peer("n", {1}, true);
+  PeerInfo old = Peer("old", {1}, false);
+  old.verify_frames = false;
+  const std::vector<PeerInfo> both = {newcomer, old, Peer("t", {1}, false)};
+  const std::vector<PeerInfo> old_only = {newcomer, old};
+  for (int i = 0; i < 100; ++i) {
+    std::optional<VerifyPick> p = PickVerifier(newcomer, 1, both, 1.0, rng);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->verifier, common::NodeId::ForName("t"));
+    EXPECT_FALSE(PickVerifier(newcomer, 1, old_only, 1.0, rng).has_value());
+  }
+}
+
 TEST(VerifyPickTest, SameSeedSamePicks) {
   const PeerInfo x = Peer("x", {1}, true);
   const std::vector<PeerInfo> replicas = {x, Peer("a", {1}, false), Peer("b", {1}, false)};

@@ -101,6 +101,7 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     auto node = std::make_unique<Node>();
     node->id = common::NodeId::ForName("node" + std::to_string(i));
     members.push_back({node->id, options_.node_stages[i], options_.memory_slots, "", ""});
+    members.back().on_probation = options_.on_probation.count(static_cast<int>(i)) > 0;
     nodes_.push_back(std::move(node));
   }
   hub_ = std::make_unique<InProcessGroupHub>(&clock_, members);
@@ -130,10 +131,12 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     so.server.max_queued_forwards = options_.max_queued_forwards;
     so.server.allow_skip = options_.allow_skip;
     so.driver = options_.driver;
+    if (options_.server_options) options_.server_options(static_cast<int>(i), so.server);
     NodeStackInputs in;
     in.transport = n.transport.get();
     in.clock = &clock_;
-    in.routing = n.view.get();
+    in.routing = options_.routing ? options_.routing(static_cast<int>(i), n.view.get())
+                                  : n.view.get();
     in.group = hub_.get();
     if (auto delay = options_.reduce_delay.find(static_cast<int>(i));
         delay != options_.reduce_delay.end()) {

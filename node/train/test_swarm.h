@@ -66,6 +66,15 @@ struct TestSwarmOptions {
   // every stage runs its rounds, as before Note [Group of one] in
   // node_trainer.cc: exactness tests compare the two paths.
   bool always_round = false;
+  // Verified compute (Note [Sending checks] in node/stage/
+  // stage_server_verify_send.cc): nodes every view marks on probation
+  // (PeerInfo::on_probation), a hook that adjusts node i's server options
+  // (the rate, the judge, the verdicts' listener), and node i's routing
+  // view made from its own (e.g. an ExcludingView; borrowed, it must
+  // outlive the swarm). Empty: none, none, the node's view.
+  std::set<int> on_probation;
+  std::function<void(int node, StageServerOptions& options)> server_options;
+  std::function<SwarmView*(int node, StaticSwarmView* view)> routing;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(

@@ -9,6 +9,8 @@
 // replica's record vouches for it (that replica's skipswarm_vouches). A
 // daemon whose record carries no work (its policy copy asks none, as a
 // modified binary's would) is refused at join and never enters a view.
+// Every daemon runs with --verify_rate=1: the newcomer's hops are checked
+// while it is on probation, with no mismatch.
 // Waits on notifications and iteration counts, no sleeps.
 #include <algorithm>
 #include <cstdio>
@@ -63,6 +65,7 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   constexpr int64_t kIterations = 60;
 
   GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.base.verify_rate = 1;  // Note [Sending checks]: every hop to a newcomer is checked
   f.expect_members = 4;
   f.base.iterations = kIterations;
   f.base.metrics_port = 0;
@@ -85,11 +88,13 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
     o.expect_members = 4;
     o.base.iterations = kIterations;
     o.base.metrics_port = 0;
+    o.base.verify_rate = 1;
     o.gossip.join = {bootstrap};
     others.push_back(LaunchDaemon(o));
     ASSERT_NE(others.back(), nullptr);
   }
   RunningDaemon* const t = others[0].get();
+  RunningDaemon* const u = others[1].get();
 
   // A node whose record carries no work: refused at its join.
   GossipDaemonOptions s = Options("s", {1}, 's');
@@ -127,6 +132,22 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   }
   EXPECT_EQ(on_probation, 0);
   EXPECT_GE(vouches, 1);
+  // Verified compute, on at rate 1 (Note [Sending checks]): while n was on
+  // probation the founder, the hop before stage 1, also sent n's frames to
+  // t, the trusted replica; u, the hop after, judged n's outputs against
+  // t's sketches: all matched.
+  const double checks_sent = Gauge(founder->daemon->metrics_port(),
+                                   "skipswarm_verify_checks_sent_total");
+  const double answered =
+      Gauge(t->daemon->metrics_port(), "skipswarm_verify_checks_answered_total");
+  const double judged = Gauge(u->daemon->metrics_port(), "skipswarm_verify_checks_judged_total");
+  const double mismatches = Gauge(u->daemon->metrics_port(), "skipswarm_verify_mismatches_total");
+  EXPECT_GT(checks_sent, 0);
+  EXPECT_GT(answered, 0);
+  EXPECT_GT(judged, 0);
+  EXPECT_EQ(mismatches, 0);
+  std::printf("FIGURE open swarm verify_rate=1: %g checks sent by the founder, %g answered by t, "
+              "%g judged by u, %g mismatches\n", checks_sent, answered, judged, mismatches);
   std::printf("FIGURE newcomer_trusted_at_founder_iteration=%d most_on_probation=%g\n",
               trusted_at, most_on_probation);
   {

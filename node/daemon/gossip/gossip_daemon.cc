@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -209,6 +210,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     p->newcomers = std::make_unique<NewcomerLedger>(
         p->self, gossip_options.admission.probation_iterations);
   }
+  p->verify_trust = std::make_unique<VerifyTrust>(
+      VerifyTrustOptions{.exclude_at = base.verify_exclude_at});
+  p->routing = std::make_unique<VerifiedRoutingView>(p->members->routing(), p->verify_trust.get());
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
   // Note [Admission]: a selective swarm's services serve admitted ids only;
@@ -570,12 +574,20 @@ void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
 
 // Note [Gossiped bans]: our record names the members this node banned on its
 // own evidence (GrpcGroupComm::banned(), never the bans it only adopted: a
-// published ban is first-hand), ascending, the first kMaxRecordBans of
-// them; re-signed only when that changes.
+// published ban is first-hand) and the members its output checks condemned
+// (Note [Verify trust]), ascending, the first kMaxRecordBans of them;
+// re-signed only when that changes.
 void GossipDaemon::Parts::PublishBans() {
   if (group == nullptr) return;
+  std::set<common::NodeId> own;
+  for (const auto& [id, reason] : group->banned()) own.insert(id);
+  if (verify_trust != nullptr) {
+    const std::vector<common::NodeId> condemned = verify_trust->condemned();
+    metrics.Set("skipswarm_verify_excluded", static_cast<double>(condemned.size()));
+    own.insert(condemned.begin(), condemned.end());
+  }
   std::vector<common::NodeId> bans;
-  for (const auto& [id, reason] : group->banned()) {
+  for (const common::NodeId& id : own) {
     if (bans.size() == kMaxPublishedBans) break;
     bans.push_back(id);
   }

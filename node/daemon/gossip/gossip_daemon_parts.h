@@ -49,6 +49,7 @@
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/training_stack.h"
 #include "node/stage/route_repair.h"
+#include "node/stage/verify_trust.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
@@ -99,6 +100,12 @@ struct GossipDaemon::Parts {
   // Note [Newcomer probation]: whom our record vouches for; null when the
   // swarm has no probation.
   std::unique_ptr<NewcomerLedger> newcomers;
+  // Note [Verify trust] (node/stage/verify_trust.h): this node's verdicts
+  // on the replicas its checks judged, and the routing face without the
+  // ones condemned, which every training stack routes by (kept across
+  // stage moves; the stacks borrow both). Set in Create.
+  std::unique_ptr<VerifyTrust> verify_trust;
+  std::unique_ptr<VerifiedRoutingView> routing;
   void VouchFor(const NodeIterationReport& r);
   // Note [Gossiped bans] (node/train/gossiped_bans.h): the bans this node
   // reached on its own evidence, in our record; re-signed when they change.

@@ -197,7 +197,7 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   TrainingStackInputs in;
   in.transport = timed_transport.get();
   in.clock = clock.get();
-  in.routing = members->routing();
+  in.routing = routing.get();  // Note [Verify trust]: without the condemned
   in.group = group.get();
   in.repairer = repairer.get();
   for (auto& [s, probe] : probes) in.stages[s] = probe.get();
@@ -221,6 +221,18 @@ absl::Status GossipDaemon::Parts::BuildServing() {
   // probation are the quotas' newcomers).
   in.origin_on_probation = [members = quotas.members](const PeerId& id) {
     return members->Classify(id) == common::PeerClass::kNewcomer;
+  };
+  // Note [Sending checks]: the members whose outputs are judged are the
+  // ones this node does not trust (none without probation); a condemned one
+  // leaves `routing` and our record's bans (PublishBans).
+  in.judge = backend.output_judge;
+  in.member_on_probation = [m = members.get()](const PeerId& id) { return !m->Trusted(id); };
+  in.on_check_verdict = [trust = verify_trust.get(), name = o.name](const PeerId& x, bool match) {
+    if (trust->Record(x, match)) {
+      LOG(WARNING) << name << ": " << x.ShortString()
+                   << " condemned by this node's output checks (Note [Verify trust]): "
+                      "left out of our routes, named in our record's bans";
+    }
   };
   SS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingStack> next, TrainingStack::Create(o, in));
   ReplaceStack(std::move(next));  // a stage move or re-entry keeps a pause
@@ -306,6 +318,7 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
     r->clear_stages();
     for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
     r->set_subnetwork(o.sdp != model::SdpMode::kOff);  // Note [Mixed local swarm]
+    r->set_verify_frames(true);  // Note [Sending checks]
     r->set_iteration(0);  // a founder (Note [Daemon records])
   }));
   const size_t want = static_cast<size_t>(std::max(1, options.expect_members));

@@ -84,6 +84,7 @@ PeerInfo ToPeer(const membership::MemberInfo& m) {
   p.id = m.id;
   for (uint32_t s : m.stages) p.stages.push_back(static_cast<int>(s));
   p.subnetwork = m.subnetwork;
+  p.verify_frames = m.verify_frames;  // Note [Sending checks]
   p.memory_slots = static_cast<int>(m.memory_slots);
   p.sec_per_layer_sample = m.seconds_per_layer_per_sample;  // 0 until published
   p.bans = m.bans;  // Note [Gossiped bans]

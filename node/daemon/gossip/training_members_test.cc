@@ -107,6 +107,22 @@ TEST(TrainingMembersTest, TheGroupFaceCarriesPublishedBans) {
   EXPECT_EQ(seen, 1);
 }
 
+// Note [Sending checks] (node/stage/stage_server_verify_send.cc): whether a
+// member answers verify-only frames comes from its record; an older
+// build's record lacks it, and it is never sent one.
+TEST(TrainingMembersTest, TheRoutingFaceSaysWhoAnswersVerifyFrames) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
+  r.verify_frames = true;
+  TrainingMembers members(d.id);
+  members.Update(TestView({d, r, s}, 1));
+  int seen = 0;
+  for (const PeerInfo& p : members.routing()->Members()) {
+    EXPECT_EQ(p.verify_frames, p.id == r.id) << p.id.ShortString();
+    seen += p.id == r.id || p.id == s.id;
+  }
+  EXPECT_EQ(seen, 2);
+}
+
 // Measured links reach the planner (Note [Planning from measured links] in
 // node/train/scheduler_planner.cc): SwarmView::Link answers from the
 // view's samples, and the data node's planner routes off the slow one.

@@ -18,6 +18,17 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
   metrics->Set("skipswarm_memory_slots_in_use", r.server.slots_in_use);
   metrics->Set("skipswarm_bytes_sent_total", static_cast<double>(r.server.bytes_sent));
   metrics->Set("skipswarm_frames_refused_total", static_cast<double>(r.server.frames_refused));
+  // Verified compute (Note [Sending checks], Note [Verify trust]).
+  int64_t judged = 0, mismatches = 0;
+  for (const auto& [id, c] : r.server.checks.by_member) {
+    judged += c.checks;
+    mismatches += c.mismatches;
+  }
+  metrics->Set("skipswarm_verify_checks_sent_total", static_cast<double>(r.server.verify_sent));
+  metrics->Set("skipswarm_verify_checks_answered_total",
+               static_cast<double>(r.server.verify_answered));
+  metrics->Set("skipswarm_verify_checks_judged_total", static_cast<double>(judged));
+  metrics->Set("skipswarm_verify_mismatches_total", static_cast<double>(mismatches));
   // Re-routes and dropped visits by reason (labels; their sums are the
   // server's totals), per-peer bytes, hop latency.
   ExportServerStats(r.server, metrics);

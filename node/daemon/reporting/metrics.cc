@@ -50,6 +50,18 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Payload bytes this node's stage server sent to peers."},
       {"skipswarm_frames_refused_total", T::kCounter,
        "Frames this node refused (memory slots full, invalid, stale)."},
+      {"skipswarm_verify_checks_sent_total", T::kCounter,
+       "Verified compute (--verify_rate): forward frames this node also sent, verify-only, to "
+       "a second replica of the next hop's stage (Note [Sending checks])."},
+      {"skipswarm_verify_checks_answered_total", T::kCounter,
+       "Verify-only forwards this node ran and answered with a sketch."},
+      {"skipswarm_verify_checks_judged_total", T::kCounter,
+       "Outputs of members on probation this node compared with a second replica's sketch."},
+      {"skipswarm_verify_mismatches_total", T::kCounter,
+       "Of those, the outputs that did not match (Note [Verify trust])."},
+      {"skipswarm_verify_excluded", T::kGauge,
+       "Members this node's checks condemned: left out of its routes and named as banned in "
+       "its record (Note [Verify trust])."},
       {"skipswarm_peer_bytes_sent_total", T::kCounter, "Payload bytes sent, by peer."},
       {"skipswarm_peer_bytes_received_total", T::kCounter, "Payload bytes received, by peer."},
       {"skipswarm_peer_frames_sent_total", T::kCounter, "Frames sent, by peer."},

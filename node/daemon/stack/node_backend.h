@@ -16,6 +16,7 @@
 //
 // Thread rule: the daemons call the four functions on their main thread,
 // in Create (and GossipDaemon again on a stage move); each must be set.
+// output_judge is optional and called on transport threads (it is pure).
 #ifndef SKIPSWARM_NODE_DAEMON_STACK_NODE_BACKEND_H_
 #define SKIPSWARM_NODE_DAEMON_STACK_NODE_BACKEND_H_
 
@@ -30,6 +31,7 @@
 #include "node/compute/stage_compute.h"
 #include "node/compute/task_runner.h"
 #include "node/daemon/stack/node_daemon_options.h"
+#include "node/stage/output_checks.h"
 #include "node/train/data_source.h"
 
 namespace skipswarm::node {
@@ -51,6 +53,10 @@ struct NodeBackend {
   // A data node's micro-batches; the source owns whatever it reads from.
   std::function<absl::StatusOr<std::unique_ptr<DataSource>>(const NodeDaemonOptions& o)>
       create_data;
+  // Optional: verified compute's judge (CheckOutputAgainstSketch in
+  // node/compute/output_check.h). Unset, the node judges no outputs and
+  // refuses sketch frames (a backend with modelled compute).
+  OutputJudge output_judge;
 };
 
 // The computes by stage, borrowed (what the server, trainer and

@@ -56,6 +56,16 @@ struct NodeDaemonOptions {
   // Note [Newcomer weight] (node/train/robust_sum.h): the weight of a
   // member on probation in this node's replica averaging, in [0, 1].
   double newcomer_weight = 0;
+  // Verified compute (Note [Sending checks] in node/stage/
+  // stage_server_verify_send.cc, Note [Verify trust] in
+  // node/stage/verify_trust.h): the share of forward frames to a member on
+  // probation that a trusted second replica also computes, verify-only
+  // (0: off, the default until a real-process swarm has priced it), the
+  // seed of that sampling, and the strikes at which this node condemns a
+  // checked member (<= 0: never).
+  double verify_rate = 0;
+  uint64_t verify_seed = 1;
+  double verify_exclude_at = 3;
   // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
   // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
   // with kBackward it also runs frozen copies of the other stages, kept

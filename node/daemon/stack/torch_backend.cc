@@ -6,6 +6,7 @@
 
 #include "common/status_macros.h"
 #include "model/stage_executor.h"
+#include "node/compute/output_check.h"
 #include "node/daemon/stack/data_source_factory.h"
 #include "node/daemon/stack/stage_computes.h"
 
@@ -47,6 +48,10 @@ NodeBackend TorchNodeBackend() {
   b.create_data = [](const NodeDaemonOptions& o) -> absl::StatusOr<std::unique_ptr<DataSource>> {
     SS_ASSIGN_OR_RETURN(DataNodeData data, CreateDataNodeData(o));
     return std::unique_ptr<DataSource>(std::make_unique<OwningDataSource>(std::move(data)));
+  };
+  b.output_judge = [](const WireTensor& received, const model::OutputSketch& sketch,
+                      const model::SketchCheckOptions& options) {
+    return CheckOutputAgainstSketch(received, sketch, options);
   };
   return b;
 }

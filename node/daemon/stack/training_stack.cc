@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "node/compute/sketch_wire.h"
 #include "node/daemon/stack/planner_factory.h"
 
 namespace skipswarm::node {
@@ -40,6 +41,15 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     so.server.origin_on_probation = in.origin_on_probation;
     so.server.newcomer_in_flight =
         std::max(1, (so.server.memory_slots + so.server.max_queued_forwards) / 2);
+  }
+  so.server.verify_rate = o.verify_rate;  // Note [Sending checks]
+  so.server.verify_seed = o.verify_seed;
+  if (in.judge && in.member_on_probation) {
+    so.server.output_checks.judge = in.judge;
+    so.server.member_on_probation = in.member_on_probation;
+    so.server.on_check_verdict = in.on_check_verdict;
+    so.server.sketch_limits =
+        ActivationSketchLimits(o.model.model, std::max(1, o.model.samples_per_mb));
   }
   NodeStackInputs ni;
   ni.transport = in.transport;

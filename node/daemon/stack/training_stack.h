@@ -82,6 +82,16 @@ struct TrainingStackInputs {
   // [Newcomer micro-batches] in node/stage/stage_server.h); the server then
   // holds at most half its admission for such origins. Thread-safe.
   std::function<bool(const PeerId&)> origin_on_probation;
+  // Optional, verified compute (Note [Sending checks] in
+  // node/stage/stage_server_verify_send.cc): with `judge` and
+  // `member_on_probation` both set, the server keeps the outputs of members
+  // on probation, judges sketches against them and tells `on_check_verdict`
+  // each verdict (thread-safe; no lock held), and samples its own checks at
+  // o.verify_rate. Unset: no output is judged here (checks are still sent
+  // at o.verify_rate and answered).
+  OutputJudge judge;
+  std::function<bool(const PeerId&)> member_on_probation;
+  std::function<void(const PeerId& checked, bool match)> on_check_verdict;
 };
 
 class TrainingStack {
