@@ -76,6 +76,8 @@ struct NodeTrainer::State {
   bool stopped ABSL_GUARDED_BY(mu) = false;
   common::LifetimeGuard guard;
   bool stop_requested ABSL_GUARDED_BY(mu) = false;
+  // Note [Stop point]: the iteration in progress, as Finish decides it.
+  uint64_t current ABSL_GUARDED_BY(mu) = 0;
   // Note [Non-finite steps]: consecutive skipped steps per stage, and the
   // error that ends the run once a stage reaches kMaxNonFiniteSteps.
   std::map<int, int> nonfinite_steps ABSL_GUARDED_BY(mu);
@@ -773,6 +775,7 @@ void NodeTrainer::State::Finish(NodeIterationReport report) {
     absl::MutexLock lock(&mu);
     failed = fatal;
     stop = stop_requested || next >= end || !failed.ok();
+    if (!stop) current = next;  // Note [Stop point]
     report.rerouted_here = report.server.rerouted - rerouted_reported;
     rerouted_reported = report.server.rerouted;
   }
@@ -847,6 +850,10 @@ void NodeTrainer::SetBeforeIteration(IterationHook hook) {
 void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_iteration,
                       DoneCallback on_done) {
   state_->end = first + count;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->current = first;
+  }
   state_->on_iteration = std::move(on_iteration);
   state_->on_done = std::move(on_done);
   for (const auto& [stage, compute] : state_->stages) state_->MarkAt(stage, first);
@@ -856,13 +863,29 @@ void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_itera
                           state_->guard.Wrap([self, first] { self->Start(first); }));
 }
 
-void NodeTrainer::Stop() {
+// Note [Stop point]
+// A daemon that drains announces the last iteration it takes part in
+// (Note [Leaving] in node/daemon/gossip/gossip_daemon.h) and its peers hold
+// it in their barriers and averaging until then. That iteration must be
+// the one the trainer stops after, and the trainer decides whether to go
+// on in Finish, before it reports the iteration: a drain that read the
+// daemon's iteration (advanced by the report) and then stopped the trainer
+// could announce k while the trainer, past its decision, started k + 1,
+// which its peers no longer waited for (a drain stuck until its 30 s
+// bound). So the decision and the answer are one: Finish moves `current`
+// to the next iteration under the lock where it reads the stop, and Stop
+// returns `current` under the same lock. A stop asked from the report of
+// k (a stage move's, gossip_daemon_move.cc) therefore returns k + 1.
+uint64_t NodeTrainer::Stop() {
+  uint64_t last;
   {
     absl::MutexLock lock(&state_->mu);
     state_->stop_requested = true;
+    last = state_->current;
   }
   // A paused iteration (Note [Paused training]) would never reach its end.
   if (state_->driver != nullptr) state_->driver->Cancel();
+  return last;
 }
 
 }  // namespace skipswarm::node

@@ -227,8 +227,9 @@ class NodeTrainer {
   void Run(uint64_t first, uint64_t count, IterationCallback on_iteration, DoneCallback on_done);
   // Stops after the current iteration's update (on_done gets CANCELLED);
   // a data node's paused iteration ends at once (Note [Paused training]
-  // in data_node_driver.h).
-  void Stop();
+  // in data_node_driver.h). Returns the last iteration this trainer runs
+  // (Note [Stop point]).
+  uint64_t Stop();
 
  private:
   struct State;

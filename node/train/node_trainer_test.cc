@@ -1,4 +1,4 @@
-// NodeTrainer's teardown contract (node_trainer.h): destroying a trainer
+// NodeTrainer's teardown and stop contracts (node_trainer.h): destroying a trainer
 // waits for an iteration callback in progress, so what the callback uses
 // (a daemon's gossip side, Note [Gossip daemon teardown]) may go right
 // after the trainer.
@@ -6,9 +6,11 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
@@ -67,6 +69,53 @@ TEST(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
   destroyer.join();
   pump.join();
   EXPECT_TRUE(callback_had_returned);
+  server.Detach();
+}
+
+// Note [Stop point]: Stop() returns the iteration the trainer stops after.
+// Asked from the report of iteration 2 (the decision to run 3 is taken by
+// then), it is 3, and 3 is the last iteration reported; asked between
+// iterations, it is the one in progress. Old code: the drain announced the
+// daemon's iteration, 2, while the trainer ran 3.
+TEST(NodeTrainerTest, StopReturnsTheIterationItStopsAfter) {
+  common::SimClock clock;
+  const common::NodeId self = common::NodeId::ForName("relay");
+  const std::vector<PeerInfo> members = {{self, {1}, 4, "", ""}};
+  InProcessGroupHub hub(&clock, members);
+  StaticSwarmView view(members);
+  Switchboard board(&clock);
+  auto endpoint = board.Attach(self);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  std::unique_ptr<Transport> transport = *std::move(endpoint);
+  StageServer server(transport.get(), &clock, &view, {}, StageServerOptions{});
+  server.Attach();
+  NodeTrainer trainer(&server, std::map<int, StageCompute*>{}, /*driver=*/nullptr, &hub, &clock);
+  std::vector<uint64_t> reported;
+  std::optional<uint64_t> stops_after;
+  std::optional<absl::Status> done;
+  trainer.Run(0, 10,
+              [&](const NodeIterationReport& r) {
+                reported.push_back(r.iteration);
+                if (r.iteration == 2) stops_after = trainer.Stop();
+              },
+              [&](absl::Status s) { done = s; });
+  while (clock.RunNext()) {
+  }
+  ASSERT_TRUE(stops_after.has_value());
+  EXPECT_EQ(*stops_after, 3u);
+  EXPECT_EQ(reported, (std::vector<uint64_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(absl::IsCancelled(*done)) << *done;
+
+  // Between iterations (nothing running on the clock): the one in progress.
+  NodeTrainer second(&server, std::map<int, StageCompute*>{}, /*driver=*/nullptr, &hub, &clock);
+  reported.clear();
+  second.Run(5, 10, [&](const NodeIterationReport& r) { reported.push_back(r.iteration); },
+             [](absl::Status) {});
+  EXPECT_EQ(second.Stop(), 5u);
+  while (clock.RunNext()) {
+  }
+  EXPECT_EQ(reported, (std::vector<uint64_t>{5}));
   server.Detach();
 }
 

@@ -103,10 +103,18 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
     if (p.draining) return absl::OkStatus();
     p.draining = true;
   }
-  // Note [Leaving]: LEFT with our exit iteration first (no new micro-
-  // batches come our way), then this iteration finishes (we stay in its
-  // barrier and averaging everywhere).
-  const uint64_t exit_iteration = p.members->iteration();
+  // Note [Leaving]: LEFT with our exit iteration (no new micro-batches
+  // come our way), then that iteration finishes (we stay in its barrier
+  // and averaging everywhere). The exit iteration is the one the trainer
+  // stops after (Note [Stop point] in node/train/node_trainer.cc), so the
+  // stop comes first; the trainer is between micro-batches of it for the
+  // moment until LEFT goes out.
+  std::optional<uint64_t> stops_after;
+  {
+    absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
+    if (p.stack) stops_after = p.stack->trainer()->Stop();
+  }
+  const uint64_t exit_iteration = stops_after.value_or(p.members->iteration());
   LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
             << exit_iteration;
   p.gossip->Leave(absl::Seconds(2), exit_iteration);
@@ -116,8 +124,6 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
     absl::MutexLock lock(&p.mu);
     p.drain_started = p.clock->SteadyNow();
   }
-  absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
-  if (p.stack) p.stack->trainer()->Stop();
   return absl::OkStatus();
 }
 
