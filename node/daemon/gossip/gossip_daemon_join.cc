@@ -443,6 +443,8 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     bo.lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
+  // Not due: PollMember would ask nobody, so no view is built for it.
+  if (!behind->DueNow()) return std::nullopt;
   const membership::View view = RoutedView();
   // Note [Data nodes split]: the data nodes that answered, for `dropped`.
   std::vector<std::pair<common::NodeId, uint64_t>> data_answers;
