@@ -452,7 +452,7 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(view, self, of)) {
       if (answers.size() == at_most) break;
-      answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
+      answers.push_back(health_channels.QueryIteration(a, credentials, absl::Milliseconds(500)));
       if (of == 0 && answers.back().ok()) data_answers.emplace_back(a.id, *answers.back());
     }
     return answers;
