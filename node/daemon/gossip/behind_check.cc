@@ -36,9 +36,15 @@ std::optional<BehindVerdict> BehindCheck::Poll(uint64_t own, const Query& replic
   return Poll([own] { return own; }, replicas, data_nodes);
 }
 
+bool BehindCheck::DueAt(absl::Duration now) const {
+  return !asked_ || now - last_ >= options_.every;
+}
+
+bool BehindCheck::DueNow() const { return DueAt(clock_->SteadyNow()); }
+
 bool BehindCheck::Due() {
   const absl::Duration now = clock_->SteadyNow();
-  if (asked_ && now - last_ < options_.every) return false;
+  if (!DueAt(now)) return false;
   asked_ = true;
   last_ = now;
   return true;

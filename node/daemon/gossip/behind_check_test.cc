@@ -354,5 +354,45 @@ TEST(BehindCheckTest, IterationsFinishedWhileAskingDoNotCountAgainstARelay) {
             Verdict(BehindVerdict::kMoveAhead, 90));
 }
 
+// DueNow is exactly "the next PollMember asks": the daemon skips building
+// its membership view for `ask` when it is false, so a false DueNow before
+// a poll that would ask would lose a check.
+TEST(BehindCheckTest, DueNowSaysWhetherTheNextPollAsks) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  int asked = 0;
+  const BehindCheck::AskStage ask = [&](int, size_t) {
+    ++asked;
+    return Answers{uint64_t{10}};
+  };
+  auto poll = [&](const std::vector<int>& stages) {
+    return check.PollMember(stages, [] { return uint64_t{10}; }, ask);
+  };
+  for (const std::vector<int>& stages : {std::vector<int>{0}, std::vector<int>{2}}) {
+    check.Reset();
+    clock.Advance(absl::Seconds(5));
+    EXPECT_TRUE(check.DueNow());
+    EXPECT_TRUE(check.DueNow());  // peeking does not use the check up
+    int before = asked;
+    EXPECT_EQ(poll(stages), std::nullopt);
+    EXPECT_GT(asked, before);
+    for (int tick = 1; tick < 10; ++tick) {
+      clock.Advance(absl::Milliseconds(100));
+      EXPECT_FALSE(check.DueNow()) << tick;
+      before = asked;
+      EXPECT_EQ(poll(stages), std::nullopt);
+      EXPECT_EQ(asked, before) << tick;
+    }
+    clock.Advance(absl::Milliseconds(100));
+    EXPECT_TRUE(check.DueNow());
+    before = asked;
+    EXPECT_EQ(poll(stages), std::nullopt);
+    EXPECT_GT(asked, before);
+    EXPECT_FALSE(check.DueNow());
+    check.Reset();
+    EXPECT_TRUE(check.DueNow());
+  }
+}
+
 }  // namespace
 }  // namespace skipswarm::node

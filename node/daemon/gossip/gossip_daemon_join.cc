@@ -444,6 +444,8 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     bo.lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
     behind = std::make_unique<BehindCheck>(bo, clock.get());
   }
+  // Not due: PollMember would ask nobody, so no view is built for it.
+  if (!behind->DueNow()) return std::nullopt;
   const membership::View view = RoutedView();
   // Note [Data nodes split]: the data nodes that answered, for `dropped`.
   std::vector<std::pair<common::NodeId, uint64_t>> data_answers;
@@ -451,7 +453,7 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(view, self, of)) {
       if (answers.size() == at_most) break;
-      answers.push_back(QuerySourceIteration(a, credentials, absl::Milliseconds(500)));
+      answers.push_back(health_channels.QueryIteration(a, credentials, absl::Milliseconds(500)));
       if (of == 0 && answers.back().ok()) data_answers.emplace_back(a.id, *answers.back());
     }
     return answers;

@@ -338,6 +338,9 @@ struct GossipDaemon::Parts {
   // OUT_OF_RANGE (after a checkpoint) when `data_at` is past the run.
   absl::Status MoveAhead(uint64_t data_at);
   std::unique_ptr<BehindCheck> behind;
+  // Note [Health channels] (state_transfer.h): the behind check's queries,
+  // main thread.
+  HealthChannels health_channels;
   // Note [Alone after the swarm], main thread (made on first use).
   std::unique_ptr<AloneCheck> alone;
   void OnIteration(const NodeIterationReport& r);

@@ -506,13 +506,10 @@ absl::StatusOr<FetchedState> FetchStageState(const std::vector<StateSource>& sou
 
 namespace {
 
-// One Health call to a source: what it trains (stages) and what copies it
-// holds (copies).
-absl::StatusOr<proto::HealthResponse> QueryHealth(
-    const StateSource& source,
-    const std::shared_ptr<const identity::PeerCredentials>& credentials,
-    absl::Duration deadline) {
-  auto channel = ChannelTo(source, credentials);
+// One Health call on `channel`: what its source trains (stages) and what
+// copies it holds (copies).
+absl::StatusOr<proto::HealthResponse> QueryHealthOn(const std::shared_ptr<grpc::Channel>& channel,
+                                                    absl::Duration deadline) {
   auto stub = proto::StateTransferService::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(deadline));
@@ -523,6 +520,22 @@ absl::StatusOr<proto::HealthResponse> QueryHealth(
   return response;
 }
 
+// As above on a fresh channel to `source`.
+absl::StatusOr<proto::HealthResponse> QueryHealth(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  return QueryHealthOn(ChannelTo(source, credentials), deadline);
+}
+
+absl::StatusOr<uint64_t> IterationOf(const StateSource& source,
+                                     const proto::HealthResponse& response) {
+  if (response.stages_size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(source.address, " is not training yet"));
+  }
+  return response.stages(0).iteration();
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> QuerySourceIteration(
@@ -531,10 +544,33 @@ absl::StatusOr<uint64_t> QuerySourceIteration(
     absl::Duration deadline) {
   SS_ASSIGN_OR_RETURN(proto::HealthResponse response,
                       QueryHealth(source, credentials, deadline));
-  if (response.stages_size() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(source.address, " is not training yet"));
+  return IterationOf(source, response);
+}
+
+HealthChannels::HealthChannels() = default;
+HealthChannels::~HealthChannels() = default;
+
+absl::StatusOr<uint64_t> HealthChannels::QueryIteration(
+    const StateSource& source,
+    const std::shared_ptr<const identity::PeerCredentials>& credentials,
+    absl::Duration deadline) {
+  if (credentials != credentials_) {
+    channels_.clear();
+    credentials_ = credentials;
   }
-  return response.stages(0).iteration();
+  const std::pair<std::string, common::NodeId> key(source.address, source.id);
+  auto it = channels_.find(key);
+  if (it == channels_.end()) {
+    if (channels_.size() >= kMaxChannels) channels_.clear();
+    it = channels_.emplace(key, ChannelTo(source, credentials)).first;
+  }
+  absl::StatusOr<proto::HealthResponse> response = QueryHealthOn(it->second, deadline);
+  // Note [Health channels]: the next query after a failure dials afresh.
+  if (!response.ok()) {
+    channels_.erase(it);
+    return response.status();
+  }
+  return IterationOf(source, *response);
 }
 
 absl::StatusOr<std::vector<std::pair<int, uint64_t>>> QueryHeldCopies(

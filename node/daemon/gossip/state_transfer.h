@@ -51,6 +51,7 @@
 #include "identity/tls_credentials.h"
 
 namespace grpc {
+class Channel;
 class ServerBuilder;
 }  // namespace grpc
 
@@ -195,6 +196,34 @@ absl::StatusOr<uint64_t> QuerySourceIteration(
     const StateSource& source,
     const std::shared_ptr<const identity::PeerCredentials>& credentials,
     absl::Duration deadline);
+
+// Note [Health channels]: the behind check (behind_check.h) asks the same
+// few members for their iteration once a second. QuerySourceIteration makes
+// a channel per query: a TCP connection and the HTTP/2 (and TLS) handshake
+// at both ends, then a teardown, for one small call; ~32 connections a
+// second in the default 12-node local swarm. HealthChannels keeps one
+// channel per (address, id) while its queries succeed. A failed query drops
+// its channel, so the next query to that member dials afresh as one of
+// QuerySourceIteration does: a revived member is not hidden behind a kept
+// channel's reconnect back-off. New credentials drop every channel; past
+// kMaxChannels members all are dropped (a check asks a handful). Answers
+// are QuerySourceIteration's. Not thread-safe: one caller (the daemon's
+// main loop).
+class HealthChannels {
+ public:
+  static constexpr size_t kMaxChannels = 16;
+  HealthChannels();
+  ~HealthChannels();
+  absl::StatusOr<uint64_t> QueryIteration(
+      const StateSource& source,
+      const std::shared_ptr<const identity::PeerCredentials>& credentials,
+      absl::Duration deadline);
+  size_t channels() const { return channels_.size(); }
+
+ private:
+  std::shared_ptr<const identity::PeerCredentials> credentials_;
+  std::map<std::pair<std::string, common::NodeId>, std::shared_ptr<grpc::Channel>> channels_;
+};
 
 // The checkpoint copies the StateServer at `source` holds (Health):
 // (stage, iteration) pairs; empty from a node that holds none.

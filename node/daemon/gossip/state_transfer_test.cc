@@ -243,5 +243,47 @@ TEST(StateTransferTest, AStrangersRequestsAreHeldToItsQuota) {
   EXPECT_TRUE(FetchStageState({src.address}, as_member).ok());
 }
 
+// Note [Health channels]: one channel per member while its queries succeed;
+// a failed query drops it (the next dials afresh), and so does a change of
+// credentials or a set past kMaxChannels.
+TEST(StateTransferTest, HealthChannelsKeepAChannelWhileItsQueriesSucceed) {
+  HealthChannels health;
+  auto src = std::make_unique<Source>();
+  src->server->OnBoundary(9, {{1, 5}});
+  const StateSource at(src->address, common::NodeId::ForName("source"));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(*health.QueryIteration(at, nullptr, absl::Seconds(5)), 9u);
+    EXPECT_EQ(health.channels(), 1u);
+  }
+  src->server->OnBoundary(10, {{1, 5}});
+  EXPECT_EQ(*health.QueryIteration(at, nullptr, absl::Seconds(5)), 10u);
+  // Not training yet: answered, so the channel stays.
+  Source idle;
+  const StateSource idle_at(idle.address, common::NodeId::ForName("source"));
+  absl::StatusOr<uint64_t> none = health.QueryIteration(idle_at, nullptr, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsFailedPrecondition(none.status())) << none.status();
+  EXPECT_EQ(health.channels(), 2u);
+  // The source goes away: the query fails and its channel is dropped.
+  src.reset();
+  EXPECT_FALSE(health.QueryIteration(at, nullptr, absl::Seconds(5)).ok());
+  EXPECT_EQ(health.channels(), 1u);
+  // New credentials: every kept channel goes.
+  Source other;
+  const StateSource other_at(other.address, common::NodeId::ForName("source"));
+  (void)health.QueryIteration(other_at, nullptr, absl::Seconds(5));
+  EXPECT_EQ(health.channels(), 2u);
+  none = health.QueryIteration(idle_at, identity::PeerCredentials::Insecure(), absl::Seconds(5));
+  EXPECT_TRUE(absl::IsFailedPrecondition(none.status())) << none.status();
+  EXPECT_EQ(health.channels(), 1u);
+  // Past kMaxChannels members, the kept set starts again.
+  HealthChannels many;
+  for (size_t i = 0; i <= HealthChannels::kMaxChannels; ++i) {
+    (void)many.QueryIteration(StateSource(idle.address, common::NodeId::ForName(
+                                                            absl::StrCat("m", i))),
+                              nullptr, absl::Seconds(5));
+  }
+  EXPECT_EQ(many.channels(), 1u);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
