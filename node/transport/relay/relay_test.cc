@@ -19,6 +19,7 @@
 #include "node/transport/relay/relay_client.h"
 #include "node/transport/relay/relay_service.h"
 #include "node/transport/test_util.h"
+#include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
@@ -244,7 +245,7 @@ TEST_F(RelayTest, OnlyTheAttachedNodeMayAcceptItsCircuits) {
   grpc::ClientContext context;
   auto stream = stub->Accept(&context);
   proto::RelayBytes first;
-  first.set_protocol_version(1);
+  first.set_protocol_version(proto::kProtocolVersion);
   first.set_node_id(n_key_->id().Bytes());  // claims to be N
   first.set_circuit(1);
   stream->Write(first);
