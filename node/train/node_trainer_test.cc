@@ -22,22 +22,40 @@
 namespace skipswarm::node {
 namespace {
 
-TEST(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
-  // One relay that hosts no stage: an iteration is a barrier, the server's
-  // end of iteration and the report, all on the SimClock.
-  common::SimClock clock;
-  const common::NodeId self = common::NodeId::ForName("relay");
-  const std::vector<PeerInfo> members = {{self, {1}, 4, "", ""}};
-  InProcessGroupHub hub(&clock, members);
-  StaticSwarmView view(members);
-  Switchboard board(&clock);
-  auto endpoint = board.Attach(self);
-  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  std::unique_ptr<Transport> transport = *std::move(endpoint);
-  StageServer server(transport.get(), &clock, &view, {}, StageServerOptions{});
-  server.Attach();
-  auto trainer = std::make_unique<NodeTrainer>(&server, std::map<int, StageCompute*>{},
-                                               /*driver=*/nullptr, &hub, &clock);
+// One relay that hosts no stage: an iteration is a barrier, the server's
+// end of iteration and the report, all on the SimClock.
+class NodeTrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto endpoint = board_.Attach(self_);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+    transport_ = *std::move(endpoint);
+    server_ = std::make_unique<StageServer>(transport_.get(), &clock_, &view_,
+                                            std::map<int, StageCompute*>{},
+                                            StageServerOptions{});
+    server_->Attach();
+  }
+  void TearDown() override {
+    if (server_) server_->Detach();
+  }
+  std::unique_ptr<NodeTrainer> MakeTrainer() {
+    return std::make_unique<NodeTrainer>(server_.get(), std::map<int, StageCompute*>{},
+                                         /*driver=*/nullptr, &hub_, &clock_);
+  }
+
+  common::SimClock clock_;
+  const common::NodeId self_ = common::NodeId::ForName("relay");
+  const std::vector<PeerInfo> members_ = {{self_, {1}, 4, "", ""}};
+  InProcessGroupHub hub_{&clock_, members_};
+  StaticSwarmView view_{members_};
+  Switchboard board_{&clock_};
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<StageServer> server_;
+};
+
+TEST_F(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
+  common::SimClock& clock = clock_;
+  std::unique_ptr<NodeTrainer> trainer = MakeTrainer();
 
   absl::Notification entered, release, returned;
   trainer->Run(0, 1,
@@ -69,7 +87,6 @@ TEST(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
   destroyer.join();
   pump.join();
   EXPECT_TRUE(callback_had_returned);
-  server.Detach();
 }
 
 // Note [Stop point]: Stop() returns the iteration the trainer stops after.
@@ -77,19 +94,10 @@ TEST(NodeTrainerTest, DestructionWaitsForAnIterationCallbackInProgress) {
 // then), it is 3, and 3 is the last iteration reported; asked between
 // iterations, it is the one in progress. Old code: the drain announced the
 // daemon's iteration, 2, while the trainer ran 3.
-TEST(NodeTrainerTest, StopReturnsTheIterationItStopsAfter) {
-  common::SimClock clock;
-  const common::NodeId self = common::NodeId::ForName("relay");
-  const std::vector<PeerInfo> members = {{self, {1}, 4, "", ""}};
-  InProcessGroupHub hub(&clock, members);
-  StaticSwarmView view(members);
-  Switchboard board(&clock);
-  auto endpoint = board.Attach(self);
-  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  std::unique_ptr<Transport> transport = *std::move(endpoint);
-  StageServer server(transport.get(), &clock, &view, {}, StageServerOptions{});
-  server.Attach();
-  NodeTrainer trainer(&server, std::map<int, StageCompute*>{}, /*driver=*/nullptr, &hub, &clock);
+TEST_F(NodeTrainerTest, StopReturnsTheIterationItStopsAfter) {
+  common::SimClock& clock = clock_;
+  std::unique_ptr<NodeTrainer> first = MakeTrainer();
+  NodeTrainer& trainer = *first;
   std::vector<uint64_t> reported;
   std::optional<uint64_t> stops_after;
   std::optional<absl::Status> done;
@@ -108,15 +116,14 @@ TEST(NodeTrainerTest, StopReturnsTheIterationItStopsAfter) {
   EXPECT_TRUE(absl::IsCancelled(*done)) << *done;
 
   // Between iterations (nothing running on the clock): the one in progress.
-  NodeTrainer second(&server, std::map<int, StageCompute*>{}, /*driver=*/nullptr, &hub, &clock);
+  std::unique_ptr<NodeTrainer> second = MakeTrainer();
   reported.clear();
-  second.Run(5, 10, [&](const NodeIterationReport& r) { reported.push_back(r.iteration); },
-             [](absl::Status) {});
-  EXPECT_EQ(second.Stop(), 5u);
+  second->Run(5, 10, [&](const NodeIterationReport& r) { reported.push_back(r.iteration); },
+              [](absl::Status) {});
+  EXPECT_EQ(second->Stop(), 5u);
   while (clock.RunNext()) {
   }
   EXPECT_EQ(reported, (std::vector<uint64_t>{5}));
-  server.Detach();
 }
 
 }  // namespace
