@@ -168,7 +168,8 @@ std::vector<OutgoingReduce> ShardedReduce::Start(std::vector<common::NodeId> mem
     const int k = IndexOf(b);
     ReduceMessage part = Message(ReduceMessage::Phase::kScatter, k);
     banned_parts_[k][self_] =
-        Part{part.data, part.payload, part.visits, part.digest, {}, bandwidth_, {}, own_norm_};
+        Part{part.data, part.payload, part.visits, part.digest, {}, bandwidth_, {}, own_norm_,
+             {}};
   }
   ReduceMessage own = Message(ReduceMessage::Phase::kScatter, index_);
   scatter_[self_] = Part{own.data, own.payload, own.visits, own.digest, {}, bandwidth_, {},
@@ -319,7 +320,7 @@ void ShardedReduce::Accept(ReduceMessage m) {
     // Note [Banned owners]: a banned owner's shard waits for the verdict.
     (Excluded(m.from) ? banned_owners_shards_ : gather_)[m.shard] =
         Part{std::move(m.data), std::move(m.payload), m.visits, 0, std::move(m.digests), 0,
-             std::move(m.bandwidths)};
+             std::move(m.bandwidths), -1, {}};
   }
 }
 
@@ -418,7 +419,7 @@ absl::Status ShardedReduce::ReceiveClosed(ReduceMessage m) {
   if (closed_.size() >= kMaxLaterRounds && closed_.count(key) == 0) return absl::OkStatus();
   std::map<int, Part>& shards = closed_[key];
   shards[m.shard] = Part{std::move(m.data), std::move(m.payload), m.visits, 0,
-                         std::move(m.digests), 0, std::move(m.bandwidths)};
+                         std::move(m.digests), 0, std::move(m.bandwidths), -1, {}};
   if (static_cast<int>(shards.size()) < r) return absl::OkStatus();
   const Part& first = shards.begin()->second;
   ReduceResult result;
