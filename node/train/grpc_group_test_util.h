@@ -78,17 +78,21 @@ class SimDriver {
 
 // One group per member, each on a loopback port of its own (port 0), patient
 // (BePatient) and without TLS, `tweak` applied to every member's options;
-// every member's view knows every member's address. Groups stop before
-// their views go.
+// every member's view knows every member's address. With `hosts` >= 0 only
+// the first `hosts` members get a view and a group (the others are members
+// the views list, e.g. of another stage, that run no group). Groups stop
+// before their views go.
 struct LoopbackGroups {
   std::vector<std::unique_ptr<StaticSwarmView>> views;
   std::vector<std::unique_ptr<GrpcGroupComm>> groups;
 };
 inline absl::StatusOr<LoopbackGroups> StartLoopbackGroups(
     const std::vector<PeerInfo>& members, common::Clock* clock,
-    const std::function<void(GrpcGroupOptions&)>& tweak = nullptr) {
+    const std::function<void(GrpcGroupOptions&)>& tweak = nullptr, int hosts = -1) {
   LoopbackGroups out;
-  for (const PeerInfo& member : members) {
+  const size_t n = hosts < 0 ? members.size() : std::min<size_t>(hosts, members.size());
+  for (size_t i = 0; i < n; ++i) {
+    const PeerInfo& member = members[i];
     out.views.push_back(std::make_unique<StaticSwarmView>(members));
     GrpcGroupOptions o;
     o.self = member.id;
@@ -103,7 +107,7 @@ inline absl::StatusOr<LoopbackGroups> StartLoopbackGroups(
     out.groups.push_back(*std::move(g));
   }
   for (const auto& view : out.views) {
-    for (size_t j = 0; j < members.size(); ++j) {
+    for (size_t j = 0; j < n; ++j) {
       view->SetAddresses(members[j].id, "",
                          "127.0.0.1:" + std::to_string(out.groups[j]->port()));
     }

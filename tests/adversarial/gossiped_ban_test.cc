@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/grpc_group.h"
+#include "node/train/grpc_group_test_util.h"
 
 namespace skipswarm::node {
 namespace {
@@ -47,21 +48,14 @@ class GossipedBanTest : public ::testing::Test {
       members.push_back({reporters_[i], {2}, 4, "", ""});
       if (i < published) members.back().bans = {ids_[1]};
     }
-    for (int i = 0; i < kReplicas; ++i) views_.push_back(std::make_unique<StaticSwarmView>(members));
-    for (int i = 0; i < kReplicas; ++i) {
-      GrpcGroupOptions o;
-      o.self = ids_[i];
-      o.push_deadline = absl::Seconds(60);
-      o.credentials = identity::PeerCredentials::Insecure();
-      auto g = GrpcGroupComm::Create(o, views_[i].get(), clock_.get());
-      ASSERT_TRUE(g.ok()) << g.status();
-      groups_.push_back(*std::move(g));
-    }
-    for (int i = 0; i < kReplicas; ++i) {
-      for (int j = 0; j < kReplicas; ++j) {
-        views_[i]->SetAddresses(ids_[j], "", "127.0.0.1:" + std::to_string(groups_[j]->port()));
-      }
-    }
+    // Groups for the replicas only: the reporters run none here.
+    auto swarm = grpc_group_testing::StartLoopbackGroups(
+        members, clock_.get(),
+        [](GrpcGroupOptions& o) { o.probe_timeout = GrpcGroupOptions().probe_timeout; },
+        kReplicas);
+    ASSERT_TRUE(swarm.ok()) << swarm.status();
+    views_ = std::move(swarm->views);
+    groups_ = std::move(swarm->groups);
   }
 
   // One round of stage 1; the parts of p1 that p0 and p2 left out as banned.

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/grpc_group.h"
+#include "node/train/grpc_group_test_util.h"
 #include "node/train/sharded_reduce.h"
 
 namespace skipswarm::node {
@@ -37,23 +38,14 @@ class PoisonedReplicaTest : public ::testing::Test {
     std::vector<PeerInfo> members;
     for (int i = 0; i < kReplicas; ++i) members.push_back({ids_[i], {1}, 4, "", ""});
     if (newcomer_ >= 0) members[newcomer_].on_probation = true;
-    for (int i = 0; i < kReplicas; ++i) {
-      views_.push_back(std::make_unique<StaticSwarmView>(members));
-    }
-    for (int i = 0; i < kReplicas; ++i) {
-      GrpcGroupOptions o;
-      o.self = ids_[i];
-      o.push_deadline = absl::Seconds(10);
-      o.credentials = identity::PeerCredentials::Insecure();
-      auto g = GrpcGroupComm::Create(o, views_[i].get(), clock_.get());
-      ASSERT_TRUE(g.ok()) << g.status();
-      groups_.push_back(*std::move(g));
-    }
-    for (int i = 0; i < kReplicas; ++i) {
-      for (int j = 0; j < kReplicas; ++j) {
-        views_[i]->SetAddresses(ids_[j], "", "127.0.0.1:" + std::to_string(groups_[j]->port()));
-      }
-    }
+    auto swarm = grpc_group_testing::StartLoopbackGroups(
+        members, clock_.get(), [](GrpcGroupOptions& o) {
+          o.push_deadline = absl::Seconds(10);
+          o.probe_timeout = GrpcGroupOptions().probe_timeout;
+        });
+    ASSERT_TRUE(swarm.ok()) << swarm.status();
+    views_ = std::move(swarm->views);
+    groups_ = std::move(swarm->groups);
   }
 
   // Replica i's honest gradient sum (deterministic, distinct per replica).
