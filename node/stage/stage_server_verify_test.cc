@@ -286,6 +286,34 @@ Frame HopOneFrame(const NodeId& s, const NodeId& y, const NodeId& z, uint64_t it
   return f;
 }
 
+// The three hops of the cases below on a 1 ms switchboard: the sender S,
+// the checked stage's node Y (its server and compute are each case's) and
+// the hop after, Z, whose received frames are kept in `at_z`.
+struct ThreeHops {
+  static SwitchboardOptions OneMillisecond() {
+    SwitchboardOptions o;
+    o.latency = absl::Milliseconds(1);
+    return o;
+  }
+  ThreeHops() {
+    sender = *board.Attach(s_id);
+    z = *board.Attach(z_id);
+    z->SetFrameHandler(AdmitWith([this](const PeerId&, Frame f) {
+      at_z.push_back(std::move(f));
+      return absl::OkStatus();
+    }));
+  }
+
+  common::SimClock clock;
+  Switchboard board{&clock, OneMillisecond()};
+  const NodeId s_id = NodeId::ForName("s"), y_id = NodeId::ForName("y"),
+               z_id = NodeId::ForName("z"), x_id = NodeId::ForName("x");
+  std::vector<Frame> at_z;  // before `z`, whose handler fills it
+  std::unique_ptr<Transport> sender;
+  std::unique_ptr<Transport> z;
+  TimedStageCompute compute{&clock, TimedStageCompute::Options{.stage = 1}};
+};
+
 // Y's admission and the hop after's refusals, with a timed compute: a
 // sender's second verify frame while its first waits is refused
 // RESOURCE_EXHAUSTED, as is one of another iteration (FAILED_PRECONDITION);
@@ -293,20 +321,14 @@ Frame HopOneFrame(const NodeId& s, const NodeId& y, const NodeId& z, uint64_t it
 // frame naming another micro-batch, or one sent to a node that checks
 // nothing, is refused.
 TEST(StageServerVerifyTest, AdmissionIsBoundedAndAnswersAreAddressed) {
-  common::SimClock clock;
-  SwitchboardOptions board_options;
-  board_options.latency = absl::Milliseconds(1);
-  Switchboard board(&clock, board_options);
-  const NodeId s_id = NodeId::ForName("s"), y_id = NodeId::ForName("y"),
-               z_id = NodeId::ForName("z"), x_id = NodeId::ForName("x");
-  std::unique_ptr<Transport> sender = *board.Attach(s_id);
-  std::unique_ptr<Transport> z = *board.Attach(z_id);
-  std::vector<Frame> at_z;
-  z->SetFrameHandler(AdmitWith([&](const PeerId&, Frame f) {
-    at_z.push_back(std::move(f));
-    return absl::OkStatus();
-  }));
-  TimedStageCompute compute(&clock, TimedStageCompute::Options{.stage = 1});
+  ThreeHops h;
+  common::SimClock& clock = h.clock;
+  Switchboard& board = h.board;
+  const NodeId &s_id = h.s_id, &y_id = h.y_id, &z_id = h.z_id, &x_id = h.x_id;
+  std::unique_ptr<Transport>& sender = h.sender;
+  std::unique_ptr<Transport>& z = h.z;
+  std::vector<Frame>& at_z = h.at_z;
+  TimedStageCompute& compute = h.compute;
   StaticSwarmView view({{s_id, {0}, 4, "", ""}, {y_id, {1}, 4, "", ""}, {z_id, {2}, 4, "", ""}});
   std::unique_ptr<Transport> y_transport = *board.Attach(y_id);
   StageServer y(y_transport.get(), &clock, &view, {{1, &compute}}, StageServerOptions{});
@@ -384,20 +406,13 @@ TEST(StageServerVerifyTest, AdmissionIsBoundedAndAnswersAreAddressed) {
 // A verify-only forward waits while training holds every slot, and goes
 // when its iteration ends; the sender's share is free again.
 TEST(StageServerVerifyTest, AWaitingCheckGoesWithItsIteration) {
-  common::SimClock clock;
-  SwitchboardOptions board_options;
-  board_options.latency = absl::Milliseconds(1);
-  Switchboard board(&clock, board_options);
-  const NodeId s_id = NodeId::ForName("s"), y_id = NodeId::ForName("y"),
-               z_id = NodeId::ForName("z"), x_id = NodeId::ForName("x");
-  std::unique_ptr<Transport> sender = *board.Attach(s_id);
-  std::unique_ptr<Transport> z = *board.Attach(z_id);
-  int at_z = 0;
-  z->SetFrameHandler(AdmitWith([&](const PeerId&, Frame) {
-    ++at_z;
-    return absl::OkStatus();
-  }));
-  TimedStageCompute compute(&clock, TimedStageCompute::Options{.stage = 1});
+  ThreeHops h;
+  common::SimClock& clock = h.clock;
+  Switchboard& board = h.board;
+  const NodeId &s_id = h.s_id, &y_id = h.y_id, &z_id = h.z_id, &x_id = h.x_id;
+  std::unique_ptr<Transport>& sender = h.sender;
+  const std::vector<Frame>& at_z = h.at_z;
+  TimedStageCompute& compute = h.compute;
   StaticSwarmView view({{s_id, {0}, 4, "", ""}, {y_id, {1}, 1, "", ""}, {z_id, {2}, 4, "", ""}});
   std::unique_ptr<Transport> y_transport = *board.Attach(y_id);
   StageServerOptions o;
@@ -414,7 +429,7 @@ TEST(StageServerVerifyTest, AWaitingCheckGoesWithItsIteration) {
   clock.Advance(absl::Seconds(1));
   EXPECT_TRUE(acks[0].ok()) << acks[0];
   EXPECT_TRUE(acks[1].ok()) << acks[1];
-  EXPECT_EQ(at_z, 1);  // the training forward's output; no answer
+  EXPECT_EQ(at_z.size(), 1u);  // the training forward's output; no answer
   EXPECT_EQ(y.stats().verify_answered, 0);
   y.BeginIteration(1);
   clock.Advance(absl::Seconds(1));
@@ -427,7 +442,7 @@ TEST(StageServerVerifyTest, AWaitingCheckGoesWithItsIteration) {
   clock.Advance(absl::Seconds(1));
   EXPECT_TRUE(acks[2].ok()) << acks[2];
   EXPECT_EQ(y.stats().verify_answered, 1);
-  EXPECT_EQ(at_z, 2);  // the training output, then this answer (not the dropped one)
+  EXPECT_EQ(at_z.size(), 2u);  // the training output, then this answer (not the dropped one)
   y.Detach();
 }
 
