@@ -21,7 +21,7 @@
 namespace skipswarm::node {
 
 GrpcGroupComm::Impl::Impl(const GrpcGroupOptions& options, SwarmView* view, common::Clock* clock)
-    : options_(options), view_(view), clock_(clock) {
+    : options_(options), view_(view), clock_(clock), silent_(options.silent) {
   absl::MutexLock lock(&pushers_mu_);
   for (int i = 0; i < kPushThreads; ++i) pushers_.push_back(std::make_unique<ThreadTaskRunner>());
 }

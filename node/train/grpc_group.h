@@ -99,6 +99,7 @@
 #include "node/stage/swarm_view.h"
 #include "node/train/gossiped_bans.h"
 #include "node/train/group_comm.h"
+#include "node/train/silent_deadline.h"
 
 namespace grpc {
 class ServerBuilder;
@@ -128,12 +129,9 @@ struct GrpcGroupOptions {
   // final; a false one cost a live data node its MBs every iteration).
   int probe_failures = 3;
   // Note [Silent members] (grpc_group_sweep.cc): how long a barrier or reduce
-  // waits for a member that answers probes but sends nothing: factor x the
-  // slowest of the last waits that completed, at least the floor; before
-  // any wait completed, the initial value.
-  absl::Duration silent_initial = absl::Minutes(5);
-  absl::Duration silent_floor = absl::Seconds(30);
-  double silent_factor = 4.0;
+  // waits for a member that answers probes but sends nothing
+  // (silent_deadline.h).
+  SilentDeadlineOptions silent;
   // Refuse pushes and state requests from senders the view does not list
   // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS
   // the sender is its certificate's key; plain text only trusts its word.

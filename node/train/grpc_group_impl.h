@@ -65,7 +65,6 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // size too (MaxStateBytes), whatever total its sender claims.
   static constexpr uint64_t kUnknownEarlyBytes = uint64_t{64} << 20;
   static constexpr uint64_t kEarlyRounds = 2;
-  static constexpr size_t kWaitSamples = 16;
   // Note [Leaving with pushes owed]: a flush's bound beyond the owed
   // bytes' time on the uplink (connection set-up, a loaded machine).
   static constexpr absl::Duration kFlushSlack = absl::Seconds(2);
@@ -133,8 +132,6 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   void ProbeMissing(const std::set<common::NodeId>& members);
   std::shared_ptr<grpc::Channel> ProbeChannel(const std::string& address,
                                               const common::NodeId& to) const;
-  absl::Duration SilentDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordWaitLocked(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- state transfer (grpc_group_state.cc) ---
   grpc::Status FetchState(grpc::ServerContext* context, const proto::StateRequest* request,
@@ -203,7 +200,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> silenced_barriers_ ABSL_GUARDED_BY(mu_);  // as PendingReduce::silenced
   // Durations of recent completed barriers and reduces (Note [Silent members]).
-  std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
+  SilentDeadline silent_ ABSL_GUARDED_BY(mu_);  // Note [Silent members]
   // By (iteration, stage); kept options_.keep_iterations after delivery.
   std::map<std::pair<uint64_t, int>, PendingReduce> reduces_ ABSL_GUARDED_BY(mu_);
   // Shards that came before our own AllReduce for them, and their bytes.

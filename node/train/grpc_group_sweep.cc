@@ -63,7 +63,7 @@ void GrpcGroupComm::Impl::Sweep() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     const absl::Duration now = clock_->SteadyNow();
-    const absl::Duration deadline = SilentDeadlineLocked();
+    const absl::Duration deadline = silent_.Get();
     std::set<common::NodeId>& missing = this->missing;
     const std::vector<common::NodeId> data_nodes = view_->Replicas(0);
     missing.clear();
@@ -93,7 +93,7 @@ void GrpcGroupComm::Impl::Sweep() {
       }
       if (barrier_since_.count(it->first) > 0) {
         if (silenced_barriers_.erase(it->first) == 0) {
-          RecordWaitLocked(now - barrier_since_[it->first]);
+          silent_.Record(now - barrier_since_[it->first]);
         }
         barrier_since_.erase(it->first);
       }
@@ -168,7 +168,7 @@ void GrpcGroupComm::Impl::Sweep() {
         ++waiting;
         continue;
       }
-      if (!pending.silenced) RecordWaitLocked(now - pending.since);
+      if (!pending.silenced) silent_.Record(now - pending.since);
       auto result = std::make_shared<absl::StatusOr<ReduceResult>>(r.result());
       if (result->ok()) {
         (*result)->sent_bytes = r.sent_bytes();  // Note [Encoded shards]
@@ -247,20 +247,11 @@ void GrpcGroupComm::Impl::Sweep() {
 // without them; they re-sign or re-sync to come back). A barrier no data
 // node reached is left waiting: the data nodes are paused (Note [Paused
 // training] in data_node_driver.h), and relays must not spin through
-// empty iterations. The deadline follows measured waits: factor x the
-// slowest of the last kWaitSamples completed barriers and reduces, never
-// under the floor. A wait that ended by dropping a silent member is not a
-// sample: it lasted the deadline itself, and counting it multiplied the
-// deadline by the factor at every drop (30 s, then 2 min, then 8...).
-absl::Duration GrpcGroupComm::Impl::SilentDeadlineLocked() const {
-  if (waits_.empty()) return options_.silent_initial;
-  const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
-  return std::max(options_.silent_floor, slowest * options_.silent_factor);
-}
-void GrpcGroupComm::Impl::RecordWaitLocked(absl::Duration d) {
-  waits_.push_back(d);
-  while (waits_.size() > kWaitSamples) waits_.pop_front();
-}
+// empty iterations. The deadline follows measured waits (SilentDeadline,
+// silent_deadline.h: factor x the slowest recent completed barrier or
+// reduce, never under the floor). A wait that ended by dropping a silent
+// member is not a sample: counting it multiplied the deadline by the
+// factor at every drop (30 s, then 2 min, then 8...).
 
 // Note [Group liveness]: replicas of a stage need not share a pipeline
 // stream, so the transport may never tell one that another died. While a

@@ -10,7 +10,7 @@
 namespace skipswarm::node {
 
 InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                                     RobustOptions robust, HubSilentOptions silent)
+                                     RobustOptions robust, SilentDeadlineOptions silent)
     : clock_(clock), members_(std::move(members)), robust_(robust), silent_(silent) {}
 
 InProcessGroupHub::~InProcessGroupHub() {
@@ -18,17 +18,6 @@ InProcessGroupHub::~InProcessGroupHub() {
   for (auto& [key, r] : reduces_) {
     if (r.silent_timer != common::kNoTimer) clock_->Cancel(r.silent_timer);
   }
-}
-
-absl::Duration InProcessGroupHub::SilentDeadlineLocked() const {
-  if (waits_.empty()) return silent_.initial;
-  const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
-  return std::max(silent_.floor, slowest * silent_.factor);
-}
-
-void InProcessGroupHub::RecordWaitLocked(absl::Duration wait) {
-  waits_.push_back(wait);
-  while (waits_.size() > kWaitSamples) waits_.pop_front();
 }
 
 std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
@@ -77,9 +66,9 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
       if (!r.since.has_value()) {
         // Note [Silent members in the hub]: the wait starts here.
         r.since = clock_->SteadyNow();
-        if (silent_.factor > 0) {
+        if (silent_.enabled()) {
           r.silent_timer = clock_->RunAfter(
-              SilentDeadlineLocked(), [this, iteration, stage] { DropSilent(iteration, stage); });
+              silent_.Get(), [this, iteration, stage] { DropSilent(iteration, stage); });
         }
       }
       r.contributions[from] = std::move(contribution);
@@ -183,7 +172,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       continue;
     }
     if (b.since.has_value() && !b.sampled) {  // Note [Silent members in the hub]
-      RecordWaitLocked(clock_->SteadyNow() - *b.since);
+      silent_.Record(clock_->SteadyNow() - *b.since);
       b.sampled = true;
     }
     for (BarrierDone& w : b.waiters) {
@@ -246,7 +235,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     // Note [Silent members in the hub]: the first completion is the sample;
     // the deadline's timer has nothing left to do.
     if (r.since.has_value() && !r.sampled) {
-      RecordWaitLocked(clock_->SteadyNow() - *r.since);
+      silent_.Record(clock_->SteadyNow() - *r.since);
       r.sampled = true;
     }
     if (r.silent_timer != common::kNoTimer) {

@@ -21,10 +21,9 @@
 // iteration for good, and every micro-batch routed through them waited in
 // their later-iteration queues until its deadline (the simulator's
 // hung-replica run lost every micro-batch of three iterations). The
-// deadline follows measured waits: factor x the slowest of the last
-// kWaitSamples completed barrier and reduce waits (each from its first
-// arrival), at least the floor; the initial value before any. A wait that
-// ended by dropping a silent member is not a sample. Unlike the daemons',
+// deadline is the daemons' rule (silent_deadline.h) over completed barrier
+// and reduce waits, each counted from its first arrival; a wait that ended
+// by dropping a silent member is not a sample. Unlike the daemons',
 // the hub's barrier does not drop a silent data node: nothing here brings
 // a member marked dead back but Admit (a daemon's member re-signs), and a
 // data node cut off by a partition reaches the barrier only at its MB
@@ -36,7 +35,6 @@
 #ifndef SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 #define SKIPSWARM_NODE_TRAIN_INPROC_GROUP_H_
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,23 +49,16 @@
 #include "common/clock.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/group_comm.h"
+#include "node/train/silent_deadline.h"
 
 namespace skipswarm::node {
-
-// Note [Silent members in the hub]: the daemons' values
-// (GrpcGroupOptions::silent_*); factor <= 0: wait for ever.
-struct HubSilentOptions {
-  absl::Duration initial = absl::Minutes(5);
-  absl::Duration floor = absl::Seconds(30);
-  double factor = 4.0;
-};
 
 class InProcessGroupHub final : public GroupComm {
  public:
   // Reduces add whole contributions with RobustSum (Note [Robust
   // averaging] in robust_sum.h).
   InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                    RobustOptions robust = {}, HubSilentOptions silent = {});
+                    RobustOptions robust = {}, SilentDeadlineOptions silent = {});
   // Cancels the silent deadlines still pending.
   ~InProcessGroupHub() override;
 
@@ -132,9 +123,6 @@ class InProcessGroupHub final : public GroupComm {
   // Note [Silent members in the hub]: the silent deadline of round
   // (iteration, stage) passed; the hosts that sent nothing are marked dead.
   void DropSilent(uint64_t iteration, int stage);
-  absl::Duration SilentDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordWaitLocked(absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static constexpr size_t kWaitSamples = 16;
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
 
@@ -143,9 +131,8 @@ class InProcessGroupHub final : public GroupComm {
   std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   const RobustOptions robust_;
-  const HubSilentOptions silent_;
-  // Note [Silent members in the hub]: the last completed waits.
-  std::deque<absl::Duration> waits_ ABSL_GUARDED_BY(mu_);
+  // Note [Silent members in the hub]: the deadline and its recent waits.
+  SilentDeadline silent_ ABSL_GUARDED_BY(mu_);
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);

@@ -123,7 +123,7 @@ TEST(InProcessGroupHubTest, ASilentDeadlineOfFactorZeroWaitsForEver) {
   common::SimClock clock;
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
   InProcessGroupHub hub(&clock, {{a, {1}, 1, "", ""}, {b, {1}, 1, "", ""}}, {},
-                        HubSilentOptions{.factor = 0});
+                        SilentDeadlineOptions{.factor = 0});
   std::optional<absl::StatusOr<ReduceResult>> got;
   hub.AllReduce(0, 1, Contribution(a, 1, absl::InfiniteDuration()),
                 [&](absl::StatusOr<ReduceResult> r) { got = std::move(r); });
