@@ -7,12 +7,7 @@ namespace skipswarm::node {
 AloneCheck::AloneCheck(absl::Duration after, int num_stages, common::Clock* clock)
     : after_(after), num_stages_(num_stages), clock_(clock) {}
 
-bool AloneCheck::Due() {
-  const absl::Duration now = clock_->SteadyNow();
-  if (last_due_.has_value() && now - *last_due_ < absl::Seconds(1)) return false;
-  last_due_ = now;
-  return true;
-}
+bool AloneCheck::Due() { return pace_.Allow(clock_->SteadyNow(), /*held=*/nullptr); }
 
 std::optional<AloneVerdict> AloneCheck::Poll(const membership::View& view, uint64_t own,
                                              uint64_t iterations) {

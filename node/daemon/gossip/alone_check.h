@@ -58,6 +58,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "membership/view.h"
 
@@ -95,7 +96,7 @@ class AloneCheck {
   const int num_stages_;
   common::Clock* const clock_;
   std::optional<absl::Duration> alone_since_;
-  std::optional<absl::Duration> last_due_;
+  common::LogLimiter pace_{absl::Seconds(1)};  // Due
 };
 
 }  // namespace skipswarm::node
