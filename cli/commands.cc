@@ -10,6 +10,7 @@
 #include "identity/keygen_command.h"
 #include "launcher/local_command.h"
 #include "launcher/wan_local.h"
+#include "model/checkpoints_command.h"
 #include "model/eval_command.h"
 #include "model/export_command.h"
 #include "model/train_ref_command.h"
@@ -58,6 +59,7 @@ std::vector<common::cli::Command> AllCommands(NodeBackendWrapper wrap) {
       model::TrainRefCommand(),
       model::EvalCommand(),
       model::ExportCommand(),
+      model::CheckpointsCommand(),
       sim::SimCommand(),
       NodeCommand(std::move(wrap)),
       LocalWithWan(),

@@ -131,9 +131,7 @@ std::vector<int64_t> ListGenerationFolders(const std::string& root) {
   return out;
 }
 
-absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
-                                                   const std::string& config_hash,
-                                                   int num_stages) {
+absl::StatusOr<GenerationManifest> ReadManifest(const std::string& dir) {
   const std::string manifest_path = absl::StrCat(dir, "/", kManifest);
   std::error_code ec;
   if (!fs::exists(manifest_path, ec)) {
@@ -144,7 +142,13 @@ absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
     return absl::DataLossError("manifest unreadable or too large");
   }
   SS_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(manifest_path));
-  SS_ASSIGN_OR_RETURN(GenerationManifest m, ParseManifest(text));
+  return ParseManifest(text);
+}
+
+absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
+                                                   const std::string& config_hash,
+                                                   int num_stages) {
+  SS_ASSIGN_OR_RETURN(GenerationManifest m, ReadManifest(dir));
   if (m.config_hash != config_hash) {
     return absl::FailedPreconditionError("a generation of another model config");
   }

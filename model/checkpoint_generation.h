@@ -84,6 +84,10 @@ absl::StatusOr<FoundGeneration> FindNewestCompleteGeneration(const std::string& 
 // (complete or not).
 std::vector<int64_t> ListGenerationFolders(const std::string& root);
 
+// The manifest of generation folder `dir`, parsed but not checked against
+// the stage files (CheckGeneration does that): the model the folder claims.
+absl::StatusOr<GenerationManifest> ReadManifest(const std::string& dir);
+
 // Checks one generation folder; OK with its manifest when complete.
 absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
                                                    const std::string& config_hash,

@@ -10,14 +10,17 @@
 # replica is restored from the newest checkpoint generation (Note [Local stage
 # restore]). Checks: the run ends (exit 0: every iteration trained, finite last
 # loss), no non-finite loss line, the longest wait for an iteration, and the
-# final validation loss within 2% of the fault-free run's.
+# final validation loss within 2% of the fault-free run's, and the launcher's
+# checkpoint generations (every CKPT_EVERY iterations, written while nodes
+# are killed) consistent by `skipswarm checkpoints` (Note [Generation audit]).
 #
 #   bash tools/experiments/chaos_soak.sh                    # ~5 minutes
 #   ITERS=12000 bash tools/experiments/chaos_soak.sh        # the 30-minute soak
 #
 # Environment: BIN (default: a copy of bazel-bin/cli/skipswarm), OUT (default
 # /tmp/skipswarm-chaos), ITERS (2000), SEED (1), KILL_EVERY_S (20),
-# STALL_EVERY_S (30), STALL_S (5), CAP (s2r1@20: NAME@MBIT), FAULT_FREE (the
+# STALL_EVERY_S (30), STALL_S (5), CAP (s2r1@20: NAME@MBIT), CKPT_EVERY (10:
+# iterations between checkpoint generations), FAULT_FREE (the
 # local dir of a finished fault-free run of the same ITERS and SEED, e.g. an
 # earlier OUT/fault-free: reused instead of running it again). Exit 1 when a
 # check fails.
@@ -30,6 +33,7 @@ KILL_EVERY_S=${KILL_EVERY_S:-20}
 STALL_EVERY_S=${STALL_EVERY_S:-30}
 STALL_S=${STALL_S:-5}
 CAP=${CAP:-s2r1@20}
+CKPT_EVERY=${CKPT_EVERY:-10}
 FAULT_FREE=${FAULT_FREE:-}
 rm -rf "$OUT" && mkdir -p "$OUT"
 BIN=${BIN:-$OUT/skipswarm}
@@ -54,7 +58,8 @@ fi
 start=$(date +%s)
 rc=0
 "$BIN" local "${MODEL[@]}" --local_dir="$OUT/chaos" --local_iterations="$ITERS" \
-    --local_caps="$CAP" --local_chaos_seed="$SEED" --local_chaos_kill_every_s="$KILL_EVERY_S" \
+    --local_caps="$CAP" --local_checkpoint_every="$CKPT_EVERY" \
+    --local_chaos_seed="$SEED" --local_chaos_kill_every_s="$KILL_EVERY_S" \
     --local_chaos_stall_every_s="$STALL_EVERY_S" --local_chaos_stall_s="$STALL_S" \
     > "$OUT/chaos.log" 2>&1 || rc=$?
 echo "chaos run: exit $rc after $(( $(date +%s) - start )) s"
@@ -68,9 +73,12 @@ nonfinite=$(awk -F, 'NR > 1 && ($2 == "nan" || $2 == "inf" || $2 == "-nan") { n+
 trained=$(( $(wc -l < "$OUT/chaos/loss.csv") - 1 ))
 echo "iterations with a loss: $trained of $ITERS; non-finite: $nonfinite; data-node lines" \
      "without a finished micro-batch: $empty"
+audit=0
+"$BIN" checkpoints --dir="$OUT/chaos/generations" > "$OUT/checkpoints.txt" 2>&1 || audit=$?
+tail -1 "$OUT/checkpoints.txt"
 ff=$(final_val "$FAULT_FREE")
 ch=$(final_val "$OUT/chaos")
 echo "final validation loss: chaos $ch, fault-free $ff"
-awk -v a="$ch" -v b="$ff" -v rc="$rc" -v nf="$nonfinite" 'BEGIN {
+awk -v a="$ch" -v b="$ff" -v rc="$rc" -v nf="$nonfinite" -v au="$audit" 'BEGIN {
   d = 100 * (a - b) / b; printf "difference: %+.2f%% (target within 2%%)\n", d;
-  exit (rc != 0 || nf > 0 || d > 2 || d < -2) ? 1 : 0 }'
+  exit (rc != 0 || nf > 0 || au != 0 || d > 2 || d < -2) ? 1 : 0 }'

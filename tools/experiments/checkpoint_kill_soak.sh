@@ -14,7 +14,9 @@
 #   kills K, resumed R, refused F, torn generations skipped T, steps lost L
 # (a refusal is a restart that ended by itself without resuming: the old
 # code's inconsistent set; steps lost: checkpoints a run printed that the
-# next one did not resume from). Exit 1 when any restart was refused.
+# next one did not resume from), then `skipswarm checkpoints` over what the
+# last kill left. Exit 1 when any restart was refused or the generations are
+# not consistent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/skipswarm-ckpt-soak}
@@ -71,4 +73,8 @@ for k in $(seq 1 "$KILLS"); do
 done
 echo "kills $KILLS, resumed $resumed, refused $refused, torn generations skipped $skipped," \
      "steps lost $lost"
-[ "$refused" -eq 0 ]
+# What is left on disk after the last kill (Note [Generation audit]): only
+# the newest folder may be torn.
+audit=0
+"$BIN" checkpoints --dir="$OUT/ckpt/generations" || audit=$?
+[ "$refused" -eq 0 ] && [ "$audit" -eq 0 ]
