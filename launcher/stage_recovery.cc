@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "node/daemon/stack/stage_set_commit.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 
@@ -65,6 +66,10 @@ absl::Status SeedNodeCheckpoints(const RestorePlan& plan, const std::string& che
   std::filesystem::create_directories(checkpoint_dir, ec);
   std::map<int, std::string> bytes;  // each stage's file, read once
   for (const auto& [name, stages] : layout) {
+    // An interrupted save of the node (its pending files) must not roll
+    // forward over the files written here at its start (Note [Stage set
+    // commit]).
+    SS_RETURN_IF_ERROR(node::DiscardStageSet(checkpoint_dir, name));
     for (int s : stages) {
       if (bytes.count(s) == 0) {
         const std::string from = plan.generation.StagePath(s);
@@ -79,9 +84,9 @@ absl::Status SeedNodeCheckpoints(const RestorePlan& plan, const std::string& che
                                                   " changed after it was checked"));
         }
       }
-      // The daemons' own path (node/daemon/stack/stage_checkpoints.cc).
-      SS_RETURN_IF_ERROR(model::WriteFileAtomically(
-          absl::StrCat(checkpoint_dir, "/", name, "-stage-", s, ".ckpt"), bytes[s]));
+      // The daemons' own path.
+      SS_RETURN_IF_ERROR(
+          model::WriteFileAtomically(node::StageFilePath(checkpoint_dir, name, s), bytes[s]));
     }
   }
   return absl::OkStatus();

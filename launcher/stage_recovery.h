@@ -83,7 +83,8 @@ absl::StatusOr<RestorePlan> PlanRestore(const std::string& generations_root,
 
 // Writes CHECKPOINT_DIR/NAME-stage-S.ckpt for every node and hosted stage
 // of `layout` from the generation (the daemons' resume files, node/daemon/
-// stack/stage_checkpoints.h), each atomically. Call while no node runs.
+// stack/stage_checkpoints.h), each atomically, after removing each node's
+// unfinished save (Note [Stage set commit]). Call while no node runs.
 absl::Status SeedNodeCheckpoints(const RestorePlan& plan, const std::string& checkpoint_dir,
                                  const LocalLayout& layout);
 

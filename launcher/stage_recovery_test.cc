@@ -13,6 +13,7 @@
 #include "model/local_pipeline.h"
 #include "model/model_config.h"
 #include "model/tiny_config.h"
+#include "node/daemon/stack/stage_set_commit.h"
 
 namespace skipswarm::launcher {
 namespace {
@@ -97,7 +98,13 @@ TEST(StageRecoveryTest, LostStageIsRestoredFromTheNewestCompleteGeneration) {
   EXPECT_TRUE(absl::StartsWith(plan->generation.skipped[0], "generation 30 skipped: stage 2"))
       << plan->generation.skipped[0];
 
+  // s2r0 was killed in a save's commit (Note [Stage set commit]): its
+  // pending file must not roll forward over the seeded one at its start.
+  ASSERT_TRUE(model::WriteFileAtomically(node::PendingStageFilePath(ckpt, "s2r0", 2), "x").ok());
+  ASSERT_TRUE(model::WriteFileAtomically(node::StageSetMarkerPath(ckpt, "s2r0"), "x").ok());
   ASSERT_TRUE(SeedNodeCheckpoints(*plan, ckpt, kLayout).ok());
+  EXPECT_FALSE(std::filesystem::exists(node::PendingStageFilePath(ckpt, "s2r0", 2)));
+  EXPECT_FALSE(std::filesystem::exists(node::StageSetMarkerPath(ckpt, "s2r0")));
   for (const auto& [name, stages] : kLayout) {
     for (int s : stages) {
       absl::StatusOr<std::string> bytes =

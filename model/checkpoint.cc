@@ -1,15 +1,9 @@
 #include "model/checkpoint.h"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <exception>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -195,51 +189,6 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
   }, absl::StatusCode::kDataLoss);
   if (!restored.ok()) return restored;
   return p->info;
-}
-
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
-  return ss.str();
-}
-
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  auto err = [&](const char* what) {
-    return absl::UnavailableError(absl::StrCat(what, " '", tmp, "': ", std::strerror(errno)));
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return err("cannot create");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      absl::Status s = err("cannot write");
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = err("cannot fsync");
-    ::close(fd);
-    return s;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return err("cannot rename");
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: some filesystems refuse directory fsync
-    ::close(dfd);
-  }
-  return absl::OkStatus();
 }
 
 absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,

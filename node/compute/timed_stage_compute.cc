@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
+#include "common/atomic_file.h"
 
 namespace skipswarm::node {
 namespace {
@@ -185,15 +187,27 @@ int64_t TimedStageCompute::step() const {
 // The timed compute has no weights: its checkpoint is the step number.
 absl::Status TimedStageCompute::SaveCheckpoint(const std::string& path) {
   absl::MutexLock lock(&mu_);
-  checkpoints_[path] = step_;
-  return absl::OkStatus();
+  return common::WriteFileAtomically(
+      path, absl::StrCat("timed-stage ", options_.stage, " step ", step_, "\n"));
 }
 
 absl::StatusOr<int64_t> TimedStageCompute::LoadCheckpoint(const std::string& path) {
+  absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  std::vector<absl::string_view> words =
+      absl::StrSplit(absl::StripAsciiWhitespace(*bytes), ' ');
+  int stage = -1;
+  int64_t step = -1;
+  if (words.size() != 4 || words[0] != "timed-stage" || words[2] != "step" ||
+      !absl::SimpleAtoi(words[1], &stage) || !absl::SimpleAtoi(words[3], &step) || step < 0) {
+    return absl::DataLossError(absl::StrCat("'", path, "' is not a timed-stage checkpoint"));
+  }
+  if (stage != options_.stage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is stage ", stage, "'s checkpoint, not ", options_.stage));
+  }
   absl::MutexLock lock(&mu_);
-  auto it = checkpoints_.find(path);
-  if (it == checkpoints_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint ", path));
-  step_ = it->second;
+  step_ = step;
   return step_;
 }
 

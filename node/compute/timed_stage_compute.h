@@ -10,7 +10,9 @@
 //
 // Bookkeeping is real: pending MBs, duplicate and unknown-MB errors, visits,
 // steps and a digest that depends on the stage and the step count, so node
-// logic (slots, drops, replica agreement) is exercised unchanged.
+// logic (slots, drops, replica agreement) is exercised unchanged. A
+// checkpoint is a real (tiny) file holding the stage and step, written
+// atomically, so the daemons' checkpoint files are exercised too.
 //
 // Thread rule: thread-safe; `done` runs as a clock timer with no lock held.
 // The clock must outlive every pending timer.
@@ -21,7 +23,6 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -84,7 +85,6 @@ class TimedStageCompute final : public StageCompute {
   absl::flat_hash_set<uint64_t> started_ ABSL_GUARDED_BY(mu_);  // stage 0: awaiting Tail
   int64_t visits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, int64_t> checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node

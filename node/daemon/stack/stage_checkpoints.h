@@ -6,6 +6,10 @@
 //   ...train iterations [first, o.iterations)...
 //   SS_RETURN_IF_ERROR(SaveStageCheckpoints(o, hosted));
 //
+// A save writes the stages as one set (Note [Stage set commit],
+// stage_set_commit.h): a crash at any moment leaves the old set or the new
+// one, which the next start finishes or undoes before loading.
+//
 // Resume rule: a node resumes only when every hosted stage has a
 // checkpoint and all are at the same step (all nodes checkpoint together,
 // so they then resume at the same iteration).

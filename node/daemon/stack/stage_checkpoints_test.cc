@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,12 +10,13 @@
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
+#include "node/daemon/stack/stage_set_commit.h"
+#include "common/atomic_file.h"
 
 namespace skipswarm::node {
 namespace {
 
-// Timed computes keep their "checkpoint" (the step) in memory; the resume
-// rule also needs each file to exist, so the test creates them.
+// Timed computes write real (tiny) checkpoint files: the stage and step.
 class StageCheckpointsTest : public ::testing::Test {
  protected:
   StageCheckpointsTest() {
@@ -37,7 +37,6 @@ class StageCheckpointsTest : public ::testing::Test {
       ASSERT_TRUE(computes_[stage]->ApplyUpdate(std::vector<float>(16, 0.f), 1).ok());
     }
   }
-  void Touch(int stage) { std::ofstream(StageCheckpointPath(options_, stage)) << "x"; }
 
   common::SimClock clock_;
   NodeDaemonOptions options_;
@@ -54,8 +53,6 @@ TEST_F(StageCheckpointsTest, ResumesAtTheCommonStep) {
   Step(2, 3);
   ASSERT_TRUE(SaveStageCheckpoints(options_, stages_).ok());
   EXPECT_TRUE(std::filesystem::is_directory(options_.model.checkpoint_dir));
-  Touch(1);
-  Touch(2);
   Step(1, 2);
   auto first = ResumeFromStageCheckpoints(options_, stages_);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -74,12 +71,12 @@ TEST_F(StageCheckpointsTest, StartsAtZeroWithoutCheckpoints) {
   EXPECT_EQ(*off, 0);
 }
 
+// Files that disagree with no interrupted save to finish (copied in by
+// hand, say) are still refused.
 TEST_F(StageCheckpointsTest, RefusesStepsThatDisagree) {
   Step(1, 1);
   Step(2, 2);
   ASSERT_TRUE(SaveStageCheckpoints(options_, stages_).ok());
-  Touch(1);
-  Touch(2);
   auto first = ResumeFromStageCheckpoints(options_, stages_);
   EXPECT_EQ(first.status().code(), absl::StatusCode::kFailedPrecondition) << first.status();
   EXPECT_NE(first.status().message().find("disagree on the step"), std::string::npos);
@@ -89,9 +86,53 @@ TEST_F(StageCheckpointsTest, RefusesAStageWithoutACheckpoint) {
   Step(1, 1);
   Step(2, 1);
   ASSERT_TRUE(SaveStageCheckpoints(options_, stages_).ok());
-  Touch(1);
+  std::filesystem::remove(StageCheckpointPath(options_, 2));
   auto first = ResumeFromStageCheckpoints(options_, stages_);
   EXPECT_EQ(first.status().code(), absl::StatusCode::kFailedPrecondition) << first.status();
+}
+
+// A node hosting stages 1 and 2 killed while saving step 5 over step 3, at
+// every point of the save (Note [Stage set commit]): the next start resumes
+// at one step, 3 or 5, never refuses. Before the commit, a kill between
+// the two stage files left stage 1 at 5 and stage 2 at 3: refused at every
+// restart.
+TEST_F(StageCheckpointsTest, ASaveKilledAtAnyPointResumesAtOneStep) {
+  const std::string& dir = options_.model.checkpoint_dir;
+  for (int point = 0; point <= 4; ++point) {
+    SCOPED_TRACE(point);
+    std::filesystem::remove_all(dir);
+    for (int s : {1, 2}) {
+      TimedStageCompute::Options o;
+      o.stage = s;
+      computes_[s] = std::make_unique<TimedStageCompute>(&clock_, o);
+      stages_[s] = computes_[s].get();
+    }
+    Step(1, 3);
+    Step(2, 3);
+    ASSERT_TRUE(SaveStageCheckpoints(options_, stages_).ok());
+    Step(1, 2);
+    Step(2, 2);
+    // The save of step 5, cut after `point` of its writes: the two pending
+    // files, the marker, the first rename.
+    for (int s : {1, 2}) {
+      if (point >= s) {
+        ASSERT_TRUE(computes_[s]->SaveCheckpoint(PendingStageFilePath(dir, "n1", s)).ok());
+      }
+    }
+    if (point >= 3) {
+      ASSERT_TRUE(common::WriteFileAtomically(StageSetMarkerPath(dir, "n1"), "x").ok());
+    }
+    if (point >= 4) {
+      ASSERT_TRUE(common::RenameDurably(PendingStageFilePath(dir, "n1", 1),
+                                        StageCheckpointPath(options_, 1))
+                      .ok());
+    }
+    auto first = ResumeFromStageCheckpoints(options_, stages_);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(*first, point >= 3 ? 5 : 3);
+    EXPECT_EQ(computes_[1]->step(), *first);
+    EXPECT_EQ(computes_[2]->step(), *first);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// File writes a crash cannot tear: WriteFileAtomically (temp file, fsync,
+// rename over the target, fsync of the folder: a reader sees the old bytes
+// or the new ones, never a mix) and RenameDurably (rename(2), then fsync of
+// the destination's folder, so the new name survives a power cut).
+// ReadFileBytes reads a whole file.
+//
+//   SS_RETURN_IF_ERROR(common::WriteFileAtomically(path, bytes));
+//
+// Thread rule: thread-safe (no shared state); one writer per path at a time
+// (the temp name is PATH.tmp).
+#ifndef SKIPSWARM_COMMON_ATOMIC_FILE_H_
+#define SKIPSWARM_COMMON_ATOMIC_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace skipswarm::common {
+
+// NotFound when `path` cannot be opened; DataLoss on a read error.
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+
+// Unavailable (naming the temp file and errno) when a step fails; the
+// target is then unchanged.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+
+// Unavailable when rename(2) fails. The folder's fsync is best effort (some
+// filesystems refuse it).
+absl::Status RenameDurably(const std::string& from, const std::string& to);
+
+}  // namespace skipswarm::common
+
+#endif  // SKIPSWARM_COMMON_ATOMIC_FILE_H_
