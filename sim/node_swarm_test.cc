@@ -200,7 +200,13 @@ TEST(NodeSwarmChurnTest, StragglersSlowAndPartitionsCutTheRealNodes) {
 // swarm]). Before, the healthy replica waited for the hung one's gradients
 // for good, so every micro-batch of iterations 3-5 waited in one of the
 // two stage-1 servers until its deadline (0 of 8 completed in each), and
-// iterations 7-11 completed 5 of 8 on skip repairs.
+// iterations 7-11 completed 5 of 8 on skip repairs. From iteration 6 on
+// every MB completes: nl-s0-0, whose every route passed the hung replica
+// in iterations 4-5, excludes it too (Note [Nothing completed] in
+// node/train/silent_loss_tracker.h) and does not retry it while its
+// exclusion's iterations last (Note [Exclusion in iterations]); before,
+// iteration 6 completed 5 of 8 in 602 s (now 8 in 71 s). (This test's
+// planner settings; the CLI's: node/train/README.md.)
 TEST(NodeSwarmChurnTest, AHungReplicaIsRoutedAroundWithinAFewIterations) {
   SimScenario sc = Parse(R"({"topology_file": "small-static.json", "iterations": 12,
       "churn": [{"type": "straggler", "node": "canada-s1-0", "factor": 100000,
@@ -209,7 +215,7 @@ TEST(NodeSwarmChurnTest, AHungReplicaIsRoutedAroundWithinAFewIterations) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->iterations.size(), 12u);
   for (int i = 3; i <= 5; ++i) EXPECT_GT(r->iterations[i].completed, 0) << "iteration " << i;
-  for (int i = 7; i < 12; ++i) {
+  for (int i = 6; i < 12; ++i) {
     EXPECT_EQ(r->iterations[i].completed, r->iterations[i].mbs) << "iteration " << i;
   }
 }

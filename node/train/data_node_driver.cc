@@ -186,6 +186,15 @@ void DataNodeDriver::TryStart() {
     backoff_.Reset();
   }
   if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
+  // Note [Nothing completed]: the relays the planner had no other planned
+  // replica for, judged on the view it planned on.
+  absl::flat_hash_set<PeerId> relays;
+  for (const PlannedRoute& r : *routes) {
+    for (size_t h = 1; h < r.hops.size(); ++h) {
+      if (r.hops[h].node != self) relays.insert(r.hops[h].node);
+    }
+  }
+  absl::flat_hash_set<PeerId> last_replicas = LastReplicas(planning, relays);
   if (report.status.ok()) {
     for (PlannedRoute& r : *routes) {
       const uint64_t global =
@@ -226,6 +235,9 @@ void DataNodeDriver::TryStart() {
     slowest_completed_ = absl::ZeroDuration();
     lost_relays_.clear();
     completed_relays_.clear();
+    lost_any_ = false;
+    nothing_.on_every_lost_route.clear();
+    nothing_.last_replicas = std::move(last_replicas);
     done_ = std::move(done);
   }
   InjectMore();
@@ -347,6 +359,22 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // iteration, until a long run of them widens the cap.
       if (timed_out) {
         lost_relays_.insert(f.relays.begin(), f.relays.end());
+        // Note [Nothing completed]: the first lost route's relays, in its
+        // order, less those a later lost route avoided.
+        std::vector<PeerId>& shared = nothing_.on_every_lost_route;
+        if (!lost_any_) {
+          for (const PeerId& id : f.relays) {
+            if (std::find(shared.begin(), shared.end(), id) == shared.end()) shared.push_back(id);
+          }
+        } else {
+          shared.erase(std::remove_if(shared.begin(), shared.end(),
+                                      [&f](const PeerId& id) {
+                                        return std::find(f.relays.begin(), f.relays.end(), id) ==
+                                               f.relays.end();
+                                      }),
+                       shared.end());
+        }
+        lost_any_ = true;
         slowest_ = std::max(
             slowest_, std::min(clock_->SteadyNow() - f.started, SilentSampleCapLocked()));
       }
@@ -385,7 +413,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
 void DataNodeDriver::ExcludeSilentRelaysLocked() {
   const absl::Duration now = clock_->SteadyNow();
   for (const SilentLossTracker::Exclusion& e :
-       silent_.EndIteration(lost_relays_, completed_relays_, now)) {
+       silent_.EndIteration(lost_relays_, completed_relays_, now, nothing_)) {
     ++report_.relays_excluded;
     if (int64_t held = 0; exclude_log_.Allow(now, &held)) {
       LOG(WARNING) << "iteration " << iteration_ << ": relay " << e.relay

@@ -229,6 +229,12 @@ class DataNodeDriver final : public OriginListener {
   SilentLossTracker silent_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<PeerId> lost_relays_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<PeerId> completed_relays_ ABSL_GUARDED_BY(mu_);
+  // Note [Nothing completed] (silent_loss_tracker.h): the relays on every
+  // route lost at the deadline so far (meaningful once lost_any_), and the
+  // relays of this iteration's routes that were the last planned replica
+  // of a stage.
+  bool lost_any_ ABSL_GUARDED_BY(mu_) = false;
+  SilentLossTracker::NothingCompleted nothing_ ABSL_GUARDED_BY(mu_);
   common::LogLimiter exclude_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration slowest_ ABSL_GUARDED_BY(mu_);  // this iteration

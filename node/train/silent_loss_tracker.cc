@@ -1,6 +1,7 @@
 #include "node/train/silent_loss_tracker.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace skipswarm::node {
 
@@ -15,22 +16,29 @@ common::BackoffOptions DefaultExclusionBackoff() {
 
 std::vector<SilentLossTracker::Exclusion> SilentLossTracker::EndIteration(
     const absl::flat_hash_set<common::NodeId>& lost,
-    const absl::flat_hash_set<common::NodeId>& completed, absl::Duration now) {
+    const absl::flat_hash_set<common::NodeId>& completed, absl::Duration now,
+    const NothingCompleted& nothing) {
   std::vector<Exclusion> out;
-  // An iteration that completed no MB at all is no evidence: every relay
-  // it routed through is on a lost route and none on a completed one, so
-  // blaming them all would exclude healthy replicas with the silent one
-  // (ExcludingView then keeps an arbitrary one of each stage). Seen on the
-  // simulator's nodes backend: a hung stage-1 replica made whole
-  // iterations lose every MB (node/train/README.md).
-  if (options_.iterations_to_exclude <= 0 || completed.empty()) return out;
-  // A completed MB through a relay clears it: its back-off starts over.
-  for (const common::NodeId& id : completed) relays_.erase(id);
-  // Ascending id, so that the back-off seeds do not depend on hash order.
+  ++iterations_;
+  if (options_.iterations_to_exclude <= 0) return out;
   std::vector<common::NodeId> suspects;
-  for (const common::NodeId& id : lost) {
-    if (!completed.contains(id)) suspects.push_back(id);
+  if (completed.empty()) {
+    // Note [Nothing completed]: the first relay every lost route shares,
+    // unless one of them could not be planned around.
+    const std::vector<common::NodeId>& shared = nothing.on_every_lost_route;
+    if (shared.empty()) return out;
+    for (const common::NodeId& id : shared) {
+      if (nothing.last_replicas.contains(id)) return out;
+    }
+    suspects.push_back(shared.front());
+  } else {
+    // A completed MB through a relay clears it: its back-off starts over.
+    for (const common::NodeId& id : completed) relays_.erase(id);
+    for (const common::NodeId& id : lost) {
+      if (!completed.contains(id)) suspects.push_back(id);
+    }
   }
+  // Ascending id, so that the back-off seeds do not depend on hash order.
   std::sort(suspects.begin(), suspects.end());
   for (const common::NodeId& id : suspects) {
     auto it = relays_.find(id);
@@ -39,13 +47,20 @@ std::vector<SilentLossTracker::Exclusion> SilentLossTracker::EndIteration(
     }
     Relay& r = it->second;
     // An MB planned before the exclusion began says nothing new.
-    if (now < r.until) continue;
+    if (Excluded(r, now)) continue;
     ++r.streak;
     // Note [Silent relay exclusion]: once convicted, one suspect iteration
     // after the back-off is enough for the next, longer one.
     if (!r.convicted && r.streak < options_.iterations_to_exclude) continue;
     const absl::Duration d = r.backoff.Next();
     r.until = now + d;
+    if (options_.min_iterations > 0) {  // Note [Exclusion in iterations]
+      const double cap =
+          std::max(1.0, absl::FDivDuration(options_.backoff.max, options_.backoff.initial));
+      const double doublings =
+          std::min(std::ldexp(1.0, std::min(r.backoff.attempts() - 1, 30)), cap);
+      r.until_iteration = iterations_ + static_cast<int64_t>(options_.min_iterations * doublings);
+    }
     r.streak = 0;
     r.convicted = true;
     out.push_back({id, d, r.backoff.attempts()});
@@ -56,7 +71,31 @@ std::vector<SilentLossTracker::Exclusion> SilentLossTracker::EndIteration(
 std::vector<common::NodeId> SilentLossTracker::ExcludedAt(absl::Duration now) const {
   std::vector<common::NodeId> out;
   for (const auto& [id, r] : relays_) {
-    if (now < r.until) out.push_back(id);  // std::map: ascending id
+    if (Excluded(r, now)) out.push_back(id);  // std::map: ascending id
+  }
+  return out;
+}
+
+bool SilentLossTracker::Excluded(const Relay& r, absl::Duration now) const {
+  return now < r.until || iterations_ < r.until_iteration;
+}
+
+absl::flat_hash_set<common::NodeId> LastReplicas(
+    const SwarmView& planning, const absl::flat_hash_set<common::NodeId>& relays) {
+  absl::flat_hash_set<common::NodeId> out;
+  if (relays.empty()) return out;
+  const PipelineHostsView hosts(planning);
+  for (const PeerInfo& m : planning.Members()) {
+    if (!relays.contains(m.id)) continue;
+    for (const int s : m.stages) {
+      const std::vector<common::NodeId> replicas = hosts.Replicas(s);
+      const bool other = std::any_of(replicas.begin(), replicas.end(),
+                                     [&](const common::NodeId& r) { return r != m.id; });
+      if (s == 0 || !other) {
+        out.insert(m.id);
+        break;
+      }
+    }
   }
   return out;
 }

@@ -16,6 +16,7 @@ SilentLossOptions Options() {
   o.backoff.initial = absl::Seconds(30);
   o.backoff.max = absl::Seconds(100);
   o.backoff.jitter = 0;  // exact durations
+  o.min_iterations = 0;   // time only, but in the tests of Note [Exclusion in iterations]
   return o;
 }
 
@@ -80,6 +81,71 @@ TEST(SilentLossTrackerTest, AnIterationThatCompletedNothingIsNoEvidence) {
   t.EndIteration({kA}, {kB}, absl::Seconds(5));
   EXPECT_TRUE(t.EndIteration({kA, kB}, {}, absl::Seconds(6)).empty());  // does not break the run
   EXPECT_EQ(t.EndIteration({kA}, {kB}, absl::Seconds(7)).size(), 1u);
+}
+
+// Note [Nothing completed]: every MB lost, all through a then b.
+TEST(SilentLossTrackerTest, AnIterationThatCompletedNothingBlamesTheFirstRelayEveryLostRouteShares) {
+  SilentLossTracker t(Options(), /*seed=*/1);
+  const SilentLossTracker::NothingCompleted shared{{kA, kB}, {}};
+  EXPECT_TRUE(t.EndIteration({kA, kB, kC}, {}, absl::Seconds(1), shared).empty());
+  const auto e = t.EndIteration({kA, kB, kC}, {}, absl::Seconds(2), shared);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].relay, kA);
+  EXPECT_EQ(t.ExcludedAt(absl::Seconds(2)), std::vector<NodeId>{kA});
+  // Routes that share no relay: no evidence.
+  SilentLossTracker none(Options(), /*seed=*/1);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(none.EndIteration({kA, kB}, {}, absl::Seconds(i), {{}, {}}).empty());
+  }
+}
+
+TEST(SilentLossTrackerTest, NothingCompletedIsNoEvidenceWhenASharedRelayIsALastReplica) {
+  SilentLossTracker t(Options(), /*seed=*/1);
+  // b, which every lost route also passes, could not be planned around:
+  // it alone may explain the losses (a slow sole host).
+  const SilentLossTracker::NothingCompleted shared{{kA, kB}, {kB}};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(t.EndIteration({kA, kB}, {}, absl::Seconds(i), shared).empty());
+  }
+  EXPECT_TRUE(t.ExcludedAt(absl::Seconds(4)).empty());
+  // Nor does it break a run of suspect iterations.
+  t.EndIteration({kA}, {kC}, absl::Seconds(5));
+  EXPECT_TRUE(t.EndIteration({kA, kB}, {}, absl::Seconds(6), shared).empty());
+  EXPECT_EQ(t.EndIteration({kA}, {kC}, absl::Seconds(7)).size(), 1u);
+}
+
+// Note [Exclusion in iterations]: iterations far longer than the back-off.
+TEST(SilentLossTrackerTest, AnExclusionLastsAtLeastItsIterationsDoublingWithEachExclusion) {
+  SilentLossOptions o = Options();
+  o.min_iterations = 2;  // back-offs 30 s, 60 s, 100 s: floors 2, 4, 6 (100/30 x 2)
+  SilentLossTracker t(o, /*seed=*/1);
+  absl::Duration now;
+  const absl::Duration iteration = absl::Minutes(5);
+  t.EndIteration({kA}, {kC}, now);
+  ASSERT_EQ(t.EndIteration({kA}, {kC}, now).size(), 1u);
+  for (const int floor : {2, 4, 6}) {
+    for (int i = 0; i < floor; ++i) {
+      EXPECT_EQ(t.ExcludedAt(now), std::vector<NodeId>{kA}) << "floor " << floor << " at " << i;
+      now += iteration;
+      EXPECT_TRUE(t.EndIteration({}, {kC}, now).empty());
+    }
+    EXPECT_TRUE(t.ExcludedAt(now).empty()) << "floor " << floor;
+    ASSERT_EQ(t.EndIteration({kA}, {kC}, now).size(), 1u);  // still silent
+  }
+}
+
+TEST(LastReplicasTest, NamesTheRelaysNothingCouldBePlannedAround) {
+  const NodeId data = NodeId::ForName("data");
+  StaticSwarmView view({{data, {0}, 4, "", ""},
+                        {kA, {1}, 4, "", ""},
+                        {kB, {1}, 4, "", ""},
+                        {kC, {2}, 4, "", ""}});
+  using Set = absl::flat_hash_set<NodeId>;
+  EXPECT_EQ(LastReplicas(view, {kA, kB, kC}), Set{kC});
+  EXPECT_EQ(LastReplicas(view, {data}), Set{data});
+  // a excluded: b is the last planned replica of stage 1.
+  const ExcludingView planning(view, {kA});
+  EXPECT_EQ(LastReplicas(planning, {kB, kC}), (Set{kB, kC}));
 }
 
 TEST(SilentLossTrackerTest, NeverExcludesWhenDisabled) {

@@ -26,8 +26,10 @@ using common::NodeId;
 
 class TwoReplicas {
  public:
-  // `exclude_after`: SilentLossOptions::iterations_to_exclude.
-  explicit TwoReplicas(int exclude_after) : board_(&clock_, Options()) {
+  // `exclude_after`: SilentLossOptions::iterations_to_exclude; `mbs` per
+  // iteration (InOrderPlanner: MB j goes to replica j % 2, so with one MB
+  // every route passes the same replica).
+  explicit TwoReplicas(int exclude_after, int mbs = 2) : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {ids_[0], {1}, 4, "", ""},
                                            {ids_[1], {1}, 4, "", ""}};
@@ -52,7 +54,7 @@ class TwoReplicas {
     }
     for (auto& s : servers_) s->Attach();
     DriverOptions d;
-    d.mbs_per_iteration = 2;  // InOrderPlanner: one MB per replica
+    d.mbs_per_iteration = mbs;
     d.num_stages = 2;
     d.initial_deadline = absl::Seconds(10);
     d.min_deadline = absl::Seconds(1);
@@ -61,6 +63,9 @@ class TwoReplicas {
     d.silent_relay.backoff.initial = absl::Seconds(30);
     d.silent_relay.backoff.max = absl::Seconds(120);
     d.silent_relay.backoff.jitter = 0;  // exact back-offs
+    // The back-off's time only: these iterations last well under it (Note
+    // [Exclusion in iterations] is silent_loss_tracker_test's).
+    d.silent_relay.min_iterations = 0;
     driver_ = std::make_unique<DataNodeDriver>(servers_[0].get(), &clock_, views_[0].get(),
                                                &planner_, &data_, d);
     servers_[0]->SetOriginListener(driver_.get());
@@ -78,6 +83,9 @@ class TwoReplicas {
   void SetSilent(int r, bool silent) {
     transports_[r + 1]->SetDelay(data_id_, silent ? absl::Hours(1) : absl::ZeroDuration());
   }
+
+  // Frames replica `r` admitted so far.
+  int64_t Admitted(int r) const { return servers_[r + 1]->stats().frames_admitted; }
 
   // Runs `iteration` on every server until its report (at most 60 s of
   // simulated time, in 10 ms steps).
@@ -161,6 +169,49 @@ TEST(SilentRelayTest, WithoutExclusionEveryIterationLosesTheSilentReplicasMicroB
     IterationReport r = nodes.Run(it);
     EXPECT_EQ(r.completed, 1) << "iteration " << it;
     EXPECT_EQ(r.dropped_by_reason["mb_deadline"], 1) << "iteration " << it;
+  }
+}
+
+// Note [Nothing completed] (silent_loss_tracker.h): the data node sends
+// its one MB per iteration through the same replica, so when that one
+// hangs no MB completes and there is no route to compare with. The relay
+// every lost route passes is still excluded while another replica of its
+// stage exists. Before, such iterations were no evidence: every one of
+// the 8 below lost its MB at the deadline.
+TEST(SilentRelayTest, DataNodeWhoseEveryRoutePassesTheSilentReplicaExcludesIt) {
+  TwoReplicas nodes(/*exclude_after=*/2, /*mbs=*/1);
+  ASSERT_EQ(nodes.Run(0).completed, 1);
+  const int used = nodes.Admitted(0) > 0 ? 0 : 1;
+  ASSERT_GT(nodes.Admitted(used), 0);
+  nodes.SetSilent(used, true);
+  for (uint64_t it = 1; it <= 2; ++it) {
+    IterationReport r = nodes.Run(it);
+    EXPECT_EQ(r.completed, 0) << "iteration " << it;
+    EXPECT_EQ(r.dropped_by_reason["mb_deadline"], 1) << "iteration " << it;
+    EXPECT_EQ(r.relays_excluded, it == 2 ? 1 : 0) << "iteration " << it;
+  }
+  const int64_t before = nodes.Admitted(used);
+  for (uint64_t it = 3; it <= 8; ++it) {
+    IterationReport r = nodes.Run(it);
+    EXPECT_EQ(r.completed, 1) << "iteration " << it;
+    EXPECT_EQ(r.dropped, 0) << "iteration " << it;
+  }
+  EXPECT_EQ(nodes.Admitted(used), before);  // the other replica carried them
+}
+
+// ... but the last replica of a stage is never excluded for nothing: here
+// the only live replica of stage 1 is silent (it might as well be slow),
+// every MB is lost, and nothing could be planned around it.
+TEST(SilentRelayTest, TheLastReplicaOfAStageIsNotBlamedWhenNothingCompletes) {
+  TwoReplicas nodes(/*exclude_after=*/2, /*mbs=*/1);
+  ASSERT_EQ(nodes.Run(0).completed, 1);
+  const int used = nodes.Admitted(0) > 0 ? 0 : 1;
+  nodes.views_[0]->MarkDead(nodes.ids_[1 - used]);  // the data node's view
+  nodes.SetSilent(used, true);
+  for (uint64_t it = 1; it <= 6; ++it) {
+    IterationReport r = nodes.Run(it);
+    EXPECT_EQ(r.completed, 0) << "iteration " << it;
+    EXPECT_EQ(r.relays_excluded, 0) << "iteration " << it;
   }
 }
 
