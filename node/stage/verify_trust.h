@@ -26,6 +26,35 @@
 // checks). A lie on a smaller share moves the loss less and is left to
 // robust averaging.
 //
+// Note [Verify bans]
+// A verdict stays with the node that reached it unless others can act on
+// it: the hop after X (the catcher) usually hosts the next stage, so it is
+// neither X's replica peer (Note [Gossiped bans] counts only those) nor,
+// except after the last stage, a data node that plans routes. The catcher
+// names X in its record's bans (PublishBans in the gossip daemon), and
+// every member adopts the ban of X, for routing (VerifiedRoutingView) and,
+// where it shares a stage with X, for averaging (QuorumBans), when
+//   - X is a live member on probation in this member's view (verified
+//     compute judges only those, Note [Verify sampling]), and
+//   - at least kVerifyBanQuorum (2) distinct live, trusted members other
+//     than X and this member name X in their bans.
+// Why a quorum of accusers and not evidence: evidence another member could
+// check would be X's output frame and Y's sketch with signatures binding
+// them to X and Y; frames are authenticated by the TLS channel only, so a
+// catcher could forge both, and a third party cannot tell a forged
+// mismatch from a real one. Why not trust weights alone: one trusted liar
+// would then ban any newcomer. With the quorum, a single lying accuser (or
+// any number of newcomers: they count for nothing) bans nobody; two
+// trusted liars can ban a newcomer, never a trusted member (this rule
+// never applies to one; their bans need the stage-peer majority of Note
+// [Gossiped bans], for averaging only). An honest swarm reaches the quorum
+// when two catchers see X's outputs: two hosts of the stage after X, or
+// two data nodes after the last stage; a lone catcher protects its own
+// routes and repairs only (a data node that catches X is a planner, so its
+// routes already avoid X). The quorum is recomputed from the current view:
+// accusers that die or leave lift it. Not covered: a newcomer that is
+// vouched for (it leaves probation) before two catchers condemn it.
+//
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps. Both borrow: the inner view and the trust outlive
 // the VerifiedRoutingView.
@@ -35,6 +64,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -78,17 +108,32 @@ class VerifyTrust {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// `inner` as routing sees it without the members `trust` condemned: they
-// are neither listed nor replicas, but IsAlive still answers as `inner`
+// The distinct trusted accusers of a ban Note [Verify bans] adopts.
+inline constexpr size_t kVerifyBanQuorum = 2;
+
+// The members `self` bans by Note [Verify bans] from `live` (the live
+// members as this node's view shows them, with their published bans and
+// probation), each with its accusers (ascending). Accusers in `distrusted`
+// (this node's own bans and verdicts) do not count. Pure.
+std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
+    const common::NodeId& self, const std::vector<PeerInfo>& live,
+    const std::set<common::NodeId>& distrusted);
+
+// `inner` as routing sees it without the members `trust` condemned and
+// those Note [Verify bans] adopts from the alive members' records (`self`
+// is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
 // (hops already routed through them go on and end as usual). MarkDead
 // reaches `inner`. version() moves with either.
 class VerifiedRoutingView final : public SwarmView {
  public:
-  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust) : inner_(inner), trust_(trust) {}
+  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self)
+      : inner_(inner), trust_(trust), self_(self) {}
   std::vector<PeerInfo> Members() const override;
   bool IsAlive(const common::NodeId& id) const override { return inner_->IsAlive(id); }
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override { inner_->MarkDead(id); }
+  // Moves with `inner` (a view whose records' bans change must move too:
+  // gossip's does with every snapshot) and with this node's verdicts.
   uint64_t version() const override { return inner_->version() + trust_->generation(); }
   std::optional<LinkEstimate> Link(const common::NodeId& from,
                                    const common::NodeId& to) const override {
@@ -96,8 +141,13 @@ class VerifiedRoutingView final : public SwarmView {
   }
 
  private:
+  // This node's condemned and the verify quorum's bans, from `members`
+  // (the inner view's, alive or not).
+  std::set<common::NodeId> Excluded(const std::vector<PeerInfo>& members) const;
+
   SwarmView* const inner_;
   const VerifyTrust* const trust_;
+  const common::NodeId self_;
 };
 
 }  // namespace skipswarm::node
