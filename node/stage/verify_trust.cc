@@ -22,6 +22,39 @@ bool VerifyTrust::Record(const common::NodeId& checked, bool match) {
   return true;
 }
 
+std::vector<common::NodeId> VerifyTrust::RecordPair(const common::NodeId& checked,
+                                                    const common::NodeId& verifier, bool match) {
+  absl::MutexLock lock(&mu_);
+  if (checked == verifier) return {};
+  MemberVerdicts& v = verdicts_[checked];
+  ++(match ? v.matches : v.mismatches);
+  double& strikes = pairs_[std::minmax(checked, verifier)];
+  strikes = match ? std::max(0.0, strikes - options_.forgive_per_match) : strikes + 1;
+  std::vector<common::NodeId> out;
+  if (match || !(options_.dispute_at > 0)) return out;
+  for (const common::NodeId* m : {&checked, &verifier}) {
+    MemberVerdicts& mv = verdicts_[*m];
+    if (mv.condemned || DisputesLocked(*m) < 2) continue;
+    mv.condemned = true;
+    ++generation_;
+    out.push_back(*m);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int VerifyTrust::DisputesLocked(const common::NodeId& id) const {
+  int n = 0;
+  for (const auto& [pair, strikes] : pairs_) {
+    if (strikes < options_.dispute_at) continue;
+    if (pair.first != id && pair.second != id) continue;
+    const common::NodeId& other = pair.first == id ? pair.second : pair.first;
+    auto it = verdicts_.find(other);
+    if (it == verdicts_.end() || !it->second.condemned) ++n;
+  }
+  return n;
+}
+
 bool VerifyTrust::Condemned(const common::NodeId& id) const {
   absl::MutexLock lock(&mu_);
   auto it = verdicts_.find(id);

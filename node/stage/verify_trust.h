@@ -55,6 +55,24 @@
 // accusers that die or leave lift it. Not covered: a newcomer that is
 // vouched for (it leaves probation) before two catchers condemn it.
 //
+// Note [Trusted disputes]
+// Trusted members are checked too, at a lower rate (StageServerOptions::
+// verify_trusted_rate; the daemon's is a quarter of --verify_rate), so that
+// a replica that turns hostile after earning trust is caught. X and Y are
+// both trusted there, so a mismatch says that one of them lied, not which.
+// RecordPair keeps strikes per pair {X, Y} (a mismatch adds 1, a match
+// between the two takes forgive_per_match off, floor 0); a pair at
+// dispute_at (2) strikes disputes, and a member that disputes with 2
+// distinct partners that are not condemned is condemned here. One liar
+// among honest replicas disputes with every partner the checks pair it
+// with, while an honest member disputes with the liar only: one liar never
+// gets an honest member condemned, and with only two trusted replicas of a
+// stage nobody is (there is no third to attribute by). Two liars can
+// condemn an honest member they both dispute with, unless one of them is
+// condemned first (condemned partners do not count). The verdict is this
+// node's: it routes around the member and names it in its record's bans,
+// but Note [Verify bans] never spreads a ban of a trusted member.
+//
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps. Both borrow: the inner view and the trust outlive
 // the VerifiedRoutingView.
@@ -65,6 +83,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -79,6 +98,9 @@ struct VerifyTrustOptions {
   double exclude_at = 3;
   // Strikes one matching check takes off (the floor is 0).
   double forgive_per_match = 0.25;
+  // Pair strikes at which two trusted members dispute (Note [Trusted
+  // disputes]); <= 0: never.
+  double dispute_at = 2;
 };
 
 struct MemberVerdicts {
@@ -94,6 +116,10 @@ class VerifyTrust {
 
   // One verdict on `checked`. True when it condemned the member (once).
   bool Record(const common::NodeId& checked, bool match);
+  // One verdict on trusted `checked` against trusted `verifier`'s sketch
+  // (Note [Trusted disputes]): the members it condemned (ascending, once).
+  std::vector<common::NodeId> RecordPair(const common::NodeId& checked,
+                                         const common::NodeId& verifier, bool match);
   bool Condemned(const common::NodeId& id) const;
   // The condemned members, ascending.
   std::vector<common::NodeId> condemned() const;
@@ -104,7 +130,12 @@ class VerifyTrust {
  private:
   const VerifyTrustOptions options_;
   mutable absl::Mutex mu_;
+  // Distinct partners `id` disputes with, condemned ones left out.
+  int DisputesLocked(const common::NodeId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::map<common::NodeId, MemberVerdicts> verdicts_ ABSL_GUARDED_BY(mu_);
+  // Strikes per pair of trusted members, the smaller id first.
+  std::map<std::pair<common::NodeId, common::NodeId>, double> pairs_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

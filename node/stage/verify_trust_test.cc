@@ -44,6 +44,40 @@ TEST(VerifyTrustTest, ZeroThresholdNeverCondemns) {
   EXPECT_FALSE(trust.Condemned(x));
 }
 
+// Note [Trusted disputes]: three trusted replicas, l lying from now on.
+TEST(VerifyTrustTest, ATrustedLiarIsCondemnedByItsDisputesWithTwoPartners) {
+  VerifyTrust trust;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), l = NodeId::ForName("l");
+  EXPECT_TRUE(trust.RecordPair(l, a, false).empty());
+  EXPECT_TRUE(trust.RecordPair(a, l, false).empty());  // l's sketch of a's input: l vs a again
+  EXPECT_TRUE(trust.RecordPair(a, b, true).empty());   // honest pairs agree
+  EXPECT_TRUE(trust.RecordPair(l, b, false).empty());  // a dispute with a only, so far
+  EXPECT_EQ(trust.RecordPair(b, l, false), std::vector<NodeId>{l});
+  EXPECT_EQ(trust.condemned(), std::vector<NodeId>{l});
+  // a and b each disputed with l only: never condemned, however long.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(trust.RecordPair(a, l, false).empty());
+    EXPECT_TRUE(trust.RecordPair(b, l, false).empty());
+  }
+  EXPECT_FALSE(trust.Condemned(a));
+  EXPECT_FALSE(trust.Condemned(b));
+}
+
+TEST(VerifyTrustTest, TwoTrustedReplicasAloneCondemnNobody) {
+  VerifyTrust trust;
+  const NodeId a = NodeId::ForName("a"), l = NodeId::ForName("l");
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(trust.RecordPair(a, l, false).empty());
+  EXPECT_TRUE(trust.condemned().empty());
+  // A rare honest mismatch is forgiven by the pair's matches.
+  VerifyTrust honest;
+  const NodeId b = NodeId::ForName("b"), c = NodeId::ForName("c");
+  for (int i = 0; i < 1000; ++i) {
+    honest.RecordPair(a, b, i % 10 != 0);
+    honest.RecordPair(a, c, i % 10 != 5);
+  }
+  EXPECT_TRUE(honest.condemned().empty());
+}
+
 TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), d = NodeId::ForName("d");
   StaticSwarmView inner({{d, {0}, 4}, {a, {1}, 4}, {b, {1}, 4}});

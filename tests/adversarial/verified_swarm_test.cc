@@ -101,6 +101,7 @@ struct Layout {
   std::vector<std::vector<int>> node_stages;
   std::set<int> on_probation;
   int liar = 0;  // lies when RunSwarm's `liar` says so
+  double trusted_rate = 0;  // StageServerOptions::verify_trusted_rate
 };
 
 // Stage 2's newcomer lies; the data node is its hop after.
@@ -108,6 +109,9 @@ Layout LiarBeforeTheDataNode() { return {{{0}, {1}, {1}, {2}, {2}}, {2, 4}, 4}; 
 // Stage 1's newcomer lies; trusted nodes 3, 4 and 5 (stage 2) are its hops
 // after (three, so that the in-order planner's routes pair it with each).
 Layout LiarBeforeCatchers() { return {{{0}, {1}, {1}, {2}, {2}, {2}}, {2}, 2}; }
+// Note [Trusted disputes]: stage 2 on three trusted replicas, node 4 of
+// them lying, checked at the trusted rate; the data node is the hop after.
+Layout TrustedLiarAmongThree() { return {{{0}, {1}, {2}, {2}, {2}}, {}, 4, 0.5}; }
 
 struct RunResult {
   int64_t checks = 0, mismatches = 0;            // judged, all nodes
@@ -116,6 +120,8 @@ struct RunResult {
   // Node i condemned the liar while the data node was in this iteration.
   std::map<int, uint64_t> condemned_at;
   std::set<int> condemned_by;            // nodes that condemned anyone
+  std::set<common::NodeId> condemned;    // whom they condemned
+  int64_t trusted_checks = 0, trusted_mismatches = 0;  // judged, all nodes
   std::vector<int64_t> liar_forwards;    // the liar's forwards, cumulative, per iteration
   int64_t dropped = 0;                   // node 0's dropped micro-batches
   double loss_last = 0;
@@ -167,14 +173,24 @@ RunResult RunSwarm(const Layout& layout, double rate, bool liar, int iterations)
     so.on_check_verdict = [&r, &swarm_ptr, t, node, liar_id](const PeerId& x, bool match) {
       if (!t->Record(x, match)) return;
       r.condemned_by.insert(node);
+      r.condemned.insert(x);
       if (x == liar_id) r.condemned_at.emplace(node, swarm_ptr->server(0)->iteration());
+    };
+    so.verify_trusted_rate = layout.trusted_rate;
+    so.on_trusted_verdict = [&r, &swarm_ptr, t, node, liar_id](const PeerId& x, const PeerId& y,
+                                                               bool match) {
+      for (const PeerId& id : t->RecordPair(x, y, match)) {
+        r.condemned_by.insert(node);
+        r.condemned.insert(id);
+        if (id == liar_id) r.condemned_at.emplace(node, swarm_ptr->server(0)->iteration());
+      }
     };
   };
   o.routing = [&](int node, StaticSwarmView* view) -> SwarmView* {
     VerifyTrust* t = trust[static_cast<size_t>(node)].get();
     published.push_back(std::make_unique<PublishedBansView>(view, &trust, ids));
-    views.push_back(
-        std::make_unique<VerifiedRoutingView>(published.back().get(), t, ids[static_cast<size_t>(node)]));
+    views.push_back(std::make_unique<VerifiedRoutingView>(published.back().get(), t,
+                                                          ids[static_cast<size_t>(node)]));
     return views.back().get();
   };
   ComputeFactory factory = [&](int node, int stage, common::Clock*, TaskRunner* runner) {
@@ -217,6 +233,11 @@ RunResult RunSwarm(const Layout& layout, double rate, bool liar, int iterations)
           r.liar_mismatches += c.mismatches;
         }
         EXPECT_EQ(c.bad_sketches, 0) << "node " << i;
+        EXPECT_EQ(c.undecodable, 0) << "node " << i;
+      }
+      for (const auto& [id, c] : st.trusted_checks.by_member) {
+        r.trusted_checks += c.checks;
+        r.trusted_mismatches += c.mismatches;
         EXPECT_EQ(c.undecodable, 0) << "node " << i;
       }
     }
@@ -347,6 +368,36 @@ TEST(VerifiedSwarmTest, AnHonestSwarmHasNoMismatchAndTheCostIsCounted) {
               "training Forward %.3f ms; hop after's check %.3f ms\n",
               kSamples, Config().seq_len, Config().d_model, cost.sketch_forward_ms,
               cost.forward_ms, cost.check_ms);
+}
+
+// Note [Trusted disputes]: a replica that lies after earning trust. Before
+// trusted members were checked, nothing judged node 4 and it served to the
+// end; an honest swarm at the same rate condemns nobody.
+TEST(VerifiedSwarmTest, ATrustedReplicaTurnedLiarIsCondemnedByItsDisputes) {
+  constexpr int kIterations = 20;
+  const RunResult honest =
+      RunSwarm(TrustedLiarAmongThree(), /*rate=*/0, /*liar=*/false, kIterations);
+  EXPECT_GT(honest.trusted_checks, 0);
+  EXPECT_EQ(honest.trusted_mismatches, 0);
+  EXPECT_TRUE(honest.condemned_by.empty());
+  const RunResult r = RunSwarm(TrustedLiarAmongThree(), /*rate=*/0, /*liar=*/true, kIterations);
+  ASSERT_EQ(r.condemned_at.count(0), 1u) << "trusted checks " << r.trusted_checks;
+  EXPECT_EQ(r.condemned, std::set<common::NodeId>{common::NodeId::ForName("node4")});
+  const uint64_t from = r.condemned_at.at(0) + 1;
+  ASSERT_LT(from, r.liar_forwards.size());
+  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  EXPECT_EQ(r.dropped, 0);
+  std::printf("FIGURE verified_swarm trusted liar x1.05 among 3 trusted replicas, trusted rate "
+              "0.5: %lld/%lld trusted checks mismatched (honest run: %lld/%lld); condemned by "
+              "the data node in iteration %llu; liar forwards %lld then, %lld at the end (%d "
+              "iterations)\n",
+              static_cast<long long>(r.trusted_mismatches),
+              static_cast<long long>(r.trusted_checks),
+              static_cast<long long>(honest.trusted_mismatches),
+              static_cast<long long>(honest.trusted_checks),
+              static_cast<unsigned long long>(r.condemned_at.at(0)),
+              static_cast<long long>(r.liar_forwards[from]),
+              static_cast<long long>(r.liar_forwards.back()), kIterations);
 }
 
 // Note [Verify bans]: the catchers host stage 2, so neither plans a route
