@@ -104,8 +104,9 @@ ABSL_FLAG(double, avg_newcomer_weight, 0,
           "average until it is vouched for.");
 
 ABSL_FLAG(double, verify_rate, 0,
-          "Verified compute (open swarms with --probation_iterations): the share (0 to 1) of "
-          "forward frames to a member on probation that this node also sends, verify-only, to "
+          "Verified compute: the share (0 to 1) of forward frames to a member on probation "
+          "(open swarms with --probation_iterations), and a quarter of it of those to a "
+          "trusted member (Note [Trusted disputes]), that this node also sends, verify-only, to "
           "a trusted replica of the same stage; the hop after compares the two outputs (Note "
           "[Sending checks]). 0 (default): off, until a real-process swarm has priced it "
           "(tests/adversarial/README.md, \"Verified compute\"; at 0.1 in process: one extra "

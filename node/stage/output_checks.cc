@@ -10,7 +10,8 @@ namespace skipswarm::node {
 OutputChecks::OutputChecks(OutputChecksOptions options) : options_(std::move(options)) {}
 
 std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& visit,
-                                                           const WireTensor& received) {
+                                                           const WireTensor& received,
+                                                           common::NodeId* sketch_from) {
   absl::MutexLock l(&mu_);
   if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
   auto s = sketches_.find(visit);
@@ -18,6 +19,7 @@ std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& v
     Pending p = std::move(s->second);
     sketches_.erase(s);
     ForgetSketchFrom(p.from);
+    if (sketch_from != nullptr) *sketch_from = p.from;
     return Judge(visit, received, p.from, p.sketch);
   }
   if (options_.max_kept_outputs < 1 || outputs_.contains(visit)) return std::nullopt;

@@ -100,9 +100,11 @@ class OutputChecks {
 
   // X's output for `visit`, as it arrived here. A verdict when Y's sketch
   // was already waiting (and well formed), else nullopt (kept, or nothing
-  // to compare with). An output of an iteration already ended is ignored.
+  // to compare with); with a verdict, `*sketch_from` (when given) is Y. An
+  // output of an iteration already ended is ignored.
   std::optional<model::SketchVerdict> OnOutput(const CheckedVisit& visit,
-                                               const WireTensor& received);
+                                               const WireTensor& received,
+                                               common::NodeId* sketch_from = nullptr);
   // Y's answer, from peer `from`. A verdict when X's output was kept, else
   // nullopt (waiting, refused, or a malformed sketch).
   std::optional<model::SketchVerdict> OnAnswer(const common::NodeId& from, SketchAnswer answer);

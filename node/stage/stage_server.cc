@@ -765,6 +765,7 @@ StageServerStats StageServer::stats() const {
   s.queued = static_cast<int>(impl_->forward_q_.size() + impl_->backward_q_.size() +
                               impl_->deferred_.size());
   s.checks = impl_->checks_.stats();
+  s.trusted_checks = impl_->trusted_checks_.stats();
   return s;
 }
 

@@ -196,6 +196,13 @@ struct StageServerOptions {
   // output matched Y's sketch (thread-safe; called without the server's
   // lock, on the thread that completed the pair). Optional.
   std::function<void(const PeerId& checked, bool match)> on_check_verdict;
+  // Note [Trusted disputes] (verify_trust.h): as the hop after a trusted X,
+  // whether to keep its outputs for checks too (in their own OutputChecks,
+  // so they never push a newcomer's out), and each such verdict with the
+  // replica Y whose sketch it was judged against. Unset: trusted members'
+  // outputs are not kept (their checks expire unjudged).
+  std::function<void(const PeerId& checked, const PeerId& verifier, bool match)>
+      on_trusted_verdict;
   // As the hop before X (Note [Verify sampling] in verify_pick.h; Note
   // [Sending checks] in stage_server_verify_send.cc): the share of forward
   // frames to a next hop on probation that also go, verify-only, to a
@@ -203,6 +210,9 @@ struct StageServerOptions {
   // before; node/stage/README.md has what a check costs. `verify_seed`
   // seeds the coin and the per-check seeds.
   double verify_rate = 0;
+  // The same for a next hop that is trusted (Note [Trusted disputes]);
+  // 0: trusted members are never checked.
+  double verify_trusted_rate = 0;
   uint64_t verify_seed = 1;
 };
 
@@ -252,7 +262,8 @@ struct StageServerStats {
   int64_t verify_sent = 0;
   int64_t verify_bytes_sent = 0;
   int64_t verify_send_failed = 0;
-  OutputCheckStats checks;
+  OutputCheckStats checks;          // of members on probation
+  OutputCheckStats trusted_checks;  // of trusted members (Note [Trusted disputes])
 };
 
 class StageServer {

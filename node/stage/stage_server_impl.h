@@ -125,8 +125,11 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // verify-only to a second replica of route[h]'s stage too when the coin
   // says so (Note [Sending checks] in stage_server_verify_send.cc).
   void MaybeSendVerify(const Frame& frame);
-  // A check judged here: tells options_.on_check_verdict (no lock held).
-  void OnVerdict(const PeerId& checked, const std::optional<model::SketchVerdict>& verdict);
+  // A check judged here, of X = `checked` against `verifier`'s sketch:
+  // tells options_.on_check_verdict, or on_trusted_verdict when X is
+  // trusted (no lock held).
+  void OnVerdict(const PeerId& checked, const PeerId& verifier, bool trusted,
+                 const std::optional<model::SketchVerdict>& verdict);
   // Takes the next verify task if one may run now (a free slot).
   bool TakeVerifyLocked(Task* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunVerify(Task task);
@@ -266,6 +269,7 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // As the hop after X (its own lock; never called with mu_ held except
   // EndIteration, which calls nothing back).
   OutputChecks checks_{options_.output_checks};
+  OutputChecks trusted_checks_{options_.output_checks};  // Note [Trusted disputes]
 };
 
 inline bool IsForward(const proto::FrameHeader& h) { return h.direction() == proto::DIRECTION_FORWARD; }

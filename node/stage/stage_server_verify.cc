@@ -26,9 +26,11 @@ namespace skipswarm::node {
 // The hop after (HandleSketch, KeepOutputForCheck) feeds OutputChecks
 // (Note [Pending output checks]): each forward or tail frame admitted from
 // a hop > 0 that is on probation (member_on_probation) is kept by
-// reference; each sketch frame is decoded (AnswerFromProto, sketch_limits)
-// and must name this frame's micro-batch and the hop just before this one,
-// else it is refused INVALID_ARGUMENT (sketch_frames_refused).
+// reference, and one from a trusted hop too, in a second OutputChecks,
+// when on_trusted_verdict is set (Note [Trusted disputes]); each sketch
+// frame is decoded (AnswerFromProto, sketch_limits) and must name this
+// frame's micro-batch and the hop just before this one, else it is refused
+// INVALID_ARGUMENT (sketch_frames_refused).
 
 absl::Status StageServer::Impl::AdmitVerify(const PeerId& from, const Frame& frame,
                                             bool* runnable) {
@@ -154,15 +156,22 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
 void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   const proto::FrameHeader& h = frame.header;
   if (!options_.output_checks.judge || !options_.member_on_probation) return;
+  const bool keep_trusted = static_cast<bool>(options_.on_trusted_verdict);
   // The hop that produced this frame: the one before, or the last after a
   // tail's wrap to hop 0. The origin's stage 0 is never checked.
   const int prev = h.hop_index() > 0 ? static_cast<int>(h.hop_index()) - 1 : h.route_size() - 1;
   if (prev <= 0 || prev >= h.route_size()) return;
   absl::StatusOr<PeerId> x = PeerId::FromBytes(h.route(prev).node_id());
   absl::StatusOr<PeerId> origin = PeerId::FromBytes(h.origin());
-  if (!x.ok() || !origin.ok() || !options_.member_on_probation(*x)) return;
+  if (!x.ok() || !origin.ok()) return;
+  const bool trusted = !options_.member_on_probation(*x);
+  if (trusted && !keep_trusted) return;
   const CheckedVisit visit{*origin, h.iteration(), h.mb_id(), static_cast<uint32_t>(prev), *x};
-  OnVerdict(*x, checks_.OnOutput(visit, WireTensor{h.tensor(), frame.payload}));
+  PeerId verifier;
+  OutputChecks& checks = trusted ? trusted_checks_ : checks_;
+  std::optional<model::SketchVerdict> verdict =
+      checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier);
+  OnVerdict(*x, verifier, trusted, verdict);
 }
 
 absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& frame) {
@@ -194,7 +203,9 @@ absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& fr
     }
   }
   const PeerId checked = answer->visit.checked;
-  OnVerdict(checked, checks_.OnAnswer(from, *std::move(answer)));
+  const bool trusted = options_.member_on_probation && !options_.member_on_probation(checked);
+  OnVerdict(checked, from, trusted,
+            (trusted ? trusted_checks_ : checks_).OnAnswer(from, *std::move(answer)));
   return absl::OkStatus();
 }
 
@@ -213,7 +224,10 @@ void StageServer::Impl::AdvanceVerifyLocked(uint64_t iteration) {
     EndVerifyLocked(it->from);
     it = verify_q_.erase(it);
   }
-  if (iteration > 0) checks_.EndIteration(iteration - 1);
+  if (iteration > 0) {
+    checks_.EndIteration(iteration - 1);
+    trusted_checks_.EndIteration(iteration - 1);
+  }
 }
 
 }  // namespace skipswarm::node

@@ -10,8 +10,9 @@ namespace skipswarm::node {
 // Note [Sending checks]
 // Every forward frame this node sends to a hop h > 0 (OnForwardDone: a
 // started micro-batch's first hop, or a relay's next) is offered here
-// before it is sealed. With options_.verify_rate > 0, X = route[h] not
-// this node, and PickVerifier (Note [Verify sampling]) naming a trusted,
+// before it is sealed. With options_.verify_rate > 0 (verify_trusted_rate
+// for a trusted X: Note [Trusted disputes] in verify_trust.h), X = route[h]
+// not this node, and PickVerifier (Note [Verify sampling]) naming a trusted,
 // alive replica Y of route[h]'s stage (not this node, not X) for this
 // frame, a copy goes to Y: route[h] names Y, header.verify holds the seed
 // and X (Note [Verify-only frames]); the payload Cord is shared, so the
@@ -28,7 +29,7 @@ namespace skipswarm::node {
 // train on it; a hop after X that is older refuses the answer (no
 // direction it knows), which only loses the check.
 void StageServer::Impl::MaybeSendVerify(const Frame& frame) {
-  if (!(options_.verify_rate > 0)) return;
+  if (!(options_.verify_rate > 0) && !(options_.verify_trusted_rate > 0)) return;
   const proto::FrameHeader& h = frame.header;
   if (!IsForward(h) || h.hop_index() == 0 ||
       h.hop_index() >= static_cast<uint32_t>(h.route_size())) {
@@ -47,7 +48,8 @@ void StageServer::Impl::MaybeSendVerify(const Frame& frame) {
   std::optional<VerifyPick> pick;
   {
     absl::MutexLock lock(&mu_);
-    pick = PickVerifier(*x_info, stage, replicas, options_.verify_rate, verify_rng_);
+    pick = PickVerifier(*x_info, stage, replicas, options_.verify_rate, verify_rng_,
+                        options_.verify_trusted_rate);
   }
   if (!pick.has_value()) return;
   Frame copy = frame;  // shares the payload
@@ -74,14 +76,18 @@ void StageServer::Impl::MaybeSendVerify(const Frame& frame) {
   });
 }
 
-void StageServer::Impl::OnVerdict(const PeerId& checked,
+void StageServer::Impl::OnVerdict(const PeerId& checked, const PeerId& verifier, bool trusted,
                                   const std::optional<model::SketchVerdict>& verdict) {
   if (!verdict.has_value()) return;
   if (!verdict->match) {
-    LOG(WARNING) << "verified compute: " << checked.ShortString()
-                 << "'s output does not match a second replica's sketch: " << verdict->reason;
+    LOG(WARNING) << "verified compute: " << (trusted ? "trusted " : "")
+                 << checked.ShortString() << "'s output does not match "
+                 << verifier.ShortString() << "'s sketch: " << verdict->reason;
   }
-  if (options_.on_check_verdict) options_.on_check_verdict(checked, verdict->match);
+  if (!trusted && options_.on_check_verdict) options_.on_check_verdict(checked, verdict->match);
+  if (trusted && options_.on_trusted_verdict) {
+    options_.on_trusted_verdict(checked, verifier, verdict->match);
+  }
 }
 
 }  // namespace skipswarm::node

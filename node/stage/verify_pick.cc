@@ -6,12 +6,13 @@
 namespace skipswarm::node {
 
 // Note [Verify sampling]
-// Only members on probation are checked, and only against trusted replicas:
-// a mismatch then has one culprit (the newcomer; a trusted member's sketch
-// is believed), which is what makes it actionable (Note [Newcomer
-// probation]). Checking two trusted members against each other would
-// detect a lie without saying whose it is; that needs signed frame digests
-// and is not done. The coin is per micro-batch and drawn after the
+// Members on probation are checked at `rate`, only against trusted
+// replicas: a mismatch then has one culprit (the newcomer; a trusted
+// member's sketch is believed), which is what makes it actionable (Note
+// [Newcomer probation]). Trusted members are checked too, at the lower
+// `trusted_rate`, against another trusted replica: one mismatch there says
+// that one of the two lied, not which; Note [Trusted disputes] in
+// verify_trust.h attributes them across partners. The coin is per micro-batch and drawn after the
 // candidates are known, so `rate` is the share of a newcomer's micro-batches
 // that are checked (the cost: that share of one stage forward on Y and one
 // extra activation upload here), and nothing is drawn on the hot path of a
@@ -20,8 +21,9 @@ namespace skipswarm::node {
 // means a liar cannot learn the sketch's null space from past checks.
 std::optional<VerifyPick> PickVerifier(const PeerInfo& x, int stage,
                                        absl::Span<const PeerInfo> replicas, double rate,
-                                       common::Random& rng) {
-  if (!x.on_probation || !(rate > 0)) return std::nullopt;
+                                       common::Random& rng, double trusted_rate) {
+  if (!x.on_probation) rate = trusted_rate;
+  if (!(rate > 0)) return std::nullopt;
   std::vector<const PeerInfo*> candidates;
   for (const PeerInfo& p : replicas) {
     if (p.id == x.id || p.on_probation || p.subnetwork || !p.verify_frames) continue;

@@ -30,15 +30,18 @@ struct VerifyPick {
   uint64_t seed = 0;        // told to Y only, never to X
 };
 
-// With probability `rate` (clamped to [0, 1]), when `x` is on probation:
+// With probability `rate` (clamped to [0, 1]) when `x` is on probation, or
+// `trusted_rate` when it is trusted (Note [Trusted disputes] in
+// verify_trust.h):
 // a replica of `stage` from `replicas` (the alive members the caller's view
 // has; any order) that is not `x`, is trusted, hosts `stage`, routes
 // micro-batches (not a subnetwork trainer) and answers verify-only frames
-// (PeerInfo::verify_frames), chosen uniformly, and a fresh seed. nullopt otherwise: `x` trusted, no such replica, or the coin said
-// no. Draws from `rng` only when `x` is on probation and a replica exists.
+// (PeerInfo::verify_frames), chosen uniformly, and a fresh seed. nullopt
+// otherwise: a zero rate for `x`, no such replica, or the coin said no.
+// Draws from `rng` only when `x`'s rate is > 0 and a replica exists.
 std::optional<VerifyPick> PickVerifier(const PeerInfo& x, int stage,
                                        absl::Span<const PeerInfo> replicas, double rate,
-                                       common::Random& rng);
+                                       common::Random& rng, double trusted_rate = 0);
 
 }  // namespace skipswarm::node
 

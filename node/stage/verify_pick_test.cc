@@ -78,6 +78,26 @@ TEST(VerifyPickTest, NeverAReplicaThatDoesNotAnswerVerifyFrames) {
   }
 }
 
+// Note [Trusted disputes]: a trusted replica is checked at the trusted
+// rate, against another trusted replica only (never itself, never a
+// newcomer); without a trusted rate it is never checked.
+TEST(VerifyPickTest, ATrustedReplicaIsCheckedAtTheTrustedRate) {
+  const PeerInfo x = Peer("x", {1}, false);
+  const std::vector<PeerInfo> replicas = {x, Peer("t", {1}, false), Peer("new", {1}, true)};
+  common::Random rng(5);
+  int picked = 0;
+  for (int i = 0; i < 20000; ++i) {
+    EXPECT_FALSE(PickVerifier(x, 1, replicas, 1.0, rng).has_value());
+    std::optional<VerifyPick> p = PickVerifier(x, 1, replicas, 1.0, rng, /*trusted_rate=*/0.005);
+    if (!p) continue;
+    ++picked;
+    EXPECT_EQ(p->verifier, common::NodeId::ForName("t"));
+  }
+  // Binomial(20000, 0.005): mean 100, sd 9.97; 5 sd either side.
+  EXPECT_GT(picked, 50);
+  EXPECT_LT(picked, 150);
+}
+
 TEST(VerifyPickTest, SameSeedSamePicks) {
   const PeerInfo x = Peer("x", {1}, true);
   const std::vector<PeerInfo> replicas = {x, Peer("a", {1}, false), Peer("b", {1}, false)};

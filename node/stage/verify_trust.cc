@@ -22,6 +22,39 @@ bool VerifyTrust::Record(const common::NodeId& checked, bool match) {
   return true;
 }
 
+std::vector<common::NodeId> VerifyTrust::RecordPair(const common::NodeId& checked,
+                                                    const common::NodeId& verifier, bool match) {
+  absl::MutexLock lock(&mu_);
+  if (checked == verifier) return {};
+  MemberVerdicts& v = verdicts_[checked];
+  ++(match ? v.matches : v.mismatches);
+  double& strikes = pairs_[std::minmax(checked, verifier)];
+  strikes = match ? std::max(0.0, strikes - options_.forgive_per_match) : strikes + 1;
+  std::vector<common::NodeId> out;
+  if (match || !(options_.dispute_at > 0)) return out;
+  for (const common::NodeId* m : {&checked, &verifier}) {
+    MemberVerdicts& mv = verdicts_[*m];
+    if (mv.condemned || DisputesLocked(*m) < 2) continue;
+    mv.condemned = true;
+    ++generation_;
+    out.push_back(*m);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int VerifyTrust::DisputesLocked(const common::NodeId& id) const {
+  int n = 0;
+  for (const auto& [pair, strikes] : pairs_) {
+    if (strikes < options_.dispute_at) continue;
+    if (pair.first != id && pair.second != id) continue;
+    const common::NodeId& other = pair.first == id ? pair.second : pair.first;
+    auto it = verdicts_.find(other);
+    if (it == verdicts_.end() || !it->second.condemned) ++n;
+  }
+  return n;
+}
+
 bool VerifyTrust::Condemned(const common::NodeId& id) const {
   absl::MutexLock lock(&mu_);
   auto it = verdicts_.find(id);
@@ -47,18 +80,54 @@ uint64_t VerifyTrust::generation() const {
   return generation_;
 }
 
+std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
+    const common::NodeId& self, const std::vector<PeerInfo>& live,
+    const std::set<common::NodeId>& distrusted) {
+  // One voice per accuser (its first entry), its ids deduplicated.
+  std::map<common::NodeId, bool> probation;
+  std::map<common::NodeId, std::set<common::NodeId>> accusers;
+  for (const PeerInfo& p : live) {
+    if (!probation.emplace(p.id, p.on_probation).second) continue;
+    if (p.id == self || p.on_probation || distrusted.count(p.id) > 0) continue;
+    for (const common::NodeId& accused : p.bans) accusers[accused].insert(p.id);
+  }
+  std::map<common::NodeId, std::vector<common::NodeId>> out;
+  for (auto& [accused, by] : accusers) {
+    auto it = probation.find(accused);
+    if (accused == self || it == probation.end() || !it->second) continue;
+    by.erase(accused);
+    if (by.size() >= kVerifyBanQuorum) {
+      out.emplace(accused, std::vector<common::NodeId>(by.begin(), by.end()));
+    }
+  }
+  return out;
+}
+
+std::set<common::NodeId> VerifiedRoutingView::Excluded(const std::vector<PeerInfo>& members) const {
+  const std::vector<common::NodeId> own = trust_->condemned();
+  std::set<common::NodeId> out(own.begin(), own.end());
+  std::vector<PeerInfo> live;
+  for (const PeerInfo& p : members) {
+    if (inner_->IsAlive(p.id)) live.push_back(p);
+  }
+  for (const auto& [id, by] : VerifyQuorumBans(self_, live, out)) out.insert(id);
+  return out;
+}
+
 std::vector<PeerInfo> VerifiedRoutingView::Members() const {
   std::vector<PeerInfo> out = inner_->Members();
+  const std::set<common::NodeId> excluded = Excluded(out);
   out.erase(std::remove_if(out.begin(), out.end(),
-                           [&](const PeerInfo& p) { return trust_->Condemned(p.id); }),
+                           [&](const PeerInfo& p) { return excluded.count(p.id) > 0; }),
             out.end());
   return out;
 }
 
 std::vector<common::NodeId> VerifiedRoutingView::Replicas(int stage) const {
   std::vector<common::NodeId> out = inner_->Replicas(stage);
+  const std::set<common::NodeId> excluded = Excluded(inner_->Members());
   out.erase(std::remove_if(out.begin(), out.end(),
-                           [&](const common::NodeId& id) { return trust_->Condemned(id); }),
+                           [&](const common::NodeId& id) { return excluded.count(id) > 0; }),
             out.end());
   return out;
 }

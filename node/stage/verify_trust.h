@@ -26,6 +26,53 @@
 // checks). A lie on a smaller share moves the loss less and is left to
 // robust averaging.
 //
+// Note [Verify bans]
+// A verdict stays with the node that reached it unless others can act on
+// it: the hop after X (the catcher) usually hosts the next stage, so it is
+// neither X's replica peer (Note [Gossiped bans] counts only those) nor,
+// except after the last stage, a data node that plans routes. The catcher
+// names X in its record's bans (PublishBans in the gossip daemon), and
+// every member adopts the ban of X, for routing (VerifiedRoutingView) and,
+// where it shares a stage with X, for averaging (QuorumBans), when
+//   - X is a live member on probation in this member's view (verified
+//     compute judges only those, Note [Verify sampling]), and
+//   - at least kVerifyBanQuorum (2) distinct live, trusted members other
+//     than X and this member name X in their bans.
+// Why a quorum of accusers and not evidence: evidence another member could
+// check would be X's output frame and Y's sketch with signatures binding
+// them to X and Y; frames are authenticated by the TLS channel only, so a
+// catcher could forge both, and a third party cannot tell a forged
+// mismatch from a real one. Why not trust weights alone: one trusted liar
+// would then ban any newcomer. With the quorum, a single lying accuser (or
+// any number of newcomers: they count for nothing) bans nobody; two
+// trusted liars can ban a newcomer, never a trusted member (this rule
+// never applies to one; their bans need the stage-peer majority of Note
+// [Gossiped bans], for averaging only). An honest swarm reaches the quorum
+// when two catchers see X's outputs: two hosts of the stage after X, or
+// two data nodes after the last stage; a lone catcher protects its own
+// routes and repairs only (a data node that catches X is a planner, so its
+// routes already avoid X). The quorum is recomputed from the current view:
+// accusers that die or leave lift it. Not covered: a newcomer that is
+// vouched for (it leaves probation) before two catchers condemn it.
+//
+// Note [Trusted disputes]
+// Trusted members are checked too, at a lower rate (StageServerOptions::
+// verify_trusted_rate; the daemon's is a quarter of --verify_rate), so that
+// a replica that turns hostile after earning trust is caught. X and Y are
+// both trusted there, so a mismatch says that one of them lied, not which.
+// RecordPair keeps strikes per pair {X, Y} (a mismatch adds 1, a match
+// between the two takes forgive_per_match off, floor 0); a pair at
+// dispute_at (2) strikes disputes, and a member that disputes with 2
+// distinct partners that are not condemned is condemned here. One liar
+// among honest replicas disputes with every partner the checks pair it
+// with, while an honest member disputes with the liar only: one liar never
+// gets an honest member condemned, and with only two trusted replicas of a
+// stage nobody is (there is no third to attribute by). Two liars can
+// condemn an honest member they both dispute with, unless one of them is
+// condemned first (condemned partners do not count). The verdict is this
+// node's: it routes around the member and names it in its record's bans,
+// but Note [Verify bans] never spreads a ban of a trusted member.
+//
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps. Both borrow: the inner view and the trust outlive
 // the VerifiedRoutingView.
@@ -35,6 +82,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -49,6 +98,9 @@ struct VerifyTrustOptions {
   double exclude_at = 3;
   // Strikes one matching check takes off (the floor is 0).
   double forgive_per_match = 0.25;
+  // Pair strikes at which two trusted members dispute (Note [Trusted
+  // disputes]); <= 0: never.
+  double dispute_at = 2;
 };
 
 struct MemberVerdicts {
@@ -64,6 +116,10 @@ class VerifyTrust {
 
   // One verdict on `checked`. True when it condemned the member (once).
   bool Record(const common::NodeId& checked, bool match);
+  // One verdict on trusted `checked` against trusted `verifier`'s sketch
+  // (Note [Trusted disputes]): the members it condemned (ascending, once).
+  std::vector<common::NodeId> RecordPair(const common::NodeId& checked,
+                                         const common::NodeId& verifier, bool match);
   bool Condemned(const common::NodeId& id) const;
   // The condemned members, ascending.
   std::vector<common::NodeId> condemned() const;
@@ -74,21 +130,41 @@ class VerifyTrust {
  private:
   const VerifyTrustOptions options_;
   mutable absl::Mutex mu_;
+  // Distinct partners `id` disputes with, condemned ones left out.
+  int DisputesLocked(const common::NodeId& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::map<common::NodeId, MemberVerdicts> verdicts_ ABSL_GUARDED_BY(mu_);
+  // Strikes per pair of trusted members, the smaller id first.
+  std::map<std::pair<common::NodeId, common::NodeId>, double> pairs_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// `inner` as routing sees it without the members `trust` condemned: they
-// are neither listed nor replicas, but IsAlive still answers as `inner`
+// The distinct trusted accusers of a ban Note [Verify bans] adopts.
+inline constexpr size_t kVerifyBanQuorum = 2;
+
+// The members `self` bans by Note [Verify bans] from `live` (the live
+// members as this node's view shows them, with their published bans and
+// probation), each with its accusers (ascending). Accusers in `distrusted`
+// (this node's own bans and verdicts) do not count. Pure.
+std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
+    const common::NodeId& self, const std::vector<PeerInfo>& live,
+    const std::set<common::NodeId>& distrusted);
+
+// `inner` as routing sees it without the members `trust` condemned and
+// those Note [Verify bans] adopts from the alive members' records (`self`
+// is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
 // (hops already routed through them go on and end as usual). MarkDead
 // reaches `inner`. version() moves with either.
 class VerifiedRoutingView final : public SwarmView {
  public:
-  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust) : inner_(inner), trust_(trust) {}
+  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self)
+      : inner_(inner), trust_(trust), self_(self) {}
   std::vector<PeerInfo> Members() const override;
   bool IsAlive(const common::NodeId& id) const override { return inner_->IsAlive(id); }
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override { inner_->MarkDead(id); }
+  // Moves with `inner` (a view whose records' bans change must move too:
+  // gossip's does with every snapshot) and with this node's verdicts.
   uint64_t version() const override { return inner_->version() + trust_->generation(); }
   std::optional<LinkEstimate> Link(const common::NodeId& from,
                                    const common::NodeId& to) const override {
@@ -96,8 +172,13 @@ class VerifiedRoutingView final : public SwarmView {
   }
 
  private:
+  // This node's condemned and the verify quorum's bans, from `members`
+  // (the inner view's, alive or not).
+  std::set<common::NodeId> Excluded(const std::vector<PeerInfo>& members) const;
+
   SwarmView* const inner_;
   const VerifyTrust* const trust_;
+  const common::NodeId self_;
 };
 
 }  // namespace skipswarm::node

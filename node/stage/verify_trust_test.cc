@@ -44,11 +44,45 @@ TEST(VerifyTrustTest, ZeroThresholdNeverCondemns) {
   EXPECT_FALSE(trust.Condemned(x));
 }
 
+// Note [Trusted disputes]: three trusted replicas, l lying from now on.
+TEST(VerifyTrustTest, ATrustedLiarIsCondemnedByItsDisputesWithTwoPartners) {
+  VerifyTrust trust;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), l = NodeId::ForName("l");
+  EXPECT_TRUE(trust.RecordPair(l, a, false).empty());
+  EXPECT_TRUE(trust.RecordPair(a, l, false).empty());  // l's sketch of a's input: l vs a again
+  EXPECT_TRUE(trust.RecordPair(a, b, true).empty());   // honest pairs agree
+  EXPECT_TRUE(trust.RecordPair(l, b, false).empty());  // a dispute with a only, so far
+  EXPECT_EQ(trust.RecordPair(b, l, false), std::vector<NodeId>{l});
+  EXPECT_EQ(trust.condemned(), std::vector<NodeId>{l});
+  // a and b each disputed with l only: never condemned, however long.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(trust.RecordPair(a, l, false).empty());
+    EXPECT_TRUE(trust.RecordPair(b, l, false).empty());
+  }
+  EXPECT_FALSE(trust.Condemned(a));
+  EXPECT_FALSE(trust.Condemned(b));
+}
+
+TEST(VerifyTrustTest, TwoTrustedReplicasAloneCondemnNobody) {
+  VerifyTrust trust;
+  const NodeId a = NodeId::ForName("a"), l = NodeId::ForName("l");
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(trust.RecordPair(a, l, false).empty());
+  EXPECT_TRUE(trust.condemned().empty());
+  // A rare honest mismatch is forgiven by the pair's matches.
+  VerifyTrust honest;
+  const NodeId b = NodeId::ForName("b"), c = NodeId::ForName("c");
+  for (int i = 0; i < 1000; ++i) {
+    honest.RecordPair(a, b, i % 10 != 0);
+    honest.RecordPair(a, c, i % 10 != 5);
+  }
+  EXPECT_TRUE(honest.condemned().empty());
+}
+
 TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), d = NodeId::ForName("d");
   StaticSwarmView inner({{d, {0}, 4}, {a, {1}, 4}, {b, {1}, 4}});
   VerifyTrust trust(VerifyTrustOptions{.exclude_at = 1});
-  VerifiedRoutingView view(&inner, &trust);
+  VerifiedRoutingView view(&inner, &trust, d);
   const uint64_t v0 = view.version();
   EXPECT_EQ(view.Replicas(1).size(), 2u);
   trust.Record(b, false);
@@ -59,6 +93,78 @@ TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
   EXPECT_TRUE(view.IsAlive(b));  // hops already routed through it go on
   view.MarkDead(a);
   EXPECT_FALSE(inner.IsAlive(a));
+}
+
+// Note [Verify bans]: a 3-stage pipeline's swarm: a data node d, a trusted
+// and a newcomer replica (t1, n1) of stage 1, trusted s2a and s2b of stage
+// 2 (the hops after stage 1), a trusted t3 and a newcomer n3 of stage 3.
+std::vector<PeerInfo> Live() {
+  auto peer = [](const char* name, int stage, bool probation) {
+    PeerInfo p;
+    p.id = NodeId::ForName(name);
+    p.stages = {stage};
+    p.on_probation = probation;
+    return p;
+  };
+  return {peer("d", 0, false),   peer("t1", 1, false),  peer("n1", 1, true),
+          peer("s2a", 2, false), peer("s2b", 2, false), peer("t3", 3, false),
+          peer("n3", 3, true)};
+}
+
+void Accuse(std::vector<PeerInfo>& live, const char* accuser, const char* accused) {
+  for (PeerInfo& p : live) {
+    if (p.id == NodeId::ForName(accuser)) p.bans.push_back(NodeId::ForName(accused));
+  }
+}
+
+TEST(VerifyQuorumBansTest, ALoneAccuserBansNobody) {
+  const NodeId d = NodeId::ForName("d"), n1 = NodeId::ForName("n1");
+  std::vector<PeerInfo> live = Live();
+  Accuse(live, "s2a", "n1");
+  Accuse(live, "s2a", "n1");  // twice in one record: one voice
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {}).empty());
+  // Newcomers' accusations count for nothing, however many.
+  Accuse(live, "n3", "n1");
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {}).empty());
+  // A second trusted accuser, from any stage: adopted.
+  Accuse(live, "t3", "n1");
+  const auto bans = VerifyQuorumBans(d, live, {});
+  ASSERT_EQ(bans.size(), 1u);
+  EXPECT_EQ(bans.at(n1).size(), 2u);
+  // An accuser this node distrusts does not count.
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {NodeId::ForName("t3")}).empty());
+  // A node never bans itself.
+  EXPECT_TRUE(VerifyQuorumBans(n1, live, {}).empty());
+}
+
+TEST(VerifyQuorumBansTest, ATrustedMemberIsNeverBannedByThisRule) {
+  std::vector<PeerInfo> live = Live();
+  for (const char* accuser : {"d", "s2a", "s2b", "t3"}) Accuse(live, accuser, "t1");
+  EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("n3"), live, {}).empty());
+  // Nor one that is not a live member.
+  for (const char* accuser : {"s2a", "s2b"}) Accuse(live, accuser, "gone");
+  EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("d"), live, {}).empty());
+}
+
+TEST(VerifiedRoutingViewTest, RoutesAroundANewcomerTwoTrustedMembersCondemned) {
+  std::vector<PeerInfo> live = Live();
+  Accuse(live, "s2a", "n1");
+  const NodeId d = NodeId::ForName("d"), t1 = NodeId::ForName("t1"), n1 = NodeId::ForName("n1");
+  {
+    StaticSwarmView inner(live);
+    VerifyTrust trust;
+    VerifiedRoutingView view(&inner, &trust, d);
+    EXPECT_EQ(view.Replicas(1), inner.Replicas(1));  // one accuser: still routed
+  }
+  Accuse(live, "s2b", "n1");
+  StaticSwarmView inner(live);
+  VerifyTrust trust;
+  VerifiedRoutingView view(&inner, &trust, d);
+  EXPECT_EQ(view.Replicas(1), std::vector<NodeId>{t1});
+  for (const PeerInfo& p : view.Members()) EXPECT_NE(p.id, n1);
+  // A dead accuser's word lapses.
+  inner.MarkDead(NodeId::ForName("s2b"));
+  EXPECT_EQ(view.Replicas(1).size(), 2u);
 }
 
 }  // namespace

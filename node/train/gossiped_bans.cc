@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
+#include "node/stage/verify_trust.h"
 
 namespace skipswarm::node {
 
@@ -35,6 +36,18 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
   }
   std::set<NodeId> accused_ids;
   for (const auto& [reporter, ids] : published) accused_ids.insert(ids.begin(), ids.end());
+  // Note [Verify bans]: a newcomer named by two trusted members anywhere.
+  std::vector<PeerInfo> live;
+  for (const auto& [id, m] : by_id) {
+    PeerInfo p;
+    p.id = id;
+    p.stages = m->stages;
+    p.on_probation = !m->trusted;
+    auto it = published.find(id);
+    if (it != published.end()) p.bans.assign(it->second.begin(), it->second.end());
+    live.push_back(std::move(p));
+  }
+  const std::map<NodeId, std::vector<NodeId>> verify = VerifyQuorumBans(self, live, own_bans);
 
   std::map<NodeId, AdoptedBan> out;
   for (const NodeId& accused : accused_ids) {
@@ -54,6 +67,13 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
     }
     if (ban.reporters.size() >= 2 && 2 * ban.reporters.size() > ban.eligible) {
       out.emplace(accused, std::move(ban));
+      continue;
+    }
+    auto v = verify.find(accused);
+    if (v != verify.end()) {
+      ban.reporters = v->second;
+      ban.verify_quorum = true;
+      out.emplace(accused, std::move(ban));
     }
   }
   return out;
@@ -68,6 +88,12 @@ GossipedBans::Change GossipedBans::Update(const NodeId& self, const std::set<Nod
     change.adopted.push_back(id);
     std::vector<std::string> names;
     for (const NodeId& r : ban.reporters) names.push_back(r.ShortString());
+    if (ban.verify_quorum) {
+      LOG(WARNING) << "adopting the ban of newcomer " << id.ShortString() << " published by "
+                   << ban.reporters.size() << " trusted members (Note [Verify bans]): "
+                   << absl::StrJoin(names, ", ");
+      continue;
+    }
     LOG(WARNING) << "adopting the ban of " << id.ShortString() << " published by "
                  << ban.reporters.size() << " of the " << ban.eligible
                  << " live members that share a stage with it: " << absl::StrJoin(names, ", ");

@@ -21,6 +21,12 @@
 // local ban, it is not for good, and a member does not publish bans it
 // only adopted (a published ban is first-hand evidence).
 //
+// A second way in, for newcomers only: Note [Verify bans] (node/stage/
+// verify_trust.h), a newcomer named by at least two distinct trusted live
+// members, whatever stages they host (the hop after a replica judges its
+// outputs and hosts another stage); AdoptedBan::verify_quorum says which
+// rule held.
+//
 // Not covered: a majority of liars among the accused's peers bans an
 // honest member; admission, join work and probation are the defences
 // against identities made for voting.
@@ -57,8 +63,11 @@ struct BanReport {
 struct AdoptedBan {
   std::vector<common::NodeId> reporters;  // ascending, distinct
   size_t eligible = 0;                    // the quorum's denominator
+  // Adopted by Note [Verify bans] (the stage-peer majority did not hold).
+  bool verify_quorum = false;
   friend bool operator==(const AdoptedBan& a, const AdoptedBan& b) {
-    return a.reporters == b.reporters && a.eligible == b.eligible;
+    return a.reporters == b.reporters && a.eligible == b.eligible &&
+           a.verify_quorum == b.verify_quorum;
   }
 };
 

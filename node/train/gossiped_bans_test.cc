@@ -165,5 +165,26 @@ TEST(GossipedBansTest, ALocalBanTakesOverWithoutALift) {
   EXPECT_TRUE(bans.adopted().empty());
 }
 
+// Note [Verify bans]: the hops after stage 1 are stage 2's host c and, for
+// skip routes, the data node d0; neither shares a stage with a newcomer n
+// of stage 1, yet their two verdicts reach n's group.
+TEST(QuorumBansTest, TwoTrustedCatchersBanANewcomerForItsGroup) {
+  std::vector<BanReport> swarm = Swarm();
+  swarm.push_back({Id("n"), {1}, {}, /*trusted=*/false});
+  Publish(swarm, "c", "n");
+  EXPECT_TRUE(QuorumBans(Id("a"), {}, swarm).empty());  // one catcher: nobody
+  Publish(swarm, "d0", "n");
+  const auto bans = QuorumBans(Id("a"), {}, swarm);
+  ASSERT_EQ(bans.size(), 1u);
+  EXPECT_TRUE(bans.at(Id("n")).verify_quorum);
+  EXPECT_EQ(bans.at(Id("n")).reporters.size(), 2u);
+  // Not for a trusted member: b, named by the same two, keeps its parts.
+  Publish(swarm, "c", "b");
+  Publish(swarm, "d0", "b");
+  EXPECT_EQ(QuorumBans(Id("a"), {}, swarm).count(Id("b")), 0u);
+  // A catcher this member bans itself does not count.
+  EXPECT_TRUE(QuorumBans(Id("a"), {Id("c")}, swarm).empty());
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -1,17 +1,25 @@
 // Verified compute switched on in an in-process swarm (Note [Sending
-// checks] in node/stage/stage_server_verify_send.cc, Note [Verify trust] in
-// node/stage/verify_trust.h): real stage servers, drivers, trainers and
-// averaging on a SimClock, libtorch computes with fp16 frames. Data node 0;
-// stage 1 on nodes 1 (trusted) and 2 (on probation, honest); stage 2 on
-// nodes 3 (trusted) and 4 (on probation). Every node samples checks at
-// the same --verify_rate, judges what reaches it and routes through an
-// VerifiedRoutingView of its own VerifyTrust. With node 4 scaling its forward
-// output by 1.05, the data node (the hop after stage 2) condemns it and
-// its planner routes around it; with node 4 honest, no check mismatches.
+// checks] in node/stage/stage_server_verify_send.cc, Note [Verify trust] and
+// Note [Verify bans] in node/stage/verify_trust.h): real stage servers,
+// drivers, trainers and averaging on a SimClock, libtorch computes with fp16
+// frames. Every node samples checks at the same --verify_rate, judges what
+// reaches it, publishes the members it condemned as its record's bans
+// (PublishedBansView: gossip in small) and routes through a
+// VerifiedRoutingView of its own VerifyTrust over those records.
+//  - Data node 0; stage 1 on nodes 1 (trusted) and 2 (on probation,
+//    honest); stage 2 on nodes 3 (trusted) and 4 (on probation). With node
+//    4 scaling its forward output by 1.05, the data node (the hop after
+//    stage 2) condemns it and its planner routes around it; with node 4
+//    honest, no check mismatches.
+//  - Data node 0; stage 1 on nodes 1 (trusted) and 2 (on probation, lying);
+//    stage 2 on trusted nodes 3, 4 and 5, the hops after node 2: they
+//    condemn it, and the data node, which judged nothing, routes around it
+//    once two of their records name it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,8 +42,6 @@
 namespace skipswarm::node {
 namespace {
 
-constexpr int kNodes = 5;
-constexpr int kLiar = 4;
 constexpr int kSamples = 2;
 
 model::ModelConfig Config() {
@@ -57,19 +63,73 @@ std::vector<int32_t> Tokens() {
   return t;
 }
 
+// Gossip in small: each member's record names the members its node's
+// VerifyTrust condemned (as PublishBans in the gossip daemon does); the
+// version moves with every verdict, as gossip's with every snapshot.
+class PublishedBansView final : public SwarmView {
+ public:
+  PublishedBansView(SwarmView* inner, const std::vector<std::unique_ptr<VerifyTrust>>* trust,
+                    std::vector<common::NodeId> ids)
+      : inner_(inner), trust_(trust), ids_(std::move(ids)) {}
+  std::vector<PeerInfo> Members() const override {
+    std::vector<PeerInfo> out = inner_->Members();
+    for (PeerInfo& p : out) {
+      for (size_t i = 0; i < ids_.size(); ++i) {
+        if (ids_[i] == p.id) p.bans = (*trust_)[i]->condemned();
+      }
+    }
+    return out;
+  }
+  bool IsAlive(const common::NodeId& id) const override { return inner_->IsAlive(id); }
+  std::vector<common::NodeId> Replicas(int stage) const override {
+    return inner_->Replicas(stage);
+  }
+  void MarkDead(const common::NodeId& id) override { inner_->MarkDead(id); }
+  uint64_t version() const override {
+    uint64_t v = inner_->version();
+    for (const auto& t : *trust_) v += t->generation();
+    return v;
+  }
+
+ private:
+  SwarmView* const inner_;
+  const std::vector<std::unique_ptr<VerifyTrust>>* const trust_;
+  const std::vector<common::NodeId> ids_;
+};
+
+struct Layout {
+  std::vector<std::vector<int>> node_stages;
+  std::set<int> on_probation;
+  int liar = 0;  // lies when RunSwarm's `liar` says so
+  double trusted_rate = 0;  // StageServerOptions::verify_trusted_rate
+};
+
+// Stage 2's newcomer lies; the data node is its hop after.
+Layout LiarBeforeTheDataNode() { return {{{0}, {1}, {1}, {2}, {2}}, {2, 4}, 4}; }
+// Stage 1's newcomer lies; trusted nodes 3, 4 and 5 (stage 2) are its hops
+// after (three, so that the in-order planner's routes pair it with each).
+Layout LiarBeforeCatchers() { return {{{0}, {1}, {1}, {2}, {2}, {2}}, {2}, 2}; }
+// Note [Trusted disputes]: stage 2 on three trusted replicas, node 4 of
+// them lying, checked at the trusted rate; the data node is the hop after.
+Layout TrustedLiarAmongThree() { return {{{0}, {1}, {2}, {2}, {2}}, {}, 4, 0.5}; }
+
 struct RunResult {
   int64_t checks = 0, mismatches = 0;            // judged, all nodes
-  int64_t liar_checks = 0, liar_mismatches = 0;  // judged on node 4
+  int64_t liar_checks = 0, liar_mismatches = 0;  // judged on the liar
   int64_t sent = 0, verify_bytes = 0, answered = 0;
-  std::optional<uint64_t> condemned_at;  // the iteration node 0 condemned node 4 in
+  // Node i condemned the liar while the data node was in this iteration.
+  std::map<int, uint64_t> condemned_at;
   std::set<int> condemned_by;            // nodes that condemned anyone
-  std::vector<int64_t> liar_forwards;    // node 4's forwards, cumulative, per iteration
+  std::set<common::NodeId> condemned;    // whom they condemned
+  int64_t trusted_checks = 0, trusted_mismatches = 0;  // judged, all nodes
+  std::vector<int64_t> liar_forwards;    // the liar's forwards, cumulative, per iteration
   int64_t dropped = 0;                   // node 0's dropped micro-batches
   double loss_last = 0;
   double wall_ms = 0;
 };
 
-RunResult RunSwarm(double rate, bool liar, int iterations) {
+RunResult RunSwarm(const Layout& layout, double rate, bool liar, int iterations) {
+  const int nodes = static_cast<int>(layout.node_stages.size());
   const model::ModelConfig config = Config();
   model::SamplerOptions s{.samples_per_mb = kSamples, .seq_len = config.seq_len, .seed = 3};
   const std::vector<int32_t> tokens = Tokens();  // the sampler borrows them
@@ -79,41 +139,58 @@ RunResult RunSwarm(double rate, bool liar, int iterations) {
   // inner ones, the servers the trusts and views).
   std::vector<std::unique_ptr<StageCompute>> inner;
   std::vector<std::unique_ptr<VerifyTrust>> trust;
+  std::vector<std::unique_ptr<PublishedBansView>> published;
   std::vector<std::unique_ptr<VerifiedRoutingView>> views;
-  for (int i = 0; i < kNodes; ++i) trust.push_back(std::make_unique<VerifyTrust>());
+  for (int i = 0; i < nodes; ++i) trust.push_back(std::make_unique<VerifyTrust>());
   RunResult r;
   TestSwarm* swarm_ptr = nullptr;
 
   TestSwarmOptions o;
-  o.node_stages = {{0}, {1}, {1}, {2}, {2}};
+  o.node_stages = layout.node_stages;
   o.num_stages = 3;
   o.driver.mbs_per_iteration = 8;
-  o.on_probation = {2, 4};
+  o.on_probation = layout.on_probation;
   std::vector<common::NodeId> ids;
-  for (int i = 0; i < kNodes; ++i) {
+  for (int i = 0; i < nodes; ++i) {
     ids.push_back(common::NodeId::ForName("node" + std::to_string(i)));  // as TestSwarm names them
   }
   o.server_options = [&](int node, StageServerOptions& so) {
     so.verify_rate = rate;
     so.verify_seed = 100 + static_cast<uint64_t>(node);
-    so.member_on_probation = [ids](const PeerId& p) { return p == ids[2] || p == ids[4]; };
+    so.member_on_probation = [ids, probation = layout.on_probation](const PeerId& p) {
+      for (int i : probation) {
+        if (p == ids[static_cast<size_t>(i)]) return true;
+      }
+      return false;
+    };
     so.output_checks.judge = [](const WireTensor& received, const model::OutputSketch& sketch,
                                 const model::SketchCheckOptions& options) {
       return CheckOutputAgainstSketch(received, sketch, options);
     };
     so.sketch_limits = ActivationSketchLimits(config, kSamples);
     VerifyTrust* t = trust[static_cast<size_t>(node)].get();
-    so.on_check_verdict = [&r, &swarm_ptr, t, node, ids](const PeerId& x, bool match) {
+    const common::NodeId liar_id = ids[static_cast<size_t>(layout.liar)];
+    so.on_check_verdict = [&r, &swarm_ptr, t, node, liar_id](const PeerId& x, bool match) {
       if (!t->Record(x, match)) return;
       r.condemned_by.insert(node);
-      if (node == 0 && x == ids[kLiar] && !r.condemned_at) {
-        r.condemned_at = swarm_ptr->server(0)->iteration();
+      r.condemned.insert(x);
+      if (x == liar_id) r.condemned_at.emplace(node, swarm_ptr->server(0)->iteration());
+    };
+    so.verify_trusted_rate = layout.trusted_rate;
+    so.on_trusted_verdict = [&r, &swarm_ptr, t, node, liar_id](const PeerId& x, const PeerId& y,
+                                                               bool match) {
+      for (const PeerId& id : t->RecordPair(x, y, match)) {
+        r.condemned_by.insert(node);
+        r.condemned.insert(id);
+        if (id == liar_id) r.condemned_at.emplace(node, swarm_ptr->server(0)->iteration());
       }
     };
   };
   o.routing = [&](int node, StaticSwarmView* view) -> SwarmView* {
     VerifyTrust* t = trust[static_cast<size_t>(node)].get();
-    views.push_back(std::make_unique<VerifiedRoutingView>(view, t));
+    published.push_back(std::make_unique<PublishedBansView>(view, &trust, ids));
+    views.push_back(std::make_unique<VerifiedRoutingView>(published.back().get(), t,
+                                                          ids[static_cast<size_t>(node)]));
     return views.back().get();
   };
   ComputeFactory factory = [&](int node, int stage, common::Clock*, TaskRunner* runner) {
@@ -127,7 +204,7 @@ RunResult RunSwarm(double rate, bool liar, int iterations) {
     auto c = TorchStageCompute::Create(co, runner);
     CHECK(c.ok()) << c.status();
     std::unique_ptr<StageCompute> compute = *std::move(c);
-    if (!(liar && node == kLiar)) return compute;
+    if (!(liar && node == layout.liar)) return compute;
     inner.push_back(std::move(compute));
     return std::unique_ptr<StageCompute>(std::make_unique<testing::LyingCompute>(
         inner.back().get(), testing::LyingCompute::Where::kForward,
@@ -140,10 +217,10 @@ RunResult RunSwarm(double rate, bool liar, int iterations) {
     swarm_ptr = &swarm;
     for (int it = 0; it < iterations; ++it) {
       EXPECT_TRUE(swarm.Run(1)) << "iteration " << it;
-      r.liar_forwards.push_back(swarm.server(kLiar)->stats().forwards);
+      r.liar_forwards.push_back(swarm.server(layout.liar)->stats().forwards);
     }
     r.wall_ms = absl::ToDoubleMilliseconds(wall->SteadyNow() - start);
-    for (int i = 0; i < kNodes; ++i) {
+    for (int i = 0; i < nodes; ++i) {
       const StageServerStats st = swarm.server(i)->stats();
       r.sent += st.verify_sent;
       r.verify_bytes += st.verify_bytes_sent;
@@ -151,11 +228,16 @@ RunResult RunSwarm(double rate, bool liar, int iterations) {
       for (const auto& [id, c] : st.checks.by_member) {
         r.checks += c.checks;
         r.mismatches += c.mismatches;
-        if (id == ids[kLiar]) {
+        if (id == ids[static_cast<size_t>(layout.liar)]) {
           r.liar_checks += c.checks;
           r.liar_mismatches += c.mismatches;
         }
         EXPECT_EQ(c.bad_sketches, 0) << "node " << i;
+        EXPECT_EQ(c.undecodable, 0) << "node " << i;
+      }
+      for (const auto& [id, c] : st.trusted_checks.by_member) {
+        r.trusted_checks += c.checks;
+        r.trusted_mismatches += c.mismatches;
         EXPECT_EQ(c.undecodable, 0) << "node " << i;
       }
     }
@@ -236,15 +318,15 @@ DirectCost MeasureDirect(int reps) {
 
 TEST(VerifiedSwarmTest, ALyingReplicaIsCondemnedAndRoutedAround) {
   constexpr int kIterations = 24;
-  const RunResult r = RunSwarm(/*rate=*/0.1, /*liar=*/true, kIterations);
-  ASSERT_TRUE(r.condemned_at.has_value()) << "liar checks " << r.liar_checks;
+  const RunResult r = RunSwarm(LiarBeforeTheDataNode(), /*rate=*/0.1, /*liar=*/true, kIterations);
+  ASSERT_EQ(r.condemned_at.count(0), 1u) << "liar checks " << r.liar_checks;
   EXPECT_EQ(r.mismatches, r.liar_mismatches);  // every mismatch is the liar's
   EXPECT_EQ(r.liar_mismatches, r.liar_checks);  // and the liar fails every check
   EXPECT_GE(r.liar_mismatches, 3);
   EXPECT_EQ(r.condemned_by, std::set<int>{0});
   // Routed around: from the iteration after the verdict on, node 4 serves
   // no new micro-batch.
-  const uint64_t from = *r.condemned_at + 1;
+  const uint64_t from = r.condemned_at.at(0) + 1;
   ASSERT_LT(from, r.liar_forwards.size());
   EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
   EXPECT_EQ(r.dropped, 0);
@@ -253,15 +335,15 @@ TEST(VerifiedSwarmTest, ALyingReplicaIsCondemnedAndRoutedAround) {
               "%llu; liar forwards %lld at the verdict, %lld at the end (%d iterations)\n",
               static_cast<long long>(r.liar_mismatches), static_cast<long long>(r.liar_checks),
               static_cast<long long>(r.mismatches), static_cast<long long>(r.checks),
-              static_cast<unsigned long long>(*r.condemned_at),
+              static_cast<unsigned long long>(r.condemned_at.at(0)),
               static_cast<long long>(r.liar_forwards[from]),
               static_cast<long long>(r.liar_forwards.back()), kIterations);
 }
 
 TEST(VerifiedSwarmTest, AnHonestSwarmHasNoMismatchAndTheCostIsCounted) {
   constexpr int kIterations = 20;
-  const RunResult off = RunSwarm(/*rate=*/0, /*liar=*/false, kIterations);
-  const RunResult on = RunSwarm(/*rate=*/0.1, /*liar=*/false, kIterations);
+  const RunResult off = RunSwarm(LiarBeforeTheDataNode(), /*rate=*/0, /*liar=*/false, kIterations);
+  const RunResult on = RunSwarm(LiarBeforeTheDataNode(), /*rate=*/0.1, /*liar=*/false, kIterations);
   EXPECT_EQ(off.sent, 0);
   EXPECT_EQ(off.checks, 0);
   EXPECT_GT(on.checks, 0);
@@ -286,6 +368,68 @@ TEST(VerifiedSwarmTest, AnHonestSwarmHasNoMismatchAndTheCostIsCounted) {
               "training Forward %.3f ms; hop after's check %.3f ms\n",
               kSamples, Config().seq_len, Config().d_model, cost.sketch_forward_ms,
               cost.forward_ms, cost.check_ms);
+}
+
+// Note [Trusted disputes]: a replica that lies after earning trust. Before
+// trusted members were checked, nothing judged node 4 and it served to the
+// end; an honest swarm at the same rate condemns nobody.
+TEST(VerifiedSwarmTest, ATrustedReplicaTurnedLiarIsCondemnedByItsDisputes) {
+  constexpr int kIterations = 20;
+  const RunResult honest =
+      RunSwarm(TrustedLiarAmongThree(), /*rate=*/0, /*liar=*/false, kIterations);
+  EXPECT_GT(honest.trusted_checks, 0);
+  EXPECT_EQ(honest.trusted_mismatches, 0);
+  EXPECT_TRUE(honest.condemned_by.empty());
+  const RunResult r = RunSwarm(TrustedLiarAmongThree(), /*rate=*/0, /*liar=*/true, kIterations);
+  ASSERT_EQ(r.condemned_at.count(0), 1u) << "trusted checks " << r.trusted_checks;
+  EXPECT_EQ(r.condemned, std::set<common::NodeId>{common::NodeId::ForName("node4")});
+  const uint64_t from = r.condemned_at.at(0) + 1;
+  ASSERT_LT(from, r.liar_forwards.size());
+  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  EXPECT_EQ(r.dropped, 0);
+  std::printf("FIGURE verified_swarm trusted liar x1.05 among 3 trusted replicas, trusted rate "
+              "0.5: %lld/%lld trusted checks mismatched (honest run: %lld/%lld); condemned by "
+              "the data node in iteration %llu; liar forwards %lld then, %lld at the end (%d "
+              "iterations)\n",
+              static_cast<long long>(r.trusted_mismatches),
+              static_cast<long long>(r.trusted_checks),
+              static_cast<long long>(honest.trusted_mismatches),
+              static_cast<long long>(honest.trusted_checks),
+              static_cast<unsigned long long>(r.condemned_at.at(0)),
+              static_cast<long long>(r.liar_forwards[from]),
+              static_cast<long long>(r.liar_forwards.back()), kIterations);
+}
+
+// Note [Verify bans]: the catchers host stage 2, so neither plans a route
+// nor shares a stage with the liar; the data node judged nothing and still
+// stops routing through the liar once both catchers' records name it.
+// Before the quorum (each verdict stayed with its node) the liar kept
+// serving every iteration to the end.
+TEST(VerifiedSwarmTest, TwoCatchersBanALiarTheDataNodeNeverChecked) {
+  constexpr int kIterations = 20;
+  const RunResult r = RunSwarm(LiarBeforeCatchers(), /*rate=*/0.5, /*liar=*/true, kIterations);
+  EXPECT_EQ(r.mismatches, r.liar_mismatches);  // every mismatch is the liar's
+  EXPECT_EQ(r.condemned_at.count(0), 0u);      // the data node judged nothing
+  for (int node : r.condemned_by) EXPECT_GE(node, 3) << "liar checks " << r.liar_checks;
+  ASSERT_GE(r.condemned_at.size(), 2u) << "liar checks " << r.liar_checks;
+  // The quorum holds from the second verdict; the iteration after the one
+  // it came in, node 2 serves no new micro-batch.
+  std::vector<uint64_t> at;
+  for (const auto& [node, it] : r.condemned_at) at.push_back(it);
+  std::sort(at.begin(), at.end());
+  const uint64_t from = at[1] + 1;
+  ASSERT_LT(from, r.liar_forwards.size());
+  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  EXPECT_EQ(r.dropped, 0);
+  std::printf("FIGURE verified_swarm stage-1 liar x1.05 at rate 0.5, three stage-2 catchers: "
+              "%lld/%lld checks of the liar mismatched; %zu catchers condemned it, the first two "
+              "in iterations %llu and %llu; liar forwards %lld then, %lld at the end (%d "
+              "iterations)\n",
+              static_cast<long long>(r.liar_mismatches), static_cast<long long>(r.liar_checks),
+              r.condemned_at.size(), static_cast<unsigned long long>(at[0]),
+              static_cast<unsigned long long>(at[1]),
+              static_cast<long long>(r.liar_forwards[from]),
+              static_cast<long long>(r.liar_forwards.back()), kIterations);
 }
 
 }  // namespace

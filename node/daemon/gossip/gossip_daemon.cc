@@ -212,7 +212,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   }
   p->verify_trust = std::make_unique<VerifyTrust>(
       VerifyTrustOptions{.exclude_at = base.verify_exclude_at});
-  p->routing = std::make_unique<VerifiedRoutingView>(p->members->routing(), p->verify_trust.get());
+  p->routing = std::make_unique<VerifiedRoutingView>(p->members->routing(), p->verify_trust.get(),
+                                                     p->self);
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
   // Note [Admission]: a selective swarm's services serve admitted ids only;

@@ -234,6 +234,14 @@ absl::Status GossipDaemon::Parts::BuildServing() {
                       "left out of our routes, named in our record's bans";
     }
   };
+  in.on_trusted_verdict = [trust = verify_trust.get(), name = o.name](
+                              const PeerId& x, const PeerId& y, bool match) {
+    for (const PeerId& id : trust->RecordPair(x, y, match)) {
+      LOG(WARNING) << name << ": trusted " << id.ShortString()
+                   << " condemned by this node's output checks (Note [Trusted disputes]): "
+                      "left out of our routes, named in our record's bans";
+    }
+  };
   SS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingStack> next, TrainingStack::Create(o, in));
   ReplaceStack(std::move(next));  // a stage move or re-entry keeps a pause
   return absl::OkStatus();

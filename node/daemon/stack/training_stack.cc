@@ -48,6 +48,10 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     so.server.output_checks.judge = in.judge;
     so.server.member_on_probation = in.member_on_probation;
     so.server.on_check_verdict = in.on_check_verdict;
+    if (in.on_trusted_verdict) {  // Note [Trusted disputes]
+      so.server.on_trusted_verdict = in.on_trusted_verdict;
+      so.server.verify_trusted_rate = kTrustedVerifyShare * o.verify_rate;
+    }
     so.server.sketch_limits =
         ActivationSketchLimits(o.model.model, std::max(1, o.model.samples_per_mb));
   }

@@ -92,7 +92,16 @@ struct TrainingStackInputs {
   OutputJudge judge;
   std::function<bool(const PeerId&)> member_on_probation;
   std::function<void(const PeerId& checked, bool match)> on_check_verdict;
+  // Optional (Note [Trusted disputes] in node/stage/verify_trust.h): with
+  // `judge` and `member_on_probation`, the verdicts on trusted members,
+  // each with the replica whose sketch judged it; the server then checks
+  // trusted next hops at kTrustedVerifyShare of o.verify_rate.
+  std::function<void(const PeerId& checked, const PeerId& verifier, bool match)>
+      on_trusted_verdict;
 };
+
+// The share of o.verify_rate at which trusted members are checked.
+inline constexpr double kTrustedVerifyShare = 0.25;
 
 class TrainingStack {
  public:
