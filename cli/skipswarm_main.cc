@@ -7,10 +7,15 @@
 #include <iostream>
 #include <vector>
 
-#include "common/cli/runner.h"
 #include "cli/commands.h"
+#include "common/blas_setup.h"
+#include "common/cli/runner.h"
 
 int main(int argc, char** argv) {
-  return skipswarm::common::cli::RunCli(argc, argv,
-                                        skipswarm::cli::AllCommands());
+  // First, before anything starts a thread: it may re-execute the binary with
+  // the OpenBLAS core chosen (Note [BLAS core]). Every subcommand and every
+  // process the launcher starts inherits the choice.
+  const skipswarm::common::BlasCoreDecision blas = skipswarm::common::SetUpBlasCore(argv);
+  return skipswarm::common::cli::RunCli(argc, argv, skipswarm::cli::AllCommands(),
+                                        [&blas] { skipswarm::common::LogBlasCore(blas); });
 }

@@ -3,11 +3,15 @@
 //
 //   bazel build //model:model_cli
 //   bazel-bin/model/model_cli train-ref --iterations=20
+#include "common/blas_setup.h"
 #include "common/cli/runner.h"
 #include "model/eval_command.h"
 #include "model/train_ref_command.h"
 
 int main(int argc, char** argv) {
+  // May re-execute the binary with the OpenBLAS core chosen (Note [BLAS core]).
+  const skipswarm::common::BlasCoreDecision blas = skipswarm::common::SetUpBlasCore(argv);
   return skipswarm::common::cli::RunCli(
-      argc, argv, {skipswarm::model::TrainRefCommand(), skipswarm::model::EvalCommand()});
+      argc, argv, {skipswarm::model::TrainRefCommand(), skipswarm::model::EvalCommand()},
+      [&blas] { skipswarm::common::LogBlasCore(blas); });
 }

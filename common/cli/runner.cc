@@ -243,7 +243,8 @@ absl::Status CheckFlagsBelong(const Command& command,
   return absl::OkStatus();
 }
 
-int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
+int RunCli(int argc, char** argv, const std::vector<Command>& commands,
+           const std::function<void()>& on_start) {
   // `skipswarm --version` is `skipswarm version` (when there is one).
   if (argc == 2 && (argv[1] == std::string("--version") || argv[1] == std::string("-V"))) {
     if (const Command* v = FindCommand(commands, "version")) return v->run({});
@@ -324,6 +325,7 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
   logging.min_log_level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   logging.verbosity = absl::GetFlag(FLAGS_verbosity);
   InitLogging(argv[0], logging);
+  if (on_start) on_start();
   return command->run(positional);
 }
 

@@ -15,6 +15,7 @@
 #ifndef SKIPSWARM_COMMON_CLI_RUNNER_H_
 #define SKIPSWARM_COMMON_CLI_RUNNER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,10 @@
 namespace skipswarm::common::cli {
 
 // Runs the CLI; returns the process exit code (0 ok, 1 command failure,
-// 2 usage error).
-int RunCli(int argc, char** argv, const std::vector<Command>& commands);
+// 2 usage error). `on_start`, when given, runs once logging is set up, just
+// before the command (not for help or usage errors): `main`'s start-up lines.
+int RunCli(int argc, char** argv, const std::vector<Command>& commands,
+           const std::function<void()>& on_start = {});
 
 // Text of `skipswarm help`.
 std::string TopLevelHelp(const std::vector<Command>& commands);

@@ -92,6 +92,28 @@ TEST(RunnerTest, RunCliDispatchesAndRejectsUnknownCommands) {
   EXPECT_EQ(RunCli(2, argv2, {c}), 2);
 }
 
+// main's start-up lines (the BLAS core) are logged once, after logging is set
+// up and before the command; not for help or a usage error.
+TEST(RunnerTest, OnStartRunsOnceBeforeTheCommandOnly) {
+  std::vector<std::string> order;
+  Command c = TestCommand();
+  c.run = [&](const std::vector<std::string>&) {
+    order.push_back("run");
+    return 0;
+  };
+  auto on_start = [&] { order.push_back("start"); };
+  char prog[] = "skipswarm", cmd[] = "test", help[] = "--help", bogus[] = "--bogus_flag";
+  char* run_argv[] = {prog, cmd};
+  EXPECT_EQ(RunCli(2, run_argv, {c}, on_start), 0);
+  EXPECT_EQ(order, (std::vector<std::string>{"start", "run"}));
+  order.clear();
+  char* help_argv[] = {prog, cmd, help};
+  EXPECT_EQ(RunCli(3, help_argv, {c}, on_start), 0);
+  char* bad_argv[] = {prog, cmd, bogus};
+  EXPECT_EQ(RunCli(3, bad_argv, {c}, on_start), 2);
+  EXPECT_TRUE(order.empty());
+}
+
 TEST(RunnerTest, AliasesStandForTheCommandsFlags) {
   Command c = TestCommand();
   c.flag_aliases = {{"budget", "runner_test_budget"}};
