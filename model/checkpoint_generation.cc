@@ -179,23 +179,28 @@ absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
   return m;
 }
 
+absl::StatusOr<GenerationManifest> CheckGenerationAt(const std::string& root, int64_t iteration,
+                                                     const std::string& config_hash,
+                                                     int num_stages) {
+  SS_ASSIGN_OR_RETURN(GenerationManifest m,
+                      CheckGeneration(GenerationDir(root, iteration), config_hash, num_stages));
+  if (m.iteration != iteration) {
+    return absl::DataLossError(absl::StrCat("its manifest says iteration ", m.iteration));
+  }
+  return m;
+}
+
 absl::StatusOr<FoundGeneration> FindNewestCompleteGeneration(const std::string& root,
                                                              const std::string& config_hash,
                                                              int num_stages) {
   FoundGeneration found;
   for (int64_t iteration : ListGenerationFolders(root)) {
     const std::string dir = GenerationDir(root, iteration);
-    absl::StatusOr<GenerationManifest> m = CheckGeneration(dir, config_hash, num_stages);
+    absl::StatusOr<GenerationManifest> m =
+        CheckGenerationAt(root, iteration, config_hash, num_stages);
     if (!m.ok()) {
       found.skipped.push_back(absl::StrCat("generation ", iteration, " skipped: ",
                                            m.status().message()));
-      LOG(WARNING) << dir << ": " << found.skipped.back();
-      continue;
-    }
-    if (m->iteration != iteration) {
-      found.skipped.push_back(absl::StrCat("generation ", iteration,
-                                           " skipped: its manifest says iteration ",
-                                           m->iteration));
       LOG(WARNING) << dir << ": " << found.skipped.back();
       continue;
     }

@@ -93,6 +93,13 @@ absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
                                                    const std::string& config_hash,
                                                    int num_stages);
 
+// CheckGeneration of ROOT's folder for `iteration`, which must also be the
+// iteration its manifest names (DataLoss otherwise): the check a restore
+// makes of each folder it considers.
+absl::StatusOr<GenerationManifest> CheckGenerationAt(const std::string& root, int64_t iteration,
+                                                     const std::string& config_hash,
+                                                     int num_stages);
+
 }  // namespace skipswarm::model
 
 #endif  // SKIPSWARM_MODEL_CHECKPOINT_GENERATION_H_

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -15,13 +14,7 @@ namespace skipswarm::model {
 namespace {
 
 using testing::TinyConfig;
-
-std::string FreshRoot(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string root = absl::StrCat(base ? base : "/tmp", "/", name);
-  std::filesystem::remove_all(root);
-  return root;
-}
+using testing::FreshTestDir;
 
 // Every stage's checkpoint bytes of the tiny model at step `step`.
 std::map<int, std::string> StagesAt(LocalPipeline& pipe, int64_t step) {
@@ -40,7 +33,7 @@ class CheckpointGenerationTest : public ::testing::Test {
 };
 
 TEST_F(CheckpointGenerationTest, NewestCompleteGenerationIsFoundAndVerified) {
-  const std::string root = FreshRoot("gen_newest");
+  const std::string root = FreshTestDir("gen_newest");
   ASSERT_TRUE(WriteGeneration(root, 10, hash(), 3, StagesAt(*pipe_, 10), 3).ok());
   ASSERT_TRUE(WriteGeneration(root, 20, hash(), 3, StagesAt(*pipe_, 20), 3).ok());
   absl::StatusOr<FoundGeneration> g = FindNewestCompleteGeneration(root, hash(), 3);
@@ -54,7 +47,7 @@ TEST_F(CheckpointGenerationTest, NewestCompleteGenerationIsFoundAndVerified) {
 }
 
 TEST_F(CheckpointGenerationTest, ATornGenerationIsSkippedWithAMessage) {
-  const std::string root = FreshRoot("gen_torn");
+  const std::string root = FreshTestDir("gen_torn");
   ASSERT_TRUE(WriteGeneration(root, 10, hash(), 3, StagesAt(*pipe_, 10), 3).ok());
   ASSERT_TRUE(WriteGeneration(root, 20, hash(), 3, StagesAt(*pipe_, 20), 3).ok());
   // Generation 30 cut short: stage files written, the process died before
@@ -81,7 +74,7 @@ TEST_F(CheckpointGenerationTest, ATornGenerationIsSkippedWithAMessage) {
 }
 
 TEST_F(CheckpointGenerationTest, NoCompleteGenerationIsNotFoundNamingWhatWasSkipped) {
-  const std::string root = FreshRoot("gen_none");
+  const std::string root = FreshTestDir("gen_none");
   EXPECT_TRUE(absl::IsNotFound(FindNewestCompleteGeneration(root, hash(), 3).status()));
   ASSERT_TRUE(WriteGeneration(root, 5, hash(), 3, StagesAt(*pipe_, 5), 3).ok());
   std::filesystem::remove(GenerationDir(root, 5) + "/stage-0.ckpt");
@@ -92,7 +85,7 @@ TEST_F(CheckpointGenerationTest, NoCompleteGenerationIsNotFoundNamingWhatWasSkip
 }
 
 TEST_F(CheckpointGenerationTest, OnlyTheNewestKeepGenerationsStay) {
-  const std::string root = FreshRoot("gen_keep");
+  const std::string root = FreshTestDir("gen_keep");
   for (int64_t it : {10, 20, 30, 40}) {
     ASSERT_TRUE(WriteGeneration(root, it, hash(), 3, StagesAt(*pipe_, it), 2).ok());
   }
@@ -100,7 +93,7 @@ TEST_F(CheckpointGenerationTest, OnlyTheNewestKeepGenerationsStay) {
 }
 
 TEST_F(CheckpointGenerationTest, MismatchedStagesAndModelsAreRefused) {
-  const std::string root = FreshRoot("gen_refused");
+  const std::string root = FreshTestDir("gen_refused");
   std::map<int, std::string> stages = StagesAt(*pipe_, 10);
   // A stage at another step: not a consistent generation.
   stages[1] = *SerializeStageState(pipe_->stage(1).module(), nullptr, 11);

@@ -42,14 +42,7 @@ absl::StatusOr<GenerationAudit> AuditGenerations(const std::string& root) {
   for (int64_t iteration : iterations) {
     GenerationAudit::Folder f;
     f.iteration = iteration;
-    absl::StatusOr<GenerationManifest> m =
-        CheckGeneration(GenerationDir(root, iteration), audit.config_hash, audit.num_stages);
-    if (!m.ok()) {
-      f.status = m.status();
-    } else if (m->iteration != iteration) {
-      f.status = absl::DataLossError(
-          absl::StrCat("its manifest says iteration ", m->iteration));
-    }
+    f.status = CheckGenerationAt(root, iteration, audit.config_hash, audit.num_stages).status();
     audit.folders.push_back(std::move(f));
   }
   return audit;

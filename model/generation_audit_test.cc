@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,13 +16,7 @@ namespace skipswarm::model {
 namespace {
 
 using testing::TinyConfig;
-
-std::string FreshRoot(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string root = absl::StrCat(base ? base : "/tmp", "/", name);
-  std::filesystem::remove_all(root);
-  return root;
-}
+using testing::FreshTestDir;
 
 class GenerationAuditTest : public ::testing::Test {
  protected:
@@ -51,7 +44,7 @@ class GenerationAuditTest : public ::testing::Test {
 };
 
 TEST_F(GenerationAuditTest, WholeGenerationsAreConsistent) {
-  const std::string root = FreshRoot("audit_whole");
+  const std::string root = FreshTestDir("audit_whole");
   Write(root, 10);
   Write(root, 20);
   absl::StatusOr<GenerationAudit> a = AuditGenerations(root);
@@ -67,7 +60,7 @@ TEST_F(GenerationAuditTest, WholeGenerationsAreConsistent) {
 // A crash mid-write leaves the newest folder torn: a restore skips it, and
 // the root is still consistent.
 TEST_F(GenerationAuditTest, OnlyTheNewestFolderMayBeTorn) {
-  const std::string root = FreshRoot("audit_newest_torn");
+  const std::string root = FreshTestDir("audit_newest_torn");
   Write(root, 10);
   Write(root, 20);
   WriteTorn(root, 30);
@@ -82,7 +75,7 @@ TEST_F(GenerationAuditTest, OnlyTheNewestFolderMayBeTorn) {
 }
 
 TEST_F(GenerationAuditTest, ADamagedOlderGenerationIsLost) {
-  const std::string root = FreshRoot("audit_damaged");
+  const std::string root = FreshTestDir("audit_damaged");
   Write(root, 10);
   Write(root, 20);
   Write(root, 30);
@@ -99,7 +92,7 @@ TEST_F(GenerationAuditTest, ADamagedOlderGenerationIsLost) {
 }
 
 TEST_F(GenerationAuditTest, TwoTornFoldersAreOneLostGeneration) {
-  const std::string root = FreshRoot("audit_two_torn");
+  const std::string root = FreshTestDir("audit_two_torn");
   Write(root, 10);
   WriteTorn(root, 20);
   WriteTorn(root, 30);
@@ -110,7 +103,7 @@ TEST_F(GenerationAuditTest, TwoTornFoldersAreOneLostGeneration) {
 }
 
 TEST_F(GenerationAuditTest, ARootWithoutAnyManifestIsNotFound) {
-  const std::string root = FreshRoot("audit_none");
+  const std::string root = FreshTestDir("audit_none");
   EXPECT_TRUE(absl::IsNotFound(AuditGenerations(root).status()));
   WriteTorn(root, 10);
   absl::Status s = AuditGenerations(root).status();
