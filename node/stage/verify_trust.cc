@@ -103,20 +103,31 @@ std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
   return out;
 }
 
-std::set<common::NodeId> VerifiedRoutingView::Excluded(const std::vector<PeerInfo>& members) const {
+std::set<common::NodeId> VerifiedRoutingView::Excluded() const {
+  const uint64_t version = this->version();
+  {
+    absl::MutexLock lock(&mu_);
+    if (excluded_version_ == version) return excluded_;
+  }
+  // Computed outside the lock (the inner view takes its own). A state newer
+  // than `version` may be stored under it: the next call sees a newer
+  // version and computes again.
   const std::vector<common::NodeId> own = trust_->condemned();
   std::set<common::NodeId> out(own.begin(), own.end());
   std::vector<PeerInfo> live;
-  for (const PeerInfo& p : members) {
-    if (inner_->IsAlive(p.id)) live.push_back(p);
+  for (PeerInfo& p : inner_->Members()) {
+    if (inner_->IsAlive(p.id)) live.push_back(std::move(p));
   }
   for (const auto& [id, by] : VerifyQuorumBans(self_, live, out)) out.insert(id);
+  absl::MutexLock lock(&mu_);
+  excluded_version_ = version;
+  excluded_ = out;
   return out;
 }
 
 std::vector<PeerInfo> VerifiedRoutingView::Members() const {
   std::vector<PeerInfo> out = inner_->Members();
-  const std::set<common::NodeId> excluded = Excluded(out);
+  const std::set<common::NodeId> excluded = Excluded();
   out.erase(std::remove_if(out.begin(), out.end(),
                            [&](const PeerInfo& p) { return excluded.count(p.id) > 0; }),
             out.end());
@@ -125,7 +136,7 @@ std::vector<PeerInfo> VerifiedRoutingView::Members() const {
 
 std::vector<common::NodeId> VerifiedRoutingView::Replicas(int stage) const {
   std::vector<common::NodeId> out = inner_->Replicas(stage);
-  const std::set<common::NodeId> excluded = Excluded(inner_->Members());
+  const std::set<common::NodeId> excluded = Excluded();
   out.erase(std::remove_if(out.begin(), out.end(),
                            [&](const common::NodeId& id) { return excluded.count(id) > 0; }),
             out.end());

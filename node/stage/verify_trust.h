@@ -74,7 +74,7 @@
 // but Note [Verify bans] never spreads a ban of a trusted member.
 //
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
-// as the view it wraps. Both borrow: the inner view and the trust outlive
+// as the view it wraps (its own cache is locked). Both borrow: the inner view and the trust outlive
 // the VerifiedRoutingView.
 #ifndef SKIPSWARM_NODE_STAGE_VERIFY_TRUST_H_
 #define SKIPSWARM_NODE_STAGE_VERIFY_TRUST_H_
@@ -172,13 +172,18 @@ class VerifiedRoutingView final : public SwarmView {
   }
 
  private:
-  // This node's condemned and the verify quorum's bans, from `members`
-  // (the inner view's, alive or not).
-  std::set<common::NodeId> Excluded(const std::vector<PeerInfo>& members) const;
+  // This node's condemned and the verify quorum's bans. A function of the
+  // inner view (members, liveness, records) and of this node's verdicts,
+  // all of which move version(): computed once per version, not on every
+  // Members() / Replicas() call of the planner and the route repairs.
+  std::set<common::NodeId> Excluded() const ABSL_LOCKS_EXCLUDED(mu_);
 
   SwarmView* const inner_;
   const VerifyTrust* const trust_;
   const common::NodeId self_;
+  mutable absl::Mutex mu_;
+  mutable std::optional<uint64_t> excluded_version_ ABSL_GUARDED_BY(mu_);
+  mutable std::set<common::NodeId> excluded_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node
