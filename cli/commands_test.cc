@@ -20,6 +20,24 @@ TEST(CommandsTest, NamesAreUniqueAndEveryCommandHasHelp) {
   }
 }
 
+TEST(CommandsTest, OnlyTheCommandsThatRunTheModelSetUpBlas) {
+  // Note [BLAS core]: these re-execute for the fast kernels; every other
+  // command (help and version included) starts without the probe.
+  const absl::flat_hash_set<std::string> compute = {"train-ref", "eval", "export", "node",
+                                                   "local"};
+  for (const common::cli::Command& c : AllCommands()) {
+    EXPECT_EQ(c.uses_blas, compute.contains(c.name)) << c.name;
+  }
+  const std::vector<common::cli::Command> commands = AllCommands();
+  std::string word = "version";
+  char* version[] = {const_cast<char*>("skipswarm"), word.data(), nullptr};
+  ASSERT_NE(common::cli::CommandToRun(2, version, commands), nullptr);
+  EXPECT_EQ(common::cli::CommandToRun(2, version, commands)->name, "version");
+  EXPECT_EQ(common::cli::CommandToRun(1, version, commands), nullptr);
+  word = "--help";
+  EXPECT_EQ(common::cli::CommandToRun(2, version, commands), nullptr);
+}
+
 TEST(CommandsTest, EveryFlagFileOwnsAtLeastOneFlag) {
   // A typo in a command's flag_files would silently hide its flags.
   for (const common::cli::Command& c : AllCommands()) {

@@ -325,6 +325,7 @@ common::cli::Command NodeCommand(NodeBackendWrapper wrap) {
       // Earlier per-service addresses (Note [One port]); they still work.
       {"deprecated", {"gossip_listen", "state_listen", "advertise_host"}, {}, /*hidden=*/true},
   };
+  c.uses_blas = true;
   return c;
 }
 

@@ -12,10 +12,12 @@
 #include "common/cli/runner.h"
 
 int main(int argc, char** argv) {
-  // First, before anything starts a thread: it may re-execute the binary with
-  // the OpenBLAS core chosen (Note [BLAS core]). Every subcommand and every
-  // process the launcher starts inherits the choice.
-  const skipswarm::common::BlasCoreDecision blas = skipswarm::common::SetUpBlasCore(argv);
-  return skipswarm::common::cli::RunCli(argc, argv, skipswarm::cli::AllCommands(),
+  const std::vector<skipswarm::common::cli::Command> commands = skipswarm::cli::AllCommands();
+  // First, before anything starts a thread, for a command that runs the
+  // model's kernels: it may re-execute the binary with the OpenBLAS core
+  // chosen (Note [BLAS core]). The processes it starts inherit the choice.
+  const auto blas = skipswarm::common::SetUpBlasCoreFor(
+      skipswarm::common::cli::CommandToRun(argc, argv, commands), argv);
+  return skipswarm::common::cli::RunCli(argc, argv, commands,
                                         [&blas] { skipswarm::common::LogBlasCore(blas); });
 }

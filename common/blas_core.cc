@@ -31,10 +31,11 @@
 // and SKIPSWARM_BLAS_CORE=off keeps the library's choice.
 //
 // The variable only counts before the library loads, so `main` sets it and
-// re-executes /proc/self/exe with the same argv (cli/blas_setup.h) rather than
-// telling each spawner to set it for its children: one place covers every
-// subcommand and every child the launcher starts (they inherit the
-// environment and so never re-execute). Re-execution cannot loop: it sets
+// re-executes /proc/self/exe with the same argv (common/blas_setup.h) rather
+// than telling each spawner to set it for its children: one place covers every
+// subcommand that runs the model (Command::uses_blas; help, version, plan and
+// the like start without the probe or the second image) and every child the
+// launcher starts (they inherit the environment and so never re-execute). Re-execution cannot loop: it sets
 // OPENBLAS_CORETYPE and SKIPSWARM_BLAS_CORE_FROM together, and either being
 // present stops the rule, whatever core the library then reports (a
 // library that ignored the variable is reported, not retried).

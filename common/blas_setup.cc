@@ -42,6 +42,15 @@ BlasCoreDecision SetUpBlasCore(char** argv) {
   return d;
 }
 
+std::optional<BlasCoreDecision> SetUpBlasCoreFor(const cli::Command* command, char** argv) {
+  if (command == nullptr || !command->uses_blas) return std::nullopt;
+  return SetUpBlasCore(argv);
+}
+
+void LogBlasCore(const std::optional<BlasCoreDecision>& d) {
+  if (d.has_value()) LogBlasCore(*d);
+}
+
 void LogBlasCore(const BlasCoreDecision& d) {
   if (d.warning) {
     LOG(WARNING) << d.log_line;

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/blas_core.h"
+#include "common/cli/command.h"
 
 namespace skipswarm::common {
 
@@ -39,8 +40,16 @@ BlasCoreInput BlasCoreInputFrom(const EnvLookup& env, std::optional<OpenBlasInfo
 // its core (BlasCoreInputFrom + ChooseBlasCore).
 BlasCoreDecision SetUpBlasCore(char** argv);
 
+// SetUpBlasCore for a command that runs the model's kernels
+// (Command::uses_blas); nullopt, touching nothing, for any other command and
+// for null (help, --version, an unknown word): those start without the
+// probe and the re-execution.
+std::optional<BlasCoreDecision> SetUpBlasCoreFor(const cli::Command* command, char** argv);
+
 // Logs `d`'s line (a warning when it says so): once logging is set up.
+// Nothing for nullopt.
 void LogBlasCore(const BlasCoreDecision& d);
+void LogBlasCore(const std::optional<BlasCoreDecision>& d);
 
 }  // namespace skipswarm::common
 

@@ -41,6 +41,15 @@ TEST(BlasSetupTest, EmptyEnvironmentForcesAndItsOwnVariablesStopIt) {
   }
 }
 
+TEST(BlasSetupTest, CommandsThatDoNotRunTheModelAreLeftAlone) {
+  // Returns before any probe or exec: this test process is not replaced.
+  char* argv[] = {const_cast<char*>("skipswarm"), nullptr};
+  EXPECT_FALSE(SetUpBlasCoreFor(nullptr, argv).has_value());
+  cli::Command plan;
+  plan.name = "plan";
+  EXPECT_FALSE(SetUpBlasCoreFor(&plan, argv).has_value());
+}
+
 TEST(BlasSetupTest, ReadsTheUsersVariables) {
   const BlasCoreInput in =
       BlasCoreInputFrom(FakeEnv({{"OPENBLAS_CORETYPE", "Haswell"}, {"SKIPSWARM_BLAS_CORE", "off"}}),

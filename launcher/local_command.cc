@@ -772,6 +772,7 @@ common::cli::Command LocalCommand(LocalSwarmPlanner wan) {
         return 0;
       }};
   c.flag_prefix = "local_";  // Note [Short flag names]: --iterations, --replicas
+  c.uses_blas = true;  // Note [BLAS core]: its children inherit the choice.
   return c;
 }
 

@@ -184,6 +184,7 @@ common::cli::Command EvalCommand() {
     }
     return 0;
   };
+  c.uses_blas = true;
   return c;
 }
 

@@ -58,7 +58,8 @@ common::cli::Command ExportCommand() {
           },
           {},
           {},
-          "export_"};  // Note [Short flag names]: --checkpoint, --format, --out
+          "export_",  // Note [Short flag names]: --checkpoint, --format, --out
+          /*uses_blas=*/true};  // the reference logits
 }
 
 }  // namespace skipswarm::model

@@ -9,9 +9,11 @@
 #include "model/train_ref_command.h"
 
 int main(int argc, char** argv) {
+  const std::vector<skipswarm::common::cli::Command> commands = {
+      skipswarm::model::TrainRefCommand(), skipswarm::model::EvalCommand()};
   // May re-execute the binary with the OpenBLAS core chosen (Note [BLAS core]).
-  const skipswarm::common::BlasCoreDecision blas = skipswarm::common::SetUpBlasCore(argv);
-  return skipswarm::common::cli::RunCli(
-      argc, argv, {skipswarm::model::TrainRefCommand(), skipswarm::model::EvalCommand()},
-      [&blas] { skipswarm::common::LogBlasCore(blas); });
+  const auto blas = skipswarm::common::SetUpBlasCoreFor(
+      skipswarm::common::cli::CommandToRun(argc, argv, commands), argv);
+  return skipswarm::common::cli::RunCli(argc, argv, commands,
+                                        [&blas] { skipswarm::common::LogBlasCore(blas); });
 }

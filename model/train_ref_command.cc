@@ -344,6 +344,7 @@ common::cli::Command TrainRefCommand() {
     }
     return 0;
   };
+  c.uses_blas = true;
   return c;
 }
 

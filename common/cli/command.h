@@ -60,6 +60,11 @@ struct Command {
   // them without it (--iterations), and --help lists them so; the prefixed
   // names keep working as deprecated aliases. Empty: none.
   std::string flag_prefix = {};
+  // Whether the command runs the model's kernels (training, evaluation,
+  // export): only such a command sets up the OpenBLAS core before it starts,
+  // which may re-execute the binary (Note [BLAS core] in common/blas_core.cc).
+  // `help`, `version`, `plan`, `checkpoints` and the rest start without it.
+  bool uses_blas = false;
 };
 
 }  // namespace skipswarm::common::cli

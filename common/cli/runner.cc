@@ -40,6 +40,15 @@ const Command* FindCommand(const std::vector<Command>& commands,
   return nullptr;
 }
 
+}  // namespace
+
+const Command* CommandToRun(int argc, char** argv, const std::vector<Command>& commands) {
+  if (argc < 2) return nullptr;
+  return FindCommand(commands, argv[1]);
+}
+
+namespace {
+
 // "--name=value" / "--name" / "-name" → "name"; empty if not a flag.
 std::string FlagName(const std::string& arg) {
   if (arg.size() < 2 || arg[0] != '-' || arg == "--") return "";

@@ -33,6 +33,11 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands,
            const std::function<void()>& on_start = {});
 
 // Text of `skipswarm help`.
+// The command that `argv` runs (the word after the binary's name), or null
+// for help, --version and unknown words. For the set-up that must happen in
+// `main` before RunCli (Command::uses_blas).
+const Command* CommandToRun(int argc, char** argv, const std::vector<Command>& commands);
+
 std::string TopLevelHelp(const std::vector<Command>& commands);
 // Text of `skipswarm <command> --help`: usage plus the command's flags.
 // `full` (--helpfull): also the flags of hidden help groups.
