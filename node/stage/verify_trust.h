@@ -35,7 +35,8 @@
 // every member adopts the ban of X, for routing (VerifiedRoutingView) and,
 // where it shares a stage with X, for averaging (QuorumBans), when
 //   - X is a live member on probation in this member's view (verified
-//     compute judges only those, Note [Verify sampling]), and
+//     compute judges those at the full rate, Note [Verify sampling]; a
+//     trusted X only under Note [Trusted verify bans]), and
 //   - at least kVerifyBanQuorum (2) distinct live, trusted members other
 //     than X and this member name X in their bans.
 // Why a quorum of accusers and not evidence: evidence another member could
