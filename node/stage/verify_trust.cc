@@ -16,6 +16,7 @@ bool VerifyTrust::Record(const common::NodeId& checked, bool match) {
   }
   ++v.mismatches;
   v.strikes += 1;
+  mismatched_.insert(checked);
   if (v.condemned || !(options_.exclude_at > 0) || v.strikes < options_.exclude_at) return false;
   v.condemned = true;
   ++generation_;
@@ -31,6 +32,10 @@ std::vector<common::NodeId> VerifyTrust::RecordPair(const common::NodeId& checke
   double& strikes = pairs_[std::minmax(checked, verifier)];
   strikes = match ? std::max(0.0, strikes - options_.forgive_per_match) : strikes + 1;
   std::vector<common::NodeId> out;
+  if (!match) {
+    mismatched_.insert(checked);
+    mismatched_.insert(verifier);
+  }
   if (match || !(options_.dispute_at > 0)) return out;
   for (const common::NodeId* m : {&checked, &verifier}) {
     MemberVerdicts& mv = verdicts_[*m];
@@ -80,24 +85,72 @@ uint64_t VerifyTrust::generation() const {
   return generation_;
 }
 
+std::vector<common::NodeId> VerifyTrust::TakeMismatched() {
+  absl::MutexLock lock(&mu_);
+  std::vector<common::NodeId> out(mismatched_.begin(), mismatched_.end());
+  mismatched_.clear();
+  return out;
+}
+
+namespace {
+
+bool SharesAStage(const PeerInfo& a, const PeerInfo& b) {
+  for (int s : a.stages) {
+    if (std::find(b.stages.begin(), b.stages.end(), s) != b.stages.end()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
     const std::set<common::NodeId>& distrusted) {
   // One voice per accuser (its first entry), its ids deduplicated.
-  std::map<common::NodeId, bool> probation;
+  std::map<common::NodeId, const PeerInfo*> by_id;
   std::map<common::NodeId, std::set<common::NodeId>> accusers;
   for (const PeerInfo& p : live) {
-    if (!probation.emplace(p.id, p.on_probation).second) continue;
+    if (!by_id.emplace(p.id, &p).second) continue;
     if (p.id == self || p.on_probation || distrusted.count(p.id) > 0) continue;
     for (const common::NodeId& accused : p.bans) accusers[accused].insert(p.id);
   }
   std::map<common::NodeId, std::vector<common::NodeId>> out;
+  std::set<common::NodeId> trusted_banned;
   for (auto& [accused, by] : accusers) {
-    auto it = probation.find(accused);
-    if (accused == self || it == probation.end() || !it->second) continue;
+    auto it = by_id.find(accused);
+    if (accused == self || it == by_id.end()) continue;
+    const PeerInfo& x = *it->second;
     by.erase(accused);
-    if (by.size() >= kVerifyBanQuorum) {
-      out.emplace(accused, std::vector<common::NodeId>(by.begin(), by.end()));
+    if (!x.on_probation) {
+      // Note [Trusted verify bans]: only accusers that share no stage with
+      // it (their ban of it cannot be a group ban).
+      for (auto a = by.begin(); a != by.end();) {
+        a = SharesAStage(*by_id.at(*a), x) ? by.erase(a) : std::next(a);
+      }
+    }
+    if (by.size() < kVerifyBanQuorum) continue;
+    out.emplace(accused, std::vector<common::NodeId>(by.begin(), by.end()));
+    if (!x.on_probation) trusted_banned.insert(accused);
+  }
+  // Note [Trusted verify bans]: never the last trusted host of a stage.
+  for (const common::NodeId& accused : trusted_banned) {
+    const PeerInfo& x = *by_id.at(accused);
+    for (int stage : x.stages) {
+      bool other = false;
+      for (const auto& [id, p] : by_id) {
+        if (id == accused || p->on_probation || trusted_banned.count(id) > 0 ||
+            distrusted.count(id) > 0) {
+          continue;
+        }
+        if (std::find(p->stages.begin(), p->stages.end(), stage) != p->stages.end()) {
+          other = true;
+          break;
+        }
+      }
+      if (!other) {
+        out.erase(accused);
+        break;
+      }
     }
   }
   return out;

@@ -35,7 +35,8 @@
 // every member adopts the ban of X, for routing (VerifiedRoutingView) and,
 // where it shares a stage with X, for averaging (QuorumBans), when
 //   - X is a live member on probation in this member's view (verified
-//     compute judges only those, Note [Verify sampling]), and
+//     compute judges those at the full rate, Note [Verify sampling]; a
+//     trusted X only under Note [Trusted verify bans]), and
 //   - at least kVerifyBanQuorum (2) distinct live, trusted members other
 //     than X and this member name X in their bans.
 // Why a quorum of accusers and not evidence: evidence another member could
@@ -46,14 +47,17 @@
 // would then ban any newcomer. With the quorum, a single lying accuser (or
 // any number of newcomers: they count for nothing) bans nobody; two
 // trusted liars can ban a newcomer, never a trusted member (this rule
-// never applies to one; their bans need the stage-peer majority of Note
-// [Gossiped bans], for averaging only). An honest swarm reaches the quorum
+// applies to a trusted member only under Note [Trusted verify bans]).
+// An honest swarm reaches the quorum
 // when two catchers see X's outputs: two hosts of the stage after X, or
 // two data nodes after the last stage; a lone catcher protects its own
 // routes and repairs only (a data node that catches X is a planner, so its
 // routes already avoid X). The quorum is recomputed from the current view:
-// accusers that die or leave lift it. Not covered: a newcomer that is
-// vouched for (it leaves probation) before two catchers condemn it.
+// accusers that die or leave lift it. A newcomer vouched for (it leaves
+// probation) before two catchers condemn it: a catcher that vouched for it
+// withdraws its vouch at its first mismatch (Note [Vouch withdrawal] in
+// node/daemon/gossip/newcomer_ledger.h); one that did not still names it
+// in its bans, which then count under Note [Trusted verify bans].
 //
 // Note [Trusted disputes]
 // Trusted members are checked too, at a lower rate (StageServerOptions::
@@ -71,7 +75,32 @@
 // condemn an honest member they both dispute with, unless one of them is
 // condemned first (condemned partners do not count). The verdict is this
 // node's: it routes around the member and names it in its record's bans,
-// but Note [Verify bans] never spreads a ban of a trusted member.
+// which spread by Note [Trusted verify bans].
+//
+// Note [Trusted verify bans]
+// How a trusted member condemned under Note [Trusted disputes] leaves
+// other members' routes: the rule of Note [Verify bans] (VerifyQuorumBans,
+// so VerifiedRoutingView for routing and QuorumBans for averaging), with
+// two differences for an accused that is trusted:
+//   - Only accusers that share no stage with it count. A record's bans
+//     also carry its group bans (Note [Group bans]: robust averaging, which
+//     now and then bans an honest, noisy replica on one peer's judgement),
+//     and only a stage peer averages with the accused; such bans spread by
+//     Note [Gossiped bans]'s stage-peer majority instead. The catchers of
+//     an honest swarm host the next stage or are data nodes, so this costs
+//     them nothing unless a catcher also hosts the accused's stage.
+//   - It is never adopted while it is the last trusted host of one of its
+//     stages (among the live members, those adopted in the same pass and
+//     this node's distrusted left out): banning it would leave the stage
+//     without a route. Condemnation needs disputes with 2 partners, i.e. 3
+//     trusted replicas, so an honest verdict always leaves others.
+// Safety: one lying trusted accuser (any number of newcomers) bans nobody,
+// as for newcomers. Two trusted liars that host other stages can take an
+// honest trusted member out of routes and of its stage peers' averaging
+// (it still gets the reduced shards, so its weights stay the group's)
+// where a third host of its stage remains; they can already condemn it at
+// their own nodes (Note [Trusted disputes]). What would close that gap is
+// evidence others can check (signed frame digests), not a larger quorum.
 //
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps (its own cache is locked). Both borrow: the inner view and the trust outlive
@@ -126,6 +155,11 @@ class VerifyTrust {
   std::map<common::NodeId, MemberVerdicts> verdicts() const;
   // Increases whenever a member is condemned.
   uint64_t generation() const;
+  // The members a mismatch named since the last call, ascending (Note
+  // [Vouch withdrawal] in node/daemon/gossip/newcomer_ledger.h): the checked
+  // member of Record, both members of a mismatching RecordPair (either may
+  // have lied). Bounded by the members checked in between.
+  std::vector<common::NodeId> TakeMismatched();
 
  private:
   const VerifyTrustOptions options_;
@@ -137,15 +171,17 @@ class VerifyTrust {
   // Strikes per pair of trusted members, the smaller id first.
   std::map<std::pair<common::NodeId, common::NodeId>, double> pairs_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<common::NodeId> mismatched_ ABSL_GUARDED_BY(mu_);
 };
 
 // The distinct trusted accusers of a ban Note [Verify bans] adopts.
 inline constexpr size_t kVerifyBanQuorum = 2;
 
-// The members `self` bans by Note [Verify bans] from `live` (the live
-// members as this node's view shows them, with their published bans and
-// probation), each with its accusers (ascending). Accusers in `distrusted`
-// (this node's own bans and verdicts) do not count. Pure.
+// The members `self` bans by Notes [Verify bans] and [Trusted verify bans]
+// from `live` (the live members as this node's view shows them, with their
+// stages, published bans and probation), each with its accusers
+// (ascending). Accusers in `distrusted` (this node's own bans and verdicts)
+// do not count. Pure.
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
     const std::set<common::NodeId>& distrusted);

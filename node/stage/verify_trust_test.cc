@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace skipswarm::node {
 namespace {
 
@@ -78,6 +80,24 @@ TEST(VerifyTrustTest, TwoTrustedReplicasAloneCondemnNobody) {
   EXPECT_TRUE(honest.condemned().empty());
 }
 
+// Note [Vouch withdrawal] reads the members mismatches named: the checked
+// newcomer, both members of a trusted pair; never a member that only matched.
+TEST(VerifyTrustTest, TakeMismatchedNamesEveryMemberAMismatchImplicatedOnce) {
+  VerifyTrust trust;
+  const NodeId n = NodeId::ForName("n"), x = NodeId::ForName("x"), y = NodeId::ForName("y"),
+               h = NodeId::ForName("h");
+  trust.Record(h, true);
+  trust.RecordPair(h, x, true);
+  EXPECT_TRUE(trust.TakeMismatched().empty());
+  trust.Record(n, false);
+  trust.Record(n, false);
+  trust.RecordPair(x, y, false);
+  std::vector<NodeId> want = {n, x, y};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(trust.TakeMismatched(), want);
+  EXPECT_TRUE(trust.TakeMismatched().empty());  // taken
+}
+
 TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), d = NodeId::ForName("d");
   StaticSwarmView inner({{d, {0}, 4}, {a, {1}, 4}, {b, {1}, 4}});
@@ -137,10 +157,51 @@ TEST(VerifyQuorumBansTest, ALoneAccuserBansNobody) {
   EXPECT_TRUE(VerifyQuorumBans(n1, live, {}).empty());
 }
 
-TEST(VerifyQuorumBansTest, ATrustedMemberIsNeverBannedByThisRule) {
+// Note [Trusted verify bans]: a trusted member condemned by its disputes
+// at two catchers of other stages leaves every member's routes, where
+// another trusted host of its stage remains.
+TEST(VerifyQuorumBansTest, ATrustedMemberTwoCatchersOfOtherStagesCondemnedIsBanned) {
   std::vector<PeerInfo> live = Live();
+  PeerInfo t1b;
+  t1b.id = NodeId::ForName("t1b");
+  t1b.stages = {1};
+  live.push_back(t1b);
+  const NodeId t1 = NodeId::ForName("t1"), d = NodeId::ForName("d");
+  Accuse(live, "s2a", "t1");
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {}).empty());  // one accuser: nobody
+  Accuse(live, "s2b", "t1");
+  auto bans = VerifyQuorumBans(d, live, {});
+  ASSERT_EQ(bans.count(t1), 1u);
+  EXPECT_EQ(bans.at(t1), (std::vector<NodeId>{std::min(NodeId::ForName("s2a"),
+                                                       NodeId::ForName("s2b")),
+                                              std::max(NodeId::ForName("s2a"),
+                                                       NodeId::ForName("s2b"))}));
+  // The same for t1b's own view, which shares t1's stage (it adopts; it
+  // does not accuse).
+  EXPECT_EQ(VerifyQuorumBans(t1b.id, live, {}).count(t1), 1u);
+  // The data node's routes: stage 1 through t1b (and the newcomer beside it).
+  StaticSwarmView inner(live);
+  VerifyTrust trust;
+  VerifiedRoutingView view(&inner, &trust, d);
+  const std::vector<NodeId> replicas = view.Replicas(1);
+  EXPECT_EQ(std::count(replicas.begin(), replicas.end(), t1), 0);
+  EXPECT_EQ(std::count(replicas.begin(), replicas.end(), t1b.id), 1);
+  EXPECT_TRUE(view.IsAlive(t1));  // hops already routed through it end as usual
+  // An accuser this node distrusts does not count.
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {NodeId::ForName("s2b")}).empty());
+}
+
+TEST(VerifyQuorumBansTest, ATrustedMembersStagePeersAndItsStagesLastHostAreExempt) {
+  std::vector<PeerInfo> live = Live();
+  // t1 is stage 1's only trusted host (n1 is on probation): however many
+  // accuse it, banning it would leave the stage without a route.
   for (const char* accuser : {"d", "s2a", "s2b", "t3"}) Accuse(live, accuser, "t1");
   EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("n3"), live, {}).empty());
+  // s2a, named by its stage peer s2b and one other: the peer's ban may be a
+  // group ban (Note [Group bans]), so one accuser counts.
+  Accuse(live, "s2b", "s2a");
+  Accuse(live, "t3", "s2a");
+  EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("d"), live, {}).empty());
   // Nor one that is not a live member.
   for (const char* accuser : {"s2a", "s2b"}) Accuse(live, accuser, "gone");
   EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("d"), live, {}).empty());

@@ -36,7 +36,8 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
   }
   std::set<NodeId> accused_ids;
   for (const auto& [reporter, ids] : published) accused_ids.insert(ids.begin(), ids.end());
-  // Note [Verify bans]: a newcomer named by two trusted members anywhere.
+  // Note [Verify bans]: a newcomer named by two trusted members anywhere; a
+  // trusted member by two that share no stage with it.
   std::vector<PeerInfo> live;
   for (const auto& [id, m] : by_id) {
     PeerInfo p;
@@ -89,8 +90,9 @@ GossipedBans::Change GossipedBans::Update(const NodeId& self, const std::set<Nod
     std::vector<std::string> names;
     for (const NodeId& r : ban.reporters) names.push_back(r.ShortString());
     if (ban.verify_quorum) {
-      LOG(WARNING) << "adopting the ban of newcomer " << id.ShortString() << " published by "
-                   << ban.reporters.size() << " trusted members (Note [Verify bans]): "
+      LOG(WARNING) << "adopting the output checks' ban of " << id.ShortString()
+                   << " published by " << ban.reporters.size()
+                   << " trusted members (Note [Verify bans]): "
                    << absl::StrJoin(names, ", ");
       continue;
     }

@@ -21,11 +21,12 @@
 // local ban, it is not for good, and a member does not publish bans it
 // only adopted (a published ban is first-hand evidence).
 //
-// A second way in, for newcomers only: Note [Verify bans] (node/stage/
-// verify_trust.h), a newcomer named by at least two distinct trusted live
-// members, whatever stages they host (the hop after a replica judges its
-// outputs and hosts another stage); AdoptedBan::verify_quorum says which
-// rule held.
+// A second way in: Note [Verify bans] (node/stage/verify_trust.h), a
+// newcomer named by at least two distinct trusted live members, whatever
+// stages they host (the hop after a replica judges its outputs and hosts
+// another stage), and a trusted member named by two that share no stage
+// with it (Note [Trusted verify bans]); AdoptedBan::verify_quorum says
+// which rule held.
 //
 // Not covered: a majority of liars among the accused's peers bans an
 // honest member; admission, join work and probation are the defences
@@ -63,7 +64,8 @@ struct BanReport {
 struct AdoptedBan {
   std::vector<common::NodeId> reporters;  // ascending, distinct
   size_t eligible = 0;                    // the quorum's denominator
-  // Adopted by Note [Verify bans] (the stage-peer majority did not hold).
+  // Adopted by Note [Verify bans] or [Trusted verify bans] (the stage-peer
+  // majority did not hold).
   bool verify_quorum = false;
   friend bool operator==(const AdoptedBan& a, const AdoptedBan& b) {
     return a.reporters == b.reporters && a.eligible == b.eligible &&

@@ -178,10 +178,18 @@ TEST(QuorumBansTest, TwoTrustedCatchersBanANewcomerForItsGroup) {
   ASSERT_EQ(bans.size(), 1u);
   EXPECT_TRUE(bans.at(Id("n")).verify_quorum);
   EXPECT_EQ(bans.at(Id("n")).reporters.size(), 2u);
-  // Not for a trusted member: b, named by the same two, keeps its parts.
+  // A trusted member named by the same two, which share no stage with it
+  // (Note [Trusted verify bans]): b leaves its group's averaging too; a and
+  // w0 still host stage 1.
   Publish(swarm, "c", "b");
   Publish(swarm, "d0", "b");
-  EXPECT_EQ(QuorumBans(Id("a"), {}, swarm).count(Id("b")), 0u);
+  ASSERT_EQ(QuorumBans(Id("a"), {}, swarm).count(Id("b")), 1u);
+  EXPECT_TRUE(QuorumBans(Id("a"), {}, swarm).at(Id("b")).verify_quorum);
+  // Not w0, a stage peer of both: their bans of it may be group bans, which
+  // need the stage-peer majority (2 of its 4 peers is none).
+  Publish(swarm, "c", "w0");
+  Publish(swarm, "d0", "w0");
+  EXPECT_EQ(QuorumBans(Id("a"), {}, swarm).count(Id("w0")), 0u);
   // A catcher this member bans itself does not count.
   EXPECT_TRUE(QuorumBans(Id("a"), {Id("c")}, swarm).empty());
 }

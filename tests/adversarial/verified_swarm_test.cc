@@ -15,6 +15,8 @@
 //    stage 2 on trusted nodes 3, 4 and 5, the hops after node 2: they
 //    condemn it, and the data node, which judged nothing, routes around it
 //    once two of their records name it.
+//  - The same with stage 1 on three trusted nodes, node 1 lying, and
+//    stage 2 on trusted nodes 4 and 5 (Note [Trusted verify bans]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,6 +114,11 @@ Layout LiarBeforeCatchers() { return {{{0}, {1}, {1}, {2}, {2}, {2}}, {2}, 2}; }
 // Note [Trusted disputes]: stage 2 on three trusted replicas, node 4 of
 // them lying, checked at the trusted rate; the data node is the hop after.
 Layout TrustedLiarAmongThree() { return {{{0}, {1}, {2}, {2}, {2}}, {}, 4, 0.5}; }
+// Note [Trusted verify bans]: stage 1 on three trusted replicas, node 1 of
+// them lying (its forwards; its sketches as a verifier are honest, so they
+// forgive its pairs), checked at the trusted rate 1; stage 2's trusted nodes
+// 4 and 5 are the hops after, so the data node judges no stage-1 output.
+Layout TrustedLiarBeforeCatchers() { return {{{0}, {1}, {1}, {1}, {2}, {2}}, {}, 1, 1.0}; }
 
 struct RunResult {
   int64_t checks = 0, mismatches = 0;            // judged, all nodes
@@ -427,6 +434,36 @@ TEST(VerifiedSwarmTest, TwoCatchersBanALiarTheDataNodeNeverChecked) {
               "iterations)\n",
               static_cast<long long>(r.liar_mismatches), static_cast<long long>(r.liar_checks),
               r.condemned_at.size(), static_cast<unsigned long long>(at[0]),
+              static_cast<unsigned long long>(at[1]),
+              static_cast<long long>(r.liar_forwards[from]),
+              static_cast<long long>(r.liar_forwards.back()), kIterations);
+}
+
+// Note [Trusted verify bans]: a trusted stage-1 replica turned liar,
+// condemned by its disputes at the two stage-2 catchers, which neither plan
+// routes nor share its stage. Before, Note [Verify bans] never spread a ban
+// of a trusted member, and the data node, which judged nothing, routed
+// through the liar to the end.
+TEST(VerifiedSwarmTest, TwoCatchersBanATrustedLiarTheDataNodeNeverChecked) {
+  constexpr int kIterations = 20;
+  const RunResult r =
+      RunSwarm(TrustedLiarBeforeCatchers(), /*rate=*/0, /*liar=*/true, kIterations);
+  EXPECT_EQ(r.condemned, std::set<common::NodeId>{common::NodeId::ForName("node1")});
+  EXPECT_EQ(r.condemned_at.count(0), 0u);  // the data node judged nothing
+  ASSERT_EQ(r.condemned_at.size(), 2u) << "trusted checks " << r.trusted_checks << ", "
+                                       << r.trusted_mismatches << " mismatched";
+  std::vector<uint64_t> at;
+  for (const auto& [node, it] : r.condemned_at) at.push_back(it);
+  std::sort(at.begin(), at.end());
+  const uint64_t from = at[1] + 1;
+  ASSERT_LT(from, r.liar_forwards.size());
+  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  EXPECT_EQ(r.dropped, 0);
+  std::printf("FIGURE verified_swarm trusted stage-1 liar x1.05 among 3, trusted rate 1, two "
+              "stage-2 catchers: %lld/%lld trusted checks mismatched; condemned in iterations "
+              "%llu and %llu; liar forwards %lld then, %lld at the end (%d iterations)\n",
+              static_cast<long long>(r.trusted_mismatches),
+              static_cast<long long>(r.trusted_checks), static_cast<unsigned long long>(at[0]),
               static_cast<unsigned long long>(at[1]),
               static_cast<long long>(r.liar_forwards[from]),
               static_cast<long long>(r.liar_forwards.back()), kIterations);

@@ -547,8 +547,13 @@ GossipDaemon::~GossipDaemon() {
 }
 
 // Note [Newcomer probation]: our record names the replicas whose digests
-// matched ours for the probation length; re-signed only when that changes.
+// matched ours for the probation length, less the ones our output checks
+// caught since (Note [Vouch withdrawal] in newcomer_ledger.h) and the ones
+// they condemned; re-signed only when that changes.
 void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
+  // Taken at every boundary, so the set stays bounded without probation too.
+  const std::vector<common::NodeId> mismatched =
+      verify_trust != nullptr ? verify_trust->TakeMismatched() : std::vector<common::NodeId>{};
   if (newcomers == nullptr) return;
   bool changed = false;
   for (const auto& [stage, step] : r.stages) {
@@ -556,9 +561,24 @@ void GossipDaemon::Parts::VouchFor(const NodeIterationReport& r) {
       changed |= newcomers->Observe(r.iteration, step.digests, step.digest_before);
     }
   }
+  for (const common::NodeId& id : mismatched) {
+    if (newcomers->Withdraw(id)) {
+      changed = true;
+      LOG(WARNING) << options.base.name << ": withdrawing our vouch for " << id.ShortString()
+                   << ": our output checks recorded a mismatch naming it (Note [Vouch "
+                      "withdrawal])";
+    }
+  }
   metrics.Set("skipswarm_members_on_probation", members->OnProbation());
   if (!changed) return;
-  const std::vector<common::NodeId> vouched = newcomers->Vouched();
+  std::vector<common::NodeId> vouched = newcomers->Vouched();
+  if (verify_trust != nullptr) {
+    vouched.erase(std::remove_if(vouched.begin(), vouched.end(),
+                                 [&](const common::NodeId& id) {
+                                   return verify_trust->Condemned(id);
+                                 }),
+                  vouched.end());
+  }
   metrics.Set("skipswarm_vouches", static_cast<double>(vouched.size()));
   absl::Status s = gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* record) {
     record->clear_vouches();

@@ -30,6 +30,12 @@ bool NewcomerLedger::Observe(uint64_t iteration,
   return Vouched() != before;
 }
 
+bool NewcomerLedger::Withdraw(const common::NodeId& peer) {
+  const std::vector<common::NodeId> before = Vouched();
+  runs_.erase(peer);
+  return Vouched() != before;
+}
+
 std::vector<common::NodeId> NewcomerLedger::Vouched() const {
   std::vector<std::pair<uint64_t, common::NodeId>> qualified;  // (since, id)
   for (const auto& [id, run] : runs_) {

@@ -35,6 +35,26 @@ TEST(NewcomerLedgerTest, OneMismatchWithdrawsTheVouchAndRestartsTheCount) {
   EXPECT_TRUE(ledger.Observe(14, Digests{{kPeer, 6}}, 6));
 }
 
+// Note [Vouch withdrawal]: a mismatch our output checks recorded ends the
+// run of a peer we vouched for, as a digest mismatch would; matching digests
+// alone earn the vouch again, after a whole probation.
+TEST(NewcomerLedgerTest, AnOutputMismatchWithdrawsOurVouchUntilAWholeNewProbation) {
+  NewcomerLedger ledger(kSelf, 3);
+  for (uint64_t it = 1; it <= 3; ++it) ledger.Observe(it, Digests{{kPeer, it}, {kLiar, it}}, it);
+  ASSERT_EQ(ledger.Vouched().size(), 2u);
+  EXPECT_TRUE(ledger.Withdraw(kLiar));
+  EXPECT_EQ(ledger.Vouched(), std::vector<common::NodeId>{kPeer});  // the other vouch stays
+  EXPECT_FALSE(ledger.Withdraw(kLiar));                              // nothing left to take
+  EXPECT_FALSE(ledger.Withdraw(common::NodeId::ForName("stranger")));
+  // Its digests still match ours: the vouch comes back after 3 more
+  // iterations, not at the next comparison.
+  EXPECT_FALSE(ledger.Observe(4, Digests{{kPeer, 4}, {kLiar, 4}}, 4));
+  EXPECT_FALSE(ledger.Observe(5, Digests{{kPeer, 5}, {kLiar, 5}}, 5));
+  EXPECT_EQ(ledger.Vouched(), std::vector<common::NodeId>{kPeer});
+  EXPECT_TRUE(ledger.Observe(6, Digests{{kPeer, 6}, {kLiar, 6}}, 6));
+  EXPECT_EQ(ledger.Vouched().size(), 2u);
+}
+
 // Outer steps compare every H iterations: the run counts iterations, and
 // an absence (a round without the peer) neither adds nor breaks it.
 TEST(NewcomerLedgerTest, RunsCountIterationsAcrossSparseComparisons) {

@@ -648,6 +648,36 @@ TEST(TrainingMembersTest, TheGroupFaceMarksMembersOnProbationUntilVouchedFor) {
   EXPECT_TRUE(members.Untrusted().empty());
 }
 
+// Note [Vouch withdrawal]: when the only voucher's record drops its vouch
+// (its output checks caught the member), the member is on probation again
+// at once: marked, untrusted, and no longer a stage's only routed replica;
+// a second voucher keeps it trusted.
+TEST(TrainingMembersTest, AWithdrawnVouchPutsTheMemberBackOnProbation) {
+  auto f = Member("f", {0}, 0), t = Member("t", {1}, 0), n = Member("n", {2}, 0),
+       u = Member("u", {2}, 0);
+  TrainingMembers members(f.id);
+  members.SetIteration(4);
+  f.vouches = {t.id};
+  t.vouches = {n.id};
+  members.Update(TestView({f, t, n}, 1));
+  members.SetProbation({f.id});
+  ASSERT_TRUE(members.Trusted(n.id));
+  EXPECT_EQ(members.routing()->Replicas(2), std::vector<common::NodeId>{n.id});
+  t.vouches = {};
+  t.incarnation = 2;
+  members.Update(TestView({f, t, n}, 2));
+  EXPECT_FALSE(members.Trusted(n.id));
+  EXPECT_EQ(members.Untrusted(), std::vector<common::NodeId>{n.id});
+  EXPECT_TRUE(members.routing()->Replicas(2).empty());  // no trusted host of stage 2 beside it
+  // Vouched for by a second trusted member (u, itself vouched for by t):
+  // t's withdrawal alone leaves it trusted.
+  t.vouches = {u.id};
+  t.incarnation = 3;
+  u.vouches = {n.id};
+  members.Update(TestView({f, t, n, u}, 3));
+  EXPECT_TRUE(members.Trusted(n.id));
+}
+
 // Without probation (every swarm that does not ask for it) nothing changes.
 TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
   auto f = Member("f", {0}, 0), n = Member("n", {1}, 0);
