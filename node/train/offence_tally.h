@@ -11,17 +11,17 @@
 // meet that bound); a sender is banned once its offences at one stage fill
 // ban_after consecutive rounds (iterations i - ban_after + 1 .. i). It used
 // to be ban_after of the last 10 rounds, which banned honest pipeline
-// replicas in 5 of 6 fault-free runs of the mixed SDP swarm
+// replicas in 5 of 7 fault-free runs of the mixed SDP swarm
 // (tests/adversarial/README.md, "False bans with no attacker"): a round's
 // honest outlier is one micro-batch whose gradient is far from the others'
 // in one shard (the loss spikes of a few data iterations, at every stage
 // the micro-batch crosses: 7x to 37x the lower median distance, as far as
-// a sign-flipped liar's 6x to 13x, so no factor tells them apart in one
+// a sign-flipped SDP liar's 6.4x to 9.3x, so no factor tells them apart in one
 // round). With 3 pipeline replicas of 2 visits each the spike lands on a
 // replica at random, and the same one took 3 of one owner's rounds within
-// 10 (e.g. iterations 28, 35, 37). A liar lies every round: it was pulled
-// in at every round in every recorded attack and is still banned at its
-// third round. What this gives up: a liar that lies at most ban_after - 1
+// 10 (e.g. iterations 28, 35, 37). A liar lies every round: in every
+// recorded attack the owners that banned it pulled it in at rounds 0, 1
+// and 2, so it is still banned at its third round. What this gives up: a liar that lies at most ban_after - 1
 // rounds in a row is never banned; each lie is still pulled in (or left out
 // when not finite), so it moves a round's step by the pull-in bound at
 // most, as an unbanned liar did before its third offence.
