@@ -94,8 +94,8 @@ ABSL_FLAG(double, avg_outlier_factor, 6.0,
           "pipeline hosts (Note [Robust averaging across subnetworks]).");
 ABSL_FLAG(int, avg_ban_after, 3,
           "Ban a replica from this node's averaging once its gradient part was left out as "
-          "non-finite or pulled in as an outlier in this many of the last 10 rounds (0: never; "
-          "Note [Group bans]).");
+          "non-finite or pulled in as an outlier in this many rounds in a row (0: never; "
+          "Note [Group bans], Note [Offences in a row]).");
 
 ABSL_FLAG(double, avg_newcomer_weight, 0,
           "Open swarms with --probation_iterations: the weight (0 to 1) of a member on "

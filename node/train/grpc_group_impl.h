@@ -37,6 +37,7 @@
 #include "node/compute/task_runner.h"
 #include "node/train/gossiped_bans.h"
 #include "node/train/grpc_group.h"
+#include "node/train/offence_tally.h"
 #include "node/train/sharded_reduce.h"
 #include "node/train/uplink_meter.h"
 #include "proto/stage.grpc.pb.h"
@@ -219,10 +220,10 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   std::map<int, std::vector<float>> gather_residual_ ABSL_GUARDED_BY(mu_);
   // Per stage: every member's uplink figure from its last finished round.
   std::map<int, std::map<common::NodeId, uint64_t>> figures_ ABSL_GUARDED_BY(mu_);
-  // Note [Group bans]: per (stage, sender) the iterations of its offences
-  // in the window; the banned senders and why (own mutex: banned() reads it
-  // without mu_; taken after mu_ where both are held).
-  std::map<std::pair<int, common::NodeId>, std::deque<uint64_t>> offences_ ABSL_GUARDED_BY(mu_);
+  // Note [Group bans]: per (stage, sender) its run of offences (Note
+  // [Offences in a row] in offence_tally.h); the banned senders and why (own
+  // mutex: banned() reads it without mu_; taken after mu_ where both are held).
+  OffenceTally offences_ ABSL_GUARDED_BY(mu_){options_.ban_after};
   mutable absl::Mutex bans_mu_;
   std::map<common::NodeId, std::string> banned_ ABSL_GUARDED_BY(bans_mu_);
   // Note [Gossiped bans]: the peers' bans adopted at the last AllReduce.

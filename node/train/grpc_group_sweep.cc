@@ -21,28 +21,18 @@ namespace skipswarm::node {
 // this node starts after it (AllReduce hands the banned to RobustSum).
 void GrpcGroupComm::Impl::CountOffencesLocked(uint64_t iteration, int stage,
                                               ReduceResult* result) {
-  if (options_.ban_after <= 0) return;
-  std::set<common::NodeId> offenders;
   std::map<common::NodeId, std::string> last;
   for (const PartVerdict& v : result->refused_parts) {
-    // Clipping by norm is no offence: an honest replica's spike meets the
-    // bound now and then (seen on the tiny model's stage 1).
-    if (v.from == options_.self || (v.kind != PartVerdict::Kind::kNonFinite &&
-                                    v.kind != PartVerdict::Kind::kOutlier)) {
-      continue;
+    if (v.kind == PartVerdict::Kind::kNonFinite || v.kind == PartVerdict::Kind::kOutlier) {
+      last[v.from] = DescribeVerdict(v);
     }
-    offenders.insert(v.from);
-    last[v.from] = DescribeVerdict(v);
   }
-  for (const common::NodeId& from : offenders) {
-    std::deque<uint64_t>& seen = offences_[{stage, from}];
-    if (!seen.empty() && seen.back() == iteration) continue;  // a redone round counts once
-    seen.push_back(iteration);
-    while (!seen.empty() && seen.front() + options_.ban_window <= iteration) seen.pop_front();
-    if (static_cast<int>(seen.size()) < options_.ban_after) continue;
+  const std::vector<common::NodeId> reached = offences_.Record(
+      iteration, stage, OffenceTally::Offenders(result->refused_parts, options_.self));
+  for (const common::NodeId& from : reached) {
     const std::string reason =
-        absl::StrCat(seen.size(), " of the last ", options_.ban_window, " rounds of stage ", stage,
-                     " had its gradient part refused (last, iteration ", iteration, ": ",
+        absl::StrCat(offences_.Run(stage, from), " rounds of stage ", stage,
+                     " in a row had its gradient part refused (last, iteration ", iteration, ": ",
                      last[from], ")");
     {
       absl::MutexLock lock(&bans_mu_);
