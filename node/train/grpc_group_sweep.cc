@@ -31,9 +31,10 @@ void GrpcGroupComm::Impl::CountOffencesLocked(uint64_t iteration, int stage,
       iteration, stage, OffenceTally::Offenders(result->refused_parts, options_.self));
   for (const common::NodeId& from : reached) {
     const std::string reason =
-        absl::StrCat(offences_.Run(stage, from), " rounds of stage ", stage,
-                     " in a row had its gradient part refused (last, iteration ", iteration, ": ",
-                     last[from], ")");
+        absl::StrCat("its gradient part was refused in ", offences_.Run(stage, from),
+                     " rounds of stage ", stage, " in a row and ", offences_.InWindow(stage, from),
+                     " of the last ", OffenceTally::kWindowRounds, " (last, iteration ", iteration,
+                     ": ", last[from], ")");
     {
       absl::MutexLock lock(&bans_mu_);
       if (!banned_.emplace(from, reason).second) continue;

@@ -1,5 +1,7 @@
 #include "node/train/offence_tally.h"
 
+#include <algorithm>
+
 namespace skipswarm::node {
 
 std::set<common::NodeId> OffenceTally::Offenders(const std::vector<PartVerdict>& verdicts,
@@ -18,15 +20,35 @@ std::vector<common::NodeId> OffenceTally::Record(uint64_t iteration, int stage,
                                                  const std::set<common::NodeId>& offenders) {
   std::vector<common::NodeId> reached;
   if (ban_after_ <= 0) return reached;
+  Rounds& rounds = rounds_[stage];
+  if (rounds.count == 0 || iteration > rounds.last_iteration) {
+    ++rounds.count;
+    rounds.last_iteration = iteration;
+  }
+  const uint64_t round = rounds.count - 1;
+  const size_t window_ban =
+      std::min<size_t>(2 * static_cast<size_t>(ban_after_), static_cast<size_t>(kWindowRounds));
   for (const common::NodeId& from : offenders) {
     Streak& s = streaks_[{stage, from}];
-    if (s.length > 0 && s.last == iteration) continue;  // a redone round counts once
+    if (s.length > 0 && s.last_iteration == iteration) continue;  // a redone round counts once
     // Note [Offences in a row]: a round without an offence ends the run.
-    s.length = s.length > 0 && s.last + 1 == iteration ? s.length + 1 : 1;
-    s.last = iteration;
-    if (s.length >= ban_after_) reached.push_back(from);
+    if (s.length == 0 || s.last_round + 1 < round) {
+      s.length = 1;
+    } else if (s.last_round + 1 == round) {
+      ++s.length;
+    }  // else the same round (an older iteration's, late): the run stands
+    s.last_round = round;
+    s.last_iteration = iteration;
+    if (s.recent.empty() || s.recent.back() != round) s.recent.push_back(round);
+    while (!s.recent.empty() && s.recent.front() + kWindowRounds <= round) s.recent.pop_front();
+    if (s.length >= ban_after_ || s.recent.size() >= window_ban) reached.push_back(from);
   }
   return reached;
+}
+
+int OffenceTally::InWindow(int stage, const common::NodeId& from) const {
+  auto it = streaks_.find({stage, from});
+  return it == streaks_.end() ? 0 : static_cast<int>(it->second.recent.size());
 }
 
 int OffenceTally::Run(int stage, const common::NodeId& from) const {

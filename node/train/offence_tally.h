@@ -8,23 +8,23 @@
 // Note [Offences in a row]: a round in which this owner left a sender's part
 // out as non-finite or pulled it in as an outlier (Note [Robust averaging]
 // in robust_sum.h) is one offence (clipping by norm is not: honest spikes
-// meet that bound); a sender is banned once its offences at one stage fill
-// ban_after consecutive rounds (iterations i - ban_after + 1 .. i). It used
-// to be ban_after of the last 10 rounds, which banned honest pipeline
-// replicas in 5 of 7 fault-free runs of the mixed SDP swarm
-// (tests/adversarial/README.md, "False bans with no attacker"): a round's
-// honest outlier is one micro-batch whose gradient is far from the others'
-// in one shard (the loss spikes of a few data iterations, at every stage
-// the micro-batch crosses: 7x to 37x the lower median distance, as far as
-// a sign-flipped SDP liar's 6.4x to 9.3x, so no factor tells them apart in one
-// round). With 3 pipeline replicas of 2 visits each the spike lands on a
-// replica at random, and the same one took 3 of one owner's rounds within
-// 10 (e.g. iterations 28, 35, 37). A liar lies every round: in every
-// recorded attack the owners that banned it pulled it in at rounds 0, 1
-// and 2, so it is still banned at its third round. What this gives up: a liar that lies at most ban_after - 1
-// rounds in a row is never banned; each lie is still pulled in (or left out
-// when not finite), so it moves a round's step by the pull-in bound at
-// most, as an unbanned liar did before its third offence.
+// meet that bound). A sender is banned when its offences at one stage fill
+// ban_after of this owner's rounds of that stage in a row, or
+// 2 x ban_after of its last kWindowRounds rounds (at most all of them).
+// Rounds, not iterations: with outer steps (--outer_every) a stage averages
+// every few iterations, and a liar's offences are consecutive rounds.
+// Why in a row: a round's honest outlier is one micro-batch whose gradient
+// is far from the others' in one shard (a data iteration's loss spike, at
+// every stage the micro-batch crosses), as far from the median as a
+// sign-flipped SDP liar's part, so no factor tells them apart in one round;
+// with three replicas of a stage the spike lands on one at random, and a
+// count of 3 within 10 rounds banned honest replicas in most fault-free runs
+// of the mixed SDP swarm (tests/adversarial/README.md, "False bans with no
+// attacker"). A liar that lies every round offends in every round: banned at
+// its ban_after-th. The window rule catches one that lies in most rounds but
+// breaks its runs; one that lies in fewer is not banned, but each lie is
+// still pulled in (or left out when not finite), so it moves a round's step
+// by the pull-in bound at most.
 //
 // A redone round (the same iteration again) counts once. Thread rule: not
 // thread-safe; the caller serializes (GrpcGroupComm holds its mutex).
@@ -32,6 +32,7 @@
 #define SKIPSWARM_NODE_TRAIN_OFFENCE_TALLY_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <utility>
@@ -52,21 +53,37 @@ class OffenceTally {
   static std::set<common::NodeId> Offenders(const std::vector<PartVerdict>& verdicts,
                                             const common::NodeId& self);
 
-  // Records one round of `stage` at `iteration` in which `offenders` were
-  // refused; returns those whose offences now fill ban_after rounds in a
-  // row (each once per call; a caller that already banned one ignores it).
+  // The rounds of a stage the window rule looks back over.
+  static constexpr uint64_t kWindowRounds = 10;
+
+  // Records this owner's round of `stage` at `iteration` (every round, also
+  // one without offences: it ends the runs) in which `offenders` were
+  // refused; returns those that now meet Note [Offences in a row] (each once
+  // per call; a caller that already banned one ignores it).
   std::vector<common::NodeId> Record(uint64_t iteration, int stage,
                                      const std::set<common::NodeId>& offenders);
 
   // The length of `from`'s current run of offences at `stage` (0: none).
   int Run(int stage, const common::NodeId& from) const;
+  // Its offences at `stage` within the last kWindowRounds rounds recorded.
+  int InWindow(int stage, const common::NodeId& from) const;
 
  private:
+  // Per stage: how many rounds this owner recorded, and the latest's
+  // iteration (a round of an older iteration finishing late counts as the
+  // latest one).
+  struct Rounds {
+    uint64_t count = 0;
+    uint64_t last_iteration = 0;
+  };
   struct Streak {
-    uint64_t last = 0;  // the iteration of the latest offence
+    uint64_t last_iteration = 0;  // of the latest offence
+    uint64_t last_round = 0;      // its round index (Rounds::count - 1 then)
     int length = 0;
+    std::deque<uint64_t> recent;  // round indexes of its offences in the window
   };
   int ban_after_;
+  std::map<int, Rounds> rounds_;
   std::map<std::pair<int, common::NodeId>, Streak> streaks_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -15,10 +16,18 @@ namespace {
 
 using common::NodeId;
 
-// Feeds `tally` one offence of `from` at stage 3 at each of `iterations`;
-// returns the iteration at which it was banned, or -1.
+// Feeds `tally` one offence of `from` at stage 3 at each of `iterations`
+// (ascending; a repeated one is a redone round), and a round of stage 3
+// without offences at every iteration between them, as a shard owner that
+// averages every iteration records them; returns the iteration at which it
+// was banned, or -1.
 int64_t FirstBan(OffenceTally& tally, const NodeId& from, const std::vector<uint64_t>& iterations) {
+  std::optional<uint64_t> previous;
   for (uint64_t it : iterations) {
+    for (uint64_t quiet = previous.has_value() ? *previous + 1 : it; quiet < it; ++quiet) {
+      EXPECT_TRUE(tally.Record(quiet, 3, {}).empty());
+    }
+    previous = it;
     if (!tally.Record(it, 3, {from}).empty()) return static_cast<int64_t>(it);
   }
   return -1;
@@ -51,6 +60,35 @@ TEST(OffenceTallyTest, ALiarRefusedEveryRoundIsBannedAtItsThirdRound) {
   EXPECT_EQ(FirstBan(other, liar, {10}), 10);
   OffenceTally never(0);
   EXPECT_EQ(FirstBan(never, liar, {0, 1, 2, 3, 4}), -1);
+}
+
+// With outer steps a stage averages every few iterations: a liar's offences
+// in consecutive rounds are a run whatever the iterations between them.
+TEST(OffenceTallyTest, RoundsNotIterationsMakeARun) {
+  OffenceTally tally(3);
+  const NodeId liar = NodeId::ForName("w0");
+  EXPECT_TRUE(tally.Record(8, 3, {liar}).empty());
+  EXPECT_TRUE(tally.Record(16, 3, {liar}).empty());
+  EXPECT_EQ(tally.Record(24, 3, {liar}), std::vector<NodeId>{liar});
+  // A round of an older iteration finishing late is not a new round: it
+  // counts as the latest one.
+  OffenceTally late(3);
+  EXPECT_TRUE(late.Record(8, 3, {liar}).empty());
+  EXPECT_TRUE(late.Record(16, 3, {}).empty());
+  EXPECT_TRUE(late.Record(9, 3, {liar}).empty());
+  EXPECT_EQ(late.Run(3, liar), 2);
+}
+
+// Note [Offences in a row]'s window: a liar that breaks its runs but lies in
+// most rounds (two of every three) is banned at its sixth offence in ten
+// rounds; the honest patterns (at most three in ten) stay unbanned above.
+TEST(OffenceTallyTest, ALiarThatBreaksItsRunsIsBannedByTheWindow) {
+  OffenceTally tally(3);
+  const NodeId liar = NodeId::ForName("w0");
+  EXPECT_EQ(FirstBan(tally, liar, {0, 1, 3, 4, 6, 7, 9, 10}), 7);
+  EXPECT_EQ(tally.InWindow(3, liar), 6);
+  OffenceTally every_other(3);
+  EXPECT_EQ(FirstBan(every_other, liar, {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20}), -1);
 }
 
 TEST(OffenceTallyTest, OffendersAreNonFiniteAndOutlierVerdictsButNeverSelf) {
