@@ -29,39 +29,13 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
                     force);
 }
 
-namespace {
-
-// Note [Leaving]: a member that signed LEFT with exit iteration x still
-// finishes x (its micro-batches in flight, its barrier and averaging), so
-// up to x it is no lost replica. A stop signs LEFT as it begins (Note
-// [Stopping]); when the whole swarm is stopped at once, its peers must not
-// take that for a paused swarm and abandon the iteration they all finish.
-bool LeaverFinishes(const membership::View& view, const common::NodeId& self, int stage,
-                    uint64_t iteration) {
-  for (const membership::MemberInfo& m : view.members) {
-    if (m.id == self || m.state != proto::MEMBER_STATE_LEFT || iteration > m.iteration ||
-        !TrainsIn(m, iteration, TrainingFace::kGroup)) {
-      continue;
-    }
-    if (std::find(m.stages.begin(), m.stages.end(), static_cast<uint32_t>(stage)) !=
-        m.stages.end()) {
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 std::optional<int> GossipDaemon::Parts::StageWithoutLiveReplica() {
   const membership::View view = gossip->membership()->GetView();
   const uint64_t it = members->iteration();
   const std::vector<int> ours = Stages();
   for (int s = 0; s < base().model.model.num_stages; ++s) {
     if (std::find(ours.begin(), ours.end(), s) != ours.end()) continue;
-    if (OtherLiveReplicas(view, self, s, it).empty() && !LeaverFinishes(view, self, s, it)) {
-      return s;
-    }
+    if (OtherLiveReplicas(view, self, s, it).empty()) return s;
   }
   return std::nullopt;
 }
@@ -232,6 +206,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // pause there, Note [Paused training]) and the stop would wait out its
   // bound for nothing. Its stage then goes at that boundary either way;
   // its copies (Note [Checkpoint copies]) are what a restore starts from.
+  // Two replicas of a stage stopped at the same moment may both pass the
+  // check, as two drains may: the data nodes can then pause in their exit
+  // iteration, and both stops end at their bound.
   bool signed_left = false;
   auto stop_now = [&] {
     const uint64_t exit_iteration = p.stack->trainer()->Stop();
