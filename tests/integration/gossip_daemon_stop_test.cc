@@ -6,9 +6,15 @@
 // checkpoint). Each prints how long it took (the figures in
 // node/daemon/README.md). GossipDaemons in one process over loopback gRPC
 // (ports 0).
+#include <algorithm>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/real_clock.h"
@@ -47,6 +53,43 @@ class GossipDaemonStopTest : public ::testing::Test {
 bool HasCheckpoint(const std::string& dir) {
   std::error_code ec;
   return std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec);
+}
+
+struct Until {
+  RunningDaemon* r;
+  int64_t iteration;
+};
+
+// absl::Condition's predicate: it runs with u->r->mu held.
+bool Reported(Until* u) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return !u->r->reports.empty() &&
+         static_cast<int64_t>(u->r->reports.back().iteration) >= u->iteration;
+}
+
+// Blocks until `r` reported `iteration` (no polling); false after `limit`.
+bool WaitForIteration(RunningDaemon& r, int64_t iteration, absl::Duration limit) {
+  Until u{&r, iteration};
+  absl::MutexLock lock(&r.mu);
+  return r.mu.AwaitWithTimeout(absl::Condition(&Reported, &u), limit);
+}
+
+// Every one of `peers` has `leaver` LEFT with `exit_iteration` in its view.
+void ExpectLeftIn(std::initializer_list<RunningDaemon*> peers, RunningDaemon& leaver,
+                  int64_t exit_iteration) {
+  const std::string address = leaver.daemon->gossip_address();
+  for (RunningDaemon* peer : peers) {
+    const membership::View view = peer->daemon->view();
+    const membership::MemberInfo* found = nullptr;
+    for (const membership::MemberInfo& m : view.members) {
+      if (std::find(m.addresses.begin(), m.addresses.end(), address) != m.addresses.end()) {
+        found = &m;
+      }
+    }
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->state, proto::MEMBER_STATE_LEFT)
+        << "not LEFT while its final checkpoint is held";
+    EXPECT_EQ(static_cast<int64_t>(found->iteration), exit_iteration);
+  }
 }
 
 // SIGTERM, then how long until Run returned (the stop bound is 30 s by
@@ -184,6 +227,140 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
   EXPECT_TRUE(rb->result.ok()) << rb->result;
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt-b")) << "no checkpoint written";
   EXPECT_FALSE(std::filesystem::is_empty(dir_ + "/ckpt-b"));
+}
+
+// Note [Stopping]: a stop signs LEFT with its exit iteration before its
+// final checkpoint, as a drain does (Note [Leaving]). b (one of stage 2's
+// two replicas) stops; its final checkpoint is held by the test. While it
+// is held, its peers' views already show b LEFT with the iteration it
+// stopped after, and the data node's next plan trains stage 2 on b2 alone
+// with nothing dropped. Before, b signed LEFT only after its checkpoint
+// and push flush: in that window every peer saw it alive, and the data
+// node planned micro-batches through it that waited out their deadline
+// (b2 did not even finish that iteration while b's checkpoint was held).
+TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
+  struct Hold {
+    absl::Notification at_checkpoint, release;
+  };
+  auto hold = std::make_shared<Hold>();
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 4;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = LaunchDaemon(d0);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.gossip.join = {bootstrap};
+    if (name == "b") {
+      // Long enough that b finishes its exit iteration on a loaded machine.
+      o.stop_timeout = absl::Seconds(120);
+      o.before_final_checkpoint = [hold] {
+        hold->at_checkpoint.Notify();
+        hold->release.WaitForNotificationWithTimeout(absl::Seconds(300));
+      };
+    }
+    return LaunchDaemon(o, reach);
+  };
+  auto a = member("a", 1);
+  auto b = member("b", 2, /*reach=*/3);
+  auto b2 = member("b2", 2);
+  ASSERT_TRUE(a && b && b2);
+  // A failed assertion must not leave b blocked while the daemons go.
+  absl::Cleanup release = [hold] {
+    if (!hold->release.HasBeenNotified()) hold->release.Notify();
+  };
+  ASSERT_TRUE(b->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
+
+  b->signals.stop.store(true);
+  ASSERT_TRUE(b->WaitUnlessFinished(hold->at_checkpoint));
+  // The trainer reported every iteration it ran: its last is the exit one.
+  const int64_t exit_iteration = b->LastIteration();
+  // Leave returned once the members it told answered: with four members it
+  // tells all three.
+  ExpectLeftIn({founder.get(), a.get(), b2.get()}, *b, exit_iteration);
+  // The data node knew b left when it planned every iteration after the
+  // one it is in now; the next such one runs while b's checkpoint is held.
+  const int64_t next = founder->LastIteration() + 2;
+  auto trained = [](RunningDaemon* r, int64_t it) {
+    absl::MutexLock lock(&r->mu);
+    for (const NodeIterationReport& report : r->reports) {
+      if (static_cast<int64_t>(report.iteration) == it) return std::optional(report);
+    }
+    return std::optional<NodeIterationReport>();
+  };
+  ASSERT_GT(next, exit_iteration);
+  for (RunningDaemon* r : {founder.get(), b2.get()}) {
+    ASSERT_TRUE(WaitForIteration(*r, next, absl::Seconds(120)))
+        << "iteration " << next << " did not finish while b's checkpoint was held";
+  }
+  std::optional<NodeIterationReport> d0_next, b2_next;
+  d0_next = trained(founder.get(), next);
+  b2_next = trained(b2.get(), next);
+  ASSERT_TRUE(d0_next.has_value() && d0_next->data.has_value());
+  ASSERT_TRUE(b2_next.has_value() && b2_next->stages.count(2) == 1);
+  EXPECT_EQ(d0_next->data->dropped, 0) << "micro-batches were planned through b";
+  EXPECT_EQ(d0_next->data->completed, d0.base.mbs_per_iteration);
+  EXPECT_EQ(b2_next->stages[2].replicas, 1) << "b still averaged stage 2";
+  EXPECT_EQ(b2_next->stages[2].visits_here, d0.base.mbs_per_iteration);
+  EXPECT_FALSE(b->finished.HasBeenNotified());
+
+  std::move(release).Invoke();
+  b->Join();
+  EXPECT_TRUE(b->result.ok()) << b->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-b")) << "the checkpoint was not written";
+  for (RunningDaemon* r : {founder.get(), a.get(), b2.get()}) r->signals.stop.store(true);
+  for (RunningDaemon* r : {founder.get(), a.get(), b2.get()}) {
+    r->Join();
+    EXPECT_TRUE(r->result.ok()) << r->result;
+  }
+  std::printf("b stopped after iteration %lld and was LEFT in every view while its checkpoint "
+              "was held; iteration %lld trained stage 2 on b2 alone\n",
+              static_cast<long long>(exit_iteration), static_cast<long long>(next));
+}
+
+// The same for the last replica of a stage: it signs once its trainer has
+// ended (Note [Stopping]), still before its checkpoint and push flush.
+TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoint) {
+  struct Hold {
+    absl::Notification at_checkpoint, release;
+  };
+  auto hold = std::make_shared<Hold>();
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 3;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = LaunchDaemon(d0);
+  ASSERT_NE(founder, nullptr);
+  GossipDaemonOptions a = Options("a", {1}), b = Options("b", {2});
+  for (GossipDaemonOptions* o : {&a, &b}) {
+    o->expect_members = 3;
+    o->gossip.join = {founder->daemon->gossip_address()};
+  }
+  b.before_final_checkpoint = [hold] {
+    hold->at_checkpoint.Notify();
+    hold->release.WaitForNotificationWithTimeout(absl::Seconds(300));
+  };
+  auto ra = LaunchDaemon(a);
+  auto rb = LaunchDaemon(b, /*reach=*/3);
+  ASSERT_TRUE(ra && rb);
+  absl::Cleanup release = [hold] {
+    if (!hold->release.HasBeenNotified()) hold->release.Notify();
+  };
+  ASSERT_TRUE(rb->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  rb->signals.stop.store(true);
+  ASSERT_TRUE(rb->WaitUnlessFinished(hold->at_checkpoint));
+  ExpectLeftIn({founder.get(), ra.get()}, *rb, rb->LastIteration());
+  std::move(release).Invoke();
+  rb->Join();
+  EXPECT_TRUE(rb->result.ok()) << rb->result;
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-b"));
+  founder->signals.stop.store(true);
+  ra->signals.stop.store(true);
+  founder->Join();
+  ra->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  EXPECT_TRUE(ra->result.ok()) << ra->result;
 }
 
 }  // namespace

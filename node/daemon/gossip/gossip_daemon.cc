@@ -492,7 +492,10 @@ GossipDaemon::GossipDaemon(std::unique_ptr<Parts> parts) : parts_(std::move(part
 // (nothing trained; the state it was built or resumed with is saved, exit 0).
 // SIGINT stops after the current iteration; SIGTERM drains (leaves after its
 // exit iteration), or, when leaving would lose a stage (the last replica,
-// without --force), stops like SIGINT instead of being ignored. While
+// without --force), stops like SIGINT instead of being ignored. A stop signs
+// LEFT before its checkpoint and push flush: at once with its exit
+// iteration like a drain (Note [Leaving]), or, as a stage's last replica,
+// once its trainer ended (Run). While
 // training is paused (a stage has no live replica: the data nodes cannot
 // plan, Note [Paused training]) no iteration will finish, so a stop, a
 // drain's included, abandons the current one at once; a replica waiting

@@ -164,6 +164,10 @@ struct GossipDaemonOptions {
   // before requesting its state (tests hold the request until the source
   // has passed the entry boundary). Null: none.
   std::function<void(uint64_t entry)> before_state_request;
+  // For tests: Run calls this on its thread just before the checkpoint it
+  // writes when training ends (a stop, a drain, the last iteration), with
+  // no lock held; it may block. Null: none.
+  std::function<void()> before_final_checkpoint;
 };
 
 class GossipDaemon {

@@ -192,6 +192,39 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // optional's payload as maybe-uninitialized at its use below.)
   bool behind = false;
   BehindVerdict behind_at;
+  // Note [Stopping]: a stop signs LEFT before its final checkpoint and push
+  // flush, so that its peers plan no micro-batch of a later iteration
+  // through it while it writes and flushes (they used to plan the next
+  // iteration through it and wait out every micro-batch's deadline). A
+  // node that another live replica of each of its stages stays behind signs
+  // as the stop begins, as a drain does (Note [Leaving]): with the
+  // iteration the trainer stops after (Note [Stop point]); the others
+  // route the rest of it. The last replica of a stage signs once its
+  // trainer has ended instead, with the last iteration it finished: its
+  // LEFT takes it out of every later plan, so signed at once it would
+  // leave the iteration it is to finish without a route (the data nodes
+  // pause there, Note [Paused training]) and the stop would wait out its
+  // bound for nothing. Its stage then goes at that boundary either way;
+  // its copies (Note [Checkpoint copies]) are what a restore starts from.
+  // Two replicas of a stage stopped at the same moment may both pass the
+  // check, as two drains may: the data nodes can then pause in their exit
+  // iteration, and both stops end at their bound.
+  bool signed_left = false;
+  auto stop_now = [&] {
+    const uint64_t exit_iteration = p.stack->trainer()->Stop();
+    stopping = true;
+    stop_started = p.clock->SteadyNow();
+    if (absl::Status last = p.CanLeave(/*force=*/false); !last.ok()) {
+      LOG(INFO) << o.name << ": stopping: " << last.message()
+                << "; announcing LEFT once iteration " << exit_iteration << " ends";
+      return;
+    }
+    LOG(INFO) << o.name << ": stopping: announcing LEFT, finishing iteration " << exit_iteration;
+    p.gossip->Leave(absl::Seconds(2), exit_iteration);
+    signed_left = true;
+    p.status->AddEvent("node", absl::StrCat("stopping: announced LEFT, finishing iteration ",
+                                            exit_iteration));
+  };
   // Note [Alone after the swarm]: nobody left to train with (same form).
   bool alone = false;
   AloneVerdict alone_verdict;
@@ -227,9 +260,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
-        p.stack->trainer()->Stop();
-        stopping = true;
-        stop_started = p.clock->SteadyNow();
+        stop_now();
       }
       if (!stopping && (signals->pause.exchange(false) || signals->resume.load())) {
         const bool pause = !signals->resume.exchange(false);
@@ -245,9 +276,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
           // stage, so this stops with a checkpoint instead of a drain.
           LOG(WARNING) << o.name << ": SIGTERM: cannot leave the swarm (" << s.message()
                        << "); stopping after the current iteration with a checkpoint instead";
-          p.stack->trainer()->Stop();
-          stopping = true;
-          stop_started = p.clock->SteadyNow();
+          stop_now();
         }
       }
       if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {
@@ -317,16 +346,21 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     p.ReplaceStack(nullptr);
     finish->status = absl::CancelledError("stop timed out");
   }
-  SS_RETURN_IF_ERROR(p.FinalCheckpoint());
   {
     absl::MutexLock lock(&p.mu);
-    left = p.draining;  // a drain signed LEFT with its exit iteration already
+    // A drain or a stop signed LEFT with its exit iteration already.
+    left = p.draining || signed_left;
   }
-  // Note [Leaving with pushes owed] (grpc_group.cc): our finished rounds'
-  // pushes go before we do (an exited node fails its peers' probes).
-  if (p.group != nullptr) p.group->FlushPushes(absl::Seconds(5));
   // Done or stopped: we are gone after the last iteration we finished.
+  // Note [Stopping]: before the checkpoint and the flush, which take time
+  // in which nobody should plan through us.
   if (!left) p.gossip->Leave(absl::Seconds(2), std::max<uint64_t>(1, p.members->iteration()) - 1);
+  if (p.options.before_final_checkpoint) p.options.before_final_checkpoint();
+  SS_RETURN_IF_ERROR(p.FinalCheckpoint());
+  // Note [Leaving with pushes owed] (grpc_group.cc): our finished rounds'
+  // pushes go before we do (an exited node fails its peers' probes; a LEFT
+  // one still answers them).
+  if (p.group != nullptr) p.group->FlushPushes(absl::Seconds(5));
   LOG(INFO) << o.name << ": left the swarm";
   if (absl::IsCancelled(finish->status)) return absl::OkStatus();
   return finish->status;
