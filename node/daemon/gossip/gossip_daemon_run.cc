@@ -112,7 +112,10 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
   std::optional<uint64_t> stops_after;
   {
     absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
-    if (p.stack) stops_after = p.stack->trainer()->Stop();
+    if (p.stack) {
+      stops_after = p.stack->trainer()->Stop();
+      p.stack->server()->StopAfter(*stops_after);  // Note [Stopping server]
+    }
   }
   const uint64_t exit_iteration = stops_after.value_or(p.members->iteration());
   LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
@@ -206,12 +209,22 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // pause there, Note [Paused training]) and the stop would wait out its
   // bound for nothing. Its stage then goes at that boundary either way;
   // its copies (Note [Checkpoint copies]) are what a restore starts from.
+  // Until its LEFT arrives the data nodes may plan the next iteration
+  // through it; its stage server refuses that iteration from the moment
+  // the exit iteration is fixed (Note [Stopping server] in
+  // node/stage/stage_server.h), so the iteration runs without the stage
+  // (its micro-batches dropped, nothing stepped) rather than through a
+  // replica that never applies its update.
   // Two replicas of a stage stopped at the same moment may both pass the
   // check, as two drains may: the data nodes can then pause in their exit
   // iteration, and both stops end at their bound.
   bool signed_left = false;
   auto stop_now = [&] {
     const uint64_t exit_iteration = p.stack->trainer()->Stop();
+    // Note [Stopping server]: micro-batches of later iterations, planned
+    // through us before our LEFT reaches their data nodes, are refused
+    // rather than computed here for an update this node never applies.
+    p.stack->server()->StopAfter(exit_iteration);
     stopping = true;
     stop_started = p.clock->SteadyNow();
     if (absl::Status last = p.CanLeave(/*force=*/false); !last.ok()) {
