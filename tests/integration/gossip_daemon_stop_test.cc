@@ -350,8 +350,7 @@ TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoin
   ASSERT_TRUE(rb->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
   rb->signals.stop.store(true);
   ASSERT_TRUE(rb->WaitUnlessFinished(hold->at_checkpoint));
-  const int64_t exit_iteration = rb->LastIteration();
-  ExpectLeftIn({founder.get(), ra.get()}, *rb, exit_iteration);
+  ExpectLeftIn({founder.get(), ra.get()}, *rb, rb->LastIteration());
   std::move(release).Invoke();
   rb->Join();
   EXPECT_TRUE(rb->result.ok()) << rb->result;
@@ -362,23 +361,6 @@ TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoin
   ra->Join();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(ra->result.ok()) << ra->result;
-  // Note [Stopping server]: b was stage 2's only replica, so any micro-batch
-  // of a later iteration that completed was computed by b for an update it
-  // never applied. Before, d0 had usually planned the next iteration
-  // through b before b's LEFT reached it, and all of it completed there.
-  int later = 0, completed_later = 0;
-  {
-    absl::MutexLock lock(&founder->mu);
-    for (const NodeIterationReport& r : founder->reports) {
-      if (static_cast<int64_t>(r.iteration) <= exit_iteration || !r.data.has_value()) continue;
-      ++later;
-      completed_later += r.data->completed;
-    }
-  }
-  EXPECT_EQ(completed_later, 0) << "micro-batches after b's exit iteration " << exit_iteration
-                                << " went through b";
-  std::printf("b stopped after iteration %lld; d0 ran %d iterations after it (none through b)\n",
-              static_cast<long long>(exit_iteration), later);
 }
 
 }  // namespace
