@@ -208,6 +208,11 @@ absl::Status StageServer::Impl::Admit(const Frame& frame, bool* runnable,
       return Refuse(absl::StatusCode::kResourceExhausted, h,
                     absl::StrCat(kPausedNode, " (since iteration ", *volunteer_paused_at_, ")"));
     }
+    if (stop_after_ && h.iteration() > *stop_after_) {
+      ++stats_.frames_stopping;  // Note [Stopping server]: nothing half-done here
+      return Refuse(absl::StatusCode::kResourceExhausted, h,
+                    absl::StrCat(kStoppingNode, " after iteration ", *stop_after_));
+    }
     if (newcomer) {  // Note [Newcomer micro-batches]
       int held = 0;
       for (const auto& [k, e] : entries_) held += e.newcomer;
@@ -575,6 +580,40 @@ void StageServer::SetPaused(bool paused) {
   } else if (!impl_->volunteer_paused_at_) {
     impl_->volunteer_paused_at_ = impl_->iteration_;
   }
+}
+
+void StageServer::StopAfter(uint64_t last) {
+  std::vector<std::pair<StageCompute*, uint64_t>> discards;
+  std::vector<std::pair<MbKey, absl::Status>> finished;
+  std::vector<proto::FrameHeader> aborts;
+  const absl::Status why =
+      absl::AbortedError(absl::StrCat(kStoppingNode, " after iteration ", last));
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (impl_->stop_after_ && *impl_->stop_after_ <= last) return;
+    impl_->stop_after_ = last;
+    // Frames of later iterations admitted before (Note [Admitted
+    // iterations]) would be computed at their BeginIteration, which the
+    // trainer still calls after its last iteration.
+    std::vector<MbKey> later;
+    for (const auto& [key, entry] : impl_->entries_) {
+      if (key.iteration <= last) continue;
+      later.push_back(key);
+      impl_->AddRelayAbort(key, entry, aborts);  // Note [Relay drops]
+    }
+    impl_->stats_.frames_stopping += static_cast<int64_t>(later.size());
+    for (const MbKey& key : later) impl_->DropLocked(key, why, "stopping", discards, finished);
+    auto after = [last](const Task& t) { return t.header.iteration() > last; };
+    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) {
+      q->erase(std::remove_if(q->begin(), q->end(), after), q->end());
+    }
+  }
+  if (!discards.empty()) {
+    LOG(WARNING) << "stopping after iteration " << last << ": dropped " << discards.size()
+                 << " micro-batch visits of later iterations; telling the hops before";
+  }
+  impl_->Finish(discards, finished);
+  impl_->SendRelayAborts(aborts, why);
 }
 
 bool StageServer::paused() const {

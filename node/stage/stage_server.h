@@ -226,6 +226,8 @@ struct StageServerStats {
   // micro-batches]).
   int64_t frames_newcomer_capped = 0;
   int64_t frames_paused = 0;  // refused: forwards after our pause (SetPaused)
+  // Refused or dropped here: forwards of iterations after our stop (StopAfter).
+  int64_t frames_stopping = 0;
   int64_t frames_refused = 0;
   int64_t forwards = 0;
   int64_t backwards = 0;
@@ -239,10 +241,11 @@ struct StageServerStats {
   int64_t out_of_memory = 0;  // compute tasks that failed for lack of memory
   int queued = 0;
   // Re-routes by cause: "unavailable", "deadline", "resource_exhausted",
-  // "behind" (Note [Behind the swarm]), "paused" (SetPaused), "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
+  // "behind" (Note [Behind the swarm]), "paused" (SetPaused), "stopping" (StopAfter),
+  // "peer_dead". Drops (MB visits given up here) by cause: "next_hop_died",
   // "unrepairable", "backward_hop_lost", "aborted_downstream",
   // "compute_failed", "out_of_memory", "mb_deadline", "iteration_ended", "bad_route",
-  // "released" (ReleaseAll).
+  // "released" (ReleaseAll), "stopping" (StopAfter).
   std::map<std::string, int64_t> rerouted_by_reason;
   std::map<std::string, int64_t> dropped_by_reason;
   // Clock time (SteadyNow) of the first re-route, infinite if none.
@@ -336,6 +339,20 @@ class StageServer {
   // and earlier (in flight when we paused) and every backward are served.
   void SetPaused(bool paused);
   bool paused() const;
+
+  // Note [Stopping server]: a stop or drain fixed `last` as the last
+  // iteration this node trains (NodeTrainer::Stop). From now on every
+  // forward of a later iteration is refused with RESOURCE_EXHAUSTED ("this
+  // node is stopping after iteration N"), which the hop before re-routes at
+  // once (re-route reason "stopping") or, with no other replica, drops and
+  // reports to the origin (no dead verdict: the node is still serving
+  // `last`); the visits of later iterations already held here (frames that
+  // waited for their iteration) are dropped and the hops before told, as
+  // at an iteration end. `last` and earlier are served as before. The
+  // earliest `last` given stays. The gossip daemon calls it only where
+  // other live replicas of its stages stay (Note [Stopping] in
+  // node/daemon/gossip/gossip_daemon_run.cc says why not on a last one).
+  void StopAfter(uint64_t last);
 
   // MBs of iterations before `iteration` still held here.
   int HeldBefore(uint64_t iteration) const;

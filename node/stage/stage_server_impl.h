@@ -248,6 +248,8 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   bool paused_ ABSL_GUARDED_BY(mu_) = false;  // dispatching, between iterations
   // SetPaused: forwards of later iterations than this are refused.
   std::optional<uint64_t> volunteer_paused_at_ ABSL_GUARDED_BY(mu_);
+  // StopAfter: forwards of later iterations than this are refused.
+  std::optional<uint64_t> stop_after_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void()> quiesced_ ABSL_GUARDED_BY(mu_);
   int slots_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   // The admission limit: options_.memory_slots, lowered after an out of
@@ -283,11 +285,14 @@ inline constexpr absl::string_view kMarkedDead = "peer marked dead in the view";
 inline constexpr absl::string_view kBehind = "this node is behind";
 // Refusal of a new forward by a paused node (StageServer::SetPaused).
 inline constexpr absl::string_view kPausedNode = "this node is paused";
+// Refusal of a forward after a stopping node's last iteration (StopAfter).
+inline constexpr absl::string_view kStoppingNode = "this node is stopping";
 
 // Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
 inline const char* RerouteReason(const absl::Status& ack) {
   if (absl::IsResourceExhausted(ack)) {
     if (absl::StrContains(ack.message(), kBehind)) return "behind";
+    if (absl::StrContains(ack.message(), kStoppingNode)) return "stopping";
     return absl::StrContains(ack.message(), kPausedNode) ? "paused" : "resource_exhausted";
   }
   if (absl::IsDeadlineExceeded(ack)) return "deadline";

@@ -515,6 +515,56 @@ TEST(StageServerTest, ReleasedRelayTellsTheOriginAtOnce) {
   EXPECT_TRUE(swarm.recorder_.finished[6].ok()) << swarm.recorder_.finished[6];
 }
 
+// Note [Stopping server]: a replica that stops after iteration 1 serves
+// iteration 1 to the end; a forward of iteration 2 (planned before its LEFT
+// arrived) is refused, and the hop before re-routes it to the other
+// replica at once, without a dead verdict.
+TEST(StageServerTest, StoppingReplicaIsRoutedAroundAfterItsLastIteration) {
+  Swarm swarm({0, 1, 2, 2});
+  for (auto& server : swarm.servers_) server->BeginIteration(1);
+  swarm.servers_[2]->StopAfter(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(1, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[5].ok()) << swarm.recorder_.finished[5];
+  EXPECT_EQ(swarm.servers_[2]->stats().forwards, 1);
+  for (auto& server : swarm.servers_) server->BeginIteration(2);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(2, 6, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(swarm.recorder_.finished[6].ok()) << swarm.recorder_.finished[6];
+  EXPECT_EQ(swarm.servers_[2]->stats().forwards, 1) << "iteration 2 was computed on n2";
+  EXPECT_EQ(swarm.servers_[2]->stats().frames_stopping, 1);
+  EXPECT_EQ(swarm.servers_[3]->stats().forwards, 1);
+  EXPECT_EQ(swarm.servers_[1]->stats().rerouted_by_reason.at("stopping"), 1);
+  EXPECT_TRUE(swarm.views_[1]->IsAlive(swarm.ids_[2]));
+}
+
+// Note [Stopping server]: the last replica of a stage computes nothing of
+// a later iteration: a frame of it that waited there is dropped when the
+// stop is fixed (the origin learns at once), and later ones are refused
+// and dropped at the hop before, which has no other replica.
+TEST(StageServerTest, TheLastStoppingReplicaComputesNoLaterIteration) {
+  Swarm swarm({0, 1, 2});
+  for (int i : {0, 1}) swarm.servers_[i]->BeginIteration(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(1, 5, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(50));  // waits at n2, still at 0
+  EXPECT_EQ(swarm.servers_[2]->stats().forwards, 0);
+  swarm.servers_[2]->StopAfter(0);
+  swarm.clock_.Advance(absl::Milliseconds(10));
+  ASSERT_EQ(swarm.recorder_.finished.count(5), 1u);
+  EXPECT_TRUE(absl::IsAborted(swarm.recorder_.finished[5])) << swarm.recorder_.finished[5];
+  // The trainer still begins the next iteration after its last one.
+  swarm.servers_[2]->BeginIteration(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(1, 6, swarm.Route({0, 1, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(swarm.recorder_.finished.count(6), 1u);
+  EXPECT_FALSE(swarm.recorder_.finished[6].ok());
+  EXPECT_EQ(swarm.servers_[2]->stats().forwards, 0) << "a later iteration was computed";
+  EXPECT_EQ(swarm.servers_[2]->stats().frames_stopping, 2);
+  EXPECT_EQ(swarm.servers_[2]->stats().slots_in_use, 0);
+  EXPECT_EQ(swarm.computes_[2]->pending(), 0u);
+  EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
+}
+
 // Note [Relay drops]: a waiting frame of a later iteration displaced by a
 // nearer one is reported to its sender, here the origin.
 TEST(StageServerTest, DisplacedFrameIsReportedToItsSender) {

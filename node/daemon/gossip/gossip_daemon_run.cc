@@ -112,7 +112,11 @@ absl::Status GossipDaemon::RequestDrain(bool force) {
   std::optional<uint64_t> stops_after;
   {
     absl::MutexLock lock(&p.stack_mu);  // Note [Stack hand-over]
-    if (p.stack) stops_after = p.stack->trainer()->Stop();
+    if (p.stack) {
+      stops_after = p.stack->trainer()->Stop();
+      // Note [Stopping server]; a forced drain of a last replica as a stop's.
+      if (!force || p.CanLeave(false).ok()) p.stack->server()->StopAfter(*stops_after);
+    }
   }
   const uint64_t exit_iteration = stops_after.value_or(p.members->iteration());
   LOG(INFO) << p.base().name << ": draining: announcing LEFT, finishing iteration "
@@ -206,6 +210,18 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // pause there, Note [Paused training]) and the stop would wait out its
   // bound for nothing. Its stage then goes at that boundary either way;
   // its copies (Note [Checkpoint copies]) are what a restore starts from.
+  // Until a stopping node's LEFT arrives the data nodes may plan the next
+  // iteration through it. Where other replicas stay, its stage server
+  // refuses that iteration from the moment the exit iteration is fixed
+  // (Note [Stopping server] in node/stage/stage_server.h) and the hops
+  // before re-route it to them. The last replica does not refuse: there
+  // the refusal drops every micro-batch, the data nodes finish that
+  // iteration empty at once and plan the next one through it again until
+  // its LEFT arrives (measured: two empty iterations before the pause), so
+  // the swarm lost more than the stage's one unapplied update, which a
+  // restore from an older copy (Note [Checkpoint copies]) discards anyway.
+  // Closing that needs the data nodes to pause, not finish, an iteration
+  // whose micro-batches a stopping node refused.
   // Two replicas of a stage stopped at the same moment may both pass the
   // check, as two drains may: the data nodes can then pause in their exit
   // iteration, and both stops end at their bound.
@@ -219,6 +235,10 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
                 << "; announcing LEFT once iteration " << exit_iteration << " ends";
       return;
     }
+    // Note [Stopping server]: micro-batches of later iterations, planned
+    // through us before our LEFT reaches their data nodes, go to the other
+    // replicas rather than through a node that never applies their update.
+    p.stack->server()->StopAfter(exit_iteration);
     LOG(INFO) << o.name << ": stopping: announcing LEFT, finishing iteration " << exit_iteration;
     p.gossip->Leave(absl::Seconds(2), exit_iteration);
     signed_left = true;
