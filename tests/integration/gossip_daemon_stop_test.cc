@@ -92,6 +92,20 @@ void ExpectLeftIn(std::initializer_list<RunningDaemon*> peers, RunningDaemon& le
   }
 }
 
+// Holds a daemon's final checkpoint (GossipDaemonOptions::
+// before_final_checkpoint) until `release`; `at_checkpoint` says it got there.
+struct CheckpointHold {
+  absl::Notification at_checkpoint, release;
+};
+std::shared_ptr<CheckpointHold> HoldFinalCheckpoint(GossipDaemonOptions& o) {
+  auto hold = std::make_shared<CheckpointHold>();
+  o.before_final_checkpoint = [hold] {
+    hold->at_checkpoint.Notify();
+    hold->release.WaitForNotificationWithTimeout(absl::Seconds(300));
+  };
+  return hold;
+}
+
 // SIGTERM, then how long until Run returned (the stop bound is 30 s by
 // default; these tests use 5 s).
 double SigtermSeconds(RunningDaemon& r, absl::Duration limit) {
@@ -239,10 +253,7 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
 // node planned micro-batches through it that waited out their deadline
 // (b2 did not even finish that iteration while b's checkpoint was held).
 TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
-  struct Hold {
-    absl::Notification at_checkpoint, release;
-  };
-  auto hold = std::make_shared<Hold>();
+  std::shared_ptr<CheckpointHold> hold;
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 4;
   d0.base.listen = "127.0.0.1:0";
@@ -256,10 +267,7 @@ TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
     if (name == "b") {
       // Long enough that b finishes its exit iteration on a loaded machine.
       o.stop_timeout = absl::Seconds(120);
-      o.before_final_checkpoint = [hold] {
-        hold->at_checkpoint.Notify();
-        hold->release.WaitForNotificationWithTimeout(absl::Seconds(300));
-      };
+      hold = HoldFinalCheckpoint(o);
     }
     return LaunchDaemon(o, reach);
   };
@@ -323,10 +331,6 @@ TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
 // The same for the last replica of a stage: it signs once its trainer has
 // ended (Note [Stopping]), still before its checkpoint and push flush.
 TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoint) {
-  struct Hold {
-    absl::Notification at_checkpoint, release;
-  };
-  auto hold = std::make_shared<Hold>();
   GossipDaemonOptions d0 = Options("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
@@ -337,10 +341,7 @@ TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoin
     o->expect_members = 3;
     o->gossip.join = {founder->daemon->gossip_address()};
   }
-  b.before_final_checkpoint = [hold] {
-    hold->at_checkpoint.Notify();
-    hold->release.WaitForNotificationWithTimeout(absl::Seconds(300));
-  };
+  std::shared_ptr<CheckpointHold> hold = HoldFinalCheckpoint(b);
   auto ra = LaunchDaemon(a);
   auto rb = LaunchDaemon(b, /*reach=*/3);
   ASSERT_TRUE(ra && rb);
