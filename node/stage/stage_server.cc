@@ -595,18 +595,8 @@ void StageServer::StopAfter(uint64_t last) {
     // Frames of later iterations admitted before (Note [Admitted
     // iterations]) would be computed at their BeginIteration, which the
     // trainer still calls after its last iteration.
-    std::vector<MbKey> later;
-    for (const auto& [key, entry] : impl_->entries_) {
-      if (key.iteration <= last) continue;
-      later.push_back(key);
-      impl_->AddRelayAbort(key, entry, aborts);  // Note [Relay drops]
-    }
-    impl_->stats_.frames_stopping += static_cast<int64_t>(later.size());
-    for (const MbKey& key : later) impl_->DropLocked(key, why, "stopping", discards, finished);
-    auto after = [last](const Task& t) { return t.header.iteration() > last; };
-    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) {
-      q->erase(std::remove_if(q->begin(), q->end(), after), q->end());
-    }
+    impl_->stats_.frames_stopping += static_cast<int64_t>(impl_->DropIterationsLocked(
+        [last](uint64_t it) { return it > last; }, why, "stopping", discards, finished, aborts));
   }
   if (!discards.empty()) {
     LOG(WARNING) << "stopping after iteration " << last << ": dropped " << discards.size()
@@ -698,25 +688,34 @@ void StageServer::Abandon(uint64_t iteration, uint64_t mb) {
   impl_->Finish(discards, {});  // the caller already knows
 }
 
+size_t StageServer::Impl::DropIterationsLocked(
+    absl::FunctionRef<bool(uint64_t iteration)> drop, const absl::Status& why,
+    const char* reason, std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+    std::vector<std::pair<MbKey, absl::Status>>& finished,
+    std::vector<proto::FrameHeader>& aborts) {
+  std::vector<MbKey> keys;
+  for (const auto& [key, entry] : entries_) {
+    if (!drop(key.iteration)) continue;
+    keys.push_back(key);
+    AddRelayAbort(key, entry, aborts);  // Note [Relay drops]: tell the hop before
+  }
+  for (const MbKey& key : keys) DropLocked(key, why, reason, discards, finished);
+  auto named = [&](const Task& t) { return drop(t.header.iteration()); };
+  for (auto* q : {&backward_q_, &forward_q_, &deferred_}) {
+    q->erase(std::remove_if(q->begin(), q->end(), named), q->end());
+  }
+  return keys.size();
+}
+
 void StageServer::Impl::AdvanceLocked(uint64_t iteration,
                                       std::vector<std::pair<StageCompute*, uint64_t>>& discards,
                                       std::vector<std::pair<MbKey, absl::Status>>& finished,
                                       std::vector<proto::FrameHeader>& aborts) {
   if (iteration > iteration_) iteration_ = iteration;
   AdvanceVerifyLocked(iteration);
-  std::vector<MbKey> old;
-  for (const auto& [key, entry] : entries_) {
-    if (key.iteration >= iteration) continue;
-    old.push_back(key);
-    AddRelayAbort(key, entry, aborts);  // Note [Relay drops]: tell the hop before
-  }
-  for (const MbKey& key : old) {
-    DropLocked(key, absl::AbortedError("iteration ended"), "iteration_ended", discards, finished);
-  }
-  auto stale = [&](const Task& t) { return t.header.iteration() < iteration; };
-  for (auto* q : {&backward_q_, &forward_q_, &deferred_}) {
-    q->erase(std::remove_if(q->begin(), q->end(), stale), q->end());
-  }
+  DropIterationsLocked([iteration](uint64_t it) { return it < iteration; },
+                       absl::AbortedError("iteration ended"), "iteration_ended", discards,
+                       finished, aborts);
   std::deque<Task> later;
   for (Task& t : deferred_) {
     (t.header.iteration() == iteration_ ? forward_q_ : later).push_back(std::move(t));
@@ -771,14 +770,9 @@ void StageServer::ReleaseAll() {
   const absl::Status why = absl::AbortedError("stage server released");
   {
     absl::MutexLock lock(&impl_->mu_);
-    std::vector<MbKey> keys;
-    for (const auto& [key, entry] : impl_->entries_) {
-      keys.push_back(key);
-      impl_->AddRelayAbort(key, entry, aborts);
-    }
     impl_->released_ = true;
-    for (const MbKey& key : keys) impl_->DropLocked(key, why, "released", discards, finished);
-    for (auto* q : {&impl_->backward_q_, &impl_->forward_q_, &impl_->deferred_}) q->clear();
+    impl_->DropIterationsLocked([](uint64_t) { return true; }, why, "released", discards,
+                                finished, aborts);
   }
   if (!discards.empty()) {
     LOG(WARNING) << "released " << discards.size() << " micro-batch visits; telling the hops before";

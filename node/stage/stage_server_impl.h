@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/lifetime_guard.h"
@@ -173,6 +174,16 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
     if (quiesced) return quiesced();
     MaybeDispatch();
   }
+  // Drops every held visit and queued task of an iteration `drop` names, with
+  // `why` and `reason` (Note [Relay drops]: the notices for the hops before
+  // go to `aborts`, sent once unlocked); returns how many visits it dropped.
+  // The one mechanism behind an iteration's end, a release and a stop.
+  size_t DropIterationsLocked(absl::FunctionRef<bool(uint64_t iteration)> drop,
+                              const absl::Status& why, const char* reason,
+                              std::vector<std::pair<StageCompute*, uint64_t>>& discards,
+                              std::vector<std::pair<MbKey, absl::Status>>& finished,
+                              std::vector<proto::FrameHeader>& aborts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops every visit of iterations before `iteration` and makes it current.
   // `aborts`: the notices to send, once unlocked, to the hops before the
   // dropped visits (Note [Relay drops]).
