@@ -1,6 +1,8 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,32 +37,34 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   return ss.str();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes, int mode) {
+  // A temp name of its own (mkstemp), so two writers of one path never
+  // share a half-written temp file: the last rename wins whole.
+  std::string tmp = path + ".tmp.XXXXXX";
   auto err = [&](const char* what) {
     return absl::UnavailableError(absl::StrCat(what, " '", tmp, "': ", std::strerror(errno)));
   };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return err("cannot create");
+  absl::Status status;
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) status = err("cannot chmod");
   size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+  while (status.ok() && done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      absl::Status s = err("cannot write");
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
+      status = err("cannot write");
+      break;
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    absl::Status s = err("cannot fsync");
-    ::close(fd);
-    return s;
-  }
+  if (status.ok() && ::fsync(fd) != 0) status = err("cannot fsync");
   ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return err("cannot rename");
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) status = err("cannot rename");
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());  // the target is unchanged; leave no temp behind
+    return status;
+  }
   FsyncFolderOf(path);
   return absl::OkStatus();
 }

@@ -6,8 +6,8 @@
 //
 //   SS_RETURN_IF_ERROR(common::WriteFileAtomically(path, bytes));
 //
-// Thread rule: thread-safe (no shared state); one writer per path at a time
-// (the temp name is PATH.tmp).
+// Thread rule: thread-safe (no shared state); concurrent writers of one path
+// each write a temp file of their own (PATH.tmp.XXXXXX), the last rename wins.
 #ifndef SKIPSWARM_COMMON_ATOMIC_FILE_H_
 #define SKIPSWARM_COMMON_ATOMIC_FILE_H_
 
@@ -22,9 +22,11 @@ namespace skipswarm::common {
 // NotFound when `path` cannot be opened; DataLoss on a read error.
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 
+// Writes `bytes` to `path` with permission bits `mode` (0600 for a secret).
 // Unavailable (naming the temp file and errno) when a step fails; the
-// target is then unchanged.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+// target is then unchanged and no temp file is left.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes,
+                                 int mode = 0644);
 
 // Unavailable when rename(2) fails. The folder's fsync is best effort (some
 // filesystems refuse it).

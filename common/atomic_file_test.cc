@@ -21,7 +21,21 @@ TEST(AtomicFileTest, WriteReplacesWholeAndLeavesNoTemp) {
   absl::StatusOr<std::string> bytes = ReadFileBytes(path);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, "new");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  for (const auto& entry : std::filesystem::directory_iterator(TempPath(""))) {
+    EXPECT_EQ(entry.path().filename().string().find("atomic_write.tmp"), std::string::npos)
+        << entry.path();
+  }
+}
+
+TEST(AtomicFileTest, WriteSetsTheModeItIsGiven) {
+  const std::string path = TempPath("atomic_secret");
+  ASSERT_TRUE(WriteFileAtomically(path, "key", 0600).ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_TRUE(WriteFileAtomically(path, "key").ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read | std::filesystem::perms::others_read);
 }
 
 TEST(AtomicFileTest, AWriteIntoAMissingFolderFailsAndNamesTheTemp) {

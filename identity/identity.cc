@@ -1,3 +1,4 @@
+#include "common/atomic_file.h"
 #include "identity/identity.h"
 
 #include <fcntl.h>
@@ -167,7 +168,7 @@ absl::Status Identity::Save(const std::string& path, bool overwrite) const {
         " already exists; refusing to replace a node identity (pass "
         "--overwrite_key to replace it; the node gets a new id)"));
   }
-  return WriteFileAtomically(path, PrivateKeyPem(), 0600);
+  return common::WriteFileAtomically(path, PrivateKeyPem(), 0600);
 }
 
 absl::StatusOr<std::string> Identity::Sign(absl::string_view data) const {
@@ -296,49 +297,5 @@ absl::StatusOr<std::string> PublicKeyFromCertificatePem(absl::string_view pem) {
   return pub;
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents, int mode) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) {
-    return absl::PermissionDeniedError(ErrnoMessage("cannot create", tmp));
-  }
-  absl::Status status;
-  if (fchmod(fd, static_cast<mode_t>(mode)) != 0) {
-    status = absl::PermissionDeniedError(ErrnoMessage("cannot chmod", tmp));
-  }
-  size_t written = 0;
-  while (status.ok() && written < contents.size()) {
-    ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status = absl::InternalError(ErrnoMessage("cannot write", tmp));
-      break;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (status.ok() && fsync(fd) != 0) {
-    status = absl::InternalError(ErrnoMessage("cannot fsync", tmp));
-  }
-  close(fd);
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = absl::PermissionDeniedError(ErrnoMessage("cannot rename to", path));
-  }
-  if (!status.ok()) {
-    unlink(tmp.c_str());
-    return status;
-  }
-  // Make the rename durable.
-  std::string dir = ".";
-  if (size_t slash = path.rfind('/'); slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-  }
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace skipswarm::identity

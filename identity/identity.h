@@ -97,11 +97,6 @@ absl::Status VerifySignature(absl::string_view public_key,
 // the key's hash.
 absl::StatusOr<std::string> PublicKeyFromCertificatePem(absl::string_view pem);
 
-// Writes `contents` to `path` atomically (same-directory temp file, fsync,
-// rename, fsync of the directory) with permission bits `mode`.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents, int mode);
-
 }  // namespace skipswarm::identity
 
 #endif  // SKIPSWARM_IDENTITY_IDENTITY_H_

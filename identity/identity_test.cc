@@ -1,3 +1,4 @@
+#include "common/atomic_file.h"
 #include "identity/identity.h"
 
 #include <sys/stat.h>
@@ -78,7 +79,7 @@ TEST(IdentityTest, LoadRejectsMissingWorldReadableAndGarbage) {
   EXPECT_NE(status.message().find("chmod 600"), std::string::npos);
 
   const std::string junk = TempPath("junk.key");
-  ASSERT_TRUE(WriteFileAtomically(junk, "not a key", 0600).ok());
+  ASSERT_TRUE(common::WriteFileAtomically(junk, "not a key", 0600).ok());
   EXPECT_EQ(Identity::Load(junk).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -1,3 +1,4 @@
+#include "common/atomic_file.h"
 #include "identity/keygen_command.h"
 
 #include <iostream>
@@ -37,7 +38,7 @@ absl::StatusOr<std::string> RunKeygen(const KeygenOptions& options,
   if (!options.cert_file.empty()) {
     SS_ASSIGN_OR_RETURN(std::string pem,
                         identity->SelfSignedCertificatePem(now));
-    SS_RETURN_IF_ERROR(WriteFileAtomically(options.cert_file, pem, 0644));
+    SS_RETURN_IF_ERROR(common::WriteFileAtomically(options.cert_file, pem, 0644));
     absl::StrAppend(&out, "wrote certificate ", options.cert_file, "\n");
   }
   return out;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_generation.h"
 
@@ -18,7 +19,7 @@ std::string EvalSnapshots::SnapshotDir(const std::string& out_dir, int64_t step)
 bool EvalSnapshots::TakeGeneration(int64_t step, const std::map<int, std::string>& paths) {
   std::map<int, std::string> bytes;
   for (const auto& [stage, path] : paths) {
-    absl::StatusOr<std::string> b = model::ReadFileBytes(path);
+    absl::StatusOr<std::string> b = common::ReadFileBytes(path);
     // Replaced by a later step since the scan: not this step any more.
     if (!b.ok()) return false;
     absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*b);
@@ -50,7 +51,7 @@ std::vector<int64_t> EvalSnapshots::Poll() {
     if (seen.step < 0 || seen.mtime != mtime) {
       // Written by rename, so the file is whole; a read racing the next
       // rename sees either version.
-      absl::StatusOr<std::string> bytes = model::ReadFileBytes(path);
+      absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
       if (!bytes.ok()) continue;
       absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*bytes);
       if (!info.ok()) continue;

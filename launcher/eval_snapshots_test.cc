@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "model/stage_module.h"
@@ -34,7 +35,7 @@ void Save(const std::string& path, int stage, int64_t step) {
 }
 
 int64_t StepOf(const std::string& path) {
-  auto bytes = model::ReadFileBytes(path);
+  auto bytes = common::ReadFileBytes(path);
   if (!bytes.ok()) return -1;
   auto info = model::ReadCheckpointInfo(*bytes);
   return info.ok() ? info->step : -1;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_generation.h"
 #include "node/daemon/gossip/state_transfer.h"
@@ -96,7 +97,7 @@ std::vector<int64_t> RepairGenerations(const std::string& root, const std::strin
         continue;
       }
       absl::StatusOr<std::string> b =
-          model::ReadFileBytes(absl::StrCat(dir, "/stage-", s, ".ckpt"));
+          common::ReadFileBytes(absl::StrCat(dir, "/stage-", s, ".ckpt"));
       whole = b.ok();
       if (whole) bytes[s] = *std::move(b);
     }

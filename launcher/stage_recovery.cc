@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "node/daemon/stack/stage_set_commit.h"
 #include "model/checkpoint.h"
@@ -77,7 +78,7 @@ absl::Status SeedNodeCheckpoints(const RestorePlan& plan, const std::string& che
           return absl::DataLossError(absl::StrCat("generation ", plan.resume_at,
                                                   " has no stage ", s));
         }
-        SS_ASSIGN_OR_RETURN(bytes[s], model::ReadFileBytes(from));
+        SS_ASSIGN_OR_RETURN(bytes[s], common::ReadFileBytes(from));
         // Verified once more: the folder may have changed since it was chosen.
         if (model::Sha256Hex(bytes[s]) != plan.generation.manifest.stages.at(s).sha256) {
           return absl::DataLossError(absl::StrCat("generation ", plan.resume_at, " stage ", s,
@@ -86,7 +87,7 @@ absl::Status SeedNodeCheckpoints(const RestorePlan& plan, const std::string& che
       }
       // The daemons' own path.
       SS_RETURN_IF_ERROR(
-          model::WriteFileAtomically(node::StageFilePath(checkpoint_dir, name, s), bytes[s]));
+          common::WriteFileAtomically(node::StageFilePath(checkpoint_dir, name, s), bytes[s]));
     }
   }
   return absl::OkStatus();
@@ -113,7 +114,7 @@ absl::Status RewindProgress(const std::string& progress_path, int64_t resume_at,
     }
     absl::StrAppend(&kept, line, "\n");
   }
-  return model::WriteFileAtomically(progress_path, kept);
+  return common::WriteFileAtomically(progress_path, kept);
 }
 
 std::string DescribeRestore(const RestorePlan& plan, double pause_s) {

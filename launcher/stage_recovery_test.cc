@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "launcher/eval_snapshots.h"
 #include "model/checkpoint.h"
 #include "model/local_pipeline.h"
@@ -100,15 +101,15 @@ TEST(StageRecoveryTest, LostStageIsRestoredFromTheNewestCompleteGeneration) {
 
   // s2r0 was killed in a save's commit (Note [Stage set commit]): its
   // pending file must not roll forward over the seeded one at its start.
-  ASSERT_TRUE(model::WriteFileAtomically(node::PendingStageFilePath(ckpt, "s2r0", 2), "x").ok());
-  ASSERT_TRUE(model::WriteFileAtomically(node::StageSetMarkerPath(ckpt, "s2r0"), "x").ok());
+  ASSERT_TRUE(common::WriteFileAtomically(node::PendingStageFilePath(ckpt, "s2r0", 2), "x").ok());
+  ASSERT_TRUE(common::WriteFileAtomically(node::StageSetMarkerPath(ckpt, "s2r0"), "x").ok());
   ASSERT_TRUE(SeedNodeCheckpoints(*plan, ckpt, kLayout).ok());
   EXPECT_FALSE(std::filesystem::exists(node::PendingStageFilePath(ckpt, "s2r0", 2)));
   EXPECT_FALSE(std::filesystem::exists(node::StageSetMarkerPath(ckpt, "s2r0")));
   for (const auto& [name, stages] : kLayout) {
     for (int s : stages) {
       absl::StatusOr<std::string> bytes =
-          model::ReadFileBytes(absl::StrCat(ckpt, "/", name, "-stage-", s, ".ckpt"));
+          common::ReadFileBytes(absl::StrCat(ckpt, "/", name, "-stage-", s, ".ckpt"));
       ASSERT_TRUE(bytes.ok()) << name;
       absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*bytes);
       ASSERT_TRUE(info.ok()) << name;

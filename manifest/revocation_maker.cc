@@ -1,3 +1,4 @@
+#include "common/atomic_file.h"
 #include "manifest/revocation_maker.h"
 
 #include <algorithm>
@@ -121,18 +122,8 @@ absl::StatusOr<RevokeResult> Revoke(const RevokeRequest& request, absl::Time now
   SS_ASSIGN_OR_RETURN(result.list, membership::SignRevocations(*founder, list));
   result.serial = list.serial();
   result.total = list.node_ids_size() + list.invite_ids_size();
-  const std::string tmp = request.list_file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << membership::EncodeRevocations(result.list) << "\n";
-    if (!out.flush()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), request.list_file.c_str()) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot rename ", tmp, " to ", request.list_file));
-  }
+  SS_RETURN_IF_ERROR(common::WriteFileAtomically(
+      request.list_file, absl::StrCat(membership::EncodeRevocations(result.list), "\n")));
   return result;
 }
 

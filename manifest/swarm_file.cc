@@ -1,3 +1,4 @@
+#include "common/atomic_file.h"
 #include "manifest/swarm_file.h"
 
 #include <fstream>
@@ -102,7 +103,7 @@ absl::StatusOr<SwarmFile> ReadSwarmFile(const std::string& path) {
 }
 
 absl::Status WriteSwarmFile(const std::string& path, const SwarmFile& file) {
-  return identity::WriteFileAtomically(path, SwarmFileToJson(file), 0644);
+  return common::WriteFileAtomically(path, SwarmFileToJson(file), 0644);
 }
 
 }  // namespace skipswarm::manifest

@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/crc32c.h"
 #include "model/torch_guard.h"
 #include "nlohmann/json.hpp"
@@ -197,12 +198,12 @@ absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
   absl::StatusOr<std::string> bytes =
       SerializeStageState(module, optimizer, step, extra, averaging);
   if (!bytes.ok()) return bytes.status();
-  return WriteFileAtomically(path, *bytes);
+  return common::WriteFileAtomically(path, *bytes);
 }
 
 absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, StageModule& module,
                                                    torch::optim::Optimizer* optimizer) {
-  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+  absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<CheckpointInfo> info = RestoreStageState(*bytes, module, optimizer);
   if (!info.ok()) {

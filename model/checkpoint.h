@@ -33,7 +33,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/atomic_file.h"
 #include "model/model_config.h"
 #include "model/stage_module.h"
 
@@ -67,11 +66,6 @@ absl::Status SaveStageCheckpoint(const std::string& path, StageModule& module,
                                  const std::string& extra = "", absl::string_view averaging = {});
 absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, StageModule& module,
                                                    torch::optim::Optimizer* optimizer);
-// Whole-file reads and atomic replacement (common/atomic_file.h), used by
-// every checkpoint writer here.
-using common::ReadFileBytes;
-using common::WriteFileAtomically;
-
 // SHA-256 (hex) over every parameter's name, shape and float32 bytes, in
 // order. Equal digests <=> bit-identical replicas.
 std::string ParameterDigest(StageModule& module);

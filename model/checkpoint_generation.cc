@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
@@ -141,7 +142,7 @@ absl::StatusOr<GenerationManifest> ReadManifest(const std::string& dir) {
   if (ec || static_cast<int64_t>(size) > kMaxManifestBytes) {
     return absl::DataLossError("manifest unreadable or too large");
   }
-  SS_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(manifest_path));
+  SS_ASSIGN_OR_RETURN(std::string text, common::ReadFileBytes(manifest_path));
   return ParseManifest(text);
 }
 
@@ -160,7 +161,7 @@ absl::StatusOr<GenerationManifest> CheckGeneration(const std::string& dir,
     auto st = m.stages.find(s);
     if (st == m.stages.end()) return absl::DataLossError(absl::StrCat("stage ", s, " missing"));
     const std::string path = absl::StrCat(dir, "/", st->second.file);
-    absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+    absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
     if (!bytes.ok()) {
       return absl::DataLossError(absl::StrCat("stage ", s, " file unreadable: ",
                                               bytes.status().message()));
@@ -244,9 +245,9 @@ absl::Status WriteGeneration(const std::string& root, int64_t iteration,
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   for (const auto& [s, bytes] : stage_bytes) {
-    SS_RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", m.stages[s].file), bytes));
+    SS_RETURN_IF_ERROR(common::WriteFileAtomically(absl::StrCat(dir, "/", m.stages[s].file), bytes));
   }
-  SS_RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", kManifest), ManifestJson(m)));
+  SS_RETURN_IF_ERROR(common::WriteFileAtomically(absl::StrCat(dir, "/", kManifest), ManifestJson(m)));
   // Keep the newest `keep` complete generations (this one among them);
   // older folders go, torn ones older than this one too.
   int kept = 0;

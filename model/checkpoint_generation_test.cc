@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "model/checkpoint.h"
 #include "model/local_pipeline.h"
 #include "model/test_util.h"
@@ -40,7 +41,7 @@ TEST_F(CheckpointGenerationTest, NewestCompleteGenerationIsFoundAndVerified) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->manifest.iteration, 20);
   EXPECT_TRUE(g->skipped.empty());
-  absl::StatusOr<std::string> bytes = ReadFileBytes(g->StagePath(2));
+  absl::StatusOr<std::string> bytes = common::ReadFileBytes(g->StagePath(2));
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(ReadCheckpointInfo(*bytes)->step, 20);
   EXPECT_EQ(g->manifest.stages.at(2).sha256, Sha256Hex(*bytes));
@@ -55,7 +56,7 @@ TEST_F(CheckpointGenerationTest, ATornGenerationIsSkippedWithAMessage) {
   const std::string torn = GenerationDir(root, 30);
   std::filesystem::create_directories(torn);
   for (const auto& [s, bytes] : StagesAt(*pipe_, 30)) {
-    ASSERT_TRUE(WriteFileAtomically(absl::StrCat(torn, "/stage-", s, ".ckpt"), bytes).ok());
+    ASSERT_TRUE(common::WriteFileAtomically(absl::StrCat(torn, "/stage-", s, ".ckpt"), bytes).ok());
   }
   // Generation 20's stage 1 changed after its manifest (a partial copy).
   {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "model/evaluate.h"
@@ -51,7 +52,7 @@ absl::Status Run() {
   const std::string dir = absl::GetFlag(FLAGS_checkpoint);
   if (dir.empty()) return absl::InvalidArgumentError("--checkpoint=DIR is required");
   // The model's shape comes from the checkpoint, not from the flags.
-  SS_ASSIGN_OR_RETURN(std::string head, ReadFileBytes(StageCheckpointPath(dir, 0)));
+  SS_ASSIGN_OR_RETURN(std::string head, common::ReadFileBytes(StageCheckpointPath(dir, 0)));
   SS_ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(head));
   head.clear();
   const ModelConfig config = info.config;

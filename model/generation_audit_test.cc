@@ -7,6 +7,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_generation.h"
 #include "model/local_pipeline.h"
@@ -34,7 +35,7 @@ class GenerationAuditTest : public ::testing::Test {
   void WriteTorn(const std::string& root, int64_t step) {
     const std::string dir = GenerationDir(root, step);
     std::filesystem::create_directories(dir);
-    ASSERT_TRUE(WriteFileAtomically(
+    ASSERT_TRUE(common::WriteFileAtomically(
                     dir + "/stage-0.ckpt",
                     *SerializeStageState(pipe_->stage(0).module(), nullptr, step))
                     .ok());

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "model/reference_trainer.h"
@@ -139,7 +140,7 @@ absl::Status ExportHuggingFace(const std::vector<std::shared_ptr<StageModule>>& 
     }
     SS_RETURN_IF_ERROR(WriteSafetensors(out_dir + "/model.safetensors", tensors,
                                         {{"format", "pt"}}));
-    SS_RETURN_IF_ERROR(WriteFileAtomically(out_dir + "/config.json", HfConfigJson(config)));
+    SS_RETURN_IF_ERROR(common::WriteFileAtomically(out_dir + "/config.json", HfConfigJson(config)));
 
     if (options.reference_logits) {
       // A fixed batch: two rows of bytes from a fixed text, full length.
@@ -172,7 +173,7 @@ absl::Status ExportHuggingFace(const std::vector<std::shared_ptr<StageModule>>& 
 
 absl::StatusOr<std::vector<std::shared_ptr<StageModule>>> LoadCheckpointStages(
     const std::string& dir) {
-  SS_ASSIGN_OR_RETURN(std::string head, ReadFileBytes(StageCheckpointPath(dir, 0)));
+  SS_ASSIGN_OR_RETURN(std::string head, common::ReadFileBytes(StageCheckpointPath(dir, 0)));
   SS_ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(head));
   std::vector<std::shared_ptr<StageModule>> stages;
   try {

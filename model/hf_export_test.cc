@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <cstring>
 
+#include "common/atomic_file.h"
 #include "model/checkpoint.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
@@ -40,7 +41,7 @@ TEST(HfExportTest, WritesEveryTensorWithItsShapeAndBytes) {
   const std::string dir = TempDir("hf_tiny");
   ASSERT_TRUE(ExportHuggingFace(stages, dir, HfExportOptions{}).ok());
 
-  absl::StatusOr<std::string> file = ReadFileBytes(dir + "/model.safetensors");
+  absl::StatusOr<std::string> file = common::ReadFileBytes(dir + "/model.safetensors");
   ASSERT_TRUE(file.ok()) << file.status();
   absl::StatusOr<SafetensorsIndex> index = ReadSafetensorsIndex(*file);
   ASSERT_TRUE(index.ok()) << index.status();
@@ -72,7 +73,7 @@ TEST(HfExportTest, WritesEveryTensorWithItsShapeAndBytes) {
                         ours.nbytes()),
             0);
 
-  nlohmann::json config = nlohmann::json::parse(*ReadFileBytes(dir + "/config.json"));
+  nlohmann::json config = nlohmann::json::parse(*common::ReadFileBytes(dir + "/config.json"));
   EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
   EXPECT_EQ(config["hidden_size"], d);
   EXPECT_EQ(config["intermediate_size"], f);
@@ -81,7 +82,7 @@ TEST(HfExportTest, WritesEveryTensorWithItsShapeAndBytes) {
   EXPECT_EQ(config["tie_word_embeddings"], true);
   EXPECT_DOUBLE_EQ(config["rms_norm_eps"].get<double>(), c.norm_eps);
 
-  absl::StatusOr<std::string> ref = ReadFileBytes(dir + "/skipswarm_reference.safetensors");
+  absl::StatusOr<std::string> ref = common::ReadFileBytes(dir + "/skipswarm_reference.safetensors");
   ASSERT_TRUE(ref.ok());
   absl::StatusOr<SafetensorsIndex> ref_index = ReadSafetensorsIndex(*ref);
   ASSERT_TRUE(ref_index.ok()) << ref_index.status();
@@ -97,7 +98,7 @@ TEST(HfExportTest, UntiedHeadIsExportedAndPartialModelsAreRefused) {
   const std::string dir = TempDir("hf_untied");
   ASSERT_TRUE(ExportHuggingFace(stages, dir, HfExportOptions{false}).ok());
   absl::StatusOr<SafetensorsIndex> index =
-      ReadSafetensorsIndex(*ReadFileBytes(dir + "/model.safetensors"));
+      ReadSafetensorsIndex(*common::ReadFileBytes(dir + "/model.safetensors"));
   ASSERT_TRUE(index.ok());
   EXPECT_EQ(index->tensors.count("lm_head.weight"), 1u);
   EXPECT_FALSE(std::filesystem::exists(dir + "/skipswarm_reference.safetensors"));

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
@@ -110,7 +111,7 @@ absl::Status ReferenceTrainer::SaveCheckpoint(const std::string& dir, int keep) 
                                    pipe_->num_stages(), bytes, keep);
   if (!g.ok() && !absl::IsAlreadyExists(g)) return g;
   for (const auto& [s, b] : bytes) {
-    SS_RETURN_IF_ERROR(WriteFileAtomically(StageCheckpointPath(dir, s), b));
+    SS_RETURN_IF_ERROR(common::WriteFileAtomically(StageCheckpointPath(dir, s), b));
   }
   return absl::OkStatus();
 }

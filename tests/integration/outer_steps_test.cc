@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "model/averaging_options.h"
 #include "model/checkpoint.h"
@@ -426,7 +427,7 @@ TEST(OuterStepsTest, CheckpointGenerationCarriesTheOuterState) {
   for (int stage = 0; stage < 4; ++stage) {
     const std::string path = absl::StrCat(dir, "/outer-stage-", stage, ".ckpt");
     ASSERT_TRUE(swarm.compute(2 * stage, stage)->SaveCheckpoint(path).ok());
-    bytes[stage] = model::ReadFileBytes(path).value();
+    bytes[stage] = common::ReadFileBytes(path).value();
   }
   StageCompute* source = swarm.compute(4, 2);
   const std::string hash = TinyModel().ConfigHash();

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
@@ -116,7 +117,7 @@ TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
   for (const auto& [name, stage] : finals) {
     const std::string path =
         dir_ + "/ckpt-" + name + "/" + name + "-stage-" + std::to_string(stage) + ".ckpt";
-    absl::StatusOr<std::string> bytes = model::ReadFileBytes(path);
+    absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     absl::StatusOr<model::CheckpointInfo> info = model::ReadCheckpointInfo(*bytes);
     ASSERT_TRUE(info.ok()) << info.status();

@@ -1,8 +1,7 @@
+#include "common/atomic_file.h"
 #include "node/daemon/gossip/checkpoint_copies.h"
 
-#include <fcntl.h>
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -30,27 +29,6 @@ bool Hosts(const membership::MemberInfo& m, int stage) {
 // Rendezvous score of (member, stage): the same on every node.
 uint32_t Score(const common::NodeId& id, int stage) {
   return common::Crc32c(absl::StrCat(id.Bytes(), "/copy-of-stage/", stage));
-}
-
-absl::Status WriteAtomically(const std::string& path, absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
 }
 
 // "stage-S-iter-N.ckpt" -> (S, N).
@@ -128,7 +106,7 @@ absl::StatusOr<std::string> CopyStore::Read(int stage, uint64_t iteration) const
 
 absl::Status CopyStore::Put(int stage, uint64_t iteration, absl::string_view bytes) {
   absl::MutexLock lock(&mu_);
-  absl::Status s = WriteAtomically(PathOf(stage, iteration), bytes);
+  absl::Status s = common::WriteFileAtomically(PathOf(stage, iteration), bytes);
   if (!s.ok()) return s;
   std::vector<uint64_t> mine;
   for (const auto& [st, it] : List()) {
