@@ -14,8 +14,8 @@
 // also hold "averaging" (uint8 bytes: Note [Averaging state] in
 // model/outer_optimizer.h, the outer state when H > 1); older files lack it.
 //
-// Saving is atomic: write "<path>.tmp", fsync, rename over <path>, fsync
-// the folder. Loading checks magic, version, sizes, CRC, config hash and
+// Saving is atomic (common::WriteFileAtomically: a temp file, fsync, rename
+// over <path>, fsync of the folder). Loading checks magic, version, sizes, CRC, config hash and
 // stage before touching the module, and every parameter name and shape
 // before copying; a corrupted or foreign checkpoint is a clear Status
 // (DataLoss / FailedPrecondition) and leaves the module unchanged.
