@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,6 +39,11 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes, int mode) {
+  return WriteFileAtomically(path, std::vector<absl::string_view>{bytes}, mode);
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::vector<absl::string_view>& pieces, int mode) {
   // A temp name of its own (mkstemp), so two writers of one path never
   // share a half-written temp file: the last rename wins whole.
   std::string tmp = path + ".tmp.XXXXXX";
@@ -48,15 +54,17 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
   if (fd < 0) return err("cannot create");
   absl::Status status;
   if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) status = err("cannot chmod");
-  size_t done = 0;
-  while (status.ok() && done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status = err("cannot write");
-      break;
+  for (const absl::string_view bytes : pieces) {
+    size_t done = 0;
+    while (status.ok() && done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status = err("cannot write");
+        break;
+      }
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
   }
   if (status.ok() && ::fsync(fd) != 0) status = err("cannot fsync");
   ::close(fd);

@@ -12,6 +12,7 @@
 #define SKIPSWARM_COMMON_ATOMIC_FILE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 // target is then unchanged and no temp file is left.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes,
                                  int mode = 0644);
+// The same for a file made of `pieces` written back to back (a header and
+// large tensors, without first copying them into one buffer).
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::vector<absl::string_view>& pieces, int mode = 0644);
 
 // Unavailable when rename(2) fails. The folder's fsync is best effort (some
 // filesystems refuse it).

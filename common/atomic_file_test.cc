@@ -27,6 +27,17 @@ TEST(AtomicFileTest, WriteReplacesWholeAndLeavesNoTemp) {
   }
 }
 
+TEST(AtomicFileTest, PiecesAreWrittenBackToBackIncludingEmptyOnes) {
+  const std::string path = TempPath("atomic_pieces");
+  const std::string big(1 << 20, 'x');
+  ASSERT_TRUE(WriteFileAtomically(path, {"head", "", big, "tail"}).ok());
+  absl::StatusOr<std::string> bytes = ReadFileBytes(path);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, "head" + big + "tail");
+  ASSERT_TRUE(WriteFileAtomically(path, std::vector<absl::string_view>{}).ok());
+  EXPECT_EQ(*ReadFileBytes(path), "");
+}
+
 TEST(AtomicFileTest, WriteSetsTheModeItIsGiven) {
   const std::string path = TempPath("atomic_secret");
   ASSERT_TRUE(WriteFileAtomically(path, "key", 0600).ok());

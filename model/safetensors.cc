@@ -1,11 +1,11 @@
 #include "model/safetensors.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "nlohmann/json.hpp"
 
 namespace skipswarm::model {
@@ -68,19 +68,9 @@ absl::Status WriteSafetensors(const std::string& path,
                               const std::map<std::string, std::string>& metadata) {
   absl::StatusOr<std::string> header = SafetensorsHeader(tensors, metadata);
   if (!header.ok()) return header.status();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-    out.write(header->data(), header->size());
-    for (const SafetensorsTensor& t : tensors) out.write(t.data.data(), t.data.size());
-    out.flush();
-    if (!out) return absl::DataLossError(absl::StrCat("write to ", tmp, " failed"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::DataLossError(absl::StrCat("rename ", tmp, " -> ", path, " failed"));
-  }
-  return absl::OkStatus();
+  std::vector<absl::string_view> pieces = {*header};
+  for (const SafetensorsTensor& t : tensors) pieces.push_back(t.data);
+  return common::WriteFileAtomically(path, pieces);
 }
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(absl::string_view file) {

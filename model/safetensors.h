@@ -39,7 +39,8 @@ struct SafetensorsTensor {
 absl::StatusOr<std::string> SafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
                                               const std::map<std::string, std::string>& metadata);
 
-// Writes header and data to `path` (temp file + rename).
+// Writes header and data to `path` atomically (common::WriteFileAtomically:
+// fsynced temp file, rename, folder fsync); Unavailable when a step fails.
 absl::Status WriteSafetensors(const std::string& path,
                               const std::vector<SafetensorsTensor>& tensors,
                               const std::map<std::string, std::string>& metadata);
