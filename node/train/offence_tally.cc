@@ -26,6 +26,7 @@ std::vector<common::NodeId> OffenceTally::Record(uint64_t iteration, int stage,
     rounds.last_iteration = iteration;
   }
   const uint64_t round = rounds.count - 1;
+  const double score_ban = static_cast<double>(ban_after_) + kScoreSlack;
   for (const common::NodeId& from : offenders) {
     Streak& s = streaks_[{stage, from}];
     if (s.length > 0 && s.last_iteration == iteration) continue;  // a redone round counts once
@@ -43,7 +44,7 @@ std::vector<common::NodeId> OffenceTally::Record(uint64_t iteration, int stage,
     }  // else the same round (an older iteration's, late): the run stands
     s.last_round = round;
     s.last_iteration = iteration;
-    if (s.length >= ban_after_ || s.score >= static_cast<double>(ban_after_)) {
+    if (s.length >= ban_after_ || s.score >= score_ban - 1e-9) {
       reached.push_back(from);
     }
   }

@@ -8,7 +8,7 @@ offences (a part pulled in or left out as not finite, Note [Group bans]) per
   old: 3 offences within the last 10 rounds (the rule before Note [Offences
        in a row]) and
   new: 3 offences in consecutive rounds, or a decayed count (each offence 1,
-       x0.9 a round) reaching 3 (Note [Offences in a row]; iterations
+       x0.92 a round) reaching 3.5 (Note [Offences in a row]; iterations
        stand for rounds: these runs average every iteration)
 would give, with the longest run of consecutive offences and the highest
 decayed count of any (owner, stage, sender). A ban changes the
@@ -61,11 +61,11 @@ def main(dirs):
             longest = max(longest, best)
             score, last, peak = 0.0, None, 0.0
             for it in its:
-                score = (score * 0.9 ** (it - last) if last is not None else 0.0) + 1
+                score = (score * 0.92 ** (it - last) if last is not None else 0.0) + 1
                 last = it
                 peak = max(peak, score)
             top = max(top, peak)
-            if best >= 3 or peak >= 3:
+            if best >= 3 or peak >= 3.5:
                 new.append(key)
         total = sum(len(v) for v in offences.values())
         print(f"{d}: offences {total}; old rule bans {len(old)} "
