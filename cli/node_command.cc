@@ -94,8 +94,8 @@ ABSL_FLAG(double, avg_outlier_factor, 6.0,
           "pipeline hosts (Note [Robust averaging across subnetworks]).");
 ABSL_FLAG(int, avg_ban_after, 3,
           "Ban a replica from this node's averaging once its gradient part was left out as "
-          "non-finite or pulled in as an outlier in this many rounds in a row, or twice as many "
-          "of the last 10 (0: never; "
+          "non-finite or pulled in as an outlier in this many rounds in a row, or once its "
+          "offences, each decayed by 0.92 a round, add up to this many plus 0.5 (0: never; "
           "Note [Group bans], Note [Offences in a row]).");
 
 ABSL_FLAG(double, avg_newcomer_weight, 0,

@@ -54,9 +54,10 @@
 // per sender: a round in which this node (as a shard owner) left out a
 // sender's part as non-finite or pulled it in as an outlier is one offence
 // (clipping by norm is not: honest spikes meet that bound); at ban_after
-// offences in consecutive rounds of a stage (Note [Offences in a row] in
-// offence_tally.h: an honest replica's outliers are single rounds, a liar's
-// every round) the sender is banned for
+// offences in consecutive rounds of a stage, or a decayed count of its
+// offences reaching ban_after + 0.5 (Note [Offences in a row] in offence_tally.h:
+// an honest replica's outliers are single rounds, a liar's every round or a
+// steady share of them) the sender is banned for
 // good, with the reason logged. From the next round this node starts, the
 // banned sender's parts in the shards it owns are left out whatever they
 // hold (RobustOptions::banned: its share becomes the others' mean, named
@@ -150,8 +151,9 @@ struct GrpcGroupOptions {
   // parts it adds.
   RobustOptions robust;
   // Note [Group bans]: a sender with parts left out or pulled in in
-  // ban_after rounds of a stage in a row (Note [Offences in a row] in
-  // offence_tally.h) is banned from this node's averaging for good; 0: never
+  // ban_after rounds of a stage in a row, or in rounds whose decayed count
+  // reaches ban_after + 0.5 (Note [Offences in a row] in offence_tally.h),
+  // is banned from this node's averaging for good; 0: never
   // (daemons: --avg_ban_after).
   int ban_after = 3;
   // How reduce parts and reduced shards travel (Note [Encoded shards] in

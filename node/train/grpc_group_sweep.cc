@@ -32,8 +32,8 @@ void GrpcGroupComm::Impl::CountOffencesLocked(uint64_t iteration, int stage,
   for (const common::NodeId& from : reached) {
     const std::string reason =
         absl::StrCat("its gradient part was refused in ", offences_.Run(stage, from),
-                     " rounds of stage ", stage, " in a row and ", offences_.InWindow(stage, from),
-                     " of the last ", OffenceTally::kWindowRounds, " (last, iteration ", iteration,
+                     " rounds of stage ", stage, " in a row, decayed count ",
+                     offences_.Score(stage, from), " (last, iteration ", iteration,
                      ": ", last[from], ")");
     {
       absl::MutexLock lock(&bans_mu_);

@@ -1,6 +1,6 @@
 #include "node/train/offence_tally.h"
 
-#include <algorithm>
+#include <cmath>
 
 namespace skipswarm::node {
 
@@ -26,12 +26,17 @@ std::vector<common::NodeId> OffenceTally::Record(uint64_t iteration, int stage,
     rounds.last_iteration = iteration;
   }
   const uint64_t round = rounds.count - 1;
-  const size_t window_ban =
-      std::min<size_t>(2 * static_cast<size_t>(ban_after_), static_cast<size_t>(kWindowRounds));
+  const double score_ban = static_cast<double>(ban_after_) + kScoreSlack;
   for (const common::NodeId& from : offenders) {
     Streak& s = streaks_[{stage, from}];
     if (s.length > 0 && s.last_iteration == iteration) continue;  // a redone round counts once
-    // Note [Offences in a row]: a round without an offence ends the run.
+    // Note [Offences in a row]: the rounds since its latest offence decay
+    // the count (none for a late round of an older iteration, counted as the
+    // latest round), and a round without an offence ends the run.
+    if (s.last_round < round) {
+      s.score *= std::pow(kDecayPerRound, static_cast<double>(round - s.last_round));
+    }
+    s.score += 1;
     if (s.length == 0 || s.last_round + 1 < round) {
       s.length = 1;
     } else if (s.last_round + 1 == round) {
@@ -39,16 +44,16 @@ std::vector<common::NodeId> OffenceTally::Record(uint64_t iteration, int stage,
     }  // else the same round (an older iteration's, late): the run stands
     s.last_round = round;
     s.last_iteration = iteration;
-    if (s.recent.empty() || s.recent.back() != round) s.recent.push_back(round);
-    while (!s.recent.empty() && s.recent.front() + kWindowRounds <= round) s.recent.pop_front();
-    if (s.length >= ban_after_ || s.recent.size() >= window_ban) reached.push_back(from);
+    if (s.length >= ban_after_ || s.score >= score_ban - 1e-9) {
+      reached.push_back(from);
+    }
   }
   return reached;
 }
 
-int OffenceTally::InWindow(int stage, const common::NodeId& from) const {
+double OffenceTally::Score(int stage, const common::NodeId& from) const {
   auto it = streaks_.find({stage, from});
-  return it == streaks_.end() ? 0 : static_cast<int>(it->second.recent.size());
+  return it == streaks_.end() ? 0 : it->second.score;
 }
 
 int OffenceTally::Run(int stage, const common::NodeId& from) const {

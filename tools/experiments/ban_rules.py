@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Applies two group-ban rules offline to the verdicts a swarm run logged.
+"""Applies group-ban rules offline to the verdicts a swarm run logged.
 
 tests/adversarial/README.md ("False bans with no attacker"): for each run
 directory of tools/experiments/poison_swarm.sh (one with logs/NAME.err), the
@@ -7,8 +7,11 @@ offences (a part pulled in or left out as not finite, Note [Group bans]) per
 (shard owner, stage, sender), never the owner's own, and the bans that
   old: 3 offences within the last 10 rounds (the rule before Note [Offences
        in a row]) and
-  new: 3 offences in consecutive rounds
-would give, with the longest run of consecutive offences. A ban changes the
+  new: 3 offences in consecutive rounds, or a decayed count (each offence 1,
+       x0.92 a round) reaching 3.5 (Note [Offences in a row]; iterations
+       stand for rounds: these runs average every iteration)
+would give, with the longest run of consecutive offences and the highest
+decayed count of any (owner, stage, sender). A ban changes the
 verdicts after it (the banned sender's parts are left out, not judged), so
 the rule the binary did not run is exact only up to its first ban.
 
@@ -44,7 +47,7 @@ def main(dirs):
                     sender = names.get(m.group(3), m.group(3))
                     if sender != owner:
                         offences[(owner, int(m.group(2)), sender)].add(int(m.group(1)))
-        old, new, longest = [], [], 0
+        old, new, longest, top = [], [], 0, 0.0
         for key, its in sorted(offences.items()):
             its = sorted(its)
             for i, it in enumerate(its):
@@ -56,12 +59,19 @@ def main(dirs):
                 run = run + 1 if b == a + 1 else 1
                 best = max(best, run)
             longest = max(longest, best)
-            if best >= 3:
+            score, last, peak = 0.0, None, 0.0
+            for it in its:
+                score = (score * 0.92 ** (it - last) if last is not None else 0.0) + 1
+                last = it
+                peak = max(peak, score)
+            top = max(top, peak)
+            if best >= 3 or peak >= 3.5:
                 new.append(key)
         total = sum(len(v) for v in offences.values())
         print(f"{d}: offences {total}; old rule bans {len(old)} "
               f"{[f'{o} bans {s} at stage {st}, iteration {it}' for (o, st, s), it in old]}; "
-              f"new rule bans {len(new)}; longest run {longest}")
+              f"new rule bans {len(new)} {new}; longest run {longest}; "
+              f"highest decayed count {top:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,18 +12,22 @@ namespace skipswarm::tests {
 absl::StatusOr<Poison> ParsePoison(absl::string_view text) {
   Poison p;
   if (text.empty()) return p;
-  if (text == "nan") {
-    p.kind = Poison::Kind::kNaN;
-    return p;
-  }
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
-  if (parts.size() == 2 && absl::SimpleAtod(parts[1], &p.factor) && p.factor > 0) {
+  const size_t base = parts[0] == "nan" ? 1 : 2;  // fields before an optional ":K"
+  bool ok = parts.size() == base || parts.size() == base + 1;
+  if (ok && parts.size() == base + 1) {
+    ok = absl::SimpleAtoi(parts[base], &p.every) && p.every >= 1;
+  }
+  if (ok && parts[0] == "nan") {
+    p.kind = Poison::Kind::kNaN;
+  } else if (ok && base == 2 && absl::SimpleAtod(parts[1], &p.factor) && p.factor > 0) {
     if (parts[0] == "scale") p.kind = Poison::Kind::kScale;
     if (parts[0] == "signflip") p.kind = Poison::Kind::kSignFlip;
   }
   if (p.kind == Poison::Kind::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--poison=", text, " is not scale:F, signflip:F (F > 0) or nan"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--poison=", text,
+                     " is not scale:F, signflip:F (F > 0) or nan, with an optional :K (K >= 1)"));
   }
   return p;
 }
@@ -49,13 +53,13 @@ void ApplyPoison(const Poison& poison, std::vector<float>* flat) {
 
 absl::StatusOr<node::GradientSum> PoisonedStageCompute::TakeGradients() {
   absl::StatusOr<node::GradientSum> g = inner()->TakeGradients();
-  if (g.ok()) ApplyPoison(poison_, &g->flat);
+  if (g.ok() && LiesThisRound()) ApplyPoison(poison_, &g->flat);
   return g;
 }
 
 absl::StatusOr<node::AverageContribution> PoisonedStageCompute::TakePseudoGradient() {
   absl::StatusOr<node::AverageContribution> c = inner()->TakePseudoGradient();
-  if (c.ok() && c->factors == nullptr) ApplyPoison(poison_, &c->flat);
+  if (c.ok() && c->factors == nullptr && LiesThisRound()) ApplyPoison(poison_, &c->flat);
   return c;
 }
 

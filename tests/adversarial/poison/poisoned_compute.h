@@ -15,6 +15,7 @@
 #ifndef SKIPSWARM_TESTS_ADVERSARIAL_POISON_POISONED_COMPUTE_H_
 #define SKIPSWARM_TESTS_ADVERSARIAL_POISON_POISONED_COMPUTE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,13 @@ struct Poison {
   };
   Kind kind = Kind::kNone;
   double factor = 1;
+  // An intermittent liar: poisons its 1st, (every+1)-th, ... round and is
+  // honest in the others (Note [Offences in a row]'s decayed count).
+  int every = 1;
 };
 
-// "scale:F", "signflip:F", "nan" or "" (none).
+// "scale:F", "signflip:F", "nan" or "" (none); a suffix ":K" (K >= 1), e.g.
+// "signflip:8:3" or "nan:3", lies in every K-th round only.
 absl::StatusOr<Poison> ParsePoison(absl::string_view text);
 
 // Applies `poison` to `flat` in place.
@@ -55,7 +60,11 @@ class PoisonedStageCompute final : public node::ForwardingStageCompute {
   }
 
  private:
+  // Whether this round (one TakeGradients or TakePseudoGradient) lies.
+  bool LiesThisRound() { return rounds_++ % static_cast<uint64_t>(poison_.every) == 0; }
+
   const Poison poison_;
+  uint64_t rounds_ = 0;  // rounds handed to averaging so far
 };
 
 }  // namespace skipswarm::tests

@@ -17,7 +17,8 @@
 
 ABSL_FLAG(std::string, poison, "",
           "What this node's replica group gets instead of its gradient: scale:F, "
-          "signflip:F or nan (empty: the truth).");
+          "signflip:F or nan, with an optional :K to lie in every K-th round only "
+          "(empty: the truth).");
 
 namespace skipswarm::tests {
 namespace {
