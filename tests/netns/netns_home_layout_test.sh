@@ -43,6 +43,9 @@ ENTRY_LEAD="${NETNS_ENTRY_LEAD:-5}"
 # Timing on a shared 2-core machine is noise in CI: the ratio is reported,
 # and checked only when this is > 0 (the long run in README sets 0.85).
 TPS_MIN_RATIO="${NETNS_TPS_MIN_RATIO:-0}"
+# Extra flags for the two data nodes (README: relay choice runs, e.g.
+# "--relay_slots=0": they relay for nobody).
+read -r -a DATA_FLAGS <<<"${NETNS_LAYOUT_DATA_FLAGS:-}"
 # "nat public" (default), or "nat" alone (the soak run: no comparison).
 read -r -a VARIANTS <<<"${NETNS_LAYOUT_VARIANTS:-nat public}"
 CASES=(home_nodes_do_their_share same_validation_loss tokens_per_s_within_15pct
@@ -91,10 +94,10 @@ run_layout() {
   local founders=(--expect_members=4) homes=("$join")
   [ "$HOME_ROLE" = founders ] && founders=(--expect_members=6) && homes=("$join" "${founders[@]}")
   start_node p1 d0 7000 --host_stages=0 "${founders[@]}" --progress_file="$RUN/d0.jsonl" \
-    --node_record_routes="$RUN/d0.routes"
+    --node_record_routes="$RUN/d0.routes" "${DATA_FLAGS[@]}"
   wait_for_line "$RUN/d0.out" "advertised as" 30
   start_node p2 d1 7000 --host_stages=0 "${founders[@]}" "$join" --progress_file="$RUN/d1.jsonl" \
-    --node_record_routes="$RUN/d1.routes"
+    --node_record_routes="$RUN/d1.routes" "${DATA_FLAGS[@]}"
   start_node p3 s1a 7000 --host_stages=1 "${founders[@]}" "$join"
   start_node p3 s2a 7001 --host_stages=2 "${founders[@]}" "$join"
   [ "$HOME_ROLE" = founders ] || wait_for_line "$RUN/d0.out" "^\[d0\] it 0 " 60
@@ -150,16 +153,20 @@ def figures(v):
         # takes its replicas' steps with fewer visits, or none (Note [Routed
         # once ready] in node/daemon/gossip/training_members.h).
         its = visits = waited = 0
+        full = None
         for line in open(os.path.join(d, name + ".out")):
             m = re.match(r'^\[%s\] it (\d+) \| s%d visits (\d+)/' % (name, stage), line)
             if m:
                 if its == 0 and int(m.group(2)) < MBS_PER_STAGE // 2:
                     waited += 1
                     continue
+                if its == 0:
+                    full = int(m.group(1))
                 its += 1
                 visits += int(m.group(2))
         f[name] = (visits, its)
         f[name + "_waited"] = waited
+        f[name + "_full"] = full
     entry = 0
     for name in ("s1h", "s2h"):
         m = re.search(r'entering stage \d+ at iteration (\d+)', open(os.path.join(d, name + ".err")).read())
@@ -170,14 +177,7 @@ def figures(v):
     f["dropped"] = sum(r["dropped"] for rs in rows.values() for r in rs)
     f["iterations"] = min(len(rs) for rs in rows.values())
     f["last_loss"] = {n: rs[-1]["loss"] for n, rs in rows.items()}
-    # tokens/s once the whole layout trains (after the later entry), summed
-    # over the two data nodes.
-    tps = 0.0
-    for rs in rows.values():
-        rs = [r for r in rs if r["iteration"] >= entry]
-        if len(rs) > 1:
-            tps += sum(r["tokens"] for r in rs[1:]) / max(1e-9, rs[-1]["elapsed_s"] - rs[0]["elapsed_s"])
-    f["tps"] = tps
+    f["rows"] = rows
     # Verdicts while training: from each daemon's "swarm formed" / entry to
     # the first "leaving" of any daemon (the run's end: outbound-only
     # members are not told of a leave, README).
@@ -204,15 +204,34 @@ for line in open(os.path.join(out, "val_loss")):
     parts = line.split()
     loss[(parts[0], parts[1])] = float(parts[2]) if len(parts) > 2 else None
 F = {v: figures(v) for v in variants}
+# tokens/s once the whole layout trains, summed over the two data nodes, over
+# the same iterations in every run: from the latest first full share of a
+# home node in any run (the NATed home nodes enter later, and a window from
+# each run's own entry would compare different iterations), to the end.
+window = max([F[v][n + "_full"] or F[v]["entry"] for v in variants for n in ("s1h", "s2h")] +
+             [F[v]["entry"] for v in variants])
+for v in variants:
+    tps, its, pipe_s, sync_s = 0.0, 0, 0.0, 0.0
+    for rs in F[v]["rows"].values():
+        rs = [r for r in rs if r["iteration"] >= window]
+        if len(rs) > 1:
+            tps += sum(r["tokens"] for r in rs[1:]) / max(1e-9, rs[-1]["elapsed_s"] - rs[0]["elapsed_s"])
+            its = len(rs) - 1
+            pipe_s += sum(r["iteration_s"] for r in rs[1:]) / (len(rs) - 1) / 2
+            sync_s += sum(r["sync_wait_s"] for r in rs[1:]) / (len(rs) - 1) / 2
+    F[v]["tps"], F[v]["tps_its"] = tps, its
+    F[v]["pipe_ms"], F[v]["sync_ms"] = 1000 * pipe_s, 1000 * sync_s
 for v in variants:
     f = F[v]
     c = f["verdicts"]
     print("[netns] %s: s1h %d stage-1 visits in %d iterations, s2h %d stage-2 visits in %d (home "
-          "nodes in from iteration %d); %d dropped micro-batches; %.0f tok/s after it; final train "
+          "nodes in from iteration %d); %d dropped micro-batches; %.0f tok/s over iterations %d-%d "
+          "(%d; per data node iteration: pipeline %.1f ms, replica sync wait %.1f ms); final train "
           "loss d0 %.6f d1 %.6f; val loss %s (home replicas' stages: %s); DEAD %d/%d/%d, SUSPECT "
           "%d/%d/%d (forming/training/ending)" % (
               v, f["s1h"][0], f["s1h"][1], f["s2h"][0], f["s2h"][1], f["entry"], f["dropped"],
-              f["tps"], f["last_loss"]["d0"], f["last_loss"]["d1"], loss.get((v, "public")),
+              f["tps"], window + 1, window + f["tps_its"], f["tps_its"], f["pipe_ms"], f["sync_ms"],
+              f["last_loss"]["d0"], f["last_loss"]["d1"], loss.get((v, "public")),
               loss.get((v, "home")), *c["DEAD"], *c["SUSPECT"]), file=sys.stderr)
 
 def case(name, ok, msg):
@@ -241,7 +260,9 @@ if "nat" in F and "public" in F:
                                                         a["dropped"], b["dropped"]))
     ratio = a["tps"] / b["tps"] if b["tps"] > 0 else 0.0
     case("tokens_per_s_within_15pct", ratio >= tps_min,
-         "%.0f vs %.0f tok/s (x%.3f; required >= %.2f)" % (a["tps"], b["tps"], ratio, tps_min))
+         "%.0f vs %.0f tok/s over iterations %d-%d of both runs (x%.3f; required >= %.2f)" % (
+             a["tps"], b["tps"], window + 1, window + min(a["tps_its"], b["tps_its"]), ratio,
+             tps_min))
 PY
 while IFS='|' read -r name result msg; do nt_case "$name" "$result" "$msg"; done <"$OUT/cases"
 [ -s "$OUT/cases" ] || nt_case analysis failed "no figures; logs in $OUT"

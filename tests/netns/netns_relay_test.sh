@@ -16,6 +16,13 @@
 #   trains_after_relay_loss  in the 20 s after the kill the data node trains
 #                        on and h1 keeps doing stage-1 visits (Note [Relayed
 #                        verdicts] in node/daemon/gossip/training_members.cc).
+#   bare_join_first_microbatch  then home h2, behind its own NAT, joins
+#                        with a volunteer's command line only (--join, its
+#                        name, key, listen port and checkpoint folder; no
+#                        model flags, no stage): its first useful micro-batch
+#                        (its JOIN line) comes within JOIN_LIMIT_S (15) of
+#                        the spawn; the steps in between are reported from
+#                        its log lines.
 # The long run is in tests/netns/README.md. Needs root; skips loudly without
 # namespaces (netns_lib.sh).
 set -uo pipefail
@@ -39,13 +46,16 @@ MODEL=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --sam
 # replica gets half the micro-batches, so the home node's share is known.
 # NETNS_PLANNER=skippipe plans from the measured (relay-path) costs instead.
 PLANNER="${NETNS_PLANNER:-inorder}"
-CASES=(home_replica_trains relay_failover trains_after_relay_loss)
+# A joiner's first useful micro-batch, seconds after its spawn (issue's bound).
+JOIN_LIMIT_S="${NETNS_JOIN_LIMIT_S:-15}"
+CASES=(home_replica_trains relay_failover trains_after_relay_loss bare_join_first_microbatch)
 
 netns_require "${CASES[@]}" || { nt_finish; exit $?; }
 netns_init
 for h in p1 p2 p3 p4; do netns_public "$h"; done
 netns_home h1
-for h in p1 p2 p3 p4 h1; do netns_cap "$h" "$RATE"; done
+netns_home h2
+for h in p1 p2 p3 p4 h1 h2; do netns_cap "$h" "$RATE"; done
 
 # A node on `host`: NAME [flags]; output in $OUT/NAME.{out,err}, pid in LAST_PID.
 start_node() {
@@ -107,9 +117,19 @@ reattach_s=$(sed -n 's/.*re-attached \([0-9.]*\)\(m\?s\).*/\1 \2/p' <<<"$reattac
 d0_at_kill=$(grep -c '^\[d0\] it ' "$OUT/d0.out")
 sleep 20
 d0_after=$(( $(grep -c '^\[d0\] it ' "$OUT/d0.out") - d0_at_kill ))
+
+# bare_join_first_microbatch: what a volunteer types (docs/OPERATING.md,
+# "Join a swarm"): no model flags, no --host_stages (the allocation picks
+# the stage), no test knobs; everything else comes from the swarm manifest.
+spawn_s=$(date +%s.%N)
+nx h2 timeout "$TIMEOUT_S" "$BIN" node --name=h2 --node_key_file="$OUT/h2.key" --create_key \
+  "$JOIN" --listen=0.0.0.0:7000 --checkpoint_dir="$OUT/ckpt-h2" >"$OUT/h2.out" 2>"$OUT/h2.err" &
+pid_h2=$!
+wait_for_line "$OUT/h2.out" "^JOIN " $((JOIN_LIMIT_S + 30))
+
 # Done measuring: stop every node (hard; the run's own namespaces only).
-for h in p1 p2 p3 p4 h1; do ip netns pids "${NETNS_NS[$h]}" | xargs -r kill -KILL; done
-for p in $pid_d0 $pid_s1 $pid_s2a $pid_s2b $pid_h1; do wait "$p" 2>/dev/null; done
+for h in p1 p2 p3 p4 h1 h2; do ip netns pids "${NETNS_NS[$h]}" | xargs -r kill -KILL; done
+for p in $pid_d0 $pid_s1 $pid_s2a $pid_s2b $pid_h1 $pid_h2; do wait "$p" 2>/dev/null; done
 # h1's share before the kill: its progress lines up to d0's kill iteration,
 # from its first with a full share (2); the ones before it (`waited`) are
 # those the data node planned before h1's ready record came (Note [Routed
@@ -140,4 +160,48 @@ if [ -n "$victim" ] && [ "$d0_after" -ge 5 ] && [ "$visits_after" -gt 0 ]; then
 else
   nt_case trains_after_relay_loss failed "d0 trained ${d0_after} iterations after the kill, h1 did ${visits_after} visits; logs in $OUT"
 fi
+# h2's steps: seconds after the spawn of the first log line of each (glog's
+# local time, like `date`), and the daemon's own JOIN figures.
+join_result=$(python3 - "$OUT/h2.err" "$spawn_s" "$JOIN_LIMIT_S" <<'PY'
+import datetime, json, re, sys
+err, spawn, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+steps = [("manifest fetched", r"swarm manifest \S+ from founder"),
+         ("joined", r"joined the swarm through"),
+         ("reachability decided", r"behind NAT: outbound-only mode|reachable at"),
+         ("relay attached", r"outbound-only mode, relayed by"),
+         ("entry announced", r"entering stage \d+ at iteration"),
+         ("state fetched", r"state of stage \d+ at iteration"),
+         ("first useful micro-batch", r"JOIN \{")]
+at, join = {}, None
+for line in open(err, errors="replace"):
+    m = re.match(r"^[IWE](\d{8} \d\d:\d\d:\d\d\.\d+)", line)
+    if not m:
+        continue
+    t = datetime.datetime.strptime(m.group(1), "%Y%m%d %H:%M:%S.%f").timestamp() - spawn
+    for name, pattern in steps:
+        if name not in at and re.search(pattern, line):
+            at[name] = t
+    if join is None and "JOIN {" in line:
+        join = json.loads(line[line.index("{"):])
+parts = ", ".join("%s %s" % (n, "%.2f s" % at[n] if n in at else "missing") for n, _ in steps)
+first = at.get("first useful micro-batch")
+if join is None or first is None:
+    print("failed|no JOIN line: %s" % parts)
+    sys.exit()
+daemon = ("daemon: process %.2f s (manifest %.2f s), bootstrap %.2f s, place %.2f s, announce "
+          "%.2f s, wait for the source's boundary %.2f s, state transfer %.2f s, first micro-batch "
+          "%.2f s; exec -> first micro-batch %.2f s; stage %d, entry %d after %d attempt(s), "
+          "digests agree %s" % (
+              join["process_s"], join["manifest_s"], join["bootstrap_s"], join["place_build_s"],
+              join["announce_s"], join["wait_source_boundary_s"], join["state_transfer_s"],
+              join["first_mb_s"], join["from_spawn_s"], join["stage"], join["entry"],
+              join["entry_attempts"], join["digests_agree"]))
+ok = first <= limit and join["digests_agree"]
+print("%s|first useful micro-batch %.2f s after the spawn (limit %.0f s); after the spawn: %s; %s" % (
+    "passed" if ok else "failed", first, limit, parts, daemon))
+PY
+)
+[ -n "$join_result" ] || join_result="failed|no figures from $OUT/h2.err"
+echo "[netns] h2 (bare --join): ${join_result#*|}"
+nt_case bare_join_first_microbatch "${join_result%%|*}" "${join_result#*|}; logs in $OUT"
 nt_finish

@@ -422,8 +422,9 @@ Leg LegOf(const membership::View& view, const common::NodeId& a, const common::N
 
 // Note [Relayed links]
 // Connections to an outbound-only member go through its first relay R
-// (Note [Relayed members] in gossip_daemon_relay.cc), so the link from ->
-// to, for a relayed `to`, is the path from -> R -> to: its RTT is the sum
+// (Note [Relayed members] in gossip_daemon_relay.cc), or through `from`'s own
+// Relay service when `from` is one of its relays, so the link from ->
+// to, for a relayed `to`, is the path from -> R -> to (direct from a relay): its RTT is the sum
 // of the two legs' RTTs (each leg from what either end measured), and its
 // throughput the smaller of the legs' unless `from` measured the hop
 // itself (its pipeline hops to `to` already cross the relay). Without this
@@ -443,8 +444,12 @@ std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
   }
   const membership::MemberInfo* target = view_.Find(to);
   if (target == nullptr || !target->outbound_only || target->relays.empty()) return e;
+  // Any of its relays carries its own connections to it (Note [Own relay
+  // first] in node/transport/relay/relay_dialer.cc): that leg is direct.
+  if (std::find(target->relays.begin(), target->relays.end(), from) != target->relays.end()) {
+    return e;
+  }
   const common::NodeId& relay = target->relays.front();
-  if (relay == from) return e;  // the relay's own leg is direct
   const Leg first = LegOf(view_, from, relay);
   const Leg second = LegOf(view_, relay, to);
   const bool rtts = first.rtt != absl::InfiniteDuration() && second.rtt != absl::InfiniteDuration();

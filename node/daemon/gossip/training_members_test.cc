@@ -251,6 +251,34 @@ TEST(TrainingMembersTest, ALinkToARelayedMemberCostsThePathThroughItsRelay) {
   EXPECT_FALSE(rn.has_value());  // nothing measured r -> n, and no relay in between
 }
 
+// Note [Own relay first]: a member that is any of the target's relays (not
+// only its first) dials it through its own Relay service, so its link is
+// direct, not the path through the first relay.
+TEST(TrainingMembersTest, ALinkFromAnyOfARelayedMembersRelaysIsDirect) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {2}, 0),
+       n = Member("n", {1}, 0);
+  n.outbound_only = true;
+  n.relays = {r.id, s.id};
+  membership::View view = TestView({d, r, s, n}, 1);
+  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
+                 absl::Duration rtt, double bps) {
+    membership::LinkInfo l;
+    l.from = from.id;
+    l.to = to.id;
+    l.rtt = rtt;
+    l.bytes_per_second = bps;
+    return l;
+  };
+  view.links = {link(s, r, absl::Milliseconds(10), 1e8), link(n, r, absl::Milliseconds(30), 5e6)};
+  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+  });
+  TrainingMembers members(d.id);
+  members.Update(view);
+  // Not s -> r -> n (40 ms): nothing measured s -> n itself.
+  EXPECT_FALSE(members.routing()->Link(s.id, n.id).has_value());
+}
+
 TEST(TrainingMembersTest, DataNodeJoinerGetsItsOwnShardFromItsEntry) {
   const auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), j = Member("j", {0}, 5);
   auto ranks = [&](uint64_t iteration) {

@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "node/transport/relay/relay_client.h"
@@ -67,12 +69,25 @@ void RelayDialer::AcceptLoop(common::NodeId target, int listen_fd) {
   }
 }
 
-// Tries the target's relays in order; the first that splices the circuit
-// carries this connection until either end closes it.
+// Tries the target's relays in order, this node first if it is one of them
+// (Note [Own relay first]); the first that splices the circuit carries this
+// connection until either end closes it.
+//
+// Note [Own relay first]
+// A member that is itself one of the target's relays carries its own
+// connections to the target: the circuit's first leg is then a loopback
+// connection to its own Relay service, and only the target's Attach stream
+// crosses the network. Through the target's first-listed relay instead
+// (another member), every byte would cross a second network link and a
+// third process, as a replica's gradient pushes to a relayed replica that
+// it relays did (netns home layout, tests/netns/README.md).
 void RelayDialer::Carry(const common::NodeId& target, int fd) {
   uint64_t key = 0;
   std::string failures;
-  for (const RelayCandidate& relay : relays_of_(target)) {
+  std::vector<RelayCandidate> relays = relays_of_(target);
+  std::stable_partition(relays.begin(), relays.end(),
+                        [this](const RelayCandidate& r) { return r.id == options_.self; });
+  for (const RelayCandidate& relay : relays) {
     std::shared_ptr<grpc::Channel> channel = channels_.Get(relay);
     // A relative deadline (GPR_TIMESPAN): gRPC adds its own clock's time.
     if (!channel->WaitForConnected(gpr_time_from_millis(

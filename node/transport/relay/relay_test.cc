@@ -83,6 +83,12 @@ class Announced {
     };
     return mu_.AwaitWithTimeout(absl::Condition(&first_is), absl::Seconds(20)) || first_is();
   }
+  // Waits (bounded) until `n` relays are announced.
+  bool WaitForCount(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto count_is = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return relays_.size() == n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&count_is), absl::Seconds(20)) || count_is();
+  }
   std::optional<absl::Duration> recovered_after() {
     absl::MutexLock lock(&mu_);
     return recovered_after_;
@@ -215,6 +221,23 @@ TEST_F(RelayTest, ALostRelayIsReplacedAndFramesFlowAgain) {
   EXPECT_TRUE(SendUntilAdmitted(10, 50).ok());
   EXPECT_GE(r2.service->stats().circuits_opened, 1);
   EXPECT_EQ(attacher_->stats().losses, 1);
+}
+
+// Note [Own relay first]: P relays for N too (its second relay); P's
+// connections to N go through its own Relay service, not through R1, which
+// N lists first.
+TEST_F(RelayTest, ASenderThatRelaysTheTargetCarriesItsOwnConnections) {
+  Relay r1('1', clock_.get());
+  Relay own('p', clock_.get());  // P's key: P's own Relay service
+  ASSERT_EQ(own.key->id(), p_key_->id());
+  Attach({r1.candidate(), own.candidate()}, 2);
+  ASSERT_TRUE(announced_.WaitForCount(2));
+  ASSERT_EQ(announced_.relays().front().id, r1.key->id());
+  for (uint64_t mb = 0; mb < 3; ++mb) EXPECT_TRUE(SendOne(mb).ok()) << mb;
+  EXPECT_EQ(FramesFromP(), 3);
+  EXPECT_GE(own.service->stats().circuits_opened, 1);
+  EXPECT_GT(own.service->stats().bytes_relayed, 3 * (256 << 10));
+  EXPECT_EQ(r1.service->stats().circuits_opened, 0);
 }
 
 TEST_F(RelayTest, ANodeThatIsNotAttachedCannotBeReached) {
