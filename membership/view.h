@@ -54,6 +54,10 @@ struct MemberInfo {
   std::vector<common::NodeId> bans;
   // Its record says it answers verify-only frames (NodeRecord.verify_frames).
   bool verify_frames = false;
+  // Its record says it is about to leave, or stops as a stage's last
+  // replica (NodeRecord.leaving, NodeRecord.stopping).
+  bool leaving = false;
+  bool stopping = false;
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

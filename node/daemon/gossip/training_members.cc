@@ -57,6 +57,19 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
   return out;
 }
 
+std::vector<common::NodeId> StayingReplicas(const membership::View& view,
+                                            const common::NodeId& self, int stage,
+                                            uint64_t iteration) {
+  std::vector<common::NodeId> out;
+  for (const common::NodeId& id : OtherLiveReplicas(view, self, stage, iteration)) {
+    const membership::MemberInfo* m = view.Find(id);
+    if (m == nullptr || m->stopping) continue;
+    if (m->leaving && !(self < id)) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
 class TrainingMembers::Face final : public SwarmView {
  public:
   Face(TrainingMembers* owner, TrainingFace face) : owner_(owner), face_(face) {}

@@ -215,6 +215,15 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
                                               const common::NodeId& self, int stage,
                                               uint64_t iteration);
 
+// Note [Simultaneous leavers] (gossip_daemon_run.cc): the replicas of
+// OtherLiveReplicas that stay when this node leaves: not stopping as a
+// stage's last replica (record.stopping), and not about to leave
+// (record.leaving) unless their node id is larger than `self`'s (of two
+// that check at once, the larger yields and stays, or stops last).
+std::vector<common::NodeId> StayingReplicas(const membership::View& view,
+                                            const common::NodeId& self, int stage,
+                                            uint64_t iteration);
+
 class TrainingMembers {
  public:
   explicit TrainingMembers(common::NodeId self);
