@@ -781,6 +781,7 @@ View Membership::Impl::ViewLocked() const {
     info.paused = m.record.paused();
     info.leaving = m.record.leaving();
     info.stopping = m.record.stopping();
+    info.stop_after = m.record.stop_after();
     info.entering = m.record.entering();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.subnetwork = m.record.subnetwork();

@@ -58,6 +58,7 @@ struct MemberInfo {
   // replica (NodeRecord.leaving, NodeRecord.stopping).
   bool leaving = false;
   bool stopping = false;
+  uint64_t stop_after = 0;  // with `stopping`: the last iteration it trains
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

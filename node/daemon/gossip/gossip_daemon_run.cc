@@ -62,10 +62,11 @@ absl::Status GossipDaemon::Parts::DecideLeave(bool force) {
   return again;
 }
 
-void GossipDaemon::Parts::SignLeaving(bool leaving, bool stopping) {
+void GossipDaemon::Parts::SignLeaving(bool leaving, bool stopping, uint64_t stop_after) {
   absl::Status s = gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
     r->set_leaving(leaving);
     r->set_stopping(stopping);
+    r->set_stop_after(stopping ? stop_after : 0);
   });
   LOG_IF(WARNING, !s.ok()) << base().name << ": cannot sign our leave intent: " << s;
 }
@@ -256,8 +257,11 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // pause there, Note [Paused training]) and the stop would wait out its
   // bound for nothing. Its stage then goes at that boundary either way;
   // its copies (Note [Checkpoint copies]) are what a restore starts from.
-  // Until a stopping node's LEFT arrives the data nodes may plan the next
-  // iteration through it. Where other replicas stay, its stage server
+  // The last replica signs record.stopping with its last iteration as the
+  // stop begins, which leaves it out of every later plan (Note [Stopping
+  // last replica] in training_members.h: the data nodes pause there for its
+  // stage). Otherwise, until a stopping node's LEFT (or that record)
+  // arrives, the data nodes may plan the next iteration through it. Where other replicas stay, its stage server
   // refuses that iteration from the moment the exit iteration is fixed
   // (Note [Stopping server] in node/stage/stage_server.h) and the hops
   // before re-route it to them. The last replica does not refuse: there
@@ -266,8 +270,8 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // its LEFT arrives (measured: two empty iterations before the pause), so
   // the swarm lost more than the stage's one unapplied update, which a
   // restore from an older copy (Note [Checkpoint copies]) discards anyway.
-  // Closing that needs the data nodes to pause, not finish, an iteration
-  // whose micro-batches a stopping node refused.
+  // record.stopping (above) closes that window for every plan made after
+  // the record arrived.
   // Two replicas of a stage stopped at the same moment: Note [Simultaneous
   // leavers].
   bool signed_left = false;
@@ -280,8 +284,10 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
     absl::Status last = refused.ok() ? p.DecideLeave(/*force=*/false) : refused;
     const uint64_t exit_iteration = p.stack->trainer()->Stop();
     if (!last.ok()) {
-      // Note [Simultaneous leavers]: nobody counts us as a replica that stays.
-      p.SignLeaving(/*leaving=*/false, /*stopping=*/true);
+      // Note [Simultaneous leavers]: nobody counts us as a replica that
+      // stays; Note [Stopping last replica] (training_members.h): no plan of
+      // a later iteration routes through us.
+      p.SignLeaving(/*leaving=*/false, /*stopping=*/true, exit_iteration);
       LOG(INFO) << o.name << ": stopping: " << last.message()
                 << "; announcing LEFT once iteration " << exit_iteration << " ends";
       return;
