@@ -779,6 +779,9 @@ View Membership::Impl::ViewLocked() const {
                           m.record.addresses().end());
     info.outbound_only = m.record.outbound_only();
     info.paused = m.record.paused();
+    info.leaving = m.record.leaving();
+    info.stopping = m.record.stopping();
+    info.stop_after = m.record.stop_after();
     info.entering = m.record.entering();
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.subnetwork = m.record.subnetwork();

@@ -54,6 +54,11 @@ struct MemberInfo {
   std::vector<common::NodeId> bans;
   // Its record says it answers verify-only frames (NodeRecord.verify_frames).
   bool verify_frames = false;
+  // Its record says it is about to leave, or stops as a stage's last
+  // replica (NodeRecord.leaving, NodeRecord.stopping).
+  bool leaving = false;
+  bool stopping = false;
+  uint64_t stop_after = 0;  // with `stopping`: the last iteration it trains
   // Since when (this node's steady clock) the member is in `state`.
   absl::Duration state_since;
 

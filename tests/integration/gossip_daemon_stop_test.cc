@@ -11,6 +11,8 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
@@ -362,6 +364,89 @@ TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoin
   ra->Join();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(ra->result.ok()) << ra->result;
+}
+
+// Holds each daemon given it in before_leave_recheck (Note [Simultaneous
+// leavers]) until `n` of them got there: a true race, where every leaver
+// signed its intent before any of them checks again.
+struct RecheckBarrier {
+  explicit RecheckBarrier(int n) : waiting(n) {}
+  absl::Mutex mu;
+  int waiting ABSL_GUARDED_BY(mu);
+  bool All() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return waiting <= 0; }
+  void Install(GossipDaemonOptions& o) {
+    o.before_leave_recheck = [this] {
+      absl::MutexLock lock(&mu);
+      --waiting;
+      mu.AwaitWithTimeout(absl::Condition(this, &RecheckBarrier::All), absl::Seconds(60));
+    };
+  }
+};
+
+// Note [Simultaneous leavers]: b and b2, stage 2's two replicas, are
+// drained at the same moment, each past its leave check before either
+// checks again. Exactly one drain is accepted, the smaller node id's; the
+// other is refused (FailedPrecondition), stays, and the swarm trains stage
+// 2 on it with nothing dropped. Before, both drains passed (each saw the
+// other alive) and the stage was left with no replica.
+TEST_F(GossipDaemonStopTest, OfTwoReplicasDrainedAtOnceOnlyOneLeaves) {
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.expect_members = 4;
+  d0.base.listen = "127.0.0.1:0";
+  auto founder = LaunchDaemon(d0);
+  ASSERT_NE(founder, nullptr);
+  RecheckBarrier barrier(2);
+  auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.gossip.join = {founder->daemon->gossip_address()};
+    o.stop_timeout = absl::Seconds(120);
+    if (stage == 2) barrier.Install(o);
+    return LaunchDaemon(o, reach);
+  };
+  auto a = member("a", 1);
+  auto b = member("b", 2, /*reach=*/3);
+  auto b2 = member("b2", 2);
+  ASSERT_TRUE(a && b && b2);
+  ASSERT_TRUE(b->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
+
+  absl::Status drained_b, drained_b2;
+  std::thread tb([&] { drained_b = b->daemon->RequestDrain(/*force=*/false); });
+  std::thread tb2([&] { drained_b2 = b2->daemon->RequestDrain(/*force=*/false); });
+  tb.join();
+  tb2.join();
+  EXPECT_NE(drained_b.ok(), drained_b2.ok())
+      << "b: " << drained_b << "; b2: " << drained_b2 << " (both leaving loses stage 2)";
+  const bool b_smaller = b->daemon->view().self < b2->daemon->view().self;
+  RunningDaemon* leaver = b_smaller ? b.get() : b2.get();
+  RunningDaemon* stayer = b_smaller ? b2.get() : b.get();
+  const absl::Status& refused = b_smaller ? drained_b2 : drained_b;
+  EXPECT_TRUE((b_smaller ? drained_b : drained_b2).ok()) << "the smaller node id leaves";
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+
+  // The leaver ends; the swarm trains stage 2 on the one that stayed.
+  ASSERT_TRUE(leaver->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  leaver->Join();
+  EXPECT_TRUE(leaver->result.ok()) << leaver->result;
+  const int64_t next = founder->LastIteration() + 2;
+  ASSERT_TRUE(WaitForIteration(*founder, next, absl::Seconds(120)))
+      << "training did not go on with stage 2 on the replica that stayed";
+  {
+    absl::MutexLock lock(&founder->mu);
+    const NodeIterationReport& last = founder->reports.back();
+    ASSERT_TRUE(last.data.has_value());
+    EXPECT_EQ(last.data->dropped, 0);
+    EXPECT_EQ(last.data->completed, d0.base.mbs_per_iteration);
+  }
+  EXPECT_FALSE(stayer->finished.HasBeenNotified()) << "the refused replica left";
+  for (RunningDaemon* r : {founder.get(), a.get(), stayer}) r->signals.stop.store(true);
+  for (RunningDaemon* r : {founder.get(), a.get(), stayer}) {
+    r->Join();
+    EXPECT_TRUE(r->result.ok()) << r->result;
+  }
+  std::printf("two drains at once: %s left, %s refused: %s\n",
+              b_smaller ? "b" : "b2", b_smaller ? "b2" : "b",
+              std::string(refused.message()).c_str());
 }
 
 }  // namespace

@@ -104,6 +104,11 @@ struct GossipDaemonOptions {
   // this abandons it, writes the checkpoint of the last finished step and
   // exits.
   absl::Duration stop_timeout = absl::Seconds(30);
+  // Note [Simultaneous leavers] (gossip_daemon_run.cc): a drain or stop
+  // that passes the leave check signs record.leaving, waits this long for
+  // it to spread (at least twice the time a record takes to reach the
+  // other replicas) and checks again. Part of the stop's bound.
+  absl::Duration leave_settle = absl::Seconds(1);
   int control_port = -1;     // NodeControl on 127.0.0.1 (-1: off, 0: any)
   // Note [Checkpoint copies] (checkpoint_copies.h): at every checkpoint
   // boundary (base.checkpoint_every) this node holds copies of the stages
@@ -168,6 +173,10 @@ struct GossipDaemonOptions {
   // writes when training ends (a stop, a drain, the last iteration), with
   // no lock held; it may block. Null: none.
   std::function<void()> before_final_checkpoint;
+  // For tests: a drain or stop calls this once it has signed
+  // record.leaving and before it waits leave_settle and checks again (Note
+  // [Simultaneous leavers]), with no lock held; it may block. Null: none.
+  std::function<void()> before_leave_recheck;
 };
 
 class GossipDaemon {

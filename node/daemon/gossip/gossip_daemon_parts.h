@@ -251,6 +251,16 @@ struct GossipDaemon::Parts {
     return d;
   }
   absl::Status CanLeave(bool force);
+  // Note [Simultaneous leavers] (gossip_daemon_run.cc): CanLeave, then
+  // record.leaving signed, leave_settle waited out and CanLeave again. OK:
+  // this node may sign LEFT at once (record.leaving stays). Otherwise
+  // CanLeave's FailedPrecondition with record.leaving cleared: it is (now)
+  // a stage's last replica that stays. Blocks for leave_settle; no lock held.
+  absl::Status DecideLeave(bool force);
+  // Signs record.leaving and record.stopping (Note [Simultaneous leavers])
+  // with stop_after, the last iteration it trains when stopping (Note
+  // [Stopping last replica] in training_members.h).
+  void SignLeaving(bool leaving, bool stopping, uint64_t stop_after = 0);
   // Note [Stopping]: a stage of the model that no live member (this one
   // included) hosts in the current iteration, so the data nodes cannot plan
   // and training is paused; nullopt when every stage has a live replica.

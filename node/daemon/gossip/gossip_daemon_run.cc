@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
@@ -27,6 +28,47 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
   // Note [Hosted stages snapshot]: the control thread's read.
   return CheckLeave(hosted.Get(), gossip->membership()->GetView(), self, members->iteration(),
                     force);
+}
+
+// Note [Simultaneous leavers]: two replicas of one stage stopped or drained
+// at the same moment each passed the leave check, seeing the other alive,
+// and both signed LEFT: the stage was left with no replica while each
+// believed the other stays. A leaver now says so first: it signs
+// record.leaving, waits leave_settle for the record to spread, then checks
+// again. A replica that is itself leaving counts as staying only when its
+// node id is larger (StayingReplicas in training_members.h); one that
+// stops as a stage's last replica (record.stopping) never does. Of two
+// leavers that check at once, then, the smaller id leaves (LEFT at once
+// with its exit iteration) and the larger one is refused: a drain fails
+// with FailedPrecondition (unless forced) and clears record.leaving, a
+// stop (or a SIGTERM whose drain was refused) takes the last replica's
+// path (Note [Stopping]) and signs record.stopping. If they do not check
+// at once, the later one's second check sees the earlier one's LEFT or
+// record: with leave_settle at least twice the spread time, whichever
+// order the four signatures come in, at most one leaves at once. A
+// SIGTERM still ends within stop_timeout with a checkpoint: only its path
+// changes, and the wait is part of its bound.
+absl::Status GossipDaemon::Parts::DecideLeave(bool force) {
+  if (force) return absl::OkStatus();
+  SS_RETURN_IF_ERROR(CanLeave(false));
+  SignLeaving(/*leaving=*/true, /*stopping=*/false);
+  if (options.before_leave_recheck) options.before_leave_recheck();
+  if (options.leave_settle > absl::ZeroDuration()) absl::SleepFor(options.leave_settle);
+  absl::Status again = CanLeave(false);
+  if (!again.ok()) {
+    LOG(INFO) << base().name << ": another replica leaves at the same time: " << again.message();
+    SignLeaving(/*leaving=*/false, /*stopping=*/false);
+  }
+  return again;
+}
+
+void GossipDaemon::Parts::SignLeaving(bool leaving, bool stopping, uint64_t stop_after) {
+  absl::Status s = gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
+    r->set_leaving(leaving);
+    r->set_stopping(stopping);
+    r->set_stop_after(stopping ? stop_after : 0);
+  });
+  LOG_IF(WARNING, !s.ok()) << base().name << ": cannot sign our leave intent: " << s;
 }
 
 std::optional<int> GossipDaemon::Parts::StageWithoutLiveReplica() {
@@ -97,7 +139,12 @@ absl::Status GossipDaemon::Parts::FinalCheckpoint() {
 }
 absl::Status GossipDaemon::RequestDrain(bool force) {
   Parts& p = *parts_;
-  SS_RETURN_IF_ERROR(p.CanLeave(force));
+  {
+    absl::MutexLock lock(&p.mu);
+    if (p.draining) return absl::OkStatus();
+  }
+  // Note [Simultaneous leavers]: blocks for leave_settle.
+  SS_RETURN_IF_ERROR(p.DecideLeave(force));
   {
     absl::MutexLock lock(&p.mu);
     if (p.draining) return absl::OkStatus();
@@ -210,8 +257,11 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // pause there, Note [Paused training]) and the stop would wait out its
   // bound for nothing. Its stage then goes at that boundary either way;
   // its copies (Note [Checkpoint copies]) are what a restore starts from.
-  // Until a stopping node's LEFT arrives the data nodes may plan the next
-  // iteration through it. Where other replicas stay, its stage server
+  // The last replica signs record.stopping with its last iteration as the
+  // stop begins, which leaves it out of every later plan (Note [Stopping
+  // last replica] in training_members.h: the data nodes pause there for its
+  // stage). Otherwise, until a stopping node's LEFT (or that record)
+  // arrives, the data nodes may plan the next iteration through it. Where other replicas stay, its stage server
   // refuses that iteration from the moment the exit iteration is fixed
   // (Note [Stopping server] in node/stage/stage_server.h) and the hops
   // before re-route it to them. The last replica does not refuse: there
@@ -220,17 +270,24 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // its LEFT arrives (measured: two empty iterations before the pause), so
   // the swarm lost more than the stage's one unapplied update, which a
   // restore from an older copy (Note [Checkpoint copies]) discards anyway.
-  // Closing that needs the data nodes to pause, not finish, an iteration
-  // whose micro-batches a stopping node refused.
-  // Two replicas of a stage stopped at the same moment may both pass the
-  // check, as two drains may: the data nodes can then pause in their exit
-  // iteration, and both stops end at their bound.
+  // record.stopping (above) closes that window for every plan made after
+  // the record arrived.
+  // Two replicas of a stage stopped at the same moment: Note [Simultaneous
+  // leavers].
   bool signed_left = false;
-  auto stop_now = [&] {
-    const uint64_t exit_iteration = p.stack->trainer()->Stop();
+  // `refused`: a drain's DecideLeave just refused (Note [Simultaneous
+  // leavers]); otherwise the stop decides here, before the trainer's stop
+  // point (the node trains on while the intent spreads).
+  auto stop_now = [&](absl::Status refused) {
     stopping = true;
     stop_started = p.clock->SteadyNow();
-    if (absl::Status last = p.CanLeave(/*force=*/false); !last.ok()) {
+    absl::Status last = refused.ok() ? p.DecideLeave(/*force=*/false) : refused;
+    const uint64_t exit_iteration = p.stack->trainer()->Stop();
+    if (!last.ok()) {
+      // Note [Simultaneous leavers]: nobody counts us as a replica that
+      // stays; Note [Stopping last replica] (training_members.h): no plan of
+      // a later iteration routes through us.
+      p.SignLeaving(/*leaving=*/false, /*stopping=*/true, exit_iteration);
       LOG(INFO) << o.name << ": stopping: " << last.message()
                 << "; announcing LEFT once iteration " << exit_iteration << " ends";
       return;
@@ -280,7 +337,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       if (signals == nullptr) continue;
       if (!stopping && signals->stop.load()) {
         LOG(INFO) << o.name << ": stopping after the current iteration";
-        stop_now();
+        stop_now(absl::OkStatus());
       }
       if (!stopping && (signals->pause.exchange(false) || signals->resume.load())) {
         const bool pause = !signals->resume.exchange(false);
@@ -296,7 +353,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
           // stage, so this stops with a checkpoint instead of a drain.
           LOG(WARNING) << o.name << ": SIGTERM: cannot leave the swarm (" << s.message()
                        << "); stopping after the current iteration with a checkpoint instead";
-          stop_now();
+          stop_now(s);
         }
       }
       if (stopping && p.clock->SteadyNow() - stop_started > p.options.stop_timeout) {

@@ -73,10 +73,12 @@ absl::Status CheckLeave(const HostedStages::Snapshot& hosted, const membership::
                         const common::NodeId& self, uint64_t iteration, bool force) {
   if (force) return absl::OkStatus();
   for (int s : hosted.stages) {
-    if (OtherLiveReplicas(view, self, s, iteration).empty()) {
+    // Note [Simultaneous leavers]: another leaver does not stay.
+    if (StayingReplicas(view, self, s, iteration).empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "this node is the last live replica of stage ", s,
-          "; leaving would stop the swarm's training (use --force to leave anyway)"));
+          " that stays; leaving would stop the swarm's training (use --force to leave "
+          "anyway)"));
     }
   }
   return absl::OkStatus();

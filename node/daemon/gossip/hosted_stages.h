@@ -69,8 +69,9 @@ absl::Status CheckPause(const HostedStages::Snapshot& hosted, bool training,
                         const membership::View& view, const common::NodeId& self,
                         uint64_t iteration, bool force);
 
-// FailedPrecondition (without `force`) when this node is the last live
-// replica in `iteration` of a stage it hosts.
+// FailedPrecondition (without `force`) when no other replica of a stage it
+// hosts stays in `iteration` (StayingReplicas: a member leaving at the same
+// time does not count, Note [Simultaneous leavers]).
 absl::Status CheckLeave(const HostedStages::Snapshot& hosted, const membership::View& view,
                         const common::NodeId& self, uint64_t iteration, bool force);
 

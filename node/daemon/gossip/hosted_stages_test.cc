@@ -83,6 +83,37 @@ TEST(HostedStagesTest, LeavingIsRefusedForTheLastLiveReplicaOfAHostedStage) {
   EXPECT_TRUE(CheckLeave(HostedStages::Snapshot{{2}, std::nullopt}, view, me, 1, true).ok());
 }
 
+// Note [Simultaneous leavers]: a replica that is itself about to leave or
+// stops as a stage's last replica does not stay. Of two replicas checking
+// at once (both records say leaving), the one with the smaller node id may
+// leave and the larger one is refused: exactly one of them goes, where
+// both used to pass and leave the stage with none.
+TEST(HostedStagesTest, OfTwoReplicasLeavingAtOnceOnlyTheSmallerIdMayLeave) {
+  membership::MemberInfo x = TestMember("x", {2}), y = TestMember("y", {2});
+  membership::MemberInfo& small = x.id < y.id ? x : y;
+  membership::MemberInfo& large = x.id < y.id ? y : x;
+  small.leaving = large.leaving = true;
+  const membership::View both = TestView({Member("d", {0}), small, large});
+  const HostedStages::Snapshot stage2{{2}, std::nullopt};
+  EXPECT_TRUE(CheckLeave(stage2, both, small.id, 1, false).ok());
+  absl::Status refused = CheckLeave(stage2, both, large.id, 1, false);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("last live replica of stage 2"), std::string::npos);
+  EXPECT_TRUE(CheckLeave(stage2, both, large.id, 1, true).ok()) << "--force still leaves";
+
+  // The larger one stops as the last replica: the smaller may not leave
+  // either (neither stays).
+  large.leaving = false;
+  large.stopping = true;
+  const membership::View stopping = TestView({Member("d", {0}), small, large});
+  EXPECT_TRUE(absl::IsFailedPrecondition(CheckLeave(stage2, stopping, small.id, 1, false)));
+  // A third replica that neither leaves nor stops stays for both.
+  const membership::View third =
+      TestView({Member("d", {0}), small, large, Member("z", {2})});
+  EXPECT_TRUE(CheckLeave(stage2, third, small.id, 1, false).ok());
+  EXPECT_TRUE(CheckLeave(stage2, third, large.id, 1, false).ok());
+}
+
 // The control thread's reads while main's thread switches: once a
 // snapshot shows the move, every later one names the new stage (no
 // snapshot is torn). Each run's outcome is the same whatever the

@@ -57,6 +57,19 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
   return out;
 }
 
+std::vector<common::NodeId> StayingReplicas(const membership::View& view,
+                                            const common::NodeId& self, int stage,
+                                            uint64_t iteration) {
+  std::vector<common::NodeId> out;
+  for (const common::NodeId& id : OtherLiveReplicas(view, self, stage, iteration)) {
+    const membership::MemberInfo* m = view.Find(id);
+    if (m == nullptr || m->stopping) continue;
+    if (m->leaving && !(self < id)) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
 class TrainingMembers::Face final : public SwarmView {
  public:
   Face(TrainingMembers* owner, TrainingFace face) : owner_(owner), face_(face) {}
@@ -192,11 +205,15 @@ const std::vector<uint32_t>* TrainingMembers::StagesAsOfLocked(const membership:
 
 // A leaver, a paused member, and a joiner or mover still fetching its
 // state take no new routes (Notes [Leaving], [Paused members], [Routed
-// once ready]). `entering` speaks of the stages the record names, from its
+// once ready]); nor does a last replica that stops (record.stopping) in
+// the iterations after its last one (Note [Stopping last replica] in
+// training_members.h). `entering` speaks of the stages the record names, from its
 // entry on: a mover before its switch is still routed in its old stage
 // (Note [Stage moves]); a joiner is in no face before its entry anyway.
 bool TrainingMembers::TakesNoNewRoutesLocked(const membership::MemberInfo& m) const {
   if (m.state == proto::MEMBER_STATE_LEFT || m.paused) return true;
+  // Note [Stopping last replica]: in no plan after its last iteration.
+  if (m.stopping && iteration_ > m.stop_after) return true;
   return m.entering && iteration_ >= m.iteration;
 }
 

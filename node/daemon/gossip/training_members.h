@@ -85,6 +85,19 @@
 // (a leaver that exited or crashed and does not answer its probes) do, so
 // nobody waits for it forever. DEAD members leave both faces at once.
 //
+// Note [Stopping last replica]: the last replica of a stage that stops
+// does not sign LEFT until its trainer has ended (signed at once, its exit
+// iteration would lose its route, Note [Stopping] in gossip_daemon.cc); it
+// signs record.stopping with stop_after, the last iteration it trains, as
+// its stop begins. In the routing face it is then listed and a replica up
+// to stop_after and in no plan of a later iteration, so the data nodes
+// pause there for its stage (Note [Paused training]) instead of planning
+// micro-batches through a node whose update is never applied. Its
+// server does not refuse them (a refusal from the last replica drops every
+// micro-batch: the iteration ends empty); a plan made before the record
+// arrived still goes through it, as before. In the group face nothing
+// changes until its LEFT.
+//
 // Note [Paused members]: a volunteer's pause (`skipswarm node pause`,
 // quiet hours) signs record.paused. In the routing face such a member is no
 // longer listed and no replica (no new routes, from the next plan or
@@ -214,6 +227,15 @@ bool TrainsIn(const membership::MemberInfo& m, uint64_t iteration, TrainingFace 
 std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
                                               const common::NodeId& self, int stage,
                                               uint64_t iteration);
+
+// Note [Simultaneous leavers] (gossip_daemon_run.cc): the replicas of
+// OtherLiveReplicas that stay when this node leaves: not stopping as a
+// stage's last replica (record.stopping), and not about to leave
+// (record.leaving) unless their node id is larger than `self`'s (of two
+// that check at once, the larger yields and stays, or stops last).
+std::vector<common::NodeId> StayingReplicas(const membership::View& view,
+                                            const common::NodeId& self, int stage,
+                                            uint64_t iteration);
 
 class TrainingMembers {
  public:

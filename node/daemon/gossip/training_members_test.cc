@@ -486,6 +486,32 @@ TEST(TrainingMembersTest, PausedMemberGetsNoNewRoutesButStaysAliveAndAveraging) 
   EXPECT_GT(to_q, 0);
 }
 
+// Note [Stopping last replica]: q, stage 1's last replica, stops after
+// iteration 5 (record.stopping, stop_after 5; not LEFT yet). It is routed
+// in 5 and in no plan after it: the planner cannot plan 6 (the data node
+// pauses there) instead of routing it through q, whose update for 6 is
+// never applied. Before, q stayed in every plan until its LEFT arrived.
+TEST(TrainingMembersTest, AStoppingLastReplicaIsInNoPlanAfterItsLastIteration) {
+  auto d = Member("d", {0}, 0), q = Member("q", {1}, 0);
+  q.stopping = true;
+  q.stop_after = 5;
+  q.incarnation = 2;
+  TrainingMembers members(d.id);
+  members.SetIteration(5);
+  members.Update(TestView({d, q}, 1));
+  EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{q.id});
+  SchedulerPlannerOptions o;
+  auto planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok());
+  ASSERT_TRUE((*planner)->Plan({5, d.id, 2, 2}, *members.routing()).ok());
+  members.SetIteration(6);
+  EXPECT_TRUE(members.routing()->Replicas(1).empty());
+  EXPECT_FALSE((*planner)->Plan({6, d.id, 2, 2}, *members.routing()).ok())
+      << "iteration 6 was planned through a replica that stopped after 5";
+  EXPECT_TRUE(members.routing()->IsAlive(q.id));  // hops of 5 still reach it
+  EXPECT_EQ(members.group()->Replicas(1).size(), 1u);  // unchanged until its LEFT
+}
+
 // Notes [Paused members] and [Stage moves]: a mover that pauses after it
 // announced its move (records: the move, then the move and the pause)
 // still averages its old stage up to its switch and its new one from
