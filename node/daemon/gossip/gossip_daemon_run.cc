@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/gossip/gossip_daemon_parts.h"
@@ -53,7 +52,7 @@ absl::Status GossipDaemon::Parts::DecideLeave(bool force) {
   SS_RETURN_IF_ERROR(CanLeave(false));
   SignLeaving(/*leaving=*/true, /*stopping=*/false);
   if (options.before_leave_recheck) options.before_leave_recheck();
-  if (options.leave_settle > absl::ZeroDuration()) absl::SleepFor(options.leave_settle);
+  if (options.leave_settle > absl::ZeroDuration()) clock->SleepFor(options.leave_settle);
   absl::Status again = CanLeave(false);
   if (!again.ok()) {
     LOG(INFO) << base().name << ": another replica leaves at the same time: " << again.message();
