@@ -123,27 +123,36 @@ TEST(TrainingMembersTest, TheRoutingFaceSaysWhoAnswersVerifyFrames) {
   EXPECT_EQ(seen, 2);
 }
 
+// A measured link from -> to.
+membership::LinkInfo MeasuredLink(const membership::MemberInfo& from,
+                                  const membership::MemberInfo& to, absl::Duration rtt,
+                                  double bps) {
+  membership::LinkInfo l;
+  l.from = from.id;
+  l.to = to.id;
+  l.rtt = rtt;
+  l.bytes_per_second = bps;
+  return l;
+}
+
+// The view's links in (from, to) order, as a membership view keeps them.
+void SortLinks(membership::View* view) {
+  std::sort(view->links.begin(), view->links.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
+  });
+}
+
 // Measured links reach the planner (Note [Planning from measured links] in
 // node/train/scheduler_planner.cc): SwarmView::Link answers from the
 // view's samples, and the data node's planner routes off the slow one.
 TEST(TrainingMembersTest, MeasuredLinksReachThePlanner) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), s = Member("s", {1}, 0);
   membership::View view = TestView({d, r, s}, 1);
-  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
-                 absl::Duration rtt, double bps) {
-    membership::LinkInfo l;
-    l.from = from.id;
-    l.to = to.id;
-    l.rtt = rtt;
-    l.bytes_per_second = bps;
-    l.throughput_measured_at = absl::FromUnixSeconds(1000);
-    return l;
-  };
-  view.links = {link(d, s, absl::Milliseconds(200), 1e6), link(d, r, absl::Milliseconds(20), 1e8),
-                link(s, d, absl::InfiniteDuration(), 2e6)};
-  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
-  });
+  view.links = {MeasuredLink(d, s, absl::Milliseconds(200), 1e6),
+                MeasuredLink(d, r, absl::Milliseconds(20), 1e8),
+                MeasuredLink(s, d, absl::InfiniteDuration(), 2e6)};
+  for (membership::LinkInfo& l : view.links) l.throughput_measured_at = absl::FromUnixSeconds(1000);
+  SortLinks(&view);
   TrainingMembers members(d.id);
   members.Update(view);
   std::optional<LinkEstimate> ds = members.routing()->Link(d.id, s.id);
@@ -221,22 +230,12 @@ TEST(TrainingMembersTest, ALinkToARelayedMemberCostsThePathThroughItsRelay) {
   n.outbound_only = true;
   n.relays = {r.id};
   membership::View view = TestView({d, r, n}, 1);
-  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
-                 absl::Duration rtt, double bps) {
-    membership::LinkInfo l;
-    l.from = from.id;
-    l.to = to.id;
-    l.rtt = rtt;
-    l.bytes_per_second = bps;
-    return l;
-  };
   // n's own pings go out directly (20 ms); d <-> r 10 ms at 100 MB/s,
   // r <-> n 30 ms at 5 MB/s (n's home uplink).
-  view.links = {link(n, d, absl::Milliseconds(20), 0), link(d, r, absl::Milliseconds(10), 1e8),
-                link(n, r, absl::Milliseconds(30), 5e6)};
-  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
-  });
+  view.links = {MeasuredLink(n, d, absl::Milliseconds(20), 0),
+                MeasuredLink(d, r, absl::Milliseconds(10), 1e8),
+                MeasuredLink(n, r, absl::Milliseconds(30), 5e6)};
+  SortLinks(&view);
   TrainingMembers members(d.id);
   members.Update(view);
   std::optional<LinkEstimate> dn = members.routing()->Link(d.id, n.id);
@@ -260,19 +259,9 @@ TEST(TrainingMembersTest, ALinkFromAnyOfARelayedMembersRelaysIsDirect) {
   n.outbound_only = true;
   n.relays = {r.id, s.id};
   membership::View view = TestView({d, r, s, n}, 1);
-  auto link = [](const membership::MemberInfo& from, const membership::MemberInfo& to,
-                 absl::Duration rtt, double bps) {
-    membership::LinkInfo l;
-    l.from = from.id;
-    l.to = to.id;
-    l.rtt = rtt;
-    l.bytes_per_second = bps;
-    return l;
-  };
-  view.links = {link(s, r, absl::Milliseconds(10), 1e8), link(n, r, absl::Milliseconds(30), 5e6)};
-  std::sort(view.links.begin(), view.links.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.from, a.to) < std::tie(b.from, b.to);
-  });
+  view.links = {MeasuredLink(s, r, absl::Milliseconds(10), 1e8),
+                MeasuredLink(n, r, absl::Milliseconds(30), 5e6)};
+  SortLinks(&view);
   TrainingMembers members(d.id);
   members.Update(view);
   // Not s -> r -> n (40 ms): nothing measured s -> n itself.
