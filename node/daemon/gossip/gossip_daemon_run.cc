@@ -260,8 +260,9 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   // stop begins, which leaves it out of every later plan (Note [Stopping
   // last replica] in training_members.h: the data nodes pause there for its
   // stage). Otherwise, until a stopping node's LEFT (or that record)
-  // arrives, the data nodes may plan the next iteration through it. Where other replicas stay, its stage server
-  // refuses that iteration from the moment the exit iteration is fixed
+  // arrives, the data nodes may plan the next iteration through it. Where
+  // other replicas stay, its stage server refuses that iteration from the
+  // moment the exit iteration is fixed
   // (Note [Stopping server] in node/stage/stage_server.h) and the hops
   // before re-route it to them. The last replica does not refuse: there
   // the refusal drops every micro-batch, the data nodes finish that

@@ -207,8 +207,8 @@ const std::vector<uint32_t>* TrainingMembers::StagesAsOfLocked(const membership:
 // state take no new routes (Notes [Leaving], [Paused members], [Routed
 // once ready]); nor does a last replica that stops (record.stopping) in
 // the iterations after its last one (Note [Stopping last replica] in
-// training_members.h). `entering` speaks of the stages the record names, from its
-// entry on: a mover before its switch is still routed in its old stage
+// training_members.h). `entering` speaks of the stages the record names,
+// from its entry on: a mover before its switch is still routed in its old stage
 // (Note [Stage moves]); a joiner is in no face before its entry anyway.
 bool TrainingMembers::TakesNoNewRoutesLocked(const membership::MemberInfo& m) const {
   if (m.state == proto::MEMBER_STATE_LEFT || m.paused) return true;
@@ -439,15 +439,16 @@ Leg LegOf(const membership::View& view, const common::NodeId& a, const common::N
 
 // Note [Relayed links]
 // Connections to an outbound-only member go through its first relay R
-// (Note [Relayed members] in gossip_daemon_relay.cc), or through `from`'s own
-// Relay service when `from` is one of its relays, so the link from ->
-// to, for a relayed `to`, is the path from -> R -> to (direct from a relay): its RTT is the sum
-// of the two legs' RTTs (each leg from what either end measured), and its
-// throughput the smaller of the legs' unless `from` measured the hop
-// itself (its pipeline hops to `to` already cross the relay). Without this
-// the pair would take the member's own pings, which go out directly and
-// make the relayed direction look as short as a direct link. The other
-// direction (to -> from) is direct: the member dials out itself.
+// (Note [Relayed members] in gossip_daemon_relay.cc), or through `from`'s
+// own Relay service when `from` is one of its relays, so the link from ->
+// to, for a relayed `to`, is the path from -> R -> to (direct from any of
+// its relays): its RTT is the sum of the two legs' RTTs (each leg from
+// what either end measured), and its throughput the smaller of the legs'
+// unless `from` measured the hop itself (its pipeline hops to `to` already
+// cross the relay). Without this the pair would take the member's own
+// pings, which go out directly and make the relayed direction look as
+// short as a direct link. The other direction (to -> from) is direct: the
+// member dials out itself.
 std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
                                                     const common::NodeId& to) const {
   absl::MutexLock lock(&mu_);
