@@ -271,6 +271,20 @@ MicroBatchData Batch(common::Random& rng) {
   return d;
 }
 
+// The iterations in which the catchers condemned the liar, ascending.
+std::vector<uint64_t> CondemnedIterations(const RunResult& r) {
+  std::vector<uint64_t> at;
+  for (const auto& [node, it] : r.condemned_at) at.push_back(it);
+  std::sort(at.begin(), at.end());
+  return at;
+}
+
+// From iteration `from` on, the liar serves no new micro-batch.
+void ExpectNoForwardsFrom(const RunResult& r, uint64_t from) {
+  ASSERT_LT(from, r.liar_forwards.size());
+  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+}
+
 // What one checked micro-batch costs, timed directly (median of `reps`):
 // the verifier's verify-only forward and the hop after's check, beside the
 // training forward of the same stage and input.
@@ -334,8 +348,7 @@ TEST(VerifiedSwarmTest, ALyingReplicaIsCondemnedAndRoutedAround) {
   // Routed around: from the iteration after the verdict on, node 4 serves
   // no new micro-batch.
   const uint64_t from = r.condemned_at.at(0) + 1;
-  ASSERT_LT(from, r.liar_forwards.size());
-  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  ASSERT_NO_FATAL_FAILURE(ExpectNoForwardsFrom(r, from));
   EXPECT_EQ(r.dropped, 0);
   std::printf("FIGURE verified_swarm liar x1.05 at rate 0.1: %lld/%lld checks of the liar "
               "mismatched, %lld of %lld checks in all; condemned by the data node in iteration "
@@ -391,8 +404,7 @@ TEST(VerifiedSwarmTest, ATrustedReplicaTurnedLiarIsCondemnedByItsDisputes) {
   ASSERT_EQ(r.condemned_at.count(0), 1u) << "trusted checks " << r.trusted_checks;
   EXPECT_EQ(r.condemned, std::set<common::NodeId>{common::NodeId::ForName("node4")});
   const uint64_t from = r.condemned_at.at(0) + 1;
-  ASSERT_LT(from, r.liar_forwards.size());
-  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  ASSERT_NO_FATAL_FAILURE(ExpectNoForwardsFrom(r, from));
   EXPECT_EQ(r.dropped, 0);
   std::printf("FIGURE verified_swarm trusted liar x1.05 among 3 trusted replicas, trusted rate "
               "0.5: %lld/%lld trusted checks mismatched (honest run: %lld/%lld); condemned by "
@@ -421,12 +433,9 @@ TEST(VerifiedSwarmTest, TwoCatchersBanALiarTheDataNodeNeverChecked) {
   ASSERT_GE(r.condemned_at.size(), 2u) << "liar checks " << r.liar_checks;
   // The quorum holds from the second verdict; the iteration after the one
   // it came in, node 2 serves no new micro-batch.
-  std::vector<uint64_t> at;
-  for (const auto& [node, it] : r.condemned_at) at.push_back(it);
-  std::sort(at.begin(), at.end());
+  const std::vector<uint64_t> at = CondemnedIterations(r);
   const uint64_t from = at[1] + 1;
-  ASSERT_LT(from, r.liar_forwards.size());
-  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  ASSERT_NO_FATAL_FAILURE(ExpectNoForwardsFrom(r, from));
   EXPECT_EQ(r.dropped, 0);
   std::printf("FIGURE verified_swarm stage-1 liar x1.05 at rate 0.5, three stage-2 catchers: "
               "%lld/%lld checks of the liar mismatched; %zu catchers condemned it, the first two "
@@ -452,12 +461,9 @@ TEST(VerifiedSwarmTest, TwoCatchersBanATrustedLiarTheDataNodeNeverChecked) {
   EXPECT_EQ(r.condemned_at.count(0), 0u);  // the data node judged nothing
   ASSERT_EQ(r.condemned_at.size(), 2u) << "trusted checks " << r.trusted_checks << ", "
                                        << r.trusted_mismatches << " mismatched";
-  std::vector<uint64_t> at;
-  for (const auto& [node, it] : r.condemned_at) at.push_back(it);
-  std::sort(at.begin(), at.end());
+  const std::vector<uint64_t> at = CondemnedIterations(r);
   const uint64_t from = at[1] + 1;
-  ASSERT_LT(from, r.liar_forwards.size());
-  EXPECT_EQ(r.liar_forwards.back(), r.liar_forwards[from]);
+  ASSERT_NO_FATAL_FAILURE(ExpectNoForwardsFrom(r, from));
   EXPECT_EQ(r.dropped, 0);
   std::printf("FIGURE verified_swarm trusted stage-1 liar x1.05 among 3, trusted rate 1, two "
               "stage-2 catchers: %lld/%lld trusted checks mismatched; condemned in iterations "

@@ -142,10 +142,8 @@ TEST_F(GossipDaemonStopTest, ASignalWhileTheSwarmFormsEndsTheWaitAtOnce) {
 // relay's stop must not wait for one (before, both sat out the bound: 30 s
 // by default, past the 30 s an operator is promised).
 TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBound) {
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 5;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/5);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
@@ -203,10 +201,8 @@ TEST_F(GossipDaemonStopTest, SigtermWhileTrainingAndWhilePausedEndsWithinTheBoun
 }
 
 TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 3;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/3);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   GossipDaemonOptions a = Options("a", {1});
@@ -256,10 +252,8 @@ TEST_F(GossipDaemonStopTest, SigtermOnTheLastReplicaStopsItWithACheckpoint) {
 // (b2 did not even finish that iteration while b's checkpoint was held).
 TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
   std::shared_ptr<CheckpointHold> hold;
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 4;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/4);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
@@ -333,10 +327,8 @@ TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
 // The same for the last replica of a stage: it signs once its trainer has
 // ended (Note [Stopping]), still before its checkpoint and push flush.
 TEST_F(GossipDaemonStopTest, TheLastReplicasStopSignsLeftBeforeItsFinalCheckpoint) {
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 3;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/3);
   ASSERT_NE(founder, nullptr);
   GossipDaemonOptions a = Options("a", {1}), b = Options("b", {2});
   for (GossipDaemonOptions* o : {&a, &b}) {
@@ -390,10 +382,8 @@ struct RecheckBarrier {
 // 2 on it with nothing dropped. Before, both drains passed (each saw the
 // other alive) and the stage was left with no replica.
 TEST_F(GossipDaemonStopTest, OfTwoReplicasDrainedAtOnceOnlyOneLeaves) {
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 4;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/4);
   ASSERT_NE(founder, nullptr);
   RecheckBarrier barrier(2);
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {

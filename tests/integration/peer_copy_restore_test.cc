@@ -45,10 +45,8 @@ class PeerCopyRestoreTest : public ::testing::Test {
 };
 
 TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.expect_members = 3;
-  d0.base.listen = "127.0.0.1:0";
-  auto founder = LaunchDaemon(d0);
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/3);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   auto member = [&](const std::string& name, int stage, int64_t reach = -1) {

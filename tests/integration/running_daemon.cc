@@ -67,6 +67,12 @@ std::unique_ptr<RunningDaemon> LaunchDaemon(
   return LaunchDaemon(std::move(o));
 }
 
+std::unique_ptr<RunningDaemon> LaunchFounder(GossipDaemonOptions o, int expect_members) {
+  o.expect_members = expect_members;
+  o.base.listen = "127.0.0.1:0";
+  return LaunchDaemon(std::move(o));
+}
+
 void WriteTinyCorpus(const std::string& path, absl::string_view before, absl::string_view after) {
   std::ofstream out(path);
   for (int i = 0; i < 400; ++i) out << before << i << after << "\n";

@@ -62,6 +62,11 @@ std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach
 std::unique_ptr<RunningDaemon> LaunchDaemon(
     GossipDaemonOptions o, std::function<void(const NodeIterationReport&)> observer);
 
+// The founder of a swarm that forms once `expect_members` members are in:
+// `o` with that count, listening on a port of its own (127.0.0.1:0, read
+// back with gossip_address()), started by LaunchDaemon.
+std::unique_ptr<RunningDaemon> LaunchFounder(GossipDaemonOptions o, int expect_members);
+
 // Writes the tiny corpus at `path`: 400 lines, line i is `before` i `after`.
 void WriteTinyCorpus(const std::string& path, absl::string_view before,
                      absl::string_view after = "");
