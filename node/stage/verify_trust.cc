@@ -101,6 +101,21 @@ bool SharesAStage(const PeerInfo& a, const PeerInfo& b) {
   return false;
 }
 
+// Whether a trusted member other than `accused`, neither banned in this
+// pass nor distrusted, hosts `stage`.
+bool AnotherTrustedHost(const std::map<common::NodeId, const PeerInfo*>& by_id,
+                        const common::NodeId& accused, int stage,
+                        const std::set<common::NodeId>& banned,
+                        const std::set<common::NodeId>& distrusted) {
+  for (const auto& [id, p] : by_id) {
+    if (id == accused || p->on_probation || banned.count(id) > 0 || distrusted.count(id) > 0) {
+      continue;
+    }
+    if (std::find(p->stages.begin(), p->stages.end(), stage) != p->stages.end()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
@@ -134,23 +149,11 @@ std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
   }
   // Note [Trusted verify bans]: never the last trusted host of a stage.
   for (const common::NodeId& accused : trusted_banned) {
-    const PeerInfo& x = *by_id.at(accused);
-    for (int stage : x.stages) {
-      bool other = false;
-      for (const auto& [id, p] : by_id) {
-        if (id == accused || p->on_probation || trusted_banned.count(id) > 0 ||
-            distrusted.count(id) > 0) {
-          continue;
-        }
-        if (std::find(p->stages.begin(), p->stages.end(), stage) != p->stages.end()) {
-          other = true;
-          break;
-        }
-      }
-      if (!other) {
-        out.erase(accused);
-        break;
-      }
+    const std::vector<int>& stages = by_id.at(accused)->stages;
+    if (std::any_of(stages.begin(), stages.end(), [&](int stage) {
+          return !AnotherTrustedHost(by_id, accused, stage, trusted_banned, distrusted);
+        })) {
+      out.erase(accused);
     }
   }
   return out;

@@ -243,35 +243,24 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   bool behind = false;
   BehindVerdict behind_at;
   // Note [Stopping]: a stop signs LEFT before its final checkpoint and push
-  // flush, so that its peers plan no micro-batch of a later iteration
-  // through it while it writes and flushes (they used to plan the next
-  // iteration through it and wait out every micro-batch's deadline). A
-  // node that another live replica of each of its stages stays behind signs
-  // as the stop begins, as a drain does (Note [Leaving]): with the
-  // iteration the trainer stops after (Note [Stop point]); the others
-  // route the rest of it. The last replica of a stage signs once its
-  // trainer has ended instead, with the last iteration it finished: its
-  // LEFT takes it out of every later plan, so signed at once it would
-  // leave the iteration it is to finish without a route (the data nodes
-  // pause there, Note [Paused training]) and the stop would wait out its
-  // bound for nothing. Its stage then goes at that boundary either way;
-  // its copies (Note [Checkpoint copies]) are what a restore starts from.
-  // The last replica signs record.stopping with its last iteration as the
-  // stop begins, which leaves it out of every later plan (Note [Stopping
-  // last replica] in training_members.h: the data nodes pause there for its
-  // stage). Otherwise, until a stopping node's LEFT (or that record)
-  // arrives, the data nodes may plan the next iteration through it. Where
-  // other replicas stay, its stage server refuses that iteration from the
-  // moment the exit iteration is fixed
-  // (Note [Stopping server] in node/stage/stage_server.h) and the hops
-  // before re-route it to them. The last replica does not refuse: there
-  // the refusal drops every micro-batch, the data nodes finish that
-  // iteration empty at once and plan the next one through it again until
-  // its LEFT arrives (measured: two empty iterations before the pause), so
-  // the swarm lost more than the stage's one unapplied update, which a
-  // restore from an older copy (Note [Checkpoint copies]) discards anyway.
-  // record.stopping (above) closes that window for every plan made after
-  // the record arrived.
+  // flush, so its peers plan no micro-batch of a later iteration through it
+  // while it writes and flushes.
+  //   - Where another live replica of each of its stages stays, it signs
+  //     LEFT as the stop begins, with the iteration its trainer stops after
+  //     (Note [Stop point]), as a drain does (Note [Leaving]); its stage
+  //     server refuses later iterations (Note [Stopping server] in
+  //     node/stage/stage_server.h) and the hops before re-route them to the
+  //     other replicas.
+  //   - The last replica of a stage cannot sign LEFT at once: LEFT takes it
+  //     out of every plan, so the iteration it is to finish would have no
+  //     route and the stop would wait out its bound. It signs
+  //     record.stopping with that iteration instead (Note [Stopping last
+  //     replica] in training_members.h: no later plan routes through it; the
+  //     data nodes pause for its stage) and LEFT once its trainer has ended.
+  //     Its server does not refuse: there a refusal drops every micro-batch
+  //     and the iteration ends empty. A plan made before the record arrived
+  //     still goes through it; that update is lost, as a restore from the
+  //     stage's copies (Note [Checkpoint copies]) would discard it anyway.
   // Two replicas of a stage stopped at the same moment: Note [Simultaneous
   // leavers].
   bool signed_left = false;
