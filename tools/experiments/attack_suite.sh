@@ -13,10 +13,16 @@
 #   tools/experiments/attack_suite.sh --short         # CI-sized: 60 iterations, 4 s attacks
 #   tools/experiments/attack_suite.sh --binary=/path/to/older/skipswarm --out=/tmp/before
 #   tools/experiments/attack_suite.sh --repeat=3      # each run 3 times, interleaved; medians
+#   tools/experiments/attack_suite.sh --pin=0:1       # swarm on CPU 0, attacker on CPU 1
 #
 # Attacks: frames pushes gossip suspicion state manifest model (a node of
 # another model joins: --stages=10 --host_stages=9). The attacker runs at
 # nice 19 on the same machine, so part of what it costs the swarm is CPU.
+# --pin=SWARM:ATTACKER (taskset CPU lists) keeps the attacker's own work off
+# the swarm's CPUs, as an attacker on another machine would be: what is left
+# of the tokens/s loss is what serving and refusing its requests costs the
+# honest nodes. The fault-free run is pinned the same way (its attacker
+# CPUs idle), so both sides of the ratio have the same CPUs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,6 +33,7 @@ ITERATIONS=400
 SECONDS_ATTACK=30
 ATTACKS="none frames pushes gossip suspicion state manifest model"
 REPEAT=1
+PIN=""
 for arg in "$@"; do
   case "$arg" in
     --short) ITERATIONS=60; SECONDS_ATTACK=4 ;;
@@ -37,11 +44,19 @@ for arg in "$@"; do
     --seconds=*) SECONDS_ATTACK="${arg#*=}" ;;
     --attacks=*) ATTACKS="none ${arg#*=}" ;;
     --repeat=*) REPEAT="${arg#*=}" ;;
+    --pin=*) PIN="${arg#*=}" ;;
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 [ -x "$BIN" ] || { echo "no $BIN (bazel build //cli:skipswarm)" >&2; exit 2; }
 [ -x "$HOSTILE" ] || { echo "no $HOSTILE (bazel build //tests/adversarial/hostile:hostile_client_main)" >&2; exit 2; }
+SWARM_CPUS=(); ATTACKER_CPUS=()
+if [ -n "$PIN" ]; then
+  [[ "$PIN" == *:* ]] || { echo "--pin wants SWARM:ATTACKER CPU lists, e.g. 0:1" >&2; exit 2; }
+  SWARM_CPUS=(taskset -c "${PIN%%:*}")
+  ATTACKER_CPUS=(taskset -c "${PIN#*:}")
+  "${SWARM_CPUS[@]}" true && "${ATTACKER_CPUS[@]}" true || { echo "bad --pin=$PIN" >&2; exit 2; }
+fi
 mkdir -p "$OUT"
 TINY=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
       --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
@@ -52,7 +67,7 @@ final_loss() { tail -n 10 "$1" | awk -F, '{s += $2; n++} END {if (n) printf "%.4
 run_one() {
   local attack=$1 dir="$OUT/$1"
   rm -rf "$dir"
-  "$BIN" local "${TINY[@]}" --local_dir="$dir" --local_iterations="$ITERATIONS" \
+  "${SWARM_CPUS[@]}" "$BIN" local "${TINY[@]}" --local_dir="$dir" --local_iterations="$ITERATIONS" \
     > "$OUT/$attack.out" 2>&1 &
   local swarm=$!
   # Training has started once a few iterations are reported.
@@ -68,13 +83,13 @@ run_one() {
     model)
       # A validly configured node of another model tries to join.
       mkdir -p "$dir/intruder"
-      timeout "$SECONDS_ATTACK" "$BIN" node --join="$bootstrap" --insecure --name=intruder \
+      "${ATTACKER_CPUS[@]}" timeout "$SECONDS_ATTACK" "$BIN" node --join="$bootstrap" --insecure --name=intruder \
         --stages=10 --layers=10 --host_stages=9 --checkpoint_dir="$dir/intruder" \
         > "$OUT/model.intruder.log" 2>&1
       echo "{\"attack\": \"model\", \"intruder_exit\": $?, \"intruder_s\": $(echo "$(date +%s.%N) - $started" | bc)}" \
         > "$OUT/model.hostile.json" ;;
     *)
-      nice -n 19 "$HOSTILE" --bootstrap="$bootstrap" --attack="$attack" \
+      "${ATTACKER_CPUS[@]}" nice -n 19 "$HOSTILE" --bootstrap="$bootstrap" --attack="$attack" \
         --seconds="$SECONDS_ATTACK" > "$OUT/$attack.hostile.json" 2> "$OUT/$attack.hostile.err" ;;
   esac
   wait "$swarm"
@@ -127,4 +142,5 @@ base_loss=$(column_of none 5 | median)
   done
   echo
   echo "load average (1 min) at each run's start: $(awk '{print $3}' "$OUT/loads.txt" | tr '\n' ' ')"
+  [ -n "$PIN" ] && echo "pinned: swarm on CPUs ${PIN%%:*}, attacker on CPUs ${PIN#*:} (taskset)"
 } | tee "$OUT/table.md"
