@@ -38,8 +38,9 @@ std::vector<ChaosAction> LocalChaos::Step(absl::Duration now,
       ++it;
       continue;
     }
-    out.push_back({ChaosAction::kRespawn, "", it->stage});
+    out.push_back({ChaosAction::kRespawn, it->restart, it->stage});
     ++respawns_;
+    restarts_ += it->restart.empty() ? 0 : 1;
     it = respawns_pending_.erase(it);
   }
   std::vector<const ChaosNode*> live;
@@ -76,8 +77,11 @@ std::vector<ChaosAction> LocalChaos::Step(absl::Duration now,
       std::uniform_int_distribution<size_t> pick(0, victims.size() - 1);
       const ChaosNode* victim = victims[pick(random_)];
       out.push_back({ChaosAction::kKill, victim->name, victim->stage});
-      respawns_pending_.push_back({now + options_.respawn_after, victim->stage});
       ++kills_;
+      // Note [Restart on own disk].
+      const bool restart = options_.restart_every > 0 && kills_ % options_.restart_every == 0;
+      respawns_pending_.push_back(
+          {now + options_.respawn_after, victim->stage, restart ? victim->name : ""});
       live.erase(std::find(live.begin(), live.end(), victim));
     }
   }

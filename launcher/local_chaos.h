@@ -2,9 +2,17 @@
 // tools/experiments/chaos_soak.sh): at seeded random moments it SIGKILLs a
 // non-data node (never more than a fraction of them dead at once), starts a
 // replacement for the same stage a little later (a joiner, Note [Entry
-// iteration]), and stalls a member with SIGSTOP, resuming it with SIGCONT
-// after a while (Note [Silent members]). The decisions are here; the
-// launcher carries them out on its node processes.
+// iteration]) or restarts the killed node itself (Note [Restart on own
+// disk]), and stalls a member with SIGSTOP, resuming it with SIGCONT after a
+// while (Note [Silent members]). The decisions are here; the launcher
+// carries them out on its node processes.
+//
+// Note [Restart on own disk]: what a volunteer's service manager does after
+// a crash is start the same node again: its identity, its config, its
+// checkpoint folder, from wherever its last checkpoint left it while the
+// swarm went on. A joiner (a new identity, no state) is the other path
+// back. With `restart_every` = N, every Nth kill's respawn is the victim
+// itself; the others stay joiners, so one soak exercises both.
 //
 // Note [Survivable chaos]: the agent never kills a stage's last serving
 // replica. The soak measures how the swarm rides out the faults it is built
@@ -55,6 +63,9 @@ struct ChaosOptions {
   // Note [Chaos waits for progress]: no kill or stall while no iteration
   // was reported for this long.
   absl::Duration hold_after = absl::Seconds(10);
+  // Note [Restart on own disk]: every Nth kill is answered by restarting the
+  // victim itself instead of a joiner; 0: always a joiner.
+  int restart_every = 0;
 };
 
 // A non-data node the launcher runs.
@@ -70,7 +81,10 @@ struct ChaosNode {
 struct ChaosAction {
   enum Kind { kKill, kStall, kResume, kRespawn };
   Kind kind;
-  std::string name;  // kKill, kStall, kResume: the node; kRespawn: empty
+  // kKill, kStall, kResume: the node; kRespawn: empty for a new joiner, the
+  // killed node's name to restart it on its own disk (Note [Restart on own
+  // disk]).
+  std::string name;
   int stage = -1;    // kRespawn: the stage its replacement hosts
 };
 
@@ -93,6 +107,8 @@ class LocalChaos {
   int kills() const { return kills_; }
   int stalls() const { return stalls_; }
   int respawns() const { return respawns_; }
+  // Of the respawns, those that restarted the killed node itself.
+  int restarts() const { return restarts_; }
   // Kills due that found no victim: every live node was its stage's last
   // serving replica (Note [Survivable chaos]) or stalled.
   int spared() const { return spared_; }
@@ -109,12 +125,13 @@ class LocalChaos {
   struct Pending {
     absl::Duration at;
     int stage;
+    std::string restart;  // Note [Restart on own disk]: the victim, or empty
   };
   std::vector<Pending> respawns_pending_;
   std::string stalled_;
   absl::Duration resume_at_;
   absl::Duration advanced_;
-  int kills_ = 0, stalls_ = 0, respawns_ = 0, spared_ = 0, held_ = 0;
+  int kills_ = 0, stalls_ = 0, respawns_ = 0, restarts_ = 0, spared_ = 0, held_ = 0;
 };
 
 }  // namespace skipswarm::launcher

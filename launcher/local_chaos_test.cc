@@ -1,7 +1,8 @@
 // The chaos agent's decisions on a made-up clock: the dead limit holds,
 // every kill gets a replacement for its stage, every stall is resumed, a
 // stage's last serving replica is never killed, and a seed gives the same
-// run; no fault while the swarm does not advance.
+// run; no fault while the swarm does not advance; every Nth kill restarts
+// the victim itself.
 #include "launcher/local_chaos.h"
 
 #include <map>
@@ -193,6 +194,48 @@ TEST(LocalChaosTest, NothingAfterAResetIsStillPending) {
   for (const ChaosAction& a : chaos.Step(absl::Seconds(8), nodes)) {
     EXPECT_NE(a.kind, ChaosAction::kRespawn) << "the restore restarted every node";
   }
+}
+
+// Note [Restart on own disk]: with restart_every = 2, the 2nd, 4th, ...
+// kill's respawn names the victim (restarted on its own disk, its stage),
+// the others start joiners; a restarted node is the same name, live again.
+TEST(LocalChaosTest, EveryNthKillRestartsTheVictimItself) {
+  ChaosOptions o;
+  o.seed = 9;
+  o.kill_every = absl::Seconds(3);
+  o.respawn_after = absl::Seconds(2);
+  o.stall_every = absl::Hours(1);
+  o.restart_every = 2;
+  LocalChaos chaos(o, 4, absl::ZeroDuration());
+  std::vector<ChaosNode> nodes = {
+      {"s1r0", 1, true}, {"s1r1", 1, true}, {"s2r0", 2, true}, {"s2r1", 2, true}};
+  std::vector<std::pair<std::string, int>> killed;  // in order
+  std::vector<std::string> respawned;               // "" = joiner
+  for (int t = 0; t < 400; ++t) {
+    const absl::Duration now = absl::Milliseconds(500) * t;
+    chaos.SwarmAdvanced(now);
+    for (const ChaosAction& a : chaos.Step(now, nodes)) {
+      if (a.kind == ChaosAction::kKill) {
+        killed.emplace_back(a.name, a.stage);
+        for (ChaosNode& n : nodes) n.live = n.live && n.name != a.name;
+      } else if (a.kind == ChaosAction::kRespawn) {
+        respawned.push_back(a.name);
+        if (a.name.empty()) {
+          nodes.push_back({"c" + std::to_string(chaos.respawns()), a.stage, true, true});
+          continue;
+        }
+        const auto& victim = killed[respawned.size() - 1];
+        EXPECT_EQ(a.name, victim.first) << "a restart names the node its kill took";
+        EXPECT_EQ(a.stage, victim.second);
+        for (ChaosNode& n : nodes) n.live = n.live || n.name == a.name;
+      }
+    }
+  }
+  ASSERT_GE(respawned.size(), 8u);
+  for (size_t i = 0; i < respawned.size(); ++i) {
+    EXPECT_EQ(respawned[i].empty(), i % 2 == 0) << "respawn " << i;
+  }
+  EXPECT_EQ(chaos.restarts(), static_cast<int>(respawned.size() / 2));
 }
 
 }  // namespace

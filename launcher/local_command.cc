@@ -123,6 +123,9 @@ ABSL_FLAG(int64_t, local_chaos_seed, 0,
 ABSL_FLAG(double, local_chaos_kill_every_s, 20, "Chaos: mean seconds between kills.");
 ABSL_FLAG(double, local_chaos_stall_every_s, 30, "Chaos: mean seconds between stalls.");
 ABSL_FLAG(double, local_chaos_stall_s, 5, "Chaos: how long a stalled member stays stopped.");
+ABSL_FLAG(int, local_chaos_restart_every, 0,
+          "Chaos: every Nth kill is answered by restarting the killed node itself on its own "
+          "config and checkpoints (Note [Restart on own disk]) instead of a joiner; 0: never.");
 ABSL_FLAG(double, local_chaos_max_dead, 0.5,
           "Chaos: the most non-data nodes dead at once, as a fraction of the layout's.");
 ABSL_FLAG(std::string, local_dir, "skipswarm-local",
@@ -380,6 +383,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   std::optional<LocalChaos> chaos;
   std::map<std::string, int> replacements;
   std::set<std::string> serving_replacements;  // reported an iteration
+  // Note [Restart on own disk]: restarted nodes that have not reported an
+  // iteration since (they do not serve yet: Note [Survivable chaos]).
+  std::set<std::string> catching_up;
   std::map<std::string, int> stage_of;  // non-data nodes of the layout
   for (const auto& [name, st] : layout) {
     if (st.size() == 1 && st[0] != 0) stage_of[name] = st[0];
@@ -391,6 +397,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     co.stall_every = absl::Seconds(absl::GetFlag(FLAGS_local_chaos_stall_every_s));
     co.stall_for = absl::Seconds(absl::GetFlag(FLAGS_local_chaos_stall_s));
     co.max_dead_fraction = absl::GetFlag(FLAGS_local_chaos_max_dead);
+    co.restart_every = absl::GetFlag(FLAGS_local_chaos_restart_every);
+    if (co.restart_every < 0) {
+      return absl::InvalidArgumentError("--local_chaos_restart_every must be >= 0");
+    }
     if (co.kill_every <= absl::ZeroDuration() || co.stall_every <= absl::ZeroDuration() ||
         co.stall_for < absl::ZeroDuration() || !(co.max_dead_fraction >= 0) ||
         co.max_dead_fraction > 1) {
@@ -621,11 +631,38 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
           serving = ReportedAnIteration(dir, name);
           if (serving) serving_replacements.insert(name);
         }
+        if (serving && catching_up.count(name) > 0) {
+          serving = ReportedAnIteration(dir, name);  // its log since the restart
+          if (serving) catching_up.erase(name);
+        }
         nodes.push_back({name, st != stage_of.end() ? st->second : rp->second, !c->exited,
                          serving});
       }
       for (const ChaosAction& a : chaos->Step(clock->SteadyNow(), nodes)) {
         Child* c = a.name.empty() ? nullptr : latest[a.name];
+        if (a.kind == ChaosAction::kRespawn && !a.name.empty()) {
+          // Note [Restart on own disk]: the same config, identity and
+          // checkpoints; the old process's logs are kept beside.
+          const int restart = chaos->restarts();
+          for (const char* ext : {".out", ".err"}) {
+            const std::string log = absl::StrCat(dir, "/logs/", a.name, ext);
+            std::rename(log.c_str(), absl::StrCat(dir, "/logs/", a.name, ".before-restart-",
+                                                  restart, ext).c_str());
+          }
+          std::printf("\nchaos: restarting %s on its own disk (stage %d) after iteration %lld\n",
+                      a.name.c_str(), a.stage, static_cast<long long>(reported));
+          Child child;
+          child.name = a.name;
+          SS_ASSIGN_OR_RETURN(child.pid,
+                              SpawnNode(dir, a.name, absl::StrCat(dir, "/", a.name, ".json")));
+          children.push_back(child);
+          ++alive;
+          catching_up.insert(a.name);
+          std::ofstream log(dir + "/chaos.log", std::ios::app);
+          log << absl::FormatTime("%Y%m%d %H:%M:%E6S", clock->Now(), absl::LocalTimeZone())
+              << " restarting " << a.name << " after iteration " << reported << "\n";
+          continue;
+        }
         if (a.kind == ChaosAction::kRespawn) {
           const std::string name = absl::StrCat("c", chaos->respawns());
           std::printf("\nchaos: starting %s (joins stage %d) after iteration %lld\n",
@@ -736,10 +773,12 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     failed -= replacements_failed;
     std::printf("chaos: %d kills, %d stalls, %d replacements started (%d could not join), %d "
-                "stage restores; %d kills held back (every candidate was its stage's last "
-                "serving replica); %d kills or stalls held while the swarm did not advance\n",
-                chaos->kills(), chaos->stalls(), chaos->respawns(), replacements_failed,
-                restores, chaos->spared(), chaos->held());
+                "killed nodes restarted on their own disks, %d stage restores; %d kills held "
+                "back (every candidate was its stage's last serving replica); %d kills or stalls "
+                "held while the swarm did not advance\n",
+                chaos->kills(), chaos->stalls(), chaos->respawns() - chaos->restarts(),
+                replacements_failed, chaos->restarts(), restores, chaos->spared(),
+                chaos->held());
   }
   if (joined_after != absl::InfiniteDuration()) {
     std::printf("joiner j0: %s\njoiner j0: spawn -> first micro-batch done (wall, incl. process "

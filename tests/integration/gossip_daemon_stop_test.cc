@@ -57,24 +57,6 @@ bool HasCheckpoint(const std::string& dir) {
   return std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec);
 }
 
-struct Until {
-  RunningDaemon* r;
-  int64_t iteration;
-};
-
-// absl::Condition's predicate: it runs with u->r->mu held.
-bool Reported(Until* u) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  return !u->r->reports.empty() &&
-         static_cast<int64_t>(u->r->reports.back().iteration) >= u->iteration;
-}
-
-// Blocks until `r` reported `iteration` (no polling); false after `limit`.
-bool WaitForIteration(RunningDaemon& r, int64_t iteration, absl::Duration limit) {
-  Until u{&r, iteration};
-  absl::MutexLock lock(&r.mu);
-  return r.mu.AwaitWithTimeout(absl::Condition(&Reported, &u), limit);
-}
-
 // Every one of `peers` has `leaver` LEFT with `exit_iteration` in its view.
 void ExpectLeftIn(std::initializer_list<RunningDaemon*> peers, RunningDaemon& leaver,
                   int64_t exit_iteration) {
@@ -296,7 +278,7 @@ TEST_F(GossipDaemonStopTest, AStopSignsLeftBeforeItsFinalCheckpoint) {
   };
   ASSERT_GT(next, exit_iteration);
   for (RunningDaemon* r : {founder.get(), b2.get()}) {
-    ASSERT_TRUE(WaitForIteration(*r, next, absl::Seconds(120)))
+    ASSERT_TRUE(r->WaitForIteration(next, absl::Seconds(120)))
         << "iteration " << next << " did not finish while b's checkpoint was held";
   }
   std::optional<NodeIterationReport> d0_next, b2_next;
@@ -419,7 +401,7 @@ TEST_F(GossipDaemonStopTest, OfTwoReplicasDrainedAtOnceOnlyOneLeaves) {
   leaver->Join();
   EXPECT_TRUE(leaver->result.ok()) << leaver->result;
   const int64_t next = founder->LastIteration() + 2;
-  ASSERT_TRUE(WaitForIteration(*founder, next, absl::Seconds(120)))
+  ASSERT_TRUE(founder->WaitForIteration(next, absl::Seconds(120)))
       << "training did not go on with stage 2 on the replica that stayed";
   {
     absl::MutexLock lock(&founder->mu);

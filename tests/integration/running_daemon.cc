@@ -21,6 +21,25 @@ int64_t RunningDaemon::LastIteration() {
   return reports.empty() ? -1 : static_cast<int64_t>(reports.back().iteration);
 }
 
+namespace {
+struct Until {
+  RunningDaemon* r;
+  int64_t iteration;
+};
+
+// absl::Condition's predicate: it runs with u->r->mu held.
+bool Reported(Until* u) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return !u->r->reports.empty() &&
+         static_cast<int64_t>(u->r->reports.back().iteration) >= u->iteration;
+}
+}  // namespace
+
+bool RunningDaemon::WaitForIteration(int64_t iteration, absl::Duration limit) {
+  Until u{this, iteration};
+  absl::MutexLock lock(&mu);
+  return mu.AwaitWithTimeout(absl::Condition(&Reported, &u), limit);
+}
+
 void RunningDaemon::Join() {
   if (thread.joinable()) thread.join();
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 #include "membership/admission.h"
@@ -46,6 +47,9 @@ struct RunningDaemon {
   bool WaitUnlessFinished(absl::Notification& n);
   // The last iteration it finished; -1 before the first.
   int64_t LastIteration();
+  // Blocks until it reported `iteration` or later (no polling); false after
+  // `limit`.
+  bool WaitForIteration(int64_t iteration, absl::Duration limit);
   void Join();
   // A case that fails before joining stops its daemon instead of aborting
   // the whole binary (a joinable std::thread's destructor).

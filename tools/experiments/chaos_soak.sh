@@ -3,8 +3,10 @@
 # a chaos run of the same model and seed. During the chaos run the launcher
 # SIGKILLs random non-data nodes (at most half of them dead at once, never a
 # stage's last serving replica: Note [Survivable chaos] in
-# launcher/local_chaos.h; a replacement joiner for the same stage starts 5 s
-# after each kill), stalls a
+# launcher/local_chaos.h; 5 s after each kill either a replacement joiner for
+# the same stage starts or, every RESTART_EVERY-th kill, the killed node
+# itself restarts on its own config and checkpoints: Note [Restart on own
+# disk]), stalls a
 # random member with SIGSTOP for STALL_S seconds every ~STALL_EVERY_S, and one
 # replica runs behind a bandwidth cap (--local_caps). A stage that loses every
 # replica is restored from the newest checkpoint generation (Note [Local stage
@@ -19,7 +21,7 @@
 #
 # Environment: BIN (default: a copy of bazel-bin/cli/skipswarm), OUT (default
 # /tmp/skipswarm-chaos), ITERS (2000), SEED (1), KILL_EVERY_S (20),
-# STALL_EVERY_S (30), STALL_S (5), CAP (s2r1@20: NAME@MBIT), CKPT_EVERY (10:
+# STALL_EVERY_S (30), STALL_S (5), RESTART_EVERY (2; 0: joiners only), CAP (s2r1@20: NAME@MBIT), CKPT_EVERY (10:
 # iterations between checkpoint generations), FAULT_FREE (the
 # local dir of a finished fault-free run of the same ITERS and SEED, e.g. an
 # earlier OUT/fault-free: reused instead of running it again). Exit 1 when a
@@ -34,6 +36,7 @@ STALL_EVERY_S=${STALL_EVERY_S:-30}
 STALL_S=${STALL_S:-5}
 CAP=${CAP:-s2r1@20}
 CKPT_EVERY=${CKPT_EVERY:-10}
+RESTART_EVERY=${RESTART_EVERY:-2}
 FAULT_FREE=${FAULT_FREE:-}
 rm -rf "$OUT" && mkdir -p "$OUT"
 BIN=${BIN:-$OUT/skipswarm}
@@ -61,9 +64,15 @@ rc=0
     --local_caps="$CAP" --local_checkpoint_every="$CKPT_EVERY" \
     --local_chaos_seed="$SEED" --local_chaos_kill_every_s="$KILL_EVERY_S" \
     --local_chaos_stall_every_s="$STALL_EVERY_S" --local_chaos_stall_s="$STALL_S" \
-    > "$OUT/chaos.log" 2>&1 || rc=$?
+    --local_chaos_restart_every="$RESTART_EVERY" > "$OUT/chaos.log" 2>&1 || rc=$?
 echo "chaos run: exit $rc after $(( $(date +%s) - start )) s"
 grep -E "^chaos: [0-9]+ kills|longest wait|restored from" "$OUT/chaos.log" || true
+# Note [Restart on own disk]: each restarted node's first iteration after its
+# restart, from its new log (a restart that never trained again shows none).
+grep -E "^chaos: restarting" "$OUT/chaos.log" | while read -r _ _ name _; do
+  first=$(grep -m1 -oE "^\[$name\] it [0-9]+" "$OUT/chaos/logs/$name.out" 2>/dev/null | awk '{print $3}')
+  echo "restart of $name: first iteration after it ${first:-none}"
+done
 # A data node's line has loss -1 when none of its micro-batches finished in
 # that iteration (every route lost a node) or the loss was not finite; the
 # run's loss (loss.csv, the mean of the finite ones) must be finite always.

@@ -170,6 +170,45 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
   return gossip->membership()->SelfAdmission();
 }
 
+// Note [Restart behind the swarm]: a node restarted on its founder's
+// config (a crash and its service manager's restart, a reboot) resumes from
+// its own newest checkpoint while the swarm it left trained on. As a
+// founder it published its stage at iteration 0 (WaitForFounders), so every
+// planner routed to it and its replicas waited for its averaging, while its
+// trainer stood at the checkpoint's step or, with fewer founders live than
+// it expects, waited for the swarm to form until its start-up deadline (the
+// chaos soak with restarts, node/daemon/chaos_soak.md: a restarted replica
+// hung its stage that way). So before the founders' wait it asks its
+// stage's live replicas for their iteration, the question the behind check
+// asks once a second while training (Note [Revived members]); one more than
+// the stage server's lead past our start means the swarm runs without us,
+// and we enter as a joiner (a live replica's state at a new entry
+// iteration; our checkpoint is superseded by the swarm's newer state).
+// Within the lead (founders forming for the first time, a swarm restarted
+// from one generation) we are a founder as before. One-stage members only,
+// as the behind check; a stage without a live replica leaves us a founder
+// (nobody to take newer state from).
+bool GossipDaemon::Parts::RestartedBehindTheSwarm() {
+  const std::vector<int> stages = Stages();
+  if (stages.size() != 1 || base().sdp != model::SdpMode::kOff) return false;
+  const uint64_t own = static_cast<uint64_t>(std::max<int64_t>(0, start_iteration));
+  const uint64_t lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
+  for (const StateSource& a : StateSources(RoutedView(), self, stages.front())) {
+    absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
+    if (!at.ok() || *at <= own + lead) continue;
+    const std::string line = absl::StrCat(
+        base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ", own,
+        ", stage ", stages.front(), "'s replica ", a.id.ShortString(), " is at ", *at,
+        "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
+    LOG(WARNING) << line;
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    metrics.Add("skipswarm_restarts_behind_total", 1);
+    return true;
+  }
+  return false;
+}
+
 absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   const NodeDaemonOptions& o = base();
   const std::vector<int> stages = Stages();

@@ -310,6 +310,11 @@ struct GossipDaemon::Parts {
   // (Membership::SelfAdmission) once we learn it.
   absl::StatusOr<std::vector<int>> PlaceJoiner();
   absl::Status EnterAsJoiner();
+  // Note [Restart behind the swarm] (gossip_daemon_join.cc), Run's thread
+  // before the founders' wait: whether a live replica of our one stage is
+  // more than the stage server's lead past the iteration our checkpoint
+  // resumed us at (then we enter as a joiner instead).
+  bool RestartedBehindTheSwarm();
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
   // passed it, raising `*lead`), fetches the state from `sources` and loads

@@ -181,6 +181,8 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   Parts& p = *parts_;
   const NodeDaemonOptions& o = p.base();
   p.signals = signals;
+  // Note [Restart behind the swarm] (gossip_daemon_join.cc).
+  if (!p.joiner && p.start_iteration > 0 && p.RestartedBehindTheSwarm()) p.joiner = true;
   if (p.joiner) {
     absl::Status entered = p.EnterAsJoiner();
     if (absl::IsCancelled(entered)) {

@@ -137,6 +137,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_reentries_total", T::kCounter,
        "Times this node found itself behind its stage's replicas and re-entered with a live "
        "replica's state (a stall past the failure detector)."},
+      {"skipswarm_restarts_behind_total", T::kCounter,
+       "Times this node started from its own checkpoint behind the swarm's training and "
+       "entered as a joiner with a live replica's state (Note [Restart behind the swarm])."},
       {"skipswarm_sole_replica_skips_total", T::kCounter,
        "Times this node found its whole stage behind the data nodes (no live replica of it "
        "ahead) and moved ahead with its own state (Note [Sole replica behind])."},

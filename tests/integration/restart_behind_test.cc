@@ -1,0 +1,132 @@
+// Note [Restart behind the swarm] (node/daemon/gossip/gossip_daemon_join.cc):
+// a replica stops, the swarm trains on without it, and the same node (its
+// key, its founder's options, its checkpoint folder) starts again, as a
+// service manager restarts a crashed node. It must enter with the swarm's
+// state, never be routed to while it stands at its old checkpoint's step.
+// GossipDaemons in one process over loopback gRPC (ports 0).
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "tests/integration/running_daemon.h"
+#include "tests/integration/tiny_gossip_options.h"
+#include "node/daemon/gossip/gossip_daemon.h"
+
+namespace skipswarm::node {
+namespace {
+
+class RestartBehindTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/restart-behind";
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    corpus_ = dir_ + "/corpus.txt";
+    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
+  }
+
+  GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o =
+        TinyGossipOptions(name, std::move(stages), corpus_, "restart-behind-test");
+    o.base.iterations = 1000000;  // stopped by the test
+    o.base.checkpoint_every = 2;
+    o.base.model.checkpoint_dir = dir_ + "/ckpt-" + name;
+    o.stop_timeout = absl::Seconds(10);
+    return o;
+  }
+
+  std::string dir_, corpus_;
+};
+
+// The first iteration `r` reported at or after `from`; -1: none.
+int64_t FirstReportAtOrAfter(RunningDaemon& r, int64_t from) {
+  absl::MutexLock lock(&r.mu);
+  for (const NodeIterationReport& report : r.reports) {
+    if (static_cast<int64_t>(report.iteration) >= from) {
+      return static_cast<int64_t>(report.iteration);
+    }
+  }
+  return -1;
+}
+
+// Stage 1 has replicas a and a2, stage 2 b and b2; five founders. b stops
+// after a few iterations with its checkpoint, and a2 goes too (a swarm
+// whose founders are not all live any more); d0 trains on until it is well
+// past the stage server's lead; then b starts again from its own disk, as
+// a founder by its options. Before: it published stage 2 at iteration 0
+// (so b2 waited for its averaging) and waited for five founders that were
+// never all live again, until its start-up deadline, when it failed ("the
+// swarm did not form"); in the chaos soak a restarted replica hung its
+// stage that way. Now it enters like a joiner: it trains again within
+// seconds, its first trained iteration is past the swarm's iteration at
+// its restart, and d0 drops no micro-batch.
+TEST_F(RestartBehindTest, ARestartedReplicaEntersWithTheSwarmsState) {
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/5);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto options = [&](const std::string& name, int stage) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 5;
+    o.gossip.join = {bootstrap};
+    const char seed = name == "a" ? 'A' : name == "a2" ? 'B' : name == "b" ? 'C' : 'D';
+    o.gossip.key_file = SaveSeededKey(dir_ + "/" + name + ".key", seed);
+    return o;
+  };
+  auto a = LaunchDaemon(options("a", 1));
+  auto a2 = LaunchDaemon(options("a2", 1));
+  auto b = LaunchDaemon(options("b", 2), /*reach=*/4);
+  auto b2 = LaunchDaemon(options("b2", 2));
+  ASSERT_TRUE(a && a2 && b && b2);
+  ASSERT_TRUE(b->WaitUnlessFinished(b->reached));
+  for (RunningDaemon* r : {b.get(), a2.get()}) {
+    r->signals.stop.store(true);
+    ASSERT_TRUE(r->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    r->Join();
+    ASSERT_TRUE(r->result.ok()) << r->result;
+  }
+  const int64_t stopped_after = b->LastIteration();
+
+  // Well past the stage server's lead (4).
+  ASSERT_TRUE(founder->WaitForIteration(stopped_after + 12, absl::Seconds(120)))
+      << "d0 did not train on without b";
+  const int64_t restarted_at = founder->LastIteration();
+  auto again = LaunchDaemon(options("b", 2), /*reach=*/-1, /*train=*/5);
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->WaitUnlessFinished(again->trained))
+      << "the restarted replica never trained: " << again->result;
+  const int64_t first = FirstReportAtOrAfter(*again, 0);
+  EXPECT_GT(first, restarted_at) << "the restarted replica trained an iteration the swarm had "
+                                    "passed (it resumed at its checkpoint's step)";
+  // Every iteration d0 finished from the restart on: nothing dropped.
+  const int64_t until = founder->LastIteration();
+  int64_t dropped = 0, iterations = 0;
+  {
+    absl::MutexLock lock(&founder->mu);
+    for (const NodeIterationReport& r : founder->reports) {
+      const int64_t it = static_cast<int64_t>(r.iteration);
+      if (it <= restarted_at || it > until || !r.data.has_value()) continue;
+      dropped += r.data->dropped;
+      ++iterations;
+    }
+  }
+  EXPECT_GT(iterations, 0);
+  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted replica";
+  for (RunningDaemon* r : {founder.get(), a.get(), b2.get(), again.get()}) {
+    r->signals.stop.store(true);
+  }
+  for (RunningDaemon* r : {founder.get(), a.get(), b2.get(), again.get()}) {
+    r->Join();
+    EXPECT_TRUE(r->result.ok()) << r->result;
+  }
+  std::printf("b stopped after iteration %lld, restarted when d0 was at %lld; its first "
+              "trained iteration %lld; d0 dropped %lld micro-batches in %lld iterations since\n",
+              static_cast<long long>(stopped_after), static_cast<long long>(restarted_at),
+              static_cast<long long>(first), static_cast<long long>(dropped),
+              static_cast<long long>(iterations));
+}
+
+}  // namespace
+}  // namespace skipswarm::node
