@@ -197,7 +197,7 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
   policy_.join_work_bits = 10;
   policy_.manifest_id = std::string(64, 'e');
   policy_.probation_iterations = 4;
-  constexpr int64_t kIterations = 40;
+  constexpr int64_t kIterations = 60;  // margin: n is trusted by ~15, caught again by ~25
   const common::NodeId n_id = SeededKey('n')->id();
   const common::NodeId t_id = SeededKey('t')->id();
 
