@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -65,13 +67,28 @@ absl::StatusOr<T> RunTask(common::SimClock& clock, Call call) {
 // A replica that computes honestly, then lies in the tensor it sends on
 // its forward (activation) or backward (input gradient): x factor, or
 // values of the same norm drawn at random; re-encoded with the codec the
-// honest tensor had, as a liar would to pass the decoder.
+// honest tensor had, as a liar would to pass the decoder. With `armed`
+// (not null; it outlives the compute) it lies only in the tasks started
+// while `*armed` is true: a replica that turns hostile once told, e.g.
+// after it earned trust (tests/integration/open_swarm_daemon_test.cc).
+// Thread rule: with kScale, tasks may complete on any thread (a daemon's
+// runner); kRandom draws from its own counter and wants one thread.
 class LyingCompute final : public ForwardingStageCompute {
  public:
   enum class Lie { kScale, kRandom };
   enum class Where { kForward, kBackward };
-  LyingCompute(StageCompute* inner, Where where, Lie lie, double factor)
-      : ForwardingStageCompute(inner), where_(where), lie_(lie), factor_(factor) {}
+  // Borrows `inner`.
+  LyingCompute(StageCompute* inner, Where where, Lie lie, double factor,
+               const std::atomic<bool>* armed = nullptr)
+      : ForwardingStageCompute(inner), where_(where), lie_(lie), factor_(factor), armed_(armed) {}
+  // Owns `inner`.
+  LyingCompute(std::unique_ptr<StageCompute> inner, Where where, Lie lie, double factor,
+               const std::atomic<bool>* armed = nullptr)
+      : ForwardingStageCompute(std::move(inner)),
+        where_(where),
+        lie_(lie),
+        factor_(factor),
+        armed_(armed) {}
 
   void Forward(uint64_t mb, WireTensor input, TensorDone done) override {
     inner()->Forward(mb, std::move(input), Twisting(Where::kForward, std::move(done)));
@@ -83,6 +100,7 @@ class LyingCompute final : public ForwardingStageCompute {
  private:
   TensorDone Twisting(Where where, TensorDone done) {
     if (where != where_) return done;
+    if (armed_ != nullptr && !armed_->load()) return done;
     return [this, done = std::move(done)](absl::StatusOr<WireTensor> y) mutable {
       done(y.ok() ? Twist(*y) : y);
     };
@@ -108,6 +126,7 @@ class LyingCompute final : public ForwardingStageCompute {
   const Where where_;
   const Lie lie_;
   const double factor_;
+  const std::atomic<bool>* const armed_;
   uint64_t draws_ = 0;
 };
 

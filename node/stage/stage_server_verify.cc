@@ -11,7 +11,11 @@ namespace skipswarm::node {
 // Y (AdmitVerify):
 //  - admits it only for a stage it hosts (not stage 0), of its current
 //    iteration (after its step its weights differ from X's: a check would
-//    judge two different models), within max_verify_queued in all and
+//    judge two different models; one that comes between our iterations,
+//    after our EndIteration(i - 1), for i, waits until BeginIteration(i),
+//    as a training forward of i does: refused, as before, it cost the
+//    checks of each iteration's first micro-batches whenever the hop
+//    before began i ahead of us), within max_verify_queued in all and
 //    max_verify_per_sender from one sender, else RESOURCE_EXHAUSTED (the
 //    hop before simply skips the check) or the reason; counted in
 //    verify_refused. No entry, no duplicate key, no onward hop.
@@ -55,10 +59,13 @@ absl::Status StageServer::Impl::AdmitVerify(const PeerId& from, const Frame& fra
   if (!PeerId::FromBytes(h.verify().checked()).ok()) {
     return refuse(absl::StatusCode::kInvalidArgument, "no checked replica");
   }
-  if (h.iteration() != iteration_ || paused_) {
+  // Between EndIteration(i - 1) and BeginIteration(i) (iteration_ is i,
+  // paused_) a check of i is admitted and waits in verify_q_: nothing is
+  // dispatched while paused_, so it runs after our step i - 1, on X's weights.
+  if (h.iteration() != iteration_) {
     return refuse(absl::StatusCode::kFailedPrecondition,
                   absl::StrCat("iteration ", h.iteration(), " is not this node's current ",
-                               iteration_, " (or it is between iterations)"));
+                               iteration_));
   }
   auto mine = verify_by_sender_.find(from);
   if (verify_in_flight_ >= options_.max_verify_queued ||

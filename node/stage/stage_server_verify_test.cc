@@ -446,5 +446,39 @@ TEST(StageServerVerifyTest, AWaitingCheckGoesWithItsIteration) {
   y.Detach();
 }
 
+// A check of iteration 1 that comes after Y's EndIteration(0), before its
+// BeginIteration(1) (a hop before that began 1 ahead of Y): admitted, run
+// only once iteration 1 begins, and answered.
+TEST(StageServerVerifyTest, ACheckBetweenIterationsWaitsForItsIteration) {
+  ThreeHops h;
+  common::SimClock& clock = h.clock;
+  const std::vector<Frame>& at_z = h.at_z;
+  StaticSwarmView view(
+      {{h.s_id, {0}, 4, "", ""}, {h.y_id, {1}, 4, "", ""}, {h.z_id, {2}, 4, "", ""}});
+  std::unique_ptr<Transport> y_transport = *h.board.Attach(h.y_id);
+  StageServer y(y_transport.get(), &clock, &view, {{1, &h.compute}}, StageServerOptions{});
+  y.Attach();
+  bool quiesced = false;
+  y.EndIteration(0, [&] { quiesced = true; });
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(quiesced);
+  absl::Status ack = absl::UnknownError("no ack");
+  h.sender->Send(h.y_id, HopOneFrame(h.s_id, h.y_id, h.z_id, 1, 1, &h.x_id),
+                 [&](absl::Status s) { ack = s; });
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(ack.ok()) << ack;
+  EXPECT_EQ(y.stats().verify_refused, 0);
+  EXPECT_EQ(y.stats().verify_answered, 0);  // not before our iteration 1 begins
+  EXPECT_EQ(h.compute.pending(), 0u);
+  EXPECT_TRUE(at_z.empty());
+  y.BeginIteration(1);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(y.stats().verify_answered, 1);
+  ASSERT_EQ(at_z.size(), 1u);
+  EXPECT_EQ(at_z[0].header.direction(), proto::DIRECTION_SKETCH);
+  EXPECT_EQ(at_z[0].header.sketch_answer().iteration(), 1u);
+  y.Detach();
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -11,9 +11,14 @@
 // modified binary's would) is refused at join and never enters a view.
 // Every daemon runs with --verify_rate=1: the newcomer's hops are checked
 // while it is on probation, with no mismatch.
+// Note [Vouch withdrawal] (node/daemon/gossip/newcomer_ledger.h): a
+// newcomer that earned its voucher's word and then lies loses it at the
+// first mismatch its voucher catches, and is back on probation everywhere.
 // Waits on notifications and iteration counts, no sleeps.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,11 +26,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
 #include "membership/admission.h"
 #include "nlohmann/json.hpp"
+#include "node/compute/verify_test_util.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/torch_backend.h"
 #include "tests/integration/running_daemon.h"
 
@@ -119,7 +127,9 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
       const auto later = [&] {
         return founder_iterations > seen || founder->finished.HasBeenNotified();
       };
-      mu.Await(absl::Condition(&later));
+      // Bounded: `finished` is no state of `mu`, so its notification
+      // alone would not wake an Await.
+      mu.AwaitWithTimeout(absl::Condition(&later), absl::Milliseconds(100));
       seen = founder_iterations;
     }
     on_probation = Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation");
@@ -164,6 +174,159 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   for (auto& r : others) r->finished.WaitForNotification();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(founder_iterations, kIterations);
+}
+
+// Founder f (data node, stage 0), trusted t hosting stages 1 and 2 (the
+// allow-list), newcomer n on stage 1: t shares stage 1's replica group
+// with n, so its ledger vouches for n after the probation, and t's stage 2
+// is the hop after n's stage 1, so t judges n's outputs. Once n is trusted
+// f checks n's hops at the trusted rate (a quarter of --verify_rate, Note
+// [Trusted disputes]) against t, the only other replica. n scales its
+// forwards x1.05 from the moment the test arms it, after n is trusted (a
+// liar from the start is condemned on probation and never vouched for);
+// its sketches as a verifier stay honest. t is then both the verifier and
+// the catcher: the trusted pair's mismatch names n and t, and t withdraws
+// its vouch for n (it holds none for itself, and keeps its own trust: it
+// is on the allow-list).
+TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsToProbation) {
+  policy_.mode = membership::AdmissionMode::kOpen;
+  policy_.founder_public_key = SeededKey('f')->public_key();
+  policy_.allowed_ids = {SeededKey('t')->id()};
+  policy_.join_work_bits = 10;
+  policy_.manifest_id = std::string(64, 'e');
+  policy_.probation_iterations = 4;
+  constexpr int64_t kIterations = 60;  // margin: n is trusted by ~15, caught again by ~25
+  const common::NodeId n_id = SeededKey('n')->id();
+  const common::NodeId t_id = SeededKey('t')->id();
+
+  GossipDaemonOptions f = Options("f", {0}, 'f');
+  f.base.verify_rate = 1;  // newcomers' hops all checked, trusted ones' a quarter
+  f.expect_members = 3;
+  f.base.iterations = kIterations;
+  f.base.metrics_port = 0;
+  absl::Mutex mu;
+  int founder_iterations = 0;  // guarded by mu
+  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
+    absl::MutexLock lock(&mu);
+    ++founder_iterations;
+  });
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  const auto joiner = [&](const char* name, std::vector<int> stages, char seed) {
+    GossipDaemonOptions o = Options(name, std::move(stages), seed);
+    o.expect_members = 3;
+    o.base.iterations = kIterations;
+    o.base.metrics_port = 0;
+    o.base.verify_rate = 1;
+    o.gossip.join = {bootstrap};
+    return o;
+  };
+  std::unique_ptr<RunningDaemon> t = LaunchDaemon(joiner("t", {1, 2}, 't'));
+  ASSERT_NE(t, nullptr);
+  // n's computes: libtorch's, wrapped (this daemon's backend only).
+  std::atomic<bool> armed{false};
+  NodeBackend lying = TorchNodeBackend();
+  lying.create_compute = [&armed, inner = lying.create_compute](
+                             const NodeDaemonOptions& o, int stage, TaskRunner* runner,
+                             common::Clock* clock) -> absl::StatusOr<std::unique_ptr<StageCompute>> {
+    absl::StatusOr<std::unique_ptr<StageCompute>> c = inner(o, stage, runner, clock);
+    if (!c.ok()) return c;
+    return std::make_unique<testing::LyingCompute>(*std::move(c),
+                                                   testing::LyingCompute::Where::kForward,
+                                                   testing::LyingCompute::Lie::kScale, 1.05,
+                                                   &armed);
+  };
+  std::unique_ptr<RunningDaemon> n = LaunchDaemonWith(joiner("n", {1}, 'n'), std::move(lying));
+  ASSERT_NE(n, nullptr);
+
+  // Waits for each next founder iteration until `done` holds; the founder
+  // iteration it held at, -1 if the founder finished first.
+  const auto until = [&](const std::function<bool()>& done) {
+    while (!founder->finished.HasBeenNotified()) {
+      int seen;
+      {
+        absl::MutexLock lock(&mu);
+        seen = founder_iterations;
+        const auto later = [&] {
+          return founder_iterations > seen || founder->finished.HasBeenNotified();
+        };
+        // Bounded: `finished` is no state of `mu`, so its notification
+        // alone would not wake an Await.
+        mu.AwaitWithTimeout(absl::Condition(&later), absl::Milliseconds(100));
+        seen = founder_iterations;
+      }
+      if (done()) return seen;
+    }
+    return -1;
+  };
+  const auto on_probation = [&] {
+    return Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation");
+  };
+  const auto vouches = [&] { return Gauge(t->daemon->metrics_port(), "skipswarm_vouches"); };
+  // t's verdicts on n so far: as a member on probation, and as a trusted
+  // member paired with verifier t (Note [Trusted disputes]).
+  const auto t_counts = [&](bool trusted, const common::NodeId& checked) {
+    absl::MutexLock lock(&t->mu);
+    if (t->reports.empty()) return MemberCheckCounts{};
+    const StageServerStats& s = t->reports.back().server;
+    const OutputCheckStats& c = trusted ? s.trusted_checks : s.checks;
+    auto it = c.by_member.find(checked);
+    return it == c.by_member.end() ? MemberCheckCounts{} : it->second;
+  };
+
+  const int trusted_at = until([&] { return on_probation() == 0 && vouches() >= 1; });
+  ASSERT_GE(trusted_at, 0) << "n never trusted";
+  const int64_t probation_checks_before = t_counts(false, n_id).checks;
+  EXPECT_EQ(t_counts(false, n_id).mismatches, 0);
+  armed.store(true);
+
+  // The first trusted mismatch t records: its vouch goes at its next
+  // boundary, and with it n's trust at f once t's record arrives.
+  const int withdrawn_at = until([&] { return vouches() == 0 && on_probation() == 1; });
+  ASSERT_GE(withdrawn_at, 0) << "t's vouch for n never withdrawn; vouches " << vouches()
+                             << ", on probation at f " << on_probation();
+  const MemberCheckCounts caught = t_counts(true, n_id);
+  EXPECT_GE(caught.mismatches, 1);
+  // n's honest sketches: t's own outputs, checked against them, matched.
+  EXPECT_EQ(t_counts(true, t_id).mismatches, 0);
+  int64_t first_mismatch_at = -1;
+  {
+    absl::MutexLock lock(&t->mu);
+    for (const NodeIterationReport& r : t->reports) {
+      auto it = r.server.trusted_checks.by_member.find(n_id);
+      if (it != r.server.trusted_checks.by_member.end() && it->second.mismatches > 0) {
+        first_mismatch_at = static_cast<int64_t>(r.iteration);
+        break;
+      }
+    }
+  }
+  EXPECT_GE(first_mismatch_at, trusted_at);
+  EXPECT_LE(first_mismatch_at, withdrawn_at);
+
+  // Back on probation, n is routed only beside t and every hop to it is
+  // checked again as a newcomer's: t judges it as one, and catches it.
+  const int rechecked_at = until([&] {
+    return t_counts(false, n_id).checks > probation_checks_before &&
+           t_counts(false, n_id).mismatches > 0;
+  });
+  EXPECT_GE(rechecked_at, 0) << "n never checked as a newcomer again";
+  EXPECT_EQ(vouches(), 0);  // a member it caught since is not vouched for again
+  std::printf("FIGURE vouch withdrawal: n trusted at founder iteration %d, liar armed then; "
+              "first trusted mismatch at t's iteration %lld (%lld trusted checks of n, %lld "
+              "mismatched); t's vouch gone and n on probation at f by founder iteration %d; "
+              "n checked and caught as a newcomer again by %d\n",
+              trusted_at, static_cast<long long>(first_mismatch_at),
+              static_cast<long long>(caught.checks), static_cast<long long>(caught.mismatches),
+              withdrawn_at, rechecked_at);
+
+  founder->finished.WaitForNotification();
+  t->finished.WaitForNotification();
+  n->finished.WaitForNotification();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  EXPECT_TRUE(t->result.ok()) << t->result;
+  EXPECT_TRUE(n->result.ok()) << n->result;
   absl::MutexLock lock(&mu);
   EXPECT_EQ(founder_iterations, kIterations);
 }

@@ -49,7 +49,10 @@ RunningDaemon::~RunningDaemon() {
   Join();
 }
 
-std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach, size_t train) {
+namespace {
+
+std::unique_ptr<RunningDaemon> Launch(GossipDaemonOptions o, NodeBackend backend, int64_t reach,
+                                      size_t train) {
   auto r = std::make_unique<RunningDaemon>();
   RunningDaemon* raw = r.get();
   raw->reach = reach;
@@ -69,7 +72,7 @@ std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach
     }
     if (also) also(report);
   };
-  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, TorchNodeBackend());
+  absl::StatusOr<std::unique_ptr<GossipDaemon>> d = GossipDaemon::Create(o, std::move(backend));
   EXPECT_TRUE(d.ok()) << d.status();
   if (!d.ok()) return nullptr;
   r->daemon = *std::move(d);
@@ -78,6 +81,16 @@ std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach
     raw->finished.Notify();
   });
   return r;
+}
+
+}  // namespace
+
+std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach, size_t train) {
+  return Launch(std::move(o), TorchNodeBackend(), reach, train);
+}
+
+std::unique_ptr<RunningDaemon> LaunchDaemonWith(GossipDaemonOptions o, NodeBackend backend) {
+  return Launch(std::move(o), std::move(backend), /*reach=*/-1, /*train=*/0);
 }
 
 std::unique_ptr<RunningDaemon> LaunchDaemon(

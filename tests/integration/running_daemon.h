@@ -23,6 +23,7 @@
 #include "identity/identity.h"
 #include "membership/admission.h"
 #include "node/daemon/gossip/gossip_daemon.h"
+#include "node/daemon/stack/node_backend.h"
 
 namespace skipswarm::node {
 
@@ -65,6 +66,11 @@ std::unique_ptr<RunningDaemon> LaunchDaemon(GossipDaemonOptions o, int64_t reach
 // The same with `observer` as the test's own.
 std::unique_ptr<RunningDaemon> LaunchDaemon(
     GossipDaemonOptions o, std::function<void(const NodeIterationReport&)> observer);
+
+// The same with `backend` instead of TorchNodeBackend(): a test that wraps
+// one node's computes (e.g. a replica that starts lying on cue) passes
+// TorchNodeBackend() with its create_compute wrapped, for that node only.
+std::unique_ptr<RunningDaemon> LaunchDaemonWith(GossipDaemonOptions o, NodeBackend backend);
 
 // The founder of a swarm that forms once `expect_members` members are in:
 // `o` with that count, listening on a port of its own (127.0.0.1:0, read
