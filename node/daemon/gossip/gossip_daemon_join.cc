@@ -171,34 +171,46 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
 }
 
 // Note [Restart behind the swarm]: a node restarted on its founder's
-// config (a crash and its service manager's restart, a reboot) resumes from
-// its own newest checkpoint while the swarm it left trained on. As a
-// founder it published its stage at iteration 0 (WaitForFounders), so every
-// planner routed to it and its replicas waited for its averaging, while its
-// trainer stood at the checkpoint's step or, with fewer founders live than
-// it expects, waited for the swarm to form until its start-up deadline (the
-// chaos soak with restarts, node/daemon/chaos_soak.md: a restarted replica
-// hung its stage that way). So before the founders' wait it asks its
-// stage's live replicas for their iteration, the question the behind check
-// asks once a second while training (Note [Revived members]); one more than
-// the stage server's lead past our start means the swarm runs without us,
-// and we enter as a joiner (a live replica's state at a new entry
-// iteration; our checkpoint is superseded by the swarm's newer state).
-// Within the lead (founders forming for the first time, a swarm restarted
-// from one generation) we are a founder as before. One-stage members only,
-// as the behind check; a stage without a live replica leaves us a founder
-// (nobody to take newer state from).
-bool GossipDaemon::Parts::RestartedBehindTheSwarm() {
+// options (a crash and its service manager's restart, a reboot) resumes
+// from its own newest checkpoint, or from nothing, while the swarm it left
+// trained on. As a founder it published its stage at iteration 0
+// (WaitForFounders), so every planner routed to it and its replicas waited
+// for its averaging, while it waited for the swarm to form with founders
+// that were gone, until its start-up deadline (the chaos soak with
+// restarts, node/daemon/chaos_soak.md, hung a stage this way), or trained
+// from its checkpoint's step until the behind check sent it back to enter
+// (Note [Revived members]). So before the founders' wait, and once a
+// second during it, it asks its stage's live replicas for their iteration
+// and enters as a joiner (a live replica's state at a new entry iteration;
+// its own checkpoint is superseded by the swarm's newer state) when one
+// trains without it:
+//  - more than the stage server's lead past our start (the behind check's
+//    own verdict, here before we are routed to); or
+//  - past our start and further on than when we asked it before: founders
+//    forming (for the first time, or a whole swarm restarted from one
+//    generation) wait for each other, so none advances before we are in.
+//    A founder whose replicas wait at a newer step than ours (a swarm
+//    restarted from checkpoints of different steps) stays a founder, as
+//    before.
+// While it waits as a founder its record names its stage, so a restart
+// within the lead is planned through for up to a probe period (1 s) before
+// it enters. One-stage members only, as the behind check; a stage without
+// a live replica leaves it a founder (nobody to take newer state from).
+bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
   const std::vector<int> stages = Stages();
   if (stages.size() != 1 || base().sdp != model::SdpMode::kOff) return false;
   const uint64_t own = static_cast<uint64_t>(std::max<int64_t>(0, start_iteration));
   const uint64_t lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
   for (const StateSource& a : StateSources(RoutedView(), self, stages.front())) {
     absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
-    if (!at.ok() || *at <= own + lead) continue;
+    if (!at.ok()) continue;
+    auto before = behind_probe.find(a.id);
+    const bool advancing = before != behind_probe.end() && *at > before->second;
+    behind_probe[a.id] = *at;
+    if (*at <= own || (*at <= own + lead && !advancing)) continue;
     const std::string line = absl::StrCat(
         base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ", own,
-        ", stage ", stages.front(), "'s replica ", a.id.ShortString(), " is at ", *at,
+        ", stage ", stages.front(), "'s replica ", a.id.ShortString(), " trains at ", *at,
         "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
     LOG(WARNING) << line;
     std::printf("%s\n", line.c_str());

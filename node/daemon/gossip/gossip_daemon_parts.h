@@ -193,6 +193,9 @@ struct GossipDaemon::Parts {
   std::unique_ptr<RelayDialer> relay_dialer;
   std::unique_ptr<RelayAttacher> relay_attacher;
   int64_t start_iteration = 0;
+  // Note [Restart behind the swarm]: each live replica's iteration when
+  // SwarmTrainsWithoutUs last asked it (Run's thread only).
+  std::map<common::NodeId, uint64_t> behind_probe;
   absl::Duration run_started;
   // A joiner's first look at its source's iteration (for its pace).
   std::optional<uint64_t> source_first_iteration;
@@ -288,7 +291,9 @@ struct GossipDaemon::Parts {
   // Main thread, the trainer stopped at the switch: swaps the old stage's
   // compute, server and trainer for the new stage's, with the fetched state.
   absl::Status SwitchStage();
-  // CANCELLED when `signals` asks to stop while waiting.
+  // CANCELLED when `signals` asks to stop while waiting; ABORTED when the
+  // swarm trains without us (Note [Restart behind the swarm]: our record
+  // names no stage again, and Run enters as a joiner).
   absl::Status WaitForFounders();
   // Run's (Create's: options.signals); null in embedders without signals.
   DaemonSignals* signals = nullptr;
@@ -311,10 +316,11 @@ struct GossipDaemon::Parts {
   absl::StatusOr<std::vector<int>> PlaceJoiner();
   absl::Status EnterAsJoiner();
   // Note [Restart behind the swarm] (gossip_daemon_join.cc), Run's thread
-  // before the founders' wait: whether a live replica of our one stage is
-  // more than the stage server's lead past the iteration our checkpoint
-  // resumed us at (then we enter as a joiner instead).
-  bool RestartedBehindTheSwarm();
+  // before and during the founders' wait: whether a live replica of our
+  // one stage trains without us: more than the stage server's lead past
+  // the iteration our checkpoint resumed us at, or past it and further on
+  // than when this asked before (behind_probe). Then we enter as a joiner.
+  bool SwarmTrainsWithoutUs();
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
   // passed it, raising `*lead`), fetches the state from `sources` and loads

@@ -181,9 +181,32 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   Parts& p = *parts_;
   const NodeDaemonOptions& o = p.base();
   p.signals = signals;
-  // Note [Restart behind the swarm] (gossip_daemon_join.cc).
-  if (!p.joiner && p.start_iteration > 0 && p.RestartedBehindTheSwarm()) p.joiner = true;
-  if (p.joiner) {
+  // Note [Restart behind the swarm] (gossip_daemon_join.cc): a founder by
+  // its options that finds the swarm training without it enters as a
+  // joiner, before the founders' wait or during it.
+  bool join = p.joiner;
+  if (!join) {
+    if (p.start_iteration >= o.iterations) {
+      LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
+      return absl::OkStatus();
+    }
+    join = p.SwarmTrainsWithoutUs();
+  }
+  if (!join) {
+    absl::Status formed = p.WaitForFounders();
+    if (absl::IsCancelled(formed)) {
+      LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
+      // Note [Stopping]: every stop leaves a checkpoint, this one too (the
+      // state it was built or resumed with).
+      SS_RETURN_IF_ERROR(p.FinalCheckpoint());
+      p.gossip->Leave(absl::Seconds(2), 0);
+      return absl::OkStatus();
+    }
+    join = absl::IsAborted(formed);
+    if (!join) SS_RETURN_IF_ERROR(formed);
+  }
+  if (join) {
+    p.joiner = true;  // before the trainer's thread exists
     absl::Status entered = p.EnterAsJoiner();
     if (absl::IsCancelled(entered)) {
       // Note [Stopping while joining]: nothing trained, so no checkpoint:
@@ -196,21 +219,6 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       return absl::OkStatus();
     }
     SS_RETURN_IF_ERROR(entered);
-  } else {
-    if (p.start_iteration >= o.iterations) {
-      LOG(INFO) << o.name << ": already trained " << p.start_iteration << " iterations";
-      return absl::OkStatus();
-    }
-    absl::Status formed = p.WaitForFounders();
-    if (absl::IsCancelled(formed)) {
-      LOG(INFO) << o.name << ": " << formed.message() << "; nothing trained, exiting";
-      // Note [Stopping]: every stop leaves a checkpoint, this one too (the
-      // state it was built or resumed with).
-      SS_RETURN_IF_ERROR(p.FinalCheckpoint());
-      p.gossip->Leave(absl::Seconds(2), 0);
-      return absl::OkStatus();
-    }
-    SS_RETURN_IF_ERROR(formed);
   }
   p.run_started = p.clock->SteadyNow();
   // Note [GPU contention]: from now on our own context is on the GPU, so a

@@ -331,6 +331,7 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
   }));
   const size_t want = static_cast<size_t>(std::max(1, options.expect_members));
   const absl::Duration deadline = clock->SteadyNow() + o.startup_timeout;
+  absl::Duration next_probe = clock->SteadyNow() + absl::Seconds(1);
   std::string missing;
   while (true) {
     const membership::View view = gossip->membership()->GetView();
@@ -351,6 +352,16 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
     // Note [Stopping]: a signal while the swarm forms is honoured at once.
     if (signals != nullptr && (signals->stop.load() || signals->drain.load())) {
       return absl::CancelledError("stopped by a signal while waiting for the swarm to form");
+    }
+    // Note [Restart behind the swarm] (gossip_daemon_join.cc): out of every
+    // face again; Run enters as a joiner.
+    if (clock->SteadyNow() >= next_probe) {
+      next_probe = clock->SteadyNow() + absl::Seconds(1);
+      if (SwarmTrainsWithoutUs()) {
+        SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord(
+            [](proto::NodeRecord* r) { r->clear_stages(); }));
+        return absl::AbortedError("the swarm trains without us");
+      }
     }
     if (clock->SteadyNow() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
