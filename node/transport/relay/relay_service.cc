@@ -224,6 +224,10 @@ void RelayService::Pump(uint64_t id, bool connect_side) {
   (connect_side ? c.connect_done : c.accept_done) = true;
   cv_.SignalAll();
   while (!(c.connect_done && c.accept_done)) cv_.Wait(&mu_);
+  // This handler returns next and gRPC frees its context: Shutdown must
+  // not cancel it while the other handler has yet to wake and erase the
+  // circuit.
+  (connect_side ? c.connect_context : c.accept_context) = nullptr;
   if (++c.left == 2) {
     if (auto a = attached_.find(c.target); a != attached_.end()) --a->second.circuits;
     circuits_.erase(id);

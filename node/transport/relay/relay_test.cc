@@ -240,6 +240,23 @@ TEST_F(RelayTest, ASenderThatRelaysTheTargetCarriesItsOwnConnections) {
   EXPECT_EQ(r1.service->stats().circuits_opened, 0);
 }
 
+// A circuit's two handlers leave one after the other; a relay shut down in
+// between must not cancel the call of the one that already returned (its
+// context is freed: "pure virtual method called"). The window is a thread
+// wake-up wide, so the test closes circuits and shuts relays down back to
+// back several times.
+TEST_F(RelayTest, ShutdownRightAfterACircuitEndsIsSafe) {
+  for (char seed = 'A'; seed < 'A' + 16; ++seed) {  // not N's or P's key
+    Relay r(seed, clock_.get());
+    Attach({r.candidate()}, 1);
+    ASSERT_TRUE(announced_.WaitForFirst(r.key->id()));
+    ASSERT_TRUE(SendUntilAdmitted(0, 50).ok());
+    dialer_.reset();  // ends P's circuit: both of R's handlers leave
+    r.Kill();
+    attacher_.reset();
+  }
+}
+
 TEST_F(RelayTest, ANodeThatIsNotAttachedCannotBeReached) {
   Relay r1('1', clock_.get());
   // P is told of a relay N never attached to: the connection fails and the

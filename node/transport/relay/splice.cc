@@ -96,13 +96,15 @@ SpliceCounts Splice(int fd, RelayStream* stream, grpc::ClientContext* context) {
   // completion to wait on. Ends at the socket's EOF (or the shutdown below)
   // or a failed write (the call ended).
   std::thread up([&] {
-    std::vector<char> buffer(kSpliceChunkBytes);
     proto::RelayBytes message;
+    std::string* data = message.mutable_data();
     while (true) {
-      const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+      // Straight into the message (no staging buffer and copy).
+      data->resize(kSpliceChunkBytes);
+      const ssize_t n = ::recv(fd, data->data(), data->size(), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
-      message.set_data(buffer.data(), static_cast<size_t>(n));
+      data->resize(static_cast<size_t>(n));
       if (!stream->Write(message)) break;
       counts.to_stream += static_cast<uint64_t>(n);
     }

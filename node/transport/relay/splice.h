@@ -36,8 +36,11 @@ absl::StatusOr<LoopbackListener> ListenOnLoopback();
 // failure, naming the address.
 absl::StatusOr<int> ConnectTcp(const std::string& address);
 
-// The largest data field Splice writes per message.
-inline constexpr size_t kSpliceChunkBytes = 64 << 10;
+// The largest data field Splice writes per message. Each message costs a
+// gRPC write, a relay read and write and a thread wake-up per hop, so
+// fewer, larger ones are cheaper; well under the relay's and the
+// attacher's receive limits (8 MiB, 4 MiB).
+inline constexpr size_t kSpliceChunkBytes = 256 << 10;
 
 // Copies socket -> stream and stream -> socket until either side ends,
 // then shuts both down: the socket is closed, the call cancelled and

@@ -1,0 +1,197 @@
+// Relayed hop vs direct hop on loopback, through the real transport and
+// relay code (README.md, "Cost of a relayed hop"):
+//
+//   bazel build -c opt //node/transport/relay:relay_benchmark
+//   bazel-bin/node/transport/relay/relay_benchmark --benchmark_repetitions=5
+//       (add --benchmark_report_aggregates_only=true for medians only)
+//
+// BM_Hop/<bytes>/<relayed>  one frame of <bytes> payload from P to N over
+//     the pipeline transport (mutual TLS), one at a time: send, N's handler
+//     acks, P sees the ack. relayed=0: P dials N's server directly;
+//     relayed=1: P dials its RelayDialer's loopback endpoint, the circuit
+//     runs P -> R's Relay service -> N's RelayAttacher -> N's server, as for
+//     an outbound-only N (every byte TLS-encrypted again on both relay
+//     legs). Sizes: 512 KiB (about the default model's activation frame,
+//     model::MaxFramePayloadBytes) and 1 MiB (a group gradient chunk's
+//     ceiling; the relay sees bytes only, so a frame of that size costs
+//     what the chunk would).
+// BM_Window/<bytes>/<relayed>  the same with 4 frames in flight (MB/s).
+//
+// Counter cpu_ms_per_msg: the whole process's CPU time (every thread of
+// P, R and N: TLS, copies, gRPC's pollers) per frame. On a shared machine
+// wall times swing with the load; this one barely does, so it is the
+// figure to compare between builds.
+//
+// All three nodes live in this process, so every leg is a loopback TCP
+// connection and the figures are the relay's own costs (copies, framing,
+// thread hand-offs, extra TLS), not a network's.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "benchmark/benchmark.h"
+#include "common/real_clock.h"
+#include "identity/identity.h"
+#include "identity/tls_credentials.h"
+#include "node/transport/grpc_transport.h"
+#include "node/transport/node_server.h"
+#include "node/transport/relay/relay_client.h"
+#include "node/transport/relay/relay_service.h"
+#include "node/transport/test_util.h"
+
+namespace skipswarm::node {
+namespace {
+
+using ::skipswarm::identity::Identity;
+using ::skipswarm::identity::PeerCredentials;
+using ::skipswarm::node::testutil::AckWaiter;
+using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::MakeTestFrame;
+
+std::unique_ptr<Identity> Key(char seed) {
+  return Identity::FromSeed(std::string(32, seed)).value();
+}
+
+// P (sender), N (receiver, its handler acks at once) and, when relayed, R
+// (a relay N attached to) with P's dialer. Built once per benchmark run.
+class World {
+ public:
+  explicit World(bool relayed)
+      : clock_(common::RealClock::Create()),
+        n_key_(Key('n')),
+        p_key_(Key('p')),
+        r_key_(Key('r')),
+        n_creds_(PeerCredentials::Create({n_key_.get()}, clock_->Now()).value()),
+        p_creds_(PeerCredentials::Create({p_key_.get()}, clock_->Now()).value()),
+        r_creds_(PeerCredentials::Create({r_key_.get()}, clock_->Now()).value()) {
+    n_server_ = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
+    GrpcTransportOptions no;
+    no.self = n_key_->id();
+    no.credentials = n_creds_;
+    no.swarm_id = kTestSwarm;
+    no.serve_on = n_server_->builder();
+    n_ = GrpcTransport::Create(no, clock_.get()).value();
+    CHECK(n_server_->Start(n_creds_).ok());
+    n_->SetFrameHandler([](const PeerId&, Frame, AckFn ack) { ack(absl::OkStatus()); });
+    GrpcTransportOptions po;
+    po.self = p_key_->id();
+    po.credentials = p_creds_;
+    po.swarm_id = kTestSwarm;
+    po.listen_address = "";
+    p_ = GrpcTransport::Create(po, clock_.get()).value();
+    if (!relayed) {
+      p_->SetPeerAddress(n_key_->id(), "127.0.0.1:" + std::to_string(n_server_->port()));
+      return;
+    }
+    r_server_ = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
+    RelayServiceOptions ro;
+    ro.self = r_key_->id();
+    ro.credentials = r_creds_;
+    ro.swarm_id = kTestSwarm;
+    relay_ = std::make_unique<RelayService>(ro);
+    r_server_->builder()->RegisterService(relay_.get());
+    CHECK(r_server_->Start(r_creds_).ok());
+    const RelayCandidate r{r_key_->id(), "127.0.0.1:" + std::to_string(r_server_->port())};
+    RelayAttacherOptions ao;
+    ao.self = n_key_->id();
+    ao.credentials = n_creds_;
+    ao.swarm_id = kTestSwarm;
+    ao.local_address = "127.0.0.1:" + std::to_string(n_server_->port());
+    ao.relays = 1;
+    attacher_ = std::make_unique<RelayAttacher>(
+        ao, clock_.get(), [r] { return std::vector<RelayCandidate>{r}; },
+        [this](const RelayChange& c) {
+          if (!c.relays.empty()) attached_.Notify();
+        });
+    CHECK(attached_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    dialer_ = std::make_unique<RelayDialer>(
+        RelayDialerOptions{p_key_->id(), p_creds_},
+        [r](const common::NodeId&) { return std::vector<RelayCandidate>{r}; });
+    p_->SetPeerAddress(n_key_->id(), dialer_->EndpointFor(n_key_->id()).value());
+  }
+
+  ~World() {
+    dialer_.reset();
+    p_.reset();
+    attacher_.reset();
+    if (relay_ != nullptr) {
+      relay_->Shutdown();
+      r_server_->Shutdown(absl::ZeroDuration());
+      r_server_.reset();  // before the service its handlers call
+      relay_.reset();
+    }
+    n_server_->Shutdown(absl::ZeroDuration());
+    n_server_.reset();
+    n_.reset();
+  }
+
+  // Sends `count` frames of `bytes` at once and waits for every ack.
+  absl::Status Send(size_t bytes, int count, uint64_t* mb) {
+    std::vector<AckWaiter> acks(static_cast<size_t>(count));
+    for (AckWaiter& ack : acks) {
+      p_->Send(n_key_->id(), MakeTestFrame({p_key_->id(), n_key_->id()}, 1, bytes, (*mb)++),
+               ack.Callback());
+    }
+    absl::Status status;
+    for (AckWaiter& ack : acks) status.Update(ack.Wait());
+    return status;
+  }
+
+ private:
+  std::unique_ptr<common::RealClock> clock_;
+  std::unique_ptr<Identity> n_key_, p_key_, r_key_;
+  std::shared_ptr<const PeerCredentials> n_creds_, p_creds_, r_creds_;
+  std::unique_ptr<NodeServer> n_server_, r_server_;
+  std::unique_ptr<GrpcTransport> n_, p_;
+  std::unique_ptr<RelayService> relay_;
+  absl::Notification attached_;
+  std::unique_ptr<RelayAttacher> attacher_;
+  std::unique_ptr<RelayDialer> dialer_;
+};
+
+double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+void RunHops(benchmark::State& state, int in_flight) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  World world(/*relayed=*/state.range(1) != 0);
+  uint64_t mb = 0;
+  // The first frame opens the connection (and, relayed, the circuit).
+  CHECK(world.Send(bytes, 1, &mb).ok());
+  const double cpu_start = ProcessCpuMs();
+  for (auto _ : state) {
+    const absl::Status s = world.Send(bytes, in_flight, &mb);
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  const int64_t messages = state.iterations() * in_flight;
+  state.counters["cpu_ms_per_msg"] =
+      (ProcessCpuMs() - cpu_start) / static_cast<double>(std::max<int64_t>(1, messages));
+  state.SetBytesProcessed(messages * static_cast<int64_t>(bytes));
+}
+
+void BM_Hop(benchmark::State& state) { RunHops(state, 1); }
+void BM_Window(benchmark::State& state) { RunHops(state, 4); }
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes : {int64_t{512} << 10, int64_t{1} << 20}) {
+    b->Args({bytes, 0})->Args({bytes, 1});
+  }
+  b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+}
+BENCHMARK(BM_Hop)->Apply(Sizes);
+BENCHMARK(BM_Window)->Apply(Sizes);
+
+}  // namespace
+}  // namespace skipswarm::node
