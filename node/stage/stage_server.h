@@ -368,9 +368,10 @@ class StageServer {
   // `last`); the visits of later iterations already held here (frames that
   // waited for their iteration) are dropped and the hops before told, as
   // at an iteration end. `last` and earlier are served as before. The
-  // earliest `last` given stays. The gossip daemon calls it only where
-  // other live replicas of its stages stay (Note [Stopping] in
-  // node/daemon/gossip/gossip_daemon_run.cc says why not on a last one).
+  // earliest `last` given stays. The gossip daemon calls it on every stop,
+  // a stage's last replica's included (Note [Stopping] in
+  // node/daemon/gossip/gossip_daemon_run.cc): with no other replica the
+  // micro-batch's origin re-runs it or pauses (Note [Stopping refusals]).
   void StopAfter(uint64_t last);
 
   // MBs of iterations before `iteration` still held here.
