@@ -50,6 +50,7 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
 absl::Status GossipDaemon::Parts::DecideLeave(bool force) {
   if (force) return absl::OkStatus();
   SS_RETURN_IF_ERROR(CanLeave(false));
+  if (options.before_leave_intent) options.before_leave_intent();
   SignLeaving(/*leaving=*/true, /*stopping=*/false);
   if (options.before_leave_recheck) options.before_leave_recheck();
   if (options.leave_settle > absl::ZeroDuration()) clock->SleepFor(options.leave_settle);
