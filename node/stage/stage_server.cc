@@ -71,7 +71,16 @@ absl::Status StageServer::Impl::HandleAbort(const PeerId& from, const Frame& fra
       h.route(h.hop_index()).node_id() != self_bytes_) {
     return Refuse(absl::StatusCode::kInvalidArgument, h, "abort notice not for this node");
   }
-  const absl::Status why = absl::AbortedError("micro-batch lost downstream");
+  absl::Status why = absl::AbortedError("micro-batch lost downstream");
+  if (h.abort_cause().kind() == proto::AbortCause::ABORT_CAUSE_STOPPING) {
+    // Note [Stopping refusals]: passed on unchanged, to the origin.
+    absl::StatusOr<PeerId> node = PeerId::FromBytes(h.abort_cause().node());
+    why = WithStoppingCause(
+        absl::AbortedError(absl::StrCat(
+            "micro-batch lost downstream: ", node.ok() ? node->ShortString() : "a hop", " ",
+            kStoppingNode, " after iteration ", h.abort_cause().stop_after())),
+        h.abort_cause());
+  }
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
   {
@@ -129,6 +138,12 @@ void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop
   f.header.set_hop_index(hop);
   f.header.set_direction(proto::DIRECTION_BACKWARD);
   f.header.clear_tensor();
+  // Note [Stopping refusals]: the cause only this node's `why` states
+  // (HandleAbort puts a received notice's cause there).
+  f.header.clear_abort_cause();
+  if (std::optional<proto::AbortCause> cause = AbortCauseOf(why)) {
+    *f.header.mutable_abort_cause() = *cause;
+  }
   f.header.set_deadline_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
   SealFrame(f);
@@ -144,11 +159,13 @@ void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop
   }
   std::weak_ptr<Impl> weak = weak_from_this();
   const uint32_t next = hop;
-  transport_->Send(*to, std::move(f), [weak, header, next](absl::Status ack) {
-    // The notice could not reach hop `next` (dead too): skip it.
+  transport_->Send(*to, std::move(f), [weak, header, next, why](absl::Status ack) {
+    // The notice could not reach hop `next` (dead too): skip it, with the
+    // same cause.
     auto self = weak.lock();
     if (!self || ack.ok() || absl::IsNotFound(ack) || next == 0) return;
-    self->SendAbort(header, next - 1, ack);
+    VLOG(1) << "abort notice to hop " << next << " not delivered: " << ack;
+    self->SendAbort(header, next - 1, why);
   });
 }
 

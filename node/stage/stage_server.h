@@ -116,6 +116,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,24 @@ class OriginListener {
   // (the status says why) and its gradient contribution is partial.
   virtual void OnFinished(uint64_t iteration, uint64_t mb, const absl::Status& status) = 0;
 };
+
+// Note [Stopping refusals]: a forward refused by a stopping node (StopAfter:
+// "this node is stopping after iteration N") that no other replica could
+// take is dropped by the hop before with a machine-readable cause, which
+// its abort notices carry to the origin (FrameHeader.abort_cause): the
+// origin's OnFinished status then names the stopping node and its last
+// iteration (StoppingCauseOf). The data node does not count such a
+// micro-batch as dropped or trained: it re-runs it under a fresh id
+// through another replica, or pauses for the stage when the stopping node
+// was its last replica (Note [Stopping drops] in
+// node/train/data_node_driver.h). A fresh id because every hop refuses a
+// second frame of the same (origin, iteration, micro-batch, hop).
+struct StoppingCause {
+  PeerId node;
+  uint64_t stop_after = 0;  // the last iteration `node` trains
+};
+// The cause an OnFinished status carries, if it is a stopping refusal's.
+std::optional<StoppingCause> StoppingCauseOf(const absl::Status& status);
 
 struct StageServerOptions {
   int memory_slots = 4;
@@ -349,9 +368,10 @@ class StageServer {
   // `last`); the visits of later iterations already held here (frames that
   // waited for their iteration) are dropped and the hops before told, as
   // at an iteration end. `last` and earlier are served as before. The
-  // earliest `last` given stays. The gossip daemon calls it only where
-  // other live replicas of its stages stay (Note [Stopping] in
-  // node/daemon/gossip/gossip_daemon_run.cc says why not on a last one).
+  // earliest `last` given stays. The gossip daemon calls it on every stop,
+  // a stage's last replica's included (Note [Stopping] in
+  // node/daemon/gossip/gossip_daemon_run.cc): with no other replica the
+  // micro-batch's origin re-runs it or pauses (Note [Stopping refusals]).
   void StopAfter(uint64_t last);
 
   // MBs of iterations before `iteration` still held here.

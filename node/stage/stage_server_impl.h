@@ -299,6 +299,15 @@ inline constexpr absl::string_view kPausedNode = "this node is paused";
 // Refusal of a forward after a stopping node's last iteration (StopAfter).
 inline constexpr absl::string_view kStoppingNode = "this node is stopping";
 
+// Note [Stopping refusals]: `why` with `cause` attached (a status payload,
+// so it reaches the origin's listener as is), and the cause a stopping
+// refusal from `to` (an ack) gives; nullopt for any other ack.
+absl::Status WithStoppingCause(absl::Status why, const proto::AbortCause& cause);
+std::optional<proto::AbortCause> StoppingRefusalCause(const absl::Status& ack, const PeerId& to,
+                                                      uint64_t iteration);
+// The cause `why` carries (WithStoppingCause), if any.
+std::optional<proto::AbortCause> AbortCauseOf(const absl::Status& why);
+
 // Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
 inline const char* RerouteReason(const absl::Status& ack) {
   if (absl::IsResourceExhausted(ack)) {

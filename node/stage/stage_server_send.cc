@@ -1,6 +1,8 @@
 // StageServer, part 2: sending frames to the next hop, their acks, route
 // repair through the injected RouteRepairer, and dropping visits (Notes in
 // stage_server.h). Part 1 is stage_server.cc.
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "node/stage/stage_server_impl.h"
 
 namespace skipswarm::node {
@@ -114,9 +116,14 @@ void StageServer::Impl::OnAck(Frame frame, PeerId to, std::vector<PeerId> failed
   }
   // Cannot be repaired: this node drops what it holds of the MB and tells
   // the hops before (Note [Abort notices]).
-  const absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(), " failed: ",
-                                                  ack.message(), "; not re-routed: ",
-                                                  repair.message()));
+  absl::Status why(ack.code(), absl::StrCat("next hop ", to.ShortString(), " failed: ",
+                                            ack.message(), "; not re-routed: ", repair.message()));
+  if (forward) {
+    // Note [Stopping refusals]: the origin re-runs it or pauses.
+    if (std::optional<proto::AbortCause> c = StoppingRefusalCause(ack, to, h.iteration())) {
+      why = WithStoppingCause(std::move(why), *c);
+    }
+  }
   MbKey mine = MbKey::Of(h);
   const uint32_t n = static_cast<uint32_t>(h.route_size());
   if (forward) {
@@ -195,6 +202,55 @@ void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why, co
   VLOG(1) << "dropped visit (" << reason << ") of mb " << key.mb << " it " << key.iteration
           << " hop " << key.hop << ": " << why;
   if (key.origin == self_bytes_ && key.hop == 0) finished.emplace_back(key, why);
+}
+
+namespace {
+constexpr absl::string_view kAbortCauseUrl = "type.skipswarm/skipswarm.proto.AbortCause";
+}  // namespace
+
+absl::Status WithStoppingCause(absl::Status why, const proto::AbortCause& cause) {
+  why.SetPayload(kAbortCauseUrl, absl::Cord(cause.SerializeAsString()));
+  return why;
+}
+
+std::optional<proto::AbortCause> StoppingRefusalCause(const absl::Status& ack, const PeerId& to,
+                                                      uint64_t iteration) {
+  if (!absl::IsResourceExhausted(ack)) return std::nullopt;
+  const std::string prefix = absl::StrCat(kStoppingNode, " after iteration ");
+  const size_t at = ack.message().find(prefix);
+  if (at == absl::string_view::npos) return std::nullopt;
+  proto::AbortCause c;
+  c.set_kind(proto::AbortCause::ABORT_CAUSE_STOPPING);
+  c.set_node(to.Bytes());
+  // Its last iteration as the refusal states it; failing that, the one
+  // before the refused frame's (it refuses that one and every later one).
+  absl::string_view rest = ack.message().substr(at + prefix.size());
+  const size_t digits = rest.find_first_not_of("0123456789");
+  uint64_t last = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, digits), &last) || last >= iteration) {
+    last = iteration == 0 ? 0 : iteration - 1;
+  }
+  c.set_stop_after(last);
+  return c;
+}
+
+std::optional<proto::AbortCause> AbortCauseOf(const absl::Status& why) {
+  auto payload = why.GetPayload(kAbortCauseUrl);  // absl::optional<absl::Cord>
+  if (!payload.has_value()) return std::nullopt;
+  proto::AbortCause c;
+  if (!c.ParseFromString(std::string(*payload)) ||
+      c.kind() != proto::AbortCause::ABORT_CAUSE_STOPPING) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::optional<StoppingCause> StoppingCauseOf(const absl::Status& status) {
+  std::optional<proto::AbortCause> c = AbortCauseOf(status);
+  if (!c.has_value()) return std::nullopt;
+  absl::StatusOr<PeerId> node = PeerId::FromBytes(c->node());
+  if (!node.ok()) return std::nullopt;
+  return StoppingCause{*node, c->stop_after()};
 }
 
 }  // namespace skipswarm::node

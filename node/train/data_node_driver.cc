@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,36 @@ void Report(common::Clock* clock, absl::AnyInvocable<void(IterationReport)> done
                   });
 }
 
+// Note [Stopping drops]: `base` without the nodes this driver saw refuse
+// the iteration as stopping: neither replicas nor alive (unlike
+// ExcludingView, a stage's last replica too: its stage has none left).
+class WithoutNodes final : public SwarmView {
+ public:
+  WithoutNodes(const SwarmView& base, std::vector<PeerId> hidden)
+      : base_(base), hidden_(std::move(hidden)) {}
+  std::vector<PeerInfo> Members() const override { return base_.Members(); }
+  bool IsAlive(const PeerId& id) const override { return !Hidden(id) && base_.IsAlive(id); }
+  std::vector<PeerId> Replicas(int stage) const override {
+    std::vector<PeerId> out = base_.Replicas(stage);
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [this](const PeerId& id) { return Hidden(id); }),
+              out.end());
+    return out;
+  }
+  void MarkDead(const PeerId& id) override { (void)id; }
+  uint64_t version() const override { return base_.version(); }
+  std::optional<LinkEstimate> Link(const PeerId& from, const PeerId& to) const override {
+    return base_.Link(from, to);
+  }
+
+ private:
+  bool Hidden(const PeerId& id) const {
+    return std::find(hidden_.begin(), hidden_.end(), id) != hidden_.end();
+  }
+  const SwarmView& base_;
+  const std::vector<PeerId> hidden_;
+};
+
 }  // namespace
 
 DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
@@ -49,7 +80,34 @@ DataNodeDriver::~DataNodeDriver() {
   guard_.Close();  // first: waits for an OnDeadline in progress
   absl::MutexLock lock(&mu_);
   if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
+  if (replan_ != common::kNoTimer) clock_->Cancel(replan_);
   for (auto& [mb, f] : in_flight_) clock_->Cancel(f.deadline);
+}
+
+std::vector<PeerId> DataNodeDriver::StoppingAtLocked(uint64_t iteration) const {
+  const absl::Duration now = clock_->SteadyNow();
+  std::vector<PeerId> out;
+  for (const auto& [node, mark] : stopping_) {
+    if (mark.stop_after < iteration && now < mark.until) out.push_back(node);
+  }
+  return out;
+}
+
+bool DataNodeDriver::PauseLocked(const absl::Status& why) {
+  const bool changed = pause_reason_.ok() || pause_reason_.message() != why.message();
+  if (pause_reason_.ok()) paused_since_ = clock_->SteadyNow();
+  pause_reason_ = why;
+  return changed;
+}
+
+bool DataNodeDriver::ResumeLocked(uint64_t iteration) {
+  backoff_.Reset();
+  if (pause_reason_.ok()) return false;
+  LOG(WARNING) << "training resumed at iteration " << iteration << " after "
+               << (clock_->SteadyNow() - paused_since_) << " paused (" << plan_attempts_
+               << " planning attempts so far)";
+  pause_reason_ = absl::OkStatus();
+  return true;
 }
 
 absl::Duration DataNodeDriver::DeadlineLocked() const {
@@ -107,23 +165,37 @@ void DataNodeDriver::Cancel() {
   IterationReport report;
   {
     absl::MutexLock lock(&mu_);
-    if (!waiting_) return;
-    waiting_ = false;
-    if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
-    retry_ = common::kNoTimer;
-    done = std::move(waiting_done_);
-    report.iteration = waiting_iteration_;
-    report.status = absl::CancelledError(
-        pause_reason_.ok() ? std::string("stopped")
-                           : absl::StrCat("stopped while paused: ", pause_reason_.message()));
-    report.loss = std::numeric_limits<double>::quiet_NaN();
+    if (waiting_) {
+      waiting_ = false;
+      if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
+      retry_ = common::kNoTimer;
+      done = std::move(waiting_done_);
+      report.iteration = waiting_iteration_;
+      report.status = absl::CancelledError(
+          pause_reason_.ok() ? std::string("stopped")
+                             : absl::StrCat("stopped while paused: ", pause_reason_.message()));
+      report.loss = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      // Note [Stopping drops]: an iteration paused for its re-runs ends,
+      // the waiting micro-batches counted as dropped.
+      if (!running_ || rerun_.empty() || pause_reason_.ok()) return;
+      if (replan_ != common::kNoTimer) clock_->Cancel(replan_);
+      replan_ = common::kNoTimer;
+      report_.dropped += static_cast<int>(rerun_.size());
+      report_.dropped_by_reason["stopping"] += static_cast<int>(rerun_.size());
+      rerun_.clear();
+      report_.status =
+          absl::CancelledError(absl::StrCat("stopped while paused: ", pause_reason_.message()));
+      if (!in_flight_.empty() || !pending_.empty()) return;
+      CompleteLocked(&report, &done);
+    }
   }
   if (done) Report(clock_, std::move(done), std::move(report));
 }
 
 void DataNodeDriver::TryStart() {
   uint64_t iteration;
-  std::vector<PeerId> excluded;
+  std::vector<PeerId> excluded, stopping;
   {
     absl::MutexLock lock(&mu_);
     if (!waiting_) return;
@@ -131,6 +203,7 @@ void DataNodeDriver::TryStart() {
     iteration = waiting_iteration_;
     ++plan_attempts_;
     excluded = silent_.ExcludedAt(clock_->SteadyNow());
+    stopping = StoppingAtLocked(iteration);
   }
   const PeerId self = server_->self();
   // Stable data order: rank among every configured data node (Note [Data
@@ -142,8 +215,10 @@ void DataNodeDriver::TryStart() {
   std::deque<Pending> pending;
   PlanInput input{iteration, self, options_.mbs_per_iteration, options_.num_stages};
   // Note [Silent relay exclusion]: plan without the relays this node
-  // excluded (all but the last replica of a stage).
-  const ExcludingView planning(*view_, excluded);
+  // excluded (all but the last replica of a stage); Note [Stopping drops]:
+  // nor through a node seen refusing this iteration as stopping.
+  const ExcludingView excluding(*view_, excluded);
+  const WithoutNodes planning(excluding, std::move(stopping));
   absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, planning);
   if (routes.ok() && routes->empty()) {
     routes = absl::UnavailableError("the planner gave this data node no micro-batches");
@@ -152,15 +227,11 @@ void DataNodeDriver::TryStart() {
     // Note [Paused training]: re-plan the same iteration later.
     const absl::Status why = routes.status();
     bool changed;
-    absl::Duration delay;
     {
       absl::MutexLock lock(&mu_);
       if (!waiting_) return;  // cancelled meanwhile
-      changed = pause_reason_.ok() || pause_reason_.message() != why.message();
-      if (pause_reason_.ok()) paused_since_ = clock_->SteadyNow();
-      pause_reason_ = why;
-      delay = backoff_.Next();
-      retry_ = clock_->RunAfter(delay, guard_.Wrap([this] { TryStart(); }));
+      changed = PauseLocked(why);
+      retry_ = clock_->RunAfter(backoff_.Next(), guard_.Wrap([this] { TryStart(); }));
     }
     if (changed) {
       LOG(WARNING) << "training paused at iteration " << iteration << ": " << why
@@ -176,14 +247,7 @@ void DataNodeDriver::TryStart() {
     if (!waiting_) return;  // cancelled meanwhile
     waiting_ = false;
     done = std::move(waiting_done_);
-    if (!pause_reason_.ok()) {
-      resumed = true;
-      LOG(WARNING) << "training resumed at iteration " << iteration << " after "
-                   << (clock_->SteadyNow() - paused_since_) << " paused (" << plan_attempts_
-                   << " planning attempts so far)";
-      pause_reason_ = absl::OkStatus();
-    }
-    backoff_.Reset();
+    resumed = ResumeLocked(iteration);
   }
   if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
   // Note [Nothing completed]: the relays the planner had no other planned
@@ -227,6 +291,10 @@ void DataNodeDriver::TryStart() {
     running_ = true;
     iteration_ = iteration;
     started_ = clock_->SteadyNow();
+    // Note [Stopping drops]: re-runs take ids above every planned one.
+    next_mb_ = 0;
+    for (const Pending& p : pending) next_mb_ = std::max(next_mb_, p.mb + 1);
+    rerun_.clear();
     pending_ = std::move(pending);
     in_flight_.clear();
     report_ = report;
@@ -263,7 +331,9 @@ void DataNodeDriver::InjectMore() {
       f.deadline = clock_->RunAfter(DeadlineLocked(), guard_.Wrap([this, iteration, mb] {
         OnDeadline(iteration, mb);
       }));
-      in_flight_[mb] = f;
+      f.data = next.data;
+      f.reruns = next.reruns;
+      in_flight_[mb] = std::move(f);
     }
     const uint64_t mb = next.mb;
     absl::Status s =
@@ -333,9 +403,39 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     if (!running_ || iteration != iteration_) return;
     auto it = in_flight_.find(mb);
     if (it == in_flight_.end()) return;
-    InFlight f = it->second;
+    InFlight f = std::move(it->second);
     in_flight_.erase(it);
     if (f.deadline != common::kNoTimer) clock_->Cancel(f.deadline);
+    // Note [Stopping drops]: only a relay of its own planned route.
+    std::optional<StoppingCause> stop;
+    if (!status.ok() && !timed_out) stop = StoppingCauseOf(status);
+    if (stop.has_value() &&
+        std::find(f.relays.begin(), f.relays.end(), stop->node) == f.relays.end()) {
+      stop.reset();
+    }
+    if (stop.has_value() && f.reruns < options_.max_stopping_reruns) {
+      const absl::Duration now = clock_->SteadyNow();
+      auto [mark, added] = stopping_.try_emplace(stop->node);
+      if (added || stop->stop_after < mark->second.stop_after) {
+        mark->second.stop_after = stop->stop_after;
+      }
+      mark->second.until = now + options_.stopping_mark;
+      if (f.reruns == 0) ++report_.rerun;
+      Pending again;
+      again.data = std::move(f.data);
+      again.reruns = f.reruns + 1;
+      rerun_.push_back(std::move(again));
+      if (int64_t held = 0; stopping_log_.Allow(now, &held)) {
+        LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb << " refused by "
+                     << stop->node << ", stopping after iteration " << stop->stop_after
+                     << "; re-running it without that node"
+                     << (held > 0 ? absl::StrCat(" (", held, " more not logged)") : "");
+      }
+      if (replan_ == common::kNoTimer) {
+        replan_ = clock_->RunAfter(absl::ZeroDuration(), guard_.Wrap([this] { Replan(); }));
+      }
+      return;
+    }
     if (status.ok()) {
       ++report_.completed;
       if (f.route_shape != nullptr) ++report_.completed_by_route[f.route_shape];
@@ -379,7 +479,8 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
             slowest_, std::min(clock_->SteadyNow() - f.started, SilentSampleCapLocked()));
       }
       ++report_.dropped;
-      ++report_.dropped_by_reason[timed_out                  ? "mb_deadline"
+      ++report_.dropped_by_reason[stop.has_value()           ? "stopping"
+                                  : timed_out                  ? "mb_deadline"
                                   : absl::IsAborted(status)  ? "lost_downstream"
                                   : IsRetryElsewhere(status) ? "unrepairable"
                                                              : "error"];
@@ -389,25 +490,90 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
                      << (held > 0 ? absl::StrCat(" (", held, " more drops not logged)") : "");
       }
     }
-    if (!in_flight_.empty() || !pending_.empty()) return;
-    running_ = false;
-    // Note [MB deadline]: an iteration without a sample (every MB dropped
-    // on a report) keeps the previous one.
-    if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
-    if (slowest_completed_ > absl::ZeroDuration()) {
-      last_completed_ = slowest_completed_;
-      silent_streak_ = 0;
-    } else if (slowest_ > absl::ZeroDuration()) {
-      ++silent_streak_;  // every sample of this iteration was a silent loss
-    }
-    ExcludeSilentRelaysLocked();
-    report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
-                                         : std::numeric_limits<double>::quiet_NaN();
-    report_.elapsed = clock_->SteadyNow() - started_;
-    report = report_;
-    done = std::move(done_);
+    if (!in_flight_.empty() || !pending_.empty() || !rerun_.empty()) return;
+    CompleteLocked(&report, &done);
   }
   if (done) Report(clock_, std::move(done), std::move(report));
+}
+
+void DataNodeDriver::CompleteLocked(IterationReport* report,
+                                    absl::AnyInvocable<void(IterationReport)>* done) {
+  running_ = false;
+  // Note [MB deadline]: an iteration without a sample (every MB dropped
+  // on a report) keeps the previous one.
+  if (slowest_ > absl::ZeroDuration()) last_slowest_ = slowest_;
+  if (slowest_completed_ > absl::ZeroDuration()) {
+    last_completed_ = slowest_completed_;
+    silent_streak_ = 0;
+  } else if (slowest_ > absl::ZeroDuration()) {
+    ++silent_streak_;  // every sample of this iteration was a silent loss
+  }
+  ExcludeSilentRelaysLocked();
+  report_.loss = report_.completed > 0 ? loss_sum_ / report_.completed
+                                       : std::numeric_limits<double>::quiet_NaN();
+  report_.elapsed = clock_->SteadyNow() - started_;
+  *report = report_;
+  *done = std::move(done_);
+}
+
+void DataNodeDriver::Replan() {
+  uint64_t iteration;
+  int count;
+  std::vector<PeerId> excluded, stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    replan_ = common::kNoTimer;
+    if (!running_ || rerun_.empty()) return;
+    iteration = iteration_;
+    count = static_cast<int>(rerun_.size());
+    ++plan_attempts_;
+    excluded = silent_.ExcludedAt(clock_->SteadyNow());
+    stopping = StoppingAtLocked(iteration);
+  }
+  const ExcludingView excluding(*view_, excluded);
+  const WithoutNodes planning(excluding, std::move(stopping));
+  PlanInput input{iteration, server_->self(), count, options_.num_stages};
+  absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, planning);
+  if (routes.ok() && routes->empty()) {
+    routes = absl::UnavailableError("the planner gave this data node no micro-batches");
+  }
+  absl::Status why;
+  bool changed = false, resumed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_ || iteration != iteration_ || rerun_.empty()) return;
+    if (!routes.ok()) {
+      // Note [Paused training], in the iteration: its re-runs wait.
+      // (No count in the reason: a change of reason is a log line.)
+      why = absl::Status(routes.status().code(),
+                         absl::StrCat("micro-batches a stopping node refused wait for a route: ",
+                                      routes.status().message()));
+      changed = PauseLocked(why);
+      replan_ = clock_->RunAfter(backoff_.Next(), guard_.Wrap([this] { Replan(); }));
+    } else {
+      resumed = ResumeLocked(iteration);
+      for (PlannedRoute& r : *routes) {
+        if (rerun_.empty()) break;
+        Pending p = std::move(rerun_.front());
+        rerun_.pop_front();
+        p.mb = next_mb_++;  // fresh: every hop saw the refused id
+        p.route = std::move(r.hops);
+        p.priority = r.priority;
+        pending_.push_back(std::move(p));
+      }
+      // The planner gave fewer than asked: the rest after a back-off.
+      if (!rerun_.empty()) {
+        replan_ = clock_->RunAfter(backoff_.Next(), guard_.Wrap([this] { Replan(); }));
+      }
+    }
+  }
+  if (changed) {
+    LOG(WARNING) << "training paused in iteration " << iteration << ": " << why
+                 << " (re-planning with back-off)";
+    if (options_.on_pause_change) options_.on_pause_change(why);
+  }
+  if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
+  if (routes.ok()) InjectMore();
 }
 
 void DataNodeDriver::ExcludeSilentRelaysLocked() {

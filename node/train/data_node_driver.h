@@ -59,6 +59,25 @@
 // iteration out of its own plans for a back-off (Note [Silent relay
 // exclusion] in node/train/silent_loss_tracker.h).
 //
+// Note [Stopping drops]: a micro-batch a stopping node refused (Note
+// [Stopping refusals] in node/stage/stage_server.h: planned through it
+// before its stopping record or LEFT reached this node, and no other
+// replica could take it) is neither counted as dropped nor as trained.
+// The driver marks that node as stopping after its last iteration, as its
+// record would (no plan of a later iteration routes through it, for
+// options.stopping_mark or until this driver is destroyed), and re-runs
+// the micro-batch under a fresh id (above every id of the iteration's
+// plan: each hop refuses a second frame of an id it saw) with the same
+// data: through another replica when the re-plan finds one, otherwise the
+// iteration pauses there (Note [Paused training]: back-off, paused(), one
+// log line) with the micro-batch waiting, and ends only once it ran.
+// Micro-batches of the iteration that completed stay counted; a refused
+// one computed nothing anywhere (its visits were dropped before any
+// backward). Only a cause naming a relay of the micro-batch's planned
+// route is taken, and a micro-batch is re-run at most max_stopping_reruns
+// times; beyond that, or on Cancel() while it waits, it is counted as
+// dropped ("stopping").
+//
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
 // Destruction waits for a deadline callback running on the clock's thread
@@ -105,6 +124,11 @@ struct DriverOptions {
   // Note [Paused training].
   common::BackoffOptions pause_backoff;
   uint64_t seed = 1;
+  // Note [Stopping drops]: how long a stopping refusal keeps its node out
+  // of this driver's plans (its record or LEFT reaches the view meanwhile),
+  // and how often one micro-batch is re-run after such refusals.
+  absl::Duration stopping_mark = absl::Minutes(2);
+  int max_stopping_reruns = 3;
   // Called with the reason when training pauses or the reason changes, and
   // with OK when it resumes; on the clock's thread, no lock held.
   std::function<void(const absl::Status&)> on_pause_change;
@@ -123,6 +147,10 @@ struct IterationReport {
   // Completed MBs by the shape of the route they took (Note [Route
   // shapes]): "in_order", "skip", "swap", "skip_swap".
   std::map<std::string, int> completed_by_route;
+  // Micro-batches re-run after a stopping node refused them (Note
+  // [Stopping drops]); each counts once, under completed or dropped, as
+  // its last run ended.
+  int rerun = 0;
   int64_t tokens = 0;    // tokens of the completed MBs
   // Relays this iteration's silent losses excluded from this data node's
   // plans (Note [Silent relay exclusion]).
@@ -172,13 +200,31 @@ class DataNodeDriver final : public OriginListener {
     int64_t tokens = 0;
     const char* route_shape = nullptr;  // from OnRoute
     std::vector<PeerId> relays;  // the planned route's hops after this node
+    MicroBatchData data;  // kept for a re-run (Note [Stopping drops])
+    int reruns = 0;
   };
   struct Pending {
     uint64_t mb;
     std::vector<RouteHop> route;
     MicroBatchData data;
     int priority = 0;
+    int reruns = 0;  // Note [Stopping drops]
   };
+  // Note [Stopping drops]: plans the micro-batches waiting for a re-run
+  // and injects them, or pauses the iteration.
+  void Replan();
+  // The nodes this driver saw refuse `iteration` as stopping, still marked.
+  std::vector<PeerId> StoppingAtLocked(uint64_t iteration) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Paused training]: records `why` as the pause reason; true when
+  // the reason changed (the caller logs it and tells on_pause_change).
+  bool PauseLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears a pause (logged); true if there was one (tell on_pause_change).
+  bool ResumeLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the running iteration: its report and `done`, to send unlocked.
+  void CompleteLocked(IterationReport* report,
+                      absl::AnyInvocable<void(IterationReport)>* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Plans and starts the waiting iteration, or pauses it.
   void TryStart();
   void InjectMore();
@@ -246,6 +292,18 @@ class DataNodeDriver final : public OriginListener {
   // Finished iterations in a row whose samples were all silent losses.
   int silent_streak_ ABSL_GUARDED_BY(mu_) = 0;
   absl::AnyInvocable<void(IterationReport)> done_ ABSL_GUARDED_BY(mu_);
+  // Note [Stopping drops]: micro-batches of the running iteration waiting
+  // for a re-run (route empty), the next fresh id, the pending re-plan, and
+  // the nodes marked stopping: their last iteration and the mark's end.
+  std::deque<Pending> rerun_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_mb_ ABSL_GUARDED_BY(mu_) = 0;
+  common::TimerId replan_ ABSL_GUARDED_BY(mu_) = common::kNoTimer;
+  struct StoppingMark {
+    uint64_t stop_after = 0;
+    absl::Duration until;
+  };
+  absl::flat_hash_map<PeerId, StoppingMark> stopping_ ABSL_GUARDED_BY(mu_);
+  common::LogLimiter stopping_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
 };
 
 }  // namespace skipswarm::node

@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
@@ -109,6 +112,70 @@ TEST(PausedTrainingTest, TrainingResumesWhenThePlannerCanPlanAgain) {
   EXPECT_GE(swarm->clock().SteadyNow(), absl::Seconds(30));
   EXPECT_LE(swarm->driver(0)->plan_attempts(), 3 + 15);
   EXPECT_TRUE(swarm->driver(0)->paused().ok());
+}
+
+// Note [Stopping drops] (data_node_driver.h): the last replica of stage
+// `stages - 1` in the views that route to it (node `stopping`; its peer
+// replica, the swarm's last node, is hidden from those views, as a replica
+// not yet restored) stops after iteration 0: its server refuses later
+// forwards (StopAfter) before its stopping record reached the data node,
+// which planned iteration 1 through it. With `stages` = 3 the refusal
+// reaches the relay of stage 1, whose abort notice carries the cause to the
+// origin. The data node pauses inside iteration 1 (nothing dropped, nothing
+// counted) until the other replica appears in the views, then re-runs the
+// refused micro-batches there under fresh ids: 2 of 2 completed. On the
+// old code iteration 1 ended at once with 0 completed and 2 dropped.
+void StoppingLastReplicaPausesUntilAReplicaReturns(int stages) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  for (int s = 0; s < stages; ++s) o.node_stages.push_back({s});
+  o.node_stages.push_back({stages - 1});
+  o.num_stages = stages;
+  o.driver.mbs_per_iteration = 2;
+  std::vector<absl::Status> pauses;
+  o.driver.on_pause_change = [&pauses](const absl::Status& s) { pauses.push_back(s); };
+  TestSwarm swarm(o, Timed(), &data);
+  const int stopping = stages - 1, other = stages;
+  ASSERT_TRUE(swarm.Run(1));
+  for (int viewer = 0; viewer < stopping; ++viewer) swarm.SetPausedInView(viewer, other, true);
+  swarm.server(stopping)->StopAfter(0);
+  const absl::Duration start = swarm.clock().SteadyNow();
+  absl::Status paused_midway;
+  size_t reports_midway = 99;
+  swarm.clock().RunAt(start + absl::Seconds(10), [&] {
+    paused_midway = swarm.driver(0)->paused();
+    reports_midway = swarm.reports(0).size();
+  });
+  swarm.clock().RunAt(start + absl::Seconds(20), [&swarm, stopping, other] {
+    for (int viewer = 0; viewer < stopping; ++viewer) swarm.SetPausedInView(viewer, other, false);
+  });
+  ASSERT_TRUE(swarm.Run(1, absl::Seconds(120)));
+  EXPECT_FALSE(paused_midway.ok()) << "the data node did not pause for the stopping replica";
+  EXPECT_NE(paused_midway.message().find("stopping"), std::string::npos) << paused_midway;
+  EXPECT_EQ(reports_midway, 1u) << "iteration 1 was reported while its micro-batches waited";
+  ASSERT_EQ(swarm.reports(0).size(), 2u);
+  const std::optional<IterationReport>& r = swarm.reports(0)[1].data;
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->status.ok()) << r->status;
+  EXPECT_EQ(r->completed, 2);
+  EXPECT_EQ(r->dropped, 0);
+  EXPECT_EQ(r->rerun, 2);
+  EXPECT_TRUE(std::isfinite(r->loss));
+  EXPECT_GE(swarm.clock().SteadyNow() - start, absl::Seconds(20));
+  EXPECT_GE(swarm.server(stopping)->stats().frames_stopping, 2);
+  ASSERT_EQ(pauses.size(), 2u);
+  EXPECT_FALSE(pauses[0].ok());
+  EXPECT_TRUE(pauses[1].ok());
+  LOG(INFO) << stages << " stages: iteration 1 paused " << r->elapsed << ", " << r->rerun
+            << " micro-batches re-run, " << swarm.driver(0)->plan_attempts() << " plans";
+}
+
+TEST(PausedTrainingTest, AStoppingLastReplicasRefusalPausesTheIteration) {
+  StoppingLastReplicaPausesUntilAReplicaReturns(2);
+}
+
+TEST(PausedTrainingTest, AStoppingLastReplicasRefusalReachesTheOriginThroughARelay) {
+  StoppingLastReplicaPausesUntilAReplicaReturns(3);
 }
 
 }  // namespace

@@ -421,5 +421,92 @@ TEST_F(GossipDaemonStopTest, OfTwoReplicasDrainedAtOnceOnlyOneLeaves) {
               std::string(refused.message()).c_str());
 }
 
+// The member record `r` has in `peer`'s view (null if none).
+std::optional<membership::MemberInfo> RecordIn(RunningDaemon& peer, RunningDaemon& r) {
+  const std::string address = r.daemon->gossip_address();
+  for (const membership::MemberInfo& m : peer.daemon->view().members) {
+    if (std::find(m.addresses.begin(), m.addresses.end(), address) != m.addresses.end()) return m;
+  }
+  return std::nullopt;
+}
+
+// Note [Simultaneous leavers] on the stop path: b and b2, stage 2's two
+// replicas, get a stop signal at the same moment, each held after its first
+// leave check until both got there, and after signing its intent until both
+// did (the drain race above holds only the latter: its drains check at the
+// same instant; without the first hold, the later stop's first check saw
+// the other's intent and both took the last replica's path).
+// Exactly one, the smaller node id, signs LEFT at once; the other takes the
+// last replica's path (record.stopping with its stop point, Note [Stopping
+// last replica]; LEFT once its trainer ended). Both exit OK with a
+// checkpoint. Checked at both final checkpoints, where both are LEFT in the
+// founder's view and only the last replica's record says `stopping`.
+TEST_F(GossipDaemonStopTest, OfTwoReplicasStoppedAtOnceOnlyOneLeavesAtOnce) {
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/4);
+  ASSERT_NE(founder, nullptr);
+  // Both past their first check before either signs (a stop's check runs
+  // up to 100 ms after its signal), then both signed before either checks
+  // again.
+  RecheckBarrier intent(2), barrier(2);
+  std::shared_ptr<CheckpointHold> hold_b, hold_b2;
+  auto member = [&](const std::string& name, int stage, std::shared_ptr<CheckpointHold>* hold,
+                    int64_t reach = -1) {
+    GossipDaemonOptions o = Options(name, {stage});
+    o.expect_members = 4;
+    o.gossip.join = {founder->daemon->gossip_address()};
+    if (hold != nullptr) {
+      barrier.Install(o);
+      GossipDaemonOptions first;
+      intent.Install(first);
+      o.before_leave_intent = std::move(first.before_leave_recheck);
+      *hold = HoldFinalCheckpoint(o);
+    }
+    return LaunchDaemon(o, reach);
+  };
+  auto a = member("a", 1, nullptr);
+  auto b = member("b", 2, &hold_b, /*reach=*/3);
+  auto b2 = member("b2", 2, &hold_b2);
+  ASSERT_TRUE(a && b && b2);
+  absl::Cleanup release = [hold_b, hold_b2] {
+    for (const auto& h : {hold_b, hold_b2}) {
+      if (!h->release.HasBeenNotified()) h->release.Notify();
+    }
+  };
+  ASSERT_TRUE(b->reached.WaitForNotificationWithTimeout(absl::Seconds(120)));
+
+  b->signals.stop.store(true);
+  b2->signals.stop.store(true);
+  ASSERT_TRUE(b->WaitUnlessFinished(hold_b->at_checkpoint));
+  ASSERT_TRUE(b2->WaitUnlessFinished(hold_b2->at_checkpoint));
+  const std::optional<membership::MemberInfo> rb = RecordIn(*founder, *b),
+                                              rb2 = RecordIn(*founder, *b2);
+  ASSERT_TRUE(rb.has_value() && rb2.has_value());
+  EXPECT_EQ(rb->state, proto::MEMBER_STATE_LEFT);
+  EXPECT_EQ(rb2->state, proto::MEMBER_STATE_LEFT);
+  EXPECT_NE(rb->stopping, rb2->stopping)
+      << "b stopping: " << rb->stopping << ", b2 stopping: " << rb2->stopping
+      << " (both leaving at once leaves their exit iteration no route)";
+  const bool b_smaller = b->daemon->view().self < b2->daemon->view().self;
+  const membership::MemberInfo& last = b_smaller ? *rb2 : *rb;
+  EXPECT_TRUE(last.stopping) << "the larger node id takes the last replica's path";
+  std::move(release).Invoke();
+  for (RunningDaemon* r : {b.get(), b2.get()}) {
+    r->Join();
+    EXPECT_TRUE(r->result.ok()) << r->result;
+  }
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-b"));
+  EXPECT_TRUE(HasCheckpoint(dir_ + "/ckpt-b2"));
+  for (RunningDaemon* r : {founder.get(), a.get()}) r->signals.stop.store(true);
+  for (RunningDaemon* r : {founder.get(), a.get()}) {
+    r->Join();
+    EXPECT_TRUE(r->result.ok()) << r->result;
+  }
+  std::printf("two stops at once: %s left at once, %s took the last replica's path "
+              "(stop point %llu)\n",
+              b_smaller ? "b" : "b2", b_smaller ? "b2" : "b",
+              static_cast<unsigned long long>(last.stop_after));
+}
+
 }  // namespace
 }  // namespace skipswarm::node

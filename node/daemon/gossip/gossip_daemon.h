@@ -177,6 +177,10 @@ struct GossipDaemonOptions {
   // record.leaving and before it waits leave_settle and checks again (Note
   // [Simultaneous leavers]), with no lock held; it may block. Null: none.
   std::function<void()> before_leave_recheck;
+  // For tests: the same, once its first leave check passed and before it
+  // signs record.leaving (a stop's check runs on Run's thread up to 100 ms
+  // after the signal, so a test that races two stops holds both here).
+  std::function<void()> before_leave_intent;
 };
 
 class GossipDaemon {

@@ -50,6 +50,7 @@ absl::Status GossipDaemon::Parts::CanLeave(bool force) {
 absl::Status GossipDaemon::Parts::DecideLeave(bool force) {
   if (force) return absl::OkStatus();
   SS_RETURN_IF_ERROR(CanLeave(false));
+  if (options.before_leave_intent) options.before_leave_intent();
   SignLeaving(/*leaving=*/true, /*stopping=*/false);
   if (options.before_leave_recheck) options.before_leave_recheck();
   if (options.leave_settle > absl::ZeroDuration()) clock->SleepFor(options.leave_settle);
@@ -267,10 +268,11 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
   //     record.stopping with that iteration instead (Note [Stopping last
   //     replica] in training_members.h: no later plan routes through it; the
   //     data nodes pause for its stage) and LEFT once its trainer has ended.
-  //     Its server does not refuse: there a refusal drops every micro-batch
-  //     and the iteration ends empty. A plan made before the record arrived
-  //     still goes through it; that update is lost, as a restore from the
-  //     stage's copies (Note [Checkpoint copies]) would discard it anyway.
+  //     Its server refuses later iterations too: a plan made before the
+  //     record arrived is refused with its stop point, and the data node
+  //     re-runs those micro-batches elsewhere or pauses for the stage (Note
+  //     [Stopping refusals] in node/stage/stage_server.h) rather than count
+  //     as trained what no applied update holds.
   // Two replicas of a stage stopped at the same moment: Note [Simultaneous
   // leavers].
   bool signed_left = false;
@@ -287,6 +289,7 @@ absl::Status GossipDaemon::Run(DaemonSignals* signals) {
       // stays; Note [Stopping last replica] (training_members.h): no plan of
       // a later iteration routes through us.
       p.SignLeaving(/*leaving=*/false, /*stopping=*/true, exit_iteration);
+      p.stack->server()->StopAfter(exit_iteration);
       LOG(INFO) << o.name << ": stopping: " << last.message()
                 << "; announcing LEFT once iteration " << exit_iteration << " ends";
       return;

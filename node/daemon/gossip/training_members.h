@@ -92,10 +92,13 @@
 // its stop begins. In the routing face it is then listed and a replica up
 // to stop_after and in no plan of a later iteration, so the data nodes
 // pause there for its stage (Note [Paused training]) instead of planning
-// micro-batches through a node whose update is never applied. Its
-// server does not refuse them (a refusal from the last replica drops every
-// micro-batch: the iteration ends empty); a plan made before the record
-// arrived still goes through it, as before. In the group face nothing
+// micro-batches through a node whose update is never applied. A plan
+// made before the record arrived is refused by its server (StopAfter, as
+// on any stop) with its stop point; the data node then marks it stopping
+// as the record would, and re-runs the refused micro-batches under fresh
+// ids through another replica or pauses in that iteration for the stage
+// (Note [Stopping refusals] in node/stage/stage_server.h, Note [Stopping
+// drops] in node/train/data_node_driver.h). In the group face nothing
 // changes until its LEFT.
 //
 // Note [Paused members]: a volunteer's pause (`skipswarm node pause`,
