@@ -70,7 +70,8 @@ grep -E "^chaos: [0-9]+ kills|longest wait|restored from" "$OUT/chaos.log" || tr
 # Note [Restart on own disk]: each restarted node's first iteration after its
 # restart, from its new log (a restart that never trained again shows none).
 grep -E "^chaos: restarting" "$OUT/chaos.log" | while read -r _ _ name _; do
-  first=$(grep -m1 -oE "^\[$name\] it [0-9]+" "$OUT/chaos/logs/$name.out" 2>/dev/null | awk '{print $3}')
+  first=$(grep -m1 -oE "^\[$name\] it [0-9]+" "$OUT/chaos/logs/$name.out" 2>/dev/null |
+          awk '{print $3}' || true)
   echo "restart of $name: first iteration after it ${first:-none}"
 done
 # A data node's line has loss -1 when none of its micro-batches finished in
