@@ -22,6 +22,10 @@ class DelayedReduceGroup final : public GroupComm {
                BarrierDone done) override {
     hub_->Barrier(iteration, self, data_node, std::move(done));
   }
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override {
+    hub_->StateIterationBound(iteration, self, bound);
+  }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
     if (!iterations_.empty() && iterations_.count(iteration) == 0) {
@@ -62,6 +66,10 @@ class FailingReduceGroup final : public GroupComm {
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
     inner_->Barrier(iteration, self, data_node, std::move(done));
+  }
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override {
+    inner_->StateIterationBound(iteration, self, bound);
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
