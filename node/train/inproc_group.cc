@@ -62,12 +62,7 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
     if (barriers_.count(iteration) == 0 && last_complete_barrier_.has_value() &&
         iteration <= *last_complete_barrier_) {
       // Long over and forgotten (a dropped data node catching up): pass.
-      if (data_node) {
-        auto s = stated_.find(self);
-        if (s != stated_.end() && s->second.iteration == iteration) {
-          s->second.released = clock_->SteadyNow();
-        }
-      }
+      if (data_node) ReleaseStatedLocked(self, iteration);
       calls.push_back([done = std::move(done)]() mutable { done(absl::OkStatus()); });
     } else {
       BarrierState& b = barriers_[iteration];
@@ -87,7 +82,18 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
 void InProcessGroupHub::StateIterationBound(uint64_t iteration, const common::NodeId& self,
                                             absl::Duration bound) {
   absl::MutexLock lock(&mu_);
-  stated_[self] = Stated{iteration, bound, std::nullopt};
+  stated_[self].pending = std::make_pair(iteration, bound);
+}
+
+void InProcessGroupHub::ReleaseStatedLocked(const common::NodeId& id, uint64_t iteration) {
+  auto s = stated_.find(id);
+  if (s == stated_.end() || !s->second.pending.has_value() ||
+      s->second.pending->first != iteration) {
+    return;
+  }
+  s->second.bound = s->second.pending->second;
+  s->second.released = clock_->SteadyNow();
+  s->second.pending.reset();
 }
 
 void InProcessGroupHub::ArmBarrierLocked(uint64_t iteration, BarrierState& b,
@@ -112,7 +118,7 @@ void InProcessGroupHub::DropSilentDataNodes(uint64_t iteration) {
     absl::Duration next = absl::InfiniteDuration();
     for (const common::NodeId& d : LiveHostsLocked(0, iteration)) {
       if (b.arrived.contains(d)) continue;
-      // Never stated a bound, or not released since: never dropped.
+      // Never released with a stated bound: never dropped.
       auto s = stated_.find(d);
       if (s == stated_.end() || !s->second.released.has_value()) continue;
       const absl::Duration own = *s->second.released + s->second.bound * kStatedBoundFactor;
@@ -143,19 +149,17 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
   std::vector<absl::AnyInvocable<void()>> calls;
   {
     absl::MutexLock lock(&mu_);
-    if (reduces_.count({iteration, stage}) == 0 && AwayLocked(contribution.from, iteration) &&
-        !reduces_.empty() && reduces_.rbegin()->first.first > iteration) {
-      // Note [Stated bounds]: a dropped data node's round, long over and
-      // forgotten: its own contribution, flagged late (its digest re-sync
-      // follows once it counts again).
-      ReduceResult own;
-      own.sum = contribution.flat;
-      own.visits = contribution.visits;
-      own.contributors = 1;
-      own.digests.emplace_back(contribution.from, contribution.params_digest);
-      own.late = true;
-      calls.push_back([done = std::move(done), own = std::move(own)]() mutable {
-        done(std::move(own));
+    if (reduces_.count({iteration, stage}) == 0 && AwayLocked(contribution.from, iteration)) {
+      // Note [Stated bounds]: a dropped data node's round that the others
+      // did not hold (yet: a group of one, or not started) or long forgot:
+      // its update is not applied (as a round every replica lost), and it
+      // never opens a round the others would then be dropped from; the
+      // digest check re-syncs it once it counts again.
+      calls.push_back([done = std::move(done), iteration, stage]() mutable {
+        done(absl::UnavailableError(absl::StrCat(
+            "iteration ", iteration, " stage ", stage,
+            ": this data node was dropped from the iteration's barrier; its update is not "
+            "applied (Note [Stated bounds])")));
       });
       return Deliver(std::move(calls));
     }
@@ -271,9 +275,14 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       continue;
     }
     BarrierState& b = it->second;
-    const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
-    const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
-                                      [&](const common::NodeId& d) { return b.arrived.contains(d); });
+    // Once complete it stays so (Note [Stated bounds]: a dropped data node
+    // that counts again must not reopen a barrier the others passed).
+    bool complete = b.complete;
+    if (!complete) {
+      const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
+      complete = std::all_of(data_nodes.begin(), data_nodes.end(),
+                             [&](const common::NodeId& d) { return b.arrived.contains(d); });
+    }
     if (!complete) {
       ++it;
       continue;
@@ -289,12 +298,7 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       last_complete_barrier_ = std::max(last_complete_barrier_.value_or(it->first), it->first);
     }
     // Note [Stated bounds]: the arrivals' bounds count from their release.
-    for (const common::NodeId& d : b.arrived) {
-      auto s = stated_.find(d);
-      if (s != stated_.end() && s->second.iteration == it->first && !s->second.released) {
-        s->second.released = clock_->SteadyNow();
-      }
-    }
+    for (const common::NodeId& d : b.arrived) ReleaseStatedLocked(d, it->first);
     for (BarrierDone& w : b.waiters) {
       calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
     }

@@ -44,7 +44,9 @@
 // is never dropped. A dropped data node is out of the barriers and reduces
 // of that iteration and later (the others' rounds of its stages close
 // without it and keep their result for it, as for a late member: Note
-// [Late members]), until it arrives at a barrier again: it then counts
+// [Late members]; a round they did not hold, a group of one or one long
+// forgotten, answers it UNAVAILABLE: its update is not applied and the
+// digest check re-syncs it later), until it arrives at a barrier again: it then counts
 // from the iteration after the newest barrier (those up to it may be
 // over), and passes the older ones at once, forgotten ones too. A paused
 // data node (Note [Paused training] in data_node_driver.h) may outlast its
@@ -119,10 +121,11 @@ class InProcessGroupHub final : public GroupComm {
     common::TimerId silent_timer = common::kNoTimer;
     bool complete = false;
   };
-  // Note [Stated bounds]: a data node's last statement: the barrier it
-  // was made at, the bound, and when that barrier released it.
+  // Note [Stated bounds]: a data node's statement not yet released (the
+  // barrier it was made at, its bound), and the last released one (its
+  // bound, and when that barrier released the data node).
   struct Stated {
-    uint64_t iteration = 0;
+    std::optional<std::pair<uint64_t, absl::Duration>> pending;
     absl::Duration bound;
     std::optional<absl::Duration> released;
   };
@@ -168,6 +171,10 @@ class InProcessGroupHub final : public GroupComm {
   // check; drops the data nodes past both rules, or re-arms.
   void DropSilentDataNodes(uint64_t iteration);
   void ArmBarrierLocked(uint64_t iteration, BarrierState& b, absl::Duration after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Stated bounds]: the barrier of `iteration` released data node
+  // `id`: its statement made there counts from now.
+  void ReleaseStatedLocked(const common::NodeId& id, uint64_t iteration)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
