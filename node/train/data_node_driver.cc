@@ -155,6 +155,13 @@ absl::Duration DataNodeDriver::mb_deadline() const {
   return DeadlineLocked();
 }
 
+absl::Duration DataNodeDriver::NextIterationBound() const {
+  const int slots = std::max(1, server_->stats().memory_slots);
+  const int waves = (std::max(1, options_.mbs_per_iteration) + slots - 1) / slots;
+  absl::MutexLock lock(&mu_);
+  return DeadlineLocked() * (waves + 1);
+}
+
 int64_t DataNodeDriver::plan_attempts() const {
   absl::MutexLock lock(&mu_);
   return plan_attempts_;

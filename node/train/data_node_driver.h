@@ -186,6 +186,12 @@ class DataNodeDriver final : public OriginListener {
   int64_t plan_attempts() const;
   // The deadline an MB injected now gets (Note [MB deadline]).
   absl::Duration mb_deadline() const;
+  // Note [Stated bounds] (inproc_group.h): the longest the next iteration
+  // may legitimately take, from its start: its MBs' deadline (fixed until
+  // this iteration's end) x its waves (ceil(M / memory slots)), plus one
+  // more deadline for a re-run or a wave that found a slot taken by relayed
+  // traffic. A pause (Note [Paused training]) may outlast it.
+  absl::Duration NextIterationBound() const;
 
   void OnTail(uint64_t iteration, uint64_t mb, double loss) override;
   void OnRoute(uint64_t iteration, uint64_t mb, const std::vector<int>& stages) override;

@@ -21,8 +21,9 @@
 //    from pending barriers and reduces; the rest finish without it. A
 //    replica with zero visits still contributes (zeros) and gets the result.
 //  * A member that answers probes but sends nothing is dropped once a
-//    reduce (GrpcGroupComm: also a barrier a data node reached) has waited
-//    for it longer than the silent deadline, from the measured waits: Note
+//    reduce or a barrier a data node reached has waited for it longer than
+//    the silent deadline, from the measured waits (the hub: and longer
+//    than the data node's own stated bound, Note [Stated bounds]): Note
 //    [Silent members] in grpc_group_sweep.cc, Note [Silent members in the
 //    hub] in inproc_group.h.
 //  * params_digest is each replica's digest before the step; the result says
@@ -115,6 +116,15 @@ class GroupComm {
   // arrived. Non-data nodes arrive too (they only wait).
   virtual void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                        BarrierDone done) = 0;
+  // Note [Stated bounds] (inproc_group.h): data node `self`, about to
+  // arrive at `iteration`'s barrier, states that it arrives at the next
+  // iteration's barrier within `bound` of this barrier's release (its MB
+  // deadline x the waves it plans, plus slack). A group may drop a data
+  // node from a barrier only once that bound has passed too. Default: a
+  // no-op (GrpcGroupComm ignores it: the daemons' barrier keeps its
+  // measured rule and recovers by re-entry, Note [Data node behind]).
+  virtual void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                                   absl::Duration bound) {}
   // This replica's contribution for `stage`; done with the sum over the
   // stage's live replicas.
   virtual void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,

@@ -18,6 +18,14 @@ InProcessGroupHub::~InProcessGroupHub() {
   for (auto& [key, r] : reduces_) {
     if (r.silent_timer != common::kNoTimer) clock_->Cancel(r.silent_timer);
   }
+  for (auto& [iteration, b] : barriers_) {
+    if (b.silent_timer != common::kNoTimer) clock_->Cancel(b.silent_timer);
+  }
+}
+
+bool InProcessGroupHub::AwayLocked(const common::NodeId& id, uint64_t iteration) const {
+  auto away = away_.find(id);
+  return away != away_.end() && away->second.first <= iteration && iteration < away->second.second;
 }
 
 std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
@@ -27,6 +35,7 @@ std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
     if (dead_.contains(p.id)) continue;
     auto back = back_from_.find(p.id);
     if (back != back_from_.end() && back->second > iteration) continue;
+    if (AwayLocked(p.id, iteration)) continue;
     if (std::find(p.stages.begin(), p.stages.end(), stage) != p.stages.end()) out.push_back(p.id);
   }
   return out;
@@ -37,12 +46,100 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
   std::vector<absl::AnyInvocable<void()>> calls;
   {
     absl::MutexLock lock(&mu_);
-    BarrierState& b = barriers_[iteration];
-    if (data_node) b.arrived.insert(self);
-    if (data_node && !b.since.has_value()) b.since = clock_->SteadyNow();
-    b.waiters.push_back(std::move(done));
-    const Round round{true, iteration, 0};
-    calls = SweepLocked(&round);
+    if (data_node) {
+      // Note [Stated bounds]: a dropped data node is back; it counts from
+      // the iteration after the newest barrier (those up to it may be over).
+      auto away = away_.find(self);
+      if (away != away_.end() && away->second.second == UINT64_MAX) {
+        const uint64_t newest =
+            barriers_.empty() ? iteration : std::max(iteration, barriers_.rbegin()->first);
+        away->second.second = newest + 1;
+        LOG(INFO) << self.ShortString() << " reached the barrier of iteration " << iteration
+                  << " after it was dropped; it counts again from iteration " << newest + 1
+                  << " (Note [Stated bounds])";
+      }
+    }
+    if (barriers_.count(iteration) == 0 && last_complete_barrier_.has_value() &&
+        iteration <= *last_complete_barrier_) {
+      // Long over and forgotten (a dropped data node catching up): pass.
+      if (data_node) ReleaseStatedLocked(self, iteration);
+      calls.push_back([done = std::move(done)]() mutable { done(absl::OkStatus()); });
+    } else {
+      BarrierState& b = barriers_[iteration];
+      if (data_node) b.arrived.insert(self);
+      if (data_node && !b.since.has_value()) {
+        b.since = clock_->SteadyNow();
+        if (silent_.enabled()) ArmBarrierLocked(iteration, b, silent_.Get());
+      }
+      b.waiters.push_back(std::move(done));
+      const Round round{true, iteration, 0};
+      calls = SweepLocked(&round);
+    }
+  }
+  Deliver(std::move(calls));
+}
+
+void InProcessGroupHub::StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                                            absl::Duration bound) {
+  absl::MutexLock lock(&mu_);
+  stated_[self].pending = std::make_pair(iteration, bound);
+}
+
+void InProcessGroupHub::ReleaseStatedLocked(const common::NodeId& id, uint64_t iteration) {
+  auto s = stated_.find(id);
+  if (s == stated_.end() || !s->second.pending.has_value() ||
+      s->second.pending->first != iteration) {
+    return;
+  }
+  s->second.bound = s->second.pending->second;
+  s->second.released = clock_->SteadyNow();
+  s->second.pending.reset();
+}
+
+void InProcessGroupHub::ArmBarrierLocked(uint64_t iteration, BarrierState& b,
+                                         absl::Duration after) {
+  if (b.silent_timer != common::kNoTimer) clock_->Cancel(b.silent_timer);
+  b.silent_timer =
+      clock_->RunAfter(after, [this, iteration] { DropSilentDataNodes(iteration); });
+}
+
+void InProcessGroupHub::DropSilentDataNodes(uint64_t iteration) {
+  std::vector<absl::AnyInvocable<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(iteration);
+    if (it == barriers_.end()) return;
+    BarrierState& b = it->second;
+    b.silent_timer = common::kNoTimer;
+    if (b.complete || !b.since.has_value()) return;
+    const absl::Duration now = clock_->SteadyNow();
+    const absl::Duration measured = *b.since + silent_.Get();
+    std::vector<common::NodeId> drop;
+    absl::Duration next = absl::InfiniteDuration();
+    for (const common::NodeId& d : LiveHostsLocked(0, iteration)) {
+      if (b.arrived.contains(d)) continue;
+      // Never released with a stated bound: never dropped.
+      auto s = stated_.find(d);
+      if (s == stated_.end() || !s->second.released.has_value()) continue;
+      const absl::Duration own = *s->second.released + s->second.bound * kStatedBoundFactor;
+      const absl::Duration due = std::max(measured, own);
+      if (now >= due) {
+        drop.push_back(d);
+      } else {
+        next = std::min(next, due);
+      }
+    }
+    if (next != absl::InfiniteDuration()) ArmBarrierLocked(iteration, b, next - now);
+    if (drop.empty()) return;
+    b.sampled = true;  // it lasted the deadline: no sample
+    for (const common::NodeId& d : drop) {
+      away_[d] = {iteration, UINT64_MAX};
+      LOG(WARNING) << "iteration " << iteration << ": the barrier waited " << (now - *b.since)
+                   << " for data node " << d.ShortString() << ", past the measured deadline and "
+                   << kStatedBoundFactor << " x its stated bound (" << stated_[d].bound
+                   << "); dropping it until it arrives (Note [Stated bounds])";
+    }
+    calls = SweepLocked();
   }
   Deliver(std::move(calls));
 }
@@ -52,6 +149,20 @@ void InProcessGroupHub::AllReduce(uint64_t iteration, int stage,
   std::vector<absl::AnyInvocable<void()>> calls;
   {
     absl::MutexLock lock(&mu_);
+    if (reduces_.count({iteration, stage}) == 0 && AwayLocked(contribution.from, iteration)) {
+      // Note [Stated bounds]: a dropped data node's round that the others
+      // did not hold (yet: a group of one, or not started) or long forgot:
+      // its update is not applied (as a round every replica lost), and it
+      // never opens a round the others would then be dropped from; the
+      // digest check re-syncs it once it counts again.
+      calls.push_back([done = std::move(done), iteration, stage]() mutable {
+        done(absl::UnavailableError(absl::StrCat(
+            "iteration ", iteration, " stage ", stage,
+            ": this data node was dropped from the iteration's barrier; its update is not "
+            "applied (Note [Stated bounds])")));
+      });
+      return Deliver(std::move(calls));
+    }
     ReduceState& r = reduces_[{iteration, stage}];
     if (r.closed != nullptr) {
       // Note [Late members]: closed without us; the others' average.
@@ -164,9 +275,14 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       continue;
     }
     BarrierState& b = it->second;
-    const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
-    const bool complete = std::all_of(data_nodes.begin(), data_nodes.end(),
-                                      [&](const common::NodeId& d) { return b.arrived.contains(d); });
+    // Once complete it stays so (Note [Stated bounds]: a dropped data node
+    // that counts again must not reopen a barrier the others passed).
+    bool complete = b.complete;
+    if (!complete) {
+      const std::vector<common::NodeId> data_nodes = LiveHostsLocked(0, it->first);
+      complete = std::all_of(data_nodes.begin(), data_nodes.end(),
+                             [&](const common::NodeId& d) { return b.arrived.contains(d); });
+    }
     if (!complete) {
       ++it;
       continue;
@@ -175,6 +291,14 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
       silent_.Record(clock_->SteadyNow() - *b.since);
       b.sampled = true;
     }
+    if (!b.complete) {
+      b.complete = true;
+      if (b.silent_timer != common::kNoTimer) clock_->Cancel(b.silent_timer);
+      b.silent_timer = common::kNoTimer;
+      last_complete_barrier_ = std::max(last_complete_barrier_.value_or(it->first), it->first);
+    }
+    // Note [Stated bounds]: the arrivals' bounds count from their release.
+    for (const common::NodeId& d : b.arrived) ReleaseStatedLocked(d, it->first);
     for (BarrierDone& w : b.waiters) {
       calls.push_back([w = std::move(w)]() mutable { w(absl::OkStatus()); });
     }
@@ -203,7 +327,8 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     uint64_t digest = 0;
     std::vector<PartInput> parts;
     for (const auto& [id, c] : r.contributions) {
-      if (dead_.contains(id)) continue;  // died after contributing: dropped
+      // Died after contributing, or dropped from this round's barrier.
+      if (dead_.contains(id) || AwayLocked(id, it->first.first)) continue;
       if (parts.empty()) {
         digest = c.params_digest;
       } else if (c.flat.size() != parts.front().data->size()) {
@@ -231,7 +356,15 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     sum.left_out = late;
     auto result = std::make_shared<absl::StatusOr<ReduceResult>>(std::move(sum));
     if (!error.ok()) *result = error;
-    if (!late.empty()) r.closed = result;
+    // Note [Stated bounds]: a data node dropped from this round's barrier
+    // gets its result later, as a late member does.
+    bool excused = false;
+    for (const PeerInfo& m : members_) {
+      excused = excused || (AwayLocked(m.id, it->first.first) &&
+                            std::find(m.stages.begin(), m.stages.end(), it->first.second) !=
+                                m.stages.end());
+    }
+    if (!late.empty() || excused) r.closed = result;
     // Note [Silent members in the hub]: the first completion is the sample;
     // the deadline's timer has nothing left to do.
     if (r.since.has_value() && !r.sampled) {
@@ -249,7 +382,12 @@ std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Rou
     ++it;
   }
   // Forget rounds that are long over (keep a few for late arrivals).
-  while (barriers_.size() > 4) barriers_.erase(barriers_.begin());
+  while (barriers_.size() > 4) {
+    if (barriers_.begin()->second.silent_timer != common::kNoTimer) {
+      clock_->Cancel(barriers_.begin()->second.silent_timer);
+    }
+    barriers_.erase(barriers_.begin());
+  }
   while (reduces_.size() > 64) {
     if (reduces_.begin()->second.silent_timer != common::kNoTimer) {
       clock_->Cancel(reduces_.begin()->second.silent_timer);

@@ -23,24 +23,37 @@
 // hung-replica run lost every micro-batch of three iterations). The
 // deadline is the daemons' rule (silent_deadline.h) over completed barrier
 // and reduce waits, each counted from its first arrival; a wait that ended
-// by dropping a silent member is not a sample. Unlike the daemons',
-// the hub's barrier does not drop a silent data node: nothing here brings
-// a member marked dead back but Admit (a daemon's member re-signs), and a
-// data node cut off by a partition reaches the barrier only at its MB
-// deadline (sim/README.md), so dropping it would lose it for the rest of
-// the run. Tried with the daemons' rule and a way back (a dropped data
-// node counted again from the iteration after the newest barrier once it
-// arrives): a LIVE data node was dropped. The barrier's deadline follows
-// barrier waits (the spread of the data nodes' arrivals, 11.8 s: 47.4 s),
-// while a data node whose MBs outlast its MB deadline (4 x its slowest
-// round trip, 54 s) arrives one or two deadlines late; in the hung-replica
-// run (sim/node_swarm_test.cc) nl-s0-0 was dropped at iteration 3 (its
-// iteration 89.6 s, the other data node's 24.1 s), the other ran ahead
-// to iteration 7 alone, nl-s0-0's MBs were refused as behind, and
-// iteration 3 completed 0 MBs (node/train/README.md). The daemons' rule
-// has the same blind spot; they recover by re-entry (Note [Data node
-// behind] in node/daemon/gossip/behind_check.h). A sound deadline for a
-// data node must cover its MB deadline, which the barrier does not know.
+// by dropping a silent member is not a sample. The barrier drops a silent
+// data node too, but only once its own bound has passed as well (Note
+// [Stated bounds]).
+//
+// Note [Stated bounds]: the barrier measures the spread of the data
+// nodes' arrivals, not how long a data node may legitimately take: with
+// the measured rule alone (4 x the slowest barrier wait, 47.4 s) a LIVE
+// data node whose MBs ran to their 54 s MB deadline in two waves (89.6 s)
+// was dropped in the hung-replica run (sim/node_swarm_test.cc), the other
+// ran ahead alone and that iteration completed 0 MBs (node/train/README.md).
+// So each data node states, as it arrives at a barrier, an upper bound of
+// its next iteration (GroupComm::StateIterationBound; the NodeTrainer
+// passes DataNodeDriver::NextIterationBound: its MB deadline x (waves + 1)),
+// counted from that barrier's release to it. The barrier drops a data node
+// that has not arrived only once BOTH the measured deadline (from the
+// barrier's first arrival) and kStatedBoundFactor x its last stated bound
+// (from its last release) have passed; a data node that never stated a
+// bound (a joiner before its first barrier; a caller that does not state)
+// is never dropped. A dropped data node is out of the barriers and reduces
+// of that iteration and later (the others' rounds of its stages close
+// without it and keep their result for it, as for a late member: Note
+// [Late members]; a round they did not hold, a group of one or one long
+// forgotten, answers it UNAVAILABLE: its update is not applied and the
+// digest check re-syncs it later), until it arrives at a barrier again: it then counts
+// from the iteration after the newest barrier (those up to it may be
+// over), and passes the older ones at once, forgotten ones too. A paused
+// data node (Note [Paused training] in data_node_driver.h) may outlast its
+// bound and be dropped; it comes back the same way. The daemons'
+// GrpcGroupComm ignores the statement (it keeps its measured rule and
+// recovers by re-entry, Note [Data node behind] in
+// node/daemon/gossip/behind_check.h).
 //
 // Thread rule: thread-safe; results are delivered as zero-delay clock timers.
 // The hub must outlive the clock's timers.
@@ -74,8 +87,13 @@ class InProcessGroupHub final : public GroupComm {
   // Cancels the silent deadlines still pending.
   ~InProcessGroupHub() override;
 
+  // Note [Stated bounds]: a data node's bound on its next iteration.
+  static constexpr double kStatedBoundFactor = 2.0;
+
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
@@ -99,6 +117,17 @@ class InProcessGroupHub final : public GroupComm {
     // sampled: its wait was recorded.
     std::optional<absl::Duration> since;
     bool sampled = false;
+    // Note [Stated bounds]: the deadline's timer; whether it completed.
+    common::TimerId silent_timer = common::kNoTimer;
+    bool complete = false;
+  };
+  // Note [Stated bounds]: a data node's statement not yet released (the
+  // barrier it was made at, its bound), and the last released one (its
+  // bound, and when that barrier released the data node).
+  struct Stated {
+    std::optional<std::pair<uint64_t, absl::Duration>> pending;
+    absl::Duration bound;
+    std::optional<absl::Duration> released;
   };
   struct ReduceState {
     std::map<common::NodeId, GradientContribution> contributions;  // ascending id
@@ -129,12 +158,24 @@ class InProcessGroupHub final : public GroupComm {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<common::NodeId> LiveHostsLocked(int stage, uint64_t iteration) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Stated bounds]: whether a barrier dropped `id` for `iteration`.
+  bool AwayLocked(const common::NodeId& id, uint64_t iteration) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<absl::AnyInvocable<void()>> calls);
   // Note [Late members]: the deadline of round (iteration, stage) passed.
   void CloseLate(uint64_t iteration, int stage);
   // Note [Silent members in the hub]: the silent deadline of round
   // (iteration, stage) passed; the hosts that sent nothing are marked dead.
   void DropSilent(uint64_t iteration, int stage);
+  // Note [Stated bounds]: the barrier of `iteration` reached its deadline
+  // check; drops the data nodes past both rules, or re-arms.
+  void DropSilentDataNodes(uint64_t iteration);
+  void ArmBarrierLocked(uint64_t iteration, BarrierState& b, absl::Duration after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Stated bounds]: the barrier of `iteration` released data node
+  // `id`: its statement made there counts from now.
+  void ReleaseStatedLocked(const common::NodeId& id, uint64_t iteration)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
 
@@ -147,6 +188,13 @@ class InProcessGroupHub final : public GroupComm {
   SilentDeadline silent_ ABSL_GUARDED_BY(mu_);
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
+  // Note [Stated bounds]: each data node's last statement; the data nodes
+  // a barrier dropped: out of the barriers and reduces of [first, second)
+  // (second: UINT64_MAX until it arrives again); the newest completed
+  // barrier.
+  absl::flat_hash_map<common::NodeId, Stated> stated_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, std::pair<uint64_t, uint64_t>> away_ ABSL_GUARDED_BY(mu_);
+  std::optional<uint64_t> last_complete_barrier_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int>, ReduceState> reduces_ ABSL_GUARDED_BY(mu_);
   std::map<common::NodeId, StateProvider> providers_ ABSL_GUARDED_BY(mu_);

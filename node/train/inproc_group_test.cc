@@ -1,6 +1,8 @@
 #include "node/train/inproc_group.h"
 
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/sim_clock.h"
@@ -129,6 +131,93 @@ TEST(InProcessGroupHubTest, ASilentDeadlineOfFactorZeroWaitsForEver) {
                 [&](absl::StatusOr<ReduceResult> r) { got = std::move(r); });
   clock.Advance(absl::Hours(10));
   EXPECT_FALSE(got.has_value());
+}
+
+// Note [Stated bounds]: a data node that never reaches a barrier is
+// dropped from it once BOTH the measured deadline (4 x the slowest wait)
+// and 2 x the bound it stated at its last barrier (counted from that
+// barrier's release) have passed; one that arrives late but within its
+// bound is waited for. A dropped one that arrives again counts from the
+// iteration after the newest barrier. Before, the hub's barrier waited
+// for a data node that never arrives for ever.
+TEST(InProcessGroupHubTest, ASilentDataNodeIsDroppedFromTheBarrierAfterItsStatedBound) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), r = NodeId::ForName("r");
+  InProcessGroupHub hub(&clock, {{a, {0}, 1, "", ""}, {b, {0}, 1, "", ""}, {r, {1}, 1, "", ""}});
+  std::map<std::pair<uint64_t, int>, bool> passed_at;
+  auto passed = [&](uint64_t iteration, int key) { return passed_at[{iteration, key}]; };
+  auto arrive = [&](uint64_t iteration, const NodeId& who, int key, bool data,
+                    absl::Duration bound = absl::Seconds(60)) {
+    if (data) hub.StateIterationBound(iteration, who, bound);
+    hub.Barrier(iteration, who, data, [&passed_at, iteration, key](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      passed_at[{iteration, key}] = true;
+    });
+  };
+  // Iteration 0: a 10 s spread of arrivals; measured deadline 40 s, both
+  // released at 10 s.
+  arrive(0, a, 0, true);
+  arrive(0, r, 2, false);
+  clock.Advance(absl::Seconds(10));
+  arrive(0, b, 1, true);
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(passed(0, 0) && passed(0, 1) && passed(0, 2));
+
+  // Iteration 1: b arrives at 125 s: past the measured deadline (20 + 40 s)
+  // but within 2 x its 60 s bound from its release (10 + 120 s): kept.
+  clock.Advance(absl::Seconds(10));
+  arrive(1, a, 0, true);
+  arrive(1, r, 2, false);
+  clock.Advance(absl::Seconds(105));
+  EXPECT_FALSE(passed(1, 0));
+  arrive(1, b, 1, true, absl::Seconds(300));
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(passed(1, 0) && passed(1, 1) && passed(1, 2));
+
+  // Iteration 2: b never arrives. The measured deadline (4 x 105 s from
+  // 130 s) passes at 550 s; b stated 300 s at 125 s: its own deadline,
+  // 125 + 2 x 300 s = 725 s, is the later one.
+  clock.Advance(absl::Seconds(5));
+  arrive(2, a, 0, true);
+  arrive(2, r, 2, false);
+  clock.Advance(absl::Seconds(420));
+  EXPECT_FALSE(passed(2, 0));
+  clock.Advance(absl::Seconds(175) - absl::Milliseconds(1));
+  EXPECT_FALSE(passed(2, 0));
+  EXPECT_FALSE(passed(2, 2));
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(passed(2, 0) && passed(2, 2));
+  // Out of the later barriers too, until it arrives.
+  arrive(3, a, 0, true);
+  clock.Advance(absl::ZeroDuration());
+  EXPECT_TRUE(passed(3, 0));
+
+  // The way back: b reaches barrier 2 late and passes at once; it counts
+  // again from iteration 4 (after the newest barrier, 3).
+  arrive(2, b, 1, true);
+  clock.Advance(absl::ZeroDuration());
+  EXPECT_TRUE(passed(2, 1));
+  arrive(3, b, 1, true);
+  clock.Advance(absl::ZeroDuration());
+  EXPECT_TRUE(passed(3, 1));
+  arrive(4, a, 0, true);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_FALSE(passed(4, 0));
+  arrive(4, b, 1, true);
+  clock.Advance(absl::ZeroDuration());
+  EXPECT_TRUE(passed(4, 0) && passed(4, 1));
+}
+
+// A data node that never stated a bound (the daemons' group, a joiner
+// before its first barrier) is never dropped from the hub's barrier.
+TEST(InProcessGroupHubTest, ADataNodeWithoutAStatedBoundIsWaitedFor) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  InProcessGroupHub hub(&clock, {{a, {0}, 1, "", ""}, {b, {0}, 1, "", ""}});
+  bool passed = false;
+  hub.Barrier(0, a, true, [&](absl::Status) { passed = true; });
+  clock.Advance(absl::Hours(10));
+  EXPECT_FALSE(passed);
 }
 
 }  // namespace

@@ -310,6 +310,10 @@ void NodeTrainer::State::StartWork(uint64_t iteration) {
 
 void NodeTrainer::State::AfterData(uint64_t iteration, std::optional<IterationReport> data) {
   if (Stopped()) return;
+  // Note [Stated bounds] (inproc_group.h).
+  if (driver != nullptr) {
+    group->StateIterationBound(iteration, server->self(), driver->NextIterationBound());
+  }
   group->Barrier(iteration, server->self(), driver != nullptr,
                  guard.Wrap([this, iteration, data = std::move(data)](absl::Status s) mutable {
                    if (Stopped()) return;

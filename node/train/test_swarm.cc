@@ -12,19 +12,38 @@
 namespace skipswarm::node {
 namespace {
 
-// TestSwarmOptions::reduce_delay: the hub, with AllReduce calls held back.
+// TestSwarmOptions::reduce_delay: the hub, with AllReduce calls held back;
+// TestSwarmOptions::barrier_delay: with Barrier calls held back.
 class DelayedReduceGroup final : public GroupComm {
  public:
   DelayedReduceGroup(GroupComm* hub, common::Clock* clock, absl::Duration delay,
-                     std::set<uint64_t> iterations)
-      : hub_(hub), clock_(clock), delay_(delay), iterations_(std::move(iterations)) {}
+                     std::set<uint64_t> iterations, absl::Duration barrier_delay,
+                     std::set<uint64_t> barrier_iterations)
+      : hub_(hub),
+        clock_(clock),
+        delay_(delay),
+        iterations_(std::move(iterations)),
+        barrier_delay_(barrier_delay),
+        barrier_iterations_(std::move(barrier_iterations)) {}
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
-    hub_->Barrier(iteration, self, data_node, std::move(done));
+    if (barrier_delay_ <= absl::ZeroDuration() || barrier_iterations_.count(iteration) == 0) {
+      return hub_->Barrier(iteration, self, data_node, std::move(done));
+    }
+    auto call = std::make_shared<BarrierDone>(std::move(done));
+    GroupComm* hub = hub_;
+    clock_->RunAfter(barrier_delay_, [hub, iteration, self, data_node, call] {
+      hub->Barrier(iteration, self, data_node, std::move(*call));
+    });
+  }
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override {
+    hub_->StateIterationBound(iteration, self, bound);
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
-    if (!iterations_.empty() && iterations_.count(iteration) == 0) {
+    if (delay_ <= absl::ZeroDuration() ||
+        (!iterations_.empty() && iterations_.count(iteration) == 0)) {
       return hub_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
     }
     auto call = std::make_shared<std::pair<GradientContribution, ReduceDone>>(
@@ -47,6 +66,8 @@ class DelayedReduceGroup final : public GroupComm {
   common::Clock* const clock_;
   const absl::Duration delay_;
   const std::set<uint64_t> iterations_;  // empty: all
+  const absl::Duration barrier_delay_;
+  const std::set<uint64_t> barrier_iterations_;
 };
 
 // TestSwarmOptions::failed_reduces: `inner`, with the listed rounds failed;
@@ -62,6 +83,10 @@ class FailingReduceGroup final : public GroupComm {
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
     inner_->Barrier(iteration, self, data_node, std::move(done));
+  }
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override {
+    inner_->StateIterationBound(iteration, self, bound);
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
@@ -138,10 +163,16 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     in.routing = options_.routing ? options_.routing(static_cast<int>(i), n.view.get())
                                   : n.view.get();
     in.group = hub_.get();
-    if (auto delay = options_.reduce_delay.find(static_cast<int>(i));
-        delay != options_.reduce_delay.end()) {
-      n.slow_group = std::make_unique<DelayedReduceGroup>(hub_.get(), &clock_, delay->second,
-                                                           options_.reduce_delay_iterations);
+    const auto delay = options_.reduce_delay.find(static_cast<int>(i));
+    const auto barrier_delay = options_.barrier_delay.find(static_cast<int>(i));
+    if (delay != options_.reduce_delay.end() || barrier_delay != options_.barrier_delay.end()) {
+      n.slow_group = std::make_unique<DelayedReduceGroup>(
+          hub_.get(), &clock_,
+          delay != options_.reduce_delay.end() ? delay->second : absl::ZeroDuration(),
+          options_.reduce_delay_iterations,
+          barrier_delay != options_.barrier_delay.end() ? barrier_delay->second
+                                                        : absl::ZeroDuration(),
+          options_.barrier_delay_iterations);
       in.group = n.slow_group.get();
     }
     if (!options_.failed_reduces.empty() || options_.always_round) {

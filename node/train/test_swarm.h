@@ -58,6 +58,11 @@ struct TestSwarmOptions {
   std::map<int, absl::Duration> reduce_delay;
   // Only these iterations' calls are held back (empty: every one).
   std::set<uint64_t> reduce_delay_iterations;
+  // Node i's Barrier call of these iterations reaches the hub this much
+  // later (simulated time): a data node stuck between its iteration and
+  // the barrier (Note [Stated bounds] in inproc_group.h).
+  std::map<int, absl::Duration> barrier_delay;
+  std::set<uint64_t> barrier_delay_iterations;
   // Averaging rounds (iteration, stage) that fail on every replica: each
   // AllReduce of them answers UNAVAILABLE at once and never reaches the hub
   // (a round every replica lost, e.g. to the group's deadline).
