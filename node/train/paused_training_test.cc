@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
 #include "node/train/test_swarm.h"
@@ -176,6 +177,107 @@ TEST(PausedTrainingTest, AStoppingLastReplicasRefusalPausesTheIteration) {
 
 TEST(PausedTrainingTest, AStoppingLastReplicasRefusalReachesTheOriginThroughARelay) {
   StoppingLastReplicaPausesUntilAReplicaReturns(3);
+}
+
+// A timed compute with outer steps every H = 2 (Note [Outer steps] in
+// node_trainer.h); its pseudo-gradient is idle exactly when no backward
+// completed since the last sync, as a real compute's parameters would be.
+class OuterTimedCompute final : public ForwardingStageCompute {
+ public:
+  OuterTimedCompute(common::Clock* clock, int stage)
+      : ForwardingStageCompute(std::make_unique<TimedStageCompute>(
+            clock, TimedStageCompute::Options{.stage = stage,
+                                              .forward = absl::Milliseconds(10)})) {}
+  AveragingPlan averaging() const override {
+    AveragingPlan p;
+    p.outer_every = 2;
+    return p;
+  }
+  absl::StatusOr<UpdateStats> ApplyLocalUpdate() override {
+    absl::StatusOr<UpdateStats> u = inner()->ApplyLocalUpdate();
+    if (u.ok()) visits_since_sync_ += u->visits;
+    return u;
+  }
+  absl::StatusOr<AverageContribution> TakePseudoGradient() override {
+    AverageContribution c;
+    c.idle = visits_since_sync_ == 0;
+    c.flat.assign(8, c.idle ? 0.f : 1.f);
+    c.bytes = 8 * static_cast<int64_t>(sizeof(float));
+    c.digest = 7;  // the anchor's, equal on every replica here
+    visits_since_sync_ = 0;
+    return c;
+  }
+  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
+                                             int contributors) override {
+    outer_steps.push_back({summed.empty() ? 0.f : summed[0], contributors});
+    UpdateStats u;
+    u.stepped = contributors > 0;
+    return u;
+  }
+  std::vector<std::pair<float, int>> outer_steps;  // (summed[0], contributors)
+
+ private:
+  int64_t visits_since_sync_ = 0;
+};
+
+// Note [Stopping drops] with outer steps (H = 2): a micro-batch refused by
+// a stopping replica and re-run through the other one counts one visit on
+// every stage it trained on, like any completed micro-batch: its first run
+// was dropped before any backward, so no replica counted it, and the re-run
+// is one more backward under a fresh id. The inner steps' visits equal the
+// completed micro-batches, and the sync after step 2 weighs each replica
+// that trained since the anchor once.
+TEST(PausedTrainingTest, ARerunCountsOneVisitWithOuterSteps) {
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}, {1}};  // node 1 stops after iteration 0
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 4;
+  std::vector<OuterTimedCompute*> made(3, nullptr);
+  TestSwarm swarm(
+      o,
+      [&made](int node, int stage, common::Clock* clock,
+              TaskRunner*) -> std::unique_ptr<StageCompute> {
+        auto c = std::make_unique<OuterTimedCompute>(clock, stage);
+        made[node] = c.get();
+        return c;
+      },
+      &data);
+  ASSERT_TRUE(swarm.Run(1));
+  // Its record has not reached the data node, which plans through it; the
+  // other replica is out of the data node's view until 20 s later (as in
+  // StoppingLastReplicaPausesUntilAReplicaReturns), so the refusal is not
+  // repaired in flight but dropped with its cause, and re-run.
+  swarm.SetPausedInView(0, 2, true);
+  swarm.server(1)->StopAfter(0);
+  swarm.clock().RunAt(swarm.clock().SteadyNow() + absl::Seconds(20),
+                      [&swarm] { swarm.SetPausedInView(0, 2, false); });
+  ASSERT_TRUE(swarm.Run(1, absl::Seconds(120)));
+  ASSERT_EQ(swarm.reports(0).size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->completed, 4) << "iteration " << i;
+    EXPECT_EQ(r->dropped, 0) << "iteration " << i;
+    EXPECT_EQ(swarm.reports(0)[i].stages.at(0).visits_here, r->completed) << "iteration " << i;
+    int64_t stage1 = 0;
+    for (int node : {1, 2}) {
+      ASSERT_EQ(swarm.reports(node).size(), 2u);
+      stage1 += swarm.reports(node)[i].stages.at(1).visits_here;
+    }
+    EXPECT_EQ(stage1, r->completed) << "iteration " << i;
+  }
+  EXPECT_GT(swarm.reports(0)[1].data->rerun, 0) << "no micro-batch was planned through node 1";
+  EXPECT_EQ(swarm.reports(1)[1].stages.at(1).visits_here, 0);
+  EXPECT_EQ(swarm.reports(2)[1].stages.at(1).visits_here, 4);
+  // The sync after step 2, over the stage-1 replicas that trained since
+  // the anchor (node 2 did in iteration 1; node 1 if iteration 0 used it).
+  const int trained = 1 + (swarm.reports(1)[0].stages.at(1).visits_here > 0 ? 1 : 0);
+  for (int node : {1, 2}) {
+    ASSERT_EQ(made[node]->outer_steps.size(), 1u) << "node " << node;
+    EXPECT_FLOAT_EQ(made[node]->outer_steps[0].first, trained) << "node " << node;
+    EXPECT_EQ(made[node]->outer_steps[0].second, trained) << "node " << node;
+  }
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
       (h.tensor().payload_bytes() != 0 || h.tensor().shape_size() != 0 || !h.has_sketch_answer())) {
     return absl::InvalidArgumentError("a sketch frame carries an answer and no tensor");
   }
+  if (h.has_abort_cause()) {
+    absl::Status cause = CheckAbortCause(h);
+    if (!cause.ok()) return cause;
+  }
   const uint64_t bytes = h.tensor().payload_bytes();
   if (bytes > options_.max_payload_bytes) {
     return absl::InvalidArgumentError(
@@ -61,6 +65,33 @@ absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk_count ", h.chunk_count(), " inconsistent with payload_bytes ",
         bytes, " (chunks must hold 1 B..1 MiB each)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameValidator::CheckAbortCause(const proto::FrameHeader& h) {
+  // Only an abort notice (Note [Abort notices] in node/stage/stage_server.cc:
+  // an empty BACKWARD frame with no tensor) carries a cause.
+  if (h.direction() != proto::DIRECTION_BACKWARD || h.tensor().payload_bytes() != 0 ||
+      h.tensor().shape_size() != 0 || h.tensor().dtype() != proto::DTYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("abort_cause on a frame that is not an abort notice");
+  }
+  const proto::AbortCause& c = h.abort_cause();
+  if (c.kind() != proto::AbortCause::ABORT_CAUSE_STOPPING) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("abort_cause of unknown kind ", static_cast<int>(c.kind())));
+  }
+  if (c.node().size() != common::NodeId::kBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("abort_cause names a node of ",
+                                                   c.node().size(), " bytes; must be ",
+                                                   common::NodeId::kBytes));
+  }
+  // The stopping node refused this iteration, so it stops before it (0 at
+  // iteration 0: the sender's fallback, StoppingRefusalCause).
+  if (c.stop_after() >= h.iteration() && c.stop_after() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("abort_cause stops after iteration ",
+                                                   c.stop_after(), ", not before the frame's ",
+                                                   h.iteration()));
   }
   return absl::OkStatus();
 }

@@ -14,6 +14,11 @@
 //      the right dtype, and payload_bytes == what shape and codec imply
 //      (INVALID_ARGUMENT), so a frame cannot declare a small tensor and
 //      send (or make us reserve) a large payload.
+//   1c. An abort_cause (Note [Stopping refusals] in node/stage/stage_server.h)
+//      only on an abort notice (BACKWARD, no tensor), of a known kind,
+//      naming a node of exactly 32 bytes, stopping before the frame's
+//      iteration (INVALID_ARGUMENT): a peer cannot make the hops before it
+//      carry an arbitrary blob to the origin.
 //   2. CheckChunk per chunk: index == next expected, size 1 B..1 MiB, total
 //      not beyond payload_bytes (INVALID_ARGUMENT).
 //   3. CheckPayload on the whole payload: exact size (INVALID_ARGUMENT) and
@@ -67,6 +72,10 @@ class FrameValidator {
   absl::Status CheckHeader(const proto::FrameHeader& header) const;
   // Step 1b alone: the payload size `meta`'s shape and codec imply.
   static absl::StatusOr<uint64_t> ImpliedPayloadBytes(const proto::TensorMeta& meta);
+  // Step 1c alone, for a header with an abort_cause: only on an abort
+  // notice, a known kind, a node id of NodeId::kBytes, and a last iteration
+  // before the frame's.
+  static absl::Status CheckAbortCause(const proto::FrameHeader& header);
   // `expected_index` chunks totalling `bytes_so_far` came before `chunk`.
   absl::Status CheckChunk(const proto::FrameHeader& header,
                           uint32_t expected_index, uint64_t bytes_so_far,

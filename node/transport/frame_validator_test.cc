@@ -98,6 +98,52 @@ TEST_F(FrameValidatorTest, SketchFramesCarryAnAnswerAndNoTensor) {
   EXPECT_EQ(HeaderCode(with_tensor.header), absl::StatusCode::kInvalidArgument);
 }
 
+// Note [Frame validation] 1c: a peer's abort_cause is refused unless it is
+// what an honest hop sends (node/stage/stage_server_send.cc).
+TEST_F(FrameValidatorTest, AbortCauseOnlyOnAbortNoticesAndBounded) {
+  // An abort notice for hop 1 (iteration 3), as SendAbort builds it.
+  Frame notice = Valid(0);
+  notice.header.set_direction(proto::DIRECTION_BACKWARD);
+  notice.header.clear_tensor();
+  notice.header.set_chunk_count(0);
+  proto::AbortCause* cause = notice.header.mutable_abort_cause();
+  cause->set_kind(proto::AbortCause::ABORT_CAUSE_STOPPING);
+  cause->set_node(origin_.Bytes());
+  cause->set_stop_after(2);
+  EXPECT_EQ(HeaderCode(notice.header), absl::StatusCode::kOk);
+
+  Frame long_node = notice;
+  long_node.header.mutable_abort_cause()->set_node(std::string(1 << 16, 'x'));
+  absl::Status status = validator_.CheckHeader(long_node.header);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("32"), absl::string_view::npos) << status;
+  Frame short_node = notice;
+  short_node.header.mutable_abort_cause()->set_node(origin_.Bytes().substr(1));
+  EXPECT_EQ(HeaderCode(short_node.header), absl::StatusCode::kInvalidArgument);
+
+  Frame unknown_kind = notice;
+  unknown_kind.header.mutable_abort_cause()->set_kind(proto::AbortCause::ABORT_CAUSE_UNSPECIFIED);
+  EXPECT_EQ(HeaderCode(unknown_kind.header), absl::StatusCode::kInvalidArgument);
+  unknown_kind.header.mutable_abort_cause()->set_kind(static_cast<proto::AbortCause::Kind>(9));
+  EXPECT_EQ(HeaderCode(unknown_kind.header), absl::StatusCode::kInvalidArgument);
+
+  // The node refused iteration 3, so it stopped after an earlier one.
+  Frame late = notice;
+  late.header.mutable_abort_cause()->set_stop_after(3);
+  EXPECT_EQ(HeaderCode(late.header), absl::StatusCode::kInvalidArgument);
+  late.header.mutable_abort_cause()->set_stop_after(~uint64_t{0});
+  EXPECT_EQ(HeaderCode(late.header), absl::StatusCode::kInvalidArgument);
+
+  // Not an abort notice: a forward, or a backward with a gradient.
+  Frame forward = Valid();
+  *forward.header.mutable_abort_cause() = notice.header.abort_cause();
+  EXPECT_EQ(HeaderCode(forward.header), absl::StatusCode::kInvalidArgument);
+  Frame gradient = Valid();
+  gradient.header.set_direction(proto::DIRECTION_BACKWARD);
+  *gradient.header.mutable_abort_cause() = notice.header.abort_cause();
+  EXPECT_EQ(HeaderCode(gradient.header), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(FrameValidatorTest, RejectsOversizedPayload) {
   Frame f = Valid();
   f.header.mutable_tensor()->set_payload_bytes(9 << 20);

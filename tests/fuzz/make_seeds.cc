@@ -81,6 +81,19 @@ void FrameSeeds(const std::string& dir) {
   for (size_t i = 0; i < ids.size(); i += 8) ids[i] = static_cast<char>(i);
   Write(dir + "/int64", FrameInput(7, Header(proto::CODEC_RAW_INT64, proto::DTYPE_INT64, {2, 5},
                                              ids.size(), 0), ids));
+  // An abort notice with a stopping cause (Note [Stopping refusals] in
+  // node/stage/stage_server.h): a BACKWARD frame with no tensor, so the
+  // fuzzer mutates abort_cause past the header check (Note [Frame
+  // validation] 1c).
+  proto::FrameHeader notice = Header(proto::CODEC_RAW_FP32, proto::DTYPE_FLOAT32, {}, 0, 0);
+  notice.set_direction(proto::DIRECTION_BACKWARD);
+  notice.clear_tensor();
+  notice.set_chunk_count(0);
+  proto::AbortCause* cause = notice.mutable_abort_cause();
+  cause->set_kind(proto::AbortCause::ABORT_CAUSE_STOPPING);
+  cause->set_node(common::NodeId::ForName("last").Bytes());
+  cause->set_stop_after(2);
+  Write(dir + "/abort_notice", FrameInput(3, notice, ""));
   // A multi-chunk fp32 payload (3 KiB: three 1 KiB chunks).
   std::string big(768 * 4, '\0');
   Write(dir + "/fp32_chunks", FrameInput(3, Header(proto::CODEC_RAW_FP32, proto::DTYPE_FLOAT32,
