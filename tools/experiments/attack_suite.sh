@@ -142,5 +142,7 @@ base_loss=$(column_of none 5 | median)
   done
   echo
   echo "load average (1 min) at each run's start: $(awk '{print $3}' "$OUT/loads.txt" | tr '\n' ' ')"
-  [ -n "$PIN" ] && echo "pinned: swarm on CPUs ${PIN%%:*}, attacker on CPUs ${PIN#*:} (taskset)"
+  if [ -n "$PIN" ]; then
+    echo "pinned: swarm on CPUs ${PIN%%:*}, attacker on CPUs ${PIN#*:} (taskset)"
+  fi
 } | tee "$OUT/table.md"
