@@ -32,36 +32,6 @@ void Report(common::Clock* clock, absl::AnyInvocable<void(IterationReport)> done
                   });
 }
 
-// Note [Stopping drops]: `base` without the nodes this driver saw refuse
-// the iteration as stopping: neither replicas nor alive (unlike
-// ExcludingView, a stage's last replica too: its stage has none left).
-class WithoutNodes final : public SwarmView {
- public:
-  WithoutNodes(const SwarmView& base, std::vector<PeerId> hidden)
-      : base_(base), hidden_(std::move(hidden)) {}
-  std::vector<PeerInfo> Members() const override { return base_.Members(); }
-  bool IsAlive(const PeerId& id) const override { return !Hidden(id) && base_.IsAlive(id); }
-  std::vector<PeerId> Replicas(int stage) const override {
-    std::vector<PeerId> out = base_.Replicas(stage);
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [this](const PeerId& id) { return Hidden(id); }),
-              out.end());
-    return out;
-  }
-  void MarkDead(const PeerId& id) override { (void)id; }
-  uint64_t version() const override { return base_.version(); }
-  std::optional<LinkEstimate> Link(const PeerId& from, const PeerId& to) const override {
-    return base_.Link(from, to);
-  }
-
- private:
-  bool Hidden(const PeerId& id) const {
-    return std::find(hidden_.begin(), hidden_.end(), id) != hidden_.end();
-  }
-  const SwarmView& base_;
-  const std::vector<PeerId> hidden_;
-};
-
 }  // namespace
 
 DataNodeDriver::DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
@@ -224,8 +194,7 @@ void DataNodeDriver::TryStart() {
   // Note [Silent relay exclusion]: plan without the relays this node
   // excluded (all but the last replica of a stage); Note [Stopping drops]:
   // nor through a node seen refusing this iteration as stopping.
-  const ExcludingView excluding(*view_, excluded);
-  const WithoutNodes planning(excluding, std::move(stopping));
+  const ExcludingView planning(*view_, excluded, std::move(stopping));
   absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, planning);
   if (routes.ok() && routes->empty()) {
     routes = absl::UnavailableError("the planner gave this data node no micro-batches");
@@ -537,8 +506,7 @@ void DataNodeDriver::Replan() {
     excluded = silent_.ExcludedAt(clock_->SteadyNow());
     stopping = StoppingAtLocked(iteration);
   }
-  const ExcludingView excluding(*view_, excluded);
-  const WithoutNodes planning(excluding, std::move(stopping));
+  const ExcludingView planning(*view_, excluded, std::move(stopping));
   PlanInput input{iteration, server_->self(), count, options_.num_stages};
   absl::StatusOr<std::vector<PlannedRoute>> routes = planner_->Plan(input, planning);
   if (routes.ok() && routes->empty()) {

@@ -100,8 +100,10 @@ absl::flat_hash_set<common::NodeId> LastReplicas(
   return out;
 }
 
-ExcludingView::ExcludingView(const SwarmView& base, const std::vector<common::NodeId>& excluded)
-    : base_(base) {
+ExcludingView::ExcludingView(const SwarmView& base, const std::vector<common::NodeId>& excluded,
+                             std::vector<common::NodeId> always)
+    : base_(base), always_(std::move(always)) {
+  std::sort(always_.begin(), always_.end());
   std::vector<common::NodeId> sorted = excluded;
   std::sort(sorted.begin(), sorted.end());
   const PipelineHostsView hosts(base);
@@ -110,6 +112,7 @@ ExcludingView::ExcludingView(const SwarmView& base, const std::vector<common::No
     auto m = std::find_if(members.begin(), members.end(),
                           [&](const PeerInfo& p) { return p.id == id; });
     if (m == members.end() || !base.IsAlive(id)) continue;  // not planned anyway
+    if (std::binary_search(always_.begin(), always_.end(), id)) continue;  // hidden already
     bool hide = true;
     for (const int s : m->stages) {
       if (s == 0) {  // a data node: the data order ranks over them
@@ -130,7 +133,8 @@ ExcludingView::ExcludingView(const SwarmView& base, const std::vector<common::No
 }
 
 bool ExcludingView::Hidden(const common::NodeId& id) const {
-  return std::binary_search(hidden_.begin(), hidden_.end(), id);
+  return std::binary_search(always_.begin(), always_.end(), id) ||
+         std::binary_search(hidden_.begin(), hidden_.end(), id);
 }
 
 bool ExcludingView::IsAlive(const common::NodeId& id) const {

@@ -167,14 +167,18 @@ absl::flat_hash_set<common::NodeId> LastReplicas(const SwarmView& planning,
                                                  const absl::flat_hash_set<common::NodeId>& relays);
 
 // `base` without the relays of `excluded` it may hide (Note [Silent relay
-// exclusion]): neither listed as replicas nor alive; Members() still lists
-// them (it lists dead members too). MarkDead does nothing.
+// exclusion]) and without every node of `always` (Note [Stopping drops] in
+// data_node_driver.h: a stage's last replica too, which `excluded` keeps):
+// neither listed as replicas nor alive; Members() still lists them (it
+// lists dead members too). MarkDead does nothing.
 class ExcludingView final : public SwarmView {
  public:
-  ExcludingView(const SwarmView& base, const std::vector<common::NodeId>& excluded);
+  ExcludingView(const SwarmView& base, const std::vector<common::NodeId>& excluded,
+                std::vector<common::NodeId> always = {});
 
-  // The excluded relays this view hides, and those it keeps (the last
-  // replica of a stage, a data node), ascending id.
+  // The relays of `excluded` this view hides, and those it keeps (the last
+  // replica of a stage left by `always` and the hidden, a data node),
+  // ascending id.
   const std::vector<common::NodeId>& hidden() const { return hidden_; }
   const std::vector<common::NodeId>& kept() const { return kept_; }
 
@@ -191,6 +195,7 @@ class ExcludingView final : public SwarmView {
  private:
   bool Hidden(const common::NodeId& id) const;
   const SwarmView& base_;
+  std::vector<common::NodeId> always_;  // sorted
   std::vector<common::NodeId> hidden_, kept_;
 };
 

@@ -182,5 +182,23 @@ TEST(ExcludingViewTest, HidesAnExcludedRelayButNeverTheLastReplicaOfAStage) {
   EXPECT_EQ(last.Replicas(1), std::vector<NodeId>{kA});
 }
 
+// Note [Stopping drops]: `always` hides a node even as its stage's last
+// replica, and an excluded relay left as the last one beside it is kept.
+TEST(ExcludingViewTest, AlwaysHiddenNodesGoEvenAsTheLastReplica) {
+  const NodeId data = NodeId::ForName("data");
+  StaticSwarmView view({{data, {0}, 4, "", ""},
+                        {kA, {1}, 4, "", ""},
+                        {kB, {1}, 4, "", ""}});
+  const ExcludingView stopping(view, {kA}, {kB});
+  EXPECT_TRUE(stopping.hidden().empty());
+  EXPECT_EQ(stopping.kept(), std::vector<NodeId>{kA});
+  EXPECT_EQ(stopping.Replicas(1), std::vector<NodeId>{kA});
+  EXPECT_FALSE(stopping.IsAlive(kB));
+  const ExcludingView none_left(view, {}, {kA, kB});
+  EXPECT_TRUE(none_left.Replicas(1).empty());
+  EXPECT_FALSE(none_left.IsAlive(kA));
+  EXPECT_EQ(none_left.Members().size(), 3u);
+}
+
 }  // namespace
 }  // namespace skipswarm::node
