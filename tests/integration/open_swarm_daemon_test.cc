@@ -58,6 +58,23 @@ double Gauge(int port, const std::string& name) {
   return v;
 }
 
+// Waits for each next iteration `founder` reports (at most 100 ms at a
+// time: its `finished` alone would not wake the wait) until `done` holds;
+// how many iterations it had reported then, -1 if it finished first.
+int64_t UntilEachIteration(RunningDaemon& founder, const std::function<bool()>& done) {
+  while (!founder.finished.HasBeenNotified()) {
+    founder.WaitForIteration(founder.LastIteration() + 1, absl::Milliseconds(100));
+    if (done()) return founder.LastIteration() + 1;
+  }
+  return -1;
+}
+
+// Every iteration of the run reported, once each.
+void ExpectEveryIteration(RunningDaemon& founder, int64_t iterations) {
+  absl::MutexLock lock(&founder.mu);
+  EXPECT_EQ(static_cast<int64_t>(founder.reports.size()), iterations);
+}
+
 class OpenSwarmDaemonTest : public AdmissionSwarmTest {
  protected:
   OpenSwarmDaemonTest() : AdmissionSwarmTest(kSwarm, "anyone may join this swarm, line ") {}
@@ -77,12 +94,7 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   f.expect_members = 4;
   f.base.iterations = kIterations;
   f.base.metrics_port = 0;
-  absl::Mutex mu;
-  int founder_iterations = 0;  // guarded by mu
-  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
-    absl::MutexLock lock(&mu);
-    ++founder_iterations;
-  });
+  auto founder = LaunchDaemon(f);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   std::vector<std::unique_ptr<RunningDaemon>> others;
@@ -118,28 +130,12 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   // Each founder iteration: is the newcomer still on probation, and does t
   // vouch for it?
   double most_on_probation = -1, vouches = -1, on_probation = -1;
-  int trusted_at = -1;
-  while (!founder->finished.HasBeenNotified()) {
-    int seen;
-    {
-      absl::MutexLock lock(&mu);
-      seen = founder_iterations;
-      const auto later = [&] {
-        return founder_iterations > seen || founder->finished.HasBeenNotified();
-      };
-      // Bounded: `finished` is no state of `mu`, so its notification
-      // alone would not wake an Await.
-      mu.AwaitWithTimeout(absl::Condition(&later), absl::Milliseconds(100));
-      seen = founder_iterations;
-    }
+  const int64_t trusted_at = UntilEachIteration(*founder, [&] {
     on_probation = Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation");
     most_on_probation = std::max(most_on_probation, on_probation);
     vouches = Gauge(t->daemon->metrics_port(), "skipswarm_vouches");
-    if (on_probation == 0 && vouches >= 1) {
-      trusted_at = seen;
-      break;
-    }
-  }
+    return on_probation == 0 && vouches >= 1;
+  });
   EXPECT_EQ(on_probation, 0);
   EXPECT_GE(vouches, 1);
   // Verified compute, on at rate 1 (Note [Sending checks]): while n was on
@@ -158,8 +154,8 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   EXPECT_EQ(mismatches, 0);
   std::printf("FIGURE open swarm verify_rate=1: %g checks sent by the founder, %g answered by t, "
               "%g judged by u, %g mismatches\n", checks_sent, answered, judged, mismatches);
-  std::printf("FIGURE newcomer_trusted_at_founder_iteration=%d most_on_probation=%g\n",
-              trusted_at, most_on_probation);
+  std::printf("FIGURE newcomer_trusted_at_founder_iteration=%lld most_on_probation=%g\n",
+              static_cast<long long>(trusted_at), most_on_probation);
   {
     httplib::Client http("127.0.0.1", founder->daemon->metrics_port());
     auto res = http.Get("/status.json");
@@ -174,8 +170,7 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
   for (auto& r : others) r->finished.WaitForNotification();
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   for (auto& r : others) EXPECT_TRUE(r->result.ok()) << r->result;
-  absl::MutexLock lock(&mu);
-  EXPECT_EQ(founder_iterations, kIterations);
+  ExpectEveryIteration(*founder, kIterations);
 }
 
 // Founder f (data node, stage 0), trusted t hosting stages 1 and 2 (the
@@ -206,12 +201,7 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
   f.expect_members = 3;
   f.base.iterations = kIterations;
   f.base.metrics_port = 0;
-  absl::Mutex mu;
-  int founder_iterations = 0;  // guarded by mu
-  auto founder = LaunchDaemon(f, [&](const NodeIterationReport&) {
-    absl::MutexLock lock(&mu);
-    ++founder_iterations;
-  });
+  auto founder = LaunchDaemon(f);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   const auto joiner = [&](const char* name, std::vector<int> stages, char seed) {
@@ -241,25 +231,8 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
   std::unique_ptr<RunningDaemon> n = LaunchDaemonWith(joiner("n", {1}, 'n'), std::move(lying));
   ASSERT_NE(n, nullptr);
 
-  // Waits for each next founder iteration until `done` holds; the founder
-  // iteration it held at, -1 if the founder finished first.
   const auto until = [&](const std::function<bool()>& done) {
-    while (!founder->finished.HasBeenNotified()) {
-      int seen;
-      {
-        absl::MutexLock lock(&mu);
-        seen = founder_iterations;
-        const auto later = [&] {
-          return founder_iterations > seen || founder->finished.HasBeenNotified();
-        };
-        // Bounded: `finished` is no state of `mu`, so its notification
-        // alone would not wake an Await.
-        mu.AwaitWithTimeout(absl::Condition(&later), absl::Milliseconds(100));
-        seen = founder_iterations;
-      }
-      if (done()) return seen;
-    }
-    return -1;
+    return UntilEachIteration(*founder, done);
   };
   const auto on_probation = [&] {
     return Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation");
@@ -276,7 +249,7 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
     return it == c.by_member.end() ? MemberCheckCounts{} : it->second;
   };
 
-  const int trusted_at = until([&] { return on_probation() == 0 && vouches() >= 1; });
+  const int64_t trusted_at = until([&] { return on_probation() == 0 && vouches() >= 1; });
   ASSERT_GE(trusted_at, 0) << "n never trusted";
   const int64_t probation_checks_before = t_counts(false, n_id).checks;
   EXPECT_EQ(t_counts(false, n_id).mismatches, 0);
@@ -284,7 +257,7 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
 
   // The first trusted mismatch t records: its vouch goes at its next
   // boundary, and with it n's trust at f once t's record arrives.
-  const int withdrawn_at = until([&] { return vouches() == 0 && on_probation() == 1; });
+  const int64_t withdrawn_at = until([&] { return vouches() == 0 && on_probation() == 1; });
   ASSERT_GE(withdrawn_at, 0) << "t's vouch for n never withdrawn; vouches " << vouches()
                              << ", on probation at f " << on_probation();
   const MemberCheckCounts caught = t_counts(true, n_id);
@@ -307,19 +280,19 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
 
   // Back on probation, n is routed only beside t and every hop to it is
   // checked again as a newcomer's: t judges it as one, and catches it.
-  const int rechecked_at = until([&] {
+  const int64_t rechecked_at = until([&] {
     return t_counts(false, n_id).checks > probation_checks_before &&
            t_counts(false, n_id).mismatches > 0;
   });
   EXPECT_GE(rechecked_at, 0) << "n never checked as a newcomer again";
   EXPECT_EQ(vouches(), 0);  // a member it caught since is not vouched for again
-  std::printf("FIGURE vouch withdrawal: n trusted at founder iteration %d, liar armed then; "
+  std::printf("FIGURE vouch withdrawal: n trusted at founder iteration %lld, liar armed then; "
               "first trusted mismatch at t's iteration %lld (%lld trusted checks of n, %lld "
-              "mismatched); t's vouch gone and n on probation at f by founder iteration %d; "
-              "n checked and caught as a newcomer again by %d\n",
-              trusted_at, static_cast<long long>(first_mismatch_at),
+              "mismatched); t's vouch gone and n on probation at f by founder iteration %lld; "
+              "n checked and caught as a newcomer again by %lld\n",
+              static_cast<long long>(trusted_at), static_cast<long long>(first_mismatch_at),
               static_cast<long long>(caught.checks), static_cast<long long>(caught.mismatches),
-              withdrawn_at, rechecked_at);
+              static_cast<long long>(withdrawn_at), static_cast<long long>(rechecked_at));
 
   founder->finished.WaitForNotification();
   t->finished.WaitForNotification();
@@ -327,8 +300,7 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(t->result.ok()) << t->result;
   EXPECT_TRUE(n->result.ok()) << n->result;
-  absl::MutexLock lock(&mu);
-  EXPECT_EQ(founder_iterations, kIterations);
+  ExpectEveryIteration(*founder, kIterations);
 }
 
 }  // namespace
