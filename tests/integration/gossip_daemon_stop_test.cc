@@ -28,16 +28,9 @@
 namespace skipswarm::node {
 namespace {
 
-class GossipDaemonStopTest : public ::testing::Test {
+class GossipDaemonStopTest : public TinySwarmFolderTest {
  protected:
-  void SetUp() override {
-    // One folder per test: a node resumes from the checkpoints it finds.
-    dir_ = ::testing::TempDir() + "/stop-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::create_directories(dir_);
-    corpus_ = dir_ + "/corpus.txt";
-    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
-  }
+  GossipDaemonStopTest() : TinySwarmFolderTest("stop") {}
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
     GossipDaemonOptions o =
@@ -49,7 +42,6 @@ class GossipDaemonStopTest : public ::testing::Test {
     return o;
   }
 
-  std::string dir_, corpus_;
 };
 
 bool HasCheckpoint(const std::string& dir) {

@@ -30,16 +30,9 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-class JoinRetryTest : public ::testing::Test {
+class JoinRetryTest : public TinySwarmFolderTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/join-retry-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    corpus_ = dir_ + "/corpus.txt";
-    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
-  }
+  JoinRetryTest() : TinySwarmFolderTest("join-retry") {}
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages,
                               int64_t iterations) {
@@ -88,7 +81,7 @@ class JoinRetryTest : public ::testing::Test {
 
   void StopAll() { TearDown(); }
 
-  std::string dir_, corpus_, bootstrap_;
+  std::string bootstrap_;
   RunningDaemon* founder_ = nullptr;
   RunningDaemon* a_ = nullptr;
   RunningDaemon* b_ = nullptr;

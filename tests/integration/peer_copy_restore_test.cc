@@ -5,7 +5,6 @@
 // training resumes at the paused iteration and every node finishes.
 // GossipDaemons in one process over loopback gRPC (ports 0).
 #include <cmath>
-#include <filesystem>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -20,15 +19,9 @@
 namespace skipswarm::node {
 namespace {
 
-class PeerCopyRestoreTest : public ::testing::Test {
+class PeerCopyRestoreTest : public TinySwarmFolderTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/peer-copy-restore";
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    corpus_ = dir_ + "/corpus.txt";
-    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
-  }
+  PeerCopyRestoreTest() : TinySwarmFolderTest("peer-copy-restore") {}
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
     GossipDaemonOptions o =
@@ -41,7 +34,6 @@ class PeerCopyRestoreTest : public ::testing::Test {
   }
 
   static constexpr int64_t kIterations = 40;
-  std::string dir_, corpus_;
 };
 
 TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {

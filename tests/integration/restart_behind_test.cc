@@ -4,7 +4,6 @@
 // service manager restarts a crashed node. It must enter with the swarm's
 // state, never be routed to while it stands at its old checkpoint's step.
 // GossipDaemons in one process over loopback gRPC (ports 0).
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -17,15 +16,9 @@
 namespace skipswarm::node {
 namespace {
 
-class RestartBehindTest : public ::testing::Test {
+class RestartBehindTest : public TinySwarmFolderTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/restart-behind";
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    corpus_ = dir_ + "/corpus.txt";
-    WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
-  }
+  RestartBehindTest() : TinySwarmFolderTest("restart-behind") {}
 
   GossipDaemonOptions Options(const std::string& name, std::vector<int> stages) {
     GossipDaemonOptions o =
@@ -37,7 +30,6 @@ class RestartBehindTest : public ::testing::Test {
     return o;
   }
 
-  std::string dir_, corpus_;
 };
 
 // The first iteration `r` reported at or after `from`; -1: none.

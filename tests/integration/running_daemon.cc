@@ -1,8 +1,10 @@
 #include "tests/integration/running_daemon.h"
 
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "node/daemon/stack/torch_backend.h"
 #include "tests/integration/tiny_gossip_options.h"
@@ -122,6 +124,15 @@ GossipDaemonOptions AdmissionSwarmTest::Options(const std::string& name, std::ve
   o.gossip.key_file = SaveSeededKey(dir_ + "/" + name + ".key", seed);
   o.gossip.admission = policy_;
   return o;
+}
+
+void TinySwarmFolderTest::SetUp() {
+  dir_ = absl::StrCat(::testing::TempDir(), "/", prefix_, "-",
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  corpus_ = dir_ + "/corpus.txt";
+  WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
 }
 
 std::unique_ptr<identity::Identity> SeededKey(char seed) {

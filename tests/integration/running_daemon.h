@@ -81,6 +81,20 @@ std::unique_ptr<RunningDaemon> LaunchFounder(GossipDaemonOptions o, int expect_m
 void WriteTinyCorpus(const std::string& path, absl::string_view before,
                      absl::string_view after = "");
 
+// The fixture of the in-process daemon tests that train in a folder of
+// their own: SetUp makes TempDir()/<prefix>-<test name> afresh (a node
+// resumes from the checkpoints it finds there) with the tiny corpus in it.
+class TinySwarmFolderTest : public ::testing::Test {
+ protected:
+  explicit TinySwarmFolderTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override;
+
+  std::string dir_, corpus_;
+
+ private:
+  const std::string prefix_;
+};
+
 // The fixture of the daemon tests whose swarm admits by a policy: every
 // daemon gets `policy_` as its admission and the fixed key of its seed,
 // saved in the test's folder; they train on a tiny corpus of `corpus_line`
