@@ -6,6 +6,7 @@
 // GossipDaemons in one process over loopback gRPC (ports 0).
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
@@ -115,6 +116,80 @@ TEST_F(RestartBehindTest, ARestartedReplicaEntersWithTheSwarmsState) {
   }
   std::printf("b stopped after iteration %lld, restarted when d0 was at %lld; its first "
               "trained iteration %lld; d0 dropped %lld micro-batches in %lld iterations since\n",
+              static_cast<long long>(stopped_after), static_cast<long long>(restarted_at),
+              static_cast<long long>(first), static_cast<long long>(dropped),
+              static_cast<long long>(iterations));
+}
+
+// As above for a member hosting two stages (--host_stages=1+2). Stage 1
+// has replicas a (1+2) and p, stage 2 a, q and r; five founders. a stops
+// with its checkpoint, and r goes too (not every founder is live again);
+// d0 trains on well past the lead with p and q; then a starts again from
+// its own disk. Before: the restart rule and the behind check asked only a
+// one-stage member's replicas, so a waited as a founder for five founders
+// until its start-up deadline ("the swarm did not form"). Now it enters as
+// a joiner when a live replica of any of its stages trains without it,
+// each stage's state from that stage's replicas (p's, q's) at one entry.
+TEST_F(RestartBehindTest, ARestartedTwoStageMemberEntersWithTheSwarmsState) {
+  const GossipDaemonOptions d0 = Options("d0", {0});
+  auto founder = LaunchFounder(d0, /*expect_members=*/5);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto options = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.expect_members = 5;
+    o.gossip.join = {bootstrap};
+    const char seed = name == "a" ? 'A' : name == "p" ? 'B' : name == "q" ? 'C' : 'D';
+    o.gossip.key_file = SaveSeededKey(dir_ + "/" + name + ".key", seed);
+    return o;
+  };
+  auto a = LaunchDaemon(options("a", {1, 2}), /*reach=*/4);
+  auto p = LaunchDaemon(options("p", {1}));
+  auto q = LaunchDaemon(options("q", {2}));
+  auto r = LaunchDaemon(options("r", {2}));
+  ASSERT_TRUE(a && p && q && r);
+  ASSERT_TRUE(a->WaitUnlessFinished(a->reached));
+  for (RunningDaemon* d : {a.get(), r.get()}) {
+    d->signals.stop.store(true);
+    ASSERT_TRUE(d->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    d->Join();
+    ASSERT_TRUE(d->result.ok()) << d->result;
+  }
+  const int64_t stopped_after = a->LastIteration();
+
+  ASSERT_TRUE(founder->WaitForIteration(stopped_after + 12, absl::Seconds(120)))
+      << "d0 did not train on without a";
+  const int64_t restarted_at = founder->LastIteration();
+  auto again = LaunchDaemon(options("a", {1, 2}), /*reach=*/-1, /*train=*/5);
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->WaitUnlessFinished(again->trained))
+      << "the restarted two-stage member never trained: " << again->result;
+  const int64_t first = FirstReportAtOrAfter(*again, 0);
+  EXPECT_GT(first, restarted_at) << "the restarted member trained an iteration the swarm had "
+                                    "passed (it resumed at its checkpoint's step)";
+  const int64_t until = founder->LastIteration();
+  int64_t dropped = 0, iterations = 0;
+  {
+    absl::MutexLock lock(&founder->mu);
+    for (const NodeIterationReport& report : founder->reports) {
+      const int64_t it = static_cast<int64_t>(report.iteration);
+      if (it <= restarted_at || it > until || !report.data.has_value()) continue;
+      dropped += report.data->dropped;
+      ++iterations;
+    }
+  }
+  EXPECT_GT(iterations, 0);
+  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted member";
+  for (RunningDaemon* d : {founder.get(), p.get(), q.get(), again.get()}) {
+    d->signals.stop.store(true);
+  }
+  for (RunningDaemon* d : {founder.get(), p.get(), q.get(), again.get()}) {
+    d->Join();
+    EXPECT_TRUE(d->result.ok()) << d->result;
+  }
+  std::printf("two-stage a stopped after iteration %lld, restarted when d0 was at %lld; its "
+              "first trained iteration %lld; d0 dropped %lld micro-batches in %lld iterations "
+              "since\n",
               static_cast<long long>(stopped_after), static_cast<long long>(restarted_at),
               static_cast<long long>(first), static_cast<long long>(dropped),
               static_cast<long long>(iterations));

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -194,29 +195,54 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
 //    before.
 // While it waits as a founder its record names its stage, so a restart
 // within the lead is planned through for up to a probe period (1 s) before
-// it enters. One-stage members only, as the behind check; a stage without
-// a live replica leaves it a founder (nobody to take newer state from).
+// it enters.
+// A member hosting several stages (--host_stages=1+2) enters as a joiner
+// when a live replica of any one of its stages trains without it by the
+// rule above: each stage's state then comes from that stage's own live
+// replicas, all at one entry boundary (TryEntry, as for a subnetwork
+// joiner, Note [A subnetwork joins]). Before, only one-stage members asked,
+// and a restarted two-stage member waited as a founder until its start-up
+// deadline (restart_behind_test's two-stage case).
+// A stage of ours with no live replica (we were its last) leaves us a
+// founder, as before: EnterAsJoiner has no source to fetch it from, and
+// the restore from a peer's copy (Note [Restore from peer copies]) is for
+// one-stage joiners. Entering there would need our own checkpoint of that
+// stage (or a peer's copy) loaded and advanced to the entry (Note
+// [Restored step]) beside the fetched stages: node/daemon/README.md,
+// "Restarted multi-stage members", says what is left. Subnetwork (SDP)
+// members are left out as well: a restarted SDP founder was not examined
+// (an --sdp=auto node takes no --host_stages, so it is a joiner anyway).
 bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
   const std::vector<int> stages = Stages();
-  if (stages.size() != 1 || base().sdp != model::SdpMode::kOff) return false;
+  if (stages.empty() || base().sdp != model::SdpMode::kOff) return false;
   const uint64_t own = static_cast<uint64_t>(std::max<int64_t>(0, start_iteration));
   const uint64_t lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
-  for (const StateSource& a : StateSources(RoutedView(), self, stages.front())) {
-    absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
-    if (!at.ok()) continue;
-    auto before = behind_probe.find(a.id);
-    const bool advancing = before != behind_probe.end() && *at > before->second;
-    behind_probe[a.id] = *at;
-    if (*at <= own || (*at <= own + lead && !advancing)) continue;
-    const std::string line = absl::StrCat(
-        base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ", own,
-        ", stage ", stages.front(), "'s replica ", a.id.ShortString(), " trains at ", *at,
-        "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
-    LOG(WARNING) << line;
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-    metrics.Add("skipswarm_restarts_behind_total", 1);
-    return true;
+  const membership::View view = RoutedView();
+  std::vector<std::vector<StateSource>> sources;
+  for (int stage : stages) {
+    sources.push_back(StateSources(view, self, stage));
+    if (sources.back().empty()) return false;  // no live replica: stay a founder (above)
+  }
+  std::set<common::NodeId> asked;  // a peer hosting two of our stages is asked once
+  for (size_t i = 0; i < stages.size(); ++i) {
+    for (const StateSource& a : sources[i]) {
+      if (!asked.insert(a.id).second) continue;
+      absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
+      if (!at.ok()) continue;
+      auto before = behind_probe.find(a.id);
+      const bool advancing = before != behind_probe.end() && *at > before->second;
+      behind_probe[a.id] = *at;
+      if (*at <= own || (*at <= own + lead && !advancing)) continue;
+      const std::string line = absl::StrCat(
+          base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ",
+          own, ", stage ", stages[i], "'s replica ", a.id.ShortString(), " trains at ", *at,
+          "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
+      LOG(WARNING) << line;
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+      metrics.Add("skipswarm_restarts_behind_total", 1);
+      return true;
+    }
   }
   return false;
 }

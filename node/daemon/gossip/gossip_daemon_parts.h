@@ -316,10 +316,11 @@ struct GossipDaemon::Parts {
   absl::StatusOr<std::vector<int>> PlaceJoiner();
   absl::Status EnterAsJoiner();
   // Note [Restart behind the swarm] (gossip_daemon_join.cc), Run's thread
-  // before and during the founders' wait: whether a live replica of our
-  // one stage trains without us: more than the stage server's lead past
+  // before and during the founders' wait: whether a live replica of any of
+  // our stages trains without us: more than the stage server's lead past
   // the iteration our checkpoint resumed us at, or past it and further on
   // than when this asked before (behind_probe). Then we enter as a joiner.
+  // False while a stage of ours has no live replica, and for a subnetwork.
   bool SwarmTrainsWithoutUs();
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
