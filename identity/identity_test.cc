@@ -1,5 +1,6 @@
 #include "common/atomic_file.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 
 #include <sys/stat.h>
 
@@ -26,14 +27,14 @@ TEST(IdentityTest, IdIsSha256OfRawPublicKey) {
 }
 
 TEST(IdentityTest, SignAndVerify) {
-  auto identity = *Identity::FromSeed(std::string(32, '\x07'));
+  auto identity = TestIdentity('\x07');
   auto sig = identity->Sign("hello");
   ASSERT_TRUE(sig.ok());
   EXPECT_EQ(sig->size(), kSignatureBytes);
   EXPECT_TRUE(VerifySignature(identity->public_key(), "hello", *sig).ok());
   EXPECT_EQ(VerifySignature(identity->public_key(), "hellO", *sig).code(),
             absl::StatusCode::kUnauthenticated);
-  auto other = *Identity::FromSeed(std::string(32, '\x08'));
+  auto other = TestIdentity('\x08');
   EXPECT_FALSE(VerifySignature(other->public_key(), "hello", *sig).ok());
   EXPECT_FALSE(VerifySignature("short", "hello", *sig).ok());
   EXPECT_FALSE(VerifySignature(identity->public_key(), "hello", "x").ok());

@@ -14,6 +14,7 @@
 #include "common/peer_quota.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 #include "manifest/manifest_service.h"
 #include "proto/version.h"
 
@@ -48,7 +49,7 @@ struct Server {
 class BootstrapTest : public ::testing::Test {
  protected:
   BootstrapTest()
-      : founder_(*identity::Identity::FromSeed(std::string(32, '\x01'))),
+      : founder_(identity::TestIdentity('\x01')),
         signed_(Signed(*founder_)),
         service_(signed_, kSwarmId),
         clock_(common::RealClock::Create()) {}
@@ -158,7 +159,7 @@ TEST_F(BootstrapTest, TheMetricsPortIsRecognisedOverTlsToo) {
   http.Get("/", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok", "text/plain"); });
   const int port = http.bind_to_any_port("127.0.0.1");
   std::thread t([&] { http.listen_after_bind(); });
-  auto joiner = *identity::Identity::FromSeed(std::string(32, '\x03'));
+  auto joiner = identity::TestIdentity('\x03');
   auto v = Fetch({absl::StrCat("127.0.0.1:", port)}, "", kSwarmId,
                  *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()));
   http.stop();
@@ -193,7 +194,7 @@ TEST_F(BootstrapTest, PlainTextAgainstATlsNodeIsATlsError) {
 TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
   auto server_creds = *identity::PeerCredentials::Create({founder_.get(), false}, clock_->Now());
   Server s(&service_, server_creds->ForServer());
-  auto joiner = *identity::Identity::FromSeed(std::string(32, '\x02'));
+  auto joiner = identity::TestIdentity('\x02');
   // A generous deadline: two TLS handshakes on a loaded machine.
   auto v = Fetch({s.address()}, "", kSwarmId,
                  *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()),
@@ -204,7 +205,7 @@ TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
 // Note [Peer quotas]: a caller's address gets a stranger's budget; a flood
 // of GetManifest calls from it is refused once the burst is spent.
 TEST(ManifestServiceTest, ACallersFloodIsHeldToItsAddressesQuota) {
-  auto founder = *identity::Identity::FromSeed(std::string(32, '\x01'));
+  auto founder = identity::TestIdentity('\x01');
   common::SimClock quota_clock;
   common::PeerQuotaOptions q;
   q.service = "manifest";

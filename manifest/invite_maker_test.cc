@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/admission.h"
 
 namespace skipswarm::manifest {
@@ -22,9 +23,9 @@ TEST(InviteMakerTest, ExpiryIsADurationOrATimeInTheFuture) {
 
 TEST(InviteMakerTest, TokenIsSignedByTheKeyFileAndBoundToTheNode) {
   const std::string key_file = std::string(std::getenv("TEST_TMPDIR")) + "/founder.key";
-  auto founder = *identity::Identity::FromSeed(std::string(32, 'f'));
+  auto founder = identity::TestIdentity('f');
   ASSERT_TRUE(founder->Save(key_file, /*overwrite=*/true).ok());
-  auto joiner = *identity::Identity::FromSeed(std::string(32, 'j'));
+  auto joiner = identity::TestIdentity('j');
   absl::StatusOr<std::string> token =
       MakeInvite({key_file, "s", "1h", joiner->id().Hex()}, kNow, kNonce);
   ASSERT_TRUE(token.ok()) << token.status();

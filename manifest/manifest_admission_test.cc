@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 #include "proto/version.h"
 
 namespace skipswarm::manifest {
@@ -15,9 +16,9 @@ const std::string kNonce(membership::kInviteNonceBytes, 'n');
 class ManifestAdmissionTest : public ::testing::Test {
  protected:
   ManifestAdmissionTest()
-      : founder_(*identity::Identity::FromSeed(std::string(32, 'f'))),
-        joiner_(*identity::Identity::FromSeed(std::string(32, 'j'))),
-        other_(*identity::Identity::FromSeed(std::string(32, 'o'))) {}
+      : founder_(identity::TestIdentity('f')),
+        joiner_(identity::TestIdentity('j')),
+        other_(identity::TestIdentity('o')) {}
 
   // The policy of a manifest signed by founder_ with these flags.
   membership::AdmissionPolicy PolicyFor(absl::string_view mode, absl::string_view ids = "") {

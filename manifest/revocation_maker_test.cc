@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/admission.h"
 #include "membership/revocation.h"
 
@@ -17,9 +18,9 @@ class RevocationMakerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ::testing::TempDir();
-    founder_ = *identity::Identity::FromSeed(std::string(32, 'f'));
+    founder_ = identity::TestIdentity('f');
     ASSERT_TRUE(founder_->Save(dir_ + "/founder.key", true).ok());
-    other_ = *identity::Identity::FromSeed(std::string(32, 'o'));
+    other_ = identity::TestIdentity('o');
     ASSERT_TRUE(other_->Save(dir_ + "/other.key", true).ok());
     list_ = dir_ + "/revoked-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::remove(list_.c_str());

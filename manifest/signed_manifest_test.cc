@@ -2,14 +2,11 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 #include "proto/version.h"
 
 namespace skipswarm::manifest {
 namespace {
-
-std::unique_ptr<identity::Identity> Key(char seed) {
-  return *identity::Identity::FromSeed(std::string(32, seed));
-}
 
 proto::SwarmManifest Sample() {
   proto::SwarmManifest m;
@@ -21,7 +18,7 @@ proto::SwarmManifest Sample() {
 }
 
 TEST(SignedManifestTest, ASignedManifestVerifiesAndNamesItsFounder) {
-  auto founder = Key(1);
+  auto founder = identity::TestIdentity(1);
   auto s = SignManifest(Sample(), *founder);
   ASSERT_TRUE(s.ok()) << s.status();
   auto v = VerifyManifest(*s);
@@ -35,7 +32,7 @@ TEST(SignedManifestTest, ASignedManifestVerifiesAndNamesItsFounder) {
 }
 
 TEST(SignedManifestTest, ATamperedManifestIsUnauthenticated) {
-  auto s = *SignManifest(Sample(), *Key(1));
+  auto s = *SignManifest(Sample(), *identity::TestIdentity(1));
   proto::SwarmManifest m;
   ASSERT_TRUE(m.ParseFromString(s.manifest()));
   m.mutable_model()->set_num_layers(6);
@@ -48,8 +45,8 @@ TEST(SignedManifestTest, ATamperedManifestIsUnauthenticated) {
 TEST(SignedManifestTest, AnotherKeysSignatureIsRefusedEvenWhenTheKeyIsSwapped) {
   // A forger re-signs with its own key and presents that key: the founder
   // id inside the manifest no longer matches.
-  auto s = *SignManifest(Sample(), *Key(1));
-  auto forger = Key(2);
+  auto s = *SignManifest(Sample(), *identity::TestIdentity(1));
+  auto forger = identity::TestIdentity(2);
   s.set_signature(*forger->Sign(s.manifest()));
   s.set_founder_public_key(forger->public_key());
   auto v = VerifyManifest(s);
@@ -58,14 +55,14 @@ TEST(SignedManifestTest, AnotherKeysSignatureIsRefusedEvenWhenTheKeyIsSwapped) {
 }
 
 TEST(SignedManifestTest, APinnedHashOfAnotherManifestIsRefused) {
-  auto s = *SignManifest(Sample(), *Key(1));
+  auto s = *SignManifest(Sample(), *identity::TestIdentity(1));
   auto v = VerifyManifest(s, std::string(64, 'a'));
   EXPECT_EQ(v.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(absl::StrContains(v.status().message(), "swarm file pins")) << v.status();
 }
 
 TEST(SignedManifestTest, HostileInputIsRefusedWithAReason) {
-  auto founder = Key(1);
+  auto founder = identity::TestIdentity(1);
   proto::SignedManifest empty;
   EXPECT_EQ(VerifyManifest(empty).status().code(), absl::StatusCode::kInvalidArgument);
 

@@ -1,6 +1,7 @@
 #include "membership/admission.h"
 
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -11,10 +12,10 @@ const std::string kNonce(kInviteNonceBytes, 'n');
 class AdmissionTest : public ::testing::Test {
  protected:
   AdmissionTest()
-      : founder_(*identity::Identity::FromSeed(std::string(32, 'f'))),
-        alice_(*identity::Identity::FromSeed(std::string(32, 'a'))),
-        bob_(*identity::Identity::FromSeed(std::string(32, 'b'))),
-        mallory_(*identity::Identity::FromSeed(std::string(32, 'm'))) {
+      : founder_(identity::TestIdentity('f')),
+        alice_(identity::TestIdentity('a')),
+        bob_(identity::TestIdentity('b')),
+        mallory_(identity::TestIdentity('m')) {
     policy_.mode = AdmissionMode::kInvite;
     policy_.swarm_name = "swarm";
     policy_.founder_public_key = founder_->public_key();

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "common/sim_clock.h"
+#include "identity/test_identity.h"
 #include "membership/membership.h"
 #include "membership/record.h"
 #include "proto/version.h"
@@ -72,10 +73,10 @@ proto::PushPullResponse AnswerFrom(const identity::Identity& peer, absl::Time no
 
 TEST(MembershipShutdownTest, WaitsForARunningListenerAndCallsNoneAfter) {
   common::SimClock clock(absl::FromUnixSeconds(1'800'000'000));
-  auto self = *identity::Identity::FromSeed(std::string(32, 's'));
-  auto peer = *identity::Identity::FromSeed(std::string(32, 'p'));
-  auto later = *identity::Identity::FromSeed(std::string(32, 'l'));
-  auto last = *identity::Identity::FromSeed(std::string(32, 'z'));
+  auto self = identity::TestIdentity('s');
+  auto peer = identity::TestIdentity('p');
+  auto later = identity::TestIdentity('l');
+  auto last = identity::TestIdentity('z');
   HeldTransport transport;
   MembershipOptions o;
   o.policy.swarm_id = kSwarm;

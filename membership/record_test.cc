@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 #include "membership/join_work.h"
 
 namespace skipswarm::membership {
@@ -13,8 +14,8 @@ const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
 class RecordTest : public ::testing::Test {
  protected:
   RecordTest()
-      : alice_(*identity::Identity::FromSeed(std::string(32, 'a'))),
-        mallory_(*identity::Identity::FromSeed(std::string(32, 'm'))) {
+      : alice_(identity::TestIdentity('a')),
+        mallory_(identity::TestIdentity('m')) {
     policy_.swarm_id = "swarm-1";
     record_.set_swarm_id("swarm-1");
     record_.add_addresses("10.0.0.1:7000");

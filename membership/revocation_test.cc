@@ -1,6 +1,7 @@
 #include "membership/revocation.h"
 
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -10,9 +11,9 @@ const std::string kNonce(kInviteNonceBytes, 'n');
 class RevocationTest : public ::testing::Test {
  protected:
   RevocationTest()
-      : founder_(*identity::Identity::FromSeed(std::string(32, 'f'))),
-        alice_(*identity::Identity::FromSeed(std::string(32, 'a'))),
-        mallory_(*identity::Identity::FromSeed(std::string(32, 'm'))) {
+      : founder_(identity::TestIdentity('f')),
+        alice_(identity::TestIdentity('a')),
+        mallory_(identity::TestIdentity('m')) {
     policy_.mode = AdmissionMode::kInvite;
     policy_.swarm_name = "swarm";
     policy_.founder_public_key = founder_->public_key();

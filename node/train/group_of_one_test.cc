@@ -14,6 +14,7 @@
 #include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
+#include "node/train/outer_step_recorder.h"
 #include "node/train/test_swarm.h"
 
 namespace skipswarm::node {
@@ -104,18 +105,12 @@ TEST(GroupOfOneTest, ALoneReplicaStepsInPlaceWithoutAveragingTraffic) {
 // A counting compute with outer steps every H = 2 (Note [Outer steps]):
 // the pseudo-gradient is 0.5 everywhere, and the outer steps it is given
 // are recorded.
-class OuterCountingCompute final : public ForwardingStageCompute {
+class OuterCountingCompute final : public OuterStepRecorder {
  public:
   OuterCountingCompute(common::Clock* clock, int stage, bool overlap)
-      : ForwardingStageCompute(std::make_unique<TimedStageCompute>(
-            clock, TimedStageCompute::Options{.stage = stage, .num_params = kParams})),
-        overlap_(overlap) {}
-  AveragingPlan averaging() const override {
-    AveragingPlan p;
-    p.outer_every = 2;
-    p.overlap = overlap_;
-    return p;
-  }
+      : OuterStepRecorder(std::make_unique<TimedStageCompute>(
+                              clock, TimedStageCompute::Options{.stage = stage, .num_params = kParams}),
+                          overlap) {}
   absl::StatusOr<GradientSum> TakeGradients() override {
     ++gradient_vectors;
     return inner()->TakeGradients();
@@ -131,19 +126,8 @@ class OuterCountingCompute final : public ForwardingStageCompute {
     c.digest = 7;  // the anchor's, equal on every replica here
     return c;
   }
-  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
-                                             int contributors) override {
-    outer_steps.push_back({summed.empty() ? 0.f : summed[0], contributors});
-    UpdateStats u;
-    u.stepped = contributors > 0;
-    return u;
-  }
   int gradient_vectors = 0;
   int digests = 0;
-  std::vector<std::pair<float, int>> outer_steps;  // (summed[0], contributors)
-
- private:
-  const bool overlap_;
 };
 
 // Note [Lone outer replica] (node_trainer.cc): with H > 1 no replica takes

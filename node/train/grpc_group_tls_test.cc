@@ -17,6 +17,7 @@
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/test_util.h"
@@ -38,7 +39,7 @@ class GrpcGroupTlsTest : public ::testing::Test {
   void SetUp() override {
     clock_ = common::RealClock::Create();
     for (char seed : {'0', '1', '2', 'x'}) {
-      keys_.push_back(Identity::FromSeed(std::string(32, seed)).value());
+      keys_.push_back(identity::TestIdentity(seed));
       creds_.push_back(PeerCredentials::Create({keys_.back().get()}, clock_->Now()).value());
     }
     const std::vector<int> stages = {0, 1, 1};

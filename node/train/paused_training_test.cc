@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "node/compute/forwarding_stage_compute.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/train/data_source.h"
+#include "node/train/outer_step_recorder.h"
 #include "node/train/test_swarm.h"
 
 namespace skipswarm::node {
@@ -182,17 +182,12 @@ TEST(PausedTrainingTest, AStoppingLastReplicasRefusalReachesTheOriginThroughARel
 // A timed compute with outer steps every H = 2 (Note [Outer steps] in
 // node_trainer.h); its pseudo-gradient is idle exactly when no backward
 // completed since the last sync, as a real compute's parameters would be.
-class OuterTimedCompute final : public ForwardingStageCompute {
+class OuterTimedCompute final : public OuterStepRecorder {
  public:
   OuterTimedCompute(common::Clock* clock, int stage)
-      : ForwardingStageCompute(std::make_unique<TimedStageCompute>(
+      : OuterStepRecorder(std::make_unique<TimedStageCompute>(
             clock, TimedStageCompute::Options{.stage = stage,
                                               .forward = absl::Milliseconds(10)})) {}
-  AveragingPlan averaging() const override {
-    AveragingPlan p;
-    p.outer_every = 2;
-    return p;
-  }
   absl::StatusOr<UpdateStats> ApplyLocalUpdate() override {
     absl::StatusOr<UpdateStats> u = inner()->ApplyLocalUpdate();
     if (u.ok()) visits_since_sync_ += u->visits;
@@ -207,14 +202,6 @@ class OuterTimedCompute final : public ForwardingStageCompute {
     visits_since_sync_ = 0;
     return c;
   }
-  absl::StatusOr<UpdateStats> ApplyOuterStep(const std::vector<float>& summed,
-                                             int contributors) override {
-    outer_steps.push_back({summed.empty() ? 0.f : summed[0], contributors});
-    UpdateStats u;
-    u.stepped = contributors > 0;
-    return u;
-  }
-  std::vector<std::pair<float, int>> outer_steps;  // (summed[0], contributors)
 
  private:
   int64_t visits_since_sync_ = 0;

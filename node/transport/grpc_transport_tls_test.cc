@@ -13,6 +13,7 @@
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/grpc_streams.h"
 #include "node/transport/grpc_transport.h"
@@ -28,10 +29,6 @@ using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::LogCapture;
 using ::skipswarm::node::testutil::MakeTestFrame;
-
-std::unique_ptr<Identity> Key(char seed) {
-  return Identity::FromSeed(std::string(32, seed)).value();
-}
 
 // Frames admitted by a handler, and who sent them.
 class Inbox {
@@ -59,9 +56,9 @@ class GrpcTransportTlsTest : public ::testing::Test {
  protected:
   GrpcTransportTlsTest()
       : clock_(common::RealClock::Create()),
-        a_key_(Key('a')),
-        b_key_(Key('b')),
-        c_key_(Key('c')) {
+        a_key_(identity::TestIdentity('a')),
+        b_key_(identity::TestIdentity('b')),
+        c_key_(identity::TestIdentity('c')) {
     a_ = Make(*a_key_);
     b_ = Make(*b_key_);
     a_->SetPeerAddress(b_id(), b_->loopback_address());

@@ -31,6 +31,7 @@
 #include "common/crc32c.h"
 #include "common/real_clock.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
@@ -68,7 +69,7 @@ struct LoopbackPair {
     options.self = PeerId::ForName("a");
     options.credentials = identity::PeerCredentials::Insecure();
     if (tls) {
-      a_key = identity::Identity::FromSeed(std::string(32, 'a')).value();
+      a_key = identity::TestIdentity('a');
       options.self = a_key->id();
       options.credentials =
           identity::PeerCredentials::Create({a_key.get()}, clock->Now()).value();
@@ -76,7 +77,7 @@ struct LoopbackPair {
     a = GrpcTransport::Create(options, clock.get()).value();
     options.self = PeerId::ForName("b");
     if (tls) {
-      b_key = identity::Identity::FromSeed(std::string(32, 'b')).value();
+      b_key = identity::TestIdentity('b');
       options.self = b_key->id();
       options.credentials =
           identity::PeerCredentials::Create({b_key.get()}, clock->Now()).value();

@@ -13,6 +13,7 @@
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/grpc_gossip.h"
 #include "membership/membership.h"
 #include "proto/gossip.grpc.pb.h"
@@ -25,7 +26,7 @@ constexpr int kRecords = 25000;
 
 TEST(GossipFloodTest, PingOf25000SignedRecordsIsRefusedCheaply) {
   auto clock = common::RealClock::Create();
-  auto victim_id = *identity::Identity::FromSeed(std::string(32, 'v'));
+  auto victim_id = identity::TestIdentity('v');
   MembershipOptions o;
   o.policy.swarm_id = "f";
   o.addresses = {"127.0.0.1:1"};
@@ -39,7 +40,7 @@ TEST(GossipFloodTest, PingOf25000SignedRecordsIsRefusedCheaply) {
 
   // The attacker's records: one key, ascending incarnations, so every one
   // is news to the victim and each would need its signature checked.
-  auto mallory = *identity::Identity::FromSeed(std::string(32, 'M'));
+  auto mallory = identity::TestIdentity('M');
   proto::PingRequest req;
   req.set_protocol_version(proto::kProtocolVersion);
   req.set_swarm_id("f");

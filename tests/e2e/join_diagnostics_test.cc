@@ -14,6 +14,7 @@
 #include "common/free_port.h"
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
+#include "identity/test_identity.h"
 #include "manifest/manifest_service.h"
 #include "manifest/signed_manifest.h"
 #include "manifest/swarm_settings.h"
@@ -42,7 +43,7 @@ class JoinDiagnosticsTest : public ::testing::Test {
  protected:
   JoinDiagnosticsTest()
       : clock_(common::RealClock::Create()),
-        founder_(*identity::Identity::FromSeed(std::string(32, '\x05'))),
+        founder_(identity::TestIdentity('\x05')),
         service_(SwarmManifest(*founder_), membership::DeriveSwarmId("skipswarm", "")) {}
   ~JoinDiagnosticsTest() override {
     if (server_) server_->Shutdown();

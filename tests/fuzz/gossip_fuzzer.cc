@@ -20,6 +20,7 @@
 #include "common/random.h"
 #include "common/sim_clock.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/membership.h"
 #include "membership/record.h"
 #include "proto/gossip.pb.h"
@@ -55,7 +56,7 @@ struct World {
     FLAGS_minloglevel = 3;  // each refusal logs a warning: noise at 100k inputs/s
     google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
                                        const std::string&) {});
-    identity = *skipswarm::identity::Identity::FromSeed(std::string(32, '\x07'));
+    identity = skipswarm::identity::TestIdentity('\x07');
     membership::MembershipOptions o;
     o.policy.swarm_id = kSwarm;
     o.policy.num_stages = 4;

@@ -13,6 +13,7 @@
 #include "common/crc32c.h"
 #include "common/node_id.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/record.h"
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
@@ -101,7 +102,7 @@ void FrameSeeds(const std::string& dir) {
 }
 
 void GossipSeeds(const std::string& dir) {
-  auto other = *identity::Identity::FromSeed(std::string(32, '\x09'));
+  auto other = identity::TestIdentity('\x09');
   const absl::Time now = absl::FromUnixMillis(1'800'000'000'000);
   proto::NodeRecord r;
   r.set_swarm_id("fuzz-swarm");

@@ -22,6 +22,7 @@
 #include "common/free_port.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/admission.h"
 #include "membership/revocation.h"
 #include "nlohmann/json.hpp"
@@ -125,9 +126,9 @@ class AdmissionDaemonTest : public AdmissionSwarmTest {
 };
 
 TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
-  const auto founder_key = SeededKey('f');
-  const auto invited_key = SeededKey('i');
-  const auto listed_key = SeededKey('l');
+  const auto founder_key = identity::TestIdentity('f');
+  const auto invited_key = identity::TestIdentity('i');
+  const auto listed_key = identity::TestIdentity('l');
   UseInvites(*founder_key, *listed_key);
   constexpr int64_t kIterations = 30;
 
@@ -201,7 +202,7 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
     EXPECT_EQ(st["swarm"]["live_members"], 3) << st["swarm"];
     for (const auto& stage : st["swarm"]["stages"]) EXPECT_EQ(stage["replicas"], 1) << stage;
     // Not even a DEAD entry: its record never reached the table.
-    const std::string stranger_id = SeededKey('s')->id().ShortString();
+    const std::string stranger_id = identity::TestNodeId('s').ShortString();
     EXPECT_EQ(st["swarm"]["members"].size(), 3u) << st["swarm"]["members"];
     for (const auto& m : st["swarm"]["members"]) EXPECT_NE(m["short"], stranger_id) << m;
   }
@@ -217,10 +218,10 @@ TEST_F(AdmissionDaemonTest, InvitedNodeTrainsWhileAStrangerIsKeptOut) {
 // it changes; the list it gossips evicts the revoked replica from every
 // view while the others train on to the end.
 TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
-  const auto founder_key = SeededKey('f');
-  const auto a_key = SeededKey('i');
-  const auto b_key = SeededKey('j');
-  const auto listed_key = SeededKey('l');
+  const auto founder_key = identity::TestIdentity('f');
+  const auto a_key = identity::TestIdentity('i');
+  const auto b_key = identity::TestIdentity('j');
+  const auto listed_key = identity::TestIdentity('l');
   UseInvites(*founder_key, *listed_key);
   constexpr int64_t kIterations = 40;
   const std::string revoked_file = dir_ + "/revoked.txt";
@@ -320,10 +321,10 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
 // revoked, logged at 3.24 s, still running at 120 s). It must stop with
 // the cause instead.
 TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsFetch) {
-  const auto founder_key = SeededKey('f');
-  const auto a_key = SeededKey('i');
-  const auto b_key = SeededKey('j');
-  const auto listed_key = SeededKey('l');
+  const auto founder_key = identity::TestIdentity('f');
+  const auto a_key = identity::TestIdentity('i');
+  const auto b_key = identity::TestIdentity('j');
+  const auto listed_key = identity::TestIdentity('l');
   UseInvites(*founder_key, *listed_key);
   const std::string revoked_file = dir_ + "/revoked-joiner.txt";
   ThreeMembers swarm;
@@ -367,10 +368,10 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
 // start-up deadline (here 20 s, DEADLINE_EXCEEDED, "no relay took this
 // node") although b's membership knew the cause; b must stop with it.
 TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
-  const auto founder_key = SeededKey('f');
-  const auto a_key = SeededKey('i');
-  const auto b_key = SeededKey('j');
-  const auto listed_key = SeededKey('l');
+  const auto founder_key = identity::TestIdentity('f');
+  const auto a_key = identity::TestIdentity('i');
+  const auto b_key = identity::TestIdentity('j');
+  const auto listed_key = identity::TestIdentity('l');
   UseInvites(*founder_key, *listed_key);
   const std::string revoked_file = dir_ + "/revoked-behind-nat.txt";
   ThreeMembers swarm;
@@ -419,9 +420,9 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
 // run on to the start-up deadline (here 20 s, "the swarm cannot take a
 // joiner yet") although b's membership knew the cause; b must stop with it.
 TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWhileChoosingAStage) {
-  const auto founder_key = SeededKey('f');
-  const auto b_key = SeededKey('j');
-  const auto listed_key = SeededKey('l');
+  const auto founder_key = identity::TestIdentity('f');
+  const auto b_key = identity::TestIdentity('j');
+  const auto listed_key = identity::TestIdentity('l');
   UseInvites(*founder_key, *listed_key);
   const std::string revoked_file = dir_ + "/revoked-choosing.txt";
   std::remove(revoked_file.c_str());

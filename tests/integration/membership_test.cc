@@ -1,6 +1,7 @@
 // Membership unit behaviour on the simulated network: security checks
 // (forged / replayed / stale records, wrong swarm, identity mismatch,
 // allow-list), refutation, record updates, join diagnostics, link probing.
+#include "identity/test_identity.h"
 #include "membership/membership.h"
 
 #include <limits>
@@ -31,7 +32,7 @@ class MembershipTest : public ::testing::Test {
     swarm_.StartAll(0);
     EXPECT_NE(swarm_.RunUntil([&] { return swarm_.Converged(); }, absl::Seconds(10)),
               absl::InfiniteDuration());
-    mallory_ = *identity::Identity::FromSeed(std::string(32, 'M'));
+    mallory_ = identity::TestIdentity('M');
     mallory_net_ = swarm_.net().AddEndpoint("mallory:1", mallory_->id());
   }
 

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "membership/admission.h"
 #include "nlohmann/json.hpp"
 #include "node/compute/verify_test_util.h"
@@ -82,8 +83,8 @@ class OpenSwarmDaemonTest : public AdmissionSwarmTest {
 
 TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefused) {
   policy_.mode = membership::AdmissionMode::kOpen;
-  policy_.founder_public_key = SeededKey('f')->public_key();
-  policy_.allowed_ids = {SeededKey('t')->id(), SeededKey('u')->id()};  // the founder's own hosts
+  policy_.founder_public_key = identity::TestIdentity('f')->public_key();
+  policy_.allowed_ids = {identity::TestNodeId('t'), identity::TestNodeId('u')};  // the founder's own hosts
   policy_.join_work_bits = 10;
   policy_.manifest_id = std::string(64, 'e');
   policy_.probation_iterations = 4;
@@ -163,7 +164,7 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
     const nlohmann::json st = nlohmann::json::parse(res->body, nullptr, false);
     ASSERT_FALSE(st.is_discarded());
     EXPECT_EQ(st["swarm"]["live_members"], 4) << st["swarm"];
-    const std::string stranger_id = SeededKey('s')->id().ShortString();
+    const std::string stranger_id = identity::TestNodeId('s').ShortString();
     for (const auto& m : st["swarm"]["members"]) EXPECT_NE(m["short"], stranger_id) << m;
   }
   founder->finished.WaitForNotification();
@@ -187,14 +188,14 @@ TEST_F(OpenSwarmDaemonTest, NewcomerWithWorkEarnsTrustWhileOneWithoutWorkIsRefus
 // is on the allow-list).
 TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsToProbation) {
   policy_.mode = membership::AdmissionMode::kOpen;
-  policy_.founder_public_key = SeededKey('f')->public_key();
-  policy_.allowed_ids = {SeededKey('t')->id()};
+  policy_.founder_public_key = identity::TestIdentity('f')->public_key();
+  policy_.allowed_ids = {identity::TestNodeId('t')};
   policy_.join_work_bits = 10;
   policy_.manifest_id = std::string(64, 'e');
   policy_.probation_iterations = 4;
   constexpr int64_t kIterations = 60;  // margin: n is trusted by ~15, caught again by ~25
-  const common::NodeId n_id = SeededKey('n')->id();
-  const common::NodeId t_id = SeededKey('t')->id();
+  const common::NodeId n_id = identity::TestNodeId('n');
+  const common::NodeId t_id = identity::TestNodeId('t');
 
   GossipDaemonOptions f = Options("f", {0}, 'f');
   f.base.verify_rate = 1;  // newcomers' hops all checked, trusted ones' a quarter

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "identity/test_identity.h"
 #include "node/daemon/stack/torch_backend.h"
 #include "tests/integration/tiny_gossip_options.h"
 
@@ -135,12 +136,8 @@ void TinySwarmFolderTest::SetUp() {
   WriteTinyCorpus(corpus_, "the swarm trains line ", " of a tiny corpus");
 }
 
-std::unique_ptr<identity::Identity> SeededKey(char seed) {
-  return *identity::Identity::FromSeed(std::string(32, seed));
-}
-
 std::string SaveSeededKey(const std::string& path, char seed) {
-  EXPECT_TRUE(SeededKey(seed)->Save(path, /*overwrite=*/true).ok());
+  EXPECT_TRUE(identity::TestIdentity(seed)->Save(path, /*overwrite=*/true).ok());
   return path;
 }
 

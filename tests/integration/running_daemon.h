@@ -111,10 +111,7 @@ class AdmissionSwarmTest : public ::testing::Test {
   membership::AdmissionPolicy policy_;
 };
 
-// A fixed identity: its seed is 32 bytes of `seed`.
-std::unique_ptr<identity::Identity> SeededKey(char seed);
-
-// Saves SeededKey(seed) at `path` (overwriting it) and returns `path`.
+// Saves identity::TestIdentity(seed) at `path` (overwriting it) and returns `path`.
 std::string SaveSeededKey(const std::string& path, char seed);
 
 }  // namespace skipswarm::node

@@ -17,6 +17,7 @@
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "node/daemon/stack/swarm_spec.h"
 #include "node/train/grpc_group.h"
 #include "node/transport/grpc_transport.h"
@@ -40,7 +41,7 @@ std::string KeyPath(const std::string& name) { return TempDir() + "/" + name + "
 
 // A key from a fixed seed, saved as `name`.key (0600) in the test's dir.
 std::unique_ptr<Identity> SavedKey(char seed, const std::string& name) {
-  auto key = Identity::FromSeed(std::string(32, seed)).value();
+  auto key = identity::TestIdentity(seed);
   const std::string path = KeyPath(name);
   std::filesystem::remove(path);
   EXPECT_TRUE(key->Save(path).ok());

@@ -39,6 +39,7 @@
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/frame.h"
 #include "node/transport/grpc_transport.h"
@@ -56,19 +57,15 @@ using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::MakeTestFrame;
 
-std::unique_ptr<Identity> Key(char seed) {
-  return Identity::FromSeed(std::string(32, seed)).value();
-}
-
 // P (sender), N (receiver, its handler acks at once) and, when relayed, R
 // (a relay N attached to) with P's dialer. Built once per benchmark run.
 class World {
  public:
   explicit World(bool relayed)
       : clock_(common::RealClock::Create()),
-        n_key_(Key('n')),
-        p_key_(Key('p')),
-        r_key_(Key('r')),
+        n_key_(identity::TestIdentity('n')),
+        p_key_(identity::TestIdentity('p')),
+        r_key_(identity::TestIdentity('r')),
         n_creds_(PeerCredentials::Create({n_key_.get()}, clock_->Now()).value()),
         p_creds_(PeerCredentials::Create({p_key_.get()}, clock_->Now()).value()),
         r_creds_(PeerCredentials::Create({r_key_.get()}, clock_->Now()).value()) {

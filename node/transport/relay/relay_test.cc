@@ -13,6 +13,7 @@
 #include "common/real_clock.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
@@ -30,17 +31,13 @@ using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::MakeTestFrame;
 
-std::unique_ptr<Identity> Key(char seed) {
-  return Identity::FromSeed(std::string(32, seed)).value();
-}
-
 // A reachable node that relays: a NodeServer with the relay service.
 struct Relay {
   std::unique_ptr<Identity> key;
   std::unique_ptr<NodeServer> server;
   std::unique_ptr<RelayService> service;
 
-  Relay(char seed, common::Clock* clock) : key(Key(seed)) {
+  Relay(char seed, common::Clock* clock) : key(identity::TestIdentity(seed)) {
     auto creds = PeerCredentials::Create({key.get()}, clock->Now()).value();
     server = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
     RelayServiceOptions ro;
@@ -105,8 +102,8 @@ class RelayTest : public ::testing::Test {
  protected:
   RelayTest()
       : clock_(common::RealClock::Create()),
-        n_key_(Key('n')),
-        p_key_(Key('p')),
+        n_key_(identity::TestIdentity('n')),
+        p_key_(identity::TestIdentity('p')),
         n_creds_(PeerCredentials::Create({n_key_.get()}, clock_->Now()).value()),
         p_creds_(PeerCredentials::Create({p_key_.get()}, clock_->Now()).value()) {
     // N: a pipeline transport on its own server; nobody is told its address.
