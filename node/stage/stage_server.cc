@@ -80,6 +80,10 @@ absl::Status StageServer::Impl::HandleAbort(const PeerId& from, const Frame& fra
             "micro-batch lost downstream: ", node.ok() ? node->ShortString() : "a hop", " ",
             kStoppingNode, " after iteration ", h.abort_cause().stop_after())),
         h.abort_cause());
+    // Note [Confirmed stopping] (node/train/data_node_driver.h): who
+    // delivered the claim, for the origin (not passed on: SendAbort copies
+    // the cause alone).
+    why = WithDeliveredBy(std::move(why), from);
   }
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;

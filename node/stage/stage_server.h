@@ -164,9 +164,18 @@ class OriginListener {
 // was its last replica (Note [Stopping drops] in
 // node/train/data_node_driver.h). A fresh id because every hop refuses a
 // second frame of the same (origin, iteration, micro-batch, hop).
+//
+// Any relay between the refusal and the origin passes the cause on and can
+// write one naming any node, so the cause is a claim: the origin acts on
+// it only where `node` said it itself or its own signed record confirms it
+// (Note [Confirmed stopping] in node/train/data_node_driver.h).
 struct StoppingCause {
   PeerId node;
-  uint64_t stop_after = 0;  // the last iteration `node` trains
+  uint64_t stop_after = 0;  // the last iteration `node` trains, as claimed
+  // The peer whose abort notice brought the cause to the origin; zero when
+  // the origin's own send was refused (the cause then names the peer that
+  // refused it, in its own answer).
+  PeerId delivered_by{};
 };
 // The cause an OnFinished status carries, if it is a stopping refusal's.
 std::optional<StoppingCause> StoppingCauseOf(const absl::Status& status);

@@ -307,6 +307,9 @@ std::optional<proto::AbortCause> StoppingRefusalCause(const absl::Status& ack, c
                                                       uint64_t iteration);
 // The cause `why` carries (WithStoppingCause), if any.
 std::optional<proto::AbortCause> AbortCauseOf(const absl::Status& why);
+// `why` with the peer whose abort notice carried its stopping cause
+// (StoppingCause::delivered_by); HandleAbort adds it.
+absl::Status WithDeliveredBy(absl::Status why, const PeerId& from);
 
 // Cause of a retry-elsewhere ack, for StageServerStats::rerouted_by_reason.
 inline const char* RerouteReason(const absl::Status& ack) {

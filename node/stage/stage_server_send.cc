@@ -206,10 +206,16 @@ void StageServer::Impl::DropLocked(const MbKey& key, const absl::Status& why, co
 
 namespace {
 constexpr absl::string_view kAbortCauseUrl = "type.skipswarm/skipswarm.proto.AbortCause";
+constexpr absl::string_view kDeliveredByUrl = "type.skipswarm/skipswarm.AbortDeliveredBy";
 }  // namespace
 
 absl::Status WithStoppingCause(absl::Status why, const proto::AbortCause& cause) {
   why.SetPayload(kAbortCauseUrl, absl::Cord(cause.SerializeAsString()));
+  return why;
+}
+
+absl::Status WithDeliveredBy(absl::Status why, const PeerId& from) {
+  why.SetPayload(kDeliveredByUrl, absl::Cord(from.Bytes()));
   return why;
 }
 
@@ -250,7 +256,13 @@ std::optional<StoppingCause> StoppingCauseOf(const absl::Status& status) {
   if (!c.has_value()) return std::nullopt;
   absl::StatusOr<PeerId> node = PeerId::FromBytes(c->node());
   if (!node.ok()) return std::nullopt;
-  return StoppingCause{*node, c->stop_after()};
+  StoppingCause out{*node, c->stop_after()};
+  if (auto by = status.GetPayload(kDeliveredByUrl); by.has_value()) {
+    absl::StatusOr<PeerId> from = PeerId::FromBytes(std::string(*by));
+    if (!from.ok()) return std::nullopt;
+    out.delivered_by = *from;
+  }
+  return out;
 }
 
 }  // namespace skipswarm::node

@@ -32,6 +32,23 @@ void StaticSwarmView::SetPaused(const common::NodeId& id, bool paused) {
   if (paused ? paused_.insert(id).second : paused_.erase(id) > 0) ++version_;
 }
 
+void StaticSwarmView::SetStopping(const common::NodeId& id, std::optional<uint64_t> stop_after) {
+  absl::MutexLock lock(&mu_);
+  if (stop_after.has_value()) {
+    stopping_[id] = *stop_after;
+  } else {
+    stopping_.erase(id);
+  }
+  ++version_;
+}
+
+std::optional<uint64_t> StaticSwarmView::StopAfter(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = stopping_.find(id);
+  if (it == stopping_.end()) return std::nullopt;
+  return it->second;
+}
+
 void StaticSwarmView::SetAddresses(const common::NodeId& id, const std::string& address,
                                    const std::string& group_address) {
   absl::MutexLock lock(&mu_);

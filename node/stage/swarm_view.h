@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -90,6 +91,17 @@ class SwarmView {
     (void)to;
     return std::nullopt;
   }
+  // The last iteration `id`'s own signed record says it trains as a
+  // stopping last replica (record.stopping with stop_after, Note [Stopping
+  // last replica] in node/daemon/gossip/training_members.h), or nullopt
+  // when the view holds no such record. Only what `id` signed itself: the
+  // data node confirms a relayed stopping claim against it (Note
+  // [Confirmed stopping] in node/train/data_node_driver.h). Views without
+  // records keep this default.
+  virtual std::optional<uint64_t> StopAfter(const common::NodeId& id) const {
+    (void)id;
+    return std::nullopt;
+  }
 };
 
 class StaticSwarmView final : public SwarmView {
@@ -107,6 +119,9 @@ class StaticSwarmView final : public SwarmView {
   // but stays alive for the hops already routed through it. Not for a
   // view that also names a replica group (it would drop out of averaging).
   void SetPaused(const common::NodeId& id, bool paused);
+  // A stopping record of `id` (StopAfter) reached this view; nullopt: none.
+  void SetStopping(const common::NodeId& id, std::optional<uint64_t> stop_after);
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override;
 
   // Replaces the addresses of member `info.id` (ports found at runtime).
   void SetAddresses(const common::NodeId& id, const std::string& address,
@@ -117,6 +132,7 @@ class StaticSwarmView final : public SwarmView {
   std::vector<PeerInfo> members_ ABSL_GUARDED_BY(mu_);  // sorted by id
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> paused_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, uint64_t> stopping_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -136,6 +152,9 @@ class PipelineHostsView final : public SwarmView {
   std::optional<LinkEstimate> Link(const common::NodeId& from,
                                    const common::NodeId& to) const override {
     return view_.Link(from, to);
+  }
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return view_.StopAfter(id);
   }
 
  private:

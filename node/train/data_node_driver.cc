@@ -51,6 +51,7 @@ DataNodeDriver::~DataNodeDriver() {
   absl::MutexLock lock(&mu_);
   if (retry_ != common::kNoTimer) clock_->Cancel(retry_);
   if (replan_ != common::kNoTimer) clock_->Cancel(replan_);
+  if (confirm_ != common::kNoTimer) clock_->Cancel(confirm_);
   for (auto& [mb, f] : in_flight_) clock_->Cancel(f.deadline);
 }
 
@@ -158,6 +159,10 @@ void DataNodeDriver::Cancel() {
       if (!running_ || rerun_.empty() || pause_reason_.ok()) return;
       if (replan_ != common::kNoTimer) clock_->Cancel(replan_);
       replan_ = common::kNoTimer;
+      if (confirm_ != common::kNoTimer) clock_->Cancel(confirm_);
+      confirm_ = common::kNoTimer;
+      for (const Held& h : unconfirmed_) DropUnconfirmedLocked(iteration_, h);
+      unconfirmed_.clear();
       report_.dropped += static_cast<int>(rerun_.size());
       report_.dropped_by_reason["stopping"] += static_cast<int>(rerun_.size());
       rerun_.clear();
@@ -271,6 +276,7 @@ void DataNodeDriver::TryStart() {
     next_mb_ = 0;
     for (const Pending& p : pending) next_mb_ = std::max(next_mb_, p.mb + 1);
     rerun_.clear();
+    unconfirmed_.clear();
     pending_ = std::move(pending);
     in_flight_.clear();
     report_ = report;
@@ -372,6 +378,12 @@ void DataNodeDriver::OnDeadline(uint64_t iteration, uint64_t mb) {
 
 void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& status,
                          bool timed_out) {
+  // Note [Confirmed stopping]: the named node's record, read before our
+  // lock (the view has its own).
+  std::optional<StoppingCause> claim;
+  if (!status.ok() && !timed_out) claim = StoppingCauseOf(status);
+  std::optional<uint64_t> record;
+  if (claim.has_value()) record = view_->StopAfter(claim->node);
   absl::AnyInvocable<void(IterationReport)> done;
   IterationReport report;
   {
@@ -383,32 +395,22 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     in_flight_.erase(it);
     if (f.deadline != common::kNoTimer) clock_->Cancel(f.deadline);
     // Note [Stopping drops]: only a relay of its own planned route.
-    std::optional<StoppingCause> stop;
-    if (!status.ok() && !timed_out) stop = StoppingCauseOf(status);
+    std::optional<StoppingCause> stop = std::move(claim);
     if (stop.has_value() &&
         std::find(f.relays.begin(), f.relays.end(), stop->node) == f.relays.end()) {
       stop.reset();
     }
     if (stop.has_value() && f.reruns < options_.max_stopping_reruns) {
-      const absl::Duration now = clock_->SteadyNow();
-      auto [mark, added] = stopping_.try_emplace(stop->node);
-      if (added || stop->stop_after < mark->second.stop_after) {
-        mark->second.stop_after = stop->stop_after;
-      }
-      mark->second.until = now + options_.stopping_mark;
-      if (f.reruns == 0) ++report_.rerun;
-      Pending again;
-      again.data = std::move(f.data);
-      again.reruns = f.reruns + 1;
-      rerun_.push_back(std::move(again));
-      if (int64_t held = 0; stopping_log_.Allow(now, &held)) {
-        LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb << " refused by "
-                     << stop->node << ", stopping after iteration " << stop->stop_after
-                     << "; re-running it without that node"
-                     << (held > 0 ? absl::StrCat(" (", held, " more not logged)") : "");
-      }
-      if (replan_ == common::kNoTimer) {
-        replan_ = clock_->RunAfter(absl::ZeroDuration(), guard_.Wrap([this] { Replan(); }));
+      if (ConfirmClaim(&*stop, record, iteration)) {
+        RerunLocked(iteration, mb, *stop, std::move(f.data), f.reruns);
+      } else {
+        // Note [Confirmed stopping]: held until the view confirms it.
+        unconfirmed_.push_back(
+            {mb, *stop, std::move(f.data), f.reruns, clock_->SteadyNow() + DeadlineLocked()});
+        if (confirm_ == common::kNoTimer) {
+          confirm_ = clock_->RunAfter(options_.stopping_confirm_poll,
+                                      guard_.Wrap([this] { ConfirmClaims(); }));
+        }
       }
       return;
     }
@@ -466,8 +468,100 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
                      << (held > 0 ? absl::StrCat(" (", held, " more drops not logged)") : "");
       }
     }
-    if (!in_flight_.empty() || !pending_.empty() || !rerun_.empty()) return;
+    if (!in_flight_.empty() || !pending_.empty() || !rerun_.empty() || !unconfirmed_.empty()) {
+      return;
+    }
     CompleteLocked(&report, &done);
+  }
+  if (done) Report(clock_, std::move(done), std::move(report));
+}
+
+bool DataNodeDriver::ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> record,
+                                  uint64_t iteration) {
+  // Its own word: it could refuse every micro-batch anyway.
+  if (claim->delivered_by.IsZero() || claim->delivered_by == claim->node) return true;
+  if (!record.has_value() || *record >= iteration) return false;
+  claim->stop_after = *record;  // what it signed, not what was claimed
+  return true;
+}
+
+void DataNodeDriver::RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
+                                 MicroBatchData data, int reruns) {
+  const absl::Duration now = clock_->SteadyNow();
+  auto [mark, added] = stopping_.try_emplace(claim.node);
+  if (added || claim.stop_after < mark->second.stop_after) {
+    mark->second.stop_after = claim.stop_after;
+  }
+  mark->second.until = now + options_.stopping_mark;
+  if (reruns == 0) ++report_.rerun;
+  Pending again;
+  again.data = std::move(data);
+  again.reruns = reruns + 1;
+  rerun_.push_back(std::move(again));
+  if (int64_t held = 0; stopping_log_.Allow(now, &held)) {
+    LOG(WARNING) << "iteration " << iteration << ": micro-batch " << mb << " refused by "
+                 << claim.node << ", stopping after iteration " << claim.stop_after
+                 << "; re-running it without that node"
+                 << (held > 0 ? absl::StrCat(" (", held, " more not logged)") : "");
+  }
+  if (replan_ == common::kNoTimer) {
+    replan_ = clock_->RunAfter(absl::ZeroDuration(), guard_.Wrap([this] { Replan(); }));
+  }
+}
+
+void DataNodeDriver::DropUnconfirmedLocked(uint64_t iteration, const Held& h) {
+  ++report_.dropped;
+  ++report_.dropped_by_reason["stopping_unconfirmed"];
+  ++report_.stopping_claims_unconfirmed;
+  if (int64_t held = 0; unconfirmed_log_.Allow(clock_->SteadyNow(), &held)) {
+    LOG(WARNING) << "iteration " << iteration << ": micro-batch " << h.mb
+                 << " dropped: the abort notice from " << h.claim.delivered_by << " claims "
+                 << h.claim.node << " stops after iteration " << h.claim.stop_after
+                 << ", which its own record does not confirm; nothing excluded"
+                 << " (Note [Confirmed stopping])"
+                 << (held > 0 ? absl::StrCat(" (", held, " more not logged)") : "");
+  }
+}
+
+void DataNodeDriver::ConfirmClaims() {
+  uint64_t iteration;
+  std::vector<PeerId> nodes;
+  {
+    absl::MutexLock lock(&mu_);
+    confirm_ = common::kNoTimer;
+    if (!running_ || unconfirmed_.empty()) return;
+    iteration = iteration_;
+    for (const Held& h : unconfirmed_) nodes.push_back(h.claim.node);
+  }
+  // The view has its own lock: asked before ours.
+  std::vector<std::optional<uint64_t>> records;
+  for (const PeerId& node : nodes) records.push_back(view_->StopAfter(node));
+  absl::AnyInvocable<void(IterationReport)> done;
+  IterationReport report;
+  {
+    absl::MutexLock lock(&mu_);
+    // Only this timer removes held claims (Cancel and a new iteration clear
+    // them all): the first nodes.size() are those asked about.
+    if (!running_ || iteration != iteration_ || unconfirmed_.size() < nodes.size()) return;
+    const absl::Duration now = clock_->SteadyNow();
+    std::deque<Held> keep;
+    for (size_t i = 0; i < unconfirmed_.size(); ++i) {
+      Held& h = unconfirmed_[i];
+      if (i < records.size() && ConfirmClaim(&h.claim, records[i], iteration)) {
+        RerunLocked(iteration, h.mb, h.claim, std::move(h.data), h.reruns);
+      } else if (now >= h.until) {
+        DropUnconfirmedLocked(iteration, h);
+      } else {
+        keep.push_back(std::move(h));
+      }
+    }
+    unconfirmed_ = std::move(keep);
+    if (!unconfirmed_.empty()) {
+      confirm_ = clock_->RunAfter(options_.stopping_confirm_poll,
+                                  guard_.Wrap([this] { ConfirmClaims(); }));
+    } else if (in_flight_.empty() && pending_.empty() && rerun_.empty()) {
+      CompleteLocked(&report, &done);
+    }
   }
   if (done) Report(clock_, std::move(done), std::move(report));
 }

@@ -78,6 +78,27 @@
 // times; beyond that, or on Cancel() while it waits, it is counted as
 // dropped ("stopping").
 //
+// Note [Confirmed stopping]: the cause is a claim (Note [Stopping
+// refusals] in node/stage/stage_server.h): every relay between the refusal
+// and this node passes it on, and a hostile one can write a cause naming
+// any hop of the route, which would keep an honest node out of this
+// driver's plans for stopping_mark (or pause it, for a stage's last
+// replica). So a claim is taken as above only when the named node said it
+// itself (this node's own forward was refused by it, or its own notice
+// brought the cause) or when its own signed record in the view says
+// stopping with a last iteration before the micro-batch's
+// (SwarmView::StopAfter); the mark then holds the record's last
+// iteration, not the claim's. Any other claim is held with its
+// micro-batch: the stopping node signs its record before its server
+// refuses anything (node/daemon/gossip/gossip_daemon_run.cc), but the
+// refusal may overtake the record's gossip, so the view is asked again
+// every stopping_confirm_poll. Confirmed, the micro-batch is re-run as
+// above; still unconfirmed after the micro-batch deadline (as long as the
+// relay could have held the micro-batch anyway), it is an ordinary drop
+// ("stopping_unconfirmed", counted in stopping_claims_unconfirmed and
+// logged with the peer that delivered the claim) and nothing is excluded.
+// The peer that delivered it may only have passed on another relay's lie.
+//
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
 // Destruction waits for a deadline callback running on the clock's thread
@@ -129,6 +150,9 @@ struct DriverOptions {
   // and how often one micro-batch is re-run after such refusals.
   absl::Duration stopping_mark = absl::Minutes(2);
   int max_stopping_reruns = 3;
+  // Note [Confirmed stopping]: how often the view is asked again about a
+  // held claim.
+  absl::Duration stopping_confirm_poll = absl::Milliseconds(500);
   // Called with the reason when training pauses or the reason changes, and
   // with OK when it resumes; on the clock's thread, no lock held.
   std::function<void(const absl::Status&)> on_pause_change;
@@ -151,6 +175,9 @@ struct IterationReport {
   // [Stopping drops]); each counts once, under completed or dropped, as
   // its last run ended.
   int rerun = 0;
+  // Stopping claims the view never confirmed (Note [Confirmed stopping]);
+  // each dropped as "stopping_unconfirmed".
+  int stopping_claims_unconfirmed = 0;
   int64_t tokens = 0;    // tokens of the completed MBs
   // Relays this iteration's silent losses excluded from this data node's
   // plans (Note [Silent relay exclusion]).
@@ -219,6 +246,28 @@ class DataNodeDriver final : public OriginListener {
   // Note [Stopping drops]: plans the micro-batches waiting for a re-run
   // and injects them, or pauses the iteration.
   void Replan();
+  // Note [Confirmed stopping]: a micro-batch whose stopping claim waits for
+  // the view.
+  struct Held {
+    uint64_t mb = 0;
+    StoppingCause claim;
+    MicroBatchData data;
+    int reruns = 0;
+    absl::Duration until;  // then dropped
+  };
+  // Whether `claim`, refusing a micro-batch of `iteration`, is the named
+  // node's own word or confirmed by `record` (its view record's stop_after;
+  // then stop_after becomes the record's).
+  static bool ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> record,
+                           uint64_t iteration);
+  // Marks the claim's node stopping and queues the micro-batch's re-run.
+  void RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
+                   MicroBatchData data, int reruns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks the view again about the held claims; re-runs or drops them.
+  void ConfirmClaims();
+  // Drops a held micro-batch as "stopping_unconfirmed" (logged).
+  void DropUnconfirmedLocked(uint64_t iteration, const Held& h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The nodes this driver saw refuse `iteration` as stopping, still marked.
   std::vector<PeerId> StoppingAtLocked(uint64_t iteration) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -310,6 +359,11 @@ class DataNodeDriver final : public OriginListener {
   };
   absl::flat_hash_map<PeerId, StoppingMark> stopping_ ABSL_GUARDED_BY(mu_);
   common::LogLimiter stopping_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
+  // Note [Confirmed stopping]: held claims of the running iteration, in
+  // arrival order, and the next look at the view.
+  std::deque<Held> unconfirmed_ ABSL_GUARDED_BY(mu_);
+  common::TimerId confirm_ ABSL_GUARDED_BY(mu_) = common::kNoTimer;
+  common::LogLimiter unconfirmed_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
 };
 
 }  // namespace skipswarm::node

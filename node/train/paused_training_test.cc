@@ -122,7 +122,9 @@ TEST(PausedTrainingTest, TrainingResumesWhenThePlannerCanPlanAgain) {
 // forwards (StopAfter) before its stopping record reached the data node,
 // which planned iteration 1 through it. With `stages` = 3 the refusal
 // reaches the relay of stage 1, whose abort notice carries the cause to the
-// origin. The data node pauses inside iteration 1 (nothing dropped, nothing
+// origin: a relayed claim, held until the stopping record reaches the data
+// node's view 1 s later (Note [Confirmed stopping] in
+// data_node_driver.h). The data node pauses inside iteration 1 (nothing dropped, nothing
 // counted) until the other replica appears in the views, then re-runs the
 // refused micro-batches there under fresh ids: 2 of 2 completed. On the
 // old code iteration 1 ended at once with 0 completed and 2 dropped.
@@ -141,6 +143,13 @@ void StoppingLastReplicaPausesUntilAReplicaReturns(int stages) {
   for (int viewer = 0; viewer < stopping; ++viewer) swarm.SetPausedInView(viewer, other, true);
   swarm.server(stopping)->StopAfter(0);
   const absl::Duration start = swarm.clock().SteadyNow();
+  // Its record is signed before its server refuses anything, and reaches
+  // the others by gossip a little later.
+  swarm.clock().RunAt(start + absl::Seconds(1), [&swarm, stopping] {
+    for (int viewer = 0; viewer < swarm.size(); ++viewer) {
+      swarm.SetStoppingInView(viewer, stopping, 0);
+    }
+  });
   absl::Status paused_midway;
   size_t reports_midway = 99;
   swarm.clock().RunAt(start + absl::Seconds(10), [&] {
@@ -161,6 +170,7 @@ void StoppingLastReplicaPausesUntilAReplicaReturns(int stages) {
   EXPECT_EQ(r->completed, 2);
   EXPECT_EQ(r->dropped, 0);
   EXPECT_EQ(r->rerun, 2);
+  EXPECT_EQ(r->stopping_claims_unconfirmed, 0);
   EXPECT_TRUE(std::isfinite(r->loss));
   EXPECT_GE(swarm.clock().SteadyNow() - start, absl::Seconds(20));
   EXPECT_GE(swarm.server(stopping)->stats().frames_stopping, 2);

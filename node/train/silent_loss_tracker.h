@@ -191,6 +191,9 @@ class ExcludingView final : public SwarmView {
                                    const common::NodeId& to) const override {
     return base_.Link(from, to);
   }
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return base_.StopAfter(id);
+  }
 
  private:
   bool Hidden(const common::NodeId& id) const;

@@ -151,6 +151,9 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
                                                             /*seed=*/i + 1);
     n.faults = faulty.get();
     n.transport = std::move(faulty);
+    if (options_.wrap_transport) {
+      n.transport = options_.wrap_transport(static_cast<int>(i), std::move(n.transport));
+    }
     NodeStackOptions so;
     so.server.memory_slots = options_.memory_slots;
     so.server.max_queued_forwards = options_.max_queued_forwards;
@@ -258,6 +261,10 @@ void TestSwarm::SetPaused(int node, bool paused) {
 
 void TestSwarm::SetPausedInView(int viewer, int node, bool paused) {
   nodes_[viewer]->view->SetPaused(nodes_[node]->id, paused);
+}
+
+void TestSwarm::SetStoppingInView(int viewer, int node, std::optional<uint64_t> stop_after) {
+  nodes_[viewer]->view->SetStopping(nodes_[node]->id, stop_after);
 }
 
 void TestSwarm::SetServerPaused(int node, bool paused) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -80,6 +81,10 @@ struct TestSwarmOptions {
   std::set<int> on_probation;
   std::function<void(int node, StageServerOptions& options)> server_options;
   std::function<SwarmView*(int node, StaticSwarmView* view)> routing;
+  // Wraps node i's transport (over its fault wrapper): a hostile peer's
+  // sends in adversarial tests. Empty: none.
+  std::function<std::unique_ptr<Transport>(int node, std::unique_ptr<Transport> inner)>
+      wrap_transport;
 };
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
@@ -107,6 +112,9 @@ class TestSwarm {
   void SetPaused(int node, bool paused);
   void SetPausedInView(int viewer, int node, bool paused);
   void SetServerPaused(int node, bool paused);
+  // Node `node`'s stopping record (SwarmView::StopAfter) reaches viewer's
+  // view; nullopt: it has none.
+  void SetStoppingInView(int viewer, int node, std::optional<uint64_t> stop_after);
 
   int size() const { return static_cast<int>(nodes_.size()); }
   common::NodeId id(int node) const { return nodes_[node]->id; }

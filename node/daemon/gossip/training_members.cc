@@ -84,6 +84,9 @@ class TrainingMembers::Face final : public SwarmView {
                                    const common::NodeId& to) const override {
     return owner_->LinkOf(from, to);
   }
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return owner_->StopAfterOf(id);
+  }
 
  private:
   TrainingMembers* const owner_;
@@ -449,6 +452,14 @@ Leg LegOf(const membership::View& view, const common::NodeId& a, const common::N
 // pings, which go out directly and make the relayed direction look as
 // short as a direct link. The other direction (to -> from) is direct: the
 // member dials out itself.
+std::optional<uint64_t> TrainingMembers::StopAfterOf(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  for (const membership::MemberInfo& m : view_.members) {
+    if (m.id == id) return m.stopping ? std::optional<uint64_t>(m.stop_after) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
                                                     const common::NodeId& to) const {
   absl::MutexLock lock(&mu_);

@@ -499,6 +499,11 @@ TEST(TrainingMembersTest, AStoppingLastReplicaIsInNoPlanAfterItsLastIteration) {
       << "iteration 6 was planned through a replica that stopped after 5";
   EXPECT_TRUE(members.routing()->IsAlive(q.id));  // hops of 5 still reach it
   EXPECT_EQ(members.group()->Replicas(1).size(), 1u);  // unchanged until its LEFT
+  // Note [Confirmed stopping] (node/train/data_node_driver.h): what a data
+  // node checks a relayed stopping claim against, in both faces.
+  EXPECT_EQ(members.routing()->StopAfter(q.id), std::optional<uint64_t>(5));
+  EXPECT_EQ(members.group()->StopAfter(q.id), std::optional<uint64_t>(5));
+  EXPECT_EQ(members.routing()->StopAfter(d.id), std::nullopt);
 }
 
 // Notes [Paused members] and [Stage moves]: a mover that pauses after it
