@@ -85,7 +85,8 @@ void GrpcGroupComm::Impl::Sweep() {
           }
           if (dropped) {
             silenced_barriers_.insert(it->first);
-            silent_where = absl::StrCat("barrier of iteration ", it->first);
+            silent_where = absl::StrCat("barrier of iteration ", it->first,
+                                        " (past 2 x their stated bounds too, if any)");
           }
         }
         ++it;
