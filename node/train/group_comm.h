@@ -121,8 +121,8 @@ class GroupComm {
   // iteration's barrier within `bound` of this barrier's release (its MB
   // deadline x the waves it plans, plus slack). A group may drop a data
   // node from a barrier only once that bound has passed too. Default: a
-  // no-op (GrpcGroupComm ignores it: the daemons' barrier keeps its
-  // measured rule and recovers by re-entry, Note [Data node behind]).
+  // no-op (GrpcGroupComm sends it with the barrier message: Note [Stated
+  // bounds in the daemons] in grpc_group_sweep.cc).
   virtual void StateIterationBound(uint64_t iteration, const common::NodeId& self,
                                    absl::Duration bound) {}
   // This replica's contribution for `stage`; done with the sum over the

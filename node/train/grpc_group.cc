@@ -270,6 +270,14 @@ void GrpcGroupComm::Barrier(uint64_t iteration, const common::NodeId& self, bool
   impl_->Sweep();
 }
 
+void GrpcGroupComm::StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                                        absl::Duration bound) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->own_stated_[iteration] =
+      std::clamp(bound, absl::ZeroDuration(), impl_->options_.max_stated_bound);
+  while (impl_->own_stated_.size() > 8) impl_->own_stated_.erase(impl_->own_stated_.begin());
+}
+
 absl::Status GrpcGroupComm::Impl::TakeQuota(common::PeerQuota& quota,
                                             const common::NodeId& from, uint64_t bytes,
                                             common::PeerQuota::StreamSlot* slot) {

@@ -135,6 +135,11 @@ struct GrpcGroupOptions {
   // waits for a member that answers probes but sends nothing
   // (silent_deadline.h).
   SilentDeadlineOptions silent;
+  // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the largest
+  // bound a data node's barrier message may state (a larger one counts as
+  // this). Default: the data nodes' start-up MB deadline (120 s) x (4
+  // waves + 1).
+  absl::Duration max_stated_bound = absl::Minutes(10);
   // Refuse pushes and state requests from senders the view does not list
   // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS
   // the sender is its certificate's key; plain text only trusts its word.
@@ -209,6 +214,10 @@ class GrpcGroupComm final : public GroupComm {
 
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;
+  // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): sent with
+  // this data node's barrier message of `iteration`.
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override;
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;

@@ -47,6 +47,62 @@ std::vector<PeerInfo> StageOneReplicas(const std::vector<NodeId>& ids) {
   return members;
 }
 
+// Two data nodes (stage 0): d1 states `stated` (if set) with its barrier
+// message of iteration 0, both pass that barrier (a wait of ~0: the
+// measured deadline is then the 30 s floor), and at iteration 1 only d0
+// arrives. Returns when d0's barrier of iteration 1 ended, or at `until`
+// from its arrival (nullopt: it still waits); `then` runs at `arrive_at`
+// (d1 arrives). The clock moves in 500 ms steps.
+struct StatedBoundRun {
+  std::optional<absl::Duration> waited;  // d0's barrier of iteration 1
+  bool d1_alive = false;                 // in d0's view, at the end
+  absl::Status status;
+};
+StatedBoundRun RunStatedBound(std::optional<absl::Duration> stated, absl::Duration until,
+                              std::optional<absl::Duration> arrive_at,
+                              absl::Duration max_stated = GrpcGroupOptions{}.max_stated_bound) {
+  common::SimClock clock;
+  const std::vector<NodeId> ids = {NodeId::ForName("d0"), NodeId::ForName("d1")};
+  std::vector<PeerInfo> members;
+  for (const NodeId& id : ids) members.push_back({id, {0}, 4, "", ""});
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(
+      members, &clock, [&](GrpcGroupOptions& o) { o.max_stated_bound = max_stated; });
+  StatedBoundRun run;
+  if (!swarm.ok()) {
+    run.status = swarm.status();
+    return run;
+  }
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
+  SimDriver sim(&clock);
+  absl::Notification b0, b1;
+  if (stated.has_value()) groups[1]->StateIterationBound(0, ids[1], *stated);
+  groups[0]->Barrier(0, ids[0], true, [&](absl::Status) { b0.Notify(); });
+  groups[1]->Barrier(0, ids[1], true, [&](absl::Status) { b1.Notify(); });
+  if (!sim.Until(b0) || !sim.Until(b1)) {
+    run.status = absl::DeadlineExceededError("the barrier of iteration 0 did not complete");
+    return run;
+  }
+  absl::Notification late0, late1;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->Barrier(1, ids[0], true, [&](absl::Status s) {
+    run.status = s;
+    run.waited = clock.SteadyNow() - start;
+    late0.Notify();
+  });
+  if (arrive_at.has_value()) {
+    sim.AdvanceTo(start + *arrive_at, absl::Milliseconds(500), &late0);
+    if (!late0.HasBeenNotified()) {
+      groups[1]->Barrier(1, ids[1], true, [&](absl::Status) { late1.Notify(); });
+      sim.Until(late0);
+    }
+  } else {
+    sim.AdvanceTo(start + until, absl::Milliseconds(500), &late0);
+    sim.Until(late0);
+  }
+  run.d1_alive = swarm->views[0]->IsAlive(ids[1]);
+  return run;
+}
+
 // A link held up on purpose: not a death (probes may fail), and every
 // push to every peer is retried.
 void HoldUpLinks(GrpcGroupOptions& o) {
@@ -479,6 +535,59 @@ TEST(GrpcGroupFlushTest, ALeaverDoesNotWaitForOpenRoundsOrPeersItsViewGaveUpOn) 
   ASSERT_TRUE(sim.Until(flushed_again)) << "the flush waited for a peer l0's view gave up on";
   closed_round.join();
   EXPECT_TRUE(all_went);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [Stated bounds in the daemons]: a live data node that stated a 60 s
+// bound and arrives 100 s after its peer (past the 30 s measured deadline,
+// within 2 x 60 s of its release) is waited for, not dropped: the measured
+// rule alone dropped it at 30 s and it lost the iteration's work.
+TEST(GrpcGroupStatedBoundTest, ALiveDataNodeWithinItsStatedBoundIsKept) {
+  const StatedBoundRun run =
+      RunStatedBound(absl::Seconds(60), absl::Minutes(10), absl::Seconds(100));
+  ASSERT_TRUE(run.waited.has_value()) << run.status;
+  EXPECT_TRUE(run.status.ok()) << run.status;
+  EXPECT_GE(*run.waited, absl::Seconds(100));
+  EXPECT_TRUE(run.d1_alive) << "dropped after " << *run.waited;
+}
+
+// A data node that states a bound and goes silent past it is dropped once
+// both rules passed: 2 x 20 s = 40 s, after the 30 s measured deadline.
+TEST(GrpcGroupStatedBoundTest, ADataNodeSilentPastItsStatedBoundIsDropped) {
+  const StatedBoundRun run = RunStatedBound(absl::Seconds(20), absl::Minutes(10), std::nullopt);
+  ASSERT_TRUE(run.waited.has_value()) << "the silent data node stalled the barrier";
+  EXPECT_TRUE(run.status.ok()) << run.status;
+  EXPECT_GE(*run.waited, absl::Seconds(40));
+  EXPECT_LE(*run.waited, absl::Seconds(45));
+  EXPECT_FALSE(run.d1_alive);
+}
+
+// A stated bound is a peer's word: one of 10 hours counts as the group's
+// cap (here 1 minute), so a silent data node holds the barrier at most
+// 2 x the cap.
+TEST(GrpcGroupStatedBoundTest, AHugeStatedBoundIsCapped) {
+  const StatedBoundRun run =
+      RunStatedBound(absl::Hours(10), absl::Minutes(30), std::nullopt, absl::Minutes(1));
+  ASSERT_TRUE(run.waited.has_value()) << "the huge statement held the barrier";
+  EXPECT_GE(*run.waited, absl::Minutes(2));
+  EXPECT_LE(*run.waited, absl::Minutes(2) + absl::Seconds(5));
+  EXPECT_FALSE(run.d1_alive);
+}
+
+// A data node that never stated (an older peer, a joiner before its first
+// barrier) keeps the measured rule: dropped at the 30 s deadline, not
+// waited for forever.
+TEST(GrpcGroupStatedBoundTest, ADataNodeThatNeverStatedKeepsTheMeasuredRule) {
+  const StatedBoundRun run = RunStatedBound(std::nullopt, absl::Minutes(10), std::nullopt);
+  ASSERT_TRUE(run.waited.has_value()) << "the silent data node stalled the barrier";
+  EXPECT_GE(*run.waited, absl::Seconds(30));
+  EXPECT_LE(*run.waited, absl::Seconds(35));
+  EXPECT_FALSE(run.d1_alive);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -39,6 +40,7 @@
 #include "node/train/grpc_group.h"
 #include "node/train/offence_tally.h"
 #include "node/train/sharded_reduce.h"
+#include "node/train/silent_deadline.h"
 #include "node/train/uplink_meter.h"
 #include "proto/stage.grpc.pb.h"
 
@@ -108,7 +110,13 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // message of `bytes` from its buckets.
   static absl::Status TakeQuota(common::PeerQuota& quota, const common::NodeId& from,
                                 uint64_t bytes, common::PeerQuota::StreamSlot* slot);
-  void ReceiveBarrier(uint64_t iteration, const common::NodeId& from);
+  // `stated_ms`: the message's stated bound (0: none).
+  void ReceiveBarrier(uint64_t iteration, const common::NodeId& from, uint64_t stated_ms);
+  // Note [Stated bounds in the daemons]: when the barrier of `iteration`
+  // may drop data node `d` that has not arrived (`measured`: its first
+  // arrival + the measured deadline).
+  absl::Duration DropTimeLocked(const common::NodeId& d, absl::Duration measured) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceiveReduce(ReduceMessage m);
   void EraseEarlyLocked(std::map<std::pair<uint64_t, int>, std::vector<ReduceMessage>>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -200,6 +208,17 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   // When our barrier of each iteration began (clock time).
   std::map<uint64_t, absl::Duration> barrier_since_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> silenced_barriers_ ABSL_GUARDED_BY(mu_);  // as PendingReduce::silenced
+  // Note [Stated bounds in the daemons]: this node's own statement per
+  // iteration (sent with its barrier message; the last 8 kept); per data
+  // node its statement not yet released (the barrier it rode, the capped
+  // bound) and its last released one; the newest barrier this node passed.
+  struct Stated {
+    std::optional<std::pair<uint64_t, absl::Duration>> pending;
+    std::optional<StatedBound> released;
+  };
+  std::map<uint64_t, absl::Duration> own_stated_ ABSL_GUARDED_BY(mu_);
+  std::map<common::NodeId, Stated> stated_ ABSL_GUARDED_BY(mu_);
+  std::optional<uint64_t> passed_barrier_ ABSL_GUARDED_BY(mu_);
   // Durations of recent completed barriers and reduces (Note [Silent members]).
   SilentDeadline silent_ ABSL_GUARDED_BY(mu_);  // Note [Silent members]
   // By (iteration, stage); kept options_.keep_iterations after delivery.

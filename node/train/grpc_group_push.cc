@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,7 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
   std::string encoded;  // encoding 1 (Note [Encoded shards])
   uint32_t stage = 0, expected = 0, count = 0, phase = 0, encoding = 0;
   uint64_t total = 0, payload_bytes = 0;
+  uint64_t stated_ms = 0;  // a barrier's stated bound (Note [Stated bounds in the daemons])
   common::PeerQuota::StreamSlot slot;  // Note [Peer quotas]: held while reading
   bool over_quota = false;
   while (stream->Read(&chunk)) {
@@ -45,6 +47,7 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
       encoding = chunk.encoding();
       payload_bytes = chunk.payload_bytes();
       ok = Header(chunk, &m);
+      stated_ms = chunk.stated_bound_ms();
       if (ok.ok()) ok = creds().CheckPeer(context->auth_context(), m.from);
       if (ok.ok()) ok = CheckMember(m.from);
       if (ok.ok() && options_.push_quota != nullptr) {
@@ -100,7 +103,7 @@ grpc::Status GrpcGroupComm::Impl::PushGradients(
     return proto::ToGrpcStatus(bad);
   }
   if (phase == 0) {
-    ReceiveBarrier(m.iteration, m.from);
+    ReceiveBarrier(m.iteration, m.from, stated_ms);
   } else {
     m.data = std::make_shared<const std::vector<float>>(std::move(data));
     ReceiveReduce(std::move(m));
@@ -263,10 +266,34 @@ absl::Status GrpcGroupComm::Impl::CheckMember(const common::NodeId& from) const 
       absl::StrCat("node ", from.ShortString(), " is not a member of this swarm"));
 }
 
-void GrpcGroupComm::Impl::ReceiveBarrier(uint64_t iteration, const common::NodeId& from) {
+void GrpcGroupComm::Impl::ReceiveBarrier(uint64_t iteration, const common::NodeId& from,
+                                         uint64_t stated_ms) {
+  // Note [Stated bounds in the daemons]: a peer's word, capped; only a
+  // data node's counts (the map holds at most the data nodes seen).
+  const bool data_node = stated_ms > 0 && [&] {
+    for (const common::NodeId& d : view_->Replicas(0)) {
+      if (d == from) return true;
+    }
+    return false;
+  }();
   {
     absl::MutexLock lock(&mu_);
     arrived_[iteration].insert(from);
+    if (data_node) {
+      const uint64_t cap_ms = static_cast<uint64_t>(
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(options_.max_stated_bound)));
+      const absl::Duration bound =
+          absl::Milliseconds(static_cast<int64_t>(std::min(stated_ms, cap_ms)));
+      Stated& s = stated_[from];
+      if (passed_barrier_.has_value() && iteration <= *passed_barrier_ &&
+          barrier_waiters_.count(iteration) == 0) {
+        // This node is past that barrier already: the bound counts from now.
+        s.released = StatedBound{bound, clock_->SteadyNow()};
+        s.pending.reset();
+      } else {
+        s.pending = std::make_pair(iteration, bound);
+      }
+    }
   }
   Sweep();
 }
@@ -441,6 +468,12 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
   const size_t per_chunk = (size_t{1} << 20) / unit;
   const uint32_t count =
       static_cast<uint32_t>(std::max<size_t>(1, (length + per_chunk - 1) / per_chunk));
+  std::optional<absl::Duration> stated;
+  if (phase == 0) {
+    absl::MutexLock lock(&mu_);
+    auto it = own_stated_.find(iteration);
+    if (it != own_stated_.end()) stated = it->second;
+  }
   for (uint32_t i = 0; i < count; ++i) {
     proto::GradientChunk chunk;
     chunk.set_protocol_version(proto::kProtocolVersion);
@@ -449,6 +482,10 @@ absl::Status GrpcGroupComm::Impl::PushNow(const std::string& address, const comm
     chunk.set_stage(stage);
     chunk.set_iteration(iteration);
     chunk.set_phase(phase);
+    if (phase == 0 && stated.has_value()) {  // Note [Stated bounds in the daemons]
+      chunk.set_stated_bound_ms(static_cast<uint64_t>(
+          std::max<int64_t>(1, absl::ToInt64Milliseconds(*stated))));
+    }
     if (m != nullptr) {
       chunk.set_visits(static_cast<uint32_t>(m->visits));
       chunk.set_params_digest(m->digest);

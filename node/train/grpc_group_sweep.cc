@@ -72,15 +72,34 @@ void GrpcGroupComm::Impl::Sweep() {
             barrier_since_.count(it->first) > 0 ? barrier_since_[it->first] : now;
         bool any_arrived = false;
         for (const common::NodeId& d : data_nodes) any_arrived |= arrived.count(d) > 0;
-        if (any_arrived && now - since > deadline) {
+        if (any_arrived) {
+          // Note [Stated bounds in the daemons]: each one past both rules.
+          bool dropped = false;
           for (const common::NodeId& d : data_nodes) {
-            if (!arrived.count(d) && d != options_.self) silent.insert(d);
+            if (!arrived.count(d) && d != options_.self &&
+                now > DropTimeLocked(d, since + deadline)) {
+              silent.insert(d);
+              stated_.erase(d);
+              dropped = true;
+            }
           }
-          silenced_barriers_.insert(it->first);
-          silent_where = absl::StrCat("barrier of iteration ", it->first);
+          if (dropped) {
+            silenced_barriers_.insert(it->first);
+            silent_where = absl::StrCat("barrier of iteration ", it->first,
+                                        " (past 2 x their stated bounds too, if any)");
+          }
         }
         ++it;
         continue;
+      }
+      passed_barrier_ = std::max(passed_barrier_.value_or(it->first), it->first);
+      // Note [Stated bounds in the daemons]: the statements that rode this
+      // barrier count from its release here.
+      for (auto& [d, s] : stated_) {
+        if (s.pending.has_value() && s.pending->first <= it->first) {
+          s.released = StatedBound{s.pending->second, now};
+          s.pending.reset();
+        }
       }
       if (barrier_since_.count(it->first) > 0) {
         if (silenced_barriers_.erase(it->first) == 0) {
@@ -243,6 +262,37 @@ void GrpcGroupComm::Impl::Sweep() {
 // reduce, never under the floor). A wait that ended by dropping a silent
 // member is not a sample: counting it multiplied the deadline by the
 // factor at every drop (30 s, then 2 min, then 8...).
+
+// Note [Stated bounds in the daemons]: the measured rule alone dropped a
+// LIVE data node whose micro-batches legitimately ran to their deadline in
+// two waves (Note [Stated bounds] in inproc_group.h); it lost that
+// iteration's work and had to re-enter (Note [Data node behind] in
+// node/daemon/gossip/behind_check.h). So, as in the hub, each data node
+// states an upper bound of its next iteration (GroupComm::
+// StateIterationBound), and that statement rides its barrier message
+// (GradientChunk.stated_bound_ms); every member counts it from when its
+// own barrier of that iteration completes (at once when it is past that
+// barrier already). A barrier drops a data node that has not arrived only
+// once both the measured deadline (from the barrier's first arrival) and
+// kStatedBoundFactor x its last statement have passed (StatedDropTime,
+// silent_deadline.h: the hub's rule, one helper). Unlike the hub, a data
+// node that never stated (a peer of an older version, a joiner before its
+// first barrier) keeps the measured rule: the hub's harness marks the dead
+// for it, but here the silent rule is the only one that catches a process
+// that answers probes and sends nothing, and "never stated" must not mean
+// "waited for forever". A statement is a peer's word, so it is capped at
+// GrpcGroupOptions::max_stated_bound (a hung data node holds its stage at
+// most 2 x that), and it never keeps a dead member in: it only defers the
+// silent rule; a member that fails its probes (Note [Group liveness]) or a
+// push is marked dead as before, whatever it stated. A data node dropped
+// for silence loses its statement; it re-enters as before and states again.
+absl::Duration GrpcGroupComm::Impl::DropTimeLocked(const common::NodeId& d,
+                                                   absl::Duration measured) const {
+  auto s = stated_.find(d);
+  const std::optional<StatedBound> stated =
+      s != stated_.end() ? s->second.released : std::nullopt;
+  return StatedDropTime(measured, stated, /*unstated=*/measured);
+}
 
 // Note [Group liveness]: replicas of a stage need not share a pipeline
 // stream, so the transport may never tell one that another died. While a

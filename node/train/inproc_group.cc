@@ -118,11 +118,15 @@ void InProcessGroupHub::DropSilentDataNodes(uint64_t iteration) {
     absl::Duration next = absl::InfiniteDuration();
     for (const common::NodeId& d : LiveHostsLocked(0, iteration)) {
       if (b.arrived.contains(d)) continue;
-      // Never released with a stated bound: never dropped.
+      // Never released with a stated bound: never dropped (the harness's
+      // MarkDead is the hub's failure detector).
       auto s = stated_.find(d);
-      if (s == stated_.end() || !s->second.released.has_value()) continue;
-      const absl::Duration own = *s->second.released + s->second.bound * kStatedBoundFactor;
-      const absl::Duration due = std::max(measured, own);
+      std::optional<StatedBound> stated;
+      if (s != stated_.end() && s->second.released.has_value()) {
+        stated = StatedBound{s->second.bound, *s->second.released};
+      }
+      const absl::Duration due = StatedDropTime(measured, stated, absl::InfiniteDuration());
+      if (due == absl::InfiniteDuration()) continue;
       if (now >= due) {
         drop.push_back(d);
       } else {

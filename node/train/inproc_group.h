@@ -50,10 +50,11 @@
 // from the iteration after the newest barrier (those up to it may be
 // over), and passes the older ones at once, forgotten ones too. A paused
 // data node (Note [Paused training] in data_node_driver.h) may outlast its
-// bound and be dropped; it comes back the same way. The daemons'
-// GrpcGroupComm ignores the statement (it keeps its measured rule and
-// recovers by re-entry, Note [Data node behind] in
-// node/daemon/gossip/behind_check.h).
+// bound and be dropped; it comes back the same way. The rule's code is
+// StatedDropTime (silent_deadline.h), shared with the daemons'
+// GrpcGroupComm, where the statement rides the barrier message and a data
+// node that never stated keeps the measured rule (Note [Stated bounds in
+// the daemons] in grpc_group_sweep.cc).
 //
 // Thread rule: thread-safe; results are delivered as zero-delay clock timers.
 // The hub must outlive the clock's timers.
@@ -88,7 +89,7 @@ class InProcessGroupHub final : public GroupComm {
   ~InProcessGroupHub() override;
 
   // Note [Stated bounds]: a data node's bound on its next iteration.
-  static constexpr double kStatedBoundFactor = 2.0;
+  static constexpr double kStatedBoundFactor = node::kStatedBoundFactor;
 
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override;

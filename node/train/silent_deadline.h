@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <optional>
 
 #include "absl/time/time.h"
 
@@ -53,6 +54,28 @@ class SilentDeadline {
   SilentDeadlineOptions options_;
   std::deque<absl::Duration> waits_;
 };
+
+// Note [Stated bounds] (inproc_group.h): a data node's statement on its
+// next iteration: `bound`, counted from `released` (clock time), when the
+// barrier it was made at released it.
+inline constexpr double kStatedBoundFactor = 2.0;
+struct StatedBound {
+  absl::Duration bound;
+  absl::Duration released;
+};
+
+// The clock time from which a barrier may drop a data node that has not
+// arrived: once both `measured` (the barrier's first arrival + the
+// measured deadline) and kStatedBoundFactor x its last released statement
+// have passed. A data node with no released statement: `unstated`, the
+// group's choice (the hub: never; the daemons: `measured`). Both groups,
+// the daemons' and the simulator's, use this one rule.
+inline absl::Duration StatedDropTime(absl::Duration measured,
+                                     const std::optional<StatedBound>& stated,
+                                     absl::Duration unstated) {
+  if (!stated.has_value()) return unstated;
+  return std::max(measured, stated->released + stated->bound * kStatedBoundFactor);
+}
 
 }  // namespace skipswarm::node
 

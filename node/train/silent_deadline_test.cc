@@ -23,6 +23,19 @@ TEST(SilentDeadlineTest, InitialThenFactorTimesTheSlowestRecentWaitAboveTheFloor
   EXPECT_EQ(d.Get(), absl::Seconds(40));
 }
 
+// Note [Stated bounds]: both rules must have passed; with no statement the
+// caller's choice (the hub: never; the daemons: the measured rule).
+TEST(StatedDropTimeTest, TheLaterOfTheMeasuredDeadlineAndTwiceTheStatedBound) {
+  const absl::Duration measured = absl::Seconds(30);
+  EXPECT_EQ(StatedDropTime(measured, StatedBound{absl::Seconds(60), absl::Seconds(10)}, measured),
+            absl::Seconds(130));
+  EXPECT_EQ(StatedDropTime(measured, StatedBound{absl::Seconds(5), absl::Seconds(10)}, measured),
+            measured);
+  EXPECT_EQ(StatedDropTime(measured, std::nullopt, absl::InfiniteDuration()),
+            absl::InfiniteDuration());
+  EXPECT_EQ(StatedDropTime(measured, std::nullopt, measured), measured);
+}
+
 TEST(SilentDeadlineTest, FactorZeroIsOff) {
   EXPECT_FALSE(SilentDeadline(SilentDeadlineOptions{.factor = 0}).enabled());
 }
