@@ -104,21 +104,13 @@ TEST(GroupOfOneTest, ALoneReplicaStepsInPlaceWithoutAveragingTraffic) {
 
 // A counting compute with outer steps every H = 2 (Note [Outer steps]):
 // the pseudo-gradient is 0.5 everywhere, and the outer steps it is given
-// are recorded.
+// are recorded. It wraps a CountingCompute, which counts the gradient
+// vectors and digests taken through it.
 class OuterCountingCompute final : public OuterStepRecorder {
  public:
   OuterCountingCompute(common::Clock* clock, int stage, bool overlap)
-      : OuterStepRecorder(std::make_unique<TimedStageCompute>(
-                              clock, TimedStageCompute::Options{.stage = stage, .num_params = kParams}),
-                          overlap) {}
-  absl::StatusOr<GradientSum> TakeGradients() override {
-    ++gradient_vectors;
-    return inner()->TakeGradients();
-  }
-  uint64_t ParamsDigest() override {
-    ++digests;
-    return inner()->ParamsDigest();
-  }
+      : OuterStepRecorder(std::make_unique<CountingCompute>(clock, stage), overlap),
+        counting_(static_cast<CountingCompute*>(inner())) {}
   absl::StatusOr<AverageContribution> TakePseudoGradient() override {
     AverageContribution c;
     c.flat.assign(kParams, 0.5f);
@@ -126,8 +118,11 @@ class OuterCountingCompute final : public OuterStepRecorder {
     c.digest = 7;  // the anchor's, equal on every replica here
     return c;
   }
-  int gradient_vectors = 0;
-  int digests = 0;
+  int gradient_vectors() const { return counting_->gradient_vectors; }
+  int digests() const { return counting_->digests; }
+
+ private:
+  CountingCompute* const counting_;  // the inner compute, owned by the base
 };
 
 // Note [Lone outer replica] (node_trainer.cc): with H > 1 no replica takes
@@ -164,12 +159,12 @@ TEST(GroupOfOneTest, ALoneReplicaWithOuterStepsRunsNoRoundAndTakesNoDigest) {
       const bool alone = stage < 2;
       OuterCountingCompute* c = made[node];
       ASSERT_NE(c, nullptr);
-      EXPECT_EQ(c->gradient_vectors, 0) << "node " << node;
+      EXPECT_EQ(c->gradient_vectors(), 0) << "node " << node;
       EXPECT_EQ(c->step(), kIterations) << "node " << node;
       if (alone) {
-        EXPECT_EQ(c->digests, 0) << "node " << node;
+        EXPECT_EQ(c->digests(), 0) << "node " << node;
       } else {
-        EXPECT_GT(c->digests, 0) << "node " << node;
+        EXPECT_GT(c->digests(), 0) << "node " << node;
       }
       // Two outer steps: the lone replica's own pseudo-gradient (0.5, one
       // contributor), the pair's sum (1.0, two).

@@ -20,6 +20,7 @@
 #include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/train/grpc_group.h"
+#include "node/train/test_barrier_chunk.h"
 #include "node/transport/test_util.h"
 #include "proto/stage.grpc.pb.h"
 #include "proto/version.h"
@@ -81,17 +82,7 @@ class GrpcGroupTlsTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(5)));
     auto stream = stub.PushGradients(&context);
-    proto::GradientChunk chunk;
-    chunk.set_protocol_version(proto::kProtocolVersion);
-    chunk.set_from(claimed.Bytes());
-    chunk.set_stage(kBarrierStage);
-    chunk.set_iteration(iteration);
-    chunk.set_phase(0);
-    chunk.set_chunk_index(0);
-    chunk.set_chunk_count(1);
-    chunk.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
-    chunk.mutable_tensor()->add_shape(0);
-    stream->Write(chunk);
+    stream->Write(TestBarrierChunk(claimed, iteration));
     stream->WritesDone();
     proto::GradientAck ack;
     stream->Read(&ack);

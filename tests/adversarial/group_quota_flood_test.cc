@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "node/stage/swarm_view.h"
 #include "node/train/grpc_group.h"
+#include "node/train/test_barrier_chunk.h"
 #include "proto/stage.grpc.pb.h"
 #include "proto/version.h"
 
@@ -31,21 +32,6 @@ namespace {
 using common::NodeId;
 using common::PeerClass;
 using common::QuotaReason;
-
-proto::GradientChunk Barrier(const NodeId& from, uint64_t iteration) {
-  proto::GradientChunk chunk;
-  chunk.set_protocol_version(proto::kProtocolVersion);
-  chunk.set_from(from.Bytes());
-  chunk.set_stage(kBarrierStage);
-  chunk.set_iteration(iteration);
-  chunk.set_phase(0);
-  chunk.set_chunk_index(0);
-  chunk.set_chunk_count(1);
-  chunk.mutable_tensor()->set_dtype(proto::DTYPE_FLOAT32);
-  chunk.mutable_tensor()->set_codec(proto::CODEC_RAW_FP32);
-  chunk.mutable_tensor()->add_shape(0);
-  return chunk;
-}
 
 class GroupQuotaFloodTest : public ::testing::Test {
  protected:
@@ -151,7 +137,7 @@ TEST_F(GroupQuotaFloodTest, AStrangersBarrierFloodIsHeldToItsBurst) {
   const NodeId mallory = NodeId::ForName("mallory");
   int ok = 0, refused = 0;
   for (uint64_t k = 0; k < 200; ++k) {
-    grpc::Status s = Push(Barrier(mallory, 1'000'000 + k));
+    grpc::Status s = Push(TestBarrierChunk(mallory, 1'000'000 + k));
     ok += s.ok();
     refused += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
   }
@@ -169,7 +155,7 @@ TEST_F(GroupQuotaFloodTest, AStalledPushHoldsTheStrangersOnlyStream) {
   grpc::ClientContext stalled;
   stalled.set_deadline(common::SystemDeadlineAfter(absl::Seconds(20)));
   auto stream = stub_->PushGradients(&stalled);
-  proto::GradientChunk first = Barrier(mallory, 5);
+  proto::GradientChunk first = TestBarrierChunk(mallory, 5);
   first.set_stage(1);
   first.set_phase(1);
   first.set_total_elements(1000);
@@ -182,7 +168,7 @@ TEST_F(GroupQuotaFloodTest, AStalledPushHoldsTheStrangersOnlyStream) {
   // (a push that overtook it would pass): at most a few tries.
   grpc::Status second;
   for (int k = 0; k < 9 && second.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED; ++k) {
-    second = Push(Barrier(mallory, 6 + k));
+    second = Push(TestBarrierChunk(mallory, 6 + k));
   }
   EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
   EXPECT_EQ((push_quota_->refusals()[{QuotaReason::kStreams, PeerClass::kStranger}]), 1u);

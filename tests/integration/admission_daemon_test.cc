@@ -116,6 +116,39 @@ class AdmissionDaemonTest : public AdmissionSwarmTest {
     ASSERT_TRUE(swarm->a->WaitUnlessFinished(swarm->a->reached)) << swarm->a->result;
   }
 
+  // What the revoked-joiner tests start from: the founder's invites (the
+  // listed key 'l'), the three-member swarm (StartThreeMembers, revoking
+  // through `dir_`/`revoked_name`) and b's options: stage 1 with key 'j',
+  // invited by the founder, joining through it, training until stopped,
+  // with a 20 s start-up deadline (where the old code's retries and waits
+  // ended).
+  struct RevokedJoiner {
+    std::unique_ptr<identity::Identity> founder_key, b_key;
+    std::string revoked_file;
+    ThreeMembers swarm;
+    GossipDaemonOptions b_options;
+  };
+  void StartRevokedJoiner(const std::string& revoked_name, RevokedJoiner* s) {
+    s->founder_key = identity::TestIdentity('f');
+    const auto a_key = identity::TestIdentity('i');
+    s->b_key = identity::TestIdentity('j');
+    UseInvites(*s->founder_key, *identity::TestIdentity('l'));
+    s->revoked_file = dir_ + "/" + revoked_name;
+    ASSERT_NO_FATAL_FAILURE(
+        StartThreeMembers(*s->founder_key, *a_key, s->revoked_file, &s->swarm));
+    s->b_options = Options("b", {1}, 'j');
+    s->b_options.base.iterations = kUntilStopped;
+    s->b_options.base.startup_timeout = absl::Seconds(20);
+    s->b_options.gossip.join = {s->swarm.bootstrap};
+    s->b_options.gossip.invite = Invite(*s->founder_key, *s->b_key, 'b');
+  }
+
+  // A revoked node's end: FAILED_PRECONDITION naming the cause.
+  static void ExpectStoppedAsRevoked(const absl::Status& result) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(result)) << result;
+    EXPECT_NE(result.message().find("revoked this node"), std::string::npos) << result;
+  }
+
   // `founder`'s invite for `key`, valid until 2096, with a nonce of `nonce`s.
   static proto::SignedInvite Invite(const identity::Identity& founder,
                                     const identity::Identity& key, char nonce) {
@@ -321,44 +354,32 @@ TEST_F(AdmissionDaemonTest, ARevokedReplicaIsEvictedWhileTheOthersTrainOn) {
 // revoked, logged at 3.24 s, still running at 120 s). It must stop with
 // the cause instead.
 TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsFetch) {
-  const auto founder_key = identity::TestIdentity('f');
-  const auto a_key = identity::TestIdentity('i');
-  const auto b_key = identity::TestIdentity('j');
-  const auto listed_key = identity::TestIdentity('l');
-  UseInvites(*founder_key, *listed_key);
-  const std::string revoked_file = dir_ + "/revoked-joiner.txt";
-  ThreeMembers swarm;
-  ASSERT_NO_FATAL_FAILURE(StartThreeMembers(*founder_key, *a_key, revoked_file, &swarm));
-  const std::string& bootstrap = swarm.bootstrap;
+  RevokedJoiner s;
+  ASSERT_NO_FATAL_FAILURE(StartRevokedJoiner("revoked-joiner.txt", &s));
 
   // b's hook: revoke b once it announced its entry, then wait until every
   // member evicted it, so no source will serve its fetch.
   absl::Notification revoked, evicted;
-  GossipDaemonOptions bo = Options("b", {1}, 'j');
-  bo.base.iterations = kUntilStopped;
-  bo.base.startup_timeout = absl::Seconds(20);  // the old code's retries end here
-  bo.gossip.join = {bootstrap};
-  bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
+  GossipDaemonOptions& bo = s.b_options;
   bo.before_state_request = [&](uint64_t) {
     if (revoked.HasBeenNotified()) return;
-    EXPECT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
+    EXPECT_TRUE(Revoke(*s.founder_key, s.b_key->id(), s.revoked_file));
     revoked.Notify();
     EXPECT_TRUE(evicted.WaitForNotificationWithTimeout(absl::Seconds(60)));
   };
   auto b = LaunchDaemon(bo);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(b->WaitUnlessFinished(revoked)) << b->result;
-  const auto live_in = [&](const RunningDaemon& d) { return LiveIn(d, b_key->id()); };
-  while (live_in(*swarm.founder) || live_in(*swarm.a) || live_in(*swarm.c)) {
-    ASSERT_FALSE(swarm.founder->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
-        << swarm.founder->result;
+  const auto live_in = [&](const RunningDaemon& d) { return LiveIn(d, s.b_key->id()); };
+  while (live_in(*s.swarm.founder) || live_in(*s.swarm.a) || live_in(*s.swarm.c)) {
+    ASSERT_FALSE(s.swarm.founder->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+        << s.swarm.founder->result;
   }
   evicted.Notify();
 
   b->finished.WaitForNotification();
-  EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
-  EXPECT_NE(b->result.message().find("revoked this node"), std::string::npos) << b->result;
-  swarm.StopAll();
+  ExpectStoppedAsRevoked(b->result);
+  s.swarm.StopAll();
 }
 
 // Note [Revoked while joining] behind NAT (Note [Relayed entry]): b joins
@@ -368,25 +389,14 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWithTheCauseInsteadOfRetryingItsF
 // start-up deadline (here 20 s, DEADLINE_EXCEEDED, "no relay took this
 // node") although b's membership knew the cause; b must stop with it.
 TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
-  const auto founder_key = identity::TestIdentity('f');
-  const auto a_key = identity::TestIdentity('i');
-  const auto b_key = identity::TestIdentity('j');
-  const auto listed_key = identity::TestIdentity('l');
-  UseInvites(*founder_key, *listed_key);
-  const std::string revoked_file = dir_ + "/revoked-behind-nat.txt";
-  ThreeMembers swarm;
-  ASSERT_NO_FATAL_FAILURE(StartThreeMembers(*founder_key, *a_key, revoked_file, &swarm));
-  const std::string& bootstrap = swarm.bootstrap;
+  RevokedJoiner s;
+  ASSERT_NO_FATAL_FAILURE(StartRevokedJoiner("revoked-behind-nat.txt", &s));
 
   absl::StatusOr<int> dead = common::FreeLoopbackPort();
   ASSERT_TRUE(dead.ok()) << dead.status();
   absl::Notification never;  // b's relay attacher stays without candidates
-  GossipDaemonOptions bo = Options("b", {1}, 'j');
+  GossipDaemonOptions& bo = s.b_options;
   bo.expect_members = 0;
-  bo.base.iterations = kUntilStopped;
-  bo.base.startup_timeout = absl::Seconds(20);  // the old code's wait ends here
-  bo.gossip.join = {bootstrap};
-  bo.gossip.invite = Invite(*founder_key, *b_key, 'b');
   bo.advertise = absl::StrCat("127.0.0.1:", *dead);
   bo.relay_attach_gate = &never;
   auto b = LaunchDaemon(bo);
@@ -394,23 +404,22 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerBehindNatStopsWhileWaitingForARelay) {
   // Create has joined; revoke b once the founder sees it outbound-only.
   const auto outbound_only_in = [&](const RunningDaemon& d) {
     const membership::View view = d.daemon->view();
-    const membership::MemberInfo* m = view.Find(b_key->id());
+    const membership::MemberInfo* m = view.Find(s.b_key->id());
     return m != nullptr && m->outbound_only;
   };
-  while (!outbound_only_in(*swarm.founder)) {
+  while (!outbound_only_in(*s.swarm.founder)) {
     ASSERT_FALSE(b->finished.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
         << b->result;
   }
-  ASSERT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
+  ASSERT_TRUE(Revoke(*s.founder_key, s.b_key->id(), s.revoked_file));
 
   b->finished.WaitForNotification();
-  EXPECT_TRUE(absl::IsFailedPrecondition(b->result)) << b->result;
-  EXPECT_NE(b->result.message().find("revoked this node"), std::string::npos) << b->result;
+  ExpectStoppedAsRevoked(b->result);
   {
     absl::MutexLock lock(&b->mu);
     EXPECT_TRUE(b->reports.empty()) << "b trained although it never had a relay";
   }
-  swarm.StopAll();
+  s.swarm.StopAll();
 }
 
 // Note [Revoked while joining] during the stage choice (PlaceJoiner, in
@@ -449,8 +458,7 @@ TEST_F(AdmissionDaemonTest, ARevokedJoinerStopsWhileChoosingAStage) {
   }
   EXPECT_TRUE(Revoke(*founder_key, b_key->id(), revoked_file));
   create.join();
-  EXPECT_TRUE(absl::IsFailedPrecondition(created)) << created;
-  EXPECT_NE(created.message().find("revoked this node"), std::string::npos) << created;
+  ExpectStoppedAsRevoked(created);
   founder->signals.stop = true;
   founder->finished.WaitForNotification();
 }

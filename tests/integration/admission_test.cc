@@ -14,6 +14,7 @@
 #include "membership/revocation.h"
 #include "proto/version.h"
 #include "sim/sim_swarm.h"
+#include "tests/integration/unit_membership_options.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -33,9 +34,7 @@ constexpr absl::Duration kLease = absl::Milliseconds(30150);
 class AdmissionSwarmTest : public ::testing::Test {
  protected:
   AdmissionSwarmTest() {
-    MembershipOptions o;
-    o.policy.swarm_id = "unit-swarm";
-    o.memory_slots = 4;
+    MembershipOptions o = UnitMembershipOptions();
     // Same seed, same keys: the probe swarm tells the ids before the
     // swarm's policy is fixed.
     SimSwarm probe(kSeed, SimNetwork::Options(), o);
@@ -274,7 +273,7 @@ TEST_F(AdmissionSwarmTest, ARequestWithoutAnAdmittedSenderGetsNothing) {
   // and no member table comes back.
   proto::PingRequest req;
   req.set_protocol_version(proto::kProtocolVersion);
-  req.set_swarm_id("unit-swarm");
+  req.set_swarm_id(kUnitSwarm);
   req.set_from(swarm_->id(kUninvited).Bytes());
   req.set_seq(1);
   GossipTransport* net =
@@ -291,7 +290,7 @@ TEST_F(AdmissionSwarmTest, ARequestWithoutAnAdmittedSenderGetsNothing) {
   EXPECT_NE(bare.status().message().find("not a member"), std::string::npos) << bare.status();
   proto::PushPullRequest pp;
   pp.set_protocol_version(proto::kProtocolVersion);
-  pp.set_swarm_id("unit-swarm");
+  pp.set_swarm_id(kUnitSwarm);
   pp.set_from(swarm_->id(kUninvited).Bytes());
   absl::StatusOr<proto::PushPullResponse> pulled = absl::UnknownError("pending");
   net->PushPull({swarm_->address(kInvited), swarm_->id(kInvited)}, pp, absl::Seconds(1),

@@ -11,6 +11,7 @@
 #include "membership/link_stats.h"
 #include "proto/version.h"
 #include "sim/sim_swarm.h"
+#include "tests/integration/unit_membership_options.h"
 
 namespace skipswarm::membership {
 namespace {
@@ -18,16 +19,9 @@ namespace {
 using sim::SimNetwork;
 using sim::SimSwarm;
 
-MembershipOptions Defaults() {
-  MembershipOptions o;
-  o.policy.swarm_id = "unit-swarm";
-  o.memory_slots = 4;  // as a daemon's default
-  return o;
-}
-
 class MembershipTest : public ::testing::Test {
  protected:
-  MembershipTest() : swarm_(42, SimNetwork::Options(), Defaults()) {
+  MembershipTest() : swarm_(42, SimNetwork::Options(), UnitMembershipOptions()) {
     for (int i = 0; i < 3; ++i) swarm_.AddNode({static_cast<uint32_t>(i)});
     swarm_.StartAll(0);
     EXPECT_NE(swarm_.RunUntil([&] { return swarm_.Converged(); }, absl::Seconds(10)),
@@ -39,7 +33,7 @@ class MembershipTest : public ::testing::Test {
   proto::PingRequest Ping(const common::NodeId& from) {
     proto::PingRequest req;
     req.set_protocol_version(proto::kProtocolVersion);
-    req.set_swarm_id("unit-swarm");
+    req.set_swarm_id(kUnitSwarm);
     req.set_from(from.Bytes());
     req.set_seq(1);
     return req;
@@ -69,7 +63,7 @@ class MembershipTest : public ::testing::Test {
 
 proto::NodeRecord ValidRecord() {
   proto::NodeRecord r;
-  r.set_swarm_id("unit-swarm");
+  r.set_swarm_id(kUnitSwarm);
   r.add_addresses("mallory:1");
   r.set_memory_slots(1);
   r.set_incarnation(1'900'000'000'000);
@@ -118,7 +112,7 @@ TEST_F(MembershipTest, ReplayedOldRecordDoesNotRollBackTheView) {
   // Capture node 1's current record, then let it change its stages.
   proto::PushPullRequest pp;
   pp.set_protocol_version(proto::kProtocolVersion);
-  pp.set_swarm_id("unit-swarm");
+  pp.set_swarm_id(kUnitSwarm);
   pp.set_from(mallory_->id().Bytes());
   proto::SignedNodeRecord old_record;
   mallory_net_->PushPull({swarm_.address(1), swarm_.id(1)}, pp, absl::Seconds(1),
@@ -184,7 +178,7 @@ TEST_F(MembershipTest, FalseSuspicionIsRefutedWithHigherIncarnation) {
   u->set_node_id(swarm_.id(2).Bytes());
   u->set_state(proto::MEMBER_STATE_DEAD);
   u->set_incarnation(before);
-  ASSERT_TRUE(SignOpinion(*mallory_, "unit-swarm", u).ok());
+  ASSERT_TRUE(SignOpinion(*mallory_, kUnitSwarm, u).ok());
   ASSERT_TRUE(Send(req).ok());
   // Hearsay death only makes node 0 suspect node 2 (and probe it at once,
   // telling it) ...
@@ -265,7 +259,7 @@ TEST_F(MembershipTest, MembersSuspicionIsRefutedAndAFarIncarnationIgnored) {
     u->set_node_id(swarm_.id(victim).Bytes());
     u->set_state(proto::MEMBER_STATE_SUSPECT);
     u->set_incarnation(incarnation);
-    EXPECT_TRUE(SignOpinion(*mallory_, "unit-swarm", u).ok());
+    EXPECT_TRUE(SignOpinion(*mallory_, kUnitSwarm, u).ok());
     return req;
   };
   swarm_.node(victim).HandlePing({"mallory:1", mallory_->id()},
@@ -298,7 +292,7 @@ TEST_F(MembershipTest, UnsignedOrForgedSuspicionIsIgnored) {
   unsigned_u->set_reporter(swarm_.id(2).Bytes());  // speaks for node 2
   proto::MembershipUpdate* forged = req.mutable_gossip()->add_updates();
   *forged = *unsigned_u;
-  ASSERT_TRUE(SignOpinion(*mallory_, "unit-swarm", forged).ok());
+  ASSERT_TRUE(SignOpinion(*mallory_, kUnitSwarm, forged).ok());
   forged->set_reporter(swarm_.id(2).Bytes());  // mallory's signature, node 2's name
   ASSERT_TRUE(Send(req).ok());
   EXPECT_EQ(swarm_.node(0).GetView().Find(swarm_.id(1))->state,
@@ -475,7 +469,7 @@ TEST_F(MembershipTest, ReachabilitySelfCheckTellsANodeBehindNat) {
 // says so in its record. Returns how often nodes 0 and 1 saw it turn
 // SUSPECT or DEAD over a minute.
 int FalseVerdictsAboutANodeBehindNat(bool outbound_only) {
-  SimSwarm swarm(42, SimNetwork::Options(), Defaults());
+  SimSwarm swarm(42, SimNetwork::Options(), UnitMembershipOptions());
   for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
   swarm.StartAll(0);
   EXPECT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
@@ -504,7 +498,7 @@ TEST(OutboundOnlyMemberTest, ANodeBehindNatDoesNotFlapWhenItsRecordSaysSo) {
 }
 
 TEST(OutboundOnlyMemberTest, ASilentOutboundOnlyMemberIsStillDeclaredDead) {
-  SimSwarm swarm(7, SimNetwork::Options(), Defaults());
+  SimSwarm swarm(7, SimNetwork::Options(), UnitMembershipOptions());
   for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
   swarm.StartAll(0);
   ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
@@ -522,7 +516,7 @@ TEST(OutboundOnlyMemberTest, ASilentOutboundOnlyMemberIsStillDeclaredDead) {
 }
 
 TEST(MembershipJoinTest, UnreachableBootstrapNamesEachAddress) {
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   o.join_rounds = 2;
   SimSwarm swarm(1, SimNetwork::Options(), o);
   swarm.AddNode();
@@ -536,7 +530,7 @@ TEST(MembershipJoinTest, UnreachableBootstrapNamesEachAddress) {
 }
 
 TEST(MembershipJoinTest, AllowListKeepsStrangersOut) {
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   SimSwarm probe(2, SimNetwork::Options(), o);
   for (int i = 0; i < 3; ++i) probe.AddNode();
   o.policy.admission.mode = AdmissionMode::kAllowList;
@@ -559,7 +553,7 @@ TEST(MembershipJoinTest, AllowListKeepsStrangersOut) {
 TEST(LinkProbingTest, RttAndThroughputAreMeasuredSmoothedAndGossiped) {
   SimNetwork::Options net;
   net.latency = absl::Milliseconds(10);
-  SimSwarm swarm(3, net, Defaults());
+  SimSwarm swarm(3, net, UnitMembershipOptions());
   for (int i = 0; i < 4; ++i) swarm.AddNode();
   swarm.net().SetLinkLatency(swarm.address(0), swarm.address(1),
                              absl::Milliseconds(40));

@@ -10,19 +10,13 @@
 #include "membership/record.h"
 #include "proto/version.h"
 #include "sim/sim_swarm.h"
+#include "tests/integration/unit_membership_options.h"
 
 namespace skipswarm::membership {
 namespace {
 
 using sim::SimNetwork;
 using sim::SimSwarm;
-
-MembershipOptions Defaults() {
-  MembershipOptions o;
-  o.policy.swarm_id = "unit-swarm";
-  o.memory_slots = 4;
-  return o;
-}
 
 // `publics` dialable nodes (0..publics-1) and `homes` outbound-only ones
 // after them: each advertises an address where nothing listens (a NAT
@@ -72,7 +66,7 @@ int VerdictsAbout(const SimSwarm& swarm, size_t from, const std::set<int>& subje
 TEST(OutboundOnlyMembersTest, TwoOutboundOnlyMembersNeverSuspectEachOther) {
   // Neither can dial the other, so neither hears the other first-hand;
   // silence between them is no sign of death.
-  SimSwarm swarm(17, SimNetwork::Options(), Defaults());
+  SimSwarm swarm(17, SimNetwork::Options(), UnitMembershipOptions());
   BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2);
   const size_t before = swarm.transitions().size();
   swarm.Run(absl::Minutes(2));
@@ -92,13 +86,13 @@ void WorsenHealth(SimSwarm& swarm, int h, int times) {
     ASSERT_NE(self, nullptr);
     proto::PingRequest req;
     req.set_protocol_version(proto::kProtocolVersion);
-    req.set_swarm_id("unit-swarm");
+    req.set_swarm_id(kUnitSwarm);
     req.set_from(swarm.id(0).Bytes());
     proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
     u->set_node_id(swarm.id(h).Bytes());
     u->set_state(proto::MEMBER_STATE_SUSPECT);
     u->set_incarnation(self->incarnation);
-    ASSERT_TRUE(SignOpinion(swarm.identity(0), "unit-swarm", u).ok());
+    ASSERT_TRUE(SignOpinion(swarm.identity(0), kUnitSwarm, u).ok());
     swarm.node(h).HandlePing({swarm.address(0), swarm.id(0)}, req,
                              [](absl::StatusOr<proto::Ack>) {});
   }
@@ -108,7 +102,7 @@ TEST(OutboundOnlyMembersTest, AnOutboundOnlyMemberInPoorHealthIsStillHeardInTime
   // Its probe rounds slow down with its health score (to 9x at the
   // maximum); its requests are its only sign of life and must still reach
   // every member within the silence limit.
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   SimSwarm swarm(23, SimNetwork::Options(), o);
   BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/1);
   const size_t before = swarm.transitions().size();
@@ -127,7 +121,7 @@ TEST(OutboundOnlyMembersTest, HearsayIsCheckedAgainstFresherRecordsBeforeItKills
   // spent and anti-entropy is far off. Node 4 is then told,
   // by a member, of a suspicion about node 5's old record: its timer must
   // not convict before it has pulled the fresher record.
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   o.push_pull_interval = absl::Seconds(30);
   SimSwarm swarm(41, SimNetwork::Options(), o);
   BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2, absl::Seconds(60));
@@ -147,13 +141,13 @@ TEST(OutboundOnlyMembersTest, HearsayIsCheckedAgainstFresherRecordsBeforeItKills
   const size_t before = swarm.transitions().size();
   proto::PingRequest req;
   req.set_protocol_version(proto::kProtocolVersion);
-  req.set_swarm_id("unit-swarm");
+  req.set_swarm_id(kUnitSwarm);
   req.set_from(swarm.id(0).Bytes());
   proto::MembershipUpdate* u = req.mutable_gossip()->add_updates();
   u->set_node_id(swarm.id(5).Bytes());
   u->set_state(proto::MEMBER_STATE_SUSPECT);
   u->set_incarnation(old_incarnation);
-  ASSERT_TRUE(SignOpinion(swarm.identity(0), "unit-swarm", u).ok());
+  ASSERT_TRUE(SignOpinion(swarm.identity(0), kUnitSwarm, u).ok());
   swarm.node(4).HandlePing({swarm.address(0), swarm.id(0)}, req, [](absl::StatusOr<proto::Ack>) {});
   swarm.Run(absl::Seconds(8));  // past the longest suspicion (4 s)
   int dead_at_4 = 0;
@@ -174,7 +168,7 @@ TEST(OutboundOnlyMembersTest, HearsayIsCheckedAgainstFresherRecordsBeforeItKills
 // requests `inbound_delay` late (a starved process). Returns the DEAD
 // verdicts about the home nodes from their join on.
 int JoinWindowDeadVerdicts(uint64_t seed, absl::Duration window, absl::Duration inbound_delay) {
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   SimNetwork::Options net;
   net.jitter = absl::Milliseconds(20);
   SimSwarm swarm(seed, net, o);
@@ -228,7 +222,7 @@ TEST(OutboundOnlyMembersTest, AnOutboundOnlyMemberGetsAChangedRecordInItsNextRep
   // only in replies) asks nobody, so gossip's retransmissions of it are
   // spent elsewhere and anti-entropy is far off: the replies to node 4's
   // next requests must bring it (Note [Replies bring news]).
-  MembershipOptions o = Defaults();
+  MembershipOptions o = UnitMembershipOptions();
   o.push_pull_interval = absl::Seconds(30);
   SimSwarm swarm(43, SimNetwork::Options(), o);
   BuildHomeLayout(swarm, /*publics=*/4, /*homes=*/2, absl::Seconds(60));
@@ -254,7 +248,7 @@ TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
   // The end of a run: every dialable member leaves at once and its process
   // exits once Leave is done. The outbound-only members, which nobody can
   // tell directly, must still hold them LEFT.
-  SimSwarm swarm(29, SimNetwork::Options(), Defaults());
+  SimSwarm swarm(29, SimNetwork::Options(), UnitMembershipOptions());
   BuildHomeLayout(swarm, /*publics=*/3, /*homes=*/2);
   const size_t before = swarm.transitions().size();
   int done = 0;
@@ -277,7 +271,7 @@ TEST(OutboundOnlyMembersTest, OutboundOnlyMembersSeeDialableOnesLeaveNotDie) {
 TEST(OutboundOnlyMembersTest, ADialableMemberWithoutOutboundOnlyOnesLeavesAtOnce) {
   // The wait for outbound-only members to hear of the leave costs nothing
   // where there are none.
-  SimSwarm swarm(31, SimNetwork::Options(), Defaults());
+  SimSwarm swarm(31, SimNetwork::Options(), UnitMembershipOptions());
   for (int i = 0; i < 3; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
   swarm.StartAll(0);
   ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),

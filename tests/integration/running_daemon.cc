@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "identity/identity.h"
 #include "identity/test_identity.h"
 #include "node/daemon/stack/torch_backend.h"
 #include "tests/integration/tiny_gossip_options.h"

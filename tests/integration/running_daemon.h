@@ -20,7 +20,6 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "identity/identity.h"
 #include "membership/admission.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/stack/node_backend.h"

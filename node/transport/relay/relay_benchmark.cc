@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,22 +40,19 @@
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
 #include "identity/identity.h"
-#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/frame.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
 #include "node/transport/relay/relay_client.h"
 #include "node/transport/relay/relay_service.h"
+#include "node/transport/relay/relay_test_util.h"
 #include "node/transport/test_util.h"
 
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::identity::Identity;
-using ::skipswarm::identity::PeerCredentials;
 using ::skipswarm::node::testutil::AckWaiter;
-using ::skipswarm::node::testutil::kTestSwarm;
 using ::skipswarm::node::testutil::MakeTestFrame;
 
 // P (sender), N (receiver, its handler acks at once) and, when relayed, R
@@ -63,71 +61,19 @@ class World {
  public:
   explicit World(bool relayed)
       : clock_(common::RealClock::Create()),
-        n_key_(identity::TestIdentity('n')),
-        p_key_(identity::TestIdentity('p')),
-        r_key_(identity::TestIdentity('r')),
-        n_creds_(PeerCredentials::Create({n_key_.get()}, clock_->Now()).value()),
-        p_creds_(PeerCredentials::Create({p_key_.get()}, clock_->Now()).value()),
-        r_creds_(PeerCredentials::Create({r_key_.get()}, clock_->Now()).value()) {
-    n_server_ = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
-    GrpcTransportOptions no;
-    no.self = n_key_->id();
-    no.credentials = n_creds_;
-    no.swarm_id = kTestSwarm;
-    no.serve_on = n_server_->builder();
-    n_ = GrpcTransport::Create(no, clock_.get()).value();
-    CHECK(n_server_->Start(n_creds_).ok());
-    n_->SetFrameHandler([](const PeerId&, Frame, AckFn ack) { ack(absl::OkStatus()); });
-    GrpcTransportOptions po;
-    po.self = p_key_->id();
-    po.credentials = p_creds_;
-    po.swarm_id = kTestSwarm;
-    po.listen_address = "";
-    p_ = GrpcTransport::Create(po, clock_.get()).value();
+        ends_(clock_.get(), [](const PeerId&, Frame, AckFn ack) { ack(absl::OkStatus()); }) {
     if (!relayed) {
-      p_->SetPeerAddress(n_key_->id(), "127.0.0.1:" + std::to_string(n_server_->port()));
+      ends_.DialDirect();
       return;
     }
-    r_server_ = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
-    RelayServiceOptions ro;
-    ro.self = r_key_->id();
-    ro.credentials = r_creds_;
-    ro.swarm_id = kTestSwarm;
-    relay_ = std::make_unique<RelayService>(ro);
-    r_server_->builder()->RegisterService(relay_.get());
-    CHECK(r_server_->Start(r_creds_).ok());
-    const RelayCandidate r{r_key_->id(), "127.0.0.1:" + std::to_string(r_server_->port())};
-    RelayAttacherOptions ao;
-    ao.self = n_key_->id();
-    ao.credentials = n_creds_;
-    ao.swarm_id = kTestSwarm;
-    ao.local_address = "127.0.0.1:" + std::to_string(n_server_->port());
-    ao.relays = 1;
-    attacher_ = std::make_unique<RelayAttacher>(
-        ao, clock_.get(), [r] { return std::vector<RelayCandidate>{r}; },
-        [this](const RelayChange& c) {
-          if (!c.relays.empty()) attached_.Notify();
-        });
+    relay_.emplace('r', clock_.get());
+    const RelayCandidate r = relay_->candidate();
+    ends_.Attach([r] { return std::vector<RelayCandidate>{r}; }, 1,
+                 [this](const RelayChange& c) {
+                   if (!c.relays.empty()) attached_.Notify();
+                 });
     CHECK(attached_.WaitForNotificationWithTimeout(absl::Seconds(20)));
-    dialer_ = std::make_unique<RelayDialer>(
-        RelayDialerOptions{p_key_->id(), p_creds_},
-        [r](const common::NodeId&) { return std::vector<RelayCandidate>{r}; });
-    p_->SetPeerAddress(n_key_->id(), dialer_->EndpointFor(n_key_->id()).value());
-  }
-
-  ~World() {
-    dialer_.reset();
-    p_.reset();
-    attacher_.reset();
-    if (relay_ != nullptr) {
-      relay_->Shutdown();
-      r_server_->Shutdown(absl::ZeroDuration());
-      r_server_.reset();  // before the service its handlers call
-      relay_.reset();
-    }
-    n_server_->Shutdown(absl::ZeroDuration());
-    n_server_.reset();
-    n_.reset();
+    ends_.DialThrough([r](const common::NodeId&) { return std::vector<RelayCandidate>{r}; });
   }
 
   // Sends `count` frames of `bytes` at once and waits for every ack. The
@@ -136,15 +82,15 @@ class World {
   // not the transport's cost.
   absl::Status Send(size_t bytes, int count, uint64_t* mb) {
     if (payload_.size() != bytes) {
-      payload_ = MakeTestFrame({p_key_->id(), n_key_->id()}, 1, bytes, 0).payload;
+      payload_ = MakeTestFrame({ends_.p_key->id(), ends_.n_key->id()}, 1, bytes, 0).payload;
     }
     std::vector<AckWaiter> acks(static_cast<size_t>(count));
     for (AckWaiter& ack : acks) {
-      Frame frame = MakeTestFrame({p_key_->id(), n_key_->id()}, 1, 0, (*mb)++);
+      Frame frame = MakeTestFrame({ends_.p_key->id(), ends_.n_key->id()}, 1, 0, (*mb)++);
       frame.header.mutable_tensor()->set_shape(0, static_cast<int64_t>(bytes / 4));
       frame.payload = payload_;  // shared, not copied
       SealFrame(frame);
-      p_->Send(n_key_->id(), std::move(frame), ack.Callback());
+      ends_.p->Send(ends_.n_key->id(), std::move(frame), ack.Callback());
     }
     absl::Status status;
     for (AckWaiter& ack : acks) status.Update(ack.Wait());
@@ -153,14 +99,9 @@ class World {
 
  private:
   std::unique_ptr<common::RealClock> clock_;
-  std::unique_ptr<Identity> n_key_, p_key_, r_key_;
-  std::shared_ptr<const PeerCredentials> n_creds_, p_creds_, r_creds_;
-  std::unique_ptr<NodeServer> n_server_, r_server_;
-  std::unique_ptr<GrpcTransport> n_, p_;
-  std::unique_ptr<RelayService> relay_;
   absl::Notification attached_;
-  std::unique_ptr<RelayAttacher> attacher_;
-  std::unique_ptr<RelayDialer> dialer_;
+  std::optional<testutil::TestRelay> relay_;  // R, when relayed; outlives ends_'s attacher
+  testutil::RelayEnds ends_;
   absl::Cord payload_;
 };
 
