@@ -126,7 +126,7 @@ struct EvidenceVerdict {
     kUndecodable,       // the judge refused the payload or the sketch
   };
   Kind kind = kMalformed;
-  std::string reason;  // empty for kMismatch / kMatch details aside
+  std::string reason;  // why not valid; for kMismatch, the judge's reason
   model::SketchVerdict sketch;  // kMismatch / kMatch: the judge's numbers
 
   bool valid() const { return kind == kMismatch || kind == kMatch; }

@@ -134,11 +134,21 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
   answer.header = h;
   answer.header.clear_verify();
   answer.header.clear_tensor();
+  answer.header.clear_commitment();  // the hop before's, of X's input
   answer.header.set_hop_index(next);
   answer.header.set_direction(proto::DIRECTION_SKETCH);
   *answer.header.mutable_sketch_answer() = AnswerToProto(
       SketchAnswer{CheckedVisit{*origin, h.iteration(), h.mb_id(), hop, *checked},
                    *std::move(sketch)});
+  if (options_.signer != nullptr) {
+    // Note [Checkable evidence]: Y signs its answer with the hash of the
+    // input it got, which X's commitment must name too.
+    absl::Status signed_ok = SignAnswer(*options_.signer, h.swarm_id(), Sha256(task.payload),
+                                        answer.header.mutable_sketch_answer());
+    if (!signed_ok.ok()) {
+      LOG_EVERY_N(ERROR, 100) << "cannot sign a sketch answer: " << signed_ok;
+    }
+  }
   answer.header.set_deadline_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
   SealFrame(answer);
