@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
 #include "common/node_id.h"
 
 namespace skipswarm::node {
@@ -212,8 +213,11 @@ EvidenceVerdict CheckEvidence(const Evidence& e, absl::string_view x_public_key,
     return Verdict(EvidenceVerdict::kInputsDiffer,
                    "X and Y signed different inputs (X, Y or the hop before lied)");
   }
-  absl::StatusOr<model::SketchVerdict> v =
-      judge(WireTensor{c.output(), e.output}, answer->sketch, options);
+  // The CRC is not signed (the SHA-256 covers the bytes), but the decoder
+  // checks it: the one of the payload whose hash was just checked.
+  WireTensor received{c.output(), e.output};
+  received.meta.set_payload_crc32c(common::Crc32c(e.output));
+  absl::StatusOr<model::SketchVerdict> v = judge(received, answer->sketch, options);
   if (!v.ok()) return Verdict(EvidenceVerdict::kUndecodable, std::string(v.status().message()));
   EvidenceVerdict out = Verdict(v->match ? EvidenceVerdict::kMatch : EvidenceVerdict::kMismatch,
                                 v->reason);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "identity/identity.h"
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
@@ -48,6 +49,9 @@ absl::StatusOr<model::SketchVerdict> Fp32Judge(const WireTensor& received,
                                                const model::SketchCheckOptions& options) {
   if (received.meta.codec() != proto::CODEC_RAW_FP32 || received.payload.size() % 4 != 0) {
     return absl::InvalidArgumentError("not raw fp32");
+  }
+  if (received.meta.payload_crc32c() != common::Crc32c(received.payload)) {
+    return absl::DataLossError("payload CRC-32C does not match");  // as the decoder
   }
   std::string bytes(received.payload);
   std::vector<float> v(bytes.size() / 4);

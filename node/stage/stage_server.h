@@ -125,6 +125,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "identity/identity.h"
+#include "node/compute/evidence.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/stage_compute.h"
 #include "node/stage/hop_stats.h"
@@ -396,6 +397,10 @@ class StageServer {
   int HeldBefore(uint64_t iteration) const;
 
   StageServerStats stats() const;
+  // Note [Checkable evidence]: the signed mismatches of `member` (as X)
+  // judged here, newcomer checks then trusted ones, each bounded by
+  // OutputChecksOptions.
+  std::vector<Evidence> EvidenceAgainst(const PeerId& member) const;
 
  private:
   struct MbKey;

@@ -3,6 +3,9 @@
 // every forward frame it produces (it cannot know which are checked), and
 // the hop after checks it before admission, so the output it may later
 // keep for a check is the one X signed.
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "node/compute/evidence.h"
 #include "node/stage/stage_server_impl.h"
@@ -95,6 +98,12 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
     ++stats_.commitments_refused;
   }
   return Refuse(absl::StatusCode::kInvalidArgument, h, why);
+}
+
+std::vector<Evidence> StageServer::EvidenceAgainst(const PeerId& member) const {
+  std::vector<Evidence> out = impl_->checks_.EvidenceAgainst(member);
+  for (Evidence& e : impl_->trusted_checks_.EvidenceAgainst(member)) out.push_back(std::move(e));
+  return out;
 }
 
 }  // namespace skipswarm::node

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/sim_clock.h"
 #include "identity/identity.h"
 #include "node/compute/evidence.h"
@@ -62,7 +63,8 @@ class EditingTransport final : public Transport {
 // `require`, requires commitments.
 class Swarm {
  public:
-  explicit Swarm(bool require) : board_(&clock_, SwitchboardOptions{}) {
+  explicit Swarm(bool require, std::function<void(int, StageServerOptions&)> tweak = nullptr)
+      : board_(&clock_, SwitchboardOptions{}) {
     const std::vector<int> stages = {0, 1, 2, 1};
     std::vector<PeerInfo> members;
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -89,6 +91,7 @@ class Swarm {
         return it->second;
       };
       o.require_commitments = require;
+      if (tweak) tweak(static_cast<int>(i), o);
       servers_.push_back(std::make_unique<StageServer>(
           editing.get(), &clock_, view_.get(),
           std::map<int, StageCompute*>{{stages[i], computes_.back().get()}}, o));
@@ -100,6 +103,18 @@ class Swarm {
 
   std::vector<RouteHop> Route() {
     return {{keys_[0]->id(), 0}, {keys_[1]->id(), 1}, {keys_[2]->id(), 2}};
+  }
+  // Node 0's copy of each hop-1 frame goes to verifier node 3 as well
+  // (Note [Verify-only frames]; the hop before's sampling, done here).
+  void SendChecksToNode3() {
+    editing_[0]->edit = [this](Frame& f) {
+      if (f.header.hop_index() != 1 || f.header.has_verify()) return;
+      Frame copy = f;
+      copy.header.mutable_route(1)->set_node_id(keys_[3]->id().Bytes());
+      copy.header.mutable_verify()->set_seed(5);
+      copy.header.mutable_verify()->set_checked(keys_[1]->id().Bytes());
+      transports_[0]->Send(keys_[3]->id(), std::move(copy), [](absl::Status) {});
+    };
   }
   void Run(uint64_t mb) {
     ASSERT_TRUE(servers_[0]->Inject(0, mb, Route(), {}).ok());
@@ -173,16 +188,7 @@ TEST(StageServerCommitmentTest, TheVerifiersAnswerIsSignedOverTheInputXCommitted
   swarm.editing_[1]->edit = [&](Frame& f) {
     if (f.header.hop_index() == 2) commitment = f.header.commitment();
   };
-  // The hop before's copy of hop 1's frame to verifier node 3 (Note
-  // [Verify-only frames]), sent by the test.
-  swarm.editing_[0]->edit = [&](Frame& f) {
-    if (f.header.hop_index() != 1 || f.header.has_verify()) return;
-    Frame copy = f;
-    copy.header.mutable_route(1)->set_node_id(swarm.keys_[3]->id().Bytes());
-    copy.header.mutable_verify()->set_seed(5);
-    copy.header.mutable_verify()->set_checked(swarm.keys_[1]->id().Bytes());
-    swarm.transports_[0]->Send(swarm.keys_[3]->id(), std::move(copy), [](absl::Status) {});
-  };
+  swarm.SendChecksToNode3();
   swarm.Run(1);
   ASSERT_TRUE(commitment.has_value());
   ASSERT_EQ(swarm.editing_[3]->answers.size(), 1u);
@@ -195,6 +201,50 @@ TEST(StageServerCommitmentTest, TheVerifiersAnswerIsSignedOverTheInputXCommitted
                                         a.signature())
                   .ok());
   EXPECT_TRUE(VerifyCommitment(*commitment, swarm.keys_[1]->public_key()).ok());
+}
+
+// A stand-in judge for the timed computes' all-zero outputs: a fixed
+// verdict, after the decoder's CRC check.
+EvidenceJudge Always(bool match) {
+  return [match](const WireTensor& received, const model::OutputSketch&,
+                 const model::SketchCheckOptions&) -> absl::StatusOr<model::SketchVerdict> {
+    if (received.meta.payload_crc32c() != common::Crc32c(received.payload)) {
+      return absl::DataLossError("payload CRC-32C does not match");
+    }
+    model::SketchVerdict v;
+    v.match = match;
+    if (!match) v.reason = "stand-in mismatch";
+    return v;
+  };
+}
+
+TEST(StageServerCommitmentTest, TheCatcherKeepsSignedMismatchesAsEvidenceAnyoneCanCheck) {
+  const SketchLimits limits{{256}};  // the timed computes' 1 KiB outputs
+  Swarm swarm(/*require=*/true, [&](int i, StageServerOptions& o) {
+    if (i != 2) return;
+    o.output_checks.judge = Always(false);
+    o.member_on_probation = [](const PeerId&) { return true; };
+    o.sketch_limits = limits;
+  });
+  swarm.SendChecksToNode3();
+  swarm.Run(1);
+  swarm.Run(2);
+  const PeerId x = swarm.keys_[1]->id();
+  EXPECT_EQ(swarm.servers_[2]->stats().checks.by_member.at(x).mismatches, 2);
+  const std::vector<Evidence> kept = swarm.servers_[2]->EvidenceAgainst(x);
+  ASSERT_EQ(kept.size(), 2u);
+  for (const Evidence& e : kept) {
+    const std::string x_key = swarm.keys_[1]->public_key();
+    const std::string y_key = swarm.keys_[3]->public_key();
+    EXPECT_EQ(CheckEvidence(e, x_key, y_key, limits, Always(false)).kind,
+              EvidenceVerdict::kMismatch);
+    // The judge aside, every signature and hash holds: the same piece
+    // under an agreeing judge is a valid match.
+    EXPECT_EQ(CheckEvidence(e, x_key, y_key, limits, Always(true)).kind, EvidenceVerdict::kMatch);
+    EXPECT_EQ(CheckEvidence(e, y_key, y_key, limits, Always(false)).kind,
+              EvidenceVerdict::kBadXSignature);
+  }
+  EXPECT_TRUE(swarm.servers_[2]->EvidenceAgainst(swarm.keys_[3]->id()).empty());
 }
 
 }  // namespace

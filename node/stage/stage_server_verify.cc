@@ -187,7 +187,8 @@ void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   PeerId verifier;
   OutputChecks& checks = trusted ? trusted_checks_ : checks_;
   std::optional<model::SketchVerdict> verdict =
-      checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier);
+      checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier,
+                      h.has_commitment() ? &h.commitment() : nullptr);
   OnVerdict(*x, verifier, trusted, verdict);
 }
 
@@ -222,7 +223,9 @@ absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& fr
   const PeerId checked = answer->visit.checked;
   const bool trusted = options_.member_on_probation && !options_.member_on_probation(checked);
   OnVerdict(checked, from, trusted,
-            (trusted ? trusted_checks_ : checks_).OnAnswer(from, *std::move(answer)));
+            (trusted ? trusted_checks_ : checks_)
+                .OnAnswer(from, *std::move(answer),
+                          h.sketch_answer().signature().empty() ? nullptr : &h.sketch_answer()));
   return absl::OkStatus();
 }
 
