@@ -11,7 +11,8 @@ OutputChecks::OutputChecks(OutputChecksOptions options) : options_(std::move(opt
 
 std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& visit,
                                                            const WireTensor& received,
-                                                           common::NodeId* sketch_from) {
+                                                           common::NodeId* sketch_from,
+                                                           const proto::OutputCommitment* commitment) {
   absl::MutexLock l(&mu_);
   if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
   auto s = sketches_.find(visit);
@@ -20,7 +21,9 @@ std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& v
     sketches_.erase(s);
     ForgetSketchFrom(p.from);
     if (sketch_from != nullptr) *sketch_from = p.from;
-    return Judge(visit, received, p.from, p.sketch);
+    Kept kept{received, std::nullopt};
+    if (commitment != nullptr) kept.commitment = *commitment;
+    return Judge(visit, kept, p.from, p);
   }
   if (options_.max_kept_outputs < 1 || outputs_.contains(visit)) return std::nullopt;
   // output_order_ names exactly the kept outputs, oldest first.
@@ -30,22 +33,27 @@ std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& v
     output_order_.pop_front();
     ++stats_.outputs_dropped;
   }
-  outputs_.emplace(visit, received);  // shares the payload's Cord
+  Kept kept{received, std::nullopt};  // shares the payload's Cord
+  if (commitment != nullptr) kept.commitment = *commitment;
+  outputs_.emplace(visit, std::move(kept));
   output_order_.push_back(visit);
   return std::nullopt;
 }
 
 std::optional<model::SketchVerdict> OutputChecks::OnAnswer(const common::NodeId& from,
-                                                           SketchAnswer answer) {
+                                                           SketchAnswer answer,
+                                                           const proto::SketchAnswer* signed_answer) {
   absl::MutexLock l(&mu_);
   const CheckedVisit& visit = answer.visit;
   if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
   auto o = outputs_.find(visit);
   if (o != outputs_.end()) {
-    WireTensor received = std::move(o->second);
+    Kept kept = std::move(o->second);
     outputs_.erase(o);
     output_order_.erase(std::find(output_order_.begin(), output_order_.end(), visit));
-    return Judge(visit, received, from, answer.sketch);
+    Pending p{from, std::move(answer.sketch), std::nullopt};
+    if (signed_answer != nullptr) p.signed_answer = *signed_answer;
+    return Judge(visit, kept, from, p);
   }
   auto mine = sketches_by_sender_.find(from);
   if (sketches_.contains(visit) ||
@@ -55,7 +63,9 @@ std::optional<model::SketchVerdict> OutputChecks::OnAnswer(const common::NodeId&
     return std::nullopt;
   }
   ++sketches_by_sender_[from];
-  sketches_.emplace(visit, Pending{from, std::move(answer.sketch)});
+  Pending p{from, std::move(answer.sketch), std::nullopt};
+  if (signed_answer != nullptr) p.signed_answer = *signed_answer;
+  sketches_.emplace(visit, std::move(p));
   return std::nullopt;
 }
 
@@ -65,11 +75,11 @@ void OutputChecks::ForgetSketchFrom(const common::NodeId& from) {
 }
 
 std::optional<model::SketchVerdict> OutputChecks::Judge(const CheckedVisit& visit,
-                                                        const WireTensor& received,
+                                                        const Kept& output,
                                                         const common::NodeId& from,
-                                                        const model::OutputSketch& sketch) {
+                                                        const Pending& pending) {
   absl::StatusOr<model::SketchVerdict> v =
-      options_.judge ? options_.judge(received, sketch, options_.check)
+      options_.judge ? options_.judge(output.received, pending.sketch, options_.check)
                      : absl::FailedPreconditionError("no judge set");
   if (!v.ok()) {
     // OutputJudge: "sketch: ..." names the sketch (the sender's fault);
@@ -84,7 +94,36 @@ std::optional<model::SketchVerdict> OutputChecks::Judge(const CheckedVisit& visi
   MemberCheckCounts& x = stats_.by_member[visit.checked];
   ++x.checks;
   if (!v->match) ++x.mismatches;
+  // Note [Checkable evidence]: a mismatch both sides signed is kept as
+  // evidence; unsigned ones (older peers) stay this node's word only.
+  if (!v->match && output.commitment.has_value() && pending.signed_answer.has_value() &&
+      !pending.signed_answer->signature().empty()) {
+    KeepEvidence(visit.checked,
+                 Evidence{*output.commitment, output.received.payload, *pending.signed_answer});
+  }
   return *std::move(v);
+}
+
+void OutputChecks::KeepEvidence(const common::NodeId& member, Evidence evidence) {
+  auto it = evidence_.find(member);
+  if (it == evidence_.end()) {
+    if (static_cast<int>(evidence_.size()) >= options_.max_evidence_members ||
+        options_.max_evidence_per_member < 1) {
+      return;
+    }
+    it = evidence_.emplace(member, std::deque<Evidence>()).first;
+  }
+  it->second.push_back(std::move(evidence));
+  while (static_cast<int>(it->second.size()) > options_.max_evidence_per_member) {
+    it->second.pop_front();
+  }
+}
+
+std::vector<Evidence> OutputChecks::EvidenceAgainst(const common::NodeId& member) const {
+  absl::MutexLock l(&mu_);
+  auto it = evidence_.find(member);
+  if (it == evidence_.end()) return {};
+  return std::vector<Evidence>(it->second.begin(), it->second.end());
 }
 
 void OutputChecks::EndIteration(uint64_t iteration) {

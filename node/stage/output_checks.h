@@ -48,12 +48,14 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/node_id.h"
 #include "model/output_sketch.h"
+#include "node/compute/evidence.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/stage_compute.h"
 
@@ -70,6 +72,13 @@ struct OutputChecksOptions {
   int max_kept_outputs = 16;
   int max_pending_sketches = 16;
   int max_pending_per_sender = 4;
+  // Note [Checkable evidence] (node/compute/evidence.h): the mismatches
+  // kept as evidence, per checked member (oldest dropped) and members in
+  // all (a new member beyond is not kept: no member's evidence displaces
+  // another's). Only pairs with X's signed commitment and Y's signed
+  // answer are kept.
+  int max_evidence_per_member = 4;
+  int max_evidence_members = 32;
   model::SketchCheckOptions check;
   // Required: node/compute/output_check.h CheckOutputAgainstSketch, or a
   // stand-in in tests.
@@ -102,12 +111,21 @@ class OutputChecks {
   // was already waiting (and well formed), else nullopt (kept, or nothing
   // to compare with); with a verdict, `*sketch_from` (when given) is Y. An
   // output of an iteration already ended is ignored.
+  // `commitment`: X's signed commitment to it (the frame's, checked at
+  // admission), kept with it for evidence; null when the frame had none.
   std::optional<model::SketchVerdict> OnOutput(const CheckedVisit& visit,
                                                const WireTensor& received,
-                                               common::NodeId* sketch_from = nullptr);
+                                               common::NodeId* sketch_from = nullptr,
+                                               const proto::OutputCommitment* commitment = nullptr);
   // Y's answer, from peer `from`. A verdict when X's output was kept, else
-  // nullopt (waiting, refused, or a malformed sketch).
-  std::optional<model::SketchVerdict> OnAnswer(const common::NodeId& from, SketchAnswer answer);
+  // nullopt (waiting, refused, or a malformed sketch). `signed_answer`:
+  // the answer as it came on the wire (with Y's signature), kept for
+  // evidence; null when unsigned.
+  std::optional<model::SketchVerdict> OnAnswer(const common::NodeId& from, SketchAnswer answer,
+                                               const proto::SketchAnswer* signed_answer = nullptr);
+  // The evidence kept of `member`'s mismatches (as X), oldest first; each
+  // piece is for CheckEvidence, which trusts nothing of this node.
+  std::vector<Evidence> EvidenceAgainst(const common::NodeId& member) const;
   // Drops outputs and sketches of `iteration` and earlier (counted as
   // expired); later ones of those iterations are ignored.
   void EndIteration(uint64_t iteration);
@@ -118,10 +136,16 @@ class OutputChecks {
   struct Pending {
     common::NodeId from;
     model::OutputSketch sketch;
+    std::optional<proto::SketchAnswer> signed_answer;
   };
-  std::optional<model::SketchVerdict> Judge(const CheckedVisit& visit, const WireTensor& received,
-                                            const common::NodeId& from,
-                                            const model::OutputSketch& sketch)
+  struct Kept {
+    WireTensor received;
+    std::optional<proto::OutputCommitment> commitment;
+  };
+  std::optional<model::SketchVerdict> Judge(const CheckedVisit& visit, const Kept& output,
+                                            const common::NodeId& from, const Pending& sketch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KeepEvidence(const common::NodeId& member, Evidence evidence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetSketchFrom(const common::NodeId& from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -129,12 +153,13 @@ class OutputChecks {
   mutable absl::Mutex mu_;
   bool any_ended_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;  // valid when any_ended_
-  absl::flat_hash_map<CheckedVisit, WireTensor> outputs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<CheckedVisit, Kept> outputs_ ABSL_GUARDED_BY(mu_);
   std::deque<CheckedVisit> output_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   absl::flat_hash_map<CheckedVisit, Pending> sketches_ ABSL_GUARDED_BY(mu_);
   // Pending sketches per sender; no entry for a sender with none.
   absl::flat_hash_map<common::NodeId, int> sketches_by_sender_ ABSL_GUARDED_BY(mu_);
   OutputCheckStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<common::NodeId, std::deque<Evidence>> evidence_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skipswarm::node

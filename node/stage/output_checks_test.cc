@@ -11,13 +11,16 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "common/random.h"
 #include "common/sim_clock.h"
+#include "identity/identity.h"
 #include "model/output_sketch.h"
 #include "model/tensor_codec.h"
+#include "node/compute/evidence.h"
 #include "node/compute/output_check.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/task_runner.h"
@@ -223,6 +226,49 @@ TEST(OutputChecksBoundsTest, AMalformedSketchCountsOnItsSender) {
   const OutputCheckStats s = checks.stats();
   EXPECT_EQ(s.by_member.at(NodeId::ForName("y")).bad_sketches, 1);
   EXPECT_EQ(s.by_member.count(NodeId::ForName("x")), 0u);
+}
+
+// Note [Checkable evidence]: a mismatch both sides signed is kept, bounded
+// per member (oldest dropped), and checks under CheckEvidence with X's and
+// Y's keys alone; unsigned mismatches and matches are not kept.
+TEST(OutputChecksBoundsTest, SignedMismatchesAreKeptAsEvidenceOldestDropped) {
+  OutputChecksOptions o = Judged();
+  o.max_evidence_per_member = 2;
+  OutputChecks checks(o);
+  auto x = identity::Identity::FromSeed(std::string(32, 'x'));
+  auto y = identity::Identity::FromSeed(std::string(32, 'y'));
+  ASSERT_TRUE(x.ok() && y.ok());
+  const WireTensor out = Decodable();  // 1, 2, 3, 4
+  const auto check = [&](uint64_t mb, std::vector<float> y_saw, bool sign) {
+    const CheckedVisit visit{NodeId::ForName("origin"), 0, mb, 1, (*x)->id()};
+    proto::OutputCommitment c;
+    c.set_origin(visit.origin.Bytes());
+    c.set_mb_id(mb);
+    c.set_hop_index(1);
+    c.set_input_sha256(std::string(32, 'i'));
+    c.set_output_sha256(Sha256(out.payload));
+    *c.mutable_output() = out.meta;
+    c.mutable_output()->clear_payload_crc32c();
+    ASSERT_TRUE(SignCommitment(**x, &c).ok());
+    const SketchAnswer answer{visit, model::SketchOutput(y_saw, {1, 2, 2}, 9)};
+    proto::SketchAnswer wire = AnswerToProto(answer);
+    ASSERT_TRUE(SignAnswer(**y, "", std::string(32, 'i'), &wire).ok());
+    checks.OnOutput(visit, out, nullptr, sign ? &c : nullptr);
+    checks.OnAnswer((*y)->id(), answer, sign ? &wire : nullptr);
+  };
+  check(1, {1.f, 2.f, 3.f, 4.f}, true);  // a match
+  check(2, {2.f, 4.f, 6.f, 8.f}, false);  // unsigned
+  EXPECT_TRUE(checks.EvidenceAgainst((*x)->id()).empty());
+  for (uint64_t mb = 3; mb <= 5; ++mb) check(mb, {2.f, 4.f, 6.f, 8.f}, true);
+  EXPECT_EQ(checks.stats().by_member.at((*x)->id()).mismatches, 4);
+  const std::vector<Evidence> kept = checks.EvidenceAgainst((*x)->id());
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].commitment.mb_id(), 4u);
+  EXPECT_EQ(kept[1].commitment.mb_id(), 5u);
+  const EvidenceVerdict v = CheckEvidence(kept[1], (*x)->public_key(), (*y)->public_key(),
+                                          SketchLimits{{4, 4, 4}}, o.judge);
+  EXPECT_EQ(v.kind, EvidenceVerdict::kMismatch) << v.reason;
+  EXPECT_TRUE(checks.EvidenceAgainst((*y)->id()).empty());
 }
 
 }  // namespace

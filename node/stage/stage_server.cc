@@ -45,6 +45,10 @@ absl::Status StageServer::Impl::Receive(const PeerId& from, const Frame& frame, 
   if (IsAbortNotice(frame)) return HandleAbort(from, frame);
   if (frame.header.direction() == proto::DIRECTION_SKETCH) return HandleSketch(from, frame);
   if (frame.header.has_verify()) return AdmitVerify(from, frame, runnable);
+  if (IsForward(frame.header)) {
+    absl::Status committed = CheckCommitment(frame);
+    if (!committed.ok()) return committed;
+  }
   std::optional<proto::FrameHeader> displaced;
   absl::Status admitted = Admit(frame, runnable, &displaced);
   if (displaced) {
@@ -355,6 +359,14 @@ void StageServer::Impl::Run(Task task) {
           << DescribeFrame(h) << " prio " << h.priority();
   std::weak_ptr<Impl> weak = weak_from_this();
   WireTensor input{h.tensor(), task.payload};
+  if (task.kind == Task::kForward && options_.signer != nullptr) {
+    // Note [Checkable evidence]: the hop before's commitment, checked at
+    // admission (CheckCommitment hashed this payload then), already names
+    // the input's hash; hashing again only where nothing checked it.
+    task.input_sha256 = options_.public_key_of && h.has_commitment()
+                            ? h.commitment().output_sha256()
+                            : Sha256(task.payload);
+  }
   switch (task.kind) {
     case Task::kStart: {
       MicroBatchData data = std::move(task.data);
@@ -415,6 +427,7 @@ void StageServer::Impl::OnForwardDone(Task task, absl::StatusOr<WireTensor> out)
   next.header.set_direction(proto::DIRECTION_FORWARD);
   *next.header.mutable_tensor() = out->meta;
   next.payload = std::move(out->payload);
+  CommitOutput(hop, task.input_sha256, &next);
   MaybeSendVerify(next);
   SendFrame(std::move(next), {});
   Done();

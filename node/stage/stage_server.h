@@ -124,6 +124,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "identity/identity.h"
+#include "node/compute/evidence.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/stage_compute.h"
 #include "node/stage/hop_stats.h"
@@ -242,6 +244,18 @@ struct StageServerOptions {
   // 0: trusted members are never checked.
   double verify_trusted_rate = 0;
   uint64_t verify_seed = 1;
+  // Note [Checkable evidence] (node/compute/evidence.h). As X: the key that
+  // signs an OutputCommitment on every forward frame this server produces
+  // at a hop > 0 (borrowed, must outlive the server; its id must be this
+  // node's). Null: no commitment is sent. As the hop after X: the raw
+  // Ed25519 key of a member (from its signed record; thread-safe, called
+  // without the server's lock); set, every commitment that arrives is
+  // checked against it, and a frame from a hop > 0 without one is refused
+  // when `require_commitments` (older peers' frames are accepted iff it is
+  // false). Unset: commitments are neither checked nor required.
+  const identity::Identity* signer = nullptr;
+  std::function<std::optional<std::string>(const PeerId&)> public_key_of;
+  bool require_commitments = false;
 };
 
 struct StageServerStats {
@@ -288,6 +302,11 @@ struct StageServerStats {
   int64_t verify_refused = 0;
   int64_t verify_failed = 0;
   int64_t sketch_frames_refused = 0;
+  // Note [Checkable evidence]: commitments signed here as X; frames refused
+  // here as the hop after for a commitment missing (when required), not
+  // matching the frame, or not verifying.
+  int64_t commitments_signed = 0;
+  int64_t commitments_refused = 0;
   // As the hop before X: verify-only copies sent (and their payload
   // bytes), and those the verifier refused or never acknowledged.
   int64_t verify_sent = 0;
@@ -387,6 +406,10 @@ class StageServer {
   int HeldBefore(uint64_t iteration) const;
 
   StageServerStats stats() const;
+  // Note [Checkable evidence]: the signed mismatches of `member` (as X)
+  // judged here, newcomer checks then trusted ones, each bounded by
+  // OutputChecksOptions.
+  std::vector<Evidence> EvidenceAgainst(const PeerId& member) const;
 
  private:
   struct MbKey;

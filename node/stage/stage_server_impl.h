@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/lifetime_guard.h"
 #include "common/random.h"
+#include "node/compute/evidence.h"
 #include "node/stage/stage_server.h"
 #include "node/transport/frame.h"
 
@@ -70,6 +71,9 @@ struct StageServer::Task {
   MicroBatchData data;  // kStart
   uint64_t local_id = 0;  // set when it runs
   PeerId from;            // kVerify: the sender, for its per-sender share
+  // kForward with options_.signer: SHA-256 of the input payload, for the
+  // output's commitment (Note [Checkable evidence]).
+  std::string input_sha256;
 };
 
 class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl> {
@@ -126,6 +130,14 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // verify-only to a second replica of route[h]'s stage too when the coin
   // says so (Note [Sending checks] in stage_server_verify_send.cc).
   void MaybeSendVerify(const Frame& frame);
+  // Note [Checkable evidence] (stage_server_commitment.cc): as X, replaces
+  // the received frame's commitment in `next` (this node's forward output
+  // of hop `hop`) with this node's own, signed when options_.signer is set
+  // and hop > 0 (cleared otherwise). As the hop after X, checks the
+  // commitment of an arriving forward or tail frame (INVALID_ARGUMENT,
+  // counted in commitments_refused, when it does not hold).
+  void CommitOutput(uint32_t hop, const std::string& input_sha256, Frame* next);
+  absl::Status CheckCommitment(const Frame& frame);
   // A check judged here, of X = `checked` against `verifier`'s sketch:
   // tells options_.on_check_verdict, or on_trusted_verdict when X is
   // trusted (no lock held).

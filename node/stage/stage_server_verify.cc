@@ -134,11 +134,21 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
   answer.header = h;
   answer.header.clear_verify();
   answer.header.clear_tensor();
+  answer.header.clear_commitment();  // the hop before's, of X's input
   answer.header.set_hop_index(next);
   answer.header.set_direction(proto::DIRECTION_SKETCH);
   *answer.header.mutable_sketch_answer() = AnswerToProto(
       SketchAnswer{CheckedVisit{*origin, h.iteration(), h.mb_id(), hop, *checked},
                    *std::move(sketch)});
+  if (options_.signer != nullptr) {
+    // Note [Checkable evidence]: Y signs its answer with the hash of the
+    // input it got, which X's commitment must name too.
+    absl::Status signed_ok = SignAnswer(*options_.signer, h.swarm_id(), Sha256(task.payload),
+                                        answer.header.mutable_sketch_answer());
+    if (!signed_ok.ok()) {
+      LOG_EVERY_N(ERROR, 100) << "cannot sign a sketch answer: " << signed_ok;
+    }
+  }
   answer.header.set_deadline_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.hop_deadline)));
   SealFrame(answer);
@@ -177,7 +187,8 @@ void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   PeerId verifier;
   OutputChecks& checks = trusted ? trusted_checks_ : checks_;
   std::optional<model::SketchVerdict> verdict =
-      checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier);
+      checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier,
+                      h.has_commitment() ? &h.commitment() : nullptr);
   OnVerdict(*x, verifier, trusted, verdict);
 }
 
@@ -212,7 +223,9 @@ absl::Status StageServer::Impl::HandleSketch(const PeerId& from, const Frame& fr
   const PeerId checked = answer->visit.checked;
   const bool trusted = options_.member_on_probation && !options_.member_on_probation(checked);
   OnVerdict(checked, from, trusted,
-            (trusted ? trusted_checks_ : checks_).OnAnswer(from, *std::move(answer)));
+            (trusted ? trusted_checks_ : checks_)
+                .OnAnswer(from, *std::move(answer),
+                          h.sketch_answer().signature().empty() ? nullptr : &h.sketch_answer()));
   return absl::OkStatus();
 }
 

@@ -43,7 +43,11 @@
 // check would be X's output frame and Y's sketch with signatures binding
 // them to X and Y; frames are authenticated by the TLS channel only, so a
 // catcher could forge both, and a third party cannot tell a forged
-// mismatch from a real one. Why not trust weights alone: one trusted liar
+// mismatch from a real one. The signatures now exist where the stage
+// server is given keys (Note [Checkable evidence] in
+// node/compute/evidence.h: X's signed commitment, Y's signed answer,
+// CheckEvidence, the catcher's kept pieces), but no evidence is served or
+// adopted yet, so this quorum is still the only rule. Why not trust weights alone: one trusted liar
 // would then ban any newcomer. With the quorum, a single lying accuser (or
 // any number of newcomers: they count for nothing) bans nobody; two
 // trusted liars can ban a newcomer, never a trusted member (this rule

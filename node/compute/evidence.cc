@@ -1,0 +1,228 @@
+#include "node/compute/evidence.h"
+
+#include <glog/logging.h>
+#include <openssl/evp.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
+#include "common/node_id.h"
+
+namespace skipswarm::node {
+namespace {
+
+// The fixed encoding of Note [Checkable evidence]: integers as 8 bytes
+// little-endian, byte strings length-prefixed, so no two field lists
+// encode alike.
+class SignedBytes {
+ public:
+  explicit SignedBytes(absl::string_view tag) { Bytes(tag); }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void Bytes(absl::string_view b) {
+    U64(b.size());
+    out_.append(b.data(), b.size());
+  }
+  void Double(double d) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof(bits));
+    U64(bits);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+absl::Status Exact(absl::string_view what, absl::string_view bytes, size_t size) {
+  if (bytes.size() == size) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", bytes.size(), " bytes, want ", size));
+}
+
+// `public_key` must be the key of `id` (its SHA-256), then sign `bytes`.
+absl::Status VerifyBy(absl::string_view id, absl::string_view public_key,
+                      absl::string_view bytes, absl::string_view signature) {
+  if (common::NodeId::FromPublicKey(public_key).Bytes() != id) {
+    return absl::UnauthenticatedError("the public key is not the named node's");
+  }
+  return identity::VerifySignature(public_key, bytes, signature);
+}
+
+EvidenceVerdict Verdict(EvidenceVerdict::Kind kind, std::string reason) {
+  EvidenceVerdict v;
+  v.kind = kind;
+  v.reason = std::move(reason);
+  return v;
+}
+
+}  // namespace
+
+std::string Sha256(const absl::Cord& payload) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                              &EVP_MD_CTX_free);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  // Our own arguments only: failure here is an OpenSSL allocation failure.
+  CHECK(ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
+  for (absl::string_view chunk : payload.Chunks()) {
+    CHECK_EQ(EVP_DigestUpdate(ctx.get(), chunk.data(), chunk.size()), 1);
+  }
+  CHECK_EQ(EVP_DigestFinal_ex(ctx.get(), digest, &size), 1);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
+  SignedBytes b("skipswarm.output_commitment.v1");
+  b.Bytes(c.swarm_id());
+  b.Bytes(c.origin());
+  b.U64(c.iteration());
+  b.U64(c.mb_id());
+  b.U64(c.hop_index());
+  b.Bytes(c.producer());
+  b.Bytes(c.input_sha256());
+  b.Bytes(c.output_sha256());
+  const proto::TensorMeta& m = c.output();
+  b.U64(static_cast<uint64_t>(m.dtype()));
+  b.U64(static_cast<uint64_t>(m.codec()));
+  b.U64(m.payload_bytes());
+  b.U64(m.block_size());
+  b.U64(m.shape_size());
+  for (int64_t d : m.shape()) b.U64(static_cast<uint64_t>(d));
+  return b.Take();
+}
+
+std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& a) {
+  SignedBytes b("skipswarm.sketch_answer.v1");
+  b.Bytes(swarm_id);
+  b.Bytes(a.origin());
+  b.U64(a.iteration());
+  b.U64(a.mb_id());
+  b.U64(a.hop_index());
+  b.Bytes(a.checked());
+  b.Bytes(a.answerer());
+  b.Bytes(a.input_sha256());
+  const proto::OutputSketch& s = a.sketch();
+  b.U64(s.shape_size());
+  for (int64_t d : s.shape()) b.U64(static_cast<uint64_t>(d));
+  b.U64(s.seed());
+  b.Double(s.norm());
+  b.U64(s.projections_size());
+  for (double p : s.projections()) b.Double(p);
+  return b.Take();
+}
+
+absl::Status SignCommitment(const identity::Identity& signer,
+                            proto::OutputCommitment* commitment) {
+  commitment->set_producer(signer.id().Bytes());
+  absl::StatusOr<std::string> sig = signer.Sign(CommitmentSigningBytes(*commitment));
+  if (!sig.ok()) return sig.status();
+  commitment->set_signature(*std::move(sig));
+  return absl::OkStatus();
+}
+
+absl::Status SignAnswer(const identity::Identity& signer, absl::string_view swarm_id,
+                        absl::string_view input_sha256, proto::SketchAnswer* answer) {
+  answer->set_answerer(signer.id().Bytes());
+  answer->set_input_sha256(std::string(input_sha256));
+  absl::StatusOr<std::string> sig = signer.Sign(AnswerSigningBytes(swarm_id, *answer));
+  if (!sig.ok()) return sig.status();
+  answer->set_signature(*std::move(sig));
+  return absl::OkStatus();
+}
+
+absl::Status CheckCommitmentShape(const proto::OutputCommitment& c) {
+  if (c.swarm_id().size() > kMaxCommitmentSwarmIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("commitment swarm_id: ", c.swarm_id().size(), " bytes"));
+  }
+  for (auto [what, bytes] : {std::pair<const char*, const std::string*>{"origin", &c.origin()},
+                             {"producer", &c.producer()},
+                             {"input_sha256", &c.input_sha256()},
+                             {"output_sha256", &c.output_sha256()}}) {
+    absl::Status s = Exact(absl::StrCat("commitment ", what), *bytes, 32);
+    if (!s.ok()) return s;
+  }
+  if (c.hop_index() == 0 || c.hop_index() >= kMaxCheckedHops) {
+    return absl::InvalidArgumentError(absl::StrCat("commitment hop_index ", c.hop_index()));
+  }
+  if (!c.has_output() || c.output().shape_size() < 1 ||
+      c.output().shape_size() > kMaxCommitmentRank) {
+    return absl::InvalidArgumentError("commitment output: no meta or rank out of 1..8");
+  }
+  for (int64_t d : c.output().shape()) {
+    if (d < 1) return absl::InvalidArgumentError(absl::StrCat("commitment output dim ", d));
+  }
+  return Exact("commitment signature", c.signature(), identity::kSignatureBytes);
+}
+
+absl::Status VerifyCommitment(const proto::OutputCommitment& c,
+                              absl::string_view public_key) {
+  absl::Status shape = CheckCommitmentShape(c);
+  if (!shape.ok()) return shape;
+  return VerifyBy(c.producer(), public_key, CommitmentSigningBytes(c), c.signature());
+}
+
+EvidenceVerdict CheckEvidence(const Evidence& e, absl::string_view x_public_key,
+                              absl::string_view y_public_key, const SketchLimits& limits,
+                              const EvidenceJudge& judge,
+                              const model::SketchCheckOptions& options) {
+  const proto::OutputCommitment& c = e.commitment;
+  const proto::SketchAnswer& a = e.answer;
+  if (absl::Status s = CheckCommitmentShape(c); !s.ok()) {
+    return Verdict(EvidenceVerdict::kMalformed, std::string(s.message()));
+  }
+  absl::StatusOr<SketchAnswer> answer = AnswerFromProto(a, limits);
+  if (!answer.ok()) {
+    return Verdict(EvidenceVerdict::kMalformed, std::string(answer.status().message()));
+  }
+  absl::Status fields = Exact("answer answerer", a.answerer(), 32);
+  fields.Update(Exact("answer input_sha256", a.input_sha256(), kSha256Bytes));
+  fields.Update(Exact("answer signature", a.signature(), identity::kSignatureBytes));
+  if (!fields.ok()) return Verdict(EvidenceVerdict::kMalformed, std::string(fields.message()));
+  if (absl::Status s =
+          VerifyBy(c.producer(), x_public_key, CommitmentSigningBytes(c), c.signature());
+      !s.ok()) {
+    return Verdict(EvidenceVerdict::kBadXSignature, std::string(s.message()));
+  }
+  // Y's answer is verified under the commitment's swarm: an answer signed
+  // for another swarm does not fit.
+  if (absl::Status s = VerifyBy(a.answerer(), y_public_key,
+                                AnswerSigningBytes(c.swarm_id(), a), a.signature());
+      !s.ok()) {
+    return Verdict(EvidenceVerdict::kBadYSignature, std::string(s.message()));
+  }
+  if (a.origin() != c.origin() || a.iteration() != c.iteration() || a.mb_id() != c.mb_id() ||
+      a.hop_index() != c.hop_index() || a.checked() != c.producer()) {
+    return Verdict(EvidenceVerdict::kVisitsDiffer,
+                   "the answer checks another visit than the commitment's");
+  }
+  if (a.answerer() == c.producer()) {
+    return Verdict(EvidenceVerdict::kVisitsDiffer, "X answered its own check");
+  }
+  if (e.output.size() != c.output().payload_bytes() || Sha256(e.output) != c.output_sha256()) {
+    return Verdict(EvidenceVerdict::kPayloadHashDiffers,
+                   "the payload is not the output X committed to");
+  }
+  if (a.input_sha256() != c.input_sha256()) {
+    return Verdict(EvidenceVerdict::kInputsDiffer,
+                   "X and Y signed different inputs (X, Y or the hop before lied)");
+  }
+  // The CRC is not signed (the SHA-256 covers the bytes), but the decoder
+  // checks it: the one of the payload whose hash was just checked.
+  WireTensor received{c.output(), e.output};
+  received.meta.set_payload_crc32c(common::Crc32c(e.output));
+  absl::StatusOr<model::SketchVerdict> v = judge(received, answer->sketch, options);
+  if (!v.ok()) return Verdict(EvidenceVerdict::kUndecodable, std::string(v.status().message()));
+  EvidenceVerdict out = Verdict(v->match ? EvidenceVerdict::kMatch : EvidenceVerdict::kMismatch,
+                                v->reason);
+  out.sketch = *std::move(v);
+  return out;
+}
+
+}  // namespace skipswarm::node

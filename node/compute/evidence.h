@@ -1,0 +1,144 @@
+// Checkable evidence of a verified-compute mismatch (tests/adversarial/
+// README.md, "Verified compute"): replica X signs a commitment to every
+// forward output it sends, verifier Y signs its sketch answer, and one piece
+// of evidence {X's commitment, X's output payload, Y's answer} can be checked
+// by anyone holding X's and Y's public keys, without trusting the catcher
+// (the hop after X) that collected it.
+//
+//   // X, on each forward frame it produces:
+//   SS_RETURN_IF_ERROR(SignCommitment(identity, &header.commitment));
+//   // Y, answering a verify-only frame:
+//   SS_RETURN_IF_ERROR(SignAnswer(identity, swarm_id, Sha256(input), &answer));
+//   // anyone:
+//   EvidenceVerdict v = CheckEvidence(evidence, x_key, y_key, limits, judge);
+//   if (v.kind == EvidenceVerdict::kMismatch) ... X and Y disagree ...
+//
+// Note [Checkable evidence]
+// Today (Note [Verify bans] in node/stage/verify_trust.h) a frame is
+// authenticated by its TLS channel only, so a catcher could forge both X's
+// output and Y's sketch, and a ban needs a quorum of trusted accusers. With
+// signatures a forged accusation convicts nobody:
+// - X signs, on every forward frame it produces (it cannot know which are
+//   checked: the check is sent to Y by the hop before, Note [Sending
+//   checks]), an OutputCommitment: swarm, micro-batch, its hop and id,
+//   SHA-256 of the input payload it received and of the output payload it
+//   sends, and the output's TensorMeta as declared (dtype, shape, codec,
+//   size, block size). Per frame, not per iteration: a per-iteration
+//   Merkle root would save signatures but the evidence would need the root,
+//   sent after the fact, and X could withhold it.
+// - Y signs its SketchAnswer together with SHA-256 of the input payload it
+//   received and the swarm id (so an answer cannot be replayed into another
+//   swarm's evidence).
+// - Evidence is VALID iff both signatures verify under keys whose hashes
+//   are the ids named, the commitment and the answer name the same visit
+//   (origin, iteration, micro-batch, hop, X), the payload hashes to the
+//   committed output hash, X's committed input hash equals Y's signed input
+//   hash (a lying hop before that fed Y another input cannot frame X), and
+//   the judge decodes the payload with the COMMITTED meta (not a frame's).
+//   A valid mismatch proves "X and Y disagree on the same input"; who lied
+//   is trust's job as before (a newcomer X against a trusted Y: X). A valid
+//   match convicts nobody.
+// - Refinement, a hole left for the wiring: X could commit to a wrong input
+//   hash, so that every piece of evidence against it is kInputsDiffer. That
+//   verdict therefore names itself (never a plain "invalid"): it is no
+//   conviction, but it is no acquittal either, and the catcher's own
+//   verdict still counts locally as today. The closing step is for X's
+//   frame to carry the hop before's commitment to the frame X received (its
+//   signed output hash is X's input hash), checked by the catcher; then a
+//   false input hash needs the hop before's key.
+//
+// Signed bytes are a fixed, length-prefixed encoding (never a proto
+// serialization, which is not canonical), with a domain tag per kind.
+//
+// Thread rule: pure functions (Identity is thread-safe).
+#ifndef SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_
+#define SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
+#include "identity/identity.h"
+#include "model/output_sketch.h"
+#include "node/compute/sketch_wire.h"
+#include "node/compute/stage_compute.h"
+#include "proto/verify.pb.h"
+
+namespace skipswarm::node {
+
+inline constexpr size_t kSha256Bytes = 32;
+// FrameHeader.swarm_id's largest accepted size in a commitment.
+inline constexpr size_t kMaxCommitmentSwarmIdBytes = 32;
+inline constexpr int kMaxCommitmentRank = 8;
+
+// SHA-256 of every byte of `payload`, in chunk order (32 raw bytes).
+std::string Sha256(const absl::Cord& payload);
+
+// The bytes X signs / Y signs (see Note [Checkable evidence]).
+std::string CommitmentSigningBytes(const proto::OutputCommitment& commitment);
+std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& answer);
+
+// Fills commitment->signature with `signer`'s signature; the caller filled
+// the other fields, `producer` with signer.id().
+absl::Status SignCommitment(const identity::Identity& signer,
+                            proto::OutputCommitment* commitment);
+// Sets answer->answerer (signer.id()), ->input_sha256 and ->signature.
+absl::Status SignAnswer(const identity::Identity& signer, absl::string_view swarm_id,
+                        absl::string_view input_sha256, proto::SketchAnswer* answer);
+
+// The commitment's shape, as a receiver checks it before anything else
+// (InvalidArgument naming the field): 32-byte origin, producer and hashes,
+// a swarm id of at most 32 bytes, hop_index in 1..kMaxCheckedHops-1, an
+// output meta of rank 1..8 with positive dimensions, a 64-byte signature.
+absl::Status CheckCommitmentShape(const proto::OutputCommitment& commitment);
+
+// CheckCommitmentShape, then `public_key` must hash to the producer and the
+// signature verify (Unauthenticated when it does not).
+absl::Status VerifyCommitment(const proto::OutputCommitment& commitment,
+                              absl::string_view public_key);
+
+// Compares X's output with Y's sketch; node/compute/output_check.h
+// CheckOutputAgainstSketch (libtorch), or a stand-in in tests. The same
+// signature as node/stage/output_checks.h OutputJudge.
+using EvidenceJudge = std::function<absl::StatusOr<model::SketchVerdict>(
+    const WireTensor& received, const model::OutputSketch& sketch,
+    const model::SketchCheckOptions& options)>;
+
+struct Evidence {
+  proto::OutputCommitment commitment;  // X's, from its output frame
+  absl::Cord output;                   // that frame's payload
+  proto::SketchAnswer answer;          // Y's
+};
+
+struct EvidenceVerdict {
+  enum Kind {
+    kMismatch,          // valid: X and Y disagree on the same input
+    kMatch,             // valid: they agree (convicts nobody)
+    kMalformed,         // a field's shape, or the answer does not decode
+    kBadXSignature,     // X's key or signature
+    kBadYSignature,     // Y's key or signature
+    kVisitsDiffer,      // commitment and answer name different visits
+    kPayloadHashDiffers,
+    kInputsDiffer,      // Note [Checkable evidence]: no conviction either way
+    kUndecodable,       // the judge refused the payload or the sketch
+  };
+  Kind kind = kMalformed;
+  std::string reason;  // why not valid; for kMismatch, the judge's reason
+  model::SketchVerdict sketch;  // kMismatch / kMatch: the judge's numbers
+
+  bool valid() const { return kind == kMismatch || kind == kMatch; }
+};
+
+// Checks `evidence` against X's and Y's raw Ed25519 public keys (from their
+// signed member records). Pure; never trusts the catcher.
+EvidenceVerdict CheckEvidence(const Evidence& evidence, absl::string_view x_public_key,
+                              absl::string_view y_public_key, const SketchLimits& limits,
+                              const EvidenceJudge& judge,
+                              const model::SketchCheckOptions& options = {});
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_

@@ -1,0 +1,255 @@
+#include "node/compute/evidence.h"
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "identity/identity.h"
+#include "model/output_sketch.h"
+#include "node/compute/sketch_wire.h"
+
+namespace skipswarm::node {
+namespace {
+
+constexpr int64_t kSamples = 2, kTokens = 16, kDModel = 32;
+const char kSwarm[] = "swarm-a";
+
+std::unique_ptr<identity::Identity> Key(char c) {
+  auto id = identity::Identity::FromSeed(std::string(32, c));
+  CHECK(id.ok());
+  return *std::move(id);
+}
+
+std::vector<float> Activation(float scale) {
+  std::vector<float> v(kSamples * kTokens * kDModel);
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = scale * (static_cast<float>((i * 37) % 101) / 50.f - 1.f);
+  }
+  return v;
+}
+
+absl::Cord Fp32Payload(const std::vector<float>& v) {
+  return absl::Cord(absl::string_view(reinterpret_cast<const char*>(v.data()),
+                                      v.size() * sizeof(float)));
+}
+
+// The fp32 judge without libtorch: decodes raw float32 and checks with the
+// model's own CheckAgainstSketch (what CheckOutputAgainstSketch does after
+// decoding). Anything but raw fp32 is "undecodable".
+absl::StatusOr<model::SketchVerdict> Fp32Judge(const WireTensor& received,
+                                               const model::OutputSketch& sketch,
+                                               const model::SketchCheckOptions& options) {
+  if (received.meta.codec() != proto::CODEC_RAW_FP32 || received.payload.size() % 4 != 0) {
+    return absl::InvalidArgumentError("not raw fp32");
+  }
+  if (received.meta.payload_crc32c() != common::Crc32c(received.payload)) {
+    return absl::DataLossError("payload CRC-32C does not match");  // as the decoder
+  }
+  std::string bytes(received.payload);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  std::vector<int64_t> shape(received.meta.shape().begin(), received.meta.shape().end());
+  return model::CheckAgainstSketch(v, shape, model::EncodeOptions{}, sketch, options);
+}
+
+SketchLimits Limits() { return SketchLimits{{4, kTokens, kDModel}}; }
+
+// X (key 'x') produced `x_output` from an input hashed to `x_input`; Y (key
+// 'y') sketched the honest output of an input hashed to `y_input`.
+struct World {
+  std::unique_ptr<identity::Identity> x = Key('x'), y = Key('y'), other = Key('o');
+  std::string input = Sha256(absl::Cord("the input X and Y both got"));
+
+  Evidence Make(float x_scale, const std::string& y_input) const {
+    Evidence e;
+    e.output = Fp32Payload(Activation(x_scale));
+    proto::OutputCommitment& c = e.commitment;
+    c.set_swarm_id(kSwarm);
+    c.set_origin(common::NodeId::ForName("origin").Bytes());
+    c.set_iteration(7);
+    c.set_mb_id(3);
+    c.set_hop_index(1);
+    c.set_input_sha256(input);
+    c.set_output_sha256(Sha256(e.output));
+    c.mutable_output()->set_dtype(proto::DTYPE_FLOAT32);
+    c.mutable_output()->set_codec(proto::CODEC_RAW_FP32);
+    for (int64_t d : {kSamples, kTokens, kDModel}) c.mutable_output()->add_shape(d);
+    c.mutable_output()->set_payload_bytes(e.output.size());
+    CHECK(SignCommitment(*x, &c).ok());
+
+    SketchAnswer answer;
+    answer.visit = CheckedVisit{common::NodeId::ForName("origin"), 7, 3, 1, x->id()};
+    answer.sketch = model::SketchOutput(Activation(1.f), {kSamples, kTokens, kDModel}, 99);
+    e.answer = AnswerToProto(answer);
+    CHECK(SignAnswer(*y, kSwarm, y_input, &e.answer).ok());
+    return e;
+  }
+  EvidenceVerdict Check(const Evidence& e) const {
+    return CheckEvidence(e, x->public_key(), y->public_key(), Limits(), Fp32Judge);
+  }
+};
+
+TEST(EvidenceTest, ALiarsSignedOutputAgainstAnHonestSketchIsAValidMismatch) {
+  World w;
+  const EvidenceVerdict v = w.Check(w.Make(1.05f, w.input));
+  EXPECT_EQ(v.kind, EvidenceVerdict::kMismatch) << v.reason;
+  EXPECT_TRUE(v.valid());
+  EXPECT_FALSE(v.sketch.match);
+}
+
+TEST(EvidenceTest, AnHonestPairIsAValidMatchThatConvictsNobody) {
+  World w;
+  const EvidenceVerdict v = w.Check(w.Make(1.f, w.input));
+  EXPECT_EQ(v.kind, EvidenceVerdict::kMatch) << v.reason;
+  EXPECT_TRUE(v.valid());
+}
+
+TEST(EvidenceTest, ACatcherCannotForgeXsOutput) {
+  World w;
+  // The catcher replaces an honest X's output with a scaled one and fixes
+  // the committed hash: X's signature no longer covers it.
+  Evidence e = w.Make(1.f, w.input);
+  e.output = Fp32Payload(Activation(1.05f));
+  e.commitment.set_output_sha256(Sha256(e.output));
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kBadXSignature);
+  // Signed by another key under X's name, or checked with another key.
+  Evidence f = w.Make(1.05f, w.input);
+  std::string producer = f.commitment.producer();
+  ASSERT_TRUE(SignCommitment(*w.other, &f.commitment).ok());
+  f.commitment.set_producer(producer);
+  EXPECT_EQ(w.Check(f).kind, EvidenceVerdict::kBadXSignature);
+  const Evidence g = w.Make(1.05f, w.input);
+  EXPECT_EQ(CheckEvidence(g, w.other->public_key(), w.y->public_key(), Limits(), Fp32Judge).kind,
+            EvidenceVerdict::kBadXSignature);
+}
+
+TEST(EvidenceTest, ACatcherCannotForgeYsSketch) {
+  World w;
+  Evidence e = w.Make(1.f, w.input);
+  e.answer.mutable_sketch()->set_projections(0, e.answer.sketch().projections(0) + 1);
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kBadYSignature);
+  Evidence f = w.Make(1.05f, w.input);
+  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.other->public_key(), Limits(), Fp32Judge).kind,
+            EvidenceVerdict::kBadYSignature);
+  // Y's answer in another swarm's evidence.
+  Evidence g = w.Make(1.05f, w.input);
+  ASSERT_TRUE(SignAnswer(*w.y, "swarm-b", w.input, &g.answer).ok());
+  EXPECT_EQ(w.Check(g).kind, EvidenceVerdict::kBadYSignature);
+}
+
+TEST(EvidenceTest, APayloadOtherThanTheCommittedOneIsRefused) {
+  World w;
+  Evidence e = w.Make(1.05f, w.input);
+  e.output = Fp32Payload(Activation(1.1f));  // same size, other bytes
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kPayloadHashDiffers);
+  e.output.Append("x");
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kPayloadHashDiffers);
+}
+
+TEST(EvidenceTest, AHopBeforeFeedingYAnotherInputCannotFrameX) {
+  World w;
+  const EvidenceVerdict v = w.Check(w.Make(1.05f, Sha256(absl::Cord("another input"))));
+  EXPECT_EQ(v.kind, EvidenceVerdict::kInputsDiffer);
+  EXPECT_FALSE(v.valid());
+}
+
+TEST(EvidenceTest, AnAnswerForAnotherVisitIsRefused) {
+  World w;
+  Evidence e = w.Make(1.05f, w.input);
+  e.answer.set_mb_id(4);
+  ASSERT_TRUE(SignAnswer(*w.y, kSwarm, w.input, &e.answer).ok());
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kVisitsDiffer);
+  // X "checking" itself.
+  Evidence f = w.Make(1.05f, w.input);
+  ASSERT_TRUE(SignAnswer(*w.x, kSwarm, w.input, &f.answer).ok());
+  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.x->public_key(), Limits(), Fp32Judge).kind,
+            EvidenceVerdict::kVisitsDiffer);
+}
+
+TEST(EvidenceTest, MalformedFieldsAndUndecodablePayloadsAreNoVerdict) {
+  World w;
+  const auto kind = [&](auto mutate) {
+    Evidence e = w.Make(1.05f, w.input);
+    mutate(e);
+    return w.Check(e).kind;
+  };
+  EXPECT_EQ(kind([](Evidence& e) { e.commitment.set_hop_index(0); }), EvidenceVerdict::kMalformed);
+  EXPECT_EQ(kind([](Evidence& e) { e.commitment.set_signature("short"); }),
+            EvidenceVerdict::kMalformed);
+  EXPECT_EQ(kind([](Evidence& e) { e.commitment.set_swarm_id(std::string(33, 's')); }),
+            EvidenceVerdict::kMalformed);
+  EXPECT_EQ(kind([](Evidence& e) { e.commitment.mutable_output()->clear_shape(); }),
+            EvidenceVerdict::kMalformed);
+  EXPECT_EQ(kind([](Evidence& e) { e.answer.clear_signature(); }), EvidenceVerdict::kMalformed);
+  EXPECT_EQ(kind([](Evidence& e) { e.answer.clear_sketch(); }), EvidenceVerdict::kMalformed);
+  // The judge refuses the payload under the committed meta (X signed a
+  // codec its payload is not): no verdict, not a conviction.
+  Evidence e = w.Make(1.05f, w.input);
+  e.commitment.mutable_output()->set_codec(proto::CODEC_FP16);
+  ASSERT_TRUE(SignCommitment(*w.x, &e.commitment).ok());
+  EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kUndecodable);
+}
+
+TEST(EvidenceTest, VerifyCommitmentChecksShapeKeyAndSignature) {
+  World w;
+  const Evidence e = w.Make(1.f, w.input);
+  EXPECT_TRUE(VerifyCommitment(e.commitment, w.x->public_key()).ok());
+  EXPECT_EQ(VerifyCommitment(e.commitment, w.y->public_key()).code(),
+            absl::StatusCode::kUnauthenticated);
+  proto::OutputCommitment c = e.commitment;
+  c.set_mb_id(4);
+  EXPECT_FALSE(VerifyCommitment(c, w.x->public_key()).ok());
+  c = e.commitment;
+  c.set_origin("short");
+  EXPECT_EQ(VerifyCommitment(c, w.x->public_key()).code(), absl::StatusCode::kInvalidArgument);
+  std::printf("FIGURE commitment_bytes=%zu answer_signature_extra_bytes=%zu\n",
+              e.commitment.SerializeAsString().size(),
+              size_t{32 + 32 + 64 + 6});
+}
+
+template <typename F>
+double MedianMicros(int reps, F f) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                          start)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The per-frame cost X pays (hash the output, sign) and the catcher pays
+// (hash the output, verify), for a 2 MiB payload. Figures, not assertions.
+TEST(EvidenceTest, FigurePerFrameCost) {
+  World w;
+  std::string two_mib(2 << 20, '\0');
+  for (size_t i = 0; i < two_mib.size(); ++i) two_mib[i] = static_cast<char>(i * 131);
+  // Chunked as the transport receives it (1 MiB chunks).
+  absl::Cord payload;
+  payload.Append(two_mib.substr(0, 1 << 20));
+  payload.Append(two_mib.substr(1 << 20));
+  std::string sink;
+  const double hash_us = MedianMicros(21, [&] { sink = Sha256(payload); });
+  const Evidence e = w.Make(1.f, w.input);
+  proto::OutputCommitment c = e.commitment;
+  const double sign_us = MedianMicros(51, [&] { CHECK(SignCommitment(*w.x, &c).ok()); });
+  const double verify_us =
+      MedianMicros(51, [&] { CHECK(VerifyCommitment(c, w.x->public_key()).ok()); });
+  std::printf("FIGURE sha256_2MiB_us=%.0f (%.0f MB/s) sign_us=%.1f verify_us=%.1f\n", hash_us,
+              (2 << 20) / hash_us, sign_us, verify_us);
+  EXPECT_EQ(sink.size(), kSha256Bytes);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
