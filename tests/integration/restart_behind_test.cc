@@ -4,11 +4,13 @@
 // service manager restarts a crashed node. It must enter with the swarm's
 // state, never be routed to while it stands at its old checkpoint's step.
 // GossipDaemons in one process over loopback gRPC (ports 0).
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/integration/running_daemon.h"
 #include "tests/integration/tiny_gossip_options.h"
@@ -193,6 +195,76 @@ TEST_F(RestartBehindTest, ARestartedTwoStageMemberEntersWithTheSwarmsState) {
               static_cast<long long>(stopped_after), static_cast<long long>(restarted_at),
               static_cast<long long>(first), static_cast<long long>(dropped),
               static_cast<long long>(iterations));
+}
+
+// Note [Behind on any stage] (gossip_daemon_join.cc), while training: a
+// (1+2) with p (1) and q (2) beside it; four founders. a's trainer stalls
+// after an iteration (its observer blocks, as a SIGSTOP or a suspended
+// machine stops its training) until d0 is well past the stage server's
+// lead: p and q drop a from their averaging and train on. Before: the
+// behind check skipped members hosting several stages, so once let go a
+// stood in its old iteration (its servers refusing d0's frames, far ahead)
+// and never trained again. Now it re-enters as a joiner for both stages,
+// each stage's state from p's and q's, and trains past d0's iteration at
+// its release.
+TEST_F(RestartBehindTest, AStalledTwoStageMemberReentersWithTheSwarmsState) {
+  // Checkpoints only at the end: not what this case checks, and the swarm
+  // runs thousands of iterations once a is dropped.
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.base.checkpoint_every = 0;
+  auto founder = LaunchFounder(d0, /*expect_members=*/4);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto options = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.expect_members = 4;
+    o.base.checkpoint_every = 0;
+    o.gossip.join = {bootstrap};
+    const char seed = name == "a" ? 'A' : name == "p" ? 'B' : 'C';
+    o.gossip.key_file = SaveSeededKey(dir_ + "/" + name + ".key", seed);
+    return o;
+  };
+  constexpr uint64_t kStallAfter = 4;
+  absl::Notification stalled, released;
+  std::atomic<bool> once{false};
+  GossipDaemonOptions ao = options("a", {1, 2});
+  // Its entry well after the source's iteration: with the default lead (1)
+  // this swarm's 10 ms iterations passed the entry before a's trainer
+  // started it, and p's and q's gradient pushes for it were refused (a
+  // re-entry's race, one-stage members' too: node/daemon/README.md,
+  // "Stalled multi-stage members"), costing a silent deadline (30 s).
+  ao.entry_lead = 20;
+  ao.observer = [&](const NodeIterationReport& report) {
+    if (report.iteration < kStallAfter || once.exchange(true)) return;
+    stalled.Notify();
+    released.WaitForNotification();
+  };
+  auto a = LaunchDaemon(ao);
+  auto p = LaunchDaemon(options("p", {1}));
+  auto q = LaunchDaemon(options("q", {2}));
+  ASSERT_TRUE(a && p && q);
+  ASSERT_TRUE(a->WaitUnlessFinished(stalled)) << a->result;
+  const int64_t stalled_at = a->LastIteration();
+
+  const bool passed = founder->WaitForIteration(stalled_at + 12, absl::Seconds(180));
+  const int64_t released_at = founder->LastIteration();
+  released.Notify();
+  ASSERT_TRUE(passed) << "d0 did not train on without a";
+  const bool trained = a->WaitForIteration(released_at + 3, absl::Seconds(120));
+  const int64_t first = FirstReportAtOrAfter(*a, stalled_at + 1);
+  for (RunningDaemon* d : {founder.get(), a.get(), p.get(), q.get()}) d->signals.stop.store(true);
+  for (RunningDaemon* d : {founder.get(), a.get(), p.get(), q.get()}) d->Join();
+  ASSERT_TRUE(trained) << "the stalled two-stage member never trained again (it stood at "
+                       << a->LastIteration() << "): " << a->result;
+  EXPECT_GT(first, released_at) << "the stalled member trained an iteration the swarm had "
+                                   "passed (it went on from its own old state)";
+  for (RunningDaemon* d : {founder.get(), p.get(), q.get(), a.get()}) {
+    EXPECT_TRUE(d->result.ok()) << d->result;
+  }
+  std::printf("two-stage a stalled after iteration %lld, let go when d0 was at %lld; its "
+              "first trained iteration after the stall %lld\n",
+              static_cast<long long>(stalled_at), static_cast<long long>(released_at),
+              static_cast<long long>(first));
 }
 
 }  // namespace

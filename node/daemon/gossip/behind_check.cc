@@ -104,6 +104,18 @@ std::optional<BehindVerdict> BehindCheck::PollMember(const std::vector<int>& sta
       [&] { return ask(0, kDataNodesAsked); });
 }
 
+std::optional<BehindVerdict> BehindCheck::PollStages(const std::function<uint64_t()>& own,
+                                                    const Query& replicas) {
+  if (!Due()) return std::nullopt;
+  const Answers peers = Ask(replicas);
+  // Note [Own iteration after the answers].
+  const uint64_t mine = own();
+  if (peers.highest.has_value() && *peers.highest > mine + options_.lead) {
+    return BehindVerdict{BehindVerdict::kReenter, *peers.highest};
+  }
+  return std::nullopt;
+}
+
 std::optional<BehindVerdict> BehindCheck::PollDataNode(const std::function<uint64_t()>& own,
                                                       const AskStage& ask,
                                                       const DroppedQuery& dropped) {

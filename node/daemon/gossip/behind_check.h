@@ -30,7 +30,9 @@
 // every iteration, so a member that is merely slow is never more than one
 // iteration behind them; a replica that is not behind answers within the
 // lead, and errors (a replica that is itself gone) say nothing.
-// Data nodes re-enter the same way (Note [Data node behind]). A member
+// Data nodes re-enter the same way (Note [Data node behind]), and so do
+// members hosting several stages (PollStages: Note [Behind on any stage]
+// in gossip_daemon_join.cc). A member
 // that comes back after the others finished the run and exited has nobody
 // to re-enter from: Note [Alone after the swarm] (alone_check.h) ends it.
 //
@@ -256,9 +258,8 @@ class BehindCheck {
   // other data nodes (its replicas; no clock) and reads `own` after their
   // answers: kReenter at their highest answer when it is more than `lead`
   // ahead of ours, or at least 2 ahead in `stuck_checks` checks in a row.
-  // nullopt, asking nothing, for a member hosting several stages (a
-  // subnetwork worker does not re-enter: Note [A subnetwork joins] in
-  // gossip_daemon_join.cc). A data node that is not behind asks `dropped`
+  // nullopt, asking nothing, for a member hosting several stages (it asks
+  // by PollStages). A data node that is not behind asks `dropped`
   // (null: nobody) after the answers: the iterations answered by data
   // nodes our replica group dropped that we yield to (YieldsTo); kReenter
   // with `split` by Note [Data nodes split].
@@ -268,6 +269,14 @@ class BehindCheck {
                                           const std::function<uint64_t()>& own,
                                           const AskStage& ask,
                                           const DroppedQuery& dropped = nullptr);
+  // One check of a member hosting several stages (Note [Behind on any
+  // stage] in gossip_daemon_join.cc): asks `replicas` (the live replicas
+  // of all of its stages; none while a stage of ours has none) and reads
+  // `own` after their answers: kReenter at their highest answer when it is
+  // more than `lead` ahead of ours. Nothing else: no data node is asked and
+  // it never moves ahead. At most once per `every`, as Poll.
+  std::optional<BehindVerdict> PollStages(const std::function<uint64_t()>& own,
+                                          const Query& replicas);
   // The next Poll asks at once and counts afresh (after a re-entry or a
   // move ahead: a new start). The split back-off stays (Note [Data nodes
   // split]: it outlives the re-entries it bounds).
@@ -277,9 +286,9 @@ class BehindCheck {
     stuck_checks_ = 0;
     split_checks_ = 0;
   }
-  // Whether the next Poll or PollMember (of a one-stage member) would ask,
-  // a check being due. The daemon's main loop calls SwarmAheadOfUs ten times
-  // a second and builds a membership view for `ask` only when this is true:
+  // Whether the next Poll, PollMember (of a one-stage member) or PollStages
+  // would ask, a check being due. The daemon's main loop calls SwarmAheadOfUs
+  // ten times a second and builds a membership view for `ask` only when this is true:
   // that view, built at every call, was ~1% of a local swarm's CPU.
   bool DueNow() const;
 

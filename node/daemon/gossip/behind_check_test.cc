@@ -306,7 +306,7 @@ TEST(BehindCheckTest, DataNodesTwoApartForStuckChecksAreNotInOneBarrier) {
 }
 
 // A relay asks as before: all of its stage's replicas, a few data nodes; a
-// member hosting several stages (a subnetwork worker) asks nothing.
+// member hosting several stages asks nothing here (it asks by PollStages).
 TEST(BehindCheckTest, ARelayAsksItsReplicasAndAFewDataNodes) {
   common::SimClock clock;
   BehindCheck check({absl::Seconds(1), 4}, &clock);
@@ -324,6 +324,56 @@ TEST(BehindCheckTest, ARelayAsksItsReplicasAndAFewDataNodes) {
   clock.Advance(absl::Seconds(1));
   EXPECT_EQ(check.PollMember({1, 2}, [] { return uint64_t{554}; }, ask), std::nullopt);
   EXPECT_TRUE(asked.empty());
+}
+
+// Note [Behind on any stage] (gossip_daemon_join.cc): a member hosting
+// stages 1 and 2 is asked about the live replicas of both (one answer per
+// peer, however many of our stages it hosts). One of them more than the
+// lead ahead of our iteration, read after the answers, re-enters us, at
+// most once per `every`; within the lead, errors, or nobody to ask (a stage
+// of ours with no live replica) say nothing, and it never moves ahead.
+TEST(BehindCheckTest, AMemberHostingSeveralStagesReentersWhenAnyStageIsAhead) {
+  common::SimClock clock;
+  BehindCheck check({absl::Seconds(1), 4}, &clock);
+  uint64_t mine = 40;
+  int asked = 0;
+  Answers answers;
+  const BehindCheck::Query replicas = [&] {
+    ++asked;
+    return answers;
+  };
+  auto poll = [&] {
+    clock.Advance(absl::Seconds(1));
+    return check.PollStages([&] { return mine; }, replicas);
+  };
+  answers = {uint64_t{41}, uint64_t{44}};  // stage 1's, stage 2's: within the lead
+  EXPECT_EQ(poll(), std::nullopt);
+  answers = {};  // a stage of ours has no live replica: nobody asked
+  EXPECT_EQ(poll(), std::nullopt);
+  answers = {absl::UnavailableError("gone"), uint64_t{40}};
+  EXPECT_EQ(poll(), std::nullopt);
+  answers = {uint64_t{41}, uint64_t{45}};  // stage 2's replica past the lead
+  EXPECT_EQ(poll(), Verdict(BehindVerdict::kReenter, 45));
+  // At most once per `every`.
+  const int before = asked;
+  EXPECT_FALSE(check.DueNow());
+  EXPECT_EQ(check.PollStages([&] { return mine; }, replicas), std::nullopt);
+  EXPECT_EQ(asked, before);
+  // Iterations we finished while asking do not count against us.
+  answers = {uint64_t{48}};
+  EXPECT_EQ(poll(), Verdict(BehindVerdict::kReenter, 48));
+  const BehindCheck::Query catching_up = [&] {
+    mine = 47;
+    return Answers{uint64_t{48}};
+  };
+  clock.Advance(absl::Seconds(1));
+  mine = 40;
+  EXPECT_EQ(check.PollStages([&] { return mine; }, catching_up), std::nullopt);
+  // Far behind the data nodes with no replica ahead: no move ahead (no data
+  // node is asked at all).
+  mine = 40;
+  answers = {uint64_t{40}, uint64_t{40}};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(poll(), std::nullopt) << i;
 }
 
 // Note [Own iteration after the answers], as gossip_daemon_test found it

@@ -88,8 +88,9 @@ struct GossipDaemonOptions {
   // source's current one; more when iterations are short (Note [Entry
   // iteration]).
   int entry_lead = 1;
-  // Note [Revived members] (behind_check.h): how often a one-stage member
-  // (a data node too: Note [Data node behind]) asks its stage's live
+  // Note [Revived members] (behind_check.h): how often a member (a data
+  // node too: Note [Data node behind]; one hosting several stages: Note
+  // [Behind on any stage] in gossip_daemon_join.cc) asks its stages' live
   // replicas for their iteration, and re-enters (state transfer) when one
   // is more than 4 ahead; zero: never.
   absl::Duration behind_check_every = absl::Seconds(1);

@@ -217,31 +217,67 @@ bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
   if (stages.empty() || base().sdp != model::SdpMode::kOff) return false;
   const uint64_t own = static_cast<uint64_t>(std::max<int64_t>(0, start_iteration));
   const uint64_t lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
-  const membership::View view = RoutedView();
+  // No live replica of a stage: stay a founder (above).
+  return AskEachStagesReplicas(
+      RoutedView(), stages,
+      [&](const StateSource& a) { return QuerySourceIteration(a, credentials, absl::Seconds(2)); },
+      [&](int stage, const StateSource& a, const absl::StatusOr<uint64_t>& at) {
+        if (!at.ok()) return false;
+        auto before = behind_probe.find(a.id);
+        const bool advancing = before != behind_probe.end() && *at > before->second;
+        behind_probe[a.id] = *at;
+        if (*at <= own || (*at <= own + lead && !advancing)) return false;
+        const std::string line = absl::StrCat(
+            base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ",
+            own, ", stage ", stage, "'s replica ", a.id.ShortString(), " trains at ", *at,
+            "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
+        LOG(WARNING) << line;
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+        metrics.Add("skipswarm_restarts_behind_total", 1);
+        return true;
+      });
+}
+
+// Note [Behind on any stage]: a member hosting several stages
+// (--host_stages=1+2) that stalls while it trains (a SIGSTOP, a suspended
+// machine, or its replica groups dropping it) trails its replicas as a
+// one-stage member does (Note [Revived members]); the running check used
+// to skip it, so it never re-entered: its record still named its stages,
+// planners routed through it and its stage servers refused the data nodes'
+// frames far ahead of its stuck iteration (every such micro-batch dropped),
+// or it trained alone at an old step. It now asks the live replicas of
+// each of its stages (this function, shared with the restart rule, Note
+// [Restart behind the swarm]: a peer hosting two of our stages is asked
+// once) and re-enters as a joiner for all of its stages when one of them
+// is more than the lead ahead of our iteration: behind on any stage is
+// behind on all, as one trainer runs them in one iteration. Each stage's
+// state then comes from that stage's own live replicas at one entry
+// boundary (TryEntry). Only the replicas' rule applies (BehindCheck::
+// PollStages): none of the data-node clock's (Note [Sole replica behind],
+// Note [Data node behind]), which needs a move ahead of several stages'
+// own states at once, not built. A stage of ours with no live replica
+// (we are its last) keeps the member where it was, as before and as at a
+// restart: EnterAsJoiner has no source to fetch that stage from, and the
+// restore from a peer's copy is for one-stage joiners, so re-entering
+// would only take us out of training until the start-up deadline. Such a
+// member stays behind (node/daemon/README.md, "Stalled multi-stage
+// members"). Subnetwork (SDP) members, which host several stages too, are
+// left out as before (Note [A subnetwork joins]).
+bool GossipDaemon::Parts::AskEachStagesReplicas(const membership::View& view,
+                                                const std::vector<int>& stages,
+                                                const IterationQuery& query,
+                                                const StageAnswerSeen& seen) const {
   std::vector<std::vector<StateSource>> sources;
   for (int stage : stages) {
     sources.push_back(StateSources(view, self, stage));
-    if (sources.back().empty()) return false;  // no live replica: stay a founder (above)
+    if (sources.back().empty()) return false;
   }
-  std::set<common::NodeId> asked;  // a peer hosting two of our stages is asked once
+  std::set<common::NodeId> asked;
   for (size_t i = 0; i < stages.size(); ++i) {
     for (const StateSource& a : sources[i]) {
       if (!asked.insert(a.id).second) continue;
-      absl::StatusOr<uint64_t> at = QuerySourceIteration(a, credentials, absl::Seconds(2));
-      if (!at.ok()) continue;
-      auto before = behind_probe.find(a.id);
-      const bool advancing = before != behind_probe.end() && *at > before->second;
-      behind_probe[a.id] = *at;
-      if (*at <= own || (*at <= own + lead && !advancing)) continue;
-      const std::string line = absl::StrCat(
-          base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ",
-          own, ", stage ", stages[i], "'s replica ", a.id.ShortString(), " trains at ", *at,
-          "; entering as a joiner with the swarm's state (Note [Restart behind the swarm])");
-      LOG(WARNING) << line;
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-      metrics.Add("skipswarm_restarts_behind_total", 1);
-      return true;
+      if (seen(stages[i], a, query(a))) return true;
     }
   }
   return false;
@@ -508,9 +544,11 @@ absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint6
 
 std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
   if (options.behind_check_every <= absl::ZeroDuration()) return std::nullopt;
-  // One-stage members, data nodes included (Note [Data node behind]).
+  // Data nodes included (Note [Data node behind]); a subnetwork (SDP)
+  // member does not re-enter (Note [Behind on any stage]).
   const std::vector<int> stages = Stages();
-  if (stages.size() != 1 || stack == nullptr) return std::nullopt;
+  if (stages.empty() || stack == nullptr) return std::nullopt;
+  if (stages.size() > 1 && base().sdp != model::SdpMode::kOff) return std::nullopt;
   {
     absl::MutexLock lock(&mu);
     if (draining || move != nullptr) return std::nullopt;
@@ -524,13 +562,27 @@ std::optional<BehindVerdict> GossipDaemon::Parts::SwarmAheadOfUs() {
   // Not due: PollMember would ask nobody, so no view is built for it.
   if (!behind->DueNow()) return std::nullopt;
   const membership::View view = RoutedView();
+  auto iteration = [&](const StateSource& a) {
+    return health_channels.QueryIteration(a, credentials, absl::Milliseconds(500));
+  };
+  if (stages.size() > 1) {  // Note [Behind on any stage]
+    return behind->PollStages([&] { return members->iteration(); }, [&] {
+      std::vector<absl::StatusOr<uint64_t>> answers;
+      AskEachStagesReplicas(view, stages, iteration,
+                            [&](int, const StateSource&, const absl::StatusOr<uint64_t>& at) {
+                              answers.push_back(at);
+                              return false;
+                            });
+      return answers;
+    });
+  }
   // Note [Data nodes split]: the data nodes that answered, for `dropped`.
   std::vector<std::pair<common::NodeId, uint64_t>> data_answers;
   auto ask = [&](int of, size_t at_most) {
     std::vector<absl::StatusOr<uint64_t>> answers;
     for (const StateSource& a : StateSources(view, self, of)) {
       if (answers.size() == at_most) break;
-      answers.push_back(health_channels.QueryIteration(a, credentials, absl::Milliseconds(500)));
+      answers.push_back(iteration(a));
       if (of == 0 && answers.back().ok()) data_answers.emplace_back(a.id, *answers.back());
     }
     return answers;
@@ -610,16 +662,21 @@ absl::Status GossipDaemon::Parts::MoveAhead(uint64_t data_at) {
 
 absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   const NodeDaemonOptions& o = base();
-  const int stage = Stages().front();
+  const std::vector<int> stages = Stages();
+  const int stage = stages.front();
+  const std::string named = absl::StrJoin(stages, "+");
   const uint64_t own = members->iteration();
   // Note [Data node behind]: a data node's replicas are the other data nodes.
-  const std::string ahead = stage == 0 ? std::string("another data node")
-                                       : absl::StrCat("a replica of stage ", stage);
+  const std::string ahead = stages.size() > 1 ? absl::StrCat("a replica of one of stages ", named)
+                            : stage == 0      ? std::string("another data node")
+                                              : absl::StrCat("a replica of stage ", stage);
+  const char* note = stages.size() > 1 ? "Behind on any stage"
+                     : stage == 0      ? "Data node behind"
+                                       : "Revived members";
   LOG(WARNING) << o.name << ": behind the swarm: at iteration " << own << ", " << ahead << " at "
-               << swarm_at << " (Note [" << (stage == 0 ? "Data node behind" : "Revived members")
-               << "]); re-entering with a live replica's state";
-  std::printf("behind the swarm: at iteration %llu, stage %d's replicas at %llu; re-entering\n",
-              static_cast<unsigned long long>(own), stage,
+               << swarm_at << " (Note [" << note << "]); re-entering with a live replica's state";
+  std::printf("behind the swarm: at iteration %llu, stage %s's replicas at %llu; re-entering\n",
+              static_cast<unsigned long long>(own), named.c_str(),
               static_cast<unsigned long long>(swarm_at));
   std::fflush(stdout);
   metrics.Add("skipswarm_reentries_total", 1);
@@ -635,11 +692,11 @@ absl::Status GossipDaemon::Parts::Reenter(uint64_t swarm_at) {
   // into no-ops and its server detaches (frames to us are refused and
   // re-routed). The compute stays; its state is replaced below.
   ReplaceStack(nullptr);
-  computes.at(stage)->ZeroGrad();
+  for (int s : stages) computes.at(s)->ZeroGrad();
   SS_RETURN_IF_ERROR(BuildServing());
   SS_RETURN_IF_ERROR(EnterAsJoiner());
   behind->Reset();
-  LOG(INFO) << o.name << ": re-entered stage " << stage << " at iteration " << start_iteration
+  LOG(INFO) << o.name << ": re-entered stage " << named << " at iteration " << start_iteration
             << " (" << (static_cast<int64_t>(start_iteration) - static_cast<int64_t>(own))
             << " iterations after the one we were stuck in)";
   return absl::OkStatus();

@@ -11,6 +11,7 @@
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_GOSSIP_DAEMON_PARTS_H_
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -322,6 +323,16 @@ struct GossipDaemon::Parts {
   // than when this asked before (behind_probe). Then we enter as a joiner.
   // False while a stage of ours has no live replica, and for a subnetwork.
   bool SwarmTrainsWithoutUs();
+  // Note [Behind on any stage] (gossip_daemon_join.cc): asks the live
+  // replicas of each of `stages` in `view` (StateSources: this member left
+  // out; a peer hosting several of them once, for the first) with `query`,
+  // stage by stage, handing each answer to `seen` until it returns true;
+  // whether it did. False, asking nobody, when a stage has no live replica.
+  using IterationQuery = std::function<absl::StatusOr<uint64_t>(const StateSource&)>;
+  using StageAnswerSeen =
+      std::function<bool(int stage, const StateSource&, const absl::StatusOr<uint64_t>&)>;
+  bool AskEachStagesReplicas(const membership::View& view, const std::vector<int>& stages,
+                             const IterationQuery& query, const StageAnswerSeen& seen) const;
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
   // passed it, raising `*lead`), fetches the state from `sources` and loads
@@ -340,8 +351,9 @@ struct GossipDaemon::Parts {
   // live replica of our stage is in when it is more than the lead ahead
   // of ours, or the data nodes' when our whole stage is (Note [Sole
   // replica behind]) (a one-stage member, a data node too: Note [Data node
-  // behind]; not moving, not stopping; at most once per
-  // options.behind_check_every).
+  // behind]; a member hosting several stages: a live replica of any of
+  // them, Note [Behind on any stage]; not moving, not stopping; at most
+  // once per options.behind_check_every).
   std::optional<BehindVerdict> SwarmAheadOfUs();
   // Note [Alone after the swarm] (alone_check.h), main thread: a verdict
   // once our view has held no live peer for options.alone_timeout while
