@@ -138,7 +138,8 @@ struct GrpcGroupOptions {
   // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the largest
   // bound a data node's barrier message may state (a larger one counts as
   // this). Default: the data nodes' start-up MB deadline (120 s) x (4
-  // waves + 1).
+  // waves + 1); the daemons set MaxHonestIterationBound (silent_deadline.h)
+  // of their driver options (TrainingStack::MaxStatedBound).
   absl::Duration max_stated_bound = absl::Minutes(10);
   // Refuse pushes and state requests from senders the view does not list
   // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS

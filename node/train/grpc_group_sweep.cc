@@ -282,7 +282,9 @@ void GrpcGroupComm::Impl::Sweep() {
 // that answers probes and sends nothing, and "never stated" must not mean
 // "waited for forever". A statement is a peer's word, so it is capped at
 // GrpcGroupOptions::max_stated_bound (a hung data node holds its stage at
-// most 2 x that), and it never keeps a dead member in: it only defers the
+// most 2 x that; the daemons set it to the largest an honest data node of
+// their swarm states, MaxHonestIterationBound in silent_deadline.h), and
+// it never keeps a dead member in: it only defers the
 // silent rule; a member that fails its probes (Note [Group liveness]) or a
 // push is marked dead as before, whatever it stated. A data node dropped
 // for silence loses its statement; it re-enters as before and states again.

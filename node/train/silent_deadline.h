@@ -77,6 +77,40 @@ inline absl::Duration StatedDropTime(absl::Duration measured,
   return std::max(measured, stated->released + stated->bound * kStatedBoundFactor);
 }
 
+// Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the cap on a
+// peer's statement (GrpcGroupOptions::max_stated_bound), made of the
+// quantities DataNodeDriver::NextIterationBound states: its MB deadline x
+// (waves + 1), waves = ceil(M / its memory slots). The arguments are the
+// data nodes' DriverOptions (the daemons do not change them; M is
+// --node_mbs: the manifest's in a gossip swarm, each node's flag with a
+// static --swarm list, taken to be the same). Memory slots are each
+// node's own choice (>= 1), so the cap takes the most waves, M. The MB
+// deadline (Note [MB deadline] in data_node_driver.h) is initial_deadline
+// first, then max(min_deadline, deadline_factor x a sample), a sample
+// being a completed round trip or an abandoned one counted as at most
+// max(the healthy deadline, initial_deadline). For a data node whose
+// micro-batches complete within initial_deadline / deadline_factor (30 s
+// by default) every sample is at most max(initial_deadline, min_deadline),
+// so its deadline is at most deadline_factor x that (480 s), min_deadline
+// if that is larger: the cap takes that. The deadline has no hard ceiling: a data
+// node whose micro-batches take longer may state more and is capped; it is
+// dropped only if it is silent for kStatedBoundFactor x the cap. Defaults:
+// 480 s x (4 + 1) = 40 min, so a hung data node that answers probes holds
+// a barrier at most 80 min. Never above kMaxStatedBoundCeiling (a day), so
+// the cap stays finite whatever the settings.
+inline constexpr absl::Duration kMaxStatedBoundCeiling = absl::Hours(24);
+inline absl::Duration MaxHonestIterationBound(absl::Duration initial_deadline,
+                                              absl::Duration min_deadline,
+                                              double deadline_factor,
+                                              int mbs_per_iteration) {
+  const double factor = deadline_factor >= 1.0 ? deadline_factor : 1.0;  // NaN: 1 too
+  const absl::Duration start = std::max(initial_deadline, min_deadline);
+  const absl::Duration deadline = std::max(min_deadline, start * factor);
+  const int waves = std::max(1, mbs_per_iteration);
+  const absl::Duration cap = deadline * (static_cast<int64_t>(waves) + 1);
+  return std::clamp(cap, absl::ZeroDuration(), kMaxStatedBoundCeiling);
+}
+
 }  // namespace skipswarm::node
 
 #endif  // SKIPSWARM_NODE_TRAIN_SILENT_DEADLINE_H_

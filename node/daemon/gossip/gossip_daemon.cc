@@ -269,6 +269,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   go.robust.outlier_factor = base.outlier_factor;  // Note [Robust averaging]
   go.ban_after = base.ban_after;                    // Note [Group bans]
   go.robust.newcomer_weight = base.newcomer_weight;  // Note [Newcomer weight]
+  // Note [Stated bounds in the daemons]: a data node's statement, capped
+  // at the largest an honest data node of this swarm makes.
+  go.max_stated_bound = TrainingStack::MaxStatedBound(base);
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
   if (base.model.averaging.overlap) {  // Note [Overlapped sync]

@@ -40,6 +40,11 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_relay_exclusions_total", T::kCounter,
        "Times this data node left a relay out of its plans for a back-off after it lost "
        "micro-batches silently (Note [Silent relay exclusion])."},
+      {"skipswarm_stopping_claims_unconfirmed_total", T::kCounter,
+       "Micro-batches this data node dropped because an abort notice claimed a relay was "
+       "stopping and that relay's own record never confirmed it (reason "
+       "stopping_unconfirmed; Note [Confirmed stopping]): a rising count is a relay passing "
+       "on false stopping claims."},
       {"skipswarm_micro_batches_rerouted_total", T::kCounter,
        "Hops this node's stage server re-routed to another node, by reason."},
       {"skipswarm_micro_batch_visits_dropped_total", T::kCounter,
@@ -347,6 +352,9 @@ void ExportDrops(const IterationReport& r, Metrics* m) {
            absl::StrCat("reason=\"", reason, "\""));
   }
   if (r.relays_excluded > 0) m->Add("skipswarm_relay_exclusions_total", r.relays_excluded);
+  if (r.stopping_claims_unconfirmed > 0) {
+    m->Add("skipswarm_stopping_claims_unconfirmed_total", r.stopping_claims_unconfirmed);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const Metrics* metrics,

@@ -88,7 +88,9 @@ void ExportServerStats(const StageServerStats& stats, Metrics* metrics);
 
 // A data node's dropped micro-batches of one iteration, by reason, added to
 // skipswarm_micro_batches_dropped_total{reason="mb_deadline"}, and the
-// relays it excluded, to skipswarm_relay_exclusions_total.
+// relays it excluded, to skipswarm_relay_exclusions_total, and its stopping
+// claims the view never confirmed, to
+// skipswarm_stopping_claims_unconfirmed_total.
 void ExportDrops(const IterationReport& report, Metrics* metrics);
 
 // The standard process metrics of this process, in the text format, read

@@ -88,10 +88,13 @@ TEST(MetricsTest, ExportsPerPeerTrafficAndReasons) {
   IterationReport r;
   r.dropped_by_reason["mb_deadline"] = 1;
   r.relays_excluded = 1;
+  r.stopping_claims_unconfirmed = 2;
   ExportDrops(r, &m);
   ExportDrops(r, &m);
   const std::string text = m.Render();
   EXPECT_NE(text.find("skipswarm_relay_exclusions_total 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("skipswarm_stopping_claims_unconfirmed_total 4\n"), std::string::npos)
+      << text;
   const std::string label = "{peer=\"" + peer.ShortString() + "\"}";
   EXPECT_NE(text.find("skipswarm_peer_bytes_sent_total" + label + " 100\n"), std::string::npos);
   EXPECT_NE(text.find("skipswarm_peer_bytes_received_total" + label + " 40\n"),

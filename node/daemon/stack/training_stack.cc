@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "node/compute/sketch_wire.h"
 #include "node/daemon/stack/planner_factory.h"
+#include "node/train/silent_deadline.h"
 
 namespace skipswarm::node {
 
@@ -25,6 +26,12 @@ NodeStackOptions TrainingStack::StackOptions(const NodeDaemonOptions& o,
   so.driver.num_stages = o.model.model.num_stages;
   so.driver.seed = o.model.seed;  // the back-off's jitter (Note [Paused training])
   return so;
+}
+
+absl::Duration TrainingStack::MaxStatedBound(const NodeDaemonOptions& o) {
+  const DriverOptions d = StackOptions(o, /*swarm_id=*/"").driver;
+  return MaxHonestIterationBound(d.initial_deadline, d.min_deadline, d.deadline_factor,
+                                 d.mbs_per_iteration);
 }
 
 absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(

@@ -124,6 +124,11 @@ class TrainingStack {
   // The recipe's options for a daemon with options `o` (exposed for tests
   // that build the same node elsewhere).
   static NodeStackOptions StackOptions(const NodeDaemonOptions& o, const std::string& swarm_id);
+  // Note [Stated bounds in the daemons] (node/train/grpc_group_sweep.cc):
+  // the daemons' GrpcGroupOptions::max_stated_bound, the largest bound an
+  // honest data node of this swarm states (MaxHonestIterationBound in
+  // node/train/silent_deadline.h) from the driver options above.
+  static absl::Duration MaxStatedBound(const NodeDaemonOptions& o);
 
  private:
   TrainingStack() = default;

@@ -122,6 +122,30 @@ TEST_F(TrainingStackTest, DataNodeAndRelayTrainTogether) {
   EXPECT_EQ(nodes_[1].compute->step(), 2);
 }
 
+// Note [Stated bounds in the daemons]: the cap the daemons give their
+// group is made of this stack's driver options, so the data node's own
+// statement passes under it, on the fewest memory slots (the most waves)
+// and one deadline step after start-up (the driver's deadline factor x its
+// start-up deadline: 480 s x (3 waves + 1) = 32 min, where the group's
+// fixed default was 10 min).
+TEST_F(TrainingStackTest, DataNodeStatementPassesUnderTheDaemonsCap) {
+  options_.memory_slots = 1;
+  auto stack = TrainingStack::Create(options_, Inputs(0));
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  nodes_[0].stack = *std::move(stack);
+  const absl::Duration cap = TrainingStack::MaxStatedBound(options_);
+  const DriverOptions d = TrainingStack::StackOptions(options_, kSwarmId).driver;
+  const absl::Duration startup = nodes_[0].stack->driver()->NextIterationBound();
+  EXPECT_EQ(startup, d.initial_deadline * (3 + 1));
+  EXPECT_LE(startup, cap);
+  // One deadline step later, still on one slot (10 min cut this to a third).
+  EXPECT_LE(d.initial_deadline * d.deadline_factor * (3 + 1), cap);
+  EXPECT_EQ(cap, absl::Minutes(32));
+  // The swarm's M sets the waves.
+  options_.mbs_per_iteration = 8;
+  EXPECT_EQ(TrainingStack::MaxStatedBound(options_), absl::Minutes(72));
+}
+
 // A planner error comes back, and the half-built stack (its server
 // already attached) goes without leaving a handler behind.
 TEST_F(TrainingStackTest, ReturnsThePlannersError) {

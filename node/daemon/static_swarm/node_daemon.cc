@@ -217,6 +217,9 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.codec = options.model.averaging.codec;  // Note [Encoded shards]
   go.robust.outlier_factor = options.outlier_factor;  // Note [Robust averaging]
   go.ban_after = options.ban_after;                    // Note [Group bans]
+  // Note [Stated bounds in the daemons]: a data node's statement, capped
+  // at the largest an honest data node of this swarm makes.
+  go.max_stated_bound = TrainingStack::MaxStatedBound(options);
   if (options.model.averaging.overlap) {  // Note [Overlapped sync]
     go.keep_iterations += static_cast<uint64_t>(options.model.averaging.outer_every);
   }
