@@ -620,8 +620,16 @@ void StageServer::StopAfter(uint64_t last) {
   std::vector<std::pair<StageCompute*, uint64_t>> discards;
   std::vector<std::pair<MbKey, absl::Status>> finished;
   std::vector<proto::FrameHeader> aborts;
-  const absl::Status why =
-      absl::AbortedError(absl::StrCat(kStoppingNode, " after iteration ", last));
+  // Note [Stopping refusals]: a held visit dropped here is refused as a
+  // late frame would be, so its notice carries the same cause (this node,
+  // `last`) and its origin re-runs the micro-batch. Without the cause the
+  // origin counted it as lost downstream, though it computed nothing here.
+  proto::AbortCause cause;
+  cause.set_kind(proto::AbortCause::ABORT_CAUSE_STOPPING);
+  cause.set_node(impl_->self_bytes_);
+  cause.set_stop_after(last);
+  const absl::Status why = WithStoppingCause(
+      absl::AbortedError(absl::StrCat(kStoppingNode, " after iteration ", last)), cause);
   {
     absl::MutexLock lock(&impl_->mu_);
     if (impl_->stop_after_ && *impl_->stop_after_ <= last) return;

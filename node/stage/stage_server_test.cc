@@ -565,6 +565,37 @@ TEST(StageServerTest, TheLastStoppingReplicaComputesNoLaterIteration) {
   EXPECT_EQ(swarm.servers_[1]->stats().slots_in_use, 0);
 }
 
+// Note [Stopping refusals]: a visit of a later iteration that waited at a
+// stopping node and was dropped when the stop was fixed computed nothing
+// there, as a refused frame: its notice names the stopping node and its
+// last iteration, so the origin re-runs the micro-batch (Note [Stopping
+// drops] in node/train/data_node_driver.h). Through a relay (n1) and sent
+// by the origin itself (n0 -> n2). Before, the notice carried no cause and
+// the origin counted the micro-batch as lost downstream (a drop seen in
+// restart_behind_test, right after "stopping after iteration N: dropped 1
+// micro-batch visits of later iterations").
+TEST(StageServerTest, AVisitDroppedAtTheStopCarriesTheStoppingCause) {
+  Swarm swarm({0, 1, 2});
+  for (int i : {0, 1}) swarm.servers_[i]->BeginIteration(1);
+  ASSERT_TRUE(swarm.servers_[0]->Inject(1, 5, swarm.Route({0, 1, 2}), {}).ok());
+  ASSERT_TRUE(swarm.servers_[0]->Inject(1, 6, swarm.Route({0, 2}), {}).ok());
+  swarm.clock_.Advance(absl::Milliseconds(50));  // both wait at n2, still at 0
+  EXPECT_EQ(swarm.servers_[2]->stats().forwards, 0);
+  swarm.servers_[2]->StopAfter(0);
+  swarm.clock_.Advance(absl::Milliseconds(10));
+  for (uint64_t mb : {5, 6}) {
+    ASSERT_EQ(swarm.recorder_.finished.count(mb), 1u) << mb;
+    const absl::Status& why = swarm.recorder_.finished[mb];
+    EXPECT_TRUE(absl::IsAborted(why)) << why;
+    const std::optional<StoppingCause> cause = StoppingCauseOf(why);
+    ASSERT_TRUE(cause.has_value()) << "micro-batch " << mb << ": " << why;
+    EXPECT_EQ(cause->node, swarm.ids_[2]) << mb;
+    EXPECT_EQ(cause->stop_after, 0u) << mb;
+    EXPECT_EQ(cause->delivered_by, swarm.ids_[mb == 5 ? 1 : 2]) << mb;
+  }
+  EXPECT_EQ(swarm.servers_[2]->stats().frames_stopping, 2);
+}
+
 // Note [Relay drops]: a waiting frame of a later iteration displaced by a
 // nearer one is reported to its sender, here the origin.
 TEST(StageServerTest, DisplacedFrameIsReportedToItsSender) {

@@ -91,9 +91,10 @@ class SwarmView {
     (void)to;
     return std::nullopt;
   }
-  // The last iteration `id`'s own signed record says it trains as a
+  // The last iteration `id`'s own signed record says it trains: as a
   // stopping last replica (record.stopping with stop_after, Note [Stopping
-  // last replica] in node/daemon/gossip/training_members.h), or nullopt
+  // last replica] in node/daemon/gossip/training_members.h) or as a member
+  // that left (LEFT with its exit iteration, Note [Leaving] there); nullopt
   // when the view holds no such record. Only what `id` signed itself: the
   // data node confirms a relayed stopping claim against it (Note
   // [Confirmed stopping] in node/train/data_node_driver.h). Views without

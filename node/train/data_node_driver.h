@@ -86,8 +86,9 @@
 // replica). So a claim is taken as above only when the named node said it
 // itself (this node's own forward was refused by it, or its own notice
 // brought the cause) or when its own signed record in the view says
-// stopping with a last iteration before the micro-batch's
-// (SwarmView::StopAfter); the mark then holds the record's last
+// stopping, or LEFT (a replica that stops where another stays signs LEFT
+// with its exit iteration, not stopping), with a last iteration before the
+// micro-batch's (SwarmView::StopAfter); the mark then holds the record's last
 // iteration, not the claim's. Any other claim is held with its
 // micro-batch: the stopping node signs its record before its server
 // refuses anything (node/daemon/gossip/gossip_daemon_run.cc), but the

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -34,6 +35,30 @@ class RestartBehindTest : public TinySwarmFolderTest {
   }
 
 };
+
+// The micro-batches d0 dropped in (from, until], by iteration and reason,
+// for a failure message ("71: stopping_unconfirmed x1; ").
+struct Drops {
+  int64_t dropped = 0, iterations = 0;
+  std::string why;
+};
+Drops DropsBetween(RunningDaemon& r, int64_t from, int64_t until) {
+  Drops d;
+  absl::MutexLock lock(&r.mu);
+  for (const NodeIterationReport& report : r.reports) {
+    const int64_t it = static_cast<int64_t>(report.iteration);
+    if (it <= from || it > until || !report.data.has_value()) continue;
+    d.dropped += report.data->dropped;
+    ++d.iterations;
+    if (report.data->dropped == 0) continue;
+    absl::StrAppend(&d.why, it, ":");
+    for (const auto& [reason, n] : report.data->dropped_by_reason) {
+      absl::StrAppend(&d.why, " ", reason, " x", n);
+    }
+    absl::StrAppend(&d.why, "; ");
+  }
+  return d;
+}
 
 // The first iteration `r` reported at or after `from`; -1: none.
 int64_t FirstReportAtOrAfter(RunningDaemon& r, int64_t from) {
@@ -97,18 +122,11 @@ TEST_F(RestartBehindTest, ARestartedReplicaEntersWithTheSwarmsState) {
                                     "passed (it resumed at its checkpoint's step)";
   // Every iteration d0 finished from the restart on: nothing dropped.
   const int64_t until = founder->LastIteration();
-  int64_t dropped = 0, iterations = 0;
-  {
-    absl::MutexLock lock(&founder->mu);
-    for (const NodeIterationReport& r : founder->reports) {
-      const int64_t it = static_cast<int64_t>(r.iteration);
-      if (it <= restarted_at || it > until || !r.data.has_value()) continue;
-      dropped += r.data->dropped;
-      ++iterations;
-    }
-  }
+  const Drops drops = DropsBetween(*founder, restarted_at, until);
+  const int64_t dropped = drops.dropped, iterations = drops.iterations;
   EXPECT_GT(iterations, 0);
-  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted replica";
+  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted replica or lost: "
+                        << drops.why;
   for (RunningDaemon* r : {founder.get(), a.get(), b2.get(), again.get()}) {
     r->signals.stop.store(true);
   }
@@ -170,18 +188,11 @@ TEST_F(RestartBehindTest, ARestartedTwoStageMemberEntersWithTheSwarmsState) {
   EXPECT_GT(first, restarted_at) << "the restarted member trained an iteration the swarm had "
                                     "passed (it resumed at its checkpoint's step)";
   const int64_t until = founder->LastIteration();
-  int64_t dropped = 0, iterations = 0;
-  {
-    absl::MutexLock lock(&founder->mu);
-    for (const NodeIterationReport& report : founder->reports) {
-      const int64_t it = static_cast<int64_t>(report.iteration);
-      if (it <= restarted_at || it > until || !report.data.has_value()) continue;
-      dropped += report.data->dropped;
-      ++iterations;
-    }
-  }
+  const Drops drops = DropsBetween(*founder, restarted_at, until);
+  const int64_t dropped = drops.dropped, iterations = drops.iterations;
   EXPECT_GT(iterations, 0);
-  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted member";
+  EXPECT_EQ(dropped, 0) << "micro-batches were planned through the restarted member or lost: "
+                        << drops.why;
   for (RunningDaemon* d : {founder.get(), p.get(), q.get(), again.get()}) {
     d->signals.stop.store(true);
   }

@@ -455,7 +455,16 @@ Leg LegOf(const membership::View& view, const common::NodeId& a, const common::N
 std::optional<uint64_t> TrainingMembers::StopAfterOf(const common::NodeId& id) const {
   absl::MutexLock lock(&mu_);
   for (const membership::MemberInfo& m : view_.members) {
-    if (m.id == id) return m.stopping ? std::optional<uint64_t>(m.stop_after) : std::nullopt;
+    if (m.id != id) continue;
+    if (m.stopping) return m.stop_after;
+    // Note [Confirmed stopping] (node/train/data_node_driver.h): a replica
+    // that stops where another stays signs LEFT with its exit iteration
+    // (Note [Leaving]) instead of record.stopping, and its server refuses
+    // later iterations all the same; a refusal of its, relayed to a data
+    // node, is confirmed by that signed record too, or the micro-batch is
+    // dropped where it should be re-run.
+    if (m.state == proto::MEMBER_STATE_LEFT) return m.iteration;
+    return std::nullopt;
   }
   return std::nullopt;
 }

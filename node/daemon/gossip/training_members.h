@@ -289,8 +289,9 @@ class TrainingMembers {
   // The view's sample of link from -> to (both faces: links do not depend
   // on who trains when).
   std::optional<LinkEstimate> LinkOf(const common::NodeId& from, const common::NodeId& to) const;
-  // The stop_after of `id`'s own record when it says stopping (both faces;
-  // SwarmView::StopAfter).
+  // The stop_after of `id`'s own record when it says stopping, or its exit
+  // iteration when its record says LEFT (Note [Leaving]); both faces;
+  // SwarmView::StopAfter.
   std::optional<uint64_t> StopAfterOf(const common::NodeId& id) const;
   // `m` as it trains in our current iteration under Notes [Entry iteration]
   // and [Stage moves], or nullopt when it is not listed in `face`.

@@ -436,6 +436,40 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
   EXPECT_EQ(members.group()->Members().size(), 3u);  // still listed (data order)
 }
 
+// Note [Confirmed stopping] (node/train/data_node_driver.h): q, a replica
+// that stops where r stays, signs LEFT with its exit iteration 7, not
+// record.stopping; its server refuses iteration 8 all the same. A refusal
+// of its that a relay passes on to the data node is confirmed by that
+// signed LEFT record, so the data node re-runs the micro-batch. Before,
+// only record.stopping confirmed: the data node held the claim to the
+// micro-batch's deadline and dropped it as "stopping_unconfirmed" (seen in
+// restart_behind_test: one micro-batch of the iteration after a stage-2
+// replica's stop, relayed by stage 1). Once q is back (ALIVE, a later
+// incarnation) or only DEAD, nothing it signed says it stops.
+TEST(TrainingMembersTest, ALeaversSignedExitIterationConfirmsItsStop) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
+  TrainingMembers members(d.id);
+  members.SetIteration(8);
+  members.Update(TestView({d, r, q}, 1));
+  EXPECT_EQ(members.routing()->StopAfter(q.id), std::nullopt);
+  q.state = proto::MEMBER_STATE_LEFT;
+  q.iteration = 7;
+  q.incarnation = 2;
+  members.Update(TestView({d, r, q}, 2));
+  EXPECT_EQ(members.routing()->StopAfter(q.id), std::optional<uint64_t>(7));
+  EXPECT_EQ(members.group()->StopAfter(q.id), std::optional<uint64_t>(7));
+  EXPECT_EQ(members.routing()->StopAfter(r.id), std::nullopt);
+  auto back = q;
+  back.state = proto::MEMBER_STATE_ALIVE;
+  back.iteration = 20;
+  back.incarnation = 3;
+  members.Update(TestView({d, r, back}, 3));
+  EXPECT_EQ(members.routing()->StopAfter(q.id), std::nullopt);
+  r.state = proto::MEMBER_STATE_DEAD;
+  members.Update(TestView({d, r, back}, 4));
+  EXPECT_EQ(members.routing()->StopAfter(r.id), std::nullopt);
+}
+
 // Note [Paused members]: routed around from the next plan on, alive for
 // the hops already routed through it, still averaging; routed again once
 // it resumes.
