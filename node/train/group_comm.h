@@ -137,6 +137,11 @@ class GroupComm {
   virtual bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) {
     return false;
   }
+  // Whether this member knows a live data node (a host of stage 0) for
+  // `iteration`'s barrier: with none the barrier completes at once, and a
+  // relay waits instead of running an empty iteration (Note [Relay without
+  // a data node] in data_node_wait.h). True when unsure; the default.
+  virtual bool HasLiveDataNode(uint64_t iteration) { return true; }
 
   // State transfer between replicas (Note [Digest re-sync] in
   // node_trainer.h): what node `self` serves, and a fetch of `from`'s state

@@ -337,6 +337,10 @@ bool GrpcGroupComm::SoleReplica(uint64_t iteration, int stage, const common::Nod
   return impl_->early_.count(key) == 0 && impl_->reduces_.count(key) == 0;
 }
 
+bool GrpcGroupComm::HasLiveDataNode(uint64_t iteration) {
+  return !impl_->view_->Replicas(0).empty();
+}
+
 void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                               ReduceDone done) {
   std::vector<OutgoingReduce> out;

@@ -222,6 +222,9 @@ class GrpcGroupComm final : public GroupComm {
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
+  // Whether the view has a live host of stage 0: the barrier waits for
+  // exactly those (Note [Relay without a data node] in data_node_wait.h).
+  bool HasLiveDataNode(uint64_t iteration) override;
   // Served by StageService.FetchState (<= 1 MiB chunks with CRC-32C); the
   // fetch retries UNAVAILABLE every 100 ms for 10 s while `from` is alive.
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "common/backoff.h"
 #include "common/lifetime_guard.h"
 #include "common/node_id.h"
+#include "node/train/data_node_wait.h"
 #include "node/train/resync_source.h"
 #include "node/train/upload_budget.h"
 
@@ -49,15 +51,6 @@ ReduceResult LocalRound(GradientContribution c) {
 
 }  // namespace
 
-std::map<int, uint64_t> StepDigests(const NodeIterationReport& r, const std::vector<int>& hosted) {
-  std::map<int, uint64_t> d;
-  for (int stage : hosted) {
-    auto step = r.stages.find(stage);
-    d[stage] = step == r.stages.end() ? 0 : step->second.digest_after;
-  }
-  return d;
-}
-
 // Every callback that reaches it is wrapped by `guard`: ~NodeTrainer closes
 // the guard, which waits for a callback in progress (the whole chain it runs
 // inline, on_iteration included) and turns later ones into no-ops; so
@@ -89,6 +82,8 @@ struct NodeTrainer::State {
   IterationCallback on_iteration;
   DoneCallback on_done;
   IterationHook before_iteration;
+  // Relays only (no driver): Note [Relay without a data node].
+  std::unique_ptr<DataNodeWait> data_wait;
   // Note [Overlapped sync]: per stage, the outer round in flight.
   struct OuterRound {
     uint64_t iteration = 0;  // the sync that started it
@@ -130,6 +125,10 @@ struct NodeTrainer::State {
   bool Stopped() {
     absl::MutexLock lock(&mu);
     return stopped;
+  }
+  bool StopRequested() {
+    absl::MutexLock lock(&mu);
+    return stop_requested;
   }
   void Start(uint64_t iteration);
   void StartWork(uint64_t iteration);
@@ -226,7 +225,6 @@ absl::StatusOr<std::string> NodeTrainer::State::ServeState(int stage, uint64_t i
   return it->second->ExportState();
 }
 
-
 // Note [Late members] (sharded_reduce.h): what the round may take before
 // the late are closed out. The expected time is the upload of this
 // replica's share of the sharded reduce (2 (R-1)/R < 2 times its encoded
@@ -303,7 +301,10 @@ void NodeTrainer::State::StartWork(uint64_t iteration) {
       if (absl::IsCancelled(r.status)) return EndCancelled(iteration);
       AfterData(iteration, std::move(r));
     }));
-  } else {
+  } else if (data_wait->Ready(iteration, guard.Wrap([this, iteration] {
+               if (StopRequested()) return EndCancelled(iteration);
+               StartWork(iteration);
+             }))) {
     AfterData(iteration, std::nullopt);
   }
 }
@@ -823,6 +824,10 @@ NodeTrainer::NodeTrainer(StageServer* server, std::map<int, StageCompute*> stage
   state_->driver = driver;
   state_->group = group;
   state_->clock = clock;
+  if (driver == nullptr) {
+    state_->data_wait = std::make_unique<DataNodeWait>(
+        group, clock, std::hash<std::string>{}(server->self().ShortString()));
+  }
   {
     absl::MutexLock lock(&state_->mu);
     state_->rerouted_reported = server->stats().rerouted;
@@ -867,19 +872,7 @@ void NodeTrainer::Run(uint64_t first, uint64_t count, IterationCallback on_itera
                           state_->guard.Wrap([self, first] { self->Start(first); }));
 }
 
-// Note [Stop point]
-// A daemon that drains announces the last iteration it takes part in
-// (Note [Leaving] in node/daemon/gossip/gossip_daemon.h) and its peers hold
-// it in their barriers and averaging until then. That iteration must be
-// the one the trainer stops after, and the trainer decides whether to go
-// on in Finish, before it reports the iteration: a drain that read the
-// daemon's iteration (advanced by the report) and then stopped the trainer
-// could announce k while the trainer, past its decision, started k + 1,
-// which its peers no longer waited for (a drain stuck until its 30 s
-// bound). So the decision and the answer are one: Finish moves `current`
-// to the next iteration under the lock where it reads the stop, and Stop
-// returns `current` under the same lock. A stop asked from the report of
-// k (a stage move's, gossip_daemon_move.cc) therefore returns k + 1.
+// Note [Stop point] in node_trainer.h.
 uint64_t NodeTrainer::Stop() {
   uint64_t last;
   {
@@ -889,6 +882,12 @@ uint64_t NodeTrainer::Stop() {
   }
   // A paused iteration (Note [Paused training]) would never reach its end.
   if (state_->driver != nullptr) state_->driver->Cancel();
+  // A relay waiting for a data node (Note [Relay without a data node]).
+  if (state_->data_wait != nullptr && state_->data_wait->Cancel()) {
+    State* self = state_.get();
+    state_->clock->RunAfter(absl::ZeroDuration(),
+                            state_->guard.Wrap([self, last] { self->EndCancelled(last); }));
+  }
   return last;
 }
 

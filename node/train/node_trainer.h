@@ -199,8 +199,29 @@ struct NodeIterationReport {
 // (node/daemon/gossip/state_transfer.h) instead of reading the parameters
 // again; no reader of that value compares it, and a joiner checks the
 // digest its snapshot carries, which the snapshot takes.
-std::map<int, uint64_t> StepDigests(const NodeIterationReport& r, const std::vector<int>& hosted);
+inline std::map<int, uint64_t> StepDigests(const NodeIterationReport& r,
+                                           const std::vector<int>& hosted) {
+  std::map<int, uint64_t> d;
+  for (int stage : hosted) {
+    auto step = r.stages.find(stage);
+    d[stage] = step == r.stages.end() ? 0 : step->second.digest_after;
+  }
+  return d;
+}
 
+// Note [Stop point]
+// A daemon that drains announces the last iteration it takes part in
+// (Note [Leaving] in node/daemon/gossip/gossip_daemon.h) and its peers hold
+// it in their barriers and averaging until then. That iteration must be
+// the one the trainer stops after, and the trainer decides whether to go
+// on in Finish, before it reports the iteration: a drain that read the
+// daemon's iteration (advanced by the report) and then stopped the trainer
+// could announce k while the trainer, past its decision, started k + 1,
+// which its peers no longer waited for (a drain stuck until its 30 s
+// bound). So the decision and the answer are one: Finish moves `current`
+// to the next iteration under the lock where it reads the stop, and Stop
+// returns `current` under the same lock. A stop asked from the report of
+// k (a stage move's, gossip_daemon_move.cc) therefore returns k + 1.
 class NodeTrainer {
  public:
   // Note [Non-finite steps].
@@ -227,7 +248,8 @@ class NodeTrainer {
   void Run(uint64_t first, uint64_t count, IterationCallback on_iteration, DoneCallback on_done);
   // Stops after the current iteration's update (on_done gets CANCELLED);
   // a data node's paused iteration ends at once (Note [Paused training]
-  // in data_node_driver.h). Returns the last iteration this trainer runs
+  // in data_node_driver.h), and so does a relay's wait for a data node
+  // (Note [Relay without a data node] in data_node_wait.h). Returns the last iteration this trainer runs
   // (Note [Stop point]).
   uint64_t Stop();
 

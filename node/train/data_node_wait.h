@@ -1,0 +1,68 @@
+// Note [Relay without a data node]: a barrier completes once every live
+// data node has arrived (GroupComm::Barrier), so with no live data node in
+// a relay's view it completes at once, and a relay (a node that hosts no
+// data stage) used to run empty iterations back to back: thousands of them
+// a second, each with its log lines, once the swarm's only data node left.
+// Nothing trains in such an iteration (no micro-batch reaches a relay
+// without a data node), so the relay waits instead: before an iteration
+// starts it asks the group (GroupComm::HasLiveDataNode) and, while there is
+// none, asks again after a back-off with jitter on the injected clock
+// (kInitial doubling to kMax: a data node that reappears is seen within
+// kMax; its barrier waits for the relay no longer than that, and its
+// micro-batches do not wait at all, the relay's server being at that
+// iteration already). One log line when the wait starts and one when it
+// ends. NodeTrainer::Stop ends a waiting iteration at once (CANCELLED, as a
+// paused data node's: Note [Paused training] in data_node_driver.h).
+//
+//   DataNodeWait wait(group, clock, seed);
+//   if (wait.Ready(iteration, retry)) go();  // else `retry` runs later
+//   wait.Cancel();                           // true: `retry` will not run
+//
+// Thread rule: thread-safe. `retry` runs on the clock's thread with no
+// lock held; it must stay safe to call after its owner is gone (the
+// trainer wraps it in its LifetimeGuard). The group and the clock must
+// outlive the wait.
+#ifndef SKIPSWARM_NODE_TRAIN_DATA_NODE_WAIT_H_
+#define SKIPSWARM_NODE_TRAIN_DATA_NODE_WAIT_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/backoff.h"
+#include "common/clock.h"
+#include "node/train/group_comm.h"
+
+namespace skipswarm::node {
+
+class DataNodeWait {
+ public:
+  static constexpr absl::Duration kInitial = absl::Milliseconds(50);
+  static constexpr absl::Duration kMax = absl::Seconds(1);
+
+  DataNodeWait(GroupComm* group, common::Clock* clock, uint64_t seed);
+
+  // True when `iteration` may start now (the group knows a live data
+  // node). Otherwise `retry` is armed after the next back-off delay and
+  // false is returned; the caller asks again from `retry`.
+  bool Ready(uint64_t iteration, absl::AnyInvocable<void()> retry);
+  // Disarms a pending retry: true when one was pending (it will not run).
+  bool Cancel();
+  // Retries armed since the trainer started (tests, logs).
+  int64_t retries() const;
+
+ private:
+  GroupComm* const group_;
+  common::Clock* const clock_;
+  mutable absl::Mutex mu_;
+  common::Backoff backoff_ ABSL_GUARDED_BY(mu_);
+  common::TimerId timer_ ABSL_GUARDED_BY(mu_) = common::kNoTimer;
+  std::optional<absl::Duration> waiting_since_ ABSL_GUARDED_BY(mu_);
+  int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_TRAIN_DATA_NODE_WAIT_H_

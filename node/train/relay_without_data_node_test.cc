@@ -1,0 +1,118 @@
+// Note [Relay without a data node] (data_node_wait.h): a relay whose view
+// has no live data node waits on the injected clock instead of running
+// empty iterations, goes on as soon as a data node is back, and stops at
+// once while it waits. Real gRPC replica groups over loopback on the
+// simulated clock (Note [Patience in the gRPC group tests]).
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "node/stage/stage_server.h"
+#include "node/stage/swarm_view.h"
+#include "node/train/data_node_wait.h"
+#include "node/train/grpc_group.h"
+#include "node/train/grpc_group_test_util.h"
+#include "node/train/node_trainer.h"
+#include "node/transport/inproc_transport.h"
+
+namespace skipswarm::node {
+namespace {
+
+using common::NodeId;
+using grpc_group_testing::LoopbackGroups;
+using grpc_group_testing::SimDriver;
+using grpc_group_testing::StartLoopbackGroups;
+
+// Relay r (stage 1, hosting no compute: an iteration is a barrier, the
+// server's end of iteration and the report) and data node d (stage 0),
+// each with a gRPC group; the test plays d's part by hand.
+class RelayWithoutDataNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members_, &clock_);
+    ASSERT_TRUE(swarm.ok()) << swarm.status();
+    swarm_ = *std::move(swarm);
+    auto endpoint = board_.Attach(relay_);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+    transport_ = *std::move(endpoint);
+    server_ = std::make_unique<StageServer>(transport_.get(), &clock_, &view_,
+                                            std::map<int, StageCompute*>{},
+                                            StageServerOptions{});
+    server_->Attach();
+    trainer_ = std::make_unique<NodeTrainer>(server_.get(), std::map<int, StageCompute*>{},
+                                             /*driver=*/nullptr, swarm_.groups[0].get(),
+                                             &clock_);
+  }
+  void TearDown() override {
+    trainer_.reset();
+    if (server_) server_->Detach();
+    swarm_.groups.clear();
+  }
+  // d out of (or back in) the relay's view: not a replica of stage 0.
+  void DataNodeInView(bool in) { swarm_.views[0]->SetPaused(data_, !in); }
+  void Run(uint64_t count) {
+    trainer_->Run(0, count, [this](const NodeIterationReport&) { ++iterations_; },
+                  [this](absl::Status s) { done_ = s; });
+  }
+
+  common::SimClock clock_;
+  SimDriver sim_{&clock_};
+  const NodeId relay_ = NodeId::ForName("relay");
+  const NodeId data_ = NodeId::ForName("data");
+  // The relay first: StartLoopbackGroups's groups[0] and views[0].
+  const std::vector<PeerInfo> members_ = {{relay_, {1}, 4, "", ""}, {data_, {0}, 4, "", ""}};
+  StaticSwarmView view_{members_};
+  Switchboard board_{&clock_};
+  LoopbackGroups swarm_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<StageServer> server_;
+  std::unique_ptr<NodeTrainer> trainer_;
+  std::atomic<int> iterations_{0};
+  std::optional<absl::Status> done_;
+};
+
+// The swarm's only data node left: 60 simulated seconds complete no
+// iteration (before the fix: all 2000, back to back, within the first
+// instant), and a data node that comes back is followed at once.
+TEST_F(RelayWithoutDataNodeTest, WaitsWithoutIterationsAndFollowsADataNodeThatComesBack) {
+  DataNodeInView(false);
+  Run(2000);
+  sim_.AdvanceTo(absl::Seconds(60), absl::Milliseconds(100));
+  EXPECT_EQ(iterations_.load(), 0);
+  EXPECT_FALSE(done_.has_value()) << *done_;
+  // The relay asks again at most DataNodeWait::kMax later, arrives at
+  // barrier 0 and waits for d there.
+  DataNodeInView(true);
+  const absl::Duration back = clock_.SteadyNow();
+  sim_.AdvanceTo(back + DataNodeWait::kMax, absl::Milliseconds(100));
+  EXPECT_EQ(iterations_.load(), 0);
+  for (uint64_t i = 0; i < 3; ++i) {
+    swarm_.groups[1]->Barrier(i, data_, /*data_node=*/true, [](absl::Status) {});
+    ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == static_cast<int>(i) + 1; }))
+        << "iteration " << i << " did not complete after the data node's barrier";
+  }
+  EXPECT_EQ(iterations_.load(), 3);
+  EXPECT_FALSE(done_.has_value());
+}
+
+// Stop while the relay waits: the run ends at once (CANCELLED), with no
+// time passing.
+TEST_F(RelayWithoutDataNodeTest, StopEndsTheWaitAtOnce) {
+  DataNodeInView(false);
+  Run(2000);
+  sim_.AdvanceTo(absl::Seconds(30), absl::Milliseconds(100));
+  const absl::Duration stopped_at = clock_.SteadyNow();
+  EXPECT_EQ(trainer_->Stop(), 0u);
+  ASSERT_TRUE(sim_.Until([&] { return done_.has_value(); }));
+  EXPECT_EQ(clock_.SteadyNow(), stopped_at);
+  EXPECT_TRUE(absl::IsCancelled(*done_)) << *done_;
+  EXPECT_EQ(iterations_.load(), 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
