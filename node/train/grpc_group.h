@@ -231,6 +231,13 @@ class GrpcGroupComm final : public GroupComm {
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;
 
+  // Note [Entry in the group] (grpc_group_push.cc): a member entering (or
+  // re-entering) at `entry`, before it announces it, stands at entry - 1
+  // in the push window, so its new replicas' pushes for `entry` and the
+  // next are admitted (and held) however far back its own last iteration
+  // was. Only moves forward.
+  void EnterAt(uint64_t entry);
+
   // Note [Push admission] (grpc_group_push.cc): pushes refused at their first
   // chunk (iteration window, stage size, early-shard budget), and the bytes
   // of shards held before this node's own AllReduce for them.

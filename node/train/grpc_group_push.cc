@@ -251,6 +251,27 @@ uint64_t GrpcGroupComm::Impl::EarlyBudgetLocked() const {
   return std::max(kUnknownEarlyBytes, kEarlyRounds * 2 * known);
 }
 
+// Note [Entry in the group]
+// A member that re-enters the swarm (Note [Revived members], [Data node
+// behind], [Behind on any stage] in node/daemon) keeps its group comm, and
+// the push window above stood at the iteration it was stuck in. Its entry
+// is announced a lead after its source's iteration; in a fast swarm its
+// new replicas finish that and push their gradients for the entry before
+// its trainer starts it. Those pushes were refused as far ahead, the
+// pushers marked it dead and averaged without it, and it re-entered a
+// second time after a silent deadline, the data nodes' micro-batches lost
+// meanwhile (node/daemon/README.md). The member knows its entry before
+// anyone routes or averages with it, so the window moves there first: it
+// stands at entry - 1 (as its stage server does, Note [Entry iteration]),
+// admitting the entry and the next one, the same bound as for any member,
+// and the early-shard budget still caps what is held. Pushes of the
+// iterations it skipped are long over and refused as such.
+void GrpcGroupComm::EnterAt(uint64_t entry) {
+  if (entry == 0) return;
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->ReachedLocked(entry - 1);
+}
+
 void GrpcGroupComm::Impl::ReachedLocked(uint64_t iteration) {
   if (!reached_any_ || iteration > reached_) reached_ = iteration;
   reached_any_ = true;

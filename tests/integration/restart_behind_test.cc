@@ -239,12 +239,13 @@ TEST_F(RestartBehindTest, AStalledTwoStageMemberReentersWithTheSwarmsState) {
   absl::Notification stalled, released;
   std::atomic<bool> once{false};
   GossipDaemonOptions ao = options("a", {1, 2});
-  // Its entry well after the source's iteration: with the default lead (1)
-  // this swarm's 10 ms iterations passed the entry before a's trainer
-  // started it, and p's and q's gradient pushes for it were refused (a
-  // re-entry's race, one-stage members' too: node/daemon/README.md,
-  // "Stalled multi-stage members"), costing a silent deadline (30 s).
-  ao.entry_lead = 20;
+  // Its entries (a founder: only its re-entries announce one).
+  absl::Mutex entries_mu;
+  std::vector<int64_t> entries;
+  ao.before_state_request = [&](uint64_t entry) {
+    absl::MutexLock lock(&entries_mu);
+    entries.push_back(static_cast<int64_t>(entry));
+  };
   ao.observer = [&](const NodeIterationReport& report) {
     if (report.iteration < kStallAfter || once.exchange(true)) return;
     stalled.Notify();
@@ -263,6 +264,8 @@ TEST_F(RestartBehindTest, AStalledTwoStageMemberReentersWithTheSwarmsState) {
   ASSERT_TRUE(passed) << "d0 did not train on without a";
   const bool trained = a->WaitForIteration(released_at + 3, absl::Seconds(120));
   const int64_t first = FirstReportAtOrAfter(*a, stalled_at + 1);
+  // Its next iterations too (see the check below).
+  const bool went_on = trained && a->WaitForIteration(first + 3, absl::Seconds(60));
   for (RunningDaemon* d : {founder.get(), a.get(), p.get(), q.get()}) d->signals.stop.store(true);
   for (RunningDaemon* d : {founder.get(), a.get(), p.get(), q.get()}) d->Join();
   ASSERT_TRUE(trained) << "the stalled two-stage member never trained again (it stood at "
@@ -271,6 +274,33 @@ TEST_F(RestartBehindTest, AStalledTwoStageMemberReentersWithTheSwarmsState) {
                                    "passed (it went on from its own old state)";
   for (RunningDaemon* d : {founder.get(), p.get(), q.get(), a.get()}) {
     EXPECT_TRUE(d->result.ok()) << d->result;
+  }
+  // Note [Entry in the group] (node/train/grpc_group_push.cc): with the
+  // default entry lead, p's and q's pushes for a's entry come before a's
+  // trainer starts it; they are held, and a trains its entry and the
+  // iterations after it with p and q. Before, they were refused: p and q
+  // averaged without a, which never trained its entry and re-entered a
+  // second time after a silent deadline (figures: node/daemon/README.md).
+  {
+    absl::MutexLock lock(&entries_mu);
+    EXPECT_EQ(entries, std::vector<int64_t>{first})
+        << "a re-entered more than once, or did not train its entry first";
+  }
+  EXPECT_TRUE(went_on) << "a did not train 3 iterations after its first (" << first << ")";
+  {
+    absl::MutexLock lock(&a->mu);
+    std::vector<int64_t> after;
+    for (const NodeIterationReport& report : a->reports) {
+      const int64_t at = static_cast<int64_t>(report.iteration);
+      if (at < first || at > first + 3) continue;
+      after.push_back(at);
+      for (const auto& [stage, step] : report.stages) {
+        EXPECT_EQ(step.replicas, 2) << "stage " << stage << " of a's iteration " << at
+                                    << " after its re-entry averaged without its replica";
+      }
+    }
+    EXPECT_EQ(after, (std::vector<int64_t>{first, first + 1, first + 2, first + 3}))
+        << "a skipped iterations after its re-entry (it re-entered again)";
   }
   std::printf("two-stage a stalled after iteration %lld, let go when d0 was at %lld; its "
               "first trained iteration after the stall %lld\n",

@@ -424,6 +424,10 @@ absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint6
     // refuses frames far ahead of its own iteration (Note [Behind the
     // swarm] in node/stage/stage_server.h), so it stands at entry - 1.
     if (entry > 0) stack->server()->BeginIteration(entry - 1);
+    // Note [Entry in the group] (node/train/grpc_group_push.cc): likewise
+    // our group's push window, before anyone averages with us for `entry`
+    // (a re-entering member's stood at the iteration it was stuck in).
+    if (group != nullptr) group->EnterAt(entry);
     // Note [Routed once ready]: in the replica group from `entry`, routed
     // once the state is loaded (below).
     SS_RETURN_IF_ERROR(m->UpdateLocalRecord([&](proto::NodeRecord* r) {
