@@ -115,6 +115,13 @@ ABSL_FLAG(double, verify_rate, 0,
 ABSL_FLAG(uint64_t, verify_seed, 0,
           "Seed of --verify_rate's sampling and per-check seeds; 0: drawn at start (logged). "
           "A checked replica that knew it could tell which of its micro-batches are checked.");
+ABSL_FLAG(bool, sign_frames, false,
+          "Checkable evidence (gossip swarms): sign a commitment (SHA-256 of the input and "
+          "output, ed25519) on every forward frame this node produces past stage 0, check the "
+          "commitments that reach it against the senders' record keys, and refuse frames "
+          "without one from members whose record says they sign (Note [Checkable evidence]). "
+          "Measured ~1.5 ms per frame of the default model, ~1.2% of a stage's forward "
+          "(tests/adversarial/README.md). Off by default; per node, published in its record.");
 ABSL_FLAG(double, verify_exclude_at, 3,
           "Strikes (a mismatch adds 1, a match takes 0.25 off) at which this node condemns a "
           "checked replica: leaves it out of its routes and names it in its record's bans "
@@ -260,6 +267,7 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
     LOG(INFO) << "verify_rate " << o.verify_rate << ", verify_seed " << o.verify_seed;
   }
   o.verify_exclude_at = absl::GetFlag(FLAGS_verify_exclude_at);
+  o.sign_frames = absl::GetFlag(FLAGS_sign_frames);
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());

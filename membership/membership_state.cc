@@ -786,6 +786,8 @@ View Membership::Impl::ViewLocked() const {
     info.stages.assign(m.record.stages().begin(), m.record.stages().end());
     info.subnetwork = m.record.subnetwork();
     info.verify_frames = m.record.verify_frames();
+    info.sign_frames = m.record.sign_frames();
+    info.public_key = m.record.public_key();
     info.memory_slots = m.record.memory_slots();
     info.seconds_per_layer_per_sample = m.record.seconds_per_layer_per_sample();
     for (const auto& [stage, digest] : m.record.stage_digests()) {

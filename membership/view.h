@@ -54,6 +54,11 @@ struct MemberInfo {
   std::vector<common::NodeId> bans;
   // Its record says it answers verify-only frames (NodeRecord.verify_frames).
   bool verify_frames = false;
+  // Its record says it signs its forward frames (NodeRecord.sign_frames).
+  bool sign_frames = false;
+  // Its raw Ed25519 public key, from its signed record (the key its id
+  // hashes; checked when the record was admitted).
+  std::string public_key;
   // Its record says it is about to leave, or stops as a stage's last
   // replica (NodeRecord.leaving, NodeRecord.stopping).
   bool leaving = false;

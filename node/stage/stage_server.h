@@ -253,9 +253,14 @@ struct StageServerOptions {
   // checked against it, and a frame from a hop > 0 without one is refused
   // when `require_commitments` (older peers' frames are accepted iff it is
   // false). Unset: commitments are neither checked nor required.
+  // `commitments_required_from` (optional, with `public_key_of`; thread-safe,
+  // called without the server's lock): a frame without one is refused also
+  // when it names the frame's producer, e.g. a member whose record says it
+  // signs (NodeRecord.sign_frames), so an older peer mixed in still trains.
   const identity::Identity* signer = nullptr;
   std::function<std::optional<std::string>(const PeerId&)> public_key_of;
   bool require_commitments = false;
+  std::function<bool(const PeerId&)> commitments_required_from;
 };
 
 struct StageServerStats {
@@ -302,10 +307,13 @@ struct StageServerStats {
   int64_t verify_refused = 0;
   int64_t verify_failed = 0;
   int64_t sketch_frames_refused = 0;
-  // Note [Checkable evidence]: commitments signed here as X; frames refused
-  // here as the hop after for a commitment missing (when required), not
-  // matching the frame, or not verifying.
+  // Note [Checkable evidence]: commitments signed here as X; checked here
+  // as the hop after (signature and payload hash verified: the frame went
+  // on to admission); frames refused here as the hop after for a
+  // commitment missing (when required), not matching the frame, or not
+  // verifying.
   int64_t commitments_signed = 0;
+  int64_t commitments_checked = 0;
   int64_t commitments_refused = 0;
   // As the hop before X: verify-only copies sent (and their payload
   // bytes), and those the verifier refused or never acknowledged.

@@ -69,7 +69,11 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
     if (!h.has_commitment()) return absl::OkStatus();  // the origin's stage 0
     why = "a commitment on stage 0's output";
   } else if (!h.has_commitment()) {
-    if (!options_.require_commitments) return absl::OkStatus();  // an older peer
+    absl::StatusOr<PeerId> producer = PeerId::FromBytes(h.route(producer_hop).node_id());
+    const bool required = options_.require_commitments ||
+                          (options_.commitments_required_from && producer.ok() &&
+                           options_.commitments_required_from(*producer));
+    if (!required) return absl::OkStatus();  // an older peer
     why = "no output commitment";
   } else {
     const proto::OutputCommitment& c = h.commitment();
@@ -90,6 +94,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
     } else {
+      absl::MutexLock lock(&mu_);
+      ++stats_.commitments_checked;
       return absl::OkStatus();
     }
   }

@@ -145,6 +145,10 @@ TEST(StageServerCommitmentTest, SignedOutputsAreCheckedAndEveryMicroBatchFinishe
   EXPECT_EQ(swarm.servers_[1]->stats().commitments_signed, 4);
   EXPECT_EQ(swarm.servers_[2]->stats().commitments_signed, 4);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(swarm.servers_[i]->stats().commitments_refused, 0) << i;
+  // Node 2 checked node 1's forwards, the data node node 2's tails.
+  EXPECT_EQ(swarm.servers_[2]->stats().commitments_checked, 4);
+  EXPECT_EQ(swarm.servers_[0]->stats().commitments_checked, 4);
+  EXPECT_EQ(swarm.servers_[1]->stats().commitments_checked, 0);  // stage 0's output
 }
 
 TEST(StageServerCommitmentTest, AForgedOrMissingCommitmentIsRefused) {
@@ -179,6 +183,27 @@ TEST(StageServerCommitmentTest, AForgedOrMissingCommitmentIsRefused) {
   EXPECT_EQ(refused_at_hop_2(false, [](Frame& f) { f.header.clear_commitment(); }), 0);
   // Untouched: accepted.
   EXPECT_EQ(refused_at_hop_2(true, nullptr), 0);
+}
+
+// commitments_required_from: a frame without a commitment is refused from
+// a producer it names (a member whose record says it signs), admitted from
+// any other (an older peer).
+TEST(StageServerCommitmentTest, CommitmentsAreRequiredOnlyFromTheProducersNamed) {
+  const auto refused_at_hop_2 = [](bool node_1_signs) {
+    Swarm swarm(/*require=*/false, [&](int, StageServerOptions& o) {
+      PeerId node_1 = PeerId::FromPublicKey(
+          identity::Identity::FromSeed(std::string(32, 'b')).value()->public_key());
+      o.commitments_required_from = [node_1, node_1_signs](const PeerId& p) {
+        return node_1_signs && p == node_1;
+      };
+    });
+    swarm.editing_[1]->edit = [](Frame& f) { f.header.clear_commitment(); };
+    swarm.Run(1);
+    EXPECT_EQ(swarm.recorder_.finished.count(1), 1u);
+    return swarm.servers_[2]->stats().commitments_refused;
+  };
+  EXPECT_EQ(refused_at_hop_2(true), 1);
+  EXPECT_EQ(refused_at_hop_2(false), 0);
 }
 
 TEST(StageServerCommitmentTest, TheVerifiersAnswerIsSignedOverTheInputXCommittedTo) {

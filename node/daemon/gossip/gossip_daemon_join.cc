@@ -435,6 +435,7 @@ absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint6
       for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
       r->set_subnetwork(o.sdp != model::SdpMode::kOff);  // Note [Mixed local swarm]
       r->set_verify_frames(true);  // Note [Sending checks]
+      r->set_sign_frames(o.sign_frames);  // Note [Checkable evidence]
       r->set_iteration(entry);
       r->set_entering(true);
     }));

@@ -242,6 +242,11 @@ absl::Status GossipDaemon::Parts::BuildServing() {
                       "left out of our routes, named in our record's bans";
     }
   };
+  // Note [Checkable evidence] (o.sign_frames): our key, and our members'
+  // record keys and sign_frames bits.
+  in.signer = gossip->identity();
+  in.public_key_of = [m = members.get()](const PeerId& id) { return m->PublicKeyOf(id); };
+  in.signs_frames = [m = members.get()](const PeerId& id) { return m->SignsFrames(id); };
   SS_ASSIGN_OR_RETURN(std::unique_ptr<TrainingStack> next, TrainingStack::Create(o, in));
   ReplaceStack(std::move(next));  // a stage move or re-entry keeps a pause
   return absl::OkStatus();
@@ -327,6 +332,7 @@ absl::Status GossipDaemon::Parts::WaitForFounders() {
     for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
     r->set_subnetwork(o.sdp != model::SdpMode::kOff);  // Note [Mixed local swarm]
     r->set_verify_frames(true);  // Note [Sending checks]
+    r->set_sign_frames(o.sign_frames);  // Note [Checkable evidence]
     r->set_iteration(0);  // a founder (Note [Daemon records])
   }));
   const size_t want = static_cast<size_t>(std::max(1, options.expect_members));

@@ -469,6 +469,22 @@ std::optional<uint64_t> TrainingMembers::StopAfterOf(const common::NodeId& id) c
   return std::nullopt;
 }
 
+std::optional<std::string> TrainingMembers::PublicKeyOf(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  for (const membership::MemberInfo& m : view_.members) {
+    if (m.id == id) return m.public_key;
+  }
+  return std::nullopt;
+}
+
+bool TrainingMembers::SignsFrames(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  for (const membership::MemberInfo& m : view_.members) {
+    if (m.id == id) return m.sign_frames;
+  }
+  return false;
+}
+
 std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,
                                                     const common::NodeId& to) const {
   absl::MutexLock lock(&mu_);

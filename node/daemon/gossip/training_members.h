@@ -272,6 +272,11 @@ class TrainingMembers {
   // Every member of the view that is not trusted (ascending id); empty
   // without probation. The daemon's quotas give them the newcomer budget.
   std::vector<common::NodeId> Untrusted() const;
+  // Note [Checkable evidence]: the raw public key of `id` from its signed
+  // record (nullopt for a member not in the view), and whether its record
+  // says it signs its forward frames (NodeRecord.sign_frames). Both faces.
+  std::optional<std::string> PublicKeyOf(const common::NodeId& id) const;
+  bool SignsFrames(const common::NodeId& id) const;
   // Note [Data node behind] (behind_check.h): drops every local dead
   // verdict (MarkDead through either face: this node's failed hops, probes
   // and silences); gossip's DEAD and LEFT still count. For a member that

@@ -29,6 +29,13 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
                static_cast<double>(r.server.verify_answered));
   metrics->Set("skipswarm_verify_checks_judged_total", static_cast<double>(judged));
   metrics->Set("skipswarm_verify_mismatches_total", static_cast<double>(mismatches));
+  // Note [Checkable evidence] (--sign_frames).
+  metrics->Set("skipswarm_commitments_signed_total",
+               static_cast<double>(r.server.commitments_signed));
+  metrics->Set("skipswarm_commitments_checked_total",
+               static_cast<double>(r.server.commitments_checked));
+  metrics->Set("skipswarm_commitments_refused_total",
+               static_cast<double>(r.server.commitments_refused));
   // Re-routes and dropped visits by reason (labels; their sums are the
   // server's totals), per-peer bytes, hop latency.
   ExportServerStats(r.server, metrics);

@@ -64,6 +64,14 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Outputs of members on probation this node compared with a second replica's sketch."},
       {"skipswarm_verify_mismatches_total", T::kCounter,
        "Of those, the outputs that did not match (Note [Verify trust])."},
+      {"skipswarm_commitments_signed_total", T::kCounter,
+       "Checkable evidence (--sign_frames): output commitments this node signed on the "
+       "forward frames it produced (Note [Checkable evidence])."},
+      {"skipswarm_commitments_checked_total", T::kCounter,
+       "Commitments on arriving forward frames whose signature and payload hash verified."},
+      {"skipswarm_commitments_refused_total", T::kCounter,
+       "Forward frames refused for a commitment missing (from a signing member), not "
+       "matching the frame, or not verifying."},
       {"skipswarm_verify_excluded", T::kGauge,
        "Members this node's checks condemned: left out of its routes and named as banned in "
        "its record (Note [Verify trust])."},

@@ -66,6 +66,13 @@ struct NodeDaemonOptions {
   double verify_rate = 0;
   uint64_t verify_seed = 1;
   double verify_exclude_at = 3;
+  // Note [Checkable evidence] (node/compute/evidence.h): this node signs an
+  // OutputCommitment on every forward frame it produces past stage 0,
+  // checks every commitment that reaches it, and refuses a frame without
+  // one from a member whose record says it signs (NodeRecord.sign_frames,
+  // which this sets). Off by default; gossip daemons only (a static swarm
+  // has no member records to take keys from).
+  bool sign_frames = false;
   // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
   // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
   // with kBackward it also runs frozen copies of the other stages, kept

@@ -50,6 +50,15 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
         std::max(1, (so.server.memory_slots + so.server.max_queued_forwards) / 2);
   }
   so.server.verify_rate = o.verify_rate;  // Note [Sending checks]
+  if (o.sign_frames) {  // Note [Checkable evidence]
+    if (in.signer == nullptr || !in.public_key_of || !in.signs_frames) {
+      return absl::InvalidArgumentError(
+          "sign_frames needs this node's key and its members' records (a gossip swarm)");
+    }
+    so.server.signer = in.signer;
+    so.server.public_key_of = in.public_key_of;
+    so.server.commitments_required_from = in.signs_frames;
+  }
   so.server.verify_seed = o.verify_seed;
   if (in.judge && in.member_on_probation) {
     so.server.output_checks.judge = in.judge;

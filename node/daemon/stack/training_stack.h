@@ -37,10 +37,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "identity/identity.h"
 #include "node/compute/stage_compute.h"
 #include "node/daemon/stack/node_daemon_options.h"
 #include "node/stage/route_repair.h"
@@ -98,6 +100,13 @@ struct TrainingStackInputs {
   // trusted next hops at kTrustedVerifyShare of o.verify_rate.
   std::function<void(const PeerId& checked, const PeerId& verifier, bool match)>
       on_trusted_verdict;
+  // Note [Checkable evidence], used only with o.sign_frames: this node's key
+  // (borrowed; outlives the stack), the raw public key of a member from its
+  // signed record, and whether a member's record says it signs (both
+  // thread-safe). With o.sign_frames all three are required.
+  const identity::Identity* signer = nullptr;
+  std::function<std::optional<std::string>(const PeerId&)> public_key_of;
+  std::function<bool(const PeerId&)> signs_frames;
 };
 
 // The share of o.verify_rate at which trusted members are checked.

@@ -1,0 +1,144 @@
+// The share of a stage's compute that Note [Checkable evidence] costs, both
+// measured on this machine the same way (steady-clock medians): one middle
+// stage of the default model (model_config.h defaults, 4 x 128 tokens per
+// micro-batch: a 512 KiB fp32 activation) runs forward, and forward +
+// backward, per micro-batch; a commitment costs the producer SHA-256 of its
+// input and output and one signature, and the catcher SHA-256 of the output
+// and one verification. Prints FIGURE lines (tests/adversarial/README.md
+// quotes them); asserts only that the pieces ran and that the commitment it
+// timed verifies.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/random.h"
+#include "common/sim_clock.h"
+#include "identity/identity.h"
+#include "model/model_config.h"
+#include "node/compute/evidence.h"
+#include "node/compute/task_runner.h"
+#include "node/compute/torch_stage_compute.h"
+#include "node/compute/verify_test_util.h"
+
+namespace skipswarm::node {
+namespace {
+
+using testing::RunTask;
+
+constexpr int kWarmup = 2;
+constexpr int kReps = 9;
+
+double Median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
+  common::SimClock clock;
+  ClockTaskRunner runner(&clock);
+  model::ModelConfig config;  // the default model
+  auto make = [&](int stage) {
+    TorchStageCompute::Options o;
+    o.model = config;
+    o.stage = stage;
+    absl::StatusOr<std::unique_ptr<TorchStageCompute>> c = TorchStageCompute::Create(o, &runner);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  };
+  std::unique_ptr<TorchStageCompute> s0 = make(0);
+  std::unique_ptr<TorchStageCompute> s1 = make(1);
+  ASSERT_NE(s0, nullptr);
+  ASSERT_NE(s1, nullptr);
+
+  common::Random rng(7);
+  MicroBatchData data;
+  data.samples = 4;
+  data.seq = config.seq_len;
+  for (int64_t i = 0; i < data.samples * data.seq; ++i) {
+    data.tokens.push_back(rng.UniformInt(0, 255));
+    data.targets.push_back(rng.UniformInt(0, 255));
+  }
+  absl::StatusOr<WireTensor> in = RunTask<WireTensor>(
+      clock, [&](TensorDone done) { s0->Start(0, data, std::move(done)); });
+  ASSERT_TRUE(in.ok()) << in.status();
+  s0->Discard(0);
+
+  std::vector<double> forward_us, backward_us;
+  WireTensor out;
+  for (int i = 0; i < kWarmup + kReps; ++i) {
+    const uint64_t mb = static_cast<uint64_t>(i + 1);
+    auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<WireTensor> y = RunTask<WireTensor>(
+        clock, [&](TensorDone done) { s1->Forward(mb, *in, std::move(done)); });
+    const double f = MicrosSince(start);
+    ASSERT_TRUE(y.ok()) << y.status();
+    // Any gradient of the output's shape: the cost does not depend on it.
+    start = std::chrono::steady_clock::now();
+    absl::StatusOr<WireTensor> g = RunTask<WireTensor>(
+        clock, [&](TensorDone done) { s1->Backward(mb, *y, std::move(done)); });
+    const double b = MicrosSince(start);
+    ASSERT_TRUE(g.ok()) << g.status();
+    if (i >= kWarmup) {
+      forward_us.push_back(f);
+      backward_us.push_back(b);
+    }
+    out = *std::move(y);
+  }
+
+  auto key = identity::Identity::FromSeed(std::string(32, 'x'));
+  ASSERT_TRUE(key.ok()) << key.status();
+  const identity::Identity& x = **key;
+  proto::OutputCommitment c;
+  c.set_swarm_id(std::string(16, 's'));
+  c.set_origin(std::string(32, 'o'));
+  c.set_iteration(3);
+  c.set_mb_id(1);
+  c.set_hop_index(1);
+  *c.mutable_output() = out.meta;
+  c.mutable_output()->clear_payload_crc32c();
+  c.mutable_output()->set_payload_bytes(out.payload.size());
+  std::vector<double> produce_us, check_us;
+  for (int i = 0; i < kWarmup + kReps; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    c.set_input_sha256(Sha256(in->payload));
+    c.set_output_sha256(Sha256(out.payload));
+    ASSERT_TRUE(SignCommitment(x, &c).ok());
+    const double p = MicrosSince(start);
+    start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(VerifyCommitment(c, x.public_key()).ok());
+    ASSERT_EQ(Sha256(out.payload), c.output_sha256());
+    const double k = MicrosSince(start);
+    if (i >= kWarmup) {
+      produce_us.push_back(p);
+      check_us.push_back(k);
+    }
+  }
+  const double fwd = Median(forward_us), bwd = Median(backward_us);
+  const double commit = Median(produce_us) + Median(check_us);
+  std::printf(
+      "FIGURE default model stage 1, %zu KiB in / %zu KiB out: forward_ms=%.2f "
+      "backward_ms=%.2f\n",
+      static_cast<size_t>(in->payload.size() >> 10), static_cast<size_t>(out.payload.size() >> 10),
+      fwd / 1e3, bwd / 1e3);
+  std::printf(
+      "FIGURE commitment producer_us=%.0f (hash in+out, sign) catcher_us=%.0f (verify, hash "
+      "out) total_us=%.0f = %.2f%% of forward, %.2f%% of forward+backward\n",
+      Median(produce_us), Median(check_us), commit, 100 * commit / fwd,
+      100 * commit / (fwd + bwd));
+  EXPECT_GT(fwd, 0);
+  EXPECT_GT(commit, 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
