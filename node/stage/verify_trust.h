@@ -210,6 +210,16 @@ class VerifiedRoutingView final : public SwarmView {
                                    const common::NodeId& to) const override {
     return inner_->Link(from, to);
   }
+  // `inner`'s record, the condemned's too: the daemons' data node drivers
+  // route with this view, and a relayed stopping claim is confirmed by the
+  // named node's own record (Note [Confirmed stopping] in
+  // node/train/data_node_driver.h). With the base class's nullopt no
+  // relayed claim was ever confirmed in a daemon: its micro-batch was
+  // dropped at its deadline instead of re-run (a last replica's stop
+  // ended an iteration with 0 micro-batches and a NaN loss).
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return inner_->StopAfter(id);
+  }
 
  private:
   // This node's condemned and the verify quorum's bans. A function of the

@@ -115,6 +115,22 @@ TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
   EXPECT_FALSE(inner.IsAlive(a));
 }
 
+// Note [Confirmed stopping] (node/train/data_node_driver.h): the daemons'
+// data node drivers read stopping records through this view; a record of
+// the inner view, a condemned member's included, reaches them unchanged.
+TEST(VerifiedRoutingViewTest, PassesOnTheInnerViewsStoppingRecords) {
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), d = NodeId::ForName("d");
+  StaticSwarmView inner({{d, {0}, 4}, {a, {1}, 4}, {b, {1}, 4}});
+  VerifyTrust trust(VerifyTrustOptions{.exclude_at = 1});
+  VerifiedRoutingView view(&inner, &trust, d);
+  EXPECT_EQ(view.StopAfter(b), std::nullopt);
+  inner.SetStopping(b, 14);
+  EXPECT_EQ(view.StopAfter(b), std::optional<uint64_t>(14));
+  EXPECT_EQ(view.StopAfter(a), std::nullopt);
+  trust.Record(b, false);  // condemned: out of the routes, its record stays
+  EXPECT_EQ(view.StopAfter(b), std::optional<uint64_t>(14));
+}
+
 // Note [Verify bans]: a 3-stage pipeline's swarm: a data node d, a trusted
 // and a newcomer replica (t1, n1) of stage 1, trusted s2a and s2b of stage
 // 2 (the hops after stage 1), a trusted t3 and a newcomer n3 of stage 3.
