@@ -281,10 +281,22 @@ TEST_F(RestartBehindTest, AStalledTwoStageMemberReentersWithTheSwarmsState) {
   // iterations after it with p and q. Before, they were refused: p and q
   // averaged without a, which never trained its entry and re-entered a
   // second time after a silent deadline (figures: node/daemon/README.md).
+  // One re-entry may announce several entries: a fetch that finds its
+  // source already past the entry announces a later one at once (Note [Join
+  // retries]: 72 then 74 in one CI run). A second re-entry comes only after
+  // a's own averaging waited out a silent deadline (30 s: entries 18 and 88
+  // before the fix), so each entry must follow the one before within
+  // kRetrySpan iterations, and a must train the last one first.
+  constexpr int64_t kRetrySpan = 20;
   {
     absl::MutexLock lock(&entries_mu);
-    EXPECT_EQ(entries, std::vector<int64_t>{first})
-        << "a re-entered more than once, or did not train its entry first";
+    ASSERT_FALSE(entries.empty()) << "a never announced an entry";
+    EXPECT_EQ(entries.back(), first) << "a did not train its entry first";
+    for (size_t i = 1; i < entries.size(); ++i) {
+      EXPECT_LE(entries[i] - entries[i - 1], kRetrySpan)
+          << "a re-entered a second time (entries " << entries[i - 1] << " and " << entries[i]
+          << ")";
+    }
   }
   EXPECT_TRUE(went_on) << "a did not train 3 iterations after its first (" << first << ")";
   {
