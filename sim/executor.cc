@@ -50,6 +50,12 @@ class HolderView final : public node::SwarmView {
   }
   void MarkDead(const common::NodeId&) override {}
   uint64_t version() const override { return 0; }
+  // The simulated world keeps no measured links and no signed records.
+  std::optional<node::LinkEstimate> Link(const common::NodeId&,
+                                         const common::NodeId&) const override {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> StopAfter(const common::NodeId&) const override { return std::nullopt; }
 
  private:
   const scheduler::TopologyView* view_;

@@ -179,6 +179,12 @@ class WorldSwarmView final : public node::SwarmView {
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override;
   uint64_t version() const override;
+  // The simulated world keeps no measured links and no signed records.
+  std::optional<node::LinkEstimate> Link(const common::NodeId&,
+                                         const common::NodeId&) const override {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> StopAfter(const common::NodeId&) const override { return std::nullopt; }
 
   // The world brought `id` back: drop this node's verdict about it.
   void Forget(const common::NodeId& id);

@@ -83,14 +83,13 @@ class SwarmView {
   virtual uint64_t version() const = 0;
   // The latest measurement `from` published of its link to `to`, or
   // nullopt when there is none. Views without measurements (static lists,
-  // the simulator) keep this default; planners then use estimates (Note
+  // the simulator) answer nullopt; planners then use estimates (Note
   // [Planning from measured links] in node/train/scheduler_planner.cc).
+  // Pure, as StopAfter: a view that wraps another must pass both on (a
+  // wrapper that inherited a nullopt default hid every stopping record from
+  // the daemons' data nodes), and one without them says so.
   virtual std::optional<LinkEstimate> Link(const common::NodeId& from,
-                                           const common::NodeId& to) const {
-    (void)from;
-    (void)to;
-    return std::nullopt;
-  }
+                                           const common::NodeId& to) const = 0;
   // The last iteration `id`'s own signed record says it trains: as a
   // stopping last replica (record.stopping with stop_after, Note [Stopping
   // last replica] in node/daemon/gossip/training_members.h) or as a member
@@ -98,11 +97,8 @@ class SwarmView {
   // when the view holds no such record. Only what `id` signed itself: the
   // data node confirms a relayed stopping claim against it (Note
   // [Confirmed stopping] in node/train/data_node_driver.h). Views without
-  // records keep this default.
-  virtual std::optional<uint64_t> StopAfter(const common::NodeId& id) const {
-    (void)id;
-    return std::nullopt;
-  }
+  // records answer nullopt.
+  virtual std::optional<uint64_t> StopAfter(const common::NodeId& id) const = 0;
 };
 
 class StaticSwarmView final : public SwarmView {
@@ -114,6 +110,10 @@ class StaticSwarmView final : public SwarmView {
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override;
   uint64_t version() const override;
+  // A static list has no measurements.
+  std::optional<LinkEstimate> Link(const common::NodeId&, const common::NodeId&) const override {
+    return std::nullopt;
+  }
 
   // Routing only (Note [Paused members] in node/daemon/gossip/
   // training_members.h): a paused member is neither listed nor a replica,

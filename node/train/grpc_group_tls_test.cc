@@ -202,6 +202,12 @@ class WatchedView final : public SwarmView {
     dead_.push_back(id);
   }
   uint64_t version() const override { return view_.version(); }
+  std::optional<LinkEstimate> Link(const NodeId& from, const NodeId& to) const override {
+    return view_.Link(from, to);
+  }
+  std::optional<uint64_t> StopAfter(const NodeId& id) const override {
+    return view_.StopAfter(id);
+  }
   // Blocks until `id` is marked dead (false after `timeout`).
   bool WaitDead(const NodeId& id, absl::Duration timeout) {
     auto marked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

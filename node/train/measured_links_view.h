@@ -54,6 +54,9 @@ class MeasuredLinksView final : public SwarmView {
     if (it == links_.end()) return std::nullopt;
     return it->second;
   }
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return members_.StopAfter(id);
+  }
 
  private:
   StaticSwarmView members_;

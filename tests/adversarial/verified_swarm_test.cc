@@ -92,6 +92,13 @@ class PublishedBansView final : public SwarmView {
     for (const auto& t : *trust_) v += t->generation();
     return v;
   }
+  std::optional<LinkEstimate> Link(const common::NodeId& from,
+                                   const common::NodeId& to) const override {
+    return inner_->Link(from, to);
+  }
+  std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
+    return inner_->StopAfter(id);
+  }
 
  private:
   SwarmView* const inner_;
