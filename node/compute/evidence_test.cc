@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -213,42 +212,6 @@ TEST(EvidenceTest, VerifyCommitmentChecksShapeKeyAndSignature) {
   std::printf("FIGURE commitment_bytes=%zu answer_signature_extra_bytes=%zu\n",
               e.commitment.SerializeAsString().size(),
               size_t{32 + 32 + 64 + 6});
-}
-
-template <typename F>
-double MedianMicros(int reps, F f) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
-                                                          start)
-                    .count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// The per-frame cost X pays (hash the output, sign) and the catcher pays
-// (hash the output, verify), for a 2 MiB payload. Figures, not assertions.
-TEST(EvidenceTest, FigurePerFrameCost) {
-  World w;
-  std::string two_mib(2 << 20, '\0');
-  for (size_t i = 0; i < two_mib.size(); ++i) two_mib[i] = static_cast<char>(i * 131);
-  // Chunked as the transport receives it (1 MiB chunks).
-  absl::Cord payload;
-  payload.Append(two_mib.substr(0, 1 << 20));
-  payload.Append(two_mib.substr(1 << 20));
-  std::string sink;
-  const double hash_us = MedianMicros(21, [&] { sink = Sha256(payload); });
-  const Evidence e = w.Make(1.f, w.input);
-  proto::OutputCommitment c = e.commitment;
-  const double sign_us = MedianMicros(51, [&] { CHECK(SignCommitment(*w.x, &c).ok()); });
-  const double verify_us =
-      MedianMicros(51, [&] { CHECK(VerifyCommitment(c, w.x->public_key()).ok()); });
-  std::printf("FIGURE sha256_2MiB_us=%.0f (%.0f MB/s) sign_us=%.1f verify_us=%.1f\n", hash_us,
-              (2 << 20) / hash_us, sign_us, verify_us);
-  EXPECT_EQ(sink.size(), kSha256Bytes);
 }
 
 }  // namespace
