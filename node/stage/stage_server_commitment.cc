@@ -2,7 +2,9 @@
 // X signs a commitment to the input it received and the output it sends on
 // every forward frame it produces (it cannot know which are checked), and
 // the hop after checks it before admission, so the output it may later
-// keep for a check is the one X signed.
+// keep for a check is the one X signed. X passes the hop before's
+// commitment on with its own, which binds it, and the hop after checks
+// that its output hash is X's input hash (the input chain).
 #include <optional>
 #include <string>
 #include <utility>
