@@ -4,7 +4,9 @@
 // micro-batch: a 512 KiB fp32 activation) runs forward, and forward +
 // backward, per micro-batch; a commitment costs the producer SHA-256 of its
 // input and output and one signature, and the catcher SHA-256 of the output
-// and one verification. Prints FIGURE lines (tests/adversarial/README.md
+// and one verification; the input chain adds the producer one digest of
+// the hop before's commitment and the catcher that digest and one more
+// verification. Prints FIGURE lines (tests/adversarial/README.md
 // quotes them); asserts only that the pieces ran and that the commitment it
 // timed verifies.
 #include <gtest/gtest.h>
@@ -129,8 +131,33 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
       check_us.push_back(k);
     }
   }
+  // The input chain: X binds the hop before's commitment (here `c`, as
+  // the hop before's) in its own and passes it on; the catcher checks the
+  // binding, the hop before's signature and its output hash against X's
+  // input hash.
+  proto::OutputCommitment next = c;
+  next.set_hop_index(2);
+  next.set_input_sha256(c.output_sha256());
+  std::vector<double> bind_us, chain_check_us;
+  for (int i = 0; i < kWarmup + kReps; ++i) {
+    absl::Duration start = Wall().SteadyNow();
+    next.set_input_commitment_sha256(CommitmentDigest(c));
+    const double p = MicrosSince(start);
+    start = Wall().SteadyNow();
+    ASSERT_EQ(CommitmentDigest(c), next.input_commitment_sha256());
+    ASSERT_TRUE(VerifyCommitment(c, x.public_key()).ok());
+    ASSERT_EQ(c.output_sha256(), next.input_sha256());
+    const double k = MicrosSince(start);
+    if (i >= kWarmup) {
+      bind_us.push_back(p);
+      chain_check_us.push_back(k);
+    }
+  }
+  ASSERT_TRUE(SignCommitment(x, &next).ok());
+  const size_t chain_bytes = c.ByteSizeLong() + 2 + (next.ByteSizeLong() - c.ByteSizeLong());
   const double fwd = Median(forward_us), bwd = Median(backward_us);
   const double commit = Median(produce_us) + Median(check_us);
+  const double chain = Median(bind_us) + Median(chain_check_us);
   std::printf(
       "FIGURE default model stage 1, %zu KiB in / %zu KiB out: forward_ms=%.2f "
       "backward_ms=%.2f\n",
@@ -141,6 +168,10 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
       "out) total_us=%.0f = %.2f%% of forward, %.2f%% of forward+backward\n",
       Median(produce_us), Median(check_us), commit, 100 * commit / fwd,
       100 * commit / (fwd + bwd));
+  std::printf(
+      "FIGURE input chain producer_us=%.1f (digest) catcher_us=%.0f (digest, verify) "
+      "total_us=%.0f = %.2f%% of forward; ~%zu header bytes per frame\n",
+      Median(bind_us), Median(chain_check_us), chain, 100 * chain / fwd, chain_bytes);
   EXPECT_GT(fwd, 0);
   EXPECT_GT(commit, 0);
 }

@@ -78,7 +78,10 @@ std::string Sha256(const absl::Cord& payload) {
 }
 
 std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
-  SignedBytes b("skipswarm.output_commitment.v1");
+  // v2 adds the bound input commitment; without one the bytes are v1's, so
+  // a signer that received no commitment signs what an older peer does.
+  const bool bound = !c.input_commitment_sha256().empty();
+  SignedBytes b(bound ? "skipswarm.output_commitment.v2" : "skipswarm.output_commitment.v1");
   b.Bytes(c.swarm_id());
   b.Bytes(c.origin());
   b.U64(c.iteration());
@@ -94,7 +97,12 @@ std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
   b.U64(m.block_size());
   b.U64(m.shape_size());
   for (int64_t d : m.shape()) b.U64(static_cast<uint64_t>(d));
+  if (bound) b.Bytes(c.input_commitment_sha256());
   return b.Take();
+}
+
+std::string CommitmentDigest(const proto::OutputCommitment& commitment) {
+  return Sha256(absl::Cord(CommitmentSigningBytes(commitment)));
 }
 
 std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& a) {
@@ -158,6 +166,11 @@ absl::Status CheckCommitmentShape(const proto::OutputCommitment& c) {
   for (int64_t d : c.output().shape()) {
     if (d < 1) return absl::InvalidArgumentError(absl::StrCat("commitment output dim ", d));
   }
+  if (!c.input_commitment_sha256().empty()) {
+    absl::Status s =
+        Exact("commitment input_commitment_sha256", c.input_commitment_sha256(), kSha256Bytes);
+    if (!s.ok()) return s;
+  }
   return Exact("commitment signature", c.signature(), identity::kSignatureBytes);
 }
 
@@ -209,9 +222,19 @@ EvidenceVerdict CheckEvidence(const Evidence& e, absl::string_view x_public_key,
     return Verdict(EvidenceVerdict::kPayloadHashDiffers,
                    "the payload is not the output X committed to");
   }
+  // The commitment X bound (its signature names the digest), if the piece
+  // carries it: X's own word on what the hop before said it sent X.
+  const bool carried = !c.input_commitment_sha256().empty() && e.input_commitment.has_value() &&
+                       CommitmentDigest(*e.input_commitment) == c.input_commitment_sha256();
+  if (carried && e.input_commitment->output_sha256() != c.input_sha256()) {
+    return Verdict(EvidenceVerdict::kFalseInput,
+                   "X signed an input hash other than the output of the commitment it bound");
+  }
   if (a.input_sha256() != c.input_sha256()) {
     return Verdict(EvidenceVerdict::kInputsDiffer,
-                   "X and Y signed different inputs (X, Y or the hop before lied)");
+                   carried ? "X and Y signed different inputs; X's is the hop before's "
+                             "committed output (the hop before or Y lied)"
+                           : "X and Y signed different inputs (X, Y or the hop before lied)");
   }
   // The CRC is not signed (the SHA-256 covers the bytes), but the decoder
   // checks it: the one of the payload whose hash was just checked.

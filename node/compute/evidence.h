@@ -38,14 +38,32 @@
 //   A valid mismatch proves "X and Y disagree on the same input"; who lied
 //   is trust's job as before (a newcomer X against a trusted Y: X). A valid
 //   match convicts nobody.
-// - Refinement, a hole left for the wiring: X could commit to a wrong input
-//   hash, so that every piece of evidence against it is kInputsDiffer. That
-//   verdict therefore names itself (never a plain "invalid"): it is no
-//   conviction, but it is no acquittal either, and the catcher's own
-//   verdict still counts locally as today. The closing step is for X's
-//   frame to carry the hop before's commitment to the frame X received (its
-//   signed output hash is X's input hash), checked by the catcher; then a
-//   false input hash needs the hop before's key.
+// - The input chain. Alone, X could commit to a wrong input hash so that
+//   every piece against it is kInputsDiffer. So X's frame carries the hop
+//   before's commitment to the frame X received (FrameHeader
+//   .input_commitment: its signed output hash IS X's input hash), and X's
+//   own commitment binds it (input_commitment_sha256, the SHA-256 of its
+//   signing bytes, signed). The catcher refuses a frame whose carried
+//   commitment is not the bound one, does not verify under the hop
+//   before's key, names another visit than the hop before's (same
+//   micro-batch, hop - 1, route's node), or whose output hash is not X's
+//   input hash; a frame without one only where both X and the hop before
+//   sign by their records (an older peer on either side leaves X nothing
+//   to pass on). A false input hash then needs the hop before's key.
+// - What a kept piece then says: an honest catcher kept only frames that
+//   passed, so X's input hash is the hop before's signed output, and
+//   kInputsDiffer means the hop before fed Y another input or Y lied (its
+//   reason says so; still no conviction). A piece whose bound commitment's
+//   output hash is not X's input hash (a catcher that kept a refused
+//   frame) is kFalseInput: X signed both, so X alone lied, and a catcher
+//   cannot make one for an honest X (swapping the carried commitment
+//   breaks the binding, stripping the binding breaks X's signature).
+// - What remains: hop 1's input comes from stage 0, which signs nothing,
+//   so X at hop 1 can still sign a false input hash that only the data
+//   node that made the micro-batch could refute (closing it needs the
+//   data node to sign its stage-0 output where it has a key); and for
+//   pieces from older peers, or where the hop before does not sign,
+//   kInputsDiffer keeps naming X, Y or the hop before.
 //
 // Signed bytes are a fixed, length-prefixed encoding (never a proto
 // serialization, which is not canonical), with a domain tag per kind.
@@ -55,6 +73,7 @@
 #define SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -80,6 +99,9 @@ std::string Sha256(const absl::Cord& payload);
 // The bytes X signs / Y signs (see Note [Checkable evidence]).
 std::string CommitmentSigningBytes(const proto::OutputCommitment& commitment);
 std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& answer);
+// SHA-256 of CommitmentSigningBytes: what the next commitment's
+// input_commitment_sha256 holds to bind this one.
+std::string CommitmentDigest(const proto::OutputCommitment& commitment);
 
 // Fills commitment->signature with `signer`'s signature; the caller filled
 // the other fields, `producer` with signer.id().
@@ -92,7 +114,8 @@ absl::Status SignAnswer(const identity::Identity& signer, absl::string_view swar
 // The commitment's shape, as a receiver checks it before anything else
 // (InvalidArgument naming the field): 32-byte origin, producer and hashes,
 // a swarm id of at most 32 bytes, hop_index in 1..kMaxCheckedHops-1, an
-// output meta of rank 1..8 with positive dimensions, a 64-byte signature.
+// output meta of rank 1..8 with positive dimensions, an
+// input_commitment_sha256 empty or of 32 bytes, a 64-byte signature.
 absl::Status CheckCommitmentShape(const proto::OutputCommitment& commitment);
 
 // CheckCommitmentShape, then `public_key` must hash to the producer and the
@@ -111,6 +134,9 @@ struct Evidence {
   proto::OutputCommitment commitment;  // X's, from its output frame
   absl::Cord output;                   // that frame's payload
   proto::SketchAnswer answer;          // Y's
+  // That frame's input_commitment (the hop before's, bound by X's
+  // commitment); unset where X bound none.
+  std::optional<proto::OutputCommitment> input_commitment;
 };
 
 struct EvidenceVerdict {
@@ -124,12 +150,18 @@ struct EvidenceVerdict {
     kPayloadHashDiffers,
     kInputsDiffer,      // Note [Checkable evidence]: no conviction either way
     kUndecodable,       // the judge refused the payload or the sketch
+    // X's signed input hash is not the output hash of the commitment it
+    // bound (Note [Checkable evidence]): X's own signature contradicts
+    // itself, whoever Y is.
+    kFalseInput,
   };
   Kind kind = kMalformed;
   std::string reason;  // why not valid; for kMismatch, the judge's reason
   model::SketchVerdict sketch;  // kMismatch / kMatch: the judge's numbers
 
   bool valid() const { return kind == kMismatch || kind == kMatch; }
+  // The piece alone proves X signed falsely (no trust or quorum needed).
+  bool proves_x_lied() const { return kind == kFalseInput; }
 };
 
 // Checks `evidence` against X's and Y's raw Ed25519 public keys (from their

@@ -160,6 +160,75 @@ TEST(EvidenceTest, AHopBeforeFeedingYAnotherInputCannotFrameX) {
   EXPECT_FALSE(v.valid());
 }
 
+// X at hop 2 of the same visit, after hop before P (key 'p') whose signed
+// commitment says it sent output `p_output`; X binds that commitment and
+// signs `x_input` as its input; Y (at hop 2 too) signed `y_input`.
+Evidence Chained(const World& w, float x_scale, const std::string& p_output,
+                 const std::string& x_input, const std::string& y_input) {
+  Evidence e = w.Make(x_scale, y_input);
+  proto::OutputCommitment p = e.commitment;  // P's visit, one hop earlier
+  p.set_hop_index(1);
+  p.set_input_sha256(Sha256(absl::Cord("P's input")));
+  p.set_output_sha256(p_output);
+  CHECK(SignCommitment(*Key('p'), &p).ok());
+  e.commitment.set_hop_index(2);
+  e.commitment.set_input_sha256(x_input);
+  e.commitment.set_input_commitment_sha256(CommitmentDigest(p));
+  CHECK(SignCommitment(*w.x, &e.commitment).ok());
+  e.input_commitment = p;
+  e.answer.set_hop_index(2);
+  CHECK(SignAnswer(*w.y, kSwarm, y_input, &e.answer).ok());
+  return e;
+}
+
+TEST(EvidenceTest, XsBoundInputCommitmentTellsAFalseInputFromAnHonestOne) {
+  World w;
+  const std::string other = Sha256(absl::Cord("another input"));
+  // Honest X, P and Y: the bound commitment changes nothing.
+  EXPECT_EQ(w.Check(Chained(w, 1.05f, w.input, w.input, w.input)).kind,
+            EvidenceVerdict::kMismatch);
+  EXPECT_EQ(w.Check(Chained(w, 1.f, w.input, w.input, w.input)).kind, EvidenceVerdict::kMatch);
+  // X's input is P's committed output; Y's differs: P or Y lied, not X.
+  EvidenceVerdict v = w.Check(Chained(w, 1.05f, w.input, w.input, other));
+  EXPECT_EQ(v.kind, EvidenceVerdict::kInputsDiffer);
+  EXPECT_FALSE(v.proves_x_lied());
+  EXPECT_NE(v.reason.find("hop before's committed output"), std::string::npos) << v.reason;
+  // X signed a false input hash beside P's commitment (a catcher kept a
+  // frame it should have refused): X's own signature convicts it, whatever
+  // Y signed.
+  for (const std::string& y_input : {w.input, other}) {
+    v = w.Check(Chained(w, 1.05f, w.input, other, y_input));
+    EXPECT_EQ(v.kind, EvidenceVerdict::kFalseInput) << v.reason;
+    EXPECT_TRUE(v.proves_x_lied());
+    EXPECT_FALSE(v.valid());
+  }
+}
+
+TEST(EvidenceTest, ACatcherCannotSwapOrStripTheBoundInputCommitment) {
+  World w;
+  const std::string other = Sha256(absl::Cord("another input"));
+  // An honest X framed with another commitment P signed for the visit: X's
+  // signature binds the one it got, so the swap convicts nobody.
+  Evidence e = Chained(w, 1.05f, w.input, w.input, other);
+  e.input_commitment = Chained(w, 1.05f, other, other, other).input_commitment;
+  EvidenceVerdict v = w.Check(e);
+  EXPECT_EQ(v.kind, EvidenceVerdict::kInputsDiffer) << v.reason;
+  EXPECT_EQ(v.reason.find("hop before's committed output"), std::string::npos) << v.reason;
+  // Stripped from X's commitment: X's signature no longer holds.
+  Evidence f = Chained(w, 1.05f, w.input, w.input, w.input);
+  f.commitment.clear_input_commitment_sha256();
+  EXPECT_EQ(w.Check(f).kind, EvidenceVerdict::kBadXSignature);
+  // A binding of the wrong size is malformed.
+  Evidence g = Chained(w, 1.05f, w.input, w.input, w.input);
+  g.commitment.set_input_commitment_sha256("short");
+  EXPECT_EQ(w.Check(g).kind, EvidenceVerdict::kMalformed);
+  // Without a bound commitment the signed bytes are v1's (what X signs
+  // where it received none, and what an older signer signs).
+  EXPECT_EQ(CommitmentSigningBytes(w.Make(1.f, w.input).commitment).substr(8, 30),
+            "skipswarm.output_commitment.v1");
+  EXPECT_EQ(CommitmentSigningBytes(f.commitment).substr(8, 30), "skipswarm.output_commitment.v1");
+}
+
 TEST(EvidenceTest, AnAnswerForAnotherVisitIsRefused) {
   World w;
   Evidence e = w.Make(1.05f, w.input);

@@ -12,7 +12,8 @@ OutputChecks::OutputChecks(OutputChecksOptions options) : options_(std::move(opt
 std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& visit,
                                                            const WireTensor& received,
                                                            common::NodeId* sketch_from,
-                                                           const proto::OutputCommitment* commitment) {
+                                                           const proto::OutputCommitment* commitment,
+                                                           const proto::OutputCommitment* input_commitment) {
   absl::MutexLock l(&mu_);
   if (any_ended_ && visit.iteration <= ended_) return std::nullopt;
   auto s = sketches_.find(visit);
@@ -21,8 +22,9 @@ std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& v
     sketches_.erase(s);
     ForgetSketchFrom(p.from);
     if (sketch_from != nullptr) *sketch_from = p.from;
-    Kept kept{received, std::nullopt};
+    Kept kept{received, std::nullopt, std::nullopt};
     if (commitment != nullptr) kept.commitment = *commitment;
+    if (input_commitment != nullptr) kept.input_commitment = *input_commitment;
     return Judge(visit, kept, p.from, p);
   }
   if (options_.max_kept_outputs < 1 || outputs_.contains(visit)) return std::nullopt;
@@ -33,8 +35,9 @@ std::optional<model::SketchVerdict> OutputChecks::OnOutput(const CheckedVisit& v
     output_order_.pop_front();
     ++stats_.outputs_dropped;
   }
-  Kept kept{received, std::nullopt};  // shares the payload's Cord
+  Kept kept{received, std::nullopt, std::nullopt};  // shares the payload's Cord
   if (commitment != nullptr) kept.commitment = *commitment;
+  if (input_commitment != nullptr) kept.input_commitment = *input_commitment;
   outputs_.emplace(visit, std::move(kept));
   output_order_.push_back(visit);
   return std::nullopt;
@@ -98,8 +101,8 @@ std::optional<model::SketchVerdict> OutputChecks::Judge(const CheckedVisit& visi
   // evidence; unsigned ones (older peers) stay this node's word only.
   if (!v->match && output.commitment.has_value() && pending.signed_answer.has_value() &&
       !pending.signed_answer->signature().empty()) {
-    KeepEvidence(visit.checked,
-                 Evidence{*output.commitment, output.received.payload, *pending.signed_answer});
+    KeepEvidence(visit.checked, Evidence{*output.commitment, output.received.payload,
+                                         *pending.signed_answer, output.input_commitment});
   }
   return *std::move(v);
 }

@@ -113,10 +113,12 @@ class OutputChecks {
   // output of an iteration already ended is ignored.
   // `commitment`: X's signed commitment to it (the frame's, checked at
   // admission), kept with it for evidence; null when the frame had none.
-  std::optional<model::SketchVerdict> OnOutput(const CheckedVisit& visit,
-                                               const WireTensor& received,
-                                               common::NodeId* sketch_from = nullptr,
-                                               const proto::OutputCommitment* commitment = nullptr);
+  // `input_commitment`: the frame's input_commitment (the hop before's,
+  // bound by X's), kept likewise (Evidence::input_commitment).
+  std::optional<model::SketchVerdict> OnOutput(
+      const CheckedVisit& visit, const WireTensor& received, common::NodeId* sketch_from = nullptr,
+      const proto::OutputCommitment* commitment = nullptr,
+      const proto::OutputCommitment* input_commitment = nullptr);
   // Y's answer, from peer `from`. A verdict when X's output was kept, else
   // nullopt (waiting, refused, or a malformed sketch). `signed_answer`:
   // the answer as it came on the wire (with Y's signature), kept for
@@ -141,6 +143,7 @@ class OutputChecks {
   struct Kept {
     WireTensor received;
     std::optional<proto::OutputCommitment> commitment;
+    std::optional<proto::OutputCommitment> input_commitment;
   };
   std::optional<model::SketchVerdict> Judge(const CheckedVisit& visit, const Kept& output,
                                             const common::NodeId& from, const Pending& sketch)

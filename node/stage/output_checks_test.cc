@@ -271,5 +271,45 @@ TEST(OutputChecksBoundsTest, SignedMismatchesAreKeptAsEvidenceOldestDropped) {
   EXPECT_TRUE(checks.EvidenceAgainst((*y)->id()).empty());
 }
 
+// The frame's input commitment (the hop before's, bound by X's) is kept
+// with the piece, so CheckEvidence can tell a false input hash.
+TEST(OutputChecksBoundsTest, TheBoundInputCommitmentIsKeptWithTheEvidence) {
+  OutputChecksOptions o = Judged();
+  OutputChecks checks(o);
+  auto p = identity::Identity::FromSeed(std::string(32, 'p'));
+  auto x = identity::Identity::FromSeed(std::string(32, 'x'));
+  auto y = identity::Identity::FromSeed(std::string(32, 'y'));
+  ASSERT_TRUE(p.ok() && x.ok() && y.ok());
+  const WireTensor out = Decodable();
+  const CheckedVisit visit{NodeId::ForName("origin"), 0, 1, 2, (*x)->id()};
+  proto::OutputCommitment before;
+  before.set_origin(visit.origin.Bytes());
+  before.set_mb_id(1);
+  before.set_hop_index(1);
+  before.set_input_sha256(std::string(32, 'h'));
+  before.set_output_sha256(std::string(32, 'i'));
+  *before.mutable_output() = out.meta;
+  ASSERT_TRUE(SignCommitment(**p, &before).ok());
+  proto::OutputCommitment c = before;
+  c.set_hop_index(2);
+  c.set_input_sha256(std::string(32, 'i'));
+  c.set_output_sha256(Sha256(out.payload));
+  c.mutable_output()->clear_payload_crc32c();
+  c.set_input_commitment_sha256(CommitmentDigest(before));
+  ASSERT_TRUE(SignCommitment(**x, &c).ok());
+  const SketchAnswer answer{visit, model::SketchOutput({2.f, 4.f, 6.f, 8.f}, {1, 2, 2}, 9)};
+  proto::SketchAnswer wire = AnswerToProto(answer);
+  ASSERT_TRUE(SignAnswer(**y, "", std::string(32, 'i'), &wire).ok());
+  checks.OnOutput(visit, out, nullptr, &c, &before);
+  checks.OnAnswer((*y)->id(), answer, &wire);
+  const std::vector<Evidence> kept = checks.EvidenceAgainst((*x)->id());
+  ASSERT_EQ(kept.size(), 1u);
+  ASSERT_TRUE(kept[0].input_commitment.has_value());
+  EXPECT_EQ(kept[0].input_commitment->SerializeAsString(), before.SerializeAsString());
+  const EvidenceVerdict v = CheckEvidence(kept[0], (*x)->public_key(), (*y)->public_key(),
+                                          SketchLimits{{4, 4, 4}}, o.judge);
+  EXPECT_EQ(v.kind, EvidenceVerdict::kMismatch) << v.reason;
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -2,7 +2,11 @@
 // X signs a commitment to the input it received and the output it sends on
 // every forward frame it produces (it cannot know which are checked), and
 // the hop after checks it before admission, so the output it may later
-// keep for a check is the one X signed.
+// keep for a check is the one X signed. X passes the hop before's
+// commitment on with its own, which binds it, and the hop after checks
+// that its output hash is X's input hash (the input chain).
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,10 +34,21 @@ bool SameMeta(const proto::TensorMeta& a, const proto::TensorMeta& b) {
 void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha256,
                                      Frame* next) {
   // The received frame's commitment is the hop before's: never passed on
-  // as ours.
+  // as ours, but as the commitment to our input, where it names the input
+  // we hashed (checked at admission where we check; compared here too).
+  std::optional<proto::OutputCommitment> received;
+  if (next->header.has_commitment() &&
+      next->header.commitment().output_sha256() == input_sha256) {
+    received = std::move(*next->header.mutable_commitment());
+  }
   next->header.clear_commitment();
+  next->header.clear_input_commitment();
   if (options_.signer == nullptr || hop == 0) return;  // stage 0 is never checked
   proto::OutputCommitment* c = next->header.mutable_commitment();
+  if (received.has_value()) {
+    c->set_input_commitment_sha256(CommitmentDigest(*received));
+    *next->header.mutable_input_commitment() = *std::move(received);
+  }
   c->set_swarm_id(next->header.swarm_id());
   c->set_origin(next->header.origin());
   c->set_iteration(next->header.iteration());
@@ -51,10 +66,60 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
     // requires it refuses, as it would an older peer's).
     LOG_EVERY_N(ERROR, 100) << "cannot sign an output commitment: " << signed_ok;
     next->header.clear_commitment();
+    next->header.clear_input_commitment();
     return;
   }
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_signed;
+}
+
+bool StageServer::Impl::CommitmentsRequiredFrom(const std::string& node_id) const {
+  if (options_.require_commitments) return true;
+  absl::StatusOr<PeerId> member = PeerId::FromBytes(node_id);
+  return options_.commitments_required_from && member.ok() &&
+         options_.commitments_required_from(*member);
+}
+
+std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
+                                                     uint32_t producer_hop) {
+  const proto::OutputCommitment& c = h.commitment();
+  const bool bound = !c.input_commitment_sha256().empty();
+  if (producer_hop == 1) {
+    if (bound || h.has_input_commitment()) return "an input commitment on hop 1 (stage 0 signs none)";
+    return "";
+  }
+  const std::string& before = h.route(producer_hop - 1).node_id();
+  if (!bound && !h.has_input_commitment()) {
+    // Only where both X and the hop before sign (an older peer on either
+    // side leaves X nothing to pass on).
+    if (CommitmentsRequiredFrom(h.route(producer_hop).node_id()) && CommitmentsRequiredFrom(before)) {
+      return "no input commitment";
+    }
+    return "";
+  }
+  if (!bound || !h.has_input_commitment() ||
+      CommitmentDigest(h.input_commitment()) != c.input_commitment_sha256()) {
+    return "the input commitment is not the one the producer signed";
+  }
+  const proto::OutputCommitment& in = h.input_commitment();
+  absl::StatusOr<PeerId> before_id = PeerId::FromBytes(before);
+  std::optional<std::string> key;
+  if (before_id.ok()) key = options_.public_key_of(*before_id);
+  if (absl::Status shape = CheckCommitmentShape(in); !shape.ok()) {
+    return absl::StrCat("input ", shape.message());
+  }
+  if (in.producer() != before || in.hop_index() != producer_hop - 1 || in.origin() != h.origin() ||
+      in.iteration() != h.iteration() || in.mb_id() != h.mb_id() || in.swarm_id() != h.swarm_id()) {
+    return "the input commitment does not describe the hop before's visit";
+  }
+  if (!key.has_value()) return "no key for the hop before";
+  if (absl::Status v = VerifyCommitment(in, *key); !v.ok()) {
+    return absl::StrCat("input commitment: ", v.message());
+  }
+  if (in.output_sha256() != c.input_sha256()) {
+    return "the producer's input hash is not the hop before's committed output";
+  }
+  return "";
 }
 
 absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
@@ -66,14 +131,12 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   const uint32_t producer_hop = ProducerHop(h);
   std::string why;
   if (producer_hop == 0) {
-    if (!h.has_commitment()) return absl::OkStatus();  // the origin's stage 0
+    if (!h.has_commitment() && !h.has_input_commitment()) return absl::OkStatus();  // stage 0's
     why = "a commitment on stage 0's output";
   } else if (!h.has_commitment()) {
-    absl::StatusOr<PeerId> producer = PeerId::FromBytes(h.route(producer_hop).node_id());
-    const bool required = options_.require_commitments ||
-                          (options_.commitments_required_from && producer.ok() &&
-                           options_.commitments_required_from(*producer));
-    if (!required) return absl::OkStatus();  // an older peer
+    if (!CommitmentsRequiredFrom(h.route(producer_hop).node_id())) {
+      return absl::OkStatus();  // an older peer
+    }
     why = "no output commitment";
   } else {
     const proto::OutputCommitment& c = h.commitment();
@@ -93,7 +156,7 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = absl::StrCat("commitment: ", v.message());
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
-    } else {
+    } else if (why = CheckInputCommitment(h, producer_hop); why.empty()) {
       absl::MutexLock lock(&mu_);
       ++stats_.commitments_checked;
       return absl::OkStatus();
@@ -103,7 +166,9 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
     absl::MutexLock lock(&mu_);
     ++stats_.commitments_refused;
   }
-  return Refuse(absl::StatusCode::kInvalidArgument, h, why);
+  absl::Status refused = Refuse(absl::StatusCode::kInvalidArgument, h, why);
+  LOG_EVERY_N(WARNING, 100) << "refused a forward frame: " << refused;
+  return refused;
 }
 
 std::vector<Evidence> StageServer::EvidenceAgainst(const PeerId& member) const {

@@ -151,6 +151,106 @@ TEST(StageServerCommitmentTest, SignedOutputsAreCheckedAndEveryMicroBatchFinishe
   EXPECT_EQ(swarm.servers_[1]->stats().commitments_checked, 0);  // stage 0's output
 }
 
+// Note [Checkable evidence]: X's frame carries the hop before's commitment
+// to X's input, bound by X's own; hop 1's carries none (stage 0 signs none).
+TEST(StageServerCommitmentTest, EachSignedFrameCarriesTheHopBeforesCommitmentToItsInput) {
+  Swarm swarm(/*require=*/true);
+  std::vector<proto::FrameHeader> from_1, from_2;
+  swarm.editing_[1]->edit = [&](Frame& f) { from_1.push_back(f.header); };
+  swarm.editing_[2]->edit = [&](Frame& f) { from_2.push_back(f.header); };
+  swarm.Run(1);
+  ASSERT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
+  ASSERT_EQ(from_1.size(), 1u);
+  ASSERT_EQ(from_2.size(), 1u);
+  EXPECT_FALSE(from_1[0].has_input_commitment());
+  EXPECT_TRUE(from_1[0].commitment().input_commitment_sha256().empty());
+  const proto::FrameHeader& tail = from_2[0];
+  EXPECT_EQ(tail.input_commitment().SerializeAsString(), from_1[0].commitment().SerializeAsString());
+  EXPECT_EQ(tail.commitment().input_commitment_sha256(), CommitmentDigest(from_1[0].commitment()));
+  EXPECT_EQ(tail.commitment().input_sha256(), from_1[0].commitment().output_sha256());
+  EXPECT_EQ(swarm.servers_[0]->stats().commitments_checked, 1);
+  EXPECT_EQ(swarm.servers_[0]->stats().commitments_refused, 0);
+}
+
+// X = node 2 (hop 2) lies about the input chain of micro-batch 2 on its own
+// key (`lie` gets the hop before's commitment on micro-batch 1's too); the
+// catcher is the data node (its tails' hop after).
+using Lie = std::function<void(Swarm&, Frame&, const proto::OutputCommitment& mb_1)>;
+int RefusedAtTheCatcherOfHop2(Lie lie,
+                              std::function<void(int, StageServerOptions&)> tweak = nullptr,
+                              bool require = true) {
+  Swarm swarm(require, std::move(tweak));
+  std::optional<proto::OutputCommitment> mb_1_input;
+  swarm.editing_[2]->edit = [&](Frame& f) {
+    if (f.header.mb_id() == 1) {
+      mb_1_input = f.header.input_commitment();
+    } else if (lie && mb_1_input.has_value()) {
+      lie(swarm, f, *mb_1_input);
+    }
+  };
+  swarm.Run(1);
+  swarm.Run(2);
+  for (uint64_t mb : {1, 2}) EXPECT_EQ(swarm.recorder_.finished.count(mb), 1u) << mb;
+  EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
+  EXPECT_TRUE(mb_1_input.has_value());
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(swarm.servers_[i]->stats().commitments_refused, 0) << i;
+  return swarm.servers_[0]->stats().commitments_refused;
+}
+
+// X re-binds `in` as its input commitment and signs again.
+void Rebind(Swarm& swarm, Frame& f, const proto::OutputCommitment& in) {
+  *f.header.mutable_input_commitment() = in;
+  f.header.mutable_commitment()->set_input_commitment_sha256(CommitmentDigest(in));
+  ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+}
+
+TEST(StageServerCommitmentTest, AFalseInputHashIsRefusedByTheCatcher) {
+  // X signs an input hash other than the hop before's committed output.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+              f.header.mutable_commitment()->set_input_sha256(std::string(32, 'z'));
+              ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+            }),
+            1);
+  // ... and drops the hop before's commitment that would contradict it.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+              f.header.clear_input_commitment();
+              f.header.mutable_commitment()->clear_input_commitment_sha256();
+              f.header.mutable_commitment()->set_input_sha256(std::string(32, 'z'));
+              ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+            }),
+            1);
+  // ... or keeps it without binding it.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+              f.header.mutable_commitment()->clear_input_commitment_sha256();
+              ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+            }),
+            1);
+  // Untouched: accepted.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2(nullptr), 0);
+}
+
+TEST(StageServerCommitmentTest, ACarriedCommitmentByAnotherKeyOrForAnotherVisitIsRefused) {
+  // The hop before's commitment re-signed by another key under its name.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+              proto::OutputCommitment in = f.header.input_commitment();
+              auto other = identity::Identity::FromSeed(std::string(32, 'q'));
+              ASSERT_TRUE(SignCommitment(**other, &in).ok());
+              in.set_producer(f.header.route(1).node_id());
+              Rebind(swarm, f, in);
+            }),
+            1);
+  // The hop before's genuine commitment of micro-batch 1 replayed on
+  // micro-batch 2 (the timed computes' outputs are equal, so only the
+  // visit differs).
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2(
+                [](Swarm& swarm, Frame& f, const proto::OutputCommitment& mb_1) {
+                  EXPECT_EQ(mb_1.output_sha256(), f.header.input_commitment().output_sha256());
+                  EXPECT_EQ(mb_1.mb_id(), 1u);
+                  Rebind(swarm, f, mb_1);
+                }),
+            1);
+}
+
 TEST(StageServerCommitmentTest, AForgedOrMissingCommitmentIsRefused) {
   const auto refused_at_hop_2 = [](bool require, std::function<void(Frame&)> edit) {
     Swarm swarm(require);
@@ -204,6 +304,44 @@ TEST(StageServerCommitmentTest, CommitmentsAreRequiredOnlyFromTheProducersNamed)
   };
   EXPECT_EQ(refused_at_hop_2(true), 1);
   EXPECT_EQ(refused_at_hop_2(false), 0);
+}
+
+// An older hop before (its record says it does not sign) leaves X nothing
+// to pass on: X's frames are admitted without an input commitment, while
+// X's own commitment is still required.
+TEST(StageServerCommitmentTest, AnUnsignedHopBeforeStillTrains) {
+  const PeerId node_1 = PeerId::FromPublicKey(
+      identity::Identity::FromSeed(std::string(32, 'b')).value()->public_key());
+  Swarm swarm(/*require=*/false, [&](int i, StageServerOptions& o) {
+    if (i == 1) o.signer = nullptr;
+    o.commitments_required_from = [node_1](const PeerId& p) { return p != node_1; };
+  });
+  std::vector<proto::FrameHeader> tails;
+  swarm.editing_[2]->edit = [&](Frame& f) { tails.push_back(f.header); };
+  for (uint64_t mb = 1; mb <= 2; ++mb) swarm.Run(mb);
+  for (uint64_t mb = 1; mb <= 2; ++mb) {
+    ASSERT_EQ(swarm.recorder_.finished.count(mb), 1u) << mb;
+    EXPECT_TRUE(swarm.recorder_.finished[mb].ok()) << swarm.recorder_.finished[mb];
+  }
+  ASSERT_EQ(tails.size(), 2u);
+  for (const proto::FrameHeader& h : tails) {
+    EXPECT_TRUE(h.has_commitment());
+    EXPECT_FALSE(h.has_input_commitment());
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(swarm.servers_[i]->stats().commitments_refused, 0) << i;
+  EXPECT_EQ(swarm.servers_[0]->stats().commitments_checked, 2);
+  // The same frames from a hop before that is required to sign: refused.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2(
+                [](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+                  f.header.clear_input_commitment();
+                  f.header.mutable_commitment()->clear_input_commitment_sha256();
+                  ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+                },
+                [&](int, StageServerOptions& o) {
+                  o.commitments_required_from = [](const PeerId&) { return true; };
+                },
+                /*require=*/false),
+            1);
 }
 
 TEST(StageServerCommitmentTest, TheVerifiersAnswerIsSignedOverTheInputXCommittedTo) {

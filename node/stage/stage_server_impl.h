@@ -133,11 +133,18 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // Note [Checkable evidence] (stage_server_commitment.cc): as X, replaces
   // the received frame's commitment in `next` (this node's forward output
   // of hop `hop`) with this node's own, signed when options_.signer is set
-  // and hop > 0 (cleared otherwise). As the hop after X, checks the
+  // and hop > 0 (cleared otherwise); the received one, when it names
+  // `input_sha256`, moves to next->header.input_commitment and the new
+  // commitment binds it. As the hop after X, checks the
   // commitment of an arriving forward or tail frame (INVALID_ARGUMENT,
   // counted in commitments_refused, when it does not hold).
   void CommitOutput(uint32_t hop, const std::string& input_sha256, Frame* next);
   absl::Status CheckCommitment(const Frame& frame);
+  // The part of CheckCommitment for h.input_commitment, once the producer's
+  // own commitment holds: why the frame is refused, or empty.
+  std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop);
+  // require_commitments, or commitments_required_from names `node_id`.
+  bool CommitmentsRequiredFrom(const std::string& node_id) const;
   // A check judged here, of X = `checked` against `verifier`'s sketch:
   // tells options_.on_check_verdict, or on_trusted_verdict when X is
   // trusted (no lock held).

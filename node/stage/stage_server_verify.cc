@@ -135,6 +135,7 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
   answer.header.clear_verify();
   answer.header.clear_tensor();
   answer.header.clear_commitment();  // the hop before's, of X's input
+  answer.header.clear_input_commitment();
   answer.header.set_hop_index(next);
   answer.header.set_direction(proto::DIRECTION_SKETCH);
   *answer.header.mutable_sketch_answer() = AnswerToProto(
@@ -188,7 +189,8 @@ void StageServer::Impl::KeepOutputForCheck(const Frame& frame) {
   OutputChecks& checks = trusted ? trusted_checks_ : checks_;
   std::optional<model::SketchVerdict> verdict =
       checks.OnOutput(visit, WireTensor{h.tensor(), frame.payload}, &verifier,
-                      h.has_commitment() ? &h.commitment() : nullptr);
+                      h.has_commitment() ? &h.commitment() : nullptr,
+                      h.has_input_commitment() ? &h.input_commitment() : nullptr);
   OnVerdict(*x, verifier, trusted, verdict);
 }
 
