@@ -179,11 +179,11 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   o.iterations = absl::GetFlag(FLAGS_node_iterations);
   if (o.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  // Read before the manifest step: a founder writes it into the manifest,
+  // a joiner's must agree with it (Note [Checkable evidence]).
+  o.sign_frames = absl::GetFlag(FLAGS_sign_frames);
   // The founder signs the swarm manifest; a joiner fetches it and takes
   // the model from it, before any state moves.
-  // Before the manifest step: the founder writes it into the manifest, a
-  // joiner's must agree with the manifest's (Note [Checkable evidence]).
-  o.sign_frames = absl::GetFlag(FLAGS_sign_frames);
   SwarmManifestStep manifest;
   if (gossip) {
     SS_ASSIGN_OR_RETURN(manifest, PrepareSwarmManifest(&o));

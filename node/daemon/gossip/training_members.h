@@ -184,7 +184,9 @@
 // share half of a stage host's admission with every other newcomer's
 // (Note [Newcomer micro-batches] in node/stage/stage_server.h).
 //
-// Thread rule: thread-safe; the faces may be used from any thread.
+// Thread rule: thread-safe; the faces may be used from any thread. One
+// lock (mu_) for the view; the per-frame key look-ups (PublicKeyOf,
+// SignsFrames) take only their own (keys_mu_, after mu_).
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
 
