@@ -99,6 +99,7 @@ manifest::SwarmSettings SettingsOf(const node::NodeDaemonOptions& o,
   s.swarm_name = absl::GetFlag(FLAGS_swarm_name);
   s.private_swarm = !swarm_secret.empty();
   s.tls = !absl::GetFlag(FLAGS_insecure);
+  s.sign_frames = o.sign_frames;
   return s;
 }
 
@@ -222,6 +223,7 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     o->model = settings.model;
     o->mbs_per_iteration = settings.mbs_per_iteration;
     o->iterations = settings.iterations;
+    o->sign_frames = settings.sign_frames;  // Note [Checkable evidence]
     // The manifest's averaging came with settings.model (ApplyManifest
     // validated it; Note [Outer steps]: every member averages alike).
     step.swarm_name = settings.swarm_name;
@@ -229,6 +231,9 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     LOG(INFO) << "swarm manifest " << v.sha256 << " from founder " << v.founder << " in "
               << step.fetch_time << ": " << manifest::ManifestSummary(v.manifest);
   }
+  // Note [Checkable evidence], "Signed swarms": the founder's flag is the
+  // swarm's, and every member's (a joiner's came from the manifest above).
+  o->swarm_signs_frames = o->sign_frames;
   step.quota_clock = common::RealClock::Create();
   step.quota = node::MakeDaemonQuotas(o->model.model, o->model.samples_per_mb,
                                       step.quota_clock.get())

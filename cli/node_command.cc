@@ -116,12 +116,13 @@ ABSL_FLAG(uint64_t, verify_seed, 0,
           "Seed of --verify_rate's sampling and per-check seeds; 0: drawn at start (logged). "
           "A checked replica that knew it could tell which of its micro-batches are checked.");
 ABSL_FLAG(bool, sign_frames, false,
-          "Checkable evidence (gossip swarms): sign a commitment (SHA-256 of the input and "
-          "output, ed25519) on every forward frame this node produces past stage 0, check the "
-          "commitments that reach it against the senders' record keys, and refuse frames "
-          "without one from members whose record says they sign (Note [Checkable evidence]). "
-          "Measured ~1.5 ms per frame of the default model, ~1.2% of a stage's forward "
-          "(tests/adversarial/README.md). Off by default; per node, published in its record.");
+          "Checkable evidence (gossip swarms): every member signs a commitment (SHA-256 of the "
+          "input and output, ed25519) on every forward frame it produces past stage 0, checks "
+          "the commitments that reach it against the senders' record keys, and refuses frames "
+          "without one from any member; records that do not sign are refused (Note [Checkable "
+          "evidence]). Measured ~1.5 ms per frame of the default model, ~1.2% of a stage's "
+          "forward (tests/adversarial/README.md). Founder: written into the swarm manifest; "
+          "joiners take it from there (a joiner's flag must agree). Off by default.");
 ABSL_FLAG(double, verify_exclude_at, 3,
           "Strikes (a mismatch adds 1, a match takes 0.25 off) at which this node condemns a "
           "checked replica: leaves it out of its routes and names it in its record's bans "
@@ -178,6 +179,9 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
   o.iterations = absl::GetFlag(FLAGS_node_iterations);
   if (o.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   o.startup_timeout = absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  // Read before the manifest step: a founder writes it into the manifest,
+  // a joiner's must agree with it (Note [Checkable evidence]).
+  o.sign_frames = absl::GetFlag(FLAGS_sign_frames);
   // The founder signs the swarm manifest; a joiner fetches it and takes
   // the model from it, before any state moves.
   SwarmManifestStep manifest;
@@ -267,7 +271,6 @@ absl::Status Run(const NodeBackendWrapper& wrap) {
     LOG(INFO) << "verify_rate " << o.verify_rate << ", verify_seed " << o.verify_seed;
   }
   o.verify_exclude_at = absl::GetFlag(FLAGS_verify_exclude_at);
-  o.sign_frames = absl::GetFlag(FLAGS_sign_frames);
   o.planner_link_costs = absl::GetFlag(FLAGS_node_planner_link_costs);
   // Bandwidth caps apply in both modes (they were silently ignored with --join).
   SS_ASSIGN_OR_RETURN(ShapingFlags shaping, node::ReadShapingFlags());

@@ -86,7 +86,7 @@ std::string ManifestSummary(const proto::SwarmManifest& m) {
   const proto::ManifestModel& model = m.model();
   return absl::StrFormat(
       "model %s (%d layers, d_model %d, %d heads, ffn %d, vocab %d, seq_len %d, %d stages), "
-      "tokenizer %s, %d iterations, lr %g, %d MBs of %d samples per data node, swarm %s%s (%s, admission %s, %d allowed ids)",
+      "tokenizer %s, %d iterations, lr %g, %d MBs of %d samples per data node, swarm %s%s (%s, admission %s, %d allowed ids%s)",
       model.preset().empty() ? "custom" : model.preset(), model.num_layers(), model.d_model(),
       model.num_heads(), model.ffn_dim(), model.vocab_size(), model.seq_len(), model.num_stages(),
       m.tokenizer().kind(), m.optimizer().iterations(), m.optimizer().peak_lr(),
@@ -94,7 +94,7 @@ std::string ManifestSummary(const proto::SwarmManifest& m) {
       m.admission().private_swarm() ? " (private)" : "",
       m.admission().tls() ? "TLS" : "plain text",
       m.admission().policy().empty() ? "open" : m.admission().policy(),
-      m.admission().allowed_ids_size());
+      m.admission().allowed_ids_size(), m.sign_frames() ? ", signed frames" : "");
 }
 
 }  // namespace skipswarm::manifest

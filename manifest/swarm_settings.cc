@@ -128,6 +128,7 @@ proto::SwarmManifest BuildManifest(const SwarmSettings& s, const CorpusIdentity&
   a->set_swarm_name(s.swarm_name);
   a->set_private_swarm(s.private_swarm);
   a->set_tls(s.tls);
+  m.set_sign_frames(s.sign_frames);
   if (s.with_averaging) {
     const model::AveragingOptions& avg = s.model.averaging;
     proto::ManifestAveraging* out = m.mutable_averaging();
@@ -195,6 +196,9 @@ absl::Status ApplyManifest(const proto::SwarmManifest& m, absl::string_view mani
   take("swarm_name", &s->swarm_name, m.admission().swarm_name());
   s->private_swarm = m.admission().private_swarm();
   s->tls = m.admission().tls();
+  // Absent in an older manifest: false, so a joiner's --sign_frames=true
+  // is refused there like any other disagreeing flag.
+  take("sign_frames", &s->sign_frames, m.sign_frames());
   // Averaging: a manifest written before these fields leaves ours as is.
   model::AveragingOptions& avg = s->model.averaging;
   const proto::ManifestAveraging& ma = m.averaging();

@@ -38,6 +38,8 @@ struct SwarmSettings {
   // Replica averaging (model.averaging) goes in the manifest unless this
   // is false (tests of manifests written before it existed).
   bool with_averaging = true;
+  // --sign_frames: swarm-wide (SwarmManifest.sign_frames).
+  bool sign_frames = false;
 };
 
 struct CorpusIdentity {

@@ -123,6 +123,49 @@ TEST(SwarmSettingsTest, AveragingSettingsTravelAndAreOptional) {
   EXPECT_EQ(j2.model.averaging.outer_every, 3);
 }
 
+// Note [Checkable evidence] ("Signed swarms"): --sign_frames is the
+// founder's, for every member.
+TEST(SwarmSettingsTest, FrameSigningIsTheFoundersAndAJoinerAdoptsIt) {
+  SwarmSettings f = Founder();
+  f.sign_frames = true;
+  const proto::SwarmManifest m = ManifestOf(f);
+  EXPECT_TRUE(m.sign_frames());
+  SwarmSettings joiner;
+  ASSERT_TRUE(ApplyManifest(m, "x", Given({}), &joiner).ok());
+  EXPECT_TRUE(joiner.sign_frames);
+  SwarmSettings agreeing;
+  agreeing.sign_frames = true;
+  EXPECT_TRUE(ApplyManifest(m, "x", Given({"sign_frames"}), &agreeing).ok());
+  // A joiner that explicitly says it will not sign is refused, by name.
+  SwarmSettings refusing;
+  refusing.sign_frames = false;
+  absl::Status s = ApplyManifest(m, "0123456789abcdef", Given({"sign_frames"}), &refusing);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--sign_frames=false but the swarm manifest says true"))
+      << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "0123456789ab")) << s;
+}
+
+TEST(SwarmSettingsTest, AManifestWithoutFrameSigningMeansOff) {
+  // A founder without the flag writes the same bytes as a manifest from
+  // before the field existed: absent reads as off.
+  const proto::SwarmManifest m = ManifestOf(Founder());
+  EXPECT_FALSE(m.sign_frames());
+  proto::SwarmManifest older = m;
+  older.clear_sign_frames();
+  EXPECT_EQ(older.SerializeAsString(), m.SerializeAsString());
+  SwarmSettings joiner;
+  joiner.sign_frames = true;  // a default that says otherwise, not given
+  ASSERT_TRUE(ApplyManifest(older, "x", Given({}), &joiner).ok());
+  EXPECT_FALSE(joiner.sign_frames);
+  // Signing alone in a swarm that does not: refused, as any flag.
+  SwarmSettings alone;
+  alone.sign_frames = true;
+  absl::Status s = ApplyManifest(older, "x", Given({"sign_frames"}), &alone);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--sign_frames=true but the swarm manifest says false"))
+      << s;
+}
+
 TEST(SwarmSettingsTest, AManifestWithAnInvalidModelIsRefused) {
   proto::SwarmManifest m = ManifestOf(Founder());
   m.mutable_model()->set_num_heads(7);  // 64 % 7 != 0; the hash no longer matches either

@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     r.set_swarm_id(impl->options_.policy.swarm_id);
     r.set_model_id(impl->options_.policy.model_id);
     r.set_averaging_id(impl->options_.policy.averaging_id);
+    r.set_sign_frames(impl->options_.policy.sign_frames);
     if (!impl->options_.invite.invite().empty()) *r.mutable_invite() = impl->options_.invite;
     r.set_join_work(impl->options_.join_work);
     for (const std::string& a : impl->options_.addresses) r.add_addresses(a);

@@ -134,6 +134,12 @@ absl::StatusOr<proto::NodeRecord> VerifyRecord(
         record.averaging_id(), "', this swarm's '", policy.averaging_id,
         "'): check --outer_every, --avg_codec and --outer_overlap"));
   }
+  if (policy.sign_frames && !record.sign_frames()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", id.ShortString(),
+        " does not sign its forward frames, and this swarm's manifest says every member does "
+        "(--sign_frames)"));
+  }
   const absl::Time signed_at = absl::FromUnixMillis(record.signed_at_unix_ms());
   if (signed_at > now + policy.max_future_skew) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -82,6 +82,11 @@ struct RecordPolicy {
   // When > 0, the model's stage count: a record hosting (or publishing a
   // digest of) a stage outside 0..num_stages-1 is refused.
   uint32_t num_stages = 0;
+  // The swarm manifest says frames are signed (Note [Checkable evidence] in
+  // node/compute/evidence.h, "Signed swarms"): a record without
+  // sign_frames is refused (FailedPrecondition), and this node's own
+  // record carries it.
+  bool sign_frames = false;
 };
 
 // The swarm id of a swarm named `name`; with a non-empty `secret`, a private

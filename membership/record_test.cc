@@ -235,6 +235,22 @@ TEST_F(RecordTest, RecordThatAveragesOtherwiseIsRejected) {
   EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
 }
 
+// Note [Checkable evidence], "Signed swarms": where the manifest says every
+// member signs, a record that says it does not is refused like one of
+// another model; elsewhere either kind is a member.
+TEST_F(RecordTest, RecordThatDoesNotSignIsRejectedInASignedSwarm) {
+  record_.set_sign_frames(false);
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+  policy_.sign_frames = true;
+  auto unsigned_member = VerifyRecord(Sign(record_), policy_, kNow);
+  EXPECT_EQ(unsigned_member.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(unsigned_member.status().message().find("does not sign its forward frames"),
+            std::string::npos)
+      << unsigned_member.status();
+  record_.set_sign_frames(true);
+  EXPECT_TRUE(VerifyRecord(Sign(record_), policy_, kNow).ok());
+}
+
 TEST_F(RecordTest, FieldsOutOfRangeAreRejected) {
   proto::NodeRecord r = record_;
   r.set_memory_slots(kMaxRecordMemorySlots + 1);

@@ -64,6 +64,24 @@
 //   data node to sign its stage-0 output where it has a key); and for
 //   pieces from older peers, or where the hop before does not sign,
 //   kInputsDiffer keeps naming X, Y or the hop before.
+// - Signed swarms. Signing per node let a hostile member evade evidence by
+//   not signing: a frame without a commitment was refused only from members
+//   whose own record said they sign. So `--sign_frames` is the founder's,
+//   in the swarm manifest (SwarmManifest.sign_frames; a joiner adopts it,
+//   and one that explicitly says otherwise is refused naming the flag;
+//   absent: off). Where it is on, two places enforce it: membership
+//   refuses a record without sign_frames (RecordPolicy.sign_frames in
+//   membership/record.h, where records are already held to the swarm's
+//   model, averaging and stage count), so such a member is never in the
+//   view, never routed through and never a planner's choice; and each
+//   stage server refuses a forward frame past stage 0 without a valid
+//   commitment from any producer (StageServerOptions.require_commitments,
+//   set by the training stack from NodeDaemonOptions.swarm_signs_frames),
+//   so a frame that slips past the view - a record admitted before the
+//   rule, a stale route - is refused too, whatever its sender's record
+//   says. The record bit stays: a swarm without the setting still mixes
+//   signing and older members per record. Keys and bits are looked up per
+//   frame in O(1) (TrainingMembers keeps a map per accepted view).
 //
 // Signed bytes are a fixed, length-prefixed encoding (never a proto
 // serialization, which is not canonical), with a domain tag per kind.

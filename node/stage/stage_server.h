@@ -257,6 +257,8 @@ struct StageServerOptions {
   // called without the server's lock): a frame without one is refused also
   // when it names the frame's producer, e.g. a member whose record says it
   // signs (NodeRecord.sign_frames), so an older peer mixed in still trains.
+  // A swarm whose manifest says every member signs sets
+  // `require_commitments` instead ("Signed swarms" in the note).
   const identity::Identity* signer = nullptr;
   std::function<std::optional<std::string>(const PeerId&)> public_key_of;
   bool require_commitments = false;

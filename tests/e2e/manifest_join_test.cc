@@ -1,6 +1,8 @@
 // Only the founder is told the model: two nodes that join with --join and
 // their stage take it from the swarm manifest, and the three train
-// together (real processes on loopback).
+// together (real processes on loopback). The founder's --sign_frames is
+// the swarm's too (Note [Checkable evidence], "Signed swarms"): the joiners
+// sign without the flag, or membership would refuse their records.
 #include <unistd.h>
 
 #include <thread>
@@ -25,7 +27,8 @@ TEST(ManifestJoinTest, JoinersWithoutModelFlagsTrainTheFoundersModel) {
   const std::string dir = *MakeTestDir("manifest_join");
   std::vector<std::string> founder = TinyModelArgs("node");
   for (const char* a : {"--name=f0", "--host_stages=0", "--expect_members=3", "--insecure",
-                        "--node_iterations=6", "--write_swarm_file=swarm.json"}) {
+                        "--node_iterations=6", "--write_swarm_file=swarm.json",
+                        "--sign_frames"}) {
     founder.push_back(a);
   }
   founder.push_back("--listen=" + address);
@@ -52,6 +55,7 @@ TEST(ManifestJoinTest, JoinersWithoutModelFlagsTrainTheFoundersModel) {
     EXPECT_TRUE(absl::StrContains(err, "from founder")) << err;
     EXPECT_TRUE(absl::StrContains(err, "model custom (3 layers, d_model 64, 4 heads, ffn 128"))
         << err;
+    EXPECT_TRUE(absl::StrContains(err, ", signed frames)")) << err;
     // "swarm manifest <64 hex> from founder <id>"
     const size_t at = err.find(" from founder ");
     ASSERT_NE(at, std::string::npos);

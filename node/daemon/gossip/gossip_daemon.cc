@@ -196,6 +196,11 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   grpc::ServerBuilder* server_builder = p->server->builder();
   SwarmMembershipOptions gossip_options = options.gossip;
   gossip_options.serve_on = server_builder;
+  // Note [Checkable evidence], "Signed swarms": one setting, the manifest's.
+  if (base.swarm_signs_frames && !base.sign_frames) {
+    return absl::InvalidArgumentError("a swarm that signs its frames needs sign_frames");
+  }
+  gossip_options.sign_frames = base.swarm_signs_frames;
   SS_ASSIGN_OR_RETURN(p->gossip, SwarmMembership::Start(gossip_options, p->clock.get()));
   p->self = p->gossip->id();
   p->status = MakeDaemonStatusBoard(base, "gossip", p->self.Hex(), p->clock.get());

@@ -156,6 +156,7 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
   mo.policy.model_id = options_.model_id;
   mo.policy.averaging_id = options_.averaging_id;
   mo.policy.num_stages = options_.num_stages;
+  mo.policy.sign_frames = options_.sign_frames;
   mo.policy.admission = options_.admission;
   mo.invite = options_.invite;
   if (membership::NeedsJoinWork(options_.admission, identity_->id())) {

@@ -71,6 +71,9 @@ struct SwarmMembershipOptions {
   // How replicas average (model::AveragingIdentity): records that average
   // otherwise are refused likewise. Empty: unchecked (tests).
   std::string averaging_id;
+  // The swarm manifest says frames are signed: records that do not sign
+  // are refused likewise (Note [Checkable evidence], "Signed swarms").
+  bool sign_frames = false;
   // Who may be a member, from the swarm manifest, and this node's own
   // invite (Note [Admission] in membership/admission.h). Default: open.
   membership::AdmissionPolicy admission;

@@ -144,6 +144,17 @@ void TrainingMembers::Update(membership::View view) {
     }
     view_ = std::move(view);
     ++version_;
+    {
+      // Built under mu_ (one view at a time; a few hundred bytes a member),
+      // swapped in under keys_mu_ for the per-frame readers.
+      absl::flat_hash_map<common::NodeId, FrameKey> keys;
+      keys.reserve(view_.members.size());
+      for (const membership::MemberInfo& m : view_.members) {
+        keys[m.id] = FrameKey{m.public_key, m.sign_frames};
+      }
+      absl::MutexLock keys_lock(&keys_mu_);
+      frame_keys_.swap(keys);
+    }
     RecomputeTrustLocked();
     for (const membership::MemberInfo& m : view_.members) {
       if (m.id == self_ || m.addresses.size() < 4) continue;
@@ -470,19 +481,16 @@ std::optional<uint64_t> TrainingMembers::StopAfterOf(const common::NodeId& id) c
 }
 
 std::optional<std::string> TrainingMembers::PublicKeyOf(const common::NodeId& id) const {
-  absl::MutexLock lock(&mu_);
-  for (const membership::MemberInfo& m : view_.members) {
-    if (m.id == id) return m.public_key;
-  }
-  return std::nullopt;
+  absl::MutexLock lock(&keys_mu_);
+  auto it = frame_keys_.find(id);
+  if (it == frame_keys_.end()) return std::nullopt;
+  return it->second.public_key;
 }
 
 bool TrainingMembers::SignsFrames(const common::NodeId& id) const {
-  absl::MutexLock lock(&mu_);
-  for (const membership::MemberInfo& m : view_.members) {
-    if (m.id == id) return m.sign_frames;
-  }
-  return false;
+  absl::MutexLock lock(&keys_mu_);
+  auto it = frame_keys_.find(id);
+  return it != frame_keys_.end() && it->second.sign_frames;
 }
 
 std::optional<LinkEstimate> TrainingMembers::LinkOf(const common::NodeId& from,

@@ -184,7 +184,9 @@
 // share half of a stage host's admission with every other newcomer's
 // (Note [Newcomer micro-batches] in node/stage/stage_server.h).
 //
-// Thread rule: thread-safe; the faces may be used from any thread.
+// Thread rule: thread-safe; the faces may be used from any thread. One
+// lock (mu_) for the view; the per-frame key look-ups (PublicKeyOf,
+// SignsFrames) take only their own (keys_mu_, after mu_).
 #ifndef SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_TRAINING_MEMBERS_H_
 
@@ -275,6 +277,9 @@ class TrainingMembers {
   // Note [Checkable evidence]: the raw public key of `id` from its signed
   // record (nullopt for a member not in the view), and whether its record
   // says it signs its forward frames (NodeRecord.sign_frames). Both faces.
+  // Called once per forward frame by the stage server: O(1), from a map
+  // Update rebuilds with each accepted view, under its own lock (keys_mu_),
+  // never the members' lock, so a frame's check does not wait on a sweep.
   std::optional<std::string> PublicKeyOf(const common::NodeId& id) const;
   bool SignsFrames(const common::NodeId& id) const;
   // Note [Data node behind] (behind_check.h): drops every local dead
@@ -344,6 +349,16 @@ class TrainingMembers {
   // Note [Newcomer probation]: set once probation is on.
   std::optional<absl::flat_hash_set<common::NodeId>> roots_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> trusted_ ABSL_GUARDED_BY(mu_);
+  // Note [Checkable evidence]: each member's record key and sign_frames
+  // bit, as of view_. Lock order: mu_ then keys_mu_ (Update swaps the map
+  // under both, so the map never goes back to an older view); readers take
+  // keys_mu_ alone.
+  struct FrameKey {
+    std::string public_key;
+    bool sign_frames = false;
+  };
+  mutable absl::Mutex keys_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<common::NodeId, FrameKey> frame_keys_ ABSL_GUARDED_BY(keys_mu_);
   std::unique_ptr<Face> group_;
   std::unique_ptr<Face> routing_;
 };

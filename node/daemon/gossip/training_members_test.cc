@@ -772,5 +772,29 @@ TEST(TrainingMembersTest, WithoutProbationANewcomerIsAFullHost) {
   for (const PeerInfo& p : members.group()->Members()) EXPECT_FALSE(p.on_probation);
 }
 
+// Note [Checkable evidence]: the per-frame key look-ups follow the views
+// Update accepts, and ignore one that arrives late.
+TEST(TrainingMembersTest, FrameKeysFollowTheAcceptedView) {
+  auto d = Member("d", {0}, 0), r = Member("r", {1}, 0);
+  d.public_key = std::string(32, 'd');
+  r.public_key = std::string(32, 'r');
+  r.sign_frames = true;
+  TrainingMembers members(d.id);
+  EXPECT_EQ(members.PublicKeyOf(r.id), std::nullopt);
+  EXPECT_FALSE(members.SignsFrames(r.id));
+  members.Update(TestView({d, r}, 2));
+  EXPECT_EQ(members.PublicKeyOf(r.id), std::string(32, 'r'));
+  EXPECT_TRUE(members.SignsFrames(r.id));
+  EXPECT_FALSE(members.SignsFrames(d.id));
+  auto r2 = r;
+  r2.sign_frames = false;  // an older view, out of order: ignored
+  members.Update(TestView({d, r2}, 1));
+  EXPECT_TRUE(members.SignsFrames(r.id));
+  members.Update(TestView({d}, 3));  // r gone from the view
+  EXPECT_EQ(members.PublicKeyOf(r.id), std::nullopt);
+  EXPECT_FALSE(members.SignsFrames(r.id));
+  EXPECT_EQ(members.PublicKeyOf(d.id), std::string(32, 'd'));
+}
+
 }  // namespace
 }  // namespace skipswarm::node

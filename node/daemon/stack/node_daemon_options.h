@@ -73,6 +73,13 @@ struct NodeDaemonOptions {
   // which this sets). Off by default; gossip daemons only (a static swarm
   // has no member records to take keys from).
   bool sign_frames = false;
+  // The swarm manifest says frames are signed (SwarmManifest.sign_frames;
+  // Note [Checkable evidence], "Signed swarms"): requires sign_frames; a
+  // forward frame without a valid commitment is refused from any member,
+  // and membership refuses a record that does not sign. `skipswarm node`
+  // sets both from the manifest; only in-process tests set sign_frames
+  // alone (a mixed swarm).
+  bool swarm_signs_frames = false;
   // Subnetwork data parallelism (model/sdp_assignment.h): a data node trains
   // the stages it hosts on its own data (SdpPlanner: no frame leaves it);
   // with kBackward it also runs frozen copies of the other stages, kept

@@ -58,6 +58,10 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     so.server.signer = in.signer;
     so.server.public_key_of = in.public_key_of;
     so.server.commitments_required_from = in.signs_frames;
+    // "Signed swarms": from every member, whatever its record says.
+    so.server.require_commitments = o.swarm_signs_frames;
+  } else if (o.swarm_signs_frames) {
+    return absl::InvalidArgumentError("a swarm that signs its frames needs sign_frames");
   }
   so.server.verify_seed = o.verify_seed;
   if (in.judge && in.member_on_probation) {

@@ -103,7 +103,9 @@ struct TrainingStackInputs {
   // Note [Checkable evidence], used only with o.sign_frames: this node's key
   // (borrowed; outlives the stack), the raw public key of a member from its
   // signed record, and whether a member's record says it signs (both
-  // thread-safe). With o.sign_frames all three are required.
+  // thread-safe). With o.sign_frames all three are required; with
+  // o.swarm_signs_frames too, `signs_frames` no longer decides (every
+  // member must sign).
   const identity::Identity* signer = nullptr;
   std::function<std::optional<std::string>(const PeerId&)> public_key_of;
   std::function<bool(const PeerId&)> signs_frames;

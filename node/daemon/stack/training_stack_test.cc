@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/sim_clock.h"
+#include "identity/identity.h"
 #include "gtest/gtest.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/daemon/stack/planner_factory.h"
@@ -31,7 +32,7 @@ NodeDaemonOptions Options() {
 // A data node (stage 0) and a relay (stage 1) on timed computes, wired as
 // the daemons wire theirs, over the in-process transport and group.
 class TrainingStackTest : public ::testing::Test {
- protected:
+ public:  // also for the helpers below
   TrainingStackTest()
       : board_(&clock_, [] {
           SwitchboardOptions so;
@@ -144,6 +145,53 @@ TEST_F(TrainingStackTest, DataNodeStatementPassesUnderTheDaemonsCap) {
   // The swarm's M sets the waves.
   options_.mbs_per_iteration = 8;
   EXPECT_EQ(TrainingStack::MaxStatedBound(options_), absl::Minutes(72));
+}
+
+// Note [Checkable evidence], "Signed swarms": r1 does not sign and its
+// record says so; d0 signs. Trains one iteration and returns d0's server
+// counters.
+StageServerStats TrainWithAnUnsignedRelay(TrainingStackTest& t, bool swarm_signs_frames) {
+  auto key = identity::Identity::FromSeed(std::string(32, 'd'));
+  EXPECT_TRUE(key.ok()) << key.status();
+  if (!key.ok()) return {};
+  NodeDaemonOptions signing = t.options_;
+  signing.sign_frames = true;
+  signing.swarm_signs_frames = swarm_signs_frames;
+  TrainingStackInputs in = t.Inputs(0);
+  in.signer = key->get();
+  in.public_key_of = [](const PeerId&) { return std::nullopt; };
+  in.signs_frames = [](const PeerId&) { return false; };  // r1's record
+  auto d0 = TrainingStack::Create(signing, in);
+  auto r1 = TrainingStack::Create(t.options_, t.Inputs(1));  // signs nothing
+  EXPECT_TRUE(d0.ok() && r1.ok());
+  if (!d0.ok() || !r1.ok()) return {};
+  t.nodes_[0].stack = *std::move(d0);
+  t.nodes_[1].stack = *std::move(r1);
+  for (TrainingStackTest::Node& n : t.nodes_) {
+    n.stack->trainer()->Run(
+        0, 1, [](const NodeIterationReport&) {}, [&n](absl::Status) { n.done = true; });
+  }
+  while (!(t.nodes_[0].done && t.nodes_[1].done) && t.clock_.RunNext()) {
+  }
+  EXPECT_TRUE(t.nodes_[0].done && t.nodes_[1].done);
+  return t.nodes_[0].stack->server()->stats();
+}
+
+// Where only d0 signs (a per-node setting) it admits r1's unsigned tails
+// as an older peer's.
+TEST_F(TrainingStackTest, AnUnsignedFrameIsAdmittedFromAMemberThatSaysItDoesNotSign) {
+  EXPECT_EQ(TrainWithAnUnsignedRelay(*this, /*swarm_signs_frames=*/false).commitments_refused, 0);
+}
+
+// Where the swarm's manifest says every member signs, d0 refuses them,
+// whatever r1's record says.
+TEST_F(TrainingStackTest, AnUnsignedFrameIsRefusedInASignedSwarmWhateverTheRecordSays) {
+  EXPECT_GT(TrainWithAnUnsignedRelay(*this, /*swarm_signs_frames=*/true).commitments_refused, 0);
+  // A swarm that signs needs this node to sign too.
+  NodeDaemonOptions half = options_;
+  half.swarm_signs_frames = true;
+  EXPECT_EQ(TrainingStack::Create(half, Inputs(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // A planner error comes back, and the half-built stack (its server
