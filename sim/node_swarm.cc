@@ -247,7 +247,13 @@ absl::StatusOr<SimReport> NodeSim::Run() {
     if (!sc_.initially_present[u]) continue;  // joiners: Admit, later
     members.push_back({uni_.node(u).id, {uni_.stage(u)}, uni_.memory_slots(u), "", ""});
   }
-  hub_ = std::make_unique<node::InProcessGroupHub>(&clock_, members);
+  // Note [Stated pace] (node/train/silent_deadline.h): the data nodes'
+  // driver options (the defaults but M, as built below).
+  const node::DriverOptions driver;
+  hub_ = std::make_unique<node::InProcessGroupHub>(
+      &clock_, members, node::RobustOptions{}, node::SilentDeadlineOptions{},
+      node::StatedPaceFor(driver.min_deadline, driver.deadline_factor,
+                          sc_.universe.workload.mb_per_data_node));
   plans_.SetListener([this](const node::PlanInput& input, int routes,
                             const node::SharedPlan& plan,
                             bool fresh) { OnHandout(input, routes, plan, fresh); });

@@ -141,6 +141,11 @@ struct GrpcGroupOptions {
   // waves + 1); the daemons set MaxHonestIterationBound (silent_deadline.h)
   // of their driver options (TrainingStack::MaxStatedBound).
   absl::Duration max_stated_bound = absl::Minutes(10);
+  // Note [Stated pace] (silent_deadline.h): below that cap, what a data
+  // node's recent pace lets a statement count. Default: the data nodes'
+  // default driver options; the daemons set StatedPaceFor their own
+  // (TrainingStack::StatedPace).
+  StatedPaceOptions stated_pace;
   // Refuse pushes and state requests from senders the view does not list
   // (PERMISSION_DENIED): a static --swarm list is the whole swarm. With TLS
   // the sender is its certificate's key; plain text only trusts its word.

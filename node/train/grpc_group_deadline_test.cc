@@ -103,6 +103,46 @@ StatedBoundRun RunStatedBound(std::optional<absl::Duration> stated, absl::Durati
   return run;
 }
 
+// Note [Stated pace]: two data nodes run `paced` iterations in which d1
+// states `honest` and arrives `pace` after d0 (its span: `pace`); then d1
+// states `last` (capped at `max_stated`) and goes silent at the next
+// barrier. Returns how long d0's barrier waited for it (nullopt: still
+// waiting at `until`). The clock moves in 500 ms steps.
+std::optional<absl::Duration> RunPacedThenSilent(int paced, absl::Duration pace,
+                                                 absl::Duration honest, absl::Duration last,
+                                                 absl::Duration max_stated,
+                                                 absl::Duration until, bool* d1_alive) {
+  common::SimClock clock;
+  const std::vector<NodeId> ids = {NodeId::ForName("d0"), NodeId::ForName("d1")};
+  std::vector<PeerInfo> members;
+  for (const NodeId& id : ids) members.push_back({id, {0}, 4, "", ""});
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(
+      members, &clock, [&](GrpcGroupOptions& o) { o.max_stated_bound = max_stated; });
+  if (!swarm.ok()) return std::nullopt;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
+  SimDriver sim(&clock);
+  for (int i = 0; i <= paced; ++i) {
+    const uint64_t it = static_cast<uint64_t>(i);
+    absl::Notification b0, b1;
+    groups[1]->StateIterationBound(it, ids[1], i < paced ? honest : last);
+    groups[0]->Barrier(it, ids[0], true, [&](absl::Status) { b0.Notify(); });
+    if (i > 0) sim.AdvanceTo(clock.SteadyNow() + pace, absl::Milliseconds(500));
+    groups[1]->Barrier(it, ids[1], true, [&](absl::Status) { b1.Notify(); });
+    if (!sim.Until(b0) || !sim.Until(b1)) return std::nullopt;
+  }
+  absl::Notification late;
+  std::optional<absl::Duration> waited;
+  const absl::Duration start = clock.SteadyNow();
+  groups[0]->Barrier(static_cast<uint64_t>(paced) + 1, ids[0], true, [&](absl::Status) {
+    waited = clock.SteadyNow() - start;
+    late.Notify();
+  });
+  sim.AdvanceTo(start + until, absl::Milliseconds(500), &late);
+  sim.Until(late);
+  *d1_alive = swarm->views[0]->IsAlive(ids[1]);
+  return waited;
+}
+
 // A link held up on purpose: not a death (probes may fail), and every
 // push to every peer is retried.
 void HoldUpLinks(GrpcGroupOptions& o) {
@@ -588,6 +628,36 @@ TEST(GrpcGroupStatedBoundTest, ADataNodeThatNeverStatedKeepsTheMeasuredRule) {
   EXPECT_GE(*run.waited, absl::Seconds(30));
   EXPECT_LE(*run.waited, absl::Seconds(35));
   EXPECT_FALSE(run.d1_alive);
+}
+
+// Note [Stated pace]: a data node whose iterations took ~5 s, that then
+// states the cap (40 min) and goes silent, counts as stating 20 x 5 s =
+// 100 s: the barrier drops it 2 x 100 s after its release, not after
+// 2 x 40 min.
+TEST(GrpcGroupStatedBoundTest, AFastDataNodeStatingTheCapIsDroppedAtItsPace) {
+  bool d1_alive = true;
+  const std::optional<absl::Duration> waited =
+      RunPacedThenSilent(/*paced=*/6, absl::Seconds(5), /*honest=*/absl::Seconds(25),
+                         /*last=*/absl::Minutes(40), /*max_stated=*/absl::Minutes(40),
+                         /*until=*/absl::Minutes(100), &d1_alive);
+  ASSERT_TRUE(waited.has_value()) << "the silent data node held the barrier 100 min";
+  EXPECT_GE(*waited, absl::Seconds(195));
+  EXPECT_LE(*waited, absl::Seconds(205));
+  EXPECT_FALSE(d1_alive);
+}
+
+// A statement within the pace counts whole: 60 s (under 20 x 5 s) keeps
+// the silent data node 2 x 60 s after its release, past the measured 30 s.
+TEST(GrpcGroupStatedBoundTest, AStatementWithinThePaceCountsWhole) {
+  bool d1_alive = true;
+  const std::optional<absl::Duration> waited =
+      RunPacedThenSilent(/*paced=*/6, absl::Seconds(5), /*honest=*/absl::Seconds(25),
+                         /*last=*/absl::Seconds(60), /*max_stated=*/absl::Minutes(40),
+                         /*until=*/absl::Minutes(10), &d1_alive);
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_GE(*waited, absl::Seconds(115));
+  EXPECT_LE(*waited, absl::Seconds(125));
+  EXPECT_FALSE(d1_alive);
 }
 
 }  // namespace

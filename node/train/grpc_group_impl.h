@@ -215,6 +215,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   struct Stated {
     std::optional<std::pair<uint64_t, absl::Duration>> pending;
     std::optional<StatedBound> released;
+    StatedPace pace;  // Note [Stated pace]
   };
   std::map<uint64_t, absl::Duration> own_stated_ ABSL_GUARDED_BY(mu_);
   std::map<common::NodeId, Stated> stated_ ABSL_GUARDED_BY(mu_);

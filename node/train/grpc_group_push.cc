@@ -306,10 +306,14 @@ void GrpcGroupComm::Impl::ReceiveBarrier(uint64_t iteration, const common::NodeI
       const absl::Duration bound =
           absl::Milliseconds(static_cast<int64_t>(std::min(stated_ms, cap_ms)));
       Stated& s = stated_[from];
+      // Note [Stated pace]: the span since its last release ends here.
+      const absl::Duration now = clock_->SteadyNow();
+      s.pace.Arrived(now);
       if (passed_barrier_.has_value() && iteration <= *passed_barrier_ &&
           barrier_waiters_.count(iteration) == 0) {
         // This node is past that barrier already: the bound counts from now.
-        s.released = StatedBound{bound, clock_->SteadyNow()};
+        s.released = StatedBound{s.pace.Limit(bound, options_.stated_pace), now};
+        s.pace.Released(s.released->bound, now);
         s.pending.reset();
       } else {
         s.pending = std::make_pair(iteration, bound);

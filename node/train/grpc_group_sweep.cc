@@ -97,7 +97,8 @@ void GrpcGroupComm::Impl::Sweep() {
       // barrier count from its release here.
       for (auto& [d, s] : stated_) {
         if (s.pending.has_value() && s.pending->first <= it->first) {
-          s.released = StatedBound{s.pending->second, now};
+          s.released = StatedBound{s.pace.Limit(s.pending->second, options_.stated_pace), now};
+          s.pace.Released(s.released->bound, now);
           s.pending.reset();
         }
       }
@@ -286,8 +287,13 @@ void GrpcGroupComm::Impl::Sweep() {
 // their swarm states, MaxHonestIterationBound in silent_deadline.h), and
 // it never keeps a dead member in: it only defers the
 // silent rule; a member that fails its probes (Note [Group liveness]) or a
-// push is marked dead as before, whatever it stated. A data node dropped
-// for silence loses its statement; it re-enters as before and states again.
+// push is marked dead as before, whatever it stated. Below the cap, a
+// statement counts at most what the data node's own recent pace allows
+// (Note [Stated pace] in silent_deadline.h, GrpcGroupOptions::stated_pace:
+// the hub's rule too), so one that ran fast and then states the cap and
+// hangs is dropped after minutes, not 2 x the cap. A data node dropped
+// for silence loses its statement and its pace; it re-enters as before
+// and states again.
 absl::Duration GrpcGroupComm::Impl::DropTimeLocked(const common::NodeId& d,
                                                    absl::Duration measured) const {
   auto s = stated_.find(d);

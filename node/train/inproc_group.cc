@@ -10,8 +10,13 @@
 namespace skipswarm::node {
 
 InProcessGroupHub::InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                                     RobustOptions robust, SilentDeadlineOptions silent)
-    : clock_(clock), members_(std::move(members)), robust_(robust), silent_(silent) {}
+                                     RobustOptions robust, SilentDeadlineOptions silent,
+                                     StatedPaceOptions pace)
+    : clock_(clock),
+      members_(std::move(members)),
+      robust_(robust),
+      silent_(silent),
+      pace_(pace) {}
 
 InProcessGroupHub::~InProcessGroupHub() {
   absl::MutexLock lock(&mu_);
@@ -58,6 +63,9 @@ void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, 
                   << " after it was dropped; it counts again from iteration " << newest + 1
                   << " (Note [Stated bounds])";
       }
+      // Note [Stated pace]: the span since its last release ends here.
+      auto s = stated_.find(self);
+      if (s != stated_.end()) s->second.pace.Arrived(clock_->SteadyNow());
     }
     if (barriers_.count(iteration) == 0 && last_complete_barrier_.has_value() &&
         iteration <= *last_complete_barrier_) {
@@ -91,8 +99,10 @@ void InProcessGroupHub::ReleaseStatedLocked(const common::NodeId& id, uint64_t i
       s->second.pending->first != iteration) {
     return;
   }
-  s->second.bound = s->second.pending->second;
-  s->second.released = clock_->SteadyNow();
+  const absl::Duration now = clock_->SteadyNow();
+  s->second.bound = s->second.pace.Limit(s->second.pending->second, pace_);
+  s->second.pace.Released(s->second.bound, now);
+  s->second.released = now;
   s->second.pending.reset();
 }
 
@@ -138,6 +148,7 @@ void InProcessGroupHub::DropSilentDataNodes(uint64_t iteration) {
     b.sampled = true;  // it lasted the deadline: no sample
     for (const common::NodeId& d : drop) {
       away_[d] = {iteration, UINT64_MAX};
+      stated_[d].pace.Forget();  // Note [Stated pace]
       LOG(WARNING) << "iteration " << iteration << ": the barrier waited " << (now - *b.since)
                    << " for data node " << d.ShortString() << ", past the measured deadline and "
                    << kStatedBoundFactor << " x its stated bound (" << stated_[d].bound

@@ -54,7 +54,10 @@
 // StatedDropTime (silent_deadline.h), shared with the daemons'
 // GrpcGroupComm, where the statement rides the barrier message and a data
 // node that never stated keeps the measured rule (Note [Stated bounds in
-// the daemons] in grpc_group_sweep.cc).
+// the daemons] in grpc_group_sweep.cc). A statement counts at most what
+// the data node's own recent pace allows (Note [Stated pace] in
+// silent_deadline.h, the daemons' rule too): a data node that ran fast and
+// then states a huge bound and hangs is dropped after minutes.
 //
 // Thread rule: thread-safe; results are delivered as zero-delay clock timers.
 // The hub must outlive the clock's timers.
@@ -83,8 +86,11 @@ class InProcessGroupHub final : public GroupComm {
  public:
   // Reduces add whole contributions with RobustSum (Note [Robust
   // averaging] in robust_sum.h).
+  // `pace`: Note [Stated pace] (silent_deadline.h), StatedPaceFor the
+  // data nodes' DriverOptions.
   InProcessGroupHub(common::Clock* clock, std::vector<PeerInfo> members,
-                    RobustOptions robust = {}, SilentDeadlineOptions silent = {});
+                    RobustOptions robust = {}, SilentDeadlineOptions silent = {},
+                    StatedPaceOptions pace = {});
   // Cancels the silent deadlines still pending.
   ~InProcessGroupHub() override;
 
@@ -127,8 +133,9 @@ class InProcessGroupHub final : public GroupComm {
   // bound, and when that barrier released the data node).
   struct Stated {
     std::optional<std::pair<uint64_t, absl::Duration>> pending;
-    absl::Duration bound;
+    absl::Duration bound;  // as it counts (Note [Stated pace])
     std::optional<absl::Duration> released;
+    StatedPace pace;
   };
   struct ReduceState {
     std::map<common::NodeId, GradientContribution> contributions;  // ascending id
@@ -187,6 +194,7 @@ class InProcessGroupHub final : public GroupComm {
   const RobustOptions robust_;
   // Note [Silent members in the hub]: the deadline and its recent waits.
   SilentDeadline silent_ ABSL_GUARDED_BY(mu_);
+  const StatedPaceOptions pace_;  // Note [Stated pace]
   // Members back from the dead: the first iteration they count in.
   absl::flat_hash_map<common::NodeId, uint64_t> back_from_ ABSL_GUARDED_BY(mu_);
   // Note [Stated bounds]: each data node's last statement; the data nodes

@@ -208,6 +208,36 @@ TEST(InProcessGroupHubTest, ASilentDataNodeIsDroppedFromTheBarrierAfterItsStated
   EXPECT_TRUE(passed(4, 0) && passed(4, 1));
 }
 
+// Note [Stated pace] (silent_deadline.h), the daemons' rule: a data node
+// whose iterations took 5 s, that then states 40 min and never arrives,
+// counts as stating 20 x 5 s = 100 s: dropped 200 s after its release (the
+// measured deadline, 30 s, passed before), not 80 min after.
+TEST(InProcessGroupHubTest, AFastDataNodeStatingAHugeBoundIsDroppedAtItsPace) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  InProcessGroupHub hub(&clock, {{a, {0}, 1, "", ""}, {b, {0}, 1, "", ""}});
+  std::map<uint64_t, bool> a_passed;
+  auto arrive = [&](uint64_t iteration, const NodeId& who) {
+    hub.Barrier(iteration, who, true, [&a_passed, iteration, who, a](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      if (who == a) a_passed[iteration] = true;
+    });
+  };
+  for (uint64_t i = 0; i <= 6; ++i) {
+    arrive(i, a);
+    if (i > 0) clock.Advance(absl::Seconds(5));
+    hub.StateIterationBound(i, b, i < 6 ? absl::Seconds(25) : absl::Minutes(40));
+    arrive(i, b);
+    clock.Advance(absl::ZeroDuration());
+    ASSERT_TRUE(a_passed[i]) << "iteration " << i;
+  }
+  arrive(7, a);
+  clock.Advance(absl::Seconds(200) - absl::Milliseconds(1));
+  EXPECT_FALSE(a_passed[7]);
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(a_passed[7]) << "held past 200 s by a statement of 40 min";
+}
+
 // A data node that never stated a bound (the daemons' group, a joiner
 // before its first barrier) is never dropped from the hub's barrier.
 TEST(InProcessGroupHubTest, ADataNodeWithoutAStatedBoundIsWaitedFor) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 
@@ -56,8 +57,8 @@ class SilentDeadline {
 };
 
 // Note [Stated bounds] (inproc_group.h): a data node's statement on its
-// next iteration: `bound`, counted from `released` (clock time), when the
-// barrier it was made at released it.
+// next iteration: `bound` (as it counts: Note [Stated pace]), counted from
+// `released` (clock time), when the barrier it was made at released it.
 inline constexpr double kStatedBoundFactor = 2.0;
 struct StatedBound {
   absl::Duration bound;
@@ -76,6 +77,114 @@ inline absl::Duration StatedDropTime(absl::Duration measured,
   if (!stated.has_value()) return unstated;
   return std::max(measured, stated->released + stated->bound * kStatedBoundFactor);
 }
+
+// Note [Stated pace]: a statement is a data node's word, and the cap
+// below (MaxHonestIterationBound) is the largest an honest data node of
+// the swarm's settings could ever state, 40 min by default: a data node
+// that states the cap and then hangs, or a hostile one that answers probes
+// and never sends, held every barrier, so the whole swarm, 2 x that (80
+// min), where the measured rule alone dropped it in under a minute. So a
+// statement counts at most what that data node's own recent pace allows:
+//
+//   min(stated, max(floor, factor x its slowest recent span,
+//                   its largest recent counted statement))
+//
+// a span being the time from a barrier's release of the data node to its
+// arrival at the next barrier (what a statement bounds), over the last
+// kSamples spans and counted statements; with no span yet (start-up, or
+// just back after a drop) the statement counts whole (up to the cap).
+// Why an honest data node is never cut (DataNodeDriver::NextIterationBound
+// states its MB deadline D x (waves + 1), Note [MB deadline] in
+// data_node_driver.h): the D it states at a barrier is max(min_deadline,
+// deadline_factor x the slowest sample of the iteration just run), or the
+// previous D when that iteration had no sample; a sample is a round trip
+// that completed or one abandoned at its deadline, so it lasted at most
+// that iteration, which lies within the span just ended. So each honest
+// statement is at most max((waves + 1) x min_deadline, deadline_factor x
+// (waves + 1) x the span just ended, its previous statement): with
+// factor = deadline_factor x (M + 1) and floor = min_deadline x (M + 1)
+// (waves <= M, StatedPaceFor) the rule never lowers it, however slow, and
+// however suddenly it slows (a replica died and its MBs run to their
+// deadline), since the deadline it works to is the one it states. The
+// start-up statement (initial_deadline x (waves + 1)) has no span before
+// it and counts whole. A data node that ran fast and then states the cap
+// and hangs counts as stating factor x its slowest recent span (or its
+// largest recent honest statement, if larger): with the defaults (f = 4,
+// M = 4: factor 20, floor 25 s) one whose spans were 5 s is dropped 2 x
+// 100 s after its release, not 80 min. Worst case: a hung data node holds
+// the barriers 2 x max(floor, factor x the slowest of its last kSamples
+// spans, the largest of its last kSamples counted statements), never more
+// than 2 x the cap; in its first kSamples iterations that includes the
+// start-up statement (10 min by default). A node that slows on purpose,
+// each span just under 2 x what it may state, can still raise what it may
+// state factor-fold per iteration: the rule bounds hangs, not slowness. In
+// the daemons spans are measured by each member from its own barrier
+// completion to the data node's message, so they differ from the data
+// node's own by the barrier messages' skew (milliseconds; the floor and
+// kStatedBoundFactor cover it). A dropped data node starts afresh
+// (Forget): the span it was dropped in lasted the hang and is no sample,
+// and without it its next honest statement has no span to follow from, so
+// that one counts whole, as at start-up. A barrier drops a data node only
+// once another data node arrived, so the rule applies only while others
+// live.
+struct StatedPaceOptions {
+  double factor = 20.0;                    // <= 0: statements count as stated
+  absl::Duration floor = absl::Seconds(25);
+};
+// The rule's options for data nodes with these DriverOptions (the
+// daemons': the same as MaxHonestIterationBound's).
+inline StatedPaceOptions StatedPaceFor(absl::Duration min_deadline, double deadline_factor,
+                                       int mbs_per_iteration) {
+  const double factor = deadline_factor >= 1.0 ? deadline_factor : 1.0;  // NaN: 1 too
+  const int64_t waves = std::max(1, mbs_per_iteration);
+  return StatedPaceOptions{factor * static_cast<double>(waves + 1),
+                           std::max(absl::ZeroDuration(), min_deadline) * (waves + 1)};
+}
+
+// Note [Stated pace]: one data node's recent spans and counted statements.
+// Thread rule: not thread-safe; the owner's lock guards it.
+class StatedPace {
+ public:
+  static constexpr size_t kSamples = 4;
+
+  // What `stated` counts as (never above it, never below zero).
+  absl::Duration Limit(absl::Duration stated, const StatedPaceOptions& options) const {
+    stated = std::max(absl::ZeroDuration(), stated);
+    if (options.factor <= 0 || spans_.empty()) return stated;
+    absl::Duration allowed = options.floor;
+    for (absl::Duration s : spans_) allowed = std::max(allowed, s * options.factor);
+    for (absl::Duration b : counted_) allowed = std::max(allowed, b);
+    return std::min(stated, allowed);
+  }
+  // A statement is released at `at`, counting as `counted` (Limit's).
+  void Released(absl::Duration counted, absl::Duration at) {
+    Push(counted_, counted);
+    open_ = at;
+  }
+  // The data node arrived at the next barrier at `at`: the span since its
+  // last release is a sample (once).
+  void Arrived(absl::Duration at) {
+    if (!open_.has_value()) return;
+    Push(spans_, std::max(absl::ZeroDuration(), at - *open_));
+    open_.reset();
+  }
+  // The data node was dropped: it starts afresh.
+  void Forget() {
+    spans_.clear();
+    counted_.clear();
+    open_.reset();
+  }
+  bool has_pace() const { return !spans_.empty(); }
+
+ private:
+  static void Push(std::deque<absl::Duration>& q, absl::Duration d) {
+    q.push_back(d);
+    while (q.size() > kSamples) q.pop_front();
+  }
+  std::deque<absl::Duration> spans_;
+  std::deque<absl::Duration> counted_;
+  std::optional<absl::Duration> open_;
+};
 
 // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the cap on a
 // peer's statement (GrpcGroupOptions::max_stated_bound), made of the
@@ -96,7 +205,8 @@ inline absl::Duration StatedDropTime(absl::Duration measured,
 // node whose micro-batches take longer may state more and is capped; it is
 // dropped only if it is silent for kStatedBoundFactor x the cap. Defaults:
 // 480 s x (4 + 1) = 40 min, so a hung data node that answers probes holds
-// a barrier at most 80 min. Never above kMaxStatedBoundCeiling (a day), so
+// a barrier at most 80 min, and once it has a pace far less (Note [Stated
+// pace]). Never above kMaxStatedBoundCeiling (a day), so
 // the cap stays finite whatever the settings.
 inline constexpr absl::Duration kMaxStatedBoundCeiling = absl::Hours(24);
 inline absl::Duration MaxHonestIterationBound(absl::Duration initial_deadline,

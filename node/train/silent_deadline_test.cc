@@ -1,5 +1,6 @@
 #include "node/train/silent_deadline.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -89,6 +90,79 @@ TEST(MaxHonestIterationBoundTest, StaysFiniteWhateverTheSettings) {
 
 TEST(SilentDeadlineTest, FactorZeroIsOff) {
   EXPECT_FALSE(SilentDeadline(SilentDeadlineOptions{.factor = 0}).enabled());
+}
+
+// Note [Stated pace]: the options for the default driver options (f = 4,
+// M = 4, min_deadline 5 s) are the struct's defaults.
+TEST(StatedPaceTest, OptionsFollowTheDriverOptions) {
+  const StatedPaceOptions o = StatedPaceFor(absl::Seconds(5), 4.0, 4);
+  EXPECT_EQ(o.factor, 20.0);
+  EXPECT_EQ(o.floor, absl::Seconds(25));
+  EXPECT_EQ(o.factor, StatedPaceOptions{}.factor);
+  EXPECT_EQ(o.floor, StatedPaceOptions{}.floor);
+  EXPECT_EQ(StatedPaceFor(absl::Seconds(5), std::nan(""), 0).factor, 2.0);
+}
+
+// With no span yet (start-up) a statement counts whole, however large:
+// a slow home data node's long first iteration is not cut.
+TEST(StatedPaceTest, TheStartUpStatementCountsWhole) {
+  StatedPace pace;
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{}), absl::Minutes(40));
+  pace.Released(absl::Minutes(40), absl::ZeroDuration());
+  // Still no span: released, not yet arrived.
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{}), absl::Minutes(40));
+  EXPECT_EQ(pace.Limit(-absl::Seconds(1), StatedPaceOptions{}), absl::ZeroDuration());
+}
+
+// A data node whose spans were 5 s and that then states the cap counts as
+// stating 20 x 5 s = 100 s (above the 25 s floor and its 25 s statements).
+TEST(StatedPaceTest, AFastNodeStatingTheCapCountsAtItsPace) {
+  StatedPace pace;
+  absl::Duration t = absl::ZeroDuration();
+  for (int i = 0; i < 8; ++i) {
+    pace.Released(pace.Limit(absl::Seconds(25), StatedPaceOptions{}), t);
+    t += absl::Seconds(5);
+    pace.Arrived(t);
+  }
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{}), absl::Seconds(100));
+  // An arrival counts once per release: a repeated message adds no span.
+  pace.Arrived(t + absl::Hours(1));
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{}), absl::Seconds(100));
+  // Under the pace a statement counts as stated.
+  EXPECT_EQ(pace.Limit(absl::Seconds(30), StatedPaceOptions{}), absl::Seconds(30));
+  // Dropped: it starts afresh, and its next statement counts whole.
+  pace.Forget();
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{}), absl::Minutes(40));
+  // factor <= 0: statements count as stated.
+  pace.Released(absl::Seconds(25), t);
+  pace.Arrived(t + absl::Seconds(5));
+  EXPECT_EQ(pace.Limit(absl::Minutes(40), StatedPaceOptions{0.0, absl::Seconds(25)}),
+            absl::Minutes(40));
+}
+
+// An honest data node (the driver's rule: D = max(min_deadline, f x the
+// slowest round trip of the iteration just run), stating D x (M + 1))
+// that slows gradually, then at once (its MBs run to their deadline), is
+// never cut: each statement is within what its pace allows.
+TEST(StatedPaceTest, AnHonestNodeThatSlowsIsNeverCut) {
+  const int m = 4;
+  const StatedPaceOptions options = StatedPaceFor(absl::Seconds(5), 4.0, m);
+  StatedPace pace;
+  absl::Duration t = absl::ZeroDuration();
+  absl::Duration deadline = absl::Seconds(120);  // initial_deadline
+  // Round trips: fast, slowing 1.5x per iteration, then stuck at the deadline.
+  absl::Duration trip = absl::Seconds(1);
+  for (int i = 0; i < 30; ++i) {
+    const absl::Duration stated = deadline * (m + 1);
+    ASSERT_EQ(pace.Limit(stated, options), stated) << "iteration " << i;
+    pace.Released(stated, t);
+    if (i == 20) trip = absl::InfiniteDuration();  // a replica died: MBs time out
+    const absl::Duration slowest = std::min(trip, deadline);
+    t += slowest * m + absl::Seconds(1);  // m waves, then the reduce
+    pace.Arrived(t);
+    deadline = std::max(absl::Seconds(5), slowest * 4.0);
+    if (i < 20) trip = trip * 1.5;
+  }
 }
 
 }  // namespace

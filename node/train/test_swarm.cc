@@ -129,7 +129,11 @@ TestSwarm::TestSwarm(TestSwarmOptions options, ComputeFactory factory, const Dat
     members.back().on_probation = options_.on_probation.count(static_cast<int>(i)) > 0;
     nodes_.push_back(std::move(node));
   }
-  hub_ = std::make_unique<InProcessGroupHub>(&clock_, members);
+  // Note [Stated pace]: the data nodes' own driver options.
+  hub_ = std::make_unique<InProcessGroupHub>(
+      &clock_, members, RobustOptions{}, SilentDeadlineOptions{},
+      StatedPaceFor(options_.driver.min_deadline, options_.driver.deadline_factor,
+                    options_.driver.mbs_per_iteration));
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = *nodes_[i];
     std::map<int, StageCompute*> stages;

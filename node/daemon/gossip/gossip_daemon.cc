@@ -277,6 +277,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   // Note [Stated bounds in the daemons]: a data node's statement, capped
   // at the largest an honest data node of this swarm makes.
   go.max_stated_bound = TrainingStack::MaxStatedBound(base);
+  go.stated_pace = TrainingStack::StatedPace(base);
   go.push_quota = p->quotas.group;
   go.state_quota = p->quotas.state;
   if (base.model.averaging.overlap) {  // Note [Overlapped sync]

@@ -34,6 +34,11 @@ absl::Duration TrainingStack::MaxStatedBound(const NodeDaemonOptions& o) {
                                  d.mbs_per_iteration);
 }
 
+StatedPaceOptions TrainingStack::StatedPace(const NodeDaemonOptions& o) {
+  const DriverOptions d = StackOptions(o, /*swarm_id=*/"").driver;
+  return StatedPaceFor(d.min_deadline, d.deadline_factor, d.mbs_per_iteration);
+}
+
 absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     const NodeDaemonOptions& o, const TrainingStackInputs& in) {
   for (const auto& [s, c] : in.frozen) {

@@ -55,6 +55,7 @@
 #include "node/train/node_trainer.h"
 #include "node/train/route_planner.h"
 #include "node/train/sdp_shadows.h"
+#include "node/train/silent_deadline.h"
 #include "node/transport/transport.h"
 
 namespace skipswarm::node {
@@ -140,6 +141,9 @@ class TrainingStack {
   // honest data node of this swarm states (MaxHonestIterationBound in
   // node/train/silent_deadline.h) from the driver options above.
   static absl::Duration MaxStatedBound(const NodeDaemonOptions& o);
+  // Note [Stated pace] (node/train/silent_deadline.h): the daemons'
+  // GrpcGroupOptions::stated_pace, from the same driver options.
+  static StatedPaceOptions StatedPace(const NodeDaemonOptions& o);
 
  private:
   TrainingStack() = default;

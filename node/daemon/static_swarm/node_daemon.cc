@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   // Note [Stated bounds in the daemons]: a data node's statement, capped
   // at the largest an honest data node of this swarm makes.
   go.max_stated_bound = TrainingStack::MaxStatedBound(options);
+  go.stated_pace = TrainingStack::StatedPace(options);
   if (options.model.averaging.overlap) {  // Note [Overlapped sync]
     go.keep_iterations += static_cast<uint64_t>(options.model.averaging.outer_every);
   }
