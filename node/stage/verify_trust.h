@@ -122,6 +122,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/node_id.h"
+#include "node/stage/evidence_bans.h"
 #include "node/stage/swarm_view.h"
 
 namespace skipswarm::node {
@@ -185,27 +186,36 @@ inline constexpr size_t kVerifyBanQuorum = 2;
 // from `live` (the live members as this node's view shows them, with their
 // stages, published bans and probation), each with its accusers
 // (ascending). Accusers in `distrusted` (this node's own bans and verdicts)
-// do not count. Pure.
+// do not count. `evidenced` (accused -> accuser, Note [Evidence bans] in
+// evidence_bans.h): the bans this member adopted on checked evidence; each
+// holds, with its accuser alone, while the accused is a live member on
+// probation and the quorum does not already name it. Pure.
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
-    const std::set<common::NodeId>& distrusted);
+    const std::set<common::NodeId>& distrusted,
+    const std::map<common::NodeId, common::NodeId>& evidenced = {});
 
 // `inner` as routing sees it without the members `trust` condemned and
-// those Note [Verify bans] adopts from the alive members' records (`self`
-// is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
+// those Note [Verify bans] adopts from the alive members' records and
+// `evidence` (optional, Note [Evidence bans]; `self` is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
 // (hops already routed through them go on and end as usual). MarkDead
 // reaches `inner`. version() moves with either.
 class VerifiedRoutingView final : public SwarmView {
  public:
-  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self)
-      : inner_(inner), trust_(trust), self_(self) {}
+  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self,
+                      const EvidenceBans* evidence = nullptr)
+      : inner_(inner), trust_(trust), self_(self), evidence_(evidence) {}
   std::vector<PeerInfo> Members() const override;
   bool IsAlive(const common::NodeId& id) const override { return inner_->IsAlive(id); }
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override { inner_->MarkDead(id); }
   // Moves with `inner` (a view whose records' bans change must move too:
-  // gossip's does with every snapshot) and with this node's verdicts.
-  uint64_t version() const override { return inner_->version() + trust_->generation(); }
+  // gossip's does with every snapshot), with this node's verdicts and
+  // with its evidence bans.
+  uint64_t version() const override {
+    return inner_->version() + trust_->generation() +
+           (evidence_ != nullptr ? evidence_->generation() : 0);
+  }
   std::optional<LinkEstimate> Link(const common::NodeId& from,
                                    const common::NodeId& to) const override {
     return inner_->Link(from, to);
@@ -231,6 +241,7 @@ class VerifiedRoutingView final : public SwarmView {
   SwarmView* const inner_;
   const VerifyTrust* const trust_;
   const common::NodeId self_;
+  const EvidenceBans* const evidence_;  // may be null
   mutable absl::Mutex mu_;
   mutable std::optional<uint64_t> excluded_version_ ABSL_GUARDED_BY(mu_);
   mutable std::set<common::NodeId> excluded_ ABSL_GUARDED_BY(mu_);
