@@ -46,17 +46,24 @@
 // mismatch from a real one. The signatures now exist where the stage
 // server is given keys (Note [Checkable evidence] in
 // node/compute/evidence.h: X's signed commitment, Y's signed answer,
-// CheckEvidence, the catcher's kept pieces), but no evidence is served or
-// adopted yet, so this quorum is still the only rule. Why not trust weights alone: one trusted liar
+// CheckEvidence, the catcher's kept pieces), and a catcher serves them: a
+// member that sees a ban of a live newcomer X the quorum did not adopt
+// fetches the accuser's pieces and, on one valid mismatch of X against a
+// trusted verifier, adopts the ban of X as if the quorum held (Note
+// [Evidence bans] in evidence_bans.h: VerifyQuorumBans takes those bans,
+// so routing and averaging read one set by one rule). A trusted X keeps
+// the quorum rule only (one piece of two trusted members disagreeing does
+// not say which lied). Why not trust weights alone: one trusted liar
 // would then ban any newcomer. With the quorum, a single lying accuser (or
 // any number of newcomers: they count for nothing) bans nobody; two
 // trusted liars can ban a newcomer, never a trusted member (this rule
 // applies to a trusted member only under Note [Trusted verify bans]).
 // An honest swarm reaches the quorum
 // when two catchers see X's outputs: two hosts of the stage after X, or
-// two data nodes after the last stage; a lone catcher protects its own
-// routes and repairs only (a data node that catches X is a planner, so its
-// routes already avoid X). The quorum is recomputed from the current view:
+// two data nodes after the last stage; without signed frames a lone
+// catcher protects its own routes and repairs only (a data node that
+// catches X is a planner, so its routes already avoid X), and with them
+// its evidence convicts a newcomer X everywhere (Note [Evidence bans]). The quorum is recomputed from the current view:
 // accusers that die or leave lift it. A newcomer vouched for (it leaves
 // probation) before two catchers condemn it: a catcher that vouched for it
 // withdraws its vouch at its first mismatch (Note [Vouch withdrawal] in
@@ -103,8 +110,9 @@
 // honest trusted member out of routes and of its stage peers' averaging
 // (it still gets the reduced shards, so its weights stay the group's)
 // where a third host of its stage remains; they can already condemn it at
-// their own nodes (Note [Trusted disputes]). What would close that gap is
-// evidence others can check (signed frame digests), not a larger quorum.
+// their own nodes (Note [Trusted disputes]). Checkable evidence does not
+// close that gap (Note [Evidence bans]): a signed piece shows that two
+// trusted members disagree, not which of them lied.
 //
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps (its own cache is locked). Both borrow: the inner view and the trust outlive

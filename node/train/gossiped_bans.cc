@@ -92,6 +92,12 @@ GossipedBans::Change GossipedBans::Update(const NodeId& self, const std::set<Nod
     change.adopted.push_back(id);
     std::vector<std::string> names;
     for (const NodeId& r : ban.reporters) names.push_back(r.ShortString());
+    if (ban.verify_quorum && ban.reporters.size() < kVerifyBanQuorum) {
+      LOG(WARNING) << "adopting the output checks' ban of " << id.ShortString()
+                   << " on evidence served by " << absl::StrJoin(names, ", ")
+                   << " and checked here (Note [Evidence bans])";
+      continue;
+    }
     if (ban.verify_quorum) {
       LOG(WARNING) << "adopting the output checks' ban of " << id.ShortString()
                    << " published by " << ban.reporters.size()
