@@ -82,6 +82,14 @@
 //   says. The record bit stays: a swarm without the setting still mixes
 //   signing and older members per record. Keys and bits are looked up per
 //   frame in O(1) (TrainingMembers keeps a map per accepted view).
+// - Who reads it: the catcher keeps its signed mismatches (OutputChecks::
+//   EvidenceAgainst) and serves them (FetchEvidence on the node's port,
+//   node/daemon/gossip/evidence_service.h); a member that sees the
+//   catcher's ban of X and has not adopted it by the quorum fetches the
+//   pieces and checks them here with X's and Y's record keys. A valid
+//   mismatch against a newcomer X by a trusted Y bans X there (Note
+//   [Evidence bans] in node/stage/evidence_bans.h); kInputsDiffer, a match
+//   or any invalid piece convicts nobody.
 //
 // Signed bytes are a fixed, length-prefixed encoding (never a proto
 // serialization, which is not canonical), with a domain tag per kind.

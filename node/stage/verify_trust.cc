@@ -120,7 +120,8 @@ bool AnotherTrustedHost(const std::map<common::NodeId, const PeerInfo*>& by_id,
 
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
-    const std::set<common::NodeId>& distrusted) {
+    const std::set<common::NodeId>& distrusted,
+    const std::map<common::NodeId, common::NodeId>& evidenced) {
   // One voice per accuser (its first entry), its ids deduplicated.
   std::map<common::NodeId, const PeerInfo*> by_id;
   std::map<common::NodeId, std::set<common::NodeId>> accusers;
@@ -156,6 +157,13 @@ std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
       out.erase(accused);
     }
   }
+  // Note [Evidence bans]: a checked piece against a live newcomer stands
+  // for the quorum.
+  for (const auto& [accused, accuser] : evidenced) {
+    auto it = by_id.find(accused);
+    if (accused == self || it == by_id.end() || !it->second->on_probation) continue;
+    out.emplace(accused, std::vector<common::NodeId>{accuser});
+  }
   return out;
 }
 
@@ -174,7 +182,9 @@ std::set<common::NodeId> VerifiedRoutingView::Excluded() const {
   for (PeerInfo& p : inner_->Members()) {
     if (inner_->IsAlive(p.id)) live.push_back(std::move(p));
   }
-  for (const auto& [id, by] : VerifyQuorumBans(self_, live, out)) out.insert(id);
+  const std::map<common::NodeId, common::NodeId> evidenced =
+      evidence_ != nullptr ? evidence_->adopted() : std::map<common::NodeId, common::NodeId>{};
+  for (const auto& [id, by] : VerifyQuorumBans(self_, live, out, evidenced)) out.insert(id);
   absl::MutexLock lock(&mu_);
   excluded_version_ = version;
   excluded_ = out;

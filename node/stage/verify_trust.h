@@ -46,17 +46,24 @@
 // mismatch from a real one. The signatures now exist where the stage
 // server is given keys (Note [Checkable evidence] in
 // node/compute/evidence.h: X's signed commitment, Y's signed answer,
-// CheckEvidence, the catcher's kept pieces), but no evidence is served or
-// adopted yet, so this quorum is still the only rule. Why not trust weights alone: one trusted liar
+// CheckEvidence, the catcher's kept pieces), and a catcher serves them: a
+// member that sees a ban of a live newcomer X the quorum did not adopt
+// fetches the accuser's pieces and, on one valid mismatch of X against a
+// trusted verifier, adopts the ban of X as if the quorum held (Note
+// [Evidence bans] in evidence_bans.h: VerifyQuorumBans takes those bans,
+// so routing and averaging read one set by one rule). A trusted X keeps
+// the quorum rule only (one piece of two trusted members disagreeing does
+// not say which lied). Why not trust weights alone: one trusted liar
 // would then ban any newcomer. With the quorum, a single lying accuser (or
 // any number of newcomers: they count for nothing) bans nobody; two
 // trusted liars can ban a newcomer, never a trusted member (this rule
 // applies to a trusted member only under Note [Trusted verify bans]).
 // An honest swarm reaches the quorum
 // when two catchers see X's outputs: two hosts of the stage after X, or
-// two data nodes after the last stage; a lone catcher protects its own
-// routes and repairs only (a data node that catches X is a planner, so its
-// routes already avoid X). The quorum is recomputed from the current view:
+// two data nodes after the last stage; without signed frames a lone
+// catcher protects its own routes and repairs only (a data node that
+// catches X is a planner, so its routes already avoid X), and with them
+// its evidence convicts a newcomer X everywhere (Note [Evidence bans]). The quorum is recomputed from the current view:
 // accusers that die or leave lift it. A newcomer vouched for (it leaves
 // probation) before two catchers condemn it: a catcher that vouched for it
 // withdraws its vouch at its first mismatch (Note [Vouch withdrawal] in
@@ -103,8 +110,9 @@
 // honest trusted member out of routes and of its stage peers' averaging
 // (it still gets the reduced shards, so its weights stay the group's)
 // where a third host of its stage remains; they can already condemn it at
-// their own nodes (Note [Trusted disputes]). What would close that gap is
-// evidence others can check (signed frame digests), not a larger quorum.
+// their own nodes (Note [Trusted disputes]). Checkable evidence does not
+// close that gap (Note [Evidence bans]): a signed piece shows that two
+// trusted members disagree, not which of them lied.
 //
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps (its own cache is locked). Both borrow: the inner view and the trust outlive
@@ -122,6 +130,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/node_id.h"
+#include "node/stage/evidence_bans.h"
 #include "node/stage/swarm_view.h"
 
 namespace skipswarm::node {
@@ -185,27 +194,36 @@ inline constexpr size_t kVerifyBanQuorum = 2;
 // from `live` (the live members as this node's view shows them, with their
 // stages, published bans and probation), each with its accusers
 // (ascending). Accusers in `distrusted` (this node's own bans and verdicts)
-// do not count. Pure.
+// do not count. `evidenced` (accused -> accuser, Note [Evidence bans] in
+// evidence_bans.h): the bans this member adopted on checked evidence; each
+// holds, with its accuser alone, while the accused is a live member on
+// probation and the quorum does not already name it. Pure.
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
-    const std::set<common::NodeId>& distrusted);
+    const std::set<common::NodeId>& distrusted,
+    const std::map<common::NodeId, common::NodeId>& evidenced = {});
 
 // `inner` as routing sees it without the members `trust` condemned and
-// those Note [Verify bans] adopts from the alive members' records (`self`
-// is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
+// those Note [Verify bans] adopts from the alive members' records and
+// `evidence` (optional, Note [Evidence bans]; `self` is this node): they are neither listed nor replicas, but IsAlive still answers as `inner`
 // (hops already routed through them go on and end as usual). MarkDead
 // reaches `inner`. version() moves with either.
 class VerifiedRoutingView final : public SwarmView {
  public:
-  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self)
-      : inner_(inner), trust_(trust), self_(self) {}
+  VerifiedRoutingView(SwarmView* inner, const VerifyTrust* trust, common::NodeId self,
+                      const EvidenceBans* evidence = nullptr)
+      : inner_(inner), trust_(trust), self_(self), evidence_(evidence) {}
   std::vector<PeerInfo> Members() const override;
   bool IsAlive(const common::NodeId& id) const override { return inner_->IsAlive(id); }
   std::vector<common::NodeId> Replicas(int stage) const override;
   void MarkDead(const common::NodeId& id) override { inner_->MarkDead(id); }
   // Moves with `inner` (a view whose records' bans change must move too:
-  // gossip's does with every snapshot) and with this node's verdicts.
-  uint64_t version() const override { return inner_->version() + trust_->generation(); }
+  // gossip's does with every snapshot), with this node's verdicts and
+  // with its evidence bans.
+  uint64_t version() const override {
+    return inner_->version() + trust_->generation() +
+           (evidence_ != nullptr ? evidence_->generation() : 0);
+  }
   std::optional<LinkEstimate> Link(const common::NodeId& from,
                                    const common::NodeId& to) const override {
     return inner_->Link(from, to);
@@ -231,6 +249,7 @@ class VerifiedRoutingView final : public SwarmView {
   SwarmView* const inner_;
   const VerifyTrust* const trust_;
   const common::NodeId self_;
+  const EvidenceBans* const evidence_;  // may be null
   mutable absl::Mutex mu_;
   mutable std::optional<uint64_t> excluded_version_ ABSL_GUARDED_BY(mu_);
   mutable std::set<common::NodeId> excluded_ ABSL_GUARDED_BY(mu_);

@@ -24,7 +24,8 @@ bool ShareAStage(const std::vector<int>& a, const std::vector<int>& b) {
 }  // namespace
 
 std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeId>& own_bans,
-                                        const std::vector<BanReport>& members) {
+                                        const std::vector<BanReport>& members,
+                                        const std::map<NodeId, NodeId>& evidenced) {
   // One entry per member (the first one), so a member listed twice is one
   // voice; its published ids deduplicated, an over-long list dropped.
   std::map<NodeId, const BanReport*> by_id;
@@ -36,6 +37,7 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
   }
   std::set<NodeId> accused_ids;
   for (const auto& [reporter, ids] : published) accused_ids.insert(ids.begin(), ids.end());
+  for (const auto& [accused, accuser] : evidenced) accused_ids.insert(accused);
   // Note [Verify bans]: a newcomer named by two trusted members anywhere; a
   // trusted member by two that share no stage with it.
   std::vector<PeerInfo> live;
@@ -48,7 +50,7 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
     if (it != published.end()) p.bans.assign(it->second.begin(), it->second.end());
     live.push_back(std::move(p));
   }
-  const std::map<NodeId, std::vector<NodeId>> verify = VerifyQuorumBans(self, live, own_bans);
+  const std::map<NodeId, std::vector<NodeId>> verify = VerifyQuorumBans(self, live, own_bans, evidenced);
 
   std::map<NodeId, AdoptedBan> out;
   for (const NodeId& accused : accused_ids) {
@@ -81,14 +83,21 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
 }
 
 GossipedBans::Change GossipedBans::Update(const NodeId& self, const std::set<NodeId>& own_bans,
-                                          const std::vector<BanReport>& members) {
-  std::map<NodeId, AdoptedBan> now = QuorumBans(self, own_bans, members);
+                                          const std::vector<BanReport>& members,
+                                          const std::map<NodeId, NodeId>& evidenced) {
+  std::map<NodeId, AdoptedBan> now = QuorumBans(self, own_bans, members, evidenced);
   Change change;
   for (const auto& [id, ban] : now) {
     if (adopted_.count(id) > 0) continue;
     change.adopted.push_back(id);
     std::vector<std::string> names;
     for (const NodeId& r : ban.reporters) names.push_back(r.ShortString());
+    if (ban.verify_quorum && ban.reporters.size() < kVerifyBanQuorum) {
+      LOG(WARNING) << "adopting the output checks' ban of " << id.ShortString()
+                   << " on evidence served by " << absl::StrJoin(names, ", ")
+                   << " and checked here (Note [Evidence bans])";
+      continue;
+    }
     if (ban.verify_quorum) {
       LOG(WARNING) << "adopting the output checks' ban of " << id.ShortString()
                    << " published by " << ban.reporters.size()

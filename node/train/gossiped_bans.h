@@ -74,10 +74,13 @@ struct AdoptedBan {
 };
 
 // The bans `self` adopts from `members` (Note [Gossiped bans]); ids in
-// `own_bans` (this member's local bans) are never among them.
-std::map<common::NodeId, AdoptedBan> QuorumBans(const common::NodeId& self,
-                                                const std::set<common::NodeId>& own_bans,
-                                                const std::vector<BanReport>& members);
+// `own_bans` (this member's local bans) are never among them. `evidenced`:
+// the bans this member adopted on checked evidence (Note [Evidence bans] in
+// node/stage/evidence_bans.h), which VerifyQuorumBans weighs with the quorum.
+std::map<common::NodeId, AdoptedBan> QuorumBans(
+    const common::NodeId& self, const std::set<common::NodeId>& own_bans,
+    const std::vector<BanReport>& members,
+    const std::map<common::NodeId, common::NodeId>& evidenced = {});
 
 // QuorumBans over time: logs each adoption once, with its reporters, and
 // each lift once.
@@ -88,7 +91,8 @@ class GossipedBans {
     std::vector<common::NodeId> lifted;   // no longer held, ascending
   };
   Change Update(const common::NodeId& self, const std::set<common::NodeId>& own_bans,
-                const std::vector<BanReport>& members);
+                const std::vector<BanReport>& members,
+                const std::map<common::NodeId, common::NodeId>& evidenced = {});
   const std::map<common::NodeId, AdoptedBan>& adopted() const { return adopted_; }
 
  private:

@@ -351,6 +351,9 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   for (const PeerInfo& m : members) {
     if (impl_->view_->IsAlive(m.id)) reports.push_back({m.id, m.stages, m.bans, !m.on_probation});
   }
+  const std::map<common::NodeId, common::NodeId> evidenced =
+      impl_->options_.evidence_bans ? impl_->options_.evidence_bans()
+                                    : std::map<common::NodeId, common::NodeId>{};
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};
@@ -364,7 +367,7 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
         absl::MutexLock bans(&impl_->bans_mu_);  // Note [Group bans]
         for (const auto& [id, reason] : impl_->banned_) robust.banned.insert(id);
         // Note [Gossiped bans]: peers' bans this node adopts, the same way.
-        impl_->gossiped_.Update(impl_->options_.self, robust.banned, reports);
+        impl_->gossiped_.Update(impl_->options_.self, robust.banned, reports, evidenced);
         for (const auto& [id, ban] : impl_->gossiped_.adopted()) robust.banned.insert(id);
       }
       for (const PeerInfo& m : members) {  // Note [Robust averaging across subnetworks]

@@ -201,6 +201,11 @@ struct GrpcGroupOptions {
   std::function<bool(const common::NodeId&)> retry_pushes_to;
   absl::Duration push_retry_every = absl::Milliseconds(250);
   int push_retries = 20;
+  // Note [Evidence bans] (node/stage/evidence_bans.h): the bans this member
+  // adopted on checked evidence (accused -> accuser), weighed with the
+  // verify quorum's (QuorumBans). Called outside the group's locks;
+  // thread-safe. Unset: none.
+  std::function<std::map<common::NodeId, common::NodeId>()> evidence_bans;
 };
 
 class GrpcGroupComm final : public GroupComm {

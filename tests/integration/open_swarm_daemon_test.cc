@@ -14,6 +14,9 @@
 // Note [Vouch withdrawal] (node/daemon/gossip/newcomer_ledger.h): a
 // newcomer that earned its voucher's word and then lies loses it at the
 // first mismatch its voucher catches, and is back on probation everywhere.
+// Note [Evidence bans] (node/stage/evidence_bans.h): a lying newcomer
+// whose only catcher serves its signed evidence leaves the planner's routes
+// though the quorum of Note [Verify bans] is never met.
 // Waits on notifications and iteration counts, no sleeps.
 #include <algorithm>
 #include <atomic>
@@ -301,6 +304,100 @@ TEST_F(OpenSwarmDaemonTest, ATrustedNewcomerCaughtLyingLosesItsVouchAndReturnsTo
   EXPECT_TRUE(founder->result.ok()) << founder->result;
   EXPECT_TRUE(t->result.ok()) << t->result;
   EXPECT_TRUE(n->result.ok()) << n->result;
+  ExpectEveryIteration(*founder, kIterations);
+}
+
+// Note [Evidence bans]: founder f (data node: it plans every route),
+// trusted t (stage 1) and u (stage 2) from the allow-list, and newcomer n
+// (stage 1) that scales every forward output x1.05, all signing their
+// frames (Note [Checkable evidence]). f, the hop before stage 1, checks
+// n's hops against t; u, the hop after n, is its only catcher: it condemns
+// n and names it in its record's bans. One accuser: the quorum never takes
+// n out of f's routes. f fetches u's evidence, checks it against n's and
+// t's record keys with the real judge, adopts the ban, and routes no more
+// micro-batches through n. The probation is longer than the run, so n is
+// never vouched for (a trusted n would keep the quorum rule only).
+TEST_F(OpenSwarmDaemonTest, ALoneCatchersEvidenceTakesALyingNewcomerOutOfThePlannersRoutes) {
+  policy_.mode = membership::AdmissionMode::kOpen;
+  policy_.founder_public_key = identity::TestIdentity('f')->public_key();
+  policy_.allowed_ids = {identity::TestNodeId('t'), identity::TestNodeId('u')};
+  policy_.join_work_bits = 10;
+  policy_.manifest_id = std::string(64, 'e');
+  policy_.probation_iterations = 1000;
+  constexpr int64_t kIterations = 60;
+
+  const auto options = [&](const char* name, std::vector<int> stages, char seed) {
+    GossipDaemonOptions o = Options(name, std::move(stages), seed);
+    o.expect_members = 4;
+    o.base.iterations = kIterations;
+    o.base.metrics_port = 0;
+    o.base.verify_rate = 1;
+    o.base.sign_frames = true;
+    return o;
+  };
+  auto founder = LaunchDaemon(options("f", {0}, 'f'));
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  const auto joiner = [&](const char* name, int stage, char seed) {
+    GossipDaemonOptions o = options(name, {stage}, seed);
+    o.gossip.join = {bootstrap};
+    return o;
+  };
+  std::unique_ptr<RunningDaemon> t = LaunchDaemon(joiner("t", 1, 't'));
+  std::unique_ptr<RunningDaemon> u = LaunchDaemon(joiner("u", 2, 'u'));
+  ASSERT_TRUE(t != nullptr && u != nullptr);
+  NodeBackend lying = TorchNodeBackend();
+  lying.create_compute = [inner = lying.create_compute](
+                             const NodeDaemonOptions& o, int stage, TaskRunner* runner,
+                             common::Clock* clock) -> absl::StatusOr<std::unique_ptr<StageCompute>> {
+    absl::StatusOr<std::unique_ptr<StageCompute>> c = inner(o, stage, runner, clock);
+    if (!c.ok()) return c;
+    return std::make_unique<testing::LyingCompute>(*std::move(c),
+                                                   testing::LyingCompute::Where::kForward,
+                                                   testing::LyingCompute::Lie::kScale, 1.05);
+  };
+  std::unique_ptr<RunningDaemon> n = LaunchDaemonWith(joiner("n", 1, 'n'), std::move(lying));
+  ASSERT_NE(n, nullptr);
+  const auto n_forwards = [&] {
+    absl::MutexLock lock(&n->mu);
+    return n->reports.empty() ? int64_t{0} : n->reports.back().server.forwards;
+  };
+
+  // u condemns n (its own verdicts), alone.
+  const int64_t condemned_at = UntilEachIteration(*founder, [&] {
+    return Gauge(u->daemon->metrics_port(), "skipswarm_verify_excluded") >= 1;
+  });
+  ASSERT_GE(condemned_at, 0) << "u never condemned n";
+  // Then n's forwards stop for good: three founder iterations in a row
+  // without one (the first after f's routes drop it may still finish
+  // micro-batches already routed).
+  int64_t last = -1, still = 0;
+  const int64_t out_at = UntilEachIteration(*founder, [&] {
+    const int64_t now = n_forwards();
+    still = now == last ? still + 1 : 0;
+    last = now;
+    return still >= 3;
+  });
+  const double adopted =
+      Gauge(founder->daemon->metrics_port(), "skipswarm_evidence_bans_adopted_total");
+  const double fetches = Gauge(founder->daemon->metrics_port(), "skipswarm_evidence_fetches_total");
+  const double served = Gauge(u->daemon->metrics_port(), "skipswarm_evidence_served_total");
+  ASSERT_GE(out_at, 0) << "n kept getting micro-batches: f adopted " << adopted << " ban(s) after "
+                       << fetches << " fetch(es); u served " << served;
+  EXPECT_EQ(adopted, 1);
+  EXPECT_GE(served, 1);
+  // n is still a live member on probation (banned, not dead).
+  EXPECT_EQ(Gauge(founder->daemon->metrics_port(), "skipswarm_members_on_probation"), 1);
+  std::printf("FIGURE evidence ban: u condemned n by founder iteration %lld; n out of f's routes "
+              "(3 iterations without a forward) by %lld; f made %g fetch(es), u served %g, "
+              "n's forwards in all %lld\n",
+              static_cast<long long>(condemned_at), static_cast<long long>(out_at), fetches,
+              served, static_cast<long long>(last));
+
+  founder->finished.WaitForNotification();
+  for (RunningDaemon* d : {t.get(), u.get(), n.get()}) d->finished.WaitForNotification();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  for (RunningDaemon* d : {t.get(), u.get(), n.get()}) EXPECT_TRUE(d->result.ok()) << d->result;
   ExpectEveryIteration(*founder, kIterations);
 }
 

@@ -217,8 +217,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   }
   p->verify_trust = std::make_unique<VerifyTrust>(
       VerifyTrustOptions{.exclude_at = base.verify_exclude_at});
+  p->evidence_bans = std::make_unique<EvidenceBans>();
   p->routing = std::make_unique<VerifiedRoutingView>(p->members->routing(), p->verify_trust.get(),
-                                                     p->self);
+                                                     p->self, p->evidence_bans.get());
   SS_ASSIGN_OR_RETURN(std::string device, p->backend.prepare(base));
 
   // Note [Admission]: a selective swarm's services serve admitted ids only;
@@ -295,6 +296,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     const membership::MemberInfo* mi = view.Find(id);
     return mi != nullptr && mi->outbound_only;
   };
+  // Note [Evidence bans]: weighed with the verify quorum in averaging too.
+  go.evidence_bans = [bans = p->evidence_bans.get()] { return bans->adopted(); };
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));
   StateServerOptions so;
   so.self = p->self;
@@ -315,6 +318,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   p->reachability = std::make_unique<ReachabilityService>(p->reachability_options);
   server_builder->RegisterService(p->reachability.get());
   p->SetUpRelaying(server_builder, p->gossip->swarm_id());  // Note [Relayed members]
+  p->SetUpEvidence(server_builder, p->gossip->swarm_id());  // Note [Evidence bans]
   SS_RETURN_IF_ERROR(p->server->Start(to.credentials));
   // Note [Advertise auto] (advertise_auto.h): with --advertise=auto, or by
   // default on a joiner listening on an unspecified host, the record starts
@@ -665,6 +669,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   StepMove(r.iteration);
   VouchFor(r);
   PublishBans();
+  ConsiderEvidence();  // Note [Evidence bans]: queues fetches only
 
   // Our measured speed into our record, when it moved (Note [Measured speeds]).
   std::optional<double> v = speed->TakePublishable(clock->SteadyNow());
@@ -705,6 +710,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   if (options.manifest_quota != nullptr) {
     ExportQuotaRefusals(DaemonQuotas{}, options.manifest_quota, &metrics);
   }
+  ExportEvidenceMetrics();
   if (relay_service != nullptr) {
     const RelayServiceStats rs = relay_service->stats();
     metrics.Set("skipswarm_relay_attached_nodes", rs.attached);

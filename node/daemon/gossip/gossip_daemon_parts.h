@@ -31,6 +31,8 @@
 #include "node/daemon/gossip/behind_check.h"
 #include "node/daemon/gossip/checkpoint_copies.h"
 #include "node/daemon/gossip/control.grpc.pb.h"
+#include "node/daemon/gossip/evidence_adopter.h"
+#include "node/daemon/gossip/evidence_service.h"
 #include "node/daemon/gossip/first_work_probe.h"
 #include "node/daemon/gossip/gossip_daemon.h"
 #include "node/daemon/gossip/hosted_stages.h"
@@ -49,6 +51,7 @@
 #include "node/daemon/stack/stage_checkpoints.h"
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/training_stack.h"
+#include "node/stage/evidence_bans.h"
 #include "node/stage/route_repair.h"
 #include "node/stage/verify_trust.h"
 #include "node/train/grpc_group.h"
@@ -106,7 +109,15 @@ struct GossipDaemon::Parts {
   // ones condemned, which every training stack routes by (kept across
   // stage moves; the stacks borrow both). Set in Create.
   std::unique_ptr<VerifyTrust> verify_trust;
+  // Note [Evidence bans] (node/stage/evidence_bans.h): the bans this node
+  // adopted on evidence it checked; `routing` and the replica group read
+  // them through VerifyQuorumBans. Set in Create, before `routing`.
+  std::unique_ptr<EvidenceBans> evidence_bans;
   std::unique_ptr<VerifiedRoutingView> routing;
+  // Fetches and checks the evidence behind bans the quorum did not adopt
+  // (its worker borrows `members` and `evidence_bans`, declared before it);
+  // null without probation or without a judge (gossip_daemon_evidence.cc).
+  std::unique_ptr<EvidenceAdopter> evidence_adopter;
   void VouchFor(const NodeIterationReport& r);
   // Note [Gossiped bans] (node/train/gossiped_bans.h): the bans this node
   // reached on its own evidence, in our record; re-signed when they change.
@@ -181,6 +192,7 @@ struct GossipDaemon::Parts {
   // Note [Reachability at join] (gossip_daemon_setup.cc).
   ReachabilityOptions reachability_options;
   std::unique_ptr<ReachabilityService> reachability;
+  std::unique_ptr<EvidenceService> evidence_service;  // on `server`
   std::string advertised;  // our record's address
   // Note [Advertise auto]: the port to pair with the host peers observe;
   // 0: not auto (the address is what --advertise / --listen say).
@@ -403,6 +415,13 @@ struct GossipDaemon::Parts {
   // Registers the relay service and makes the dialer (Create, before the
   // server starts).
   void SetUpRelaying(grpc::ServerBuilder* builder, const std::string& swarm_id);
+  // Note [Evidence bans] (gossip_daemon_evidence.cc): serves our kept
+  // evidence on `builder` (`evidence_service`) and starts the adopter;
+  // ConsiderEvidence queues fetches for the bans in the current view (at
+  // each boundary), ExportEvidenceMetrics reports both sides.
+  void SetUpEvidence(grpc::ServerBuilder* builder, const std::string& swarm_id);
+  void ConsiderEvidence();
+  void ExportEvidenceMetrics();
   // Behind NAT: attach to relays and name them in our record.
   void StartRelayAttacher();
   // Note [Relayed entry] (gossip_daemon_relay.cc): returns once our record

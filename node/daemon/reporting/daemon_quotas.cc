@@ -85,6 +85,8 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
                  stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
                  common::QuotaBudget{2, 4, 2 * state, 4 * state, 2});
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr);
+  q.evidence = Make("evidence", {1, 4, 0, 0, 0}, common::QuotaBudget{0, 0, 0, 0, 0, true}, clock,
+                    q.members, common::QuotaBudget{0.2, 2, 0, 0, 0});
   return q;
 }
 
@@ -92,7 +94,7 @@ void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* go
                          Metrics* metrics) {
   const std::vector<const common::PeerQuota*> all = {
       quotas.pipeline.get(), quotas.group.get(), quotas.state.get(), quotas.manifest.get(),
-      gossip};
+      quotas.evidence.get(), gossip};
   for (const common::PeerQuota* quota : all) {
     if (quota == nullptr) continue;
     for (const auto& [key, count] : quota->refusals()) {

@@ -59,6 +59,7 @@ struct DaemonQuotas {
   std::shared_ptr<common::PeerQuota> group;     // GrpcGroupOptions::push_quota
   std::shared_ptr<common::PeerQuota> state;     // group state_quota, StateServerOptions
   std::shared_ptr<common::PeerQuota> manifest;  // ManifestService (callers by address)
+  std::shared_ptr<common::PeerQuota> evidence;  // EvidenceService (Note [Evidence bans])
 };
 
 // Budgets (F = the model's frame payload bound, model::MaxFramePayloadBytes;
@@ -73,6 +74,9 @@ struct DaemonQuotas {
 //             with S = 7 P + 1 MiB (a stage's state bound)
 //             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
 //   manifest  (strangers by address) 20 calls/s (burst 50), 64 KiB/s (burst 256 KiB)
+//   evidence  member 1 request/s (burst 4), newcomer 0.2/s (burst 2), strangers
+//             none (an honest member fetches once per accuser and accused per
+//             30 s: Note [Evidence bans] in node/stage/evidence_bans.h)
 // A newcomer (a member on probation, MemberSet::SetMembers) gets a quarter
 // of a member's rates and bursts and fewer streams: still above what one
 // replica's training sends a peer (a refusal only makes its sender re-route

@@ -72,6 +72,23 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_commitments_refused_total", T::kCounter,
        "Forward frames refused for a commitment missing (from a signing member), not "
        "matching the frame, or not verifying."},
+      {"skipswarm_evidence_served_total", T::kCounter,
+       "Evidence requests this node answered with pieces its output checks kept (Note "
+       "[Evidence bans])."},
+      {"skipswarm_evidence_pieces_served_total", T::kCounter,
+       "Pieces of evidence this node served."},
+      {"skipswarm_evidence_requests_refused_total", T::kCounter,
+       "Evidence requests this node refused, by reason (quota, unauthenticated, bad_request, "
+       "not_found)."},
+      {"skipswarm_evidence_fetches_total", T::kCounter,
+       "Evidence fetches this node made for bans in its view the verify quorum did not adopt."},
+      {"skipswarm_evidence_fetch_failures_total", T::kCounter,
+       "Of those, the fetches that failed (nothing kept, the accuser's quota, the network)."},
+      {"skipswarm_evidence_pieces_checked_total", T::kCounter,
+       "Fetched pieces of evidence this node checked, by verdict (convicts, match, "
+       "inputs_differ, invalid, trusted_accused, ...); only convicts bans."},
+      {"skipswarm_evidence_bans_adopted_total", T::kCounter,
+       "Members this node banned from its routes and averaging on evidence it checked."},
       {"skipswarm_verify_excluded", T::kGauge,
        "Members this node's checks condemned: left out of its routes and named as banned in "
        "its record (Note [Verify trust])."},

@@ -1,0 +1,128 @@
+#include "node/daemon/gossip/evidence_adopter.h"
+
+#include <utility>
+
+#include "glog/logging.h"
+#include "node/stage/verify_trust.h"
+
+namespace skipswarm::node {
+
+EvidenceAdopter::EvidenceAdopter(EvidenceAdopterOptions options, EvidenceBans* bans,
+                                 common::Clock* clock)
+    : options_(std::move(options)), bans_(bans), clock_(clock), pacer_(options_.pacer) {
+  if (options_.worker) worker_ = std::thread([this] { Work(); });
+}
+
+EvidenceAdopter::~EvidenceAdopter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    jobs_.clear();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void EvidenceAdopter::Consider(const std::vector<PeerInfo>& live,
+                               const std::set<common::NodeId>& distrusted) {
+  std::map<common::NodeId, const PeerInfo*> by_id;
+  for (const PeerInfo& p : live) by_id.emplace(p.id, &p);
+  // Note [Evidence bans]: gone from the view, gone from the bans.
+  bans_->Retain([&](const common::NodeId& id) { return by_id.count(id) > 0; });
+  const std::map<common::NodeId, std::vector<common::NodeId>> held =
+      VerifyQuorumBans(options_.self, live, distrusted, bans_->adopted());
+  const absl::Duration now = clock_->SteadyNow();
+  std::vector<Job> queued;
+  for (const auto& [accuser_id, accuser] : by_id) {
+    if (accuser_id == options_.self || distrusted.count(accuser_id) > 0) continue;
+    if (accuser->address.empty()) continue;
+    for (const common::NodeId& accused : accuser->bans) {
+      if (accused == options_.self || accused == accuser_id || held.count(accused) > 0 ||
+          distrusted.count(accused) > 0) {
+        continue;
+      }
+      auto x = by_id.find(accused);
+      if (x == by_id.end() || !x->second->on_probation) continue;  // trusted X: quorum only
+      if (!pacer_.TryStart(accuser_id, accused, now)) continue;
+      queued.push_back({accuser_id, accuser->address, accused});
+    }
+  }
+  if (queued.empty()) return;
+  absl::MutexLock lock(&mu_);
+  for (Job& job : queued) {
+    if (stopping_) {
+      pacer_.Done();
+      continue;
+    }
+    jobs_.push_back(std::move(job));
+  }
+}
+
+void EvidenceAdopter::RunQueued() {
+  while (true) {
+    Job job;
+    {
+      absl::MutexLock lock(&mu_);
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    Run(job);
+  }
+}
+
+void EvidenceAdopter::Work() {
+  while (true) {
+    Job job;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !jobs_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    Run(job);
+  }
+}
+
+void EvidenceAdopter::Run(const Job& job) {
+  absl::StatusOr<std::vector<Evidence>> pieces =
+      options_.fetch(job.accuser, job.address, job.accused);
+  std::vector<PieceVerdict> verdicts;
+  bool adopted = false;
+  if (pieces.ok()) {
+    for (const Evidence& piece : *pieces) {
+      const PieceVerdict v = JudgeServedPiece(piece, job.accused, options_.lookup,
+                                              options_.limits, options_.judge, options_.check);
+      verdicts.push_back(v);
+      if (v == PieceVerdict::kConvicts) {
+        adopted = bans_->Adopt(job.accused, job.accuser);
+        break;  // one valid piece is enough
+      }
+    }
+  } else {
+    VLOG(1) << "no evidence against " << job.accused.ShortString() << " from "
+            << job.accuser.ShortString() << ": " << pieces.status();
+  }
+  if (adopted) {
+    LOG(WARNING) << "adopting the output checks' ban of " << job.accused.ShortString()
+                 << " on evidence served by " << job.accuser.ShortString()
+                 << " (Note [Evidence bans]): its signed output disagrees with a trusted "
+                    "replica's signed sketch";
+  }
+  pacer_.Done();
+  absl::MutexLock lock(&mu_);
+  ++counts_.fetches;
+  if (!pieces.ok()) ++counts_.fetch_failures;
+  for (PieceVerdict v : verdicts) ++counts_.pieces[PieceVerdictName(v)];
+  if (adopted) ++counts_.adopted;
+}
+
+EvidenceAdoptionCounts EvidenceAdopter::counts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
+}
+
+}  // namespace skipswarm::node

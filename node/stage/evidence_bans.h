@@ -1,0 +1,150 @@
+// Adopting a ban on checkable evidence (Note [Evidence bans]): the rule
+// that turns one piece of evidence a catcher served (Note [Checkable
+// evidence] in node/compute/evidence.h) into this member's ban of the
+// accused, the set of bans so adopted (which VerifyQuorumBans, and so
+// routing and averaging, read beside the quorum's), and the pacing of the
+// fetches that bring pieces in.
+//
+//   EvidenceBans bans;                                  // the daemon's, shared
+//   PieceVerdict v = JudgeServedPiece(piece, x, lookup, limits, judge);
+//   if (v == PieceVerdict::kConvicts) bans.Adopt(x, accuser);
+//   VerifiedRoutingView routing(&view, &trust, self, &bans);
+//
+// Note [Evidence bans]
+// A catcher's verdict reaches other members as a ban in its record; the
+// quorum (Note [Verify bans]) adopts it only when two trusted accusers name
+// the same member, so a lone catcher could not get a liar out of anyone
+// else's routes. A member that sees a ban of live X, not adopted by the
+// quorum, asks that accuser for its evidence against X (the catcher
+// serves the pieces it kept, node/daemon/gossip/evidence_service.h) and
+// checks each piece itself; the accuser is not trusted at all. A piece
+// convicts X here (JudgeServedPiece == kConvicts) iff
+//   - its commitment's producer is X (a piece about someone else is not
+//     evidence against X),
+//   - CheckEvidence, with X's and Y's public keys from their signed member
+//     records and the real judge, says kMismatch (so X signed that output
+//     for that input, Y signed its sketch of the same input, and they
+//     disagree),
+//   - Y is a live trusted member of this member's view and X is on
+//     probation: the attribution of Note [Verify trust] (a newcomer
+//     against a trusted replica: the newcomer lied).
+// Then this member adopts the ban of X exactly where it adopts a quorum's:
+// EvidenceBans feeds VerifyQuorumBans, whose result VerifiedRoutingView
+// routes around and QuorumBans bans from averaging. One rule decides who
+// is banned; evidence is a second way to meet it. An adopted ban lasts
+// while X is a live member on probation in the view (VerifyQuorumBans
+// reads it only then), like the quorum's; X leaving drops it.
+// What convicts nobody (counted by reason, never a ban):
+//   - a trusted X: X and Y both trusted and disagreeing says that one of
+//     them lied, not which (Note [Trusted disputes]); one piece cannot
+//     attribute it, so a trusted X keeps the quorum rule only;
+//   - kInputsDiffer (X committed to another input than Y answered for:
+//     maybe the hop before fed one of them something else, maybe X lied
+//     about its input; Note [Checkable evidence]), a match, any invalid
+//     piece, a Y that is not trusted or not in the view, a key missing.
+// Safety: a forged piece needs X's signature on an output that disagrees
+// with a trusted Y's signed sketch; neither a lying catcher nor any number
+// of newcomers can make one. A trusted Y that lies can frame a newcomer
+// alone now (under the quorum it took two trusted liars); that is the
+// price of one honest catcher's being enough, and it is bounded to
+// newcomers as before.
+// Cost: fetches are paced (EvidenceFetchPacer: once per (accuser,
+// accused) per period, few outstanding, a bounded table), on the daemon's
+// evidence worker, never on the training path or under a view lock.
+//
+// Thread rule: EvidenceBans and EvidenceFetchPacer are thread-safe;
+// JudgeServedPiece is pure (its lookups must be thread-safe).
+#ifndef SKIPSWARM_NODE_STAGE_EVIDENCE_BANS_H_
+#define SKIPSWARM_NODE_STAGE_EVIDENCE_BANS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/node_id.h"
+#include "node/compute/evidence.h"
+
+namespace skipswarm::node {
+
+enum class PieceVerdict {
+  kConvicts,          // adopt the ban of the accused
+  kTrustedAccused,    // the accused is trusted: quorum only
+  kNotTheAccused,     // the commitment's producer is someone else
+  kUnknownMember,     // X or Y not in the view, or no record key
+  kVerifierUntrusted, // Y is on probation
+  kInvalid,           // CheckEvidence: a signature, shape, visit, hash, decode
+  kInputsDiffer,      // CheckEvidence's kInputsDiffer
+  kMatch,             // CheckEvidence's kMatch
+};
+// "convicts", "trusted_accused", ... (the metrics' reason label).
+const char* PieceVerdictName(PieceVerdict v);
+
+// What JudgeServedPiece needs of this member's view (thread-safe).
+struct EvidenceLookup {
+  // The raw public key of a live member from its signed record.
+  std::function<std::optional<std::string>(const common::NodeId&)> public_key_of;
+  // Whether a live member is trusted (not on probation).
+  std::function<bool(const common::NodeId&)> trusted;
+};
+
+// Note [Evidence bans]: one piece served against `accused`.
+PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accused,
+                              const EvidenceLookup& lookup, const SketchLimits& limits,
+                              const EvidenceJudge& judge,
+                              const model::SketchCheckOptions& options = {});
+
+// The bans this member adopted on evidence: accused -> the accuser whose
+// piece convicted it. Bounded: at most max_entries, new ones refused beyond.
+class EvidenceBans {
+ public:
+  explicit EvidenceBans(size_t max_entries = 256) : max_entries_(max_entries) {}
+  // True when `accused` is new here (generation() moves).
+  bool Adopt(const common::NodeId& accused, const common::NodeId& accuser);
+  // Forgets accused ids `keep` says no to (members gone from the view).
+  void Retain(const std::function<bool(const common::NodeId&)>& keep);
+  std::map<common::NodeId, common::NodeId> adopted() const;
+  bool Has(const common::NodeId& accused) const;
+  uint64_t generation() const;
+
+ private:
+  const size_t max_entries_;
+  mutable absl::Mutex mu_;
+  std::map<common::NodeId, common::NodeId> adopted_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+struct EvidenceFetchPacerOptions {
+  // At most one fetch per (accuser, accused) per period.
+  absl::Duration period = absl::Seconds(30);
+  int max_outstanding = 2;
+  // Pairs remembered; beyond, those whose period passed are forgotten, and
+  // a new pair is refused while none has.
+  size_t max_pairs = 512;
+};
+
+// Note [Evidence bans]: which fetches may start now (`now`: a steady time).
+class EvidenceFetchPacer {
+ public:
+  explicit EvidenceFetchPacer(EvidenceFetchPacerOptions options = {}) : options_(options) {}
+  // True: the fetch may start (counted outstanding until Done).
+  bool TryStart(const common::NodeId& accuser, const common::NodeId& accused,
+                absl::Duration now);
+  void Done();
+  int outstanding() const;
+
+ private:
+  const EvidenceFetchPacerOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::pair<common::NodeId, common::NodeId>, absl::Duration> last_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace skipswarm::node
+
+#endif  // SKIPSWARM_NODE_STAGE_EVIDENCE_BANS_H_
