@@ -457,13 +457,30 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     if (lost.empty() && reported + 1 < iterations && !g_interrupted.load()) {
       std::set<std::string> live;
+      // Note [How a node ended] (local_processes.h): the newest process of
+      // each name that ended, and how.
+      std::map<std::string, const Child*> ended_child;
+      std::map<std::string, std::string> ended;
       for (const Child& c : children) {
-        if (!c.exited) live.insert(c.name);
+        if (!c.exited) {
+          live.insert(c.name);
+        } else {
+          ended_child[c.name] = &c;
+          ended[c.name] = DescribeEnd(c.status);
+        }
       }
       LocalLayout hosts = layout;
       for (const auto& [name, stage] : replacements) hosts.push_back({name, {stage}});
       if (std::optional<LostStage> gone =
-              StageLossMonitor(hosts).Check(live, killed_after, reported)) {
+              StageLossMonitor(hosts).Check(live, killed_after, reported, ended)) {
+        // The lost stage's nodes that ended by themselves: how, and their
+        // logs' last lines, while the logs still exist.
+        for (const auto& [name, st] : hosts) {
+          if (std::find(st.begin(), st.end(), gone->stage) == st.end()) continue;
+          if (killed_after.count(name) > 0 || ended_child.count(name) == 0) continue;
+          std::printf("\n%s", DescribeNodeEnd(dir, *ended_child.at(name)).c_str());
+        }
+        std::fflush(stdout);
         absl::StatusOr<RestorePlan> plan = absl::FailedPreconditionError(absl::StrCat(
             "stage ", gone->stage, " was lost: no live replica is left (", gone->why,
             "); training stopped after iteration ", reported, " of ", iterations,
