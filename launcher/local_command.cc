@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -259,6 +260,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   co.rebalance_every = rebalance_every;
   co.checkpoint_copies = checkpoint_copies;
   co.founder = layout.front().first;
+  // Note [One swarm per run] (local_config.h).
+  std::random_device entropy;
+  co.swarm_name = LocalSwarmName((uint64_t{entropy()} << 32) ^ entropy());
+  const std::string swarm_name = co.swarm_name;
   co.expect_members = layout.size();
   co.sdp = sdp.mode;
   co.sdp_nodes = swarm.sdp;  // a static list marks them (sdp:)
@@ -514,9 +519,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             for (const std::string& name : live) {
               if (addresses.count(name) > 0) live_addresses[name] = addresses.at(name);
             }
-            // The nodes' swarm: their --swarm_name / --swarm_secret defaults.
+            // The run's swarm (Note [One swarm per run]), with no secret.
             copies = FetchPeerCopies(
-                gone->stage, live_addresses, membership::DeriveSwarmId("skipswarm", ""),
+                gone->stage, live_addresses, membership::DeriveSwarmId(swarm_name, ""),
                 node::StateBytesBound(
                     static_cast<uint64_t>(flags.model.StageParameterCount(gone->stage))));
           }
