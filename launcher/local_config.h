@@ -21,7 +21,7 @@
 // entered as joiners of a swarm that was not theirs (Note [Restart behind
 // the swarm]) and waited out the start-up deadline, or trained with
 // foreign state. Different swarm ids are refused at the first message
-// (membership/membership.h).
+// (Membership's CheckRequest, membership/membership.cc).
 //
 // Thread rule: one caller at a time.
 #ifndef SKIPSWARM_LAUNCHER_LOCAL_CONFIG_H_
