@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -259,6 +260,10 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
   co.rebalance_every = rebalance_every;
   co.checkpoint_copies = checkpoint_copies;
   co.founder = layout.front().first;
+  // Note [One swarm per run] (local_config.h).
+  std::random_device entropy;
+  co.swarm_name = LocalSwarmName((uint64_t{entropy()} << 32) ^ entropy());
+  const std::string swarm_name = co.swarm_name;
   co.expect_members = layout.size();
   co.sdp = sdp.mode;
   co.sdp_nodes = swarm.sdp;  // a static list marks them (sdp:)
@@ -457,13 +462,30 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
     }
     if (lost.empty() && reported + 1 < iterations && !g_interrupted.load()) {
       std::set<std::string> live;
+      // Note [How a node ended] (local_processes.h): the newest process of
+      // each name that ended, and how.
+      std::map<std::string, const Child*> ended_child;
+      std::map<std::string, std::string> ended;
       for (const Child& c : children) {
-        if (!c.exited) live.insert(c.name);
+        if (!c.exited) {
+          live.insert(c.name);
+        } else {
+          ended_child[c.name] = &c;
+          ended[c.name] = DescribeEnd(c.status);
+        }
       }
       LocalLayout hosts = layout;
       for (const auto& [name, stage] : replacements) hosts.push_back({name, {stage}});
       if (std::optional<LostStage> gone =
-              StageLossMonitor(hosts).Check(live, killed_after, reported)) {
+              StageLossMonitor(hosts).Check(live, killed_after, reported, ended)) {
+        // The lost stage's nodes that ended by themselves: how, and their
+        // logs' last lines, while the logs still exist.
+        for (const auto& [name, st] : hosts) {
+          if (std::find(st.begin(), st.end(), gone->stage) == st.end()) continue;
+          if (killed_after.count(name) > 0 || ended_child.count(name) == 0) continue;
+          std::printf("\n%s", DescribeNodeEnd(dir, *ended_child.at(name)).c_str());
+        }
+        std::fflush(stdout);
         absl::StatusOr<RestorePlan> plan = absl::FailedPreconditionError(absl::StrCat(
             "stage ", gone->stage, " was lost: no live replica is left (", gone->why,
             "); training stopped after iteration ", reported, " of ", iterations,
@@ -497,9 +519,9 @@ absl::Status Run(const LocalSwarmPlanner& wan) {
             for (const std::string& name : live) {
               if (addresses.count(name) > 0) live_addresses[name] = addresses.at(name);
             }
-            // The nodes' swarm: their --swarm_name / --swarm_secret defaults.
+            // The run's swarm (Note [One swarm per run]), with no secret.
             copies = FetchPeerCopies(
-                gone->stage, live_addresses, membership::DeriveSwarmId("skipswarm", ""),
+                gone->stage, live_addresses, membership::DeriveSwarmId(swarm_name, ""),
                 node::StateBytesBound(
                     static_cast<uint64_t>(flags.model.StageParameterCount(gone->stage))));
           }

@@ -19,6 +19,10 @@ std::string JsonString(const std::string& s) { return nlohmann::json(s).dump(); 
 
 }  // namespace
 
+std::string LocalSwarmName(uint64_t random) {
+  return absl::StrCat("local-", absl::Hex(random, absl::kZeroPad16));
+}
+
 absl::Status AssignLocalAddresses(const LocalLayout& layout, LocalConfigOptions* o) {
   if (layout.empty()) return absl::InvalidArgumentError("the layout has no node");
   if (o->tls) {
@@ -83,6 +87,9 @@ std::string LocalConfigs::Membership(const std::string& name, const std::vector<
     absl::StrAppend(&c, ",\n  \"join_report\": ", JsonString(o_.dir + "/join.jsonl"));
   }
   if (name != o_.founder) absl::StrAppend(&c, ",\n  \"join\": ", JsonString(o_.bootstrap));
+  if (!o_.swarm_name.empty()) {
+    absl::StrAppend(&c, ",\n  \"swarm_name\": ", JsonString(o_.swarm_name));
+  }
   auto a = o_.addresses.find(name);
   if (a != o_.addresses.end()) absl::StrAppend(&c, ",\n  \"listen\": ", JsonString(a->second));
   absl::StrAppend(&c, ",\n  \"checkpoint_copies\": ", o_.checkpoint_copies);

@@ -10,6 +10,19 @@
 //   LocalConfigs configs(std::move(o));
 //   const std::string path = configs.Write("d0", {0});
 //
+// Note [One swarm per run]: every node of a gossip run gets the run's own
+// swarm name (LocalSwarmName), so its swarm id differs from every other
+// run's. With the nodes' default name all `skipswarm local` runs on a
+// machine shared one swarm id, and a node of one run reached another run's
+// node whenever a port came back into use (a killed node's address that its
+// peers still probe, handed by the kernel to the next run's launcher): the
+// two memberships admitted each other and merged. A run then saw another
+// run's replicas of its stage training ahead of it, and its founders
+// entered as joiners of a swarm that was not theirs (Note [Restart behind
+// the swarm]) and waited out the start-up deadline, or trained with
+// foreign state. Different swarm ids are refused at the first message
+// (Membership's CheckRequest, membership/membership.cc).
+//
 // Thread rule: one caller at a time.
 #ifndef SKIPSWARM_LAUNCHER_LOCAL_CONFIG_H_
 #define SKIPSWARM_LAUNCHER_LOCAL_CONFIG_H_
@@ -51,12 +64,18 @@ struct LocalConfigOptions {
   int rebalance_every = 0;
   int checkpoint_copies = 0;
   std::string founder;        // the layout's first node (gossip bootstrap)
+  std::string swarm_name;     // gossip: Note [One swarm per run]; empty: the nodes' default
   size_t expect_members = 0;  // founders wait for this many
   // Filled by AssignLocalAddresses.
   std::string bootstrap;                         // gossip: the founder's address
   std::map<std::string, std::string> addresses;  // gossip: every node's one address
   std::string swarm;                             // static: the --swarm list
 };
+
+// A swarm name no other run on this machine uses (Note [One swarm per
+// run]): "local-" and 64 bits from `random` (the launcher passes a
+// non-deterministic one: uniqueness, not reproducibility, is the point).
+std::string LocalSwarmName(uint64_t random);
 
 // Free loopback ports for every node of `layout` (and, static with TLS,
 // each node's key in DIR/keys/, whose id its entry pins).

@@ -1,12 +1,15 @@
 #include "launcher/local_processes.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <fstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,6 +49,71 @@ bool ReportedAnIteration(const std::string& dir, const std::string& name) {
     if (absl::StartsWith(line, mark)) return true;
   }
   return false;
+}
+
+namespace {
+
+// The usual signals by name: strsignal's text is locale-dependent prose.
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGINT: return "SIGINT";
+    case SIGKILL: return "SIGKILL";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGTERM: return "SIGTERM";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+std::string DescribeEnd(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = SignalName(sig);
+    return absl::StrCat("killed by signal ", sig,
+                        name != nullptr ? absl::StrCat(" (", name, ")") : "",
+                        WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+std::string LogTail(const std::string& path, int max_lines, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || max_lines <= 0) return "";
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return "";
+  const std::streamoff from = size > static_cast<std::streamoff>(max_bytes)
+                                  ? size - static_cast<std::streamoff>(max_bytes)
+                                  : 0;
+  in.seekg(from);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  // A cut first line is dropped (it starts mid-line); so is the empty
+  // piece after a final newline.
+  if (from > 0 && !lines.empty()) lines.erase(lines.begin());
+  while (!lines.empty() && absl::StripAsciiWhitespace(lines.back()).empty()) lines.pop_back();
+  const size_t keep = std::min(lines.size(), static_cast<size_t>(max_lines));
+  std::string out;
+  for (size_t i = lines.size() - keep; i < lines.size(); ++i) {
+    absl::StrAppend(&out, "  ", lines[i], "\n");
+  }
+  return out;
+}
+
+std::string DescribeNodeEnd(const std::string& dir, const LocalChild& c, int max_lines) {
+  const std::string log = absl::StrCat(dir, "/logs/", c.name, ".err");
+  const std::string tail = LogTail(log, max_lines);
+  return absl::StrCat("node ", c.name, " ", DescribeEnd(c.status),
+                      tail.empty() ? absl::StrCat("; ", log, " is empty\n")
+                                   : absl::StrCat("; the last lines of ", log, ":\n", tail));
 }
 
 void RecordExit(const struct rusage& ru, LocalChild& c) {

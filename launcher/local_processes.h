@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -51,6 +52,29 @@ void RecordExit(const struct rusage& ru, LocalChild& c);
 // [Survivable chaos] in launcher/local_chaos.h). False while the file is
 // missing or holds none.
 bool ReportedAnIteration(const std::string& dir, const std::string& name);
+
+// How a node ended, from wait4's `status`: "exited with code 1", "killed
+// by signal 11 (SIGSEGV)". A node that died of a signal (a crash, the
+// kernel's OOM killer) must not read as one that gave up (Note [How a node
+// ended]).
+std::string DescribeEnd(int status);
+
+// Note [How a node ended]: when a node the launcher did not kill ends
+// early, its end alone rarely says why; the cause is in the last lines of
+// its log, and the run's folder (with the logs) is often gone by the time
+// anyone looks (a test's temporary folder, a CI machine). So the launcher
+// prints how it ended and the last lines of its stderr log (the daemon's
+// LOG lines and its error) with the failure, into its own output, which
+// the caller keeps.
+//
+// The last `max_lines` lines of `path`, each indented by two spaces,
+// reading at most the file's last `max_bytes` (a log may be large); empty
+// when the file is missing or empty.
+std::string LogTail(const std::string& path, int max_lines, size_t max_bytes = 16 << 10);
+
+// "node s2r0 exited with code 1; the last lines of DIR/logs/s2r0.err:\n..."
+// for `c` (exited), with LogTail's lines of its stderr log.
+std::string DescribeNodeEnd(const std::string& dir, const LocalChild& c, int max_lines = 20);
 
 // The fault plan: node name -> iteration after which it is SIGKILLed, from
 // `flag` (NAME@ITER,...) plus `planned` (a WAN scenario's; the flag's win).

@@ -62,8 +62,8 @@ int PrintRunSummary(const std::string& dir, const std::vector<LocalChild>& child
     const bool killed = WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL;
     if (!killed && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {
       ++failed;
-      std::printf("node %s failed (see %s/logs/%s.err)\n", c.name.c_str(), dir.c_str(),
-                  c.name.c_str());
+      // Note [How a node ended] (local_processes.h).
+      std::printf("failed: %s", DescribeNodeEnd(dir, c).c_str());
     }
   }
   // Throughput on a shared machine depends on the CPU share; tokens per CPU

@@ -18,7 +18,7 @@ namespace skipswarm::launcher {
 
 std::optional<LostStage> StageLossMonitor::Check(
     const std::set<std::string>& live, const std::map<std::string, int64_t>& killed_after,
-    int64_t reported) const {
+    int64_t reported, const std::map<std::string, std::string>& ended) const {
   std::map<int, bool> hosted;  // stage -> some live host
   for (const auto& [name, stages] : layout_) {
     for (int s : stages) hosted[s] = hosted[s] || live.count(name) > 0;
@@ -32,9 +32,10 @@ std::optional<LostStage> StageLossMonitor::Check(
     for (const auto& [name, stages] : layout_) {
       if (std::find(stages.begin(), stages.end(), s) == stages.end()) continue;
       auto k = killed_after.find(name);
-      gone.push_back(k == killed_after.end()
-                         ? absl::StrCat(name, " exited")
-                         : absl::StrCat(name, " killed after iteration ", k->second));
+      auto e = ended.find(name);
+      gone.push_back(k != killed_after.end()
+                         ? absl::StrCat(name, " killed after iteration ", k->second)
+                         : absl::StrCat(name, " ", e != ended.end() ? e->second : "exited"));
     }
     lost.why = absl::StrJoin(gone, ", ");
     return lost;

@@ -49,7 +49,7 @@ namespace skipswarm::launcher {
 struct LostStage {
   int stage = -1;
   int64_t after_iteration = -1;  // the last iteration reported
-  std::string why;               // "s1r0 killed after iteration 60, s1r1 ..."
+  std::string why;               // "s1r0 killed after iteration 60, s1r1 exited with code 1"
 };
 
 // Finds a stage of the layout with no live host.
@@ -58,10 +58,13 @@ class StageLossMonitor {
   explicit StageLossMonitor(LocalLayout layout) : layout_(std::move(layout)) {}
 
   // `live`: names of the nodes still running; `killed_after`: name -> the
-  // iteration after which the launcher killed it (others "exited").
+  // iteration after which the launcher killed it; `ended`: name -> how a
+  // node that ended by itself ended (DescribeEnd: "exited with code 1",
+  // "killed by signal 11 (SIGSEGV)"), else it reads "exited".
   std::optional<LostStage> Check(const std::set<std::string>& live,
                                  const std::map<std::string, int64_t>& killed_after,
-                                 int64_t reported) const;
+                                 int64_t reported,
+                                 const std::map<std::string, std::string>& ended = {}) const;
 
  private:
   const LocalLayout layout_;

@@ -63,6 +63,21 @@ TEST(StageLossMonitorTest, AStageWithNoLiveHostIsLostNamingItsNodes) {
   EXPECT_EQ(lost->why, "s1r0 killed after iteration 60, s1r1 killed after iteration 30");
 }
 
+// Note [How a node ended]: a node that ended by itself says how, so a
+// crash does not read as a node that gave up.
+TEST(StageLossMonitorTest, ANodeThatEndedByItselfSaysHow) {
+  StageLossMonitor monitor(kLayout);
+  const std::set<std::string> live = {"d0", "d1", "s1r0", "s1r1"};
+  std::optional<LostStage> lost =
+      monitor.Check(live, {}, -1,
+                    {{"s2r0", "exited with code 1"}, {"s2r1", "killed by signal 11 (SIGSEGV)"}});
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->stage, 2);
+  EXPECT_EQ(lost->why, "s2r0 exited with code 1, s2r1 killed by signal 11 (SIGSEGV)");
+  // Without the ends (an older caller), "exited".
+  EXPECT_EQ(monitor.Check(live, {}, -1)->why, "s2r0 exited, s2r1 exited");
+}
+
 // The whole recovery path of the launcher, without processes: generations
 // assembled from the nodes' files, stage 1 lost, a torn newest generation
 // skipped, every node seeded at one iteration, re-done progress dropped.

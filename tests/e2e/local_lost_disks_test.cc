@@ -26,10 +26,13 @@ TEST(LocalLostDisksTest, AStageWhoseDisksAreGoneIsRestoredFromAPeersCopy) {
                            "--local_lose_disks"});
   absl::StatusOr<ProcessResult> r = RunSkipswarm(args, dir);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit_code, 0) << r->out << r->err;
-  EXPECT_TRUE(absl::StrContains(r->out, "lost disks: deleted")) << r->out;
-  EXPECT_TRUE(absl::StrContains(r->out, "comes from the checkpoint copy held by")) << r->out;
-  EXPECT_TRUE(absl::StrContains(r->out, "it 70/70")) << r->out;
+  // The run's folder goes with the test's: a failure prints the nodes' logs.
+  const std::string logs = dir + "/run/logs";
+  ASSERT_EQ(r->exit_code, 0) << r->out << r->err << NodeLogTails(logs);
+  EXPECT_TRUE(absl::StrContains(r->out, "lost disks: deleted")) << r->out << NodeLogTails(logs);
+  EXPECT_TRUE(absl::StrContains(r->out, "comes from the checkpoint copy held by"))
+      << r->out << NodeLogTails(logs);
+  EXPECT_TRUE(absl::StrContains(r->out, "it 70/70")) << r->out << NodeLogTails(logs);
   absl::StatusOr<std::string> report = ReadFile(dir + "/run/recovery.jsonl");
   ASSERT_TRUE(report.ok()) << report.status();
   const std::vector<std::string> lines = Lines(*report);
@@ -50,8 +53,10 @@ TEST(LocalLostDisksTest, WithoutPeerCopiesTheRunStopsNamingTheStage) {
                            "--local_lose_disks", "--local_checkpoint_copies=0"});
   absl::StatusOr<ProcessResult> r = RunSkipswarm(args, dir);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->exit_code, 1) << r->out << r->err;
-  EXPECT_TRUE(absl::StrContains(r->out + r->err, "stage 1 was lost")) << r->out << r->err;
+  const std::string logs = dir + "/run/logs";
+  EXPECT_EQ(r->exit_code, 1) << r->out << r->err << NodeLogTails(logs);
+  EXPECT_TRUE(absl::StrContains(r->out + r->err, "stage 1 was lost"))
+      << r->out << r->err << NodeLogTails(logs);
 }
 
 }  // namespace

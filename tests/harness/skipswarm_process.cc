@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "launcher/local_processes.h"
 
 namespace skipswarm::tests {
 namespace {
@@ -71,6 +73,22 @@ absl::Status WriteFile(const std::string& path, absl::string_view text) {
   out.close();
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
+}
+
+std::string NodeLogTails(const std::string& logs_dir, int max_lines) {
+  std::vector<std::string> logs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(logs_dir, ec)) {
+    if (e.path().extension() == ".err") logs.push_back(e.path().string());
+  }
+  std::sort(logs.begin(), logs.end());
+  if (logs.empty()) return absl::StrCat("\nno node logs in ", logs_dir, "\n");
+  std::string out;
+  for (const std::string& path : logs) {
+    absl::StrAppend(&out, "\n--- the last lines of ", path, " ---\n",
+                    launcher::LogTail(path, max_lines));
+  }
+  return out;
 }
 
 std::vector<std::string> Lines(absl::string_view text) {

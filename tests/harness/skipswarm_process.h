@@ -47,6 +47,13 @@ absl::StatusOr<std::string> MakeTestDir(absl::string_view name);
 absl::StatusOr<ProcessResult> RunSkipswarm(const std::vector<std::string>& args,
                                            const std::string& workdir);
 
+// The last `max_lines` lines of every node log (LOGS_DIR/*.err, by name),
+// each under a heading, for a failure message: a `skipswarm local` run's
+// folder is in the test's temporary folder, gone once the test ends, so a
+// CI failure keeps only what the test prints. "no node logs in LOGS_DIR"
+// when there are none.
+std::string NodeLogTails(const std::string& logs_dir, int max_lines = 25);
+
 // The whole content of a file.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // Writes `text` to `path`, replacing it.
