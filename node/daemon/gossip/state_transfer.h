@@ -19,7 +19,9 @@
 // task running) it snapshots the stage once and serves every waiter and
 // every later resume from the cached bytes. A request for a boundary the
 // source has already passed without a snapshot fails FAILED_PRECONDITION
-// (the joiner picks another replica or a later entry). Snapshots of the
+// (the joiner picks another replica or a later entry), unless it is the
+// boundary the source is at and its update has not run (Note [Snapshot in
+// the iteration]). Snapshots of the
 // same stage at the same boundary are byte-identical on every replica (the
 // replicas are bit-identical), so a transfer cut off at one replica
 // resumes at another when the SHA-256 matches.
