@@ -307,6 +307,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   so.quota = p->quotas.state;
   so.fail_first_transfers = options.fail_first_state_transfers;
   Parts* raw = p.get();
+  so.in_iteration = [raw](int stage, uint64_t boundary) {
+    return raw->SnapshotInIteration(stage, boundary);
+  };
   SS_ASSIGN_OR_RETURN(p->state,
                       StateServer::Create(so, [raw](int stage) { return raw->Snapshot(stage); }));
   SS_RETURN_IF_ERROR(p->StartCopies());

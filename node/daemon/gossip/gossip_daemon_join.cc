@@ -65,7 +65,7 @@ common::BackoffOptions JoinBackoff() {
 // one iteration; a failure of any is the round's. A subnetwork joiner is
 // never restored from peers' copies (a stage without a live host has
 // none to average with anyway) and does not re-enter when behind (Note
-// [Revived members] is for one-stage members).
+// [Behind on any stage] is for pipeline members).
 absl::StatusOr<std::vector<int>> GossipDaemon::Parts::PlaceJoiner() {
   NodeDaemonOptions& o = options.base;
   const model::ModelConfig& config = o.model.model;
@@ -203,13 +203,15 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
 // joiner, Note [A subnetwork joins]). Before, only one-stage members asked,
 // and a restarted two-stage member waited as a founder until its start-up
 // deadline (restart_behind_test's two-stage case).
-// A stage of ours with no live replica (we were its last) leaves us a
-// founder, as before: EnterAsJoiner has no source to fetch it from, and
-// the restore from a peer's copy (Note [Restore from peer copies]) is for
-// one-stage joiners. Entering there would need our own checkpoint of that
-// stage (or a peer's copy) loaded and advanced to the entry (Note
-// [Restored step]) beside the fetched stages: node/daemon/README.md,
-// "Restarted multi-stage members", says what is left. Subnetwork (SDP)
+// A stage of ours with no live replica (we were its last) pauses the
+// swarm in the iteration it cannot plan, so the other stages' replicas do
+// not advance and wait there: with such a stage, a live replica of
+// another stage past our start at all (not only past the lead) makes us a
+// joiner. EnterAsJoiner then restores the orphaned stage from the newest
+// copy a peer holds and fetches the others from their replicas, all at
+// the paused iteration (Note [Restore from peer copies]). A member all of
+// whose stages are orphaned asks nobody and stays a founder, as before.
+// Subnetwork (SDP)
 // members are left out as well: a restarted SDP founder was not examined
 // (an --sdp=auto node takes no --host_stages, so it is a joiner anyway).
 bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
@@ -217,16 +219,20 @@ bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
   if (stages.empty() || base().sdp != model::SdpMode::kOff) return false;
   const uint64_t own = static_cast<uint64_t>(std::max<int64_t>(0, start_iteration));
   const uint64_t lead = static_cast<uint64_t>(StageServerOptions().max_iteration_lead);
-  // No live replica of a stage: stay a founder (above).
+  // A stage of ours without a live replica: the others' replicas past our
+  // start at all (the swarm paused there for that stage, above).
+  const membership::View view = RoutedView();
+  bool orphaned = false;
+  for (int stage : stages) orphaned = orphaned || StateSources(view, self, stage).empty();
   return AskEachStagesReplicas(
-      RoutedView(), stages,
+      view, stages,
       [&](const StateSource& a) { return QuerySourceIteration(a, credentials, absl::Seconds(2)); },
       [&](int stage, const StateSource& a, const absl::StatusOr<uint64_t>& at) {
         if (!at.ok()) return false;
         auto before = behind_probe.find(a.id);
         const bool advancing = before != behind_probe.end() && *at > before->second;
         behind_probe[a.id] = *at;
-        if (*at <= own || (*at <= own + lead && !advancing)) return false;
+        if (*at <= own || (*at <= own + lead && !advancing && !orphaned)) return false;
         const std::string line = absl::StrCat(
             base().name, ": restarted behind the swarm: our checkpoint resumed us at iteration ",
             own, ", stage ", stage, "'s replica ", a.id.ShortString(), " trains at ", *at,
@@ -256,22 +262,24 @@ bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
 // boundary (TryEntry). Only the replicas' rule applies (BehindCheck::
 // PollStages): none of the data-node clock's (Note [Sole replica behind],
 // Note [Data node behind]), which needs a move ahead of several stages'
-// own states at once, not built. A stage of ours with no live replica
-// (we are its last) keeps the member where it was, as before and as at a
-// restart: EnterAsJoiner has no source to fetch that stage from, and the
-// restore from a peer's copy is for one-stage joiners, so re-entering
-// would only take us out of training until the start-up deadline. Such a
-// member stays behind (node/daemon/README.md, "Stalled multi-stage
-// members"). Subnetwork (SDP) members, which host several stages too, are
-// left out as before (Note [A subnetwork joins]).
+// own states at once, not built. A stage of ours with no other live
+// replica (we are its last) is skipped: the other stages' replicas are
+// asked, and when we re-enter, EnterAsJoiner restores that stage from the
+// newest copy a peer holds (Note [Restore from peer copies]; the updates
+// after the copy are lost, logged and counted). While we are its only
+// replica the swarm cannot run ahead of us by the lead, so this fires
+// only once gossip has left us out of the stage. Subnetwork (SDP)
+// members, which host several stages too, are left out as before (Note
+// [A subnetwork joins]).
 bool GossipDaemon::Parts::AskEachStagesReplicas(const membership::View& view,
                                                 const std::vector<int>& stages,
                                                 const IterationQuery& query,
-                                                const StageAnswerSeen& seen) const {
+                                                const StageAnswerSeen& seen,
+                                                std::vector<int>* orphaned) const {
   std::vector<std::vector<StateSource>> sources;
   for (int stage : stages) {
     sources.push_back(StateSources(view, self, stage));
-    if (sources.back().empty()) return false;
+    if (sources.back().empty() && orphaned != nullptr) orphaned->push_back(stage);
   }
   std::set<common::NodeId> asked;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -302,30 +310,50 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
   absl::Duration copies_asked = -absl::InfiniteDuration();
   bool restored = false;
   absl::Status stopped;
+  // The stages of ours without a live replica, as last seen (the error at
+  // the deadline names the first).
+  std::vector<int> orphaned;
   auto ask_sources = [&] {
     while (true) {
       stopped = JoinWaitEnds(absl::StrCat("while waiting for a source of stage ", stage));
       if (!stopped.ok()) return;
-      sources = StateSources(RoutedView(), self, stage);
-      for (const StateSource& a : sources) {
-        current = QuerySourceIteration(a, credentials, absl::Seconds(2));
+      const membership::View view = RoutedView();
+      orphaned.clear();
+      for (int s : stages) {
+        if (StateSources(view, self, s).empty()) orphaned.push_back(s);
+      }
+      sources = StateSources(view, self, stage);
+      // With a stage orphaned the swarm cannot pass its paused iteration:
+      // no entry after it can come, so no state transfer alone serves us.
+      if (!orphaned.empty()) {
+        current = absl::UnavailableError(absl::StrCat("stage ", orphaned.front(),
+                                                      " has no live replica"));
+      }
+      for (size_t i = 0; orphaned.empty() && i < sources.size(); ++i) {
+        current = QuerySourceIteration(sources[i], credentials, absl::Seconds(2));
         if (current.ok()) break;
       }
       if (current.ok() || clock->SteadyNow() > deadline) break;
       const absl::Duration now = clock->SteadyNow();
-      if (sources.empty() && stages.size() == 1 && now - began >= kRestoreGrace &&
+      // A subnetwork joiner is not restored (Note [A subnetwork joins]).
+      if (!orphaned.empty() && o.sdp == model::SdpMode::kOff && now - began >= kRestoreGrace &&
           now - copies_asked >= kRestoreGrace) {
         copies_asked = now;
-        absl::StatusOr<bool> r = EnterFromPeerCopy(stage);
+        int missing = -1;
+        absl::StatusOr<bool> r = EnterFromPeerCopies(orphaned, &missing);
         if (!r.ok() && absl::IsCancelled(r.status())) {
           stopped = r.status();
           return;
         }
         if (!r.ok()) {
-          LOG(WARNING) << o.name << ": stage " << stage
-                       << " has no live replica; restoring it from a peer's copy failed: "
+          LOG(WARNING) << o.name << ": stage" << (orphaned.size() > 1 ? "s " : " ")
+                       << absl::StrJoin(orphaned, "+")
+                       << " without a live replica; restoring from peers' copies failed: "
                        << r.status();
-        } else if (*r) {
+        } else if (!*r) {
+          LOG(INFO) << o.name << ": stage " << missing
+                    << " has no live replica and no peer holds a copy of it yet; waiting";
+        } else {
           restored = true;
           return;
         }
@@ -354,7 +382,8 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     if (restored) return absl::OkStatus();
     if (!current.ok()) {
       return absl::UnavailableError(absl::StrCat(
-          "no replica of stage ", stage, " answers: ", current.status().message(),
+          "no replica of stage ", orphaned.empty() ? stage : orphaned.front(), " answers: ",
+          current.status().message(),
           failure.ok() ? "" : absl::StrCat(" (after ", round - 1, " failed rounds; last: ",
                                            failure.ToString(), ")")));
     }

@@ -146,9 +146,14 @@ absl::Status GossipDaemon::Parts::SwitchStage() {
   // The old stage's work is done (the trainer stopped after at - 1's
   // update; the server quiesced): out with it.
   ReplaceStack(nullptr);  // detaches the server first
-  probes.erase(m->from);
-  computes.erase(m->from);
-  SS_RETURN_IF_ERROR(AddCompute(m->to));
+  absl::Status added;
+  {
+    absl::MutexLock lock(&computes_mu);  // Note [Snapshot in the iteration]
+    probes.erase(m->from);
+    computes.erase(m->from);
+    added = AddCompute(m->to);
+  }
+  SS_RETURN_IF_ERROR(added);
   SS_ASSIGN_OR_RETURN(int64_t step, computes[m->to]->ImportState(m->state->bytes));
   if (static_cast<uint64_t>(step) != m->at) {
     return absl::DataLossError(

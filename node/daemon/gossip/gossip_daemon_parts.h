@@ -128,6 +128,10 @@ struct GossipDaemon::Parts {
   DaemonQuotas quotas;
   NodeBackend backend;  // builds `computes`, `frozen` and `data` (again on a stage move)
   std::unique_ptr<DataSource> data;  // data nodes only
+  // Held while SnapshotInIteration reads `computes` off the main thread and
+  // while a stage move changes the map (SwitchStage); declared first, so it
+  // outlives every server that calls SnapshotInIteration.
+  absl::Mutex computes_mu;
   std::map<int, std::unique_ptr<StageCompute>> computes;
   // SDP backward masking's frozen copies (Note [SDP frozen stages]).
   std::map<int, std::unique_ptr<StageCompute>> frozen;
@@ -261,6 +265,10 @@ struct GossipDaemon::Parts {
         .string();
   }
   absl::StatusOr<StageSnapshot> Snapshot(int stage);
+  // Note [Snapshot in the iteration] (state_transfer.h), on a gRPC thread:
+  // `stage`'s state while its step is still `boundary` (FAILED_PRECONDITION
+  // once the iteration's update ran).
+  absl::StatusOr<StageSnapshot> SnapshotInIteration(int stage, uint64_t boundary);
   std::map<int, uint64_t> Digests() {
     std::map<int, uint64_t> d;
     for (auto& [s, c] : computes) d[s] = c->ParamsDigest();
@@ -333,18 +341,22 @@ struct GossipDaemon::Parts {
   // our stages trains without us: more than the stage server's lead past
   // the iteration our checkpoint resumed us at, or past it and further on
   // than when this asked before (behind_probe). Then we enter as a joiner.
-  // False while a stage of ours has no live replica, and for a subnetwork.
+  // With a stage of ours without a live replica (the swarm paused for it),
+  // any live replica of another past our start. False when no stage of
+  // ours has a live replica, and for a subnetwork.
   bool SwarmTrainsWithoutUs();
   // Note [Behind on any stage] (gossip_daemon_join.cc): asks the live
   // replicas of each of `stages` in `view` (StateSources: this member left
   // out; a peer hosting several of them once, for the first) with `query`,
   // stage by stage, handing each answer to `seen` until it returns true;
-  // whether it did. False, asking nobody, when a stage has no live replica.
+  // whether it did. A stage with no live replica is skipped and added to
+  // `orphaned` (when given); nobody is asked when none has one.
   using IterationQuery = std::function<absl::StatusOr<uint64_t>(const StateSource&)>;
   using StageAnswerSeen =
       std::function<bool(int stage, const StateSource&, const absl::StatusOr<uint64_t>&)>;
   bool AskEachStagesReplicas(const membership::View& view, const std::vector<int>& stages,
-                             const IterationQuery& query, const StageAnswerSeen& seen) const;
+                             const IterationQuery& query, const StageAnswerSeen& seen,
+                             std::vector<int>* orphaned = nullptr) const;
   // One round of EnterAsJoiner (Note [Join retries]): announces an entry
   // `*lead` iterations after `current` (later ones while the sources have
   // passed it, raising `*lead`), fetches the state from `sources` and loads
@@ -356,9 +368,12 @@ struct GossipDaemon::Parts {
   absl::Status TryEntry(const std::vector<int>& stages, uint64_t current, int* lead,
                         const std::vector<StateSource>& sources, FetchOptions fo);
   // Note [Restore from peer copies] (gossip_daemon_restore.cc): true once
-  // `stage` is restored from the newest copy a live peer holds and entered;
-  // false when no peer holds one.
-  absl::StatusOr<bool> EnterFromPeerCopy(int stage);
+  // every stage of ours without a live replica (`orphaned`, a subset of
+  // Stages()) is restored from the newest copy a live peer holds, every
+  // other one fetched from its live replicas at the same boundary, and all
+  // entered at once; false when no peer holds a copy of one of `orphaned`
+  // (`missing` names it).
+  absl::StatusOr<bool> EnterFromPeerCopies(const std::vector<int>& orphaned, int* missing);
   // Note [Revived members] (behind_check.h), main thread: the iteration a
   // live replica of our stage is in when it is more than the lead ahead
   // of ours, or the data nodes' when our whole stage is (Note [Sole

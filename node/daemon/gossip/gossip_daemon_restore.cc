@@ -1,7 +1,9 @@
-// GossipDaemon, a joiner whose stage has no live replica (Note [Restore
-// from peer copies]): it restores the stage from the newest checkpoint
-// copy its peers hold (Note [Checkpoint copies] in checkpoint_copies.h)
-// and enters at the iteration the swarm is paused in.
+// GossipDaemon, a joiner a stage of which has no live replica (Note
+// [Restore from peer copies]): it restores that stage from the newest
+// checkpoint copy its peers hold (Note [Checkpoint copies] in
+// checkpoint_copies.h), fetches its other stages from their replicas, and
+// enters at the iteration the swarm is paused in. Also the source side of
+// that fetch (Note [Snapshot in the iteration] in state_transfer.h).
 //
 // Note [Restore from peer copies]: when every replica of a stage is gone,
 // the data nodes pause in the iteration they cannot plan (Note [Paused
@@ -20,6 +22,20 @@
 // the copy's iteration and how many updates the stage lost. Without any
 // copy the joiner keeps waiting, and fails at its start-up deadline naming
 // the stage.
+// A member hosting several stages (--host_stages=1,2: a restarted founder
+// that became a joiner, Note [Restart behind the swarm], or one
+// re-entering, Note [Behind on any stage]) enters the same way for all of
+// them at one entry: each orphaned stage from the newest copy of it (each
+// advanced to the entry, its lost updates reported, as above), each other
+// stage from its live replicas' state of the entry boundary. Those
+// replicas began the paused iteration, so they passed that boundary
+// without a snapshot; they serve it from their state as long as the
+// iteration's update has not run, which it cannot while the swarm waits
+// for us (Note [Snapshot in the iteration] in state_transfer.h). A later
+// entry would never come: the swarm cannot leave the paused iteration
+// without the orphaned stage. Without a copy of any one orphaned stage the
+// member keeps waiting, and fails at its start-up deadline naming that
+// stage.
 //
 // Note [Restored step]: a stage's step is the swarm iteration its state
 // belongs to, not a count of the updates it took: ApplyUpdate advances it
@@ -60,35 +76,73 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "node/daemon/gossip/gossip_daemon_parts.h"
+#include "node/daemon/gossip/join_planning.h"
 
 namespace skipswarm::node {
 
-absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
-  const NodeDaemonOptions& o = base();
-  const membership::View view = RoutedView();
+absl::StatusOr<StageSnapshot> GossipDaemon::Parts::SnapshotInIteration(int stage,
+                                                                      uint64_t boundary) {
+  absl::MutexLock lock(&computes_mu);
+  auto it = computes.find(stage);
+  if (it == computes.end()) return absl::NotFoundError("stage not hosted");
+  StageCompute* c = it->second.get();
+  // The step advances in the iteration's update only, so a step still at
+  // `boundary` after the export and the digest means neither saw an update.
+  if (c->step() != static_cast<int64_t>(boundary)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage ", stage, " is at step ", c->step(), ", not ", boundary));
+  }
+  SS_ASSIGN_OR_RETURN(std::string bytes, c->ExportState());
+  const uint64_t digest = c->ParamsDigest();
+  if (c->step() != static_cast<int64_t>(boundary)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage ", stage, "'s update of iteration ", boundary, " ran meanwhile"));
+  }
+  return StageSnapshot{std::move(bytes), digest};
+}
+
+namespace {
+
+// The newest copy of one orphaned stage that live peers hold.
+struct NewestCopy {
   bool found = false;
-  uint64_t newest = 0;
+  uint64_t iteration = 0;
   std::vector<StateSource> holders;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<int>& orphaned,
+                                                              int* missing) {
+  const NodeDaemonOptions& o = base();
+  const std::vector<int> stages = Stages();
+  const membership::View view = RoutedView();
+  std::map<int, NewestCopy> copies;
+  for (int s : orphaned) copies[s];
   std::optional<uint64_t> swarm_at;
   for (const membership::MemberInfo* m : view.Live()) {
     if (m->id == self) continue;
     absl::StatusOr<DaemonEndpoints> e = EndpointsOf(*m);
     if (!e.ok()) continue;
     const StateSource source(e->state, m->id);
-    absl::StatusOr<std::vector<std::pair<int, uint64_t>>> copies =
+    absl::StatusOr<std::vector<std::pair<int, uint64_t>>> held =
         QueryHeldCopies(source, credentials, absl::Seconds(2));
-    if (copies.ok()) {
-      for (const auto& [s, it] : *copies) {
-        if (s != stage) continue;
-        if (!found || it > newest) {
-          found = true;
-          newest = it;
-          holders.clear();
+    if (held.ok()) {
+      for (const auto& [s, it] : *held) {
+        auto c = copies.find(s);
+        if (c == copies.end()) continue;
+        if (!c->second.found || it > c->second.iteration) {
+          c->second.found = true;
+          c->second.iteration = it;
+          c->second.holders.clear();
         }
-        if (it == newest) holders.push_back(source);
+        if (it == c->second.iteration) c->second.holders.push_back(source);
       }
     }
     if (!m->stages.empty()) {
@@ -96,45 +150,97 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
       if (at.ok()) swarm_at = std::max(swarm_at.value_or(0), *at);
     }
   }
-  if (!found) return false;
+  uint64_t newest = 0;
+  for (const auto& [s, c] : copies) {
+    if (!c.found) {
+      if (missing != nullptr) *missing = s;
+      return false;
+    }
+    newest = std::max(newest, c.iteration);
+  }
   const uint64_t entry = std::max(newest, swarm_at.value_or(newest));
   if (entry >= static_cast<uint64_t>(o.iterations)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the swarm is at iteration ", entry, " of ", o.iterations, "; nothing left to join"));
   }
-  FetchOptions fo;
-  fo.self = self;
-  fo.swarm_id = gossip->swarm_id();
-  fo.credentials = credentials;
-  fo.stage = stage;
-  fo.iteration = newest;
-  fo.deadline = absl::Seconds(30);
-  fo.max_bytes = StateBytesBound(static_cast<uint64_t>(computes.at(stage)->num_params()));
-  fo.cancelled = [this] { return StopRequested(); };  // Note [Stopping while joining]
-  SS_ASSIGN_OR_RETURN(FetchedState fetched, FetchStageState(holders, fo));
-  SS_ASSIGN_OR_RETURN(int64_t step, computes[stage]->ImportState(fetched.bytes));
-  if (static_cast<uint64_t>(step) != newest) {
-    return absl::DataLossError(absl::StrCat("the copy of stage ", stage, " held for iteration ",
-                                            newest, " is at step ", step));
-  }
-  // Note [Restored step]: the iterations the stage missed pass without an
-  // update, so it enters at step == entry like every other stage.
-  if (entry > newest) {
-    const std::vector<float> nothing(static_cast<size_t>(computes[stage]->num_params()), 0.f);
-    for (uint64_t i = newest; i < entry; ++i) {
-      SS_RETURN_IF_ERROR(computes[stage]->ApplyUpdate(nothing, 0).status());
+  // Frames of `entry` routed to us wait for BeginIteration(entry) (Note
+  // [Entry iteration]); our replica groups take pushes for it (Note [Entry
+  // in the group]).
+  if (entry > 0) stack->server()->BeginIteration(entry - 1);
+  if (group != nullptr) group->EnterAt(entry);
+  // Per stage, in Stages() order: an orphaned stage's copy, or a live
+  // stage's state at `entry` from its replicas (they are in that iteration
+  // while the swarm is paused: Note [Snapshot in the iteration]).
+  std::vector<absl::StatusOr<FetchedState>> got;
+  for (int s : stages) {
+    FetchOptions fo;
+    fo.self = self;
+    fo.swarm_id = gossip->swarm_id();
+    fo.credentials = credentials;
+    fo.stage = s;
+    fo.deadline = absl::Seconds(30);
+    fo.max_bytes = StateBytesBound(static_cast<uint64_t>(computes.at(s)->num_params()));
+    fo.cancelled = [this] { return StopRequested(); };  // Note [Stopping while joining]
+    auto c = copies.find(s);
+    fo.iteration = c != copies.end() ? c->second.iteration : entry;
+    got.push_back(FetchStageState(
+        c != copies.end() ? c->second.holders : StateSources(RoutedView(), self, s), fo));
+    if (!got.back().ok()) {
+      return absl::Status(got.back().status().code(),
+                          absl::StrCat("stage ", s, " (",
+                                       c != copies.end() ? "a peer's copy" : "a live replica",
+                                       "): ", got.back().status().message()));
     }
   }
-  if (computes[stage]->step() != static_cast<int64_t>(entry)) {
-    return absl::InternalError(absl::StrCat("stage ", stage, " restored at step ",
-                                            computes[stage]->step(), " for entry ", entry));
+  std::vector<std::string> lines;
+  size_t bytes = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const int s = stages[i];
+    const FetchedState& fetched = *got[i];
+    auto c = copies.find(s);
+    const uint64_t from = c != copies.end() ? c->second.iteration : entry;
+    SS_ASSIGN_OR_RETURN(int64_t step, computes[s]->ImportState(fetched.bytes));
+    if (c == copies.end()) {
+      // A live stage: its replicas' state (digest) at the entry boundary.
+      if (static_cast<uint64_t>(step) != entry ||
+          computes[s]->ParamsDigest() != fetched.params_digest) {
+        return absl::DataLossError(absl::StrCat("the state of stage ", s, " from ",
+                                                fetched.source, " is at step ", step,
+                                                " or its digest differs; wanted boundary ",
+                                                entry));
+      }
+      bytes += fetched.bytes.size();
+      continue;
+    }
+    if (static_cast<uint64_t>(step) != from) {
+      return absl::DataLossError(absl::StrCat("the copy of stage ", s, " held for iteration ",
+                                              from, " is at step ", step));
+    }
+    // Note [Restored step]: the iterations the stage missed pass without an
+    // update, so it enters at step == entry like every other stage.
+    if (entry > from) {
+      const std::vector<float> nothing(static_cast<size_t>(computes[s]->num_params()), 0.f);
+      for (uint64_t it = from; it < entry; ++it) {
+        SS_RETURN_IF_ERROR(computes[s]->ApplyUpdate(nothing, 0).status());
+      }
+    }
+    if (computes[s]->step() != static_cast<int64_t>(entry)) {
+      return absl::InternalError(absl::StrCat("stage ", s, " restored at step ",
+                                              computes[s]->step(), " for entry ", entry));
+    }
+    bytes += fetched.bytes.size();
+    metrics.Add("skipswarm_stage_restores_total", 1);
+    metrics.Add("skipswarm_stage_restore_lost_iterations_total",
+                static_cast<double>(entry - from));
+    lines.push_back(absl::StrCat(
+        "stage ", s, " had no live replica: restored from the copy of iteration ", from,
+        " held by ", fetched.source, " (", fetched.bytes.size(), " bytes); entering at iteration ",
+        entry, ": the stage lost ", entry - from, " iterations of updates (its step advanced to ",
+        entry, ")"));
   }
-  // Frames of `entry` routed to us wait for BeginIteration(entry) (Note
-  // [Entry iteration]).
-  if (entry > 0) stack->server()->BeginIteration(entry - 1);
   SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
     r->clear_stages();
-    r->add_stages(static_cast<uint32_t>(stage));
+    for (int s : stages) r->add_stages(static_cast<uint32_t>(s));
     r->set_iteration(entry);
     r->set_entering(false);  // the state is loaded (Note [Routed once ready])
   }));
@@ -144,25 +250,21 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopy(int stage) {
     timeline.announced = timeline.first_chunk = timeline.state_loaded = clock->SteadyNow();
     timeline.entry = entry;
     timeline.entry_attempts = 1;
-    timeline.state_bytes = fetched.bytes.size();
-    timeline.streams = fetched.streams;
-    timeline.sources_tried = fetched.sources_tried;
-    timeline.source = fetched.source;
+    timeline.state_bytes = bytes;
+    timeline.streams = got.front()->streams;
+    timeline.sources_tried = got.front()->sources_tried;
+    timeline.source = got.front()->source;
   }
   start_iteration = static_cast<int64_t>(entry);
   members->SetIteration(entry);
   state->OnBoundary(entry, Digests());
-  metrics.Add("skipswarm_stage_restores_total", 1);
-  metrics.Add("skipswarm_stage_restore_lost_iterations_total", static_cast<double>(entry - newest));
-  const std::string line = absl::StrCat(
-      "stage ", stage, " had no live replica: restored from the copy of iteration ", newest,
-      " held by ", fetched.source, " (", fetched.bytes.size(), " bytes); entering at iteration ",
-      entry, " (announced to ", reached, " members): the stage lost ", entry - newest,
-      " iterations of updates (its step advanced to ", entry, ")");
-  LOG(WARNING) << o.name << ": " << line;
-  std::printf("%s\n", line.c_str());
+  for (const std::string& line : lines) {
+    const std::string told = absl::StrCat(line, " (announced to ", reached, " members)");
+    LOG(WARNING) << o.name << ": " << told;
+    std::printf("%s\n", told.c_str());
+    status->AddEvent("restore", told);
+  }
   std::fflush(stdout);
-  status->AddEvent("restore", line);
   return true;
 }
 

@@ -181,6 +181,32 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     return grpc::Status::OK;
   }
 
+  // Note [Snapshot in the iteration]: the lock is released while the
+  // stage is serialised; a concurrent request for the same key finds the
+  // snapshot or takes an identical one.
+  absl::Status SnapshotInIterationLocked(int stage, uint64_t it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    mu_.Unlock();
+    absl::StatusOr<StageSnapshot> snap = options_.in_iteration(stage, it);
+    Snapshot s;
+    if (snap.ok()) {
+      s.sha256 = Sha256(snap->bytes);
+      s.params_digest = snap->params_digest;
+      s.bytes = std::move(snap->bytes);
+    }
+    mu_.Lock();
+    if (!snap.ok()) {
+      return absl::Status(snap.status().code(),
+                          absl::StrCat("iteration ", it, " already started here; stage ", stage,
+                                       "'s state of its boundary: ", snap.status().message()));
+    }
+    if (snapshots_.count({stage, it}) > 0) return absl::OkStatus();
+    LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << it
+              << " taken in the iteration: " << s.bytes.size() << " bytes for joiners";
+    KeepSnapshotLocked({stage, it}, std::move(s));
+    return absl::OkStatus();
+  }
+
   // A hosted stage's snapshot at boundary `it`: waits for the boundary
   // when it is still ahead (Note [Boundary snapshots]).
   absl::StatusOr<Snapshot> AwaitSnapshotLocked(grpc::ServerContext* context, int stage,
@@ -188,6 +214,10 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     const std::pair<int, uint64_t> key{stage, it};
     if (digests_.count(stage) == 0) {
       return absl::NotFoundError(absl::StrCat("this node does not host stage ", stage));
+    }
+    if (snapshots_.count(key) == 0 && at_boundary_ == it && options_.in_iteration) {
+      absl::Status taken = SnapshotInIterationLocked(stage, it);
+      if (!taken.ok()) return taken;
     }
     if (snapshots_.count(key) == 0 && at_boundary_ >= it) {
       return absl::FailedPreconditionError(

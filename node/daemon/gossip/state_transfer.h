@@ -19,10 +19,26 @@
 // task running) it snapshots the stage once and serves every waiter and
 // every later resume from the cached bytes. A request for a boundary the
 // source has already passed without a snapshot fails FAILED_PRECONDITION
-// (the joiner picks another replica or a later entry). Snapshots of the
+// (the joiner picks another replica or a later entry), unless it is the
+// boundary the source is at and its update has not run (Note [Snapshot in
+// the iteration]). Snapshots of the
 // same stage at the same boundary are byte-identical on every replica (the
 // replicas are bit-identical), so a transfer cut off at one replica
 // resumes at another when the SHA-256 matches.
+//
+// Note [Snapshot in the iteration]: a source whose owner sets
+// StateServerOptions::in_iteration serves a request for the boundary it is
+// at (at_boundary_ == e, no snapshot taken at it) with a snapshot taken
+// then: a stage's weights, optimiser state and step change only in its
+// update at the iteration's end, so until that update the stage still
+// holds its state of boundary e. The function answers FAILED_PRECONDITION
+// once the update ran (the stage's step is past e), and the request fails
+// as before. A member hosting several stages restores an orphaned one at
+// the iteration the swarm is paused in (Note [Restore from peer copies] in
+// gossip_daemon_restore.cc) and needs its other stages' state at that same
+// boundary, which their replicas passed when they began the paused
+// iteration; no other boundary comes while the swarm waits for it. The
+// snapshot is cached like one taken at the boundary.
 //
 // Joiner side:
 //
@@ -103,6 +119,11 @@ struct StateServerOptions {
   // charges one message, then the snapshot's bytes; refused:
   // RESOURCE_EXHAUSTED. Shared with the daemon (classifier, metrics).
   std::shared_ptr<common::PeerQuota> quota;
+  // Note [Snapshot in the iteration]: the stage's state at boundary
+  // `boundary`, taken while this node is in that iteration (on a gRPC
+  // thread, concurrently with the iteration's tasks); FAILED_PRECONDITION
+  // once its update ran. Null: such a request fails FAILED_PRECONDITION.
+  std::function<absl::StatusOr<StageSnapshot>(int stage, uint64_t boundary)> in_iteration;
 };
 
 class StateServer {

@@ -4,6 +4,7 @@
 // on a thread and the test calls OnBoundary once the request is seen.
 #include "node/daemon/gossip/state_transfer.h"
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,40 @@ TEST(StateTransferTest, PassedBoundaryWithoutSnapshotIsRefused) {
   absl::StatusOr<FetchedState> other = FetchStageState({src.address}, Wanted(3, 12));
   EXPECT_NE(other.status().message().find("does not host stage 3"), std::string::npos)
       << other.status();
+}
+
+// Note [Snapshot in the iteration]: with in_iteration set, the boundary
+// the source is at is served from a snapshot taken then (and cached);
+// once its owner says the update ran, the request is refused as before;
+// passed boundaries older than the current one never reach it.
+TEST(StateTransferTest, TheBoundaryASourceIsAtIsServedWhileItsUpdateHasNotRun) {
+  StateServerOptions o;
+  std::atomic<int> asked{0};
+  std::atomic<bool> updated{false};
+  o.in_iteration = [&](int stage, uint64_t boundary) -> absl::StatusOr<StageSnapshot> {
+    ++asked;
+    if (updated) return absl::FailedPreconditionError("its update ran");
+    return StageSnapshot{Pattern(4000, static_cast<int>(boundary) + stage), 31};
+  };
+  Source src(o);
+  src.server->OnBoundary(9, {{1, 5}});
+  absl::StatusOr<FetchedState> got = FetchStageState({src.address}, Wanted(1, 9));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bytes, Pattern(4000, 10));
+  EXPECT_EQ(got->params_digest, 31u);
+  ASSERT_TRUE(FetchStageState({src.address}, Wanted(1, 9)).ok());
+  EXPECT_EQ(asked.load(), 1) << "the snapshot is cached";
+  EXPECT_EQ(src.snapshots, 0);
+  // An older boundary is not asked for; a later iteration's, once updated,
+  // is refused.
+  EXPECT_FALSE(FetchStageState({src.address}, Wanted(1, 8)).ok());
+  EXPECT_EQ(asked.load(), 1);
+  src.server->OnBoundary(10, {{1, 6}});
+  updated = true;
+  absl::StatusOr<FetchedState> late = FetchStageState({src.address}, Wanted(1, 10));
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(late.status())) << late.status();
+  EXPECT_NE(late.status().message().find("its update ran"), std::string::npos) << late.status();
 }
 
 TEST(StateTransferTest, CutStreamResumesFromItsOffset) {
