@@ -15,8 +15,8 @@
 // paused data node's: Note [Paused training] in data_node_driver.h).
 //
 // Note [Waking on a data node]: the back-off alone made a returning data
-// node wait up to kMax for the relay (its first barrier, a second of
-// training lost each time). So the wait also arms a wake with the group
+// node wait up to kMax for the relay (at its first barrier: up to a
+// second of training lost each time). So the wait also arms a wake with the group
 // (GroupComm::WakeOnDataNode), which runs as soon as the group learns of a
 // live data node: the hub when a live data node arrives at a barrier or is
 // admitted; GrpcGroupComm at its next sweep (a barrier or gradient message
@@ -62,10 +62,13 @@ class DataNodeWait {
   ~DataNodeWait();
 
   // True when `iteration` may start now (the group knows a live data
-  // node). Otherwise `retry` is armed after the next back-off delay and
-  // false is returned; the caller asks again from `retry`.
+  // node). Otherwise `retry` is armed after the next back-off delay and on
+  // the group's wake, whichever comes first (it runs once), and false is
+  // returned; the caller asks again from `retry`. A retry still armed from
+  // an earlier call is disarmed (dropped) first.
   bool Ready(uint64_t iteration, absl::AnyInvocable<void()> retry);
-  // Disarms a pending retry: true when one was pending (it will not run).
+  // Disarms a pending retry (its timer and its wake): true when one was
+  // pending (it will not run).
   bool Cancel();
   // Retries armed since the trainer started (tests, logs).
   int64_t retries() const;
@@ -81,9 +84,6 @@ class DataNodeWait {
       return std::exchange(retry, nullptr);
     }
   };
-  // Disarms the timer and the wake of the last retry armed.
-  void DisarmLast();
-
   GroupComm* const group_;
   common::Clock* const clock_;
   mutable absl::Mutex mu_;
