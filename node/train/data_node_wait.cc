@@ -21,12 +21,16 @@ DataNodeWait::DataNodeWait(GroupComm* group, common::Clock* clock, uint64_t seed
       clock_(clock),
       backoff_(WaitBackoff(), seed) {}
 
+DataNodeWait::~DataNodeWait() { Cancel(); }
+
 bool DataNodeWait::Ready(uint64_t iteration, absl::AnyInvocable<void()> retry) {
+  // The half of the last retry that did not fire (its timer or its wake).
+  Cancel();
   const bool live = group_->HasLiveDataNode(iteration);
   absl::Duration delay;
+  auto slot = std::make_shared<Slot>();
   {
     absl::MutexLock lock(&mu_);
-    timer_ = common::kNoTimer;
     if (live) {
       if (waiting_since_.has_value()) {
         LOG(INFO) << "iteration " << iteration << ": a data node is live again after "
@@ -42,27 +46,55 @@ bool DataNodeWait::Ready(uint64_t iteration, absl::AnyInvocable<void()> retry) {
       LOG(INFO) << "iteration " << iteration
                 << ": no live data node in this node's view; waiting for one instead of "
                    "running empty iterations (asked again at most every "
-                << kMax << ", Note [Relay without a data node])";
+                << kMax << ", or when the group learns of one: Note [Waking on a data node])";
     }
     delay = backoff_.Next();
     ++retries_;
+    {
+      absl::MutexLock slot_lock(&slot->mu);
+      slot->retry = std::move(retry);
+    }
+    slot_ = slot;
   }
-  // Armed outside the lock: a Cancel() in between finds no timer and
-  // returns false, and the retry then sees the stop itself.
-  const common::TimerId id = clock_->RunAfter(delay, std::move(retry));
-  absl::MutexLock lock(&mu_);
-  timer_ = id;
+  // Armed outside the lock (the group's wake may take its own): a Cancel()
+  // in between empties the slot, so what is armed here finds nothing to
+  // run, and is disarmed below.
+  const common::TimerId timer = clock_->RunAfter(delay, [slot] {
+    if (absl::AnyInvocable<void()> r = slot->Take()) r();
+  });
+  const uint64_t wake = group_->WakeOnDataNode([slot] {
+    if (absl::AnyInvocable<void()> r = slot->Take()) r();
+  });
+  {
+    absl::MutexLock lock(&mu_);
+    if (slot_ == slot) {
+      timer_ = timer;
+      wake_ = wake;
+      return false;
+    }
+  }
+  // Cancelled, or fired and re-armed already, before the ids were stored.
+  clock_->Cancel(timer);
+  if (wake != 0) group_->CancelDataNodeWake(wake);
   return false;
 }
 
 bool DataNodeWait::Cancel() {
-  common::TimerId id;
+  std::shared_ptr<Slot> slot;
+  common::TimerId timer;
+  uint64_t wake;
   {
     absl::MutexLock lock(&mu_);
-    id = timer_;
-    timer_ = common::kNoTimer;
+    slot = std::move(slot_);
+    slot_ = nullptr;
+    timer = std::exchange(timer_, common::kNoTimer);
+    wake = std::exchange(wake_, 0);
   }
-  return id != common::kNoTimer && clock_->Cancel(id);
+  if (timer != common::kNoTimer) clock_->Cancel(timer);
+  if (wake != 0) group_->CancelDataNodeWake(wake);
+  // The timer or the wake may be running right now: whichever takes the
+  // retry first owns it.
+  return slot != nullptr && static_cast<bool>(slot->Take());
 }
 
 int64_t DataNodeWait::retries() const {

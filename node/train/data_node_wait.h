@@ -14,20 +14,35 @@
 // ends. NodeTrainer::Stop ends a waiting iteration at once (CANCELLED, as a
 // paused data node's: Note [Paused training] in data_node_driver.h).
 //
+// Note [Waking on a data node]: the back-off alone made a returning data
+// node wait up to kMax for the relay (at its first barrier: up to a
+// second of training lost each time). So the wait also arms a wake with the group
+// (GroupComm::WakeOnDataNode), which runs as soon as the group learns of a
+// live data node: the hub when a live data node arrives at a barrier or is
+// admitted; GrpcGroupComm at its next sweep (a barrier or gradient message
+// received, a recheck) that finds one in the view. Whichever of the timer
+// and the wake comes first takes the retry out of their shared slot and
+// runs it; the other finds the slot empty (exactly one retry runs), and
+// the next Ready or Cancel disarms it. The back-off stays the fallback for
+// what no message announces (a view that gains a data node silently).
+//
 //   DataNodeWait wait(group, clock, seed);
 //   if (wait.Ready(iteration, retry)) go();  // else `retry` runs later
 //   wait.Cancel();                           // true: `retry` will not run
 //
 // Thread rule: thread-safe. `retry` runs on the clock's thread with no
 // lock held; it must stay safe to call after its owner is gone (the
-// trainer wraps it in its LifetimeGuard). The group and the clock must
-// outlive the wait.
+// trainer wraps it in its LifetimeGuard): the timer and the wake hold the
+// slot, not the wait. The group and the clock must outlive the wait.
 #ifndef SKIPSWARM_NODE_TRAIN_DATA_NODE_WAIT_H_
 #define SKIPSWARM_NODE_TRAIN_DATA_NODE_WAIT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -43,22 +58,39 @@ class DataNodeWait {
   static constexpr absl::Duration kMax = absl::Seconds(1);
 
   DataNodeWait(GroupComm* group, common::Clock* clock, uint64_t seed);
+  // Disarms a pending retry (Cancel).
+  ~DataNodeWait();
 
   // True when `iteration` may start now (the group knows a live data
-  // node). Otherwise `retry` is armed after the next back-off delay and
-  // false is returned; the caller asks again from `retry`.
+  // node). Otherwise `retry` is armed after the next back-off delay and on
+  // the group's wake, whichever comes first (it runs once), and false is
+  // returned; the caller asks again from `retry`. A retry still armed from
+  // an earlier call is disarmed (dropped) first.
   bool Ready(uint64_t iteration, absl::AnyInvocable<void()> retry);
-  // Disarms a pending retry: true when one was pending (it will not run).
+  // Disarms a pending retry (its timer and its wake): true when one was
+  // pending (it will not run).
   bool Cancel();
   // Retries armed since the trainer started (tests, logs).
   int64_t retries() const;
 
  private:
+  // The armed retry, shared by its timer and its wake: the first to take it
+  // runs it (Note [Waking on a data node]).
+  struct Slot {
+    absl::Mutex mu;
+    absl::AnyInvocable<void()> retry ABSL_GUARDED_BY(mu);
+    absl::AnyInvocable<void()> Take() {
+      absl::MutexLock lock(&mu);
+      return std::exchange(retry, nullptr);
+    }
+  };
   GroupComm* const group_;
   common::Clock* const clock_;
   mutable absl::Mutex mu_;
   common::Backoff backoff_ ABSL_GUARDED_BY(mu_);
   common::TimerId timer_ ABSL_GUARDED_BY(mu_) = common::kNoTimer;
+  uint64_t wake_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<Slot> slot_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Duration> waiting_since_ ABSL_GUARDED_BY(mu_);
   int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -142,6 +142,14 @@ class GroupComm {
   // relay waits instead of running an empty iteration (Note [Relay without
   // a data node] in data_node_wait.h). True when unsure; the default.
   virtual bool HasLiveDataNode(uint64_t iteration) { return true; }
+  // Note [Waking on a data node] (data_node_wait.h): `wake` runs once,
+  // never inline and with no lock held, as soon as this member learns of a
+  // live data node (at once when it knows one already). Returns an id for
+  // CancelDataNodeWake, or 0 where the group offers no wake (the default:
+  // the caller's back-off alone).
+  virtual uint64_t WakeOnDataNode(absl::AnyInvocable<void()> wake) { return 0; }
+  // True when wake `id` was still armed: it will not run now.
+  virtual bool CancelDataNodeWake(uint64_t id) { return false; }
 
   // State transfer between replicas (Note [Digest re-sync] in
   // node_trainer.h): what node `self` serves, and a fetch of `from`'s state

@@ -341,6 +341,18 @@ bool GrpcGroupComm::HasLiveDataNode(uint64_t iteration) {
   return !impl_->view_->Replicas(0).empty();
 }
 
+// Armed first, then the view asked: a data node the view gains after the
+// ask is seen by the next Sweep, which finds the wake armed.
+uint64_t GrpcGroupComm::WakeOnDataNode(absl::AnyInvocable<void()> wake) {
+  const uint64_t id = impl_->data_node_wakes_.Add(std::move(wake));
+  if (!impl_->view_->Replicas(0).empty()) impl_->data_node_wakes_.WakeAll(impl_->clock_);
+  return id;
+}
+
+bool GrpcGroupComm::CancelDataNodeWake(uint64_t id) {
+  return impl_->data_node_wakes_.Cancel(id);
+}
+
 void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                               ReduceDone done) {
   std::vector<OutgoingReduce> out;

@@ -235,6 +235,12 @@ class GrpcGroupComm final : public GroupComm {
   // Whether the view has a live host of stage 0: the barrier waits for
   // exactly those (Note [Relay without a data node] in data_node_wait.h).
   bool HasLiveDataNode(uint64_t iteration) override;
+  // Note [Waking on a data node] (data_node_wait.h): a wake runs at the
+  // first sweep (a barrier or gradient message, a recheck) that finds a
+  // live stage-0 host in the view; a view change alone sweeps nothing, so
+  // the waiter's back-off stays the fallback.
+  uint64_t WakeOnDataNode(absl::AnyInvocable<void()> wake) override;
+  bool CancelDataNodeWake(uint64_t id) override;
   // Served by StageService.FetchState (<= 1 MiB chunks with CRC-32C); the
   // fetch retries UNAVAILABLE every 100 ms for 10 s while `from` is alive.
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;

@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/compute/task_runner.h"
+#include "node/train/data_node_wakes.h"
 #include "node/train/gossiped_bans.h"
 #include "node/train/grpc_group.h"
 #include "node/train/offence_tally.h"
@@ -137,6 +138,9 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   bool FlushOwed(absl::Duration at_most);
 
   // --- completion and liveness (grpc_group_sweep.cc) ---
+  // Also runs the wakes of Note [Waking on a data node] (data_node_wait.h)
+  // once the view has a live data node: every barrier or gradient message
+  // and every recheck sweeps.
   void Sweep();
   void ProbeMissing(const std::set<common::NodeId>& members);
   std::shared_ptr<grpc::Channel> ProbeChannel(const std::string& address,
@@ -172,6 +176,7 @@ class GrpcGroupComm::Impl : public proto::StageService::Service,
   const std::shared_ptr<const identity::PeerCredentials> credentials_ = options_.credentials;
   SwarmView* const view_;
   common::Clock* const clock_;
+  DataNodeWakes data_node_wakes_;  // Note [Waking on a data node]
   absl::Mutex pushers_mu_;  // Shutdown empties pushers_ while timers may post
   std::vector<std::unique_ptr<ThreadTaskRunner>> pushers_ ABSL_GUARDED_BY(pushers_mu_);
   std::unique_ptr<grpc::Server> server_;

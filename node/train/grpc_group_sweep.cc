@@ -50,6 +50,7 @@ void GrpcGroupComm::Impl::Sweep() {
   int waiting = 0;
   std::set<common::NodeId> silent;  // Note [Silent members]
   std::string silent_where;
+  bool knows_data_node = false;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
@@ -57,6 +58,7 @@ void GrpcGroupComm::Impl::Sweep() {
     const absl::Duration deadline = silent_.Get();
     std::set<common::NodeId>& missing = this->missing;
     const std::vector<common::NodeId> data_nodes = view_->Replicas(0);
+    knows_data_node = !data_nodes.empty();
     missing.clear();
     for (auto it = barrier_waiters_.begin(); it != barrier_waiters_.end();) {
       const auto& arrived = arrived_[it->first];
@@ -226,6 +228,7 @@ void GrpcGroupComm::Impl::Sweep() {
   }
   Send(std::move(out));
   for (auto& call : calls) clock_->RunAfter(absl::ZeroDuration(), std::move(call));
+  if (knows_data_node) data_node_wakes_.WakeAll(clock_);  // Note [Waking on a data node]
   if (!silent.empty()) {
     for (const common::NodeId& m : silent) view_->MarkDead(m);
     std::weak_ptr<Impl> weak = weak_from_this();

@@ -46,11 +46,37 @@ std::vector<common::NodeId> InProcessGroupHub::LiveHostsLocked(int stage,
   return out;
 }
 
+bool InProcessGroupHub::HasLiveDataNodeLocked() const {
+  for (const PeerInfo& p : members_) {
+    if (dead_.contains(p.id)) continue;
+    if (std::find(p.stages.begin(), p.stages.end(), 0) != p.stages.end()) return true;
+  }
+  return false;
+}
+
+bool InProcessGroupHub::HasLiveDataNode(uint64_t iteration) {
+  absl::MutexLock lock(&mu_);
+  return HasLiveDataNodeLocked();
+}
+
+// Armed under mu_, then the live set asked: a data node that arrives or is
+// admitted later takes mu_ after this and finds the wake armed.
+uint64_t InProcessGroupHub::WakeOnDataNode(absl::AnyInvocable<void()> wake) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = data_node_wakes_.Add(std::move(wake));
+  if (HasLiveDataNodeLocked()) data_node_wakes_.WakeAll(clock_);
+  return id;
+}
+
+bool InProcessGroupHub::CancelDataNodeWake(uint64_t id) { return data_node_wakes_.Cancel(id); }
+
 void InProcessGroupHub::Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                                 BarrierDone done) {
   std::vector<absl::AnyInvocable<void()>> calls;
   {
     absl::MutexLock lock(&mu_);
+    // Note [Waking on a data node]: a live data node's arrival.
+    if (data_node && !dead_.contains(self)) data_node_wakes_.WakeAll(clock_);
     if (data_node) {
       // Note [Stated bounds]: a dropped data node is back; it counts from
       // the iteration after the newest barrier (those up to it may be over).
@@ -280,6 +306,7 @@ void InProcessGroupHub::Admit(const PeerInfo& member, uint64_t from_iteration) {
   }
   dead_.erase(member.id);
   back_from_[member.id] = from_iteration;
+  if (HasLiveDataNodeLocked()) data_node_wakes_.WakeAll(clock_);  // Note [Waking on a data node]
 }
 
 std::vector<absl::AnyInvocable<void()>> InProcessGroupHub::SweepLocked(const Round* only) {

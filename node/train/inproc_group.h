@@ -77,6 +77,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "node/stage/swarm_view.h"
+#include "node/train/data_node_wakes.h"
 #include "node/train/group_comm.h"
 #include "node/train/silent_deadline.h"
 
@@ -104,6 +105,14 @@ class InProcessGroupHub final : public GroupComm {
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override;
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
+  // The daemons' rule (GrpcGroupComm: the view's live stage-0 hosts): a
+  // member hosting stage 0 that is not dead, whatever `iteration` (Note
+  // [Relay without a data node] in data_node_wait.h).
+  bool HasLiveDataNode(uint64_t iteration) override;
+  // Note [Waking on a data node]: a wake runs when a live data node
+  // arrives at a barrier or is admitted (at once when one is live).
+  uint64_t WakeOnDataNode(absl::AnyInvocable<void()> wake) override;
+  bool CancelDataNodeWake(uint64_t id) override;
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
   // Asks `from`'s provider every 10 ms (clock time) while it answers
   // UNAVAILABLE, at most 500 times.
@@ -186,6 +195,7 @@ class InProcessGroupHub final : public GroupComm {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryFetch(uint64_t iteration, int stage, common::NodeId from,
                 std::shared_ptr<StateDone> done, int attempt);
+  bool HasLiveDataNodeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   common::Clock* const clock_;
   absl::Mutex mu_;
@@ -207,6 +217,7 @@ class InProcessGroupHub final : public GroupComm {
   std::map<uint64_t, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int>, ReduceState> reduces_ ABSL_GUARDED_BY(mu_);
   std::map<common::NodeId, StateProvider> providers_ ABSL_GUARDED_BY(mu_);
+  DataNodeWakes data_node_wakes_;  // Note [Waking on a data node]; its own lock
 };
 
 }  // namespace skipswarm::node

@@ -250,5 +250,37 @@ TEST(InProcessGroupHubTest, ADataNodeWithoutAStatedBoundIsWaitedFor) {
   EXPECT_FALSE(passed);
 }
 
+// Note [Relay without a data node] (data_node_wait.h): the hub answers from
+// its live set, and Note [Waking on a data node]: a wake armed while no
+// data node is live runs (on the clock, once) when one is admitted; a
+// cancelled one never runs.
+TEST(InProcessGroupHubTest, KnowsWhetherADataNodeIsLiveAndWakesWhenOneIsBack) {
+  common::SimClock clock;
+  const NodeId d = NodeId::ForName("d"), r = NodeId::ForName("r");
+  const PeerInfo data{d, {0}, 1, "", ""};
+  InProcessGroupHub hub(&clock, {data, {r, {1}, 1, "", ""}});
+  EXPECT_TRUE(hub.HasLiveDataNode(0));
+  hub.MarkDead(d);
+  EXPECT_FALSE(hub.HasLiveDataNode(0));
+  int woken = 0, cancelled_woken = 0;
+  const uint64_t wake = hub.WakeOnDataNode([&] { ++woken; });
+  const uint64_t cancelled = hub.WakeOnDataNode([&] { ++cancelled_woken; });
+  ASSERT_NE(wake, 0u);
+  EXPECT_TRUE(hub.CancelDataNodeWake(cancelled));
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(woken, 0);
+  hub.Admit(data, 3);
+  EXPECT_TRUE(hub.HasLiveDataNode(0));
+  EXPECT_EQ(woken, 0);  // never inline
+  clock.RunDue();
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(cancelled_woken, 0);
+  EXPECT_FALSE(hub.CancelDataNodeWake(wake));
+  // With a data node live, a wake runs at once (on the clock).
+  hub.WakeOnDataNode([&] { ++woken; });
+  clock.RunDue();
+  EXPECT_EQ(woken, 2);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

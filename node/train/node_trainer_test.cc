@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +22,41 @@
 
 namespace skipswarm::node {
 namespace {
+
+// The hub, except that it always knows a live data node: these cases drive
+// a relay alone through its iterations, which the hub's true answer (no
+// data node: Note [Relay without a data node] in data_node_wait.h) would
+// hold in the wait.
+class AlwaysADataNode final : public GroupComm {
+ public:
+  explicit AlwaysADataNode(InProcessGroupHub* hub) : hub_(hub) {}
+  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
+               BarrierDone done) override {
+    hub_->Barrier(iteration, self, data_node, std::move(done));
+  }
+  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
+                           absl::Duration bound) override {
+    hub_->StateIterationBound(iteration, self, bound);
+  }
+  void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
+                 ReduceDone done) override {
+    hub_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
+  }
+  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override {
+    return hub_->SoleReplica(iteration, stage, self);
+  }
+  bool HasLiveDataNode(uint64_t) override { return true; }
+  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
+    hub_->SetStateProvider(self, std::move(provider));
+  }
+  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
+                  StateDone done) override {
+    hub_->FetchState(iteration, stage, from, std::move(done));
+  }
+
+ private:
+  InProcessGroupHub* const hub_;
+};
 
 // One relay that hosts no stage: an iteration is a barrier, the server's
 // end of iteration and the report, all on the SimClock.
@@ -40,13 +76,14 @@ class NodeTrainerTest : public ::testing::Test {
   }
   std::unique_ptr<NodeTrainer> MakeTrainer() {
     return std::make_unique<NodeTrainer>(server_.get(), std::map<int, StageCompute*>{},
-                                         /*driver=*/nullptr, &hub_, &clock_);
+                                         /*driver=*/nullptr, &group_, &clock_);
   }
 
   common::SimClock clock_;
   const common::NodeId self_ = common::NodeId::ForName("relay");
   const std::vector<PeerInfo> members_ = {{self_, {1}, 4, "", ""}};
   InProcessGroupHub hub_{&clock_, members_};
+  AlwaysADataNode group_{&hub_};
   StaticSwarmView view_{members_};
   Switchboard board_{&clock_};
   std::unique_ptr<Transport> transport_;

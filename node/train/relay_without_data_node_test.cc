@@ -1,8 +1,10 @@
 // Note [Relay without a data node] (data_node_wait.h): a relay whose view
 // has no live data node waits on the injected clock instead of running
-// empty iterations, goes on as soon as a data node is back, and stops at
-// once while it waits. Real gRPC replica groups over loopback on the
-// simulated clock (Note [Patience in the gRPC group tests]).
+// empty iterations, goes on as soon as a data node is back (Note [Waking
+// on a data node]: at once when the group learns of it), and stops at once
+// while it waits. Real gRPC replica groups over loopback on the simulated
+// clock (Note [Patience in the gRPC group tests]), and the simulator's
+// in-process hub.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "node/train/data_node_wait.h"
 #include "node/train/grpc_group.h"
 #include "node/train/grpc_group_test_util.h"
+#include "node/train/inproc_group.h"
 #include "node/train/node_trainer.h"
 #include "node/transport/inproc_transport.h"
 
@@ -100,6 +103,23 @@ TEST_F(RelayWithoutDataNodeTest, WaitsWithoutIterationsAndFollowsADataNodeThatCo
   EXPECT_FALSE(done_.has_value());
 }
 
+// Note [Waking on a data node]: the data node's barrier message wakes the
+// waiting relay with no simulated time passing (before: its next back-off
+// retry, up to DataNodeWait::kMax later).
+TEST_F(RelayWithoutDataNodeTest, ADataNodesBarrierWakesTheRelayAtOnce) {
+  DataNodeInView(false);
+  Run(2000);
+  sim_.AdvanceTo(absl::Seconds(60), absl::Milliseconds(100));
+  ASSERT_EQ(iterations_.load(), 0);
+  const absl::Duration back = clock_.SteadyNow();
+  DataNodeInView(true);
+  swarm_.groups[1]->Barrier(0, data_, /*data_node=*/true, [](absl::Status) {});
+  ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 1; }))
+      << "the relay did not wake on the data node's barrier";
+  EXPECT_EQ(clock_.SteadyNow(), back);
+  EXPECT_FALSE(done_.has_value());
+}
+
 // Stop while the relay waits: the run ends at once (CANCELLED), with no
 // time passing.
 TEST_F(RelayWithoutDataNodeTest, StopEndsTheWaitAtOnce) {
@@ -112,6 +132,48 @@ TEST_F(RelayWithoutDataNodeTest, StopEndsTheWaitAtOnce) {
   EXPECT_EQ(clock_.SteadyNow(), stopped_at);
   EXPECT_TRUE(absl::IsCancelled(*done_)) << *done_;
   EXPECT_EQ(iterations_.load(), 0);
+}
+
+// The same relay on the simulator's in-process hub: the swarm's only data
+// node dies, 60 simulated seconds complete no iteration (before: the hub
+// answered "a data node is live" and all 2000 ran back to back at once),
+// and the data node's return wakes the relay with no time passing.
+TEST(RelayOnTheHubTest, WaitsWhileTheOnlyDataNodeIsDeadAndWakesWhenItIsBack) {
+  common::SimClock clock;
+  const NodeId relay = NodeId::ForName("relay");
+  const NodeId data = NodeId::ForName("data");
+  const std::vector<PeerInfo> members = {{relay, {1}, 4, "", ""}, {data, {0}, 4, "", ""}};
+  InProcessGroupHub hub(&clock, members);
+  StaticSwarmView view(members);
+  Switchboard board(&clock);
+  auto transport = board.Attach(relay);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  StageServer server(transport->get(), &clock, &view, std::map<int, StageCompute*>{},
+                     StageServerOptions{});
+  server.Attach();
+  std::atomic<int> iterations{0};
+  std::optional<absl::Status> done;
+  {
+    NodeTrainer trainer(&server, std::map<int, StageCompute*>{}, /*driver=*/nullptr, &hub,
+                        &clock);
+    EXPECT_TRUE(hub.HasLiveDataNode(0));
+    hub.MarkDead(data);
+    EXPECT_FALSE(hub.HasLiveDataNode(0));
+    trainer.Run(0, 2000, [&](const NodeIterationReport&) { ++iterations; },
+                [&](absl::Status s) { done = s; });
+    for (int i = 0; i < 600; ++i) clock.Advance(absl::Milliseconds(100));
+    EXPECT_EQ(iterations.load(), 0);
+    EXPECT_FALSE(done.has_value());
+    const absl::Duration back = clock.SteadyNow();
+    hub.Admit(members[1], 0);
+    hub.Barrier(0, data, /*data_node=*/true, [](absl::Status) {});
+    clock.RunDue();
+    EXPECT_EQ(iterations.load(), 1);
+    EXPECT_EQ(clock.SteadyNow(), back);
+    EXPECT_EQ(trainer.Stop(), 1u);
+    clock.RunDue();
+  }
+  server.Detach();
 }
 
 }  // namespace
