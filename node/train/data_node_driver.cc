@@ -175,7 +175,44 @@ void DataNodeDriver::Cancel() {
   if (done) Report(clock_, std::move(done), std::move(report));
 }
 
+void DataNodeDriver::EndReturnedMarks() {
+  std::vector<PeerId> marked;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Duration now = clock_->SteadyNow();
+    for (auto it = stopping_.begin(); it != stopping_.end();) {
+      if (now >= it->second.until) {
+        stopping_.erase(it++);
+      } else {
+        marked.push_back(it->first);
+        ++it;
+      }
+    }
+  }
+  if (marked.empty()) return;
+  // The view has its own lock: asked before ours.
+  std::vector<std::pair<bool, bool>> said_alive;  // says stopping, alive
+  for (const PeerId& node : marked) {
+    said_alive.emplace_back(view_->StopAfter(node).has_value(), view_->IsAlive(node));
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < marked.size(); ++i) {
+    auto it = stopping_.find(marked[i]);
+    if (it == stopping_.end()) continue;
+    const auto [said, alive] = said_alive[i];
+    if (said) {
+      it->second.record_said_stopping = true;
+    } else if (it->second.record_said_stopping && alive) {
+      LOG(INFO) << marked[i] << " is back with a record that no longer says stopping after "
+                << "iteration " << it->second.stop_after
+                << "; planning through it again (Note [Confirmed stopping])";
+      stopping_.erase(it);
+    }
+  }
+}
+
 void DataNodeDriver::TryStart() {
+  EndReturnedMarks();
   uint64_t iteration;
   std::vector<PeerId> excluded, stopping;
   {
@@ -402,7 +439,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
     }
     if (stop.has_value() && f.reruns < options_.max_stopping_reruns) {
       if (ConfirmClaim(&*stop, record, iteration)) {
-        RerunLocked(iteration, mb, *stop, std::move(f.data), f.reruns);
+        RerunLocked(iteration, mb, *stop, record, std::move(f.data), f.reruns);
       } else {
         // Note [Confirmed stopping]: held until the view confirms it.
         unconfirmed_.push_back(
@@ -486,12 +523,19 @@ bool DataNodeDriver::ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> 
 }
 
 void DataNodeDriver::RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
-                                 MicroBatchData data, int reruns) {
+                                 std::optional<uint64_t> record, MicroBatchData data,
+                                 int reruns) {
   const absl::Duration now = clock_->SteadyNow();
   auto [mark, added] = stopping_.try_emplace(claim.node);
+  // An expired mark is a new one: what its record said then is stale.
+  if (!added && now >= mark->second.until) {
+    mark->second = StoppingMark{};
+    added = true;
+  }
   if (added || claim.stop_after < mark->second.stop_after) {
     mark->second.stop_after = claim.stop_after;
   }
+  if (record.has_value()) mark->second.record_said_stopping = true;
   mark->second.until = now + options_.stopping_mark;
   if (reruns == 0) ++report_.rerun;
   Pending again;
@@ -548,7 +592,7 @@ void DataNodeDriver::ConfirmClaims() {
     for (size_t i = 0; i < unconfirmed_.size(); ++i) {
       Held& h = unconfirmed_[i];
       if (i < records.size() && ConfirmClaim(&h.claim, records[i], iteration)) {
-        RerunLocked(iteration, h.mb, h.claim, std::move(h.data), h.reruns);
+        RerunLocked(iteration, h.mb, h.claim, records[i], std::move(h.data), h.reruns);
       } else if (now >= h.until) {
         DropUnconfirmedLocked(iteration, h);
       } else {
@@ -587,6 +631,7 @@ void DataNodeDriver::CompleteLocked(IterationReport* report,
 }
 
 void DataNodeDriver::Replan() {
+  EndReturnedMarks();
   uint64_t iteration;
   int count;
   std::vector<PeerId> excluded, stopping;

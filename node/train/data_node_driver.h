@@ -99,6 +99,17 @@
 // ("stopping_unconfirmed", counted in stopping_claims_unconfirmed and
 // logged with the peer that delivered the claim) and nothing is excluded.
 // The peer that delivered it may only have passed on another relay's lie.
+// A mark ends early when its node is back: once the view's record of it
+// said stopping or LEFT (SwarmView::StopAfter) and a later plan finds the
+// node alive with a record that says neither, the mark is dropped before
+// that plan, and the view's own rules (entry iteration, `entering`) decide
+// from then on when it is routed. A stopped node says stopping or LEFT
+// until its process ends; only a record it signs later, with a higher
+// incarnation (a daemon restarted under the same key, an update), says
+// neither, and the view keeps the newest record of each id, so neither a
+// relay nor a replay can lift a mark. A mark taken on the node's own word
+// before its record came (the record may overtake nothing) has never seen
+// the record say stopping and keeps its stopping_mark.
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
@@ -262,8 +273,13 @@ class DataNodeDriver final : public OriginListener {
   static bool ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> record,
                            uint64_t iteration);
   // Marks the claim's node stopping and queues the micro-batch's re-run.
+  // `record`: the node's view record's stop_after when it was read.
   void RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
-                   MicroBatchData data, int reruns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                   std::optional<uint64_t> record, MicroBatchData data, int reruns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Confirmed stopping]: drops the marks of nodes back with a newer
+  // record (asks the view without our lock; call before planning).
+  void EndReturnedMarks();
   // Asks the view again about the held claims; re-runs or drops them.
   void ConfirmClaims();
   // Drops a held micro-batch as "stopping_unconfirmed" (logged).
@@ -357,6 +373,8 @@ class DataNodeDriver final : public OriginListener {
   struct StoppingMark {
     uint64_t stop_after = 0;
     absl::Duration until;
+    // The node's view record said stopping or LEFT (Note [Confirmed stopping]).
+    bool record_said_stopping = false;
   };
   absl::flat_hash_map<PeerId, StoppingMark> stopping_ ABSL_GUARDED_BY(mu_);
   common::LogLimiter stopping_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};

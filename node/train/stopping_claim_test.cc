@@ -150,5 +150,50 @@ TEST(StoppingClaimTest, AClaimItsRecordConfirmsIsActedOn) {
   EXPECT_EQ(swarm.reports(3)[2].stages.at(2).visits_here, 4);
 }
 
+// Note [Confirmed stopping], the mark's end: node 2 is marked stopping
+// after iteration 0 (a refusal its own record confirms, as above) and
+// restarts under the same key: its newer record, which no longer says
+// stopping, reaches the data node after iteration 2. From iteration 3 the
+// data node plans through it again, long before the mark's 2 minutes; on
+// the old code (the mark keyed by its id alone) it stayed out of every
+// plan until then. While its record still says stopping, it stays out.
+void MarkedNodeReturns(bool newer_record) {
+  LyingSwarm t(/*more=*/1, /*mbs=*/4);
+  TestSwarm& swarm = *t.swarm;
+  ASSERT_TRUE(swarm.Run(1));
+  swarm.SetStoppingInView(0, 2, 0);
+  swarm.SetPausedInView(1, 3, true);
+  t.lies = 1;
+  const absl::Duration start = swarm.clock().SteadyNow();
+  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
+  ASSERT_EQ(swarm.reports(0).size(), 3u);
+  ASSERT_EQ(swarm.reports(0)[1].data->rerun, 1);
+  ASSERT_EQ(swarm.reports(2)[2].stages.at(2).visits_here, 0) << "not marked";
+  if (newer_record) swarm.SetStoppingInView(0, 2, std::nullopt);
+  swarm.SetPausedInView(1, 3, false);
+  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
+  ASSERT_LT(swarm.clock().SteadyNow() - start, absl::Minutes(2)) << "the mark ran out anyway";
+  ASSERT_EQ(swarm.reports(0).size(), 5u);
+  ASSERT_EQ(swarm.reports(2).size(), 5u);
+  for (size_t i : {3u, 4u}) {
+    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->completed, 4) << "iteration " << i;
+    const int64_t visits = swarm.reports(2)[i].stages.at(2).visits_here;
+    if (newer_record) {
+      EXPECT_GT(visits, 0) << "iteration " << i << ": the returned node is still marked";
+    } else {
+      EXPECT_EQ(visits, 0) << "iteration " << i << ": planned through a stopping node";
+    }
+  }
+  LOG(INFO) << (newer_record ? "returned" : "still stopping") << ": node 2 visits in iteration 3: "
+            << swarm.reports(2)[3].stages.at(2).visits_here << " after "
+            << (swarm.clock().SteadyNow() - start);
+}
+
+TEST(StoppingClaimTest, AMarkEndsWhenItsNodeReturnsWithANewerRecord) { MarkedNodeReturns(true); }
+
+TEST(StoppingClaimTest, AMarkHoldsWhileItsRecordSaysStopping) { MarkedNodeReturns(false); }
+
 }  // namespace
 }  // namespace skipswarm::node
