@@ -110,6 +110,9 @@ class GossipDaemonTest : public ::testing::Test {
   // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
   // on a quiet machine (gossip_daemon_join.cc).
   static constexpr int64_t kIterations = 300;
+  // The joiner's case: its entry lead is ~0.5 s of iterations, ~200 of
+  // them at ~2.5 ms each on a quiet machine, so its founders train longer.
+  static constexpr int64_t kJoinerCaseIterations = 800;
   // The joiner's iterations its case waits for (the digests after its first
   // step are compared in its second; its first micro-batches, Note [Routed
   // once ready], come by its third).
@@ -189,6 +192,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   // record... which they cannot read before joining, so it listens on a
   // port the test reserves by letting gRPC pick one for a first daemon.
   GossipDaemonOptions d0 = Options("d0", {0});
+  d0.base.iterations = kJoinerCaseIterations;
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
   d0.base.metrics_port = 0;  // its status page is checked below
@@ -198,9 +202,11 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
   GossipDaemonOptions a = Options("a", {1});
+  a.base.iterations = kJoinerCaseIterations;
   a.expect_members = 3;
   a.gossip.join = {bootstrap};
   GossipDaemonOptions b = Options("b", {2});
+  b.base.iterations = kJoinerCaseIterations;
   b.expect_members = 3;
   b.gossip.join = {bootstrap};
   auto ra = Launch(a);
@@ -243,6 +249,20 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   GossipDaemonOptions j = Options("j", {1});
   j.gossip.join = {bootstrap};
   absl::Notification checked;
+  // The founders must still train when the joiner is asked to leave (else
+  // it is stage 1's last replica and its drain is refused): on a quiet
+  // machine they ran their last iteration in the ~60 ms between the
+  // joiner's reports and its drain. The data node holds its next iteration
+  // end after the joiner's reports until the drain is requested.
+  absl::Notification drain_requested;
+  {
+    absl::MutexLock lock(&founder->mu);
+    founder->hook = [&checked, &drain_requested](const NodeIterationReport&) {
+      if (checked.HasBeenNotified()) {
+        drain_requested.WaitForNotificationWithTimeout(absl::Seconds(60));
+      }
+    };
+  }
   uint64_t first = 0;
   auto rj = std::make_unique<Running>();
   {
@@ -292,7 +312,9 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   absl::Status refused = rb->daemon->RequestDrain(/*force=*/false);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_NE(refused.message().find("last live replica of stage 2"), std::string::npos);
-  ASSERT_TRUE(rj->daemon->RequestDrain(/*force=*/false).ok());
+  const absl::Status drained = rj->daemon->RequestDrain(/*force=*/false);
+  drain_requested.Notify();
+  ASSERT_TRUE(drained.ok()) << drained;
   rj->Join();
   EXPECT_TRUE(rj->result.ok()) << rj->result;
   // With the joiner gone a is stage 1's last replica again.
@@ -317,7 +339,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   }
   EXPECT_GE(measured_links, 1);
   absl::MutexLock lock(&founder->mu);
-  ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
+  ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kJoinerCaseIterations));
   // Note [Routed once ready]: nothing is routed to the joiner before its
   // state is loaded, so an entry it announced and then skipped (the
   // sources passed it before its fetch came) costs no micro-batch either.

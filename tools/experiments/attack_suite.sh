@@ -77,19 +77,23 @@ run_one() {
   done
   local bootstrap
   bootstrap=$(sed -n 's/.*"listen": "\(.*\)".*/\1/p' "$dir/d0.json")
+  # Each local run names its own swarm (Note [One swarm per run]); the
+  # attacker knows it, as anyone who can read a public swarm's records does.
+  local swarm_id
+  swarm_id=$(sed -n 's/.*"swarm_name": "\(.*\)".*/\1/p' "$dir/d0.json")
   local started=$(date +%s.%N)
   case "$attack" in
     none) sleep "$SECONDS_ATTACK" ;;
     model)
       # A validly configured node of another model tries to join.
       mkdir -p "$dir/intruder"
-      "${ATTACKER_CPUS[@]}" timeout "$SECONDS_ATTACK" "$BIN" node --join="$bootstrap" --insecure --name=intruder \
+      "${ATTACKER_CPUS[@]}" timeout "$SECONDS_ATTACK" "$BIN" node --join="$bootstrap" --insecure --name=intruder --swarm_name="${swarm_id:-skipswarm}" \
         --stages=10 --layers=10 --host_stages=9 --checkpoint_dir="$dir/intruder" \
         > "$OUT/model.intruder.log" 2>&1
       echo "{\"attack\": \"model\", \"intruder_exit\": $?, \"intruder_s\": $(echo "$(date +%s.%N) - $started" | bc)}" \
         > "$OUT/model.hostile.json" ;;
     *)
-      "${ATTACKER_CPUS[@]}" nice -n 19 "$HOSTILE" --bootstrap="$bootstrap" --attack="$attack" \
+      "${ATTACKER_CPUS[@]}" nice -n 19 "$HOSTILE" --bootstrap="$bootstrap" --swarm_id="${swarm_id:-skipswarm}" --attack="$attack" \
         --seconds="$SECONDS_ATTACK" > "$OUT/$attack.hostile.json" 2> "$OUT/$attack.hostile.err" ;;
   esac
   wait "$swarm"
