@@ -3,96 +3,39 @@
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/crc32c.h"
 #include "identity/identity.h"
 #include "model/output_sketch.h"
+#include "node/compute/evidence_test_util.h"
 #include "node/compute/sketch_wire.h"
 
 namespace skipswarm::node {
 namespace {
 
-constexpr int64_t kSamples = 2, kTokens = 16, kDModel = 32;
-const char kSwarm[] = "swarm-a";
-
-std::unique_ptr<identity::Identity> Key(char c) {
-  auto id = identity::Identity::FromSeed(std::string(32, c));
-  CHECK(id.ok());
-  return *std::move(id);
-}
-
-std::vector<float> Activation(float scale) {
-  std::vector<float> v(kSamples * kTokens * kDModel);
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = scale * (static_cast<float>((i * 37) % 101) / 50.f - 1.f);
-  }
-  return v;
-}
-
-absl::Cord Fp32Payload(const std::vector<float>& v) {
-  return absl::Cord(absl::string_view(reinterpret_cast<const char*>(v.data()),
-                                      v.size() * sizeof(float)));
-}
-
-// The fp32 judge without libtorch: decodes raw float32 and checks with the
-// model's own CheckAgainstSketch (what CheckOutputAgainstSketch does after
-// decoding). Anything but raw fp32 is "undecodable".
-absl::StatusOr<model::SketchVerdict> Fp32Judge(const WireTensor& received,
-                                               const model::OutputSketch& sketch,
-                                               const model::SketchCheckOptions& options) {
-  if (received.meta.codec() != proto::CODEC_RAW_FP32 || received.payload.size() % 4 != 0) {
-    return absl::InvalidArgumentError("not raw fp32");
-  }
-  if (received.meta.payload_crc32c() != common::Crc32c(received.payload)) {
-    return absl::DataLossError("payload CRC-32C does not match");  // as the decoder
-  }
-  std::string bytes(received.payload);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  std::vector<int64_t> shape(received.meta.shape().begin(), received.meta.shape().end());
-  return model::CheckAgainstSketch(v, shape, model::EncodeOptions{}, sketch, options);
-}
-
-SketchLimits Limits() { return SketchLimits{{4, kTokens, kDModel}}; }
+using testing::EvidenceActivation;
+using testing::EvidenceKey;
+using testing::EvidenceLimits;
+using testing::EvidencePayload;
+using testing::Fp32EvidenceJudge;
+using testing::kEvidenceSwarm;
 
 // X (key 'x') produced `x_output` from an input hashed to `x_input`; Y (key
 // 'y') sketched the honest output of an input hashed to `y_input`.
 struct World {
-  std::unique_ptr<identity::Identity> x = Key('x'), y = Key('y'), other = Key('o');
+  std::unique_ptr<identity::Identity> x = EvidenceKey('x'), y = EvidenceKey('y'),
+                                      other = EvidenceKey('o');
   std::string input = Sha256(absl::Cord("the input X and Y both got"));
 
   Evidence Make(float x_scale, const std::string& y_input) const {
-    Evidence e;
-    e.output = Fp32Payload(Activation(x_scale));
-    proto::OutputCommitment& c = e.commitment;
-    c.set_swarm_id(kSwarm);
-    c.set_origin(common::NodeId::ForName("origin").Bytes());
-    c.set_iteration(7);
-    c.set_mb_id(3);
-    c.set_hop_index(1);
-    c.set_input_sha256(input);
-    c.set_output_sha256(Sha256(e.output));
-    c.mutable_output()->set_dtype(proto::DTYPE_FLOAT32);
-    c.mutable_output()->set_codec(proto::CODEC_RAW_FP32);
-    for (int64_t d : {kSamples, kTokens, kDModel}) c.mutable_output()->add_shape(d);
-    c.mutable_output()->set_payload_bytes(e.output.size());
-    CHECK(SignCommitment(*x, &c).ok());
-
-    SketchAnswer answer;
-    answer.visit = CheckedVisit{common::NodeId::ForName("origin"), 7, 3, 1, x->id()};
-    answer.sketch = model::SketchOutput(Activation(1.f), {kSamples, kTokens, kDModel}, 99);
-    e.answer = AnswerToProto(answer);
-    CHECK(SignAnswer(*y, kSwarm, y_input, &e.answer).ok());
-    return e;
+    return testing::MakeEvidence(*x, *y, x_scale, input, y_input);
   }
   EvidenceVerdict Check(const Evidence& e) const {
-    return CheckEvidence(e, x->public_key(), y->public_key(), Limits(), Fp32Judge);
+    return CheckEvidence(e, x->public_key(), y->public_key(), EvidenceLimits(),
+                         Fp32EvidenceJudge);
   }
 };
 
@@ -116,7 +59,7 @@ TEST(EvidenceTest, ACatcherCannotForgeXsOutput) {
   // The catcher replaces an honest X's output with a scaled one and fixes
   // the committed hash: X's signature no longer covers it.
   Evidence e = w.Make(1.f, w.input);
-  e.output = Fp32Payload(Activation(1.05f));
+  e.output = EvidencePayload(EvidenceActivation(1.05f));
   e.commitment.set_output_sha256(Sha256(e.output));
   EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kBadXSignature);
   // Signed by another key under X's name, or checked with another key.
@@ -126,7 +69,7 @@ TEST(EvidenceTest, ACatcherCannotForgeXsOutput) {
   f.commitment.set_producer(producer);
   EXPECT_EQ(w.Check(f).kind, EvidenceVerdict::kBadXSignature);
   const Evidence g = w.Make(1.05f, w.input);
-  EXPECT_EQ(CheckEvidence(g, w.other->public_key(), w.y->public_key(), Limits(), Fp32Judge).kind,
+  EXPECT_EQ(CheckEvidence(g, w.other->public_key(), w.y->public_key(), EvidenceLimits(), Fp32EvidenceJudge).kind,
             EvidenceVerdict::kBadXSignature);
 }
 
@@ -136,7 +79,7 @@ TEST(EvidenceTest, ACatcherCannotForgeYsSketch) {
   e.answer.mutable_sketch()->set_projections(0, e.answer.sketch().projections(0) + 1);
   EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kBadYSignature);
   Evidence f = w.Make(1.05f, w.input);
-  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.other->public_key(), Limits(), Fp32Judge).kind,
+  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.other->public_key(), EvidenceLimits(), Fp32EvidenceJudge).kind,
             EvidenceVerdict::kBadYSignature);
   // Y's answer in another swarm's evidence.
   Evidence g = w.Make(1.05f, w.input);
@@ -147,7 +90,7 @@ TEST(EvidenceTest, ACatcherCannotForgeYsSketch) {
 TEST(EvidenceTest, APayloadOtherThanTheCommittedOneIsRefused) {
   World w;
   Evidence e = w.Make(1.05f, w.input);
-  e.output = Fp32Payload(Activation(1.1f));  // same size, other bytes
+  e.output = EvidencePayload(EvidenceActivation(1.1f));  // same size, other bytes
   EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kPayloadHashDiffers);
   e.output.Append("x");
   EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kPayloadHashDiffers);
@@ -170,14 +113,14 @@ Evidence Chained(const World& w, float x_scale, const std::string& p_output,
   p.set_hop_index(1);
   p.set_input_sha256(Sha256(absl::Cord("P's input")));
   p.set_output_sha256(p_output);
-  CHECK(SignCommitment(*Key('p'), &p).ok());
+  CHECK(SignCommitment(*EvidenceKey('p'), &p).ok());
   e.commitment.set_hop_index(2);
   e.commitment.set_input_sha256(x_input);
   e.commitment.set_input_commitment_sha256(CommitmentDigest(p));
   CHECK(SignCommitment(*w.x, &e.commitment).ok());
   e.input_commitment = p;
   e.answer.set_hop_index(2);
-  CHECK(SignAnswer(*w.y, kSwarm, y_input, &e.answer).ok());
+  CHECK(SignAnswer(*w.y, kEvidenceSwarm, y_input, &e.answer).ok());
   return e;
 }
 
@@ -233,12 +176,12 @@ TEST(EvidenceTest, AnAnswerForAnotherVisitIsRefused) {
   World w;
   Evidence e = w.Make(1.05f, w.input);
   e.answer.set_mb_id(4);
-  ASSERT_TRUE(SignAnswer(*w.y, kSwarm, w.input, &e.answer).ok());
+  ASSERT_TRUE(SignAnswer(*w.y, kEvidenceSwarm, w.input, &e.answer).ok());
   EXPECT_EQ(w.Check(e).kind, EvidenceVerdict::kVisitsDiffer);
   // X "checking" itself.
   Evidence f = w.Make(1.05f, w.input);
-  ASSERT_TRUE(SignAnswer(*w.x, kSwarm, w.input, &f.answer).ok());
-  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.x->public_key(), Limits(), Fp32Judge).kind,
+  ASSERT_TRUE(SignAnswer(*w.x, kEvidenceSwarm, w.input, &f.answer).ok());
+  EXPECT_EQ(CheckEvidence(f, w.x->public_key(), w.x->public_key(), EvidenceLimits(), Fp32EvidenceJudge).kind,
             EvidenceVerdict::kVisitsDiffer);
 }
 

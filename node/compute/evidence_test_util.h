@@ -39,6 +39,12 @@ inline std::vector<float> EvidenceActivation(float scale) {
   return v;
 }
 
+// Raw fp32 bytes of `v` (a frame's payload as codec CODEC_RAW_FP32 sends it).
+inline absl::Cord EvidencePayload(const std::vector<float>& v) {
+  return absl::Cord(
+      absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+}
+
 // What CheckOutputAgainstSketch does after decoding, for raw fp32 only
 // (anything else is "undecodable").
 inline absl::StatusOr<model::SketchVerdict> Fp32EvidenceJudge(
@@ -67,9 +73,7 @@ inline Evidence MakeEvidence(const identity::Identity& x, const identity::Identi
                              float x_scale, const std::string& input_sha256,
                              const std::string& y_input_sha256) {
   Evidence e;
-  const std::vector<float> out = EvidenceActivation(x_scale);
-  e.output = absl::Cord(
-      absl::string_view(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(float)));
+  e.output = EvidencePayload(EvidenceActivation(x_scale));
   proto::OutputCommitment& c = e.commitment;
   c.set_swarm_id(kEvidenceSwarm);
   c.set_origin(common::NodeId::ForName("origin").Bytes());
