@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "common/sim_clock.h"
+#include "node/train/forwarding_group.h"
 #include "gtest/gtest.h"
 #include "node/stage/stage_server.h"
 #include "node/stage/swarm_view.h"
@@ -27,35 +28,10 @@ namespace {
 // a relay alone through its iterations, which the hub's true answer (no
 // data node: Note [Relay without a data node] in data_node_wait.h) would
 // hold in the wait.
-class AlwaysADataNode final : public GroupComm {
+class AlwaysADataNode final : public ForwardingGroup {
  public:
-  explicit AlwaysADataNode(InProcessGroupHub* hub) : hub_(hub) {}
-  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
-               BarrierDone done) override {
-    hub_->Barrier(iteration, self, data_node, std::move(done));
-  }
-  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
-                           absl::Duration bound) override {
-    hub_->StateIterationBound(iteration, self, bound);
-  }
-  void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
-                 ReduceDone done) override {
-    hub_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
-  }
-  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override {
-    return hub_->SoleReplica(iteration, stage, self);
-  }
+  using ForwardingGroup::ForwardingGroup;
   bool HasLiveDataNode(uint64_t) override { return true; }
-  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
-    hub_->SetStateProvider(self, std::move(provider));
-  }
-  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
-                  StateDone done) override {
-    hub_->FetchState(iteration, stage, from, std::move(done));
-  }
-
- private:
-  InProcessGroupHub* const hub_;
 };
 
 // One relay that hosts no stage: an iteration is a barrier, the server's

@@ -8,18 +8,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "node/train/forwarding_group.h"
 
 namespace skipswarm::node {
 namespace {
 
 // TestSwarmOptions::reduce_delay: the hub, with AllReduce calls held back;
 // TestSwarmOptions::barrier_delay: with Barrier calls held back.
-class DelayedReduceGroup final : public GroupComm {
+class DelayedReduceGroup final : public ForwardingGroup {
  public:
   DelayedReduceGroup(GroupComm* hub, common::Clock* clock, absl::Duration delay,
                      std::set<uint64_t> iterations, absl::Duration barrier_delay,
                      std::set<uint64_t> barrier_iterations)
-      : hub_(hub),
+      : ForwardingGroup(hub),
         clock_(clock),
         delay_(delay),
         iterations_(std::move(iterations)),
@@ -28,41 +29,39 @@ class DelayedReduceGroup final : public GroupComm {
   void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
                BarrierDone done) override {
     if (barrier_delay_ <= absl::ZeroDuration() || barrier_iterations_.count(iteration) == 0) {
-      return hub_->Barrier(iteration, self, data_node, std::move(done));
+      return ForwardingGroup::Barrier(iteration, self, data_node, std::move(done));
     }
     auto call = std::make_shared<BarrierDone>(std::move(done));
-    GroupComm* hub = hub_;
+    GroupComm* hub = inner();
     clock_->RunAfter(barrier_delay_, [hub, iteration, self, data_node, call] {
       hub->Barrier(iteration, self, data_node, std::move(*call));
     });
   }
-  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
-                           absl::Duration bound) override {
-    hub_->StateIterationBound(iteration, self, bound);
+  // A held round is never skipped as a group of one (Note [Group of one]
+  // in node_trainer.cc): holding it back is the case's point.
+  bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override {
+    return !Held(iteration) && ForwardingGroup::SoleReplica(iteration, stage, self);
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
-    if (delay_ <= absl::ZeroDuration() ||
-        (!iterations_.empty() && iterations_.count(iteration) == 0)) {
-      return hub_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
+    if (!Held(iteration)) {
+      return ForwardingGroup::AllReduce(iteration, stage, std::move(contribution),
+                                        std::move(done));
     }
     auto call = std::make_shared<std::pair<GradientContribution, ReduceDone>>(
         std::move(contribution), std::move(done));
-    GroupComm* hub = hub_;
+    GroupComm* hub = inner();
     clock_->RunAfter(delay_, [hub, iteration, stage, call] {
       hub->AllReduce(iteration, stage, std::move(call->first), std::move(call->second));
     });
   }
-  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
-    hub_->SetStateProvider(self, std::move(provider));
-  }
-  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
-                  StateDone done) override {
-    hub_->FetchState(iteration, stage, from, std::move(done));
-  }
 
  private:
-  GroupComm* const hub_;
+  bool Held(uint64_t iteration) const {
+    return delay_ > absl::ZeroDuration() &&
+           (iterations_.empty() || iterations_.count(iteration) > 0);
+  }
+
   common::Clock* const clock_;
   const absl::Duration delay_;
   const std::set<uint64_t> iterations_;  // empty: all
@@ -72,21 +71,13 @@ class DelayedReduceGroup final : public GroupComm {
 
 // TestSwarmOptions::failed_reduces: `inner`, with the listed rounds failed;
 // TestSwarmOptions::always_round: no replica is ever alone.
-class FailingReduceGroup final : public GroupComm {
+class FailingReduceGroup final : public ForwardingGroup {
  public:
   FailingReduceGroup(GroupComm* inner, std::set<std::pair<uint64_t, int>> failed,
                      bool always_round)
-      : inner_(inner), failed_(std::move(failed)), always_round_(always_round) {}
+      : ForwardingGroup(inner), failed_(std::move(failed)), always_round_(always_round) {}
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override {
-    return !always_round_ && inner_->SoleReplica(iteration, stage, self);
-  }
-  void Barrier(uint64_t iteration, const common::NodeId& self, bool data_node,
-               BarrierDone done) override {
-    inner_->Barrier(iteration, self, data_node, std::move(done));
-  }
-  void StateIterationBound(uint64_t iteration, const common::NodeId& self,
-                           absl::Duration bound) override {
-    inner_->StateIterationBound(iteration, self, bound);
+    return !always_round_ && ForwardingGroup::SoleReplica(iteration, stage, self);
   }
   void AllReduce(uint64_t iteration, int stage, GradientContribution contribution,
                  ReduceDone done) override {
@@ -94,18 +85,10 @@ class FailingReduceGroup final : public GroupComm {
       return done(absl::UnavailableError(
           absl::StrCat("iteration ", iteration, " stage ", stage, ": the round failed (test)")));
     }
-    inner_->AllReduce(iteration, stage, std::move(contribution), std::move(done));
-  }
-  void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
-    inner_->SetStateProvider(self, std::move(provider));
-  }
-  void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
-                  StateDone done) override {
-    inner_->FetchState(iteration, stage, from, std::move(done));
+    ForwardingGroup::AllReduce(iteration, stage, std::move(contribution), std::move(done));
   }
 
  private:
-  GroupComm* const inner_;
   const std::set<std::pair<uint64_t, int>> failed_;
   const bool always_round_;
 };
