@@ -57,9 +57,9 @@ void GossipDaemon::Parts::SetUpEvidence(grpc::ServerBuilder* builder,
 
 void GossipDaemon::Parts::ConsiderEvidence() {
   if (evidence_adopter == nullptr) return;
-  // The members as gossip shows them (with their records' bans and
-  // addresses), not the routing face: one this node already routes around
-  // is still a live member the adoption must see.
+  // The members' routing face as gossip fills it (with their records' bans
+  // and addresses), not the VerifiedRoutingView over it: one this node
+  // already routes around is still a live member the adoption must see.
   SwarmView* view = members->routing();
   std::vector<PeerInfo> live;
   for (PeerInfo& p : view->Members()) {
