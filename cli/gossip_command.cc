@@ -304,7 +304,6 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.join = absl::StrSplit(absl::GetFlag(FLAGS_join), ',', absl::SkipEmpty());
   g.join_timeout = base.startup_timeout;
   g.seed = base.model.seed;
-  g.memory_slots = static_cast<uint32_t>(base.memory_slots);
   g.model_id = base.model.model.ConfigHash();
   g.averaging_id = model::AveragingIdentity(base.model.averaging);
   g.num_stages = static_cast<uint32_t>(base.model.model.num_stages);

@@ -86,6 +86,17 @@ class GossipDaemonTest : public ::testing::Test {
   }
 
 
+  // The joiner's case: every member, the joiner too, runs the same
+  // learning-rate schedule (the manifest's iterations; a joiner of the real
+  // binary takes them from there) with no warm-up, so a joiner whose
+  // schedule differed would diverge from its replica wherever it enters.
+  GossipDaemonOptions JoinerCaseOptions(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.base.iterations = kJoinerCaseIterations;
+    o.base.model.optimizer.warmup_steps = 0;
+    return o;
+  }
+
   std::unique_ptr<Running> Launch(GossipDaemonOptions o) {
     auto r = std::make_unique<Running>();
     Running* raw = r.get();
@@ -191,8 +202,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   // The bootstrap node picks its gossip port; the others learn it from its
   // record... which they cannot read before joining, so it listens on a
   // port the test reserves by letting gRPC pick one for a first daemon.
-  GossipDaemonOptions d0 = Options("d0", {0});
-  d0.base.iterations = kJoinerCaseIterations;
+  GossipDaemonOptions d0 = JoinerCaseOptions("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
   d0.base.metrics_port = 0;  // its status page is checked below
@@ -201,12 +211,10 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   auto founder = Launch(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
-  GossipDaemonOptions a = Options("a", {1});
-  a.base.iterations = kJoinerCaseIterations;
+  GossipDaemonOptions a = JoinerCaseOptions("a", {1});
   a.expect_members = 3;
   a.gossip.join = {bootstrap};
-  GossipDaemonOptions b = Options("b", {2});
-  b.base.iterations = kJoinerCaseIterations;
+  GossipDaemonOptions b = JoinerCaseOptions("b", {2});
   b.expect_members = 3;
   b.gossip.join = {bootstrap};
   auto ra = Launch(a);
@@ -246,7 +254,7 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
     ASSERT_TRUE(page);
     EXPECT_NE(page->body.find("<table id=\"members\""), std::string::npos);
   }
-  GossipDaemonOptions j = Options("j", {1});
+  GossipDaemonOptions j = JoinerCaseOptions("j", {1});
   j.gossip.join = {bootstrap};
   absl::Notification checked;
   // The founders must still train when the joiner is asked to leave (else

@@ -196,6 +196,10 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   grpc::ServerBuilder* server_builder = p->server->builder();
   SwarmMembershipOptions gossip_options = options.gossip;
   gossip_options.serve_on = server_builder;
+  // Our record announces the slots our stage server admits: one value, so
+  // the lowering below (Note [Slots re-announced]) only follows a real out
+  // of memory.
+  gossip_options.memory_slots = static_cast<uint32_t>(std::max(1, base.memory_slots));
   // Note [Checkable evidence], "Signed swarms": one setting, the manifest's.
   if (base.swarm_signs_frames && !base.sign_frames) {
     return absl::InvalidArgumentError("a swarm that signs its frames needs sign_frames");

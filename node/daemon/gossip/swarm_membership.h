@@ -61,7 +61,7 @@ struct SwarmMembershipOptions {
   std::vector<std::string> join;            // bootstrap "host:port"s; empty: new swarm
   absl::Duration join_timeout = absl::Seconds(30);
   uint64_t seed = 1;
-  uint32_t memory_slots = 4;
+  uint32_t memory_slots = 4;  // a GossipDaemon sets it from its NodeDaemonOptions
   // The model this node trains (model::ModelConfig::ConfigHash) and its
   // stage count: records of another model, or naming a stage outside it,
   // are refused (membership/record.h), so planners never see them. Empty /
