@@ -12,15 +12,22 @@
 //   kSwappedInput  a's genuine commitment of another micro-batch carried as
 //                  the input commitment, bound and re-signed by m
 //   kUnsigned      no commitment at all
+//   kShortRoute    the route rewritten without a's hop, so m claims hop 1,
+//                  whose input stage 0 never signs: no input commitment,
+//                  a false input hash, re-signed (the input chain evaded)
 // The catcher d0 must refuse each (INVALID_ARGUMENT, counted in its
 // commitments_refused), while the honest swarm trains on with a finite loss
 // and m's later honest frames are admitted as before. A refused frame is
 // not evidence (an honest catcher keeps only frames that passed, Note
-// [Evidence bans]), so no ban follows from these refusals.
+// [Evidence bans]), so no ban follows from these refusals. (The hostile
+// client of hostile/ is a stranger with no record or key in the view, so it
+// cannot sign as a member; m is a daemon for that.)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "identity/identity.h"
@@ -43,15 +51,15 @@
 namespace skipswarm::node {
 namespace {
 
-constexpr int64_t kIterations = 6;
+constexpr int64_t kIterations = 7;
 constexpr char kMalloryKeySeed = 'm';
 
-enum Forgery { kOtherOutput, kFalseInput, kSwappedInput, kUnsigned, kHonest };
+enum Forgery { kOtherOutput, kFalseInput, kSwappedInput, kUnsigned, kShortRoute, kHonest };
 constexpr int kForgeries = kHonest;  // the schedule: one visit each, in this order
 
 const char* ForgeryName(int f) {
   static const char* const kNames[] = {"other_output", "false_input", "swapped_input",
-                                       "unsigned", "honest"};
+                                       "unsigned", "short_route", "honest"};
   return kNames[f];
 }
 
@@ -63,6 +71,7 @@ const char* ExpectedReason(int f) {
       "the producer's input hash is not the hop before's committed output",
       "the input commitment does not describe the hop before's visit",
       "no output commitment",
+      "the route's hop 1 is not the node this origin sent the micro-batch to",
   };
   return kReasons[f];
 }
@@ -141,6 +150,21 @@ class ForgingTransport final : public ForwardingTransport {
         h.clear_commitment();
         h.clear_input_commitment();
         break;
+      case kShortRoute: {
+        // [d0, a, m] -> [d0, m]: as the producer at hop 1 m owes no input
+        // commitment, so it can sign any input hash.
+        proto::Hop self = h.route(h.route_size() - 1);
+        proto::Hop origin = h.route(0);
+        h.clear_route();
+        *h.add_route() = std::move(origin);
+        *h.add_route() = std::move(self);
+        h.clear_input_commitment();
+        c->clear_input_commitment_sha256();
+        c->set_hop_index(1);
+        c->set_input_sha256(Sha256(absl::Cord("an input a never sent")));
+        Resign(c);
+        break;
+      }
       default:
         return;
     }
@@ -238,13 +262,14 @@ TEST_F(ForgedFramesTest, EachForgeryOfASigningMemberIsRefusedAndTheSwarmTrainsOn
   EXPECT_GE(log_.sent[kHonest], 1);
   for (const absl::Status& ack : log_.acks[kHonest]) EXPECT_TRUE(ack.ok()) << ack;
   EXPECT_GE(s0.commitments_checked, log_.sent[kHonest]);
-  std::printf("FIGURE forged frames: %lld forged tails (%lld %s, %lld %s, %lld %s, %lld %s), "
-              "d0 refused %lld, checked %lld; m's honest tails %lld, all admitted\n",
-              static_cast<long long>(forged), static_cast<long long>(log_.sent[kOtherOutput]),
-              ForgeryName(kOtherOutput), static_cast<long long>(log_.sent[kFalseInput]),
-              ForgeryName(kFalseInput), static_cast<long long>(log_.sent[kSwappedInput]),
-              ForgeryName(kSwappedInput), static_cast<long long>(log_.sent[kUnsigned]),
-              ForgeryName(kUnsigned), static_cast<long long>(s0.commitments_refused),
+  std::string kinds;
+  for (int f = 0; f < kForgeries; ++f) {
+    absl::StrAppend(&kinds, f == 0 ? "" : ", ", log_.sent[f], " ", ForgeryName(f));
+  }
+  std::printf("FIGURE forged frames: %lld forged tails (%s), d0 refused %lld, checked %lld; "
+              "m's honest tails %lld, all admitted\n",
+              static_cast<long long>(forged), kinds.c_str(),
+              static_cast<long long>(s0.commitments_refused),
               static_cast<long long>(s0.commitments_checked),
               static_cast<long long>(log_.sent[kHonest]));
 }
