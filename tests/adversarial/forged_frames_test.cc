@@ -111,14 +111,17 @@ class ForgingTransport final : public ForwardingTransport {
       ++log_->sent[forgery];
     }
     Forge(forgery, other_visit, frame);
-    inner()->Send(to, std::move(frame),
-                  [this, forgery, done = std::move(done)](absl::Status ack) mutable {
-                    {
-                      absl::MutexLock lock(mu_);
-                      log_->acks[forgery].push_back(ack);
-                    }
-                    done(std::move(ack));
-                  });
+    // The ack may come while the inner transport goes, after this object's
+    // members: it reaches the log (the test's) only.
+    SendDone logged = [log = log_, mu = mu_, forgery,
+                       done = std::move(done)](absl::Status ack) mutable {
+      {
+        absl::MutexLock lock(mu);
+        log->acks[forgery].push_back(ack);
+      }
+      done(std::move(ack));
+    };
+    inner()->Send(to, std::move(frame), std::move(logged));
   }
 
  private:
