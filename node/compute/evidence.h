@@ -50,6 +50,10 @@
 //   input hash; a frame without one only where both X and the hop before
 //   sign by their records (an older peer on either side leaves X nothing
 //   to pass on). A false input hash then needs the hop before's key.
+//   The route those checks read is the sender's word, so at the origin
+//   a tail's hop 1 must be the node the origin sent the micro-batch to
+//   (repairs never change it): else a producer past hop 1 could drop the
+//   hops before it from the route, claim hop 1, and owe no commitment.
 // - What a kept piece then says: an honest catcher kept only frames that
 //   passed, so X's input hash is the hop before's signed output, and
 //   kInputsDiffer means the hop before fed Y another input or Y lied (its

@@ -130,7 +130,14 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   }
   const uint32_t producer_hop = ProducerHop(h);
   std::string why;
-  if (producer_hop == 0) {
+  if (h.hop_index() == 0 && producer_hop > 0 && !TailStartsAsSent(h)) {
+    // The route is the sender's word, and the input chain reads it: a
+    // producer past hop 1 that drops the hops before it from a tail's route
+    // claims hop 1, whose input stage 0 never signs, and so owes no input
+    // commitment. Only the origin knows hop 1 (repairs after it never
+    // change it: CheckRepair).
+    why = "the route's hop 1 is not the node this origin sent the micro-batch to";
+  } else if (producer_hop == 0) {
     if (!h.has_commitment() && !h.has_input_commitment()) return absl::OkStatus();  // stage 0's
     why = "a commitment on stage 0's output";
   } else if (!h.has_commitment()) {
@@ -169,6 +176,18 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   absl::Status refused = Refuse(absl::StatusCode::kInvalidArgument, h, why);
   LOG_EVERY_N(WARNING, 100) << "refused a forward frame: " << refused;
   return refused;
+}
+
+bool StageServer::Impl::TailStartsAsSent(const proto::FrameHeader& h) const {
+  MbKey key = MbKey::Of(h);
+  key.hop = 0;
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || !it->second.forward_done) return true;  // Admit refuses it
+  const proto::FrameHeader& sent = it->second.header;
+  if (sent.route_size() < 2 || h.route_size() < 2) return sent.route_size() == h.route_size();
+  return sent.route(1).node_id() == h.route(1).node_id() &&
+         sent.route(1).stage() == h.route(1).stage();
 }
 
 std::vector<Evidence> StageServer::EvidenceAgainst(const PeerId& member) const {

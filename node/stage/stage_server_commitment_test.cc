@@ -225,6 +225,22 @@ TEST(StageServerCommitmentTest, AFalseInputHashIsRefusedByTheCatcher) {
               ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
             }),
             1);
+  // ... or drops the hop before from the tail's route, so that it claims
+  // hop 1, whose input (stage 0's) carries no commitment to pass on.
+  EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {
+              const proto::Hop origin = f.header.route(0);
+              const proto::Hop self = f.header.route(2);
+              f.header.clear_route();
+              *f.header.add_route() = origin;
+              *f.header.add_route() = self;
+              f.header.clear_input_commitment();
+              proto::OutputCommitment* c = f.header.mutable_commitment();
+              c->clear_input_commitment_sha256();
+              c->set_hop_index(1);
+              c->set_input_sha256(std::string(32, 'z'));
+              ASSERT_TRUE(SignCommitment(*swarm.keys_[2], c).ok());
+            }),
+            1);
   // Untouched: accepted.
   EXPECT_EQ(RefusedAtTheCatcherOfHop2(nullptr), 0);
 }

@@ -143,6 +143,11 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // The part of CheckCommitment for h.input_commitment, once the producer's
   // own commitment holds: why the frame is refused, or empty.
   std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop);
+  // At the origin, for a tail frame `h`: false when its route's hop 1 is not
+  // the hop this origin's forward of that micro-batch went to (as the
+  // admitted route says; the planned one before the ack). True where this
+  // origin holds no such visit (admission decides). Takes mu_.
+  bool TailStartsAsSent(const proto::FrameHeader& h) const;
   // require_commitments, or commitments_required_from names `node_id`.
   bool CommitmentsRequiredFrom(const std::string& node_id) const;
   // A check judged here, of X = `checked` against `verifier`'s sketch:

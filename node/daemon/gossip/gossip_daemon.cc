@@ -267,6 +267,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     LOG(INFO) << base.name << ": bandwidth caps: uplink " << caps.uplink_bytes_per_second
               << " B/s, downlink " << caps.downlink_bytes_per_second << " B/s (0: unlimited)";
   }
+  if (options.wrap_transport) p->transport = options.wrap_transport(std::move(p->transport));
   GrpcGroupOptions go;
   go.self = p->self;
   go.serve_on = server_builder;

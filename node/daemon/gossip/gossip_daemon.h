@@ -52,6 +52,7 @@
 #include "node/daemon/stack/node_backend.h"
 #include "node/daemon/stack/node_daemon_options.h"
 #include "node/train/node_trainer.h"
+#include "node/transport/transport.h"
 
 namespace skipswarm::node {
 
@@ -163,6 +164,12 @@ struct GossipDaemonOptions {
   // argument takes over from there. Null: none. Borrowed; must outlive
   // the daemon.
   DaemonSignals* signals = nullptr;
+  // For tests: wraps this node's pipeline transport (outside any bandwidth
+  // caps), so every frame its stage server sends, and every ack it gets,
+  // passes through the wrapper: e.g. a hostile member that alters its own
+  // frames after signing them (tests/adversarial/forged_frames_test.cc).
+  // Null: none.
+  std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)> wrap_transport;
   // For tests: this node's state server fails the first this many state
   // requests for its stages (StateServerOptions::fail_first_transfers).
   int fail_first_state_transfers = 0;
