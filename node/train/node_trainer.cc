@@ -723,7 +723,9 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
                  << (outer ? ": replica anchors disagree" : ": replica parameter digests disagree")
                  << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
     }
-    std::optional<common::NodeId> source = ResyncSource(r.digests, mine, report.iteration);
+    std::optional<common::NodeId> source =  // Note [Choosing the reference]
+        ResyncSource(r.digests, mine, report.iteration,
+                     [this](const common::NodeId& id) { return group->OnProbation(id); });
     if (source.has_value()) {
       Resync(std::move(report), it, std::move(step), *source, std::move(then));
       return std::nullopt;
