@@ -1,5 +1,8 @@
 #include "node/train/resync_source.h"
 
+#include <glog/logging.h>
+
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -63,6 +66,38 @@ std::optional<common::NodeId> ResyncSource(
     if (on_probation(id)) newcomers.insert(id);
   }
   return ResyncSource(digests, mine, iteration, newcomers);
+}
+
+void ResyncChecks::Imported(int stage, const common::NodeId& source) {
+  absl::MutexLock lock(&mu_);
+  pending_[stage] = source;
+}
+
+std::optional<common::NodeId> ResyncChecks::Check(
+    uint64_t iteration, int stage,
+    const std::vector<std::pair<common::NodeId, uint64_t>>& digests, uint64_t mine) {
+  absl::MutexLock lock(&mu_);
+  auto p = pending_.find(stage);
+  if (p == pending_.end()) return std::nullopt;
+  const common::NodeId source = p->second;
+  pending_.erase(p);
+  auto held = std::find_if(digests.begin(), digests.end(),
+                           [&](const auto& d) { return d.first == source; });
+  if (held == digests.end() || held->second == mine) return std::nullopt;
+  LOG(ERROR) << "iteration " << iteration << " stage " << stage << ": "
+             << source.ShortString() << " served a state it does not hold (its digest "
+             << held->second << ", the state it served " << mine
+             << "); no longer trusted as a re-sync source (Note [Checked re-sync])";
+  if (std::find(liars_.begin(), liars_.end(), source) == liars_.end()) {
+    liars_.push_back(source);
+    if (liars_.size() > kMaxLiars) liars_.pop_front();
+  }
+  return source;
+}
+
+bool ResyncChecks::Distrusted(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  return std::find(liars_.begin(), liars_.end(), id) != liars_.end();
 }
 
 }  // namespace skipswarm::node

@@ -31,17 +31,35 @@
 // (all its holders when none is trusted), so one that serves a bad state is
 // not asked again and again, and a newcomer never serves a trusted state.
 //
-// Thread rule: a pure function.
+// Note [Checked re-sync]: a source may claim the reference digest and
+// serve another state. What it serves is its state after this iteration's
+// update, which nothing compared yet, so the check comes at the stage's
+// next comparison: an honest source starts that round from exactly the
+// state it served, so its digest there equals the importer's. A source
+// whose digest differs served a state it does not hold: the importer logs
+// it, reports it (StageStep::resync_source_lied, counted as
+// skipswarm_resync_source_lied_total) and from then on treats it as on
+// probation (Note [Choosing the reference]): it never outranks a trusted
+// replica again nor serves a state to this node, so the same comparison
+// moves the importer back to the trusted holders' state where there is
+// one. (Refusing before the import would need the source's digest after
+// the update, which the group does not carry.)
+//
+// Thread rule: ResyncSource is a pure function; ResyncChecks is thread-safe.
 #ifndef SKIPSWARM_NODE_TRAIN_RESYNC_SOURCE_H_
 #define SKIPSWARM_NODE_TRAIN_RESYNC_SOURCE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/node_id.h"
 
 namespace skipswarm::node {
@@ -58,6 +76,28 @@ std::optional<common::NodeId> ResyncSource(
 std::optional<common::NodeId> ResyncSource(
     const std::vector<std::pair<common::NodeId, uint64_t>>& digests, uint64_t mine,
     uint64_t iteration, const std::function<bool(const common::NodeId&)>& on_probation);
+
+// Note [Checked re-sync]: the re-syncs of one trainer awaiting their check,
+// and the sources caught serving a state they did not hold (the latest
+// kMaxLiars; bounded against a swarm of identities).
+class ResyncChecks {
+ public:
+  static constexpr size_t kMaxLiars = 256;
+  // A re-sync of `stage` imported `source`'s state.
+  void Imported(int stage, const common::NodeId& source);
+  // The stage's next comparison (`mine`: this replica's digest in it):
+  // the pending source, when its digest there differs from `mine` (logged);
+  // nullopt otherwise, or when it is absent from `digests`.
+  std::optional<common::NodeId> Check(
+      uint64_t iteration, int stage,
+      const std::vector<std::pair<common::NodeId, uint64_t>>& digests, uint64_t mine);
+  bool Distrusted(const common::NodeId& id) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<int, common::NodeId> pending_ ABSL_GUARDED_BY(mu_);  // by stage
+  std::deque<common::NodeId> liars_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace skipswarm::node
 

@@ -28,11 +28,23 @@ class LyingCompute final : public ForwardingStageCompute {
   }
 };
 
-ComputeFactory WithLiar() {
-  return [](int node, int stage, common::Clock* clock, TaskRunner*) -> std::unique_ptr<StageCompute> {
+// Reports its digest honestly but serves a state that is not its own.
+class ServesPoison final : public ForwardingStageCompute {
+ public:
+  using ForwardingStageCompute::ForwardingStageCompute;
+  absl::StatusOr<std::string> ExportState() override {
+    return absl::StrCat("timed/", stage(), "/", kPoisonedStep);
+  }
+};
+
+// Node `wrapped`'s computes are wrapped in T; the others are plain timed ones.
+template <typename T>
+ComputeFactory WrapNode(int wrapped) {
+  return [wrapped](int node, int stage, common::Clock* clock,
+                   TaskRunner*) -> std::unique_ptr<StageCompute> {
     auto timed = std::make_unique<TimedStageCompute>(
         clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
-    if (node == kLiar) return std::make_unique<LyingCompute>(std::move(timed));
+    if (node == wrapped) return std::make_unique<T>(std::move(timed));
     return timed;
   };
 }
@@ -61,7 +73,7 @@ void ExpectHonestKeptItsState(TestSwarm& swarm, int iterations) {
 // liar's smaller digest no longer decides it; each keeps its own state.
 TEST(ResyncTrustTest, ASmallForgedDigestDoesNotWinATie) {
   SyntheticDataSource data(2, 8, 32);
-  TestSwarm swarm(TwoByTwo(), WithLiar(), &data);
+  TestSwarm swarm(TwoByTwo(), WrapNode<LyingCompute>(kLiar), &data);
   ASSERT_TRUE(swarm.Run(4));
   ExpectHonestKeptItsState(swarm, 4);
 }
@@ -73,12 +85,13 @@ TEST(ResyncTrustTest, ANewcomerOnProbationCopiesTheTrustedReplica) {
   SyntheticDataSource data(2, 8, 32);
   TestSwarmOptions o = TwoByTwo();
   o.on_probation = {kLiar};
-  TestSwarm swarm(o, WithLiar(), &data);
+  TestSwarm swarm(o, WrapNode<LyingCompute>(kLiar), &data);
   ASSERT_TRUE(swarm.Run(4));
   ExpectHonestKeptItsState(swarm, 4);
-  for (const NodeIterationReport& r : swarm.reports(kLiar)) {
-    EXPECT_TRUE(r.stages.at(1).resynced) << "iteration " << r.iteration;
-  }
+  // (Its digest stays 0 whatever it imports, so from the next comparison on
+  // its own check, Note [Checked re-sync], blames the trusted source: only
+  // the liar is misled by its lie.)
+  EXPECT_TRUE(swarm.reports(kLiar)[0].stages.at(1).resynced);
 }
 
 // Note [Digest re-sync] still heals an honest drift where trust tells the
@@ -101,6 +114,47 @@ TEST(ResyncTrustTest, ADriftedNewcomerResyncsFromTheTrustedReplica) {
   EXPECT_FALSE(swarm.reports(kLiar)[2].stages.at(1).resynced) << "the trusted one keeps";
   EXPECT_TRUE(swarm.reports(kHonest)[3].stages.at(1).digests_agree);
   EXPECT_EQ(swarm.compute(kHonest, 1)->ParamsDigest(), trusted->ParamsDigest());
+}
+
+// Note [Checked re-sync]: a source that reports the honest digest but
+// serves another state. Stage 1 has 3 replicas: a (honest), b (drifts, so it
+// re-syncs) and s (serves step 1000). b imports s's state once; the next
+// comparison catches s, names it, and b never takes s's state again.
+TEST(ResyncTrustTest, ASourceServingAStateItDoesNotHoldIsCaughtAndNotAskedAgain) {
+  constexpr int kA = 2, kB = 3, kS = 4;
+  SyntheticDataSource data(2, 8, 32);
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {0}, {1}, {1}, {1}, {2}, {2}, {3}, {3}};
+  o.num_stages = 4;
+  o.driver.mbs_per_iteration = 4;
+  TestSwarm swarm(o, WrapNode<ServesPoison>(kS), &data);
+  auto drift_b = [&] {
+    StageCompute* b = swarm.compute(kB, 1);
+    ASSERT_TRUE(b->ApplyUpdate(std::vector<float>(b->num_params(), 0.f), 0).ok());
+  };
+  // The source rotates by iteration over the holders in id order: drift b
+  // where the rotation lands on s.
+  const uint64_t at = swarm.id(kS) < swarm.id(kA) ? 2 : 3;
+  ASSERT_TRUE(swarm.Run(at));
+  drift_b();
+  ASSERT_TRUE(swarm.Run(4));  // at .. at + 3
+  const auto& b = swarm.reports(kB);
+  ASSERT_TRUE(b[at].stages.at(1).resynced);
+  EXPECT_NE(b[at].stages.at(1).digest_after, swarm.reports(kA)[at].stages.at(1).digest_after)
+      << "s's state went in";
+  // The next comparison names s, and b takes a's state.
+  EXPECT_EQ(b[at + 1].stages.at(1).resync_source_lied, std::optional<common::NodeId>(swarm.id(kS)));
+  EXPECT_TRUE(b[at + 1].stages.at(1).resynced);
+  EXPECT_FALSE(b[at + 2].stages.at(1).resync_source_lied.has_value()) << "a served honestly";
+  EXPECT_TRUE(b[at + 2].stages.at(1).digests_agree);
+  EXPECT_FALSE(swarm.reports(kA)[at + 1].stages.at(1).resync_source_lied.has_value());
+  // The rotation lands on s again at at + 4: b asks a instead.
+  drift_b();
+  ASSERT_TRUE(swarm.Run(1));
+  EXPECT_TRUE(b[at + 4].stages.at(1).resynced);
+  EXPECT_EQ(b[at + 4].stages.at(1).digest_after,
+            swarm.reports(kA)[at + 4].stages.at(1).digest_after);
+  EXPECT_EQ(swarm.compute(kB, 1)->step(), swarm.compute(kA, 1)->step());
 }
 
 }  // namespace
