@@ -29,21 +29,26 @@
 //     supported states, none of them this replica's).
 // The source rotates by iteration among the reference's trusted holders
 // (all its holders when none is trusted), so one that serves a bad state is
-// not asked again and again, and a newcomer never serves a trusted state.
+// not asked again and again, and a newcomer never serves a state trusted
+// replicas hold.
 //
 // Note [Checked re-sync]: a source may claim the reference digest and
 // serve another state. What it serves is its state after this iteration's
 // update, which nothing compared yet, so the check comes at the stage's
 // next comparison: an honest source starts that round from exactly the
-// state it served, so its digest there equals the importer's. A source
+// state it served, and so does the importer (nothing updates either in
+// between; with outer steps the digest is the anchor's, which only the
+// sync moves), so their digests there are equal. A source
 // whose digest differs served a state it does not hold: the importer logs
 // it, reports it (StageStep::resync_source_lied, counted as
 // skipswarm_resync_source_lied_total) and from then on treats it as on
 // probation (Note [Choosing the reference]): it never outranks a trusted
 // replica again nor serves a state to this node, so the same comparison
 // moves the importer back to the trusted holders' state where there is
-// one. (Refusing before the import would need the source's digest after
-// the update, which the group does not carry.)
+// one. The distrust is this node's own, from its own comparison: a
+// replica that lies about its own digest blames honest sources and misleads
+// only itself. (Refusing before the import would need the source's digest
+// after the update, which the group does not carry.)
 //
 // Thread rule: ResyncSource is a pure function; ResyncChecks is thread-safe.
 #ifndef SKIPSWARM_NODE_TRAIN_RESYNC_SOURCE_H_
