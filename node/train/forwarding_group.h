@@ -47,6 +47,7 @@ class ForwardingGroup : public GroupComm {
     return inner_->WakeOnDataNode(std::move(wake));
   }
   bool CancelDataNodeWake(uint64_t id) override { return inner_->CancelDataNodeWake(id); }
+  bool OnProbation(const common::NodeId& id) override { return inner_->OnProbation(id); }
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override {
     inner_->SetStateProvider(self, std::move(provider));
   }

@@ -151,6 +151,13 @@ class GroupComm {
   // True when wake `id` was still armed: it will not run now.
   virtual bool CancelDataNodeWake(uint64_t id) { return false; }
 
+  // Whether `id` is on newcomer probation as this member sees it now (Note
+  // [Newcomer probation] in node/daemon/gossip/training_members.h): a
+  // re-sync never takes a newcomer's state over a trusted replica's (Note
+  // [Choosing the reference] in resync_source.h). False where nobody is on
+  // probation (a closed swarm); the default.
+  virtual bool OnProbation(const common::NodeId& id) { return false; }
+
   // State transfer between replicas (Note [Digest re-sync] in
   // node_trainer.h): what node `self` serves, and a fetch of `from`'s state
   // of `stage` at the start of `iteration` (UNAVAILABLE answers are retried

@@ -337,6 +337,13 @@ bool GrpcGroupComm::SoleReplica(uint64_t iteration, int stage, const common::Nod
   return impl_->early_.count(key) == 0 && impl_->reduces_.count(key) == 0;
 }
 
+bool GrpcGroupComm::OnProbation(const common::NodeId& id) {
+  for (const PeerInfo& m : impl_->view_->Members()) {
+    if (m.id == id) return m.on_probation;
+  }
+  return false;
+}
+
 bool GrpcGroupComm::HasLiveDataNode(uint64_t iteration) {
   return !impl_->view_->Replicas(0).empty();
 }

@@ -243,6 +243,8 @@ class GrpcGroupComm final : public GroupComm {
   bool CancelDataNodeWake(uint64_t id) override;
   // Served by StageService.FetchState (<= 1 MiB chunks with CRC-32C); the
   // fetch retries UNAVAILABLE every 100 ms for 10 s while `from` is alive.
+  // The view's PeerInfo::on_probation (the daemons: TrainingMembers).
+  bool OnProbation(const common::NodeId& id) override;
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
   void FetchState(uint64_t iteration, int stage, const common::NodeId& from,
                   StateDone done) override;

@@ -54,6 +54,14 @@ bool InProcessGroupHub::HasLiveDataNodeLocked() const {
   return false;
 }
 
+bool InProcessGroupHub::OnProbation(const common::NodeId& id) {
+  absl::MutexLock lock(&mu_);
+  for (const PeerInfo& p : members_) {
+    if (p.id == id) return p.on_probation;
+  }
+  return false;
+}
+
 bool InProcessGroupHub::HasLiveDataNode(uint64_t iteration) {
   absl::MutexLock lock(&mu_);
   return HasLiveDataNodeLocked();

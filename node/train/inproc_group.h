@@ -113,6 +113,8 @@ class InProcessGroupHub final : public GroupComm {
   // arrives at a barrier or is admitted (at once when one is live).
   uint64_t WakeOnDataNode(absl::AnyInvocable<void()> wake) override;
   bool CancelDataNodeWake(uint64_t id) override;
+  // PeerInfo::on_probation of the members it was made with (or admitted).
+  bool OnProbation(const common::NodeId& id) override;
   void SetStateProvider(const common::NodeId& self, StateProvider provider) override;
   // Asks `from`'s provider every 10 ms (clock time) while it answers
   // UNAVAILABLE, at most 500 times.

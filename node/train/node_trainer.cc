@@ -75,6 +75,7 @@ struct NodeTrainer::State {
   // error that ends the run once a stage reaches kMaxNonFiniteSteps.
   std::map<int, int> nonfinite_steps ABSL_GUARDED_BY(mu);
   absl::Status fatal ABSL_GUARDED_BY(mu);
+  ResyncChecks resync_checks;  // Note [Checked re-sync] (resync_source.h)
   common::LogLimiter log_limit ABSL_GUARDED_BY(mu){absl::Seconds(10)};
   // server->stats().rerouted at the previous report (rerouted_here).
   int64_t rerouted_reported ABSL_GUARDED_BY(mu) = 0;
@@ -717,13 +718,17 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
     LOG(WARNING) << "iteration " << report.iteration << " stage " << it->first
                  << (outer ? " (outer step)" : "") << ": " << DescribeVerdict(v);
   }
+  step.resync_source_lied = resync_checks.Check(report.iteration, it->first, r.digests, mine);
   if (!r.digests_agree || anchor_differs) {
     if (int64_t held = 0; AllowLog(&held)) {
       LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                  << (outer ? ": replica anchors disagree" : ": replica parameter digests disagree")
                  << (held > 0 ? absl::StrCat(" (", held, " such lines held back)") : "");
     }
-    std::optional<common::NodeId> source = ResyncSource(r.digests, mine, report.iteration);
+    std::optional<common::NodeId> source =  // Note [Choosing the reference]
+        ResyncSource(r.digests, mine, report.iteration, [this](const common::NodeId& id) {
+          return group->OnProbation(id) || resync_checks.Distrusted(id);
+        });
     if (source.has_value()) {
       Resync(std::move(report), it, std::move(step), *source, std::move(then));
       return std::nullopt;
@@ -739,8 +744,7 @@ std::optional<bool> NodeTrainer::State::AcceptReduce(NodeIterationReport& report
 void NodeTrainer::State::Resync(NodeIterationReport report,
                                 std::map<int, StageCompute*>::iterator it, StageStep step,
                                 common::NodeId source, StepThen then) {
-  StageCompute* compute = it->second;
-  compute->ZeroGrad();  // this iteration's gradients apply to another state
+  it->second->ZeroGrad();  // this iteration's gradients apply to another state
   const uint64_t iteration = report.iteration;
   LOG(WARNING) << "iteration " << iteration << " stage " << it->first
                << ": diverged; fetching the state of " << source.ShortString();
@@ -759,6 +763,7 @@ void NodeTrainer::State::Resync(NodeIterationReport report,
                        << ": re-synced from " << source.ShortString() << " (step " << *restored
                        << ")";
           self->MarkAt(it->first, report.iteration + 1);
+          self->resync_checks.Imported(it->first, source);
         } else {
           LOG(ERROR) << "iteration " << report.iteration << " stage " << it->first
                      << ": re-sync from " << source.ShortString()

@@ -18,12 +18,13 @@
 // gradients, so each reduce lists the digests of the states its members
 // start the iteration from: the check after every step rides on the next
 // gradient exchange instead of an extra round trip. When they disagree, the
-// reference is the digest most members hold, a tie going to the smallest
-// digest value: content, never node ids, which can be ground
-// (ResyncSource, resync_source.h). A replica whose digest differs skips the
+// reference is chosen by Note [Choosing the reference] (resync_source.h):
+// trusted holders first, then most holders, and a replica whose digest
+// ties for best keeps its state. A replica whose digest differs skips the
 // averaged update (its gradients are zeroed), fetches the state of a member
-// holding the reference (rotating among them by iteration, so one that
-// serves a bad state is not asked again and again) as it is after that
+// holding the reference (rotating among its trusted holders by iteration,
+// so one that serves a bad state is not asked again and again, and one
+// caught at it is trusted no more: Note [Checked re-sync]) as it is after that
 // member's update of this
 // iteration (GroupComm::FetchState, served by the provider every trainer
 // installs: StageCompute::ExportState once the stage's update of
@@ -147,6 +148,9 @@ struct StageStep {
   std::vector<std::pair<common::NodeId, uint64_t>> digests{};
   uint64_t digest_before = 0;
   bool resynced = false;  // this replica took a peer's state (Note [Digest re-sync])
+  // Note [Checked re-sync] (resync_source.h): the source of this replica's
+  // previous re-sync of the stage, caught serving a state it did not hold.
+  std::optional<common::NodeId> resync_source_lied;
   // The averaged gradient was not finite: the step was skipped (Note
   // [Non-finite steps]).
   bool skipped_nonfinite = false;

@@ -155,35 +155,3 @@ TEST(TimedSwarmTest, KilledReplicaMidIterationIsRoutedAroundAndDropped) {
 
 }  // namespace
 }  // namespace skipswarm::node
-
-namespace skipswarm::node {
-namespace {
-
-// Note [Digest re-sync]: a replica whose state drifted (here: one extra
-// optimiser step) is found by the next reduce's digests and copies a peer.
-TEST(TimedSwarmTest, DivergedReplicaResyncsFromAPeer) {
-  SyntheticDataSource data(2, 8, 32);
-  TestSwarm swarm(TwoByTwo(), Timed(), &data);
-  ASSERT_TRUE(swarm.Run(2));
-  StageCompute* drifted = swarm.compute(3, 1);
-  ASSERT_TRUE(drifted->ApplyUpdate(std::vector<float>(drifted->num_params(), 0.f), 0).ok());
-  ASSERT_NE(swarm.compute(2, 1)->ParamsDigest(), drifted->ParamsDigest());
-  ASSERT_TRUE(swarm.Run(2)) << "a re-sync hung";
-  const StageStep& a = swarm.reports(2)[2].stages.at(1);
-  const StageStep& b = swarm.reports(3)[2].stages.at(1);
-  EXPECT_FALSE(a.digests_agree);
-  EXPECT_FALSE(b.digests_agree);
-  EXPECT_EQ(a.resynced + b.resynced, 1) << "exactly one copies the other";
-  EXPECT_EQ(a.digest_after, b.digest_after);
-  // The next iteration starts equal.
-  EXPECT_TRUE(swarm.reports(2)[3].stages.at(1).digests_agree);
-  EXPECT_TRUE(swarm.reports(3)[3].stages.at(1).digests_agree);
-  EXPECT_EQ(swarm.compute(2, 1)->ParamsDigest(), drifted->ParamsDigest());
-  EXPECT_EQ(swarm.compute(2, 1)->step(), drifted->step());
-  // Other stages never noticed.
-  EXPECT_TRUE(swarm.reports(4)[2].stages.at(2).digests_agree);
-  EXPECT_FALSE(swarm.reports(4)[2].stages.at(2).resynced);
-}
-
-}  // namespace
-}  // namespace skipswarm::node

@@ -55,6 +55,10 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
     if (step.outer_step) metrics->Add("skipswarm_stage_outer_steps_total", 1, label);
     // Note [Late members]: counted once the stage has had a sync.
     if (step.sync_late) metrics->Add("skipswarm_outer_sync_late_total", 1, label);
+    if (step.resync_source_lied) {  // Note [Checked re-sync] in node/train/resync_source.h
+      metrics->Add("skipswarm_resync_source_lied_total", 1,
+                   absl::StrCat(label, ",from=\"", step.resync_source_lied->ShortString(), "\""));
+    }
     if (step.sync_left_out > 0) {
       metrics->Add("skipswarm_outer_sync_left_out_total", step.sync_left_out, label);
     }

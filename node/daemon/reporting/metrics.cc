@@ -124,6 +124,10 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Outer syncs this replica of the stage missed: its pseudo-gradient was late, the "
        "round closed at its deadline and it applied the others' average (Note [Late "
        "members], --outer_deadline_factor)."},
+      {"skipswarm_resync_source_lied_total", T::kCounter,
+       "Re-syncs of the stage whose source served a state it did not hold (its digest at the "
+       "next comparison differed from the state imported); the source is trusted no more as "
+       "a re-sync reference (Note [Checked re-sync] in node/train/resync_source.h)."},
       {"skipswarm_outer_sync_left_out_total", T::kCounter,
        "Late replicas this node's outer syncs of the stage closed out at the deadline."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
