@@ -213,7 +213,7 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
 // the paused iteration (Note [Restore from peer copies]). A member all of
 // whose stages are orphaned (a restarted one-stage member that was its
 // stage's last replica, a data node whose stage had no other) asks the
-// replicas of the model's other stages by the same rule. Before, it asked
+// replicas of another stage of the model by the same rule. Before, it asked
 // nobody and stayed a founder: the founders' records still said iteration
 // 0, so the swarm "formed" at once and it trained from its own start
 // (fresh parameters at step 0 when its disk was gone) until the behind
@@ -237,14 +237,19 @@ bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
     orphaned = orphaned || none;
     all_orphaned = all_orphaned && none;
   }
-  // Every stage of ours orphaned: none of ours has a replica to ask, so the
-  // replicas of the model's other stages are (they wait in the paused
-  // iteration too).
+  // Every stage of ours orphaned: none of ours has a replica to ask, so
+  // the replicas of one other stage (the lowest with any) are: they wait
+  // in the paused iteration too. One stage's, as many as for one of ours:
+  // a sole replica of its stage (a founder of a small swarm) asks this on
+  // every probe while the swarm forms.
   std::vector<int> asked = stages;
   if (all_orphaned) {
     asked.clear();
-    for (int s = 0; s < base().model.model.num_stages; ++s) {
-      if (std::find(stages.begin(), stages.end(), s) == stages.end()) asked.push_back(s);
+    for (int s = 0; s < base().model.model.num_stages && asked.empty(); ++s) {
+      if (std::find(stages.begin(), stages.end(), s) == stages.end() &&
+          !StateSources(view, self, s).empty()) {
+        asked.push_back(s);
+      }
     }
   }
   return AskEachStagesReplicas(
