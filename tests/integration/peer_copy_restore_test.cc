@@ -7,7 +7,8 @@
 // fetches the other at the same entry; a member restarted with its disk
 // keeps its own state of the orphaned stage when it is newer than every
 // copy (Note [Newest state wins]); and a restarted member whose only stage
-// is orphaned restores it from a copy instead of forming as a founder.
+// is orphaned restores it from a copy instead of forming as a founder, or,
+// with no copy, fails naming the stage while the data node stays paused.
 // GossipDaemons in one process over loopback gRPC (ports 0).
 #include <cmath>
 #include <filesystem>
@@ -389,6 +390,64 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWhoseEveryStageIsOrphanedRestoresFro
               "disk, it restored stage 2 from a peer's copy and entered at %lld\n",
               static_cast<long long>(b_last), static_cast<long long>(entry));
   ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"a", 1}, {"b", 2}});
+}
+
+// The same restart with no copy anywhere (copies off) and no disk: nothing
+// to restore stage 2 from. b fails at its start-up deadline naming the
+// stage, and d0 stays paused: no iteration runs empty. Before, b formed as
+// a founder at iteration 0 and d0 ran the rest of its iterations empty.
+TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNamingIt) {
+  auto options = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.checkpoint_copies = 0;
+    return o;
+  };
+  auto founder = LaunchFounder(options("d0", {0}), /*expect_members=*/3);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto member = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = options(name, std::move(stages));
+    o.expect_members = 3;
+    o.gossip.join = {bootstrap};
+    return o;
+  };
+  auto a = LaunchDaemon(member("a", {1}));
+  auto b = LaunchDaemon(member("b", {2}), /*reach=*/13);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(b->WaitUnlessFinished(b->reached)) << b->result;
+  b->signals.stop.store(true);
+  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  b->Join();
+  EXPECT_TRUE(b->result.ok()) << b->result;
+  const int64_t b_last = b->LastIteration();
+  b.reset();
+  std::filesystem::remove_all(dir_ + "/ckpt-b");
+
+  GossipDaemonOptions o = member("b", {2});
+  o.base.startup_timeout = absl::Seconds(8);
+  auto again = LaunchDaemon(o);
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  again->Join();
+  EXPECT_TRUE(absl::IsUnavailable(again->result)) << again->result;
+  EXPECT_NE(again->result.message().find("stage 2 has no live replica"), std::string::npos)
+      << again->result;
+  {
+    absl::MutexLock lock(&again->mu);
+    EXPECT_TRUE(again->reports.empty());
+  }
+  founder->signals.stop.store(true);
+  a->signals.stop.store(true);
+  founder->Join();
+  a->Join();
+  absl::MutexLock lock(&founder->mu);
+  for (const NodeIterationReport& r : founder->reports) {
+    ASSERT_TRUE(r.data.has_value());
+    EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration << " ran empty";
+  }
+  EXPECT_LE(static_cast<int64_t>(founder->reports.back().iteration), b_last + 1);
+  std::printf("b stopped after iteration %lld; restarted without disk or copies, it failed: %s\n",
+              static_cast<long long>(b_last), again->result.ToString().c_str());
 }
 
 }  // namespace
