@@ -450,5 +450,66 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNa
               static_cast<long long>(b_last), again->result.ToString().c_str());
 }
 
+// The data node as the member whose every stage is orphaned: d0, the only
+// data node, stops and restarts without its disk; it restores stage 0 from
+// a peer's copy and training resumes where the swarm waited.
+TEST_F(PeerCopyRestoreTest, ARestartedSoleDataNodeRestoresStageZeroFromACopy) {
+  auto options = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.base.metrics_port = 0;
+    return o;
+  };
+  auto founder = LaunchFounder(options("a", {1}), /*expect_members=*/3);
+  ASSERT_NE(founder, nullptr);
+  const std::string bootstrap = founder->daemon->gossip_address();
+  auto member = [&](const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = options(name, std::move(stages));
+    o.expect_members = 3;
+    o.gossip.join = {bootstrap};
+    return o;
+  };
+  auto d0 = LaunchDaemon(member("d0", {0}), /*reach=*/13);
+  auto b = LaunchDaemon(member("b", {2}));
+  ASSERT_TRUE(d0 && b);
+  ASSERT_TRUE(d0->WaitUnlessFinished(d0->reached)) << d0->result;
+  d0->signals.stop.store(true);
+  ASSERT_TRUE(d0->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  d0->Join();
+  EXPECT_TRUE(d0->result.ok()) << d0->result;
+  const int64_t d0_last = d0->LastIteration();
+  d0.reset();
+  std::filesystem::remove_all(dir_ + "/ckpt-d0");
+
+  auto again = LaunchDaemon(member("d0", {0}));
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
+  again->Join();
+  EXPECT_TRUE(again->result.ok()) << again->result;
+  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  founder->Join();
+  b->signals.stop.store(true);
+  b->Join();
+  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  int64_t entry = -1;
+  {
+    absl::MutexLock lock(&again->mu);
+    ASSERT_FALSE(again->reports.empty());
+    entry = static_cast<int64_t>(again->reports.front().iteration);
+    EXPECT_GT(entry, d0_last);
+    EXPECT_LE(entry, d0_last + 2);
+    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
+    for (const NodeIterationReport& r : again->reports) {
+      ASSERT_TRUE(r.data.has_value());
+      EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration;
+      EXPECT_TRUE(std::isfinite(r.data->loss)) << "iteration " << r.iteration;
+    }
+  }
+  EXPECT_EQ(Counter(*again, "skipswarm_stage_restores_total"), 1);
+  std::printf("d0, the only data node, stopped after iteration %lld; restarted without its "
+              "disk, it restored stage 0 from a peer's copy and entered at %lld\n",
+              static_cast<long long>(d0_last), static_cast<long long>(entry));
+  ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"a", 1}, {"b", 2}});
+}
+
 }  // namespace
 }  // namespace skipswarm::node
