@@ -4,6 +4,7 @@
 // useful-work report. Also the source side's snapshot.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -210,7 +211,14 @@ absl::Status GossipDaemon::Parts::JoinWaitEnds(const std::string& while_doing) c
 // joiner. EnterAsJoiner then restores the orphaned stage from the newest
 // copy a peer holds and fetches the others from their replicas, all at
 // the paused iteration (Note [Restore from peer copies]). A member all of
-// whose stages are orphaned asks nobody and stays a founder, as before.
+// whose stages are orphaned (a restarted one-stage member that was its
+// stage's last replica, a data node whose stage had no other) asks the
+// replicas of another stage of the model by the same rule. Before, it asked
+// nobody and stayed a founder: the founders' records still said iteration
+// 0, so the swarm "formed" at once and it trained from its own start
+// (fresh parameters at step 0 when its disk was gone) until the behind
+// check moved it ahead with those parameters (Note [Sole replica behind]),
+// while peers held a copy of the stage it never asked for.
 // Subnetwork (SDP)
 // members are left out as well: a restarted SDP founder was not examined
 // (an --sdp=auto node takes no --host_stages, so it is a joiner anyway).
@@ -223,9 +231,29 @@ bool GossipDaemon::Parts::SwarmTrainsWithoutUs() {
   // start at all (the swarm paused there for that stage, above).
   const membership::View view = RoutedView();
   bool orphaned = false;
-  for (int stage : stages) orphaned = orphaned || StateSources(view, self, stage).empty();
+  bool all_orphaned = true;
+  for (int stage : stages) {
+    const bool none = StateSources(view, self, stage).empty();
+    orphaned = orphaned || none;
+    all_orphaned = all_orphaned && none;
+  }
+  // Every stage of ours orphaned: none of ours has a replica to ask, so
+  // the replicas of one other stage (the lowest with any) are: they wait
+  // in the paused iteration too. One stage's, as many as for one of ours:
+  // a sole replica of its stage (a founder of a small swarm) asks this on
+  // every probe while the swarm forms.
+  std::vector<int> asked = stages;
+  if (all_orphaned) {
+    asked.clear();
+    for (int s = 0; s < base().model.model.num_stages && asked.empty(); ++s) {
+      if (std::find(stages.begin(), stages.end(), s) == stages.end() &&
+          !StateSources(view, self, s).empty()) {
+        asked.push_back(s);
+      }
+    }
+  }
   return AskEachStagesReplicas(
-      view, stages,
+      view, asked,
       [&](const StateSource& a) { return QuerySourceIteration(a, credentials, absl::Seconds(2)); },
       [&](int stage, const StateSource& a, const absl::StatusOr<uint64_t>& at) {
         if (!at.ok()) return false;
@@ -326,8 +354,10 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
       // With a stage orphaned the swarm cannot pass its paused iteration:
       // no entry after it can come, so no state transfer alone serves us.
       if (!orphaned.empty()) {
-        current = absl::UnavailableError(absl::StrCat("stage ", orphaned.front(),
-                                                      " has no live replica"));
+        current = absl::UnavailableError(absl::StrCat(
+            "stage ", orphaned.front(),
+            " has no live replica and no restore of it (from a peer's copy or our own state) "
+            "succeeded"));
       }
       for (size_t i = 0; orphaned.empty() && i < sources.size(); ++i) {
         current = QuerySourceIteration(sources[i], credentials, absl::Seconds(2));

@@ -369,9 +369,10 @@ struct GossipDaemon::Parts {
                         const std::vector<StateSource>& sources, FetchOptions fo);
   // Note [Restore from peer copies] (gossip_daemon_restore.cc): true once
   // every stage of ours without a live replica (`orphaned`, a subset of
-  // Stages()) is restored from the newest copy a live peer holds, every
-  // other one fetched from its live replicas at the same boundary, and all
-  // entered at once; false when no peer holds a copy of one of `orphaned`
+  // Stages()) is restored from the newest state of it, a live peer's copy
+  // or our own (Note [Newest state wins] in orphan_restore.h), every other
+  // one fetched from its live replicas at the same boundary, and all
+  // entered at once; false when nobody holds a state of one of `orphaned`
   // (`missing` names it).
   absl::StatusOr<bool> EnterFromPeerCopies(const std::vector<int>& orphaned, int* missing);
   // Note [Revived members] (behind_check.h), main thread: the iteration a

@@ -19,9 +19,13 @@
 // stage comes back with the weights of the copy's boundary: the updates it
 // took after it are lost, the other stages keep theirs, and its step is
 // advanced to the entry (Note [Restored step]). The log names the holder,
-// the copy's iteration and how many updates the stage lost. Without any
-// copy the joiner keeps waiting, and fails at its start-up deadline naming
-// the stage.
+// the copy's iteration and how many updates the stage lost. A member that
+// holds a state of the stage itself (a restart with its disk, a re-entry
+// after a stall) takes it instead when no copy is newer (Note [Newest
+// state wins] in orphan_restore.h): nothing is fetched, and its own
+// state is advanced to the entry the same way. Without any copy or own
+// state the joiner keeps waiting, and fails at its start-up deadline
+// naming the stage.
 // A member hosting several stages (--host_stages=1,2: a restarted founder
 // that became a joiner, Note [Restart behind the swarm], or one
 // re-entering, Note [Behind on any stage]) enters the same way for all of
@@ -83,6 +87,7 @@
 
 #include "node/daemon/gossip/gossip_daemon_parts.h"
 #include "node/daemon/gossip/join_planning.h"
+#include "node/daemon/gossip/orphan_restore.h"
 
 namespace skipswarm::node {
 
@@ -107,24 +112,15 @@ absl::StatusOr<StageSnapshot> GossipDaemon::Parts::SnapshotInIteration(int stage
   return StageSnapshot{std::move(bytes), digest};
 }
 
-namespace {
-
-// The newest copy of one orphaned stage that live peers hold.
-struct NewestCopy {
-  bool found = false;
-  uint64_t iteration = 0;
-  std::vector<StateSource> holders;
-};
-
-}  // namespace
-
 absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<int>& orphaned,
                                                               int* missing) {
   const NodeDaemonOptions& o = base();
   const std::vector<int> stages = Stages();
   const membership::View view = RoutedView();
-  std::map<int, NewestCopy> copies;
-  for (int s : orphaned) copies[s];
+  // Note [Newest state wins] (orphan_restore.h): our own state competes
+  // with the peers' copies.
+  OrphanRestorePlan plan(orphaned);
+  for (int s : orphaned) plan.AddOwn(s, computes.at(s)->step());
   std::optional<uint64_t> swarm_at;
   for (const membership::MemberInfo* m : view.Live()) {
     if (m->id == self) continue;
@@ -133,31 +129,18 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
     const StateSource source(e->state, m->id);
     absl::StatusOr<std::vector<std::pair<int, uint64_t>>> held =
         QueryHeldCopies(source, credentials, absl::Seconds(2));
-    if (held.ok()) {
-      for (const auto& [s, it] : *held) {
-        auto c = copies.find(s);
-        if (c == copies.end()) continue;
-        if (!c->second.found || it > c->second.iteration) {
-          c->second.found = true;
-          c->second.iteration = it;
-          c->second.holders.clear();
-        }
-        if (it == c->second.iteration) c->second.holders.push_back(source);
-      }
-    }
+    if (held.ok()) plan.AddHeld(source, *held);
     if (!m->stages.empty()) {
       absl::StatusOr<uint64_t> at = QuerySourceIteration(source, credentials, absl::Seconds(2));
       if (at.ok()) swarm_at = std::max(swarm_at.value_or(0), *at);
     }
   }
-  uint64_t newest = 0;
-  for (const auto& [s, c] : copies) {
-    if (!c.found) {
-      if (missing != nullptr) *missing = s;
-      return false;
-    }
-    newest = std::max(newest, c.iteration);
+  if (std::optional<int> none = plan.Missing(); none.has_value()) {
+    if (missing != nullptr) *missing = *none;
+    return false;
   }
+  const std::map<int, OrphanRestore>& copies = plan.stages();
+  const uint64_t newest = plan.Newest();
   const uint64_t entry = std::max(newest, swarm_at.value_or(newest));
   if (entry >= static_cast<uint64_t>(o.iterations)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -168,11 +151,19 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
   // in the group]).
   if (entry > 0) stack->server()->BeginIteration(entry - 1);
   if (group != nullptr) group->EnterAt(entry);
-  // Per stage, in Stages() order: an orphaned stage's copy, or a live
-  // stage's state at `entry` from its replicas (they are in that iteration
-  // while the swarm is paused: Note [Snapshot in the iteration]).
+  // Per stage, in Stages() order: an orphaned stage's copy (none fetched
+  // when our own state is the newest), or a live stage's state at `entry`
+  // from its replicas (they are in that iteration while the swarm is
+  // paused: Note [Snapshot in the iteration]).
   std::vector<absl::StatusOr<FetchedState>> got;
   for (int s : stages) {
+    auto c = copies.find(s);
+    if (c != copies.end() && c->second.own) {
+      FetchedState kept;
+      kept.source = "this member's own state";
+      got.push_back(std::move(kept));
+      continue;
+    }
     FetchOptions fo;
     fo.self = self;
     fo.swarm_id = gossip->swarm_id();
@@ -181,7 +172,6 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
     fo.deadline = absl::Seconds(30);
     fo.max_bytes = StateBytesBound(static_cast<uint64_t>(computes.at(s)->num_params()));
     fo.cancelled = [this] { return StopRequested(); };  // Note [Stopping while joining]
-    auto c = copies.find(s);
     fo.iteration = c != copies.end() ? c->second.iteration : entry;
     got.push_back(FetchStageState(
         c != copies.end() ? c->second.holders : StateSources(RoutedView(), self, s), fo));
@@ -199,8 +189,8 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
     const FetchedState& fetched = *got[i];
     auto c = copies.find(s);
     const uint64_t from = c != copies.end() ? c->second.iteration : entry;
-    SS_ASSIGN_OR_RETURN(int64_t step, computes[s]->ImportState(fetched.bytes));
     if (c == copies.end()) {
+      SS_ASSIGN_OR_RETURN(int64_t step, computes[s]->ImportState(fetched.bytes));
       // A live stage: its replicas' state (digest) at the entry boundary.
       if (static_cast<uint64_t>(step) != entry ||
           computes[s]->ParamsDigest() != fetched.params_digest) {
@@ -212,9 +202,15 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
       bytes += fetched.bytes.size();
       continue;
     }
-    if (static_cast<uint64_t>(step) != from) {
-      return absl::DataLossError(absl::StrCat("the copy of stage ", s, " held for iteration ",
-                                              from, " is at step ", step));
+    if (!c->second.own) {
+      SS_ASSIGN_OR_RETURN(int64_t step, computes[s]->ImportState(fetched.bytes));
+      if (static_cast<uint64_t>(step) != from) {
+        return absl::DataLossError(absl::StrCat("the copy of stage ", s, " held for iteration ",
+                                                from, " is at step ", step));
+      }
+    } else if (computes[s]->step() != static_cast<int64_t>(from)) {
+      return absl::InternalError(absl::StrCat("stage ", s, "'s own state moved from step ", from,
+                                              " to ", computes[s]->step(), " while restoring"));
     }
     // Note [Restored step]: the iterations the stage missed pass without an
     // update, so it enters at step == entry like every other stage.
@@ -232,11 +228,16 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
     metrics.Add("skipswarm_stage_restores_total", 1);
     metrics.Add("skipswarm_stage_restore_lost_iterations_total",
                 static_cast<double>(entry - from));
-    lines.push_back(absl::StrCat(
-        "stage ", s, " had no live replica: restored from the copy of iteration ", from,
-        " held by ", fetched.source, " (", fetched.bytes.size(), " bytes); entering at iteration ",
-        entry, ": the stage lost ", entry - from, " iterations of updates (its step advanced to ",
-        entry, ")"));
+    const std::string origin =
+        c->second.own
+            ? absl::StrCat("kept its own state of iteration ", from,
+                           " (newer than or as new as every peer's copy)")
+            : absl::StrCat("restored from the copy of iteration ", from, " held by ",
+                           fetched.source, " (", fetched.bytes.size(), " bytes)");
+    lines.push_back(absl::StrCat("stage ", s, " had no live replica: ", origin,
+                                 "; entering at iteration ", entry, ": the stage lost ",
+                                 entry - from, " iterations of updates (its step advanced to ",
+                                 entry, ")"));
   }
   SS_RETURN_IF_ERROR(gossip->membership()->UpdateLocalRecord([&](proto::NodeRecord* r) {
     r->clear_stages();
