@@ -46,6 +46,14 @@ TPS_MIN_RATIO="${NETNS_TPS_MIN_RATIO:-0}"
 # Extra flags for the two data nodes (README: relay choice runs, e.g.
 # "--relay_slots=0": they relay for nobody).
 read -r -a DATA_FLAGS <<<"${NETNS_LAYOUT_DATA_FLAGS:-}"
+# The data nodes' pace, whatever the machine: their pipeline upload capped
+# (4 micro-batches of ~16 KiB a data node iteration: ~0.25 s at 2 Mbit/s),
+# their averaging upload not, so the swarm still trains when a home joiner
+# is through its reachability check (~3 s for a NATed one). Unpaced, a
+# quiet machine ran the 100 iterations in under a second and the joiner
+# found nothing left to join. Empty: unpaced (the tokens/s comparison of
+# the long run in README).
+read -r -a PACE <<<"${NETNS_LAYOUT_PACE-"--max_upload_mbps=2 --max_sync_upload_mbps=10000"}"
 # "nat public" (default), or "nat" alone (the soak run: no comparison).
 read -r -a VARIANTS <<<"${NETNS_LAYOUT_VARIANTS:-nat public}"
 CASES=(home_nodes_do_their_share same_validation_loss tokens_per_s_within_15pct
@@ -94,10 +102,10 @@ run_layout() {
   local founders=(--expect_members=4) homes=("$join")
   [ "$HOME_ROLE" = founders ] && founders=(--expect_members=6) && homes=("$join" "${founders[@]}")
   start_node p1 d0 7000 --host_stages=0 "${founders[@]}" --progress_file="$RUN/d0.jsonl" \
-    --node_record_routes="$RUN/d0.routes" "${DATA_FLAGS[@]}"
+    --node_record_routes="$RUN/d0.routes" "${PACE[@]}" "${DATA_FLAGS[@]}"
   wait_for_line "$RUN/d0.out" "advertised as" 30
   start_node p2 d1 7000 --host_stages=0 "${founders[@]}" "$join" --progress_file="$RUN/d1.jsonl" \
-    --node_record_routes="$RUN/d1.routes" "${DATA_FLAGS[@]}"
+    --node_record_routes="$RUN/d1.routes" "${PACE[@]}" "${DATA_FLAGS[@]}"
   start_node p3 s1a 7000 --host_stages=1 "${founders[@]}" "$join"
   start_node p3 s2a 7001 --host_stages=2 "${founders[@]}" "$join"
   [ "$HOME_ROLE" = founders ] || wait_for_line "$RUN/d0.out" "^\[d0\] it 0 " 60
