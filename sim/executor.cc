@@ -56,6 +56,9 @@ class HolderView final : public node::SwarmView {
     return std::nullopt;
   }
   std::optional<uint64_t> StopAfter(const common::NodeId&) const override { return std::nullopt; }
+  std::optional<uint64_t> Incarnation(const common::NodeId&) const override {
+    return std::nullopt;
+  }
 
  private:
   const scheduler::TopologyView* view_;

@@ -185,6 +185,9 @@ class WorldSwarmView final : public node::SwarmView {
     return std::nullopt;
   }
   std::optional<uint64_t> StopAfter(const common::NodeId&) const override { return std::nullopt; }
+  std::optional<uint64_t> Incarnation(const common::NodeId&) const override {
+    return std::nullopt;
+  }
 
   // The world brought `id` back: drop this node's verdict about it.
   void Forget(const common::NodeId& id);

@@ -39,7 +39,23 @@ void StaticSwarmView::SetStopping(const common::NodeId& id, std::optional<uint64
   } else {
     stopping_.erase(id);
   }
+  ++resigned_[id];
   ++version_;
+}
+
+void StaticSwarmView::NewRecord(const common::NodeId& id) {
+  absl::MutexLock lock(&mu_);
+  ++resigned_[id];
+  ++version_;
+}
+
+std::optional<uint64_t> StaticSwarmView::Incarnation(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  const bool member = std::any_of(members_.begin(), members_.end(),
+                                  [&id](const PeerInfo& p) { return p.id == id; });
+  if (!member) return std::nullopt;
+  auto it = resigned_.find(id);
+  return 1 + (it == resigned_.end() ? 0 : it->second);
 }
 
 std::optional<uint64_t> StaticSwarmView::StopAfter(const common::NodeId& id) const {

@@ -99,6 +99,13 @@ class SwarmView {
   // [Confirmed stopping] in node/train/data_node_driver.h). Views without
   // records answer nullopt.
   virtual std::optional<uint64_t> StopAfter(const common::NodeId& id) const = 0;
+  // The incarnation of `id`'s own signed record the view holds (it grows
+  // with every record `id` signs: a change, a restart under the same key);
+  // nullopt when the view holds no record of `id`. Pure, as StopAfter: the
+  // data node ends a stopping mark when a newer record of the node says
+  // neither stopping nor LEFT (Note [Confirmed stopping] in
+  // node/train/data_node_driver.h). Views without records answer nullopt.
+  virtual std::optional<uint64_t> Incarnation(const common::NodeId& id) const = 0;
 };
 
 class StaticSwarmView final : public SwarmView {
@@ -121,8 +128,14 @@ class StaticSwarmView final : public SwarmView {
   // view that also names a replica group (it would drop out of averaging).
   void SetPaused(const common::NodeId& id, bool paused);
   // A stopping record of `id` (StopAfter) reached this view; nullopt: none.
+  // A record `id` signed anew: its incarnation grows by one.
   void SetStopping(const common::NodeId& id, std::optional<uint64_t> stop_after);
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override;
+  // A newer record of member `id` that changes nothing else here (a
+  // restart under the same key, an update) reached this view.
+  void NewRecord(const common::NodeId& id);
+  // Each member's record starts at incarnation 1; nullopt for a non-member.
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override;
 
   // Replaces the addresses of member `info.id` (ports found at runtime).
   void SetAddresses(const common::NodeId& id, const std::string& address,
@@ -134,6 +147,8 @@ class StaticSwarmView final : public SwarmView {
   absl::flat_hash_set<common::NodeId> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<common::NodeId> paused_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<common::NodeId, uint64_t> stopping_ ABSL_GUARDED_BY(mu_);
+  // Record changes past incarnation 1 (SetStopping, NewRecord).
+  absl::flat_hash_map<common::NodeId, uint64_t> resigned_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -156,6 +171,9 @@ class PipelineHostsView final : public SwarmView {
   }
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return view_.StopAfter(id);
+  }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return view_.Incarnation(id);
   }
 
  private:

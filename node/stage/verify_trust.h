@@ -238,6 +238,9 @@ class VerifiedRoutingView final : public SwarmView {
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return inner_->StopAfter(id);
   }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return inner_->Incarnation(id);
+  }
 
  private:
   // This node's condemned and the verify quorum's bans. A function of the

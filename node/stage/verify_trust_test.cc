@@ -116,19 +116,26 @@ TEST(VerifiedRoutingViewTest, RoutesAroundTheCondemnedButKeepsThemAlive) {
 }
 
 // Note [Confirmed stopping] (node/train/data_node_driver.h): the daemons'
-// data node drivers read stopping records through this view; a record of
-// the inner view, a condemned member's included, reaches them unchanged.
+// data node drivers read stopping records and their incarnations through
+// this view; a record of the inner view, a condemned member's included,
+// reaches them unchanged.
 TEST(VerifiedRoutingViewTest, PassesOnTheInnerViewsStoppingRecords) {
   const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b"), d = NodeId::ForName("d");
   StaticSwarmView inner({{d, {0}, 4}, {a, {1}, 4}, {b, {1}, 4}});
   VerifyTrust trust(VerifyTrustOptions{.exclude_at = 1});
   VerifiedRoutingView view(&inner, &trust, d);
   EXPECT_EQ(view.StopAfter(b), std::nullopt);
+  EXPECT_EQ(view.Incarnation(b), std::optional<uint64_t>(1));
   inner.SetStopping(b, 14);
   EXPECT_EQ(view.StopAfter(b), std::optional<uint64_t>(14));
+  EXPECT_EQ(view.Incarnation(b), std::optional<uint64_t>(2));
   EXPECT_EQ(view.StopAfter(a), std::nullopt);
   trust.Record(b, false);  // condemned: out of the routes, its record stays
   EXPECT_EQ(view.StopAfter(b), std::optional<uint64_t>(14));
+  EXPECT_EQ(view.Incarnation(b), std::optional<uint64_t>(2));
+  inner.NewRecord(b);
+  EXPECT_EQ(view.Incarnation(b), std::optional<uint64_t>(3));
+  EXPECT_EQ(view.Incarnation(NodeId::ForName("stranger")), std::nullopt);
 }
 
 // Note [Verify bans]: a 3-stage pipeline's swarm: a data node d, a trusted

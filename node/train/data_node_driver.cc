@@ -191,24 +191,32 @@ void DataNodeDriver::EndReturnedMarks() {
   }
   if (marked.empty()) return;
   // The view has its own lock: asked before ours.
-  std::vector<std::pair<bool, bool>> said_alive;  // says stopping, alive
-  for (const PeerId& node : marked) {
-    said_alive.emplace_back(view_->StopAfter(node).has_value(), view_->IsAlive(node));
-  }
+  std::vector<std::pair<RecordSeen, bool>> seen_alive;
+  for (const PeerId& node : marked) seen_alive.emplace_back(ReadRecord(node), view_->IsAlive(node));
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < marked.size(); ++i) {
     auto it = stopping_.find(marked[i]);
     if (it == stopping_.end()) continue;
-    const auto [said, alive] = said_alive[i];
-    if (said) {
-      it->second.record_said_stopping = true;
-    } else if (it->second.record_said_stopping && alive) {
-      LOG(INFO) << marked[i] << " is back with a record that no longer says stopping after "
-                << "iteration " << it->second.stop_after
+    const auto& [seen, alive] = seen_alive[i];
+    std::optional<uint64_t>& held = it->second.incarnation;
+    if (!seen.incarnation.has_value()) continue;
+    if (seen.stop_after.has_value()) {
+      if (!held.has_value() || *held < *seen.incarnation) held = seen.incarnation;
+    } else if (alive && held.has_value() && *seen.incarnation > *held) {
+      LOG(INFO) << marked[i] << " is back with a newer record (incarnation " << *seen.incarnation
+                << " over " << *held << ") that does not say stopping after iteration "
+                << it->second.stop_after
                 << "; planning through it again (Note [Confirmed stopping])";
       stopping_.erase(it);
     }
   }
+}
+
+DataNodeDriver::RecordSeen DataNodeDriver::ReadRecord(const PeerId& node) const {
+  RecordSeen out;
+  out.incarnation = view_->Incarnation(node);
+  out.stop_after = view_->StopAfter(node);
+  return out;
 }
 
 void DataNodeDriver::TryStart() {
@@ -419,8 +427,8 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
   // lock (the view has its own).
   std::optional<StoppingCause> claim;
   if (!status.ok() && !timed_out) claim = StoppingCauseOf(status);
-  std::optional<uint64_t> record;
-  if (claim.has_value()) record = view_->StopAfter(claim->node);
+  RecordSeen record;
+  if (claim.has_value()) record = ReadRecord(claim->node);
   absl::AnyInvocable<void(IterationReport)> done;
   IterationReport report;
   {
@@ -438,7 +446,7 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       stop.reset();
     }
     if (stop.has_value() && f.reruns < options_.max_stopping_reruns) {
-      if (ConfirmClaim(&*stop, record, iteration)) {
+      if (ConfirmClaim(&*stop, record.stop_after, iteration)) {
         RerunLocked(iteration, mb, *stop, record, std::move(f.data), f.reruns);
       } else {
         // Note [Confirmed stopping]: held until the view confirms it.
@@ -523,8 +531,7 @@ bool DataNodeDriver::ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> 
 }
 
 void DataNodeDriver::RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
-                                 std::optional<uint64_t> record, MicroBatchData data,
-                                 int reruns) {
+                                 const RecordSeen& record, MicroBatchData data, int reruns) {
   const absl::Duration now = clock_->SteadyNow();
   auto [mark, added] = stopping_.try_emplace(claim.node);
   // An expired mark is a new one: what its record said then is stale.
@@ -535,7 +542,11 @@ void DataNodeDriver::RerunLocked(uint64_t iteration, uint64_t mb, const Stopping
   if (added || claim.stop_after < mark->second.stop_after) {
     mark->second.stop_after = claim.stop_after;
   }
-  if (record.has_value()) mark->second.record_said_stopping = true;
+  // Note [Confirmed stopping]: tied to the newest record seen.
+  std::optional<uint64_t>& held = mark->second.incarnation;
+  if (record.incarnation.has_value() && (!held.has_value() || *held < *record.incarnation)) {
+    held = record.incarnation;
+  }
   mark->second.until = now + options_.stopping_mark;
   if (reruns == 0) ++report_.rerun;
   Pending again;
@@ -578,8 +589,8 @@ void DataNodeDriver::ConfirmClaims() {
     for (const Held& h : unconfirmed_) nodes.push_back(h.claim.node);
   }
   // The view has its own lock: asked before ours.
-  std::vector<std::optional<uint64_t>> records;
-  for (const PeerId& node : nodes) records.push_back(view_->StopAfter(node));
+  std::vector<RecordSeen> records;
+  for (const PeerId& node : nodes) records.push_back(ReadRecord(node));
   absl::AnyInvocable<void(IterationReport)> done;
   IterationReport report;
   {
@@ -591,7 +602,7 @@ void DataNodeDriver::ConfirmClaims() {
     std::deque<Held> keep;
     for (size_t i = 0; i < unconfirmed_.size(); ++i) {
       Held& h = unconfirmed_[i];
-      if (i < records.size() && ConfirmClaim(&h.claim, records[i], iteration)) {
+      if (i < records.size() && ConfirmClaim(&h.claim, records[i].stop_after, iteration)) {
         RerunLocked(iteration, h.mb, h.claim, records[i], std::move(h.data), h.reruns);
       } else if (now >= h.until) {
         DropUnconfirmedLocked(iteration, h);

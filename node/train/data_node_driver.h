@@ -99,17 +99,27 @@
 // ("stopping_unconfirmed", counted in stopping_claims_unconfirmed and
 // logged with the peer that delivered the claim) and nothing is excluded.
 // The peer that delivered it may only have passed on another relay's lie.
-// A mark ends early when its node is back: once the view's record of it
-// said stopping or LEFT (SwarmView::StopAfter) and a later plan finds the
-// node alive with a record that says neither, the mark is dropped before
-// that plan, and the view's own rules (entry iteration, `entering`) decide
-// from then on when it is routed. A stopped node says stopping or LEFT
-// until its process ends; only a record it signs later, with a higher
-// incarnation (a daemon restarted under the same key, an update), says
+// A mark ends early when its node is back. It is tied to the node's
+// record: the mark holds the incarnation (SwarmView::Incarnation) of the
+// node's view record when the mark was taken, raised to that of any later
+// record seen saying stopping or LEFT (SwarmView::StopAfter). When a later
+// plan finds the node alive with a record of a higher incarnation that says
+// neither, the mark is dropped before that plan, and the view's own rules
+// (entry iteration, `entering`) decide from then on when it is routed. A
+// stopping node signs its stopping record before its server refuses
+// anything and says stopping or LEFT until its process ends; only a record
+// it signs later (a daemon restarted under the same key, an update) says
 // neither, and the view keeps the newest record of each id, so neither a
-// relay nor a replay can lift a mark. A mark taken on the node's own word
-// before its record came (the record may overtake nothing) has never seen
-// the record say stopping and keeps its stopping_mark.
+// relay nor a replay can lift a mark. This holds for a mark taken on the
+// node's own word before its stopping record arrived, too: that record,
+// when it comes, is newer than the one held at the refusal but says
+// stopping, so it only raises the mark's incarnation; a restart that
+// overtakes it ends the mark at once instead of after stopping_mark. One
+// race is left: a record the node signed before its stopping one, still
+// on its way at the refusal, ends such a mark if it arrives alone; the
+// node then refuses again on its own word and is marked again (one more
+// re-run). A view that holds no record of the node (static lists, the
+// simulator) ends no mark early.
 //
 // Thread rule: thread-safe; `done` runs once, never inline, with no lock held.
 // The server, clock, view, planner and data source must outlive it.
@@ -267,15 +277,24 @@ class DataNodeDriver final : public OriginListener {
     int reruns = 0;
     absl::Duration until;  // then dropped
   };
+  // Note [Confirmed stopping]: what the view held of a node's own record
+  // (SwarmView::Incarnation, then SwarmView::StopAfter).
+  struct RecordSeen {
+    std::optional<uint64_t> incarnation;
+    std::optional<uint64_t> stop_after;
+  };
+  // Asks the view (its own lock: call without ours). The incarnation is
+  // read first, so it is never newer than the record stop_after came from.
+  RecordSeen ReadRecord(const PeerId& node) const;
   // Whether `claim`, refusing a micro-batch of `iteration`, is the named
   // node's own word or confirmed by `record` (its view record's stop_after;
   // then stop_after becomes the record's).
   static bool ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> record,
                            uint64_t iteration);
   // Marks the claim's node stopping and queues the micro-batch's re-run.
-  // `record`: the node's view record's stop_after when it was read.
+  // `record`: the node's view record when it was read.
   void RerunLocked(uint64_t iteration, uint64_t mb, const StoppingCause& claim,
-                   std::optional<uint64_t> record, MicroBatchData data, int reruns)
+                   const RecordSeen& record, MicroBatchData data, int reruns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Note [Confirmed stopping]: drops the marks of nodes back with a newer
   // record (asks the view without our lock; call before planning).
@@ -373,8 +392,10 @@ class DataNodeDriver final : public OriginListener {
   struct StoppingMark {
     uint64_t stop_after = 0;
     absl::Duration until;
-    // The node's view record said stopping or LEFT (Note [Confirmed stopping]).
-    bool record_said_stopping = false;
+    // Note [Confirmed stopping]: the newest incarnation of the node's view
+    // record seen when it was marked or saying stopping or LEFT; nullopt:
+    // the view held none. A newer record that says neither ends the mark.
+    std::optional<uint64_t> incarnation;
   };
   absl::flat_hash_map<PeerId, StoppingMark> stopping_ ABSL_GUARDED_BY(mu_);
   common::LogLimiter stopping_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};

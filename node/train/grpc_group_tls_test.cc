@@ -208,6 +208,9 @@ class WatchedView final : public SwarmView {
   std::optional<uint64_t> StopAfter(const NodeId& id) const override {
     return view_.StopAfter(id);
   }
+  std::optional<uint64_t> Incarnation(const NodeId& id) const override {
+    return view_.Incarnation(id);
+  }
   // Blocks until `id` is marked dead (false after `timeout`).
   bool WaitDead(const NodeId& id, absl::Duration timeout) {
     auto marked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

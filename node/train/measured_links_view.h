@@ -57,6 +57,9 @@ class MeasuredLinksView final : public SwarmView {
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return members_.StopAfter(id);
   }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return members_.Incarnation(id);
+  }
 
  private:
   StaticSwarmView members_;

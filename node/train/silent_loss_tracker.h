@@ -194,6 +194,9 @@ class ExcludingView final : public SwarmView {
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return base_.StopAfter(id);
   }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return base_.Incarnation(id);
+  }
 
  private:
   bool Hidden(const common::NodeId& id) const;

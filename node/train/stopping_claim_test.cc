@@ -1,7 +1,8 @@
 // Note [Confirmed stopping] (data_node_driver.h): a relay of a
 // micro-batch's route that lies that a later hop refused it as stopping
 // (Note [Stopping refusals] in node/stage/stage_server.h) does not keep
-// that honest hop out of the data node's plans.
+// that honest hop out of the data node's plans, and a node marked stopping
+// is planned through again once it returns with a newer record.
 #include <glog/logging.h>
 
 #include <atomic>
@@ -194,6 +195,78 @@ void MarkedNodeReturns(bool newer_record) {
 TEST(StoppingClaimTest, AMarkEndsWhenItsNodeReturnsWithANewerRecord) { MarkedNodeReturns(true); }
 
 TEST(StoppingClaimTest, AMarkHoldsWhileItsRecordSaysStopping) { MarkedNodeReturns(false); }
+
+// Note [Confirmed stopping], a mark taken on the node's own word: node 1
+// (stage 1) refuses the data node's own forwards of iteration 1 as stopping
+// after iteration 0 before any stopping record of it reached the data node
+// (the other replica, node 2, is out of the data node's view until 1 s
+// later, so the refusals are not repaired in flight but re-run). Then node
+// 1 restarts under the same key and serves again: with `restart` its newer
+// record, which says neither stopping nor LEFT, reaches the data node after
+// iteration 2, and from iteration 3 the data node plans through it again,
+// long before the mark's 2 minutes. On the old code such a mark had never
+// seen the record say stopping and kept node 1 out of every plan until
+// then. Without `restart` the record that arrives is its late stopping
+// record, newer than the one the data node held at the refusal: the mark
+// holds.
+void RefusingNodeReturns(bool restart) {
+  SyntheticDataSource data(2, 8, 32);
+  std::atomic<int> refusals{0};
+  common::Clock* clock = nullptr;
+  TestSwarmOptions o;
+  o.node_stages = {{0}, {1}, {1}};
+  o.num_stages = 2;
+  o.driver.mbs_per_iteration = 4;
+  o.wrap_transport = [&](int node,
+                         std::unique_ptr<Transport> inner) -> std::unique_ptr<Transport> {
+    if (node != 0) return inner;
+    return std::make_unique<LyingRelayTransport>(std::move(inner), &clock, &refusals,
+                                                 common::NodeId::ForName("node1"));
+  };
+  TestSwarm swarm(o, Timed(), &data);
+  clock = &swarm.clock();
+  ASSERT_TRUE(swarm.Run(1));
+  swarm.SetPausedInView(0, 2, true);
+  refusals = 4;
+  const absl::Duration start = swarm.clock().SteadyNow();
+  swarm.clock().RunAt(start + absl::Seconds(1), [&swarm] { swarm.SetPausedInView(0, 2, false); });
+  // Iteration 2: node 1 serves again, but no newer record came: marked.
+  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
+  ASSERT_EQ(swarm.reports(0).size(), 3u);
+  ASSERT_EQ(swarm.reports(0)[1].data->rerun, 4) << "node 1 did not refuse";
+  ASSERT_EQ(swarm.reports(0)[1].data->stopping_claims_unconfirmed, 0);
+  ASSERT_EQ(refusals.load(), 0);
+  ASSERT_EQ(swarm.reports(1)[2].stages.at(1).visits_here, 0) << "not marked";
+  if (restart) {
+    swarm.NewRecordInView(0, 1);
+  } else {
+    swarm.SetStoppingInView(0, 1, 0);
+  }
+  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
+  ASSERT_LT(swarm.clock().SteadyNow() - start, absl::Minutes(2)) << "the mark ran out anyway";
+  ASSERT_EQ(swarm.reports(0).size(), 5u);
+  ASSERT_EQ(swarm.reports(1).size(), 5u);
+  for (size_t i : {3u, 4u}) {
+    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->completed, 4) << "iteration " << i;
+    const int64_t visits = swarm.reports(1)[i].stages.at(1).visits_here;
+    if (restart) {
+      EXPECT_GT(visits, 0) << "iteration " << i << ": the restarted node is still marked";
+    } else {
+      EXPECT_EQ(visits, 0) << "iteration " << i << ": planned through a stopping node";
+    }
+  }
+  LOG(INFO) << (restart ? "restarted" : "still stopping") << ": node 1 visits in iteration 3: "
+            << swarm.reports(1)[3].stages.at(1).visits_here << " after "
+            << (swarm.clock().SteadyNow() - start);
+}
+
+TEST(StoppingClaimTest, AMarkOnItsOwnWordEndsWhenTheNodeRestarts) { RefusingNodeReturns(true); }
+
+TEST(StoppingClaimTest, AMarkOnItsOwnWordHoldsWhenItsStoppingRecordComes) {
+  RefusingNodeReturns(false);
+}
 
 }  // namespace
 }  // namespace skipswarm::node

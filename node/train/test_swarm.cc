@@ -254,6 +254,10 @@ void TestSwarm::SetStoppingInView(int viewer, int node, std::optional<uint64_t> 
   nodes_[viewer]->view->SetStopping(nodes_[node]->id, stop_after);
 }
 
+void TestSwarm::NewRecordInView(int viewer, int node) {
+  nodes_[viewer]->view->NewRecord(nodes_[node]->id);
+}
+
 void TestSwarm::SetServerPaused(int node, bool paused) {
   if (StageServer* s = server(node)) s->SetPaused(paused);
 }

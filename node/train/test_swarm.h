@@ -115,6 +115,9 @@ class TestSwarm {
   // Node `node`'s stopping record (SwarmView::StopAfter) reaches viewer's
   // view; nullopt: it has none.
   void SetStoppingInView(int viewer, int node, std::optional<uint64_t> stop_after);
+  // A newer record of node `node` that says nothing else new (a restart
+  // under the same key: SwarmView::Incarnation) reaches viewer's view.
+  void NewRecordInView(int viewer, int node);
 
   int size() const { return static_cast<int>(nodes_.size()); }
   common::NodeId id(int node) const { return nodes_[node]->id; }

@@ -99,6 +99,9 @@ class PublishedBansView final : public SwarmView {
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return inner_->StopAfter(id);
   }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return inner_->Incarnation(id);
+  }
 
  private:
   SwarmView* const inner_;

@@ -87,6 +87,9 @@ class TrainingMembers::Face final : public SwarmView {
   std::optional<uint64_t> StopAfter(const common::NodeId& id) const override {
     return owner_->StopAfterOf(id);
   }
+  std::optional<uint64_t> Incarnation(const common::NodeId& id) const override {
+    return owner_->IncarnationOf(id);
+  }
 
  private:
   TrainingMembers* const owner_;
@@ -476,6 +479,14 @@ std::optional<uint64_t> TrainingMembers::StopAfterOf(const common::NodeId& id) c
     // dropped where it should be re-run.
     if (m.state == proto::MEMBER_STATE_LEFT) return m.iteration;
     return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> TrainingMembers::IncarnationOf(const common::NodeId& id) const {
+  absl::MutexLock lock(&mu_);
+  for (const membership::MemberInfo& m : view_.members) {
+    if (m.id == id) return m.incarnation;
   }
   return std::nullopt;
 }

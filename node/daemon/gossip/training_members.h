@@ -303,6 +303,9 @@ class TrainingMembers {
   // iteration when its record says LEFT (Note [Leaving]); both faces;
   // SwarmView::StopAfter.
   std::optional<uint64_t> StopAfterOf(const common::NodeId& id) const;
+  // The incarnation of `id`'s record in the view; both faces;
+  // SwarmView::Incarnation.
+  std::optional<uint64_t> IncarnationOf(const common::NodeId& id) const;
   // `m` as it trains in our current iteration under Notes [Entry iteration]
   // and [Stage moves], or nullopt when it is not listed in `face`.
   std::optional<membership::MemberInfo> AsOfLocked(const membership::MemberInfo& m,

@@ -445,7 +445,8 @@ TEST(TrainingMembersTest, LeaverFinishesItsExitIterationInTheGroupButGetsNoNewWo
 // micro-batch's deadline and dropped it as "stopping_unconfirmed" (seen in
 // restart_behind_test: one micro-batch of the iteration after a stage-2
 // replica's stop, relayed by stage 1). Once q is back (ALIVE, a later
-// incarnation) or only DEAD, nothing it signed says it stops.
+// incarnation) or only DEAD, nothing it signed says it stops, and its
+// record's incarnation (SwarmView::Incarnation) is the later one.
 TEST(TrainingMembersTest, ALeaversSignedExitIterationConfirmsItsStop) {
   auto d = Member("d", {0}, 0), r = Member("r", {1}, 0), q = Member("q", {1}, 0);
   TrainingMembers members(d.id);
@@ -465,6 +466,10 @@ TEST(TrainingMembersTest, ALeaversSignedExitIterationConfirmsItsStop) {
   back.incarnation = 3;
   members.Update(TestView({d, r, back}, 3));
   EXPECT_EQ(members.routing()->StopAfter(q.id), std::nullopt);
+  // What a data node ties its stopping mark of q to, in both faces.
+  EXPECT_EQ(members.routing()->Incarnation(q.id), std::optional<uint64_t>(3));
+  EXPECT_EQ(members.group()->Incarnation(q.id), std::optional<uint64_t>(3));
+  EXPECT_EQ(members.routing()->Incarnation(common::NodeId::ForName("stranger")), std::nullopt);
   r.state = proto::MEMBER_STATE_DEAD;
   members.Update(TestView({d, r, back}, 4));
   EXPECT_EQ(members.routing()->StopAfter(r.id), std::nullopt);
