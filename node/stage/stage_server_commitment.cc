@@ -83,6 +83,9 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
 
 void StageServer::Impl::SignOriginCommitment(std::string output_sha256,
                                              proto::FrameHeader* h) {
+  // Only the origin's own key can commit for it (a receiver looks its key
+  // up by h->origin()).
+  if (options_.signer->id().Bytes() != h->origin()) return h->clear_origin_commitment();
   proto::OriginCommitment* o = h->mutable_origin_commitment();
   o->Clear();
   o->set_swarm_id(h->swarm_id());
@@ -125,17 +128,22 @@ std::string StageServer::Impl::CheckOriginCommitment(const Frame& frame, uint32_
   if (absl::Status v = VerifyOrigin(o, *key); !v.ok()) {
     return absl::StrCat("origin commitment: ", v.message());
   }
-  // Hop 1's input is the origin's output: as received (the hop after the
-  // origin), as hop 1 signed it, or as the hop after hop 1 passed on.
+  // Hop 1's input is the origin's output, as received by the hop after
+  // the origin (later hops: Hop1InputAsCommitted).
   if (producer_hop == 0 && Sha256(frame.payload) != o.output_sha256()) {
     return "the payload is not the origin's committed output";
   }
-  if (producer_hop == 1 && h.has_commitment() &&
-      h.commitment().input_sha256() != o.output_sha256()) {
-    return "hop 1's input hash is not the origin's committed output";
-  }
-  if (producer_hop == 2 && h.has_input_commitment() &&
-      h.input_commitment().input_sha256() != o.output_sha256()) {
+  return "";
+}
+
+std::string StageServer::Impl::Hop1InputAsCommitted(const proto::FrameHeader& h,
+                                                    uint32_t producer_hop) {
+  if (!h.has_origin_commitment()) return "";
+  // Hop 1's own commitment, or the one the hop after hop 1 passed on.
+  const proto::OutputCommitment* hop1 = nullptr;
+  if (producer_hop == 1 && h.has_commitment()) hop1 = &h.commitment();
+  if (producer_hop == 2 && h.has_input_commitment()) hop1 = &h.input_commitment();
+  if (hop1 != nullptr && hop1->input_sha256() != h.origin_commitment().output_sha256()) {
     return "hop 1's input hash is not the origin's committed output";
   }
   return "";
@@ -233,7 +241,9 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = absl::StrCat("commitment: ", v.message());
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
-    } else if (why = CheckInputCommitment(h, producer_hop); why.empty()) {
+    } else if (why = CheckInputCommitment(h, producer_hop); !why.empty()) {
+      // Refused below.
+    } else if (why = Hop1InputAsCommitted(h, producer_hop); why.empty()) {
       absl::MutexLock lock(&mu_);
       ++stats_.commitments_checked;
       return absl::OkStatus();
