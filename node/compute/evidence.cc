@@ -181,6 +181,58 @@ absl::Status VerifyCommitment(const proto::OutputCommitment& c,
   return VerifyBy(c.producer(), public_key, CommitmentSigningBytes(c), c.signature());
 }
 
+std::string OriginSigningBytes(const proto::OriginCommitment& o) {
+  SignedBytes b("skipswarm.origin_commitment.v1");
+  b.Bytes(o.swarm_id());
+  b.Bytes(o.origin());
+  b.U64(o.iteration());
+  b.U64(o.mb_id());
+  b.U64(o.route_size());
+  for (const proto::Hop& hop : o.route()) {
+    b.Bytes(hop.node_id());
+    b.U64(hop.stage());
+  }
+  b.Bytes(o.output_sha256());
+  return b.Take();
+}
+
+absl::Status SignOrigin(const identity::Identity& signer, proto::OriginCommitment* origin) {
+  origin->set_origin(signer.id().Bytes());
+  absl::StatusOr<std::string> sig = signer.Sign(OriginSigningBytes(*origin));
+  if (!sig.ok()) return sig.status();
+  origin->set_signature(*std::move(sig));
+  return absl::OkStatus();
+}
+
+absl::Status CheckOriginShape(const proto::OriginCommitment& o) {
+  if (o.swarm_id().size() > kMaxCommitmentSwarmIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("origin commitment swarm_id: ", o.swarm_id().size(), " bytes"));
+  }
+  if (absl::Status s = Exact("origin commitment origin", o.origin(), 32); !s.ok()) return s;
+  if (absl::Status s = Exact("origin commitment output_sha256", o.output_sha256(), kSha256Bytes);
+      !s.ok()) {
+    return s;
+  }
+  if (o.route_size() < 1 || o.route_size() > static_cast<int>(kMaxCheckedHops)) {
+    return absl::InvalidArgumentError(absl::StrCat("origin commitment route: ", o.route_size(),
+                                                   " hops, want 1..", kMaxCheckedHops));
+  }
+  for (const proto::Hop& hop : o.route()) {
+    if (absl::Status s = Exact("origin commitment hop", hop.node_id(), 32); !s.ok()) return s;
+  }
+  if (o.route(0).node_id() != o.origin() || o.route(0).stage() != 0) {
+    return absl::InvalidArgumentError("origin commitment route does not start at the origin");
+  }
+  return Exact("origin commitment signature", o.signature(), identity::kSignatureBytes);
+}
+
+absl::Status VerifyOrigin(const proto::OriginCommitment& o, absl::string_view public_key) {
+  absl::Status shape = CheckOriginShape(o);
+  if (!shape.ok()) return shape;
+  return VerifyBy(o.origin(), public_key, OriginSigningBytes(o), o.signature());
+}
+
 EvidenceVerdict CheckEvidence(const Evidence& e, absl::string_view x_public_key,
                               absl::string_view y_public_key, const SketchLimits& limits,
                               const EvidenceJudge& judge,

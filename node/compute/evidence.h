@@ -62,12 +62,35 @@
 //   frame) is kFalseInput: X signed both, so X alone lied, and a catcher
 //   cannot make one for an honest X (swapping the carried commitment
 //   breaks the binding, stripping the binding breaks X's signature).
-// - What remains: hop 1's input comes from stage 0, which signs nothing,
-//   so X at hop 1 can still sign a false input hash that only the data
-//   node that made the micro-batch could refute (closing it needs the
-//   data node to sign its stage-0 output where it has a key); and for
-//   pieces from older peers, or where the hop before does not sign,
-//   kInputsDiffer keeps naming X, Y or the hop before.
+// - The origin. Stage 0 runs at the data node and is never checked, so
+//   hop 1's input hash was its own word, and the route every check above
+//   reads was the sender's: a middle hop with an accomplice could rename
+//   hop 1 on what it forwards. So the origin signs, once per dispatch of a
+//   micro-batch, an OriginCommitment (FrameHeader.origin_commitment):
+//   swarm, micro-batch, the route as sent and SHA-256 of its stage-0
+//   output as sent; every hop passes it on unchanged. A receiver of a
+//   forward frame refuses (INVALID_ARGUMENT, counted as the other
+//   commitment refusals) one that does not verify under the origin's
+//   member key or names another micro-batch; at hop 1 a payload that is
+//   not the committed output; a hop-1 input hash (hop 1's commitment, or
+//   the one the hop after it passes on) that is not the committed output;
+//   and a route that no repair of the committed one gives. Repairs
+//   (Note [Hop failures], CheckRepair) keep route[0..holder], may change
+//   every hop after the holder and shorten the route, never lengthen it;
+//   the origin's own repair (holder 0, before hop 1 admitted the frame)
+//   re-signs. So what a receiver holds is route[0..1] and the length: the
+//   rest of the planned route is signed as a record of the plan, not
+//   checked. In a signing swarm a frame without one is refused
+//   (require_commitments, or a record that says the origin signs); where
+//   nobody requires it, absent is the old behaviour. Cost: one signature
+//   per micro-batch at the origin, one more verify per forward frame
+//   received, one payload hash at hop 1.
+// - What remains: hops 2..k-2 of a frame's route at hop k are still the
+//   sender's word (the checks above bind route[0..1] and the two
+//   producers whose commitments travel with the frame); binding them
+//   needs each commitment to sign its route prefix. For pieces from
+//   older peers, or where the hop before does not sign, kInputsDiffer
+//   keeps naming X, Y or the hop before.
 // - Signed swarms. Signing per node let a hostile member evade evidence by
 //   not signing: a frame without a commitment was refused only from members
 //   whose own record said they sign. So `--sign_frames` is the founder's,
@@ -114,6 +137,7 @@
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
 #include "node/compute/stage_compute.h"
+#include "proto/pipeline.pb.h"
 #include "proto/verify.pb.h"
 
 namespace skipswarm::node {
@@ -152,6 +176,18 @@ absl::Status CheckCommitmentShape(const proto::OutputCommitment& commitment);
 // signature verify (Unauthenticated when it does not).
 absl::Status VerifyCommitment(const proto::OutputCommitment& commitment,
                               absl::string_view public_key);
+
+// The origin's commitment to a dispatch (Note [Checkable evidence]):
+// the bytes it signs; SignOrigin sets origin (signer.id()) and signature,
+// the caller filled the rest. CheckOriginShape: a swarm id of at most 32
+// bytes, a 32-byte origin and output hash, a route of 1..kMaxCheckedHops
+// hops of 32-byte ids starting at (origin, stage 0), a 64-byte signature
+// (InvalidArgument naming the field). VerifyOrigin: the shape, then
+// `public_key` must hash to the origin and the signature verify.
+std::string OriginSigningBytes(const proto::OriginCommitment& origin);
+absl::Status SignOrigin(const identity::Identity& signer, proto::OriginCommitment* origin);
+absl::Status CheckOriginShape(const proto::OriginCommitment& origin);
+absl::Status VerifyOrigin(const proto::OriginCommitment& origin, absl::string_view public_key);
 
 // Compares X's output with Y's sketch; node/compute/output_check.h
 // CheckOutputAgainstSketch (libtorch), or a stand-in in tests. The same

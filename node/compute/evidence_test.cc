@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -224,6 +225,43 @@ TEST(EvidenceTest, VerifyCommitmentChecksShapeKeyAndSignature) {
   std::printf("FIGURE commitment_bytes=%zu answer_signature_extra_bytes=%zu\n",
               e.commitment.SerializeAsString().size(),
               size_t{32 + 32 + 64 + 6});
+}
+
+// Note [Checkable evidence], the origin: its commitment verifies under its
+// own key only, and any change to the micro-batch, route or output hash
+// breaks the signature.
+TEST(EvidenceTest, TheOriginsCommitmentBindsItsRouteAndOutput) {
+  std::unique_ptr<identity::Identity> origin = EvidenceKey('d'), other = EvidenceKey('o');
+  proto::OriginCommitment o;
+  o.set_swarm_id("swarm");
+  o.set_iteration(3);
+  o.set_mb_id(7);
+  for (const identity::Identity* hop : {origin.get(), other.get()}) {
+    proto::Hop* h = o.add_route();
+    h->set_node_id(hop->id().Bytes());
+    h->set_stage(hop == origin.get() ? 0 : 1);
+  }
+  o.set_output_sha256(std::string(32, 's'));
+  ASSERT_TRUE(SignOrigin(*origin, &o).ok());
+  EXPECT_TRUE(VerifyOrigin(o, origin->public_key()).ok());
+  EXPECT_FALSE(VerifyOrigin(o, other->public_key()).ok());
+  for (const std::function<void(proto::OriginCommitment&)>& edit :
+       std::vector<std::function<void(proto::OriginCommitment&)>>{
+           [](proto::OriginCommitment& c) { c.set_mb_id(8); },
+           [](proto::OriginCommitment& c) { c.mutable_route(1)->set_stage(2); },
+           [](proto::OriginCommitment& c) { c.mutable_route()->RemoveLast(); },
+           [](proto::OriginCommitment& c) { c.set_output_sha256(std::string(32, 't')); }}) {
+    proto::OriginCommitment changed = o;
+    edit(changed);
+    EXPECT_FALSE(VerifyOrigin(changed, origin->public_key()).ok());
+  }
+  // Shape: a route that does not start at the origin, a short hash.
+  proto::OriginCommitment bad = o;
+  bad.mutable_route(0)->set_node_id(other->id().Bytes());
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckOriginShape(bad)));
+  bad = o;
+  bad.set_output_sha256("short");
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckOriginShape(bad)));
 }
 
 }  // namespace

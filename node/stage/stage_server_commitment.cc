@@ -5,6 +5,7 @@
 // keep for a check is the one X signed. X passes the hop before's
 // commitment on with its own, which binds it, and the hop after checks
 // that its output hash is X's input hash (the input chain).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,7 +44,14 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   }
   next->header.clear_commitment();
   next->header.clear_input_commitment();
-  if (options_.signer == nullptr || hop == 0) return;  // stage 0 is never checked
+  if (hop == 0) {
+    // Stage 0 is never checked, but its output is what hop 1 consumes:
+    // the origin commits to it and to the route it sends it on.
+    next->header.clear_origin_commitment();
+    if (options_.signer != nullptr) SignOriginCommitment(Sha256(next->payload), &next->header);
+    return;
+  }
+  if (options_.signer == nullptr) return;
   proto::OutputCommitment* c = next->header.mutable_commitment();
   if (received.has_value()) {
     c->set_input_commitment_sha256(CommitmentDigest(*received));
@@ -71,6 +79,74 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   }
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_signed;
+}
+
+void StageServer::Impl::SignOriginCommitment(std::string output_sha256,
+                                             proto::FrameHeader* h) {
+  // Only the origin's own key can commit for it (a receiver looks its key
+  // up by h->origin()).
+  if (options_.signer->id().Bytes() != h->origin()) return h->clear_origin_commitment();
+  proto::OriginCommitment* o = h->mutable_origin_commitment();
+  o->Clear();
+  o->set_swarm_id(h->swarm_id());
+  o->set_iteration(h->iteration());
+  o->set_mb_id(h->mb_id());
+  *o->mutable_route() = h->route();
+  o->set_output_sha256(std::move(output_sha256));
+  if (absl::Status s = SignOrigin(*options_.signer, o); !s.ok()) {
+    LOG_EVERY_N(ERROR, 100) << "cannot sign an origin commitment: " << s;
+    h->clear_origin_commitment();
+  }
+}
+
+std::string StageServer::Impl::CheckOriginCommitment(const Frame& frame, uint32_t producer_hop) {
+  const proto::FrameHeader& h = frame.header;
+  if (!h.has_origin_commitment()) {
+    return CommitmentsRequiredFrom(h.origin()) ? "no origin commitment" : "";
+  }
+  const proto::OriginCommitment& o = h.origin_commitment();
+  if (absl::Status shape = CheckOriginShape(o); !shape.ok()) return std::string(shape.message());
+  if (o.origin() != h.origin() || o.swarm_id() != h.swarm_id() ||
+      o.iteration() != h.iteration() || o.mb_id() != h.mb_id()) {
+    return "the origin commitment does not describe this micro-batch";
+  }
+  // Repairs keep route[0..holder] and never lengthen a route; the origin
+  // re-signs its own (holder 0), so route[0..1] and the length are fixed.
+  const int fixed = std::min(2, o.route_size());
+  if (h.route_size() < fixed || h.route_size() > o.route_size()) {
+    return "the route is not one the origin's planned route can be repaired into";
+  }
+  for (int i = 0; i < fixed; ++i) {
+    if (h.route(i).node_id() != o.route(i).node_id() || h.route(i).stage() != o.route(i).stage()) {
+      return "the route's hop 1 is not the one the origin sent the micro-batch to";
+    }
+  }
+  absl::StatusOr<PeerId> origin = PeerId::FromBytes(o.origin());
+  std::optional<std::string> key;
+  if (origin.ok()) key = options_.public_key_of(*origin);
+  if (!key.has_value()) return "no key for the origin";
+  if (absl::Status v = VerifyOrigin(o, *key); !v.ok()) {
+    return absl::StrCat("origin commitment: ", v.message());
+  }
+  // Hop 1's input is the origin's output, as received by the hop after
+  // the origin (later hops: Hop1InputAsCommitted).
+  if (producer_hop == 0 && Sha256(frame.payload) != o.output_sha256()) {
+    return "the payload is not the origin's committed output";
+  }
+  return "";
+}
+
+std::string StageServer::Impl::Hop1InputAsCommitted(const proto::FrameHeader& h,
+                                                    uint32_t producer_hop) {
+  if (!h.has_origin_commitment()) return "";
+  // Hop 1's own commitment, or the one the hop after hop 1 passed on.
+  const proto::OutputCommitment* hop1 = nullptr;
+  if (producer_hop == 1 && h.has_commitment()) hop1 = &h.commitment();
+  if (producer_hop == 2 && h.has_input_commitment()) hop1 = &h.input_commitment();
+  if (hop1 != nullptr && hop1->input_sha256() != h.origin_commitment().output_sha256()) {
+    return "hop 1's input hash is not the origin's committed output";
+  }
+  return "";
 }
 
 bool StageServer::Impl::CommitmentsRequiredFrom(const std::string& node_id) const {
@@ -137,6 +213,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
     // commitment. Only the origin knows hop 1 (repairs after it never
     // change it: CheckRepair).
     why = "the route's hop 1 is not the node this origin sent the micro-batch to";
+  } else if (why = CheckOriginCommitment(frame, producer_hop); !why.empty()) {
+    // Refused below.
   } else if (producer_hop == 0) {
     if (!h.has_commitment() && !h.has_input_commitment()) return absl::OkStatus();  // stage 0's
     why = "a commitment on stage 0's output";
@@ -163,7 +241,9 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = absl::StrCat("commitment: ", v.message());
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
-    } else if (why = CheckInputCommitment(h, producer_hop); why.empty()) {
+    } else if (why = CheckInputCommitment(h, producer_hop); !why.empty()) {
+      // Refused below.
+    } else if (why = Hop1InputAsCommitted(h, producer_hop); why.empty()) {
       absl::MutexLock lock(&mu_);
       ++stats_.commitments_checked;
       return absl::OkStatus();

@@ -148,6 +148,16 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // admitted route says; the planned one before the ack). True where this
   // origin holds no such visit (admission decides). Takes mu_.
   bool TailStartsAsSent(const proto::FrameHeader& h) const;
+  // At the origin (options_.signer set): sets h->origin_commitment over
+  // h's micro-batch, route and `output_sha256` (cleared if signing fails).
+  void SignOriginCommitment(std::string output_sha256, proto::FrameHeader* h);
+  // The part of CheckCommitment for h.origin_commitment (Note [Checkable
+  // evidence]): why the frame is refused, or empty.
+  // Its signature, micro-batch, route and (from the origin) payload; once
+  // the producer's commitments hold, Hop1InputAsCommitted compares hop 1's
+  // signed input hash with the origin's output hash.
+  std::string CheckOriginCommitment(const Frame& frame, uint32_t producer_hop);
+  std::string Hop1InputAsCommitted(const proto::FrameHeader& h, uint32_t producer_hop);
   // require_commitments, or commitments_required_from names `node_id`.
   bool CommitmentsRequiredFrom(const std::string& node_id) const;
   // A check judged here, of X = `checked` against `verifier`'s sketch:

@@ -176,6 +176,11 @@ absl::Status StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<
   const uint32_t next = static_cast<uint32_t>(r.holder) + 1;
   h.set_hop_index(next < fixed->size() ? next : 0);
   h.set_reroutes(h.reroutes() + 1);
+  if (r.holder == 0 && h.has_origin_commitment() && options_.signer != nullptr) {
+    // The origin's own repair changes hop 1: it commits to the new route
+    // (Note [Checkable evidence]; later repairs keep route[0..1]).
+    SignOriginCommitment(h.origin_commitment().output_sha256(), &h);
+  }
   return absl::OkStatus();
 }
 
