@@ -85,11 +85,9 @@ class GossipDaemonTest : public ::testing::Test {
     return o;
   }
 
-
-  // The joiner's case: every member, the joiner too, runs the same
-  // learning-rate schedule (the manifest's iterations; a joiner of the real
-  // binary takes them from there) with no warm-up, so a joiner whose
-  // schedule differed would diverge from its replica wherever it enters.
+  // The joiner's case: every member, the joiner too, runs one learning-rate
+  // schedule (the manifest's; a real joiner takes it from there), with no
+  // warm-up: a joiner on another schedule diverges wherever it enters.
   GossipDaemonOptions JoinerCaseOptions(const std::string& name, std::vector<int> stages) {
     GossipDaemonOptions o = Options(name, std::move(stages));
     o.base.iterations = kJoinerCaseIterations;
@@ -117,12 +115,10 @@ class GossipDaemonTest : public ::testing::Test {
     return r;
   }
 
-  // Enough iterations for the joiner to enter while the founders train:
-  // its entry lead covers ~0.5 s, i.e. ~85 iterations of this tiny model
-  // on a quiet machine (gossip_daemon_join.cc).
+  // Enough iterations for a joiner to enter while the founders train: its
+  // entry lead covers ~0.5 s (gossip_daemon_join.cc), ~85 iterations of
+  // this tiny model, ~200 in the joiner's case, on a quiet machine.
   static constexpr int64_t kIterations = 300;
-  // The joiner's case: its entry lead is ~0.5 s of iterations, ~200 of
-  // them at ~2.5 ms each on a quiet machine, so its founders train longer.
   static constexpr int64_t kJoinerCaseIterations = 800;
   // The joiner's iterations its case waits for (the digests after its first
   // step are compared in its second; its first micro-batches, Note [Routed
@@ -199,9 +195,7 @@ TEST_F(GossipDaemonTest, AFounderAloneIsIsolatedUntilTheSwarmForms) {
 }
 
 TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
-  // The bootstrap node picks its gossip port; the others learn it from its
-  // record... which they cannot read before joining, so it listens on a
-  // port the test reserves by letting gRPC pick one for a first daemon.
+  // The bootstrap node lets gRPC pick its port; the others join through it.
   GossipDaemonOptions d0 = JoinerCaseOptions("d0", {0});
   d0.expect_members = 3;
   d0.base.listen = "127.0.0.1:0";
@@ -258,10 +252,8 @@ TEST_F(GossipDaemonTest, JoinerMatchesItsReplicaAndLastReplicaCannotLeave) {
   j.gossip.join = {bootstrap};
   absl::Notification checked;
   // The founders must still train when the joiner is asked to leave (else
-  // it is stage 1's last replica and its drain is refused): on a quiet
-  // machine they ran their last iteration in the ~60 ms between the
-  // joiner's reports and its drain. The data node holds its next iteration
-  // end after the joiner's reports until the drain is requested.
+  // its drain is refused as stage 1's last replica): the data node holds
+  // its next iteration end after the joiner's reports until the drain.
   absl::Notification drain_requested;
   {
     absl::MutexLock lock(&founder->mu);
