@@ -419,6 +419,14 @@ TEST(GrpcGroupLateTest, ALateReplicasRefusedPartsDoNotDropItsPeer) {
   ASSERT_TRUE(a1->ok()) << a1->status();
   EXPECT_TRUE((*a1)->late);
   EXPECT_EQ((*a1)->sum, (*a0)->sum);
+  // l1 trains on to 14 before round 15, as l0 did to 12: a push more than
+  // 2 iterations ahead of a node is refused (Note [Push admission]), and
+  // l0's part of 15 could reach l1 while l1 was still at 7 (seen once
+  // under load: refused, and with time standing still round 15 never
+  // ended).
+  absl::Notification l1_trained;
+  groups[1]->Barrier(14, ids[1], /*data_node=*/false, [&](absl::Status) { l1_trained.Notify(); });
+  ASSERT_TRUE(sim.Until(l1_trained));
   // Round 15: l1's pushes to l0 go after its round-7 ones on the same push
   // thread, so when round 15 is done the refusal has been handled. Time
   // stands still: the round can only end with both, or with l1 alone if
