@@ -18,6 +18,7 @@
 #include "node/compute/evidence.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/stage/stage_server.h"
+#include "node/stage/stage_server_test_util.h"
 #include "node/transport/frame.h"
 #include "node/transport/inproc_transport.h"
 
@@ -26,80 +27,13 @@ namespace {
 
 using common::NodeId;
 
-struct Recorder : OriginListener {
-  void OnTail(uint64_t, uint64_t, double) override {}
-  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override { finished[mb] = s; }
-  std::map<uint64_t, absl::Status> finished;
-};
-
-// Node 1's outgoing side: lets `edit` change each forward frame it sends,
-// and keeps every sketch answer sent.
-class EditingTransport final : public Transport {
- public:
-  explicit EditingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  PeerId self() const override { return inner_->self(); }
-  void SetFrameHandler(FrameHandler h) override { inner_->SetFrameHandler(std::move(h)); }
-  void SetPeerFailureHandler(PeerFailureHandler h) override {
-    inner_->SetPeerFailureHandler(std::move(h));
-  }
-  void SetPeerAddress(const PeerId& p, std::string a) override {
-    inner_->SetPeerAddress(p, std::move(a));
-  }
-  void ForgetPeer(const PeerId& p) override { inner_->ForgetPeer(p); }
-  void Send(const PeerId& to, Frame frame, SendDone done) override {
-    if (frame.header.direction() == proto::DIRECTION_FORWARD && edit) edit(frame);
-    if (frame.header.direction() == proto::DIRECTION_SKETCH) answers.push_back(frame.header);
-    inner_->Send(to, std::move(frame), std::move(done));
-  }
-  std::function<void(Frame&)> edit;
-  std::vector<proto::FrameHeader> answers;
-
- private:
-  std::unique_ptr<Transport> inner_;
-};
-
 // Nodes 0 (data node), 1 (stage 1), 2 (stage 2), 3 (stage 1, the
 // verifier), each with its own key; every server signs and, with
 // `require`, requires commitments.
-class Swarm {
+class Swarm : public testing::SigningSwarm {
  public:
   explicit Swarm(bool require, std::function<void(int, StageServerOptions&)> tweak = nullptr)
-      : board_(&clock_, SwitchboardOptions{}) {
-    const std::vector<int> stages = {0, 1, 2, 1};
-    std::vector<PeerInfo> members;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      auto key = identity::Identity::FromSeed(std::string(32, static_cast<char>('a' + i)));
-      EXPECT_TRUE(key.ok());
-      keys_.push_back(*std::move(key));
-      public_keys_[keys_.back()->id()] = keys_.back()->public_key();
-      members.push_back({keys_.back()->id(), {stages[i]}, 4, "", ""});
-    }
-    view_ = std::make_unique<StaticSwarmView>(members);
-    for (size_t i = 0; i < stages.size(); ++i) {
-      auto t = board_.Attach(keys_[i]->id());
-      EXPECT_TRUE(t.ok());
-      auto editing = std::make_unique<EditingTransport>(*std::move(t));
-      editing_.push_back(editing.get());
-      computes_.push_back(std::make_unique<TimedStageCompute>(
-          &clock_, TimedStageCompute::Options{.stage = stages[i],
-                                              .forward = absl::Milliseconds(10)}));
-      StageServerOptions o;
-      o.signer = keys_[i].get();
-      o.public_key_of = [this](const PeerId& p) -> std::optional<std::string> {
-        auto it = public_keys_.find(p);
-        if (it == public_keys_.end()) return std::nullopt;
-        return it->second;
-      };
-      o.require_commitments = require;
-      if (tweak) tweak(static_cast<int>(i), o);
-      servers_.push_back(std::make_unique<StageServer>(
-          editing.get(), &clock_, view_.get(),
-          std::map<int, StageCompute*>{{stages[i], computes_.back().get()}}, o));
-      servers_.back()->Attach();
-      servers_.back()->SetOriginListener(&recorder_);
-      transports_.push_back(std::move(editing));
-    }
-  }
+      : SigningSwarm({0, 1, 2, 1}, require, std::move(tweak)) {}
 
   std::vector<RouteHop> Route() {
     return {{keys_[0]->id(), 0}, {keys_[1]->id(), 1}, {keys_[2]->id(), 2}};
@@ -120,17 +54,6 @@ class Swarm {
     ASSERT_TRUE(servers_[0]->Inject(0, mb, Route(), {}).ok());
     clock_.Advance(absl::Seconds(1));
   }
-
-  common::SimClock clock_;
-  Switchboard board_;
-  std::vector<std::unique_ptr<identity::Identity>> keys_;
-  std::map<PeerId, std::string> public_keys_;
-  std::unique_ptr<StaticSwarmView> view_;
-  std::vector<EditingTransport*> editing_;
-  std::vector<std::unique_ptr<Transport>> transports_;
-  std::vector<std::unique_ptr<TimedStageCompute>> computes_;
-  std::vector<std::unique_ptr<StageServer>> servers_;
-  Recorder recorder_;
 };
 
 TEST(StageServerCommitmentTest, SignedOutputsAreCheckedAndEveryMicroBatchFinishes) {

@@ -17,81 +17,19 @@
 #include "node/compute/evidence.h"
 #include "node/compute/timed_stage_compute.h"
 #include "node/stage/stage_server.h"
+#include "node/stage/stage_server_test_util.h"
 #include "node/transport/frame.h"
 #include "node/transport/inproc_transport.h"
 
 namespace skipswarm::node {
 namespace {
 
-struct Recorder : OriginListener {
-  void OnTail(uint64_t, uint64_t, double) override {}
-  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override { finished[mb] = s; }
-  std::map<uint64_t, absl::Status> finished;
-};
-
-// A node's outgoing side: `edit` may change each forward frame it sends.
-class EditingTransport final : public Transport {
- public:
-  explicit EditingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  PeerId self() const override { return inner_->self(); }
-  void SetFrameHandler(FrameHandler h) override { inner_->SetFrameHandler(std::move(h)); }
-  void SetPeerFailureHandler(PeerFailureHandler h) override {
-    inner_->SetPeerFailureHandler(std::move(h));
-  }
-  void SetPeerAddress(const PeerId& p, std::string a) override {
-    inner_->SetPeerAddress(p, std::move(a));
-  }
-  void ForgetPeer(const PeerId& p) override { inner_->ForgetPeer(p); }
-  void Send(const PeerId& to, Frame frame, SendDone done) override {
-    if (frame.header.direction() == proto::DIRECTION_FORWARD && edit) edit(frame);
-    inner_->Send(to, std::move(frame), std::move(done));
-  }
-  std::function<void(Frame&)> edit;
-
- private:
-  std::unique_ptr<Transport> inner_;
-};
-
 // Nodes 0 (data node), 1 (stage 1), 2 (stage 2), 3 (stage 3), 4 (stage 1)
 // and 5 (stage 2), each with its own key, all signing and requiring
 // commitments (a signing swarm); one view shared by all.
-class Swarm {
+class Swarm : public testing::SigningSwarm {
  public:
-  Swarm() : board_(&clock_, SwitchboardOptions{}) {
-    const std::vector<int> stages = {0, 1, 2, 3, 1, 2};
-    std::vector<PeerInfo> members;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      auto key = identity::Identity::FromSeed(std::string(32, static_cast<char>('a' + i)));
-      EXPECT_TRUE(key.ok());
-      keys_.push_back(*std::move(key));
-      public_keys_[keys_.back()->id()] = keys_.back()->public_key();
-      members.push_back({keys_.back()->id(), {stages[i]}, 4, "", ""});
-    }
-    view_ = std::make_unique<StaticSwarmView>(members);
-    for (size_t i = 0; i < stages.size(); ++i) {
-      auto t = board_.Attach(keys_[i]->id());
-      EXPECT_TRUE(t.ok());
-      auto editing = std::make_unique<EditingTransport>(*std::move(t));
-      editing_.push_back(editing.get());
-      computes_.push_back(std::make_unique<TimedStageCompute>(
-          &clock_, TimedStageCompute::Options{.stage = stages[i],
-                                              .forward = absl::Milliseconds(10)}));
-      StageServerOptions o;
-      o.signer = keys_[i].get();
-      o.public_key_of = [this](const PeerId& p) -> std::optional<std::string> {
-        auto it = public_keys_.find(p);
-        if (it == public_keys_.end()) return std::nullopt;
-        return it->second;
-      };
-      o.require_commitments = true;
-      servers_.push_back(std::make_unique<StageServer>(
-          editing.get(), &clock_, view_.get(),
-          std::map<int, StageCompute*>{{stages[i], computes_.back().get()}}, o));
-      servers_.back()->Attach();
-      servers_.back()->SetOriginListener(&recorder_);
-      transports_.push_back(std::move(editing));
-    }
-  }
+  Swarm() : SigningSwarm({0, 1, 2, 3, 1, 2}, /*require=*/true) {}
 
   void Inject(uint64_t mb) {
     std::vector<RouteHop> route = {
@@ -103,17 +41,14 @@ class Swarm {
     clock_.Advance(absl::Seconds(1));
   }
   int64_t Refused(int node) const { return servers_[node]->stats().commitments_refused; }
-
-  common::SimClock clock_;
-  Switchboard board_;
-  std::vector<std::unique_ptr<identity::Identity>> keys_;
-  std::map<PeerId, std::string> public_keys_;
-  std::unique_ptr<StaticSwarmView> view_;
-  std::vector<EditingTransport*> editing_;
-  std::vector<std::unique_ptr<Transport>> transports_;
-  std::vector<std::unique_ptr<TimedStageCompute>> computes_;
-  std::vector<std::unique_ptr<StageServer>> servers_;
-  Recorder recorder_;
+  // Runs micro-batch 1: `node` refuses one commitment and the micro-batch
+  // fails.
+  void RunExpectingRefusalAt(int node) {
+    Run(1);
+    EXPECT_EQ(Refused(node), 1);
+    ASSERT_EQ(recorder_.finished.count(1), 1u);
+    EXPECT_FALSE(recorder_.finished[1].ok());
+  }
 };
 
 TEST(StageServerOriginTest, TheOriginSignsItsOutputAndRouteAndEveryHopPassesItOn) {
@@ -144,10 +79,7 @@ TEST(StageServerOriginTest, AForgedStage0OutputHashAtHop1IsRefused) {
     f.header.mutable_commitment()->set_input_sha256(std::string(32, 'x'));
     ASSERT_TRUE(SignCommitment(*swarm.keys_[1], f.header.mutable_commitment()).ok());
   };
-  swarm.Run(1);
-  EXPECT_EQ(swarm.Refused(2), 1);
-  ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
-  EXPECT_FALSE(swarm.recorder_.finished[1].ok());
+  swarm.RunExpectingRefusalAt(2);
 }
 
 // In a signing swarm a hop that strips the origin's commitment is refused.
@@ -172,10 +104,7 @@ TEST(StageServerOriginTest, ARouteRewrittenInTheMiddleIsRefused) {
         CommitmentDigest(f.header.input_commitment()));
     ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
   };
-  swarm.Run(1);
-  EXPECT_EQ(swarm.Refused(3), 1);
-  ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
-  EXPECT_FALSE(swarm.recorder_.finished[1].ok());
+  swarm.RunExpectingRefusalAt(3);
 }
 
 // The origin re-routes hop 1 (node 1 dead: to node 4, re-signing) and hop

@@ -25,6 +25,7 @@
 #include "node/compute/torch_stage_compute.h"
 #include "node/compute/verify_test_util.h"
 #include "node/stage/stage_server.h"
+#include "node/stage/stage_server_test_util.h"
 #include "node/transport/frame.h"
 #include "node/transport/inproc_transport.h"
 
@@ -35,28 +36,13 @@ using common::NodeId;
 
 constexpr int kMicroBatches = 12;
 
-struct Recorder : OriginListener {
-  void OnTail(uint64_t, uint64_t, double) override {}
-  void OnFinished(uint64_t, uint64_t mb, const absl::Status& s) override { finished[mb] = s; }
-  std::map<uint64_t, absl::Status> finished;
-};
-
 // The hop before's side, as the test does it: every forward frame to hop 1
 // goes, verify-only, to `verifier` as well (route[1] naming it, the seed
 // and X in header.verify).
-class VerifyTap final : public Transport {
+class VerifyTap final : public ForwardingTransport {
  public:
   VerifyTap(std::unique_ptr<Transport> inner, NodeId verifier, uint64_t seed)
-      : inner_(std::move(inner)), verifier_(verifier), rng_(seed) {}
-  PeerId self() const override { return inner_->self(); }
-  void SetFrameHandler(FrameHandler h) override { inner_->SetFrameHandler(std::move(h)); }
-  void SetPeerFailureHandler(PeerFailureHandler h) override {
-    inner_->SetPeerFailureHandler(std::move(h));
-  }
-  void SetPeerAddress(const PeerId& p, std::string a) override {
-    inner_->SetPeerAddress(p, std::move(a));
-  }
-  void ForgetPeer(const PeerId& p) override { inner_->ForgetPeer(p); }
+      : ForwardingTransport(std::move(inner)), verifier_(verifier), rng_(seed) {}
   void Send(const PeerId& to, Frame frame, SendDone done) override {
     if (frame.header.direction() == proto::DIRECTION_FORWARD && frame.header.hop_index() == 1 &&
         to != verifier_) {
@@ -64,18 +50,17 @@ class VerifyTap final : public Transport {
       copy.header.mutable_route(1)->set_node_id(verifier_.Bytes());
       copy.header.mutable_verify()->set_seed(rng_());
       copy.header.mutable_verify()->set_checked(to.Bytes());
-      inner_->Send(verifier_, std::move(copy), [this](absl::Status ack) {
+      inner()->Send(verifier_, std::move(copy), [this](absl::Status ack) {
         if (!ack.ok()) ++verify_refused;
       });
       ++verify_sent;
     }
-    inner_->Send(to, std::move(frame), std::move(done));
+    inner()->Send(to, std::move(frame), std::move(done));
   }
   int verify_sent = 0;
   int verify_refused = 0;
 
  private:
-  std::unique_ptr<Transport> inner_;
   const NodeId verifier_;
   common::Random rng_;
 };
@@ -122,7 +107,7 @@ void RunFiveNodes(Sampling sampling, FiveNodeResult* result) {
   std::vector<std::unique_ptr<StaticSwarmView>> views;
   std::vector<std::unique_ptr<StageServer>> servers;
   VerifyTap* tap = nullptr;
-  Recorder recorder;
+  testing::OriginRecorder recorder;
   for (size_t i = 0; i < names.size(); ++i) {
     TorchStageCompute::Options co;
     co.model = config;

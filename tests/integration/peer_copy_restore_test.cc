@@ -12,6 +12,7 @@
 // GossipDaemons in one process over loopback gRPC (ports 0).
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,7 +43,101 @@ class PeerCopyRestoreTest : public TinySwarmFolderTest {
     o.base.checkpoint_every = 4;  // copies of every stage at 4, 8, 12, ...
     o.base.model.checkpoint_dir = dir_ + "/ckpt-" + name;
     o.stop_timeout = absl::Seconds(5);
+    if (tweak_) tweak_(o);
     return o;
+  }
+
+  // The founder on `o`, of a swarm that forms with `expect_members`;
+  // Member's options then join it.
+  std::unique_ptr<RunningDaemon> StartFounder(const GossipDaemonOptions& o, int expect_members) {
+    std::unique_ptr<RunningDaemon> founder = LaunchFounder(o, expect_members);
+    if (founder != nullptr) bootstrap_ = founder->daemon->gossip_address();
+    expect_members_ = expect_members;
+    return founder;
+  }
+
+  // Options(name, stages) for a member joining the founder's swarm.
+  GossipDaemonOptions Member(const std::string& name, std::vector<int> stages) {
+    GossipDaemonOptions o = Options(name, std::move(stages));
+    o.expect_members = expect_members_;
+    o.gossip.join = {bootstrap_};
+    return o;
+  }
+
+  // Waits up to `limit` for `d` to return from Run, joins it and expects
+  // it to have succeeded. Call under ASSERT_NO_FATAL_FAILURE.
+  static void FinishCleanly(RunningDaemon& d, absl::Duration limit) {
+    ASSERT_TRUE(d.finished.WaitForNotificationWithTimeout(limit));
+    d.Join();
+    EXPECT_TRUE(d.result.ok()) << d.result;
+  }
+
+  // Asks `d` to stop and FinishCleanly's it.
+  static void StopCleanly(RunningDaemon& d) {
+    d.signals.stop.store(true);
+    FinishCleanly(d, absl::Seconds(60));
+  }
+
+  // Once `d` reached its `reach`, stops it cleanly; `last` is its last
+  // iteration.
+  static void StopAfterReach(RunningDaemon& d, int64_t* last) {
+    ASSERT_TRUE(d.WaitUnlessFinished(d.reached)) << d.result;
+    ASSERT_NO_FATAL_FAILURE(StopCleanly(d));
+    *last = d.LastIteration();
+  }
+
+  // `name`'s disk (its checkpoints) goes with it.
+  void LoseDisk(const std::string& name) { std::filesystem::remove_all(dir_ + "/ckpt-" + name); }
+
+  struct Node {
+    std::string name;
+    int stage;
+  };
+  struct SwarmAfterLoss {
+    std::unique_ptr<RunningDaemon> founder, other, again;
+    int64_t lost_last = -1;  // the last iteration `lost` finished
+  };
+  // A swarm of three one-stage members: `founder`, `other` and `lost`, the
+  // only replica of its stage, which stops after iteration 13 and is gone
+  // for good with its disk (a stopped daemon's servers would still answer
+  // probes), so the swarm pauses.
+  void LoseTheOnlyReplica(const Node& founder, const Node& other, const Node& lost,
+                          SwarmAfterLoss* s) {
+    s->founder = StartFounder(Options(founder.name, {founder.stage}), /*expect_members=*/3);
+    ASSERT_NE(s->founder, nullptr);
+    s->other = LaunchDaemon(Member(other.name, {other.stage}));
+    auto gone = LaunchDaemon(Member(lost.name, {lost.stage}), /*reach=*/13);
+    ASSERT_TRUE(s->other && gone);
+    ASSERT_NO_FATAL_FAILURE(StopAfterReach(*gone, &s->lost_last));
+    gone.reset();
+    LoseDisk(lost.name);
+  }
+
+  // `lost` restarts as `s->again` (Member's options, no disk) and runs to
+  // the end with the founder; `entry`, its first iteration, is the one the
+  // swarm paused in: right after its exit iteration, or the one after that
+  // it finished while stopping.
+  void RestartTheLost(const Node& lost, SwarmAfterLoss* s, int64_t* entry) {
+    s->again = LaunchDaemon(Member(lost.name, {lost.stage}));
+    ASSERT_NO_FATAL_FAILURE(FinishAfterRestore(s->again.get(), *s->founder, *s->other, entry));
+    EXPECT_GT(*entry, s->lost_last);
+    EXPECT_LE(*entry, s->lost_last + 2);
+  }
+
+  // `again`, launched to take over the lost stage, and the founder both
+  // run to the end, then `other` is stopped. `entry` is `again`'s first
+  // iteration; its last is the run's last.
+  static void FinishAfterRestore(RunningDaemon* again, RunningDaemon& founder,
+                                 RunningDaemon& other, int64_t* entry) {
+    ASSERT_NE(again, nullptr);
+    ASSERT_NO_FATAL_FAILURE(FinishCleanly(*again, absl::Seconds(240)));
+    ASSERT_NO_FATAL_FAILURE(FinishCleanly(founder, absl::Seconds(120)));
+    other.signals.stop.store(true);
+    other.Join();
+    absl::MutexLock lock(&again->mu);
+    ASSERT_FALSE(again->reports.empty());
+    *entry = static_cast<int64_t>(again->reports.front().iteration);
+    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
   }
 
   // Every iteration d0 finished trained (micro-batches finished, a finite
@@ -106,59 +201,37 @@ class PeerCopyRestoreTest : public TinySwarmFolderTest {
   }
 
   static constexpr int64_t kIterations = 40;
+
+  // This test's own changes to every daemon's options (Options applies them).
+  std::function<void(GossipDaemonOptions&)> tweak_;
+
+ private:
+  std::string bootstrap_;
+  int expect_members_ = 0;
 };
 
 TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
-  const GossipDaemonOptions d0 = Options("d0", {0});
-  auto founder = LaunchFounder(d0, /*expect_members=*/3);
+  auto founder = StartFounder(Options("d0", {0}), /*expect_members=*/3);
   ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto member = [&](const std::string& name, int stage, int64_t reach = -1) {
-    GossipDaemonOptions o = Options(name, {stage});
-    o.expect_members = 3;
-    o.gossip.join = {bootstrap};
-    return LaunchDaemon(o, reach);
-  };
-  auto a = member("a", 1);
-  auto b = member("b", 2, /*reach=*/13);
+  auto a = LaunchDaemon(Member("a", {1}));
+  auto b = LaunchDaemon(Member("b", {2}), /*reach=*/13);
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(b->reached.WaitForNotificationWithTimeout(absl::Seconds(180)));
   // Stage 2 goes (its disk with it: the joiner has its own, empty one).
-  b->signals.stop.store(true);
-  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  b->Join();
-  EXPECT_TRUE(b->result.ok()) << b->result;
-  int64_t b_last;
-  {
-    absl::MutexLock lock(&b->mu);
-    b_last = static_cast<int64_t>(b->reports.back().iteration);
-  }
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(*b));
+  const int64_t b_last = b->LastIteration();
   // Before: the joiner waited for a live replica of stage 2 until its
   // start-up deadline and failed ("no replica of stage 2 answers").
   GossipDaemonOptions j = Options("j", {2});
-  j.gossip.join = {bootstrap};
+  j.gossip.join = {founder->daemon->gossip_address()};
   auto joiner = LaunchDaemon(j);
-  ASSERT_NE(joiner, nullptr);
-  ASSERT_TRUE(joiner->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
-  joiner->Join();
-  EXPECT_TRUE(joiner->result.ok()) << joiner->result;
-  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  founder->Join();
-  a->signals.stop.store(true);
-  a->Join();
-  EXPECT_TRUE(founder->result.ok()) << founder->result;
   int64_t entry = -1;
-  {
-    absl::MutexLock lock(&joiner->mu);
-    ASSERT_FALSE(joiner->reports.empty());
-    // It entered at the iteration the swarm paused in, right after b's
-    // exit iteration (b's last report, or the one after it that b finished
-    // while stopping).
-    entry = static_cast<int64_t>(joiner->reports.front().iteration);
-    EXPECT_GT(entry, b_last);
-    EXPECT_LE(entry, b_last + 2);
-    EXPECT_EQ(static_cast<int64_t>(joiner->reports.back().iteration), kIterations - 1);
-  }
+  ASSERT_NO_FATAL_FAILURE(FinishAfterRestore(joiner.get(), *founder, *a, &entry));
+  // It entered at the iteration the swarm paused in, right after b's exit
+  // iteration (b's last report, or the one after it that b finished while
+  // stopping).
+  EXPECT_GT(entry, b_last);
+  EXPECT_LE(entry, b_last + 2);
   ExpectEveryIterationTrained(*founder);
   std::printf("stage 2 lost after iteration %lld; the joiner restored it from a peer's copy and "
               "entered at %lld\n",
@@ -183,47 +256,21 @@ TEST_F(PeerCopyRestoreTest, AJoinerRestoresAStageWithoutReplicaFromAPeersCopy) {
 // boundary (Note [Snapshot in the iteration]); d0 re-runs the paused
 // iteration and every node finishes.
 TEST_F(PeerCopyRestoreTest, ATwoStageMemberRestoresItsOrphanedStageAndFetchesTheOther) {
-  const GossipDaemonOptions d0 = Options("d0", {0});
-  auto founder = LaunchFounder(d0, /*expect_members=*/3);
+  auto founder = StartFounder(Options("d0", {0}), /*expect_members=*/3);
   ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto options = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = Options(name, std::move(stages));
-    o.expect_members = 3;
-    o.gossip.join = {bootstrap};
-    return o;
-  };
-  auto a = LaunchDaemon(options("a", {1, 2}), /*reach=*/13);
-  auto p = LaunchDaemon(options("p", {1}));
+  auto a = LaunchDaemon(Member("a", {1, 2}), /*reach=*/13);
+  auto p = LaunchDaemon(Member("p", {1}));
   ASSERT_TRUE(a && p);
-  ASSERT_TRUE(a->WaitUnlessFinished(a->reached)) << a->result;
-  a->signals.stop.store(true);
-  ASSERT_TRUE(a->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  a->Join();
-  EXPECT_TRUE(a->result.ok()) << a->result;
-  const int64_t a_last = a->LastIteration();
-  std::filesystem::remove_all(dir_ + "/ckpt-a");  // its disk goes with it
+  int64_t a_last = -1;
+  ASSERT_NO_FATAL_FAILURE(StopAfterReach(*a, &a_last));
+  LoseDisk("a");
 
-  auto again = LaunchDaemon(options("a", {1, 2}));
-  ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
-  again->Join();
-  EXPECT_TRUE(again->result.ok()) << again->result;
-  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  founder->Join();
-  p->signals.stop.store(true);
-  p->Join();
-  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  auto again = LaunchDaemon(Member("a", {1, 2}));
   int64_t entry = -1;
-  {
-    absl::MutexLock lock(&again->mu);
-    ASSERT_FALSE(again->reports.empty());
-    // The iteration the swarm paused in, right after a's exit iteration.
-    entry = static_cast<int64_t>(again->reports.front().iteration);
-    EXPECT_GT(entry, a_last);
-    EXPECT_LE(entry, a_last + 2);
-    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
-  }
+  ASSERT_NO_FATAL_FAILURE(FinishAfterRestore(again.get(), *founder, *p, &entry));
+  // The iteration the swarm paused in, right after a's exit iteration.
+  EXPECT_GT(entry, a_last);
+  EXPECT_LE(entry, a_last + 2);
   ExpectEveryIterationTrained(*founder);
   std::printf("two-stage a stopped after iteration %lld with stage 2's only replica; restarted "
               "without its disk, it restored stage 2 from a peer's copy, fetched stage 1 from p "
@@ -244,17 +291,15 @@ TEST_F(PeerCopyRestoreTest, ATwoStageMemberRestoresItsOrphanedStageAndFetchesThe
 // lost); now a keeps its own state of stage 2, advanced to the entry, and
 // fetches stage 1 from p.
 TEST_F(PeerCopyRestoreTest, ARestartedMemberKeepsItsOwnStateWhenNewerThanEveryCopy) {
-  auto options = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = Options(name, std::move(stages));
+  tweak_ = [](GossipDaemonOptions& o) {
     o.base.checkpoint_every = 10;
     o.base.metrics_port = 0;
-    return o;
   };
   // d0 holds the swarm at two boundaries (its observer runs before its
   // next iteration starts) while the test asks a, then q, to leave, so
   // both leave before the boundary of 20 and its copies.
   absl::Notification at_12, go_12, at_16, go_16;
-  GossipDaemonOptions d0 = options("d0", {0});
+  GossipDaemonOptions d0 = Options("d0", {0});
   d0.observer = [&](const NodeIterationReport& r) {
     if (r.iteration == 12) {
       at_12.Notify();
@@ -264,32 +309,21 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberKeepsItsOwnStateWhenNewerThanEveryCo
       go_16.WaitForNotificationWithTimeout(absl::Seconds(120));
     }
   };
-  auto founder = LaunchFounder(d0, /*expect_members=*/4);
+  auto founder = StartFounder(d0, /*expect_members=*/4);
   ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto member = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = options(name, std::move(stages));
-    o.expect_members = 4;
-    o.gossip.join = {bootstrap};
-    return o;
-  };
-  auto a = LaunchDaemon(member("a", {1, 2}));
-  auto q = LaunchDaemon(member("q", {2}));
-  auto p = LaunchDaemon(member("p", {1}));
+  auto a = LaunchDaemon(Member("a", {1, 2}));
+  auto q = LaunchDaemon(Member("q", {2}));
+  auto p = LaunchDaemon(Member("p", {1}));
   ASSERT_TRUE(a && q && p);
   ASSERT_TRUE(founder->WaitUnlessFinished(at_12)) << founder->result;
   EXPECT_TRUE(a->daemon->RequestDrain(/*force=*/false).ok());
   go_12.Notify();
-  ASSERT_TRUE(a->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  a->Join();
-  EXPECT_TRUE(a->result.ok()) << a->result;
+  ASSERT_NO_FATAL_FAILURE(FinishCleanly(*a, absl::Seconds(60)));
   ASSERT_TRUE(founder->WaitUnlessFinished(at_16)) << founder->result;
   // q is stage 2's last replica now: it leaves anyway.
   EXPECT_TRUE(q->daemon->RequestDrain(/*force=*/true).ok());
   go_16.Notify();
-  ASSERT_TRUE(q->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  q->Join();
-  EXPECT_TRUE(q->result.ok()) << q->result;
+  ASSERT_NO_FATAL_FAILURE(FinishCleanly(*q, absl::Seconds(60)));
   const int64_t q_last = q->LastIteration();
   // Gone for good: a stopped daemon's servers would still answer probes.
   a.reset();
@@ -300,24 +334,10 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberKeepsItsOwnStateWhenNewerThanEveryCo
   ASSERT_LT(q_last, 19);
   ASSERT_GT(q_last + 1, own) << "the swarm paused no later than a's own state";
 
-  auto again = LaunchDaemon(member("a", {1, 2}));
-  ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
-  again->Join();
-  EXPECT_TRUE(again->result.ok()) << again->result;
-  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  founder->Join();
-  p->signals.stop.store(true);
-  p->Join();
-  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  auto again = LaunchDaemon(Member("a", {1, 2}));
   int64_t entry = -1;
-  {
-    absl::MutexLock lock(&again->mu);
-    ASSERT_FALSE(again->reports.empty());
-    entry = static_cast<int64_t>(again->reports.front().iteration);
-    EXPECT_GT(entry, own);
-    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
-  }
+  ASSERT_NO_FATAL_FAILURE(FinishAfterRestore(again.get(), *founder, *p, &entry));
+  EXPECT_GT(entry, own);
   EXPECT_EQ(Counter(*again, "skipswarm_stage_restores_total"), 1);
   // Before: entry - 10 (the copy replaced the newer own state).
   EXPECT_EQ(Counter(*again, "skipswarm_stage_restore_lost_iterations_total"),
@@ -339,56 +359,16 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberKeepsItsOwnStateWhenNewerThanEveryCo
 // stages' replicas, enters as a joiner and restores stage 2 from the
 // newest copy its peers hold, at the paused iteration.
 TEST_F(PeerCopyRestoreTest, ARestartedMemberWhoseEveryStageIsOrphanedRestoresFromCopies) {
-  auto options = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = Options(name, std::move(stages));
-    o.base.metrics_port = 0;
-    return o;
-  };
-  auto founder = LaunchFounder(options("d0", {0}), /*expect_members=*/3);
-  ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto member = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = options(name, std::move(stages));
-    o.expect_members = 3;
-    o.gossip.join = {bootstrap};
-    return o;
-  };
-  auto a = LaunchDaemon(member("a", {1}));
-  auto b = LaunchDaemon(member("b", {2}), /*reach=*/13);
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(b->WaitUnlessFinished(b->reached)) << b->result;
-  b->signals.stop.store(true);
-  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  b->Join();
-  EXPECT_TRUE(b->result.ok()) << b->result;
-  const int64_t b_last = b->LastIteration();
-  b.reset();
-  std::filesystem::remove_all(dir_ + "/ckpt-b");  // its disk goes with it
-
-  auto again = LaunchDaemon(member("b", {2}));
-  ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
-  again->Join();
-  EXPECT_TRUE(again->result.ok()) << again->result;
-  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  founder->Join();
-  a->signals.stop.store(true);
-  a->Join();
-  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  tweak_ = [](GossipDaemonOptions& o) { o.base.metrics_port = 0; };
+  SwarmAfterLoss s;
+  ASSERT_NO_FATAL_FAILURE(LoseTheOnlyReplica({"d0", 0}, {"a", 1}, {"b", 2}, &s));
   int64_t entry = -1;
-  {
-    absl::MutexLock lock(&again->mu);
-    ASSERT_FALSE(again->reports.empty());
-    entry = static_cast<int64_t>(again->reports.front().iteration);
-    EXPECT_GT(entry, b_last);
-    EXPECT_LE(entry, b_last + 2);
-    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
-  }
-  EXPECT_EQ(Counter(*again, "skipswarm_stage_restores_total"), 1);
-  ExpectEveryIterationTrained(*founder);
+  ASSERT_NO_FATAL_FAILURE(RestartTheLost({"b", 2}, &s, &entry));
+  EXPECT_EQ(Counter(*s.again, "skipswarm_stage_restores_total"), 1);
+  ExpectEveryIterationTrained(*s.founder);
   std::printf("b, stage 2's only replica, stopped after iteration %lld; restarted without its "
               "disk, it restored stage 2 from a peer's copy and entered at %lld\n",
-              static_cast<long long>(b_last), static_cast<long long>(entry));
+              static_cast<long long>(s.lost_last), static_cast<long long>(entry));
   ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"a", 1}, {"b", 2}});
 }
 
@@ -397,33 +377,12 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWhoseEveryStageIsOrphanedRestoresFro
 // stage, and d0 stays paused: no iteration runs empty. Before, b formed as
 // a founder at iteration 0 and d0 ran the rest of its iterations empty.
 TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNamingIt) {
-  auto options = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = Options(name, std::move(stages));
-    o.checkpoint_copies = 0;
-    return o;
-  };
-  auto founder = LaunchFounder(options("d0", {0}), /*expect_members=*/3);
-  ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto member = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = options(name, std::move(stages));
-    o.expect_members = 3;
-    o.gossip.join = {bootstrap};
-    return o;
-  };
-  auto a = LaunchDaemon(member("a", {1}));
-  auto b = LaunchDaemon(member("b", {2}), /*reach=*/13);
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(b->WaitUnlessFinished(b->reached)) << b->result;
-  b->signals.stop.store(true);
-  ASSERT_TRUE(b->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  b->Join();
-  EXPECT_TRUE(b->result.ok()) << b->result;
-  const int64_t b_last = b->LastIteration();
-  b.reset();
-  std::filesystem::remove_all(dir_ + "/ckpt-b");
+  tweak_ = [](GossipDaemonOptions& o) { o.checkpoint_copies = 0; };
+  SwarmAfterLoss s;
+  ASSERT_NO_FATAL_FAILURE(LoseTheOnlyReplica({"d0", 0}, {"a", 1}, {"b", 2}, &s));
+  const int64_t b_last = s.lost_last;
 
-  GossipDaemonOptions o = member("b", {2});
+  GossipDaemonOptions o = Member("b", {2});
   o.base.startup_timeout = absl::Seconds(8);
   auto again = LaunchDaemon(o);
   ASSERT_NE(again, nullptr);
@@ -436,16 +395,16 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNa
     absl::MutexLock lock(&again->mu);
     EXPECT_TRUE(again->reports.empty());
   }
-  founder->signals.stop.store(true);
-  a->signals.stop.store(true);
-  founder->Join();
-  a->Join();
-  absl::MutexLock lock(&founder->mu);
-  for (const NodeIterationReport& r : founder->reports) {
+  s.founder->signals.stop.store(true);
+  s.other->signals.stop.store(true);
+  s.founder->Join();
+  s.other->Join();
+  absl::MutexLock lock(&s.founder->mu);
+  for (const NodeIterationReport& r : s.founder->reports) {
     ASSERT_TRUE(r.data.has_value());
     EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration << " ran empty";
   }
-  EXPECT_LE(static_cast<int64_t>(founder->reports.back().iteration), b_last + 1);
+  EXPECT_LE(static_cast<int64_t>(s.founder->reports.back().iteration), b_last + 1);
   std::printf("b stopped after iteration %lld; restarted without disk or copies, it failed: %s\n",
               static_cast<long long>(b_last), again->result.ToString().c_str());
 }
@@ -454,60 +413,23 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNa
 // data node, stops and restarts without its disk; it restores stage 0 from
 // a peer's copy and training resumes where the swarm waited.
 TEST_F(PeerCopyRestoreTest, ARestartedSoleDataNodeRestoresStageZeroFromACopy) {
-  auto options = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = Options(name, std::move(stages));
-    o.base.metrics_port = 0;
-    return o;
-  };
-  auto founder = LaunchFounder(options("a", {1}), /*expect_members=*/3);
-  ASSERT_NE(founder, nullptr);
-  const std::string bootstrap = founder->daemon->gossip_address();
-  auto member = [&](const std::string& name, std::vector<int> stages) {
-    GossipDaemonOptions o = options(name, std::move(stages));
-    o.expect_members = 3;
-    o.gossip.join = {bootstrap};
-    return o;
-  };
-  auto d0 = LaunchDaemon(member("d0", {0}), /*reach=*/13);
-  auto b = LaunchDaemon(member("b", {2}));
-  ASSERT_TRUE(d0 && b);
-  ASSERT_TRUE(d0->WaitUnlessFinished(d0->reached)) << d0->result;
-  d0->signals.stop.store(true);
-  ASSERT_TRUE(d0->finished.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  d0->Join();
-  EXPECT_TRUE(d0->result.ok()) << d0->result;
-  const int64_t d0_last = d0->LastIteration();
-  d0.reset();
-  std::filesystem::remove_all(dir_ + "/ckpt-d0");
-
-  auto again = LaunchDaemon(member("d0", {0}));
-  ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
-  again->Join();
-  EXPECT_TRUE(again->result.ok()) << again->result;
-  ASSERT_TRUE(founder->finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  founder->Join();
-  b->signals.stop.store(true);
-  b->Join();
-  EXPECT_TRUE(founder->result.ok()) << founder->result;
+  tweak_ = [](GossipDaemonOptions& o) { o.base.metrics_port = 0; };
+  SwarmAfterLoss s;
+  ASSERT_NO_FATAL_FAILURE(LoseTheOnlyReplica({"a", 1}, {"b", 2}, {"d0", 0}, &s));
   int64_t entry = -1;
+  ASSERT_NO_FATAL_FAILURE(RestartTheLost({"d0", 0}, &s, &entry));
   {
-    absl::MutexLock lock(&again->mu);
-    ASSERT_FALSE(again->reports.empty());
-    entry = static_cast<int64_t>(again->reports.front().iteration);
-    EXPECT_GT(entry, d0_last);
-    EXPECT_LE(entry, d0_last + 2);
-    EXPECT_EQ(static_cast<int64_t>(again->reports.back().iteration), kIterations - 1);
-    for (const NodeIterationReport& r : again->reports) {
+    absl::MutexLock lock(&s.again->mu);
+    for (const NodeIterationReport& r : s.again->reports) {
       ASSERT_TRUE(r.data.has_value());
       EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration;
       EXPECT_TRUE(std::isfinite(r.data->loss)) << "iteration " << r.iteration;
     }
   }
-  EXPECT_EQ(Counter(*again, "skipswarm_stage_restores_total"), 1);
+  EXPECT_EQ(Counter(*s.again, "skipswarm_stage_restores_total"), 1);
   std::printf("d0, the only data node, stopped after iteration %lld; restarted without its "
               "disk, it restored stage 0 from a peer's copy and entered at %lld\n",
-              static_cast<long long>(d0_last), static_cast<long long>(entry));
+              static_cast<long long>(s.lost_last), static_cast<long long>(entry));
   ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"a", 1}, {"b", 2}});
 }
 
