@@ -402,6 +402,8 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNa
   absl::MutexLock lock(&s.founder->mu);
   for (const NodeIterationReport& r : s.founder->reports) {
     ASSERT_TRUE(r.data.has_value());
+    // The paused iteration (b_last + 1) ends when the test stops d0, empty.
+    if (static_cast<int64_t>(r.iteration) > b_last) continue;
     EXPECT_GT(r.data->completed, 0) << "iteration " << r.iteration << " ran empty";
   }
   EXPECT_LE(static_cast<int64_t>(s.founder->reports.back().iteration), b_last + 1);
