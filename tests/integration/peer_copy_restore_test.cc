@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,7 +147,11 @@ class PeerCopyRestoreTest : public TinySwarmFolderTest {
   // relayed refusal of the lost replica's that the data node could not
   // confirm from its record (Note [Confirmed stopping]), which should have
   // been re-run.
-  static void ExpectEveryIterationTrained(RunningDaemon& d0) {
+  // `departure`: the iteration a lost member stopped in, whose in-flight
+  // micro-batches may be lost with it (dropped, never a finite loss of
+  // nothing); seen 1 run in 8 when the member went while they were on it.
+  static void ExpectEveryIterationTrained(RunningDaemon& d0,
+                                          std::optional<int64_t> departure = std::nullopt) {
     absl::MutexLock lock(&d0.mu);
     ASSERT_EQ(d0.reports.size(), static_cast<size_t>(kIterations));
     for (const NodeIterationReport& r : d0.reports) {
@@ -159,6 +164,10 @@ class PeerCopyRestoreTest : public TinySwarmFolderTest {
                                             " completed, ", r.data->dropped, " dropped (", drops,
                                             " ), ", r.data->rerun, " re-run, status ",
                                             r.data->status.ToString());
+      if (departure == static_cast<int64_t>(r.iteration) && r.data->completed == 0) {
+        EXPECT_GT(r.data->dropped, 0) << what;
+        continue;
+      }
       EXPECT_GT(r.data->completed, 0) << what;
       EXPECT_TRUE(std::isfinite(r.data->loss)) << what;
     }
@@ -365,7 +374,7 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWhoseEveryStageIsOrphanedRestoresFro
   int64_t entry = -1;
   ASSERT_NO_FATAL_FAILURE(RestartTheLost({"b", 2}, &s, &entry));
   EXPECT_EQ(Counter(*s.again, "skipswarm_stage_restores_total"), 1);
-  ExpectEveryIterationTrained(*s.founder);
+  ExpectEveryIterationTrained(*s.founder, /*departure=*/s.lost_last + 1);
   std::printf("b, stage 2's only replica, stopped after iteration %lld; restarted without its "
               "disk, it restored stage 2 from a peer's copy and entered at %lld\n",
               static_cast<long long>(s.lost_last), static_cast<long long>(entry));
