@@ -85,7 +85,7 @@ class GossipDaemonTest : public ::testing::Test {
     return o;
   }
 
-  // The joiner's case: every member, the joiner too, runs one learning-rate
+  // The joiners' cases: every member, the joiner too, runs one learning-rate
   // schedule (the manifest's; a real joiner takes it from there), with no
   // warm-up: a joiner on another schedule diverges wherever it enters.
   GossipDaemonOptions JoinerCaseOptions(const std::string& name, std::vector<int> stages) {
@@ -568,15 +568,15 @@ TEST_F(GossipDaemonTest, AReplicaPausesWhileAnotherProcessHoldsItsGpu) {
 // founding data node, and its stage-0 digest equals d0's after its first
 // step; no micro-batch is dropped.
 TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
-  GossipDaemonOptions d0 = Options("d0", {0});
+  GossipDaemonOptions d0 = JoinerCaseOptions("d0", {0});
   d0.expect_members = 3;
   auto founder = Launch(d0);
   ASSERT_NE(founder, nullptr);
   const std::string bootstrap = founder->daemon->gossip_address();
-  GossipDaemonOptions a = Options("a", {1});
+  GossipDaemonOptions a = JoinerCaseOptions("a", {1});
   a.expect_members = 3;
   a.gossip.join = {bootstrap};
-  GossipDaemonOptions b = Options("b", {2});
+  GossipDaemonOptions b = JoinerCaseOptions("b", {2});
   b.expect_members = 3;
   b.gossip.join = {bootstrap};
   auto ra = Launch(a);
@@ -592,7 +592,7 @@ TEST_F(GossipDaemonTest, DataNodeJoinerTrainsItsShardAndMatchesItsReplica) {
   }
   ASSERT_TRUE(founder->WaitUnlessFinished(trained_a_bit)) << founder->result;
 
-  GossipDaemonOptions j = Options("j", {0});
+  GossipDaemonOptions j = JoinerCaseOptions("j", {0});
   j.gossip.join = {bootstrap};
   absl::Notification checked;
   auto rj = std::make_unique<Running>();
