@@ -118,24 +118,13 @@ absl::Status CopyStore::Put(int stage, uint64_t iteration, absl::string_view byt
 }
 
 CheckpointCopier::CheckpointCopier(CopierOptions options, StateServer* server, CopyStore* store)
-    : options_(std::move(options)), server_(server), store_(store) {
-  worker_ = std::thread([this] { Work(); });
-}
-
-CheckpointCopier::~CheckpointCopier() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    jobs_.clear();
-  }
-  worker_.join();
-}
+    : options_(std::move(options)),
+      server_(server),
+      store_(store),
+      worker_([this](Job& job) { Pull(job); }, options_.max_queued) {}
 
 void CheckpointCopier::Request(int stage, uint64_t iteration, std::vector<StateSource> sources) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return;
-  jobs_.push_back({stage, iteration, std::move(sources)});
-  while (jobs_.size() > std::max<size_t>(1, options_.max_queued)) jobs_.pop_front();
+  worker_.Push({stage, iteration, std::move(sources)});
 }
 
 int CheckpointCopier::copies_made() const {
@@ -146,23 +135,6 @@ int CheckpointCopier::copies_made() const {
 int CheckpointCopier::pulls_failed() const {
   absl::MutexLock lock(&mu_);
   return failed_;
-}
-
-void CheckpointCopier::Work() {
-  while (true) {
-    Job job;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !jobs_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    Pull(job);
-  }
 }
 
 void CheckpointCopier::Pull(const Job& job) {

@@ -38,11 +38,9 @@
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_CHECKPOINT_COPIES_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +49,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/job_worker.h"
 #include "common/node_id.h"
 #include "membership/view.h"
 #include "node/daemon/gossip/state_transfer.h"
@@ -98,7 +97,6 @@ class CheckpointCopier {
  public:
   // `server` and `store` (may be null: memory only) must outlive this.
   CheckpointCopier(CopierOptions options, StateServer* server, CopyStore* store);
-  ~CheckpointCopier();
 
   // Pulls stage `stage` at boundary `iteration` from the first of
   // `sources` that delivers, then holds it (disk and server).
@@ -112,18 +110,15 @@ class CheckpointCopier {
     uint64_t iteration;
     std::vector<StateSource> sources;
   };
-  void Work();
   void Pull(const Job& job);
 
   const CopierOptions options_;
   StateServer* const server_;
   CopyStore* const store_;
   mutable absl::Mutex mu_;
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int made_ ABSL_GUARDED_BY(mu_) = 0;
   int failed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread worker_;  // last: starts once the fields above exist
+  common::JobWorker<Job> worker_;  // last: stops before the fields above go
 };
 
 }  // namespace skipswarm::node

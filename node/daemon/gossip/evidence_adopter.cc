@@ -1,5 +1,6 @@
 #include "node/daemon/gossip/evidence_adopter.h"
 
+#include <limits>
 #include <utility>
 
 #include "glog/logging.h"
@@ -9,18 +10,12 @@ namespace skipswarm::node {
 
 EvidenceAdopter::EvidenceAdopter(EvidenceAdopterOptions options, EvidenceBans* bans,
                                  common::Clock* clock)
-    : options_(std::move(options)), bans_(bans), clock_(clock), pacer_(options_.pacer) {
-  if (options_.worker) worker_ = std::thread([this] { Work(); });
-}
-
-EvidenceAdopter::~EvidenceAdopter() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    jobs_.clear();
-  }
-  if (worker_.joinable()) worker_.join();
-}
+    : options_(std::move(options)),
+      bans_(bans),
+      clock_(clock),
+      pacer_(options_.pacer),
+      worker_([this](Job& job) { Run(job); }, std::numeric_limits<size_t>::max(),
+              options_.worker) {}
 
 void EvidenceAdopter::Consider(const std::vector<PeerInfo>& live,
                                const std::set<common::NodeId>& distrusted) {
@@ -46,46 +41,12 @@ void EvidenceAdopter::Consider(const std::vector<PeerInfo>& live,
       queued.push_back({accuser_id, accuser->address, accused});
     }
   }
-  if (queued.empty()) return;
-  absl::MutexLock lock(&mu_);
   for (Job& job : queued) {
-    if (stopping_) {
-      pacer_.Done();
-      continue;
-    }
-    jobs_.push_back(std::move(job));
+    if (!worker_.Push(std::move(job))) pacer_.Done();
   }
 }
 
-void EvidenceAdopter::RunQueued() {
-  while (true) {
-    Job job;
-    {
-      absl::MutexLock lock(&mu_);
-      if (jobs_.empty()) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    Run(job);
-  }
-}
-
-void EvidenceAdopter::Work() {
-  while (true) {
-    Job job;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !jobs_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    Run(job);
-  }
-}
+void EvidenceAdopter::RunQueued() { worker_.RunQueued(); }
 
 void EvidenceAdopter::Run(const Job& job) {
   absl::StatusOr<std::vector<Evidence>> pieces =

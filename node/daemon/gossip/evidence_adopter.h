@@ -19,18 +19,17 @@
 #define SKIPSWARM_NODE_DAEMON_GOSSIP_EVIDENCE_ADOPTER_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/job_worker.h"
 #include "common/node_id.h"
 #include "node/compute/evidence.h"
 #include "node/stage/evidence_bans.h"
@@ -64,7 +63,6 @@ struct EvidenceAdoptionCounts {
 class EvidenceAdopter {
  public:
   EvidenceAdopter(EvidenceAdopterOptions options, EvidenceBans* bans, common::Clock* clock);
-  ~EvidenceAdopter();
   EvidenceAdopter(const EvidenceAdopter&) = delete;
   EvidenceAdopter& operator=(const EvidenceAdopter&) = delete;
 
@@ -84,7 +82,6 @@ class EvidenceAdopter {
     std::string address;
     common::NodeId accused;
   };
-  void Work();
   void Run(const Job& job);
 
   const EvidenceAdopterOptions options_;
@@ -92,10 +89,9 @@ class EvidenceAdopter {
   common::Clock* const clock_;
   EvidenceFetchPacer pacer_;
   mutable absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   EvidenceAdoptionCounts counts_ ABSL_GUARDED_BY(mu_);
-  std::thread worker_;
+  // The pacer bounds the queued fetches. Last: stops before the above go.
+  common::JobWorker<Job> worker_;
 };
 
 }  // namespace skipswarm::node
