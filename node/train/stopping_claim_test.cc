@@ -158,6 +158,32 @@ TEST(StoppingClaimTest, AClaimItsRecordConfirmsIsActedOn) {
 // data node plans through it again, long before the mark's 2 minutes; on
 // the old code (the mark keyed by its id alone) it stayed out of every
 // plan until then. While its record still says stopping, it stays out.
+// The end of a marked node's case: two more iterations, well inside the
+// mark's 2 min, each completing all 4 micro-batches; the marked `node`
+// (stage `stage`) is planned through in both when the mark `ended`, in
+// neither when it holds.
+void ExpectMarkEndedOrHeld(TestSwarm& swarm, absl::Duration start, int node, int stage,
+                           bool ended) {
+  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
+  ASSERT_LT(swarm.clock().SteadyNow() - start, absl::Minutes(2)) << "the mark ran out anyway";
+  ASSERT_EQ(swarm.reports(0).size(), 5u);
+  ASSERT_EQ(swarm.reports(node).size(), 5u);
+  for (size_t i : {3u, 4u}) {
+    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->completed, 4) << "iteration " << i;
+    const int64_t visits = swarm.reports(node)[i].stages.at(stage).visits_here;
+    if (ended) {
+      EXPECT_GT(visits, 0) << "iteration " << i << ": node " << node << " is still marked";
+    } else {
+      EXPECT_EQ(visits, 0) << "iteration " << i << ": planned through a stopping node";
+    }
+  }
+  LOG(INFO) << (ended ? "mark ended" : "still stopping") << ": node " << node
+            << " visits in iteration 3: " << swarm.reports(node)[3].stages.at(stage).visits_here
+            << " after " << (swarm.clock().SteadyNow() - start);
+}
+
 void MarkedNodeReturns(bool newer_record) {
   LyingSwarm t(/*more=*/1, /*mbs=*/4);
   TestSwarm& swarm = *t.swarm;
@@ -172,24 +198,7 @@ void MarkedNodeReturns(bool newer_record) {
   ASSERT_EQ(swarm.reports(2)[2].stages.at(2).visits_here, 0) << "not marked";
   if (newer_record) swarm.SetStoppingInView(0, 2, std::nullopt);
   swarm.SetPausedInView(1, 3, false);
-  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
-  ASSERT_LT(swarm.clock().SteadyNow() - start, absl::Minutes(2)) << "the mark ran out anyway";
-  ASSERT_EQ(swarm.reports(0).size(), 5u);
-  ASSERT_EQ(swarm.reports(2).size(), 5u);
-  for (size_t i : {3u, 4u}) {
-    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->completed, 4) << "iteration " << i;
-    const int64_t visits = swarm.reports(2)[i].stages.at(2).visits_here;
-    if (newer_record) {
-      EXPECT_GT(visits, 0) << "iteration " << i << ": the returned node is still marked";
-    } else {
-      EXPECT_EQ(visits, 0) << "iteration " << i << ": planned through a stopping node";
-    }
-  }
-  LOG(INFO) << (newer_record ? "returned" : "still stopping") << ": node 2 visits in iteration 3: "
-            << swarm.reports(2)[3].stages.at(2).visits_here << " after "
-            << (swarm.clock().SteadyNow() - start);
+  ExpectMarkEndedOrHeld(swarm, start, /*node=*/2, /*stage=*/2, /*ended=*/newer_record);
 }
 
 TEST(StoppingClaimTest, AMarkEndsWhenItsNodeReturnsWithANewerRecord) { MarkedNodeReturns(true); }
@@ -242,24 +251,7 @@ void RefusingNodeReturns(bool restart) {
   } else {
     swarm.SetStoppingInView(0, 1, 0);
   }
-  ASSERT_TRUE(swarm.Run(2, absl::Seconds(60)));
-  ASSERT_LT(swarm.clock().SteadyNow() - start, absl::Minutes(2)) << "the mark ran out anyway";
-  ASSERT_EQ(swarm.reports(0).size(), 5u);
-  ASSERT_EQ(swarm.reports(1).size(), 5u);
-  for (size_t i : {3u, 4u}) {
-    const std::optional<IterationReport>& r = swarm.reports(0)[i].data;
-    ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->completed, 4) << "iteration " << i;
-    const int64_t visits = swarm.reports(1)[i].stages.at(1).visits_here;
-    if (restart) {
-      EXPECT_GT(visits, 0) << "iteration " << i << ": the restarted node is still marked";
-    } else {
-      EXPECT_EQ(visits, 0) << "iteration " << i << ": planned through a stopping node";
-    }
-  }
-  LOG(INFO) << (restart ? "restarted" : "still stopping") << ": node 1 visits in iteration 3: "
-            << swarm.reports(1)[3].stages.at(1).visits_here << " after "
-            << (swarm.clock().SteadyNow() - start);
+  ExpectMarkEndedOrHeld(swarm, start, /*node=*/1, /*stage=*/1, /*ended=*/restart);
 }
 
 TEST(StoppingClaimTest, AMarkOnItsOwnWordEndsWhenTheNodeRestarts) { RefusingNodeReturns(true); }
