@@ -26,6 +26,31 @@
 // the next Ready or Cancel disarms it. The back-off stays the fallback for
 // what no message announces (a view that gains a data node silently).
 //
+// Note [Data node entered later]: the group face lists a member from the
+// entry iteration of its record (Note [Entry iteration] in
+// node/daemon/gossip/training_members.h), so a data node that enters at e
+// is no data node of an earlier iteration, in anyone's view. A relay
+// waiting in i < e therefore waited for good: once the swarm's only data
+// node left, its relays could stop in different iterations (one that
+// started i while the data node was still in its view ran i empty when it
+// left and waits in i + 1; one that heard of the leave first waits in i),
+// and the restarted data node, restoring its stage from a peer's copy,
+// enters at the newest iteration a replica waits in (Note [Restore from
+// peer copies] in node/daemon/gossip/gossip_daemon_restore.cc): the relay
+// still in i never started it, the data node's micro-batches of i + 1
+// waited at it out their deadline and Note [Sole replica behind] moved it
+// on minutes later. The data node cannot enter at i instead: the relay
+// already past i applied i's (empty) update and refuses i's frames, so i
+// would be lost for it. So the group also asks whether a live data node
+// enters after the iteration (GrpcGroupOptions::data_node_enters_after;
+// the daemon reads the records): then that iteration has no data node and
+// never will, and the relay runs it as the other relay did, empty (its
+// barrier completes at once, the update takes no visit), up to the entry,
+// where the data node is in its view and it trains again. Its parameters
+// are those of the relay that passed it (an empty iteration changes only
+// the step, Note [Restored step] in
+// node/daemon/gossip/gossip_daemon_restore.cc).
+//
 //   DataNodeWait wait(group, clock, seed);
 //   if (wait.Ready(iteration, retry)) go();  // else `retry` runs later
 //   wait.Cancel();                           // true: `retry` will not run

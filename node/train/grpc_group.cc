@@ -345,7 +345,12 @@ bool GrpcGroupComm::OnProbation(const common::NodeId& id) {
 }
 
 bool GrpcGroupComm::HasLiveDataNode(uint64_t iteration) {
-  return !impl_->view_->Replicas(0).empty();
+  if (!impl_->view_->Replicas(0).empty()) return true;
+  // Note [Data node entered later] (data_node_wait.h): nobody will be a data
+  // node of `iteration`; the barrier completes at once and the iteration
+  // passes empty, as it would have had we started it before our data node left.
+  const auto& later = impl_->options_.data_node_enters_after;
+  return later != nullptr && later(iteration);
 }
 
 // Armed first, then the view asked: a data node the view gains after the

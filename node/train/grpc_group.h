@@ -206,6 +206,11 @@ struct GrpcGroupOptions {
   // verify quorum's (QuorumBans). Called outside the group's locks;
   // thread-safe. Unset: none.
   std::function<std::map<common::NodeId, common::NodeId>()> evidence_bans;
+  // Note [Data node entered later] (data_node_wait.h): true when a live data
+  // node's record enters after `iteration`, so that iteration will have no
+  // data node and HasLiveDataNode lets a waiting relay pass it. Called
+  // outside the group's locks; thread-safe. Unset: never.
+  std::function<bool(uint64_t iteration)> data_node_enters_after;
 };
 
 class GrpcGroupComm final : public GroupComm {
@@ -233,7 +238,9 @@ class GrpcGroupComm final : public GroupComm {
                  ReduceDone done) override;
   bool SoleReplica(uint64_t iteration, int stage, const common::NodeId& self) override;
   // Whether the view has a live host of stage 0: the barrier waits for
-  // exactly those (Note [Relay without a data node] in data_node_wait.h).
+  // exactly those (Note [Relay without a data node] in data_node_wait.h);
+  // also true when options.data_node_enters_after(iteration) says one
+  // enters later (Note [Data node entered later]).
   bool HasLiveDataNode(uint64_t iteration) override;
   // Note [Waking on a data node] (data_node_wait.h): a wake runs at the
   // first sweep (a barrier or gradient message, a recheck) that finds a

@@ -37,7 +37,11 @@ using grpc_group_testing::StartLoopbackGroups;
 class RelayWithoutDataNodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members_, &clock_);
+    // Note [Data node entered later]: what the daemon reads from records.
+    absl::StatusOr<LoopbackGroups> swarm =
+        StartLoopbackGroups(members_, &clock_, [this](GrpcGroupOptions& o) {
+          o.data_node_enters_after = [this](uint64_t it) { return data_node_entry_.load() > it; };
+        });
     ASSERT_TRUE(swarm.ok()) << swarm.status();
     swarm_ = *std::move(swarm);
     auto endpoint = board_.Attach(relay_);
@@ -76,6 +80,8 @@ class RelayWithoutDataNodeTest : public ::testing::Test {
   std::unique_ptr<StageServer> server_;
   std::unique_ptr<NodeTrainer> trainer_;
   std::atomic<int> iterations_{0};
+  // The entry a live data node's record names (0: none enters later).
+  std::atomic<uint64_t> data_node_entry_{0};
   std::optional<absl::Status> done_;
 };
 
@@ -117,6 +123,33 @@ TEST_F(RelayWithoutDataNodeTest, ADataNodesBarrierWakesTheRelayAtOnce) {
   ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 1; }))
       << "the relay did not wake on the data node's barrier";
   EXPECT_EQ(clock_.SteadyNow(), back);
+  EXPECT_FALSE(done_.has_value());
+}
+
+// Note [Data node entered later]: the swarm's only data node came back
+// entering at 3 (a restore from a peer's copy at the iteration another
+// relay waits in), so it is in nobody's view before 3. The relay, waiting
+// in 0, passes 0, 1 and 2 empty at once and trains with it from 3. Before,
+// it waited in 0 for good: no data node of 0 ever came, and the data
+// node's micro-batches of 3 waited at it out their deadline.
+TEST_F(RelayWithoutDataNodeTest, PassesTheIterationsBeforeALaterDataNodesEntry) {
+  DataNodeInView(false);
+  Run(2000);
+  sim_.AdvanceTo(absl::Seconds(10), absl::Milliseconds(100));
+  ASSERT_EQ(iterations_.load(), 0);
+  data_node_entry_.store(3);
+  // Its next ask, at most DataNodeWait::kMax later.
+  sim_.AdvanceTo(clock_.SteadyNow() + DataNodeWait::kMax, absl::Milliseconds(100));
+  ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 3; }))
+      << "the relay still waits in " << iterations_.load();
+  // At the entry the data node is in its view: it waits for its barrier,
+  // not past it.
+  sim_.AdvanceTo(clock_.SteadyNow() + absl::Seconds(10), absl::Milliseconds(100));
+  EXPECT_EQ(iterations_.load(), 3);
+  DataNodeInView(true);
+  swarm_.groups[1]->Barrier(3, data_, /*data_node=*/true, [](absl::Status) {});
+  ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 4; }))
+      << "iteration 3 did not complete after the data node's barrier";
   EXPECT_FALSE(done_.has_value());
 }
 

@@ -301,6 +301,14 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     const membership::MemberInfo* mi = view.Find(id);
     return mi != nullptr && mi->outbound_only;
   };
+  // Note [Data node entered later] (data_node_wait.h): a relay waiting for a
+  // data node in an iteration before the entry of the one that came back
+  // passes it. Read through `live_membership` as above.
+  go.data_node_enters_after = [raw = p.get()](uint64_t iteration) {
+    absl::ReaderMutexLock lock(&raw->link_mu);
+    membership::Membership* m = raw->live_membership;
+    return m != nullptr && DataNodeEntersAfter(m->GetView(), iteration);
+  };
   // Note [Evidence bans]: weighed with the verify quorum in averaging too.
   go.evidence_bans = [bans = p->evidence_bans.get()] { return bans->adopted(); };
   SS_ASSIGN_OR_RETURN(p->group, GrpcGroupComm::Create(go, p->members->group(), p->clock.get()));

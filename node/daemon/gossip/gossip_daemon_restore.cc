@@ -26,6 +26,18 @@
 // state is advanced to the entry the same way. Without any copy or own
 // state the joiner keeps waiting, and fails at its start-up deadline
 // naming the stage.
+// The entry is the newest of the restored state's iteration and the
+// iterations the live members hosting stages are in (their Health). While
+// data nodes pause those are one iteration. When the restorer is the
+// swarm's only data node, come back, its relays may wait one iteration
+// apart: one started the iteration after the data node's exit and ran it
+// empty when it left, another heard of the leave first and waited before
+// it. The newest is still the entry: the relay ahead applied the older
+// iteration's (empty) update and would refuse its frames, so entering
+// there would lose it, while the relay behind passes its iteration empty
+// once it sees a data node entering after it (Note [Data node entered
+// later] in node/train/data_node_wait.h). Before that rule it waited there
+// for good, the restored data node's micro-batches with it.
 // A member hosting several stages (--host_stages=1,2: a restarted founder
 // that became a joiner, Note [Restart behind the swarm], or one
 // re-entering, Note [Behind on any stage]) enters the same way for all of
@@ -141,6 +153,8 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
   }
   const std::map<int, OrphanRestore>& copies = plan.stages();
   const uint64_t newest = plan.Newest();
+  // The newest iteration any replica is in (Note [Restore from peer copies]
+  // on relays one iteration apart).
   const uint64_t entry = std::max(newest, swarm_at.value_or(newest));
   if (entry >= static_cast<uint64_t>(o.iterations)) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -57,6 +57,14 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
   return out;
 }
 
+bool DataNodeEntersAfter(const membership::View& view, uint64_t iteration) {
+  for (const membership::MemberInfo& m : view.members) {
+    if (!m.live() || m.addresses.size() < 4 || m.iteration <= iteration) continue;
+    if (std::find(m.stages.begin(), m.stages.end(), 0u) != m.stages.end()) return true;
+  }
+  return false;
+}
+
 std::vector<common::NodeId> StayingReplicas(const membership::View& view,
                                             const common::NodeId& self, int stage,
                                             uint64_t iteration) {

@@ -233,6 +233,13 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
                                               const common::NodeId& self, int stage,
                                               uint64_t iteration);
 
+// Note [Data node entered later] (node/train/data_node_wait.h): whether a
+// live member of `view` hosting stage 0 (a data node) enters after
+// `iteration` by its record (Note [Entry iteration]): then `iteration`
+// has no data node in anyone's group face and never will, and a relay
+// waiting for one there passes it empty. Founders (entry 0) never do.
+bool DataNodeEntersAfter(const membership::View& view, uint64_t iteration);
+
 // Note [Simultaneous leavers] (gossip_daemon_run.cc): the replicas of
 // OtherLiveReplicas that stay when this node leaves: not stopping as a
 // stage's last replica (record.stopping), and not about to leave

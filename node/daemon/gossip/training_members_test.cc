@@ -801,5 +801,21 @@ TEST(TrainingMembersTest, FrameKeysFollowTheAcceptedView) {
   EXPECT_EQ(members.PublicKeyOf(d.id), std::string(32, 'd'));
 }
 
+// Note [Data node entered later]: a relay waiting in an iteration before a
+// live data node's entry passes it; a founder, a data node already in, a
+// relay entering later or a data node that left say nothing of it.
+TEST(TrainingMembersTest, ADataNodeEntersAfterAnIterationOnlyByItsLiveRecordsEntry) {
+  auto d = Member("d", {0}, 19);
+  const auto r = Member("r", {1}, 0), late_relay = Member("q", {2}, 30);
+  EXPECT_TRUE(DataNodeEntersAfter(TestView({d, r}, 1), 18));
+  EXPECT_FALSE(DataNodeEntersAfter(TestView({d, r}, 1), 19));
+  EXPECT_FALSE(DataNodeEntersAfter(TestView({r, late_relay}, 1), 18));
+  EXPECT_FALSE(DataNodeEntersAfter(TestView({Member("f", {0}, 0), r}, 1), 18));
+  d.state = proto::MEMBER_STATE_LEFT;
+  EXPECT_FALSE(DataNodeEntersAfter(TestView({d, r}, 1), 18));
+  d.state = proto::MEMBER_STATE_DEAD;
+  EXPECT_FALSE(DataNodeEntersAfter(TestView({d, r}, 1), 18));
+}
+
 }  // namespace
 }  // namespace skipswarm::node
