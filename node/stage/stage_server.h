@@ -51,8 +51,8 @@
 // node running two consecutive hops) can still rename route[2..k-3]
 // together; binding that needs every hop's commitment on every frame.
 // Cost: the 32-byte field in each commitment (two per forward frame) and
-// one prefix hash per commitment signed or checked (node/stage/README.md
-// has the figures). Nothing on the backward path reads a commitment
+// one prefix hash per commitment signed or checked (figures in
+// tests/adversarial/README.md, "The signed route prefix"). Nothing on the backward path reads a commitment
 // (CheckCommitment runs on forwards; abort notices are judged by their
 // sender, Note [Who may abort] in stage_server.cc), so backward frames and
 // abort notices go without the three (StripForwardEvidence). Receivers
