@@ -79,9 +79,13 @@ std::string Sha256(const absl::Cord& payload) {
 
 std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
   // v2 adds the bound input commitment; without one the bytes are v1's, so
-  // a signer that received no commitment signs what an older peer does.
+  // a signer that received no commitment signs what an older peer does. v3
+  // adds the route prefix and carries the binding (empty or not) always.
+  const bool routed = !c.route_sha256().empty();
   const bool bound = !c.input_commitment_sha256().empty();
-  SignedBytes b(bound ? "skipswarm.output_commitment.v2" : "skipswarm.output_commitment.v1");
+  SignedBytes b(routed  ? "skipswarm.output_commitment.v3"
+                : bound ? "skipswarm.output_commitment.v2"
+                        : "skipswarm.output_commitment.v1");
   b.Bytes(c.swarm_id());
   b.Bytes(c.origin());
   b.U64(c.iteration());
@@ -97,12 +101,24 @@ std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
   b.U64(m.block_size());
   b.U64(m.shape_size());
   for (int64_t d : m.shape()) b.U64(static_cast<uint64_t>(d));
-  if (bound) b.Bytes(c.input_commitment_sha256());
+  if (bound || routed) b.Bytes(c.input_commitment_sha256());
+  if (routed) b.Bytes(c.route_sha256());
   return b.Take();
 }
 
 std::string CommitmentDigest(const proto::OutputCommitment& commitment) {
   return Sha256(absl::Cord(CommitmentSigningBytes(commitment)));
+}
+
+std::string RouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& route, int hops) {
+  CHECK(hops >= 0 && hops <= route.size()) << hops << " of " << route.size();
+  SignedBytes b("skipswarm.route_prefix.v1");
+  b.U64(static_cast<uint64_t>(hops));
+  for (int i = 0; i < hops; ++i) {
+    b.Bytes(route.Get(i).node_id());
+    b.U64(route.Get(i).stage());
+  }
+  return Sha256(absl::Cord(b.Take()));
 }
 
 std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& a) {
@@ -169,6 +185,10 @@ absl::Status CheckCommitmentShape(const proto::OutputCommitment& c) {
   if (!c.input_commitment_sha256().empty()) {
     absl::Status s =
         Exact("commitment input_commitment_sha256", c.input_commitment_sha256(), kSha256Bytes);
+    if (!s.ok()) return s;
+  }
+  if (!c.route_sha256().empty()) {
+    absl::Status s = Exact("commitment route_sha256", c.route_sha256(), kSha256Bytes);
     if (!s.ok()) return s;
   }
   return Exact("commitment signature", c.signature(), identity::kSignatureBytes);

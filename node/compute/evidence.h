@@ -85,12 +85,14 @@
 //   nobody requires it, absent is the old behaviour. Cost: one signature
 //   per micro-batch at the origin, one more verify per forward frame
 //   received, one payload hash at hop 1.
-// - What remains: hops 2..k-2 of a frame's route at hop k are still the
-//   sender's word (the checks above bind route[0..1] and the two
-//   producers whose commitments travel with the frame); binding them
-//   needs each commitment to sign its route prefix. For pieces from
-//   older peers, or where the hop before does not sign, kInputsDiffer
-//   keeps naming X, Y or the hop before.
+// - The route between. The checks above bind route[0..1] and the two
+//   producers whose commitments travel with the frame; the hops between
+//   were the sender's word. Each commitment therefore also signs the
+//   route prefix up to its own hop (route_sha256, RouteDigest), and the
+//   receiver holds the frame's route to both (Note [Signed route prefix]
+//   in node/stage/stage_server.h). For pieces from older peers, or where
+//   the hop before does not sign, kInputsDiffer keeps naming X, Y or the
+//   hop before.
 // - Signed swarms. Signing per node let a hostile member evade evidence by
 //   not signing: a frame without a commitment was refused only from members
 //   whose own record said they sign. So `--sign_frames` is the founder's,
@@ -156,6 +158,11 @@ std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAn
 // SHA-256 of CommitmentSigningBytes: what the next commitment's
 // input_commitment_sha256 holds to bind this one.
 std::string CommitmentDigest(const proto::OutputCommitment& commitment);
+// SHA-256 (32 raw bytes) of route[0..hops-1] (node id and stage of each,
+// length-prefixed, tagged): what OutputCommitment.route_sha256 holds for
+// hops = hop_index + 1 (Note [Signed route prefix] in
+// node/stage/stage_server.h). REQUIRES: 0 <= hops <= route.size().
+std::string RouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& route, int hops);
 
 // Fills commitment->signature with `signer`'s signature; the caller filled
 // the other fields, `producer` with signer.id().
@@ -169,7 +176,8 @@ absl::Status SignAnswer(const identity::Identity& signer, absl::string_view swar
 // (InvalidArgument naming the field): 32-byte origin, producer and hashes,
 // a swarm id of at most 32 bytes, hop_index in 1..kMaxCheckedHops-1, an
 // output meta of rank 1..8 with positive dimensions, an
-// input_commitment_sha256 empty or of 32 bytes, a 64-byte signature.
+// input_commitment_sha256 and a route_sha256 each empty or of 32 bytes, a
+// 64-byte signature.
 absl::Status CheckCommitmentShape(const proto::OutputCommitment& commitment);
 
 // CheckCommitmentShape, then `public_key` must hash to the producer and the

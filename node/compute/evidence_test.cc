@@ -264,5 +264,47 @@ TEST(EvidenceTest, TheOriginsCommitmentBindsItsRouteAndOutput) {
   EXPECT_TRUE(absl::IsInvalidArgument(CheckOriginShape(bad)));
 }
 
+// Note [Signed route prefix] (node/stage/stage_server.h): the digest tells
+// apart any rename, restage or length of the prefix, and the commitment
+// signs it (changed or stripped, the signature breaks).
+TEST(EvidenceTest, TheRoutePrefixIsDigestedAndSigned) {
+  google::protobuf::RepeatedPtrField<proto::Hop> route;
+  for (char node : {'d', 'a', 'b', 'c'}) {
+    proto::Hop* h = route.Add();
+    h->set_node_id(std::string(32, node));
+    h->set_stage(static_cast<uint32_t>(route.size() - 1));
+  }
+  const std::string prefix = RouteDigest(route, 3);
+  EXPECT_EQ(prefix.size(), kSha256Bytes);
+  EXPECT_NE(RouteDigest(route, 2), prefix);
+  EXPECT_NE(RouteDigest(route, 4), prefix);
+  EXPECT_EQ(RouteDigest(route, 0), RouteDigest({}, 0));
+  google::protobuf::RepeatedPtrField<proto::Hop> changed = route;
+  changed.Mutable(3)->set_node_id(std::string(32, 'z'));  // past the prefix
+  EXPECT_EQ(RouteDigest(changed, 3), prefix);
+  changed.Mutable(2)->set_node_id(std::string(32, 'z'));
+  EXPECT_NE(RouteDigest(changed, 3), prefix);
+  changed = route;
+  changed.Mutable(1)->set_stage(5);
+  EXPECT_NE(RouteDigest(changed, 3), prefix);
+
+  World w;
+  proto::OutputCommitment c = w.Make(1.f, w.input).commitment;
+  c.set_route_sha256(prefix);
+  ASSERT_TRUE(SignCommitment(*w.x, &c).ok());
+  EXPECT_TRUE(VerifyCommitment(c, w.x->public_key()).ok());
+  proto::OutputCommitment edited = c;
+  edited.set_route_sha256(RouteDigest(changed, 3));
+  EXPECT_EQ(VerifyCommitment(edited, w.x->public_key()).code(),
+            absl::StatusCode::kUnauthenticated);
+  edited.clear_route_sha256();
+  EXPECT_EQ(VerifyCommitment(edited, w.x->public_key()).code(),
+            absl::StatusCode::kUnauthenticated);
+  edited = c;
+  edited.set_route_sha256("short");
+  EXPECT_EQ(VerifyCommitment(edited, w.x->public_key()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -146,6 +146,7 @@ void StageServer::Impl::SendAbort(const proto::FrameHeader& header, uint32_t hop
   f.header.set_hop_index(hop);
   f.header.set_direction(proto::DIRECTION_BACKWARD);
   f.header.clear_tensor();
+  StripForwardEvidence(&f.header);
   // Note [Stopping refusals]: the cause only this node's `why` states
   // (HandleAbort puts a received notice's cause there).
   f.header.clear_abort_cause();

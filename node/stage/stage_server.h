@@ -26,6 +26,39 @@
 // the whole backward) carries the repaired route. Consecutive hops on this
 // node are delivered locally, without the transport.
 //
+// Note [Signed route prefix]: in a signing swarm (Note [Checkable
+// evidence] in node/compute/evidence.h) the route a forward frame carries
+// says who computed what before the receiver, so it decides whom evidence
+// and credit name. The origin's commitment fixes route[0..1] and the
+// length; the producer's commitment and the input commitment fix their
+// signers, route[k-1] and route[k-2] at hop k. The hops between were the
+// sender's word: a hostile hop could rename any of them on what it
+// forwards. So each producer X at hop x also signs
+// OutputCommitment.route_sha256 = RouteDigest(route, x + 1), the route as
+// it forwards it up to and including its own hop, and the receiver at hop
+// k refuses (INVALID_ARGUMENT, counted in commitments_refused) a frame
+// whose route[0..k-1] is not the producer's signed prefix or whose
+// route[0..k-2] is not the input commitment's (k = the route's length for
+// a tail at the origin). The hop before signed every hop before it and X
+// cannot sign for it, so one hostile hop cannot rename an earlier hop
+// without the next honest receiver refusing the frame. A prefix,
+// not the whole route: repairs keep route[0..holder] and rewrite what
+// follows (CheckRepair), so a prefix signed at hop x stays true for every
+// later frame of the micro-batch, where a whole-route digest would break
+// at the first repair after x; the hops past the receiver have computed
+// nothing yet, so nobody's credit rests on them. What remains: the receiver
+// holds its two producers' word, so two hostile hops in a row (or one
+// node running two consecutive hops) can still rename route[2..k-3]
+// together; binding that needs every hop's commitment on every frame.
+// Cost: the 32-byte field in each commitment (two per forward frame) and
+// one prefix hash per commitment signed or checked (figures in
+// tests/adversarial/README.md, "The signed route prefix"). Nothing on the backward path reads a commitment
+// (CheckCommitment runs on forwards; abort notices are judged by their
+// sender, Note [Who may abort] in stage_server.cc), so backward frames and
+// abort notices go without the three (StripForwardEvidence). Receivers
+// require the prefix, so PROTOCOL_VERSION_3 keeps older builds out at the
+// handshake rather than frame by frame.
+//
 // Note [Queue order]: waiting tasks are served as scheduler/evaluator.h
 // serves them, so plans run on the node as they were scored: the lowest
 // header.priority first (the plan's route priority, carried by every frame

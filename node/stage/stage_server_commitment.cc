@@ -4,7 +4,9 @@
 // the hop after checks it before admission, so the output it may later
 // keep for a check is the one X signed. X passes the hop before's
 // commitment on with its own, which binds it, and the hop after checks
-// that its output hash is X's input hash (the input chain).
+// that its output hash is X's input hash (the input chain) and that both
+// sign the route the frame carries up to their hops (Note [Signed route
+// prefix] in stage_server.h).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -64,6 +66,9 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   c->set_hop_index(hop);
   c->set_input_sha256(input_sha256);
   c->set_output_sha256(Sha256(next->payload));
+  // Note [Signed route prefix]: our repairs keep route[0..hop], so this
+  // stays true for every frame we send of this visit.
+  c->set_route_sha256(RouteDigest(next->header.route(), static_cast<int>(hop) + 1));
   *c->mutable_output() = next->header.tensor();
   // As SealFrame will declare it (the compute may leave the size unset).
   c->mutable_output()->clear_payload_crc32c();
@@ -149,6 +154,12 @@ std::string StageServer::Impl::Hop1InputAsCommitted(const proto::FrameHeader& h,
   return "";
 }
 
+void StageServer::Impl::StripForwardEvidence(proto::FrameHeader* h) {
+  h->clear_commitment();
+  h->clear_input_commitment();
+  h->clear_origin_commitment();
+}
+
 bool StageServer::Impl::CommitmentsRequiredFrom(const std::string& node_id) const {
   if (options_.require_commitments) return true;
   absl::StatusOr<PeerId> member = PeerId::FromBytes(node_id);
@@ -194,6 +205,9 @@ std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
   }
   if (in.output_sha256() != c.input_sha256()) {
     return "the producer's input hash is not the hop before's committed output";
+  }
+  if (in.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop))) {
+    return "the route up to the hop before is not the one it signed";
   }
   return "";
 }
@@ -241,6 +255,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = absl::StrCat("commitment: ", v.message());
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
+    } else if (c.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop) + 1)) {
+      why = "the route up to the producer is not the one it signed";
     } else if (why = CheckInputCommitment(h, producer_hop); !why.empty()) {
       // Refused below.
     } else if (why = Hop1InputAsCommitted(h, producer_hop); why.empty()) {

@@ -160,6 +160,10 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   std::string Hop1InputAsCommitted(const proto::FrameHeader& h, uint32_t producer_hop);
   // require_commitments, or commitments_required_from names `node_id`.
   bool CommitmentsRequiredFrom(const std::string& node_id) const;
+  // Note [Signed route prefix]: clears the commitments a backward frame or
+  // abort notice would otherwise carry on from its forward (nothing on the
+  // backward path reads them).
+  static void StripForwardEvidence(proto::FrameHeader* h);
   // A check judged here, of X = `checked` against `verifier`'s sketch:
   // tells options_.on_check_verdict, or on_trusted_verdict when X is
   // trusted (no lock held).

@@ -4,6 +4,7 @@
 // Timed computes on the simulated in-process transport, a 4-stage route.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -131,6 +132,114 @@ TEST(StageServerOriginTest, AnHonestlyReroutedMicroBatchIsAccepted) {
   EXPECT_EQ(tails[0].route(2).node_id(), swarm.keys_[5]->id().Bytes());
   EXPECT_EQ(tails[0].origin_commitment().route(1).node_id(), swarm.keys_[4]->id().Bytes());
   EXPECT_EQ(tails[0].origin_commitment().route(2).node_id(), swarm.keys_[2]->id().Bytes());
+}
+
+// Note [Signed route prefix]: backward frames carry none of the forward's
+// commitments (nothing on the backward path checks them).
+TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
+  Swarm swarm;
+  std::vector<proto::FrameHeader> tails;
+  swarm.editing_[3]->edit = [&tails](Frame& f) { tails.push_back(f.header); };
+  swarm.Run(1);
+  ASSERT_EQ(tails.size(), 1u);
+  proto::FrameHeader stripped = tails[0];
+  stripped.clear_commitment();
+  stripped.clear_input_commitment();
+  stripped.clear_origin_commitment();
+  std::printf("FIGURE backward frame header bytes saved=%zu of %zu (4-hop route)\n",
+              tails[0].ByteSizeLong() - stripped.ByteSizeLong(), tails[0].ByteSizeLong());
+  ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
+  int backwards = 0;
+  for (int node : {0, 1, 2, 3}) {
+    for (const proto::FrameHeader& h : swarm.editing_[node]->backwards) {
+      ++backwards;
+      EXPECT_FALSE(h.has_commitment()) << node;
+      EXPECT_FALSE(h.has_input_commitment()) << node;
+      EXPECT_FALSE(h.has_origin_commitment()) << node;
+    }
+  }
+  EXPECT_EQ(backwards, 4);  // the origin's tail gradient, then hops 3, 2, 1
+}
+
+// Note [Signed route prefix]: nodes 0..5 run stages 0..5 along the route
+// [0, 1, 2, 3, 4, 5]; node 6 is a second replica of stage 2.
+class LongSwarm : public testing::SigningSwarm {
+ public:
+  LongSwarm() : SigningSwarm({0, 1, 2, 3, 4, 5, 2}, /*require=*/true) {}
+
+  void Run(uint64_t mb) {
+    std::vector<RouteHop> route;
+    for (int node = 0; node < 6; ++node) route.push_back({keys_[node]->id(), node});
+    ASSERT_TRUE(servers_[0]->Inject(0, mb, route, {}).ok());
+    clock_.Advance(absl::Seconds(1));
+  }
+  int64_t Refused(int node) const { return servers_[node]->stats().commitments_refused; }
+  // Hostile `node` renames hop 2 (node 2) as node 6 on the frame it sends
+  // and re-signs its own commitment over the renamed prefix: only the
+  // hop before's signed prefix can tell.
+  void RenameHop2At(int node) {
+    editing_[node]->edit = [this](Frame& f) {
+      f.header.mutable_route(2)->set_node_id(keys_[6]->id().Bytes());
+      proto::OutputCommitment* c = f.header.mutable_commitment();
+      c->set_route_sha256(RouteDigest(f.header.route(), static_cast<int>(c->hop_index()) + 1));
+      ASSERT_TRUE(SignCommitment(*keys_[c->hop_index()], c).ok());
+    };
+  }
+  void ExpectRefusedAt(int node) {
+    EXPECT_EQ(Refused(node), 1);
+    ASSERT_EQ(recorder_.finished.count(1), 1u);
+    EXPECT_FALSE(recorder_.finished[1].ok());
+  }
+};
+
+TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
+  LongSwarm swarm;
+  std::vector<proto::FrameHeader> seen;
+  for (int node = 1; node < 6; ++node) {
+    swarm.editing_[node]->edit = [&seen](Frame& f) { seen.push_back(f.header); };
+  }
+  swarm.Run(1);
+  ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
+  ASSERT_EQ(seen.size(), 5u);
+  for (const proto::FrameHeader& h : seen) {
+    const int hop = static_cast<int>(h.commitment().hop_index());
+    EXPECT_EQ(h.commitment().route_sha256(), RouteDigest(h.route(), hop + 1)) << hop;
+    if (hop > 1) {
+      EXPECT_EQ(h.input_commitment().route_sha256(), RouteDigest(h.route(), hop)) << hop;
+    }
+  }
+  for (int node = 0; node < 6; ++node) EXPECT_EQ(swarm.Refused(node), 0) << node;
+}
+
+// Hop 4 (node 4) renames hop 2 on the forward it sends hop 5: its own
+// signature and the origin's (route[0..1], the length) still verify, and
+// the input commitment is hop 3's own; hop 3's signed prefix names node 2.
+TEST(StageServerOriginTest, AHostileHopRenamingAnEarlierHopIsRefused) {
+  LongSwarm swarm;
+  swarm.RenameHop2At(4);
+  swarm.Run(1);
+  swarm.ExpectRefusedAt(5);
+}
+
+// The same by the last hop on the tail it sends the origin.
+TEST(StageServerOriginTest, ALastHopRenamingAnEarlierHopIsRefusedAtTheOrigin) {
+  LongSwarm swarm;
+  swarm.RenameHop2At(5);
+  swarm.Run(1);
+  swarm.ExpectRefusedAt(0);
+}
+
+// A producer that signs no route prefix is refused.
+TEST(StageServerOriginTest, ACommitmentWithoutARoutePrefixIsRefused) {
+  LongSwarm swarm;
+  swarm.editing_[2]->edit = [&swarm](Frame& f) {
+    f.header.mutable_commitment()->clear_route_sha256();
+    ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+  };
+  swarm.Run(1);
+  swarm.ExpectRefusedAt(3);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ void StageServer::Impl::SendFrame(Frame frame, std::vector<PeerId> failed) {
   }
   frame.header.set_deadline_ms(static_cast<uint32_t>(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(hops_.Deadline(*to)))));
+  if (frame.header.direction() == proto::DIRECTION_BACKWARD) StripForwardEvidence(&frame.header);
   SealFrame(frame);
   std::weak_ptr<Impl> weak = weak_from_this();
   if (*to == self_) {

@@ -48,10 +48,12 @@ class EditingTransport final : public ForwardingTransport {
   void Send(const PeerId& to, Frame frame, SendDone done) override {
     if (frame.header.direction() == proto::DIRECTION_FORWARD && edit) edit(frame);
     if (frame.header.direction() == proto::DIRECTION_SKETCH) answers.push_back(frame.header);
+    if (frame.header.direction() == proto::DIRECTION_BACKWARD) backwards.push_back(frame.header);
     inner()->Send(to, std::move(frame), std::move(done));
   }
   std::function<void(Frame&)> edit;
   std::vector<proto::FrameHeader> answers;
+  std::vector<proto::FrameHeader> backwards;  // gradients and abort notices sent
 };
 
 // Node i hosts stages[i] with a timed compute (10 ms a forward) and its own
