@@ -1,5 +1,7 @@
 #include "node/train/route_planner.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,40 @@ absl::Status UsableForPlanning(const PeerInfo& p, int num_stages) {
                                                    " is outside 1..", kMaxMemorySlots));
   }
   return absl::OkStatus();
+}
+
+void RefusedRecords::Refuse(const PeerInfo& p, std::optional<uint64_t> incarnation,
+                            const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = refused_.find(p.id);
+    if (it != refused_.end() && it->second == incarnation) return;  // this version again
+    if (it == refused_.end() && refused_.size() >= kMaxRememberedRefusals) refused_.clear();
+    refused_[p.id] = incarnation;
+    ++count_;
+  }
+  LOG(WARNING) << "planning leaves out member " << p.id.ShortString() << " (record incarnation "
+               << (incarnation ? absl::StrCat(*incarnation) : std::string("unknown"))
+               << "): " << why;
+}
+
+uint64_t RefusedRecords::count() const {
+  absl::MutexLock lock(&mu_);
+  return count_;
+}
+
+std::vector<PeerInfo> PlanningMembers(const SwarmView& view, int num_stages,
+                                      RefusedRecords* refused) {
+  std::vector<PeerInfo> out;
+  for (PeerInfo& m : view.Members()) {
+    if (!view.IsAlive(m.id)) continue;  // a tombstone: never checked, never planned
+    if (absl::Status usable = UsableForPlanning(m, num_stages); !usable.ok()) {
+      if (refused != nullptr) refused->Refuse(m, view.Incarnation(m.id), usable);
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 int DataNodeRank(const SwarmView& view, const PeerId& self) {
@@ -45,13 +81,15 @@ absl::StatusOr<std::vector<PlannedRoute>> InOrderPlanner::Plan(const PlanInput& 
   const PipelineHostsView view(swarm);  // never through a subnetwork member
   const int rank = std::max(0, DataNodeRank(view, input.self));
   std::vector<std::vector<PeerId>> replicas(input.num_stages);
-  std::vector<PeerId> unusable;  // Note [Unusable records]
-  for (const PeerInfo& p : view.Members()) {
-    if (!UsableForPlanning(p, input.num_stages).ok()) unusable.push_back(p.id);
+  // Note [Planning members]: replicas in the view's order, from the usable
+  // live members only.
+  std::vector<PeerId> usable;
+  for (const PeerInfo& p : PlanningMembers(view, input.num_stages, &refused_)) {
+    usable.push_back(p.id);
   }
   for (int s = 1; s < input.num_stages; ++s) {
     for (const PeerId& id : view.Replicas(s)) {
-      if (std::find(unusable.begin(), unusable.end(), id) == unusable.end()) {
+      if (std::find(usable.begin(), usable.end(), id) != usable.end()) {
         replicas[s].push_back(id);
       }
     }

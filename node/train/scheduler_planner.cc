@@ -7,8 +7,6 @@
 #include <optional>
 #include <utility>
 
-#include <glog/logging.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "scheduler/topology.h"
@@ -282,21 +280,13 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   const PipelineHostsView view(swarm);  // never through a subnetwork member
   const bool full_routes =
       options_.path_length <= 0 || options_.path_length >= input.num_stages;
-  // Dead members and unusable records (Note [Unusable records] in
-  // route_planner.h) leave the planner's input at once; a dead record kept
-  // by gossip (dead_retention) must not fail later iterations.
-  std::vector<PeerInfo> members;
+  // Note [Planning members] (route_planner.h): dead members and unusable
+  // records are out of the planner's input; a dead record kept by gossip
+  // (dead_retention) must not fail later iterations.
+  std::vector<PeerInfo> members = PlanningMembers(view, input.num_stages, &refused_);
   std::vector<bool> stage_covered(std::max(0, input.num_stages), false);
-  for (PeerInfo& m : view.Members()) {
-    if (!view.IsAlive(m.id)) continue;
-    if (absl::Status usable = UsableForPlanning(m, input.num_stages); !usable.ok()) {
-      if (warned_.insert(m.id).second) {
-        LOG(WARNING) << "planner ignores member " << m.id.ShortString() << ": " << usable;
-      }
-      continue;
-    }
+  for (const PeerInfo& m : members) {
     for (int s : m.stages) stage_covered[s] = true;
-    members.push_back(std::move(m));
   }
   for (int s = 0; s < input.num_stages; ++s) {
     if (!stage_covered[s]) {

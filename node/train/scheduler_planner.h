@@ -50,7 +50,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "node/train/plan_cache.h"
@@ -183,8 +182,8 @@ class SchedulerPlanner final : public RoutePlanner {
   SchedulerPlannerOptions options_;
   std::unique_ptr<scheduler::Planner> planner_;
   InOrderPlanner in_order_;  // full routes over members with several stages
-  // Members whose unusable record was logged (once each).
-  absl::flat_hash_set<common::NodeId> warned_;
+  // Unusable records refused (Note [Planning members] in route_planner.h).
+  RefusedRecords refused_;
   // Without a shared cache: the plan of the latest call.
   std::unique_ptr<SharedPlan> own_;
 };

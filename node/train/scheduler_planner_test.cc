@@ -1,5 +1,6 @@
 #include "node/train/scheduler_planner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -630,6 +631,32 @@ TEST(SchedulerPlannerTest, UnusableAndDeadRecordsAreLeftOutOfPlanning) {
   for (const PlannedRoute& r : *routes) {
     for (const RouteHop& h : r.hops) EXPECT_EQ(unusable.count(h.node), 0u);
   }
+}
+
+// Note [Planning members]: an unusable record is refused once per record
+// version (a re-signed one once more), and a dead member's record is not
+// looked at again.
+TEST(SchedulerPlannerTest, AnUnusableRecordIsRefusedOncePerRecordVersion) {
+  std::vector<PeerInfo> members = LocalLayout();
+  PeerInfo bad;
+  bad.id = common::NodeId::ForName("stage99");
+  bad.stages = {99};
+  members.push_back(bad);
+  StaticSwarmView view(members);
+  RefusedRecords refused;
+  auto planned = [&] {
+    std::vector<PeerInfo> in = PlanningMembers(view, 6, &refused);
+    return std::none_of(in.begin(), in.end(), [&](const PeerInfo& p) { return p.id == bad.id; });
+  };
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(planned());
+  EXPECT_EQ(refused.count(), 1u);
+  view.NewRecord(bad.id);  // re-signed, still unusable
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(planned());
+  EXPECT_EQ(refused.count(), 2u);
+  view.MarkDead(bad.id);
+  view.NewRecord(bad.id);  // a newer record, but the view says dead
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(planned());
+  EXPECT_EQ(refused.count(), 2u);
 }
 
 TEST(SchedulerPlannerTest, AStageWithOnlyDeadReplicasIsUnavailable) {

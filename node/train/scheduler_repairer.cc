@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "node/train/scheduler_planner.h"
@@ -31,7 +32,22 @@ double Jitter(uint64_t iteration, uint64_t mb, const common::NodeId& id) {
 absl::StatusOr<std::vector<RouteHop>> SchedulerRouteRepairer::Repair(const RepairRequest& r,
                                                                      const SwarmView& swarm) {
   const PipelineHostsView view(swarm);  // never through a subnetwork member
-  const std::vector<PeerInfo> members = view.Members();
+  // Note [Planning members] (route_planner.h): an unusable record is
+  // refused (a stage outside the model left the topology with an empty
+  // stage and failed every repair while gossip kept the record). Dead
+  // members with usable records stay: the failed hop is often one, and a
+  // stage's last node is its placeholder; both are removed from the
+  // topology below and never chosen.
+  const int num_stages_known =
+      options_.num_stages > 0 ? options_.num_stages : std::numeric_limits<int>::max();
+  std::vector<PeerInfo> members;
+  for (PeerInfo& m : view.Members()) {
+    if (absl::Status usable = UsableForPlanning(m, num_stages_known); !usable.ok()) {
+      if (view.IsAlive(m.id)) refused_.Refuse(m, view.Incarnation(m.id), usable);
+      continue;
+    }
+    members.push_back(std::move(m));
+  }
   // The planner's compute and hop costs (measured, or from outside).
   const std::vector<double> speeds = PlanningSpeeds(members, options_.costs);
   std::vector<scheduler::NodeSpec> nodes;

@@ -32,7 +32,8 @@
 // in the repairer as in the planner: the simulator's nodes backend
 // (sim/node_swarm.h) sets them to the scenario's.
 //
-// Thread rule: thread-safe (no mutable state).
+// Thread rule: thread-safe (its only mutable state, the refused records'
+// log, has its own lock).
 #ifndef SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 #define SKIPSWARM_NODE_TRAIN_SCHEDULER_REPAIRER_H_
 
@@ -51,6 +52,10 @@ struct SchedulerRepairerOptions {
   int max_swaps = 2;                   // route rules (scheduler::Workload);
                                        // full routes: 0
   int max_jump = 4;
+  // The model's stages including the data stage (PlanInput::num_stages);
+  // a record naming a stage outside them is refused (Note [Planning
+  // members] in route_planner.h). 0: unknown, only stages < 0 are.
+  int num_stages = 0;
 };
 
 class SchedulerRouteRepairer final : public RouteRepairer {
@@ -63,6 +68,7 @@ class SchedulerRouteRepairer final : public RouteRepairer {
  private:
   const SchedulerRepairerOptions options_;
   ReplicaRouteRepairer fallback_;
+  RefusedRecords refused_;  // thread-safe
 };
 
 }  // namespace skipswarm::node

@@ -241,5 +241,32 @@ TEST(SchedulerRouteRepairerTest, SwarmReroutesAroundAKilledReplica) {
   EXPECT_EQ(swarm.compute(2, 1)->ParamsDigest(), swarm.compute(3, 1)->ParamsDigest());
 }
 
+// Note [Planning members] (route_planner.h): a record naming a stage
+// outside the model (or memory_slots 0), alive or dead, is left out of the
+// repairer's topology; before, its stage 99 left stages 4..98 empty and
+// every repair failed for as long as gossip kept the record (25 h).
+TEST(SchedulerRouteRepairerTest, AnUnusableRecordAliveOrDeadFailsNoRepair) {
+  for (bool dead : {false, true}) {
+    std::vector<PeerInfo> members = View().Members();
+    members.push_back({Id("bad"), {99}, 4, "", ""});
+    members.push_back({Id("noslots"), {2}, 0, "", ""});
+    StaticSwarmView view(members);
+    view.MarkDead(Id("a1"));
+    if (dead) view.MarkDead(Id("bad"));
+    SchedulerRepairerOptions o;
+    o.num_stages = 4;
+    SchedulerRouteRepairer repairer(o);
+    for (uint64_t mb = 0; mb < 5; ++mb) {
+      absl::StatusOr<std::vector<RouteHop>> fixed = repairer.Repair(Request(mb), view);
+      ASSERT_TRUE(fixed.ok()) << "dead " << dead << ": " << fixed.status();
+      EXPECT_TRUE(CheckRepair(Request(mb), view, *fixed).ok());
+      for (const RouteHop& h : *fixed) {
+        EXPECT_NE(h.node, Id("bad"));
+        EXPECT_NE(h.node, Id("noslots"));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace skipswarm::node

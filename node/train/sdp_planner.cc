@@ -20,9 +20,8 @@ absl::StatusOr<std::vector<PlannedRoute>> SdpPlanner::Plan(const PlanInput& inpu
                                   [](const PeerInfo& p) { return p.subnetwork; });
   const int first_slot = marked ? DataOrderOf(view, input.self).pipeline_data * input.mbs : 0;
   std::vector<std::pair<std::vector<int>, common::NodeId>> workers;
-  for (const PeerInfo& p : members) {
+  for (const PeerInfo& p : PlanningMembers(view, input.num_stages, &refused_)) {
     if (marked && !p.subnetwork) continue;
-    if (!view.IsAlive(p.id) || !UsableForPlanning(p, input.num_stages).ok()) continue;
     std::vector<int> stages = p.stages;
     std::sort(stages.begin(), stages.end());
     stages.erase(std::unique(stages.begin(), stages.end()), stages.end());

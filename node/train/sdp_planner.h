@@ -42,6 +42,7 @@ class SdpPlanner final : public RoutePlanner {
 
  private:
   model::SdpMode mode_;
+  RefusedRecords refused_;  // Note [Planning members] in route_planner.h
 };
 
 }  // namespace skipswarm::node

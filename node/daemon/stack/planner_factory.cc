@@ -39,6 +39,7 @@ SchedulerRepairerOptions DaemonRepairerOptions(const NodeDaemonOptions& o,
                                                common::Clock* clock) {
   SchedulerRepairerOptions ro;
   ro.costs = DataNodeSchedulerOptions(o, clock).costs;
+  ro.num_stages = o.model.model.num_stages;  // Note [Planning members]
   return ro;
 }
 
