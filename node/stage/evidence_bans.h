@@ -28,7 +28,12 @@
 // catcher cannot forge one: rewriting X's input hash or the bound digest
 // breaks X's signature, swapping the carried commitment breaks the
 // binding, and an honest X binds only the commitment whose output it
-// received. Otherwise a piece convicts X iff
+// received. The hop after X that refuses such a frame (CheckCommitment
+// in stage_server_commitment.cc) keeps its two commitments, without the
+// payload, in the store its signed mismatches use (so it serves them the
+// same way) and tells on_check_verdict of a mismatch of X, whatever X's
+// trust: its own ban of X comes by the path of its verified mismatches
+// (Note [Verify trust]). Otherwise a piece convicts X iff
 //   - its commitment's producer is X (a piece about someone else is not
 //     evidence against X),
 //   - CheckEvidence, with X's and Y's public keys from their signed member
