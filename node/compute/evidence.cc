@@ -320,4 +320,39 @@ EvidenceVerdict CheckEvidence(const Evidence& e, absl::string_view x_public_key,
   return out;
 }
 
+EvidenceVerdict CheckFalseInput(const Evidence& e, absl::string_view x_public_key,
+                                absl::string_view before_public_key) {
+  const proto::OutputCommitment& c = e.commitment;
+  if (absl::Status s = CheckCommitmentShape(c); !s.ok()) {
+    return Verdict(EvidenceVerdict::kMalformed, std::string(s.message()));
+  }
+  if (c.input_commitment_sha256().empty() || !e.input_commitment.has_value()) {
+    return Verdict(EvidenceVerdict::kMalformed, "X bound no input commitment, or none is carried");
+  }
+  const proto::OutputCommitment& in = *e.input_commitment;
+  if (absl::Status s = CheckCommitmentShape(in); !s.ok()) {
+    return Verdict(EvidenceVerdict::kMalformed, absl::StrCat("input ", s.message()));
+  }
+  if (absl::Status s =
+          VerifyBy(c.producer(), x_public_key, CommitmentSigningBytes(c), c.signature());
+      !s.ok()) {
+    return Verdict(EvidenceVerdict::kBadXSignature, std::string(s.message()));
+  }
+  if (CommitmentDigest(in) != c.input_commitment_sha256()) {
+    return Verdict(EvidenceVerdict::kMalformed,
+                   "the carried input commitment is not the one X bound");
+  }
+  if (absl::Status s =
+          VerifyBy(in.producer(), before_public_key, CommitmentSigningBytes(in), in.signature());
+      !s.ok()) {
+    return Verdict(EvidenceVerdict::kBadInputSignature, std::string(s.message()));
+  }
+  if (in.output_sha256() == c.input_sha256()) {
+    return Verdict(EvidenceVerdict::kMatch,
+                   "X's input hash is the output of the commitment it bound");
+  }
+  return Verdict(EvidenceVerdict::kFalseInput,
+                 "X signed an input hash other than the output of the commitment it bound");
+}
+
 }  // namespace skipswarm::node

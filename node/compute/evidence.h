@@ -61,7 +61,12 @@
 //   output hash is not X's input hash (a catcher that kept a refused
 //   frame) is kFalseInput: X signed both, so X alone lied, and a catcher
 //   cannot make one for an honest X (swapping the carried commitment
-//   breaks the binding, stripping the binding breaks X's signature).
+//   breaks the binding, stripping the binding breaks X's signature; an
+//   honest X binds only a commitment whose output hash is its input hash,
+//   CommitOutput). CheckFalseInput proves it from the commitments alone,
+//   with X's and the hop before's record keys (no answer, no payload, so
+//   whoever Y is), and a receiver that refuses such a frame keeps it as a
+//   piece (Note [Evidence bans] in node/stage/evidence_bans.h).
 // - The origin. Stage 0 runs at the data node and is never checked, so
 //   hop 1's input hash was its own word, and the route every check above
 //   reads was the sender's: a middle hop with an accomplice could rename
@@ -117,8 +122,9 @@
 //   catcher's ban of X and has not adopted it by the quorum fetches the
 //   pieces and checks them here with X's and Y's record keys. A valid
 //   mismatch against a newcomer X by a trusted Y bans X there (Note
-//   [Evidence bans] in node/stage/evidence_bans.h); kInputsDiffer, a match
-//   or any invalid piece convicts nobody.
+//   [Evidence bans] in node/stage/evidence_bans.h), and so does a proven
+//   false input against any X; kInputsDiffer, a match or any invalid piece
+//   convicts nobody.
 //
 // Signed bytes are a fixed, length-prefixed encoding (never a proto
 // serialization, which is not canonical), with a domain tag per kind.
@@ -220,6 +226,7 @@ struct EvidenceVerdict {
     kMalformed,         // a field's shape, or the answer does not decode
     kBadXSignature,     // X's key or signature
     kBadYSignature,     // Y's key or signature
+    kBadInputSignature, // the hop before's key or signature on the bound commitment
     kVisitsDiffer,      // commitment and answer name different visits
     kPayloadHashDiffers,
     kInputsDiffer,      // Note [Checkable evidence]: no conviction either way
@@ -244,6 +251,20 @@ EvidenceVerdict CheckEvidence(const Evidence& evidence, absl::string_view x_publ
                               absl::string_view y_public_key, const SketchLimits& limits,
                               const EvidenceJudge& judge,
                               const model::SketchCheckOptions& options = {});
+
+// Whether `evidence` alone proves X signed a false input hash (Note
+// [Checkable evidence], the input chain), with X's and the hop before's
+// raw public keys from their signed member records; Y's answer and the
+// payload are not read (a receiver that refused the frame has no answer).
+// kFalseInput iff X's commitment verifies under `x_public_key` and binds
+// the carried commitment (input_commitment_sha256 is its digest), that
+// commitment verifies under `before_public_key`, and its output hash is
+// not X's signed input hash. Else the first reason it does not:
+// kMalformed (a shape, nothing bound or carried, not the bound one),
+// kBadXSignature, kBadInputSignature, or kMatch (X's input hash is the
+// hop before's signed output: the chain holds, nothing is proven).
+EvidenceVerdict CheckFalseInput(const Evidence& evidence, absl::string_view x_public_key,
+                                absl::string_view before_public_key);
 
 }  // namespace skipswarm::node
 

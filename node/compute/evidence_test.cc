@@ -173,6 +173,42 @@ TEST(EvidenceTest, ACatcherCannotSwapOrStripTheBoundInputCommitment) {
   EXPECT_EQ(CommitmentSigningBytes(f.commitment).substr(8, 30), "skipswarm.output_commitment.v1");
 }
 
+TEST(EvidenceTest, AFalseInputIsProvenByXsAndTheHopBeforesKeysAlone) {
+  World w;
+  const std::string other = Sha256(absl::Cord("another input"));
+  const std::unique_ptr<identity::Identity> p = EvidenceKey('p');
+  const auto check = [&](const Evidence& e) {
+    return CheckFalseInput(e, w.x->public_key(), p->public_key());
+  };
+  // No answer or payload needed: a receiver that refused the frame kept it.
+  Evidence e = Chained(w, 1.05f, w.input, other, w.input);
+  e.answer.Clear();
+  e.output.Clear();
+  EvidenceVerdict v = check(e);
+  EXPECT_EQ(v.kind, EvidenceVerdict::kFalseInput) << v.reason;
+  EXPECT_TRUE(v.proves_x_lied());
+  // The chain holds: nothing proven.
+  EXPECT_EQ(check(Chained(w, 1.05f, w.input, w.input, w.input)).kind, EvidenceVerdict::kMatch);
+  // Under another key than X's or the hop before's.
+  EXPECT_EQ(CheckFalseInput(e, w.other->public_key(), p->public_key()).kind,
+            EvidenceVerdict::kBadXSignature);
+  EXPECT_EQ(CheckFalseInput(e, w.x->public_key(), w.other->public_key()).kind,
+            EvidenceVerdict::kBadInputSignature);
+  // The hop before's signature forged under its name.
+  Evidence forged = e;
+  ASSERT_TRUE(SignCommitment(*w.other, &*forged.input_commitment).ok());
+  forged.input_commitment->set_producer(e.input_commitment->producer());
+  EXPECT_EQ(check(forged).kind, EvidenceVerdict::kBadInputSignature);
+  // Swapped or missing carried commitment, or none bound.
+  Evidence swapped = e;
+  swapped.input_commitment = Chained(w, 1.05f, other, other, other).input_commitment;
+  EXPECT_EQ(check(swapped).kind, EvidenceVerdict::kMalformed);
+  Evidence missing = e;
+  missing.input_commitment.reset();
+  EXPECT_EQ(check(missing).kind, EvidenceVerdict::kMalformed);
+  EXPECT_EQ(check(w.Make(1.05f, w.input)).kind, EvidenceVerdict::kMalformed);
+}
+
 TEST(EvidenceTest, AnAnswerForAnotherVisitIsRefused) {
   World w;
   Evidence e = w.Make(1.05f, w.input);

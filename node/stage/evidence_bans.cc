@@ -32,6 +32,20 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
                               const EvidenceJudge& judge,
                               const model::SketchCheckOptions& options) {
   if (piece.commitment.producer() != accused.Bytes()) return PieceVerdict::kNotTheAccused;
+  // Note [Evidence bans]: X's own signatures contradicting each other
+  // convict X whatever its trust and whoever Y is (or with no answer: a
+  // receiver that refused the frame kept it).
+  if (piece.input_commitment.has_value()) {
+    absl::StatusOr<common::NodeId> before =
+        common::NodeId::FromBytes(piece.input_commitment->producer());
+    const std::optional<std::string> x_key = lookup.public_key_of(accused);
+    std::optional<std::string> before_key;
+    if (before.ok()) before_key = lookup.public_key_of(*before);
+    if (x_key.has_value() && before_key.has_value() &&
+        CheckFalseInput(piece, *x_key, *before_key).proves_x_lied()) {
+      return PieceVerdict::kConvicts;
+    }
+  }
   absl::StatusOr<common::NodeId> y = common::NodeId::FromBytes(piece.answer.answerer());
   if (!y.ok() || *y == accused) return PieceVerdict::kInvalid;
   const std::optional<std::string> x_key = lookup.public_key_of(accused);

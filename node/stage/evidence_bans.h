@@ -18,7 +18,22 @@
 // quorum, asks that accuser for its evidence against X (the catcher
 // serves the pieces it kept, node/daemon/gossip/evidence_service.h) and
 // checks each piece itself; the accuser is not trusted at all. A piece
-// convicts X here (JudgeServedPiece == kConvicts) iff
+// whose commitment's producer is X convicts X here (JudgeServedPiece ==
+// kConvicts) when CheckFalseInput proves it, with X's and the hop before's
+// keys from their signed records: X signed an input hash beside a bound,
+// validly signed commitment of the hop before whose output hash is another
+// (Note [Checkable evidence], the input chain). That is X's own signature
+// contradicting itself, so it convicts whatever X's trust and needs no Y
+// (a receiver that refused the frame keeps it without an answer); a
+// catcher cannot forge one: rewriting X's input hash or the bound digest
+// breaks X's signature, swapping the carried commitment breaks the
+// binding, and an honest X binds only the commitment whose output it
+// received. The hop after X that refuses such a frame (CheckCommitment
+// in stage_server_commitment.cc) keeps its two commitments, without the
+// payload, in the store its signed mismatches use (so it serves them the
+// same way) and tells on_check_verdict of a mismatch of X, whatever X's
+// trust: its own ban of X comes by the path of its verified mismatches
+// (Note [Verify trust]). Otherwise a piece convicts X iff
 //   - its commitment's producer is X (a piece about someone else is not
 //     evidence against X),
 //   - CheckEvidence, with X's and Y's public keys from their signed member
@@ -38,6 +53,8 @@
 //   - a trusted X: X and Y both trusted and disagreeing says that one of
 //     them lied, not which (Note [Trusted disputes]); one piece cannot
 //     attribute it, so a trusted X keeps the quorum rule only;
+//   - a piece whose false input is not proven (a signature, the binding,
+//     the hop before's key missing) falls to the rule above;
 //   - kInputsDiffer (X committed to another input than Y answered for:
 //     maybe the hop before fed one of them something else, maybe X lied
 //     about its input; Note [Checkable evidence]), a match, any invalid

@@ -24,12 +24,13 @@ using testing::MakeEvidence;
 // (key 'o'), as this member's view shows them.
 struct World {
   std::unique_ptr<identity::Identity> x = EvidenceKey('x'), y = EvidenceKey('y'),
-                                      other = EvidenceKey('o');
+                                      other = EvidenceKey('o'), p = EvidenceKey('p');
   std::string input = Sha256(absl::Cord("the input X and Y both got"));
   std::set<NodeId> trusted = {y->id(), other->id()};
   std::map<NodeId, std::string> keys = {{x->id(), x->public_key()},
                                         {y->id(), y->public_key()},
-                                        {other->id(), other->public_key()}};
+                                        {other->id(), other->public_key()},
+                                        {p->id(), p->public_key()}};
 
   EvidenceLookup Lookup() const {
     return {[this](const NodeId& id) -> std::optional<std::string> {
@@ -43,6 +44,24 @@ struct World {
     return JudgeServedPiece(e, accused, Lookup(), EvidenceLimits(), Fp32EvidenceJudge);
   }
   Evidence Lie() const { return MakeEvidence(*x, *y, 1.05f, input, input); }
+  // X at hop 2 binds the hop before P's signed commitment to output
+  // `p_output` and signs `x_input` as its input; Y answered for `input`.
+  Evidence Chained(const std::string& p_output, const std::string& x_input) const {
+    Evidence e = Lie();
+    proto::OutputCommitment before = e.commitment;
+    before.set_hop_index(1);
+    before.set_input_sha256(Sha256(absl::Cord("P's input")));
+    before.set_output_sha256(p_output);
+    EXPECT_TRUE(SignCommitment(*p, &before).ok());
+    e.commitment.set_hop_index(2);
+    e.commitment.set_input_sha256(x_input);
+    e.commitment.set_input_commitment_sha256(CommitmentDigest(before));
+    EXPECT_TRUE(SignCommitment(*x, &e.commitment).ok());
+    e.input_commitment = before;
+    e.answer.set_hop_index(2);
+    EXPECT_TRUE(SignAnswer(*y, testing::kEvidenceSwarm, input, &e.answer).ok());
+    return e;
+  }
 };
 
 TEST(EvidenceBansTest, AValidMismatchAgainstANewcomerConvictsIt) {
@@ -165,6 +184,53 @@ TEST(EvidenceBansTest, ThePacerBoundsFetchesPerPairPeriodAndOutstanding) {
   pacer.Done();
   EXPECT_FALSE(pacer.TryStart(a, x, absl::Seconds(29)));
   EXPECT_TRUE(pacer.TryStart(a, x, absl::Seconds(30)));
+}
+
+TEST(EvidenceBansTest, AFalseInputConvictsTheProducerWhateverItsTrust) {
+  World w;
+  const std::string other = Sha256(absl::Cord("another input"));
+  // X signed `other` as its input beside P's commitment to `input`.
+  Evidence e = w.Chained(w.input, other);
+  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kConvicts);
+  // Without Y's answer (a receiver that refused the frame kept it).
+  Evidence refused = e;
+  refused.answer.Clear();
+  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kConvicts);
+  // A trusted X too: its own signatures contradict each other.
+  w.trusted.insert(w.x->id());
+  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kConvicts);
+  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kConvicts);
+  // Still only against its producer.
+  EXPECT_EQ(w.Judge(e, w.other->id()), PieceVerdict::kNotTheAccused);
+  // An honest chain against a trusted X keeps the quorum rule.
+  EXPECT_EQ(w.Judge(w.Chained(w.input, w.input), w.x->id()), PieceVerdict::kTrustedAccused);
+}
+
+TEST(EvidenceBansTest, ATamperedFalseInputConvictsNobody) {
+  World w;
+  w.trusted.insert(w.x->id());
+  const std::string other = Sha256(absl::Cord("another input"));
+  // The catcher rewrites X's input hash without X's key.
+  Evidence e = w.Chained(w.input, w.input);
+  e.commitment.set_input_sha256(other);
+  EXPECT_NE(w.Judge(e, w.x->id()), PieceVerdict::kConvicts);
+  // The catcher swaps the carried commitment for another P signed.
+  Evidence swapped = w.Chained(w.input, w.input);
+  swapped.input_commitment = w.Chained(other, other).input_commitment;
+  EXPECT_NE(w.Judge(swapped, w.x->id()), PieceVerdict::kConvicts);
+  // P's signature forged by another key under P's name (X's binding, of
+  // the signed bytes only, still holds): the hop before's key refuses it.
+  Evidence forged = w.Chained(w.input, other);
+  const std::string producer = forged.input_commitment->producer();
+  ASSERT_TRUE(SignCommitment(*w.other, &*forged.input_commitment).ok());
+  forged.input_commitment->set_producer(producer);
+  forged.answer.Clear();
+  EXPECT_NE(w.Judge(forged, w.x->id()), PieceVerdict::kConvicts);
+  // No record key for the hop before: nothing proven.
+  Evidence unknown = w.Chained(w.input, other);
+  unknown.answer.Clear();
+  w.keys.erase(w.p->id());
+  EXPECT_NE(w.Judge(unknown, w.x->id()), PieceVerdict::kConvicts);
 }
 
 }  // namespace

@@ -122,6 +122,11 @@ void OutputChecks::KeepEvidence(const common::NodeId& member, Evidence evidence)
   }
 }
 
+void OutputChecks::KeepProvenPiece(const common::NodeId& member, Evidence piece) {
+  absl::MutexLock l(&mu_);
+  KeepEvidence(member, std::move(piece));
+}
+
 std::vector<Evidence> OutputChecks::EvidenceAgainst(const common::NodeId& member) const {
   absl::MutexLock l(&mu_);
   auto it = evidence_.find(member);

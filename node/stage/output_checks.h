@@ -128,6 +128,9 @@ class OutputChecks {
   // The evidence kept of `member`'s mismatches (as X), oldest first; each
   // piece is for CheckEvidence, which trusts nothing of this node.
   std::vector<Evidence> EvidenceAgainst(const common::NodeId& member) const;
+  // Keeps a piece that proves `member` lied on its own (a false input, Note
+  // [Evidence bans]), in the same bounded store as the mismatches.
+  void KeepProvenPiece(const common::NodeId& member, Evidence piece);
   // Drops outputs and sketches of `iteration` and earlier (counted as
   // expired); later ones of those iterations are ignored.
   void EndIteration(uint64_t iteration);

@@ -350,6 +350,10 @@ struct StageServerStats {
   int64_t commitments_signed = 0;
   int64_t commitments_checked = 0;
   int64_t commitments_refused = 0;
+  // Of those refused, frames whose producer signed an input hash other
+  // than the bound hop before's signed output, kept as evidence against it
+  // (Note [Evidence bans]).
+  int64_t false_inputs_kept = 0;
   // As the hop before X: verify-only copies sent (and their payload
   // bytes), and those the verifier refused or never acknowledged.
   int64_t verify_sent = 0;

@@ -6,7 +6,10 @@
 // commitment on with its own, which binds it, and the hop after checks
 // that its output hash is X's input hash (the input chain) and that both
 // sign the route the frame carries up to their hops (Note [Signed route
-// prefix] in stage_server.h).
+// prefix] in stage_server.h). A frame refused because X's input hash is
+// not the bound, verified hop before's output proves X lied: it is kept as
+// a piece against X and counted as this node's mismatch of X (Note
+// [Evidence bans] in evidence_bans.h, KeepFalseInput).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -168,7 +171,7 @@ bool StageServer::Impl::CommitmentsRequiredFrom(const std::string& node_id) cons
 }
 
 std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
-                                                     uint32_t producer_hop) {
+                                                     uint32_t producer_hop, bool* false_input) {
   const proto::OutputCommitment& c = h.commitment();
   const bool bound = !c.input_commitment_sha256().empty();
   if (producer_hop == 1) {
@@ -204,6 +207,7 @@ std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
     return absl::StrCat("input commitment: ", v.message());
   }
   if (in.output_sha256() != c.input_sha256()) {
+    *false_input = true;
     return "the producer's input hash is not the hop before's committed output";
   }
   if (in.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop))) {
@@ -220,6 +224,7 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   }
   const uint32_t producer_hop = ProducerHop(h);
   std::string why;
+  bool false_input = false;
   if (h.hop_index() == 0 && producer_hop > 0 && !TailStartsAsSent(h)) {
     // The route is the sender's word, and the input chain reads it: a
     // producer past hop 1 that drops the hops before it from a tail's route
@@ -257,8 +262,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = "the payload is not the committed output";
     } else if (c.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop) + 1)) {
       why = "the route up to the producer is not the one it signed";
-    } else if (why = CheckInputCommitment(h, producer_hop); !why.empty()) {
-      // Refused below.
+    } else if (why = CheckInputCommitment(h, producer_hop, &false_input); !why.empty()) {
+      if (false_input) KeepFalseInput(h, *producer);
     } else if (why = Hop1InputAsCommitted(h, producer_hop); why.empty()) {
       absl::MutexLock lock(&mu_);
       ++stats_.commitments_checked;
@@ -272,6 +277,23 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   absl::Status refused = Refuse(absl::StatusCode::kInvalidArgument, h, why);
   LOG_EVERY_N(WARNING, 100) << "refused a forward frame: " << refused;
   return refused;
+}
+
+void StageServer::Impl::KeepFalseInput(const proto::FrameHeader& h, const PeerId& producer) {
+  // Note [Evidence bans]: X's own signatures contradict each other, so the
+  // piece convicts X anywhere whatever its trust, and here it counts as
+  // this node's verified mismatch of X (trusted or not: it is a proof, not
+  // a dispute). In the bounded store the mismatches use.
+  checks_.KeepProvenPiece(producer, Evidence{h.commitment(), absl::Cord(), proto::SketchAnswer(),
+                                             h.input_commitment()});
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.false_inputs_kept;
+  }
+  LOG(WARNING) << "verified compute: " << producer.ShortString()
+               << " signed an input hash other than the hop before's signed output; "
+                  "kept as evidence";
+  if (options_.on_check_verdict) options_.on_check_verdict(producer, false);
 }
 
 bool StageServer::Impl::TailStartsAsSent(const proto::FrameHeader& h) const {

@@ -168,6 +168,56 @@ TEST(StageServerCommitmentTest, AFalseInputHashIsRefusedByTheCatcher) {
   EXPECT_EQ(RefusedAtTheCatcherOfHop2(nullptr), 0);
 }
 
+// Note [Evidence bans]: a refused false input is kept as a piece against
+// its producer (node 2) and counted as the catcher's mismatch of it; a
+// frame refused for anything else keeps nothing.
+struct FalseInputAtTheCatcher {
+  std::vector<std::pair<PeerId, bool>> verdicts;
+  Swarm swarm{/*require=*/true, [this](int i, StageServerOptions& o) {
+                if (i != 0) return;
+                o.on_check_verdict = [this](const PeerId& x, bool match) {
+                  verdicts.emplace_back(x, match);
+                };
+              }};
+  explicit FalseInputAtTheCatcher(std::function<void(Swarm&, Frame&)> lie) {
+    swarm.editing_[2]->edit = [this, lie](Frame& f) {
+      if (f.header.mb_id() == 2 && f.header.has_commitment()) lie(swarm, f);
+    };
+    swarm.Run(1);
+    swarm.Run(2);
+    EXPECT_EQ(swarm.servers_[0]->stats().commitments_refused, 1);
+  }
+};
+
+TEST(StageServerCommitmentTest, ARefusedFalseInputIsKeptAsEvidenceAgainstItsProducer) {
+  FalseInputAtTheCatcher lied([](Swarm& swarm, Frame& f) {
+    f.header.mutable_commitment()->set_input_sha256(std::string(32, 'z'));
+    ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
+  });
+  const PeerId x = lied.swarm.keys_[2]->id();
+  EXPECT_EQ(lied.swarm.servers_[0]->stats().false_inputs_kept, 1);
+  const std::vector<Evidence> kept = lied.swarm.servers_[0]->EvidenceAgainst(x);
+  ASSERT_EQ(kept.size(), 1u);
+  const EvidenceVerdict v = CheckFalseInput(kept[0], lied.swarm.keys_[2]->public_key(),
+                                            lied.swarm.keys_[1]->public_key());
+  EXPECT_EQ(v.kind, EvidenceVerdict::kFalseInput) << v.reason;
+  EXPECT_EQ(lied.verdicts, (std::vector<std::pair<PeerId, bool>>{{x, false}}));
+
+  // The hop before's commitment re-signed by another key: refused, but
+  // nothing proves X lied.
+  FalseInputAtTheCatcher forged([](Swarm& swarm, Frame& f) {
+    proto::OutputCommitment in = f.header.input_commitment();
+    in.set_output_sha256(std::string(32, 'z'));
+    auto other = identity::Identity::FromSeed(std::string(32, 'q'));
+    ASSERT_TRUE(SignCommitment(**other, &in).ok());
+    in.set_producer(f.header.route(1).node_id());
+    Rebind(swarm, f, in);
+  });
+  EXPECT_EQ(forged.swarm.servers_[0]->stats().false_inputs_kept, 0);
+  EXPECT_TRUE(forged.swarm.servers_[0]->EvidenceAgainst(x).empty());
+  EXPECT_TRUE(forged.verdicts.empty());
+}
+
 TEST(StageServerCommitmentTest, ACarriedCommitmentByAnotherKeyOrForAnotherVisitIsRefused) {
   // The hop before's commitment re-signed by another key under its name.
   EXPECT_EQ(RefusedAtTheCatcherOfHop2([](Swarm& swarm, Frame& f, const proto::OutputCommitment&) {

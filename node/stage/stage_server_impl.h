@@ -141,8 +141,15 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   void CommitOutput(uint32_t hop, const std::string& input_sha256, Frame* next);
   absl::Status CheckCommitment(const Frame& frame);
   // The part of CheckCommitment for h.input_commitment, once the producer's
-  // own commitment holds: why the frame is refused, or empty.
-  std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop);
+  // own commitment holds: why the frame is refused, or empty. Sets
+  // *false_input when the refusal proves the producer signed a false input
+  // hash (both signatures verified; Note [Checkable evidence]).
+  std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop,
+                                   bool* false_input);
+  // Keeps the frame's commitments as a piece against its producer
+  // (payload-free: CheckFalseInput reads none) and tells on_check_verdict
+  // of a mismatch, as a verified mismatch of its own would. Not under mu_.
+  void KeepFalseInput(const proto::FrameHeader& h, const PeerId& producer);
   // At the origin, for a tail frame `h`: false when its route's hop 1 is not
   // the hop this origin's forward of that micro-batch went to (as the
   // admitted route says; the planned one before the ack). True where this
