@@ -80,6 +80,10 @@ TSAN_DAEMON_TESTS=(
   //tests/integration:signed_frames_daemon_test
   //tests/integration:open_swarm_daemon_test
   //tests/integration:peer_copy_restore_test
+  //tests/integration:sdp_auto_join_test
+  //tests/integration:admission_daemon_test
+  //tests/integration:join_retry_test
+  //tests/integration:restart_behind_test
 )
 # CI's subset of the two sets above (--ci).
 TSAN_CI_TESTS=(
