@@ -3,7 +3,7 @@
 #include "manifest/bootstrap.h"
 
 #include <grpcpp/grpcpp.h>
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 #include <unistd.h>
 
 #include <thread>

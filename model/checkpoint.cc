@@ -4,12 +4,16 @@
 
 #include <exception>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
 #include "common/crc32c.h"
 #include "model/torch_guard.h"
@@ -21,6 +25,13 @@ namespace {
 constexpr char kMagic[8] = {'S', 'S', 'W', 'C', 'K', 'P', 'T', '\n'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxHeader = 1 << 20;
+
+// Note [One libtorch archive at a time]: held around every archive's life.
+// Never destroyed (a daemon thread may still save while statics go).
+absl::Mutex& TorchArchiveMutex() {
+  static absl::Mutex* mu = new absl::Mutex();
+  return *mu;
+}
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -91,11 +102,20 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 const std::string& extra,
                                                 absl::string_view averaging) {
   std::string state;
-  absl::Status serialised = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
-    torch::serialize::OutputArchive archive;
+  // The parameters' CPU copies are made before the lock: only the archive
+  // work is serialised (Note [One libtorch archive at a time]).
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  absl::Status copied = TorchGuard("checkpoint: copying parameters", [&]() -> absl::Status {
     for (const auto& item : module.named_parameters()) {
-      archive.write("param/" + item.key(), item.value().detach().to(at::kCPU));
+      params.emplace_back("param/" + item.key(), item.value().detach().to(at::kCPU));
     }
+    return absl::OkStatus();
+  });
+  if (!copied.ok()) return copied;
+  absl::Status serialised = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
+    absl::MutexLock lock(&TorchArchiveMutex());
+    torch::serialize::OutputArchive archive;
+    for (const auto& [name, tensor] : params) archive.write(name, tensor);
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive opt;
       optimizer->save(opt);
@@ -152,6 +172,7 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
         "checkpoint holds stage ", p->info.stage, ", not stage ", module.stage()));
   }
   absl::Status restored = TorchGuard("checkpoint: unreadable state", [&]() -> absl::Status {
+    absl::MutexLock lock(&TorchArchiveMutex());  // Note [One libtorch archive at a time]
     torch::serialize::InputArchive archive;
     archive.load_from(p->state.data(), p->state.size());
     // Read and check everything first so a bad file leaves the module as is.

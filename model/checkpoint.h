@@ -23,6 +23,25 @@
 // for state transfer to a joining replica.
 //
 // Thread rule: free functions; the caller serialises access to the module.
+// Calls on different modules may run at once: their libtorch archive work
+// runs one at a time, process-wide (Note [One libtorch archive at a time]).
+//
+// Note [One libtorch archive at a time]
+// A libtorch archive (torch::serialize::OutputArchive / InputArchive) is a
+// TorchScript module underneath: building, saving and loading one goes
+// through libtorch's process-wide TorchScript state (class types and their
+// qualified names), which libtorch does not document as safe to use from
+// two threads at once. One daemon process can do that: each hosted stage
+// has its own lock, so one stage's checkpoint save (the trainer thread) can
+// meet another stage's state export for a joiner or a peer's checkpoint
+// copy (a gRPC thread), or an import. Under ThreadSanitizer two saves at
+// once reported a race on a 17-byte string (a qualified name's size)
+// written inside libtorch by one save and read by the other; libtorch is
+// not built with TSan, so whether its own atomics order that is invisible.
+// So every archive built, written, saved or loaded here holds one
+// process-wide lock. Cheap: saves and exports are rare (checkpoint
+// boundaries, joins), and only the archive work is serialised, not the
+// copies of the weights to the CPU or the file writes.
 #ifndef SKIPSWARM_MODEL_CHECKPOINT_H_
 #define SKIPSWARM_MODEL_CHECKPOINT_H_
 

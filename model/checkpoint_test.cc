@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -130,6 +132,38 @@ TEST(CheckpointTest, CarriesAveragingBytesAndOlderFilesHaveNone) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(b->averaging.empty());
   EXPECT_EQ(ReadCheckpointInfo(with)->step, 5);
+}
+
+// Note [One libtorch archive at a time]: two stages of one process save,
+// export and import at once (two threads, two modules). Under
+// --config=tsan this is the check that their archive work does not race
+// inside libtorch (a report fails the test); in any build the bytes each
+// thread made restore.
+TEST(CheckpointTest, TwoModulesSaveAndRestoreAtOnce) {
+  constexpr int kThreads = 2;
+  constexpr int kRounds = 4;
+  std::vector<std::unique_ptr<LocalPipeline>> pipes;
+  std::vector<std::unique_ptr<StageOptimizer>> opts;
+  for (int i = 0; i < kThreads; ++i) {
+    pipes.push_back(LocalPipeline::Create(TinyConfig()).value());
+    opts.push_back(std::make_unique<StageOptimizer>(pipes.back()->stage(1).module(),
+                                                    OptimizerOptions()));
+  }
+  std::vector<int> restored(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      StageModule& m = pipes[i]->stage(1).module();
+      for (int r = 0; r < kRounds; ++r) {
+        absl::StatusOr<std::string> bytes = SerializeStageState(m, &opts[i]->adamw(), r);
+        if (!bytes.ok()) continue;
+        absl::StatusOr<CheckpointInfo> info = RestoreStageState(*bytes, m, &opts[i]->adamw());
+        if (info.ok() && info->step == r) ++restored[i];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(restored[i], kRounds) << "thread " << i;
 }
 
 TEST(CheckpointTest, RefusesNonFiniteWeights) {

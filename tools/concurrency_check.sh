@@ -17,7 +17,8 @@
 #      reason): third_party/tsan/suppressions.cc.
 #
 #   3. the in-process daemon tests (whole stacks over real gRPC, libtorch)
-#      under TSan, judged on reports alone: 0 reports in each test log,
+#      under TSan, judged on reports alone: 0 reports and no crash (an
+#      `ERROR: ThreadSanitizer` line) in each test log,
 #      whether or not the test met its real-time waits (TSan's slowdown
 #      on a loaded machine can stall a swarm whose hops and probes run on
 #      real deadlines; the outcome is printed, not judged).
@@ -75,6 +76,14 @@ TSAN_DAEMON_TESTS=(
   //tests/integration:gossip_daemon_test
   //tests/integration:gossip_daemon_stop_test
   //tests/integration:relayed_member_test
+  //tests/adversarial:forged_frames_test
+  //tests/integration:signed_frames_daemon_test
+  //tests/integration:open_swarm_daemon_test
+  //tests/integration:peer_copy_restore_test
+  //tests/integration:sdp_auto_join_test
+  //tests/integration:admission_daemon_test
+  //tests/integration:join_retry_test
+  //tests/integration:restart_behind_test
 )
 # CI's subset of the two sets above (--ci).
 TSAN_CI_TESTS=(
@@ -115,7 +124,7 @@ daemon_reports() {
     return 1
   fi
   bazel test --config=tsan --keep_going "$@" "${DAEMONS[@]}" || true
-  local testlogs target log reports outcome bad=0
+  local testlogs target log reports crashes outcome bad=0
   testlogs="$(bazel info --config=tsan bazel-testlogs)"
   for target in "${DAEMONS[@]}"; do
     log="$testlogs/${target#//}"
@@ -126,10 +135,14 @@ daemon_reports() {
       continue
     fi
     reports=$(grep -c 'WARNING: ThreadSanitizer' "$log" || true)
+    # A crash (SEGV, abort) is TSan's "ERROR:" line, not a report; judged
+    # too: it is no time-out.
+    crashes=$(grep -c 'ERROR: ThreadSanitizer' "$log" || true)
     outcome=$(grep -qE '^\[  PASSED  \]' "$log" && ! grep -q '^\[  FAILED  \]' "$log" &&
               echo "its cases passed" || echo "its cases did not all pass in time")
+    [ "$crashes" -eq 0 ] || outcome="it CRASHED (an 'ERROR: ThreadSanitizer' line)"
     echo "$target: $reports TSan report(s); $outcome"
-    [ "$reports" -eq 0 ] || bad=1
+    [ "$reports" -eq 0 ] && [ "$crashes" -eq 0 ] || bad=1
   done
   return "$bad"
 }

@@ -4,7 +4,7 @@
 // manifest, an HTTP server standing in for a metrics port), all on ports
 // the kernel picks.
 #include <grpcpp/grpcpp.h>
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 #include <unistd.h>
 
 #include <thread>

@@ -14,7 +14,7 @@
 #include <thread>
 #include <algorithm>
 
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"

@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include <grpcpp/grpcpp.h>
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"

@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"

@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "httplib.h"
+#include "third_party/cpp_httplib.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "tests/integration/running_daemon.h"

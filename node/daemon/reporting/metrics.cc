@@ -1,7 +1,7 @@
 #include "node/daemon/reporting/metrics.h"
 
 #include <dirent.h>
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 #include <sys/resource.h>
 #include <unistd.h>
 

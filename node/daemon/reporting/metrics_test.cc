@@ -1,6 +1,6 @@
 #include "node/daemon/reporting/metrics.h"
 
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 
 #include <set>
 #include <string>

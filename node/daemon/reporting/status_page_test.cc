@@ -1,6 +1,6 @@
 #include "node/daemon/reporting/status_page.h"
 
-#include <httplib.h>
+#include "third_party/cpp_httplib.h"
 
 #include <string>
 
