@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <optional>
 #include <utility>
 
 namespace skipswarm::node {
@@ -33,9 +34,16 @@ bool DataNodeWait::Ready(uint64_t iteration, absl::AnyInvocable<void()> retry) {
     absl::MutexLock lock(&mu_);
     if (live) {
       if (waiting_since_.has_value()) {
-        LOG(INFO) << "iteration " << iteration << ": a data node is live again after "
-                  << clock_->SteadyNow() - *waiting_since_
-                  << " without one; training goes on (Note [Relay without a data node])";
+        const absl::Duration waited = clock_->SteadyNow() - *waiting_since_;
+        if (const std::optional<uint64_t> entry = group_->LaterDataNodeEntry(iteration)) {
+          LOG(INFO) << "iteration " << iteration << ": passing it empty after waiting " << waited
+                    << ": no data node trains in it, and a live data node enters at iteration "
+                    << *entry << " (Note [Data node entered later])";
+        } else {
+          LOG(INFO) << "iteration " << iteration << ": a data node is live again after "
+                    << waited << " without one; training goes on (Note [Relay without a data "
+                    << "node])";
+        }
         waiting_since_.reset();
         backoff_.Reset();
       }
