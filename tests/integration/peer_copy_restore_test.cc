@@ -540,7 +540,8 @@ TEST_F(PeerCopyRestoreTest, AStalledMemberReentersRestoringAStageOrphanedMeanwhi
     }
   }
   std::printf("a (1+2) stalled after iteration %lld; q, stage 2's other replica, stopped after "
-              "%lld; a re-entered at %lld, restoring stage 2 (%.0f iterations of it lost); d0 ran %lld of the iterations in between empty\n",
+              "%lld; a re-entered at %lld, restoring stage 2 (%.0f iterations of it lost); d0 "
+              "ran %lld of the iterations in between empty\n",
               static_cast<long long>(stalled_at), static_cast<long long>(q_last),
               static_cast<long long>(entered), lost, static_cast<long long>(empty));
   ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"p", 1}, {"a", 1}, {"a", 2}});
