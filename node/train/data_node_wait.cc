@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <optional>
 #include <utility>
 
 namespace skipswarm::node {
@@ -26,21 +27,33 @@ DataNodeWait::~DataNodeWait() { Cancel(); }
 bool DataNodeWait::Ready(uint64_t iteration, absl::AnyInvocable<void()> retry) {
   // The half of the last retry that did not fire (its timer or its wake).
   Cancel();
-  const bool live = group_->HasLiveDataNode(iteration);
+  if (group_->HasLiveDataNode(iteration)) {
+    std::optional<absl::Duration> waited;
+    {
+      absl::MutexLock lock(&mu_);
+      if (waiting_since_.has_value()) {
+        waited = clock_->SteadyNow() - *waiting_since_;
+        waiting_since_.reset();
+        backoff_.Reset();
+      }
+    }
+    if (!waited.has_value()) return true;
+    // Asked outside our lock (the group reads the records), and only when
+    // a wait ends: what let the iteration start.
+    if (const std::optional<uint64_t> entry = group_->LaterDataNodeEntry(iteration)) {
+      LOG(INFO) << "iteration " << iteration << ": passing it empty after waiting " << *waited
+                << ": no data node trains in it, and a live data node enters at iteration "
+                << *entry << " (Note [Data node entered later])";
+    } else {
+      LOG(INFO) << "iteration " << iteration << ": a data node is live again after " << *waited
+                << " without one; training goes on (Note [Relay without a data node])";
+    }
+    return true;
+  }
   absl::Duration delay;
   auto slot = std::make_shared<Slot>();
   {
     absl::MutexLock lock(&mu_);
-    if (live) {
-      if (waiting_since_.has_value()) {
-        LOG(INFO) << "iteration " << iteration << ": a data node is live again after "
-                  << clock_->SteadyNow() - *waiting_since_
-                  << " without one; training goes on (Note [Relay without a data node])";
-        waiting_since_.reset();
-        backoff_.Reset();
-      }
-      return true;
-    }
     if (!waiting_since_.has_value()) {
       waiting_since_ = clock_->SteadyNow();
       LOG(INFO) << "iteration " << iteration

@@ -17,6 +17,7 @@
 #define SKIPSWARM_NODE_TRAIN_FORWARDING_GROUP_H_
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "node/train/group_comm.h"
@@ -43,6 +44,9 @@ class ForwardingGroup : public GroupComm {
     return inner_->SoleReplica(iteration, stage, self);
   }
   bool HasLiveDataNode(uint64_t iteration) override { return inner_->HasLiveDataNode(iteration); }
+  std::optional<uint64_t> LaterDataNodeEntry(uint64_t iteration) override {
+    return inner_->LaterDataNodeEntry(iteration);
+  }
   uint64_t WakeOnDataNode(absl::AnyInvocable<void()> wake) override {
     return inner_->WakeOnDataNode(std::move(wake));
   }

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,13 @@ class GroupComm {
   // relay waits instead of running an empty iteration (Note [Relay without
   // a data node] in data_node_wait.h). True when unsure; the default.
   virtual bool HasLiveDataNode(uint64_t iteration) { return true; }
+  // Note [Data node entered later] (data_node_wait.h): when HasLiveDataNode
+  // is true only because a live data node enters after `iteration`, that
+  // entry (a relay passes `iteration` empty); nullopt otherwise (a data
+  // node trains in it, or none is known). For logs; the default: nullopt.
+  virtual std::optional<uint64_t> LaterDataNodeEntry(uint64_t iteration) {
+    return std::nullopt;
+  }
   // Note [Waking on a data node] (data_node_wait.h): `wake` runs once,
   // never inline and with no lock held, as soon as this member learns of a
   // live data node (at once when it knows one already). Returns an id for

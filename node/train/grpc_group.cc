@@ -349,8 +349,14 @@ bool GrpcGroupComm::HasLiveDataNode(uint64_t iteration) {
   // Note [Data node entered later] (data_node_wait.h): nobody will be a data
   // node of `iteration`; the barrier completes at once and the iteration
   // passes empty, as it would have had we started it before our data node left.
+  return LaterDataNodeEntry(iteration).has_value();
+}
+
+std::optional<uint64_t> GrpcGroupComm::LaterDataNodeEntry(uint64_t iteration) {
+  if (!impl_->view_->Replicas(0).empty()) return std::nullopt;
   const auto& later = impl_->options_.data_node_enters_after;
-  return later != nullptr && later(iteration);
+  if (later == nullptr) return std::nullopt;
+  return later(iteration);
 }
 
 // Armed first, then the view asked: a data node the view gains after the

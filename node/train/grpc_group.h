@@ -91,6 +91,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -206,11 +207,12 @@ struct GrpcGroupOptions {
   // verify quorum's (QuorumBans). Called outside the group's locks;
   // thread-safe. Unset: none.
   std::function<std::map<common::NodeId, common::NodeId>()> evidence_bans;
-  // Note [Data node entered later] (data_node_wait.h): true when a live data
-  // node's record enters after `iteration`, so that iteration will have no
-  // data node and HasLiveDataNode lets a waiting relay pass it. Called
-  // outside the group's locks; thread-safe. Unset: never.
-  std::function<bool(uint64_t iteration)> data_node_enters_after;
+  // Note [Data node entered later] (data_node_wait.h): the entry of a live
+  // data node whose record enters after `iteration` (the earliest), so that
+  // iteration will have no data node and HasLiveDataNode lets a waiting
+  // relay pass it; nullopt when none. Called outside the group's locks;
+  // thread-safe. Unset: never.
+  std::function<std::optional<uint64_t>(uint64_t iteration)> data_node_enters_after;
 };
 
 class GrpcGroupComm final : public GroupComm {
@@ -242,6 +244,9 @@ class GrpcGroupComm final : public GroupComm {
   // also true when options.data_node_enters_after(iteration) says one
   // enters later (Note [Data node entered later]).
   bool HasLiveDataNode(uint64_t iteration) override;
+  // options.data_node_enters_after(iteration) while the view has no live
+  // host of stage 0; nullopt otherwise.
+  std::optional<uint64_t> LaterDataNodeEntry(uint64_t iteration) override;
   // Note [Waking on a data node] (data_node_wait.h): a wake runs at the
   // first sweep (a barrier or gradient message, a recheck) that finds a
   // live stage-0 host in the view; a view change alone sweeps nothing, so

@@ -40,7 +40,11 @@ class RelayWithoutDataNodeTest : public ::testing::Test {
     // Note [Data node entered later]: what the daemon reads from records.
     absl::StatusOr<LoopbackGroups> swarm =
         StartLoopbackGroups(members_, &clock_, [this](GrpcGroupOptions& o) {
-          o.data_node_enters_after = [this](uint64_t it) { return data_node_entry_.load() > it; };
+          o.data_node_enters_after = [this](uint64_t it) -> std::optional<uint64_t> {
+            const uint64_t entry = data_node_entry_.load();
+            if (entry > it) return entry;
+            return std::nullopt;
+          };
         });
     ASSERT_TRUE(swarm.ok()) << swarm.status();
     swarm_ = *std::move(swarm);
@@ -138,6 +142,9 @@ TEST_F(RelayWithoutDataNodeTest, PassesTheIterationsBeforeALaterDataNodesEntry) 
   sim_.AdvanceTo(absl::Seconds(10), absl::Milliseconds(100));
   ASSERT_EQ(iterations_.load(), 0);
   data_node_entry_.store(3);
+  // What its log names: the iterations it passes empty, for the entry at 3.
+  EXPECT_EQ(swarm_.groups[0]->LaterDataNodeEntry(0), std::optional<uint64_t>(3));
+  EXPECT_EQ(swarm_.groups[0]->LaterDataNodeEntry(3), std::nullopt);
   // Its next ask, at most DataNodeWait::kMax later.
   sim_.AdvanceTo(clock_.SteadyNow() + DataNodeWait::kMax, absl::Milliseconds(100));
   ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 3; }))
@@ -147,6 +154,8 @@ TEST_F(RelayWithoutDataNodeTest, PassesTheIterationsBeforeALaterDataNodesEntry) 
   sim_.AdvanceTo(clock_.SteadyNow() + absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_EQ(iterations_.load(), 3);
   DataNodeInView(true);
+  // A data node in the view trains in the iteration: nothing passes empty.
+  EXPECT_EQ(swarm_.groups[0]->LaterDataNodeEntry(2), std::nullopt);
   swarm_.groups[1]->Barrier(3, data_, /*data_node=*/true, [](absl::Status) {});
   ASSERT_TRUE(sim_.Until([&] { return iterations_.load() == 4; }))
       << "iteration 3 did not complete after the data node's barrier";

@@ -11,6 +11,7 @@
 // with no copy, fails naming the stage while the data node stays paused;
 // the only data node, restarted without its disk, restores stage 0 the
 // same way. GossipDaemons in one process over loopback gRPC (ports 0).
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -419,6 +420,131 @@ TEST_F(PeerCopyRestoreTest, ARestartedMemberWithNoStateOfItsOrphanedStageFailsNa
   EXPECT_LE(static_cast<int64_t>(s.founder->reports.back().iteration), b_last + 1);
   std::printf("b stopped after iteration %lld; restarted without disk or copies, it failed: %s\n",
               static_cast<long long>(b_last), again->result.ToString().c_str());
+}
+
+// Note [Behind on any stage] (gossip_daemon_join.cc) with a stage
+// orphaned meanwhile: a (1+2) with p (1) and q (2); four founders. a's
+// trainer stalls after an iteration (its observer blocks, as a SIGSTOP or
+// a suspended machine stops its training) while p and q train on with d0
+// well past the stage server's lead; d0 then holds the swarm at kHold (its
+// observer) while q, stage 2's other replica, stops for good and a is let
+// go. a trails p on stage 1 and stage 2 has no replica to fetch from, so
+// its re-entry goes through the peer-copy restore (Note [Restore from peer
+// copies]): stage 2 from the newest state of it (Note [Newest state wins]:
+// a's own state of the stall, or a newer copy of q's), advanced to the
+// entry, stage 1 from p's state at that entry. d0 goes on once a announced
+// its entry:
+// a re-enters once, past kHold, averages stage 1 with p from its entry
+// on, every d0 iteration from its entry on trains with a finite loss, and
+// stage 2 lost no more iterations than from its stall to its entry, as a
+// stated (skipswarm_stage_restore_lost_iterations_total).
+// Without the hold, d0 ran iterations kHold..39 empty in under a second
+// once q left (routing stage 2 through the stalled a, whose server refused
+// them "behind"), before a's behind check could re-enter it.
+TEST_F(PeerCopyRestoreTest, AStalledMemberReentersRestoringAStageOrphanedMeanwhile) {
+  tweak_ = [](GossipDaemonOptions& o) { o.base.metrics_port = 0; };
+  constexpr uint64_t kStallAfter = 6;
+  constexpr uint64_t kHold = kStallAfter + 12;  // well past the lead (4)
+  absl::Notification at_hold, go_on;
+  GossipDaemonOptions d0 = Options("d0", {0});
+  d0.observer = [&](const NodeIterationReport& r) {
+    if (r.iteration != kHold) return;
+    at_hold.Notify();
+    go_on.WaitForNotificationWithTimeout(absl::Seconds(180));
+  };
+  auto founder = StartFounder(d0, /*expect_members=*/4);
+  ASSERT_NE(founder, nullptr);
+  absl::Notification stalled, released, restored;
+  std::atomic<bool> once{false};
+  std::atomic<int64_t> entry{-1};
+  GossipDaemonOptions ao = Member("a", {1, 2});
+  ao.observer = [&](const NodeIterationReport& report) {
+    if (report.iteration < kStallAfter || once.exchange(true)) return;
+    stalled.Notify();
+    released.WaitForNotificationWithTimeout(absl::Seconds(300));
+  };
+  ao.after_stage_restore = [&](uint64_t at) {
+    entry.store(static_cast<int64_t>(at));
+    if (!restored.HasBeenNotified()) restored.Notify();
+  };
+  auto a = LaunchDaemon(ao);
+  auto p = LaunchDaemon(Member("p", {1}));
+  auto q = LaunchDaemon(Member("q", {2}));
+  ASSERT_TRUE(a && p && q);
+  // Every failure below lets a and d0 go (their observers block).
+  struct LetGo {
+    absl::Notification& a;
+    absl::Notification& d0;
+    ~LetGo() {
+      if (!a.HasBeenNotified()) a.Notify();
+      if (!d0.HasBeenNotified()) d0.Notify();
+    }
+  } let_go{released, go_on};
+  ASSERT_TRUE(a->WaitUnlessFinished(stalled)) << a->result;
+  const int64_t stalled_at = a->LastIteration();
+  ASSERT_TRUE(founder->WaitUnlessFinished(at_hold))
+      << "d0 did not train on past the stalled member: " << founder->result;
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(*q));
+  const int64_t q_last = q->LastIteration();
+  q.reset();  // gone for good: a stopped daemon's servers would still answer probes
+  released.Notify();
+  ASSERT_TRUE(a->WaitUnlessFinished(restored))
+      << "the stalled member did not re-enter through the restore: " << a->result;
+  go_on.Notify();
+  ASSERT_NO_FATAL_FAILURE(FinishCleanly(*a, absl::Seconds(240)));
+  ASSERT_NO_FATAL_FAILURE(FinishCleanly(*founder, absl::Seconds(120)));
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(*p));
+
+  const int64_t entered = entry.load();
+  EXPECT_GT(entered, static_cast<int64_t>(kHold))
+      << "a entered at an iteration the swarm had passed";
+  {
+    absl::MutexLock lock(&a->mu);
+    int64_t first = -1;
+    for (const NodeIterationReport& r : a->reports) {
+      const int64_t at = static_cast<int64_t>(r.iteration);
+      if (at <= stalled_at) continue;
+      if (first < 0) first = at;
+      // Stage 1 with p from the entry on (the fetch checked its digest).
+      auto one = r.stages.find(1);
+      ASSERT_NE(one, r.stages.end()) << "a's iteration " << at;
+      EXPECT_EQ(one->second.replicas, 2)
+          << "a's iteration " << at << " after its re-entry averaged stage 1 without p";
+    }
+    EXPECT_EQ(first, entered) << "a trained an iteration before its entry (its own old state)";
+    EXPECT_EQ(static_cast<int64_t>(a->reports.back().iteration), kIterations - 1);
+  }
+  EXPECT_EQ(Counter(*a, "skipswarm_reentries_total"), 1);
+  EXPECT_EQ(Counter(*a, "skipswarm_stage_restores_total"), 1);
+  // Note [Newest state wins]: a's own state of the stall is the oldest it
+  // may take; a copy of q's only loses less.
+  const double lost = Counter(*a, "skipswarm_stage_restore_lost_iterations_total");
+  EXPECT_GT(lost, 0);
+  EXPECT_LE(lost, static_cast<double>(entered - (stalled_at + 1)))
+      << "stage 2 lost more than from a's stall (" << stalled_at << ") to its entry";
+  int64_t empty = 0;
+  {
+    absl::MutexLock lock(&founder->mu);
+    ASSERT_EQ(founder->reports.size(), static_cast<size_t>(kIterations));
+    for (const NodeIterationReport& r : founder->reports) {
+      const int64_t at = static_cast<int64_t>(r.iteration);
+      ASSERT_TRUE(r.data.has_value());
+      if (at > stalled_at && at < entered) {
+        if (r.data->completed == 0) ++empty;
+        continue;
+      }
+      EXPECT_GT(r.data->completed, 0)
+          << "d0's iteration " << at << " (a stalled after " << stalled_at << ", entered at "
+          << entered << ")";
+      EXPECT_TRUE(std::isfinite(r.data->loss)) << "d0's iteration " << at;
+    }
+  }
+  std::printf("a (1+2) stalled after iteration %lld; q, stage 2's other replica, stopped after "
+              "%lld; a re-entered at %lld, restoring stage 2 (%.0f iterations of it lost); d0 "
+              "ran %lld of the iterations in between empty\n",
+              static_cast<long long>(stalled_at), static_cast<long long>(q_last),
+              static_cast<long long>(entered), lost, static_cast<long long>(empty));
+  ExpectFinalCheckpointsAtTheEnd({{"d0", 0}, {"p", 1}, {"a", 1}, {"a", 2}});
 }
 
 // The data node as the member whose every stage is orphaned: d0, the only

@@ -304,10 +304,11 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   // Note [Data node entered later] (data_node_wait.h): a relay waiting for a
   // data node in an iteration before the entry of the one that came back
   // passes it. Read through `live_membership` as above.
-  go.data_node_enters_after = [raw = p.get()](uint64_t iteration) {
+  go.data_node_enters_after = [raw = p.get()](uint64_t iteration) -> std::optional<uint64_t> {
     absl::ReaderMutexLock lock(&raw->link_mu);
     membership::Membership* m = raw->live_membership;
-    return m != nullptr && DataNodeEntersAfter(m->GetView(), iteration);
+    if (m == nullptr) return std::nullopt;
+    return DataNodeEntersAfter(m->GetView(), iteration);
   };
   // Note [Evidence bans]: weighed with the verify quorum in averaging too.
   go.evidence_bans = [bans = p->evidence_bans.get()] { return bans->adopted(); };

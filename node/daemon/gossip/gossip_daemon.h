@@ -177,6 +177,10 @@ struct GossipDaemonOptions {
   // before requesting its state (tests hold the request until the source
   // has passed the entry boundary). Null: none.
   std::function<void(uint64_t entry)> before_state_request;
+  // For tests: a member that restored a stage from peers' copies or its
+  // own state (Note [Restore from peer copies]) calls this with its entry
+  // once it announced it, before training; it may block. Null: none.
+  std::function<void(uint64_t entry)> after_stage_restore;
   // For tests: Run calls this on its thread just before the checkpoint it
   // writes when training ends (a stop, a drain, the last iteration), with
   // no lock held; it may block. Null: none.

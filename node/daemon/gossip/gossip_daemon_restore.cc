@@ -280,6 +280,7 @@ absl::StatusOr<bool> GossipDaemon::Parts::EnterFromPeerCopies(const std::vector<
     status->AddEvent("restore", told);
   }
   std::fflush(stdout);
+  if (options.after_stage_restore) options.after_stage_restore(entry);
   return true;
 }
 

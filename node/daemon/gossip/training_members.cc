@@ -57,12 +57,14 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
   return out;
 }
 
-bool DataNodeEntersAfter(const membership::View& view, uint64_t iteration) {
+std::optional<uint64_t> DataNodeEntersAfter(const membership::View& view, uint64_t iteration) {
+  std::optional<uint64_t> earliest;
   for (const membership::MemberInfo& m : view.members) {
     if (!m.live() || m.addresses.size() < 4 || m.iteration <= iteration) continue;
-    if (std::find(m.stages.begin(), m.stages.end(), 0u) != m.stages.end()) return true;
+    if (std::find(m.stages.begin(), m.stages.end(), 0u) == m.stages.end()) continue;
+    earliest = std::min(earliest.value_or(m.iteration), m.iteration);
   }
-  return false;
+  return earliest;
 }
 
 std::vector<common::NodeId> StayingReplicas(const membership::View& view,

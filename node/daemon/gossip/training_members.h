@@ -238,7 +238,8 @@ std::vector<common::NodeId> OtherLiveReplicas(const membership::View& view,
 // `iteration` by its record (Note [Entry iteration]): then `iteration`
 // has no data node in anyone's group face and never will, and a relay
 // waiting for one there passes it empty. Founders (entry 0) never do.
-bool DataNodeEntersAfter(const membership::View& view, uint64_t iteration);
+// The earliest such entry (for the relay's log); nullopt when none.
+std::optional<uint64_t> DataNodeEntersAfter(const membership::View& view, uint64_t iteration);
 
 // Note [Simultaneous leavers] (gossip_daemon_run.cc): the replicas of
 // OtherLiveReplicas that stay when this node leaves: not stopping as a
