@@ -28,19 +28,12 @@ namespace {
 // Nodes 0 (data node), 1 (stage 1), 2 (stage 2), 3 (stage 3), 4 (stage 1)
 // and 5 (stage 2), each with its own key, all signing and requiring
 // commitments (a signing swarm); one view shared by all.
-class Swarm : public testing::SigningSwarm {
+// What both swarms below share: a micro-batch run along the swarm's route,
+// and the check that it failed on one commitment refused at `node`.
+class RoutedSwarm : public testing::SigningSwarm {
  public:
-  Swarm() : SigningSwarm({0, 1, 2, 3, 1, 2}, /*require=*/true) {}
-
-  void Inject(uint64_t mb) {
-    std::vector<RouteHop> route = {
-        {keys_[0]->id(), 0}, {keys_[1]->id(), 1}, {keys_[2]->id(), 2}, {keys_[3]->id(), 3}};
-    ASSERT_TRUE(servers_[0]->Inject(0, mb, route, {}).ok());
-  }
-  void Run(uint64_t mb) {
-    Inject(mb);
-    clock_.Advance(absl::Seconds(1));
-  }
+  using SigningSwarm::SigningSwarm;
+  virtual void Run(uint64_t mb) = 0;
   int64_t Refused(int node) const { return servers_[node]->stats().commitments_refused; }
   // Runs micro-batch 1: `node` refuses one commitment and the micro-batch
   // fails.
@@ -49,6 +42,21 @@ class Swarm : public testing::SigningSwarm {
     EXPECT_EQ(Refused(node), 1);
     ASSERT_EQ(recorder_.finished.count(1), 1u);
     EXPECT_FALSE(recorder_.finished[1].ok());
+  }
+};
+
+class Swarm : public RoutedSwarm {
+ public:
+  Swarm() : RoutedSwarm({0, 1, 2, 3, 1, 2}, /*require=*/true) {}
+
+  void Inject(uint64_t mb) {
+    std::vector<RouteHop> route = {
+        {keys_[0]->id(), 0}, {keys_[1]->id(), 1}, {keys_[2]->id(), 2}, {keys_[3]->id(), 3}};
+    ASSERT_TRUE(servers_[0]->Inject(0, mb, route, {}).ok());
+  }
+  void Run(uint64_t mb) override {
+    Inject(mb);
+    clock_.Advance(absl::Seconds(1));
   }
 };
 
@@ -164,17 +172,16 @@ TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
 
 // Note [Signed route prefix]: nodes 0..5 run stages 0..5 along the route
 // [0, 1, 2, 3, 4, 5]; node 6 is a second replica of stage 2.
-class LongSwarm : public testing::SigningSwarm {
+class LongSwarm : public RoutedSwarm {
  public:
-  LongSwarm() : SigningSwarm({0, 1, 2, 3, 4, 5, 2}, /*require=*/true) {}
+  LongSwarm() : RoutedSwarm({0, 1, 2, 3, 4, 5, 2}, /*require=*/true) {}
 
-  void Run(uint64_t mb) {
+  void Run(uint64_t mb) override {
     std::vector<RouteHop> route;
     for (int node = 0; node < 6; ++node) route.push_back({keys_[node]->id(), node});
     ASSERT_TRUE(servers_[0]->Inject(0, mb, route, {}).ok());
     clock_.Advance(absl::Seconds(1));
   }
-  int64_t Refused(int node) const { return servers_[node]->stats().commitments_refused; }
   // Hostile `node` renames hop 2 (node 2) as node 6 on the frame it sends
   // and re-signs its own commitment over the renamed prefix: only the
   // hop before's signed prefix can tell.
@@ -185,11 +192,6 @@ class LongSwarm : public testing::SigningSwarm {
       c->set_route_sha256(RouteDigest(f.header.route(), static_cast<int>(c->hop_index()) + 1));
       ASSERT_TRUE(SignCommitment(*keys_[c->hop_index()], c).ok());
     };
-  }
-  void ExpectRefusedAt(int node) {
-    EXPECT_EQ(Refused(node), 1);
-    ASSERT_EQ(recorder_.finished.count(1), 1u);
-    EXPECT_FALSE(recorder_.finished[1].ok());
   }
 };
 
@@ -219,16 +221,14 @@ TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
 TEST(StageServerOriginTest, AHostileHopRenamingAnEarlierHopIsRefused) {
   LongSwarm swarm;
   swarm.RenameHop2At(4);
-  swarm.Run(1);
-  swarm.ExpectRefusedAt(5);
+  swarm.RunExpectingRefusalAt(5);
 }
 
 // The same by the last hop on the tail it sends the origin.
 TEST(StageServerOriginTest, ALastHopRenamingAnEarlierHopIsRefusedAtTheOrigin) {
   LongSwarm swarm;
   swarm.RenameHop2At(5);
-  swarm.Run(1);
-  swarm.ExpectRefusedAt(0);
+  swarm.RunExpectingRefusalAt(0);
 }
 
 // A producer that signs no route prefix is refused.
@@ -238,8 +238,7 @@ TEST(StageServerOriginTest, ACommitmentWithoutARoutePrefixIsRefused) {
     f.header.mutable_commitment()->clear_route_sha256();
     ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
   };
-  swarm.Run(1);
-  swarm.ExpectRefusedAt(3);
+  swarm.RunExpectingRefusalAt(3);
 }
 
 }  // namespace
