@@ -32,13 +32,13 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
                               const EvidenceJudge& judge,
                               const model::SketchCheckOptions& options) {
   if (piece.commitment.producer() != accused.Bytes()) return PieceVerdict::kNotTheAccused;
+  const std::optional<std::string> x_key = lookup.public_key_of(accused);
   // Note [Evidence bans]: X's own signatures contradicting each other
   // convict X whatever its trust and whoever Y is (or with no answer: a
   // receiver that refused the frame kept it).
   if (piece.input_commitment.has_value()) {
     absl::StatusOr<common::NodeId> before =
         common::NodeId::FromBytes(piece.input_commitment->producer());
-    const std::optional<std::string> x_key = lookup.public_key_of(accused);
     std::optional<std::string> before_key;
     if (before.ok()) before_key = lookup.public_key_of(*before);
     if (x_key.has_value() && before_key.has_value() &&
@@ -48,7 +48,6 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
   }
   absl::StatusOr<common::NodeId> y = common::NodeId::FromBytes(piece.answer.answerer());
   if (!y.ok() || *y == accused) return PieceVerdict::kInvalid;
-  const std::optional<std::string> x_key = lookup.public_key_of(accused);
   const std::optional<std::string> y_key = lookup.public_key_of(*y);
   if (!x_key.has_value() || !y_key.has_value()) return PieceVerdict::kUnknownMember;
   // Note [Evidence bans]: only a newcomer against a trusted replica is
