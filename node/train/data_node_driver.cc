@@ -548,6 +548,10 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       refused = RefusedLocked(iteration);  // Note [Refused iterations]
     } else if (last) {
       refused_streak_ = all_refused ? refused_streak_ + 1 : 0;
+      if (!all_refused && pause_refused_) {  // a re-run that was not refused
+        pause_refused_ = false;
+        resumed = ResumeLocked(iteration) || resumed;
+      }
       CompleteLocked(&report, &done);
     }
   }
