@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace skipswarm::node {
 namespace {
@@ -222,6 +223,7 @@ DataNodeDriver::RecordSeen DataNodeDriver::ReadRecord(const PeerId& node) const 
 void DataNodeDriver::TryStart() {
   EndReturnedMarks();
   uint64_t iteration;
+  uint64_t base = 0;
   std::vector<PeerId> excluded, stopping;
   {
     absl::MutexLock lock(&mu_);
@@ -229,6 +231,10 @@ void DataNodeDriver::TryStart() {
     retry_ = common::kNoTimer;
     iteration = waiting_iteration_;
     ++plan_attempts_;
+    // Note [Refused iterations]: a re-run of a refused iteration takes ids
+    // above every id its earlier runs used.
+    if (!refused_iteration_.has_value() || *refused_iteration_ != iteration) mb_base_ = 0;
+    base = mb_base_;
     excluded = silent_.ExcludedAt(clock_->SteadyNow());
     stopping = StoppingAtLocked(iteration);
   }
@@ -257,6 +263,7 @@ void DataNodeDriver::TryStart() {
       absl::MutexLock lock(&mu_);
       if (!waiting_) return;  // cancelled meanwhile
       changed = PauseLocked(why);
+      pause_refused_ = false;
       retry_ = clock_->RunAfter(backoff_.Next(), guard_.Wrap([this] { TryStart(); }));
     }
     if (changed) {
@@ -273,7 +280,9 @@ void DataNodeDriver::TryStart() {
     if (!waiting_) return;  // cancelled meanwhile
     waiting_ = false;
     done = std::move(waiting_done_);
-    resumed = ResumeLocked(iteration);
+    // Note [Refused iterations]: resumed by a completed micro-batch, not by
+    // a plan through the replica that refused.
+    if (!pause_refused_) resumed = ResumeLocked(iteration);
   }
   if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
   // Note [Nothing completed]: the relays the planner had no other planned
@@ -298,7 +307,7 @@ void DataNodeDriver::TryStart() {
         break;
       }
       pending.push_back(
-          {static_cast<uint64_t>(r.index), std::move(r.hops), *std::move(d), r.priority});
+          {static_cast<uint64_t>(r.index) + base, std::move(r.hops), *std::move(d), r.priority});
     }
     // The origin serves its own starts by priority too (Note [Queue order]),
     // but only sees the few the memory slots let in: inject in that order.
@@ -331,6 +340,7 @@ void DataNodeDriver::TryStart() {
     lost_relays_.clear();
     completed_relays_.clear();
     lost_any_ = false;
+    refused_all_ = true;
     nothing_.on_every_lost_route.clear();
     nothing_.last_replicas = std::move(last_replicas);
     done_ = std::move(done);
@@ -431,6 +441,8 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
   if (claim.has_value()) record = ReadRecord(claim->node);
   absl::AnyInvocable<void(IterationReport)> done;
   IterationReport report;
+  bool resumed = false;
+  absl::Status refused;  // Note [Refused iterations]: the pause, if new
   {
     absl::MutexLock lock(&mu_);
     if (!running_ || iteration != iteration_) return;
@@ -460,6 +472,11 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       return;
     }
     if (status.ok()) {
+      refused_all_ = false;
+      if (pause_refused_) {
+        pause_refused_ = false;
+        resumed = ResumeLocked(iteration);
+      }
       ++report_.completed;
       if (f.route_shape != nullptr) ++report_.completed_by_route[f.route_shape];
       loss_sum_ += f.loss;
@@ -501,6 +518,16 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
         slowest_ = std::max(
             slowest_, std::min(clock_->SteadyNow() - f.started, SilentSampleCapLocked()));
       }
+      // Note [Refused iterations]: refused at once, on a route through
+      // the only planned replica of a stage.
+      const bool through_last =
+          std::any_of(f.relays.begin(), f.relays.end(), [this](const PeerId& id) {
+            return nothing_.last_replicas.contains(id);
+          });
+      if (stop.has_value() || timed_out || !through_last ||
+          !(absl::IsAborted(status) || IsRetryElsewhere(status))) {
+        refused_all_ = false;
+      }
       ++report_.dropped;
       ++report_.dropped_by_reason[stop.has_value()           ? "stopping"
                                   : timed_out                  ? "mb_deadline"
@@ -513,12 +540,47 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
                      << (held > 0 ? absl::StrCat(" (", held, " more drops not logged)") : "");
       }
     }
-    if (!in_flight_.empty() || !pending_.empty() || !rerun_.empty() || !unconfirmed_.empty()) {
-      return;
+    const bool last =
+        in_flight_.empty() && pending_.empty() && rerun_.empty() && unconfirmed_.empty();
+    const bool all_refused =
+        refused_all_ && report_.completed == 0 && report_.dropped > 0 && report_.rerun == 0;
+    if (last && all_refused && refused_streak_ > 0) {
+      refused = RefusedLocked(iteration);  // Note [Refused iterations]
+    } else if (last) {
+      refused_streak_ = all_refused ? refused_streak_ + 1 : 0;
+      if (!all_refused && pause_refused_) {  // a re-run that was not refused
+        pause_refused_ = false;
+        resumed = ResumeLocked(iteration) || resumed;
+      }
+      CompleteLocked(&report, &done);
     }
-    CompleteLocked(&report, &done);
   }
+  if (!refused.ok()) {
+    LOG(WARNING) << "training paused at iteration " << iteration << ": " << refused
+                 << " (re-running it with back-off)";
+    if (options_.on_pause_change) options_.on_pause_change(refused);
+  }
+  if (resumed && options_.on_pause_change) options_.on_pause_change(absl::OkStatus());
   if (done) Report(clock_, std::move(done), std::move(report));
+}
+
+absl::Status DataNodeDriver::RefusedLocked(uint64_t iteration) {
+  std::vector<std::string> sole;
+  for (const PeerId& id : nothing_.last_replicas) sole.push_back(id.ShortString());
+  std::sort(sole.begin(), sole.end());
+  const absl::Status why = absl::UnavailableError(absl::StrCat(
+      "every micro-batch was refused on a route through the only replica of a stage (",
+      absl::StrJoin(sole, ", "), "): behind, stalled or gone (Note [Refused iterations])"));
+  running_ = false;
+  waiting_ = true;
+  waiting_iteration_ = iteration;
+  waiting_done_ = std::move(done_);
+  refused_iteration_ = iteration;
+  mb_base_ = next_mb_;  // above every id this iteration used
+  const bool changed = PauseLocked(why);
+  pause_refused_ = true;
+  retry_ = clock_->RunAfter(backoff_.Next(), guard_.Wrap([this] { TryStart(); }));
+  return changed ? why : absl::OkStatus();
 }
 
 bool DataNodeDriver::ConfirmClaim(StoppingCause* claim, std::optional<uint64_t> record,

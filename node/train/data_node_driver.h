@@ -19,6 +19,30 @@
 // (the daemon's health reports NOT_SERVING with it). Cancel() ends a paused
 // iteration with CANCELLED, so a stop never waits for a replica to return.
 //
+// Note [Refused iterations]: an iteration in which nothing completed and
+// every micro-batch was dropped at once by a server's report (a refused or
+// unrepairable hop, a relay's abort notice; none lost at the deadline,
+// none re-run as stopping) on a route through the only planned replica of
+// a stage (in the view the iteration was planned on), right after one that
+// ended the same way, is not reported as a finished empty iteration: that
+// stage cannot serve (its only replica is behind the swarm, Note [Behind
+// the swarm] in node/stage/stage_server.h: a stalled member back from a
+// SIGSTOP; or stalled, or gone where our view has not seen it yet) and the
+// planner has nothing else to route through. Reported, such iterations
+// followed one another in milliseconds: a swarm burned its remaining
+// iterations empty before the stalled member's behind check ran. The first
+// such iteration is still reported (one lost frame, or a relay that moved
+// ahead with the only micro-batch in flight, is a drop like any other);
+// from the second in a row, the driver pauses as in Note [Paused training]
+// (reason UNAVAILABLE naming the last replicas, same back-off, Cancel()
+// ends it) and re-runs the same iteration after the back-off under fresh
+// ids (each hop refuses a second frame of an id it saw). A plan alone does
+// not end that pause (it plans through the same replica); the first
+// completed micro-batch does. The refusal's cause is not needed: an abort
+// notice carries none for a "behind" refusal, and whatever the cause,
+// every route was refused at once through a replica nothing could route
+// around.
+//
 // Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
 // round trip (inject -> backward done) seen in the previous iteration, an
 // MB abandoned at its deadline counting as that long, but never longer
@@ -312,6 +336,10 @@ class DataNodeDriver final : public OriginListener {
   bool PauseLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clears a pause (logged); true if there was one (tell on_pause_change).
   bool ResumeLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [Refused iterations]: turns the running iteration back into a
+  // paused, waiting one, re-planned after a back-off; the pause reason if
+  // it is new (OK otherwise).
+  absl::Status RefusedLocked(uint64_t iteration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the running iteration: its report and `done`, to send unlocked.
   void CompleteLocked(IterationReport* report,
                       absl::AnyInvocable<void(IterationReport)>* done)
@@ -371,6 +399,15 @@ class DataNodeDriver final : public OriginListener {
   // relays of this iteration's routes that were the last planned replica
   // of a stage.
   bool lost_any_ ABSL_GUARDED_BY(mu_) = false;
+  // Note [Refused iterations]: every micro-batch of the running iteration
+  // ended so far was refused at once through a stage's last planned
+  // replica; the pause is one such (a completed micro-batch ends it); the
+  // iteration refused last and the id its next run starts at.
+  bool refused_all_ ABSL_GUARDED_BY(mu_) = true;
+  int refused_streak_ ABSL_GUARDED_BY(mu_) = 0;  // such iterations reported in a row
+  bool pause_refused_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<uint64_t> refused_iteration_ ABSL_GUARDED_BY(mu_);
+  uint64_t mb_base_ ABSL_GUARDED_BY(mu_) = 0;
   SilentLossTracker::NothingCompleted nothing_ ABSL_GUARDED_BY(mu_);
   common::LogLimiter exclude_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
