@@ -326,9 +326,11 @@ TEST_F(ForgedFramesTest, EachForgeryOfASigningMemberIsRefusedAndTheSwarmTrainsOn
   for (int f = 0; f < kForgeries; ++f) {
     absl::StrAppend(&kinds, f == 0 ? "" : ", ", log_.sent[f], " ", ForgeryName(f));
   }
-  std::printf("FIGURE forged frames: m's false input adopted as a ban by a and b by d0's "
-              "iteration %lld of %lld\n",
-              static_cast<long long>(spread_at), static_cast<long long>(kIterations));
+  if (spread) {
+    std::printf("FIGURE forged frames: m's false input adopted as a ban by a and b by d0's "
+                "iteration %lld of %lld\n",
+                static_cast<long long>(spread_at), static_cast<long long>(kIterations));
+  }
   std::printf("FIGURE forged frames: %lld forged tails (%s), d0 refused %lld, checked %lld; "
               "m's honest tails %lld, all admitted\n",
               static_cast<long long>(forged), kinds.c_str(),
