@@ -98,6 +98,29 @@ inline Evidence MakeEvidence(const identity::Identity& x, const identity::Identi
   return e;
 }
 
+// A piece of the input chain (Note [Checkable evidence]): `x` at hop 2
+// binds the hop before `p`'s signed commitment to output `p_output` and
+// signs `x_input` as its input (x_input != p_output: a false input); `y`
+// answered for `input`.
+inline Evidence MakeChainedEvidence(const identity::Identity& x, const identity::Identity& y,
+                                    const identity::Identity& p, const std::string& input,
+                                    const std::string& p_output, const std::string& x_input) {
+  Evidence e = MakeEvidence(x, y, 1.05f, input, input);
+  proto::OutputCommitment before = e.commitment;
+  before.set_hop_index(1);
+  before.set_input_sha256(Sha256(absl::Cord("P's input")));
+  before.set_output_sha256(p_output);
+  CHECK(SignCommitment(p, &before).ok());
+  e.commitment.set_hop_index(2);
+  e.commitment.set_input_sha256(x_input);
+  e.commitment.set_input_commitment_sha256(CommitmentDigest(before));
+  CHECK(SignCommitment(x, &e.commitment).ok());
+  e.input_commitment = before;
+  e.answer.set_hop_index(2);
+  CHECK(SignAnswer(y, kEvidenceSwarm, input, &e.answer).ok());
+  return e;
+}
+
 }  // namespace skipswarm::node::testing
 
 #endif  // SKIPSWARM_NODE_COMPUTE_EVIDENCE_TEST_UTIL_H_

@@ -7,6 +7,8 @@ namespace skipswarm::node {
 
 const char* PieceVerdictName(PieceVerdict v) {
   switch (v) {
+    case PieceVerdict::kProvenFalseInput:
+      return "false_input";
     case PieceVerdict::kConvicts:
       return "convicts";
     case PieceVerdict::kTrustedAccused:
@@ -43,7 +45,7 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
     if (before.ok()) before_key = lookup.public_key_of(*before);
     if (x_key.has_value() && before_key.has_value() &&
         CheckFalseInput(piece, *x_key, *before_key).proves_x_lied()) {
-      return PieceVerdict::kConvicts;
+      return PieceVerdict::kProvenFalseInput;
     }
   }
   absl::StatusOr<common::NodeId> y = common::NodeId::FromBytes(piece.answer.answerer());
@@ -67,10 +69,20 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
   }
 }
 
-bool EvidenceBans::Adopt(const common::NodeId& accused, const common::NodeId& accuser) {
+bool EvidenceBans::Adopt(const common::NodeId& accused, const common::NodeId& accuser,
+                         bool proven) {
   absl::MutexLock lock(&mu_);
-  if (adopted_.count(accused) > 0 || adopted_.size() >= max_entries_) return false;
-  adopted_.emplace(accused, accuser);
+  auto it = adopted_.find(accused);
+  if (it != adopted_.end()) {
+    // Note [Evidence bans]: a proof outlasts the accused's probation, a
+    // newcomer's mismatch does not; the stronger ground wins.
+    if (!proven || it->second.proven) return false;
+    it->second = EvidenceBan{accuser, true};
+    ++generation_;
+    return true;
+  }
+  if (adopted_.size() >= max_entries_) return false;
+  adopted_.emplace(accused, EvidenceBan{accuser, proven});
   ++generation_;
   return true;
 }
@@ -91,7 +103,7 @@ void EvidenceBans::Retain(const std::function<bool(const common::NodeId&)>& keep
   ++generation_;
 }
 
-std::map<common::NodeId, common::NodeId> EvidenceBans::adopted() const {
+EvidencedBans EvidenceBans::adopted() const {
   absl::MutexLock lock(&mu_);
   return adopted_;
 }

@@ -7,7 +7,7 @@
 //
 //   EvidenceBans bans;                                  // the daemon's, shared
 //   PieceVerdict v = JudgeServedPiece(piece, x, lookup, limits, judge);
-//   if (v == PieceVerdict::kConvicts) bans.Adopt(x, accuser);
+//   if (Convicts(v)) bans.Adopt(x, accuser, v == PieceVerdict::kProvenFalseInput);
 //   VerifiedRoutingView routing(&view, &trust, self, &bans);
 //
 // Note [Evidence bans]
@@ -19,7 +19,7 @@
 // serves the pieces it kept, node/daemon/gossip/evidence_service.h) and
 // checks each piece itself; the accuser is not trusted at all. A piece
 // whose commitment's producer is X convicts X here (JudgeServedPiece ==
-// kConvicts) when CheckFalseInput proves it, with X's and the hop before's
+// kProvenFalseInput) when CheckFalseInput proves it, with X's and the hop before's
 // keys from their signed records: X signed an input hash beside a bound,
 // validly signed commitment of the hop before whose output hash is another
 // (Note [Checkable evidence], the input chain). That is X's own signature
@@ -31,9 +31,20 @@
 // received. The hop after X that refuses such a frame (CheckCommitment
 // in stage_server_commitment.cc) keeps its two commitments, without the
 // payload, in the store its signed mismatches use (so it serves them the
-// same way) and tells on_check_verdict of a mismatch of X, whatever X's
-// trust: its own ban of X comes by the path of its verified mismatches
-// (Note [Verify trust]). Otherwise a piece convicts X iff
+// same way) and tells on_false_input, whatever X's trust: the daemon
+// condemns X at once (VerifyTrust::Condemn: a proof is not one strike of
+// Note [Verify trust], nor a dispute of Note [Trusted disputes]), so X
+// leaves its routes and its record's bans name X.
+// A proven ban spreads whatever X's trust: the adopter fetches an
+// accuser's pieces for a ban of any live member the quorum has not
+// adopted, trusted or not (paced alike). That is safe for a trusted X
+// because against it a piece convicts only as a proof (the sketch rule
+// below stops at kTrustedAccused before the judge): a catcher cannot make
+// one without X's key, and an honest X never signs one. EvidenceBans
+// records which bans rest on a proof, and VerifyQuorumBans holds those
+// for a trusted X too, even where X is the last trusted host of a stage
+// (why: Note [Trusted verify bans]). Otherwise a piece convicts X
+// (kConvicts) iff
 //   - its commitment's producer is X (a piece about someone else is not
 //     evidence against X),
 //   - CheckEvidence, with X's and Y's public keys from their signed member
@@ -48,11 +59,13 @@
 // routes around and QuorumBans bans from averaging. One rule decides who
 // is banned; evidence is a second way to meet it. An adopted ban lasts
 // while X is a live member on probation in the view (VerifyQuorumBans
-// reads it only then), like the quorum's; X leaving drops it.
+// reads it only then), like the quorum's, a proven one while X is a live
+// member whatever its trust; X leaving drops either.
 // What convicts nobody (counted by reason, never a ban):
-//   - a trusted X: X and Y both trusted and disagreeing says that one of
-//     them lied, not which (Note [Trusted disputes]); one piece cannot
-//     attribute it, so a trusted X keeps the quorum rule only;
+//   - a trusted X on a sketch mismatch: X and Y both trusted and
+//     disagreeing says that one of them lied, not which (Note [Trusted
+//     disputes]); one piece cannot attribute it, so a trusted X keeps the
+//     quorum rule only (unless the piece proves a false input);
 //   - a piece whose false input is not proven (a signature, the binding,
 //     the hop before's key missing) falls to the rule above;
 //   - kInputsDiffer (X committed to another input than Y answered for:
@@ -90,7 +103,8 @@
 namespace skipswarm::node {
 
 enum class PieceVerdict {
-  kConvicts,          // adopt the ban of the accused
+  kProvenFalseInput,  // a false-input proof: adopt the ban, whatever X's trust
+  kConvicts,          // a newcomer's mismatch: adopt the ban of the accused
   kTrustedAccused,    // the accused is trusted: quorum only
   kNotTheAccused,     // the commitment's producer is someone else
   kUnknownMember,     // X or Y not in the view, or no record key
@@ -101,6 +115,10 @@ enum class PieceVerdict {
 };
 // "convicts", "trusted_accused", ... (the metrics' reason label).
 const char* PieceVerdictName(PieceVerdict v);
+// kProvenFalseInput or kConvicts: the piece convicts the accused.
+inline bool Convicts(PieceVerdict v) {
+  return v == PieceVerdict::kProvenFalseInput || v == PieceVerdict::kConvicts;
+}
 
 // What JudgeServedPiece needs of this member's view (thread-safe).
 struct EvidenceLookup {
@@ -116,23 +134,37 @@ PieceVerdict JudgeServedPiece(const Evidence& piece, const common::NodeId& accus
                               const EvidenceJudge& judge,
                               const model::SketchCheckOptions& options = {});
 
-// The bans this member adopted on evidence: accused -> the accuser whose
-// piece convicted it. Bounded: at most max_entries, new ones refused beyond.
+// One ban adopted on evidence: the accuser whose piece convicted, and
+// whether that piece was a false-input proof (Note [Evidence bans]: such a
+// ban holds whatever the accused's trust).
+struct EvidenceBan {
+  common::NodeId accuser;
+  bool proven = false;
+  bool operator==(const EvidenceBan& o) const {
+    return accuser == o.accuser && proven == o.proven;
+  }
+};
+// accused -> its ban.
+using EvidencedBans = std::map<common::NodeId, EvidenceBan>;
+
+// The bans this member adopted on evidence. Bounded: at most max_entries,
+// new ones refused beyond.
 class EvidenceBans {
  public:
   explicit EvidenceBans(size_t max_entries = 256) : max_entries_(max_entries) {}
-  // True when `accused` is new here (generation() moves).
-  bool Adopt(const common::NodeId& accused, const common::NodeId& accuser);
+  // True when `accused` is new here, or its ban now rests on a proof where
+  // it did not (generation() moves).
+  bool Adopt(const common::NodeId& accused, const common::NodeId& accuser, bool proven = false);
   // Forgets accused ids `keep` says no to (members gone from the view).
   void Retain(const std::function<bool(const common::NodeId&)>& keep);
-  std::map<common::NodeId, common::NodeId> adopted() const;
+  EvidencedBans adopted() const;
   bool Has(const common::NodeId& accused) const;
   uint64_t generation() const;
 
  private:
   const size_t max_entries_;
   mutable absl::Mutex mu_;
-  std::map<common::NodeId, common::NodeId> adopted_ ABSL_GUARDED_BY(mu_);
+  EvidencedBans adopted_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,20 +48,7 @@ struct World {
   // X at hop 2 binds the hop before P's signed commitment to output
   // `p_output` and signs `x_input` as its input; Y answered for `input`.
   Evidence Chained(const std::string& p_output, const std::string& x_input) const {
-    Evidence e = Lie();
-    proto::OutputCommitment before = e.commitment;
-    before.set_hop_index(1);
-    before.set_input_sha256(Sha256(absl::Cord("P's input")));
-    before.set_output_sha256(p_output);
-    EXPECT_TRUE(SignCommitment(*p, &before).ok());
-    e.commitment.set_hop_index(2);
-    e.commitment.set_input_sha256(x_input);
-    e.commitment.set_input_commitment_sha256(CommitmentDigest(before));
-    EXPECT_TRUE(SignCommitment(*x, &e.commitment).ok());
-    e.input_commitment = before;
-    e.answer.set_hop_index(2);
-    EXPECT_TRUE(SignAnswer(*y, testing::kEvidenceSwarm, input, &e.answer).ok());
-    return e;
+    return testing::MakeChainedEvidence(*x, *y, *p, input, p_output, x_input);
   }
 };
 
@@ -145,7 +133,7 @@ TEST(EvidenceBansTest, AnEvidenceBanJoinsTheQuorumsBansWhileTheNewcomerIsLive) {
                                 Member(x, true)};
   // One accuser: the quorum alone does not ban.
   EXPECT_TRUE(VerifyQuorumBans(self, live, {}).empty());
-  const std::map<NodeId, NodeId> evidenced = {{x, catcher}};
+  const EvidencedBans evidenced = {{x, EvidenceBan{catcher}}};
   auto bans = VerifyQuorumBans(self, live, {}, evidenced);
   ASSERT_EQ(bans.count(x), 1u);
   EXPECT_EQ(bans.at(x), std::vector<NodeId>{catcher});
@@ -155,6 +143,52 @@ TEST(EvidenceBansTest, AnEvidenceBanJoinsTheQuorumsBansWhileTheNewcomerIsLive) {
   // Trusted by now: the quorum rule only.
   live.push_back(Member(x, false));
   EXPECT_TRUE(VerifyQuorumBans(self, live, {}, evidenced).empty());
+}
+
+// Note [Evidence bans]: a ban that rests on a false-input proof holds
+// whatever the accused's trust; one on a sketch mismatch does not.
+TEST(EvidenceBansTest, AProvenBanHoldsForATrustedMemberAndOutlivesProbation) {
+  const NodeId self = NodeId::ForName("self"), x = NodeId::ForName("x"),
+               other = NodeId::ForName("other"), catcher = NodeId::ForName("catcher");
+  // X trusted, another trusted host of stage 1 beside it; one accuser.
+  std::vector<PeerInfo> live = {Member(self, false), Member(catcher, false, {x}),
+                                Member(x, false), Member(other, false)};
+  EXPECT_TRUE(VerifyQuorumBans(self, live, {}, {{x, EvidenceBan{catcher}}}).empty());
+  auto bans = VerifyQuorumBans(self, live, {}, {{x, EvidenceBan{catcher, true}}});
+  ASSERT_EQ(bans.count(x), 1u);
+  EXPECT_EQ(bans.at(x), std::vector<NodeId>{catcher});
+  // On probation too; gone from the view, dropped; never self.
+  live[2].on_probation = true;
+  EXPECT_EQ(VerifyQuorumBans(self, live, {}, {{x, EvidenceBan{catcher, true}}}).count(x), 1u);
+  live.erase(live.begin() + 2);
+  EXPECT_TRUE(VerifyQuorumBans(self, live, {}, {{x, EvidenceBan{catcher, true}}}).empty());
+  EXPECT_TRUE(VerifyQuorumBans(self, live, {}, {{self, EvidenceBan{catcher, true}}}).empty());
+}
+
+TEST(EvidenceBansTest, AProofUpgradesAnAdoptedBanAndRoutingLeavesOutTheTrustedLiar) {
+  const NodeId self = NodeId::ForName("self"), x = NodeId::ForName("x"),
+               catcher = NodeId::ForName("catcher"), other = NodeId::ForName("other");
+  StaticSwarmView view({Member(self, false), Member(catcher, false, {x}), Member(x, true),
+                        Member(other, false)});
+  VerifyTrust trust;
+  EvidenceBans evidence;
+  VerifiedRoutingView routing(&view, &trust, self, &evidence);
+  EXPECT_TRUE(evidence.Adopt(x, catcher));  // a newcomer's mismatch
+  EXPECT_EQ(routing.Replicas(1).size(), 3u);
+  const uint64_t before = evidence.generation();
+  EXPECT_TRUE(evidence.Adopt(x, other, /*proven=*/true));  // then a proof
+  EXPECT_GT(evidence.generation(), before);
+  EXPECT_EQ(evidence.adopted().at(x), (EvidenceBan{other, true}));
+  EXPECT_FALSE(evidence.Adopt(x, catcher, /*proven=*/true));  // once
+  EXPECT_FALSE(evidence.Adopt(x, catcher));  // a mismatch never weakens it
+  EXPECT_EQ(evidence.adopted().at(x), (EvidenceBan{other, true}));
+  // X leaves probation: the proven ban keeps it out of routes.
+  StaticSwarmView trusted_view({Member(self, false), Member(catcher, false, {x}),
+                                Member(x, false), Member(other, false)});
+  VerifiedRoutingView trusted_routing(&trusted_view, &trust, self, &evidence);
+  const std::vector<NodeId> replicas = trusted_routing.Replicas(1);
+  EXPECT_EQ(std::count(replicas.begin(), replicas.end(), x), 0);
+  EXPECT_EQ(replicas.size(), 3u);
 }
 
 TEST(EvidenceBansTest, RoutingLeavesOutAMemberAdoptedOnEvidence) {
@@ -191,15 +225,17 @@ TEST(EvidenceBansTest, AFalseInputConvictsTheProducerWhateverItsTrust) {
   const std::string other = Sha256(absl::Cord("another input"));
   // X signed `other` as its input beside P's commitment to `input`.
   Evidence e = w.Chained(w.input, other);
-  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kConvicts);
+  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kProvenFalseInput);
   // Without Y's answer (a receiver that refused the frame kept it).
   Evidence refused = e;
   refused.answer.Clear();
-  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kConvicts);
+  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kProvenFalseInput);
   // A trusted X too: its own signatures contradict each other.
   w.trusted.insert(w.x->id());
-  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kConvicts);
-  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kConvicts);
+  EXPECT_EQ(w.Judge(e, w.x->id()), PieceVerdict::kProvenFalseInput);
+  EXPECT_EQ(w.Judge(refused, w.x->id()), PieceVerdict::kProvenFalseInput);
+  EXPECT_TRUE(Convicts(PieceVerdict::kProvenFalseInput));
+  EXPECT_STREQ(PieceVerdictName(PieceVerdict::kProvenFalseInput), "false_input");
   // Still only against its producer.
   EXPECT_EQ(w.Judge(e, w.other->id()), PieceVerdict::kNotTheAccused);
   // An honest chain against a trusted X keeps the quorum rule.

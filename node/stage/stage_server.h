@@ -259,6 +259,11 @@ struct StageServerOptions {
   // output matched Y's sketch (thread-safe; called without the server's
   // lock, on the thread that completed the pair). Optional.
   std::function<void(const PeerId& checked, bool match)> on_check_verdict;
+  // Told each producer a refused frame proved signed a false input (Note
+  // [Evidence bans] in evidence_bans.h; a proof, whatever its trust:
+  // condemn it at once). Unset: on_check_verdict is told a mismatch
+  // instead. Thread-safe; called without the server's lock.
+  std::function<void(const PeerId& producer)> on_false_input;
   // Note [Trusted disputes] (verify_trust.h): as the hop after a trusted X,
   // whether to keep its outputs for checks too (in their own OutputChecks,
   // so they never push a newcomer's out), and each such verdict with the

@@ -8,8 +8,8 @@
 // sign the route the frame carries up to their hops (Note [Signed route
 // prefix] in stage_server.h). A frame refused because X's input hash is
 // not the bound, verified hop before's output proves X lied: it is kept as
-// a piece against X and counted as this node's mismatch of X (Note
-// [Evidence bans] in evidence_bans.h, KeepFalseInput).
+// a piece against X and condemns X here at once (Note [Evidence bans] in
+// evidence_bans.h, KeepFalseInput).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -281,9 +281,9 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
 
 void StageServer::Impl::KeepFalseInput(const proto::FrameHeader& h, const PeerId& producer) {
   // Note [Evidence bans]: X's own signatures contradict each other, so the
-  // piece convicts X anywhere whatever its trust, and here it counts as
-  // this node's verified mismatch of X (trusted or not: it is a proof, not
-  // a dispute). In the bounded store the mismatches use.
+  // piece convicts X anywhere whatever its trust, and here it condemns X
+  // at once (trusted or not: it is a proof, not a strike or a dispute). In
+  // the bounded store the mismatches use.
   checks_.KeepProvenPiece(producer, Evidence{h.commitment(), absl::Cord(), proto::SketchAnswer(),
                                              h.input_commitment()});
   {
@@ -293,7 +293,11 @@ void StageServer::Impl::KeepFalseInput(const proto::FrameHeader& h, const PeerId
   LOG(WARNING) << "verified compute: " << producer.ShortString()
                << " signed an input hash other than the hop before's signed output; "
                   "kept as evidence";
-  if (options_.on_check_verdict) options_.on_check_verdict(producer, false);
+  if (options_.on_false_input) {
+    options_.on_false_input(producer);
+  } else if (options_.on_check_verdict) {
+    options_.on_check_verdict(producer, false);
+  }
 }
 
 bool StageServer::Impl::TailStartsAsSent(const proto::FrameHeader& h) const {

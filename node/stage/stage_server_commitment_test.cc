@@ -169,15 +169,18 @@ TEST(StageServerCommitmentTest, AFalseInputHashIsRefusedByTheCatcher) {
 }
 
 // Note [Evidence bans]: a refused false input is kept as a piece against
-// its producer (node 2) and counted as the catcher's mismatch of it; a
+// its producer (node 2) and told to on_false_input (a proof: condemned at
+// once, not one mismatch; without it, on_check_verdict of a mismatch); a
 // frame refused for anything else keeps nothing.
 struct FalseInputAtTheCatcher {
   std::vector<std::pair<PeerId, bool>> verdicts;
+  std::vector<PeerId> proven;
   Swarm swarm{/*require=*/true, [this](int i, StageServerOptions& o) {
                 if (i != 0) return;
                 o.on_check_verdict = [this](const PeerId& x, bool match) {
                   verdicts.emplace_back(x, match);
                 };
+                o.on_false_input = [this](const PeerId& x) { proven.push_back(x); };
               }};
   explicit FalseInputAtTheCatcher(std::function<void(Swarm&, Frame&)> lie) {
     swarm.editing_[2]->edit = [this, lie](Frame& f) {
@@ -201,7 +204,8 @@ TEST(StageServerCommitmentTest, ARefusedFalseInputIsKeptAsEvidenceAgainstItsProd
   const EvidenceVerdict v = CheckFalseInput(kept[0], lied.swarm.keys_[2]->public_key(),
                                             lied.swarm.keys_[1]->public_key());
   EXPECT_EQ(v.kind, EvidenceVerdict::kFalseInput) << v.reason;
-  EXPECT_EQ(lied.verdicts, (std::vector<std::pair<PeerId, bool>>{{x, false}}));
+  EXPECT_EQ(lied.proven, std::vector<PeerId>{x});
+  EXPECT_TRUE(lied.verdicts.empty());  // a proof, not a strike
 
   // The hop before's commitment re-signed by another key: refused, but
   // nothing proves X lied.
@@ -216,6 +220,7 @@ TEST(StageServerCommitmentTest, ARefusedFalseInputIsKeptAsEvidenceAgainstItsProd
   EXPECT_EQ(forged.swarm.servers_[0]->stats().false_inputs_kept, 0);
   EXPECT_TRUE(forged.swarm.servers_[0]->EvidenceAgainst(x).empty());
   EXPECT_TRUE(forged.verdicts.empty());
+  EXPECT_TRUE(forged.proven.empty());
 }
 
 TEST(StageServerCommitmentTest, ACarriedCommitmentByAnotherKeyOrForAnotherVisitIsRefused) {

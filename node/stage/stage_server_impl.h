@@ -147,8 +147,8 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop,
                                    bool* false_input);
   // Keeps the frame's commitments as a piece against its producer
-  // (payload-free: CheckFalseInput reads none) and tells on_check_verdict
-  // of a mismatch, as a verified mismatch of its own would. Not under mu_.
+  // (payload-free: CheckFalseInput reads none) and tells on_false_input
+  // (unset: on_check_verdict of a mismatch). Not under mu_.
   void KeepFalseInput(const proto::FrameHeader& h, const PeerId& producer);
   // At the origin, for a tail frame `h`: false when its route's hop 1 is not
   // the hop this origin's forward of that micro-batch went to (as the

@@ -60,6 +60,17 @@ int VerifyTrust::DisputesLocked(const common::NodeId& id) const {
   return n;
 }
 
+bool VerifyTrust::Condemn(const common::NodeId& id) {
+  absl::MutexLock lock(&mu_);
+  MemberVerdicts& v = verdicts_[id];
+  ++v.mismatches;
+  mismatched_.insert(id);
+  if (v.condemned) return false;
+  v.condemned = true;
+  ++generation_;
+  return true;
+}
+
 bool VerifyTrust::Condemned(const common::NodeId& id) const {
   absl::MutexLock lock(&mu_);
   auto it = verdicts_.find(id);
@@ -121,7 +132,7 @@ bool AnotherTrustedHost(const std::map<common::NodeId, const PeerInfo*>& by_id,
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
     const std::set<common::NodeId>& distrusted,
-    const std::map<common::NodeId, common::NodeId>& evidenced) {
+    const EvidencedBans& evidenced) {
   // One voice per accuser (its first entry), its ids deduplicated.
   std::map<common::NodeId, const PeerInfo*> by_id;
   std::map<common::NodeId, std::set<common::NodeId>> accusers;
@@ -129,6 +140,12 @@ std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     if (!by_id.emplace(p.id, &p).second) continue;
     if (p.id == self || p.on_probation || distrusted.count(p.id) > 0) continue;
     for (const common::NodeId& accused : p.bans) accusers[accused].insert(p.id);
+  }
+  // Note [Evidence bans]: the live members a false-input proof convicts,
+  // whatever their trust.
+  std::set<common::NodeId> proven;
+  for (const auto& [accused, ban] : evidenced) {
+    if (ban.proven && accused != self && by_id.count(accused) > 0) proven.insert(accused);
   }
   std::map<common::NodeId, std::vector<common::NodeId>> out;
   std::set<common::NodeId> trusted_banned;
@@ -148,21 +165,26 @@ std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     out.emplace(accused, std::vector<common::NodeId>(by.begin(), by.end()));
     if (!x.on_probation) trusted_banned.insert(accused);
   }
-  // Note [Trusted verify bans]: never the last trusted host of a stage.
+  // Note [Trusted verify bans]: never the last trusted host of a stage
+  // (the proven left out of the hosts, and never kept by it).
+  std::set<common::NodeId> banned = trusted_banned;
+  banned.insert(proven.begin(), proven.end());
   for (const common::NodeId& accused : trusted_banned) {
+    if (proven.count(accused) > 0) continue;
     const std::vector<int>& stages = by_id.at(accused)->stages;
     if (std::any_of(stages.begin(), stages.end(), [&](int stage) {
-          return !AnotherTrustedHost(by_id, accused, stage, trusted_banned, distrusted);
+          return !AnotherTrustedHost(by_id, accused, stage, banned, distrusted);
         })) {
       out.erase(accused);
     }
   }
-  // Note [Evidence bans]: a checked piece against a live newcomer stands
-  // for the quorum.
-  for (const auto& [accused, accuser] : evidenced) {
+  // Note [Evidence bans]: a checked piece against a live newcomer, or a
+  // false-input proof against any live member, stands for the quorum.
+  for (const auto& [accused, ban] : evidenced) {
     auto it = by_id.find(accused);
-    if (accused == self || it == by_id.end() || !it->second->on_probation) continue;
-    out.emplace(accused, std::vector<common::NodeId>{accuser});
+    if (accused == self || it == by_id.end()) continue;
+    if (!ban.proven && !it->second->on_probation) continue;
+    out.emplace(accused, std::vector<common::NodeId>{ban.accuser});
   }
   return out;
 }
@@ -182,8 +204,7 @@ std::set<common::NodeId> VerifiedRoutingView::Excluded() const {
   for (PeerInfo& p : inner_->Members()) {
     if (inner_->IsAlive(p.id)) live.push_back(std::move(p));
   }
-  const std::map<common::NodeId, common::NodeId> evidenced =
-      evidence_ != nullptr ? evidence_->adopted() : std::map<common::NodeId, common::NodeId>{};
+  const EvidencedBans evidenced = evidence_ != nullptr ? evidence_->adopted() : EvidencedBans{};
   for (const auto& [id, by] : VerifyQuorumBans(self_, live, out, evidenced)) out.insert(id);
   absl::MutexLock lock(&mu_);
   excluded_version_ = version;

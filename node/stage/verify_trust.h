@@ -53,7 +53,9 @@
 // [Evidence bans] in evidence_bans.h: VerifyQuorumBans takes those bans,
 // so routing and averaging read one set by one rule). A trusted X keeps
 // the quorum rule only (one piece of two trusted members disagreeing does
-// not say which lied). Why not trust weights alone: one trusted liar
+// not say which lied), unless a piece proves X signed a false input: X's
+// own signatures contradict each other, and that ban holds whatever X's
+// trust (Note [Evidence bans]). Why not trust weights alone: one trusted liar
 // would then ban any newcomer. With the quorum, a single lying accuser (or
 // any number of newcomers: they count for nothing) bans nobody; two
 // trusted liars can ban a newcomer, never a trusted member (this rule
@@ -87,6 +89,12 @@
 // condemned first (condemned partners do not count). The verdict is this
 // node's: it routes around the member and names it in its record's bans,
 // which spread by Note [Trusted verify bans].
+// A frame that proves its producer signed a false input (Note [Evidence
+// bans]) is neither a strike nor a dispute: the catcher condemns the
+// producer at once, trusted or not (VerifyTrust::Condemn), since its own
+// signatures say it lied and no partner is needed to attribute it. Only
+// that proof does; a sketch mismatch of a trusted member keeps the pair
+// rule above.
 //
 // Note [Trusted verify bans]
 // How a trusted member condemned under Note [Trusted disputes] leaves
@@ -105,6 +113,18 @@
 //     this node's distrusted left out): banning it would leave the stage
 //     without a route. Condemnation needs disputes with 2 partners, i.e. 3
 //     trusted replicas, so an honest verdict always leaves others.
+// A ban that rests on a false-input proof (Note [Evidence bans]) is not a
+// verdict that may be wrong: X signed an input hash beside a signed output
+// of the hop before that says otherwise, which no one but X can make. It
+// holds whatever X's trust and wherever its accuser is, and the last-host
+// exemption does not keep X: a proven tamperer computes on inputs other
+// than the ones it received, so every step trained through it poisons the
+// model (and the group's averaged weights with it), while a stage left
+// without a trusted route stalls, visibly, until a newcomer or a stage move
+// covers it, and loses nothing already trained. The catcher already drops
+// it from its own routes (its condemned leave them whatever the stage
+// keeps); the others now do the same. A proven member does count as banned
+// in the same pass, so it never keeps another accused as "another host".
 // Safety: one lying trusted accuser (any number of newcomers) bans nobody,
 // as for newcomers. Two trusted liars that host other stages can take an
 // honest trusted member out of routes and of its stage peers' averaging
@@ -112,7 +132,8 @@
 // where a third host of its stage remains; they can already condemn it at
 // their own nodes (Note [Trusted disputes]). Checkable evidence does not
 // close that gap (Note [Evidence bans]): a signed piece shows that two
-// trusted members disagree, not which of them lied.
+// trusted members disagree, not which of them lied. Nor can liars use a
+// proof against an honest member: only its own key signs one.
 //
 // Thread rule: VerifyTrust is thread-safe; VerifiedRoutingView is as thread-safe
 // as the view it wraps (its own cache is locked). Both borrow: the inner view and the trust outlive
@@ -158,6 +179,10 @@ class VerifyTrust {
 
   // One verdict on `checked`. True when it condemned the member (once).
   bool Record(const common::NodeId& checked, bool match);
+  // A proof that `id` lied (a false input, Note [Evidence bans]): counted
+  // as a mismatch and condemns it at once, whatever its trust and strikes.
+  // True when it condemned the member (once).
+  bool Condemn(const common::NodeId& id);
   // One verdict on trusted `checked` against trusted `verifier`'s sketch
   // (Note [Trusted disputes]): the members it condemned (ascending, once).
   std::vector<common::NodeId> RecordPair(const common::NodeId& checked,
@@ -194,14 +219,15 @@ inline constexpr size_t kVerifyBanQuorum = 2;
 // from `live` (the live members as this node's view shows them, with their
 // stages, published bans and probation), each with its accusers
 // (ascending). Accusers in `distrusted` (this node's own bans and verdicts)
-// do not count. `evidenced` (accused -> accuser, Note [Evidence bans] in
-// evidence_bans.h): the bans this member adopted on checked evidence; each
-// holds, with its accuser alone, while the accused is a live member on
-// probation and the quorum does not already name it. Pure.
+// do not count. `evidenced` (Note [Evidence bans] in evidence_bans.h): the
+// bans this member adopted on checked evidence; each holds, with its
+// accuser alone, where the quorum does not already name the accused, while
+// the accused is a live member on probation, or, for a false-input proof
+// (EvidenceBan::proven), a live member whatever its trust, the last trusted
+// host of a stage too. Pure.
 std::map<common::NodeId, std::vector<common::NodeId>> VerifyQuorumBans(
     const common::NodeId& self, const std::vector<PeerInfo>& live,
-    const std::set<common::NodeId>& distrusted,
-    const std::map<common::NodeId, common::NodeId>& evidenced = {});
+    const std::set<common::NodeId>& distrusted, const EvidencedBans& evidenced = {});
 
 // `inner` as routing sees it without the members `trust` condemned and
 // those Note [Verify bans] adopts from the alive members' records and

@@ -65,6 +65,23 @@ TEST(VerifyTrustTest, ATrustedLiarIsCondemnedByItsDisputesWithTwoPartners) {
   EXPECT_FALSE(trust.Condemned(b));
 }
 
+// Note [Trusted disputes]: a false-input proof condemns at once, whatever
+// the member's trust and strikes; a sketch mismatch keeps its rule.
+TEST(VerifyTrustTest, AProofCondemnsATrustedMemberAtOnce) {
+  VerifyTrust trust;
+  const NodeId a = NodeId::ForName("a"), l = NodeId::ForName("l");
+  EXPECT_TRUE(trust.RecordPair(l, a, false).empty());  // one dispute strike: nobody
+  EXPECT_FALSE(trust.Condemned(l));
+  const uint64_t before = trust.generation();
+  EXPECT_TRUE(trust.Condemn(l));
+  EXPECT_TRUE(trust.Condemned(l));
+  EXPECT_GT(trust.generation(), before);
+  EXPECT_FALSE(trust.Condemn(l));  // once
+  EXPECT_EQ(trust.condemned(), std::vector<NodeId>{l});
+  EXPECT_FALSE(trust.Condemned(a));  // its partner is not implicated
+  EXPECT_EQ(trust.verdicts().at(l).mismatches, 3);
+}
+
 TEST(VerifyTrustTest, TwoTrustedReplicasAloneCondemnNobody) {
   VerifyTrust trust;
   const NodeId a = NodeId::ForName("a"), l = NodeId::ForName("l");
@@ -228,6 +245,46 @@ TEST(VerifyQuorumBansTest, ATrustedMembersStagePeersAndItsStagesLastHostAreExemp
   // Nor one that is not a live member.
   for (const char* accuser : {"s2a", "s2b"}) Accuse(live, accuser, "gone");
   EXPECT_TRUE(VerifyQuorumBans(NodeId::ForName("d"), live, {}).empty());
+}
+
+// Note [Trusted verify bans]: a ban on a false-input proof is not kept by
+// the last-host exemption, and the proven member is no "other host" for
+// another trusted accused of its stage.
+TEST(VerifyQuorumBansTest, AProvenLiarIsBannedEvenAsItsStagesLastTrustedHost) {
+  std::vector<PeerInfo> live = Live();
+  const NodeId d = NodeId::ForName("d"), t1 = NodeId::ForName("t1"),
+               s2a = NodeId::ForName("s2a");
+  Accuse(live, "s2a", "t1");
+  // t1 is stage 1's only trusted host. A mismatch piece (not a proof) does
+  // not hold for a trusted member, nor does the quorum keep it.
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {}, {{t1, EvidenceBan{s2a}}}).empty());
+  for (const char* accuser : {"s2b", "t3"}) Accuse(live, accuser, "t1");
+  EXPECT_TRUE(VerifyQuorumBans(d, live, {}).empty());
+  // A proof: banned, by the catcher alone, stage 1 left to its newcomer.
+  const EvidencedBans proven = {{t1, EvidenceBan{s2a, true}}};
+  auto bans = VerifyQuorumBans(d, live, {}, proven);
+  ASSERT_EQ(bans.count(t1), 1u);
+  StaticSwarmView inner(live);
+  VerifyTrust trust;
+  EvidenceBans evidence;
+  EXPECT_TRUE(evidence.Adopt(t1, s2a, /*proven=*/true));
+  VerifiedRoutingView view(&inner, &trust, d, &evidence);
+  EXPECT_EQ(view.Replicas(1), std::vector<NodeId>{NodeId::ForName("n1")});
+  // A second trusted host t1b that the quorum accuses: with t1 proven,
+  // t1b is stage 1's last trusted host, so the exemption keeps it.
+  live = Live();
+  PeerInfo t1b;
+  t1b.id = NodeId::ForName("t1b");
+  t1b.stages = {1};
+  live.push_back(t1b);
+  for (const char* accuser : {"s2a", "s2b"}) Accuse(live, accuser, "t1b");
+  bans = VerifyQuorumBans(d, live, {}, proven);
+  EXPECT_EQ(bans.count(t1), 1u);
+  EXPECT_EQ(bans.count(t1b.id), 0u);
+  // Without the proof t1 is t1b's other host: t1b goes, t1 stays.
+  bans = VerifyQuorumBans(d, live, {});
+  EXPECT_EQ(bans.count(t1), 0u);
+  EXPECT_EQ(bans.count(t1b.id), 1u);
 }
 
 TEST(VerifiedRoutingViewTest, RoutesAroundANewcomerTwoTrustedMembersCondemned) {

@@ -25,7 +25,7 @@ bool ShareAStage(const std::vector<int>& a, const std::vector<int>& b) {
 
 std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeId>& own_bans,
                                         const std::vector<BanReport>& members,
-                                        const std::map<NodeId, NodeId>& evidenced) {
+                                        const EvidencedBans& evidenced) {
   // One entry per member (the first one), so a member listed twice is one
   // voice; its published ids deduplicated, an over-long list dropped.
   std::map<NodeId, const BanReport*> by_id;
@@ -37,7 +37,7 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
   }
   std::set<NodeId> accused_ids;
   for (const auto& [reporter, ids] : published) accused_ids.insert(ids.begin(), ids.end());
-  for (const auto& [accused, accuser] : evidenced) accused_ids.insert(accused);
+  for (const auto& [accused, ban] : evidenced) accused_ids.insert(accused);
   // Note [Verify bans]: a newcomer named by two trusted members anywhere; a
   // trusted member by two that share no stage with it.
   std::vector<PeerInfo> live;
@@ -84,7 +84,7 @@ std::map<NodeId, AdoptedBan> QuorumBans(const NodeId& self, const std::set<NodeI
 
 GossipedBans::Change GossipedBans::Update(const NodeId& self, const std::set<NodeId>& own_bans,
                                           const std::vector<BanReport>& members,
-                                          const std::map<NodeId, NodeId>& evidenced) {
+                                          const EvidencedBans& evidenced) {
   std::map<NodeId, AdoptedBan> now = QuorumBans(self, own_bans, members, evidenced);
   Change change;
   for (const auto& [id, ban] : now) {

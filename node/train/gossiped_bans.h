@@ -43,6 +43,7 @@
 
 #include "common/node_id.h"
 #include "membership/record.h"
+#include "node/stage/evidence_bans.h"
 
 namespace skipswarm::node {
 
@@ -80,7 +81,7 @@ struct AdoptedBan {
 std::map<common::NodeId, AdoptedBan> QuorumBans(
     const common::NodeId& self, const std::set<common::NodeId>& own_bans,
     const std::vector<BanReport>& members,
-    const std::map<common::NodeId, common::NodeId>& evidenced = {});
+    const EvidencedBans& evidenced = {});
 
 // QuorumBans over time: logs each adoption once, with its reporters, and
 // each lift once.
@@ -92,7 +93,7 @@ class GossipedBans {
   };
   Change Update(const common::NodeId& self, const std::set<common::NodeId>& own_bans,
                 const std::vector<BanReport>& members,
-                const std::map<common::NodeId, common::NodeId>& evidenced = {});
+                const EvidencedBans& evidenced = {});
   const std::map<common::NodeId, AdoptedBan>& adopted() const { return adopted_; }
 
  private:

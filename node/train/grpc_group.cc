@@ -381,9 +381,8 @@ void GrpcGroupComm::AllReduce(uint64_t iteration, int stage, GradientContributio
   for (const PeerInfo& m : members) {
     if (impl_->view_->IsAlive(m.id)) reports.push_back({m.id, m.stages, m.bans, !m.on_probation});
   }
-  const std::map<common::NodeId, common::NodeId> evidenced =
-      impl_->options_.evidence_bans ? impl_->options_.evidence_bans()
-                                    : std::map<common::NodeId, common::NodeId>{};
+  const EvidencedBans evidenced =
+      impl_->options_.evidence_bans ? impl_->options_.evidence_bans() : EvidencedBans{};
   {
     absl::MutexLock lock(&impl_->mu_);
     const std::pair<uint64_t, int> key{iteration, stage};

@@ -203,10 +203,10 @@ struct GrpcGroupOptions {
   absl::Duration push_retry_every = absl::Milliseconds(250);
   int push_retries = 20;
   // Note [Evidence bans] (node/stage/evidence_bans.h): the bans this member
-  // adopted on checked evidence (accused -> accuser), weighed with the
-  // verify quorum's (QuorumBans). Called outside the group's locks;
-  // thread-safe. Unset: none.
-  std::function<std::map<common::NodeId, common::NodeId>()> evidence_bans;
+  // adopted on checked evidence (accused -> its accuser and whether it
+  // rests on a proof), weighed with the verify quorum's (QuorumBans).
+  // Called outside the group's locks; thread-safe. Unset: none.
+  std::function<EvidencedBans()> evidence_bans;
   // Note [Data node entered later] (data_node_wait.h): the entry of a live
   // data node whose record enters after `iteration` (the earliest), so that
   // iteration will have no data node and HasLiveDataNode lets a waiting

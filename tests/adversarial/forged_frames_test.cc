@@ -5,7 +5,8 @@
 // b and mallory m. m is a real member (its signed record, its key known to
 // all) whose pipeline transport (GossipDaemonOptions::wrap_transport)
 // alters the tail frames it sends back to d0 after its stage server signed
-// them, one forgery per micro-batch it carries, then sends honestly:
+// them, one forgery per micro-batch it carries (kSchedule's order), then
+// sends honestly:
 //   kOtherOutput   a payload byte changed: the commitment signs another output
 //   kFalseInput    its signed input hash is not a's committed output (re-signed
 //                  with m's own key, so only the input chain can tell)
@@ -17,11 +18,15 @@
 //                  a false input hash, re-signed (the input chain evaded)
 // The catcher d0 must refuse each (INVALID_ARGUMENT, counted in its
 // commitments_refused), while the honest swarm trains on with a finite loss
-// and m's later honest frames are admitted as before. A refused frame is
-// not evidence (an honest catcher keeps only frames that passed, Note
-// [Evidence bans]), so no ban follows from these refusals. (The hostile
-// client of hostile/ is a stranger with no record or key in the view, so it
-// cannot sign as a member; m is a daemon for that.)
+// and m's honest frames after the others are admitted as before: a frame
+// refused for those is not evidence (an honest catcher keeps only frames
+// that passed, Note [Evidence bans]), so no ban follows from them. The
+// false input comes last: it is a proof (m's own signatures contradict
+// each other), so d0 condemns m at once although m is trusted (this swarm
+// has no probation), and the third members a and b fetch d0's proof, adopt
+// the ban and route around m too. (The hostile client of hostile/ is a
+// stranger with no record or key in the view, so it cannot sign as a
+// member; m is a daemon for that.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,9 +41,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "third_party/cpp_httplib.h"
 #include "identity/identity.h"
 #include "identity/test_identity.h"
 #include "node/compute/evidence.h"
@@ -51,11 +58,18 @@
 namespace skipswarm::node {
 namespace {
 
-constexpr int64_t kIterations = 7;
+// Enough for d0's ban of m to reach a and b by gossip after the false
+// input (visit 6) and for their adopters to fetch d0's proof.
+constexpr int64_t kIterations = 40;
 constexpr char kMalloryKeySeed = 'm';
 
 enum Forgery { kOtherOutput, kFalseInput, kSwappedInput, kUnsigned, kShortRoute, kHonest };
-constexpr int kForgeries = kHonest;  // the schedule: one visit each, in this order
+constexpr int kForgeries = kHonest;
+// One visit each, in this order, then kHonest. The false input last: it
+// gets m condemned (Note [Evidence bans]), so d0 routes nothing more to m.
+constexpr Forgery kSchedule[] = {kOtherOutput, kSwappedInput, kUnsigned,
+                                 kShortRoute,  kHonest,       kFalseInput};
+constexpr size_t kScheduled = sizeof(kSchedule) / sizeof(kSchedule[0]);
 
 const char* ForgeryName(int f) {
   static const char* const kNames[] = {"other_output", "false_input", "swapped_input",
@@ -103,8 +117,9 @@ class ForgingTransport final : public ForwardingTransport {
     std::optional<proto::OutputCommitment> other_visit;
     {
       absl::MutexLock lock(mu_);
-      auto [it, added] = visits_.try_emplace({h.iteration(), h.mb_id()},
-                                             std::min<int>(visits_.size(), kHonest));
+      auto [it, added] = visits_.try_emplace(
+          {h.iteration(), h.mb_id()},
+          visits_.size() < kScheduled ? kSchedule[visits_.size()] : kHonest);
       forgery = it->second;
       other_visit = last_input_commitment_;
       if (h.has_input_commitment()) last_input_commitment_ = h.input_commitment();
@@ -196,7 +211,24 @@ class ForgedFramesTest : public TinySwarmFolderTest {
     o.base.sign_frames = true;
     o.base.swarm_signs_frames = true;  // as the founder's manifest says
     o.stop_timeout = absl::Seconds(5);
+    o.base.metrics_port = 0;
     return o;
+  }
+
+  // The value of metric `key` (its name and labels) on `d`'s /metrics; -1
+  // when absent.
+  static double Gauge(RunningDaemon& d, const std::string& key) {
+    httplib::Client http("127.0.0.1", d.daemon->metrics_port());
+    auto res = http.Get("/metrics");
+    if (!res) return -1;
+    const size_t at = res->body.find("\n" + key + " ");
+    if (at == std::string::npos) return -1;
+    const size_t start = at + key.size() + 2;
+    double v = -1;
+    if (!absl::SimpleAtod(res->body.substr(start, res->body.find('\n', start) - start), &v)) {
+      return -1;
+    }
+    return v;
   }
 
   static StageServerStats Last(RunningDaemon& d) {
@@ -227,6 +259,22 @@ TEST_F(ForgedFramesTest, EachForgeryOfASigningMemberIsRefusedAndTheSwarmTrainsOn
   };
   auto m = member(std::move(mallory));
   ASSERT_TRUE(a && b && m);
+  // Note [Evidence bans]: d0 condemns m at its false input, and a and b
+  // (not catchers: d0 is m's only hop after) adopt the ban on the proof d0
+  // serves. Polled at each of d0's iterations while the daemons run.
+  double excluded_d0 = -1, adopted_a = -1, adopted_b = -1;
+  bool spread = false;
+  while (!spread && !d0->finished.HasBeenNotified()) {
+    d0->WaitForIteration(d0->LastIteration() + 1, absl::Milliseconds(100));
+    excluded_d0 = Gauge(*d0, "skipswarm_verify_excluded");
+    adopted_a = Gauge(*a, "skipswarm_evidence_bans_adopted_total");
+    adopted_b = Gauge(*b, "skipswarm_evidence_bans_adopted_total");
+    spread = excluded_d0 >= 1 && adopted_a >= 1 && adopted_b >= 1;
+  }
+  const double proofs_a =
+      Gauge(*a, "skipswarm_evidence_pieces_checked_total{verdict=\"false_input\"}");
+  const double fetches_a = Gauge(*a, "skipswarm_evidence_fetches_total");
+  const int64_t spread_at = d0->LastIteration();
   for (RunningDaemon* d : {d0.get(), a.get(), b.get(), m.get()}) {
     EXPECT_TRUE(d->finished.WaitForNotificationWithTimeout(absl::Seconds(240)));
     d->Join();
@@ -260,14 +308,28 @@ TEST_F(ForgedFramesTest, EachForgeryOfASigningMemberIsRefusedAndTheSwarmTrainsOn
   // Counted in the catcher's refusals, one per forged frame and none other.
   EXPECT_EQ(s0.commitments_refused, forged);
   for (RunningDaemon* d : {a.get(), b.get(), m.get()}) EXPECT_EQ(Last(*d).commitments_refused, 0);
-  // m's honest frames after the forgeries are checked and admitted as
-  // before: the refusals convicted nobody (no evidence was kept).
+  // The false input convicted m everywhere: condemned at d0 (one of them),
+  // adopted on d0's proof by a and b although m is trusted.
+  EXPECT_TRUE(spread) << "by d0's iteration " << spread_at << ": d0 excluded " << excluded_d0
+                      << ", a adopted " << adopted_a << " after " << fetches_a
+                      << " fetch(es), b adopted " << adopted_b;
+  EXPECT_EQ(excluded_d0, 1);
+  EXPECT_EQ(adopted_a, 1);
+  EXPECT_EQ(adopted_b, 1);
+  EXPECT_GE(proofs_a, 1);
+  // m's honest frames between the forgeries and the false input are
+  // checked and admitted as before: those refusals convicted nobody.
   EXPECT_GE(log_.sent[kHonest], 1);
   for (const absl::Status& ack : log_.acks[kHonest]) EXPECT_TRUE(ack.ok()) << ack;
   EXPECT_GE(s0.commitments_checked, log_.sent[kHonest]);
   std::string kinds;
   for (int f = 0; f < kForgeries; ++f) {
     absl::StrAppend(&kinds, f == 0 ? "" : ", ", log_.sent[f], " ", ForgeryName(f));
+  }
+  if (spread) {
+    std::printf("FIGURE forged frames: m's false input adopted as a ban by a and b by d0's "
+                "iteration %lld of %lld\n",
+                static_cast<long long>(spread_at), static_cast<long long>(kIterations));
   }
   std::printf("FIGURE forged frames: %lld forged tails (%s), d0 refused %lld, checked %lld; "
               "m's honest tails %lld, all admitted\n",

@@ -35,8 +35,10 @@ void EvidenceAdopter::Consider(const std::vector<PeerInfo>& live,
           distrusted.count(accused) > 0) {
         continue;
       }
-      auto x = by_id.find(accused);
-      if (x == by_id.end() || !x->second->on_probation) continue;  // trusted X: quorum only
+      // Note [Evidence bans]: trusted or not. Against a trusted X a piece
+      // convicts only as a false-input proof (JudgeServedPiece stops a
+      // sketch mismatch at kTrustedAccused), which no catcher can forge.
+      if (by_id.count(accused) == 0) continue;
       if (!pacer_.TryStart(accuser_id, accused, now)) continue;
       queued.push_back({accuser_id, accuser->address, accused});
     }
@@ -53,13 +55,15 @@ void EvidenceAdopter::Run(const Job& job) {
       options_.fetch(job.accuser, job.address, job.accused);
   std::vector<PieceVerdict> verdicts;
   bool adopted = false;
+  bool proven = false;
   if (pieces.ok()) {
     for (const Evidence& piece : *pieces) {
       const PieceVerdict v = JudgeServedPiece(piece, job.accused, options_.lookup,
                                               options_.limits, options_.judge, options_.check);
       verdicts.push_back(v);
-      if (v == PieceVerdict::kConvicts) {
-        adopted = bans_->Adopt(job.accused, job.accuser);
+      if (Convicts(v)) {
+        proven = v == PieceVerdict::kProvenFalseInput;
+        adopted = bans_->Adopt(job.accused, job.accuser, proven);
         break;  // one valid piece is enough
       }
     }
@@ -70,8 +74,9 @@ void EvidenceAdopter::Run(const Job& job) {
   if (adopted) {
     LOG(WARNING) << "adopting the output checks' ban of " << job.accused.ShortString()
                  << " on evidence served by " << job.accuser.ShortString()
-                 << " (Note [Evidence bans]): its signed output disagrees with a trusted "
-                    "replica's signed sketch";
+                 << " (Note [Evidence bans]): "
+                 << (proven ? "it signed an input hash other than the hop before's signed output"
+                            : "its signed output disagrees with a trusted replica's signed sketch");
   }
   pacer_.Done();
   absl::MutexLock lock(&mu_);

@@ -1,9 +1,10 @@
 // Adopting bans on served evidence (Note [Evidence bans] in
 // node/stage/evidence_bans.h): looks at the live members' published bans,
 // asks an accuser for its evidence where the quorum has not adopted a ban
-// of a live newcomer, checks each piece (JudgeServedPiece) and adopts the
-// ban into EvidenceBans, which routing and averaging read through
-// VerifyQuorumBans.
+// of a live member (a newcomer, or a trusted member, against which only a
+// false-input proof convicts), checks each piece (JudgeServedPiece) and
+// adopts the ban into EvidenceBans, which routing and averaging read
+// through VerifyQuorumBans.
 //
 //   EvidenceAdopter adopter(options, &evidence_bans, clock);
 //   adopter.Consider(routing_members, own_bans);   // cheap: queues fetches
@@ -69,8 +70,9 @@ class EvidenceAdopter {
   // `live`: the live members as this member's view shows them (with their
   // bans, probation and addresses); `distrusted`: this member's own bans.
   // Forgets evidence bans of members gone from `live`, and queues a fetch
-  // for each ban of a live newcomer the quorum has not adopted, as the
-  // pacer allows. Never blocks on the network.
+  // for each ban of a live member, trusted or not, that neither the quorum
+  // nor an evidence ban holds, as the pacer allows. Never blocks on the
+  // network.
   void Consider(const std::vector<PeerInfo>& live, const std::set<common::NodeId>& distrusted);
   // options.worker == false: runs the queued fetches on this thread.
   void RunQueued();

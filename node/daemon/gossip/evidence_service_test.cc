@@ -172,16 +172,75 @@ TEST(EvidenceServiceTest, AnHonestNewcomersPiecesBanNobodyAndFetchesArePaced) {
   EXPECT_FALSE(bans.Has(w.x->id()));
 }
 
-TEST(EvidenceServiceTest, ATrustedAccusedIsNeverFetchedFor) {
+// Note [Evidence bans]: a ban of a trusted member is fetched for (paced
+// alike), but a sketch mismatch against it convicts nobody.
+TEST(EvidenceServiceTest, ATrustedAccusedsMismatchIsFetchedButConvictsNobody) {
   World w(1.05f);
   EvidenceBans bans;
-  EvidenceAdopter adopter(w.AdopterOptions(), &bans, &w.clock);
+  EvidenceAdopterOptions o = w.AdopterOptions();
+  o.lookup.trusted = [](const NodeId&) { return true; };
+  EvidenceAdopter adopter(std::move(o), &bans, &w.clock);
   std::vector<PeerInfo> live = w.Live();
   live[2].on_probation = false;
   adopter.Consider(live, {});
   adopter.RunQueued();
-  EXPECT_EQ(adopter.counts().fetches, 0);
+  EXPECT_EQ(adopter.counts().fetches, 1);
+  EXPECT_EQ(adopter.counts().pieces.at("trusted_accused"), 1);
   EXPECT_FALSE(bans.Has(w.x->id()));
+  adopter.Consider(live, {});  // paced
+  adopter.RunQueued();
+  EXPECT_EQ(adopter.counts().fetches, 1);
+}
+
+// Note [Evidence bans]: the catcher refused a frame of trusted X that
+// proves a false input and serves it; a third member (not the catcher)
+// fetches it, adopts the ban and routes around X, X being its stage's last
+// trusted host (Note [Trusted verify bans]).
+TEST(EvidenceServiceTest, AServedFalseInputProofOfATrustedMemberBansItAtAThirdMember) {
+  World w(1.05f);
+  const std::unique_ptr<identity::Identity> p = EvidenceKey('p');
+  w.kept = {testing::MakeChainedEvidence(*w.x, *w.y, *p, w.input, w.input,
+                                         Sha256(absl::Cord("not what P sent")))};
+  w.kept.back().answer.Clear();  // the catcher refused the frame: no answer
+  EvidenceBans bans;
+  EvidenceAdopterOptions o = w.AdopterOptions();
+  o.lookup.public_key_of = [&](const NodeId& id) -> std::optional<std::string> {
+    if (id == w.x->id()) return w.x->public_key();
+    if (id == p->id()) return p->public_key();
+    return std::nullopt;
+  };
+  o.lookup.trusted = [](const NodeId&) { return true; };  // no probation at all
+  EvidenceAdopter adopter(std::move(o), &bans, &w.clock);
+  std::vector<PeerInfo> live = w.Live();
+  live[2].on_probation = false;  // X trusted, stage 2's only host
+  live[2].stages = {2};
+  live[3].stages = {1};
+  PeerInfo before;
+  before.id = p->id();
+  before.stages = {1};
+  live.push_back(before);
+  StaticSwarmView view(live);
+  VerifyTrust trust;
+  VerifiedRoutingView routing(&view, &trust, w.member, &bans);
+  EXPECT_EQ(routing.Replicas(2), std::vector<NodeId>{w.x->id()});
+  // One accuser of a trusted member: the quorum alone bans nobody.
+  EXPECT_TRUE(VerifyQuorumBans(w.member, live, {}).empty());
+  adopter.Consider(live, {});
+  adopter.RunQueued();
+  const EvidenceAdoptionCounts c = adopter.counts();
+  EXPECT_EQ(c.fetches, 1);
+  EXPECT_EQ(c.pieces.at("false_input"), 1);
+  EXPECT_EQ(c.adopted, 1);
+  ASSERT_TRUE(bans.Has(w.x->id()));
+  EXPECT_EQ(bans.adopted().at(w.x->id()), (EvidenceBan{w.catcher, true}));
+  EXPECT_TRUE(routing.Replicas(2).empty());
+  for (const PeerInfo& m : routing.Members()) EXPECT_NE(m.id, w.x->id());
+  EXPECT_TRUE(routing.IsAlive(w.x->id()));
+  // Held now: not fetched for again, even after the period.
+  w.clock.Advance(absl::Seconds(60));
+  adopter.Consider(live, {});
+  adopter.RunQueued();
+  EXPECT_EQ(adopter.counts().fetches, 1);
 }
 
 }  // namespace

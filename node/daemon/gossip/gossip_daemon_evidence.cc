@@ -31,9 +31,10 @@ void GossipDaemon::Parts::SetUpEvidence(grpc::ServerBuilder* builder,
   evidence_service = std::make_unique<EvidenceService>(std::move(so));
   builder->RegisterService(evidence_service.get());
 
-  // Adoption needs newcomers to attribute lies to (Note [Verify trust]) and
-  // the real judge.
-  if (newcomers == nullptr || !backend.output_judge) return;
+  // Note [Evidence bans]: a false-input proof convicts whatever the
+  // accused's trust and needs no judge, so adoption runs in every swarm;
+  // a sketch mismatch needs newcomers to attribute it to (Note [Verify
+  // trust]) and the real judge (without one such a piece is invalid).
   EvidenceAdopterOptions ao;
   ao.self = self;
   ao.lookup.public_key_of = [m = members.get()](const common::NodeId& id) {
@@ -42,6 +43,12 @@ void GossipDaemon::Parts::SetUpEvidence(grpc::ServerBuilder* builder,
   ao.lookup.trusted = [m = members.get()](const common::NodeId& id) { return m->Trusted(id); };
   ao.limits = ActivationSketchLimits(o.model.model, std::max(1, o.model.samples_per_mb));
   ao.judge = backend.output_judge;
+  if (!ao.judge) {
+    ao.judge = [](const WireTensor&, const model::OutputSketch&,
+                  const model::SketchCheckOptions&) -> absl::StatusOr<model::SketchVerdict> {
+      return absl::FailedPreconditionError("no output judge");
+    };
+  }
   EvidenceFetchOptions fo;
   fo.self = self;
   fo.swarm_id = swarm_id;

@@ -242,6 +242,15 @@ absl::Status GossipDaemon::Parts::BuildServing() {
                       "left out of our routes, named in our record's bans";
     }
   };
+  // Note [Evidence bans]: a proven false input condemns its producer here
+  // at once, trusted or not (Note [Trusted disputes]).
+  in.on_false_input = [trust = verify_trust.get(), name = o.name](const PeerId& x) {
+    if (trust->Condemn(x)) {
+      LOG(WARNING) << name << ": " << x.ShortString()
+                   << " condemned: it signed a false input (Note [Evidence bans]); "
+                      "left out of our routes, named in our record's bans";
+    }
+  };
   // Note [Checkable evidence] (o.sign_frames): our key, and our members'
   // record keys and sign_frames bits.
   in.signer = gossip->identity();

@@ -85,8 +85,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_evidence_fetch_failures_total", T::kCounter,
        "Of those, the fetches that failed (nothing kept, the accuser's quota, the network)."},
       {"skipswarm_evidence_pieces_checked_total", T::kCounter,
-       "Fetched pieces of evidence this node checked, by verdict (convicts, match, "
-       "inputs_differ, invalid, trusted_accused, ...); only convicts bans."},
+       "Fetched pieces of evidence this node checked, by verdict (false_input, convicts, "
+       "match, inputs_differ, invalid, trusted_accused, ...); only false_input and convicts "
+       "ban."},
       {"skipswarm_evidence_bans_adopted_total", T::kCounter,
        "Members this node banned from its routes and averaging on evidence it checked."},
       {"skipswarm_verify_excluded", T::kGauge,

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<TrainingStack>> TrainingStack::Create(
     so.server.signer = in.signer;
     so.server.public_key_of = in.public_key_of;
     so.server.commitments_required_from = in.signs_frames;
+    so.server.on_false_input = in.on_false_input;
     // "Signed swarms": from every member, whatever its record says.
     so.server.require_commitments = o.swarm_signs_frames;
   } else if (o.swarm_signs_frames) {

@@ -110,6 +110,11 @@ struct TrainingStackInputs {
   const identity::Identity* signer = nullptr;
   std::function<std::optional<std::string>(const PeerId&)> public_key_of;
   std::function<bool(const PeerId&)> signs_frames;
+  // Optional, with o.sign_frames (Note [Evidence bans] in
+  // node/stage/evidence_bans.h): each producer a refused frame proved
+  // signed a false input, whatever its trust (thread-safe; no lock held).
+  // Unset: told to `on_check_verdict` as a mismatch.
+  std::function<void(const PeerId& producer)> on_false_input;
 };
 
 // The share of o.verify_rate at which trusted members are checked.
