@@ -5,6 +5,7 @@
 // it one step, not one per iteration; a data node whose server is
 // released at teardown accounts for every MB at once. A data node and one
 // relay on a SimClock.
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -193,15 +194,16 @@ TEST(DataNodeDriverTest, RelayThatAdmitsAndHangsGrowsTheDeadlineOneStepOnly) {
 }
 
 // Note [MB deadline]: a route that became far slower than the last
-// completed round trip (here ~6 s against 0.28 s: more than the 4x the
-// healthy deadline allows) gets a deadline it meets after a run of silent
-// iterations; a cap that never widens would drop every MB for good.
+// completed round trip (here ~8 s against 0.28 s: more than the 4x the
+// healthy deadline allows, less than the 10 s initial deadline, the
+// ceiling) gets a deadline it meets after a run of silent iterations; a
+// cap that never widens would drop every MB for good.
 TEST(DataNodeDriverTest, ARouteFarSlowerThanTheLastCompletedOneCompletesAfterARunOfSilentIterations) {
   for (const int silent_steps : {8, 0}) {
     TwoNodes nodes(1, silent_steps);
     const absl::Duration healthy = WarmUp(nodes);
-    nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(6));
-    ASSERT_GT(absl::Seconds(6), healthy * 4);
+    nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(4));  // each way
+    ASSERT_GT(absl::Seconds(8), healthy * 4);
     uint64_t first_completed = 0;
     for (uint64_t it = 1; it <= 12 && first_completed == 0; ++it) {
       RunUntilReport(nodes, it, absl::Seconds(60));
@@ -212,10 +214,42 @@ TEST(DataNodeDriverTest, ARouteFarSlowerThanTheLastCompletedOneCompletesAfterARu
       EXPECT_EQ(first_completed, 0u) << "a cap that never widens";
     } else {
       // Iterations 1-9 drop (deadlines 1.1 s, then 4.5 s); the ninth's
-      // silent loss counts as 4.5 s, so the tenth's deadline is 18 s.
+      // silent loss counts as 4.5 s, so the tenth's deadline is 18 s,
+      // held to the 10 s ceiling.
       EXPECT_EQ(first_completed, 10u);
     }
   }
+}
+
+// Note [MB deadline]: chained waits. The micro-batch of iteration 0 is
+// held at the relay (4 s each way, ~8 s in all: just under the 10 s
+// deadline it had; in the chaos soak a relay held by another stated wait)
+// and completes; the relay then admits the next one and never answers.
+// Before, that completed round trip made the next deadline 4 x ~8 s, and
+// the lost micro-batch held iteration 1 that long, more than any stated
+// deadline (the soak's 314.7 s after a ~75 s iteration). Now no deadline
+// exceeds initial_deadline: iteration 1 waits 10 s.
+TEST(DataNodeDriverTest, AHeldButCompletedMicroBatchDoesNotStretchTheNextDeadlinePastTheInitial) {
+  TwoNodes nodes;
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(4));
+  const absl::Duration held = RunUntilReport(nodes, 0, absl::Seconds(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  EXPECT_EQ(nodes.driver_->mb_deadline(), absl::Seconds(10));
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(1));
+  const absl::Duration waited = RunUntilReport(nodes, 1, absl::Minutes(2));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_LE(waited, absl::Seconds(10) + absl::Milliseconds(10));
+  std::printf("iteration 0 held %.2f s; iteration 1 waited %.2f s for its lost micro-batch "
+              "(initial deadline 10 s)\n",
+              absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(waited));
+  // The relay answers again: the next completed MB sets the deadline.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::ZeroDuration());
+  RunUntilReport(nodes, 2, absl::Seconds(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->completed, 1);
+  EXPECT_LT(nodes.driver_->mb_deadline(), absl::Seconds(2));
 }
 
 TEST(DataNodeDriverTest, ReleasingTheDataNodesServerAccountsEveryMicroBatchAtOnce) {
