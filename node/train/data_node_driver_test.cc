@@ -30,7 +30,10 @@ class TwoNodes {
  public:
   // `mbs`: micro-batches per iteration (each server has 4 memory slots).
   // `silent_steps`: DriverOptions::silent_iterations_per_step.
-  explicit TwoNodes(int mbs = 1, int silent_steps = 8) : board_(&clock_, Options()) {
+  // `initial`, `min`: DriverOptions::initial_deadline, min_deadline.
+  explicit TwoNodes(int mbs = 1, int silent_steps = 8, absl::Duration initial = absl::Seconds(10),
+                    absl::Duration min = absl::Seconds(1))
+      : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {relay_id_, {1}, 4, "", ""}};
     data_view_ = std::make_unique<StaticSwarmView>(members);
@@ -54,8 +57,8 @@ class TwoNodes {
     DriverOptions d_options;
     d_options.mbs_per_iteration = mbs;
     d_options.num_stages = 2;
-    d_options.initial_deadline = absl::Seconds(10);
-    d_options.min_deadline = absl::Seconds(1);
+    d_options.initial_deadline = initial;
+    d_options.min_deadline = min;
     d_options.deadline_factor = 4;
     d_options.silent_iterations_per_step = silent_steps;
     driver_ = std::make_unique<DataNodeDriver>(data_server_.get(), &clock_, data_view_.get(),
@@ -250,6 +253,42 @@ TEST(DataNodeDriverTest, AHeldButCompletedMicroBatchDoesNotStretchTheNextDeadlin
   ASSERT_TRUE(nodes.report_.has_value());
   EXPECT_EQ(nodes.report_->completed, 1);
   EXPECT_LT(nodes.driver_->mb_deadline(), absl::Seconds(2));
+}
+
+// The chaos soak's chain at its scale, with the daemons' deadlines
+// (start-up 120 s, floor 5 s): round trips of ~4.6 s (healthy deadline
+// ~18 s), two iterations whose micro-batch is lost (the deadline one step
+// up, ~74 s), one whose micro-batch is held ~70 s and completes, then one
+// whose micro-batch is lost. Before, that last iteration waited 4 x ~70 s
+// (~280 s; the soak's 314.7 s); now the 120 s ceiling.
+TEST(DataNodeDriverTest, TheSoaksChainOfDeadlinesEndsAtTheStartUpDeadline) {
+  TwoNodes nodes(1, 8, absl::Seconds(120), absl::Seconds(5));
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Milliseconds(2250));  // each way
+  RunUntilReport(nodes, 0, absl::Seconds(130));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  const absl::Duration healthy = nodes.driver_->mb_deadline();
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(10));
+  for (uint64_t it = 1; it <= 2; ++it) {
+    RunUntilReport(nodes, it, absl::Minutes(10));
+    ASSERT_TRUE(nodes.report_.has_value());
+    ASSERT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  }
+  const absl::Duration widened = nodes.driver_->mb_deadline();
+  EXPECT_EQ(widened, healthy * 4);
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(35));
+  const absl::Duration held = RunUntilReport(nodes, 3, absl::Minutes(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(10));
+  const absl::Duration waited = RunUntilReport(nodes, 4, absl::Minutes(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_LE(waited, absl::Seconds(120) + absl::Milliseconds(10));
+  std::printf("healthy deadline %.1f s, after two lost %.1f s; iteration 3 held %.1f s; "
+              "iteration 4 waited %.1f s\n",
+              absl::ToDoubleSeconds(healthy), absl::ToDoubleSeconds(widened),
+              absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(waited));
 }
 
 TEST(DataNodeDriverTest, ReleasingTheDataNodesServerAccountsEveryMicroBatchAtOnce) {
