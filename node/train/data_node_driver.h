@@ -56,7 +56,7 @@
 // the deadline it had made the next one deadline_factor times that, and a
 // lost MB of the next iteration waited it out: waits chained into one
 // longer than any stated deadline (the chaos soak's 314.7 s right after a
-// ~75 s iteration, node/daemon/chaos_soak.md).
+// ~71 s iteration, node/daemon/chaos_soak.md).
 // Held to the ceiling, a held-but-completed MB costs the next iteration at
 // most the start-up deadline, and a route slower than that gets no
 // deadline it meets: initial_deadline is the longest an MB is given.

@@ -203,7 +203,7 @@ class StatedPace {
 // so its deadline is at most deadline_factor x that (480 s), min_deadline
 // if that is larger: the cap takes that. The driver now also holds every
 // deadline to max(initial_deadline, min_deadline) (Note [MB deadline]), so
-// an honest statement is at most 120 s x (waves + 1) and the cap leaves a
+// an honest statement is at most that x (waves + 1) and the cap leaves a
 // margin of deadline_factor over it; a data node that states more is
 // capped and dropped only if it is silent for kStatedBoundFactor x the
 // cap. Defaults:
