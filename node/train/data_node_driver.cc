@@ -82,14 +82,21 @@ bool DataNodeDriver::ResumeLocked(uint64_t iteration) {
   return true;
 }
 
+absl::Duration DataNodeDriver::CeilingLocked() const {
+  // Note [MB deadline]: no measured deadline above the start-up one.
+  return std::max(options_.initial_deadline, options_.min_deadline);
+}
+
 absl::Duration DataNodeDriver::DeadlineLocked() const {
   if (last_slowest_ <= absl::ZeroDuration()) return options_.initial_deadline;
-  return std::max(options_.min_deadline, last_slowest_ * options_.deadline_factor);
+  return std::min(CeilingLocked(),
+                  std::max(options_.min_deadline, last_slowest_ * options_.deadline_factor));
 }
 
 absl::Duration DataNodeDriver::HealthyDeadlineLocked() const {
   if (last_completed_ <= absl::ZeroDuration()) return options_.initial_deadline;
-  return std::max(options_.min_deadline, last_completed_ * options_.deadline_factor);
+  return std::min(CeilingLocked(),
+                  std::max(options_.min_deadline, last_completed_ * options_.deadline_factor));
 }
 
 absl::Duration DataNodeDriver::SilentSampleCapLocked() const {

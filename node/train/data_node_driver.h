@@ -73,6 +73,17 @@
 // ~8, 16, ... iterations rather than at once, while a hung relay is
 // declared DEAD by gossip within seconds and routed around long before.
 // The first completed MB brings the deadline back to what it measures.
+// No deadline exceeds max(initial_deadline, min_deadline), the ceiling:
+// a completed round trip set the next deadline to deadline_factor x it
+// with no bound, so an MB held at a relay by some other wait (a stalled
+// peer, a stage held up around a joiner's entry) that completed just under
+// the deadline it had made the next one deadline_factor times that, and a
+// lost MB of the next iteration waited it out: waits chained into one
+// longer than any stated deadline (the chaos soak's 314.7 s right after a
+// ~71 s iteration, node/daemon/chaos_soak.md).
+// Held to the ceiling, a held-but-completed MB costs the next iteration at
+// most the start-up deadline, and a route slower than that gets no
+// deadline it meets: initial_deadline is the longest an MB is given.
 // Routing around a silent relay is not the deadline's job: gossip marks it
 // SUSPECT, then DEAD, and the planner leaves it out; until then new frames
 // to a stopped relay miss their hop deadline and are re-routed (Note [Hop
@@ -355,7 +366,10 @@ class DataNodeDriver final : public OriginListener {
   // At an iteration's end: feeds its losses to silent_ and logs and counts
   // the relays it excludes (Note [Silent relay exclusion]).
   void ExcludeSilentRelaysLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The MB deadline (Note [MB deadline]), never above CeilingLocked().
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // max(initial_deadline, min_deadline): no measured deadline is longer.
+  absl::Duration CeilingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deadline the completed MBs alone give (Note [MB deadline]).
   absl::Duration HealthyDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The longest an MB abandoned at its deadline counts as (Note [MB

@@ -5,6 +5,7 @@
 // it one step, not one per iteration; a data node whose server is
 // released at teardown accounts for every MB at once. A data node and one
 // relay on a SimClock.
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -29,7 +30,10 @@ class TwoNodes {
  public:
   // `mbs`: micro-batches per iteration (each server has 4 memory slots).
   // `silent_steps`: DriverOptions::silent_iterations_per_step.
-  explicit TwoNodes(int mbs = 1, int silent_steps = 8) : board_(&clock_, Options()) {
+  // `initial`, `min`: DriverOptions::initial_deadline, min_deadline.
+  explicit TwoNodes(int mbs = 1, int silent_steps = 8, absl::Duration initial = absl::Seconds(10),
+                    absl::Duration min = absl::Seconds(1))
+      : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {relay_id_, {1}, 4, "", ""}};
     data_view_ = std::make_unique<StaticSwarmView>(members);
@@ -53,8 +57,8 @@ class TwoNodes {
     DriverOptions d_options;
     d_options.mbs_per_iteration = mbs;
     d_options.num_stages = 2;
-    d_options.initial_deadline = absl::Seconds(10);
-    d_options.min_deadline = absl::Seconds(1);
+    d_options.initial_deadline = initial;
+    d_options.min_deadline = min;
     d_options.deadline_factor = 4;
     d_options.silent_iterations_per_step = silent_steps;
     driver_ = std::make_unique<DataNodeDriver>(data_server_.get(), &clock_, data_view_.get(),
@@ -193,15 +197,16 @@ TEST(DataNodeDriverTest, RelayThatAdmitsAndHangsGrowsTheDeadlineOneStepOnly) {
 }
 
 // Note [MB deadline]: a route that became far slower than the last
-// completed round trip (here ~6 s against 0.28 s: more than the 4x the
-// healthy deadline allows) gets a deadline it meets after a run of silent
-// iterations; a cap that never widens would drop every MB for good.
+// completed round trip (here ~8 s against 0.28 s: more than the 4x the
+// healthy deadline allows, less than the 10 s initial deadline, the
+// ceiling) gets a deadline it meets after a run of silent iterations; a
+// cap that never widens would drop every MB for good.
 TEST(DataNodeDriverTest, ARouteFarSlowerThanTheLastCompletedOneCompletesAfterARunOfSilentIterations) {
   for (const int silent_steps : {8, 0}) {
     TwoNodes nodes(1, silent_steps);
     const absl::Duration healthy = WarmUp(nodes);
-    nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(6));
-    ASSERT_GT(absl::Seconds(6), healthy * 4);
+    nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(4));  // each way
+    ASSERT_GT(absl::Seconds(8), healthy * 4);
     uint64_t first_completed = 0;
     for (uint64_t it = 1; it <= 12 && first_completed == 0; ++it) {
       RunUntilReport(nodes, it, absl::Seconds(60));
@@ -212,10 +217,78 @@ TEST(DataNodeDriverTest, ARouteFarSlowerThanTheLastCompletedOneCompletesAfterARu
       EXPECT_EQ(first_completed, 0u) << "a cap that never widens";
     } else {
       // Iterations 1-9 drop (deadlines 1.1 s, then 4.5 s); the ninth's
-      // silent loss counts as 4.5 s, so the tenth's deadline is 18 s.
+      // silent loss counts as 4.5 s, so the tenth's deadline is 18 s,
+      // held to the 10 s ceiling.
       EXPECT_EQ(first_completed, 10u);
     }
   }
+}
+
+// Note [MB deadline]: chained waits. The micro-batch of iteration 0 is
+// held at the relay (4 s each way, ~8 s in all: just under the 10 s
+// deadline it had; in the chaos soak a relay held by another stated wait)
+// and completes; the relay then admits the next one and never answers.
+// Before, that completed round trip made the next deadline 4 x ~8 s, and
+// the lost micro-batch held iteration 1 that long, more than any stated
+// deadline (the soak's 314.7 s after a ~75 s iteration). Now no deadline
+// exceeds initial_deadline: iteration 1 waits 10 s.
+TEST(DataNodeDriverTest, AHeldButCompletedMicroBatchDoesNotStretchTheNextDeadlinePastTheInitial) {
+  TwoNodes nodes;
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(4));
+  const absl::Duration held = RunUntilReport(nodes, 0, absl::Seconds(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  EXPECT_EQ(nodes.driver_->mb_deadline(), absl::Seconds(10));
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(1));
+  const absl::Duration waited = RunUntilReport(nodes, 1, absl::Minutes(2));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_LE(waited, absl::Seconds(10) + absl::Milliseconds(10));
+  std::printf("iteration 0 held %.2f s; iteration 1 waited %.2f s for its lost micro-batch "
+              "(initial deadline 10 s)\n",
+              absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(waited));
+  // The relay answers again: the next completed MB sets the deadline.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::ZeroDuration());
+  RunUntilReport(nodes, 2, absl::Seconds(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->completed, 1);
+  EXPECT_LT(nodes.driver_->mb_deadline(), absl::Seconds(2));
+}
+
+// The chaos soak's chain at its scale, with the daemons' deadlines
+// (start-up 120 s, floor 5 s): round trips of ~4.6 s (healthy deadline
+// ~18 s), two iterations whose micro-batch is lost (the deadline one step
+// up, ~74 s), one whose micro-batch is held ~70 s and completes, then one
+// whose micro-batch is lost. Before, that last iteration waited 4 x ~70 s
+// (~280 s; the soak's 314.7 s); now the 120 s ceiling.
+TEST(DataNodeDriverTest, TheSoaksChainOfDeadlinesEndsAtTheStartUpDeadline) {
+  TwoNodes nodes(1, 8, absl::Seconds(120), absl::Seconds(5));
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Milliseconds(2250));  // each way
+  RunUntilReport(nodes, 0, absl::Seconds(130));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  const absl::Duration healthy = nodes.driver_->mb_deadline();
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(10));
+  for (uint64_t it = 1; it <= 2; ++it) {
+    RunUntilReport(nodes, it, absl::Minutes(10));
+    ASSERT_TRUE(nodes.report_.has_value());
+    ASSERT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  }
+  const absl::Duration widened = nodes.driver_->mb_deadline();
+  EXPECT_EQ(widened, healthy * 4);
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(35));
+  const absl::Duration held = RunUntilReport(nodes, 3, absl::Minutes(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  ASSERT_EQ(nodes.report_->completed, 1);
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Hours(10));
+  const absl::Duration waited = RunUntilReport(nodes, 4, absl::Minutes(10));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_LE(waited, absl::Seconds(120) + absl::Milliseconds(10));
+  std::printf("healthy deadline %.1f s, after two lost %.1f s; iteration 3 held %.1f s; "
+              "iteration 4 waited %.1f s\n",
+              absl::ToDoubleSeconds(healthy), absl::ToDoubleSeconds(widened),
+              absl::ToDoubleSeconds(held), absl::ToDoubleSeconds(waited));
 }
 
 TEST(DataNodeDriverTest, ReleasingTheDataNodesServerAccountsEveryMicroBatchAtOnce) {

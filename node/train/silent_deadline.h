@@ -201,9 +201,12 @@ class StatedPace {
 // micro-batches complete within initial_deadline / deadline_factor (30 s
 // by default) every sample is at most max(initial_deadline, min_deadline),
 // so its deadline is at most deadline_factor x that (480 s), min_deadline
-// if that is larger: the cap takes that. The deadline has no hard ceiling: a data
-// node whose micro-batches take longer may state more and is capped; it is
-// dropped only if it is silent for kStatedBoundFactor x the cap. Defaults:
+// if that is larger: the cap takes that. The driver now also holds every
+// deadline to max(initial_deadline, min_deadline) (Note [MB deadline]), so
+// an honest statement is at most that x (waves + 1) and the cap leaves a
+// margin of deadline_factor over it; a data node that states more is
+// capped and dropped only if it is silent for kStatedBoundFactor x the
+// cap. Defaults:
 // 480 s x (4 + 1) = 40 min, so a hung data node that answers probes holds
 // a barrier at most 80 min, and once it has a pace far less (Note [Stated
 // pace]). Never above kMaxStatedBoundCeiling (a day), so
