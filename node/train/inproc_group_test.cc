@@ -240,7 +240,8 @@ TEST(InProcessGroupHubTest, AFastDataNodeStatingAHugeBoundIsDroppedAtItsPace) {
 }
 
 // Note [Silent ceiling] (silent_deadline.h): a data node held 30 min
-// within its 40 min statement (a SIGSTOP) and then arrived completed a 30
+// within its 40 min statement (its MBs ran to their deadlines) and then
+// arrived completed a 30
 // min barrier wait; the slowest-wait rule alone then waited 4 x that, 2 h,
 // for the next member that went silent, data node or replica, far past
 // anything stated. The wait that follows is the initial 5 min at most.

@@ -17,8 +17,9 @@
 // Note [Silent ceiling]: as the data node's MB deadline (Note [MB
 // deadline] in data_node_driver.h), the deadline never exceeds its
 // ceiling, max(initial, floor), 5 min by default. Without it one long
-// wait that completed (a data node held by a SIGSTOP within its stated
-// bound that then arrived, or a member held just under the deadline) set
+// wait that completed (a data node whose iteration ran long within its
+// stated bound, its micro-batches run to their deadlines, that then
+// arrived; or a member held just under the deadline) set
 // the deadline to factor x that wait for the next kSamples waits: the next
 // member to go silent held its group 2 h after a 30 min wait, past
 // anything any member stated, and waits that each completed just under the
@@ -43,10 +44,11 @@
 //    whose rounds completed from the start still completes them, with a
 //    margin of factor x until factor x the slowest reaches the ceiling; it
 //    loses only the unbounded growth a chain of slowing rounds could ride.
-//    A member slower than its peers is meant to be closed out of the round
-//    instead (Note [Late members] in sharded_reduce.h: close_after from
-//    the measured links; it gets the result and stays in the group). A
-//    swarm whose rounds need longer than 5 min sets a larger `initial`.
+//    In an outer sync with a deadline, a member slower than its peers is
+//    closed out of the round at that deadline instead (Note [Late
+//    members] in sharded_reduce.h: close_after from the measured links; it
+//    gets the result and stays in the group). A swarm whose rounds need
+//    longer than 5 min sets a larger `initial`.
 //
 // Thread rule: not thread-safe; the owner's lock guards it.
 #ifndef SKIPSWARM_NODE_TRAIN_SILENT_DEADLINE_H_

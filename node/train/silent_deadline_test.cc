@@ -26,8 +26,8 @@ TEST(SilentDeadlineTest, InitialThenFactorTimesTheSlowestRecentWaitAboveTheFloor
   EXPECT_EQ(d.Get(), absl::Seconds(40));
 }
 
-// Note [Silent ceiling]: one long wait that completed (a member held by a
-// SIGSTOP, within its stated bound, that then arrived) must not stretch the
+// Note [Silent ceiling]: one long wait that completed (a data node whose
+// iteration ran long within its stated bound) must not stretch the
 // wait for the next member that goes silent past max(initial, floor): the
 // slowest-wait rule alone made it 4 x that wait (2 h after a 30 min wait),
 // and each wait that completed just under the deadline raised it 4-fold.
@@ -36,7 +36,7 @@ TEST(SilentDeadlineTest, NeverAboveTheInitialDeadlineWhateverWaitCompleted) {
       .initial = absl::Minutes(5), .floor = absl::Seconds(30), .factor = 4.0});
   d.Record(absl::Seconds(10));
   EXPECT_EQ(d.Get(), absl::Seconds(40));
-  d.Record(absl::Minutes(30));  // held, then arrived
+  d.Record(absl::Minutes(30));  // a long iteration, then arrived
   EXPECT_EQ(d.Get(), absl::Minutes(5));
   // A chain of waits each just under the deadline stays at the ceiling.
   for (int i = 0; i < 8; ++i) d.Record(d.Get() - absl::Milliseconds(1));
