@@ -257,6 +257,54 @@ TEST(GrpcGroupSilentTest, ADropForSilenceDoesNotLengthenTheNextDeadline) {
   EXPECT_FALSE(views[1]->IsAlive(ids[3]));
 }
 
+// Note [Silent ceiling] (silent_deadline.h): a round that completed after
+// a long wait (s2 held 290 s, just under the initial 5 min, then sent)
+// made the slowest-wait rule wait 4 x that, 19 min, for the next silent
+// replica (s3, stage 2). The deadline never exceeds the initial 5 min.
+TEST(GrpcGroupSilentTest, ALongCompletedWaitDoesNotStretchTheNextDeadline) {
+  common::SimClock clock;
+  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
+                             NodeId::ForName("s2"), NodeId::ForName("s3")};
+  const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
+  std::vector<PeerInfo> members;
+  for (int i = 0; i < 4; ++i) members.push_back({ids[i], stages[i], 4, "", ""});
+  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
+  ASSERT_TRUE(swarm.ok()) << swarm.status();
+  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
+  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
+  SimDriver sim(&clock);
+  auto contribution = [&](int i) {
+    return GradientContribution{ids[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
+  };
+  // Round 0, stage 1: s1 sends; s2 sends 290 s later (held, then resumed).
+  std::optional<absl::StatusOr<ReduceResult>> a0;
+  absl::Notification d0, b0;
+  absl::Duration start = clock.SteadyNow();
+  groups[1]->AllReduce(0, 1, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a0 = r; d0.Notify(); });
+  sim.AdvanceTo(start + absl::Seconds(290), absl::Milliseconds(500), &d0);
+  ASSERT_FALSE(d0.HasBeenNotified());
+  groups[2]->AllReduce(0, 1, contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
+  ASSERT_TRUE(sim.Until(d0));
+  ASSERT_TRUE(sim.Until(b0));
+  ASSERT_TRUE(a0->ok()) << a0->status();
+  EXPECT_EQ((*a0)->contributors, 2);
+  // Round 1, stage 2: s3 answers probes but sends nothing.
+  std::optional<absl::StatusOr<ReduceResult>> a1;
+  absl::Notification d1;
+  start = clock.SteadyNow();
+  groups[1]->AllReduce(1, 2, contribution(1),
+                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; d1.Notify(); });
+  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d1);
+  ASSERT_TRUE(sim.Until(d1)) << "the silent replica held the averaging past 10 min";
+  const absl::Duration waited = clock.SteadyNow() - start;
+  ASSERT_TRUE(a1->ok()) << a1->status();
+  EXPECT_EQ((*a1)->contributors, 1);
+  EXPECT_GE(waited, absl::Minutes(5));
+  EXPECT_LE(waited, absl::Minutes(5) + absl::Seconds(10));
+  EXPECT_FALSE(views[1]->IsAlive(ids[3]));
+}
+
 }  // namespace
 }  // namespace skipswarm::node
 

@@ -263,7 +263,8 @@ void GrpcGroupComm::Impl::Sweep() {
 // training] in data_node_driver.h), and relays must not spin through
 // empty iterations. The deadline follows measured waits (SilentDeadline,
 // silent_deadline.h: factor x the slowest recent completed barrier or
-// reduce, never under the floor). A wait that ended by dropping a silent
+// reduce, never under the floor nor above max(initial, floor): Note
+// [Silent ceiling]). A wait that ended by dropping a silent
 // member is not a sample: counting it multiplied the deadline by the
 // factor at every drop (30 s, then 2 min, then 8...).
 

@@ -174,9 +174,10 @@ TEST(InProcessGroupHubTest, ASilentDataNodeIsDroppedFromTheBarrierAfterItsStated
   clock.Advance(absl::ZeroDuration());
   ASSERT_TRUE(passed(1, 0) && passed(1, 1) && passed(1, 2));
 
-  // Iteration 2: b never arrives. The measured deadline (4 x 105 s from
-  // 130 s) passes at 550 s; b stated 300 s at 125 s: its own deadline,
-  // 125 + 2 x 300 s = 725 s, is the later one.
+  // Iteration 2: b never arrives. The measured deadline (4 x 105 s, held
+  // to the 5 min ceiling: Note [Silent ceiling], from 130 s) passes at 430
+  // s; b stated 300 s at 125 s: its own deadline, 125 + 2 x 300 s = 725 s,
+  // is the later one.
   clock.Advance(absl::Seconds(5));
   arrive(2, a, 0, true);
   arrive(2, r, 2, false);
@@ -236,6 +237,59 @@ TEST(InProcessGroupHubTest, AFastDataNodeStatingAHugeBoundIsDroppedAtItsPace) {
   EXPECT_FALSE(a_passed[7]);
   clock.Advance(absl::Milliseconds(1));
   EXPECT_TRUE(a_passed[7]) << "held past 200 s by a statement of 40 min";
+}
+
+// Note [Silent ceiling] (silent_deadline.h): a data node held 30 min
+// within its 40 min statement (its MBs ran to their deadlines) and then
+// arrived completed a 30
+// min barrier wait; the slowest-wait rule alone then waited 4 x that, 2 h,
+// for the next member that went silent, data node or replica, far past
+// anything stated. The wait that follows is the initial 5 min at most.
+TEST(InProcessGroupHubTest, AHeldMemberThatArrivedDoesNotStretchTheNextSilentWait) {
+  common::SimClock clock;
+  const NodeId a = NodeId::ForName("a"), b = NodeId::ForName("b");
+  const NodeId c = NodeId::ForName("c"), d = NodeId::ForName("d");
+  InProcessGroupHub hub(&clock, {{a, {0}, 1, "", ""},
+                                 {b, {0}, 1, "", ""},
+                                 {c, {1}, 1, "", ""},
+                                 {d, {1}, 1, "", ""}});
+  std::map<uint64_t, bool> a_passed;
+  auto arrive = [&](uint64_t iteration, const NodeId& who) {
+    hub.Barrier(iteration, who, true, [&a_passed, iteration, who, a](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      if (who == a) a_passed[iteration] = true;
+    });
+  };
+  hub.StateIterationBound(0, b, absl::Minutes(40));
+  arrive(0, a);
+  arrive(0, b);
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(a_passed[0]);
+  // Iteration 1: b is held 30 min, within 2 x its 40 min, and arrives.
+  arrive(1, a);
+  clock.Advance(absl::Minutes(30));
+  EXPECT_FALSE(a_passed[1]);
+  hub.StateIterationBound(1, b, absl::Seconds(25));
+  arrive(1, b);
+  clock.Advance(absl::ZeroDuration());
+  ASSERT_TRUE(a_passed[1]);
+
+  // Iteration 2: b goes silent; dropped at the ceiling, not 2 h later.
+  arrive(2, a);
+  clock.Advance(absl::Minutes(5) - absl::Milliseconds(1));
+  EXPECT_FALSE(a_passed[2]);
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(a_passed[2]) << "a silent data node held the barrier past 5 min";
+
+  // A replica that goes silent in the next round: the same 5 min.
+  std::optional<absl::StatusOr<ReduceResult>> got;
+  hub.AllReduce(2, 1, Contribution(c, 1, absl::InfiniteDuration()),
+                [&](absl::StatusOr<ReduceResult> r) { got = std::move(r); });
+  clock.Advance(absl::Minutes(5) - absl::Milliseconds(1));
+  EXPECT_FALSE(got.has_value());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(got.has_value() && got->ok()) << "a silent replica held the round past 5 min";
+  EXPECT_EQ((*got)->contributors, 1);
 }
 
 // A data node that never stated a bound (the daemons' group, a joiner

@@ -8,10 +8,47 @@
 //   silent.Record(wait);   // a completed wait, never one that ended in a drop
 //
 // The deadline follows measured waits: factor x the slowest of the last
-// kSamples completed waits, never under the floor; the initial value
-// before any wait completed. A wait that ended by dropping a silent member
-// must not be recorded: it lasted the deadline itself, and counting it
-// multiplied the deadline by the factor at every drop.
+// kSamples completed waits, never under the floor nor above max(initial,
+// floor) (Note [Silent ceiling]); the initial value before any wait
+// completed. A wait that ended by dropping a silent member must not be
+// recorded: it lasted the deadline itself, and counting it multiplied the
+// deadline by the factor at every drop.
+//
+// Note [Silent ceiling]: as the data node's MB deadline (Note [MB
+// deadline] in data_node_driver.h), the deadline never exceeds its
+// ceiling, max(initial, floor), 5 min by default. Without it one long
+// wait that completed (a data node whose iteration ran long within its
+// stated bound, its micro-batches run to their deadlines, that then
+// arrived; or a member held just under the deadline) set
+// the deadline to factor x that wait for the next kSamples waits: the next
+// member to go silent held its group 2 h after a 30 min wait, past
+// anything any member stated, and waits that each completed just under the
+// deadline raised it factor-fold every time, without bound. What the
+// ceiling leaves each kind of wait:
+//  * A data node that stated a bound: a barrier drops it only once
+//    kStatedBoundFactor x its counted statement has passed too
+//    (StatedDropTime). The ceiling bounds only the measured part, so an
+//    honest slow data node passes however far its iterations run past
+//    the ceiling: its statement is capped at MaxHonestIterationBound, the
+//    most an honest one states, and Note [Stated pace] never counts an
+//    honest statement as less than it states.
+//  * A data node that never stated (in the daemons: a joiner before its
+//    first barrier, a peer of an older version): the ceiling; dropped, it
+//    re-enters as before, when the measured deadline was less.
+//  * An averaging round, over slow links too: up to the ceiling (from its
+//    first contribution in the hub, from this member's in the daemons)
+//    before members whose parts are still missing are dropped, and factor
+//    x its recent waits below that. That is what a fresh group's first
+//    round had (the initial value before any sample; after a barrier
+//    completed, factor x its wait or the floor, usually less), so a swarm
+//    whose rounds completed from the start still completes them, with a
+//    margin of factor x until factor x the slowest reaches the ceiling; it
+//    loses only the unbounded growth a chain of slowing rounds could ride.
+//    In an outer sync with a deadline, a member slower than its peers is
+//    closed out of the round at that deadline instead (Note [Late
+//    members] in sharded_reduce.h: close_after from the measured links; it
+//    gets the result and stays in the group). A swarm whose rounds need
+//    longer than 5 min sets a larger `initial`.
 //
 // Thread rule: not thread-safe; the owner's lock guards it.
 #ifndef SKIPSWARM_NODE_TRAIN_SILENT_DEADLINE_H_
@@ -28,6 +65,7 @@
 namespace skipswarm::node {
 
 struct SilentDeadlineOptions {
+  // Also the ceiling, unless the floor is larger (Note [Silent ceiling]).
   absl::Duration initial = absl::Minutes(5);
   absl::Duration floor = absl::Seconds(30);
   // <= 0: no deadline (enabled() is false; Get() is not to be used).
@@ -44,7 +82,9 @@ class SilentDeadline {
   absl::Duration Get() const {
     if (waits_.empty()) return options_.initial;
     const absl::Duration slowest = *std::max_element(waits_.begin(), waits_.end());
-    return std::max(options_.floor, slowest * options_.factor);
+    // Note [Silent ceiling].
+    const absl::Duration ceiling = std::max(options_.initial, options_.floor);
+    return std::min(ceiling, std::max(options_.floor, slowest * options_.factor));
   }
   void Record(absl::Duration wait) {
     waits_.push_back(wait);

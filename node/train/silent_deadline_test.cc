@@ -26,6 +26,31 @@ TEST(SilentDeadlineTest, InitialThenFactorTimesTheSlowestRecentWaitAboveTheFloor
   EXPECT_EQ(d.Get(), absl::Seconds(40));
 }
 
+// Note [Silent ceiling]: one long wait that completed (a data node whose
+// iteration ran long within its stated bound) must not stretch the
+// wait for the next member that goes silent past max(initial, floor): the
+// slowest-wait rule alone made it 4 x that wait (2 h after a 30 min wait),
+// and each wait that completed just under the deadline raised it 4-fold.
+TEST(SilentDeadlineTest, NeverAboveTheInitialDeadlineWhateverWaitCompleted) {
+  SilentDeadline d(SilentDeadlineOptions{
+      .initial = absl::Minutes(5), .floor = absl::Seconds(30), .factor = 4.0});
+  d.Record(absl::Seconds(10));
+  EXPECT_EQ(d.Get(), absl::Seconds(40));
+  d.Record(absl::Minutes(30));  // a long iteration, then arrived
+  EXPECT_EQ(d.Get(), absl::Minutes(5));
+  // A chain of waits each just under the deadline stays at the ceiling.
+  for (int i = 0; i < 8; ++i) d.Record(d.Get() - absl::Milliseconds(1));
+  EXPECT_EQ(d.Get(), absl::Minutes(5));
+  // Below the ceiling the measured rule is unchanged: 4 x 70 s.
+  for (size_t i = 0; i < SilentDeadline::kSamples; ++i) d.Record(absl::Seconds(70));
+  EXPECT_EQ(d.Get(), absl::Seconds(280));
+  // A floor above the initial value is the ceiling instead.
+  SilentDeadline high_floor(SilentDeadlineOptions{
+      .initial = absl::Seconds(10), .floor = absl::Minutes(2), .factor = 4.0});
+  high_floor.Record(absl::Hours(3));
+  EXPECT_EQ(high_floor.Get(), absl::Minutes(2));
+}
+
 // Note [Stated bounds]: both rules must have passed; with no statement the
 // caller's choice (the hub: never; the daemons: the measured rule).
 TEST(StatedDropTimeTest, TheLaterOfTheMeasuredDeadlineAndTwiceTheStatedBound) {
