@@ -2,8 +2,11 @@
 //   bazel run //tests/fuzz:make_seeds -- $PWD/tests/fuzz/corpus
 // Valid inputs of each kind, so mutations start from deep inside the
 // decoders rather than at their first check.
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,10 +20,12 @@
 #include "membership/record.h"
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
+#include "node/daemon/gossip/evidence.pb.h"
 #include "proto/gossip.pb.h"
 #include "proto/pipeline.pb.h"
 #include "proto/verify.pb.h"
 #include "proto/version.h"
+#include "tests/fuzz/evidence_world.h"
 
 namespace skipswarm {
 namespace {
@@ -192,18 +197,130 @@ void SketchSeeds(const std::string& dir) {
   Write(dir + "/k4096", SketchInput(8, model::SketchOutput(y, shape, 13, 4096), y));
 }
 
+// Evidence fuzzer input (evidence_fuzzer.cc): flags, then a served reply.
+// The file names say the verdict of the first piece (evidence_seeds_test).
+void EvidenceSeeds(const std::string& dir) {
+  const fuzz::EvidenceWorld w;
+  auto write = [&](const std::string& name, uint8_t flags,
+                   const std::vector<const node::Evidence*>& pieces) {
+    proto::FetchEvidenceResponse r;
+    for (const node::Evidence* e : pieces) fuzz::AddServedPiece(*e, &r);
+    Write(dir + "/" + name, std::string(1, static_cast<char>(flags)) + r.SerializeAsString());
+  };
+  constexpr uint8_t kX = 0, kP = 1 << fuzz::kEvidenceAccusedShift,
+                    kY = 2 << fuzz::kEvidenceAccusedShift;
+  constexpr uint8_t kXTrusted = fuzz::kEvidenceXTrusted;
+  write("match_honest", kX, {&w.hop2[0]});
+  write("trusted_accused_honest", kX | kXTrusted, {&w.hop2[0]});
+  write("match_hop1", kP, {&w.hop1[0]});
+  write("convicts_mismatch", kX, {&w.hop2[1]});
+  write("trusted_accused_mismatch", kX | kXTrusted, {&w.hop2[1]});
+  write("false_input_trusted", kX | kXTrusted, {&w.hop2[2]});
+  node::Evidence refused = w.hop2[2];  // kept by the receiver that refused it
+  refused.answer.Clear();
+  write("false_input_refused", kX, {&refused});
+  write("not_the_accused_y", kY, {&w.hop2[1]});
+  // Hostile Z with its key (kEvidenceZSigns): Z's answer to X's mismatch,
+  // and Z's own false input at hop 2 (Z convicts itself).
+  constexpr uint8_t kZ = 3 << fuzz::kEvidenceAccusedShift, kZSigns = fuzz::kEvidenceZSigns;
+  node::Evidence z_answer = w.hop2[1];
+  (void)node::SignAnswer(*w.z, z_answer.commitment.swarm_id(), z_answer.answer.input_sha256(),
+                         &z_answer.answer);
+  write("verifier_untrusted_z", kX | kZSigns, {&z_answer});
+  const node::Evidence z_lie = w.Piece(*w.z, fuzz::kFalseInputMb, 2,
+                                       node::Sha256(absl::Cord("not what P sent")), 1.f,
+                                       w.hop1[2].commitment);
+  write("false_input_z", kZ | kZSigns, {&z_lie});
+  // A full reply (four pieces served; the rest dropped unread).
+  write("match_reply", kX | fuzz::kEvidencePTrusted,
+        {&w.hop2[0], &w.hop1[1], &w.hop2[1], &w.hop2[2], &w.hop1[0]});
+}
+
+// Rewrites the protocol_version (field 1, a varint, in FrameHeader and in
+// the gossip requests) of the top-level message at data[begin, end) from an
+// older version to kProtocolVersion, in place (a one-byte varint either
+// way), leaving every other byte as it was. Returns how many it rewrote.
+int BumpVersion(std::string* data, size_t begin, size_t end) {
+  auto varint = [&](size_t* at, uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *at < end; shift += 7) {
+      const uint8_t b = static_cast<uint8_t>((*data)[(*at)++]);
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  int bumped = 0;
+  size_t at = begin;
+  while (at < end) {
+    uint64_t tag, v;
+    if (!varint(&at, &tag)) break;
+    switch (tag & 7) {
+      case 0:
+        if (tag == 8 && at < end && static_cast<uint8_t>((*data)[at]) < proto::kProtocolVersion &&
+            static_cast<uint8_t>((*data)[at]) >= proto::PROTOCOL_VERSION_1) {
+          (*data)[at] = static_cast<char>(proto::kProtocolVersion);
+          ++bumped;
+        }
+        if (!varint(&at, &v)) return bumped;
+        break;
+      case 1: at += 8; break;
+      case 2:
+        if (!varint(&at, &v) || v > end - at) return bumped;
+        at += v;
+        break;
+      case 5: at += 4; break;
+      default: return bumped;  // groups or garbage: stop
+    }
+  }
+  return bumped;
+}
+
+// make_seeds --bump_version frame|gossip DIR: found inputs of an older
+// protocol replay past the version check again (tests/fuzz/README.md).
+int BumpVersions(const std::string& kind, const std::string& dir) {
+  int files = 0, changed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++files;
+    size_t begin = 0, end = 0;
+    if (kind == "frame" && data.size() >= 4) {  // frame_fuzzer.cc: flags, length, chunk
+      begin = 4;
+      end = std::min(data.size(), begin + (static_cast<uint8_t>(data[1]) |
+                                           (static_cast<size_t>(static_cast<uint8_t>(data[2])) << 8)));
+    } else if (kind == "gossip" && !data.empty() && static_cast<uint8_t>(data[0]) % 4 != 3) {
+      begin = 1;  // gossip_fuzzer.cc: kinds 0-2 carry a request, 3 a record
+      end = data.size();
+    }
+    if (end > begin && BumpVersion(&data, begin, end) > 0) {
+      Write(entry.path().string(), data);
+      ++changed;
+    }
+  }
+  std::cout << changed << " of " << files << " " << kind << " inputs rewritten to protocol "
+            << proto::kProtocolVersion << "\n";
+  return 0;
+}
+
 }  // namespace
 }  // namespace skipswarm
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--bump_version") {
+    return skipswarm::BumpVersions(argv[2], argv[3]);
+  }
   if (argc != 2) {
-    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/, gossip/ and sketch/)\n";
+    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/, gossip/, sketch/ and evidence/)\n"
+                 "       make_seeds --bump_version frame|gossip DIR\n";
     return 2;
   }
   const std::string root = argv[1];
   skipswarm::FrameSeeds(root + "/frame");
   skipswarm::GossipSeeds(root + "/gossip");
   skipswarm::SketchSeeds(root + "/sketch");
+  std::filesystem::create_directories(root + "/evidence");
+  skipswarm::EvidenceSeeds(root + "/evidence");
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

@@ -91,9 +91,14 @@ absl::StatusOr<std::vector<Evidence>> FetchEvidence(const EvidenceFetchOptions& 
   proto::FetchEvidenceResponse response;
   const grpc::Status s = stub->FetchEvidence(&context, request, &response);
   if (!s.ok()) return proto::ToAbslStatus(s);
+  return PiecesFromResponse(response, o.max_pieces);
+}
+
+std::vector<Evidence> PiecesFromResponse(const proto::FetchEvidenceResponse& response,
+                                         int max_pieces) {
   std::vector<Evidence> out;
   for (const proto::EvidencePiece& p : response.pieces()) {
-    if (static_cast<int>(out.size()) >= std::max(1, o.max_pieces)) break;
+    if (static_cast<int>(out.size()) >= std::max(1, max_pieces)) break;
     Evidence e;
     e.commitment = p.commitment();
     e.output = absl::Cord(p.output());

@@ -99,6 +99,13 @@ absl::StatusOr<std::vector<Evidence>> FetchEvidence(const EvidenceFetchOptions& 
                                                     const std::string& address,
                                                     const common::NodeId& accused);
 
+// A fetched reply's pieces as FetchEvidence returns them: at most
+// max_pieces (at least 1; the rest dropped unread), each field copied as
+// served. Nothing is checked here: every piece is hostile until
+// JudgeServedPiece (tests/fuzz/evidence_fuzzer.cc feeds it replies).
+std::vector<Evidence> PiecesFromResponse(const proto::FetchEvidenceResponse& response,
+                                         int max_pieces);
+
 }  // namespace skipswarm::node
 
 #endif  // SKIPSWARM_NODE_DAEMON_GOSSIP_EVIDENCE_SERVICE_H_
