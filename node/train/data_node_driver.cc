@@ -528,9 +528,10 @@ void DataNodeDriver::End(uint64_t iteration, uint64_t mb, const absl::Status& st
       // Note [Refused iterations]: refused at once, on a route through
       // the only planned replica of a stage.
       const bool through_last =
-          std::any_of(f.relays.begin(), f.relays.end(), [this](const PeerId& id) {
-            return nothing_.last_replicas.contains(id);
-          });
+          std::any_of(f.relays.begin(), f.relays.end(),
+                      [this](const PeerId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                        return nothing_.last_replicas.contains(id);
+                      });
       if (stop.has_value() || timed_out || !through_last ||
           !(absl::IsAborted(status) || IsRetryElsewhere(status))) {
         refused_all_ = false;
