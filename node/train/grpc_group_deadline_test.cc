@@ -208,53 +208,77 @@ TEST(GrpcGroupSilentTest, AReplicaThatNeverSendsIsDroppedAfterTheMeasuredDeadlin
 // at every drop: a second silent replica stalled its stage 2 minutes, a
 // third 8. Here s2 is silent in stage 1's round 1, then s3 in stage 2's
 // round 2 (s1 hosts both stages); both are dropped after the 30 s floor.
+// Four replica-group members over loopback gRPC on a simulated clock:
+// s1 hosts stages 1 and 2, with s2 in stage 1 and s3 in stage 2, so one
+// member's rounds show what a silent peer in each stage costs.
+class TwoStageGroups {
+ public:
+  absl::Status Start() {
+    ids_ = {NodeId::ForName("s0"), NodeId::ForName("s1"), NodeId::ForName("s2"),
+            NodeId::ForName("s3")};
+    const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
+    std::vector<PeerInfo> members;
+    for (int i = 0; i < 4; ++i) members.push_back({ids_[i], stages[i], 4, "", ""});
+    absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock_);
+    if (!swarm.ok()) return swarm.status();
+    swarm_ = std::move(*swarm);
+    return absl::OkStatus();
+  }
+  GradientContribution Contribution(int i) const {
+    return GradientContribution{ids_[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
+  }
+  GrpcGroupComm& group(int i) { return *swarm_.groups[i]; }
+  bool IsAlive(int viewer, int peer) { return swarm_.views[viewer]->IsAlive(ids_[peer]); }
+  common::SimClock& clock() { return clock_; }
+  SimDriver& sim() { return sim_; }
+
+  // s1 sends its part of `round` of `stage`, whose other member sends
+  // nothing; runs the clock up to 10 min. The result (empty if the round
+  // never ended) and how long it took.
+  std::pair<std::optional<absl::StatusOr<ReduceResult>>, absl::Duration> SilentRound(
+      uint64_t round, int stage) {
+    std::optional<absl::StatusOr<ReduceResult>> result;
+    absl::Notification done;
+    const absl::Duration start = clock_.SteadyNow();
+    group(1).AllReduce(round, stage, Contribution(1), [&](absl::StatusOr<ReduceResult> r) {
+      result = std::move(r);
+      done.Notify();
+    });
+    sim_.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &done);
+    if (!sim_.Until(done)) return {std::nullopt, clock_.SteadyNow() - start};
+    return {std::move(result), clock_.SteadyNow() - start};
+  }
+
+ private:
+  common::SimClock clock_;
+  SimDriver sim_{&clock_};
+  std::vector<NodeId> ids_;
+  LoopbackGroups swarm_;
+};
+
 TEST(GrpcGroupSilentTest, ADropForSilenceDoesNotLengthenTheNextDeadline) {
-  common::SimClock clock;
-  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
-                             NodeId::ForName("s2"), NodeId::ForName("s3")};
-  // s1 hosts stages 1 and 2: stage 1 with s2, stage 2 with s3.
-  const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 4; ++i) members.push_back({ids[i], stages[i], 4, "", ""});
-  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
-  ASSERT_TRUE(swarm.ok()) << swarm.status();
-  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
-  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
-  SimDriver sim(&clock);
-  auto contribution = [&](int i) {
-    return GradientContribution{ids[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
-  };
+  TwoStageGroups g;
+  ASSERT_TRUE(g.Start().ok());
   // Round 0, stage 1: s1 and s2 send, with time standing still.
   absl::Notification a0, b0;
-  groups[1]->AllReduce(0, 1, contribution(1), [&](absl::StatusOr<ReduceResult>) { a0.Notify(); });
-  groups[2]->AllReduce(0, 1, contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
-  ASSERT_TRUE(sim.Until(a0));
-  ASSERT_TRUE(sim.Until(b0));
+  g.group(1).AllReduce(0, 1, g.Contribution(1), [&](absl::StatusOr<ReduceResult>) { a0.Notify(); });
+  g.group(2).AllReduce(0, 1, g.Contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
+  ASSERT_TRUE(g.sim().Until(a0));
+  ASSERT_TRUE(g.sim().Until(b0));
   // Round 1, stage 1: s2 answers probes but sends nothing.
-  std::optional<absl::StatusOr<ReduceResult>> a1;
-  absl::Notification d1;
-  absl::Duration start = clock.SteadyNow();
-  groups[1]->AllReduce(1, 1, contribution(1),
-                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; d1.Notify(); });
-  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d1);
-  ASSERT_TRUE(sim.Until(d1)) << "the silent replica stalled the averaging";
+  auto [a1, waited1] = g.SilentRound(1, 1);
+  ASSERT_TRUE(a1.has_value()) << "the silent replica stalled the averaging";
   ASSERT_TRUE(a1->ok()) << a1->status();
-  EXPECT_EQ((*a1)->contributors, 1);
-  EXPECT_LE(clock.SteadyNow() - start, absl::Seconds(40));
+  EXPECT_EQ((**a1).contributors, 1);
+  EXPECT_LE(waited1, absl::Seconds(40));
   // Round 2, stage 2: s3 is silent the same way.
-  std::optional<absl::StatusOr<ReduceResult>> a2;
-  absl::Notification d2;
-  start = clock.SteadyNow();
-  groups[1]->AllReduce(2, 2, contribution(1),
-                       [&](absl::StatusOr<ReduceResult> r) { a2 = r; d2.Notify(); });
-  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d2);
-  ASSERT_TRUE(sim.Until(d2)) << "the silent replica stalled the averaging";
-  const absl::Duration waited = clock.SteadyNow() - start;
+  auto [a2, waited] = g.SilentRound(2, 2);
+  ASSERT_TRUE(a2.has_value()) << "the silent replica stalled the averaging";
   ASSERT_TRUE(a2->ok()) << a2->status();
-  EXPECT_EQ((*a2)->contributors, 1);
+  EXPECT_EQ((**a2).contributors, 1);
   EXPECT_GE(waited, absl::Seconds(30));
   EXPECT_LE(waited, absl::Seconds(40)) << "the first drop lengthened the deadline";
-  EXPECT_FALSE(views[1]->IsAlive(ids[3]));
+  EXPECT_FALSE(g.IsAlive(1, 3));
 }
 
 // Note [Silent ceiling] (silent_deadline.h): a round that completed after
@@ -262,47 +286,29 @@ TEST(GrpcGroupSilentTest, ADropForSilenceDoesNotLengthenTheNextDeadline) {
 // made the slowest-wait rule wait 4 x that, 19 min, for the next silent
 // replica (s3, stage 2). The deadline never exceeds the initial 5 min.
 TEST(GrpcGroupSilentTest, ALongCompletedWaitDoesNotStretchTheNextDeadline) {
-  common::SimClock clock;
-  std::vector<NodeId> ids = {NodeId::ForName("s0"), NodeId::ForName("s1"),
-                             NodeId::ForName("s2"), NodeId::ForName("s3")};
-  const std::vector<std::vector<int>> stages = {{0}, {1, 2}, {1}, {2}};
-  std::vector<PeerInfo> members;
-  for (int i = 0; i < 4; ++i) members.push_back({ids[i], stages[i], 4, "", ""});
-  absl::StatusOr<LoopbackGroups> swarm = StartLoopbackGroups(members, &clock);
-  ASSERT_TRUE(swarm.ok()) << swarm.status();
-  std::vector<std::unique_ptr<StaticSwarmView>>& views = swarm->views;
-  std::vector<std::unique_ptr<GrpcGroupComm>>& groups = swarm->groups;
-  SimDriver sim(&clock);
-  auto contribution = [&](int i) {
-    return GradientContribution{ids[i], std::vector<float>(8, 1.f + i), 1, 7, nullptr};
-  };
+  TwoStageGroups g;
+  ASSERT_TRUE(g.Start().ok());
   // Round 0, stage 1: s1 sends; s2 sends 290 s later (held, then resumed).
   std::optional<absl::StatusOr<ReduceResult>> a0;
   absl::Notification d0, b0;
-  absl::Duration start = clock.SteadyNow();
-  groups[1]->AllReduce(0, 1, contribution(1),
+  const absl::Duration start = g.clock().SteadyNow();
+  g.group(1).AllReduce(0, 1, g.Contribution(1),
                        [&](absl::StatusOr<ReduceResult> r) { a0 = r; d0.Notify(); });
-  sim.AdvanceTo(start + absl::Seconds(290), absl::Milliseconds(500), &d0);
+  g.sim().AdvanceTo(start + absl::Seconds(290), absl::Milliseconds(500), &d0);
   ASSERT_FALSE(d0.HasBeenNotified());
-  groups[2]->AllReduce(0, 1, contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
-  ASSERT_TRUE(sim.Until(d0));
-  ASSERT_TRUE(sim.Until(b0));
+  g.group(2).AllReduce(0, 1, g.Contribution(2), [&](absl::StatusOr<ReduceResult>) { b0.Notify(); });
+  ASSERT_TRUE(g.sim().Until(d0));
+  ASSERT_TRUE(g.sim().Until(b0));
   ASSERT_TRUE(a0->ok()) << a0->status();
   EXPECT_EQ((*a0)->contributors, 2);
   // Round 1, stage 2: s3 answers probes but sends nothing.
-  std::optional<absl::StatusOr<ReduceResult>> a1;
-  absl::Notification d1;
-  start = clock.SteadyNow();
-  groups[1]->AllReduce(1, 2, contribution(1),
-                       [&](absl::StatusOr<ReduceResult> r) { a1 = r; d1.Notify(); });
-  sim.AdvanceTo(start + absl::Minutes(10), absl::Milliseconds(500), &d1);
-  ASSERT_TRUE(sim.Until(d1)) << "the silent replica held the averaging past 10 min";
-  const absl::Duration waited = clock.SteadyNow() - start;
+  auto [a1, waited] = g.SilentRound(1, 2);
+  ASSERT_TRUE(a1.has_value()) << "the silent replica held the averaging past 10 min";
   ASSERT_TRUE(a1->ok()) << a1->status();
-  EXPECT_EQ((*a1)->contributors, 1);
+  EXPECT_EQ((**a1).contributors, 1);
   EXPECT_GE(waited, absl::Minutes(5));
   EXPECT_LE(waited, absl::Minutes(5) + absl::Seconds(10));
-  EXPECT_FALSE(views[1]->IsAlive(ids[3]));
+  EXPECT_FALSE(g.IsAlive(1, 3));
 }
 
 }  // namespace
