@@ -23,13 +23,6 @@
 namespace skipswarm::node {
 namespace {
 
-ComputeFactory Timed() {
-  return [](int, int stage, common::Clock* clock, TaskRunner*) {
-    return std::make_unique<TimedStageCompute>(
-        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
-  };
-}
-
 // The relay's link to `behind`, whose server is still at iteration 0:
 // while `*on`, every forward of a later iteration is answered with the
 // refusal that server gives (never sent).
@@ -78,7 +71,7 @@ TEST(BehindSoleReplicaTest, TheDataNodePausesInsteadOfRunningEmptyIterations) {
     return std::make_unique<BehindPeerTransport>(std::move(inner), &clock, &behind,
                                                  common::NodeId::ForName("node2"));
   };
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   clock = &swarm.clock();
   ASSERT_TRUE(swarm.Run(1));
   behind = true;

@@ -18,13 +18,6 @@
 namespace skipswarm::node {
 namespace {
 
-ComputeFactory Timed() {
-  return [](int, int stage, common::Clock* clock, TaskRunner*) {
-    return std::make_unique<TimedStageCompute>(
-        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
-  };
-}
-
 // Fails (UNAVAILABLE) until simulated time `until`, then plans in order.
 class UnavailableUntil final : public RoutePlanner {
  public:
@@ -69,7 +62,7 @@ TEST(PausedTrainingTest, AStageWithNoLiveReplicaPausesWithBoundedAttempts) {
   o.driver.mbs_per_iteration = 2;
   int64_t attempts = 0;
   o.planner = [&attempts] { return std::make_unique<Counting>(&attempts); };
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(1));
   swarm.Kill(1);  // the only replica of stage 1
   attempts = 0;
@@ -100,7 +93,7 @@ TEST(PausedTrainingTest, TrainingResumesWhenThePlannerCanPlanAgain) {
   o.planner = [&clock]() -> std::unique_ptr<RoutePlanner> {
     return std::make_unique<UnavailableUntil>(&clock, absl::Seconds(30));
   };
-  auto swarm = std::make_unique<TestSwarm>(o, Timed(), &data);
+  auto swarm = std::make_unique<TestSwarm>(o, TimedComputes(), &data);
   clock = &swarm->clock();
   ASSERT_TRUE(swarm->Run(3, absl::Seconds(120)));
   ASSERT_EQ(swarm->reports(0).size(), 3u);
@@ -137,7 +130,7 @@ void StoppingLastReplicaPausesUntilAReplicaReturns(int stages) {
   o.driver.mbs_per_iteration = 2;
   std::vector<absl::Status> pauses;
   o.driver.on_pause_change = [&pauses](const absl::Status& s) { pauses.push_back(s); };
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   const int stopping = stages - 1, other = stages;
   ASSERT_TRUE(swarm.Run(1));
   for (int viewer = 0; viewer < stopping; ++viewer) swarm.SetPausedInView(viewer, other, true);

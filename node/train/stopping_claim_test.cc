@@ -24,13 +24,6 @@
 namespace skipswarm::node {
 namespace {
 
-ComputeFactory Timed() {
-  return [](int, int stage, common::Clock* clock, TaskRunner*) {
-    return std::make_unique<TimedStageCompute>(
-        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
-  };
-}
-
 // A hostile relay: while `lies` > 0 it answers its own forwards to
 // `victim` itself with the refusal a stopping node gives (never sending
 // them), so its honest server drops the micro-batch with a cause naming
@@ -76,7 +69,7 @@ struct LyingSwarm {
       return std::make_unique<LyingRelayTransport>(std::move(inner), &clock, &lies,
                                                    common::NodeId::ForName("node2"));
     };
-    swarm = std::make_unique<TestSwarm>(o, Timed(), &data);
+    swarm = std::make_unique<TestSwarm>(o, TimedComputes(), &data);
     clock = &swarm->clock();
   }
   SyntheticDataSource data;
@@ -232,7 +225,7 @@ void RefusingNodeReturns(bool restart) {
     return std::make_unique<LyingRelayTransport>(std::move(inner), &clock, &refusals,
                                                  common::NodeId::ForName("node1"));
   };
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   clock = &swarm.clock();
   ASSERT_TRUE(swarm.Run(1));
   swarm.SetPausedInView(0, 2, true);

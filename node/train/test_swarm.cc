@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "node/compute/timed_stage_compute.h"
 #include "node/train/forwarding_group.h"
 
 namespace skipswarm::node {
@@ -264,6 +265,13 @@ void TestSwarm::SetServerPaused(int node, bool paused) {
 
 void TestSwarm::KillAt(int node, absl::Duration at) {
   clock_.RunAt(at, [this, node] { Kill(node); });
+}
+
+ComputeFactory TimedComputes(absl::Duration forward) {
+  return [forward](int, int stage, common::Clock* clock, TaskRunner*) {
+    return std::make_unique<TimedStageCompute>(
+        clock, TimedStageCompute::Options{.stage = stage, .forward = forward});
+  };
 }
 
 }  // namespace skipswarm::node

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/sim_clock.h"
 #include "node/compute/stage_compute.h"
 #include "node/compute/task_runner.h"
@@ -89,6 +90,10 @@ struct TestSwarmOptions {
 
 using ComputeFactory = std::function<std::unique_ptr<StageCompute>(
     int node, int stage, common::Clock* clock, TaskRunner* runner)>;
+
+// Every stage a TimedStageCompute whose forward takes `forward` of
+// simulated time: the swarm tests that time routes, not numbers.
+ComputeFactory TimedComputes(absl::Duration forward = absl::Milliseconds(10));
 
 class TestSwarm {
  public:

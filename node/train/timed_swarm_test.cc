@@ -9,13 +9,6 @@
 namespace skipswarm::node {
 namespace {
 
-ComputeFactory Timed(absl::Duration forward = absl::Milliseconds(10)) {
-  return [forward](int, int stage, common::Clock* clock, TaskRunner*) {
-    return std::make_unique<TimedStageCompute>(
-        clock, TimedStageCompute::Options{.stage = stage, .forward = forward});
-  };
-}
-
 // 2 data nodes and 2 replicas of each of stages 1..3.
 TestSwarmOptions TwoByTwo() {
   TestSwarmOptions o;
@@ -27,7 +20,7 @@ TestSwarmOptions TwoByTwo() {
 
 TEST(TimedSwarmTest, IterationsCompleteAndReplicasAgree) {
   SyntheticDataSource data(2, 8, 32);
-  TestSwarm swarm(TwoByTwo(), Timed(), &data);
+  TestSwarm swarm(TwoByTwo(), TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(5));
   for (int n = 0; n < swarm.size(); ++n) {
     ASSERT_EQ(swarm.reports(n).size(), 5u) << n;
@@ -63,7 +56,7 @@ TEST(TimedSwarmTest, AnAveragingRoundThatFailsEverywhereStillAdvancesTheStep) {
   o.num_stages = 2;
   o.driver.mbs_per_iteration = 2;
   o.failed_reduces = {{2, 1}};
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(5));
   ASSERT_EQ(swarm.reports(1).size(), 5u);
   EXPECT_TRUE(absl::IsUnavailable(swarm.reports(1)[2].status)) << swarm.reports(1)[2].status;
@@ -84,7 +77,7 @@ TEST(TimedSwarmTest, ADataNodeStuckBeforeTheBarrierIsDroppedAndComesBack) {
   TestSwarmOptions o = TwoByTwo();
   o.barrier_delay = {{1, absl::Minutes(30)}};
   o.barrier_delay_iterations = {3};
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   size_t done_by_10_minutes = 0;
   swarm.clock().RunAfter(absl::Minutes(10),
                          [&] { done_by_10_minutes = swarm.reports(0).size(); });
@@ -104,7 +97,7 @@ TEST(TimedSwarmTest, KilledReplicaMidIterationIsRoutedAroundAndDropped) {
   SyntheticDataSource data(2, 8, 32);
   TestSwarmOptions o = TwoByTwo();
   o.driver.mbs_per_iteration = 6;
-  TestSwarm swarm(o, Timed(), &data);
+  TestSwarm swarm(o, TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(2));
   const absl::Duration t = swarm.clock().SteadyNow();
   // Node 4 (a stage-2 replica) dies while iteration 2 is in flight.

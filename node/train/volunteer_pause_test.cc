@@ -12,13 +12,6 @@
 namespace skipswarm::node {
 namespace {
 
-ComputeFactory Timed() {
-  return [](int, int stage, common::Clock* clock, TaskRunner*) {
-    return std::make_unique<TimedStageCompute>(
-        clock, TimedStageCompute::Options{.stage = stage, .forward = absl::Milliseconds(10)});
-  };
-}
-
 // 2 data nodes and 2 replicas of each of stages 1..3; node 3 is stage 1's
 // second replica, the one that pauses.
 TestSwarmOptions TwoByTwo() {
@@ -51,7 +44,7 @@ int64_t Rerouted(TestSwarm& swarm, const std::string& reason) {
 
 TEST(VolunteerPauseTest, PausedReplicaIsRoutedAroundKeepsItsStateAndIsRoutedAgainOnResume) {
   SyntheticDataSource data(2, 8, 32);
-  TestSwarm swarm(TwoByTwo(), Timed(), &data);
+  TestSwarm swarm(TwoByTwo(), TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(2));
   ASSERT_GT(swarm.reports(kPaused)[1].stages.at(1).visits_here, 0);
   // Mid-iteration 2: micro-batches are already on their way through it.
@@ -85,7 +78,7 @@ TEST(VolunteerPauseTest, PausedReplicaIsRoutedAroundKeepsItsStateAndIsRoutedAgai
 // drop.
 TEST(VolunteerPauseTest, ALateRecordCostsARerouteNotATimeout) {
   SyntheticDataSource data(2, 8, 32);
-  TestSwarm swarm(TwoByTwo(), Timed(), &data);
+  TestSwarm swarm(TwoByTwo(), TimedComputes(), &data);
   ASSERT_TRUE(swarm.Run(1));
   swarm.SetServerPaused(kPaused, true);
   for (int v = 1; v < swarm.size(); ++v) swarm.SetPausedInView(v, kPaused, true);
