@@ -107,8 +107,11 @@
 // [Stated pace] when the routes took about what was predicted (its spans
 // are at least the round trips, and the pace factor is deadline_factor x
 // (M + 1)); one from a prediction far above what the routes take may be
-// counted less, as a hung data node's would. The first iteration's plan
-// is made after no statement (the group's unstated rule applies).
+// counted less, as a hung data node's would. A statement comes from the
+// plan of the iteration just run; a next plan predicting slower routes
+// gives a deadline above it (never above the group's cap), which the
+// group's kStatedBoundFactor margin covers up to twice. The first
+// iteration's plan follows no statement (the group's unstated rule).
 // Routing around a silent relay is not the deadline's job: gossip marks it
 // SUSPECT, then DEAD, and the planner leaves it out; until then new frames
 // to a stopped relay miss their hop deadline and are re-routed (Note [Hop
