@@ -82,19 +82,24 @@ bool DataNodeDriver::ResumeLocked(uint64_t iteration) {
   return true;
 }
 
+absl::Duration DataNodeDriver::StartDeadlineLocked() const {
+  // Note [MB deadline]: the start-up deadline, or what the plan needs.
+  return std::max(options_.initial_deadline, planned_deadline_);
+}
+
 absl::Duration DataNodeDriver::CeilingLocked() const {
   // Note [MB deadline]: no measured deadline above the start-up one.
-  return std::max(options_.initial_deadline, options_.min_deadline);
+  return std::max(StartDeadlineLocked(), options_.min_deadline);
 }
 
 absl::Duration DataNodeDriver::DeadlineLocked() const {
-  if (last_slowest_ <= absl::ZeroDuration()) return options_.initial_deadline;
+  if (last_slowest_ <= absl::ZeroDuration()) return StartDeadlineLocked();
   return std::min(CeilingLocked(),
                   std::max(options_.min_deadline, last_slowest_ * options_.deadline_factor));
 }
 
 absl::Duration DataNodeDriver::HealthyDeadlineLocked() const {
-  if (last_completed_ <= absl::ZeroDuration()) return options_.initial_deadline;
+  if (last_completed_ <= absl::ZeroDuration()) return StartDeadlineLocked();
   return std::min(CeilingLocked(),
                   std::max(options_.min_deadline, last_completed_ * options_.deadline_factor));
 }
@@ -103,14 +108,31 @@ absl::Duration DataNodeDriver::SilentSampleCapLocked() const {
   // Note [MB deadline]: one more deadline_factor step per
   // silent_iterations_per_step iterations in a row without a completed MB.
   const absl::Duration healthy = HealthyDeadlineLocked();
+  const absl::Duration start = StartDeadlineLocked();
   const int steps = options_.silent_iterations_per_step > 0
                         ? silent_streak_ / options_.silent_iterations_per_step
                         : 0;
   absl::Duration cap = healthy;
-  for (int i = 0; i < steps && cap < options_.initial_deadline; ++i) {
+  for (int i = 0; i < steps && cap < start; ++i) {
     cap = cap * options_.deadline_factor;
   }
-  return std::max(healthy, std::min(cap, options_.initial_deadline));
+  return std::max(healthy, std::min(cap, start));
+}
+
+absl::Duration PlannedDeadline(const std::vector<PlannedRoute>& routes,
+                               const DriverOptions& options) {
+  // Note [MB deadline]: the slowest prediction, capped at the start-up
+  // ceiling; a negative, NaN-born or infinite one counts as none.
+  const absl::Duration cap = std::max(options.initial_deadline, options.min_deadline);
+  absl::Duration slowest = absl::ZeroDuration();
+  for (const PlannedRoute& r : routes) {
+    if (!r.predicted_round_trip.has_value()) continue;
+    const absl::Duration d = *r.predicted_round_trip;
+    if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) continue;
+    slowest = std::max(slowest, std::min(d, cap));
+  }
+  const double factor = options.deadline_factor >= 1.0 ? options.deadline_factor : 1.0;
+  return slowest * factor;
 }
 
 void DataNodeDriver::RunIteration(uint64_t iteration,
@@ -287,6 +309,9 @@ void DataNodeDriver::TryStart() {
     if (!waiting_) return;  // cancelled meanwhile
     waiting_ = false;
     done = std::move(waiting_done_);
+    // Note [MB deadline]: this iteration's routes' needs, fixed until the
+    // next iteration's plan (a re-run's re-plan keeps it).
+    planned_deadline_ = PlannedDeadline(*routes, options_);
     // Note [Refused iterations]: resumed by a completed micro-batch, not by
     // a plan through the replica that refused.
     if (!pause_refused_) resumed = ResumeLocked(iteration);

@@ -46,7 +46,8 @@
 // Note [MB deadline]: max(min_deadline, deadline_factor x the slowest MB
 // round trip (inject -> backward done) seen in the previous iteration, an
 // MB abandoned at its deadline counting as that long, but never longer
-// than the healthy deadline); the first iteration uses initial_deadline.
+// than the healthy deadline); the first iteration uses the start deadline
+// (below: initial_deadline unless the plan needs more).
 // The round trip includes queueing, so the deadline adapts to load and
 // link speed without fixed constants. Only the driver's own deadline makes
 // an abandoned MB a sample: an MB the server reports dropped (a relay's
@@ -56,7 +57,7 @@
 // the previous deadline.
 // The healthy deadline is the one the completed MBs alone give: max(
 // min_deadline, deadline_factor x the slowest completed round trip of the
-// last iteration that completed one), initial_deadline before any. An
+// last iteration that completed one), the start deadline before any. An
 // abandoned MB was slow or lost, and the driver cannot tell which: a relay
 // that admitted it and hangs (a stalled process, SIGSTOP) sends nothing.
 // Counting it as lasting its whole deadline grew the deadline x
@@ -67,13 +68,13 @@
 // iterations in a row; that step is what lets routes that became slower
 // than the deadline (a replica died, the rest is far away) complete again.
 // Each further silent_iterations_per_step silent iterations in a row widen
-// the cap one more deadline_factor step (up to initial_deadline): routes
+// the cap one more deadline_factor step (up to the start deadline): routes
 // that became far slower than the last completed round trip (a machine
 // under a sudden heavy load) still get a deadline they can meet, after
 // ~8, 16, ... iterations rather than at once, while a hung relay is
 // declared DEAD by gossip within seconds and routed around long before.
 // The first completed MB brings the deadline back to what it measures.
-// No deadline exceeds max(initial_deadline, min_deadline), the ceiling:
+// No deadline exceeds max(the start deadline, min_deadline), the ceiling:
 // a completed round trip set the next deadline to deadline_factor x it
 // with no bound, so an MB held at a relay by some other wait (a stalled
 // peer, a stage held up around a joiner's entry) that completed just under
@@ -82,8 +83,35 @@
 // longer than any stated deadline (the chaos soak's 314.7 s right after a
 // ~71 s iteration, node/daemon/chaos_soak.md).
 // Held to the ceiling, a held-but-completed MB costs the next iteration at
-// most the start-up deadline, and a route slower than that gets no
-// deadline it meets: initial_deadline is the longest an MB is given.
+// most the start deadline, and a route slower than that gets no deadline
+// it meets.
+// The start deadline follows the plan: max(initial_deadline,
+// PlannedDeadline), deadline_factor x the slowest round trip the planner
+// predicts for the routes of the latest iteration's plan
+// (PlannedRoute::predicted_round_trip; the scheduler planner's evaluator
+// costs each route from the view's measured links and compute, queueing
+// included), set when an iteration is planned. With a fixed start,
+// a swarm over slow home uplinks (64 MiB activations at 2.5 MB/s: ~27 s a
+// hop, ~270 s a 6-stage round trip) had every MB dropped at 120 s,
+// forever. A fast swarm's predictions are far under initial_deadline /
+// deadline_factor, and a planner that cannot predict leaves them unset:
+// both keep initial_deadline, as before. A prediction is built from
+// peers' claimed measurements, so each is capped at max(initial_deadline,
+// min_deadline) (the ceiling a start-up deadline had): no deadline exceeds
+// deadline_factor x that (480 s by default; routes up to that long
+// complete), which is the per-MB deadline MaxHonestIterationBound
+// (silent_deadline.h) already allows, so an honest statement
+// (NextIterationBound: this deadline x (waves + 1)) stays within the
+// replica group's cap and a hostile view cannot make any wait unbounded.
+// A statement made from a planned deadline counts whole under Note
+// [Stated pace] when the routes took about what was predicted (its spans
+// are at least the round trips, and the pace factor is deadline_factor x
+// (M + 1)); one from a prediction far above what the routes take may be
+// counted less, as a hung data node's would. A statement comes from the
+// plan of the iteration just run; a next plan predicting slower routes
+// gives a deadline above it (never above the group's cap), which the
+// group's kStatedBoundFactor margin covers up to twice. The first
+// iteration's plan follows no statement (the group's unstated rule).
 // Routing around a silent relay is not the deadline's job: gossip marks it
 // SUSPECT, then DEAD, and the planner leaves it out; until then new frames
 // to a stopped relay miss their hop deadline and are re-routed (Note [Hop
@@ -250,6 +278,12 @@ struct IterationReport {
 // "skip_swap". The status page and /metrics show the recent rates.
 const char* RouteShapeOf(const std::vector<int>& stages, int num_stages);
 
+// Note [MB deadline]: deadline_factor x the slowest predicted round trip
+// of `routes` (PlannedRoute::predicted_round_trip), each capped at
+// max(initial_deadline, min_deadline); zero when none predicts.
+absl::Duration PlannedDeadline(const std::vector<PlannedRoute>& routes,
+                               const DriverOptions& options);
+
 class DataNodeDriver final : public OriginListener {
  public:
   DataNodeDriver(StageServer* server, common::Clock* clock, const SwarmView* view,
@@ -368,7 +402,10 @@ class DataNodeDriver final : public OriginListener {
   void ExcludeSilentRelaysLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The MB deadline (Note [MB deadline]), never above CeilingLocked().
   absl::Duration DeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // max(initial_deadline, min_deadline): no measured deadline is longer.
+  // max(initial_deadline, planned_deadline_): the deadline before any
+  // sample (Note [MB deadline]).
+  absl::Duration StartDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // max(the start deadline, min_deadline): no measured deadline is longer.
   absl::Duration CeilingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deadline the completed MBs alone give (Note [MB deadline]).
   absl::Duration HealthyDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -427,6 +464,8 @@ class DataNodeDriver final : public OriginListener {
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration slowest_ ABSL_GUARDED_BY(mu_);  // this iteration
   absl::Duration slowest_completed_ ABSL_GUARDED_BY(mu_);  // this iteration
+  // PlannedDeadline of the latest iteration's plan (Note [MB deadline]).
+  absl::Duration planned_deadline_ ABSL_GUARDED_BY(mu_);
   // The last finished iteration with a sample (Note [MB deadline]).
   absl::Duration last_slowest_ ABSL_GUARDED_BY(mu_);
   // The last finished iteration with a completed MB.

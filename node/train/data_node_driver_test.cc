@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/sim_clock.h"
@@ -18,6 +19,7 @@
 #include "node/train/data_node_driver.h"
 #include "node/train/data_source.h"
 #include "node/train/route_planner.h"
+#include "node/train/scheduler_planner.h"
 #include "node/transport/fault_transport.h"
 #include "node/transport/inproc_transport.h"
 
@@ -26,13 +28,33 @@ namespace {
 
 using common::NodeId;
 
+// InOrderPlanner's routes, each predicted to take `predicted` when set
+// (Note [MB deadline]: a planner that predicts, as the scheduler's does).
+class PredictingPlanner final : public RoutePlanner {
+ public:
+  std::string name() const override { return "predicting"; }
+  absl::StatusOr<std::vector<PlannedRoute>> Plan(const PlanInput& input,
+                                                 const SwarmView& view) override {
+    absl::StatusOr<std::vector<PlannedRoute>> routes = in_order_.Plan(input, view);
+    if (routes.ok()) {
+      for (PlannedRoute& r : *routes) r.predicted_round_trip = predicted;
+    }
+    return routes;
+  }
+  std::optional<absl::Duration> predicted;
+
+ private:
+  InOrderPlanner in_order_;
+};
+
 class TwoNodes {
  public:
   // `mbs`: micro-batches per iteration (each server has 4 memory slots).
   // `silent_steps`: DriverOptions::silent_iterations_per_step.
   // `initial`, `min`: DriverOptions::initial_deadline, min_deadline.
+  // `planner`: borrowed, outlives this; nullptr: planner_.
   explicit TwoNodes(int mbs = 1, int silent_steps = 8, absl::Duration initial = absl::Seconds(10),
-                    absl::Duration min = absl::Seconds(1))
+                    absl::Duration min = absl::Seconds(1), RoutePlanner* planner = nullptr)
       : board_(&clock_, Options()) {
     const std::vector<PeerInfo> members = {{data_id_, {0}, 4, "", ""},
                                            {relay_id_, {1}, 4, "", ""}};
@@ -62,7 +84,8 @@ class TwoNodes {
     d_options.deadline_factor = 4;
     d_options.silent_iterations_per_step = silent_steps;
     driver_ = std::make_unique<DataNodeDriver>(data_server_.get(), &clock_, data_view_.get(),
-                                               &planner_, &data_, d_options);
+                                               planner != nullptr ? planner : &planner_,
+                                               &data_, d_options);
     data_server_->SetOriginListener(driver_.get());
   }
   ~TwoNodes() { data_server_->SetOriginListener(nullptr); }
@@ -89,7 +112,7 @@ class TwoNodes {
   std::unique_ptr<FaultInjectingTransport> data_transport_, relay_transport_;
   TimedStageCompute data_compute_{&clock_, {.stage = 0, .forward = absl::Milliseconds(10)}};
   TimedStageCompute relay_compute_{&clock_, {.stage = 1, .forward = absl::Milliseconds(100)}};
-  InOrderPlanner planner_;
+  PredictingPlanner planner_;  // predicts nothing unless a test sets it
   SyntheticDataSource data_{/*samples=*/1, /*seq=*/4, /*vocab=*/16};
   std::unique_ptr<StageServer> data_server_, relay_server_;
   std::unique_ptr<DataNodeDriver> driver_;
@@ -314,6 +337,101 @@ TEST(DataNodeDriverTest, ReleasingTheDataNodesServerAccountsEveryMicroBatchAtOnc
   EXPECT_EQ(nodes.report_->dropped_by_reason["error"], 2);
   EXPECT_EQ(nodes.report_->dropped_by_reason.count("mb_deadline"), 0u);
   EXPECT_EQ(nodes.data_server_->stats().slots_in_use, 0);
+}
+
+}  // namespace
+}  // namespace skipswarm::node
+
+namespace skipswarm::node {
+namespace {
+
+// Note [MB deadline]: a swarm over slow home uplinks, at the daemons'
+// deadlines (start-up 120 s, floor 5 s): every round trip really takes
+// ~250 s (the relay's sends held that long, as a 64 MiB activation over
+// 2.5 MB/s links is), and the planner predicts 270 s. With a fixed 120 s
+// start and ceiling every micro-batch was dropped at 120 s, iteration after
+// iteration; following the plan (4 x the prediction, capped at 4 x 120 s)
+// they complete.
+TEST(DataNodeDriverTest, RoutesSlowerThanTheStartUpDeadlineCompleteWhenThePlanPredictsThem) {
+  TwoNodes nodes(/*mbs=*/1, /*silent_steps=*/8, absl::Seconds(120), absl::Seconds(5));
+  nodes.planner_.predicted = absl::Seconds(270);
+  // Both of the relay's sends back (its forward output, its backward's
+  // gradient) are held 125 s: a round trip of ~250 s.
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(125));
+  for (uint64_t it = 0; it < 3; ++it) {
+    const absl::Duration took = RunUntilReport(nodes, it, absl::Minutes(20));
+    ASSERT_TRUE(nodes.report_.has_value()) << "iteration " << it;
+    EXPECT_EQ(nodes.report_->completed, 1) << "iteration " << it;
+    EXPECT_EQ(nodes.report_->dropped, 0) << "iteration " << it;
+    EXPECT_GE(took, absl::Seconds(250));
+    EXPECT_LT(took, absl::Seconds(260));
+    // Capped: 4 x min(270 s, 120 s), the most MaxHonestIterationBound's
+    // per-MB deadline allows.
+    EXPECT_EQ(nodes.driver_->mb_deadline(), absl::Seconds(480)) << "iteration " << it;
+    std::printf("iteration %d: predicted 270 s, took %.2f s, deadline now %.0f s\n",
+                static_cast<int>(it), absl::ToDoubleSeconds(took),
+                absl::ToDoubleSeconds(nodes.driver_->mb_deadline()));
+  }
+}
+
+// A planner that predicts nothing leaves the deadline where it was: the
+// same slow routes are dropped at the 120 s start-up deadline.
+TEST(DataNodeDriverTest, WithoutPredictionsSlowRoutesStillMeetTheStartUpDeadline) {
+  TwoNodes nodes(/*mbs=*/1, /*silent_steps=*/8, absl::Seconds(120), absl::Seconds(5));
+  nodes.relay_transport_->SetDelay(nodes.data_id_, absl::Seconds(125));  // ~250 s
+  EXPECT_EQ(nodes.driver_->mb_deadline(), absl::Seconds(120));
+  const absl::Duration took = RunUntilReport(nodes, 0, absl::Minutes(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->dropped_by_reason["mb_deadline"], 1);
+  EXPECT_LE(took, absl::Seconds(120) + absl::Milliseconds(10));
+  EXPECT_EQ(nodes.driver_->mb_deadline(), absl::Seconds(120));
+}
+
+// A hostile or broken prediction is capped; fast predictions change nothing.
+TEST(DataNodeDriverTest, PlannedDeadlineIsCappedAndIgnoresFastOrInvalidPredictions) {
+  DriverOptions o;  // 120 s start, 5 s floor, factor 4
+  std::vector<PlannedRoute> routes(3);
+  EXPECT_EQ(PlannedDeadline(routes, o), absl::ZeroDuration());
+  routes[0].predicted_round_trip = absl::Seconds(2);
+  routes[1].predicted_round_trip = -absl::Seconds(9);
+  routes[2].predicted_round_trip = absl::InfiniteDuration();
+  EXPECT_EQ(PlannedDeadline(routes, o), absl::Seconds(8));
+  routes[1].predicted_round_trip = absl::Hours(1000);
+  EXPECT_EQ(PlannedDeadline(routes, o), absl::Seconds(480));
+}
+
+// The scheduler planner's own prediction against the simulated truth:
+// it costs each hop from the view's links (here 62.5 s each way, as a
+// 64 MiB activation over ~1 MB/s would be) and each stage from its compute,
+// and the same links, held as long in the simulation, make the real round
+// trip; the prediction lets the micro-batches complete.
+TEST(DataNodeDriverTest, TheSchedulerPlannersPredictionMatchesTheSimulatedRoundTrip) {
+  const NodeId data = NodeId::ForName("data");
+  const NodeId relay = NodeId::ForName("relay");
+  SchedulerPlannerOptions o;
+  o.costs.hop_s_of = [](const NodeId& from, const NodeId& to) { return from == to ? 0 : 62.5; };
+  o.costs.sec_per_layer_sample_of = [data](const NodeId& id) { return id == data ? 0.01 : 0.1; };
+  absl::StatusOr<std::unique_ptr<SchedulerPlanner>> planner = SchedulerPlanner::Create(o);
+  ASSERT_TRUE(planner.ok()) << planner.status();
+  TwoNodes nodes(/*mbs=*/1, /*silent_steps=*/8, absl::Seconds(120), absl::Seconds(5),
+                 planner->get());
+  const absl::StatusOr<std::vector<PlannedRoute>> routes =
+      (*planner)->Plan({.iteration = 0, .self = data, .mbs = 1, .num_stages = 2},
+                       *nodes.data_view_);
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  ASSERT_EQ(routes->size(), 1u);
+  ASSERT_TRUE((*routes)[0].predicted_round_trip.has_value());
+  const absl::Duration predicted = *(*routes)[0].predicted_round_trip;
+  nodes.data_transport_->SetDelay(relay, absl::Milliseconds(62500));
+  nodes.relay_transport_->SetDelay(data, absl::Milliseconds(62500));
+  const absl::Duration took = RunUntilReport(nodes, 0, absl::Minutes(20));
+  ASSERT_TRUE(nodes.report_.has_value());
+  EXPECT_EQ(nodes.report_->completed, 1);
+  EXPECT_EQ(nodes.report_->dropped, 0);
+  std::printf("scheduler planner predicted %.3f s; the micro-batch took %.3f s\n",
+              absl::ToDoubleSeconds(predicted), absl::ToDoubleSeconds(took));
+  EXPECT_GT(took, absl::Seconds(120));
+  EXPECT_LT(absl::AbsDuration(took - predicted), took / 20);  // within 5%
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "node/stage/stage_server.h"
 #include "node/stage/swarm_view.h"
 
@@ -47,6 +48,12 @@ struct PlannedRoute {
   // The plan's priority (lower = served first on every node; Note [Queue
   // order] in stage_server.h). The driver injects in this order too.
   int priority = 0;
+  // The planner's prediction of this MB's round trip (injection -> its
+  // backward done at this node, queueing included), from the view's
+  // measured links and compute; nullopt when the planner cannot predict.
+  // A claim built from peers' measurements, not a bound: the driver caps
+  // what it takes from it (Note [MB deadline] in data_node_driver.h).
+  std::optional<absl::Duration> predicted_round_trip;
 };
 
 class RoutePlanner {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "scheduler/evaluator.h"
 #include "scheduler/topology.h"
 
 namespace skipswarm::node {
@@ -314,6 +315,14 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
   for (const scheduler::Route& r : (*shared)->plan.routes) {
     ordered[{topo.node(r.origin).id, r.mb}] = &r;
   }
+  // Note [MB deadline] (data_node_driver.h): each route's predicted round
+  // trip, from the evaluator's simulation of the whole plan on the view's
+  // costs (queueing behind the other data nodes' MBs included): its finish
+  // less its release. None on a deadlocked or failed evaluation.
+  const scheduler::Plan& plan = (*shared)->plan;
+  std::vector<double> finish_s;
+  const double total_s = scheduler::EvaluateTime(topo, plan, &finish_s);
+  const bool predicted = std::isfinite(total_s) && finish_s.size() == plan.routes.size();
   std::vector<PlannedRoute> out;
   int slot = 0;
   for (const auto& [key, r] : ordered) {
@@ -322,6 +331,10 @@ absl::StatusOr<std::vector<PlannedRoute>> SchedulerPlanner::Plan(const PlanInput
       pr.index = static_cast<int>(out.size());
       pr.data_slot = slot;
       pr.priority = r->priority;
+      const size_t ri = static_cast<size_t>(r - plan.routes.data());
+      if (predicted && std::isfinite(finish_s[ri]) && finish_s[ri] >= r->release_s) {
+        pr.predicted_round_trip = absl::Seconds(finish_s[ri] - r->release_s);
+      }
       for (size_t i = 0; i + 1 < r->nodes.size(); ++i) {
         pr.hops.push_back({topo.node(r->nodes[i]).id, topo.stage(r->nodes[i])});
       }

@@ -241,10 +241,12 @@ class StatedPace {
 // micro-batches complete within initial_deadline / deadline_factor (30 s
 // by default) every sample is at most max(initial_deadline, min_deadline),
 // so its deadline is at most deadline_factor x that (480 s), min_deadline
-// if that is larger: the cap takes that. The driver now also holds every
-// deadline to max(initial_deadline, min_deadline) (Note [MB deadline]), so
-// an honest statement is at most that x (waves + 1) and the cap leaves a
-// margin of deadline_factor over it; a data node that states more is
+// if that is larger: the cap takes that. The driver also holds every
+// deadline to its ceiling (Note [MB deadline]): max(initial_deadline,
+// min_deadline), or up to deadline_factor x that when its plan predicts
+// slow routes (each prediction capped there), so an honest statement is at
+// most the cap, with a margin of deadline_factor when no prediction is
+// that slow; a data node that states more is
 // capped and dropped only if it is silent for kStatedBoundFactor x the
 // cap. Defaults:
 // 480 s x (4 + 1) = 40 min, so a hung data node that answers probes holds
