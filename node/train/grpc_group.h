@@ -56,8 +56,9 @@
 // node/daemon/gossip/training_members.h) is listed in its replicas' rounds
 // from its entry, but its part is zeros with no visits, sent only once its
 // state is loaded. A round does not wait for that part: the sweep closes
-// such a member out as soon as its part is missing (Note [Late members] in
-// sharded_reduce.h), without marking it dead; the survivors average without
+// such a member out once its part is still missing entering_grace after
+// this replica's AllReduce (Note [Late members] in sharded_reduce.h),
+// without marking it dead; the survivors average without
 // it, which is the same sum, and send it their reduced shards, which its
 // own round, once its state is loaded, takes as its (late) result: the
 // same step, so its digest still equals theirs. Waiting for it tied the
@@ -158,6 +159,10 @@ struct GrpcGroupOptions {
   // waits for a member that answers probes but sends nothing
   // (silent_deadline.h).
   SilentDeadlineOptions silent;
+  // Note [Entering members]: how long a round waits for a member still
+  // loading its state before closing it out (one that loads at once, the
+  // usual join, then still averages its entry in the round).
+  absl::Duration entering_grace = absl::Seconds(1);
   // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the largest
   // bound a data node's barrier message may state (a larger one counts as
   // this). Default: the data nodes' start-up MB deadline (120 s) x (4

@@ -150,7 +150,7 @@ void GrpcGroupComm::Impl::Sweep() {
                    std::make_move_iterator(more.end()));
         pending.round_since = now;
       }
-      if (!r.done() && !entering.empty()) {
+      if (!r.done() && !entering.empty() && now - pending.since >= options_.entering_grace) {
         // Note [Entering members]: not waited for; they get the result.
         std::vector<common::NodeId> closing;
         for (const common::NodeId& m : r.Late()) {
