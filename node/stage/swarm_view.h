@@ -56,6 +56,10 @@ struct PeerInfo {
   // (NodeRecord.verify_frames; false for an older build, which would train
   // on them); static lists and the simulator run one build: true.
   bool verify_frames = true;
+  // Announced its entry into `stages` and has not loaded their state yet
+  // (NodeRecord.entering from its entry on): its replica rounds do not wait
+  // for its part (Note [Entering members] in node/train/grpc_group.h).
+  bool entering = false;
 };
 
 // What `from` measured of its link to `to` (membership::LinkInfo, from

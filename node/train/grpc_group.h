@@ -50,6 +50,29 @@
 // stage = kBarrierStage to every member; a node passes the barrier once
 // every live data node's message (or its own) is in.
 //
+// Note [Entering members]: a member whose record says it is entering its
+// stages (PeerInfo::entering: a joiner or mover that announced its entry
+// and has not loaded its state yet, Note [Entry iteration] in
+// node/daemon/gossip/training_members.h) is listed in its replicas' rounds
+// from its entry, but its part is zeros with no visits, sent only once its
+// state is loaded. A round does not wait for that part: the sweep closes
+// such a member out once its part is still missing entering_grace after
+// this replica's AllReduce (Note [Late members] in sharded_reduce.h),
+// without marking it dead; the survivors average without
+// it, which is the same sum, and send it their reduced shards, which its
+// own round, once its state is loaded, takes as its (late) result: the
+// same step, so its digest still equals theirs. Waiting for it tied the
+// replicas' averaging to the joiner's state fetch, which waits for a
+// source's boundary: a joiner slow to ask (a loaded machine, a held
+// request) held its replicas in the averaging of its entry until the
+// silent deadline dropped it, the sources passed the entry meanwhile, the
+// joiner announced a later entry and the replicas waited again; the
+// micro-batches held at them meanwhile ran to their deadlines at the data
+// nodes, each wait widening the next one (Note [MB deadline] in
+// data_node_driver.h). A member that loaded its state re-signs without the
+// flag; a peer whose view still says entering may close it out of a round
+// it would have joined: it then takes the late result, as above.
+//
 // Note [Group bans]: the verdicts of Note [Robust averaging] are counted
 // per sender: a round in which this node (as a shard owner) left out a
 // sender's part as non-finite or pulled it in as an outlier is one offence
@@ -136,6 +159,10 @@ struct GrpcGroupOptions {
   // waits for a member that answers probes but sends nothing
   // (silent_deadline.h).
   SilentDeadlineOptions silent;
+  // Note [Entering members]: how long a round waits for a member still
+  // loading its state before closing it out (one that loads at once, the
+  // usual join, then still averages its entry in the round).
+  absl::Duration entering_grace = absl::Seconds(1);
   // Note [Stated bounds in the daemons] (grpc_group_sweep.cc): the largest
   // bound a data node's barrier message may state (a larger one counts as
   // this). Default: the data nodes' start-up MB deadline (120 s) x (4

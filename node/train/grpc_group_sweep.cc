@@ -51,6 +51,12 @@ void GrpcGroupComm::Impl::Sweep() {
   std::set<common::NodeId> silent;  // Note [Silent members]
   std::string silent_where;
   bool knows_data_node = false;
+  // Note [Entering members] (grpc_group.h): asked outside mu_, as AllReduce
+  // asks the view.
+  std::set<common::NodeId> entering;
+  for (const PeerInfo& p : view_->Members()) {
+    if (p.entering && p.id != options_.self) entering.insert(p.id);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
@@ -143,6 +149,27 @@ void GrpcGroupComm::Impl::Sweep() {
         out.insert(out.end(), std::make_move_iterator(more.begin()),
                    std::make_move_iterator(more.end()));
         pending.round_since = now;
+      }
+      if (!r.done() && !entering.empty() && now - pending.since >= options_.entering_grace) {
+        // Note [Entering members]: not waited for; they get the result.
+        std::vector<common::NodeId> closing;
+        for (const common::NodeId& m : r.Late()) {
+          if (entering.count(m) > 0) closing.push_back(m);
+        }
+        if (!closing.empty()) {
+          std::vector<common::NodeId> rest;
+          for (const common::NodeId& m : r.members()) {
+            if (std::find(closing.begin(), closing.end(), m) == closing.end()) rest.push_back(m);
+          }
+          LOG(INFO) << "iteration " << key.first << " stage " << key.second << ": "
+                    << closing.size()
+                    << " member(s) still loading their state at their entry; averaging "
+                       "without them, they get the result";
+          std::vector<OutgoingReduce> more = r.CloseWithout(closing, LayoutFor(key.second, rest));
+          out.insert(out.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
+          pending.round_since = now;
+        }
       }
       if (!r.done() && pending.close_after != absl::InfiniteDuration()) {
         // Note [Late members]: a peer's smaller round, or our deadline.

@@ -275,6 +275,9 @@ std::vector<PeerInfo> TrainingMembers::MembersOf(TrainingFace face) const {
     // Note [Newcomer weight] (node/train/robust_sum.h): the group face's
     // shard owners weigh its parts.
     out.back().on_probation = roots_.has_value() && !trusted_.contains(m.id);
+    // Note [Entering members] (node/train/grpc_group.h): its rounds close
+    // without it until its state is loaded.
+    out.back().entering = m.entering && iteration_ >= m.iteration;
   }
   return out;
 }

@@ -31,7 +31,9 @@
 // same step e as its replicas (their summed gradient), so its digest
 // equals theirs after its first step. The routing face lists it once its
 // state is loaded (Note [Routed once ready]); until then it takes its
-// replicas' steps with zero visits, like a paused member. Every node
+// replicas' steps with zero visits, like a paused member, and their rounds
+// do not wait for it: they close it out, and once loaded it takes their
+// result (Note [Entering members] in node/train/grpc_group.h). Every node
 // evaluates this rule against its own iteration counter. What must hold:
 // its record reaches its replicas before they start the averaging of e and
 // the data nodes before their barrier of e (both at the end of e), and its

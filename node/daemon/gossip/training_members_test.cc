@@ -62,6 +62,15 @@ TEST(TrainingMembersTest, AnEnteringJoinerAveragesFromItsEntryButIsRoutedOnlyOnc
   for (const PeerInfo& p : members.routing()->Members()) EXPECT_NE(p.id, j.id);
   members.SetIteration(7);
   EXPECT_EQ(members.routing()->Replicas(1), std::vector<common::NodeId>{r.id});
+  // Note [Entering members] (node/train/grpc_group.h): the group face says
+  // so, and its rounds close without it.
+  auto entering_in_group = [&] {
+    for (const PeerInfo& p : members.group()->Members()) {
+      if (p.id == j.id) return p.entering;
+    }
+    return false;
+  };
+  EXPECT_TRUE(entering_in_group());
   j.entering = false;
   j.incarnation = 2;
   members.Update(TestView({d, r, j}, 2));
@@ -69,6 +78,7 @@ TEST(TrainingMembersTest, AnEnteringJoinerAveragesFromItsEntryButIsRoutedOnlyOnc
   bool listed = false;
   for (const PeerInfo& p : members.routing()->Members()) listed |= p.id == j.id;
   EXPECT_TRUE(listed);
+  EXPECT_FALSE(entering_in_group());
 }
 
 // The planner's compute costs come from the records (Note [Planning from
