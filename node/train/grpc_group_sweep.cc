@@ -150,6 +150,22 @@ void GrpcGroupComm::Impl::Sweep() {
                    std::make_move_iterator(more.end()));
         pending.round_since = now;
       }
+      // Note [Late members]: the round goes on without `who`, who get the
+      // result; the entering and the late close-outs below both use it.
+      // (Structured bindings cannot be captured in C++17: named here.)
+      const int stage = key.second;
+      absl::Duration& round_since = pending.round_since;
+      auto close_out = [&](const std::vector<common::NodeId>& who)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        std::vector<common::NodeId> rest;
+        for (const common::NodeId& m : r.members()) {
+          if (std::find(who.begin(), who.end(), m) == who.end()) rest.push_back(m);
+        }
+        std::vector<OutgoingReduce> more = r.CloseWithout(who, LayoutFor(stage, rest));
+        out.insert(out.end(), std::make_move_iterator(more.begin()),
+                   std::make_move_iterator(more.end()));
+        round_since = now;
+      };
       if (!r.done() && !entering.empty() && now - pending.since >= options_.entering_grace) {
         // Note [Entering members]: not waited for; they get the result.
         std::vector<common::NodeId> closing;
@@ -157,18 +173,11 @@ void GrpcGroupComm::Impl::Sweep() {
           if (entering.count(m) > 0) closing.push_back(m);
         }
         if (!closing.empty()) {
-          std::vector<common::NodeId> rest;
-          for (const common::NodeId& m : r.members()) {
-            if (std::find(closing.begin(), closing.end(), m) == closing.end()) rest.push_back(m);
-          }
           LOG(INFO) << "iteration " << key.first << " stage " << key.second << ": "
                     << closing.size()
                     << " member(s) still loading their state at their entry; averaging "
                        "without them, they get the result";
-          std::vector<OutgoingReduce> more = r.CloseWithout(closing, LayoutFor(key.second, rest));
-          out.insert(out.end(), std::make_move_iterator(more.begin()),
-                     std::make_move_iterator(more.end()));
-          pending.round_since = now;
+          close_out(closing);
         }
       }
       if (!r.done() && pending.close_after != absl::InfiniteDuration()) {
@@ -182,18 +191,11 @@ void GrpcGroupComm::Impl::Sweep() {
           late = r.Late();
         }
         if (!late.empty()) {
-          std::vector<common::NodeId> rest;
-          for (const common::NodeId& m : r.members()) {
-            if (std::find(late.begin(), late.end(), m) == late.end()) rest.push_back(m);
-          }
           LOG(WARNING) << "iteration " << key.first << " stage " << key.second << ": "
                        << late.size() << " member(s) late after " << (now - pending.round_since)
                        << " (deadline " << pending.close_after
                        << "); averaging without them, they get the result";
-          std::vector<OutgoingReduce> more = r.CloseWithout(late, LayoutFor(key.second, rest));
-          out.insert(out.end(), std::make_move_iterator(more.begin()),
-                     std::make_move_iterator(more.end()));
-          pending.round_since = now;
+          close_out(late);
         }
       }
       if (!r.done()) {
