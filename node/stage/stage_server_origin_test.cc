@@ -164,6 +164,7 @@ TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
   stripped.clear_commitment();
   stripped.clear_input_commitment();
   stripped.clear_origin_commitment();
+  stripped.clear_earlier_commitments();
   std::printf("FIGURE backward frame header bytes saved=%zu of %zu (4-hop route)\n",
               tails[0].ByteSizeLong() - stripped.ByteSizeLong(), tails[0].ByteSizeLong());
   ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
@@ -175,6 +176,7 @@ TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
       EXPECT_FALSE(h.has_commitment()) << node;
       EXPECT_FALSE(h.has_input_commitment()) << node;
       EXPECT_FALSE(h.has_origin_commitment()) << node;
+      EXPECT_EQ(h.earlier_commitments_size(), 0) << node;
     }
   }
   EXPECT_EQ(backwards, 4);  // the origin's tail gradient, then hops 3, 2, 1
@@ -227,6 +229,8 @@ TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
   ASSERT_EQ(seen.size(), 5u);
   for (const proto::FrameHeader& h : seen) {
     const int hop = static_cast<int>(h.commitment().hop_index());
+    std::printf("FIGURE forward frame from hop %d: %zu header bytes, %d commitments\n", hop,
+                h.ByteSizeLong(), h.earlier_commitments_size() + 1 + (hop > 1 ? 1 : 0));
     EXPECT_EQ(h.commitment().route_sha256(), RouteDigest(h.route(), hop + 1)) << hop;
     if (hop > 1) {
       EXPECT_EQ(h.input_commitment().route_sha256(), RouteDigest(h.route(), hop)) << hop;
