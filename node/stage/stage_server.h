@@ -71,7 +71,7 @@
 // honest hop's only witness is the hostile hop after it. They cannot make
 // a receiver name an honest node for a visit it did not sign. Cost: the
 // 32-byte field in each commitment, one prefix hash per commitment signed
-// or checked, and at hop k k-1 commitments (~340 bytes each) and k-1
+// or checked, and at hop k k-1 commitments (~290 bytes each) and k-1
 // verifies per frame (was 2), so a micro-batch's forward path of P hops
 // checks about P^2/2 in all (figures in tests/adversarial/README.md, "The
 // signed route prefix"). Nothing on the backward path reads a commitment
