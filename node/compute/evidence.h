@@ -93,11 +93,12 @@
 // - The route between. The checks above bind route[0..1] and the two
 //   producers whose commitments travel with the frame; the hops between
 //   were the sender's word. Each commitment therefore also signs the
-//   route prefix up to its own hop (route_sha256, RouteDigest), and the
-//   receiver holds the frame's route to both (Note [Signed route prefix]
-//   in node/stage/stage_server.h). For pieces from older peers, or where
-//   the hop before does not sign, kInputsDiffer keeps naming X, Y or the
-//   hop before.
+//   route prefix up to its own hop (route_sha256, RouteDigest), every
+//   earlier hop's commitment travels with the frame too
+//   (earlier_commitments), and the receiver holds the frame's route to
+//   each of them (Note [Signed route prefix] in node/stage/stage_server.h).
+//   For pieces from older peers, or where the hop before does not sign,
+//   kInputsDiffer keeps naming X, Y or the hop before.
 // - Signed swarms. Signing per node let a hostile member evade evidence by
 //   not signing: a frame without a commitment was refused only from members
 //   whose own record said they sign. So `--sign_frames` is the founder's,

@@ -30,34 +30,57 @@
 // evidence] in node/compute/evidence.h) the route a forward frame carries
 // says who computed what before the receiver, so it decides whom evidence
 // and credit name. The origin's commitment fixes route[0..1] and the
-// length; the producer's commitment and the input commitment fix their
-// signers, route[k-1] and route[k-2] at hop k. The hops between were the
-// sender's word: a hostile hop could rename any of them on what it
-// forwards. So each producer X at hop x also signs
-// OutputCommitment.route_sha256 = RouteDigest(route, x + 1), the route as
-// it forwards it up to and including its own hop, and the receiver at hop
-// k refuses (INVALID_ARGUMENT, counted in commitments_refused) a frame
-// whose route[0..k-1] is not the producer's signed prefix or whose
-// route[0..k-2] is not the input commitment's (k = the route's length for
-// a tail at the origin). The hop before signed every hop before it and X
-// cannot sign for it, so one hostile hop cannot rename an earlier hop
-// without the next honest receiver refusing the frame. A prefix,
-// not the whole route: repairs keep route[0..holder] and rewrite what
-// follows (CheckRepair), so a prefix signed at hop x stays true for every
-// later frame of the micro-batch, where a whole-route digest would break
-// at the first repair after x; the hops past the receiver have computed
-// nothing yet, so nobody's credit rests on them. What remains: the receiver
-// holds its two producers' word, so two hostile hops in a row (or one
-// node running two consecutive hops) can still rename route[2..k-3]
-// together; binding that needs every hop's commitment on every frame.
-// Cost: the 32-byte field in each commitment (two per forward frame) and
-// one prefix hash per commitment signed or checked (figures in
-// tests/adversarial/README.md, "The signed route prefix"). Nothing on the backward path reads a commitment
+// length; every other hop's name was the sender's word. So each producer X
+// at hop x signs OutputCommitment.route_sha256 = RouteDigest(route, x + 1),
+// the route as it forwards it up to and including its own hop, and a
+// forward frame from hop x carries the commitments of every hop before
+// it: X's (commitment), the hop before's (input_commitment) and hops
+// 1..x-2's (earlier_commitments: each producer passes on those it got and
+// the input commitment it got, in hop order, unchanged). The receiver at
+// hop k (k = the route's length for a tail at the origin) refuses
+// (INVALID_ARGUMENT, counted in commitments_refused) a frame in which a
+// hop j in 1..k-1 that must sign (require_commitments, or its record says
+// it signs) has none, or a carried commitment does not verify under
+// route[j]'s key, names another micro-batch, hop or node, or signs a
+// prefix other than the frame's route[0..j]. So an honest node's name
+// stands at hop j of a route a receiver accepts only where that node
+// itself signed route[0..j] for this micro-batch, and nothing before it
+// differs from what it signed: no run of hostile hops (nor one node on
+// consecutive hops, delivered locally) can rename an honest earlier hop,
+// since none can sign for it and dropping its commitment is refused.
+// Why every commitment and not one chained digest (each commitment
+// already binds the one before, input_commitment_sha256): a digest binds
+// what its signer chose to fold in, and a hostile signer folds in what it
+// likes, so a chain checked from its last link binds nothing before the
+// last hostile hop; only the honest hop's own signature binds its name,
+// and Ed25519 signatures do not aggregate, so one verify per earlier hop
+// is the floor. The commitments carry exactly that signature: passing
+// them on costs no new signing. Bounded: a frame with more earlier
+// commitments than hops before its producer is refused on the count
+// before anything is hashed or verified; a producer that does not check
+// (no public_key_of) passes on none beyond what an honest chain holds.
+// A prefix, not the whole route: repairs keep route[0..holder] and rewrite
+// what follows (CheckRepair), so a prefix signed at hop x, and every
+// commitment a frame carries (all from hops up to the holder), stays true
+// for every later frame of the micro-batch, where a whole-route digest
+// would break at the first repair after x; the hops past the receiver
+// have computed nothing yet, so nobody's credit rests on them. What
+// remains: hostile hops that received an honest hop's output can still
+// claim that work under a name of their own (leave the honest hop out,
+// or put an accomplice there with the accomplice's own commitment): the
+// honest hop's only witness is the hostile hop after it. They cannot make
+// a receiver name an honest node for a visit it did not sign. Cost: the
+// 32-byte field in each commitment, one prefix hash per commitment signed
+// or checked, and at hop k k-1 commitments (~290 bytes each) and k-1
+// verifies per frame (was 2), so a micro-batch's forward path of P hops
+// checks about P^2/2 in all (figures in tests/adversarial/README.md, "The
+// signed route prefix"). Nothing on the backward path reads a commitment
 // (CheckCommitment runs on forwards; abort notices are judged by their
 // sender, Note [Who may abort] in stage_server.cc), so backward frames and
-// abort notices go without the three (StripForwardEvidence). Receivers
-// require the prefix, so PROTOCOL_VERSION_3 keeps older builds out at the
-// handshake rather than frame by frame.
+// abort notices go without them (StripForwardEvidence). Receivers require
+// the prefix and the earlier commitments, so PROTOCOL_VERSION_3 and then
+// PROTOCOL_VERSION_4 keep older builds out at the handshake rather than
+// frame by frame.
 //
 // Note [Queue order]: waiting tasks are served as scheduler/evaluator.h
 // serves them, so plans run on the node as they were scored: the lowest

@@ -47,6 +47,8 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
       next->header.commitment().output_sha256() == input_sha256) {
     received = std::move(*next->header.mutable_commitment());
   }
+  PassOnEarlierCommitments(hop, options_.signer == nullptr ? &received : nullptr,
+                           &next->header);
   next->header.clear_commitment();
   next->header.clear_input_commitment();
   if (hop == 0) {
@@ -87,6 +89,20 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   }
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_signed;
+}
+
+void StageServer::Impl::PassOnEarlierCommitments(uint32_t hop,
+                                                  std::optional<proto::OutputCommitment>* unbound,
+                                                  proto::FrameHeader* h) {
+  auto* earlier = h->mutable_earlier_commitments();
+  if (hop < 2) return earlier->Clear();  // hop 1 passes on none; the origin none
+  // The received frame's input commitment (hop - 2's) was the last hop
+  // before our input commitment's; where we sign nothing, the hop
+  // before's own commitment goes on here too (nothing of ours binds it).
+  if (h->has_input_commitment()) *earlier->Add() = std::move(*h->mutable_input_commitment());
+  if (unbound != nullptr && unbound->has_value()) *earlier->Add() = *std::move(*unbound);
+  // More than an honest chain holds (a sender we do not check): none.
+  if (earlier->size() > static_cast<int>(hop) - 1) earlier->Clear();
 }
 
 void StageServer::Impl::SignOriginCommitment(std::string output_sha256,
@@ -161,6 +177,7 @@ void StageServer::Impl::StripForwardEvidence(proto::FrameHeader* h) {
   h->clear_commitment();
   h->clear_input_commitment();
   h->clear_origin_commitment();
+  h->clear_earlier_commitments();
 }
 
 bool StageServer::Impl::CommitmentsRequiredFrom(const std::string& node_id) const {
@@ -216,6 +233,57 @@ std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
   return "";
 }
 
+std::string StageServer::Impl::CheckEarlierCommitments(const proto::FrameHeader& h,
+                                                        uint32_t producer_hop) {
+  const auto& earlier = h.earlier_commitments();
+  if (earlier.empty() && producer_hop < 3) return "";
+  // Hop order, each hop once, before the producer; every hop up to the
+  // input commitment's that must sign is there (hop p - 1 is the input
+  // commitment's to require, CheckInputCommitment).
+  uint32_t covered = 0;
+  for (const proto::OutputCommitment& c : earlier) {
+    const uint32_t j = c.hop_index();
+    if (j <= covered || j >= producer_hop) return "earlier commitments out of hop order";
+    for (uint32_t gap = covered + 1; gap < j; ++gap) {
+      if (CommitmentsRequiredFrom(h.route(gap).node_id())) {
+        return absl::StrCat("no commitment of hop ", gap);
+      }
+    }
+    covered = j;
+  }
+  for (uint32_t gap = covered + 1; gap + 1 < producer_hop; ++gap) {
+    if (CommitmentsRequiredFrom(h.route(gap).node_id())) {
+      return absl::StrCat("no commitment of hop ", gap);
+    }
+  }
+  // Each names its hop's node and this micro-batch, and signs the route
+  // as this frame carries it up to that hop; then the signatures.
+  for (const proto::OutputCommitment& c : earlier) {
+    const uint32_t j = c.hop_index();
+    if (absl::Status shape = CheckCommitmentShape(c); !shape.ok()) {
+      return absl::StrCat("earlier ", shape.message());
+    }
+    if (c.producer() != h.route(j).node_id() || c.origin() != h.origin() ||
+        c.iteration() != h.iteration() || c.mb_id() != h.mb_id() ||
+        c.swarm_id() != h.swarm_id()) {
+      return absl::StrCat("the commitment of hop ", j, " does not describe its visit");
+    }
+    if (c.route_sha256() != RouteDigest(h.route(), static_cast<int>(j) + 1)) {
+      return absl::StrCat("the route up to hop ", j, " is not the one it signed");
+    }
+  }
+  for (const proto::OutputCommitment& c : earlier) {
+    absl::StatusOr<PeerId> signer = PeerId::FromBytes(c.producer());
+    std::optional<std::string> key;
+    if (signer.ok()) key = options_.public_key_of(*signer);
+    if (!key.has_value()) return absl::StrCat("no key for hop ", c.hop_index());
+    if (absl::Status v = VerifyCommitment(c, *key); !v.ok()) {
+      return absl::StrCat("commitment of hop ", c.hop_index(), ": ", v.message());
+    }
+  }
+  return "";
+}
+
 absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   if (!options_.public_key_of) return absl::OkStatus();
   const proto::FrameHeader& h = frame.header;
@@ -225,7 +293,12 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   const uint32_t producer_hop = ProducerHop(h);
   std::string why;
   bool false_input = false;
-  if (h.hop_index() == 0 && producer_hop > 0 && !TailStartsAsSent(h)) {
+  if (h.earlier_commitments_size() > std::max(0, static_cast<int>(producer_hop) - 1)) {
+    // Bounded before anything is hashed or verified: at most one per hop
+    // between stage 0 and the producer.
+    why = absl::StrCat(h.earlier_commitments_size(), " earlier commitments for a producer at hop ",
+                       producer_hop);
+  } else if (h.hop_index() == 0 && producer_hop > 0 && !TailStartsAsSent(h)) {
     // The route is the sender's word, and the input chain reads it: a
     // producer past hop 1 that drops the hops before it from a tail's route
     // claims hop 1, whose input stage 0 never signs, and so owes no input
@@ -235,13 +308,18 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
   } else if (why = CheckOriginCommitment(frame, producer_hop); !why.empty()) {
     // Refused below.
   } else if (producer_hop == 0) {
-    if (!h.has_commitment() && !h.has_input_commitment()) return absl::OkStatus();  // stage 0's
+    if (!h.has_commitment() && !h.has_input_commitment() && h.earlier_commitments().empty()) {
+      return absl::OkStatus();  // stage 0's
+    }
     why = "a commitment on stage 0's output";
   } else if (!h.has_commitment()) {
     if (!CommitmentsRequiredFrom(h.route(producer_hop).node_id())) {
-      return absl::OkStatus();  // an older peer
+      // A producer that signs nothing: the hops before that did still bind
+      // their names.
+      if (why = CheckEarlierCommitments(h, producer_hop); why.empty()) return absl::OkStatus();
+    } else {
+      why = "no output commitment";
     }
-    why = "no output commitment";
   } else {
     const proto::OutputCommitment& c = h.commitment();
     absl::StatusOr<PeerId> producer = PeerId::FromBytes(h.route(producer_hop).node_id());
@@ -264,6 +342,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = "the route up to the producer is not the one it signed";
     } else if (why = CheckInputCommitment(h, producer_hop, &false_input); !why.empty()) {
       if (false_input) KeepFalseInput(h, *producer);
+    } else if (why = CheckEarlierCommitments(h, producer_hop); !why.empty()) {
+      // Refused below.
     } else if (why = Hop1InputAsCommitted(h, producer_hop); why.empty()) {
       absl::MutexLock lock(&mu_);
       ++stats_.commitments_checked;

@@ -146,6 +146,21 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // hash (both signatures verified; Note [Checkable evidence]).
   std::string CheckInputCommitment(const proto::FrameHeader& h, uint32_t producer_hop,
                                    bool* false_input);
+  // Note [Signed route prefix]: the part of CheckCommitment for
+  // h.earlier_commitments (CheckCommitment bounds their number first):
+  // hop order below the producer, every hop before the input commitment's
+  // that must sign present, each naming route[its hop] and this
+  // micro-batch and signing the route up to its hop, then its signature.
+  // Why the frame is refused, or empty.
+  std::string CheckEarlierCommitments(const proto::FrameHeader& h, uint32_t producer_hop);
+  // As producer at `hop`: `h` (the frame we send, still holding the
+  // received commitments) passes on the hops before our input
+  // commitment's: the received earlier ones and the received input
+  // commitment, and, where we sign nothing, `unbound` (the hop before's
+  // commitment; null where we sign). None at hops 0 and 1.
+  static void PassOnEarlierCommitments(uint32_t hop,
+                                       std::optional<proto::OutputCommitment>* unbound,
+                                       proto::FrameHeader* h);
   // Keeps the frame's commitments as a piece against its producer
   // (payload-free: CheckFalseInput reads none) and tells on_false_input
   // (unset: on_check_verdict of a mismatch). Not under mu_.

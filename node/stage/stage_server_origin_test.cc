@@ -4,6 +4,7 @@
 // Timed computes on the simulated in-process transport, a 4-stage route.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -42,6 +43,15 @@ class RoutedSwarm : public testing::SigningSwarm {
     EXPECT_EQ(Refused(node), 1);
     ASSERT_EQ(recorder_.finished.count(1), 1u);
     EXPECT_FALSE(recorder_.finished[1].ok());
+  }
+  // The same where the hops before `node` are hostile: their abort notices
+  // follow the route they rewrote, so the origin may learn of the end only
+  // at its deadline; `node` ran nothing.
+  void RunExpectingRefusalPastAccomplicesAt(int node) {
+    Run(1);
+    EXPECT_EQ(Refused(node), 1);
+    EXPECT_FALSE(recorder_.finished.count(1) == 1 && recorder_.finished[1].ok());
+    EXPECT_EQ(servers_[node]->stats().forwards, 0);
   }
 };
 
@@ -154,6 +164,7 @@ TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
   stripped.clear_commitment();
   stripped.clear_input_commitment();
   stripped.clear_origin_commitment();
+  stripped.clear_earlier_commitments();
   std::printf("FIGURE backward frame header bytes saved=%zu of %zu (4-hop route)\n",
               tails[0].ByteSizeLong() - stripped.ByteSizeLong(), tails[0].ByteSizeLong());
   ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
@@ -165,16 +176,27 @@ TEST(StageServerOriginTest, BackwardFramesCarryNoCommitments) {
       EXPECT_FALSE(h.has_commitment()) << node;
       EXPECT_FALSE(h.has_input_commitment()) << node;
       EXPECT_FALSE(h.has_origin_commitment()) << node;
+      EXPECT_EQ(h.earlier_commitments_size(), 0) << node;
     }
   }
   EXPECT_EQ(backwards, 4);  // the origin's tail gradient, then hops 3, 2, 1
+}
+
+// A hostile node's options: it checks no commitment it receives (an
+// accomplice of the hop before), and otherwise runs as any other.
+std::function<void(int, StageServerOptions&)> AccompliceAt(int accomplice) {
+  return [accomplice](int node, StageServerOptions& o) {
+    if (node == accomplice) o.public_key_of = nullptr;
+  };
 }
 
 // Note [Signed route prefix]: nodes 0..5 run stages 0..5 along the route
 // [0, 1, 2, 3, 4, 5]; node 6 is a second replica of stage 2.
 class LongSwarm : public RoutedSwarm {
  public:
-  LongSwarm() : RoutedSwarm({0, 1, 2, 3, 4, 5, 2}, /*require=*/true) {}
+  // `tweak` as SigningSwarm's (a hostile node's options).
+  explicit LongSwarm(std::function<void(int, StageServerOptions&)> tweak = nullptr)
+      : RoutedSwarm({0, 1, 2, 3, 4, 5, 2}, /*require=*/true, std::move(tweak)) {}
 
   void Run(uint64_t mb) override {
     std::vector<RouteHop> route;
@@ -207,9 +229,20 @@ TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
   ASSERT_EQ(seen.size(), 5u);
   for (const proto::FrameHeader& h : seen) {
     const int hop = static_cast<int>(h.commitment().hop_index());
+    std::printf("FIGURE forward frame from hop %d: %zu header bytes, %d commitments\n", hop,
+                h.ByteSizeLong(), h.earlier_commitments_size() + 1 + (hop > 1 ? 1 : 0));
     EXPECT_EQ(h.commitment().route_sha256(), RouteDigest(h.route(), hop + 1)) << hop;
     if (hop > 1) {
       EXPECT_EQ(h.input_commitment().route_sha256(), RouteDigest(h.route(), hop)) << hop;
+    }
+    // Every hop before the input commitment's, in hop order.
+    ASSERT_EQ(h.earlier_commitments_size(), std::max(0, hop - 2)) << hop;
+    for (int j = 1; j <= hop - 2; ++j) {
+      const proto::OutputCommitment& e = h.earlier_commitments(j - 1);
+      EXPECT_EQ(e.hop_index(), static_cast<uint32_t>(j));
+      EXPECT_EQ(e.producer(), swarm.keys_[j]->id().Bytes());
+      EXPECT_EQ(e.route_sha256(), RouteDigest(h.route(), j + 1)) << hop << " " << j;
+      EXPECT_TRUE(VerifyCommitment(e, swarm.keys_[j]->public_key()).ok());
     }
   }
   for (int node = 0; node < 6; ++node) EXPECT_EQ(swarm.Refused(node), 0) << node;
@@ -229,6 +262,40 @@ TEST(StageServerOriginTest, ALastHopRenamingAnEarlierHopIsRefusedAtTheOrigin) {
   LongSwarm swarm;
   swarm.RenameHop2At(5);
   swarm.RunExpectingRefusalAt(0);
+}
+
+// Two hostile hops in a row: hop 3 (node 3) renames hop 2 as node 6 and
+// re-signs its own commitment, and hop 4 (node 4, its accomplice) checks
+// nothing and forwards it as it would any frame. Both commitments hop 5
+// receives are the accomplices' own and sign the renamed prefix; only hop
+// 2's own commitment, which node 2 signed over its name, can tell.
+TEST(StageServerOriginTest, TwoHostileHopsInARowRenamingAnEarlierHopAreRefused) {
+  LongSwarm swarm(AccompliceAt(4));
+  swarm.RenameHop2At(3);
+  swarm.RunExpectingRefusalPastAccomplicesAt(5);
+}
+
+// The same, where the accomplice also drops hop 2's commitment (it cannot
+// sign one for node 6): a hop that signs may not go missing.
+TEST(StageServerOriginTest, DroppingTheRenamedHopsCommitmentIsRefused) {
+  LongSwarm swarm(AccompliceAt(4));
+  swarm.RenameHop2At(3);
+  swarm.editing_[4]->edit = [](Frame& f) {
+    ASSERT_EQ(f.header.earlier_commitments_size(), 2);
+    f.header.mutable_earlier_commitments()->RemoveLast();  // hop 2's
+  };
+  swarm.RunExpectingRefusalPastAccomplicesAt(5);
+}
+
+// More earlier commitments than hops before the producer: refused on the
+// count, before any is hashed or verified.
+TEST(StageServerOriginTest, TenThousandEarlierCommitmentsAreRefused) {
+  LongSwarm swarm;
+  swarm.editing_[3]->edit = [](Frame& f) {
+    const proto::OutputCommitment hop1 = f.header.earlier_commitments(0);
+    for (int i = 0; i < 10000; ++i) *f.header.add_earlier_commitments() = hop1;
+  };
+  swarm.RunExpectingRefusalAt(4);
 }
 
 // A producer that signs no route prefix is refused.

@@ -136,6 +136,7 @@ void StageServer::Impl::OnVerifyDone(Task task, absl::StatusOr<model::OutputSket
   answer.header.clear_tensor();
   answer.header.clear_commitment();  // the hop before's, of X's input
   answer.header.clear_input_commitment();
+  answer.header.clear_earlier_commitments();
   answer.header.set_hop_index(next);
   answer.header.set_direction(proto::DIRECTION_SKETCH);
   *answer.header.mutable_sketch_answer() = AnswerToProto(
