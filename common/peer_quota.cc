@@ -5,8 +5,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "glog/logging.h"
 
 namespace skipswarm::common {
