@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "glog/logging.h"
 
 namespace skipswarm::common {
@@ -43,6 +46,10 @@ const char* QuotaReasonName(QuotaReason r) {
 namespace {
 
 std::string KeyOf(const NodeId& id) { return id.Hex(); }
+
+// The status payload that carries a refusal's hold (Note [Refusal hold]),
+// in nanoseconds.
+constexpr char kHoldPayload[] = "type.skipswarm/quota_hold_ns";
 
 // A key as a log line shows it: a node id's short form, else as given.
 std::string ShowKey(const std::string& key) {
@@ -110,8 +117,27 @@ PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass pe
 }
 
 absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_class,
-                                     QuotaReason reason, absl::Duration now) {
+                                     QuotaReason reason, absl::Duration now, Peer* p,
+                                     absl::Duration wait) {
   ++refusals_[QuotaRefusalKey{reason, peer_class}];
+  // Note [Refusal hold]: a peer with no entry (the table is full) counts as
+  // refused before.
+  absl::Duration hold = absl::ZeroDuration();
+  if (options_.max_hold > absl::ZeroDuration()) {
+    if (p == nullptr || now - p->last_refused < options_.repeat_window) {
+      hold = std::max(absl::ZeroDuration(), std::min(wait, options_.max_hold));
+    }
+    if (p != nullptr) p->last_refused = now;
+  }
+  absl::Status refusal = RefusalStatus(key, peer_class, reason, now);
+  if (hold > absl::ZeroDuration()) {
+    refusal.SetPayload(kHoldPayload, absl::Cord(absl::StrCat(absl::ToInt64Nanoseconds(hold))));
+  }
+  return refusal;
+}
+
+absl::Status PeerQuota::RefusalStatus(const std::string& key, PeerClass peer_class,
+                                      QuotaReason reason, absl::Duration now) {
   const QuotaBudget& b = BudgetOf(peer_class);
   std::string budget;
   switch (reason) {
@@ -162,16 +188,23 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   const bool limit_messages = b.messages_per_second > 0 && messages > 0;
   const bool limit_bytes = b.bytes_per_second > 0;
   if (limit_messages && p->messages < messages) {
-    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now);
+    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
+                        messages > b.message_burst
+                            ? absl::InfiniteDuration()
+                            : absl::Seconds((messages - p->messages) / b.messages_per_second));
   }
   if (limit_bytes && p->bytes < static_cast<double>(bytes)) {
-    return RefuseLocked(key, peer_class, QuotaReason::kBytes, now);
+    const double need = static_cast<double>(bytes);
+    return RefuseLocked(key, peer_class, QuotaReason::kBytes, now, p,
+                        need > b.byte_burst
+                            ? absl::InfiniteDuration()
+                            : absl::Seconds((need - p->bytes) / b.bytes_per_second));
   }
   if (limit_messages) p->messages -= messages;
   if (limit_bytes) p->bytes -= static_cast<double>(bytes);
@@ -187,16 +220,19 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now);
   Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
   if (b.max_streams > 0 && p->streams >= b.max_streams) {
-    return RefuseLocked(key, peer_class, QuotaReason::kStreams, now);
+    return RefuseLocked(key, peer_class, QuotaReason::kStreams, now, p);
   }
   // Opening a stream is a message too: a peer whose streams are cut for
   // its quota cannot reopen them faster than its message rate.
   if (b.messages_per_second > 0) {
-    if (p->messages < 1) return RefuseLocked(key, peer_class, QuotaReason::kMessages, now);
+    if (p->messages < 1) {
+      return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
+                          absl::Seconds((1 - p->messages) / b.messages_per_second));
+    }
     p->messages -= 1;
   }
   ++p->streams;
@@ -222,6 +258,49 @@ PeerQuota::StreamSlot& PeerQuota::StreamSlot::operator=(StreamSlot&& o) noexcept
 PeerQuota::StreamSlot::~StreamSlot() {
   if (owner_ != nullptr) owner_->ReleaseStream(key_);
 }
+
+absl::Duration PeerQuota::HoldOf(const absl::Status& refusal) {
+  absl::optional<absl::Cord> payload = refusal.GetPayload(kHoldPayload);
+  int64_t ns = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ns) || ns <= 0) {
+    return absl::ZeroDuration();
+  }
+  return absl::Nanoseconds(ns);
+}
+
+bool PeerQuota::TakeHeldSlot() {
+  int n = held_now_->load();
+  while (n < options_.max_held_calls) {
+    if (held_now_->compare_exchange_weak(n, n + 1)) {
+      held_total_.fetch_add(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+void PeerQuota::HoldRefusal(const absl::Status& refusal) {
+  const absl::Duration hold = HoldOf(refusal);
+  if (hold <= absl::ZeroDuration() || !TakeHeldSlot()) return;
+  auto done = std::make_shared<absl::Notification>();
+  clock_->RunAfter(hold, [done] { done->Notify(); });
+  done->WaitForNotification();
+  held_now_->fetch_sub(1);
+}
+
+void PeerQuota::AnswerAfterHold(const absl::Status& refusal, absl::AnyInvocable<void()> answer) {
+  const absl::Duration hold = HoldOf(refusal);
+  if (hold <= absl::ZeroDuration() || !TakeHeldSlot()) {
+    answer();
+    return;
+  }
+  clock_->RunAfter(hold, [held = held_now_, answer = std::move(answer)]() mutable {
+    held->fetch_sub(1);
+    answer();
+  });
+}
+
+uint64_t PeerQuota::held_refusals() const { return held_total_.load(); }
 
 std::map<QuotaRefusalKey, uint64_t> PeerQuota::refusals() const {
   absl::MutexLock lock(&mu_);

@@ -19,6 +19,7 @@
 #ifndef SKIPSWARM_COMMON_PEER_QUOTA_H_
 #define SKIPSWARM_COMMON_PEER_QUOTA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,6 +64,29 @@ namespace skipswarm::common {
 //   buckets that are full again are forgotten first (a Sybil burst cannot
 //   grow it), and if none is, a stranger is refused (reason "peers").
 
+// Note [Refusal hold]
+// * A refusal is cheap to decide but not to answer: each refused call still
+//   costs the node a gRPC call's worth of CPU (thread hand-offs, HTTP/2
+//   frames, a status). A peer that asks again the moment it is refused
+//   (a flood, or a client that retries in a tight loop) could spend that
+//   CPU as fast as the node answers, however small its budget.
+// * So a refusal of a peer that was already refused in the last
+//   `repeat_window` is answered only after a hold: as long as its bucket
+//   needs to admit the message it was refused for (messages or bytes,
+//   refilled at the budget's rate), or `max_hold` for refusals no waiting
+//   cures (streams, a full table, a closed or revoked budget, a message
+//   larger than the burst). A peer's first refusal after a quiet window is
+//   answered at once, so an honest peer that overruns once loses no time.
+// * A client that waits for each answer then gets about its budget's rate of
+//   answers; one that keeps many calls open at once meets `max_held_calls`:
+//   past it, refusals are answered at once again (holding costs a server
+//   thread in a synchronous service, and those must stay bounded).
+// * The hold travels with the refusal (a status payload); the service
+//   answers through HoldRefusal (blocks the handler's thread) or
+//   AnswerAfterHold (a timer on the injected clock, for callback services),
+//   never while holding a lock. max_hold = 0 (the default) answers every
+//   refusal at once; the daemons set it.
+
 // kRevoked: an id the swarm's founder revoked (Note [Revocation] in
 // membership/revocation.h); refused everything in every admission mode.
 // kNewcomer: a member of an open swarm still on probation (Note [Newcomer
@@ -92,6 +117,10 @@ struct PeerQuotaOptions {
   std::optional<QuotaBudget> newcomer;
   size_t max_peers = 4096;
   absl::Duration log_interval = absl::Seconds(10);
+  // Note [Refusal hold]. Zero: no holds.
+  absl::Duration max_hold = absl::ZeroDuration();
+  absl::Duration repeat_window = absl::Seconds(1);
+  int max_held_calls = 64;
 };
 
 // Why a request was refused (the metric's reason label).
@@ -152,6 +181,20 @@ class PeerQuota {
   absl::StatusOr<StreamSlot> OpenStream(const NodeId& peer);
   absl::StatusOr<StreamSlot> OpenStreamKey(const std::string& key, PeerClass peer_class);
 
+  // How long `refusal` (a status this quota returned) is to be held before
+  // it is answered (Note [Refusal hold]); zero for any other status.
+  static absl::Duration HoldOf(const absl::Status& refusal);
+  // Blocks the calling thread for `refusal`'s hold, unless max_held_calls
+  // are held already. Call it without holding any lock, before answering.
+  void HoldRefusal(const absl::Status& refusal);
+  // Runs `answer` after `refusal`'s hold (on the clock's timer thread), or
+  // now when it has none or max_held_calls are held already. The quota may
+  // be destroyed before the timer fires; the clock must outlive it.
+  void AnswerAfterHold(const absl::Status& refusal, absl::AnyInvocable<void()> answer);
+  // Refusals that were held, and those held right now.
+  uint64_t held_refusals() const;
+  int held_now() const { return held_now_->load(); }
+
   // Refusals so far, by reason and class.
   std::map<QuotaRefusalKey, uint64_t> refusals() const;
   uint64_t total_refusals() const;
@@ -168,6 +211,8 @@ class PeerQuota {
     double messages = 0;
     double bytes = 0;
     int streams = 0;
+    // When it was last refused (never: minus infinity).
+    absl::Duration last_refused = -absl::InfiniteDuration();
   };
   const QuotaBudget& BudgetOf(PeerClass c) const {
     static const QuotaBudget kNothing{0, 0, 0, 0, 0, /*closed=*/true};
@@ -184,8 +229,17 @@ class PeerQuota {
   Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const;
+  // `p` is the peer's entry (null when it has none); `wait` how long its
+  // buckets need to admit what was refused (infinite: waiting cannot).
   absl::Status RefuseLocked(const std::string& key, PeerClass peer_class, QuotaReason reason,
-                            absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                            absl::Duration now, Peer* p = nullptr,
+                            absl::Duration wait = absl::InfiniteDuration())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The refusal's status, logged at most once per interval.
+  absl::Status RefusalStatus(const std::string& key, PeerClass peer_class, QuotaReason reason,
+                             absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when one more call may be held (and counts it).
+  bool TakeHeldSlot();
   void ReleaseStream(const std::string& key);
 
   const PeerQuotaOptions options_;
@@ -196,6 +250,9 @@ class PeerQuota {
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
+  // Shared with pending AnswerAfterHold timers, which may outlive us.
+  std::shared_ptr<std::atomic<int>> held_now_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<uint64_t> held_total_{0};
 };
 
 }  // namespace skipswarm::common

@@ -1,5 +1,7 @@
 #include "common/peer_quota.h"
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "common/sim_clock.h"
@@ -126,6 +128,105 @@ TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
   std::vector<PeerQuota::StreamSlot> slots;
   for (int i = 0; i < 100; ++i) slots.push_back(*quota.OpenStream(stranger_));
   EXPECT_EQ(quota.total_refusals(), 0u);
+}
+
+
+// Note [Refusal hold].
+class RefusalHoldTest : public PeerQuotaTest {
+ protected:
+  RefusalHoldTest() : held_quota_(HoldOptions(), &clock_) {
+    held_quota_.SetClassifier([this](const NodeId& id) {
+      return id == member_ ? PeerClass::kMember : PeerClass::kStranger;
+    });
+  }
+  static PeerQuotaOptions HoldOptions() {
+    PeerQuotaOptions o = Options();
+    o.max_hold = absl::Seconds(1);
+    o.max_held_calls = 1;
+    return o;
+  }
+  PeerQuota held_quota_;
+};
+
+TEST_F(RefusalHoldTest, ARepeatedRefusalIsHeldUntilTheBucketWouldAdmitIt) {
+  // Stranger: 2 messages/s, burst 4.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(held_quota_.Admit(stranger_, 1).ok());
+  const absl::Status first = held_quota_.Admit(stranger_, 1);
+  EXPECT_EQ(first.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(PeerQuota::HoldOf(first), absl::ZeroDuration());  // answered at once
+  const absl::Status again = held_quota_.Admit(stranger_, 1);
+  EXPECT_EQ(PeerQuota::HoldOf(again), absl::Seconds(0.5));  // one token at 2/s
+  clock_.Advance(absl::Seconds(0.3));
+  EXPECT_EQ(PeerQuota::HoldOf(held_quota_.Admit(stranger_, 1)), absl::Seconds(0.2));
+  clock_.Advance(absl::Seconds(0.2));
+  EXPECT_TRUE(held_quota_.Admit(stranger_, 1).ok());
+  // Quiet for longer than the repeat window: the next refusal is at once.
+  clock_.Advance(absl::Seconds(1.5));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(held_quota_.Admit(stranger_, 1).ok());
+  EXPECT_EQ(PeerQuota::HoldOf(held_quota_.Admit(stranger_, 1)), absl::ZeroDuration());
+  // Without max_hold (the default) nothing is ever held.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(PeerQuota::HoldOf(quota_.Admit(stranger_, 1)), absl::ZeroDuration());
+  }
+}
+
+TEST_F(RefusalHoldTest, RefusalsNoWaitCuresAreHeldTheMaximum) {
+  // A message larger than the byte burst (4,000) never fits.
+  EXPECT_EQ(PeerQuota::HoldOf(held_quota_.Admit(stranger_, 5000)), absl::ZeroDuration());
+  EXPECT_EQ(PeerQuota::HoldOf(held_quota_.Admit(stranger_, 5000)), absl::Seconds(1));
+  // A second stream beside the stranger's one.
+  auto one = held_quota_.OpenStream(stranger_);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(PeerQuota::HoldOf(held_quota_.OpenStream(stranger_).status()), absl::Seconds(1));
+  // A closed budget (members only): the first refusal at once, then held.
+  PeerQuotaOptions o = HoldOptions();
+  o.stranger = QuotaBudget{0, 0, 0, 0, 0, /*closed=*/true};
+  PeerQuota closed(o, &clock_);
+  closed.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  const absl::Status denied = closed.Admit(stranger_, 1);
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(PeerQuota::HoldOf(denied), absl::ZeroDuration());
+  EXPECT_EQ(PeerQuota::HoldOf(closed.Admit(stranger_, 1)), absl::Seconds(1));
+}
+
+TEST_F(RefusalHoldTest, HoldRefusalBlocksUntilTheClockPassesTheHold) {
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(held_quota_.Admit(stranger_, 1).ok());
+  ASSERT_FALSE(held_quota_.Admit(stranger_, 1).ok());
+  const absl::Status held = held_quota_.Admit(stranger_, 1);
+  ASSERT_EQ(PeerQuota::HoldOf(held), absl::Seconds(0.5));
+  std::atomic<bool> answered{false};
+  std::thread handler([&] {
+    held_quota_.HoldRefusal(held);
+    answered = true;
+  });
+  while (held_quota_.held_now() == 0) std::this_thread::yield();
+  // max_held_calls = 1: a second refusal is answered at once.
+  held_quota_.HoldRefusal(held);
+  EXPECT_EQ(held_quota_.held_now(), 1);
+  clock_.Advance(absl::Seconds(0.4));
+  EXPECT_FALSE(answered.load());
+  clock_.Advance(absl::Seconds(0.1));
+  handler.join();
+  EXPECT_TRUE(answered.load());
+  EXPECT_EQ(held_quota_.held_now(), 0);
+  EXPECT_EQ(held_quota_.held_refusals(), 1u);
+}
+
+TEST_F(RefusalHoldTest, AnswerAfterHoldAnswersOnTheClocksTimerEvenAfterTheQuotaIsGone) {
+  int answers = 0;
+  {
+    PeerQuota quota(HoldOptions(), &clock_);
+    quota.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(quota.Admit(stranger_, 1).ok());
+    const absl::Status first = quota.Admit(stranger_, 1);
+    quota.AnswerAfterHold(first, [&] { ++answers; });
+    EXPECT_EQ(answers, 1);  // no hold: at once
+    quota.AnswerAfterHold(quota.Admit(stranger_, 1), [&] { ++answers; });
+    EXPECT_EQ(answers, 1);
+    EXPECT_EQ(quota.held_now(), 1);
+  }
+  clock_.Advance(absl::Seconds(0.5));
+  EXPECT_EQ(answers, 2);
 }
 
 }  // namespace

@@ -30,7 +30,10 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
     absl::Status admitted = quota_->AdmitKey(PeerHost(context->peer()),
                                              common::PeerClass::kStranger,
                                              request->ByteSizeLong());
-    if (!admitted.ok()) return proto::ToGrpcStatus(admitted);
+    if (!admitted.ok()) {
+      quota_->HoldRefusal(admitted);  // Note [Refusal hold]
+      return proto::ToGrpcStatus(admitted);
+    }
   }
   absl::Status version = proto::CheckProtocolVersion(request->protocol_version());
   if (!version.ok()) return proto::ToGrpcStatus(version);

@@ -140,6 +140,9 @@ struct MembershipOptions {
                                       /*bytes_per_second=*/16 << 20,
                                       /*byte_burst=*/32 << 20, /*max_streams=*/0};
   common::QuotaBudget stranger_quota = {10, 20, 512 << 10, 2 << 20, 0};
+  // Note [Refusal hold]: a refused request asked again within a second is
+  // answered after this at most (zero: at once). The daemons set it.
+  absl::Duration quota_max_hold = absl::ZeroDuration();
 };
 
 struct MembershipStats {

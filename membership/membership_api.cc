@@ -423,7 +423,12 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    reply(impl_->ProbeRefusal(sender, req.seq(), verified.status()));
+    impl_->AnswerRefusal(verified.status(),
+                         [reply = std::move(reply),
+                          answer = impl_->ProbeRefusal(sender, req.seq(),
+                                                       verified.status())]() mutable {
+                           reply(std::move(answer));
+                         });
     return;
   }
   Impl::Changes changes;
@@ -457,7 +462,12 @@ void Membership::HandlePingReq(const PeerInfo& from,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    reply(impl_->ProbeRefusal(sender, req.seq(), verified.status()));
+    impl_->AnswerRefusal(verified.status(),
+                         [reply = std::move(reply),
+                          answer = impl_->ProbeRefusal(sender, req.seq(),
+                                                       verified.status())]() mutable {
+                           reply(std::move(answer));
+                         });
     return;
   }
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());
@@ -515,7 +525,10 @@ void Membership::HandlePushPull(const PeerInfo& from,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_push_pull_records);
   if (!verified.ok()) {
-    reply(verified.status());
+    impl_->AnswerRefusal(verified.status(),
+                         [reply = std::move(reply), refused = verified.status()]() mutable {
+                           reply(refused);
+                         });
     return;
   }
   Impl::Changes changes;

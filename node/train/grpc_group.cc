@@ -281,10 +281,18 @@ void GrpcGroupComm::StateIterationBound(uint64_t iteration, const common::NodeId
 absl::Status GrpcGroupComm::Impl::TakeQuota(common::PeerQuota& quota,
                                             const common::NodeId& from, uint64_t bytes,
                                             common::PeerQuota::StreamSlot* slot) {
+  // Note [Refusal hold]: refusals are held here, before the handler answers.
   absl::StatusOr<common::PeerQuota::StreamSlot> taken = quota.OpenStream(from);
-  if (!taken.ok()) return taken.status();
+  if (!taken.ok()) {
+    quota.HoldRefusal(taken.status());
+    return taken.status();
+  }
   absl::Status admitted = quota.Admit(from, bytes, /*messages=*/0);  // the open was one
-  if (admitted.ok()) *slot = std::move(*taken);
+  if (admitted.ok()) {
+    *slot = std::move(*taken);
+  } else {
+    quota.HoldRefusal(admitted);
+  }
   return admitted;
 }
 

@@ -63,7 +63,10 @@ grpc::Status GrpcGroupComm::Impl::FetchState(grpc::ServerContext* context,
   const uint64_t total = state->size();
   if (options_.state_quota != nullptr) {
     absl::Status bytes = options_.state_quota->Admit(*quota_id, total, /*messages=*/0);
-    if (!bytes.ok()) return proto::ToGrpcStatus(bytes);
+    if (!bytes.ok()) {
+      options_.state_quota->HoldRefusal(bytes);  // Note [Refusal hold]
+      return proto::ToGrpcStatus(bytes);
+    }
   }
   uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
   do {

@@ -41,21 +41,39 @@ ServerStream::ServerStream(grpc::CallbackServerContext* context,
     absl::Status auth = env_.credentials->CheckPeer(context->auth_context(), *id);
     if (!auth.ok()) id = auth;
   }
+  bool over_quota = false;  // the quota logs its refusals, one line per interval
   if (id.ok() && env_.quota != nullptr) {
     absl::StatusOr<common::PeerQuota::StreamSlot> slot = env_.quota->OpenStream(*id);
     if (slot.ok()) {
       slot_ = std::move(*slot);
     } else {
       id = slot.status();
+      over_quota = true;
     }
   }
   if (!id.ok()) {
-    LOG(WARNING) << "refused pipeline stream from " << context->peer() << ": "
-                 << id.status();
+    if (!over_quota) {
+      LOG(WARNING) << "refused pipeline stream from " << context->peer() << ": "
+                   << id.status();
+    }
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       finish_status_ = proto::ToGrpcStatus(id.status());
+      // Note [Refusal hold]: the stream does not finish while an answer is
+      // owed, so a held refusal keeps it (and this reactor) until its timer.
+      if (over_quota) ++unfilled_;
+    }
+    if (over_quota) {
+      // The answer pumps (now or at the timer); `this` may be gone after it.
+      env_.quota->AnswerAfterHold(id.status(), [this] {
+        {
+          absl::MutexLock lock(&mu_);
+          --unfilled_;
+        }
+        Pump();
+      });
+      return;
     }
     Pump();
     return;
@@ -134,9 +152,20 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
         // Note [Peer quotas]: a peer over its quota loses the stream (after
         // this frame's ack): it reads no more of what the peer sends, and a
         // new stream costs the peer a message of its budget.
-        absl::MutexLock lock(&mu_);
-        ending_ = true;
-        finish_status_ = proto::ToGrpcStatus(status);
+        {
+          absl::MutexLock lock(&mu_);
+          ending_ = true;
+          finish_status_ = proto::ToGrpcStatus(status);
+        }
+        // Note [Refusal hold]: its ack (and so the stream's end) may wait.
+        proto::FrameAck ack = AckFor(frame.header);
+        const uint64_t seq = ReserveAck();
+        env_.quota->AnswerAfterHold(
+            status, [this, seq, ack = std::move(ack), status]() mutable {
+              FillAck(seq, std::move(ack), status);
+            });
+        skipping_ = true;
+        return std::nullopt;
       }
       RejectCurrent(frame.header, std::move(status), quiet);
       skipping_ = true;

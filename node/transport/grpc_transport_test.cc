@@ -585,6 +585,76 @@ TEST_F(GrpcTransportTest, AStrangersFramesAndStreamsAreHeldToItsQuota) {
   EXPECT_EQ(quota->total_refusals(), 4u);
 }
 
+// Note [Refusal hold]: a stranger refused again within the repeat window
+// gets its answer (a refused stream's end, a refused frame's ack) only when
+// its bucket would admit it, on the quota's clock.
+TEST_F(GrpcTransportTest, AStrangersRepeatedRefusalsAreAnsweredAfterTheHold) {
+  common::SimClock quota_clock;
+  common::PeerQuotaOptions q;
+  q.service = "pipeline";
+  q.stranger = {/*messages_per_second=*/2, /*message_burst=*/4, 1e9, 1e9, /*max_streams=*/1};
+  q.max_hold = absl::Seconds(1);
+  auto quota = std::make_shared<common::PeerQuota>(q, &quota_clock);
+  quota->SetClassifier([](const PeerId&) { return common::PeerClass::kStranger; });
+  GrpcTransportOptions options;
+  options.quota = quota;
+  const PeerId c_id = PeerId::ForName("c");
+  auto c = Make(c_id, options);
+  Inbox inbox;
+  c->SetFrameHandler(inbox.Handler());
+  using C = absl::StatusCode;
+  const PeerId stranger = PeerId::ForName("stranger");
+  {
+    RawStream raw(c->loopback_address(), &stranger);  // one message
+    for (uint64_t mb = 1; mb <= 3; ++mb) {            // three more: the burst
+      raw.WriteFrame(MakeTestFrame({stranger, c_id, stranger}, 1, 10, mb));
+    }
+    inbox.WaitFor(3);
+    // Its second stream: the first refusal, answered at once.
+    RawStream second(c->loopback_address(), &stranger);
+    grpc::Status second_status;
+    EXPECT_TRUE(second.Finish(&second_status).empty());
+    EXPECT_EQ(second_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    // A 4th frame: refused again, held until one message refills (0.5 s).
+    raw.SetLenient();
+    raw.WriteFrame(MakeTestFrame({stranger, c_id, stranger}, 1, 10, 4));
+    std::atomic<bool> done{false};
+    std::vector<C> codes;
+    grpc::Status final_status;
+    std::thread finisher([&] {
+      codes = raw.Finish(&final_status);
+      done = true;
+    });
+    while (quota->held_now() == 0) std::this_thread::yield();
+    quota_clock.Advance(absl::Seconds(0.4));
+    EXPECT_FALSE(done.load());
+    quota_clock.Advance(absl::Seconds(0.1));
+    finisher.join();
+    EXPECT_EQ(codes, (std::vector<C>{C::kOk, C::kOk, C::kOk, C::kResourceExhausted}));
+    EXPECT_EQ(final_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  while (quota->open_streams(stranger) != 0) std::this_thread::yield();
+  {
+    // The bucket's one message went to nobody; drain it, then a new stream
+    // is refused again at once after the last refusal: held 0.5 s.
+    ASSERT_TRUE(quota->Admit(stranger, 0).ok());
+    RawStream raw(c->loopback_address(), &stranger);
+    std::atomic<bool> done{false};
+    grpc::Status final_status;
+    std::thread finisher([&] {
+      raw.Finish(&final_status);
+      done = true;
+    });
+    while (quota->held_now() == 0) std::this_thread::yield();
+    EXPECT_FALSE(done.load());
+    quota_clock.Advance(absl::Seconds(0.5));
+    finisher.join();
+    EXPECT_EQ(final_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  EXPECT_EQ(quota->held_refusals(), 2u);
+  EXPECT_EQ(inbox.frames().size(), 3u);
+}
+
 TEST_F(GrpcTransportTest, StreamWithoutNodeIdIsRefused) {
   RawStream raw(b_->loopback_address(), nullptr);
   grpc::Status final_status;

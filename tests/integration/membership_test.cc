@@ -359,6 +359,46 @@ TEST_F(MembershipTest, RequestFloodFromOneSenderIsRateLimited) {
   EXPECT_LE(member_ok, 201);
 }
 
+// Note [Refusal hold]: with a hold (as the daemons run), a stranger that
+// asks again at once is answered only when its bucket would admit it again,
+// so a client that waits for each answer gets about its budget's rate.
+TEST(MembershipHoldTest, ARepeatedRefusalIsAnsweredAfterTheHold) {
+  MembershipOptions o = UnitMembershipOptions();
+  o.quota_max_hold = absl::Seconds(1);
+  SimSwarm swarm(42, SimNetwork::Options(), o);
+  for (int i = 0; i < 2; ++i) swarm.AddNode({static_cast<uint32_t>(i)});
+  swarm.StartAll(0);
+  ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+            absl::InfiniteDuration());
+  std::unique_ptr<identity::Identity> mallory = identity::TestIdentity('M');
+  proto::PingRequest ping;
+  ping.set_protocol_version(proto::kProtocolVersion);
+  ping.set_swarm_id(kUnitSwarm);
+  ping.set_from(mallory->id().Bytes());
+  ping.set_seq(1);
+  int answered = 0, limited = 0;
+  auto send = [&] {
+    swarm.node(0).HandlePing({"mallory:1", mallory->id()}, ping,
+                             [&](absl::StatusOr<proto::Ack> ack) {
+                               ++answered;
+                               limited += absl::IsResourceExhausted(ack.status());
+                             });
+  };
+  for (int i = 0; i < 21; ++i) send();  // the stranger's burst (20) and one
+  EXPECT_EQ(answered, 21);               // its first refusal: at once
+  EXPECT_EQ(limited, 1);
+  send();  // refused again within the repeat window: held
+  EXPECT_EQ(answered, 21);
+  // stranger_quota refills 10 messages/s: one message in 0.1 s.
+  swarm.Run(absl::Milliseconds(90));
+  EXPECT_EQ(answered, 21);
+  swarm.Run(absl::Milliseconds(20));
+  EXPECT_EQ(answered, 22);
+  EXPECT_EQ(limited, 2);
+  EXPECT_EQ(swarm.node(0).quota().held_refusals(), 1u);
+  EXPECT_TRUE(swarm.Converged());
+}
+
 TEST_F(MembershipTest, ForgedLinkSamplesAreIgnored) {
   proto::PingRequest req = Ping(mallory_->id());
   proto::LinkSample* s = req.mutable_gossip()->add_links();

@@ -4,9 +4,11 @@
 # on loopback trains the tiny test model while the hostile client
 # (tests/adversarial/hostile, built from the protos alone) attacks every
 # member from outside; a fault-free run of the same swarm is the baseline.
-# Per attack it reports the honest swarm's tokens/s and final loss against
-# the baseline, the largest peak RSS of an honest node, the attacker's
-# first refusal and the answers it got.
+# Per attack it reports the honest swarm's tokens/s while the attack runs
+# (the data nodes' tokens in the attack's window of their clock; the
+# fault-free run's same window is the baseline) and over the whole run, the
+# final loss against the baseline, the largest peak RSS of an honest node,
+# the attacker's first refusal and the answers it got.
 #
 #   bazel build //cli:skipswarm //tests/adversarial/hostile:hostile_client_main
 #   tools/experiments/attack_suite.sh                 # full: 400 iterations, 30 s attacks
@@ -61,6 +63,23 @@ mkdir -p "$OUT"
 TINY=(--stages=3 --layers=3 --d_model=64 --heads=4 --ffn=128 --seq_len=32 --samples_per_mb=2
       --threads=1 --warmup_steps=2 --lr=0.003 --seed=1 --init_seed=1)
 
+# The data nodes' newest elapsed_s in a run's progress.jsonl (their clock).
+newest_elapsed() {
+  python3 -c 'import json,sys
+e=[json.loads(l).get("elapsed_s",0) for l in open(sys.argv[1]) if "\"completed\"" in l]
+print(max(e) if e else 0)' "$1"
+}
+# Tokens/s the data nodes trained in (FROM, FROM + SECONDS] of their clock,
+# the window ending early if the run did.
+window_tokens_per_s() {
+  python3 -c 'import json,sys
+start,length=float(sys.argv[2]),float(sys.argv[3])
+rows=[json.loads(l) for l in open(sys.argv[1]) if "\"completed\"" in l]
+end=min(start+length,max(r["elapsed_s"] for r in rows))
+tok=sum(r.get("tokens",0) for r in rows if start<r["elapsed_s"]<=end)
+print("%.0f" % (tok/(end-start)) if end>start else 0)' "$1" "$2" "$3"
+}
+
 # Mean loss of the last 10 iterations of a run's loss.csv.
 final_loss() { tail -n 10 "$1" | awk -F, '{s += $2; n++} END {if (n) printf "%.4f", s / n}'; }
 
@@ -82,6 +101,8 @@ run_one() {
   local swarm_id
   swarm_id=$(sed -n 's/.*"swarm_name": "\(.*\)".*/\1/p' "$dir/d0.json")
   local started=$(date +%s.%N)
+  local window_from
+  window_from=$(newest_elapsed "$dir/progress.jsonl")
   case "$attack" in
     none) sleep "$SECONDS_ATTACK" ;;
     model)
@@ -103,7 +124,9 @@ run_one() {
   rss=$(sed -n 's/^peak RSS per node (MiB): //p' "$OUT/$attack.out" |
         tr ' ' '\n' | grep -E '^[0-9]+$' | sort -n | tail -1)
   loss=$(final_loss "$dir/loss.csv")
-  echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan}" >> "$OUT/results.txt"
+  local during
+  during=$(window_tokens_per_s "$dir/progress.jsonl" "$window_from" "$SECONDS_ATTACK")
+  echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan} ${during:-0}" >> "$OUT/results.txt"
 }
 
 rm -f "$OUT/results.txt" "$OUT/loads.txt"
@@ -125,14 +148,18 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; e
 column_of() { awk -v a="$1" -v c="$2" '$1 == a {print $c}' "$OUT/results.txt"; }
 base_toks=$(column_of none 3 | median)
 base_loss=$(column_of none 5 | median)
+base_during=$(column_of none 6 | median)
 {
-  echo "| attack | exit | tokens/s (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | attacker's first refusal | answers |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| attack | exit | tokens/s during the attack (vs fault-free) | tokens/s, whole run (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | attacker's first refusal | answers |"
+  echo "|---|---|---|---|---|---|---|---|"
   for attack in $ATTACKS; do
     rc=$(column_of "$attack" 2 | sort -u | tr '\n' ' ' | sed 's/ $//')
     toks=$(column_of "$attack" 3 | median)
     loss=$(column_of "$attack" 5 | median)
     rss=$(column_of "$attack" 4 | sort -n | tail -1)
+    during=$(column_of "$attack" 6 | median)
+    during_rel=$(awk -v t="$during" -v b="$base_during" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
+    [ "$REPEAT" -gt 1 ] && during="median $during of $(column_of "$attack" 6 | tr '\n' ' ' | sed 's/ $//' | tr ' ' '/')"
     rel=$(awk -v t="$toks" -v b="$base_toks" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
     dl=$(awk -v l="$loss" -v b="$base_loss" 'BEGIN {if (b > 0) printf "%+.1f%%", 100 * (l - b) / b}')
     [ "$REPEAT" -gt 1 ] && toks="median $toks of $(column_of "$attack" 3 | tr '\n' ' ' | sed 's/ $//' | tr ' ' '/')"
@@ -142,7 +169,7 @@ base_loss=$(column_of none 5 | median)
       answers=$(sed -n 's/.*"answers": {\([^}]*\)}.*/\1/p' "$OUT/$attack.hostile.json" | tr -d '"')
       [ "$attack" = model ] && refusal=$(sed -n 's/.*"intruder_exit": \([0-9]*\), "intruder_s": \([0-9.]*\).*/exit \1 after \2 s/p' "$OUT/model.hostile.json")
     fi
-    echo "| $attack | $rc | $toks ($rel) | $loss ($dl) | $rss | ${refusal:--} | ${answers:--} |"
+    echo "| $attack | $rc | $during ($during_rel) | $toks ($rel) | $loss ($dl) | $rss | ${refusal:--} | ${answers:--} |"
   done
   echo
   echo "load average (1 min) at each run's start: $(awk '{print $3}' "$OUT/loads.txt" | tr '\n' ' ')"

@@ -33,7 +33,10 @@ grpc::Status EvidenceService::FetchEvidence(grpc::ServerContext* context,
   // Charged before any work: a flood costs one refusal per request.
   if (options_.quota != nullptr) {
     absl::Status admitted = options_.quota->Admit(*from, request->ByteSizeLong());
-    if (!admitted.ok()) return Refuse("quota", admitted);
+    if (!admitted.ok()) {
+      options_.quota->HoldRefusal(admitted);  // Note [Refusal hold]
+      return Refuse("quota", admitted);
+    }
   }
   absl::StatusOr<common::NodeId> accused = common::NodeId::FromBytes(request->accused());
   if (!accused.ok()) return Refuse("bad_request", absl::InvalidArgumentError("bad accused id"));

@@ -268,7 +268,10 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
         return proto::ToGrpcStatus(absl::InvalidArgumentError("bad sender id"));
       }
       absl::StatusOr<common::PeerQuota::StreamSlot> taken = options_.quota->OpenStream(*quota_id);
-      if (!taken.ok()) return proto::ToGrpcStatus(taken.status());
+      if (!taken.ok()) {
+        options_.quota->HoldRefusal(taken.status());  // Note [Refusal hold]
+        return proto::ToGrpcStatus(taken.status());
+      }
       slot = std::move(*taken);  // the request's message
     }
     const int stage = static_cast<int>(request->stage());
@@ -296,7 +299,10 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
     if (options_.quota != nullptr) {
       absl::Status bytes = options_.quota->Admit(*quota_id, total - offset, /*messages=*/0);
-      if (!bytes.ok()) return proto::ToGrpcStatus(bytes);
+      if (!bytes.ok()) {
+        options_.quota->HoldRefusal(bytes);  // Note [Refusal hold]
+        return proto::ToGrpcStatus(bytes);
+      }
     }
     int sent = 0;
     do {

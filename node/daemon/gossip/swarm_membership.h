@@ -85,7 +85,13 @@ struct SwarmMembershipOptions {
   // applied and gossiped. Empty: none.
   std::string revocations_file;
   absl::Duration revocations_poll = absl::Seconds(5);
-  membership::MembershipOptions tuning;     // timers (defaults: membership.h)
+  // Timers (defaults: membership.h); a daemon holds repeated refusals
+  // (Note [Refusal hold] in common/peer_quota.h).
+  membership::MembershipOptions tuning = [] {
+    membership::MembershipOptions o;
+    o.quota_max_hold = absl::Seconds(1);
+    return o;
+  }();
   // More services for the gossip server (the swarm manifest's,
   // manifest/manifest_service.h). Borrowed: they must outlive this.
   std::vector<grpc::Service*> extra_services;

@@ -93,7 +93,10 @@ struct DaemonQuotas {
 // stays open (it is the join handshake). In every mode a revoked id
 // (MemberSet::SetRevokedCheck) is refused outright (PERMISSION_DENIED,
 // reason and class "revoked").
-// `clock` is borrowed and must outlive the quotas.
+// Every quota holds a refusal repeated within a second for up to 1 s (Note
+// [Refusal hold] in common/peer_quota.h), so a peer that asks again at once
+// gets about its budget's rate of answers.
+// `clock` is borrowed, must outlive the quotas and run their timers.
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);
 
