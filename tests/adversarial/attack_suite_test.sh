@@ -11,8 +11,8 @@ out="${TEST_TMPDIR:-/tmp}/attacks"
 bash "$suite" --short --attacks="frames gossip" --binary="$PWD/$bin" \
   --hostile="$PWD/$hostile" --out="$out" || { echo "suite failed"; exit 1; }
 fail=0
-while read -r attack rc toks rss loss; do
-  echo "$attack: exit $rc, $toks tok/s, peak RSS $rss MiB, final loss $loss"
+while read -r attack rc toks rss loss during; do
+  echo "$attack: exit $rc, $toks tok/s ($during during the attack), peak RSS $rss MiB, final loss $loss"
   [ "$rc" = 0 ] || { echo "FAIL: $attack: the swarm exited $rc"; fail=1; }
   awk -v t="$toks" 'BEGIN {exit !(t > 0)}' || { echo "FAIL: $attack: no tokens"; fail=1; }
   awk -v l="$loss" 'BEGIN {exit !(l > 0 && l < 10)}' || { echo "FAIL: $attack: loss $loss"; fail=1; }
