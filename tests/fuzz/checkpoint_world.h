@@ -7,8 +7,9 @@
 //  - bit 4 (kRawFile) clear: the rest is the header JSON; the fuzzer builds
 //    the file around it (magic, version, lengths, CRC) with an intact
 //    libtorch archive of the tiny model's stage: bits 5-6 (kArchive*) pick
-//    weights only, with AdamW state after one step, or with averaging bytes
-//    (kArchiveVariants; value mod 3). Mutations reach every check of the
+//    weights only, with AdamW state after one step, with averaging bytes,
+//    or with the AdamW state of another stage (whose parameters differ: it
+//    does not load, and the restore must leave the weights as they were). Mutations reach every check of the
 //    header and of the stage and config, and a restore that succeeds.
 //  - bit 4 set: the rest is the whole file; bit 0 (kFixCrc) rewrites its
 //    trailing CRC-32C so mutations reach past the CRC check into the
@@ -39,9 +40,14 @@ namespace skipswarm::fuzz {
 constexpr unsigned char kFixCrc = 1;
 constexpr unsigned char kWithOptimizer = 2;
 constexpr unsigned char kRawFile = 16;
-enum ArchiveVariant { kArchiveWeights = 0, kArchiveAdamW = 1, kArchiveAveraging = 2 };
-constexpr int kArchiveVariants = 3;
-inline int ArchiveOfFlags(unsigned char flags) { return ((flags >> 5) & 3) % kArchiveVariants; }
+enum ArchiveVariant {
+  kArchiveWeights = 0,
+  kArchiveAdamW = 1,
+  kArchiveAveraging = 2,
+  kArchiveForeignAdamW = 3,
+};
+constexpr int kArchiveVariants = 4;
+inline int ArchiveOfFlags(unsigned char flags) { return (flags >> 5) & 3; }
 inline unsigned char FlagsForArchive(int variant) {
   return static_cast<unsigned char>(variant << 5);
 }
@@ -59,10 +65,22 @@ struct TinyStage {
 };
 
 // A whole checkpoint file of `stage` in `variant` (ArchiveVariant): weights
-// only, with the AdamW state after one step of gradients of ones, or with
-// averaging bytes.
+// only, with the AdamW state after one step of gradients of ones, with
+// averaging bytes, or (weights moved by 0.5) with such an AdamW state of
+// another stage.
 inline absl::StatusOr<std::string> TinyCheckpoint(int stage, int variant) {
   TinyStage s(stage);
+  if (variant == kArchiveForeignAdamW) {
+    {
+      // Weights unlike the fuzzer's module's, so copying them shows.
+      c10::NoGradGuard no_grad;
+      for (auto& p : s.module->parameters()) p.add_(0.5);
+    }
+    TinyStage other(stage == 0 ? 1 : 0);
+    for (auto& p : other.module->parameters()) p.mutable_grad() = at::ones_like(p);
+    other.optimizer.adamw().step();
+    return model::SerializeStageState(*s.module, &other.optimizer.adamw(), 5, "foreign");
+  }
   if (variant == kArchiveAdamW) {
     for (auto& p : s.module->parameters()) p.mutable_grad() = at::ones_like(p);
     s.optimizer.adamw().step();

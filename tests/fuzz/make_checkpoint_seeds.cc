@@ -2,8 +2,9 @@
 //   bazel run //tests/fuzz:make_checkpoint_seeds -- $PWD/tests/fuzz/corpus
 // into checkpoint/ the header JSON of valid checkpoints of the tiny model
 // (the fuzzer puts an intact archive around it): stage 1 with its AdamW
-// state after one step, stage 0 with averaging bytes, stage 2 weights only;
-// into checkpoint_raw/ the same three as whole files with the CRC-fixing
+// state after one step, stage 0 with averaging bytes, stage 2 weights only,
+// stage 1 with stage 0's AdamW state (which does not load);
+// into checkpoint_raw/ the same as whole files with the CRC-fixing
 // flag set (for long runs only: README.md).
 #include <cstdio>
 #include <filesystem>
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
       {"stage1_adamw", 1, fuzz::kArchiveAdamW, fuzz::kWithOptimizer},
       {"stage0_averaging", 0, fuzz::kArchiveAveraging, 0},
       {"stage2_weights", 2, fuzz::kArchiveWeights, 0},
+      {"stage1_foreign_adamw", 1, fuzz::kArchiveForeignAdamW, fuzz::kWithOptimizer},
   };
   bool ok = true;
   for (const Seed& seed : seeds) {
