@@ -204,9 +204,13 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
     }
     torch::serialize::InputArchive opt;
     const bool has_opt = optimizer != nullptr && archive.try_read("optimizer", opt);
+    // libtorch checks an optimizer state (its groups' sizes) only while
+    // loading it into the optimizer: so it loads before any weight is
+    // copied, and a state that does not fit leaves the weights as they were.
+    // (libtorch may have loaded an earlier group when a later one fails.)
+    if (has_opt) optimizer->load(opt);
     c10::NoGradGuard no_grad;
     for (auto& item : module.named_parameters()) item.value().copy_(loaded[item.key()]);
-    if (has_opt) optimizer->load(opt);
     return absl::OkStatus();
   }, absl::StatusCode::kDataLoss);
   if (!restored.ok()) return restored;

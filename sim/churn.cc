@@ -157,12 +157,19 @@ absl::Status ExpandEntry(const json& e, const std::string& where,
     if (type == "join") {
       SS_ASSIGN_OR_RETURN(double at, Num(e, "at_s", where, true, 0));
       SS_ASSIGN_OR_RETURN(double count, Num(e, "count", where, false, 1));
+      if (count != std::floor(count) || count > static_cast<double>(kMaxJoiners)) {
+        return Bad(where + ".count", absl::StrCat("must be a whole number in 0..", kMaxJoiners));
+      }
       times.assign(static_cast<size_t>(count), at);
     } else {
       SS_ASSIGN_OR_RETURN(double rate, Num(e, "rate_per_s", where, true, 0));
       SS_ASSIGN_OR_RETURN(double from, Num(e, "from_s", where, false, 0));
       SS_ASSIGN_OR_RETURN(double to, Num(e, "to_s", where, true, 0));
       times = PoissonTimes(from, to, -1, rate, rng);
+    }
+    if (joiners.size() + times.size() > kMaxJoiners) {
+      return Bad(where, absl::StrCat("adds ", times.size(), " nodes after ", joiners.size(),
+                                     "; a trace may add at most ", kMaxJoiners));
     }
     for (double t : times) {
       JoinerSpec j = spec;

@@ -81,8 +81,15 @@ struct JoinerSpec {
   double speed_factor = 1.0;  // x the region's seconds per layer per sample
 };
 
+// The most nodes one trace may add (joins and arrivals together). Every
+// joiner joins the universe topology, whose links grow with the square of
+// its nodes: a join `count` of 1e18 was an allocation that aborted the
+// process, and a few thousand arrivals took seconds and hundreds of MB.
+constexpr size_t kMaxJoiners = 1000;
+
 // Expands `churn` (the scenario's array; null = none). `nodes` are the
-// initial members, `regions` every region with links. Appends joiners.
+// initial members, `regions` every region with links. Appends joiners, at
+// most kMaxJoiners in all.
 // Errors name the entry ("churn[3].at_s: must not be negative").
 absl::Status ExpandChurn(const nlohmann::json& churn,
                          const std::vector<NodeBrief>& nodes,

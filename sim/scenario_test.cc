@@ -112,6 +112,16 @@ TEST(SimScenarioTest, ErrorsNameTheField) {
                "mb_per_data_node must be in 1..65536");
   expect_error(R"({"topology_file": "gcp12-42.json", "planner": "nosuch"})",
                "unknown planner \"nosuch\"");
+  // Used to abort the process: an allocation of 8e18 bytes (scenario_fuzzer).
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "churn": [{"type": "join", "region": "Iowa", "at_s": 1, "count": 1e18}]})",
+               "churn[0].count: must be a whole number in 0..1000");
+  // A universe of a million joiners: minutes and gigabytes.
+  expect_error(R"({"topology_file": "gcp12-42.json",
+                   "churn": [{"type": "join", "region": "Iowa", "at_s": 1, "count": 600},
+                             {"type": "poisson_arrivals", "rate_per_s": 1e9, "from_s": 0,
+                              "to_s": 10}]})",
+               "churn[1]: adds 1000001 nodes after 600; a trace may add at most 1000");
 }
 
 // The shipped home-uplink scenario: uplinks spread over each stage's

@@ -21,8 +21,10 @@
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
 #include "node/daemon/gossip/evidence.pb.h"
+#include "node/daemon/gossip/state_chunks.h"
 #include "proto/gossip.pb.h"
 #include "proto/pipeline.pb.h"
+#include "proto/stage.pb.h"
 #include "proto/verify.pb.h"
 #include "proto/version.h"
 #include "tests/fuzz/evidence_world.h"
@@ -276,6 +278,42 @@ int BumpVersion(std::string* data, size_t begin, size_t end) {
   return bumped;
 }
 
+// State fuzzer input (state_fuzzer.cc): flags, then per chunk its record
+// flags, u16 length and the chunk. An honest source's stream of `bytes` in
+// `chunk`-byte chunks for stage 1, iteration 5; `cut_after` > 0 ends the
+// first stream after that many chunks (the rest resume it).
+std::string StateInput(uint8_t flags, const std::string& bytes, size_t chunk, int cut_after) {
+  std::string out(1, static_cast<char>(flags));
+  const std::string sha = node::StateSha256(bytes);
+  int n = 0;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    proto::StateChunk c;
+    c.set_stage(1);
+    c.set_iteration(5);
+    c.set_total_bytes(bytes.size());
+    c.set_offset(at);
+    c.set_data(bytes.substr(at, chunk));
+    c.set_crc32c(common::Crc32c(c.data()));
+    c.set_sha256(sha);
+    c.set_params_digest(0x5eed);
+    const std::string m = c.SerializeAsString();
+    out.push_back(static_cast<char>(++n == cut_after ? 1 : 0));
+    out.push_back(static_cast<char>(m.size() & 0xff));
+    out.push_back(static_cast<char>(m.size() >> 8));
+    out += m;
+  }
+  return out;
+}
+
+void StateSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::string bytes;
+  for (int i = 0; i < 600; ++i) bytes.push_back(static_cast<char>(i * 37 + 11));
+  Write(dir + "/one_stream", StateInput(0, bytes, 256, 0));
+  Write(dir + "/bounded_resumed", StateInput(1, bytes, 200, 2));
+  Write(dir + "/other_snapshot_held", StateInput(2, bytes, 600, 0));
+}
+
 // make_seeds --bump_version frame|gossip DIR: found inputs of an older
 // protocol replay past the version check again (tests/fuzz/README.md).
 int BumpVersions(const std::string& kind, const std::string& dir) {
@@ -311,7 +349,7 @@ int main(int argc, char** argv) {
     return skipswarm::BumpVersions(argv[2], argv[3]);
   }
   if (argc != 2) {
-    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/, gossip/, sketch/ and evidence/)\n"
+    std::cerr << "usage: make_seeds CORPUS_DIR (holding frame/, gossip/, sketch/, evidence/ and state/)\n"
                  "       make_seeds --bump_version frame|gossip DIR\n";
     return 2;
   }
@@ -321,6 +359,7 @@ int main(int argc, char** argv) {
   skipswarm::SketchSeeds(root + "/sketch");
   std::filesystem::create_directories(root + "/evidence");
   skipswarm::EvidenceSeeds(root + "/evidence");
+  skipswarm::StateSeeds(root + "/state");
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

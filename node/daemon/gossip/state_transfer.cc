@@ -2,7 +2,6 @@
 
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,19 +16,13 @@
 #include "common/crc32c.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
+#include "node/daemon/gossip/state_chunks.h"
 #include "proto/grpc_status.h"
 #include "proto/stage.grpc.pb.h"
 #include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
-
-std::string Sha256(const std::string& bytes) {
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-         reinterpret_cast<unsigned char*>(out.data()));
-  return out;
-}
 
 struct Snapshot {
   std::string bytes;
@@ -104,7 +97,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
         continue;
       }
       Snapshot s;
-      s.sha256 = Sha256(snap->bytes);
+      s.sha256 = StateSha256(snap->bytes);
       s.params_digest = snap->params_digest;
       s.bytes = std::move(snap->bytes);
       LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << next << ": "
@@ -130,7 +123,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
 
   void Publish(int stage, uint64_t iteration, StageSnapshot snap) {
     Snapshot s;
-    s.sha256 = Sha256(snap.bytes);
+    s.sha256 = StateSha256(snap.bytes);
     s.params_digest = snap.params_digest;
     s.bytes = std::move(snap.bytes);
     absl::MutexLock lock(&mu_);
@@ -139,7 +132,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
 
   void HoldCopy(int stage, uint64_t iteration, StageSnapshot snap, int keep) {
     Snapshot s;
-    s.sha256 = Sha256(snap.bytes);
+    s.sha256 = StateSha256(snap.bytes);
     s.params_digest = snap.params_digest;
     s.bytes = std::move(snap.bytes);
     absl::MutexLock lock(&mu_);
@@ -190,7 +183,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     absl::StatusOr<StageSnapshot> snap = options_.in_iteration(stage, it);
     Snapshot s;
     if (snap.ok()) {
-      s.sha256 = Sha256(snap->bytes);
+      s.sha256 = StateSha256(snap->bytes);
       s.params_digest = snap->params_digest;
       s.bytes = std::move(snap->bytes);
     }
@@ -441,60 +434,23 @@ absl::Status FetchCall(proto::StateTransferService::Stub* stub, const FetchOptio
   request.set_iteration(o.iteration);
   request.set_resume_offset(got->size());
   auto reader = stub->FetchState(&context, request);
+  // Note [Receiving state chunks] (state_chunks.h).
+  StateChunkReceiver receiver({.stage = o.stage,
+                               .iteration = o.iteration,
+                               .max_bytes = o.max_bytes,
+                               .on_first_chunk = o.on_first_chunk},
+                              got, sha, digest);
   proto::StateChunk chunk;
-  bool first = true;
-  uint64_t total = 0;
   while (reader->Read(&chunk)) {
-    if (chunk.stage() != static_cast<uint32_t>(o.stage) || chunk.iteration() != o.iteration) {
+    absl::Status accepted = receiver.Accept(chunk);
+    if (!accepted.ok()) {
       context.TryCancel();
-      return absl::InvalidArgumentError("source sent another stage or iteration");
+      return accepted;
     }
-    if (first) {
-      first = false;
-      if (o.on_first_chunk) o.on_first_chunk();
-      total = chunk.total_bytes();
-      if (o.max_bytes > 0 && total > o.max_bytes) {
-        // A snapshot cannot be larger than its stage: refused before a byte
-        // of it is held (a source claiming 1 TiB was read until the deadline).
-        context.TryCancel();
-        got->clear();
-        sha->clear();
-        return absl::ResourceExhaustedError(absl::StrCat("snapshot of stage ", o.stage,
-                                                         " claims ", total, " bytes; at most ",
-                                                         o.max_bytes, " expected"));
-      }
-      if (!sha->empty() && chunk.sha256() != *sha) {
-        // Another snapshot than the bytes held: restart from zero.
-        context.TryCancel();
-        got->clear();
-        *sha = chunk.sha256();
-        return absl::AbortedError("snapshot differs from the partial one; restarting");
-      }
-      *sha = chunk.sha256();
-      *digest = chunk.params_digest();
-    }
-    if (chunk.sha256() != *sha || chunk.total_bytes() != total || chunk.offset() != got->size() ||
-        got->size() + chunk.data().size() > total) {
-      context.TryCancel();
-      got->clear();
-      return absl::DataLossError("chunk out of sequence");
-    }
-    if (common::Crc32c(chunk.data()) != chunk.crc32c()) {
-      context.TryCancel();
-      return absl::DataLossError(absl::StrCat("chunk at ", chunk.offset(), " fails its CRC"));
-    }
-    got->append(chunk.data());
   }
   absl::Status s = proto::ToAbslStatus(reader->Finish());
   if (!s.ok()) return s;
-  if (first || got->size() != total) {
-    return absl::UnavailableError(absl::StrCat("stream ended at ", got->size(), "/", total));
-  }
-  if (Sha256(*got) != *sha) {
-    got->clear();
-    return absl::DataLossError("SHA-256 of the transferred state does not match");
-  }
-  return absl::OkStatus();
+  return receiver.Finish();
 }
 
 }  // namespace

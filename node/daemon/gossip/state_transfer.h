@@ -46,6 +46,9 @@
 //   SS_ASSIGN_OR_RETURN(FetchedState st, FetchStageState({addr_a, addr_b}, o));
 //   compute->LoadCheckpoint(write st.bytes to a file);
 //
+// What the joiner checks of each chunk a source streams: Note [Receiving
+// state chunks] in state_chunks.h.
+//
 // Thread rule: StateServer is thread-safe; its gRPC handlers run on gRPC's
 // threads and the snapshot function runs on the OnBoundary caller's thread.
 // FetchStageState blocks its caller.
