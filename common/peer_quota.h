@@ -109,6 +109,10 @@ struct QuotaBudget {
   bool closed = false;
 };
 
+// The longest hold the daemons set on every quota they serve (Note [Refusal
+// hold]): one place, so the gossip and the other services agree.
+inline constexpr absl::Duration kDaemonMaxHold = absl::Seconds(1);
+
 struct PeerQuotaOptions {
   std::string service;  // names the service in logs and metrics
   QuotaBudget member;

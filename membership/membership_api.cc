@@ -423,12 +423,8 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    impl_->AnswerRefusal(verified.status(),
-                         [reply = std::move(reply),
-                          answer = impl_->ProbeRefusal(sender, req.seq(),
-                                                       verified.status())]() mutable {
-                           reply(std::move(answer));
-                         });
+    impl_->AnswerRefusal(verified.status(), std::move(reply),
+                         impl_->ProbeRefusal(sender, req.seq(), verified.status()));
     return;
   }
   Impl::Changes changes;
@@ -462,12 +458,8 @@ void Membership::HandlePingReq(const PeerInfo& from,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
-    impl_->AnswerRefusal(verified.status(),
-                         [reply = std::move(reply),
-                          answer = impl_->ProbeRefusal(sender, req.seq(),
-                                                       verified.status())]() mutable {
-                           reply(std::move(answer));
-                         });
+    impl_->AnswerRefusal(verified.status(), std::move(reply),
+                         impl_->ProbeRefusal(sender, req.seq(), verified.status()));
     return;
   }
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(req.target());
@@ -525,10 +517,7 @@ void Membership::HandlePushPull(const PeerInfo& from,
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_push_pull_records);
   if (!verified.ok()) {
-    impl_->AnswerRefusal(verified.status(),
-                         [reply = std::move(reply), refused = verified.status()]() mutable {
-                           reply(refused);
-                         });
+    impl_->AnswerRefusal(verified.status(), std::move(reply), verified.status());
     return;
   }
   Impl::Changes changes;

@@ -360,10 +360,16 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
                                           const absl::Status& refused) ABSL_LOCKS_EXCLUDED(mu_);
   // Per-sender quota of requests and bytes (Note [Gossip admission]).
   absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs `answer` (a refused request's reply) at once, or after the quota's
-  // hold when `refused` carries one (Note [Refusal hold]).
-  void AnswerRefusal(const absl::Status& refused, absl::AnyInvocable<void()> answer)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends `answer` through `reply` at once, or after the quota's hold when
+  // `refused` carries one (Note [Refusal hold]).
+  template <typename Reply, typename Answer>
+  void AnswerRefusal(const absl::Status& refused, Reply reply, Answer answer)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    quota_->AnswerAfterHold(refused, [reply = std::move(reply),
+                                      answer = std::move(answer)]() mutable {
+      reply(std::move(answer));
+    });
+  }
   // `verified`: PrepareGossip's result for `gossip` (null: verify here).
   void ApplyGossipLocked(const proto::Gossip& gossip,
                          const common::NodeId& sender, Changes* changes,

@@ -101,11 +101,6 @@ absl::Status Membership::Impl::RateLimit(const common::NodeId& sender, uint64_t 
   return quota_->Admit(sender, bytes);
 }
 
-void Membership::Impl::AnswerRefusal(const absl::Status& refused,
-                                     absl::AnyInvocable<void()> answer) {
-  quota_->AnswerAfterHold(refused, std::move(answer));
-}
-
 void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,
                                          const common::NodeId& sender,
                                          Changes* changes,

@@ -152,20 +152,9 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
         // Note [Peer quotas]: a peer over its quota loses the stream (after
         // this frame's ack): it reads no more of what the peer sends, and a
         // new stream costs the peer a message of its budget.
-        {
-          absl::MutexLock lock(&mu_);
-          ending_ = true;
-          finish_status_ = proto::ToGrpcStatus(status);
-        }
-        // Note [Refusal hold]: its ack (and so the stream's end) may wait.
-        proto::FrameAck ack = AckFor(frame.header);
-        const uint64_t seq = ReserveAck();
-        env_.quota->AnswerAfterHold(
-            status, [this, seq, ack = std::move(ack), status]() mutable {
-              FillAck(seq, std::move(ack), status);
-            });
-        skipping_ = true;
-        return std::nullopt;
+        absl::MutexLock lock(&mu_);
+        ending_ = true;
+        finish_status_ = proto::ToGrpcStatus(status);
       }
       RejectCurrent(frame.header, std::move(status), quiet);
       skipping_ = true;
@@ -208,7 +197,14 @@ void ServerStream::RejectCurrent(const proto::FrameHeader& header,
   if (!quiet) LogRejectedFrame(from_, header, why);
   proto::FrameAck ack = AckFor(header);  // `header` may live in assembling_
   assembling_.reset();
-  FillAck(ReserveAck(), std::move(ack), why);
+  const uint64_t seq = ReserveAck();
+  if (env_.quota == nullptr) return FillAck(seq, std::move(ack), why);
+  // Note [Refusal hold]: a held quota refusal's ack (and so, for a stream
+  // that is ending, its end) waits on the quota's timer; any other answer
+  // goes now.
+  env_.quota->AnswerAfterHold(why, [this, seq, ack = std::move(ack), why]() mutable {
+    FillAck(seq, std::move(ack), why);
+  });
 }
 
 uint64_t ServerStream::ReserveAck() {

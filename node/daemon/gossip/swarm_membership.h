@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/peer_quota.h"
 #include "membership/membership.h"
 #include "node/daemon/gossip/training_members.h"
 
@@ -89,7 +90,7 @@ struct SwarmMembershipOptions {
   // (Note [Refusal hold] in common/peer_quota.h).
   membership::MembershipOptions tuning = [] {
     membership::MembershipOptions o;
-    o.quota_max_hold = absl::Seconds(1);
+    o.quota_max_hold = common::kDaemonMaxHold;
     return o;
   }();
   // More services for the gossip server (the swarm manifest's,

@@ -47,7 +47,7 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
   o.member = member;
   o.stranger = stranger;
   o.newcomer = newcomer;
-  o.max_hold = absl::Seconds(1);  // Note [Refusal hold]
+  o.max_hold = common::kDaemonMaxHold;  // Note [Refusal hold]
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
   if (members != nullptr) {
     // The set outlives nothing it is not shared with: the quota holds it.
