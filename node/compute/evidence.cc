@@ -1,7 +1,6 @@
 #include "node/compute/evidence.h"
 
 #include <glog/logging.h>
-#include <openssl/evp.h>
 
 #include <cstdint>
 #include <cstring>
@@ -62,20 +61,6 @@ EvidenceVerdict Verdict(EvidenceVerdict::Kind kind, std::string reason) {
 }
 
 }  // namespace
-
-std::string Sha256(const absl::Cord& payload) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
-                                                              &EVP_MD_CTX_free);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  // Our own arguments only: failure here is an OpenSSL allocation failure.
-  CHECK(ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1);
-  for (absl::string_view chunk : payload.Chunks()) {
-    CHECK_EQ(EVP_DigestUpdate(ctx.get(), chunk.data(), chunk.size()), 1);
-  }
-  CHECK_EQ(EVP_DigestFinal_ex(ctx.get(), digest, &size), 1);
-  return std::string(reinterpret_cast<const char*>(digest), size);
-}
 
 std::string CommitmentSigningBytes(const proto::OutputCommitment& c) {
   // v2 adds the bound input commitment; without one the bytes are v1's, so

@@ -142,6 +142,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
+#include "common/sha256.h"
 #include "identity/identity.h"
 #include "model/output_sketch.h"
 #include "node/compute/sketch_wire.h"
@@ -157,7 +158,7 @@ inline constexpr size_t kMaxCommitmentSwarmIdBytes = 32;
 inline constexpr int kMaxCommitmentRank = 8;
 
 // SHA-256 of every byte of `payload`, in chunk order (32 raw bytes).
-std::string Sha256(const absl::Cord& payload);
+using common::Sha256;
 
 // The bytes X signs / Y signs (see Note [Checkable evidence]).
 std::string CommitmentSigningBytes(const proto::OutputCommitment& commitment);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/crc32c.h"
+#include "common/sha256.h"
 #include "common/node_id.h"
 #include "identity/identity.h"
 #include "identity/test_identity.h"
@@ -284,7 +285,7 @@ int BumpVersion(std::string* data, size_t begin, size_t end) {
 // first stream after that many chunks (the rest resume it).
 std::string StateInput(uint8_t flags, const std::string& bytes, size_t chunk, int cut_after) {
   std::string out(1, static_cast<char>(flags));
-  const std::string sha = node::StateSha256(bytes);
+  const std::string sha = common::Sha256(bytes);
   int n = 0;
   for (size_t at = 0; at < bytes.size(); at += chunk) {
     proto::StateChunk c;

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/crc32c.h"
+#include "common/sha256.h"
 #include "node/daemon/gossip/state_chunks.h"
 #include "proto/stage.pb.h"
 
@@ -65,14 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t digest = 0;
   if ((flags & 2) != 0) {
     got = "abc";
-    sha = node::StateSha256("another snapshot");
+    sha = skipswarm::common::Sha256("another snapshot");
   }
   auto receiver = std::make_unique<node::StateChunkReceiver>(expect, &got, &sha, &digest);
   bool open = true;
   auto finish = [&] {
     if (receiver->Finish().ok()) {
       ++reached.finished;
-      if (node::StateSha256(got) != sha) Fail("a finished transfer does not match its SHA-256");
+      if (skipswarm::common::Sha256(got) != sha) Fail("a finished transfer does not match its SHA-256");
     }
     open = false;
   };

@@ -1,18 +1,10 @@
 #include "node/daemon/gossip/state_chunks.h"
 
-#include <openssl/sha.h>
-
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "common/sha256.h"
 
 namespace skipswarm::node {
-
-std::string StateSha256(absl::string_view bytes) {
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-         reinterpret_cast<unsigned char*>(out.data()));
-  return out;
-}
 
 // Note [Receiving state chunks].
 absl::Status StateChunkReceiver::Accept(const proto::StateChunk& chunk) {
@@ -58,7 +50,7 @@ absl::Status StateChunkReceiver::Finish() {
   if (first_ || got_->size() != total_) {
     return absl::UnavailableError(absl::StrCat("stream ended at ", got_->size(), "/", total_));
   }
-  if (StateSha256(*got_) != *sha_) {
+  if (common::Sha256(*got_) != *sha_) {
     got_->clear();
     return absl::DataLossError("SHA-256 of the transferred state does not match");
   }

@@ -39,9 +39,6 @@
 
 namespace skipswarm::node {
 
-// SHA-256 of `bytes`, 32 raw bytes: what StateChunk.sha256 carries.
-std::string StateSha256(absl::string_view bytes);
-
 struct ChunkExpectations {
   int stage = 0;
   uint64_t iteration = 0;

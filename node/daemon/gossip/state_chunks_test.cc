@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 
 namespace skipswarm::node {
@@ -15,7 +16,7 @@ constexpr uint64_t kIteration = 7;
 // The chunks an honest source sends of `bytes`, `size` bytes each.
 std::vector<proto::StateChunk> Chunks(const std::string& bytes, size_t size) {
   std::vector<proto::StateChunk> out;
-  const std::string sha = StateSha256(bytes);
+  const std::string sha = common::Sha256(bytes);
   for (size_t at = 0; at < bytes.size(); at += size) {
     proto::StateChunk c;
     c.set_stage(kStage);
@@ -114,7 +115,7 @@ TEST(StateChunkReceiverTest, WrongHashIsDroppedAndAnotherSnapshotRestarts) {
   EXPECT_TRUE(absl::IsAborted(
       StateChunkReceiver(Expect(), &got, &sha, &digest).Accept(Chunks("checkpoint bytes", 5)[0])));
   EXPECT_TRUE(got.empty());
-  EXPECT_EQ(sha, StateSha256("checkpoint bytes"));
+  EXPECT_EQ(sha, common::Sha256("checkpoint bytes"));
 }
 
 }  // namespace

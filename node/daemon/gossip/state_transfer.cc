@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/crc32c.h"
+#include "common/sha256.h"
 #include "common/real_clock.h"
 #include "common/status_macros.h"
 #include "node/daemon/gossip/state_chunks.h"
@@ -29,6 +30,15 @@ struct Snapshot {
   std::string sha256;
   uint64_t params_digest = 0;
 };
+
+// A stage snapshot as it is served: its bytes, their SHA-256, its digest.
+Snapshot Served(StageSnapshot snap) {
+  Snapshot s;
+  s.sha256 = common::Sha256(snap.bytes);
+  s.params_digest = snap.params_digest;
+  s.bytes = std::move(snap.bytes);
+  return s;
+}
 
 }  // namespace
 
@@ -96,10 +106,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
         failed_[{stage, next}] = snap.status();
         continue;
       }
-      Snapshot s;
-      s.sha256 = StateSha256(snap->bytes);
-      s.params_digest = snap->params_digest;
-      s.bytes = std::move(snap->bytes);
+      Snapshot s = Served(*std::move(snap));
       LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << next << ": "
                 << s.bytes.size() << " bytes for joiners";
       KeepSnapshotLocked({stage, next}, std::move(s));
@@ -122,19 +129,13 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
   }
 
   void Publish(int stage, uint64_t iteration, StageSnapshot snap) {
-    Snapshot s;
-    s.sha256 = StateSha256(snap.bytes);
-    s.params_digest = snap.params_digest;
-    s.bytes = std::move(snap.bytes);
+    Snapshot s = Served(std::move(snap));
     absl::MutexLock lock(&mu_);
     KeepSnapshotLocked({stage, iteration}, std::move(s));
   }
 
   void HoldCopy(int stage, uint64_t iteration, StageSnapshot snap, int keep) {
-    Snapshot s;
-    s.sha256 = StateSha256(snap.bytes);
-    s.params_digest = snap.params_digest;
-    s.bytes = std::move(snap.bytes);
+    Snapshot s = Served(std::move(snap));
     absl::MutexLock lock(&mu_);
     copies_[{stage, iteration}] = std::move(s);
     // The newest `keep` of this stage (the map orders a stage's copies by
@@ -182,11 +183,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     mu_.Unlock();
     absl::StatusOr<StageSnapshot> snap = options_.in_iteration(stage, it);
     Snapshot s;
-    if (snap.ok()) {
-      s.sha256 = StateSha256(snap->bytes);
-      s.params_digest = snap->params_digest;
-      s.bytes = std::move(snap->bytes);
-    }
+    if (snap.ok()) s = Served(*std::move(snap));
     mu_.Lock();
     if (!snap.ok()) {
       return absl::Status(snap.status().code(),
