@@ -33,6 +33,8 @@ const char* QuotaReasonName(QuotaReason r) {
       return "bytes";
     case QuotaReason::kStreams:
       return "streams";
+    case QuotaReason::kStreamOpens:
+      return "stream_opens";
     case QuotaReason::kPeers:
       return "peers";
     case QuotaReason::kNotAdmitted:
@@ -79,6 +81,8 @@ void PeerQuota::RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) 
   const double dt = std::max(0.0, absl::ToDoubleSeconds(now - p.at));
   p.messages = std::min(b.message_burst, p.messages + dt * b.messages_per_second);
   p.bytes = std::min(b.byte_burst, p.bytes + dt * b.bytes_per_second);
+  p.stream_opens =
+      std::min(b.stream_open_burst, p.stream_opens + dt * b.stream_opens_per_second);
   p.at = now;
 }
 
@@ -99,7 +103,8 @@ PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass pe
       Peer& p = i->second;
       const QuotaBudget& own = BudgetOf(p.peer_class);
       RefillLocked(p, own, now);
-      if (p.streams == 0 && p.messages >= own.message_burst && p.bytes >= own.byte_burst) {
+      if (p.streams == 0 && p.messages >= own.message_burst && p.bytes >= own.byte_burst &&
+          p.stream_opens >= own.stream_open_burst) {
         peers_.erase(i);
       }
       i = next;
@@ -113,6 +118,7 @@ PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass pe
   p.at = now;
   p.messages = budget.message_burst;
   p.bytes = budget.byte_burst;
+  p.stream_opens = budget.stream_open_burst;
   return &p;
 }
 
@@ -150,6 +156,10 @@ absl::Status PeerQuota::RefusalStatus(const std::string& key, PeerClass peer_cla
       break;
     case QuotaReason::kStreams:
       budget = absl::StrCat(b.max_streams, " concurrent streams");
+      break;
+    case QuotaReason::kStreamOpens:
+      budget = absl::StrFormat("%g stream opens/s, burst %g", b.stream_opens_per_second,
+                               b.stream_open_burst);
       break;
     case QuotaReason::kPeers:
       budget = absl::StrCat(options_.max_peers, " tracked peers");
@@ -226,6 +236,14 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   if (b.max_streams > 0 && p->streams >= b.max_streams) {
     return RefuseLocked(key, peer_class, QuotaReason::kStreams, now, p);
   }
+  // Note [Stream opens].
+  const bool limit_opens = b.stream_opens_per_second > 0;
+  if (limit_opens && p->stream_opens < 1) {
+    return RefuseLocked(key, peer_class, QuotaReason::kStreamOpens, now, p,
+                        b.stream_open_burst < 1
+                            ? absl::InfiniteDuration()
+                            : absl::Seconds((1 - p->stream_opens) / b.stream_opens_per_second));
+  }
   // Opening a stream is a message too: a peer whose streams are cut for
   // its quota cannot reopen them faster than its message rate.
   if (b.messages_per_second > 0) {
@@ -235,6 +253,7 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
     }
     p->messages -= 1;
   }
+  if (limit_opens) p->stream_opens -= 1;
   ++p->streams;
   return StreamSlot(this, key);
 }

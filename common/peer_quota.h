@@ -87,6 +87,20 @@ namespace skipswarm::common {
 //   never while holding a lock. max_hold = 0 (the default) answers every
 //   refusal at once; the daemons set it.
 
+// Note [Stream opens]
+// * A stream costs the node more than its messages: HTTP/2 lets the peer
+//   send a whole stream window (grown by gRPC's bandwidth probe to a
+//   megabyte or more on a fast link) before the node reads a byte, and the
+//   kernel copies all of it in. A stream that is refused at its opening, or
+//   ended for its quota and held (Note [Refusal hold]), takes in that
+//   window while it waits; only the stream's end stops the bytes.
+// * So the bytes a peer can push into refused streams are bounded by how
+//   often it may open one, not by its message rate: a stranger allowed 20
+//   messages a second that opened a stream for each pushed about 20
+//   windows a second into the node. `stream_opens_per_second` is that
+//   bound, its own bucket beside the messages and bytes (a refusal is
+//   reason "stream_opens", held until the bucket has a stream again).
+
 // kRevoked: an id the swarm's founder revoked (Note [Revocation] in
 // membership/revocation.h); refused everything in every admission mode.
 // kNewcomer: a member of an open swarm still on probation (Note [Newcomer
@@ -107,6 +121,10 @@ struct QuotaBudget {
   // (reason "not_admitted"): strangers where the swarm admits only invited
   // or listed nodes (Note [Admission] in membership/admission.h).
   bool closed = false;
+  // Streams one peer may open per second, and its burst; <= 0: unlimited
+  // (Note [Stream opens]).
+  double stream_opens_per_second = 0;
+  double stream_open_burst = 0;
 };
 
 // The longest hold the daemons set on every quota they serve (Note [Refusal
@@ -129,8 +147,16 @@ struct PeerQuotaOptions {
 
 // Why a request was refused (the metric's reason label).
 // kRevoked: PERMISSION_DENIED for a PeerClass::kRevoked caller.
-enum class QuotaReason { kMessages, kBytes, kStreams, kPeers, kNotAdmitted, kRevoked };
-const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", ...
+enum class QuotaReason {
+  kMessages,
+  kBytes,
+  kStreams,
+  kStreamOpens,
+  kPeers,
+  kNotAdmitted,
+  kRevoked
+};
+const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", "stream_opens", ...
 
 struct QuotaRefusalKey {
   QuotaReason reason;
@@ -214,12 +240,17 @@ class PeerQuota {
     absl::Duration at;  // when the tokens below were counted
     double messages = 0;
     double bytes = 0;
+    double stream_opens = 0;
     int streams = 0;
     // When it was last refused (never: minus infinity).
     absl::Duration last_refused = -absl::InfiniteDuration();
   };
   const QuotaBudget& BudgetOf(PeerClass c) const {
-    static const QuotaBudget kNothing{0, 0, 0, 0, 0, /*closed=*/true};
+    static const QuotaBudget kNothing = [] {
+      QuotaBudget b;
+      b.closed = true;
+      return b;
+    }();
     if (c == PeerClass::kRevoked) return kNothing;
     if (c == PeerClass::kNewcomer && options_.newcomer.has_value()) return *options_.newcomer;
     return c == PeerClass::kStranger ? options_.stranger : options_.member;

@@ -97,6 +97,40 @@ TEST_F(PeerQuotaTest, ConcurrentStreamsAreCappedAndReleased) {
   EXPECT_EQ((refusals[{QuotaReason::kStreams, PeerClass::kStranger}]), 1u);
 }
 
+// Note [Stream opens]: a peer that ends each stream at once still opens at
+// most its stream-open rate, whatever its message rate allows.
+TEST(StreamOpensTest, OpeningsHaveTheirOwnBucketAndAHeldRefusalWaitsForIt) {
+  SimClock clock;
+  PeerQuotaOptions o = Options();
+  o.stranger.stream_opens_per_second = 1;
+  o.stranger.stream_open_burst = 2;
+  o.max_hold = absl::Seconds(1);
+  PeerQuota quota(o, &clock);
+  quota.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  const NodeId peer = NodeId::ForName("opener");
+  // The burst: two streams, each closed at once (the messages allow 4).
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(quota.OpenStream(peer).ok()) << i;
+  const absl::Status third = quota.OpenStream(peer).status();
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.message().find("stream_opens quota (1 stream opens/s, burst 2)"),
+            std::string::npos)
+      << third;
+  // Asked again at once: held until the bucket has a stream (1 s at 1/s).
+  clock.Advance(absl::Seconds(0.25));
+  EXPECT_EQ(PeerQuota::HoldOf(quota.OpenStream(peer).status()), absl::Seconds(0.75));
+  // A refused opening costs no message: the two left still admit frames.
+  EXPECT_TRUE(quota.Admit(peer, 1).ok());
+  EXPECT_TRUE(quota.Admit(peer, 1).ok());
+  clock.Advance(absl::Seconds(0.75));
+  EXPECT_TRUE(quota.OpenStream(peer).ok());
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kStreamOpens, PeerClass::kStranger}]), 2u);
+  // Unset (the members here), openings are bounded by messages only.
+  PeerQuota members(Options(), &clock);
+  int opened = 0;
+  for (int i = 0; i < 100; ++i) opened += members.OpenStream(peer).ok();
+  EXPECT_EQ(opened, 100);
+}
+
 TEST_F(PeerQuotaTest, ASybilBurstCannotGrowTheTableOrCrowdOutMembers) {
   PeerQuotaOptions o = Options();
   o.max_peers = 16;

@@ -141,6 +141,12 @@ absl::Status ExpandGenerators(json& topo, const std::string& base_dir,
     for (const json& s : grp["stages"]) stages.push_back(s.get<int>());
     SS_ASSIGN_OR_RETURN(double count, Num(grp, "count", where, 1));
     SS_ASSIGN_OR_RETURN(double slots, Num(grp, "memory_slots", where, 3));
+    // Casts of numbers past int's range are undefined, and each counted
+    // node is built here: bound them first.
+    if (count != std::floor(count) || count > 10000) {
+      return Bad(where + ".count", "must be a whole number in 0..10000");
+    }
+    if (slots < 1 || slots > 1e6) return Bad(where + ".memory_slots", "must be in 1..1000000");
     SS_ASSIGN_OR_RETURN(double factor, Num(grp, "speed_factor", where, 1));
     SS_ASSIGN_OR_RETURN(double spread, Num(grp, "speed_spread", where, 0));
     SS_ASSIGN_OR_RETURN(double fallback,
@@ -284,7 +290,7 @@ static absl::StatusOr<SimScenario> ParseUnsafe(absl::string_view json_text,
   sc.seed = seed;
   sc.name = root.value("name", std::string("scenario"));
   SS_ASSIGN_OR_RETURN(double iters, Num(root, "iterations", "scenario", 10));
-  if (iters < 1) return Bad("scenario.iterations", "must be >= 1");
+  if (iters < 1 || iters > 1e7) return Bad("scenario.iterations", "must be in 1..10000000");
   sc.iterations = static_cast<int>(iters);
   sc.planner = root.value("planner", std::string("skippipe"));
   if (auto av = root.find("averaging"); av != root.end()) {

@@ -88,6 +88,16 @@ TEST(SimScenarioTest, ErrorsNameTheField) {
   expect_error("{}", "topology");
   expect_error(R"({"topology_file": "gcp12-42.json", "iterations": -1})",
                "iterations");
+  // Past int's range: an undefined cast (became a negative count of iterations).
+  expect_error(R"({"topology_file": "gcp12-42.json", "iterations": 1e12})",
+               "scenario.iterations: must be in 1..10000000");
+  expect_error(R"({"topology": {"compute_csv": "gcp12-compute.csv",
+                                "groups": [{"regions": "all", "stages": [0], "count": 1e12}]}})",
+               "topology.groups[0].count: must be a whole number in 0..10000");
+  expect_error(R"({"topology": {"compute_csv": "gcp12-compute.csv",
+                                "groups": [{"regions": "all", "stages": [0], "count": 1,
+                                            "memory_slots": 1e12}]}})",
+               "topology.groups[0].memory_slots: must be in 1..1000000");
   expect_error(R"({"topology_file": "gcp12-42.json",
                    "churn": [{"type": "kill", "node": "nobody", "at_s": 1}]})",
                "churn[0].node");

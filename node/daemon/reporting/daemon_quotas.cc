@@ -76,11 +76,14 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   };
   DaemonQuotas q;
   q.members = std::make_shared<MemberSet>();
-  q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4},
-                    stranger({20, 20, 4 * f, 8 * f, 1}), clock, q.members,
-                    common::QuotaBudget{250, 250, 64 * f, 64 * f, 2});
+  // The last two numbers: stream opens per second and their burst (Note
+  // [Stream opens]); a member keeps its pipeline streams open and reopens
+  // one only when it breaks.
+  q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4, false, 50, 100},
+                    stranger({20, 20, 4 * f, 8 * f, 1, false, 1, 2}), clock, q.members,
+                    common::QuotaBudget{250, 250, 64 * f, 64 * f, 2, false, 12.5, 25});
   q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},
-                 stranger({5, 10, 256 << 10, 1 << 20, 1}), clock, q.members,
+                 stranger({5, 10, 256 << 10, 1 << 20, 1, false, 1, 2}), clock, q.members,
                  common::QuotaBudget{250, 250, 16 * p, 16 * p, 8});
   q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},
                  stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
@@ -104,6 +107,9 @@ void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* go
                                 common::QuotaReasonName(key.reason), "\",peer_class=\"",
                                 common::PeerClassName(key.peer_class), "\""));
     }
+    metrics->Set("skipswarm_peer_quota_held_refusals_total",
+                 static_cast<double>(quota->held_refusals()),
+                 absl::StrCat("service=\"", quota->options().service, "\""));
   }
 }
 

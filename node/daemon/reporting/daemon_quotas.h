@@ -66,10 +66,13 @@ struct DaemonQuotas {
 // P = the largest stage's parameter bytes). A member's are far above what
 // training sends (so the defences cost nothing without an attacker); a
 // stranger's let it join and little else:
-//   pipeline  member 1,000 frames/s (burst 1,000), 256 F/s (burst 256 F), 4 streams
-//             stranger 20 frames/s (burst 20), 4 F/s (burst 8 F), 1 stream
+//   pipeline  member 1,000 frames/s (burst 1,000), 256 F/s (burst 256 F), 4 streams,
+//             50 stream opens/s (burst 100)
+//             stranger 20 frames/s (burst 20), 4 F/s (burst 8 F), 1 stream,
+//             1 stream open/s (burst 2)
 //   group     member 1,000 pushes/s, 64 P/s (burst 64 P), 32 streams
-//             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream
+//             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream,
+//             1 stream open/s (burst 2)
 //   state     member 20 requests/s (burst 40), 16 S/s (burst 16 S), 8 streams,
 //             with S = 7 P + 1 MiB (a stage's state bound)
 //             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
@@ -82,7 +85,8 @@ struct DaemonQuotas {
 // replica's training sends a peer (a refusal only makes its sender re-route
 // or retry), but a flood from a fresh identity is bounded before anyone
 // vouches for it:
-//   pipeline  newcomer 250 frames/s (burst 250), 64 F/s (burst 64 F), 2 streams
+//   pipeline  newcomer 250 frames/s (burst 250), 64 F/s (burst 64 F), 2 streams,
+//             12.5 stream opens/s (burst 25)
 //   group     newcomer 250 pushes/s (burst 250), 16 P/s (burst 16 P), 8 streams
 //   state     newcomer 2 requests/s (burst 4), 2 S/s (burst 4 S), 2 streams
 // With `members_only` (a swarm that admits only invited or listed nodes,
@@ -100,8 +104,9 @@ struct DaemonQuotas {
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);
 
-// skipswarm_peer_quota_refusals_total{service,reason,peer_class} of every
-// quota (and of gossip's, when given), as counted so far.
+// skipswarm_peer_quota_refusals_total{service,reason,peer_class} and
+// skipswarm_peer_quota_held_refusals_total{service} of every quota (and of
+// gossip's, when given), as counted so far.
 void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* gossip,
                          Metrics* metrics);
 

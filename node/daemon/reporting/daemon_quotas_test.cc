@@ -45,6 +45,29 @@ TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
   EXPECT_TRUE(q.manifest->AdmitKey("ipv4:10.0.0.1", common::PeerClass::kStranger, 100).ok());
 }
 
+// Note [Stream opens]: a stranger that ends each pipeline or push stream at
+// once (so every window it sends is read in refused streams) opens two,
+// then one a second; a member reconnecting after failures is far from its
+// bound.
+TEST(DaemonQuotasTest, AStrangerOpensFewStreamsAMemberMany) {
+  common::SimClock clock;
+  DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);
+  const NodeId member = NodeId::ForName("member"), stranger = NodeId::ForName("stranger");
+  q.members->SetMembers({member});
+  auto opened = [](common::PeerQuota& quota, const NodeId& id, int tries) {
+    int n = 0;
+    for (int i = 0; i < tries; ++i) n += quota.OpenStream(id).ok();  // closed at once
+    return n;
+  };
+  EXPECT_EQ(opened(*q.pipeline, stranger, 20), 2);
+  EXPECT_EQ(opened(*q.group, stranger, 20), 2);
+  EXPECT_EQ(opened(*q.pipeline, member, 20), 20);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(opened(*q.pipeline, stranger, 20), 1);
+  EXPECT_EQ(opened(*q.group, stranger, 20), 1);
+  EXPECT_EQ(opened(*q.pipeline, member, 200), 100);  // 50/s, burst 100
+}
+
 // Note [Peer quotas], newcomers: a member on probation floods frames,
 // gradient pushes and state requests; it gets a quarter of a member's
 // bursts and fewer streams (on the old code, a member's whole budget),
@@ -196,6 +219,27 @@ TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
       "peer_class=\"stranger\"} 20"))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "# TYPE skipswarm_peer_quota_refusals_total counter"));
+  // Nothing was held: the daemons' quotas hold, but nobody waited for an answer here.
+  EXPECT_TRUE(absl::StrContains(
+      text, "skipswarm_peer_quota_held_refusals_total{service=\"group\"} 0"))
+      << text;
+}
+
+// Note [Refusal hold]: a repeated refusal answered after its hold counts.
+TEST(DaemonQuotasTest, HeldRefusalsAreExportedByService) {
+  common::SimClock clock;
+  DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);
+  const NodeId stranger = NodeId::ForName("stranger");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(q.pipeline->OpenStream(stranger).ok());
+  for (int i = 0; i < 3; ++i) {
+    q.pipeline->AnswerAfterHold(q.pipeline->OpenStream(stranger).status(), [] {});
+  }
+  clock.Advance(absl::Seconds(2));  // the held answers go out
+  Metrics metrics;
+  ExportQuotaRefusals(q, nullptr, &metrics);
+  EXPECT_TRUE(absl::StrContains(
+      metrics.Render(), "skipswarm_peer_quota_held_refusals_total{service=\"pipeline\"} 2"))
+      << metrics.Render();
 }
 
 }  // namespace

@@ -134,9 +134,12 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
       {"skipswarm_peer_quota_refusals_total", T::kCounter,
        "Requests this node refused because their sender was over its per-peer quota "
-       "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers, "
-       "not_admitted: a stranger where the swarm admits only invited or listed nodes) and "
-       "peer_class (member, stranger)."},
+       "(Note [Peer quotas]), by service, reason (messages, bytes, streams, stream_opens, "
+       "peers, not_admitted: a stranger where the swarm admits only invited or listed "
+       "nodes; revoked) and peer_class (member, newcomer, stranger, revoked)."},
+      {"skipswarm_peer_quota_held_refusals_total", T::kCounter,
+       "Quota refusals this node answered only after a hold because their sender asked again "
+       "within a second of a refusal (Note [Refusal hold]), by service."},
       {"skipswarm_members_on_probation", T::kGauge,
        "Live members hosting pipeline stages that this node does not trust yet (Note "
        "[Newcomer probation]): they host a stage for routing only beside a trusted replica; "
