@@ -127,18 +127,26 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes) {
   return p->info;
 }
 
+absl::Status CheckFormatForSource(absl::string_view bytes, StateSource source) {
+  // A version-1 state is a libtorch archive, whose loader a hostile peer
+  // can crash (model/checkpoint_v1.h).
+  if (source == StateSource::kLocalFile || bytes.size() < 12 ||
+      std::memcmp(bytes.data(), kMagic, 8) != 0 || Get<uint32_t>(bytes, 8) != kVersionV1) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      "checkpoint: format version 1 (a libtorch archive) is read only from a local file, "
+      "never from a peer; the peer must run a build that writes version 2");
+}
+
 absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
                                                  torch::optim::Optimizer* optimizer,
                                                  StateSource source) {
   absl::StatusOr<Parsed> p = Parse(bytes);
   if (!p.ok()) return p.status();
-  // Before anything else, and before any libtorch call: a version-1 state
-  // is a libtorch archive, whose loader a hostile peer can crash.
-  if (p->version == kVersionV1 && source != StateSource::kLocalFile) {
-    return absl::FailedPreconditionError(
-        "checkpoint: format version 1 (a libtorch archive) is read only from a local file, "
-        "never from a peer; the peer must run a build that writes version 2");
-  }
+  // Before anything else, and before any libtorch call.
+  absl::Status allowed = CheckFormatForSource(bytes, source);
+  if (!allowed.ok()) return allowed;
   if (p->info.config.ConfigHash() != module.config().ConfigHash()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint is for model config ", p->info.config.ConfigHash(), ", this model is ",

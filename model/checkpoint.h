@@ -91,6 +91,12 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
 absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
                                                  torch::optim::Optimizer* optimizer,
                                                  StateSource source);
+// FailedPrecondition when `bytes` are a version-1 checkpoint and `source`
+// is kPeer; OK otherwise (only the magic and version are looked at:
+// ReadCheckpointInfo / RestoreStageState check the rest). For bytes from a
+// peer that are kept to be read as a local file later (launcher/
+// peer_copies.h): RestoreStageState checks it itself.
+absl::Status CheckFormatForSource(absl::string_view bytes, StateSource source);
 // Header only (validated, CRC checked; version 1 or 2): what a file holds.
 absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes);
 
