@@ -2,20 +2,11 @@
 
 #include <openssl/evp.h>
 
-#include <torch/optim/adamw.h>
-
 #include <cstring>
 #include <exception>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/crc32c.h"

@@ -13,7 +13,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "model/checkpoint_tensors.h"
 #include "model/torch_compat.h"
 #include "model/torch_guard.h"
