@@ -89,6 +89,15 @@ std::vector<int64_t> RepairGenerations(const std::string& root, const std::strin
     if (copy == copies.end() || model::CheckGeneration(dir, config_hash, num_stages).ok()) {
       continue;
     }
+    // The copy is a peer's bytes that nodes will read as a local file:
+    // only version 2 (model/checkpoint.h: version 1 reaches libtorch's loader).
+    absl::Status format =
+        model::CheckFormatForSource(copy->second.bytes, model::StateSource::kPeer);
+    if (!format.ok()) {
+      LOG(WARNING) << "generation " << it << " not repaired from " << copy->second.holder
+                   << "'s copy: " << format;
+      continue;
+    }
     std::map<int, std::string> bytes;
     bool whole = true;
     for (int s = 0; s < num_stages && whole; ++s) {

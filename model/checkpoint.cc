@@ -2,20 +2,16 @@
 
 #include <openssl/evp.h>
 
+#include <cstring>
 #include <exception>
-#include <map>
 #include <string>
-#include <utility>
-#include <vector>
-
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
 #include "common/crc32c.h"
+#include "model/checkpoint_state.h"
+#include "model/checkpoint_v1.h"
 #include "model/torch_guard.h"
 #include "nlohmann/json.hpp"
 
@@ -23,15 +19,9 @@ namespace skipswarm::model {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'S', 'W', 'C', 'K', 'P', 'T', '\n'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersionV1 = 1;  // a libtorch archive: local files only
+constexpr uint32_t kVersion = 2;    // what this build writes
 constexpr uint32_t kMaxHeader = 1 << 20;
-
-// Note [One libtorch archive at a time]: held around every archive's life.
-// Never destroyed (a daemon thread may still save while statics go).
-absl::Mutex& TorchArchiveMutex() {
-  static absl::Mutex* mu = new absl::Mutex();
-  return *mu;
-}
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -46,6 +36,7 @@ T Get(absl::string_view bytes, size_t at) {
 
 struct Parsed {
   CheckpointInfo info;
+  uint32_t version = 0;
   absl::string_view state;
 };
 
@@ -58,10 +49,10 @@ absl::StatusOr<Parsed> Parse(absl::string_view b) {
     return absl::FailedPreconditionError("checkpoint: not a SkipSwarm stage checkpoint (bad magic)");
   }
   const uint32_t version = Get<uint32_t>(b, 8);
-  if (version != kVersion) {
+  if (version != kVersion && version != kVersionV1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint: format version ", version, " is not supported (this build reads ",
-        kVersion, ")"));
+        kVersionV1, " from local files and ", kVersion, ")"));
   }
   const uint32_t crc = Get<uint32_t>(b, b.size() - 4);
   if (common::Crc32c(b.data(), b.size() - 4) != crc) return loss("CRC mismatch (file corrupted)");
@@ -73,6 +64,7 @@ absl::StatusOr<Parsed> Parse(absl::string_view b) {
   const uint64_t state_len = Get<uint64_t>(b, 16 + header_len);
   if (state_len != b.size() - 4 - state_at) return loss("bad state length ", state_len);
   Parsed p;
+  p.version = version;
   p.state = b.substr(state_at, state_len);
   nlohmann::json h = nlohmann::json::parse(b.substr(16, header_len), nullptr, false);
   if (h.is_discarded() || !h.is_object()) return loss("header is not JSON");
@@ -101,39 +93,8 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 torch::optim::Optimizer* optimizer, int64_t step,
                                                 const std::string& extra,
                                                 absl::string_view averaging) {
-  std::string state;
-  // The parameters' CPU copies are made before the lock: only the archive
-  // work is serialised (Note [One libtorch archive at a time]).
-  std::vector<std::pair<std::string, at::Tensor>> params;
-  absl::Status copied = TorchGuard("checkpoint: copying parameters", [&]() -> absl::Status {
-    for (const auto& item : module.named_parameters()) {
-      params.emplace_back("param/" + item.key(), item.value().detach().to(at::kCPU));
-    }
-    return absl::OkStatus();
-  });
-  if (!copied.ok()) return copied;
-  absl::Status serialised = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
-    absl::MutexLock lock(&TorchArchiveMutex());
-    torch::serialize::OutputArchive archive;
-    for (const auto& [name, tensor] : params) archive.write(name, tensor);
-    if (optimizer != nullptr) {
-      torch::serialize::OutputArchive opt;
-      optimizer->save(opt);
-      archive.write("optimizer", opt);
-    }
-    if (!averaging.empty()) {
-      archive.write("averaging",
-                    at::from_blob(const_cast<char*>(averaging.data()),
-                                  {static_cast<int64_t>(averaging.size())}, at::kByte)
-                        .clone());
-    }
-    archive.save_to([&state](const void* data, size_t n) {
-      state.append(static_cast<const char*>(data), n);
-      return n;
-    });
-    return absl::OkStatus();
-  });
-  if (!serialised.ok()) return serialised;
+  absl::StatusOr<std::string> state = EncodeStageState(module, optimizer, averaging);
+  if (!state.ok()) return state.status();
   nlohmann::json h;
   h["config_hash"] = module.config().ConfigHash();
   h["config"] = nlohmann::json::parse(ModelConfigToJson(module.config()));
@@ -145,8 +106,8 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
   Put<uint32_t>(out, kVersion);
   Put<uint32_t>(out, static_cast<uint32_t>(header.size()));
   out += header;
-  Put<uint64_t>(out, state.size());
-  out += state;
+  Put<uint64_t>(out, state->size());
+  out += *state;
   Put<uint32_t>(out, common::Crc32c(out.data(), out.size()));
   return out;
 }
@@ -157,10 +118,26 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view bytes) {
   return p->info;
 }
 
+absl::Status CheckFormatForSource(absl::string_view bytes, StateSource source) {
+  // A version-1 state is a libtorch archive, whose loader a hostile peer
+  // can crash (model/checkpoint_v1.h).
+  if (source == StateSource::kLocalFile || bytes.size() < 12 ||
+      std::memcmp(bytes.data(), kMagic, 8) != 0 || Get<uint32_t>(bytes, 8) != kVersionV1) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      "checkpoint: format version 1 (a libtorch archive) is read only from a local file, "
+      "never from a peer; the peer must run a build that writes version 2");
+}
+
 absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageModule& module,
-                                                 torch::optim::Optimizer* optimizer) {
+                                                 torch::optim::Optimizer* optimizer,
+                                                 StateSource source) {
   absl::StatusOr<Parsed> p = Parse(bytes);
   if (!p.ok()) return p.status();
+  // Before anything else, and before any libtorch call.
+  absl::Status allowed = CheckFormatForSource(bytes, source);
+  if (!allowed.ok()) return allowed;
   if (p->info.config.ConfigHash() != module.config().ConfigHash()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint is for model config ", p->info.config.ConfigHash(), ", this model is ",
@@ -171,48 +148,10 @@ absl::StatusOr<CheckpointInfo> RestoreStageState(absl::string_view bytes, StageM
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint holds stage ", p->info.stage, ", not stage ", module.stage()));
   }
-  absl::Status restored = TorchGuard("checkpoint: unreadable state", [&]() -> absl::Status {
-    absl::MutexLock lock(&TorchArchiveMutex());  // Note [One libtorch archive at a time]
-    torch::serialize::InputArchive archive;
-    archive.load_from(p->state.data(), p->state.size());
-    // Read and check everything first so a bad file leaves the module as is.
-    std::map<std::string, at::Tensor> loaded;
-    for (const auto& item : module.named_parameters()) {
-      at::Tensor t;
-      if (!archive.try_read("param/" + item.key(), t) || !t.defined()) {
-        return absl::DataLossError(absl::StrCat("checkpoint: missing parameter ", item.key()));
-      }
-      if (!t.sizes().equals(item.value().sizes()) || t.scalar_type() != item.value().scalar_type()) {
-        return absl::DataLossError(absl::StrCat("checkpoint: parameter ", item.key(),
-                                                " has the wrong shape or dtype"));
-      }
-      // A diverged run's weights load and evaluate to NaN: refuse them.
-      if (t.is_floating_point() && !at::isfinite(t).all().item<bool>()) {
-        return absl::DataLossError(absl::StrCat("checkpoint: parameter ", item.key(),
-                                                " holds non-finite values (NaN or infinity)"));
-      }
-      loaded[item.key()] = t;
-    }
-    at::Tensor averaging;
-    if (archive.try_read("averaging", averaging) && averaging.defined()) {
-      if (averaging.scalar_type() != at::kByte || averaging.dim() != 1) {
-        return absl::DataLossError("checkpoint: averaging state is not a byte vector");
-      }
-      averaging = averaging.contiguous();
-      p->info.averaging.assign(reinterpret_cast<const char*>(averaging.data_ptr<uint8_t>()),
-                               static_cast<size_t>(averaging.numel()));
-    }
-    torch::serialize::InputArchive opt;
-    const bool has_opt = optimizer != nullptr && archive.try_read("optimizer", opt);
-    // libtorch checks an optimizer state (its groups' sizes) only while
-    // loading it into the optimizer: so it loads before any weight is
-    // copied, and a state that does not fit leaves the weights as they were.
-    // (libtorch may have loaded an earlier group when a later one fails.)
-    if (has_opt) optimizer->load(opt);
-    c10::NoGradGuard no_grad;
-    for (auto& item : module.named_parameters()) item.value().copy_(loaded[item.key()]);
-    return absl::OkStatus();
-  }, absl::StatusCode::kDataLoss);
+  absl::Status restored =
+      p->version == kVersionV1
+          ? RestoreV1State(p->state, module, optimizer, &p->info.averaging)
+          : DecodeStageState(p->state, module, optimizer, &p->info.averaging);
   if (!restored.ok()) return restored;
   return p->info;
 }
@@ -230,7 +169,8 @@ absl::StatusOr<CheckpointInfo> LoadStageCheckpoint(const std::string& path, Stag
                                                    torch::optim::Optimizer* optimizer) {
   absl::StatusOr<std::string> bytes = common::ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<CheckpointInfo> info = RestoreStageState(*bytes, module, optimizer);
+  absl::StatusOr<CheckpointInfo> info =
+      RestoreStageState(*bytes, module, optimizer, StateSource::kLocalFile);
   if (!info.ok()) {
     return absl::Status(info.status().code(), absl::StrCat(path, ": ", info.status().message()));
   }

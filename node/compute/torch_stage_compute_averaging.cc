@@ -237,7 +237,8 @@ absl::StatusOr<int64_t> TorchStageCompute::ImportLocked(absl::string_view bytes)
     averaging = bytes.substr(kPackMagicLen + 8 + len);
   }
   absl::StatusOr<model::CheckpointInfo> info = model::RestoreStageState(
-      stage, executor_->module(), options_.frozen ? nullptr : &optimizer_->adamw());
+      stage, executor_->module(), options_.frozen ? nullptr : &optimizer_->adamw(),
+      model::StateSource::kPeer);
   if (!info.ok()) return info.status();
   step_ = info->step;
   at_round_start_ = at::Tensor();  // Note [Overlapped sync]: a round of the old state

@@ -1,11 +1,11 @@
 // Writes checkpoint_fuzzer's seeds (checkpoint_world.h gives the layout):
 //   bazel run //tests/fuzz:make_checkpoint_seeds -- $PWD/tests/fuzz/corpus
 // into checkpoint/ the header JSON of valid checkpoints of the tiny model
-// (the fuzzer puts an intact archive around it): stage 1 with its AdamW
+// (the fuzzer puts an intact state around it): stage 1 with its AdamW
 // state after one step, stage 0 with averaging bytes, stage 2 weights only,
-// stage 1 with stage 0's AdamW state (which does not load);
-// into checkpoint_raw/ the same as whole files with the CRC-fixing
-// flag set (for long runs only: README.md).
+// stage 1 with an AdamW moment of the wrong shape (which does not load);
+// into checkpoint_raw/ the same as whole files with the CRC-fixing flag
+// set, so mutations reach the state's parser.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,23 +41,24 @@ int main(int argc, char** argv) {
     unsigned char flags;
   };
   const Seed seeds[] = {
-      {"stage1_adamw", 1, fuzz::kArchiveAdamW, fuzz::kWithOptimizer},
-      {"stage0_averaging", 0, fuzz::kArchiveAveraging, 0},
-      {"stage2_weights", 2, fuzz::kArchiveWeights, 0},
-      {"stage1_foreign_adamw", 1, fuzz::kArchiveForeignAdamW, fuzz::kWithOptimizer},
+      {"stage1_adamw", 1, fuzz::kStateAdamW, fuzz::kWithOptimizer},
+      {"stage0_averaging", 0, fuzz::kStateAveraging, 0},
+      {"stage2_weights", 2, fuzz::kStateWeights, 0},
+      {"stage1_bad_adamw", 1, fuzz::kStateBadAdamW, fuzz::kWithOptimizer},
   };
   bool ok = true;
   for (const Seed& seed : seeds) {
     absl::StatusOr<std::string> file = fuzz::TinyCheckpoint(seed.stage, seed.variant);
-    std::string header, archive;
-    if (!file.ok() || !fuzz::SplitCheckpoint(*file, &header, &archive)) {
+    std::string header, state;
+    if (!file.ok() || !fuzz::SplitCheckpoint(*file, &header, &state)) {
       std::fprintf(stderr, "%s: cannot make the checkpoint\n", seed.name);
       return 1;
     }
     const unsigned char flags = seed.flags | fuzz::FlagsForStage(seed.stage);
-    ok &= Write(root + "/checkpoint/" + seed.name, flags | fuzz::FlagsForArchive(seed.variant),
+    ok &= Write(root + "/checkpoint/" + seed.name, flags | fuzz::FlagsForState(seed.variant),
                 header);
-    ok &= Write(root + "/checkpoint_raw/" + seed.name, flags | fuzz::kRawFile | fuzz::kFixCrc,
+    // A prefix of its own: run_fuzzer.sh copies both folders into one.
+    ok &= Write(root + "/checkpoint_raw/raw_" + std::string(seed.name), flags | fuzz::kRawFile | fuzz::kFixCrc,
                 *file);
   }
   return ok ? 0 : 1;
