@@ -132,11 +132,14 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_outer_sync_left_out_total", T::kCounter,
        "Late replicas this node's outer syncs of the stage closed out at the deadline."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
+      {"skipswarm_memory_ceiling_bytes", T::kGauge,
+       "The stated ceiling of this node's resident memory whatever its peers send (Note "
+       "[Memory ceiling]): compare with process_resident_memory_bytes."},
       {"skipswarm_peer_quota_refusals_total", T::kCounter,
        "Requests this node refused because their sender was over its per-peer quota "
        "(Note [Peer quotas]), by service, reason (messages, bytes, streams, peers, "
-       "not_admitted: a stranger where the swarm admits only invited or listed nodes) and "
-       "peer_class (member, stranger)."},
+       "not_admitted: a stranger where the swarm admits only invited or listed nodes, "
+       "strangers: over the budget all strangers share) and peer_class (member, stranger)."},
       {"skipswarm_members_on_probation", T::kGauge,
        "Live members hosting pipeline stages that this node does not trust yet (Note "
        "[Newcomer probation]): they host a stage for routing only beside a trusted replica; "
