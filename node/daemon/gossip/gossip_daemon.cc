@@ -49,12 +49,6 @@
 namespace skipswarm::node {
 namespace {
 
-// Note [gRPC memory quota]: threads gRPC may start for the synchronous
-// services' concurrent calls; far above what a swarm's members use (a few
-// per member), and each blocked on a refusal hold is bounded too (Note
-// [Refusal hold]: max_held_calls per quota).
-constexpr int kGrpcMaxThreads = 512;
-
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // Live members of `view` other than its own node.
@@ -203,7 +197,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   // synchronous services' threads, bounded by gRPC itself.
   server_options.grpc_memory_quota_bytes =
       GrpcMemoryQuotaBytes(base.model.model, base.model.samples_per_mb);
-  server_options.grpc_max_threads = kGrpcMaxThreads;
+  server_options.grpc_max_threads = kDaemonGrpcMaxThreads;
   p->server = std::make_unique<NodeServer>(server_options);
   grpc::ServerBuilder* server_builder = p->server->builder();
   SwarmMembershipOptions gossip_options = options.gossip;
@@ -255,6 +249,8 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     ceiling.grpc_memory_quota_bytes = server_options.grpc_memory_quota_bytes;
     p->memory_ceiling = ComputeMemoryCeiling(ceiling);
     LOG(INFO) << base.name << ": " << DescribeMemoryCeiling(p->memory_ceiling);
+    p->metrics.Set("skipswarm_memory_ceiling_bytes",
+                   static_cast<double>(p->memory_ceiling.total_bytes));
   }
   GrpcTransportOptions to;
   to.self = p->self;
@@ -745,7 +741,6 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const double elapsed = Seconds(clock->SteadyNow() - run_started);
   const membership::View view = gossip->membership()->GetView();
   metrics.Set("skipswarm_live_members", static_cast<double>(view.Live().size()));
-  metrics.Set("skipswarm_memory_ceiling_bytes", static_cast<double>(memory_ceiling.total_bytes));
   ExportQuotaRefusals(quotas, &gossip->membership()->quota(), &metrics);
   metrics.Set("skipswarm_admission_refusals_total",
               static_cast<double>(gossip->membership()->stats().admission_refused));

@@ -127,7 +127,7 @@ struct GossipDaemon::Parts {
   // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
   // state services; `quotas.members` follows gossip's live records.
   DaemonQuotas quotas;
-  // Note [Memory ceiling]: logged at start, on /metrics each iteration.
+  // Note [Memory ceiling]: logged and put on /metrics at start.
   MemoryCeiling memory_ceiling;
   NodeBackend backend;  // builds `computes`, `frozen` and `data` (again on a stage move)
   std::unique_ptr<DataSource> data;  // data nodes only

@@ -96,6 +96,12 @@ struct MemoryCeiling {
   int64_t total_bytes = 0;
 };
 
+// Note [gRPC memory quota] (node/transport/node_server.h): the threads gRPC
+// may start for the synchronous services' concurrent calls; far above what
+// a swarm's members use (a few each), and calls blocked on a refusal hold
+// are bounded per quota too (Note [Refusal hold]: max_held_calls).
+inline constexpr int kDaemonGrpcMaxThreads = 512;
+
 // REQUIRES: in.model.Validate().ok().
 MemoryCeiling ComputeMemoryCeiling(const MemoryCeilingInputs& in);
 
