@@ -41,6 +41,8 @@ const char* QuotaReasonName(QuotaReason r) {
       return "not_admitted";
     case QuotaReason::kRevoked:
       return "revoked";
+    case QuotaReason::kStrangers:
+      return "strangers";
   }
   return "unknown";
 }
@@ -164,6 +166,14 @@ absl::Status PeerQuota::RefusalStatus(const std::string& key, PeerClass peer_cla
     case QuotaReason::kPeers:
       budget = absl::StrCat(options_.max_peers, " tracked peers");
       break;
+    case QuotaReason::kStrangers: {
+      const QuotaBudget& all = options_.all_strangers.value_or(QuotaBudget{});
+      budget = absl::StrFormat(
+          "all strangers together: %g messages/s, burst %g; %g bytes/s, burst %g; %d streams",
+          all.messages_per_second, all.message_burst, all.bytes_per_second, all.byte_burst,
+          all.max_streams);
+      break;
+    }
     case QuotaReason::kNotAdmitted:
     case QuotaReason::kRevoked:
       break;
@@ -216,8 +226,40 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
                             ? absl::InfiniteDuration()
                             : absl::Seconds((need - p->bytes) / b.bytes_per_second));
   }
+  if (peer_class == PeerClass::kStranger) {
+    if (absl::Status s = ChargeStrangersLocked(key, bytes, messages, now, p); !s.ok()) return s;
+  }
   if (limit_messages) p->messages -= messages;
   if (limit_bytes) p->bytes -= static_cast<double>(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status PeerQuota::ChargeStrangersLocked(const std::string& key, uint64_t bytes,
+                                              int messages, absl::Duration now, Peer* p) {
+  if (!options_.all_strangers.has_value()) return absl::OkStatus();
+  const QuotaBudget& b = *options_.all_strangers;
+  if (!strangers_started_) {
+    strangers_started_ = true;
+    strangers_.at = now;
+    strangers_.messages = b.message_burst;
+    strangers_.bytes = b.byte_burst;
+  }
+  RefillLocked(strangers_, b, now);
+  const bool limit_messages = b.messages_per_second > 0 && messages > 0;
+  const bool limit_bytes = b.bytes_per_second > 0;
+  const double need = static_cast<double>(bytes);
+  if (limit_messages && strangers_.messages < messages) {
+    return RefuseLocked(key, PeerClass::kStranger, QuotaReason::kStrangers, now, p,
+                        absl::Seconds((messages - strangers_.messages) / b.messages_per_second));
+  }
+  if (limit_bytes && strangers_.bytes < need) {
+    return RefuseLocked(key, PeerClass::kStranger, QuotaReason::kStrangers, now, p,
+                        need > b.byte_burst
+                            ? absl::InfiniteDuration()
+                            : absl::Seconds((need - strangers_.bytes) / b.bytes_per_second));
+  }
+  if (limit_messages) strangers_.messages -= messages;
+  if (limit_bytes) strangers_.bytes -= need;
   return absl::OkStatus();
 }
 
@@ -246,36 +288,46 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   }
   // Opening a stream is a message too: a peer whose streams are cut for
   // its quota cannot reopen them faster than its message rate.
-  if (b.messages_per_second > 0) {
-    if (p->messages < 1) {
-      return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
-                          absl::Seconds((1 - p->messages) / b.messages_per_second));
-    }
-    p->messages -= 1;
+  if (b.messages_per_second > 0 && p->messages < 1) {
+    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
+                        absl::Seconds((1 - p->messages) / b.messages_per_second));
   }
+  // Note [Peer quotas]: a stranger's stream is also one of all strangers'.
+  const bool shared = peer_class == PeerClass::kStranger && options_.all_strangers.has_value();
+  if (shared) {
+    if (options_.all_strangers->max_streams > 0 &&
+        strangers_.streams >= options_.all_strangers->max_streams) {
+      return RefuseLocked(key, peer_class, QuotaReason::kStrangers, now, p);
+    }
+    if (absl::Status s = ChargeStrangersLocked(key, 0, 1, now, p); !s.ok()) return s;
+    ++strangers_.streams;
+  }
+  if (b.messages_per_second > 0) p->messages -= 1;
   if (limit_opens) p->stream_opens -= 1;
   ++p->streams;
-  return StreamSlot(this, key);
+  return StreamSlot(this, key, shared);
 }
 
-void PeerQuota::ReleaseStream(const std::string& key) {
+void PeerQuota::ReleaseStream(const std::string& key, bool shared) {
   absl::MutexLock lock(&mu_);
+  if (shared && strangers_.streams > 0) --strangers_.streams;
   auto it = peers_.find(key);
   if (it != peers_.end() && it->second.streams > 0) --it->second.streams;
 }
 
 PeerQuota::StreamSlot& PeerQuota::StreamSlot::operator=(StreamSlot&& o) noexcept {
   if (this != &o) {
-    if (owner_ != nullptr) owner_->ReleaseStream(key_);
+    if (owner_ != nullptr) owner_->ReleaseStream(key_, shared_);
     owner_ = o.owner_;
     key_ = std::move(o.key_);
+    shared_ = o.shared_;
     o.owner_ = nullptr;
   }
   return *this;
 }
 
 PeerQuota::StreamSlot::~StreamSlot() {
-  if (owner_ != nullptr) owner_->ReleaseStream(key_);
+  if (owner_ != nullptr) owner_->ReleaseStream(key_, shared_);
 }
 
 absl::Duration PeerQuota::HoldOf(const absl::Status& refusal) {
@@ -337,6 +389,11 @@ int PeerQuota::open_streams(const NodeId& peer) const {
   absl::MutexLock lock(&mu_);
   auto it = peers_.find(KeyOf(peer));
   return it == peers_.end() ? 0 : it->second.streams;
+}
+
+int PeerQuota::stranger_streams() const {
+  absl::MutexLock lock(&mu_);
+  return strangers_.streams;
 }
 
 size_t PeerQuota::tracked_peers() const {

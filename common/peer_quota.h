@@ -63,6 +63,16 @@ namespace skipswarm::common {
 // * Buckets are kept for at most max_peers peers; when the table is full,
 //   buckets that are full again are forgotten first (a Sybil burst cannot
 //   grow it), and if none is, a stranger is refused (reason "peers").
+// * Per-peer budgets do not bound the sum over peers: a Sybil burst of many
+//   fresh identities, each within its own stranger budget, would add up to
+//   max_peers times it. So a quota may also give all strangers together one
+//   budget (`all_strangers`: one token bucket of messages, one of bytes and
+//   a cap on their concurrent streams, shared by every stranger); a
+//   stranger's message passes both its own and the shared budget, and a
+//   refusal by the shared one is reason "strangers". Members and newcomers
+//   never draw on it, so a flood of strangers cannot starve them
+//   (Note [Memory ceiling] in node/daemon/reporting/memory_ceiling.h counts
+//   the shared byte burst in the node's stated ceiling).
 
 // Note [Refusal hold]
 // * A refusal is cheap to decide but not to answer: each refused call still
@@ -137,6 +147,9 @@ struct PeerQuotaOptions {
   QuotaBudget stranger;
   // A member on probation (PeerClass::kNewcomer); unset: the member budget.
   std::optional<QuotaBudget> newcomer;
+  // One budget for all strangers together (Note [Peer quotas]); unset: none
+  // beyond each stranger's own.
+  std::optional<QuotaBudget> all_strangers;
   size_t max_peers = 4096;
   absl::Duration log_interval = absl::Seconds(10);
   // Note [Refusal hold]. Zero: no holds.
@@ -147,6 +160,7 @@ struct PeerQuotaOptions {
 
 // Why a request was refused (the metric's reason label).
 // kRevoked: PERMISSION_DENIED for a PeerClass::kRevoked caller.
+// kStrangers: the budget of all strangers together (all_strangers).
 enum class QuotaReason {
   kMessages,
   kBytes,
@@ -154,7 +168,8 @@ enum class QuotaReason {
   kStreamOpens,
   kPeers,
   kNotAdmitted,
-  kRevoked
+  kRevoked,
+  kStrangers
 };
 const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", "stream_opens", ...
 
@@ -202,9 +217,11 @@ class PeerQuota {
 
    private:
     friend class PeerQuota;
-    StreamSlot(PeerQuota* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
+    StreamSlot(PeerQuota* owner, std::string key, bool shared)
+        : owner_(owner), key_(std::move(key)), shared_(shared) {}
     PeerQuota* owner_ = nullptr;  // null: empty
     std::string key_;
+    bool shared_ = false;  // also holds one of all_strangers' streams
   };
   // RESOURCE_EXHAUSTED when `peer` holds max_streams already, or has no
   // message left (opening a stream costs one message).
@@ -233,6 +250,9 @@ class PeerQuota {
   size_t tracked_peers() const;
   // Streams `peer` holds now.
   int open_streams(const NodeId& peer) const;
+  // Streams all strangers together hold now (counted only with
+  // all_strangers set).
+  int stranger_streams() const;
 
  private:
   struct Peer {
@@ -273,9 +293,15 @@ class PeerQuota {
   // The refusal's status, logged at most once per interval.
   absl::Status RefusalStatus(const std::string& key, PeerClass peer_class, QuotaReason reason,
                              absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges a stranger's message (messages may be 0) and bytes to the
+  // shared budget of all strangers; OK when there is none. `p` is the
+  // stranger's own entry (for the hold).
+  absl::Status ChargeStrangersLocked(const std::string& key, uint64_t bytes, int messages,
+                                     absl::Duration now, Peer* p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when one more call may be held (and counts it).
   bool TakeHeldSlot();
-  void ReleaseStream(const std::string& key);
+  void ReleaseStream(const std::string& key, bool shared);
 
   const PeerQuotaOptions options_;
   Clock* const clock_;
@@ -283,6 +309,9 @@ class PeerQuota {
   Classifier classifier_ ABSL_GUARDED_BY(classifier_mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // The shared budget of all strangers (options_.all_strangers).
+  Peer strangers_ ABSL_GUARDED_BY(mu_);
+  bool strangers_started_ ABSL_GUARDED_BY(mu_) = false;
   std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
   // Shared with pending AnswerAfterHold timers, which may outlive us.

@@ -153,6 +153,62 @@ TEST_F(PeerQuotaTest, ASybilBurstCannotGrowTheTableOrCrowdOutMembers) {
   EXPECT_TRUE(quota.Admit(NodeId::ForName("latecomer"), 1).ok());
 }
 
+// Note [Peer quotas]: many strangers, each well within its own budget, are
+// held to one budget all together; members never draw on it.
+TEST_F(PeerQuotaTest, AllStrangersTogetherAreHeldToTheSharedBudget) {
+  PeerQuotaOptions o = Options();
+  o.all_strangers = QuotaBudget{/*messages_per_second=*/10, /*message_burst=*/20,
+                                /*bytes_per_second=*/1e3, /*byte_burst=*/10e3,
+                                /*max_streams=*/3};
+  PeerQuota quota(o, &clock_);
+  quota.SetClassifier([this](const NodeId& id) {
+    return id == member_ ? PeerClass::kMember : PeerClass::kStranger;
+  });
+  uint64_t admitted_bytes = 0;
+  int admitted = 0;
+  for (int i = 0; i < 200; ++i) {
+    // One message of 1,000 bytes each: within every stranger's own
+    // budget (burst 4 messages, 4,000 bytes).
+    const NodeId sybil = NodeId::ForName("sybil" + std::to_string(i));
+    if (quota.Admit(sybil, 1000).ok()) {
+      ++admitted;
+      admitted_bytes += 1000;
+    }
+  }
+  EXPECT_EQ(admitted, 10);  // the shared byte burst, not 200 x 1,000 bytes
+  EXPECT_EQ(admitted_bytes, 10000u);
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kStrangers, PeerClass::kStranger}]), 190u);
+  const absl::Status refused = quota.Admit(NodeId::ForName("one more"), 1000);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("all strangers together"), std::string::npos) << refused;
+  // A member is untouched by the strangers' flood.
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(quota.Admit(member_, 1000).ok());
+  // The shared bucket refills at its rate.
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_TRUE(quota.Admit(NodeId::ForName("later"), 1000).ok());
+  EXPECT_TRUE(quota.Admit(NodeId::ForName("later 2"), 1000).ok());
+  EXPECT_FALSE(quota.Admit(NodeId::ForName("later 3"), 1000).ok());
+
+  // Streams: one each allowed, three for all strangers together.
+  std::vector<PeerQuota::StreamSlot> slots;
+  int opened = 0;
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<PeerQuota::StreamSlot> slot =
+        quota.OpenStream(NodeId::ForName("streamer" + std::to_string(i)));
+    if (slot.ok()) {
+      ++opened;
+      slots.push_back(std::move(*slot));
+    }
+  }
+  EXPECT_EQ(opened, 3);
+  EXPECT_EQ(quota.stranger_streams(), 3);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(quota.OpenStream(member_).ok());
+  slots.pop_back();  // a stranger's stream closes: one more may open
+  EXPECT_EQ(quota.stranger_streams(), 2);
+  EXPECT_TRUE(quota.OpenStream(NodeId::ForName("streamer 99")).ok());
+  EXPECT_EQ(quota.stranger_streams(), 2);  // the slot above was dropped at once
+}
+
 TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
   PeerQuotaOptions open;
   open.service = "open";
@@ -233,7 +289,9 @@ TEST_F(RefusalHoldTest, HoldRefusalBlocksUntilTheClockPassesTheHold) {
     held_quota_.HoldRefusal(held);
     answered = true;
   });
-  while (held_quota_.held_now() == 0) std::this_thread::yield();
+  // The handler counts itself held before it sets its timer: wait for the
+  // timer, or the clock could pass the hold before it is set.
+  while (clock_.pending_timers() == 0) std::this_thread::yield();
   // max_held_calls = 1: a second refusal is answered at once.
   held_quota_.HoldRefusal(held);
   EXPECT_EQ(held_quota_.held_now(), 1);

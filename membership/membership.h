@@ -140,6 +140,10 @@ struct MembershipOptions {
                                       /*bytes_per_second=*/16 << 20,
                                       /*byte_burst=*/32 << 20, /*max_streams=*/0};
   common::QuotaBudget stranger_quota = {10, 20, 512 << 10, 2 << 20, 0};
+  // All strangers together (PeerQuotaOptions::all_strangers): joiners
+  // arriving at once share it, so a Sybil burst of fresh identities costs
+  // at most this much, whatever their number.
+  common::QuotaBudget all_strangers_quota = {200, 400, 8 << 20, 16 << 20, 0};
   // Note [Refusal hold]: a refused request asked again within a second is
   // answered after this at most (zero: at once). The daemons set it.
   absl::Duration quota_max_hold = absl::ZeroDuration();

@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 
 #include <algorithm>
 #include <functional>
@@ -37,6 +38,7 @@ absl::Status GrpcGroupComm::Impl::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen_address, creds().ForServer(), &port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  if (options_.resource_quota != nullptr) builder.SetResourceQuota(*options_.resource_quota);
   builder.RegisterService(this);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {

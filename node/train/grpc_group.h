@@ -129,6 +129,7 @@
 #include "node/train/silent_deadline.h"
 
 namespace grpc {
+class ResourceQuota;
 class ServerBuilder;
 }  // namespace grpc
 
@@ -144,6 +145,9 @@ struct GrpcGroupOptions {
   // listen_address is ignored, port() is 0, and the server's owner shuts it
   // down before destroying this group.
   grpc::ServerBuilder* serve_on = nullptr;
+  // Without serve_on: the quota its own server allocates from (Note [gRPC
+  // memory quota] in node/transport/node_server.h); null: none.
+  std::shared_ptr<grpc::ResourceQuota> resource_quota;
   std::string swarm_id;
   absl::Duration push_deadline = absl::Seconds(60);
   // How often pending barriers / reduces re-check the view for deaths.

@@ -8,6 +8,7 @@
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -93,6 +94,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
     // Activations are MBs: a large per-stream receive window keeps a
     // long fat link busy (BDP probing would get there, slowly).
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kReceiveWindowBytes);
+    if (options_.resource_quota != nullptr) builder.SetResourceQuota(*options_.resource_quota);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(absl::StrCat(

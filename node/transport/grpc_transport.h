@@ -58,6 +58,7 @@
 #include "node/transport/transport.h"
 
 namespace grpc {
+class ResourceQuota;
 class ServerBuilder;
 }  // namespace grpc
 
@@ -77,6 +78,10 @@ struct GrpcTransportOptions {
   // port() is 0, SetServing is that server's, and its owner shuts it down
   // before destroying this transport.
   grpc::ServerBuilder* serve_on = nullptr;
+  // Without serve_on: the quota the service's own server allocates from
+  // (Note [gRPC memory quota] in node_server.h; one may be shared by
+  // several servers); null: none.
+  std::shared_ptr<grpc::ResourceQuota> resource_quota;
   // Frames must carry this swarm id (empty: accept any; tests only).
   std::string swarm_id;
   uint64_t max_payload_bytes = kMaxPayloadBytes;

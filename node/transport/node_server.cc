@@ -35,6 +35,15 @@ absl::Status NodeServer::Start(std::shared_ptr<const identity::PeerCredentials> 
   builder_.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder_.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                               options_.stream_receive_window_bytes);
+  // Note [gRPC memory quota].
+  if (options_.grpc_memory_quota_bytes > 0 || options_.grpc_max_threads > 0) {
+    resource_quota_ = std::make_unique<grpc::ResourceQuota>("skipswarm-node-server");
+    if (options_.grpc_memory_quota_bytes > 0) {
+      resource_quota_->Resize(static_cast<size_t>(options_.grpc_memory_quota_bytes));
+    }
+    if (options_.grpc_max_threads > 0) resource_quota_->SetMaxThreads(options_.grpc_max_threads);
+    builder_.SetResourceQuota(*resource_quota_);
+  }
   server_ = builder_.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();

@@ -22,6 +22,7 @@
 #define SKIPSWARM_NODE_TRANSPORT_NODE_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 
 #include <atomic>
 #include <memory>
@@ -44,7 +45,33 @@ struct NodeServerOptions {
   // Per-stream HTTP/2 receive window (activations are MBs: a large window
   // keeps a long fat link busy).
   int stream_receive_window_bytes = 16 << 20;
+  // Note [gRPC memory quota]: a bound on the memory gRPC itself uses for
+  // all connections and calls together (0: none), and on the threads it
+  // starts for the synchronous services (0: none).
+  int64_t grpc_memory_quota_bytes = 0;
+  int grpc_max_threads = 0;
 };
+
+// Note [gRPC memory quota]
+// * Per-peer quotas (Note [Peer quotas] in common/peer_quota.h) bound what
+//   each peer may ask of the services, but the bytes gRPC buffers before a
+//   service sees them (each connection's read buffers, each stream's HTTP/2
+//   receive window, messages waiting to be read) are gRPC's, per connection
+//   and per stream: many connections add up.
+// * gRPC's own mechanism bounds their sum: a grpc::ResourceQuota on the
+//   server (ServerBuilder::SetResourceQuota, in gRPC since 1.x; Debian 12
+//   ships 1.51). Every connection's memory is allocated from it; as its use
+//   nears the quota gRPC shrinks the HTTP/2 flow-control windows it offers
+//   (peers must wait before sending more), reclaims idle connections'
+//   buffers and, under high pressure, drops new connection attempts
+//   ("Dropped ... new connection attempts due to high memory pressure").
+//   It is a soft bound (gRPC converges to it; a message already admitted
+//   is not taken back), which the stated ceiling (Note [Memory ceiling] in
+//   node/daemon/reporting/memory_ceiling.h) counts whole.
+// * Its thread limit (SetMaxThreads) bounds the threads the synchronous
+//   services (state transfer, evidence, relay, manifest) start for
+//   concurrent calls; a call beyond it waits for a thread.
+
 
 class NodeServer {
  public:
@@ -66,12 +93,15 @@ class NodeServer {
   // The gRPC health service's overall status (a paused or diverged node
   // reports NOT_SERVING).
   void SetServing(bool serving);
+  // The quota gRPC allocates from (null without grpc_memory_quota_bytes).
+  const grpc::ResourceQuota* resource_quota() const { return resource_quota_.get(); }
   // Cancels calls still running after `grace`, waits for their handlers.
   // Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
   const NodeServerOptions options_;
+  std::unique_ptr<grpc::ResourceQuota> resource_quota_;
   grpc::ServerBuilder builder_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;

@@ -72,6 +72,35 @@ TEST(NodeServerTest, ServesARegisteredServiceAndHealthOnOnePort) {
   server.Shutdown(absl::ZeroDuration());  // idempotent
 }
 
+// Note [gRPC memory quota]: the server allocates from its quota and serves
+// frames under it as before.
+TEST(NodeServerTest, ServesUnderItsGrpcMemoryQuota) {
+  auto clock = common::RealClock::Create();
+  const PeerId a = PeerId::ForName("a"), b = PeerId::ForName("b");
+  NodeServerOptions options{"127.0.0.1:0"};
+  options.grpc_memory_quota_bytes = 64 << 20;
+  options.grpc_max_threads = 64;
+  NodeServer server(options);
+  auto receiver = GrpcTransport::Create(Options(b, server.builder()), clock.get()).value();
+  ASSERT_TRUE(server.Start(identity::PeerCredentials::Insecure()).ok());
+  ASSERT_NE(server.resource_quota(), nullptr);
+  std::atomic<int> got{0};
+  receiver->SetFrameHandler([&got](const PeerId&, Frame, AckFn ack) {
+    ++got;
+    ack(absl::OkStatus());
+  });
+  auto sender = GrpcTransport::Create(Options(a, nullptr), clock.get()).value();
+  sender->SetPeerAddress(b, absl::StrCat("127.0.0.1:", server.port()));
+  for (int i = 0; i < 4; ++i) {
+    AckWaiter ack;
+    sender->Send(b, MakeTestFrame({a, b, a}, 1, 1 << 20, i), ack.Callback());
+    EXPECT_TRUE(ack.Wait().ok());
+  }
+  EXPECT_EQ(got.load(), 4);
+  sender.reset();
+  server.Shutdown(absl::ZeroDuration());
+}
+
 TEST(NodeServerTest, ATakenPortIsRefusedNamingListen) {
   auto clock = common::RealClock::Create();
   NodeServer first(NodeServerOptions{"127.0.0.1:0"});

@@ -45,6 +45,9 @@ class GroupQuotaFloodTest : public ::testing::Test {
     q.service = "group";
     q.member = {1000, 1000, 1e9, 1e9, 8};
     q.stranger = {1, 10, 1e5, 1e6, 1};
+    // All strangers together (Note [Peer quotas]): above one stranger's
+    // budget, so the tests of one stranger meet its own first.
+    q.all_strangers = common::QuotaBudget{1, 30, 1e5, 3e6, 3};
     push_quota_ = std::make_shared<common::PeerQuota>(q, &quota_clock_);
     q.service = "state";
     state_quota_ = std::make_shared<common::PeerQuota>(q, &quota_clock_);
@@ -148,6 +151,24 @@ TEST_F(GroupQuotaFloodTest, AStrangersBarrierFloodIsHeldToItsBurst) {
   EXPECT_EQ((push_quota_->refusals()[{QuotaReason::kMessages, PeerClass::kStranger}]), 190u);
   EXPECT_TRUE(HonestRound(0));
   EXPECT_TRUE(HonestRound(1));
+}
+
+// A Sybil burst: 200 fresh identities, each well within its own budget
+// (one push of its burst of 10), are held to the budget all strangers share.
+TEST_F(GroupQuotaFloodTest, ASybilBurstIsHeldToTheBudgetAllStrangersShare) {
+  int ok = 0, refused = 0;
+  for (uint64_t k = 0; k < 200; ++k) {
+    const NodeId sybil = NodeId::ForName("sybil" + std::to_string(k));
+    grpc::Status s = Push(TestBarrierChunk(sybil, 1'000'000 + k));
+    ok += s.ok();
+    refused += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  }
+  std::cout << "FIGURE sybil_barrier_pushes_admitted=" << ok << " refused=" << refused
+            << std::endl;
+  EXPECT_EQ(ok, 30);  // the shared burst, not 200; the clock stands still
+  EXPECT_EQ(refused, 170);
+  EXPECT_EQ((push_quota_->refusals()[{QuotaReason::kStrangers, PeerClass::kStranger}]), 170u);
+  EXPECT_TRUE(HonestRound(0));  // members draw on their own budgets
 }
 
 TEST_F(GroupQuotaFloodTest, AStalledPushHoldsTheStrangersOnlyStream) {

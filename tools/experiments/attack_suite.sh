@@ -7,8 +7,12 @@
 # Per attack it reports the honest swarm's tokens/s while the attack runs
 # (the data nodes' tokens in the attack's window of their clock; the
 # fault-free run's same window is the baseline) and over the whole run, the
-# final loss against the baseline, the largest peak RSS of an honest node,
-# the attacker's first refusal and the answers it got.
+# final loss against the baseline, the largest peak RSS of an honest node
+# against the smallest memory ceiling the nodes stated at start (Note
+# [Memory ceiling] in node/daemon/reporting/memory_ceiling.h: "memory
+# ceiling: N MiB" in each node's log; 0 when none did, e.g. an older
+# binary), the attacker's first refusal and the answers it got.
+# results.txt: attack exit tokens/s peak-RSS-MiB loss tokens/s-during ceiling-MiB
 #
 #   bazel build //cli:skipswarm //tests/adversarial/hostile:hostile_client_main
 #   tools/experiments/attack_suite.sh                 # full: 400 iterations, 30 s attacks
@@ -119,14 +123,16 @@ run_one() {
   esac
   wait "$swarm"
   local rc=$?
-  local toks rss loss
+  local toks rss loss ceiling
   toks=$(sed -n 's/^throughput: .*(\([0-9.]*\) tok\/s).*/\1/p' "$OUT/$attack.out")
   rss=$(sed -n 's/^peak RSS per node (MiB): //p' "$OUT/$attack.out" |
         tr ' ' '\n' | grep -E '^[0-9]+$' | sort -n | tail -1)
   loss=$(final_loss "$dir/loss.csv")
+  ceiling=$(cat "$dir"/logs/*.err 2>/dev/null | sed -n 's/.*memory ceiling: \([0-9]*\) MiB.*/\1/p' |
+            sort -n | head -1)
   local during
   during=$(window_tokens_per_s "$dir/progress.jsonl" "$window_from" "$SECONDS_ATTACK")
-  echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan} ${during:-0}" >> "$OUT/results.txt"
+  echo "$attack $rc ${toks:-0} ${rss:-0} ${loss:-nan} ${during:-0} ${ceiling:-0}" >> "$OUT/results.txt"
 }
 
 rm -f "$OUT/results.txt" "$OUT/loads.txt"
@@ -150,14 +156,17 @@ base_toks=$(column_of none 3 | median)
 base_loss=$(column_of none 5 | median)
 base_during=$(column_of none 6 | median)
 {
-  echo "| attack | exit | tokens/s during the attack (vs fault-free) | tokens/s, whole run (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | attacker's first refusal | answers |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| attack | exit | tokens/s during the attack (vs fault-free) | tokens/s, whole run (vs fault-free) | final loss (vs fault-free) | max honest peak RSS MiB | memory ceiling MiB (under?) | attacker's first refusal | answers |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for attack in $ATTACKS; do
     rc=$(column_of "$attack" 2 | sort -u | tr '\n' ' ' | sed 's/ $//')
     toks=$(column_of "$attack" 3 | median)
     loss=$(column_of "$attack" 5 | median)
     rss=$(column_of "$attack" 4 | sort -n | tail -1)
     during=$(column_of "$attack" 6 | median)
+    # The smallest ceiling any run's nodes stated, against the largest peak.
+    ceiling=$(column_of "$attack" 7 | sort -n | head -1)
+    under=$(awk -v r="$rss" -v c="${ceiling:-0}" 'BEGIN {if (c <= 0) print "not stated"; else if (r <= c) print "under"; else print "OVER"}')
     during_rel=$(awk -v t="$during" -v b="$base_during" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
     [ "$REPEAT" -gt 1 ] && during="median $during of $(column_of "$attack" 6 | tr '\n' ' ' | sed 's/ $//' | tr ' ' '/')"
     rel=$(awk -v t="$toks" -v b="$base_toks" 'BEGIN {if (b > 0) printf "%.0f%%", 100 * t / b}')
@@ -169,7 +178,7 @@ base_during=$(column_of none 6 | median)
       answers=$(sed -n 's/.*"answers": {\([^}]*\)}.*/\1/p' "$OUT/$attack.hostile.json" | tr -d '"')
       [ "$attack" = model ] && refusal=$(sed -n 's/.*"intruder_exit": \([0-9]*\), "intruder_s": \([0-9.]*\).*/exit \1 after \2 s/p' "$OUT/model.hostile.json")
     fi
-    echo "| $attack | $rc | $during ($during_rel) | $toks ($rel) | $loss ($dl) | $rss | ${refusal:--} | ${answers:--} |"
+    echo "| $attack | $rc | $during ($during_rel) | $toks ($rel) | $loss ($dl) | $rss | ${ceiling:-0} ($under) | ${refusal:--} | ${answers:--} |"
   done
   echo
   echo "load average (1 min) at each run's start: $(awk '{print $3}' "$OUT/loads.txt" | tr '\n' ' ')"

@@ -31,6 +31,7 @@
 #include "node/daemon/gossip/state_transfer.h"
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/reporting/daemon_reporting.h"
+#include "node/daemon/reporting/memory_ceiling.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/speed_reports.h"
 #include "node/daemon/stack/planner_factory.h"
@@ -192,6 +193,11 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
   SS_RETURN_IF_ERROR(ParseHostPort(listen, "--listen").status());
   NodeServerOptions server_options;
   server_options.listen_address = listen;
+  // Note [gRPC memory quota]: all connections' buffers together, and the
+  // synchronous services' threads, bounded by gRPC itself.
+  server_options.grpc_memory_quota_bytes =
+      GrpcMemoryQuotaBytes(base.model.model, base.model.samples_per_mb);
+  server_options.grpc_max_threads = kDaemonGrpcMaxThreads;
   p->server = std::make_unique<NodeServer>(server_options);
   grpc::ServerBuilder* server_builder = p->server->builder();
   SwarmMembershipOptions gossip_options = options.gossip;
@@ -232,6 +238,20 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
                             gossip_options.admission.join_work_bits > 0;
   p->quotas = MakeDaemonQuotas(base.model.model, base.model.samples_per_mb, p->clock.get(),
                                members_only);
+  {
+    // Note [Memory ceiling]: what this node may hold whatever its peers send.
+    MemoryCeilingInputs ceiling;
+    ceiling.model = base.model.model;
+    ceiling.samples_per_mb = base.model.samples_per_mb;
+    ceiling.hosted_stages = static_cast<int>(options.stages.size());
+    ceiling.memory_slots = base.memory_slots;
+    ceiling.quotas = &p->quotas;
+    ceiling.grpc_memory_quota_bytes = server_options.grpc_memory_quota_bytes;
+    p->memory_ceiling = ComputeMemoryCeiling(ceiling);
+    LOG(INFO) << base.name << ": " << DescribeMemoryCeiling(p->memory_ceiling);
+    p->metrics.Set("skipswarm_memory_ceiling_bytes",
+                   static_cast<double>(p->memory_ceiling.total_bytes));
+  }
   GrpcTransportOptions to;
   to.self = p->self;
   to.serve_on = server_builder;

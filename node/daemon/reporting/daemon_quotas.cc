@@ -41,12 +41,14 @@ namespace {
 std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget member,
                                         common::QuotaBudget stranger, common::Clock* clock,
                                         const std::shared_ptr<MemberSet>& members,
-                                        std::optional<common::QuotaBudget> newcomer = {}) {
+                                        std::optional<common::QuotaBudget> newcomer = {},
+                                        std::optional<common::QuotaBudget> all_strangers = {}) {
   common::PeerQuotaOptions o;
   o.service = service;
   o.member = member;
   o.stranger = stranger;
   o.newcomer = newcomer;
+  o.all_strangers = all_strangers;
   o.max_hold = common::kDaemonMaxHold;  // Note [Refusal hold]
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
   if (members != nullptr) {
@@ -74,6 +76,12 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
     if (members_only) b = common::QuotaBudget{0, 0, 0, 0, 0, /*closed=*/true};
     return b;
   };
+  // All strangers together (Note [Peer quotas]); none where they are
+  // refused outright anyway.
+  auto all = [members_only](common::QuotaBudget b) -> std::optional<common::QuotaBudget> {
+    if (members_only) return std::nullopt;
+    return b;
+  };
   DaemonQuotas q;
   q.members = std::make_shared<MemberSet>();
   // The last two numbers: stream opens per second and their burst (Note
@@ -81,14 +89,18 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   // one only when it breaks.
   q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4, false, 50, 100},
                     stranger({20, 20, 4 * f, 8 * f, 1, false, 1, 2}), clock, q.members,
-                    common::QuotaBudget{250, 250, 64 * f, 64 * f, 2, false, 12.5, 25});
+                    common::QuotaBudget{250, 250, 64 * f, 64 * f, 2, false, 12.5, 25},
+                    all({100, 100, 16 * f, 32 * f, 8}));
   q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},
                  stranger({5, 10, 256 << 10, 1 << 20, 1, false, 1, 2}), clock, q.members,
-                 common::QuotaBudget{250, 250, 16 * p, 16 * p, 8});
+                 common::QuotaBudget{250, 250, 16 * p, 16 * p, 8},
+                 all({25, 50, 2 << 20, 4 << 20, 8}));
   q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},
                  stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
-                 common::QuotaBudget{2, 4, 2 * state, 4 * state, 2});
-  q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr);
+                 common::QuotaBudget{2, 4, 2 * state, 4 * state, 2},
+                 all({4, 8, state / 15, 4 * state, 4}));
+  q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr,
+                    std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0});
   q.evidence = Make("evidence", {1, 4, 0, 0, 0}, common::QuotaBudget{0, 0, 0, 0, 0, true}, clock,
                     q.members, common::QuotaBudget{0.2, 2, 0, 0, 0});
   return q;

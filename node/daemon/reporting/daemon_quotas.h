@@ -80,6 +80,14 @@ struct DaemonQuotas {
 //   evidence  member 1 request/s (burst 4), newcomer 0.2/s (burst 2), strangers
 //             none (an honest member fetches once per accuser and accused per
 //             30 s: Note [Evidence bans] in node/stage/evidence_bans.h)
+// All strangers together (PeerQuotaOptions::all_strangers: a Sybil burst
+// of fresh identities, each within its own budget, is bounded in sum):
+//   pipeline  100 frames/s (burst 100), 16 F/s (burst 32 F), 8 streams
+//   group     25 pushes/s (burst 50), 2 MiB/s (burst 4 MiB), 8 streams
+//   state     4 requests/s (burst 8), S/15 per s (burst 4 S), 4 streams
+//   manifest  200 calls/s (burst 500), 1 MiB/s (burst 4 MiB)
+// Newcomers have no shared budget (an open swarm's join work prices their
+// identities).
 // A newcomer (a member on probation, MemberSet::SetMembers) gets a quarter
 // of a member's rates and bursts and fewer streams: still above what one
 // replica's training sends a peer (a refusal only makes its sender re-route

@@ -15,6 +15,32 @@ namespace {
 
 using common::NodeId;
 
+// Note [Peer quotas]: 100 fresh identities, each within its own stranger
+// budget (8 frames of burst), together move the shared 32 frames, not 800;
+// a member is untouched.
+TEST(DaemonQuotasTest, ASybilBurstOfStrangersIsBoundedInSum) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
+  const NodeId member = NodeId::ForName("member");
+  q.members->SetMembers({member});
+  int frames = 0;
+  for (int i = 0; i < 100; ++i) {
+    const NodeId sybil = NodeId::ForName("sybil" + std::to_string(i));
+    for (int k = 0; k < 8; ++k) frames += q.pipeline->Admit(sybil, frame).ok();
+  }
+  EXPECT_EQ(frames, 32);
+  EXPECT_EQ((q.pipeline->refusals()[{common::QuotaReason::kStrangers,
+                                     common::PeerClass::kStranger}]),
+            768u);
+  for (int k = 0; k < 100; ++k) ASSERT_TRUE(q.pipeline->Admit(member, frame).ok());
+  // Where strangers are refused outright there is no shared budget to count.
+  DaemonQuotas closed = MakeDaemonQuotas(model, 4, &clock, /*members_only=*/true);
+  EXPECT_FALSE(closed.pipeline->options().all_strangers.has_value());
+  EXPECT_TRUE(closed.manifest->options().all_strangers.has_value());
+}
+
 TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
   common::SimClock clock;
   model::ModelConfig model;  // the default model

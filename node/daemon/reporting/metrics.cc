@@ -132,11 +132,15 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_outer_sync_left_out_total", T::kCounter,
        "Late replicas this node's outer syncs of the stage closed out at the deadline."},
       {"skipswarm_live_members", T::kGauge, "Members this node's gossip view holds alive."},
+      {"skipswarm_memory_ceiling_bytes", T::kGauge,
+       "The stated ceiling of this node's resident memory whatever its peers send (Note "
+       "[Memory ceiling]): compare with process_resident_memory_bytes."},
       {"skipswarm_peer_quota_refusals_total", T::kCounter,
        "Requests this node refused because their sender was over its per-peer quota "
        "(Note [Peer quotas]), by service, reason (messages, bytes, streams, stream_opens, "
        "peers, not_admitted: a stranger where the swarm admits only invited or listed "
-       "nodes; revoked) and peer_class (member, newcomer, stranger, revoked)."},
+       "nodes; revoked; strangers: over the budget all strangers share) and peer_class "
+       "(member, newcomer, stranger, revoked)."},
       {"skipswarm_peer_quota_held_refusals_total", T::kCounter,
        "Quota refusals this node answered only after a hold because their sender asked again "
        "within a second of a refusal (Note [Refusal hold]), by service."},

@@ -1,6 +1,7 @@
 #include "node/daemon/static_swarm/node_daemon.h"
 
 #include <glog/logging.h>
+#include <grpcpp/resource_quota.h>
 
 #include <cstdio>
 #include <map>
@@ -16,6 +17,7 @@
 #include "node/compute/task_runner.h"
 #include "node/daemon/reporting/daemon_reporting.h"
 #include "node/daemon/reporting/daemon_quotas.h"
+#include "node/daemon/reporting/memory_ceiling.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
@@ -47,6 +49,10 @@ struct NodeDaemon::Parts {
   std::unique_ptr<StaticSwarmView> view;
   StaticSwarmTls tls;  // the identity outlives the transport and group
   DaemonQuotas quotas;  // Note [Peer quotas]: members are the --swarm list
+  // Note [gRPC memory quota]: shared by the pipeline's and the group's
+  // servers (a static node serves each on its own port).
+  std::shared_ptr<grpc::ResourceQuota> grpc_quota;
+  MemoryCeiling memory_ceiling;  // Note [Memory ceiling]
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   GrpcTransport* grpc = nullptr;         // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
@@ -168,10 +174,29 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     for (const PeerInfo& m : members) listed.push_back(m.id);
     p->quotas.members->SetMembers(listed);
   }
+  {
+    p->grpc_quota = std::make_shared<grpc::ResourceQuota>("skipswarm-node");
+    const int64_t grpc_bytes =
+        GrpcMemoryQuotaBytes(options.model.model, options.model.samples_per_mb);
+    p->grpc_quota->Resize(static_cast<size_t>(grpc_bytes));
+    p->grpc_quota->SetMaxThreads(kDaemonGrpcMaxThreads);
+    MemoryCeilingInputs ceiling;
+    ceiling.model = options.model.model;
+    ceiling.samples_per_mb = options.model.samples_per_mb;
+    ceiling.hosted_stages = static_cast<int>(p->stages.size());
+    ceiling.memory_slots = options.memory_slots;
+    ceiling.quotas = &p->quotas;
+    ceiling.grpc_memory_quota_bytes = grpc_bytes;
+    p->memory_ceiling = ComputeMemoryCeiling(ceiling);
+    LOG(INFO) << options.name << ": " << DescribeMemoryCeiling(p->memory_ceiling);
+    p->metrics.Set("skipswarm_memory_ceiling_bytes",
+                   static_cast<double>(p->memory_ceiling.total_bytes));
+  }
   GrpcTransportOptions to;
   to.self = p->self;
   to.listen_address = options.listen.empty() ? me->info.address : options.listen;
   to.quota = p->quotas.pipeline;
+  to.resource_quota = p->grpc_quota;
   to.swarm_id = options.swarm_id;
   // Frames no larger than this model's activations allow, and of exactly
   // the size their declared tensor implies (Note [Frame validation]).
@@ -209,6 +234,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
   go.credentials = to.credentials;
   go.members_only = true;  // the list is the whole swarm
   go.push_quota = p->quotas.group;
+  go.resource_quota = p->grpc_quota;
   go.state_quota = p->quotas.state;
   // The operator's upload cap paces gradient pushes too (0: none).
   go.max_upload_bytes_per_second = options.wan.max_sync_upload_bytes_per_second > 0
