@@ -59,8 +59,8 @@ struct NodeServerOptions {
 //   receive window, messages waiting to be read) are gRPC's, per connection
 //   and per stream: many connections add up.
 // * gRPC's own mechanism bounds their sum: a grpc::ResourceQuota on the
-//   server (ServerBuilder::SetResourceQuota, in gRPC since 1.x; Debian 12
-//   ships 1.51). Every connection's memory is allocated from it; as its use
+//   server (ServerBuilder::SetResourceQuota; Debian 12's gRPC 1.51 has it
+//   for the C++ server). Every connection's memory is allocated from it; as its use
 //   nears the quota gRPC shrinks the HTTP/2 flow-control windows it offers
 //   (peers must wait before sending more), reclaims idle connections'
 //   buffers and, under high pressure, drops new connection attempts

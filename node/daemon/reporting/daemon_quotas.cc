@@ -84,15 +84,17 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   };
   DaemonQuotas q;
   q.members = std::make_shared<MemberSet>();
-  // The last two numbers: stream opens per second and their burst (Note
-  // [Stream opens]); a member keeps its pipeline streams open and reopens
-  // one only when it breaks.
+  // The pipeline's last two numbers: stream opens per second and their
+  // burst (Note [Stream opens]); a peer keeps its pipeline streams open and
+  // reopens one only when it breaks. Not on group pushes: a push is a
+  // stream, and a member whose record this node has not seen yet (a
+  // restarted or new replica) pushes as a stranger at its push rate.
   q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4, false, 50, 100},
                     stranger({20, 20, 4 * f, 8 * f, 1, false, 1, 2}), clock, q.members,
                     common::QuotaBudget{250, 250, 64 * f, 64 * f, 2, false, 12.5, 25},
                     all({100, 100, 16 * f, 32 * f, 8}));
   q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},
-                 stranger({5, 10, 256 << 10, 1 << 20, 1, false, 1, 2}), clock, q.members,
+                 stranger({5, 10, 256 << 10, 1 << 20, 1}), clock, q.members,
                  common::QuotaBudget{250, 250, 16 * p, 16 * p, 8},
                  all({25, 50, 2 << 20, 4 << 20, 8}));
   q.state = Make("state", {20, 40, 16 * state, 16 * state, 8},

@@ -71,8 +71,7 @@ struct DaemonQuotas {
 //             stranger 20 frames/s (burst 20), 4 F/s (burst 8 F), 1 stream,
 //             1 stream open/s (burst 2)
 //   group     member 1,000 pushes/s, 64 P/s (burst 64 P), 32 streams
-//             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream,
-//             1 stream open/s (burst 2)
+//             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream
 //   state     member 20 requests/s (burst 40), 16 S/s (burst 16 S), 8 streams,
 //             with S = 7 P + 1 MiB (a stage's state bound)
 //             stranger 1/s (burst 4), S/60 per s (burst 2 S), 1 stream
