@@ -376,6 +376,9 @@ struct StageServerStats {
   // commitment missing (when required), not matching the frame, or not
   // verifying.
   int64_t commitments_signed = 0;
+  // Of ours, re-signed for a repair of ours that changed our next hop
+  // (Note [Signed route prefix]); not in commitments_signed.
+  int64_t commitments_resigned = 0;
   int64_t commitments_checked = 0;
   int64_t commitments_refused = 0;
   // Of those refused, frames whose producer signed an input hash other
