@@ -93,7 +93,8 @@
 // - The route between. The checks above bind route[0..1] and the two
 //   producers whose commitments travel with the frame; the hops between
 //   were the sender's word. Each commitment therefore also signs the
-//   route prefix up to its own hop (route_sha256, RouteDigest), every
+//   route prefix up to the hop its output goes to (route_sha256,
+//   SignedRouteDigest), every
 //   earlier hop's commitment travels with the frame too
 //   (earlier_commitments), and the receiver holds the frame's route to
 //   each of them (Note [Signed route prefix] in node/stage/stage_server.h).
