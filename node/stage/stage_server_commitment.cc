@@ -6,10 +6,10 @@
 // commitment on with its own, which binds it, and the hop after checks
 // that its output hash is X's input hash (the input chain) and that both
 // sign the route the frame carries up to the hop each sent its output to
-// (Note [Signed route prefix] in stage_server.h). A frame refused because X's input hash is
-// not the bound, verified hop before's output proves X lied: it is kept as
-// a piece against X and condemns X here at once (Note [Evidence bans] in
-// evidence_bans.h, KeepFalseInput).
+// (Note [Signed route prefix] in stage_server.h). A frame refused because
+// X's input hash is not the bound, verified hop before's output proves X
+// lied: it is kept as a piece against X and condemns X here at once (Note
+// [Evidence bans] in evidence_bans.h, KeepFalseInput).
 #include <algorithm>
 #include <optional>
 #include <string>
