@@ -8,7 +8,7 @@
 
 namespace skipswarm::proto {
 
-inline constexpr ProtocolVersion kProtocolVersion = PROTOCOL_VERSION_4;
+inline constexpr ProtocolVersion kProtocolVersion = PROTOCOL_VERSION_5;
 
 // The software version, printed by `skipswarm version` and health replies.
 inline constexpr char kSoftwareVersion[] = "0.1.0";

@@ -181,8 +181,9 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
     }
   }
   // Note [Signed route prefix] (node/stage/stage_server.h): the producer
-  // hashes its route prefix once, the receiver the two prefixes its
-  // commitments sign; timed on the longest route a frame may carry.
+  // hashes its route prefix (up to its next hop) once, the receiver the
+  // two prefixes its commitments sign; timed on the longest route a frame
+  // may carry (producer at hop 62 of 64).
   proto::FrameHeader routed;
   for (int hop = 0; hop < 64; ++hop) {
     proto::Hop* h = routed.add_route();
@@ -192,11 +193,11 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
   std::vector<double> prefix_sign_us, prefix_check_us;
   for (int i = 0; i < kWarmup + kReps; ++i) {
     absl::Duration start = Wall().SteadyNow();
-    next.set_route_sha256(RouteDigest(routed.route(), 63));
+    next.set_route_sha256(SignedRouteDigest(routed.route(), 62));
     const double p = MicrosSince(start);
     start = Wall().SteadyNow();
-    ASSERT_EQ(RouteDigest(routed.route(), 63), next.route_sha256());
-    ASSERT_NE(RouteDigest(routed.route(), 62), next.route_sha256());
+    ASSERT_EQ(SignedRouteDigest(routed.route(), 62), next.route_sha256());
+    ASSERT_NE(SignedRouteDigest(routed.route(), 61), next.route_sha256());
     const double k = MicrosSince(start);
     if (i >= kWarmup) {
       prefix_sign_us.push_back(p);
@@ -217,7 +218,7 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
     proto::OutputCommitment* e = carried.add_earlier_commitments();
     *e = next;
     e->set_hop_index(static_cast<uint32_t>(j));
-    e->set_route_sha256(RouteDigest(routed.route(), j + 1));
+    e->set_route_sha256(SignedRouteDigest(routed.route(), static_cast<uint32_t>(j)));
     ASSERT_TRUE(SignCommitment(x, e).ok());
   }
   std::vector<double> earlier_check_us;
@@ -227,7 +228,7 @@ TEST(CommitmentCostTest, FigureShareOfTheDefaultModelsStageCompute) {
     for (const proto::OutputCommitment& e : carried.earlier_commitments()) {
       absl::Duration start = Wall().SteadyNow();
       ASSERT_TRUE(CheckCommitmentShape(e).ok());
-      ASSERT_EQ(RouteDigest(routed.route(), static_cast<int>(e.hop_index()) + 1), e.route_sha256());
+      ASSERT_EQ(SignedRouteDigest(routed.route(), e.hop_index()), e.route_sha256());
       ASSERT_TRUE(VerifyCommitment(e, x.public_key()).ok());
       if (i >= kWarmup) earlier_check_us.push_back(MicrosSince(start));
     }

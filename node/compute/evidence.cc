@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -104,6 +105,16 @@ std::string RouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& ro
     b.U64(route.Get(i).stage());
   }
   return Sha256(absl::Cord(b.Take()));
+}
+
+int SignedRouteHops(uint32_t hop_index, int route_size) {
+  return static_cast<int>(std::min<int64_t>(static_cast<int64_t>(hop_index) + 2, route_size));
+}
+
+std::string SignedRouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& route,
+                              uint32_t hop_index) {
+  CHECK_LT(hop_index, static_cast<uint32_t>(route.size()));
+  return RouteDigest(route, SignedRouteHops(hop_index, route.size()));
 }
 
 std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAnswer& a) {

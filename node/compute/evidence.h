@@ -93,7 +93,8 @@
 // - The route between. The checks above bind route[0..1] and the two
 //   producers whose commitments travel with the frame; the hops between
 //   were the sender's word. Each commitment therefore also signs the
-//   route prefix up to its own hop (route_sha256, RouteDigest), every
+//   route prefix up to the hop its output goes to (route_sha256,
+//   SignedRouteDigest), every
 //   earlier hop's commitment travels with the frame too
 //   (earlier_commitments), and the receiver holds the frame's route to
 //   each of them (Note [Signed route prefix] in node/stage/stage_server.h).
@@ -134,6 +135,7 @@
 #ifndef SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_
 #define SKIPSWARM_NODE_COMPUTE_EVIDENCE_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -167,10 +169,18 @@ std::string AnswerSigningBytes(absl::string_view swarm_id, const proto::SketchAn
 // input_commitment_sha256 holds to bind this one.
 std::string CommitmentDigest(const proto::OutputCommitment& commitment);
 // SHA-256 (32 raw bytes) of route[0..hops-1] (node id and stage of each,
-// length-prefixed, tagged): what OutputCommitment.route_sha256 holds for
-// hops = hop_index + 1 (Note [Signed route prefix] in
-// node/stage/stage_server.h). REQUIRES: 0 <= hops <= route.size().
+// length-prefixed, tagged). REQUIRES: 0 <= hops <= route.size().
 std::string RouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& route, int hops);
+// How many hops of the route a producer at `hop_index` signs: its own hop
+// and the one its output goes to, min(hop_index + 2, route_size) (the last
+// hop's output goes to the origin, route[0]: the whole route). Note
+// [Signed route prefix] in node/stage/stage_server.h.
+int SignedRouteHops(uint32_t hop_index, int route_size);
+// What OutputCommitment.route_sha256 holds for a producer at `hop_index`
+// of `route`: RouteDigest(route, SignedRouteHops(hop_index, route.size())).
+// REQUIRES: hop_index < route.size().
+std::string SignedRouteDigest(const google::protobuf::RepeatedPtrField<proto::Hop>& route,
+                              uint32_t hop_index);
 
 // Fills commitment->signature with `signer`'s signature; the caller filled
 // the other fields, `producer` with signer.id().

@@ -342,5 +342,26 @@ TEST(EvidenceTest, TheRoutePrefixIsDigestedAndSigned) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A producer signs its own hop and the one its output goes to; the last
+// hop's goes to the origin (route[0]): the whole route.
+TEST(EvidenceTest, AProducerSignsTheRouteUpToItsNextHop) {
+  google::protobuf::RepeatedPtrField<proto::Hop> route;
+  for (char node : {'d', 'a', 'b', 'c'}) {
+    proto::Hop* h = route.Add();
+    h->set_node_id(std::string(32, node));
+    h->set_stage(static_cast<uint32_t>(route.size() - 1));
+  }
+  EXPECT_EQ(SignedRouteHops(1, 4), 3);
+  EXPECT_EQ(SignedRouteHops(2, 4), 4);
+  EXPECT_EQ(SignedRouteHops(3, 4), 4);
+  EXPECT_EQ(SignedRouteDigest(route, 1), RouteDigest(route, 3));
+  EXPECT_EQ(SignedRouteDigest(route, 3), RouteDigest(route, 4));
+  google::protobuf::RepeatedPtrField<proto::Hop> next = route;
+  next.Mutable(2)->set_node_id(std::string(32, 'z'));  // hop 1's next hop
+  EXPECT_NE(SignedRouteDigest(next, 1), SignedRouteDigest(route, 1));
+  next.RemoveLast();  // hop 2 now the last: its output goes to the origin
+  EXPECT_NE(SignedRouteDigest(next, 2), SignedRouteDigest(route, 2));
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -31,23 +31,46 @@
 // says who computed what before the receiver, so it decides whom evidence
 // and credit name. The origin's commitment fixes route[0..1] and the
 // length; every other hop's name was the sender's word. So each producer X
-// at hop x signs OutputCommitment.route_sha256 = RouteDigest(route, x + 1),
-// the route as it forwards it up to and including its own hop, and a
-// forward frame from hop x carries the commitments of every hop before
-// it: X's (commitment), the hop before's (input_commitment) and hops
-// 1..x-2's (earlier_commitments: each producer passes on those it got and
-// the input commitment it got, in hop order, unchanged). The receiver at
-// hop k (k = the route's length for a tail at the origin) refuses
-// (INVALID_ARGUMENT, counted in commitments_refused) a frame in which a
-// hop j in 1..k-1 that must sign (require_commitments, or its record says
-// it signs) has none, or a carried commitment does not verify under
-// route[j]'s key, names another micro-batch, hop or node, or signs a
-// prefix other than the frame's route[0..j]. So an honest node's name
-// stands at hop j of a route a receiver accepts only where that node
-// itself signed route[0..j] for this micro-batch, and nothing before it
-// differs from what it signed: no run of hostile hops (nor one node on
+// at hop x of a route of n hops signs OutputCommitment.route_sha256 =
+// RouteDigest(route, min(x + 2, n)) (SignedRouteDigest): the route as it
+// forwards it up to and including the hop it sends its output to,
+// route[x + 1], or, from the last hop, whose output goes back to the
+// origin (route[0]), the whole route. A forward frame from hop x carries
+// the commitments of every hop before it: X's (commitment), the hop
+// before's (input_commitment) and hops 1..x-2's (earlier_commitments: each
+// producer passes on those it got and the input commitment it got, in hop
+// order, unchanged). The receiver at hop k (k = n for a tail at the
+// origin) refuses (INVALID_ARGUMENT, counted in commitments_refused) a
+// frame in which a hop j in 1..k-1 that must sign (require_commitments, or
+// its record says it signs) has none, or a carried commitment does not
+// verify under route[j]'s key, names another micro-batch, hop or node, or
+// signs a prefix other than the frame's route[0..min(j + 1, n - 1)].
+// What is bound: an honest node W's name stands at hop j of a route a
+// receiver accepts only where W itself signed that prefix for this
+// micro-batch, so nothing before it differs from what W signed and the
+// hop after it is the node W sent its output to; the origin's commitment
+// does the same for hop 1. No run of hostile hops (nor one node on
 // consecutive hops, delivered locally) can rename an honest earlier hop,
-// since none can sign for it and dropping its commitment is refused.
+// since none can sign for it and dropping its commitment is refused. Nor
+// can they claim an honest hop X's work (at hop x) under a name of their
+// own, by putting an accomplice at hop x with the accomplice's own
+// commitment to X's input and output, or by dropping X and standing at
+// hop x themselves, wherever one of X's neighbours is honest: an honest
+// hop before X (or an honest origin, for x = 1) signed X at hop x, and an
+// honest hop after X signed X at hop x too and binds X's commitment as
+// its input commitment. What still is not bound: an honest X whose hop
+// before (or origin, for x = 1) and hop after are both hostile (one
+// hostile node on both sides included) can lose its visit's credit to a
+// name of theirs, since the hop before can sign a second prefix naming the
+// substitute at hop x (a second signature for one visit with another next
+// hop is no proof of a lie: honest repairs make them too) and the hop
+// after holds X's output to present under the substitute's commitment.
+// Hostile hops with nothing honest between them only name one another,
+// which they could do anyway; a hostile hop after X may still drop the
+// micro-batch or pass X's output off as its own stage's (a false output,
+// for verified compute to catch), but not move X's name. Evidence never
+// reads route_sha256 (pieces convict on signed hashes, Note [Checkable
+// evidence]), so none of this changes a verdict.
 // Why every commitment and not one chained digest (each commitment
 // already binds the one before, input_commitment_sha256): a digest binds
 // what its signer chose to fold in, and a hostile signer folds in what it
@@ -60,27 +83,29 @@
 // before anything is hashed or verified; a producer that does not check
 // (no public_key_of) passes on none beyond what an honest chain holds.
 // A prefix, not the whole route: repairs keep route[0..holder] and rewrite
-// what follows (CheckRepair), so a prefix signed at hop x, and every
-// commitment a frame carries (all from hops up to the holder), stays true
-// for every later frame of the micro-batch, where a whole-route digest
-// would break at the first repair after x; the hops past the receiver
-// have computed nothing yet, so nobody's credit rests on them. What
-// remains: hostile hops that received an honest hop's output can still
-// claim that work under a name of their own (leave the honest hop out,
-// or put an accomplice there with the accomplice's own commitment): the
-// honest hop's only witness is the hostile hop after it. They cannot make
-// a receiver name an honest node for a visit it did not sign. Cost: the
-// 32-byte field in each commitment, one prefix hash per commitment signed
-// or checked, and at hop k k-1 commitments (~290 bytes each) and k-1
-// verifies per frame (was 2), so a micro-batch's forward path of P hops
-// checks about P^2/2 in all (figures in tests/adversarial/README.md, "The
-// signed route prefix"). Nothing on the backward path reads a commitment
-// (CheckCommitment runs on forwards; abort notices are judged by their
-// sender, Note [Who may abort] in stage_server.cc), so backward frames and
-// abort notices go without them (StripForwardEvidence). Receivers require
-// the prefix and the earlier commitments, so PROTOCOL_VERSION_3 and then
-// PROTOCOL_VERSION_4 keep older builds out at the handshake rather than
-// frame by frame.
+// what follows (CheckRepair), so every commitment a frame carries from a
+// hop before the holder (each signs hops up to the holder at most) stays
+// true for every later frame of the micro-batch, where a whole-route
+// digest would break at the first repair; the hops past the receiver have
+// computed nothing yet, so nobody's credit rests on them. The holder's own
+// commitment names its next hop, which its repair (another replica,
+// another completion, a skip) may change: Repair re-signs it for the
+// repaired route whenever the signed prefix differs (ResignForRepair,
+// counted in commitments_resigned; a skip straight to the tail signs the
+// whole, shorter route), as the origin re-signs its own at holder 0; the
+// re-signed commitment binds the same input and output. Cost: the 32-byte
+// field in each commitment, one prefix hash per commitment signed or
+// checked, one more signature per repair that changes a next hop, and at
+// hop k k-1 commitments (~290 bytes each) and k-1 verifies per frame, so a
+// micro-batch's forward path of P hops checks about P^2/2 in all (figures
+// in tests/adversarial/README.md, "The signed route prefix"). Nothing on
+// the backward path reads a commitment (CheckCommitment runs on forwards;
+// abort notices are judged by their sender, Note [Who may abort] in
+// stage_server.cc), so backward frames and abort notices go without them
+// (StripForwardEvidence). Receivers require the prefix, the earlier
+// commitments and then the next hop in the prefix, so PROTOCOL_VERSION_3,
+// PROTOCOL_VERSION_4 and PROTOCOL_VERSION_5 keep older builds out at the
+// handshake rather than frame by frame.
 //
 // Note [Queue order]: waiting tasks are served as scheduler/evaluator.h
 // serves them, so plans run on the node as they were scored: the lowest
@@ -376,6 +401,9 @@ struct StageServerStats {
   // commitment missing (when required), not matching the frame, or not
   // verifying.
   int64_t commitments_signed = 0;
+  // Of ours, re-signed for a repair of ours that changed our next hop
+  // (Note [Signed route prefix]); not in commitments_signed.
+  int64_t commitments_resigned = 0;
   int64_t commitments_checked = 0;
   int64_t commitments_refused = 0;
   // Of those refused, frames whose producer signed an input hash other

@@ -5,11 +5,11 @@
 // keep for a check is the one X signed. X passes the hop before's
 // commitment on with its own, which binds it, and the hop after checks
 // that its output hash is X's input hash (the input chain) and that both
-// sign the route the frame carries up to their hops (Note [Signed route
-// prefix] in stage_server.h). A frame refused because X's input hash is
-// not the bound, verified hop before's output proves X lied: it is kept as
-// a piece against X and condemns X here at once (Note [Evidence bans] in
-// evidence_bans.h, KeepFalseInput).
+// sign the route the frame carries up to the hop each sent its output to
+// (Note [Signed route prefix] in stage_server.h). A frame refused because
+// X's input hash is not the bound, verified hop before's output proves X
+// lied: it is kept as a piece against X and condemns X here at once (Note
+// [Evidence bans] in evidence_bans.h, KeepFalseInput).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -71,9 +71,9 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   c->set_hop_index(hop);
   c->set_input_sha256(input_sha256);
   c->set_output_sha256(Sha256(next->payload));
-  // Note [Signed route prefix]: our repairs keep route[0..hop], so this
-  // stays true for every frame we send of this visit.
-  c->set_route_sha256(RouteDigest(next->header.route(), static_cast<int>(hop) + 1));
+  // Note [Signed route prefix]: our own hop and the one we send to; a
+  // repair of ours that changes the latter re-signs (ResignForRepair).
+  c->set_route_sha256(SignedRouteDigest(next->header.route(), hop));
   *c->mutable_output() = next->header.tensor();
   // As SealFrame will declare it (the compute may leave the size unset).
   c->mutable_output()->clear_payload_crc32c();
@@ -89,6 +89,29 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   }
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_signed;
+}
+
+void StageServer::Impl::ResignForRepair(uint32_t holder, proto::FrameHeader* h) {
+  if (options_.signer == nullptr || !h->has_commitment()) return;
+  proto::OutputCommitment* c = h->mutable_commitment();
+  // Only our own commitment, as the producer of this frame (the holder).
+  if (c->producer() != self_bytes_ || c->hop_index() != holder ||
+      holder >= static_cast<uint32_t>(h->route_size())) {
+    return;
+  }
+  std::string digest = SignedRouteDigest(h->route(), holder);
+  if (digest == c->route_sha256()) return;  // the same next hop
+  c->set_route_sha256(std::move(digest));
+  absl::Status signed_ok = SignCommitment(*options_.signer, c);
+  if (!signed_ok.ok()) {
+    // As in CommitOutput: the frame goes without one.
+    LOG_EVERY_N(ERROR, 100) << "cannot re-sign an output commitment: " << signed_ok;
+    h->clear_commitment();
+    h->clear_input_commitment();
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.commitments_resigned;
 }
 
 void StageServer::Impl::PassOnEarlierCommitments(uint32_t hop,
@@ -227,8 +250,9 @@ std::string StageServer::Impl::CheckInputCommitment(const proto::FrameHeader& h,
     *false_input = true;
     return "the producer's input hash is not the hop before's committed output";
   }
-  if (in.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop))) {
-    return "the route up to the hop before is not the one it signed";
+  // It names the producer as the hop it sent its output to.
+  if (in.route_sha256() != SignedRouteDigest(h.route(), producer_hop - 1)) {
+    return "the route up to the producer is not the one the hop before signed";
   }
   return "";
 }
@@ -257,7 +281,7 @@ std::string StageServer::Impl::CheckEarlierCommitments(const proto::FrameHeader&
     }
   }
   // Each names its hop's node and this micro-batch, and signs the route
-  // as this frame carries it up to that hop; then the signatures.
+  // as this frame carries it up to the hop after; then the signatures.
   for (const proto::OutputCommitment& c : earlier) {
     const uint32_t j = c.hop_index();
     if (absl::Status shape = CheckCommitmentShape(c); !shape.ok()) {
@@ -268,8 +292,8 @@ std::string StageServer::Impl::CheckEarlierCommitments(const proto::FrameHeader&
         c.swarm_id() != h.swarm_id()) {
       return absl::StrCat("the commitment of hop ", j, " does not describe its visit");
     }
-    if (c.route_sha256() != RouteDigest(h.route(), static_cast<int>(j) + 1)) {
-      return absl::StrCat("the route up to hop ", j, " is not the one it signed");
+    if (c.route_sha256() != SignedRouteDigest(h.route(), j)) {
+      return absl::StrCat("the route up to hop ", j + 1, " is not the one hop ", j, " signed");
     }
   }
   for (const proto::OutputCommitment& c : earlier) {
@@ -338,8 +362,8 @@ absl::Status StageServer::Impl::CheckCommitment(const Frame& frame) {
       why = absl::StrCat("commitment: ", v.message());
     } else if (Sha256(frame.payload) != c.output_sha256()) {
       why = "the payload is not the committed output";
-    } else if (c.route_sha256() != RouteDigest(h.route(), static_cast<int>(producer_hop) + 1)) {
-      why = "the route up to the producer is not the one it signed";
+    } else if (c.route_sha256() != SignedRouteDigest(h.route(), producer_hop)) {
+      why = "the route up to the producer's next hop is not the one it signed";
     } else if (why = CheckInputCommitment(h, producer_hop, &false_input); !why.empty()) {
       if (false_input) KeepFalseInput(h, *producer);
     } else if (why = CheckEarlierCommitments(h, producer_hop); !why.empty()) {

@@ -139,6 +139,10 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // commitment of an arriving forward or tail frame (INVALID_ARGUMENT,
   // counted in commitments_refused, when it does not hold).
   void CommitOutput(uint32_t hop, const std::string& input_sha256, Frame* next);
+  // Note [Signed route prefix]: after our repair as `holder` rewrote
+  // h->route, re-signs our commitment in `h` when the hop it names as the
+  // next one changed (counted in commitments_resigned); nothing otherwise.
+  void ResignForRepair(uint32_t holder, proto::FrameHeader* h);
   absl::Status CheckCommitment(const Frame& frame);
   // The part of CheckCommitment for h.input_commitment, once the producer's
   // own commitment holds: why the frame is refused, or empty. Sets
@@ -150,8 +154,8 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // h.earlier_commitments (CheckCommitment bounds their number first):
   // hop order below the producer, every hop before the input commitment's
   // that must sign present, each naming route[its hop] and this
-  // micro-batch and signing the route up to its hop, then its signature.
-  // Why the frame is refused, or empty.
+  // micro-batch and signing the route up to the hop after it, then its
+  // signature. Why the frame is refused, or empty.
   std::string CheckEarlierCommitments(const proto::FrameHeader& h, uint32_t producer_hop);
   // As producer at `hop`: `h` (the frame we send, still holding the
   // received commitments) passes on the hops before our input

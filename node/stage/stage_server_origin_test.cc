@@ -144,6 +144,8 @@ TEST(StageServerOriginTest, AnHonestlyReroutedMicroBatchIsAccepted) {
   EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
   EXPECT_EQ(swarm.servers_[0]->stats().rerouted, 1);
   EXPECT_EQ(swarm.servers_[4]->stats().rerouted, 1);
+  // Note [Signed route prefix]: hop 1 had signed node 2 as its next hop.
+  EXPECT_EQ(swarm.servers_[4]->stats().commitments_resigned, 1);
   for (int node : {0, 3, 4, 5}) EXPECT_EQ(swarm.Refused(node), 0) << node;
   ASSERT_EQ(tails.size(), 1u);
   EXPECT_EQ(tails[0].route(1).node_id(), swarm.keys_[4]->id().Bytes());
@@ -211,8 +213,28 @@ class LongSwarm : public RoutedSwarm {
     editing_[node]->edit = [this](Frame& f) {
       f.header.mutable_route(2)->set_node_id(keys_[6]->id().Bytes());
       proto::OutputCommitment* c = f.header.mutable_commitment();
-      c->set_route_sha256(RouteDigest(f.header.route(), static_cast<int>(c->hop_index()) + 1));
+      c->set_route_sha256(SignedRouteDigest(f.header.route(), c->hop_index()));
       ASSERT_TRUE(SignCommitment(*keys_[c->hop_index()], c).ok());
+    };
+  }
+  // Hostile hop 3 (node 3), which received honest node 2's output, names
+  // `claimant` at hop 2 on the frame it sends hop 4: the claimant signs
+  // node 2's visit as its own (node 2's input and output hashes, bound to
+  // hop 1's commitment, over the renamed prefix) and node 3 re-signs its
+  // own commitment over that and the renamed prefix. Every signature the
+  // frame carries verifies; only hop 1's signed prefix, which names the
+  // hop it sent its output to, can tell.
+  void ClaimHop2For(int claimant) {
+    editing_[3]->edit = [this, claimant](Frame& f) {
+      f.header.mutable_route(2)->set_node_id(keys_[claimant]->id().Bytes());
+      proto::OutputCommitment* in = f.header.mutable_input_commitment();
+      in->set_producer(keys_[claimant]->id().Bytes());
+      in->set_route_sha256(SignedRouteDigest(f.header.route(), 2));
+      ASSERT_TRUE(SignCommitment(*keys_[claimant], in).ok());
+      proto::OutputCommitment* c = f.header.mutable_commitment();
+      c->set_input_commitment_sha256(CommitmentDigest(*in));
+      c->set_route_sha256(SignedRouteDigest(f.header.route(), 3));
+      ASSERT_TRUE(SignCommitment(*keys_[3], c).ok());
     };
   }
 };
@@ -231,9 +253,10 @@ TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
     const int hop = static_cast<int>(h.commitment().hop_index());
     std::printf("FIGURE forward frame from hop %d: %zu header bytes, %d commitments\n", hop,
                 h.ByteSizeLong(), h.earlier_commitments_size() + 1 + (hop > 1 ? 1 : 0));
-    EXPECT_EQ(h.commitment().route_sha256(), RouteDigest(h.route(), hop + 1)) << hop;
+    // Up to the hop it sends to (the whole route from the last hop).
+    EXPECT_EQ(h.commitment().route_sha256(), RouteDigest(h.route(), std::min(hop + 2, 6))) << hop;
     if (hop > 1) {
-      EXPECT_EQ(h.input_commitment().route_sha256(), RouteDigest(h.route(), hop)) << hop;
+      EXPECT_EQ(h.input_commitment().route_sha256(), RouteDigest(h.route(), hop + 1)) << hop;
     }
     // Every hop before the input commitment's, in hop order.
     ASSERT_EQ(h.earlier_commitments_size(), std::max(0, hop - 2)) << hop;
@@ -241,7 +264,7 @@ TEST(StageServerOriginTest, EveryHopSignsTheRoutePrefixItForwards) {
       const proto::OutputCommitment& e = h.earlier_commitments(j - 1);
       EXPECT_EQ(e.hop_index(), static_cast<uint32_t>(j));
       EXPECT_EQ(e.producer(), swarm.keys_[j]->id().Bytes());
-      EXPECT_EQ(e.route_sha256(), RouteDigest(h.route(), j + 1)) << hop << " " << j;
+      EXPECT_EQ(e.route_sha256(), RouteDigest(h.route(), j + 2)) << hop << " " << j;
       EXPECT_TRUE(VerifyCommitment(e, swarm.keys_[j]->public_key()).ok());
     }
   }
@@ -306,6 +329,57 @@ TEST(StageServerOriginTest, ACommitmentWithoutARoutePrefixIsRefused) {
     ASSERT_TRUE(SignCommitment(*swarm.keys_[2], f.header.mutable_commitment()).ok());
   };
   swarm.RunExpectingRefusalAt(3);
+}
+
+// Note [Signed route prefix]: credit for an honest hop's work. Hostile hop
+// 3 names its accomplice, node 6 (a replica of stage 2), at honest node
+// 2's hop, with node 6's own valid commitment to node 2's visit.
+TEST(StageServerOriginTest, AnAccompliceAtAnHonestHopsPlaceIsRefused) {
+  LongSwarm swarm;
+  swarm.ClaimHop2For(6);
+  swarm.RunExpectingRefusalAt(4);
+}
+
+// The same where hostile hop 3 drops honest node 2 and stands at its hop
+// itself (hops 2 and 3 both its own, as one node on consecutive hops).
+TEST(StageServerOriginTest, AHostileHopDroppingTheHonestHopBeforeIsRefused) {
+  LongSwarm swarm;
+  swarm.ClaimHop2For(3);
+  swarm.RunExpectingRefusalAt(4);
+}
+
+// Hop 1 (node 1) re-routes hop 2 to the other replica (node 2 dead): it
+// re-signs its commitment for node 6, and every hop accepts.
+TEST(StageServerOriginTest, ARepairToAnotherReplicaIsResignedAndAccepted) {
+  LongSwarm swarm;
+  swarm.view_->MarkDead(swarm.keys_[2]->id());
+  std::vector<proto::FrameHeader> tails;
+  swarm.editing_[5]->edit = [&tails](Frame& f) { tails.push_back(f.header); };
+  swarm.Run(1);
+  ASSERT_EQ(swarm.recorder_.finished.count(1), 1u);
+  EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << swarm.recorder_.finished[1];
+  EXPECT_EQ(swarm.servers_[1]->stats().rerouted, 1);
+  EXPECT_EQ(swarm.servers_[1]->stats().commitments_resigned, 1);
+  for (int node : {0, 3, 4, 5, 6}) EXPECT_EQ(swarm.Refused(node), 0) << node;
+  ASSERT_EQ(tails.size(), 1u);
+  EXPECT_EQ(tails[0].route(2).node_id(), swarm.keys_[6]->id().Bytes());
+}
+
+// Skips (allow_skip, no other replica): hop 2 skips dead stage 3 and
+// re-signs for node 4; hop 4 skips dead stage 5 and re-signs for the
+// origin (now the last hop: the whole, shorter route).
+TEST(StageServerOriginTest, SkipRepairsAreResignedAndAccepted) {
+  for (int dead : {3, 5}) {
+    LongSwarm swarm([](int, StageServerOptions& o) { o.allow_skip = true; });
+    swarm.view_->MarkDead(swarm.keys_[dead]->id());
+    swarm.Run(1);
+    ASSERT_EQ(swarm.recorder_.finished.count(1), 1u) << dead;
+    EXPECT_TRUE(swarm.recorder_.finished[1].ok()) << dead << ": " << swarm.recorder_.finished[1];
+    const int holder = dead - 1;
+    EXPECT_EQ(swarm.servers_[holder]->stats().rerouted, 1) << dead;
+    EXPECT_EQ(swarm.servers_[holder]->stats().commitments_resigned, 1) << dead;
+    for (int node = 0; node < 6; ++node) EXPECT_EQ(swarm.Refused(node), 0) << dead << " " << node;
+  }
 }
 
 }  // namespace

@@ -182,6 +182,10 @@ absl::Status StageServer::Impl::Repair(proto::FrameHeader& h, const std::vector<
     // (Note [Checkable evidence]; later repairs keep route[0..1]).
     SignOriginCommitment(h.origin_commitment().output_sha256(), &h);
   }
+  // Note [Signed route prefix]: our commitment names the hop we send to;
+  // a repair that changes it (another replica, completion or a skip)
+  // re-signs for the new one.
+  if (r.holder > 0) ResignForRepair(static_cast<uint32_t>(r.holder), &h);
   return absl::OkStatus();
 }
 

@@ -32,6 +32,8 @@ std::string ReportIteration(const std::string& node_name, const NodeIterationRep
   // Note [Checkable evidence] (--sign_frames).
   metrics->Set("skipswarm_commitments_signed_total",
                static_cast<double>(r.server.commitments_signed));
+  metrics->Set("skipswarm_commitments_resigned_total",
+               static_cast<double>(r.server.commitments_resigned));
   metrics->Set("skipswarm_commitments_checked_total",
                static_cast<double>(r.server.commitments_checked));
   metrics->Set("skipswarm_commitments_refused_total",

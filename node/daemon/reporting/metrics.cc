@@ -67,6 +67,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_commitments_signed_total", T::kCounter,
        "Checkable evidence (--sign_frames): output commitments this node signed on the "
        "forward frames it produced (Note [Checkable evidence])."},
+      {"skipswarm_commitments_resigned_total", T::kCounter,
+       "Of this node's commitments, those re-signed because its own route repair changed the "
+       "hop it sends to (Note [Signed route prefix])."},
       {"skipswarm_commitments_checked_total", T::kCounter,
        "Commitments on arriving forward frames whose signature and payload hash verified."},
       {"skipswarm_commitments_refused_total", T::kCounter,

@@ -80,7 +80,7 @@ class Tally {
 proto::FrameHeader FarFutureHeader(const HostileOptions& o, const std::string& self,
                                    const Member& victim, uint64_t mb, const std::string& payload) {
   proto::FrameHeader h;
-  h.set_protocol_version(proto::PROTOCOL_VERSION_4);
+  h.set_protocol_version(proto::PROTOCOL_VERSION_5);
   h.set_swarm_id(o.swarm_id);
   h.set_iteration(o.frame_iteration + mb / 64);
   h.set_mb_id(mb);
@@ -159,7 +159,7 @@ void Pushes(const HostileOptions& o, const std::string& self, const Member& m,
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < count && clock->SteadyNow() < until; ++i) {
       proto::GradientChunk chunk;
-      chunk.set_protocol_version(proto::PROTOCOL_VERSION_4);
+      chunk.set_protocol_version(proto::PROTOCOL_VERSION_5);
       chunk.set_swarm_id(o.swarm_id);
       chunk.set_from(self);
       chunk.set_stage(m.stages.empty() ? 1 : m.stages.front());
@@ -203,7 +203,7 @@ void GossipCost(const HostileOptions& o, const std::string& self, const Member& 
                 absl::Duration until, common::Clock* clock, Tally* tally) {
   auto stub = proto::GossipService::NewStub(Channel(m.address));
   proto::PingRequest req;
-  req.set_protocol_version(proto::PROTOCOL_VERSION_4);
+  req.set_protocol_version(proto::PROTOCOL_VERSION_5);
   req.set_swarm_id(o.swarm_id);
   req.set_from(self);
   for (int i = 0; i < 64; ++i) {
@@ -219,7 +219,7 @@ void Suspicion(const HostileOptions& o, const std::string& self,
                common::Clock* clock, Tally* tally) {
   auto stub = proto::GossipService::NewStub(Channel(m.address));
   proto::PingRequest req;
-  req.set_protocol_version(proto::PROTOCOL_VERSION_4);
+  req.set_protocol_version(proto::PROTOCOL_VERSION_5);
   req.set_swarm_id(o.swarm_id);
   req.set_from(self);
   for (const Member& victim : all) {
@@ -240,7 +240,7 @@ void FetchOnce(Stub* stub, const HostileOptions& o, const std::string& self, uin
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(5)));
   proto::StateRequest req;
-  req.set_protocol_version(proto::PROTOCOL_VERSION_4);
+  req.set_protocol_version(proto::PROTOCOL_VERSION_5);
   req.set_swarm_id(o.swarm_id);
   req.set_from(self);
   req.set_stage(stage);
@@ -272,7 +272,7 @@ void Manifest(const HostileOptions& o, const Member& m, absl::Duration until,
     grpc::ClientContext context;
     context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(5)));
     proto::GetManifestRequest req;
-    req.set_protocol_version(proto::PROTOCOL_VERSION_4);
+    req.set_protocol_version(proto::PROTOCOL_VERSION_5);
     req.set_swarm_id(o.swarm_id);
     proto::GetManifestResponse resp;
     tally->Answer(stub->GetManifest(&context, req, &resp).error_code());
@@ -296,7 +296,7 @@ absl::StatusOr<std::vector<Member>> Discover(const HostileOptions& o) {
   grpc::ClientContext context;
   context.set_deadline(common::SystemDeadlineAfter(absl::Seconds(10)));
   proto::PushPullRequest req;
-  req.set_protocol_version(proto::PROTOCOL_VERSION_4);
+  req.set_protocol_version(proto::PROTOCOL_VERSION_5);
   req.set_swarm_id(o.swarm_id);
   req.set_from(common::NodeId::ForName(o.name).Bytes());
   proto::PushPullResponse resp;
