@@ -63,7 +63,38 @@ std::string ShowKey(const std::string& key) {
 }  // namespace
 
 PeerQuota::PeerQuota(PeerQuotaOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock), log_limit_(options_.log_interval) {}
+    : options_(std::move(options)), clock_(clock), log_limit_(options_.log_interval) {
+  if (options_.all_strangers.has_value()) {
+    absl::MutexLock lock(&mu_);
+    strangers_.at = clock_->SteadyNow();
+    strangers_.messages = options_.all_strangers->message_burst;
+    strangers_.bytes = options_.all_strangers->byte_burst;
+  }
+}
+
+std::optional<PeerQuota::Shortfall> PeerQuota::ShortfallOf(const Peer& bucket,
+                                                           const QuotaBudget& b,
+                                                           uint64_t bytes, int messages) {
+  // Refilling to `need` takes (need - have) / rate, unless need is above the burst.
+  auto wait = [](double have, double need, double rate, double burst) {
+    return need > burst ? absl::InfiniteDuration() : absl::Seconds((need - have) / rate);
+  };
+  if (b.messages_per_second > 0 && messages > 0 && bucket.messages < messages) {
+    return Shortfall{QuotaReason::kMessages,
+                     wait(bucket.messages, messages, b.messages_per_second, b.message_burst)};
+  }
+  const double need = static_cast<double>(bytes);
+  if (b.bytes_per_second > 0 && bucket.bytes < need) {
+    return Shortfall{QuotaReason::kBytes,
+                     wait(bucket.bytes, need, b.bytes_per_second, b.byte_burst)};
+  }
+  return std::nullopt;
+}
+
+void PeerQuota::Charge(Peer& bucket, const QuotaBudget& b, uint64_t bytes, int messages) {
+  if (b.messages_per_second > 0 && messages > 0) bucket.messages -= messages;
+  if (b.bytes_per_second > 0) bucket.bytes -= static_cast<double>(bytes);
+}
 
 void PeerQuota::SetClassifier(Classifier classifier) {
   absl::MutexLock lock(&classifier_mu_);
@@ -211,26 +242,13 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
   Peer* p = FindOrAddLocked(key, peer_class, now);
   if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
   if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
-  const bool limit_messages = b.messages_per_second > 0 && messages > 0;
-  const bool limit_bytes = b.bytes_per_second > 0;
-  if (limit_messages && p->messages < messages) {
-    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
-                        messages > b.message_burst
-                            ? absl::InfiniteDuration()
-                            : absl::Seconds((messages - p->messages) / b.messages_per_second));
-  }
-  if (limit_bytes && p->bytes < static_cast<double>(bytes)) {
-    const double need = static_cast<double>(bytes);
-    return RefuseLocked(key, peer_class, QuotaReason::kBytes, now, p,
-                        need > b.byte_burst
-                            ? absl::InfiniteDuration()
-                            : absl::Seconds((need - p->bytes) / b.bytes_per_second));
+  if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, bytes, messages)) {
+    return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
   }
   if (peer_class == PeerClass::kStranger) {
     if (absl::Status s = ChargeStrangersLocked(key, bytes, messages, now, p); !s.ok()) return s;
   }
-  if (limit_messages) p->messages -= messages;
-  if (limit_bytes) p->bytes -= static_cast<double>(bytes);
+  Charge(*p, b, bytes, messages);
   return absl::OkStatus();
 }
 
@@ -238,28 +256,12 @@ absl::Status PeerQuota::ChargeStrangersLocked(const std::string& key, uint64_t b
                                               int messages, absl::Duration now, Peer* p) {
   if (!options_.all_strangers.has_value()) return absl::OkStatus();
   const QuotaBudget& b = *options_.all_strangers;
-  if (!strangers_started_) {
-    strangers_started_ = true;
-    strangers_.at = now;
-    strangers_.messages = b.message_burst;
-    strangers_.bytes = b.byte_burst;
-  }
   RefillLocked(strangers_, b, now);
-  const bool limit_messages = b.messages_per_second > 0 && messages > 0;
-  const bool limit_bytes = b.bytes_per_second > 0;
-  const double need = static_cast<double>(bytes);
-  if (limit_messages && strangers_.messages < messages) {
+  if (std::optional<Shortfall> short_of = ShortfallOf(strangers_, b, bytes, messages)) {
     return RefuseLocked(key, PeerClass::kStranger, QuotaReason::kStrangers, now, p,
-                        absl::Seconds((messages - strangers_.messages) / b.messages_per_second));
+                        short_of->wait);
   }
-  if (limit_bytes && strangers_.bytes < need) {
-    return RefuseLocked(key, PeerClass::kStranger, QuotaReason::kStrangers, now, p,
-                        need > b.byte_burst
-                            ? absl::InfiniteDuration()
-                            : absl::Seconds((need - strangers_.bytes) / b.bytes_per_second));
-  }
-  if (limit_messages) strangers_.messages -= messages;
-  if (limit_bytes) strangers_.bytes -= need;
+  Charge(strangers_, b, bytes, messages);
   return absl::OkStatus();
 }
 
@@ -288,9 +290,8 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   }
   // Opening a stream is a message too: a peer whose streams are cut for
   // its quota cannot reopen them faster than its message rate.
-  if (b.messages_per_second > 0 && p->messages < 1) {
-    return RefuseLocked(key, peer_class, QuotaReason::kMessages, now, p,
-                        absl::Seconds((1 - p->messages) / b.messages_per_second));
+  if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, 0, 1)) {
+    return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
   }
   // Note [Peer quotas]: a stranger's stream is also one of all strangers'.
   const bool shared = peer_class == PeerClass::kStranger && options_.all_strangers.has_value();
@@ -302,7 +303,7 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
     if (absl::Status s = ChargeStrangersLocked(key, 0, 1, now, p); !s.ok()) return s;
     ++strangers_.streams;
   }
-  if (b.messages_per_second > 0) p->messages -= 1;
+  Charge(*p, b, 0, 1);
   if (limit_opens) p->stream_opens -= 1;
   ++p->streams;
   return StreamSlot(this, key, shared);

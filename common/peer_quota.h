@@ -284,6 +284,16 @@ class PeerQuota {
   Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const;
+  // What `bucket` lacks to admit `messages` and `bytes` under `b`, and how
+  // long its refill takes (infinite: more than the burst); none when it
+  // holds both. Charge takes them (after every budget involved admitted).
+  struct Shortfall {
+    QuotaReason reason;
+    absl::Duration wait;
+  };
+  static std::optional<Shortfall> ShortfallOf(const Peer& bucket, const QuotaBudget& b,
+                                              uint64_t bytes, int messages);
+  static void Charge(Peer& bucket, const QuotaBudget& b, uint64_t bytes, int messages);
   // `p` is the peer's entry (null when it has none); `wait` how long its
   // buckets need to admit what was refused (infinite: waiting cannot).
   absl::Status RefuseLocked(const std::string& key, PeerClass peer_class, QuotaReason reason,
@@ -311,7 +321,6 @@ class PeerQuota {
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   // The shared budget of all strangers (options_.all_strangers).
   Peer strangers_ ABSL_GUARDED_BY(mu_);
-  bool strangers_started_ ABSL_GUARDED_BY(mu_) = false;
   std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
   // Shared with pending AnswerAfterHold timers, which may outlive us.
