@@ -247,10 +247,7 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     ceiling.memory_slots = base.memory_slots;
     ceiling.quotas = &p->quotas;
     ceiling.grpc_memory_quota_bytes = server_options.grpc_memory_quota_bytes;
-    p->memory_ceiling = ComputeMemoryCeiling(ceiling);
-    LOG(INFO) << base.name << ": " << DescribeMemoryCeiling(p->memory_ceiling);
-    p->metrics.Set("skipswarm_memory_ceiling_bytes",
-                   static_cast<double>(p->memory_ceiling.total_bytes));
+    AnnounceMemoryCeiling(base.name, ceiling, &p->metrics);
   }
   GrpcTransportOptions to;
   to.self = p->self;

@@ -43,7 +43,6 @@
 #include "node/daemon/gossip/training_members.h"
 #include "node/daemon/gossip/volunteer_pause.h"
 #include "node/daemon/reporting/daemon_quotas.h"
-#include "node/daemon/reporting/memory_ceiling.h"
 #include "node/daemon/reporting/metrics.h"
 #include "node/daemon/reporting/pause_meter.h"
 #include "node/daemon/reporting/serving_health.h"
@@ -127,8 +126,6 @@ struct GossipDaemon::Parts {
   // Note [Peer quotas]: the per-peer budgets of the pipeline, group and
   // state services; `quotas.members` follows gossip's live records.
   DaemonQuotas quotas;
-  // Note [Memory ceiling]: logged and put on /metrics at start.
-  MemoryCeiling memory_ceiling;
   NodeBackend backend;  // builds `computes`, `frozen` and `data` (again on a stage move)
   std::unique_ptr<DataSource> data;  // data nodes only
   // Held while SnapshotInIteration reads `computes` off the main thread and

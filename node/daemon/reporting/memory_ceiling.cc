@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "model/memory_estimate.h"
 
 namespace skipswarm::node {
@@ -59,6 +60,13 @@ std::string DescribeMemoryCeiling(const MemoryCeiling& c) {
 
 int64_t GrpcMemoryQuotaBytes(const model::ModelConfig& model, int samples_per_mb) {
   return std::max(int64_t{128} << 20, 16 * model::MaxFramePayloadBytes(model, samples_per_mb));
+}
+
+void AnnounceMemoryCeiling(const std::string& name, const MemoryCeilingInputs& in,
+                           Metrics* metrics) {
+  const MemoryCeiling c = ComputeMemoryCeiling(in);
+  LOG(INFO) << name << ": " << DescribeMemoryCeiling(c);
+  metrics->Set("skipswarm_memory_ceiling_bytes", static_cast<double>(c.total_bytes));
 }
 
 }  // namespace skipswarm::node

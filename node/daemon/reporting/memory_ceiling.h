@@ -21,6 +21,7 @@
 
 #include "model/model_config.h"
 #include "node/daemon/reporting/daemon_quotas.h"
+#include "node/daemon/reporting/metrics.h"
 
 namespace skipswarm::node {
 
@@ -107,6 +108,11 @@ MemoryCeiling ComputeMemoryCeiling(const MemoryCeilingInputs& in);
 
 // "memory ceiling: 612 MiB (baseline 288 MiB + stages ... + strangers ...)".
 std::string DescribeMemoryCeiling(const MemoryCeiling& c);
+
+// What a daemon does at start: computes its ceiling, logs it as
+// "<name>: memory ceiling: ..." and sets skipswarm_memory_ceiling_bytes.
+void AnnounceMemoryCeiling(const std::string& name, const MemoryCeilingInputs& in,
+                           Metrics* metrics);
 
 // The gRPC memory quota the daemons set on their server (Note [gRPC memory
 // quota]): 16 frames of the model's largest payload, at least 128 MiB (a

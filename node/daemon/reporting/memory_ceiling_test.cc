@@ -1,6 +1,7 @@
 #include "node/daemon/reporting/memory_ceiling.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "model/memory_estimate.h"
@@ -99,6 +100,23 @@ TEST(MemoryCeilingTest, AMembersOnlySwarmHasNoSharedStrangerBudgets) {
   // handshake) and gossip stay open to them.
   EXPECT_EQ(closed_strangers, 4 * kMiB + kGossipStrangersBurstBytes);
   EXPECT_GT(open_strangers, closed_strangers);
+}
+
+// What a daemon states at start: the computed total on /metrics.
+TEST(MemoryCeilingTest, AnnouncedAsTheGaugeADaemonExports) {
+  common::SimClock clock;
+  const DaemonQuotas quotas = MakeDaemonQuotas(Tiny(), 2, &clock);
+  MemoryCeilingInputs in;
+  in.model = Tiny();
+  in.samples_per_mb = 2;
+  in.quotas = &quotas;
+  in.grpc_memory_quota_bytes = GrpcMemoryQuotaBytes(Tiny(), 2);
+  Metrics metrics;
+  AnnounceMemoryCeiling("n", in, &metrics);
+  EXPECT_TRUE(absl::StrContains(
+      metrics.Render(), absl::StrCat("skipswarm_memory_ceiling_bytes ",
+                                     ComputeMemoryCeiling(in).total_bytes)))
+      << metrics.Render();
 }
 
 }  // namespace

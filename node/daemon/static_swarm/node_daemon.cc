@@ -52,7 +52,6 @@ struct NodeDaemon::Parts {
   // Note [gRPC memory quota]: shared by the pipeline's and the group's
   // servers (a static node serves each on its own port).
   std::shared_ptr<grpc::ResourceQuota> grpc_quota;
-  MemoryCeiling memory_ceiling;  // Note [Memory ceiling]
   std::unique_ptr<Transport> transport;  // gRPC, shaped when options.wan says so
   GrpcTransport* grpc = nullptr;         // inside `transport`
   std::unique_ptr<GrpcGroupComm> group;
@@ -187,10 +186,7 @@ absl::StatusOr<std::unique_ptr<NodeDaemon>> NodeDaemon::Create(const NodeDaemonO
     ceiling.memory_slots = options.memory_slots;
     ceiling.quotas = &p->quotas;
     ceiling.grpc_memory_quota_bytes = grpc_bytes;
-    p->memory_ceiling = ComputeMemoryCeiling(ceiling);
-    LOG(INFO) << options.name << ": " << DescribeMemoryCeiling(p->memory_ceiling);
-    p->metrics.Set("skipswarm_memory_ceiling_bytes",
-                   static_cast<double>(p->memory_ceiling.total_bytes));
+    AnnounceMemoryCeiling(options.name, ceiling, &p->metrics);
   }
   GrpcTransportOptions to;
   to.self = p->self;
