@@ -78,17 +78,20 @@ void StageServer::Impl::CommitOutput(uint32_t hop, const std::string& input_sha2
   // As SealFrame will declare it (the compute may leave the size unset).
   c->mutable_output()->clear_payload_crc32c();
   c->mutable_output()->set_payload_bytes(next->payload.size());
-  absl::Status signed_ok = SignCommitment(*options_.signer, c);
-  if (!signed_ok.ok()) {
-    // Our own key failing: the frame goes without one (a catcher that
-    // requires it refuses, as it would an older peer's).
-    LOG_EVERY_N(ERROR, 100) << "cannot sign an output commitment: " << signed_ok;
-    next->header.clear_commitment();
-    next->header.clear_input_commitment();
-    return;
-  }
+  if (!SignOrDrop(&next->header)) return;
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_signed;
+}
+
+bool StageServer::Impl::SignOrDrop(proto::FrameHeader* h) {
+  absl::Status signed_ok = SignCommitment(*options_.signer, h->mutable_commitment());
+  if (signed_ok.ok()) return true;
+  // Our own key failing: the frame goes without one (a catcher that
+  // requires it refuses, as it would an older peer's).
+  LOG_EVERY_N(ERROR, 100) << "cannot sign an output commitment: " << signed_ok;
+  h->clear_commitment();
+  h->clear_input_commitment();
+  return false;
 }
 
 void StageServer::Impl::ResignForRepair(uint32_t holder, proto::FrameHeader* h) {
@@ -102,14 +105,7 @@ void StageServer::Impl::ResignForRepair(uint32_t holder, proto::FrameHeader* h) 
   std::string digest = SignedRouteDigest(h->route(), holder);
   if (digest == c->route_sha256()) return;  // the same next hop
   c->set_route_sha256(std::move(digest));
-  absl::Status signed_ok = SignCommitment(*options_.signer, c);
-  if (!signed_ok.ok()) {
-    // As in CommitOutput: the frame goes without one.
-    LOG_EVERY_N(ERROR, 100) << "cannot re-sign an output commitment: " << signed_ok;
-    h->clear_commitment();
-    h->clear_input_commitment();
-    return;
-  }
+  if (!SignOrDrop(h)) return;
   absl::MutexLock lock(&mu_);
   ++stats_.commitments_resigned;
 }

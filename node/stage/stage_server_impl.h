@@ -143,6 +143,9 @@ class StageServer::Impl : public std::enable_shared_from_this<StageServer::Impl>
   // h->route, re-signs our commitment in `h` when the hop it names as the
   // next one changed (counted in commitments_resigned); nothing otherwise.
   void ResignForRepair(uint32_t holder, proto::FrameHeader* h);
+  // Signs h's commitment with our key; when the key fails, drops the
+  // commitment and the input commitment and returns false.
+  bool SignOrDrop(proto::FrameHeader* h);
   absl::Status CheckCommitment(const Frame& frame);
   // The part of CheckCommitment for h.input_commitment, once the producer's
   // own commitment holds: why the frame is refused, or empty. Sets
