@@ -167,9 +167,10 @@
 //   sends nothing, so its detection does not change. Its effect is small
 //   (membership/README.md), because a slow member reaches only a few
 //   others within a second.
-// * Buddy system: whoever raises or confirms a suspicion tells the suspect
-//   directly, with a deadline as long as the suspicion itself, so a suspect
-//   that was merely slow answers with its refutation as soon as it runs.
+// * Buddy system: whoever raises or confirms a suspicion, or takes one up
+//   from hearsay (Note [Forged suspicion]), tells the suspect directly,
+//   with a deadline as long as the suspicion itself, so a suspect that was
+//   merely slow answers with its refutation as soon as it runs.
 // * Late timers: a suspicion timer that fires more than kLateTimer after its
 //   deadline means our own process did not run for that long (a starved
 //   machine); refutations may be queued behind it. Such a verdict is
@@ -187,6 +188,39 @@
 //   makes Shutdown wait for callbacks already running. Publish counts the
 //   same way, so no listener runs once Shutdown returns, whether the change
 //   came from a callback or an incoming request.
+//
+// Note [Forged suspicion]
+// * A member can sign a suspicion about a live member: it is a member, so
+//   its opinion verifies, and nobody can tell it from a real one. What we
+//   bound is how long it holds: every member that takes a suspicion up from
+//   hearsay (ALIVE -> SUSPECT) tells the suspect at once, with the buddy
+//   ping of Note [Dynamic suspicion], instead of only probing it at its
+//   next probe tick; the suspect refutes to every dialable member at once
+//   (Note [Refutation over our own requests]). So every view holds the
+//   suspect ALIVE again about two one-way latencies after the first honest
+//   member heard the suspicion, whoever the hostile member sent it to: the
+//   suspect itself (it refutes on receipt), everybody but the suspect, or a
+//   single member just after that member's probe tick (before, the suspect
+//   heard of it at the next probe tick or gossip round: up to a probe
+//   period plus a round trip).
+// * Cost: one ping per member that takes a suspicion up. A real crash is
+//   detected as before: the ping to a dead member fails without effect, and
+//   the probe that checks the rumour still brings the confirmations.
+// * Not done: "direct evidence wins" (a member that heard from the suspect
+//   within the last probe period keeps it ALIVE and does not pass the
+//   suspicion on). A member hears first-hand from a given member about once
+//   per round of its probes (n periods), so its evidence would rarely be
+//   fresh and would protect few views; an answer it had cannot tell a forged
+//   suspicion from a real one raised since (a member that crashed just
+//   after answering us); and a member that withholds the suspicion from
+//   gossip costs a real crash its confirmations, so detection slows.
+// * SUSPECT counts as live for planning (View::Live), so a forged
+//   suspicion costs no routes; it costs each view two changes (ALIVE ->
+//   SUSPECT -> ALIVE: two listener calls) and the suspect one incarnation
+//   and one step of its health score.
+// * An outbound-only suspect cannot be dialed: it hears of a suspicion in
+//   the replies to its own requests (Note [Outbound-only members]), so the
+//   bound does not hold for it.
 #ifndef SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
 #define SKIPSWARM_MEMBERSHIP_MEMBERSHIP_IMPL_H_
 

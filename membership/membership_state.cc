@@ -306,10 +306,14 @@ void Membership::Impl::ApplyOpinionLocked(const common::NodeId& id,
   }
   SetStateLocked(m, state, reporter, changes);
   QueueOpinionLocked(m, signed_update);
-  if (state == proto::MEMBER_STATE_SUSPECT && !first_hand &&
-      std::find(probe_next_.begin(), probe_next_.end(), id) ==
-          probe_next_.end()) {
-    probe_next_.push_back(id);  // check the rumour (see Note)
+  if (state == proto::MEMBER_STATE_SUSPECT && !first_hand) {
+    // Note [Forged suspicion]: the suspect hears of it from us at once, so
+    // a live one refutes to every member within a round trip; our own
+    // probe still checks the rumour (Note [Dynamic suspicion]).
+    NotifySuspectLater(id);
+    if (std::find(probe_next_.begin(), probe_next_.end(), id) == probe_next_.end()) {
+      probe_next_.push_back(id);
+    }
   }
 }
 

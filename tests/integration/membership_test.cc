@@ -4,7 +4,10 @@
 #include "identity/test_identity.h"
 #include "membership/membership.h"
 
+#include <algorithm>
+#include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "gtest/gtest.h"
@@ -621,6 +624,79 @@ TEST(LinkProbingTest, RttAndThroughputAreMeasuredSmoothedAndGossiped) {
   // links] in node/train/scheduler_planner.cc).
   EXPECT_LT(to2->throughput_measured_at, to2->measured_at - absl::Seconds(5));
   EXPECT_GE(to2->throughput_measured_at, to2->measured_at - absl::Seconds(11));
+}
+
+// A hostile member's signed suspicion about a live member, sent to every
+// other member, to all but the victim or to one member: every honest view
+// has the victim ALIVE again within one probe period of the suspicion
+// reaching the first honest member, even just after its probe tick (Note [Forged suspicion] in
+// membership/membership_impl.h), and a member that really crashes
+// afterwards is still DEAD in every view within 3 s. The hostile member
+// (the last node) is an ordinary member that also signs a suspicion.
+TEST(ForgedSuspicionTest, VictimIsAliveEverywhereWithinOneProbePeriod) {
+  constexpr int kHonest = 11;
+  const MembershipOptions options = UnitMembershipOptions();
+  absl::Duration worst_alive, worst_dead;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    // Sent to every other member, to all but the victim, to one member.
+    for (int recipients : {kHonest, kHonest - 1, 1}) {
+      SCOPED_TRACE(testing::Message() << "seed " << seed << ", " << recipients
+                                      << " recipients");
+      SimSwarm swarm(seed, SimNetwork::Options(), options);
+      for (int i = 0; i <= kHonest; ++i) swarm.AddNode({static_cast<uint32_t>(i % 3)});
+      swarm.StartAll(0);
+      ASSERT_NE(swarm.RunUntil([&] { return swarm.Converged(); }, absl::Seconds(10)),
+                absl::InfiniteDuration());
+      swarm.Run(absl::Milliseconds(37) * static_cast<double>(seed));  // vary the phase
+      const int mallory = kHonest;
+      const int victim = static_cast<int>(seed % kHonest);
+      const uint64_t before =
+          swarm.node(mallory).GetView().Find(swarm.id(victim))->incarnation;
+      proto::PingRequest suspicion;
+      suspicion.set_protocol_version(proto::kProtocolVersion);
+      suspicion.set_swarm_id(kUnitSwarm);
+      suspicion.set_from(swarm.id(mallory).Bytes());
+      suspicion.set_seq(1'000'000);
+      proto::MembershipUpdate* u = suspicion.mutable_gossip()->add_updates();
+      u->set_node_id(swarm.id(victim).Bytes());
+      u->set_state(proto::MEMBER_STATE_SUSPECT);
+      u->set_incarnation(before);
+      ASSERT_TRUE(SignOpinion(swarm.identity(mallory), kUnitSwarm, u).ok());
+      // The worst moment: just after the first recipient's probe tick.
+      const int first = (victim + 1) % kHonest;
+      const uint64_t probes = swarm.node(first).stats().probes;
+      swarm.RunUntil([&] { return swarm.node(first).stats().probes != probes; },
+                     absl::Seconds(2), absl::Milliseconds(1));
+      for (int k = 1; k <= recipients; ++k) {
+        const int i = (victim + k) % kHonest;  // the victim last
+        swarm.node(i).HandlePing({swarm.address(mallory), swarm.id(mallory)}, suspicion,
+                                 [](absl::StatusOr<proto::Ack>) {});
+      }
+      EXPECT_EQ(swarm.node(first).GetView().Find(swarm.id(victim))->state,
+                proto::MEMBER_STATE_SUSPECT);
+      const absl::Duration alive = swarm.RunUntil(
+          [&] { return swarm.AllSee(victim, proto::MEMBER_STATE_ALIVE); }, absl::Seconds(5),
+          absl::Milliseconds(1));
+      std::cout << "seed " << seed << ", " << recipients << " recipients: ALIVE everywhere after "
+                << alive << std::endl;
+      EXPECT_LE(alive, options.probe_interval);
+      worst_alive = std::max(worst_alive, alive);
+      for (int i = 0; i < kHonest; ++i) {
+        EXPECT_GT(swarm.node(i).GetView().Find(swarm.id(victim))->incarnation, before);
+      }
+      // Real failure detection is as before.
+      const int crashed = (victim + 1) % kHonest;
+      swarm.Kill(crashed);
+      const absl::Duration dead = swarm.RunUntil(
+          [&] { return swarm.AllSee(crashed, proto::MEMBER_STATE_DEAD); }, absl::Seconds(10));
+      EXPECT_LE(dead, absl::Seconds(3));
+      worst_dead = std::max(worst_dead, dead);
+    }
+  }
+  std::cout << "FIGURE forged_suspicion_alive_everywhere_ms_worst="
+            << absl::ToDoubleMilliseconds(worst_alive) << std::endl;
+  std::cout << "FIGURE crash_dead_everywhere_after_forged_suspicion_s_worst="
+            << absl::ToDoubleSeconds(worst_dead) << std::endl;
 }
 
 }  // namespace
