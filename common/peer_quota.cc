@@ -163,8 +163,12 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
   // refused before.
   absl::Duration hold = absl::ZeroDuration();
   if (options_.max_hold > absl::ZeroDuration()) {
+    const absl::Duration cap =
+        reason == QuotaReason::kStreamOpens && options_.max_stream_open_hold > absl::ZeroDuration()
+            ? options_.max_stream_open_hold
+            : options_.max_hold;
     if (p == nullptr || now - p->last_refused < options_.repeat_window) {
-      hold = std::max(absl::ZeroDuration(), std::min(wait, options_.max_hold));
+      hold = std::max(absl::ZeroDuration(), std::min(wait, cap));
     }
     if (p != nullptr) p->last_refused = now;
   }

@@ -109,7 +109,17 @@ namespace skipswarm::common {
 //   messages a second that opened a stream for each pushed about 20
 //   windows a second into the node. `stream_opens_per_second` is that
 //   bound, its own bucket beside the messages and bytes (a refusal is
-//   reason "stream_opens", held until the bucket has a stream again).
+//   reason "stream_opens", held until the bucket has a stream again, up
+//   to `max_stream_open_hold`: a held opening takes in a window too, so a
+//   peer that keeps asking gets one window per refill, not one per
+//   max_hold).
+// * Every message a stream reads is paid for: a frame's header pays a
+//   message and the payload it declares (its chunks then ride on that),
+//   a header the validator refuses still pays its message, and anything
+//   no admitted header paid for (a refused frame's chunks, a chunk
+//   without a header, an empty message) pays its bytes; a stream over
+//   its quota ends. Otherwise a peer could stream refused frames, or bare
+//   chunks, at the link's speed on one admitted stream.
 
 // kRevoked: an id the swarm's founder revoked (Note [Revocation] in
 // membership/revocation.h); refused everything in every admission mode.
@@ -140,6 +150,9 @@ struct QuotaBudget {
 // The longest hold the daemons set on every quota they serve (Note [Refusal
 // hold]): one place, so the gossip and the other services agree.
 inline constexpr absl::Duration kDaemonMaxHold = absl::Seconds(1);
+// And of a refused stream opening (Note [Stream opens]): a stranger's
+// pipeline stream refills every 4 s.
+inline constexpr absl::Duration kDaemonMaxStreamOpenHold = absl::Seconds(5);
 
 struct PeerQuotaOptions {
   std::string service;  // names the service in logs and metrics
@@ -154,6 +167,10 @@ struct PeerQuotaOptions {
   absl::Duration log_interval = absl::Seconds(10);
   // Note [Refusal hold]. Zero: no holds.
   absl::Duration max_hold = absl::ZeroDuration();
+  // Note [Stream opens]: the longest hold of a refused stream opening (it
+  // waits for the bucket's next stream, which may be longer than max_hold);
+  // zero: max_hold. Holds only where max_hold is set.
+  absl::Duration max_stream_open_hold = absl::ZeroDuration();
   absl::Duration repeat_window = absl::Seconds(1);
   int max_held_calls = 64;
 };

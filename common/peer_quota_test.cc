@@ -124,6 +124,16 @@ TEST(StreamOpensTest, OpeningsHaveTheirOwnBucketAndAHeldRefusalWaitsForIt) {
   clock.Advance(absl::Seconds(0.75));
   EXPECT_TRUE(quota.OpenStream(peer).ok());
   EXPECT_EQ((quota.refusals()[{QuotaReason::kStreamOpens, PeerClass::kStranger}]), 2u);
+  // At a quarter of a stream a second the hold waits for the next one,
+  // past max_hold, up to max_stream_open_hold.
+  o.stranger.stream_opens_per_second = 0.25;
+  o.max_stream_open_hold = absl::Seconds(5);
+  PeerQuota slow(o, &clock);
+  slow.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(slow.OpenStream(peer).ok()) << i;
+  EXPECT_EQ(PeerQuota::HoldOf(slow.OpenStream(peer).status()), absl::ZeroDuration());
+  EXPECT_EQ(PeerQuota::HoldOf(slow.OpenStream(peer).status()), absl::Seconds(4));
+  EXPECT_EQ(PeerQuota::HoldOf(slow.Admit(peer, 1e9)), absl::Seconds(1));  // max_hold
   // Unset (the members here), openings are bounded by messages only.
   PeerQuota members(Options(), &clock);
   int opened = 0;

@@ -143,9 +143,15 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
     frame.header = std::move(*message.mutable_header());
     absl::Status status = env_.validator->CheckHeader(frame.header);
     bool quiet = false;  // the quota logs its refusals, one line per interval
-    if (status.ok() && env_.quota != nullptr) {
-      status = env_.quota->Admit(from_, frame.header.tensor().payload_bytes());
-      quiet = !status.ok();
+    if (env_.quota != nullptr) {
+      // Note [Peer quotas]: a header pays its message and the payload it
+      // declares; one the validator refuses still pays its message.
+      absl::Status paid = env_.quota->Admit(
+          from_, status.ok() ? frame.header.tensor().payload_bytes() : 0);
+      if (!paid.ok()) {
+        status = std::move(paid);
+        quiet = true;
+      }
     }
     if (!status.ok()) {
       if (quiet) {
@@ -167,10 +173,16 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
     assembling_ = std::move(frame);
     return std::nullopt;
   }
-  if (!message.has_chunk() || skipping_) return std::nullopt;
-  if (!assembling_.has_value()) {
-    LOG(WARNING) << "discarded a payload chunk without a frame header from "
-                 << from_;
+  if (!message.has_chunk() || skipping_ || !assembling_.has_value()) {
+    // Not part of a frame whose header paid for it: a chunk of a refused
+    // frame, a chunk without a header, an empty message. Each pays its
+    // bytes (an empty one a message), or the stream ends for its quota:
+    // reading them is not free, and nothing else bounds how many follow.
+    if (!PayForUnframed(message)) return std::nullopt;
+    if (message.has_chunk() && !skipping_) {
+      LOG_EVERY_N(WARNING, 1000) << "discarded a payload chunk without a frame header from "
+                                 << from_ << " (" << google::COUNTER << " so far)";
+    }
     return std::nullopt;
   }
   absl::Status status = env_.validator->CheckChunk(
@@ -190,6 +202,27 @@ std::optional<Frame> ServerStream::Consume(proto::PipelineMessage& message) {
   std::optional<Frame> done = std::move(assembling_);
   assembling_.reset();
   return done;
+}
+
+bool ServerStream::PayForUnframed(const proto::PipelineMessage& message) {
+  if (env_.quota == nullptr) return true;
+  absl::Status paid = env_.quota->Admit(from_, message.ByteSizeLong(),
+                                        message.has_chunk() ? 0 : 1);
+  if (paid.ok()) return true;
+  {
+    absl::MutexLock lock(&mu_);
+    ending_ = true;  // no more reads; the stream ends with the refusal
+    finish_status_ = proto::ToGrpcStatus(paid);
+    ++unfilled_;  // Note [Refusal hold]: the end waits for the hold
+  }
+  env_.quota->AnswerAfterHold(paid, [this] {
+    {
+      absl::MutexLock lock(&mu_);
+      --unfilled_;
+    }
+    Pump();
+  });
+  return false;
 }
 
 void ServerStream::RejectCurrent(const proto::FrameHeader& header,

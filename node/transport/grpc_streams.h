@@ -72,6 +72,9 @@ class ServerStream final
  private:
   // Message handling; returns a complete frame to admit, if any.
   std::optional<Frame> Consume(proto::PipelineMessage& message);
+  // Charges a message that no frame header paid for to the peer's quota;
+  // false (and the stream ending for its quota) when it is over.
+  bool PayForUnframed(const proto::PipelineMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues the ack of a frame that failed a check, ends the current frame.
   // `quiet`: the caller has logged it already.
   void RejectCurrent(const proto::FrameHeader& header, absl::Status why,

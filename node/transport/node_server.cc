@@ -35,6 +35,7 @@ absl::Status NodeServer::Start(std::shared_ptr<const identity::PeerCredentials> 
   builder_.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder_.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                               options_.stream_receive_window_bytes);
+  builder_.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, options_.bandwidth_probe ? 1 : 0);
   // Note [gRPC memory quota].
   if (options_.grpc_memory_quota_bytes > 0 || options_.grpc_max_threads > 0) {
     resource_quota_ = std::make_unique<grpc::ResourceQuota>("skipswarm-node-server");

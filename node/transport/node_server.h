@@ -13,7 +13,8 @@
 //
 // The server-wide settings are the union of what the services need: the
 // largest message any of them accepts (each service still checks its own
-// bound), the pipeline's keepalive and its large per-stream receive window.
+// bound), the pipeline's keepalive and its stream window (Note [Stream
+// window]).
 //
 // Thread rule: builder() and Start on one thread before any call is
 // served; SetServing, port and Shutdown are thread-safe. Services must
@@ -42,9 +43,11 @@ struct NodeServerOptions {
   int max_receive_message_bytes = 8 << 20;
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(5);
-  // Per-stream HTTP/2 receive window (activations are MBs: a large window
-  // keeps a long fat link busy).
+  // Note [Stream window]: the per-stream HTTP/2 receive window gRPC starts
+  // from, and whether its bandwidth probe may grow it (activations are MBs;
+  // a long fat link needs the probe).
   int stream_receive_window_bytes = 16 << 20;
+  bool bandwidth_probe = true;
   // Note [gRPC memory quota]: a bound on the memory gRPC itself uses for
   // all connections and calls together (0: none), and on the threads it
   // starts for the synchronous services (0: none).
@@ -71,6 +74,25 @@ struct NodeServerOptions {
 // * Its thread limit (SetMaxThreads) bounds the threads the synchronous
 //   services (state transfer, evidence, relay, manifest) start for
 //   concurrent calls; a call beyond it waits for a thread.
+
+// Note [Stream window]
+// * The receive window of a new stream is what a peer may send before the
+//   service reads: a stranger's stream that is refused at its opening, or
+//   held (Note [Refusal hold] in common/peer_quota.h), still takes in bytes
+//   until it ends. With gRPC's bandwidth probe the window grows to MBs.
+// * Turning the probe off does not serve us: a reading service then gets
+//   about one message (a chunk, at most 1 MiB) of window per round trip,
+//   and BM_GrpcThroughputOverRtt (transport_benchmark.cc, through a
+//   DelayProxy) measured one stream at about a twelfth of the probed
+//   throughput on a 100 ms round trip; peers across continents are the
+//   point of the swarm. Nor does it stop the bytes of held streams (they
+//   took as much with the probe off), and cancelling refused streams at
+//   once only helps with a small window (the peer reopens at once, and
+//   each new stream again carries a window's worth).
+// * So the probe stays on (`bandwidth_probe`), the window large; what
+//   bounds a stranger's bytes is how often it may open a stream (Note
+//   [Stream opens] in common/peer_quota.h). Figures:
+//   tests/adversarial/README.md.
 
 
 class NodeServer {

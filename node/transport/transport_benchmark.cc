@@ -8,6 +8,11 @@
 // BM_GrpcStreamThroughput activations through one stream, 4 frames in flight.
 //                         Both: /0 plain text (--insecure), /1 mutual TLS
 //                         with Ed25519 node certificates (the default).
+// BM_GrpcThroughputOverRtt/R/P  the same stream through a DelayProxy with
+//                         an R ms round trip, into a daemon's NodeServer
+//                         with P=1 its window (16 MiB + gRPC's bandwidth
+//                         probe) or P=0 a fixed 1 MiB window without the
+//                         probe (Note [Stream window]); TLS.
 // BM_RawTcpCopy           the same bytes through a plain loopback TCP socket
 //                         (write → read into a buffer), the ceiling.
 // BM_Crc32c4MB            CRC-32C of a 4 MB payload (hardware / table).
@@ -33,9 +38,11 @@
 #include "identity/identity.h"
 #include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
+#include "node/transport/delay_proxy.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/inproc_transport.h"
 #include "node/transport/malloc_tuning.h"
+#include "node/transport/node_server.h"
 #include "node/transport/shaping_transport.h"
 #include "node/transport/test_util.h"
 
@@ -152,6 +159,106 @@ void BM_GrpcStreamThroughput(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kFramesPerIteration * kActivationBytes);
 }
 BENCHMARK(BM_GrpcStreamThroughput)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Sends `frames` activations from a to `to` with at most `window` in
+// flight; false when one failed.
+struct SendCount {
+  absl::Mutex mu;
+  int in_flight ABSL_GUARDED_BY(mu) = 0;
+  int done ABSL_GUARDED_BY(mu) = 0;
+  int window = 0;
+  int frames = 0;
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return in_flight < window; }
+  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done == frames; }
+};
+
+bool SendStream(GrpcTransport& a, const PeerId& to, const Frame& prototype, uint64_t& next_mb,
+                int frames, int window) {
+  SendCount count;
+  count.window = window;
+  count.frames = frames;
+  for (int i = 0; i < frames; ++i) {
+    {
+      absl::MutexLock lock(&count.mu);
+      count.mu.Await(absl::Condition(&count, &SendCount::HasRoom));
+      ++count.in_flight;
+    }
+    Frame frame = prototype;
+    frame.header.set_mb_id(next_mb++);
+    a.Send(to, std::move(frame), [&count](absl::Status s) {
+      absl::MutexLock lock(&count.mu);
+      --count.in_flight;
+      ++count.done;
+      count.failed |= !s.ok();
+    });
+  }
+  absl::MutexLock lock(&count.mu);
+  count.mu.Await(absl::Condition(&count, &SendCount::AllDone));
+  return !count.failed;
+}
+
+void BM_GrpcThroughputOverRtt(benchmark::State& state) {
+  TuneMalloc();
+  auto clock = common::RealClock::Create();
+  std::unique_ptr<identity::Identity> a_key = identity::TestIdentity('a');
+  std::unique_ptr<identity::Identity> b_key = identity::TestIdentity('b');
+  NodeServerOptions server_options;  // P=1: the daemon's defaults
+  if (state.range(1) == 0) {
+    server_options.stream_receive_window_bytes = 1 << 20;
+    server_options.bandwidth_probe = false;
+  }
+  NodeServer server(server_options);
+  GrpcTransportOptions options;
+  options.swarm_id = kTestSwarm;
+  options.self = b_key->id();
+  options.credentials = identity::PeerCredentials::Create({b_key.get()}, clock->Now()).value();
+  options.serve_on = server.builder();
+  std::unique_ptr<GrpcTransport> b = GrpcTransport::Create(options, clock.get()).value();
+  b->SetFrameHandler(AdmitWith([](const PeerId&, Frame) { return absl::OkStatus(); }));
+  if (absl::Status started = server.Start(options.credentials); !started.ok()) {
+    state.SkipWithError(started.ToString().c_str());
+    return;
+  }
+  options.serve_on = nullptr;
+  options.listen_address = "";
+  options.self = a_key->id();
+  options.credentials = identity::PeerCredentials::Create({a_key.get()}, clock->Now()).value();
+  std::unique_ptr<GrpcTransport> a = GrpcTransport::Create(options, clock.get()).value();
+  auto proxy = DelayProxy::Start(absl::StrCat("127.0.0.1:", server.port()),
+                                 absl::Milliseconds(state.range(0)) / 2, clock.get());
+  if (!proxy.ok()) {
+    state.SkipWithError(proxy.status().ToString().c_str());
+    return;
+  }
+  a->SetPeerAddress(b->self(), (*proxy)->address());
+  state.SetLabel(state.range(1) == 1 ? "probe (default)" : "fixed 1 MiB, no probe");
+  const Frame prototype = [&] {
+    Frame f = MakeTestFrame({a->self(), b->self(), a->self()}, 1, kActivationBytes);
+    SealFrame(f);
+    return f;
+  }();
+  uint64_t next_mb = 0;
+  constexpr int kFrames = 8;
+  // A first stream warms the connection (TLS, the probe's estimate).
+  if (!SendStream(*a, b->self(), prototype, next_mb, kFrames, 4)) {
+    state.SkipWithError("warm-up send failed");
+  }
+  for (auto _ : state) {
+    if (!SendStream(*a, b->self(), prototype, next_mb, kFrames, 4)) {
+      state.SkipWithError("a send failed");
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kFrames * kActivationBytes);
+  a.reset();
+  server.Shutdown(absl::Seconds(1));
+  b.reset();
+}
+BENCHMARK(BM_GrpcThroughputOverRtt)
+    ->ArgsProduct({{0, 20, 100}, {0, 1}})
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_RawTcpCopy(benchmark::State& state) {
   TuneMalloc();

@@ -50,6 +50,7 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
   o.newcomer = newcomer;
   o.all_strangers = all_strangers;
   o.max_hold = common::kDaemonMaxHold;  // Note [Refusal hold]
+  o.max_stream_open_hold = common::kDaemonMaxStreamOpenHold;
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
   if (members != nullptr) {
     // The set outlives nothing it is not shared with: the quota holds it.
@@ -90,7 +91,7 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   // stream, and a member whose record this node has not seen yet (a
   // restarted or new replica) pushes as a stranger at its push rate.
   q.pipeline = Make("pipeline", {1000, 1000, 256 * f, 256 * f, 4, false, 50, 100},
-                    stranger({20, 20, 4 * f, 8 * f, 1, false, 1, 2}), clock, q.members,
+                    stranger({20, 20, 4 * f, 8 * f, 1, false, 0.25, 2}), clock, q.members,
                     common::QuotaBudget{250, 250, 64 * f, 64 * f, 2, false, 12.5, 25},
                     all({100, 100, 16 * f, 32 * f, 8}));
   q.group = Make("group", {1000, 1000, 64 * p, 64 * p, 32},

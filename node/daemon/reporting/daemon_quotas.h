@@ -69,7 +69,8 @@ struct DaemonQuotas {
 //   pipeline  member 1,000 frames/s (burst 1,000), 256 F/s (burst 256 F), 4 streams,
 //             50 stream opens/s (burst 100)
 //             stranger 20 frames/s (burst 20), 4 F/s (burst 8 F), 1 stream,
-//             1 stream open/s (burst 2)
+//             a stream open every 4 s (burst 2; a refused opening is held
+//             until the next, Note [Stream opens])
 //   group     member 1,000 pushes/s, 64 P/s (burst 64 P), 32 streams
 //             stranger 5/s (burst 10), 256 KiB/s (burst 1 MiB), 1 stream
 //   state     member 20 requests/s (burst 40), 16 S/s (burst 16 S), 8 streams,

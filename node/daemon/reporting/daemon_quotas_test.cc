@@ -90,9 +90,15 @@ TEST(DaemonQuotasTest, AStrangerOpensFewStreamsAMemberMany) {
   EXPECT_EQ(opened(*q.group, stranger, 20), 10);  // the message burst
   EXPECT_EQ(opened(*q.pipeline, member, 20), 20);
   clock.Advance(absl::Seconds(1));
-  EXPECT_EQ(opened(*q.pipeline, stranger, 20), 1);
+  EXPECT_EQ(opened(*q.pipeline, stranger, 20), 0);  // one every 4 s
   EXPECT_EQ(opened(*q.group, stranger, 20), 5);
   EXPECT_EQ(opened(*q.pipeline, member, 200), 100);  // 50/s, burst 100
+  clock.Advance(absl::Seconds(3));
+  EXPECT_EQ(opened(*q.pipeline, stranger, 20), 1);
+  // A refused opening asked again at once waits for the next (up to 4 s),
+  // past the 1 s every other refusal is held at most.
+  EXPECT_EQ(common::PeerQuota::HoldOf(q.pipeline->OpenStream(stranger).status()),
+            absl::Seconds(4));
 }
 
 // Note [Peer quotas], newcomers: a member on probation floods frames,

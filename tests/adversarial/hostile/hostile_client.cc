@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -65,6 +66,21 @@ class Tally {
       report_.first_refusal_s = absl::ToDoubleSeconds(clock_->SteadyNow() - start_);
     }
   }
+  // One stream ended after `written` bytes of messages.
+  void Stream(uint64_t written) {
+    absl::MutexLock lock(&mu_);
+    ++report_.streams;
+    report_.bytes_sent += written;
+  }
+  // The first few distinct reasons a call ended, on stderr (what the
+  // counts alone do not say).
+  void Explain(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    std::string why = absl::StrCat(CodeName(status.error_code()), ": ", status.error_message());
+    if (explained_.size() < 8 && explained_.insert(why).second) {
+      fprintf(stderr, "call ended %s\n", why.c_str());
+    }
+  }
   AttackReport Take() {
     absl::MutexLock lock(&mu_);
     return report_;
@@ -75,6 +91,7 @@ class Tally {
   const absl::Duration start_;
   absl::Mutex mu_;
   AttackReport report_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> explained_ ABSL_GUARDED_BY(mu_);
 };
 
 proto::FrameHeader FarFutureHeader(const HostileOptions& o, const std::string& self,
@@ -126,23 +143,38 @@ void Frames(const HostileOptions& o, const std::string& self, const Member& m,
         tally->Answer(static_cast<grpc::StatusCode>(ack.code()), 0);
       }
     });
+    uint64_t written = 0;  // bytes of the messages gRPC took
+    const uint64_t first_mb = mb;
+    const absl::Duration opened = clock->SteadyNow();
     while (clock->SteadyNow() < until) {
       proto::PipelineMessage header;
       *header.mutable_header() = FarFutureHeader(o, self, m, mb++, payload);
       if (!stream->Write(header)) break;
+      written += header.ByteSizeLong();
       bool ok = true;
       for (size_t at = 0; ok && at < payload.size(); at += kChunk) {
         proto::PipelineMessage chunk;
         chunk.mutable_chunk()->set_index(static_cast<uint32_t>(at / kChunk));
         chunk.mutable_chunk()->set_data(payload.substr(at, kChunk));
         ok = stream->Write(chunk);
+        if (ok) written += chunk.ByteSizeLong();
       }
       if (!ok) break;
     }
     stream->WritesDone();
     reader.join();
+    tally->Stream(written);
     grpc::Status end = stream->Finish();
-    if (!end.ok()) tally->Answer(end.error_code());  // the stream itself refused
+    if (o.trace_streams) {
+      fprintf(stderr, "stream to %s: %llu frames, %llu bytes, %.3f s, %s\n", m.address.c_str(),
+              static_cast<unsigned long long>(mb - first_mb),
+              static_cast<unsigned long long>(written),
+              absl::ToDoubleSeconds(clock->SteadyNow() - opened), end.error_message().c_str());
+    }
+    if (!end.ok()) {  // the stream itself refused
+      tally->Answer(end.error_code());
+      tally->Explain(end);
+    }
   }
 }
 
@@ -285,7 +317,7 @@ std::string AttackReport::Json() const {
   std::vector<std::string> answer_items;
   for (const auto& [code, n] : answers) answer_items.push_back(absl::StrCat("\"", code, "\": ", n));
   return absl::StrCat("{\"attack\": \"", attack, "\", \"members\": ", members,
-                      ", \"sent\": ", sent, ", \"bytes_sent\": ", bytes_sent,
+                      ", \"sent\": ", sent, ", \"bytes_sent\": ", bytes_sent, ", \"streams\": ", streams,
                       ", \"answers\": {", absl::StrJoin(answer_items, ", "),
                       "}, \"first_refusal_s\": ", first_refusal_s,
                       ", \"members_alive_after\": ", members_alive_after, "}");

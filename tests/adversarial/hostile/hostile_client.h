@@ -38,6 +38,9 @@ struct HostileOptions {
   // Pipeline frames: payload of each (fp32 elements x 4) and the iteration
   // they claim (far ahead of any real one).
   uint64_t frame_bytes = 16 << 10;
+  // frames: one stderr line per stream (frames and bytes gRPC took, how
+  // long it lived, how it ended).
+  bool trace_streams = false;
   uint64_t frame_iteration = 1'000'000'000;
   // Gradient pushes: the elements each declares.
   int64_t push_elements = int64_t{32} << 20;
@@ -55,6 +58,7 @@ struct AttackReport {
   int members = 0;                      // attacked
   uint64_t sent = 0;                    // requests (frames, pushes, calls)
   uint64_t bytes_sent = 0;
+  uint64_t streams = 0;                 // opened (frames)
   std::map<std::string, uint64_t> answers;  // gRPC code name -> count
   // From the attack's start to the first answer that refused it
   // (RESOURCE_EXHAUSTED, PERMISSION_DENIED, INVALID_ARGUMENT,

@@ -15,6 +15,7 @@ ABSL_FLAG(std::string, attack, "frames",
 ABSL_FLAG(std::string, swarm_id, "skipswarm", "The swarm id (the swarm name without a secret).");
 ABSL_FLAG(double, seconds, 10, "How long the attack runs.");
 ABSL_FLAG(std::string, name, "mallory", "Seed of the attacker's throw-away node id.");
+ABSL_FLAG(bool, trace_streams, false, "frames: one stderr line per stream it opened.");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   o.swarm_id = absl::GetFlag(FLAGS_swarm_id);
   o.name = absl::GetFlag(FLAGS_name);
   o.duration = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  o.trace_streams = absl::GetFlag(FLAGS_trace_streams);
   auto clock = skipswarm::common::RealClock::Create();
   absl::StatusOr<skipswarm::hostile::AttackReport> r =
       skipswarm::hostile::RunAttack(absl::GetFlag(FLAGS_attack), o, clock.get());
