@@ -93,8 +93,6 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
                                                 torch::optim::Optimizer* optimizer, int64_t step,
                                                 const std::string& extra,
                                                 absl::string_view averaging) {
-  absl::StatusOr<std::string> state = EncodeStageState(module, optimizer, averaging);
-  if (!state.ok()) return state.status();
   nlohmann::json h;
   h["config_hash"] = module.config().ConfigHash();
   h["config"] = nlohmann::json::parse(ModelConfigToJson(module.config()));
@@ -106,8 +104,14 @@ absl::StatusOr<std::string> SerializeStageState(StageModule& module,
   Put<uint32_t>(out, kVersion);
   Put<uint32_t>(out, static_cast<uint32_t>(header.size()));
   out += header;
-  Put<uint64_t>(out, state->size());
-  out += *state;
+  const size_t size_at = out.size();
+  Put<uint64_t>(out, 0);  // the state's size, set below
+  // The state goes straight into `out` (reserved for it and the CRC): one
+  // copy of the stage's tensors, not one per intermediate string.
+  absl::Status state = AppendStageState(module, optimizer, averaging, out, sizeof(uint32_t));
+  if (!state.ok()) return state;
+  const uint64_t state_size = out.size() - size_at - sizeof(uint64_t);
+  std::memcpy(out.data() + size_at, &state_size, sizeof(state_size));
   Put<uint32_t>(out, common::Crc32c(out.data(), out.size()));
   return out;
 }

@@ -62,8 +62,24 @@ absl::Status Loss(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("checkpoint: ", what));
 }
 
-// Appends `t` (any device) as entry `name`.
-absl::Status Append(std::string& out, const std::string& name, const at::Tensor& t) {
+// One entry of a state being written: its bytes are `cpu`'s, or `raw`
+// (borrowed) where `cpu` is undefined.
+struct PendingEntry {
+  std::string name;
+  TensorDtype dtype = TensorDtype::kUInt8;
+  std::vector<int64_t> dims;
+  at::Tensor cpu;
+  absl::string_view raw;
+
+  absl::string_view Bytes() const {
+    if (!cpu.defined()) return raw;
+    return absl::string_view(static_cast<const char*>(cpu.data_ptr()),
+                             cpu.numel() * cpu.element_size());
+  }
+};
+
+// `t` (any device) as entry `name`: checked, on the CPU and contiguous.
+absl::StatusOr<PendingEntry> Pending(const std::string& name, const at::Tensor& t) {
   std::optional<TensorDtype> dtype = DtypeOf(t.scalar_type());
   if (!dtype) {
     return absl::InvalidArgumentError(
@@ -74,10 +90,7 @@ absl::Status Append(std::string& out, const std::string& name, const at::Tensor&
     return absl::InvalidArgumentError(absl::StrCat("checkpoint: name too long: ", name));
   }
   at::Tensor cpu = t.detach().to(at::kCPU).contiguous();
-  AppendTensorEntry(out, name, *dtype, cpu.sizes().vec(),
-                    absl::string_view(static_cast<const char*>(cpu.data_ptr()),
-                                      cpu.numel() * cpu.element_size()));
-  return absl::OkStatus();
+  return PendingEntry{name, *dtype, cpu.sizes().vec(), cpu, absl::string_view()};
 }
 
 // A CPU tensor holding a copy of `e`'s bytes.
@@ -129,9 +142,9 @@ absl::Status CheckNames(const std::map<std::string, const TensorEntry*>& entries
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodeStageState(StageModule& module,
-                                             torch::optim::Optimizer* optimizer,
-                                             absl::string_view averaging) {
+absl::Status AppendStageState(StageModule& module, torch::optim::Optimizer* optimizer,
+                              absl::string_view averaging, std::string& out,
+                              size_t reserve_after) {
   AdamW* adamw = nullptr;
   if (optimizer != nullptr) {
     adamw = dynamic_cast<AdamW*>(optimizer);
@@ -140,22 +153,25 @@ absl::StatusOr<std::string> EncodeStageState(StageModule& module,
           "checkpoint: only AdamW optimizer state can be stored (pass null for weights only)");
     }
   }
-  std::string body;
-  uint32_t count = 0;
+  // Every entry first, then the list in one buffer reserved at its final
+  // size: a stage's state is tens of MB, and appending it piece by piece
+  // copied it on every growth, onto fresh pages each time.
+  std::vector<PendingEntry> entries;
   absl::Status encoded = TorchGuard("checkpoint: serialising", [&]() -> absl::Status {
     auto add = [&](const std::string& name, const at::Tensor& t) {
-      ++count;
-      return Append(body, name, t);
+      absl::StatusOr<PendingEntry> e = Pending(name, t);
+      if (!e.ok()) return e.status();
+      entries.push_back(*std::move(e));
+      return absl::OkStatus();
     };
     for (const auto& item : module.named_parameters()) {
       absl::Status s = add(kParam + item.key(), item.value());
       if (!s.ok()) return s;
     }
     if (adamw != nullptr) {
-      const std::string kind = kOptimizerKind;
-      ++count;
-      AppendTensorEntry(body, kOptimizer, TensorDtype::kUInt8,
-                        {static_cast<int64_t>(kind.size())}, kind);
+      const absl::string_view kind = kOptimizerKind;
+      entries.push_back(PendingEntry{kOptimizer, TensorDtype::kUInt8,
+                                     {static_cast<int64_t>(kind.size())}, at::Tensor(), kind});
       // State is keyed by the module's parameter names: an optimizer over
       // other tensors (another stage's) is the caller's mistake.
       std::set<const c10::TensorImpl*> owned;
@@ -185,16 +201,29 @@ absl::StatusOr<std::string> EncodeStageState(StageModule& module,
       }
     }
     if (!averaging.empty()) {
-      ++count;
-      AppendTensorEntry(body, kAveraging, TensorDtype::kUInt8,
-                        {static_cast<int64_t>(averaging.size())}, averaging);
+      entries.push_back(PendingEntry{kAveraging, TensorDtype::kUInt8,
+                                     {static_cast<int64_t>(averaging.size())}, at::Tensor(),
+                                     averaging});
     }
     return absl::OkStatus();
   });
   if (!encoded.ok()) return encoded;
+  size_t size = sizeof(uint32_t);
+  for (const PendingEntry& e : entries) {
+    size += TensorEntrySize(e.name.size(), e.dims.size(), e.Bytes().size());
+  }
+  out.reserve(out.size() + size + reserve_after);
+  AppendTensorCount(out, static_cast<uint32_t>(entries.size()));
+  for (const PendingEntry& e : entries) AppendTensorEntry(out, e.name, e.dtype, e.dims, e.Bytes());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> EncodeStageState(StageModule& module,
+                                             torch::optim::Optimizer* optimizer,
+                                             absl::string_view averaging) {
   std::string out;
-  AppendTensorCount(out, count);
-  out += body;
+  absl::Status s = AppendStageState(module, optimizer, averaging, out, 0);
+  if (!s.ok()) return s;
   return out;
 }
 

@@ -25,6 +25,12 @@ namespace skipswarm::model {
 absl::StatusOr<std::string> EncodeStageState(StageModule& module,
                                              torch::optim::Optimizer* optimizer,
                                              absl::string_view averaging);
+// EncodeStageState's bytes appended to `out`, which is first reserved for
+// them and `reserve_after` more (what the caller appends next), so the
+// state is copied once. On error `out` is as it was (its capacity aside).
+absl::Status AppendStageState(StageModule& module, torch::optim::Optimizer* optimizer,
+                              absl::string_view averaging, std::string& out,
+                              size_t reserve_after);
 
 // Checks every entry of `state` against `module` (and `optimizer` when it
 // is not null and the state holds optimizer entries) before changing

@@ -79,6 +79,11 @@ size_t TensorDtypeSize(TensorDtype dtype) {
 
 void AppendTensorCount(std::string& out, uint32_t count) { PutLE<uint32_t>(out, count); }
 
+size_t TensorEntrySize(size_t name_len, size_t rank, size_t data_bytes) {
+  return sizeof(uint16_t) + name_len + 2 * sizeof(uint8_t) + rank * sizeof(uint64_t) +
+         sizeof(uint64_t) + data_bytes;
+}
+
 void AppendTensorEntry(std::string& out, absl::string_view name, TensorDtype dtype,
                        const std::vector<int64_t>& dims, absl::string_view data) {
   CHECK(!name.empty() && name.size() <= kMaxTensorNameLen) << name;

@@ -60,6 +60,9 @@ void AppendTensorEntry(std::string& out, absl::string_view name, TensorDtype dty
                        const std::vector<int64_t>& dims, absl::string_view data);
 // The u32 count that opens the list, written before its entries.
 void AppendTensorCount(std::string& out, uint32_t count);
+// The bytes AppendTensorEntry appends for an entry of this name length,
+// rank and data size (so a writer can reserve the whole list at once).
+size_t TensorEntrySize(size_t name_len, size_t rank, size_t data_bytes);
 
 // The entries of `bytes`, in order; each entry's data borrows `bytes`.
 absl::StatusOr<std::vector<TensorEntry>> ParseTensorList(absl::string_view bytes);

@@ -143,6 +143,35 @@ TEST(CheckpointTest, CarriesAveragingBytesAndOlderFilesHaveNone) {
   EXPECT_EQ(ReadCheckpointInfo(with)->step, 5);
 }
 
+// The state is written into one buffer reserved ahead and its length
+// patched in afterwards: the bytes must be exactly the format's, as an
+// independent writer of the same entries (WithStateEntries) makes them,
+// with the entries in their documented order.
+TEST(CheckpointTest, TheStateIsItsEntriesInOrderAsTheFormatWritesThem) {
+  std::unique_ptr<StageOptimizer> holder;
+  StageOptimizer* opt;
+  auto pipe = Trained(&opt, holder);
+  StageModule& m = pipe->stage(1).module();
+  const std::string averaging("SSAVGST1\0\x01 outer state", 23);
+  const std::string file = SerializeStageState(m, &opt->adamw(), 3, "x", averaging).value();
+  absl::StatusOr<std::vector<testing::OwnedTensorEntry>> entries = testing::StateEntries(file);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  EXPECT_EQ(testing::WithStateEntries(file, *entries), file);
+  std::vector<std::string> names;
+  for (const testing::OwnedTensorEntry& e : *entries) names.push_back(e.name);
+  std::vector<std::string> want;
+  for (const auto& item : m.named_parameters()) want.push_back("param/" + item.key());
+  want.push_back("optimizer");
+  for (const auto& item : m.named_parameters()) {
+    for (const char* f : {"step", "exp_avg", "exp_avg_sq"}) {
+      want.push_back(absl::StrCat("adamw/", item.key(), "/", f));
+    }
+  }
+  want.push_back("averaging");
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(entries->back().data, averaging);
+}
+
 // Two stages of one process save, export and import at once (two threads,
 // two modules). Version 1 raced inside libtorch's archive code here (Note
 // [One libtorch archive at a time]); version 2 uses no archive, and under

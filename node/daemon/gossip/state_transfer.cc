@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <set>
 #include <thread>
 #include <utility>
@@ -25,8 +26,11 @@
 namespace skipswarm::node {
 namespace {
 
+// Copies of a Snapshot share its bytes (immutable once served): a request
+// takes one under the lock and streams it after, without copying the
+// stage's tens of MB.
 struct Snapshot {
-  std::string bytes;
+  std::shared_ptr<const std::string> bytes = std::make_shared<const std::string>();
   std::string sha256;
   uint64_t params_digest = 0;
 };
@@ -36,7 +40,7 @@ Snapshot Served(StageSnapshot snap) {
   Snapshot s;
   s.sha256 = common::Sha256(snap.bytes);
   s.params_digest = snap.params_digest;
-  s.bytes = std::move(snap.bytes);
+  s.bytes = std::make_shared<const std::string>(std::move(snap.bytes));
   return s;
 }
 
@@ -108,7 +112,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       }
       Snapshot s = Served(*std::move(snap));
       LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << next << ": "
-                << s.bytes.size() << " bytes for joiners";
+                << s.bytes->size() << " bytes for joiners";
       KeepSnapshotLocked({stage, next}, std::move(s));
     }
     for (auto it = wanted_.begin(); it != wanted_.end();) {
@@ -192,7 +196,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
     }
     if (snapshots_.count({stage, it}) > 0) return absl::OkStatus();
     LOG(INFO) << "state snapshot of stage " << stage << " at iteration " << it
-              << " taken in the iteration: " << s.bytes.size() << " bytes for joiners";
+              << " taken in the iteration: " << s.bytes->size() << " bytes for joiners";
     KeepSnapshotLocked({stage, it}, std::move(s));
     return absl::OkStatus();
   }
@@ -282,10 +286,10 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       } else {
         absl::StatusOr<Snapshot> waited = AwaitSnapshotLocked(context, stage, it);
         if (!waited.ok()) return proto::ToGrpcStatus(waited.status());
-        snap = *std::move(waited);  // a copy: streaming runs without the lock
+        snap = *std::move(waited);  // shares the bytes: streaming runs without the lock
       }
     }
-    const uint64_t total = snap.bytes.size();
+    const uint64_t total = snap.bytes->size();
     uint64_t offset = std::min<uint64_t>(request->resume_offset(), total);
     if (options_.quota != nullptr) {
       absl::Status bytes = options_.quota->Admit(*quota_id, total - offset, /*messages=*/0);
@@ -302,7 +306,7 @@ class StateServer::Impl final : public proto::StateTransferService::Service {
       chunk.set_iteration(it);
       chunk.set_total_bytes(total);
       chunk.set_offset(offset);
-      chunk.set_data(snap.bytes.data() + offset, n);
+      chunk.set_data(snap.bytes->data() + offset, n);
       chunk.set_crc32c(common::Crc32c(chunk.data()));
       chunk.set_sha256(snap.sha256);
       chunk.set_params_digest(snap.params_digest);
