@@ -32,6 +32,9 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 // at most, as a share of an iteration: the entry lead covers it.
 constexpr absl::Duration kEntryMargin = absl::Milliseconds(500);
 constexpr int kEntryAttempts = 4;
+// The least time the source's progress is watched before its iteration
+// time sets the entry lead.
+constexpr absl::Duration kLeadSample = absl::Milliseconds(100);
 // Note [Routed once ready]: how long the announce of our loaded state may
 // hold back our first iteration; gossip spreads the record anyway.
 constexpr absl::Duration kReadyAnnounceTimeout = absl::Seconds(2);
@@ -421,9 +424,13 @@ absl::Status GossipDaemon::Parts::EnterAsJoiner() {
     // and register our state request in it; more iterations when they are
     // short. The iteration time comes from the source's progress since we
     // first asked (in Create).
-    if (source_first_iteration.has_value() && *current > *source_first_iteration) {
-      const absl::Duration per_iteration =
-          (clock->SteadyNow() - source_first_asked) / (*current - *source_first_iteration);
+    // Not from a short sample: a swarm's first iterations can come in a
+    // burst, and a rate from a few milliseconds of it put the entry past
+    // the run's end (a lead of 293 at a source at iteration 7 of 300).
+    const absl::Duration sampled = clock->SteadyNow() - source_first_asked;
+    if (source_first_iteration.has_value() && *current > *source_first_iteration &&
+        sampled >= kLeadSample) {
+      const absl::Duration per_iteration = sampled / (*current - *source_first_iteration);
       const int wanted =
           static_cast<int>(std::ceil(absl::FDivDuration(kEntryMargin, per_iteration)));
       if (wanted > lead) {
@@ -473,11 +480,12 @@ absl::Status GossipDaemon::Parts::TryEntry(const std::vector<int>& stages, uint6
   std::vector<std::vector<StateSource>> others(stages.size());
   for (size_t i = 1; i < stages.size(); ++i) others[i] = StateSources(RoutedView(), self, stages[i]);
   for (int attempt = 1;; ++attempt) {
-    entry = current + *lead;
-    if (entry >= static_cast<uint64_t>(o.iterations)) {
+    if (current + 1 >= static_cast<uint64_t>(o.iterations)) {
       return absl::OutOfRangeError(absl::StrCat(
           "the swarm is at iteration ", current, " of ", o.iterations, "; nothing left to join"));
     }
+    // A lead past the run's end enters at its last iteration.
+    entry = std::min(current + *lead, static_cast<uint64_t>(o.iterations) - 1);
     // Note [Entry iteration]: frames routed to us for `entry` before our
     // state is loaded must wait for BeginIteration(entry); the server
     // refuses frames far ahead of its own iteration (Note [Behind the
