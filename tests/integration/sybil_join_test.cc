@@ -154,7 +154,7 @@ TEST(SybilJoinTest, SelfSignedRecordsWithoutAnInviteProveNothing) {
             << " joiners_admitted=" << joiners << " sybil_pings=" << flood.sent << "\n";
   EXPECT_LE(took, absl::Seconds(1));
   // Only the joiner's own requests (a push-pull, a ping or two) drew on it,
-  // not the Sybils' 1 in 100 signed pings (over 100 of them).
+  // not the Sybils' 1 in 100 signed pings (about 100 of them).
   EXPECT_GE(joiners, 1u);
   EXPECT_LE(joiners, 5u);
   EXPECT_GE(flood.sent / 100, 100u);
