@@ -43,6 +43,8 @@ const char* QuotaReasonName(QuotaReason r) {
       return "revoked";
     case QuotaReason::kStrangers:
       return "strangers";
+    case QuotaReason::kJoiners:
+      return "joiners";
   }
   return "unknown";
 }
@@ -69,6 +71,12 @@ PeerQuota::PeerQuota(PeerQuotaOptions options, Clock* clock)
     strangers_.at = clock_->SteadyNow();
     strangers_.messages = options_.all_strangers->message_burst;
     strangers_.bytes = options_.all_strangers->byte_burst;
+  }
+  if (options_.joiners.has_value()) {
+    absl::MutexLock lock(&mu_);
+    joiners_.at = clock_->SteadyNow();
+    joiners_.messages = options_.joiners->message_burst;
+    joiners_.bytes = options_.joiners->byte_burst;
   }
 }
 
@@ -209,6 +217,14 @@ absl::Status PeerQuota::RefusalStatus(const std::string& key, PeerClass peer_cla
           all.max_streams);
       break;
     }
+    case QuotaReason::kJoiners: {
+      const QuotaBudget& all = options_.joiners.value_or(QuotaBudget{});
+      budget = absl::StrFormat("proven joiners together: %g messages/s, burst %g; %g bytes/s, "
+                               "burst %g",
+                               all.messages_per_second, all.message_burst,
+                               all.bytes_per_second, all.byte_burst);
+      break;
+    }
     case QuotaReason::kNotAdmitted:
     case QuotaReason::kRevoked:
       break;
@@ -254,6 +270,46 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
   }
   Charge(*p, b, bytes, messages);
   return absl::OkStatus();
+}
+
+absl::Status PeerQuota::AdmitJoiner(const NodeId& peer, uint64_t bytes,
+                                    absl::FunctionRef<bool()> proves_join) {
+  const std::string key = KeyOf(peer);
+  const PeerClass peer_class = ClassOf(peer);
+  if (peer_class != PeerClass::kStranger || !options_.joiners.has_value() ||
+      !options_.all_strangers.has_value() || options_.stranger.closed) {
+    return AdmitKey(key, peer_class, bytes);
+  }
+  bool strangers_short = false;
+  {
+    // Note [Joiners' budget]: the proof is asked only when the flood's
+    // budget is short.
+    absl::MutexLock lock(&mu_);
+    RefillLocked(strangers_, *options_.all_strangers, clock_->SteadyNow());
+    strangers_short = ShortfallOf(strangers_, *options_.all_strangers, bytes, 1).has_value();
+  }
+  if (!strangers_short || !proves_join()) return AdmitKey(key, peer_class, bytes);
+  const absl::Duration now = clock_->SteadyNow();
+  const QuotaBudget& b = options_.stranger;
+  absl::MutexLock lock(&mu_);
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, bytes, 1)) {
+    return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
+  }
+  RefillLocked(joiners_, *options_.joiners, now);
+  if (std::optional<Shortfall> short_of = ShortfallOf(joiners_, *options_.joiners, bytes, 1)) {
+    return RefuseLocked(key, peer_class, QuotaReason::kJoiners, now, p, short_of->wait);
+  }
+  Charge(joiners_, *options_.joiners, bytes, 1);
+  Charge(*p, b, bytes, 1);
+  ++joiners_admitted_;
+  return absl::OkStatus();
+}
+
+uint64_t PeerQuota::joiners_admitted() const {
+  absl::MutexLock lock(&mu_);
+  return joiners_admitted_;
 }
 
 absl::Status PeerQuota::ChargeStrangersLocked(const std::string& key, uint64_t bytes,

@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -73,6 +74,31 @@ namespace skipswarm::common {
 //   never draw on it, so a flood of strangers cannot starve them
 //   (Note [Memory ceiling] in node/daemon/reporting/memory_ceiling.h counts
 //   the shared byte burst in the node's stated ceiling).
+
+// Note [Joiners' budget]
+// * The budget all strangers share (Note [Peer quotas]) bounds a Sybil
+//   flood, but an honest node that is joining is a stranger too until its
+//   record is in the receiver's view: a flood that keeps the shared bucket
+//   empty (each message it refills taken within a fraction of a
+//   millisecond) refused every join push-pull of an honest joiner, for as
+//   long as the flood lasted.
+// * So a quota may give strangers whose message proves they are joining a
+//   second shared budget (`joiners`, small), drawn on only when the flood's
+//   budget is short: AdmitJoiner asks the service's proof (a callback) only
+//   then, outside the lock, and charges the joiner's own budget and the
+//   joiners' budget instead of all strangers'. A proof that fails leaves the
+//   refusal as it was (reason "strangers"); a joiners' budget that is short
+//   refuses reason "joiners".
+// * The proof must cost the attacker what it costs the swarm to admit an
+//   identity: gossip asks for the sender's own record that the receiver's
+//   VerifyRecord accepts (signed, this swarm, admitted: the open swarm's
+//   join work, one hash to check, or the founder's invite; Note
+//   [Admission] in membership/admission.h). Ids without it, however many,
+//   never touch the joiners' budget, so they cannot starve a joiner; ids
+//   with it are priced like any joiner (and a swarm that asks no join work
+//   prices none: there the joiners' budget only adds a second bounded sum).
+//   A flood of forged proofs costs the receiver one check each, only while
+//   the flood's budget is short, and is refused as before.
 
 // Note [Refusal hold]
 // * A refusal is cheap to decide but not to answer: each refused call still
@@ -163,6 +189,9 @@ struct PeerQuotaOptions {
   // One budget for all strangers together (Note [Peer quotas]); unset: none
   // beyond each stranger's own.
   std::optional<QuotaBudget> all_strangers;
+  // Strangers that prove they are joining, together, when all_strangers is
+  // short (Note [Joiners' budget]); unset: none (AdmitJoiner is Admit).
+  std::optional<QuotaBudget> joiners;
   size_t max_peers = 4096;
   absl::Duration log_interval = absl::Seconds(10);
   // Note [Refusal hold]. Zero: no holds.
@@ -178,6 +207,7 @@ struct PeerQuotaOptions {
 // Why a request was refused (the metric's reason label).
 // kRevoked: PERMISSION_DENIED for a PeerClass::kRevoked caller.
 // kStrangers: the budget of all strangers together (all_strangers).
+// kJoiners: the budget of proven joiners together (joiners).
 enum class QuotaReason {
   kMessages,
   kBytes,
@@ -186,7 +216,8 @@ enum class QuotaReason {
   kPeers,
   kNotAdmitted,
   kRevoked,
-  kStrangers
+  kStrangers,
+  kJoiners
 };
 const char* QuotaReasonName(QuotaReason r);  // "messages", "bytes", "stream_opens", ...
 
@@ -221,6 +252,15 @@ class PeerQuota {
   // service serves strangers before they have an id) and a class.
   absl::Status AdmitKey(const std::string& key, PeerClass peer_class, uint64_t bytes,
                         int messages = 1);
+
+  // Admit, for a message that may prove its stranger is joining (Note
+  // [Joiners' budget]): when the budget of all strangers is short,
+  // `proves_join` is called (without the lock; it may verify a signature)
+  // and, when true, the message draws on the joiners' budget instead.
+  absl::Status AdmitJoiner(const NodeId& peer, uint64_t bytes,
+                           absl::FunctionRef<bool()> proves_join);
+  // Messages admitted on the joiners' budget so far.
+  uint64_t joiners_admitted() const;
 
   // Holds one of the peer's concurrent streams until destroyed. The quota
   // must outlive its slots (the services that hold them are shut down
@@ -338,6 +378,9 @@ class PeerQuota {
   absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   // The shared budget of all strangers (options_.all_strangers).
   Peer strangers_ ABSL_GUARDED_BY(mu_);
+  // The shared budget of proven joiners (options_.joiners), and its use.
+  Peer joiners_ ABSL_GUARDED_BY(mu_);
+  uint64_t joiners_admitted_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
   // Shared with pending AnswerAfterHold timers, which may outlive us.

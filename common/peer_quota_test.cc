@@ -219,6 +219,52 @@ TEST_F(PeerQuotaTest, AllStrangersTogetherAreHeldToTheSharedBudget) {
   EXPECT_EQ(quota.stranger_streams(), 2);  // the slot above was dropped at once
 }
 
+// Note [Joiners' budget]: while the strangers' shared budget is empty, a
+// stranger whose message proves it is joining draws on the joiners' budget;
+// one whose proof fails is refused as before, and the proof is asked only
+// while the shared budget is short.
+TEST_F(PeerQuotaTest, AProvenJoinerDrawsOnTheJoinersBudgetWhileStrangersAreFlooding) {
+  PeerQuotaOptions o = Options();
+  o.all_strangers = QuotaBudget{10, 20, 0, 0, 0};
+  o.joiners = QuotaBudget{1, 2, 0, 0, 0};
+  PeerQuota quota(o, &clock_);
+  quota.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  int proofs = 0;
+  auto proven = [&] { ++proofs; return true; };
+  auto forged = [&] { ++proofs; return false; };
+  // The shared budget admits the first 20 without asking a proof.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(quota.AdmitJoiner(NodeId::ForName("sybil" + std::to_string(i)), 10, forged).ok());
+  }
+  EXPECT_EQ(proofs, 0);
+  // Flooded: forged proofs are refused "strangers" and take nothing.
+  for (int i = 0; i < 50; ++i) {
+    const absl::Status s = quota.AdmitJoiner(NodeId::ForName("forger" + std::to_string(i)), 10,
+                                             forged);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(proofs, 50);
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kStrangers, PeerClass::kStranger}]), 50u);
+  EXPECT_EQ(quota.joiners_admitted(), 0u);
+  // Joiners get the joiners' burst (2), then are refused "joiners".
+  EXPECT_TRUE(quota.AdmitJoiner(NodeId::ForName("joiner1"), 10, proven).ok());
+  EXPECT_TRUE(quota.AdmitJoiner(NodeId::ForName("joiner2"), 10, proven).ok());
+  const absl::Status third = quota.AdmitJoiner(NodeId::ForName("joiner3"), 10, proven);
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.message().find("proven joiners together"), std::string::npos) << third;
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kJoiners, PeerClass::kStranger}]), 1u);
+  EXPECT_EQ(quota.joiners_admitted(), 2u);
+  // A plain Admit never draws on it.
+  EXPECT_FALSE(quota.Admit(NodeId::ForName("plain"), 10).ok());
+  // A second later both refill (10 and 1); the flood takes its 10 again.
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(quota.Admit(NodeId::ForName("later" + std::to_string(i)), 10).ok());
+  }
+  EXPECT_TRUE(quota.AdmitJoiner(NodeId::ForName("joiner3"), 10, proven).ok());
+  EXPECT_EQ(quota.joiners_admitted(), 3u);
+}
+
 TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
   PeerQuotaOptions open;
   open.service = "open";

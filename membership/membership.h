@@ -34,6 +34,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,15 @@ struct MembershipOptions {
   // arriving at once share it, so a Sybil burst of fresh identities costs
   // at most this much, whatever their number.
   common::QuotaBudget all_strangers_quota = {200, 400, 8 << 20, 16 << 20, 0};
+  // Strangers whose request carries their own admissible record (a joiner:
+  // signed, this swarm, with the open swarm's join work or an invite),
+  // together, while all_strangers_quota is short (Note [Joiners' budget] in
+  // common/peer_quota.h): a Sybil flood of ids without one cannot starve an
+  // honest join. A join is a few requests; unset: none.
+  // Its byte burst is counted in the node's memory ceiling
+  // (kGossipStrangersBurstBytes in node/daemon/reporting/memory_ceiling.h).
+  std::optional<common::QuotaBudget> joiners_quota =
+      common::QuotaBudget{20, 40, 256 << 10, 1 << 20, 0};
   // Note [Refusal hold]: a refused request asked again within a second is
   // answered after this at most (zero: at once). The daemons set it.
   absl::Duration quota_max_hold = absl::ZeroDuration();

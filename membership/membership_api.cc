@@ -419,7 +419,7 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
@@ -454,7 +454,7 @@ void Membership::HandlePingReq(const PeerInfo& from,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_records_per_message);
   if (!verified.ok()) {
@@ -513,7 +513,7 @@ void Membership::HandlePushPull(const PeerInfo& from,
   if (status.ok() && req.digests_size() > 4 * impl_->options_.max_push_pull_records) {
     status = absl::InvalidArgumentError("too many digests");
   }
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong());
+  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
       status, sender, req.gossip(), impl_->options_.max_push_pull_records);
   if (!verified.ok()) {

@@ -392,8 +392,15 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // `sender`, else `refused` itself.
   absl::StatusOr<proto::Ack> ProbeRefusal(const common::NodeId& sender, uint64_t seq,
                                           const absl::Status& refused) ABSL_LOCKS_EXCLUDED(mu_);
-  // Per-sender quota of requests and bytes (Note [Gossip admission]).
-  absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Per-sender quota of requests and bytes (Note [Gossip admission]); a
+  // stranger whose `gossip` carries its own admissible record may draw on
+  // the joiners' budget (Note [Joiners' budget] in common/peer_quota.h).
+  absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes,
+                         const proto::Gossip& gossip) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `gossip` carries a record of `sender` that VerifyRecord accepts
+  // (only the first record naming it is verified).
+  bool CarriesOwnAdmissibleRecord(const common::NodeId& sender,
+                                  const proto::Gossip& gossip) const ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `answer` through `reply` at once, or after the quota's hold when
   // `refused` carries one (Note [Refusal hold]).
   template <typename Reply, typename Answer>

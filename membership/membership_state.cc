@@ -97,8 +97,21 @@ absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
   return out;
 }
 
-absl::Status Membership::Impl::RateLimit(const common::NodeId& sender, uint64_t bytes) {
-  return quota_->Admit(sender, bytes);
+absl::Status Membership::Impl::RateLimit(const common::NodeId& sender, uint64_t bytes,
+                                         const proto::Gossip& gossip) {
+  return quota_->AdmitJoiner(sender, bytes,
+                             [&] { return CarriesOwnAdmissibleRecord(sender, gossip); });
+}
+
+bool Membership::Impl::CarriesOwnAdmissibleRecord(const common::NodeId& sender,
+                                                  const proto::Gossip& gossip) const {
+  const std::string id = sender.Bytes();
+  for (const proto::SignedNodeRecord& signed_record : gossip.records()) {
+    proto::NodeRecord record;
+    if (!record.ParseFromString(signed_record.record()) || record.node_id() != id) continue;
+    return VerifyRecord(signed_record, options_.policy, clock_->Now()).ok();
+  }
+  return false;
 }
 
 void Membership::Impl::ApplyGossipLocked(const proto::Gossip& gossip,

@@ -66,9 +66,10 @@ namespace skipswarm::node {
 // fragmentation is inside the baseline's margin.
 inline constexpr int64_t kProcessBaselineBytes = int64_t{256} << 20;
 inline constexpr int64_t kControlPlaneBytes = int64_t{32} << 20;
-// What the gossip service's shared stranger budget admits at once
-// (MembershipOptions::all_strangers_quota's byte burst).
-inline constexpr int64_t kGossipStrangersBurstBytes = int64_t{16} << 20;
+// What the gossip service's shared stranger budgets admit at once
+// (MembershipOptions::all_strangers_quota's byte burst, 16 MiB, and
+// joiners_quota's, 1 MiB: Note [Joiners' budget] in common/peer_quota.h).
+inline constexpr int64_t kGossipStrangersBurstBytes = int64_t{17} << 20;
 
 struct MemoryCeilingInputs {
   model::ModelConfig model;

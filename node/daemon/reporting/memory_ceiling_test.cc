@@ -57,8 +57,9 @@ TEST(MemoryCeilingTest, EveryTermOfTheTinyModelIsCounted) {
   EXPECT_EQ(c.averaging_bytes, 64 * kMiB + 2 * 3 * p);
   EXPECT_EQ(c.state_bytes, 2 * 2 * (7 * p + kMiB));
   EXPECT_EQ(c.grpc_bytes, 128 * kMiB);  // the floor: 16 tiny frames are less
-  // pipeline 32 F + group 4 MiB + state 4 S + manifest 4 MiB + gossip 16 MiB.
-  EXPECT_EQ(c.stranger_bytes, 32 * f + 4 * kMiB + 4 * (7 * p + kMiB) + 4 * kMiB + 16 * kMiB);
+  // pipeline 32 F + group 4 MiB + state 4 S + manifest 4 MiB + gossip 16 MiB
+  // (all strangers) + 1 MiB (proven joiners).
+  EXPECT_EQ(c.stranger_bytes, 32 * f + 4 * kMiB + 4 * (7 * p + kMiB) + 4 * kMiB + 17 * kMiB);
   EXPECT_EQ(c.total_bytes, c.baseline_bytes + c.stage_bytes + c.frame_bytes +
                                c.averaging_bytes + c.state_bytes + c.grpc_bytes +
                                c.stranger_bytes);
