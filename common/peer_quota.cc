@@ -66,17 +66,14 @@ std::string ShowKey(const std::string& key) {
 
 PeerQuota::PeerQuota(PeerQuotaOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock), log_limit_(options_.log_interval) {
-  if (options_.all_strangers.has_value()) {
-    absl::MutexLock lock(&mu_);
-    strangers_.at = clock_->SteadyNow();
-    strangers_.messages = options_.all_strangers->message_burst;
-    strangers_.bytes = options_.all_strangers->byte_burst;
-  }
-  if (options_.joiners.has_value()) {
-    absl::MutexLock lock(&mu_);
-    joiners_.at = clock_->SteadyNow();
-    joiners_.messages = options_.joiners->message_burst;
-    joiners_.bytes = options_.joiners->byte_burst;
+  // The shared buckets start full.
+  absl::MutexLock lock(&mu_);
+  for (auto [bucket, budget] : {std::pair{&strangers_, &options_.all_strangers},
+                                std::pair{&joiners_, &options_.joiners}}) {
+    if (!budget->has_value()) continue;
+    bucket->at = clock_->SteadyNow();
+    bucket->messages = (*budget)->message_burst;
+    bucket->bytes = (*budget)->byte_burst;
   }
 }
 
@@ -256,6 +253,11 @@ absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes, int messages) 
 
 absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
                                  uint64_t bytes, int messages) {
+  return AdmitShared(key, peer_class, bytes, messages, Shared::kStrangers);
+}
+
+absl::Status PeerQuota::AdmitShared(const std::string& key, PeerClass peer_class,
+                                    uint64_t bytes, int messages, Shared shared) {
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
@@ -266,9 +268,11 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
     return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
   }
   if (peer_class == PeerClass::kStranger) {
-    if (absl::Status s = ChargeStrangersLocked(key, bytes, messages, now, p); !s.ok()) return s;
+    absl::Status s = ChargeSharedLocked(shared, key, bytes, messages, now, p);
+    if (!s.ok()) return s;
   }
   Charge(*p, b, bytes, messages);
+  if (shared == Shared::kJoiners) ++joiners_admitted_;
   return absl::OkStatus();
 }
 
@@ -288,23 +292,8 @@ absl::Status PeerQuota::AdmitJoiner(const NodeId& peer, uint64_t bytes,
     RefillLocked(strangers_, *options_.all_strangers, clock_->SteadyNow());
     strangers_short = ShortfallOf(strangers_, *options_.all_strangers, bytes, 1).has_value();
   }
-  if (!strangers_short || !proves_join()) return AdmitKey(key, peer_class, bytes);
-  const absl::Duration now = clock_->SteadyNow();
-  const QuotaBudget& b = options_.stranger;
-  absl::MutexLock lock(&mu_);
-  Peer* p = FindOrAddLocked(key, peer_class, now);
-  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
-  if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, bytes, 1)) {
-    return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
-  }
-  RefillLocked(joiners_, *options_.joiners, now);
-  if (std::optional<Shortfall> short_of = ShortfallOf(joiners_, *options_.joiners, bytes, 1)) {
-    return RefuseLocked(key, peer_class, QuotaReason::kJoiners, now, p, short_of->wait);
-  }
-  Charge(joiners_, *options_.joiners, bytes, 1);
-  Charge(*p, b, bytes, 1);
-  ++joiners_admitted_;
-  return absl::OkStatus();
+  const bool joining = strangers_short && proves_join();
+  return AdmitShared(key, peer_class, bytes, 1, joining ? Shared::kJoiners : Shared::kStrangers);
 }
 
 uint64_t PeerQuota::joiners_admitted() const {
@@ -312,16 +301,20 @@ uint64_t PeerQuota::joiners_admitted() const {
   return joiners_admitted_;
 }
 
-absl::Status PeerQuota::ChargeStrangersLocked(const std::string& key, uint64_t bytes,
-                                              int messages, absl::Duration now, Peer* p) {
-  if (!options_.all_strangers.has_value()) return absl::OkStatus();
-  const QuotaBudget& b = *options_.all_strangers;
-  RefillLocked(strangers_, b, now);
-  if (std::optional<Shortfall> short_of = ShortfallOf(strangers_, b, bytes, messages)) {
-    return RefuseLocked(key, PeerClass::kStranger, QuotaReason::kStrangers, now, p,
+absl::Status PeerQuota::ChargeSharedLocked(Shared shared, const std::string& key,
+                                           uint64_t bytes, int messages, absl::Duration now,
+                                           Peer* p) {
+  const bool joiners = shared == Shared::kJoiners;
+  const std::optional<QuotaBudget>& budget = joiners ? options_.joiners : options_.all_strangers;
+  if (!budget.has_value()) return absl::OkStatus();
+  Peer& bucket = joiners ? joiners_ : strangers_;
+  RefillLocked(bucket, *budget, now);
+  if (std::optional<Shortfall> short_of = ShortfallOf(bucket, *budget, bytes, messages)) {
+    return RefuseLocked(key, PeerClass::kStranger,
+                        joiners ? QuotaReason::kJoiners : QuotaReason::kStrangers, now, p,
                         short_of->wait);
   }
-  Charge(strangers_, b, bytes, messages);
+  Charge(bucket, *budget, bytes, messages);
   return absl::OkStatus();
 }
 
@@ -360,7 +353,9 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
         strangers_.streams >= options_.all_strangers->max_streams) {
       return RefuseLocked(key, peer_class, QuotaReason::kStrangers, now, p);
     }
-    if (absl::Status s = ChargeStrangersLocked(key, 0, 1, now, p); !s.ok()) return s;
+    if (absl::Status s = ChargeSharedLocked(Shared::kStrangers, key, 0, 1, now, p); !s.ok()) {
+      return s;
+    }
     ++strangers_.streams;
   }
   Charge(*p, b, 0, 1);

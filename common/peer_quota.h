@@ -360,11 +360,17 @@ class PeerQuota {
   // The refusal's status, logged at most once per interval.
   absl::Status RefusalStatus(const std::string& key, PeerClass peer_class, QuotaReason reason,
                              absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The budgets strangers share: all strangers' (Note [Peer quotas]) or
+  // proven joiners' (Note [Joiners' budget]).
+  enum class Shared { kStrangers, kJoiners };
+  // Admit, with a stranger's message charged to `shared` as well.
+  absl::Status AdmitShared(const std::string& key, PeerClass peer_class, uint64_t bytes,
+                           int messages, Shared shared);
   // Charges a stranger's message (messages may be 0) and bytes to the
-  // shared budget of all strangers; OK when there is none. `p` is the
-  // stranger's own entry (for the hold).
-  absl::Status ChargeStrangersLocked(const std::string& key, uint64_t bytes, int messages,
-                                     absl::Duration now, Peer* p)
+  // shared budget; OK when the quota has none. `p` is the stranger's own
+  // entry (for the hold).
+  absl::Status ChargeSharedLocked(Shared shared, const std::string& key, uint64_t bytes,
+                                  int messages, absl::Duration now, Peer* p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when one more call may be held (and counts it).
   bool TakeHeldSlot();

@@ -120,15 +120,15 @@ void DelayProxy::AcceptLoop() {
       if (stopping_) return;
       continue;
     }
-    relays_.emplace_back([this, client, server] { Relay(client, server, true); });
-    relays_.emplace_back([this, client, server] { Relay(server, client, false); });
+    relays_.emplace_back([this, client, server] { Relay(client, server); });
+    relays_.emplace_back([this, client, server] { Relay(server, client); });
   }
 }
 
 // Reads `from` on this thread; a writer thread writes each chunk to `to`
 // once it is due. Ends when either side closes (bytes not yet due are
 // dropped: the link went down).
-void DelayProxy::Relay(int from, int to, bool to_target) {
+void DelayProxy::Relay(int from, int to) {
   DelayLine line;
   std::thread writer([&] {
     for (;;) {
@@ -150,7 +150,6 @@ void DelayProxy::Relay(int from, int to, bool to_target) {
         shutdown(from, SHUT_RDWR);
         return;
       }
-      if (to_target) bytes_to_target_ += chunk.bytes.size();
     }
   });
   std::string buffer(256 << 10, '\0');

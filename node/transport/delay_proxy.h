@@ -15,8 +15,6 @@
 #ifndef SKIPSWARM_NODE_TRANSPORT_DELAY_PROXY_H_
 #define SKIPSWARM_NODE_TRANSPORT_DELAY_PROXY_H_
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,14 +40,12 @@ class DelayProxy {
   DelayProxy& operator=(const DelayProxy&) = delete;
 
   std::string address() const;
-  // Bytes relayed so far from the connecting side to the target.
-  uint64_t bytes_to_target() const { return bytes_to_target_.load(); }
 
  private:
   DelayProxy(int listener, int port, std::string target_host, int target_port,
              absl::Duration one_way, common::Clock* clock);
   void AcceptLoop();
-  void Relay(int from, int to, bool to_target);
+  void Relay(int from, int to);
 
   const int listener_;
   const int port_;
@@ -57,7 +53,6 @@ class DelayProxy {
   const int target_port_;
   const absl::Duration one_way_;
   common::Clock* const clock_;
-  std::atomic<uint64_t> bytes_to_target_{0};
   std::thread acceptor_;
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
