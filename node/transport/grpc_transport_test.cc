@@ -625,7 +625,9 @@ TEST_F(GrpcTransportTest, AStrangersRepeatedRefusalsAreAnsweredAfterTheHold) {
       codes = raw.Finish(&final_status);
       done = true;
     });
-    while (quota->held_now() == 0) std::this_thread::yield();
+    // The hold's timer is on the clock (held_now() counts the hold a moment
+    // before its timer is set; advancing in between would strand it).
+    while (quota_clock.pending_timers() == 0) std::this_thread::yield();
     quota_clock.Advance(absl::Seconds(0.4));
     EXPECT_FALSE(done.load());
     quota_clock.Advance(absl::Seconds(0.1));
@@ -645,7 +647,7 @@ TEST_F(GrpcTransportTest, AStrangersRepeatedRefusalsAreAnsweredAfterTheHold) {
       raw.Finish(&final_status);
       done = true;
     });
-    while (quota->held_now() == 0) std::this_thread::yield();
+    while (quota_clock.pending_timers() == 0) std::this_thread::yield();
     EXPECT_FALSE(done.load());
     quota_clock.Advance(absl::Seconds(0.5));
     finisher.join();
