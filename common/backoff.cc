@@ -26,11 +26,11 @@ void Backoff::Reset() {
 }
 
 bool LogLimiter::Allow(absl::Duration now, int64_t* held) {
-  if (any_ && now - last_ < interval_) {
+  if (shown_ >= burst_ && now - last_ < interval_) {
     ++held_;
     return false;
   }
-  any_ = true;
+  if (shown_ < burst_) ++shown_;
   last_ = now;
   if (held != nullptr) *held = held_;
   held_ = 0;

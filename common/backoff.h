@@ -53,15 +53,24 @@ class Backoff {
 
 class LogLimiter {
  public:
-  explicit LogLimiter(absl::Duration interval) : interval_(interval) {}
+  // `burst` (>= 1): how many first calls are let through before the pacing.
+  explicit LogLimiter(absl::Duration interval, int burst = 1)
+      : interval_(interval), burst_(burst < 1 ? 1 : burst) {}
 
-  // True for the first call and then at most once per interval; `held`
-  // gets the number of calls refused since the last true.
+  // True for the first `burst` calls and then at most once per interval;
+  // `held` (may be null) gets the number of calls refused since the last
+  // true.
   bool Allow(absl::Duration now, int64_t* held);
+  // Counts a line held back for a reason outside this limiter (it is
+  // reported in `held` by the next true).
+  void Hold() { ++held_; }
+  // Calls refused since the last true.
+  int64_t held() const { return held_; }
 
  private:
   const absl::Duration interval_;
-  bool any_ = false;
+  const int burst_;
+  int shown_ = 0;  // saturates at burst_
   absl::Duration last_;
   int64_t held_ = 0;
 };

@@ -42,5 +42,19 @@ TEST(LogLimiterTest, OneLinePerIntervalCountingTheHeldBack) {
   EXPECT_EQ(held, 99);
 }
 
+TEST(LogLimiterTest, BurstLetsTheFirstLinesThroughThenPaces) {
+  LogLimiter limit(absl::Seconds(10), /*burst=*/3);
+  int64_t held = -1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(limit.Allow(absl::Milliseconds(i), &held));
+    EXPECT_EQ(held, 0);
+  }
+  for (int i = 3; i < 50; ++i) EXPECT_FALSE(limit.Allow(absl::Milliseconds(i), &held));
+  limit.Hold();
+  EXPECT_TRUE(limit.Allow(absl::Seconds(10) + absl::Milliseconds(2), &held));
+  EXPECT_EQ(held, 48);
+  EXPECT_FALSE(limit.Allow(absl::Seconds(11), nullptr));
+}
+
 }  // namespace
 }  // namespace skipswarm::common

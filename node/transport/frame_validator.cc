@@ -9,8 +9,11 @@
 
 namespace skipswarm::node {
 
-FrameValidator::FrameValidator(ValidatorOptions options)
-    : options_(std::move(options)), self_bytes_(options_.self.Bytes()) {}
+FrameValidator::FrameValidator(ValidatorOptions options, common::Clock* clock)
+    : options_(std::move(options)),
+      self_bytes_(options_.self.Bytes()),
+      clock_(clock),
+      log_limit_(common::PeerLogLimiterOptions{}) {}
 
 absl::Status FrameValidator::CheckHeader(const proto::FrameHeader& h) const {
   absl::Status version = proto::CheckProtocolVersion(h.protocol_version());
@@ -214,10 +217,34 @@ void FrameValidator::Release(const FrameKey& key) {
   seen_.erase(key);  // its stale entry in order_ is skipped on eviction
 }
 
-void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,
-                      const absl::Status& why) {
-  LOG(WARNING) << "rejected frame from " << from << " ("
-               << DescribeFrame(header) << "): " << why;
+void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& header,
+                                 const absl::Status& why, bool logged) {
+  const absl::Duration now = clock_ != nullptr ? clock_->SteadyNow() : absl::ZeroDuration();
+  common::PeerLogVerdict verdict;
+  {
+    absl::MutexLock lock(&log_mu_);
+    ++rejected_;
+    if (!logged) return;
+    verdict = log_limit_.Allow(from.Bytes(), now);
+  }
+  if (!verdict.show) return;
+  // Logged outside the lock: a log sink may be slow.
+  std::string held;
+  if (verdict.held > 0) {
+    absl::StrAppend(&held, "; ", verdict.held, " more refused frames from ", from.ShortString(),
+                    " not shown");
+  }
+  if (verdict.forgotten > 0) {
+    absl::StrAppend(&held, "; ", verdict.forgotten,
+                    " more refused frames from peers no longer tracked not shown");
+  }
+  LOG(WARNING) << "rejected frame from " << from << " (" << DescribeFrame(header)
+               << "): " << why << held;
+}
+
+uint64_t FrameValidator::rejected_frames() const {
+  absl::MutexLock lock(&log_mu_);
+  return rejected_;
 }
 
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
@@ -229,7 +256,7 @@ void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
                       : validator->CheckPayload(frame.header, frame.payload);
   if (status.ok()) status = validator->Reserve(frame.header);
   if (!status.ok()) {
-    LogRejectedFrame(from, frame.header, status);
+    validator->LogRejected(from, frame.header, status);
     ack(std::move(status));
     return;
   }

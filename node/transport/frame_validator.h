@@ -26,8 +26,9 @@
 //   4. Reserve: (origin, iteration, mb, direction, hop, verify-only or not)
 //      not seen before (ALREADY_EXISTS); the handler's refusal Releases the key again so a
 //      refused frame may be retried once a slot frees.
-// A failed check becomes the frame's ack and a LOG(WARNING); the stream and
-// the server keep going. Tensor shape/dtype are the stage's business
+// A failed check becomes the frame's ack and a LOG(WARNING), paced per
+// sending peer (LogRejected; Note [Paced peer logs] in
+// common/peer_log_limiter.h); the stream and the server keep going. Tensor shape/dtype are the stage's business
 // (model/ wire codec), checked by the frame handler.
 //
 // Thread rule: thread-safe (the duplicate window is behind a mutex).
@@ -45,7 +46,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/node_id.h"
+#include "common/peer_log_limiter.h"
 #include "node/transport/frame.h"
 #include "node/transport/transport.h"
 
@@ -67,7 +70,10 @@ struct ValidatorOptions {
 
 class FrameValidator {
  public:
-  explicit FrameValidator(ValidatorOptions options);
+  // `clock` paces the refused-frame log (LogRejected); borrowed, it must
+  // outlive the validator. Null (checks only: fuzzers, tests): time stands
+  // still, so each peer's first lines are shown and the rest only counted.
+  explicit FrameValidator(ValidatorOptions options, common::Clock* clock = nullptr);
 
   absl::Status CheckHeader(const proto::FrameHeader& header) const;
   // Step 1b alone: the payload size `meta`'s shape and codec imply.
@@ -93,11 +99,25 @@ class FrameValidator {
   // Un-claims it (the handler refused the frame).
   void Release(const FrameKey& key);
 
+  // Counts a rejected frame from `from` and LOG(WARNING)s it, paced per
+  // peer (Note [Paced peer logs] in common/peer_log_limiter.h): each peer's
+  // first lines in full, then one per interval saying how many were not
+  // shown. `logged` false: counted only (its refusal is logged elsewhere).
+  void LogRejected(const PeerId& from, const proto::FrameHeader& header,
+                   const absl::Status& why, bool logged = true);
+  // Frames rejected so far (LogRejected calls), shown or not.
+  uint64_t rejected_frames() const;
+
   const ValidatorOptions& options() const { return options_; }
 
  private:
   const ValidatorOptions options_;
   const std::string self_bytes_;
+  common::Clock* const clock_;
+
+  mutable absl::Mutex log_mu_;
+  uint64_t rejected_ ABSL_GUARDED_BY(log_mu_) = 0;
+  common::PeerLogLimiter log_limit_ ABSL_GUARDED_BY(log_mu_);
 
   absl::Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
@@ -107,17 +127,14 @@ class FrameValidator {
 
 // Runs steps 3-4 of Note [Frame validation] on a complete frame, hands it
 // to `handler` and routes the verdict to `ack`, releasing the duplicate
-// key on refusal and logging every rejection. Shared by the transports.
+// key on refusal and logging rejections (LogRejected). Shared by the
+// transports.
 // `handler` may be null or empty (frame refused with UNAVAILABLE).
 // `crc`: the payload's CRC-32C if the caller computed it on the way in.
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,
                 const std::shared_ptr<const FrameHandler>& handler,
                 const PeerId& from, Frame frame, AckFn ack,
                 std::optional<uint32_t> crc = std::nullopt);
-
-// LOG(WARNING) line for a rejected frame.
-void LogRejectedFrame(const PeerId& from, const proto::FrameHeader& header,
-                      const absl::Status& why);
 
 }  // namespace skipswarm::node
 

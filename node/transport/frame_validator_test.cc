@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "node/transport/test_util.h"
 
@@ -10,6 +12,7 @@ namespace skipswarm::node {
 namespace {
 
 using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::LogCapture;
 using ::skipswarm::node::testutil::MakeTestFrame;
 
 class FrameValidatorTest : public ::testing::Test {
@@ -268,6 +271,45 @@ TEST_F(FrameValidatorTest, PayloadThatDoesNotMatchTheDeclaredShapeIsRefusedAtThe
   EXPECT_FALSE(FrameValidator::ImpliedPayloadBytes(m).ok());
   m.set_shape(1, int64_t{1} << 40);
   EXPECT_FALSE(FrameValidator::ImpliedPayloadBytes(m).ok()) << "overflow-sized";
+}
+
+// Note [Paced peer logs] (common/peer_log_limiter.h): a peer sending a
+// stream of bad frames gets its first refusals logged in full, then one line
+// per interval counting the rest; another peer is not silenced by it.
+TEST_F(FrameValidatorTest, RefusedFramesAreLoggedPacedPerPeer) {
+  common::SimClock clock;
+  auto validator =
+      std::make_shared<FrameValidator>(ValidatorOptions{self_, kTestSwarm, 8 << 20, 4}, &clock);
+  const PeerId flooder = PeerId::ForName("flooder");
+  const PeerId other = PeerId::ForName("other");
+  auto send_bad = [&](const PeerId& from, uint64_t mb) {
+    Frame f = Valid(64, mb);
+    f.header.mutable_tensor()->set_payload_crc32c(f.header.tensor().payload_crc32c() + 1);
+    absl::Status acked;
+    AdmitFrame(validator, nullptr, from, std::move(f),
+               [&acked](absl::Status s) { acked = std::move(s); });
+    EXPECT_EQ(acked.code(), absl::StatusCode::kDataLoss) << acked;
+  };
+  LogCapture log;
+  const std::string flooder_lines = absl::StrCat("rejected frame from ", flooder.ShortString());
+  for (int i = 0; i < 1000; ++i) {
+    send_bad(flooder, i);
+    clock.Advance(absl::Milliseconds(1));  // 1,000 frames/s
+  }
+  EXPECT_LE(log.Count(flooder_lines), 5);
+  EXPECT_GE(log.Count(flooder_lines), 1);
+  send_bad(other, 0);
+  EXPECT_EQ(log.Count(absl::StrCat("rejected frame from ", other.ShortString())), 1);
+  EXPECT_EQ(log.Count("not shown"), 0);
+  // After the interval the flooder's next refusal is shown with the count of
+  // those that were not.
+  clock.Advance(absl::Seconds(10));
+  send_bad(flooder, 1000);
+  const int shown = log.Count(flooder_lines);
+  EXPECT_EQ(log.Count(absl::StrCat(1001 - shown, " more refused frames from ",
+                                   flooder.ShortString(), " not shown")),
+            1);
+  EXPECT_EQ(validator->rejected_frames(), 1002u);
 }
 
 }  // namespace

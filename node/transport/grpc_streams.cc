@@ -227,7 +227,7 @@ bool ServerStream::PayForUnframed(const proto::PipelineMessage& message) {
 
 void ServerStream::RejectCurrent(const proto::FrameHeader& header,
                                  absl::Status why, bool quiet) {
-  if (!quiet) LogRejectedFrame(from_, header, why);
+  env_.validator->LogRejected(from_, header, why, /*logged=*/!quiet);
   proto::FrameAck ack = AckFor(header);  // `header` may live in assembling_
   assembling_.reset();
   const uint64_t seq = ReserveAck();

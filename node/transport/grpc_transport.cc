@@ -40,7 +40,7 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
         clock_(clock),
         validator_(std::make_shared<FrameValidator>(ValidatorOptions{
             options_.self, options_.swarm_id, options_.max_payload_bytes,
-            options_.duplicate_window, options_.check_tensor_shape})) {}
+            options_.duplicate_window, options_.check_tensor_shape}, clock)) {}
 
   ~Impl() override {
     std::vector<std::shared_ptr<internal::PeerStream>> streams;

@@ -89,7 +89,7 @@ class InProcessEndpoint final : public Transport {
       }
       absl::Status header = target->validator->CheckHeader(frame.header);
       if (!header.ok()) {
-        LogRejectedFrame(from, frame.header, header);
+        target->validator->LogRejected(from, frame.header, header);
         ack(std::move(header));
         return;
       }
@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Switchboard::Attach(const PeerId& id)
   vopts.self = id;
   vopts.swarm_id = options_.swarm_id;
   auto core = std::make_shared<Core>(
-      id, std::make_shared<FrameValidator>(std::move(vopts)));
+      id, std::make_shared<FrameValidator>(std::move(vopts), clock_));
   {
     absl::MutexLock lock(&mu_);
     if (!cores_.emplace(id, core).second) {
