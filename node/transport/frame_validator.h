@@ -28,8 +28,9 @@
 //      refused frame may be retried once a slot frees.
 // A failed check becomes the frame's ack and a LOG(WARNING), paced per
 // sending peer (LogRejected; Note [Paced peer logs] in
-// common/peer_log_limiter.h); the stream and the server keep going. Tensor shape/dtype are the stage's business
-// (model/ wire codec), checked by the frame handler.
+// common/peer_log_limiter.h); the stream and the server keep going. Tensor
+// shape/dtype are the stage's business (model/ wire codec), checked by the
+// frame handler.
 //
 // Thread rule: thread-safe (the duplicate window is behind a mutex).
 #ifndef SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
