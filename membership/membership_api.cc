@@ -397,9 +397,10 @@ const common::PeerQuota& Membership::quota() const { return *impl_->quota_; }
 
 absl::StatusOr<VerifiedRecords> Membership::Impl::VerifyIncoming(
     const absl::Status& status, const common::NodeId& sender, const proto::Gossip& gossip,
-    int max_records) {
+    int max_records, const SenderRecordCheck& sender_record) {
   SS_RETURN_IF_ERROR(status);
-  SS_ASSIGN_OR_RETURN(VerifiedRecords verified, PrepareGossip(gossip, max_records));
+  SS_ASSIGN_OR_RETURN(VerifiedRecords verified,
+                      PrepareGossip(gossip, max_records, &sender_record));
   SS_RETURN_IF_ERROR(CheckSenderAdmitted(sender, gossip, verified));
   return verified;
 }
@@ -419,9 +420,12 @@ void Membership::HandlePing(const PeerInfo& from, const proto::PingRequest& req,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
+  SenderRecordCheck sender_record;
+  if (status.ok()) {
+    status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip(), &sender_record);
+  }
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
-      status, sender, req.gossip(), impl_->options_.max_records_per_message);
+      status, sender, req.gossip(), impl_->options_.max_records_per_message, sender_record);
   if (!verified.ok()) {
     impl_->AnswerRefusal(verified.status(), std::move(reply),
                          impl_->ProbeRefusal(sender, req.seq(), verified.status()));
@@ -454,9 +458,12 @@ void Membership::HandlePingReq(const PeerInfo& from,
   common::NodeId sender;
   absl::Status status = impl_->CheckRequest(from, req.protocol_version(),
                                             req.swarm_id(), req.from(), &sender);
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
+  SenderRecordCheck sender_record;
+  if (status.ok()) {
+    status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip(), &sender_record);
+  }
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
-      status, sender, req.gossip(), impl_->options_.max_records_per_message);
+      status, sender, req.gossip(), impl_->options_.max_records_per_message, sender_record);
   if (!verified.ok()) {
     impl_->AnswerRefusal(verified.status(), std::move(reply),
                          impl_->ProbeRefusal(sender, req.seq(), verified.status()));
@@ -513,9 +520,12 @@ void Membership::HandlePushPull(const PeerInfo& from,
   if (status.ok() && req.digests_size() > 4 * impl_->options_.max_push_pull_records) {
     status = absl::InvalidArgumentError("too many digests");
   }
-  if (status.ok()) status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip());
+  SenderRecordCheck sender_record;
+  if (status.ok()) {
+    status = impl_->RateLimit(sender, req.ByteSizeLong(), req.gossip(), &sender_record);
+  }
   absl::StatusOr<VerifiedRecords> verified = impl_->VerifyIncoming(
-      status, sender, req.gossip(), impl_->options_.max_push_pull_records);
+      status, sender, req.gossip(), impl_->options_.max_push_pull_records, sender_record);
   if (!verified.ok()) {
     impl_->AnswerRefusal(verified.status(), std::move(reply), verified.status());
     return;

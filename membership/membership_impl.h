@@ -307,6 +307,15 @@ struct VerifiedRecords {
   std::optional<absl::StatusOr<RevocationSet>> revocations;
 };
 
+// The sender's own record in a message, verified once by RateLimit when it
+// asked whether the sender is joining (Note [Joiners' budget] in
+// common/peer_quota.h); PrepareGossip takes its result instead of
+// verifying the record again.
+struct SenderRecordCheck {
+  int index = -1;  // in gossip.records(); -1: none verified
+  std::optional<absl::StatusOr<proto::NodeRecord>> result;
+};
+
 class Membership::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(MembershipOptions options, const identity::Identity* identity,
@@ -370,8 +379,9 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // Note [Gossip admission]: InvalidArgument if `gossip` is over the
   // limits (`max_records` + max_records_per_message + 1 records), else the records that are news,
   // verified without the lock.
-  absl::StatusOr<VerifiedRecords> PrepareGossip(const proto::Gossip& gossip,
-                                                int max_records)
+  // `sender_record`: the sender's own record already verified (may be null).
+  absl::StatusOr<VerifiedRecords> PrepareGossip(const proto::Gossip& gossip, int max_records,
+                                                const SenderRecordCheck* sender_record = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Note [Admission] (membership/admission.h): OK unless the swarm admits
   // selectively and `sender` is neither an admitted member we hold nor the
@@ -382,9 +392,11 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // A handler's checks of an incoming message in order: `status` (the
   // request's own checks so far), then PrepareGossip(gossip, max_records),
   // then CheckSenderAdmitted; the first error, else the verified records.
+  // `sender_record`: RateLimit's check of the sender's record, reused.
   absl::StatusOr<VerifiedRecords> VerifyIncoming(const absl::Status& status,
                                                  const common::NodeId& sender,
-                                                 const proto::Gossip& gossip, int max_records)
+                                                 const proto::Gossip& gossip, int max_records,
+                                                 const SenderRecordCheck& sender_record)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The answer to a probe (Ping, PingReq) from `sender` with sequence
   // `seq` that VerifyIncoming refused with `refused`: the revocation notice
@@ -395,12 +407,14 @@ class Membership::Impl : public std::enable_shared_from_this<Impl> {
   // Per-sender quota of requests and bytes (Note [Gossip admission]); a
   // stranger whose `gossip` carries its own admissible record may draw on
   // the joiners' budget (Note [Joiners' budget] in common/peer_quota.h).
+  // `sender_record` gets that record's check when one was made.
   absl::Status RateLimit(const common::NodeId& sender, uint64_t bytes,
-                         const proto::Gossip& gossip) ABSL_LOCKS_EXCLUDED(mu_);
+                         const proto::Gossip& gossip, SenderRecordCheck* sender_record)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `gossip` carries a record of `sender` that VerifyRecord accepts
-  // (only the first record naming it is verified).
-  bool CarriesOwnAdmissibleRecord(const common::NodeId& sender,
-                                  const proto::Gossip& gossip) const ABSL_LOCKS_EXCLUDED(mu_);
+  // (only the first record naming it is verified; `check` gets its result).
+  bool CarriesOwnAdmissibleRecord(const common::NodeId& sender, const proto::Gossip& gossip,
+                                  SenderRecordCheck* check) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `answer` through `reply` at once, or after the quota's hold when
   // `refused` carries one (Note [Refusal hold]).
   template <typename Reply, typename Answer>

@@ -50,7 +50,7 @@ absl::Status Membership::Impl::SignSelfLocked(uint64_t min_incarnation,
 }
 
 absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
-    const proto::Gossip& gossip, int max_records) {
+    const proto::Gossip& gossip, int max_records, const SenderRecordCheck* sender_record) {
   // Headroom over what an honest sender puts in: its news, plus the
   // extras of acks and push-pulls (our record, opinions for digests).
   max_records += options_.max_records_per_message + 1;
@@ -80,13 +80,21 @@ absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
     for (int i = 0; i < gossip.records_size(); ++i) {
       if (!IsOldNewsLocked(gossip.records(i))) news.push_back(i);
     }
-    stats_.signatures_checked += news.size();
+    // The sender's record, if RateLimit verified it, was counted there.
+    const bool reused = sender_record != nullptr && sender_record->result.has_value() &&
+                        std::find(news.begin(), news.end(), sender_record->index) != news.end();
+    stats_.signatures_checked += news.size() - (reused ? 1 : 0);
     held_serial = revoked_.serial;
     same_list = gossip.has_revocations() &&
                 gossip.revocations().signature() == revocations_.signature();
   }
   const absl::Time now = clock_->Now();
   for (int i : news) {
+    if (sender_record != nullptr && sender_record->index == i &&
+        sender_record->result.has_value()) {
+      out.results[i] = *sender_record->result;  // verified once, by RateLimit
+      continue;
+    }
     out.results[i] = VerifyRecord(gossip.records(i), options_.policy, now);
   }
   // Note [Revocation]: one list per message, checked only when newer.
@@ -98,18 +106,26 @@ absl::StatusOr<VerifiedRecords> Membership::Impl::PrepareGossip(
 }
 
 absl::Status Membership::Impl::RateLimit(const common::NodeId& sender, uint64_t bytes,
-                                         const proto::Gossip& gossip) {
-  return quota_->AdmitJoiner(sender, bytes,
-                             [&] { return CarriesOwnAdmissibleRecord(sender, gossip); });
+                                         const proto::Gossip& gossip,
+                                         SenderRecordCheck* sender_record) {
+  return quota_->AdmitJoiner(
+      sender, bytes, [&] { return CarriesOwnAdmissibleRecord(sender, gossip, sender_record); });
 }
 
 bool Membership::Impl::CarriesOwnAdmissibleRecord(const common::NodeId& sender,
-                                                  const proto::Gossip& gossip) const {
+                                                  const proto::Gossip& gossip,
+                                                  SenderRecordCheck* check) {
   const std::string id = sender.Bytes();
-  for (const proto::SignedNodeRecord& signed_record : gossip.records()) {
+  for (int i = 0; i < gossip.records_size(); ++i) {
     proto::NodeRecord record;
-    if (!record.ParseFromString(signed_record.record()) || record.node_id() != id) continue;
-    return VerifyRecord(signed_record, options_.policy, clock_->Now()).ok();
+    if (!record.ParseFromString(gossip.records(i).record()) || record.node_id() != id) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.signatures_checked;
+    }
+    check->index = i;
+    check->result = VerifyRecord(gossip.records(i), options_.policy, clock_->Now());
+    return check->result->ok();
   }
   return false;
 }

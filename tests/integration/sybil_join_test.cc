@@ -161,5 +161,32 @@ TEST(SybilJoinTest, SelfSignedRecordsWithoutAnInviteProveNothing) {
   EXPECT_EQ(swarm.node(0).GetView().Find(flood.ids[0]), nullptr);
 }
 
+// A stranger's message that draws on the joiners' budget has its own record
+// verified once: the check that proved the join is the one the records'
+// verification takes (SenderRecordCheck), not a second signature check.
+TEST(SybilJoinTest, AJoinersRecordIsVerifiedOnce) {
+  MembershipOptions o = UnitMembershipOptions();
+  o.quota_max_hold = common::kDaemonMaxHold;
+  SimSwarm swarm(11, SimNetwork::Options(), o);
+  swarm.AddNode({0});
+  swarm.StartAndJoin(0, {});
+  Flood flood;
+  for (int i = 0; i < 10000; ++i) {  // the shared budget is empty
+    flood.Send(swarm.node(0));
+    swarm.Run(kStep);
+  }
+  flood.SignRecords(swarm.clock().Now());
+  flood.next = 0;  // the next ping carries its sender's own signed record
+  const uint64_t checked = swarm.node(0).stats().signatures_checked;
+  const uint64_t joiners = swarm.node(0).quota().joiners_admitted();
+  const uint64_t served = flood.served;
+  flood.Send(swarm.node(0));
+  swarm.Run(kStep);
+  EXPECT_EQ(flood.served, served + 1);
+  EXPECT_EQ(swarm.node(0).quota().joiners_admitted(), joiners + 1);
+  EXPECT_EQ(swarm.node(0).stats().signatures_checked, checked + 1);
+  EXPECT_NE(swarm.node(0).GetView().Find(flood.ids[0]), nullptr);
+}
+
 }  // namespace
 }  // namespace skipswarm::membership
