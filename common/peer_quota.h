@@ -98,7 +98,10 @@ namespace skipswarm::common {
 //   with it are priced like any joiner (and a swarm that asks no join work
 //   prices none: there the joiners' budget only adds a second bounded sum).
 //   A flood of forged proofs costs the receiver one check each, only while
-//   the flood's budget is short, and is refused as before.
+//   the flood's budget is short, and is refused as before. An admitted
+//   joiner's proof is that check: gossip keeps its result for the
+//   message's own verification (SenderRecordCheck in
+//   membership/membership_impl.h), so the record is verified once.
 
 // Note [Refusal hold]
 // * A refusal is cheap to decide but not to answer: each refused call still
