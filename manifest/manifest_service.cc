@@ -25,7 +25,7 @@ std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& reques
   // ProvesJoin (asked only while the strangers' budget is short).
   if (clock_ == nullptr || admission_.mode != membership::AdmissionMode::kInvite ||
       request.invite().empty() || request.invite().size() > membership::kMaxInviteTokenBytes ||
-      request.node_id().size() != 32) {
+      request.node_id().size() != common::NodeId::kBytes) {
     return "";
   }
   proto::SignedInvite signed_invite;
