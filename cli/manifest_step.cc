@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <cstdlib>
+#include <functional>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -189,6 +190,15 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     bo.swarm_id = membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
                                             step.swarm_secret);
     bo.timeout = o->startup_timeout;
+    // Note [Manifest joiners]: an invite lets a seed under a flood of
+    // strangers tell us apart; one that does not read is named after the
+    // fetch (CheckOwnAdmission), when the manifest says whether it matters.
+    if (!absl::GetFlag(FLAGS_invite).empty()) {
+      absl::StatusOr<proto::SignedInvite> invite =
+          manifest::ReadInviteFlag(absl::GetFlag(FLAGS_invite));
+      if (invite.ok()) bo.proof = {invite->SerializeAsString(), key->id().Bytes()};
+    }
+    bo.backoff_seed = std::hash<std::string>{}(key->id().Bytes());
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
                         manifest::FetchSwarmManifest(targets, bo, clock.get()));
@@ -242,7 +252,7 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
       signed_manifest,
       membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
                                 step.swarm_secret),
-      step.quota);
+      step.quota, step.admission, step.quota_clock.get());
   return step;
 }
 

@@ -280,7 +280,14 @@ absl::Status PeerQuota::AdmitJoiner(const NodeId& peer, uint64_t bytes,
                                     absl::FunctionRef<bool()> proves_join) {
   const std::string key = KeyOf(peer);
   const PeerClass peer_class = ClassOf(peer);
-  if (peer_class != PeerClass::kStranger || !options_.joiners.has_value() ||
+  if (peer_class != PeerClass::kStranger) return AdmitKey(key, peer_class, bytes);
+  return AdmitJoinerKey(key, key, bytes, proves_join);
+}
+
+absl::Status PeerQuota::AdmitJoinerKey(const std::string& key, const std::string& joiner_key,
+                                       uint64_t bytes, absl::FunctionRef<bool()> proves_join) {
+  const PeerClass peer_class = PeerClass::kStranger;
+  if (joiner_key.empty() || !options_.joiners.has_value() ||
       !options_.all_strangers.has_value() || options_.stranger.closed) {
     return AdmitKey(key, peer_class, bytes);
   }
@@ -292,8 +299,10 @@ absl::Status PeerQuota::AdmitJoiner(const NodeId& peer, uint64_t bytes,
     RefillLocked(strangers_, *options_.all_strangers, clock_->SteadyNow());
     strangers_short = ShortfallOf(strangers_, *options_.all_strangers, bytes, 1).has_value();
   }
-  const bool joining = strangers_short && proves_join();
-  return AdmitShared(key, peer_class, bytes, 1, joining ? Shared::kJoiners : Shared::kStrangers);
+  if (strangers_short && proves_join()) {
+    return AdmitShared(joiner_key, peer_class, bytes, 1, Shared::kJoiners);
+  }
+  return AdmitShared(key, peer_class, bytes, 1, Shared::kStrangers);
 }
 
 uint64_t PeerQuota::joiners_admitted() const {

@@ -262,6 +262,13 @@ class PeerQuota {
   // and, when true, the message draws on the joiners' budget instead.
   absl::Status AdmitJoiner(const NodeId& peer, uint64_t bytes,
                            absl::FunctionRef<bool()> proves_join);
+  // The same for a stranger known by `key` (an address) whose proof names
+  // the joiner itself (`joiner_key`, e.g. its invite): a proven message is
+  // charged to joiner_key's own stranger budget and the joiners' budget,
+  // so many addresses sharing one proof share one budget. An empty
+  // joiner_key is AdmitKey.
+  absl::Status AdmitJoinerKey(const std::string& key, const std::string& joiner_key,
+                              uint64_t bytes, absl::FunctionRef<bool()> proves_join);
   // Messages admitted on the joiners' budget so far.
   uint64_t joiners_admitted() const;
 

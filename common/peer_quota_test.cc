@@ -265,6 +265,33 @@ TEST_F(PeerQuotaTest, AProvenJoinerDrawsOnTheJoinersBudgetWhileStrangersAreFlood
   EXPECT_EQ(quota.joiners_admitted(), 3u);
 }
 
+// AdmitJoinerKey (the manifest's callers, known by address): a proven call
+// is charged to the joiner's key, not its address, so many addresses that
+// carry one proof share one stranger's budget; an empty joiner key proves
+// nothing and the proof is not asked.
+TEST_F(PeerQuotaTest, AddressesSharingOneJoinerKeyShareItsBudget) {
+  PeerQuotaOptions o = Options();
+  o.stranger = QuotaBudget{1, 3, 0, 0, 0};
+  o.all_strangers = QuotaBudget{10, 1, 0, 0, 0};
+  o.joiners = QuotaBudget{100, 100, 0, 0, 0};
+  PeerQuota quota(o, &clock_);
+  int proofs = 0;
+  auto proven = [&] { ++proofs; return true; };
+  ASSERT_TRUE(quota.AdmitKey("ipv4:10.0.0.1", PeerClass::kStranger, 10).ok());  // spends it
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) {
+    admitted += quota.AdmitJoinerKey("ipv4:10.0.1." + std::to_string(i), "invite:aa", 10, proven)
+                    .ok();
+  }
+  EXPECT_EQ(admitted, 3);  // the invite's own stranger burst
+  EXPECT_EQ(quota.joiners_admitted(), 3u);
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kMessages, PeerClass::kStranger}]), 17u);
+  const int asked = proofs;
+  EXPECT_FALSE(quota.AdmitJoinerKey("ipv4:10.0.2.1", "", 10, proven).ok());
+  EXPECT_EQ(proofs, asked);
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kStrangers, PeerClass::kStranger}]), 1u);
+}
+
 TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
   PeerQuotaOptions open;
   open.service = "open";

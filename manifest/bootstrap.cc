@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/backoff.h"
 #include "manifest/manifest_service.h"
 #include "membership/bootstrap_diagnostics.h"
 
@@ -37,6 +38,11 @@ std::string Hint(const std::string& step) {
     return "this peer is not serving the swarm you meant (or runs an older skipswarm); check "
            "the address or get a fresh swarm file from the founder";
   }
+  if (step == "busy") {
+    return "the peer refused for its budget of unknown callers (busy, or a flood of them); "
+           "retried until --startup_timeout_s; in an invite swarm pass --invite so the peer "
+           "can tell us from the flood";
+  }
   if (step == "dns") return membership::JoinStepHint(JoinStep::kDns);
   if (step == "tcp") return membership::JoinStepHint(JoinStep::kTcp);
   if (step == "tls") return membership::JoinStepHint(JoinStep::kTls);
@@ -48,7 +54,7 @@ std::string Hint(const std::string& step) {
 // Steps worth trying again until the timeout: the peer may still be
 // starting (refused) or busy.
 bool Transient(const std::string& step) {
-  return step == "tcp" || step == "timeout" || step == "other";
+  return step == "tcp" || step == "timeout" || step == "other" || step == "busy";
 }
 
 // A connected TCP socket to `address` within `timeout`, or -1.
@@ -118,7 +124,10 @@ std::string ClassifyBootstrapError(const absl::Status& status, const std::string
   switch (status.code()) {
     case absl::StatusCode::kPermissionDenied: return "admission";
     case absl::StatusCode::kUnimplemented: return "manifest";
-    case absl::StatusCode::kResourceExhausted: return "manifest";
+    case absl::StatusCode::kResourceExhausted:
+      // A quota's refusal ("... is over its ... quota (...)"), or gRPC's own
+      // for an answer above our receive limit (an oversized manifest).
+      return absl::StrContains(msg, " quota (") ? "busy" : "manifest";
     case absl::StatusCode::kFailedPrecondition:
       if (absl::StrContains(msg, "protocol version")) return "version";
       break;
@@ -158,13 +167,17 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
   }
   const absl::Duration deadline = clock->SteadyNow() + options.timeout;
   bool waiting_logged = false;
+  // Note [Manifest joiners]: a busy peer is asked again after a growing,
+  // jittered delay; a starting one (tcp) every 200 ms as before.
+  common::Backoff busy_backoff({absl::Milliseconds(200), absl::Seconds(2)}, options.backoff_seed);
   while (done.size() < targets.addresses.size()) {
+    bool busy = false;
     for (const std::string& a : targets.addresses) {
       if (done.count(a)) continue;
       const absl::Duration left = std::max(absl::Milliseconds(100), deadline - clock->SteadyNow());
       absl::StatusOr<proto::SignedManifest> got =
           CallGetManifest(a, options.credentials, options.swarm_id,
-                          std::min(options.call_timeout, left));
+                          std::min(options.call_timeout, left), options.proof);
       if (got.ok()) {
         absl::StatusOr<VerifiedManifest> v = VerifyManifest(*got, targets.pinned_sha256);
         if (v.ok()) return v;
@@ -175,6 +188,7 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
         continue;
       }
       const std::string step = ClassifyBootstrapError(got.status(), a);
+      busy = busy || step == "busy";
       errors[a] = absl::Status(got.status().code(),
                                absl::StrCat(a, ": [", step, "] ", got.status().message(),
                                             "; hint: ", Hint(step)));
@@ -188,7 +202,8 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                    << options.timeout << " (--startup_timeout_s)";
       waiting_logged = true;
     }
-    clock->SleepFor(absl::Milliseconds(200));
+    clock->SleepFor(std::min(busy ? busy_backoff.Next() : absl::Milliseconds(200),
+                             std::max(absl::ZeroDuration(), deadline - clock->SteadyNow())));
   }
   std::vector<std::string> lines;
   absl::StatusCode code = absl::StatusCode::kUnavailable;

@@ -15,6 +15,9 @@
 //             instead of the node port
 //   tls       handshake failed (TLS against --insecure, or the reverse)
 //   version   protocol version mismatch
+//   busy      the peer's quota refused us (RESOURCE_EXHAUSTED: busy, or a
+//             flood of unknown callers; retried with backoff until the
+//             timeout, Note [Manifest joiners] in manifest_service.h)
 //   admission the peer refused us (other --swarm_name / --swarm_secret)
 //   manifest  the manifest does not verify (signature, size, pinned hash) or
 //             the peer serves none (an older skipswarm)
@@ -33,6 +36,7 @@
 #include "common/real_clock.h"
 #include "identity/tls_credentials.h"
 #include "manifest/join_target.h"
+#include "manifest/manifest_service.h"
 #include "manifest/signed_manifest.h"
 
 namespace skipswarm::manifest {
@@ -42,6 +46,12 @@ struct BootstrapOptions {
   std::string swarm_id;
   absl::Duration timeout = absl::Seconds(30);      // all addresses, all tries
   absl::Duration call_timeout = absl::Seconds(5);  // one GetManifest
+  // Sent with every call: an invited joiner's proof (Note [Manifest
+  // joiners] in manifest_service.h); empty: none.
+  JoinerProof proof;
+  // Jitter of the retries of a busy peer (so joiners refused together do
+  // not retry together).
+  uint64_t backoff_seed = 1;
 };
 
 // The step a failed GetManifest (or its verification) stopped at, with the

@@ -83,6 +83,25 @@ absl::StatusOr<membership::AdmissionPolicy> AdmissionPolicyOf(const VerifiedMani
   return p;
 }
 
+absl::StatusOr<proto::SignedInvite> ReadInviteFlag(absl::string_view invite_flag) {
+  std::string token(absl::StripAsciiWhitespace(invite_flag));
+  if (!absl::StartsWith(token, "ssinv1.")) {
+    std::ifstream in(token);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--invite=", token, " is neither an invite token (ssinv1.…) nor a readable file"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    token = std::string(absl::StripAsciiWhitespace(text.str()));
+  }
+  absl::StatusOr<proto::SignedInvite> decoded = membership::DecodeInvite(token);
+  if (!decoded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--invite: ", decoded.status().message()));
+  }
+  return decoded;
+}
+
 absl::StatusOr<proto::SignedInvite> CheckOwnAdmission(const membership::AdmissionPolicy& policy,
                                                       const common::NodeId& self,
                                                       absl::string_view invite_flag,
@@ -92,22 +111,7 @@ absl::StatusOr<proto::SignedInvite> CheckOwnAdmission(const membership::Admissio
   // The founder and listed ids need none (and an allowlist swarm reads none).
   if (membership::CheckAdmission(policy, self, invite, now).ok()) return invite;
   if (!invite_flag.empty()) {
-    std::string token(absl::StripAsciiWhitespace(invite_flag));
-    if (!absl::StartsWith(token, "ssinv1.")) {
-      std::ifstream in(token);
-      if (!in) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--invite=", token, " is neither an invite token (ssinv1.…) nor a readable file"));
-      }
-      std::stringstream text;
-      text << in.rdbuf();
-      token = std::string(absl::StripAsciiWhitespace(text.str()));
-    }
-    absl::StatusOr<proto::SignedInvite> decoded = membership::DecodeInvite(token);
-    if (!decoded.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--invite: ", decoded.status().message()));
-    }
-    invite = *std::move(decoded);
+    SS_ASSIGN_OR_RETURN(invite, ReadInviteFlag(invite_flag));
   }
   absl::Status admitted = membership::CheckAdmission(policy, self, invite, now);
   if (!admitted.ok()) {

@@ -47,6 +47,10 @@ absl::Status WriteNewcomerCosts(uint32_t join_work_bits, uint32_t probation_iter
 // where the manifest's newcomer costs break WriteNewcomerCosts' rules.
 absl::StatusOr<membership::AdmissionPolicy> AdmissionPolicyOf(const VerifiedManifest& v);
 
+// `invite_flag` (a token "ssinv1.…", or the path of a file holding one)
+// decoded, signature unchecked; InvalidArgument naming what is wrong.
+absl::StatusOr<proto::SignedInvite> ReadInviteFlag(absl::string_view invite_flag);
+
 // The invite this node's record should carry: empty in an open swarm (a
 // given `invite_flag` is then ignored) and for the founder or a listed id;
 // otherwise `invite_flag` (a token "ssinv1.…", or the path of a file

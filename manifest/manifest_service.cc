@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/real_clock.h"
 #include "manifest/signed_manifest.h"
@@ -11,10 +12,46 @@
 namespace skipswarm::manifest {
 
 ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id,
-                                 std::shared_ptr<common::PeerQuota> quota)
+                                 std::shared_ptr<common::PeerQuota> quota,
+                                 membership::AdmissionPolicy admission, common::Clock* clock)
     : signed_manifest_(std::move(signed_manifest)),
       swarm_id_(std::move(swarm_id)),
-      quota_(std::move(quota)) {}
+      quota_(std::move(quota)),
+      admission_(std::move(admission)),
+      clock_(clock) {}
+
+std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& request) const {
+  // Hostile bytes: sizes first, then a parse; the signature waits for
+  // ProvesJoin (asked only while the strangers' budget is short).
+  if (clock_ == nullptr || admission_.mode != membership::AdmissionMode::kInvite ||
+      request.invite().empty() || request.invite().size() > membership::kMaxInviteTokenBytes ||
+      request.node_id().size() != common::NodeId::kBytes) {
+    return "";
+  }
+  proto::SignedInvite signed_invite;
+  proto::Invite invite;
+  if (!signed_invite.ParseFromString(request.invite()) ||
+      !invite.ParseFromString(signed_invite.invite()) ||
+      invite.nonce().size() != membership::kInviteNonceBytes) {
+    return "";
+  }
+  return absl::StrCat("invite:", absl::BytesToHexString(invite.nonce()));
+}
+
+bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const {
+  absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(request.node_id());
+  if (!id.ok()) return false;
+  // CheckAdmission admits the founder and listed ids without looking at the
+  // invite; their ids are public, so naming one proves nothing here: only
+  // an invite that verifies does.
+  if (*id == common::NodeId::FromPublicKey(admission_.founder_public_key) ||
+      admission_.allowed_ids.contains(*id)) {
+    return false;
+  }
+  proto::SignedInvite signed_invite;
+  return signed_invite.ParseFromString(request.invite()) &&
+         membership::CheckAdmission(admission_, *id, signed_invite, clock_->Now()).ok();
+}
 
 std::string PeerHost(const std::string& grpc_peer) {
   const size_t colon = grpc_peer.rfind(':');
@@ -27,9 +64,11 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
                                           const proto::GetManifestRequest* request,
                                           proto::GetManifestResponse* response) {
   if (quota_ != nullptr) {
-    absl::Status admitted = quota_->AdmitKey(PeerHost(context->peer()),
-                                             common::PeerClass::kStranger,
-                                             request->ByteSizeLong());
+    // Note [Manifest joiners]: an invited joiner may draw on the joiners'
+    // budget while a flood holds the strangers'.
+    absl::Status admitted =
+        quota_->AdmitJoinerKey(PeerHost(context->peer()), JoinerKeyOf(*request),
+                               request->ByteSizeLong(), [&] { return ProvesJoin(*request); });
     if (!admitted.ok()) {
       quota_->HoldRefusal(admitted);  // Note [Refusal hold]
       return proto::ToGrpcStatus(admitted);
@@ -51,7 +90,7 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
 
 absl::StatusOr<proto::SignedManifest> CallGetManifest(
     const std::string& address, const std::shared_ptr<const identity::PeerCredentials>& credentials,
-    const std::string& swarm_id, absl::Duration timeout) {
+    const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof) {
   grpc::ChannelArguments args;
   credentials->ConfigureChannel(args);
   // A manifest is a few hundred bytes: a peer sending more is refused by
@@ -67,6 +106,8 @@ absl::StatusOr<proto::SignedManifest> CallGetManifest(
   proto::GetManifestRequest request;
   request.set_protocol_version(proto::kProtocolVersion);
   request.set_swarm_id(swarm_id);
+  request.set_invite(proof.signed_invite);
+  request.set_node_id(proof.node_id);
   proto::GetManifestResponse response;
   grpc::Status s = stub->GetManifest(&context, request, &response);
   if (!s.ok()) return proto::ToAbslStatus(s);

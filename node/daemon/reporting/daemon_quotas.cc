@@ -42,13 +42,15 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
                                         common::QuotaBudget stranger, common::Clock* clock,
                                         const std::shared_ptr<MemberSet>& members,
                                         std::optional<common::QuotaBudget> newcomer = {},
-                                        std::optional<common::QuotaBudget> all_strangers = {}) {
+                                        std::optional<common::QuotaBudget> all_strangers = {},
+                                        std::optional<common::QuotaBudget> joiners = {}) {
   common::PeerQuotaOptions o;
   o.service = service;
   o.member = member;
   o.stranger = stranger;
   o.newcomer = newcomer;
   o.all_strangers = all_strangers;
+  o.joiners = joiners;
   o.max_hold = common::kDaemonMaxHold;  // Note [Refusal hold]
   o.max_stream_open_hold = common::kDaemonMaxStreamOpenHold;
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
@@ -102,8 +104,11 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
                  stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
                  common::QuotaBudget{2, 4, 2 * state, 4 * state, 2},
                  all({4, 8, state / 15, 4 * state, 4}));
+  // Invited joiners while the strangers' budget is short (Note [Manifest
+  // joiners] in manifest/manifest_service.h): a join is one call, retried.
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr,
-                    std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0});
+                    std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0},
+                    common::QuotaBudget{20, 40, 64 << 10, 256 << 10, 0});
   q.evidence = Make("evidence", {1, 4, 0, 0, 0}, common::QuotaBudget{0, 0, 0, 0, 0, true}, clock,
                     q.members, common::QuotaBudget{0.2, 2, 0, 0, 0});
   return q;

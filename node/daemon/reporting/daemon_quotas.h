@@ -86,6 +86,10 @@ struct DaemonQuotas {
 //   group     25 pushes/s (burst 50), 2 MiB/s (burst 4 MiB), 8 streams
 //   state     4 requests/s (burst 8), S/15 per s (burst 4 S), 4 streams
 //   manifest  200 calls/s (burst 500), 1 MiB/s (burst 4 MiB)
+// Invited joiners together, while the strangers' budget is short (Note
+// [Manifest joiners] in manifest/manifest_service.h; each invite also within
+// a stranger's budget):
+//   manifest  20 calls/s (burst 40), 64 KiB/s (burst 256 KiB)
 // Newcomers have no shared budget (an open swarm's join work prices their
 // identities).
 // A newcomer (a member on probation, MemberSet::SetMembers) gets a quarter

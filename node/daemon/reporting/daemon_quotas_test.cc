@@ -39,6 +39,12 @@ TEST(DaemonQuotasTest, ASybilBurstOfStrangersIsBoundedInSum) {
   DaemonQuotas closed = MakeDaemonQuotas(model, 4, &clock, /*members_only=*/true);
   EXPECT_FALSE(closed.pipeline->options().all_strangers.has_value());
   EXPECT_TRUE(closed.manifest->options().all_strangers.has_value());
+  // Invited joiners of the manifest keep a budget of their own (Note
+  // [Manifest joiners] in manifest/manifest_service.h), smaller than the
+  // strangers'.
+  ASSERT_TRUE(closed.manifest->options().joiners.has_value());
+  EXPECT_LT(closed.manifest->options().joiners->messages_per_second,
+            closed.manifest->options().all_strangers->messages_per_second);
 }
 
 TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {

@@ -9,9 +9,17 @@
 namespace skipswarm::node {
 namespace {
 
+// The byte bursts strangers share: all strangers' and proven joiners'.
 int64_t SharedStrangerBurst(const std::shared_ptr<common::PeerQuota>& quota) {
-  if (quota == nullptr || !quota->options().all_strangers.has_value()) return 0;
-  return static_cast<int64_t>(quota->options().all_strangers->byte_burst);
+  if (quota == nullptr) return 0;
+  int64_t burst = 0;
+  if (quota->options().all_strangers.has_value()) {
+    burst += static_cast<int64_t>(quota->options().all_strangers->byte_burst);
+  }
+  if (quota->options().joiners.has_value()) {
+    burst += static_cast<int64_t>(quota->options().joiners->byte_burst);
+  }
+  return burst;
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ namespace skipswarm::node {
 //               node/transport/node_server.h).
 //   strangers   what all strangers together may have admitted at once: the
 //               byte bursts of the shared stranger budgets (Note [Peer
-//               quotas]) of pipeline, group, state, manifest and gossip.
+//               quotas]) of pipeline, group, state, manifest and gossip,
+//               and of their proven joiners' (Note [Joiners' budget]).
 // Members are bounded per peer by rates, not in sum; what they can make the
 // node hold is bounded by the stage terms above (admission, the push window,
 // state size), which do not grow with their number.

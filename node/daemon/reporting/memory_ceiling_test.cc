@@ -57,9 +57,10 @@ TEST(MemoryCeilingTest, EveryTermOfTheTinyModelIsCounted) {
   EXPECT_EQ(c.averaging_bytes, 64 * kMiB + 2 * 3 * p);
   EXPECT_EQ(c.state_bytes, 2 * 2 * (7 * p + kMiB));
   EXPECT_EQ(c.grpc_bytes, 128 * kMiB);  // the floor: 16 tiny frames are less
-  // pipeline 32 F + group 4 MiB + state 4 S + manifest 4 MiB + gossip 16 MiB
-  // (all strangers) + 1 MiB (proven joiners).
-  EXPECT_EQ(c.stranger_bytes, 32 * f + 4 * kMiB + 4 * (7 * p + kMiB) + 4 * kMiB + 17 * kMiB);
+  // pipeline 32 F + group 4 MiB + state 4 S + manifest 4 MiB (+ 256 KiB
+  // proven joiners) + gossip 16 MiB (all strangers) + 1 MiB (proven joiners).
+  EXPECT_EQ(c.stranger_bytes,
+            32 * f + 4 * kMiB + 4 * (7 * p + kMiB) + 4 * kMiB + kMiB / 4 + 17 * kMiB);
   EXPECT_EQ(c.total_bytes, c.baseline_bytes + c.stage_bytes + c.frame_bytes +
                                c.averaging_bytes + c.state_bytes + c.grpc_bytes +
                                c.stranger_bytes);
@@ -98,8 +99,9 @@ TEST(MemoryCeilingTest, AMembersOnlySwarmHasNoSharedStrangerBudgets) {
   in.quotas = &closed;
   const int64_t closed_strangers = ComputeMemoryCeiling(in).stranger_bytes;
   // Strangers are refused outright there; the manifest (the join
-  // handshake) and gossip stay open to them.
-  EXPECT_EQ(closed_strangers, 4 * kMiB + kGossipStrangersBurstBytes);
+  // handshake, with its invited joiners' 256 KiB) and gossip stay open to
+  // them.
+  EXPECT_EQ(closed_strangers, 4 * kMiB + kMiB / 4 + kGossipStrangersBurstBytes);
   EXPECT_GT(open_strangers, closed_strangers);
 }
 

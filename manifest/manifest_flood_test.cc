@@ -1,0 +1,187 @@
+// Note [Manifest joiners]: a Sybil flood of GetManifest calls holds the
+// budget all strangers share; an invited joiner still fetches the manifest
+// (the joiners' budget), an uninvited caller is refused and retried, and a
+// flood of calls carrying proofs stays bounded. Real gRPC on a port the
+// kernel picks; the quota runs on a SimClock that never advances, so the
+// flood holds the strangers' budget for the whole test.
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/peer_quota.h"
+#include "common/real_clock.h"
+#include "common/sim_clock.h"
+#include "gtest/gtest.h"
+#include "identity/test_identity.h"
+#include "manifest/bootstrap.h"
+#include "manifest/manifest_service.h"
+#include "membership/admission.h"
+#include "proto/version.h"
+
+namespace skipswarm::manifest {
+namespace {
+
+constexpr char kSwarmId[] = "swarm-a";
+constexpr int kFloodCalls = 100;
+
+proto::SignedManifest Signed(const identity::Identity& founder) {
+  proto::SwarmManifest m;
+  m.set_format(kManifestFormat);
+  m.set_protocol_version(proto::kProtocolVersion);
+  m.mutable_model()->set_num_layers(4);
+  return *SignManifest(m, founder);
+}
+
+// The budgets of the test: every loopback caller shares one address, so
+// the per-address budget is unlimited here, as if each flood call came from
+// an address of its own within its own budget; the strangers' shared
+// budget and the joiners' are what the flood meets.
+std::shared_ptr<common::PeerQuota> FloodQuota(common::Clock* clock) {
+  common::PeerQuotaOptions q;
+  q.service = "manifest";
+  q.stranger = {};
+  q.all_strangers = common::QuotaBudget{/*messages_per_second=*/10, /*message_burst=*/20, 0, 0, 0};
+  q.joiners = common::QuotaBudget{/*messages_per_second=*/2, /*message_burst=*/4, 0, 0, 0};
+  return std::make_shared<common::PeerQuota>(q, clock);
+}
+
+class ManifestFloodTest : public ::testing::Test {
+ protected:
+  ManifestFloodTest()
+      : founder_(identity::TestIdentity('\x01')),
+        joiner_(identity::TestIdentity('\x02')),
+        quota_(FloodQuota(&quota_clock_)),
+        service_(Signed(*founder_), kSwarmId, quota_, Policy(), &quota_clock_) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+  }
+  ~ManifestFloodTest() override { server_->Shutdown(); }
+
+  membership::AdmissionPolicy Policy() const {
+    membership::AdmissionPolicy p;
+    p.mode = membership::AdmissionMode::kInvite;
+    p.swarm_name = "s";
+    p.founder_public_key = founder_->public_key();
+    return p;
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  // An invite signed by `signer` for node `holder` (null: any one node).
+  JoinerProof Proof(const identity::Identity& signer, const identity::Identity* holder,
+                    char nonce = 'n') {
+    std::optional<common::NodeId> bound;
+    if (holder != nullptr) bound = holder->id();
+    absl::StatusOr<proto::SignedInvite> invite = membership::MintInvite(
+        signer, {"s", absl::UnixEpoch() + absl::Hours(1), bound},
+        std::string(membership::kInviteNonceBytes, nonce));
+    EXPECT_TRUE(invite.ok()) << invite.status();
+    const identity::Identity& who = holder != nullptr ? *holder : *joiner_;
+    return {invite->SerializeAsString(), who.id().Bytes()};
+  }
+
+  // kFloodCalls calls without a proof; returns how many were served.
+  int Flood(const JoinerProof& proof = {}) {
+    int served = 0;
+    for (int i = 0; i < kFloodCalls; ++i) {
+      served += CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                                absl::Seconds(20), proof)
+                    .ok();
+    }
+    return served;
+  }
+
+  // The joiner's whole fetch, with the daemon's retry policy.
+  absl::StatusOr<VerifiedManifest> Join(const JoinerProof& proof, absl::Duration timeout) {
+    JoinTargets t;
+    t.addresses = {address()};
+    BootstrapOptions o;
+    o.credentials = identity::PeerCredentials::Insecure();
+    o.swarm_id = kSwarmId;
+    o.timeout = timeout;
+    o.call_timeout = absl::Seconds(5);
+    o.proof = proof;
+    return FetchSwarmManifest(t, o, clock_.get());
+  }
+
+  common::SimClock quota_clock_;
+  std::unique_ptr<identity::Identity> founder_, joiner_;
+  std::shared_ptr<common::PeerQuota> quota_;
+  ManifestService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<common::RealClock> clock_ = common::RealClock::Create();
+};
+
+TEST_F(ManifestFloodTest, AnInvitedJoinerFetchesTheManifestWhileAFloodHolds) {
+  const int served = Flood();
+  EXPECT_EQ(served, 20);  // the strangers' burst; the SimClock never refills it
+  const uint64_t flood_refused = quota_->total_refusals();
+  EXPECT_EQ(flood_refused, static_cast<uint64_t>(kFloodCalls - served));
+
+  const absl::Duration start = clock_->SteadyNow();
+  absl::StatusOr<VerifiedManifest> v = Join(Proof(*founder_, joiner_.get()), absl::Seconds(5));
+  const absl::Duration took = clock_->SteadyNow() - start;
+  const uint64_t joiner_refused = quota_->total_refusals() - flood_refused;
+  std::cout << "flood: " << served << " served, " << flood_refused << " refused; joiner: "
+            << joiner_refused << " refused, " << quota_->joiners_admitted()
+            << " admitted, fetched=" << v.ok() << " in " << took << "\n";
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->founder, founder_->id());
+  EXPECT_EQ(joiner_refused, 0u);
+  EXPECT_EQ(quota_->joiners_admitted(), 1u);
+}
+
+TEST_F(ManifestFloodTest, AnUninvitedCallerIsRefusedAsBusyAndRetries) {
+  Flood();
+  const uint64_t flood_refused = quota_->total_refusals();
+  absl::StatusOr<VerifiedManifest> v = Join({}, absl::Seconds(1));
+  const uint64_t attempts = quota_->total_refusals() - flood_refused;
+  std::cout << "uninvited joiner: " << attempts << " attempts refused in 1 s\n";
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kResourceExhausted) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[busy]")) << v.status();
+  EXPECT_GE(attempts, 2u);   // retried
+  EXPECT_LE(attempts, 10u);  // with backoff, not in a tight loop
+  EXPECT_EQ(quota_->joiners_admitted(), 0u);
+}
+
+// Hostile input: a proof is no free pass. One valid invite, however many
+// calls or ids carry it, gets the joiners' burst; forged invites, and a
+// public id (the founder's) with a forged invite, get nothing.
+TEST_F(ManifestFloodTest, AFloodOfProofsStaysBounded) {
+  Flood();
+  EXPECT_EQ(Flood(Proof(*founder_, joiner_.get())), 4);  // the joiners' burst
+  auto other = identity::TestIdentity('\x03');
+  EXPECT_EQ(Flood(Proof(*founder_, other.get(), 'm')), 0);  // the joiners' budget is spent
+  const auto refusals = quota_->refusals();
+  const auto joiners =
+      refusals.find({common::QuotaReason::kJoiners, common::PeerClass::kStranger});
+  ASSERT_NE(joiners, refusals.end());
+  EXPECT_EQ(joiners->second, 2u * kFloodCalls - 4);
+
+  quota_clock_.Advance(absl::Seconds(10));  // both budgets full again
+  Flood();                                  // the strangers' spent again
+  const uint64_t admitted = quota_->joiners_admitted();
+  auto forger = identity::TestIdentity('\x04');
+  int forged = 0;
+  for (int i = 0; i < 20; ++i) {
+    forged += CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                              absl::Seconds(20), Proof(*forger, forger.get(), 'a' + i))
+                  .ok();
+  }
+  JoinerProof founders_id = Proof(*forger, nullptr, 'z');
+  founders_id.node_id = founder_->id().Bytes();
+  forged += CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                            absl::Seconds(20), founders_id)
+                .ok();
+  EXPECT_EQ(forged, 0);
+  EXPECT_EQ(quota_->joiners_admitted(), admitted);
+  // An unbound invite, which any id may carry, gets no more.
+  EXPECT_EQ(Flood(Proof(*founder_, nullptr, 'u')), 4);
+}
+
+}  // namespace
+}  // namespace skipswarm::manifest
