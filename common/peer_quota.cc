@@ -296,6 +296,38 @@ absl::Status PeerQuota::AdmitJoiner(const NodeId& peer, uint64_t bytes,
   return AdmitShared(key, peer_class, bytes, 1, joining ? Shared::kJoiners : Shared::kStrangers);
 }
 
+absl::StatusOr<absl::Duration> PeerQuota::Pace(const NodeId& peer, uint64_t bytes) {
+  const std::string key = KeyOf(peer);
+  const PeerClass peer_class = ClassOf(peer);
+  const absl::Duration now = clock_->SteadyNow();
+  const QuotaBudget& b = BudgetOf(peer_class);
+  absl::MutexLock lock(&mu_);
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  // Note [Paced bytes]: into debt; the wait is the slower bucket's.
+  absl::Duration wait = absl::ZeroDuration();
+  auto owe = [&wait, bytes](Peer& bucket, const QuotaBudget& budget) {
+    if (budget.bytes_per_second <= 0) return;
+    bucket.bytes -= static_cast<double>(bytes);
+    if (bucket.bytes < 0) {
+      wait = std::max(wait, absl::Seconds(-bucket.bytes / budget.bytes_per_second));
+    }
+  };
+  owe(*p, b);
+  if (peer_class == PeerClass::kStranger && options_.all_strangers.has_value()) {
+    RefillLocked(strangers_, *options_.all_strangers, now);
+    owe(strangers_, *options_.all_strangers);
+  }
+  if (wait > absl::ZeroDuration()) ++paced_;
+  return wait;
+}
+
+uint64_t PeerQuota::paced() const {
+  absl::MutexLock lock(&mu_);
+  return paced_;
+}
+
 uint64_t PeerQuota::joiners_admitted() const {
   absl::MutexLock lock(&mu_);
   return joiners_admitted_;
