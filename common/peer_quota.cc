@@ -88,8 +88,10 @@ std::optional<PeerQuota::Shortfall> PeerQuota::ShortfallOf(const Peer& bucket,
     return Shortfall{QuotaReason::kMessages,
                      wait(bucket.messages, messages, b.messages_per_second, b.message_burst)};
   }
+  // No bytes asks nothing of the byte bucket, even one in debt (Note [Paced
+  // bytes]): a stream opening is a message only.
   const double need = static_cast<double>(bytes);
-  if (b.bytes_per_second > 0 && bucket.bytes < need) {
+  if (b.bytes_per_second > 0 && bytes > 0 && bucket.bytes < need) {
     return Shortfall{QuotaReason::kBytes,
                      wait(bucket.bytes, need, b.bytes_per_second, b.byte_burst)};
   }
