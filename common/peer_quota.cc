@@ -88,8 +88,10 @@ std::optional<PeerQuota::Shortfall> PeerQuota::ShortfallOf(const Peer& bucket,
     return Shortfall{QuotaReason::kMessages,
                      wait(bucket.messages, messages, b.messages_per_second, b.message_burst)};
   }
+  // No bytes asks nothing of the byte bucket, even one in debt (Note [Paced
+  // bytes]): a stream opening is a message only.
   const double need = static_cast<double>(bytes);
-  if (b.bytes_per_second > 0 && bucket.bytes < need) {
+  if (b.bytes_per_second > 0 && bytes > 0 && bucket.bytes < need) {
     return Shortfall{QuotaReason::kBytes,
                      wait(bucket.bytes, need, b.bytes_per_second, b.byte_burst)};
   }
@@ -303,6 +305,38 @@ absl::Status PeerQuota::AdmitJoinerKey(const std::string& key, const std::string
     return AdmitShared(joiner_key, peer_class, bytes, 1, Shared::kJoiners);
   }
   return AdmitShared(key, peer_class, bytes, 1, Shared::kStrangers);
+}
+
+absl::StatusOr<absl::Duration> PeerQuota::Pace(const NodeId& peer, uint64_t bytes) {
+  const std::string key = KeyOf(peer);
+  const PeerClass peer_class = ClassOf(peer);
+  const absl::Duration now = clock_->SteadyNow();
+  const QuotaBudget& b = BudgetOf(peer_class);
+  absl::MutexLock lock(&mu_);
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  // Note [Paced bytes]: into debt; the wait is the slower bucket's.
+  absl::Duration wait = absl::ZeroDuration();
+  auto owe = [&wait, bytes](Peer& bucket, const QuotaBudget& budget) {
+    if (budget.bytes_per_second <= 0) return;
+    bucket.bytes -= static_cast<double>(bytes);
+    if (bucket.bytes < 0) {
+      wait = std::max(wait, absl::Seconds(-bucket.bytes / budget.bytes_per_second));
+    }
+  };
+  owe(*p, b);
+  if (peer_class == PeerClass::kStranger && options_.all_strangers.has_value()) {
+    RefillLocked(strangers_, *options_.all_strangers, now);
+    owe(strangers_, *options_.all_strangers);
+  }
+  if (wait > absl::ZeroDuration()) ++paced_;
+  return wait;
+}
+
+uint64_t PeerQuota::paced() const {
+  absl::MutexLock lock(&mu_);
+  return paced_;
 }
 
 uint64_t PeerQuota::joiners_admitted() const {

@@ -150,6 +150,28 @@ namespace skipswarm::common {
 //   its quota ends. Otherwise a peer could stream refused frames, or bare
 //   chunks, at the link's speed on one admitted stream.
 
+// Note [Paced bytes]
+// * A service that copies a peer's bytes through (the relay's circuits,
+//   node/transport/relay/README.md) cannot refuse one message without
+//   ending the stream, and ending a circuit breaks the connection inside
+//   it: an honest peer that overran its burst once would pay a reconnect.
+//   So such a service paces instead of refusing: Pace charges each
+//   message's bytes to the peer's byte bucket (and, for a stranger, to all
+//   strangers'), into debt when the bucket holds less, and the service
+//   stops reading from that peer's stream until the refill has paid the
+//   debt back (the wait Pace returns, on the injected clock). HTTP/2's flow
+//   control then stops the peer's sends once its stream window is full, so
+//   its rate falls to its budget's with nothing buffered beyond one
+//   message and a window per stream, and its other streams wait on the
+//   same bucket.
+// * The debt is bounded by what a peer can have read at once (one message
+//   per stream); a service ends a stream whose wait would exceed its own
+//   bound (RESOURCE_EXHAUSTED): a peer gets there only with messages far
+//   larger than its burst or many streams at once. A closed budget, a
+//   revoked peer or a full table are refused as Admit refuses them.
+// * A pause is not a refusal: it is counted apart (paced()), and honest
+//   traffic under a member's budget is never paused.
+
 // kRevoked: an id the swarm's founder revoked (Note [Revocation] in
 // membership/revocation.h); refused everything in every admission mode.
 // kNewcomer: a member of an open swarm still on probation (Note [Newcomer
@@ -271,6 +293,15 @@ class PeerQuota {
                               uint64_t bytes, absl::FunctionRef<bool()> proves_join);
   // Messages admitted on the joiners' budget so far.
   uint64_t joiners_admitted() const;
+
+  // Note [Paced bytes]: charges `bytes` to `peer`'s byte budget, into debt
+  // when its bucket holds less, and returns how long the caller must stop
+  // reading from this peer for the refill to pay the debt back (zero while
+  // the bucket holds it). Refused (nothing charged) as Admit refuses a
+  // closed budget, a revoked peer or a full table.
+  absl::StatusOr<absl::Duration> Pace(const NodeId& peer, uint64_t bytes);
+  // Times Pace asked its caller to wait.
+  uint64_t paced() const;
 
   // Holds one of the peer's concurrent streams until destroyed. The quota
   // must outlive its slots (the services that hold them are shut down
@@ -397,6 +428,7 @@ class PeerQuota {
   // The shared budget of proven joiners (options_.joiners), and its use.
   Peer joiners_ ABSL_GUARDED_BY(mu_);
   uint64_t joiners_admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t paced_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<QuotaRefusalKey, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   LogLimiter log_limit_ ABSL_GUARDED_BY(mu_);
   // Shared with pending AnswerAfterHold timers, which may outlive us.

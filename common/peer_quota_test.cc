@@ -99,6 +99,36 @@ TEST_F(PeerQuotaTest, ConcurrentStreamsAreCappedAndReleased) {
 
 // Note [Stream opens]: a peer that ends each stream at once still opens at
 // most its stream-open rate, whatever its message rate allows.
+TEST_F(PeerQuotaTest, PaceChargesIntoDebtAndWaitsForTheRefill) {
+  // Note [Paced bytes]. The stranger's bucket: 1,000 bytes/s, burst 4,000.
+  EXPECT_EQ(quota_.Pace(stranger_, 4000).value(), absl::ZeroDuration());
+  EXPECT_EQ(quota_.Pace(stranger_, 1500).value(), absl::Milliseconds(1500));
+  // Its debt adds up; a message larger than the burst is charged too.
+  EXPECT_EQ(quota_.Pace(stranger_, 5000).value(), absl::Milliseconds(6500));
+  EXPECT_EQ(quota_.paced(), 2u);
+  EXPECT_EQ(quota_.total_refusals(), 0u);  // a pause is not a refusal
+  clock_.Advance(absl::Milliseconds(6500));
+  EXPECT_EQ(quota_.Pace(stranger_, 500).value(), absl::Milliseconds(500));
+  // A member's bucket is its own: 4 MB of burst.
+  EXPECT_EQ(quota_.Pace(member_, 4'000'000).value(), absl::ZeroDuration());
+}
+
+TEST(PacedBytesTest, StrangersShareTheirBudgetAndAClosedOneIsRefused) {
+  SimClock clock;
+  PeerQuotaOptions o = Options();
+  o.all_strangers = QuotaBudget{0, 0, 2e3, 4e3, 0};
+  PeerQuota quota(o, &clock);
+  quota.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  EXPECT_EQ(quota.Pace(NodeId::ForName("a"), 4000).value(), absl::ZeroDuration());
+  // b's own bucket is full, all strangers' is not: 3,000 bytes at 2,000/s.
+  EXPECT_EQ(quota.Pace(NodeId::ForName("b"), 3000).value(), absl::Milliseconds(1500));
+  o.stranger.closed = true;
+  PeerQuota closed(o, &clock);
+  closed.SetClassifier([](const NodeId&) { return PeerClass::kStranger; });
+  EXPECT_EQ(closed.Pace(NodeId::ForName("a"), 1).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST(StreamOpensTest, OpeningsHaveTheirOwnBucketAndAHeldRefusalWaitsForIt) {
   SimClock clock;
   PeerQuotaOptions o = Options();

@@ -84,6 +84,8 @@ void GossipDaemon::Parts::SetUpRelaying(grpc::ServerBuilder* builder,
     ro.credentials = credentials;
     ro.swarm_id = swarm_id;
     ro.max_attached = options.relay_slots;
+    ro.quota = quotas.relay;  // Note [Paced bytes]
+    ro.clock = clock.get();
     relay_service = std::make_unique<RelayService>(ro);
     builder->RegisterService(relay_service.get());
   }

@@ -109,6 +109,20 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr,
                     std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0},
                     common::QuotaBudget{20, 40, 64 << 10, 256 << 10, 0});
+  // Note [Paced bytes]: what the attached node's services would admit from
+  // the caller, summed, so honest traffic through a relay is never paused:
+  // frames (pipeline) and pushes (group), plus a MiB/s for requests
+  // (state, gossip; a stranger's manifest calls). Only what the caller
+  // sends is charged: a state transfer's bytes are the attached node's.
+  // Circuits are streams; opening one costs the relay and the attached
+  // node a call each, so a stranger's openings are rated too. Open to
+  // strangers in every mode, as gossip and the manifest are: a joiner's
+  // record may reach the relay after its first call to an attached node.
+  const double member_bytes = 256 * f + 64 * p + (1 << 20);
+  q.relay = Make("relay", {0, 0, member_bytes, member_bytes, 64},
+                 {0, 0, 4 * f + (320 << 10), 8 * f + (1280 << 10), 2, false, 1, 4}, clock,
+                 q.members, common::QuotaBudget{0, 0, member_bytes / 4, member_bytes / 4, 16},
+                 common::QuotaBudget{0, 0, 16 * f + (3 << 20), 32 * f + (8 << 20), 16});
   q.evidence = Make("evidence", {1, 4, 0, 0, 0}, common::QuotaBudget{0, 0, 0, 0, 0, true}, clock,
                     q.members, common::QuotaBudget{0.2, 2, 0, 0, 0});
   return q;
@@ -118,7 +132,7 @@ void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* go
                          Metrics* metrics) {
   const std::vector<const common::PeerQuota*> all = {
       quotas.pipeline.get(), quotas.group.get(), quotas.state.get(), quotas.manifest.get(),
-      quotas.evidence.get(), gossip};
+      quotas.evidence.get(), quotas.relay.get(), gossip};
   for (const common::PeerQuota* quota : all) {
     if (quota == nullptr) continue;
     for (const auto& [key, count] : quota->refusals()) {
@@ -129,6 +143,8 @@ void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* go
     }
     metrics->Set("skipswarm_peer_quota_held_refusals_total",
                  static_cast<double>(quota->held_refusals()),
+                 absl::StrCat("service=\"", quota->options().service, "\""));
+    metrics->Set("skipswarm_peer_quota_paced_total", static_cast<double>(quota->paced()),
                  absl::StrCat("service=\"", quota->options().service, "\""));
   }
 }

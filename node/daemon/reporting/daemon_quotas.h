@@ -60,6 +60,7 @@ struct DaemonQuotas {
   std::shared_ptr<common::PeerQuota> state;     // group state_quota, StateServerOptions
   std::shared_ptr<common::PeerQuota> manifest;  // ManifestService (callers by address)
   std::shared_ptr<common::PeerQuota> evidence;  // EvidenceService (Note [Evidence bans])
+  std::shared_ptr<common::PeerQuota> relay;     // RelayServiceOptions::quota (Note [Paced bytes])
 };
 
 // Budgets (F = the model's frame payload bound, model::MaxFramePayloadBytes;
@@ -80,12 +81,21 @@ struct DaemonQuotas {
 //   evidence  member 1 request/s (burst 4), newcomer 0.2/s (burst 2), strangers
 //             none (an honest member fetches once per accuser and accused per
 //             30 s: Note [Evidence bans] in node/stage/evidence_bans.h)
+//   relay     (the bytes a caller sends through this node's relay to the
+//             nodes attached to it, paced rather than refused: Note [Paced
+//             bytes]; its circuits are its streams) what the attached node's
+//             own services would admit from the caller, summed (frames,
+//             pushes, and a MiB/s for requests; only what the caller sends):
+//             member 256 F + 64 P + 1 MiB bytes/s (burst the same), 64 circuits
+//             stranger 4 F + 320 KiB bytes/s (burst 8 F + 1.25 MiB),
+//             2 circuits, a circuit open a second (burst 4)
 // All strangers together (PeerQuotaOptions::all_strangers: a Sybil burst
 // of fresh identities, each within its own budget, is bounded in sum):
 //   pipeline  100 frames/s (burst 100), 16 F/s (burst 32 F), 8 streams
 //   group     25 pushes/s (burst 50), 2 MiB/s (burst 4 MiB), 8 streams
 //   state     4 requests/s (burst 8), S/15 per s (burst 4 S), 4 streams
 //   manifest  200 calls/s (burst 500), 1 MiB/s (burst 4 MiB)
+//   relay     16 F + 3 MiB bytes/s (burst 32 F + 8 MiB), 16 circuits
 // Invited joiners together, while the strangers' budget is short (Note
 // [Manifest joiners] in manifest/manifest_service.h; each invite also within
 // a stranger's budget):
@@ -101,9 +111,11 @@ struct DaemonQuotas {
 //             12.5 stream opens/s (burst 25)
 //   group     newcomer 250 pushes/s (burst 250), 16 P/s (burst 16 P), 8 streams
 //   state     newcomer 2 requests/s (burst 4), 2 S/s (burst 4 S), 2 streams
+//   relay     newcomer a quarter of a member's bytes, 16 circuits
 // With `members_only` (a swarm that admits only invited or listed nodes,
 // Note [Admission] in membership/admission.h) pipeline, group and state
-// refuse strangers outright (PERMISSION_DENIED, reason "not_admitted"); the
+// refuse strangers outright (PERMISSION_DENIED, reason "not_admitted"; the
+// relay does not, like the manifest and gossip); the
 // daemon then makes every admitted id in its table a member, tombstones
 // included, so a member coming back from DEAD is not refused. The manifest
 // stays open (it is the join handshake). In every mode a revoked id
@@ -116,8 +128,9 @@ struct DaemonQuotas {
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);
 
-// skipswarm_peer_quota_refusals_total{service,reason,peer_class} and
-// skipswarm_peer_quota_held_refusals_total{service} of every quota (and of
+// skipswarm_peer_quota_refusals_total{service,reason,peer_class},
+// skipswarm_peer_quota_held_refusals_total{service} and
+// skipswarm_peer_quota_paced_total{service} of every quota (and of
 // gossip's, when given), as counted so far.
 void ExportQuotaRefusals(const DaemonQuotas& quotas, const common::PeerQuota* gossip,
                          Metrics* metrics);

@@ -244,6 +244,32 @@ TEST(DaemonQuotasTest, RevokedIdsAreRefusedOutrightInEveryMode) {
   }
 }
 
+// Note [Paced bytes]: through a relay a member is never paused by what
+// training sends (a second of full frames, a stage's state), a stranger
+// is after its burst, and a stranger over many circuits is refused one.
+TEST(DaemonQuotasTest, TheRelayPacesAStrangerNotAMember) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock, /*members_only=*/true);
+  const NodeId member = NodeId::ForName("member"), stranger = NodeId::ForName("stranger");
+  q.members->SetMembers({member});
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_EQ(q.relay->Pace(member, frame).value(), absl::ZeroDuration()) << i;
+  }
+  int stranger_frames = 0;
+  while (q.relay->Pace(stranger, frame).value() == absl::ZeroDuration()) ++stranger_frames;
+  EXPECT_GE(stranger_frames, 8);
+  EXPECT_LT(stranger_frames, 256);
+  EXPECT_EQ(q.relay->paced(), 1u);
+  std::vector<common::PeerQuota::StreamSlot> circuits;
+  for (int i = 0; i < 2; ++i) circuits.push_back(q.relay->OpenStream(stranger).value());
+  EXPECT_EQ(q.relay->OpenStream(stranger).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  for (int i = 0; i < 64; ++i) circuits.push_back(q.relay->OpenStream(member).value());
+  EXPECT_FALSE(q.relay->OpenStream(member).ok());  // max_circuits_per_node
+}
+
 TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
   common::SimClock clock;
   DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);
@@ -261,6 +287,8 @@ TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
   // Nothing was held: the daemons' quotas hold, but nobody waited for an answer here.
   EXPECT_TRUE(absl::StrContains(
       text, "skipswarm_peer_quota_held_refusals_total{service=\"group\"} 0"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "skipswarm_peer_quota_paced_total{service=\"relay\"} 0"))
       << text;
 }
 

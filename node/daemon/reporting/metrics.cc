@@ -147,6 +147,9 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_peer_quota_held_refusals_total", T::kCounter,
        "Quota refusals this node answered only after a hold because their sender asked again "
        "within a second of a refusal (Note [Refusal hold]), by service."},
+      {"skipswarm_peer_quota_paced_total", T::kCounter,
+       "Times this node paused copying a peer's bytes because it was over its per-peer byte "
+       "budget (Note [Paced bytes]: the relay), by service."},
       {"skipswarm_members_on_probation", T::kGauge,
        "Live members hosting pipeline stages that this node does not trust yet (Note "
        "[Newcomer probation]): they host a stage for routing only beside a trusted replica; "

@@ -11,11 +11,17 @@
 //     relayed=1: P dials its RelayDialer's loopback endpoint, the circuit
 //     runs P -> R's Relay service -> N's RelayAttacher -> N's server, as for
 //     an outbound-only N (every byte TLS-encrypted again on both relay
-//     legs). Sizes: 512 KiB (about the default model's activation frame,
+//     legs; R paces P on the daemon's default relay quota, P a member).
+//     Sizes: 512 KiB (about the default model's activation frame,
 //     model::MaxFramePayloadBytes) and 1 MiB (a group gradient chunk's
 //     ceiling; the relay sees bytes only, so a frame of that size costs
 //     what the chunk would).
 // BM_Window/<bytes>/<relayed>  the same with 4 frames in flight (MB/s).
+// BM_HopBesideAHog/<quota>  BM_Hop relayed 512 KiB while another caller H
+//     (a stranger to R) pushes 512 KiB frames to N through the same relay,
+//     4 in flight, as fast as it can; quota=0: R without a relay quota (as
+//     before the per-caller budgets), quota=1: the daemon's. Counter
+//     hog_MBps: what H moved meanwhile.
 //
 // Counter cpu_ms_per_msg: the whole process's CPU time (every thread of
 // P, R and N: TLS, copies, gRPC's pollers) per frame. On a shared machine
@@ -28,9 +34,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,7 +48,10 @@
 #include "benchmark/benchmark.h"
 #include "common/real_clock.h"
 #include "identity/identity.h"
+#include "identity/test_identity.h"
 #include "identity/tls_credentials.h"
+#include "model/model_config.h"
+#include "node/daemon/reporting/daemon_quotas.h"
 #include "node/transport/frame.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
@@ -59,14 +70,23 @@ using ::skipswarm::node::testutil::MakeTestFrame;
 // (a relay N attached to) with P's dialer. Built once per benchmark run.
 class World {
  public:
-  explicit World(bool relayed)
+  explicit World(bool relayed, bool quota = true)
       : clock_(common::RealClock::Create()),
         ends_(clock_.get(), [](const PeerId&, Frame, AckFn ack) { ack(absl::OkStatus()); }) {
     if (!relayed) {
       ends_.DialDirect();
       return;
     }
-    relay_.emplace('r', clock_.get());
+    // R paces its callers as a daemon does (Note [Paced bytes]): the
+    // default model's relay quota, P and N members.
+    quotas_ = MakeDaemonQuotas(model::ModelConfig(), 4, clock_.get());
+    quotas_.members->SetMembers({ends_.p_key->id(), ends_.n_key->id()});
+    RelayServiceOptions ro;
+    if (quota) {
+      ro.quota = quotas_.relay;
+      ro.clock = clock_.get();
+    }
+    relay_.emplace('r', clock_.get(), ro);
     const RelayCandidate r = relay_->candidate();
     ends_.Attach([r] { return std::vector<RelayCandidate>{r}; }, 1,
                  [this](const RelayChange& c) {
@@ -75,6 +95,45 @@ class World {
     CHECK(attached_.WaitForNotificationWithTimeout(absl::Seconds(20)));
     ends_.DialThrough([r](const common::NodeId&) { return std::vector<RelayCandidate>{r}; });
   }
+
+  ~World() { StopHog(); }
+
+  // Starts H: a stranger's transport and dialer, pushing frames of `bytes`
+  // to N through R, 4 in flight, until StopHog.
+  void StartHog(size_t bytes) {
+    hog_key_ = identity::TestIdentity('h');
+    auto creds = identity::PeerCredentials::Create({hog_key_.get()}, clock_->Now()).value();
+    GrpcTransportOptions o;
+    o.self = hog_key_->id();
+    o.credentials = creds;
+    o.swarm_id = testutil::kTestSwarm;
+    o.listen_address = "";
+    hog_ = GrpcTransport::Create(o, clock_.get()).value();
+    const RelayCandidate r = relay_->candidate();
+    hog_dialer_ = std::make_unique<RelayDialer>(
+        RelayDialerOptions{hog_key_->id(), creds},
+        [r](const common::NodeId&) { return std::vector<RelayCandidate>{r}; });
+    hog_->SetPeerAddress(ends_.n_key->id(), hog_dialer_->EndpointFor(ends_.n_key->id()).value());
+    absl::Cord payload =
+        MakeTestFrame({hog_key_->id(), ends_.n_key->id()}, 1, bytes, 0).payload;
+    hog_thread_ = std::thread([this, payload, bytes] {
+      for (uint64_t mb = 0; !hog_stop_.HasBeenNotified();) {
+        std::vector<AckWaiter> acks(4);
+        for (AckWaiter& ack : acks) {
+          Frame frame = MakeTestFrame({hog_key_->id(), ends_.n_key->id()}, 1, 0, mb++);
+          frame.header.mutable_tensor()->set_shape(0, static_cast<int64_t>(bytes / 4));
+          frame.payload = payload;
+          SealFrame(frame);
+          hog_->Send(ends_.n_key->id(), std::move(frame), ack.Callback());
+        }
+        for (AckWaiter& ack : acks) {
+          if (ack.Wait().ok()) hog_bytes_.fetch_add(static_cast<int64_t>(bytes));
+        }
+      }
+    });
+  }
+  int64_t hog_bytes() const { return hog_bytes_.load(); }
+  common::Clock* clock() const { return clock_.get(); }
 
   // Sends `count` frames of `bytes` at once and waits for every ack. The
   // frames share one payload, made on the first call: generating a test
@@ -98,11 +157,27 @@ class World {
   }
 
  private:
+  void StopHog() {
+    if (!hog_thread_.joinable()) return;
+    hog_stop_.Notify();
+    hog_thread_.join();
+    hog_dialer_.reset();
+    hog_.reset();
+  }
+
   std::unique_ptr<common::RealClock> clock_;
   absl::Notification attached_;
+  DaemonQuotas quotas_;
   std::optional<testutil::TestRelay> relay_;  // R, when relayed; outlives ends_'s attacher
   testutil::RelayEnds ends_;
   absl::Cord payload_;
+  // H, when started; it goes before R and N.
+  std::unique_ptr<identity::Identity> hog_key_;
+  std::unique_ptr<GrpcTransport> hog_;
+  std::unique_ptr<RelayDialer> hog_dialer_;
+  std::thread hog_thread_;
+  absl::Notification hog_stop_;
+  std::atomic<int64_t> hog_bytes_{0};
 };
 
 double ProcessCpuMs() {
@@ -132,6 +207,30 @@ void RunHops(benchmark::State& state, int in_flight) {
   state.SetBytesProcessed(messages * static_cast<int64_t>(bytes));
 }
 
+void BM_HopBesideAHog(benchmark::State& state) {
+  constexpr size_t kBytes = 512 << 10;
+  World world(/*relayed=*/true, /*quota=*/state.range(0) != 0);
+  uint64_t mb = 0;
+  CHECK(world.Send(kBytes, 1, &mb).ok());
+  world.StartHog(kBytes);
+  const int64_t hog_start = world.hog_bytes();
+  const double cpu_start = ProcessCpuMs();
+  const absl::Duration start = world.clock()->SteadyNow();
+  for (auto _ : state) {
+    const absl::Status s = world.Send(kBytes, 1, &mb);
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(world.clock()->SteadyNow() - start);
+  state.counters["cpu_ms_per_msg"] =
+      (ProcessCpuMs() - cpu_start) / static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  state.counters["hog_MBps"] =
+      static_cast<double>(world.hog_bytes() - hog_start) / 1e6 / std::max(1e-9, seconds);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
+}
+
 void BM_Hop(benchmark::State& state) { RunHops(state, 1); }
 void BM_Window(benchmark::State& state) { RunHops(state, 4); }
 
@@ -143,6 +242,12 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Hop)->Apply(Sizes);
 BENCHMARK(BM_Window)->Apply(Sizes);
+BENCHMARK(BM_HopBesideAHog)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
 
 }  // namespace
 }  // namespace skipswarm::node

@@ -17,7 +17,10 @@ grpc::Status Refuse(absl::Status status) { return proto::ToGrpcStatus(status); }
 
 }  // namespace
 
-RelayService::RelayService(RelayServiceOptions options) : options_(std::move(options)) {}
+RelayService::RelayService(RelayServiceOptions options) : options_(std::move(options)) {
+  CHECK(options_.quota == nullptr || options_.clock != nullptr)
+      << "relay: a quota needs the clock that paces it";
+}
 
 RelayService::~RelayService() { Shutdown(); }
 
@@ -34,7 +37,7 @@ void RelayService::Shutdown() {
 RelayServiceStats RelayService::stats() const {
   absl::MutexLock lock(&mu_);
   return RelayServiceStats{static_cast<int>(attached_.size()), circuits_opened_,
-                           bytes_relayed_.load()};
+                           bytes_relayed_.load(), paced_.load(), over_budget_.load()};
 }
 
 absl::StatusOr<common::NodeId> RelayService::Caller(grpc::ServerContext* context,
@@ -125,6 +128,17 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
   if (!caller.ok()) return Refuse(caller.status());
   absl::StatusOr<common::NodeId> target = common::NodeId::FromBytes(first.target());
   if (!target.ok()) return Refuse(absl::InvalidArgumentError("relay: no target"));
+  // The caller's circuits are its streams on the relay quota; the slot is
+  // held until this handler returns.
+  common::PeerQuota::StreamSlot slot;
+  if (options_.quota != nullptr) {
+    absl::StatusOr<common::PeerQuota::StreamSlot> s = options_.quota->OpenStream(*caller);
+    if (!s.ok()) {
+      options_.quota->HoldRefusal(s.status());  // Note [Refusal hold]
+      return Refuse(s.status());
+    }
+    slot = std::move(*s);
+  }
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -164,8 +178,7 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
           absl::FormatDuration(options_.accept_timeout))));
     }
   }
-  Pump(id, /*connect_side=*/true);
-  return grpc::Status::OK;
+  return Pump(id, /*connect_side=*/true);
 }
 
 grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* stream) {
@@ -195,32 +208,48 @@ grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* str
   // Only this handler writes to the Connect stream (the Connect handler
   // only reads it), so the "spliced" message needs no lock.
   connect->Write(proto::RelayBytes());
-  Pump(id, /*connect_side=*/false);
-  return grpc::Status::OK;
+  return Pump(id, /*connect_side=*/false);
 }
 
 // Each circuit has two handlers, one per stream; each reads its own stream
 // and writes the other's. Either one ending cancels both calls, and neither
 // returns (gRPC then frees its stream) until the other stopped touching it.
-void RelayService::Pump(uint64_t id, bool connect_side) {
+grpc::Status RelayService::Pump(uint64_t id, bool connect_side) {
   BytesStream* from = nullptr;
   BytesStream* to = nullptr;
+  common::NodeId caller;
+  grpc::ServerContext* context = nullptr;
   {
     absl::MutexLock lock(&mu_);
     Circuit& c = circuits_.at(id);
     from = connect_side ? c.connect : c.accept;
     to = connect_side ? c.accept : c.connect;
+    caller = c.caller;
+    context = connect_side ? c.connect_context : c.accept_context;
   }
+  // Note [Paced bytes]: the caller's bytes, before they are forwarded.
+  const bool paced = connect_side && options_.quota != nullptr;
+  grpc::Status answer = grpc::Status::OK;
   proto::RelayBytes message;
   while (from->Read(&message)) {
     if (message.data().empty()) continue;
+    if (paced) {
+      if (absl::Status s = PaceCaller(caller, message.data().size(), context); !s.ok()) {
+        answer = Refuse(s);
+        break;
+      }
+    }
     bytes_relayed_ += static_cast<int64_t>(message.data().size());
     if (!to->Write(message)) break;
   }
   absl::MutexLock lock(&mu_);
   Circuit& c = circuits_.at(id);
-  c.connect_context->TryCancel();
-  c.accept_context->TryCancel();
+  // A refusal is its call's answer: cancelling that call (either handler)
+  // would replace it with CANCELLED. Ending the other call ends the
+  // circuit all the same.
+  if (!answer.ok()) (connect_side ? c.connect_refused : c.accept_refused) = true;
+  if (!c.connect_refused) c.connect_context->TryCancel();
+  if (!c.accept_refused) c.accept_context->TryCancel();
   (connect_side ? c.connect_done : c.accept_done) = true;
   cv_.SignalAll();
   while (!(c.connect_done && c.accept_done)) cv_.Wait(&mu_);
@@ -232,6 +261,52 @@ void RelayService::Pump(uint64_t id, bool connect_side) {
     if (auto a = attached_.find(c.target); a != attached_.end()) --a->second.circuits;
     circuits_.erase(id);
   }
+  return answer;
+}
+
+absl::Status RelayService::PaceCaller(const common::NodeId& caller, size_t bytes,
+                                      grpc::ServerContext* context) {
+  absl::StatusOr<absl::Duration> wait = options_.quota->Pace(caller, bytes);
+  if (!wait.ok()) return wait.status();
+  if (*wait <= absl::ZeroDuration()) return absl::OkStatus();
+  if (*wait > options_.max_pace) {
+    ++over_budget_;
+    LOG_EVERY_N(WARNING, 20) << "relay: ended a circuit of " << caller.ShortString()
+                             << ", far over its byte budget";
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "relay: ", caller.ShortString(), " is far over its relay byte budget (its bytes need ",
+        absl::FormatDuration(*wait), " to be paid back, more than the ",
+        absl::FormatDuration(options_.max_pace), " a circuit may wait); circuit ended"));
+  }
+  ++paced_;
+  // The pause runs on the quota's clock; the handler thread blocks (no
+  // read, so HTTP/2 flow control stops the caller) and wakes early when
+  // the call is cancelled (the circuit's other end, or Shutdown). The
+  // timer's state is shared: it may fire after this returns.
+  struct Wake {
+    absl::Mutex mu;
+    bool fired ABSL_GUARDED_BY(mu) = false;
+  };
+  auto wake = std::make_shared<Wake>();
+  const common::TimerId timer = options_.clock->RunAfter(*wait, [wake] {
+    absl::MutexLock lock(&wake->mu);
+    wake->fired = true;
+  });
+  // After the timer is set, so a test that advances the clock on this
+  // call wakes the pause.
+  if (options_.on_paced) options_.on_paced(caller, *wait);
+  bool fired = false;
+  {
+    absl::MutexLock lock(&wake->mu);
+    while (!wake->fired && !context->IsCancelled()) {
+      // Cancellation has no signal to wait on: look again every 50 ms.
+      wake->mu.AwaitWithTimeout(absl::Condition(&wake->fired), absl::Milliseconds(50));
+    }
+    fired = wake->fired;
+  }
+  if (fired) return absl::OkStatus();
+  options_.clock->Cancel(timer);
+  return absl::CancelledError("relay: the circuit ended while paced");
 }
 
 }  // namespace skipswarm::node

@@ -17,6 +17,17 @@
 // max_circuits_per_node open circuits. Only the attached node itself may
 // Accept its circuits.
 //
+// Per-caller budgets (options.quota, the daemon's "relay" PeerQuota): each
+// caller's concurrent circuits are its streams (beyond: RESOURCE_EXHAUSTED),
+// and the bytes its Connect streams send are paced (Note [Paced bytes] in
+// common/peer_quota.h): each message is charged before it is forwarded,
+// and a caller over its byte budget is not read from until its bucket has
+// refilled, so one peer cannot take the relay's link and CPU from the
+// others' circuits. A caller whose wait would exceed max_pace (messages far
+// over its burst, or many circuits at once) has that circuit ended with
+// RESOURCE_EXHAUSTED. The attached node's answers (Accept streams) are not
+// charged: it is bounded by max_attached and its callers' circuits.
+//
 // Thread rule: thread-safe. Every handler runs on a gRPC sync-server
 // thread and blocks it for the stream's life (a circuit holds two
 // threads); the service holds no lock while it reads or writes a stream.
@@ -26,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,7 +46,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/node_id.h"
+#include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
 #include "node/transport/relay/relay.grpc.pb.h"
 
@@ -51,12 +65,25 @@ struct RelayServiceOptions {
   absl::Duration accept_timeout = absl::Seconds(5);
   // Heartbeats on Attach streams (the node declares a silent relay lost).
   absl::Duration heartbeat = absl::Milliseconds(500);
+  // Per-caller circuits and bytes (above); null: unbounded. `clock` runs
+  // the pacing waits: the quota's own clock, which must outlive the
+  // service (required with a quota).
+  std::shared_ptr<common::PeerQuota> quota;
+  common::Clock* clock = nullptr;
+  // The longest a caller's copy is paused for one message; a longer wait
+  // ends its circuit (RESOURCE_EXHAUSTED).
+  absl::Duration max_pace = absl::Seconds(5);
+  // Called (no lock held, on the circuit's handler thread) each time a
+  // caller's copy is paused, with the pause; for tests and logs. Optional.
+  std::function<void(const common::NodeId& caller, absl::Duration wait)> on_paced;
 };
 
 struct RelayServiceStats {
   int attached = 0;             // nodes attached now
   int64_t circuits_opened = 0;  // spliced circuits, ever
   int64_t bytes_relayed = 0;    // both directions
+  int64_t paced = 0;            // pauses of a caller's copy (Note [Paced bytes])
+  int64_t over_budget = 0;      // circuits ended for a wait over max_pace
 };
 
 class RelayService final : public proto::Relay::Service {
@@ -94,6 +121,8 @@ class RelayService final : public proto::Relay::Service {
     BytesStream* accept = nullptr;
     bool connect_done = false;
     bool accept_done = false;
+    bool connect_refused = false;  // its handler answers with a refusal
+    bool accept_refused = false;
     int left = 0;  // handlers past their pump
   };
 
@@ -107,8 +136,14 @@ class RelayService final : public proto::Relay::Service {
                                              proto::RelayBytes* first) const;
   // Copies circuit `id`'s bytes from this side's stream to the other's
   // until either ends, then ends both calls and waits for the other
-  // handler to let go of the streams.
-  void Pump(uint64_t id, bool connect_side);
+  // handler to let go of the streams. The Connect side's bytes are paced
+  // (Note [Paced bytes]); the status is the handler's answer.
+  grpc::Status Pump(uint64_t id, bool connect_side);
+  // Charges `bytes` from `caller` and waits out its pause on the clock
+  // (ends early when `context` is cancelled). OK to forward the message;
+  // else the circuit ends with the status.
+  absl::Status PaceCaller(const common::NodeId& caller, size_t bytes,
+                          grpc::ServerContext* context);
 
   const RelayServiceOptions options_;
   mutable absl::Mutex mu_;
@@ -121,6 +156,8 @@ class RelayService final : public proto::Relay::Service {
   absl::node_hash_map<uint64_t, Circuit> circuits_ ABSL_GUARDED_BY(mu_);
   int64_t circuits_opened_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> bytes_relayed_{0};
+  std::atomic<int64_t> paced_{0};
+  std::atomic<int64_t> over_budget_{0};
 };
 
 }  // namespace skipswarm::node

@@ -15,10 +15,10 @@ std::string Loopback(int port) { return "127.0.0.1:" + std::to_string(port); }
 
 }  // namespace
 
-TestRelay::TestRelay(char seed, common::Clock* clock) : key(identity::TestIdentity(seed)) {
+TestRelay::TestRelay(char seed, common::Clock* clock, RelayServiceOptions ro)
+    : key(identity::TestIdentity(seed)) {
   auto creds = identity::PeerCredentials::Create({key.get()}, clock->Now()).value();
   server = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
-  RelayServiceOptions ro;
   ro.self = key->id();
   ro.credentials = creds;
   ro.swarm_id = kTestSwarm;

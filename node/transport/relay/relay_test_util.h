@@ -27,9 +27,11 @@
 namespace skipswarm::node::testutil {
 
 // A reachable node that relays: a NodeServer with the relay service, keyed
-// TestIdentity(seed). `clock` must outlive it.
+// TestIdentity(seed). `clock` must outlive it. `options` carries the
+// relay's tuning (quota, pacing clock, bounds); its identity, credentials
+// and swarm are set here.
 struct TestRelay {
-  TestRelay(char seed, common::Clock* clock);
+  TestRelay(char seed, common::Clock* clock, RelayServiceOptions options = RelayServiceOptions());
   ~TestRelay();  // the server goes before the service it calls
   TestRelay(const TestRelay&) = delete;
   TestRelay& operator=(const TestRelay&) = delete;
