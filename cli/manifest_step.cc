@@ -198,6 +198,8 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
           manifest::ReadInviteFlag(absl::GetFlag(FLAGS_invite));
       if (invite.ok()) bo.proof = {invite->SerializeAsString(), key->id().Bytes()};
     }
+    // An open swarm's seed may ask join work for our key instead.
+    bo.public_key = key->public_key();
     bo.backoff_seed = std::hash<std::string>{}(key->id().Bytes());
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,

@@ -17,7 +17,8 @@
 //   version   protocol version mismatch
 //   busy      the peer's quota refused us (RESOURCE_EXHAUSTED: busy, or a
 //             flood of unknown callers; retried with backoff until the
-//             timeout, Note [Manifest joiners] in manifest_service.h)
+//             timeout, or at once with the join work an open swarm's
+//             seed asked for, Note [Manifest joiners] in manifest_service.h)
 //   admission the peer refused us (other --swarm_name / --swarm_secret)
 //   manifest  the manifest does not verify (signature, size, pinned hash) or
 //             the peer serves none (an older skipswarm)
@@ -49,6 +50,11 @@ struct BootstrapOptions {
   // Sent with every call: an invited joiner's proof (Note [Manifest
   // joiners] in manifest_service.h); empty: none.
   JoinerProof proof;
+  // The joiner's raw public key: when a busy seed of an open swarm asks
+  // join work (and, with a swarm file, for the pinned manifest), the
+  // joiner solves it within the timeout and retries at once with it, the
+  // work sent as `proof.public_key` / `proof.join_work`. Empty: never.
+  std::string public_key;
   // Jitter of the retries of a busy peer (so joiners refused together do
   // not retry together).
   uint64_t backoff_seed = 1;
