@@ -203,7 +203,7 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     bo.backoff_seed = std::hash<std::string>{}(key->id().Bytes());
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
-                        manifest::FetchSwarmManifest(targets, bo, clock.get()));
+                        manifest::FetchSwarmManifest(targets, bo, clock.get(), &step.join_work));
     step.fetch_time = clock->SteadyNow() - start;
     step.sha256 = v.sha256;
     step.founder_id = v.founder.Hex();

@@ -43,7 +43,8 @@ std::string Hint(const std::string& step) {
   if (step == "busy") {
     return "the peer refused for its budget of unknown callers (busy, or a flood of them); "
            "retried until --startup_timeout_s; in an invite swarm pass --invite so the peer "
-           "can tell us from the flood";
+           "can tell us from the flood (an open swarm's peer that asks join work is answered "
+           "with it at once)";
   }
   if (step == "dns") return membership::JoinStepHint(JoinStep::kDns);
   if (step == "tcp") return membership::JoinStepHint(JoinStep::kTcp);
@@ -170,7 +171,8 @@ absl::Status ExplainBootstrapError(const absl::Status& status, const std::string
 
 absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                                                     const BootstrapOptions& options,
-                                                    common::RealClock* clock) {
+                                                    common::RealClock* clock,
+                                                    uint64_t* join_work) {
   std::map<std::string, absl::Status> errors;
   std::set<std::string> done;  // final failures
   for (const std::string& a : targets.addresses) {
@@ -200,7 +202,12 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                           std::min(options.call_timeout, left), proof, &ask);
       if (got.ok()) {
         absl::StatusOr<VerifiedManifest> v = VerifyManifest(*got, targets.pinned_sha256);
-        if (v.ok()) return v;
+        if (v.ok()) {
+          if (join_work != nullptr && solved.has_value() && solved->manifest_id == v->sha256) {
+            *join_work = proof.join_work;
+          }
+          return v;
+        }
         errors[a] = absl::Status(v.status().code(),
                                  absl::StrCat(a, ": [manifest] ", v.status().message(),
                                               "; hint: ", Hint("manifest")));

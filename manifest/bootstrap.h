@@ -29,6 +29,7 @@
 #ifndef SKIPSWARM_MANIFEST_BOOTSTRAP_H_
 #define SKIPSWARM_MANIFEST_BOOTSTRAP_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -74,9 +75,13 @@ bool AnswersHttp(const std::string& address, absl::Duration timeout);
 // DNS resolution of the address's host: OK, or an explained [dns] error.
 absl::Status ResolveJoinHost(const std::string& address);
 
+// `join_work` (may be null): set to the nonce of the join work solved for
+// the returned manifest when a busy seed asked for it (Note [Manifest
+// joiners]), so the gossip step need not search again; untouched otherwise.
 absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                                                     const BootstrapOptions& options,
-                                                    common::RealClock* clock);
+                                                    common::RealClock* clock,
+                                                    uint64_t* join_work = nullptr);
 
 }  // namespace skipswarm::manifest
 

@@ -106,7 +106,8 @@ class ManifestFloodTest : public ::testing::Test {
   // `public_key` it answers an open swarm's ask for join work.
   absl::StatusOr<VerifiedManifest> Join(const JoinerProof& proof, absl::Duration timeout,
                                         const std::string& public_key = "",
-                                        const std::string& pinned_sha256 = "") {
+                                        const std::string& pinned_sha256 = "",
+                                        uint64_t* join_work = nullptr) {
     JoinTargets t;
     t.addresses = {address()};
     t.pinned_sha256 = pinned_sha256;
@@ -117,7 +118,7 @@ class ManifestFloodTest : public ::testing::Test {
     o.timeout = timeout;
     o.call_timeout = absl::Seconds(5);
     o.proof = proof;
-    return FetchSwarmManifest(t, o, clock_.get());
+    return FetchSwarmManifest(t, o, clock_.get(), join_work);
   }
 
   common::SimClock quota_clock_;
@@ -231,7 +232,9 @@ TEST_F(OpenSwarmFloodTest, AJoinerSolvesTheAskedWorkAndFetchesWhileAFloodHolds) 
   for (const std::string& pin : {std::string(), policy_.manifest_id}) {
     const absl::Duration start = clock_->SteadyNow();
     const uint64_t before = quota_->total_refusals();
-    absl::StatusOr<VerifiedManifest> v = Join({}, absl::Seconds(5), joiner_->public_key(), pin);
+    uint64_t work = 0;
+    absl::StatusOr<VerifiedManifest> v =
+        Join({}, absl::Seconds(5), joiner_->public_key(), pin, &work);
     const uint64_t refused = quota_->total_refusals() - before;
     std::cout << "open-swarm joiner (pinned=" << !pin.empty() << "): " << refused
               << " refused, fetched=" << v.ok() << " in " << clock_->SteadyNow() - start
@@ -239,6 +242,9 @@ TEST_F(OpenSwarmFloodTest, AJoinerSolvesTheAskedWorkAndFetchesWhileAFloodHolds) 
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(v->sha256, policy_.manifest_id);
     EXPECT_EQ(refused, 1u);  // the call that learnt the ask; its retry is admitted
+    // The work solved is the gossip step's: its record carries it.
+    EXPECT_GE(membership::JoinWorkBits(policy_.manifest_id, joiner_->public_key(), work),
+              static_cast<int>(policy_.join_work_bits));
   }
   EXPECT_EQ(quota_->joiners_admitted(), 2u);
   EXPECT_GE(flood_refused, 80u);
