@@ -52,12 +52,13 @@ std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& reques
 
 bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const {
   if (admission_.mode == membership::AdmissionMode::kOpen) {
-    // JoinerKeyOf checked the key's size. The founder asks no work of
-    // itself, and its key is public: it proves nothing here.
-    const common::NodeId id = common::NodeId::FromPublicKey(request.public_key());
-    return membership::NeedsJoinWork(admission_, id) &&
-           membership::CheckJoinWork(admission_, id, request.public_key(), request.join_work())
-               .ok();
+    // JoinerKeyOf checked the key's size and the swarm's bits. The founder
+    // asks no work of itself, and its key is public: it proves nothing
+    // here. Then CheckJoinWork's test, without its message: one hash.
+    return request.public_key() != admission_.founder_public_key &&
+           membership::JoinWorkBits(admission_.manifest_id, request.public_key(),
+                                    request.join_work()) >=
+               static_cast<int>(admission_.join_work_bits);
   }
   absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(request.node_id());
   if (!id.ok()) return false;
@@ -118,9 +119,9 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
                                request->ByteSizeLong(), [&] { return ProvesJoin(*request); });
     if (!admitted.ok()) {
       // Note [Manifest joiners]: what an open swarm's joiner may solve to
-      // be told from the flood (its own refusal is for the joiners' budget
-      // or its identity's: solving again would not help, but costs the
-      // seed nothing to say).
+      // be told from the flood. Said with every refusal of this swarm's
+      // callers: one already holding the work (refused for the joiners'
+      // budget) does not solve again.
       if (std::string ask = JoinWorkAsk(*request); !ask.empty()) {
         context->AddTrailingMetadata(kJoinWorkAskKey, ask);
       }

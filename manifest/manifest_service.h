@@ -46,10 +46,12 @@
 //   the joiners' budget: k identities cost k times the work a join costs,
 //   and together get no more than the joiners' budget. A proof that fails
 //   (too few bits, another key's nonce, the founder's public key, which
-//   asks no work) costs the seed two hashes (the id, the work) and is
-//   refused as before. Why not the pin alone: it gives the id, never the
-//   bits; and asking in the refusal serves joiners without a swarm file,
-//   at one refused call each.
+//   asks no work) costs the seed one hash, only while the strangers'
+//   budget is short, and is refused as before. The nonce found goes on to
+//   the gossip step (paid once per identity, as joining costs). Why the
+//   refusal asks rather than the swarm file's pin alone: the pin gives the
+//   id, never the bits, and asking serves joiners without a swarm file
+//   too, at one refused call each.
 // * An open swarm that asks no work (join_work_bits 0) has no proof an
 //   identity costs anything: its joiners keep the strangers' budget and
 //   retry while refused (a founder who expects floods asks work). Nor have
