@@ -196,7 +196,10 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     if (!absl::GetFlag(FLAGS_invite).empty()) {
       absl::StatusOr<proto::SignedInvite> invite =
           manifest::ReadInviteFlag(absl::GetFlag(FLAGS_invite));
-      if (invite.ok()) bo.proof = {invite->SerializeAsString(), key->id().Bytes()};
+      if (invite.ok()) {
+        bo.proof.signed_invite = invite->SerializeAsString();
+        bo.proof.node_id = key->id().Bytes();
+      }
     }
     // An open swarm's seed may ask join work for our key instead.
     bo.public_key = key->public_key();

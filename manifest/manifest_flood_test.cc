@@ -88,7 +88,10 @@ class ManifestFloodTest : public ::testing::Test {
         std::string(membership::kInviteNonceBytes, nonce));
     EXPECT_TRUE(invite.ok()) << invite.status();
     const identity::Identity& who = holder != nullptr ? *holder : *joiner_;
-    return {invite->SerializeAsString(), who.id().Bytes()};
+    JoinerProof proof;
+    proof.signed_invite = invite->SerializeAsString();
+    proof.node_id = who.id().Bytes();
+    return proof;
   }
 
   // kFloodCalls calls without a proof; returns how many were served.
