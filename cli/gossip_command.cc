@@ -310,6 +310,7 @@ absl::Status RunGossipNode(const node::NodeDaemonOptions& base, SwarmManifestSte
   g.extra_services = {manifest->service.get()};
   g.admission = manifest->admission;
   g.invite = manifest->invite;
+  g.join_work_first = manifest->join_work;
   o.manifest_quota = manifest->quota.get();
   if (!manifest->bootstrap.empty()) g.join = manifest->bootstrap;  // swarm files expanded
   o.manifest_fetch_time = manifest->fetch_time;

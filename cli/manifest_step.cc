@@ -196,12 +196,17 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     if (!absl::GetFlag(FLAGS_invite).empty()) {
       absl::StatusOr<proto::SignedInvite> invite =
           manifest::ReadInviteFlag(absl::GetFlag(FLAGS_invite));
-      if (invite.ok()) bo.proof = {invite->SerializeAsString(), key->id().Bytes()};
+      if (invite.ok()) {
+        bo.proof.signed_invite = invite->SerializeAsString();
+        bo.proof.node_id = key->id().Bytes();
+      }
     }
+    // An open swarm's seed may ask join work for our key instead.
+    bo.public_key = key->public_key();
     bo.backoff_seed = std::hash<std::string>{}(key->id().Bytes());
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
-                        manifest::FetchSwarmManifest(targets, bo, clock.get()));
+                        manifest::FetchSwarmManifest(targets, bo, clock.get(), &step.join_work));
     step.fetch_time = clock->SteadyNow() - start;
     step.sha256 = v.sha256;
     step.founder_id = v.founder.Hex();

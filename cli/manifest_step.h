@@ -15,6 +15,7 @@
 #ifndef SKIPSWARM_CLI_MANIFEST_STEP_H_
 #define SKIPSWARM_CLI_MANIFEST_STEP_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct SwarmManifestStep {
   // (Note [Admission] in membership/admission.h).
   membership::AdmissionPolicy admission;
   proto::SignedInvite invite;
+  // The join work a busy seed asked of a joiner, solved for this manifest
+  // (Note [Manifest joiners]); 0: none (the gossip step solves it).
+  uint64_t join_work = 0;
   // The private swarm's secret (cli/swarm_secret.h); empty: none.
   std::string swarm_secret;
 };

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "common/backoff.h"
 #include "manifest/manifest_service.h"
 #include "membership/bootstrap_diagnostics.h"
+#include "membership/join_work.h"
 
 namespace skipswarm::manifest {
 namespace {
@@ -41,7 +43,8 @@ std::string Hint(const std::string& step) {
   if (step == "busy") {
     return "the peer refused for its budget of unknown callers (busy, or a flood of them); "
            "retried until --startup_timeout_s; in an invite swarm pass --invite so the peer "
-           "can tell us from the flood";
+           "can tell us from the flood (an open swarm's peer that asks join work is answered "
+           "with it at once)";
   }
   if (step == "dns") return membership::JoinStepHint(JoinStep::kDns);
   if (step == "tcp") return membership::JoinStepHint(JoinStep::kTcp);
@@ -84,6 +87,20 @@ int ConnectWithin(const std::string& address, absl::Duration timeout) {
   }
   freeaddrinfo(res);
   return fd;
+}
+
+// Note [Manifest joiners]: the join work `ask` names, for `public_key`,
+// solved in slices so the search ends at `deadline`; nullopt past it.
+std::optional<uint64_t> SolveAskedWork(const JoinWorkAsk& ask, const std::string& public_key,
+                                       absl::Duration deadline, common::RealClock* clock) {
+  constexpr uint64_t kSlice = uint64_t{1} << 16;
+  for (uint64_t first = 0; clock->SteadyNow() < deadline; first += kSlice) {
+    absl::StatusOr<uint64_t> nonce =
+        membership::SolveJoinWork(ask.manifest_id, public_key, ask.bits, first, kSlice);
+    if (nonce.ok()) return *nonce;
+    if (!absl::IsResourceExhausted(nonce.status())) return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -154,7 +171,8 @@ absl::Status ExplainBootstrapError(const absl::Status& status, const std::string
 
 absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                                                     const BootstrapOptions& options,
-                                                    common::RealClock* clock) {
+                                                    common::RealClock* clock,
+                                                    uint64_t* join_work) {
   std::map<std::string, absl::Status> errors;
   std::set<std::string> done;  // final failures
   for (const std::string& a : targets.addresses) {
@@ -170,17 +188,26 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
   // Note [Manifest joiners]: a busy peer is asked again after a growing,
   // jittered delay; a starting one (tcp) every 200 ms as before.
   common::Backoff busy_backoff({absl::Milliseconds(200), absl::Seconds(2)}, options.backoff_seed);
+  JoinerProof proof = options.proof;
+  std::optional<JoinWorkAsk> solved;  // what proof's join work answers
   while (done.size() < targets.addresses.size()) {
     bool busy = false;
+    bool retry_now = false;
     for (const std::string& a : targets.addresses) {
       if (done.count(a)) continue;
       const absl::Duration left = std::max(absl::Milliseconds(100), deadline - clock->SteadyNow());
+      std::optional<JoinWorkAsk> ask;
       absl::StatusOr<proto::SignedManifest> got =
           CallGetManifest(a, options.credentials, options.swarm_id,
-                          std::min(options.call_timeout, left), options.proof);
+                          std::min(options.call_timeout, left), proof, &ask);
       if (got.ok()) {
         absl::StatusOr<VerifiedManifest> v = VerifyManifest(*got, targets.pinned_sha256);
-        if (v.ok()) return v;
+        if (v.ok()) {
+          if (join_work != nullptr && solved.has_value() && solved->manifest_id == v->sha256) {
+            *join_work = proof.join_work;
+          }
+          return v;
+        }
         errors[a] = absl::Status(v.status().code(),
                                  absl::StrCat(a, ": [manifest] ", v.status().message(),
                                               "; hint: ", Hint("manifest")));
@@ -189,6 +216,24 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
       }
       const std::string step = ClassifyBootstrapError(got.status(), a);
       busy = busy || step == "busy";
+      // Note [Manifest joiners]: an open swarm's seed asked join work; with
+      // a swarm file only the pinned manifest's (a lying seed gets none).
+      if (step == "busy" && ask.has_value() && !options.public_key.empty() &&
+          (targets.pinned_sha256.empty() || ask->manifest_id == targets.pinned_sha256) &&
+          !(solved.has_value() && solved->manifest_id == ask->manifest_id &&
+            solved->bits >= ask->bits)) {
+        const absl::Duration start = clock->SteadyNow();
+        if (std::optional<uint64_t> nonce =
+                SolveAskedWork(*ask, options.public_key, deadline, clock)) {
+          proof.public_key = options.public_key;
+          proof.join_work = *nonce;
+          solved = ask;
+          retry_now = true;
+          LOG(INFO) << a << " is busy and asks join work: " << ask->bits
+                    << " bits for swarm manifest " << ask->manifest_id.substr(0, 12)
+                    << ", solved in " << clock->SteadyNow() - start << "; asking again with it";
+        }
+      }
       errors[a] = absl::Status(got.status().code(),
                                absl::StrCat(a, ": [", step, "] ", got.status().message(),
                                             "; hint: ", Hint(step)));
@@ -202,6 +247,7 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                    << options.timeout << " (--startup_timeout_s)";
       waiting_logged = true;
     }
+    if (retry_now) continue;
     clock->SleepFor(std::min(busy ? busy_backoff.Next() : absl::Milliseconds(200),
                              std::max(absl::ZeroDuration(), deadline - clock->SteadyNow())));
   }

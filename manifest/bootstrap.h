@@ -17,7 +17,8 @@
 //   version   protocol version mismatch
 //   busy      the peer's quota refused us (RESOURCE_EXHAUSTED: busy, or a
 //             flood of unknown callers; retried with backoff until the
-//             timeout, Note [Manifest joiners] in manifest_service.h)
+//             timeout, or at once with the join work an open swarm's
+//             seed asked for, Note [Manifest joiners] in manifest_service.h)
 //   admission the peer refused us (other --swarm_name / --swarm_secret)
 //   manifest  the manifest does not verify (signature, size, pinned hash) or
 //             the peer serves none (an older skipswarm)
@@ -28,6 +29,7 @@
 #ifndef SKIPSWARM_MANIFEST_BOOTSTRAP_H_
 #define SKIPSWARM_MANIFEST_BOOTSTRAP_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -49,6 +51,11 @@ struct BootstrapOptions {
   // Sent with every call: an invited joiner's proof (Note [Manifest
   // joiners] in manifest_service.h); empty: none.
   JoinerProof proof;
+  // The joiner's raw public key: when a busy seed of an open swarm asks
+  // join work (and, with a swarm file, for the pinned manifest), the
+  // joiner solves it within the timeout and retries at once with it, the
+  // work sent as `proof.public_key` / `proof.join_work`. Empty: never.
+  std::string public_key;
   // Jitter of the retries of a busy peer (so joiners refused together do
   // not retry together).
   uint64_t backoff_seed = 1;
@@ -68,9 +75,13 @@ bool AnswersHttp(const std::string& address, absl::Duration timeout);
 // DNS resolution of the address's host: OK, or an explained [dns] error.
 absl::Status ResolveJoinHost(const std::string& address);
 
+// `join_work` (may be null): set to the nonce of the join work solved for
+// the returned manifest when a busy seed asked for it (Note [Manifest
+// joiners]), so the gossip step need not search again; untouched otherwise.
 absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                                                     const BootstrapOptions& options,
-                                                    common::RealClock* clock);
+                                                    common::RealClock* clock,
+                                                    uint64_t* join_work = nullptr);
 
 }  // namespace skipswarm::manifest
 

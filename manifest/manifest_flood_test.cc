@@ -18,6 +18,7 @@
 #include "manifest/bootstrap.h"
 #include "manifest/manifest_service.h"
 #include "membership/admission.h"
+#include "membership/join_work.h"
 #include "proto/version.h"
 
 namespace skipswarm::manifest {
@@ -47,13 +48,27 @@ std::shared_ptr<common::PeerQuota> FloodQuota(common::Clock* clock) {
   return std::make_shared<common::PeerQuota>(q, clock);
 }
 
+// An invite swarm's admission, or (open) an open swarm asking kWorkBits.
+membership::AdmissionPolicy PolicyOf(const identity::Identity& founder, bool open) {
+  membership::AdmissionPolicy p;
+  p.mode = open ? membership::AdmissionMode::kOpen : membership::AdmissionMode::kInvite;
+  p.swarm_name = "s";
+  p.founder_public_key = founder.public_key();
+  if (open) {
+    p.join_work_bits = 12;
+    p.manifest_id = Sha256Hex(Signed(founder).manifest());
+  }
+  return p;
+}
+
 class ManifestFloodTest : public ::testing::Test {
  protected:
-  ManifestFloodTest()
+  explicit ManifestFloodTest(bool open_swarm = false)
       : founder_(identity::TestIdentity('\x01')),
         joiner_(identity::TestIdentity('\x02')),
         quota_(FloodQuota(&quota_clock_)),
-        service_(Signed(*founder_), kSwarmId, quota_, Policy(), &quota_clock_) {
+        policy_(PolicyOf(*founder_, open_swarm)),
+        service_(Signed(*founder_), kSwarmId, quota_, policy_, &quota_clock_) {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(&service_);
@@ -61,13 +76,6 @@ class ManifestFloodTest : public ::testing::Test {
   }
   ~ManifestFloodTest() override { server_->Shutdown(); }
 
-  membership::AdmissionPolicy Policy() const {
-    membership::AdmissionPolicy p;
-    p.mode = membership::AdmissionMode::kInvite;
-    p.swarm_name = "s";
-    p.founder_public_key = founder_->public_key();
-    return p;
-  }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
 
   // An invite signed by `signer` for node `holder` (null: any one node).
@@ -80,7 +88,10 @@ class ManifestFloodTest : public ::testing::Test {
         std::string(membership::kInviteNonceBytes, nonce));
     EXPECT_TRUE(invite.ok()) << invite.status();
     const identity::Identity& who = holder != nullptr ? *holder : *joiner_;
-    return {invite->SerializeAsString(), who.id().Bytes()};
+    JoinerProof proof;
+    proof.signed_invite = invite->SerializeAsString();
+    proof.node_id = who.id().Bytes();
+    return proof;
   }
 
   // kFloodCalls calls without a proof; returns how many were served.
@@ -94,22 +105,29 @@ class ManifestFloodTest : public ::testing::Test {
     return served;
   }
 
-  // The joiner's whole fetch, with the daemon's retry policy.
-  absl::StatusOr<VerifiedManifest> Join(const JoinerProof& proof, absl::Duration timeout) {
+  // The joiner's whole fetch, with the daemon's retry policy; with
+  // `public_key` it answers an open swarm's ask for join work.
+  absl::StatusOr<VerifiedManifest> Join(const JoinerProof& proof, absl::Duration timeout,
+                                        const std::string& public_key = "",
+                                        const std::string& pinned_sha256 = "",
+                                        uint64_t* join_work = nullptr) {
     JoinTargets t;
     t.addresses = {address()};
+    t.pinned_sha256 = pinned_sha256;
     BootstrapOptions o;
+    o.public_key = public_key;
     o.credentials = identity::PeerCredentials::Insecure();
     o.swarm_id = kSwarmId;
     o.timeout = timeout;
     o.call_timeout = absl::Seconds(5);
     o.proof = proof;
-    return FetchSwarmManifest(t, o, clock_.get());
+    return FetchSwarmManifest(t, o, clock_.get(), join_work);
   }
 
   common::SimClock quota_clock_;
   std::unique_ptr<identity::Identity> founder_, joiner_;
   std::shared_ptr<common::PeerQuota> quota_;
+  const membership::AdmissionPolicy policy_;
   ManifestService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
@@ -181,6 +199,113 @@ TEST_F(ManifestFloodTest, AFloodOfProofsStaysBounded) {
   EXPECT_EQ(quota_->joiners_admitted(), admitted);
   // An unbound invite, which any id may carry, gets no more.
   EXPECT_EQ(Flood(Proof(*founder_, nullptr, 'u')), 4);
+}
+
+// An open swarm that asks join work (Note [Manifest joiners]): its seed's
+// refusal names the work, and the joiner's retry carries it.
+class OpenSwarmFloodTest : public ManifestFloodTest {
+ protected:
+  OpenSwarmFloodTest() : ManifestFloodTest(/*open_swarm=*/true) {}
+
+  // `who`'s join work proof with nonce `nonce`.
+  static JoinerProof Work(const identity::Identity& who, uint64_t nonce) {
+    JoinerProof p;
+    p.public_key = who.public_key();
+    p.join_work = nonce;
+    return p;
+  }
+  uint64_t Solved(const identity::Identity& who) const {
+    return *membership::SolveJoinWork(policy_.manifest_id, who.public_key(),
+                                      policy_.join_work_bits);
+  }
+  // A nonce giving `who` fewer bits than asked.
+  uint64_t Insufficient(const identity::Identity& who) const {
+    uint64_t n = 0;
+    while (membership::JoinWorkBits(policy_.manifest_id, who.public_key(), n) >=
+           static_cast<int>(policy_.join_work_bits)) {
+      ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(OpenSwarmFloodTest, AJoinerSolvesTheAskedWorkAndFetchesWhileAFloodHolds) {
+  Flood();
+  const uint64_t flood_refused = quota_->total_refusals();
+  for (const std::string& pin : {std::string(), policy_.manifest_id}) {
+    const absl::Duration start = clock_->SteadyNow();
+    const uint64_t before = quota_->total_refusals();
+    uint64_t work = 0;
+    absl::StatusOr<VerifiedManifest> v =
+        Join({}, absl::Seconds(5), joiner_->public_key(), pin, &work);
+    const uint64_t refused = quota_->total_refusals() - before;
+    std::cout << "open-swarm joiner (pinned=" << !pin.empty() << "): " << refused
+              << " refused, fetched=" << v.ok() << " in " << clock_->SteadyNow() - start
+              << "\n";
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->sha256, policy_.manifest_id);
+    EXPECT_EQ(refused, 1u);  // the call that learnt the ask; its retry is admitted
+    // The work solved is the gossip step's: its record carries it.
+    EXPECT_GE(membership::JoinWorkBits(policy_.manifest_id, joiner_->public_key(), work),
+              static_cast<int>(policy_.join_work_bits));
+  }
+  EXPECT_EQ(quota_->joiners_admitted(), 2u);
+  EXPECT_GE(flood_refused, 80u);
+}
+
+TEST_F(OpenSwarmFloodTest, AJoinerWithoutItsKeyOrAgainstAnotherPinStaysBusy) {
+  Flood();
+  absl::StatusOr<VerifiedManifest> v = Join({}, absl::Seconds(1));
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[busy]")) << v.status();
+  // A seed asking work for another manifest than the swarm file pins.
+  v = Join({}, absl::Seconds(1), joiner_->public_key(), std::string(64, 'a'));
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[busy]")) << v.status();
+  EXPECT_EQ(quota_->joiners_admitted(), 0u);
+}
+
+// Hostile input: insufficient work, another key's nonce and the founder's
+// public key (which asks none) are refused; one identity's valid work,
+// however many calls carry it, gets the joiners' burst, a second identity
+// then nothing; the ask goes only to callers naming this swarm.
+TEST_F(OpenSwarmFloodTest, ForgedWorkIsRefusedAndProvenCallsStayBounded) {
+  Flood();
+  auto other = identity::TestIdentity('\x03');
+  std::optional<JoinWorkAsk> ask;
+  int forged = 0;
+  for (const JoinerProof& p : {Work(*joiner_, Insufficient(*joiner_)),
+                               Work(*joiner_, Solved(*other)), Work(*founder_, 0)}) {
+    forged += CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                              absl::Seconds(20), p, &ask)
+                  .ok();
+    ASSERT_TRUE(ask.has_value());
+    EXPECT_EQ(ask->manifest_id, policy_.manifest_id);
+    EXPECT_EQ(ask->bits, policy_.join_work_bits);
+  }
+  EXPECT_EQ(forged, 0);
+  EXPECT_EQ(quota_->joiners_admitted(), 0u);
+  CallGetManifest(address(), identity::PeerCredentials::Insecure(), "another-swarm",
+                  absl::Seconds(20), {}, &ask)
+      .IgnoreError();
+  EXPECT_FALSE(ask.has_value());
+
+  EXPECT_EQ(Flood(Work(*joiner_, Solved(*joiner_))), 4);  // the joiners' burst
+  EXPECT_EQ(Flood(Work(*other, Solved(*other))), 0);      // the joiners' budget is spent
+  const auto refusals = quota_->refusals();
+  const auto joiners =
+      refusals.find({common::QuotaReason::kJoiners, common::PeerClass::kStranger});
+  ASSERT_NE(joiners, refusals.end());
+  EXPECT_EQ(joiners->second, 2u * kFloodCalls - 4);
+}
+
+TEST(JoinWorkAskTest, ParsesOnlyAWellFormedAsk) {
+  const std::string id(64, 'f');
+  ASSERT_TRUE(ParseJoinWorkAsk(id + "/12").has_value());
+  EXPECT_EQ(ParseJoinWorkAsk(id + "/12")->bits, 12u);
+  for (const std::string& bad :
+       {id + "/0", id + "/33", id + "/x", id + "12", id.substr(1) + "/12", std::string(64, 'F') +
+        "/12", id + "/", id + "/123", std::string()}) {
+    EXPECT_FALSE(ParseJoinWorkAsk(bad).has_value()) << bad;
+  }
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/real_clock.h"
 #include "manifest/signed_manifest.h"
+#include "membership/join_work.h"
 #include "proto/grpc_status.h"
 #include "proto/version.h"
 
@@ -21,8 +24,17 @@ ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::str
       clock_(clock) {}
 
 std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& request) const {
-  // Hostile bytes: sizes first, then a parse; the signature waits for
-  // ProvesJoin (asked only while the strangers' budget is short).
+  // Hostile bytes: sizes first, then a parse; the signature or the work
+  // hash waits for ProvesJoin (asked only while the strangers' budget is
+  // short).
+  if (admission_.mode == membership::AdmissionMode::kOpen) {
+    if (admission_.join_work_bits == 0 ||
+        request.public_key().size() != identity::kPublicKeyBytes) {
+      return "";
+    }
+    // The key itself, not its id: no hash for a call that may never ask.
+    return absl::StrCat("work:", absl::BytesToHexString(request.public_key()));
+  }
   if (clock_ == nullptr || admission_.mode != membership::AdmissionMode::kInvite ||
       request.invite().empty() || request.invite().size() > membership::kMaxInviteTokenBytes ||
       request.node_id().size() != common::NodeId::kBytes) {
@@ -39,6 +51,15 @@ std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& reques
 }
 
 bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const {
+  if (admission_.mode == membership::AdmissionMode::kOpen) {
+    // JoinerKeyOf checked the key's size and the swarm's bits. The founder
+    // asks no work of itself, and its key is public: it proves nothing
+    // here. Then CheckJoinWork's test, without its message: one hash.
+    return request.public_key() != admission_.founder_public_key &&
+           membership::JoinWorkBits(admission_.manifest_id, request.public_key(),
+                                    request.join_work()) >=
+               static_cast<int>(admission_.join_work_bits);
+  }
   absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(request.node_id());
   if (!id.ok()) return false;
   // CheckAdmission admits the founder and listed ids without looking at the
@@ -51,6 +72,33 @@ bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const
   proto::SignedInvite signed_invite;
   return signed_invite.ParseFromString(request.invite()) &&
          membership::CheckAdmission(admission_, *id, signed_invite, clock_->Now()).ok();
+}
+
+std::string ManifestService::JoinWorkAsk(const proto::GetManifestRequest& request) const {
+  // Only to a caller that named this swarm: a private swarm's manifest id
+  // is not told to those without its secret.
+  if (admission_.mode != membership::AdmissionMode::kOpen || admission_.join_work_bits == 0 ||
+      request.swarm_id() != swarm_id_) {
+    return "";
+  }
+  return absl::StrCat(admission_.manifest_id, "/", admission_.join_work_bits);
+}
+
+std::optional<JoinWorkAsk> ParseJoinWorkAsk(absl::string_view value) {
+  constexpr size_t kHexId = 64;
+  if (value.size() > kHexId + 3 || value.size() < kHexId + 2 || value[kHexId] != '/') {
+    return std::nullopt;
+  }
+  JoinWorkAsk ask;
+  ask.manifest_id = std::string(value.substr(0, kHexId));
+  for (char c : ask.manifest_id) {
+    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
+  }
+  if (!absl::SimpleAtoi(value.substr(kHexId + 1), &ask.bits) || ask.bits == 0 ||
+      ask.bits > membership::kMaxJoinWorkBits) {
+    return std::nullopt;
+  }
+  return ask;
 }
 
 std::string PeerHost(const std::string& grpc_peer) {
@@ -70,6 +118,13 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
         quota_->AdmitJoinerKey(PeerHost(context->peer()), JoinerKeyOf(*request),
                                request->ByteSizeLong(), [&] { return ProvesJoin(*request); });
     if (!admitted.ok()) {
+      // Note [Manifest joiners]: what an open swarm's joiner may solve to
+      // be told from the flood. Said with every refusal of this swarm's
+      // callers: one already holding the work (refused for the joiners'
+      // budget) does not solve again.
+      if (std::string ask = JoinWorkAsk(*request); !ask.empty()) {
+        context->AddTrailingMetadata(kJoinWorkAskKey, ask);
+      }
       quota_->HoldRefusal(admitted);  // Note [Refusal hold]
       return proto::ToGrpcStatus(admitted);
     }
@@ -90,7 +145,8 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
 
 absl::StatusOr<proto::SignedManifest> CallGetManifest(
     const std::string& address, const std::shared_ptr<const identity::PeerCredentials>& credentials,
-    const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof) {
+    const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof,
+    std::optional<JoinWorkAsk>* ask) {
   grpc::ChannelArguments args;
   credentials->ConfigureChannel(args);
   // A manifest is a few hundred bytes: a peer sending more is refused by
@@ -108,8 +164,17 @@ absl::StatusOr<proto::SignedManifest> CallGetManifest(
   request.set_swarm_id(swarm_id);
   request.set_invite(proof.signed_invite);
   request.set_node_id(proof.node_id);
+  request.set_public_key(proof.public_key);
+  request.set_join_work(proof.join_work);
   proto::GetManifestResponse response;
   grpc::Status s = stub->GetManifest(&context, request, &response);
+  if (ask != nullptr) {
+    ask->reset();
+    const auto& trailers = context.GetServerTrailingMetadata();
+    if (auto it = trailers.find(kJoinWorkAskKey); it != trailers.end()) {
+      *ask = ParseJoinWorkAsk(absl::string_view(it->second.data(), it->second.size()));
+    }
+  }
   if (!s.ok()) return proto::ToAbslStatus(s);
   return std::move(*response.mutable_signed_manifest());
 }

@@ -29,10 +29,34 @@
 //   budget, so a flood of proven calls stays bounded by both; an invalid
 //   proof is refused as before, after one signature check, made only while
 //   the strangers' budget is short.
-// * Open swarms have no such proof before the manifest (their join work
-//   is bound to the manifest's id) and allow-listed ids have nothing a
-//   stranger cannot copy (a public key is no proof of holding it): their
-//   joiners keep the strangers' budget, and retry while refused.
+// * An open swarm's proof is its join work (Note [Join work] in
+//   membership/join_work.h): bound to the joiner's key and to the manifest
+//   id, about 2^bits hashes to find and one to check, the same work its
+//   record will carry. A joiner cannot know the bits before the manifest
+//   (and without a swarm file not its id either), so a seed refusing a
+//   caller for the strangers' budget names what the work is bound to in
+//   the refusal (trailing metadata "skipswarm-join-work": "<manifest
+//   id>/<bits>"; public: both are in the manifest and the swarm file),
+//   only to a caller that named this swarm's id, and only when the swarm
+//   asks work. The joiner solves it (bounded by its timeout; with a swarm
+//   file, only for the pinned id, so a lying seed cannot make it work for
+//   another swarm) and retries at once with its public key and nonce. The
+//   seed charges a proven call to the key ("work:" + the key: one
+//   identity's stranger budget, however many addresses send it) and to
+//   the joiners' budget: k identities cost k times the work a join costs,
+//   and together get no more than the joiners' budget. A proof that fails
+//   (too few bits, another key's nonce, the founder's public key, which
+//   asks no work) costs the seed one hash, only while the strangers'
+//   budget is short, and is refused as before. The nonce found goes on to
+//   the gossip step (paid once per identity, as joining costs). Why the
+//   refusal asks rather than the swarm file's pin alone: the pin gives the
+//   id, never the bits, and asking serves joiners without a swarm file
+//   too, at one refused call each.
+// * An open swarm that asks no work (join_work_bits 0) has no proof an
+//   identity costs anything: its joiners keep the strangers' budget and
+//   retry while refused (a founder who expects floods asks work). Nor have
+//   allow-listed ids (a public key is no proof of holding it; a signature
+//   over a seed's challenge would be, at a second round trip: left out).
 // * A refusal for the budget is RESOURCE_EXHAUSTED, which a joiner retries
 //   with backoff until its timeout (bootstrap.h, step "busy").
 //
@@ -41,10 +65,13 @@
 #ifndef SKIPSWARM_MANIFEST_MANIFEST_SERVICE_H_
 #define SKIPSWARM_MANIFEST_MANIFEST_SERVICE_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/peer_quota.h"
@@ -71,10 +98,15 @@ class ManifestService final : public proto::SwarmManifestService::Service {
 
  private:
   // The quota key of the joiner `request` claims to be ("invite:" + the
-  // invite's nonce), empty when it carries none that parses.
+  // invite's nonce, or "work:" + its public key in an open swarm that asks
+  // work), empty when it carries none that parses.
   std::string JoinerKeyOf(const proto::GetManifestRequest& request) const;
-  // Whether `request` carries an invite that admits its node id now.
+  // Whether `request` carries an invite that admits its node id now, or
+  // join work that meets this open swarm's bits.
   bool ProvesJoin(const proto::GetManifestRequest& request) const;
+  // The "<manifest id>/<bits>" a refused caller of this swarm may solve;
+  // empty where the swarm asks no work.
+  std::string JoinWorkAsk(const proto::GetManifestRequest& request) const;
 
   const proto::SignedManifest signed_manifest_;
   const std::string swarm_id_;
@@ -88,7 +120,22 @@ class ManifestService final : public proto::SwarmManifestService::Service {
 struct JoinerProof {
   std::string signed_invite;  // a serialized proto::SignedInvite
   std::string node_id;        // the joiner's id, 32 bytes
+  // Open swarms: the joiner's raw public key and its join work.
+  std::string public_key;
+  uint64_t join_work = 0;
 };
+
+// What a busy seed asked of an open swarm's joiner (Note [Manifest
+// joiners]): join work of `bits` over `manifest_id` (64 lowercase hex).
+struct JoinWorkAsk {
+  std::string manifest_id;
+  uint32_t bits = 0;
+};
+
+// The trailing metadata key of the ask, and its value parsed as hostile
+// input: nullopt unless exactly "<64 lowercase hex>/<1..kMaxJoinWorkBits>".
+inline constexpr char kJoinWorkAskKey[] = "skipswarm-join-work";
+std::optional<JoinWorkAsk> ParseJoinWorkAsk(absl::string_view value);
 
 // The host part of a gRPC peer string ("ipv4:10.0.0.1:5000" ->
 // "ipv4:10.0.0.1", "ipv6:[::1]:5000" -> "ipv6:[::1]").
@@ -96,10 +143,12 @@ std::string PeerHost(const std::string& grpc_peer);
 
 // One GetManifest call to `address` (HOST:PORT) with `credentials` (TLS
 // or plain text), as swarm `swarm_id`. The status is gRPC's, unexplained
-// (bootstrap.h explains it).
+// (bootstrap.h explains it). `ask` (may be null): set to the join work a
+// refusing seed asked for, reset when it asked none.
 absl::StatusOr<proto::SignedManifest> CallGetManifest(
     const std::string& address, const std::shared_ptr<const identity::PeerCredentials>& credentials,
-    const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof = {});
+    const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof = {},
+    std::optional<JoinWorkAsk>* ask = nullptr);
 
 }  // namespace skipswarm::manifest
 

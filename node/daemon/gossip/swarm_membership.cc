@@ -166,7 +166,8 @@ absl::Status SwarmMembership::CreateMembership(DaemonEndpoints endpoints) {
     SS_ASSIGN_OR_RETURN(mo.join_work,
                         membership::SolveJoinWork(options_.admission.manifest_id,
                                                   identity_->public_key(),
-                                                  options_.admission.join_work_bits));
+                                                  options_.admission.join_work_bits,
+                                                  options_.join_work_first));
     LOG(INFO) << "join work: " << options_.admission.join_work_bits
               << " bits for swarm manifest " << options_.admission.manifest_id.substr(0, 12)
               << " in " << clock_->SteadyNow() - start;

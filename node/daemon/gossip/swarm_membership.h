@@ -79,6 +79,10 @@ struct SwarmMembershipOptions {
   // invite (Note [Admission] in membership/admission.h). Default: open.
   membership::AdmissionPolicy admission;
   proto::SignedInvite invite;
+  // Where the search for this key's join work starts: the nonce the
+  // manifest step already solved (Note [Manifest joiners] in
+  // manifest/manifest_service.h), so it costs one hash here; 0: none.
+  uint64_t join_work_first = 0;
   // The founder's revocation list file (`skipswarm revoke`, Note
   // [Revocation] in membership/revocation.h): loaded by CreateMembership (a
   // missing file is an empty list; one that does not verify is an error)
