@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace skipswarm::common {
@@ -253,6 +254,17 @@ absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes, int messages) 
   return AdmitKey(KeyOf(peer), ClassOf(peer), bytes, messages);
 }
 
+absl::StatusOr<PeerQuota::Peer*> PeerQuota::AdmittedEntryLocked(const std::string& key,
+                                                                PeerClass peer_class,
+                                                                absl::Duration now) {
+  Peer* p = FindOrAddLocked(key, peer_class, now);
+  if (BudgetOf(peer_class).closed) {
+    return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
+  }
+  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  return p;
+}
+
 absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
                                  uint64_t bytes, int messages) {
   return AdmitShared(key, peer_class, bytes, messages, Shared::kStrangers);
@@ -263,9 +275,7 @@ absl::Status PeerQuota::AdmitShared(const std::string& key, PeerClass peer_class
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  Peer* p = FindOrAddLocked(key, peer_class, now);
-  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
-  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  SS_ASSIGN_OR_RETURN(Peer* const p, AdmittedEntryLocked(key, peer_class, now));
   if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, bytes, messages)) {
     return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
   }
@@ -313,9 +323,7 @@ absl::StatusOr<absl::Duration> PeerQuota::Pace(const NodeId& peer, uint64_t byte
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  Peer* p = FindOrAddLocked(key, peer_class, now);
-  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
-  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  SS_ASSIGN_OR_RETURN(Peer* const p, AdmittedEntryLocked(key, peer_class, now));
   // Note [Paced bytes]: into debt; the wait is the slower bucket's.
   absl::Duration wait = absl::ZeroDuration();
   auto owe = [&wait, bytes](Peer& bucket, const QuotaBudget& budget) {
@@ -370,9 +378,7 @@ absl::StatusOr<PeerQuota::StreamSlot> PeerQuota::OpenStreamKey(const std::string
   const absl::Duration now = clock_->SteadyNow();
   const QuotaBudget& b = BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  Peer* p = FindOrAddLocked(key, peer_class, now);
-  if (b.closed) return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
-  if (p == nullptr) return RefuseLocked(key, peer_class, QuotaReason::kPeers, now);
+  SS_ASSIGN_OR_RETURN(Peer* const p, AdmittedEntryLocked(key, peer_class, now));
   if (b.max_streams > 0 && p->streams >= b.max_streams) {
     return RefuseLocked(key, peer_class, QuotaReason::kStreams, now, p);
   }

@@ -381,6 +381,10 @@ class PeerQuota {
   // table is full of busy peers and `peer_class` is a stranger.
   Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FindOrAddLocked, or the refusal of a closed budget (a revoked peer, a
+  // stranger where none are admitted) or of a full table.
+  absl::StatusOr<Peer*> AdmittedEntryLocked(const std::string& key, PeerClass peer_class,
+                                            absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const;
   // What `bucket` lacks to admit `messages` and `bytes` under `b`, and how
   // long its refill takes (infinite: more than the burst); none when it
