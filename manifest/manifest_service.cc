@@ -23,36 +23,39 @@ ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::str
       admission_(std::move(admission)),
       clock_(clock) {}
 
-std::string ManifestService::JoinerKeyOf(const proto::GetManifestRequest& request) const {
+ManifestService::JoinerClaim ManifestService::ClaimOf(
+    const proto::GetManifestRequest& request) const {
   // Hostile bytes: sizes first, then a parse; the signature or the work
   // hash waits for ProvesJoin (asked only while the strangers' budget is
   // short).
+  JoinerClaim claim;
   if (admission_.mode == membership::AdmissionMode::kOpen) {
-    if (admission_.join_work_bits == 0 ||
-        request.public_key().size() != identity::kPublicKeyBytes) {
-      return "";
+    if (admission_.join_work_bits != 0 &&
+        request.public_key().size() == identity::kPublicKeyBytes) {
+      // The key itself, not its id: no hash for a call that may never ask.
+      claim.key = absl::StrCat("work:", absl::BytesToHexString(request.public_key()));
     }
-    // The key itself, not its id: no hash for a call that may never ask.
-    return absl::StrCat("work:", absl::BytesToHexString(request.public_key()));
+    return claim;
   }
   if (clock_ == nullptr || admission_.mode != membership::AdmissionMode::kInvite ||
       request.invite().empty() || request.invite().size() > membership::kMaxInviteTokenBytes ||
       request.node_id().size() != common::NodeId::kBytes) {
-    return "";
+    return claim;
   }
-  proto::SignedInvite signed_invite;
   proto::Invite invite;
-  if (!signed_invite.ParseFromString(request.invite()) ||
-      !invite.ParseFromString(signed_invite.invite()) ||
-      invite.nonce().size() != membership::kInviteNonceBytes) {
-    return "";
+  if (claim.invite.ParseFromString(request.invite()) &&
+      invite.ParseFromString(claim.invite.invite()) &&
+      invite.nonce().size() == membership::kInviteNonceBytes) {
+    claim.key = absl::StrCat("invite:", absl::BytesToHexString(invite.nonce()));
   }
-  return absl::StrCat("invite:", absl::BytesToHexString(invite.nonce()));
+  return claim;
 }
 
-bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const {
+bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request,
+                                 const JoinerClaim& claim) const {
+  if (claim.key.empty()) return false;
   if (admission_.mode == membership::AdmissionMode::kOpen) {
-    // JoinerKeyOf checked the key's size and the swarm's bits. The founder
+    // ClaimOf checked the key's size and the swarm's bits. The founder
     // asks no work of itself, and its key is public: it proves nothing
     // here. Then CheckJoinWork's test, without its message: one hash.
     return request.public_key() != admission_.founder_public_key &&
@@ -69,9 +72,7 @@ bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request) const
       admission_.allowed_ids.contains(*id)) {
     return false;
   }
-  proto::SignedInvite signed_invite;
-  return signed_invite.ParseFromString(request.invite()) &&
-         membership::CheckAdmission(admission_, *id, signed_invite, clock_->Now()).ok();
+  return membership::CheckAdmission(admission_, *id, claim.invite, clock_->Now()).ok();
 }
 
 std::string ManifestService::JoinWorkAsk(const proto::GetManifestRequest& request) const {
@@ -114,9 +115,10 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
   if (quota_ != nullptr) {
     // Note [Manifest joiners]: an invited joiner may draw on the joiners'
     // budget while a flood holds the strangers'.
+    const JoinerClaim claim = ClaimOf(*request);
     absl::Status admitted =
-        quota_->AdmitJoinerKey(PeerHost(context->peer()), JoinerKeyOf(*request),
-                               request->ByteSizeLong(), [&] { return ProvesJoin(*request); });
+        quota_->AdmitJoinerKey(PeerHost(context->peer()), claim.key, request->ByteSizeLong(),
+                               [&] { return ProvesJoin(*request, claim); });
     if (!admitted.ok()) {
       // Note [Manifest joiners]: what an open swarm's joiner may solve to
       // be told from the flood. Said with every refusal of this swarm's

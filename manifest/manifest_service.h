@@ -97,13 +97,18 @@ class ManifestService final : public proto::SwarmManifestService::Service {
                            proto::GetManifestResponse* response) override;
 
  private:
-  // The quota key of the joiner `request` claims to be ("invite:" + the
-  // invite's nonce, or "work:" + its public key in an open swarm that asks
-  // work), empty when it carries none that parses.
-  std::string JoinerKeyOf(const proto::GetManifestRequest& request) const;
-  // Whether `request` carries an invite that admits its node id now, or
-  // join work that meets this open swarm's bits.
-  bool ProvesJoin(const proto::GetManifestRequest& request) const;
+  // The joiner a request claims to be, read once per call: its quota key
+  // ("invite:" + the invite's nonce, or "work:" + its public key in an
+  // open swarm that asks work; empty when it carries none that parses) and
+  // the parsed invite ProvesJoin checks.
+  struct JoinerClaim {
+    std::string key;
+    proto::SignedInvite invite;
+  };
+  JoinerClaim ClaimOf(const proto::GetManifestRequest& request) const;
+  // Whether `claim` (of `request`) is an invite that admits its node id
+  // now, or join work that meets this open swarm's bits.
+  bool ProvesJoin(const proto::GetManifestRequest& request, const JoinerClaim& claim) const;
   // The "<manifest id>/<bits>" a refused caller of this swarm may solve;
   // empty where the swarm asks no work.
   std::string JoinWorkAsk(const proto::GetManifestRequest& request) const;
