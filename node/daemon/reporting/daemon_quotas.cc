@@ -109,16 +109,16 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr,
                     std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0},
                     common::QuotaBudget{20, 40, 64 << 10, 256 << 10, 0});
-  // Note [Paced bytes]: what the attached node's services would admit from
-  // the caller, summed, so honest traffic through a relay is never paused:
-  // frames (pipeline) and pushes (group), plus a MiB/s for requests
-  // (state, gossip; a stranger's manifest calls). Only what the caller
-  // sends is charged: a state transfer's bytes are the attached node's.
-  // Circuits are streams; opening one costs the relay and the attached
-  // node a call each, so a stranger's openings are rated too. Open to
-  // strangers in every mode, as gossip and the manifest are: a joiner's
-  // record may reach the relay after its first call to an attached node.
-  const double member_bytes = 256 * f + 64 * p + (1 << 20);
+  // Note [Relay budgets]: a member's bytes are what it sends through this
+  // relay as a caller plus what it answers as an attached node, so honest
+  // traffic through a relay is never paused in either direction. Circuits
+  // are streams; opening one costs the relay and the attached node a call
+  // each, so a stranger's openings are rated too. Open to strangers in
+  // every mode, as gossip and the manifest are: a joiner's record may
+  // reach the relay after its first call to an attached node.
+  const double calls = 256 * f + 64 * p + (1 << 20);
+  const double answers = 16 * state + (1 << 20);
+  const double member_bytes = calls + answers;
   q.relay = Make("relay", {0, 0, member_bytes, member_bytes, 64},
                  {0, 0, 4 * f + (320 << 10), 8 * f + (1280 << 10), 2, false, 1, 4}, clock,
                  q.members, common::QuotaBudget{0, 0, member_bytes / 4, member_bytes / 4, 16},

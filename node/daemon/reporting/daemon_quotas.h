@@ -81,12 +81,12 @@ struct DaemonQuotas {
 //   evidence  member 1 request/s (burst 4), newcomer 0.2/s (burst 2), strangers
 //             none (an honest member fetches once per accuser and accused per
 //             30 s: Note [Evidence bans] in node/stage/evidence_bans.h)
-//   relay     (the bytes a caller sends through this node's relay to the
-//             nodes attached to it, paced rather than refused: Note [Paced
-//             bytes]; its circuits are its streams) what the attached node's
-//             own services would admit from the caller, summed (frames,
-//             pushes, and a MiB/s for requests; only what the caller sends):
-//             member 256 F + 64 P + 1 MiB bytes/s (burst the same), 64 circuits
+//   relay     (the bytes a node sends through this node's relay, both as a
+//             caller and as an attached node answering its circuits, paced
+//             rather than refused: Note [Paced bytes], Note [Relay budgets];
+//             a caller's circuits are its streams)
+//             member 256 F + 64 P + 16 S + 2 MiB bytes/s (burst the same),
+//             64 circuits
 //             stranger 4 F + 320 KiB bytes/s (burst 8 F + 1.25 MiB),
 //             2 circuits, a circuit open a second (burst 4)
 // All strangers together (PeerQuotaOptions::all_strangers: a Sybil burst
@@ -125,6 +125,33 @@ struct DaemonQuotas {
 // [Refusal hold] in common/peer_quota.h), so a peer that asks again at once
 // gets about its budget's rate of answers.
 // `clock` is borrowed, must outlive the quotas and run their timers.
+//
+// Note [Relay budgets]
+// * The relay paces each direction of a circuit on its sender's key (Note
+//   [Relay directions] in node/transport/relay/relay_service.h), and a
+//   node's key is one: what it sends as a caller and what it answers as an
+//   attached node (summed over every circuit its callers hold) share one
+//   bucket. A member's budget is the sum of both, each what the node's own
+//   services can honestly need:
+//   - as a caller, what the attached node's services would admit from it:
+//     frames (256 F, pipeline) and pushes (64 P, group), plus a MiB/s for
+//     requests (state, gossip; a stranger's manifest calls);
+//   - as an attached node, its answers: acks for those frames and pushes
+//     and the small responses (gossip, health, manifest, evidence), a MiB/s,
+//     and stage state, the one large answer, at the state service's
+//     member budget (16 S/s, burst 16 S: what it serves one requester at
+//     that requester's full rate, or sixteen replicas fetching a stage's
+//     state at once).
+//   Both far above what training sends (a frame stream, a push per
+//   averaging step, a state transfer per join), so an honest member is
+//   never paused; a node's real link is far below either.
+// * A newcomer gets a quarter of that, as on the other services. A
+//   stranger's is unchanged: an attached stranger is a joiner behind NAT
+//   (or a member whose record has yet to reach the relay), whose answers
+//   are gossip and health responses, not state; its answers also draw on
+//   all strangers' budget, so strangers cannot flood through answers what
+//   they may not through calls. Attaching is not membership: the class is
+//   the quota's classifier's, as for a caller.
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);
 

@@ -270,6 +270,33 @@ TEST(DaemonQuotasTest, TheRelayPacesAStrangerNotAMember) {
   EXPECT_FALSE(q.relay->OpenStream(member).ok());  // max_circuits_per_node
 }
 
+// Note [Relay budgets]: an attached member's answers share its bucket with
+// its own calls through the relay, and neither pauses it: a second of full
+// frames sent, and sixteen stages' states answered (chunks of 256 KiB).
+TEST(DaemonQuotasTest, TheRelayNeverPacesAMemberThatCallsAndAnswers) {
+  common::SimClock clock;
+  model::ModelConfig model;
+  const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
+  int64_t largest = 0;
+  for (int s = 0; s < model.num_stages; ++s) {
+    largest = std::max(largest, model.StageParameterCount(s));
+  }
+  const uint64_t state = 7 * static_cast<uint64_t>(largest) * sizeof(float) + (1 << 20);
+  DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
+  const NodeId member = NodeId::ForName("attached member");
+  q.members->SetMembers({member});
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_EQ(q.relay->Pace(member, frame).value(), absl::ZeroDuration()) << i;
+  }
+  constexpr uint64_t kChunk = 256 << 10;
+  for (uint64_t left = 16 * state; left > 0;) {
+    const uint64_t chunk = std::min(left, kChunk);
+    ASSERT_EQ(q.relay->Pace(member, chunk).value(), absl::ZeroDuration()) << left;
+    left -= chunk;
+  }
+  EXPECT_EQ(q.relay->paced(), 0u);
+}
+
 TEST(DaemonQuotasTest, RefusalsAreExportedByServiceReasonAndClass) {
   common::SimClock clock;
   DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig{}, 4, &clock);

@@ -11,7 +11,8 @@
 //     relayed=1: P dials its RelayDialer's loopback endpoint, the circuit
 //     runs P -> R's Relay service -> N's RelayAttacher -> N's server, as for
 //     an outbound-only N (every byte TLS-encrypted again on both relay
-//     legs; R paces P on the daemon's default relay quota, P a member).
+//     legs; R paces P, and N's acks, on the daemon's default relay quota,
+//     both members).
 //     Sizes: 512 KiB (about the default model's activation frame,
 //     model::MaxFramePayloadBytes) and 1 MiB (a group gradient chunk's
 //     ceiling; the relay sees bytes only, so a frame of that size costs
@@ -22,6 +23,11 @@
 //     4 in flight, as fast as it can; quota=0: R without a relay quota (as
 //     before the per-caller budgets), quota=1: the daemon's. Counter
 //     hog_MBps: what H moved meanwhile.
+// BM_HopBesideAnAnswerHog/<quota>  the same with the hog on the Accept
+//     side (Note [Relay directions]): H, a stranger to R, attaches to it
+//     with raw Relay streams, an accomplice opens a circuit to H and sends
+//     nothing, and H "answers" 256 KiB messages as fast as R copies them
+//     to the accomplice. hog_MBps: what reached the accomplice.
 //
 // Counter cpu_ms_per_msg: the whole process's CPU time (every thread of
 // P, R and N: TLS, copies, gRPC's pollers) per frame. On a shared machine
@@ -42,6 +48,8 @@
 #include <utility>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/strings/cord.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -55,16 +63,105 @@
 #include "node/transport/frame.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
+#include "node/transport/relay/relay.grpc.pb.h"
 #include "node/transport/relay/relay_client.h"
 #include "node/transport/relay/relay_service.h"
 #include "node/transport/relay/relay_test_util.h"
 #include "node/transport/test_util.h"
+#include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
 
 using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::MakeTestFrame;
+
+// An attached node H that floods its answers (raw Relay streams, keys
+// TestIdentity('h') and its accomplice's TestIdentity('c'), both strangers
+// to R): C opens a circuit to H and only reads; H writes messages of
+// `bytes` to it as fast as R takes them. Counts the bytes C reads. Lives
+// until destroyed (before R).
+class AnswerHog {
+ public:
+  AnswerHog(common::Clock* clock, const RelayCandidate& relay, const common::NodeId& relay_id,
+            size_t bytes) {
+    h_ = std::make_unique<End>('h', clock, relay, relay_id);
+    c_ = std::make_unique<End>('c', clock, relay, relay_id);
+    proto::RelayAttachRequest attach;
+    attach.set_protocol_version(proto::kProtocolVersion);
+    attach.set_swarm_id(testutil::kTestSwarm);
+    attach.set_node_id(h_->key->id().Bytes());
+    calls_ = h_->stub->Attach(&attach_context_, attach);
+    proto::RelayCall call;
+    CHECK(calls_->Read(&call));  // "attached"
+    connect_ = c_->stub->Connect(&connect_context_);
+    proto::RelayBytes first = c_->Opening();
+    first.set_target(h_->key->id().Bytes());
+    CHECK(connect_->Write(first));
+    do {
+      CHECK(calls_->Read(&call));
+    } while (call.circuit() == 0);  // heartbeats
+    accept_ = h_->stub->Accept(&accept_context_);
+    proto::RelayBytes opening = h_->Opening();
+    opening.set_circuit(call.circuit());
+    CHECK(accept_->Write(opening));
+    proto::RelayBytes spliced;
+    CHECK(connect_->Read(&spliced));
+    writer_ = std::thread([this, bytes] {
+      proto::RelayBytes m;
+      m.set_data(std::string(bytes, 'h'));
+      while (!stop_.HasBeenNotified() && accept_->Write(m)) {
+      }
+    });
+    reader_ = std::thread([this] {
+      proto::RelayBytes m;
+      while (connect_->Read(&m)) bytes_.fetch_add(static_cast<int64_t>(m.data().size()));
+    });
+  }
+  ~AnswerHog() {
+    stop_.Notify();
+    accept_context_.TryCancel();
+    connect_context_.TryCancel();
+    writer_.join();
+    reader_.join();
+    accept_->Finish();
+    connect_->Finish();
+    attach_context_.TryCancel();
+    calls_->Finish();
+  }
+  int64_t bytes() const { return bytes_.load(); }
+
+ private:
+  struct End {
+    End(char seed, common::Clock* clock, const RelayCandidate& relay,
+        const common::NodeId& relay_id)
+        : key(identity::TestIdentity(seed)),
+          creds(identity::PeerCredentials::Create({key.get()}, clock->Now()).value()) {
+      grpc::ChannelArguments args;
+      creds->ConfigureChannel(args);
+      stub = proto::Relay::NewStub(
+          grpc::CreateCustomChannel(relay.address, creds->ForChannel(relay_id), args));
+    }
+    proto::RelayBytes Opening() const {
+      proto::RelayBytes m;
+      m.set_protocol_version(proto::kProtocolVersion);
+      m.set_node_id(key->id().Bytes());
+      return m;
+    }
+    std::unique_ptr<identity::Identity> key;
+    std::shared_ptr<const identity::PeerCredentials> creds;
+    std::unique_ptr<proto::Relay::Stub> stub;
+  };
+  using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
+
+  std::unique_ptr<End> h_, c_;
+  grpc::ClientContext attach_context_, connect_context_, accept_context_;
+  std::unique_ptr<grpc::ClientReader<proto::RelayCall>> calls_;
+  std::unique_ptr<BytesStream> connect_, accept_;
+  absl::Notification stop_;
+  std::atomic<int64_t> bytes_{0};
+  std::thread writer_, reader_;
+};
 
 // P (sender), N (receiver, its handler acks at once) and, when relayed, R
 // (a relay N attached to) with P's dialer. Built once per benchmark run.
@@ -77,8 +174,8 @@ class World {
       ends_.DialDirect();
       return;
     }
-    // R paces its callers as a daemon does (Note [Paced bytes]): the
-    // default model's relay quota, P and N members.
+    // R paces both sides as a daemon does (Note [Paced bytes], Note [Relay
+    // directions]): the default model's relay quota, P and N members.
     quotas_ = MakeDaemonQuotas(model::ModelConfig(), 4, clock_.get());
     quotas_.members->SetMembers({ends_.p_key->id(), ends_.n_key->id()});
     RelayServiceOptions ro;
@@ -132,7 +229,14 @@ class World {
       }
     });
   }
-  int64_t hog_bytes() const { return hog_bytes_.load(); }
+  // Starts an AnswerHog instead (its bytes are hog_bytes()).
+  void StartAnswerHog(size_t bytes) {
+    answer_hog_ = std::make_unique<AnswerHog>(clock_.get(), relay_->candidate(),
+                                              relay_->key->id(), bytes);
+  }
+  int64_t hog_bytes() const {
+    return answer_hog_ != nullptr ? answer_hog_->bytes() : hog_bytes_.load();
+  }
   common::Clock* clock() const { return clock_.get(); }
 
   // Sends `count` frames of `bytes` at once and waits for every ack. The
@@ -158,6 +262,7 @@ class World {
 
  private:
   void StopHog() {
+    answer_hog_.reset();
     if (!hog_thread_.joinable()) return;
     hog_stop_.Notify();
     hog_thread_.join();
@@ -178,6 +283,7 @@ class World {
   std::thread hog_thread_;
   absl::Notification hog_stop_;
   std::atomic<int64_t> hog_bytes_{0};
+  std::unique_ptr<AnswerHog> answer_hog_;  // when started; goes before R
 };
 
 double ProcessCpuMs() {
@@ -207,12 +313,18 @@ void RunHops(benchmark::State& state, int in_flight) {
   state.SetBytesProcessed(messages * static_cast<int64_t>(bytes));
 }
 
-void BM_HopBesideAHog(benchmark::State& state) {
+// P's relayed hops while a hog floods R: a caller (StartHog) or, with
+// `answers`, an attached node (StartAnswerHog).
+void RunBesideAHog(benchmark::State& state, bool answers) {
   constexpr size_t kBytes = 512 << 10;
   World world(/*relayed=*/true, /*quota=*/state.range(0) != 0);
   uint64_t mb = 0;
   CHECK(world.Send(kBytes, 1, &mb).ok());
-  world.StartHog(kBytes);
+  if (answers) {
+    world.StartAnswerHog(256 << 10);
+  } else {
+    world.StartHog(kBytes);
+  }
   const int64_t hog_start = world.hog_bytes();
   const double cpu_start = ProcessCpuMs();
   const absl::Duration start = world.clock()->SteadyNow();
@@ -231,6 +343,10 @@ void BM_HopBesideAHog(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
 }
 
+void BM_HopBesideAHog(benchmark::State& state) { RunBesideAHog(state, /*answers=*/false); }
+void BM_HopBesideAnAnswerHog(benchmark::State& state) {
+  RunBesideAHog(state, /*answers=*/true);
+}
 void BM_Hop(benchmark::State& state) { RunHops(state, 1); }
 void BM_Window(benchmark::State& state) { RunHops(state, 4); }
 
@@ -243,6 +359,12 @@ void Sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Hop)->Apply(Sizes);
 BENCHMARK(BM_Window)->Apply(Sizes);
 BENCHMARK(BM_HopBesideAHog)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
+BENCHMARK(BM_HopBesideAnAnswerHog)
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)

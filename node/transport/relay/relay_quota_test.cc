@@ -1,8 +1,9 @@
-// The relay's per-caller budgets (relay_service.h, Note [Paced bytes] in
-// common/peer_quota.h), driven over loopback (ports picked by the kernel,
-// mutual TLS) with raw Relay streams: N attaches and accepts by hand, two
-// callers A and B open circuits to it. The quota runs on a SimClock, so a
-// paused copy resumes only when the test advances it.
+// The relay's per-sender budgets (relay_service.h, Note [Paced bytes] in
+// common/peer_quota.h, Note [Relay directions]), driven over loopback (ports
+// picked by the kernel, mutual TLS) with raw Relay streams: N (and, in some
+// tests, M) attach and accept by hand, callers A and B open circuits to
+// them. The quota runs on a SimClock, so a paused copy resumes only when the
+// test advances it.
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,13 +77,22 @@ struct Party {
   std::unique_ptr<proto::Relay::Stub> stub;
 };
 
-// A circuit as its two ends see it; N's end counts what reaches it.
+// An attached node's Attach stream: the circuits the relay announces.
+struct Attachment {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<proto::RelayCall>> calls;
+};
+
+// A circuit as its two ends see it; each end counts what reaches it.
 struct Circuit {
   grpc::ClientContext connect_context, accept_context;
   std::unique_ptr<BytesStream> connect, accept;
-  Counter received;  // messages N's end read
-  std::thread drain;
-  bool finished = false;  // the Connect stream's status was read
+  Counter received;  // messages the attached end read
+  Counter answered;  // messages the caller's end read (after "spliced")
+  Counter accept_ended;  // 1 once the attached end's reads ended
+  std::thread drain, drain_answers;
+  bool finished = false;         // the Connect stream's status was read
+  bool accept_finished = false;  // the Accept stream's
 };
 
 class RelayQuotaTest : public ::testing::Test {
@@ -97,20 +107,31 @@ class RelayQuotaTest : public ::testing::Test {
     ro.quota = quota_;
     ro.clock = &sim_;
     ro.max_pace = absl::Seconds(5);
-    ro.on_paced = [this](const common::NodeId& caller, absl::Duration) {
-      (caller == a_->key->id() ? paced_a_ : paced_other_).Add(1);
+    ro.on_paced = [this](const common::NodeId& sender, absl::Duration) {
+      if (sender == a_->key->id()) {
+        paced_a_.Add(1);
+      } else if (sender == n_->key->id()) {
+        paced_n_.Add(1);
+      } else {
+        paced_other_.Add(1);
+      }
     };
     relay_ = std::make_unique<TestRelay>('r', real_.get(), ro);
     n_ = std::make_unique<Party>('n', real_.get(), *relay_);
+    m_ = std::make_unique<Party>('m', real_.get(), *relay_);
     a_ = std::make_unique<Party>('a', real_.get(), *relay_);
     b_ = std::make_unique<Party>('b', real_.get(), *relay_);
+    AttachNode(*n_, n_attached_);
+  }
+  // `node` attaches (its Attach stream in `a`).
+  static void AttachNode(Party& node, Attachment& a) {
     proto::RelayAttachRequest attach;
     attach.set_protocol_version(proto::kProtocolVersion);
     attach.set_swarm_id(kTestSwarm);
-    attach.set_node_id(n_->key->id().Bytes());
-    calls_ = n_->stub->Attach(&attach_context_, attach);
+    attach.set_node_id(node.key->id().Bytes());
+    a.calls = node.stub->Attach(&a.context, attach);
     proto::RelayCall attached;
-    ASSERT_TRUE(calls_->Read(&attached));
+    ASSERT_TRUE(a.calls->Read(&attached));
   }
 
   void TearDown() override {
@@ -118,32 +139,37 @@ class RelayQuotaTest : public ::testing::Test {
       c->connect_context.TryCancel();
       c->accept_context.TryCancel();
       if (c->drain.joinable()) c->drain.join();
+      if (c->drain_answers.joinable()) c->drain_answers.join();
       if (!c->finished) c->connect->Finish();
-      if (c->accept != nullptr) c->accept->Finish();
+      if (c->accept != nullptr && !c->accept_finished) c->accept->Finish();
     }
-    attach_context_.TryCancel();
-    if (calls_ != nullptr) calls_->Finish();
+    for (Attachment* a : {&n_attached_, &m_attached_}) {
+      a->context.TryCancel();
+      if (a->calls != nullptr) a->calls->Finish();
+    }
     if (relay_ != nullptr) relay_->Kill();
   }
 
-  // Opens `from`'s Connect to N; the relay's answer when it refuses.
-  std::unique_ptr<Circuit> Open(Party& from) {
+  // Opens `from`'s Connect to `to` (N when null); the relay's answer when
+  // it refuses.
+  std::unique_ptr<Circuit> Open(Party& from, const Party* to = nullptr) {
     auto c = std::make_unique<Circuit>();
     c->connect = from.stub->Connect(&c->connect_context);
     proto::RelayBytes first = from.Opening();
-    first.set_target(n_->key->id().Bytes());
+    first.set_target((to != nullptr ? *to : *n_).key->id().Bytes());
     EXPECT_TRUE(c->connect->Write(first));
     return c;
   }
-  // N accepts the circuit the relay announces; its end drains into the
-  // circuit's counter. False when no circuit was announced or spliced.
-  bool AcceptAndSplice(Circuit& c) {
+  // `node` (attached as `a`) accepts the circuit the relay announces; its
+  // end drains into the circuit's `received`. False when no circuit was
+  // announced or spliced.
+  static bool AcceptAndSplice(Circuit& c, Party& node, Attachment& a) {
     proto::RelayCall call;
     do {
-      if (!calls_->Read(&call)) return false;
+      if (!a.calls->Read(&call)) return false;
     } while (call.circuit() == 0);  // heartbeats
-    c.accept = n_->stub->Accept(&c.accept_context);
-    proto::RelayBytes first = n_->Opening();
+    c.accept = node.stub->Accept(&c.accept_context);
+    proto::RelayBytes first = node.Opening();
     first.set_circuit(call.circuit());
     if (!c.accept->Write(first)) return false;
     proto::RelayBytes spliced;
@@ -151,30 +177,43 @@ class RelayQuotaTest : public ::testing::Test {
     c.drain = std::thread([&c] {
       proto::RelayBytes m;
       while (c.accept->Read(&m)) c.received.Add(1);
+      c.accept_ended.Add(1);
     });
     return true;
   }
-  Circuit* Connected(Party& from) {
-    circuits_.push_back(Open(from));
+  // The caller's end drains what the attached end answers into the
+  // circuit's `answered` (its status is then read at TearDown).
+  static void DrainAnswers(Circuit& c) {
+    c.drain_answers = std::thread([&c] {
+      proto::RelayBytes m;
+      while (c.connect->Read(&m)) c.answered.Add(1);
+    });
+  }
+  // A circuit from `from` to N, or to M (attached as m_attached_).
+  Circuit* Connected(Party& from, bool to_m = false) {
+    Party& node = to_m ? *m_ : *n_;
+    circuits_.push_back(Open(from, &node));
     Circuit* c = circuits_.back().get();
-    EXPECT_TRUE(AcceptAndSplice(*c));
+    EXPECT_TRUE(AcceptAndSplice(*c, node, to_m ? m_attached_ : n_attached_));
     return c;
   }
-  static bool Send(Circuit& c, size_t bytes) {
+  static proto::RelayBytes Data(size_t bytes) {
     proto::RelayBytes m;
     m.set_data(std::string(bytes, 'x'));
-    return c.connect->Write(m);
+    return m;
   }
+  static bool Send(Circuit& c, size_t bytes) { return c.connect->Write(Data(bytes)); }
+  // The attached end answers `bytes` on its Accept stream.
+  static bool Answer(Circuit& c, size_t bytes) { return c.accept->Write(Data(bytes)); }
 
   std::unique_ptr<common::RealClock> real_ = common::RealClock::Create();
   common::SimClock sim_;
   std::shared_ptr<common::PeerQuota> quota_;
   std::unique_ptr<TestRelay> relay_;
-  std::unique_ptr<Party> n_, a_, b_;
-  grpc::ClientContext attach_context_;
-  std::unique_ptr<grpc::ClientReader<proto::RelayCall>> calls_;
+  std::unique_ptr<Party> n_, m_, a_, b_;
+  Attachment n_attached_, m_attached_;
   std::vector<std::unique_ptr<Circuit>> circuits_;
-  Counter paced_a_, paced_other_;
+  Counter paced_a_, paced_n_, paced_other_;
 };
 
 constexpr size_t kChunk = 64 << 10;
@@ -220,6 +259,68 @@ TEST_F(RelayQuotaTest, ACallerFarOverItsBudgetHasItsCircuitEnded) {
   // B's circuit, within its own budget, carries on.
   ASSERT_TRUE(Send(*b, 512));
   ASSERT_TRUE(b->received.WaitFor(1));
+  EXPECT_EQ(relay_->service->stats().over_budget, 1);
+}
+
+// Note [Relay directions]: the attached node's answers are its own bytes.
+TEST_F(RelayQuotaTest, AnAttachedNodeFloodingItsAnswersIsPacedWhileAnotherNodesAreCarried) {
+  // 64 KiB/s, burst 64 KiB, per sender.
+  Start(common::QuotaBudget{0, 0, kChunk, kChunk, 4});
+  AttachNode(*m_, m_attached_);
+  Circuit* a = Connected(*a_);               // A's circuit to N
+  Circuit* b = Connected(*b_, /*to_m=*/true);  // B's circuit to M
+  DrainAnswers(*a);
+  DrainAnswers(*b);
+  // N answers A's circuit with four chunks at once, A sending nothing: the
+  // first is within N's burst, the second puts N a second into debt, and
+  // the copy of N's answers stops there.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Answer(*a, kChunk));
+  ASSERT_TRUE(paced_n_.WaitFor(1));
+  ASSERT_TRUE(a->answered.WaitFor(1));
+  // M's answers on B's circuit are carried meanwhile.
+  ASSERT_TRUE(Answer(*b, 1024));
+  ASSERT_TRUE(b->answered.WaitFor(1));
+  EXPECT_EQ(a->answered.value(), 1);
+  EXPECT_EQ(paced_other_.value(), 0);
+  EXPECT_EQ(paced_a_.value(), 0);  // the caller sent nothing: never charged
+  // N's answers reach A at its budget's rate on the quota's clock: one
+  // chunk (64 KiB) per second, each followed by the next pause.
+  for (int second = 1; second <= 2; ++second) {
+    sim_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(a->answered.WaitFor(1 + second));
+    ASSERT_TRUE(paced_n_.WaitFor(1 + second));
+    EXPECT_EQ(a->answered.value(), 1 + second) << second;
+    // M's next answer is not held behind N's debt.
+    ASSERT_TRUE(Answer(*b, 1024));
+    ASSERT_TRUE(b->answered.WaitFor(1 + second));
+  }
+  EXPECT_EQ(paced_other_.value(), 0);
+  EXPECT_EQ(relay_->service->stats().paced, 3);
+  EXPECT_EQ(quota_->paced(), 3u);
+  EXPECT_EQ(quota_->total_refusals(), 0u);
+}
+
+TEST_F(RelayQuotaTest, AnAttachedNodeFarOverItsBudgetHasItsCircuitEnded) {
+  // 1 KiB/s: a 64 KiB answer is a minute of debt, past max_pace (5 s).
+  Start(common::QuotaBudget{0, 0, 1024, 1024, 4});
+  AttachNode(*m_, m_attached_);
+  Circuit* a = Connected(*a_);
+  Circuit* b = Connected(*b_, /*to_m=*/true);
+  DrainAnswers(*a);
+  DrainAnswers(*b);
+  ASSERT_TRUE(Answer(*a, kChunk));
+  // The relay ends N's Accept call: N's drain reads to its end first.
+  ASSERT_TRUE(a->accept_ended.WaitFor(1));
+  a->drain.join();
+  const grpc::Status refused = a->accept->Finish();
+  a->accept_finished = true;
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("far over its relay byte budget"), std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(a->answered.value(), 0);
+  // M's answers on B's circuit, within M's own budget, carry on.
+  ASSERT_TRUE(Answer(*b, 512));
+  ASSERT_TRUE(b->answered.WaitFor(1));
   EXPECT_EQ(relay_->service->stats().over_budget, 1);
 }
 

@@ -217,24 +217,25 @@ grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* str
 grpc::Status RelayService::Pump(uint64_t id, bool connect_side) {
   BytesStream* from = nullptr;
   BytesStream* to = nullptr;
-  common::NodeId caller;
+  common::NodeId sender;
   grpc::ServerContext* context = nullptr;
   {
     absl::MutexLock lock(&mu_);
     Circuit& c = circuits_.at(id);
     from = connect_side ? c.connect : c.accept;
     to = connect_side ? c.accept : c.connect;
-    caller = c.caller;
+    // Note [Relay directions]: each side's bytes are its own sender's.
+    sender = connect_side ? c.caller : c.target;
     context = connect_side ? c.connect_context : c.accept_context;
   }
-  // Note [Paced bytes]: the caller's bytes, before they are forwarded.
-  const bool paced = connect_side && options_.quota != nullptr;
+  // Note [Paced bytes]: the sender's bytes, before they are forwarded.
+  const bool paced = options_.quota != nullptr;
   grpc::Status answer = grpc::Status::OK;
   proto::RelayBytes message;
   while (from->Read(&message)) {
     if (message.data().empty()) continue;
     if (paced) {
-      if (absl::Status s = PaceCaller(caller, message.data().size(), context); !s.ok()) {
+      if (absl::Status s = PaceSender(sender, message.data().size(), context); !s.ok()) {
         answer = Refuse(s);
         break;
       }
@@ -264,23 +265,23 @@ grpc::Status RelayService::Pump(uint64_t id, bool connect_side) {
   return answer;
 }
 
-absl::Status RelayService::PaceCaller(const common::NodeId& caller, size_t bytes,
+absl::Status RelayService::PaceSender(const common::NodeId& sender, size_t bytes,
                                       grpc::ServerContext* context) {
-  absl::StatusOr<absl::Duration> wait = options_.quota->Pace(caller, bytes);
+  absl::StatusOr<absl::Duration> wait = options_.quota->Pace(sender, bytes);
   if (!wait.ok()) return wait.status();
   if (*wait <= absl::ZeroDuration()) return absl::OkStatus();
   if (*wait > options_.max_pace) {
     ++over_budget_;
-    LOG_EVERY_N(WARNING, 20) << "relay: ended a circuit of " << caller.ShortString()
+    LOG_EVERY_N(WARNING, 20) << "relay: ended a circuit of " << sender.ShortString()
                              << ", far over its byte budget";
     return absl::ResourceExhaustedError(absl::StrCat(
-        "relay: ", caller.ShortString(), " is far over its relay byte budget (its bytes need ",
+        "relay: ", sender.ShortString(), " is far over its relay byte budget (its bytes need ",
         absl::FormatDuration(*wait), " to be paid back, more than the ",
         absl::FormatDuration(options_.max_pace), " a circuit may wait); circuit ended"));
   }
   ++paced_;
   // The pause runs on the quota's clock; the handler thread blocks (no
-  // read, so HTTP/2 flow control stops the caller) and wakes early when
+  // read, so HTTP/2 flow control stops the sender) and wakes early when
   // the call is cancelled (the circuit's other end, or Shutdown). The
   // timer's state is shared: it may fire after this returns.
   struct Wake {
@@ -294,7 +295,7 @@ absl::Status RelayService::PaceCaller(const common::NodeId& caller, size_t bytes
   });
   // After the timer is set, so a test that advances the clock on this
   // call wakes the pause.
-  if (options_.on_paced) options_.on_paced(caller, *wait);
+  if (options_.on_paced) options_.on_paced(sender, *wait);
   bool fired = false;
   {
     absl::MutexLock lock(&wake->mu);

@@ -17,16 +17,17 @@
 // max_circuits_per_node open circuits. Only the attached node itself may
 // Accept its circuits.
 //
-// Per-caller budgets (options.quota, the daemon's "relay" PeerQuota): each
+// Per-sender budgets (options.quota, the daemon's "relay" PeerQuota): each
 // caller's concurrent circuits are its streams (beyond: RESOURCE_EXHAUSTED),
-// and the bytes its Connect streams send are paced (Note [Paced bytes] in
-// common/peer_quota.h): each message is charged before it is forwarded,
-// and a caller over its byte budget is not read from until its bucket has
+// and the bytes each side of a circuit sends are paced (Note [Paced bytes]
+// in common/peer_quota.h) on its sender's key: a Connect stream's on its
+// caller's, an Accept stream's on the attached node's (Note [Relay
+// directions]). Each message is charged before it is forwarded, and a
+// sender over its byte budget is not read from until its bucket has
 // refilled, so one peer cannot take the relay's link and CPU from the
-// others' circuits. A caller whose wait would exceed max_pace (messages far
-// over its burst, or many circuits at once) has that circuit ended with
-// RESOURCE_EXHAUSTED. The attached node's answers (Accept streams) are not
-// charged: it is bounded by max_attached and its callers' circuits.
+// others' circuits in either direction. A sender whose wait would exceed
+// max_pace (messages far over its burst, or many circuits at once) has
+// that circuit ended with RESOURCE_EXHAUSTED.
 //
 // Thread rule: thread-safe. Every handler runs on a gRPC sync-server
 // thread and blocks it for the stream's life (a circuit holds two
@@ -65,26 +66,46 @@ struct RelayServiceOptions {
   absl::Duration accept_timeout = absl::Seconds(5);
   // Heartbeats on Attach streams (the node declares a silent relay lost).
   absl::Duration heartbeat = absl::Milliseconds(500);
-  // Per-caller circuits and bytes (above); null: unbounded. `clock` runs
-  // the pacing waits: the quota's own clock, which must outlive the
-  // service (required with a quota).
+  // Per-caller circuits and per-sender bytes (above); null: unbounded.
+  // `clock` runs the pacing waits: the quota's own clock, which must
+  // outlive the service (required with a quota).
   std::shared_ptr<common::PeerQuota> quota;
   common::Clock* clock = nullptr;
-  // The longest a caller's copy is paused for one message; a longer wait
-  // ends its circuit (RESOURCE_EXHAUSTED).
+  // The longest either side's copy is paused for one message; a longer
+  // wait ends its circuit (RESOURCE_EXHAUSTED).
   absl::Duration max_pace = absl::Seconds(5);
   // Called (no lock held, on the circuit's handler thread) each time a
-  // caller's copy is paused, with the pause; for tests and logs. Optional.
-  std::function<void(const common::NodeId& caller, absl::Duration wait)> on_paced;
+  // side's copy is paused, with its sender (the caller, or the attached
+  // node) and the pause; for tests and logs. Optional.
+  std::function<void(const common::NodeId& sender, absl::Duration wait)> on_paced;
 };
 
 struct RelayServiceStats {
   int attached = 0;             // nodes attached now
   int64_t circuits_opened = 0;  // spliced circuits, ever
   int64_t bytes_relayed = 0;    // both directions
-  int64_t paced = 0;            // pauses of a caller's copy (Note [Paced bytes])
+  int64_t paced = 0;            // pauses of either side's copy (Note [Paced bytes])
   int64_t over_budget = 0;      // circuits ended for a wait over max_pace
 };
+
+// Note [Relay directions]
+// * A circuit carries bytes both ways, and each direction is its sender's:
+//   the caller's requests on its Connect stream, the attached node's
+//   answers on its Accept stream. Pacing only the callers bounded one
+//   direction: a node that attached here and an accomplice that opened
+//   circuits to it (each within its caller budget, sending almost nothing)
+//   could push the attached node's "answers" through the relay at the
+//   link's speed, taking its bandwidth and CPU from every honest circuit.
+// * So both sides are paced alike, each on its own sender's key of the
+//   one quota: same Pace, same max_pace end, same counters. An attached
+//   node's key is the one it calls with, so its answers (summed over every
+//   circuit it holds here) and its own circuits through this relay share
+//   one bucket of its class (member, newcomer or stranger, as the quota's
+//   classifier says: attaching is not membership). The daemon's budgets
+//   cover that sum (Note [Relay budgets] in
+//   node/daemon/reporting/daemon_quotas.h).
+// * The circuit slots stay the caller's: an Accept answers a circuit that
+//   a caller's slot already holds, so it takes none.
 
 class RelayService final : public proto::Relay::Service {
  public:
@@ -136,13 +157,14 @@ class RelayService final : public proto::Relay::Service {
                                              proto::RelayBytes* first) const;
   // Copies circuit `id`'s bytes from this side's stream to the other's
   // until either ends, then ends both calls and waits for the other
-  // handler to let go of the streams. The Connect side's bytes are paced
-  // (Note [Paced bytes]); the status is the handler's answer.
+  // handler to let go of the streams. Both sides' bytes are paced, each
+  // on its sender's key (Note [Relay directions]); the status is the
+  // handler's answer.
   grpc::Status Pump(uint64_t id, bool connect_side);
-  // Charges `bytes` from `caller` and waits out its pause on the clock
+  // Charges `bytes` from `sender` and waits out its pause on the clock
   // (ends early when `context` is cancelled). OK to forward the message;
   // else the circuit ends with the status.
-  absl::Status PaceCaller(const common::NodeId& caller, size_t bytes,
+  absl::Status PaceSender(const common::NodeId& sender, size_t bytes,
                           grpc::ServerContext* context);
 
   const RelayServiceOptions options_;
