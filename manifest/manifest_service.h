@@ -52,33 +52,37 @@
 //   refusal asks rather than the swarm file's pin alone: the pin gives the
 //   id, never the bits, and asking serves joiners without a swarm file
 //   too, at one refused call each.
-// * An id admitted without an invite (the founder, and the allow-list of
-//   an allowlist swarm or of an invite swarm that has one) names nothing
-//   secret: its id and public key are public. Its proof is holding the
-//   key, shown by signing a challenge of the seed's (manifest/
-//   join_challenge.h), at one more round trip. A seed refusing a caller
-//   that named this swarm's id, in a swarm that lets listed ids in, adds a
-//   challenge to the refusal (trailing metadata
-//   "skipswarm-join-challenge"). The challenge is stateless: a time bucket
-//   and a keyed hash of the bucket and the swarm id under a secret the
-//   process draws at start, taken for its bucket and the next, so the seed
-//   stores nothing per caller and a flood of refusals costs one keyed hash
-//   each. The joiner signs, with its node key (the key its records are
-//   signed with), a domain-separated message binding the swarm id, its
-//   node id and the challenge, and retries at once with its id, public key,
-//   the challenge and the signature (once per backoff wait: a seed giving a
-//   new challenge at every call gets no tight loop). The seed checks, cheapest first and
-//   only while the strangers' budget is short: the challenge is its own
-//   and fresh (another seed's, a restarted seed's or a stale one is not),
-//   the id is listed (a set lookup; ClaimOf already refused unlisted ids a
-//   claim), the key is the id's (one hash), the signature (one verify).
-//   A proven call is charged to the id ("key:" + the id: one identity's
-//   stranger budget, however many addresses send it) and to the joiners'
-//   budget. A replayed proof is bounded by both while its challenge is
-//   fresh, and useless after; a signature names its id, so it cannot be
-//   spent for another. A caller carrying both an invite and a signature is
-//   judged on the signature only when its id is listed, so an invited
-//   joiner that signed a challenge keeps its invite's proof.
+// * An id admitted without an invite (the founder, and the allow-list of an
+//   allowlist swarm or of an invite swarm that has one) names nothing
+//   secret: its id and public key are public. Its proof is holding the key,
+//   shown by signing a challenge of the seed's (manifest/join_challenge.h),
+//   at one more round trip. A seed refusing a caller that named this
+//   swarm's id, in a swarm that lets listed ids in, adds a challenge to the
+//   refusal (trailing metadata "skipswarm-join-challenge"). The challenge
+//   is stateless: a time bucket and a keyed hash of the bucket and the
+//   swarm id under a secret the process draws at start, taken for its
+//   bucket and the next, so the seed stores nothing per caller and a flood
+//   of refusals costs one keyed hash each. The joiner signs, with its node
+//   key (the key its records are signed with), a domain-separated message
+//   binding the swarm id, its node id and the challenge, and retries at
+//   once with its id, public key, the challenge and the signature (once per
+//   backoff wait: a seed giving a new challenge at every call gets no tight
+//   loop). The seed checks, cheapest first and only while the strangers'
+//   budget is short: the challenge is its own and fresh (another seed's, a
+//   restarted seed's or a stale one is not), the id is listed (a set
+//   lookup; ClaimOf already refused unlisted ids a claim), the key is the
+//   id's (one hash), the signature (one verify). A proven call is charged
+//   to the id ("key:" + the id: one identity's stranger budget, however
+//   many addresses send it) and to the joiners' budget. A replayed proof is
+//   bounded by both while its challenge is fresh, and useless after; a
+//   signature names its id, so it cannot be spent for another. The bucket
+//   is the seed's steady clock: only the process that issued a challenge
+//   checks it, so no two clocks need agree. The challenge names no caller
+//   (nor its address, which a joiner behind NAT may not keep): a proof
+//   copied to other addresses is still one id's budget. A caller carrying
+//   both an invite and a signature is judged on the signature only when its
+//   id is listed, so an invited joiner that signed a challenge keeps its
+//   invite's proof.
 // * An open swarm that asks no work (join_work_bits 0) has no proof an
 //   identity costs anything: its joiners keep the strangers' budget and
 //   retry while refused (a founder who expects floods asks work).
