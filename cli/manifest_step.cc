@@ -17,6 +17,7 @@
 #include "identity/identity.h"
 #include "identity/tls_credentials.h"
 #include "manifest/bootstrap.h"
+#include "manifest/join_challenge.h"
 #include "manifest/join_target.h"
 #include "manifest/manifest_admission.h"
 #include "manifest/signed_manifest.h"
@@ -203,6 +204,8 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
     }
     // An open swarm's seed may ask join work for our key instead.
     bo.public_key = key->public_key();
+    // An allow-list swarm's seed may give a challenge for our key to sign.
+    bo.signer = key.get();
     bo.backoff_seed = std::hash<std::string>{}(key->id().Bytes());
     const absl::Duration start = clock->SteadyNow();
     SS_ASSIGN_OR_RETURN(manifest::VerifiedManifest v,
@@ -253,11 +256,13 @@ absl::StatusOr<SwarmManifestStep> PrepareSwarmManifest(node::NodeDaemonOptions* 
   step.quota = node::MakeDaemonQuotas(o->model.model, o->model.samples_per_mb,
                                       step.quota_clock.get())
                    .manifest;
+  // Note [Manifest joiners]: the key of this process's join challenges.
+  SS_ASSIGN_OR_RETURN(std::string challenge_secret, manifest::NewJoinChallengeSecret());
   step.service = std::make_unique<manifest::ManifestService>(
       signed_manifest,
       membership::DeriveSwarmId(absl::GetFlag(FLAGS_swarm_name),
                                 step.swarm_secret),
-      step.quota, step.admission, step.quota_clock.get());
+      step.quota, step.admission, step.quota_clock.get(), std::move(challenge_secret));
   return step;
 }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
+#include "manifest/join_challenge.h"
 #include "manifest/manifest_service.h"
 #include "membership/bootstrap_diagnostics.h"
 #include "membership/join_work.h"
@@ -43,8 +44,8 @@ std::string Hint(const std::string& step) {
   if (step == "busy") {
     return "the peer refused for its budget of unknown callers (busy, or a flood of them); "
            "retried until --startup_timeout_s; in an invite swarm pass --invite so the peer "
-           "can tell us from the flood (an open swarm's peer that asks join work is answered "
-           "with it at once)";
+           "can tell us from the flood (an open swarm's peer that asks join work, and an "
+           "allow-list swarm's peer that gives a challenge, are answered at once)";
   }
   if (step == "dns") return membership::JoinStepHint(JoinStep::kDns);
   if (step == "tcp") return membership::JoinStepHint(JoinStep::kTcp);
@@ -101,6 +102,28 @@ std::optional<uint64_t> SolveAskedWork(const JoinWorkAsk& ask, const std::string
     if (!absl::IsResourceExhausted(nonce.status())) return std::nullopt;
   }
   return std::nullopt;
+}
+
+// Note [Manifest joiners]: the proof answering a seed's `challenge`,
+// signed by `signer`, into `proof`; false (nothing changed) when there is
+// nothing new to answer: no signer, or the challenge proof already
+// answers (the seed refused it for the joiners' budget: wait, then ask).
+bool AnswerChallenge(const std::optional<std::string>& challenge,
+                     const identity::Identity* signer, const std::string& swarm_id,
+                     JoinerProof* proof) {
+  if (!challenge.has_value() || signer == nullptr || *challenge == proof->challenge) {
+    return false;
+  }
+  absl::StatusOr<std::string> signature = SignJoinChallenge(*signer, swarm_id, *challenge);
+  if (!signature.ok()) {
+    LOG(WARNING) << "cannot sign the seed's join challenge: " << signature.status();
+    return false;
+  }
+  proof->challenge = *challenge;
+  proof->signature = *std::move(signature);
+  proof->node_id = signer->id().Bytes();
+  proof->public_key = signer->public_key();
+  return true;
 }
 
 }  // namespace
@@ -190,16 +213,21 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
   common::Backoff busy_backoff({absl::Milliseconds(200), absl::Seconds(2)}, options.backoff_seed);
   JoinerProof proof = options.proof;
   std::optional<JoinWorkAsk> solved;  // what proof's join work answers
+  // Whether a challenge was answered at once since the last wait: a seed
+  // giving a new challenge at every call (a liar) gets at most one
+  // immediate retry per backoff.
+  bool challenge_retried = false;
   while (done.size() < targets.addresses.size()) {
     bool busy = false;
     bool retry_now = false;
     for (const std::string& a : targets.addresses) {
       if (done.count(a)) continue;
       const absl::Duration left = std::max(absl::Milliseconds(100), deadline - clock->SteadyNow());
-      std::optional<JoinWorkAsk> ask;
+      SeedAsks asks;
       absl::StatusOr<proto::SignedManifest> got =
           CallGetManifest(a, options.credentials, options.swarm_id,
-                          std::min(options.call_timeout, left), proof, &ask);
+                          std::min(options.call_timeout, left), proof, &asks);
+      const std::optional<JoinWorkAsk>& ask = asks.work;
       if (got.ok()) {
         absl::StatusOr<VerifiedManifest> v = VerifyManifest(*got, targets.pinned_sha256);
         if (v.ok()) {
@@ -234,6 +262,14 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
                     << ", solved in " << clock->SteadyNow() - start << "; asking again with it";
         }
       }
+      // Note [Manifest joiners]: a listed id's seed gave a challenge.
+      if (step == "busy" &&
+          AnswerChallenge(asks.challenge, options.signer, options.swarm_id, &proof) &&
+          !challenge_retried) {
+        retry_now = true;
+        challenge_retried = true;
+        LOG(INFO) << a << " is busy and gave a join challenge; asking again with its signature";
+      }
       errors[a] = absl::Status(got.status().code(),
                                absl::StrCat(a, ": [", step, "] ", got.status().message(),
                                             "; hint: ", Hint(step)));
@@ -248,6 +284,7 @@ absl::StatusOr<VerifiedManifest> FetchSwarmManifest(const JoinTargets& targets,
       waiting_logged = true;
     }
     if (retry_now) continue;
+    challenge_retried = false;
     clock->SleepFor(std::min(busy ? busy_backoff.Next() : absl::Milliseconds(200),
                              std::max(absl::ZeroDuration(), deadline - clock->SteadyNow())));
   }

@@ -18,7 +18,9 @@
 //   busy      the peer's quota refused us (RESOURCE_EXHAUSTED: busy, or a
 //             flood of unknown callers; retried with backoff until the
 //             timeout, or at once with the join work an open swarm's
-//             seed asked for, Note [Manifest joiners] in manifest_service.h)
+//             seed asked for, or with the signature of the challenge an
+//             allow-list swarm's seed gave, Note [Manifest joiners] in
+//             manifest_service.h)
 //   admission the peer refused us (other --swarm_name / --swarm_secret)
 //   manifest  the manifest does not verify (signature, size, pinned hash) or
 //             the peer serves none (an older skipswarm)
@@ -36,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/real_clock.h"
+#include "identity/identity.h"
 #include "identity/tls_credentials.h"
 #include "manifest/join_target.h"
 #include "manifest/manifest_service.h"
@@ -56,6 +59,11 @@ struct BootstrapOptions {
   // joiner solves it within the timeout and retries at once with it, the
   // work sent as `proof.public_key` / `proof.join_work`. Empty: never.
   std::string public_key;
+  // The joiner's node key (borrowed; must outlive FetchSwarmManifest): when
+  // a busy seed's refusal carries a challenge (a swarm that lets listed
+  // ids in), the joiner signs it and retries at once with the signature,
+  // its id and public key in `proof`. Null: never.
+  const identity::Identity* signer = nullptr;
   // Jitter of the retries of a busy peer (so joiners refused together do
   // not retry together).
   uint64_t backoff_seed = 1;

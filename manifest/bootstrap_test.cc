@@ -6,6 +6,8 @@
 #include "third_party/cpp_httplib.h"
 #include <unistd.h>
 
+#include <atomic>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -15,6 +17,7 @@
 #include "common/sim_clock.h"
 #include "gtest/gtest.h"
 #include "identity/test_identity.h"
+#include "manifest/join_challenge.h"
 #include "manifest/manifest_service.h"
 #include "proto/version.h"
 
@@ -200,6 +203,54 @@ TEST_F(BootstrapTest, TlsBetweenTwoIdentitiesWorks) {
                  *identity::PeerCredentials::Create({joiner.get(), false}, clock_->Now()),
                  absl::Seconds(20));
   ASSERT_TRUE(v.ok()) << v.status();
+}
+
+// Hostile input: a busy seed's challenge is answered only when it parses,
+// and a seed giving a new one at every call gets no tight loop.
+class ChallengingSeed final : public proto::SwarmManifestService::Service {
+ public:
+  explicit ChallengingSeed(bool well_formed) : well_formed_(well_formed) {}
+  grpc::Status GetManifest(grpc::ServerContext* context, const proto::GetManifestRequest* request,
+                           proto::GetManifestResponse*) override {
+    const int n = ++calls;
+    if (!request->signature().empty()) ++signed_calls;
+    context->AddTrailingMetadata(
+        kJoinChallengeKey, well_formed_ ? absl::StrCat(n, "/", std::string(64, 'a'))
+                                        : absl::StrCat(n, "/", std::string(64, 'A')));
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "manifest: stranger is over its quota (strangers)");
+  }
+  std::atomic<int> calls{0};
+  std::atomic<int> signed_calls{0};
+
+ private:
+  const bool well_formed_;
+};
+
+TEST_F(BootstrapTest, AChallengeIsAnsweredOnlyWellFormedAndNeverInATightLoop) {
+  auto joiner = identity::TestIdentity('\x02');
+  for (bool well_formed : {false, true}) {
+    ChallengingSeed seed(well_formed);
+    Server s(&seed);
+    JoinTargets t;
+    t.addresses = {s.address()};
+    BootstrapOptions o;
+    o.credentials = identity::PeerCredentials::Insecure();
+    o.swarm_id = kSwarmId;
+    o.timeout = absl::Seconds(1);
+    o.signer = joiner.get();
+    auto v = FetchSwarmManifest(t, o, clock_.get());
+    std::cout << "seed challenging (well formed=" << well_formed << "): " << seed.calls
+              << " calls in 1 s, " << seed.signed_calls << " signed\n";
+    EXPECT_TRUE(absl::StrContains(v.status().message(), "[busy]")) << v.status();
+    if (well_formed) {
+      EXPECT_GE(seed.signed_calls.load(), 1);
+      EXPECT_LE(seed.calls.load(), 14);  // one immediate retry per backoff at most
+    } else {
+      EXPECT_EQ(seed.signed_calls.load(), 0);
+      EXPECT_LE(seed.calls.load(), 8);
+    }
+  }
 }
 
 // Note [Peer quotas]: a caller's address gets a stranger's budget; a flood

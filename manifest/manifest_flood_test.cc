@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "identity/test_identity.h"
 #include "manifest/bootstrap.h"
+#include "manifest/join_challenge.h"
 #include "manifest/manifest_service.h"
 #include "membership/admission.h"
 #include "membership/join_work.h"
@@ -48,12 +49,24 @@ std::shared_ptr<common::PeerQuota> FloodQuota(common::Clock* clock) {
   return std::make_shared<common::PeerQuota>(q, clock);
 }
 
-// An invite swarm's admission, or (open) an open swarm asking kWorkBits.
-membership::AdmissionPolicy PolicyOf(const identity::Identity& founder, bool open) {
+enum class Swarm { kInvite, kOpen, kAllowList, kInviteWithList };
+
+// The secret of the seed's join challenges (fixed: tests are deterministic).
+const std::string kChallengeSecret(32, 'k');
+
+// The swarm's admission: an invite swarm (kInviteWithList: `listed` on its
+// allow-list too), an open swarm asking 12 bits of work, or an allow-list
+// swarm of `listed`.
+membership::AdmissionPolicy PolicyOf(const identity::Identity& founder, Swarm swarm,
+                                     const common::NodeId& listed) {
+  const bool open = swarm == Swarm::kOpen;
   membership::AdmissionPolicy p;
-  p.mode = open ? membership::AdmissionMode::kOpen : membership::AdmissionMode::kInvite;
+  p.mode = open                          ? membership::AdmissionMode::kOpen
+           : swarm == Swarm::kAllowList ? membership::AdmissionMode::kAllowList
+                                        : membership::AdmissionMode::kInvite;
   p.swarm_name = "s";
   p.founder_public_key = founder.public_key();
+  if (swarm == Swarm::kAllowList || swarm == Swarm::kInviteWithList) p.allowed_ids = {listed};
   if (open) {
     p.join_work_bits = 12;
     p.manifest_id = Sha256Hex(Signed(founder).manifest());
@@ -63,12 +76,13 @@ membership::AdmissionPolicy PolicyOf(const identity::Identity& founder, bool ope
 
 class ManifestFloodTest : public ::testing::Test {
  protected:
-  explicit ManifestFloodTest(bool open_swarm = false)
+  explicit ManifestFloodTest(Swarm swarm = Swarm::kInvite)
       : founder_(identity::TestIdentity('\x01')),
         joiner_(identity::TestIdentity('\x02')),
         quota_(FloodQuota(&quota_clock_)),
-        policy_(PolicyOf(*founder_, open_swarm)),
-        service_(Signed(*founder_), kSwarmId, quota_, policy_, &quota_clock_) {
+        policy_(PolicyOf(*founder_, swarm, joiner_->id())),
+        service_(Signed(*founder_), kSwarmId, quota_, policy_, &quota_clock_,
+                 kChallengeSecret) {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(&service_);
@@ -106,11 +120,13 @@ class ManifestFloodTest : public ::testing::Test {
   }
 
   // The joiner's whole fetch, with the daemon's retry policy; with
-  // `public_key` it answers an open swarm's ask for join work.
+  // `public_key` it answers an open swarm's ask for join work, with
+  // `signer` a seed's challenge.
   absl::StatusOr<VerifiedManifest> Join(const JoinerProof& proof, absl::Duration timeout,
                                         const std::string& public_key = "",
                                         const std::string& pinned_sha256 = "",
-                                        uint64_t* join_work = nullptr) {
+                                        uint64_t* join_work = nullptr,
+                                        const identity::Identity* signer = nullptr) {
     JoinTargets t;
     t.addresses = {address()};
     t.pinned_sha256 = pinned_sha256;
@@ -121,6 +137,7 @@ class ManifestFloodTest : public ::testing::Test {
     o.timeout = timeout;
     o.call_timeout = absl::Seconds(5);
     o.proof = proof;
+    o.signer = signer;
     return FetchSwarmManifest(t, o, clock_.get(), join_work);
   }
 
@@ -164,6 +181,12 @@ TEST_F(ManifestFloodTest, AnUninvitedCallerIsRefusedAsBusyAndRetries) {
   EXPECT_GE(attempts, 2u);   // retried
   EXPECT_LE(attempts, 10u);  // with backoff, not in a tight loop
   EXPECT_EQ(quota_->joiners_admitted(), 0u);
+  // An invite swarm without an allow-list has no one to challenge.
+  SeedAsks asks;
+  EXPECT_FALSE(CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                               absl::Seconds(20), {}, &asks)
+                   .ok());
+  EXPECT_FALSE(asks.challenge.has_value());
 }
 
 // Hostile input: a proof is no free pass. One valid invite, however many
@@ -205,7 +228,7 @@ TEST_F(ManifestFloodTest, AFloodOfProofsStaysBounded) {
 // refusal names the work, and the joiner's retry carries it.
 class OpenSwarmFloodTest : public ManifestFloodTest {
  protected:
-  OpenSwarmFloodTest() : ManifestFloodTest(/*open_swarm=*/true) {}
+  OpenSwarmFloodTest() : ManifestFloodTest(Swarm::kOpen) {}
 
   // `who`'s join work proof with nonce `nonce`.
   static JoinerProof Work(const identity::Identity& who, uint64_t nonce) {
@@ -270,23 +293,24 @@ TEST_F(OpenSwarmFloodTest, AJoinerWithoutItsKeyOrAgainstAnotherPinStaysBusy) {
 TEST_F(OpenSwarmFloodTest, ForgedWorkIsRefusedAndProvenCallsStayBounded) {
   Flood();
   auto other = identity::TestIdentity('\x03');
-  std::optional<JoinWorkAsk> ask;
+  SeedAsks asks;
   int forged = 0;
   for (const JoinerProof& p : {Work(*joiner_, Insufficient(*joiner_)),
                                Work(*joiner_, Solved(*other)), Work(*founder_, 0)}) {
     forged += CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
-                              absl::Seconds(20), p, &ask)
+                              absl::Seconds(20), p, &asks)
                   .ok();
-    ASSERT_TRUE(ask.has_value());
-    EXPECT_EQ(ask->manifest_id, policy_.manifest_id);
-    EXPECT_EQ(ask->bits, policy_.join_work_bits);
+    ASSERT_TRUE(asks.work.has_value());
+    EXPECT_EQ(asks.work->manifest_id, policy_.manifest_id);
+    EXPECT_EQ(asks.work->bits, policy_.join_work_bits);
+    EXPECT_FALSE(asks.challenge.has_value());  // an open swarm lists no ids
   }
   EXPECT_EQ(forged, 0);
   EXPECT_EQ(quota_->joiners_admitted(), 0u);
   CallGetManifest(address(), identity::PeerCredentials::Insecure(), "another-swarm",
-                  absl::Seconds(20), {}, &ask)
+                  absl::Seconds(20), {}, &asks)
       .IgnoreError();
-  EXPECT_FALSE(ask.has_value());
+  EXPECT_FALSE(asks.work.has_value());
 
   EXPECT_EQ(Flood(Work(*joiner_, Solved(*joiner_))), 4);  // the joiners' burst
   EXPECT_EQ(Flood(Work(*other, Solved(*other))), 0);      // the joiners' budget is spent
@@ -295,6 +319,129 @@ TEST_F(OpenSwarmFloodTest, ForgedWorkIsRefusedAndProvenCallsStayBounded) {
       refusals.find({common::QuotaReason::kJoiners, common::PeerClass::kStranger});
   ASSERT_NE(joiners, refusals.end());
   EXPECT_EQ(joiners->second, 2u * kFloodCalls - 4);
+}
+
+// An allow-list swarm listing joiner_ (Note [Manifest joiners]): its
+// seed's refusal gives a challenge, and the joiner's retry signs it.
+class AllowListFloodTest : public ManifestFloodTest {
+ protected:
+  explicit AllowListFloodTest(Swarm swarm = Swarm::kAllowList) : ManifestFloodTest(swarm) {}
+
+  // The challenge a refusal of this swarm's caller gives ("" when none).
+  std::string Challenge() {
+    SeedAsks asks;
+    EXPECT_FALSE(CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                                 absl::Seconds(20), {}, &asks)
+                     .ok());
+    return asks.challenge.value_or("");
+  }
+  // `who`'s proof of its key over `challenge`.
+  static JoinerProof KeyProof(const identity::Identity& who, const std::string& challenge) {
+    JoinerProof p;
+    p.node_id = who.id().Bytes();
+    p.public_key = who.public_key();
+    p.challenge = challenge;
+    p.signature = *SignJoinChallenge(who, kSwarmId, challenge);
+    return p;
+  }
+  // 1 when one call carrying `proof` is served, else 0.
+  int Call(const JoinerProof& proof) {
+    return CallGetManifest(address(), identity::PeerCredentials::Insecure(), kSwarmId,
+                           absl::Seconds(20), proof)
+        .ok();
+  }
+};
+
+TEST_F(AllowListFloodTest, AListedJoinerSignsTheChallengeAndFetchesWhileAFloodHolds) {
+  Flood();
+  const uint64_t flood_refused = quota_->total_refusals();
+  const absl::Duration start = clock_->SteadyNow();
+  absl::StatusOr<VerifiedManifest> v =
+      Join({}, absl::Seconds(5), "", "", nullptr, joiner_.get());
+  const uint64_t refused = quota_->total_refusals() - flood_refused;
+  std::cout << "allow-listed joiner: " << refused << " refused, fetched=" << v.ok() << " in "
+            << clock_->SteadyNow() - start << "\n";
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->founder, founder_->id());
+  EXPECT_EQ(refused, 1u);  // the call that got the challenge; its signed retry is admitted
+  EXPECT_EQ(quota_->joiners_admitted(), 1u);
+}
+
+TEST_F(AllowListFloodTest, AJoinerThatCannotSignStaysBusy) {
+  Flood();
+  const uint64_t flood_refused = quota_->total_refusals();
+  absl::StatusOr<VerifiedManifest> v = Join({}, absl::Seconds(1));
+  std::cout << "allow-listed joiner without its key: " << quota_->total_refusals() - flood_refused
+            << " refused in 1 s\n";
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "[busy]")) << v.status();
+  EXPECT_EQ(quota_->joiners_admitted(), 0u);
+}
+
+// Hostile input: forged and other ids' signatures, an unlisted id, another
+// seed's challenge and a stale one are refused; the challenge goes only to
+// callers naming this swarm.
+TEST_F(AllowListFloodTest, ForgedStaleAndForeignProofsAreRefused) {
+  Flood();
+  const std::string challenge = Challenge();
+  ASSERT_FALSE(challenge.empty());
+  auto unlisted = identity::TestIdentity('\x03');
+  JoinerProof forged = KeyProof(*joiner_, challenge);
+  forged.signature[0] ^= 1;
+  JoinerProof others_signature = KeyProof(*unlisted, challenge);
+  others_signature.node_id = joiner_->id().Bytes();  // the key is not the id's
+  JoinerProof others_over_listed = KeyProof(*joiner_, challenge);
+  others_over_listed.signature = KeyProof(*unlisted, challenge).signature;
+  const std::string foreign =
+      JoinChallenges(std::string(32, 'o')).Issue(kSwarmId, quota_clock_.SteadyNow());
+  int served = 0;
+  for (const JoinerProof& p : {forged, others_signature, others_over_listed,
+                               KeyProof(*unlisted, challenge), KeyProof(*joiner_, foreign)}) {
+    served += Call(p);
+  }
+  EXPECT_EQ(served, 0);
+  EXPECT_EQ(quota_->joiners_admitted(), 0u);
+  SeedAsks asks;
+  CallGetManifest(address(), identity::PeerCredentials::Insecure(), "another-swarm",
+                  absl::Seconds(20), {}, &asks)
+      .IgnoreError();
+  EXPECT_FALSE(asks.challenge.has_value());
+
+  const JoinerProof valid = KeyProof(*joiner_, challenge);
+  EXPECT_EQ(Call(valid), 1);
+  quota_clock_.Advance(2 * kJoinChallengeBucket + absl::Seconds(1));
+  Flood();  // the strangers' budget refilled: spent again
+  EXPECT_EQ(Call(valid), 0);  // stale
+  EXPECT_EQ(quota_->joiners_admitted(), 1u);
+  EXPECT_EQ(Call(KeyProof(*joiner_, Challenge())), 1);  // a fresh one is taken
+}
+
+TEST_F(AllowListFloodTest, OneValidProofReplayedIsBoundedByTheJoinersBurst) {
+  Flood();
+  const std::string challenge = Challenge();
+  ASSERT_FALSE(challenge.empty());
+  EXPECT_EQ(Flood(KeyProof(*joiner_, challenge)), 4);  // the joiners' burst
+  EXPECT_EQ(quota_->joiners_admitted(), 4u);
+}
+
+// An invite swarm with an allow-list: its listed id proves its key; an
+// invited id that signed a challenge too keeps its invite's proof.
+class InviteListFloodTest : public AllowListFloodTest {
+ protected:
+  InviteListFloodTest() : AllowListFloodTest(Swarm::kInviteWithList) {}
+};
+
+TEST_F(InviteListFloodTest, AListedJoinerSignsAndAnInvitedOneKeepsItsInvite) {
+  Flood();
+  const uint64_t flood_refused = quota_->total_refusals();
+  absl::StatusOr<VerifiedManifest> v =
+      Join({}, absl::Seconds(5), "", "", nullptr, joiner_.get());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(quota_->total_refusals() - flood_refused, 1u);
+  auto invited = identity::TestIdentity('\x03');
+  JoinerProof both = KeyProof(*invited, Challenge());
+  both.signed_invite = Proof(*founder_, invited.get(), 'i').signed_invite;
+  EXPECT_EQ(Call(both), 1);
+  EXPECT_EQ(quota_->joiners_admitted(), 2u);
 }
 
 TEST(JoinWorkAskTest, ParsesOnlyAWellFormedAsk) {

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -16,12 +18,51 @@ namespace skipswarm::manifest {
 
 ManifestService::ManifestService(proto::SignedManifest signed_manifest, std::string swarm_id,
                                  std::shared_ptr<common::PeerQuota> quota,
-                                 membership::AdmissionPolicy admission, common::Clock* clock)
+                                 membership::AdmissionPolicy admission, common::Clock* clock,
+                                 std::string challenge_secret)
     : signed_manifest_(std::move(signed_manifest)),
       swarm_id_(std::move(swarm_id)),
       quota_(std::move(quota)),
       admission_(std::move(admission)),
-      clock_(clock) {}
+      clock_(clock),
+      founder_id_(common::NodeId::FromPublicKey(admission_.founder_public_key)),
+      challenges_(challenge_secret.empty() || clock == nullptr
+                      ? std::nullopt
+                      : std::make_optional<JoinChallenges>(std::move(challenge_secret))) {}
+
+bool ManifestService::ChallengesListed() const {
+  return challenges_.has_value() &&
+         (admission_.mode == membership::AdmissionMode::kAllowList ||
+          (admission_.mode == membership::AdmissionMode::kInvite &&
+           !admission_.allowed_ids.empty()));
+}
+
+bool ManifestService::ListedClaim(const proto::GetManifestRequest& request) const {
+  if (!ChallengesListed() || request.challenge().size() > kMaxJoinChallengeBytes ||
+      request.signature().size() != identity::kSignatureBytes ||
+      request.public_key().size() != identity::kPublicKeyBytes) {
+    return false;
+  }
+  absl::StatusOr<common::NodeId> id = common::NodeId::FromBytes(request.node_id());
+  return id.ok() && (*id == founder_id_ || admission_.allowed_ids.contains(*id));
+}
+
+bool ManifestService::ProvesKey(const proto::GetManifestRequest& request) const {
+  // Cheapest first: a keyed hash, a hash, then the one verify.
+  return challenges_->Fresh(request.challenge(), swarm_id_, clock_->SteadyNow()) &&
+         common::NodeId::FromPublicKey(request.public_key()).Bytes() == request.node_id() &&
+         identity::VerifySignature(
+             request.public_key(),
+             JoinChallengeMessage(swarm_id_, request.node_id(), request.challenge()),
+             request.signature())
+             .ok();
+}
+
+std::string ManifestService::ChallengeFor(const proto::GetManifestRequest& request) const {
+  // Only to a caller that named this swarm, as the join work's ask.
+  if (!ChallengesListed() || request.swarm_id() != swarm_id_) return "";
+  return challenges_->Issue(swarm_id_, clock_->SteadyNow());
+}
 
 ManifestService::JoinerClaim ManifestService::ClaimOf(
     const proto::GetManifestRequest& request) const {
@@ -35,6 +76,13 @@ ManifestService::JoinerClaim ManifestService::ClaimOf(
       // The key itself, not its id: no hash for a call that may never ask.
       claim.key = absl::StrCat("work:", absl::BytesToHexString(request.public_key()));
     }
+    return claim;
+  }
+  if (ListedClaim(request)) {
+    // Judged on the signature only for a listed id: an invited joiner that
+    // signed a challenge too keeps its invite's claim.
+    claim.key = absl::StrCat("key:", absl::BytesToHexString(request.node_id()));
+    claim.listed = true;
     return claim;
   }
   if (clock_ == nullptr || admission_.mode != membership::AdmissionMode::kInvite ||
@@ -54,6 +102,7 @@ ManifestService::JoinerClaim ManifestService::ClaimOf(
 bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request,
                                  const JoinerClaim& claim) const {
   if (claim.key.empty()) return false;
+  if (claim.listed) return ProvesKey(request);
   if (admission_.mode == membership::AdmissionMode::kOpen) {
     // ClaimOf checked the key's size and the swarm's bits. The founder
     // asks no work of itself, and its key is public: it proves nothing
@@ -68,8 +117,7 @@ bool ManifestService::ProvesJoin(const proto::GetManifestRequest& request,
   // CheckAdmission admits the founder and listed ids without looking at the
   // invite; their ids are public, so naming one proves nothing here: only
   // an invite that verifies does.
-  if (*id == common::NodeId::FromPublicKey(admission_.founder_public_key) ||
-      admission_.allowed_ids.contains(*id)) {
+  if (*id == founder_id_ || admission_.allowed_ids.contains(*id)) {
     return false;
   }
   return membership::CheckAdmission(admission_, *id, claim.invite, clock_->Now()).ok();
@@ -102,6 +150,24 @@ std::optional<JoinWorkAsk> ParseJoinWorkAsk(absl::string_view value) {
   return ask;
 }
 
+namespace {
+
+// Hostile input: each value is parsed with its bounds; one that does not
+// parse is nothing asked.
+SeedAsks AsksOf(const std::multimap<grpc::string_ref, grpc::string_ref>& trailers) {
+  SeedAsks asks;
+  if (auto it = trailers.find(kJoinWorkAskKey); it != trailers.end()) {
+    asks.work = ParseJoinWorkAsk(absl::string_view(it->second.data(), it->second.size()));
+  }
+  if (auto it = trailers.find(kJoinChallengeKey); it != trailers.end()) {
+    const absl::string_view value(it->second.data(), it->second.size());
+    if (ParseJoinChallenge(value).has_value()) asks.challenge = std::string(value);
+  }
+  return asks;
+}
+
+}  // namespace
+
 std::string PeerHost(const std::string& grpc_peer) {
   const size_t colon = grpc_peer.rfind(':');
   const size_t scheme = grpc_peer.find(':');
@@ -113,8 +179,9 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
                                           const proto::GetManifestRequest* request,
                                           proto::GetManifestResponse* response) {
   if (quota_ != nullptr) {
-    // Note [Manifest joiners]: an invited joiner may draw on the joiners'
-    // budget while a flood holds the strangers'.
+    // Note [Manifest joiners]: a proven joiner (invite, signed challenge,
+    // join work) may draw on the joiners' budget while a flood holds the
+    // strangers'.
     const JoinerClaim claim = ClaimOf(*request);
     absl::Status admitted =
         quota_->AdmitJoinerKey(PeerHost(context->peer()), claim.key, request->ByteSizeLong(),
@@ -126,6 +193,11 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
       // budget) does not solve again.
       if (std::string ask = JoinWorkAsk(*request); !ask.empty()) {
         context->AddTrailingMetadata(kJoinWorkAskKey, ask);
+      }
+      // And what a listed id may sign (same note); a fresh one each time,
+      // so one that went stale while the joiner waited is replaced.
+      if (std::string challenge = ChallengeFor(*request); !challenge.empty()) {
+        context->AddTrailingMetadata(kJoinChallengeKey, challenge);
       }
       quota_->HoldRefusal(admitted);  // Note [Refusal hold]
       return proto::ToGrpcStatus(admitted);
@@ -148,7 +220,7 @@ grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
 absl::StatusOr<proto::SignedManifest> CallGetManifest(
     const std::string& address, const std::shared_ptr<const identity::PeerCredentials>& credentials,
     const std::string& swarm_id, absl::Duration timeout, const JoinerProof& proof,
-    std::optional<JoinWorkAsk>* ask) {
+    SeedAsks* asks) {
   grpc::ChannelArguments args;
   credentials->ConfigureChannel(args);
   // A manifest is a few hundred bytes: a peer sending more is refused by
@@ -168,15 +240,11 @@ absl::StatusOr<proto::SignedManifest> CallGetManifest(
   request.set_node_id(proof.node_id);
   request.set_public_key(proof.public_key);
   request.set_join_work(proof.join_work);
+  request.set_challenge(proof.challenge);
+  request.set_signature(proof.signature);
   proto::GetManifestResponse response;
   grpc::Status s = stub->GetManifest(&context, request, &response);
-  if (ask != nullptr) {
-    ask->reset();
-    const auto& trailers = context.GetServerTrailingMetadata();
-    if (auto it = trailers.find(kJoinWorkAskKey); it != trailers.end()) {
-      *ask = ParseJoinWorkAsk(absl::string_view(it->second.data(), it->second.size()));
-    }
-  }
+  if (asks != nullptr) *asks = AsksOf(context.GetServerTrailingMetadata());
   if (!s.ok()) return proto::ToAbslStatus(s);
   return std::move(*response.mutable_signed_manifest());
 }
