@@ -9,6 +9,43 @@
 
 namespace skipswarm::node {
 
+const char* FrameRefusalName(FrameRefusal r) {
+  switch (r) {
+    case FrameRefusal::kVersion:
+      return "version";
+    case FrameRefusal::kSwarm:
+      return "swarm";
+    case FrameRefusal::kMalformed:
+      return "malformed";
+    case FrameRefusal::kChecksum:
+      return "checksum";
+    case FrameRefusal::kDuplicate:
+      return "duplicate";
+    case FrameRefusal::kQuota:
+      return "quota";
+    case FrameRefusal::kOther:
+      break;
+  }
+  return "other";
+}
+
+FrameRefusal FrameRefusalOf(const absl::Status& why) {
+  switch (why.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+      return FrameRefusal::kVersion;
+    case absl::StatusCode::kPermissionDenied:
+      return FrameRefusal::kSwarm;
+    case absl::StatusCode::kInvalidArgument:
+      return FrameRefusal::kMalformed;
+    case absl::StatusCode::kDataLoss:
+      return FrameRefusal::kChecksum;
+    case absl::StatusCode::kAlreadyExists:
+      return FrameRefusal::kDuplicate;
+    default:
+      return FrameRefusal::kOther;
+  }
+}
+
 FrameValidator::FrameValidator(ValidatorOptions options, common::Clock* clock)
     : options_(std::move(options)),
       self_bytes_(options_.self.Bytes()),
@@ -218,13 +255,15 @@ void FrameValidator::Release(const FrameKey& key) {
 }
 
 void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& header,
-                                 const absl::Status& why, bool logged) {
+                                 const absl::Status& why, bool by_quota) {
   const absl::Duration now = clock_ != nullptr ? clock_->SteadyNow() : absl::ZeroDuration();
+  const FrameRefusal reason = by_quota ? FrameRefusal::kQuota : FrameRefusalOf(why);
   common::PeerLogVerdict verdict;
   {
     absl::MutexLock lock(&log_mu_);
     ++rejected_;
-    if (!logged) return;
+    ++rejected_by_reason_[static_cast<size_t>(reason)];
+    if (by_quota) return;
     verdict = log_limit_.Allow(from.Bytes(), now);
   }
   if (!verdict.show) return;
@@ -245,6 +284,11 @@ void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& h
 uint64_t FrameValidator::rejected_frames() const {
   absl::MutexLock lock(&log_mu_);
   return rejected_;
+}
+
+FrameRefusalCounts FrameValidator::rejected_by_reason() const {
+  absl::MutexLock lock(&log_mu_);
+  return rejected_by_reason_;
 }
 
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,

@@ -28,7 +28,9 @@
 //      refused frame may be retried once a slot frees.
 // A failed check becomes the frame's ack and a LOG(WARNING), paced per
 // sending peer (LogRejected; Note [Paced peer logs] in
-// common/peer_log_limiter.h); the stream and the server keep going. Tensor
+// common/peer_log_limiter.h), and is counted by reason (FrameRefusal: the
+// daemon's skipswarm_transport_frames_refused_total{reason}); the stream
+// and the server keep going. Tensor
 // shape/dtype are the stage's business (model/ wire codec), checked by the
 // frame handler.
 //
@@ -36,6 +38,7 @@
 #ifndef SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
 #define SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -69,6 +72,28 @@ struct ValidatorOptions {
   bool check_tensor_shape = false;
 };
 
+// Why a frame was refused, from a fixed set (a metric label: no peer
+// input reaches it): its refusal's code as Note [Frame validation] gives
+// them (kVersion: FAILED_PRECONDITION, kSwarm: PERMISSION_DENIED,
+// kMalformed: INVALID_ARGUMENT, kChecksum: DATA_LOSS, kDuplicate:
+// ALREADY_EXISTS), kQuota: its sender's quota refused it (Note [Peer
+// quotas]), kOther: any other code.
+enum class FrameRefusal {
+  kVersion,
+  kSwarm,
+  kMalformed,
+  kChecksum,
+  kDuplicate,
+  kQuota,
+  kOther
+};
+inline constexpr size_t kFrameRefusals = 7;
+const char* FrameRefusalName(FrameRefusal r);  // "version", "swarm", ...
+// The reason of a refusal with status `why` (not a quota's).
+FrameRefusal FrameRefusalOf(const absl::Status& why);
+// Refused frames so far, indexed by FrameRefusal.
+using FrameRefusalCounts = std::array<uint64_t, kFrameRefusals>;
+
 class FrameValidator {
  public:
   // `clock` paces the refused-frame log (LogRejected); borrowed, it must
@@ -100,14 +125,16 @@ class FrameValidator {
   // Un-claims it (the handler refused the frame).
   void Release(const FrameKey& key);
 
-  // Counts a rejected frame from `from` and LOG(WARNING)s it, paced per
-  // peer (Note [Paced peer logs] in common/peer_log_limiter.h): each peer's
-  // first lines in full, then one per interval saying how many were not
-  // shown. `logged` false: counted only (its refusal is logged elsewhere).
+  // Counts a rejected frame from `from` (by FrameRefusalOf(why)) and
+  // LOG(WARNING)s it, paced per peer (Note [Paced peer logs] in
+  // common/peer_log_limiter.h): each peer's first lines in full, then one
+  // per interval saying how many were not shown. `by_quota`: the peer's
+  // quota refused it, which logs its own refusals: counted (kQuota) only.
   void LogRejected(const PeerId& from, const proto::FrameHeader& header,
-                   const absl::Status& why, bool logged = true);
-  // Frames rejected so far (LogRejected calls), shown or not.
+                   const absl::Status& why, bool by_quota = false);
+  // Frames rejected so far (LogRejected calls), shown or not; and by reason.
   uint64_t rejected_frames() const;
+  FrameRefusalCounts rejected_by_reason() const;
 
   const ValidatorOptions& options() const { return options_; }
 
@@ -118,6 +145,7 @@ class FrameValidator {
 
   mutable absl::Mutex log_mu_;
   uint64_t rejected_ ABSL_GUARDED_BY(log_mu_) = 0;
+  FrameRefusalCounts rejected_by_reason_ ABSL_GUARDED_BY(log_mu_) = {};
   common::PeerLogLimiter log_limit_ ABSL_GUARDED_BY(log_mu_);
 
   absl::Mutex mu_;
