@@ -266,8 +266,9 @@ void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& h
     if (by_quota) return;
     verdict = log_limit_.Allow(from.Bytes(), now);
   }
-  if (!verdict.show) return;
   // Logged outside the lock: a log sink may be slow.
+  LogHeldBack(verdict.due);
+  if (!verdict.show) return;
   std::string held;
   if (verdict.held > 0) {
     absl::StrAppend(&held, "; ", verdict.held, " more refused frames from ", from.ShortString(),
@@ -279,6 +280,25 @@ void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& h
   }
   LOG(WARNING) << "rejected frame from " << from << " (" << DescribeFrame(header)
                << "): " << why << held;
+}
+
+FrameValidator::~FrameValidator() {
+  std::vector<common::PeerLogSummary> pending;
+  {
+    absl::MutexLock lock(&log_mu_);
+    pending = log_limit_.Flush();
+  }
+  LogHeldBack(pending);
+}
+
+void FrameValidator::LogHeldBack(const std::vector<common::PeerLogSummary>& summaries) {
+  // Note [Paced peer logs]: the counts of peers that went quiet.
+  for (const common::PeerLogSummary& s : summaries) {
+    absl::StatusOr<common::NodeId> peer = common::NodeId::FromBytes(s.peer);
+    LOG(WARNING) << s.held << " more refused frames from "
+                 << (peer.ok() ? peer->ShortString() : "peers no longer tracked")
+                 << " not shown";
+  }
 }
 
 uint64_t FrameValidator::rejected_frames() const {

@@ -44,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -100,6 +101,10 @@ class FrameValidator {
   // outlive the validator. Null (checks only: fuzzers, tests): time stands
   // still, so each peer's first lines are shown and the rest only counted.
   explicit FrameValidator(ValidatorOptions options, common::Clock* clock = nullptr);
+  // Logs the held-back counts still pending (Note [Paced peer logs]).
+  ~FrameValidator();
+  FrameValidator(const FrameValidator&) = delete;
+  FrameValidator& operator=(const FrameValidator&) = delete;
 
   absl::Status CheckHeader(const proto::FrameHeader& header) const;
   // Step 1b alone: the payload size `meta`'s shape and codec imply.
@@ -128,8 +133,10 @@ class FrameValidator {
   // Counts a rejected frame from `from` (by FrameRefusalOf(why)) and
   // LOG(WARNING)s it, paced per peer (Note [Paced peer logs] in
   // common/peer_log_limiter.h): each peer's first lines in full, then one
-  // per interval saying how many were not shown. `by_quota`: the peer's
-  // quota refused it, which logs its own refusals: counted (kQuota) only.
+  // per interval saying how many were not shown; the count of a peer that
+  // went quiet comes with a later call's sweep, or at destruction.
+  // `by_quota`: the peer's quota refused it, which logs its own refusals:
+  // counted (kQuota) only.
   void LogRejected(const PeerId& from, const proto::FrameHeader& header,
                    const absl::Status& why, bool by_quota = false);
   // Frames rejected so far (LogRejected calls), shown or not; and by reason.
@@ -139,6 +146,9 @@ class FrameValidator {
   const ValidatorOptions& options() const { return options_; }
 
  private:
+  // One line per summary; called without log_mu_ held.
+  static void LogHeldBack(const std::vector<common::PeerLogSummary>& summaries);
+
   const ValidatorOptions options_;
   const std::string self_bytes_;
   common::Clock* const clock_;
