@@ -1,6 +1,7 @@
 #include "common/backoff.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace skipswarm::common {
 
@@ -35,6 +36,12 @@ bool LogLimiter::Allow(absl::Duration now, int64_t* held) {
   if (held != nullptr) *held = held_;
   held_ = 0;
   return true;
+}
+
+int64_t LogLimiter::TakeDueHeld(absl::Duration now) {
+  if (held_ == 0 || now - last_ < interval_) return 0;
+  last_ = now;
+  return std::exchange(held_, 0);
 }
 
 }  // namespace skipswarm::common

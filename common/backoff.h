@@ -19,6 +19,7 @@
 #define SKIPSWARM_COMMON_BACKOFF_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "common/random.h"
@@ -66,6 +67,13 @@ class LogLimiter {
   void Hold() { ++held_; }
   // Calls refused since the last true.
   int64_t held() const { return held_; }
+  // A summary of the held-back calls, as the line Allow would show at `now`
+  // (Note [Paced peer logs]): their count, reset, once the interval since
+  // the last true has passed; 0 (nothing changed) before, or when none are
+  // held.
+  int64_t TakeDueHeld(absl::Duration now);
+  // The held-back count, reset, whenever (a final flush).
+  int64_t TakeHeld() { return std::exchange(held_, 0); }
 
  private:
   const absl::Duration interval_;

@@ -37,14 +37,48 @@ PeerLogVerdict PeerLogLimiter::Allow(const std::string& peer, absl::Duration now
   PeerLogVerdict verdict;
   if (window_lines_ >= options_.max_lines_per_interval) {
     it->second.limit.Hold();
-    return verdict;
+  } else {
+    verdict.show = it->second.limit.Allow(now, &verdict.held);
+    if (verdict.show) {
+      ++window_lines_;
+      verdict.forgotten = std::exchange(forgotten_, 0);
+    }
   }
-  verdict.show = it->second.limit.Allow(now, &verdict.held);
-  if (verdict.show) {
-    ++window_lines_;
-    verdict.forgotten = std::exchange(forgotten_, 0);
-  }
+  SweepInto(now, &verdict.due);
   return verdict;
+}
+
+void PeerLogLimiter::SweepInto(absl::Duration now, std::vector<PeerLogSummary>* due) {
+  // Note [Paced peer logs]: one walk per interval; summaries are lines.
+  if (now - last_sweep_ < options_.interval) return;
+  last_sweep_ = now;
+  for (const std::string& peer : by_age_) {
+    if (window_lines_ >= options_.max_lines_per_interval) return;
+    const int64_t held = table_.find(peer)->second.limit.TakeDueHeld(now);
+    if (held == 0) continue;
+    due->push_back({peer, held});
+    ++window_lines_;
+  }
+  if (forgotten_ > 0 && window_lines_ < options_.max_lines_per_interval) {
+    due->push_back({"", std::exchange(forgotten_, 0)});
+    ++window_lines_;
+  }
+}
+
+std::vector<PeerLogSummary> PeerLogLimiter::Flush() {
+  std::vector<PeerLogSummary> out;
+  int64_t rest = std::exchange(forgotten_, 0);
+  for (const std::string& peer : by_age_) {
+    const int64_t held = table_.find(peer)->second.limit.TakeHeld();
+    if (held == 0) continue;
+    if (out.size() < static_cast<size_t>(options_.max_lines_per_interval)) {
+      out.push_back({peer, held});
+    } else {
+      rest += held;
+    }
+  }
+  if (rest > 0) out.push_back({"", rest});
+  return out;
 }
 
 }  // namespace skipswarm::common

@@ -5,8 +5,12 @@
 // per peer, in a table of bounded size, under a cap on all peers together.
 //
 //   common::PeerLogLimiter limit(common::PeerLogLimiterOptions{});
-//   if (common::PeerLogVerdict v = limit.Allow(peer_key, clock->SteadyNow()); v.show)
-//     LOG(WARNING) << "refused ... (" << v.held << " more not shown)";
+//   common::PeerLogVerdict v = limit.Allow(peer_key, clock->SteadyNow());
+//   for (const common::PeerLogSummary& s : v.due)   // peers gone quiet
+//     LOG(WARNING) << s.held << " more from " << s.peer << " not shown";
+//   if (v.show) LOG(WARNING) << "refused ... (" << v.held << " more not shown)";
+//   ...
+//   for (const common::PeerLogSummary& s : limit.Flush()) ...  // at the end
 //
 // Note [Paced peer logs]
 // * A line a peer can trigger (a refused frame, a refused request) costs the
@@ -22,8 +26,18 @@
 //   interval; a line over that cap counts as held back for its peer.
 // * Bound: at most max_lines_per_interval lines per interval, whatever the
 //   peers send; per peer at most burst, then one per interval.
-// * Held-back counts are reported only when that peer's next line is shown;
-//   counters (metrics) keep the totals.
+// * A peer's held-back count is reported with its next line shown, and
+//   also when it goes quiet: a peer that floods and then stops would
+//   otherwise never have its count told. So every Allow call (any peer's,
+//   shown or not) sweeps the table at most once per interval and returns,
+//   in `due`, a summary for each peer with a count pending whose interval
+//   since its last line has passed (a summary counts as that peer's line),
+//   and one for the forgotten peers' lines.
+//   Summaries are lines under max_lines_per_interval; those past it wait
+//   for the next sweep. Work: one table walk per interval. Flush gives
+//   every pending count at once (the owner's destruction), at most
+//   max_lines_per_interval summaries and the rest added together.
+// * Counters (metrics) keep the totals.
 //
 // Time comes from the caller (an injected clock): deterministic on a SimClock.
 // Thread rule: thread-compatible (one owner, or external locking).
@@ -34,6 +48,7 @@
 #include <cstdint>
 #include <list>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
@@ -48,18 +63,35 @@ struct PeerLogLimiterOptions {
   int max_lines_per_interval = 100;  // all peers together (>= 1)
 };
 
+// A summary line (Note [Paced peer logs]): `held` lines of `peer` were not
+// shown; an empty `peer`: lines of peers the table forgot, or of more
+// peers than one flush shows.
+struct PeerLogSummary {
+  std::string peer;
+  int64_t held = 0;
+  bool operator==(const PeerLogSummary& o) const { return peer == o.peer && held == o.held; }
+};
+
 struct PeerLogVerdict {
   bool show = false;
   int64_t held = 0;       // this peer's lines held back since its last shown line
   int64_t forgotten = 0;  // lines held back from peers the table forgot since
+  // Summaries due for other peers that went quiet (the sweep), to log
+  // whether or not this line is shown.
+  std::vector<PeerLogSummary> due;
 };
 
 class PeerLogLimiter {
  public:
   explicit PeerLogLimiter(PeerLogLimiterOptions options);
 
-  // Whether the line `peer` triggered at `now` (a steady time) is shown.
+  // Whether the line `peer` triggered at `now` (a steady time) is shown,
+  // and the summaries the sweep found due.
   PeerLogVerdict Allow(const std::string& peer, absl::Duration now);
+  // Every count still pending, reset: at most max_lines_per_interval
+  // summaries, least recently heard from first, then one (empty peer) with
+  // the rest and the forgotten lines.
+  std::vector<PeerLogSummary> Flush();
 
   size_t peers() const { return table_.size(); }
 
@@ -69,12 +101,16 @@ class PeerLogLimiter {
     std::list<std::string>::iterator age;  // position in by_age_
   };
 
+  // The sweep (at most once per interval): summaries for quiet peers.
+  void SweepInto(absl::Duration now, std::vector<PeerLogSummary>* due);
+
   const PeerLogLimiterOptions options_;
   absl::flat_hash_map<std::string, Entry> table_;
   std::list<std::string> by_age_;  // least recently heard from first
   int64_t forgotten_ = 0;
   absl::Duration window_start_;
   int window_lines_ = 0;
+  absl::Duration last_sweep_ = -absl::InfiniteDuration();
 };
 
 }  // namespace skipswarm::common

@@ -281,11 +281,5 @@ TEST(ManifestServiceTest, ACallersFloodIsHeldToItsAddressesQuota) {
                   .ok());
 }
 
-TEST(ManifestServiceTest, PeerHostDropsThePort) {
-  EXPECT_EQ(PeerHost("ipv4:10.0.0.1:5000"), "ipv4:10.0.0.1");
-  EXPECT_EQ(PeerHost("ipv6:[::1]:5000"), "ipv6:[::1]");
-  EXPECT_EQ(PeerHost("unix:/tmp/x"), "unix:/tmp/x");
-}
-
 }  // namespace
 }  // namespace skipswarm::manifest

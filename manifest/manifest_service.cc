@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/caller_key.h"
 #include "common/real_clock.h"
 #include "manifest/signed_manifest.h"
 #include "membership/join_work.h"
@@ -168,24 +169,18 @@ SeedAsks AsksOf(const std::multimap<grpc::string_ref, grpc::string_ref>& trailer
 
 }  // namespace
 
-std::string PeerHost(const std::string& grpc_peer) {
-  const size_t colon = grpc_peer.rfind(':');
-  const size_t scheme = grpc_peer.find(':');
-  if (colon == std::string::npos || colon == scheme) return grpc_peer;
-  return grpc_peer.substr(0, colon);
-}
-
 grpc::Status ManifestService::GetManifest(grpc::ServerContext* context,
                                           const proto::GetManifestRequest* request,
                                           proto::GetManifestResponse* response) {
   if (quota_ != nullptr) {
     // Note [Manifest joiners]: a proven joiner (invite, signed challenge,
     // join work) may draw on the joiners' budget while a flood holds the
-    // strangers'.
+    // strangers'. A caller is its address's (Note [Caller keys]: an IPv6
+    // caller's /64).
     const JoinerClaim claim = ClaimOf(*request);
-    absl::Status admitted =
-        quota_->AdmitJoinerKey(PeerHost(context->peer()), claim.key, request->ByteSizeLong(),
-                               [&] { return ProvesJoin(*request, claim); });
+    absl::Status admitted = quota_->AdmitJoinerKey(common::CallerKey(context->peer()), claim.key,
+                                                   request->ByteSizeLong(),
+                                                   [&] { return ProvesJoin(*request, claim); });
     if (!admitted.ok()) {
       // Note [Manifest joiners]: what an open swarm's joiner may solve to
       // be told from the flood. Said with every refusal of this swarm's

@@ -13,7 +13,8 @@
 //
 // Note [Manifest joiners]
 // * The manifest is a joiner's first call, made before it has a record, so
-//   the service knows its callers by address only and all strangers share
+//   the service knows its callers by address only (an IPv6 caller by its
+//   /64: Note [Caller keys] in common/caller_key.h) and all strangers share
 //   one budget (Note [Peer quotas] in common/peer_quota.h). A Sybil flood
 //   from many addresses, each within its own budget, keeps that shared
 //   bucket empty, and an honest joiner's fetch was refused for as long as
@@ -114,7 +115,8 @@ namespace skipswarm::manifest {
 class ManifestService final : public proto::SwarmManifestService::Service {
  public:
   // `quota` (Note [Peer quotas], common/peer_quota.h; null: none): callers
-  // are strangers known by their address (host, without the port), each
+  // are strangers known by their address (common::CallerKey: an IPv4
+  // address or an IPv6 /64, Note [Caller keys]), each
   // call one message of the request's size; refused: RESOURCE_EXHAUSTED.
   // `admission` (the manifest's policy) and `clock` (borrowed; must outlive
   // the service) check a joiner's invite (Note [Manifest joiners]); without
@@ -195,10 +197,6 @@ struct JoinWorkAsk {
 // input: nullopt unless exactly "<64 lowercase hex>/<1..kMaxJoinWorkBits>".
 inline constexpr char kJoinWorkAskKey[] = "skipswarm-join-work";
 std::optional<JoinWorkAsk> ParseJoinWorkAsk(absl::string_view value);
-
-// The host part of a gRPC peer string ("ipv4:10.0.0.1:5000" ->
-// "ipv4:10.0.0.1", "ipv6:[::1]:5000" -> "ipv6:[::1]").
-std::string PeerHost(const std::string& grpc_peer);
 
 // What a refusing seed asked for in its trailing metadata, each parsed as
 // hostile input (nullopt: not asked, or malformed).

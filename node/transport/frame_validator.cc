@@ -9,6 +9,43 @@
 
 namespace skipswarm::node {
 
+const char* FrameRefusalName(FrameRefusal r) {
+  switch (r) {
+    case FrameRefusal::kVersion:
+      return "version";
+    case FrameRefusal::kSwarm:
+      return "swarm";
+    case FrameRefusal::kMalformed:
+      return "malformed";
+    case FrameRefusal::kChecksum:
+      return "checksum";
+    case FrameRefusal::kDuplicate:
+      return "duplicate";
+    case FrameRefusal::kQuota:
+      return "quota";
+    case FrameRefusal::kOther:
+      break;
+  }
+  return "other";
+}
+
+FrameRefusal FrameRefusalOf(const absl::Status& why) {
+  switch (why.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+      return FrameRefusal::kVersion;
+    case absl::StatusCode::kPermissionDenied:
+      return FrameRefusal::kSwarm;
+    case absl::StatusCode::kInvalidArgument:
+      return FrameRefusal::kMalformed;
+    case absl::StatusCode::kDataLoss:
+      return FrameRefusal::kChecksum;
+    case absl::StatusCode::kAlreadyExists:
+      return FrameRefusal::kDuplicate;
+    default:
+      return FrameRefusal::kOther;
+  }
+}
+
 FrameValidator::FrameValidator(ValidatorOptions options, common::Clock* clock)
     : options_(std::move(options)),
       self_bytes_(options_.self.Bytes()),
@@ -218,17 +255,20 @@ void FrameValidator::Release(const FrameKey& key) {
 }
 
 void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& header,
-                                 const absl::Status& why, bool logged) {
+                                 const absl::Status& why, bool by_quota) {
   const absl::Duration now = clock_ != nullptr ? clock_->SteadyNow() : absl::ZeroDuration();
+  const FrameRefusal reason = by_quota ? FrameRefusal::kQuota : FrameRefusalOf(why);
   common::PeerLogVerdict verdict;
   {
     absl::MutexLock lock(&log_mu_);
     ++rejected_;
-    if (!logged) return;
+    ++rejected_by_reason_[static_cast<size_t>(reason)];
+    if (by_quota) return;
     verdict = log_limit_.Allow(from.Bytes(), now);
   }
-  if (!verdict.show) return;
   // Logged outside the lock: a log sink may be slow.
+  LogHeldBack(verdict.due);
+  if (!verdict.show) return;
   std::string held;
   if (verdict.held > 0) {
     absl::StrAppend(&held, "; ", verdict.held, " more refused frames from ", from.ShortString(),
@@ -242,9 +282,33 @@ void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& h
                << "): " << why << held;
 }
 
+FrameValidator::~FrameValidator() {
+  std::vector<common::PeerLogSummary> pending;
+  {
+    absl::MutexLock lock(&log_mu_);
+    pending = log_limit_.Flush();
+  }
+  LogHeldBack(pending);
+}
+
+void FrameValidator::LogHeldBack(const std::vector<common::PeerLogSummary>& summaries) {
+  // Note [Paced peer logs]: the counts of peers that went quiet.
+  for (const common::PeerLogSummary& s : summaries) {
+    absl::StatusOr<common::NodeId> peer = common::NodeId::FromBytes(s.peer);
+    LOG(WARNING) << s.held << " more refused frames from "
+                 << (peer.ok() ? peer->ShortString() : "peers no longer tracked")
+                 << " not shown";
+  }
+}
+
 uint64_t FrameValidator::rejected_frames() const {
   absl::MutexLock lock(&log_mu_);
   return rejected_;
+}
+
+FrameRefusalCounts FrameValidator::rejected_by_reason() const {
+  absl::MutexLock lock(&log_mu_);
+  return rejected_by_reason_;
 }
 
 void AdmitFrame(const std::shared_ptr<FrameValidator>& validator,

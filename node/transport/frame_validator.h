@@ -28,7 +28,9 @@
 //      refused frame may be retried once a slot frees.
 // A failed check becomes the frame's ack and a LOG(WARNING), paced per
 // sending peer (LogRejected; Note [Paced peer logs] in
-// common/peer_log_limiter.h); the stream and the server keep going. Tensor
+// common/peer_log_limiter.h), and is counted by reason (FrameRefusal: the
+// daemon's skipswarm_transport_frames_refused_total{reason}); the stream
+// and the server keep going. Tensor
 // shape/dtype are the stage's business (model/ wire codec), checked by the
 // frame handler.
 //
@@ -36,11 +38,13 @@
 #ifndef SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
 #define SKIPSWARM_NODE_TRANSPORT_FRAME_VALIDATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -69,12 +73,38 @@ struct ValidatorOptions {
   bool check_tensor_shape = false;
 };
 
+// Why a frame was refused, from a fixed set (a metric label: no peer
+// input reaches it): its refusal's code as Note [Frame validation] gives
+// them (kVersion: FAILED_PRECONDITION, kSwarm: PERMISSION_DENIED,
+// kMalformed: INVALID_ARGUMENT, kChecksum: DATA_LOSS, kDuplicate:
+// ALREADY_EXISTS), kQuota: its sender's quota refused it (Note [Peer
+// quotas]), kOther: any other code.
+enum class FrameRefusal {
+  kVersion,
+  kSwarm,
+  kMalformed,
+  kChecksum,
+  kDuplicate,
+  kQuota,
+  kOther
+};
+inline constexpr size_t kFrameRefusals = 7;
+const char* FrameRefusalName(FrameRefusal r);  // "version", "swarm", ...
+// The reason of a refusal with status `why` (not a quota's).
+FrameRefusal FrameRefusalOf(const absl::Status& why);
+// Refused frames so far, indexed by FrameRefusal.
+using FrameRefusalCounts = std::array<uint64_t, kFrameRefusals>;
+
 class FrameValidator {
  public:
   // `clock` paces the refused-frame log (LogRejected); borrowed, it must
   // outlive the validator. Null (checks only: fuzzers, tests): time stands
   // still, so each peer's first lines are shown and the rest only counted.
   explicit FrameValidator(ValidatorOptions options, common::Clock* clock = nullptr);
+  // Logs the held-back counts still pending (Note [Paced peer logs]).
+  ~FrameValidator();
+  FrameValidator(const FrameValidator&) = delete;
+  FrameValidator& operator=(const FrameValidator&) = delete;
 
   absl::Status CheckHeader(const proto::FrameHeader& header) const;
   // Step 1b alone: the payload size `meta`'s shape and codec imply.
@@ -100,24 +130,32 @@ class FrameValidator {
   // Un-claims it (the handler refused the frame).
   void Release(const FrameKey& key);
 
-  // Counts a rejected frame from `from` and LOG(WARNING)s it, paced per
-  // peer (Note [Paced peer logs] in common/peer_log_limiter.h): each peer's
-  // first lines in full, then one per interval saying how many were not
-  // shown. `logged` false: counted only (its refusal is logged elsewhere).
+  // Counts a rejected frame from `from` (by FrameRefusalOf(why)) and
+  // LOG(WARNING)s it, paced per peer (Note [Paced peer logs] in
+  // common/peer_log_limiter.h): each peer's first lines in full, then one
+  // per interval saying how many were not shown; the count of a peer that
+  // went quiet comes with a later call's sweep, or at destruction.
+  // `by_quota`: the peer's quota refused it, which logs its own refusals:
+  // counted (kQuota) only.
   void LogRejected(const PeerId& from, const proto::FrameHeader& header,
-                   const absl::Status& why, bool logged = true);
-  // Frames rejected so far (LogRejected calls), shown or not.
+                   const absl::Status& why, bool by_quota = false);
+  // Frames rejected so far (LogRejected calls), shown or not; and by reason.
   uint64_t rejected_frames() const;
+  FrameRefusalCounts rejected_by_reason() const;
 
   const ValidatorOptions& options() const { return options_; }
 
  private:
+  // One line per summary; called without log_mu_ held.
+  static void LogHeldBack(const std::vector<common::PeerLogSummary>& summaries);
+
   const ValidatorOptions options_;
   const std::string self_bytes_;
   common::Clock* const clock_;
 
   mutable absl::Mutex log_mu_;
   uint64_t rejected_ ABSL_GUARDED_BY(log_mu_) = 0;
+  FrameRefusalCounts rejected_by_reason_ ABSL_GUARDED_BY(log_mu_) = {};
   common::PeerLogLimiter log_limit_ ABSL_GUARDED_BY(log_mu_);
 
   absl::Mutex mu_;

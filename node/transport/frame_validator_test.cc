@@ -312,5 +312,32 @@ TEST_F(FrameValidatorTest, RefusedFramesAreLoggedPacedPerPeer) {
   EXPECT_EQ(validator->rejected_frames(), 1002u);
 }
 
+// Note [Paced peer logs]: a peer that floods and then stops still has its
+// held-back count logged: with another peer's refusal after the interval,
+// and whatever is left when the validator goes.
+TEST_F(FrameValidatorTest, AQuietFloodersHeldCountIsLoggedLater) {
+  common::SimClock clock;
+  auto validator =
+      std::make_unique<FrameValidator>(ValidatorOptions{self_, kTestSwarm, 8 << 20, 4}, &clock);
+  const PeerId flooder = PeerId::ForName("flooder");
+  const PeerId other = PeerId::ForName("other");
+  Frame bad = Valid(64, 1);
+  bad.header.set_swarm_id("another swarm");
+  const absl::Status why = validator->CheckHeader(bad.header);
+  LogCapture log;
+  for (int i = 0; i < 1000; ++i) validator->LogRejected(flooder, bad.header, why);
+  const std::string flooder_held =
+      absl::StrCat("995 more refused frames from ", flooder.ShortString(), " not shown");
+  EXPECT_EQ(log.Count(flooder_held), 0);
+  clock.Advance(absl::Seconds(11));
+  validator->LogRejected(other, bad.header, why);
+  EXPECT_EQ(log.Count(flooder_held), 1);
+  // The other peer floods too and the validator goes: its count is flushed.
+  for (int i = 0; i < 9; ++i) validator->LogRejected(other, bad.header, why);
+  validator.reset();
+  EXPECT_EQ(log.Count(absl::StrCat("5 more refused frames from ", other.ShortString())), 1);
+  EXPECT_EQ(log.Count("not shown"), 2);
+}
+
 }  // namespace
 }  // namespace skipswarm::node

@@ -227,7 +227,7 @@ bool ServerStream::PayForUnframed(const proto::PipelineMessage& message) {
 
 void ServerStream::RejectCurrent(const proto::FrameHeader& header,
                                  absl::Status why, bool quiet) {
-  env_.validator->LogRejected(from_, header, why, /*logged=*/!quiet);
+  env_.validator->LogRejected(from_, header, why, /*by_quota=*/quiet);
   proto::FrameAck ack = AckFor(header);  // `header` may live in assembling_
   assembling_.reset();
   const uint64_t seq = ReserveAck();

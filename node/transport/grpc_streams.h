@@ -76,7 +76,7 @@ class ServerStream final
   // false (and the stream ending for its quota) when it is over.
   bool PayForUnframed(const proto::PipelineMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues the ack of a frame that failed a check, ends the current frame.
-  // `quiet`: the caller has logged it already.
+  // `quiet`: the peer's quota refused it (and logged that already).
   void RejectCurrent(const proto::FrameHeader& header, absl::Status why,
                      bool quiet = false);
   // Reserves the next ack slot; returns its sequence number.

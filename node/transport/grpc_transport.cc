@@ -194,8 +194,13 @@ class GrpcTransport::Impl final : public proto::PipelineService::CallbackService
 
   const GrpcTransportOptions& options() const { return options_; }
   GrpcTransportStats stats() {
-    absl::MutexLock lock(&mu_);
-    return stats_;
+    GrpcTransportStats s;
+    {
+      absl::MutexLock lock(&mu_);
+      s = stats_;
+    }
+    s.frames_refused = validator_->rejected_by_reason();
+    return s;
   }
   int port() const { return port_; }
 

@@ -55,6 +55,7 @@
 #include "common/clock.h"
 #include "common/peer_quota.h"
 #include "identity/tls_credentials.h"
+#include "node/transport/frame_validator.h"
 #include "node/transport/transport.h"
 
 namespace grpc {
@@ -118,6 +119,8 @@ struct GrpcTransportOptions {
 struct GrpcTransportStats {
   int64_t streams_opened = 0;    // to peers (one per peer unless it broke)
   int64_t streams_accepted = 0;  // from peers
+  // Frames received and refused (FrameValidator::rejected_by_reason).
+  FrameRefusalCounts frames_refused = {};
 };
 
 class GrpcTransport final : public Transport {

@@ -455,6 +455,11 @@ TEST_F(GrpcTransportTest, ServerRejectsBadFramesWithClearAcksAndKeepsServing) {
                                    C::kInvalidArgument}));
   ASSERT_EQ(inbox.frames().size(), 2u);
   EXPECT_EQ(inbox.frames()[1].payload.size(), size_t{3} << 20);
+  // Each refusal counted once, by reason (the daemon's
+  // skipswarm_transport_frames_refused_total).
+  EXPECT_EQ(b_->stats().frames_refused,
+            (FrameRefusalCounts{/*version=*/1, /*swarm=*/1, /*malformed=*/5, /*checksum=*/1,
+                                /*duplicate=*/1, /*quota=*/0, /*other=*/0}));
 
   // The transport's own traffic is unaffected.
   AckWaiter ack;
@@ -583,6 +588,8 @@ TEST_F(GrpcTransportTest, AStrangersFramesAndStreamsAreHeldToItsQuota) {
   EXPECT_EQ((refusals[{R::kMessages, P::kStranger}]), 2u);  // the 4th frame, the 2nd stream
   EXPECT_EQ((refusals[{R::kBytes, P::kStranger}]), 1u);
   EXPECT_EQ(quota->total_refusals(), 4u);
+  // The two frames the quota refused (streams are not frames).
+  EXPECT_EQ(c->stats().frames_refused[static_cast<size_t>(FrameRefusal::kQuota)], 2u);
 }
 
 // Note [Refusal hold]: a stranger refused again within the repeat window

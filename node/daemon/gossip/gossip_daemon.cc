@@ -739,6 +739,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   const membership::View view = gossip->membership()->GetView();
   metrics.Set("skipswarm_live_members", static_cast<double>(view.Live().size()));
   ExportQuotaRefusals(quotas, &gossip->membership()->quota(), &metrics);
+  ExportFramesRefused(grpc->stats().frames_refused, &metrics);
   metrics.Set("skipswarm_admission_refusals_total",
               static_cast<double>(gossip->membership()->stats().admission_refused));
   if (options.manifest_quota != nullptr) {

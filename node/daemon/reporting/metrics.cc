@@ -54,7 +54,8 @@ const std::vector<MetricFamily>& MetricCatalog() {
       {"skipswarm_bytes_sent_total", T::kCounter,
        "Payload bytes this node's stage server sent to peers."},
       {"skipswarm_frames_refused_total", T::kCounter,
-       "Frames this node refused (memory slots full, invalid, stale)."},
+       "Frames this node's stage server refused (memory slots full, invalid, stale); those "
+       "its transport refused first are skipswarm_transport_frames_refused_total."},
       {"skipswarm_verify_checks_sent_total", T::kCounter,
        "Verified compute (--verify_rate): forward frames this node also sent, verify-only, to "
        "a second replica of the next hop's stage (Note [Sending checks])."},
@@ -144,6 +145,12 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "peers, not_admitted: a stranger where the swarm admits only invited or listed "
        "nodes; revoked; strangers: over the budget all strangers share) and peer_class "
        "(member, newcomer, stranger, revoked)."},
+      {"skipswarm_transport_frames_refused_total", T::kCounter,
+       "Pipeline frames this node's transport received and refused before its stage server "
+       "saw them (acked with an error; Note [Frame validation]), by reason: version "
+       "(another protocol version), swarm (another swarm's), malformed (a header or chunk "
+       "that fails a check), checksum (payload CRC-32C), duplicate (seen before), quota (its "
+       "sender over its per-peer quota), other."},
       {"skipswarm_peer_quota_held_refusals_total", T::kCounter,
        "Quota refusals this node answered only after a hold because their sender asked again "
        "within a second of a refusal (Note [Refusal hold]), by service."},
@@ -386,6 +393,13 @@ void ExportServerStats(const StageServerStats& s, Metrics* m) {
   }
   if (s.first_reroute_at != absl::InfiniteDuration()) {
     m->Set("skipswarm_first_reroute_seconds", absl::ToDoubleSeconds(s.first_reroute_at));
+  }
+}
+
+void ExportFramesRefused(const FrameRefusalCounts& refused, Metrics* m) {
+  for (size_t i = 0; i < refused.size(); ++i) {
+    m->Set("skipswarm_transport_frames_refused_total", static_cast<double>(refused[i]),
+           absl::StrCat("reason=\"", FrameRefusalName(static_cast<FrameRefusal>(i)), "\""));
   }
 }
 

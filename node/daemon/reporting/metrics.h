@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "node/stage/stage_server.h"
+#include "node/transport/frame_validator.h"
 #include "node/train/data_node_driver.h"
 
 namespace httplib {
@@ -92,6 +93,12 @@ void ExportServerStats(const StageServerStats& stats, Metrics* metrics);
 // claims the view never confirmed, to
 // skipswarm_stopping_claims_unconfirmed_total.
 void ExportDrops(const IterationReport& report, Metrics* metrics);
+
+// The pipeline frames this node's transport received and refused, by
+// reason (Note [Frame validation] in node/transport/frame_validator.h;
+// every reason of the fixed set, zero included), as
+// skipswarm_transport_frames_refused_total{reason}.
+void ExportFramesRefused(const FrameRefusalCounts& refused, Metrics* metrics);
 
 // The standard process metrics of this process, in the text format, read
 // from /proc/self: process_resident_memory_bytes, process_virtual_memory_bytes,

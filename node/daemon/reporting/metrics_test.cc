@@ -7,6 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "node/transport/frame_validator.h"
+#include "node/transport/test_util.h"
 
 namespace skipswarm::node {
 namespace {
@@ -109,6 +111,30 @@ TEST(MetricsTest, ExportsPerPeerTrafficAndReasons) {
   EXPECT_EQ(text.find("by_reason"), std::string::npos) << "a reason is a label, not a name";
   EXPECT_NE(text.find("skipswarm_hop_latency_seconds_count 1\n"), std::string::npos);
   EXPECT_EQ(text.find("skipswarm_first_reroute_seconds"), std::string::npos);
+}
+
+// A frame the validator refuses is counted under its reason; every other
+// reason of the fixed set is exported at zero.
+TEST(MetricsTest, ExportsRefusedFramesByReason) {
+  const PeerId self = PeerId::ForName("self");
+  const PeerId sender = PeerId::ForName("sender");
+  FrameValidator validator({self, "swarm-a"});
+  Frame frame = testutil::MakeTestFrame({sender, self, sender}, 1, 10);
+  frame.header.set_swarm_id("swarm-b");
+  const absl::Status why = validator.CheckHeader(frame.header);
+  ASSERT_EQ(why.code(), absl::StatusCode::kPermissionDenied) << why;
+  validator.LogRejected(sender, frame.header, why);
+  validator.LogRejected(sender, frame.header, absl::ResourceExhaustedError("quota"),
+                        /*by_quota=*/true);
+  Metrics m;
+  ExportFramesRefused(validator.rejected_by_reason(), &m);
+  const std::string text = m.Render();
+  const std::string name = "skipswarm_transport_frames_refused_total";
+  EXPECT_TRUE(absl::StrContains(text, name + "{reason=\"swarm\"} 1\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, name + "{reason=\"quota\"} 1\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, name + "{reason=\"version\"} 0\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE " + name + " counter")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "Not in skipswarm's metric catalog")) << text;
 }
 
 // Every family the daemons write is in the catalog, and the catalog follows

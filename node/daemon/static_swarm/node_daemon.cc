@@ -327,6 +327,7 @@ void NodeDaemon::Parts::OnIteration(const NodeIterationReport& r) {
   }
   status->UpdateView(v);
   ExportQuotaRefusals(quotas, nullptr, &metrics);
+  ExportFramesRefused(grpc->stats().frames_refused, &metrics);
   PrintProgressAndCheckpoint(options, r, elapsed, &metrics, [this] { return Checkpoint(); });
 }
 
