@@ -54,6 +54,10 @@ namespace {
 
 std::string KeyOf(const NodeId& id) { return id.Hex(); }
 
+// A proven joiner's own bucket is keyed apart from the stranger bucket of
+// the same key (Note [Joiners' budget]).
+constexpr char kJoinerKeyPrefix[] = "joiner:";
+
 // The status payload that carries a refusal's hold (Note [Refusal hold]),
 // in nanoseconds.
 constexpr char kHoldPayload[] = "type.skipswarm/quota_hold_ns";
@@ -128,8 +132,11 @@ void PeerQuota::RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) 
 }
 
 PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass peer_class,
-                                            absl::Duration now) {
-  const QuotaBudget& budget = BudgetOf(peer_class);
+                                            absl::Duration now, bool joiner) {
+  Peer fresh;
+  fresh.peer_class = peer_class;
+  fresh.joiner = joiner;
+  const QuotaBudget& budget = BudgetOf(fresh);
   auto it = peers_.find(key);
   if (it != peers_.end()) {
     it->second.peer_class = peer_class;  // a stranger may have become a member
@@ -142,7 +149,7 @@ PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass pe
     for (auto i = peers_.begin(); i != peers_.end();) {
       auto next = std::next(i);
       Peer& p = i->second;
-      const QuotaBudget& own = BudgetOf(p.peer_class);
+      const QuotaBudget& own = BudgetOf(p);
       RefillLocked(p, own, now);
       if (p.streams == 0 && p.messages >= own.message_burst && p.bytes >= own.byte_burst &&
           p.stream_opens >= own.stream_open_burst) {
@@ -155,7 +162,7 @@ PeerQuota::Peer* PeerQuota::FindOrAddLocked(const std::string& key, PeerClass pe
     }
   }
   Peer& p = peers_[key];
-  p.peer_class = peer_class;
+  p = fresh;
   p.at = now;
   p.messages = budget.message_burst;
   p.bytes = budget.byte_burst;
@@ -180,7 +187,8 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
     }
     if (p != nullptr) p->last_refused = now;
   }
-  absl::Status refusal = RefusalStatus(key, peer_class, reason, now);
+  const QuotaBudget& own = p != nullptr ? BudgetOf(*p) : BudgetOf(peer_class);
+  absl::Status refusal = RefusalStatus(key, peer_class, reason, now, own);
   if (hold > absl::ZeroDuration()) {
     refusal.SetPayload(kHoldPayload, absl::Cord(absl::StrCat(absl::ToInt64Nanoseconds(hold))));
   }
@@ -188,8 +196,8 @@ absl::Status PeerQuota::RefuseLocked(const std::string& key, PeerClass peer_clas
 }
 
 absl::Status PeerQuota::RefusalStatus(const std::string& key, PeerClass peer_class,
-                                      QuotaReason reason, absl::Duration now) {
-  const QuotaBudget& b = BudgetOf(peer_class);
+                                      QuotaReason reason, absl::Duration now,
+                                      const QuotaBudget& b) {
   std::string budget;
   switch (reason) {
     case QuotaReason::kMessages:
@@ -256,8 +264,9 @@ absl::Status PeerQuota::Admit(const NodeId& peer, uint64_t bytes, int messages) 
 
 absl::StatusOr<PeerQuota::Peer*> PeerQuota::AdmittedEntryLocked(const std::string& key,
                                                                 PeerClass peer_class,
-                                                                absl::Duration now) {
-  Peer* p = FindOrAddLocked(key, peer_class, now);
+                                                                absl::Duration now,
+                                                                bool joiner) {
+  Peer* p = FindOrAddLocked(key, peer_class, now, joiner);
   if (BudgetOf(peer_class).closed) {
     return RefuseLocked(key, peer_class, ClosedReason(peer_class), now, p);
   }
@@ -273,14 +282,19 @@ absl::Status PeerQuota::AdmitKey(const std::string& key, PeerClass peer_class,
 absl::Status PeerQuota::AdmitShared(const std::string& key, PeerClass peer_class,
                                     uint64_t bytes, int messages, Shared shared) {
   const absl::Duration now = clock_->SteadyNow();
-  const QuotaBudget& b = BudgetOf(peer_class);
+  // Note [Joiners' budget]: a proven joiner's own bucket, apart from its
+  // key's stranger bucket.
+  const bool joiner = shared == Shared::kJoiners && options_.joiner.has_value();
+  const std::string own_key = joiner ? absl::StrCat(kJoinerKeyPrefix, key) : std::string();
+  const std::string& k = joiner ? own_key : key;
+  const QuotaBudget& b = joiner ? *options_.joiner : BudgetOf(peer_class);
   absl::MutexLock lock(&mu_);
-  SS_ASSIGN_OR_RETURN(Peer* const p, AdmittedEntryLocked(key, peer_class, now));
+  SS_ASSIGN_OR_RETURN(Peer* const p, AdmittedEntryLocked(k, peer_class, now, joiner));
   if (std::optional<Shortfall> short_of = ShortfallOf(*p, b, bytes, messages)) {
-    return RefuseLocked(key, peer_class, short_of->reason, now, p, short_of->wait);
+    return RefuseLocked(k, peer_class, short_of->reason, now, p, short_of->wait);
   }
   if (peer_class == PeerClass::kStranger) {
-    absl::Status s = ChargeSharedLocked(shared, key, bytes, messages, now, p);
+    absl::Status s = ChargeSharedLocked(shared, k, bytes, messages, now, p);
     if (!s.ok()) return s;
   }
   Charge(*p, b, bytes, messages);

@@ -102,6 +102,16 @@ namespace skipswarm::common {
 //   joiner's proof is that check: gossip keeps its result for the
 //   message's own verification (SenderRecordCheck in
 //   membership/membership_impl.h), so the record is verified once.
+// * A proof prices an identity, not its messages: charged to a stranger's
+//   budget, one proven identity calling at its own rate took the whole
+//   joiners' budget, and every honest joiner behind it was refused
+//   ("joiners") for as long as it called. So a proven message is charged
+//   to its proof key's own joiner budget (`joiner`), sized to what one
+//   honest join sends and far under the joiners' budget, in a bucket apart
+//   from the key's stranger bucket and kept in the same bounded table.
+//   Holding the joiners' budget empty then takes as many proven identities
+//   as the joiners' rate is a multiple of one joiner's, each paid for with
+//   its join work or its invite. Unset, a proven key gets a stranger's.
 
 // Note [Refusal hold]
 // * A refusal is cheap to decide but not to answer: each refused call still
@@ -217,6 +227,9 @@ struct PeerQuotaOptions {
   // Strangers that prove they are joining, together, when all_strangers is
   // short (Note [Joiners' budget]); unset: none (AdmitJoiner is Admit).
   std::optional<QuotaBudget> joiners;
+  // Each proven joiner's own budget, per proof key, while its proof is used
+  // (Note [Joiners' budget]); unset: a stranger's.
+  std::optional<QuotaBudget> joiner;
   size_t max_peers = 4096;
   absl::Duration log_interval = absl::Seconds(10);
   // Note [Refusal hold]. Zero: no holds.
@@ -281,14 +294,15 @@ class PeerQuota {
   // Admit, for a message that may prove its stranger is joining (Note
   // [Joiners' budget]): when the budget of all strangers is short,
   // `proves_join` is called (without the lock; it may verify a signature)
-  // and, when true, the message draws on the joiners' budget instead.
+  // and, when true, the message draws on the peer's own joiner budget and
+  // the joiners' budget instead.
   absl::Status AdmitJoiner(const NodeId& peer, uint64_t bytes,
                            absl::FunctionRef<bool()> proves_join);
   // The same for a stranger known by `key` (an address) whose proof names
   // the joiner itself (`joiner_key`, e.g. its invite): a proven message is
-  // charged to joiner_key's own stranger budget and the joiners' budget,
-  // so many addresses sharing one proof share one budget. An empty
-  // joiner_key is AdmitKey.
+  // charged to joiner_key's own joiner budget (`joiner`, else a stranger's)
+  // and the joiners' budget, so many addresses sharing one proof share one
+  // budget. An empty joiner_key is AdmitKey.
   absl::Status AdmitJoinerKey(const std::string& key, const std::string& joiner_key,
                               uint64_t bytes, absl::FunctionRef<bool()> proves_join);
   // Messages admitted on the joiners' budget so far.
@@ -362,6 +376,9 @@ class PeerQuota {
     int streams = 0;
     // When it was last refused (never: minus infinity).
     absl::Duration last_refused = -absl::InfiniteDuration();
+    // A proven joiner's own bucket (options_.joiner), kept apart from the
+    // stranger bucket of the same key.
+    bool joiner = false;
   };
   const QuotaBudget& BudgetOf(PeerClass c) const {
     static const QuotaBudget kNothing = [] {
@@ -373,18 +390,24 @@ class PeerQuota {
     if (c == PeerClass::kNewcomer && options_.newcomer.has_value()) return *options_.newcomer;
     return c == PeerClass::kStranger ? options_.stranger : options_.member;
   }
+  // The budget of an entry: its class's, or a proven joiner's.
+  const QuotaBudget& BudgetOf(const Peer& p) const {
+    return p.joiner && options_.joiner.has_value() ? *options_.joiner : BudgetOf(p.peer_class);
+  }
   // The refusal of a closed budget: not admitted, or revoked.
   static QuotaReason ClosedReason(PeerClass c) {
     return c == PeerClass::kRevoked ? QuotaReason::kRevoked : QuotaReason::kNotAdmitted;
   }
   // The peer's entry with its tokens refilled to `now`; null when the
-  // table is full of busy peers and `peer_class` is a stranger.
-  Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // table is full of busy peers and `peer_class` is a stranger. `joiner`:
+  // the entry is a proven joiner's own bucket (Peer::joiner).
+  Peer* FindOrAddLocked(const std::string& key, PeerClass peer_class, absl::Duration now,
+                        bool joiner = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FindOrAddLocked, or the refusal of a closed budget (a revoked peer, a
   // stranger where none are admitted) or of a full table.
   absl::StatusOr<Peer*> AdmittedEntryLocked(const std::string& key, PeerClass peer_class,
-                                            absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                            absl::Duration now, bool joiner = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefillLocked(Peer& p, const QuotaBudget& b, absl::Duration now) const;
   // What `bucket` lacks to admit `messages` and `bytes` under `b`, and how
   // long its refill takes (infinite: more than the burst); none when it
@@ -402,13 +425,16 @@ class PeerQuota {
                             absl::Duration now, Peer* p = nullptr,
                             absl::Duration wait = absl::InfiniteDuration())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The refusal's status, logged at most once per interval.
+  // The refusal's status, logged at most once per interval; `own` is the
+  // budget of the refused entry.
   absl::Status RefusalStatus(const std::string& key, PeerClass peer_class, QuotaReason reason,
-                             absl::Duration now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             absl::Duration now, const QuotaBudget& own)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The budgets strangers share: all strangers' (Note [Peer quotas]) or
   // proven joiners' (Note [Joiners' budget]).
   enum class Shared { kStrangers, kJoiners };
-  // Admit, with a stranger's message charged to `shared` as well.
+  // Admit, with a stranger's message charged to `shared` as well; a
+  // proven joiner's (kJoiners) to its own joiner bucket, with `joiner`.
   absl::Status AdmitShared(const std::string& key, PeerClass peer_class, uint64_t bytes,
                            int messages, Shared shared);
   // Charges a stranger's message (messages may be 0) and bytes to the

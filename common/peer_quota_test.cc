@@ -322,6 +322,47 @@ TEST_F(PeerQuotaTest, AddressesSharingOneJoinerKeyShareItsBudget) {
   EXPECT_EQ((quota.refusals()[{QuotaReason::kStrangers, PeerClass::kStranger}]), 1u);
 }
 
+// Note [Joiners' budget]: one proven identity calling continuously while a
+// Sybil flood holds the strangers' budget gets its own joiner budget, not
+// the joiners' whole budget, and a second proven identity trying once a
+// second is admitted every time.
+TEST_F(PeerQuotaTest, OneProvenKeyCannotTakeTheJoinersBudget) {
+  PeerQuotaOptions o = Options();
+  o.stranger = QuotaBudget{20, 50, 0, 0, 0};
+  o.all_strangers = QuotaBudget{200, 500, 0, 0, 0};
+  o.joiners = QuotaBudget{20, 40, 0, 0, 0};
+  o.joiner = QuotaBudget{1, 3, 0, 0, 0};
+  PeerQuota quota(o, &clock_);
+  auto proven = [] { return true; };
+  int sybil = 0, flooder = 0, honest = 0;
+  for (int i = 0; i < 500; ++i) {  // the flood empties the strangers' burst first
+    ASSERT_TRUE(quota.AdmitKey("burst" + std::to_string(i), PeerClass::kStranger, 10).ok());
+  }
+  constexpr int kSteps = 500;  // 5 s of 10 ms
+  for (int step = 0; step < kSteps; ++step) {
+    // The flood takes whatever the strangers' budget refilled.
+    for (int i = 0; i < 10; ++i) {
+      quota.AdmitKey("sybil" + std::to_string(sybil++ % 1000), PeerClass::kStranger, 10)
+          .IgnoreError();
+    }
+    for (int i = 0; i < 50; ++i) {
+      flooder += quota.AdmitJoinerKey("ipv4:10.0.0.9", "work:flooder", 10, proven).ok();
+    }
+    if (step % 100 == 0) {
+      const absl::Status s = quota.AdmitJoinerKey("ipv4:10.0.0.7", "work:honest", 10, proven);
+      EXPECT_TRUE(s.ok()) << "at step " << step << ": " << s;
+      honest += s.ok();
+    }
+    clock_.Advance(absl::Milliseconds(10));
+  }
+  // Its burst and one a second, not the joiners' 40 + 20 a second.
+  EXPECT_LE(flooder, 3 + 5);
+  EXPECT_EQ(honest, kSteps / 100);
+  EXPECT_EQ(quota.joiners_admitted(), static_cast<uint64_t>(flooder + honest));
+  // The flooder's own bucket refuses it, not the joiners'.
+  EXPECT_EQ((quota.refusals()[{QuotaReason::kJoiners, PeerClass::kStranger}]), 0u);
+}
+
 TEST_F(PeerQuotaTest, UnlimitedBudgetAndNoClassifierAdmitEverything) {
   PeerQuotaOptions open;
   open.service = "open";

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -39,13 +40,16 @@ proto::SignedManifest Signed(const identity::Identity& founder) {
 // The budgets of the test: every loopback caller shares one address, so
 // the per-address budget is unlimited here, as if each flood call came from
 // an address of its own within its own budget; the strangers' shared
-// budget and the joiners' are what the flood meets.
-std::shared_ptr<common::PeerQuota> FloodQuota(common::Clock* clock) {
+// budget and the joiners' are what the flood meets; `joiner` is each
+// proof's own (unset: a stranger's, unlimited here).
+std::shared_ptr<common::PeerQuota> FloodQuota(common::Clock* clock,
+                                              std::optional<common::QuotaBudget> joiner) {
   common::PeerQuotaOptions q;
   q.service = "manifest";
   q.stranger = {};
   q.all_strangers = common::QuotaBudget{/*messages_per_second=*/10, /*message_burst=*/20, 0, 0, 0};
   q.joiners = common::QuotaBudget{/*messages_per_second=*/2, /*message_burst=*/4, 0, 0, 0};
+  q.joiner = joiner;
   return std::make_shared<common::PeerQuota>(q, clock);
 }
 
@@ -76,10 +80,11 @@ membership::AdmissionPolicy PolicyOf(const identity::Identity& founder, Swarm sw
 
 class ManifestFloodTest : public ::testing::Test {
  protected:
-  explicit ManifestFloodTest(Swarm swarm = Swarm::kInvite)
+  explicit ManifestFloodTest(Swarm swarm = Swarm::kInvite,
+                             std::optional<common::QuotaBudget> joiner = std::nullopt)
       : founder_(identity::TestIdentity('\x01')),
         joiner_(identity::TestIdentity('\x02')),
-        quota_(FloodQuota(&quota_clock_)),
+        quota_(FloodQuota(&quota_clock_, joiner)),
         policy_(PolicyOf(*founder_, swarm, joiner_->id())),
         service_(Signed(*founder_), kSwarmId, quota_, policy_, &quota_clock_,
                  kChallengeSecret) {
@@ -228,7 +233,8 @@ TEST_F(ManifestFloodTest, AFloodOfProofsStaysBounded) {
 // refusal names the work, and the joiner's retry carries it.
 class OpenSwarmFloodTest : public ManifestFloodTest {
  protected:
-  OpenSwarmFloodTest() : ManifestFloodTest(Swarm::kOpen) {}
+  explicit OpenSwarmFloodTest(std::optional<common::QuotaBudget> joiner = std::nullopt)
+      : ManifestFloodTest(Swarm::kOpen, joiner) {}
 
   // `who`'s join work proof with nonce `nonce`.
   static JoinerProof Work(const identity::Identity& who, uint64_t nonce) {
@@ -442,6 +448,29 @@ TEST_F(InviteListFloodTest, AListedJoinerSignsAndAnInvitedOneKeepsItsInvite) {
   both.signed_invite = Proof(*founder_, invited.get(), 'i').signed_invite;
   EXPECT_EQ(Call(both), 1);
   EXPECT_EQ(quota_->joiners_admitted(), 2u);
+}
+
+// Note [Joiners' budget]: with each proof's own joiner budget (a call a
+// second, burst 3, as the daemon's), a flooder holding one valid work
+// identity and calling continuously gets its own burst, not the joiners'
+// whole budget, and an honest joiner with its own work still fetches.
+class OneProofFloodTest : public OpenSwarmFloodTest {
+ protected:
+  OneProofFloodTest() : OpenSwarmFloodTest(common::QuotaBudget{1, 3, 0, 0, 0}) {}
+};
+
+TEST_F(OneProofFloodTest, AnHonestJoinerFetchesWhileOneProvenIdentityFloods) {
+  Flood();
+  auto flooder = identity::TestIdentity('\x03');
+  const int flooder_served = Flood(Work(*flooder, Solved(*flooder)));
+  const uint64_t before = quota_->total_refusals();
+  absl::StatusOr<VerifiedManifest> v = Join({}, absl::Seconds(5), joiner_->public_key());
+  std::cout << "one proven flooder: " << flooder_served << " of " << kFloodCalls
+            << " served; honest joiner: " << quota_->total_refusals() - before
+            << " refused, fetched=" << v.ok() << "\n";
+  EXPECT_EQ(flooder_served, 3);  // its own burst
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(quota_->joiners_admitted(), 4u);
 }
 
 TEST(JoinWorkAskTest, ParsesOnlyAWellFormedAsk) {

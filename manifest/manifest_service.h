@@ -26,8 +26,12 @@
 //   (membership::CheckAdmission: the founder's signature, this swarm, not
 //   expired, bound to the caller's node id when it names one). A proven
 //   call is charged to its invite (its nonce: many addresses or ids that
-//   share one invite share one stranger's budget) and to the joiners'
-//   budget, so a flood of proven calls stays bounded by both; an invalid
+//   share one invite share one budget) and to the joiners' budget. The
+//   invite's own budget is a joiner's (the quota's `joiner`: what one
+//   join's call and its retries need, far under the joiners'), not a
+//   stranger's, so one invite calling as fast as it may cannot hold the
+//   joiners' budget empty and refuse the honest joiners behind it; a
+//   flood of proven calls stays bounded by both budgets; an invalid
 //   proof is refused as before, after one signature check, made only while
 //   the strangers' budget is short.
 // * An open swarm's proof is its join work (Note [Join work] in
@@ -43,9 +47,11 @@
 //   file, only for the pinned id, so a lying seed cannot make it work for
 //   another swarm) and retries at once with its public key and nonce. The
 //   seed charges a proven call to the key ("work:" + the key: one
-//   identity's stranger budget, however many addresses send it) and to
+//   identity's joiner budget, however many addresses send it) and to
 //   the joiners' budget: k identities cost k times the work a join costs,
-//   and together get no more than the joiners' budget. A proof that fails
+//   each gets no more than one join needs, and together no more than the
+//   joiners' budget, so starving the honest joiners takes as many solved
+//   identities as the joiners' budget holds joins. A proof that fails
 //   (too few bits, another key's nonce, the founder's public key, which
 //   asks no work) costs the seed one hash, only while the strangers'
 //   budget is short, and is refused as before. The nonce found goes on to

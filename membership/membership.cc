@@ -33,6 +33,7 @@ Membership::Impl::Impl(MembershipOptions options, const identity::Identity* iden
   q.stranger = options_.stranger_quota;
   q.all_strangers = options_.all_strangers_quota;
   q.joiners = options_.joiners_quota;
+  q.joiner = options_.joiner_quota;
   q.max_hold = options_.quota_max_hold;
   quota_ = std::make_unique<common::PeerQuota>(q, clock_);
   // The quota belongs to this Impl and is only used by its handlers.

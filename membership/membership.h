@@ -154,6 +154,16 @@ struct MembershipOptions {
   // (kGossipStrangersBurstBytes in node/daemon/reporting/memory_ceiling.h).
   std::optional<common::QuotaBudget> joiners_quota =
       common::QuotaBudget{20, 40, 256 << 10, 1 << 20, 0};
+  // Each such stranger's own budget while its record is its proof (Note
+  // [Joiners' budget]): what one join sends a receiver before its record is
+  // in the receiver's view. Its join push-pulls are rounds whose back-off
+  // starts at join_backoff and doubles (a handful in the first seconds),
+  // each carrying its own record (<= 8 KiB) and little else, and the first
+  // one admitted makes it a member there; the burst covers those rounds
+  // and the rate a ping or two of its protocol period. Far under
+  // joiners_quota, so one proven identity cannot hold that empty.
+  std::optional<common::QuotaBudget> joiner_quota =
+      common::QuotaBudget{2, 4, 32 << 10, 128 << 10, 0};
   // Note [Refusal hold]: a refused request asked again within a second is
   // answered after this at most (zero: at once). The daemons set it.
   absl::Duration quota_max_hold = absl::ZeroDuration();

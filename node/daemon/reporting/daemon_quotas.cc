@@ -43,7 +43,8 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
                                         const std::shared_ptr<MemberSet>& members,
                                         std::optional<common::QuotaBudget> newcomer = {},
                                         std::optional<common::QuotaBudget> all_strangers = {},
-                                        std::optional<common::QuotaBudget> joiners = {}) {
+                                        std::optional<common::QuotaBudget> joiners = {},
+                                        std::optional<common::QuotaBudget> joiner = {}) {
   common::PeerQuotaOptions o;
   o.service = service;
   o.member = member;
@@ -51,6 +52,7 @@ std::shared_ptr<common::PeerQuota> Make(const char* service, common::QuotaBudget
   o.newcomer = newcomer;
   o.all_strangers = all_strangers;
   o.joiners = joiners;
+  o.joiner = joiner;
   o.max_hold = common::kDaemonMaxHold;  // Note [Refusal hold]
   o.max_stream_open_hold = common::kDaemonMaxStreamOpenHold;
   auto quota = std::make_shared<common::PeerQuota>(o, clock);
@@ -104,11 +106,15 @@ DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_m
                  stranger({1, 4, state / 60, 2 * state, 1}), clock, q.members,
                  common::QuotaBudget{2, 4, 2 * state, 4 * state, 2},
                  all({4, 8, state / 15, 4 * state, 4}));
-  // Invited joiners while the strangers' budget is short (Note [Manifest
-  // joiners] in manifest/manifest_service.h): a join is one call, retried.
+  // Proven joiners while the strangers' budget is short (Note [Manifest
+  // joiners] in manifest/manifest_service.h): a join is one call, retried
+  // with a back-off, so each proof's own budget is a call a second with a
+  // burst for the retries (the bytes: a request of at most an invite and
+  // a key, a few at once), a twentieth of all joiners' together.
   q.manifest = Make("manifest", {}, {20, 50, 64 << 10, 256 << 10, 0}, clock, nullptr,
                     std::nullopt, common::QuotaBudget{200, 500, 1 << 20, 4 << 20, 0},
-                    common::QuotaBudget{20, 40, 64 << 10, 256 << 10, 0});
+                    common::QuotaBudget{20, 40, 64 << 10, 256 << 10, 0},
+                    common::QuotaBudget{1, 3, 4 << 10, 16 << 10, 0});
   // Note [Relay budgets]: a member's bytes are what it sends through this
   // relay as a caller plus what it answers as an attached node, so honest
   // traffic through a relay is never paused in either direction. Circuits

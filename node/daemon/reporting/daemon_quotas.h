@@ -96,10 +96,13 @@ struct DaemonQuotas {
 //   state     4 requests/s (burst 8), S/15 per s (burst 4 S), 4 streams
 //   manifest  200 calls/s (burst 500), 1 MiB/s (burst 4 MiB)
 //   relay     16 F + 3 MiB bytes/s (burst 32 F + 8 MiB), 16 circuits
-// Invited joiners together, while the strangers' budget is short (Note
-// [Manifest joiners] in manifest/manifest_service.h; each invite also within
-// a stranger's budget):
+// Proven joiners together, while the strangers' budget is short (Note
+// [Manifest joiners] in manifest/manifest_service.h), and each proof (an
+// invite, or an open swarm's join work) within its own joiner budget, what
+// one join needs, so holding the joiners' budget takes 20 proofs:
 //   manifest  20 calls/s (burst 40), 64 KiB/s (burst 256 KiB)
+//             each proof 1 call/s (burst 3), 4 KiB/s (burst 16 KiB)
+// (gossip's: MembershipOptions::joiners_quota and joiner_quota.)
 // Newcomers have no shared budget (an open swarm's join work prices their
 // identities).
 // A newcomer (a member on probation, MemberSet::SetMembers) gets a quarter

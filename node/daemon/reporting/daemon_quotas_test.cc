@@ -47,6 +47,49 @@ TEST(DaemonQuotasTest, ASybilBurstOfStrangersIsBoundedInSum) {
             closed.manifest->options().all_strangers->messages_per_second);
 }
 
+// Note [Manifest joiners], with the daemon's manifest budgets: an open
+// swarm's flooder holding one valid join-work identity calls continuously
+// while a Sybil flood holds the strangers' budget, and an honest joiner
+// with its own work, fetching once a second (its retries are >= 200 ms
+// apart), is admitted every time. The proof callbacks stand for the
+// service's work check (manifest_flood_test runs the real one).
+TEST(DaemonQuotasTest, OneProvenIdentityCannotStarveTheManifestsJoiners) {
+  common::SimClock clock;
+  DaemonQuotas q = MakeDaemonQuotas(model::ModelConfig(), 4, &clock);
+  common::PeerQuota& manifest = *q.manifest;
+  auto proven = [] { return true; };
+  int sybil = 0, flooder = 0, honest = 0;
+  auto flood = [&](int calls) {
+    for (int i = 0; i < calls; ++i) {
+      manifest
+          .AdmitKey(absl::StrCat("ipv4:10.1.", sybil / 250 % 250, ".", sybil % 250),
+                    common::PeerClass::kStranger, 100)
+          .IgnoreError();
+      ++sybil;
+    }
+  };
+  flood(600);  // the strangers' burst first
+  constexpr int kSteps = 1000;  // 10 s of 10 ms
+  for (int step = 0; step < kSteps; ++step) {
+    flood(10);  // each step's refill, and more
+    for (int i = 0; i < 100; ++i) {
+      flooder += manifest.AdmitJoinerKey("ipv4:10.0.0.9", "work:flooder", 100, proven).ok();
+    }
+    if (step % 100 == 50) {
+      const absl::Status s = manifest.AdmitJoinerKey("ipv4:10.0.0.7", "work:honest", 100, proven);
+      EXPECT_TRUE(s.ok()) << "at step " << step << ": " << s;
+      honest += s.ok();
+    }
+    clock.Advance(absl::Milliseconds(10));
+  }
+  std::printf("manifest, one proven flooder over 10 s: flooder %d admitted, honest %d of %d\n",
+              flooder, honest, kSteps / 100);
+  EXPECT_EQ(honest, kSteps / 100);
+  EXPECT_LE(flooder, 3 + 10);  // its own burst and a call a second
+  EXPECT_EQ((manifest.refusals()[{common::QuotaReason::kJoiners, common::PeerClass::kStranger}]),
+            0u);
+}
+
 TEST(DaemonQuotasTest, MembersGetTheModelsBudgetAndStrangersLittle) {
   common::SimClock clock;
   model::ModelConfig model;  // the default model
