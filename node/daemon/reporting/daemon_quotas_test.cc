@@ -15,6 +15,15 @@ namespace {
 
 using common::NodeId;
 
+// The parameter bytes of the model's largest stage (P in daemon_quotas.h).
+uint64_t LargestStageBytes(const model::ModelConfig& model) {
+  int64_t largest = 0;
+  for (int s = 0; s < model.num_stages; ++s) {
+    largest = std::max(largest, model.StageParameterCount(s));
+  }
+  return static_cast<uint64_t>(largest) * sizeof(float);
+}
+
 // Note [Peer quotas]: 100 fresh identities, each within its own stranger
 // budget (8 frames of burst), together move the shared 32 frames, not 800;
 // a member is untouched.
@@ -158,11 +167,7 @@ TEST(DaemonQuotasTest, ANewcomersFloodIsBoundedUntilItIsVouchedFor) {
   common::SimClock clock;
   model::ModelConfig model;
   const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
-  int64_t largest = 0;
-  for (int s = 0; s < model.num_stages; ++s) {
-    largest = std::max(largest, model.StageParameterCount(s));
-  }
-  const uint64_t stage_bytes = static_cast<uint64_t>(largest) * sizeof(float);
+  const uint64_t stage_bytes = LargestStageBytes(model);
   DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
   const NodeId member = NodeId::ForName("member"), newcomer = NodeId::ForName("newcomer");
   q.members->SetMembers({member, newcomer}, {newcomer});
@@ -320,11 +325,7 @@ TEST(DaemonQuotasTest, TheRelayNeverPacesAMemberThatCallsAndAnswers) {
   common::SimClock clock;
   model::ModelConfig model;
   const uint64_t frame = static_cast<uint64_t>(model::MaxFramePayloadBytes(model, 4));
-  int64_t largest = 0;
-  for (int s = 0; s < model.num_stages; ++s) {
-    largest = std::max(largest, model.StageParameterCount(s));
-  }
-  const uint64_t state = 7 * static_cast<uint64_t>(largest) * sizeof(float) + (1 << 20);
+  const uint64_t state = 7 * LargestStageBytes(model) + (1 << 20);
   DaemonQuotas q = MakeDaemonQuotas(model, 4, &clock);
   const NodeId member = NodeId::ForName("attached member");
   q.members->SetMembers({member});

@@ -75,6 +75,7 @@ namespace {
 
 using ::skipswarm::node::testutil::AckWaiter;
 using ::skipswarm::node::testutil::MakeTestFrame;
+using ::skipswarm::node::testutil::RelayParty;
 
 // An attached node H that floods its answers (raw Relay streams, keys
 // TestIdentity('h') and its accomplice's TestIdentity('c'), both strangers
@@ -85,8 +86,8 @@ class AnswerHog {
  public:
   AnswerHog(common::Clock* clock, const RelayCandidate& relay, const common::NodeId& relay_id,
             size_t bytes) {
-    h_ = std::make_unique<End>('h', clock, relay, relay_id);
-    c_ = std::make_unique<End>('c', clock, relay, relay_id);
+    h_ = std::make_unique<RelayParty>('h', clock, relay, relay_id);
+    c_ = std::make_unique<RelayParty>('c', clock, relay, relay_id);
     proto::RelayAttachRequest attach;
     attach.set_protocol_version(proto::kProtocolVersion);
     attach.set_swarm_id(testutil::kTestSwarm);
@@ -132,29 +133,10 @@ class AnswerHog {
   int64_t bytes() const { return bytes_.load(); }
 
  private:
-  struct End {
-    End(char seed, common::Clock* clock, const RelayCandidate& relay,
-        const common::NodeId& relay_id)
-        : key(identity::TestIdentity(seed)),
-          creds(identity::PeerCredentials::Create({key.get()}, clock->Now()).value()) {
-      grpc::ChannelArguments args;
-      creds->ConfigureChannel(args);
-      stub = proto::Relay::NewStub(
-          grpc::CreateCustomChannel(relay.address, creds->ForChannel(relay_id), args));
-    }
-    proto::RelayBytes Opening() const {
-      proto::RelayBytes m;
-      m.set_protocol_version(proto::kProtocolVersion);
-      m.set_node_id(key->id().Bytes());
-      return m;
-    }
-    std::unique_ptr<identity::Identity> key;
-    std::shared_ptr<const identity::PeerCredentials> creds;
-    std::unique_ptr<proto::Relay::Stub> stub;
-  };
+
   using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
 
-  std::unique_ptr<End> h_, c_;
+  std::unique_ptr<RelayParty> h_, c_;
   grpc::ClientContext attach_context_, connect_context_, accept_context_;
   std::unique_ptr<grpc::ClientReader<proto::RelayCall>> calls_;
   std::unique_ptr<BytesStream> connect_, accept_;

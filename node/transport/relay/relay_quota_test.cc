@@ -29,6 +29,7 @@ namespace skipswarm::node {
 namespace {
 
 using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::RelayParty;
 using ::skipswarm::node::testutil::TestRelay;
 using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
 
@@ -54,27 +55,6 @@ class Counter {
  private:
   absl::Mutex mu_;
   int64_t value_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// One node's client of the relay.
-struct Party {
-  Party(char seed, common::Clock* clock, const TestRelay& relay)
-      : key(identity::TestIdentity(seed)),
-        creds(identity::PeerCredentials::Create({key.get()}, clock->Now()).value()) {
-    grpc::ChannelArguments args;
-    creds->ConfigureChannel(args);
-    stub = proto::Relay::NewStub(grpc::CreateCustomChannel(
-        relay.candidate().address, creds->ForChannel(relay.key->id()), args));
-  }
-  proto::RelayBytes Opening() const {
-    proto::RelayBytes m;
-    m.set_protocol_version(proto::kProtocolVersion);
-    m.set_node_id(key->id().Bytes());
-    return m;
-  }
-  std::unique_ptr<identity::Identity> key;
-  std::shared_ptr<const identity::PeerCredentials> creds;
-  std::unique_ptr<proto::Relay::Stub> stub;
 };
 
 // An attached node's Attach stream: the circuits the relay announces.
@@ -117,14 +97,18 @@ class RelayQuotaTest : public ::testing::Test {
       }
     };
     relay_ = std::make_unique<TestRelay>('r', real_.get(), ro);
-    n_ = std::make_unique<Party>('n', real_.get(), *relay_);
-    m_ = std::make_unique<Party>('m', real_.get(), *relay_);
-    a_ = std::make_unique<Party>('a', real_.get(), *relay_);
-    b_ = std::make_unique<Party>('b', real_.get(), *relay_);
+    n_ = Party('n');
+    m_ = Party('m');
+    a_ = Party('a');
+    b_ = Party('b');
     AttachNode(*n_, n_attached_);
   }
+  // One node's client of relay_, keyed TestIdentity(seed).
+  std::unique_ptr<RelayParty> Party(char seed) const {
+    return std::make_unique<RelayParty>(seed, real_.get(), relay_->candidate(), relay_->key->id());
+  }
   // `node` attaches (its Attach stream in `a`).
-  static void AttachNode(Party& node, Attachment& a) {
+  static void AttachNode(RelayParty& node, Attachment& a) {
     proto::RelayAttachRequest attach;
     attach.set_protocol_version(proto::kProtocolVersion);
     attach.set_swarm_id(kTestSwarm);
@@ -152,7 +136,7 @@ class RelayQuotaTest : public ::testing::Test {
 
   // Opens `from`'s Connect to `to` (N when null); the relay's answer when
   // it refuses.
-  std::unique_ptr<Circuit> Open(Party& from, const Party* to = nullptr) {
+  std::unique_ptr<Circuit> Open(RelayParty& from, const RelayParty* to = nullptr) {
     auto c = std::make_unique<Circuit>();
     c->connect = from.stub->Connect(&c->connect_context);
     proto::RelayBytes first = from.Opening();
@@ -163,7 +147,7 @@ class RelayQuotaTest : public ::testing::Test {
   // `node` (attached as `a`) accepts the circuit the relay announces; its
   // end drains into the circuit's `received`. False when no circuit was
   // announced or spliced.
-  static bool AcceptAndSplice(Circuit& c, Party& node, Attachment& a) {
+  static bool AcceptAndSplice(Circuit& c, RelayParty& node, Attachment& a) {
     proto::RelayCall call;
     do {
       if (!a.calls->Read(&call)) return false;
@@ -190,8 +174,8 @@ class RelayQuotaTest : public ::testing::Test {
     });
   }
   // A circuit from `from` to N, or to M (attached as m_attached_).
-  Circuit* Connected(Party& from, bool to_m = false) {
-    Party& node = to_m ? *m_ : *n_;
+  Circuit* Connected(RelayParty& from, bool to_m = false) {
+    RelayParty& node = to_m ? *m_ : *n_;
     circuits_.push_back(Open(from, &node));
     Circuit* c = circuits_.back().get();
     EXPECT_TRUE(AcceptAndSplice(*c, node, to_m ? m_attached_ : n_attached_));
@@ -210,7 +194,7 @@ class RelayQuotaTest : public ::testing::Test {
   common::SimClock sim_;
   std::shared_ptr<common::PeerQuota> quota_;
   std::unique_ptr<TestRelay> relay_;
-  std::unique_ptr<Party> n_, m_, a_, b_;
+  std::unique_ptr<RelayParty> n_, m_, a_, b_;
   Attachment n_attached_, m_attached_;
   std::vector<std::unique_ptr<Circuit>> circuits_;
   Counter paced_a_, paced_n_, paced_other_;

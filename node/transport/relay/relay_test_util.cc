@@ -7,6 +7,7 @@
 #include "glog/logging.h"
 #include "identity/test_identity.h"
 #include "node/transport/test_util.h"
+#include "proto/version.h"
 
 namespace skipswarm::node::testutil {
 namespace {
@@ -14,6 +15,23 @@ namespace {
 std::string Loopback(int port) { return "127.0.0.1:" + std::to_string(port); }
 
 }  // namespace
+
+RelayParty::RelayParty(char seed, common::Clock* clock, const RelayCandidate& relay,
+                       const common::NodeId& relay_id)
+    : key(identity::TestIdentity(seed)),
+      creds(identity::PeerCredentials::Create({key.get()}, clock->Now()).value()) {
+  grpc::ChannelArguments args;
+  creds->ConfigureChannel(args);
+  stub = proto::Relay::NewStub(
+      grpc::CreateCustomChannel(relay.address, creds->ForChannel(relay_id), args));
+}
+
+proto::RelayBytes RelayParty::Opening() const {
+  proto::RelayBytes m;
+  m.set_protocol_version(proto::kProtocolVersion);
+  m.set_node_id(key->id().Bytes());
+  return m;
+}
 
 TestRelay::TestRelay(char seed, common::Clock* clock, RelayServiceOptions ro)
     : key(identity::TestIdentity(seed)) {

@@ -20,6 +20,7 @@
 #include "identity/tls_credentials.h"
 #include "node/transport/grpc_transport.h"
 #include "node/transport/node_server.h"
+#include "node/transport/relay/relay.grpc.pb.h"
 #include "node/transport/relay/relay_client.h"
 #include "node/transport/relay/relay_service.h"
 #include "node/transport/transport.h"
@@ -43,6 +44,20 @@ struct TestRelay {
   std::unique_ptr<identity::Identity> key;
   std::unique_ptr<NodeServer> server;
   std::unique_ptr<RelayService> service;
+};
+
+// One node's own client of the relay `relay` (id `relay_id`), keyed
+// TestIdentity(seed): for tests that drive the relay's streams by hand
+// (Attach, Connect, Accept). `clock` gives the certificate's start.
+struct RelayParty {
+  RelayParty(char seed, common::Clock* clock, const RelayCandidate& relay,
+             const common::NodeId& relay_id);
+  // The first message of a Connect or Accept: the protocol and this id.
+  proto::RelayBytes Opening() const;
+
+  std::unique_ptr<identity::Identity> key;
+  std::shared_ptr<const identity::PeerCredentials> creds;
+  std::unique_ptr<proto::Relay::Stub> stub;
 };
 
 // N, a node that only dials out: a pipeline transport on its own NodeServer
