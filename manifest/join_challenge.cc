@@ -1,5 +1,7 @@
 #include "manifest/join_challenge.h"
 
+#include <algorithm>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -65,6 +67,12 @@ absl::StatusOr<std::string> NewJoinChallengeSecret() {
   return secret;
 }
 
+bool IsLowerHex64(absl::string_view s) {
+  return s.size() == kMacHex && std::all_of(s.begin(), s.end(), [](char c) {
+           return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+         });
+}
+
 std::optional<uint64_t> ParseJoinChallenge(absl::string_view value) {
   if (value.size() < kMacHex + 2 || value.size() > kMaxJoinChallengeBytes) return std::nullopt;
   const size_t slash = value.size() - kMacHex - 1;
@@ -73,9 +81,7 @@ std::optional<uint64_t> ParseJoinChallenge(absl::string_view value) {
   for (char c : digits) {
     if (!absl::ascii_isdigit(c)) return std::nullopt;  // no sign, no space
   }
-  for (char c : value.substr(slash + 1)) {
-    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
-  }
+  if (!IsLowerHex64(value.substr(slash + 1))) return std::nullopt;
   uint64_t bucket = 0;
   if (!absl::SimpleAtoi(digits, &bucket)) return std::nullopt;  // past 64 bits
   return bucket;

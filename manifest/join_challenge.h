@@ -66,6 +66,10 @@ absl::StatusOr<std::string> NewJoinChallengeSecret();
 // exactly "<1..20 digits>/<64 lowercase hex>" (the bucket fitting 64 bits).
 std::optional<uint64_t> ParseJoinChallenge(absl::string_view value);
 
+// Whether `s` is exactly 64 lowercase hex digits: a SHA-256 as the seed's
+// asks write it (a challenge's keyed hash, a join-work ask's manifest id).
+bool IsLowerHex64(absl::string_view s);
+
 // The bytes a joiner signs: a fixed context (so no record, invite or
 // manifest signature is one), the swarm id's hash, the joiner's 32-byte
 // node id and the challenge.

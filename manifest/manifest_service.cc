@@ -140,10 +140,8 @@ std::optional<JoinWorkAsk> ParseJoinWorkAsk(absl::string_view value) {
     return std::nullopt;
   }
   JoinWorkAsk ask;
+  if (!IsLowerHex64(value.substr(0, kHexId))) return std::nullopt;
   ask.manifest_id = std::string(value.substr(0, kHexId));
-  for (char c : ask.manifest_id) {
-    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
-  }
   if (!absl::SimpleAtoi(value.substr(kHexId + 1), &ask.bits) || ask.bits == 0 ||
       ask.bits > membership::kMaxJoinWorkBits) {
     return std::nullopt;

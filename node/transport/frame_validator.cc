@@ -1,5 +1,6 @@
 #include "node/transport/frame_validator.h"
 
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -261,7 +262,6 @@ void FrameValidator::LogRejected(const PeerId& from, const proto::FrameHeader& h
   common::PeerLogVerdict verdict;
   {
     absl::MutexLock lock(&log_mu_);
-    ++rejected_;
     ++rejected_by_reason_[static_cast<size_t>(reason)];
     if (by_quota) return;
     verdict = log_limit_.Allow(from.Bytes(), now);
@@ -302,8 +302,8 @@ void FrameValidator::LogHeldBack(const std::vector<common::PeerLogSummary>& summ
 }
 
 uint64_t FrameValidator::rejected_frames() const {
-  absl::MutexLock lock(&log_mu_);
-  return rejected_;
+  const FrameRefusalCounts counts = rejected_by_reason();
+  return std::accumulate(counts.begin(), counts.end(), uint64_t{0});
 }
 
 FrameRefusalCounts FrameValidator::rejected_by_reason() const {

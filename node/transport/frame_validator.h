@@ -154,7 +154,6 @@ class FrameValidator {
   common::Clock* const clock_;
 
   mutable absl::Mutex log_mu_;
-  uint64_t rejected_ ABSL_GUARDED_BY(log_mu_) = 0;
   FrameRefusalCounts rejected_by_reason_ ABSL_GUARDED_BY(log_mu_) = {};
   common::PeerLogLimiter log_limit_ ABSL_GUARDED_BY(log_mu_);
 
