@@ -28,20 +28,8 @@ int HexValue(char c) {
   return -1;
 }
 
-// URI percent-decoding of "%XX" (XX hex); a '%' not followed by two hex
-// digits is kept, so an unescaped zone ("%eth0") reads as written.
-std::string PercentDecoded(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
+bool HasAddressScheme(absl::string_view grpc_peer) {
+  return absl::StartsWith(grpc_peer, "ipv4:") || absl::StartsWith(grpc_peer, "ipv6:");
 }
 
 // The host of "[host]:port", "[host]" or "host:port"; an unbracketed
@@ -110,10 +98,28 @@ std::string WithoutPort(absl::string_view peer) {
 
 }  // namespace
 
+std::string PercentDecoded(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::string GrpcPeerAddress(absl::string_view grpc_peer) {
+  if (!HasAddressScheme(grpc_peer)) return std::string(grpc_peer);
+  return PercentDecoded(grpc_peer.substr(5));
+}
+
 std::string CallerKey(absl::string_view grpc_peer) {
-  if (grpc_peer.size() <= kMaxAddressChars &&
-      (absl::StartsWith(grpc_peer, "ipv4:") || absl::StartsWith(grpc_peer, "ipv6:"))) {
-    const std::string address = PercentDecoded(grpc_peer.substr(5));
+  if (grpc_peer.size() <= kMaxAddressChars && HasAddressScheme(grpc_peer)) {
+    const std::string address = GrpcPeerAddress(grpc_peer);
     const absl::string_view host = HostOf(address);
     if (std::optional<std::string> key = Ipv6Key(host)) return *std::move(key);
     if (std::optional<std::string> key = Ipv4Key(host)) return *std::move(key);

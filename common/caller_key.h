@@ -1,7 +1,9 @@
 // CallerKey: the key a service a stranger can reach charges a caller known
-// only by its address to (PeerQuota::AdmitKey; Note [Caller keys]).
+// only by its address to (PeerQuota::AdmitKey; Note [Caller keys]); and
+// GrpcPeerAddress, the caller's address as a dialable "host:port".
 //
 //   quota->AdmitKey(common::CallerKey(context->peer()), PeerClass::kStranger, bytes);
+//   response->set_observed_address(common::GrpcPeerAddress(context->peer()));
 //
 // Thread rule: a pure function.
 #ifndef SKIPSWARM_COMMON_CALLER_KEY_H_
@@ -36,6 +38,18 @@ namespace skipswarm::common {
 
 // The quota key of the caller gRPC names `grpc_peer` (ServerContext::peer()).
 std::string CallerKey(absl::string_view grpc_peer);
+
+// The address gRPC's peer string names, its scheme removed and
+// percent-decoded: "ipv4:10.0.0.1:5000" -> "10.0.0.1:5000",
+// "ipv6:%5B::1%5D:5000" -> "[::1]:5000", "ipv6:%5Bfe80::1%254%5D:5000" ->
+// "[fe80::1%4]:5000". A string with another scheme (or none) comes back
+// unchanged.
+std::string GrpcPeerAddress(absl::string_view grpc_peer);
+
+// URI percent-decoding of each "%XX" (XX hex); a '%' not followed by two
+// hex digits is kept, so an unescaped zone ("[fe80::1%eth0]") reads as
+// written.
+std::string PercentDecoded(absl::string_view s);
 
 }  // namespace skipswarm::common
 

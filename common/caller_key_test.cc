@@ -48,6 +48,27 @@ TEST(CallerKeyTest, KeysEachFormItsHostOrSlash64) {
   for (const Case& c : kCases) EXPECT_EQ(CallerKey(c.peer), c.key) << c.peer;
 }
 
+// What a reachability answer tells a caller it was seen as: a dialable
+// "host:port", never gRPC's escaped URI form.
+TEST(CallerKeyTest, GrpcPeerAddressIsDialable) {
+  const Case kCases[] = {
+      {"ipv4:127.0.0.1:33156", "127.0.0.1:33156"},
+      {"ipv6:%5B::1%5D:60580", "[::1]:60580"},
+      {"ipv6:%5b2001:db8::1%5d:1", "[2001:db8::1]:1"},
+      {"ipv6:%5Bfe80::fc:ff:fe00:1%254%5D:41180", "[fe80::fc:ff:fe00:1%4]:41180"},
+      {"ipv6:[::1]:5000", "[::1]:5000"},
+      {"ipv6:[fe80::1%eth0]:5000", "[fe80::1%eth0]:5000"},
+      {"unix:/tmp/x", "unix:/tmp/x"},
+      {"ipv6:%5B", "["},
+      {"ipv6:%", "%"},
+      {"", ""},
+  };
+  for (const Case& c : kCases) EXPECT_EQ(GrpcPeerAddress(c.peer), c.key) << c.peer;
+  EXPECT_EQ(PercentDecoded("%5B::1%5D:5000"), "[::1]:5000");
+  EXPECT_EQ(PercentDecoded("[::1]:5000"), "[::1]:5000");
+  EXPECT_EQ(PercentDecoded("%zz%4"), "%zz%4");
+}
+
 TEST(CallerKeyTest, AnOverlongPeerIsKeyedWhole) {
   const std::string peer = "ipv6:[2001:db8::1%" + std::string(200, 'a') + "]:5000";
   EXPECT_EQ(CallerKey(peer), peer.substr(0, peer.rfind(':')));

@@ -8,20 +8,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "common/caller_key.h"
 #include "common/real_clock.h"
 #include "node/daemon/gossip/advertise_address.h"
 
 namespace skipswarm::node {
 namespace {
 
-// The host of an observed "host:port" ("[v6]:port", gRPC may escape the
-// brackets as %5B / %5D); "" when it does not parse.
+// The host of an observed "host:port" ("[v6]:port"); "" when it does not
+// parse. Decoded again: an older peer answered gRPC's escaped form
+// ("%5B::1%5D:5000").
 std::string HostOf(const std::string& observed) {
-  const std::string text =
-      absl::StrReplaceAll(observed, {{"%5B", "["}, {"%5D", "]"}, {"%5b", "["}, {"%5d", "]"}});
-  absl::StatusOr<HostPort> hp = ParseHostPort(text, "observed");
+  absl::StatusOr<HostPort> hp = ParseHostPort(common::PercentDecoded(observed), "observed");
   return hp.ok() ? hp->host : "";
 }
 

@@ -5,9 +5,9 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/caller_key.h"
 #include "common/real_clock.h"
 #include "glog/logging.h"
 #include "proto/grpc_status.h"
@@ -29,13 +29,6 @@ std::shared_ptr<grpc::Channel> FreshChannel(const std::string& address,
 
 }  // namespace
 
-std::string StripPeerScheme(const std::string& peer) {
-  for (const char* scheme : {"ipv4:", "ipv6:"}) {
-    if (absl::StartsWith(peer, scheme)) return peer.substr(std::string(scheme).size());
-  }
-  return peer;
-}
-
 ReachabilityService::ReachabilityService(ReachabilityOptions options)
     : options_(std::move(options)) {}
 
@@ -48,7 +41,7 @@ grpc::Status ReachabilityService::Identify(grpc::ServerContext*, const proto::Id
 grpc::Status ReachabilityService::Observe(grpc::ServerContext* context,
                                           const proto::ObserveRequest*,
                                           proto::ObserveResponse* response) {
-  response->set_observed_address(StripPeerScheme(context->peer()));
+  response->set_observed_address(common::GrpcPeerAddress(context->peer()));
   return grpc::Status::OK;
 }
 
@@ -72,7 +65,7 @@ grpc::Status ReachabilityService::DialBack(grpc::ServerContext* context,
     }
     ++dialing_;
   }
-  response->set_observed_address(StripPeerScheme(context->peer()));
+  response->set_observed_address(common::GrpcPeerAddress(context->peer()));
   auto stub = proto::Reachability::NewStub(
       FreshChannel(request->address(), *options_.credentials, *from));
   grpc::ClientContext dial;

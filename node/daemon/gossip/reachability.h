@@ -96,10 +96,6 @@ ReachabilityReport CheckReachability(const std::vector<std::string>& peers,
                                      const std::string& advertised,
                                      const ReachabilityOptions& options, absl::Duration timeout);
 
-// gRPC's peer string without its scheme: "ipv4:10.0.0.1:5000" ->
-// "10.0.0.1:5000", "ipv6:[::1]:5000" -> "[::1]:5000".
-std::string StripPeerScheme(const std::string& peer);
-
 // The one line a node prints: "reachable at X (...)", "behind NAT:
 // outbound-only mode (...)" or "reachability unknown (...)".
 std::string DescribeReachability(const ReachabilityReport& report);

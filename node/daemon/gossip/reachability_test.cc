@@ -10,21 +10,27 @@
 namespace skipswarm::node {
 namespace {
 
-// A node: its one server with the reachability service.
+// A node: its one server with the reachability service, on IPv4 loopback
+// or, with `host` "[::1]", IPv6 loopback.
 struct TestNode {
-  explicit TestNode(const std::string& name) {
+  explicit TestNode(const std::string& name, const std::string& host = "127.0.0.1") : host(host) {
     options.self = common::NodeId::ForName(name);
     options.credentials = identity::PeerCredentials::Insecure();
     options.swarm_id = "swarm";
     options.dial_timeout = absl::Milliseconds(500);
     service = std::make_unique<ReachabilityService>(options);
-    server = std::make_unique<NodeServer>(NodeServerOptions{"127.0.0.1:0"});
+    server = std::make_unique<NodeServer>(NodeServerOptions{absl::StrCat(host, ":0")});
     server->builder()->RegisterService(service.get());
-    EXPECT_TRUE(server->Start(options.credentials).ok());
+    started = server->Start(options.credentials).ok();
+    if (host == "127.0.0.1") {
+      EXPECT_TRUE(started);
+    }
   }
   ~TestNode() { server->Shutdown(absl::ZeroDuration()); }
-  std::string address() const { return absl::StrCat("127.0.0.1:", server->port()); }
+  std::string address() const { return absl::StrCat(host, ":", server->port()); }
 
+  std::string host;
+  bool started = false;
   ReachabilityOptions options;
   std::unique_ptr<ReachabilityService> service;
   std::unique_ptr<NodeServer> server;
@@ -39,6 +45,17 @@ TEST(ReachabilityTest, PeersDialBackAReachableNode) {
   EXPECT_EQ(r.answers[0].observed_address.rfind("127.0.0.1:", 0), 0u);
   EXPECT_EQ(DescribeReachability(r),
             absl::StrCat("reachable at ", a.address(), " (dialed back by 2 of 2 answering peers)"));
+}
+
+// The observed address of an IPv6 caller is one it can dial and parse
+// ("[::1]:port"), not gRPC's escaped peer string ("%5B::1%5D:port").
+TEST(ReachabilityTest, AnIpv6CallerIsToldADialableAddress) {
+  TestNode a("a", "[::1]"), b("b", "[::1]");
+  if (!a.started || !b.started) GTEST_SKIP() << "no IPv6 loopback here";
+  ReachabilityReport r = CheckReachability({b.address()}, a.address(), a.options, absl::Seconds(5));
+  EXPECT_EQ(r.verdict, ReachabilityReport::Verdict::kReachable);
+  ASSERT_EQ(r.answers.size(), 1u);
+  EXPECT_EQ(r.answers[0].observed_address.rfind("[::1]:", 0), 0u) << r.answers[0].observed_address;
 }
 
 TEST(ReachabilityTest, AnAddressNobodyCanDialIsBehindNat) {
