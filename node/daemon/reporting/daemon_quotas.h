@@ -155,6 +155,12 @@ struct DaemonQuotas {
 //   all strangers' budget, so strangers cannot flood through answers what
 //   they may not through calls. Attaching is not membership: the class is
 //   the quota's classifier's, as for a caller.
+// * A stranger's rate times the relay's max_pace stays above a node's
+//   whole circuits (max_circuits_per_node) of the attacher's largest
+//   message (kSpliceChunkBytes) for every model (F is at least a MiB), so
+//   a member the relay does not know yet, answering all its circuits at
+//   once, is slowed until its record arrives but has none ended (Note
+//   [Relay directions]).
 DaemonQuotas MakeDaemonQuotas(const model::ModelConfig& model, int samples_per_mb,
                               common::Clock* clock, bool members_only = false);
 

@@ -106,6 +106,19 @@ struct RelayServiceStats {
 //   node/daemon/reporting/daemon_quotas.h).
 // * The circuit slots stay the caller's: an Accept answers a circuit that
 //   a caller's slot already holds, so it takes none.
+// * A node whose record the relay has yet to learn (a member that
+//   restarted, a new one) is a stranger to the classifier, its answers
+//   included, until gossip brings the record. Kept so after measuring it
+//   (README.md, "A node the relay does not know yet"): Pace classifies
+//   every message, so the circuits it already holds are paced as a
+//   member's from the record's arrival on; until then each of its
+//   circuits has at most one message in debt, which a stranger's rate
+//   pays back within max_pace (Note [Relay budgets]), so its own bucket
+//   slows it but ends no circuit. What can end one is the budget of all
+//   strangers held by others (a flood), as for any joiner. Charging its
+//   answers to the caller instead would let a stranger that members call
+//   answer on the members' budgets; presenting its signed record at
+//   Attach would lift the stranger class without that.
 
 class RelayService final : public proto::Relay::Service {
  public:
