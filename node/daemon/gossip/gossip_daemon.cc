@@ -247,6 +247,9 @@ absl::StatusOr<std::unique_ptr<GossipDaemon>> GossipDaemon::Create(
     ceiling.memory_slots = base.memory_slots;
     ceiling.quotas = &p->quotas;
     ceiling.grpc_memory_quota_bytes = server_options.grpc_memory_quota_bytes;
+    // The relay SetUpRelaying serves (its default circuits per node).
+    ceiling.grpc_max_threads = server_options.grpc_max_threads;
+    ceiling.relay_slots = options.relay_slots;
     AnnounceMemoryCeiling(base.name, ceiling, &p->metrics);
   }
   GrpcTransportOptions to;

@@ -51,8 +51,10 @@ MemoryCeiling ComputeMemoryCeiling(const MemoryCeilingInputs& in) {
                        SharedStrangerBurst(in.quotas->evidence);
   }
   c.stranger_bytes += in.gossip_strangers_bytes;
+  c.relay_bytes =
+      RelayHeldBytesBound(in.relay_slots, in.relay_circuits_per_node, in.grpc_max_threads);
   c.total_bytes = c.baseline_bytes + c.stage_bytes + c.frame_bytes + c.averaging_bytes +
-                  c.state_bytes + c.grpc_bytes + c.stranger_bytes;
+                  c.state_bytes + c.grpc_bytes + c.stranger_bytes + c.relay_bytes;
   return c;
 }
 
@@ -62,8 +64,8 @@ std::string DescribeMemoryCeiling(const MemoryCeiling& c) {
                       mib(c.baseline_bytes), " + stages ", mib(c.stage_bytes), " + frames ",
                       mib(c.frame_bytes), " + averaging ", mib(c.averaging_bytes), " + state ",
                       mib(c.state_bytes), " + grpc quota ", mib(c.grpc_bytes),
-                      " + all strangers ", mib(c.stranger_bytes),
-                      "; Note [Memory ceiling])");
+                      " + all strangers ", mib(c.stranger_bytes), " + relay ",
+                      mib(c.relay_bytes), "; Note [Memory ceiling])");
 }
 
 int64_t GrpcMemoryQuotaBytes(const model::ModelConfig& model, int samples_per_mb) {

@@ -8,6 +8,7 @@
 //   MemoryCeilingInputs in;
 //   in.model = flags.model;  in.samples_per_mb = 4;  in.hosted_stages = 1;
 //   in.quotas = &quotas;  in.grpc_memory_quota_bytes = GrpcMemoryQuotaBytes(...);
+//   in.relay_slots = 16;  in.grpc_max_threads = kDaemonGrpcMaxThreads;
 //   MemoryCeiling c = ComputeMemoryCeiling(in);
 //   LOG(INFO) << DescribeMemoryCeiling(c);
 //
@@ -22,6 +23,7 @@
 #include "model/model_config.h"
 #include "node/daemon/reporting/daemon_quotas.h"
 #include "node/daemon/reporting/metrics.h"
+#include "node/transport/relay/relay_service.h"
 
 namespace skipswarm::node {
 
@@ -60,6 +62,17 @@ namespace skipswarm::node {
 //               byte bursts of the shared stranger budgets (Note [Peer
 //               quotas]) of pipeline, group, state, manifest and gossip,
 //               and of their proven joiners' (Note [Joiners' budget]).
+//   relay       when the node serves as a relay (relay_slots > 0; else 0),
+//               what its circuits hold, members' and strangers' alike
+//               (Note [Relay memory] in relay_service.h,
+//               RelayHeldBytesBound): per circuit handler one message in
+//               hand and its copy being written, each at most
+//               kRelayMaxMessageBytes (larger ones are refused), and its
+//               opening; handlers at most 2 x relay_slots x circuits per
+//               node, and at most the server's thread limit (each holds a
+//               sync-server thread); plus each circuit's and attachment's
+//               state, calls queued to attached nodes included. The bytes
+//               the relay's streams buffer inside gRPC are the grpc term's.
 // Members are bounded per peer by rates, not in sum; what they can make the
 // node hold is bounded by the stage terms above (admission, the push window,
 // state size), which do not grow with their number.
@@ -83,6 +96,13 @@ struct MemoryCeilingInputs {
   // Borrowed; null: no shared stranger budgets are counted.
   const DaemonQuotas* quotas = nullptr;
   int64_t grpc_memory_quota_bytes = 0;
+  // The server's sync-thread limit (NodeServerOptions::grpc_max_threads;
+  // 0: none), which bounds the relay's handlers.
+  int grpc_max_threads = 0;
+  // RelayServiceOptions::max_attached of the relay this node serves (0:
+  // none) and its max_circuits_per_node.
+  int relay_slots = 0;
+  int relay_circuits_per_node = RelayServiceOptions{}.max_circuits_per_node;
   int64_t baseline_bytes = kProcessBaselineBytes;
   int64_t control_plane_bytes = kControlPlaneBytes;
   int64_t gossip_strangers_bytes = kGossipStrangersBurstBytes;
@@ -96,6 +116,7 @@ struct MemoryCeiling {
   int64_t state_bytes = 0;
   int64_t grpc_bytes = 0;
   int64_t stranger_bytes = 0;
+  int64_t relay_bytes = 0;
   int64_t total_bytes = 0;
 };
 

@@ -61,9 +61,10 @@ TEST(MemoryCeilingTest, EveryTermOfTheTinyModelIsCounted) {
   // proven joiners) + gossip 16 MiB (all strangers) + 1 MiB (proven joiners).
   EXPECT_EQ(c.stranger_bytes,
             32 * f + 4 * kMiB + 4 * (7 * p + kMiB) + 4 * kMiB + kMiB / 4 + 17 * kMiB);
+  EXPECT_EQ(c.relay_bytes, 0);  // no relay served
   EXPECT_EQ(c.total_bytes, c.baseline_bytes + c.stage_bytes + c.frame_bytes +
                                c.averaging_bytes + c.state_bytes + c.grpc_bytes +
-                               c.stranger_bytes);
+                               c.stranger_bytes + c.relay_bytes);
   const std::string line = DescribeMemoryCeiling(c);
   EXPECT_TRUE(absl::StartsWith(line, "memory ceiling: ")) << line;
   EXPECT_TRUE(absl::StrContains(line, "all strangers")) << line;
@@ -103,6 +104,39 @@ TEST(MemoryCeilingTest, AMembersOnlySwarmHasNoSharedStrangerBudgets) {
   // them.
   EXPECT_EQ(closed_strangers, 4 * kMiB + kMiB / 4 + kGossipStrangersBurstBytes);
   EXPECT_GT(open_strangers, closed_strangers);
+}
+
+// Note [Relay memory]: a relay's circuit handlers (at most 2 x slots x
+// circuits per node, and at most the server's threads) each hold a message
+// and its copy being written plus an opening; each circuit and attachment
+// its state.
+TEST(MemoryCeilingTest, TheRelayTermIsItsStatedBoundAndZeroWithoutARelay) {
+  MemoryCeilingInputs in;
+  in.model = Tiny();
+  in.samples_per_mb = 2;
+  in.grpc_max_threads = kDaemonGrpcMaxThreads;
+  const MemoryCeiling none = ComputeMemoryCeiling(in);
+  EXPECT_EQ(none.relay_bytes, 0);
+
+  const int64_t per_handler = 2 * ((256 << 10) + 1024) + 1024;
+  // The daemon's defaults: 16 slots x 64 circuits, 2,048 handlers, held
+  // to the 512 threads.
+  in.relay_slots = 16;
+  const MemoryCeiling relay = ComputeMemoryCeiling(in);
+  EXPECT_EQ(relay.relay_bytes, 512 * per_handler + 512 * 1024 + 16 * 2048);
+  EXPECT_EQ(relay.total_bytes, none.total_bytes + relay.relay_bytes);
+  EXPECT_TRUE(absl::StrContains(DescribeMemoryCeiling(relay), " + relay 259 MiB;"))
+      << DescribeMemoryCeiling(relay);
+  // Few slots: the circuits bound it, not the threads.
+  in.relay_slots = 2;
+  in.relay_circuits_per_node = 8;
+  EXPECT_EQ(ComputeMemoryCeiling(in).relay_bytes, 32 * per_handler + 16 * 1024 + 2 * 2048);
+  // No thread limit: the circuits alone.
+  in.relay_slots = 16;
+  in.relay_circuits_per_node = 64;
+  in.grpc_max_threads = 0;
+  EXPECT_EQ(ComputeMemoryCeiling(in).relay_bytes,
+            2048 * per_handler + 1024 * 1024 + 16 * 2048);
 }
 
 // What a daemon states at start: the computed total on /metrics.

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,24 @@ namespace {
 
 grpc::Status Refuse(absl::Status status) { return proto::ToGrpcStatus(status); }
 
+absl::Status Oversized(const char* what, size_t bytes, size_t limit) {
+  return absl::InvalidArgumentError(absl::StrCat("relay: ", what, " of ", bytes,
+                                                 " bytes, more than the ", limit,
+                                                 " the relay takes (Note [Relay memory])"));
+}
+
 }  // namespace
+
+int64_t RelayHeldBytesBound(int max_attached, int max_circuits_per_node, int max_threads) {
+  if (max_attached <= 0) return 0;
+  const int64_t circuits = int64_t{max_attached} * std::max(0, max_circuits_per_node);
+  const int64_t threads = max_threads > 0 ? int64_t{max_threads} : 2 * circuits;
+  const int64_t handlers = std::min(2 * circuits, threads);
+  const int64_t per_handler =
+      2 * static_cast<int64_t>(kRelayMaxMessageBytes) + static_cast<int64_t>(kRelayMaxOpeningBytes);
+  return handlers * per_handler + std::min(circuits, threads) * kRelayCircuitStateBytes +
+         int64_t{max_attached} * kRelayAttachmentStateBytes;
+}
 
 RelayService::RelayService(RelayServiceOptions options) : options_(std::move(options)) {
   CHECK(options_.quota == nullptr || options_.clock != nullptr)
@@ -36,8 +54,16 @@ void RelayService::Shutdown() {
 
 RelayServiceStats RelayService::stats() const {
   absl::MutexLock lock(&mu_);
-  return RelayServiceStats{static_cast<int>(attached_.size()), circuits_opened_,
-                           bytes_relayed_.load(), paced_.load(), over_budget_.load()};
+  int queued = 0;
+  for (const auto& [id, a] : attached_) queued += static_cast<int>(a.calls.size());
+  return RelayServiceStats{static_cast<int>(attached_.size()),
+                           circuits_opened_,
+                           bytes_relayed_.load(),
+                           paced_.load(),
+                           over_budget_.load(),
+                           oversized_.load(),
+                           queued,
+                           attach_handlers_.load()};
 }
 
 absl::StatusOr<common::NodeId> RelayService::Caller(grpc::ServerContext* context,
@@ -52,8 +78,12 @@ absl::StatusOr<common::NodeId> RelayService::Caller(grpc::ServerContext* context
 
 absl::StatusOr<common::NodeId> RelayService::ReadOpening(grpc::ServerContext* context,
                                                          BytesStream* stream,
-                                                         proto::RelayBytes* first) const {
+                                                         proto::RelayBytes* first) {
   if (!stream->Read(first)) return absl::CancelledError("no request");
+  if (const size_t bytes = first->ByteSizeLong(); bytes > kRelayMaxOpeningBytes) {
+    ++oversized_;
+    return Oversized("an opening", bytes, kRelayMaxOpeningBytes);
+  }
   SS_RETURN_IF_ERROR(proto::CheckProtocolVersion(first->protocol_version()));
   return Caller(context, first->node_id());
 }
@@ -63,6 +93,11 @@ grpc::Status RelayService::Attach(grpc::ServerContext* context,
                                   grpc::ServerWriter<proto::RelayCall>* writer) {
   if (absl::Status v = proto::CheckProtocolVersion(request->protocol_version()); !v.ok()) {
     return Refuse(v);
+  }
+  // Held for the stream's life (Note [Relay memory]).
+  if (const size_t bytes = request->ByteSizeLong(); bytes > kRelayMaxOpeningBytes) {
+    ++oversized_;
+    return Refuse(Oversized("an attach request", bytes, kRelayMaxOpeningBytes));
   }
   if (!options_.swarm_id.empty() && request->swarm_id() != options_.swarm_id) {
     return Refuse(absl::PermissionDeniedError("relay: another swarm"));
@@ -84,12 +119,17 @@ grpc::Status RelayService::Attach(grpc::ServerContext* context,
     }
     generation = ++next_generation_;
     Attachment& a = attached_[*node];  // a re-attach replaces the older stream
+    // and ends it: its handler may be blocked writing to a node that no
+    // longer reads it (Note [Relay memory]).
+    if (a.context != nullptr) a.context->TryCancel();
     a.generation = generation;
+    a.context = context;
     a.calls.clear();
     cv_.SignalAll();
     attached = static_cast<int>(attached_.size());
   }
   LOG(INFO) << "relay: node " << *node << " attached (" << attached << " attached here)";
+  ++attach_handlers_;
   bool open = writer->Write(proto::RelayCall());  // "attached"
   while (open && !context->IsCancelled()) {
     std::vector<proto::RelayCall> calls;
@@ -118,6 +158,7 @@ grpc::Status RelayService::Attach(grpc::ServerContext* context,
     auto it = attached_.find(*node);
     if (it != attached_.end() && it->second.generation == generation) attached_.erase(it);
   }
+  --attach_handlers_;
   LOG(INFO) << "relay: node " << *node << " detached";
   return grpc::Status::OK;
 }
@@ -142,17 +183,9 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    auto it = attached_.find(*target);
-    if (shut_down_ || it == attached_.end()) {
-      return Refuse(absl::UnavailableError(
-          absl::StrCat("relay: node ", target->ShortString(), " is not attached here")));
-    }
-    if (it->second.circuits >= options_.max_circuits_per_node) {
-      return Refuse(absl::ResourceExhaustedError(absl::StrCat(
-          "relay: node ", target->ShortString(), " has ", it->second.circuits, " circuits")));
-    }
+    if (absl::Status admitted = AdmitCircuit(*target); !admitted.ok()) return Refuse(admitted);
     id = ++next_circuit_;
-    ++it->second.circuits;
+    ++target_circuits_[*target];
     Circuit& c = circuits_[id];
     c.caller = *caller;
     c.target = *target;
@@ -161,7 +194,7 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
     proto::RelayCall call;
     call.set_circuit(id);
     call.set_caller(caller->Bytes());
-    it->second.calls.push_back(std::move(call));
+    attached_.at(*target).calls.push_back(std::move(call));
     cv_.SignalAll();
     // The attached node answers with Accept; wait for it (bounded).
     const int64_t steps = std::max<int64_t>(1, options_.accept_timeout / absl::Milliseconds(50));
@@ -171,14 +204,54 @@ grpc::Status RelayService::Connect(grpc::ServerContext* context, BytesStream* st
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
     }
     if (c.accept == nullptr) {
-      circuits_.erase(id);
-      if (auto a = attached_.find(*target); a != attached_.end()) --a->second.circuits;
+      ForgetCircuit(id);
       return Refuse(absl::UnavailableError(absl::StrCat(
           "relay: node ", target->ShortString(), " did not accept within ",
           absl::FormatDuration(options_.accept_timeout))));
     }
   }
   return Pump(id, /*connect_side=*/true);
+}
+
+absl::Status RelayService::AdmitCircuit(const common::NodeId& target) {
+  if (shut_down_ || !attached_.contains(target)) {
+    return absl::UnavailableError(
+        absl::StrCat("relay: node ", target.ShortString(), " is not attached here"));
+  }
+  // Note [Relay memory]: counted apart from the attachments, so a node
+  // that detaches and attaches again, or another node in its slot, does
+  // not add circuits to those still open.
+  const int64_t most = int64_t{options_.max_attached} * options_.max_circuits_per_node;
+  if (static_cast<int64_t>(circuits_.size()) >= most) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("relay: ", circuits_.size(), " circuits open, its most"));
+  }
+  auto open = target_circuits_.find(target);
+  if (open != target_circuits_.end() && open->second >= options_.max_circuits_per_node) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "relay: node ", target.ShortString(), " has ", open->second, " circuits"));
+  }
+  return absl::OkStatus();
+}
+
+void RelayService::ForgetCircuit(uint64_t id) {
+  auto it = circuits_.find(id);
+  if (it == circuits_.end()) return;
+  const common::NodeId target = it->second.target;
+  circuits_.erase(it);
+  if (auto open = target_circuits_.find(target);
+      open != target_circuits_.end() && --open->second <= 0) {
+    target_circuits_.erase(open);
+  }
+  // Its call goes with it, if still queued (Note [Relay memory]: a target
+  // that does not read its Attach stream queues at most its circuits'
+  // calls).
+  if (auto a = attached_.find(target); a != attached_.end()) {
+    std::deque<proto::RelayCall>& calls = a->second.calls;
+    calls.erase(std::remove_if(calls.begin(), calls.end(),
+                               [id](const proto::RelayCall& q) { return q.circuit() == id; }),
+                calls.end());
+  }
 }
 
 grpc::Status RelayService::Accept(grpc::ServerContext* context, BytesStream* stream) {
@@ -228,21 +301,7 @@ grpc::Status RelayService::Pump(uint64_t id, bool connect_side) {
     sender = connect_side ? c.caller : c.target;
     context = connect_side ? c.connect_context : c.accept_context;
   }
-  // Note [Paced bytes]: the sender's bytes, before they are forwarded.
-  const bool paced = options_.quota != nullptr;
-  grpc::Status answer = grpc::Status::OK;
-  proto::RelayBytes message;
-  while (from->Read(&message)) {
-    if (message.data().empty()) continue;
-    if (paced) {
-      if (absl::Status s = PaceSender(sender, message.data().size(), context); !s.ok()) {
-        answer = Refuse(s);
-        break;
-      }
-    }
-    bytes_relayed_ += static_cast<int64_t>(message.data().size());
-    if (!to->Write(message)) break;
-  }
+  const grpc::Status answer = Copy(from, to, sender, context);
   absl::MutexLock lock(&mu_);
   Circuit& c = circuits_.at(id);
   // A refusal is its call's answer: cancelling that call (either handler)
@@ -258,11 +317,30 @@ grpc::Status RelayService::Pump(uint64_t id, bool connect_side) {
   // not cancel it while the other handler has yet to wake and erase the
   // circuit.
   (connect_side ? c.connect_context : c.accept_context) = nullptr;
-  if (++c.left == 2) {
-    if (auto a = attached_.find(c.target); a != attached_.end()) --a->second.circuits;
-    circuits_.erase(id);
-  }
+  if (++c.left == 2) ForgetCircuit(id);
   return answer;
+}
+
+grpc::Status RelayService::Copy(BytesStream* from, BytesStream* to,
+                                const common::NodeId& sender, grpc::ServerContext* context) {
+  // Note [Paced bytes]: the sender's bytes, before they are forwarded.
+  const bool paced = options_.quota != nullptr;
+  proto::RelayBytes message;
+  while (from->Read(&message)) {
+    if (const size_t bytes = message.ByteSizeLong(); bytes > kRelayMaxMessageBytes) {
+      ++oversized_;
+      return Refuse(Oversized("a message", bytes, kRelayMaxMessageBytes));
+    }
+    if (message.data().empty()) continue;
+    if (paced) {
+      if (absl::Status s = PaceSender(sender, message.data().size(), context); !s.ok()) {
+        return Refuse(s);
+      }
+    }
+    bytes_relayed_ += static_cast<int64_t>(message.data().size());
+    if (!to->Write(message)) break;
+  }
+  return grpc::Status::OK;
 }
 
 absl::Status RelayService::PaceSender(const common::NodeId& sender, size_t bytes,
