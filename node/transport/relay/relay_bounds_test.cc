@@ -195,7 +195,7 @@ TEST_F(RelayBoundsTest, AReattachEndsTheStreamItReplaces) {
       n_->stub->Attach(&again, AttachRequest(*n_));
   proto::RelayCall attached;
   ASSERT_TRUE(fresh->Read(&attached));
-  const absl::Duration deadline = clock_->SteadyNow() + absl::Seconds(5);
+  const absl::Duration deadline = clock_->SteadyNow() + absl::Seconds(20);
   while (relay_->service->stats().attach_handlers > 1 && clock_->SteadyNow() < deadline) {
     std::this_thread::yield();
   }
