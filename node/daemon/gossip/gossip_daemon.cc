@@ -749,11 +749,7 @@ void GossipDaemon::Parts::OnIteration(const NodeIterationReport& r) {
     ExportQuotaRefusals(DaemonQuotas{}, options.manifest_quota, &metrics);
   }
   ExportEvidenceMetrics();
-  if (relay_service != nullptr) {
-    const RelayServiceStats rs = relay_service->stats();
-    metrics.Set("skipswarm_relay_attached_nodes", rs.attached);
-    metrics.Set("skipswarm_relayed_bytes_total", static_cast<double>(rs.bytes_relayed));
-  }
+  if (relay_service != nullptr) ExportRelayStats(relay_service->stats(), &metrics);
   health->ObserveIteration(r);  // NOT_SERVING while the loss is not finite
   status->UpdateView(view);     // the links' latest measurements
   status->ObserveIteration(r);

@@ -183,6 +183,10 @@ const std::vector<MetricFamily>& MetricCatalog() {
        "Outbound-only members attached to this node's relay service now."},
       {"skipswarm_relayed_bytes_total", T::kCounter,
        "Bytes this node's relay service copied between circuits' two streams."},
+      {"skipswarm_relay_refused_total", T::kCounter,
+       "Circuits and openings this node's relay service refused, by reason: over_budget "
+       "(its sender's pause would pass max_pace, Note [Paced bytes]), oversized (an opening "
+       "or message over the relay's size limits, Note [Relay memory])."},
       {"skipswarm_membership_changes_total", T::kCounter,
        "Changes in this node's gossip view (joins, deaths, leaves, record updates)."},
       {"skipswarm_seconds_per_layer_sample", T::kGauge,
@@ -401,6 +405,15 @@ void ExportFramesRefused(const FrameRefusalCounts& refused, Metrics* m) {
     m->Set("skipswarm_transport_frames_refused_total", static_cast<double>(refused[i]),
            absl::StrCat("reason=\"", FrameRefusalName(static_cast<FrameRefusal>(i)), "\""));
   }
+}
+
+void ExportRelayStats(const RelayServiceStats& stats, Metrics* m) {
+  m->Set("skipswarm_relay_attached_nodes", stats.attached);
+  m->Set("skipswarm_relayed_bytes_total", static_cast<double>(stats.bytes_relayed));
+  m->Set("skipswarm_relay_refused_total", static_cast<double>(stats.over_budget),
+         "reason=\"over_budget\"");
+  m->Set("skipswarm_relay_refused_total", static_cast<double>(stats.oversized),
+         "reason=\"oversized\"");
 }
 
 void ExportDrops(const IterationReport& r, Metrics* m) {

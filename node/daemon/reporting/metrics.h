@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "node/stage/stage_server.h"
 #include "node/transport/frame_validator.h"
+#include "node/transport/relay/relay_service.h"
 #include "node/train/data_node_driver.h"
 
 namespace httplib {
@@ -99,6 +100,11 @@ void ExportDrops(const IterationReport& report, Metrics* metrics);
 // every reason of the fixed set, zero included), as
 // skipswarm_transport_frames_refused_total{reason}.
 void ExportFramesRefused(const FrameRefusalCounts& refused, Metrics* metrics);
+
+// This node's relay service (node/transport/relay/relay_service.h): nodes
+// attached, bytes copied, and what it refused by reason (over_budget,
+// oversized; both, zero included).
+void ExportRelayStats(const RelayServiceStats& stats, Metrics* metrics);
 
 // The standard process metrics of this process, in the text format, read
 // from /proc/self: process_resident_memory_bytes, process_virtual_memory_bytes,

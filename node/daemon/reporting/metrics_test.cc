@@ -137,6 +137,23 @@ TEST(MetricsTest, ExportsRefusedFramesByReason) {
   EXPECT_FALSE(absl::StrContains(text, "Not in skipswarm's metric catalog")) << text;
 }
 
+TEST(MetricsTest, RelayStatsAreExportedWithEachRefusalReason) {
+  RelayServiceStats stats;
+  stats.attached = 2;
+  stats.bytes_relayed = 4096;
+  stats.over_budget = 3;
+  Metrics m;
+  ExportRelayStats(stats, &m);
+  const std::string text = m.Render();
+  EXPECT_TRUE(absl::StrContains(text, "skipswarm_relay_attached_nodes 2\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "skipswarm_relayed_bytes_total 4096\n")) << text;
+  const std::string name = "skipswarm_relay_refused_total";
+  EXPECT_TRUE(absl::StrContains(text, name + "{reason=\"over_budget\"} 3\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, name + "{reason=\"oversized\"} 0\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE " + name + " counter")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "Not in skipswarm's metric catalog")) << text;
+}
+
 // Every family the daemons write is in the catalog, and the catalog follows
 // Prometheus' conventions (what `promtool check metrics` lints): counters
 // and only counters end in _total; no rate or non-base-unit names.
