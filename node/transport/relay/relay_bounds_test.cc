@@ -66,6 +66,22 @@ class RelayBoundsTest : public ::testing::Test {
     EXPECT_TRUE(s->Write(first));
     return s;
   }
+  // A's circuit to N (attached), accepted by N and spliced: `connect` is
+  // A's side, `accept` N's.
+  void Splice(grpc::ClientContext* connect_context, grpc::ClientContext* accept_context,
+              std::unique_ptr<BytesStream>* connect, std::unique_ptr<BytesStream>* accept) {
+    *connect = Connect(connect_context, Opening());
+    proto::RelayCall call;
+    do {
+      ASSERT_TRUE(calls_->Read(&call));
+    } while (call.circuit() == 0);  // heartbeats
+    *accept = n_->stub->Accept(accept_context);
+    proto::RelayBytes first = n_->Opening();
+    first.set_circuit(call.circuit());
+    ASSERT_TRUE((*accept)->Write(first));
+    proto::RelayBytes spliced;
+    ASSERT_TRUE((*connect)->Read(&spliced));
+  }
   proto::RelayBytes Opening() const {
     proto::RelayBytes first = a_->Opening();
     first.set_target(n_->key->id().Bytes());
@@ -115,17 +131,9 @@ TEST_F(RelayBoundsTest, AMessageOverTheLimitEndsItsCircuit) {
   Start();
   ASSERT_TRUE(Attach(AttachRequest(*n_)));
   grpc::ClientContext connect_context, accept_context;
-  std::unique_ptr<BytesStream> connect = Connect(&connect_context, Opening());
-  proto::RelayCall call;
-  do {
-    ASSERT_TRUE(calls_->Read(&call));
-  } while (call.circuit() == 0);  // heartbeats
-  std::unique_ptr<BytesStream> accept = n_->stub->Accept(&accept_context);
-  proto::RelayBytes first = n_->Opening();
-  first.set_circuit(call.circuit());
-  ASSERT_TRUE(accept->Write(first));
+  std::unique_ptr<BytesStream> connect, accept;
+  ASSERT_NO_FATAL_FAILURE(Splice(&connect_context, &accept_context, &connect, &accept));
   proto::RelayBytes m;
-  ASSERT_TRUE(connect->Read(&m));  // spliced
   // What Splice writes at most goes through.
   ASSERT_TRUE(connect->Write(Data(kSpliceChunkBytes)));
   ASSERT_TRUE(accept->Read(&m));
@@ -219,17 +227,8 @@ TEST_F(RelayBoundsTest, CircuitsStayCountedWhenTheirTargetDetaches) {
   Start(ro);
   ASSERT_TRUE(Attach(AttachRequest(*n_)));
   grpc::ClientContext connect_context, accept_context;
-  std::unique_ptr<BytesStream> connect = Connect(&connect_context, Opening());
-  proto::RelayCall call;
-  do {
-    ASSERT_TRUE(calls_->Read(&call));
-  } while (call.circuit() == 0);  // heartbeats
-  std::unique_ptr<BytesStream> accept = n_->stub->Accept(&accept_context);
-  proto::RelayBytes first = n_->Opening();
-  first.set_circuit(call.circuit());
-  ASSERT_TRUE(accept->Write(first));
-  proto::RelayBytes spliced;
-  ASSERT_TRUE(connect->Read(&spliced));
+  std::unique_ptr<BytesStream> connect, accept;
+  ASSERT_NO_FATAL_FAILURE(Splice(&connect_context, &accept_context, &connect, &accept));
   // N detaches; its circuit stays up.
   attach_context_.TryCancel();
   calls_->Finish();
@@ -243,7 +242,8 @@ TEST_F(RelayBoundsTest, CircuitsStayCountedWhenTheirTargetDetaches) {
   grpc::ClientContext m_context;
   std::unique_ptr<grpc::ClientReader<proto::RelayCall>> m_calls =
       m.stub->Attach(&m_context, AttachRequest(m));
-  ASSERT_TRUE(m_calls->Read(&call));
+  proto::RelayCall attached;
+  ASSERT_TRUE(m_calls->Read(&attached));
   proto::RelayBytes to_m = a_->Opening();
   to_m.set_target(m.key->id().Bytes());
   grpc::ClientContext second_context;
