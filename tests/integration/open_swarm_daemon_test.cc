@@ -324,10 +324,16 @@ TEST_F(OpenSwarmDaemonTest, ALoneCatchersEvidenceTakesALyingNewcomerOutOfThePlan
   policy_.join_work_bits = 10;
   policy_.manifest_id = std::string(64, 'e');
   policy_.probation_iterations = 1000;
-  constexpr int64_t kIterations = 60;
+  // Long enough for u's record with the ban to reach f by anti-entropy
+  // when gossip's news missed f (a loaded machine): several push-pull
+  // periods after the condemnation.
+  constexpr int64_t kIterations = 150;
 
   const auto options = [&](const char* name, std::vector<int> stages, char seed) {
     GossipDaemonOptions o = Options(name, std::move(stages), seed);
+    // News of a record goes to a few random members a few times; a full
+    // exchange every half second brings f what it missed within the run.
+    o.gossip.tuning.push_pull_interval = absl::Milliseconds(500);
     o.expect_members = 4;
     o.base.iterations = kIterations;
     o.base.metrics_port = 0;
@@ -386,8 +392,10 @@ TEST_F(OpenSwarmDaemonTest, ALoneCatchersEvidenceTakesALyingNewcomerOutOfThePlan
   });
   const double fetches = Gauge(founder->daemon->metrics_port(), "skipswarm_evidence_fetches_total");
   const double served = Gauge(u->daemon->metrics_port(), "skipswarm_evidence_served_total");
-  ASSERT_GE(adopted_at, 0) << "f never adopted u's ban after " << fetches << " fetch(es); u served "
-                           << served;
+  ASSERT_GE(adopted_at, 0)
+      << "f never adopted u's ban after " << fetches << " fetch(es) ("
+      << Gauge(founder->daemon->metrics_port(), "skipswarm_evidence_fetch_failures_total")
+      << " failed); u served " << served;
   ASSERT_LT(adopted_at + 2, kIterations - 5) << "adopted too late to see n out of the routes";
   EXPECT_EQ(Gauge(founder->daemon->metrics_port(), "skipswarm_evidence_bans_adopted_total"), 1);
   EXPECT_GE(served, 1);
