@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "node/transport/relay/relay_service.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 

@@ -34,7 +34,6 @@
 #include "absl/synchronization/mutex.h"
 #include "node/stage/stage_server.h"
 #include "node/transport/frame_validator.h"
-#include "node/transport/relay/relay_service.h"
 #include "node/train/data_node_driver.h"
 
 namespace httplib {
@@ -100,6 +99,8 @@ void ExportDrops(const IterationReport& report, Metrics* metrics);
 // every reason of the fixed set, zero included), as
 // skipswarm_transport_frames_refused_total{reason}.
 void ExportFramesRefused(const FrameRefusalCounts& refused, Metrics* metrics);
+
+struct RelayServiceStats;  // node/transport/relay/relay_service.h (gRPC kept out of here)
 
 // This node's relay service (node/transport/relay/relay_service.h): nodes
 // attached, bytes copied, and what it refused by reason (over_budget,

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "node/transport/frame_validator.h"
+#include "node/transport/relay/relay_service.h"
 #include "node/transport/test_util.h"
 
 namespace skipswarm::node {

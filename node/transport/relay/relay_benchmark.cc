@@ -68,7 +68,6 @@
 #include "node/transport/relay/relay_service.h"
 #include "node/transport/relay/relay_test_util.h"
 #include "node/transport/test_util.h"
-#include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
@@ -88,11 +87,7 @@ class AnswerHog {
             size_t bytes) {
     h_ = std::make_unique<RelayParty>('h', clock, relay, relay_id);
     c_ = std::make_unique<RelayParty>('c', clock, relay, relay_id);
-    proto::RelayAttachRequest attach;
-    attach.set_protocol_version(proto::kProtocolVersion);
-    attach.set_swarm_id(testutil::kTestSwarm);
-    attach.set_node_id(h_->key->id().Bytes());
-    calls_ = h_->stub->Attach(&attach_context_, attach);
+    calls_ = h_->stub->Attach(&attach_context_, h_->AttachRequest());
     proto::RelayCall call;
     CHECK(calls_->Read(&call));  // "attached"
     connect_ = c_->stub->Connect(&connect_context_);
@@ -133,7 +128,6 @@ class AnswerHog {
   int64_t bytes() const { return bytes_.load(); }
 
  private:
-
   using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
 
   std::unique_ptr<RelayParty> h_, c_;

@@ -16,12 +16,11 @@
 #include "node/transport/relay/relay_service.h"
 #include "node/transport/relay/relay_test_util.h"
 #include "node/transport/test_util.h"
-#include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::RelayData;
 using ::skipswarm::node::testutil::RelayParty;
 using ::skipswarm::node::testutil::TestRelay;
 using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
@@ -29,20 +28,6 @@ using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayByte
 // Connects that give up on a silent N: far more calls than its window
 // takes, so the relay's Attach handler ends up blocked writing them.
 constexpr int kGivenUp = 40;
-
-proto::RelayAttachRequest AttachRequest(const RelayParty& node) {
-  proto::RelayAttachRequest attach;
-  attach.set_protocol_version(proto::kProtocolVersion);
-  attach.set_swarm_id(kTestSwarm);
-  attach.set_node_id(node.key->id().Bytes());
-  return attach;
-}
-
-proto::RelayBytes Data(size_t bytes) {
-  proto::RelayBytes m;
-  m.set_data(std::string(bytes, 'x'));
-  return m;
-}
 
 class RelayBoundsTest : public ::testing::Test {
  protected:
@@ -118,7 +103,7 @@ void RelayBoundsTest::StartWithASilentN() {
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   n_->stub = proto::Relay::NewStub(grpc::CreateCustomChannel(
       relay_->candidate().address, n_->creds->ForChannel(relay_->key->id()), args));
-  ASSERT_TRUE(Attach(AttachRequest(*n_)));
+  ASSERT_TRUE(Attach(n_->AttachRequest()));
   for (int i = 0; i < kGivenUp; ++i) {
     grpc::ClientContext context;
     std::unique_ptr<BytesStream> connect = Connect(&context, Opening());
@@ -129,17 +114,17 @@ void RelayBoundsTest::StartWithASilentN() {
 
 TEST_F(RelayBoundsTest, AMessageOverTheLimitEndsItsCircuit) {
   Start();
-  ASSERT_TRUE(Attach(AttachRequest(*n_)));
+  ASSERT_TRUE(Attach(n_->AttachRequest()));
   grpc::ClientContext connect_context, accept_context;
   std::unique_ptr<BytesStream> connect, accept;
   ASSERT_NO_FATAL_FAILURE(Splice(&connect_context, &accept_context, &connect, &accept));
   proto::RelayBytes m;
   // What Splice writes at most goes through.
-  ASSERT_TRUE(connect->Write(Data(kSpliceChunkBytes)));
+  ASSERT_TRUE(connect->Write(RelayData(kSpliceChunkBytes)));
   ASSERT_TRUE(accept->Read(&m));
   EXPECT_EQ(m.data().size(), kSpliceChunkBytes);
   // More ends the circuit, unforwarded.
-  connect->Write(Data(kRelayMaxMessageBytes));
+  connect->Write(RelayData(kRelayMaxMessageBytes));
   const bool forwarded = accept->Read(&m);
   EXPECT_FALSE(forwarded) << "forwarded " << m.data().size() << " bytes";
   if (forwarded) connect_context.TryCancel();  // the test ends either way
@@ -158,7 +143,7 @@ TEST_F(RelayBoundsTest, OversizedOpeningsAreRefused) {
   Start();
   // An attach request is held for the stream's life: a large one (unknown
   // fields, which the relay would keep) is refused.
-  proto::RelayAttachRequest big = AttachRequest(*n_);
+  proto::RelayAttachRequest big = n_->AttachRequest();
   big.GetReflection()->MutableUnknownFields(&big)->AddLengthDelimited(
       99, std::string(kRelayMaxOpeningBytes, 'x'));
   const bool big_attached = Attach(big);
@@ -168,7 +153,7 @@ TEST_F(RelayBoundsTest, OversizedOpeningsAreRefused) {
   EXPECT_EQ(attach.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << attach.error_message();
   // So is a Connect's opening with data (kept for the circuit's life).
   grpc::ClientContext again;
-  calls_ = n_->stub->Attach(&again, AttachRequest(*n_));
+  calls_ = n_->stub->Attach(&again, n_->AttachRequest());
   proto::RelayCall attached;
   ASSERT_TRUE(calls_->Read(&attached));
   proto::RelayBytes opening = Opening();
@@ -200,7 +185,7 @@ TEST_F(RelayBoundsTest, AReattachEndsTheStreamItReplaces) {
   EXPECT_EQ(relay_->service->stats().attach_handlers, 1);
   grpc::ClientContext again;
   std::unique_ptr<grpc::ClientReader<proto::RelayCall>> fresh =
-      n_->stub->Attach(&again, AttachRequest(*n_));
+      n_->stub->Attach(&again, n_->AttachRequest());
   proto::RelayCall attached;
   ASSERT_TRUE(fresh->Read(&attached));
   const absl::Duration deadline = clock_->SteadyNow() + absl::Seconds(20);
@@ -225,7 +210,7 @@ TEST_F(RelayBoundsTest, CircuitsStayCountedWhenTheirTargetDetaches) {
   ro.heartbeat = absl::Milliseconds(10);  // the detach is noticed soon
   ro.accept_timeout = absl::Milliseconds(50);
   Start(ro);
-  ASSERT_TRUE(Attach(AttachRequest(*n_)));
+  ASSERT_TRUE(Attach(n_->AttachRequest()));
   grpc::ClientContext connect_context, accept_context;
   std::unique_ptr<BytesStream> connect, accept;
   ASSERT_NO_FATAL_FAILURE(Splice(&connect_context, &accept_context, &connect, &accept));
@@ -241,7 +226,7 @@ TEST_F(RelayBoundsTest, CircuitsStayCountedWhenTheirTargetDetaches) {
   RelayParty m('m', clock_.get(), relay_->candidate(), relay_->key->id());
   grpc::ClientContext m_context;
   std::unique_ptr<grpc::ClientReader<proto::RelayCall>> m_calls =
-      m.stub->Attach(&m_context, AttachRequest(m));
+      m.stub->Attach(&m_context, m.AttachRequest());
   proto::RelayCall attached;
   ASSERT_TRUE(m_calls->Read(&attached));
   proto::RelayBytes to_m = a_->Opening();

@@ -28,12 +28,11 @@
 #include "node/transport/relay/relay_test_util.h"
 #include "node/transport/relay/splice.h"
 #include "node/transport/test_util.h"
-#include "proto/version.h"
 
 namespace skipswarm::node {
 namespace {
 
-using ::skipswarm::node::testutil::kTestSwarm;
+using ::skipswarm::node::testutil::RelayData;
 using ::skipswarm::node::testutil::RelayParty;
 using ::skipswarm::node::testutil::TestRelay;
 using BytesStream = grpc::ClientReaderWriter<proto::RelayBytes, proto::RelayBytes>;
@@ -176,11 +175,7 @@ class RelayQuotaTest : public ::testing::Test {
   }
   // `node` attaches (its Attach stream in `a`).
   static void AttachNode(RelayParty& node, Attachment& a) {
-    proto::RelayAttachRequest attach;
-    attach.set_protocol_version(proto::kProtocolVersion);
-    attach.set_swarm_id(kTestSwarm);
-    attach.set_node_id(node.key->id().Bytes());
-    a.calls = node.stub->Attach(&a.context, attach);
+    a.calls = node.stub->Attach(&a.context, node.AttachRequest());
     proto::RelayCall attached;
     ASSERT_TRUE(a.calls->Read(&attached));
   }
@@ -255,14 +250,9 @@ class RelayQuotaTest : public ::testing::Test {
       while (c.connect->Read(&m)) ledger->Answered(index);
     });
   }
-  static proto::RelayBytes Data(size_t bytes) {
-    proto::RelayBytes m;
-    m.set_data(std::string(bytes, 'x'));
-    return m;
-  }
-  static bool Send(Circuit& c, size_t bytes) { return c.connect->Write(Data(bytes)); }
+  static bool Send(Circuit& c, size_t bytes) { return c.connect->Write(RelayData(bytes)); }
   // The attached end answers `bytes` on its Accept stream.
-  static bool Answer(Circuit& c, size_t bytes) { return c.accept->Write(Data(bytes)); }
+  static bool Answer(Circuit& c, size_t bytes) { return c.accept->Write(RelayData(bytes)); }
 
   std::unique_ptr<common::RealClock> real_ = common::RealClock::Create();
   common::SimClock sim_;

@@ -33,6 +33,20 @@ proto::RelayBytes RelayParty::Opening() const {
   return m;
 }
 
+proto::RelayAttachRequest RelayParty::AttachRequest() const {
+  proto::RelayAttachRequest attach;
+  attach.set_protocol_version(proto::kProtocolVersion);
+  attach.set_swarm_id(kTestSwarm);
+  attach.set_node_id(key->id().Bytes());
+  return attach;
+}
+
+proto::RelayBytes RelayData(size_t bytes) {
+  proto::RelayBytes m;
+  m.set_data(std::string(bytes, 'x'));
+  return m;
+}
+
 TestRelay::TestRelay(char seed, common::Clock* clock, RelayServiceOptions ro)
     : key(identity::TestIdentity(seed)) {
   auto creds = identity::PeerCredentials::Create({key.get()}, clock->Now()).value();

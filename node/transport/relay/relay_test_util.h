@@ -54,11 +54,16 @@ struct RelayParty {
              const common::NodeId& relay_id);
   // The first message of a Connect or Accept: the protocol and this id.
   proto::RelayBytes Opening() const;
+  // An Attach request for this id in swarm kTestSwarm.
+  proto::RelayAttachRequest AttachRequest() const;
 
   std::unique_ptr<identity::Identity> key;
   std::shared_ptr<const identity::PeerCredentials> creds;
   std::unique_ptr<proto::Relay::Stub> stub;
 };
+
+// A circuit message of `bytes` data bytes.
+proto::RelayBytes RelayData(size_t bytes);
 
 // N, a node that only dials out: a pipeline transport on its own NodeServer
 // (nobody is told its address), its frames going to `n_handler`; and P, a
